@@ -1,0 +1,29 @@
+// Package manifest reads static Pod manifests the way the kubelet does: YAML or
+// JSON, one Pod per file (or a Pod or PodList from a URL), named <name>-<node>,
+// with a UID and the kubernetes.io/config.* annotations, validated.
+package manifest
+
+import (
+	v1 "k8s.io/api/core/v1"
+)
+
+// Source kinds, as in the kubernetes.io/config.source annotation.
+const (
+	SourceFile = "file"
+	SourceHTTP = "http"
+)
+
+// Pod is one static pod as a source delivers it.
+type Pod struct {
+	*v1.Pod // named, UID'd, annotated, defaulted, validated
+
+	Source string // SourceFile or SourceHTTP
+	Origin string // the file path or the URL it came from
+}
+
+// Problem is a manifest that could not be used, with why. When the same origin
+// produced a good pod before, that last good pod is still in the update's Pods.
+type Problem struct {
+	Origin string
+	Err    error
+}

@@ -1,0 +1,127 @@
+// Package podspec is the pod as the agent hands it to a container runtime: the one
+// type that crosses from agent/ to oci/. It imports only the standard library, so
+// oci/ never sees k8s.io/api and agent/ never sees libcontainer.
+package podspec
+
+import (
+	"errors"
+	"time"
+)
+
+// Errors a runtime returns where the agent branches on them.
+var (
+	// ErrImageNotPresent: the image is not in the local store (the pod waits,
+	// ErrImageNeverPull-style, and is retried when the image arrives).
+	ErrImageNotPresent = errors.New("image not present")
+	// ErrNotExist: no container or sandbox with that ID.
+	ErrNotExist = errors.New("does not exist")
+)
+
+// Pod is what a runtime needs to make a pod's sandbox: the namespaces and cgroup
+// its containers share.
+type Pod struct {
+	UID       string
+	Namespace string
+	Name      string // full name, <name>-<node>
+	Hostname  string // hostname inside the pod's UTS namespace
+
+	HostNetwork bool
+	HostIPC     bool
+	HostPID     bool
+
+	// LogDir is <podLogsDir>/<namespace>_<name>_<uid>.
+	LogDir string
+}
+
+// Container is one container of a pod, fully resolved by the agent: command and args
+// already $(VAR)-expanded, volumes already turned into mounts, log path chosen.
+type Container struct {
+	Name  string
+	Image string // normalised reference, docker.io/library/busybox:latest
+
+	// Command and Args follow Kubernetes: Command nil runs the image's Entrypoint;
+	// Args nil (with Command nil) runs the image's Cmd; Command set ignores both.
+	Command []string
+	Args    []string
+	// Env is the pod's env, in order; the runtime puts it over the image's Env.
+	Env        []EnvVar
+	WorkingDir string // "" = the image's
+	Mounts     []Mount
+	Resources  Resources
+	Security   Security
+
+	// Attempt is the container's restart count: 0 for the first run.
+	Attempt int
+	// LogPath is <LogDir>/<name>/<attempt>.log, CRI log format.
+	LogPath string
+	// Hash identifies the container's desired spec; adoption after a daemon
+	// restart matches running containers by pod UID, name and Hash.
+	Hash string
+}
+
+type EnvVar struct {
+	Name  string
+	Value string
+}
+
+type Mount struct {
+	Destination string
+	Type        string // "bind" or "tmpfs"
+	Source      string // host path for bind, "tmpfs" for tmpfs
+	ReadOnly    bool
+	Options     []string // extra mount options, e.g. "size=64m" for tmpfs
+}
+
+type Resources struct {
+	MemoryLimit int64  // bytes; 0 = none
+	CPUShares   uint64 // from the CPU request (kubelet MilliCPUToShares); 0 = default
+	CPUQuota    int64  // µs per CPUPeriod from the CPU limit; 0 = none
+	CPUPeriod   uint64 // µs; 0 = 100000
+	PidsLimit   int64  // 0 = none
+}
+
+type Security struct {
+	Privileged             bool
+	CapAdd                 []string // "NET_ADMIN" or "CAP_NET_ADMIN"; "ALL" allowed
+	CapDrop                []string
+	RunAsUser              *int64 // nil = the image's user
+	RunAsGroup             *int64
+	SupplementalGroups     []int64
+	ReadOnlyRootFilesystem bool
+	NoNewPrivileges        bool // allowPrivilegeEscalation: false
+}
+
+// State of a container as the runtime sees it.
+type State string
+
+const (
+	StateCreated State = "created" // made, process not started yet
+	StateRunning State = "running"
+	StateExited  State = "exited"
+	StateUnknown State = "unknown"
+)
+
+// ContainerStatus is a container as the runtime knows it, running or exited. It is
+// all the agent gets back after a daemon restart, so it carries the labels the agent
+// needs to adopt it.
+type ContainerStatus struct {
+	ID      string
+	PodUID  string
+	PodName string // full name
+	Name    string // container name
+	Attempt int
+	Hash    string
+	Image   string
+	ImageID string // sha256:… of the image config
+
+	State      State
+	Pid        int // the container's init process on the host, while running
+	CreatedAt  time.Time
+	StartedAt  time.Time
+	FinishedAt time.Time
+	ExitCode   int
+	// Reason is set once exited: "Completed" (0), "Error", "OOMKilled".
+	Reason  string
+	Message string
+	LogPath string
+}

@@ -1,0 +1,37 @@
+package agent
+
+import (
+	"context"
+	"syscall"
+
+	"github.com/staticpodd/staticpodd/agent/podspec"
+)
+
+// Runtime is what the agent needs from a container runtime. oci.Runtime implements
+// it; cmd/staticpodd asserts that. Every method is safe for concurrent use, and all
+// of them work for containers started by an earlier daemon process (adoption).
+type Runtime interface {
+	// CreateSandbox makes the namespaces and cgroup a pod's containers share.
+	// It is idempotent: calling it for an existing sandbox is a no-op.
+	CreateSandbox(ctx context.Context, pod *podspec.Pod) error
+	// RemoveSandbox removes what CreateSandbox made: mounts of namespaces, the
+	// pod cgroup, state. The pod's containers must be destroyed first.
+	// Removing a sandbox that does not exist is not an error.
+	RemoveSandbox(ctx context.Context, podUID string) error
+	// ListSandboxes returns the pod UIDs that have a sandbox.
+	ListSandboxes(ctx context.Context) ([]string, error)
+
+	// Start creates and starts one container of pod and returns once its process
+	// has been told to exec. An image missing from the store is ErrImageNotPresent.
+	Start(ctx context.Context, pod *podspec.Pod, c *podspec.Container) (podspec.ContainerStatus, error)
+	// Signal sends sig to the container's init process.
+	Signal(ctx context.Context, id string, sig syscall.Signal) error
+	// Wait blocks until the container has exited and its exit is recorded, or ctx
+	// ends, and returns its status. It works for adopted containers too.
+	Wait(ctx context.Context, id string) (podspec.ContainerStatus, error)
+	// Destroy removes an exited container: cgroup, rootfs mounts, overlay dirs,
+	// state. It refuses a running one. Destroying what does not exist is not an error.
+	Destroy(ctx context.Context, id string) error
+	// List returns every container the runtime knows, running or exited.
+	List(ctx context.Context) ([]podspec.ContainerStatus, error)
+}
