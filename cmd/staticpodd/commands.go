@@ -1,0 +1,7 @@
+package main
+
+import "github.com/spf13/cobra"
+
+// addCommands attaches every subcommand. Each lives in its own file.
+func addCommands(root *cobra.Command, o *globalOptions) {
+}

@@ -1,0 +1,37 @@
+// Command staticpodd runs Kubernetes static pods as OCI containers through runc's
+// libcontainer, without a cluster.
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+)
+
+// globalOptions are the flags every subcommand shares.
+type globalOptions struct {
+	RootDir string // images, volumes, persistent state
+	RunDir  string // container state, the CLI socket
+}
+
+func newRootCmd() *cobra.Command {
+	o := &globalOptions{}
+	root := &cobra.Command{
+		Use:           "staticpodd",
+		Short:         "Run Kubernetes static pods without a cluster",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.PersistentFlags().StringVar(&o.RootDir, "root-dir", "/var/lib/staticpodd", "directory for images, volumes and state")
+	root.PersistentFlags().StringVar(&o.RunDir, "run-dir", "/run/staticpodd", "directory for container state and the CLI socket")
+	addCommands(root, o)
+	return root
+}
+
+func main() {
+	if err := newRootCmd().Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "staticpodd:", err)
+		os.Exit(1)
+	}
+}
