@@ -1,0 +1,390 @@
+// Package config loads staticpodd's configuration: a KubeletConfiguration file
+// (kubelet.config.k8s.io/v1beta1) with the kubelet's defaults, overridden by flags,
+// and remembers where every value came from.
+package config
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"reflect"
+	"sort"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
+	sigsjson "sigs.k8s.io/json"
+	"sigs.k8s.io/yaml"
+)
+
+// The only apiVersion and kind a config file may have.
+const (
+	APIVersion = "kubelet.config.k8s.io/v1beta1"
+	Kind       = "KubeletConfiguration"
+)
+
+// Origins of a value.
+const (
+	OriginDefault = "default"
+	originFile    = "file "
+	originFlag    = "flag --"
+)
+
+// Config is the effective configuration staticpodd runs with. Field comments name
+// the KubeletConfiguration field or flag each comes from.
+type Config struct {
+	ConfigFile string // --config; "" when none
+
+	NodeName   string // --hostname-override, else the hostname; lower-cased
+	NodeIP     string // --node-ip
+	Kubeconfig string // --kubeconfig; "" = no mirror pods
+	RootDir    string // --root-dir
+	RunDir     string // --run-dir
+
+	StaticPodPath      string      // staticPodPath, --pod-manifest-path
+	StaticPodURL       string      // staticPodURL, --manifest-url
+	StaticPodURLHeader http.Header // staticPodURLHeader, --manifest-url-header; keys as written
+	FileCheckFrequency time.Duration
+	HTTPCheckFrequency time.Duration
+	SyncFrequency      time.Duration
+
+	Address           string
+	Port              int32
+	ReadOnlyPort      int32 // 0 = disabled
+	TLSCertFile       string
+	TLSPrivateKeyFile string
+	ClientCAFile      string // authentication.x509.clientCAFile
+
+	PodLogsDir           string
+	ContainerLogMaxSize  int64 // bytes
+	ContainerLogMaxFiles int32
+
+	CgroupRoot   string
+	CgroupDriver string // "cgroupfs" or "systemd"
+
+	EvictionHard                     map[string]string
+	EvictionSoft                     map[string]string
+	EvictionSoftGracePeriod          map[string]string
+	EvictionMinimumReclaim           map[string]string
+	EvictionPressureTransitionPeriod time.Duration
+
+	SerializeImagePulls         bool
+	ImageGCHighThresholdPercent int32
+	ImageGCLowThresholdPercent  int32
+	SeccompDefault              bool
+	MaxPods                     int32
+	// MaxContainerRestartPeriod is crashLoopBackOff.maxContainerRestartPeriod.
+	MaxContainerRestartPeriod time.Duration
+
+	// Origins maps each Entry key to where its value came from: "default",
+	// "file <path>" or "flag --<name>".
+	Origins map[string]string
+}
+
+// Entry is one effective value, for display.
+type Entry struct {
+	Key    string `json:"key"`
+	Value  string `json:"value"`
+	Origin string `json:"origin"`
+}
+
+// Load reads the config file at path ("" for none), applies the kubelet's
+// defaults, then the flags that were given. It returns one warning per known
+// kubelet field the file sets to a non-default value that staticpodd ignores; the
+// caller logs them. An unknown field, a wrong apiVersion or kind, or an invalid
+// value is an error.
+func Load(path string, flags Flags) (*Config, []string, error) {
+	if v, ok := flags.given(FlagConfig); ok && path == "" {
+		path = v
+	}
+	kc := kubeletv1beta1.KubeletConfiguration{}
+	raw := map[string]any{}
+	if path != "" {
+		var err error
+		if raw, err = decodeFile(path, &kc); err != nil {
+			return nil, nil, err
+		}
+	}
+	setDefaults(&kc)
+	warnings, err := ignoredWarnings(path, raw, &kc)
+	if err != nil {
+		return nil, nil, err
+	}
+	c, err := fromKubelet(path, raw, &kc)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := c.applyFlags(&flags); err != nil {
+		return nil, nil, err
+	}
+	if err := c.validate(); err != nil {
+		return nil, nil, fmt.Errorf("config %s: %w", describe(path), err)
+	}
+	return c, warnings, nil
+}
+
+func describe(path string) string {
+	if path == "" {
+		return "(defaults and flags)"
+	}
+	return path
+}
+
+// decodeFile reads a KubeletConfiguration into kc and returns the document as
+// generic JSON, to tell which fields the file sets.
+func decodeFile(path string, kc *kubeletv1beta1.KubeletConfiguration) (map[string]any, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read config: %w", err)
+	}
+	js, err := yaml.YAMLToJSON(data)
+	if err != nil {
+		return nil, fmt.Errorf("config %s: %w", path, err)
+	}
+	raw := map[string]any{}
+	if err := json.Unmarshal(js, &raw); err != nil || raw == nil {
+		return nil, fmt.Errorf("config %s: not a KubeletConfiguration object", path)
+	}
+	if raw["apiVersion"] != APIVersion || raw["kind"] != Kind {
+		return nil, fmt.Errorf("config %s: apiVersion %v, kind %v: want apiVersion %s, kind %s",
+			path, raw["apiVersion"], raw["kind"], APIVersion, Kind)
+	}
+	strict, err := sigsjson.UnmarshalStrict(js, kc, sigsjson.DisallowUnknownFields, sigsjson.DisallowDuplicateFields)
+	if err != nil {
+		return nil, fmt.Errorf("config %s: %w", path, err)
+	}
+	if len(strict) > 0 {
+		errs := make([]error, 0, len(strict))
+		for _, e := range strict {
+			errs = append(errs, fmt.Errorf("config %s: %w", path, e))
+		}
+		return nil, errors.Join(errs...)
+	}
+	return raw, nil
+}
+
+// honoured are the KubeletConfiguration fields staticpodd gives their kubelet
+// meaning (DESIGN.md), as dotted JSON paths.
+var honoured = map[string]bool{
+	"apiVersion": true, "kind": true,
+	"staticPodPath": true, "staticPodURL": true, "staticPodURLHeader": true,
+	"fileCheckFrequency": true, "httpCheckFrequency": true, "syncFrequency": true,
+	"address": true, "port": true, "readOnlyPort": true,
+	"tlsCertFile": true, "tlsPrivateKeyFile": true, "authentication.x509.clientCAFile": true,
+	"podLogsDir": true, "containerLogMaxSize": true, "containerLogMaxFiles": true,
+	"cgroupRoot": true, "cgroupDriver": true,
+	"evictionHard": true, "evictionSoft": true, "evictionSoftGracePeriod": true,
+	"evictionMinimumReclaim": true, "evictionPressureTransitionPeriod": true,
+	// mergeDefaultEvictionSettings only changes how evictionHard is filled in.
+	"mergeDefaultEvictionSettings": true,
+	"serializeImagePulls":          true, "imageGCHighThresholdPercent": true,
+	"imageGCLowThresholdPercent": true, "seccompDefault": true, "maxPods": true,
+	"crashLoopBackOff.maxContainerRestartPeriod": true,
+}
+
+// ignoredWarnings returns one warning per field the file sets, that staticpodd
+// does not honour, and whose value differs from the kubelet's default.
+func ignoredWarnings(path string, raw map[string]any, kc *kubeletv1beta1.KubeletConfiguration) ([]string, error) {
+	if len(raw) == 0 {
+		return nil, nil
+	}
+	eff, err := toMap(kc)
+	if err != nil {
+		return nil, err
+	}
+	def := kubeletv1beta1.KubeletConfiguration{}
+	setDefaults(&def)
+	dm, err := toMap(&def)
+	if err != nil {
+		return nil, err
+	}
+	var warnings []string
+	walkIgnored("", raw, eff, dm, func(field string) {
+		warnings = append(warnings, fmt.Sprintf("config %s: %s is set but staticpodd ignores it", path, field))
+	})
+	sort.Strings(warnings)
+	return warnings, nil
+}
+
+func walkIgnored(prefix string, raw, eff, def map[string]any, warn func(string)) {
+	for key, rv := range raw {
+		field := prefix + key
+		if honoured[field] {
+			continue
+		}
+		// Name the leaf inside nested objects (authentication.webhook.enabled),
+		// but a map-valued field (systemReserved) as a whole.
+		sub, isMap := rv.(map[string]any)
+		dm, defIsMap := def[key].(map[string]any)
+		if isMap && (defIsMap || hasHonouredBelow(field)) {
+			em, _ := eff[key].(map[string]any)
+			walkIgnored(field+".", sub, em, dm, warn)
+			continue
+		}
+		if !reflect.DeepEqual(eff[key], def[key]) {
+			warn(field)
+		}
+	}
+}
+
+func hasHonouredBelow(field string) bool {
+	for h := range honoured {
+		if strings.HasPrefix(h, field+".") {
+			return true
+		}
+	}
+	return false
+}
+
+func toMap(v any) (map[string]any, error) {
+	js, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("encode KubeletConfiguration: %w", err)
+	}
+	m := map[string]any{}
+	d := json.NewDecoder(bytes.NewReader(js))
+	if err := d.Decode(&m); err != nil {
+		return nil, fmt.Errorf("decode KubeletConfiguration: %w", err)
+	}
+	return m, nil
+}
+
+// inFile reports whether the file sets the dotted field.
+func inFile(raw map[string]any, field string) bool {
+	var cur any = raw
+	for _, part := range strings.Split(field, ".") {
+		m, ok := cur.(map[string]any)
+		if !ok {
+			return false
+		}
+		if cur, ok = m[part]; !ok {
+			return false
+		}
+	}
+	return true
+}
+
+func fromKubelet(path string, raw map[string]any, kc *kubeletv1beta1.KubeletConfiguration) (*Config, error) {
+	c := &Config{
+		ConfigFile:         path,
+		RootDir:            DefaultRootDir,
+		RunDir:             DefaultRunDir,
+		StaticPodPath:      kc.StaticPodPath,
+		StaticPodURL:       kc.StaticPodURL,
+		StaticPodURLHeader: http.Header(kc.StaticPodURLHeader),
+		FileCheckFrequency: kc.FileCheckFrequency.Duration,
+		HTTPCheckFrequency: kc.HTTPCheckFrequency.Duration,
+		SyncFrequency:      kc.SyncFrequency.Duration,
+
+		Address:           kc.Address,
+		Port:              kc.Port,
+		ReadOnlyPort:      kc.ReadOnlyPort,
+		TLSCertFile:       kc.TLSCertFile,
+		TLSPrivateKeyFile: kc.TLSPrivateKeyFile,
+		ClientCAFile:      kc.Authentication.X509.ClientCAFile,
+
+		PodLogsDir:           kc.PodLogsDir,
+		ContainerLogMaxFiles: *kc.ContainerLogMaxFiles,
+		CgroupRoot:           kc.CgroupRoot,
+		CgroupDriver:         kc.CgroupDriver,
+
+		EvictionHard:                     kc.EvictionHard,
+		EvictionSoft:                     kc.EvictionSoft,
+		EvictionSoftGracePeriod:          kc.EvictionSoftGracePeriod,
+		EvictionMinimumReclaim:           kc.EvictionMinimumReclaim,
+		EvictionPressureTransitionPeriod: kc.EvictionPressureTransitionPeriod.Duration,
+
+		SerializeImagePulls:         *kc.SerializeImagePulls,
+		ImageGCHighThresholdPercent: *kc.ImageGCHighThresholdPercent,
+		ImageGCLowThresholdPercent:  *kc.ImageGCLowThresholdPercent,
+		SeccompDefault:              *kc.SeccompDefault,
+		MaxPods:                     kc.MaxPods,
+		MaxContainerRestartPeriod:   kc.CrashLoopBackOff.MaxContainerRestartPeriod.Duration,
+		Origins:                     map[string]string{},
+	}
+	for _, e := range entries {
+		c.Origins[e.key] = OriginDefault
+		if e.field != "" && inFile(raw, e.field) {
+			c.Origins[e.key] = originFile + path
+		}
+	}
+	if path != "" {
+		c.Origins["configFile"] = originFlag + FlagConfig
+	}
+	if c.StaticPodPath == "" && !inFile(raw, "staticPodPath") {
+		c.StaticPodPath = DefaultStaticPodPath
+	}
+	if c.CgroupRoot == "" && !inFile(raw, "cgroupRoot") {
+		c.CgroupRoot = DefaultCgroupRoot
+	}
+	// The kubelet fills evictionHard in after defaulting (cmd/kubelet/app/server.go).
+	if c.EvictionHard == nil {
+		c.EvictionHard = defaultEvictionHard()
+	} else if *kc.MergeDefaultEvictionSettings {
+		for k, v := range defaultEvictionHard() {
+			if _, ok := c.EvictionHard[k]; !ok {
+				c.EvictionHard[k] = v
+			}
+		}
+	}
+	size, err := resource.ParseQuantity(kc.ContainerLogMaxSize)
+	if err != nil {
+		return nil, fmt.Errorf("config %s: containerLogMaxSize %q: %w", path, kc.ContainerLogMaxSize, err)
+	}
+	c.ContainerLogMaxSize = size.Value()
+	return c, nil
+}
+
+func (c *Config) applyFlags(f *Flags) error {
+	set := func(key, flag string, dst *string) {
+		if v, ok := f.given(flag); ok {
+			*dst = v
+			c.Origins[key] = originFlag + flag
+		}
+	}
+	set("staticPodPath", FlagPodManifestPath, &c.StaticPodPath)
+	set("staticPodURL", FlagManifestURL, &c.StaticPodURL)
+	set("nodeIP", FlagNodeIP, &c.NodeIP)
+	set("kubeconfig", FlagKubeconfig, &c.Kubeconfig)
+	set("rootDir", FlagRootDir, &c.RootDir)
+	set("runDir", FlagRunDir, &c.RunDir)
+	if len(f.ManifestURLHeaders) > 0 {
+		h, err := parseHeaders(f.ManifestURLHeaders)
+		if err != nil {
+			return err
+		}
+		c.StaticPodURLHeader = h
+		c.Origins["staticPodURLHeader"] = originFlag + FlagManifestURLHeader
+	}
+	// The kubelet lower-cases the override as well as the hostname (GetHostname).
+	if v, ok := f.given(FlagHostnameOverride); ok && strings.TrimSpace(v) != "" {
+		c.NodeName = strings.ToLower(strings.TrimSpace(v))
+		c.Origins["nodeName"] = originFlag + FlagHostnameOverride
+		return nil
+	}
+	host, err := os.Hostname()
+	if err != nil {
+		return fmt.Errorf("node name: %w", err)
+	}
+	c.NodeName = strings.ToLower(strings.TrimSpace(host))
+	c.Origins["nodeName"] = OriginDefault + " (hostname)"
+	return nil
+}
+
+// Origin returns where the value shown under key came from.
+func (c *Config) Origin(key string) string {
+	return c.Origins[key]
+}
+
+// Entries returns every effective value with its origin, in a stable order.
+func (c *Config) Entries() []Entry {
+	out := make([]Entry, 0, len(entries))
+	for _, e := range entries {
+		out = append(out, Entry{Key: e.key, Value: e.value(c), Origin: c.Origins[e.key]})
+	}
+	return out
+}

@@ -1,0 +1,199 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+)
+
+func write(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "kubelet.yaml")
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestLoadSeed(t *testing.T) {
+	c, warnings, err := Load("testdata/seed.yaml", Flags{HostnameOverride: "Node-A"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(warnings) != 0 {
+		t.Errorf("warnings = %q, want none", warnings)
+	}
+	file := "file testdata/seed.yaml"
+	checks := []struct {
+		key, got, want, origin string
+	}{
+		{"address", c.Address, "192.168.0.8", file},
+		{"staticPodPath", c.StaticPodPath, "/tmp/test_pod.yaml", file},
+		{"nodeName", c.NodeName, "node-a", "flag --hostname-override"},
+		{"podLogsDir", c.PodLogsDir, "/var/log/pods", OriginDefault},
+		{"cgroupRoot", c.CgroupRoot, "/staticpodd", OriginDefault},
+		{"cgroupDriver", c.CgroupDriver, "cgroupfs", OriginDefault},
+		{"rootDir", c.RootDir, DefaultRootDir, OriginDefault},
+	}
+	for _, ck := range checks {
+		if ck.got != ck.want || c.Origin(ck.key) != ck.origin {
+			t.Errorf("%s = %q from %q, want %q from %q", ck.key, ck.got, c.Origin(ck.key), ck.want, ck.origin)
+		}
+	}
+	if c.Port != 20250 || c.Origin("port") != file {
+		t.Errorf("port = %d from %q", c.Port, c.Origin("port"))
+	}
+	if c.SerializeImagePulls {
+		t.Error("serializeImagePulls = true, want false from the file")
+	}
+	if len(c.EvictionHard) != 1 || c.EvictionHard["memory.available"] != "200Mi" {
+		t.Errorf("evictionHard = %v, want only memory.available=200Mi", c.EvictionHard)
+	}
+	if c.FileCheckFrequency != 20*time.Second || c.HTTPCheckFrequency != 20*time.Second || c.SyncFrequency != time.Minute {
+		t.Errorf("frequencies = %v %v %v", c.FileCheckFrequency, c.HTTPCheckFrequency, c.SyncFrequency)
+	}
+	if c.ReadOnlyPort != 0 || c.ContainerLogMaxSize != 10<<20 || c.ContainerLogMaxFiles != 5 || c.MaxPods != 110 {
+		t.Errorf("readOnlyPort %d, containerLogMaxSize %d, containerLogMaxFiles %d, maxPods %d",
+			c.ReadOnlyPort, c.ContainerLogMaxSize, c.ContainerLogMaxFiles, c.MaxPods)
+	}
+	for _, e := range c.Entries() {
+		if e.Origin == "" {
+			t.Errorf("entry %s has no origin", e.Key)
+		}
+	}
+}
+
+func TestLoadDefaultsWithoutFile(t *testing.T) {
+	c, warnings, err := Load("", Flags{HostnameOverride: "x"})
+	if err != nil || len(warnings) != 0 {
+		t.Fatalf("Load: %v, warnings %q", err, warnings)
+	}
+	if c.StaticPodPath != DefaultStaticPodPath || c.Port != 10250 || c.Address != "0.0.0.0" {
+		t.Errorf("staticPodPath %q port %d address %q", c.StaticPodPath, c.Port, c.Address)
+	}
+	if c.EvictionHard["nodefs.available"] != "10%" || len(c.EvictionHard) != 5 {
+		t.Errorf("evictionHard = %v, want the kubelet's five defaults", c.EvictionHard)
+	}
+	host, _ := os.Hostname()
+	c, _, err = Load("", Flags{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.NodeName != strings.ToLower(host) || c.Origin("nodeName") != "default (hostname)" {
+		t.Errorf("nodeName %q from %q, want %q", c.NodeName, c.Origin("nodeName"), strings.ToLower(host))
+	}
+}
+
+func TestLoadWarnsOncePerIgnoredField(t *testing.T) {
+	p := write(t, `apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+maxOpenFiles: 1000000   # the default: no warning
+failSwapOn: false
+authentication:
+  x509:
+    clientCAFile: /etc/ca.crt
+  webhook:
+    enabled: false
+  anonymous:
+    enabled: false      # the default: no warning
+clusterDNS: [10.0.0.10]
+mergeDefaultEvictionSettings: true
+evictionHard:
+  memory.available: 1Gi
+`)
+	c, warnings, err := Load(p, Flags{HostnameOverride: "n"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"authentication.webhook.enabled", "clusterDNS", "failSwapOn"}
+	if len(warnings) != len(want) {
+		t.Fatalf("warnings = %q, want one each for %v", warnings, want)
+	}
+	for i, w := range want {
+		if !strings.Contains(warnings[i], w+" is set but staticpodd ignores it") || !strings.Contains(warnings[i], p) {
+			t.Errorf("warning %d = %q, want it to name %s and the file", i, warnings[i], w)
+		}
+	}
+	if c.ClientCAFile != "/etc/ca.crt" {
+		t.Errorf("clientCAFile = %q", c.ClientCAFile)
+	}
+	if c.EvictionHard["memory.available"] != "1Gi" || c.EvictionHard["nodefs.available"] != "10%" {
+		t.Errorf("evictionHard = %v, want defaults merged under the file's", c.EvictionHard)
+	}
+}
+
+func TestLoadErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name, body, want string
+	}{
+		{"unknown field", "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nstaticPodPth: /x\n", `unknown field "staticPodPth"`},
+		{"nested unknown field", "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nauthentication:\n  x509:\n    caFile: /x\n", `unknown field "authentication.x509.caFile"`},
+		{"wrong apiVersion", "apiVersion: kubelet.config.k8s.io/v1\nkind: KubeletConfiguration\n", "want apiVersion kubelet.config.k8s.io/v1beta1"},
+		{"wrong kind", "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeProxyConfiguration\n", "kind KubeProxyConfiguration"},
+		{"bad port", "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nport: 70000\n", "port: 70000 is not between 1 and 65535"},
+		{"bad driver", "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\ncgroupDriver: foo\n", "cgroupDriver"},
+		{"bad size", "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\ncontainerLogMaxSize: lots\n", "containerLogMaxSize"},
+		{"not yaml", "apiVersion: [\n", "config"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := write(t, tc.body)
+			_, _, err := Load(p, Flags{HostnameOverride: "n"})
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), p) {
+				t.Errorf("err = %v, want it to contain %q and the file name", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestFlagsOverrideFile(t *testing.T) {
+	fs := pflag.NewFlagSet("run", pflag.ContinueOnError)
+	var f Flags
+	f.Register(fs)
+	// --root-dir and --run-dir come from the root command's persistent flags.
+	fs.String(FlagRootDir, DefaultRootDir, "")
+	fs.String(FlagRunDir, DefaultRunDir, "")
+	err := fs.Parse([]string{
+		"--config", "testdata/seed.yaml",
+		"--pod-manifest-path", "/srv/manifests",
+		"--manifest-url", "http://127.0.0.1:1/pods",
+		"--manifest-url-header", "A:1,B:2", "--manifest-url-header", "A:3",
+		"--hostname-override", "Edge-1",
+		"--root-dir", "/srv/root",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, _, err := Load(f.ConfigFile, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.StaticPodPath != "/srv/manifests" || c.Origin("staticPodPath") != "flag --pod-manifest-path" {
+		t.Errorf("staticPodPath %q from %q", c.StaticPodPath, c.Origin("staticPodPath"))
+	}
+	if c.RootDir != "/srv/root" || c.Origin("rootDir") != "flag --root-dir" {
+		t.Errorf("rootDir %q from %q", c.RootDir, c.Origin("rootDir"))
+	}
+	if c.RunDir != DefaultRunDir || c.Origin("runDir") != OriginDefault {
+		t.Errorf("runDir %q from %q", c.RunDir, c.Origin("runDir"))
+	}
+	if got := c.StaticPodURLHeader["A"]; len(got) != 2 || got[0] != "1" || got[1] != "3" || c.StaticPodURLHeader["B"][0] != "2" {
+		t.Errorf("headers = %v", c.StaticPodURLHeader)
+	}
+	if c.Address != "192.168.0.8" || c.NodeName != "edge-1" {
+		t.Errorf("address %q nodeName %q", c.Address, c.NodeName)
+	}
+	if c.Origin("configFile") != "flag --config" {
+		t.Errorf("configFile origin %q", c.Origin("configFile"))
+	}
+}
+
+func TestBadHeaderFlag(t *testing.T) {
+	_, _, err := Load("", Flags{HostnameOverride: "n", ManifestURLHeaders: []string{"novalue"}})
+	if err == nil || !strings.Contains(err.Error(), "--manifest-url-header") {
+		t.Errorf("err = %v", err)
+	}
+}

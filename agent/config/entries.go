@@ -1,0 +1,84 @@
+package config
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+)
+
+// entry describes one value for display: its key (the KubeletConfiguration JSON
+// name, or a name of ours for flag-only values), the dotted file field that sets
+// it ("" for flag-only values), and how to show it.
+type entry struct {
+	key   string
+	field string
+	value func(*Config) string
+}
+
+func str(f func(*Config) string) func(*Config) string { return f }
+
+func dur(f func(*Config) time.Duration) func(*Config) string {
+	return func(c *Config) string { return f(c).String() }
+}
+
+func num[T ~int32 | ~int64](f func(*Config) T) func(*Config) string {
+	return func(c *Config) string { return fmt.Sprint(f(c)) }
+}
+
+func boolean(f func(*Config) bool) func(*Config) string {
+	return func(c *Config) string { return fmt.Sprint(f(c)) }
+}
+
+func kv[V string | []string](f func(*Config) map[string]V) func(*Config) string {
+	return func(c *Config) string {
+		m := f(c)
+		keys := make([]string, 0, len(m))
+		for k := range m {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		parts := make([]string, 0, len(keys))
+		for _, k := range keys {
+			parts = append(parts, fmt.Sprintf("%s=%v", k, m[k]))
+		}
+		return strings.Join(parts, ",")
+	}
+}
+
+var entries = []entry{
+	{"configFile", "", str(func(c *Config) string { return c.ConfigFile })},
+	{"nodeName", "", str(func(c *Config) string { return c.NodeName })},
+	{"nodeIP", "", str(func(c *Config) string { return c.NodeIP })},
+	{"kubeconfig", "", str(func(c *Config) string { return c.Kubeconfig })},
+	{"rootDir", "", str(func(c *Config) string { return c.RootDir })},
+	{"runDir", "", str(func(c *Config) string { return c.RunDir })},
+	{"staticPodPath", "staticPodPath", str(func(c *Config) string { return c.StaticPodPath })},
+	{"staticPodURL", "staticPodURL", str(func(c *Config) string { return c.StaticPodURL })},
+	{"staticPodURLHeader", "staticPodURLHeader", kv(func(c *Config) map[string][]string { return c.StaticPodURLHeader })},
+	{"fileCheckFrequency", "fileCheckFrequency", dur(func(c *Config) time.Duration { return c.FileCheckFrequency })},
+	{"httpCheckFrequency", "httpCheckFrequency", dur(func(c *Config) time.Duration { return c.HTTPCheckFrequency })},
+	{"syncFrequency", "syncFrequency", dur(func(c *Config) time.Duration { return c.SyncFrequency })},
+	{"address", "address", str(func(c *Config) string { return c.Address })},
+	{"port", "port", num(func(c *Config) int32 { return c.Port })},
+	{"readOnlyPort", "readOnlyPort", num(func(c *Config) int32 { return c.ReadOnlyPort })},
+	{"tlsCertFile", "tlsCertFile", str(func(c *Config) string { return c.TLSCertFile })},
+	{"tlsPrivateKeyFile", "tlsPrivateKeyFile", str(func(c *Config) string { return c.TLSPrivateKeyFile })},
+	{"authentication.x509.clientCAFile", "authentication.x509.clientCAFile", str(func(c *Config) string { return c.ClientCAFile })},
+	{"podLogsDir", "podLogsDir", str(func(c *Config) string { return c.PodLogsDir })},
+	{"containerLogMaxSize", "containerLogMaxSize", num(func(c *Config) int64 { return c.ContainerLogMaxSize })},
+	{"containerLogMaxFiles", "containerLogMaxFiles", num(func(c *Config) int32 { return c.ContainerLogMaxFiles })},
+	{"cgroupRoot", "cgroupRoot", str(func(c *Config) string { return c.CgroupRoot })},
+	{"cgroupDriver", "cgroupDriver", str(func(c *Config) string { return c.CgroupDriver })},
+	{"evictionHard", "evictionHard", kv(func(c *Config) map[string]string { return c.EvictionHard })},
+	{"evictionSoft", "evictionSoft", kv(func(c *Config) map[string]string { return c.EvictionSoft })},
+	{"evictionSoftGracePeriod", "evictionSoftGracePeriod", kv(func(c *Config) map[string]string { return c.EvictionSoftGracePeriod })},
+	{"evictionMinimumReclaim", "evictionMinimumReclaim", kv(func(c *Config) map[string]string { return c.EvictionMinimumReclaim })},
+	{"evictionPressureTransitionPeriod", "evictionPressureTransitionPeriod", dur(func(c *Config) time.Duration { return c.EvictionPressureTransitionPeriod })},
+	{"serializeImagePulls", "serializeImagePulls", boolean(func(c *Config) bool { return c.SerializeImagePulls })},
+	{"imageGCHighThresholdPercent", "imageGCHighThresholdPercent", num(func(c *Config) int32 { return c.ImageGCHighThresholdPercent })},
+	{"imageGCLowThresholdPercent", "imageGCLowThresholdPercent", num(func(c *Config) int32 { return c.ImageGCLowThresholdPercent })},
+	{"seccompDefault", "seccompDefault", boolean(func(c *Config) bool { return c.SeccompDefault })},
+	{"maxPods", "maxPods", num(func(c *Config) int32 { return c.MaxPods })},
+	{"crashLoopBackOff.maxContainerRestartPeriod", "crashLoopBackOff.maxContainerRestartPeriod", dur(func(c *Config) time.Duration { return c.MaxContainerRestartPeriod })},
+}

@@ -1,0 +1,105 @@
+package config
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/spf13/pflag"
+)
+
+// Flag names, as in DESIGN.md and the kubelet.
+const (
+	FlagConfig            = "config"
+	FlagPodManifestPath   = "pod-manifest-path"
+	FlagManifestURL       = "manifest-url"
+	FlagManifestURLHeader = "manifest-url-header"
+	FlagHostnameOverride  = "hostname-override"
+	FlagNodeIP            = "node-ip"
+	FlagKubeconfig        = "kubeconfig"
+	FlagRootDir           = "root-dir"
+	FlagRunDir            = "run-dir"
+)
+
+// Flags are the command-line values that configure the daemon. A flag overrides
+// the config file only when it was given.
+//
+// Register adds all but --root-dir and --run-dir, which the root command declares
+// for every subcommand. Load finds those two (value and whether they were given) in
+// the FlagSet Register was called with, since cobra merges the parents' persistent
+// flags into it. Without a FlagSet (Flags built by hand, in tests), a non-empty
+// field counts as given.
+type Flags struct {
+	ConfigFile         string
+	PodManifestPath    string
+	ManifestURL        string
+	ManifestURLHeaders []string // 'Key:Value', each may hold several comma-separated
+	HostnameOverride   string
+	NodeIP             string
+	Kubeconfig         string
+	RootDir            string
+	RunDir             string
+
+	fs *pflag.FlagSet
+}
+
+// Register adds the configuration flags to fs.
+func (f *Flags) Register(fs *pflag.FlagSet) {
+	f.fs = fs
+	fs.StringVar(&f.ConfigFile, FlagConfig, "", "KubeletConfiguration file (kubelet.config.k8s.io/v1beta1)")
+	fs.StringVar(&f.PodManifestPath, FlagPodManifestPath, "", "directory of static pod manifests, or one manifest file (staticPodPath; default "+DefaultStaticPodPath+")")
+	fs.StringVar(&f.ManifestURL, FlagManifestURL, "", "URL of a Pod or PodList to run (staticPodURL)")
+	fs.StringArrayVar(&f.ManifestURLHeaders, FlagManifestURLHeader, nil, "HTTP header 'Key:Value' for --manifest-url (staticPodURLHeader); repeatable, comma-separated pairs allowed")
+	fs.StringVar(&f.HostnameOverride, FlagHostnameOverride, "", "node name (default: the hostname, lower-cased)")
+	fs.StringVar(&f.NodeIP, FlagNodeIP, "", "IP address of the node")
+	fs.StringVar(&f.Kubeconfig, FlagKubeconfig, "", "kubeconfig of an API server; enables mirror pods")
+}
+
+// given reports whether flag name was set on the command line, and its value.
+func (f *Flags) given(name string) (string, bool) {
+	if f.fs != nil {
+		if fl := f.fs.Lookup(name); fl != nil {
+			return fl.Value.String(), fl.Changed
+		}
+	}
+	var v string
+	switch name {
+	case FlagConfig:
+		v = f.ConfigFile
+	case FlagPodManifestPath:
+		v = f.PodManifestPath
+	case FlagManifestURL:
+		v = f.ManifestURL
+	case FlagHostnameOverride:
+		v = f.HostnameOverride
+	case FlagNodeIP:
+		v = f.NodeIP
+	case FlagKubeconfig:
+		v = f.Kubeconfig
+	case FlagRootDir:
+		v = f.RootDir
+	case FlagRunDir:
+		v = f.RunDir
+	}
+	return v, v != ""
+}
+
+// parseHeaders reads 'Key:Value' pairs, several to an argument when separated by
+// commas, as the kubelet's --manifest-url-header does. Repeated keys add values.
+func parseHeaders(args []string) (http.Header, error) {
+	h := http.Header{}
+	for _, arg := range args {
+		for _, pair := range strings.Split(arg, ",") {
+			if strings.TrimSpace(pair) == "" {
+				continue
+			}
+			k, v, ok := strings.Cut(pair, ":")
+			k = strings.TrimSpace(k)
+			if !ok || k == "" {
+				return nil, fmt.Errorf("--%s %q: want 'Key:Value'", FlagManifestURLHeader, pair)
+			}
+			h[k] = append(h[k], strings.TrimSpace(v))
+		}
+	}
+	return h, nil
+}

@@ -1,0 +1,73 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// validate checks the values staticpodd uses, with the kubelet's limits where it
+// has them (pkg/kubelet/apis/config/validation).
+func (c *Config) validate() error {
+	var errs []error
+	bad := func(key, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", key, fmt.Sprintf(format, args...)))
+	}
+	if c.Port < 1 || c.Port > 65535 {
+		bad("port", "%d is not between 1 and 65535", c.Port)
+	}
+	if c.ReadOnlyPort < 0 || c.ReadOnlyPort > 65535 {
+		bad("readOnlyPort", "%d is not between 0 and 65535", c.ReadOnlyPort)
+	}
+	if net.ParseIP(c.Address) == nil {
+		bad("address", "%q is not an IP address", c.Address)
+	}
+	for _, ip := range strings.Split(c.NodeIP, ",") {
+		if c.NodeIP != "" && net.ParseIP(strings.TrimSpace(ip)) == nil {
+			bad("nodeIP", "%q is not an IP address", ip)
+		}
+	}
+	for key, d := range map[string]time.Duration{
+		"fileCheckFrequency": c.FileCheckFrequency, "httpCheckFrequency": c.HTTPCheckFrequency,
+		"syncFrequency": c.SyncFrequency, "evictionPressureTransitionPeriod": c.EvictionPressureTransitionPeriod,
+		"crashLoopBackOff.maxContainerRestartPeriod": c.MaxContainerRestartPeriod,
+	} {
+		if d < 0 {
+			bad(key, "%v is negative", d)
+		}
+	}
+	if c.CgroupDriver != "cgroupfs" && c.CgroupDriver != "systemd" {
+		bad("cgroupDriver", "%q is neither cgroupfs nor systemd", c.CgroupDriver)
+	}
+	if c.CgroupRoot != "" && !filepath.IsAbs(c.CgroupRoot) {
+		bad("cgroupRoot", "%q is not an absolute path", c.CgroupRoot)
+	}
+	if c.ContainerLogMaxFiles < 2 {
+		bad("containerLogMaxFiles", "%d is less than 2", c.ContainerLogMaxFiles)
+	}
+	if c.ContainerLogMaxSize <= 0 {
+		bad("containerLogMaxSize", "%d is not positive", c.ContainerLogMaxSize)
+	}
+	if p := c.ImageGCHighThresholdPercent; p < 0 || p > 100 {
+		bad("imageGCHighThresholdPercent", "%d is not between 0 and 100", p)
+	}
+	if p := c.ImageGCLowThresholdPercent; p < 0 || p > 100 {
+		bad("imageGCLowThresholdPercent", "%d is not between 0 and 100", p)
+	}
+	if c.ImageGCLowThresholdPercent > c.ImageGCHighThresholdPercent {
+		bad("imageGCLowThresholdPercent", "%d is above imageGCHighThresholdPercent %d",
+			c.ImageGCLowThresholdPercent, c.ImageGCHighThresholdPercent)
+	}
+	if c.MaxPods < 0 {
+		bad("maxPods", "%d is negative", c.MaxPods)
+	}
+	for key, dir := range map[string]string{"podLogsDir": c.PodLogsDir, "rootDir": c.RootDir, "runDir": c.RunDir} {
+		if !filepath.IsAbs(dir) {
+			bad(key, "%q is not an absolute path", dir)
+		}
+	}
+	return errors.Join(errs...)
+}
