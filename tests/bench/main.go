@@ -1,0 +1,299 @@
+// Command bench measures how long staticpodd takes from a manifest's rename(2)
+// into the watched directory until the container's process has exec'd its
+// command, side by side with `runc run -d` of an equivalent bundle.
+//
+// Both containers run the same command, `sh -c ': > /sig/fifo'`: opening the FIFO
+// for writing is the first thing the exec'd process does, and it unblocks the
+// benchmark's open for reading, which is the end of the measurement.
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+)
+
+func main() {
+	runs := flag.Int("runs", 30, "runs per side")
+	bin := flag.String("staticpodd", os.Getenv("STATICPODD_BIN"), "staticpodd binary")
+	image := flag.String("image", os.Getenv("STATICPODD_IMAGE"), "busybox image tarball")
+	runc := flag.String("runc", "runc", "runc binary")
+	busybox := flag.String("busybox", "/bin/busybox", "busybox-static binary for the runc bundle")
+	flag.Parse()
+	if err := run(*runs, *bin, *image, *runc, *busybox); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(runs int, bin, image, runc, busybox string) error {
+	if bin == "" || image == "" {
+		return fmt.Errorf("need -staticpodd and -image (make bench sets both)")
+	}
+	if _, err := exec.LookPath(runc); err != nil {
+		return fmt.Errorf("runc CLI not found (apt-get install -y runc): %w", err)
+	}
+	dir, err := os.MkdirTemp("", "staticpodd-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	sig := filepath.Join(dir, "sig")
+	if err := os.MkdirAll(sig, 0o755); err != nil {
+		return err
+	}
+	fifo := filepath.Join(sig, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o666); err != nil {
+		return err
+	}
+
+	ours, rss, err := benchStaticpodd(runs, bin, image, dir, fifo)
+	if err != nil {
+		return fmt.Errorf("staticpodd: %w", err)
+	}
+	theirs, err := benchRunc(runs, runc, busybox, dir, fifo)
+	if err != nil {
+		return fmt.Errorf("runc: %w", err)
+	}
+	op50, op90 := pct(ours, 50), pct(ours, 90)
+	rp50, rp90 := pct(theirs, 50), pct(theirs, 90)
+	fmt.Printf("manifest rename → container exec, %d runs each, hostNetwork busybox\n\n", runs)
+	fmt.Printf("| | p50 | p90 |\n|---|---|---|\n")
+	fmt.Printf("| staticpodd (rename → exec) | %s | %s |\n", ms(op50), ms(op90))
+	fmt.Printf("| runc run -d (exec → exec) | %s | %s |\n", ms(rp50), ms(rp90))
+	fmt.Printf("| ratio staticpodd / runc | %.2f | %.2f |\n", float64(op50)/float64(rp50), float64(op90)/float64(rp90))
+	fmt.Printf("\nstaticpodd daemon RSS after the runs: %.1f MiB\n", float64(rss)/(1<<20))
+	return nil
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000) }
+
+func pct(ds []time.Duration, p int) time.Duration {
+	s := append([]time.Duration(nil), ds...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	i := (len(s)*p + 99) / 100
+	if i > 0 {
+		i--
+	}
+	return s[i]
+}
+
+// waitFIFO opens fifo for reading, which returns once a writer opened it, and
+// returns when that happened.
+func waitFIFO(fifo string, timeout time.Duration) (time.Time, error) {
+	done := make(chan time.Time, 1)
+	go func() {
+		f, err := os.Open(fifo)
+		t := time.Now()
+		if err == nil {
+			f.Close()
+		}
+		done <- t
+	}()
+	select {
+	case t := <-done:
+		return t, nil
+	case <-time.After(timeout):
+		// Unblock the reader so the goroutine ends.
+		if w, err := os.OpenFile(fifo, os.O_WRONLY, 0); err == nil {
+			w.Close()
+		}
+		<-done
+		return time.Time{}, fmt.Errorf("no exec within %s", timeout)
+	}
+}
+
+func benchStaticpodd(runs int, bin, image, dir, fifo string) ([]time.Duration, int64, error) {
+	root := filepath.Join(dir, "root")
+	runDir := filepath.Join("/run", filepath.Base(dir))
+	manifests := filepath.Join(dir, "manifests")
+	os.MkdirAll(manifests, 0o755)
+	defer os.RemoveAll(runDir)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, 0, err
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	cfg := filepath.Join(dir, "config.yaml")
+	os.WriteFile(cfg, []byte(fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+staticPodPath: %s
+address: 127.0.0.1
+readOnlyPort: %d
+podLogsDir: %s
+cgroupRoot: /staticpodd-bench
+`, manifests, port, filepath.Join(dir, "logs"))), 0o644)
+	common := []string{"--root-dir", root, "--run-dir", runDir}
+	if out, err := exec.Command(bin, append([]string{"images", "import", image}, common...)...).CombinedOutput(); err != nil {
+		return nil, 0, fmt.Errorf("import: %v: %s", err, out)
+	}
+	var logs bytes.Buffer
+	d := exec.Command(bin, append([]string{"run", "--config", cfg, "--hostname-override", "bench"}, common...)...)
+	d.Stdout, d.Stderr = &logs, &logs
+	if err := d.Start(); err != nil {
+		return nil, 0, err
+	}
+	defer func() {
+		d.Process.Signal(syscall.SIGTERM)
+		d.Wait()
+	}()
+	podsURL := fmt.Sprintf("http://127.0.0.1:%d/pods", port)
+	countPods := func() (int, error) {
+		resp, err := http.Get(podsURL)
+		if err != nil {
+			return -1, err
+		}
+		defer resp.Body.Close()
+		var list struct{ Items []json.RawMessage }
+		err = json.NewDecoder(resp.Body).Decode(&list)
+		return len(list.Items), err
+	}
+	if err := poll(10*time.Second, func() bool { n, _ := countPods(); return n == 0 }); err != nil {
+		return nil, 0, fmt.Errorf("daemon did not come up: %v\n%s", err, logs.String())
+	}
+	manifest := fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata: {name: bench}
+spec:
+  hostNetwork: true
+  restartPolicy: Never
+  terminationGracePeriodSeconds: 1
+  volumes:
+  - name: sig
+    hostPath: {path: %s}
+  containers:
+  - name: main
+    image: busybox
+    command: ["sh", "-c", ": > /sig/fifo"]
+    volumeMounts:
+    - {name: sig, mountPath: /sig}
+`, filepath.Dir(fifo))
+	var ds []time.Duration
+	for i := 0; i < runs+1; i++ { // the first run warms caches and is not counted
+		tmp := filepath.Join(dir, "bench.yaml")
+		// A new name each run, so every run is a new pod with a new UID.
+		if err := os.WriteFile(tmp, []byte(strings.Replace(manifest, "name: bench", fmt.Sprintf("name: bench%d", i), 1)), 0o644); err != nil {
+			return nil, 0, err
+		}
+		dst := filepath.Join(manifests, "bench.yaml")
+		t0 := time.Now()
+		if err := os.Rename(tmp, dst); err != nil {
+			return nil, 0, err
+		}
+		t1, err := waitFIFO(fifo, 30*time.Second)
+		if err != nil {
+			return nil, 0, fmt.Errorf("run %d: %v\n%s", i, err, logs.String())
+		}
+		if i > 0 {
+			ds = append(ds, t1.Sub(t0))
+		}
+		os.Remove(dst)
+		if err := poll(30*time.Second, func() bool { n, _ := countPods(); return n == 0 }); err != nil {
+			return nil, 0, fmt.Errorf("run %d: pod not removed: %v", i, err)
+		}
+	}
+	return ds, rss(d.Process.Pid), nil
+}
+
+func benchRunc(runs int, runc, busybox, dir, fifo string) ([]time.Duration, error) {
+	bundle := filepath.Join(dir, "bundle")
+	rootfs := filepath.Join(bundle, "rootfs")
+	for _, p := range []string{"bin", "proc", "sys", "dev", "sig", "tmp"} {
+		os.MkdirAll(filepath.Join(rootfs, p), 0o755)
+	}
+	b, err := os.ReadFile(busybox)
+	if err != nil {
+		return nil, err
+	}
+	os.WriteFile(filepath.Join(rootfs, "bin", "busybox"), b, 0o755)
+	os.Symlink("busybox", filepath.Join(rootfs, "bin", "sh"))
+	if out, err := exec.Command(runc, "spec", "--bundle", bundle).CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("runc spec: %v: %s", err, out)
+	}
+	var spec map[string]any
+	cfgPath := filepath.Join(bundle, "config.json")
+	raw, _ := os.ReadFile(cfgPath)
+	if err := json.Unmarshal(raw, &spec); err != nil {
+		return nil, err
+	}
+	proc := spec["process"].(map[string]any)
+	proc["terminal"] = false
+	proc["args"] = []string{"sh", "-c", ": > /sig/fifo"}
+	spec["root"] = map[string]any{"path": "rootfs", "readonly": false}
+	spec["mounts"] = append(spec["mounts"].([]any), map[string]any{
+		"destination": "/sig", "type": "bind", "source": filepath.Dir(fifo), "options": []string{"rbind", "rw"},
+	})
+	linux := spec["linux"].(map[string]any)
+	var nss []any
+	for _, ns := range linux["namespaces"].([]any) {
+		if ns.(map[string]any)["type"] != "network" { // hostNetwork, like the pod
+			nss = append(nss, ns)
+		}
+	}
+	linux["namespaces"] = nss
+	raw, _ = json.Marshal(spec)
+	os.WriteFile(cfgPath, raw, 0o644)
+
+	state := filepath.Join("/run", filepath.Base(dir)+"-runc")
+	defer os.RemoveAll(state)
+	var ds []time.Duration
+	for i := 0; i < runs+1; i++ {
+		id := fmt.Sprintf("bench-%d", i)
+		cmd := exec.Command(runc, "--root", state, "run", "-d", "--bundle", bundle, id)
+		t0 := time.Now()
+		if err := cmd.Start(); err != nil {
+			return nil, err
+		}
+		t1, err := waitFIFO(fifo, 30*time.Second)
+		cmd.Wait()
+		if err != nil {
+			return nil, fmt.Errorf("run %d: %v", i, err)
+		}
+		if i > 0 {
+			ds = append(ds, t1.Sub(t0))
+		}
+		exec.Command(runc, "--root", state, "delete", "-f", id).Run()
+	}
+	return ds, nil
+}
+
+func poll(timeout time.Duration, f func() bool) error {
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(timeout)
+	for !f() {
+		select {
+		case <-deadline:
+			return fmt.Errorf("timed out after %s", timeout)
+		case <-tick.C:
+		}
+	}
+	return nil
+}
+
+// rss returns the resident set size of pid in bytes.
+func rss(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
+			var kb int64
+			fmt.Sscan(f[1], &kb)
+			return kb << 10
+		}
+	}
+	return 0
+}

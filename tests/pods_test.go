@@ -1,0 +1,376 @@
+package tests
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+)
+
+func sleeper(name, extra string) string {
+	return fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata:
+  name: %s
+spec:
+  terminationGracePeriodSeconds: 3
+  containers:
+  - name: main
+    image: busybox
+    command: ["sh", "-c", "trap 'exit 0' TERM; while true; do sleep 1 & wait $!; done"]
+%s`, name, extra)
+}
+
+func (d *daemon) containerPID(pod *v1.Pod, name string) int {
+	d.t.Helper()
+	for _, cs := range pod.Status.ContainerStatuses {
+		if cs.Name == name {
+			return hostPID(d.t, d.cgroup, cs.ContainerID)
+		}
+	}
+	d.t.Fatalf("pod %s has no container %s", pod.Name, name)
+	return 0
+}
+
+// hostPID finds the host PID of a container's init: the lowest PID in the
+// cgroup named after the container, under the daemon's cgroupRoot.
+func hostPID(t *testing.T, cgroupRoot, containerID string) int {
+	t.Helper()
+	id := strings.TrimPrefix(containerID, "staticpodd://")
+	if id == "" {
+		t.Fatal("container has no ID")
+	}
+	var pid int
+	filepath.WalkDir(filepath.Join("/sys/fs/cgroup/pids", cgroupRoot), func(p string, de os.DirEntry, err error) error {
+		if err != nil || pid != 0 || !de.IsDir() || !strings.Contains(filepath.Base(p), id) {
+			return nil
+		}
+		b, _ := os.ReadFile(filepath.Join(p, "cgroup.procs"))
+		for _, f := range strings.Fields(string(b)) {
+			if n, _ := strconv.Atoi(f); n > 0 && (pid == 0 || n < pid) {
+				pid = n
+			}
+		}
+		return filepath.SkipAll
+	})
+	if pid == 0 {
+		t.Fatalf("no process found for container %s", id)
+	}
+	return pid
+}
+
+// A manifest dropped into the directory becomes a running container, visible on
+// the read-only port with the kubelet's name, UID annotations and status.
+func TestManifestAppearsRunsContainer(t *testing.T) {
+	d := newDaemon(t)
+	d.start()
+	d.writeManifest("sleeper.yaml", sleeper("sleeper", ""))
+	pod := d.waitRunning("sleeper", 30*time.Second)
+
+	if pod.Namespace != "default" {
+		t.Errorf("namespace = %q, want default", pod.Namespace)
+	}
+	if pod.Annotations["kubernetes.io/config.source"] != "file" {
+		t.Errorf("config.source = %q, want file", pod.Annotations["kubernetes.io/config.source"])
+	}
+	if h := pod.Annotations["kubernetes.io/config.hash"]; h == "" || h != string(pod.UID) {
+		t.Errorf("config.hash = %q, UID = %q: want equal and set", h, pod.UID)
+	}
+	if pod.Spec.NodeName != d.name {
+		t.Errorf("spec.nodeName = %q, want %q", pod.Spec.NodeName, d.name)
+	}
+	pid := d.containerPID(pod, "main")
+	if !procAlive(pid) {
+		t.Fatalf("container process %d is not alive", pid)
+	}
+	cs := pod.Status.ContainerStatuses[0]
+	if cs.RestartCount != 0 || !cs.Ready {
+		t.Errorf("container status = %+v, want ready with 0 restarts", cs)
+	}
+	// Its log is in the CRI format under podLogsDir/<ns>_<pod>_<uid>/<container>/0.log.
+	d.writeManifest("echo.yaml", `apiVersion: v1
+kind: Pod
+metadata: {name: echo}
+spec:
+  containers:
+  - name: say
+    image: busybox
+    command: ["sh", "-c", "echo hello out; echo hello err >&2; exec sleep 1000"]
+`)
+	echo := d.waitRunning("echo", 30*time.Second)
+	logFile := filepath.Join(d.logsDir, fmt.Sprintf("default_%s_%s", echo.Name, echo.UID), "say", "0.log")
+	d.eventually(10*time.Second, "both log lines", func() error {
+		b, err := os.ReadFile(logFile)
+		if err != nil {
+			return err
+		}
+		s := string(b)
+		if !strings.Contains(s, " stdout F hello out\n") || !strings.Contains(s, " stderr F hello err\n") {
+			return fmt.Errorf("log is %q", s)
+		}
+		return nil
+	})
+}
+
+// Editing a manifest never runs two generations at once: the old container has
+// exited before the new one starts.
+func TestEditStopsOldBeforeNew(t *testing.T) {
+	d := newDaemon(t)
+	d.start()
+	shared := filepath.Join(d.dir, "shared")
+	os.MkdirAll(shared, 0o755)
+	gen := func(n int) string {
+		return fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata: {name: gen}
+spec:
+  terminationGracePeriodSeconds: 10
+  volumes:
+  - name: shared
+    hostPath: {path: %s}
+  containers:
+  - name: main
+    image: busybox
+    command: ["sh", "-c", "echo start %d >> /shared/events; trap 'sleep 1; echo stop %d >> /shared/events; exit 0' TERM; while true; do sleep 1 & wait $!; done"]
+    volumeMounts:
+    - {name: shared, mountPath: /shared}
+`, shared, n, n)
+	}
+	d.writeManifest("gen.yaml", gen(1))
+	first := d.waitRunning("gen", 30*time.Second)
+	oldPID := d.containerPID(first, "main")
+
+	d.writeManifest("gen.yaml", gen(2))
+	d.eventually(30*time.Second, "generation 2 started", func() error {
+		b, _ := os.ReadFile(filepath.Join(shared, "events"))
+		if !strings.Contains(string(b), "start 2") {
+			return fmt.Errorf("events: %q", b)
+		}
+		return nil
+	})
+	b, _ := os.ReadFile(filepath.Join(shared, "events"))
+	if got, want := string(b), "start 1\nstop 1\nstart 2\n"; got != want {
+		t.Fatalf("events = %q, want %q: the old generation must be gone before the new starts", got, want)
+	}
+	if procAlive(oldPID) {
+		t.Fatalf("old container process %d still alive", oldPID)
+	}
+	second := d.waitRunning("gen", 10*time.Second)
+	if second.UID == first.UID {
+		t.Errorf("edited manifest kept UID %s", first.UID)
+	}
+}
+
+// Deleting a manifest stops the pod gracefully and leaves nothing behind.
+func TestDeleteLeavesNothing(t *testing.T) {
+	d := newDaemon(t)
+	d.start()
+	d.writeManifest("gone.yaml", sleeper("gone", `    resources:
+      limits: {memory: 64Mi, cpu: 200m}
+  volumes:
+  - name: scratch
+    emptyDir: {}
+`))
+	pod := d.waitRunning("gone", 30*time.Second)
+	pid := d.containerPID(pod, "main")
+	d.removeManifest("gone.yaml")
+	d.eventually(30*time.Second, "the pod is gone", func() error {
+		if d.pod("gone") != nil {
+			return fmt.Errorf("still listed")
+		}
+		return nil
+	})
+	if procAlive(pid) {
+		t.Errorf("container process %d still alive", pid)
+	}
+	d.assertNoLeaks()
+	logDir := filepath.Join(d.logsDir, fmt.Sprintf("default_%s_%s", pod.Name, pod.UID))
+	if _, err := os.Stat(logDir); !os.IsNotExist(err) {
+		t.Errorf("pod log directory %s left behind (err %v)", logDir, err)
+	}
+}
+
+// A crashing container restarts with the kubelet's growing back-off and a
+// growing restartCount, and reports CrashLoopBackOff while it waits.
+func TestCrashLoopBackOff(t *testing.T) {
+	d := newDaemon(t)
+	d.start()
+	stamps := filepath.Join(d.dir, "stamps")
+	os.MkdirAll(stamps, 0o755)
+	d.writeManifest("crash.yaml", fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata: {name: crash}
+spec:
+  volumes:
+  - name: s
+    hostPath: {path: %s}
+  containers:
+  - name: main
+    image: busybox
+    command: ["sh", "-c", "date +%%s.%%N >> /s/starts; exit 3"]
+    volumeMounts:
+    - {name: s, mountPath: /s}
+`, stamps))
+	var starts []float64
+	sawBackOff := false
+	d.eventually(60*time.Second, "four starts", func() error {
+		if p := d.pod("crash"); p != nil && len(p.Status.ContainerStatuses) == 1 {
+			cs := p.Status.ContainerStatuses[0]
+			if w := cs.State.Waiting; w != nil && w.Reason == "CrashLoopBackOff" {
+				sawBackOff = true
+				if cs.LastTerminationState.Terminated == nil || cs.LastTerminationState.Terminated.ExitCode != 3 {
+					t.Errorf("lastState = %+v, want terminated with exit code 3", cs.LastTerminationState)
+				}
+			}
+		}
+		b, _ := os.ReadFile(filepath.Join(stamps, "starts"))
+		starts = starts[:0]
+		for _, f := range strings.Fields(string(b)) {
+			v, _ := strconv.ParseFloat(f, 64)
+			starts = append(starts, v)
+		}
+		if len(starts) < 4 {
+			return fmt.Errorf("%d starts", len(starts))
+		}
+		return nil
+	})
+	if !sawBackOff {
+		t.Error("never saw waiting reason CrashLoopBackOff")
+	}
+	// The kubelet restarts at once the first time, then after 10s, then 20s.
+	gaps := []float64{starts[1] - starts[0], starts[2] - starts[1], starts[3] - starts[2]}
+	if gaps[0] > 5 || gaps[1] < 9.5 || gaps[1] > 15 || gaps[2] < 19.5 || gaps[2] > 27 {
+		t.Errorf("restart gaps = %.1fs, %.1fs, %.1fs; want about 0, 10, 20", gaps[0], gaps[1], gaps[2])
+	}
+	d.eventually(10*time.Second, "restartCount 3", func() error {
+		p := d.pod("crash")
+		if p == nil || len(p.Status.ContainerStatuses) != 1 {
+			return fmt.Errorf("no status")
+		}
+		if rc := p.Status.ContainerStatuses[0].RestartCount; rc < 3 {
+			return fmt.Errorf("restartCount %d", rc)
+		}
+		return nil
+	})
+}
+
+// kill -9 of the daemon restarts nothing: the next daemon adopts the same
+// processes, keeps restartCount, and sees exits that happened while it was down.
+func TestDaemonKill9AdoptsContainers(t *testing.T) {
+	d := newDaemon(t)
+	d.start()
+	d.writeManifest("keep.yaml", sleeper("keep", ""))
+	d.writeManifest("later.yaml", `apiVersion: v1
+kind: Pod
+metadata: {name: later}
+spec:
+  restartPolicy: Never
+  containers:
+  - name: main
+    image: busybox
+    command: ["sh", "-c", "read x < /dev/null; sleep 4; echo while-down; exit 7"]
+`)
+	keep := d.waitRunning("keep", 30*time.Second)
+	d.waitRunning("later", 30*time.Second)
+	pid := d.containerPID(keep, "main")
+	uid := keep.UID
+
+	d.kill9()
+	time.Sleep(6 * time.Second) // "later" exits while no daemon runs
+	if !procAlive(pid) {
+		t.Fatalf("container %d died with the daemon", pid)
+	}
+	d.start()
+	after := d.waitRunning("keep", 30*time.Second)
+	if got := d.containerPID(after, "main"); got != pid {
+		t.Errorf("container PID after restart = %d, want %d (adopted, not restarted)", got, pid)
+	}
+	if after.UID != uid {
+		t.Errorf("UID changed across daemon restart: %s -> %s", uid, after.UID)
+	}
+	if rc := after.Status.ContainerStatuses[0].RestartCount; rc != 0 {
+		t.Errorf("restartCount = %d after daemon restart, want 0", rc)
+	}
+	d.eventually(20*time.Second, "the exit while down is recorded", func() error {
+		p := d.pod("later")
+		if p == nil || len(p.Status.ContainerStatuses) != 1 {
+			return fmt.Errorf("no pod")
+		}
+		term := p.Status.ContainerStatuses[0].State.Terminated
+		if term == nil || term.ExitCode != 7 {
+			return fmt.Errorf("state %+v, want terminated with exit code 7", p.Status.ContainerStatuses[0].State)
+		}
+		if p.Status.Phase != v1.PodFailed {
+			return fmt.Errorf("phase %s, want Failed", p.Status.Phase)
+		}
+		return nil
+	})
+	later := d.pod("later")
+	logFile := filepath.Join(d.logsDir, fmt.Sprintf("default_%s_%s", later.Name, later.UID), "main", "0.log")
+	if b, err := os.ReadFile(logFile); err != nil || !strings.Contains(string(b), " stdout F while-down\n") {
+		t.Errorf("line written while the daemon was down is missing from %s: %q %v", logFile, b, err)
+	}
+}
+
+// A broken manifest beside a good one: the good pod runs untouched and the error
+// names the file and the reason.
+func TestBrokenManifestBesideGoodOne(t *testing.T) {
+	d := newDaemon(t)
+	d.start()
+	d.writeManifest("good.yaml", sleeper("good", ""))
+	good := d.waitRunning("good", 30*time.Second)
+	pid := d.containerPID(good, "main")
+
+	d.writeManifest("broken.yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: broken}\nspec:\n  containers:\n  - name: x\n    image: [\n")
+	d.writeManifest("invalid.yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: Invalid_Name}\nspec:\n  containers: []\n")
+	d.eventually(15*time.Second, "ps names the broken files", func() error {
+		out, _ := d.cliErr("ps")
+		if !strings.Contains(out, "broken.yaml") || !strings.Contains(out, "invalid.yaml") {
+			return fmt.Errorf("ps output:\n%s", out)
+		}
+		return nil
+	})
+	time.Sleep(3 * time.Second) // a relist or two
+	after := d.waitRunning("good", 5*time.Second)
+	if got := d.containerPID(after, "main"); got != pid || after.Status.ContainerStatuses[0].RestartCount != 0 {
+		t.Errorf("good pod disturbed: pid %d -> %d, restarts %d", pid, got, after.Status.ContainerStatuses[0].RestartCount)
+	}
+	if n := len(d.pods()); n != 1 {
+		t.Errorf("%d pods, want only the good one", n)
+	}
+	out, err := d.cliErr("validate", filepath.Join(d.manifests, "broken.yaml"))
+	if err == nil {
+		t.Errorf("validate of a broken manifest exited 0:\n%s", out)
+	}
+}
+
+// A corrupt image tarball is refused with a clear error and the store is as it was.
+func TestCorruptImageRefused(t *testing.T) {
+	d := newDaemon(t)
+	before := d.cli("images", "ls")
+	good, err := os.ReadFile(imageTar)
+	if err != nil {
+		t.Fatal(err)
+	}
+	truncated := filepath.Join(d.dir, "truncated.tar")
+	os.WriteFile(truncated, good[:len(good)/2], 0o644)
+	garbage := filepath.Join(d.dir, "garbage.tar")
+	os.WriteFile(garbage, []byte("this is not an image archive\n"), 0o644)
+	for _, f := range []string{truncated, garbage} {
+		out, err := d.cliErr("images", "import", f)
+		if err == nil {
+			t.Errorf("import of %s succeeded:\n%s", f, out)
+		}
+		if !strings.Contains(out, filepath.Base(f)) {
+			t.Errorf("error does not name the file %s:\n%s", f, out)
+		}
+	}
+	if after := d.cli("images", "ls"); after != before {
+		t.Errorf("store changed by a refused import:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+}
