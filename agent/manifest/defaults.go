@@ -1,0 +1,215 @@
+package manifest
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Annotations the kubelet puts on static pods (pkg/kubelet/types).
+const (
+	AnnotationHash   = "kubernetes.io/config.hash"
+	AnnotationSource = "kubernetes.io/config.source"
+	AnnotationSeen   = "kubernetes.io/config.seen"
+)
+
+func typesUID(s string) types.UID { return types.UID(s) }
+
+// FullName is the kubelet's generatePodName: <name>-<lower(node)>.
+func FullName(name, nodeName string) string {
+	return fmt.Sprintf("%s-%s", name, strings.ToLower(nodeName))
+}
+
+// applyStaticDefaults is the kubelet's applyDefaults (pkg/kubelet/config/common.go)
+// after the UID: name, namespace, node, the config.hash and config.source
+// annotations, the NoExecute toleration for file pods, phase Pending.
+func applyStaticDefaults(pod *v1.Pod, source, nodeName string) {
+	pod.Name = FullName(pod.Name, nodeName)
+	if pod.Namespace == "" {
+		pod.Namespace = metav1.NamespaceDefault
+	}
+	pod.Spec.NodeName = nodeName
+	if pod.Annotations == nil {
+		pod.Annotations = map[string]string{}
+	}
+	pod.Annotations[AnnotationHash] = string(pod.UID)
+	pod.Annotations[AnnotationSource] = source
+	if source == SourceFile {
+		addToleration(pod, v1.Toleration{Operator: v1.TolerationOpExists, Effect: v1.TaintEffectNoExecute})
+	}
+	pod.Status.Phase = v1.PodPending
+}
+
+// addToleration is helper.AddOrUpdateTolerationInPod: add t unless an equal
+// toleration is there.
+func addToleration(pod *v1.Pod, t v1.Toleration) {
+	for _, have := range pod.Spec.Tolerations {
+		if have.MatchToleration(&t) {
+			return
+		}
+	}
+	pod.Spec.Tolerations = append(pod.Spec.Tolerations, t)
+}
+
+// SeenFunc returns when the pod with uid was first seen. The caller may persist
+// the answer so that config.seen survives daemon restarts.
+type SeenFunc func(uid types.UID) time.Time
+
+// Stamp sets the kubernetes.io/config.seen annotation (RFC3339Nano, as the
+// kubelet's Timestamp.GetString) from seen, or from the current time when seen is
+// nil.
+func Stamp(p Pod, seen SeenFunc) {
+	t := time.Now()
+	if seen != nil {
+		t = seen(p.UID)
+	}
+	p.Annotations[AnnotationSeen] = t.Format(time.RFC3339Nano)
+}
+
+// setAPIDefaults applies the defaults the API server gives a v1 Pod
+// (pkg/apis/core/v1/defaults.go and the +default markers of k8s.io/api).
+func setAPIDefaults(pod *v1.Pod) {
+	spec := &pod.Spec
+	if spec.TerminationGracePeriodSeconds != nil && *spec.TerminationGracePeriodSeconds < 0 {
+		one := int64(1)
+		spec.TerminationGracePeriodSeconds = &one
+	}
+	if spec.TerminationGracePeriodSeconds == nil {
+		d := int64(v1.DefaultTerminationGracePeriodSeconds)
+		spec.TerminationGracePeriodSeconds = &d
+	}
+	if spec.ServiceAccountName == "" {
+		spec.ServiceAccountName = spec.DeprecatedServiceAccount
+	}
+	spec.DeprecatedServiceAccount = spec.ServiceAccountName
+	if spec.DNSPolicy == "" {
+		spec.DNSPolicy = v1.DNSClusterFirst
+	}
+	if spec.RestartPolicy == "" {
+		spec.RestartPolicy = v1.RestartPolicyAlways
+	}
+	if spec.SecurityContext == nil {
+		spec.SecurityContext = &v1.PodSecurityContext{}
+	}
+	if spec.SchedulerName == "" {
+		spec.SchedulerName = v1.DefaultSchedulerName
+	}
+	if spec.EnableServiceLinks == nil {
+		b := v1.DefaultEnableServiceLinks
+		spec.EnableServiceLinks = &b
+	}
+	for i := range spec.Volumes {
+		setVolumeDefaults(&spec.Volumes[i])
+	}
+	for i := range spec.InitContainers {
+		setContainerDefaults(&spec.InitContainers[i], spec.HostNetwork)
+	}
+	for i := range spec.Containers {
+		setContainerDefaults(&spec.Containers[i], spec.HostNetwork)
+	}
+}
+
+func setVolumeDefaults(v *v1.Volume) {
+	s := &v.VolumeSource
+	if volumeSourceCount(s) == 0 {
+		s.EmptyDir = &v1.EmptyDirVolumeSource{}
+	}
+	if s.HostPath != nil && s.HostPath.Type == nil {
+		t := v1.HostPathUnset
+		s.HostPath.Type = &t
+	}
+}
+
+func setContainerDefaults(c *v1.Container, hostNetwork bool) {
+	if c.ImagePullPolicy == "" {
+		if imageTag(c.Image) == "latest" {
+			c.ImagePullPolicy = v1.PullAlways
+		} else {
+			c.ImagePullPolicy = v1.PullIfNotPresent
+		}
+	}
+	if c.TerminationMessagePath == "" {
+		c.TerminationMessagePath = v1.TerminationMessagePathDefault
+	}
+	if c.TerminationMessagePolicy == "" {
+		c.TerminationMessagePolicy = v1.TerminationMessageReadFile
+	}
+	// If limits are set but requests are not, requests default to limits.
+	if c.Resources.Limits != nil {
+		if c.Resources.Requests == nil {
+			c.Resources.Requests = v1.ResourceList{}
+		}
+		for k, q := range c.Resources.Limits {
+			if _, ok := c.Resources.Requests[k]; !ok {
+				c.Resources.Requests[k] = q.DeepCopy()
+			}
+		}
+	}
+	for _, rl := range []v1.ResourceList{c.Resources.Limits, c.Resources.Requests} {
+		for k, q := range rl {
+			q.RoundUp(-3) // SetDefaults_ResourceList: milli scale
+			rl[k] = q
+		}
+	}
+	for j := range c.Ports {
+		p := &c.Ports[j]
+		if p.Protocol == "" {
+			p.Protocol = v1.ProtocolTCP
+		}
+		if hostNetwork && p.HostPort == 0 {
+			p.HostPort = p.ContainerPort
+		}
+	}
+	for j := range c.Env {
+		if f := c.Env[j].ValueFrom; f != nil && f.FieldRef != nil && f.FieldRef.APIVersion == "" {
+			f.FieldRef.APIVersion = "v1"
+		}
+	}
+	for _, p := range []*v1.Probe{c.LivenessProbe, c.ReadinessProbe, c.StartupProbe} {
+		setProbeDefaults(p)
+	}
+}
+
+func setProbeDefaults(p *v1.Probe) {
+	if p == nil {
+		return
+	}
+	if p.TimeoutSeconds == 0 {
+		p.TimeoutSeconds = 1
+	}
+	if p.PeriodSeconds == 0 {
+		p.PeriodSeconds = 10
+	}
+	if p.SuccessThreshold == 0 {
+		p.SuccessThreshold = 1
+	}
+	if p.FailureThreshold == 0 {
+		p.FailureThreshold = 3
+	}
+	if h := p.HTTPGet; h != nil {
+		if h.Path == "" {
+			h.Path = "/"
+		}
+		if h.Scheme == "" {
+			h.Scheme = v1.URISchemeHTTP
+		}
+	}
+}
+
+// imageTag returns the tag of an image reference: "latest" when it has neither
+// tag nor digest, "" when it has only a digest (parsers.ParseImageName).
+func imageTag(image string) string {
+	name, _, hasDigest := strings.Cut(image, "@")
+	lastSlash := strings.LastIndex(name, "/")
+	if i := strings.LastIndex(name, ":"); i > lastSlash {
+		return name[i+1:]
+	}
+	if hasDigest {
+		return ""
+	}
+	return "latest"
+}

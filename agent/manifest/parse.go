@@ -1,0 +1,157 @@
+package manifest
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	sigsjson "sigs.k8s.io/json"
+	"sigs.k8s.io/yaml"
+)
+
+// MaxSize is the largest manifest read, the kubelet's maxConfigLength.
+const MaxSize = 10 << 20
+
+// ParseFile reads one Pod (YAML or JSON, apiVersion v1, kind Pod) from the file at
+// path, names, defaults and validates it as the kubelet does for node nodeName.
+// Unknown fields are tolerated; each gives a warning naming the field path and
+// the file. A manifest that cannot be used returns an error made of *Error values.
+// The pod has no kubernetes.io/config.seen annotation yet: see Stamp.
+func ParseFile(data []byte, path, nodeName string) ([]Pod, []string, error) {
+	doc, js, err := toJSON(data, path)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := checkKind(doc, path, "Pod"); err != nil {
+		return nil, nil, err
+	}
+	pod, warnings, err := parsePod(doc, js, SourceFile, path, nodeName, "")
+	if err != nil {
+		return nil, warnings, err
+	}
+	return []Pod{pod}, warnings, nil
+}
+
+// ParseURL reads a Pod or a PodList from a URL's body, as ParseFile does. The
+// kubelet takes all of a list or none of it; so does ParseURL.
+func ParseURL(data []byte, url, nodeName string) ([]Pod, []string, error) {
+	doc, js, err := toJSON(data, url)
+	if err != nil {
+		return nil, nil, err
+	}
+	m, _ := doc.(map[string]any)
+	if m["kind"] != "PodList" {
+		if err := checkKind(doc, url, "Pod"); err != nil {
+			return nil, nil, err
+		}
+		pod, warnings, err := parsePod(doc, js, SourceHTTP, url, nodeName, "")
+		if err != nil {
+			return nil, warnings, err
+		}
+		return []Pod{pod}, warnings, nil
+	}
+	if err := checkKind(doc, url, "PodList"); err != nil {
+		return nil, nil, err
+	}
+	var list struct {
+		Items []json.RawMessage `json:"items"`
+	}
+	if err := json.Unmarshal(js, &list); err != nil {
+		return nil, nil, &Error{Origin: url, Field: "items", Reason: err.Error()}
+	}
+	items, _ := m["items"].([]any)
+	var (
+		pods     []Pod
+		warnings []string
+		errs     []error
+	)
+	for i, raw := range list.Items {
+		prefix := fmt.Sprintf("items[%d].", i)
+		pod, w, err := parsePod(items[i], raw, SourceHTTP, url, nodeName, prefix)
+		warnings = append(warnings, w...)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		pods = append(pods, pod)
+	}
+	if len(errs) > 0 {
+		return nil, warnings, errors.Join(errs...)
+	}
+	return pods, warnings, nil
+}
+
+// toJSON turns YAML or JSON into JSON and its generic form.
+func toJSON(data []byte, origin string) (any, []byte, error) {
+	if len(data) > MaxSize {
+		return nil, nil, &Error{Origin: origin, Reason: fmt.Sprintf("larger than %d bytes", MaxSize)}
+	}
+	if strings.TrimSpace(string(data)) == "" {
+		return nil, nil, &Error{Origin: origin, Reason: "empty manifest"}
+	}
+	js, err := yaml.YAMLToJSON(data)
+	if err != nil {
+		return nil, nil, &Error{Origin: origin, Reason: "not YAML or JSON: " + err.Error()}
+	}
+	doc, err := decodeGeneric(js)
+	if err != nil {
+		return nil, nil, &Error{Origin: origin, Reason: "not YAML or JSON: " + err.Error()}
+	}
+	if _, ok := doc.(map[string]any); !ok {
+		return nil, nil, &Error{Origin: origin, Reason: "not a Kubernetes object"}
+	}
+	return doc, js, nil
+}
+
+func checkKind(doc any, origin, kind string) error {
+	m := doc.(map[string]any)
+	if m["apiVersion"] != "v1" || m["kind"] != kind {
+		return &Error{Origin: origin, Reason: fmt.Sprintf("apiVersion %v, kind %v: want apiVersion v1, kind %s",
+			orNone(m["apiVersion"]), orNone(m["kind"]), kind)}
+	}
+	return nil
+}
+
+func orNone(v any) any {
+	if v == nil {
+		return "(none)"
+	}
+	return v
+}
+
+// parsePod decodes one Pod document, then applies the kubelet's static pod
+// treatment. prefix names the document inside a list ("items[2].").
+func parsePod(doc any, js []byte, source, origin, nodeName, prefix string) (Pod, []string, error) {
+	pod := &v1.Pod{}
+	strict, err := sigsjson.UnmarshalStrict(js, pod, sigsjson.DisallowUnknownFields, sigsjson.DisallowDuplicateFields)
+	if err != nil {
+		return Pod{}, nil, &Error{Origin: origin, Field: strings.TrimSuffix(prefix, "."), Reason: err.Error()}
+	}
+	var warnings []string
+	for _, e := range strict {
+		warnings = append(warnings, fmt.Sprintf("%s: %s%s, ignored", origin, prefix, e.Error()))
+	}
+	if m, ok := doc.(map[string]any); ok {
+		if k, ok := m["kind"]; ok && k != "Pod" {
+			return Pod{}, warnings, &Error{Origin: origin, Field: prefix + "kind", Reason: fmt.Sprintf("%v: want Pod", k)}
+		}
+	}
+	if pod.Name == "" {
+		return Pod{}, warnings, &Error{Origin: origin, Field: prefix + "metadata.name", Reason: "required"}
+	}
+	if pod.UID == "" {
+		uid, err := computeUID(doc, source, origin, nodeName)
+		if err != nil {
+			return Pod{}, warnings, err
+		}
+		pod.UID = typesUID(uid)
+	}
+	setAPIDefaults(pod)
+	applyStaticDefaults(pod, source, nodeName)
+	if err := validate(pod, origin, prefix); err != nil {
+		return Pod{}, warnings, err
+	}
+	return Pod{Pod: pod, Source: source, Origin: origin}, warnings, nil
+}

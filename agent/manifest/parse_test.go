@@ -1,0 +1,207 @@
+package manifest
+
+import (
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+const manifestPath = "/etc/kubernetes/manifests/static-pod.yaml"
+
+func parseFixture(t *testing.T, name string) (Pod, []string) {
+	t.Helper()
+	data, err := os.ReadFile("testdata/" + name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pods, warnings, err := ParseFile(data, manifestPath, "node1")
+	if err != nil {
+		t.Fatalf("ParseFile: %v", err)
+	}
+	return pods[0], warnings
+}
+
+func TestParseSeedPodWithTypo(t *testing.T) {
+	p, warnings := parseFixture(t, "static-pod.yaml")
+	if len(warnings) != 1 || !strings.Contains(warnings[0], `"metadata.lables"`) || !strings.Contains(warnings[0], manifestPath) {
+		t.Errorf("warnings = %q, want one naming metadata.lables and the file", warnings)
+	}
+	// Pinned: this UID must not change across staticpodd or library versions,
+	// or every static pod restarts on upgrade.
+	const wantUID = "4f85321ce04a0c42c6046b9e4cf9a396"
+	if p.UID != wantUID || p.Annotations[AnnotationHash] != wantUID {
+		t.Errorf("UID %q, config.hash %q, want %q", p.UID, p.Annotations[AnnotationHash], wantUID)
+	}
+	if p.Name != "static-pod-node1" || p.Namespace != "default" || p.Spec.NodeName != "node1" {
+		t.Errorf("name %q namespace %q nodeName %q", p.Name, p.Namespace, p.Spec.NodeName)
+	}
+	if p.Annotations[AnnotationSource] != SourceFile || p.Source != SourceFile || p.Origin != manifestPath {
+		t.Errorf("source %q/%q origin %q", p.Annotations[AnnotationSource], p.Source, p.Origin)
+	}
+	c := p.Spec.Containers[0]
+	if c.ImagePullPolicy != v1.PullAlways || c.Ports[0].Protocol != v1.ProtocolTCP ||
+		c.TerminationMessagePath != "/dev/termination-log" || c.TerminationMessagePolicy != v1.TerminationMessageReadFile {
+		t.Errorf("container defaults: %+v", c)
+	}
+	s := p.Spec
+	if s.RestartPolicy != v1.RestartPolicyAlways || *s.TerminationGracePeriodSeconds != 30 || s.DNSPolicy != v1.DNSClusterFirst ||
+		s.SchedulerName != "default-scheduler" || !*s.EnableServiceLinks || s.SecurityContext == nil {
+		t.Errorf("spec defaults: %+v", s)
+	}
+	if len(s.Tolerations) != 1 || s.Tolerations[0].Effect != v1.TaintEffectNoExecute || s.Tolerations[0].Operator != v1.TolerationOpExists {
+		t.Errorf("tolerations = %+v", s.Tolerations)
+	}
+}
+
+func TestUIDStableAcrossFormatting(t *testing.T) {
+	yamlPod, _ := parseFixture(t, "static-pod.yaml")
+	reformatted := `{"kind":"Pod","spec":{"containers":[{"ports":[{"name":"http-server","containerPort":81}],
+		"image":"nginx:latest","name":"test-static"}]},
+		"metadata":{"lables":{"app":"nginx"},"name":"static-pod"},"apiVersion":"v1"}`
+	pods, _, err := ParseFile([]byte("# a comment\n"+reformatted), manifestPath, "node1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pods[0].UID != yamlPod.UID {
+		t.Errorf("JSON with other key order: UID %q, YAML: %q", pods[0].UID, yamlPod.UID)
+	}
+	for name, change := range map[string][3]string{
+		"image":     {"nginx:latest", "nginx:1.27", manifestPath},
+		"port":      {"81", "82", manifestPath},
+		"path":      {"", "", "/etc/kubernetes/manifests/other.yaml"},
+		"node name": {"", "", manifestPath},
+	} {
+		data, _ := os.ReadFile("testdata/static-pod.yaml")
+		if change[0] != "" {
+			data = []byte(strings.Replace(string(data), change[0], change[1], 1))
+		}
+		node := "node1"
+		if name == "node name" {
+			node = "node2"
+		}
+		pods, _, err := ParseFile(data, change[2], node)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pods[0].UID == yamlPod.UID {
+			t.Errorf("changing the %s kept UID %q", name, yamlPod.UID)
+		}
+	}
+}
+
+func TestOwnUIDKept(t *testing.T) {
+	data := "apiVersion: v1\nkind: Pod\nmetadata:\n  name: a\n  uid: my-uid\nspec:\n  containers:\n  - name: c\n    image: busybox:1.36\n"
+	pods, _, err := ParseFile([]byte(data), "/m/a.yaml", "n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pods[0].UID != "my-uid" || pods[0].Annotations[AnnotationHash] != "my-uid" {
+		t.Errorf("UID %q", pods[0].UID)
+	}
+	if pods[0].Spec.Containers[0].ImagePullPolicy != v1.PullIfNotPresent {
+		t.Errorf("pull policy %q for a tagged image", pods[0].Spec.Containers[0].ImagePullPolicy)
+	}
+}
+
+func TestParseURL(t *testing.T) {
+	const url = "http://127.0.0.1:8080/pods"
+	web, _ := os.ReadFile("testdata/static-web.yaml")
+	pods, warnings, err := ParseURL(web, url, "node1")
+	if err != nil || len(warnings) != 0 {
+		t.Fatalf("single pod: %v %q", err, warnings)
+	}
+	if pods[0].Name != "static-web-node1" || pods[0].Source != SourceHTTP || pods[0].Annotations[AnnotationSource] != "http" || len(pods[0].Spec.Tolerations) != 0 {
+		t.Errorf("pod %s source %s tolerations %v", pods[0].Name, pods[0].Source, pods[0].Spec.Tolerations)
+	}
+	list := `{"apiVersion":"v1","kind":"PodList","items":[
+	  {"metadata":{"name":"a"},"spec":{"containers":[{"name":"c","image":"busybox"}]}},
+	  {"metadata":{"name":"b","colour":"red"},"spec":{"containers":[{"name":"c","image":"busybox"}]}}]}`
+	pods, warnings, err = ParseURL([]byte(list), url, "node1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pods) != 2 || pods[0].Name != "a-node1" || pods[1].Name != "b-node1" || pods[0].UID == pods[1].UID {
+		t.Errorf("pods = %v", pods)
+	}
+	if len(warnings) != 1 || !strings.Contains(warnings[0], `items[1].unknown field "metadata.colour"`) {
+		t.Errorf("warnings = %q", warnings)
+	}
+	bad := strings.Replace(list, `"image":"busybox"}]}}]`, `"image":""}]}}]`, 1)
+	if _, _, err := ParseURL([]byte(bad), url, "node1"); err == nil || !strings.Contains(err.Error(), "items[1].spec.containers[0].image: required") {
+		t.Errorf("err = %v", err)
+	}
+}
+
+func TestParseErrors(t *testing.T) {
+	const head = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\n"
+	for _, tc := range []struct{ name, body, want string }{
+		{"empty", "", "empty manifest"},
+		{"not yaml", "{{{", "not YAML or JSON"},
+		{"wrong kind", "apiVersion: v1\nkind: Service\nmetadata:\n  name: p\n", "kind Service: want apiVersion v1, kind Pod"},
+		{"list in a file", "apiVersion: v1\nkind: PodList\nitems: []\n", "want apiVersion v1, kind Pod"},
+		{"no name", "apiVersion: v1\nkind: Pod\nspec:\n  containers: [{name: c, image: i}]\n", "metadata.name: required"},
+		{"bad type", head + "spec:\n  containers: 3\n", "spec.containers"},
+		{"no containers", head + "spec: {}\n", "spec.containers: at least one container is required"},
+		{"bad name", "apiVersion: v1\nkind: Pod\nmetadata:\n  name: Big_Name\nspec:\n  containers: [{name: c, image: i}]\n", "metadata.name: a lowercase RFC 1123 subdomain"},
+		{"bad namespace", head + "  namespace: Kube_System\nspec:\n  containers: [{name: c, image: i}]\n", "metadata.namespace"},
+		{"container name", head + "spec:\n  containers: [{name: C_1, image: i}]\n", "spec.containers[0].name"},
+		{"duplicate container", head + "spec:\n  initContainers: [{name: c, image: i}]\n  containers: [{name: c, image: i}]\n", `spec.containers[0].name: duplicate container name "c" (also spec.initContainers[0])`},
+		{"no image", head + "spec:\n  containers: [{name: c}]\n", "spec.containers[0].image: required"},
+		{"restart policy", head + "spec:\n  restartPolicy: Sometimes\n  containers: [{name: c, image: i}]\n", "spec.restartPolicy"},
+		{"duplicate volume", head + "spec:\n  volumes: [{name: v, emptyDir: {}}, {name: v, emptyDir: {}}]\n  containers: [{name: c, image: i}]\n", `spec.volumes[1].name: duplicate volume name "v"`},
+		{"missing volume", head + "spec:\n  containers: [{name: c, image: i, volumeMounts: [{name: nope, mountPath: /x}]}]\n", `spec.containers[0].volumeMounts[0].name: volume "nope" not found`},
+		{"relative mountPath", head + "spec:\n  volumes: [{name: v}]\n  containers: [{name: c, image: i, volumeMounts: [{name: v, mountPath: x}]}]\n", "volumeMounts[0].mountPath"},
+		{"relative hostPath", head + "spec:\n  volumes: [{name: v, hostPath: {path: data}}]\n  containers: [{name: c, image: i}]\n", "spec.volumes[0].hostPath.path"},
+		{"hostPath type", head + "spec:\n  volumes: [{name: v, hostPath: {path: /d, type: Dir}}]\n  containers: [{name: c, image: i}]\n", "spec.volumes[0].hostPath.type"},
+		{"secret volume", head + "spec:\n  volumes: [{name: v, secret: {secretName: s}}]\n  containers: [{name: c, image: i}]\n", "spec.volumes[0]: static pods may only use hostPath and emptyDir"},
+		{"port range", head + "spec:\n  containers: [{name: c, image: i, ports: [{containerPort: 70000}]}]\n", "spec.containers[0].ports[0].containerPort"},
+		{"bad quantity", head + "spec:\n  containers: [{name: c, image: i, resources: {limits: {memory: lots}}}]\n", "quantities must match"},
+		{"request above limit", head + "spec:\n  containers: [{name: c, image: i, resources: {limits: {cpu: 1}, requests: {cpu: 2}}}]\n", "spec.containers[0].resources.requests[cpu]: 2 is above the limit 1"},
+		{"env name", head + "spec:\n  containers: [{name: c, image: i, env: [{name: '1=x'}]}]\n", "spec.containers[0].env[0].name"},
+		{"secret env", head + "spec:\n  containers: [{name: c, image: i, env: [{name: X, valueFrom: {secretKeyRef: {name: s, key: k}}}]}]\n", "static pods may not reference configmaps or secrets"},
+		{"service account", head + "spec:\n  serviceAccountName: sa\n  containers: [{name: c, image: i}]\n", "serviceaccounts"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, err := ParseFile([]byte(tc.body), "/m/p.yaml", "n")
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.HasPrefix(err.Error(), "/m/p.yaml: ") {
+				t.Errorf("err = %v, want it to start with the file and contain %q", err, tc.want)
+			}
+			if len(Errors(err)) == 0 {
+				t.Errorf("Errors(%v) found no *Error", err)
+			}
+		})
+	}
+}
+
+func TestStamp(t *testing.T) {
+	p, _ := parseFixture(t, "static-pod.yaml")
+	first := time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC)
+	Stamp(p, func(uid types.UID) time.Time {
+		if uid != p.UID {
+			t.Errorf("seen asked about %q", uid)
+		}
+		return first
+	})
+	if got := p.Annotations[AnnotationSeen]; got != "2026-01-02T03:04:05.000000006Z" {
+		t.Errorf("config.seen = %q", got)
+	}
+}
+
+func TestSkip(t *testing.T) {
+	for name, want := range map[string][2]bool{
+		"etcd.yaml": {false, false}, ".etcd.yaml.swp": {true, false}, ".hidden": {true, false},
+		"etcd.yaml.bak": {true, true}, "etcd.yaml.backup": {true, true}, "etcd.yaml.orig": {true, true},
+		"etcd.yaml~": {true, true}, "etcd.yaml.swp": {true, true}, "etcd.yaml.dpkg-old": {true, true},
+		"etcd.yaml.dpkg-dist": {true, true}, "etcd.yaml.rpmnew": {true, true}, "etcd.yaml.rpmsave": {true, true},
+		"etcd.json": {false, false},
+	} {
+		skip, warn := Skip("/etc/kubernetes/manifests/" + name)
+		if skip != want[0] || warn != want[1] {
+			t.Errorf("Skip(%s) = %v, %v; want %v, %v", name, skip, warn, want[0], want[1])
+		}
+	}
+}

@@ -1,0 +1,54 @@
+package manifest
+
+import (
+	"bytes"
+	"crypto/md5"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+)
+
+// computeUID returns the UID of a static pod whose manifest sets none.
+//
+// The kubelet hashes its decoded Go struct (DeepHashObject), so a new field in
+// k8s.io/api or a new default changes every UID on upgrade and restarts every
+// static pod (kubernetes#116080). staticpodd hashes what the user wrote instead:
+//
+//	md5("host:<node>" "file:<path>" canonical)   for a file
+//	md5("url:<url>" canonical)                   for a URL, as the kubelet does
+//
+// where canonical is the manifest document decoded into generic JSON (maps,
+// slices, numbers kept as written) and encoded again, which sorts object keys.
+// Formatting, comments, key order and YAML-versus-JSON do not change the UID; any
+// change to a value does. The digest is hex-encoded, 32 characters like the
+// kubelet's.
+func computeUID(doc any, source, origin, nodeName string) (string, error) {
+	canonical, err := json.Marshal(doc)
+	if err != nil {
+		return "", fmt.Errorf("canonical form of %s: %w", origin, err)
+	}
+	h := md5.New()
+	if source == SourceFile {
+		fmt.Fprintf(h, "host:%s", nodeName)
+		fmt.Fprintf(h, "file:%s", origin)
+	} else {
+		fmt.Fprintf(h, "url:%s", origin)
+	}
+	h.Write(canonical)
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// decodeGeneric decodes JSON into maps and slices, keeping numbers as written.
+func decodeGeneric(js []byte) (any, error) {
+	d := json.NewDecoder(bytes.NewReader(js))
+	d.UseNumber()
+	var doc any
+	if err := d.Decode(&doc); err != nil {
+		return nil, err
+	}
+	if _, err := d.Token(); err != io.EOF {
+		return nil, fmt.Errorf("more than one JSON value")
+	}
+	return doc, nil
+}
