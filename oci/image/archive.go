@@ -1,0 +1,358 @@
+package image
+
+import (
+	"archive/tar"
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"runtime"
+	"strings"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/klauspost/compress/gzip"
+	"github.com/klauspost/compress/zstd"
+	imagespec "github.com/opencontainers/image-spec/specs-go/v1"
+)
+
+// Annotations that name an image in an OCI index.
+const (
+	annotationRefName        = imagespec.AnnotationRefName // org.opencontainers.image.ref.name
+	annotationContainerdName = "io.containerd.image.name"
+)
+
+var (
+	magicGzip = []byte{0x1f, 0x8b}
+	magicZstd = []byte{0x28, 0xb5, 0x2f, 0xfd}
+)
+
+// openArchive finds the images in path: an OCI layout directory, or a tar (plain,
+// gzip or zstd, told apart by magic bytes) holding an OCI layout or a docker-archive.
+// It may write a decompressed copy or an unpacked layout under staging.
+func openArchive(p, staging string) ([]source, error) {
+	fi, err := os.Stat(p)
+	if err != nil {
+		return nil, err
+	}
+	if fi.IsDir() {
+		return layoutImages(p)
+	}
+	tarPath, err := decompressed(p, staging)
+	if err != nil {
+		return nil, err
+	}
+	names, err := tarNames(tarPath)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case names["oci-layout"] || names["index.json"]:
+		dir := filepath.Join(staging, "layout")
+		if err := extractLayout(tarPath, dir); err != nil {
+			return nil, err
+		}
+		return layoutImages(dir)
+	case names["manifest.json"]:
+		return dockerImages(tarPath)
+	default:
+		return nil, errors.New("not an OCI archive or docker-archive: no oci-layout, index.json or manifest.json in the tar")
+	}
+}
+
+// decompressed returns p itself if it is not compressed, or a decompressed copy of it
+// in staging.
+func decompressed(p, staging string) (string, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	br := bufio.NewReaderSize(f, 1<<20)
+	magic, err := br.Peek(4)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return "", fmt.Errorf("read: %w", err)
+	}
+	var r io.Reader
+	var kind string
+	switch {
+	case bytes.HasPrefix(magic, magicGzip):
+		zr, err := gzip.NewReader(br)
+		if err != nil {
+			return "", fmt.Errorf("gzip: %w", err)
+		}
+		defer zr.Close()
+		r, kind = zr, "gzip"
+	case bytes.HasPrefix(magic, magicZstd):
+		zr, err := zstd.NewReader(br)
+		if err != nil {
+			return "", fmt.Errorf("zstd: %w", err)
+		}
+		defer zr.Close()
+		r, kind = zr, "zstd"
+	default:
+		return p, nil
+	}
+	out := filepath.Join(staging, "archive.tar")
+	w, err := os.Create(out)
+	if err != nil {
+		return "", err
+	}
+	defer w.Close()
+	if _, err := io.Copy(w, r); err != nil {
+		return "", fmt.Errorf("decompress %s: %w", kind, truncated(err))
+	}
+	return out, w.Close()
+}
+
+// tarNames reads every header of the tar at p (so a truncated tar fails here) and
+// returns the cleaned names of its entries.
+func tarNames(p string) (map[string]bool, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	names := map[string]bool{}
+	tr := tar.NewReader(f)
+	for {
+		hdr, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read tar: %w", truncated(err))
+		}
+		names[path.Clean(strings.TrimPrefix(hdr.Name, "./"))] = true
+	}
+	if len(names) == 0 {
+		return nil, errors.New("read tar: empty or not a tar")
+	}
+	return names, nil
+}
+
+// extractLayout unpacks the OCI layout in the tar at p into dir: directories and
+// regular files only, and nothing outside dir.
+func extractLayout(p, dir string) error {
+	f, err := os.Open(p)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	tr := tar.NewReader(f)
+	for {
+		hdr, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("read tar: %w", err)
+		}
+		rel := path.Clean(hdr.Name)
+		if rel == ".." || strings.HasPrefix(rel, "../") || path.IsAbs(rel) {
+			return fmt.Errorf("read tar: entry %q escapes the layout", hdr.Name)
+		}
+		target := filepath.Join(dir, rel)
+		switch hdr.Typeflag {
+		case tar.TypeDir:
+			if err := os.MkdirAll(target, 0o700); err != nil {
+				return err
+			}
+		case tar.TypeReg:
+			if err := writeRegular(target, tr); err != nil {
+				return fmt.Errorf("extract %s: %w", hdr.Name, err)
+			}
+		}
+	}
+}
+
+func writeRegular(target string, r io.Reader) error {
+	if err := os.MkdirAll(filepath.Dir(target), 0o700); err != nil {
+		return err
+	}
+	w, err := os.OpenFile(target, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(w, r); err != nil {
+		w.Close()
+		return err
+	}
+	return w.Close()
+}
+
+// layoutImages lists the images of the OCI layout in dir, with their references. An
+// image index inside the layout (a multi-platform image) gives the image for this
+// machine's platform.
+func layoutImages(dir string) ([]source, error) {
+	lp, err := layout.FromPath(dir)
+	if err != nil {
+		return nil, fmt.Errorf("read OCI layout: %w", err)
+	}
+	ii, err := lp.ImageIndex()
+	if err != nil {
+		return nil, fmt.Errorf("read OCI layout index: %w", err)
+	}
+	im, err := ii.IndexManifest()
+	if err != nil {
+		return nil, fmt.Errorf("read OCI layout index: %w", err)
+	}
+	var srcs []source
+	for _, desc := range im.Manifests {
+		refs, err := descriptorRefs(desc)
+		if err != nil {
+			return nil, err
+		}
+		var img v1.Image
+		switch {
+		case desc.MediaType.IsImage():
+			img, err = ii.Image(desc.Digest)
+		case desc.MediaType.IsIndex():
+			img, err = platformImage(ii, desc.Digest)
+		default:
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read image %s: %w", desc.Digest, err)
+		}
+		if err := verifyManifest(img, desc.Digest); err != nil {
+			return nil, err
+		}
+		srcs = append(srcs, source{img: img, refs: refs})
+	}
+	return srcs, nil
+}
+
+// verifyManifest checks that img's manifest and config have the digests that name them.
+func verifyManifest(img v1.Image, want v1.Hash) error {
+	got, err := img.Digest()
+	if err != nil {
+		return fmt.Errorf("read manifest %s: %w", want, err)
+	}
+	if got != want {
+		return fmt.Errorf("manifest %s: content has digest %s: corrupt archive", want, got)
+	}
+	m, err := img.Manifest()
+	if err != nil {
+		return fmt.Errorf("read manifest %s: %w", want, err)
+	}
+	cfg, err := img.ConfigName()
+	if err != nil {
+		return fmt.Errorf("read config %s: %w", m.Config.Digest, err)
+	}
+	if cfg != m.Config.Digest {
+		return fmt.Errorf("config %s: content has digest %s: corrupt archive", m.Config.Digest, cfg)
+	}
+	return nil
+}
+
+// platformImage picks the image for this machine out of the index h names.
+func platformImage(ii v1.ImageIndex, h v1.Hash) (v1.Image, error) {
+	child, err := ii.ImageIndex(h)
+	if err != nil {
+		return nil, err
+	}
+	im, err := child.IndexManifest()
+	if err != nil {
+		return nil, err
+	}
+	want := v1.Platform{OS: "linux", Architecture: runtime.GOARCH}
+	for _, desc := range im.Manifests {
+		if desc.MediaType.IsImage() && desc.Platform != nil && desc.Platform.Satisfies(want) {
+			img, err := child.Image(desc.Digest)
+			if err != nil {
+				return nil, err
+			}
+			return img, verifyManifest(img, desc.Digest)
+		}
+	}
+	return nil, fmt.Errorf("no image for %s/%s in index", want.OS, want.Architecture)
+}
+
+// descriptorRefs are the normalised references an OCI index entry gives its image:
+// containerd's full name if there is one, else org.opencontainers.image.ref.name.
+func descriptorRefs(desc v1.Descriptor) ([]string, error) {
+	ref := desc.Annotations[annotationContainerdName]
+	if ref == "" {
+		ref = desc.Annotations[annotationRefName]
+	}
+	if ref == "" {
+		return nil, nil
+	}
+	norm, err := Normalize(ref)
+	if err != nil {
+		return nil, err
+	}
+	return []string{norm}, nil
+}
+
+// dockerImages lists the images of the docker-archive at p, with their RepoTags.
+func dockerImages(p string) ([]source, error) {
+	opener := func() (io.ReadCloser, error) { return os.Open(p) }
+	m, err := tarball.LoadManifest(opener)
+	if err != nil {
+		return nil, fmt.Errorf("read docker-archive manifest.json: %w", err)
+	}
+	var srcs []source
+	for i, desc := range m {
+		var tag *name.Tag
+		var refs []string
+		for _, rt := range desc.RepoTags {
+			t, err := name.NewTag(rt)
+			if err != nil {
+				return nil, fmt.Errorf("docker-archive tag %q: %w", rt, err)
+			}
+			if tag == nil {
+				tag = &t
+			}
+			norm, err := Normalize(rt)
+			if err != nil {
+				return nil, err
+			}
+			refs = append(refs, norm)
+		}
+		if tag == nil && len(m) > 1 {
+			return nil, fmt.Errorf("docker-archive image %d has no tag, and the archive holds %d images", i, len(m))
+		}
+		img, err := tarball.Image(opener, tag)
+		if err != nil {
+			return nil, fmt.Errorf("read docker-archive image %d: %w", i, err)
+		}
+		if err := verifyConfigName(img, desc.Config); err != nil {
+			return nil, err
+		}
+		srcs = append(srcs, source{img: img, refs: refs})
+	}
+	return srcs, nil
+}
+
+// verifyConfigName checks a docker-archive config against its file name, which
+// `docker save` and skopeo make its digest (<hex>.json or blobs/sha256/<hex>).
+func verifyConfigName(img v1.Image, file string) error {
+	base := strings.TrimSuffix(path.Base(file), ".json")
+	if _, err := v1.NewHash("sha256:" + base); err != nil {
+		return nil // not named by digest: nothing to check against
+	}
+	got, err := img.ConfigName()
+	if err != nil {
+		return fmt.Errorf("read config %s: %w", file, err)
+	}
+	if got.Hex != base {
+		return fmt.Errorf("config %s: content has digest %s: corrupt archive", file, got)
+	}
+	return nil
+}
+
+// truncated says so when err is an unexpected EOF.
+func truncated(err error) error {
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		return fmt.Errorf("archive is truncated or not a tar: %w", err)
+	}
+	return err
+}

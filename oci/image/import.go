@@ -1,0 +1,234 @@
+package image
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	imagespec "github.com/opencontainers/image-spec/specs-go/v1"
+)
+
+// source is one image found in an archive, with the references the archive gives it.
+type source struct {
+	img  v1.Image
+	refs []string
+}
+
+// stagedLayer is a layer unpacked into the staging dir, not yet in the store.
+type stagedLayer struct {
+	dir  string
+	size int64
+}
+
+// Import imports every image in the archive or OCI layout directory at path: an OCI
+// archive (a tar of an OCI layout), an OCI layout directory, or a docker-archive
+// (`docker save`), each plain, gzip- or zstd-compressed. Layers already in the store
+// are not unpacked again. Nothing in the store changes unless every image of the
+// archive reads back with the digests its manifests and configs promise.
+func (s *Store) Import(ctx context.Context, path string) ([]Image, error) {
+	imgs, err := s.importPath(ctx, path)
+	if err != nil {
+		return nil, fmt.Errorf("import %s: %w", path, err)
+	}
+	return imgs, nil
+}
+
+func (s *Store) importPath(ctx context.Context, path string) ([]Image, error) {
+	staging, err := os.MkdirTemp(s.tmpDir(), stagingPrefix()+"import-")
+	if err != nil {
+		return nil, fmt.Errorf("make staging dir: %w", err)
+	}
+	defer os.RemoveAll(staging)
+
+	srcs, err := openArchive(path, staging)
+	if err != nil {
+		return nil, err
+	}
+	if len(srcs) == 0 {
+		return nil, errors.New("no image in archive")
+	}
+	known, err := s.readIndex()
+	if err != nil {
+		return nil, err
+	}
+	layers := map[string]stagedLayer{}
+	var imgs []Image
+	for _, src := range srcs {
+		img, err := s.stage(ctx, src, staging, known, layers)
+		if err != nil {
+			return nil, err
+		}
+		imgs = append(imgs, img)
+	}
+	return s.commit(imgs, layers)
+}
+
+// stage reads an image's config and unpacks into staging, verifying their diff IDs,
+// the layers that neither the store nor layers already has.
+func (s *Store) stage(ctx context.Context, src source, staging string, known index, layers map[string]stagedLayer) (Image, error) {
+	raw, err := src.img.RawConfigFile()
+	if err != nil {
+		return Image{}, fmt.Errorf("read image config: %w", err)
+	}
+	sum := sha256.Sum256(raw)
+	id := "sha256:" + hex.EncodeToString(sum[:])
+	var cfg imagespec.Image
+	if err := json.Unmarshal(raw, &cfg); err != nil {
+		return Image{}, fmt.Errorf("parse image config %s: %w", id, err)
+	}
+	img := Image{ID: id, Refs: src.refs, Config: cfg.Config}
+	if cfg.Created != nil {
+		img.Created = *cfg.Created
+	}
+	for _, dd := range cfg.RootFS.DiffIDs {
+		d, err := v1.NewHash(string(dd))
+		if err != nil || d.Algorithm != "sha256" {
+			return Image{}, fmt.Errorf("image %s: unsupported layer digest %q", id, dd)
+		}
+		diffID := d.String()
+		img.Layers = append(img.Layers, diffID)
+		if l, ok := layers[diffID]; ok {
+			img.Size += l.size
+			continue
+		}
+		if size, ok := known.LayerSizes[diffID]; ok && s.hasLayer(diffID) {
+			img.Size += size
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return Image{}, err
+		}
+		l, err := unpackFrom(ctx, src.img, d, filepath.Join(staging, "layers", d.Hex))
+		if err != nil {
+			return Image{}, fmt.Errorf("image %s: %w", id, err)
+		}
+		layers[diffID] = l
+		img.Size += l.size
+	}
+	return img, nil
+}
+
+// unpackFrom unpacks the layer with diff ID d of img into dir and checks its digest.
+func unpackFrom(ctx context.Context, img v1.Image, d v1.Hash, dir string) (stagedLayer, error) {
+	layer, err := img.LayerByDiffID(d)
+	if err != nil {
+		return stagedLayer{}, fmt.Errorf("find layer %s: %w", d, err)
+	}
+	rc, err := layer.Uncompressed()
+	if err != nil {
+		return stagedLayer{}, fmt.Errorf("read layer %s: %w", d, err)
+	}
+	defer rc.Close()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return stagedLayer{}, fmt.Errorf("unpack layer %s: %w", d, err)
+	}
+	size, digest, err := unpack(ctx, rc, dir)
+	if err != nil {
+		return stagedLayer{}, fmt.Errorf("unpack layer %s: %w", d, err)
+	}
+	if digest != d.String() {
+		return stagedLayer{}, fmt.Errorf("layer %s: content has digest %s: corrupt archive", d, digest)
+	}
+	return stagedLayer{dir: dir, size: size}, nil
+}
+
+func (s *Store) hasLayer(diffID string) bool {
+	fi, err := os.Lstat(s.layerDir(diffID))
+	return err == nil && fi.IsDir()
+}
+
+// commit moves staged layers into the store and records imgs in the index, under the
+// store lock. A reference an image takes moves off the image that had it; an image
+// left with no reference that way is forgotten.
+func (s *Store) commit(imgs []Image, layers map[string]stagedLayer) ([]Image, error) {
+	unlock, err := s.lock()
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	idx, err := s.readIndex()
+	if err != nil {
+		return nil, err
+	}
+	if idx.LayerSizes == nil {
+		idx.LayerSizes = map[string]int64{}
+	}
+	for diffID, l := range layers {
+		if !s.hasLayer(diffID) {
+			if err := os.Rename(l.dir, s.layerDir(diffID)); err != nil {
+				return nil, fmt.Errorf("store layer %s: %w", diffID, err)
+			}
+		}
+		idx.LayerSizes[diffID] = l.size
+	}
+	for _, img := range imgs {
+		for _, diffID := range img.Layers {
+			// A concurrent Remove may have collected a layer this import found present.
+			if !s.hasLayer(diffID) {
+				return nil, fmt.Errorf("layer %s vanished during import; import again", diffID)
+			}
+			if err := s.ensureLink(diffID); err != nil {
+				return nil, err
+			}
+		}
+	}
+	out := make([]Image, 0, len(imgs))
+	for _, img := range imgs {
+		out = append(out, idx.add(img))
+	}
+	if err := s.saveLocked(idx); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// add records img in idx, merging refs into an existing image with the same ID and
+// moving refs off other images. It returns the image as recorded.
+func (idx *index) add(img Image) Image {
+	for i := range idx.Images {
+		other := &idx.Images[i]
+		if other.ID == img.ID {
+			continue
+		}
+		other.Refs = slices.DeleteFunc(other.Refs, func(r string) bool { return slices.Contains(img.Refs, r) })
+	}
+	idx.Images = slices.DeleteFunc(idx.Images, func(o Image) bool {
+		return o.ID != img.ID && len(o.Refs) == 0 && len(img.Refs) > 0
+	})
+	for i := range idx.Images {
+		if idx.Images[i].ID == img.ID {
+			refs := append(slices.Clone(idx.Images[i].Refs), img.Refs...)
+			slices.Sort(refs)
+			img.Refs = slices.Compact(refs)
+			idx.Images[i] = img
+			return img
+		}
+	}
+	slices.Sort(img.Refs)
+	img.Refs = slices.Compact(img.Refs)
+	idx.Images = append(idx.Images, img)
+	return img
+}
+
+// ensureLink makes the short symlink l/<hex[:12]> -> ../layers/<hex>.
+func (s *Store) ensureLink(diffID string) error {
+	want := filepath.Join("..", "layers", digestHex(diffID))
+	got, err := os.Readlink(s.linkPath(diffID))
+	if err == nil {
+		if got != want {
+			return fmt.Errorf("layer link %s points to %s, not %s", s.linkPath(diffID), got, want)
+		}
+		return nil
+	}
+	if err := os.Symlink(want, s.linkPath(diffID)); err != nil {
+		return fmt.Errorf("link layer %s: %w", diffID, err)
+	}
+	return nil
+}

@@ -1,0 +1,240 @@
+package image
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// snapshotMeta is snapshots/<key>/meta.json: what a snapshot stacks, so its layers
+// outlive the image's removal and a remount after a reboot uses the same ones.
+type snapshotMeta struct {
+	Key    string   `json:"-"`
+	Image  string   `json:"image"`
+	Layers []string `json:"layers"`
+}
+
+func (s *Store) snapshotDir(key string) string { return filepath.Join(s.snapshotsDir(), key) }
+
+func validKey(key string) error {
+	if key == "" || key == "." || key == ".." || strings.ContainsAny(key, "/:,\x00") || len(key) > 128 {
+		return fmt.Errorf("invalid snapshot key %q", key)
+	}
+	return nil
+}
+
+// Prepare gives the container key a writable root filesystem over the image ref: an
+// overlayfs whose lowerdirs are the image's layers and whose upper and work dirs are
+// the container's own, mounted at <store>/snapshots/<key>/rootfs, the path it returns.
+// Preparing a key that exists returns its rootfs, mounting it again if it is not
+// mounted (after a reboot); it fails if the key was made from another image.
+//
+// Overlay options must fit in one page: lowerdirs are given as short symlinks
+// (<store>/l/<12 hex digits>), so an image can have about 4000/(len(store)+16)
+// layers, over 100 for the default store path.
+func (s *Store) Prepare(key, ref string) (string, Image, error) {
+	if err := validKey(key); err != nil {
+		return "", Image{}, err
+	}
+	unlock, err := s.lock()
+	if err != nil {
+		return "", Image{}, err
+	}
+	defer unlock()
+	idx, err := s.readIndex()
+	if err != nil {
+		return "", Image{}, err
+	}
+	i, err := find(idx, ref)
+	if err != nil {
+		return "", Image{}, fmt.Errorf("prepare snapshot %s: %w", key, err)
+	}
+	img := idx.Images[i]
+	rootfs, err := s.prepareLocked(key, img)
+	if err != nil {
+		return "", Image{}, fmt.Errorf("prepare snapshot %s of %s: %w", key, ref, err)
+	}
+	return rootfs, img, nil
+}
+
+func (s *Store) prepareLocked(key string, img Image) (string, error) {
+	dir := s.snapshotDir(key)
+	meta, err := readSnapshotMeta(dir)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		meta = snapshotMeta{Image: img.ID, Layers: img.Layers}
+		for _, d := range []string{"upper", "work", "rootfs", "empty"} {
+			if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+				return "", err
+			}
+		}
+		b, err := json.Marshal(meta)
+		if err != nil {
+			return "", err
+		}
+		if err := writeFileAtomic(filepath.Join(dir, "meta.json"), b); err != nil {
+			return "", err
+		}
+	case err != nil:
+		return "", err
+	case meta.Image != img.ID:
+		return "", fmt.Errorf("snapshot exists for image %s", meta.Image)
+	}
+	rootfs := filepath.Join(dir, "rootfs")
+	mounted, err := isMountPoint(rootfs)
+	if err != nil || mounted {
+		return rootfs, err
+	}
+	if err := s.mountOverlay(dir, meta.Layers); err != nil {
+		return "", err
+	}
+	return rootfs, nil
+}
+
+func (s *Store) mountOverlay(dir string, layers []string) error {
+	var lower []string
+	for _, l := range slices.Backward(layers) { // overlay wants the top layer first
+		if err := s.ensureLink(l); err != nil {
+			return err
+		}
+		lower = append(lower, s.linkPath(l))
+	}
+	if len(lower) == 0 {
+		lower = []string{filepath.Join(dir, "empty")}
+	}
+	opts := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s",
+		strings.Join(lower, ":"), filepath.Join(dir, "upper"), filepath.Join(dir, "work"))
+	if overlayIndexOn() {
+		// Lower layers are shared by many mounts; the inode index would tie them to one.
+		opts += ",index=off"
+	}
+	if len(opts) >= os.Getpagesize() {
+		return fmt.Errorf("overlay options for %d layers are %d bytes, over the %d-byte limit", len(layers), len(opts), os.Getpagesize()-1)
+	}
+	if err := unix.Mount("overlay", filepath.Join(dir, "rootfs"), "overlay", 0, opts); err != nil {
+		return fmt.Errorf("mount overlay: %w", err)
+	}
+	return nil
+}
+
+func overlayIndexOn() bool {
+	b, err := os.ReadFile("/sys/module/overlay/parameters/index")
+	return err == nil && strings.TrimSpace(string(b)) == "Y"
+}
+
+// isMountPoint tells whether p is mounted on: its device differs from its parent's.
+func isMountPoint(p string) (bool, error) {
+	var st, parent unix.Stat_t
+	if err := unix.Lstat(p, &st); err != nil {
+		return false, err
+	}
+	if err := unix.Lstat(filepath.Dir(p), &parent); err != nil {
+		return false, err
+	}
+	return st.Dev != parent.Dev, nil
+}
+
+// Release unmounts the snapshot key and removes its directories, then deletes layers
+// that only it kept. Releasing a key that does not exist, or is half made, is fine.
+func (s *Store) Release(key string) error {
+	if err := validKey(key); err != nil {
+		return err
+	}
+	unlock, err := s.lock()
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	dir := s.snapshotDir(key)
+	if _, err := os.Lstat(dir); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err := unmountAll(filepath.Join(dir, "rootfs")); err != nil {
+		return fmt.Errorf("release snapshot %s: %w", key, err)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("release snapshot %s: %w", key, err)
+	}
+	idx, err := s.readIndex()
+	if err != nil {
+		return err
+	}
+	if err := s.saveLocked(idx); err != nil {
+		return fmt.Errorf("release snapshot %s: %w", key, err)
+	}
+	return nil
+}
+
+// unmountAll unmounts everything stacked on p; a busy mount is detached lazily.
+func unmountAll(p string) error {
+	for range 16 {
+		mounted, err := isMountPoint(p)
+		if errors.Is(err, os.ErrNotExist) || (err == nil && !mounted) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		err = unix.Unmount(p, 0)
+		if errors.Is(err, unix.EBUSY) {
+			err = unix.Unmount(p, unix.MNT_DETACH)
+		}
+		if err != nil && !errors.Is(err, unix.EINVAL) {
+			return fmt.Errorf("unmount %s: %w", p, err)
+		}
+	}
+	return fmt.Errorf("unmount %s: still mounted", p)
+}
+
+// Snapshots lists the keys of the snapshots in the store, mounted or not.
+func (s *Store) Snapshots() ([]string, error) {
+	entries, err := os.ReadDir(s.snapshotsDir())
+	if err != nil {
+		return nil, fmt.Errorf("list snapshots: %w", err)
+	}
+	keys := make([]string, 0, len(entries))
+	for _, e := range entries {
+		if e.IsDir() {
+			keys = append(keys, e.Name())
+		}
+	}
+	return keys, nil
+}
+
+func (s *Store) snapshotMetas() ([]snapshotMeta, error) {
+	keys, err := s.Snapshots()
+	if err != nil {
+		return nil, err
+	}
+	var metas []snapshotMeta
+	for _, k := range keys {
+		m, err := readSnapshotMeta(s.snapshotDir(k))
+		if errors.Is(err, os.ErrNotExist) {
+			continue // half made: nothing mounted, no layer to keep
+		}
+		if err != nil {
+			return nil, err
+		}
+		m.Key = k
+		metas = append(metas, m)
+	}
+	return metas, nil
+}
+
+func readSnapshotMeta(dir string) (snapshotMeta, error) {
+	var m snapshotMeta
+	b, err := os.ReadFile(filepath.Join(dir, "meta.json"))
+	if err != nil {
+		return m, err
+	}
+	if err := json.Unmarshal(b, &m); err != nil {
+		return m, fmt.Errorf("read %s: %w", filepath.Join(dir, "meta.json"), err)
+	}
+	return m, nil
+}
