@@ -1,0 +1,215 @@
+//go:build linux && cgo
+
+package oci
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"syscall"
+	"time"
+
+	"github.com/opencontainers/runc/libcontainer"
+	"github.com/opencontainers/runc/libcontainer/specconv"
+	"github.com/opencontainers/runc/libcontainer/system"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
+)
+
+// monitorArg is argv[1] of a monitor process. Its command line is
+//
+//	staticpodd-monitor __staticpodd_monitor <libcontainer-root> <state-dir> <id>
+//
+// with the report pipe as fd 3 and its own log (stdout, stderr) in
+// <state-dir>/monitor.log.
+const monitorArg = "__staticpodd_monitor"
+
+// monitorReport is what a monitor tells the daemon once, over the report pipe.
+type monitorReport struct {
+	Pid       int       `json:"pid,omitempty"`
+	StartedAt time.Time `json:"startedAt,omitzero"`
+	Error     string    `json:"error,omitempty"`
+}
+
+// runMonitor is the monitor's main: it creates and runs the container, copies
+// its output to the CRI log, records its exit and destroys it. It needs no
+// daemon once it has reported.
+func runMonitor(args []string) int {
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	if len(args) != 3 {
+		log.Error("monitor: want <libcontainer-root> <state-dir> <id>", "args", args)
+		return 2
+	}
+	// A monitor is mostly idle; keep its heap small.
+	debug.SetGCPercent(20)
+	m := &monitorProc{root: args[0], dir: args[1], id: args[2], report: os.NewFile(3, "report")}
+	log = log.With("container", m.id)
+	if err := m.run(); err != nil {
+		log.Error("monitor failed", "err", err)
+		return 1
+	}
+	return 0
+}
+
+type monitorProc struct {
+	root, dir, id string
+	report        *os.File // nil once reported
+}
+
+func (m *monitorProc) sendReport(rep monitorReport) {
+	if m.report == nil {
+		return
+	}
+	// The daemon may be gone; its absence must not stop the container.
+	_ = json.NewEncoder(m.report).Encode(rep)
+	_ = m.report.Close()
+	m.report = nil
+}
+
+func (m *monitorProc) run() (retErr error) {
+	defer func() {
+		if retErr != nil {
+			m.sendReport(monitorReport{Error: retErr.Error()})
+		}
+	}()
+	// The container's init is reparented to us when libcontainer's
+	// intermediate processes exit, so that we can wait for it.
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		return fmt.Errorf("become subreaper: %w", err)
+	}
+	self, err := system.Stat(os.Getpid())
+	if err != nil {
+		return fmt.Errorf("stat monitor: %w", err)
+	}
+	st := monitorState{MonitorPid: os.Getpid(), MonitorStart: self.StartTime}
+	if err := writeJSON(filepath.Join(m.dir, stateFile), st); err != nil {
+		return err
+	}
+	var rec containerRecord
+	if err := readJSON(filepath.Join(m.dir, containerFile), &rec); err != nil {
+		return fmt.Errorf("read container record: %w", err)
+	}
+	var s specs.Spec
+	if err := readJSON(filepath.Join(m.dir, specFile), &s); err != nil {
+		return fmt.Errorf("read spec: %w", err)
+	}
+	if s.Process == nil {
+		return fmt.Errorf("spec of container %s has no process", m.id)
+	}
+	proc, err := newProcess(s.Process)
+	if err != nil {
+		return fmt.Errorf("container %s: %w", m.id, err)
+	}
+	cfg, err := specconv.CreateLibcontainerConfig(&specconv.CreateOpts{
+		CgroupName: m.id,
+		Spec:       &s,
+	})
+	if err != nil {
+		return fmt.Errorf("convert spec of container %s: %w", m.id, err)
+	}
+	logs, err := openCRILog(rec.LogPath)
+	if err != nil {
+		return err
+	}
+	defer logs.Close()
+
+	ctr, err := libcontainer.Create(m.root, m.id, cfg)
+	if err != nil {
+		return fmt.Errorf("create container %s: %w", m.id, err)
+	}
+	exit, err := m.runContainer(ctr, proc, &st, logs)
+	if derr := ctr.Destroy(); derr != nil {
+		err = errors.Join(err, fmt.Errorf("destroy container %s: %w", m.id, derr))
+	}
+	if exit != nil {
+		if werr := writeJSON(filepath.Join(m.dir, exitFile), exit); werr != nil {
+			err = errors.Join(err, werr)
+		}
+	}
+	return err
+}
+
+// runContainer starts proc in ctr, reports it, copies its output until it
+// exits and returns its exit; a nil exit means it never started.
+func (m *monitorProc) runContainer(ctr *libcontainer.Container, proc *libcontainer.Process, st *monitorState, logs *criLog) (*exitRecord, error) {
+	devNull, err := os.Open(os.DevNull)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", os.DevNull, err)
+	}
+	defer devNull.Close()
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("stdout pipe: %w", err)
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("stderr pipe: %w", err)
+	}
+	proc.Stdin, proc.Stdout, proc.Stderr = devNull, outW, errW
+	copied := make(chan error, 2)
+	go func() { copied <- logs.copy("stdout", outR) }()
+	go func() { copied <- logs.copy("stderr", errR) }()
+	drain := func() error {
+		return errors.Join(<-copied, <-copied)
+	}
+
+	// Run returns once the init process was told to exec.
+	runErr := ctr.Run(proc)
+	_ = outW.Close()
+	_ = errW.Close()
+	if runErr != nil {
+		return nil, errors.Join(fmt.Errorf("run container %s: %w", m.id, runErr), drain())
+	}
+	pid, err := proc.Pid()
+	if err != nil {
+		return nil, fmt.Errorf("container %s pid: %w", m.id, err)
+	}
+	st.Pid, st.StartedAt = pid, time.Now()
+	stateErr := writeJSON(filepath.Join(m.dir, stateFile), st)
+	m.sendReport(monitorReport{Pid: pid, StartedAt: st.StartedAt})
+
+	ps, _ := proc.Wait() // an unsuccessful exit is an error; ps says which
+	exit := &exitRecord{FinishedAt: time.Now()}
+	if ps == nil {
+		exit.ExitCode, exit.Message = 255, "wait for container init failed"
+	} else if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		exit.Signal = int(ws.Signal())
+		exit.ExitCode = 128 + exit.Signal
+	} else {
+		exit.ExitCode = ps.ExitCode()
+	}
+	if state, err := ctr.State(); err == nil {
+		exit.OOMKilled = oomKilled(state.CgroupPaths)
+	}
+	// With a shared PID namespace, leftovers may still hold the pipes open:
+	// kill them (a no-op error for a private PID namespace, already empty).
+	_ = ctr.Signal(unix.SIGKILL)
+	return exit, errors.Join(stateErr, drain())
+}
+
+// newProcess converts the spec's process to libcontainer's, as runc does, with
+// rlimits clamped to this process's own hard limits (raising them fails).
+func newProcess(p *specs.Process) (*libcontainer.Process, error) {
+	lp := &libcontainer.Process{
+		Args:            p.Args,
+		Env:             p.Env,
+		UID:             int(p.User.UID),
+		GID:             int(p.User.GID),
+		Cwd:             p.Cwd,
+		NoNewPrivileges: &p.NoNewPrivileges,
+		Init:            true,
+	}
+	for _, g := range p.User.AdditionalGids {
+		lp.AdditionalGroups = append(lp.AdditionalGroups, int(g))
+	}
+	rl, err := clampRlimits(p.Rlimits)
+	if err != nil {
+		return nil, err
+	}
+	lp.Rlimits = rl
+	return lp, nil
+}

@@ -1,0 +1,371 @@
+//go:build linux && cgo
+
+package oci
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/opencontainers/runc/libcontainer"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
+
+	"github.com/staticpodd/staticpodd/agent/podspec"
+	"github.com/staticpodd/staticpodd/oci/spec"
+)
+
+// New returns a Runtime keeping its state under cfg.RunDir. Containers that an
+// earlier daemon started there are adopted as they are found.
+func New(cfg Config) (*Runtime, error) {
+	if cfg.RunDir == "" {
+		return nil, errors.New("new runtime: RunDir is required")
+	}
+	if cfg.Images == nil {
+		return nil, errors.New("new runtime: Images is required")
+	}
+	if cfg.CgroupRoot == "" {
+		cfg.CgroupRoot = DefaultCgroupRoot
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	r := &Runtime{
+		cfg:      cfg,
+		log:      cfg.Logger,
+		generate: spec.Generate,
+		monitors: map[string]*monitor{},
+		podLocks: map[string]*sync.Mutex{},
+	}
+	for _, d := range []string{r.libcontainerRoot(), filepath.Join(cfg.RunDir, podsDir), filepath.Join(cfg.RunDir, containersDir)} {
+		if err := os.MkdirAll(d, 0o711); err != nil {
+			return nil, fmt.Errorf("new runtime: %w", err)
+		}
+	}
+	return r, nil
+}
+
+func newID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// Start creates and starts container c of pod and returns once its process has
+// been told to exec.
+func (r *Runtime) Start(ctx context.Context, pod *podspec.Pod, c *podspec.Container) (podspec.ContainerStatus, error) {
+	if err := ctx.Err(); err != nil {
+		return podspec.ContainerStatus{}, err
+	}
+	var pr podRecord
+	if err := readJSON(filepath.Join(r.podDir(pod.UID), podFile), &pr); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			err = podspec.ErrNotExist
+		}
+		return podspec.ContainerStatus{}, fmt.Errorf("start container %s of pod %s: sandbox: %w", c.Name, pod.Name, err)
+	}
+	id := newID()
+	st, err := r.start(id, pod, c, pr)
+	if err != nil {
+		r.cleanup(id)
+		return podspec.ContainerStatus{}, fmt.Errorf("start container %s (%s) of pod %s: %w", c.Name, id, pod.Name, err)
+	}
+	return st, nil
+}
+
+func (r *Runtime) start(id string, pod *podspec.Pod, c *podspec.Container, pr podRecord) (podspec.ContainerStatus, error) {
+	dir := r.containerDir(id)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return podspec.ContainerStatus{}, err
+	}
+	rootfs, img, err := r.cfg.Images.Prepare(id, c.Image)
+	if err != nil {
+		return podspec.ContainerStatus{}, fmt.Errorf("prepare rootfs from %s: %w", c.Image, err)
+	}
+	s, err := r.generate(pod, c, img.Config, rootfs, r.sandboxFor(pr, id))
+	if err != nil {
+		return podspec.ContainerStatus{}, err
+	}
+	if err := writeJSON(filepath.Join(dir, specFile), s); err != nil {
+		return podspec.ContainerStatus{}, err
+	}
+	rec := containerRecord{
+		ID: id, PodUID: pod.UID, PodName: pod.Name, Name: c.Name, Attempt: c.Attempt,
+		Hash: c.Hash, Image: c.Image, ImageID: img.ID, LogPath: c.LogPath, CreatedAt: time.Now(),
+	}
+	if err := writeJSON(filepath.Join(dir, containerFile), rec); err != nil {
+		return podspec.ContainerStatus{}, err
+	}
+	rep, err := r.spawnMonitor(id)
+	if err != nil {
+		return podspec.ContainerStatus{}, err
+	}
+	st := rec.status()
+	st.State, st.Pid, st.StartedAt = podspec.StateRunning, rep.Pid, rep.StartedAt
+	r.log.Debug("container started", "id", id, "pod", pod.Name, "container", c.Name, "pid", rep.Pid)
+	return st, nil
+}
+
+// sandboxFor names what container id joins in its pod's sandbox.
+func (r *Runtime) sandboxFor(pr podRecord, id string) spec.Sandbox {
+	dir := r.podDir(pr.UID)
+	sb := spec.Sandbox{
+		CgroupsPath:    pr.CgroupsPath + "/" + id,
+		HostsFile:      filepath.Join(dir, "hosts"),
+		HostnameFile:   filepath.Join(dir, "hostname"),
+		ResolvConfFile: filepath.Join(dir, "resolv.conf"),
+	}
+	if !pr.HostNetwork {
+		sb.NetNS = filepath.Join(dir, nsNet)
+		sb.UTSNS = filepath.Join(dir, nsUTS)
+	}
+	if !pr.HostIPC {
+		sb.IPCNS = filepath.Join(dir, nsIPC)
+	}
+	return sb
+}
+
+// cleanup removes what a failed start left: libcontainer state, cgroup,
+// rootfs and state dir.
+func (r *Runtime) cleanup(id string) {
+	if err := r.remove(id); err != nil {
+		r.log.Warn("clean up failed start", "id", id, "err", err)
+	}
+}
+
+// Signal sends sig to the container's init process. Signalling an exited
+// container does nothing.
+func (r *Runtime) Signal(ctx context.Context, id string, sig syscall.Signal) error {
+	st, err := r.status(id)
+	if err != nil {
+		return fmt.Errorf("signal container %s: %w", id, err)
+	}
+	if st.State != podspec.StateRunning {
+		return nil
+	}
+	ctr, err := libcontainer.Load(r.libcontainerRoot(), id)
+	if errors.Is(err, libcontainer.ErrNotExist) {
+		return nil // exited and destroyed by its monitor just now
+	}
+	if err != nil {
+		return fmt.Errorf("signal container %s: %w", id, err)
+	}
+	if err := ctr.Signal(sig); err != nil && !errors.Is(err, libcontainer.ErrNotRunning) {
+		return fmt.Errorf("signal container %s: %w", id, err)
+	}
+	return nil
+}
+
+// Wait blocks until the container has exited and its exit is recorded, or ctx
+// ends.
+func (r *Runtime) Wait(ctx context.Context, id string) (podspec.ContainerStatus, error) {
+	for {
+		st, err := r.status(id)
+		if err != nil {
+			return podspec.ContainerStatus{}, fmt.Errorf("wait for container %s: %w", id, err)
+		}
+		if st.State == podspec.StateExited {
+			return st, nil
+		}
+		m, err := r.monitorOf(id)
+		if err != nil {
+			return podspec.ContainerStatus{}, fmt.Errorf("wait for container %s: %w", id, err)
+		}
+		if m == nil {
+			return podspec.ContainerStatus{}, fmt.Errorf("wait for container %s: no monitor and no exit recorded", id)
+		}
+		select {
+		case <-m.done:
+		case <-ctx.Done():
+			return podspec.ContainerStatus{}, context.Cause(ctx)
+		}
+	}
+}
+
+// Destroy removes an exited container. It refuses a running one.
+func (r *Runtime) Destroy(ctx context.Context, id string) error {
+	st, err := r.status(id)
+	if errors.Is(err, podspec.ErrNotExist) {
+		return r.remove(id) // partial leftovers, if any
+	}
+	if err != nil {
+		return fmt.Errorf("destroy container %s: %w", id, err)
+	}
+	if st.State != podspec.StateExited {
+		return fmt.Errorf("destroy container %s: it is %s", id, st.State)
+	}
+	if err := r.remove(id); err != nil {
+		return fmt.Errorf("destroy container %s: %w", id, err)
+	}
+	return nil
+}
+
+// remove deletes every trace of container id: libcontainer state, cgroup,
+// rootfs and state dir. It tolerates any of them missing.
+func (r *Runtime) remove(id string) error {
+	var errs []error
+	if ctr, err := libcontainer.Load(r.libcontainerRoot(), id); err == nil {
+		_ = ctr.Signal(unix.SIGKILL) // only a container whose monitor died can still run
+		errs = append(errs, ctr.Destroy())
+	} else if !errors.Is(err, libcontainer.ErrNotExist) {
+		errs = append(errs, err)
+	}
+	var s specs.Spec
+	if ok, err := readOptionalJSON(filepath.Join(r.containerDir(id), specFile), &s); err != nil {
+		errs = append(errs, err)
+	} else if ok && s.Linux != nil && s.Linux.CgroupsPath != "" {
+		errs = append(errs, removeCgroup(s.Linux.CgroupsPath))
+	}
+	errs = append(errs, r.cfg.Images.Release(id), os.RemoveAll(r.containerDir(id)))
+	r.mu.Lock()
+	delete(r.monitors, id)
+	r.mu.Unlock()
+	return errors.Join(errs...)
+}
+
+// List returns every container under RunDir, running or exited.
+func (r *Runtime) List(ctx context.Context) ([]podspec.ContainerStatus, error) {
+	entries, err := os.ReadDir(filepath.Join(r.cfg.RunDir, containersDir))
+	if err != nil {
+		return nil, fmt.Errorf("list containers: %w", err)
+	}
+	var out []podspec.ContainerStatus
+	var errs []error
+	for _, e := range entries {
+		st, err := r.status(e.Name())
+		if errors.Is(err, podspec.ErrNotExist) {
+			continue // being created or removed
+		}
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		out = append(out, st)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].CreatedAt.Before(out[j].CreatedAt) })
+	return out, errors.Join(errs...)
+}
+
+// status assembles container id's status from its records, and records the
+// exit of a container whose monitor died.
+func (r *Runtime) status(id string) (podspec.ContainerStatus, error) {
+	dir := r.containerDir(id)
+	var rec containerRecord
+	if err := readJSON(filepath.Join(dir, containerFile), &rec); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			err = podspec.ErrNotExist
+		}
+		return podspec.ContainerStatus{}, err
+	}
+	st := rec.status()
+	for attempt := 0; ; attempt++ {
+		var exit exitRecord
+		if ok, err := readOptionalJSON(filepath.Join(dir, exitFile), &exit); err != nil {
+			return st, err
+		} else if ok {
+			var ms monitorState
+			_, _ = readOptionalJSON(filepath.Join(dir, stateFile), &ms)
+			exit.apply(&st, ms)
+			return st, nil
+		}
+		m, err := r.monitorOf(id)
+		if err != nil {
+			return st, err
+		}
+		if m != nil && !m.exited() {
+			var ms monitorState
+			if _, err := readOptionalJSON(filepath.Join(dir, stateFile), &ms); err != nil {
+				return st, err
+			}
+			st.State = podspec.StateCreated
+			if ms.Pid > 0 {
+				st.State, st.Pid, st.StartedAt = podspec.StateRunning, ms.Pid, ms.StartedAt
+			}
+			return st, nil
+		}
+		// The monitor is gone. It writes the exit before it exits, so re-read
+		// once; then the exit was never recorded.
+		if attempt == 0 {
+			continue
+		}
+		if err := r.monitorLost(id); err != nil {
+			return st, err
+		}
+	}
+}
+
+// monitorLost records the exit of a container whose monitor died: the
+// container is killed, since nothing would copy its output or see its exit.
+func (r *Runtime) monitorLost(id string) error {
+	r.log.Warn("container monitor died, killing container", "id", id)
+	if ctr, err := libcontainer.Load(r.libcontainerRoot(), id); err == nil {
+		_ = ctr.Signal(unix.SIGKILL)
+	}
+	exit := exitRecord{
+		ExitCode:   128 + int(unix.SIGKILL),
+		Signal:     int(unix.SIGKILL),
+		FinishedAt: time.Now(),
+		Message:    "container monitor died; container killed",
+	}
+	return writeJSON(filepath.Join(r.containerDir(id), exitFile), exit)
+}
+
+// monitorOf returns the monitor of container id, adopting it if an earlier
+// daemon started it; nil if there is none.
+func (r *Runtime) monitorOf(id string) (*monitor, error) {
+	r.mu.Lock()
+	m, ok := r.monitors[id]
+	r.mu.Unlock()
+	if ok {
+		return m, nil
+	}
+	var ms monitorState
+	if _, err := readOptionalJSON(filepath.Join(r.containerDir(id), stateFile), &ms); err != nil {
+		return nil, err
+	}
+	m, err := adoptMonitor(ms)
+	if err != nil || m == nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if prev, ok := r.monitors[id]; ok {
+		return prev, nil // adopted concurrently; m's poller ends with the monitor
+	}
+	r.monitors[id] = m
+	return m, nil
+}
+
+func (rec containerRecord) status() podspec.ContainerStatus {
+	return podspec.ContainerStatus{
+		ID: rec.ID, PodUID: rec.PodUID, PodName: rec.PodName, Name: rec.Name,
+		Attempt: rec.Attempt, Hash: rec.Hash, Image: rec.Image, ImageID: rec.ImageID,
+		State: podspec.StateUnknown, CreatedAt: rec.CreatedAt, LogPath: rec.LogPath,
+	}
+}
+
+func (e exitRecord) apply(st *podspec.ContainerStatus, ms monitorState) {
+	st.State = podspec.StateExited
+	st.StartedAt = ms.StartedAt
+	st.FinishedAt = e.FinishedAt
+	st.ExitCode = e.ExitCode
+	st.Message = e.Message
+	switch {
+	case e.OOMKilled:
+		st.Reason = "OOMKilled"
+	case e.ExitCode == 0:
+		st.Reason = "Completed"
+	default:
+		st.Reason = "Error"
+	}
+}

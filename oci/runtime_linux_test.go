@@ -1,0 +1,408 @@
+//go:build linux && cgo
+
+package oci
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/staticpodd/staticpodd/agent/podspec"
+)
+
+func TestExitCodesAndLogs(t *testing.T) {
+	e := newEnv(t)
+	pod := e.pod(false)
+	e.sandbox(pod)
+	for _, tc := range []struct {
+		name, script string
+		kill         bool // SIGKILL once it logged
+		code         int
+		reason       string
+		log          []string
+	}{
+		{"ok", "echo hello; echo oops >&2", false, 0, "Completed", []string{"stdout F hello", "stderr F oops"}},
+		{"three", "echo -n partial; exit 3", false, 3, "Error", []string{"stdout P partial"}},
+		{"killed", "echo bye; while :; do sleep 1; done", true, 137, "Error", []string{"stdout F bye"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := e.container(pod, tc.name, tc.script)
+			started := e.start(pod, c)
+			if started.Pid <= 0 || started.State != podspec.StateRunning {
+				t.Fatalf("Start returned %+v, want running with a pid", started)
+			}
+			if tc.kill {
+				waitLog(t, c.LogPath, tc.log[0])
+				if err := e.rt.Signal(context.Background(), started.ID, syscall.SIGKILL); err != nil {
+					t.Fatal(err)
+				}
+			}
+			st := e.wait(started.ID)
+			if st.State != podspec.StateExited || st.ExitCode != tc.code || st.Reason != tc.reason {
+				t.Errorf("exit: state %s code %d reason %q, want exited %d %q", st.State, st.ExitCode, st.Reason, tc.code, tc.reason)
+			}
+			if st.FinishedAt.Before(st.StartedAt) || st.StartedAt.IsZero() {
+				t.Errorf("startedAt %v finishedAt %v", st.StartedAt, st.FinishedAt)
+			}
+			got := logLines(t, c.LogPath)
+			slices.Sort(got)
+			want := slices.Sorted(slices.Values(tc.log))
+			if !slices.Equal(got, want) {
+				t.Errorf("log %q, want %q", got, want)
+			}
+			e.destroy(st.ID)
+		})
+	}
+	if err := e.rt.RemoveSandbox(context.Background(), pod.UID); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestSignalAndDestroyRefusesRunning(t *testing.T) {
+	e := newEnv(t)
+	pod := e.pod(false)
+	e.sandbox(pod)
+	c := e.container(pod, "trap", "trap 'echo got TERM; exit 42' TERM; echo ready; while :; do sleep 0.05; done")
+	st := e.start(pod, c)
+	if err := e.rt.Destroy(context.Background(), st.ID); err == nil {
+		t.Fatal("Destroy of a running container succeeded")
+	}
+	waitLog(t, c.LogPath, "stdout F ready")
+	if err := e.rt.Signal(context.Background(), st.ID, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.wait(st.ID); got.ExitCode != 42 {
+		t.Errorf("exit code %d after SIGTERM, want 42 from the trap", got.ExitCode)
+	}
+	if err := e.rt.Signal(context.Background(), st.ID, syscall.SIGTERM); err != nil {
+		t.Errorf("Signal of an exited container: %v", err)
+	}
+	e.destroy(st.ID)
+	e.destroy(st.ID) // idempotent
+	if err := e.rt.RemoveSandbox(context.Background(), pod.UID); err != nil {
+		t.Fatal(err)
+	}
+	checkClean(t, e, pod.UID, st.ID)
+}
+
+// waitLog waits until the CRI log at path has line (stream, tag, content).
+func waitLog(t *testing.T, path, line string) {
+	t.Helper()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(10 * time.Second)
+	for {
+		if data, err := os.ReadFile(path); err == nil && strings.Contains(string(data), " "+line+"\n") {
+			return
+		}
+		select {
+		case <-tick.C:
+		case <-deadline:
+			t.Fatalf("log %s never had %q", path, line)
+		}
+	}
+}
+
+func TestPodSharesNetworkIPCAndHostname(t *testing.T) {
+	e := newEnv(t)
+	pod := e.pod(false)
+	e.sandbox(pod)
+	server := e.container(pod, "server", "hostname; nc -l -p 8080")
+	client := e.container(pod, "client",
+		"hostname; for i in $(seq 100); do echo hello | nc 127.0.0.1 8080 && exit 0; sleep 0.05; done; exit 1")
+	s := e.start(pod, server)
+	c := e.start(pod, client)
+	if st := e.wait(c.ID); st.ExitCode != 0 {
+		t.Fatalf("client exit %d: %q", st.ExitCode, logLines(t, client.LogPath))
+	}
+	if st := e.wait(s.ID); st.ExitCode != 0 {
+		t.Fatalf("server exit %d: %q", st.ExitCode, logLines(t, server.LogPath))
+	}
+	if got := logLines(t, server.LogPath); !slices.Equal(got, []string{"stdout F " + pod.Hostname, "stdout F hello"}) {
+		t.Errorf("server log %q, want its hostname and what the client sent", got)
+	}
+	if got := logLines(t, client.LogPath); len(got) == 0 || got[0] != "stdout F "+pod.Hostname {
+		t.Errorf("client log %q, want hostname %s first", got, pod.Hostname)
+	}
+	for _, id := range []string{s.ID, c.ID} {
+		e.destroy(id)
+	}
+	if err := e.rt.RemoveSandbox(context.Background(), pod.UID); err != nil {
+		t.Fatal(err)
+	}
+	checkClean(t, e, pod.UID, s.ID, c.ID)
+}
+
+func TestHostNetwork(t *testing.T) {
+	e := newEnv(t)
+	hostIfs, err := os.ReadDir("/sys/class/net")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name        string
+		hostNetwork bool
+		want        []string
+	}{
+		{"host", true, names(hostIfs)},
+		{"pod", false, []string{"lo"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pod := e.pod(tc.hostNetwork)
+			e.sandbox(pod)
+			c := e.container(pod, "ifs", "ls /sys/class/net")
+			st := e.wait(e.start(pod, c).ID)
+			var got []string
+			for _, l := range logLines(t, c.LogPath) {
+				got = append(got, strings.Fields(strings.TrimPrefix(l, "stdout F "))...)
+			}
+			slices.Sort(got)
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("interfaces %q, want %q", got, tc.want)
+			}
+			e.destroy(st.ID)
+			if err := e.rt.RemoveSandbox(context.Background(), pod.UID); err != nil {
+				t.Fatal(err)
+			}
+			checkClean(t, e, pod.UID, st.ID)
+		})
+	}
+}
+
+func names(es []os.DirEntry) []string {
+	var out []string
+	for _, e := range es {
+		out = append(out, e.Name())
+	}
+	slices.Sort(out)
+	return out
+}
+
+func TestImageNotPresent(t *testing.T) {
+	e := newEnv(t)
+	pod := e.pod(false)
+	e.sandbox(pod)
+	c := e.container(pod, "x", "true")
+	c.Image = "docker.io/library/missing:1"
+	_, err := e.rt.Start(context.Background(), pod, c)
+	if !errors.Is(err, podspec.ErrImageNotPresent) {
+		t.Fatalf("Start = %v, want ErrImageNotPresent", err)
+	}
+	if l, err := e.rt.List(context.Background()); err != nil || len(l) != 0 {
+		t.Errorf("List after a failed start = %v, %v; want nothing", l, err)
+	}
+	if err := e.rt.RemoveSandbox(context.Background(), pod.UID); err != nil {
+		t.Fatal(err)
+	}
+	checkClean(t, e, pod.UID)
+}
+
+// checkClean fails t if anything of pod uid or containers ids is left:
+// mounts, cgroups, state or overlay dirs.
+func checkClean(t *testing.T, e *env, uid string, ids ...string) {
+	t.Helper()
+	mi, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(mi), "\n") {
+		if strings.Contains(l, e.cfg.RunDir) || strings.Contains(l, e.store.dir) {
+			t.Errorf("mount left: %s", l)
+		}
+	}
+	left := cgroupDirs(t, path.Join(e.cfg.CgroupRoot, "pod"+uid))
+	paths := []string{filepath.Join(e.cfg.RunDir, podsDir, uid)}
+	for _, id := range ids {
+		paths = append(paths, filepath.Join(e.cfg.RunDir, containersDir, id),
+			filepath.Join(e.cfg.RunDir, libcontainerDir, id), filepath.Join(e.store.dir, id))
+	}
+	for _, p := range append(left, paths...) {
+		if _, err := os.Stat(p); err == nil {
+			t.Errorf("left behind: %s", p)
+		}
+	}
+	if uids, err := e.rt.ListSandboxes(context.Background()); err != nil || slices.Contains(uids, uid) {
+		t.Errorf("ListSandboxes = %v, %v after removal", uids, err)
+	}
+}
+
+// helperEnv makes the test binary a stand-in daemon that starts one container
+// and then waits to be killed.
+const helperEnv = "OCI_TEST_DAEMON"
+
+type helperArgs struct {
+	Cfg       Config // Images and Logger unset
+	Lower     string
+	StoreDir  string
+	Pod       podspec.Pod
+	Container podspec.Container
+}
+
+func runHelper() int {
+	var a helperArgs
+	if err := json.Unmarshal([]byte(os.Getenv(helperEnv)), &a); err != nil {
+		return 2
+	}
+	a.Cfg.Images = overlayStore{lower: a.Lower, dir: a.StoreDir}
+	rt, err := New(a.Cfg)
+	if err != nil {
+		return 3
+	}
+	rt.generate = testSpec
+	ctx := context.Background()
+	if err := rt.CreateSandbox(ctx, &a.Pod); err != nil {
+		os.Stderr.WriteString(err.Error())
+		return 4
+	}
+	st, err := rt.Start(ctx, &a.Pod, &a.Container)
+	if err != nil {
+		os.Stderr.WriteString(err.Error())
+		return 5
+	}
+	_ = json.NewEncoder(os.Stdout).Encode(st)
+	select {} // until killed
+}
+
+// startInDaemon starts c in a separate daemon process and kill -9s it once the
+// container runs.
+func startInDaemon(t *testing.T, e *env, pod *podspec.Pod, c *podspec.Container) podspec.ContainerStatus {
+	t.Helper()
+	args, err := json.Marshal(helperArgs{
+		Cfg:   Config{RunDir: e.cfg.RunDir, RootDir: e.cfg.RootDir, CgroupRoot: e.cfg.CgroupRoot},
+		Lower: e.store.lower, StoreDir: e.store.dir, Pod: *pod, Container: *c,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("/proc/self/exe")
+	cmd.Env = append(os.Environ(), helperEnv+"="+string(args))
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var st podspec.ContainerStatus
+	if err := json.NewDecoder(out).Decode(&st); err != nil {
+		_ = cmd.Process.Kill()
+		t.Fatalf("daemon helper: %v (%v)", err, cmd.Wait())
+	}
+	_ = cmd.Process.Kill() // kill -9
+	_ = cmd.Wait()
+	return st
+}
+
+func TestContainerOutlivesDaemon(t *testing.T) {
+	e := newEnv(t)
+	pod := e.pod(false)
+	c := e.container(pod, "survivor",
+		"echo before; while [ ! -e /tmp/go ]; do sleep 0.05; done; "+
+			"i=0; while [ $i -lt 200 ]; do echo line$i; i=$((i+1)); done; echo last >&2; exit 5")
+	started := startInDaemon(t, e, pod, c)
+	if err := syscall.Kill(started.Pid, 0); err != nil {
+		t.Fatalf("container pid %d gone after kill -9 of the daemon: %v", started.Pid, err)
+	}
+
+	b := e.newRuntime() // the next daemon
+	list, err := b.List(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != 1 || list[0].ID != started.ID || list[0].State != podspec.StateRunning || list[0].Pid != started.Pid {
+		t.Fatalf("List after restart = %+v, want %s running as pid %d", list, started.ID, started.Pid)
+	}
+	if got := list[0]; got.PodUID != pod.UID || got.Name != c.Name || got.Hash != c.Hash || got.LogPath != c.LogPath {
+		t.Errorf("labels lost across restart: %+v", got)
+	}
+	if sbs, err := b.ListSandboxes(context.Background()); err != nil || !slices.Equal(sbs, []string{pod.UID}) {
+		t.Errorf("ListSandboxes = %v, %v", sbs, err)
+	}
+	reportMonitorRSS(t, e, started.ID)
+
+	// The container writes and exits while no daemon is waiting.
+	_, _, merged := e.store.paths(started.ID)
+	if err := os.WriteFile(filepath.Join(merged, "tmp", "go"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitPidExit(t, started.Pid, 10*time.Second)
+
+	st := e.wait(started.ID)
+	if st.ExitCode != 5 {
+		t.Errorf("exit code %d, want 5", st.ExitCode)
+	}
+	want := []string{"stdout F before"}
+	for i := range 200 {
+		want = append(want, "stdout F line"+strconv.Itoa(i))
+	}
+	var stdout, stderr []string
+	for _, l := range logLines(t, c.LogPath) {
+		if strings.HasPrefix(l, "stdout ") {
+			stdout = append(stdout, l)
+		} else {
+			stderr = append(stderr, l)
+		}
+	}
+	if !slices.Equal(stdout, want) || !slices.Equal(stderr, []string{"stderr F last"}) {
+		t.Errorf("log has %d stdout lines (want %d in order) and stderr %q (want last)", len(stdout), len(want), stderr)
+	}
+	if err := b.Destroy(context.Background(), st.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.RemoveSandbox(context.Background(), pod.UID); err != nil {
+		t.Fatal(err)
+	}
+	checkClean(t, e, pod.UID, st.ID)
+}
+
+func TestMonitorKilledKillsContainer(t *testing.T) {
+	e := newEnv(t)
+	pod := e.pod(false)
+	e.sandbox(pod)
+	c := e.container(pod, "orphan", "while :; do sleep 1; done")
+	st := e.start(pod, c)
+	var ms monitorState
+	if err := readJSON(filepath.Join(e.rt.containerDir(st.ID), stateFile), &ms); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(ms.MonitorPid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	got := e.wait(st.ID)
+	if got.ExitCode != 137 || !strings.Contains(got.Message, "monitor") {
+		t.Errorf("after the monitor died: code %d message %q, want 137 naming the monitor", got.ExitCode, got.Message)
+	}
+	waitPidExit(t, st.Pid, 10*time.Second)
+	e.destroy(st.ID)
+	if err := e.rt.RemoveSandbox(context.Background(), pod.UID); err != nil {
+		t.Fatal(err)
+	}
+	checkClean(t, e, pod.UID, st.ID)
+}
+
+func reportMonitorRSS(t *testing.T, e *env, id string) {
+	var ms monitorState
+	if err := readJSON(filepath.Join(e.cfg.RunDir, containersDir, id, stateFile), &ms); err != nil {
+		t.Fatal(err)
+	}
+	status, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(ms.MonitorPid), "status"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(status), "\n") {
+		if strings.HasPrefix(l, "VmRSS:") || strings.HasPrefix(l, "RssAnon:") {
+			t.Logf("monitor pid %d %s", ms.MonitorPid, strings.Join(strings.Fields(l), " "))
+		}
+	}
+}

@@ -1,0 +1,31 @@
+//go:build !linux || !cgo
+
+package oci
+
+import (
+	"context"
+	"errors"
+	"syscall"
+
+	"github.com/staticpodd/staticpodd/agent/podspec"
+)
+
+// New fails: containers need Linux and cgo.
+func New(cfg Config) (*Runtime, error) { return nil, errors.ErrUnsupported }
+
+func (r *Runtime) CreateSandbox(context.Context, *podspec.Pod) error { return errors.ErrUnsupported }
+func (r *Runtime) RemoveSandbox(context.Context, string) error       { return errors.ErrUnsupported }
+func (r *Runtime) ListSandboxes(context.Context) ([]string, error)   { return nil, errors.ErrUnsupported }
+func (r *Runtime) Start(context.Context, *podspec.Pod, *podspec.Container) (podspec.ContainerStatus, error) {
+	return podspec.ContainerStatus{}, errors.ErrUnsupported
+}
+func (r *Runtime) Signal(context.Context, string, syscall.Signal) error { return errors.ErrUnsupported }
+func (r *Runtime) Wait(context.Context, string) (podspec.ContainerStatus, error) {
+	return podspec.ContainerStatus{}, errors.ErrUnsupported
+}
+func (r *Runtime) Destroy(context.Context, string) error { return errors.ErrUnsupported }
+func (r *Runtime) List(context.Context) ([]podspec.ContainerStatus, error) {
+	return nil, errors.ErrUnsupported
+}
+
+type monitor struct{}

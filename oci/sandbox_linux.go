@@ -1,0 +1,266 @@
+//go:build linux && cgo
+
+package oci
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/opencontainers/cgroups"
+	"github.com/opencontainers/cgroups/manager"
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/staticpodd/staticpodd/agent/podspec"
+)
+
+// Names of the namespace bind mounts in a pod's directory.
+const (
+	nsNet = "net"
+	nsIPC = "ipc"
+	nsUTS = "uts"
+)
+
+// podLock returns the mutex serialising sandbox changes of pod uid.
+func (r *Runtime) podLock(uid string) *sync.Mutex {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	l, ok := r.podLocks[uid]
+	if !ok {
+		l = &sync.Mutex{}
+		r.podLocks[uid] = l
+	}
+	return l
+}
+
+func validName(s string) bool {
+	return s != "" && s != "." && s != ".." && !strings.ContainsAny(s, "/\x00")
+}
+
+// CreateSandbox makes the namespaces, files and cgroup pod's containers share.
+// It is a no-op for an existing sandbox.
+func (r *Runtime) CreateSandbox(ctx context.Context, pod *podspec.Pod) error {
+	if !validName(pod.UID) {
+		return fmt.Errorf("create sandbox of pod %s: invalid UID %q", pod.Name, pod.UID)
+	}
+	l := r.podLock(pod.UID)
+	l.Lock()
+	defer l.Unlock()
+	dir := r.podDir(pod.UID)
+	if _, err := os.Stat(filepath.Join(dir, podFile)); err == nil {
+		return nil
+	}
+	pr := podRecord{
+		UID: pod.UID, Namespace: pod.Namespace, Name: pod.Name, Hostname: pod.Hostname,
+		HostNetwork: pod.HostNetwork, HostIPC: pod.HostIPC,
+		CgroupsPath: path.Join(r.cfg.CgroupRoot, "pod"+pod.UID),
+	}
+	if err := r.createSandbox(dir, pr); err != nil {
+		err = fmt.Errorf("create sandbox of pod %s: %w", pod.Name, err)
+		if rerr := r.removeSandbox(pod.UID); rerr != nil {
+			err = errors.Join(err, rerr)
+		}
+		return err
+	}
+	return nil
+}
+
+func (r *Runtime) createSandbox(dir string, pr podRecord) error {
+	if err := os.MkdirAll(dir, 0o711); err != nil {
+		return err
+	}
+	if err := writeSandboxFiles(dir, pr); err != nil {
+		return err
+	}
+	var flags int
+	if !pr.HostNetwork {
+		flags |= unix.CLONE_NEWNET | unix.CLONE_NEWUTS
+	}
+	if !pr.HostIPC {
+		flags |= unix.CLONE_NEWIPC
+	}
+	if flags != 0 {
+		if err := makeNamespaces(dir, flags, pr.Hostname); err != nil {
+			return err
+		}
+	}
+	mgr, err := manager.New(&cgroups.Cgroup{Path: pr.CgroupsPath, Resources: &cgroups.Resources{SkipDevices: true}})
+	if err != nil {
+		return fmt.Errorf("pod cgroup %s: %w", pr.CgroupsPath, err)
+	}
+	if err := mgr.Apply(-1); err != nil {
+		return fmt.Errorf("create pod cgroup %s: %w", pr.CgroupsPath, err)
+	}
+	// The record last: its presence means the sandbox is complete.
+	return writeJSON(filepath.Join(dir, podFile), pr)
+}
+
+// writeSandboxFiles writes the pod's /etc/hosts, /etc/hostname and
+// /etc/resolv.conf (the host's copy).
+func writeSandboxFiles(dir string, pr podRecord) error {
+	hostname := pr.Hostname
+	var hosts []byte
+	if pr.HostNetwork {
+		var err error
+		if hostname, err = os.Hostname(); err != nil {
+			return fmt.Errorf("hostname: %w", err)
+		}
+		if hosts, err = os.ReadFile("/etc/hosts"); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	} else {
+		hosts = fmt.Appendf(nil, "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\t%s\n", hostname)
+	}
+	resolv, err := os.ReadFile("/etc/resolv.conf")
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	for name, data := range map[string][]byte{
+		"hosts":       hosts,
+		"hostname":    []byte(hostname + "\n"),
+		"resolv.conf": resolv,
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// makeNamespaces creates the namespaces in flags on a dedicated OS thread,
+// sets them up (lo up, hostname) and bind-mounts them into dir, as
+// `ip netns add` does. The thread is never returned to the Go scheduler:
+// the goroutine exits locked, which ends the thread.
+func makeNamespaces(dir string, flags int, hostname string) error {
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread dies with the goroutine
+		errc <- setupNamespaces(dir, flags, hostname)
+	}()
+	return <-errc
+}
+
+func setupNamespaces(dir string, flags int, hostname string) error {
+	if err := unix.Unshare(flags); err != nil {
+		return fmt.Errorf("unshare: %w", err)
+	}
+	if flags&unix.CLONE_NEWUTS != 0 && hostname != "" {
+		if err := unix.Sethostname([]byte(hostname)); err != nil {
+			return fmt.Errorf("sethostname %q: %w", hostname, err)
+		}
+	}
+	if flags&unix.CLONE_NEWNET != 0 {
+		if err := loUp(); err != nil {
+			return err
+		}
+	}
+	task := "/proc/self/task/" + strconv.Itoa(unix.Gettid()) + "/ns/"
+	for flag, name := range map[int]string{unix.CLONE_NEWNET: nsNet, unix.CLONE_NEWIPC: nsIPC, unix.CLONE_NEWUTS: nsUTS} {
+		if flags&flag == 0 {
+			continue
+		}
+		target := filepath.Join(dir, name)
+		f, err := os.OpenFile(target, os.O_CREATE|os.O_RDONLY, 0o444)
+		if err != nil {
+			return err
+		}
+		_ = f.Close()
+		if err := unix.Mount(task+name, target, "", unix.MS_BIND, ""); err != nil {
+			return fmt.Errorf("bind-mount %s namespace to %s: %w", name, target, err)
+		}
+	}
+	return nil
+}
+
+func loUp() error {
+	h, err := netlink.NewHandle() // a socket in this thread's new netns
+	if err != nil {
+		return fmt.Errorf("netlink: %w", err)
+	}
+	defer h.Close()
+	lo, err := h.LinkByName("lo")
+	if err != nil {
+		return fmt.Errorf("find lo: %w", err)
+	}
+	if err := h.LinkSetUp(lo); err != nil {
+		return fmt.Errorf("set lo up: %w", err)
+	}
+	return nil
+}
+
+// RemoveSandbox unmounts and removes what CreateSandbox made, tolerating any
+// part of it missing. The pod's containers must be destroyed first.
+func (r *Runtime) RemoveSandbox(ctx context.Context, podUID string) error {
+	if !validName(podUID) {
+		return fmt.Errorf("remove sandbox %q: invalid UID", podUID)
+	}
+	l := r.podLock(podUID)
+	l.Lock()
+	defer l.Unlock()
+	ctrs, err := r.List(ctx)
+	if err != nil {
+		return fmt.Errorf("remove sandbox of pod %s: %w", podUID, err)
+	}
+	for _, c := range ctrs {
+		if c.PodUID == podUID {
+			return fmt.Errorf("remove sandbox of pod %s: container %s (%s) not destroyed", podUID, c.Name, c.ID)
+		}
+	}
+	if err := r.removeSandbox(podUID); err != nil {
+		return fmt.Errorf("remove sandbox of pod %s: %w", podUID, err)
+	}
+	return nil
+}
+
+func (r *Runtime) removeSandbox(uid string) error {
+	dir := r.podDir(uid)
+	var errs []error
+	for _, name := range []string{nsNet, nsIPC, nsUTS} {
+		err := unix.Unmount(filepath.Join(dir, name), unix.MNT_DETACH)
+		if err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
+			errs = append(errs, fmt.Errorf("unmount %s namespace: %w", name, err))
+		}
+	}
+	errs = append(errs, removeCgroup(path.Join(r.cfg.CgroupRoot, "pod"+uid)))
+	if err := os.RemoveAll(dir); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// removeCgroup removes the cgroupfs cgroup at cgPath in every hierarchy; a
+// missing one is not an error.
+func removeCgroup(cgPath string) error {
+	mgr, err := manager.New(&cgroups.Cgroup{Path: cgPath, Resources: &cgroups.Resources{SkipDevices: true}})
+	if err != nil {
+		return fmt.Errorf("cgroup %s: %w", cgPath, err)
+	}
+	if err := mgr.Destroy(); err != nil {
+		return fmt.Errorf("remove cgroup %s: %w", cgPath, err)
+	}
+	return nil
+}
+
+// ListSandboxes returns the UIDs of the pods that have a sandbox.
+func (r *Runtime) ListSandboxes(ctx context.Context) ([]string, error) {
+	entries, err := os.ReadDir(filepath.Join(r.cfg.RunDir, podsDir))
+	if err != nil {
+		return nil, fmt.Errorf("list sandboxes: %w", err)
+	}
+	var uids []string
+	for _, e := range entries {
+		if _, err := os.Stat(filepath.Join(r.cfg.RunDir, podsDir, e.Name(), podFile)); err == nil {
+			uids = append(uids, e.Name())
+		}
+	}
+	return uids, nil
+}

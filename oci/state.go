@@ -1,0 +1,141 @@
+package oci
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// On-disk layout under RunDir:
+//
+//	pods/<uid>/pod.json              podRecord
+//	pods/<uid>/{net,ipc,uts}         bind mounts of the sandbox namespaces
+//	pods/<uid>/{hosts,hostname,resolv.conf}
+//	containers/<id>/container.json   containerRecord (written by the daemon)
+//	containers/<id>/config.json      the OCI runtime spec
+//	containers/<id>/state.json       monitorState (written by the monitor)
+//	containers/<id>/exit.json        exitRecord (written by the monitor at exit)
+//	containers/<id>/monitor.log      the monitor's own log
+//	libcontainer/<id>/               libcontainer's state, removed by the monitor
+const (
+	podsDir         = "pods"
+	containersDir   = "containers"
+	libcontainerDir = "libcontainer"
+
+	podFile       = "pod.json"
+	containerFile = "container.json"
+	specFile      = "config.json"
+	stateFile     = "state.json"
+	exitFile      = "exit.json"
+	monitorLog    = "monitor.log"
+)
+
+// podRecord is what a sandbox remembers about its pod.
+type podRecord struct {
+	UID         string `json:"uid"`
+	Namespace   string `json:"namespace"`
+	Name        string `json:"name"`
+	Hostname    string `json:"hostname"`
+	HostNetwork bool   `json:"hostNetwork,omitempty"`
+	HostIPC     bool   `json:"hostIPC,omitempty"`
+	CgroupsPath string `json:"cgroupsPath"`
+}
+
+// containerRecord carries the labels the agent needs to adopt a container.
+type containerRecord struct {
+	ID        string    `json:"id"`
+	PodUID    string    `json:"podUID"`
+	PodName   string    `json:"podName"`
+	Name      string    `json:"name"`
+	Attempt   int       `json:"attempt"`
+	Hash      string    `json:"hash"`
+	Image     string    `json:"image"`
+	ImageID   string    `json:"imageID"`
+	LogPath   string    `json:"logPath"`
+	CreatedAt time.Time `json:"createdAt"`
+}
+
+// monitorState is written by the monitor: first with its own identity, then
+// with the container's init process once it was told to exec.
+type monitorState struct {
+	MonitorPid   int       `json:"monitorPid"`
+	MonitorStart uint64    `json:"monitorStart"` // /proc/<pid>/stat starttime
+	Pid          int       `json:"pid,omitempty"`
+	StartedAt    time.Time `json:"startedAt,omitzero"`
+}
+
+// exitRecord is the container's exit as its monitor (or the daemon, when the
+// monitor died) recorded it.
+type exitRecord struct {
+	ExitCode   int       `json:"exitCode"`
+	Signal     int       `json:"signal,omitempty"`
+	OOMKilled  bool      `json:"oomKilled,omitempty"`
+	FinishedAt time.Time `json:"finishedAt"`
+	Message    string    `json:"message,omitempty"`
+}
+
+func (r *Runtime) podDir(uid string) string {
+	return filepath.Join(r.cfg.RunDir, podsDir, uid)
+}
+
+func (r *Runtime) containerDir(id string) string {
+	return filepath.Join(r.cfg.RunDir, containersDir, id)
+}
+
+func (r *Runtime) libcontainerRoot() string {
+	return filepath.Join(r.cfg.RunDir, libcontainerDir)
+}
+
+// writeJSON writes v to path atomically: a reader sees the old file or the new
+// one, never a part.
+func writeJSON(path string, v any) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", path, err)
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	_, err = tmp.Write(data)
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		_ = os.Remove(tmp.Name())
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}
+
+// readJSON reads path into v; a missing file is an error satisfying
+// errors.Is(err, fs.ErrNotExist).
+func readJSON(path string, v any) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(data, v); err != nil {
+		return fmt.Errorf("decode %s: %w", path, err)
+	}
+	return nil
+}
+
+// readOptionalJSON is readJSON that reports a missing file as ok == false.
+func readOptionalJSON(path string, v any) (ok bool, err error) {
+	err = readJSON(path, v)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	return err == nil, err
+}
