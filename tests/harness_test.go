@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -73,6 +74,8 @@ type daemon struct {
 	cgroup    string // cgroupRoot
 	config    string
 	port      int // readOnlyPort
+	// socketOnly: the config serves no read-only port; talk to the CLI socket.
+	socketOnly bool
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
@@ -174,7 +177,7 @@ func (d *daemon) start() {
 	d.exited = make(chan struct{})
 	go func(exited chan struct{}) { cmd.Wait(); close(exited) }(d.exited)
 	d.eventually(10*time.Second, "the daemon answers /healthz", func() error {
-		resp, err := http.Get(d.url("/healthz"))
+		resp, err := d.client().Get(d.url("/healthz"))
 		if err != nil {
 			return err
 		}
@@ -263,13 +266,41 @@ func (d *daemon) output() string {
 }
 
 func (d *daemon) url(path string) string {
+	if d.socketOnly {
+		return "http://staticpodd" + path
+	}
 	return fmt.Sprintf("http://127.0.0.1:%d%s", d.port, path)
+}
+
+// client talks to the read-only port, or to <run-dir>/staticpodd.sock.
+func (d *daemon) client() *http.Client {
+	if !d.socketOnly {
+		return http.DefaultClient
+	}
+	sock := filepath.Join(d.runDir, "staticpodd.sock")
+	return &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var dialer net.Dialer
+			return dialer.DialContext(ctx, "unix", sock)
+		},
+	}}
+}
+
+var errStill = errors.New("still there")
+
+// buildImage builds a busybox image tarball with extra mkimage flags.
+func buildImage(t *testing.T, out string, args ...string) {
+	t.Helper()
+	args = append([]string{"run", "../rootfs/mkimage", "-busybox", "/bin/busybox", "-o", out}, args...)
+	if b, err := exec.Command("go", args...).CombinedOutput(); err != nil {
+		t.Fatalf("build image: %v\n%s", err, b)
+	}
 }
 
 // pods returns the pods the read-only port reports.
 func (d *daemon) pods() []v1.Pod {
 	d.t.Helper()
-	resp, err := http.Get(d.url("/pods"))
+	resp, err := d.client().Get(d.url("/pods"))
 	if err != nil {
 		d.t.Fatalf("GET /pods: %v", err)
 	}

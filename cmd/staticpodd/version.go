@@ -1,0 +1,37 @@
+package main
+
+import (
+	"fmt"
+	"runtime/debug"
+
+	"github.com/spf13/cobra"
+)
+
+// version is set at link time: -ldflags "-X main.version=v0.1.0".
+var version = ""
+
+func newVersionCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the version",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			v := version
+			info, ok := debug.ReadBuildInfo()
+			if v == "" && ok {
+				v = info.Main.Version
+				for _, s := range info.Settings {
+					if s.Key == "vcs.revision" && len(s.Value) >= 12 {
+						v += " (" + s.Value[:12] + ")"
+					}
+				}
+			}
+			goVersion := ""
+			if ok {
+				goVersion = info.GoVersion
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "staticpodd %s %s\n", v, goVersion)
+			return nil
+		},
+	}
+}

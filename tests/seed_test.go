@@ -1,0 +1,72 @@
+package tests
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// The seed notes the project started from: their kubelet config and Pod example
+// must work as written, typos included (metadata.lables). The config points
+// staticPodPath at one file, /tmp/test_pod.yaml, and binds nothing we can reach
+// (readOnlyPort is off by default), so the pod is checked through the CLI socket.
+const seedConfig = `apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+address: "192.168.0.8"
+port: 20250
+serializeImagePulls: false
+evictionHard:
+    memory.available:  "200Mi"
+staticPodPath: "/tmp/test_pod.yaml"
+`
+
+const seedPod = `apiVersion: v1
+kind: Pod
+metadata:
+  name: static-pod
+  lables:
+    app: nginx
+spec:
+  containers:
+    - name: test-static
+      image: nginx:latest
+      ports:
+        - containerPort: 81
+          name: http-server
+`
+
+func TestSeedConfigAndPodRun(t *testing.T) {
+	d := newDaemon(t)
+	// nginx:latest, air-gapped: our busybox image tagged as nginx, serving
+	// /www with httpd as its default command.
+	nginx := filepath.Join(d.dir, "nginx.tar")
+	buildImage(t, nginx, "-ref", "nginx:latest", "-cmd", "httpd,-f,-p,81,-h,/www")
+	d.cli("images", "import", nginx)
+
+	if err := os.WriteFile(d.config, []byte(seedConfig), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	podFile := "/tmp/test_pod.yaml"
+	if err := os.WriteFile(podFile, []byte(seedPod), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(podFile) })
+	d.socketOnly = true
+	d.cgroup = "/staticpodd" // the seed config keeps the defaults
+	d.start()
+	pod := d.waitRunning("static-pod", 30*time.Second)
+	if pod.Labels["app"] != "" {
+		t.Errorf("the misspelt lables became labels: %v", pod.Labels)
+	}
+	if pod.Spec.Containers[0].Image != "nginx:latest" {
+		t.Errorf("image = %q", pod.Spec.Containers[0].Image)
+	}
+	os.Remove(podFile)
+	d.eventually(30*time.Second, "the pod is gone with its file", func() error {
+		if d.pod("static-pod") != nil {
+			return errStill
+		}
+		return nil
+	})
+}
