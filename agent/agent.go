@@ -1,0 +1,120 @@
+// Package agent turns the static pods sources deliver into running containers:
+// it merges the sources, plans desired against actual per pod, runs one worker per
+// pod, applies the kubelet's restart back-off and keeps each pod's v1.PodStatus.
+package agent
+
+import (
+	"log/slog"
+	"net/netip"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/staticpodd/staticpodd/agent/manifest"
+	"github.com/staticpodd/staticpodd/agent/podspec"
+)
+
+// Notifier hears how the agent is doing; sysd implements it for systemd.
+type Notifier interface {
+	Ready()        // once, after every source's first snapshot and the first reconcile
+	Status(string) // a one-line summary, each time it changes
+	Watchdog()     // the reconcile loop is alive
+}
+
+type nopNotifier struct{}
+
+func (nopNotifier) Ready()        {}
+func (nopNotifier) Status(string) {}
+func (nopNotifier) Watchdog()     {}
+
+// Config is how the agent runs pods.
+type Config struct {
+	NodeName string
+	NodeIP   netip.Addr // hostIP of every pod, podIP of hostNetwork pods
+	// Sources must each deliver a first update before the agent is ready and
+	// removes containers of pods it does not know (manifest.SourceFile, ...).
+	Sources []string
+	Paths   manifest.Paths
+	// SyncFrequency re-syncs every pod (retrying missing images); default 1m.
+	SyncFrequency time.Duration
+	// BackoffMax caps the crash-loop back-off; default 5m.
+	BackoffMax time.Duration
+	// WatchdogPeriod is how often the reconcile loop pings Notifier.Watchdog when
+	// idle; default 5s. Set it to at most half of systemd's WatchdogSec.
+	WatchdogPeriod time.Duration
+	Notifier       Notifier // default: does nothing
+}
+
+// Agent runs static pods on a Runtime.
+type Agent struct {
+	cfg    Config
+	rt     Runtime
+	conv   converter
+	logger *slog.Logger
+	resync chan struct{}
+	ready  sync.Once
+
+	mu          sync.Mutex         // guards the fields below
+	workers     map[string]*worker // by pod full name namespace/name, or orphan/<uid>
+	problems    []manifest.Problem
+	summary     string
+	readyAt     uint64          // dispatch sequence the first full reconcile waits for; 0 = not yet
+	readyWait   map[string]bool // workers that have not synced readyAt yet
+	notifyReady bool
+}
+
+// New returns an agent that runs pods on rt.
+func New(cfg Config, rt Runtime, logger *slog.Logger) *Agent {
+	if cfg.SyncFrequency <= 0 {
+		cfg.SyncFrequency = time.Minute
+	}
+	if cfg.BackoffMax <= 0 {
+		cfg.BackoffMax = defaultBackoffMax
+	}
+	if cfg.WatchdogPeriod <= 0 {
+		cfg.WatchdogPeriod = 5 * time.Second
+	}
+	if cfg.Notifier == nil {
+		cfg.Notifier = nopNotifier{}
+	}
+	return &Agent{
+		cfg:     cfg,
+		rt:      rt,
+		conv:    manifestConverter{paths: cfg.Paths},
+		logger:  logger,
+		resync:  make(chan struct{}, 1),
+		workers: map[string]*worker{},
+		summary: "",
+	}
+}
+
+// Resync makes every pod that waits for something (an image, a back-off) try
+// again now; cmd calls it when an image has been imported.
+func (a *Agent) Resync() {
+	select {
+	case a.resync <- struct{}{}:
+	default:
+	}
+}
+
+// converter turns a v1.Pod into what the runtime takes; tests replace it.
+type converter interface {
+	Sandbox(pod *v1.Pod) *podspec.Pod
+	Container(pod *v1.Pod, c *v1.Container, attempt int) (*podspec.Container, error)
+	PrepareVolumes(pod *v1.Pod) error
+	RemoveVolumes(podUID string) error
+}
+
+type manifestConverter struct{ paths manifest.Paths }
+
+func (m manifestConverter) Sandbox(pod *v1.Pod) *podspec.Pod { return manifest.Sandbox(pod, m.paths) }
+func (m manifestConverter) Container(pod *v1.Pod, c *v1.Container, attempt int) (*podspec.Container, error) {
+	return manifest.Container(pod, c, attempt, m.paths)
+}
+func (m manifestConverter) PrepareVolumes(pod *v1.Pod) error {
+	return manifest.PrepareVolumes(pod, m.paths)
+}
+func (m manifestConverter) RemoveVolumes(uid string) error {
+	return manifest.RemoveVolumes(uid, m.paths)
+}

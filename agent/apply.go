@@ -1,0 +1,241 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"syscall"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/staticpodd/staticpodd/agent/podspec"
+)
+
+// killWait bounds the wait for a container after SIGKILL.
+const killWait = 10 * time.Second
+
+// Waiting reasons, as the kubelet reports them.
+const (
+	reasonCrashLoop      = "CrashLoopBackOff"
+	reasonImageNeverPull = "ErrImageNeverPull"
+	reasonConfigError    = "CreateContainerConfigError"
+	reasonRunError       = "RunContainerError"
+	reasonCreating       = "ContainerCreating"
+	reasonPodInit        = "PodInitializing"
+)
+
+// apply runs acts in order and returns when the worker should sync again (zero:
+// only when something happens). A failed kill, destroy, teardown or sandbox stops
+// the steps after it; a container that cannot start does not stop the others.
+func (w *worker) apply(ctx context.Context, pod *v1.Pod, acts []action) time.Time {
+	var retry time.Time
+	later := func(t time.Time) {
+		if !t.IsZero() && (retry.IsZero() || t.Before(retry)) {
+			retry = t
+		}
+	}
+	for _, act := range acts {
+		if ctx.Err() != nil {
+			return time.Time{}
+		}
+		var err error
+		switch act.kind {
+		case actKill:
+			err = w.kill(ctx, act.id, act.grace)
+		case actDestroy:
+			err = w.destroy(ctx, act.podUID, act.id)
+		case actTeardown:
+			err = w.teardown(ctx, act.podUID)
+		case actSandbox:
+			err = w.sandbox(ctx, pod)
+		case actStart:
+			later(w.start(ctx, pod, act))
+		}
+		if err != nil {
+			if ctx.Err() == nil {
+				w.logger.Error("pod step failed", "step", act.kind.String(), "uid", act.podUID, "container", act.container, "err", err)
+			}
+			later(time.Now().Add(backoffInitial))
+			return retry
+		}
+	}
+	return retry
+}
+
+// kill stops a running container the Nomad way: SIGTERM, wait up to grace,
+// SIGKILL, wait a bounded time.
+func (w *worker) kill(ctx context.Context, id string, grace time.Duration) error {
+	w.logger.Info("stopping container", "container", id, "grace", grace)
+	if err := w.a.rt.Signal(ctx, id, syscall.SIGTERM); errors.Is(err, podspec.ErrNotExist) {
+		w.forget(id)
+		return nil
+	}
+	// A failed SIGTERM (the container just exited, say) still waits: Wait tells.
+	if st, err := w.waitFor(ctx, id, grace); err == nil {
+		w.record(st)
+		return nil
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	w.logger.Warn("container ignored SIGTERM, killing it", "container", id, "grace", grace)
+	if err := w.a.rt.Signal(ctx, id, syscall.SIGKILL); errors.Is(err, podspec.ErrNotExist) {
+		w.forget(id)
+		return nil
+	}
+	st, err := w.waitFor(ctx, id, killWait)
+	if err != nil {
+		return fmt.Errorf("wait for container %s after SIGKILL: %w", id, err)
+	}
+	w.record(st)
+	return nil
+}
+
+func (w *worker) waitFor(ctx context.Context, id string, d time.Duration) (podspec.ContainerStatus, error) {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	st, err := w.a.rt.Wait(ctx, id)
+	if err == nil && st.ID == "" {
+		st.ID = id
+	}
+	if err == nil && st.State != podspec.StateExited {
+		st.State = podspec.StateExited
+	}
+	return st, err
+}
+
+func (w *worker) destroy(ctx context.Context, podUID, id string) error {
+	if err := w.a.rt.Destroy(ctx, id); err != nil && !errors.Is(err, podspec.ErrNotExist) {
+		return fmt.Errorf("destroy container %s: %w", id, err)
+	}
+	w.forget(id)
+	return nil
+}
+
+// forget drops a container from what the worker knows.
+func (w *worker) forget(id string) {
+	for _, ps := range w.pods {
+		ps.containers = slices.DeleteFunc(ps.containers, func(c podspec.ContainerStatus) bool { return c.ID == id })
+	}
+	delete(w.watching, id)
+}
+
+// teardown removes the sandbox and volumes of a pod whose containers are gone.
+func (w *worker) teardown(ctx context.Context, podUID string) error {
+	if err := w.a.rt.RemoveSandbox(ctx, podUID); err != nil {
+		return fmt.Errorf("remove sandbox of pod %s: %w", podUID, err)
+	}
+	if err := w.a.conv.RemoveVolumes(podUID); err != nil {
+		return fmt.Errorf("remove volumes of pod %s: %w", podUID, err)
+	}
+	delete(w.pods, podUID)
+	w.backoff.forget(podUID)
+	w.logger.Info("pod removed", "uid", podUID)
+	return nil
+}
+
+func (w *worker) sandbox(ctx context.Context, pod *v1.Pod) error {
+	uid := string(pod.UID)
+	st := w.pods[uid]
+	if st == nil {
+		st = &podState{uid: uid, grace: podGrace(pod)}
+		w.pods[uid] = st
+	}
+	err := w.a.rt.CreateSandbox(ctx, w.a.conv.Sandbox(pod))
+	if err != nil {
+		err = fmt.Errorf("create sandbox of pod %s: %w", uid, err)
+	} else if err = w.a.conv.PrepareVolumes(pod); err != nil {
+		err = fmt.Errorf("prepare volumes of pod %s: %w", uid, err)
+	}
+	if err != nil {
+		for _, c := range allContainers(pod) {
+			ci := w.info(c.Name)
+			ci.reason, ci.message = reasonCreating, err.Error()
+		}
+		return err
+	}
+	st.sandbox = true
+	return nil
+}
+
+// start starts one container unless its back-off forbids it, and returns when to
+// try again if it could not start.
+func (w *worker) start(ctx context.Context, pod *v1.Pod, act action) time.Time {
+	st := w.pods[act.podUID]
+	c := findContainer(pod, act.container)
+	ci := w.info(act.container)
+	now := time.Now()
+	key := backoffKey(act.podUID, act.container, w.gen.hashes[act.container])
+
+	var prev *podspec.ContainerStatus
+	for i := range st.containers {
+		if st.containers[i].ID == act.prevID && act.prevID != "" {
+			p := st.containers[i]
+			prev = &p
+		}
+	}
+	failedAt := ci.failedAt
+	if prev != nil && prev.FinishedAt.After(failedAt) {
+		failedAt = prev.FinishedAt
+	}
+	if !failedAt.IsZero() {
+		if until, d := w.backoff.wait(key, failedAt, now); !until.IsZero() {
+			ci.reason = reasonCrashLoop
+			ci.message = fmt.Sprintf("back-off %s restarting failed container=%s pod=%s", d, c.Name, formatPod(pod))
+			return until
+		}
+		w.backoff.next(key, failedAt)
+	}
+
+	spec, err := w.a.conv.Container(pod, c, act.attempt)
+	if err != nil {
+		ci.reason, ci.message = reasonConfigError, err.Error()
+		return time.Time{}
+	}
+	cs, err := w.a.rt.Start(ctx, w.a.conv.Sandbox(pod), spec)
+	switch {
+	case errors.Is(err, podspec.ErrImageNotPresent):
+		// Retried on Resync and every SyncFrequency, without back-off.
+		ci.reason = reasonImageNeverPull
+		ci.message = fmt.Sprintf("Container image %q is not present with pull policy of Never", c.Image)
+		return time.Time{}
+	case err != nil:
+		if ctx.Err() != nil {
+			return time.Time{}
+		}
+		ci.reason, ci.message = reasonRunError, err.Error()
+		ci.failedAt = time.Now()
+		w.logger.Warn("container start failed", "container", c.Name, "attempt", act.attempt, "err", err)
+		if _, d := w.backoff.wait(key, ci.failedAt, ci.failedAt); d > 0 {
+			return ci.failedAt.Add(d)
+		}
+		return ci.failedAt.Add(backoffInitial)
+	}
+
+	keepLabels(&cs, podspec.ContainerStatus{
+		PodUID: act.podUID, PodName: pod.Name, Name: c.Name, Attempt: spec.Attempt,
+		Hash: spec.Hash, Image: spec.Image, StartedAt: now, CreatedAt: now,
+	})
+	if cs.State == "" {
+		cs.State = podspec.StateRunning
+	}
+	st.containers = append(st.containers, cs)
+	ci.reason, ci.message, ci.failedAt = "", "", time.Time{}
+	w.logger.Info("container started", "container", c.Name, "id", cs.ID, "attempt", cs.Attempt)
+	w.watch(ctx, cs.ID)
+	if prev != nil {
+		ci.last = prev
+		if err := w.destroy(ctx, act.podUID, prev.ID); err != nil {
+			// Kept in state: the next plan tries again.
+			w.logger.Warn("remove previous container failed", "container", prev.ID, "err", err)
+		}
+	}
+	return time.Time{}
+}
+
+// formatPod names a pod as the kubelet's format.Pod does: name_namespace(uid).
+func formatPod(pod *v1.Pod) string {
+	return fmt.Sprintf("%s_%s(%s)", pod.Name, pod.Namespace, pod.UID)
+}

@@ -1,0 +1,280 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/staticpodd/staticpodd/agent/podspec"
+)
+
+// fakeRuntime stands in for oci.Runtime, which needs root and real images. It
+// records every call in order, and tests inject failures through its fields.
+type fakeRuntime struct {
+	mu        sync.Mutex
+	calls     []string
+	ctrs      map[string]*fakeCtr
+	sandboxes map[string]bool
+	next      int
+	missing   map[string]bool // images not in the store
+	crash     map[string]int  // container name -> exit code right after start
+	stubborn  map[string]bool // container names that ignore SIGTERM
+	startErr  error           // every Start fails with it
+	starts    []time.Time     // when each Start succeeded
+}
+
+type fakeCtr struct {
+	st   podspec.ContainerStatus
+	done chan struct{}
+}
+
+func newFakeRuntime() *fakeRuntime {
+	return &fakeRuntime{
+		ctrs:      map[string]*fakeCtr{},
+		sandboxes: map[string]bool{},
+		missing:   map[string]bool{},
+		crash:     map[string]int{},
+		stubborn:  map[string]bool{},
+	}
+}
+
+func (f *fakeRuntime) record(format string, args ...any) {
+	f.calls = append(f.calls, fmt.Sprintf(format, args...))
+}
+
+// Calls returns the calls so far that start with one of prefixes (all if none).
+func (f *fakeRuntime) Calls(prefixes ...string) []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []string
+	for _, c := range f.calls {
+		if len(prefixes) == 0 || slices.ContainsFunc(prefixes, func(p string) bool { return strings.HasPrefix(c, p) }) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func (f *fakeRuntime) CreateSandbox(ctx context.Context, pod *podspec.Pod) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.record("sandbox %s", pod.UID)
+	f.sandboxes[pod.UID] = true
+	return nil
+}
+
+func (f *fakeRuntime) RemoveSandbox(ctx context.Context, uid string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, c := range f.ctrs {
+		if c.st.PodUID == uid {
+			return fmt.Errorf("remove sandbox %s: container %s still exists", uid, c.st.ID)
+		}
+	}
+	f.record("rmsandbox %s", uid)
+	delete(f.sandboxes, uid)
+	return nil
+}
+
+func (f *fakeRuntime) ListSandboxes(ctx context.Context) ([]string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []string
+	for uid := range f.sandboxes {
+		out = append(out, uid)
+	}
+	return out, nil
+}
+
+func (f *fakeRuntime) Start(ctx context.Context, pod *podspec.Pod, c *podspec.Container) (podspec.ContainerStatus, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.sandboxes[pod.UID] {
+		return podspec.ContainerStatus{}, fmt.Errorf("start %s: no sandbox %s", c.Name, pod.UID)
+	}
+	if f.missing[c.Image] {
+		f.record("start-missing %s/%s", pod.UID, c.Name)
+		return podspec.ContainerStatus{}, fmt.Errorf("start %s: image %s: %w", c.Name, c.Image, podspec.ErrImageNotPresent)
+	}
+	if f.startErr != nil {
+		f.record("start-failed %s/%s", pod.UID, c.Name)
+		return podspec.ContainerStatus{}, f.startErr
+	}
+	f.next++
+	now := time.Now()
+	st := podspec.ContainerStatus{
+		ID: fmt.Sprintf("c%d", f.next), PodUID: pod.UID, PodName: pod.Name, Name: c.Name,
+		Attempt: c.Attempt, Hash: c.Hash, Image: c.Image, ImageID: "sha256:" + c.Image,
+		State: podspec.StateRunning, Pid: 1000 + f.next, CreatedAt: now, StartedAt: now,
+	}
+	fc := &fakeCtr{st: st, done: make(chan struct{})}
+	f.ctrs[st.ID] = fc
+	f.starts = append(f.starts, now)
+	f.record("start %s/%s#%d", pod.UID, c.Name, c.Attempt)
+	if code, ok := f.crash[c.Name]; ok {
+		f.exitLocked(fc, code)
+	}
+	return st, nil
+}
+
+func (f *fakeRuntime) exitLocked(c *fakeCtr, code int) {
+	if c.st.State == podspec.StateExited {
+		return
+	}
+	c.st.State, c.st.ExitCode, c.st.FinishedAt, c.st.Pid = podspec.StateExited, code, time.Now(), 0
+	c.st.Reason = "Error"
+	if code == 0 {
+		c.st.Reason = "Completed"
+	}
+	close(c.done)
+}
+
+// Exit makes a running container exit with code, as if it crashed.
+func (f *fakeRuntime) Exit(id string, code int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.exitLocked(f.ctrs[id], code)
+}
+
+func (f *fakeRuntime) Signal(ctx context.Context, id string, sig syscall.Signal) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c := f.ctrs[id]
+	if c == nil {
+		return fmt.Errorf("signal %s: %w", id, podspec.ErrNotExist)
+	}
+	f.record("signal %s %s", id, sig)
+	switch {
+	case sig == syscall.SIGKILL:
+		f.exitLocked(c, 137)
+	case sig == syscall.SIGTERM && !f.stubborn[c.st.Name]:
+		f.exitLocked(c, 143)
+	}
+	return nil
+}
+
+func (f *fakeRuntime) Wait(ctx context.Context, id string) (podspec.ContainerStatus, error) {
+	f.mu.Lock()
+	c := f.ctrs[id]
+	f.mu.Unlock()
+	if c == nil {
+		return podspec.ContainerStatus{}, fmt.Errorf("wait %s: %w", id, podspec.ErrNotExist)
+	}
+	select {
+	case <-c.done:
+	case <-ctx.Done():
+		return podspec.ContainerStatus{}, ctx.Err()
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return c.st, nil
+}
+
+func (f *fakeRuntime) Destroy(ctx context.Context, id string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c := f.ctrs[id]
+	if c == nil {
+		return nil
+	}
+	if c.st.State != podspec.StateExited {
+		return fmt.Errorf("destroy %s: container is running", id)
+	}
+	f.record("destroy %s", id)
+	delete(f.ctrs, id)
+	return nil
+}
+
+func (f *fakeRuntime) List(ctx context.Context) ([]podspec.ContainerStatus, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []podspec.ContainerStatus
+	for _, c := range f.ctrs {
+		out = append(out, c.st)
+	}
+	return out, nil
+}
+
+// Running returns the IDs of running containers, sorted.
+func (f *fakeRuntime) Running() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []string
+	for id, c := range f.ctrs {
+		if c.st.State == podspec.StateRunning {
+			out = append(out, id)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// adopt puts a container a previous daemon started into the runtime.
+func (f *fakeRuntime) adopt(st podspec.ContainerStatus) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fc := &fakeCtr{st: st, done: make(chan struct{})}
+	if st.State == podspec.StateExited {
+		close(fc.done)
+	}
+	f.ctrs[st.ID] = fc
+	f.sandboxes[st.PodUID] = true
+}
+
+// fakeConv converts without touching the disk: the hash is the image and command.
+type fakeConv struct {
+	rt   *fakeRuntime     // volume calls go to its call log
+	fail map[string]error // container name -> conversion error
+}
+
+func (c *fakeConv) Sandbox(pod *v1.Pod) *podspec.Pod {
+	return &podspec.Pod{UID: string(pod.UID), Namespace: pod.Namespace, Name: pod.Name, HostNetwork: pod.Spec.HostNetwork}
+}
+
+func (c *fakeConv) Container(pod *v1.Pod, ctr *v1.Container, attempt int) (*podspec.Container, error) {
+	if err := c.fail[ctr.Name]; err != nil {
+		return nil, err
+	}
+	return &podspec.Container{
+		Name: ctr.Name, Image: ctr.Image, Command: ctr.Command, Attempt: attempt,
+		Hash: hashOf(ctr),
+	}, nil
+}
+
+func hashOf(ctr *v1.Container) string {
+	return ctr.Image + "|" + strings.Join(ctr.Command, " ")
+}
+
+func (c *fakeConv) PrepareVolumes(pod *v1.Pod) error {
+	c.rt.mu.Lock()
+	defer c.rt.mu.Unlock()
+	c.rt.record("volumes %s", pod.UID)
+	return nil
+}
+
+func (c *fakeConv) RemoveVolumes(uid string) error {
+	c.rt.mu.Lock()
+	defer c.rt.mu.Unlock()
+	c.rt.record("rmvolumes %s", uid)
+	return nil
+}
+
+// Starts returns when each successful Start happened.
+func (f *fakeRuntime) Starts() []time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.starts)
+}
+
+// Len is how many containers and sandboxes the runtime holds.
+func (f *fakeRuntime) Len() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.ctrs) + len(f.sandboxes)
+}

@@ -1,0 +1,64 @@
+package agent
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/staticpodd/staticpodd/agent/manifest"
+	"github.com/staticpodd/staticpodd/agent/source"
+)
+
+// fullName is the key of a pod: namespace/name.
+func fullName(p manifest.Pod) string {
+	return p.Namespace + "/" + p.Name
+}
+
+// merge combines the latest update of each source into one pod per full name, with
+// every source's problems. Two pods with the same full name are a problem naming
+// both origins: the one whose UID is running is kept, else the first by origin,
+// and the other is not run.
+func merge(updates map[string]source.Update, running map[string]bool) (map[string]manifest.Pod, []manifest.Problem) {
+	names := make([]string, 0, len(updates))
+	for n := range updates {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+
+	byName := map[string][]manifest.Pod{}
+	var problems []manifest.Problem
+	for _, n := range names {
+		u := updates[n]
+		problems = append(problems, u.Problems...)
+		for _, p := range u.Pods {
+			if p.Pod == nil {
+				continue
+			}
+			byName[fullName(p)] = append(byName[fullName(p)], p)
+		}
+	}
+
+	pods := make(map[string]manifest.Pod, len(byName))
+	for name, cands := range byName {
+		slices.SortStableFunc(cands, func(a, b manifest.Pod) int {
+			ra, rb := running[string(a.UID)], running[string(b.UID)]
+			switch {
+			case ra && !rb:
+				return -1
+			case rb && !ra:
+				return 1
+			}
+			return strings.Compare(a.Origin, b.Origin)
+		})
+		kept := cands[0]
+		pods[name] = kept
+		for _, other := range cands[1:] {
+			problems = append(problems, manifest.Problem{
+				Origin: other.Origin,
+				Err:    fmt.Errorf("pod %s is defined both in %s and in %s; running the one from %s", name, kept.Origin, other.Origin, kept.Origin),
+			})
+		}
+	}
+	slices.SortStableFunc(problems, func(a, b manifest.Problem) int { return strings.Compare(a.Origin, b.Origin) })
+	return pods, problems
+}

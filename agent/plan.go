@@ -1,0 +1,211 @@
+package agent
+
+import (
+	"slices"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/staticpodd/staticpodd/agent/podspec"
+)
+
+// defaultGrace stops containers of a pod whose manifest is unknown (adopted
+// leftovers), the kubelet's default terminationGracePeriodSeconds.
+const defaultGrace = 30 * time.Second
+
+type actionKind int
+
+const (
+	actKill     actionKind = iota // stop a running container: SIGTERM, grace, SIGKILL
+	actDestroy                    // remove an exited container
+	actTeardown                   // remove the sandbox and volumes of a pod no longer desired
+	actSandbox                    // create the sandbox and volumes of the desired pod
+	actStart                      // start one container of the desired pod
+)
+
+func (k actionKind) String() string {
+	return [...]string{"kill", "destroy", "teardown", "sandbox", "start"}[k]
+}
+
+// action is one step to bring actual towards desired. Steps run in order; a failed
+// step stops the rest, so a new generation never starts beside an old one.
+type action struct {
+	kind      actionKind
+	podUID    string
+	container string        // container name (kill, destroy, start)
+	id        string        // runtime container ID (kill, destroy)
+	grace     time.Duration // kill
+	attempt   int           // start
+	prevID    string        // start: the exited container this one replaces
+}
+
+// desiredPod is the pod to run with the hash of each container's resolved spec.
+// A container without a hash could not be resolved and is not started.
+type desiredPod struct {
+	pod    *v1.Pod
+	hashes map[string]string
+}
+
+// podState is what the runtime has for one pod UID, as a worker knows it.
+type podState struct {
+	uid        string
+	sandbox    bool
+	grace      time.Duration // to stop its containers when it is no longer desired
+	containers []podspec.ContainerStatus
+}
+
+// plan returns the steps that take actual (every pod UID a worker handles) to
+// desired (nil: nothing). Pods of other UIDs are stopped and removed first.
+func plan(desired *desiredPod, actual map[string]*podState) []action {
+	var acts []action
+	uids := make([]string, 0, len(actual))
+	for uid := range actual {
+		uids = append(uids, uid)
+	}
+	slices.Sort(uids)
+	for _, uid := range uids {
+		if desired != nil && uid == string(desired.pod.UID) {
+			continue
+		}
+		acts = append(acts, removePod(actual[uid])...)
+	}
+	if desired == nil {
+		return acts
+	}
+	cur := actual[string(desired.pod.UID)]
+	if cur == nil {
+		cur = &podState{uid: string(desired.pod.UID)}
+	}
+	return append(acts, runPod(desired, cur)...)
+}
+
+// removePod stops every container of st, removes them, then the sandbox.
+func removePod(st *podState) []action {
+	grace := st.grace
+	if grace == 0 {
+		grace = defaultGrace
+	}
+	var acts []action
+	for _, c := range st.containers {
+		if c.State != podspec.StateExited {
+			acts = append(acts, action{kind: actKill, podUID: st.uid, container: c.Name, id: c.ID, grace: grace})
+		}
+	}
+	for _, c := range st.containers {
+		acts = append(acts, action{kind: actDestroy, podUID: st.uid, container: c.Name, id: c.ID})
+	}
+	return append(acts, action{kind: actTeardown, podUID: st.uid})
+}
+
+// runPod plans the desired pod: clean up stray containers, run init containers one
+// by one to completion, then start or restart regular containers per restartPolicy.
+func runPod(d *desiredPod, st *podState) []action {
+	pod := d.pod
+	uid := string(pod.UID)
+	grace := podGrace(pod)
+	known := map[string]bool{}
+	for _, c := range pod.Spec.InitContainers {
+		known[c.Name] = true
+	}
+	for _, c := range pod.Spec.Containers {
+		known[c.Name] = true
+	}
+
+	var acts []action
+	// Containers of no spec, and older instances of a name: remove them.
+	latest := latestByName(st.containers)
+	for _, c := range st.containers {
+		if known[c.Name] && latest[c.Name].ID == c.ID {
+			continue
+		}
+		if c.State != podspec.StateExited {
+			acts = append(acts, action{kind: actKill, podUID: uid, container: c.Name, id: c.ID, grace: grace})
+		}
+		acts = append(acts, action{kind: actDestroy, podUID: uid, container: c.Name, id: c.ID})
+	}
+
+	var starts []action
+	initDone := true
+	for _, c := range pod.Spec.InitContainers {
+		l, ok := latest[c.Name]
+		if ok && l.State == podspec.StateExited && l.ExitCode == 0 {
+			continue
+		}
+		initDone = false
+		switch {
+		case !ok:
+			starts = append(starts, startAction(d, uid, c.Name, nil))
+		case l.State != podspec.StateExited:
+			// running: wait for it
+		case pod.Spec.RestartPolicy != v1.RestartPolicyNever:
+			starts = append(starts, startAction(d, uid, c.Name, &l))
+		}
+		break
+	}
+	if initDone {
+		for _, c := range pod.Spec.Containers {
+			l, ok := latest[c.Name]
+			switch {
+			case !ok:
+				starts = append(starts, startAction(d, uid, c.Name, nil))
+			case l.State != podspec.StateExited:
+				if h := d.hashes[c.Name]; h != "" && l.Hash != h {
+					// The spec changed under the same UID: restart whatever the policy.
+					acts = append(acts, action{kind: actKill, podUID: uid, container: c.Name, id: l.ID, grace: grace})
+					starts = append(starts, startAction(d, uid, c.Name, &l))
+				}
+			case shouldRestart(pod.Spec.RestartPolicy, l.ExitCode):
+				starts = append(starts, startAction(d, uid, c.Name, &l))
+			}
+		}
+	}
+	starts = slices.DeleteFunc(starts, func(a action) bool { return d.hashes[a.container] == "" })
+	if len(starts) > 0 && !st.sandbox {
+		acts = append(acts, action{kind: actSandbox, podUID: uid})
+	}
+	return append(acts, starts...)
+}
+
+func startAction(d *desiredPod, uid, name string, prev *podspec.ContainerStatus) action {
+	a := action{kind: actStart, podUID: uid, container: name}
+	if prev != nil {
+		a.attempt = prev.Attempt + 1
+		a.prevID = prev.ID
+	}
+	return a
+}
+
+func shouldRestart(policy v1.RestartPolicy, exitCode int) bool {
+	switch policy {
+	case v1.RestartPolicyNever:
+		return false
+	case v1.RestartPolicyOnFailure:
+		return exitCode != 0
+	default:
+		return true
+	}
+}
+
+// latestByName returns, per container name, the instance with the highest attempt
+// (the newest created on a tie).
+func latestByName(cs []podspec.ContainerStatus) map[string]podspec.ContainerStatus {
+	m := map[string]podspec.ContainerStatus{}
+	for _, c := range cs {
+		l, ok := m[c.Name]
+		if !ok || c.Attempt > l.Attempt || (c.Attempt == l.Attempt && c.CreatedAt.After(l.CreatedAt)) {
+			m[c.Name] = c
+		}
+	}
+	return m
+}
+
+// minGrace is the kubelet's minimumGracePeriodInSeconds: even a grace period of 0
+// gives a container this long between SIGTERM and SIGKILL.
+const minGrace = 2 * time.Second
+
+func podGrace(pod *v1.Pod) time.Duration {
+	if s := pod.Spec.TerminationGracePeriodSeconds; s != nil {
+		return max(time.Duration(*s)*time.Second, minGrace)
+	}
+	return defaultGrace
+}

@@ -1,0 +1,176 @@
+package agent
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/staticpodd/staticpodd/agent/podspec"
+)
+
+func TestPlan(t *testing.T) {
+	running := func(uid, name, id string, attempt int) podspec.ContainerStatus {
+		return podspec.ContainerStatus{ID: id, PodUID: uid, Name: name, Attempt: attempt, Hash: "h-" + name, State: podspec.StateRunning}
+	}
+	exited := func(uid, name, id string, attempt, code int) podspec.ContainerStatus {
+		c := running(uid, name, id, attempt)
+		c.State, c.ExitCode = podspec.StateExited, code
+		return c
+	}
+	desired := func(uid string, policy v1.RestartPolicy, init []string, names ...string) *desiredPod {
+		p := testPod("web", uid, policy)
+		d := &desiredPod{pod: p.Pod, hashes: map[string]string{}}
+		for _, n := range init {
+			p.Spec.InitContainers = append(p.Spec.InitContainers, ctr(n, "busybox"))
+			d.hashes[n] = "h-" + n
+		}
+		for _, n := range names {
+			p.Spec.Containers = append(p.Spec.Containers, ctr(n, "busybox"))
+			d.hashes[n] = "h-" + n
+		}
+		return d
+	}
+	pods := func(ps ...*podState) map[string]*podState {
+		m := map[string]*podState{}
+		for _, p := range ps {
+			m[p.uid] = p
+		}
+		return m
+	}
+	for _, tc := range []struct {
+		name    string
+		desired *desiredPod
+		actual  map[string]*podState
+		want    []string
+	}{
+		{
+			name:    "new pod: sandbox then containers in order",
+			desired: desired("u1", v1.RestartPolicyAlways, nil, "a", "b"),
+			want:    []string{"sandbox u1", "start u1/a#0", "start u1/b#0"},
+		},
+		{
+			name:    "all running: nothing to do",
+			desired: desired("u1", v1.RestartPolicyAlways, nil, "a"),
+			actual:  pods(&podState{uid: "u1", sandbox: true, containers: []podspec.ContainerStatus{running("u1", "a", "c1", 0)}}),
+		},
+		{
+			name:   "removed: stop, destroy, teardown",
+			actual: pods(&podState{uid: "u1", sandbox: true, grace: 7e9, containers: []podspec.ContainerStatus{running("u1", "a", "c1", 0), exited("u1", "b", "c2", 0, 0)}}),
+			want:   []string{"kill c1 7s", "destroy c1", "destroy c2", "teardown u1"},
+		},
+		{
+			name:   "removed adopted pod of unknown grace: default 30s",
+			actual: pods(&podState{uid: "u1", containers: []podspec.ContainerStatus{running("u1", "a", "c1", 0)}}),
+			want:   []string{"kill c1 30s", "destroy c1", "teardown u1"},
+		},
+		{
+			name:    "edited: old generation removed before the new one starts",
+			desired: desired("u2", v1.RestartPolicyAlways, nil, "a"),
+			actual:  pods(&podState{uid: "u1", sandbox: true, grace: 5e9, containers: []podspec.ContainerStatus{running("u1", "a", "c1", 0)}}),
+			want:    []string{"kill c1 5s", "destroy c1", "teardown u1", "sandbox u2", "start u2/a#0"},
+		},
+		{
+			name:    "Always restarts a success",
+			desired: desired("u1", v1.RestartPolicyAlways, nil, "a"),
+			actual:  pods(&podState{uid: "u1", sandbox: true, containers: []podspec.ContainerStatus{exited("u1", "a", "c1", 2, 0)}}),
+			want:    []string{"start u1/a#3 after c1"},
+		},
+		{
+			name:    "OnFailure restarts a failure",
+			desired: desired("u1", v1.RestartPolicyOnFailure, nil, "a", "b"),
+			actual:  pods(&podState{uid: "u1", sandbox: true, containers: []podspec.ContainerStatus{exited("u1", "a", "c1", 0, 0), exited("u1", "b", "c2", 0, 1)}}),
+			want:    []string{"start u1/b#1 after c2"},
+		},
+		{
+			name:    "Never restarts nothing",
+			desired: desired("u1", v1.RestartPolicyNever, nil, "a"),
+			actual:  pods(&podState{uid: "u1", sandbox: true, containers: []podspec.ContainerStatus{exited("u1", "a", "c1", 0, 1)}}),
+		},
+		{
+			name:    "older instances and unknown containers are removed",
+			desired: desired("u1", v1.RestartPolicyAlways, nil, "a"),
+			actual: pods(&podState{uid: "u1", sandbox: true, containers: []podspec.ContainerStatus{
+				exited("u1", "a", "c1", 0, 1), running("u1", "a", "c2", 1), running("u1", "gone", "c3", 0),
+			}}),
+			want: []string{"destroy c1", "kill c3 5s", "destroy c3"},
+		},
+		{
+			name:    "changed hash under the same UID restarts",
+			desired: desired("u1", v1.RestartPolicyNever, nil, "a"),
+			actual: pods(&podState{uid: "u1", sandbox: true, containers: []podspec.ContainerStatus{
+				func() podspec.ContainerStatus { c := running("u1", "a", "c1", 0); c.Hash = "old"; return c }(),
+			}}),
+			want: []string{"kill c1 5s", "start u1/a#1 after c1"},
+		},
+		{
+			name:    "init containers first, one at a time",
+			desired: desired("u1", v1.RestartPolicyAlways, []string{"i1", "i2"}, "a"),
+			want:    []string{"sandbox u1", "start u1/i1#0"},
+		},
+		{
+			name:    "running init container: wait",
+			desired: desired("u1", v1.RestartPolicyAlways, []string{"i1", "i2"}, "a"),
+			actual:  pods(&podState{uid: "u1", sandbox: true, containers: []podspec.ContainerStatus{running("u1", "i1", "c1", 0)}}),
+		},
+		{
+			name:    "init done: next init, then regular containers",
+			desired: desired("u1", v1.RestartPolicyAlways, []string{"i1", "i2"}, "a"),
+			actual: pods(&podState{uid: "u1", sandbox: true, containers: []podspec.ContainerStatus{
+				exited("u1", "i1", "c1", 0, 0), exited("u1", "i2", "c2", 0, 0),
+			}}),
+			want: []string{"start u1/a#0"},
+		},
+		{
+			name:    "failed init container restarts unless Never",
+			desired: desired("u1", v1.RestartPolicyOnFailure, []string{"i1"}, "a"),
+			actual:  pods(&podState{uid: "u1", sandbox: true, containers: []podspec.ContainerStatus{exited("u1", "i1", "c1", 0, 1)}}),
+			want:    []string{"start u1/i1#1 after c1"},
+		},
+		{
+			name:    "failed init container with Never: pod failed, nothing starts",
+			desired: desired("u1", v1.RestartPolicyNever, []string{"i1"}, "a"),
+			actual:  pods(&podState{uid: "u1", sandbox: true, containers: []podspec.ContainerStatus{exited("u1", "i1", "c1", 0, 1)}}),
+		},
+		{
+			name: "unresolvable container is not started",
+			desired: func() *desiredPod {
+				d := desired("u1", v1.RestartPolicyAlways, nil, "a", "b")
+				delete(d.hashes, "a")
+				return d
+			}(),
+			want: []string{"sandbox u1", "start u1/b#0"},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.actual == nil {
+				tc.actual = map[string]*podState{}
+			}
+			var got []string
+			for _, a := range plan(tc.desired, tc.actual) {
+				got = append(got, a.String())
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("plan = %q\nwant %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// String is for test failures.
+func (a action) String() string {
+	switch a.kind {
+	case actKill:
+		return fmt.Sprintf("kill %s %s", a.id, a.grace)
+	case actDestroy:
+		return "destroy " + a.id
+	case actStart:
+		s := fmt.Sprintf("start %s/%s#%d", a.podUID, a.container, a.attempt)
+		if a.prevID != "" {
+			s += " after " + a.prevID
+		}
+		return s
+	}
+	return a.kind.String() + " " + a.podUID
+}

@@ -1,0 +1,273 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/staticpodd/staticpodd/agent/manifest"
+	"github.com/staticpodd/staticpodd/agent/source"
+)
+
+// orphanPrefix keys workers that only remove an adopted pod nobody wants.
+const orphanPrefix = "orphan/"
+
+// loop is the state of Run's goroutine.
+type loop struct {
+	sources map[string]source.Update
+	stash   map[string]*podState // adopted pods no worker owns yet, by UID
+	names   map[string]string    // adopted pod UID -> the pod name the runtime knows
+	seq     uint64
+	allSeen bool
+	wg      sync.WaitGroup
+}
+
+// Run adopts what the runtime already runs, then reconciles every update until ctx
+// ends. Pods keep running when it returns: they outlive the daemon.
+func (a *Agent) Run(ctx context.Context, updates <-chan source.Update) error {
+	l := &loop{sources: map[string]source.Update{}}
+	if err := a.adopt(ctx, l); err != nil {
+		return err
+	}
+	defer l.wg.Wait()
+
+	syncTick := time.NewTicker(a.cfg.SyncFrequency)
+	defer syncTick.Stop()
+	watchdog := time.NewTicker(a.cfg.WatchdogPeriod)
+	defer watchdog.Stop()
+
+	l.allSeen = a.seenAll(l)
+	if l.allSeen {
+		a.reconcile(ctx, l)
+	}
+	for {
+		a.cfg.Notifier.Watchdog()
+		select {
+		case <-ctx.Done():
+			return nil
+		case u, ok := <-updates:
+			if !ok {
+				updates = nil // sources are gone; pods keep running
+				continue
+			}
+			l.sources[u.Source] = u
+			l.allSeen = a.seenAll(l)
+			a.reconcile(ctx, l)
+		case <-a.resync:
+			a.nudgeAll()
+		case <-syncTick.C:
+			a.nudgeAll()
+		case <-watchdog.C:
+		}
+	}
+}
+
+func (a *Agent) seenAll(l *loop) bool {
+	for _, s := range a.cfg.Sources {
+		if _, ok := l.sources[s]; !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// adopt reads what the runtime has, grouped by pod UID, before the first plan.
+func (a *Agent) adopt(ctx context.Context, l *loop) error {
+	cs, err := a.rt.List(ctx)
+	if err != nil {
+		return fmt.Errorf("list containers to adopt: %w", err)
+	}
+	sbs, err := a.rt.ListSandboxes(ctx)
+	if err != nil {
+		return fmt.Errorf("list sandboxes to adopt: %w", err)
+	}
+	l.stash, l.names = map[string]*podState{}, map[string]string{}
+	get := func(uid string) *podState {
+		if l.stash[uid] == nil {
+			l.stash[uid] = &podState{uid: uid}
+		}
+		return l.stash[uid]
+	}
+	for _, uid := range sbs {
+		get(uid).sandbox = true
+	}
+	for _, c := range cs {
+		st := get(c.PodUID)
+		st.containers = append(st.containers, c)
+		if c.PodName != "" {
+			l.names[c.PodUID] = c.PodName
+		}
+	}
+	if len(cs) > 0 || len(sbs) > 0 {
+		a.logger.Info("found existing pods", "pods", len(l.stash), "containers", len(cs))
+	}
+	return nil
+}
+
+// reconcile merges the sources and hands each pod to its worker.
+func (a *Agent) reconcile(ctx context.Context, l *loop) {
+	a.mu.Lock()
+	defer func() {
+		a.mu.Unlock()
+		a.statusChanged()
+	}()
+	running := map[string]bool{}
+	for uid := range l.stash {
+		running[uid] = true
+	}
+	for _, w := range a.workers {
+		if uid := w.desiredUID(); uid != "" {
+			running[uid] = true
+		}
+	}
+	pods, problems := merge(l.sources, running)
+	a.problems = problems
+	l.seq++
+
+	for key, p := range pods {
+		w := a.workers[key]
+		if w == nil {
+			w = a.startWorkerLocked(ctx, l, key, a.claim(l, p))
+		}
+		w.update(p.Pod, l.seq)
+	}
+	for key, w := range a.workers {
+		if _, ok := pods[key]; !ok && !strings.HasPrefix(key, orphanPrefix) {
+			w.update(nil, l.seq)
+		}
+	}
+	if !l.allSeen || a.readyAt != 0 {
+		return
+	}
+	// Every source has spoken: what nobody claimed is removed, and readiness
+	// waits for each desired pod's first sync.
+	for uid, st := range l.stash {
+		w := a.startWorkerLocked(ctx, l, orphanPrefix+uid, map[string]*podState{uid: st})
+		w.update(nil, l.seq)
+	}
+	l.stash = nil
+	a.readyAt = l.seq
+	a.readyWait = map[string]bool{}
+	for key := range pods {
+		a.readyWait[key] = true
+	}
+	a.maybeReadyLocked()
+}
+
+// claim takes from the stash the adopted pods a new worker for p owns: p's own UID
+// and older generations with the same pod name, which it stops first.
+func (a *Agent) claim(l *loop, p manifest.Pod) map[string]*podState {
+	pods := map[string]*podState{}
+	for uid, st := range l.stash {
+		if uid == string(p.UID) || l.names[uid] == p.Name {
+			pods[uid] = st
+			delete(l.stash, uid)
+		}
+	}
+	return pods
+}
+
+func (a *Agent) startWorkerLocked(ctx context.Context, l *loop, key string, pods map[string]*podState) *worker {
+	w := newWorker(a, key, pods)
+	a.workers[key] = w
+	l.wg.Go(func() { w.run(ctx) })
+	return w
+}
+
+func (a *Agent) nudgeAll() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, w := range a.workers {
+		w.nudge()
+	}
+}
+
+// synced records that a worker finished a sync of the dispatch seq.
+func (a *Agent) synced(key string, seq uint64) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.readyAt == 0 || seq < a.readyAt {
+		return
+	}
+	delete(a.readyWait, key)
+	a.maybeReadyLocked()
+}
+
+func (a *Agent) maybeReadyLocked() {
+	if a.readyAt != 0 && len(a.readyWait) == 0 && !a.notifyReady {
+		a.notifyReady = true
+		a.logger.Info("all sources seen and pods synced: ready")
+		a.cfg.Notifier.Ready()
+	}
+}
+
+// removeWorker forgets a worker that has nothing left to do, unless a new desired
+// pod reached it meanwhile.
+func (a *Agent) removeWorker(w *worker) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.desired != nil {
+		return false
+	}
+	if a.workers[w.key] == w {
+		delete(a.workers, w.key)
+	}
+	delete(a.readyWait, w.key)
+	a.maybeReadyLocked()
+	return true
+}
+
+// Pods returns every desired pod with its live status, sorted by full name.
+func (a *Agent) Pods() []v1.Pod {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.podsLocked()
+}
+
+func (a *Agent) podsLocked() []v1.Pod {
+	var pods []v1.Pod
+	for _, w := range a.workers {
+		w.mu.Lock()
+		if w.status != nil && w.desired != nil {
+			pods = append(pods, *w.status.DeepCopy())
+		}
+		w.mu.Unlock()
+	}
+	slices.SortFunc(pods, func(x, y v1.Pod) int {
+		return strings.Compare(x.Namespace+"/"+x.Name, y.Namespace+"/"+y.Name)
+	})
+	return pods
+}
+
+// Problems returns the manifests that could not be used, and duplicates.
+func (a *Agent) Problems() []manifest.Problem {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return slices.Clone(a.problems)
+}
+
+// Summary is one line for systemd's STATUS.
+func (a *Agent) Summary() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return summarize(a.podsLocked(), a.cfg.NodeName, len(a.problems))
+}
+
+// statusChanged tells the notifier the summary when it changed.
+func (a *Agent) statusChanged() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	s := summarize(a.podsLocked(), a.cfg.NodeName, len(a.problems))
+	if s == a.summary {
+		return
+	}
+	a.summary = s
+	a.cfg.Notifier.Status(s)
+}

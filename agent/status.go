@@ -1,0 +1,330 @@
+package agent
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/staticpodd/staticpodd/agent/podspec"
+)
+
+// containerIDPrefix makes runtime IDs look like the kubelet's <runtime>://<id>.
+const containerIDPrefix = "staticpodd://"
+
+// publish stores pod with its live status for Pods and the summary.
+func (w *worker) publish(pod *v1.Pod) {
+	var out *v1.Pod
+	if pod != nil {
+		out = pod.DeepCopy()
+		out.Status = w.podStatus(pod)
+		w.prevState = out.Status.DeepCopy()
+	}
+	w.mu.Lock()
+	w.status = out
+	w.mu.Unlock()
+	w.a.statusChanged()
+}
+
+// podStatus is the kubelet's generateAPIPodStatus for what the worker knows.
+func (w *worker) podStatus(pod *v1.Pod) v1.PodStatus {
+	var st *podState
+	if w.pods != nil {
+		st = w.pods[string(pod.UID)]
+	}
+	if st == nil {
+		st = &podState{}
+	}
+	latest := latestByName(st.containers)
+	status := v1.PodStatus{}
+	if w.gen != nil && !w.gen.startTime.IsZero() {
+		t := metav1.NewTime(w.gen.startTime)
+		status.StartTime = &t
+	}
+	// Pods without hostNetwork have their own network namespace with only lo up
+	// (no pod network yet): they have no address reachable from outside, so
+	// podIP stays empty, as the kubelet leaves it for a pod without one.
+	if ip := w.a.cfg.NodeIP; ip.IsValid() {
+		status.HostIP = ip.String()
+		status.HostIPs = []v1.HostIP{{IP: ip.String()}}
+		if pod.Spec.HostNetwork {
+			status.PodIP = ip.String()
+			status.PodIPs = []v1.PodIP{{IP: ip.String()}}
+		}
+	}
+
+	initDone := true
+	for i := range pod.Spec.InitContainers {
+		c := &pod.Spec.InitContainers[i]
+		cs := w.containerStatus(c, latest, st, "")
+		status.InitContainerStatuses = append(status.InitContainerStatuses, cs)
+		if cs.State.Terminated == nil || cs.State.Terminated.ExitCode != 0 {
+			initDone = false
+		}
+	}
+	pending := ""
+	if !initDone {
+		pending = reasonPodInit
+	}
+	for i := range pod.Spec.Containers {
+		status.ContainerStatuses = append(status.ContainerStatuses, w.containerStatus(&pod.Spec.Containers[i], latest, st, pending))
+	}
+	status.Phase = podPhase(pod, status)
+	status.Conditions = w.conditions(pod, status, st.sandbox, initDone)
+	return status
+}
+
+// containerStatus reports one container; a container not started yet waits with
+// reason notStarted (ContainerCreating when empty).
+func (w *worker) containerStatus(c *v1.Container, latest map[string]podspec.ContainerStatus, st *podState, notStarted string) v1.ContainerStatus {
+	cs := v1.ContainerStatus{Name: c.Name, Image: c.Image}
+	var ci ctrInfo
+	if w.gen != nil && w.gen.ctrs[c.Name] != nil {
+		ci = *w.gen.ctrs[c.Name]
+	}
+	if w.gen != nil && w.gen.convErr[c.Name] != nil {
+		ci.reason, ci.message = reasonConfigError, w.gen.convErr[c.Name].Error()
+	}
+	f := false
+	cs.Started = &f
+	l, ok := latest[c.Name]
+	if !ok {
+		reason := ci.reason
+		if reason == "" {
+			reason = cmp(notStarted, reasonCreating)
+		}
+		cs.State.Waiting = &v1.ContainerStateWaiting{Reason: reason, Message: ci.message}
+		return cs
+	}
+	cs.ContainerID = containerIDPrefix + l.ID
+	cs.ImageID = l.ImageID
+	cs.RestartCount = int32(l.Attempt)
+	if l.Image != "" {
+		cs.Image = l.Image
+	}
+	last := ci.last
+	if last == nil {
+		last = previous(st.containers, l)
+	}
+	switch {
+	case l.State != podspec.StateExited:
+		t := true
+		cs.Started, cs.Ready = &t, true
+		cs.State.Running = &v1.ContainerStateRunning{StartedAt: metav1.NewTime(l.StartedAt)}
+		if last != nil {
+			cs.LastTerminationState.Terminated = terminated(*last)
+		}
+	case ci.reason != "":
+		cs.State.Waiting = &v1.ContainerStateWaiting{Reason: ci.reason, Message: ci.message}
+		cs.LastTerminationState.Terminated = terminated(l)
+	default:
+		cs.State.Terminated = terminated(l)
+		if last != nil {
+			cs.LastTerminationState.Terminated = terminated(*last)
+		}
+	}
+	return cs
+}
+
+// previous is the newest exited instance of l's container older than l.
+func previous(cs []podspec.ContainerStatus, l podspec.ContainerStatus) *podspec.ContainerStatus {
+	var p *podspec.ContainerStatus
+	for i := range cs {
+		c := cs[i]
+		if c.Name != l.Name || c.ID == l.ID || c.State != podspec.StateExited || c.Attempt > l.Attempt {
+			continue
+		}
+		if p == nil || c.Attempt > p.Attempt {
+			p = &c
+		}
+	}
+	return p
+}
+
+func terminated(c podspec.ContainerStatus) *v1.ContainerStateTerminated {
+	reason := c.Reason
+	if reason == "" {
+		reason = "Error"
+		if c.ExitCode == 0 {
+			reason = "Completed"
+		}
+	}
+	return &v1.ContainerStateTerminated{
+		ExitCode:    int32(c.ExitCode),
+		Reason:      reason,
+		Message:     c.Message,
+		StartedAt:   metav1.NewTime(c.StartedAt),
+		FinishedAt:  metav1.NewTime(c.FinishedAt),
+		ContainerID: containerIDPrefix + c.ID,
+	}
+}
+
+func cmp(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// podPhase is the kubelet's getPhase.
+func podPhase(pod *v1.Pod, s v1.PodStatus) v1.PodPhase {
+	for _, cs := range s.InitContainerStatuses {
+		if t := cs.State.Terminated; t != nil && t.ExitCode == 0 {
+			continue
+		}
+		if t := cs.State.Terminated; t != nil && pod.Spec.RestartPolicy == v1.RestartPolicyNever {
+			return v1.PodFailed
+		}
+		return v1.PodPending
+	}
+	var waiting, running, stopped, succeeded int
+	for _, cs := range s.ContainerStatuses {
+		switch {
+		case cs.State.Running != nil:
+			running++
+		case cs.State.Terminated != nil:
+			stopped++
+			if cs.State.Terminated.ExitCode == 0 {
+				succeeded++
+			}
+		case cs.State.Waiting != nil && cs.LastTerminationState.Terminated != nil:
+			stopped++
+		default:
+			waiting++
+		}
+	}
+	switch {
+	case waiting > 0:
+		return v1.PodPending
+	case running > 0:
+		return v1.PodRunning
+	case stopped == len(pod.Spec.Containers) && stopped > 0:
+		if pod.Spec.RestartPolicy == v1.RestartPolicyAlways {
+			return v1.PodRunning
+		}
+		if stopped == succeeded {
+			return v1.PodSucceeded
+		}
+		if pod.Spec.RestartPolicy == v1.RestartPolicyNever {
+			return v1.PodFailed
+		}
+		return v1.PodRunning
+	}
+	return v1.PodPending
+}
+
+// conditions are the kubelet's pod conditions; a transition time moves only when
+// the condition's status does.
+func (w *worker) conditions(pod *v1.Pod, s v1.PodStatus, sandbox, initDone bool) []v1.PodCondition {
+	var notReady []string
+	for _, cs := range s.ContainerStatuses {
+		if !cs.Ready {
+			notReady = append(notReady, cs.Name)
+		}
+	}
+	var notInit []string
+	for _, cs := range s.InitContainerStatuses {
+		if t := cs.State.Terminated; t == nil || t.ExitCode != 0 {
+			notInit = append(notInit, cs.Name)
+		}
+	}
+	cond := func(t v1.PodConditionType, ok bool, reason, msg string) v1.PodCondition {
+		c := v1.PodCondition{Type: t, Status: v1.ConditionFalse, Reason: reason, Message: msg}
+		if ok {
+			c.Status, c.Reason, c.Message = v1.ConditionTrue, "", ""
+		}
+		return c
+	}
+	succeeded := s.Phase == v1.PodSucceeded
+	ready := len(notReady) == 0
+	readyReason, readyMsg := "ContainersNotReady", fmt.Sprintf("containers with unready status: [%s]", strings.Join(notReady, " "))
+	if succeeded {
+		ready, readyReason, readyMsg = false, "PodCompleted", ""
+	}
+	initReason, initMsg := "ContainersNotInitialized", fmt.Sprintf("containers with incomplete status: [%s]", strings.Join(notInit, " "))
+	if succeeded && !initDone {
+		initReason, initMsg = "PodCompleted", ""
+	}
+	conds := []v1.PodCondition{
+		cond(v1.PodReadyToStartContainers, sandbox, "", ""),
+		cond(v1.PodInitialized, initDone, initReason, initMsg),
+		cond(v1.PodReady, ready, readyReason, readyMsg),
+		cond(v1.ContainersReady, ready, readyReason, readyMsg),
+		cond(v1.PodScheduled, true, "", ""),
+	}
+	now := metav1.Now()
+	for i := range conds {
+		conds[i].LastTransitionTime = now
+		if w.prevState == nil {
+			continue
+		}
+		if j := slices.IndexFunc(w.prevState.Conditions, func(p v1.PodCondition) bool { return p.Type == conds[i].Type }); j >= 0 && w.prevState.Conditions[j].Status == conds[i].Status {
+			conds[i].LastTransitionTime = w.prevState.Conditions[j].LastTransitionTime
+		}
+	}
+	return conds
+}
+
+// summarize is the one-line STATUS for systemd:
+// "3 pods: 2 running, 1 waiting (etcd: CrashLoopBackOff)".
+func summarize(pods []v1.Pod, node string, problems int) string {
+	var running, pending, succeeded, failed int
+	var waiting []string
+	for _, p := range pods {
+		if r := waitReason(p.Status); r != "" {
+			waiting = append(waiting, strings.TrimSuffix(p.Name, "-"+node)+": "+r)
+			continue
+		}
+		switch p.Status.Phase {
+		case v1.PodRunning:
+			running++
+		case v1.PodSucceeded:
+			succeeded++
+		case v1.PodFailed:
+			failed++
+		default:
+			pending++
+		}
+	}
+	noun := "pods"
+	if len(pods) == 1 {
+		noun = "pod"
+	}
+	s := fmt.Sprintf("%d %s", len(pods), noun)
+	var parts []string
+	add := func(n int, what string) {
+		if n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", n, what))
+		}
+	}
+	add(running, "running")
+	if len(waiting) > 0 {
+		parts = append(parts, fmt.Sprintf("%d waiting (%s)", len(waiting), strings.Join(waiting, ", ")))
+	}
+	add(pending, "pending")
+	add(succeeded, "succeeded")
+	add(failed, "failed")
+	if len(parts) > 0 {
+		s += ": " + strings.Join(parts, ", ")
+	}
+	switch {
+	case problems == 1:
+		s += "; 1 manifest problem"
+	case problems > 1:
+		s += fmt.Sprintf("; %d manifest problems", problems)
+	}
+	return s
+}
+
+// waitReason is the first reason a pod's container waits for something other
+// than its turn.
+func waitReason(s v1.PodStatus) string {
+	for _, cs := range slices.Concat(s.InitContainerStatuses, s.ContainerStatuses) {
+		if w := cs.State.Waiting; w != nil && w.Reason != reasonCreating && w.Reason != reasonPodInit {
+			return w.Reason
+		}
+	}
+	return ""
+}

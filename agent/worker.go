@@ -1,0 +1,299 @@
+package agent
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/staticpodd/staticpodd/agent/podspec"
+)
+
+// worker owns every pod UID that had one full name: the desired generation and
+// the older ones it must remove first, so two generations never run at once. It
+// runs in its own goroutine; updates go through a one-slot mailbox where the
+// newest desired pod wins (kubelet pod_workers.go).
+type worker struct {
+	key    string
+	a      *Agent
+	logger *slog.Logger
+	wake   chan struct{}
+	exits  chan podspec.ContainerStatus
+
+	mu      sync.Mutex // guards desired, seq, status
+	desired *v1.Pod    // nil: remove everything
+	seq     uint64     // the dispatch that set desired
+	status  *v1.Pod    // desired with live status, for Pods
+
+	// Owned by the worker goroutine.
+	pods      map[string]*podState // by UID
+	watching  map[string]bool      // container IDs with a Wait goroutine
+	backoff   *backoff
+	gen       *generation // per-container state of the desired UID
+	timer     *time.Timer
+	prevState *v1.PodStatus
+}
+
+// generation is what the worker remembers about the desired UID beyond what the
+// runtime reports: why containers wait, what they ran before.
+type generation struct {
+	uid       string
+	hashes    map[string]string
+	convErr   map[string]error
+	ctrs      map[string]*ctrInfo
+	startTime time.Time
+}
+
+type ctrInfo struct {
+	reason, message string                   // why the container waits, when it does
+	last            *podspec.ContainerStatus // the instance before the current one
+	failedAt        time.Time                // last start that failed, for back-off
+}
+
+func newWorker(a *Agent, key string, pods map[string]*podState) *worker {
+	return &worker{
+		key:      key,
+		a:        a,
+		logger:   a.logger.With("pod", key),
+		wake:     make(chan struct{}, 1),
+		exits:    make(chan podspec.ContainerStatus),
+		pods:     pods,
+		watching: map[string]bool{},
+		backoff:  newBackoff(backoffInitial, a.cfg.BackoffMax),
+	}
+}
+
+// update hands the worker a new desired pod (nil: remove it); the newest wins.
+func (w *worker) update(pod *v1.Pod, seq uint64) {
+	w.mu.Lock()
+	w.desired, w.seq = pod, seq
+	w.mu.Unlock()
+	w.nudge()
+}
+
+// nudge makes the worker sync soon; it never blocks.
+func (w *worker) nudge() {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (w *worker) desiredUID() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.desired == nil {
+		return ""
+	}
+	return string(w.desired.UID)
+}
+
+func (w *worker) run(ctx context.Context) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for _, st := range w.pods {
+		for _, c := range st.containers {
+			if c.State != podspec.StateExited {
+				w.watch(ctx, c.ID)
+			}
+		}
+	}
+	for {
+		w.sync(ctx)
+		if len(w.pods) == 0 && w.a.removeWorker(w) {
+			return
+		}
+		var timerC <-chan time.Time
+		if w.timer != nil {
+			timerC = w.timer.C
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-w.wake:
+		case st := <-w.exits:
+			w.record(st)
+		case <-timerC:
+			w.timer = nil
+		}
+	}
+}
+
+// sync plans the desired pod against what the worker knows and applies the plan.
+func (w *worker) sync(ctx context.Context) {
+	w.mu.Lock()
+	pod, seq := w.desired, w.seq
+	w.mu.Unlock()
+
+	var d *desiredPod
+	if pod != nil {
+		d = w.resolve(pod)
+		if st := w.pods[string(pod.UID)]; st != nil {
+			st.grace = podGrace(pod)
+		}
+	}
+	retry := w.apply(ctx, pod, plan(d, w.pods))
+	if ctx.Err() != nil {
+		return
+	}
+	w.setTimer(retry)
+	w.publish(pod)
+	w.a.synced(w.key, seq)
+}
+
+// resolve returns pod with the hash of each container, computed once per UID.
+func (w *worker) resolve(pod *v1.Pod) *desiredPod {
+	if w.gen == nil || w.gen.uid != string(pod.UID) {
+		if w.gen != nil {
+			w.backoff.forget(w.gen.uid)
+		}
+		w.gen = &generation{
+			uid:       string(pod.UID),
+			hashes:    map[string]string{},
+			convErr:   map[string]error{},
+			ctrs:      map[string]*ctrInfo{},
+			startTime: time.Now(),
+		}
+		if st := w.pods[w.gen.uid]; st != nil {
+			w.gen.startTime = adoptedStart(st, w.gen.startTime)
+		}
+		for _, c := range allContainers(pod) {
+			spec, err := w.a.conv.Container(pod, c, 0)
+			if err != nil {
+				w.gen.convErr[c.Name] = err
+				continue
+			}
+			w.gen.hashes[c.Name] = spec.Hash
+		}
+	}
+	return &desiredPod{pod: pod, hashes: w.gen.hashes}
+}
+
+// adoptedStart is the start time of an adopted pod: its first container's.
+func adoptedStart(st *podState, now time.Time) time.Time {
+	t := now
+	for _, c := range st.containers {
+		if !c.CreatedAt.IsZero() && c.CreatedAt.Before(t) {
+			t = c.CreatedAt
+		}
+		if !c.StartedAt.IsZero() && c.StartedAt.Before(t) {
+			t = c.StartedAt
+		}
+	}
+	return t
+}
+
+func (w *worker) info(name string) *ctrInfo {
+	ci := w.gen.ctrs[name]
+	if ci == nil {
+		ci = &ctrInfo{}
+		w.gen.ctrs[name] = ci
+	}
+	return ci
+}
+
+func (w *worker) setTimer(at time.Time) {
+	if w.timer != nil {
+		w.timer.Stop()
+		w.timer = nil
+	}
+	if !at.IsZero() {
+		w.timer = time.NewTimer(time.Until(at))
+	}
+}
+
+// watch starts a goroutine that reports the container's exit to the worker.
+func (w *worker) watch(ctx context.Context, id string) {
+	if w.watching[id] {
+		return
+	}
+	w.watching[id] = true
+	go func() {
+		st, err := w.a.rt.Wait(ctx, id)
+		if err != nil {
+			if ctx.Err() == nil {
+				w.logger.Warn("wait for container failed", "container", id, "err", err)
+			}
+			return
+		}
+		if st.ID == "" {
+			st.ID = id
+		}
+		select {
+		case w.exits <- st:
+		case <-ctx.Done():
+		}
+	}()
+}
+
+// record takes a new runtime status for a container the worker knows.
+func (w *worker) record(st podspec.ContainerStatus) {
+	for _, ps := range w.pods {
+		for i := range ps.containers {
+			c := &ps.containers[i]
+			if c.ID != st.ID {
+				continue
+			}
+			merged := st
+			keepLabels(&merged, *c)
+			*c = merged
+			if merged.State == podspec.StateExited {
+				delete(w.watching, c.ID)
+			}
+			return
+		}
+	}
+}
+
+// keepLabels fills what a runtime status left empty from what was known before.
+func keepLabels(st *podspec.ContainerStatus, old podspec.ContainerStatus) {
+	if st.PodUID == "" {
+		st.PodUID = old.PodUID
+	}
+	if st.PodName == "" {
+		st.PodName = old.PodName
+	}
+	if st.Name == "" {
+		st.Name = old.Name
+	}
+	if st.Hash == "" {
+		st.Hash = old.Hash
+	}
+	if st.Attempt == 0 {
+		st.Attempt = old.Attempt
+	}
+	if st.Image == "" {
+		st.Image = old.Image
+	}
+	if st.ImageID == "" {
+		st.ImageID = old.ImageID
+	}
+	if st.StartedAt.IsZero() {
+		st.StartedAt = old.StartedAt
+	}
+	if st.CreatedAt.IsZero() {
+		st.CreatedAt = old.CreatedAt
+	}
+}
+
+func allContainers(pod *v1.Pod) []*v1.Container {
+	var cs []*v1.Container
+	for i := range pod.Spec.InitContainers {
+		cs = append(cs, &pod.Spec.InitContainers[i])
+	}
+	for i := range pod.Spec.Containers {
+		cs = append(cs, &pod.Spec.Containers[i])
+	}
+	return cs
+}
+
+func findContainer(pod *v1.Pod, name string) *v1.Container {
+	for _, c := range allContainers(pod) {
+		if c.Name == name {
+			return c
+		}
+	}
+	return nil
+}

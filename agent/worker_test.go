@@ -1,0 +1,358 @@
+package agent
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/staticpodd/staticpodd/agent/manifest"
+	"github.com/staticpodd/staticpodd/agent/podspec"
+)
+
+func TestStartRunsPodAndReportsRunning(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		h := start(t, rt, Config{})
+		h.send([]manifest.Pod{testPod("web", "u1", v1.RestartPolicyAlways, ctr("a", "busybox"), ctr("b", "busybox"))})
+
+		want := []string{"sandbox u1", "volumes u1", "start u1/a#0", "start u1/b#0"}
+		if got := rt.Calls(); !slices.Equal(got, want) {
+			t.Fatalf("calls = %q, want %q", got, want)
+		}
+		p := h.pod("web")
+		if p.Status.Phase != v1.PodRunning {
+			t.Errorf("phase = %s, want Running", p.Status.Phase)
+		}
+		for _, cs := range p.Status.ContainerStatuses {
+			if cs.State.Running == nil || !cs.Ready || !strings.HasPrefix(cs.ContainerID, "staticpodd://c") {
+				t.Errorf("container %s status = %+v, want running, ready, with an ID", cs.Name, cs)
+			}
+		}
+		ready, statuses, watchdogs := h.n.snapshot()
+		if ready != 1 {
+			t.Errorf("Ready called %d times, want 1", ready)
+		}
+		if len(statuses) == 0 || statuses[len(statuses)-1] != "1 pod: 1 running" {
+			t.Errorf("statuses = %q, want the last to be %q", statuses, "1 pod: 1 running")
+		}
+		if watchdogs == 0 {
+			t.Error("watchdog never pinged")
+		}
+		time.Sleep(time.Minute)
+		if _, _, w := h.n.snapshot(); w < watchdogs+10 {
+			t.Errorf("watchdog pinged %d times in a quiet minute, want at least 10 (every 5s)", w-watchdogs)
+		}
+	})
+}
+
+func TestReadyWaitsForEverySource(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		h := start(t, rt, Config{Sources: []string{manifest.SourceFile, manifest.SourceHTTP}})
+		h.send([]manifest.Pod{testPod("web", "u1", v1.RestartPolicyAlways, ctr("a", "busybox"))})
+		if r, _, _ := h.n.snapshot(); r != 0 {
+			t.Fatal("Ready before the http source delivered anything")
+		}
+		h.updates <- sourceUpdate(manifest.SourceHTTP)
+		synctest.Wait()
+		h.send([]manifest.Pod{testPod("web", "u1", v1.RestartPolicyAlways, ctr("a", "busybox"))})
+		if r, _, _ := h.n.snapshot(); r != 1 {
+			t.Fatalf("Ready called %d times after both sources, want exactly 1", r)
+		}
+	})
+}
+
+func TestEditStopsOldGenerationBeforeStartingNew(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		rt.stubborn["a"] = true // ignores SIGTERM: the new pod must wait out the grace period
+		h := start(t, rt, Config{})
+		h.send([]manifest.Pod{testPod("web", "u1", v1.RestartPolicyAlways, ctr("a", "busybox"))})
+		t0 := time.Now()
+		h.updates <- sourceUpdate(manifest.SourceFile, testPod("web", "u2", v1.RestartPolicyAlways, ctr("a", "busybox", "sleep", "9")))
+		synctest.Wait()
+		if got := rt.Calls("start u2"); len(got) != 0 {
+			t.Fatalf("new generation started while the old one is in its grace period: %q", got)
+		}
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		want := []string{
+			"sandbox u1", "volumes u1", "start u1/a#0",
+			"signal c1 terminated", "signal c1 killed", "destroy c1", "rmsandbox u1", "rmvolumes u1",
+			"sandbox u2", "volumes u2", "start u2/a#0",
+		}
+		if got := rt.Calls(); !slices.Equal(got, want) {
+			t.Fatalf("calls = %q\nwant %q", got, want)
+		}
+		if rt.Starts()[1].Sub(t0) != 5*time.Second {
+			t.Errorf("new generation started %v after the edit, want the 5s grace period", rt.Starts()[1].Sub(t0))
+		}
+		if p := h.pod("web"); p.UID != "u2" || p.Status.Phase != v1.PodRunning {
+			t.Errorf("pod = %s %s, want u2 Running", p.UID, p.Status.Phase)
+		}
+	})
+}
+
+func TestDeleteCleansEverything(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		h := start(t, rt, Config{})
+		h.send([]manifest.Pod{testPod("web", "u1", v1.RestartPolicyAlways, ctr("a", "busybox"), ctr("b", "busybox"))})
+		h.send(nil)
+		want := []string{"signal c1 terminated", "signal c2 terminated", "destroy c1", "destroy c2", "rmsandbox u1", "rmvolumes u1"}
+		if got := rt.Calls("signal", "destroy", "rm"); !slices.Equal(got, want) {
+			t.Fatalf("calls = %q, want %q", got, want)
+		}
+		if n := rt.Len(); n != 0 {
+			t.Errorf("runtime still has %d containers and sandboxes", n)
+		}
+		if pods := h.a.Pods(); len(pods) != 0 {
+			t.Errorf("Pods() = %d pods after removal, want none", len(pods))
+		}
+		if s := h.a.Summary(); s != "0 pods" {
+			t.Errorf("Summary() = %q, want %q", s, "0 pods")
+		}
+	})
+}
+
+func TestCrashLoopBackOff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		rt.crash["a"] = 1
+		h := start(t, rt, Config{})
+		t0 := time.Now()
+		h.send([]manifest.Pod{testPod("web", "u1", v1.RestartPolicyAlways, ctr("a", "busybox"))})
+
+		p := h.pod("web")
+		cs := p.Status.ContainerStatuses[0]
+		if w := cs.State.Waiting; w == nil || w.Reason != "CrashLoopBackOff" ||
+			w.Message != "back-off 10s restarting failed container=a pod=web-node1_default(u1)" {
+			t.Fatalf("state = %+v, want waiting CrashLoopBackOff with a 10s back-off", cs.State)
+		}
+		if cs.RestartCount != 1 || cs.LastTerminationState.Terminated == nil || cs.LastTerminationState.Terminated.ExitCode != 1 {
+			t.Errorf("restartCount %d lastState %+v, want 1 and exit code 1", cs.RestartCount, cs.LastTerminationState)
+		}
+		if s := h.a.Summary(); s != "1 pod: 1 waiting (web: CrashLoopBackOff)" {
+			t.Errorf("Summary() = %q", s)
+		}
+
+		time.Sleep(11 * time.Minute)
+		var delays []time.Duration
+		for _, s := range rt.Starts() {
+			delays = append(delays, s.Sub(t0))
+			t0 = s
+		}
+		// First restart at once, then 10s, 20s, 40s... capped at 5m.
+		want := []time.Duration{0, 0, 10 * time.Second, 20 * time.Second, 40 * time.Second, 80 * time.Second, 160 * time.Second, 300 * time.Second}
+		if !slices.Equal(delays[:min(len(delays), len(want))], want) {
+			t.Errorf("delays between starts = %v, want %v", delays, want)
+		}
+	})
+}
+
+func TestBackOffResetsAfterTenMinutesRunning(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		h := start(t, rt, Config{})
+		h.send([]manifest.Pod{testPod("web", "u1", v1.RestartPolicyAlways, ctr("a", "busybox"))})
+		rt.Exit("c1", 1)
+		synctest.Wait() // restarted at once as c2
+		rt.Exit("c2", 1)
+		synctest.Wait() // waits 10s
+		time.Sleep(10 * time.Second)
+		synctest.Wait() // c3 runs; a second quick exit would wait 20s
+		time.Sleep(11 * time.Minute)
+		rt.Exit("c3", 1)
+		synctest.Wait()
+		if got := rt.Calls("start"); len(got) != 4 {
+			t.Fatalf("starts = %q, want the 4th at once after 11 minutes of running", got)
+		}
+	})
+}
+
+func TestRestartPolicies(t *testing.T) {
+	for _, tc := range []struct {
+		policy   v1.RestartPolicy
+		exit     int
+		restarts bool
+		phase    v1.PodPhase
+	}{
+		{v1.RestartPolicyAlways, 0, true, v1.PodRunning},
+		{v1.RestartPolicyOnFailure, 0, false, v1.PodSucceeded},
+		{v1.RestartPolicyOnFailure, 2, true, v1.PodRunning},
+		{v1.RestartPolicyNever, 2, false, v1.PodFailed},
+		{v1.RestartPolicyNever, 0, false, v1.PodSucceeded},
+	} {
+		t.Run(string(tc.policy)+"/"+string(rune('0'+tc.exit)), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				rt := newFakeRuntime()
+				h := start(t, rt, Config{})
+				h.send([]manifest.Pod{testPod("job", "u1", tc.policy, ctr("a", "busybox"))})
+				rt.Exit("c1", tc.exit)
+				synctest.Wait()
+				if got := len(rt.Calls("start")) == 2; got != tc.restarts {
+					t.Errorf("restarted = %v, want %v", got, tc.restarts)
+				}
+				if p := h.pod("job"); p.Status.Phase != tc.phase {
+					t.Errorf("phase = %s, want %s", p.Status.Phase, tc.phase)
+				}
+			})
+		})
+	}
+}
+
+func TestImageMissingWaitsThenResyncStarts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		rt.missing["etcd:3.5"] = true
+		h := start(t, rt, Config{})
+		h.send([]manifest.Pod{testPod("etcd", "u1", v1.RestartPolicyAlways, ctr("etcd", "etcd:3.5"))})
+		cs := h.pod("etcd").Status.ContainerStatuses[0]
+		if w := cs.State.Waiting; w == nil || w.Reason != "ErrImageNeverPull" || !strings.Contains(w.Message, `"etcd:3.5"`) {
+			t.Fatalf("state = %+v, want waiting ErrImageNeverPull naming the image", cs.State)
+		}
+		if s := h.a.Summary(); s != "1 pod: 1 waiting (etcd: ErrImageNeverPull)" {
+			t.Errorf("Summary() = %q", s)
+		}
+		if r, _, _ := h.n.snapshot(); r != 1 {
+			t.Errorf("Ready = %d, want 1: a start that was attempted counts", r)
+		}
+		rt.mu.Lock()
+		delete(rt.missing, "etcd:3.5")
+		rt.mu.Unlock()
+		h.a.Resync()
+		synctest.Wait()
+		if cs := h.pod("etcd").Status.ContainerStatuses[0]; cs.State.Running == nil || cs.RestartCount != 0 {
+			t.Fatalf("after Resync state = %+v restarts %d, want running, 0 restarts", cs.State, cs.RestartCount)
+		}
+	})
+}
+
+func TestImageMissingRetriedEverySyncFrequency(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		rt.missing["etcd:3.5"] = true
+		h := start(t, rt, Config{SyncFrequency: 30 * time.Second})
+		h.send([]manifest.Pod{testPod("etcd", "u1", v1.RestartPolicyAlways, ctr("etcd", "etcd:3.5"))})
+		rt.mu.Lock()
+		delete(rt.missing, "etcd:3.5")
+		rt.mu.Unlock()
+		time.Sleep(29 * time.Second)
+		synctest.Wait()
+		if len(rt.Running()) != 0 {
+			t.Fatal("started before the sync tick")
+		}
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if len(rt.Running()) != 1 {
+			t.Fatalf("not started on the sync tick; calls %q", rt.Calls())
+		}
+	})
+}
+
+func TestAdoptionDoesNotRestart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		pod := testPod("web", "u1", v1.RestartPolicyAlways, ctr("a", "busybox"))
+		started := time.Now().Add(-time.Hour)
+		rt.adopt(podspec.ContainerStatus{ID: "old-a", PodUID: "u1", PodName: "web-node1", Name: "a", Attempt: 3,
+			Hash: hashOf(&pod.Spec.Containers[0]), Image: "busybox", State: podspec.StateRunning, StartedAt: started, CreatedAt: started})
+		rt.adopt(podspec.ContainerStatus{ID: "gone", PodUID: "u0", PodName: "gone-node1", Name: "x", State: podspec.StateRunning})
+		h := start(t, rt, Config{})
+		h.send([]manifest.Pod{pod})
+
+		if got := rt.Calls("start", "signal c", "signal old"); len(got) != 0 {
+			t.Fatalf("adopted container touched: %q", got)
+		}
+		cs := h.pod("web").Status.ContainerStatuses[0]
+		if cs.State.Running == nil || cs.RestartCount != 3 || cs.ContainerID != "staticpodd://old-a" {
+			t.Fatalf("status = %+v, want the adopted container running with restartCount 3", cs)
+		}
+		if st := h.pod("web").Status.StartTime; st == nil || !st.Time.Equal(started) {
+			t.Errorf("startTime = %v, want the adopted container's %v", st, started)
+		}
+		// The pod nobody wants is gone.
+		if got := rt.Calls("signal gone", "destroy gone", "rmsandbox u0"); len(got) != 3 {
+			t.Errorf("orphan cleanup calls = %q", got)
+		}
+		// An adopted container's exit is noticed and it restarts as attempt 4.
+		rt.Exit("old-a", 1)
+		synctest.Wait()
+		if got := rt.Calls("start"); !slices.Equal(got, []string{"start u1/a#4"}) {
+			t.Errorf("starts after the adopted container exited = %q", got)
+		}
+	})
+}
+
+func TestAdoptionStopsOldGenerationEditedWhileDown(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		rt.adopt(podspec.ContainerStatus{ID: "old", PodUID: "u1", PodName: "web-node1", Name: "a", State: podspec.StateRunning})
+		h := start(t, rt, Config{Sources: []string{manifest.SourceFile, manifest.SourceHTTP}})
+		h.send([]manifest.Pod{testPod("web", "u2", v1.RestartPolicyAlways, ctr("a", "busybox"))})
+		want := []string{"signal old terminated", "destroy old", "rmsandbox u1", "rmvolumes u1", "sandbox u2", "volumes u2", "start u2/a#0"}
+		if got := rt.Calls(); !slices.Equal(got, want) {
+			t.Fatalf("calls = %q, want %q", got, want)
+		}
+	})
+}
+
+func TestProblemKeepsLastGoodPod(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		h := start(t, rt, Config{})
+		pod := testPod("web", "u1", v1.RestartPolicyAlways, ctr("a", "busybox"))
+		h.send([]manifest.Pod{pod})
+		h.send([]manifest.Pod{pod}, manifest.Problem{Origin: pod.Origin, Err: errString("line 3: mapping values are not allowed")})
+		if got := rt.Calls("signal", "start"); len(got) != 1 {
+			t.Errorf("calls = %q, want the pod untouched", got)
+		}
+		if ps := h.a.Problems(); len(ps) != 1 || ps[0].Origin != pod.Origin {
+			t.Errorf("Problems() = %v", ps)
+		}
+		if s := h.a.Summary(); s != "1 pod: 1 running; 1 manifest problem" {
+			t.Errorf("Summary() = %q", s)
+		}
+	})
+}
+
+func TestInitContainersRunInOrderFirst(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		rt.crash["init1"] = 0
+		rt.crash["init2"] = 0
+		h := start(t, rt, Config{})
+		pod := testPod("web", "u1", v1.RestartPolicyAlways, ctr("a", "busybox"))
+		pod.Spec.InitContainers = []v1.Container{ctr("init1", "busybox"), ctr("init2", "busybox")}
+		h.send([]manifest.Pod{pod})
+		want := []string{"start u1/init1#0", "start u1/init2#0", "start u1/a#0"}
+		if got := rt.Calls("start"); !slices.Equal(got, want) {
+			t.Fatalf("starts = %q, want %q", got, want)
+		}
+		p := h.pod("web")
+		if p.Status.Phase != v1.PodRunning || p.Status.InitContainerStatuses[1].State.Terminated == nil {
+			t.Errorf("phase %s, init statuses %+v", p.Status.Phase, p.Status.InitContainerStatuses)
+		}
+	})
+}
+
+func TestConfigErrorIsWaitingReason(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		h := start(t, rt, Config{})
+		h.a.conv = &fakeConv{rt: rt, fail: map[string]error{"a": errString(`env "X": bad $(ref`)}}
+		h.send([]manifest.Pod{testPod("web", "u1", v1.RestartPolicyAlways, ctr("a", "busybox"))})
+		cs := h.pod("web").Status.ContainerStatuses[0]
+		if w := cs.State.Waiting; w == nil || w.Reason != "CreateContainerConfigError" {
+			t.Fatalf("state = %+v, want CreateContainerConfigError", cs.State)
+		}
+	})
+}
+
+type errString string
+
+func (e errString) Error() string { return string(e) }
