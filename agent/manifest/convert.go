@@ -1,7 +1,12 @@
 package manifest
 
 import (
-	"errors"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
 
 	v1 "k8s.io/api/core/v1"
 
@@ -14,26 +19,146 @@ type Paths struct {
 	PodLogsDir string // default /var/log/pods
 }
 
-// Sandbox returns the runtime's view of pod's sandbox.
+// PodDir is <RootDir>/pods/<uid>, where a pod's volumes live.
+func (p Paths) PodDir(uid string) string {
+	return filepath.Join(p.RootDir, "pods", uid)
+}
+
+// EmptyDir is the host directory of emptyDir volume name, as the kubelet lays it
+// out: <RootDir>/pods/<uid>/volumes/kubernetes.io~empty-dir/<name>.
+func (p Paths) EmptyDir(uid, name string) string {
+	return filepath.Join(p.PodDir(uid), "volumes", "kubernetes.io~empty-dir", name)
+}
+
+// LogDir is <PodLogsDir>/<namespace>_<name>_<uid>, the kubelet's pod log directory.
+func (p Paths) LogDir(pod *v1.Pod) string {
+	return filepath.Join(p.PodLogsDir, fmt.Sprintf("%s_%s_%s", pod.Namespace, pod.Name, pod.UID))
+}
+
+// Sandbox returns the runtime's view of pod's sandbox. Its hostname is the pod
+// name cut to 63 characters, as the kubelet does, or spec.hostname when set; a
+// hostNetwork pod has the host's UTS namespace and no hostname of its own.
 func Sandbox(pod *v1.Pod, p Paths) *podspec.Pod {
-	return &podspec.Pod{}
+	s := &podspec.Pod{
+		UID:         string(pod.UID),
+		Namespace:   pod.Namespace,
+		Name:        pod.Name,
+		HostNetwork: pod.Spec.HostNetwork,
+		HostIPC:     pod.Spec.HostIPC,
+		HostPID:     pod.Spec.HostPID,
+		LogDir:      p.LogDir(pod),
+	}
+	if !pod.Spec.HostNetwork {
+		s.Hostname = podHostname(pod)
+	}
+	return s
+}
+
+func podHostname(pod *v1.Pod) string {
+	name := pod.Name
+	if pod.Spec.Hostname != "" {
+		name = pod.Spec.Hostname
+	}
+	if len(name) > 63 {
+		name = strings.TrimRight(name[:63], "-.")
+	}
+	return name
 }
 
 // Container resolves container c of pod for the runtime: $(VAR) expansion of env,
 // command and args; volumes to mounts; resources and security context; the hash;
 // LogPath for the given attempt. It creates nothing on disk.
+//
+// status.podIP and status.hostIP in env come from pod.Status; set them before
+// converting when they are known.
 func Container(pod *v1.Pod, c *v1.Container, attempt int, p Paths) (*podspec.Container, error) {
-	return nil, errors.New("manifest.Container: not implemented yet")
+	env, err := containerEnv(pod, c)
+	if err != nil {
+		return nil, fmt.Errorf("container %s of pod %s: %w", c.Name, pod.Name, err)
+	}
+	mounts, err := containerMounts(pod, c, p)
+	if err != nil {
+		return nil, fmt.Errorf("container %s of pod %s: %w", c.Name, pod.Name, err)
+	}
+	security, err := containerSecurity(pod, c)
+	if err != nil {
+		return nil, fmt.Errorf("container %s of pod %s: %w", c.Name, pod.Name, err)
+	}
+	hash, err := ContainerHash(c)
+	if err != nil {
+		return nil, err
+	}
+	vars := make(map[string]string, len(env))
+	for _, e := range env {
+		vars[e.Name] = e.Value
+	}
+	mapping := mappingFuncFor(vars)
+	return &podspec.Container{
+		Name:       c.Name,
+		Image:      NormalizeImage(c.Image),
+		Command:    expandAll(c.Command, mapping),
+		Args:       expandAll(c.Args, mapping),
+		Env:        env,
+		WorkingDir: c.WorkingDir,
+		Mounts:     mounts,
+		Resources:  containerResources(c),
+		Security:   security,
+		Attempt:    attempt,
+		LogPath:    filepath.Join(p.LogDir(pod), c.Name, fmt.Sprintf("%d.log", attempt)),
+		Hash:       hash,
+	}, nil
 }
 
-// PrepareVolumes creates what pod's volumes need on the host before its containers
-// start: emptyDir directories, hostPath DirectoryOrCreate/FileOrCreate, and checks
-// hostPath types. It is idempotent.
-func PrepareVolumes(pod *v1.Pod, p Paths) error {
-	return errors.New("manifest.PrepareVolumes: not implemented yet")
+// expandAll expands $(VAR) in each element, keeping nil as nil (nil Command runs
+// the image's Entrypoint; an empty one does not).
+func expandAll(in []string, mapping func(string) string) []string {
+	if in == nil {
+		return nil
+	}
+	out := make([]string, len(in))
+	for i, s := range in {
+		out[i] = expand(s, mapping)
+	}
+	return out
 }
 
-// RemoveVolumes deletes <RootDir>/pods/<uid> (emptyDirs); hostPaths are untouched.
-func RemoveVolumes(podUID string, p Paths) error {
-	return errors.New("manifest.RemoveVolumes: not implemented yet")
+// ContainerHash identifies a container's desired definition: the first 16 bytes
+// of the SHA-256 of its v1 definition as canonical JSON (sorted keys), hex.
+func ContainerHash(c *v1.Container) (string, error) {
+	js, err := json.Marshal(c)
+	if err != nil {
+		return "", fmt.Errorf("hash container %s: %w", c.Name, err)
+	}
+	doc, err := decodeGeneric(js)
+	if err != nil {
+		return "", fmt.Errorf("hash container %s: %w", c.Name, err)
+	}
+	canonical, err := json.Marshal(doc)
+	if err != nil {
+		return "", fmt.Errorf("hash container %s: %w", c.Name, err)
+	}
+	sum := sha256.Sum256(canonical)
+	return hex.EncodeToString(sum[:16]), nil
+}
+
+// NormalizeImage spells a reference as Docker does: nginx is
+// docker.io/library/nginx:latest, a digest without a tag gets no tag.
+func NormalizeImage(image string) string {
+	name, digest, hasDigest := strings.Cut(image, "@")
+	domain, rest, found := strings.Cut(name, "/")
+	if !found || (!strings.ContainsAny(domain, ".:") && domain != "localhost") {
+		domain, rest = "docker.io", name
+	}
+	if domain == "docker.io" && !strings.Contains(rest, "/") {
+		rest = "library/" + rest
+	}
+	ref := domain + "/" + rest
+	lastSlash := strings.LastIndex(ref, "/")
+	if !strings.Contains(ref[lastSlash:], ":") && !hasDigest {
+		ref += ":latest"
+	}
+	if hasDigest {
+		ref += "@" + digest
+	}
+	return ref
 }

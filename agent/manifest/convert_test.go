@@ -1,0 +1,262 @@
+package manifest
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/staticpodd/staticpodd/agent/podspec"
+)
+
+func mustParse(t *testing.T, doc string) *v1.Pod {
+	t.Helper()
+	pods, _, err := ParseFile([]byte(doc), "/m/p.yaml", "node1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pods[0].Pod
+}
+
+const envPod = `apiVersion: v1
+kind: Pod
+metadata:
+  name: web
+  namespace: edge
+  uid: "0123"
+  labels: {app: web}
+spec:
+  volumes:
+  - {name: data, hostPath: {path: /srv/data, type: DirectoryOrCreate}}
+  - {name: scratch, emptyDir: {}}
+  - {name: fast, emptyDir: {medium: Memory, sizeLimit: 64Mi}}
+  securityContext: {runAsUser: 1000, runAsGroup: 1000, supplementalGroups: [5]}
+  containers:
+  - name: app
+    image: busybox:1.36
+    command: ["/bin/sh", "-c", "echo $(GREETING) $(MISSING) $$(GREETING)"]
+    args: ["$(POD)"]
+    env:
+    - {name: NAME, value: world}
+    - {name: GREETING, value: "hello $(NAME)"}
+    - {name: EARLY, value: "$(LATER)"}
+    - {name: LATER, value: x}
+    - {name: ESCAPED, value: "$$(NAME)"}
+    - {name: POD, valueFrom: {fieldRef: {fieldPath: metadata.name}}}
+    - {name: NS, valueFrom: {fieldRef: {fieldPath: metadata.namespace}}}
+    - {name: UID, valueFrom: {fieldRef: {fieldPath: metadata.uid}}}
+    - {name: NODE, valueFrom: {fieldRef: {fieldPath: spec.nodeName}}}
+    - {name: APP, valueFrom: {fieldRef: {fieldPath: "metadata.labels['app']"}}}
+    - {name: POD_IP, valueFrom: {fieldRef: {fieldPath: status.podIP}}}
+    - {name: MEM, valueFrom: {resourceFieldRef: {resource: limits.memory, divisor: 1Mi}}}
+    - {name: CPU, valueFrom: {resourceFieldRef: {resource: limits.cpu}}}
+    volumeMounts:
+    - {name: data, mountPath: /data, readOnly: true}
+    - {name: scratch, mountPath: /scratch, subPath: app}
+    - {name: fast, mountPath: /fast}
+    resources:
+      limits: {cpu: 500m, memory: 128Mi}
+      requests: {cpu: 250m}
+    securityContext:
+      runAsUser: 2000
+      allowPrivilegeEscalation: false
+      readOnlyRootFilesystem: true
+      capabilities: {add: [NET_ADMIN], drop: [ALL]}
+`
+
+func TestContainer(t *testing.T) {
+	pod := mustParse(t, envPod)
+	pod.Status.PodIP = "10.0.0.7"
+	p := Paths{RootDir: "/var/lib/staticpodd", PodLogsDir: "/var/log/pods"}
+	c, err := Container(pod, &pod.Spec.Containers[0], 3, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{}
+	for _, e := range c.Env {
+		env[e.Name] = e.Value
+	}
+	wantEnv := map[string]string{
+		"NAME": "world", "GREETING": "hello world", "EARLY": "$(LATER)", "LATER": "x",
+		"ESCAPED": "$(NAME)", "POD": "web-node1", "NS": "edge", "UID": "0123", "NODE": "node1",
+		"APP": "web", "POD_IP": "10.0.0.7", "MEM": "128", "CPU": "1",
+	}
+	if !reflect.DeepEqual(env, wantEnv) {
+		t.Errorf("env = %v\nwant %v", env, wantEnv)
+	}
+	if c.Env[0].Name != "NAME" || c.Env[len(c.Env)-1].Name != "CPU" {
+		t.Errorf("env order not kept: %v", c.Env)
+	}
+	if want := []string{"/bin/sh", "-c", "echo hello world $(MISSING) $(GREETING)"}; !reflect.DeepEqual(c.Command, want) {
+		t.Errorf("command = %q, want %q", c.Command, want)
+	}
+	if want := []string{"web-node1"}; !reflect.DeepEqual(c.Args, want) {
+		t.Errorf("args = %q", c.Args)
+	}
+	uid := string(pod.UID)
+	wantMounts := []podspec.Mount{
+		{Destination: "/data", Type: "bind", Source: "/srv/data", ReadOnly: true},
+		{Destination: "/scratch", Type: "bind", Source: "/var/lib/staticpodd/pods/" + uid + "/volumes/kubernetes.io~empty-dir/scratch/app"},
+		{Destination: "/fast", Type: "bind", Source: "/var/lib/staticpodd/pods/" + uid + "/volumes/kubernetes.io~empty-dir/fast"},
+	}
+	if !reflect.DeepEqual(c.Mounts, wantMounts) {
+		t.Errorf("mounts = %+v\nwant %+v", c.Mounts, wantMounts)
+	}
+	wantRes := podspec.Resources{MemoryLimit: 128 << 20, CPUShares: 256, CPUQuota: 50000, CPUPeriod: 100000}
+	if c.Resources != wantRes {
+		t.Errorf("resources = %+v, want %+v", c.Resources, wantRes)
+	}
+	s := c.Security
+	if *s.RunAsUser != 2000 || *s.RunAsGroup != 1000 || !reflect.DeepEqual(s.SupplementalGroups, []int64{5}) ||
+		!s.NoNewPrivileges || !s.ReadOnlyRootFilesystem || s.Privileged ||
+		!reflect.DeepEqual(s.CapAdd, []string{"NET_ADMIN"}) || !reflect.DeepEqual(s.CapDrop, []string{"ALL"}) {
+		t.Errorf("security = %+v", s)
+	}
+	if want := "/var/log/pods/edge_web-node1_0123/app/3.log"; c.LogPath != want {
+		t.Errorf("log path = %q, want %q", c.LogPath, want)
+	}
+	if c.Image != "docker.io/library/busybox:1.36" || c.Attempt != 3 || c.Name != "app" || len(c.Hash) != 32 {
+		t.Errorf("image %q attempt %d name %q hash %q", c.Image, c.Attempt, c.Name, c.Hash)
+	}
+}
+
+func TestContainerHash(t *testing.T) {
+	pod := mustParse(t, envPod)
+	h1, _ := ContainerHash(&pod.Spec.Containers[0])
+	again := mustParse(t, envPod)
+	h2, _ := ContainerHash(&again.Spec.Containers[0])
+	changed := mustParse(t, strings.Replace(envPod, "busybox:1.36", "busybox:1.37", 1))
+	h3, _ := ContainerHash(&changed.Spec.Containers[0])
+	if h1 != h2 || h1 == h3 {
+		t.Errorf("hashes: same %q %q, changed image %q", h1, h2, h3)
+	}
+}
+
+func TestResourcesWithoutRequests(t *testing.T) {
+	for _, tc := range []struct {
+		res  string
+		want podspec.Resources
+	}{
+		{"{}", podspec.Resources{CPUShares: 2}},
+		{"{limits: {cpu: '2'}}", podspec.Resources{CPUShares: 2048, CPUQuota: 200000, CPUPeriod: 100000}},
+		{"{requests: {cpu: 1m}}", podspec.Resources{CPUShares: 2}},
+		{"{limits: {cpu: 1m}}", podspec.Resources{CPUShares: 2, CPUQuota: 1000, CPUPeriod: 100000}},
+	} {
+		pod := mustParse(t, "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers: [{name: c, image: i, resources: "+tc.res+"}]\n")
+		c, err := Container(pod, &pod.Spec.Containers[0], 0, Paths{RootDir: "/r", PodLogsDir: "/l"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Resources != tc.want {
+			t.Errorf("%s: %+v, want %+v", tc.res, c.Resources, tc.want)
+		}
+		if c.Command != nil || c.Args != nil {
+			t.Errorf("nil command and args must stay nil (image entrypoint): %q %q", c.Command, c.Args)
+		}
+	}
+}
+
+func TestRunAsNonRootWithRoot(t *testing.T) {
+	pod := mustParse(t, "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  securityContext: {runAsNonRoot: true}\n  containers: [{name: c, image: i, securityContext: {runAsUser: 0}}]\n")
+	if _, err := Container(pod, &pod.Spec.Containers[0], 0, Paths{}); err == nil || !strings.Contains(err.Error(), "runAsNonRoot") {
+		t.Errorf("err = %v", err)
+	}
+}
+
+func TestSandbox(t *testing.T) {
+	pod := mustParse(t, envPod)
+	s := Sandbox(pod, Paths{PodLogsDir: "/logs"})
+	want := &podspec.Pod{UID: "0123", Namespace: "edge", Name: "web-node1", Hostname: "web-node1", LogDir: "/logs/edge_web-node1_0123"}
+	if !reflect.DeepEqual(s, want) {
+		t.Errorf("sandbox = %+v, want %+v", s, want)
+	}
+	pod.Spec.HostNetwork = true
+	if s := Sandbox(pod, Paths{}); s.Hostname != "" || !s.HostNetwork {
+		t.Errorf("hostNetwork sandbox = %+v", s)
+	}
+}
+
+func TestNormalizeImage(t *testing.T) {
+	for in, want := range map[string]string{
+		"nginx":                       "docker.io/library/nginx:latest",
+		"nginx:1.27":                  "docker.io/library/nginx:1.27",
+		"library/nginx":               "docker.io/library/nginx:latest",
+		"docker.io/nginx":             "docker.io/library/nginx:latest",
+		"me/app:v1":                   "docker.io/me/app:v1",
+		"registry.k8s.io/etcd:3.5.9-0": "registry.k8s.io/etcd:3.5.9-0",
+		"localhost:5000/app":          "localhost:5000/app:latest",
+		"localhost/app":               "localhost/app:latest",
+		"busybox@sha256:abc":          "docker.io/library/busybox@sha256:abc",
+		"busybox:1@sha256:abc":        "docker.io/library/busybox:1@sha256:abc",
+	} {
+		if got := NormalizeImage(in); got != want {
+			t.Errorf("NormalizeImage(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestPrepareAndRemoveVolumes(t *testing.T) {
+	host := t.TempDir()
+	sock := filepath.Join(host, "missing.sock")
+	doc := `apiVersion: v1
+kind: Pod
+metadata: {name: p}
+spec:
+  volumes:
+  - {name: made, hostPath: {path: ` + host + `/made/dir, type: DirectoryOrCreate}}
+  - {name: file, hostPath: {path: ` + host + `/file.conf, type: FileOrCreate}}
+  - {name: any, hostPath: {path: ` + host + `/whatever}}
+  - {name: scratch, emptyDir: {}}
+  containers:
+  - name: c
+    image: i
+    volumeMounts: [{name: scratch, mountPath: /s, subPath: deep/er}]
+`
+	pod := mustParse(t, doc)
+	p := Paths{RootDir: t.TempDir(), PodLogsDir: t.TempDir()}
+	for range 2 { // idempotent
+		if err := PrepareVolumes(pod, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, path := range []string{host + "/made/dir", p.EmptyDir(string(pod.UID), "scratch") + "/deep/er"} {
+		if fi, err := os.Stat(path); err != nil || !fi.IsDir() {
+			t.Errorf("%s: want a directory, %v", path, err)
+		}
+	}
+	if fi, err := os.Stat(host + "/file.conf"); err != nil || !fi.Mode().IsRegular() {
+		t.Errorf("file.conf: want a file, %v", err)
+	}
+	if fi, _ := os.Stat(p.EmptyDir(string(pod.UID), "scratch")); fi.Mode().Perm() != 0o777 {
+		t.Errorf("emptyDir mode %v, want 0777", fi.Mode().Perm())
+	}
+	if err := RemoveVolumes(string(pod.UID), p); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(p.PodDir(string(pod.UID))); !os.IsNotExist(err) {
+		t.Errorf("pod dir still there: %v", err)
+	}
+	if _, err := os.Stat(host + "/made/dir"); err != nil {
+		t.Errorf("RemoveVolumes touched a hostPath: %v", err)
+	}
+	if err := RemoveVolumes(string(pod.UID), p); err != nil {
+		t.Errorf("second RemoveVolumes: %v", err)
+	}
+
+	for typ, path := range map[string]string{
+		"Directory": host + "/file.conf", "File": host + "/made", "Socket": sock,
+		"CharDevice": host + "/file.conf", "BlockDevice": "/dev/null",
+	} {
+		bad := mustParse(t, "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  volumes: [{name: v, hostPath: {path: "+path+", type: "+typ+"}}]\n  containers: [{name: c, image: i}]\n")
+		if err := PrepareVolumes(bad, p); err == nil || !strings.Contains(err.Error(), "hostPath type check failed") {
+			t.Errorf("%s on %s: err = %v", typ, path, err)
+		}
+	}
+	ok := mustParse(t, "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  volumes: [{name: v, hostPath: {path: /dev/null, type: CharDevice}}]\n  containers: [{name: c, image: i}]\n")
+	if err := PrepareVolumes(ok, p); err != nil {
+		t.Errorf("CharDevice /dev/null: %v", err)
+	}
+}

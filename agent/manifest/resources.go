@@ -1,0 +1,104 @@
+package manifest
+
+import (
+	"fmt"
+	"slices"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/staticpodd/staticpodd/agent/podspec"
+)
+
+// The kubelet's CFS constants (pkg/kubelet/cm/helpers_linux.go).
+const (
+	minShares      = 2
+	maxShares      = 262144
+	sharesPerCPU   = 1024
+	milliCPUToCPU  = 1000
+	quotaPeriod    = 100000 // µs
+	minQuotaPeriod = 1000   // µs
+)
+
+// milliCPUToShares is the kubelet's MilliCPUToShares.
+func milliCPUToShares(milliCPU int64) uint64 {
+	if milliCPU == 0 {
+		return minShares
+	}
+	shares := (milliCPU * sharesPerCPU) / milliCPUToCPU
+	if shares < minShares {
+		return minShares
+	}
+	if shares > maxShares {
+		return maxShares
+	}
+	return uint64(shares)
+}
+
+// milliCPUToQuota is the kubelet's MilliCPUToQuota.
+func milliCPUToQuota(milliCPU, period int64) int64 {
+	if milliCPU == 0 {
+		return 0
+	}
+	quota := (milliCPU * period) / milliCPUToCPU
+	if quota < minQuotaPeriod {
+		quota = minQuotaPeriod
+	}
+	return quota
+}
+
+// containerResources follows the kubelet's generateLinuxContainerResources:
+// shares from the CPU request (defaulted from the limit; 2 without either), quota
+// from the CPU limit over a 100ms period, memory limit in bytes.
+func containerResources(c *v1.Container) podspec.Resources {
+	var r podspec.Resources
+	cpuRequest := c.Resources.Requests.Cpu()
+	if cpuRequest.IsZero() {
+		cpuRequest = c.Resources.Limits.Cpu()
+	}
+	r.CPUShares = milliCPUToShares(cpuRequest.MilliValue())
+	if lim := c.Resources.Limits.Cpu(); !lim.IsZero() {
+		r.CPUQuota = milliCPUToQuota(lim.MilliValue(), quotaPeriod)
+		r.CPUPeriod = quotaPeriod
+	}
+	if lim := c.Resources.Limits.Memory(); !lim.IsZero() {
+		r.MemoryLimit = lim.Value()
+	}
+	return r
+}
+
+// containerSecurity merges the pod's security context under the container's; the
+// container wins where both set a value.
+func containerSecurity(pod *v1.Pod, c *v1.Container) (podspec.Security, error) {
+	var s podspec.Security
+	var nonRoot *bool
+	if ps := pod.Spec.SecurityContext; ps != nil {
+		s.RunAsUser, s.RunAsGroup, nonRoot = ps.RunAsUser, ps.RunAsGroup, ps.RunAsNonRoot
+		s.SupplementalGroups = slices.Clone(ps.SupplementalGroups)
+	}
+	if cs := c.SecurityContext; cs != nil {
+		if cs.RunAsUser != nil {
+			s.RunAsUser = cs.RunAsUser
+		}
+		if cs.RunAsGroup != nil {
+			s.RunAsGroup = cs.RunAsGroup
+		}
+		if cs.RunAsNonRoot != nil {
+			nonRoot = cs.RunAsNonRoot
+		}
+		s.Privileged = cs.Privileged != nil && *cs.Privileged
+		s.ReadOnlyRootFilesystem = cs.ReadOnlyRootFilesystem != nil && *cs.ReadOnlyRootFilesystem
+		s.NoNewPrivileges = cs.AllowPrivilegeEscalation != nil && !*cs.AllowPrivilegeEscalation
+		if caps := cs.Capabilities; caps != nil {
+			for _, c := range caps.Add {
+				s.CapAdd = append(s.CapAdd, string(c))
+			}
+			for _, c := range caps.Drop {
+				s.CapDrop = append(s.CapDrop, string(c))
+			}
+		}
+	}
+	if nonRoot != nil && *nonRoot && s.RunAsUser != nil && *s.RunAsUser == 0 {
+		return s, fmt.Errorf("runAsNonRoot is set but runAsUser is 0")
+	}
+	return s, nil
+}

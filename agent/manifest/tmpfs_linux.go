@@ -1,0 +1,53 @@
+package manifest
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
+)
+
+// mountTmpfs mounts a tmpfs of size bytes (0 = the kernel's default) on dir,
+// unless one is there already.
+func mountTmpfs(dir string, size int64) error {
+	mounted, err := isMountPoint(dir)
+	if err != nil || mounted {
+		return err
+	}
+	opts := "mode=0777"
+	if size > 0 {
+		opts += fmt.Sprintf(",size=%d", size)
+	}
+	if err := unix.Mount("tmpfs", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
+		return fmt.Errorf("mount tmpfs on %s: %w", dir, err)
+	}
+	return nil
+}
+
+// unmountIfMounted unmounts dir when something is mounted on it.
+func unmountIfMounted(dir string) error {
+	mounted, err := isMountPoint(dir)
+	if err != nil || !mounted {
+		return err
+	}
+	if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil {
+		return fmt.Errorf("unmount %s: %w", dir, err)
+	}
+	return nil
+}
+
+// isMountPoint reports whether dir is on another device than its parent.
+func isMountPoint(dir string) (bool, error) {
+	var st, parent unix.Stat_t
+	if err := unix.Lstat(dir, &st); err != nil {
+		if os.IsNotExist(err) {
+			return false, nil
+		}
+		return false, fmt.Errorf("stat %s: %w", dir, err)
+	}
+	if err := unix.Lstat(filepath.Dir(dir), &parent); err != nil {
+		return false, fmt.Errorf("stat %s: %w", filepath.Dir(dir), err)
+	}
+	return st.Dev != parent.Dev, nil
+}

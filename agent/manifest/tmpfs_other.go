@@ -1,0 +1,14 @@
+//go:build !linux
+
+package manifest
+
+import (
+	"errors"
+	"fmt"
+)
+
+func mountTmpfs(dir string, size int64) error {
+	return fmt.Errorf("mount tmpfs on %s: %w", dir, errors.ErrUnsupported)
+}
+
+func unmountIfMounted(string) error { return nil }

@@ -1,0 +1,162 @@
+package manifest
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	v1 "k8s.io/api/core/v1"
+)
+
+// PrepareVolumes creates what pod's volumes need on the host before its containers
+// start: emptyDir directories (a size-limited tmpfs for medium Memory),
+// hostPath DirectoryOrCreate/FileOrCreate, subPath directories, and checks
+// hostPath types as the kubelet's hostPath checker does. It is idempotent.
+func PrepareVolumes(pod *v1.Pod, p Paths) error {
+	var errs []error
+	for i := range pod.Spec.Volumes {
+		vol := &pod.Spec.Volumes[i]
+		var err error
+		switch {
+		case vol.EmptyDir != nil:
+			err = prepareEmptyDir(pod, vol, p)
+		case vol.HostPath != nil:
+			err = checkHostPath(vol.HostPath)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("volume %s of pod %s: %w", vol.Name, pod.Name, err))
+		}
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	return prepareSubPaths(pod, p)
+}
+
+func prepareEmptyDir(pod *v1.Pod, vol *v1.Volume, p Paths) error {
+	dir := p.EmptyDir(string(pod.UID), vol.Name)
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return fmt.Errorf("create emptyDir: %w", err)
+	}
+	if vol.EmptyDir.Medium == v1.StorageMediumMemory {
+		var size int64
+		if l := vol.EmptyDir.SizeLimit; l != nil {
+			size = l.Value()
+		}
+		if err := mountTmpfs(dir, size); err != nil {
+			return err
+		}
+	}
+	// The kubelet makes emptyDirs world-writable so any container user can use them.
+	if err := os.Chmod(dir, 0o777); err != nil {
+		return fmt.Errorf("chmod emptyDir: %w", err)
+	}
+	return nil
+}
+
+// checkHostPath is the kubelet's hostPath type checker (pkg/volume/hostpath).
+func checkHostPath(h *v1.HostPathVolumeSource) error {
+	t := v1.HostPathUnset
+	if h.Type != nil {
+		t = *h.Type
+	}
+	fi, err := os.Stat(h.Path)
+	exists := err == nil
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("hostPath %s: %w", h.Path, err)
+	}
+	want := func(ok bool, what string) error {
+		if !exists {
+			return fmt.Errorf("hostPath type check failed: %s is not a %s: it does not exist", h.Path, what)
+		}
+		if !ok {
+			return fmt.Errorf("hostPath type check failed: %s is not a %s", h.Path, what)
+		}
+		return nil
+	}
+	switch t {
+	case v1.HostPathUnset:
+		return nil
+	case v1.HostPathDirectoryOrCreate:
+		if !exists {
+			if err := os.MkdirAll(h.Path, 0o755); err != nil {
+				return fmt.Errorf("hostPath %s: create directory: %w", h.Path, err)
+			}
+			return nil
+		}
+		return want(fi.IsDir(), "directory")
+	case v1.HostPathFileOrCreate:
+		if !exists {
+			// Like the kubelet, the parent directory is not created.
+			f, err := os.OpenFile(h.Path, os.O_RDONLY|os.O_CREATE|os.O_EXCL, 0o644)
+			if err != nil {
+				return fmt.Errorf("hostPath %s: create file: %w", h.Path, err)
+			}
+			return f.Close()
+		}
+		return want(fi.Mode().IsRegular(), "file")
+	case v1.HostPathDirectory:
+		return want(exists && fi.IsDir(), "directory")
+	case v1.HostPathFile:
+		return want(exists && fi.Mode().IsRegular(), "file")
+	case v1.HostPathSocket:
+		return want(exists && fi.Mode()&fs.ModeSocket != 0, "socket")
+	case v1.HostPathCharDev:
+		return want(exists && fi.Mode()&fs.ModeCharDevice != 0, "character device")
+	case v1.HostPathBlockDev:
+		return want(exists && fi.Mode()&fs.ModeDevice != 0 && fi.Mode()&fs.ModeCharDevice == 0, "block device")
+	}
+	return fmt.Errorf("hostPath %s: unknown type %q", h.Path, t)
+}
+
+// prepareSubPaths creates missing subPath directories inside volumes, as the
+// kubelet does before binding them.
+func prepareSubPaths(pod *v1.Pod, p Paths) error {
+	volumes := map[string]*v1.Volume{}
+	for i := range pod.Spec.Volumes {
+		volumes[pod.Spec.Volumes[i].Name] = &pod.Spec.Volumes[i]
+	}
+	all := append(append([]v1.Container{}, pod.Spec.InitContainers...), pod.Spec.Containers...)
+	for _, c := range all {
+		for _, m := range c.VolumeMounts {
+			vol, ok := volumes[m.Name]
+			if m.SubPath == "" || !ok {
+				continue
+			}
+			src, err := volumeSource(pod, vol, p)
+			if err != nil {
+				return err
+			}
+			dir := filepath.Join(src, m.SubPath)
+			if _, err := os.Lstat(dir); err == nil {
+				continue
+			}
+			if err := os.MkdirAll(dir, 0o750); err != nil {
+				return fmt.Errorf("subPath %s of volume %s: %w", m.SubPath, m.Name, err)
+			}
+		}
+	}
+	return nil
+}
+
+// RemoveVolumes deletes <RootDir>/pods/<uid> (emptyDirs, unmounting memory-backed
+// ones first); hostPaths are untouched.
+func RemoveVolumes(podUID string, p Paths) error {
+	dir := p.PodDir(podUID)
+	emptyDirs := filepath.Join(dir, "volumes", "kubernetes.io~empty-dir")
+	entries, err := os.ReadDir(emptyDirs)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("remove volumes of pod %s: %w", podUID, err)
+	}
+	for _, e := range entries {
+		if err := unmountIfMounted(filepath.Join(emptyDirs, e.Name())); err != nil {
+			return fmt.Errorf("remove volumes of pod %s: %w", podUID, err)
+		}
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("remove volumes of pod %s: %w", podUID, err)
+	}
+	return nil
+}
