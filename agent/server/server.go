@@ -1,0 +1,68 @@
+// Package server serves the agent's view over HTTP: /healthz and /pods like the
+// kubelet's read-only port, and /problems for the CLI.
+package server
+
+import (
+	"encoding/json"
+	"log/slog"
+	"net/http"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/staticpodd/staticpodd/agent/manifest"
+)
+
+// Agent is what the server shows; *agent.Agent implements it.
+type Agent interface {
+	Pods() []v1.Pod
+	Problems() []manifest.Problem
+}
+
+// Problem is a manifest problem as JSON.
+type Problem struct {
+	Origin string `json:"origin"`
+	Error  string `json:"error"`
+}
+
+// New returns the handler for the read-only port and the CLI socket.
+func New(a Agent, logger *slog.Logger) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = w.Write([]byte("ok"))
+	})
+	mux.HandleFunc("GET /pods", func(w http.ResponseWriter, r *http.Request) {
+		list := v1.PodList{
+			TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "PodList"},
+			Items:    a.Pods(),
+		}
+		if list.Items == nil {
+			list.Items = []v1.Pod{}
+		}
+		writeJSON(w, logger, list)
+	})
+	mux.HandleFunc("GET /problems", func(w http.ResponseWriter, r *http.Request) {
+		out := []Problem{}
+		for _, p := range a.Problems() {
+			msg := ""
+			if p.Err != nil {
+				msg = p.Err.Error()
+			}
+			out = append(out, Problem{Origin: p.Origin, Error: msg})
+		}
+		writeJSON(w, logger, out)
+	})
+	return mux
+}
+
+func writeJSON(w http.ResponseWriter, logger *slog.Logger, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		logger.Error("encode response failed", "err", err)
+		http.Error(w, "encode response: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(b)
+}

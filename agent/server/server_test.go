@@ -1,0 +1,146 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/staticpodd/staticpodd/agent"
+	"github.com/staticpodd/staticpodd/agent/manifest"
+)
+
+var _ Agent = (*agent.Agent)(nil)
+
+type fakeAgent struct {
+	pods     []v1.Pod
+	problems []manifest.Problem
+}
+
+func (f fakeAgent) Pods() []v1.Pod               { return f.pods }
+func (f fakeAgent) Problems() []manifest.Problem { return f.problems }
+
+var testAgent = fakeAgent{
+	pods: []v1.Pod{{
+		ObjectMeta: metav1.ObjectMeta{Name: "web-node1", Namespace: "default", UID: "u1"},
+		Status: v1.PodStatus{Phase: v1.PodRunning, ContainerStatuses: []v1.ContainerStatus{{
+			Name: "web", RestartCount: 2, State: v1.ContainerState{Running: &v1.ContainerStateRunning{}},
+		}}},
+	}},
+	problems: []manifest.Problem{{Origin: "/m/bad.yaml", Err: errors.New("line 3: did not find expected key")}},
+}
+
+func logger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+func get(t *testing.T, c *http.Client, url string) (int, string, []byte) {
+	t.Helper()
+	resp, err := c.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, resp.Header.Get("Content-Type"), b
+}
+
+func TestEndpoints(t *testing.T) {
+	srv := httptest.NewServer(New(testAgent, logger()))
+	defer srv.Close()
+
+	if code, _, body := get(t, srv.Client(), srv.URL+"/healthz"); code != 200 || string(body) != "ok" {
+		t.Errorf("/healthz = %d %q", code, body)
+	}
+
+	code, ctype, body := get(t, srv.Client(), srv.URL+"/pods")
+	var list v1.PodList
+	if err := json.Unmarshal(body, &list); err != nil || code != 200 || ctype != "application/json" {
+		t.Fatalf("/pods = %d %s %q: %v", code, ctype, body, err)
+	}
+	if list.APIVersion != "v1" || list.Kind != "PodList" || len(list.Items) != 1 ||
+		list.Items[0].Status.ContainerStatuses[0].RestartCount != 2 {
+		t.Errorf("/pods = %+v", list)
+	}
+
+	_, _, body = get(t, srv.Client(), srv.URL+"/problems")
+	var probs []Problem
+	if err := json.Unmarshal(body, &probs); err != nil || len(probs) != 1 ||
+		probs[0] != (Problem{Origin: "/m/bad.yaml", Error: "line 3: did not find expected key"}) {
+		t.Errorf("/problems = %s (%v)", body, err)
+	}
+
+	if code, _, _ := get(t, srv.Client(), srv.URL+"/nope"); code != http.StatusNotFound {
+		t.Errorf("/nope = %d, want 404", code)
+	}
+}
+
+func TestEmptyPodListIsAnEmptyArray(t *testing.T) {
+	srv := httptest.NewServer(New(fakeAgent{}, logger()))
+	defer srv.Close()
+	_, _, body := get(t, srv.Client(), srv.URL+"/pods")
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(body, &raw); err != nil || string(raw["items"]) != "[]" {
+		t.Errorf("/pods with no pods = %s, want items []", body)
+	}
+}
+
+func TestListenUnix(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "run", "staticpodd.sock")
+	// A stale socket from a daemon that died.
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	stale, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale.(*net.UnixListener).SetUnlinkOnClose(false)
+	stale.Close()
+
+	l, err := ListenUnix(path)
+	if err != nil {
+		t.Fatalf("ListenUnix over a stale socket: %v", err)
+	}
+	fi, err := os.Stat(path)
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("socket mode = %v (%v), want 0600", fi.Mode().Perm(), err)
+	}
+	if _, err := ListenUnix(path); err == nil {
+		t.Error("a second ListenUnix on a live socket succeeded")
+	}
+
+	srv := &http.Server{Handler: New(testAgent, logger())}
+	go srv.Serve(l)
+	defer srv.Close()
+	c := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", path)
+	}}}
+	if code, _, body := get(t, c, "http://staticpodd/healthz"); code != 200 || string(body) != "ok" {
+		t.Errorf("/healthz over the socket = %d %q", code, body)
+	}
+}
+
+func TestListenUnixRefusesNonSocket(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "staticpodd.sock")
+	if err := os.WriteFile(path, []byte("precious"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ListenUnix(path); err == nil {
+		t.Fatal("ListenUnix replaced a regular file")
+	}
+	if b, _ := os.ReadFile(path); string(b) != "precious" {
+		t.Error("the file was changed")
+	}
+}
