@@ -179,9 +179,15 @@ func (s *Store) commit(imgs []Image, layers map[string]stagedLayer) ([]Image, er
 			}
 		}
 	}
+	// An archive may list one image several times, once per reference.
 	out := make([]Image, 0, len(imgs))
 	for _, img := range imgs {
-		out = append(out, idx.add(img))
+		img = idx.add(img)
+		if i := slices.IndexFunc(out, func(o Image) bool { return o.ID == img.ID }); i >= 0 {
+			out[i] = img
+		} else {
+			out = append(out, img)
+		}
 	}
 	if err := s.saveLocked(idx); err != nil {
 		return nil, err

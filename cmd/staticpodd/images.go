@@ -1,0 +1,114 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/staticpodd/staticpodd/oci/image"
+)
+
+// newImagesCmd is `staticpodd images import|ls|rm`, working on the store under
+// <root-dir>/images directly; the store's lock makes that safe while the daemon runs.
+func newImagesCmd(o *globalOptions) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "images",
+		Short: "Manage the local image store",
+	}
+	open := func() (*image.Store, error) {
+		logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+		return image.Open(filepath.Join(o.RootDir, "images"), logger)
+	}
+	cmd.AddCommand(&cobra.Command{
+		Use:   "import FILE...",
+		Short: "Import OCI archives, OCI layout dirs or docker-archives (plain, gzip or zstd)",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, err := open()
+			if err != nil {
+				return err
+			}
+			for _, p := range args {
+				imgs, err := s.Import(cmd.Context(), p)
+				if err != nil {
+					return err
+				}
+				for _, img := range imgs {
+					fmt.Fprintf(cmd.OutOrStdout(), "imported %s %s\n", shortID(img.ID), strings.Join(img.Refs, " "))
+				}
+			}
+			return nil
+		},
+	})
+	cmd.AddCommand(&cobra.Command{
+		Use:     "ls",
+		Aliases: []string{"list"},
+		Short:   "List images",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			s, err := open()
+			if err != nil {
+				return err
+			}
+			imgs, err := s.List()
+			if err != nil {
+				return err
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 8, 3, ' ', 0)
+			fmt.Fprintln(tw, "REF\tID\tSIZE\tCREATED")
+			for _, img := range imgs {
+				refs := img.Refs
+				if len(refs) == 0 {
+					refs = []string{"<none>"}
+				}
+				for _, r := range refs {
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r, shortID(img.ID), humanSize(img.Size), img.Created.UTC().Format(time.RFC3339))
+				}
+			}
+			return tw.Flush()
+		},
+	})
+	cmd.AddCommand(&cobra.Command{
+		Use:     "rm REF...",
+		Aliases: []string{"remove"},
+		Short:   "Remove image references; layers no image uses are deleted",
+		Args:    cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, err := open()
+			if err != nil {
+				return err
+			}
+			for _, ref := range args {
+				if err := s.Remove(ref); err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "removed %s\n", ref)
+			}
+			return nil
+		},
+	})
+	return cmd
+}
+
+func shortID(id string) string {
+	_, hex, _ := strings.Cut(id, ":")
+	return hex[:min(12, len(hex))]
+}
+
+func humanSize(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1fGB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1fMB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1fkB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%dB", n)
+}

@@ -1,0 +1,263 @@
+package main
+
+import (
+	"archive/tar"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/klauspost/compress/gzip"
+	"github.com/klauspost/compress/zstd"
+)
+
+// epoch is every timestamp in the image, so builds are reproducible.
+var epoch = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// requiredApplets must be linked; other applets the binary lists are linked too.
+var requiredApplets = []string{"sh", "ls", "cat", "echo", "sleep", "httpd", "wget", "true", "false",
+	"env", "id", "hostname", "ps", "mount", "grep", "touch", "date", "kill"}
+
+type options struct {
+	busybox          string
+	refs             []string
+	format, compress string
+	entrypoint, cmd  []string
+	env              []string
+	out              string
+}
+
+// parseList reads a JSON array (["a","b"]) or a comma list (a,b). "" is nil.
+func parseList(s string) ([]string, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return nil, nil
+	}
+	if strings.HasPrefix(s, "[") {
+		var l []string
+		if err := json.Unmarshal([]byte(s), &l); err != nil {
+			return nil, fmt.Errorf("parse %q as a JSON array: %w", s, err)
+		}
+		return l, nil
+	}
+	return strings.Split(s, ","), nil
+}
+
+func build(o options) error {
+	bin, err := os.ReadFile(o.busybox)
+	if err != nil {
+		return fmt.Errorf("read busybox (apt-get install busybox-static): %w", err)
+	}
+	layerTar, err := rootfsTar(bin, applets(o.busybox))
+	if err != nil {
+		return err
+	}
+	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
+		return io.NopCloser(bytes.NewReader(layerTar)), nil
+	})
+	if err != nil {
+		return fmt.Errorf("make layer: %w", err)
+	}
+	img, err := mutate.AppendLayers(empty.Image, layer)
+	if err != nil {
+		return fmt.Errorf("make image: %w", err)
+	}
+	cfg, err := img.ConfigFile()
+	if err != nil {
+		return fmt.Errorf("make image: %w", err)
+	}
+	cfg = cfg.DeepCopy()
+	cfg.OS, cfg.Architecture = "linux", "amd64"
+	cfg.Created = v1.Time{Time: epoch}
+	cfg.Config.Entrypoint, cfg.Config.Cmd, cfg.Config.Env = o.entrypoint, o.cmd, o.env
+	if img, err = mutate.ConfigFile(img, cfg); err != nil {
+		return fmt.Errorf("make image: %w", err)
+	}
+	return write(o, img)
+}
+
+// applets are the applet names the busybox binary reports, or the required ones if
+// it cannot be run here (another architecture).
+func applets(busybox string) []string {
+	out, err := exec.Command(busybox, "--list").Output()
+	if err != nil {
+		return requiredApplets
+	}
+	list := strings.Fields(string(out))
+	for _, a := range requiredApplets {
+		if !slices.Contains(list, a) {
+			list = append(list, a)
+		}
+	}
+	slices.Sort(list)
+	return slices.Compact(list)
+}
+
+// rootfsTar is the one layer: busybox, its applet links, users, /tmp and /www.
+func rootfsTar(bin []byte, applets []string) ([]byte, error) {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	add := func(hdr *tar.Header, body []byte) error {
+		hdr.ModTime, hdr.Format, hdr.Size = epoch, tar.FormatPAX, int64(len(body))
+		if err := tw.WriteHeader(hdr); err != nil {
+			return err
+		}
+		_, err := tw.Write(body)
+		return err
+	}
+	dir := func(name string, mode int64) error {
+		return add(&tar.Header{Name: name + "/", Typeflag: tar.TypeDir, Mode: mode}, nil)
+	}
+	file := func(name string, mode int64, body string) error {
+		return add(&tar.Header{Name: name, Typeflag: tar.TypeReg, Mode: mode}, []byte(body))
+	}
+	err := errors.Join(
+		dir("bin", 0o755), add(&tar.Header{Name: "bin/busybox", Typeflag: tar.TypeReg, Mode: 0o755}, bin),
+		dir("dev", 0o755), dir("etc", 0o755), dir("proc", 0o555), dir("root", 0o700), dir("sys", 0o555),
+		dir("tmp", 0o1777), dir("usr", 0o755), dir("usr/bin", 0o755), dir("var", 0o755), dir("www", 0o755),
+		file("etc/passwd", 0o644, "root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n"),
+		file("etc/group", 0o644, "root:x:0:\nnobody:x:65534:\n"),
+		file("www/index.html", 0o644, "hello from staticpodd\n"),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("make layer: %w", err)
+	}
+	for _, a := range applets {
+		if a == "busybox" || strings.Contains(a, "/") {
+			continue
+		}
+		if err := add(&tar.Header{Name: "bin/" + a, Typeflag: tar.TypeSymlink, Linkname: "busybox", Mode: 0o777}, nil); err != nil {
+			return nil, fmt.Errorf("make layer: %w", err)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return nil, fmt.Errorf("make layer: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+// write puts img into o.out in o.format, compressed as o.compress; the file appears
+// complete or not at all.
+func write(o options, img v1.Image) error {
+	tmp, err := os.CreateTemp(filepath.Dir(o.out), "."+filepath.Base(o.out)+".tmp-")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	defer tmp.Close()
+	var w io.WriteCloser
+	switch o.compress {
+	case "none":
+		w = nopCloser{tmp}
+	case "gzip":
+		w = gzip.NewWriter(tmp)
+	case "zstd":
+		if w, err = zstd.NewWriter(tmp); err != nil {
+			return err
+		}
+	default:
+		return fmt.Errorf("unknown -compress %q (none, gzip, zstd)", o.compress)
+	}
+	switch o.format {
+	case "docker":
+		err = writeDocker(w, o.refs, img)
+	case "oci":
+		err = writeOCI(w, o.refs, img)
+	default:
+		err = fmt.Errorf("unknown -format %q (docker, oci)", o.format)
+	}
+	if err == nil {
+		err = w.Close()
+	}
+	if err == nil {
+		err = tmp.Close()
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), o.out)
+	}
+	if err != nil {
+		return fmt.Errorf("write %s: %w", o.out, err)
+	}
+	return nil
+}
+
+type nopCloser struct{ io.Writer }
+
+func (nopCloser) Close() error { return nil }
+
+func writeDocker(w io.Writer, refs []string, img v1.Image) error {
+	m := map[name.Reference]v1.Image{}
+	for _, r := range refs {
+		tag, err := name.NewTag(r)
+		if err != nil {
+			return fmt.Errorf("-ref %q: %w", r, err)
+		}
+		m[tag] = img
+	}
+	return tarball.MultiRefWrite(m, w)
+}
+
+// writeOCI writes an OCI archive: an OCI layout, one index entry per reference, in a
+// tar with fixed owners and times.
+func writeOCI(w io.Writer, refs []string, img v1.Image) error {
+	dir, err := os.MkdirTemp("", "mkimage-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	lp, err := layout.Write(dir, empty.Index)
+	if err != nil {
+		return err
+	}
+	for _, r := range refs {
+		ref, err := name.ParseReference(r)
+		if err != nil {
+			return fmt.Errorf("-ref %q: %w", r, err)
+		}
+		full := strings.Replace(ref.Name(), name.DefaultRegistry+"/", "docker.io/", 1)
+		ann := map[string]string{"org.opencontainers.image.ref.name": full, "io.containerd.image.name": full}
+		if err := lp.AppendImage(img, layout.WithAnnotations(ann)); err != nil {
+			return err
+		}
+	}
+	tw := tar.NewWriter(w)
+	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || p == dir {
+			return err
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			return tw.WriteHeader(&tar.Header{Name: rel + "/", Typeflag: tar.TypeDir, Mode: 0o755, ModTime: epoch})
+		}
+		body, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		if err := tw.WriteHeader(&tar.Header{Name: rel, Typeflag: tar.TypeReg, Mode: 0o644, ModTime: epoch, Size: int64(len(body))}); err != nil {
+			return err
+		}
+		_, err = tw.Write(body)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return tw.Close()
+}
