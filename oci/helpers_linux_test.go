@@ -17,12 +17,10 @@ import (
 	"time"
 
 	imagespec "github.com/opencontainers/image-spec/specs-go/v1"
-	"github.com/opencontainers/runc/libcontainer/specconv"
-	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 
 	"github.com/staticpodd/staticpodd/agent/podspec"
-	"github.com/staticpodd/staticpodd/oci/spec"
+	"github.com/staticpodd/staticpodd/oci/image"
 	"github.com/staticpodd/staticpodd/tests/testroot"
 )
 
@@ -101,21 +99,21 @@ func (s overlayStore) paths(key string) (upper, work, merged string) {
 	return filepath.Join(d, "upper"), filepath.Join(d, "work"), filepath.Join(d, "merged")
 }
 
-func (s overlayStore) Prepare(key, ref string) (string, Image, error) {
+func (s overlayStore) Prepare(key, ref string) (string, image.Image, error) {
 	if ref != testImage {
-		return "", Image{}, fmt.Errorf("image %s: %w", ref, podspec.ErrImageNotPresent)
+		return "", image.Image{}, fmt.Errorf("image %s: %w", ref, podspec.ErrImageNotPresent)
 	}
 	upper, work, merged := s.paths(key)
 	for _, d := range []string{upper, work, merged} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
-			return "", Image{}, err
+			return "", image.Image{}, err
 		}
 	}
 	opts := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s", s.lower, upper, work)
 	if err := unix.Mount("overlay", merged, "overlay", 0, opts); err != nil {
-		return "", Image{}, fmt.Errorf("mount overlay %s: %w", merged, err)
+		return "", image.Image{}, fmt.Errorf("mount overlay %s: %w", merged, err)
 	}
-	return merged, Image{ID: "sha256:test", Config: imagespec.ImageConfig{Env: []string{"PATH=/bin"}}}, nil
+	return merged, image.Image{ID: "sha256:test", Config: imagespec.ImageConfig{Env: []string{"PATH=/bin"}}}, nil
 }
 
 func (s overlayStore) Release(key string) error {
@@ -124,39 +122,6 @@ func (s overlayStore) Release(key string) error {
 		return err
 	}
 	return os.RemoveAll(filepath.Join(s.dir, key))
-}
-
-// testSpec stands in for spec.Generate while that is being written: runc's
-// example spec joined to the sandbox.
-func testSpec(pod *podspec.Pod, c *podspec.Container, img imagespec.ImageConfig, rootfs string, sb spec.Sandbox) (*specs.Spec, error) {
-	s := specconv.Example()
-	s.Root = &specs.Root{Path: rootfs}
-	s.Hostname = ""
-	s.Process.Terminal = false
-	s.Process.Args = append(append([]string{}, c.Command...), c.Args...)
-	s.Process.Env = img.Env
-	s.Process.Rlimits = []specs.POSIXRlimit{{Type: "RLIMIT_NOFILE", Hard: 1 << 20, Soft: 1 << 20}}
-	s.Linux.CgroupsPath = sb.CgroupsPath
-	var nss []specs.LinuxNamespace
-	for _, ns := range s.Linux.Namespaces {
-		p, join := map[specs.LinuxNamespaceType]string{
-			specs.NetworkNamespace: sb.NetNS, specs.UTSNamespace: sb.UTSNS, specs.IPCNamespace: sb.IPCNS,
-		}[ns.Type]
-		if join {
-			if p == "" {
-				continue // the host's
-			}
-			ns.Path = p
-		}
-		nss = append(nss, ns)
-	}
-	s.Linux.Namespaces = nss
-	for src, dst := range map[string]string{sb.HostsFile: "/etc/hosts", sb.HostnameFile: "/etc/hostname", sb.ResolvConfFile: "/etc/resolv.conf"} {
-		if src != "" {
-			s.Mounts = append(s.Mounts, specs.Mount{Destination: dst, Type: "bind", Source: src, Options: []string{"rbind", "ro"}})
-		}
-	}
-	return s, nil
 }
 
 // env is one test's runtime and everything it needs.
@@ -192,7 +157,6 @@ func (e *env) newRuntime() *Runtime {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	rt.generate = testSpec
 	return rt
 }
 

@@ -7,28 +7,19 @@ import (
 	"log/slog"
 	"sync"
 
-	imagespec "github.com/opencontainers/image-spec/specs-go/v1"
-	specs "github.com/opencontainers/runtime-spec/specs-go"
-
-	"github.com/staticpodd/staticpodd/agent/podspec"
-	"github.com/staticpodd/staticpodd/oci/spec"
+	"github.com/staticpodd/staticpodd/oci/image"
 )
 
 // DefaultCgroupRoot is the cgroupfs parent of every pod cgroup.
 const DefaultCgroupRoot = "/staticpodd"
 
-// Image is what the runtime needs to know about an image once its rootfs is ready.
-type Image struct {
-	ID     string // sha256:… of the image config
-	Config imagespec.ImageConfig
-}
-
-// ImageStore gives each container a writable root filesystem over an image.
+// ImageStore gives each container a writable root filesystem over an image;
+// *image.Store is one.
 type ImageStore interface {
 	// Prepare mounts a writable overlay rootfs for key over image ref and returns
 	// its path and the image. An image missing from the store is an error
 	// wrapping podspec.ErrImageNotPresent.
-	Prepare(key, ref string) (rootfs string, img Image, err error)
+	Prepare(key, ref string) (rootfs string, img image.Image, err error)
 	// Release unmounts the rootfs of key and removes its writable layer. Releasing
 	// an unknown key is not an error.
 	Release(key string) error
@@ -47,15 +38,11 @@ type Config struct {
 	Logger     *slog.Logger
 }
 
-// generateFunc is spec.Generate; tests replace it.
-type generateFunc func(pod *podspec.Pod, c *podspec.Container, img imagespec.ImageConfig, rootfs string, sb spec.Sandbox) (*specs.Spec, error)
-
 // Runtime runs pods' containers. It is safe for concurrent use, and every method
 // works for containers started by an earlier daemon process.
 type Runtime struct {
-	cfg      Config
-	log      *slog.Logger
-	generate generateFunc
+	cfg Config
+	log *slog.Logger
 
 	mu sync.Mutex
 	// monitors holds the monitors this process started or adopted, by container

@@ -43,7 +43,6 @@ func New(cfg Config) (*Runtime, error) {
 	r := &Runtime{
 		cfg:      cfg,
 		log:      cfg.Logger,
-		generate: spec.Generate,
 		monitors: map[string]*monitor{},
 		podLocks: map[string]*sync.Mutex{},
 	}
@@ -92,7 +91,7 @@ func (r *Runtime) start(id string, pod *podspec.Pod, c *podspec.Container, pr po
 	if err != nil {
 		return podspec.ContainerStatus{}, fmt.Errorf("prepare rootfs from %s: %w", c.Image, err)
 	}
-	s, err := r.generate(pod, c, img.Config, rootfs, r.sandboxFor(pr, id))
+	s, err := spec.Generate(pod, c, img.Config, rootfs, r.sandboxFor(pr, id))
 	if err != nil {
 		return podspec.ContainerStatus{}, err
 	}

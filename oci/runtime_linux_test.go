@@ -258,7 +258,6 @@ func runHelper() int {
 	if err != nil {
 		return 3
 	}
-	rt.generate = testSpec
 	ctx := context.Background()
 	if err := rt.CreateSandbox(ctx, &a.Pod); err != nil {
 		os.Stderr.WriteString(err.Error())

@@ -59,6 +59,10 @@ func (r *Runtime) CreateSandbox(ctx context.Context, pod *podspec.Pod) error {
 	if _, err := os.Stat(filepath.Join(dir, podFile)); err == nil {
 		return nil
 	}
+	// A daemon that died half-way through left parts: start from nothing.
+	if err := r.removeSandbox(pod.UID); err != nil {
+		return fmt.Errorf("create sandbox of pod %s: remove partial sandbox: %w", pod.Name, err)
+	}
 	pr := podRecord{
 		UID: pod.UID, Namespace: pod.Namespace, Name: pod.Name, Hostname: pod.Hostname,
 		HostNetwork: pod.HostNetwork, HostIPC: pod.HostIPC,
