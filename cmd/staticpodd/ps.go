@@ -1,0 +1,221 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/duration"
+
+	"github.com/staticpodd/staticpodd/agent/server"
+)
+
+// socketName is the CLI socket under --run-dir.
+const socketName = "staticpodd.sock"
+
+// newPsCmd is `staticpodd ps`: pods and containers as the running daemon sees
+// them, asked over <run-dir>/staticpodd.sock.
+func newPsCmd(o *globalOptions) *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "ps [-o wide|json]",
+		Short: "List pods and containers as the running daemon sees them",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if output != "" && output != "wide" && output != "json" {
+				return fmt.Errorf("unknown output format %q: want wide or json", output)
+			}
+			c := newDaemonClient(filepath.Join(o.RunDir, socketName))
+			if output == "json" {
+				body, err := c.get(cmd.Context(), "/pods")
+				if err != nil {
+					return err
+				}
+				_, err = cmd.OutOrStdout().Write(append(body, '\n'))
+				return err
+			}
+			var list v1.PodList
+			if err := c.getJSON(cmd.Context(), "/pods", &list); err != nil {
+				return err
+			}
+			var problems []server.Problem
+			if err := c.getJSON(cmd.Context(), "/problems", &problems); err != nil {
+				return err
+			}
+			return printPods(cmd.OutOrStdout(), list.Items, problems, output == "wide", time.Now())
+		},
+	}
+	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: wide or json")
+	return cmd
+}
+
+// daemonClient talks HTTP to the daemon over its unix socket.
+type daemonClient struct {
+	socket string
+	http   *http.Client
+}
+
+func newDaemonClient(socket string) *daemonClient {
+	return &daemonClient{
+		socket: socket,
+		http: &http.Client{
+			Timeout: 10 * time.Second,
+			Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+				return (&net.Dialer{}).DialContext(ctx, "unix", socket)
+			}},
+		},
+	}
+}
+
+func (c *daemonClient) get(ctx context.Context, path string) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://staticpodd"+path, nil)
+	if err != nil {
+		return nil, fmt.Errorf("request %s: %w", path, err)
+	}
+	resp, err := c.http.Do(req)
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ECONNREFUSED) {
+		return nil, fmt.Errorf("staticpodd is not running (nothing listens on %s; is --run-dir right?)", c.socket)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("ask the daemon for %s: %w", path, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("read %s from the daemon: %w", path, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("daemon answered %s for %s: %s", resp.Status, path, strings.TrimSpace(string(body)))
+	}
+	return body, nil
+}
+
+func (c *daemonClient) getJSON(ctx context.Context, path string, v any) error {
+	body, err := c.get(ctx, path)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		return fmt.Errorf("decode %s from the daemon: %w", path, err)
+	}
+	return nil
+}
+
+func printPods(out io.Writer, pods []v1.Pod, problems []server.Problem, wide bool, now time.Time) error {
+	tw := tabwriter.NewWriter(out, 0, 8, 3, ' ', 0)
+	if len(pods) == 0 {
+		fmt.Fprintln(tw, "No pods.")
+	} else {
+		header := "NAMESPACE\tNAME\tREADY\tSTATUS\tRESTARTS\tAGE"
+		if wide {
+			header += "\tIP\tNODE"
+		}
+		fmt.Fprintln(tw, header)
+		for _, p := range pods {
+			ready, restarts := 0, int32(0)
+			for _, cs := range p.Status.ContainerStatuses {
+				if cs.Ready {
+					ready++
+				}
+				restarts += cs.RestartCount
+			}
+			age := "<unknown>"
+			if p.Status.StartTime != nil {
+				age = duration.HumanDuration(now.Sub(p.Status.StartTime.Time))
+			}
+			line := fmt.Sprintf("%s\t%s\t%d/%d\t%s\t%d\t%s", p.Namespace, p.Name, ready, len(p.Spec.Containers), podStatus(p), restarts, age)
+			if wide {
+				line += fmt.Sprintf("\t%s\t%s", orNone(p.Status.PodIP), orNone(p.Spec.NodeName))
+			}
+			fmt.Fprintln(tw, line)
+		}
+		if wide {
+			fmt.Fprintln(tw)
+			fmt.Fprintln(tw, "POD\tCONTAINER\tSTATE\tRESTARTS\tCONTAINER ID\tIMAGE")
+			for _, p := range pods {
+				for _, cs := range append(append([]v1.ContainerStatus{}, p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...) {
+					fmt.Fprintf(tw, "%s/%s\t%s\t%s\t%d\t%s\t%s\n", p.Namespace, p.Name, cs.Name, containerState(cs),
+						cs.RestartCount, orNone(strings.TrimPrefix(cs.ContainerID, "staticpodd://")), cs.Image)
+				}
+			}
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("write pod list: %w", err)
+	}
+	if len(problems) > 0 {
+		fmt.Fprintln(out)
+		fmt.Fprintln(out, "Manifest problems:")
+		for _, p := range problems {
+			fmt.Fprintf(out, "  %s: %s\n", p.Origin, p.Error)
+		}
+	}
+	return nil
+}
+
+// podStatus is the STATUS column as kubectl shows it: the reason a container
+// waits or stopped, Init:n/m while init containers run, else the phase.
+func podStatus(p v1.Pod) string {
+	for i, cs := range p.Status.InitContainerStatuses {
+		switch {
+		case cs.State.Terminated != nil && cs.State.Terminated.ExitCode == 0:
+			continue
+		case cs.State.Terminated != nil:
+			return "Init:" + orDefault(cs.State.Terminated.Reason, fmt.Sprintf("ExitCode:%d", cs.State.Terminated.ExitCode))
+		case cs.State.Waiting != nil && cs.State.Waiting.Reason != "" && cs.State.Waiting.Reason != "PodInitializing":
+			return "Init:" + cs.State.Waiting.Reason
+		default:
+			return fmt.Sprintf("Init:%d/%d", i, len(p.Spec.InitContainers))
+		}
+	}
+	reason := string(p.Status.Phase)
+	running := false
+	for i := len(p.Status.ContainerStatuses) - 1; i >= 0; i-- {
+		cs := p.Status.ContainerStatuses[i]
+		switch {
+		case cs.State.Waiting != nil && cs.State.Waiting.Reason != "":
+			reason = cs.State.Waiting.Reason
+		case cs.State.Terminated != nil:
+			reason = orDefault(cs.State.Terminated.Reason, fmt.Sprintf("ExitCode:%d", cs.State.Terminated.ExitCode))
+		case cs.State.Running != nil && cs.Ready:
+			running = true
+		}
+	}
+	if running && reason == "Completed" {
+		reason = string(v1.PodRunning)
+	}
+	return reason
+}
+
+func containerState(cs v1.ContainerStatus) string {
+	switch {
+	case cs.State.Running != nil:
+		return "Running"
+	case cs.State.Waiting != nil:
+		return "Waiting:" + cs.State.Waiting.Reason
+	case cs.State.Terminated != nil:
+		return fmt.Sprintf("Terminated:%s(%d)", cs.State.Terminated.Reason, cs.State.Terminated.ExitCode)
+	}
+	return "Unknown"
+}
+
+func orNone(s string) string { return orDefault(s, "<none>") }
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
