@@ -334,3 +334,41 @@ func treeDigest(t *testing.T, root string) string {
 	}
 	return b.String()
 }
+
+// TestConcurrentImports runs imports of the same and of other archives at once, as
+// the daemon's import folder and a CLI `images import` may: every one succeeds and
+// the store ends with each layer once.
+func TestConcurrentImports(t *testing.T) {
+	testroot.Require(t)
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a.tar"), filepath.Join(dir, "b.tar.zst")
+	writeDockerArchive(t, a, map[string]v1.Image{"app:a": testImage(t)})
+	writeDockerArchive(t, b, map[string]v1.Image{"app:b": testImage(t, baseEntries)})
+	compress(t, b, "zstd")
+	s := openStore(t)
+	errs := make(chan error, 6)
+	for _, p := range []string{a, b, a, b, a, b} {
+		go func() {
+			other, err := Open(s.Root(), discardLogger()) // as another process would
+			if err == nil {
+				_, err = other.Import(context.Background(), p)
+			}
+			errs <- err
+		}()
+	}
+	for range 6 {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	imgs, err := s.List()
+	if err != nil || len(imgs) != 2 {
+		t.Fatalf("List = %+v, %v; want 2 images", imgs, err)
+	}
+	if n := countDir(t, s.layersDir()); n != 2 {
+		t.Errorf("%d layer dirs, want 2", n)
+	}
+	if n := countDir(t, s.tmpDir()); n != 0 {
+		t.Errorf("%d staging dirs left", n)
+	}
+}
