@@ -181,16 +181,16 @@ func TestSandbox(t *testing.T) {
 
 func TestNormalizeImage(t *testing.T) {
 	for in, want := range map[string]string{
-		"nginx":                       "docker.io/library/nginx:latest",
-		"nginx:1.27":                  "docker.io/library/nginx:1.27",
-		"library/nginx":               "docker.io/library/nginx:latest",
-		"docker.io/nginx":             "docker.io/library/nginx:latest",
-		"me/app:v1":                   "docker.io/me/app:v1",
+		"nginx":                        "docker.io/library/nginx:latest",
+		"nginx:1.27":                   "docker.io/library/nginx:1.27",
+		"library/nginx":                "docker.io/library/nginx:latest",
+		"docker.io/nginx":              "docker.io/library/nginx:latest",
+		"me/app:v1":                    "docker.io/me/app:v1",
 		"registry.k8s.io/etcd:3.5.9-0": "registry.k8s.io/etcd:3.5.9-0",
-		"localhost:5000/app":          "localhost:5000/app:latest",
-		"localhost/app":               "localhost/app:latest",
-		"busybox@sha256:abc":          "docker.io/library/busybox@sha256:abc",
-		"busybox:1@sha256:abc":        "docker.io/library/busybox:1@sha256:abc",
+		"localhost:5000/app":           "localhost:5000/app:latest",
+		"localhost/app":                "localhost/app:latest",
+		"busybox@sha256:abc":           "docker.io/library/busybox@sha256:abc",
+		"busybox:1@sha256:abc":         "docker.io/library/busybox:1@sha256:abc",
 	} {
 		if got := NormalizeImage(in); got != want {
 			t.Errorf("NormalizeImage(%q) = %q, want %q", in, got, want)

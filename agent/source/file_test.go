@@ -1,0 +1,312 @@
+package source
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/staticpodd/staticpodd/agent/manifest"
+)
+
+func podYAML(name, image string) string {
+	return fmt.Sprintf("apiVersion: v1\nkind: Pod\nmetadata:\n  name: %s\nspec:\n  containers:\n  - name: c\n    image: %s\n", name, image)
+}
+
+const broken = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: broken\nspec:\n  containers: []\n"
+
+var seenAt = time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
+
+// start runs a file source on path and returns its updates.
+func start(t *testing.T, path string, period time.Duration) <-chan Update {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	out := make(chan Update)
+	done := make(chan error, 1)
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if testing.Verbose() {
+		logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	seen := func(types.UID) time.Time { return seenAt }
+	src := NewFile(path, "node1", period, seen, logger)
+	go func() { done <- src.Run(ctx, out) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	return out
+}
+
+// next returns the next update, failing after a few seconds.
+func next(t *testing.T, ch <-chan Update) Update {
+	t.Helper()
+	select {
+	case u := <-ch:
+		return u
+	case <-time.After(5 * time.Second):
+		t.Fatal("no update within 5s")
+		return Update{}
+	}
+}
+
+// waitFor returns the first update for which ok holds.
+func waitFor(t *testing.T, ch <-chan Update, what string, ok func(Update) bool) Update {
+	t.Helper()
+	deadline := time.After(5 * time.Second)
+	for {
+		select {
+		case u := <-ch:
+			if ok(u) {
+				return u
+			}
+		case <-deadline:
+			t.Fatalf("no update with %s within 5s", what)
+		}
+	}
+}
+
+// quiet fails if an update arrives within d.
+func quiet(t *testing.T, ch <-chan Update, d time.Duration) {
+	t.Helper()
+	select {
+	case u := <-ch:
+		t.Fatalf("unexpected update: %s", describe(u))
+	case <-time.After(d):
+	}
+}
+
+func names(u Update) []string {
+	var n []string
+	for _, p := range u.Pods {
+		n = append(n, p.Name)
+	}
+	slices.Sort(n)
+	return n
+}
+
+func describe(u Update) string {
+	var probs []string
+	for _, p := range u.Problems {
+		probs = append(probs, p.Origin)
+	}
+	return fmt.Sprintf("pods %v problems %v", names(u), probs)
+}
+
+func hasPods(want ...string) func(Update) bool {
+	return func(u Update) bool { return slices.Equal(names(u), want) }
+}
+
+// renameIn writes body to a temp file outside dir and rename(2)s it to dir/name,
+// as config management and the benchmark do.
+func renameIn(t *testing.T, dir, name, body string) {
+	t.Helper()
+	tmp := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(tmp, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// t.TempDir() is on the same filesystem as dir (both under the test's temp root).
+	if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func writeFile(t *testing.T, path, body string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestDirectoryAddEditDelete(t *testing.T) {
+	dir := t.TempDir()
+	ch := start(t, dir, time.Hour) // changes must come from inotify, not relists
+
+	if u := next(t, ch); len(u.Pods) != 0 || len(u.Problems) != 0 || u.Source != manifest.SourceFile {
+		t.Fatalf("first update = %s (source %q), want an empty file update", describe(u), u.Source)
+	}
+
+	renameIn(t, dir, "web.yaml", podYAML("web", "busybox:1.36"))
+	u := waitFor(t, ch, "web", hasPods("web-node1"))
+	first := u.Pods[0]
+	if first.Origin != filepath.Join(dir, "web.yaml") || first.Annotations[manifest.AnnotationSeen] != seenAt.Format(time.RFC3339Nano) {
+		t.Errorf("pod origin %q, config.seen %q", first.Origin, first.Annotations[manifest.AnnotationSeen])
+	}
+
+	writeFile(t, filepath.Join(dir, "web.yaml"), podYAML("web", "busybox:1.37"))
+	u = waitFor(t, ch, "a new web UID", func(u Update) bool { return len(u.Pods) == 1 && u.Pods[0].UID != first.UID })
+	if u.Pods[0].Spec.Containers[0].Image != "busybox:1.37" {
+		t.Errorf("image = %q after the edit", u.Pods[0].Spec.Containers[0].Image)
+	}
+
+	writeFile(t, filepath.Join(dir, "db.json"), `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"db"},"spec":{"containers":[{"name":"c","image":"i"}]}}`)
+	waitFor(t, ch, "db and web", hasPods("db-node1", "web-node1"))
+
+	if err := os.Remove(filepath.Join(dir, "web.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ch, "only db", hasPods("db-node1"))
+}
+
+func TestSkipsDotFilesBackupsAndSubdirectories(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "etcd.yaml"), podYAML("etcd", "etcd:3.5"))
+	for _, name := range []string{".etcd.yaml.swp", ".hidden.yaml", "etcd.yaml.bak", "etcd.yaml~", "etcd.yaml.dpkg-old", "etcd.yaml.rpmsave", "etcd.yaml.orig"} {
+		writeFile(t, filepath.Join(dir, name), podYAML("copy", "etcd:3.4"))
+	}
+	if err := os.Mkdir(filepath.Join(dir, "old"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(dir, "old", "old.yaml"), podYAML("old", "etcd:3.3"))
+
+	ch := start(t, dir, time.Hour)
+	u := next(t, ch)
+	if !hasPods("etcd-node1")(u) || len(u.Problems) != 0 {
+		t.Fatalf("update = %s, want only etcd", describe(u))
+	}
+	// Writing more leftovers changes nothing, so nothing is sent.
+	writeFile(t, filepath.Join(dir, "etcd.yaml.backup"), podYAML("copy2", "etcd:3.4"))
+	writeFile(t, filepath.Join(dir, ".another"), "junk")
+	quiet(t, ch, 500*time.Millisecond)
+}
+
+func TestBrokenFileBesideGoodOne(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "good.yaml"), podYAML("good", "busybox"))
+	writeFile(t, filepath.Join(dir, "broken.yaml"), broken)
+	ch := start(t, dir, time.Hour)
+	// The broken file was just written: its problem is reported once it settles.
+	u := waitFor(t, ch, "a problem", func(u Update) bool { return len(u.Problems) == 1 })
+	if !hasPods("good-node1")(u) {
+		t.Fatalf("update = %s, want good and one problem", describe(u))
+	}
+	p := u.Problems[0]
+	if p.Origin != filepath.Join(dir, "broken.yaml") || !strings.Contains(p.Err.Error(), "spec.containers: at least one container is required") {
+		t.Errorf("problem %s: %v", p.Origin, p.Err)
+	}
+}
+
+func TestGoodFileTurningBadKeepsLastGoodPod(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "app.yaml")
+	writeFile(t, path, podYAML("app", "busybox"))
+	ch := start(t, dir, time.Hour)
+	good := next(t, ch)
+	if !hasPods("app-node1")(good) {
+		t.Fatalf("update = %s", describe(good))
+	}
+
+	writeFile(t, path, "apiVersion: v1\nkind: Pod\nmetadata:\n  name: app\nspec:\n  containers:\n  - name: c\n    image: \"\"\n")
+	u := waitFor(t, ch, "a problem", func(u Update) bool { return len(u.Problems) == 1 })
+	if !hasPods("app-node1")(u) || u.Pods[0].UID != good.Pods[0].UID {
+		t.Errorf("update = %s, want the last good app pod kept", describe(u))
+	}
+	if !strings.Contains(u.Problems[0].Err.Error(), "spec.containers[0].image: required") {
+		t.Errorf("problem = %v", u.Problems[0].Err)
+	}
+
+	writeFile(t, path, podYAML("app", "busybox:2"))
+	u = waitFor(t, ch, "the fix", func(u Update) bool { return len(u.Problems) == 0 })
+	if !hasPods("app-node1")(u) || u.Pods[0].UID == good.Pods[0].UID {
+		t.Errorf("update = %s, want the new app pod", describe(u))
+	}
+
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ch, "no pods", hasPods())
+}
+
+func TestSingleFile(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "test_pod.yaml")
+	writeFile(t, path, podYAML("static-pod", "nginx:latest"))
+	writeFile(t, filepath.Join(dir, "other.yaml"), podYAML("other", "nginx"))
+	ch := start(t, path, time.Hour)
+	u := next(t, ch)
+	if !hasPods("static-pod-node1")(u) {
+		t.Fatalf("update = %s, want only the named file's pod", describe(u))
+	}
+	// Editors replace the file by rename: the watch on its directory follows.
+	renameIn(t, dir, "test_pod.yaml", podYAML("static-pod", "nginx:1.27"))
+	u = waitFor(t, ch, "the edit", func(u Update) bool {
+		return len(u.Pods) == 1 && u.Pods[0].UID != "" && u.Pods[0].Spec.Containers[0].Image == "nginx:1.27"
+	})
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ch, "no pods", hasPods())
+	writeFile(t, path, podYAML("static-pod", "nginx:1.28"))
+	waitFor(t, ch, "the pod back", hasPods("static-pod-node1"))
+}
+
+func TestDirectoryAppearingLater(t *testing.T) {
+	root := t.TempDir()
+	// The parent exists: inotify on it sees the directory appear.
+	dir := filepath.Join(root, "manifests")
+	ch := start(t, dir, time.Hour)
+	if u := next(t, ch); len(u.Pods) != 0 {
+		t.Fatalf("first update = %s, want empty", describe(u))
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(dir, "a.yaml"), podYAML("a", "busybox"))
+	waitFor(t, ch, "a", hasPods("a-node1"))
+	renameIn(t, dir, "b.yaml", podYAML("b", "busybox"))
+	waitFor(t, ch, "a and b", hasPods("a-node1", "b-node1"))
+}
+
+func TestRelistFindsWhatInotifyCannot(t *testing.T) {
+	root := t.TempDir()
+	// Neither the directory nor its parent exist: only the periodic relist finds it.
+	dir := filepath.Join(root, "etc", "kubernetes", "manifests")
+	ch := start(t, dir, 100*time.Millisecond)
+	if u := next(t, ch); len(u.Pods) != 0 {
+		t.Fatalf("first update = %s, want empty", describe(u))
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(dir, "a.yaml"), podYAML("a", "busybox"))
+	waitFor(t, ch, "a", hasPods("a-node1"))
+	// Once the directory exists it is watched too.
+	renameIn(t, dir, "b.yaml", podYAML("b", "busybox"))
+	waitFor(t, ch, "a and b", hasPods("a-node1", "b-node1"))
+}
+
+func TestHalfWrittenFileIsNotAProblem(t *testing.T) {
+	dir := t.TempDir()
+	ch := start(t, dir, time.Hour)
+	next(t, ch)
+	// A copy in progress: the first half, then the rest a moment later.
+	body := podYAML("big", "busybox")
+	path := filepath.Join(dir, "big.yaml")
+	writeFile(t, path, body[:len(body)/2])
+	time.Sleep(100 * time.Millisecond) // the copier's pace, not a wait for the code under test
+	writeFile(t, path, body)
+	u := next(t, ch)
+	if !hasPods("big-node1")(u) || len(u.Problems) != 0 {
+		t.Errorf("update = %s, want big and no problem", describe(u))
+	}
+}
+
+func TestNoUpdateWithoutChange(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "a.yaml")
+	writeFile(t, path, podYAML("a", "busybox"))
+	ch := start(t, dir, 50*time.Millisecond)
+	next(t, ch)
+	// Rewriting the same content and relisting many times sends nothing.
+	writeFile(t, path, podYAML("a", "busybox"))
+	quiet(t, ch, 400*time.Millisecond)
+}
