@@ -1,10 +1,16 @@
 package agent
 
 import (
+	"net/netip"
+	"strings"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/staticpodd/staticpodd/agent/manifest"
 )
 
 func TestPodPhase(t *testing.T) {
@@ -72,4 +78,64 @@ func TestSummarize(t *testing.T) {
 			t.Errorf("summarize = %q, want %q", got, tc.want)
 		}
 	}
+}
+
+func TestPodStatusFields(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		h := start(t, rt, Config{NodeIP: netip.MustParseAddr("192.0.2.10")})
+		host := testPod("host", "u1", v1.RestartPolicyAlways, ctr("a", "busybox"))
+		host.Spec.HostNetwork = true
+		private := testPod("private", "u2", v1.RestartPolicyAlways, ctr("a", "busybox"), ctr("b", "busybox"))
+		h.send([]manifest.Pod{host, private})
+
+		hs := h.pod("host").Status
+		if hs.HostIP != "192.0.2.10" || hs.PodIP != "192.0.2.10" {
+			t.Errorf("hostNetwork pod hostIP %q podIP %q, want the node IP for both", hs.HostIP, hs.PodIP)
+		}
+		ps := h.pod("private").Status
+		if ps.HostIP != "192.0.2.10" || ps.PodIP != "" {
+			t.Errorf("private pod hostIP %q podIP %q, want node IP and none", ps.HostIP, ps.PodIP)
+		}
+		if ps.StartTime == nil || !ps.StartTime.Time.Equal(time.Now()) {
+			t.Errorf("startTime = %v, want now", ps.StartTime)
+		}
+		want := map[v1.PodConditionType]v1.ConditionStatus{
+			v1.PodScheduled: v1.ConditionTrue, v1.PodInitialized: v1.ConditionTrue, v1.ContainersReady: v1.ConditionTrue,
+			v1.PodReady: v1.ConditionTrue, v1.PodReadyToStartContainers: v1.ConditionTrue,
+		}
+		for _, c := range ps.Conditions {
+			if want[c.Type] != c.Status {
+				t.Errorf("condition %s = %s, want %s", c.Type, c.Status, want[c.Type])
+			}
+			delete(want, c.Type)
+		}
+		if len(want) != 0 {
+			t.Errorf("missing conditions %v", want)
+		}
+		readySince := ps.Conditions[2].LastTransitionTime
+
+		time.Sleep(time.Minute)
+		// Container a of the private pod crashes, is restarted at once, crashes
+		// again and is now in back-off.
+		for range 2 {
+			rt.Exit(strings.TrimPrefix(h.pod("private").Status.ContainerStatuses[0].ContainerID, containerIDPrefix), 3)
+			synctest.Wait()
+		}
+		ps = h.pod("private").Status
+		for _, c := range ps.Conditions {
+			if c.Type == v1.PodReady && (c.Status != v1.ConditionFalse || c.Message != "containers with unready status: [a]" ||
+				!c.LastTransitionTime.After(readySince.Time)) {
+				t.Errorf("Ready after a crash = %+v, want False naming a, moved transition time", c)
+			}
+			if c.Type == v1.PodScheduled && !c.LastTransitionTime.Equal(&readySince) {
+				t.Errorf("PodScheduled transition time moved without a transition")
+			}
+		}
+		a := ps.ContainerStatuses[0]
+		if a.Ready || *a.Started || a.RestartCount != 1 || a.LastTerminationState.Terminated == nil || a.LastTerminationState.Terminated.ExitCode != 3 ||
+			a.LastTerminationState.Terminated.Reason != "Error" || a.ImageID != "sha256:busybox" {
+			t.Errorf("crashed container status = %+v", a)
+		}
+	})
 }
