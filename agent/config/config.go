@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"path/filepath"
 	"reflect"
 	"sort"
 	"strings"
@@ -104,7 +105,11 @@ func Load(path string, flags Flags) (*Config, []string, error) {
 	kc := kubeletv1beta1.KubeletConfiguration{}
 	raw := map[string]any{}
 	if path != "" {
+		// Like the kubelet, name the file by its absolute path.
 		var err error
+		if path, err = filepath.Abs(path); err != nil {
+			return nil, nil, fmt.Errorf("config %s: %w", path, err)
+		}
 		if raw, err = decodeFile(path, &kc); err != nil {
 			return nil, nil, err
 		}

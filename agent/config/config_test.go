@@ -27,7 +27,8 @@ func TestLoadSeed(t *testing.T) {
 	if len(warnings) != 0 {
 		t.Errorf("warnings = %q, want none", warnings)
 	}
-	file := "file testdata/seed.yaml"
+	abs, _ := filepath.Abs("testdata/seed.yaml")
+	file := "file " + abs
 	checks := []struct {
 		key, got, want, origin string
 	}{

@@ -5,6 +5,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
 )
 
 // entry describes one value for display: its key (the KubeletConfiguration JSON
@@ -66,7 +68,9 @@ var entries = []entry{
 	{"tlsPrivateKeyFile", "tlsPrivateKeyFile", str(func(c *Config) string { return c.TLSPrivateKeyFile })},
 	{"authentication.x509.clientCAFile", "authentication.x509.clientCAFile", str(func(c *Config) string { return c.ClientCAFile })},
 	{"podLogsDir", "podLogsDir", str(func(c *Config) string { return c.PodLogsDir })},
-	{"containerLogMaxSize", "containerLogMaxSize", num(func(c *Config) int64 { return c.ContainerLogMaxSize })},
+	{"containerLogMaxSize", "containerLogMaxSize", str(func(c *Config) string {
+		return resource.NewQuantity(c.ContainerLogMaxSize, resource.BinarySI).String()
+	})},
 	{"containerLogMaxFiles", "containerLogMaxFiles", num(func(c *Config) int32 { return c.ContainerLogMaxFiles })},
 	{"cgroupRoot", "cgroupRoot", str(func(c *Config) string { return c.CgroupRoot })},
 	{"cgroupDriver", "cgroupDriver", str(func(c *Config) string { return c.CgroupDriver })},
