@@ -176,17 +176,24 @@ func (w *worker) start(ctx context.Context, pod *v1.Pod, act action) time.Time {
 			prev = &p
 		}
 	}
-	failedAt := ci.failedAt
+	// The back-off runs from the last exit or failed start, whichever is newer.
+	// A failed start already counted itself; an exit counts when it is restarted,
+	// as in the kubelet's doBackOff.
+	failedAt, exited := ci.failedAt, false
 	if prev != nil && prev.FinishedAt.After(failedAt) {
-		failedAt = prev.FinishedAt
+		failedAt, exited = prev.FinishedAt, true
 	}
 	if !failedAt.IsZero() {
 		if until, d := w.backoff.wait(key, failedAt, now); !until.IsZero() {
-			ci.reason = reasonCrashLoop
-			ci.message = fmt.Sprintf("back-off %s restarting failed container=%s pod=%s", d, c.Name, formatPod(pod))
+			if exited {
+				ci.reason = reasonCrashLoop
+				ci.message = fmt.Sprintf("back-off %s restarting failed container=%s pod=%s", d, c.Name, formatPod(pod))
+			}
 			return until
 		}
-		w.backoff.next(key, failedAt)
+		if exited {
+			w.backoff.next(key, failedAt)
+		}
 	}
 
 	spec, err := w.a.conv.Container(pod, c, act.attempt)
@@ -207,11 +214,10 @@ func (w *worker) start(ctx context.Context, pod *v1.Pod, act action) time.Time {
 		}
 		ci.reason, ci.message = reasonRunError, err.Error()
 		ci.failedAt = time.Now()
+		w.backoff.next(key, ci.failedAt)
 		w.logger.Warn("container start failed", "container", c.Name, "attempt", act.attempt, "err", err)
-		if _, d := w.backoff.wait(key, ci.failedAt, ci.failedAt); d > 0 {
-			return ci.failedAt.Add(d)
-		}
-		return ci.failedAt.Add(backoffInitial)
+		until, _ := w.backoff.wait(key, ci.failedAt, ci.failedAt)
+		return until
 	}
 
 	keepLabels(&cs, podspec.ContainerStatus{

@@ -26,6 +26,7 @@ type fakeRuntime struct {
 	crash     map[string]int  // container name -> exit code right after start
 	stubborn  map[string]bool // container names that ignore SIGTERM
 	startErr  error           // every Start fails with it
+	vanished  map[string]bool // container IDs whose Wait says ErrNotExist
 	starts    []time.Time     // when each Start succeeded
 }
 
@@ -41,6 +42,7 @@ func newFakeRuntime() *fakeRuntime {
 		missing:   map[string]bool{},
 		crash:     map[string]int{},
 		stubborn:  map[string]bool{},
+		vanished:  map[string]bool{},
 	}
 }
 
@@ -162,8 +164,9 @@ func (f *fakeRuntime) Signal(ctx context.Context, id string, sig syscall.Signal)
 func (f *fakeRuntime) Wait(ctx context.Context, id string) (podspec.ContainerStatus, error) {
 	f.mu.Lock()
 	c := f.ctrs[id]
+	gone := f.vanished[id]
 	f.mu.Unlock()
-	if c == nil {
+	if c == nil || gone {
 		return podspec.ContainerStatus{}, fmt.Errorf("wait %s: %w", id, podspec.ErrNotExist)
 	}
 	select {

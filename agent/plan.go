@@ -148,6 +148,10 @@ func runPod(d *desiredPod, st *podState) []action {
 			switch {
 			case !ok:
 				starts = append(starts, startAction(d, uid, c.Name, nil))
+			case l.State == podspec.StateCreated:
+				// Made but never started (a daemon died in between): start afresh.
+				acts = append(acts, action{kind: actKill, podUID: uid, container: c.Name, id: l.ID, grace: grace})
+				starts = append(starts, startAction(d, uid, c.Name, &l))
 			case l.State != podspec.StateExited:
 				if h := d.hashes[c.Name]; h != "" && l.Hash != h {
 					// The spec changed under the same UID: restart whatever the policy.

@@ -105,6 +105,18 @@ func TestPlan(t *testing.T) {
 			want: []string{"kill c1 5s", "start u1/a#1 after c1"},
 		},
 		{
+			name:    "created but never started: start afresh",
+			desired: desired("u1", v1.RestartPolicyAlways, nil, "a"),
+			actual: pods(&podState{uid: "u1", sandbox: true, containers: []podspec.ContainerStatus{
+				func() podspec.ContainerStatus {
+					c := running("u1", "a", "c1", 0)
+					c.State = podspec.StateCreated
+					return c
+				}(),
+			}}),
+			want: []string{"kill c1 5s", "start u1/a#1 after c1"},
+		},
+		{
 			name:    "init containers first, one at a time",
 			desired: desired("u1", v1.RestartPolicyAlways, []string{"i1", "i2"}, "a"),
 			want:    []string{"sandbox u1", "start u1/i1#0"},

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 	"time"
@@ -211,21 +212,44 @@ func (w *worker) watch(ctx context.Context, id string) {
 	}
 	w.watching[id] = true
 	go func() {
-		st, err := w.a.rt.Wait(ctx, id)
+		st, err := w.waitExit(ctx, id)
 		if err != nil {
-			if ctx.Err() == nil {
-				w.logger.Warn("wait for container failed", "container", id, "err", err)
-			}
 			return
-		}
-		if st.ID == "" {
-			st.ID = id
 		}
 		select {
 		case w.exits <- st:
 		case <-ctx.Done():
 		}
 	}()
+}
+
+// waitExit waits for a container to exit, retrying a failing Wait every 10s. A
+// container that vanished is reported exited as the kubelet does
+// (ContainerStatusUnknown, 137), so its pod worker can go on.
+func (w *worker) waitExit(ctx context.Context, id string) (podspec.ContainerStatus, error) {
+	for {
+		st, err := w.a.rt.Wait(ctx, id)
+		switch {
+		case err == nil:
+			if st.ID == "" {
+				st.ID = id
+			}
+			return st, nil
+		case ctx.Err() != nil:
+			return st, ctx.Err()
+		case errors.Is(err, podspec.ErrNotExist):
+			return podspec.ContainerStatus{ID: id, State: podspec.StateExited, ExitCode: 137,
+				Reason: "ContainerStatusUnknown", Message: "The container could not be located", FinishedAt: time.Now()}, nil
+		}
+		w.logger.Warn("wait for container failed, retrying", "container", id, "err", err)
+		t := time.NewTimer(backoffInitial)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return podspec.ContainerStatus{}, ctx.Err()
+		case <-t.C:
+		}
+	}
 }
 
 // record takes a new runtime status for a container the worker knows.

@@ -356,3 +356,53 @@ func TestConfigErrorIsWaitingReason(t *testing.T) {
 type errString string
 
 func (e errString) Error() string { return string(e) }
+
+func TestVanishedContainerIsRestarted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		pod := testPod("web", "u1", v1.RestartPolicyAlways, ctr("a", "busybox"))
+		rt.adopt(podspec.ContainerStatus{ID: "old", PodUID: "u1", PodName: "web-node1", Name: "a", Attempt: 2,
+			Hash: hashOf(&pod.Spec.Containers[0]), State: podspec.StateRunning})
+		rt.vanished["old"] = true // its state is gone: Wait says it does not exist
+		h := start(t, rt, Config{})
+		h.send([]manifest.Pod{pod})
+		if got := rt.Calls("start"); !slices.Equal(got, []string{"start u1/a#3"}) {
+			t.Fatalf("starts = %q, want the vanished container replaced", got)
+		}
+		last := h.pod("web").Status.ContainerStatuses[0].LastTerminationState.Terminated
+		if last == nil || last.Reason != "ContainerStatusUnknown" || last.ExitCode != 137 {
+			t.Errorf("lastState = %+v, want ContainerStatusUnknown 137", last)
+		}
+	})
+}
+
+func TestStartErrorRetriedWithBackOff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		rt.startErr = errString("create container: setrlimit: operation not permitted")
+		h := start(t, rt, Config{})
+		h.send([]manifest.Pod{testPod("web", "u1", v1.RestartPolicyAlways, ctr("a", "busybox"))})
+		cs := h.pod("web").Status.ContainerStatuses[0]
+		if w := cs.State.Waiting; w == nil || w.Reason != "RunContainerError" || !strings.Contains(w.Message, "setrlimit") {
+			t.Fatalf("state = %+v, want RunContainerError with the cause", cs.State)
+		}
+		time.Sleep(35 * time.Second)
+		// Tries at 0s, 10s, 30s, then waits 40s.
+		if got := len(rt.Calls("start-failed")); got != 3 {
+			t.Errorf("%d failed starts in 35s, want 3", got)
+		}
+		rt.mu.Lock()
+		rt.startErr = nil
+		rt.mu.Unlock()
+		time.Sleep(30 * time.Second)
+		synctest.Wait()
+		if len(rt.Running()) != 0 {
+			t.Error("retried before the back-off ended")
+		}
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		if len(rt.Running()) != 1 {
+			t.Errorf("not running once starts succeed; calls %q", rt.Calls())
+		}
+	})
+}
