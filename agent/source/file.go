@@ -65,7 +65,7 @@ func NewFile(path, nodeName string, period time.Duration, seen manifest.SeenFunc
 		nodeName: nodeName,
 		period:   period,
 		seen:     seen,
-		logger:   logger.With("source", manifest.SourceFile, "path", path),
+		logger:   logger.With("path", path),
 		files:    map[string]*fileState{},
 		notes:    map[string]string{},
 	}
