@@ -4,4 +4,10 @@ import "github.com/spf13/cobra"
 
 // addCommands attaches every subcommand. Each lives in its own file.
 func addCommands(root *cobra.Command, o *globalOptions) {
+	root.AddCommand(
+		newRunCmd(),
+		newPsCmd(o),
+		newImagesCmd(o),
+		newVersionCmd(),
+	)
 }

@@ -7,6 +7,8 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
+
+	"github.com/staticpodd/staticpodd/oci"
 )
 
 // globalOptions are the flags every subcommand shares.
@@ -30,6 +32,10 @@ func newRootCmd() *cobra.Command {
 }
 
 func main() {
+	// libcontainer's init and the container monitor re-exec this binary.
+	if oci.Reexec() {
+		return
+	}
 	if err := newRootCmd().Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "staticpodd:", err)
 		os.Exit(1)

@@ -1,0 +1,207 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/staticpodd/staticpodd/agent"
+	"github.com/staticpodd/staticpodd/agent/config"
+	"github.com/staticpodd/staticpodd/agent/manifest"
+	"github.com/staticpodd/staticpodd/agent/server"
+	"github.com/staticpodd/staticpodd/agent/source"
+	"github.com/staticpodd/staticpodd/oci"
+	"github.com/staticpodd/staticpodd/oci/image"
+	"github.com/staticpodd/staticpodd/sysd"
+)
+
+var _ agent.Runtime = (*oci.Runtime)(nil)
+
+// errSignal is the cause of the main context's cancellation on SIGTERM/SIGINT.
+var errSignal = errors.New("received a stop signal")
+
+func newRunCmd() *cobra.Command {
+	var flags config.Flags
+	var verbose bool
+	cmd := &cobra.Command{
+		Use:   "run",
+		Short: "Run the daemon: keep the static pods running",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			level := slog.LevelInfo
+			if verbose {
+				level = slog.LevelDebug
+			}
+			logger := sysd.Logger(level)
+			cfg, warnings, err := config.Load(flags.ConfigFile, flags)
+			if err != nil {
+				return err
+			}
+			for _, w := range warnings {
+				logger.Warn("configuration field ignored", "reason", w)
+			}
+			return runDaemon(cfg, logger)
+		},
+	}
+	flags.Register(cmd.Flags())
+	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "log at debug level")
+	return cmd
+}
+
+// daemon is every subsystem of a running staticpodd; only this file knows them all.
+type daemon struct {
+	cfg      *config.Config
+	logger   *slog.Logger
+	notifier *sysd.Notifier
+	images   *image.Store
+	runtime  *oci.Runtime
+	agent    *agent.Agent
+	sources  []func(context.Context, chan<- source.Update) error
+}
+
+func runDaemon(cfg *config.Config, logger *slog.Logger) error {
+	d, err := newDaemon(cfg, logger)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	go func() {
+		select {
+		case s := <-sigs:
+			logger.Info("stopping; pods keep running", "signal", s.String())
+			d.notifier.Stopping()
+			cancel(errSignal)
+		case <-ctx.Done():
+		}
+	}()
+	err = d.run(ctx)
+	if errors.Is(context.Cause(ctx), errSignal) && (err == nil || errors.Is(err, context.Canceled)) {
+		return nil
+	}
+	return err
+}
+
+func newDaemon(cfg *config.Config, logger *slog.Logger) (*daemon, error) {
+	for _, dir := range []string{cfg.RootDir, cfg.RunDir} {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, fmt.Errorf("create %s: %w", dir, err)
+		}
+	}
+	images, err := image.Open(filepath.Join(cfg.RootDir, "images"), logger.With("subsystem", "images"))
+	if err != nil {
+		return nil, err
+	}
+	rt, err := oci.New(oci.Config{
+		RunDir:     cfg.RunDir,
+		RootDir:    cfg.RootDir,
+		CgroupRoot: cfg.CgroupRoot,
+		Images:     images,
+		Logger:     logger.With("subsystem", "runtime"),
+	})
+	if err != nil {
+		return nil, err
+	}
+	notifier := sysd.New(logger)
+	paths := manifest.Paths{RootDir: cfg.RootDir, PodLogsDir: cfg.PodLogsDir}
+	var nodeIP netip.Addr
+	if cfg.NodeIP != "" {
+		if nodeIP, err = netip.ParseAddr(cfg.NodeIP); err != nil {
+			return nil, fmt.Errorf("--node-ip %q: %w", cfg.NodeIP, err)
+		}
+	}
+	watchdog := notifier.WatchdogInterval()
+	seen := agent.NewSeenStore(paths)
+	d := &daemon{cfg: cfg, logger: logger, notifier: notifier, images: images, runtime: rt}
+	var sourceNames []string
+	if cfg.StaticPodPath != "" {
+		file := source.NewFile(cfg.StaticPodPath, cfg.NodeName, cfg.FileCheckFrequency, seen.Seen, logger.With("source", "file"))
+		d.sources = append(d.sources, file.Run)
+		sourceNames = append(sourceNames, manifest.SourceFile)
+	}
+	if cfg.StaticPodURL != "" {
+		logger.Warn("staticPodURL is not supported yet; ignoring it", "url", cfg.StaticPodURL)
+	}
+	d.agent = agent.New(agent.Config{
+		NodeName:       cfg.NodeName,
+		NodeIP:         nodeIP,
+		Sources:        sourceNames,
+		Paths:          paths,
+		SyncFrequency:  cfg.SyncFrequency,
+		BackoffMax:     cfg.MaxContainerRestartPeriod,
+		WatchdogPeriod: watchdog,
+		Notifier:       notifier,
+	}, rt, logger)
+	return d, nil
+}
+
+// run starts every subsystem under one errgroup and returns when ctx ends or one
+// of them fails.
+func (d *daemon) run(ctx context.Context) error {
+	g, ctx := errgroup.WithContext(ctx)
+	updates := make(chan source.Update)
+	for _, run := range d.sources {
+		g.Go(func() error { return run(ctx, updates) })
+	}
+	g.Go(func() error { return d.agent.Run(ctx, updates) })
+
+	importDir := filepath.Join(d.cfg.RootDir, "images", "import")
+	if err := os.MkdirAll(importDir, 0o700); err != nil {
+		return fmt.Errorf("create %s: %w", importDir, err)
+	}
+	g.Go(func() error {
+		return d.images.WatchImports(ctx, importDir, func([]image.Image) { d.agent.Resync() })
+	})
+
+	handler := server.New(d.agent, d.logger.With("subsystem", "http"))
+	sock, err := server.ListenUnix(filepath.Join(d.cfg.RunDir, "staticpodd.sock"))
+	if err != nil {
+		return err
+	}
+	g.Go(func() error { return serve(ctx, sock, handler) })
+	if d.cfg.ReadOnlyPort != 0 {
+		addr := net.JoinHostPort(d.cfg.Address, strconv.Itoa(int(d.cfg.ReadOnlyPort)))
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			// The pods matter more than the read-only port: say so and go on.
+			d.logger.Error("read-only port not served", "address", addr, "err", err)
+		} else {
+			d.logger.Info("serving the read-only port", "address", addr)
+			g.Go(func() error { return serve(ctx, l, handler) })
+		}
+	}
+	if d.cfg.Port != 0 && d.cfg.Origin("port") != config.OriginDefault {
+		d.logger.Warn("configuration field ignored", "field", "port", "reason", "the authenticated kubelet API is not served yet")
+	}
+	return g.Wait()
+}
+
+// serve runs an HTTP server on l until ctx ends.
+func serve(ctx context.Context, l net.Listener, h http.Handler) error {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		<-ctx.Done()
+		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		srv.Shutdown(shutdown)
+	}()
+	if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serve %s: %w", l.Addr(), err)
+	}
+	return nil
+}
