@@ -104,6 +104,7 @@ type converter interface {
 	Container(pod *v1.Pod, c *v1.Container, attempt int) (*podspec.Container, error)
 	PrepareVolumes(pod *v1.Pod) error
 	RemoveVolumes(podUID string) error
+	RemoveLogs(podUID string) error
 }
 
 type manifestConverter struct{ paths manifest.Paths }
@@ -118,3 +119,4 @@ func (m manifestConverter) PrepareVolumes(pod *v1.Pod) error {
 func (m manifestConverter) RemoveVolumes(uid string) error {
 	return manifest.RemoveVolumes(uid, m.paths)
 }
+func (m manifestConverter) RemoveLogs(uid string) error { return manifest.RemoveLogs(uid, m.paths) }

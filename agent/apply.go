@@ -130,6 +130,11 @@ func (w *worker) teardown(ctx context.Context, podUID string) error {
 	if err := w.a.conv.RemoveVolumes(podUID); err != nil {
 		return fmt.Errorf("remove volumes of pod %s: %w", podUID, err)
 	}
+	// A pod that is only replaced by a new generation keeps nothing either: the
+	// new UID has a log directory of its own.
+	if err := w.a.conv.RemoveLogs(podUID); err != nil {
+		return fmt.Errorf("remove logs of pod %s: %w", podUID, err)
+	}
 	delete(w.pods, podUID)
 	w.backoff.forget(podUID)
 	w.logger.Info("pod removed", "uid", podUID)

@@ -268,6 +268,13 @@ func (c *fakeConv) RemoveVolumes(uid string) error {
 	return nil
 }
 
+func (c *fakeConv) RemoveLogs(uid string) error {
+	c.rt.mu.Lock()
+	defer c.rt.mu.Unlock()
+	c.rt.record("rmlogs %s", uid)
+	return nil
+}
+
 // Starts returns when each successful Start happened.
 func (f *fakeRuntime) Starts() []time.Time {
 	f.mu.Lock()

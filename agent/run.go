@@ -235,7 +235,7 @@ func (a *Agent) podsLocked() []v1.Pod {
 	var pods []v1.Pod
 	for _, w := range a.workers {
 		w.mu.Lock()
-		if w.status != nil && w.desired != nil {
+		if w.status != nil {
 			pods = append(pods, *w.status.DeepCopy())
 		}
 		w.mu.Unlock()

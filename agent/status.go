@@ -28,6 +28,22 @@ func (w *worker) publish(pod *v1.Pod) {
 	w.a.statusChanged()
 }
 
+// markTerminating keeps the last published pod listed with a deletionTimestamp
+// while its containers stop and its sandbox goes, as the API shows a pod being
+// deleted.
+func (w *worker) markTerminating() {
+	w.mu.Lock()
+	if w.status != nil && w.status.DeletionTimestamp == nil {
+		out := w.status.DeepCopy()
+		now := metav1.Now()
+		out.DeletionTimestamp = &now
+		out.DeletionGracePeriodSeconds = out.Spec.TerminationGracePeriodSeconds
+		w.status = out
+	}
+	w.mu.Unlock()
+	w.a.statusChanged()
+}
+
 // podStatus is the kubelet's generateAPIPodStatus for what the worker knows.
 func (w *worker) podStatus(pod *v1.Pod) v1.PodStatus {
 	var st *podState

@@ -134,13 +134,20 @@ func (w *worker) sync(ctx context.Context) {
 		if st := w.pods[string(pod.UID)]; st != nil {
 			st.grace = podGrace(pod)
 		}
+		// A new generation shows at once, waiting while an older one stops.
+		w.publish(pod)
+	} else {
+		w.markTerminating()
 	}
 	retry := w.apply(ctx, pod, plan(d, w.pods))
 	if ctx.Err() != nil {
 		return
 	}
 	w.setTimer(retry)
-	w.publish(pod)
+	// A removed pod stays listed, Terminating, until nothing of it is left.
+	if pod != nil || len(w.pods) == 0 {
+		w.publish(pod)
+	}
 	w.a.synced(w.key, seq)
 }
 

@@ -82,7 +82,7 @@ func TestEditStopsOldGenerationBeforeStartingNew(t *testing.T) {
 		synctest.Wait()
 		want := []string{
 			"sandbox u1", "volumes u1", "start u1/a#0",
-			"signal c1 terminated", "signal c1 killed", "destroy c1", "rmsandbox u1", "rmvolumes u1",
+			"signal c1 terminated", "signal c1 killed", "destroy c1", "rmsandbox u1", "rmvolumes u1", "rmlogs u1",
 			"sandbox u2", "volumes u2", "start u2/a#0",
 		}
 		if got := rt.Calls(); !slices.Equal(got, want) {
@@ -103,7 +103,7 @@ func TestDeleteCleansEverything(t *testing.T) {
 		h := start(t, rt, Config{})
 		h.send([]manifest.Pod{testPod("web", "u1", v1.RestartPolicyAlways, ctr("a", "busybox"), ctr("b", "busybox"))})
 		h.send(nil)
-		want := []string{"signal c1 terminated", "signal c2 terminated", "destroy c1", "destroy c2", "rmsandbox u1", "rmvolumes u1"}
+		want := []string{"signal c1 terminated", "signal c2 terminated", "destroy c1", "destroy c2", "rmsandbox u1", "rmvolumes u1", "rmlogs u1"}
 		if got := rt.Calls("signal", "destroy", "rm"); !slices.Equal(got, want) {
 			t.Fatalf("calls = %q, want %q", got, want)
 		}
@@ -294,7 +294,7 @@ func TestAdoptionStopsOldGenerationEditedWhileDown(t *testing.T) {
 		rt.adopt(podspec.ContainerStatus{ID: "old", PodUID: "u1", PodName: "web-node1", Name: "a", State: podspec.StateRunning})
 		h := start(t, rt, Config{Sources: []string{manifest.SourceFile, manifest.SourceHTTP}})
 		h.send([]manifest.Pod{testPod("web", "u2", v1.RestartPolicyAlways, ctr("a", "busybox"))})
-		want := []string{"signal old terminated", "destroy old", "rmsandbox u1", "rmvolumes u1", "sandbox u2", "volumes u2", "start u2/a#0"}
+		want := []string{"signal old terminated", "destroy old", "rmsandbox u1", "rmvolumes u1", "rmlogs u1", "sandbox u2", "volumes u2", "start u2/a#0"}
 		if got := rt.Calls(); !slices.Equal(got, want) {
 			t.Fatalf("calls = %q, want %q", got, want)
 		}

@@ -39,9 +39,10 @@ spec:
 func TestSeedConfigAndPodRun(t *testing.T) {
 	d := newDaemon(t)
 	// nginx:latest, air-gapped: our busybox image tagged as nginx, serving
-	// /www with httpd as its default command.
+	// /www with httpd as its default command and stopping on SIGTERM as nginx
+	// does (httpd as PID 1 would ignore it and wait out the 30s grace period).
 	nginx := filepath.Join(d.dir, "nginx.tar")
-	buildImage(t, nginx, "-ref", "nginx:latest", "-cmd", "httpd,-f,-p,81,-h,/www")
+	buildImage(t, nginx, "-ref", "nginx:latest", "-cmd", "sh,-c,trap 'exit 0' TERM; httpd -f -p 81 -h /www & wait")
 	d.cli("images", "import", nginx)
 
 	if err := os.WriteFile(d.config, []byte(seedConfig), 0o644); err != nil {

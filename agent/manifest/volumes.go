@@ -160,3 +160,21 @@ func RemoveVolumes(podUID string, p Paths) error {
 	}
 	return nil
 }
+
+// RemoveLogs deletes the pod's log directory, <PodLogsDir>/<ns>_<name>_<uid>, as
+// the kubelet does once a removed pod's containers are gone.
+func RemoveLogs(podUID string, p Paths) error {
+	if p.PodLogsDir == "" || podUID == "" {
+		return nil
+	}
+	dirs, err := filepath.Glob(filepath.Join(p.PodLogsDir, "*_"+podUID))
+	if err != nil {
+		return fmt.Errorf("remove logs of pod %s: %w", podUID, err)
+	}
+	for _, d := range dirs {
+		if err := os.RemoveAll(d); err != nil {
+			return fmt.Errorf("remove logs of pod %s: %w", podUID, err)
+		}
+	}
+	return nil
+}

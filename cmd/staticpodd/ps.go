@@ -168,6 +168,9 @@ func printPods(out io.Writer, pods []v1.Pod, problems []server.Problem, wide boo
 // podStatus is the STATUS column as kubectl shows it: the reason a container
 // waits or stopped, Init:n/m while init containers run, else the phase.
 func podStatus(p v1.Pod) string {
+	if p.DeletionTimestamp != nil {
+		return "Terminating"
+	}
 	for i, cs := range p.Status.InitContainerStatuses {
 		switch {
 		case cs.State.Terminated != nil && cs.State.Terminated.ExitCode == 0:
