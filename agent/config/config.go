@@ -113,6 +113,7 @@ func Load(path string, flags Flags) (*Config, []string, error) {
 		if raw, err = decodeFile(path, &kc); err != nil {
 			return nil, nil, err
 		}
+		resolveRelativePaths(&kc, filepath.Dir(path))
 	}
 	setDefaults(&kc)
 	warnings, err := ignoredWarnings(path, raw, &kc)
@@ -130,6 +131,22 @@ func Load(path string, flags Flags) (*Config, []string, error) {
 		return nil, nil, fmt.Errorf("config %s: %w", describe(path), err)
 	}
 	return c, warnings, nil
+}
+
+// resolveRelativePaths makes the file's relative paths relative to the file's
+// directory, as the kubelet does for the fields in KubeletConfigurationPathRefs.
+// Flags are relative to the working directory, as everywhere.
+func resolveRelativePaths(kc *kubeletv1beta1.KubeletConfiguration, dir string) {
+	paths := []*string{&kc.StaticPodPath, &kc.Authentication.X509.ClientCAFile,
+		&kc.TLSCertFile, &kc.TLSPrivateKeyFile, &kc.VolumePluginDir, &kc.PodLogsDir}
+	if kc.ResolverConfig != nil {
+		paths = append(paths, kc.ResolverConfig)
+	}
+	for _, p := range paths {
+		if *p != "" && !filepath.IsAbs(*p) {
+			*p = filepath.Join(dir, *p)
+		}
+	}
 }
 
 func describe(path string) string {

@@ -198,3 +198,23 @@ func TestBadHeaderFlag(t *testing.T) {
 		t.Errorf("err = %v", err)
 	}
 }
+
+// Relative paths in the file are relative to the file, as in the kubelet; a
+// relative flag is relative to the working directory.
+func TestRelativePathsResolveAgainstTheFile(t *testing.T) {
+	p := write(t, "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nstaticPodPath: manifests\npodLogsDir: ../logs\ntlsCertFile: pki/cert.pem\n")
+	dir := filepath.Dir(p)
+	c, _, err := Load(p, Flags{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := filepath.Join(dir, "manifests"); c.StaticPodPath != want {
+		t.Errorf("staticPodPath = %q, want %q", c.StaticPodPath, want)
+	}
+	if want := filepath.Join(filepath.Dir(dir), "logs"); c.PodLogsDir != want {
+		t.Errorf("podLogsDir = %q, want %q", c.PodLogsDir, want)
+	}
+	if want := filepath.Join(dir, "pki/cert.pem"); c.TLSCertFile != want {
+		t.Errorf("tlsCertFile = %q, want %q", c.TLSCertFile, want)
+	}
+}
