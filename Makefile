@@ -44,10 +44,17 @@ demo: build images
 	$(BIN) run --config examples/config.yaml --root-dir $(DEMO_ROOT) --run-dir $(DEMO_RUN) \
 		--hostname-override demo
 
+# Runs the daemon once more on an empty manifest directory: it adopts the demo's
+# pods, stops and removes them all; then it is stopped and its state removed.
 demo-clean: build
-	-@mkdir -p $(OUT)/demo/empty
-	-timeout 60 $(BIN) run --config examples/config.yaml --pod-manifest-path $(OUT)/demo/empty \
-		--root-dir $(DEMO_ROOT) --run-dir $(DEMO_RUN) --hostname-override demo --exit-when-idle
+	@mkdir -p $(OUT)/demo/empty
+	@$(BIN) run --config examples/config.yaml --pod-manifest-path $(OUT)/demo/empty \
+		--root-dir $(DEMO_ROOT) --run-dir $(DEMO_RUN) --hostname-override demo & pid=$$!; \
+	for i in $$(seq 120); do \
+		sleep 1; \
+		$(BIN) ps -o json --run-dir $(DEMO_RUN) 2>/dev/null | grep -q '"items": *\[\]' && break; \
+	done; \
+	kill $$pid; wait $$pid
 	rm -rf $(OUT)/demo $(DEMO_RUN)
 
 # The whole suite: unit tests, then root tests with real containers and the
