@@ -76,6 +76,7 @@ type daemon struct {
 	port      int // readOnlyPort
 	// socketOnly: the config serves no read-only port; talk to the CLI socket.
 	socketOnly bool
+	env        []string // extra environment for the daemon
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
@@ -170,6 +171,7 @@ func (d *daemon) start() {
 	cmd.Stdout = d.stderr
 	cmd.Stderr = d.stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Env = append(os.Environ(), d.env...)
 	if err := cmd.Start(); err != nil {
 		d.t.Fatal(err)
 	}

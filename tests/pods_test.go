@@ -67,6 +67,7 @@ func hostPID(t *testing.T, cgroupRoot, containerID string) int {
 // A manifest dropped into the directory becomes a running container, visible on
 // the read-only port with the kubelet's name, UID annotations and status.
 func TestManifestAppearsRunsContainer(t *testing.T) {
+	t.Parallel()
 	d := newDaemon(t)
 	d.start()
 	d.writeManifest("sleeper.yaml", sleeper("sleeper", ""))
@@ -120,6 +121,7 @@ spec:
 // Editing a manifest never runs two generations at once: the old container has
 // exited before the new one starts.
 func TestEditStopsOldBeforeNew(t *testing.T) {
+	t.Parallel()
 	d := newDaemon(t)
 	d.start()
 	shared := filepath.Join(d.dir, "shared")
@@ -168,6 +170,7 @@ spec:
 
 // Deleting a manifest stops the pod gracefully and leaves nothing behind.
 func TestDeleteLeavesNothing(t *testing.T) {
+	t.Parallel()
 	d := newDaemon(t)
 	d.start()
 	d.writeManifest("gone.yaml", sleeper("gone", `    resources:
@@ -178,6 +181,17 @@ func TestDeleteLeavesNothing(t *testing.T) {
 `))
 	pod := d.waitRunning("gone", 30*time.Second)
 	pid := d.containerPID(pod, "main")
+	// The limits are the container's cgroup limits.
+	cg := strings.TrimPrefix(pod.Status.ContainerStatuses[0].ContainerID, "staticpodd://")
+	dir := filepath.Join(d.cgroup, "pod"+string(pod.UID), cg)
+	for file, want := range map[string]string{
+		"/sys/fs/cgroup/memory" + dir + "/memory.limit_in_bytes": "67108864",
+		"/sys/fs/cgroup/cpu" + dir + "/cpu.cfs_quota_us":         "20000",
+	} {
+		if b, err := os.ReadFile(file); err != nil || strings.TrimSpace(string(b)) != want {
+			t.Errorf("%s = %q (%v), want %s", file, b, err, want)
+		}
+	}
 	d.removeManifest("gone.yaml")
 	d.eventually(30*time.Second, "the pod is gone", func() error {
 		if d.pod("gone") != nil {
@@ -198,6 +212,7 @@ func TestDeleteLeavesNothing(t *testing.T) {
 // A crashing container restarts with the kubelet's growing back-off and a
 // growing restartCount, and reports CrashLoopBackOff while it waits.
 func TestCrashLoopBackOff(t *testing.T) {
+	t.Parallel()
 	d := newDaemon(t)
 	d.start()
 	stamps := filepath.Join(d.dir, "stamps")
@@ -263,6 +278,7 @@ spec:
 // kill -9 of the daemon restarts nothing: the next daemon adopts the same
 // processes, keeps restartCount, and sees exits that happened while it was down.
 func TestDaemonKill9AdoptsContainers(t *testing.T) {
+	t.Parallel()
 	d := newDaemon(t)
 	d.start()
 	d.writeManifest("keep.yaml", sleeper("keep", ""))
@@ -321,6 +337,7 @@ spec:
 // A broken manifest beside a good one: the good pod runs untouched and the error
 // names the file and the reason.
 func TestBrokenManifestBesideGoodOne(t *testing.T) {
+	t.Parallel()
 	d := newDaemon(t)
 	d.start()
 	d.writeManifest("good.yaml", sleeper("good", ""))
@@ -352,6 +369,7 @@ func TestBrokenManifestBesideGoodOne(t *testing.T) {
 
 // A corrupt image tarball is refused with a clear error and the store is as it was.
 func TestCorruptImageRefused(t *testing.T) {
+	t.Parallel()
 	d := newDaemon(t)
 	before := d.cli("images", "ls")
 	good, err := os.ReadFile(imageTar)

@@ -37,6 +37,7 @@ spec:
 `
 
 func TestSeedConfigAndPodRun(t *testing.T) {
+	t.Parallel()
 	d := newDaemon(t)
 	// nginx:latest, air-gapped: our busybox image tagged as nginx, serving
 	// /www with httpd as its default command and stopping on SIGTERM as nginx

@@ -1,0 +1,65 @@
+package tests
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// A pod whose image is not in the store waits with ErrImageNeverPull and starts
+// once the image arrives in the import folder, even when the tarball is copied
+// in slowly, as scp would.
+func TestImageArrivesThroughImportFolder(t *testing.T) {
+	t.Parallel()
+	d := newDaemon(t)
+	tar := filepath.Join(d.dir, "later.tar")
+	buildImage(t, tar, "-ref", "example.com/later:v1")
+	d.start()
+	d.writeManifest("later.yaml", `apiVersion: v1
+kind: Pod
+metadata: {name: later}
+spec:
+  terminationGracePeriodSeconds: 2
+  containers:
+  - name: main
+    image: example.com/later:v1
+    command: ["sh", "-c", "trap 'exit 0' TERM; while true; do sleep 1 & wait $!; done"]
+`)
+	d.eventually(15*time.Second, "ErrImageNeverPull", func() error {
+		p := d.pod("later")
+		if p == nil || len(p.Status.ContainerStatuses) != 1 {
+			return fmt.Errorf("no status yet")
+		}
+		w := p.Status.ContainerStatuses[0].State.Waiting
+		if w == nil || w.Reason != "ErrImageNeverPull" {
+			return fmt.Errorf("state %+v", p.Status.ContainerStatuses[0].State)
+		}
+		return nil
+	})
+
+	data, err := os.ReadFile(tar)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := filepath.Join(d.rootDir, "images", "import", "later.tar")
+	f, err := os.Create(dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	half := len(data) / 2
+	if _, err := f.Write(data[:half]); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2500 * time.Millisecond) // a slow copy: longer than the import folder's quiet time
+	if _, err := f.Write(data[half:]); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	d.waitRunning("later", 30*time.Second)
+	if out := d.cli("images", "ls"); !strings.Contains(out, "example.com/later:v1") {
+		t.Errorf("images ls does not show the imported image:\n%s", out)
+	}
+}

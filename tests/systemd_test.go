@@ -1,0 +1,101 @@
+package tests
+
+import (
+	"net"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// notifySocket is a stand-in for systemd's notification socket.
+type notifySocket struct {
+	conn *net.UnixConn
+	msgs chan string
+}
+
+func newNotifySocket(t *testing.T) (*notifySocket, string) {
+	path := filepath.Join(t.TempDir(), "notify.sock")
+	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: path, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &notifySocket{conn: conn, msgs: make(chan string, 1000)}
+	go func() {
+		buf := make([]byte, 4096)
+		for {
+			n, err := conn.Read(buf)
+			if err != nil {
+				close(s.msgs)
+				return
+			}
+			s.msgs <- string(buf[:n])
+		}
+	}()
+	t.Cleanup(func() { conn.Close() })
+	return s, path
+}
+
+// next returns the next message that contains want, failing after timeout.
+func (s *notifySocket) next(t *testing.T, want string, timeout time.Duration) string {
+	t.Helper()
+	deadline := time.After(timeout)
+	for {
+		select {
+		case m, ok := <-s.msgs:
+			if !ok {
+				t.Fatalf("notify socket closed before %q", want)
+			}
+			if strings.Contains(m, want) {
+				return m
+			}
+		case <-deadline:
+			t.Fatalf("no %q from the daemon within %s", want, timeout)
+		}
+	}
+}
+
+// Under systemd (Type=notify) the daemon says READY=1 only once its pods were
+// started, keeps STATUS current, pings the watchdog, and says STOPPING=1.
+func TestSystemdNotify(t *testing.T) {
+	t.Parallel()
+	d := newDaemon(t)
+	sock, path := newNotifySocket(t)
+	d.env = []string{"NOTIFY_SOCKET=" + path, "WATCHDOG_USEC=2000000"}
+	d.writeManifest("a.yaml", sleeper("a", ""))
+	d.writeManifest("b.yaml", sleeper("b", ""))
+	d.start()
+
+	ready := sock.next(t, "READY=1", 30*time.Second)
+	// By READY=1 both pods are running: After=staticpodd.service means they are up.
+	for _, name := range []string{"a", "b"} {
+		p := d.pod(name)
+		if p == nil || len(p.Status.ContainerStatuses) != 1 || p.Status.ContainerStatuses[0].State.Running == nil {
+			t.Errorf("at READY=1 pod %s is not running: %+v", name, p)
+		}
+	}
+	if !strings.Contains(ready, "STATUS=2 pods: 2 running") {
+		t.Errorf("READY=1 message %q does not say both pods run", ready)
+	}
+	// The watchdog is pinged at least at half of WATCHDOG_USEC.
+	start := time.Now()
+	sock.next(t, "WATCHDOG=1", 3*time.Second)
+	sock.next(t, "WATCHDOG=1", 3*time.Second)
+	if el := time.Since(start); el > 4*time.Second {
+		t.Errorf("two watchdog pings took %s, want about 1s apart", el)
+	}
+	d.removeManifest("b.yaml")
+	sock.next(t, "STATUS=1 pod: 1 running", 20*time.Second)
+
+	// systemctl stop: STOPPING=1, and the pods stay (KillMode=process).
+	pid := d.containerPID(d.pod("a"), "main")
+	d.mu.Lock()
+	d.cmd.Process.Signal(syscall.SIGTERM)
+	d.mu.Unlock()
+	sock.next(t, "STOPPING=1", 10*time.Second)
+	<-d.exited
+	if !procAlive(pid) {
+		t.Errorf("container %d stopped with the daemon", pid)
+	}
+}
