@@ -8,6 +8,8 @@ func addCommands(root *cobra.Command, o *globalOptions) {
 		newRunCmd(),
 		newPsCmd(o),
 		newImagesCmd(o),
+		newValidateCmd(),
+		newConfigCmd(o),
 		newVersionCmd(),
 	)
 }
