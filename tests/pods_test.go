@@ -116,6 +116,9 @@ spec:
 		}
 		return nil
 	})
+	if out := d.cli("logs", "echo"); out != "hello out\nhello err\n" && out != "hello err\nhello out\n" {
+		t.Errorf("staticpodd logs echo = %q", out)
+	}
 }
 
 // Editing a manifest never runs two generations at once: the old container has
@@ -227,7 +230,7 @@ spec:
   containers:
   - name: main
     image: busybox
-    command: ["sh", "-c", "date +%%s >> /s/starts; exit 3"]
+    command: ["sh", "-c", "date +%%s >> /s/starts; echo run $(wc -l < /s/starts); exit 3"]
     volumeMounts:
     - {name: s, mountPath: /s}
 `, stamps))
@@ -273,6 +276,11 @@ spec:
 		}
 		return nil
 	})
+	// One log file per run: the current run's and the one before it.
+	cur, prev := d.cli("logs", "crash"), d.cli("logs", "crash", "--previous")
+	if cur != "run 4\n" || prev != "run 3\n" {
+		t.Errorf("logs = %q, logs --previous = %q; want \"run 4\", \"run 3\"", cur, prev)
+	}
 }
 
 // kill -9 of the daemon restarts nothing: the next daemon adopts the same

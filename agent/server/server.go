@@ -17,6 +17,9 @@ import (
 type Agent interface {
 	Pods() []v1.Pod
 	Problems() []manifest.Problem
+	// LogFile is the CRI log file of a container: its newest run's, or the one
+	// before with previous.
+	LogFile(namespace, pod, container string, previous bool) (string, error)
 }
 
 // Problem is a manifest problem as JSON.
@@ -53,6 +56,7 @@ func New(a Agent, logger *slog.Logger) http.Handler {
 		}
 		writeJSON(w, logger, out)
 	})
+	mux.HandleFunc("GET /containerLogs/{namespace}/{pod}/{container}", containerLogs(a, logger))
 	return mux
 }
 

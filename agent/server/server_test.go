@@ -25,10 +25,17 @@ var _ Agent = (*agent.Agent)(nil)
 type fakeAgent struct {
 	pods     []v1.Pod
 	problems []manifest.Problem
+	logFile  string
 }
 
 func (f fakeAgent) Pods() []v1.Pod               { return f.pods }
 func (f fakeAgent) Problems() []manifest.Problem { return f.problems }
+func (f fakeAgent) LogFile(ns, pod, ctr string, previous bool) (string, error) {
+	if f.logFile == "" || pod != "web-node1" {
+		return "", errors.New("no logs")
+	}
+	return f.logFile, nil
+}
 
 var testAgent = fakeAgent{
 	pods: []v1.Pod{{
@@ -142,5 +149,38 @@ func TestListenUnixRefusesNonSocket(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(path); string(b) != "precious" {
 		t.Error("the file was changed")
+	}
+}
+
+// /containerLogs gives the container's output as written: CRI framing gone,
+// partial lines joined.
+func TestContainerLogs(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "0.log")
+	cri := "2026-11-30T06:00:00.000000001Z stdout F hello\n" +
+		"2026-11-30T06:00:00.000000002Z stderr F oops\n" +
+		"2026-11-30T06:00:00.000000003Z stdout P part one, \n" +
+		"2026-11-30T06:00:00.000000004Z stdout F part two\n" +
+		"2026-11-30T06:00:00.000000005Z stdout F \n"
+	if err := os.WriteFile(file, []byte(cri), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(New(fakeAgent{logFile: file}, slog.New(slog.DiscardHandler)))
+	defer srv.Close()
+	resp, err := http.Get(srv.URL + "/containerLogs/default/web-node1/main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if want := "hello\noops\npart one, part two\n\n"; string(body) != want {
+		t.Errorf("logs = %q, want %q", body, want)
+	}
+	resp, err = http.Get(srv.URL + "/containerLogs/default/nothere/main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Errorf("logs of a missing pod: status %d, want 404", resp.StatusCode)
 	}
 }

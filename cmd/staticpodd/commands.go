@@ -7,6 +7,7 @@ func addCommands(root *cobra.Command, o *globalOptions) {
 	root.AddCommand(
 		newRunCmd(),
 		newPsCmd(o),
+		newLogsCmd(o),
 		newImagesCmd(o),
 		newValidateCmd(),
 		newConfigCmd(o),

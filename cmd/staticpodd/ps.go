@@ -1,17 +1,10 @@
 package main
 
 import (
-	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
-	"net"
-	"net/http"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -59,58 +52,6 @@ func newPsCmd(o *globalOptions) *cobra.Command {
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: wide or json")
 	return cmd
-}
-
-// daemonClient talks HTTP to the daemon over its unix socket.
-type daemonClient struct {
-	socket string
-	http   *http.Client
-}
-
-func newDaemonClient(socket string) *daemonClient {
-	return &daemonClient{
-		socket: socket,
-		http: &http.Client{
-			Timeout: 10 * time.Second,
-			Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-				return (&net.Dialer{}).DialContext(ctx, "unix", socket)
-			}},
-		},
-	}
-}
-
-func (c *daemonClient) get(ctx context.Context, path string) ([]byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://staticpodd"+path, nil)
-	if err != nil {
-		return nil, fmt.Errorf("request %s: %w", path, err)
-	}
-	resp, err := c.http.Do(req)
-	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ECONNREFUSED) {
-		return nil, fmt.Errorf("staticpodd is not running (nothing listens on %s; is --run-dir right?)", c.socket)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("ask the daemon for %s: %w", path, err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return nil, fmt.Errorf("read %s from the daemon: %w", path, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("daemon answered %s for %s: %s", resp.Status, path, strings.TrimSpace(string(body)))
-	}
-	return body, nil
-}
-
-func (c *daemonClient) getJSON(ctx context.Context, path string, v any) error {
-	body, err := c.get(ctx, path)
-	if err != nil {
-		return err
-	}
-	if err := json.Unmarshal(body, v); err != nil {
-		return fmt.Errorf("decode %s from the daemon: %w", path, err)
-	}
-	return nil
 }
 
 func printPods(out io.Writer, pods []v1.Pod, problems []server.Problem, wide bool, now time.Time) error {

@@ -46,6 +46,10 @@ func (psAgent) Problems() []manifest.Problem {
 	return []manifest.Problem{{Origin: "/etc/kubernetes/manifests/bad.yaml", Err: errors.New("no containers")}}
 }
 
+func (psAgent) LogFile(ns, pod, ctr string, previous bool) (string, error) {
+	return "", errors.New("no logs here")
+}
+
 // serveDaemon serves the daemon's API on <dir>/staticpodd.sock.
 func serveDaemon(t *testing.T, dir string) {
 	t.Helper()

@@ -1,0 +1,97 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"net/http"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// daemonClient talks HTTP to the daemon over its unix socket.
+type daemonClient struct {
+	socket string
+	http   *http.Client
+}
+
+func newDaemonClient(socket string) *daemonClient {
+	return &daemonClient{
+		socket: socket,
+		http: &http.Client{
+			Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+				return (&net.Dialer{}).DialContext(ctx, "unix", socket)
+			}},
+		},
+	}
+}
+
+// requestTimeout bounds a request that is not a stream.
+const requestTimeout = 10 * time.Second
+
+func (c *daemonClient) get(ctx context.Context, path string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	resp, err := c.open(ctx, path)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("read %s from the daemon: %w", path, err)
+	}
+	return body, nil
+}
+
+// stream copies the daemon's answer for path to w as it comes, until it ends
+// or ctx does.
+func (c *daemonClient) stream(ctx context.Context, path string, w io.Writer) error {
+	resp, err := c.open(ctx, path)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if _, err := io.Copy(w, resp.Body); err != nil && ctx.Err() == nil {
+		return fmt.Errorf("read %s from the daemon: %w", path, err)
+	}
+	return nil
+}
+
+// open sends GET path and returns a 200 response, or an error naming what the
+// daemon said.
+func (c *daemonClient) open(ctx context.Context, path string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://staticpodd"+path, nil)
+	if err != nil {
+		return nil, fmt.Errorf("request %s: %w", path, err)
+	}
+	resp, err := c.http.Do(req)
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ECONNREFUSED) {
+		return nil, fmt.Errorf("staticpodd is not running (nothing listens on %s; is --run-dir right?)", c.socket)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("ask the daemon for %s: %w", path, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		resp.Body.Close()
+		return nil, fmt.Errorf("%s", strings.TrimSpace(string(body)))
+	}
+	return resp, nil
+}
+
+func (c *daemonClient) getJSON(ctx context.Context, path string, v any) error {
+	body, err := c.get(ctx, path)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		return fmt.Errorf("decode %s from the daemon: %w", path, err)
+	}
+	return nil
+}
