@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -53,12 +54,52 @@ func newRunCmd() *cobra.Command {
 			for _, w := range warnings {
 				logger.Warn("configuration field ignored", "reason", w)
 			}
+			warnNotYetActedOn(cfg, logger)
 			return runDaemon(cfg, logger)
 		},
 	}
 	flags.Register(cmd.Flags())
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "log at debug level")
 	return cmd
+}
+
+// notYetActedOn are settings this build reads and checks but does not act on
+// yet, with why; each one given a value of its own gets one warning at start.
+var notYetActedOn = map[string]string{
+	"kubeconfig":                       "mirror pods are not implemented yet",
+	"staticPodURL":                     "the URL source is not implemented yet",
+	"staticPodURLHeader":               "the URL source is not implemented yet",
+	"httpCheckFrequency":               "the URL source is not implemented yet",
+	"port":                             "the authenticated kubelet API is not served yet",
+	"tlsCertFile":                      "the authenticated kubelet API is not served yet",
+	"tlsPrivateKeyFile":                "the authenticated kubelet API is not served yet",
+	"authentication.x509.clientCAFile": "the authenticated kubelet API is not served yet",
+	"containerLogMaxSize":              "log rotation is not implemented yet",
+	"containerLogMaxFiles":             "log rotation is not implemented yet",
+	"evictionHard":                     "eviction is not implemented yet",
+	"evictionSoft":                     "eviction is not implemented yet",
+	"evictionSoftGracePeriod":          "eviction is not implemented yet",
+	"evictionMinimumReclaim":           "eviction is not implemented yet",
+	"evictionPressureTransitionPeriod": "eviction is not implemented yet",
+	"serializeImagePulls":              "image pulls are not implemented yet",
+	"imageGCHighThresholdPercent":      "image garbage collection is not implemented yet",
+	"imageGCLowThresholdPercent":       "image garbage collection is not implemented yet",
+	"seccompDefault":                   "the default seccomp profile is not implemented yet",
+	"maxPods":                          "maxPods is not enforced yet",
+}
+
+func warnNotYetActedOn(cfg *config.Config, logger *slog.Logger) {
+	for _, e := range cfg.Entries() {
+		reason, ok := notYetActedOn[e.Key]
+		if !ok || e.Origin == config.OriginDefault {
+			continue
+		}
+		logger.Warn("configuration field not acted on yet", "field", e.Key, "value", e.Value, "from", e.Origin, "reason", reason)
+	}
+	if cfg.CgroupDriver != "cgroupfs" {
+		logger.Warn("configuration field not acted on yet", "field", "cgroupDriver", "value", cfg.CgroupDriver,
+			"reason", "only the cgroupfs driver is implemented; pods use it")
+	}
 }
 
 // daemon is every subsystem of a running staticpodd; only this file knows them all.
@@ -121,11 +162,15 @@ func newDaemon(cfg *config.Config, logger *slog.Logger) (*daemon, error) {
 	paths := manifest.Paths{RootDir: cfg.RootDir, PodLogsDir: cfg.PodLogsDir}
 	var nodeIP netip.Addr
 	if cfg.NodeIP != "" {
-		if nodeIP, err = netip.ParseAddr(cfg.NodeIP); err != nil {
+		// Dual-stack "IPv4,IPv6" as the kubelet takes it: the first is the pods' hostIP.
+		first, _, _ := strings.Cut(cfg.NodeIP, ",")
+		if nodeIP, err = netip.ParseAddr(strings.TrimSpace(first)); err != nil {
 			return nil, fmt.Errorf("--node-ip %q: %w", cfg.NodeIP, err)
 		}
 	}
-	watchdog := notifier.WatchdogInterval()
+	// The notifier sends at most one WATCHDOG=1 per interval (half of
+	// WatchdogSec); pinging twice as often keeps timer jitter from skipping one.
+	watchdog := notifier.WatchdogInterval() / 2
 	seen := agent.NewSeenStore(paths)
 	d := &daemon{cfg: cfg, logger: logger, notifier: notifier, images: images, runtime: rt}
 	var sourceNames []string
@@ -133,9 +178,6 @@ func newDaemon(cfg *config.Config, logger *slog.Logger) (*daemon, error) {
 		file := source.NewFile(cfg.StaticPodPath, cfg.NodeName, cfg.FileCheckFrequency, seen.Seen, logger.With("source", "file"))
 		d.sources = append(d.sources, file.Run)
 		sourceNames = append(sourceNames, manifest.SourceFile)
-	}
-	if cfg.StaticPodURL != "" {
-		logger.Warn("staticPodURL is not supported yet; ignoring it", "url", cfg.StaticPodURL)
 	}
 	d.agent = agent.New(agent.Config{
 		NodeName:       cfg.NodeName,
@@ -184,9 +226,6 @@ func (d *daemon) run(ctx context.Context) error {
 			d.logger.Info("serving the read-only port", "address", addr)
 			g.Go(func() error { return serve(ctx, l, handler) })
 		}
-	}
-	if d.cfg.Port != 0 && d.cfg.Origin("port") != config.OriginDefault {
-		d.logger.Warn("configuration field ignored", "field", "port", "reason", "the authenticated kubelet API is not served yet")
 	}
 	return g.Wait()
 }
