@@ -416,8 +416,9 @@ func (d *daemon) assertNoLeaks() {
 		}
 		os.Remove(p) // the empty parent the daemon made for its pods
 	}
-	for _, dir := range []string{filepath.Join(d.rootDir, "containers"), filepath.Join(d.rootDir, "pods"),
-		filepath.Join(d.runDir, "containers"), filepath.Join(d.runDir, "pods")} {
+	for _, dir := range []string{filepath.Join(d.rootDir, "pods"), filepath.Join(d.rootDir, "images", "snapshots"),
+		filepath.Join(d.runDir, "containers"), filepath.Join(d.runDir, "pods"), filepath.Join(d.runDir, "libcontainer"),
+		d.logsDir} {
 		if ents, err := os.ReadDir(dir); err == nil && len(ents) > 0 {
 			names := []string{}
 			for _, e := range ents {

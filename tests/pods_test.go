@@ -369,9 +369,18 @@ func TestBrokenManifestBesideGoodOne(t *testing.T) {
 	if n := len(d.pods()); n != 1 {
 		t.Errorf("%d pods, want only the good one", n)
 	}
-	out, err := d.cliErr("validate", filepath.Join(d.manifests, "broken.yaml"))
+	// validate runs the daemon's parser: it names the file and the reason.
+	out, err := d.cliErr("validate", filepath.Join(d.manifests, "broken.yaml"), filepath.Join(d.manifests, "invalid.yaml"))
 	if err == nil {
-		t.Errorf("validate of a broken manifest exited 0:\n%s", out)
+		t.Errorf("validate of broken manifests exited 0:\n%s", out)
+	}
+	for _, want := range []string{"broken.yaml: not YAML or JSON", "invalid.yaml", "metadata.name", "spec.containers: at least one container is required"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("validate output lacks %q:\n%s", want, out)
+		}
+	}
+	if out, err := d.cliErr("validate", filepath.Join(d.manifests, "good.yaml")); err != nil {
+		t.Errorf("validate of a good manifest failed: %v\n%s", err, out)
 	}
 }
 
@@ -380,6 +389,7 @@ func TestCorruptImageRefused(t *testing.T) {
 	t.Parallel()
 	d := newDaemon(t)
 	before := d.cli("images", "ls")
+	beforeTree := tree(t, filepath.Join(d.rootDir, "images"))
 	good, err := os.ReadFile(imageTar)
 	if err != nil {
 		t.Fatal(err)
@@ -400,4 +410,35 @@ func TestCorruptImageRefused(t *testing.T) {
 	if after := d.cli("images", "ls"); after != before {
 		t.Errorf("store changed by a refused import:\nbefore:\n%s\nafter:\n%s", before, after)
 	}
+	if after := tree(t, filepath.Join(d.rootDir, "images")); after != beforeTree {
+		t.Errorf("store files changed by a refused import:\nbefore:\n%s\nafter:\n%s", beforeTree, after)
+	}
+}
+
+// tree lists every file under dir with its size and modification time, and the
+// content of index.json: what a refused import must leave as it was. The
+// directories' own times are left out (staging happens in tmp/).
+func tree(t *testing.T, dir string) string {
+	t.Helper()
+	var b strings.Builder
+	err := filepath.WalkDir(dir, func(p string, de os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if de.IsDir() {
+			fmt.Fprintf(&b, "%s/\n", strings.TrimPrefix(p, dir))
+			return nil
+		}
+		info, err := de.Info()
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(&b, "%s %d %s\n", strings.TrimPrefix(p, dir), info.Size(), info.ModTime())
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	index, _ := os.ReadFile(filepath.Join(dir, "index.json"))
+	return b.String() + string(index)
 }

@@ -47,13 +47,13 @@ func newConfigCmd(_ *globalOptions) *cobra.Command {
 
 func printConfigTable(w io.Writer, cfg *config.Config) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "KEY\tVALUE\tFROM")
+	fmt.Fprintln(tw, "KEY\tVALUE\tFROM\tNOTE")
 	for _, e := range cfg.Entries() {
 		v := e.Value
 		if v == "" {
 			v = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", e.Key, v, e.Origin)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", e.Key, v, e.Origin, notYetActedOn[e.Key])
 	}
 	return tw.Flush()
 }
@@ -64,8 +64,16 @@ func printConfigJSON(w io.Writer, cfg *config.Config, warnings []string) error {
 	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
+	type entry struct {
+		config.Entry
+		Note string `json:"note,omitempty"`
+	}
+	var values []entry
+	for _, e := range cfg.Entries() {
+		values = append(values, entry{e, notYetActedOn[e.Key]})
+	}
 	return enc.Encode(struct {
-		Values   []config.Entry `json:"values"`
-		Warnings []string       `json:"warnings"`
-	}{cfg.Entries(), warnings})
+		Values   []entry  `json:"values"`
+		Warnings []string `json:"warnings"`
+	}{values, warnings})
 }

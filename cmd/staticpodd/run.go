@@ -64,7 +64,8 @@ func newRunCmd() *cobra.Command {
 }
 
 // notYetActedOn are settings this build reads and checks but does not act on
-// yet, with why; each one given a value of its own gets one warning at start.
+// yet, with why: run warns once for each given a value of its own, and config
+// notes them.
 var notYetActedOn = map[string]string{
 	"kubeconfig":                       "mirror pods are not implemented yet",
 	"staticPodURL":                     "the URL source is not implemented yet",
