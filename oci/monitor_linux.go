@@ -24,8 +24,12 @@ import (
 //
 //	staticpodd-monitor __staticpodd_monitor <libcontainer-root> <state-dir> <id>
 //
-// with the report pipe as fd 3 and its own log (stdout, stderr) in
-// <state-dir>/monitor.log.
+// with the report pipe as fd 3 and the go pipe as fd 4. A monitor is started
+// ahead of its container (see pendingMonitor): it waits until the daemon
+// writes a byte to the go pipe, which says <state-dir> holds the container's
+// spec and record, then sends its own log (stdout, stderr) to
+// <state-dir>/monitor.log. EOF on the go pipe means the container is not
+// wanted after all: the monitor exits.
 const monitorArg = "__staticpodd_monitor"
 
 // monitorReport is what a monitor tells the daemon once, over the report pipe.
@@ -48,7 +52,18 @@ func runMonitor(args []string) int {
 	debug.SetGCPercent(20)
 	m := &monitorProc{root: args[0], dir: args[1], id: args[2], report: os.NewFile(3, "report")}
 	log = log.With("container", m.id)
-	if err := m.run(); err != nil {
+	st, err := m.prepare()
+	if !m.wait(os.NewFile(4, "go")) {
+		return 0
+	}
+	if err == nil {
+		err = m.redirectLog()
+	}
+	if err == nil {
+		err = m.run(st)
+	}
+	if err != nil {
+		m.sendReport(monitorReport{Error: err.Error()})
 		log.Error("monitor failed", "err", err)
 		return 1
 	}
@@ -70,25 +85,60 @@ func (m *monitorProc) sendReport(rep monitorReport) {
 	m.report = nil
 }
 
-func (m *monitorProc) run() (retErr error) {
-	defer func() {
-		if retErr != nil {
-			m.sendReport(monitorReport{Error: retErr.Error()})
-		}
-	}()
+// prepare does what needs no container, while the daemon still writes its
+// spec.
+func (m *monitorProc) prepare() (monitorState, error) {
 	// The container's init is reparented to us when libcontainer's
 	// intermediate processes exit, so that we can wait for it.
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
-		return fmt.Errorf("become subreaper: %w", err)
+		return monitorState{}, fmt.Errorf("become subreaper: %w", err)
 	}
 	self, err := system.Stat(os.Getpid())
 	if err != nil {
-		return fmt.Errorf("stat monitor: %w", err)
+		return monitorState{}, fmt.Errorf("stat monitor: %w", err)
 	}
-	st := monitorState{MonitorPid: os.Getpid(), MonitorStart: self.StartTime}
-	if err := writeJSON(filepath.Join(m.dir, stateFile), st); err != nil {
+	return monitorState{MonitorPid: os.Getpid(), MonitorStart: self.StartTime}, nil
+}
+
+// wait blocks until the daemon says go (true) or gives the container up (false).
+func (m *monitorProc) wait(goPipe *os.File) bool {
+	defer goPipe.Close()
+	var b [1]byte
+	n, _ := goPipe.Read(b[:])
+	return n == 1
+}
+
+// redirectLog points the monitor's stdout and stderr at its container's
+// monitor.log.
+func (m *monitorProc) redirectLog() error {
+	f, err := os.OpenFile(filepath.Join(m.dir, monitorLog), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("open monitor log: %w", err)
+	}
+	defer f.Close()
+	for _, fd := range []int{1, 2} {
+		if err := unix.Dup3(int(f.Fd()), fd, 0); err != nil {
+			return fmt.Errorf("redirect monitor output to %s: %w", f.Name(), err)
+		}
+	}
+	return nil
+}
+
+func (m *monitorProc) run(st monitorState) error {
+	// The state names this monitor, so that a new daemon can adopt it. Its
+	// fsync overlaps reading and converting the spec; it lands before the
+	// container's process exists.
+	stateWritten := make(chan error, 1)
+	go func() { stateWritten <- writeJSON(filepath.Join(m.dir, stateFile), st) }()
+	waitState := func() error {
+		if stateWritten == nil {
+			return nil
+		}
+		err := <-stateWritten
+		stateWritten = nil
 		return err
 	}
+	defer waitState()
 	var rec containerRecord
 	if err := readJSON(filepath.Join(m.dir, containerFile), &rec); err != nil {
 		return fmt.Errorf("read container record: %w", err)
@@ -116,6 +166,9 @@ func (m *monitorProc) run() (retErr error) {
 		return err
 	}
 	defer logs.Close()
+	if err := waitState(); err != nil {
+		return err
+	}
 
 	ctr, err := libcontainer.Create(m.root, m.id, cfg)
 	if err != nil {

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 
@@ -30,45 +29,59 @@ func (m *monitor) exited() bool {
 	}
 }
 
-// spawnMonitor starts the monitor of container id and returns once it
-// reported the container's init process, or its failure. The monitor is
-// registered from the moment it runs, so a concurrent status sees it.
-func (r *Runtime) spawnMonitor(id string) (monitorReport, error) {
-	dir := r.containerDir(id)
-	logf, err := os.OpenFile(filepath.Join(dir, monitorLog), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+// pendingMonitor is a monitor process started ahead of its container: the
+// binary's start-up (exec, Go runtime, package initialisation) takes longer
+// than anything else the daemon does for a container, so it runs while the
+// daemon prepares the rootfs and writes the spec, or even before the container
+// is asked for (see Runtime.spare). It waits on its go pipe.
+type pendingMonitor struct {
+	id  string // the ID of the container it will run
+	m   *monitor
+	goW *os.File // write end of its go pipe
+	rep *os.File // read end of its report pipe
+}
+
+// startMonitor starts the monitor of a future container id; see monitorArg.
+func (r *Runtime) startMonitor(id string) (*pendingMonitor, error) {
+	repR, repW, err := os.Pipe()
 	if err != nil {
-		return monitorReport{}, fmt.Errorf("open monitor log of container %s: %w", id, err)
+		return nil, fmt.Errorf("report pipe for monitor of container %s: %w", id, err)
 	}
-	defer logf.Close()
-	pr, pw, err := os.Pipe()
+	goR, goW, err := os.Pipe()
 	if err != nil {
-		return monitorReport{}, fmt.Errorf("report pipe for container %s: %w", id, err)
+		_, _ = repR.Close(), repW.Close()
+		return nil, fmt.Errorf("go pipe for monitor of container %s: %w", id, err)
 	}
-	defer pr.Close()
-	cmd := exec.Command("/proc/self/exe", monitorArg, r.libcontainerRoot(), dir, id)
+	cmd := exec.Command("/proc/self/exe", monitorArg, r.libcontainerRoot(), r.containerDir(id), id)
 	cmd.Args[0] = "staticpodd-monitor"
 	cmd.Dir = "/"
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.ExtraFiles = []*os.File{pw}
+	cmd.ExtraFiles = []*os.File{repW, goR}
 	cmd.Env = monitorEnv(os.Environ())
 	// Its own session: signals to the daemon's process group never reach it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	err = cmd.Start()
-	_ = pw.Close()
+	_, _ = repW.Close(), goR.Close()
 	if err != nil {
-		return monitorReport{}, fmt.Errorf("start monitor of container %s: %w", id, err)
+		_, _ = repR.Close(), goW.Close()
+		return nil, fmt.Errorf("start monitor of container %s: %w", id, err)
 	}
 	m := &monitor{pid: cmd.Process.Pid, done: make(chan struct{})}
 	go func() {
 		_ = cmd.Wait() // the exit file, not the monitor's status, tells the story
 		close(m.done)
 	}()
-	r.mu.Lock()
-	r.monitors[id] = m
-	r.mu.Unlock()
+	return &pendingMonitor{id: id, m: m, goW: goW, rep: repR}, nil
+}
 
+// run tells the monitor that its container's spec and record are written and
+// returns once it reported the container's init process, or its failure.
+func (p *pendingMonitor) run() (monitorReport, error) {
+	// A monitor that died already cannot read: its report pipe says so.
+	_, _ = p.goW.Write([]byte{1})
+	_ = p.goW.Close()
+	defer p.rep.Close()
 	var rep monitorReport
-	data, err := readAll(pr)
+	data, err := readAll(p.rep)
 	if err == nil {
 		err = decodeReport(data, &rep)
 	}
@@ -76,10 +89,15 @@ func (r *Runtime) spawnMonitor(id string) (monitorReport, error) {
 		err = errors.New(rep.Error)
 	}
 	if err != nil {
-		<-m.done
-		return rep, fmt.Errorf("monitor of container %s: %w", id, err)
+		<-p.m.done
+		return rep, fmt.Errorf("monitor of container %s: %w", p.id, err)
 	}
 	return rep, nil
+}
+
+// abandon tells a monitor that was not run to exit.
+func (p *pendingMonitor) abandon() {
+	_, _ = p.goW.Close(), p.rep.Close()
 }
 
 // adoptMonitor finds the monitor a previous daemon started, by the pid and

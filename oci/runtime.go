@@ -50,4 +50,10 @@ type Runtime struct {
 	monitors map[string]*monitor
 	// podLocks serialise sandbox creation and removal per pod UID; guarded by mu.
 	podLocks map[string]*sync.Mutex
+	// spare is a monitor started after a container start for the next one;
+	// refilling says one is being started. Both guarded by mu.
+	spare     *pendingMonitor
+	refilling bool
+
+	warmer attachWarmer
 }

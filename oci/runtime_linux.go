@@ -66,6 +66,7 @@ func (r *Runtime) Start(ctx context.Context, pod *podspec.Pod, c *podspec.Contai
 	if err := ctx.Err(); err != nil {
 		return podspec.ContainerStatus{}, err
 	}
+	r.warmer.warm()
 	var pr podRecord
 	if err := readJSON(filepath.Join(r.podDir(pod.UID), podFile), &pr); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
@@ -73,17 +74,28 @@ func (r *Runtime) Start(ctx context.Context, pod *podspec.Pod, c *podspec.Contai
 		}
 		return podspec.ContainerStatus{}, fmt.Errorf("start container %s of pod %s: sandbox: %w", c.Name, pod.Name, err)
 	}
-	id := newID()
-	st, err := r.start(id, pod, c, pr)
+	pm, err := r.takeMonitor()
 	if err != nil {
+		return podspec.ContainerStatus{}, fmt.Errorf("start container %s of pod %s: %w", c.Name, pod.Name, err)
+	}
+	defer r.refillSpare()
+	id := pm.id
+	st, err := r.start(pm, pod, c, pr)
+	if err != nil {
+		pm.abandon()
 		r.cleanup(id)
 		return podspec.ContainerStatus{}, fmt.Errorf("start container %s (%s) of pod %s: %w", c.Name, id, pod.Name, err)
 	}
 	return st, nil
 }
 
-func (r *Runtime) start(id string, pod *podspec.Pod, c *podspec.Container, pr podRecord) (podspec.ContainerStatus, error) {
-	dir := r.containerDir(id)
+func (r *Runtime) start(pm *pendingMonitor, pod *podspec.Pod, c *podspec.Container, pr podRecord) (podspec.ContainerStatus, error) {
+	id, dir := pm.id, r.containerDir(pm.id)
+	// Registered from now on, so a concurrent status sees the container as
+	// created rather than as one whose monitor died.
+	r.mu.Lock()
+	r.monitors[id] = pm.m
+	r.mu.Unlock()
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return podspec.ContainerStatus{}, err
 	}
@@ -95,17 +107,18 @@ func (r *Runtime) start(id string, pod *podspec.Pod, c *podspec.Container, pr po
 	if err != nil {
 		return podspec.ContainerStatus{}, err
 	}
-	if err := writeJSON(filepath.Join(dir, specFile), s); err != nil {
-		return podspec.ContainerStatus{}, err
-	}
 	rec := containerRecord{
 		ID: id, PodUID: pod.UID, PodName: pod.Name, Name: c.Name, Attempt: c.Attempt,
 		Hash: c.Hash, Image: c.Image, ImageID: img.ID, LogPath: c.LogPath, CreatedAt: time.Now(),
 	}
-	if err := writeJSON(filepath.Join(dir, containerFile), rec); err != nil {
+	// The two fsyncs run side by side.
+	specWritten := make(chan error, 1)
+	go func() { specWritten <- writeJSON(filepath.Join(dir, specFile), s) }()
+	err = writeJSON(filepath.Join(dir, containerFile), rec)
+	if err := errors.Join(err, <-specWritten); err != nil {
 		return podspec.ContainerStatus{}, err
 	}
-	rep, err := r.spawnMonitor(id)
+	rep, err := pm.run()
 	if err != nil {
 		return podspec.ContainerStatus{}, err
 	}

@@ -28,4 +28,8 @@ func (r *Runtime) List(context.Context) ([]podspec.ContainerStatus, error) {
 	return nil, errors.ErrUnsupported
 }
 
-type monitor struct{}
+type (
+	monitor        struct{}
+	pendingMonitor struct{}
+	attachWarmer   struct{}
+)

@@ -104,6 +104,9 @@ func (r *Runtime) createSandbox(dir string, pr podRecord) error {
 	if err := mgr.Apply(-1); err != nil {
 		return fmt.Errorf("create pod cgroup %s: %w", pr.CgroupsPath, err)
 	}
+	// The pod's first container follows soon. Not earlier: creating a cgroup
+	// waits while the attach holds the cgroup mutex.
+	r.warmer.warm()
 	// The record last: its presence means the sandbox is complete.
 	return writeJSON(filepath.Join(dir, podFile), pr)
 }
