@@ -81,7 +81,7 @@ func (n *Notifier) Status(s string) {
 	n.sendLocked("STATUS=" + n.status)
 }
 
-// Watchdog sends WATCHDOG=1 unless it was sent less than WatchdogInterval ago. Call it
+// Watchdog sends WATCHDOG=1 unless it was sent less than about WatchdogInterval ago. Call it
 // from the loop whose progress it vouches for, never from a ticker of its own, so that a
 // wedged loop gets the service restarted.
 func (n *Notifier) Watchdog() {
@@ -91,7 +91,9 @@ func (n *Notifier) Watchdog() {
 		return
 	}
 	now := time.Now()
-	if !n.lastWatchdog.IsZero() && now.Sub(n.lastWatchdog) < n.interval {
+	// A tenth of slack, so that a caller ticking at the interval or a fraction
+	// of it is not dropped for arriving a hair early.
+	if !n.lastWatchdog.IsZero() && now.Sub(n.lastWatchdog) < n.interval-n.interval/10 {
 		return
 	}
 	n.lastWatchdog = now
