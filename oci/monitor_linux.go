@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/opencontainers/cgroups"
 	"github.com/opencontainers/runc/libcontainer"
 	"github.com/opencontainers/runc/libcontainer/specconv"
 	"github.com/opencontainers/runc/libcontainer/system"
@@ -97,7 +98,19 @@ func (m *monitorProc) prepare() (monitorState, error) {
 	if err != nil {
 		return monitorState{}, fmt.Errorf("stat monitor: %w", err)
 	}
+	warmUp()
 	return monitorState{MonitorPid: os.Getpid(), MonitorStart: self.StartTime}, nil
+}
+
+// warmUp does, while the monitor waits, the one-time work that its container's
+// start would otherwise pay for: encoding/json's type caches for the spec and
+// libcontainer's state (encoding builds them for the whole type graph, and
+// decoding shares them; cold, reading the spec took ~0.8 ms instead of ~0.15
+// here) and the cgroup mode probe.
+func warmUp() {
+	_, _ = json.Marshal(&specs.Spec{})
+	_, _ = json.Marshal(&libcontainer.State{})
+	_ = cgroups.IsCgroup2UnifiedMode()
 }
 
 // wait blocks until the daemon says go (true) or gives the container up (false).
