@@ -49,6 +49,9 @@ type Container struct {
 	Mounts     []Mount
 	Resources  Resources
 	Security   Security
+	// OOMScoreAdj is the container processes' oom_score_adj, set by the agent
+	// from the pod's QoS class as the kubelet does; nil inherits the runtime's.
+	OOMScoreAdj *int
 
 	// Attempt is the container's restart count: 0 for the first run.
 	Attempt int
@@ -89,6 +92,9 @@ type Security struct {
 	SupplementalGroups     []int64
 	ReadOnlyRootFilesystem bool
 	NoNewPrivileges        bool // allowPrivilegeEscalation: false
+	// RunAsNonRoot (pod's, or the container's over it) refuses to start the
+	// container when it would run as uid 0, as the kubelet's verifyRunAsNonRoot.
+	RunAsNonRoot bool
 }
 
 // State of a container as the runtime sees it.

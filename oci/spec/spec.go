@@ -93,8 +93,12 @@ func generate(pod *podspec.Pod, c *podspec.Container, img imagespec.ImageConfig,
 	} else {
 		opts = append(opts, WithCapabilityChanges(sec.CapAdd, sec.CapDrop))
 	}
+	if sec.RunAsNonRoot {
+		opts = append(opts, WithRunAsNonRoot(sec.RunAsUser, img.User))
+	}
 	opts = append(opts,
 		WithUser(rootfs, sec.RunAsUser, sec.RunAsGroup, img.User, sec.SupplementalGroups),
+		WithOOMScoreAdj(c.OOMScoreAdj),
 		WithNoNewPrivileges(sec.NoNewPrivileges),
 		WithNofileLimit(maxNofile),
 		WithResources(c.Resources),
