@@ -1,9 +1,6 @@
 package manifest
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -17,6 +14,18 @@ import (
 type Paths struct {
 	RootDir    string // volumes live under <RootDir>/pods/<uid>/volumes
 	PodLogsDir string // default /var/log/pods
+	// Meminfo is read for the machine's memory (MemTotal), which sets a
+	// Burstable container's oom_score_adj; "" is /proc/meminfo.
+	Meminfo string
+}
+
+// memoryCapacity is the machine's memory in bytes, from p.Meminfo.
+func (p Paths) memoryCapacity() (int64, error) {
+	path := p.Meminfo
+	if path == "" {
+		path = "/proc/meminfo"
+	}
+	return memTotal(path)
 }
 
 // PodDir is <RootDir>/pods/<uid>, where a pod's volumes live.
@@ -84,7 +93,11 @@ func Container(pod *v1.Pod, c *v1.Container, attempt int, p Paths) (*podspec.Con
 	if err != nil {
 		return nil, fmt.Errorf("container %s of pod %s: %w", c.Name, pod.Name, err)
 	}
-	hash, err := ContainerHash(c)
+	oomAdj, err := oomScoreAdj(pod, c, p.memoryCapacity)
+	if err != nil {
+		return nil, fmt.Errorf("container %s of pod %s: %w", c.Name, pod.Name, err)
+	}
+	hash, err := ContainerHash(pod, c)
 	if err != nil {
 		return nil, err
 	}
@@ -94,18 +107,19 @@ func Container(pod *v1.Pod, c *v1.Container, attempt int, p Paths) (*podspec.Con
 	}
 	mapping := mappingFuncFor(vars)
 	return &podspec.Container{
-		Name:       c.Name,
-		Image:      NormalizeImage(c.Image),
-		Command:    expandAll(c.Command, mapping),
-		Args:       expandAll(c.Args, mapping),
-		Env:        env,
-		WorkingDir: c.WorkingDir,
-		Mounts:     mounts,
-		Resources:  containerResources(c),
-		Security:   security,
-		Attempt:    attempt,
-		LogPath:    filepath.Join(p.LogDir(pod), c.Name, fmt.Sprintf("%d.log", attempt)),
-		Hash:       hash,
+		Name:        c.Name,
+		Image:       NormalizeImage(c.Image),
+		Command:     expandAll(c.Command, mapping),
+		Args:        expandAll(c.Args, mapping),
+		Env:         env,
+		WorkingDir:  c.WorkingDir,
+		Mounts:      mounts,
+		Resources:   containerResources(c),
+		Security:    security,
+		OOMScoreAdj: &oomAdj,
+		Attempt:     attempt,
+		LogPath:     filepath.Join(p.LogDir(pod), c.Name, fmt.Sprintf("%d.log", attempt)),
+		Hash:        hash,
 	}, nil
 }
 
@@ -120,25 +134,6 @@ func expandAll(in []string, mapping func(string) string) []string {
 		out[i] = expand(s, mapping)
 	}
 	return out
-}
-
-// ContainerHash identifies a container's desired definition: the first 16 bytes
-// of the SHA-256 of its v1 definition as canonical JSON (sorted keys), hex.
-func ContainerHash(c *v1.Container) (string, error) {
-	js, err := json.Marshal(c)
-	if err != nil {
-		return "", fmt.Errorf("hash container %s: %w", c.Name, err)
-	}
-	doc, err := decodeGeneric(js)
-	if err != nil {
-		return "", fmt.Errorf("hash container %s: %w", c.Name, err)
-	}
-	canonical, err := json.Marshal(doc)
-	if err != nil {
-		return "", fmt.Errorf("hash container %s: %w", c.Name, err)
-	}
-	sum := sha256.Sum256(canonical)
-	return hex.EncodeToString(sum[:16]), nil
 }
 
 // NormalizeImage spells a reference as Docker does: nginx is

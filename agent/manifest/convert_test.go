@@ -123,18 +123,6 @@ func TestContainer(t *testing.T) {
 	}
 }
 
-func TestContainerHash(t *testing.T) {
-	pod := mustParse(t, envPod)
-	h1, _ := ContainerHash(&pod.Spec.Containers[0])
-	again := mustParse(t, envPod)
-	h2, _ := ContainerHash(&again.Spec.Containers[0])
-	changed := mustParse(t, strings.Replace(envPod, "busybox:1.36", "busybox:1.37", 1))
-	h3, _ := ContainerHash(&changed.Spec.Containers[0])
-	if h1 != h2 || h1 == h3 {
-		t.Errorf("hashes: same %q %q, changed image %q", h1, h2, h3)
-	}
-}
-
 func TestResourcesWithoutRequests(t *testing.T) {
 	for _, tc := range []struct {
 		res  string
@@ -161,8 +149,41 @@ func TestResourcesWithoutRequests(t *testing.T) {
 
 func TestRunAsNonRootWithRoot(t *testing.T) {
 	pod := mustParse(t, "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  securityContext: {runAsNonRoot: true}\n  containers: [{name: c, image: i, securityContext: {runAsUser: 0}}]\n")
-	if _, err := Container(pod, &pod.Spec.Containers[0], 0, Paths{}); err == nil || !strings.Contains(err.Error(), "runAsNonRoot") {
+	if _, err := Container(pod, &pod.Spec.Containers[0], 0, Paths{}); err == nil || !strings.Contains(err.Error(), "container's runAsUser breaks non-root policy") {
 		t.Errorf("err = %v", err)
+	}
+}
+
+// runAsNonRoot reaches the runtime, which checks the image's user: the pod's
+// value, unless the container's says otherwise.
+func TestRunAsNonRoot(t *testing.T) {
+	for _, tc := range []struct {
+		pod, ctr string
+		want     bool
+	}{
+		{"", "", false},
+		{"{runAsNonRoot: true}", "", true},
+		{"{runAsNonRoot: true}", "{runAsNonRoot: false}", false},
+		{"{runAsNonRoot: false}", "{runAsNonRoot: true}", true},
+		{"", "{runAsNonRoot: true}", true},
+	} {
+		doc := "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n"
+		if tc.pod != "" {
+			doc += "  securityContext: " + tc.pod + "\n"
+		}
+		doc += "  containers: [{name: c, image: i"
+		if tc.ctr != "" {
+			doc += ", securityContext: " + tc.ctr
+		}
+		doc += "}]\n"
+		pod := mustParse(t, doc)
+		c, err := Container(pod, &pod.Spec.Containers[0], 0, Paths{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Security.RunAsNonRoot != tc.want {
+			t.Errorf("pod %q container %q: runAsNonRoot = %v, want %v", tc.pod, tc.ctr, c.Security.RunAsNonRoot, tc.want)
+		}
 	}
 }
 

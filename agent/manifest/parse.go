@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
@@ -32,6 +33,17 @@ func ParseFile(data []byte, path, nodeName string) ([]Pod, []string, error) {
 		return nil, warnings, err
 	}
 	return []Pod{pod}, warnings, nil
+}
+
+// uidPath is the path a file pod's UID is computed from: absolute and cleaned,
+// so the UID is the same whichever way the path was spelled (`validate ./x.yaml`
+// or the daemon's configured /etc/kubernetes/manifests/x.yaml).
+func uidPath(path string) (string, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", fmt.Errorf("absolute path of %s: %w", path, err)
+	}
+	return abs, nil
 }
 
 // ParseURL reads a Pod or a PodList from a URL's body, as ParseFile does. The
@@ -142,7 +154,13 @@ func parsePod(doc any, js []byte, source, origin, nodeName, prefix string) (Pod,
 		return Pod{}, warnings, &Error{Origin: origin, Field: prefix + "metadata.name", Reason: "required"}
 	}
 	if pod.UID == "" {
-		uid, err := computeUID(doc, source, origin, nodeName)
+		uidOrigin := origin
+		if source == SourceFile {
+			if uidOrigin, err = uidPath(origin); err != nil {
+				return Pod{}, warnings, err
+			}
+		}
+		uid, err := computeUID(doc, source, uidOrigin, nodeName)
 		if err != nil {
 			return Pod{}, warnings, err
 		}
@@ -153,5 +171,10 @@ func parsePod(doc any, js []byte, source, origin, nodeName, prefix string) (Pod,
 	if err := validate(pod, origin, prefix); err != nil {
 		return Pod{}, warnings, err
 	}
+	hashes, err := hashContainers(doc, pod)
+	if err != nil {
+		return Pod{}, warnings, &Error{Origin: origin, Field: strings.TrimSuffix(prefix, "."), Reason: err.Error()}
+	}
+	pod.Annotations[AnnotationContainerHashes] = hashes
 	return Pod{Pod: pod, Source: source, Origin: origin}, warnings, nil
 }

@@ -2,6 +2,7 @@ package manifest
 
 import (
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -205,5 +206,36 @@ func TestSkip(t *testing.T) {
 		if skip != want[0] || warn != want[1] {
 			t.Errorf("Skip(%s) = %v, %v; want %v, %v", name, skip, warn, want[0], want[1])
 		}
+	}
+}
+
+// A file pod's UID comes from its absolute, cleaned path however the path was
+// typed, so `validate ./x.yaml` shows the UID the daemon gives the pod.
+func TestUIDFromAbsolutePath(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(dir)
+	data := []byte("apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers: [{name: c, image: i}]\n")
+	uid := func(path string) string {
+		t.Helper()
+		pods, _, err := ParseFile(data, path, "n")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pods[0].Origin != path {
+			t.Errorf("origin %q, want the path as given %q", pods[0].Origin, path)
+		}
+		return string(pods[0].UID)
+	}
+	want := uid(filepath.Join(dir, "x.yaml"))
+	for _, path := range []string{"x.yaml", "./x.yaml", "sub/../x.yaml", dir + "//x.yaml"} {
+		if got := uid(path); got != want {
+			t.Errorf("UID from %q = %s, want %s (from the absolute path)", path, got, want)
+		}
+	}
+	if other := uid(filepath.Join(dir, "sub", "x.yaml")); other == want {
+		t.Error("another file with the same content has the same UID")
 	}
 }

@@ -97,8 +97,11 @@ func containerSecurity(pod *v1.Pod, c *v1.Container) (podspec.Security, error) {
 			}
 		}
 	}
-	if nonRoot != nil && *nonRoot && s.RunAsUser != nil && *s.RunAsUser == 0 {
-		return s, fmt.Errorf("runAsNonRoot is set but runAsUser is 0")
+	s.RunAsNonRoot = nonRoot != nil && *nonRoot
+	// The kubelet's verifyRunAsNonRoot, as far as the manifest alone can tell;
+	// the runtime checks the image's user.
+	if s.RunAsNonRoot && s.RunAsUser != nil && *s.RunAsUser == 0 {
+		return s, fmt.Errorf("container's runAsUser breaks non-root policy")
 	}
 	return s, nil
 }

@@ -15,7 +15,7 @@ import (
 // k8s.io/api or a new default changes every UID on upgrade and restarts every
 // static pod (kubernetes#116080). staticpodd hashes what the user wrote instead:
 //
-//	md5("host:<node>" "file:<path>" canonical)   for a file
+//	md5("host:<node>" "file:<path>" canonical)   for a file, by absolute path
 //	md5("url:<url>" canonical)                   for a URL, as the kubelet does
 //
 // where canonical is the manifest document decoded into generic JSON (maps,
