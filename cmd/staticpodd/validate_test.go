@@ -1,12 +1,19 @@
 package main
 
 import (
+	"context"
+	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/staticpodd/staticpodd/agent/source"
 )
 
 func validateCmd(*globalOptions) *cobra.Command { return newValidateCmd() }
@@ -67,5 +74,52 @@ func TestValidate(t *testing.T) {
 	}
 	if _, err := execute(t, testRoot(validateCmd), "validate", filepath.Join(dir, "nope.yaml")); err == nil {
 		t.Error("validate of a missing file passed")
+	}
+}
+
+// validate prints the UID the daemon's file source gives the pod, whether the
+// path was typed relative or absolute; the daemon gets the absolute path from
+// its config.
+func TestValidateUIDMatchesFileSource(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "static-pod.yaml"), []byte(seedPod), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	uidRe := regexp.MustCompile(`pod default/static-pod-node1, uid (\S+)`)
+	validateUID := func(path string) string {
+		t.Helper()
+		out, err := execute(t, testRoot(validateCmd), "validate", "--hostname-override", "node1", path)
+		m := uidRe.FindStringSubmatch(out)
+		if err != nil || m == nil {
+			t.Fatalf("validate %s: %v\n%s", path, err, out)
+		}
+		return m[1]
+	}
+
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	updates := make(chan source.Update, 1)
+	src := source.NewFile(dir, "node1", time.Hour, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	done := make(chan error, 1)
+	go func() { done <- src.Run(ctx, updates) }()
+	u := <-updates
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if len(u.Pods) != 1 {
+		t.Fatalf("file source: pods %v, problems %v", u.Pods, u.Problems)
+	}
+	daemonUID := string(u.Pods[0].UID)
+
+	abs := validateUID(filepath.Join(dir, "static-pod.yaml"))
+	t.Chdir(dir)
+	for _, path := range []string{"static-pod.yaml", "./static-pod.yaml", "."} {
+		if got := validateUID(path); got != daemonUID {
+			t.Errorf("validate %s: uid %s, the file source's is %s", path, got, daemonUID)
+		}
+	}
+	if abs != daemonUID {
+		t.Errorf("validate by absolute path: uid %s, the file source's is %s", abs, daemonUID)
 	}
 }
