@@ -105,6 +105,7 @@ type converter interface {
 	PrepareVolumes(pod *v1.Pod) error
 	RemoveVolumes(podUID string) error
 	RemoveLogs(podUID string) error
+	PruneLogs(pod *v1.Pod, container string, keepFrom int) error
 }
 
 type manifestConverter struct{ paths manifest.Paths }
@@ -120,3 +121,6 @@ func (m manifestConverter) RemoveVolumes(uid string) error {
 	return manifest.RemoveVolumes(uid, m.paths)
 }
 func (m manifestConverter) RemoveLogs(uid string) error { return manifest.RemoveLogs(uid, m.paths) }
+func (m manifestConverter) PruneLogs(pod *v1.Pod, container string, keepFrom int) error {
+	return manifest.PruneLogs(pod, container, keepFrom, m.paths)
+}

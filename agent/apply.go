@@ -242,6 +242,10 @@ func (w *worker) start(ctx context.Context, pod *v1.Pod, act action) time.Time {
 			// Kept in state: the next plan tries again.
 			w.logger.Warn("remove previous container failed", "container", prev.ID, "err", err)
 		}
+		// Logs of this run and the one before stay, for logs --previous.
+		if err := w.a.conv.PruneLogs(pod, c.Name, prev.Attempt); err != nil {
+			w.logger.Warn("prune old logs failed", "container", c.Name, "err", err)
+		}
 	}
 	return time.Time{}
 }

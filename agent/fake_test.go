@@ -268,6 +268,13 @@ func (c *fakeConv) RemoveVolumes(uid string) error {
 	return nil
 }
 
+func (c *fakeConv) PruneLogs(pod *v1.Pod, container string, keepFrom int) error {
+	c.rt.mu.Lock()
+	defer c.rt.mu.Unlock()
+	c.rt.record("prunelogs %s/%s <%d", pod.UID, container, keepFrom)
+	return nil
+}
+
 func (c *fakeConv) RemoveLogs(uid string) error {
 	c.rt.mu.Lock()
 	defer c.rt.mu.Unlock()

@@ -281,6 +281,12 @@ spec:
 	if cur != "run 4\n" || prev != "run 3\n" {
 		t.Errorf("logs = %q, logs --previous = %q; want \"run 4\", \"run 3\"", cur, prev)
 	}
+	// As the kubelet, only those two runs keep their log files.
+	p := d.pod("crash")
+	files, _ := filepath.Glob(filepath.Join(d.logsDir, fmt.Sprintf("default_%s_%s", p.Name, p.UID), "main", "*.log"))
+	if len(files) != 2 {
+		t.Errorf("log files %v, want only the current and previous runs'", files)
+	}
 }
 
 // kill -9 of the daemon restarts nothing: the next daemon adopts the same

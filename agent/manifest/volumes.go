@@ -6,6 +6,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 
 	v1 "k8s.io/api/core/v1"
 )
@@ -175,6 +177,37 @@ func RemoveLogs(podUID string, p Paths) error {
 		if err := os.RemoveAll(d); err != nil {
 			return fmt.Errorf("remove logs of pod %s: %w", podUID, err)
 		}
+	}
+	return nil
+}
+
+// PruneLogs deletes the log files of container runs before keepFrom, as the
+// kubelet's container garbage collection keeps only the current run and the one
+// before it (for logs --previous).
+func PruneLogs(pod *v1.Pod, container string, keepFrom int, p Paths) error {
+	if p.PodLogsDir == "" {
+		return nil
+	}
+	dir := filepath.Join(p.LogDir(pod), container)
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		return fmt.Errorf("prune logs of container %s of pod %s: %w", container, pod.Name, err)
+	}
+	var errs []error
+	for _, e := range entries {
+		n, err := strconv.Atoi(strings.TrimSuffix(e.Name(), ".log"))
+		if err != nil || !strings.HasSuffix(e.Name(), ".log") || n >= keepFrom {
+			continue
+		}
+		if err := os.Remove(filepath.Join(dir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("prune logs of container %s of pod %s: %w", container, pod.Name, err)
 	}
 	return nil
 }
