@@ -92,6 +92,17 @@ func TestSystemdNotify(t *testing.T) {
 	d.removeManifest("b.yaml")
 	sock.next(t, "STATUS=1 pod: 1 running", 20*time.Second)
 
+	// systemctl reload (SIGHUP): RELOADING=1, manifests read again, READY=1;
+	// the daemon goes on.
+	d.mu.Lock()
+	d.cmd.Process.Signal(syscall.SIGHUP)
+	d.mu.Unlock()
+	sock.next(t, "RELOADING=1", 10*time.Second)
+	sock.next(t, "READY=1", 10*time.Second)
+	if !d.running() {
+		t.Fatal("the daemon exited on SIGHUP")
+	}
+
 	// systemctl stop: STOPPING=1, and the pods stay (KillMode=process).
 	pid := d.containerPID(d.pod("a"), "main")
 	d.mu.Lock()

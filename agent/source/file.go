@@ -31,6 +31,7 @@ type File struct {
 	period   time.Duration
 	seen     manifest.SeenFunc
 	logger   *slog.Logger
+	relist   chan struct{} // Relist asks Run to list now
 
 	// Owned by Run's goroutine.
 	files    map[string]*fileState // by path
@@ -66,8 +67,18 @@ func NewFile(path, nodeName string, period time.Duration, seen manifest.SeenFunc
 		period:   period,
 		seen:     seen,
 		logger:   logger.With("path", path),
+		relist:   make(chan struct{}, 1),
 		files:    map[string]*fileState{},
 		notes:    map[string]string{},
+	}
+}
+
+// Relist makes Run read the manifests again now, as its periodic relist does
+// (systemctl reload). It never blocks.
+func (f *File) Relist() {
+	select {
+	case f.relist <- struct{}{}:
+	default:
 	}
 }
 
@@ -76,7 +87,7 @@ func NewFile(path, nodeName string, period time.Duration, seen manifest.SeenFunc
 func (f *File) Run(ctx context.Context, out chan<- Update) error {
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
-		f.logger.Warn("Cannot watch manifests; relisting periodically only", "err", err)
+		f.logger.Warn("cannot watch manifests; relisting periodically only", "err", err)
 		w = nil
 	} else {
 		defer w.Close()
@@ -105,12 +116,13 @@ func (f *File) Run(ctx context.Context, out chan<- Update) error {
 		case <-ctx.Done():
 			return nil
 		case <-ticker.C:
+		case <-f.relist:
 		case <-settle.C:
 		case ev := <-events:
-			f.logger.Debug("Manifest event", "file", ev.Name, "op", ev.Op.String())
+			f.logger.Debug("manifest event", "file", ev.Name, "op", ev.Op.String())
 			drain(events)
 		case err := <-watchErrs:
-			f.logger.Warn("Watching manifests failed", "err", err)
+			f.logger.Warn("watching manifests failed", "err", err)
 			f.watching = "" // add the watch again
 		}
 	}
@@ -185,14 +197,14 @@ func (f *File) list() Update {
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		if !f.missing {
-			f.logger.Info("Manifest path does not exist yet; watching for it")
+			f.logger.Info("manifest path does not exist yet; watching for it")
 		}
 		f.missing = true
 		f.files = map[string]*fileState{}
 		return f.update(nil)
 	case err != nil:
 		// Keep what we had: an unreadable path says nothing about the pods.
-		f.logger.Warn("Cannot read manifest path", "err", err)
+		f.logger.Warn("cannot read manifest path", "err", err)
 		return f.update(f.paths())
 	}
 	f.missing = false
@@ -203,7 +215,7 @@ func (f *File) list() Update {
 	}
 	entries, err := os.ReadDir(f.path)
 	if err != nil {
-		f.logger.Warn("Cannot read manifest directory", "err", err)
+		f.logger.Warn("cannot read manifest directory", "err", err)
 		return f.update(f.paths())
 	}
 	var paths []string
@@ -218,7 +230,7 @@ func (f *File) list() Update {
 		fi, err := os.Stat(p) // follows symlinks, as the kubelet does
 		switch {
 		case err != nil:
-			f.noteOnce(p, "stat", "Cannot read manifest file", "file", p, "err", err)
+			f.noteOnce(p, "stat", "cannot read manifest file", "file", p, "err", err)
 		case fi.IsDir():
 			f.noteOnce(p, "dir", "Not recursing into a subdirectory of the manifest path", "file", p)
 		case !fi.Mode().IsRegular():
@@ -305,7 +317,7 @@ func (f *File) readFile(path string, modified time.Time) {
 	}
 	st.sum = sum
 	for _, w := range warnings {
-		f.logger.Warn("Manifest warning", "file", path, "warning", w)
+		f.logger.Warn("manifest warning", "file", path, "warning", w)
 	}
 	if err != nil {
 		st.err = err
@@ -313,7 +325,7 @@ func (f *File) readFile(path string, modified time.Time) {
 		if st.pods != nil {
 			attrs = append(attrs, "kept", st.pods[0].Name)
 		}
-		f.logger.Error("Invalid manifest; ignoring it", attrs...)
+		f.logger.Error("invalid manifest; ignoring it", attrs...)
 		return
 	}
 	st.err, st.pods = nil, pods

@@ -310,3 +310,39 @@ func TestNoUpdateWithoutChange(t *testing.T) {
 	writeFile(t, path, podYAML("a", "busybox"))
 	quiet(t, ch, 400*time.Millisecond)
 }
+
+// A manifest that is a symlink to a file elsewhere changes without an inotify
+// event in the watched directory; Relist (systemctl reload) reads it at once
+// instead of at the next periodic relist.
+func TestRelistReadsChangesInotifyMisses(t *testing.T) {
+	dir, elsewhere := t.TempDir(), t.TempDir()
+	real := filepath.Join(elsewhere, "web.yaml")
+	if err := os.WriteFile(real, []byte(podYAML("web", "busybox:1")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(real, filepath.Join(dir, "web.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	out := make(chan Update)
+	src := NewFile(dir, "node1", time.Hour, nil, slog.New(slog.DiscardHandler))
+	go src.Run(ctx, out)
+	first := next(t, out)
+	if len(first.Pods) != 1 || first.Pods[0].Spec.Containers[0].Image != "busybox:1" {
+		t.Fatalf("first update %+v", first)
+	}
+	tmp := real + ".tmp"
+	if err := os.WriteFile(tmp, []byte(podYAML("web", "busybox:2")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, real); err != nil {
+		t.Fatal(err)
+	}
+	quiet(t, out, 300*time.Millisecond)
+	src.Relist()
+	u := next(t, out)
+	if len(u.Pods) != 1 || u.Pods[0].Spec.Containers[0].Image != "busybox:2" {
+		t.Fatalf("after Relist: %+v", u)
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -107,11 +108,41 @@ func warnNotYetActedOn(cfg *config.Config, logger *slog.Logger) {
 type daemon struct {
 	cfg      *config.Config
 	logger   *slog.Logger
-	notifier *sysd.Notifier
+	notifier *readyNotifier
 	images   *image.Store
 	runtime  *oci.Runtime
 	agent    *agent.Agent
 	sources  []func(context.Context, chan<- source.Update) error
+	relist   []func() // each source's "read the manifests now"
+}
+
+// readyNotifier remembers that the agent said READY=1, so that a reload asked
+// for before that does not say it early.
+type readyNotifier struct {
+	*sysd.Notifier
+	ready atomic.Bool
+}
+
+func (n *readyNotifier) Ready() {
+	n.ready.Store(true)
+	n.Notifier.Ready()
+}
+
+// reload is systemctl reload (SIGHUP): every source reads its manifests now
+// and every waiting pod tries again now.
+func (d *daemon) reload() {
+	d.logger.Info("reloading: reading manifests now")
+	ready := d.notifier.ready.Load()
+	if ready {
+		d.notifier.Reloading()
+	}
+	for _, relist := range d.relist {
+		relist()
+	}
+	d.agent.Resync()
+	if ready {
+		d.notifier.Ready()
+	}
 }
 
 func runDaemon(cfg *config.Config, logger *slog.Logger) error {
@@ -122,14 +153,22 @@ func runDaemon(cfg *config.Config, logger *slog.Logger) error {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
 	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	go func() {
-		select {
-		case s := <-sigs:
-			logger.Info("stopping; pods keep running", "signal", s.String())
-			d.notifier.Stopping()
-			cancel(errSignal)
-		case <-ctx.Done():
+		for {
+			select {
+			case s := <-sigs:
+				if s == syscall.SIGHUP {
+					d.reload()
+					continue
+				}
+				logger.Info("stopping; pods keep running", "signal", s.String())
+				d.notifier.Stopping()
+				cancel(errSignal)
+				return
+			case <-ctx.Done():
+				return
+			}
 		}
 	}()
 	err = d.run(ctx)
@@ -159,7 +198,7 @@ func newDaemon(cfg *config.Config, logger *slog.Logger) (*daemon, error) {
 	if err != nil {
 		return nil, err
 	}
-	notifier := sysd.New(logger)
+	notifier := &readyNotifier{Notifier: sysd.New(logger)}
 	paths := manifest.Paths{RootDir: cfg.RootDir, PodLogsDir: cfg.PodLogsDir}
 	var nodeIP netip.Addr
 	if cfg.NodeIP != "" {
@@ -178,6 +217,7 @@ func newDaemon(cfg *config.Config, logger *slog.Logger) (*daemon, error) {
 	if cfg.StaticPodPath != "" {
 		file := source.NewFile(cfg.StaticPodPath, cfg.NodeName, cfg.FileCheckFrequency, seen.Seen, logger.With("source", "file"))
 		d.sources = append(d.sources, file.Run)
+		d.relist = append(d.relist, file.Relist)
 		sourceNames = append(sourceNames, manifest.SourceFile)
 	}
 	d.agent = agent.New(agent.Config{
