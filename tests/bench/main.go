@@ -57,7 +57,7 @@ func run(runs int, bin, image, runc, busybox string) error {
 		return err
 	}
 
-	ours, rss, err := benchStaticpodd(runs, bin, image, dir, fifo)
+	ours, mem, err := benchStaticpodd(runs, bin, image, dir, fifo)
 	if err != nil {
 		return fmt.Errorf("staticpodd: %w", err)
 	}
@@ -72,9 +72,16 @@ func run(runs int, bin, image, runc, busybox string) error {
 	fmt.Printf("| staticpodd (rename → exec) | %s | %s |\n", ms(op50), ms(op90))
 	fmt.Printf("| runc run -d (exec → exec) | %s | %s |\n", ms(rp50), ms(rp90))
 	fmt.Printf("| ratio staticpodd / runc | %.2f | %.2f |\n", float64(op50)/float64(rp50), float64(op90)/float64(rp90))
-	fmt.Printf("\nstaticpodd daemon RSS after the runs: %.1f MiB\n", float64(rss)/(1<<20))
+	fmt.Printf("\nmemory, one running pod (RSS = anon + file pages shared with the binary):\n\n")
+	fmt.Printf("| process | RSS | of which anon |\n|---|---|---|\n")
+	fmt.Printf("| staticpodd daemon | %s | %s |\n", mib(mem.daemon.rss), mib(mem.daemon.anon))
+	for i, m := range mem.monitors {
+		fmt.Printf("| monitor %d | %s | %s |\n", i+1, mib(m.rss), mib(m.anon))
+	}
 	return nil
 }
+
+func mib(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000) }
 
@@ -113,7 +120,14 @@ func waitFIFO(fifo string, timeout time.Duration) (time.Time, error) {
 	}
 }
 
-func benchStaticpodd(runs int, bin, image, dir, fifo string) ([]time.Duration, int64, error) {
+// usage is the memory of the daemon and of every monitor process (one per
+// running container, plus the spare the runtime keeps ready).
+type usage struct {
+	daemon   procMem
+	monitors []procMem
+}
+
+func benchStaticpodd(runs int, bin, image, dir, fifo string) ([]time.Duration, usage, error) {
 	root := filepath.Join(dir, "root")
 	runDir := filepath.Join("/run", filepath.Base(dir))
 	manifests := filepath.Join(dir, "manifests")
@@ -121,7 +135,7 @@ func benchStaticpodd(runs int, bin, image, dir, fifo string) ([]time.Duration, i
 	defer os.RemoveAll(runDir)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return nil, 0, err
+		return nil, usage{}, err
 	}
 	port := l.Addr().(*net.TCPAddr).Port
 	l.Close()
@@ -136,13 +150,13 @@ cgroupRoot: /staticpodd-bench
 `, manifests, port, filepath.Join(dir, "logs"))), 0o644)
 	common := []string{"--root-dir", root, "--run-dir", runDir}
 	if out, err := exec.Command(bin, append([]string{"images", "import", image}, common...)...).CombinedOutput(); err != nil {
-		return nil, 0, fmt.Errorf("import: %v: %s", err, out)
+		return nil, usage{}, fmt.Errorf("import: %v: %s", err, out)
 	}
 	var logs bytes.Buffer
 	d := exec.Command(bin, append([]string{"run", "--config", cfg, "--hostname-override", "bench"}, common...)...)
 	d.Stdout, d.Stderr = &logs, &logs
 	if err := d.Start(); err != nil {
-		return nil, 0, err
+		return nil, usage{}, err
 	}
 	defer func() {
 		d.Process.Signal(syscall.SIGTERM)
@@ -160,7 +174,7 @@ cgroupRoot: /staticpodd-bench
 		return len(list.Items), err
 	}
 	if err := poll(10*time.Second, func() bool { n, _ := countPods(); return n == 0 }); err != nil {
-		return nil, 0, fmt.Errorf("daemon did not come up: %v\n%s", err, logs.String())
+		return nil, usage{}, fmt.Errorf("daemon did not come up: %v\n%s", err, logs.String())
 	}
 	manifest := fmt.Sprintf(`apiVersion: v1
 kind: Pod
@@ -184,26 +198,43 @@ spec:
 		tmp := filepath.Join(dir, "bench.yaml")
 		// A new name each run, so every run is a new pod with a new UID.
 		if err := os.WriteFile(tmp, []byte(strings.Replace(manifest, "name: bench", fmt.Sprintf("name: bench%d", i), 1)), 0o644); err != nil {
-			return nil, 0, err
+			return nil, usage{}, err
 		}
 		dst := filepath.Join(manifests, "bench.yaml")
 		t0 := time.Now()
 		if err := os.Rename(tmp, dst); err != nil {
-			return nil, 0, err
+			return nil, usage{}, err
 		}
 		t1, err := waitFIFO(fifo, 30*time.Second)
 		if err != nil {
-			return nil, 0, fmt.Errorf("run %d: %v\n%s", i, err, logs.String())
+			return nil, usage{}, fmt.Errorf("run %d: %v\n%s", i, err, logs.String())
 		}
 		if i > 0 {
 			ds = append(ds, t1.Sub(t0))
 		}
 		os.Remove(dst)
 		if err := poll(30*time.Second, func() bool { n, _ := countPods(); return n == 0 }); err != nil {
-			return nil, 0, fmt.Errorf("run %d: pod not removed: %v", i, err)
+			return nil, usage{}, fmt.Errorf("run %d: pod not removed: %v", i, err)
 		}
 	}
-	return ds, rss(d.Process.Pid), nil
+	// One long-running pod, to see what a running container costs.
+	idle := strings.Replace(strings.Replace(manifest, "name: bench", "name: idle", 1),
+		`command: ["sh", "-c", ": > /sig/fifo"]`, `command: ["sleep", "3600"]`, 1)
+	tmp := filepath.Join(dir, "idle.yaml")
+	os.WriteFile(tmp, []byte(idle), 0o644)
+	os.Rename(tmp, filepath.Join(manifests, "idle.yaml"))
+	defer func() {
+		os.Remove(filepath.Join(manifests, "idle.yaml"))
+		poll(30*time.Second, func() bool { n, _ := countPods(); return n == 0 })
+	}()
+	var u usage
+	err = poll(10*time.Second, func() bool {
+		u = usage{daemon: memOf(d.Process.Pid), monitors: monitorsOf(runDir)}
+		return len(u.monitors) >= 1
+	})
+	time.Sleep(time.Second) // let the spare monitor settle too
+	u = usage{daemon: memOf(d.Process.Pid), monitors: monitorsOf(runDir)}
+	return ds, u, err
 }
 
 func benchRunc(runs int, runc, busybox, dir, fifo string) ([]time.Duration, error) {
@@ -282,18 +313,45 @@ func poll(timeout time.Duration, f func() bool) error {
 	return nil
 }
 
-// rss returns the resident set size of pid in bytes.
-func rss(pid int) int64 {
+type procMem struct{ rss, anon int64 }
+
+// memOf returns the resident set size of pid, and its anonymous part, in bytes.
+func memOf(pid int) procMem {
+	var m procMem
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
-		return 0
+		return m
 	}
 	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
-			var kb int64
-			fmt.Sscan(f[1], &kb)
-			return kb << 10
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		var kb int64
+		fmt.Sscan(f[1], &kb)
+		switch f[0] {
+		case "VmRSS:":
+			m.rss = kb << 10
+		case "RssAnon:":
+			m.anon = kb << 10
 		}
 	}
-	return 0
+	return m
+}
+
+// monitorsOf returns the memory of the monitor processes of the daemon whose
+// run directory is runDir.
+func monitorsOf(runDir string) []procMem {
+	var ms []procMem
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		b, err := os.ReadFile(p)
+		if err != nil || !bytes.HasPrefix(b, []byte("staticpodd-monitor\x00")) || !bytes.Contains(b, []byte(runDir+"/")) {
+			continue
+		}
+		var pid int
+		fmt.Sscanf(p, "/proc/%d/cmdline", &pid)
+		ms = append(ms, memOf(pid))
+	}
+	return ms
 }
