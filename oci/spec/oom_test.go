@@ -6,7 +6,15 @@ import (
 	"github.com/staticpodd/staticpodd/agent/podspec"
 )
 
+// noFloor lets any oom_score_adj through, as CAP_SYS_RESOURCE does.
+func noFloor(t *testing.T) {
+	old := oomFloor
+	oomFloor = func() int { return -1000 }
+	t.Cleanup(func() { oomFloor = old })
+}
+
 func TestWithOOMScoreAdj(t *testing.T) {
+	noFloor(t)
 	adj := func(v int) *int { return &v }
 	tests := []struct {
 		name    string
@@ -43,7 +51,32 @@ func TestWithOOMScoreAdj(t *testing.T) {
 	}
 }
 
+// Without CAP_SYS_RESOURCE a container may not go below the runtime's own
+// oom_score_adj: asking for it would fail the start.
+func TestWithOOMScoreAdjClampedToFloor(t *testing.T) {
+	old := oomFloor
+	oomFloor = func() int { return -999 }
+	t.Cleanup(func() { oomFloor = old })
+	for _, tt := range []struct{ adj, want int }{{-997, -997}, {-1000, -999}, {1000, 1000}} {
+		s := Default()
+		if err := WithOOMScoreAdj(&tt.adj)(s); err != nil {
+			t.Fatal(err)
+		}
+		if *s.Process.OOMScoreAdj != tt.want {
+			t.Errorf("asked %d with floor -999: got %d, want %d", tt.adj, *s.Process.OOMScoreAdj, tt.want)
+		}
+	}
+	oomFloor = func() int { return 0 }
+	adj := -997
+	s := Default()
+	WithOOMScoreAdj(&adj)(s)
+	if *s.Process.OOMScoreAdj != 0 {
+		t.Errorf("asked -997 with floor 0: got %d, want 0", *s.Process.OOMScoreAdj)
+	}
+}
+
 func TestGenerateOOMScoreAdj(t *testing.T) {
+	noFloor(t)
 	adj := -997
 	s, err := Generate(testPod(), &podspec.Container{Name: "app", OOMScoreAdj: &adj}, busybox, t.TempDir(), testSandbox())
 	if err != nil {
