@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sync"
@@ -17,14 +18,22 @@ const maxLogLine = 16 * 1024
 
 // criLog writes container output in the CRI log format:
 // "<RFC3339Nano> <stream> <F|P> <content>\n".
+//
+// A write that fails (a full disk) loses that entry but never stops the
+// copy: a container whose output is not drained blocks on its next write
+// once the pipe is full. The failure is logged once, and so is the recovery.
 type criLog struct {
-	mu  sync.Mutex // guards f and buf: lines of both streams never interleave
-	f   *os.File
-	buf []byte
+	log *slog.Logger
 	now func() time.Time
+
+	mu      sync.Mutex // guards the fields below: lines of both streams never interleave
+	f       *os.File
+	buf     []byte
+	failing bool // the last write failed
+	lost    int  // entries lost since writes began to fail
 }
 
-func openCRILog(path string) (*criLog, error) {
+func openCRILog(path string, log *slog.Logger) (*criLog, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, fmt.Errorf("create log dir for %s: %w", path, err)
 	}
@@ -32,29 +41,23 @@ func openCRILog(path string) (*criLog, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open log %s: %w", path, err)
 	}
-	return &criLog{f: f, now: time.Now}, nil
+	return &criLog{f: f, now: time.Now, log: log}, nil
 }
 
-// copy reads stream until EOF and writes each line as an entry; it returns
-// the first write error, or nil at EOF.
+// copy reads stream until EOF and writes each line as an entry. It returns
+// nil at EOF, or the read error; write errors only lose entries.
 func (l *criLog) copy(stream string, r io.Reader) error {
 	br := bufio.NewReaderSize(r, maxLogLine)
 	for {
 		line, err := br.ReadSlice('\n')
 		switch {
 		case err == nil:
-			if werr := l.write(stream, "F", line[:len(line)-1]); werr != nil {
-				return werr
-			}
+			l.write(stream, "F", line[:len(line)-1])
 		case errors.Is(err, bufio.ErrBufferFull):
-			if werr := l.write(stream, "P", line); werr != nil {
-				return werr
-			}
+			l.write(stream, "P", line)
 		default:
 			if len(line) > 0 {
-				if werr := l.write(stream, "P", line); werr != nil {
-					return werr
-				}
+				l.write(stream, "P", line)
 			}
 			if errors.Is(err, io.EOF) || errors.Is(err, os.ErrClosed) {
 				return nil
@@ -64,7 +67,8 @@ func (l *criLog) copy(stream string, r io.Reader) error {
 	}
 }
 
-func (l *criLog) write(stream, tag string, content []byte) error {
+// write writes one entry, or counts it lost.
+func (l *criLog) write(stream, tag string, content []byte) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	b := l.buf[:0]
@@ -77,10 +81,18 @@ func (l *criLog) write(stream, tag string, content []byte) error {
 	b = append(b, content...)
 	b = append(b, '\n')
 	l.buf = b
-	if _, err := l.f.Write(b); err != nil {
-		return fmt.Errorf("write log %s: %w", l.f.Name(), err)
+	_, err := l.f.Write(b)
+	switch {
+	case err != nil && !l.failing:
+		l.failing, l.lost = true, 1
+		l.log.Warn("cannot write container log, discarding output until it can",
+			"path", l.f.Name(), "err", err)
+	case err != nil:
+		l.lost++
+	case l.failing:
+		l.failing = false
+		l.log.Info("writing container log again", "path", l.f.Name(), "lost_entries", l.lost)
 	}
-	return nil
 }
 
 func (l *criLog) Close() error {

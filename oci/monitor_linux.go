@@ -61,7 +61,7 @@ func runMonitor(args []string) int {
 		err = m.redirectLog()
 	}
 	if err == nil {
-		err = m.run(st)
+		err = m.run(st, log)
 	}
 	if err != nil {
 		m.sendReport(monitorReport{Error: err.Error()})
@@ -137,7 +137,7 @@ func (m *monitorProc) redirectLog() error {
 	return nil
 }
 
-func (m *monitorProc) run(st monitorState) error {
+func (m *monitorProc) run(st monitorState, log *slog.Logger) error {
 	// The state names this monitor, so that a new daemon can adopt it. Its
 	// fsync overlaps reading and converting the spec; it lands before the
 	// container's process exists.
@@ -174,7 +174,7 @@ func (m *monitorProc) run(st monitorState) error {
 	if err != nil {
 		return fmt.Errorf("convert spec of container %s: %w", m.id, err)
 	}
-	logs, err := openCRILog(rec.LogPath)
+	logs, err := openCRILog(rec.LogPath, log)
 	if err != nil {
 		return err
 	}

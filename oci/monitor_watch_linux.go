@@ -3,16 +3,22 @@
 package oci
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/opencontainers/runc/libcontainer/system"
 	"golang.org/x/sys/unix"
 )
+
+// killWait bounds how long a start that failed waits for its killed monitor
+// to exit before it removes the container's state anyway.
+const killWait = 10 * time.Second
 
 // monitor is the daemon's handle on a container's monitor process.
 type monitor struct {
@@ -35,10 +41,11 @@ func (m *monitor) exited() bool {
 // daemon prepares the rootfs and writes the spec, or even before the container
 // is asked for (see Runtime.spare). It waits on its go pipe.
 type pendingMonitor struct {
-	id  string // the ID of the container it will run
-	m   *monitor
-	goW *os.File // write end of its go pipe
-	rep *os.File // read end of its report pipe
+	id   string // the ID of the container it will run
+	m    *monitor
+	proc *os.Process
+	goW  *os.File // write end of its go pipe
+	rep  *os.File // read end of its report pipe
 }
 
 // startMonitor starts the monitor of a future container id; see monitorArg.
@@ -66,24 +73,49 @@ func (r *Runtime) startMonitor(id string) (*pendingMonitor, error) {
 		return nil, fmt.Errorf("start monitor of container %s: %w", id, err)
 	}
 	m := &monitor{pid: cmd.Process.Pid, done: make(chan struct{})}
+	// Not reaped until cmd.Wait: the pid is still the monitor's.
+	pidfd, err := openPidfd(cmd.Process.Pid)
+	if err != nil {
+		_ = cmd.Process.Kill()
+		_, _, _ = cmd.Wait(), repR.Close(), goW.Close()
+		return nil, fmt.Errorf("watch monitor of container %s: %w", id, err)
+	}
 	go func() {
+		// Waited for in the netpoller, not a blocked thread; then reaped.
+		awaitExit(pidfd)
 		_ = cmd.Wait() // the exit file, not the monitor's status, tells the story
 		close(m.done)
 	}()
-	return &pendingMonitor{id: id, m: m, goW: goW, rep: repR}, nil
+	return &pendingMonitor{id: id, m: m, proc: cmd.Process, goW: goW, rep: repR}, nil
 }
 
 // run tells the monitor that its container's spec and record are written and
-// returns once it reported the container's init process, or its failure.
-func (p *pendingMonitor) run() (monitorReport, error) {
+// returns once it reported the container's init process, or its failure. When
+// ctx ends first, it returns ctx's cause; the caller kills the monitor.
+func (p *pendingMonitor) run(ctx context.Context) (monitorReport, error) {
 	// A monitor that died already cannot read: its report pipe says so.
 	_, _ = p.goW.Write([]byte{1})
 	_ = p.goW.Close()
-	defer p.rep.Close()
+	type result struct {
+		data []byte
+		err  error
+	}
+	// Buffered: the reader ends when the monitor exits or is killed.
+	read := make(chan result, 1)
+	go func() {
+		data, err := readAll(p.rep)
+		read <- result{data, err}
+	}()
+	var res result
+	select {
+	case res = <-read:
+	case <-ctx.Done():
+		return monitorReport{}, fmt.Errorf("monitor of container %s: %w", p.id, context.Cause(ctx))
+	}
 	var rep monitorReport
-	data, err := readAll(p.rep)
+	err := res.err
 	if err == nil {
-		err = decodeReport(data, &rep)
+		err = decodeReport(res.data, &rep)
 	}
 	if err == nil && rep.Error != "" {
 		err = errors.New(rep.Error)
@@ -95,9 +127,18 @@ func (p *pendingMonitor) run() (monitorReport, error) {
 	return rep, nil
 }
 
-// abandon tells a monitor that was not run to exit.
-func (p *pendingMonitor) abandon() {
+// kill ends a monitor whose container is not wanted: one waiting for its go
+// pipe, or one whose start failed or hangs. It returns once the monitor has
+// exited, or after killWait.
+func (p *pendingMonitor) kill() {
 	_, _ = p.goW.Close(), p.rep.Close()
+	_ = p.proc.Kill() // through Go's pidfd: never another process
+	t := time.NewTimer(killWait)
+	defer t.Stop()
+	select {
+	case <-p.m.done:
+	case <-t.C:
+	}
 }
 
 // adoptMonitor finds the monitor a previous daemon started, by the pid and
@@ -106,31 +147,56 @@ func adoptMonitor(st monitorState) (*monitor, error) {
 	if st.MonitorPid <= 0 {
 		return nil, nil
 	}
-	fd, err := unix.PidfdOpen(st.MonitorPid, 0)
+	fd, err := openPidfd(st.MonitorPid)
 	if errors.Is(err, unix.ESRCH) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("pidfd_open monitor %d: %w", st.MonitorPid, err)
+		return nil, fmt.Errorf("monitor %d: %w", st.MonitorPid, err)
 	}
 	// The pidfd pins the process: if its start time matches now, it is ours.
 	if stat, err := system.Stat(st.MonitorPid); err != nil || stat.StartTime != st.MonitorStart ||
 		stat.State == system.Zombie || stat.State == system.Dead {
-		_ = unix.Close(fd)
+		_ = fd.Close()
 		return nil, nil
 	}
 	m := &monitor{pid: st.MonitorPid, done: make(chan struct{})}
 	go func() {
-		defer close(m.done)
-		defer unix.Close(fd)
-		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-		for {
-			if _, err := unix.Poll(fds, -1); !errors.Is(err, unix.EINTR) {
-				return
-			}
-		}
+		awaitExit(fd)
+		close(m.done)
 	}()
 	return m, nil
+}
+
+// openPidfd opens a non-blocking pidfd of process pid, so that awaitExit can
+// wait for it in Go's netpoller rather than in a thread of its own.
+func openPidfd(pid int) (*os.File, error) {
+	fd, err := unix.PidfdOpen(pid, unix.PIDFD_NONBLOCK)
+	if err != nil {
+		return nil, fmt.Errorf("pidfd_open %d: %w", pid, err)
+	}
+	return os.NewFile(uintptr(fd), "pidfd"), nil
+}
+
+// awaitExit blocks until the process of pidfd has exited (a pidfd becomes
+// readable then), and closes pidfd.
+func awaitExit(pidfd *os.File) {
+	defer pidfd.Close()
+	exited := func(fd uintptr, timeout int) bool {
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		n, err := unix.Poll(fds, timeout)
+		return n > 0 || (err != nil && !errors.Is(err, unix.EINTR))
+	}
+	rc, err := pidfd.SyscallConn()
+	if err == nil {
+		err = rc.Read(func(fd uintptr) bool { return exited(fd, 0) })
+	}
+	if err == nil {
+		return
+	}
+	// Not in the netpoller after all: block a thread instead.
+	for !exited(pidfd.Fd(), -1) {
+	}
 }
 
 // monitorEnv is the daemon's environment minus what belongs to the daemon

@@ -6,12 +6,17 @@ package oci
 import (
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/staticpodd/staticpodd/oci/image"
 )
 
 // DefaultCgroupRoot is the cgroupfs parent of every pod cgroup.
 const DefaultCgroupRoot = "/staticpodd"
+
+// DefaultStartTimeout bounds one container start, as the kubelet's default
+// runtimeRequestTimeout bounds its CRI calls.
+const DefaultStartTimeout = 2 * time.Minute
 
 // ImageStore gives each container a writable root filesystem over an image;
 // *image.Store is one.
@@ -34,8 +39,12 @@ type Config struct {
 	RootDir string
 	// CgroupRoot is the cgroupfs parent of pod cgroups; default DefaultCgroupRoot.
 	CgroupRoot string
-	Images     ImageStore
-	Logger     *slog.Logger
+	// StartTimeout bounds Start: a container whose start hangs (a wedged
+	// mount, a frozen cgroup) is killed and cleaned up when it expires;
+	// default DefaultStartTimeout.
+	StartTimeout time.Duration
+	Images       ImageStore
+	Logger       *slog.Logger
 }
 
 // Runtime runs pods' containers. It is safe for concurrent use, and every method
@@ -48,8 +57,14 @@ type Runtime struct {
 	// monitors holds the monitors this process started or adopted, by container
 	// ID; guarded by mu.
 	monitors map[string]*monitor
-	// podLocks serialise sandbox creation and removal per pod UID; guarded by mu.
-	podLocks map[string]*sync.Mutex
+	// podLocks serialise sandbox creation and removal per pod UID, present
+	// while someone holds or waits for one; guarded by mu.
+	podLocks map[string]*podLock
+	// starting holds the containers a Start is creating, removing those
+	// being removed: status must not take either for a container whose
+	// monitor was lost. Both guarded by mu.
+	starting map[string]bool
+	removing map[string]bool
 	// spare is a monitor started after a container start for the next one;
 	// refilling says one is being started. Both guarded by mu.
 	spare     *pendingMonitor

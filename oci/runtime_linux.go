@@ -13,7 +13,6 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"sync"
 	"syscall"
 	"time"
 
@@ -37,6 +36,9 @@ func New(cfg Config) (*Runtime, error) {
 	if cfg.CgroupRoot == "" {
 		cfg.CgroupRoot = DefaultCgroupRoot
 	}
+	if cfg.StartTimeout <= 0 {
+		cfg.StartTimeout = DefaultStartTimeout
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -44,7 +46,9 @@ func New(cfg Config) (*Runtime, error) {
 		cfg:      cfg,
 		log:      cfg.Logger,
 		monitors: map[string]*monitor{},
-		podLocks: map[string]*sync.Mutex{},
+		podLocks: map[string]*podLock{},
+		starting: map[string]bool{},
+		removing: map[string]bool{},
 	}
 	for _, d := range []string{r.libcontainerRoot(), filepath.Join(cfg.RunDir, podsDir), filepath.Join(cfg.RunDir, containersDir)} {
 		if err := os.MkdirAll(d, 0o711); err != nil {
@@ -60,12 +64,20 @@ func newID() string {
 	return hex.EncodeToString(b[:])
 }
 
+// ErrStartTimeout is the cause of a Start that took longer than
+// Config.StartTimeout.
+var ErrStartTimeout = errors.New("start timed out")
+
 // Start creates and starts container c of pod and returns once its process has
-// been told to exec.
+// been told to exec. A start that outlives ctx or Config.StartTimeout is
+// killed and cleaned up.
 func (r *Runtime) Start(ctx context.Context, pod *podspec.Pod, c *podspec.Container) (podspec.ContainerStatus, error) {
 	if err := ctx.Err(); err != nil {
 		return podspec.ContainerStatus{}, err
 	}
+	ctx, cancel := context.WithTimeoutCause(ctx, r.cfg.StartTimeout,
+		fmt.Errorf("%w after %v", ErrStartTimeout, r.cfg.StartTimeout))
+	defer cancel()
 	r.warmer.warm()
 	var pr podRecord
 	if err := readJSON(filepath.Join(r.podDir(pod.UID), podFile), &pr); err != nil {
@@ -80,22 +92,28 @@ func (r *Runtime) Start(ctx context.Context, pod *podspec.Pod, c *podspec.Contai
 	}
 	defer r.refillSpare()
 	id := pm.id
-	st, err := r.start(pm, pod, c, pr)
+	// Registered before its record is written, so a concurrent status sees
+	// the container as created rather than as one whose monitor died.
+	r.mu.Lock()
+	r.monitors[id] = pm.m
+	r.starting[id] = true
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		delete(r.starting, id)
+		r.mu.Unlock()
+	}()
+	st, err := r.start(ctx, pm, pod, c, pr)
 	if err != nil {
-		pm.abandon()
+		pm.kill()
 		r.cleanup(id)
 		return podspec.ContainerStatus{}, fmt.Errorf("start container %s (%s) of pod %s: %w", c.Name, id, pod.Name, err)
 	}
 	return st, nil
 }
 
-func (r *Runtime) start(pm *pendingMonitor, pod *podspec.Pod, c *podspec.Container, pr podRecord) (podspec.ContainerStatus, error) {
+func (r *Runtime) start(ctx context.Context, pm *pendingMonitor, pod *podspec.Pod, c *podspec.Container, pr podRecord) (podspec.ContainerStatus, error) {
 	id, dir := pm.id, r.containerDir(pm.id)
-	// Registered from now on, so a concurrent status sees the container as
-	// created rather than as one whose monitor died.
-	r.mu.Lock()
-	r.monitors[id] = pm.m
-	r.mu.Unlock()
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return podspec.ContainerStatus{}, err
 	}
@@ -110,6 +128,7 @@ func (r *Runtime) start(pm *pendingMonitor, pod *podspec.Pod, c *podspec.Contain
 	rec := containerRecord{
 		ID: id, PodUID: pod.UID, PodName: pod.Name, Name: c.Name, Attempt: c.Attempt,
 		Hash: c.Hash, Image: c.Image, ImageID: img.ID, LogPath: c.LogPath, CreatedAt: time.Now(),
+		TerminationGracePeriod: pod.TerminationGracePeriod,
 	}
 	// The two fsyncs run side by side.
 	specWritten := make(chan error, 1)
@@ -118,7 +137,10 @@ func (r *Runtime) start(pm *pendingMonitor, pod *podspec.Pod, c *podspec.Contain
 	if err := errors.Join(err, <-specWritten); err != nil {
 		return podspec.ContainerStatus{}, err
 	}
-	rep, err := pm.run()
+	if ctx.Err() != nil {
+		return podspec.ContainerStatus{}, context.Cause(ctx)
+	}
+	rep, err := pm.run(ctx)
 	if err != nil {
 		return podspec.ContainerStatus{}, err
 	}
@@ -141,8 +163,10 @@ func (r *Runtime) sandboxFor(pr podRecord, id string) spec.Sandbox {
 		sb.NetNS = filepath.Join(dir, nsNet)
 		sb.UTSNS = filepath.Join(dir, nsUTS)
 	}
+	sb.ShmPath = "/dev/shm"
 	if !pr.HostIPC {
 		sb.IPCNS = filepath.Join(dir, nsIPC)
+		sb.ShmPath = filepath.Join(dir, shmDir)
 	}
 	return sb
 }
@@ -225,6 +249,15 @@ func (r *Runtime) Destroy(ctx context.Context, id string) error {
 // remove deletes every trace of container id: libcontainer state, cgroup,
 // rootfs and state dir. It tolerates any of them missing.
 func (r *Runtime) remove(id string) error {
+	r.mu.Lock()
+	r.removing[id] = true
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		delete(r.removing, id)
+		delete(r.monitors, id)
+		r.mu.Unlock()
+	}()
 	var errs []error
 	if ctr, err := libcontainer.Load(r.libcontainerRoot(), id); err == nil {
 		_ = ctr.Signal(unix.SIGKILL) // only a container whose monitor died can still run
@@ -239,9 +272,6 @@ func (r *Runtime) remove(id string) error {
 		errs = append(errs, removeCgroup(s.Linux.CgroupsPath))
 	}
 	errs = append(errs, r.cfg.Images.Release(id), os.RemoveAll(r.containerDir(id)))
-	r.mu.Lock()
-	delete(r.monitors, id)
-	r.mu.Unlock()
 	return errors.Join(errs...)
 }
 
@@ -310,15 +340,43 @@ func (r *Runtime) status(id string) (podspec.ContainerStatus, error) {
 		if attempt == 0 {
 			continue
 		}
-		if err := r.monitorLost(id); err != nil {
+		switch err := r.monitorLost(id); {
+		case errors.Is(err, errStarting):
+			// Start has not returned yet; it reports and cleans up the failure.
+			st.State = podspec.StateCreated
+			return st, nil
+		case errors.Is(err, errRemoving):
+			return st, podspec.ErrNotExist
+		case err != nil:
 			return st, err
 		}
 	}
 }
 
+// Why monitorLost declined to record an exit.
+var (
+	errStarting = errors.New("container is starting")
+	errRemoving = errors.New("container is being removed")
+)
+
 // monitorLost records the exit of a container whose monitor died: the
 // container is killed, since nothing would copy its output or see its exit.
+// It declines (errStarting, errRemoving) for a container that Start or
+// remove is handling: their monitor ends without an exit of its own.
 func (r *Runtime) monitorLost(id string) error {
+	// Held while the exit is written, so that a remove starting meanwhile
+	// finds it written, and deletes it.
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch {
+	case r.starting[id]:
+		return errStarting
+	case r.removing[id]:
+		return errRemoving
+	}
+	if _, err := os.Stat(filepath.Join(r.containerDir(id), containerFile)); err != nil {
+		return errRemoving // removed just before we took mu
+	}
 	r.log.Warn("container monitor died, killing container", "id", id)
 	if ctr, err := libcontainer.Load(r.libcontainerRoot(), id); err == nil {
 		_ = ctr.Signal(unix.SIGKILL)
@@ -363,6 +421,7 @@ func (rec containerRecord) status() podspec.ContainerStatus {
 		ID: rec.ID, PodUID: rec.PodUID, PodName: rec.PodName, Name: rec.Name,
 		Attempt: rec.Attempt, Hash: rec.Hash, Image: rec.Image, ImageID: rec.ImageID,
 		State: podspec.StateUnknown, CreatedAt: rec.CreatedAt, LogPath: rec.LogPath,
+		TerminationGracePeriod: rec.TerminationGracePeriod,
 	}
 }
 

@@ -30,16 +30,39 @@ const (
 	nsUTS = "uts"
 )
 
-// podLock returns the mutex serialising sandbox changes of pod uid.
-func (r *Runtime) podLock(uid string) *sync.Mutex {
+// shmDir is the pod's /dev/shm tmpfs in its directory, and shmOptions its
+// mount options: containerd's, 64 MiB.
+const (
+	shmDir     = "shm"
+	shmOptions = "mode=1777,size=65536k"
+)
+
+// podLock serialises sandbox changes of one pod UID.
+type podLock struct {
+	mu   sync.Mutex
+	refs int // holders and waiters; guarded by Runtime.mu
+}
+
+// lockPod locks pod uid's sandbox and returns the unlock. Runtime.podLocks
+// has an entry only while someone holds or waits for it.
+func (r *Runtime) lockPod(uid string) (unlock func()) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	l, ok := r.podLocks[uid]
 	if !ok {
-		l = &sync.Mutex{}
+		l = &podLock{}
 		r.podLocks[uid] = l
 	}
-	return l
+	l.refs++
+	r.mu.Unlock()
+	l.mu.Lock()
+	return func() {
+		l.mu.Unlock()
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if l.refs--; l.refs == 0 {
+			delete(r.podLocks, uid)
+		}
+	}
 }
 
 func validName(s string) bool {
@@ -52,9 +75,7 @@ func (r *Runtime) CreateSandbox(ctx context.Context, pod *podspec.Pod) error {
 	if !validName(pod.UID) {
 		return fmt.Errorf("create sandbox of pod %s: invalid UID %q", pod.Name, pod.UID)
 	}
-	l := r.podLock(pod.UID)
-	l.Lock()
-	defer l.Unlock()
+	defer r.lockPod(pod.UID)()
 	dir := r.podDir(pod.UID)
 	if _, err := os.Stat(filepath.Join(dir, podFile)); err == nil {
 		return nil
@@ -67,6 +88,7 @@ func (r *Runtime) CreateSandbox(ctx context.Context, pod *podspec.Pod) error {
 		UID: pod.UID, Namespace: pod.Namespace, Name: pod.Name, Hostname: pod.Hostname,
 		HostNetwork: pod.HostNetwork, HostIPC: pod.HostIPC,
 		CgroupsPath: path.Join(r.cfg.CgroupRoot, "pod"+pod.UID),
+		PidsLimit:   max(pod.PidsLimit, 0),
 	}
 	if err := r.createSandbox(dir, pr); err != nil {
 		err = fmt.Errorf("create sandbox of pod %s: %w", pod.Name, err)
@@ -97,12 +119,29 @@ func (r *Runtime) createSandbox(dir string, pr podRecord) error {
 			return err
 		}
 	}
-	mgr, err := manager.New(&cgroups.Cgroup{Path: pr.CgroupsPath, Resources: &cgroups.Resources{SkipDevices: true}})
+	if !pr.HostIPC {
+		// One /dev/shm for all the pod's containers, as they share IPC.
+		shm := filepath.Join(dir, shmDir)
+		if err := os.Mkdir(shm, 0o755); err != nil {
+			return err
+		}
+		if err := unix.Mount("shm", shm, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, shmOptions); err != nil {
+			return fmt.Errorf("mount /dev/shm tmpfs at %s: %w", shm, err)
+		}
+	}
+	res := &cgroups.Resources{SkipDevices: true}
+	if pr.PidsLimit > 0 {
+		res.PidsLimit = &pr.PidsLimit
+	}
+	mgr, err := manager.New(&cgroups.Cgroup{Path: pr.CgroupsPath, Resources: res})
 	if err != nil {
 		return fmt.Errorf("pod cgroup %s: %w", pr.CgroupsPath, err)
 	}
 	if err := mgr.Apply(-1); err != nil {
 		return fmt.Errorf("create pod cgroup %s: %w", pr.CgroupsPath, err)
+	}
+	if err := mgr.Set(res); err != nil {
+		return fmt.Errorf("set limits of pod cgroup %s: %w", pr.CgroupsPath, err)
 	}
 	// The pod's first container follows soon. Not earlier: creating a cgroup
 	// waits while the attach holds the cgroup mutex.
@@ -210,17 +249,13 @@ func (r *Runtime) RemoveSandbox(ctx context.Context, podUID string) error {
 	if !validName(podUID) {
 		return fmt.Errorf("remove sandbox %q: invalid UID", podUID)
 	}
-	l := r.podLock(podUID)
-	l.Lock()
-	defer l.Unlock()
-	ctrs, err := r.List(ctx)
-	if err != nil {
+	defer r.lockPod(podUID)()
+	// The pod's own records only: the status of another pod's container is
+	// none of its business.
+	if c, err := r.anyContainerOf(podUID); err != nil {
 		return fmt.Errorf("remove sandbox of pod %s: %w", podUID, err)
-	}
-	for _, c := range ctrs {
-		if c.PodUID == podUID {
-			return fmt.Errorf("remove sandbox of pod %s: container %s (%s) not destroyed", podUID, c.Name, c.ID)
-		}
+	} else if c != nil {
+		return fmt.Errorf("remove sandbox of pod %s: container %s (%s) not destroyed", podUID, c.Name, c.ID)
 	}
 	if err := r.removeSandbox(podUID); err != nil {
 		return fmt.Errorf("remove sandbox of pod %s: %w", podUID, err)
@@ -228,13 +263,36 @@ func (r *Runtime) RemoveSandbox(ctx context.Context, podUID string) error {
 	return nil
 }
 
+// anyContainerOf returns the record of a container of pod uid, or nil if it
+// has none.
+func (r *Runtime) anyContainerOf(uid string) (*containerRecord, error) {
+	entries, err := os.ReadDir(filepath.Join(r.cfg.RunDir, containersDir))
+	if err != nil {
+		return nil, fmt.Errorf("list containers: %w", err)
+	}
+	for _, e := range entries {
+		var rec containerRecord
+		err := readJSON(filepath.Join(r.containerDir(e.Name()), containerFile), &rec)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // being created or removed
+		}
+		if err != nil {
+			return nil, err
+		}
+		if rec.PodUID == uid {
+			return &rec, nil
+		}
+	}
+	return nil, nil
+}
+
 func (r *Runtime) removeSandbox(uid string) error {
 	dir := r.podDir(uid)
 	var errs []error
-	for _, name := range []string{nsNet, nsIPC, nsUTS} {
+	for _, name := range []string{nsNet, nsIPC, nsUTS, shmDir} {
 		err := unix.Unmount(filepath.Join(dir, name), unix.MNT_DETACH)
 		if err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
-			errs = append(errs, fmt.Errorf("unmount %s namespace: %w", name, err))
+			errs = append(errs, fmt.Errorf("unmount %s: %w", name, err))
 		}
 	}
 	errs = append(errs, removeCgroup(path.Join(r.cfg.CgroupRoot, "pod"+uid)))
@@ -244,12 +302,20 @@ func (r *Runtime) removeSandbox(uid string) error {
 	return errors.Join(errs...)
 }
 
-// removeCgroup removes the cgroupfs cgroup at cgPath in every hierarchy; a
-// missing one is not an error.
+// removeCgroup removes the cgroupfs cgroup at cgPath in every hierarchy,
+// killing what is left in it (a start that was given up on can leave a
+// process); a missing one is not an error.
 func removeCgroup(cgPath string) error {
 	mgr, err := manager.New(&cgroups.Cgroup{Path: cgPath, Resources: &cgroups.Resources{SkipDevices: true}})
 	if err != nil {
 		return fmt.Errorf("cgroup %s: %w", cgPath, err)
+	}
+	if pids, err := mgr.GetAllPids(); err == nil && len(pids) > 0 {
+		// A frozen process does not die before it is thawed.
+		_ = mgr.Freeze(cgroups.Thawed)
+		for _, pid := range pids {
+			_ = unix.Kill(pid, unix.SIGKILL)
+		}
 	}
 	if err := mgr.Destroy(); err != nil {
 		return fmt.Errorf("remove cgroup %s: %w", cgPath, err)

@@ -13,7 +13,7 @@ func (r *Runtime) takeMonitor() (*pendingMonitor, error) {
 		return pm, nil
 	}
 	if pm != nil {
-		pm.abandon()
+		pm.kill()
 	}
 	return r.startMonitor(newID())
 }

@@ -14,6 +14,7 @@ import (
 //
 //	pods/<uid>/pod.json              podRecord
 //	pods/<uid>/{net,ipc,uts}         bind mounts of the sandbox namespaces
+//	pods/<uid>/shm                   the pod's /dev/shm tmpfs (none with hostIPC)
 //	pods/<uid>/{hosts,hostname,resolv.conf}
 //	containers/<id>/container.json   containerRecord (written by the daemon)
 //	containers/<id>/config.json      the OCI runtime spec
@@ -43,6 +44,7 @@ type podRecord struct {
 	HostNetwork bool   `json:"hostNetwork,omitempty"`
 	HostIPC     bool   `json:"hostIPC,omitempty"`
 	CgroupsPath string `json:"cgroupsPath"`
+	PidsLimit   int64  `json:"pidsLimit,omitempty"`
 }
 
 // containerRecord carries the labels the agent needs to adopt a container.
@@ -57,6 +59,9 @@ type containerRecord struct {
 	ImageID   string    `json:"imageID"`
 	LogPath   string    `json:"logPath"`
 	CreatedAt time.Time `json:"createdAt"`
+	// TerminationGracePeriod is the pod's, to stop the container with after
+	// the pod's manifest is gone.
+	TerminationGracePeriod time.Duration `json:"terminationGracePeriod,omitempty"`
 }
 
 // monitorState is written by the monitor: first with its own identity, then

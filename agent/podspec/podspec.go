@@ -31,6 +31,14 @@ type Pod struct {
 
 	// LogDir is <podLogsDir>/<namespace>_<name>_<uid>.
 	LogDir string
+
+	// TerminationGracePeriod is the pod's terminationGracePeriodSeconds. The
+	// runtime keeps it with each container (ContainerStatus), so that a pod
+	// whose manifest is gone is still stopped with its own grace period.
+	TerminationGracePeriod time.Duration
+	// PidsLimit caps the number of processes of the whole pod (the kubelet's
+	// podPidsLimit); 0 or less = no limit.
+	PidsLimit int64
 }
 
 // Container is one container of a pod, fully resolved by the agent: command and args
@@ -130,4 +138,7 @@ type ContainerStatus struct {
 	Reason  string
 	Message string
 	LogPath string
+	// TerminationGracePeriod is the pod's, as it was when the container
+	// started; 0 if unknown.
+	TerminationGracePeriod time.Duration
 }

@@ -86,6 +86,25 @@ func WithSandboxFiles(sb Sandbox, readonly bool) SpecOpt {
 	}
 }
 
+// WithSandboxShm bind-mounts the pod's shared /dev/shm from path, in place of
+// the container's own tmpfs; "" keeps that. It stays writable with a
+// read-only rootfs, as containerd's.
+func WithSandboxShm(shm string) SpecOpt {
+	return func(s *specs.Spec) error {
+		if shm == "" {
+			return nil
+		}
+		if !path.IsAbs(shm) {
+			return fmt.Errorf("sandbox ShmPath %q: must be an absolute path", shm)
+		}
+		addMounts(s, []specs.Mount{{
+			Destination: "/dev/shm", Type: "bind", Source: shm,
+			Options: []string{"rbind", "rprivate", "rw", "nosuid", "nodev", "noexec"},
+		}})
+		return nil
+	}
+}
+
 // addMounts puts ms after s's mounts, dropping those they override.
 func addMounts(s *specs.Spec, ms []specs.Mount) {
 	if len(ms) == 0 {

@@ -161,3 +161,44 @@ func TestUserMountOverridesSandboxFile(t *testing.T) {
 		t.Errorf("/etc/hosts mounts = %+v, want only the user's", got)
 	}
 }
+
+func TestWithSandboxShm(t *testing.T) {
+	shmMounts := func(s *specs.Spec) []specs.Mount {
+		var out []specs.Mount
+		for _, m := range s.Mounts {
+			if m.Destination == "/dev/shm" {
+				out = append(out, m)
+			}
+		}
+		return out
+	}
+	def := shmMounts(Default())
+	tests := []struct {
+		name    string
+		shm     string
+		want    []specs.Mount
+		wantErr string
+	}{
+		{name: "none keeps the container's own tmpfs", want: def},
+		{
+			name: "pod's",
+			shm:  "/run/p/shm",
+			want: []specs.Mount{{Destination: "/dev/shm", Type: "bind", Source: "/run/p/shm",
+				Options: []string{"rbind", "rprivate", "rw", "nosuid", "nodev", "noexec"}}},
+		},
+		{name: "relative", shm: "shm", wantErr: "ShmPath"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := Default()
+			err := WithSandboxShm(tt.shm)(s)
+			checkErr(t, err, tt.wantErr)
+			if tt.wantErr != "" {
+				return
+			}
+			if got := shmMounts(s); !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("/dev/shm mounts = %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}

@@ -28,6 +28,9 @@ type Sandbox struct {
 	HostsFile      string // bind-mounted at /etc/hosts when not ""
 	HostnameFile   string // bind-mounted at /etc/hostname when not ""
 	ResolvConfFile string // bind-mounted at /etc/resolv.conf when not ""
+	// ShmPath is bind-mounted at /dev/shm when not "": the pod's own tmpfs,
+	// which its containers share, or the host's /dev/shm with hostIPC.
+	ShmPath string
 }
 
 // SpecOpt changes a spec; Generate applies them in order, so a later option wins.
@@ -86,6 +89,7 @@ func generate(pod *podspec.Pod, c *podspec.Container, img imagespec.ImageConfig,
 		WithHostname(hostname),
 		WithNamespaces(pod, sb),
 		WithSandboxFiles(sb, sec.ReadOnlyRootFilesystem),
+		WithSandboxShm(sb.ShmPath),
 		WithMounts(c.Mounts),
 	}
 	if sec.Privileged {
