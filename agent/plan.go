@@ -79,11 +79,12 @@ func plan(desired *desiredPod, actual map[string]*podState) []action {
 	return append(acts, runPod(desired, cur)...)
 }
 
-// removePod stops every container of st, removes them, then the sandbox.
+// removePod stops every container of st, removes them, then the sandbox. An
+// adopted pod's grace period is the longest its containers were started with.
 func removePod(st *podState) []action {
 	grace := st.grace
 	if grace == 0 {
-		grace = defaultGrace
+		grace = adoptedGrace(st.containers)
 	}
 	var acts []action
 	for _, c := range st.containers {
@@ -95,6 +96,19 @@ func removePod(st *podState) []action {
 		acts = append(acts, action{kind: actDestroy, podUID: st.uid, container: c.Name, id: c.ID})
 	}
 	return append(acts, action{kind: actTeardown, podUID: st.uid})
+}
+
+// adoptedGrace is the longest grace period the containers of a pod whose
+// manifest is unknown were started with; defaultGrace if none knows its own.
+func adoptedGrace(cs []podspec.ContainerStatus) time.Duration {
+	var g time.Duration
+	for _, c := range cs {
+		g = max(g, c.TerminationGracePeriod)
+	}
+	if g == 0 {
+		return defaultGrace
+	}
+	return max(g, minGrace)
 }
 
 // runPod plans the desired pod: clean up stray containers, run init containers one

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 
@@ -17,6 +18,10 @@ func TestPlan(t *testing.T) {
 	exited := func(uid, name, id string, attempt, code int) podspec.ContainerStatus {
 		c := running(uid, name, id, attempt)
 		c.State, c.ExitCode = podspec.StateExited, code
+		return c
+	}
+	withGrace := func(c podspec.ContainerStatus, grace time.Duration) podspec.ContainerStatus {
+		c.TerminationGracePeriod = grace
 		return c
 	}
 	desired := func(uid string, policy v1.RestartPolicy, init []string, names ...string) *desiredPod {
@@ -59,6 +64,13 @@ func TestPlan(t *testing.T) {
 			name:   "removed: stop, destroy, teardown",
 			actual: pods(&podState{uid: "u1", sandbox: true, grace: 7e9, containers: []podspec.ContainerStatus{running("u1", "a", "c1", 0), exited("u1", "b", "c2", 0, 0)}}),
 			want:   []string{"kill c1 7s", "destroy c1", "destroy c2", "teardown u1"},
+		},
+		{
+			name: "removed adopted pod: the grace its containers were started with",
+			actual: pods(&podState{uid: "u1", containers: []podspec.ContainerStatus{
+				withGrace(running("u1", "a", "c1", 0), 300e9), withGrace(running("u1", "b", "c2", 0), 0),
+			}}),
+			want: []string{"kill c1 5m0s", "kill c2 5m0s", "destroy c1", "destroy c2", "teardown u1"},
 		},
 		{
 			name:   "removed adopted pod of unknown grace: default 30s",

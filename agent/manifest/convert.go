@@ -4,11 +4,16 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/staticpodd/staticpodd/agent/podspec"
 )
+
+// minimumGracePeriod is the kubelet's minimumGracePeriodInSeconds: a pod is
+// given at least this long to stop, whatever it asks for.
+const minimumGracePeriod = 2 * time.Second
 
 // Paths are the host directories conversion needs.
 type Paths struct {
@@ -56,6 +61,9 @@ func Sandbox(pod *v1.Pod, p Paths) *podspec.Pod {
 		HostIPC:     pod.Spec.HostIPC,
 		HostPID:     pod.Spec.HostPID,
 		LogDir:      p.LogDir(pod),
+	}
+	if g := pod.Spec.TerminationGracePeriodSeconds; g != nil {
+		s.TerminationGracePeriod = max(time.Duration(*g)*time.Second, minimumGracePeriod)
 	}
 	if !pod.Spec.HostNetwork {
 		s.Hostname = podHostname(pod)

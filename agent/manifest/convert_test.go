@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 
@@ -190,9 +191,15 @@ func TestRunAsNonRoot(t *testing.T) {
 func TestSandbox(t *testing.T) {
 	pod := mustParse(t, envPod)
 	s := Sandbox(pod, Paths{PodLogsDir: "/logs"})
-	want := &podspec.Pod{UID: "0123", Namespace: "edge", Name: "web-node1", Hostname: "web-node1", LogDir: "/logs/edge_web-node1_0123"}
+	want := &podspec.Pod{UID: "0123", Namespace: "edge", Name: "web-node1", Hostname: "web-node1", LogDir: "/logs/edge_web-node1_0123",
+		TerminationGracePeriod: 30 * time.Second} // the default
 	if !reflect.DeepEqual(s, want) {
 		t.Errorf("sandbox = %+v, want %+v", s, want)
+	}
+	zero := int64(0)
+	pod.Spec.TerminationGracePeriodSeconds = &zero
+	if s := Sandbox(pod, Paths{}); s.TerminationGracePeriod != 2*time.Second {
+		t.Errorf("grace period %v for terminationGracePeriodSeconds 0, want the kubelet's minimum 2s", s.TerminationGracePeriod)
 	}
 	pod.Spec.HostNetwork = true
 	if s := Sandbox(pod, Paths{}); s.Hostname != "" || !s.HostNetwork {
