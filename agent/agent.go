@@ -40,6 +40,9 @@ type Config struct {
 	SyncFrequency time.Duration
 	// BackoffMax caps the crash-loop back-off; default 5m.
 	BackoffMax time.Duration
+	// PodPidsLimit caps each pod's processes (the kubelet's podPidsLimit);
+	// 0 or -1 = no limit.
+	PodPidsLimit int64
 	// WatchdogPeriod is how often the reconcile loop pings Notifier.Watchdog when
 	// idle; default 5s. Set it to at most half of systemd's WatchdogSec.
 	WatchdogPeriod time.Duration

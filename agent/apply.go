@@ -148,7 +148,9 @@ func (w *worker) sandbox(ctx context.Context, pod *v1.Pod) error {
 		st = &podState{uid: uid, grace: podGrace(pod)}
 		w.pods[uid] = st
 	}
-	err := w.a.rt.CreateSandbox(ctx, w.a.conv.Sandbox(pod))
+	sb := w.a.conv.Sandbox(pod)
+	sb.PidsLimit = w.a.cfg.PodPidsLimit
+	err := w.a.rt.CreateSandbox(ctx, sb)
 	if err != nil {
 		err = fmt.Errorf("create sandbox of pod %s: %w", uid, err)
 	} else if err = w.a.conv.PrepareVolumes(pod); err != nil {

@@ -78,6 +78,9 @@ type Config struct {
 	ImageGCLowThresholdPercent  int32
 	SeccompDefault              bool
 	MaxPods                     int32
+	// PodPidsLimit is podPidsLimit: the most processes a pod may have; -1 =
+	// no limit (the kubelet's default).
+	PodPidsLimit int64
 	// MaxContainerRestartPeriod is crashLoopBackOff.maxContainerRestartPeriod.
 	MaxContainerRestartPeriod time.Duration
 
@@ -205,6 +208,7 @@ var honoured = map[string]bool{
 	"mergeDefaultEvictionSettings": true,
 	"serializeImagePulls":          true, "imageGCHighThresholdPercent": true,
 	"imageGCLowThresholdPercent": true, "seccompDefault": true, "maxPods": true,
+	"podPidsLimit": true,
 	"crashLoopBackOff.maxContainerRestartPeriod": true,
 }
 
@@ -325,6 +329,7 @@ func fromKubelet(path string, raw map[string]any, kc *kubeletv1beta1.KubeletConf
 		ImageGCLowThresholdPercent:  *kc.ImageGCLowThresholdPercent,
 		SeccompDefault:              *kc.SeccompDefault,
 		MaxPods:                     kc.MaxPods,
+		PodPidsLimit:                *kc.PodPidsLimit,
 		MaxContainerRestartPeriod:   kc.CrashLoopBackOff.MaxContainerRestartPeriod.Duration,
 		Origins:                     map[string]string{},
 	}

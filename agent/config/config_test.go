@@ -218,3 +218,24 @@ func TestRelativePathsResolveAgainstTheFile(t *testing.T) {
 		t.Errorf("tlsCertFile = %q, want %q", c.TLSCertFile, want)
 	}
 }
+
+func TestPodPidsLimit(t *testing.T) {
+	c, _, err := Load("", Flags{HostnameOverride: "n"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.PodPidsLimit != -1 || c.Origin("podPidsLimit") != OriginDefault {
+		t.Errorf("podPidsLimit %d from %q, want the kubelet's default -1", c.PodPidsLimit, c.Origin("podPidsLimit"))
+	}
+	p := write(t, `apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+podPidsLimit: 1024
+`)
+	c, warnings, err := Load(p, Flags{HostnameOverride: "n"})
+	if err != nil || len(warnings) != 0 {
+		t.Fatalf("Load: %v, warnings %q", err, warnings)
+	}
+	if c.PodPidsLimit != 1024 || c.Origin("podPidsLimit") != "file "+p {
+		t.Errorf("podPidsLimit %d from %q, want 1024 from the file", c.PodPidsLimit, c.Origin("podPidsLimit"))
+	}
+}

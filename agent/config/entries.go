@@ -84,5 +84,6 @@ var entries = []entry{
 	{"imageGCLowThresholdPercent", "imageGCLowThresholdPercent", num(func(c *Config) int32 { return c.ImageGCLowThresholdPercent })},
 	{"seccompDefault", "seccompDefault", boolean(func(c *Config) bool { return c.SeccompDefault })},
 	{"maxPods", "maxPods", num(func(c *Config) int32 { return c.MaxPods })},
+	{"podPidsLimit", "podPidsLimit", num(func(c *Config) int64 { return c.PodPidsLimit })},
 	{"crashLoopBackOff.maxContainerRestartPeriod", "crashLoopBackOff.maxContainerRestartPeriod", dur(func(c *Config) time.Duration { return c.MaxContainerRestartPeriod })},
 }
