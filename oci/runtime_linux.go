@@ -167,6 +167,9 @@ func (r *Runtime) sandboxFor(pr podRecord, id string) spec.Sandbox {
 	if !pr.HostIPC {
 		sb.IPCNS = filepath.Join(dir, nsIPC)
 		sb.ShmPath = filepath.Join(dir, shmDir)
+		if _, err := os.Stat(sb.ShmPath); err != nil {
+			sb.ShmPath = "" // a sandbox of an older daemon: a tmpfs of its own
+		}
 	}
 	return sb
 }
