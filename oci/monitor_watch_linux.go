@@ -103,6 +103,7 @@ func (p *pendingMonitor) run(ctx context.Context) (monitorReport, error) {
 	// Buffered: the reader ends when the monitor exits or is killed.
 	read := make(chan result, 1)
 	go func() {
+		defer p.rep.Close()
 		data, err := readAll(p.rep)
 		read <- result{data, err}
 	}()
