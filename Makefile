@@ -52,7 +52,7 @@ demo-clean: build
 		--root-dir $(DEMO_ROOT) --run-dir $(DEMO_RUN) --hostname-override demo & pid=$$!; \
 	for i in $$(seq 120); do \
 		sleep 1; \
-		[ -z "$$(ls -A $(DEMO_RUN)/pods $(DEMO_RUN)/containers 2>/dev/null)" ] && break; \
+		[ -z "$$(ls -A $(DEMO_RUN)/pods 2>/dev/null)" ] && break; \
 	done; \
 	kill $$pid; wait $$pid
 	rm -rf $(OUT)/demo $(DEMO_RUN)

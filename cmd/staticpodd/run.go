@@ -227,6 +227,7 @@ func newDaemon(cfg *config.Config, logger *slog.Logger) (*daemon, error) {
 		Paths:          paths,
 		SyncFrequency:  cfg.SyncFrequency,
 		BackoffMax:     cfg.MaxContainerRestartPeriod,
+		PodPidsLimit:   cfg.PodPidsLimit,
 		WatchdogPeriod: watchdog,
 		Notifier:       notifier,
 	}, rt, logger)
