@@ -131,6 +131,7 @@ address: 127.0.0.1
 readOnlyPort: %d
 podLogsDir: %s
 cgroupRoot: %s
+podPidsLimit: 100
 `, d.manifests, d.port, d.logsDir, d.cgroup)
 	if err := os.WriteFile(d.config, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)

@@ -190,6 +190,7 @@ func TestDeleteLeavesNothing(t *testing.T) {
 	for file, want := range map[string]string{
 		"/sys/fs/cgroup/memory" + dir + "/memory.limit_in_bytes": "67108864",
 		"/sys/fs/cgroup/cpu" + dir + "/cpu.cfs_quota_us":         "20000",
+		"/sys/fs/cgroup/pids" + filepath.Dir(dir) + "/pids.max":  "100", // podPidsLimit
 	} {
 		if b, err := os.ReadFile(file); err != nil || strings.TrimSpace(string(b)) != want {
 			t.Errorf("%s = %q (%v), want %s", file, b, err, want)
