@@ -8,6 +8,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/staticpodd/staticpodd/agent/manifest"
 	"github.com/staticpodd/staticpodd/agent/podspec"
 )
 
@@ -19,6 +20,8 @@ func (w *worker) publish(pod *v1.Pod) {
 	var out *v1.Pod
 	if pod != nil {
 		out = pod.DeepCopy()
+		// The hashes of the containers as written are the agent's own business.
+		delete(out.Annotations, manifest.AnnotationContainerHashes)
 		out.Status = w.podStatus(pod)
 		w.prevState = out.Status.DeepCopy()
 	}

@@ -85,6 +85,11 @@ func TestManifestAppearsRunsContainer(t *testing.T) {
 	if pod.Spec.NodeName != d.name {
 		t.Errorf("spec.nodeName = %q, want %q", pod.Spec.NodeName, d.name)
 	}
+	for k := range pod.Annotations {
+		if strings.HasPrefix(k, "staticpodd.io/") {
+			t.Errorf("internal annotation %s shown on /pods", k)
+		}
+	}
 	pid := d.containerPID(pod, "main")
 	if !procAlive(pid) {
 		t.Fatalf("container process %d is not alive", pid)
