@@ -220,6 +220,9 @@ func (w *worker) start(ctx context.Context, pod *v1.Pod, act action) time.Time {
 			return time.Time{}
 		}
 		ci.reason, ci.message = reasonRunError, err.Error()
+		if errors.Is(err, podspec.ErrContainerConfig) {
+			ci.reason = reasonConfigError
+		}
 		ci.failedAt = time.Now()
 		w.backoff.next(key, ci.failedAt)
 		w.logger.Warn("container start failed", "container", c.Name, "attempt", act.attempt, "err", err)

@@ -123,7 +123,7 @@ func (r *Runtime) start(ctx context.Context, pm *pendingMonitor, pod *podspec.Po
 	}
 	s, err := spec.Generate(pod, c, img.Config, rootfs, r.sandboxFor(pr, id))
 	if err != nil {
-		return podspec.ContainerStatus{}, err
+		return podspec.ContainerStatus{}, fmt.Errorf("%w: %w", podspec.ErrContainerConfig, err)
 	}
 	rec := containerRecord{
 		ID: id, PodUID: pod.UID, PodName: pod.Name, Name: c.Name, Attempt: c.Attempt,

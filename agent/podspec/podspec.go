@@ -15,6 +15,10 @@ var (
 	ErrImageNotPresent = errors.New("image not present")
 	// ErrNotExist: no container or sandbox with that ID.
 	ErrNotExist = errors.New("does not exist")
+	// ErrContainerConfig: the container cannot be made as asked over its image
+	// (runAsNonRoot and a root image, an unknown user name, no command...): the
+	// kubelet's CreateContainerConfigError.
+	ErrContainerConfig = errors.New("invalid container configuration")
 )
 
 // Pod is what a runtime needs to make a pod's sandbox: the namespaces and cgroup
