@@ -103,6 +103,7 @@ func TestManifestAppearsRunsContainer(t *testing.T) {
 kind: Pod
 metadata: {name: echo}
 spec:
+  terminationGracePeriodSeconds: 2
   containers:
   - name: say
     image: busybox

@@ -98,7 +98,9 @@ func TestSystemdNotify(t *testing.T) {
 	d.cmd.Process.Signal(syscall.SIGHUP)
 	d.mu.Unlock()
 	sock.next(t, "RELOADING=1", 10*time.Second)
-	sock.next(t, "READY=1", 10*time.Second)
+	if m := sock.next(t, "READY=1", 10*time.Second); !strings.Contains(m, "STATUS=1 pod: 1 running") {
+		t.Errorf("READY=1 after reload %q does not give the pods' status back", m)
+	}
 	if !d.running() {
 		t.Fatal("the daemon exited on SIGHUP")
 	}

@@ -28,9 +28,37 @@ type Problem struct {
 	Error  string `json:"error"`
 }
 
-// New returns the handler for the read-only port and the CLI socket.
-func New(a Agent, logger *slog.Logger) http.Handler {
+// ReadOnly returns the handler of the read-only port: /healthz and /pods, as the
+// kubelet's read-only port serves them, without authentication.
+func ReadOnly(a Agent, logger *slog.Logger) http.Handler {
 	mux := http.NewServeMux()
+	readOnly(mux, a, logger)
+	return mux
+}
+
+// CLI returns the handler of the CLI socket (mode 0600): the read-only port's,
+// plus /problems and container logs, which may hold secrets and so are never
+// served without authentication (the kubelet serves logs only on its
+// authenticated port).
+func CLI(a Agent, logger *slog.Logger) http.Handler {
+	mux := http.NewServeMux()
+	readOnly(mux, a, logger)
+	mux.HandleFunc("GET /problems", func(w http.ResponseWriter, r *http.Request) {
+		out := []Problem{}
+		for _, p := range a.Problems() {
+			msg := ""
+			if p.Err != nil {
+				msg = p.Err.Error()
+			}
+			out = append(out, Problem{Origin: p.Origin, Error: msg})
+		}
+		writeJSON(w, logger, out)
+	})
+	mux.HandleFunc("GET /containerLogs/{namespace}/{pod}/{container}", containerLogs(a, logger))
+	return mux
+}
+
+func readOnly(mux *http.ServeMux, a Agent, logger *slog.Logger) {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = w.Write([]byte("ok"))
@@ -45,19 +73,6 @@ func New(a Agent, logger *slog.Logger) http.Handler {
 		}
 		writeJSON(w, logger, list)
 	})
-	mux.HandleFunc("GET /problems", func(w http.ResponseWriter, r *http.Request) {
-		out := []Problem{}
-		for _, p := range a.Problems() {
-			msg := ""
-			if p.Err != nil {
-				msg = p.Err.Error()
-			}
-			out = append(out, Problem{Origin: p.Origin, Error: msg})
-		}
-		writeJSON(w, logger, out)
-	})
-	mux.HandleFunc("GET /containerLogs/{namespace}/{pod}/{container}", containerLogs(a, logger))
-	return mux
 }
 
 func writeJSON(w http.ResponseWriter, logger *slog.Logger, v any) {

@@ -64,7 +64,7 @@ func get(t *testing.T, c *http.Client, url string) (int, string, []byte) {
 }
 
 func TestEndpoints(t *testing.T) {
-	srv := httptest.NewServer(New(testAgent, logger()))
+	srv := httptest.NewServer(CLI(testAgent, logger()))
 	defer srv.Close()
 
 	if code, _, body := get(t, srv.Client(), srv.URL+"/healthz"); code != 200 || string(body) != "ok" {
@@ -94,7 +94,7 @@ func TestEndpoints(t *testing.T) {
 }
 
 func TestEmptyPodListIsAnEmptyArray(t *testing.T) {
-	srv := httptest.NewServer(New(fakeAgent{}, logger()))
+	srv := httptest.NewServer(CLI(fakeAgent{}, logger()))
 	defer srv.Close()
 	_, _, body := get(t, srv.Client(), srv.URL+"/pods")
 	var raw map[string]json.RawMessage
@@ -128,7 +128,7 @@ func TestListenUnix(t *testing.T) {
 		t.Error("a second ListenUnix on a live socket succeeded")
 	}
 
-	srv := &http.Server{Handler: New(testAgent, logger())}
+	srv := &http.Server{Handler: CLI(testAgent, logger())}
 	go srv.Serve(l)
 	defer srv.Close()
 	c := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
@@ -164,7 +164,7 @@ func TestContainerLogs(t *testing.T) {
 	if err := os.WriteFile(file, []byte(cri), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(New(fakeAgent{logFile: file}, slog.New(slog.DiscardHandler)))
+	srv := httptest.NewServer(CLI(fakeAgent{logFile: file}, slog.New(slog.DiscardHandler)))
 	defer srv.Close()
 	resp, err := http.Get(srv.URL + "/containerLogs/default/web-node1/main")
 	if err != nil {
@@ -182,5 +182,22 @@ func TestContainerLogs(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusNotFound {
 		t.Errorf("logs of a missing pod: status %d, want 404", resp.StatusCode)
+	}
+}
+
+// The read-only port serves what the kubelet's does, unauthenticated, and
+// nothing more: no container logs, no manifest problems.
+func TestReadOnlyPortServesNoLogs(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "0.log")
+	os.WriteFile(file, []byte("2026-11-30T06:00:00Z stdout F secret\n"), 0o600)
+	srv := httptest.NewServer(ReadOnly(fakeAgent{logFile: file}, logger()))
+	defer srv.Close()
+	if code, _, _ := get(t, srv.Client(), srv.URL+"/pods"); code != http.StatusOK {
+		t.Errorf("/pods = %d, want 200", code)
+	}
+	for _, path := range []string{"/containerLogs/default/web-node1/main", "/problems"} {
+		if code, _, body := get(t, srv.Client(), srv.URL+path); code != http.StatusNotFound {
+			t.Errorf("read-only port %s = %d %q, want 404", path, code, body)
+		}
 	}
 }

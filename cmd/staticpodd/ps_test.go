@@ -57,7 +57,7 @@ func serveDaemon(t *testing.T, dir string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &http.Server{Handler: server.New(psAgent{}, slog.New(slog.NewTextHandler(io.Discard, nil)))}
+	srv := &http.Server{Handler: server.CLI(psAgent{}, slog.New(slog.NewTextHandler(io.Discard, nil)))}
 	go srv.Serve(l)
 	t.Cleanup(func() { srv.Close() })
 }

@@ -141,6 +141,7 @@ func (d *daemon) reload() {
 	}
 	d.agent.Resync()
 	if ready {
+		d.notifier.Status(d.agent.Summary()) // not "Reloading" until the pods change
 		d.notifier.Ready()
 	}
 }
@@ -252,12 +253,12 @@ func (d *daemon) run(ctx context.Context) error {
 		return d.images.WatchImports(ctx, importDir, func([]image.Image) { d.agent.Resync() })
 	})
 
-	handler := server.New(d.agent, d.logger.With("subsystem", "http"))
+	httpLog := d.logger.With("subsystem", "http")
 	sock, err := server.ListenUnix(filepath.Join(d.cfg.RunDir, "staticpodd.sock"))
 	if err != nil {
 		return err
 	}
-	g.Go(func() error { return serve(ctx, sock, handler) })
+	g.Go(func() error { return serve(ctx, sock, server.CLI(d.agent, httpLog)) })
 	if d.cfg.ReadOnlyPort != 0 {
 		addr := net.JoinHostPort(d.cfg.Address, strconv.Itoa(int(d.cfg.ReadOnlyPort)))
 		l, err := net.Listen("tcp", addr)
@@ -266,7 +267,7 @@ func (d *daemon) run(ctx context.Context) error {
 			d.logger.Error("read-only port not served", "address", addr, "err", err)
 		} else {
 			d.logger.Info("serving the read-only port", "address", addr)
-			g.Go(func() error { return serve(ctx, l, handler) })
+			g.Go(func() error { return serve(ctx, l, server.ReadOnly(d.agent, httpLog)) })
 		}
 	}
 	return g.Wait()
