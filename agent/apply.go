@@ -40,6 +40,12 @@ func (w *worker) apply(ctx context.Context, pod *v1.Pod, acts []action) time.Tim
 		if ctx.Err() != nil {
 			return time.Time{}
 		}
+		if (act.kind == actSandbox || act.kind == actStart) && w.superseded(pod) {
+			// A newer manifest came while older steps ran (a stop can take the
+			// whole grace period): start nothing of a generation already stale.
+			// update() nudged the worker, so it syncs again at once.
+			return time.Time{}
+		}
 		var err error
 		switch act.kind {
 		case actKill:
@@ -62,6 +68,14 @@ func (w *worker) apply(ctx context.Context, pod *v1.Pod, acts []action) time.Tim
 		}
 	}
 	return retry
+}
+
+// superseded reports whether pod is no longer the one to run: an edit (a new
+// UID) or a removal came since the sync began.
+func (w *worker) superseded(pod *v1.Pod) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.desired == nil || w.desired.UID != pod.UID
 }
 
 // kill stops a running container the Nomad way: SIGTERM, wait up to grace,

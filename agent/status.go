@@ -128,6 +128,12 @@ func (w *worker) containerStatus(c *v1.Container, latest map[string]podspec.Cont
 		last = previous(st.containers, l)
 	}
 	switch {
+	case l.State == podspec.StateCreated || l.State == podspec.StateUnknown:
+		// Made but not (known to be) running yet: not ready, not started.
+		cs.State.Waiting = &v1.ContainerStateWaiting{Reason: reasonCreating}
+		if last != nil {
+			cs.LastTerminationState.Terminated = terminated(*last)
+		}
 	case l.State != podspec.StateExited:
 		t := true
 		cs.Started, cs.Ready = &t, true

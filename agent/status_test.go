@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/staticpodd/staticpodd/agent/manifest"
+	"github.com/staticpodd/staticpodd/agent/podspec"
 )
 
 func TestPodPhase(t *testing.T) {
@@ -138,4 +139,15 @@ func TestPodStatusFields(t *testing.T) {
 			t.Errorf("crashed container status = %+v", a)
 		}
 	})
+}
+
+// A container that was made but is not known to run (its monitor had not yet
+// said so when a daemon died) is not reported running and ready.
+func TestCreatedContainerIsNotReady(t *testing.T) {
+	w := &worker{}
+	st := &podState{containers: []podspec.ContainerStatus{{ID: "c1", Name: "a", State: podspec.StateCreated}}}
+	cs := w.containerStatus(&v1.Container{Name: "a"}, latestByName(st.containers), st, "")
+	if cs.State.Waiting == nil || cs.State.Waiting.Reason != "ContainerCreating" || cs.State.Running != nil || cs.Ready || *cs.Started {
+		t.Errorf("status of a created container = %+v, ready %v", cs.State, cs.Ready)
+	}
 }

@@ -97,6 +97,31 @@ func TestEditStopsOldGenerationBeforeStartingNew(t *testing.T) {
 	})
 }
 
+// Edits that come while an old generation is being stopped never start a
+// generation that is already stale: only the newest runs next.
+func TestFastEditsSkipStaleGenerations(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		rt.stubborn["a"] = true
+		h := start(t, rt, Config{})
+		h.send([]manifest.Pod{testPod("web", "u1", v1.RestartPolicyAlways, ctr("a", "busybox"))})
+		h.updates <- sourceUpdate(manifest.SourceFile, testPod("web", "u2", v1.RestartPolicyAlways, ctr("a", "busybox", "sleep", "2")))
+		time.Sleep(time.Second)
+		h.updates <- sourceUpdate(manifest.SourceFile, testPod("web", "u3", v1.RestartPolicyAlways, ctr("a", "busybox", "sleep", "3")))
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		if got := rt.Calls("sandbox u2", "start u2"); len(got) != 0 {
+			t.Errorf("a stale generation was started: %q", got)
+		}
+		if got := rt.Calls("start u3"); len(got) != 1 {
+			t.Errorf("calls = %q, want the newest generation started once", rt.Calls())
+		}
+		if p := h.pod("web"); p.UID != "u3" || p.Status.Phase != v1.PodRunning {
+			t.Errorf("pod = %s %s, want u3 Running", p.UID, p.Status.Phase)
+		}
+	})
+}
+
 func TestDeleteCleansEverything(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rt := newFakeRuntime()

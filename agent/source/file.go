@@ -223,18 +223,20 @@ func (f *File) list() Update {
 		p := filepath.Join(f.path, e.Name())
 		if skip, warn := manifest.Skip(e.Name()); skip {
 			if warn {
-				f.noteOnce(p, "backup", "Ignoring a file that looks like a backup or editor leftover", "file", p)
+				f.noteOnce(p, "backup", "ignoring a file that looks like a backup or editor leftover", "file", p)
 			}
 			continue
 		}
 		fi, err := os.Stat(p) // follows symlinks, as the kubelet does
 		switch {
+		case vanished(p, err):
+			// Removed since the directory was read: the next list drops it.
 		case err != nil:
 			f.noteOnce(p, "stat", "cannot read manifest file", "file", p, "err", err)
 		case fi.IsDir():
-			f.noteOnce(p, "dir", "Not recursing into a subdirectory of the manifest path", "file", p)
+			f.noteOnce(p, "dir", "not recursing into a subdirectory of the manifest path", "file", p)
 		case !fi.Mode().IsRegular():
-			f.noteOnce(p, "irregular", "Ignoring a manifest path that is not a regular file", "file", p, "mode", fi.Mode().String())
+			f.noteOnce(p, "irregular", "ignoring a manifest path that is not a regular file", "file", p, "mode", fi.Mode().String())
 		default:
 			delete(f.notes, p)
 			f.readFile(p, fi.ModTime())
@@ -366,4 +368,14 @@ func (f *File) update(paths []string) Update {
 		}
 	}
 	return u
+}
+
+// vanished reports whether path is gone, as opposed to a symlink whose target
+// is missing, which is worth a message.
+func vanished(path string, err error) bool {
+	if !errors.Is(err, fs.ErrNotExist) {
+		return false
+	}
+	_, lerr := os.Lstat(path)
+	return errors.Is(lerr, fs.ErrNotExist)
 }
