@@ -3,6 +3,7 @@ package tests
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -454,4 +455,23 @@ func tree(t *testing.T, dir string) string {
 	}
 	index, _ := os.ReadFile(filepath.Join(dir, "index.json"))
 	return b.String() + string(index)
+}
+
+// A second daemon on the same --run-dir refuses to start and touches nothing.
+func TestSecondDaemonRefused(t *testing.T) {
+	t.Parallel()
+	d := newDaemon(t)
+	d.writeManifest("one.yaml", sleeper("one", ""))
+	d.start()
+	pod := d.waitRunning("one", 30*time.Second)
+	pid := d.containerPID(pod, "main")
+	out, err := exec.Command(bin, "run", "--config", d.config, "--hostname-override", d.name,
+		"--root-dir", d.rootDir, "--run-dir", d.runDir).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "another staticpodd") {
+		t.Fatalf("second daemon: %v\n%s", err, out)
+	}
+	after := d.waitRunning("one", 5*time.Second)
+	if got := d.containerPID(after, "main"); got != pid {
+		t.Errorf("container %d replaced by %d", pid, got)
+	}
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"golang.org/x/sync/errgroup"
+	"golang.org/x/sys/unix"
 
 	"github.com/staticpodd/staticpodd/agent"
 	"github.com/staticpodd/staticpodd/agent/config"
@@ -114,6 +115,29 @@ type daemon struct {
 	agent    *agent.Agent
 	sources  []func(context.Context, chan<- source.Update) error
 	relist   []func() // each source's "read the manifests now"
+	lock     *os.File // flock(2)ed <run-dir>/staticpodd.lock, held while the daemon runs
+}
+
+// lockRunDir takes <run-dir>/staticpodd.lock for this process, or says which
+// other daemon has it. The file is close-on-exec, so monitors never hold it.
+func lockRunDir(runDir string) (*os.File, error) {
+	path := filepath.Join(runDir, "staticpodd.lock")
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		pid, _ := os.ReadFile(path)
+		f.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return nil, fmt.Errorf("another staticpodd (pid %s) runs on --run-dir %s", strings.TrimSpace(string(pid)), runDir)
+		}
+		return nil, fmt.Errorf("lock %s: %w", path, err)
+	}
+	if err := f.Truncate(0); err == nil {
+		f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	}
+	return f, nil
 }
 
 // readyNotifier remembers that the agent said READY=1, so that a reload asked
@@ -185,6 +209,12 @@ func newDaemon(cfg *config.Config, logger *slog.Logger) (*daemon, error) {
 			return nil, fmt.Errorf("create %s: %w", dir, err)
 		}
 	}
+	// Before anything looks at the state: a second daemon on the same dirs
+	// would adopt, clean up or start the first one's containers.
+	lock, err := lockRunDir(cfg.RunDir)
+	if err != nil {
+		return nil, err
+	}
 	images, err := image.Open(filepath.Join(cfg.RootDir, "images"), logger.With("subsystem", "images"))
 	if err != nil {
 		return nil, err
@@ -213,7 +243,7 @@ func newDaemon(cfg *config.Config, logger *slog.Logger) (*daemon, error) {
 	// WatchdogSec); pinging twice as often keeps timer jitter from skipping one.
 	watchdog := notifier.WatchdogInterval() / 2
 	seen := agent.NewSeenStore(paths)
-	d := &daemon{cfg: cfg, logger: logger, notifier: notifier, images: images, runtime: rt}
+	d := &daemon{cfg: cfg, logger: logger, notifier: notifier, images: images, runtime: rt, lock: lock}
 	var sourceNames []string
 	if cfg.StaticPodPath != "" {
 		file := source.NewFile(cfg.StaticPodPath, cfg.NodeName, cfg.FileCheckFrequency, seen.Seen, logger.With("source", "file"))
@@ -238,27 +268,28 @@ func newDaemon(cfg *config.Config, logger *slog.Logger) (*daemon, error) {
 // run starts every subsystem under one errgroup and returns when ctx ends or one
 // of them fails.
 func (d *daemon) run(ctx context.Context) error {
+	defer d.lock.Close()
+	importDir := filepath.Join(d.cfg.RootDir, "images", "import")
+	if err := os.MkdirAll(importDir, 0o700); err != nil {
+		return fmt.Errorf("create %s: %w", importDir, err)
+	}
+	sock, err := server.ListenUnix(filepath.Join(d.cfg.RunDir, "staticpodd.sock"))
+	if err != nil {
+		return err
+	}
 	g, ctx := errgroup.WithContext(ctx)
+	httpLog := d.logger.With("subsystem", "http")
+	g.Go(func() error { return serve(ctx, sock, server.CLI(d.agent, httpLog)) })
 	updates := make(chan source.Update)
 	for _, run := range d.sources {
 		g.Go(func() error { return run(ctx, updates) })
 	}
 	g.Go(func() error { return d.agent.Run(ctx, updates) })
 
-	importDir := filepath.Join(d.cfg.RootDir, "images", "import")
-	if err := os.MkdirAll(importDir, 0o700); err != nil {
-		return fmt.Errorf("create %s: %w", importDir, err)
-	}
 	g.Go(func() error {
 		return d.images.WatchImports(ctx, importDir, func([]image.Image) { d.agent.Resync() })
 	})
 
-	httpLog := d.logger.With("subsystem", "http")
-	sock, err := server.ListenUnix(filepath.Join(d.cfg.RunDir, "staticpodd.sock"))
-	if err != nil {
-		return err
-	}
-	g.Go(func() error { return serve(ctx, sock, server.CLI(d.agent, httpLog)) })
 	if d.cfg.ReadOnlyPort != 0 {
 		addr := net.JoinHostPort(d.cfg.Address, strconv.Itoa(int(d.cfg.ReadOnlyPort)))
 		l, err := net.Listen("tcp", addr)
