@@ -10,6 +10,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/staticpodd/staticpodd/agent/manifest"
 	"github.com/staticpodd/staticpodd/agent/podspec"
 )
 
@@ -171,7 +172,7 @@ func (w *worker) sandbox(ctx context.Context, pod *v1.Pod) error {
 		err = fmt.Errorf("prepare volumes of pod %s: %w", uid, err)
 	}
 	if err != nil {
-		for _, c := range allContainers(pod) {
+		for _, c := range manifest.AllContainers(pod) {
 			ci := w.info(c.Name)
 			ci.reason, ci.message = reasonCreating, err.Error()
 		}

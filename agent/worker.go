@@ -9,6 +9,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/staticpodd/staticpodd/agent/manifest"
 	"github.com/staticpodd/staticpodd/agent/podspec"
 )
 
@@ -167,7 +168,7 @@ func (w *worker) resolve(pod *v1.Pod) *desiredPod {
 		if st := w.pods[w.gen.uid]; st != nil {
 			w.gen.startTime = adoptedStart(st, w.gen.startTime)
 		}
-		for _, c := range allContainers(pod) {
+		for _, c := range manifest.AllContainers(pod) {
 			spec, err := w.a.conv.Container(pod, c, 0)
 			if err != nil {
 				w.gen.convErr[c.Name] = err
@@ -309,19 +310,8 @@ func keepLabels(st *podspec.ContainerStatus, old podspec.ContainerStatus) {
 	}
 }
 
-func allContainers(pod *v1.Pod) []*v1.Container {
-	var cs []*v1.Container
-	for i := range pod.Spec.InitContainers {
-		cs = append(cs, &pod.Spec.InitContainers[i])
-	}
-	for i := range pod.Spec.Containers {
-		cs = append(cs, &pod.Spec.Containers[i])
-	}
-	return cs
-}
-
 func findContainer(pod *v1.Pod, name string) *v1.Container {
-	for _, c := range allContainers(pod) {
+	for _, c := range manifest.AllContainers(pod) {
 		if c.Name == name {
 			return c
 		}

@@ -43,7 +43,7 @@ func hashesOf(t *testing.T, doc, path string) map[string]string {
 	}
 	pod := pods[0].Pod
 	out := map[string]string{}
-	for _, c := range allContainers(pod) {
+	for _, c := range AllContainers(pod) {
 		h, err := ContainerHash(pod, c)
 		if err != nil {
 			t.Fatal(err)
@@ -122,7 +122,7 @@ func TestContainerHashPodList(t *testing.T) {
 	}
 	base := hashesOf(t, hashPod, "/m/web.yaml")
 	pod := pods[0].Pod
-	for _, c := range allContainers(pod) {
+	for _, c := range AllContainers(pod) {
 		if h, _ := ContainerHash(pod, c); h != base[c.Name] {
 			t.Errorf("%s: hash %s from a list, want %s", c.Name, h, base[c.Name])
 		}

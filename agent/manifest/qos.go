@@ -33,7 +33,7 @@ func QOSClass(pod *v1.Pod) v1.PodQOSClass {
 		return requirementsQOS(pod.Spec.Resources)
 	}
 	var class v1.PodQOSClass
-	for _, c := range allContainers(pod) {
+	for _, c := range AllContainers(pod) {
 		q := requirementsQOS(&c.Resources)
 		switch {
 		case q == v1.PodQOSBurstable:
@@ -50,7 +50,8 @@ func QOSClass(pod *v1.Pod) v1.PodQOSClass {
 	return class
 }
 
-func allContainers(pod *v1.Pod) []*v1.Container {
+// AllContainers returns pod's init containers, then its containers.
+func AllContainers(pod *v1.Pod) []*v1.Container {
 	var cs []*v1.Container
 	for i := range pod.Spec.InitContainers {
 		cs = append(cs, &pod.Spec.InitContainers[i])
