@@ -396,6 +396,22 @@ func TestBrokenManifestBesideGoodOne(t *testing.T) {
 	if out, err := d.cliErr("validate", filepath.Join(d.manifests, "good.yaml")); err != nil {
 		t.Errorf("validate of a good manifest failed: %v\n%s", err, out)
 	}
+
+	// The good manifest turns invalid: its last good pod keeps running, and
+	// ps says why the file is not used.
+	d.writeManifest("good.yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: good}\nspec:\n  containers:\n  - name: main\n")
+	d.eventually(15*time.Second, "ps names good.yaml", func() error {
+		out, _ := d.cliErr("ps")
+		if !strings.Contains(out, "good.yaml") || !strings.Contains(out, "image") {
+			return fmt.Errorf("ps output:\n%s", out)
+		}
+		return nil
+	})
+	time.Sleep(3 * time.Second) // a relist or two
+	kept := d.waitRunning("good", 5*time.Second)
+	if got := d.containerPID(kept, "main"); got != pid {
+		t.Errorf("the last good pod was disturbed when its manifest turned invalid: pid %d -> %d", pid, got)
+	}
 }
 
 // A corrupt image tarball is refused with a clear error and the store is as it was.
