@@ -74,8 +74,8 @@ func hostDevices(dir string) ([]specs.LinuxDevice, error) {
 		out = append(out, specs.LinuxDevice{
 			Path:     p,
 			Type:     typ,
-			Major:    int64(unix.Major(st.Rdev)),
-			Minor:    int64(unix.Minor(st.Rdev)),
+			Major:    int64(unix.Major(uint64(st.Rdev))), // Rdev is int32 on some systems
+			Minor:    int64(unix.Minor(uint64(st.Rdev))),
 			FileMode: ptr(os.FileMode(st.Mode & 0o777)),
 			UID:      ptr(st.Uid),
 			GID:      ptr(st.Gid),
