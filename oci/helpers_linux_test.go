@@ -113,7 +113,30 @@ func (s overlayStore) Prepare(key, ref string) (string, image.Image, error) {
 	if err := unix.Mount("overlay", merged, "overlay", 0, opts); err != nil {
 		return "", image.Image{}, fmt.Errorf("mount overlay %s: %w", merged, err)
 	}
-	return merged, image.Image{ID: "sha256:test", Config: imagespec.ImageConfig{Env: []string{"PATH=/bin"}}}, nil
+	img, err := s.Get(ref)
+	return merged, img, err
+}
+
+func (s overlayStore) Get(ref string) (image.Image, error) {
+	if ref != testImage {
+		return image.Image{}, fmt.Errorf("image %s: %w", ref, podspec.ErrImageNotPresent)
+	}
+	return image.Image{ID: "sha256:test", Config: imagespec.ImageConfig{Env: []string{"PATH=/bin"}}}, nil
+}
+
+func (s overlayStore) Snapshots() ([]string, error) {
+	entries, err := os.ReadDir(s.dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var keys []string
+	for _, e := range entries {
+		keys = append(keys, e.Name())
+	}
+	return keys, nil
 }
 
 func (s overlayStore) Release(key string) error {

@@ -33,6 +33,24 @@ import (
 // wanted after all: the monitor exits.
 const monitorArg = "__staticpodd_monitor"
 
+// monitorPauseEnv names a point where a monitor stops itself (SIGSTOP),
+// for tests of what the daemon does with a monitor that stopped there:
+// pauseRun once it wrote its state and before it creates the container,
+// pauseDestroy once it recorded the exit and before it destroys the
+// container.
+const (
+	monitorPauseEnv = "STATICPODD_TEST_MONITOR_PAUSE"
+	pauseRun        = "run"
+	pauseDestroy    = "destroy"
+)
+
+// pauseAt stops the monitor if monitorPauseEnv names point.
+func pauseAt(point string) {
+	if os.Getenv(monitorPauseEnv) == point {
+		_ = unix.Kill(os.Getpid(), unix.SIGSTOP)
+	}
+}
+
 // monitorReport is what a monitor tells the daemon once, over the report pipe.
 type monitorReport struct {
 	Pid       int       `json:"pid,omitempty"`
@@ -64,6 +82,13 @@ func runMonitor(args []string) int {
 		err = m.run(st, log)
 	}
 	if err != nil {
+		if m.report != nil && !m.exitWritten {
+			// The container never started: a daemon that was down when it
+			// failed sees why, as the one waiting for the report does.
+			if werr := m.writeExit(startFailure(err)); werr != nil {
+				err = errors.Join(err, werr)
+			}
+		}
 		m.sendReport(monitorReport{Error: err.Error()})
 		log.Error("monitor failed", "err", err)
 		return 1
@@ -74,6 +99,21 @@ func runMonitor(args []string) int {
 type monitorProc struct {
 	root, dir, id string
 	report        *os.File // nil once reported
+	exitWritten   bool
+}
+
+// startFailure is the exit recorded for a container that failed to start:
+// 128, as runc's, with the error as its message.
+func startFailure(err error) exitRecord {
+	return exitRecord{ExitCode: 128, Reason: reasonStartError, FinishedAt: time.Now(), Message: err.Error()}
+}
+
+func (m *monitorProc) writeExit(exit exitRecord) error {
+	if err := writeJSON(filepath.Join(m.dir, exitFile), exit); err != nil {
+		return err
+	}
+	m.exitWritten = true
+	return nil
 }
 
 func (m *monitorProc) sendReport(rep monitorReport) {
@@ -182,25 +222,34 @@ func (m *monitorProc) run(st monitorState, log *slog.Logger) error {
 	if err := waitState(); err != nil {
 		return err
 	}
+	pauseAt(pauseRun)
 
 	ctr, err := libcontainer.Create(m.root, m.id, cfg)
 	if err != nil {
 		return fmt.Errorf("create container %s: %w", m.id, err)
 	}
 	exit, err := m.runContainer(ctr, proc, &st, logs)
-	if derr := ctr.Destroy(); derr != nil {
-		err = errors.Join(err, fmt.Errorf("destroy container %s: %w", m.id, derr))
+	if exit == nil && err != nil {
+		f := startFailure(err)
+		exit = &f
 	}
+	// The exit before the clean-up: a monitor that dies in between leaves
+	// libcontainer state, which the daemon removes with the container.
 	if exit != nil {
-		if werr := writeJSON(filepath.Join(m.dir, exitFile), exit); werr != nil {
+		if werr := m.writeExit(*exit); werr != nil {
 			err = errors.Join(err, werr)
 		}
+	}
+	pauseAt(pauseDestroy)
+	if derr := ctr.Destroy(); derr != nil {
+		err = errors.Join(err, fmt.Errorf("destroy container %s: %w", m.id, derr))
 	}
 	return err
 }
 
 // runContainer starts proc in ctr, reports it, copies its output until it
-// exits and returns its exit; a nil exit means it never started.
+// exits and returns its exit; a nil exit means it never started. Meanwhile
+// it reaps the orphans that the container leaves to the monitor.
 func (m *monitorProc) runContainer(ctr *libcontainer.Container, proc *libcontainer.Process, st *monitorState, logs *criLog) (*exitRecord, error) {
 	devNull, err := os.Open(os.DevNull)
 	if err != nil {
@@ -238,7 +287,10 @@ func (m *monitorProc) runContainer(ctr *libcontainer.Container, proc *libcontain
 	stateErr := writeJSON(filepath.Join(m.dir, stateFile), st)
 	m.sendReport(monitorReport{Pid: pid, StartedAt: st.StartedAt})
 
+	initReaped := make(chan struct{})
+	go reapOrphans(pid, initReaped)
 	ps, _ := proc.Wait() // an unsuccessful exit is an error; ps says which
+	close(initReaped)
 	exit := &exitRecord{FinishedAt: time.Now()}
 	if ps == nil {
 		exit.ExitCode, exit.Message = 255, "wait for container init failed"

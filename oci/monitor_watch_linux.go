@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -22,8 +23,45 @@ const killWait = 10 * time.Second
 
 // monitor is the daemon's handle on a container's monitor process.
 type monitor struct {
-	pid  int
-	done chan struct{} // closed once the monitor has exited
+	pid   int
+	start uint64        // /proc/<pid>/stat starttime; 0 if unknown
+	pidfd *os.File      // signals go through it: never to another process
+	done  chan struct{} // closed once the monitor has exited
+
+	mu sync.Mutex
+	// killedFor says why the daemon killed the monitor, for the exit that
+	// monitorLost records; guarded by mu.
+	killedFor string
+}
+
+func newMonitor(pid int, start uint64, pidfd *os.File) *monitor {
+	return &monitor{pid: pid, start: start, pidfd: pidfd, done: make(chan struct{})}
+}
+
+// kill SIGKILLs the monitor through its pidfd and remembers why, so that
+// monitorLost records the container's exit with that reason. Killing an
+// exited monitor does nothing.
+func (m *monitor) kill(reason string) {
+	m.mu.Lock()
+	if m.killedFor == "" {
+		m.killedFor = reason
+	}
+	m.mu.Unlock()
+	rc, err := m.pidfd.SyscallConn()
+	if err != nil {
+		return
+	}
+	// Control fails once awaitExit closed the pidfd: the monitor is gone.
+	_ = rc.Control(func(fd uintptr) {
+		_ = unix.PidfdSendSignal(int(fd), unix.SIGKILL, nil, 0)
+	})
+}
+
+// reason returns why the daemon killed the monitor, or "".
+func (m *monitor) reason() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.killedFor
 }
 
 func (m *monitor) exited() bool {
@@ -72,14 +110,22 @@ func (r *Runtime) startMonitor(id string) (*pendingMonitor, error) {
 		_, _ = repR.Close(), goW.Close()
 		return nil, fmt.Errorf("start monitor of container %s: %w", id, err)
 	}
-	m := &monitor{pid: cmd.Process.Pid, done: make(chan struct{})}
 	// Not reaped until cmd.Wait: the pid is still the monitor's.
 	pidfd, err := openPidfd(cmd.Process.Pid)
+	var stat system.Stat_t
+	if err == nil {
+		// Recorded with the container, so that a later daemon can adopt
+		// the monitor before it wrote its own state.
+		if stat, err = system.Stat(cmd.Process.Pid); err != nil {
+			_ = pidfd.Close()
+		}
+	}
 	if err != nil {
 		_ = cmd.Process.Kill()
 		_, _, _ = cmd.Wait(), repR.Close(), goW.Close()
 		return nil, fmt.Errorf("watch monitor of container %s: %w", id, err)
 	}
+	m := newMonitor(cmd.Process.Pid, stat.StartTime, pidfd)
 	go func() {
 		// Waited for in the netpoller, not a blocked thread; then reaped.
 		awaitExit(pidfd)
@@ -161,7 +207,7 @@ func adoptMonitor(st monitorState) (*monitor, error) {
 		_ = fd.Close()
 		return nil, nil
 	}
-	m := &monitor{pid: st.MonitorPid, done: make(chan struct{})}
+	m := newMonitor(st.MonitorPid, st.MonitorStart, fd)
 	go func() {
 		awaitExit(fd)
 		close(m.done)

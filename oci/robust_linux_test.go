@@ -20,10 +20,20 @@ import (
 // spare returns the runtime's spare monitor, once there is one.
 func spare(t *testing.T, r *Runtime) *pendingMonitor {
 	t.Helper()
+	pm := waitSpare(r, 10*time.Second)
+	if pm == nil {
+		t.Fatal("no spare monitor")
+	}
+	return pm
+}
+
+// waitSpare returns the runtime's spare monitor once there is one, or nil
+// after timeout.
+func waitSpare(r *Runtime, timeout time.Duration) *pendingMonitor {
 	r.refillSpare()
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
-	deadline := time.After(10 * time.Second)
+	deadline := time.After(timeout)
 	for {
 		r.mu.Lock()
 		pm := r.spare
@@ -34,7 +44,7 @@ func spare(t *testing.T, r *Runtime) *pendingMonitor {
 		select {
 		case <-tick.C:
 		case <-deadline:
-			t.Fatal("no spare monitor")
+			return nil
 		}
 	}
 }

@@ -28,6 +28,11 @@ type ImageStore interface {
 	// Release unmounts the rootfs of key and removes its writable layer. Releasing
 	// an unknown key is not an error.
 	Release(key string) error
+	// Get returns image ref; a missing one is an error wrapping
+	// podspec.ErrImageNotPresent.
+	Get(ref string) (image.Image, error)
+	// Snapshots lists the keys prepared and not released.
+	Snapshots() ([]string, error)
 }
 
 // Config configures a Runtime.

@@ -55,6 +55,7 @@ func New(cfg Config) (*Runtime, error) {
 			return nil, fmt.Errorf("new runtime: %w", err)
 		}
 	}
+	r.removeOrphans()
 	return r, nil
 }
 
@@ -70,7 +71,8 @@ var ErrStartTimeout = errors.New("start timed out")
 
 // Start creates and starts container c of pod and returns once its process has
 // been told to exec. A start that outlives ctx or Config.StartTimeout is
-// killed and cleaned up.
+// killed and cleaned up. An image missing from the store is an error wrapping
+// podspec.ErrImageNotPresent.
 func (r *Runtime) Start(ctx context.Context, pod *podspec.Pod, c *podspec.Container) (podspec.ContainerStatus, error) {
 	if err := ctx.Err(); err != nil {
 		return podspec.ContainerStatus{}, err
@@ -85,6 +87,11 @@ func (r *Runtime) Start(ctx context.Context, pod *podspec.Pod, c *podspec.Contai
 			err = podspec.ErrNotExist
 		}
 		return podspec.ContainerStatus{}, fmt.Errorf("start container %s of pod %s: sandbox: %w", c.Name, pod.Name, err)
+	}
+	// Before the spare monitor is taken: a pod waiting for its image would
+	// otherwise use one up at every retry.
+	if _, err := r.cfg.Images.Get(c.Image); err != nil {
+		return podspec.ContainerStatus{}, fmt.Errorf("start container %s of pod %s: %w", c.Name, pod.Name, err)
 	}
 	pm, err := r.takeMonitor()
 	if err != nil {
@@ -129,6 +136,7 @@ func (r *Runtime) start(ctx context.Context, pm *pendingMonitor, pod *podspec.Po
 		ID: id, PodUID: pod.UID, PodName: pod.Name, Name: c.Name, Attempt: c.Attempt,
 		Hash: c.Hash, Image: c.Image, ImageID: img.ID, LogPath: c.LogPath, CreatedAt: time.Now(),
 		TerminationGracePeriod: pod.TerminationGracePeriod,
+		MonitorPid:             pm.m.pid, MonitorStart: pm.m.start,
 	}
 	// The two fsyncs run side by side.
 	specWritten := make(chan error, 1)
@@ -184,12 +192,25 @@ func (r *Runtime) cleanup(id string) {
 
 // Signal sends sig to the container's init process. Signalling an exited
 // container does nothing.
+//
+// A container still being created has no process to signal yet: SIGTERM or
+// SIGKILL aborts its start instead, by killing its monitor; its exit is
+// recorded as 137 (a start of this Runtime's fails instead). Other signals do
+// nothing to it.
+//
+// After SIGKILL, a monitor that has not recorded the exit of a dead init
+// within unresponsiveAfter (it is stopped or wedged) is killed, and the exit
+// recorded for it, so that Wait returns.
 func (r *Runtime) Signal(ctx context.Context, id string, sig syscall.Signal) error {
-	st, err := r.status(id)
+	st, err := r.status(ctx, id)
 	if err != nil {
 		return fmt.Errorf("signal container %s: %w", id, err)
 	}
-	if st.State != podspec.StateRunning {
+	switch st.State {
+	case podspec.StateCreated:
+		return r.abortStart(id, sig)
+	case podspec.StateRunning:
+	default:
 		return nil
 	}
 	ctr, err := libcontainer.Load(r.libcontainerRoot(), id)
@@ -202,6 +223,9 @@ func (r *Runtime) Signal(ctx context.Context, id string, sig syscall.Signal) err
 	if err := ctr.Signal(sig); err != nil && !errors.Is(err, libcontainer.ErrNotRunning) {
 		return fmt.Errorf("signal container %s: %w", id, err)
 	}
+	if sig == unix.SIGKILL {
+		r.watchKill(id, st.Pid)
+	}
 	return nil
 }
 
@@ -209,7 +233,7 @@ func (r *Runtime) Signal(ctx context.Context, id string, sig syscall.Signal) err
 // ends.
 func (r *Runtime) Wait(ctx context.Context, id string) (podspec.ContainerStatus, error) {
 	for {
-		st, err := r.status(id)
+		st, err := r.status(ctx, id)
 		if err != nil {
 			return podspec.ContainerStatus{}, fmt.Errorf("wait for container %s: %w", id, err)
 		}
@@ -233,7 +257,7 @@ func (r *Runtime) Wait(ctx context.Context, id string) (podspec.ContainerStatus,
 
 // Destroy removes an exited container. It refuses a running one.
 func (r *Runtime) Destroy(ctx context.Context, id string) error {
-	st, err := r.status(id)
+	st, err := r.status(ctx, id)
 	if errors.Is(err, podspec.ErrNotExist) {
 		return r.remove(id) // partial leftovers, if any
 	}
@@ -243,6 +267,17 @@ func (r *Runtime) Destroy(ctx context.Context, id string) error {
 	if st.State != podspec.StateExited {
 		return fmt.Errorf("destroy container %s: it is %s", id, st.State)
 	}
+	// The monitor records the exit before it removes the container's
+	// libcontainer state: let it finish rather than race it.
+	if m, err := r.monitorOf(id); err == nil && m != nil {
+		t := time.NewTimer(killWait)
+		select {
+		case <-m.done:
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		t.Stop()
+	}
 	if err := r.remove(id); err != nil {
 		return fmt.Errorf("destroy container %s: %w", id, err)
 	}
@@ -250,7 +285,9 @@ func (r *Runtime) Destroy(ctx context.Context, id string) error {
 }
 
 // remove deletes every trace of container id: libcontainer state, cgroup,
-// rootfs and state dir. It tolerates any of them missing.
+// rootfs and state dir. It tolerates any of them missing. The container's
+// record goes last, and only once the rest is gone: a daemon that dies or
+// fails half-way leaves a container that is listed, and removed again.
 func (r *Runtime) remove(id string) error {
 	r.mu.Lock()
 	r.removing[id] = true
@@ -265,7 +302,11 @@ func (r *Runtime) remove(id string) error {
 	if ctr, err := libcontainer.Load(r.libcontainerRoot(), id); err == nil {
 		_ = ctr.Signal(unix.SIGKILL) // only a container whose monitor died can still run
 		errs = append(errs, ctr.Destroy())
-	} else if !errors.Is(err, libcontainer.ErrNotExist) {
+	} else if errors.Is(err, libcontainer.ErrNotExist) {
+		// A monitor killed in the middle of libcontainer.Create leaves a
+		// state dir without its state.
+		errs = append(errs, os.RemoveAll(filepath.Join(r.libcontainerRoot(), id)))
+	} else {
 		errs = append(errs, err)
 	}
 	var s specs.Spec
@@ -274,8 +315,34 @@ func (r *Runtime) remove(id string) error {
 	} else if ok && s.Linux != nil && s.Linux.CgroupsPath != "" {
 		errs = append(errs, removeCgroup(s.Linux.CgroupsPath))
 	}
-	errs = append(errs, r.cfg.Images.Release(id), os.RemoveAll(r.containerDir(id)))
-	return errors.Join(errs...)
+	errs = append(errs, r.cfg.Images.Release(id))
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	return removeStateDir(r.containerDir(id))
+}
+
+// removeStateDir removes a container's state dir, its record last.
+func removeStateDir(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if e.Name() == containerFile {
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+			return err
+		}
+	}
+	if err := os.Remove(filepath.Join(dir, containerFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return os.RemoveAll(dir)
 }
 
 // List returns every container under RunDir, running or exited.
@@ -287,7 +354,7 @@ func (r *Runtime) List(ctx context.Context) ([]podspec.ContainerStatus, error) {
 	var out []podspec.ContainerStatus
 	var errs []error
 	for _, e := range entries {
-		st, err := r.status(e.Name())
+		st, err := r.status(ctx, e.Name())
 		if errors.Is(err, podspec.ErrNotExist) {
 			continue // being created or removed
 		}
@@ -303,7 +370,12 @@ func (r *Runtime) List(ctx context.Context) ([]podspec.ContainerStatus, error) {
 
 // status assembles container id's status from its records, and records the
 // exit of a container whose monitor died.
-func (r *Runtime) status(id string) (podspec.ContainerStatus, error) {
+//
+// A container whose monitor an earlier daemon told to go, and that has no
+// process yet, is waited for (see awaitStart), so that it is reported
+// running, or exited, rather than as one to start afresh. Only a start of
+// this Runtime, or one still going when ctx ends, is reported created.
+func (r *Runtime) status(ctx context.Context, id string) (podspec.ContainerStatus, error) {
 	dir := r.containerDir(id)
 	var rec containerRecord
 	if err := readJSON(filepath.Join(dir, containerFile), &rec); err != nil {
@@ -313,6 +385,7 @@ func (r *Runtime) status(id string) (podspec.ContainerStatus, error) {
 		return podspec.ContainerStatus{}, err
 	}
 	st := rec.status()
+	waited := false
 	for attempt := 0; ; attempt++ {
 		var exit exitRecord
 		if ok, err := readOptionalJSON(filepath.Join(dir, exitFile), &exit); err != nil {
@@ -332,10 +405,17 @@ func (r *Runtime) status(id string) (podspec.ContainerStatus, error) {
 			if _, err := readOptionalJSON(filepath.Join(dir, stateFile), &ms); err != nil {
 				return st, err
 			}
-			st.State = podspec.StateCreated
 			if ms.Pid > 0 {
 				st.State, st.Pid, st.StartedAt = podspec.StateRunning, ms.Pid, ms.StartedAt
+				return st, nil
 			}
+			if !waited && !r.isStarting(id) {
+				waited = true
+				if r.awaitStart(ctx, id, m, rec.CreatedAt.Add(r.cfg.StartTimeout)) {
+					continue // look again: the exit, if any, was written first
+				}
+			}
+			st.State = podspec.StateCreated
 			return st, nil
 		}
 		// The monitor is gone. It writes the exit before it exits, so re-read
@@ -380,7 +460,11 @@ func (r *Runtime) monitorLost(id string) error {
 	if _, err := os.Stat(filepath.Join(r.containerDir(id), containerFile)); err != nil {
 		return errRemoving // removed just before we took mu
 	}
-	r.log.Warn("container monitor died, killing container", "id", id)
+	msg := "container monitor died; container killed"
+	if m := r.monitors[id]; m != nil && m.reason() != "" {
+		msg = m.reason() // the daemon killed it
+	}
+	r.log.Warn("container monitor died, killing container", "id", id, "message", msg)
 	if ctr, err := libcontainer.Load(r.libcontainerRoot(), id); err == nil {
 		_ = ctr.Signal(unix.SIGKILL)
 	}
@@ -388,7 +472,7 @@ func (r *Runtime) monitorLost(id string) error {
 		ExitCode:   128 + int(unix.SIGKILL),
 		Signal:     int(unix.SIGKILL),
 		FinishedAt: time.Now(),
-		Message:    "container monitor died; container killed",
+		Message:    msg,
 	}
 	return writeJSON(filepath.Join(r.containerDir(id), exitFile), exit)
 }
@@ -405,6 +489,15 @@ func (r *Runtime) monitorOf(id string) (*monitor, error) {
 	var ms monitorState
 	if _, err := readOptionalJSON(filepath.Join(r.containerDir(id), stateFile), &ms); err != nil {
 		return nil, err
+	}
+	if ms.MonitorPid == 0 {
+		// Told to go, or about to be, but it has not written its state:
+		// the record names it.
+		var rec containerRecord
+		if _, err := readOptionalJSON(filepath.Join(r.containerDir(id), containerFile), &rec); err != nil {
+			return nil, err
+		}
+		ms = monitorState{MonitorPid: rec.MonitorPid, MonitorStart: rec.MonitorStart}
 	}
 	m, err := adoptMonitor(ms)
 	if err != nil || m == nil {
@@ -435,6 +528,8 @@ func (e exitRecord) apply(st *podspec.ContainerStatus, ms monitorState) {
 	st.ExitCode = e.ExitCode
 	st.Message = e.Message
 	switch {
+	case e.Reason != "":
+		st.Reason = e.Reason
 	case e.OOMKilled:
 		st.Reason = "OOMKilled"
 	case e.ExitCode == 0:

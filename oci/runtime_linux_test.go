@@ -246,6 +246,16 @@ type helperArgs struct {
 	StoreDir  string
 	Pod       podspec.Pod
 	Container podspec.Container
+	// Stall makes the helper print the stalledMonitor it starts the
+	// container with before it starts it; StopSpare SIGSTOPs that monitor
+	// first, so that it never reads its go byte.
+	Stall, StopSpare bool
+}
+
+// stalledMonitor is what a stalling helper prints.
+type stalledMonitor struct {
+	ID         string
+	MonitorPid int
 }
 
 func runHelper() int {
@@ -262,6 +272,16 @@ func runHelper() int {
 	if err := rt.CreateSandbox(ctx, &a.Pod); err != nil {
 		os.Stderr.WriteString(err.Error())
 		return 4
+	}
+	if a.Stall {
+		pm := waitSpare(rt, 10*time.Second)
+		if pm == nil {
+			return 6
+		}
+		if a.StopSpare {
+			_ = syscall.Kill(pm.m.pid, syscall.SIGSTOP)
+		}
+		_ = json.NewEncoder(os.Stdout).Encode(stalledMonitor{ID: pm.id, MonitorPid: pm.m.pid})
 	}
 	st, err := rt.Start(ctx, &a.Pod, &a.Container)
 	if err != nil {

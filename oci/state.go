@@ -19,7 +19,8 @@ import (
 //	containers/<id>/container.json   containerRecord (written by the daemon)
 //	containers/<id>/config.json      the OCI runtime spec
 //	containers/<id>/state.json       monitorState (written by the monitor)
-//	containers/<id>/exit.json        exitRecord (written by the monitor at exit)
+//	containers/<id>/exit.json        exitRecord (written by the monitor at exit,
+//	                                 or when its container failed to start)
 //	containers/<id>/monitor.log      the monitor's own log
 //	libcontainer/<id>/               libcontainer's state, removed by the monitor
 const (
@@ -62,6 +63,11 @@ type containerRecord struct {
 	// TerminationGracePeriod is the pod's, to stop the container with after
 	// the pod's manifest is gone.
 	TerminationGracePeriod time.Duration `json:"terminationGracePeriod,omitempty"`
+	// MonitorPid and MonitorStart name the container's monitor, as its
+	// state does once the monitor wrote it: a daemon that died after it
+	// told the monitor to go leaves the next one a monitor to adopt.
+	MonitorPid   int    `json:"monitorPid,omitempty"`
+	MonitorStart uint64 `json:"monitorStart,omitempty"`
 }
 
 // monitorState is written by the monitor: first with its own identity, then
@@ -73,15 +79,21 @@ type monitorState struct {
 	StartedAt    time.Time `json:"startedAt,omitzero"`
 }
 
-// exitRecord is the container's exit as its monitor (or the daemon, when the
-// monitor died) recorded it.
+// exitRecord is the container's exit, or its failure to start, as its
+// monitor (or the daemon, when the monitor died) recorded it.
 type exitRecord struct {
 	ExitCode   int       `json:"exitCode"`
 	Signal     int       `json:"signal,omitempty"`
 	OOMKilled  bool      `json:"oomKilled,omitempty"`
 	FinishedAt time.Time `json:"finishedAt"`
 	Message    string    `json:"message,omitempty"`
+	// Reason overrides the one derived from the exit code.
+	Reason string `json:"reason,omitempty"`
 }
+
+// reasonStartError is the kubelet's reason for a container that could not
+// be started.
+const reasonStartError = "StartError"
 
 func (r *Runtime) podDir(uid string) string {
 	return filepath.Join(r.cfg.RunDir, podsDir, uid)
