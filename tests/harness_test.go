@@ -249,6 +249,12 @@ func (d *daemon) cleanup() {
 		if pods := d.pods(); len(pods) > 0 {
 			return fmt.Errorf("%d pods left", len(pods))
 		}
+		// Pods the daemon found running but no manifest wants (removed while
+		// it was down) are not listed while it removes them: wait for their
+		// sandboxes to go too.
+		if sbs, _ := os.ReadDir(filepath.Join(d.runDir, "pods")); len(sbs) > 0 {
+			return fmt.Errorf("%d sandboxes left", len(sbs))
+		}
 		return nil
 	})
 	d.stop()

@@ -38,8 +38,9 @@ func (d *daemon) containerPID(pod *v1.Pod, name string) int {
 	return 0
 }
 
-// hostPID finds the host PID of a container's init: the lowest PID in the
-// cgroup named after the container, under the daemon's cgroupRoot.
+// hostPID finds the host PID of a container's init: the one process in the
+// cgroup named after the container, under the daemon's cgroupRoot, whose parent
+// (the monitor) is outside it. (Not the lowest PID: PIDs wrap around.)
 func hostPID(t *testing.T, cgroupRoot, containerID string) int {
 	t.Helper()
 	id := strings.TrimPrefix(containerID, "staticpodd://")
@@ -52,8 +53,14 @@ func hostPID(t *testing.T, cgroupRoot, containerID string) int {
 			return nil
 		}
 		b, _ := os.ReadFile(filepath.Join(p, "cgroup.procs"))
+		in := map[int]bool{}
 		for _, f := range strings.Fields(string(b)) {
-			if n, _ := strconv.Atoi(f); n > 0 && (pid == 0 || n < pid) {
+			if n, _ := strconv.Atoi(f); n > 0 {
+				in[n] = true
+			}
+		}
+		for n := range in {
+			if !in[ppid(n)] {
 				pid = n
 			}
 		}
@@ -490,4 +497,19 @@ func TestSecondDaemonRefused(t *testing.T) {
 	if got := d.containerPID(after, "main"); got != pid {
 		t.Errorf("container %d replaced by %d", pid, got)
 	}
+}
+
+// ppid returns the parent of pid, or 0.
+func ppid(pid int) int {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "PPid:"); ok {
+			n, _ := strconv.Atoi(strings.TrimSpace(v))
+			return n
+		}
+	}
+	return 0
 }
