@@ -148,6 +148,9 @@ func (a *Agent) reconcile(ctx context.Context, l *loop) {
 	// waits for each desired pod's first sync.
 	for uid, st := range l.stash {
 		w := a.startWorkerLocked(ctx, l, orphanPrefix+uid, map[string]*podState{uid: st})
+		w.mu.Lock()
+		w.status = orphanPod(uid, st) // listed as Terminating until it is gone
+		w.mu.Unlock()
 		w.update(nil, l.seq)
 	}
 	l.stash = nil

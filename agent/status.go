@@ -4,9 +4,11 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/staticpodd/staticpodd/agent/manifest"
 	"github.com/staticpodd/staticpodd/agent/podspec"
@@ -29,6 +31,41 @@ func (w *worker) publish(pod *v1.Pod) {
 	w.status = out
 	w.mu.Unlock()
 	w.a.statusChanged()
+}
+
+// orphanPod is how a pod that an earlier daemon ran and no manifest wants any
+// more is shown while it is removed: what its containers' labels tell, with a
+// deletionTimestamp. A sandbox without containers is not shown.
+func orphanPod(uid string, st *podState) *v1.Pod {
+	if len(st.containers) == 0 {
+		return nil
+	}
+	now := metav1.Now()
+	grace := int64(adoptedGrace(st.containers) / time.Second)
+	pod := &v1.Pod{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name: st.containers[0].PodName, Namespace: st.containers[0].PodNamespace, UID: types.UID(uid),
+			DeletionTimestamp: &now,
+		},
+		Status: v1.PodStatus{Phase: v1.PodSucceeded},
+	}
+	pod.DeletionGracePeriodSeconds = &grace
+	for _, c := range latestByName(st.containers) {
+		pod.Spec.Containers = append(pod.Spec.Containers, v1.Container{Name: c.Name, Image: c.Image})
+		cs := v1.ContainerStatus{Name: c.Name, Image: c.Image, ImageID: c.ImageID,
+			ContainerID: containerIDPrefix + c.ID, RestartCount: int32(c.Attempt)}
+		if c.State == podspec.StateExited {
+			cs.State.Terminated = terminated(c)
+		} else {
+			pod.Status.Phase = v1.PodRunning
+			cs.State.Running = &v1.ContainerStateRunning{StartedAt: metav1.NewTime(c.StartedAt)}
+		}
+		pod.Status.ContainerStatuses = append(pod.Status.ContainerStatuses, cs)
+	}
+	slices.SortFunc(pod.Spec.Containers, func(a, b v1.Container) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(pod.Status.ContainerStatuses, func(a, b v1.ContainerStatus) int { return strings.Compare(a.Name, b.Name) })
+	return pod
 }
 
 // markTerminating keeps the last published pod listed with a deletionTimestamp

@@ -431,3 +431,26 @@ func TestStartErrorRetriedWithBackOff(t *testing.T) {
 		}
 	})
 }
+
+// A pod an earlier daemon ran and no manifest wants any more is listed as
+// Terminating, with what its labels tell, until it is gone.
+func TestOrphanListedAsTerminatingUntilGone(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		rt.stubborn["x"] = true // waits out its grace period
+		rt.adopt(podspec.ContainerStatus{ID: "gone", PodUID: "u0", PodName: "gone-" + testNode, PodNamespace: "kube-system",
+			Name: "x", Image: "busybox", State: podspec.StateRunning, TerminationGracePeriod: 5 * time.Second})
+		h := start(t, rt, Config{})
+		h.send(nil)
+		p := h.pod("gone")
+		if p.DeletionTimestamp == nil || p.Namespace != "kube-system" || p.UID != "u0" || *p.DeletionGracePeriodSeconds != 5 ||
+			len(p.Status.ContainerStatuses) != 1 || p.Status.ContainerStatuses[0].State.Running == nil {
+			t.Fatalf("orphan while it stops = %+v", p)
+		}
+		time.Sleep(6 * time.Second)
+		synctest.Wait()
+		for _, p := range h.a.Pods() {
+			t.Errorf("pod %s still listed after its removal", p.Name)
+		}
+	})
+}

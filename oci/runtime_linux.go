@@ -133,7 +133,7 @@ func (r *Runtime) start(ctx context.Context, pm *pendingMonitor, pod *podspec.Po
 		return podspec.ContainerStatus{}, fmt.Errorf("%w: %w", podspec.ErrContainerConfig, err)
 	}
 	rec := containerRecord{
-		ID: id, PodUID: pod.UID, PodName: pod.Name, Name: c.Name, Attempt: c.Attempt,
+		ID: id, PodUID: pod.UID, PodName: pod.Name, PodNS: pod.Namespace, Name: c.Name, Attempt: c.Attempt,
 		Hash: c.Hash, Image: c.Image, ImageID: img.ID, LogPath: c.LogPath, CreatedAt: time.Now(),
 		TerminationGracePeriod: pod.TerminationGracePeriod,
 		MonitorPid:             pm.m.pid, MonitorStart: pm.m.start,
@@ -514,7 +514,7 @@ func (r *Runtime) monitorOf(id string) (*monitor, error) {
 
 func (rec containerRecord) status() podspec.ContainerStatus {
 	return podspec.ContainerStatus{
-		ID: rec.ID, PodUID: rec.PodUID, PodName: rec.PodName, Name: rec.Name,
+		ID: rec.ID, PodUID: rec.PodUID, PodName: rec.PodName, PodNamespace: rec.PodNS, Name: rec.Name,
 		Attempt: rec.Attempt, Hash: rec.Hash, Image: rec.Image, ImageID: rec.ImageID,
 		State: podspec.StateUnknown, CreatedAt: rec.CreatedAt, LogPath: rec.LogPath,
 		TerminationGracePeriod: rec.TerminationGracePeriod,

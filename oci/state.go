@@ -53,6 +53,7 @@ type containerRecord struct {
 	ID        string    `json:"id"`
 	PodUID    string    `json:"podUID"`
 	PodName   string    `json:"podName"`
+	PodNS     string    `json:"podNamespace,omitempty"`
 	Name      string    `json:"name"`
 	Attempt   int       `json:"attempt"`
 	Hash      string    `json:"hash"`

@@ -123,14 +123,15 @@ const (
 // all the agent gets back after a daemon restart, so it carries the labels the agent
 // needs to adopt it.
 type ContainerStatus struct {
-	ID      string
-	PodUID  string
-	PodName string // full name
-	Name    string // container name
-	Attempt int
-	Hash    string
-	Image   string
-	ImageID string // sha256:… of the image config
+	ID           string
+	PodUID       string
+	PodName      string // full name
+	PodNamespace string
+	Name         string // container name
+	Attempt      int
+	Hash         string
+	Image        string
+	ImageID      string // sha256:… of the image config
 
 	State      State
 	Pid        int // the container's init process on the host, while running
