@@ -28,8 +28,10 @@ func (r *Runtime) List(context.Context) ([]podspec.ContainerStatus, error) {
 	return nil, errors.ErrUnsupported
 }
 
+// The Runtime's fields name these; they have no use here.
 type (
 	monitor        struct{}
 	pendingMonitor struct{}
+	podLock        struct{}
 	attachWarmer   struct{}
 )
