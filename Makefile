@@ -4,7 +4,8 @@ OUT       := _output
 BIN       := bin/staticpodd
 IMAGE_TAR := $(OUT)/images/busybox.tar
 GOFLAGS_BUILD := -trimpath -tags "netgo osusergo"
-LDFLAGS   := -s -w -extldflags -static
+VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS   := -s -w -extldflags -static -X main.version=$(VERSION)
 
 DEMO_ROOT := $(CURDIR)/$(OUT)/demo/root
 DEMO_RUN  := /run/staticpodd-demo
