@@ -213,6 +213,11 @@ func (w *worker) start(ctx context.Context, pod *v1.Pod, act action) time.Time {
 			}
 			return until
 		}
+	}
+	// The exit counts in the back-off once the container really is restarted
+	// (the kubelet's doBackOff), not each time a missing image sends it back to
+	// wait, which doubled the delay on every retry; a failed start counts itself.
+	countExit := func() {
 		if exited {
 			w.backoff.next(key, failedAt)
 		}
@@ -245,6 +250,7 @@ func (w *worker) start(ctx context.Context, pod *v1.Pod, act action) time.Time {
 		return until
 	}
 
+	countExit()
 	keepLabels(&cs, podspec.ContainerStatus{
 		PodUID: act.podUID, PodName: pod.Name, Name: c.Name, Attempt: spec.Attempt,
 		Hash: spec.Hash, Image: spec.Image, StartedAt: now, CreatedAt: now,

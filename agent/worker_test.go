@@ -454,3 +454,33 @@ func TestOrphanListedAsTerminatingUntilGone(t *testing.T) {
 		}
 	})
 }
+
+// While a crash-looping container waits for its image, its back-off does not
+// grow: once the image is back it starts as soon as the back-off it had allows.
+func TestBackOffDoesNotGrowWhileImageIsMissing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		h := start(t, rt, Config{SyncFrequency: time.Second})
+		h.send([]manifest.Pod{testPod("web", "u1", v1.RestartPolicyAlways, ctr("a", "busybox"))})
+		id := func() string {
+			return strings.TrimPrefix(h.pod("web").Status.ContainerStatuses[0].ContainerID, containerIDPrefix)
+		}
+		rt.Exit(id(), 1) // restarted at once
+		synctest.Wait()
+		rt.mu.Lock()
+		rt.missing["busybox"] = true
+		rt.mu.Unlock()
+		rt.Exit(id(), 1) // back-off 10s, then the image is missing
+		synctest.Wait()
+		time.Sleep(2 * time.Minute) // a retry every SyncFrequency
+		synctest.Wait()
+		rt.mu.Lock()
+		delete(rt.missing, "busybox")
+		rt.mu.Unlock()
+		h.a.Resync()
+		synctest.Wait()
+		if cs := h.pod("web").Status.ContainerStatuses[0]; cs.State.Running == nil || cs.RestartCount != 2 {
+			t.Fatalf("after the image came back: state %+v, restarts %d; want running at once, 2 restarts", cs.State, cs.RestartCount)
+		}
+	})
+}
