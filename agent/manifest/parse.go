@@ -1,6 +1,8 @@
 package manifest
 
 import (
+	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -8,6 +10,7 @@ import (
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	sigsjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 )
@@ -29,10 +32,28 @@ func ParseFile(data []byte, path, nodeName string) ([]Pod, []string, error) {
 		return nil, nil, err
 	}
 	pod, warnings, err := parsePod(doc, js, SourceFile, path, nodeName, "")
+	if n := documents(data); n > 1 {
+		warnings = append(warnings, fmt.Sprintf("%s: %d YAML documents; only the first is used (one Pod per file, as the kubelet reads it)", path, n))
+	}
 	if err != nil {
 		return nil, warnings, err
 	}
 	return []Pod{pod}, warnings, nil
+}
+
+// documents counts the non-empty YAML documents in data.
+func documents(data []byte) int {
+	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+	n := 0
+	for {
+		doc, err := r.Read()
+		if err != nil {
+			return n
+		}
+		if len(bytes.TrimSpace(doc)) > 0 && !bytes.Equal(bytes.TrimSpace(doc), []byte("---")) {
+			n++
+		}
+	}
 }
 
 // uidPath is the path a file pod's UID is computed from: absolute and cleaned,

@@ -239,3 +239,20 @@ func TestUIDFromAbsolutePath(t *testing.T) {
 		t.Error("another file with the same content has the same UID")
 	}
 }
+
+// A file with several YAML documents runs its first pod, as the kubelet does,
+// and says the others are not used instead of dropping them silently.
+func TestMultiDocumentFileWarns(t *testing.T) {
+	data := []byte("apiVersion: v1\nkind: Pod\nmetadata: {name: a}\nspec:\n  containers: [{name: c, image: i}]\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: b}\nspec:\n  containers: [{name: c, image: i}]\n")
+	pods, warnings, err := ParseFile(data, "/m/two.yaml", "node1")
+	if err != nil || len(pods) != 1 || pods[0].Name != "a-node1" {
+		t.Fatalf("ParseFile = %v, %v", pods, err)
+	}
+	if len(warnings) != 1 || !strings.Contains(warnings[0], "/m/two.yaml: 2 YAML documents; only the first is used") {
+		t.Errorf("warnings = %q", warnings)
+	}
+	_, warnings, _ = ParseFile([]byte("---\napiVersion: v1\nkind: Pod\nmetadata: {name: a}\nspec:\n  containers: [{name: c, image: i}]\n"), "/m/one.yaml", "node1")
+	if len(warnings) != 0 {
+		t.Errorf("one document with a leading ---: warnings %q", warnings)
+	}
+}
