@@ -57,6 +57,7 @@ demo-clean: build
 	done; \
 	kill $$pid; wait $$pid
 	rm -rf $(OUT)/demo $(DEMO_RUN)
+	-rmdir /sys/fs/cgroup/*/staticpodd-demo 2>/dev/null
 
 # The whole suite: unit tests, then root tests with real containers and the
 # end-to-end tests of the built binary.

@@ -321,8 +321,36 @@ spec:
     image: busybox
     command: ["sh", "-c", "read x < /dev/null; sleep 4; echo while-down; exit 7"]
 `)
+	once := filepath.Join(d.dir, "once")
+	os.MkdirAll(once, 0o755)
+	d.writeManifest("once.yaml", fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata: {name: once}
+spec:
+  terminationGracePeriodSeconds: 2
+  restartPolicy: OnFailure
+  volumes:
+  - name: s
+    hostPath: {path: %s}
+  containers:
+  - name: main
+    image: busybox
+    command: ["sh", "-c", "[ -f /s/ran ] || { touch /s/ran; exit 1; }; trap 'exit 0' TERM; while true; do sleep 1 & wait $!; done"]
+    volumeMounts:
+    - {name: s, mountPath: /s}
+`, once))
 	keep := d.waitRunning("keep", 30*time.Second)
 	d.waitRunning("later", 30*time.Second)
+	var oncePID int
+	d.eventually(30*time.Second, "once restarted once and running", func() error {
+		p := d.pod("once")
+		if p == nil || len(p.Status.ContainerStatuses) != 1 || p.Status.ContainerStatuses[0].RestartCount != 1 ||
+			p.Status.ContainerStatuses[0].State.Running == nil {
+			return fmt.Errorf("not yet: %+v", p)
+		}
+		oncePID = d.containerPID(p, "main")
+		return nil
+	})
 	pid := d.containerPID(keep, "main")
 	uid := keep.UID
 
@@ -341,6 +369,13 @@ spec:
 	}
 	if rc := after.Status.ContainerStatuses[0].RestartCount; rc != 0 {
 		t.Errorf("restartCount = %d after daemon restart, want 0", rc)
+	}
+	onceAfter := d.waitRunning("once", 30*time.Second)
+	if rc := onceAfter.Status.ContainerStatuses[0].RestartCount; rc != 1 {
+		t.Errorf("restartCount of a container restarted once = %d after the daemon's restart, want 1", rc)
+	}
+	if got := d.containerPID(onceAfter, "main"); got != oncePID {
+		t.Errorf("once's container PID %d -> %d across the daemon's restart", oncePID, got)
 	}
 	d.eventually(20*time.Second, "the exit while down is recorded", func() error {
 		p := d.pod("later")

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http"
+	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -48,7 +49,8 @@ func CLI(a Agent, logger *slog.Logger) http.Handler {
 		for _, p := range a.Problems() {
 			msg := ""
 			if p.Err != nil {
-				msg = p.Err.Error()
+				// Manifest errors name their file already; say it once.
+				msg = strings.ReplaceAll(p.Err.Error(), p.Origin+": ", "")
 			}
 			out = append(out, Problem{Origin: p.Origin, Error: msg})
 		}

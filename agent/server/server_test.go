@@ -201,3 +201,16 @@ func TestReadOnlyPortServesNoLogs(t *testing.T) {
 		}
 	}
 }
+
+// A manifest error that names its file already is not shown with the path twice.
+func TestProblemNamesItsFileOnce(t *testing.T) {
+	a := fakeAgent{problems: []manifest.Problem{{Origin: "/m/bad.yaml", Err: errors.New("/m/bad.yaml: spec.containers: at least one container is required")}}}
+	srv := httptest.NewServer(CLI(a, logger()))
+	defer srv.Close()
+	_, _, body := get(t, srv.Client(), srv.URL+"/problems")
+	var probs []Problem
+	if err := json.Unmarshal(body, &probs); err != nil || len(probs) != 1 ||
+		probs[0] != (Problem{Origin: "/m/bad.yaml", Error: "spec.containers: at least one container is required"}) {
+		t.Errorf("/problems = %s (%v)", body, err)
+	}
+}

@@ -161,6 +161,11 @@ cgroupRoot: /staticpodd-bench
 	defer func() {
 		d.Process.Signal(syscall.SIGTERM)
 		d.Wait()
+		// The pods' parent cgroup the daemon made, empty now.
+		dirs, _ := filepath.Glob("/sys/fs/cgroup/*/staticpodd-bench")
+		for _, dir := range dirs {
+			os.Remove(dir)
+		}
 	}()
 	podsURL := fmt.Sprintf("http://127.0.0.1:%d/pods", port)
 	countPods := func() (int, error) {
