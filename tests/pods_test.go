@@ -13,6 +13,32 @@ import (
 	v1 "k8s.io/api/core/v1"
 )
 
+// podWithDir is a one-container busybox pod whose container runs the shell
+// command cmd with the host directory dir at /s; extra holds more spec fields,
+// one per line.
+func podWithDir(name, dir, cmd, extra string) string {
+	var spec strings.Builder
+	for _, line := range strings.Split(extra, "\n") {
+		if line != "" {
+			spec.WriteString("  " + line + "\n")
+		}
+	}
+	return fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata: {name: %s}
+spec:
+%s  volumes:
+  - name: s
+    hostPath: {path: %s}
+  containers:
+  - name: main
+    image: busybox
+    command: ["sh", "-c", %q]
+    volumeMounts:
+    - {name: s, mountPath: /s}
+`, name, spec.String(), dir, cmd)
+}
+
 func sleeper(name, extra string) string {
 	return fmt.Sprintf(`apiVersion: v1
 kind: Pod
@@ -144,21 +170,8 @@ func TestEditStopsOldBeforeNew(t *testing.T) {
 	shared := filepath.Join(d.dir, "shared")
 	os.MkdirAll(shared, 0o755)
 	gen := func(n int) string {
-		return fmt.Sprintf(`apiVersion: v1
-kind: Pod
-metadata: {name: gen}
-spec:
-  terminationGracePeriodSeconds: 10
-  volumes:
-  - name: shared
-    hostPath: {path: %s}
-  containers:
-  - name: main
-    image: busybox
-    command: ["sh", "-c", "echo start %d >> /shared/events; trap 'sleep 1; echo stop %d >> /shared/events; exit 0' TERM; while true; do sleep 1 & wait $!; done"]
-    volumeMounts:
-    - {name: shared, mountPath: /shared}
-`, shared, n, n)
+		return podWithDir("gen", shared, fmt.Sprintf("echo start %d >> /s/events; trap 'sleep 1; echo stop %d >> /s/events; exit 0' TERM; while true; do sleep 1 & wait $!; done", n, n),
+			"terminationGracePeriodSeconds: 10")
 	}
 	d.writeManifest("gen.yaml", gen(1))
 	first := d.waitRunning("gen", 30*time.Second)
@@ -235,20 +248,7 @@ func TestCrashLoopBackOff(t *testing.T) {
 	d.start()
 	stamps := filepath.Join(d.dir, "stamps")
 	os.MkdirAll(stamps, 0o755)
-	d.writeManifest("crash.yaml", fmt.Sprintf(`apiVersion: v1
-kind: Pod
-metadata: {name: crash}
-spec:
-  volumes:
-  - name: s
-    hostPath: {path: %s}
-  containers:
-  - name: main
-    image: busybox
-    command: ["sh", "-c", "date +%%s >> /s/starts; echo run $(wc -l < /s/starts); exit 3"]
-    volumeMounts:
-    - {name: s, mountPath: /s}
-`, stamps))
+	d.writeManifest("crash.yaml", podWithDir("crash", stamps, "date +%s >> /s/starts; echo run $(wc -l < /s/starts); exit 3", ""))
 	var starts []float64
 	sawBackOff := false
 	d.eventually(60*time.Second, "four starts", func() error {
@@ -323,22 +323,9 @@ spec:
 `)
 	once := filepath.Join(d.dir, "once")
 	os.MkdirAll(once, 0o755)
-	d.writeManifest("once.yaml", fmt.Sprintf(`apiVersion: v1
-kind: Pod
-metadata: {name: once}
-spec:
-  terminationGracePeriodSeconds: 2
-  restartPolicy: OnFailure
-  volumes:
-  - name: s
-    hostPath: {path: %s}
-  containers:
-  - name: main
-    image: busybox
-    command: ["sh", "-c", "[ -f /s/ran ] || { touch /s/ran; exit 1; }; trap 'exit 0' TERM; while true; do sleep 1 & wait $!; done"]
-    volumeMounts:
-    - {name: s, mountPath: /s}
-`, once))
+	d.writeManifest("once.yaml", podWithDir("once", once,
+		"[ -f /s/ran ] || { touch /s/ran; exit 1; }; trap 'exit 0' TERM; while true; do sleep 1 & wait $!; done",
+		"terminationGracePeriodSeconds: 2\nrestartPolicy: OnFailure"))
 	keep := d.waitRunning("keep", 30*time.Second)
 	d.waitRunning("later", 30*time.Second)
 	var oncePID int
