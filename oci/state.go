@@ -157,3 +157,25 @@ func readOptionalJSON(path string, v any) (ok bool, err error) {
 	}
 	return err == nil, err
 }
+
+// ImagesInUse returns the image IDs of the containers recorded under runDir,
+// running or exited but not yet removed, so that `images rm` can refuse to
+// take an image from under a pod (its next restart would find none). It reads
+// records only and works without a daemon.
+func ImagesInUse(runDir string) (map[string]bool, error) {
+	recs, err := filepath.Glob(filepath.Join(runDir, containersDir, "*", containerFile))
+	if err != nil {
+		return nil, err
+	}
+	used := map[string]bool{}
+	for _, p := range recs {
+		var rec containerRecord
+		if err := readJSON(p, &rec); err != nil {
+			continue // being written or removed: not a container to protect
+		}
+		if rec.ImageID != "" {
+			used[rec.ImageID] = true
+		}
+	}
+	return used, nil
+}

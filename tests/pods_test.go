@@ -132,6 +132,13 @@ func TestManifestAppearsRunsContainer(t *testing.T) {
 	if cs.RestartCount != 0 || !cs.Ready {
 		t.Errorf("container status = %+v, want ready with 0 restarts", cs)
 	}
+	// The image a pod uses cannot be removed from under it.
+	if out, err := d.cliErr("images", "rm", "busybox"); err == nil || !strings.Contains(out, "used by a container") {
+		t.Errorf("images rm of an image in use: %v\n%s", err, out)
+	}
+	if out := d.cli("images", "ls"); !strings.Contains(out, "docker.io/library/busybox:latest") {
+		t.Errorf("image gone after a refused rm:\n%s", out)
+	}
 	// Its log is in the CRI format under podLogsDir/<ns>_<pod>_<uid>/<container>/0.log.
 	d.writeManifest("echo.yaml", `apiVersion: v1
 kind: Pod

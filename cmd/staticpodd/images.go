@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/staticpodd/staticpodd/oci"
 	"github.com/staticpodd/staticpodd/oci/image"
 )
 
@@ -74,17 +75,28 @@ func newImagesCmd(o *globalOptions) *cobra.Command {
 			return tw.Flush()
 		},
 	})
-	cmd.AddCommand(&cobra.Command{
+	var force bool
+	rm := &cobra.Command{
 		Use:     "rm REF...",
 		Aliases: []string{"remove"},
 		Short:   "Remove image references; layers no image uses are deleted",
-		Args:    cobra.MinimumNArgs(1),
+		Long: "Remove image references; layers no image uses are deleted. An image a\n" +
+			"container of a pod uses is refused without --force: its next restart would\n" +
+			"find no image and wait with ErrImageNeverPull.",
+		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			s, err := open()
 			if err != nil {
 				return err
 			}
+			used, err := oci.ImagesInUse(o.RunDir)
+			if err != nil {
+				return err
+			}
 			for _, ref := range args {
+				if img, err := s.Get(ref); err == nil && used[img.ID] && !force {
+					return fmt.Errorf("image %s is used by a container of a pod (remove the pod first, or use --force)", ref)
+				}
 				if err := s.Remove(ref); err != nil {
 					return err
 				}
@@ -92,7 +104,9 @@ func newImagesCmd(o *globalOptions) *cobra.Command {
 			}
 			return nil
 		},
-	})
+	}
+	rm.Flags().BoolVarP(&force, "force", "f", false, "remove even an image that pods use")
+	cmd.AddCommand(rm)
 	return cmd
 }
 
