@@ -14,44 +14,30 @@ import (
 // SeenStore remembers when each pod UID was first seen, in
 // <RootDir>/pods/<uid>/seen, so the kubernetes.io/config.seen annotation keeps
 // its value across daemon restarts. The file goes with the pod's directory when
-// the pod is removed (manifest.RemoveVolumes).
+// the pod is removed (manifest.RemoveVolumes), so nothing here outlives a pod.
 type SeenStore struct {
 	paths manifest.Paths
-
-	mu   sync.Mutex
-	seen map[types.UID]time.Time // guarded by mu
+	mu    sync.Mutex // serialises the read-or-create of a file
 }
 
 func NewSeenStore(paths manifest.Paths) *SeenStore {
-	return &SeenStore{paths: paths, seen: make(map[types.UID]time.Time)}
+	return &SeenStore{paths: paths}
 }
 
 // Seen is a manifest.SeenFunc.
 func (s *SeenStore) Seen(uid types.UID) time.Time {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if t, ok := s.seen[uid]; ok {
-		return t
-	}
 	file := filepath.Join(s.paths.PodDir(string(uid)), "seen")
 	if b, err := os.ReadFile(file); err == nil {
 		if t, err := time.Parse(time.RFC3339Nano, string(b)); err == nil {
-			s.seen[uid] = t
 			return t
 		}
 	}
 	t := time.Now()
-	s.seen[uid] = t
 	// Best effort: without the file, a restarted daemon says it saw the pod later.
 	if os.MkdirAll(filepath.Dir(file), 0o700) == nil {
 		os.WriteFile(file, []byte(t.Format(time.RFC3339Nano)), 0o600)
 	}
 	return t
-}
-
-// Forget drops uid from memory once its pod is gone.
-func (s *SeenStore) Forget(uid types.UID) {
-	s.mu.Lock()
-	delete(s.seen, uid)
-	s.mu.Unlock()
 }
