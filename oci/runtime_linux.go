@@ -128,7 +128,13 @@ func (r *Runtime) start(ctx context.Context, pm *pendingMonitor, pod *podspec.Po
 	if err != nil {
 		return podspec.ContainerStatus{}, fmt.Errorf("prepare rootfs from %s: %w", c.Image, err)
 	}
-	s, err := spec.Generate(pod, c, img.Config, rootfs, r.sandboxFor(pr, id))
+	mounts, err := bindSubPaths(filepath.Join(dir, subPathsDir), c.Mounts)
+	if err != nil {
+		return podspec.ContainerStatus{}, err
+	}
+	cs := *c
+	cs.Mounts = mounts
+	s, err := spec.Generate(pod, &cs, img.Config, rootfs, r.sandboxFor(pr, id))
 	if err != nil {
 		return podspec.ContainerStatus{}, fmt.Errorf("%w: %w", podspec.ErrContainerConfig, err)
 	}
@@ -316,6 +322,9 @@ func (r *Runtime) remove(id string) error {
 		errs = append(errs, removeCgroup(s.Linux.CgroupsPath))
 	}
 	errs = append(errs, r.cfg.Images.Release(id))
+	// Before the state dir goes: removing it through a bind still mounted
+	// would empty the volume behind it.
+	errs = append(errs, unmountSubPaths(r.containerDir(id)))
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}

@@ -93,7 +93,7 @@ func Container(pod *v1.Pod, c *v1.Container, attempt int, p Paths) (*podspec.Con
 	if err != nil {
 		return nil, fmt.Errorf("container %s of pod %s: %w", c.Name, pod.Name, err)
 	}
-	mounts, err := containerMounts(pod, c, p)
+	mounts, err := containerMounts(pod, c, env, p)
 	if err != nil {
 		return nil, fmt.Errorf("container %s of pod %s: %w", c.Name, pod.Name, err)
 	}

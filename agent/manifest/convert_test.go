@@ -1,6 +1,7 @@
 package manifest
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -100,7 +101,7 @@ func TestContainer(t *testing.T) {
 	uid := string(pod.UID)
 	wantMounts := []podspec.Mount{
 		{Destination: "/data", Type: "bind", Source: "/srv/data", ReadOnly: true},
-		{Destination: "/scratch", Type: "bind", Source: "/var/lib/staticpodd/pods/" + uid + "/volumes/kubernetes.io~empty-dir/scratch/app"},
+		{Destination: "/scratch", Type: "bind", Source: "/var/lib/staticpodd/pods/" + uid + "/volumes/kubernetes.io~empty-dir/scratch", SubPath: "app"},
 		{Destination: "/fast", Type: "bind", Source: "/var/lib/staticpodd/pods/" + uid + "/volumes/kubernetes.io~empty-dir/fast"},
 	}
 	if !reflect.DeepEqual(c.Mounts, wantMounts) {
@@ -250,10 +251,14 @@ spec:
 			t.Fatal(err)
 		}
 	}
-	for _, path := range []string{host + "/made/dir", p.EmptyDir(string(pod.UID), "scratch") + "/deep/er"} {
+	for _, path := range []string{host + "/made/dir", p.EmptyDir(string(pod.UID), "scratch")} {
 		if fi, err := os.Stat(path); err != nil || !fi.IsDir() {
 			t.Errorf("%s: want a directory, %v", path, err)
 		}
+	}
+	// subPaths are the runtime's to make, inside the volume, at start.
+	if _, err := os.Lstat(p.EmptyDir(string(pod.UID), "scratch") + "/deep"); !os.IsNotExist(err) {
+		t.Errorf("PrepareVolumes made a subPath directory: %v", err)
 	}
 	if fi, err := os.Stat(host + "/file.conf"); err != nil || !fi.Mode().IsRegular() {
 		t.Errorf("file.conf: want a file, %v", err)
@@ -286,5 +291,47 @@ spec:
 	ok := mustParse(t, "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  volumes: [{name: v, hostPath: {path: /dev/null, type: CharDevice}}]\n  containers: [{name: c, image: i}]\n")
 	if err := PrepareVolumes(ok, p); err != nil {
 		t.Errorf("CharDevice /dev/null: %v", err)
+	}
+}
+
+// subPathExpr expands with the container's env as the kubelet's
+// ExpandContainerVolumeMounts does; what it gives is checked like a subPath.
+func TestSubPathExpr(t *testing.T) {
+	const doc = `apiVersion: v1
+kind: Pod
+metadata: {name: p, namespace: ns}
+spec:
+  volumes: [{name: v, emptyDir: {}}]
+  containers:
+  - name: c
+    image: i
+    env:
+    - {name: POD, valueFrom: {fieldRef: {fieldPath: metadata.name}}}
+    - {name: UP, value: ".."}
+    - {name: ABS, value: "/etc"}
+    - {name: EMPTY, value: ""}
+    volumeMounts: [{name: v, mountPath: /x, subPathExpr: %s}]
+`
+	for _, tc := range []struct{ expr, want, err string }{
+		{"logs/$(POD)", "logs/p-node1", ""},
+		{"a/./b/", "a/b", ""},
+		{"$(UP)/x", "", `subPath "../x" must not contain '..'`},
+		{"$(ABS)", "", `subPath "/etc" must not be an absolute path`},
+		{"d/$(NOPE)/$(EMPTY)", "", "missing value for EMPTY, NOPE"},
+	} {
+		pod := mustParse(t, fmt.Sprintf(doc, tc.expr))
+		c, err := Container(pod, &pod.Spec.Containers[0], 0, Paths{RootDir: "/r"})
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) || !strings.Contains(err.Error(), "volumeMount v") {
+				t.Errorf("%s: err = %v, want %q", tc.expr, err, tc.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", tc.expr, err)
+		}
+		if m := c.Mounts[0]; m.SubPath != tc.want || m.Source != "/r/pods/"+string(pod.UID)+"/volumes/kubernetes.io~empty-dir/v" {
+			t.Errorf("%s: mount %+v, want subPath %q inside the volume", tc.expr, m, tc.want)
+		}
 	}
 }

@@ -2,7 +2,9 @@ package manifest
 
 import (
 	"fmt"
-	"path/filepath"
+	"path"
+	"slices"
+	"strings"
 
 	v1 "k8s.io/api/core/v1"
 
@@ -12,8 +14,14 @@ import (
 // containerMounts turns c's volumeMounts into bind mounts: a hostPath binds the
 // host path, an emptyDir binds its directory under the pod's volume dir (for
 // medium Memory a tmpfs PrepareVolumes mounted there, so all containers of the pod
-// share it, as with the kubelet). subPath binds a path inside the volume.
-func containerMounts(pod *v1.Pod, c *v1.Container, p Paths) ([]podspec.Mount, error) {
+// share it, as with the kubelet).
+//
+// A subPath (or a subPathExpr, expanded with env) is not joined to the volume's
+// path here: a container that can write the volume could have put a symlink
+// there. It goes to the runtime as Mount.SubPath, to be resolved inside the
+// volume when the container starts (the kubelet's makeMounts and
+// PrepareSafeSubpath).
+func containerMounts(pod *v1.Pod, c *v1.Container, env []podspec.EnvVar, p Paths) ([]podspec.Mount, error) {
 	volumes := map[string]*v1.Volume{}
 	for i := range pod.Spec.Volumes {
 		volumes[pod.Spec.Volumes[i].Name] = &pod.Spec.Volumes[i]
@@ -28,17 +36,59 @@ func containerMounts(pod *v1.Pod, c *v1.Container, p Paths) ([]podspec.Mount, er
 		if err != nil {
 			return nil, err
 		}
-		if m.SubPath != "" {
-			source = filepath.Join(source, m.SubPath)
+		sub, err := subPath(m, env)
+		if err != nil {
+			return nil, fmt.Errorf("volumeMount %s: %w", m.Name, err)
 		}
 		mounts = append(mounts, podspec.Mount{
 			Destination: m.MountPath,
 			Type:        "bind",
 			Source:      source,
+			SubPath:     sub,
 			ReadOnly:    m.ReadOnly,
 		})
 	}
 	return mounts, nil
+}
+
+// subPath is m's subPath, or its subPathExpr expanded with env, as the
+// kubelet's makeMounts checks it: relative, without '..', every variable set.
+// "" binds the whole volume.
+func subPath(m v1.VolumeMount, env []podspec.EnvVar) (string, error) {
+	sub := m.SubPath
+	if m.SubPathExpr != "" {
+		// kubecontainer.ExpandContainerVolumeMounts
+		vars := make(map[string]string, len(env))
+		for _, e := range env {
+			vars[e.Name] = e.Value
+		}
+		var missing []string
+		sub = expand(m.SubPathExpr, func(key string) string {
+			v, ok := vars[key]
+			if !ok || v == "" {
+				missing = append(missing, key)
+			}
+			return v
+		})
+		if len(missing) > 0 {
+			slices.Sort(missing)
+			return "", fmt.Errorf("subPathExpr %q: missing value for %s", m.SubPathExpr, strings.Join(slices.Compact(missing), ", "))
+		}
+	}
+	if sub == "" {
+		return "", nil
+	}
+	if path.IsAbs(sub) {
+		return "", fmt.Errorf("subPath %q must not be an absolute path", sub)
+	}
+	if hasBacksteps(sub) {
+		return "", fmt.Errorf("subPath %q must not contain '..'", sub)
+	}
+	sub = path.Clean(sub)
+	if sub == "." {
+		return "", nil
+	}
+	return sub, nil
 }
 
 // volumeSource is where volume vol lives on the host.

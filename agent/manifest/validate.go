@@ -307,8 +307,11 @@ func (v validator) mounts(field string, mounts []v1.VolumeMount, volumes map[str
 		if m.SubPath != "" && (path.IsAbs(m.SubPath) || hasBacksteps(m.SubPath)) {
 			v.add(mf+".subPath", "%q must be a relative path without '..'", m.SubPath)
 		}
-		if m.SubPathExpr != "" {
-			v.add(mf+".subPathExpr", "not supported by staticpodd")
+		switch {
+		case m.SubPathExpr != "" && m.SubPath != "":
+			v.add(mf+".subPathExpr", "subPathExpr and subPath are mutually exclusive")
+		case m.SubPathExpr != "" && (path.IsAbs(m.SubPathExpr) || hasBacksteps(m.SubPathExpr)):
+			v.add(mf+".subPathExpr", "%q must be a relative path without '..'", m.SubPathExpr)
 		}
 	}
 }

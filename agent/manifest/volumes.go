@@ -14,8 +14,9 @@ import (
 
 // PrepareVolumes creates what pod's volumes need on the host before its containers
 // start: emptyDir directories (a size-limited tmpfs for medium Memory),
-// hostPath DirectoryOrCreate/FileOrCreate, subPath directories, and checks
-// hostPath types as the kubelet's hostPath checker does. It is idempotent.
+// hostPath DirectoryOrCreate/FileOrCreate, and checks hostPath types as the
+// kubelet's hostPath checker does. It is idempotent. subPath directories are
+// made by the runtime, inside the volume, when the container starts.
 func PrepareVolumes(pod *v1.Pod, p Paths) error {
 	var errs []error
 	for i := range pod.Spec.Volumes {
@@ -31,10 +32,7 @@ func PrepareVolumes(pod *v1.Pod, p Paths) error {
 			errs = append(errs, fmt.Errorf("volume %s of pod %s: %w", vol.Name, pod.Name, err))
 		}
 	}
-	if len(errs) > 0 {
-		return errors.Join(errs...)
-	}
-	return prepareSubPaths(pod, p)
+	return errors.Join(errs...)
 }
 
 func prepareEmptyDir(pod *v1.Pod, vol *v1.Volume, p Paths) error {
@@ -111,36 +109,6 @@ func checkHostPath(h *v1.HostPathVolumeSource) error {
 		return want(exists && fi.Mode()&fs.ModeDevice != 0 && fi.Mode()&fs.ModeCharDevice == 0, "block device")
 	}
 	return fmt.Errorf("hostPath %s: unknown type %q", h.Path, t)
-}
-
-// prepareSubPaths creates missing subPath directories inside volumes, as the
-// kubelet does before binding them.
-func prepareSubPaths(pod *v1.Pod, p Paths) error {
-	volumes := map[string]*v1.Volume{}
-	for i := range pod.Spec.Volumes {
-		volumes[pod.Spec.Volumes[i].Name] = &pod.Spec.Volumes[i]
-	}
-	all := append(append([]v1.Container{}, pod.Spec.InitContainers...), pod.Spec.Containers...)
-	for _, c := range all {
-		for _, m := range c.VolumeMounts {
-			vol, ok := volumes[m.Name]
-			if m.SubPath == "" || !ok {
-				continue
-			}
-			src, err := volumeSource(pod, vol, p)
-			if err != nil {
-				return err
-			}
-			dir := filepath.Join(src, m.SubPath)
-			if _, err := os.Lstat(dir); err == nil {
-				continue
-			}
-			if err := os.MkdirAll(dir, 0o750); err != nil {
-				return fmt.Errorf("subPath %s of volume %s: %w", m.SubPath, m.Name, err)
-			}
-		}
-	}
-	return nil
 }
 
 // RemoveVolumes deletes <RootDir>/pods/<uid> (emptyDirs, unmounting memory-backed

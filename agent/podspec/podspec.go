@@ -83,8 +83,15 @@ type Mount struct {
 	Destination string
 	Type        string // "bind" or "tmpfs"
 	Source      string // host path for bind, "tmpfs" for tmpfs
-	ReadOnly    bool
-	Options     []string // extra mount options, e.g. "size=64m" for tmpfs
+	// SubPath, for a bind, is a relative path inside Source to bind instead of
+	// Source itself. Source may be a directory a container can write (an
+	// emptyDir, a hostPath), so the runtime resolves SubPath at start without
+	// leaving Source, symlinks included, creates missing directories with
+	// Source's mode, and binds what it opened by file descriptor. A SubPath
+	// that leaves Source fails the start with ErrContainerConfig.
+	SubPath  string
+	ReadOnly bool
+	Options  []string // extra mount options, e.g. "size=64m" for tmpfs
 }
 
 type Resources struct {

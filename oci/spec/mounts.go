@@ -43,6 +43,9 @@ func ociMount(m podspec.Mount) (specs.Mount, error) {
 	dst := path.Clean(m.Destination)
 	switch m.Type {
 	case "bind":
+		if m.SubPath != "" {
+			return specs.Mount{}, fmt.Errorf("subPath %q: the runtime must bind it by file descriptor first", m.SubPath)
+		}
 		if !path.IsAbs(m.Source) {
 			return specs.Mount{}, fmt.Errorf("source %q: a bind mount needs an absolute host path", m.Source)
 		}
