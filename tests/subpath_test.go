@@ -117,6 +117,7 @@ spec:
 	unchanged(logs...)
 	if _, err := os.Stat("/pwned"); err == nil {
 		t.Error("/pwned exists on the host")
+		os.Remove("/pwned")
 	}
 	for name := range cases {
 		d.removeManifest(name + ".yaml")
