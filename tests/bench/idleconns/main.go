@@ -3,6 +3,9 @@
 // connections to the read-only port that each send one request and then stay
 // open, and prints the daemon's RSS and open file descriptors before and after,
 // how many connections were answered, and whether the CLI socket still answers.
+// RSS includes the binary's file pages, which depend on where the binary lies
+// and what of it the page cache holds: compare binaries from the same
+// directory, and the anonymous part.
 //
 //	go run ./tests/bench/idleconns -staticpodd bin/staticpodd -conns 2000
 package main
@@ -151,9 +154,9 @@ cgroupRoot: /staticpodd-idleconns
 
 	fmt.Printf("%s, open-file limit %s, %d connections to the read-only port\n\n",
 		strings.TrimSpace(version(bin)), limitOf(pid), n)
-	fmt.Printf("| | RSS | open fds |\n|---|---|---|\n")
-	fmt.Printf("| idle daemon | %.1f MiB | %d |\n", mib(before.rss), before.fds)
-	fmt.Printf("| with the connections open | %.1f MiB | %d |\n\n", mib(after.rss), after.fds)
+	fmt.Printf("| | RSS | of which anon | open fds |\n|---|---|---|---|\n")
+	fmt.Printf("| idle daemon | %.1f MiB | %.1f MiB | %d |\n", mib(before.rss), mib(before.anon), before.fds)
+	fmt.Printf("| with the connections open | %.1f MiB | %.1f MiB | %d |\n\n", mib(after.rss), mib(after.anon), after.fds)
 	fmt.Printf("connections opened %d (dial failed %d), answered within 3s %d, left waiting %d\n",
 		len(open), failed, answered, len(open)-answered)
 	if cliErr != nil {
@@ -180,18 +183,25 @@ func cliHealthz(c *http.Client) error {
 }
 
 type usage struct {
-	rss int64
-	fds int
+	rss, anon int64
+	fds       int
 }
 
 func measure(pid int) usage {
 	var u usage
 	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid)); err == nil {
 		for _, line := range strings.Split(string(b), "\n") {
-			if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
-				var kb int64
-				fmt.Sscan(f[1], &kb)
+			f := strings.Fields(line)
+			if len(f) < 2 {
+				continue
+			}
+			var kb int64
+			fmt.Sscan(f[1], &kb)
+			switch f[0] {
+			case "VmRSS:":
 				u.rss = kb << 10
+			case "RssAnon:":
+				u.anon = kb << 10
 			}
 		}
 	}
