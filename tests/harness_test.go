@@ -77,6 +77,9 @@ type daemon struct {
 	// socketOnly: the config serves no read-only port; talk to the CLI socket.
 	socketOnly bool
 	env        []string // extra environment for the daemon
+	// nofile, when set, is the open-file limit (soft and hard) the daemon
+	// runs under, set with prlimit(1), which execs it in place.
+	nofile int
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
@@ -166,8 +169,12 @@ func (d *daemon) start() {
 	d.t.Helper()
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	cmd := exec.Command(bin, "run", "--config", d.config, "--hostname-override", d.name,
-		"--root-dir", d.rootDir, "--run-dir", d.runDir)
+	args := []string{bin, "run", "--config", d.config, "--hostname-override", d.name,
+		"--root-dir", d.rootDir, "--run-dir", d.runDir}
+	if d.nofile > 0 {
+		args = append([]string{"prlimit", fmt.Sprintf("--nofile=%d", d.nofile), "--"}, args...)
+	}
+	cmd := exec.Command(args[0], args[1:]...)
 	d.stderr = &bytes.Buffer{}
 	cmd.Stdout = d.stderr
 	cmd.Stderr = d.stderr

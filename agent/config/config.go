@@ -33,6 +33,9 @@ const (
 	OriginDefault = "default"
 	originFile    = "file "
 	originFlag    = "flag --"
+	// originReadOnlyAddress: address is DefaultReadOnlyAddress, not the
+	// kubelet's default, because readOnlyPort is on.
+	originReadOnlyAddress = OriginDefault + " (loopback for the read-only port)"
 )
 
 // Config is the effective configuration staticpodd runs with. Field comments name
@@ -129,6 +132,10 @@ func Load(path string, flags Flags) (*Config, []string, error) {
 	}
 	if err := c.applyFlags(&flags); err != nil {
 		return nil, nil, err
+	}
+	if c.ReadOnlyPort != 0 && c.Origins["address"] == OriginDefault {
+		c.Address = DefaultReadOnlyAddress
+		c.Origins["address"] = originReadOnlyAddress
 	}
 	if err := c.validate(); err != nil {
 		return nil, nil, fmt.Errorf("config %s: %w", describe(path), err)

@@ -89,6 +89,41 @@ func TestLoadDefaultsWithoutFile(t *testing.T) {
 	}
 }
 
+// The read-only port shows every pod's env values without authentication: with
+// no address given it listens on loopback, and config says why. An address in
+// the file is kept as written, and with the port off the kubelet's default
+// stays.
+func TestReadOnlyPortDefaultsToLoopback(t *testing.T) {
+	const head = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
+	seed, err := os.ReadFile("testdata/seed.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, body, address, origin string
+	}{
+		{"port on, no address", head + "readOnlyPort: 10255\n", "127.0.0.1", "default (loopback for the read-only port)"},
+		{"port on, all interfaces asked for", head + "readOnlyPort: 10255\naddress: 0.0.0.0\n", "0.0.0.0", "file"},
+		{"seed with the port on", string(seed) + "readOnlyPort: 10255\n", "192.168.0.8", "file"},
+		{"port off", head, "0.0.0.0", OriginDefault},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := write(t, tc.body)
+			c, _, err := Load(p, Flags{HostnameOverride: "n"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := tc.origin
+			if want == "file" {
+				want = "file " + p
+			}
+			if c.Address != tc.address || c.Origin("address") != want {
+				t.Errorf("address %q from %q, want %q from %q", c.Address, c.Origin("address"), tc.address, want)
+			}
+		})
+	}
+}
+
 func TestLoadWarnsOncePerIgnoredField(t *testing.T) {
 	p := write(t, `apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration

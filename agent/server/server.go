@@ -56,7 +56,9 @@ func CLI(a Agent, logger *slog.Logger) http.Handler {
 		}
 		writeJSON(w, logger, out)
 	})
-	mux.HandleFunc("GET /containerLogs/{namespace}/{pod}/{container}", containerLogs(a, logger))
+	// A container's log, followed or not, is as long as the container made it
+	// and read as slowly as the client pages through it: a stream.
+	mux.Handle("GET /containerLogs/{namespace}/{pod}/{container}", stream(containerLogs(a, logger), logger))
 	return mux
 }
 

@@ -95,6 +95,37 @@ func TestConfigCommandShowsOrigins(t *testing.T) {
 	}
 }
 
+// With the read-only port on and no address, config shows that the address
+// is loopback by default, and why; the seed's own address stays as written.
+func TestConfigCommandShowsLoopbackDefault(t *testing.T) {
+	dir := t.TempDir()
+	bare := filepath.Join(dir, "bare.yaml")
+	seed := filepath.Join(dir, "seed.yaml")
+	os.WriteFile(bare, []byte("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nreadOnlyPort: 10255\n"), 0o644)
+	os.WriteFile(seed, []byte(seedConfig+"readOnlyPort: 10255\n"), 0o644)
+	for file, want := range map[string]string{
+		bare: "address 127.0.0.1 default (loopback for the read-only port)",
+		seed: "address 192.168.0.8 file " + seed,
+	} {
+		out, err := execute(t, testRoot(newConfigCmd), "config", "--config", file)
+		if err != nil {
+			t.Fatalf("config: %v\n%s", err, out)
+		}
+		found := false
+		for _, line := range strings.Split(out, "\n") {
+			if strings.HasPrefix(line, "address ") {
+				found = true
+				if got := strings.Join(strings.Fields(line), " "); got != want {
+					t.Errorf("address line %q, want %q", got, want)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("no address line:\n%s", out)
+		}
+	}
+}
+
 func TestConfigCommandRejectsUnknownField(t *testing.T) {
 	cfgPath := filepath.Join(t.TempDir(), "kubelet-config.yaml")
 	if err := os.WriteFile(cfgPath, []byte(seedConfig+"staticPodPth: /x\n"), 0o644); err != nil {

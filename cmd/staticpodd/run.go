@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"net/netip"
 	"os"
 	"os/signal"
@@ -15,7 +14,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"syscall"
-	"time"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/sync/errgroup"
@@ -279,7 +277,11 @@ func (d *daemon) run(ctx context.Context) error {
 	}
 	g, ctx := errgroup.WithContext(ctx)
 	httpLog := d.logger.With("subsystem", "http")
-	g.Go(func() error { return serve(ctx, sock, server.CLI(d.agent, httpLog)) })
+	files := openFileLimit()
+	cliLimits := server.DefaultLimits(server.CLIMaxConns).FitFiles(files)
+	g.Go(func() error {
+		return server.Serve(ctx, sock, server.CLI(d.agent, httpLog), cliLimits, httpLog.With("listener", "cli"))
+	})
 	updates := make(chan source.Update)
 	for _, run := range d.sources {
 		g.Go(func() error { return run(ctx, updates) })
@@ -297,24 +299,23 @@ func (d *daemon) run(ctx context.Context) error {
 			// The pods matter more than the read-only port: say so and go on.
 			d.logger.Error("read-only port not served", "address", addr, "err", err)
 		} else {
-			d.logger.Info("serving the read-only port", "address", addr)
-			g.Go(func() error { return serve(ctx, l, server.ReadOnly(d.agent, httpLog)) })
+			lim := server.DefaultLimits(server.ReadOnlyMaxConns).FitFiles(files)
+			d.logger.Info("serving the read-only port", "address", addr, "maxConns", lim.MaxConns)
+			g.Go(func() error {
+				return server.Serve(ctx, l, server.ReadOnly(d.agent, httpLog), lim, httpLog.With("listener", "read-only port"))
+			})
 		}
 	}
 	return g.Wait()
 }
 
-// serve runs an HTTP server on l until ctx ends.
-func serve(ctx context.Context, l net.Listener, h http.Handler) error {
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
-	go func() {
-		<-ctx.Done()
-		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		srv.Shutdown(shutdown)
-	}()
-	if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("serve %s: %w", l.Addr(), err)
+// openFileLimit is the daemon's limit on open files (the Go runtime raised
+// the soft limit to the hard one at start), which caps each listener's
+// connections.
+func openFileLimit() uint64 {
+	var lim unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
+		return unix.RLIM_INFINITY
 	}
-	return nil
+	return lim.Cur
 }

@@ -1,0 +1,105 @@
+package tests
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// The report: idle keep-alive connections to the read-only port stayed open as
+// long as their clients liked, and under a low open-file limit nine of them
+// made the CLI socket stop answering. Now the read-only port serves at most an
+// eighth of the limit at once; the others wait unanswered, and the CLI socket
+// and the pods carry on.
+func TestReadOnlyPortFloodLeavesCLIAndPods(t *testing.T) {
+	t.Parallel()
+	d := newDaemon(t)
+	d.nofile = 64
+	const maxConns = 64 / 8
+	d.start()
+	d.writeManifest("before.yaml", sleeper("before", ""))
+	d.waitRunning("before", 30*time.Second)
+	// The harness's own keep-alive connections would hold some of the slots.
+	http.DefaultTransport.(*http.Transport).CloseIdleConnections()
+	pid := d.cmd.Process.Pid
+	fdsBefore := openFDs(t, pid)
+
+	// 100 clients each ask for /healthz and then keep their connection open.
+	addr := fmt.Sprintf("127.0.0.1:%d", d.port)
+	var mu sync.Mutex
+	var answered []net.Conn
+	for range 100 {
+		c, err := net.DialTimeout("tcp", addr, 10*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		if _, err := fmt.Fprintf(c, "GET /healthz HTTP/1.1\r\nHost: %s\r\n\r\n", addr); err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			if err != nil {
+				return
+			}
+			resp.Body.Close()
+			mu.Lock()
+			answered = append(answered, c)
+			mu.Unlock()
+		}()
+	}
+	nAnswered := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(answered)
+	}
+	d.eventually(30*time.Second, "the read-only port answers up to its cap", func() error {
+		if n := nAnswered(); n < maxConns {
+			return fmt.Errorf("%d answered", n)
+		}
+		return nil
+	})
+	if fds := openFDs(t, pid); fds > fdsBefore+maxConns+4 {
+		t.Errorf("the daemon holds %d open files with 100 clients on the read-only port, %d before", fds, fdsBefore)
+	}
+
+	// The read-only port is full: the CLI socket answers, and a new pod starts.
+	d.socketOnly = true
+	if out := d.cli("ps"); !strings.Contains(out, "before-"+d.name) {
+		t.Errorf("ps while the read-only port is full:\n%s", out)
+	}
+	d.writeManifest("during.yaml", sleeper("during", ""))
+	d.waitRunning("during", 30*time.Second)
+
+	// All this while, the clients beyond the cap got no answer; once a
+	// served one leaves, one of them does.
+	if n := nAnswered(); n != maxConns {
+		t.Errorf("%d clients answered with a cap of %d", n, maxConns)
+	}
+	mu.Lock()
+	answered[0].Close()
+	mu.Unlock()
+	d.eventually(30*time.Second, "a waiting client answered once a slot is free", func() error {
+		if n := nAnswered(); n != maxConns+1 {
+			return fmt.Errorf("%d answered", n)
+		}
+		return nil
+	})
+	d.socketOnly = false
+}
+
+// openFDs counts the open file descriptors of process pid.
+func openFDs(t *testing.T, pid int) int {
+	t.Helper()
+	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(fds)
+}
