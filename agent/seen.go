@@ -26,6 +26,9 @@ func NewSeenStore(paths manifest.Paths) *SeenStore {
 
 // Seen is a manifest.SeenFunc.
 func (s *SeenStore) Seen(uid types.UID) time.Time {
+	if !manifest.ValidUID(string(uid)) {
+		return time.Now() // validation refuses the pod; never a path out of the root dir
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	file := filepath.Join(s.paths.PodDir(string(uid)), "seen")

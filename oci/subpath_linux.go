@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 
@@ -77,6 +78,11 @@ func bindSubPath(root, sub, target string) error {
 	src := "/proc/thread-self/fd/" + strconv.Itoa(int(f.Fd()))
 	if err := unix.Mount(src, target, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
 		return fmt.Errorf("bind: %w", err)
+	}
+	// Out of the source's peer group: nothing mounted here shows anywhere
+	// else, nor the other way (the kubelet's default propagation, None).
+	if err := unix.Mount("", target, "", unix.MS_PRIVATE|unix.MS_REC, ""); err != nil {
+		return fmt.Errorf("make bind private: %w", err)
 	}
 	// What is mounted is what was opened; a check that cannot fail short of
 	// a kernel that resolves the fd link otherwise, so say so if it does.
@@ -225,18 +231,23 @@ func mkdirIn(rootFd int, p string, mode uint32, open func(int, string) (int, err
 	return nil
 }
 
-// mkdirMode makes name in parent with mode exactly (mkdir is subject to the
-// umask; the kubelet's doSafeMakeDir chmods after it too).
+// mkdirMode makes name in parent with mode exactly, whatever the daemon's
+// umask: on a thread of its own whose umask is 0 (unshare(CLONE_FS) gives it
+// its own), so that nothing is chmodded by name afterwards. A chmod by name,
+// as the kubelet's doSafeMakeDir does, can be made to land on another
+// directory a container swapped in between. The thread is never given back.
 func mkdirMode(parent int, name string, mode uint32) error {
-	if err := unix.Mkdirat(parent, name, mode); err != nil {
-		return err
-	}
-	fd, err := unix.Openat(parent, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(fd)
-	return unix.Fchmod(fd, mode)
+	done := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
+		if err := unix.Unshare(unix.CLONE_FS); err != nil {
+			done <- fmt.Errorf("unshare fs: %w", err)
+			return
+		}
+		unix.Umask(0)
+		done <- unix.Mkdirat(parent, name, mode)
+	}()
+	return <-done
 }
 
 // unmountSubPaths unmounts and removes the binds bindSubPaths made under the

@@ -40,6 +40,10 @@ func (v validator) msgs(field string, msgs []string) {
 func (v validator) meta(pod *v1.Pod) {
 	v.msgs("metadata.name", validation.IsDNS1123Subdomain(pod.Name))
 	v.msgs("metadata.namespace", validation.IsDNS1123Label(pod.Namespace))
+	if pod.UID != "" && !ValidUID(string(pod.UID)) {
+		// It names <root-dir>/pods/<uid>, the log directory and the cgroup.
+		v.add("metadata.uid", "%q: want 1 to 128 letters, digits, '-', '_' or '.', and not . or ..", pod.UID)
+	}
 	for k, val := range pod.Labels {
 		v.msgs(fmt.Sprintf("metadata.labels[%s]", k), validation.IsQualifiedName(k))
 		v.msgs(fmt.Sprintf("metadata.labels[%s]", k), validation.IsValidLabelValue(val))
@@ -361,4 +365,18 @@ func (v validator) probe(field string, p *v1.Probe) {
 			v.add(field+"."+name, "must not be negative")
 		}
 	}
+}
+
+// ValidUID reports whether uid can name a directory of its own: one path
+// component of a UUID's or a digest's characters.
+func ValidUID(uid string) bool {
+	if uid == "" || len(uid) > 128 || uid == "." || uid == ".." {
+		return false
+	}
+	for _, r := range uid {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.') {
+			return false
+		}
+	}
+	return true
 }
