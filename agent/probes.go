@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"slices"
+	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -191,39 +193,43 @@ func (w *worker) probeState(c *v1.Container, id string) (started, ready bool) {
 	return started, started && ready
 }
 
-// ProbeStatus is the last result of one probe of one container, for
-// `staticpodd ps -o wide`.
-type ProbeStatus struct {
-	Pod       string    `json:"pod"` // namespace/name
-	Container string    `json:"container"`
-	Probe     string    `json:"probe"` // startup, liveness, readiness
-	Result    string    `json:"result"`
-	Output    string    `json:"output,omitempty"`
-	At        time.Time `json:"at"`
-}
-
-// probeStatuses lists the last results of the probes of pod's running
-// containers.
-func (w *worker) probeStatuses(pod *v1.Pod) []ProbeStatus {
-	var out []ProbeStatus
+// probeStatusesLocked lists the last results of the probes of the running
+// containers of the published pod; w.mu held.
+func (w *worker) probeStatusesLocked() []prober.Status {
+	pod := w.status
+	if pod == nil {
+		return nil
+	}
+	var out []prober.Status
 	for _, cs := range pod.Status.ContainerStatuses {
-		if cs.State.Running == nil {
+		h := w.health[strings.TrimPrefix(cs.ContainerID, containerIDPrefix)]
+		if cs.State.Running == nil || h == nil {
 			continue
 		}
-		id := cs.ContainerID[len(containerIDPrefix):]
-		w.mu.Lock()
-		h := w.health[id]
 		for _, k := range []prober.Kind{prober.Startup, prober.Liveness, prober.Readiness} {
-			if h == nil {
-				break
-			}
 			if u, ok := h.last[k]; ok {
-				out = append(out, ProbeStatus{Pod: pod.Namespace + "/" + pod.Name, Container: cs.Name,
-					Probe: string(k), Result: u.Result.String(), Output: u.Output, At: u.At})
+				out = append(out, prober.Status{Namespace: pod.Namespace, Pod: pod.Name, Container: cs.Name,
+					Probe: k, Result: u.Result.String(), Output: u.Output, At: u.At})
 			}
 		}
+	}
+	return out
+}
+
+// Probes returns the last result of every probe of every running container,
+// sorted by pod and container.
+func (a *Agent) Probes() []prober.Status {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var out []prober.Status
+	for _, w := range a.workers {
+		w.mu.Lock()
+		out = append(out, w.probeStatusesLocked()...)
 		w.mu.Unlock()
 	}
+	slices.SortStableFunc(out, func(x, y prober.Status) int {
+		return strings.Compare(x.Namespace+"/"+x.Pod+"/"+x.Container, y.Namespace+"/"+y.Pod+"/"+y.Container)
+	})
 	return out
 }
 

@@ -30,6 +30,18 @@ type Update struct {
 	At          time.Time
 }
 
+// Status is the last result of one probe of one container, for
+// `staticpodd ps -o wide`.
+type Status struct {
+	Namespace string    `json:"namespace"`
+	Pod       string    `json:"pod"`
+	Container string    `json:"container"`
+	Probe     Kind      `json:"probe"`
+	Result    string    `json:"result"`
+	Output    string    `json:"output,omitempty"`
+	At        time.Time `json:"at"`
+}
+
 // Config is one container instance's probes.
 type Config struct {
 	ContainerID string
@@ -82,10 +94,10 @@ type loop struct {
 	stopAll context.CancelFunc
 	log     *slog.Logger
 
-	last      Result // of the last probe
-	streak    int    // probes in a row with that result
-	reported  Result // what Report last said; Unknown before the first
-	loggedAt  time.Time
+	last       Result // of the last probe
+	streak     int    // probes in a row with that result
+	reported   Result // what Report last said; Unknown before the first
+	loggedAt   time.Time
 	suppressed int // failures not logged since loggedAt
 }
 
