@@ -97,6 +97,7 @@ type loop struct {
 	last       Result // of the last probe
 	streak     int    // probes in a row with that result
 	reported   Result // what Report last said; Unknown before the first
+	passed     bool   // reported Success once
 	loggedAt   time.Time
 	suppressed int // failures not logged since loggedAt
 }
@@ -121,14 +122,34 @@ func (l *loop) run(ctx context.Context) {
 	}
 	tick := time.NewTicker(period)
 	defer tick.Stop()
+	soon := time.NewTimer(0)
+	soon.Stop()
+	retry := firstRetry
 	for l.once(ctx) {
+		// A readiness probe that has never passed is tried again soon, not a
+		// period later: a server that was not listening yet at the first try
+		// is Ready milliseconds after it is, not up to periodSeconds after.
+		// Those tries count for nothing else (the container is not ready
+		// either way).
+		var soonC <-chan time.Time
+		if l.kind == Readiness && !l.passed && retry < period {
+			soon.Reset(retry)
+			soonC = soon.C
+			retry *= 2
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
+		case <-soonC:
 		}
+		soon.Stop()
 	}
 }
+
+// firstRetry is the first of the doubling delays between the tries of a
+// readiness probe that has not passed yet.
+const firstRetry = 50 * time.Millisecond
 
 // once probes if it is time to, and returns whether to go on.
 func (l *loop) once(ctx context.Context) bool {
@@ -165,6 +186,7 @@ func (l *loop) once(ctx context.Context) bool {
 	}
 	if r != l.reported {
 		l.reported = r
+		l.passed = l.passed || r == Success
 		level := slog.LevelInfo
 		if r == Failure {
 			level = slog.LevelWarn

@@ -95,10 +95,17 @@ func run(t *testing.T, cfg Config, d time.Duration) *updates {
 func TestReadinessThresholds(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := newScript(map[string][]int{"ready": {1, 0, 0, 0, 1, 1, 1, 0}})
+		defer func() {
+			if got := s.probed["ready"]; len(got) < 3 || got[1] != 50*time.Millisecond || got[2] != 150*time.Millisecond {
+				t.Errorf("probed at %v, want 0, 50ms, 150ms, then every period", got)
+			}
+		}()
 		u := run(t, Config{Target: Target{Exec: s.exec}, Readiness: execProbe("ready", 10, 2, 3)}, 75*time.Second)
-		// Probes at 0,10,...,70: 1 0 0 0 1 1 1 0. Success twice in a row at
-		// 20s; failure three times at 60s.
-		if got, want := u.String(), "readiness=success@20s readiness=failure@1m0s "; got != want {
+		// Until it first passes, tries come 50 ms, 100 ms... apart: 1 at 0,
+		// 0 at 50 ms and 0 at 150 ms make two successes in a row. Then one
+		// a period: 0 at 10s, 1 at 20, 30 and 40s make three failures; 0 at
+		// 50 and 60s two successes.
+		if got, want := u.String(), "readiness=success@150ms readiness=failure@40s readiness=success@1m0s "; got != want {
 			t.Errorf("updates %q, want %q", got, want)
 		}
 	})
