@@ -57,6 +57,9 @@ type Agent struct {
 	logger *slog.Logger
 	resync chan struct{}
 	ready  sync.Once
+	// started is when the agent was made: probes of containers that ran
+	// before are spread over their first period.
+	started time.Time
 
 	mu          sync.Mutex         // guards the fields below
 	workers     map[string]*worker // by pod full name namespace/name, or orphan/<uid>
@@ -87,6 +90,7 @@ func New(cfg Config, rt Runtime, logger *slog.Logger) *Agent {
 		conv:    manifestConverter{paths: cfg.Paths},
 		logger:  logger,
 		resync:  make(chan struct{}, 1),
+		started: time.Now(),
 		workers: map[string]*worker{},
 		summary: "",
 	}

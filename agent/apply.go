@@ -50,6 +50,9 @@ func (w *worker) apply(ctx context.Context, pod *v1.Pod, acts []action) time.Tim
 		var err error
 		switch act.kind {
 		case actKill:
+			if act.reason != "" {
+				w.logger.Info("killing container", "container", act.container, "id", act.id, "reason", act.reason)
+			}
 			err = w.kill(ctx, act.id, act.grace)
 		case actDestroy:
 			err = w.destroy(ctx, act.podUID, act.id)

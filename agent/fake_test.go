@@ -1,8 +1,11 @@
 package agent
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"net"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -28,6 +31,10 @@ type fakeRuntime struct {
 	startErr  error           // every Start fails with it
 	vanished  map[string]bool // container IDs whose Wait says ErrNotExist
 	starts    []time.Time     // when each Start succeeded
+	// health is what an HTTP probe of a path gets from any container:
+	// the status code (404 when absent).
+	health map[string]int
+	dials  []string // pod UID and address of each Dial
 }
 
 type fakeCtr struct {
@@ -43,7 +50,39 @@ func newFakeRuntime() *fakeRuntime {
 		crash:     map[string]int{},
 		stubborn:  map[string]bool{},
 		vanished:  map[string]bool{},
+		health:    map[string]int{},
 	}
+}
+
+// SetHealth makes HTTP probes of path get code from now on.
+func (f *fakeRuntime) SetHealth(path string, code int) {
+	f.mu.Lock()
+	f.health[path] = code
+	f.mu.Unlock()
+}
+
+// Dial answers one HTTP/1.1 request in memory with the status SetHealth set
+// for its path: a real HTTP exchange over a pipe, inside the synctest bubble.
+func (f *fakeRuntime) Dial(ctx context.Context, podUID, network, addr string) (net.Conn, error) {
+	f.mu.Lock()
+	f.dials = append(f.dials, podUID+" "+addr)
+	f.mu.Unlock()
+	client, server := net.Pipe()
+	go func() {
+		defer server.Close()
+		req, err := http.ReadRequest(bufio.NewReader(server))
+		if err != nil {
+			return
+		}
+		f.mu.Lock()
+		code, ok := f.health[req.URL.Path]
+		f.mu.Unlock()
+		if !ok {
+			code = http.StatusNotFound
+		}
+		fmt.Fprintf(server, "HTTP/1.1 %d %s\r\nContent-Length: 0\r\nConnection: close\r\n\r\n", code, http.StatusText(code))
+	}()
+	return client, nil
 }
 
 func (f *fakeRuntime) record(format string, args ...any) {

@@ -7,6 +7,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/staticpodd/staticpodd/agent/podspec"
+	"github.com/staticpodd/staticpodd/agent/prober"
 )
 
 // defaultGrace stops containers of a pod whose manifest is unknown (adopted
@@ -35,6 +36,7 @@ type action struct {
 	container string        // container name (kill, destroy, start)
 	id        string        // runtime container ID (kill, destroy)
 	grace     time.Duration // kill
+	reason    string        // kill: why, when not because the pod goes
 	attempt   int           // start
 	prevID    string        // start: the exited container this one replaces
 }
@@ -52,6 +54,9 @@ type podState struct {
 	sandbox    bool
 	grace      time.Duration // to stop its containers when it is no longer desired
 	containers []podspec.ContainerStatus
+	// unhealthy are the containers, by ID, whose liveness or startup probe
+	// failed: to be killed, and restarted unless the restartPolicy is Never.
+	unhealthy map[string]prober.Kind
 }
 
 // plan returns the steps that take actual (every pod UID a worker handles) to
@@ -171,8 +176,15 @@ func runPod(d *desiredPod, st *podState) []action {
 					// The spec changed under the same UID: restart whatever the policy.
 					acts = append(acts, action{kind: actKill, podUID: uid, container: c.Name, id: l.ID, grace: grace})
 					starts = append(starts, startAction(d, uid, c.Name, &l))
+				} else if kind := st.unhealthy[l.ID]; kind != "" {
+					// The kubelet's computePodActions: killed, and restarted
+					// once it has exited, whatever its exit code, unless the
+					// policy is Never.
+					acts = append(acts, action{kind: actKill, podUID: uid, container: c.Name, id: l.ID,
+						grace: probeGrace(pod, &c, kind), reason: probeKillReason(pod, c.Name, kind)})
 				}
-			case shouldRestart(pod.Spec.RestartPolicy, l.ExitCode):
+			case shouldRestart(pod.Spec.RestartPolicy, l.ExitCode),
+				st.unhealthy[l.ID] != "" && pod.Spec.RestartPolicy != v1.RestartPolicyNever:
 				starts = append(starts, startAction(d, uid, c.Name, &l))
 			}
 		}

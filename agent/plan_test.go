@@ -9,6 +9,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/staticpodd/staticpodd/agent/podspec"
+	"github.com/staticpodd/staticpodd/agent/prober"
 )
 
 func TestPlan(t *testing.T) {
@@ -156,6 +157,26 @@ func TestPlan(t *testing.T) {
 			name:    "failed init container with Never: pod failed, nothing starts",
 			desired: desired("u1", v1.RestartPolicyNever, []string{"i1"}, "a"),
 			actual:  pods(&podState{uid: "u1", sandbox: true, containers: []podspec.ContainerStatus{exited("u1", "i1", "c1", 0, 1)}}),
+		},
+		{
+			name:    "liveness failed: kill with the pod's grace",
+			desired: desired("u1", v1.RestartPolicyAlways, nil, "a", "b"),
+			actual: pods(&podState{uid: "u1", sandbox: true, unhealthy: map[string]prober.Kind{"c1": prober.Liveness},
+				containers: []podspec.ContainerStatus{running("u1", "a", "c1", 0), running("u1", "b", "c2", 0)}}),
+			want: []string{"kill c1 5s"},
+		},
+		{
+			name:    "killed by a probe, exited 0: restarted under OnFailure",
+			desired: desired("u1", v1.RestartPolicyOnFailure, nil, "a"),
+			actual: pods(&podState{uid: "u1", sandbox: true, unhealthy: map[string]prober.Kind{"c1": prober.Startup},
+				containers: []podspec.ContainerStatus{exited("u1", "a", "c1", 0, 0)}}),
+			want: []string{"start u1/a#1 after c1"},
+		},
+		{
+			name:    "killed by a probe: not restarted under Never",
+			desired: desired("u1", v1.RestartPolicyNever, nil, "a"),
+			actual: pods(&podState{uid: "u1", sandbox: true, unhealthy: map[string]prober.Kind{"c1": prober.Liveness},
+				containers: []podspec.ContainerStatus{exited("u1", "a", "c1", 0, 137)}}),
 		},
 		{
 			name: "unresolvable container is not started",

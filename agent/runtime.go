@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"net"
 	"syscall"
 
 	"github.com/staticpodd/staticpodd/agent/podspec"
@@ -34,4 +35,7 @@ type Runtime interface {
 	Destroy(ctx context.Context, id string) error
 	// List returns every container the runtime knows, running or exited.
 	List(ctx context.Context) ([]podspec.ContainerStatus, error)
+	// Dial connects to addr from inside the pod's network namespace (the
+	// host's for hostNetwork): how probes reach a container.
+	Dial(ctx context.Context, podUID, network, addr string) (net.Conn, error)
 }

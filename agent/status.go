@@ -172,8 +172,8 @@ func (w *worker) containerStatus(c *v1.Container, latest map[string]podspec.Cont
 			cs.LastTerminationState.Terminated = terminated(*last)
 		}
 	case l.State != podspec.StateExited:
-		t := true
-		cs.Started, cs.Ready = &t, true
+		started, ready := w.probeState(c, l.ID)
+		cs.Started, cs.Ready = &started, ready
 		cs.State.Running = &v1.ContainerStateRunning{StartedAt: metav1.NewTime(l.StartedAt)}
 		if last != nil {
 			cs.LastTerminationState.Terminated = terminated(*last)

@@ -24,14 +24,16 @@ type worker struct {
 	wake   chan struct{}
 	exits  chan podspec.ContainerStatus
 
-	mu      sync.Mutex // guards desired, seq, status
-	desired *v1.Pod    // nil: remove everything
-	seq     uint64     // the dispatch that set desired
-	status  *v1.Pod    // desired with live status, for Pods
+	mu      sync.Mutex         // guards desired, seq, status, health
+	desired *v1.Pod            // nil: remove everything
+	seq     uint64             // the dispatch that set desired
+	status  *v1.Pod            // desired with live status, for Pods
+	health  map[string]*health // by container ID, what its probes said
 
 	// Owned by the worker goroutine.
 	pods      map[string]*podState // by UID
 	watching  map[string]bool      // container IDs with a Wait goroutine
+	probes    map[string]*probing  // container IDs whose probes run
 	backoff   *backoff
 	gen       *generation // per-container state of the desired UID
 	timer     *time.Timer
@@ -63,6 +65,8 @@ func newWorker(a *Agent, key string, pods map[string]*podState) *worker {
 		exits:    make(chan podspec.ContainerStatus),
 		pods:     pods,
 		watching: map[string]bool{},
+		probes:   map[string]*probing{},
+		health:   map[string]*health{},
 		backoff:  newBackoff(backoffInitial, a.cfg.BackoffMax),
 	}
 }
@@ -140,10 +144,13 @@ func (w *worker) sync(ctx context.Context) {
 	} else {
 		w.markTerminating()
 	}
+	w.syncProbes(ctx, pod)
+	w.markUnhealthy()
 	retry := w.apply(ctx, pod, plan(d, w.pods))
 	if ctx.Err() != nil {
 		return
 	}
+	w.syncProbes(ctx, pod)
 	w.setTimer(retry)
 	// A removed pod stays listed, Terminating, until nothing of it is left.
 	if pod != nil || len(w.pods) == 0 {

@@ -5,6 +5,7 @@ package oci
 import (
 	"context"
 	"errors"
+	"net"
 	"syscall"
 
 	"github.com/staticpodd/staticpodd/agent/podspec"
@@ -25,6 +26,9 @@ func (r *Runtime) Wait(context.Context, string) (podspec.ContainerStatus, error)
 }
 func (r *Runtime) Destroy(context.Context, string) error { return errors.ErrUnsupported }
 func (r *Runtime) List(context.Context) ([]podspec.ContainerStatus, error) {
+	return nil, errors.ErrUnsupported
+}
+func (r *Runtime) Dial(context.Context, string, string, string) (net.Conn, error) {
 	return nil, errors.ErrUnsupported
 }
 

@@ -217,6 +217,23 @@ func (v validator) container(field string, c *v1.Container, init, hostNetwork bo
 	for name, p := range map[string]*v1.Probe{"livenessProbe": c.LivenessProbe, "readinessProbe": c.ReadinessProbe, "startupProbe": c.StartupProbe} {
 		v.probe(field+"."+name, p)
 	}
+	if init && c.RestartPolicy == nil {
+		for name, p := range map[string]*v1.Probe{"livenessProbe": c.LivenessProbe, "readinessProbe": c.ReadinessProbe, "startupProbe": c.StartupProbe} {
+			if p != nil {
+				v.add(field+"."+name, "may not be set for init containers without restartPolicy=Always")
+			}
+		}
+	}
+	// The API server's validateLivenessProbe, validateStartupProbe and
+	// validateReadinessProbe.
+	for name, p := range map[string]*v1.Probe{"livenessProbe": c.LivenessProbe, "startupProbe": c.StartupProbe} {
+		if p != nil && p.SuccessThreshold != 1 {
+			v.add(field+"."+name+".successThreshold", "must be 1")
+		}
+	}
+	if p := c.ReadinessProbe; p != nil && p.TerminationGracePeriodSeconds != nil {
+		v.add(field+".readinessProbe.terminationGracePeriodSeconds", "must not be set for readinessProbes")
+	}
 }
 
 func (v validator) ports(field string, ports []v1.ContainerPort, hostNetwork bool) {
@@ -364,6 +381,9 @@ func (v validator) probe(field string, p *v1.Probe) {
 		if val < 0 {
 			v.add(field+"."+name, "must not be negative")
 		}
+	}
+	if g := p.TerminationGracePeriodSeconds; g != nil && *g <= 0 {
+		v.add(field+".terminationGracePeriodSeconds", "must be greater than 0")
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/staticpodd/staticpodd/agent/manifest"
+	"github.com/staticpodd/staticpodd/agent/prober"
 )
 
 // Agent is what the server shows; *agent.Agent implements it.
@@ -21,6 +22,8 @@ type Agent interface {
 	// LogFile is the CRI log file of a container: its newest run's, or the one
 	// before with previous.
 	LogFile(namespace, pod, container string, previous bool) (string, error)
+	// Probes are the last results of the probes of running containers.
+	Probes() []prober.Status
 }
 
 // Problem is a manifest problem as JSON.
@@ -38,7 +41,8 @@ func ReadOnly(a Agent, logger *slog.Logger) http.Handler {
 }
 
 // CLI returns the handler of the CLI socket (mode 0600): the read-only port's,
-// plus /problems and container logs, which may hold secrets and so are never
+// plus /problems, /probes (whose output may echo a container's answers) and
+// container logs, which may hold secrets and so are never
 // served without authentication (the kubelet serves logs only on its
 // authenticated port).
 func CLI(a Agent, logger *slog.Logger) http.Handler {
@@ -53,6 +57,13 @@ func CLI(a Agent, logger *slog.Logger) http.Handler {
 				msg = strings.ReplaceAll(p.Err.Error(), p.Origin+": ", "")
 			}
 			out = append(out, Problem{Origin: p.Origin, Error: msg})
+		}
+		writeJSON(w, logger, out)
+	})
+	mux.HandleFunc("GET /probes", func(w http.ResponseWriter, r *http.Request) {
+		out := a.Probes()
+		if out == nil {
+			out = []prober.Status{}
 		}
 		writeJSON(w, logger, out)
 	})

@@ -18,6 +18,7 @@ import (
 
 	"github.com/staticpodd/staticpodd/agent"
 	"github.com/staticpodd/staticpodd/agent/manifest"
+	"github.com/staticpodd/staticpodd/agent/prober"
 )
 
 var _ Agent = (*agent.Agent)(nil)
@@ -26,7 +27,10 @@ type fakeAgent struct {
 	pods     []v1.Pod
 	problems []manifest.Problem
 	logFile  string
+	probes   []prober.Status
 }
+
+func (f fakeAgent) Probes() []prober.Status { return f.probes }
 
 func (f fakeAgent) Pods() []v1.Pod               { return f.pods }
 func (f fakeAgent) Problems() []manifest.Problem { return f.problems }
@@ -45,6 +49,7 @@ var testAgent = fakeAgent{
 		}}},
 	}},
 	problems: []manifest.Problem{{Origin: "/m/bad.yaml", Err: errors.New("line 3: did not find expected key")}},
+	probes:   []prober.Status{{Namespace: "default", Pod: "web-node1", Container: "web", Probe: prober.Readiness, Result: "failure", Output: "HTTP probe failed with statuscode: 503"}},
 }
 
 func logger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
@@ -86,6 +91,18 @@ func TestEndpoints(t *testing.T) {
 	if err := json.Unmarshal(body, &probs); err != nil || len(probs) != 1 ||
 		probs[0] != (Problem{Origin: "/m/bad.yaml", Error: "line 3: did not find expected key"}) {
 		t.Errorf("/problems = %s (%v)", body, err)
+	}
+
+	_, _, body = get(t, srv.Client(), srv.URL+"/probes")
+	var probes []prober.Status
+	if err := json.Unmarshal(body, &probes); err != nil || len(probes) != 1 || probes[0].Output != "HTTP probe failed with statuscode: 503" {
+		t.Errorf("/probes = %s (%v)", body, err)
+	}
+	// Probe output is a container's answer: not on the read-only port.
+	ro := httptest.NewServer(ReadOnly(testAgent, logger()))
+	defer ro.Close()
+	if code, _, _ := get(t, ro.Client(), ro.URL+"/probes"); code != http.StatusNotFound {
+		t.Errorf("read-only /probes = %d, want 404", code)
 	}
 
 	if code, _, _ := get(t, srv.Client(), srv.URL+"/nope"); code != http.StatusNotFound {

@@ -12,6 +12,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/duration"
 
+	"github.com/staticpodd/staticpodd/agent/prober"
 	"github.com/staticpodd/staticpodd/agent/server"
 )
 
@@ -47,14 +48,20 @@ func newPsCmd(o *globalOptions) *cobra.Command {
 			if err := c.getJSON(cmd.Context(), "/problems", &problems); err != nil {
 				return err
 			}
-			return printPods(cmd.OutOrStdout(), list.Items, problems, output == "wide", time.Now())
+			var probes []prober.Status
+			if output == "wide" {
+				if err := c.getJSON(cmd.Context(), "/probes", &probes); err != nil {
+					return err
+				}
+			}
+			return printPods(cmd.OutOrStdout(), list.Items, problems, probes, output == "wide", time.Now())
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: wide or json")
 	return cmd
 }
 
-func printPods(out io.Writer, pods []v1.Pod, problems []server.Problem, wide bool, now time.Time) error {
+func printPods(out io.Writer, pods []v1.Pod, problems []server.Problem, probes []prober.Status, wide bool, now time.Time) error {
 	tw := tabwriter.NewWriter(out, 0, 8, 3, ' ', 0)
 	if len(pods) == 0 {
 		fmt.Fprintln(tw, "No pods.")
@@ -84,17 +91,31 @@ func printPods(out io.Writer, pods []v1.Pod, problems []server.Problem, wide boo
 		}
 		if wide {
 			fmt.Fprintln(tw)
-			fmt.Fprintln(tw, "POD\tCONTAINER\tSTATE\tRESTARTS\tCONTAINER ID\tIMAGE")
+			fmt.Fprintln(tw, "POD\tCONTAINER\tSTATE\tRESTARTS\tPROBES\tCONTAINER ID\tIMAGE")
 			for _, p := range pods {
 				for _, cs := range append(append([]v1.ContainerStatus{}, p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...) {
-					fmt.Fprintf(tw, "%s/%s\t%s\t%s\t%d\t%s\t%s\n", p.Namespace, p.Name, cs.Name, containerState(cs),
-						cs.RestartCount, orNone(strings.TrimPrefix(cs.ContainerID, "staticpodd://")), cs.Image)
+					fmt.Fprintf(tw, "%s/%s\t%s\t%s\t%d\t%s\t%s\t%s\n", p.Namespace, p.Name, cs.Name, containerState(cs),
+						cs.RestartCount, probeSummary(probes, p, cs.Name), orNone(strings.TrimPrefix(cs.ContainerID, "staticpodd://")), cs.Image)
 				}
 			}
 		}
 	}
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("write pod list: %w", err)
+	}
+	var failing []prober.Status
+	for _, p := range probes {
+		if p.Result != "success" {
+			failing = append(failing, p)
+		}
+	}
+	if len(failing) > 0 {
+		fmt.Fprintln(out)
+		fmt.Fprintln(out, "Failing probes:")
+		for _, p := range failing {
+			fmt.Fprintf(out, "  %s/%s %s %s probe (%s ago): %s\n", p.Namespace, p.Pod, p.Container, p.Probe,
+				duration.HumanDuration(now.Sub(p.At)), oneLine(p.Output, 120))
+		}
 	}
 	if len(problems) > 0 {
 		fmt.Fprintln(out)
@@ -153,6 +174,31 @@ func containerState(cs v1.ContainerStatus) string {
 		return fmt.Sprintf("Terminated:%s(%d)", cs.State.Terminated.Reason, cs.State.Terminated.ExitCode)
 	}
 	return "Unknown"
+}
+
+// probeSummary is "startup:ok,liveness:ok,readiness:fail" for a container's
+// probes that have a result; <none> without.
+func probeSummary(probes []prober.Status, p v1.Pod, container string) string {
+	var parts []string
+	for _, s := range probes {
+		if s.Namespace == p.Namespace && s.Pod == p.Name && s.Container == container {
+			r := "ok"
+			if s.Result != "success" {
+				r = "fail"
+			}
+			parts = append(parts, string(s.Probe)+":"+r)
+		}
+	}
+	return orNone(strings.Join(parts, ","))
+}
+
+// oneLine folds s onto one line of at most n runes.
+func oneLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > n {
+		s = string(r[:n-1]) + "…"
+	}
+	return s
 }
 
 func orNone(s string) string { return orDefault(s, "<none>") }

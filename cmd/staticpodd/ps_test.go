@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/staticpodd/staticpodd/agent/manifest"
+	"github.com/staticpodd/staticpodd/agent/prober"
 	"github.com/staticpodd/staticpodd/agent/server"
 )
 
@@ -48,6 +49,14 @@ func (psAgent) Problems() []manifest.Problem {
 
 func (psAgent) LogFile(ns, pod, ctr string, previous bool) (string, error) {
 	return "", errors.New("no logs here")
+}
+
+func (psAgent) Probes() []prober.Status {
+	return []prober.Status{
+		{Namespace: "default", Pod: "web-node1", Container: "httpd", Probe: prober.Liveness, Result: "success", At: time.Now()},
+		{Namespace: "default", Pod: "web-node1", Container: "httpd", Probe: prober.Readiness, Result: "failure",
+			Output: "HTTP probe failed\nwith statuscode: 503", At: time.Now().Add(-time.Minute)},
+	}
 }
 
 // serveDaemon serves the daemon's API on <dir>/staticpodd.sock.
@@ -102,12 +111,16 @@ func TestPs(t *testing.T) {
 	}
 	for _, row := range [][]string{
 		{"default", "web-node1", "1/1", "Running", "1", "5m", "127.0.0.1", "node1"},
-		{"default/web-node1", "httpd", "Running", "1", "abc123", "busybox"},
-		{"kube-system/etcd-node1", "etcd", "Waiting:CrashLoopBackOff", "4", "<none>"},
+		{"default/web-node1", "httpd", "Running", "1", "liveness:ok,readiness:fail", "abc123", "busybox"},
+		{"kube-system/etcd-node1", "etcd", "Waiting:CrashLoopBackOff", "4", "<none>", "<none>"},
 	} {
 		if !hasRow(out, row...) {
 			t.Errorf("ps -o wide output lacks row %q:\n%s", row, out)
 		}
+	}
+
+	if want := "Failing probes:\n  default/web-node1 httpd readiness probe (60s ago): HTTP probe failed with statuscode: 503"; !strings.Contains(out, want) {
+		t.Errorf("ps -o wide output lacks %q:\n%s", want, out)
 	}
 
 	out, err = runPs(t, dir, "-o", "json")

@@ -29,8 +29,17 @@ func main() {
 	image := flag.String("image", os.Getenv("STATICPODD_IMAGE"), "busybox image tarball")
 	runc := flag.String("runc", "runc", "runc binary")
 	busybox := flag.String("busybox", "/bin/busybox", "busybox-static binary for the runc bundle")
+	probePods := flag.Int("probe-pods", 100, "pods whose probes' CPU cost is measured; 0 skips it")
+	probeWindow := flag.Duration("probe-window", 30*time.Second, "how long the probes' CPU is measured")
 	flag.Parse()
-	if err := run(*runs, *bin, *image, *runc, *busybox); err != nil {
+	err := run(*runs, *bin, *image, *runc, *busybox)
+	if err == nil {
+		err = benchReady(*bin, *image, 10)
+	}
+	if err == nil && *probePods > 0 {
+		err = benchProbes(*bin, *image, *probePods, *probeWindow)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}

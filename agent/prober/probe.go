@@ -1,0 +1,262 @@
+// Package prober runs a container's startup, liveness and readiness probes the
+// way the kubelet does (pkg/kubelet/prober, pkg/probe): the four handlers, the
+// thresholds, the initial delay and the period. How a probe reaches its
+// container (a dialer into the pod's network namespace, an exec in the
+// container) is the caller's: the runtime's.
+package prober
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// Result of one probe, or of a probe's run of results past its threshold.
+type Result int
+
+const (
+	Unknown Result = iota
+	Success
+	Failure
+)
+
+func (r Result) String() string {
+	switch r {
+	case Success:
+		return "success"
+	case Failure:
+		return "failure"
+	}
+	return "unknown"
+}
+
+// maxOutput bounds what a probe reads of a response body or an exec's output,
+// as the kubelet's maxRespBodyLength and exec maxReadLength.
+const maxOutput = 10 << 10
+
+// userAgent is the kubelet's, for the Kubernetes minor this daemon follows.
+const userAgent = "kube-probe/1.37"
+
+// Dialer connects to addr from where the container's network is: inside the
+// pod's network namespace, or the host's for hostNetwork.
+type Dialer func(ctx context.Context, network, addr string) (net.Conn, error)
+
+// Execer runs cmd in the container, writing its combined output to out, and
+// returns its exit code; it kills cmd when ctx ends.
+type Execer func(ctx context.Context, cmd []string, out io.Writer) (exitCode int, err error)
+
+// Target is how probes reach one container.
+type Target struct {
+	Container *v1.Container
+	// Host is where an httpGet, tcpSocket or grpc probe connects when the
+	// probe names no host: the pod IP, or 127.0.0.1 inside a pod's own
+	// network namespace that has none.
+	Host string
+	Dial Dialer
+	Exec Execer // nil: exec probes fail with a reason
+}
+
+// Do runs probe p once against t, bounded by p's timeoutSeconds, and says
+// what happened in output (the kubelet's prober.runProbe). err is a probe that
+// could not be made at all (a named port the container does not have); the
+// kubelet counts it as a failure.
+func Do(ctx context.Context, p *v1.Probe, t Target) (r Result, output string, err error) {
+	timeout := time.Duration(max(p.TimeoutSeconds, 1)) * time.Second
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	switch {
+	case p.Exec != nil:
+		return doExec(ctx, p.Exec, t, timeout)
+	case p.HTTPGet != nil:
+		return doHTTP(ctx, p.HTTPGet, t)
+	case p.TCPSocket != nil:
+		port, err := resolvePort(p.TCPSocket.Port, t.Container)
+		if err != nil {
+			return Unknown, "", err
+		}
+		return doTCP(ctx, net.JoinHostPort(orDefault(p.TCPSocket.Host, t.Host), strconv.Itoa(port)), t.Dial)
+	case p.GRPC != nil:
+		service := ""
+		if p.GRPC.Service != nil {
+			service = *p.GRPC.Service
+		}
+		return doGRPC(ctx, net.JoinHostPort(t.Host, strconv.Itoa(int(p.GRPC.Port))), service, t.Dial, timeout)
+	}
+	return Unknown, "", errors.New("probe has no handler")
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// resolvePort is the kubelet's probe.ResolveContainerPort: a number, or the
+// name of one of the container's ports.
+func resolvePort(p intstr.IntOrString, c *v1.Container) (int, error) {
+	port := -1
+	switch p.Type {
+	case intstr.Int:
+		port = p.IntValue()
+	case intstr.String:
+		found := false
+		for _, cp := range c.Ports {
+			if cp.Name == p.StrVal {
+				port, found = int(cp.ContainerPort), true
+				break
+			}
+		}
+		if !found {
+			return 0, fmt.Errorf("port %q not found", p.StrVal)
+		}
+	}
+	if port > 0 && port < 65536 {
+		return port, nil
+	}
+	return port, fmt.Errorf("invalid port number: %v", port)
+}
+
+// limitWriter keeps the first n bytes written to it and drops the rest.
+type limitWriter struct {
+	buf bytes.Buffer
+	n   int
+}
+
+func (w *limitWriter) Write(p []byte) (int, error) {
+	if room := w.n - w.buf.Len(); room > 0 {
+		w.buf.Write(p[:min(room, len(p))])
+	}
+	return len(p), nil
+}
+
+func doExec(ctx context.Context, e *v1.ExecAction, t Target, timeout time.Duration) (Result, string, error) {
+	if t.Exec == nil {
+		return Failure, "exec probes are not available for this container", nil
+	}
+	out := &limitWriter{n: maxOutput}
+	code, err := t.Exec(ctx, e.Command, out)
+	switch {
+	case ctx.Err() != nil:
+		// The kubelet's remote.ErrCommandTimedOut.
+		return Failure, fmt.Sprintf("command timed out after %v", timeout), nil
+	case err != nil:
+		return Unknown, "", err
+	case code != 0:
+		return Failure, out.buf.String(), nil
+	}
+	return Success, out.buf.String(), nil
+}
+
+// dialer sets what the kubelet's probe.ProbeDialer sets: SO_LINGER of one
+// second, so that probes leave no sockets in TIME-WAIT for a minute.
+func lingerControl(_, _ string, c syscall.RawConn) error {
+	return c.Control(func(fd uintptr) {
+		_ = syscall.SetsockoptLinger(int(fd), syscall.SOL_SOCKET, syscall.SO_LINGER, &syscall.Linger{Onoff: 1, Linger: 1})
+	})
+}
+
+// HostDialer dials from the daemon's own network namespace, as the kubelet's
+// probes do.
+func HostDialer() Dialer {
+	d := &net.Dialer{Control: lingerControl}
+	return d.DialContext
+}
+
+func doTCP(ctx context.Context, addr string, dial Dialer) (Result, string, error) {
+	conn, err := dial(ctx, "tcp", addr)
+	if err != nil {
+		return Failure, err.Error(), nil
+	}
+	_ = conn.Close()
+	return Success, "", nil
+}
+
+func doHTTP(ctx context.Context, g *v1.HTTPGetAction, t Target) (Result, string, error) {
+	port, err := resolvePort(g.Port, t.Container)
+	if err != nil {
+		return Unknown, "", err
+	}
+	scheme := strings.ToLower(string(g.Scheme))
+	if scheme == "" {
+		scheme = "http"
+	}
+	// httpprobe.formatURL: the path may carry a query.
+	u, err := url.Parse(g.Path)
+	if err != nil {
+		u = &url.URL{Path: g.Path}
+	}
+	u.Scheme = scheme
+	u.Host = net.JoinHostPort(orDefault(g.Host, t.Host), strconv.Itoa(port))
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return Unknown, "", err
+	}
+	for _, h := range g.HTTPHeaders {
+		req.Header.Add(h.Name, h.Value)
+	}
+	if _, ok := req.Header["User-Agent"]; !ok {
+		req.Header.Set("User-Agent", userAgent)
+	}
+	if _, ok := req.Header["Accept"]; !ok {
+		req.Header.Set("Accept", "*/*")
+	} else if req.Header.Get("Accept") == "" {
+		req.Header.Del("Accept")
+	}
+	req.Host = req.Header.Get("Host")
+
+	client := &http.Client{
+		Transport: &http.Transport{
+			TLSClientConfig:    &tls.Config{InsecureSkipVerify: true}, // as the kubelet
+			DisableKeepAlives:  true,
+			DisableCompression: true,
+			Proxy:              nil,
+			DialContext:        t.Dial,
+		},
+		CheckRedirect: redirectChecker,
+	}
+	defer client.CloseIdleConnections()
+	res, err := client.Do(req)
+	if err != nil {
+		return Failure, err.Error(), nil
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(res.Body, maxOutput))
+	if err != nil {
+		return Failure, "", nil
+	}
+	if res.StatusCode >= http.StatusOK && res.StatusCode < http.StatusBadRequest {
+		if res.StatusCode >= http.StatusMultipleChoices {
+			// A redirect to another host is not followed: a warning, which
+			// counts as success.
+			return Success, fmt.Sprintf("Probe terminated redirects, Response body: %v", string(b)), nil
+		}
+		return Success, string(b), nil
+	}
+	return Failure, fmt.Sprintf("HTTP probe failed with statuscode: %d", res.StatusCode), nil
+}
+
+// redirectChecker is the kubelet's with followNonLocalRedirects false: a
+// redirect is followed only to the same host, ten at most.
+func redirectChecker(req *http.Request, via []*http.Request) error {
+	if req.URL.Hostname() != via[0].URL.Hostname() {
+		return http.ErrUseLastResponse
+	}
+	if len(via) >= 10 {
+		return errors.New("stopped after 10 redirects")
+	}
+	return nil
+}

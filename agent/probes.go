@@ -1,0 +1,257 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"slices"
+	"strings"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/staticpodd/staticpodd/agent/podspec"
+	"github.com/staticpodd/staticpodd/agent/prober"
+)
+
+// health is what a container instance's probes said; guarded by worker.mu,
+// written by the probe goroutines through report.
+type health struct {
+	started bool // no startup probe, or it passed
+	ready   bool // no readiness probe, or it passes
+	// failed is the probe (liveness or startup) that failed past its
+	// threshold: the container is to be killed, and restarted unless the
+	// restartPolicy is Never.
+	failed prober.Kind
+	last   map[prober.Kind]prober.Update
+}
+
+// probing is one container instance's running probes; owned by the worker
+// goroutine.
+type probing struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func hasProbes(c *v1.Container) bool {
+	return c.StartupProbe != nil || c.LivenessProbe != nil || c.ReadinessProbe != nil
+}
+
+// syncProbes runs the probes of each running container of pod whose spec is
+// the desired one, and stops every other probe (all of them when pod is nil,
+// the pod being removed: probes never kill a container that is stopping).
+func (w *worker) syncProbes(ctx context.Context, pod *v1.Pod) {
+	want := map[string]*v1.Container{}
+	var st *podState
+	if pod != nil && w.gen != nil && w.gen.uid == string(pod.UID) {
+		st = w.pods[string(pod.UID)]
+	}
+	if st != nil {
+		latest := latestByName(st.containers)
+		for i := range pod.Spec.Containers {
+			c := &pod.Spec.Containers[i]
+			l, ok := latest[c.Name]
+			if ok && hasProbes(c) && l.State == podspec.StateRunning && l.Hash == w.gen.hashes[c.Name] {
+				want[l.ID] = c
+			}
+		}
+	}
+	for id, p := range w.probes {
+		if want[id] == nil {
+			p.cancel()
+			<-p.done
+			delete(w.probes, id)
+		}
+	}
+	for id, c := range want {
+		if w.probes[id] == nil {
+			w.startProbes(ctx, pod, c, latestByName(st.containers)[c.Name])
+		}
+	}
+	w.pruneHealth()
+}
+
+func (w *worker) startProbes(ctx context.Context, pod *v1.Pod, c *v1.Container, cs podspec.ContainerStatus) {
+	w.mu.Lock()
+	if w.health[cs.ID] == nil {
+		w.health[cs.ID] = &health{
+			started: c.StartupProbe == nil,
+			ready:   c.ReadinessProbe == nil,
+			last:    map[prober.Kind]prober.Update{},
+		}
+	}
+	w.mu.Unlock()
+
+	uid := string(pod.UID)
+	host := "127.0.0.1" // inside the pod's own network namespace: it has lo
+	if pod.Spec.HostNetwork && w.a.cfg.NodeIP.IsValid() {
+		host = w.a.cfg.NodeIP.String() // the pod IP of a hostNetwork pod
+	}
+	startedAt := cs.StartedAt
+	if startedAt.IsZero() {
+		startedAt = time.Now()
+	}
+	cfg := prober.Config{
+		ContainerID: cs.ID,
+		StartedAt:   startedAt,
+		Target: prober.Target{
+			Container: c,
+			Host:      host,
+			Dial: func(ctx context.Context, network, addr string) (net.Conn, error) {
+				return w.a.rt.Dial(ctx, uid, network, addr)
+			},
+		},
+		Startup:   c.StartupProbe,
+		Liveness:  c.LivenessProbe,
+		Readiness: c.ReadinessProbe,
+		// A container found running when the daemon started: spread the
+		// first probes of all of them over a period, as the kubelet does
+		// after a restart. One this daemon started is probed at once.
+		Jitter: startedAt.Before(w.a.started),
+		Report: w.report,
+		Logger: w.logger.With("container", c.Name, "id", cs.ID),
+	}
+	pctx, cancel := context.WithCancel(ctx)
+	p := &probing{cancel: cancel, done: make(chan struct{})}
+	w.probes[cs.ID] = p
+	go func() {
+		defer close(p.done)
+		prober.Run(pctx, cfg)
+	}()
+}
+
+// report takes a probe's update, from its goroutine, and wakes the worker.
+func (w *worker) report(u prober.Update) {
+	w.mu.Lock()
+	h := w.health[u.ContainerID]
+	if h != nil {
+		h.last[u.Kind] = u
+		switch u.Kind {
+		case prober.Startup:
+			h.started = u.Result == prober.Success
+		case prober.Readiness:
+			h.ready = u.Result == prober.Success
+		}
+		if u.Result == prober.Failure && (u.Kind == prober.Liveness || u.Kind == prober.Startup) {
+			h.failed = u.Kind
+		}
+	}
+	w.mu.Unlock()
+	if h != nil {
+		w.nudge()
+	}
+}
+
+// pruneHealth forgets the health of containers the worker no longer has.
+func (w *worker) pruneHealth() {
+	known := map[string]bool{}
+	for _, st := range w.pods {
+		for _, c := range st.containers {
+			known[c.ID] = true
+		}
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for id := range w.health {
+		if !known[id] {
+			delete(w.health, id)
+		}
+	}
+}
+
+// markUnhealthy hands plan the containers whose liveness or startup probe
+// failed.
+func (w *worker) markUnhealthy() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, st := range w.pods {
+		st.unhealthy = nil
+		for _, c := range st.containers {
+			if h := w.health[c.ID]; h != nil && h.failed != "" {
+				if st.unhealthy == nil {
+					st.unhealthy = map[string]prober.Kind{}
+				}
+				st.unhealthy[c.ID] = h.failed
+			}
+		}
+	}
+}
+
+// probeState is whether a running container has started and is ready, from
+// its probes; a container whose probes have not said yet has not started if
+// it has a startup probe, and is not ready if it has a readiness probe.
+func (w *worker) probeState(c *v1.Container, id string) (started, ready bool) {
+	w.mu.Lock()
+	h := w.health[id]
+	if h != nil {
+		started, ready = h.started, h.ready
+	}
+	w.mu.Unlock()
+	if h == nil {
+		started, ready = c.StartupProbe == nil, c.ReadinessProbe == nil
+	}
+	return started, started && ready
+}
+
+// probeStatusesLocked lists the last results of the probes of the running
+// containers of the published pod; w.mu held.
+func (w *worker) probeStatusesLocked() []prober.Status {
+	pod := w.status
+	if pod == nil {
+		return nil
+	}
+	var out []prober.Status
+	for _, cs := range pod.Status.ContainerStatuses {
+		h := w.health[strings.TrimPrefix(cs.ContainerID, containerIDPrefix)]
+		if cs.State.Running == nil || h == nil {
+			continue
+		}
+		for _, k := range []prober.Kind{prober.Startup, prober.Liveness, prober.Readiness} {
+			if u, ok := h.last[k]; ok {
+				out = append(out, prober.Status{Namespace: pod.Namespace, Pod: pod.Name, Container: cs.Name,
+					Probe: k, Result: u.Result.String(), Output: u.Output, At: u.At})
+			}
+		}
+	}
+	return out
+}
+
+// Probes returns the last result of every probe of every running container,
+// sorted by pod and container.
+func (a *Agent) Probes() []prober.Status {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var out []prober.Status
+	for _, w := range a.workers {
+		w.mu.Lock()
+		out = append(out, w.probeStatusesLocked()...)
+		w.mu.Unlock()
+	}
+	slices.SortStableFunc(out, func(x, y prober.Status) int {
+		return strings.Compare(x.Namespace+"/"+x.Pod+"/"+x.Container, y.Namespace+"/"+y.Pod+"/"+y.Container)
+	})
+	return out
+}
+
+// probeGrace is how long a container killed for a failed probe gets: the
+// probe's terminationGracePeriodSeconds, else the pod's (the kubelet's
+// setTerminationGracePeriod).
+func probeGrace(pod *v1.Pod, c *v1.Container, kind prober.Kind) time.Duration {
+	p := c.LivenessProbe
+	if kind == prober.Startup {
+		p = c.StartupProbe
+	}
+	if p != nil && p.TerminationGracePeriodSeconds != nil {
+		return max(time.Duration(*p.TerminationGracePeriodSeconds)*time.Second, minGrace)
+	}
+	return podGrace(pod)
+}
+
+// probeKillReason is the kubelet's message for a container killed by a probe.
+func probeKillReason(pod *v1.Pod, name string, kind prober.Kind) string {
+	msg := fmt.Sprintf("Container %s failed %s probe", name, kind)
+	if pod.Spec.RestartPolicy != v1.RestartPolicyNever {
+		msg += ", will be restarted"
+	}
+	return msg
+}

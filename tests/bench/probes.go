@@ -1,0 +1,268 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+)
+
+// probeDaemon is a staticpodd of its own for the probe benchmarks.
+type probeDaemon struct {
+	cmd       *exec.Cmd
+	logs      bytes.Buffer
+	manifests string
+	podsURL   string
+	runDir    string
+}
+
+func startProbeDaemon(bin, image, dir string) (*probeDaemon, error) {
+	d := &probeDaemon{manifests: filepath.Join(dir, "manifests"), runDir: filepath.Join("/run", filepath.Base(dir))}
+	os.MkdirAll(d.manifests, 0o755)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	d.podsURL = fmt.Sprintf("http://127.0.0.1:%d/pods", port)
+	cfg := filepath.Join(dir, "config.yaml")
+	os.WriteFile(cfg, []byte(fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+staticPodPath: %s
+address: 127.0.0.1
+readOnlyPort: %d
+podLogsDir: %s
+cgroupRoot: /staticpodd-bench-probes
+`, d.manifests, port, filepath.Join(dir, "logs"))), 0o644)
+	common := []string{"--root-dir", filepath.Join(dir, "root"), "--run-dir", d.runDir}
+	if out, err := exec.Command(bin, append([]string{"images", "import", image}, common...)...).CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("import: %v: %s", err, out)
+	}
+	d.cmd = exec.Command(bin, append([]string{"run", "--config", cfg, "--hostname-override", "bench"}, common...)...)
+	d.cmd.Stdout, d.cmd.Stderr = &d.logs, &d.logs
+	if err := d.cmd.Start(); err != nil {
+		return nil, err
+	}
+	if err := poll(10*time.Second, func() bool { _, err := d.pods(); return err == nil }); err != nil {
+		d.stop()
+		return nil, fmt.Errorf("daemon did not come up: %v\n%s", err, d.logs.String())
+	}
+	return d, nil
+}
+
+func (d *probeDaemon) pods() ([]v1.Pod, error) {
+	resp, err := http.Get(d.podsURL)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var list v1.PodList
+	err = json.NewDecoder(resp.Body).Decode(&list)
+	return list.Items, err
+}
+
+// countReady counts the pods whose Ready condition is True.
+func (d *probeDaemon) countReady() int {
+	pods, _ := d.pods()
+	n := 0
+	for _, p := range pods {
+		for _, c := range p.Status.Conditions {
+			if c.Type == v1.PodReady && c.Status == v1.ConditionTrue {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// stop removes every manifest, waits for the pods to go, and stops the daemon.
+func (d *probeDaemon) stop() {
+	files, _ := filepath.Glob(filepath.Join(d.manifests, "*.yaml"))
+	for _, f := range files {
+		os.Remove(f)
+	}
+	poll(5*time.Minute, func() bool { p, err := d.pods(); return err == nil && len(p) == 0 })
+	d.cmd.Process.Signal(syscall.SIGTERM)
+	d.cmd.Wait()
+	os.RemoveAll(d.runDir)
+	dirs, _ := filepath.Glob("/sys/fs/cgroup/*/staticpodd-bench-probes")
+	for _, dir := range dirs {
+		os.Remove(dir)
+	}
+}
+
+// cpuTime is the user and system time pid has used.
+func cpuTime(pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The fields after the command, which is in parentheses.
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+2:]))
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(utime+stime) * time.Second / 100 // USER_HZ
+}
+
+func webPod(name string, probe bool) string {
+	m := fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata: {name: %s}
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: web
+    image: busybox
+    command: ["sh", "-c", "mkdir -p /www && echo ok > /www/index.html && exec httpd -f -p 127.0.0.1:8080 -h /www"]
+`, name)
+	if probe {
+		m += `    readinessProbe:
+      httpGet: {path: /, port: 8080}
+      periodSeconds: 1
+`
+	}
+	return m
+}
+
+// benchProbes measures what the probes of n containers at a 1 s period cost
+// the daemon: its CPU over window with n pods without probes, then with the
+// same pods probed (httpGet into each pod's own network namespace).
+func benchProbes(bin, image string, n int, window time.Duration) error {
+	dir, err := os.MkdirTemp("", "staticpodd-bench-probes-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	d, err := startProbeDaemon(bin, image, dir)
+	if err != nil {
+		return err
+	}
+	defer d.stop()
+	measure := func(probe bool) (float64, error) {
+		for i := range n {
+			tmp := filepath.Join(dir, "tmp.yaml")
+			os.WriteFile(tmp, []byte(webPod(fmt.Sprintf("web%d", i), probe)), 0o644)
+			os.Rename(tmp, filepath.Join(d.manifests, fmt.Sprintf("web%d.yaml", i)))
+		}
+		err := poll(5*time.Minute, func() bool {
+			pods, _ := d.pods()
+			if len(pods) != n || d.countReady() != n {
+				return false
+			}
+			for _, p := range pods {
+				if (p.Spec.Containers[0].ReadinessProbe != nil) != probe {
+					return false
+				}
+			}
+			return true
+		})
+		if err != nil {
+			return 0, fmt.Errorf("%d pods ready (probes %v): %v\n%s", d.countReady(), probe, err, d.logs.String())
+		}
+		time.Sleep(5 * time.Second) // let the starts settle
+		c0, t0 := cpuTime(d.cmd.Process.Pid), time.Now()
+		time.Sleep(window)
+		c1, t1 := cpuTime(d.cmd.Process.Pid), time.Now()
+		return float64(c1-c0) / float64(t1.Sub(t0)) * 100, nil
+	}
+	idle, err := measure(false)
+	if err != nil {
+		return err
+	}
+	probed, err := measure(true)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("\ndaemon CPU with %d running pods, over %s (%% of one core):\n\n", n, window)
+	fmt.Printf("| pods | daemon CPU |\n|---|---|\n")
+	fmt.Printf("| %d, no probes | %.2f%% |\n", n, idle)
+	fmt.Printf("| %d, httpGet readiness probe every 1 s, each in its pod's network namespace | %.2f%% |\n", n, probed)
+	fmt.Printf("| cost of %d probes/s | %.2f%% |\n", n, probed-idle)
+	return nil
+}
+
+// benchReady measures the time from a container's exec to its pod's Ready,
+// for a readiness probe that passes at once (initialDelaySeconds 0, the
+// default period of 10 s): /pods is polled every 2 ms.
+func benchReady(bin, image string, runs int) error {
+	dir, err := os.MkdirTemp("", "staticpodd-bench-ready-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	fifo := filepath.Join(dir, "sig", "fifo")
+	os.MkdirAll(filepath.Dir(fifo), 0o755)
+	if err := syscall.Mkfifo(fifo, 0o666); err != nil {
+		return err
+	}
+	d, err := startProbeDaemon(bin, image, dir)
+	if err != nil {
+		return err
+	}
+	defer d.stop()
+	var ds []time.Duration
+	for i := 0; i < runs+1; i++ {
+		m := fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata: {name: ready%d}
+spec:
+  hostNetwork: true
+  terminationGracePeriodSeconds: 1
+  volumes: [{name: sig, hostPath: {path: %s}}]
+  containers:
+  - name: web
+    image: busybox
+    command: ["sh", "-c", ": > /sig/fifo; mkdir -p /www; exec httpd -f -p 127.0.0.1:%d -h /www"]
+    volumeMounts: [{name: sig, mountPath: /sig}]
+    readinessProbe:
+      tcpSocket: {port: %d}
+`, i, filepath.Dir(fifo), 18080+i, 18080+i)
+		tmp := filepath.Join(dir, "tmp.yaml")
+		os.WriteFile(tmp, []byte(m), 0o644)
+		os.Rename(tmp, filepath.Join(d.manifests, "ready.yaml"))
+		t0, err := waitFIFO(fifo, 30*time.Second)
+		if err != nil {
+			return err
+		}
+		var t1 time.Time
+		err = pollEvery(2*time.Millisecond, 30*time.Second, func() bool { t1 = time.Now(); return d.countReady() == 1 })
+		if err != nil {
+			return fmt.Errorf("run %d: %v\n%s", i, err, d.logs.String())
+		}
+		if i > 0 {
+			ds = append(ds, t1.Sub(t0))
+		}
+		os.Remove(filepath.Join(d.manifests, "ready.yaml"))
+		if err := poll(30*time.Second, func() bool { p, err := d.pods(); return err == nil && len(p) == 0 }); err != nil {
+			return err
+		}
+	}
+	fmt.Printf("\ncontainer exec → pod Ready, readiness probe passing at once (tcpSocket, period 10 s), %d runs:\n\n", runs)
+	fmt.Printf("| p50 | p90 |\n|---|---|\n| %s | %s |\n", ms(pct(ds, 50)), ms(pct(ds, 90)))
+	return nil
+}
+
+func pollEvery(every, timeout time.Duration, f func() bool) error {
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	deadline := time.After(timeout)
+	for !f() {
+		select {
+		case <-deadline:
+			return fmt.Errorf("timed out after %s", timeout)
+		case <-tick.C:
+		}
+	}
+	return nil
+}

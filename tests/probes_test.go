@@ -1,0 +1,183 @@
+package tests
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+)
+
+// switchable answers 200 or 500 on a path, as the test says.
+type switchable struct{ ok atomic.Bool }
+
+func (s *switchable) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if s.ok.Load() {
+		fmt.Fprint(w, "ok")
+		return
+	}
+	http.Error(w, "not ok", http.StatusInternalServerError)
+}
+
+func ready(p *v1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == v1.PodReady {
+			return c.Status == v1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// The shape of kubeadm's kube-apiserver manifest: hostNetwork, HTTPS probes
+// on a named port with host set, startup, liveness and readiness. The
+// server the probes reach is the test's own, so it can fail on cue.
+func TestProbesKubeadmShape(t *testing.T) {
+	t.Parallel()
+	var livez, readyz switchable
+	livez.ok.Store(true)
+	readyz.ok.Store(true)
+	mux := http.NewServeMux()
+	mux.Handle("/livez", &livez)
+	mux.Handle("/readyz", &readyz)
+	srv := httptest.NewTLSServer(mux)
+	defer srv.Close()
+	port := srv.Listener.Addr().(*net.TCPAddr).Port
+
+	d := newDaemon(t)
+	d.writeManifest("apiserver.yaml", fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata:
+  name: kube-apiserver
+  namespace: kube-system
+  labels: {component: kube-apiserver, tier: control-plane}
+spec:
+  hostNetwork: true
+  priorityClassName: system-node-critical
+  terminationGracePeriodSeconds: 2
+  containers:
+  - name: kube-apiserver
+    image: busybox
+    command: ["sh", "-c", "trap 'exit 0' TERM; while true; do sleep 1 & wait $!; done"]
+    ports:
+    - {name: probe-port, containerPort: %d, protocol: TCP}
+    startupProbe:
+      httpGet: {host: 127.0.0.1, path: /livez, port: probe-port, scheme: HTTPS}
+      initialDelaySeconds: 1
+      periodSeconds: 1
+      timeoutSeconds: 15
+      failureThreshold: 24
+    livenessProbe:
+      httpGet: {host: 127.0.0.1, path: /livez, port: probe-port, scheme: HTTPS}
+      periodSeconds: 1
+      timeoutSeconds: 15
+      failureThreshold: 2
+    readinessProbe:
+      httpGet: {host: 127.0.0.1, path: /readyz, port: probe-port, scheme: HTTPS}
+      periodSeconds: 1
+      timeoutSeconds: 15
+      failureThreshold: 2
+`, port))
+	d.start()
+	name := "kube-apiserver"
+	waitReady := func(want bool, what string) *v1.Pod {
+		var p *v1.Pod
+		d.eventually(30*time.Second, what, func() error {
+			if p = d.pod(name); p == nil || ready(p) != want {
+				return fmt.Errorf("not yet")
+			}
+			return nil
+		})
+		return p
+	}
+	p := waitReady(true, "the pod is Ready")
+	if cs := p.Status.ContainerStatuses[0]; !cs.Ready || !*cs.Started || cs.RestartCount != 0 {
+		t.Fatalf("container %+v", cs)
+	}
+
+	readyz.ok.Store(false)
+	p = waitReady(false, "the pod goes unready when /readyz fails")
+	if cs := p.Status.ContainerStatuses[0]; cs.State.Running == nil || cs.RestartCount != 0 {
+		t.Errorf("readiness restarted the container: %+v", cs)
+	}
+	readyz.ok.Store(true)
+	waitReady(true, "the pod is Ready again")
+
+	livez.ok.Store(false)
+	d.eventually(30*time.Second, "liveness restarts the container", func() error {
+		p := d.pod(name)
+		if p == nil || p.Status.ContainerStatuses[0].RestartCount < 1 {
+			return fmt.Errorf("not restarted")
+		}
+		return nil
+	})
+	livez.ok.Store(true)
+	p = waitReady(true, "the restarted container is Ready")
+	cs := p.Status.ContainerStatuses[0]
+	if last := cs.LastTerminationState.Terminated; cs.RestartCount != 1 || last == nil {
+		t.Errorf("after the liveness restart: %+v", cs)
+	}
+	if out := d.output(); !containsAll(out, "probe result changed", "Container kube-apiserver failed liveness probe, will be restarted") {
+		t.Errorf("the daemon log does not say why it restarted:\n%s", out)
+	}
+}
+
+func containsAll(s string, subs ...string) bool {
+	for _, sub := range subs {
+		if !strings.Contains(s, sub) {
+			return false
+		}
+	}
+	return true
+}
+
+// A pod with its own network namespace is probed from inside it: busybox
+// httpd listens on 127.0.0.1 of the pod, which the host cannot reach, and
+// the image has no curl or nc for the probes to need.
+func TestProbesInsidePodNetwork(t *testing.T) {
+	t.Parallel()
+	d := newDaemon(t)
+	dir := filepath.Join(d.dir, "www")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	port := freePort(t) // free on the host: only the pod listens there
+	d.writeManifest("web.yaml", podWithDir("web", dir,
+		fmt.Sprintf("trap 'exit 0' TERM; httpd -p 127.0.0.1:%d -h /s; while true; do sleep 1 & wait $!; done", port),
+		fmt.Sprintf(`terminationGracePeriodSeconds: 2`))+fmt.Sprintf(`    ports: [{name: http, containerPort: %d}]
+    readinessProbe:
+      httpGet: {path: /ready, port: http}
+      periodSeconds: 1
+    livenessProbe:
+      tcpSocket: {port: %d}
+      periodSeconds: 1
+`, port, port))
+	d.start()
+	p := d.waitRunning("web", 30*time.Second)
+	if ready(p) {
+		t.Fatalf("ready before /ready exists: %+v", p.Status)
+	}
+	if c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(port), time.Second); err == nil {
+		c.Close()
+		t.Errorf("the host reaches the pod's port %d: the probes prove nothing", port)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "ready"), []byte("ok"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d.eventually(30*time.Second, "ready once /ready is served inside the pod", func() error {
+		if p := d.pod("web"); p == nil || !ready(p) {
+			return fmt.Errorf("not ready")
+		}
+		return nil
+	})
+	if p := d.pod("web"); p.Status.ContainerStatuses[0].RestartCount != 0 {
+		t.Errorf("the tcp liveness probe inside the pod restarted it: %+v", p.Status.ContainerStatuses[0])
+	}
+}
