@@ -37,6 +37,13 @@ type action struct {
 	id        string        // runtime container ID (kill, destroy)
 	grace     time.Duration // kill
 	reason    string        // kill: why, when not because the pod goes
+	// group: consecutive kills of one group run side by side; the next
+	// group starts when they are all done (regular containers, then each
+	// sidecar in reverse order).
+	group int
+	// remaining: the kill gets what is left of grace since the pod's first
+	// kill, not grace afresh (a sidecar stopped after the others).
+	remaining bool
 	attempt   int           // start
 	prevID    string        // start: the exited container this one replaces
 }
@@ -57,6 +64,43 @@ type podState struct {
 	// unhealthy are the containers, by ID, whose liveness or startup probe
 	// failed: to be killed, and restarted unless the restartPolicy is Never.
 	unhealthy map[string]prober.Kind
+	// unstarted are the running containers, by ID, whose startup probe has
+	// not passed yet: a sidecar among them holds back the containers after it.
+	unstarted map[string]bool
+	// sidecars are the names of the pod's sidecars in spec order, when the
+	// worker knows its spec: they are stopped after the other containers,
+	// last first.
+	sidecars []string
+}
+
+// isSidecar reports whether c is a restartable init container.
+func isSidecar(c *v1.Container) bool {
+	return c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways
+}
+
+// stopContainers stops the running containers of st the kubelet's way: the
+// others side by side, then the sidecars one by one, last first, with what
+// is left of grace.
+func stopContainers(st *podState, cs []podspec.ContainerStatus, grace time.Duration) []action {
+	var acts []action
+	sidecar := map[string]int{}
+	for i, n := range st.sidecars {
+		sidecar[n] = i + 1
+	}
+	for _, c := range cs {
+		if c.State != podspec.StateExited && sidecar[c.Name] == 0 {
+			acts = append(acts, action{kind: actKill, podUID: st.uid, container: c.Name, id: c.ID, grace: grace})
+		}
+	}
+	for i := len(st.sidecars) - 1; i >= 0; i-- {
+		for _, c := range cs {
+			if c.State != podspec.StateExited && c.Name == st.sidecars[i] {
+				acts = append(acts, action{kind: actKill, podUID: st.uid, container: c.Name, id: c.ID, grace: grace,
+					group: len(st.sidecars) - i, remaining: true})
+			}
+		}
+	}
+	return acts
 }
 
 // plan returns the steps that take actual (every pod UID a worker handles) to
@@ -91,12 +135,7 @@ func removePod(st *podState) []action {
 	if grace == 0 {
 		grace = adoptedGrace(st.containers)
 	}
-	var acts []action
-	for _, c := range st.containers {
-		if c.State != podspec.StateExited {
-			acts = append(acts, action{kind: actKill, podUID: st.uid, container: c.Name, id: c.ID, grace: grace})
-		}
-	}
+	acts := stopContainers(st, st.containers, grace)
 	for _, c := range st.containers {
 		acts = append(acts, action{kind: actDestroy, podUID: st.uid, container: c.Name, id: c.ID})
 	}
@@ -144,10 +183,63 @@ func runPod(d *desiredPod, st *podState) []action {
 	}
 
 	var starts []action
+	// restart is a running container to stop and start again: its spec
+	// changed under the same UID, or a probe failed.
+	restart := func(c *v1.Container, l podspec.ContainerStatus) bool {
+		if h := d.hashes[c.Name]; h != "" && l.Hash != h {
+			// The spec changed under the same UID: restart whatever the policy.
+			acts = append(acts, action{kind: actKill, podUID: uid, container: c.Name, id: l.ID, grace: grace})
+			starts = append(starts, startAction(d, uid, c.Name, &l))
+			return true
+		}
+		if kind := st.unhealthy[l.ID]; kind != "" {
+			// The kubelet's computePodActions: killed, and restarted once it
+			// has exited, whatever its exit code, unless the policy is Never
+			// (a sidecar's is always Always).
+			acts = append(acts, action{kind: actKill, podUID: uid, container: c.Name, id: l.ID,
+				grace: probeGrace(pod, c, kind), reason: probeKillReason(pod, c, kind)})
+			return true
+		}
+		return false
+	}
+	// Once a regular container has been made, the pod stays initialized:
+	// init containers do not run again, sidecars restart without holding
+	// anything back (the kubelet's hasAnyRegularContainerCreated).
+	initialized := slices.ContainsFunc(pod.Spec.Containers, func(c v1.Container) bool { _, ok := latest[c.Name]; return ok })
+	// Under Never or OnFailure, once every regular container has finished
+	// for good, the sidecars are stopped and not restarted.
+	finished := pod.Spec.RestartPolicy != v1.RestartPolicyAlways && len(pod.Spec.Containers) > 0 &&
+		!slices.ContainsFunc(pod.Spec.Containers, func(c v1.Container) bool {
+			l, ok := latest[c.Name]
+			return !ok || l.State != podspec.StateExited || shouldRestart(pod.Spec.RestartPolicy, l.ExitCode) ||
+				(st.unhealthy[l.ID] != "" && pod.Spec.RestartPolicy != v1.RestartPolicyNever)
+		})
 	initDone := true
-	for _, c := range pod.Spec.InitContainers {
+	for i := range pod.Spec.InitContainers {
+		c := &pod.Spec.InitContainers[i]
 		l, ok := latest[c.Name]
-		if ok && l.State == podspec.StateExited && l.ExitCode == 0 {
+		if isSidecar(c) {
+			switch {
+			case finished:
+				continue
+			case !ok:
+				starts = append(starts, startAction(d, uid, c.Name, nil))
+			case l.State == podspec.StateCreated:
+				acts = append(acts, action{kind: actKill, podUID: uid, container: c.Name, id: l.ID, grace: grace})
+				starts = append(starts, startAction(d, uid, c.Name, &l))
+			case l.State == podspec.StateExited:
+				starts = append(starts, startAction(d, uid, c.Name, &l))
+			case restart(c, l):
+			case !st.unstarted[l.ID]:
+				continue // running and started: the next one may go
+			}
+			if initialized {
+				continue
+			}
+			initDone = false
+			break
+		}
+		if initialized || (ok && l.State == podspec.StateExited && l.ExitCode == 0) {
 			continue
 		}
 		initDone = false
@@ -162,7 +254,8 @@ func runPod(d *desiredPod, st *podState) []action {
 		break
 	}
 	if initDone {
-		for _, c := range pod.Spec.Containers {
+		for i := range pod.Spec.Containers {
+			c := &pod.Spec.Containers[i]
 			l, ok := latest[c.Name]
 			switch {
 			case !ok:
@@ -172,22 +265,21 @@ func runPod(d *desiredPod, st *podState) []action {
 				acts = append(acts, action{kind: actKill, podUID: uid, container: c.Name, id: l.ID, grace: grace})
 				starts = append(starts, startAction(d, uid, c.Name, &l))
 			case l.State != podspec.StateExited:
-				if h := d.hashes[c.Name]; h != "" && l.Hash != h {
-					// The spec changed under the same UID: restart whatever the policy.
-					acts = append(acts, action{kind: actKill, podUID: uid, container: c.Name, id: l.ID, grace: grace})
-					starts = append(starts, startAction(d, uid, c.Name, &l))
-				} else if kind := st.unhealthy[l.ID]; kind != "" {
-					// The kubelet's computePodActions: killed, and restarted
-					// once it has exited, whatever its exit code, unless the
-					// policy is Never.
-					acts = append(acts, action{kind: actKill, podUID: uid, container: c.Name, id: l.ID,
-						grace: probeGrace(pod, &c, kind), reason: probeKillReason(pod, c.Name, kind)})
-				}
+				restart(c, l)
 			case shouldRestart(pod.Spec.RestartPolicy, l.ExitCode),
 				st.unhealthy[l.ID] != "" && pod.Spec.RestartPolicy != v1.RestartPolicyNever:
 				starts = append(starts, startAction(d, uid, c.Name, &l))
 			}
 		}
+	}
+	if finished {
+		var sidecars []podspec.ContainerStatus
+		for _, c := range pod.Spec.InitContainers {
+			if l, ok := latest[c.Name]; ok && isSidecar(&c) {
+				sidecars = append(sidecars, l)
+			}
+		}
+		acts = append(acts, stopContainers(st, sidecars, grace)...)
 	}
 	starts = slices.DeleteFunc(starts, func(a action) bool { return d.hashes[a.container] == "" })
 	if len(starts) > 0 && !st.sandbox {

@@ -10,6 +10,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/staticpodd/staticpodd/agent/manifest"
 	"github.com/staticpodd/staticpodd/agent/podspec"
 	"github.com/staticpodd/staticpodd/agent/prober"
 )
@@ -48,8 +49,13 @@ func (w *worker) syncProbes(ctx context.Context, pod *v1.Pod) {
 	}
 	if st != nil {
 		latest := latestByName(st.containers)
-		for i := range pod.Spec.Containers {
-			c := &pod.Spec.Containers[i]
+		var probed []*v1.Container // sidecars and regular containers: init containers run to completion
+		for _, c := range manifest.AllContainers(pod) {
+			if isSidecar(c) || !slices.ContainsFunc(pod.Spec.InitContainers, func(i v1.Container) bool { return i.Name == c.Name }) {
+				probed = append(probed, c)
+			}
+		}
+		for _, c := range probed {
 			l, ok := latest[c.Name]
 			if ok && hasProbes(c) && l.State == podspec.StateRunning && l.Hash == w.gen.hashes[c.Name] {
 				want[l.ID] = c
@@ -159,19 +165,40 @@ func (w *worker) pruneHealth() {
 	}
 }
 
-// markUnhealthy hands plan the containers whose liveness or startup probe
-// failed.
-func (w *worker) markUnhealthy() {
+// markProbes hands plan what the probes said: the containers whose liveness
+// or startup probe failed, and those not started yet; and the sidecars of
+// the desired pod.
+func (w *worker) markProbes(pod *v1.Pod) {
+	if pod != nil {
+		if st := w.pods[string(pod.UID)]; st != nil {
+			st.sidecars = st.sidecars[:0]
+			for i := range pod.Spec.InitContainers {
+				if isSidecar(&pod.Spec.InitContainers[i]) {
+					st.sidecars = append(st.sidecars, pod.Spec.InitContainers[i].Name)
+				}
+			}
+		}
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, st := range w.pods {
-		st.unhealthy = nil
+		st.unhealthy, st.unstarted = nil, nil
 		for _, c := range st.containers {
-			if h := w.health[c.ID]; h != nil && h.failed != "" {
+			h := w.health[c.ID]
+			if h == nil {
+				continue
+			}
+			if h.failed != "" { // exited too: a probe's kill restarts it under OnFailure
 				if st.unhealthy == nil {
 					st.unhealthy = map[string]prober.Kind{}
 				}
 				st.unhealthy[c.ID] = h.failed
+			}
+			if !h.started && c.State != podspec.StateExited {
+				if st.unstarted == nil {
+					st.unstarted = map[string]bool{}
+				}
+				st.unstarted[c.ID] = true
 			}
 		}
 	}
@@ -248,9 +275,9 @@ func probeGrace(pod *v1.Pod, c *v1.Container, kind prober.Kind) time.Duration {
 }
 
 // probeKillReason is the kubelet's message for a container killed by a probe.
-func probeKillReason(pod *v1.Pod, name string, kind prober.Kind) string {
-	msg := fmt.Sprintf("Container %s failed %s probe", name, kind)
-	if pod.Spec.RestartPolicy != v1.RestartPolicyNever {
+func probeKillReason(pod *v1.Pod, c *v1.Container, kind prober.Kind) string {
+	msg := fmt.Sprintf("Container %s failed %s probe", c.Name, kind)
+	if pod.Spec.RestartPolicy != v1.RestartPolicyNever || isSidecar(c) {
 		msg += ", will be restarted"
 	}
 	return msg

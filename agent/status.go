@@ -111,15 +111,25 @@ func (w *worker) podStatus(pod *v1.Pod) v1.PodStatus {
 		}
 	}
 
+	// Once a regular container has been made, the pod stays initialized
+	// (the kubelet's hasAnyRegularContainerCreated).
+	initialized := slices.ContainsFunc(pod.Spec.Containers, func(c v1.Container) bool { _, ok := latest[c.Name]; return ok })
 	initDone := true
 	for i := range pod.Spec.InitContainers {
 		c := &pod.Spec.InitContainers[i]
 		cs := w.containerStatus(c, latest, st, "")
 		status.InitContainerStatuses = append(status.InitContainerStatuses, cs)
-		if cs.State.Terminated == nil || cs.State.Terminated.ExitCode != 0 {
+		switch {
+		case isSidecar(c):
+			// A sidecar has done its part once it runs and has started.
+			if cs.State.Running == nil || cs.Started == nil || !*cs.Started {
+				initDone = false
+			}
+		case cs.State.Terminated == nil || cs.State.Terminated.ExitCode != 0:
 			initDone = false
 		}
 	}
+	initDone = initDone || initialized
 	pending := ""
 	if !initDone {
 		pending = reasonPodInit
@@ -127,7 +137,7 @@ func (w *worker) podStatus(pod *v1.Pod) v1.PodStatus {
 	for i := range pod.Spec.Containers {
 		status.ContainerStatuses = append(status.ContainerStatuses, w.containerStatus(&pod.Spec.Containers[i], latest, st, pending))
 	}
-	status.Phase = podPhase(pod, status)
+	status.Phase = podPhase(pod, status, initialized)
 	status.Conditions = w.conditions(pod, status, st.sandbox, initDone)
 	return status
 }
@@ -230,18 +240,40 @@ func cmp(s, def string) string {
 	return s
 }
 
-// podPhase is the kubelet's getPhase.
-func podPhase(pod *v1.Pod, s v1.PodStatus) v1.PodPhase {
-	for _, cs := range s.InitContainerStatuses {
-		if t := cs.State.Terminated; t != nil && t.ExitCode == 0 {
+// podPhase is the kubelet's getPhase; initialized: a regular container has
+// been made.
+func podPhase(pod *v1.Pod, s v1.PodStatus, initialized bool) v1.PodPhase {
+	var pendingInit, pendingSidecars, failedInit int
+	var waiting, running, stopped, succeeded int
+	for i, c := range pod.Spec.InitContainers {
+		if i >= len(s.InitContainerStatuses) {
+			break
+		}
+		cs := s.InitContainerStatuses[i]
+		if isSidecar(&c) {
+			// Terminated sidecars do not count for the phase.
+			switch {
+			case cs.State.Running != nil:
+				if cs.Started == nil || !*cs.Started {
+					pendingSidecars++
+				}
+				running++
+			case cs.State.Waiting != nil && cs.LastTerminationState.Terminated == nil:
+				pendingSidecars++
+				waiting++
+			}
 			continue
 		}
-		if t := cs.State.Terminated; t != nil && pod.Spec.RestartPolicy == v1.RestartPolicyNever {
-			return v1.PodFailed
+		switch t := cs.State.Terminated; {
+		case t != nil && t.ExitCode == 0:
+		case t != nil:
+			failedInit++
+		case cs.State.Waiting != nil && cs.LastTerminationState.Terminated != nil && cs.LastTerminationState.Terminated.ExitCode != 0:
+			failedInit++
+		default:
+			pendingInit++
 		}
-		return v1.PodPending
 	}
-	var waiting, running, stopped, succeeded int
 	for _, cs := range s.ContainerStatuses {
 		switch {
 		case cs.State.Running != nil:
@@ -257,12 +289,16 @@ func podPhase(pod *v1.Pod, s v1.PodStatus) v1.PodPhase {
 			waiting++
 		}
 	}
+	if failedInit > 0 && pod.Spec.RestartPolicy == v1.RestartPolicyNever {
+		return v1.PodFailed
+	}
 	switch {
-	case waiting > 0:
+	case pendingInit > 0 && !initialized, failedInit > 0 && !initialized,
+		pendingSidecars > 0 && !initialized, waiting > 0:
 		return v1.PodPending
 	case running > 0:
 		return v1.PodRunning
-	case stopped == len(pod.Spec.Containers) && stopped > 0:
+	case stopped > 0:
 		if pod.Spec.RestartPolicy == v1.RestartPolicyAlways {
 			return v1.PodRunning
 		}
@@ -280,16 +316,25 @@ func podPhase(pod *v1.Pod, s v1.PodStatus) v1.PodPhase {
 // conditions are the kubelet's pod conditions; a transition time moves only when
 // the condition's status does.
 func (w *worker) conditions(pod *v1.Pod, s v1.PodStatus, sandbox, initDone bool) []v1.PodCondition {
-	var notReady []string
+	var notReady, notInit []string
+	for i, cs := range s.InitContainerStatuses {
+		if i < len(pod.Spec.InitContainers) && isSidecar(&pod.Spec.InitContainers[i]) {
+			// A sidecar's readiness is the pod's too (GenerateContainersReadyCondition).
+			if !cs.Ready {
+				notReady = append(notReady, cs.Name)
+			}
+			if !initDone && (cs.Started == nil || !*cs.Started) {
+				notInit = append(notInit, cs.Name)
+			}
+			continue
+		}
+		if t := cs.State.Terminated; !initDone && (t == nil || t.ExitCode != 0) {
+			notInit = append(notInit, cs.Name)
+		}
+	}
 	for _, cs := range s.ContainerStatuses {
 		if !cs.Ready {
 			notReady = append(notReady, cs.Name)
-		}
-	}
-	var notInit []string
-	for _, cs := range s.InitContainerStatuses {
-		if t := cs.State.Terminated; t == nil || t.ExitCode != 0 {
-			notInit = append(notInit, cs.Name)
 		}
 	}
 	cond := func(t v1.PodConditionType, ok bool, reason, msg string) v1.PodCondition {

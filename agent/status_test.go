@@ -2,6 +2,7 @@ package agent
 
 import (
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -23,30 +24,48 @@ func TestPodPhase(t *testing.T) {
 		State:                v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: reasonCrashLoop}},
 		LastTerminationState: v1.ContainerState{Terminated: &v1.ContainerStateTerminated{ExitCode: 1}},
 	}
+	started := run
+	started.Started = new(true)
+	unstarted := run
+	unstarted.Started = new(false)
 	for _, tc := range []struct {
-		name   string
-		policy v1.RestartPolicy
-		init   []v1.ContainerStatus
-		ctrs   []v1.ContainerStatus
-		want   v1.PodPhase
+		name     string
+		policy   v1.RestartPolicy
+		init     []v1.ContainerStatus
+		ctrs     []v1.ContainerStatus
+		want     v1.PodPhase
+		sidecars int // the first init containers are sidecars
 	}{
-		{"not started", v1.RestartPolicyAlways, nil, []v1.ContainerStatus{creating}, v1.PodPending},
-		{"one of two started", v1.RestartPolicyAlways, nil, []v1.ContainerStatus{run, creating}, v1.PodPending},
-		{"running", v1.RestartPolicyAlways, nil, []v1.ContainerStatus{run, run}, v1.PodRunning},
-		{"crash looping counts as running", v1.RestartPolicyAlways, nil, []v1.ContainerStatus{crashloop}, v1.PodRunning},
-		{"init running", v1.RestartPolicyAlways, []v1.ContainerStatus{run}, []v1.ContainerStatus{creating}, v1.PodPending},
-		{"init failed, Never", v1.RestartPolicyNever, []v1.ContainerStatus{bad}, []v1.ContainerStatus{creating}, v1.PodFailed},
-		{"init failed, OnFailure", v1.RestartPolicyOnFailure, []v1.ContainerStatus{bad}, []v1.ContainerStatus{creating}, v1.PodPending},
-		{"all succeeded, OnFailure", v1.RestartPolicyOnFailure, nil, []v1.ContainerStatus{ok, ok}, v1.PodSucceeded},
-		{"one failed, Never", v1.RestartPolicyNever, nil, []v1.ContainerStatus{ok, bad}, v1.PodFailed},
-		{"one failed, OnFailure: restarting", v1.RestartPolicyOnFailure, nil, []v1.ContainerStatus{ok, bad}, v1.PodRunning},
-		{"one still running, Never", v1.RestartPolicyNever, nil, []v1.ContainerStatus{ok, run}, v1.PodRunning},
+		{"sidecar started, main running", v1.RestartPolicyAlways, []v1.ContainerStatus{started}, []v1.ContainerStatus{run}, v1.PodRunning, 1},
+		{"sidecar not started yet", v1.RestartPolicyAlways, []v1.ContainerStatus{unstarted}, nil, v1.PodPending, 1},
+		{"sidecar crash looping after start-up", v1.RestartPolicyAlways, []v1.ContainerStatus{crashloop}, []v1.ContainerStatus{run}, v1.PodRunning, 1},
+		{"main done, sidecar still running, Never", v1.RestartPolicyNever, []v1.ContainerStatus{started}, []v1.ContainerStatus{ok}, v1.PodRunning, 1},
+		{"main done, sidecar stopped, Never", v1.RestartPolicyNever, []v1.ContainerStatus{bad}, []v1.ContainerStatus{ok}, v1.PodSucceeded, 1},
+		{"not started", v1.RestartPolicyAlways, nil, []v1.ContainerStatus{creating}, v1.PodPending, 0},
+		{"one of two started", v1.RestartPolicyAlways, nil, []v1.ContainerStatus{run, creating}, v1.PodPending, 0},
+		{"running", v1.RestartPolicyAlways, nil, []v1.ContainerStatus{run, run}, v1.PodRunning, 0},
+		{"crash looping counts as running", v1.RestartPolicyAlways, nil, []v1.ContainerStatus{crashloop}, v1.PodRunning, 0},
+		{"init running", v1.RestartPolicyAlways, []v1.ContainerStatus{run}, []v1.ContainerStatus{creating}, v1.PodPending, 0},
+		{"init failed, Never", v1.RestartPolicyNever, []v1.ContainerStatus{bad}, []v1.ContainerStatus{creating}, v1.PodFailed, 0},
+		{"init failed, OnFailure", v1.RestartPolicyOnFailure, []v1.ContainerStatus{bad}, []v1.ContainerStatus{creating}, v1.PodPending, 0},
+		{"all succeeded, OnFailure", v1.RestartPolicyOnFailure, nil, []v1.ContainerStatus{ok, ok}, v1.PodSucceeded, 0},
+		{"one failed, Never", v1.RestartPolicyNever, nil, []v1.ContainerStatus{ok, bad}, v1.PodFailed, 0},
+		{"one failed, OnFailure: restarting", v1.RestartPolicyOnFailure, nil, []v1.ContainerStatus{ok, bad}, v1.PodRunning, 0},
+		{"one still running, Never", v1.RestartPolicyNever, nil, []v1.ContainerStatus{ok, run}, v1.PodRunning, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pod := testPod("p", "u", tc.policy).Pod
 			pod.Spec.Containers = make([]v1.Container, len(tc.ctrs))
+			pod.Spec.InitContainers = make([]v1.Container, len(tc.init))
+			for i := range tc.sidecars {
+				pod.Spec.InitContainers[i].RestartPolicy = new(v1.ContainerRestartPolicyAlways)
+			}
+			// A regular container made: the pod is initialized.
+			initialized := slices.ContainsFunc(tc.ctrs, func(c v1.ContainerStatus) bool {
+				return c.State.Waiting == nil || c.State.Waiting.Reason != reasonCreating
+			})
 			s := v1.PodStatus{InitContainerStatuses: tc.init, ContainerStatuses: tc.ctrs}
-			if got := podPhase(pod, s); got != tc.want {
+			if got := podPhase(pod, s, initialized); got != tc.want {
 				t.Errorf("phase = %s, want %s", got, tc.want)
 			}
 		})

@@ -145,7 +145,7 @@ func (w *worker) sync(ctx context.Context) {
 		w.markTerminating()
 	}
 	w.syncProbes(ctx, pod)
-	w.markUnhealthy()
+	w.markProbes(pod)
 	retry := w.apply(ctx, pod, plan(d, w.pods))
 	if ctx.Err() != nil {
 		return

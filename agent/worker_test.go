@@ -129,7 +129,9 @@ func TestDeleteCleansEverything(t *testing.T) {
 		h.send([]manifest.Pod{testPod("web", "u1", v1.RestartPolicyAlways, ctr("a", "busybox"), ctr("b", "busybox"))})
 		h.send(nil)
 		want := []string{"signal c1 terminated", "signal c2 terminated", "destroy c1", "destroy c2", "rmsandbox u1", "rmvolumes u1", "rmlogs u1"}
-		if got := rt.Calls("signal", "destroy", "rm"); !slices.Equal(got, want) {
+		got := rt.Calls("signal", "destroy", "rm")
+		slices.Sort(got[:2]) // both stopped side by side, in any order
+		if !slices.Equal(got, want) {
 			t.Fatalf("calls = %q, want %q", got, want)
 		}
 		if n := rt.Len(); n != 0 {
@@ -481,6 +483,31 @@ func TestBackOffDoesNotGrowWhileImageIsMissing(t *testing.T) {
 		synctest.Wait()
 		if cs := h.pod("web").Status.ContainerStatuses[0]; cs.State.Running == nil || cs.RestartCount != 2 {
 			t.Fatalf("after the image came back: state %+v, restarts %d; want running at once, 2 restarts", cs.State, cs.RestartCount)
+		}
+	})
+}
+
+// A pod's containers are stopped side by side: two that ignore SIGTERM are
+// both killed one grace period after the stop began, not one after another.
+func TestStopIsParallel(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		rt.stubborn["a"], rt.stubborn["b"] = true, true
+		h := start(t, rt, Config{})
+		h.send([]manifest.Pod{testPod("web", "u1", v1.RestartPolicyAlways, ctr("a", "busybox"), ctr("b", "busybox"))})
+		h.send(nil)
+		time.Sleep(4900 * time.Millisecond)
+		synctest.Wait()
+		if got := rt.Calls("signal"); len(got) != 2 {
+			t.Fatalf("signals before the grace period ended: %q, want two SIGTERMs", got)
+		}
+		time.Sleep(200 * time.Millisecond)
+		synctest.Wait()
+		if got := rt.Calls("signal"); len(got) != 4 || !strings.HasSuffix(got[2], "killed") || !strings.HasSuffix(got[3], "killed") {
+			t.Errorf("signals after the grace period: %q, want both SIGKILLed at once", got)
+		}
+		if n := rt.Len(); n != 0 {
+			t.Errorf("runtime still has %d containers and sandboxes", n)
 		}
 	})
 }

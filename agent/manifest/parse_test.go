@@ -152,7 +152,6 @@ func TestParseErrors(t *testing.T) {
 		{"container name", head + "spec:\n  containers: [{name: C_1, image: i}]\n", "spec.containers[0].name"},
 		{"duplicate container", head + "spec:\n  initContainers: [{name: c, image: i}]\n  containers: [{name: c, image: i}]\n", `spec.containers[0].name: duplicate container name "c" (also spec.initContainers[0])`},
 		{"no image", head + "spec:\n  containers: [{name: c}]\n", "spec.containers[0].image: required"},
-		{"sidecar", head + "spec:\n  initContainers: [{name: s, image: i, restartPolicy: Always}]\n  containers: [{name: c, image: i}]\n", "spec.initContainers[0].restartPolicy: sidecar containers are not supported by staticpodd yet"},
 		{"shared pid", head + "spec:\n  shareProcessNamespace: true\n  containers: [{name: c, image: i}]\n", "spec.shareProcessNamespace: not supported by staticpodd yet"},
 		{"restart policy", head + "spec:\n  restartPolicy: Sometimes\n  containers: [{name: c, image: i}]\n", "spec.restartPolicy"},
 		{"duplicate volume", head + "spec:\n  volumes: [{name: v, emptyDir: {}}, {name: v, emptyDir: {}}]\n  containers: [{name: c, image: i}]\n", `spec.volumes[1].name: duplicate volume name "v"`},

@@ -83,11 +83,6 @@ func (v validator) spec(s *v1.PodSpec) {
 	if s.ShareProcessNamespace != nil && *s.ShareProcessNamespace {
 		v.add("spec.shareProcessNamespace", "not supported by staticpodd yet")
 	}
-	for i, c := range s.InitContainers {
-		if c.RestartPolicy != nil {
-			v.add(fmt.Sprintf("spec.initContainers[%d].restartPolicy", i), "sidecar containers are not supported by staticpodd yet")
-		}
-	}
 	if sc := s.SecurityContext; sc != nil {
 		v.ids("spec.securityContext", sc.RunAsUser, sc.RunAsGroup)
 	}
