@@ -44,8 +44,8 @@ type action struct {
 	// remaining: the kill gets what is left of grace since the pod's first
 	// kill, not grace afresh (a sidecar stopped after the others).
 	remaining bool
-	attempt   int           // start
-	prevID    string        // start: the exited container this one replaces
+	attempt   int    // start
+	prevID    string // start: the exited container this one replaces
 }
 
 // desiredPod is the pod to run with the hash of each container's resolved spec.
