@@ -47,6 +47,9 @@ type Config struct {
 	// idle; default 5s. Set it to at most half of systemd's WatchdogSec.
 	WatchdogPeriod time.Duration
 	Notifier       Notifier // default: does nothing
+	// Seen records the config.seen time of each pod whose sandbox is made, for
+	// the file source to find after a restart; nil records nothing.
+	Seen *SeenStore
 }
 
 // Agent runs static pods on a Runtime.

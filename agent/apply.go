@@ -179,6 +179,12 @@ func (w *worker) sandbox(ctx context.Context, pod *v1.Pod) error {
 		return err
 	}
 	st.sandbox = true
+	if s := w.a.cfg.Seen; s != nil {
+		// Best effort: without it, a restarted daemon says it saw the pod later.
+		if err := s.Record(pod); err != nil {
+			w.logger.Warn("cannot record when the pod was first seen", "uid", uid, "err", err)
+		}
+	}
 	return nil
 }
 

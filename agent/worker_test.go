@@ -1,6 +1,8 @@
 package agent
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -103,7 +105,8 @@ func TestFastEditsSkipStaleGenerations(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rt := newFakeRuntime()
 		rt.stubborn["a"] = true
-		h := start(t, rt, Config{})
+		paths := manifest.Paths{RootDir: t.TempDir()}
+		h := start(t, rt, Config{Seen: NewSeenStore(paths)})
 		h.send([]manifest.Pod{testPod("web", "u1", v1.RestartPolicyAlways, ctr("a", "busybox"))})
 		h.updates <- sourceUpdate(manifest.SourceFile, testPod("web", "u2", v1.RestartPolicyAlways, ctr("a", "busybox", "sleep", "2")))
 		time.Sleep(time.Second)
@@ -118,6 +121,14 @@ func TestFastEditsSkipStaleGenerations(t *testing.T) {
 		}
 		if p := h.pod("web"); p.UID != "u3" || p.Status.Phase != v1.PodRunning {
 			t.Errorf("pod = %s %s, want u3 Running", p.UID, p.Status.Phase)
+		}
+		// Only generations that were started have a pod directory (u1's goes
+		// with RemoveVolumes, which the fake only records).
+		if _, err := os.Stat(paths.PodDir("u2")); !os.IsNotExist(err) {
+			t.Errorf("the stale generation left %s (err %v)", paths.PodDir("u2"), err)
+		}
+		if _, err := os.Stat(filepath.Join(paths.PodDir("u3"), "seen")); err != nil {
+			t.Errorf("the running generation's config.seen is not recorded: %v", err)
 		}
 	})
 }
