@@ -112,6 +112,7 @@ type converter interface {
 	RemoveVolumes(podUID string) error
 	RemoveLogs(podUID string) error
 	PruneLogs(pod *v1.Pod, container string, keepFrom int) error
+	RemoveLeftovers(keep map[string]bool) ([]string, error)
 }
 
 type manifestConverter struct{ paths manifest.Paths }
@@ -127,6 +128,9 @@ func (m manifestConverter) RemoveVolumes(uid string) error {
 	return manifest.RemoveVolumes(uid, m.paths)
 }
 func (m manifestConverter) RemoveLogs(uid string) error { return manifest.RemoveLogs(uid, m.paths) }
+func (m manifestConverter) RemoveLeftovers(keep map[string]bool) ([]string, error) {
+	return manifest.RemoveLeftoverPodDirs(keep, m.paths)
+}
 func (m manifestConverter) PruneLogs(pod *v1.Pod, container string, keepFrom int) error {
 	return manifest.PruneLogs(pod, container, keepFrom, m.paths)
 }

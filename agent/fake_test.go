@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -234,6 +235,10 @@ func (f *fakeRuntime) adopt(st podspec.ContainerStatus) {
 type fakeConv struct {
 	rt   *fakeRuntime     // volume calls go to its call log
 	fail map[string]error // container name -> conversion error
+	// sweeps holds the UIDs each RemoveLeftovers kept, joined by commas;
+	// guarded by rt.mu.
+	sweeps       []string
+	callsAtSweep int // how many runtime calls came before the last sweep
 }
 
 func (c *fakeConv) Sandbox(pod *v1.Pod) *podspec.Pod {
@@ -280,6 +285,21 @@ func (c *fakeConv) RemoveLogs(uid string) error {
 	defer c.rt.mu.Unlock()
 	c.rt.record("rmlogs %s", uid)
 	return nil
+}
+
+func (c *fakeConv) RemoveLeftovers(keep map[string]bool) ([]string, error) {
+	c.rt.mu.Lock()
+	defer c.rt.mu.Unlock()
+	c.sweeps = append(c.sweeps, strings.Join(slices.Sorted(maps.Keys(keep)), ","))
+	c.callsAtSweep = len(c.rt.calls)
+	return nil, nil
+}
+
+// Sweeps returns, for each RemoveLeftovers, the UIDs it was told to keep.
+func (c *fakeConv) Sweeps() []string {
+	c.rt.mu.Lock()
+	defer c.rt.mu.Unlock()
+	return slices.Clone(c.sweeps)
 }
 
 // Starts returns when each successful Start happened.

@@ -495,3 +495,34 @@ func TestBackOffDoesNotGrowWhileImageIsMissing(t *testing.T) {
 		}
 	})
 }
+
+// Leftover pod directories are swept once, when every source has delivered
+// its first snapshot and before any worker acts on it, keeping every UID found
+// at start, listed by a source, or handed to a worker before.
+func TestLeftoversSweptOnceEverySourceSpoke(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		rt.adopt(podspec.ContainerStatus{ID: "old", PodUID: "u9", PodName: "web-node1", Name: "a", State: podspec.StateRunning})
+		rt.adopt(podspec.ContainerStatus{ID: "gone", PodUID: "u0", PodName: "gone-node1", Name: "x", State: podspec.StateRunning})
+		h := start(t, rt, Config{Sources: []string{manifest.SourceFile, manifest.SourceHTTP}})
+		conv := h.a.conv.(*fakeConv)
+		h.send([]manifest.Pod{testPod("web", "u1", v1.RestartPolicyAlways, ctr("a", "busybox"))})
+		h.send([]manifest.Pod{testPod("web", "u2", v1.RestartPolicyAlways, ctr("a", "busybox", "sleep", "2"))})
+		if got := conv.Sweeps(); len(got) != 0 {
+			t.Fatalf("swept %q before every source had spoken", got)
+		}
+		h.updates <- sourceUpdate(manifest.SourceHTTP, testPod("api", "u3", v1.RestartPolicyAlways, ctr("a", "busybox")))
+		synctest.Wait()
+		if got, want := conv.Sweeps(), []string{"u0,u1,u2,u3,u9"}; !slices.Equal(got, want) {
+			t.Fatalf("sweeps kept %q, want %q", got, want)
+		}
+		calls := rt.Calls()
+		if i := slices.Index(calls, "sandbox u3"); i < conv.callsAtSweep {
+			t.Errorf("the pod of the last snapshot was acted on (%q) before the sweep", calls[:conv.callsAtSweep])
+		}
+		h.send(nil)
+		if got := conv.Sweeps(); len(got) != 1 {
+			t.Errorf("swept again: %q", got)
+		}
+	})
+}

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
@@ -76,4 +77,87 @@ func TestRapidEditsLeaveNothing(t *testing.T) {
 		return nil
 	})
 	d.assertNoLeaks()
+}
+
+// Pod directories under <root-dir>/pods that no manifest and no container
+// claims when the daemon starts (left by a daemon that died, or by an older
+// version) are gone by READY=1, a memory emptyDir's tmpfs unmounted first.
+// The directory of a pod that runs on stays, and a pod whose manifest went
+// while the daemon was down keeps its emptyDir until its container stopped.
+func TestLeftoverPodDirsSweptAtStart(t *testing.T) {
+	t.Parallel()
+	d := newDaemon(t)
+	d.start()
+	results := filepath.Join(d.dir, "results")
+	os.MkdirAll(results, 0o755)
+	d.writeManifest("keep.yaml", sleeper("keep", `    volumeMounts:
+    - {name: data, mountPath: /data}
+  volumes:
+  - name: data
+    emptyDir: {medium: Memory}
+`))
+	d.writeManifest("moved.yaml", fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata: {name: moved}
+spec:
+  terminationGracePeriodSeconds: 5
+  volumes:
+  - {name: s, hostPath: {path: %s}}
+  - {name: data, emptyDir: {}}
+  containers:
+  - name: main
+    image: busybox
+    command: ["sh", "-c", "echo x > /data/marker; trap 'cat /data/marker > /s/at-term; exit 0' TERM; while true; do sleep 1 & wait $!; done"]
+    volumeMounts:
+    - {name: s, mountPath: /s}
+    - {name: data, mountPath: /data}
+`, results))
+	keep := d.waitRunning("keep", 30*time.Second)
+	pid := d.containerPID(keep, "main")
+	moved := d.waitRunning("moved", 30*time.Second)
+	d.stop()
+
+	d.removeManifest("moved.yaml")
+	leftovers := []string{"0123456789abcdef0123456789abcdef", "fedcba9876543210fedcba9876543210", "leftover-with-tmpfs"}
+	for _, uid := range leftovers {
+		dir := filepath.Join(d.rootDir, "pods", uid, "volumes", "kubernetes.io~empty-dir", "data")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if uid == "leftover-with-tmpfs" {
+			if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=1m"); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { syscall.Unmount(dir, syscall.MNT_DETACH) })
+		}
+		if err := os.WriteFile(filepath.Join(dir, "file"), []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	sock, path := newNotifySocket(t)
+	d.env = []string{"NOTIFY_SOCKET=" + path}
+	d.start()
+	sock.next(t, "READY=1", 30*time.Second)
+	got := dirNames(t, filepath.Join(d.rootDir, "pods"))
+	for _, uid := range leftovers {
+		if slices.Contains(got, uid) {
+			t.Errorf("leftover pod directory %s still there at READY=1", uid)
+		}
+	}
+	if !slices.Contains(got, string(keep.UID)) {
+		t.Errorf("the running pod's directory %s was removed; pods dir holds %v", keep.UID, got)
+	}
+	if p := d.waitRunning("keep", 10*time.Second); d.containerPID(p, "main") != pid {
+		t.Errorf("the running pod was restarted")
+	}
+	d.eventually(30*time.Second, "the removed pod's directory gone", func() error {
+		if slices.Contains(dirNames(t, filepath.Join(d.rootDir, "pods")), string(moved.UID)) {
+			return errStill
+		}
+		return nil
+	})
+	if b, err := os.ReadFile(filepath.Join(results, "at-term")); err != nil || string(b) != "x\n" {
+		t.Errorf("the removed pod's emptyDir at its SIGTERM held %q (%v), want its marker", b, err)
+	}
 }
