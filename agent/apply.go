@@ -22,6 +22,7 @@ const (
 	reasonCrashLoop      = "CrashLoopBackOff"
 	reasonImageNeverPull = "ErrImageNeverPull"
 	reasonConfigError    = "CreateContainerConfigError"
+	reasonCreateError    = "CreateContainerError"
 	reasonRunError       = "RunContainerError"
 	reasonCreating       = "ContainerCreating"
 	reasonPodInit        = "PodInitializing"
@@ -235,19 +236,27 @@ func (w *worker) start(ctx context.Context, pod *v1.Pod, act action) time.Time {
 		return time.Time{}
 	}
 	cs, err := w.a.rt.Start(ctx, w.a.conv.Sandbox(pod), spec)
+	// A container whose process could not be started exists, exited with
+	// StartError: it is handled as one that exited at once.
+	startFailed := errors.Is(err, podspec.ErrStartFailed) && cs.ID != ""
 	switch {
 	case errors.Is(err, podspec.ErrImageNotPresent):
 		// Retried on Resync and every SyncFrequency, without back-off.
 		ci.reason = reasonImageNeverPull
 		ci.message = fmt.Sprintf("Container image %q is not present with pull policy of Never", c.Image)
 		return time.Time{}
-	case err != nil:
+	case err != nil && !startFailed:
 		if ctx.Err() != nil {
 			return time.Time{}
 		}
-		ci.reason, ci.message = reasonRunError, err.Error()
-		if errors.Is(err, podspec.ErrContainerConfig) {
+		// No container was left: the reasons of kuberuntime startContainer for a failed
+		// generateContainerConfig, CreateContainer and StartContainer.
+		ci.reason, ci.message = reasonCreateError, err.Error()
+		switch {
+		case errors.Is(err, podspec.ErrContainerConfig):
 			ci.reason = reasonConfigError
+		case errors.Is(err, podspec.ErrStartFailed):
+			ci.reason = reasonRunError
 		}
 		ci.failedAt = time.Now()
 		w.backoff.next(key, ci.failedAt)
@@ -257,16 +266,31 @@ func (w *worker) start(ctx context.Context, pod *v1.Pod, act action) time.Time {
 	}
 
 	countExit()
-	keepLabels(&cs, podspec.ContainerStatus{
+	labels := podspec.ContainerStatus{
 		PodUID: act.podUID, PodName: pod.Name, Name: c.Name, Attempt: spec.Attempt,
 		Hash: spec.Hash, Image: spec.Image, StartedAt: now, CreatedAt: now,
-	})
+	}
+	if startFailed {
+		labels.StartedAt = time.Time{} // it never started
+	}
+	keepLabels(&cs, labels)
 	if cs.State == "" {
 		cs.State = podspec.StateRunning
 	}
 	st.containers = append(st.containers, cs)
 	ci.reason, ci.message, ci.failedAt = "", "", time.Time{}
-	w.logger.Info("container started", "container", c.Name, "id", cs.ID, "attempt", cs.Attempt)
+	if startFailed {
+		w.logger.Warn("container start failed", "container", c.Name, "id", cs.ID, "attempt", cs.Attempt, "err", err)
+		// Until it is restarted (or in back-off), it waits with the kubelet's
+		// reason for a failed StartContainer; one that will not be restarted
+		// shows as terminated (kubelet convertToAPIContainerStatuses).
+		if shouldRestart(pod.Spec.RestartPolicy, cs.ExitCode) {
+			ci.reason, ci.message = reasonRunError, cs.Message
+		}
+	} else {
+		w.logger.Info("container started", "container", c.Name, "id", cs.ID, "attempt", cs.Attempt)
+	}
+	// An exited one is reported at once, so the worker syncs again.
 	w.watch(ctx, cs.ID)
 	if prev != nil {
 		ci.last = prev

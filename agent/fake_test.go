@@ -23,12 +23,13 @@ type fakeRuntime struct {
 	ctrs      map[string]*fakeCtr
 	sandboxes map[string]bool
 	next      int
-	missing   map[string]bool // images not in the store
-	crash     map[string]int  // container name -> exit code right after start
-	stubborn  map[string]bool // container names that ignore SIGTERM
-	startErr  error           // every Start fails with it
-	vanished  map[string]bool // container IDs whose Wait says ErrNotExist
-	starts    []time.Time     // when each Start succeeded
+	missing   map[string]bool   // images not in the store
+	crash     map[string]int    // container name -> exit code right after start
+	stubborn  map[string]bool   // container names that ignore SIGTERM
+	startErr  error             // every Start fails with it
+	execFail  map[string]string // container name -> why its process cannot start (StartError)
+	vanished  map[string]bool   // container IDs whose Wait says ErrNotExist
+	starts    []time.Time       // when each Start succeeded
 }
 
 type fakeCtr struct {
@@ -44,6 +45,7 @@ func newFakeRuntime() *fakeRuntime {
 		crash:     map[string]int{},
 		stubborn:  map[string]bool{},
 		vanished:  map[string]bool{},
+		execFail:  map[string]string{},
 	}
 }
 
@@ -118,6 +120,14 @@ func (f *fakeRuntime) Start(ctx context.Context, pod *podspec.Pod, c *podspec.Co
 	}
 	fc := &fakeCtr{st: st, done: make(chan struct{})}
 	f.ctrs[st.ID] = fc
+	if msg, ok := f.execFail[c.Name]; ok {
+		// Kept, exited, as containerd keeps a container its runtime could not start.
+		fc.st.State, fc.st.ExitCode, fc.st.Reason, fc.st.Message = podspec.StateExited, 128, "StartError", msg
+		fc.st.Pid, fc.st.StartedAt, fc.st.FinishedAt = 0, time.Time{}, now
+		close(fc.done)
+		f.record("start-exec-failed %s/%s#%d", pod.UID, c.Name, c.Attempt)
+		return fc.st, fmt.Errorf("start %s: %w: %s", c.Name, podspec.ErrStartFailed, msg)
+	}
 	f.starts = append(f.starts, now)
 	f.record("start %s/%s#%d", pod.UID, c.Name, c.Attempt)
 	if code, ok := f.crash[c.Name]; ok {
