@@ -47,6 +47,9 @@ type Config struct {
 	// idle; default 5s. Set it to at most half of systemd's WatchdogSec.
 	WatchdogPeriod time.Duration
 	Notifier       Notifier // default: does nothing
+	// Seen records the config.seen time of each pod whose sandbox is made, for
+	// the file source to find after a restart; nil records nothing.
+	Seen *SeenStore
 }
 
 // Agent runs static pods on a Runtime.
@@ -113,6 +116,7 @@ type converter interface {
 	RemoveVolumes(podUID string) error
 	RemoveLogs(podUID string) error
 	PruneLogs(pod *v1.Pod, container string, keepFrom int) error
+	RemoveLeftovers(keep map[string]bool) ([]string, error)
 }
 
 type manifestConverter struct{ paths manifest.Paths }
@@ -128,6 +132,9 @@ func (m manifestConverter) RemoveVolumes(uid string) error {
 	return manifest.RemoveVolumes(uid, m.paths)
 }
 func (m manifestConverter) RemoveLogs(uid string) error { return manifest.RemoveLogs(uid, m.paths) }
+func (m manifestConverter) RemoveLeftovers(keep map[string]bool) ([]string, error) {
+	return manifest.RemoveLeftoverPodDirs(keep, m.paths)
+}
 func (m manifestConverter) PruneLogs(pod *v1.Pod, container string, keepFrom int) error {
 	return manifest.PruneLogs(pod, container, keepFrom, m.paths)
 }

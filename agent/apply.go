@@ -22,6 +22,7 @@ const (
 	reasonCrashLoop      = "CrashLoopBackOff"
 	reasonImageNeverPull = "ErrImageNeverPull"
 	reasonConfigError    = "CreateContainerConfigError"
+	reasonCreateError    = "CreateContainerError"
 	reasonRunError       = "RunContainerError"
 	reasonCreating       = "ContainerCreating"
 	reasonPodInit        = "PodInitializing"
@@ -37,7 +38,11 @@ func (w *worker) apply(ctx context.Context, pod *v1.Pod, acts []action) time.Tim
 			retry = t
 		}
 	}
-	for _, act := range acts {
+	// The grace period of a pod's stop counts from its first kill: sidecars,
+	// stopped after the others, get what is left of it (at least minGrace).
+	killStart := map[string]time.Time{}
+	for i := 0; i < len(acts); i++ {
+		act := acts[i]
 		if ctx.Err() != nil {
 			return time.Time{}
 		}
@@ -50,10 +55,17 @@ func (w *worker) apply(ctx context.Context, pod *v1.Pod, acts []action) time.Tim
 		var err error
 		switch act.kind {
 		case actKill:
-			if act.reason != "" {
-				w.logger.Info("killing container", "container", act.container, "id", act.id, "reason", act.reason)
+			// Kills of one group run side by side, as the kubelet kills a
+			// pod's containers in parallel.
+			j := i + 1
+			for j < len(acts) && acts[j].kind == actKill && acts[j].group == act.group && acts[j].podUID == act.podUID {
+				j++
 			}
-			err = w.kill(ctx, act.id, act.grace)
+			if _, ok := killStart[act.podUID]; !ok {
+				killStart[act.podUID] = time.Now()
+			}
+			err = w.killAll(ctx, acts[i:j], killStart[act.podUID])
+			i = j - 1
 		case actDestroy:
 			err = w.destroy(ctx, act.podUID, act.id)
 		case actTeardown:
@@ -61,7 +73,13 @@ func (w *worker) apply(ctx context.Context, pod *v1.Pod, acts []action) time.Tim
 		case actSandbox:
 			err = w.sandbox(ctx, pod)
 		case actStart:
-			later(w.start(ctx, pod, act))
+			retry := w.start(ctx, pod, act)
+			if c := findContainer(pod, act.container); retry.IsZero() && c != nil && isSidecar(c) && w.info(c.Name).reason == "" {
+				// A started sidecar may let the next container go: plan
+				// again at once (one with a startup probe waits for it).
+				retry = time.Now()
+			}
+			later(retry)
 		}
 		if err != nil {
 			if ctx.Err() == nil {
@@ -82,33 +100,70 @@ func (w *worker) superseded(pod *v1.Pod) bool {
 	return w.desired == nil || w.desired.UID != pod.UID
 }
 
+// killAll stops the containers of acts side by side and records what
+// became of them. A kill whose action says remaining gets what is left of
+// its grace period since killStart.
+func (w *worker) killAll(ctx context.Context, acts []action, killStart time.Time) error {
+	type result struct {
+		id   string
+		st   podspec.ContainerStatus
+		gone bool
+		err  error
+	}
+	results := make(chan result, len(acts))
+	for _, act := range acts {
+		if act.reason != "" {
+			w.logger.Info("killing container", "container", act.container, "id", act.id, "reason", act.reason)
+		}
+		grace := act.grace
+		if act.remaining {
+			grace = max(act.grace-time.Since(killStart), minGrace)
+		}
+		go func() {
+			st, gone, err := w.kill(ctx, act.id, grace)
+			results <- result{act.id, st, gone, err}
+		}()
+	}
+	var errs []error
+	for range acts {
+		r := <-results
+		switch {
+		case r.err != nil:
+			errs = append(errs, r.err)
+		case r.gone:
+			w.forget(r.id)
+		default:
+			w.record(r.st)
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // kill stops a running container the Nomad way: SIGTERM, wait up to grace,
-// SIGKILL, wait a bounded time.
-func (w *worker) kill(ctx context.Context, id string, grace time.Duration) error {
+// SIGKILL, wait a bounded time. It touches nothing of the worker's but its
+// logger: killAll records the outcome. gone: the runtime has no such
+// container.
+func (w *worker) kill(ctx context.Context, id string, grace time.Duration) (st podspec.ContainerStatus, gone bool, err error) {
 	w.logger.Info("stopping container", "container", id, "grace", grace)
 	if err := w.a.rt.Signal(ctx, id, syscall.SIGTERM); errors.Is(err, podspec.ErrNotExist) {
-		w.forget(id)
-		return nil
+		return st, true, nil
 	}
 	// A failed SIGTERM (the container just exited, say) still waits: Wait tells.
 	if st, err := w.waitFor(ctx, id, grace); err == nil {
-		w.record(st)
-		return nil
+		return st, false, nil
 	}
 	if ctx.Err() != nil {
-		return ctx.Err()
+		return st, false, ctx.Err()
 	}
 	w.logger.Warn("container ignored SIGTERM, killing it", "container", id, "grace", grace)
 	if err := w.a.rt.Signal(ctx, id, syscall.SIGKILL); errors.Is(err, podspec.ErrNotExist) {
-		w.forget(id)
-		return nil
+		return st, true, nil
 	}
-	st, err := w.waitFor(ctx, id, killWait)
+	st, err = w.waitFor(ctx, id, killWait)
 	if err != nil {
-		return fmt.Errorf("wait for container %s after SIGKILL: %w", id, err)
+		return st, false, fmt.Errorf("wait for container %s after SIGKILL: %w", id, err)
 	}
-	w.record(st)
-	return nil
+	return st, false, nil
 }
 
 func (w *worker) waitFor(ctx context.Context, id string, d time.Duration) (podspec.ContainerStatus, error) {
@@ -182,6 +237,12 @@ func (w *worker) sandbox(ctx context.Context, pod *v1.Pod) error {
 		return err
 	}
 	st.sandbox = true
+	if s := w.a.cfg.Seen; s != nil {
+		// Best effort: without it, a restarted daemon says it saw the pod later.
+		if err := s.Record(pod); err != nil {
+			w.logger.Warn("cannot record when the pod was first seen", "uid", uid, "err", err)
+		}
+	}
 	return nil
 }
 
@@ -232,19 +293,27 @@ func (w *worker) start(ctx context.Context, pod *v1.Pod, act action) time.Time {
 		return time.Time{}
 	}
 	cs, err := w.a.rt.Start(ctx, w.a.conv.Sandbox(pod), spec)
+	// A container whose process could not be started exists, exited with
+	// StartError: it is handled as one that exited at once.
+	startFailed := errors.Is(err, podspec.ErrStartFailed) && cs.ID != ""
 	switch {
 	case errors.Is(err, podspec.ErrImageNotPresent):
 		// Retried on Resync and every SyncFrequency, without back-off.
 		ci.reason = reasonImageNeverPull
 		ci.message = fmt.Sprintf("Container image %q is not present with pull policy of Never", c.Image)
 		return time.Time{}
-	case err != nil:
+	case err != nil && !startFailed:
 		if ctx.Err() != nil {
 			return time.Time{}
 		}
-		ci.reason, ci.message = reasonRunError, err.Error()
-		if errors.Is(err, podspec.ErrContainerConfig) {
+		// No container was left: the reasons of kuberuntime startContainer for a failed
+		// generateContainerConfig, CreateContainer and StartContainer.
+		ci.reason, ci.message = reasonCreateError, err.Error()
+		switch {
+		case errors.Is(err, podspec.ErrContainerConfig):
 			ci.reason = reasonConfigError
+		case errors.Is(err, podspec.ErrStartFailed):
+			ci.reason = reasonRunError
 		}
 		ci.failedAt = time.Now()
 		w.backoff.next(key, ci.failedAt)
@@ -254,16 +323,31 @@ func (w *worker) start(ctx context.Context, pod *v1.Pod, act action) time.Time {
 	}
 
 	countExit()
-	keepLabels(&cs, podspec.ContainerStatus{
+	labels := podspec.ContainerStatus{
 		PodUID: act.podUID, PodName: pod.Name, Name: c.Name, Attempt: spec.Attempt,
 		Hash: spec.Hash, Image: spec.Image, StartedAt: now, CreatedAt: now,
-	})
+	}
+	if startFailed {
+		labels.StartedAt = time.Time{} // it never started
+	}
+	keepLabels(&cs, labels)
 	if cs.State == "" {
 		cs.State = podspec.StateRunning
 	}
 	st.containers = append(st.containers, cs)
 	ci.reason, ci.message, ci.failedAt = "", "", time.Time{}
-	w.logger.Info("container started", "container", c.Name, "id", cs.ID, "attempt", cs.Attempt)
+	if startFailed {
+		w.logger.Warn("container start failed", "container", c.Name, "id", cs.ID, "attempt", cs.Attempt, "err", err)
+		// Until it is restarted (or in back-off), it waits with the kubelet's
+		// reason for a failed StartContainer; one that will not be restarted
+		// shows as terminated (kubelet convertToAPIContainerStatuses).
+		if shouldRestart(pod.Spec.RestartPolicy, cs.ExitCode) {
+			ci.reason, ci.message = reasonRunError, cs.Message
+		}
+	} else {
+		w.logger.Info("container started", "container", c.Name, "id", cs.ID, "attempt", cs.Attempt)
+	}
+	// An exited one is reported at once, so the worker syncs again.
 	w.watch(ctx, cs.ID)
 	if prev != nil {
 		ci.last = prev

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"slices"
@@ -25,12 +26,13 @@ type fakeRuntime struct {
 	ctrs      map[string]*fakeCtr
 	sandboxes map[string]bool
 	next      int
-	missing   map[string]bool // images not in the store
-	crash     map[string]int  // container name -> exit code right after start
-	stubborn  map[string]bool // container names that ignore SIGTERM
-	startErr  error           // every Start fails with it
-	vanished  map[string]bool // container IDs whose Wait says ErrNotExist
-	starts    []time.Time     // when each Start succeeded
+	missing   map[string]bool   // images not in the store
+	crash     map[string]int    // container name -> exit code right after start
+	stubborn  map[string]bool   // container names that ignore SIGTERM
+	startErr  error             // every Start fails with it
+	execFail  map[string]string // container name -> why its process cannot start (StartError)
+	vanished  map[string]bool   // container IDs whose Wait says ErrNotExist
+	starts    []time.Time       // when each Start succeeded
 	// health is what an HTTP probe of a path gets from any container:
 	// the status code (404 when absent).
 	health map[string]int
@@ -50,6 +52,7 @@ func newFakeRuntime() *fakeRuntime {
 		crash:     map[string]int{},
 		stubborn:  map[string]bool{},
 		vanished:  map[string]bool{},
+		execFail:  map[string]string{},
 		health:    map[string]int{},
 	}
 }
@@ -156,6 +159,14 @@ func (f *fakeRuntime) Start(ctx context.Context, pod *podspec.Pod, c *podspec.Co
 	}
 	fc := &fakeCtr{st: st, done: make(chan struct{})}
 	f.ctrs[st.ID] = fc
+	if msg, ok := f.execFail[c.Name]; ok {
+		// Kept, exited, as containerd keeps a container its runtime could not start.
+		fc.st.State, fc.st.ExitCode, fc.st.Reason, fc.st.Message = podspec.StateExited, 128, "StartError", msg
+		fc.st.Pid, fc.st.StartedAt, fc.st.FinishedAt = 0, time.Time{}, now
+		close(fc.done)
+		f.record("start-exec-failed %s/%s#%d", pod.UID, c.Name, c.Attempt)
+		return fc.st, fmt.Errorf("start %s: %w: %s", c.Name, podspec.ErrStartFailed, msg)
+	}
 	f.starts = append(f.starts, now)
 	f.record("start %s/%s#%d", pod.UID, c.Name, c.Attempt)
 	if code, ok := f.crash[c.Name]; ok {
@@ -273,6 +284,10 @@ func (f *fakeRuntime) adopt(st podspec.ContainerStatus) {
 type fakeConv struct {
 	rt   *fakeRuntime     // volume calls go to its call log
 	fail map[string]error // container name -> conversion error
+	// sweeps holds the UIDs each RemoveLeftovers kept, joined by commas;
+	// guarded by rt.mu.
+	sweeps       []string
+	callsAtSweep int // how many runtime calls came before the last sweep
 }
 
 func (c *fakeConv) Sandbox(pod *v1.Pod) *podspec.Pod {
@@ -319,6 +334,21 @@ func (c *fakeConv) RemoveLogs(uid string) error {
 	defer c.rt.mu.Unlock()
 	c.rt.record("rmlogs %s", uid)
 	return nil
+}
+
+func (c *fakeConv) RemoveLeftovers(keep map[string]bool) ([]string, error) {
+	c.rt.mu.Lock()
+	defer c.rt.mu.Unlock()
+	c.sweeps = append(c.sweeps, strings.Join(slices.Sorted(maps.Keys(keep)), ","))
+	c.callsAtSweep = len(c.rt.calls)
+	return nil, nil
+}
+
+// Sweeps returns, for each RemoveLeftovers, the UIDs it was told to keep.
+func (c *fakeConv) Sweeps() []string {
+	c.rt.mu.Lock()
+	defer c.rt.mu.Unlock()
+	return slices.Clone(c.sweeps)
 }
 
 // Starts returns when each successful Start happened.

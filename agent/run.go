@@ -25,6 +25,10 @@ type loop struct {
 	seq     uint64
 	allSeen bool
 	wg      sync.WaitGroup
+
+	// Until the leftover sweep: every pod UID found at start and every UID
+	// handed to a worker, which no sweep may touch. nil once swept.
+	adopted, handed map[string]bool
 }
 
 // Run adopts what the runtime already runs, then reconciles every update until ctx
@@ -87,9 +91,11 @@ func (a *Agent) adopt(ctx context.Context, l *loop) error {
 		return fmt.Errorf("list sandboxes to adopt: %w", err)
 	}
 	l.stash, l.names = map[string]*podState{}, map[string]string{}
+	l.adopted, l.handed = map[string]bool{}, map[string]bool{}
 	get := func(uid string) *podState {
 		if l.stash[uid] == nil {
 			l.stash[uid] = &podState{uid: uid}
+			l.adopted[uid] = true
 		}
 		return l.stash[uid]
 	}
@@ -111,6 +117,9 @@ func (a *Agent) adopt(ctx context.Context, l *loop) error {
 
 // reconcile merges the sources and hands each pod to its worker.
 func (a *Agent) reconcile(ctx context.Context, l *loop) {
+	if l.allSeen && l.adopted != nil {
+		a.sweep(l)
+	}
 	a.mu.Lock()
 	defer func() {
 		a.mu.Unlock()
@@ -133,6 +142,9 @@ func (a *Agent) reconcile(ctx context.Context, l *loop) {
 		w := a.workers[key]
 		if w == nil {
 			w = a.startWorkerLocked(ctx, l, key, a.claim(l, p))
+		}
+		if l.handed != nil {
+			l.handed[string(p.UID)] = true
 		}
 		w.update(p.Pod, l.seq)
 	}
@@ -160,6 +172,37 @@ func (a *Agent) reconcile(ctx context.Context, l *loop) {
 		a.readyWait[key] = true
 	}
 	a.maybeReadyLocked()
+}
+
+// sweep removes, once, the <root-dir>/pods/<uid> directories that nothing
+// claims: an earlier daemon's leftovers (a pod removed while it was down, a
+// generation it never started). It runs when every source has delivered its
+// first snapshot and before that snapshot is handed to the workers, and keeps
+// every UID a source lists, every UID found running or with a sandbox at start
+// (a pod whose manifest is missing for a moment keeps its emptyDir until its
+// worker has stopped its containers and removes it), and every UID handed to a
+// worker before, which may be making its sandbox now. Workers only ever touch
+// UIDs in those sets, so nothing races the sweep.
+func (a *Agent) sweep(l *loop) {
+	keep := l.adopted
+	for uid := range l.handed {
+		keep[uid] = true
+	}
+	for _, u := range l.sources {
+		for _, p := range u.Pods {
+			if p.Pod != nil {
+				keep[string(p.UID)] = true
+			}
+		}
+	}
+	l.adopted, l.handed = nil, nil
+	removed, err := a.conv.RemoveLeftovers(keep)
+	if len(removed) > 0 {
+		a.logger.Info("removed leftover pod directories", "count", len(removed))
+	}
+	if err != nil {
+		a.logger.Warn("leftover pod directories not removed", "err", err)
+	}
 }
 
 // claim takes from the stash the adopted pods a new worker for p owns: p's own UID

@@ -1,46 +1,78 @@
 package agent
 
 import (
+	"errors"
+	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
-	"sync"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/staticpodd/staticpodd/agent/manifest"
 )
 
-// SeenStore remembers when each pod UID was first seen, in
-// <RootDir>/pods/<uid>/seen, so the kubernetes.io/config.seen annotation keeps
-// its value across daemon restarts. The file goes with the pod's directory when
-// the pod is removed (manifest.RemoveVolumes), so nothing here outlives a pod.
+// SeenStore keeps the kubernetes.io/config.seen time of pods that were started,
+// in <RootDir>/pods/<uid>/seen, so the annotation keeps its value across daemon
+// restarts. The file is written only once the pod's sandbox is made (Record) and
+// goes with the pod's directory (manifest.RemoveVolumes): a generation that never
+// starts, such as one of many quick edits, leaves nothing on disk.
 type SeenStore struct {
 	paths manifest.Paths
-	mu    sync.Mutex // serialises the read-or-create of a file
 }
 
 func NewSeenStore(paths manifest.Paths) *SeenStore {
 	return &SeenStore{paths: paths}
 }
 
-// Seen is a manifest.SeenFunc.
+func (s *SeenStore) file(uid types.UID) string {
+	return filepath.Join(s.paths.PodDir(string(uid)), "seen")
+}
+
+// Seen is a manifest.SeenFunc: the recorded time of a pod that was started,
+// else the current time. It writes nothing.
 func (s *SeenStore) Seen(uid types.UID) time.Time {
 	if !manifest.ValidUID(string(uid)) {
 		return time.Now() // validation refuses the pod; never a path out of the root dir
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	file := filepath.Join(s.paths.PodDir(string(uid)), "seen")
-	if b, err := os.ReadFile(file); err == nil {
+	if b, err := os.ReadFile(s.file(uid)); err == nil {
 		if t, err := time.Parse(time.RFC3339Nano, string(b)); err == nil {
 			return t
 		}
 	}
-	t := time.Now()
-	// Best effort: without the file, a restarted daemon says it saw the pod later.
-	if os.MkdirAll(filepath.Dir(file), 0o700) == nil {
-		os.WriteFile(file, []byte(t.Format(time.RFC3339Nano)), 0o600)
+	return time.Now()
+}
+
+// Record writes pod's config.seen annotation to its seen file unless the file
+// exists. The write is atomic (rename), so Seen never reads half a file.
+func (s *SeenStore) Record(pod *v1.Pod) error {
+	file := s.file(pod.UID)
+	if _, err := os.Stat(file); err == nil || !errors.Is(err, fs.ErrNotExist) {
+		return err
 	}
-	return t
+	t, err := time.Parse(time.RFC3339Nano, pod.Annotations[manifest.AnnotationSeen])
+	if err != nil {
+		t = time.Now()
+	}
+	if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
+		return fmt.Errorf("record config.seen of pod %s: %w", pod.UID, err)
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(file), ".seen.*")
+	if err != nil {
+		return fmt.Errorf("record config.seen of pod %s: %w", pod.UID, err)
+	}
+	_, err = tmp.WriteString(t.Format(time.RFC3339Nano))
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), file)
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("record config.seen of pod %s: %w", pod.UID, err)
+	}
+	return nil
 }

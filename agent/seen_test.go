@@ -2,27 +2,49 @@ package agent
 
 import (
 	"os"
-	"path/filepath"
 	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/staticpodd/staticpodd/agent/manifest"
 )
 
-// config.seen survives a daemon restart (a new store on the same root) and goes
-// with the pod's directory.
-func TestSeenSurvivesRestart(t *testing.T) {
+// A pod that was never started leaves no file; a started one's config.seen
+// survives a daemon restart (a new store on the same root) and goes with the
+// pod's directory.
+func TestSeenRecordedOnlyForStartedPods(t *testing.T) {
 	paths := manifest.Paths{RootDir: t.TempDir()}
-	first := NewSeenStore(paths).Seen("u1")
-	if again := NewSeenStore(paths).Seen("u1"); !again.Equal(first) {
-		t.Errorf("seen after a restart = %v, want %v", again, first)
+	before := time.Now()
+	if got := NewSeenStore(paths).Seen("u1"); got.Before(before) {
+		t.Errorf("seen of an unknown pod = %v, want the current time", got)
 	}
-	if err := os.RemoveAll(paths.PodDir("u1")); err != nil {
+	if _, err := os.Stat(paths.PodDir("u1")); !os.IsNotExist(err) {
+		t.Fatalf("Seen made the pod's directory (err %v): a pod never started would leave it", err)
+	}
+
+	at := time.Date(2026, 3, 4, 5, 6, 7, 8, time.UTC)
+	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{UID: "u1",
+		Annotations: map[string]string{manifest.AnnotationSeen: at.Format(time.RFC3339Nano)}}}
+	if err := NewSeenStore(paths).Record(pod); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(filepath.Join(paths.RootDir, "pods", "u1")); !os.IsNotExist(err) {
-		t.Fatalf("pod dir still there: %v", err)
+	if got := NewSeenStore(paths).Seen("u1"); !got.Equal(at) {
+		t.Errorf("seen after a restart = %v, want %v", got, at)
 	}
-	if later := NewSeenStore(paths).Seen("u1"); !later.After(first) {
-		t.Errorf("a pod seen anew after its removal kept its old time %v", later)
+	// A second record keeps the first time.
+	pod.Annotations[manifest.AnnotationSeen] = at.Add(time.Hour).Format(time.RFC3339Nano)
+	if err := NewSeenStore(paths).Record(pod); err != nil {
+		t.Fatal(err)
+	}
+	if got := NewSeenStore(paths).Seen("u1"); !got.Equal(at) {
+		t.Errorf("seen after a second record = %v, want %v", got, at)
+	}
+	if err := manifest.RemoveVolumes("u1", paths); err != nil {
+		t.Fatal(err)
+	}
+	if got := NewSeenStore(paths).Seen("u1"); !got.After(at) {
+		t.Errorf("a pod seen anew after its removal kept its old time %v", got)
 	}
 }

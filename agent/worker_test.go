@@ -1,6 +1,9 @@
 package agent
 
 import (
+	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -103,7 +106,8 @@ func TestFastEditsSkipStaleGenerations(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rt := newFakeRuntime()
 		rt.stubborn["a"] = true
-		h := start(t, rt, Config{})
+		paths := manifest.Paths{RootDir: t.TempDir()}
+		h := start(t, rt, Config{Seen: NewSeenStore(paths)})
 		h.send([]manifest.Pod{testPod("web", "u1", v1.RestartPolicyAlways, ctr("a", "busybox"))})
 		h.updates <- sourceUpdate(manifest.SourceFile, testPod("web", "u2", v1.RestartPolicyAlways, ctr("a", "busybox", "sleep", "2")))
 		time.Sleep(time.Second)
@@ -118,6 +122,14 @@ func TestFastEditsSkipStaleGenerations(t *testing.T) {
 		}
 		if p := h.pod("web"); p.UID != "u3" || p.Status.Phase != v1.PodRunning {
 			t.Errorf("pod = %s %s, want u3 Running", p.UID, p.Status.Phase)
+		}
+		// Only generations that were started have a pod directory (u1's goes
+		// with RemoveVolumes, which the fake only records).
+		if _, err := os.Stat(paths.PodDir("u2")); !os.IsNotExist(err) {
+			t.Errorf("the stale generation left %s (err %v)", paths.PodDir("u2"), err)
+		}
+		if _, err := os.Stat(filepath.Join(paths.PodDir("u3"), "seen")); err != nil {
+			t.Errorf("the running generation's config.seen is not recorded: %v", err)
 		}
 	})
 }
@@ -403,15 +415,29 @@ func TestVanishedContainerIsRestarted(t *testing.T) {
 	})
 }
 
+// A start that fails and leaves no container waits with the kubelet's reason
+// for the step that failed, and is retried with back-off.
 func TestStartErrorRetriedWithBackOff(t *testing.T) {
+	for _, tc := range []struct {
+		err    error
+		reason string
+	}{
+		{errString("prepare rootfs: mount overlay: no space left on device"), "CreateContainerError"},
+		{fmt.Errorf("monitor of container c1: %w: start timed out", podspec.ErrStartFailed), "RunContainerError"},
+	} {
+		t.Run(tc.reason, func(t *testing.T) { testStartErrorRetriedWithBackOff(t, tc.err, tc.reason) })
+	}
+}
+
+func testStartErrorRetriedWithBackOff(t *testing.T, startErr error, reason string) {
 	synctest.Test(t, func(t *testing.T) {
 		rt := newFakeRuntime()
-		rt.startErr = errString("create container: setrlimit: operation not permitted")
+		rt.startErr = startErr
 		h := start(t, rt, Config{})
 		h.send([]manifest.Pod{testPod("web", "u1", v1.RestartPolicyAlways, ctr("a", "busybox"))})
 		cs := h.pod("web").Status.ContainerStatuses[0]
-		if w := cs.State.Waiting; w == nil || w.Reason != "RunContainerError" || !strings.Contains(w.Message, "setrlimit") {
-			t.Fatalf("state = %+v, want RunContainerError with the cause", cs.State)
+		if w := cs.State.Waiting; w == nil || w.Reason != reason || w.Message != startErr.Error() {
+			t.Fatalf("state = %+v, want %s with the cause", cs.State, reason)
 		}
 		time.Sleep(35 * time.Second)
 		// Tries at 0s, 10s, 30s, then waits 40s.
@@ -499,7 +525,7 @@ func TestStopIsParallel(t *testing.T) {
 		time.Sleep(4900 * time.Millisecond)
 		synctest.Wait()
 		if got := rt.Calls("signal"); len(got) != 2 {
-			t.Fatalf("signals before the grace period ended: %q, want two SIGTERMs", got)
+			t.Fatalf("signals before the grace period ended: %q, want two SIGTERMs; all calls %q", got, rt.Calls())
 		}
 		time.Sleep(200 * time.Millisecond)
 		synctest.Wait()
@@ -508,6 +534,91 @@ func TestStopIsParallel(t *testing.T) {
 		}
 		if n := rt.Len(); n != 0 {
 			t.Errorf("runtime still has %d containers and sandboxes", n)
+		}
+	})
+}
+
+// Leftover pod directories are swept once, when every source has delivered
+// its first snapshot and before any worker acts on it, keeping every UID found
+// at start, listed by a source, or handed to a worker before.
+func TestLeftoversSweptOnceEverySourceSpoke(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		rt.adopt(podspec.ContainerStatus{ID: "old", PodUID: "u9", PodName: "web-node1", Name: "a", State: podspec.StateRunning})
+		rt.adopt(podspec.ContainerStatus{ID: "gone", PodUID: "u0", PodName: "gone-node1", Name: "x", State: podspec.StateRunning})
+		h := start(t, rt, Config{Sources: []string{manifest.SourceFile, manifest.SourceHTTP}})
+		conv := h.a.conv.(*fakeConv)
+		h.send([]manifest.Pod{testPod("web", "u1", v1.RestartPolicyAlways, ctr("a", "busybox"))})
+		h.send([]manifest.Pod{testPod("web", "u2", v1.RestartPolicyAlways, ctr("a", "busybox", "sleep", "2"))})
+		if got := conv.Sweeps(); len(got) != 0 {
+			t.Fatalf("swept %q before every source had spoken", got)
+		}
+		h.updates <- sourceUpdate(manifest.SourceHTTP, testPod("api", "u3", v1.RestartPolicyAlways, ctr("a", "busybox")))
+		synctest.Wait()
+		if got, want := conv.Sweeps(), []string{"u0,u1,u2,u3,u9"}; !slices.Equal(got, want) {
+			t.Fatalf("sweeps kept %q, want %q", got, want)
+		}
+		calls := rt.Calls()
+		if i := slices.Index(calls, "sandbox u3"); i < conv.callsAtSweep {
+			t.Errorf("the pod of the last snapshot was acted on (%q) before the sweep", calls[:conv.callsAtSweep])
+		}
+		h.send(nil)
+		if got := conv.Sweeps(); len(got) != 1 {
+			t.Errorf("swept again: %q", got)
+		}
+	})
+}
+
+// A container whose process cannot be started is, as with the kubelet on
+// containerd, a container that exited with exit code 128 and reason
+// StartError: it is restarted per restartPolicy with the crash-loop back-off
+// (at once, then after 10s, 20s), waits CrashLoopBackOff meanwhile with the
+// failure as lastState, and its restart count grows; the failed instance goes
+// when the next one is made. Under restartPolicy Never it stays terminated.
+func TestStartErrorIsAnExitedContainer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		const why = `exec: "/nope": stat /nope: no such file or directory`
+		rt.execFail["a"] = why
+		h := start(t, rt, Config{})
+		h.send([]manifest.Pod{testPod("web", "u1", v1.RestartPolicyAlways, ctr("a", "busybox", "/nope"))})
+		if got, want := rt.Calls("start"), []string{"start-exec-failed u1/a#0", "start-exec-failed u1/a#1"}; !slices.Equal(got, want) {
+			t.Fatalf("starts = %q, want %q: the first restart at once", got, want)
+		}
+		p := h.pod("web")
+		cs := p.Status.ContainerStatuses[0]
+		last := cs.LastTerminationState.Terminated
+		if w := cs.State.Waiting; w == nil || w.Reason != "CrashLoopBackOff" {
+			t.Errorf("state = %+v, want waiting CrashLoopBackOff", cs.State)
+		}
+		if last == nil || last.Reason != "StartError" || last.ExitCode != 128 || last.Message != why || !last.StartedAt.IsZero() {
+			t.Errorf("lastState = %+v, want StartError 128 with the cause, never started", last)
+		}
+		if cs.RestartCount != 1 || p.Status.Phase != v1.PodRunning {
+			t.Errorf("restartCount %d, phase %s; want 1, Running (as the kubelet's getPhase)", cs.RestartCount, p.Status.Phase)
+		}
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		time.Sleep(20 * time.Second)
+		synctest.Wait()
+		if got := len(rt.Calls("start-exec-failed")); got != 4 {
+			t.Errorf("%d failed starts after 30s, want 4 (at 0s, 0s, 10s, 30s)", got)
+		}
+		if got := rt.Calls("destroy"); !slices.Equal(got, []string{"destroy c1", "destroy c2", "destroy c3"}) {
+			t.Errorf("destroys = %q, want each failed instance removed when the next is made", got)
+		}
+
+		rt.mu.Lock()
+		rt.execFail["n"] = why
+		rt.mu.Unlock()
+		h.send([]manifest.Pod{testPod("once", "u2", v1.RestartPolicyNever, ctr("n", "busybox", "/nope"))})
+		p = h.pod("once")
+		cs = p.Status.ContainerStatuses[0]
+		if tm := cs.State.Terminated; tm == nil || tm.Reason != "StartError" || tm.ExitCode != 128 || tm.Message != why {
+			t.Errorf("restartPolicy Never: state = %+v, want terminated StartError 128", cs.State)
+		}
+		if got := len(rt.Calls("start-exec-failed u2")); got != 1 || p.Status.Phase != v1.PodFailed {
+			t.Errorf("restartPolicy Never: %d starts, phase %s; want 1, Failed", got, p.Status.Phase)
 		}
 	})
 }

@@ -73,6 +73,12 @@ var ErrStartTimeout = errors.New("start timed out")
 // been told to exec. A start that outlives ctx or Config.StartTimeout is
 // killed and cleaned up. An image missing from the store is an error wrapping
 // podspec.ErrImageNotPresent.
+//
+// A failure once the monitor was told to go wraps podspec.ErrStartFailed. A
+// container whose process the monitor could not start (its command does not
+// exist or is not executable, say) is kept, exited with exit code 128 and
+// reason StartError, as containerd keeps it: Start returns its status with
+// the error, and Destroy removes it. Any other failed start leaves nothing.
 func (r *Runtime) Start(ctx context.Context, pod *podspec.Pod, c *podspec.Container) (podspec.ContainerStatus, error) {
 	if err := ctx.Err(); err != nil {
 		return podspec.ContainerStatus{}, err
@@ -112,11 +118,29 @@ func (r *Runtime) Start(ctx context.Context, pod *podspec.Pod, c *podspec.Contai
 	}()
 	st, err := r.start(ctx, pm, pod, c, pr)
 	if err != nil {
+		if failed, ok := r.startFailed(ctx, pm); ok {
+			return failed, fmt.Errorf("start container %s (%s) of pod %s: %w", c.Name, id, pod.Name, err)
+		}
 		pm.kill()
 		r.cleanup(id)
 		return podspec.ContainerStatus{}, fmt.Errorf("start container %s (%s) of pod %s: %w", c.Name, id, pod.Name, err)
 	}
 	return st, nil
+}
+
+// startFailed returns the status of pm's container if its monitor recorded
+// that it could not start it and has exited: the container exists, exited
+// with reason StartError. Any other failure (a timeout, a monitor that died
+// without a word) is not one.
+func (r *Runtime) startFailed(ctx context.Context, pm *pendingMonitor) (podspec.ContainerStatus, bool) {
+	if !pm.m.exited() {
+		return podspec.ContainerStatus{}, false
+	}
+	st, err := r.status(ctx, pm.id)
+	if err != nil || st.State != podspec.StateExited || st.Reason != reasonStartError {
+		return podspec.ContainerStatus{}, false
+	}
+	return st, true
 }
 
 func (r *Runtime) start(ctx context.Context, pm *pendingMonitor, pod *podspec.Pod, c *podspec.Container, pr podRecord) (podspec.ContainerStatus, error) {
@@ -156,7 +180,7 @@ func (r *Runtime) start(ctx context.Context, pm *pendingMonitor, pod *podspec.Po
 	}
 	rep, err := pm.run(ctx)
 	if err != nil {
-		return podspec.ContainerStatus{}, err
+		return podspec.ContainerStatus{}, fmt.Errorf("%w: %w", podspec.ErrStartFailed, err)
 	}
 	st := rec.status()
 	st.State, st.Pid, st.StartedAt = podspec.StateRunning, rep.Pid, rep.StartedAt

@@ -425,3 +425,59 @@ func reportMonitorRSS(t *testing.T, e *env, id string) {
 		}
 	}
 }
+
+// A container whose process cannot be started (no such command, one that is
+// not executable) is kept as containerd keeps it: exited with exit code 128,
+// reason StartError and the real error as message, listed as such, its log
+// file there, until Destroy removes every trace of it.
+func TestStartErrorKeepsExitedContainer(t *testing.T) {
+	e := newEnv(t)
+	pod := e.pod(false)
+	e.sandbox(pod)
+	ctx := context.Background()
+	var ids []string
+	for _, tc := range []struct {
+		name    string
+		command []string
+		message string
+	}{
+		{"missing", []string{"/nope"}, `exec: "/nope": stat /nope: no such file or directory`},
+		{"not-executable", []string{"/etc/hostname"}, "permission denied"},
+		{"not-in-path", []string{"nope"}, `exec: "nope": executable file not found in $PATH`},
+	} {
+		c := e.container(pod, tc.name, "")
+		c.Command = tc.command
+		st, err := e.rt.Start(ctx, pod, c)
+		if !errors.Is(err, podspec.ErrStartFailed) {
+			t.Fatalf("%s: Start = %v, want ErrStartFailed", tc.name, err)
+		}
+		if st.ID == "" || st.State != podspec.StateExited || st.ExitCode != 128 || st.Reason != reasonStartError ||
+			!strings.Contains(st.Message, tc.message) || st.FinishedAt.IsZero() || st.PodUID != pod.UID || st.Name != tc.name {
+			t.Errorf("%s: status = %+v, want exited 128 StartError with %q", tc.name, st, tc.message)
+		}
+		if got, err := e.rt.Wait(ctx, st.ID); err != nil || got.State != podspec.StateExited || got.ExitCode != 128 {
+			t.Errorf("%s: Wait = %+v, %v", tc.name, got, err)
+		}
+		if _, err := os.Stat(c.LogPath); err != nil {
+			t.Errorf("%s: log file: %v", tc.name, err)
+		}
+		t.Logf("%s: %s", tc.name, st.Message)
+		ids = append(ids, st.ID)
+	}
+	l, err := e.rt.List(ctx)
+	if err != nil || len(l) != len(ids) {
+		t.Fatalf("List = %+v, %v; want the %d containers that failed to start", l, err, len(ids))
+	}
+	for _, st := range l {
+		if st.State != podspec.StateExited || st.Reason != reasonStartError {
+			t.Errorf("listed %s as %s %s", st.Name, st.State, st.Reason)
+		}
+	}
+	for _, id := range ids {
+		e.destroy(id)
+	}
+	if err := e.rt.RemoveSandbox(ctx, pod.UID); err != nil {
+		t.Fatal(err)
+	}
+	checkClean(t, e, pod.UID, ids...)
+}

@@ -1,6 +1,7 @@
 package manifest
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -173,6 +174,9 @@ func TestParseErrors(t *testing.T) {
 		{"env name", head + "spec:\n  containers: [{name: c, image: i, env: [{name: '1=x'}]}]\n", "spec.containers[0].env[0].name"},
 		{"secret env", head + "spec:\n  containers: [{name: c, image: i, env: [{name: X, valueFrom: {secretKeyRef: {name: s, key: k}}}]}]\n", "static pods may not reference configmaps or secrets"},
 		{"service account", head + "spec:\n  serviceAccountName: sa\n  containers: [{name: c, image: i}]\n", "serviceaccounts"},
+		{"uid with a slash", head + "  uid: ../../etc\nspec:\n  containers: [{name: c, image: i}]\n", `metadata.uid: "../../etc": must be letters, digits`},
+		{"uid with a glob", head + "  uid: '*'\nspec:\n  containers: [{name: c, image: i}]\n", "metadata.uid"},
+		{"uid starting with a dot", head + "  uid: .hidden\nspec:\n  containers: [{name: c, image: i}]\n", "metadata.uid"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, _, err := ParseFile([]byte(tc.body), "/m/p.yaml", "n")
@@ -260,5 +264,36 @@ func TestMultiDocumentFileWarns(t *testing.T) {
 	_, warnings, _ = ParseFile([]byte("---\napiVersion: v1\nkind: Pod\nmetadata: {name: a}\nspec:\n  containers: [{name: c, image: i}]\n"), "/m/one.yaml", "node1")
 	if len(warnings) != 0 {
 		t.Errorf("one document with a leading ---: warnings %q", warnings)
+	}
+}
+
+// <podLogsDir>/<namespace>_<name>_<uid> must fit in one file name: the longest
+// name that does is taken, one byte more is refused naming the field and by
+// how much, whatever part of the name (manifest or node) makes it long.
+func TestLogDirectoryNameLimit(t *testing.T) {
+	for _, tc := range []struct{ node, namespace string }{
+		{"n", "default"},
+		{strings.Repeat("n", 63) + "." + strings.Repeat("o", 63) + "." + strings.Repeat("d", 63), "default"}, // a 191-byte node name
+		{"node1", strings.Repeat("k", 63)},
+	} {
+		// <namespace>_<name>-<node>_<uid>: the UID is 32 bytes.
+		longest := maxFileName - len(tc.namespace) - 1 - 1 - len(tc.node) - 1 - 32
+		manifest := func(n int) []byte {
+			return []byte(fmt.Sprintf("apiVersion: v1\nkind: Pod\nmetadata: {name: %s, namespace: %s}\nspec:\n  containers: [{name: c, image: i}]\n",
+				strings.Repeat("p", n), tc.namespace))
+		}
+		pods, _, err := ParseFile(manifest(longest), "/m/p.yaml", tc.node)
+		if err != nil {
+			t.Errorf("node %d bytes, namespace %d: the longest name that fits was refused: %v", len(tc.node), len(tc.namespace), err)
+			continue
+		}
+		if n := len(filepath.Base(Paths{PodLogsDir: "/l"}.LogDir(pods[0].Pod))); n != maxFileName {
+			t.Errorf("log directory name is %d bytes, want %d", n, maxFileName)
+		}
+		_, _, err = ParseFile(manifest(longest+1), "/m/p.yaml", tc.node)
+		if err == nil || !strings.Contains(err.Error(), "/m/p.yaml: metadata.name: ") || !strings.Contains(err.Error(), "would be 256 bytes") ||
+			!strings.Contains(err.Error(), "shorten it by 1") {
+			t.Errorf("node %d bytes, namespace %d: a name one byte too long: err = %v", len(tc.node), len(tc.namespace), err)
+		}
 	}
 }

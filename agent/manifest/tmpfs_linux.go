@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/moby/sys/mountinfo"
 	"golang.org/x/sys/unix"
 )
 
@@ -50,4 +51,17 @@ func isMountPoint(dir string) (bool, error) {
 		return false, fmt.Errorf("stat %s: %w", filepath.Dir(dir), err)
 	}
 	return st.Dev != parent.Dev, nil
+}
+
+// mountPointsUnder returns the mount points at or under dir, a real path.
+func mountPointsUnder(dir string) ([]string, error) {
+	infos, err := mountinfo.GetMounts(mountinfo.PrefixFilter(dir))
+	if err != nil {
+		return nil, fmt.Errorf("list mounts under %s: %w", dir, err)
+	}
+	out := make([]string, 0, len(infos))
+	for _, m := range infos {
+		out = append(out, m.Mountpoint)
+	}
+	return out, nil
 }

@@ -2,8 +2,12 @@ package manifest
 
 import (
 	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/staticpodd/staticpodd/tests/testroot"
 )
@@ -37,5 +41,55 @@ func TestMemoryEmptyDirIsSizedTmpfs(t *testing.T) {
 	}
 	if _, err := os.Stat(p.PodDir(string(pod.UID))); !os.IsNotExist(err) {
 		t.Errorf("pod dir left: %v", err)
+	}
+}
+
+// A leftover pod directory's memory emptyDir is unmounted before the directory
+// goes; one with anything else mounted under it is refused, and what that
+// mount shows is untouched.
+func TestRemoveLeftoverPodDirsNeverThroughAMount(t *testing.T) {
+	testroot.Require(t)
+	p := Paths{RootDir: t.TempDir()}
+	fast := p.EmptyDir("memory", "fast")
+	if err := os.MkdirAll(fast, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if err := mountTmpfs(fast, 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = unmountIfMounted(fast) })
+	if err := os.WriteFile(filepath.Join(fast, "f"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	precious := t.TempDir()
+	if err := os.WriteFile(filepath.Join(precious, "keep"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	bound := filepath.Join(p.PodDir("bound"), "volume-subpaths", "x")
+	if err := os.MkdirAll(bound, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount(precious, bound, "", unix.MS_BIND, ""); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = unix.Unmount(bound, unix.MNT_DETACH) })
+
+	realBound, err := filepath.EvalSymlinks(bound)
+	if err != nil {
+		t.Fatal(err)
+	}
+	removed, err := RemoveLeftoverPodDirs(nil, p)
+	if !slices.Equal(removed, []string{"memory"}) {
+		t.Errorf("removed %q, want only the pod whose tmpfs could be unmounted", removed)
+	}
+	if err == nil || !strings.Contains(err.Error(), realBound+" is still a mount point") {
+		t.Errorf("err = %v, want one naming the mount under the refused directory", err)
+	}
+	if _, err := os.Stat(p.PodDir("memory")); !os.IsNotExist(err) {
+		t.Errorf("pod dir with a memory emptyDir left: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(precious, "keep")); err != nil {
+		t.Errorf("a file behind a mount in a leftover directory was removed: %v", err)
 	}
 }

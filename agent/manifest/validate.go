@@ -40,10 +40,7 @@ func (v validator) msgs(field string, msgs []string) {
 func (v validator) meta(pod *v1.Pod) {
 	v.msgs("metadata.name", validation.IsDNS1123Subdomain(pod.Name))
 	v.msgs("metadata.namespace", validation.IsDNS1123Label(pod.Namespace))
-	if pod.UID != "" && !ValidUID(string(pod.UID)) {
-		// It names <root-dir>/pods/<uid>, the log directory and the cgroup.
-		v.add("metadata.uid", "%q: want 1 to 128 letters, digits, '-', '_' or '.', and not . or ..", pod.UID)
-	}
+	v.hostNames(pod)
 	for k, val := range pod.Labels {
 		v.msgs(fmt.Sprintf("metadata.labels[%s]", k), validation.IsQualifiedName(k))
 		v.msgs(fmt.Sprintf("metadata.labels[%s]", k), validation.IsValidLabelValue(val))
@@ -51,6 +48,45 @@ func (v validator) meta(pod *v1.Pod) {
 	for k := range pod.Annotations {
 		v.msgs(fmt.Sprintf("metadata.annotations[%s]", k), validation.IsQualifiedName(strings.ToLower(k)))
 	}
+}
+
+// maxFileName is NAME_MAX, the longest file name Linux filesystems take.
+const maxFileName = 255
+
+// hostNames checks what names the pod's host paths: the UID names
+// <root-dir>/pods/<uid>, <run-dir>/pods/<uid> and the cgroup pod<uid>, and
+// <podLogsDir>/<namespace>_<name>_<uid> is one file name. The kubelet takes a
+// manifest's UID as it is and makes the log directory before the sandbox
+// (kuberuntime createPodSandbox); with a name too long it fails there on every
+// sync and the pod never runs. Both are refused here instead, saying why.
+func (v validator) hostNames(pod *v1.Pod) {
+	uid := string(pod.UID)
+	if !ValidUID(uid) {
+		v.add("metadata.uid", "%q: must be letters, digits, '-', '_' and '.', starting with a letter or digit: it names the pod's directories on the host", uid)
+		return
+	}
+	if n := len(pod.Namespace) + len(pod.Name) + len(uid) + 2; n > maxFileName {
+		v.add("metadata.name", "%q (the manifest's name, '-', the node name) is too long: the pod's log directory "+
+			"<namespace>_<name>_<uid> would be %d bytes, and a file name may have at most %d; shorten it by %d",
+			pod.Name, n, maxFileName, n-maxFileName)
+	}
+}
+
+// ValidUID reports whether uid can name a directory and a cgroup by itself,
+// and be matched in log directory names without a glob meaning anything.
+func ValidUID(uid string) bool {
+	if uid == "" {
+		return false
+	}
+	for i, r := range uid {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9':
+		case (r == '-' || r == '_' || r == '.') && i > 0:
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 func (v validator) spec(s *v1.PodSpec) {
@@ -380,18 +416,4 @@ func (v validator) probe(field string, p *v1.Probe) {
 	if g := p.TerminationGracePeriodSeconds; g != nil && *g <= 0 {
 		v.add(field+".terminationGracePeriodSeconds", "must be greater than 0")
 	}
-}
-
-// ValidUID reports whether uid can name a directory of its own: one path
-// component of a UUID's or a digest's characters.
-func ValidUID(uid string) bool {
-	if uid == "" || len(uid) > 128 || uid == "." || uid == ".." {
-		return false
-	}
-	for _, r := range uid {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.') {
-			return false
-		}
-	}
-	return true
 }

@@ -19,6 +19,13 @@ var (
 	// (runAsNonRoot and a root image, an unknown user name, no command...): the
 	// kubelet's CreateContainerConfigError.
 	ErrContainerConfig = errors.New("invalid container configuration")
+	// ErrStartFailed: the container was made but its process could not be
+	// started (the command does not exist or is not executable, a mount or
+	// a cgroup failed, the start timed out): the kubelet's RunContainerError.
+	// With a status whose ID is set, the runtime keeps that container, exited
+	// with exit code 128 and reason StartError, as containerd does, until it
+	// is destroyed; otherwise nothing of it is left.
+	ErrStartFailed = errors.New("container process not started")
 )
 
 // Pod is what a runtime needs to make a pod's sandbox: the namespaces and cgroup

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/staticpodd/staticpodd/agent/manifest"
 )
@@ -34,9 +35,10 @@ type File struct {
 	relist   chan struct{} // Relist asks Run to list now
 
 	// Owned by Run's goroutine.
-	files    map[string]*fileState // by path
-	notes    map[string]string     // one-time messages already logged, by path
-	last     string                // fingerprint of the last update sent
+	files    map[string]*fileState   // by path
+	seenAt   map[types.UID]time.Time // config.seen of the pods of the last update
+	notes    map[string]string       // one-time messages already logged, by path
+	last     string                  // fingerprint of the last update sent
 	sent     bool
 	missing  bool // the path did not exist at the last list
 	watching string
@@ -351,8 +353,24 @@ func readAtMost(path string, limit int64) ([]byte, error) {
 
 // update builds the set from the state of paths: every good pod (the last good
 // one for files that turned bad), and a Problem per unusable file.
+//
+// A pod keeps the config.seen time it first had for as long as it stays in the
+// set: the store only has a time for pods that were started.
 func (f *File) update(paths []string) Update {
 	u := Update{Source: manifest.SourceFile, Pods: []manifest.Pod{}}
+	seenAt := map[types.UID]time.Time{}
+	seen := func(uid types.UID) time.Time {
+		t, ok := f.seenAt[uid]
+		if !ok {
+			t = time.Now()
+			if f.seen != nil {
+				t = f.seen(uid)
+			}
+		}
+		seenAt[uid] = t
+		return t
+	}
+	defer func() { f.seenAt = seenAt }()
 	for _, p := range paths {
 		st := f.files[p]
 		if st == nil {
@@ -360,7 +378,7 @@ func (f *File) update(paths []string) Update {
 		}
 		for _, pod := range st.pods {
 			pod.Pod = pod.Pod.DeepCopy()
-			manifest.Stamp(pod, f.seen)
+			manifest.Stamp(pod, seen)
 			u.Pods = append(u.Pods, pod)
 		}
 		if st.err != nil {

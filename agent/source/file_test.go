@@ -346,3 +346,28 @@ func TestRelistReadsChangesInotifyMisses(t *testing.T) {
 		t.Fatalf("after Relist: %+v", u)
 	}
 }
+
+// A pod keeps the config.seen it was first given while it stays in the set,
+// even when the store has no time for it (it was never started), and the
+// store is asked once per pod.
+func TestSeenStableWhileListed(t *testing.T) {
+	dir := t.TempDir()
+	var asked []types.UID
+	src := NewFile(dir, "node1", time.Hour, func(uid types.UID) time.Time {
+		asked = append(asked, uid)
+		return time.Now()
+	}, slog.New(slog.DiscardHandler))
+	writeFile(t, filepath.Join(dir, "a.yaml"), podYAML("a", "busybox:1.36"))
+	first := src.list().Pods[0]
+	writeFile(t, filepath.Join(dir, "b.yaml"), podYAML("b", "busybox:1.36"))
+	u := src.list()
+	if len(u.Pods) != 2 || u.Pods[0].Name != "a-node1" {
+		t.Fatalf("second list = %s", describe(u))
+	}
+	if got, want := u.Pods[0].Annotations[manifest.AnnotationSeen], first.Annotations[manifest.AnnotationSeen]; got != want {
+		t.Errorf("config.seen of a changed from %s to %s when b appeared", want, got)
+	}
+	if len(asked) != 2 {
+		t.Errorf("store asked for %v, want once for a and once for b", asked)
+	}
+}

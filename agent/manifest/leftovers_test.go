@@ -1,0 +1,35 @@
+package manifest
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+)
+
+func TestRemoveLeftoverPodDirsKeepsClaimed(t *testing.T) {
+	p := Paths{RootDir: t.TempDir()}
+	for _, uid := range []string{"kept", "stale1", "stale2"} {
+		if err := os.MkdirAll(filepath.Join(p.EmptyDir(uid, "data")), 0o750); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(p.PodDir(uid), "seen"), []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	removed, err := RemoveLeftoverPodDirs(map[string]bool{"kept": true}, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slices.Sort(removed); !slices.Equal(removed, []string{"stale1", "stale2"}) {
+		t.Errorf("removed %q, want stale1 and stale2", removed)
+	}
+	entries, _ := os.ReadDir(filepath.Join(p.RootDir, "pods"))
+	if len(entries) != 1 || entries[0].Name() != "kept" {
+		t.Errorf("pods dir holds %v, want only kept", entries)
+	}
+	// No pods directory at all is nothing to do.
+	if removed, err := RemoveLeftoverPodDirs(nil, Paths{RootDir: t.TempDir()}); err != nil || len(removed) != 0 {
+		t.Errorf("empty root: removed %q, %v", removed, err)
+	}
+}
