@@ -146,13 +146,25 @@ func (s *Store) hasLayer(diffID string) bool {
 
 // commit moves staged layers into the store and records imgs in the index, under the
 // store lock. A reference an image takes moves off the image that had it; an image
-// left with no reference that way is forgotten.
-func (s *Store) commit(imgs []Image, layers map[string]stagedLayer) ([]Image, error) {
+// left with no reference that way is forgotten. Until the index is written, every
+// step is undone on failure: the staged layers go back to staging, new links go.
+func (s *Store) commit(imgs []Image, layers map[string]stagedLayer) (_ []Image, err error) {
 	unlock, err := s.lock()
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
+	var undo []func() error
+	defer func() {
+		if err == nil {
+			return
+		}
+		for _, u := range slices.Backward(undo) {
+			if uerr := u(); uerr != nil {
+				err = errors.Join(err, fmt.Errorf("undo: %w", uerr))
+			}
+		}
+	}()
 	idx, err := s.readIndex()
 	if err != nil {
 		return nil, err
@@ -162,9 +174,11 @@ func (s *Store) commit(imgs []Image, layers map[string]stagedLayer) ([]Image, er
 	}
 	for diffID, l := range layers {
 		if !s.hasLayer(diffID) {
-			if err := os.Rename(l.dir, s.layerDir(diffID)); err != nil {
+			dst := s.layerDir(diffID)
+			if err := os.Rename(l.dir, dst); err != nil {
 				return nil, fmt.Errorf("store layer %s: %w", diffID, err)
 			}
+			undo = append(undo, func() error { return os.Rename(dst, l.dir) })
 		}
 		idx.LayerSizes[diffID] = l.size
 	}
@@ -174,8 +188,13 @@ func (s *Store) commit(imgs []Image, layers map[string]stagedLayer) ([]Image, er
 			if !s.hasLayer(diffID) {
 				return nil, fmt.Errorf("layer %s vanished during import; import again", diffID)
 			}
-			if err := s.ensureLink(diffID); err != nil {
+			made, err := s.ensureLink(diffID)
+			if err != nil {
 				return nil, err
+			}
+			if made {
+				link := s.linkPath(diffID)
+				undo = append(undo, func() error { return os.Remove(link) })
 			}
 		}
 	}
@@ -189,8 +208,17 @@ func (s *Store) commit(imgs []Image, layers map[string]stagedLayer) ([]Image, er
 			out = append(out, img)
 		}
 	}
-	if err := s.saveLocked(idx); err != nil {
+	unused, err := s.pruneLocked(&idx)
+	if err != nil {
 		return nil, err
+	}
+	if err := s.writeIndexLocked(idx); err != nil {
+		return nil, err
+	}
+	// The import is done; layers left unused by the images it replaced are not its
+	// business to fail on.
+	if err := s.deleteLayers(unused); err != nil {
+		s.logger.Warn("cannot delete unused layers after import", "err", err)
 	}
 	return out, nil
 }
@@ -223,18 +251,19 @@ func (idx *index) add(img Image) Image {
 	return img
 }
 
-// ensureLink makes the short symlink l/<hex[:12]> -> ../layers/<hex>.
-func (s *Store) ensureLink(diffID string) error {
+// ensureLink makes the short symlink l/<hex[:12]> -> ../layers/<hex>, and says
+// whether it had to.
+func (s *Store) ensureLink(diffID string) (bool, error) {
 	want := filepath.Join("..", "layers", digestHex(diffID))
 	got, err := os.Readlink(s.linkPath(diffID))
 	if err == nil {
 		if got != want {
-			return fmt.Errorf("layer link %s points to %s, not %s", s.linkPath(diffID), got, want)
+			return false, fmt.Errorf("layer link %s points to %s, not %s", s.linkPath(diffID), got, want)
 		}
-		return nil
+		return false, nil
 	}
 	if err := os.Symlink(want, s.linkPath(diffID)); err != nil {
-		return fmt.Errorf("link layer %s: %w", diffID, err)
+		return false, fmt.Errorf("link layer %s: %w", diffID, err)
 	}
-	return nil
+	return true, nil
 }

@@ -100,7 +100,7 @@ func (s *Store) prepareLocked(key string, img Image) (string, error) {
 func (s *Store) mountOverlay(dir string, layers []string) error {
 	var lower []string
 	for _, l := range slices.Backward(layers) { // overlay wants the top layer first
-		if err := s.ensureLink(l); err != nil {
+		if _, err := s.ensureLink(l); err != nil {
 			return err
 		}
 		lower = append(lower, s.linkPath(l))

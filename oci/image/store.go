@@ -266,6 +266,19 @@ func (s *Store) Remove(ref string) error {
 // saveLocked writes idx and then deletes the layers that neither an image of idx
 // nor a snapshot uses.
 func (s *Store) saveLocked(idx index) error {
+	unused, err := s.pruneLocked(&idx)
+	if err != nil {
+		return err
+	}
+	if err := s.writeIndexLocked(idx); err != nil {
+		return err
+	}
+	return s.deleteLayers(unused)
+}
+
+// pruneLocked drops from idx the sizes of layers that neither an image of idx nor
+// a snapshot uses, and returns those of them in layers/.
+func (s *Store) pruneLocked(idx *index) ([]string, error) {
 	used := map[string]bool{}
 	for _, img := range idx.Images {
 		for _, l := range img.Layers {
@@ -274,7 +287,7 @@ func (s *Store) saveLocked(idx index) error {
 	}
 	snaps, err := s.snapshotMetas()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	for _, m := range snaps {
 		for _, l := range m.Layers {
@@ -283,7 +296,7 @@ func (s *Store) saveLocked(idx index) error {
 	}
 	entries, err := os.ReadDir(s.layersDir())
 	if err != nil {
-		return fmt.Errorf("list layers: %w", err)
+		return nil, fmt.Errorf("list layers: %w", err)
 	}
 	var unused []string
 	for _, e := range entries {
@@ -296,11 +309,12 @@ func (s *Store) saveLocked(idx index) error {
 			delete(idx.LayerSizes, l)
 		}
 	}
-	if err := s.writeIndexLocked(idx); err != nil {
-		return err
-	}
+	return unused, nil
+}
+
+func (s *Store) deleteLayers(digests []string) error {
 	var errs []error
-	for _, digest := range unused {
+	for _, digest := range digests {
 		s.logger.Debug("deleting unused layer", "layer", digest)
 		if err := s.deleteLayer(digest); err != nil {
 			errs = append(errs, err)
