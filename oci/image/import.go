@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -17,8 +18,25 @@ import (
 
 // source is one image found in an archive, with the references the archive gives it.
 type source struct {
-	img  v1.Image
-	refs []string
+	refs   []string
+	config func() ([]byte, error)
+	// layer opens the uncompressed tar of the layer with that diff ID.
+	layer func(v1.Hash) (io.ReadCloser, error)
+}
+
+// imageSource reads an image through go-containerregistry (an OCI layout).
+func imageSource(img v1.Image, refs []string) source {
+	return source{
+		refs:   refs,
+		config: img.RawConfigFile,
+		layer: func(d v1.Hash) (io.ReadCloser, error) {
+			l, err := img.LayerByDiffID(d)
+			if err != nil {
+				return nil, err
+			}
+			return l.Uncompressed()
+		},
+	}
 }
 
 // stagedLayer is a layer unpacked into the staging dir, not yet in the store.
@@ -73,7 +91,7 @@ func (s *Store) importPath(ctx context.Context, path string) ([]Image, error) {
 // stage reads an image's config and unpacks into staging, verifying their diff IDs,
 // the layers that neither the store nor layers already has.
 func (s *Store) stage(ctx context.Context, src source, staging string, known index, layers map[string]stagedLayer) (Image, error) {
-	raw, err := src.img.RawConfigFile()
+	raw, err := src.config()
 	if err != nil {
 		return Image{}, fmt.Errorf("read image config: %w", err)
 	}
@@ -105,7 +123,7 @@ func (s *Store) stage(ctx context.Context, src source, staging string, known ind
 		if err := ctx.Err(); err != nil {
 			return Image{}, err
 		}
-		l, err := unpackFrom(ctx, src.img, d, filepath.Join(staging, "layers", d.Hex))
+		l, err := unpackFrom(ctx, src, d, filepath.Join(staging, "layers", d.Hex))
 		if err != nil {
 			return Image{}, fmt.Errorf("image %s: %w", id, err)
 		}
@@ -115,13 +133,9 @@ func (s *Store) stage(ctx context.Context, src source, staging string, known ind
 	return img, nil
 }
 
-// unpackFrom unpacks the layer with diff ID d of img into dir and checks its digest.
-func unpackFrom(ctx context.Context, img v1.Image, d v1.Hash, dir string) (stagedLayer, error) {
-	layer, err := img.LayerByDiffID(d)
-	if err != nil {
-		return stagedLayer{}, fmt.Errorf("find layer %s: %w", d, err)
-	}
-	rc, err := layer.Uncompressed()
+// unpackFrom unpacks the layer with diff ID d of src into dir and checks its digest.
+func unpackFrom(ctx context.Context, src source, d v1.Hash, dir string) (stagedLayer, error) {
+	rc, err := src.layer(d)
 	if err != nil {
 		return stagedLayer{}, fmt.Errorf("read layer %s: %w", d, err)
 	}
