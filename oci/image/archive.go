@@ -159,10 +159,10 @@ func layoutImages(dir string) ([]source, error) {
 		return nil, fmt.Errorf("read OCI layout index: %w", err)
 	}
 	var srcs []source
-	for _, desc := range im.Manifests {
+	for i, desc := range im.Manifests {
 		refs, err := descriptorRefs(desc)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("OCI layout index.json manifests[%d]: %w", i, err)
 		}
 		var img v1.Image
 		switch {
@@ -233,16 +233,18 @@ func platformImage(ii v1.ImageIndex, h v1.Hash) (v1.Image, error) {
 // descriptorRefs are the normalised references an OCI index entry gives its image:
 // containerd's full name if there is one, else org.opencontainers.image.ref.name.
 func descriptorRefs(desc v1.Descriptor) ([]string, error) {
-	ref := desc.Annotations[annotationContainerdName]
+	key := annotationContainerdName
+	ref := desc.Annotations[key]
 	if ref == "" {
-		ref = desc.Annotations[annotationRefName]
+		key = annotationRefName
+		ref = desc.Annotations[key]
 	}
 	if ref == "" {
 		return nil, nil
 	}
 	norm, err := Normalize(ref)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("annotation %s: %w", key, err)
 	}
 	return []string{norm}, nil
 }

@@ -143,10 +143,10 @@ func dockerImages(t tarIndex) ([]source, error) {
 
 func dockerImage(t tarIndex, desc tarball.Descriptor) (source, error) {
 	var refs []string
-	for _, rt := range desc.RepoTags {
+	for i, rt := range desc.RepoTags {
 		norm, err := Normalize(rt)
 		if err != nil {
-			return source{}, fmt.Errorf("RepoTags: %w", err)
+			return source{}, fmt.Errorf("RepoTags[%d]: %w", i, err)
 		}
 		refs = append(refs, norm)
 	}

@@ -236,5 +236,10 @@ func readSnapshotMeta(dir string) (snapshotMeta, error) {
 	if err := json.Unmarshal(b, &m); err != nil {
 		return m, fmt.Errorf("read %s: %w", filepath.Join(dir, "meta.json"), err)
 	}
+	for _, l := range m.Layers {
+		if err := checkDigest(l); err != nil {
+			return m, fmt.Errorf("read %s: layer: %w", filepath.Join(dir, "meta.json"), err)
+		}
+	}
 	return m, nil
 }

@@ -152,7 +152,31 @@ func (s *Store) readIndex() (index, error) {
 	if err := json.Unmarshal(b, &idx); err != nil {
 		return idx, fmt.Errorf("read image index %s: %w", s.indexPath(), err)
 	}
+	if err := idx.check(); err != nil {
+		return idx, fmt.Errorf("read image index %s: %w", s.indexPath(), err)
+	}
 	return idx, nil
+}
+
+// check refuses an index naming an image or a layer by anything but a sha256
+// digest.
+func (idx index) check() error {
+	for _, img := range idx.Images {
+		if err := checkDigest(img.ID); err != nil {
+			return fmt.Errorf("image: %w", err)
+		}
+		for _, l := range img.Layers {
+			if err := checkDigest(l); err != nil {
+				return fmt.Errorf("image %s: layer: %w", img.ID, err)
+			}
+		}
+	}
+	for l := range idx.LayerSizes {
+		if err := checkDigest(l); err != nil {
+			return fmt.Errorf("layer sizes: %w", err)
+		}
+	}
+	return nil
 }
 
 // writeIndexLocked replaces index.json atomically: write, fsync, rename.
@@ -202,9 +226,11 @@ func (s *Store) Get(ref string) (Image, error) {
 	return idx.Images[i], nil
 }
 
-// find returns the index in idx.Images of the image ref names.
+// find returns the index in idx.Images of the image ref names. A ref that is
+// neither a valid reference nor an ID (prefix) is an error saying why.
 func find(idx index, ref string) (int, error) {
-	if norm, err := Normalize(ref); err == nil {
+	norm, nerr := Normalize(ref)
+	if nerr == nil {
 		for i, img := range idx.Images {
 			if slices.Contains(img.Refs, norm) {
 				return i, nil
@@ -212,7 +238,11 @@ func find(idx index, ref string) (int, error) {
 		}
 	}
 	hex := strings.TrimPrefix(ref, "sha256:")
-	if len(hex) >= 12 && strings.Trim(hex, "0123456789abcdef") == "" {
+	isID := len(hex) >= 12 && len(hex) <= 64 && strings.Trim(hex, "0123456789abcdef") == ""
+	if nerr != nil && !isID {
+		return -1, nerr
+	}
+	if isID {
 		found := -1
 		for i, img := range idx.Images {
 			if strings.HasPrefix(digestHex(img.ID), hex) {
@@ -300,7 +330,11 @@ func (s *Store) pruneLocked(idx *index) ([]string, error) {
 	}
 	var unused []string
 	for _, e := range entries {
-		if digest := "sha256:" + e.Name(); !used[digest] {
+		digest := "sha256:" + e.Name()
+		if checkDigest(digest) != nil {
+			continue // not a layer this store made: not its to delete
+		}
+		if !used[digest] {
 			unused = append(unused, digest)
 		}
 	}
