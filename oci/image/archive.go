@@ -33,8 +33,8 @@ var (
 
 // openArchive finds the images in path: an OCI layout directory, or a tar (plain,
 // gzip or zstd, told apart by magic bytes) holding an OCI layout or a docker-archive.
-// It may write a decompressed copy or an unpacked layout under staging.
-func openArchive(p, staging string) ([]source, error) {
+// It may write a decompressed copy or an unpacked layout under staging, charged to sp.
+func openArchive(p, staging string, sp *space) ([]source, error) {
 	fi, err := os.Stat(p)
 	if err != nil {
 		return nil, err
@@ -42,7 +42,7 @@ func openArchive(p, staging string) ([]source, error) {
 	if fi.IsDir() {
 		return layoutImages(p)
 	}
-	tarPath, err := decompressed(p, staging)
+	tarPath, err := decompressed(p, staging, sp)
 	if err != nil {
 		return nil, err
 	}
@@ -53,7 +53,7 @@ func openArchive(p, staging string) ([]source, error) {
 	switch {
 	case entries.has("oci-layout") || entries.has("index.json"):
 		dir := filepath.Join(staging, "layout")
-		if err := extractLayout(tarPath, dir); err != nil {
+		if err := extractLayout(tarPath, dir, sp); err != nil {
 			return nil, err
 		}
 		return layoutImages(dir)
@@ -66,7 +66,7 @@ func openArchive(p, staging string) ([]source, error) {
 
 // decompressed returns p itself if it is not compressed, or a decompressed copy of it
 // in staging.
-func decompressed(p, staging string) (string, error) {
+func decompressed(p, staging string, sp *space) (string, error) {
 	f, err := os.Open(p)
 	if err != nil {
 		return "", err
@@ -86,7 +86,7 @@ func decompressed(p, staging string) (string, error) {
 		return "", err
 	}
 	defer w.Close()
-	if _, err := io.Copy(w, r); err != nil {
+	if _, err := io.Copy(spaceWriter{w, sp}, r); err != nil {
 		return "", fmt.Errorf("decompress %s: %w", kind, truncated(err))
 	}
 	return out, w.Close()
@@ -94,7 +94,7 @@ func decompressed(p, staging string) (string, error) {
 
 // extractLayout unpacks the OCI layout in the tar at p into dir: directories and
 // regular files only, and nothing outside dir.
-func extractLayout(p, dir string) error {
+func extractLayout(p, dir string, sp *space) error {
 	f, err := os.Open(p)
 	if err != nil {
 		return err
@@ -116,10 +116,16 @@ func extractLayout(p, dir string) error {
 		target := filepath.Join(dir, rel)
 		switch hdr.Typeflag {
 		case tar.TypeDir:
+			if err := sp.take(blockSize); err != nil {
+				return fmt.Errorf("extract %s: %w", hdr.Name, err)
+			}
 			if err := os.MkdirAll(target, 0o700); err != nil {
 				return err
 			}
 		case tar.TypeReg:
+			if err := sp.takeFile(hdr.Size); err != nil {
+				return fmt.Errorf("extract %s: %w", hdr.Name, err)
+			}
 			if err := writeRegular(target, tr); err != nil {
 				return fmt.Errorf("extract %s: %w", hdr.Name, err)
 			}

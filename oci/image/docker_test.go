@@ -60,7 +60,12 @@ func (a dockerArchive) write(t testing.TB, p string) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	tw := tar.NewWriter(f)
+	a.writeTo(t, f)
+}
+
+func (a dockerArchive) writeTo(t testing.TB, w io.Writer) {
+	t.Helper()
+	tw := tar.NewWriter(w)
 	add := func(hdr *tar.Header, body []byte) {
 		hdr.Size, hdr.Mode, hdr.ModTime = int64(len(body)), 0o644, fixtureTime
 		if hdr.Typeflag == 0 {

@@ -49,7 +49,9 @@ type stagedLayer struct {
 // archive (a tar of an OCI layout), an OCI layout directory, or a docker-archive
 // (`docker save`), each plain, gzip- or zstd-compressed. Layers already in the store
 // are not unpacked again. Nothing in the store changes unless every image of the
-// archive reads back with the digests its manifests and configs promise.
+// archive reads back with the digests its manifests and configs promise, and
+// everything it writes (a decompressed copy of the archive, the layers) leaves the
+// reserve (WithReserve) free on the store's filesystem.
 func (s *Store) Import(ctx context.Context, path string) ([]Image, error) {
 	imgs, err := s.importPath(ctx, path)
 	if err != nil {
@@ -64,8 +66,12 @@ func (s *Store) importPath(ctx context.Context, path string) ([]Image, error) {
 		return nil, fmt.Errorf("make staging dir: %w", err)
 	}
 	defer os.RemoveAll(staging)
+	sp, err := s.newSpace()
+	if err != nil {
+		return nil, err
+	}
 
-	srcs, err := openArchive(path, staging)
+	srcs, err := openArchive(path, staging, sp)
 	if err != nil {
 		return nil, err
 	}
@@ -79,7 +85,7 @@ func (s *Store) importPath(ctx context.Context, path string) ([]Image, error) {
 	layers := map[string]stagedLayer{}
 	var imgs []Image
 	for _, src := range srcs {
-		img, err := s.stage(ctx, src, staging, known, layers)
+		img, err := s.stage(ctx, src, staging, known, layers, sp)
 		if err != nil {
 			return nil, err
 		}
@@ -90,7 +96,7 @@ func (s *Store) importPath(ctx context.Context, path string) ([]Image, error) {
 
 // stage reads an image's config and unpacks into staging, verifying their diff IDs,
 // the layers that neither the store nor layers already has.
-func (s *Store) stage(ctx context.Context, src source, staging string, known index, layers map[string]stagedLayer) (Image, error) {
+func (s *Store) stage(ctx context.Context, src source, staging string, known index, layers map[string]stagedLayer, sp *space) (Image, error) {
 	raw, err := src.config()
 	if err != nil {
 		return Image{}, fmt.Errorf("read image config: %w", err)
@@ -123,7 +129,7 @@ func (s *Store) stage(ctx context.Context, src source, staging string, known ind
 		if err := ctx.Err(); err != nil {
 			return Image{}, err
 		}
-		l, err := unpackFrom(ctx, src, d, filepath.Join(staging, "layers", d.Hex))
+		l, err := unpackFrom(ctx, src, d, filepath.Join(staging, "layers", d.Hex), sp)
 		if err != nil {
 			return Image{}, fmt.Errorf("image %s: %w", id, err)
 		}
@@ -134,7 +140,7 @@ func (s *Store) stage(ctx context.Context, src source, staging string, known ind
 }
 
 // unpackFrom unpacks the layer with diff ID d of src into dir and checks its digest.
-func unpackFrom(ctx context.Context, src source, d v1.Hash, dir string) (stagedLayer, error) {
+func unpackFrom(ctx context.Context, src source, d v1.Hash, dir string, sp *space) (stagedLayer, error) {
 	rc, err := src.layer(d)
 	if err != nil {
 		return stagedLayer{}, fmt.Errorf("read layer %s: %w", d, err)
@@ -143,7 +149,7 @@ func unpackFrom(ctx context.Context, src source, d v1.Hash, dir string) (stagedL
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return stagedLayer{}, fmt.Errorf("unpack layer %s: %w", d, err)
 	}
-	size, digest, err := unpack(ctx, rc, dir)
+	size, digest, err := unpack(ctx, rc, dir, sp)
 	if err != nil {
 		return stagedLayer{}, fmt.Errorf("unpack layer %s: %w", d, err)
 	}

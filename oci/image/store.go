@@ -48,6 +48,10 @@ type Store struct {
 	// importQuiet is how long a file in the import folder must go unwritten before
 	// an import is tried.
 	importQuiet time.Duration
+	// reservePercent of the filesystem an import leaves free (WithReserve).
+	reservePercent int
+	// statfs tells the free space and size of the filesystem holding a path.
+	statfs func(string) (free, size uint64, err error)
 }
 
 type index struct {
@@ -58,12 +62,15 @@ type index struct {
 
 // Open opens the store at root, creating it if needed, and removes what imports that
 // died half-way left behind.
-func Open(root string, logger *slog.Logger) (*Store, error) {
+func Open(root string, logger *slog.Logger, opts ...Option) (*Store, error) {
 	root, err := filepath.Abs(root)
 	if err != nil {
 		return nil, fmt.Errorf("open image store %s: %w", root, err)
 	}
-	s := &Store{root: root, logger: logger, importQuiet: time.Second}
+	s := &Store{root: root, logger: logger, importQuiet: time.Second, reservePercent: DefaultReservePercent, statfs: statfs}
+	for _, o := range opts {
+		o(s)
+	}
 	for _, d := range []string{root, s.layersDir(), s.linksDir(), s.snapshotsDir(), s.tmpDir()} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, fmt.Errorf("open image store %s: %w", root, err)

@@ -17,6 +17,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// maxTrailer bounds what a layer may hold after its tar's end-of-archive blocks.
+const maxTrailer = 1 << 20
+
 const (
 	whiteoutPrefix = ".wh."
 	whiteoutMeta   = ".wh..wh."
@@ -31,10 +34,12 @@ const (
 // links, symlinks and device nodes are kept. An entry whose path leaves dir, by ".."
 // or through a symlink, or that names dir itself, is refused, and so is a whiteout
 // that hides nothing a layer can hold (see whiteout).
-func unpack(ctx context.Context, r io.Reader, dir string) (int64, string, error) {
+//
+// What it writes is charged to sp before it is written.
+func unpack(ctx context.Context, r io.Reader, dir string, sp *space) (int64, string, error) {
 	h := sha256.New()
 	cr := &countingReader{r: io.TeeReader(r, h)}
-	u := &unpacker{root: dir, dirs: map[string]bool{"": true}, dirTimes: map[string]dirTime{}, buf: make([]byte, 1<<20)}
+	u := &unpacker{root: dir, dirs: map[string]bool{"": true}, dirTimes: map[string]dirTime{}, buf: make([]byte, 1<<20), space: sp}
 	tr := tar.NewReader(cr)
 	for {
 		if err := ctx.Err(); err != nil {
@@ -51,9 +56,15 @@ func unpack(ctx context.Context, r io.Reader, dir string) (int64, string, error)
 			return 0, "", fmt.Errorf("entry %s: %w", hdr.Name, err)
 		}
 	}
-	// The digest covers the tar's end blocks and any padding after them.
-	if _, err := io.CopyBuffer(io.Discard, cr, u.buf); err != nil {
+	// The digest covers the tar's end blocks and any padding after them: tar
+	// pads to its record size, 10 KiB, and nothing needs more than maxTrailer.
+	// Past that it is a decompression bomb that would only cost time.
+	n, err := io.CopyBuffer(io.Discard, io.LimitReader(cr, maxTrailer+1), u.buf)
+	if err != nil {
 		return 0, "", fmt.Errorf("read tar: %w", err)
+	}
+	if n > maxTrailer {
+		return 0, "", fmt.Errorf("read tar: more than %d bytes after the end of the archive", maxTrailer)
 	}
 	if err := u.finish(); err != nil {
 		return 0, "", err
@@ -80,6 +91,7 @@ type unpacker struct {
 	// changes its mtime. Only directories still in dirs have an entry.
 	dirTimes map[string]dirTime
 	buf      []byte
+	space    *space
 }
 
 type dirTime struct {
@@ -116,6 +128,9 @@ func (u *unpacker) parents(rel string, create bool) error {
 	case err == nil:
 		return fmt.Errorf("parent %s is not a directory: refusing to write through it", dir)
 	case errors.Is(err, os.ErrNotExist) && create:
+		if err := u.space.take(blockSize); err != nil {
+			return err
+		}
 		if err := os.Mkdir(full, 0o755); err != nil {
 			return err
 		}
@@ -170,13 +185,19 @@ func (u *unpacker) entry(hdr *tar.Header, r io.Reader) error {
 	}
 	switch hdr.Typeflag {
 	case tar.TypeDir:
-		if rel != "" {
+		if rel != "" && !u.dirs[rel] {
+			if err := u.space.take(blockSize); err != nil {
+				return err
+			}
 			if err := os.Mkdir(target, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
 				return err
 			}
 			u.dirs[rel] = true
 		}
 	case tar.TypeReg, tar.TypeRegA:
+		if err := u.space.takeFile(hdr.Size); err != nil {
+			return err
+		}
 		if err := u.writeFile(target, r); err != nil {
 			return err
 		}
