@@ -279,3 +279,37 @@ func TestWatchImportsRefusesHostileArchive(t *testing.T) {
 		}
 	}
 }
+
+// An OCI archive is extracted into staging before it is read: an entry whose
+// name leaves the layout is refused, and nothing outside the store is written.
+func TestImportRefusesEscapingOCIArchive(t *testing.T) {
+	testroot.Require(t)
+	h := newHostileSetup(t)
+	for _, name := range []string{"../../outside/etc/passwd", "blobs/sha256/../../../../outside/x", "/" + filepath.Join(h.outside, "abs")} {
+		t.Run(name, func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), "layout.tar")
+			f, err := os.Create(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tw := tar.NewWriter(f)
+			for _, e := range []struct{ name, body string }{{"oci-layout", `{"imageLayoutVersion":"1.0.0"}`}, {name, "pwned\n"}, {"index.json", `{"schemaVersion":2,"manifests":[]}`}} {
+				if err := tw.WriteHeader(&tar.Header{Name: e.name, Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(e.body))}); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := tw.Write([]byte(e.body)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := tw.Close(); err != nil {
+				t.Fatal(err)
+			}
+			f.Close()
+			_, err = h.s.Import(context.Background(), p)
+			if err == nil || !strings.Contains(err.Error(), p) || !strings.Contains(err.Error(), "escapes the layout") {
+				t.Errorf("import: %v, want it to name the archive and say the entry escapes", err)
+			}
+			h.unchanged(t)
+		})
+	}
+}
