@@ -231,12 +231,12 @@ const (
 )
 
 // whiteout tells whether the entry at rel is a whiteout, and refuses one that
-// hides nothing a layer can hold: .wh., .wh.. and .wh... would delete the layer
-// root or what is above it (containerd's archive/tar.go refuses the same names).
-// A whiteout is an empty regular file, never a directory or a link, and nothing
-// is inside one. An opaque whiteout at the layer root is refused too: overlayfs
-// ignores trusted.overlay.opaque on a lowerdir's root, so the image would not
-// look the way the layer says.
+// hides nothing a layer can hold: the name a whiteout hides is never empty, . or
+// .., which would delete the layer root or what is above it. A whiteout is a
+// regular file, never a directory or a link, and nothing is inside one. An
+// opaque whiteout at the layer root is refused too: overlayfs ignores
+// trusted.overlay.opaque on a lowerdir's root, so the image would not look the
+// way the layer says.
 func whiteout(rel string, hdr *tar.Header) (whiteoutKind, error) {
 	dir, base := path.Split(rel)
 	for _, c := range strings.Split(strings.TrimSuffix(dir, "/"), "/") {
