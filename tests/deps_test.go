@@ -9,7 +9,8 @@ import (
 )
 
 // TestImportFences keeps the layout's promises (DESIGN.md): agent/ never sees
-// libcontainer, oci/ never sees k8s.io, and only agent/mirror may import client-go.
+// libcontainer, oci/ never sees k8s.io, only agent/mirror may import client-go,
+// and agent/podspec, which both sides import, stays small.
 func TestImportFences(t *testing.T) {
 	cmd := exec.Command("go", "list", "-deps", "-json=ImportPath,Deps", "../agent/...", "../oci/...", "../sysd/...")
 	out, err := cmd.StdoutPipe()
@@ -52,6 +53,9 @@ func TestImportFences(t *testing.T) {
 				t.Errorf("%s imports %s: only agent/mirror may import client-go", rel, d)
 			case strings.HasPrefix(rel, "sysd") && (strings.HasPrefix(d, "k8s.io/") || strings.HasPrefix(d, "github.com/opencontainers/")):
 				t.Errorf("%s imports %s: sysd/ knows only systemd", rel, d)
+			case rel == "agent/podspec" && strings.Contains(strings.Split(d, "/")[0], ".") &&
+				d != "github.com/google/go-containerregistry/pkg/name" && d != "github.com/opencontainers/go-digest":
+				t.Errorf("%s imports %s: podspec needs only the standard library and the image reference parser", rel, d)
 			}
 		}
 	}

@@ -109,6 +109,10 @@ func Container(pod *v1.Pod, c *v1.Container, attempt int, p Paths) (*podspec.Con
 	if err != nil {
 		return nil, err
 	}
+	image, err := podspec.NormalizeImage(c.Image)
+	if err != nil {
+		return nil, fmt.Errorf("container %s of pod %s: %w", c.Name, pod.Name, err)
+	}
 	vars := make(map[string]string, len(env))
 	for _, e := range env {
 		vars[e.Name] = e.Value
@@ -116,7 +120,7 @@ func Container(pod *v1.Pod, c *v1.Container, attempt int, p Paths) (*podspec.Con
 	mapping := mappingFuncFor(vars)
 	return &podspec.Container{
 		Name:        c.Name,
-		Image:       NormalizeImage(c.Image),
+		Image:       image,
 		Command:     expandAll(c.Command, mapping),
 		Args:        expandAll(c.Args, mapping),
 		Env:         env,
@@ -142,26 +146,4 @@ func expandAll(in []string, mapping func(string) string) []string {
 		out[i] = expand(s, mapping)
 	}
 	return out
-}
-
-// NormalizeImage spells a reference as Docker does: nginx is
-// docker.io/library/nginx:latest, a digest without a tag gets no tag.
-func NormalizeImage(image string) string {
-	name, digest, hasDigest := strings.Cut(image, "@")
-	domain, rest, found := strings.Cut(name, "/")
-	if !found || (!strings.ContainsAny(domain, ".:") && domain != "localhost") {
-		domain, rest = "docker.io", name
-	}
-	if domain == "docker.io" && !strings.Contains(rest, "/") {
-		rest = "library/" + rest
-	}
-	ref := domain + "/" + rest
-	lastSlash := strings.LastIndex(ref, "/")
-	if !strings.Contains(ref[lastSlash:], ":") && !hasDigest {
-		ref += ":latest"
-	}
-	if hasDigest {
-		ref += "@" + digest
-	}
-	return ref
 }

@@ -153,6 +153,11 @@ func TestParseErrors(t *testing.T) {
 		{"container name", head + "spec:\n  containers: [{name: C_1, image: i}]\n", "spec.containers[0].name"},
 		{"duplicate container", head + "spec:\n  initContainers: [{name: c, image: i}]\n  containers: [{name: c, image: i}]\n", `spec.containers[0].name: duplicate container name "c" (also spec.initContainers[0])`},
 		{"no image", head + "spec:\n  containers: [{name: c}]\n", "spec.containers[0].image: required"},
+		{"image climbing out", head + "spec:\n  containers: [{name: c, image: '../../etc:x'}]\n", `spec.containers[0].image: invalid image reference "../../etc:x": registry ".."`},
+		{"image path", head + "spec:\n  initContainers: [{name: i, image: 'docker.io/library/../x'}]\n  containers: [{name: c, image: i}]\n", `spec.initContainers[0].image: invalid image reference "docker.io/library/../x": repository path component ".."`},
+		{"image upper case", head + "spec:\n  containers: [{name: c, image: Busybox}]\n", `spec.containers[0].image: invalid image reference "Busybox"`},
+		{"image tag", head + "spec:\n  containers: [{name: c, image: 'busybox:-1'}]\n", `spec.containers[0].image: invalid image reference "busybox:-1": tag "-1"`},
+		{"image digest", head + "spec:\n  containers: [{name: c, image: 'busybox@sha256:abc'}]\n", `spec.containers[0].image: invalid image reference "busybox@sha256:abc"`},
 		{"shared pid", head + "spec:\n  shareProcessNamespace: true\n  containers: [{name: c, image: i}]\n", "spec.shareProcessNamespace: not supported by staticpodd yet"},
 		{"restart policy", head + "spec:\n  restartPolicy: Sometimes\n  containers: [{name: c, image: i}]\n", "spec.restartPolicy"},
 		{"duplicate volume", head + "spec:\n  volumes: [{name: v, emptyDir: {}}, {name: v, emptyDir: {}}]\n  containers: [{name: c, image: i}]\n", `spec.volumes[1].name: duplicate volume name "v"`},
@@ -187,6 +192,22 @@ func TestParseErrors(t *testing.T) {
 				t.Errorf("Errors(%v) found no *Error", err)
 			}
 		})
+	}
+}
+
+// Every form of image reference the kubelet takes is taken.
+func TestParseImageReferences(t *testing.T) {
+	digest := "sha256:" + strings.Repeat("0123456789abcdef", 4)
+	for _, image := range []string{
+		"busybox", "busybox:latest", "busybox:1.36", "library/busybox", "docker.io/library/busybox",
+		"localhost:5000/x/y:tag", "localhost/x", "registry.k8s.io/kube-apiserver:v1.37.2",
+		"[::1]:5000/etcd:3.5.9-0", "busybox@" + digest, "busybox:1.36@" + digest,
+		"quay.io/org/app@" + digest,
+	} {
+		body := "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\nspec:\n  containers: [{name: c, image: '" + image + "'}]\n"
+		if _, _, err := ParseFile([]byte(body), "/m/p.yaml", "n"); err != nil {
+			t.Errorf("image %s: %v", image, err)
+		}
 	}
 }
 

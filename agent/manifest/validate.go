@@ -9,6 +9,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/staticpodd/staticpodd/agent/podspec"
 )
 
 // validate checks what the kubelet's API validation (ValidatePodCreate) and
@@ -226,6 +228,11 @@ func (v validator) container(field string, c *v1.Container, init, hostNetwork bo
 		v.add(field+".image", "required")
 	} else if strings.TrimSpace(c.Image) != c.Image {
 		v.add(field+".image", "must not have leading or trailing whitespace")
+	} else if _, err := podspec.NormalizeImage(c.Image); err != nil {
+		// The kubelet accepts the pod and leaves the container waiting with
+		// InvalidImageName (parsers.ParseImageName at pull time); refusing the
+		// manifest says so at once, and keeps a last good pod running.
+		v.add(field+".image", "%s", err)
 	}
 	if c.RestartPolicy != nil && (!init || *c.RestartPolicy != v1.ContainerRestartPolicyAlways) {
 		v.add(field+".restartPolicy", "only Always, and only on an init container (a sidecar), is supported")

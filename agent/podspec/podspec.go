@@ -1,6 +1,8 @@
 // Package podspec is the pod as the agent hands it to a container runtime: the one
-// type that crosses from agent/ to oci/. It imports only the standard library, so
-// oci/ never sees k8s.io/api and agent/ never sees libcontainer.
+// type that crosses from agent/ to oci/, and the one reading of an image
+// reference both sides share. It imports only the standard library and
+// go-containerregistry's reference parser, so oci/ never sees k8s.io/api and
+// agent/ never sees libcontainer.
 package podspec
 
 import (

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/staticpodd/staticpodd/agent/config"
 	"github.com/staticpodd/staticpodd/oci"
 	"github.com/staticpodd/staticpodd/oci/image"
 )
@@ -22,16 +23,25 @@ func newImagesCmd(o *globalOptions) *cobra.Command {
 		Use:   "images",
 		Short: "Manage the local image store",
 	}
-	open := func() (*image.Store, error) {
+	open := func(opts ...image.Option) (*image.Store, error) {
 		logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-		return image.Open(filepath.Join(o.RootDir, "images"), logger)
+		return image.Open(filepath.Join(o.RootDir, "images"), logger, opts...)
 	}
-	cmd.AddCommand(&cobra.Command{
+	var configFile string
+	imp := &cobra.Command{
 		Use:   "import FILE...",
 		Short: "Import OCI archives, OCI layout dirs or docker-archives (plain, gzip or zstd)",
-		Args:  cobra.MinimumNArgs(1),
+		Long: "Import OCI archives, OCI layout dirs or docker-archives (plain, gzip or zstd).\n" +
+			"An import leaves 100 - imageGCHighThresholdPercent percent of the store's\n" +
+			"filesystem free (15% by default; --config reads the value run uses), and\n" +
+			"fails before it writes past that, with the store unchanged.",
+		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			s, err := open()
+			cfg, _, err := config.Load(configFile, config.Flags{})
+			if err != nil {
+				return err
+			}
+			s, err := open(imageReserve(cfg))
 			if err != nil {
 				return err
 			}
@@ -46,7 +56,9 @@ func newImagesCmd(o *globalOptions) *cobra.Command {
 			}
 			return nil
 		},
-	})
+	}
+	imp.Flags().StringVar(&configFile, config.FlagConfig, "", "KubeletConfiguration file, for imageGCHighThresholdPercent")
+	cmd.AddCommand(imp)
 	cmd.AddCommand(&cobra.Command{
 		Use:     "ls",
 		Aliases: []string{"list"},
@@ -108,6 +120,13 @@ func newImagesCmd(o *globalOptions) *cobra.Command {
 	rm.Flags().BoolVarP(&force, "force", "f", false, "remove even an image that pods use")
 	cmd.AddCommand(rm)
 	return cmd
+}
+
+// imageReserve is the share of the image store's filesystem an import leaves
+// free: what the kubelet's image GC would start reclaiming at, since staticpodd
+// has no image GC to reclaim it.
+func imageReserve(cfg *config.Config) image.Option {
+	return image.WithReserve(100 - int(cfg.ImageGCHighThresholdPercent))
 }
 
 func shortID(id string) string {

@@ -83,7 +83,6 @@ var notYetActedOn = map[string]string{
 	"evictionMinimumReclaim":           "eviction is not implemented yet",
 	"evictionPressureTransitionPeriod": "eviction is not implemented yet",
 	"serializeImagePulls":              "image pulls are not implemented yet",
-	"imageGCHighThresholdPercent":      "image garbage collection is not implemented yet",
 	"imageGCLowThresholdPercent":       "image garbage collection is not implemented yet",
 	"seccompDefault":                   "the default seccomp profile is not implemented yet",
 	"maxPods":                          "maxPods is not enforced yet",
@@ -213,7 +212,7 @@ func newDaemon(cfg *config.Config, logger *slog.Logger) (*daemon, error) {
 	if err != nil {
 		return nil, err
 	}
-	images, err := image.Open(filepath.Join(cfg.RootDir, "images"), logger.With("subsystem", "images"))
+	images, err := image.Open(filepath.Join(cfg.RootDir, "images"), logger.With("subsystem", "images"), imageReserve(cfg))
 	if err != nil {
 		return nil, err
 	}

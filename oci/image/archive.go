@@ -13,10 +13,8 @@ import (
 	"runtime"
 	"strings"
 
-	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
 	imagespec "github.com/opencontainers/image-spec/specs-go/v1"
@@ -35,8 +33,8 @@ var (
 
 // openArchive finds the images in path: an OCI layout directory, or a tar (plain,
 // gzip or zstd, told apart by magic bytes) holding an OCI layout or a docker-archive.
-// It may write a decompressed copy or an unpacked layout under staging.
-func openArchive(p, staging string) ([]source, error) {
+// It may write a decompressed copy or an unpacked layout under staging, charged to sp.
+func openArchive(p, staging string, sp *space) ([]source, error) {
 	fi, err := os.Stat(p)
 	if err != nil {
 		return nil, err
@@ -44,23 +42,23 @@ func openArchive(p, staging string) ([]source, error) {
 	if fi.IsDir() {
 		return layoutImages(p)
 	}
-	tarPath, err := decompressed(p, staging)
+	tarPath, err := decompressed(p, staging, sp)
 	if err != nil {
 		return nil, err
 	}
-	names, err := tarNames(tarPath)
+	entries, err := readTarIndex(tarPath)
 	if err != nil {
 		return nil, err
 	}
 	switch {
-	case names["oci-layout"] || names["index.json"]:
+	case entries.has("oci-layout") || entries.has("index.json"):
 		dir := filepath.Join(staging, "layout")
-		if err := extractLayout(tarPath, dir); err != nil {
+		if err := extractLayout(tarPath, dir, sp); err != nil {
 			return nil, err
 		}
 		return layoutImages(dir)
-	case names["manifest.json"]:
-		return dockerImages(tarPath)
+	case entries.has("manifest.json"):
+		return dockerImages(entries)
 	default:
 		return nil, errors.New("not an OCI archive or docker-archive: no oci-layout, index.json or manifest.json in the tar")
 	}
@@ -68,35 +66,18 @@ func openArchive(p, staging string) ([]source, error) {
 
 // decompressed returns p itself if it is not compressed, or a decompressed copy of it
 // in staging.
-func decompressed(p, staging string) (string, error) {
+func decompressed(p, staging string, sp *space) (string, error) {
 	f, err := os.Open(p)
 	if err != nil {
 		return "", err
 	}
 	defer f.Close()
-	br := bufio.NewReaderSize(f, 1<<20)
-	magic, err := br.Peek(4)
-	if err != nil && !errors.Is(err, io.EOF) {
+	r, kind, err := decompress(f)
+	if err != nil {
 		return "", fmt.Errorf("read: %w", err)
 	}
-	var r io.Reader
-	var kind string
-	switch {
-	case bytes.HasPrefix(magic, magicGzip):
-		zr, err := gzip.NewReader(br)
-		if err != nil {
-			return "", fmt.Errorf("gzip: %w", err)
-		}
-		defer zr.Close()
-		r, kind = zr, "gzip"
-	case bytes.HasPrefix(magic, magicZstd):
-		zr, err := zstd.NewReader(br)
-		if err != nil {
-			return "", fmt.Errorf("zstd: %w", err)
-		}
-		defer zr.Close()
-		r, kind = zr, "zstd"
-	default:
+	defer r.Close()
+	if kind == "" {
 		return p, nil
 	}
 	out := filepath.Join(staging, "archive.tar")
@@ -105,41 +86,15 @@ func decompressed(p, staging string) (string, error) {
 		return "", err
 	}
 	defer w.Close()
-	if _, err := io.Copy(w, r); err != nil {
+	if _, err := io.Copy(spaceWriter{w, sp}, r); err != nil {
 		return "", fmt.Errorf("decompress %s: %w", kind, truncated(err))
 	}
 	return out, w.Close()
 }
 
-// tarNames reads every header of the tar at p (so a truncated tar fails here) and
-// returns the cleaned names of its entries.
-func tarNames(p string) (map[string]bool, error) {
-	f, err := os.Open(p)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	names := map[string]bool{}
-	tr := tar.NewReader(f)
-	for {
-		hdr, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return nil, fmt.Errorf("read tar: %w", truncated(err))
-		}
-		names[path.Clean(strings.TrimPrefix(hdr.Name, "./"))] = true
-	}
-	if len(names) == 0 {
-		return nil, errors.New("read tar: empty or not a tar")
-	}
-	return names, nil
-}
-
 // extractLayout unpacks the OCI layout in the tar at p into dir: directories and
 // regular files only, and nothing outside dir.
-func extractLayout(p, dir string) error {
+func extractLayout(p, dir string, sp *space) error {
 	f, err := os.Open(p)
 	if err != nil {
 		return err
@@ -161,10 +116,16 @@ func extractLayout(p, dir string) error {
 		target := filepath.Join(dir, rel)
 		switch hdr.Typeflag {
 		case tar.TypeDir:
+			if err := sp.take(blockSize); err != nil {
+				return fmt.Errorf("extract %s: %w", hdr.Name, err)
+			}
 			if err := os.MkdirAll(target, 0o700); err != nil {
 				return err
 			}
 		case tar.TypeReg:
+			if err := sp.takeFile(hdr.Size); err != nil {
+				return fmt.Errorf("extract %s: %w", hdr.Name, err)
+			}
 			if err := writeRegular(target, tr); err != nil {
 				return fmt.Errorf("extract %s: %w", hdr.Name, err)
 			}
@@ -204,10 +165,10 @@ func layoutImages(dir string) ([]source, error) {
 		return nil, fmt.Errorf("read OCI layout index: %w", err)
 	}
 	var srcs []source
-	for _, desc := range im.Manifests {
+	for i, desc := range im.Manifests {
 		refs, err := descriptorRefs(desc)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("OCI layout index.json manifests[%d]: %w", i, err)
 		}
 		var img v1.Image
 		switch {
@@ -224,7 +185,7 @@ func layoutImages(dir string) ([]source, error) {
 		if err := verifyManifest(img, desc.Digest); err != nil {
 			return nil, err
 		}
-		srcs = append(srcs, source{img: img, refs: refs})
+		srcs = append(srcs, imageSource(img, refs))
 	}
 	return srcs, nil
 }
@@ -278,76 +239,64 @@ func platformImage(ii v1.ImageIndex, h v1.Hash) (v1.Image, error) {
 // descriptorRefs are the normalised references an OCI index entry gives its image:
 // containerd's full name if there is one, else org.opencontainers.image.ref.name.
 func descriptorRefs(desc v1.Descriptor) ([]string, error) {
-	ref := desc.Annotations[annotationContainerdName]
+	key := annotationContainerdName
+	ref := desc.Annotations[key]
 	if ref == "" {
-		ref = desc.Annotations[annotationRefName]
+		key = annotationRefName
+		ref = desc.Annotations[key]
 	}
 	if ref == "" {
 		return nil, nil
 	}
 	norm, err := Normalize(ref)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("annotation %s: %w", key, err)
 	}
 	return []string{norm}, nil
 }
 
-// dockerImages lists the images of the docker-archive at p, with their RepoTags.
-func dockerImages(p string) ([]source, error) {
-	opener := func() (io.ReadCloser, error) { return os.Open(p) }
-	m, err := tarball.LoadManifest(opener)
+// uncompressed reads rc as it is, or through gzip or zstd when its first bytes
+// say it is compressed. Closing the result closes rc.
+func uncompressed(rc io.ReadCloser, name string) (io.ReadCloser, error) {
+	zr, _, err := decompress(rc)
 	if err != nil {
-		return nil, fmt.Errorf("read docker-archive manifest.json: %w", err)
+		rc.Close()
+		return nil, fmt.Errorf("read %s: %w", name, err)
 	}
-	var srcs []source
-	for i, desc := range m {
-		var tag *name.Tag
-		var refs []string
-		for _, rt := range desc.RepoTags {
-			t, err := name.NewTag(rt)
-			if err != nil {
-				return nil, fmt.Errorf("docker-archive tag %q: %w", rt, err)
-			}
-			if tag == nil {
-				tag = &t
-			}
-			norm, err := Normalize(rt)
-			if err != nil {
-				return nil, err
-			}
-			refs = append(refs, norm)
-		}
-		if tag == nil && len(m) > 1 {
-			return nil, fmt.Errorf("docker-archive image %d has no tag, and the archive holds %d images", i, len(m))
-		}
-		img, err := tarball.Image(opener, tag)
-		if err != nil {
-			return nil, fmt.Errorf("read docker-archive image %d: %w", i, err)
-		}
-		if err := verifyConfigName(img, desc.Config); err != nil {
-			return nil, err
-		}
-		srcs = append(srcs, source{img: img, refs: refs})
-	}
-	return srcs, nil
+	return readCloser{zr, func() error { zr.Close(); return rc.Close() }}, nil
 }
 
-// verifyConfigName checks a docker-archive config against its file name, which
-// `docker save` and skopeo make its digest (<hex>.json or blobs/sha256/<hex>).
-func verifyConfigName(img v1.Image, file string) error {
-	base := strings.TrimSuffix(path.Base(file), ".json")
-	if _, err := v1.NewHash("sha256:" + base); err != nil {
-		return nil // not named by digest: nothing to check against
+// decompress reads r through gzip or zstd if its magic bytes say so, and names
+// the compression ("" for none). Closing the result does not close r.
+func decompress(r io.Reader) (io.ReadCloser, string, error) {
+	br := bufio.NewReaderSize(r, 1<<20)
+	magic, err := br.Peek(4)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, "", err
 	}
-	got, err := img.ConfigName()
-	if err != nil {
-		return fmt.Errorf("read config %s: %w", file, err)
+	switch {
+	case bytes.HasPrefix(magic, magicGzip):
+		zr, err := gzip.NewReader(br)
+		if err != nil {
+			return nil, "", fmt.Errorf("gzip: %w", err)
+		}
+		return zr, "gzip", nil
+	case bytes.HasPrefix(magic, magicZstd):
+		zr, err := zstd.NewReader(br)
+		if err != nil {
+			return nil, "", fmt.Errorf("zstd: %w", err)
+		}
+		return zr.IOReadCloser(), "zstd", nil
 	}
-	if got.Hex != base {
-		return fmt.Errorf("config %s: content has digest %s: corrupt archive", file, got)
-	}
-	return nil
+	return io.NopCloser(br), "", nil
 }
+
+type readCloser struct {
+	io.Reader
+	close func() error
+}
+
+func (r readCloser) Close() error { return r.close() }
 
 // truncated says so when err is an unexpected EOF.
 func truncated(err error) error {

@@ -49,7 +49,7 @@ func BenchmarkUnpack(b *testing.B) {
 		if err := os.Mkdir(dir, 0o755); err != nil {
 			b.Fatal(err)
 		}
-		if _, _, err := unpack(context.Background(), bytes.NewReader(layer), dir); err != nil {
+		if _, _, err := unpack(context.Background(), bytes.NewReader(layer), dir, nil); err != nil {
 			b.Fatal(err)
 		}
 		b.StopTimer()

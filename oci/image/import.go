@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -17,8 +18,25 @@ import (
 
 // source is one image found in an archive, with the references the archive gives it.
 type source struct {
-	img  v1.Image
-	refs []string
+	refs   []string
+	config func() ([]byte, error)
+	// layer opens the uncompressed tar of the layer with that diff ID.
+	layer func(v1.Hash) (io.ReadCloser, error)
+}
+
+// imageSource reads an image through go-containerregistry (an OCI layout).
+func imageSource(img v1.Image, refs []string) source {
+	return source{
+		refs:   refs,
+		config: img.RawConfigFile,
+		layer: func(d v1.Hash) (io.ReadCloser, error) {
+			l, err := img.LayerByDiffID(d)
+			if err != nil {
+				return nil, err
+			}
+			return l.Uncompressed()
+		},
+	}
 }
 
 // stagedLayer is a layer unpacked into the staging dir, not yet in the store.
@@ -31,7 +49,9 @@ type stagedLayer struct {
 // archive (a tar of an OCI layout), an OCI layout directory, or a docker-archive
 // (`docker save`), each plain, gzip- or zstd-compressed. Layers already in the store
 // are not unpacked again. Nothing in the store changes unless every image of the
-// archive reads back with the digests its manifests and configs promise.
+// archive reads back with the digests its manifests and configs promise, and
+// everything it writes (a decompressed copy of the archive, the layers) leaves the
+// reserve (WithReserve) free on the store's filesystem.
 func (s *Store) Import(ctx context.Context, path string) ([]Image, error) {
 	imgs, err := s.importPath(ctx, path)
 	if err != nil {
@@ -46,8 +66,12 @@ func (s *Store) importPath(ctx context.Context, path string) ([]Image, error) {
 		return nil, fmt.Errorf("make staging dir: %w", err)
 	}
 	defer os.RemoveAll(staging)
+	sp, err := s.newSpace()
+	if err != nil {
+		return nil, err
+	}
 
-	srcs, err := openArchive(path, staging)
+	srcs, err := openArchive(path, staging, sp)
 	if err != nil {
 		return nil, err
 	}
@@ -61,7 +85,7 @@ func (s *Store) importPath(ctx context.Context, path string) ([]Image, error) {
 	layers := map[string]stagedLayer{}
 	var imgs []Image
 	for _, src := range srcs {
-		img, err := s.stage(ctx, src, staging, known, layers)
+		img, err := s.stage(ctx, src, staging, known, layers, sp)
 		if err != nil {
 			return nil, err
 		}
@@ -72,8 +96,8 @@ func (s *Store) importPath(ctx context.Context, path string) ([]Image, error) {
 
 // stage reads an image's config and unpacks into staging, verifying their diff IDs,
 // the layers that neither the store nor layers already has.
-func (s *Store) stage(ctx context.Context, src source, staging string, known index, layers map[string]stagedLayer) (Image, error) {
-	raw, err := src.img.RawConfigFile()
+func (s *Store) stage(ctx context.Context, src source, staging string, known index, layers map[string]stagedLayer, sp *space) (Image, error) {
+	raw, err := src.config()
 	if err != nil {
 		return Image{}, fmt.Errorf("read image config: %w", err)
 	}
@@ -105,7 +129,7 @@ func (s *Store) stage(ctx context.Context, src source, staging string, known ind
 		if err := ctx.Err(); err != nil {
 			return Image{}, err
 		}
-		l, err := unpackFrom(ctx, src.img, d, filepath.Join(staging, "layers", d.Hex))
+		l, err := unpackFrom(ctx, src, d, filepath.Join(staging, "layers", d.Hex), sp)
 		if err != nil {
 			return Image{}, fmt.Errorf("image %s: %w", id, err)
 		}
@@ -115,13 +139,9 @@ func (s *Store) stage(ctx context.Context, src source, staging string, known ind
 	return img, nil
 }
 
-// unpackFrom unpacks the layer with diff ID d of img into dir and checks its digest.
-func unpackFrom(ctx context.Context, img v1.Image, d v1.Hash, dir string) (stagedLayer, error) {
-	layer, err := img.LayerByDiffID(d)
-	if err != nil {
-		return stagedLayer{}, fmt.Errorf("find layer %s: %w", d, err)
-	}
-	rc, err := layer.Uncompressed()
+// unpackFrom unpacks the layer with diff ID d of src into dir and checks its digest.
+func unpackFrom(ctx context.Context, src source, d v1.Hash, dir string, sp *space) (stagedLayer, error) {
+	rc, err := src.layer(d)
 	if err != nil {
 		return stagedLayer{}, fmt.Errorf("read layer %s: %w", d, err)
 	}
@@ -129,7 +149,7 @@ func unpackFrom(ctx context.Context, img v1.Image, d v1.Hash, dir string) (stage
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return stagedLayer{}, fmt.Errorf("unpack layer %s: %w", d, err)
 	}
-	size, digest, err := unpack(ctx, rc, dir)
+	size, digest, err := unpack(ctx, rc, dir, sp)
 	if err != nil {
 		return stagedLayer{}, fmt.Errorf("unpack layer %s: %w", d, err)
 	}
@@ -146,13 +166,25 @@ func (s *Store) hasLayer(diffID string) bool {
 
 // commit moves staged layers into the store and records imgs in the index, under the
 // store lock. A reference an image takes moves off the image that had it; an image
-// left with no reference that way is forgotten.
-func (s *Store) commit(imgs []Image, layers map[string]stagedLayer) ([]Image, error) {
+// left with no reference that way is forgotten. Until the index is written, every
+// step is undone on failure: the staged layers go back to staging, new links go.
+func (s *Store) commit(imgs []Image, layers map[string]stagedLayer) (_ []Image, err error) {
 	unlock, err := s.lock()
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
+	var undo []func() error
+	defer func() {
+		if err == nil {
+			return
+		}
+		for _, u := range slices.Backward(undo) {
+			if uerr := u(); uerr != nil {
+				err = errors.Join(err, fmt.Errorf("undo: %w", uerr))
+			}
+		}
+	}()
 	idx, err := s.readIndex()
 	if err != nil {
 		return nil, err
@@ -162,9 +194,11 @@ func (s *Store) commit(imgs []Image, layers map[string]stagedLayer) ([]Image, er
 	}
 	for diffID, l := range layers {
 		if !s.hasLayer(diffID) {
-			if err := os.Rename(l.dir, s.layerDir(diffID)); err != nil {
+			dst := s.layerDir(diffID)
+			if err := os.Rename(l.dir, dst); err != nil {
 				return nil, fmt.Errorf("store layer %s: %w", diffID, err)
 			}
+			undo = append(undo, func() error { return os.Rename(dst, l.dir) })
 		}
 		idx.LayerSizes[diffID] = l.size
 	}
@@ -174,8 +208,13 @@ func (s *Store) commit(imgs []Image, layers map[string]stagedLayer) ([]Image, er
 			if !s.hasLayer(diffID) {
 				return nil, fmt.Errorf("layer %s vanished during import; import again", diffID)
 			}
-			if err := s.ensureLink(diffID); err != nil {
+			made, err := s.ensureLink(diffID)
+			if err != nil {
 				return nil, err
+			}
+			if made {
+				link := s.linkPath(diffID)
+				undo = append(undo, func() error { return os.Remove(link) })
 			}
 		}
 	}
@@ -189,8 +228,17 @@ func (s *Store) commit(imgs []Image, layers map[string]stagedLayer) ([]Image, er
 			out = append(out, img)
 		}
 	}
-	if err := s.saveLocked(idx); err != nil {
+	unused, err := s.pruneLocked(&idx)
+	if err != nil {
 		return nil, err
+	}
+	if err := s.writeIndexLocked(idx); err != nil {
+		return nil, err
+	}
+	// The import is done; layers left unused by the images it replaced are not its
+	// business to fail on.
+	if err := s.deleteLayers(unused); err != nil {
+		s.logger.Warn("cannot delete unused layers after import", "err", err)
 	}
 	return out, nil
 }
@@ -223,18 +271,19 @@ func (idx *index) add(img Image) Image {
 	return img
 }
 
-// ensureLink makes the short symlink l/<hex[:12]> -> ../layers/<hex>.
-func (s *Store) ensureLink(diffID string) error {
+// ensureLink makes the short symlink l/<hex[:12]> -> ../layers/<hex>, and says
+// whether it had to.
+func (s *Store) ensureLink(diffID string) (bool, error) {
 	want := filepath.Join("..", "layers", digestHex(diffID))
 	got, err := os.Readlink(s.linkPath(diffID))
 	if err == nil {
 		if got != want {
-			return fmt.Errorf("layer link %s points to %s, not %s", s.linkPath(diffID), got, want)
+			return false, fmt.Errorf("layer link %s points to %s, not %s", s.linkPath(diffID), got, want)
 		}
-		return nil
+		return false, nil
 	}
 	if err := os.Symlink(want, s.linkPath(diffID)); err != nil {
-		return fmt.Errorf("link layer %s: %w", diffID, err)
+		return false, fmt.Errorf("link layer %s: %w", diffID, err)
 	}
-	return nil
+	return true, nil
 }

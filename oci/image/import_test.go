@@ -297,8 +297,9 @@ func flipLayerByte(t *testing.T, raw []byte) []byte {
 }
 
 // treeDigest describes every file under root: path, type, mode, owner, size, mtime,
-// content and link target; the tmp/ dir's own mtime aside (staging comes and goes).
-func treeDigest(t *testing.T, root string) string {
+// content and link target; the tmp/ dir's own mtime aside (staging comes and goes),
+// and the paths in skip (relative to root) left out.
+func treeDigest(t *testing.T, root string, skip ...string) string {
 	t.Helper()
 	var b strings.Builder
 	err := filepath.Walk(root, func(p string, fi os.FileInfo, err error) error {
@@ -306,6 +307,12 @@ func treeDigest(t *testing.T, root string) string {
 			return err
 		}
 		rel, _ := filepath.Rel(root, p)
+		if slices.Contains(skip, rel) {
+			if fi.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
 		st := fi.Sys().(*syscall.Stat_t)
 		mtime := fi.ModTime().UnixNano()
 		if rel == "tmp" {

@@ -2,24 +2,28 @@ package image
 
 import (
 	"fmt"
+	"regexp"
 
-	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/staticpodd/staticpodd/agent/podspec"
 )
 
-// Normalize returns ref the way Docker spells it in full: "nginx" becomes
-// "docker.io/library/nginx:latest", "quay.io/a/b@sha256:…" stays a digest reference.
+// Normalize checks ref against docker's reference grammar and spells it in full,
+// exactly as a pod's image is (podspec.NormalizeImage): "nginx" becomes
+// "docker.io/library/nginx:latest", "quay.io/a/b@sha256:…" stays a digest
+// reference. References are only ever compared and stored in index.json; no
+// path in the store is made from one.
 func Normalize(ref string) (string, error) {
-	r, err := name.ParseReference(ref)
-	if err != nil {
-		return "", fmt.Errorf("parse image reference %q: %w", ref, err)
+	return podspec.NormalizeImage(ref)
+}
+
+var sha256Digest = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
+
+// checkDigest refuses a digest that is not sha256:<64 lowercase hex digits>: the
+// store makes paths of layer digests (layers/<hex>, l/<hex[:12]>), so nothing
+// else may reach them.
+func checkDigest(d string) error {
+	if !sha256Digest.MatchString(d) {
+		return fmt.Errorf("invalid digest %q: want sha256:<64 lowercase hex digits>", d)
 	}
-	registry := r.Context().RegistryStr()
-	if registry == name.DefaultRegistry {
-		registry = "docker.io"
-	}
-	sep := ":"
-	if _, ok := r.(name.Digest); ok {
-		sep = "@"
-	}
-	return registry + "/" + r.Context().RepositoryStr() + sep + r.Identifier(), nil
+	return nil
 }

@@ -100,7 +100,7 @@ func (s *Store) prepareLocked(key string, img Image) (string, error) {
 func (s *Store) mountOverlay(dir string, layers []string) error {
 	var lower []string
 	for _, l := range slices.Backward(layers) { // overlay wants the top layer first
-		if err := s.ensureLink(l); err != nil {
+		if _, err := s.ensureLink(l); err != nil {
 			return err
 		}
 		lower = append(lower, s.linkPath(l))
@@ -235,6 +235,11 @@ func readSnapshotMeta(dir string) (snapshotMeta, error) {
 	}
 	if err := json.Unmarshal(b, &m); err != nil {
 		return m, fmt.Errorf("read %s: %w", filepath.Join(dir, "meta.json"), err)
+	}
+	for _, l := range m.Layers {
+		if err := checkDigest(l); err != nil {
+			return m, fmt.Errorf("read %s: layer: %w", filepath.Join(dir, "meta.json"), err)
+		}
 	}
 	return m, nil
 }

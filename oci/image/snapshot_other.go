@@ -17,7 +17,7 @@ type snapshotMeta struct {
 	Layers []string
 }
 
-func unpack(ctx context.Context, r io.Reader, dir string) (int64, string, error) {
+func unpack(ctx context.Context, r io.Reader, dir string, sp *space) (int64, string, error) {
 	return 0, "", errors.ErrUnsupported
 }
 

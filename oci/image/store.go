@@ -48,6 +48,10 @@ type Store struct {
 	// importQuiet is how long a file in the import folder must go unwritten before
 	// an import is tried.
 	importQuiet time.Duration
+	// reservePercent of the filesystem an import leaves free (WithReserve).
+	reservePercent int
+	// statfs tells the free space and size of the filesystem holding a path.
+	statfs func(string) (free, size uint64, err error)
 }
 
 type index struct {
@@ -58,12 +62,15 @@ type index struct {
 
 // Open opens the store at root, creating it if needed, and removes what imports that
 // died half-way left behind.
-func Open(root string, logger *slog.Logger) (*Store, error) {
+func Open(root string, logger *slog.Logger, opts ...Option) (*Store, error) {
 	root, err := filepath.Abs(root)
 	if err != nil {
 		return nil, fmt.Errorf("open image store %s: %w", root, err)
 	}
-	s := &Store{root: root, logger: logger, importQuiet: time.Second}
+	s := &Store{root: root, logger: logger, importQuiet: time.Second, reservePercent: DefaultReservePercent, statfs: statfs}
+	for _, o := range opts {
+		o(s)
+	}
 	for _, d := range []string{root, s.layersDir(), s.linksDir(), s.snapshotsDir(), s.tmpDir()} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, fmt.Errorf("open image store %s: %w", root, err)
@@ -152,7 +159,31 @@ func (s *Store) readIndex() (index, error) {
 	if err := json.Unmarshal(b, &idx); err != nil {
 		return idx, fmt.Errorf("read image index %s: %w", s.indexPath(), err)
 	}
+	if err := idx.check(); err != nil {
+		return idx, fmt.Errorf("read image index %s: %w", s.indexPath(), err)
+	}
 	return idx, nil
+}
+
+// check refuses an index naming an image or a layer by anything but a sha256
+// digest.
+func (idx index) check() error {
+	for _, img := range idx.Images {
+		if err := checkDigest(img.ID); err != nil {
+			return fmt.Errorf("image: %w", err)
+		}
+		for _, l := range img.Layers {
+			if err := checkDigest(l); err != nil {
+				return fmt.Errorf("image %s: layer: %w", img.ID, err)
+			}
+		}
+	}
+	for l := range idx.LayerSizes {
+		if err := checkDigest(l); err != nil {
+			return fmt.Errorf("layer sizes: %w", err)
+		}
+	}
+	return nil
 }
 
 // writeIndexLocked replaces index.json atomically: write, fsync, rename.
@@ -202,9 +233,11 @@ func (s *Store) Get(ref string) (Image, error) {
 	return idx.Images[i], nil
 }
 
-// find returns the index in idx.Images of the image ref names.
+// find returns the index in idx.Images of the image ref names. A ref that is
+// neither a valid reference nor an ID (prefix) is an error saying why.
 func find(idx index, ref string) (int, error) {
-	if norm, err := Normalize(ref); err == nil {
+	norm, nerr := Normalize(ref)
+	if nerr == nil {
 		for i, img := range idx.Images {
 			if slices.Contains(img.Refs, norm) {
 				return i, nil
@@ -212,7 +245,11 @@ func find(idx index, ref string) (int, error) {
 		}
 	}
 	hex := strings.TrimPrefix(ref, "sha256:")
-	if len(hex) >= 12 && strings.Trim(hex, "0123456789abcdef") == "" {
+	isID := len(hex) >= 12 && len(hex) <= 64 && strings.Trim(hex, "0123456789abcdef") == ""
+	if nerr != nil && !isID {
+		return -1, nerr
+	}
+	if isID {
 		found := -1
 		for i, img := range idx.Images {
 			if strings.HasPrefix(digestHex(img.ID), hex) {
@@ -266,6 +303,19 @@ func (s *Store) Remove(ref string) error {
 // saveLocked writes idx and then deletes the layers that neither an image of idx
 // nor a snapshot uses.
 func (s *Store) saveLocked(idx index) error {
+	unused, err := s.pruneLocked(&idx)
+	if err != nil {
+		return err
+	}
+	if err := s.writeIndexLocked(idx); err != nil {
+		return err
+	}
+	return s.deleteLayers(unused)
+}
+
+// pruneLocked drops from idx the sizes of layers that neither an image of idx nor
+// a snapshot uses, and returns those of them in layers/.
+func (s *Store) pruneLocked(idx *index) ([]string, error) {
 	used := map[string]bool{}
 	for _, img := range idx.Images {
 		for _, l := range img.Layers {
@@ -274,7 +324,7 @@ func (s *Store) saveLocked(idx index) error {
 	}
 	snaps, err := s.snapshotMetas()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	for _, m := range snaps {
 		for _, l := range m.Layers {
@@ -283,11 +333,15 @@ func (s *Store) saveLocked(idx index) error {
 	}
 	entries, err := os.ReadDir(s.layersDir())
 	if err != nil {
-		return fmt.Errorf("list layers: %w", err)
+		return nil, fmt.Errorf("list layers: %w", err)
 	}
 	var unused []string
 	for _, e := range entries {
-		if digest := "sha256:" + e.Name(); !used[digest] {
+		digest := "sha256:" + e.Name()
+		if checkDigest(digest) != nil {
+			continue // not a layer this store made: not its to delete
+		}
+		if !used[digest] {
 			unused = append(unused, digest)
 		}
 	}
@@ -296,11 +350,12 @@ func (s *Store) saveLocked(idx index) error {
 			delete(idx.LayerSizes, l)
 		}
 	}
-	if err := s.writeIndexLocked(idx); err != nil {
-		return err
-	}
+	return unused, nil
+}
+
+func (s *Store) deleteLayers(digests []string) error {
 	var errs []error
-	for _, digest := range unused {
+	for _, digest := range digests {
 		s.logger.Debug("deleting unused layer", "layer", digest)
 		if err := s.deleteLayer(digest); err != nil {
 			errs = append(errs, err)

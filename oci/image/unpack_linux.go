@@ -17,6 +17,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// maxTrailer bounds what a layer may hold after its tar's end-of-archive blocks.
+const maxTrailer = 1 << 20
+
 const (
 	whiteoutPrefix = ".wh."
 	whiteoutMeta   = ".wh..wh."
@@ -29,11 +32,14 @@ const (
 // a 0/0 character device NAME, a .wh..wh..opq file the trusted.overlay.opaque=y
 // xattr on its directory. Ownership, modes (setuid included), mtimes, xattrs, hard
 // links, symlinks and device nodes are kept. An entry whose path leaves dir, by ".."
-// or through a symlink, is refused.
-func unpack(ctx context.Context, r io.Reader, dir string) (int64, string, error) {
+// or through a symlink, or that names dir itself, is refused, and so is a whiteout
+// that hides nothing a layer can hold (see whiteout).
+//
+// What it writes is charged to sp before it is written.
+func unpack(ctx context.Context, r io.Reader, dir string, sp *space) (int64, string, error) {
 	h := sha256.New()
 	cr := &countingReader{r: io.TeeReader(r, h)}
-	u := &unpacker{root: dir, dirs: map[string]bool{"": true}, buf: make([]byte, 1<<20)}
+	u := &unpacker{root: dir, dirs: map[string]bool{"": true}, dirTimes: map[string]dirTime{}, buf: make([]byte, 1<<20), space: sp}
 	tr := tar.NewReader(cr)
 	for {
 		if err := ctx.Err(); err != nil {
@@ -50,9 +56,15 @@ func unpack(ctx context.Context, r io.Reader, dir string) (int64, string, error)
 			return 0, "", fmt.Errorf("entry %s: %w", hdr.Name, err)
 		}
 	}
-	// The digest covers the tar's end blocks and any padding after them.
-	if _, err := io.CopyBuffer(io.Discard, cr, u.buf); err != nil {
+	// The digest covers the tar's end blocks and any padding after them: tar
+	// pads to its record size, 10 KiB, and nothing needs more than maxTrailer.
+	// Past that it is a decompression bomb that would only cost time.
+	n, err := io.CopyBuffer(io.Discard, io.LimitReader(cr, maxTrailer+1), u.buf)
+	if err != nil {
 		return 0, "", fmt.Errorf("read tar: %w", err)
+	}
+	if n > maxTrailer {
+		return 0, "", fmt.Errorf("read tar: more than %d bytes after the end of the archive", maxTrailer)
 	}
 	if err := u.finish(); err != nil {
 		return 0, "", err
@@ -75,20 +87,21 @@ type unpacker struct {
 	root string
 	// dirs holds relative paths known to be real directories (not symlinks) in root.
 	dirs map[string]bool
-	// dirTimes are applied last: writing into a directory changes its mtime.
-	dirTimes []dirTime
+	// dirTimes, by relative path, are applied last: writing into a directory
+	// changes its mtime. Only directories still in dirs have an entry.
+	dirTimes map[string]dirTime
 	buf      []byte
+	space    *space
 }
 
 type dirTime struct {
-	path         string
 	atime, mtime time.Time
 }
 
 // relPath turns a tar entry name into a path relative to the root, refusing names
 // that climb out of it. "" is the root itself.
 func relPath(name string) (string, error) {
-	clean := path.Clean(strings.TrimPrefix(name, "/"))
+	clean := path.Clean(strings.TrimLeft(name, "/"))
 	if clean == ".." || strings.HasPrefix(clean, "../") {
 		return "", fmt.Errorf("path %q escapes the layer root", name)
 	}
@@ -115,6 +128,9 @@ func (u *unpacker) parents(rel string, create bool) error {
 	case err == nil:
 		return fmt.Errorf("parent %s is not a directory: refusing to write through it", dir)
 	case errors.Is(err, os.ErrNotExist) && create:
+		if err := u.space.take(blockSize); err != nil {
+			return err
+		}
 		if err := os.Mkdir(full, 0o755); err != nil {
 			return err
 		}
@@ -130,17 +146,26 @@ func (u *unpacker) entry(hdr *tar.Header, r io.Reader) error {
 	if err != nil {
 		return err
 	}
-	if err := u.parents(rel, true); err != nil {
-		return err
+	if rel == "" && hdr.Typeflag != tar.TypeDir && hdr.Typeflag != tar.TypeXGlobalHeader {
+		return errors.New("names the layer root, which only a directory entry may")
 	}
-	base := path.Base(rel)
+	kind, err := whiteout(rel, hdr)
 	switch {
-	case base == whiteoutOpaque:
-		return unix.Lsetxattr(filepath.Join(u.root, path.Dir(rel)), "trusted.overlay.opaque", []byte("y"), 0)
-	case strings.HasPrefix(base, whiteoutMeta):
+	case err != nil:
+		return err
+	case kind == whiteoutNone:
+	case kind == whiteoutAUFS:
 		return nil // aufs bookkeeping (.wh..wh.plnk…), meaningless to overlayfs
-	case strings.HasPrefix(base, whiteoutPrefix):
-		rel = path.Join(path.Dir(rel), strings.TrimPrefix(base, whiteoutPrefix))
+	case kind == whiteoutDir:
+		if err := u.parents(rel, true); err != nil {
+			return err
+		}
+		return unix.Lsetxattr(filepath.Join(u.root, path.Dir(rel)), "trusted.overlay.opaque", []byte("y"), 0)
+	case kind == whiteoutFile:
+		if err := u.parents(rel, true); err != nil {
+			return err
+		}
+		rel = path.Join(path.Dir(rel), strings.TrimPrefix(path.Base(rel), whiteoutPrefix))
 		if err := u.clear(rel, false); err != nil {
 			return err
 		}
@@ -150,6 +175,9 @@ func (u *unpacker) entry(hdr *tar.Header, r io.Reader) error {
 		}
 		return os.Lchown(target, hdr.Uid, hdr.Gid)
 	}
+	if err := u.parents(rel, true); err != nil {
+		return err
+	}
 
 	target := filepath.Join(u.root, rel)
 	if err := u.clear(rel, hdr.Typeflag == tar.TypeDir); err != nil {
@@ -157,13 +185,19 @@ func (u *unpacker) entry(hdr *tar.Header, r io.Reader) error {
 	}
 	switch hdr.Typeflag {
 	case tar.TypeDir:
-		if rel != "" {
+		if rel != "" && !u.dirs[rel] {
+			if err := u.space.take(blockSize); err != nil {
+				return err
+			}
 			if err := os.Mkdir(target, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
 				return err
 			}
 			u.dirs[rel] = true
 		}
 	case tar.TypeReg, tar.TypeRegA:
+		if err := u.space.takeFile(hdr.Size); err != nil {
+			return err
+		}
 		if err := u.writeFile(target, r); err != nil {
 			return err
 		}
@@ -187,6 +221,58 @@ func (u *unpacker) entry(hdr *tar.Header, r io.Reader) error {
 	return u.metadata(target, rel, hdr)
 }
 
+type whiteoutKind int
+
+const (
+	whiteoutNone whiteoutKind = iota
+	whiteoutFile              // .wh.NAME: NAME is deleted
+	whiteoutDir               // .wh..wh..opq: what lower layers have in this directory is hidden
+	whiteoutAUFS              // .wh..wh.*, or under such a directory: aufs bookkeeping
+)
+
+// whiteout tells whether the entry at rel is a whiteout, and refuses one that
+// hides nothing a layer can hold: the name a whiteout hides is never empty, . or
+// .., which would delete the layer root or what is above it. A whiteout is a
+// regular file, never a directory or a link, and nothing is inside one. An
+// opaque whiteout at the layer root is refused too: overlayfs ignores
+// trusted.overlay.opaque on a lowerdir's root, so the image would not look the
+// way the layer says.
+func whiteout(rel string, hdr *tar.Header) (whiteoutKind, error) {
+	dir, base := path.Split(rel)
+	for _, c := range strings.Split(strings.TrimSuffix(dir, "/"), "/") {
+		switch {
+		case c == whiteoutOpaque:
+			return 0, fmt.Errorf("opaque whiteout %s used as a directory", c)
+		case strings.HasPrefix(c, whiteoutMeta):
+			return whiteoutAUFS, nil
+		case strings.HasPrefix(c, whiteoutPrefix):
+			return 0, fmt.Errorf("whiteout %s used as a directory", c)
+		}
+	}
+	var kind whiteoutKind
+	switch {
+	case base == whiteoutOpaque:
+		if dir == "" {
+			return 0, errors.New("opaque whiteout at the layer root: overlayfs would ignore it")
+		}
+		kind = whiteoutDir
+	case strings.HasPrefix(base, whiteoutMeta):
+		return whiteoutAUFS, nil
+	case strings.HasPrefix(base, whiteoutPrefix):
+		switch name := strings.TrimPrefix(base, whiteoutPrefix); name {
+		case "", ".", "..":
+			return 0, fmt.Errorf("whiteout of %q: not a name in a directory", name)
+		}
+		kind = whiteoutFile
+	default:
+		return whiteoutNone, nil
+	}
+	if hdr.Typeflag != tar.TypeReg && hdr.Typeflag != tar.TypeRegA {
+		return 0, fmt.Errorf("whiteout is a tar entry of type %q, not a regular file", hdr.Typeflag)
+	}
+	return kind, nil
+}
+
 // clear removes what is at rel before an entry replaces it; a directory stays when
 // the new entry is a directory too (its metadata is then updated).
 func (u *unpacker) clear(rel string, keepDir bool) error {
@@ -207,6 +293,7 @@ func (u *unpacker) clear(rel string, keepDir bool) error {
 	for d := range u.dirs {
 		if d == rel || strings.HasPrefix(d, rel+"/") {
 			delete(u.dirs, d)
+			delete(u.dirTimes, d)
 		}
 	}
 	return os.RemoveAll(target)
@@ -271,7 +358,7 @@ func (u *unpacker) metadata(target, rel string, hdr *tar.Header) error {
 		atime = hdr.ModTime
 	}
 	if hdr.Typeflag == tar.TypeDir {
-		u.dirTimes = append(u.dirTimes, dirTime{path: target, atime: atime, mtime: hdr.ModTime})
+		u.dirTimes[rel] = dirTime{atime: atime, mtime: hdr.ModTime}
 		return nil
 	}
 	return setTimes(target, atime, hdr.ModTime)
@@ -285,15 +372,14 @@ func setTimes(target string, atime, mtime time.Time) error {
 	return nil
 }
 
-// finish sets directory times, deepest first.
+// finish sets directory times. Each directory is still the real directory its
+// entry made (clear forgets the times of what it removes), so no path here goes
+// through a symlink a later entry put in its place; and setting a directory's
+// times does not change its parent's, so the order does not matter.
 func (u *unpacker) finish() error {
-	for i := len(u.dirTimes) - 1; i >= 0; i-- {
-		d := u.dirTimes[i]
-		if _, err := os.Lstat(d.path); errors.Is(err, os.ErrNotExist) {
-			continue // replaced by a later entry
-		}
-		if err := setTimes(d.path, d.atime, d.mtime); err != nil {
-			return fmt.Errorf("%s: %w", d.path, err)
+	for rel, d := range u.dirTimes {
+		if err := setTimes(filepath.Join(u.root, rel), d.atime, d.mtime); err != nil {
+			return fmt.Errorf("%s: %w", rel, err)
 		}
 	}
 	return nil

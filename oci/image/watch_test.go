@@ -143,7 +143,14 @@ func TestWatchImports(t *testing.T) {
 	if err := os.WriteFile(bad, raw[:len(raw)/3], 0o644); err != nil {
 		t.Fatal(err)
 	}
-	touch := filepath.Join(dir, "touch.tar") // a good one after it, to know the bad one was tried
+	for deadline := time.Now().Add(10 * time.Second); fails.count(bad) == 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("bad.tar not reported")
+		}
+	}
+	// A good one after it: by the time it is imported, bad.tar could have been
+	// retried.
+	touch := filepath.Join(dir, "touch.tar")
 	writeDockerArchive(t, touch, map[string]v1.Image{"touch:v1": testImage(t, topEntries)})
 	waitImport(t, got, "docker.io/library/touch:v1")
 	stop()

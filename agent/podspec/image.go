@@ -1,0 +1,83 @@
+package podspec
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/google/go-containerregistry/pkg/name"
+)
+
+// Docker's reference grammar (distribution/reference, regexp.go), which the
+// kubelet applies to a container's image (parsers.ParseImageName). It is checked
+// on top of go-containerregistry's parser, which lets through what the grammar
+// does not: "../../etc:x" is registry "..", repository "../etc" to it.
+var (
+	domainAndPort = regexp.MustCompile(`^(?:(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])(?:\.(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9]))*|\[[a-fA-F0-9:]+\])(?::[0-9]+)?$`)
+	pathComponent = regexp.MustCompile(`^[a-z0-9]+(?:(?:[._]|__|[-]+)[a-z0-9]+)*$`)
+	tagPattern    = regexp.MustCompile(`^\w[\w.-]{0,127}$`)
+	imageIDHex    = regexp.MustCompile(`^[a-f0-9]{64}$`)
+)
+
+// nameTotalLengthMax is distribution/reference's limit on [domain/]path.
+const nameTotalLengthMax = 255
+
+// NormalizeImage checks an image reference against docker's reference grammar,
+// as the kubelet does, and spells it in full the way containerd's CRI does
+// (reference/docker.ParseDockerRef): "nginx" is "docker.io/library/nginx:latest",
+// "localhost:5000/a/b" is "localhost:5000/a/b:latest", and a reference with a
+// digest keeps only the digest. The error says what is wrong with ref.
+func NormalizeImage(ref string) (string, error) {
+	if err := checkImageRef(ref); err != nil {
+		return "", fmt.Errorf("invalid image reference %q: %w", ref, err)
+	}
+	r, err := name.ParseReference(ref)
+	if err != nil {
+		return "", fmt.Errorf("invalid image reference %q: %w", ref, err)
+	}
+	registry := r.Context().RegistryStr()
+	if registry == name.DefaultRegistry {
+		registry = "docker.io"
+	}
+	sep := ":"
+	if _, ok := r.(name.Digest); ok {
+		sep = "@"
+	}
+	return registry + "/" + r.Context().RepositoryStr() + sep + r.Identifier(), nil
+}
+
+// checkImageRef applies the grammar: [domain[:port]/]path[:tag][@digest]. The
+// digest itself go-containerregistry checks (algorithm and length).
+func checkImageRef(ref string) error {
+	if ref == "" {
+		return fmt.Errorf("empty")
+	}
+	if imageIDHex.MatchString(ref) {
+		return fmt.Errorf("a 64-character hexadecimal string is an image ID, not a repository name")
+	}
+	named, _, _ := strings.Cut(ref, "@")
+	if i := strings.LastIndex(named, ":"); i > strings.LastIndex(named, "/") {
+		if tag := named[i+1:]; !tagPattern.MatchString(tag) {
+			return fmt.Errorf("tag %q is not 1 to 128 letters, digits, '_', '.' or '-' starting with a letter, digit or '_'", tag)
+		}
+		named = named[:i]
+	}
+	if len(named) > nameTotalLengthMax {
+		return fmt.Errorf("name is %d characters, over %d", len(named), nameTotalLengthMax)
+	}
+	path := named
+	// Docker's rule for the first component being a registry: it has a '.' or a
+	// ':', or is localhost.
+	if domain, rest, ok := strings.Cut(named, "/"); ok && (strings.ContainsAny(domain, ".:") || domain == "localhost") {
+		if !domainAndPort.MatchString(domain) {
+			return fmt.Errorf("registry %q is not a host name or [IPv6 address] with an optional :port", domain)
+		}
+		path = rest
+	}
+	for _, c := range strings.Split(path, "/") {
+		if !pathComponent.MatchString(c) {
+			return fmt.Errorf("repository path component %q is not lowercase letters and digits separated by '.', '_', '__' or '-'", c)
+		}
+	}
+	return nil
+}

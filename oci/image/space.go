@@ -1,0 +1,132 @@
+package image
+
+import (
+	"fmt"
+	"io"
+
+	"golang.org/x/sys/unix"
+)
+
+// DefaultReservePercent is the share of the store's filesystem an import leaves
+// free unless WithReserve says otherwise: 100 minus the kubelet's default
+// imageGCHighThresholdPercent (85).
+const DefaultReservePercent = 15
+
+// Option configures a Store.
+type Option func(*Store)
+
+// WithReserve makes every import leave percent% of the store's filesystem free:
+// an import that would write past that fails before it does, with the store
+// unchanged. 0 lets an import fill the filesystem.
+func WithReserve(percent int) Option {
+	return func(s *Store) { s.reservePercent = min(max(percent, 0), 100) }
+}
+
+// blockSize is what a directory, or the tail of a file, costs on disk.
+const blockSize = 4096
+
+// recheckEvery is how many bytes an import writes between two looks at the
+// filesystem's free space, which others may be using up meanwhile.
+const recheckEvery = 64 << 20
+
+// statfs returns the bytes free to an unprivileged writer and the size of the
+// filesystem holding path.
+func statfs(path string) (free, size uint64, err error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(path, &st); err != nil {
+		return 0, 0, fmt.Errorf("statfs %s: %w", path, err)
+	}
+	return uint64(st.Bavail) * uint64(st.Bsize), uint64(st.Blocks) * uint64(st.Bsize), nil
+}
+
+// space bounds what one import writes by the free space it must leave on the
+// store's filesystem. Regular files are charged their size from the tar header
+// before a byte is written; a decompressed archive as it is written. Not safe
+// for concurrent use; a nil *space bounds nothing.
+type space struct {
+	dir     string // the store's root
+	statfs  func(string) (free, size uint64, err error)
+	percent int
+	reserve uint64 // bytes to leave free
+	allowed uint64 // what this import may write: free at its start less the reserve
+	written uint64 // charged so far
+	checked uint64 // written when statfs was last asked
+}
+
+// newSpace looks at the free space of the store's filesystem, and fails if it is
+// already below the reserve.
+func (s *Store) newSpace() (*space, error) {
+	free, size, err := s.statfs(s.root)
+	if err != nil {
+		return nil, err
+	}
+	p := uint64(s.reservePercent)
+	sp := &space{dir: s.root, statfs: s.statfs, percent: s.reservePercent, reserve: size/100*p + size%100*p/100}
+	if free < sp.reserve {
+		return nil, fmt.Errorf("%s free of %s on the filesystem of %s, less than the %d%% (%s) an import leaves free: nothing written",
+			humanBytes(free), humanBytes(size), s.root, sp.percent, humanBytes(sp.reserve))
+	}
+	sp.allowed = free - sp.reserve
+	return sp, nil
+}
+
+// take charges n bytes about to be written, and fails if they would take the
+// filesystem below the reserve.
+func (sp *space) take(n uint64) error {
+	if sp == nil {
+		return nil
+	}
+	if sp.written+n > sp.allowed {
+		return sp.full()
+	}
+	sp.written += n
+	if sp.written-sp.checked >= recheckEvery {
+		sp.checked = sp.written
+		free, _, err := sp.statfs(sp.dir)
+		if err != nil {
+			return err
+		}
+		if free < sp.reserve {
+			return sp.full()
+		}
+	}
+	return nil
+}
+
+func (sp *space) full() error {
+	return fmt.Errorf("the import would leave less than %d%% (%s) of the filesystem of %s free: stopped after writing %s",
+		sp.percent, humanBytes(sp.reserve), sp.dir, humanBytes(sp.written))
+}
+
+// takeFile charges a regular file of size bytes, rounded up to whole blocks.
+func (sp *space) takeFile(size int64) error {
+	if size <= 0 {
+		return nil
+	}
+	return sp.take((uint64(size) + blockSize - 1) / blockSize * blockSize)
+}
+
+// spaceWriter charges what goes through it before writing it.
+type spaceWriter struct {
+	w  io.Writer
+	sp *space
+}
+
+func (w spaceWriter) Write(p []byte) (int, error) {
+	if err := w.sp.take(uint64(len(p))); err != nil {
+		return 0, err
+	}
+	return w.w.Write(p)
+}
+
+func humanBytes(n uint64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1fGiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1fMiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1fKiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%dB", n)
+}
