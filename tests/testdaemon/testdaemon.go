@@ -239,6 +239,16 @@ func (d *Daemon) Signal(sig os.Signal) {
 	d.cmd.Process.Signal(sig)
 }
 
+// PID is the process ID of the daemon started last.
+func (d *Daemon) PID() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.cmd == nil {
+		return 0
+	}
+	return d.cmd.Process.Pid
+}
+
 // Exited is closed when the daemon last started has exited.
 func (d *Daemon) Exited() <-chan struct{} {
 	d.mu.Lock()
