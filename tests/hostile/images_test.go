@@ -468,6 +468,8 @@ func archiveCases() []importCase {
 		{name: "oci-archive/absolute-entry", archive: ociArchive(func(c *canary) []entry {
 			return []entry{{name: c.Dir + "/abs", body: "abs\n"}}
 		}), refused: layoutEscapes},
+		// Symlinks and hard links in an OCI archive are not extracted: the
+		// file lands in the staged layout, the import goes on.
 		{name: "oci-archive/symlink-then-file-through-it", archive: ociArchive(func(c *canary) []entry {
 			return []entry{{name: "esc", typ: tar.TypeSymlink, link: c.Dir}, {name: "esc/pwned", body: "pwned\n"}}
 		})},
@@ -496,6 +498,14 @@ func archiveCases() []importCase {
 		},
 		{name: "oci-dir/config-blob-is-symlink-to-secret", archive: layoutEdit(false, symlinkBlob("config")), refused: `is a symlink`},
 		{name: "oci-dir/manifest-blob-is-symlink-to-secret", archive: layoutEdit(false, symlinkBlob("manifest")), refused: `is a symlink`},
+		{name: "oci-dir/index-json-is-symlink-to-secret", archive: layoutEdit(false, func(t *testing.T, c *canary, lay string, m *v1.Manifest, idx *v1.IndexManifest) {
+			if err := os.Remove(filepath.Join(lay, "index.json")); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(c.Secret, filepath.Join(lay, "index.json")); err != nil {
+				t.Fatal(err)
+			}
+		}), refused: `index`},
 		{name: "oci/index-digest-dotdot", archive: layoutEdit(true, func(t *testing.T, c *canary, lay string, m *v1.Manifest, idx *v1.IndexManifest) {
 			var raw map[string]any
 			readJSON(t, filepath.Join(lay, "index.json"), &raw)

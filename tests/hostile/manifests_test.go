@@ -418,7 +418,7 @@ func TestHostileManifestLimits(t *testing.T) {
 }
 
 const aliasNotHeld = "64 aliases of a 1 MiB string in a 1 MiB manifest are expanded: validate (and the daemon, " +
-	"which parses with the same code) peaks near 500 MiB and accepts the pod; a 10 MiB manifest the same way reaches many GiB"
+	"which parses with the same code) peaks at 500-800 MiB and accepts the pod; a 10 MiB manifest the same way reaches many GiB"
 
 // TestHostileManifestPath points staticPodPath at a FIFO, as a manifest file
 // replaced by one (or a symlink to one) would. The daemon must not block
