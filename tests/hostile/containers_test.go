@@ -96,12 +96,12 @@ func TestHostileImageContent(t *testing.T) {
 	base := busybox(t, testdaemon.Image)
 	major, minor := rootDevice(t)
 
-	importImage(t, d, "hostile/content:v1", imageOf(t, base, func(cfg *v1.Config) { cfg.WorkingDir = "/work/sub" }, []entry{
+	importImage(t, d, "hostile/content:v1", imageOf(t, base, func(cfg *v1.Config) { cfg.WorkingDir = "/wd/sub" }, []entry{
 		{name: "hostile/", typ: tar.TypeDir, mode: 0o755},
 		{name: "hostile/mem", typ: tar.TypeChar, mode: 0o666, major: 1, minor: 1},
 		{name: "hostile/disk", typ: tar.TypeBlock, mode: 0o666, major: major, minor: minor},
 		{name: "escape", typ: tar.TypeSymlink, link: c.Dir},
-		{name: "work", typ: tar.TypeSymlink, link: c.Dir},
+		{name: "wd", typ: tar.TypeSymlink, link: c.Dir},
 		{name: "etc/", typ: tar.TypeDir, mode: 0o755},
 		{name: "etc/hosts", typ: tar.TypeSymlink, link: filepath.Join(c.Dir, "hosts")},
 		{name: "etc/resolv.conf", typ: tar.TypeSymlink, link: up + c.Dir[1:] + "/resolv.conf"},
