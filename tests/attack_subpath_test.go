@@ -15,7 +15,7 @@ import (
 func TestAttackSubPathSpecialFiles(t *testing.T) {
 	t.Parallel()
 	d := newDaemon(t)
-	d.writeManifest("special.yaml", `apiVersion: v1
+	d.WriteManifest("special.yaml", `apiVersion: v1
 kind: Pod
 metadata: {name: special}
 spec:
@@ -36,9 +36,9 @@ spec:
     - {name: e, mountPath: /m, subPath: mem}
     - {name: e, mountPath: /n, subPath: "null"}
 `)
-	d.start()
-	d.eventually(60*time.Second, "victim ran", func() error {
-		p := d.pod("special")
+	d.Start()
+	d.Eventually(60*time.Second, "victim ran", func() error {
+		p := d.Pod("special")
 		if p == nil || len(p.Status.ContainerStatuses) != 1 {
 			return fmt.Errorf("no status")
 		}
@@ -48,20 +48,20 @@ spec:
 		}
 		return nil
 	})
-	evil, _ := d.cliErr("logs", "special", "-c", "evil")
-	out, _ := d.cliErr("logs", "special", "-c", "victim")
+	evil, _ := d.CLIErr("logs", "special", "-c", "evil")
+	out, _ := d.CLIErr("logs", "special", "-c", "victim")
 	t.Logf("evil:\n%s\nvictim:\n%s", evil, out)
 	for _, want := range []string{"head: /d: Operation not permitted", "head: /m: Operation not permitted", "null-ok", "done"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("victim printed %q, want %q in it", out, want)
 		}
 	}
-	d.removeManifest("special.yaml")
-	d.eventually(60*time.Second, "pod removed", func() error {
-		if d.pod("special") != nil {
+	d.RemoveManifest("special.yaml")
+	d.Eventually(60*time.Second, "pod removed", func() error {
+		if d.Pod("special") != nil {
 			return fmt.Errorf("still there")
 		}
 		return nil
 	})
-	d.assertNoLeaks()
+	d.AssertNoLeaks()
 }

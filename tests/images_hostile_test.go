@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"github.com/staticpodd/staticpodd/tests/testdaemon"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -127,7 +128,7 @@ func storeDigest(t *testing.T, dir string) string {
 func TestImagesRefuseHostileInput(t *testing.T) {
 	t.Parallel()
 	d := newDaemon(t)
-	store := filepath.Join(d.rootDir, "images")
+	store := filepath.Join(d.RootDir, "images")
 	want := storeDigest(t, store)
 	good := makeTar(t, []tarFile{{name: "etc/", typ: tar.TypeDir}, {name: "etc/hostname", body: []byte("x\n")}})
 	for _, c := range []struct {
@@ -141,11 +142,11 @@ func TestImagesRefuseHostileInput(t *testing.T) {
 		{"climb.tar", dockerArchive(t, "evil:v1", makeTar(t, []tarFile{{name: "../../x", body: []byte("x")}})), []string{"escapes the layer root"}},
 		{"badref.tar", dockerArchive(t, "../../etc:x", good), []string{`RepoTags[0]: invalid image reference "../../etc:x"`}},
 	} {
-		p := filepath.Join(d.dir, c.name)
+		p := filepath.Join(d.Dir, c.name)
 		if err := os.WriteFile(p, c.tar, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		out, err := d.cliErr("images", "import", p)
+		out, err := d.CLIErr("images", "import", p)
 		if err == nil {
 			t.Errorf("images import %s succeeded:\n%s", c.name, out)
 		}
@@ -159,19 +160,19 @@ func TestImagesRefuseHostileInput(t *testing.T) {
 		}
 	}
 
-	if out, err := d.cliErr("images", "rm", "../../etc:x"); err == nil || !strings.Contains(out, `invalid image reference "../../etc:x"`) {
+	if out, err := d.CLIErr("images", "rm", "../../etc:x"); err == nil || !strings.Contains(out, `invalid image reference "../../etc:x"`) {
 		t.Errorf("images rm ../../etc:x: %v\n%s", err, out)
 	}
-	if out := d.cli("images", "ls"); !strings.Contains(out, "docker.io/library/busybox:latest") || strings.Contains(out, "evil") || strings.Contains(out, "etc") {
+	if out := d.CLI("images", "ls"); !strings.Contains(out, "docker.io/library/busybox:latest") || strings.Contains(out, "evil") || strings.Contains(out, "etc") {
 		t.Errorf("images ls after the hostile imports:\n%s", out)
 	}
 
-	manifest := filepath.Join(d.dir, "climb.yaml")
+	manifest := filepath.Join(d.Dir, "climb.yaml")
 	pod := "apiVersion: v1\nkind: Pod\nmetadata: {name: climb}\nspec:\n  containers: [{name: c, image: '../../etc:x'}]\n"
 	if err := os.WriteFile(manifest, []byte(pod), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out, err := exec.Command(bin, "validate", manifest).CombinedOutput()
+	out, err := exec.Command(testdaemon.Bin, "validate", manifest).CombinedOutput()
 	if err == nil || !strings.Contains(string(out), manifest+`: spec.containers[0].image: invalid image reference "../../etc:x": registry ".."`) {
 		t.Errorf("validate of a pod with image ../../etc:x: %v\n%s", err, out)
 	}
@@ -214,7 +215,7 @@ func slicesClone(b []byte) []byte { return append([]byte(nil), b...) }
 func TestImagesImportKeepsReserve(t *testing.T) {
 	t.Parallel()
 	d := newDaemon(t)
-	root := filepath.Join(d.dir, "small")
+	root := filepath.Join(d.Dir, "small")
 	if err := os.MkdirAll(root, 0o700); err != nil {
 		t.Fatal(err)
 	}
@@ -223,17 +224,17 @@ func TestImagesImportKeepsReserve(t *testing.T) {
 	}
 	t.Cleanup(func() { unix.Unmount(root, unix.MNT_DETACH) })
 	cli := func(args ...string) (string, error) {
-		out, err := exec.Command(bin, append(args, "--root-dir", root)...).CombinedOutput()
+		out, err := exec.Command(testdaemon.Bin, append(args, "--root-dir", root)...).CombinedOutput()
 		return string(out), err
 	}
-	if out, err := cli("images", "import", imageTar); err != nil {
+	if out, err := cli("images", "import", testdaemon.Image); err != nil {
 		t.Fatalf("import busybox: %v\n%s", err, out)
 	}
-	bomb := filepath.Join(d.dir, "bomb.tar.gz")
+	bomb := filepath.Join(d.Dir, "bomb.tar.gz")
 	if err := os.WriteFile(bomb, gzipBomb(t), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	config := filepath.Join(d.dir, "half.yaml")
+	config := filepath.Join(d.Dir, "half.yaml")
 	half := "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nimageGCHighThresholdPercent: 50\nimageGCLowThresholdPercent: 40\n"
 	if err := os.WriteFile(config, []byte(half), 0o644); err != nil {
 		t.Fatal(err)
@@ -265,8 +266,8 @@ func TestImagesImportKeepsReserve(t *testing.T) {
 func TestImportFolderRefusesHostileArchive(t *testing.T) {
 	t.Parallel()
 	d := newDaemon(t)
-	d.start()
-	d.writeManifest("web.yaml", `apiVersion: v1
+	d.Start()
+	d.WriteManifest("web.yaml", `apiVersion: v1
 kind: Pod
 metadata: {name: web}
 spec:
@@ -276,8 +277,8 @@ spec:
     image: busybox
     command: ["sh", "-c", "trap 'exit 0' TERM; while true; do sleep 1 & wait $!; done"]
 `)
-	before := d.waitRunning("web", 30*time.Second)
-	store := filepath.Join(d.rootDir, "images")
+	before := d.WaitRunning("web", 30*time.Second)
+	store := filepath.Join(d.RootDir, "images")
 	digest := func() string {
 		var keep []string
 		for _, l := range strings.Split(storeDigest(t, store), "\n") {
@@ -291,7 +292,7 @@ spec:
 	}
 	want := digest()
 	evil := dockerArchive(t, "evil:v1", makeTar(t, []tarFile{{name: "etc/", typ: tar.TypeDir}}), makeTar(t, []tarFile{{name: ".wh..."}}))
-	tmp := filepath.Join(d.dir, "evil.tar")
+	tmp := filepath.Join(d.Dir, "evil.tar")
 	if err := os.WriteFile(tmp, evil, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -299,8 +300,8 @@ spec:
 	if err := os.Rename(tmp, dst); err != nil {
 		t.Fatal(err)
 	}
-	d.eventually(20*time.Second, "the import failure logged", func() error {
-		if out := d.output(); !strings.Contains(out, "image import failed") || !strings.Contains(out, `entry .wh...: whiteout of \"..\"`) {
+	d.Eventually(20*time.Second, "the import failure logged", func() error {
+		if out := d.Output(); !strings.Contains(out, "image import failed") || !strings.Contains(out, `entry .wh...: whiteout of \"..\"`) {
 			return fmt.Errorf("not yet")
 		}
 		return nil
@@ -308,11 +309,11 @@ spec:
 	if got := digest(); got != want {
 		t.Errorf("the store changed:\n%s\nwant\n%s", got, want)
 	}
-	after := d.waitRunning("web", 5*time.Second)
+	after := d.WaitRunning("web", 5*time.Second)
 	if a, b := after.Status.ContainerStatuses[0], before.Status.ContainerStatuses[0]; a.ContainerID != b.ContainerID || a.RestartCount != b.RestartCount {
 		t.Errorf("web's container changed: %s/%d, was %s/%d", a.ContainerID, a.RestartCount, b.ContainerID, b.RestartCount)
 	}
-	if out := d.cli("images", "ls"); strings.Contains(out, "evil") {
+	if out := d.CLI("images", "ls"); strings.Contains(out, "evil") {
 		t.Errorf("images ls shows the hostile image:\n%s", out)
 	}
 }

@@ -15,10 +15,10 @@ import (
 func TestImageArrivesThroughImportFolder(t *testing.T) {
 	t.Parallel()
 	d := newDaemon(t)
-	tar := filepath.Join(d.dir, "later.tar")
+	tar := filepath.Join(d.Dir, "later.tar")
 	buildImage(t, tar, "-ref", "example.com/later:v1")
-	d.start()
-	d.writeManifest("later.yaml", `apiVersion: v1
+	d.Start()
+	d.WriteManifest("later.yaml", `apiVersion: v1
 kind: Pod
 metadata: {name: later}
 spec:
@@ -28,8 +28,8 @@ spec:
     image: example.com/later:v1
     command: ["sh", "-c", "trap 'exit 0' TERM; while true; do sleep 1 & wait $!; done"]
 `)
-	d.eventually(15*time.Second, "ErrImageNeverPull", func() error {
-		p := d.pod("later")
+	d.Eventually(15*time.Second, "ErrImageNeverPull", func() error {
+		p := d.Pod("later")
 		if p == nil || len(p.Status.ContainerStatuses) != 1 {
 			return fmt.Errorf("no status yet")
 		}
@@ -44,7 +44,7 @@ spec:
 	if err != nil {
 		t.Fatal(err)
 	}
-	dst := filepath.Join(d.rootDir, "images", "import", "later.tar")
+	dst := filepath.Join(d.RootDir, "images", "import", "later.tar")
 	f, err := os.Create(dst)
 	if err != nil {
 		t.Fatal(err)
@@ -58,8 +58,8 @@ spec:
 		t.Fatal(err)
 	}
 	f.Close()
-	d.waitRunning("later", 30*time.Second)
-	if out := d.cli("images", "ls"); !strings.Contains(out, "example.com/later:v1") {
+	d.WaitRunning("later", 30*time.Second)
+	if out := d.CLI("images", "ls"); !strings.Contains(out, "example.com/later:v1") {
 		t.Errorf("images ls does not show the imported image:\n%s", out)
 	}
 }

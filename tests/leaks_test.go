@@ -35,19 +35,19 @@ func dirNames(t *testing.T, dir string) []string {
 func TestRapidEditsLeaveNothing(t *testing.T) {
 	t.Parallel()
 	d := newDaemon(t)
-	d.start()
+	d.Start()
 	gen := func(n int) string {
 		return sleeper("edit", fmt.Sprintf("    env:\n    - {name: GEN, value: %q}\n", strconv.Itoa(n)))
 	}
-	d.writeManifest("edit.yaml", gen(0))
-	d.waitRunning("edit", 30*time.Second)
+	d.WriteManifest("edit.yaml", gen(0))
+	d.WaitRunning("edit", 30*time.Second)
 	const edits = 50
 	for n := 1; n <= edits; n++ {
-		d.writeManifest("edit.yaml", gen(n))
+		d.WriteManifest("edit.yaml", gen(n))
 	}
 	var pod *v1.Pod
-	d.eventually(60*time.Second, "the last generation running", func() error {
-		pod = d.pod("edit")
+	d.Eventually(60*time.Second, "the last generation running", func() error {
+		pod = d.Pod("edit")
 		if pod == nil || len(pod.Spec.Containers) != 1 || len(pod.Spec.Containers[0].Env) != 1 {
 			return fmt.Errorf("pod %+v", pod)
 		}
@@ -61,22 +61,22 @@ func TestRapidEditsLeaveNothing(t *testing.T) {
 	})
 	// While it runs, it alone has a pod directory, a log directory and a sandbox.
 	for dir, want := range map[string]string{
-		filepath.Join(d.rootDir, "pods"): string(pod.UID),
-		filepath.Join(d.runDir, "pods"):  string(pod.UID),
-		d.logsDir:                        fmt.Sprintf("default_%s_%s", pod.Name, pod.UID),
+		filepath.Join(d.RootDir, "pods"): string(pod.UID),
+		filepath.Join(d.RunDir, "pods"):  string(pod.UID),
+		d.LogsDir:                        fmt.Sprintf("default_%s_%s", pod.Name, pod.UID),
 	} {
 		if got := dirNames(t, dir); !slices.Equal(got, []string{want}) {
 			t.Errorf("%s holds %v after %d edits, want only [%s]", dir, got, edits, want)
 		}
 	}
-	d.removeManifest("edit.yaml")
-	d.eventually(30*time.Second, "the pod is gone", func() error {
-		if d.pod("edit") != nil {
+	d.RemoveManifest("edit.yaml")
+	d.Eventually(30*time.Second, "the pod is gone", func() error {
+		if d.Pod("edit") != nil {
 			return errStill
 		}
 		return nil
 	})
-	d.assertNoLeaks()
+	d.AssertNoLeaks()
 }
 
 // Pod directories under <root-dir>/pods that no manifest and no container
@@ -87,16 +87,16 @@ func TestRapidEditsLeaveNothing(t *testing.T) {
 func TestLeftoverPodDirsSweptAtStart(t *testing.T) {
 	t.Parallel()
 	d := newDaemon(t)
-	d.start()
-	results := filepath.Join(d.dir, "results")
+	d.Start()
+	results := filepath.Join(d.Dir, "results")
 	os.MkdirAll(results, 0o755)
-	d.writeManifest("keep.yaml", sleeper("keep", `    volumeMounts:
+	d.WriteManifest("keep.yaml", sleeper("keep", `    volumeMounts:
     - {name: data, mountPath: /data}
   volumes:
   - name: data
     emptyDir: {medium: Memory}
 `))
-	d.writeManifest("moved.yaml", fmt.Sprintf(`apiVersion: v1
+	d.WriteManifest("moved.yaml", fmt.Sprintf(`apiVersion: v1
 kind: Pod
 metadata: {name: moved}
 spec:
@@ -112,15 +112,15 @@ spec:
     - {name: s, mountPath: /s}
     - {name: data, mountPath: /data}
 `, results))
-	keep := d.waitRunning("keep", 30*time.Second)
-	pid := d.containerPID(keep, "main")
-	moved := d.waitRunning("moved", 30*time.Second)
-	d.stop()
+	keep := d.WaitRunning("keep", 30*time.Second)
+	pid := containerPID(d, keep, "main")
+	moved := d.WaitRunning("moved", 30*time.Second)
+	d.Stop()
 
-	d.removeManifest("moved.yaml")
+	d.RemoveManifest("moved.yaml")
 	leftovers := []string{"0123456789abcdef0123456789abcdef", "fedcba9876543210fedcba9876543210", "leftover-with-tmpfs"}
 	for _, uid := range leftovers {
-		dir := filepath.Join(d.rootDir, "pods", uid, "volumes", "kubernetes.io~empty-dir", "data")
+		dir := filepath.Join(d.RootDir, "pods", uid, "volumes", "kubernetes.io~empty-dir", "data")
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -136,10 +136,10 @@ spec:
 	}
 
 	sock, path := newNotifySocket(t)
-	d.env = []string{"NOTIFY_SOCKET=" + path}
-	d.start()
+	d.Env = []string{"NOTIFY_SOCKET=" + path}
+	d.Start()
 	sock.next(t, "READY=1", 30*time.Second)
-	got := dirNames(t, filepath.Join(d.rootDir, "pods"))
+	got := dirNames(t, filepath.Join(d.RootDir, "pods"))
 	for _, uid := range leftovers {
 		if slices.Contains(got, uid) {
 			t.Errorf("leftover pod directory %s still there at READY=1", uid)
@@ -148,11 +148,11 @@ spec:
 	if !slices.Contains(got, string(keep.UID)) {
 		t.Errorf("the running pod's directory %s was removed; pods dir holds %v", keep.UID, got)
 	}
-	if p := d.waitRunning("keep", 10*time.Second); d.containerPID(p, "main") != pid {
+	if p := d.WaitRunning("keep", 10*time.Second); containerPID(d, p, "main") != pid {
 		t.Errorf("the running pod was restarted")
 	}
-	d.eventually(30*time.Second, "the removed pod's directory gone", func() error {
-		if slices.Contains(dirNames(t, filepath.Join(d.rootDir, "pods")), string(moved.UID)) {
+	d.Eventually(30*time.Second, "the removed pod's directory gone", func() error {
+		if slices.Contains(dirNames(t, filepath.Join(d.RootDir, "pods")), string(moved.UID)) {
 			return errStill
 		}
 		return nil

@@ -20,18 +20,18 @@ import (
 func TestReadOnlyPortFloodLeavesCLIAndPods(t *testing.T) {
 	t.Parallel()
 	d := newDaemon(t)
-	d.nofile = 64
+	d.Nofile = 64
 	const maxConns = 64 / 8
-	d.start()
-	d.writeManifest("before.yaml", sleeper("before", ""))
-	d.waitRunning("before", 30*time.Second)
+	d.Start()
+	d.WriteManifest("before.yaml", sleeper("before", ""))
+	d.WaitRunning("before", 30*time.Second)
 	// The harness's own keep-alive connections would hold some of the slots.
 	http.DefaultTransport.(*http.Transport).CloseIdleConnections()
-	pid := d.cmd.Process.Pid
+	pid := d.PID()
 	fdsBefore := openFDs(t, pid)
 
 	// 100 clients each ask for /healthz and then keep their connection open.
-	addr := fmt.Sprintf("127.0.0.1:%d", d.port)
+	addr := fmt.Sprintf("127.0.0.1:%d", d.Port)
 	var mu sync.Mutex
 	var answered []net.Conn
 	for range 100 {
@@ -59,7 +59,7 @@ func TestReadOnlyPortFloodLeavesCLIAndPods(t *testing.T) {
 		defer mu.Unlock()
 		return len(answered)
 	}
-	d.eventually(30*time.Second, "the read-only port answers up to its cap", func() error {
+	d.Eventually(30*time.Second, "the read-only port answers up to its cap", func() error {
 		if n := nAnswered(); n < maxConns {
 			return fmt.Errorf("%d answered", n)
 		}
@@ -70,12 +70,12 @@ func TestReadOnlyPortFloodLeavesCLIAndPods(t *testing.T) {
 	}
 
 	// The read-only port is full: the CLI socket answers, and a new pod starts.
-	d.socketOnly = true
-	if out := d.cli("ps"); !strings.Contains(out, "before-"+d.name) {
+	d.SocketOnly = true
+	if out := d.CLI("ps"); !strings.Contains(out, "before-"+d.Name) {
 		t.Errorf("ps while the read-only port is full:\n%s", out)
 	}
-	d.writeManifest("during.yaml", sleeper("during", ""))
-	d.waitRunning("during", 30*time.Second)
+	d.WriteManifest("during.yaml", sleeper("during", ""))
+	d.WaitRunning("during", 30*time.Second)
 
 	// All this while, the clients beyond the cap got no answer; once a
 	// served one leaves, one of them does.
@@ -85,13 +85,13 @@ func TestReadOnlyPortFloodLeavesCLIAndPods(t *testing.T) {
 	mu.Lock()
 	answered[0].Close()
 	mu.Unlock()
-	d.eventually(30*time.Second, "a waiting client answered once a slot is free", func() error {
+	d.Eventually(30*time.Second, "a waiting client answered once a slot is free", func() error {
 		if n := nAnswered(); n != maxConns+1 {
 			return fmt.Errorf("%d answered", n)
 		}
 		return nil
 	})
-	d.socketOnly = false
+	d.SocketOnly = false
 }
 
 // openFDs counts the open file descriptors of process pid.

@@ -17,9 +17,9 @@ import (
 func TestLongestPodNames(t *testing.T) {
 	t.Parallel()
 	d := newDaemon(t)
-	d.name += "." + strings.Repeat("n", 100) // a long node name takes its share
-	d.start()
-	longest := 255 - len("default_") - len("-"+d.name) - len("_") - 32
+	d.Name += "." + strings.Repeat("n", 100) // a long node name takes its share
+	d.Start()
+	longest := 255 - len("default_") - len("-"+d.Name) - len("_") - 32
 	manifest := func(n int) string {
 		return fmt.Sprintf(`apiVersion: v1
 kind: Pod
@@ -32,25 +32,25 @@ spec:
     command: ["sh", "-c", "echo hello from a long name; exec sleep 1000"]
 `, strings.Repeat("p", n), strings.Repeat("c", 63))
 	}
-	d.writeManifest("longest.yaml", manifest(longest))
-	pod := d.waitRunning(strings.Repeat("p", longest), 30*time.Second)
+	d.WriteManifest("longest.yaml", manifest(longest))
+	pod := d.WaitRunning(strings.Repeat("p", longest), 30*time.Second)
 	if n := len(fmt.Sprintf("%s_%s_%s", pod.Namespace, pod.Name, pod.UID)); n != 255 {
 		t.Fatalf("log directory name is %d bytes; the test means 255", n)
 	}
-	d.eventually(10*time.Second, "its log", func() error {
-		if out, err := d.cliErr("logs", pod.Name); err != nil || out != "hello from a long name\n" {
+	d.Eventually(10*time.Second, "its log", func() error {
+		if out, err := d.CLIErr("logs", pod.Name); err != nil || out != "hello from a long name\n" {
 			return fmt.Errorf("logs: %v %q", err, out)
 		}
 		return nil
 	})
 
-	d.writeManifest("toolong.yaml", manifest(longest+1))
-	out, err := d.cliErr("validate", "--hostname-override", d.name, filepath.Join(d.manifests, "toolong.yaml"))
+	d.WriteManifest("toolong.yaml", manifest(longest+1))
+	out, err := d.CLIErr("validate", "--hostname-override", d.Name, filepath.Join(d.Manifests, "toolong.yaml"))
 	if err == nil || !strings.Contains(out, "toolong.yaml: metadata.name: ") || !strings.Contains(out, "would be 256 bytes") {
 		t.Errorf("validate of a name one byte too long: %v\n%s", err, out)
 	}
-	d.eventually(15*time.Second, "ps names toolong.yaml", func() error {
-		out, _ := d.cliErr("ps")
+	d.Eventually(15*time.Second, "ps names toolong.yaml", func() error {
+		out, _ := d.CLIErr("ps")
 		if !strings.Contains(out, "toolong.yaml") || !strings.Contains(out, "shorten it by 1") {
 			return fmt.Errorf("ps output:\n%s", out)
 		}

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/staticpodd/staticpodd/tests/testdaemon"
 )
 
 // podWithDir is a one-container busybox pod whose container runs the shell
@@ -53,14 +55,15 @@ spec:
 %s`, name, extra)
 }
 
-func (d *daemon) containerPID(pod *v1.Pod, name string) int {
-	d.t.Helper()
+// containerPID is the host PID of the init of the pod's container name.
+func containerPID(d *daemon, pod *v1.Pod, name string) int {
+	d.T.Helper()
 	for _, cs := range pod.Status.ContainerStatuses {
 		if cs.Name == name {
-			return hostPID(d.t, d.cgroup, cs.ContainerID)
+			return hostPID(d.T, d.Cgroup, cs.ContainerID)
 		}
 	}
-	d.t.Fatalf("pod %s has no container %s", pod.Name, name)
+	d.T.Fatalf("pod %s has no container %s", pod.Name, name)
 	return 0
 }
 
@@ -103,9 +106,9 @@ func hostPID(t *testing.T, cgroupRoot, containerID string) int {
 func TestManifestAppearsRunsContainer(t *testing.T) {
 	t.Parallel()
 	d := newDaemon(t)
-	d.start()
-	d.writeManifest("sleeper.yaml", sleeper("sleeper", ""))
-	pod := d.waitRunning("sleeper", 30*time.Second)
+	d.Start()
+	d.WriteManifest("sleeper.yaml", sleeper("sleeper", ""))
+	pod := d.WaitRunning("sleeper", 30*time.Second)
 
 	if pod.Namespace != "default" {
 		t.Errorf("namespace = %q, want default", pod.Namespace)
@@ -116,15 +119,15 @@ func TestManifestAppearsRunsContainer(t *testing.T) {
 	if h := pod.Annotations["kubernetes.io/config.hash"]; h == "" || h != string(pod.UID) {
 		t.Errorf("config.hash = %q, UID = %q: want equal and set", h, pod.UID)
 	}
-	if pod.Spec.NodeName != d.name {
-		t.Errorf("spec.nodeName = %q, want %q", pod.Spec.NodeName, d.name)
+	if pod.Spec.NodeName != d.Name {
+		t.Errorf("spec.nodeName = %q, want %q", pod.Spec.NodeName, d.Name)
 	}
 	for k := range pod.Annotations {
 		if strings.HasPrefix(k, "staticpodd.io/") {
 			t.Errorf("internal annotation %s shown on /pods", k)
 		}
 	}
-	pid := d.containerPID(pod, "main")
+	pid := containerPID(d, pod, "main")
 	if !procAlive(pid) {
 		t.Fatalf("container process %d is not alive", pid)
 	}
@@ -133,14 +136,14 @@ func TestManifestAppearsRunsContainer(t *testing.T) {
 		t.Errorf("container status = %+v, want ready with 0 restarts", cs)
 	}
 	// The image a pod uses cannot be removed from under it.
-	if out, err := d.cliErr("images", "rm", "busybox"); err == nil || !strings.Contains(out, "used by a container") {
+	if out, err := d.CLIErr("images", "rm", "busybox"); err == nil || !strings.Contains(out, "used by a container") {
 		t.Errorf("images rm of an image in use: %v\n%s", err, out)
 	}
-	if out := d.cli("images", "ls"); !strings.Contains(out, "docker.io/library/busybox:latest") {
+	if out := d.CLI("images", "ls"); !strings.Contains(out, "docker.io/library/busybox:latest") {
 		t.Errorf("image gone after a refused rm:\n%s", out)
 	}
 	// Its log is in the CRI format under podLogsDir/<ns>_<pod>_<uid>/<container>/0.log.
-	d.writeManifest("echo.yaml", `apiVersion: v1
+	d.WriteManifest("echo.yaml", `apiVersion: v1
 kind: Pod
 metadata: {name: echo}
 spec:
@@ -150,9 +153,9 @@ spec:
     image: busybox
     command: ["sh", "-c", "echo hello out; echo hello err >&2; exec sleep 1000"]
 `)
-	echo := d.waitRunning("echo", 30*time.Second)
-	logFile := filepath.Join(d.logsDir, fmt.Sprintf("default_%s_%s", echo.Name, echo.UID), "say", "0.log")
-	d.eventually(10*time.Second, "both log lines", func() error {
+	echo := d.WaitRunning("echo", 30*time.Second)
+	logFile := filepath.Join(d.LogsDir, fmt.Sprintf("default_%s_%s", echo.Name, echo.UID), "say", "0.log")
+	d.Eventually(10*time.Second, "both log lines", func() error {
 		b, err := os.ReadFile(logFile)
 		if err != nil {
 			return err
@@ -163,7 +166,7 @@ spec:
 		}
 		return nil
 	})
-	if out := d.cli("logs", "echo"); out != "hello out\nhello err\n" && out != "hello err\nhello out\n" {
+	if out := d.CLI("logs", "echo"); out != "hello out\nhello err\n" && out != "hello err\nhello out\n" {
 		t.Errorf("staticpodd logs echo = %q", out)
 	}
 }
@@ -173,19 +176,19 @@ spec:
 func TestEditStopsOldBeforeNew(t *testing.T) {
 	t.Parallel()
 	d := newDaemon(t)
-	d.start()
-	shared := filepath.Join(d.dir, "shared")
+	d.Start()
+	shared := filepath.Join(d.Dir, "shared")
 	os.MkdirAll(shared, 0o755)
 	gen := func(n int) string {
 		return podWithDir("gen", shared, fmt.Sprintf("echo start %d >> /s/events; trap 'sleep 1; echo stop %d >> /s/events; exit 0' TERM; while true; do sleep 1 & wait $!; done", n, n),
 			"terminationGracePeriodSeconds: 10")
 	}
-	d.writeManifest("gen.yaml", gen(1))
-	first := d.waitRunning("gen", 30*time.Second)
-	oldPID := d.containerPID(first, "main")
+	d.WriteManifest("gen.yaml", gen(1))
+	first := d.WaitRunning("gen", 30*time.Second)
+	oldPID := containerPID(d, first, "main")
 
-	d.writeManifest("gen.yaml", gen(2))
-	d.eventually(30*time.Second, "generation 2 started", func() error {
+	d.WriteManifest("gen.yaml", gen(2))
+	d.Eventually(30*time.Second, "generation 2 started", func() error {
 		b, _ := os.ReadFile(filepath.Join(shared, "events"))
 		if !strings.Contains(string(b), "start 2") {
 			return fmt.Errorf("events: %q", b)
@@ -199,7 +202,7 @@ func TestEditStopsOldBeforeNew(t *testing.T) {
 	if procAlive(oldPID) {
 		t.Fatalf("old container process %d still alive", oldPID)
 	}
-	second := d.waitRunning("gen", 10*time.Second)
+	second := d.WaitRunning("gen", 10*time.Second)
 	if second.UID == first.UID {
 		t.Errorf("edited manifest kept UID %s", first.UID)
 	}
@@ -209,18 +212,18 @@ func TestEditStopsOldBeforeNew(t *testing.T) {
 func TestDeleteLeavesNothing(t *testing.T) {
 	t.Parallel()
 	d := newDaemon(t)
-	d.start()
-	d.writeManifest("gone.yaml", sleeper("gone", `    resources:
+	d.Start()
+	d.WriteManifest("gone.yaml", sleeper("gone", `    resources:
       limits: {memory: 64Mi, cpu: 200m}
   volumes:
   - name: scratch
     emptyDir: {}
 `))
-	pod := d.waitRunning("gone", 30*time.Second)
-	pid := d.containerPID(pod, "main")
+	pod := d.WaitRunning("gone", 30*time.Second)
+	pid := containerPID(d, pod, "main")
 	// The limits are the container's cgroup limits.
 	cg := strings.TrimPrefix(pod.Status.ContainerStatuses[0].ContainerID, "staticpodd://")
-	dir := filepath.Join(d.cgroup, "pod"+string(pod.UID), cg)
+	dir := filepath.Join(d.Cgroup, "pod"+string(pod.UID), cg)
 	for file, want := range map[string]string{
 		"/sys/fs/cgroup/memory" + dir + "/memory.limit_in_bytes": "67108864",
 		"/sys/fs/cgroup/cpu" + dir + "/cpu.cfs_quota_us":         "20000",
@@ -230,9 +233,9 @@ func TestDeleteLeavesNothing(t *testing.T) {
 			t.Errorf("%s = %q (%v), want %s", file, b, err, want)
 		}
 	}
-	d.removeManifest("gone.yaml")
-	d.eventually(30*time.Second, "the pod is gone", func() error {
-		if d.pod("gone") != nil {
+	d.RemoveManifest("gone.yaml")
+	d.Eventually(30*time.Second, "the pod is gone", func() error {
+		if d.Pod("gone") != nil {
 			return fmt.Errorf("still listed")
 		}
 		return nil
@@ -240,8 +243,8 @@ func TestDeleteLeavesNothing(t *testing.T) {
 	if procAlive(pid) {
 		t.Errorf("container process %d still alive", pid)
 	}
-	d.assertNoLeaks()
-	logDir := filepath.Join(d.logsDir, fmt.Sprintf("default_%s_%s", pod.Name, pod.UID))
+	d.AssertNoLeaks()
+	logDir := filepath.Join(d.LogsDir, fmt.Sprintf("default_%s_%s", pod.Name, pod.UID))
 	if _, err := os.Stat(logDir); !os.IsNotExist(err) {
 		t.Errorf("pod log directory %s left behind (err %v)", logDir, err)
 	}
@@ -252,14 +255,14 @@ func TestDeleteLeavesNothing(t *testing.T) {
 func TestCrashLoopBackOff(t *testing.T) {
 	t.Parallel()
 	d := newDaemon(t)
-	d.start()
-	stamps := filepath.Join(d.dir, "stamps")
+	d.Start()
+	stamps := filepath.Join(d.Dir, "stamps")
 	os.MkdirAll(stamps, 0o755)
-	d.writeManifest("crash.yaml", podWithDir("crash", stamps, "date +%s >> /s/starts; echo run $(wc -l < /s/starts); exit 3", ""))
+	d.WriteManifest("crash.yaml", podWithDir("crash", stamps, "date +%s >> /s/starts; echo run $(wc -l < /s/starts); exit 3", ""))
 	var starts []float64
 	sawBackOff := false
-	d.eventually(60*time.Second, "four starts", func() error {
-		if p := d.pod("crash"); p != nil && len(p.Status.ContainerStatuses) == 1 {
+	d.Eventually(60*time.Second, "four starts", func() error {
+		if p := d.Pod("crash"); p != nil && len(p.Status.ContainerStatuses) == 1 {
 			cs := p.Status.ContainerStatuses[0]
 			if w := cs.State.Waiting; w != nil && w.Reason == "CrashLoopBackOff" {
 				sawBackOff = true
@@ -288,8 +291,8 @@ func TestCrashLoopBackOff(t *testing.T) {
 	if gaps[0] > 2 || gaps[1] < 9 || gaps[1] > 13 || gaps[2] < 19 || gaps[2] > 24 {
 		t.Errorf("restart gaps = %.1fs, %.1fs, %.1fs; want about 0, 10, 20", gaps[0], gaps[1], gaps[2])
 	}
-	d.eventually(10*time.Second, "restartCount 3", func() error {
-		p := d.pod("crash")
+	d.Eventually(10*time.Second, "restartCount 3", func() error {
+		p := d.Pod("crash")
 		if p == nil || len(p.Status.ContainerStatuses) != 1 {
 			return fmt.Errorf("no status")
 		}
@@ -299,13 +302,13 @@ func TestCrashLoopBackOff(t *testing.T) {
 		return nil
 	})
 	// One log file per run: the current run's and the one before it.
-	cur, prev := d.cli("logs", "crash"), d.cli("logs", "crash", "--previous")
+	cur, prev := d.CLI("logs", "crash"), d.CLI("logs", "crash", "--previous")
 	if cur != "run 4\n" || prev != "run 3\n" {
 		t.Errorf("logs = %q, logs --previous = %q; want \"run 4\", \"run 3\"", cur, prev)
 	}
 	// As the kubelet, only those two runs keep their log files.
-	p := d.pod("crash")
-	files, _ := filepath.Glob(filepath.Join(d.logsDir, fmt.Sprintf("default_%s_%s", p.Name, p.UID), "main", "*.log"))
+	p := d.Pod("crash")
+	files, _ := filepath.Glob(filepath.Join(d.LogsDir, fmt.Sprintf("default_%s_%s", p.Name, p.UID), "main", "*.log"))
 	if len(files) != 2 {
 		t.Errorf("log files %v, want only the current and previous runs'", files)
 	}
@@ -316,9 +319,9 @@ func TestCrashLoopBackOff(t *testing.T) {
 func TestDaemonKill9AdoptsContainers(t *testing.T) {
 	t.Parallel()
 	d := newDaemon(t)
-	d.start()
-	d.writeManifest("keep.yaml", sleeper("keep", ""))
-	d.writeManifest("later.yaml", `apiVersion: v1
+	d.Start()
+	d.WriteManifest("keep.yaml", sleeper("keep", ""))
+	d.WriteManifest("later.yaml", `apiVersion: v1
 kind: Pod
 metadata: {name: later}
 spec:
@@ -328,34 +331,34 @@ spec:
     image: busybox
     command: ["sh", "-c", "read x < /dev/null; sleep 4; echo while-down; exit 7"]
 `)
-	once := filepath.Join(d.dir, "once")
+	once := filepath.Join(d.Dir, "once")
 	os.MkdirAll(once, 0o755)
-	d.writeManifest("once.yaml", podWithDir("once", once,
+	d.WriteManifest("once.yaml", podWithDir("once", once,
 		"[ -f /s/ran ] || { touch /s/ran; exit 1; }; trap 'exit 0' TERM; while true; do sleep 1 & wait $!; done",
 		"terminationGracePeriodSeconds: 2\nrestartPolicy: OnFailure"))
-	keep := d.waitRunning("keep", 30*time.Second)
-	d.waitRunning("later", 30*time.Second)
+	keep := d.WaitRunning("keep", 30*time.Second)
+	d.WaitRunning("later", 30*time.Second)
 	var oncePID int
-	d.eventually(30*time.Second, "once restarted once and running", func() error {
-		p := d.pod("once")
+	d.Eventually(30*time.Second, "once restarted once and running", func() error {
+		p := d.Pod("once")
 		if p == nil || len(p.Status.ContainerStatuses) != 1 || p.Status.ContainerStatuses[0].RestartCount != 1 ||
 			p.Status.ContainerStatuses[0].State.Running == nil {
 			return fmt.Errorf("not yet: %+v", p)
 		}
-		oncePID = d.containerPID(p, "main")
+		oncePID = containerPID(d, p, "main")
 		return nil
 	})
-	pid := d.containerPID(keep, "main")
+	pid := containerPID(d, keep, "main")
 	uid := keep.UID
 
-	d.kill9()
+	d.Kill9()
 	time.Sleep(6 * time.Second) // "later" exits while no daemon runs
 	if !procAlive(pid) {
 		t.Fatalf("container %d died with the daemon", pid)
 	}
-	d.start()
-	after := d.waitRunning("keep", 30*time.Second)
-	if got := d.containerPID(after, "main"); got != pid {
+	d.Start()
+	after := d.WaitRunning("keep", 30*time.Second)
+	if got := containerPID(d, after, "main"); got != pid {
 		t.Errorf("container PID after restart = %d, want %d (adopted, not restarted)", got, pid)
 	}
 	if after.UID != uid {
@@ -364,15 +367,15 @@ spec:
 	if rc := after.Status.ContainerStatuses[0].RestartCount; rc != 0 {
 		t.Errorf("restartCount = %d after daemon restart, want 0", rc)
 	}
-	onceAfter := d.waitRunning("once", 30*time.Second)
+	onceAfter := d.WaitRunning("once", 30*time.Second)
 	if rc := onceAfter.Status.ContainerStatuses[0].RestartCount; rc != 1 {
 		t.Errorf("restartCount of a container restarted once = %d after the daemon's restart, want 1", rc)
 	}
-	if got := d.containerPID(onceAfter, "main"); got != oncePID {
+	if got := containerPID(d, onceAfter, "main"); got != oncePID {
 		t.Errorf("once's container PID %d -> %d across the daemon's restart", oncePID, got)
 	}
-	d.eventually(20*time.Second, "the exit while down is recorded", func() error {
-		p := d.pod("later")
+	d.Eventually(20*time.Second, "the exit while down is recorded", func() error {
+		p := d.Pod("later")
 		if p == nil || len(p.Status.ContainerStatuses) != 1 {
 			return fmt.Errorf("no pod")
 		}
@@ -385,8 +388,8 @@ spec:
 		}
 		return nil
 	})
-	later := d.pod("later")
-	logFile := filepath.Join(d.logsDir, fmt.Sprintf("default_%s_%s", later.Name, later.UID), "main", "0.log")
+	later := d.Pod("later")
+	logFile := filepath.Join(d.LogsDir, fmt.Sprintf("default_%s_%s", later.Name, later.UID), "main", "0.log")
 	if b, err := os.ReadFile(logFile); err != nil || !strings.Contains(string(b), " stdout F while-down\n") {
 		t.Errorf("line written while the daemon was down is missing from %s: %q %v", logFile, b, err)
 	}
@@ -397,30 +400,30 @@ spec:
 func TestBrokenManifestBesideGoodOne(t *testing.T) {
 	t.Parallel()
 	d := newDaemon(t)
-	d.start()
-	d.writeManifest("good.yaml", sleeper("good", ""))
-	good := d.waitRunning("good", 30*time.Second)
-	pid := d.containerPID(good, "main")
+	d.Start()
+	d.WriteManifest("good.yaml", sleeper("good", ""))
+	good := d.WaitRunning("good", 30*time.Second)
+	pid := containerPID(d, good, "main")
 
-	d.writeManifest("broken.yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: broken}\nspec:\n  containers:\n  - name: x\n    image: [\n")
-	d.writeManifest("invalid.yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: Invalid_Name}\nspec:\n  containers: []\n")
-	d.eventually(15*time.Second, "ps names the broken files", func() error {
-		out, _ := d.cliErr("ps")
+	d.WriteManifest("broken.yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: broken}\nspec:\n  containers:\n  - name: x\n    image: [\n")
+	d.WriteManifest("invalid.yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: Invalid_Name}\nspec:\n  containers: []\n")
+	d.Eventually(15*time.Second, "ps names the broken files", func() error {
+		out, _ := d.CLIErr("ps")
 		if !strings.Contains(out, "broken.yaml") || !strings.Contains(out, "invalid.yaml") {
 			return fmt.Errorf("ps output:\n%s", out)
 		}
 		return nil
 	})
 	time.Sleep(3 * time.Second) // a relist or two
-	after := d.waitRunning("good", 5*time.Second)
-	if got := d.containerPID(after, "main"); got != pid || after.Status.ContainerStatuses[0].RestartCount != 0 {
+	after := d.WaitRunning("good", 5*time.Second)
+	if got := containerPID(d, after, "main"); got != pid || after.Status.ContainerStatuses[0].RestartCount != 0 {
 		t.Errorf("good pod disturbed: pid %d -> %d, restarts %d", pid, got, after.Status.ContainerStatuses[0].RestartCount)
 	}
-	if n := len(d.pods()); n != 1 {
+	if n := len(d.Pods()); n != 1 {
 		t.Errorf("%d pods, want only the good one", n)
 	}
 	// validate runs the daemon's parser: it names the file and the reason.
-	out, err := d.cliErr("validate", filepath.Join(d.manifests, "broken.yaml"), filepath.Join(d.manifests, "invalid.yaml"))
+	out, err := d.CLIErr("validate", filepath.Join(d.Manifests, "broken.yaml"), filepath.Join(d.Manifests, "invalid.yaml"))
 	if err == nil {
 		t.Errorf("validate of broken manifests exited 0:\n%s", out)
 	}
@@ -429,23 +432,23 @@ func TestBrokenManifestBesideGoodOne(t *testing.T) {
 			t.Errorf("validate output lacks %q:\n%s", want, out)
 		}
 	}
-	if out, err := d.cliErr("validate", filepath.Join(d.manifests, "good.yaml")); err != nil {
+	if out, err := d.CLIErr("validate", filepath.Join(d.Manifests, "good.yaml")); err != nil {
 		t.Errorf("validate of a good manifest failed: %v\n%s", err, out)
 	}
 
 	// The good manifest turns invalid: its last good pod keeps running, and
 	// ps says why the file is not used.
-	d.writeManifest("good.yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: good}\nspec:\n  containers:\n  - name: main\n")
-	d.eventually(15*time.Second, "ps names good.yaml", func() error {
-		out, _ := d.cliErr("ps")
+	d.WriteManifest("good.yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: good}\nspec:\n  containers:\n  - name: main\n")
+	d.Eventually(15*time.Second, "ps names good.yaml", func() error {
+		out, _ := d.CLIErr("ps")
 		if !strings.Contains(out, "good.yaml") || !strings.Contains(out, "image") {
 			return fmt.Errorf("ps output:\n%s", out)
 		}
 		return nil
 	})
 	time.Sleep(3 * time.Second) // a relist or two
-	kept := d.waitRunning("good", 5*time.Second)
-	if got := d.containerPID(kept, "main"); got != pid {
+	kept := d.WaitRunning("good", 5*time.Second)
+	if got := containerPID(d, kept, "main"); got != pid {
 		t.Errorf("the last good pod was disturbed when its manifest turned invalid: pid %d -> %d", pid, got)
 	}
 }
@@ -454,18 +457,18 @@ func TestBrokenManifestBesideGoodOne(t *testing.T) {
 func TestCorruptImageRefused(t *testing.T) {
 	t.Parallel()
 	d := newDaemon(t)
-	before := d.cli("images", "ls")
-	beforeTree := tree(t, filepath.Join(d.rootDir, "images"))
-	good, err := os.ReadFile(imageTar)
+	before := d.CLI("images", "ls")
+	beforeTree := tree(t, filepath.Join(d.RootDir, "images"))
+	good, err := os.ReadFile(testdaemon.Image)
 	if err != nil {
 		t.Fatal(err)
 	}
-	truncated := filepath.Join(d.dir, "truncated.tar")
+	truncated := filepath.Join(d.Dir, "truncated.tar")
 	os.WriteFile(truncated, good[:len(good)/2], 0o644)
-	garbage := filepath.Join(d.dir, "garbage.tar")
+	garbage := filepath.Join(d.Dir, "garbage.tar")
 	os.WriteFile(garbage, []byte("this is not an image archive\n"), 0o644)
 	for _, f := range []string{truncated, garbage} {
-		out, err := d.cliErr("images", "import", f)
+		out, err := d.CLIErr("images", "import", f)
 		if err == nil {
 			t.Errorf("import of %s succeeded:\n%s", f, out)
 		}
@@ -473,10 +476,10 @@ func TestCorruptImageRefused(t *testing.T) {
 			t.Errorf("error does not name the file %s:\n%s", f, out)
 		}
 	}
-	if after := d.cli("images", "ls"); after != before {
+	if after := d.CLI("images", "ls"); after != before {
 		t.Errorf("store changed by a refused import:\nbefore:\n%s\nafter:\n%s", before, after)
 	}
-	if after := tree(t, filepath.Join(d.rootDir, "images")); after != beforeTree {
+	if after := tree(t, filepath.Join(d.RootDir, "images")); after != beforeTree {
 		t.Errorf("store files changed by a refused import:\nbefore:\n%s\nafter:\n%s", beforeTree, after)
 	}
 }
@@ -513,17 +516,17 @@ func tree(t *testing.T, dir string) string {
 func TestSecondDaemonRefused(t *testing.T) {
 	t.Parallel()
 	d := newDaemon(t)
-	d.writeManifest("one.yaml", sleeper("one", ""))
-	d.start()
-	pod := d.waitRunning("one", 30*time.Second)
-	pid := d.containerPID(pod, "main")
-	out, err := exec.Command(bin, "run", "--config", d.config, "--hostname-override", d.name,
-		"--root-dir", d.rootDir, "--run-dir", d.runDir).CombinedOutput()
+	d.WriteManifest("one.yaml", sleeper("one", ""))
+	d.Start()
+	pod := d.WaitRunning("one", 30*time.Second)
+	pid := containerPID(d, pod, "main")
+	out, err := exec.Command(testdaemon.Bin, "run", "--config", d.Config, "--hostname-override", d.Name,
+		"--root-dir", d.RootDir, "--run-dir", d.RunDir).CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "another staticpodd") {
 		t.Fatalf("second daemon: %v\n%s", err, out)
 	}
-	after := d.waitRunning("one", 5*time.Second)
-	if got := d.containerPID(after, "main"); got != pid {
+	after := d.WaitRunning("one", 5*time.Second)
+	if got := containerPID(d, after, "main"); got != pid {
 		t.Errorf("container %d replaced by %d", pid, got)
 	}
 }

@@ -2,6 +2,7 @@ package tests
 
 import (
 	"fmt"
+	"github.com/staticpodd/staticpodd/tests/testdaemon"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -52,7 +53,7 @@ func TestProbesKubeadmShape(t *testing.T) {
 	port := srv.Listener.Addr().(*net.TCPAddr).Port
 
 	d := newDaemon(t)
-	d.writeManifest("apiserver.yaml", fmt.Sprintf(`apiVersion: v1
+	d.WriteManifest("apiserver.yaml", fmt.Sprintf(`apiVersion: v1
 kind: Pod
 metadata:
   name: kube-apiserver
@@ -85,12 +86,12 @@ spec:
       timeoutSeconds: 15
       failureThreshold: 2
 `, port))
-	d.start()
+	d.Start()
 	name := "kube-apiserver"
 	waitReady := func(want bool, what string) *v1.Pod {
 		var p *v1.Pod
-		d.eventually(30*time.Second, what, func() error {
-			if p = d.pod(name); p == nil || ready(p) != want {
+		d.Eventually(30*time.Second, what, func() error {
+			if p = d.Pod(name); p == nil || ready(p) != want {
 				return fmt.Errorf("not yet")
 			}
 			return nil
@@ -111,8 +112,8 @@ spec:
 	waitReady(true, "the pod is Ready again")
 
 	livez.ok.Store(false)
-	d.eventually(30*time.Second, "liveness restarts the container", func() error {
-		p := d.pod(name)
+	d.Eventually(30*time.Second, "liveness restarts the container", func() error {
+		p := d.Pod(name)
 		if p == nil || p.Status.ContainerStatuses[0].RestartCount < 1 {
 			return fmt.Errorf("not restarted")
 		}
@@ -124,7 +125,7 @@ spec:
 	if last := cs.LastTerminationState.Terminated; cs.RestartCount != 1 || last == nil {
 		t.Errorf("after the liveness restart: %+v", cs)
 	}
-	if out := d.output(); !containsAll(out, "probe result changed", "Container kube-apiserver failed liveness probe, will be restarted") {
+	if out := d.Output(); !containsAll(out, "probe result changed", "Container kube-apiserver failed liveness probe, will be restarted") {
 		t.Errorf("the daemon log does not say why it restarted:\n%s", out)
 	}
 }
@@ -144,12 +145,12 @@ func containsAll(s string, subs ...string) bool {
 func TestProbesInsidePodNetwork(t *testing.T) {
 	t.Parallel()
 	d := newDaemon(t)
-	dir := filepath.Join(d.dir, "www")
+	dir := filepath.Join(d.Dir, "www")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	port := freePort(t) // free on the host: only the pod listens there
-	d.writeManifest("web.yaml", podWithDir("web", dir,
+	port := testdaemon.FreePort(t) // free on the host: only the pod listens there
+	d.WriteManifest("web.yaml", podWithDir("web", dir,
 		fmt.Sprintf("trap 'exit 0' TERM; httpd -p 127.0.0.1:%d -h /s; while true; do sleep 1 & wait $!; done", port),
 		fmt.Sprintf(`terminationGracePeriodSeconds: 2`))+fmt.Sprintf(`    ports: [{name: http, containerPort: %d}]
     readinessProbe:
@@ -159,8 +160,8 @@ func TestProbesInsidePodNetwork(t *testing.T) {
       tcpSocket: {port: %d}
       periodSeconds: 1
 `, port, port))
-	d.start()
-	p := d.waitRunning("web", 30*time.Second)
+	d.Start()
+	p := d.WaitRunning("web", 30*time.Second)
 	if ready(p) {
 		t.Fatalf("ready before /ready exists: %+v", p.Status)
 	}
@@ -171,13 +172,13 @@ func TestProbesInsidePodNetwork(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "ready"), []byte("ok"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	d.eventually(30*time.Second, "ready once /ready is served inside the pod", func() error {
-		if p := d.pod("web"); p == nil || !ready(p) {
+	d.Eventually(30*time.Second, "ready once /ready is served inside the pod", func() error {
+		if p := d.Pod("web"); p == nil || !ready(p) {
 			return fmt.Errorf("not ready")
 		}
 		return nil
 	})
-	if p := d.pod("web"); p.Status.ContainerStatuses[0].RestartCount != 0 {
+	if p := d.Pod("web"); p.Status.ContainerStatuses[0].RestartCount != 0 {
 		t.Errorf("the tcp liveness probe inside the pod restarted it: %+v", p.Status.ContainerStatuses[0])
 	}
 }

@@ -11,7 +11,7 @@ import (
 func TestSecurityContext(t *testing.T) {
 	t.Parallel()
 	d := newDaemon(t)
-	d.start()
+	d.Start()
 	pod := func(name, sc, cmd string) string {
 		return fmt.Sprintf(`apiVersion: v1
 kind: Pod
@@ -26,26 +26,26 @@ spec:
 `, name, cmd, sc)
 	}
 	// Docker's default capabilities: no CAP_SYS_ADMIN, so no mount.
-	d.writeManifest("plain.yaml", pod("plain", "{}", "id -u; mkdir -p /tmp/m; mount -t tmpfs none /tmp/m 2>/dev/null && echo mounted || echo refused"))
-	d.writeManifest("priv.yaml", pod("priv", "{privileged: true}", "id -u; mkdir -p /tmp/m; mount -t tmpfs none /tmp/m 2>/dev/null && echo mounted || echo refused"))
-	d.writeManifest("user.yaml", pod("user", "{runAsUser: 65534, runAsGroup: 65534}", "id -u; id -g"))
-	d.writeManifest("nonroot.yaml", pod("nonroot", "{runAsNonRoot: true}", "id -u"))
+	d.WriteManifest("plain.yaml", pod("plain", "{}", "id -u; mkdir -p /tmp/m; mount -t tmpfs none /tmp/m 2>/dev/null && echo mounted || echo refused"))
+	d.WriteManifest("priv.yaml", pod("priv", "{privileged: true}", "id -u; mkdir -p /tmp/m; mount -t tmpfs none /tmp/m 2>/dev/null && echo mounted || echo refused"))
+	d.WriteManifest("user.yaml", pod("user", "{runAsUser: 65534, runAsGroup: 65534}", "id -u; id -g"))
+	d.WriteManifest("nonroot.yaml", pod("nonroot", "{runAsNonRoot: true}", "id -u"))
 
 	for name, want := range map[string]string{"plain": "0\nrefused\n", "priv": "0\nmounted\n", "user": "65534\n65534\n"} {
-		d.eventually(30*time.Second, name+" ran", func() error {
-			p := d.pod(name)
+		d.Eventually(30*time.Second, name+" ran", func() error {
+			p := d.Pod(name)
 			if p == nil || len(p.Status.ContainerStatuses) != 1 || p.Status.ContainerStatuses[0].State.Terminated == nil {
 				return fmt.Errorf("not terminated yet")
 			}
 			return nil
 		})
-		if out := d.cli("logs", name); out != want {
+		if out := d.CLI("logs", name); out != want {
 			t.Errorf("pod %s printed %q, want %q", name, out, want)
 		}
 	}
 	// runAsNonRoot over an image that runs as root: refused, as the kubelet does.
-	d.eventually(30*time.Second, "nonroot refused", func() error {
-		p := d.pod("nonroot")
+	d.Eventually(30*time.Second, "nonroot refused", func() error {
+		p := d.Pod("nonroot")
 		if p == nil || len(p.Status.ContainerStatuses) != 1 {
 			return fmt.Errorf("no status")
 		}

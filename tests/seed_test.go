@@ -42,11 +42,11 @@ func TestSeedConfigAndPodRun(t *testing.T) {
 	// nginx:latest, air-gapped: our busybox image tagged as nginx, serving
 	// /www with httpd as its default command and stopping on SIGTERM as nginx
 	// does (httpd as PID 1 would ignore it and wait out the 30s grace period).
-	nginx := filepath.Join(d.dir, "nginx.tar")
+	nginx := filepath.Join(d.Dir, "nginx.tar")
 	buildImage(t, nginx, "-ref", "nginx:latest", "-cmd", "sh,-c,trap 'exit 0' TERM; httpd -f -p 81 -h /www & wait")
-	d.cli("images", "import", nginx)
+	d.CLI("images", "import", nginx)
 
-	if err := os.WriteFile(d.config, []byte(seedConfig), 0o644); err != nil {
+	if err := os.WriteFile(d.Config, []byte(seedConfig), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	podFile := "/tmp/test_pod.yaml"
@@ -54,10 +54,10 @@ func TestSeedConfigAndPodRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.Remove(podFile) })
-	d.socketOnly = true
-	d.cgroup = "/staticpodd" // the seed config keeps the defaults
-	d.start()
-	pod := d.waitRunning("static-pod", 30*time.Second)
+	d.SocketOnly = true
+	d.Cgroup = "/staticpodd" // the seed config keeps the defaults
+	d.Start()
+	pod := d.WaitRunning("static-pod", 30*time.Second)
 	if pod.Labels["app"] != "" {
 		t.Errorf("the misspelt lables became labels: %v", pod.Labels)
 	}
@@ -65,8 +65,8 @@ func TestSeedConfigAndPodRun(t *testing.T) {
 		t.Errorf("image = %q", pod.Spec.Containers[0].Image)
 	}
 	os.Remove(podFile)
-	d.eventually(30*time.Second, "the pod is gone with its file", func() error {
-		if d.pod("static-pod") != nil {
+	d.Eventually(30*time.Second, "the pod is gone with its file", func() error {
+		if d.Pod("static-pod") != nil {
 			return errStill
 		}
 		return nil

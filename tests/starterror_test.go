@@ -18,7 +18,7 @@ import (
 func TestCommandNotFoundIsStartError(t *testing.T) {
 	t.Parallel()
 	d := newDaemon(t)
-	d.start()
+	d.Start()
 	nope := func(name, policy string) string {
 		return fmt.Sprintf(`apiVersion: v1
 kind: Pod
@@ -38,11 +38,11 @@ spec:
 		}
 		return nil
 	}
-	d.writeManifest("never.yaml", nope("never", "Never"))
-	d.writeManifest("always.yaml", nope("always", "Always"))
+	d.WriteManifest("never.yaml", nope("never", "Never"))
+	d.WriteManifest("always.yaml", nope("always", "Always"))
 
-	d.eventually(30*time.Second, "never terminated with StartError", func() error {
-		p := d.pod("never")
+	d.Eventually(30*time.Second, "never terminated with StartError", func() error {
+		p := d.Pod("never")
 		if p == nil || len(p.Status.ContainerStatuses) != 1 {
 			return fmt.Errorf("pod %+v", p)
 		}
@@ -53,8 +53,8 @@ spec:
 	})
 
 	var restarted [3]time.Time // when restartCount first reached 1 and 2
-	d.eventually(40*time.Second, "always restarted twice", func() error {
-		p := d.pod("always")
+	d.Eventually(40*time.Second, "always restarted twice", func() error {
+		p := d.Pod("always")
 		if p == nil || len(p.Status.ContainerStatuses) != 1 {
 			return fmt.Errorf("pod %+v", p)
 		}
@@ -81,11 +81,11 @@ spec:
 	}
 
 	// During its 20s back-off, ps shows what /pods says.
-	out := d.cli("ps")
+	out := d.CLI("ps")
 	for name, want := range map[string]string{"never": "StartError", "always": "CrashLoopBackOff"} {
 		line := ""
 		for _, l := range strings.Split(out, "\n") {
-			if strings.Contains(l, name+"-"+d.name) {
+			if strings.Contains(l, name+"-"+d.Name) {
 				line = l
 			}
 		}
@@ -93,7 +93,7 @@ spec:
 			t.Errorf("ps line of %s = %q, want 0/1 %s\n%s", name, line, want, out)
 		}
 	}
-	if out := d.cli("ps", "-o", "wide"); !strings.Contains(out, "Terminated:StartError(128)") {
+	if out := d.CLI("ps", "-o", "wide"); !strings.Contains(out, "Terminated:StartError(128)") {
 		t.Errorf("ps -o wide does not show the never pod's container as Terminated:StartError(128):\n%s", out)
 	}
 }

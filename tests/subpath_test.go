@@ -2,6 +2,7 @@ package tests
 
 import (
 	"fmt"
+	"github.com/staticpodd/staticpodd/tests/testdaemon"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,28 +12,28 @@ import (
 
 // canaryDir makes a host directory with a secret in it and returns a check
 // that it is as it was: nothing read into a pod's log, nothing written.
-func (d *daemon) canaryDir() (dir string, unchanged func(logs ...string)) {
-	d.t.Helper()
-	dir = filepath.Join(d.dir, "canary")
-	secret := "host-secret-" + randHex(8)
+func canaryDir(d *daemon) (dir string, unchanged func(logs ...string)) {
+	d.T.Helper()
+	dir = filepath.Join(d.Dir, "canary")
+	secret := "host-secret-" + testdaemon.RandHex(8)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		d.t.Fatal(err)
+		d.T.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "secret"), []byte(secret), 0o644); err != nil {
-		d.t.Fatal(err)
+		d.T.Fatal(err)
 	}
 	return dir, func(logs ...string) {
-		d.t.Helper()
+		d.T.Helper()
 		ents, err := os.ReadDir(dir)
 		if err != nil || len(ents) != 1 {
-			d.t.Errorf("the host's canary dir changed: %v %v", ents, err)
+			d.T.Errorf("the host's canary dir changed: %v %v", ents, err)
 		}
 		if b, err := os.ReadFile(filepath.Join(dir, "secret")); err != nil || string(b) != secret {
-			d.t.Errorf("the host's canary file changed: %q %v", b, err)
+			d.T.Errorf("the host's canary file changed: %q %v", b, err)
 		}
 		for _, l := range logs {
 			if strings.Contains(l, secret) {
-				d.t.Errorf("a container read the host's secret: %q", l)
+				d.T.Errorf("a container read the host's secret: %q", l)
 			}
 		}
 	}
@@ -40,11 +41,11 @@ func (d *daemon) canaryDir() (dir string, unchanged func(logs ...string)) {
 
 // waitingFor waits until container name of pod waits for reason, and returns
 // the message.
-func (d *daemon) waitingFor(pod, name, reason string, timeout time.Duration) string {
-	d.t.Helper()
+func waitingFor(d *daemon, pod, name, reason string, timeout time.Duration) string {
+	d.T.Helper()
 	var msg string
-	d.eventually(timeout, pod+"/"+name+" waits with "+reason, func() error {
-		p := d.pod(pod)
+	d.Eventually(timeout, pod+"/"+name+" waits with "+reason, func() error {
+		p := d.Pod(pod)
 		if p == nil {
 			return fmt.Errorf("no pod")
 		}
@@ -69,7 +70,7 @@ func (d *daemon) waitingFor(pod, name, reason string, timeout time.Duration) str
 func TestSubPathSymlinkEscapeRefused(t *testing.T) {
 	t.Parallel()
 	d := newDaemon(t)
-	canary, unchanged := d.canaryDir()
+	canary, unchanged := canaryDir(d)
 	pod := func(name, evil, subPath string) string {
 		return fmt.Sprintf(`apiVersion: v1
 kind: Pod
@@ -97,11 +98,11 @@ spec:
 		"intermediate": pod("intermediate", "ln -s "+canary+" /e/a", "a/x"),
 	}
 	for name, m := range cases {
-		d.writeManifest(name+".yaml", m)
+		d.WriteManifest(name+".yaml", m)
 	}
-	d.start()
+	d.Start()
 	for name := range cases {
-		msg := d.waitingFor(name, "victim", "CreateContainerConfigError", 60*time.Second)
+		msg := waitingFor(d, name, "victim", "CreateContainerConfigError", 60*time.Second)
 		if !strings.Contains(msg, "leaves the volume") || !strings.Contains(msg, "volumeMount at /v") {
 			t.Errorf("%s: message %q, want it to say the subPath of /v leaves the volume", name, msg)
 		}
@@ -111,7 +112,7 @@ spec:
 	}
 	var logs []string
 	for name := range cases {
-		out, _ := d.cliErr("logs", name, "-c", "victim")
+		out, _ := d.CLIErr("logs", name, "-c", "victim")
 		logs = append(logs, out)
 	}
 	unchanged(logs...)
@@ -120,15 +121,15 @@ spec:
 		os.Remove("/pwned")
 	}
 	for name := range cases {
-		d.removeManifest(name + ".yaml")
+		d.RemoveManifest(name + ".yaml")
 	}
-	d.eventually(60*time.Second, "every pod removed", func() error {
-		if n := len(d.pods()); n > 0 {
+	d.Eventually(60*time.Second, "every pod removed", func() error {
+		if n := len(d.Pods()); n > 0 {
 			return fmt.Errorf("%d pods left", n)
 		}
 		return nil
 	})
-	d.assertNoLeaks()
+	d.AssertNoLeaks()
 	unchanged()
 }
 
@@ -137,8 +138,8 @@ spec:
 func TestSubPathSwappedBySiblingBeforeRestart(t *testing.T) {
 	t.Parallel()
 	d := newDaemon(t)
-	canary, unchanged := d.canaryDir()
-	d.writeManifest("swap.yaml", fmt.Sprintf(`apiVersion: v1
+	canary, unchanged := canaryDir(d)
+	d.WriteManifest("swap.yaml", fmt.Sprintf(`apiVersion: v1
 kind: Pod
 metadata: {name: swap}
 spec:
@@ -154,27 +155,27 @@ spec:
     command: ["sh", "-c", "trap 'exit 0' TERM; until [ -e /sync/ran ]; do sleep 0.1; done; rm -rf /e/sub; ln -s %s /e/sub; touch /sync/swapped; while true; do sleep 1 & wait $!; done"]
     volumeMounts: [{name: e, mountPath: /e}, {name: sync, mountPath: /sync}]
 `, canary))
-	d.start()
-	msg := d.waitingFor("swap", "victim", "CreateContainerConfigError", 60*time.Second)
+	d.Start()
+	msg := waitingFor(d, "swap", "victim", "CreateContainerConfigError", 60*time.Second)
 	if !strings.Contains(msg, "leaves the volume") {
 		t.Errorf("message %q, want it to say the subPath leaves the volume", msg)
 	}
-	p := d.pod("swap")
+	p := d.Pod("swap")
 	for _, cs := range p.Status.ContainerStatuses {
 		if cs.Name == "victim" && (cs.LastTerminationState.Terminated == nil || cs.LastTerminationState.Terminated.ExitCode != 1) {
 			t.Errorf("victim's last state %+v, want its first run's exit 1", cs.LastTerminationState)
 		}
 	}
-	out, _ := d.cliErr("logs", "swap", "-c", "victim")
+	out, _ := d.CLIErr("logs", "swap", "-c", "victim")
 	unchanged(out)
-	d.removeManifest("swap.yaml")
-	d.eventually(60*time.Second, "pod removed", func() error {
-		if d.pod("swap") != nil {
+	d.RemoveManifest("swap.yaml")
+	d.Eventually(60*time.Second, "pod removed", func() error {
+		if d.Pod("swap") != nil {
 			return fmt.Errorf("still there")
 		}
 		return nil
 	})
-	d.assertNoLeaks()
+	d.AssertNoLeaks()
 }
 
 // subPath and subPathExpr bind the path inside the volume, made if missing,
@@ -183,7 +184,7 @@ spec:
 func TestSubPathAndSubPathExpr(t *testing.T) {
 	t.Parallel()
 	d := newDaemon(t)
-	d.writeManifest("sub.yaml", `apiVersion: v1
+	d.WriteManifest("sub.yaml", `apiVersion: v1
 kind: Pod
 metadata: {name: sub}
 spec:
@@ -203,20 +204,20 @@ spec:
     command: ["sh", "-c", "trap 'exit 0' TERM; cat /e/logs/*/file /e/deep/dir/file; ls /e/logs; touch /e/ready; while true; do sleep 1 & wait $!; done"]
     volumeMounts: [{name: e, mountPath: /e}]
 `)
-	d.start()
-	p := d.waitRunning("sub", 60*time.Second)
-	d.eventually(30*time.Second, "reader printed the files", func() error {
-		if out := d.cli("logs", "sub", "-c", "reader"); out != "by-expr\nby-path\n"+p.Name+"\n" {
+	d.Start()
+	p := d.WaitRunning("sub", 60*time.Second)
+	d.Eventually(30*time.Second, "reader printed the files", func() error {
+		if out := d.CLI("logs", "sub", "-c", "reader"); out != "by-expr\nby-path\n"+p.Name+"\n" {
 			return fmt.Errorf("reader printed %q", out)
 		}
 		return nil
 	})
-	d.removeManifest("sub.yaml")
-	d.eventually(60*time.Second, "pod removed", func() error {
-		if d.pod("sub") != nil {
+	d.RemoveManifest("sub.yaml")
+	d.Eventually(60*time.Second, "pod removed", func() error {
+		if d.Pod("sub") != nil {
 			return fmt.Errorf("still there")
 		}
 		return nil
 	})
-	d.assertNoLeaks()
+	d.AssertNoLeaks()
 }

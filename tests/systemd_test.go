@@ -62,15 +62,15 @@ func TestSystemdNotify(t *testing.T) {
 	t.Parallel()
 	d := newDaemon(t)
 	sock, path := newNotifySocket(t)
-	d.env = []string{"NOTIFY_SOCKET=" + path, "WATCHDOG_USEC=2000000"}
-	d.writeManifest("a.yaml", sleeper("a", ""))
-	d.writeManifest("b.yaml", sleeper("b", ""))
-	d.start()
+	d.Env = []string{"NOTIFY_SOCKET=" + path, "WATCHDOG_USEC=2000000"}
+	d.WriteManifest("a.yaml", sleeper("a", ""))
+	d.WriteManifest("b.yaml", sleeper("b", ""))
+	d.Start()
 
 	ready := sock.next(t, "READY=1", 30*time.Second)
 	// By READY=1 both pods are running: After=staticpodd.service means they are up.
 	for _, name := range []string{"a", "b"} {
-		p := d.pod(name)
+		p := d.Pod(name)
 		if p == nil || len(p.Status.ContainerStatuses) != 1 || p.Status.ContainerStatuses[0].State.Running == nil {
 			t.Errorf("at READY=1 pod %s is not running: %+v", name, p)
 		}
@@ -89,29 +89,25 @@ func TestSystemdNotify(t *testing.T) {
 		}
 		last = time.Now()
 	}
-	d.removeManifest("b.yaml")
+	d.RemoveManifest("b.yaml")
 	sock.next(t, "STATUS=1 pod: 1 running", 20*time.Second)
 
 	// systemctl reload (SIGHUP): RELOADING=1, manifests read again, READY=1;
 	// the daemon goes on.
-	d.mu.Lock()
-	d.cmd.Process.Signal(syscall.SIGHUP)
-	d.mu.Unlock()
+	d.Signal(syscall.SIGHUP)
 	sock.next(t, "RELOADING=1", 10*time.Second)
 	if m := sock.next(t, "READY=1", 10*time.Second); !strings.Contains(m, "STATUS=1 pod: 1 running") {
 		t.Errorf("READY=1 after reload %q does not give the pods' status back", m)
 	}
-	if !d.running() {
+	if !d.Running() {
 		t.Fatal("the daemon exited on SIGHUP")
 	}
 
 	// systemctl stop: STOPPING=1, and the pods stay (KillMode=process).
-	pid := d.containerPID(d.pod("a"), "main")
-	d.mu.Lock()
-	d.cmd.Process.Signal(syscall.SIGTERM)
-	d.mu.Unlock()
+	pid := containerPID(d, d.Pod("a"), "main")
+	d.Signal(syscall.SIGTERM)
 	sock.next(t, "STOPPING=1", 10*time.Second)
-	<-d.exited
+	<-d.Exited()
 	if !procAlive(pid) {
 		t.Errorf("container %d stopped with the daemon", pid)
 	}

@@ -1,0 +1,533 @@
+// Package testdaemon runs the built staticpodd binary for end-to-end tests: one
+// daemon per test with its own root, run, manifest and log dirs, its own cgroup
+// root and read-only port, and a cleanup that fails the test on anything left on
+// the host. The e2e packages under tests/ share it.
+package testdaemon
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/staticpodd/staticpodd/tests/testroot"
+)
+
+// Bin and Image are the binary under test and the busybox image tarball; make
+// test passes them in STATICPODD_BIN and STATICPODD_IMAGE, otherwise Main builds
+// them.
+var (
+	Bin   string
+	Image string
+)
+
+// Main is a TestMain: as root it finds or builds the binary and the image, then
+// runs the tests. It returns the exit code.
+func Main(m *testing.M) int {
+	if os.Geteuid() != 0 {
+		return m.Run() // root tests skip or fail themselves
+	}
+	dir, err := os.MkdirTemp("", "staticpodd-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	root, err := ModuleRoot()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if Bin = os.Getenv("STATICPODD_BIN"); Bin == "" {
+		Bin = filepath.Join(dir, "staticpodd")
+		cmd := exec.Command("go", "build", "-o", Bin, "./cmd/staticpodd")
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "build staticpodd: %v\n%s", err, out)
+			return 1
+		}
+	}
+	if Image = os.Getenv("STATICPODD_IMAGE"); Image == "" {
+		Image = filepath.Join(dir, "busybox.tar")
+		cmd := exec.Command("go", "run", "./rootfs/mkimage", "-busybox", "/bin/busybox", "-ref", "busybox:latest", "-o", Image)
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "build image: %v\n%s", err, out)
+			return 1
+		}
+	}
+	return m.Run()
+}
+
+// ModuleRoot is the directory of the go.mod above the working directory.
+func ModuleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("no go.mod above the working directory")
+		}
+		dir = parent
+	}
+}
+
+// Daemon is one staticpodd under test, with every path of its own so that
+// several can run side by side.
+type Daemon struct {
+	T         *testing.T
+	Name      string // node name
+	Dir       string
+	RootDir   string
+	RunDir    string
+	Manifests string
+	LogsDir   string
+	Cgroup    string // cgroupRoot
+	Config    string
+	Port      int // readOnlyPort
+	// SocketOnly: the config serves no read-only port; talk to the CLI socket.
+	SocketOnly bool
+	Env        []string // extra environment for the daemon
+	// Nofile, when set, is the open-file limit (soft and hard) the daemon
+	// runs under, set with prlimit(1), which execs it in place.
+	Nofile int
+
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	stderr *bytes.Buffer
+	exited chan struct{}
+}
+
+// RandHex is n random bytes in hex.
+func RandHex(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// FreePort is a TCP port on 127.0.0.1 that was free a moment ago.
+func FreePort(t testing.TB) int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// New prepares a daemon (not started) with the image imported.
+func New(t *testing.T) *Daemon {
+	t.Helper()
+	testroot.Require(t)
+	id := RandHex(4)
+	dir := t.TempDir()
+	d := &Daemon{
+		T:         t,
+		Name:      "node-" + id,
+		Dir:       dir,
+		RootDir:   filepath.Join(dir, "root"),
+		RunDir:    filepath.Join("/run", "staticpodd-test-"+id),
+		Manifests: filepath.Join(dir, "manifests"),
+		LogsDir:   filepath.Join(dir, "logs"),
+		Cgroup:    "/staticpodd-test-" + id,
+		Config:    filepath.Join(dir, "config.yaml"),
+		Port:      FreePort(t),
+	}
+	for _, p := range []string{d.RootDir, d.Manifests, d.LogsDir} {
+		if err := os.MkdirAll(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+staticPodPath: %s
+fileCheckFrequency: 2s
+syncFrequency: 5s
+address: 127.0.0.1
+readOnlyPort: %d
+podLogsDir: %s
+cgroupRoot: %s
+podPidsLimit: 100
+`, d.Manifests, d.Port, d.LogsDir, d.Cgroup)
+	if err := os.WriteFile(d.Config, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d.CLI("images", "import", Image)
+	t.Cleanup(d.cleanup)
+	return d
+}
+
+// CLI runs a staticpodd subcommand against this daemon's dirs and returns stdout;
+// it fails the test on a non-zero exit.
+func (d *Daemon) CLI(args ...string) string {
+	d.T.Helper()
+	out, err := d.CLIErr(args...)
+	if err != nil {
+		d.T.Fatalf("staticpodd %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return out
+}
+
+// CLIErr runs a staticpodd subcommand against this daemon's dirs and returns its
+// output, stdout and stderr together.
+func (d *Daemon) CLIErr(args ...string) (string, error) {
+	args = append(args, "--root-dir", d.RootDir, "--run-dir", d.RunDir)
+	cmd := exec.Command(Bin, args...)
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	cmd.Stderr = &out
+	err := cmd.Run()
+	return out.String(), err
+}
+
+// Start starts the daemon and waits until it answers /healthz.
+func (d *Daemon) Start() {
+	d.T.Helper()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	args := []string{Bin, "run", "--config", d.Config, "--hostname-override", d.Name,
+		"--root-dir", d.RootDir, "--run-dir", d.RunDir}
+	if d.Nofile > 0 {
+		args = append([]string{"prlimit", fmt.Sprintf("--nofile=%d", d.Nofile), "--"}, args...)
+	}
+	cmd := exec.Command(args[0], args[1:]...)
+	d.stderr = &bytes.Buffer{}
+	cmd.Stdout = d.stderr
+	cmd.Stderr = d.stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Env = append(os.Environ(), d.Env...)
+	if err := cmd.Start(); err != nil {
+		d.T.Fatal(err)
+	}
+	d.cmd = cmd
+	d.exited = make(chan struct{})
+	go func(exited chan struct{}) { cmd.Wait(); close(exited) }(d.exited)
+	d.Eventually(10*time.Second, "the daemon answers /healthz", func() error {
+		resp, err := d.Client().Get(d.URL("/healthz"))
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			return fmt.Errorf("status %d", resp.StatusCode)
+		}
+		return nil
+	})
+}
+
+// Signal sends sig to the daemon.
+func (d *Daemon) Signal(sig os.Signal) {
+	d.T.Helper()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.cmd == nil {
+		d.T.Fatal("signal: the daemon was never started")
+	}
+	d.cmd.Process.Signal(sig)
+}
+
+// PID is the process ID of the daemon started last.
+func (d *Daemon) PID() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.cmd == nil {
+		return 0
+	}
+	return d.cmd.Process.Pid
+}
+
+// Exited is closed when the daemon last started has exited.
+func (d *Daemon) Exited() <-chan struct{} {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.exited
+}
+
+// Kill9 kills the daemon the way a crash or OOM would: no chance to clean up.
+func (d *Daemon) Kill9() {
+	d.T.Helper()
+	d.mu.Lock()
+	cmd, exited := d.cmd, d.exited
+	d.mu.Unlock()
+	cmd.Process.Signal(syscall.SIGKILL)
+	<-exited
+}
+
+// Stop sends SIGTERM and waits for the daemon to exit.
+func (d *Daemon) Stop() {
+	d.T.Helper()
+	d.mu.Lock()
+	cmd, exited := d.cmd, d.exited
+	d.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-exited:
+	case <-time.After(30 * time.Second):
+		cmd.Process.Kill()
+		<-exited
+		d.T.Error("daemon did not exit within 30s of SIGTERM")
+	}
+}
+
+// Running reports whether the daemon started last is still running.
+func (d *Daemon) Running() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.cmd == nil {
+		return false
+	}
+	select {
+	case <-d.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+// cleanup removes every manifest so the daemon stops and removes every pod, then
+// stops the daemon; whatever is left is a leak and fails the test.
+func (d *Daemon) cleanup() {
+	entries, _ := os.ReadDir(d.Manifests)
+	for _, e := range entries {
+		os.Remove(filepath.Join(d.Manifests, e.Name()))
+	}
+	if !d.Running() {
+		d.Start()
+	}
+	d.Eventually(90*time.Second, "every pod is gone", func() error {
+		if pods := d.Pods(); len(pods) > 0 {
+			return fmt.Errorf("%d pods left", len(pods))
+		}
+		// Pods the daemon found running but no manifest wants (removed while
+		// it was down) are not listed while it removes them: wait for their
+		// sandboxes to go too.
+		if sbs, _ := os.ReadDir(filepath.Join(d.RunDir, "pods")); len(sbs) > 0 {
+			return fmt.Errorf("%d sandboxes left", len(sbs))
+		}
+		return nil
+	})
+	d.Stop()
+	if d.T.Failed() {
+		d.T.Logf("daemon output:\n%s", d.Output())
+	}
+	d.AssertNoLeaks()
+	os.RemoveAll(d.RunDir)
+}
+
+// Output is what the daemon wrote to stdout and stderr so far.
+func (d *Daemon) Output() string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.stderr == nil {
+		return ""
+	}
+	return d.stderr.String()
+}
+
+// URL is the address of path on the read-only port, or on the CLI socket.
+func (d *Daemon) URL(path string) string {
+	if d.SocketOnly {
+		return "http://staticpodd" + path
+	}
+	return fmt.Sprintf("http://127.0.0.1:%d%s", d.Port, path)
+}
+
+// Client talks to the read-only port, or to <run-dir>/staticpodd.sock.
+func (d *Daemon) Client() *http.Client {
+	if !d.SocketOnly {
+		return http.DefaultClient
+	}
+	return d.SocketClient()
+}
+
+// SocketClient talks to <run-dir>/staticpodd.sock whatever the config serves;
+// any host name in a URL reaches it.
+func (d *Daemon) SocketClient() *http.Client {
+	sock := filepath.Join(d.RunDir, "staticpodd.sock")
+	return &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var dialer net.Dialer
+			return dialer.DialContext(ctx, "unix", sock)
+		},
+	}}
+}
+
+// BuildImage builds a busybox image tarball with extra mkimage flags.
+func BuildImage(t testing.TB, out string, args ...string) {
+	t.Helper()
+	root, err := ModuleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	args = append([]string{"run", "./rootfs/mkimage", "-busybox", "/bin/busybox", "-o", out}, args...)
+	cmd := exec.Command("go", args...)
+	cmd.Dir = root
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build image: %v\n%s", err, b)
+	}
+}
+
+// Pods returns the pods the read-only port reports.
+func (d *Daemon) Pods() []v1.Pod {
+	d.T.Helper()
+	resp, err := d.Client().Get(d.URL("/pods"))
+	if err != nil {
+		d.T.Fatalf("GET /pods: %v", err)
+	}
+	defer resp.Body.Close()
+	var list v1.PodList
+	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil {
+		d.T.Fatalf("decode /pods: %v", err)
+	}
+	return list.Items
+}
+
+// Pod returns the pod with the given manifest name, or nil.
+func (d *Daemon) Pod(name string) *v1.Pod {
+	full := name + "-" + d.Name
+	for _, p := range d.Pods() {
+		if p.Name == full {
+			return &p
+		}
+	}
+	return nil
+}
+
+// WriteManifest puts a manifest into the watched directory atomically, the way
+// tools should: write elsewhere, then rename(2).
+func (d *Daemon) WriteManifest(file, content string) {
+	d.T.Helper()
+	tmp := filepath.Join(d.Dir, "."+file+".tmp")
+	if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {
+		d.T.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(d.Manifests, file)); err != nil {
+		d.T.Fatal(err)
+	}
+}
+
+// RemoveManifest removes a manifest from the watched directory.
+func (d *Daemon) RemoveManifest(file string) {
+	d.T.Helper()
+	if err := os.Remove(filepath.Join(d.Manifests, file)); err != nil {
+		d.T.Fatal(err)
+	}
+}
+
+// Eventually polls f until it returns nil or the timeout passes.
+func (d *Daemon) Eventually(timeout time.Duration, what string, f func() error) {
+	d.T.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	var err error
+	for {
+		if err = f(); err == nil {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			d.T.Fatalf("waited %s for %s: %v\ndaemon output:\n%s", timeout, what, err, d.Output())
+		case <-tick.C:
+		}
+	}
+}
+
+// WaitRunning waits until every container of the pod is running and returns the pod.
+func (d *Daemon) WaitRunning(name string, timeout time.Duration) *v1.Pod {
+	d.T.Helper()
+	var pod *v1.Pod
+	d.Eventually(timeout, name+" running", func() error {
+		pod = d.Pod(name)
+		if pod == nil {
+			return fmt.Errorf("no pod %s", name)
+		}
+		if pod.Status.Phase != v1.PodRunning {
+			return fmt.Errorf("phase %q", pod.Status.Phase)
+		}
+		for _, cs := range pod.Status.ContainerStatuses {
+			if cs.State.Running == nil {
+				return fmt.Errorf("container %s not running: %+v", cs.Name, cs.State)
+			}
+		}
+		return nil
+	})
+	return pod
+}
+
+// AssertNoLeaks checks that nothing of this daemon's pods is left on the host:
+// mounts under its dirs, cgroups under its cgroupRoot, state files.
+func (d *Daemon) AssertNoLeaks() {
+	d.T.Helper()
+	mi, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		d.T.Fatal(err)
+	}
+	for _, line := range strings.Split(string(mi), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 5 {
+			continue
+		}
+		if strings.HasPrefix(f[4], d.RootDir) || strings.HasPrefix(f[4], d.RunDir) {
+			d.T.Errorf("leaked mount: %s", f[4])
+		}
+	}
+	ctrls, _ := os.ReadDir("/sys/fs/cgroup")
+	for _, c := range ctrls {
+		p := filepath.Join("/sys/fs/cgroup", c.Name(), d.Cgroup)
+		if sub, err := os.ReadDir(p); err == nil {
+			for _, s := range sub {
+				if s.IsDir() {
+					d.T.Errorf("leaked cgroup: %s/%s", p, s.Name())
+				}
+			}
+		}
+		os.Remove(p) // the empty parent the daemon made for its pods
+	}
+	for _, dir := range []string{filepath.Join(d.RootDir, "pods"), filepath.Join(d.RootDir, "images", "snapshots"),
+		filepath.Join(d.RunDir, "containers"), filepath.Join(d.RunDir, "pods"), filepath.Join(d.RunDir, "libcontainer"),
+		d.LogsDir} {
+		if ents, err := os.ReadDir(dir); err == nil && len(ents) > 0 {
+			names := []string{}
+			for _, e := range ents {
+				names = append(names, e.Name())
+			}
+			d.T.Errorf("leaked state in %s: %v", dir, names)
+		}
+	}
+}
+
+// ProcAlive reports whether pid exists and is not a zombie.
+func ProcAlive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i > 0 && len(s) > i+2 && s[i+2] != 'Z'
+}
