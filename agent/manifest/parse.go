@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	goyaml "go.yaml.in/yaml/v2"
 	"path/filepath"
 	"strings"
 
@@ -124,6 +125,9 @@ func toJSON(data []byte, origin string) (any, []byte, error) {
 	if strings.TrimSpace(string(data)) == "" {
 		return nil, nil, &Error{Origin: origin, Reason: "empty manifest"}
 	}
+	if err := checkExpansion(data); err != nil {
+		return nil, nil, &Error{Origin: origin, Reason: err.Error()}
+	}
 	js, err := yaml.YAMLToJSON(data)
 	if err != nil {
 		return nil, nil, &Error{Origin: origin, Reason: "not YAML or JSON: " + err.Error()}
@@ -198,4 +202,47 @@ func parsePod(doc any, js []byte, source, origin, nodeName, prefix string) (Pod,
 	}
 	pod.Annotations[AnnotationContainerHashes] = hashes
 	return Pod{Pod: pod, Source: source, Origin: origin}, warnings, nil
+}
+
+// checkExpansion refuses a document that YAML aliases make larger than
+// MaxSize once expanded. The yaml library refuses a billion laughs by the
+// ratio of aliases to nodes, but a few aliases of one large string pass it,
+// and converting the document to JSON writes each of them out: a 1 MiB file
+// of 64 aliases of a 1 MiB string took half a GiB. Decoding without
+// converting shares what aliases point at, so walking it costs little, and
+// the walk stops as soon as it is over.
+func checkExpansion(data []byte) error {
+	if !bytes.Contains(data, []byte("*")) {
+		return nil // no alias: the JSON is about as large as the file
+	}
+	var doc any
+	if err := goyaml.Unmarshal(data, &doc); err != nil {
+		return nil // YAMLToJSON says what is wrong with it
+	}
+	budget := int64(MaxSize)
+	var walk func(v any) bool
+	walk = func(v any) bool {
+		budget -= 8 // a node costs something, even empty
+		switch v := v.(type) {
+		case string:
+			budget -= int64(len(v))
+		case []any:
+			for _, e := range v {
+				if !walk(e) {
+					return false
+				}
+			}
+		case map[any]any:
+			for k, e := range v {
+				if !walk(k) || !walk(e) {
+					return false
+				}
+			}
+		}
+		return budget >= 0
+	}
+	if !walk(doc) {
+		return fmt.Errorf("YAML aliases expand it to more than %d bytes", MaxSize)
+	}
+	return nil
 }

@@ -318,3 +318,16 @@ func TestLogDirectoryNameLimit(t *testing.T) {
 		}
 	}
 }
+
+// A few aliases of a large string expand past MaxSize: refused before the
+// JSON conversion writes them all out. Small anchors still work.
+func TestAliasExpansionBounded(t *testing.T) {
+	big := "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\n  annotations:\n    a: &big \"" + strings.Repeat("x", 1<<20) + "\"\n    b: x\nspec:\n  containers: [{name: c, image: i}]\nzz: [" + strings.Repeat("*big, ", 15) + "1]\n"
+	if _, _, err := ParseFile([]byte(big), "/m/p.yaml", "n"); err == nil || !strings.Contains(err.Error(), "YAML aliases expand it to more than") {
+		t.Errorf("16 MiB through aliases: err = %v", err)
+	}
+	small := "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\n  labels: &l {app: web}\n  annotations: *l\nspec:\n  containers: [{name: c, image: i}]\n"
+	if _, _, err := ParseFile([]byte(small), "/m/p.yaml", "n"); err != nil {
+		t.Errorf("small anchors: %v", err)
+	}
+}

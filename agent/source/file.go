@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -335,12 +336,27 @@ func (f *File) readFile(path string, modified time.Time) {
 	st.err, st.pods = nil, pods
 }
 
+// ReadManifest reads the manifest file at path as the daemon does: a
+// regular file (symlinks followed), at most manifest.MaxSize bytes. A FIFO,
+// socket or device is refused without blocking on it.
+func ReadManifest(path string) ([]byte, error) {
+	return readAtMost(path, manifest.MaxSize)
+}
+
 func readAtMost(path string, limit int64) ([]byte, error) {
-	fh, err := os.Open(path)
+	// O_NONBLOCK: opening a FIFO for reading would wait for a writer.
+	fh, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, err
 	}
 	defer fh.Close()
+	fi, err := fh.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("read %s: not a regular file (%s)", path, fi.Mode().Type())
+	}
 	data, err := io.ReadAll(io.LimitReader(fh, limit+1))
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", path, err)

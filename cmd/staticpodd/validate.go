@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/staticpodd/staticpodd/agent/manifest"
+	"github.com/staticpodd/staticpodd/agent/source"
 )
 
 // newValidateCmd is `staticpodd validate PATH...`: the daemon's own parser and
@@ -53,7 +54,7 @@ func validatePaths(w io.Writer, args []string, node string) error {
 	pods := 0
 	owner := map[string]string{} // namespace/name -> file
 	for _, file := range files {
-		data, err := os.ReadFile(file)
+		data, err := source.ReadManifest(file)
 		if err != nil {
 			fmt.Fprintf(w, "error: %v\n", err)
 			bad++

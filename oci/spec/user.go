@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 
 	securejoin "github.com/cyphar/filepath-securejoin"
 	"github.com/moby/sys/user"
@@ -100,19 +101,38 @@ func lookupGroup(name string, group []byte) (int, error) {
 	return u.Gid, nil
 }
 
+// maxRootFile bounds what is read of a rootfs's /etc/passwd or /etc/group.
+const maxRootFile = 4 << 20
+
 // readRootFile reads name inside rootfs, resolving symlinks within rootfs; a missing
-// file is nil, not an error.
+// file is nil, not an error. It must be a regular file of at most maxRootFile
+// bytes: an image's FIFO or device there is refused without being waited on
+// or read without end.
 func readRootFile(rootfs, name string) ([]byte, error) {
 	p, err := securejoin.SecureJoin(rootfs, name)
 	if err != nil {
 		return nil, fmt.Errorf("resolve %s in rootfs: %w", name, err)
 	}
-	b, err := os.ReadFile(p)
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read %s in rootfs: %w", name, err)
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		if err == nil {
+			err = fmt.Errorf("not a regular file (%s)", fi.Mode().Type())
+		}
+		return nil, fmt.Errorf("read %s in rootfs: %w", name, err)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxRootFile+1))
+	if err != nil {
+		return nil, fmt.Errorf("read %s in rootfs: %w", name, err)
+	}
+	if len(b) > maxRootFile {
+		return nil, fmt.Errorf("read %s in rootfs: larger than %d bytes", name, maxRootFile)
 	}
 	return b, nil
 }
