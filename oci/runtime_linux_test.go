@@ -119,7 +119,9 @@ func TestPodSharesNetworkIPCAndHostname(t *testing.T) {
 	e.sandbox(pod)
 	server := e.container(pod, "server", "hostname; nc -l -p 8080")
 	client := e.container(pod, "client",
-		"hostname; for i in $(seq 100); do echo hello | nc 127.0.0.1 8080 && exit 0; sleep 0.05; done; exit 1")
+		// Wait until the server listens (0A: LISTEN on port 0x1F90 in the
+		// pod's network namespace), then send once.
+		"hostname; for i in $(seq 200); do grep -q ':1F90 00000000:0000 0A' /proc/net/tcp && break; sleep 0.05; done; echo hello | nc 127.0.0.1 8080")
 	s := e.start(pod, server)
 	c := e.start(pod, client)
 	if st := e.wait(c.ID); st.ExitCode != 0 {

@@ -350,19 +350,20 @@ func readAtMost(path string, limit int64) ([]byte, error) {
 		return nil, err
 	}
 	defer fh.Close()
+	// The errors below do not repeat path: every caller names the file.
 	fi, err := fh.Stat()
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
+		return nil, err
 	}
 	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("read %s: not a regular file (%s)", path, fi.Mode().Type())
+		return nil, fmt.Errorf("not a regular file (%s)", fi.Mode().Type())
 	}
 	data, err := io.ReadAll(io.LimitReader(fh, limit+1))
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
+		return nil, err
 	}
 	if int64(len(data)) > limit {
-		return nil, fmt.Errorf("read %s: larger than %d bytes", path, limit)
+		return nil, fmt.Errorf("larger than %d bytes", limit)
 	}
 	return data, nil
 }

@@ -56,7 +56,7 @@ func validatePaths(w io.Writer, args []string, node string) error {
 	for _, file := range files {
 		data, err := source.ReadManifest(file)
 		if err != nil {
-			fmt.Fprintf(w, "error: %v\n", err)
+			fmt.Fprintf(w, "error: %s: %v\n", file, err)
 			bad++
 			continue
 		}

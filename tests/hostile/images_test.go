@@ -396,19 +396,14 @@ func layerCases() []importCase {
 		// layer (DESIGN: a name from an archive is never . or ..).
 		{
 			name: "whiteout/of-dot", archive: layer(entry{name: "keep", body: "k\n"}, entry{name: ".wh.."}), refused: `entry \.wh\.\.:`,
-			notHeld: "the whiteout of \".\" removes the layer directory itself and puts a 0/0 character device in its place; " +
-				"the import fails with \"layer … vanished during import; import again\" and leaves that device in <root-dir>/images/layers/",
 		},
 		{
 			name: "whiteout/of-dotdot", archive: layer(entry{name: "keep", body: "k\n"}, entry{name: ".wh..."}), refused: `entry \.wh\.\.\.:`,
-			notHeld: "the whiteout of \"..\" removes the layer's parent (the staging dir's layers/, with every layer staged so far) " +
-				"and puts a device there; the import fails only later, with \"store layer …: rename …: not a directory\"",
 		},
 		{
 			name: "whiteout/of-dotdot-in-subdir", archive: layer(entry{name: "a/", typ: tar.TypeDir, mode: 0o755}, entry{name: "a/.wh..."}), refused: `entry a/\.wh\.\.\.:`,
-			notHeld: "a/.wh... whites out the layer root: it is removed and replaced by a device; the import fails only later, with \"set times: not a directory\"",
 		},
-		{name: "entry/dot-as-file", archive: layer(entry{name: ".", body: "x"}), refused: `entry \.: .*file exists`},
+		{name: "entry/dot-as-file", archive: layer(entry{name: ".", body: "x"}), refused: `entry \.: .*(file exists|names the layer root)`},
 	}
 }
 
@@ -551,7 +546,7 @@ func archiveCases() []importCase {
 				handDocker{config: configFor(t, "sha256:"+sha(data)), layers: []handLayer{{name: hostLayer, file: "unrelated", data: []byte("x")}}}.write(t, p)
 				return p
 			},
-			refused: `not found|no such file`,
+			refused: `not found|no such file|not in the archive`,
 		},
 		{
 			// Names in manifest.json are keys into the archive, never host paths:
@@ -574,8 +569,6 @@ func archiveCases() []importCase {
 				return p
 			},
 			refused: `reference|tag`,
-			notHeld: "\"../../../../etc:passwd\" is taken as an image reference and recorded in index.json " +
-				"(no file is made from it: references are only keys there)",
 		},
 	}
 }

@@ -397,8 +397,7 @@ func peakRSSKiB(t *testing.T, pid int) int64 {
 func TestHostileManifestLimits(t *testing.T) {
 	t.Parallel()
 	testroot.Require(t)
-	t.Run(caseName("alias-amplification", aliasNotHeld), func(t *testing.T) {
-		defer checkNotHeld(t, aliasNotHeld)
+	t.Run("alias-amplification", func(t *testing.T) {
 		p := filepath.Join(t.TempDir(), "amplified.yaml")
 		var b strings.Builder
 		b.WriteString(sleeper("amplified"))
@@ -417,16 +416,12 @@ func TestHostileManifestLimits(t *testing.T) {
 	})
 }
 
-const aliasNotHeld = "64 aliases of a 1 MiB string in a 1 MiB manifest are expanded: validate (and the daemon, " +
-	"which parses with the same code) peaks at 500-800 MiB and accepts the pod; a 10 MiB manifest the same way reaches many GiB"
-
 // TestHostileManifestPath points staticPodPath at a FIFO, as a manifest file
 // replaced by one (or a symlink to one) would. The daemon must not block
 // opening it: it says why the path is unusable and stops on SIGTERM.
 func TestHostileManifestPath(t *testing.T) {
 	t.Parallel()
-	t.Run(caseName("single-file-path-is-a-fifo", fifoNotHeld), func(t *testing.T) {
-		defer checkNotHeld(t, fifoNotHeld)
+	t.Run("single-file-path-is-a-fifo", func(t *testing.T) {
 		d := testdaemon.New(t)
 		fifo := filepath.Join(d.Manifests, "pod.yaml")
 		if err := unix.Mkfifo(fifo, 0o644); err != nil {
@@ -469,9 +464,6 @@ func TestHostileManifestPath(t *testing.T) {
 		}
 	})
 }
-
-const fifoNotHeld = "with staticPodPath a FIFO the file source blocks for ever in open(2): no problem or warning is " +
-	"reported, /healthz still says ok, READY never comes, and SIGTERM does not stop the daemon until a writer opens the FIFO"
 
 // unblockFIFO removes the FIFO at p and wakes a reader blocked opening it.
 func unblockFIFO(p string) {
