@@ -97,6 +97,27 @@ spec:
 		// A link at an intermediate component, the rest of the subPath missing.
 		"intermediate": pod("intermediate", "ln -s "+canary+" /e/a", "a/x"),
 	}
+	// A hostPath's subPath is held inside the hostPath the same way: here a
+	// link another pod (with the hostPath too) could have made.
+	shared := filepath.Join(d.Dir, "shared")
+	if err := os.MkdirAll(shared, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(canary, filepath.Join(shared, "sub")); err != nil {
+		t.Fatal(err)
+	}
+	cases["hostpath"] = fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata: {name: hostpath}
+spec:
+  restartPolicy: Never
+  volumes: [{name: h, hostPath: {path: %s}}]
+  containers:
+  - name: victim
+    image: busybox
+    command: ["sh", "-c", "cat /v/secret; echo pwned > /v/pwned"]
+    volumeMounts: [{name: h, mountPath: /v, subPath: sub}]
+`, shared)
 	for name, m := range cases {
 		d.WriteManifest(name+".yaml", m)
 	}
