@@ -100,7 +100,7 @@ func (w *worker) startProbes(ctx context.Context, pod *v1.Pod, c *v1.Container, 
 	cfg := prober.Config{
 		ContainerID: cs.ID,
 		StartedAt:   startedAt,
-		Target: prober.Target{
+		Target: &prober.Target{
 			Container: c,
 			Host:      host,
 			Dial: func(ctx context.Context, network, addr string) (net.Conn, error) {

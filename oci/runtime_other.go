@@ -38,4 +38,5 @@ type (
 	pendingMonitor struct{}
 	podLock        struct{}
 	attachWarmer   struct{}
+	netCache       struct{}
 )

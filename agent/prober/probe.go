@@ -6,6 +6,7 @@
 package prober
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/tls"
@@ -17,6 +18,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -67,13 +69,35 @@ type Target struct {
 	Host string
 	Dial Dialer
 	Exec Execer // nil: exec probes fail with a reason
+
+	// client, made on first use, serves every httpGet probe of the target:
+	// it keeps no connection between probes (as the kubelet's), but is not
+	// made again for each.
+	clientOnce sync.Once
+	client     *http.Client
+}
+
+func (t *Target) httpClient() *http.Client {
+	t.clientOnce.Do(func() {
+		t.client = &http.Client{
+			Transport: &http.Transport{
+				TLSClientConfig:    &tls.Config{InsecureSkipVerify: true}, // as the kubelet
+				DisableKeepAlives:  true,
+				DisableCompression: true,
+				Proxy:              nil,
+				DialContext:        t.Dial,
+			},
+			CheckRedirect: redirectChecker,
+		}
+	})
+	return t.client
 }
 
 // Do runs probe p once against t, bounded by p's timeoutSeconds, and says
 // what happened in output (the kubelet's prober.runProbe). err is a probe that
 // could not be made at all (a named port the container does not have); the
 // kubelet counts it as a failure.
-func Do(ctx context.Context, p *v1.Probe, t Target) (r Result, output string, err error) {
+func Do(ctx context.Context, p *v1.Probe, t *Target) (r Result, output string, err error) {
 	timeout := time.Duration(max(p.TimeoutSeconds, 1)) * time.Second
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -143,7 +167,7 @@ func (w *limitWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func doExec(ctx context.Context, e *v1.ExecAction, t Target, timeout time.Duration) (Result, string, error) {
+func doExec(ctx context.Context, e *v1.ExecAction, t *Target, timeout time.Duration) (Result, string, error) {
 	if t.Exec == nil {
 		return Failure, "exec probes are not available for this container", nil
 	}
@@ -185,7 +209,7 @@ func doTCP(ctx context.Context, addr string, dial Dialer) (Result, string, error
 	return Success, "", nil
 }
 
-func doHTTP(ctx context.Context, g *v1.HTTPGetAction, t Target) (Result, string, error) {
+func doHTTP(ctx context.Context, g *v1.HTTPGetAction, t *Target) (Result, string, error) {
 	port, err := resolvePort(g.Port, t.Container)
 	if err != nil {
 		return Unknown, "", err
@@ -218,18 +242,7 @@ func doHTTP(ctx context.Context, g *v1.HTTPGetAction, t Target) (Result, string,
 	}
 	req.Host = req.Header.Get("Host")
 
-	client := &http.Client{
-		Transport: &http.Transport{
-			TLSClientConfig:    &tls.Config{InsecureSkipVerify: true}, // as the kubelet
-			DisableKeepAlives:  true,
-			DisableCompression: true,
-			Proxy:              nil,
-			DialContext:        t.Dial,
-		},
-		CheckRedirect: redirectChecker,
-	}
-	defer client.CloseIdleConnections()
-	res, err := client.Do(req)
+	res, err := t.get(ctx, req)
 	if err != nil {
 		return Failure, err.Error(), nil
 	}
@@ -247,6 +260,73 @@ func doHTTP(ctx context.Context, g *v1.HTTPGetAction, t Target) (Result, string,
 		return Success, string(b), nil
 	}
 	return Failure, fmt.Sprintf("HTTP probe failed with statuscode: %d", res.StatusCode), nil
+}
+
+// get makes one probe request. The request itself is written and its
+// answer read on the probe's own goroutine over one connection (http.Client
+// adds a goroutine to dial and two per connection, which cost more than the
+// probe itself); only a redirect to follow goes through the client, which
+// follows it the kubelet's way.
+func (t *Target) get(ctx context.Context, req *http.Request) (*http.Response, error) {
+	res, err := t.getOnce(ctx, req)
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return nil, err // from the client that followed a redirect: worded already
+	}
+	if err != nil {
+		// As http.Client words it, which the kubelet's messages show.
+		if ctx.Err() != nil {
+			err = fmt.Errorf("%w (Client.Timeout exceeded while awaiting headers)", context.DeadlineExceeded)
+		}
+		return nil, &url.Error{Op: "Get", URL: req.URL.String(), Err: err}
+	}
+	return res, nil
+}
+
+func (t *Target) getOnce(ctx context.Context, req *http.Request) (*http.Response, error) {
+	conn, err := t.Dial(ctx, "tcp", req.URL.Host)
+	if err != nil {
+		return nil, err
+	}
+	if d, ok := ctx.Deadline(); ok {
+		_ = conn.SetDeadline(d)
+	}
+	if req.URL.Scheme == "https" {
+		tc := tls.Client(conn, &tls.Config{InsecureSkipVerify: true, ServerName: req.URL.Hostname()}) // as the kubelet
+		if err := tc.HandshakeContext(ctx); err != nil {
+			conn.Close()
+			return nil, err
+		}
+		conn = tc
+	}
+	req.Close = true // the kubelet's transport keeps no connection either
+	if err := req.Write(conn); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	res, err := http.ReadResponse(bufio.NewReader(conn), req)
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	res.Body = closeBoth{res.Body, conn}
+	if loc := res.Header.Get("Location"); loc != "" && res.StatusCode >= 300 && res.StatusCode < 400 {
+		res.Body.Close()
+		req.Close = false
+		return t.httpClient().Do(req)
+	}
+	return res, nil
+}
+
+// closeBoth closes a response's body and its connection.
+type closeBoth struct {
+	io.ReadCloser
+	conn net.Conn
+}
+
+func (c closeBoth) Close() error {
+	err := c.ReadCloser.Close()
+	return errors.Join(err, c.conn.Close())
 }
 
 // redirectChecker is the kubelet's with followNonLocalRedirects false: a
