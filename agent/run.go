@@ -148,9 +148,11 @@ func (a *Agent) reconcile(ctx context.Context, l *loop) {
 	// waits for each desired pod's first sync.
 	for uid, st := range l.stash {
 		w := a.startWorkerLocked(ctx, l, orphanPrefix+uid, map[string]*podState{uid: st})
-		w.mu.Lock()
-		w.status = orphanPod(uid, st) // listed as Terminating until it is gone
-		w.mu.Unlock()
+		if p := orphanPod(uid, st); p != nil {
+			w.mu.Lock()
+			w.stopping[uid] = p // listed as Terminating until it is gone
+			w.mu.Unlock()
+		}
 		w.update(nil, l.seq)
 	}
 	l.stash = nil
@@ -234,17 +236,31 @@ func (a *Agent) Pods() []v1.Pod {
 	return a.podsLocked()
 }
 
+// podsLocked lists every worker's desired pod and the older generations it
+// still stops; of pods with one name, those terminating come first.
 func (a *Agent) podsLocked() []v1.Pod {
 	var pods []v1.Pod
 	for _, w := range a.workers {
 		w.mu.Lock()
+		for _, p := range w.stopping {
+			pods = append(pods, *p.DeepCopy())
+		}
 		if w.status != nil {
 			pods = append(pods, *w.status.DeepCopy())
 		}
 		w.mu.Unlock()
 	}
-	slices.SortFunc(pods, func(x, y v1.Pod) int {
-		return strings.Compare(x.Namespace+"/"+x.Name, y.Namespace+"/"+y.Name)
+	slices.SortStableFunc(pods, func(x, y v1.Pod) int {
+		if c := strings.Compare(x.Namespace+"/"+x.Name, y.Namespace+"/"+y.Name); c != 0 {
+			return c
+		}
+		switch tx, ty := x.DeletionTimestamp, y.DeletionTimestamp; {
+		case tx != nil && ty == nil:
+			return -1
+		case tx == nil && ty != nil:
+			return 1
+		}
+		return strings.Compare(string(x.UID), string(y.UID))
 	})
 	return pods
 }

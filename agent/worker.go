@@ -24,11 +24,14 @@ type worker struct {
 	wake   chan struct{}
 	exits  chan podspec.ContainerStatus
 
-	mu      sync.Mutex         // guards desired, seq, status, health
+	mu      sync.Mutex         // guards desired, seq, status, stopping, health
 	desired *v1.Pod            // nil: remove everything
 	seq     uint64             // the dispatch that set desired
 	status  *v1.Pod            // desired with live status, for Pods
 	health  map[string]*health // by container ID, what its probes said
+	// stopping are the other generations the worker still has, by UID, as
+	// Pods lists them while they stop: Terminating, with a deletionTimestamp.
+	stopping map[string]*v1.Pod
 
 	// Owned by the worker goroutine.
 	pods      map[string]*podState // by UID
@@ -67,6 +70,7 @@ func newWorker(a *Agent, key string, pods map[string]*podState) *worker {
 		watching: map[string]bool{},
 		probes:   map[string]*probing{},
 		health:   map[string]*health{},
+		stopping: map[string]*v1.Pod{},
 		backoff:  newBackoff(backoffInitial, a.cfg.BackoffMax),
 	}
 }
@@ -139,11 +143,10 @@ func (w *worker) sync(ctx context.Context) {
 		if st := w.pods[string(pod.UID)]; st != nil {
 			st.grace = podGrace(pod)
 		}
-		// A new generation shows at once, waiting while an older one stops.
-		w.publish(pod)
-	} else {
-		w.markTerminating()
 	}
+	// A new generation shows at once, waiting while an older one stops, and
+	// a pod no longer desired shows Terminating until nothing of it is left.
+	w.publish(pod)
 	w.syncProbes(ctx, pod)
 	w.markUnhealthy()
 	retry := w.apply(ctx, pod, plan(d, w.pods))
@@ -152,10 +155,7 @@ func (w *worker) sync(ctx context.Context) {
 	}
 	w.syncProbes(ctx, pod)
 	w.setTimer(retry)
-	// A removed pod stays listed, Terminating, until nothing of it is left.
-	if pod != nil || len(w.pods) == 0 {
-		w.publish(pod)
-	}
+	w.publish(pod)
 	w.a.synced(w.key, seq)
 }
 
