@@ -47,6 +47,16 @@ type Config struct {
 	// idle; default 5s. Set it to at most half of systemd's WatchdogSec.
 	WatchdogPeriod time.Duration
 	Notifier       Notifier // default: does nothing
+	// StartTimes keeps each pod's status.startTime across daemon restarts
+	// (*SeenStore does, next to config.seen); nil keeps them in memory only.
+	StartTimes StartTimes
+}
+
+// StartTimes remembers when the agent first took on each pod UID.
+type StartTimes interface {
+	// Started returns the start time recorded for uid, recording t when
+	// there is none.
+	Started(uid string, t time.Time) time.Time
 }
 
 // Agent runs static pods on a Runtime.

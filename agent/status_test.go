@@ -184,3 +184,30 @@ func TestEditListsOldGenerationTerminating(t *testing.T) {
 		}
 	})
 }
+
+// status.startTime is when the agent first took the pod on, and stays so
+// across a daemon restart, even when every container it started then has
+// been replaced since.
+func TestStartTimeSurvivesRestart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		rt.crash["a"] = 1
+		store := NewSeenStore(manifest.Paths{RootDir: t.TempDir()})
+		t0 := time.Now()
+		h := start(t, rt, Config{StartTimes: store})
+		pod := testPod("web", "u1", v1.RestartPolicyAlways, ctr("a", "busybox"))
+		h.send([]manifest.Pod{pod})
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		h.stop()
+		if got := rt.Calls("destroy c1"); len(got) != 1 {
+			t.Fatalf("the first container is still there: %q", rt.Calls())
+		}
+
+		h2 := start(t, rt, Config{StartTimes: store})
+		h2.send([]manifest.Pod{pod})
+		if st := h2.pod("web").Status.StartTime; st == nil || !st.Time.Equal(t0) {
+			t.Errorf("startTime after the restart = %v, want %v", st, t0)
+		}
+	})
+}

@@ -175,6 +175,12 @@ func (w *worker) resolve(pod *v1.Pod) *desiredPod {
 		if st := w.pods[w.gen.uid]; st != nil {
 			w.gen.startTime = adoptedStart(st, w.gen.startTime)
 		}
+		// The kubelet's startTime is when it first took the pod on: kept
+		// across daemon restarts, which a pod whose containers were all
+		// replaced since (a crash loop) could not tell otherwise.
+		if w.a.cfg.StartTimes != nil {
+			w.gen.startTime = w.a.cfg.StartTimes.Started(w.gen.uid, w.gen.startTime)
+		}
 		for _, c := range manifest.AllContainers(pod) {
 			spec, err := w.a.conv.Container(pod, c, 0)
 			if err != nil {

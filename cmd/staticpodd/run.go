@@ -259,6 +259,7 @@ func newDaemon(cfg *config.Config, logger *slog.Logger) (*daemon, error) {
 		PodPidsLimit:   cfg.PodPidsLimit,
 		WatchdogPeriod: watchdog,
 		Notifier:       notifier,
+		StartTimes:     seen,
 	}, rt, logger)
 	return d, nil
 }
