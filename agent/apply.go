@@ -85,20 +85,20 @@ func (w *worker) superseded(pod *v1.Pod) bool {
 // kill stops a running container the Nomad way: SIGTERM, wait up to grace,
 // SIGKILL, wait a bounded time.
 func (w *worker) kill(ctx context.Context, id string, grace time.Duration) error {
-	w.logger.Info("stopping container", "container", id, "grace", grace)
+	w.logger.Info("stopping container", "id", id, "grace", grace)
 	if err := w.a.rt.Signal(ctx, id, syscall.SIGTERM); errors.Is(err, podspec.ErrNotExist) {
 		w.forget(id)
 		return nil
 	}
 	// A failed SIGTERM (the container just exited, say) still waits: Wait tells.
 	if st, err := w.waitFor(ctx, id, grace); err == nil {
-		w.record(st)
+		w.recordStopped(st)
 		return nil
 	}
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
-	w.logger.Warn("container ignored SIGTERM, killing it", "container", id, "grace", grace)
+	w.logger.Warn("container ignored SIGTERM, killing it", "id", id, "grace", grace)
 	if err := w.a.rt.Signal(ctx, id, syscall.SIGKILL); errors.Is(err, podspec.ErrNotExist) {
 		w.forget(id)
 		return nil
@@ -107,8 +107,15 @@ func (w *worker) kill(ctx context.Context, id string, grace time.Duration) error
 	if err != nil {
 		return fmt.Errorf("wait for container %s after SIGKILL: %w", id, err)
 	}
-	w.record(st)
+	w.recordStopped(st)
 	return nil
+}
+
+// recordStopped takes the exit of a container the worker stopped.
+func (w *worker) recordStopped(st podspec.ContainerStatus) {
+	if c, exited := w.record(st); exited {
+		w.logExit(c, true)
+	}
 }
 
 func (w *worker) waitFor(ctx context.Context, id string, d time.Duration) (podspec.ContainerStatus, error) {

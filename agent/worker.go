@@ -124,7 +124,9 @@ func (w *worker) run(ctx context.Context) {
 			return
 		case <-w.wake:
 		case st := <-w.exits:
-			w.record(st)
+			if c, exited := w.record(st); exited {
+				w.exited(c)
+			}
 		case <-timerC:
 			w.timer = nil
 		}
@@ -273,23 +275,26 @@ func (w *worker) waitExit(ctx context.Context, id string) (podspec.ContainerStat
 	}
 }
 
-// record takes a new runtime status for a container the worker knows.
-func (w *worker) record(st podspec.ContainerStatus) {
+// record takes a new runtime status for a container the worker knows, and
+// returns it with what was known before, and whether it has exited now.
+func (w *worker) record(st podspec.ContainerStatus) (podspec.ContainerStatus, bool) {
 	for _, ps := range w.pods {
 		for i := range ps.containers {
 			c := &ps.containers[i]
 			if c.ID != st.ID {
 				continue
 			}
+			was := c.State
 			merged := st
 			keepLabels(&merged, *c)
 			*c = merged
 			if merged.State == podspec.StateExited {
 				delete(w.watching, c.ID)
 			}
-			return
+			return merged, was != podspec.StateExited && merged.State == podspec.StateExited
 		}
 	}
+	return st, false
 }
 
 // keepLabels fills what a runtime status left empty from what was known before.
