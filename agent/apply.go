@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"syscall"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/staticpodd/staticpodd/agent/config"
 	"github.com/staticpodd/staticpodd/agent/manifest"
 	"github.com/staticpodd/staticpodd/agent/podspec"
 )
@@ -243,7 +245,7 @@ func (w *worker) start(ctx context.Context, pod *v1.Pod, act action) time.Time {
 	case errors.Is(err, podspec.ErrImageNotPresent):
 		// Retried on Resync and every SyncFrequency, without back-off.
 		ci.reason = reasonImageNeverPull
-		ci.message = fmt.Sprintf("Container image %q is not present with pull policy of Never", c.Image)
+		ci.message = w.imageMissing(c)
 		return time.Time{}
 	case err != nil:
 		if ctx.Err() != nil {
@@ -284,6 +286,26 @@ func (w *worker) start(ctx context.Context, pod *v1.Pod, act action) time.Time {
 		}
 	}
 	return time.Time{}
+}
+
+// imageMissing is the message of a container whose image is not in the store:
+// the kubelet's for pull policy Never, with the container's own policy, since
+// no policy makes staticpodd pull, and how to bring the image in.
+func (w *worker) imageMissing(c *v1.Container) string {
+	policy := c.ImagePullPolicy
+	if policy == "" {
+		policy = v1.PullIfNotPresent
+	}
+	root := w.a.cfg.Paths.RootDir
+	if root == "" {
+		root = config.DefaultRootDir
+	}
+	cmd := "staticpodd images import FILE"
+	if root != config.DefaultRootDir {
+		cmd = "staticpodd images import --root-dir " + root + " FILE"
+	}
+	return fmt.Sprintf("Container image %q is not present with pull policy of %s, and staticpodd does not pull images: "+
+		"import it with `%s`, or copy the image archive into %s/", c.Image, policy, cmd, filepath.Join(root, "images", "import"))
 }
 
 // formatPod names a pod as the kubelet's format.Pod does: name_namespace(uid).
