@@ -12,6 +12,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/staticpodd/staticpodd/agent/config"
+	"github.com/staticpodd/staticpodd/agent/events"
 	"github.com/staticpodd/staticpodd/agent/manifest"
 	"github.com/staticpodd/staticpodd/agent/podspec"
 )
@@ -55,6 +56,7 @@ func (w *worker) apply(ctx context.Context, pod *v1.Pod, acts []action) time.Tim
 			if act.reason != "" {
 				w.logger.Info("killing container", "container", act.container, "id", act.id, "reason", act.reason)
 			}
+			w.killingEvent(pod, act)
 			err = w.kill(ctx, act.id, act.grace)
 		case actDestroy:
 			err = w.destroy(ctx, act.podUID, act.id)
@@ -118,6 +120,23 @@ func (w *worker) recordStopped(st podspec.ContainerStatus) {
 	if c, exited := w.record(st); exited {
 		w.logExit(c, true)
 	}
+}
+
+// killingEvent records the kubelet's Killing event for a kill step, about
+// the pod generation the container belongs to.
+func (w *worker) killingEvent(desired *v1.Pod, act action) {
+	pod := desired
+	if pod == nil || string(pod.UID) != act.podUID {
+		pod = w.podOf(act.podUID)
+	}
+	if pod == nil {
+		return
+	}
+	msg := act.reason
+	if msg == "" {
+		msg = "Stopping container " + act.container
+	}
+	w.a.events.Eventf(events.ContainerRef(pod, act.container), v1.EventTypeNormal, events.Killing, "%s", msg)
 }
 
 func (w *worker) waitFor(ctx context.Context, id string, d time.Duration) (podspec.ContainerStatus, error) {
@@ -217,11 +236,15 @@ func (w *worker) start(ctx context.Context, pod *v1.Pod, act action) time.Time {
 	if prev != nil && prev.FinishedAt.After(failedAt) {
 		failedAt, exited = prev.FinishedAt, true
 	}
+	ref := events.ContainerRef(pod, c.Name)
 	if !failedAt.IsZero() {
 		if until, d := w.backoff.wait(key, failedAt, now); !until.IsZero() {
 			if exited {
 				ci.reason = reasonCrashLoop
 				ci.message = fmt.Sprintf("back-off %s restarting failed container=%s pod=%s", d, c.Name, formatPod(pod))
+				// The kubelet's doBackOff, at each sync that finds it waiting.
+				w.a.events.Eventf(ref, v1.EventTypeWarning, events.BackOff,
+					"Back-off restarting failed container %s in pod %s", c.Name, formatPod(pod))
 			}
 			return until
 		}
@@ -238,6 +261,7 @@ func (w *worker) start(ctx context.Context, pod *v1.Pod, act action) time.Time {
 	spec, err := w.a.conv.Container(pod, c, act.attempt)
 	if err != nil {
 		ci.reason, ci.message = reasonConfigError, err.Error()
+		w.a.events.Eventf(ref, v1.EventTypeWarning, events.Failed, "Error: %v", err)
 		return time.Time{}
 	}
 	cs, err := w.a.rt.Start(ctx, w.a.conv.Sandbox(pod), spec)
@@ -246,6 +270,9 @@ func (w *worker) start(ctx context.Context, pod *v1.Pod, act action) time.Time {
 		// Retried on Resync and every SyncFrequency, without back-off.
 		ci.reason = reasonImageNeverPull
 		ci.message = w.imageMissing(c)
+		// The kubelet's image manager, then its startContainer.
+		w.a.events.Eventf(ref, v1.EventTypeWarning, events.ErrImageNeverPull, "%s", ci.message)
+		w.a.events.Eventf(ref, v1.EventTypeWarning, events.Failed, "Error: %s", reasonImageNeverPull)
 		return time.Time{}
 	case err != nil:
 		if ctx.Err() != nil {
@@ -258,9 +285,15 @@ func (w *worker) start(ctx context.Context, pod *v1.Pod, act action) time.Time {
 		ci.failedAt = time.Now()
 		w.backoff.next(key, ci.failedAt)
 		w.logger.Warn("container start failed", "container", c.Name, "attempt", act.attempt, "err", err)
+		w.a.events.Eventf(ref, v1.EventTypeWarning, events.Failed, "Error: %v", err)
 		until, _ := w.backoff.wait(key, ci.failedAt, ci.failedAt)
 		return until
 	}
+	// The kubelet records these around CreateContainer and StartContainer,
+	// which Start does at once.
+	w.a.events.Eventf(ref, v1.EventTypeNormal, events.Pulled, "Container image %q already present on machine", c.Image)
+	w.a.events.Eventf(ref, v1.EventTypeNormal, events.Created, "Container created")
+	w.a.events.Eventf(ref, v1.EventTypeNormal, events.Started, "Container started")
 
 	countExit()
 	keepLabels(&cs, podspec.ContainerStatus{

@@ -9,12 +9,24 @@ import (
 	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/staticpodd/staticpodd/agent/events"
 	"github.com/staticpodd/staticpodd/agent/podspec"
 )
 
-// exited takes the exit of a container the worker did not stop.
+// reasonStartError is the runtime's reason for a container whose process
+// could not be started.
+const reasonStartError = "StartError"
+
+// exited takes the exit of a container the worker did not stop: it is logged
+// with what comes next, and a start that failed is an event, as the
+// kubelet's startContainer records it.
 func (w *worker) exited(c podspec.ContainerStatus) {
 	w.logExit(c, false)
+	if c.Reason == reasonStartError {
+		if pod := w.podOf(c.PodUID); pod != nil {
+			w.a.events.Eventf(events.ContainerRef(pod, c.Name), v1.EventTypeWarning, events.Failed, "Error: %s", c.Message)
+		}
+	}
 }
 
 // logExit writes a container's exit to the log, with why it exited and
@@ -89,4 +101,20 @@ func (w *worker) nextRestart(c podspec.ContainerStatus, stopped bool) string {
 		return fmt.Sprintf("in %s", d)
 	}
 	return "now"
+}
+
+// podOf is the pod a UID of the worker is: the desired one, or an older
+// generation being stopped; nil if the worker shows none.
+func (w *worker) podOf(uid string) *v1.Pod {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch {
+	case w.desired != nil && string(w.desired.UID) == uid:
+		return w.desired
+	case w.stopping[uid] != nil:
+		return w.stopping[uid]
+	case w.status != nil && string(w.status.UID) == uid:
+		return w.status
+	}
+	return nil
 }

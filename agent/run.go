@@ -10,6 +10,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/staticpodd/staticpodd/agent/events"
 	"github.com/staticpodd/staticpodd/agent/manifest"
 	"github.com/staticpodd/staticpodd/agent/source"
 )
@@ -31,6 +32,7 @@ type loop struct {
 // ends. Pods keep running when it returns: they outlive the daemon.
 func (a *Agent) Run(ctx context.Context, updates <-chan source.Update) error {
 	l := &loop{sources: map[string]source.Update{}}
+	a.events.Eventf(events.NodeRef(a.cfg.NodeName), v1.EventTypeNormal, events.Starting, "Starting staticpodd.")
 	if err := a.adopt(ctx, l); err != nil {
 		return err
 	}
@@ -127,6 +129,7 @@ func (a *Agent) reconcile(ctx context.Context, l *loop) {
 	}
 	pods, problems := merge(l.sources, running)
 	a.problems = problems
+	a.recordProblemsLocked(problems)
 	l.seq++
 
 	for key, p := range pods {
@@ -209,6 +212,31 @@ func (a *Agent) maybeReadyLocked() {
 		a.logger.Info("all sources seen and pods synced: ready")
 		a.cfg.Notifier.Ready()
 	}
+}
+
+// recordProblemsLocked records a FailedValidation event for each manifest
+// problem that was not there at the last reconcile.
+func (a *Agent) recordProblemsLocked(problems []manifest.Problem) {
+	seen := map[string]bool{}
+	for _, p := range problems {
+		msg := problemMessage(p)
+		key := p.Origin + "\x00" + msg
+		seen[key] = true
+		if !a.problemSeen[key] {
+			a.events.Eventf(events.NodeRef(a.cfg.NodeName), v1.EventTypeWarning, events.FailedValidation,
+				"Error validating manifest %s: %s", p.Origin, msg)
+		}
+	}
+	a.problemSeen = seen
+}
+
+// problemMessage is a problem's error without its origin, which errors of
+// manifests start with.
+func problemMessage(p manifest.Problem) string {
+	if p.Err == nil {
+		return ""
+	}
+	return strings.ReplaceAll(p.Err.Error(), p.Origin+": ", "")
 }
 
 // removeWorker forgets a worker that has nothing left to do, unless a new desired

@@ -9,6 +9,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/staticpodd/staticpodd/agent/events"
 	"github.com/staticpodd/staticpodd/agent/manifest"
 	"github.com/staticpodd/staticpodd/agent/podspec"
 )
@@ -187,6 +188,7 @@ func (w *worker) resolve(pod *v1.Pod) *desiredPod {
 			spec, err := w.a.conv.Container(pod, c, 0)
 			if err != nil {
 				w.gen.convErr[c.Name] = err
+				w.a.events.Eventf(events.ContainerRef(pod, c.Name), v1.EventTypeWarning, events.Failed, "Error: %v", err)
 				continue
 			}
 			w.gen.hashes[c.Name] = spec.Hash
