@@ -6,7 +6,6 @@ import (
 	"net/url"
 	"os/signal"
 	"path/filepath"
-	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -33,11 +32,7 @@ func newLogsCmd(o *globalOptions) *cobra.Command {
 				return err
 			}
 			if container == "" {
-				if len(pod.Spec.Containers) != 1 {
-					return fmt.Errorf("pod %s has %d containers (%s): choose one with -c", pod.Name,
-						len(pod.Spec.Containers), strings.Join(containerNames(pod), ", "))
-				}
-				container = pod.Spec.Containers[0].Name
+				container = defaultContainer(pod, cmd.ErrOrStderr())
 			}
 			q := url.Values{}
 			if follow {
@@ -51,7 +46,7 @@ func newLogsCmd(o *globalOptions) *cobra.Command {
 			return c.stream(ctx, path, cmd.OutOrStdout())
 		},
 	}
-	cmd.Flags().StringVarP(&container, "container", "c", "", "the container, when the pod has several")
+	cmd.Flags().StringVarP(&container, "container", "c", "", "the container (default: the one annotation "+defaultContainerAnnotation+" names, else the first)")
 	cmd.Flags().StringVarP(&namespace, "namespace", "n", "", "the pod's namespace, when the name is ambiguous")
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing as the container writes")
 	cmd.Flags().BoolVarP(&previous, "previous", "p", false, "the logs of the run before the current one")
