@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -67,6 +68,11 @@ func findPod(ctx context.Context, c *daemonClient, name, namespace string) (*v1.
 		if p.Name == name || p.Name == name+"-"+p.Spec.NodeName {
 			found = append(found, p)
 		}
+	}
+	// During an edit the old generation is listed, Terminating, beside the
+	// new one: the new one is the pod.
+	if live := slices.DeleteFunc(slices.Clone(found), func(p v1.Pod) bool { return p.DeletionTimestamp != nil }); len(live) > 0 {
+		found = live
 	}
 	switch len(found) {
 	case 0:
