@@ -83,6 +83,7 @@ type Agent struct {
 	readyAt     uint64          // dispatch sequence the first full reconcile waits for; 0 = not yet
 	readyWait   map[string]bool // workers that have not synced readyAt yet
 	notifyReady bool
+	changed     chan struct{}   // closed, and replaced, on each status change
 	problemSeen map[string]bool // manifest problems already recorded as events
 }
 
@@ -113,6 +114,7 @@ func New(cfg Config, rt Runtime, logger *slog.Logger) *Agent {
 		started: time.Now(),
 		workers: map[string]*worker{},
 		summary: "",
+		changed: make(chan struct{}),
 	}
 }
 

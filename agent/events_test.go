@@ -162,6 +162,26 @@ func TestEventManifestProblem(t *testing.T) {
 	})
 }
 
+// Changed is closed when a pod's status changes: how run --once waits.
+func TestChangedSignalsStatusChange(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		h := start(t, rt, Config{})
+		ch := h.a.Changed()
+		select {
+		case <-ch:
+			t.Fatal("changed before any pod")
+		default:
+		}
+		h.send([]manifest.Pod{testPod("web", "u1", v1.RestartPolicyAlways, ctr("a", "busybox"))})
+		select {
+		case <-ch:
+		default:
+			t.Fatal("not signalled after a pod started")
+		}
+	})
+}
+
 // The Killing event of an edit is about the old generation.
 func TestKillingEventOfAnEdit(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {

@@ -211,6 +211,7 @@ func (a *Agent) maybeReadyLocked() {
 		a.notifyReady = true
 		a.logger.Info("all sources seen and pods synced: ready")
 		a.cfg.Notifier.Ready()
+		a.changedLocked()
 	}
 }
 
@@ -307,10 +308,25 @@ func (a *Agent) Summary() string {
 	return summarize(a.podsLocked(), a.cfg.NodeName, len(a.problems))
 }
 
-// statusChanged tells the notifier the summary when it changed.
+// Changed returns a channel that is closed at the next change of any pod's
+// status: subscribers read Pods then, instead of polling it.
+func (a *Agent) Changed() <-chan struct{} {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.changed
+}
+
+func (a *Agent) changedLocked() {
+	close(a.changed)
+	a.changed = make(chan struct{})
+}
+
+// statusChanged tells subscribers that pods changed, and the notifier the
+// summary when it changed.
 func (a *Agent) statusChanged() {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	a.changedLocked()
 	s := summarize(a.podsLocked(), a.cfg.NodeName, len(a.problems))
 	if s == a.summary {
 		return
