@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"os/signal"
 	"path/filepath"
-	"strconv"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -100,29 +99,40 @@ func (d *daemon) once(ctx context.Context, timeout time.Duration, out io.Writer)
 	return nil
 }
 
-// printOnce writes one line per pod and per manifest problem: what run --once
-// found.
+// printOnce writes one line per pod and per manifest problem, what run
+// --once found, then why each that did not run did not.
 func printOnce(out io.Writer, results []agent.OnceResult) error {
 	if len(results) == 0 {
 		_, err := fmt.Fprintln(out, "No pods.")
 		return err
 	}
 	tw := tabwriter.NewWriter(out, 0, 8, 3, ' ', 0)
-	fmt.Fprintln(tw, "NAMESPACE\tNAME\tRESULT\tSTATUS\tRESTARTS\tMESSAGE")
+	fmt.Fprintln(tw, "NAMESPACE\tNAME\tRESULT\tSTATUS\tRESTARTS")
+	var why []string
 	for _, r := range results {
 		if r.Pod == nil {
-			fmt.Fprintf(tw, "-\t%s\t%s\t-\t-\t%s\n", r.Problem.Origin, r.Outcome, oneLine(r.Message, 300))
+			fmt.Fprintf(tw, "-\t%s\t%s\t-\t-\n", r.Problem.Origin, r.Outcome)
+			why = append(why, r.Problem.Origin+": "+r.Message)
 			continue
 		}
 		restarts := 0
 		for _, cs := range r.Pod.Status.ContainerStatuses {
 			restarts += int(cs.RestartCount)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Pod.Namespace, r.Pod.Name, r.Outcome, podStatus(*r.Pod),
-			strconv.Itoa(restarts), oneLine(r.Message, 300))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\n", r.Pod.Namespace, r.Pod.Name, r.Outcome, podStatus(*r.Pod), restarts)
+		if !r.OK() && r.Message != "" {
+			why = append(why, r.Pod.Namespace+"/"+r.Pod.Name+" "+r.Message)
+		}
 	}
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("write results: %w", err)
+	}
+	if len(why) > 0 {
+		fmt.Fprintln(out)
+		fmt.Fprintln(out, "Not running:")
+		for _, w := range why {
+			fmt.Fprintf(out, "  %s\n", oneLine(w, 2000))
+		}
 	}
 	return nil
 }
