@@ -39,7 +39,9 @@ demo: build images
 	@echo "    curl http://127.0.0.1:8080/            # the web pod (busybox httpd)"
 	@echo "    curl http://127.0.0.1:8081/            # the two-container clock pod"
 	@echo "    curl -s http://127.0.0.1:10255/pods    # the read-only port, a v1 PodList"
-	@echo "    $(BIN) ps --run-dir $(DEMO_RUN)"
+	@echo "    export STATICPODD_RUN_DIR=$(DEMO_RUN)"
+	@echo "    $(BIN) ps                      # pods and containers"
+	@echo "    $(BIN) events -w               # what happens to them, as it happens"
 	@echo "  Stop: Ctrl-C (pods keep running).  Clean up everything: make demo-clean"
 	@echo
 	$(BIN) run --config examples/config.yaml --root-dir $(DEMO_ROOT) --run-dir $(DEMO_RUN) \
