@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"fmt"
 	"slices"
 	"time"
 
@@ -188,7 +189,8 @@ func runPod(d *desiredPod, st *podState) []action {
 	restart := func(c *v1.Container, l podspec.ContainerStatus) bool {
 		if h := d.hashes[c.Name]; h != "" && l.Hash != h {
 			// The spec changed under the same UID: restart whatever the policy.
-			acts = append(acts, action{kind: actKill, podUID: uid, container: c.Name, id: l.ID, grace: grace})
+			acts = append(acts, action{kind: actKill, podUID: uid, container: c.Name, id: l.ID, grace: grace,
+				reason: fmt.Sprintf("Container %s definition changed, will be restarted", c.Name)})
 			starts = append(starts, startAction(d, uid, c.Name, &l))
 			return true
 		}

@@ -11,6 +11,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/staticpodd/staticpodd/agent/events"
 	"github.com/staticpodd/staticpodd/agent/manifest"
 	"github.com/staticpodd/staticpodd/agent/prober"
 )
@@ -24,6 +25,8 @@ type Agent interface {
 	LogFile(namespace, pod, container string, previous bool) (string, error)
 	// Probes are the last results of the probes of running containers.
 	Probes() []prober.Status
+	// Events are what happened to pods, kept and to come.
+	Events() *events.Recorder
 }
 
 // Problem is a manifest problem as JSON.
@@ -41,8 +44,8 @@ func ReadOnly(a Agent, logger *slog.Logger) http.Handler {
 }
 
 // CLI returns the handler of the CLI socket (mode 0600): the read-only port's,
-// plus /problems, /probes (whose output may echo a container's answers) and
-// container logs, which may hold secrets and so are never
+// plus /problems, /probes (whose output may echo a container's answers),
+// /events and container logs, which may hold secrets and so are never
 // served without authentication (the kubelet serves logs only on its
 // authenticated port).
 func CLI(a Agent, logger *slog.Logger) http.Handler {
@@ -70,6 +73,9 @@ func CLI(a Agent, logger *slog.Logger) http.Handler {
 	// A container's log, followed or not, is as long as the container made it
 	// and read as slowly as the client pages through it: a stream.
 	mux.Handle("GET /containerLogs/{namespace}/{pod}/{container}", stream(containerLogs(a, logger), logger))
+	// Events may carry what probes read and error messages: the CLI's only.
+	// Watched, they are a stream.
+	mux.Handle("GET /events", stream(eventsHandler(a, logger), logger))
 	return mux
 }
 

@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/staticpodd/staticpodd/agent"
+	"github.com/staticpodd/staticpodd/agent/events"
 	"github.com/staticpodd/staticpodd/agent/manifest"
 	"github.com/staticpodd/staticpodd/agent/prober"
 )
@@ -28,6 +29,14 @@ type fakeAgent struct {
 	problems []manifest.Problem
 	logFile  string
 	probes   []prober.Status
+	events   *events.Recorder
+}
+
+func (f fakeAgent) Events() *events.Recorder {
+	if f.events == nil {
+		return events.New("node1", 0, slog.New(slog.DiscardHandler))
+	}
+	return f.events
 }
 
 func (f fakeAgent) Probes() []prober.Status { return f.probes }

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/staticpodd/staticpodd/agent/config"
 )
 
 // daemonClient talks HTTP to the daemon over its unix socket.
@@ -72,7 +74,7 @@ func (c *daemonClient) open(ctx context.Context, path string) (*http.Response, e
 	}
 	resp, err := c.http.Do(req)
 	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ECONNREFUSED) {
-		return nil, fmt.Errorf("staticpodd is not running (nothing listens on %s; is --run-dir right?)", c.socket)
+		return nil, fmt.Errorf("staticpodd is not running (nothing listens on %s; is --run-dir, or %s, right?)", c.socket, config.EnvRunDir)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("ask the daemon for %s: %w", path, err)
