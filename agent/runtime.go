@@ -34,4 +34,12 @@ type Runtime interface {
 	Destroy(ctx context.Context, id string) error
 	// List returns every container the runtime knows, running or exited.
 	List(ctx context.Context) ([]podspec.ContainerStatus, error)
+
+	// Exec runs a process in running container id, with the container's
+	// namespaces, cgroup, user, environment and security settings, and
+	// returns its exit code. It never outlives ctx or spec.Timeout (the process
+	// is killed). An unknown container is ErrNotExist, one without a running
+	// process ErrNotRunning; a command that cannot be started is
+	// ErrCommandNotFound or ErrCommandNotExecutable.
+	Exec(ctx context.Context, id string, spec podspec.ExecSpec) (int, error)
 }
