@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -17,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/staticpodd/staticpodd/agent/manifest"
+	"github.com/staticpodd/staticpodd/agent/podspec"
 	"github.com/staticpodd/staticpodd/agent/server"
 )
 
@@ -48,6 +50,14 @@ func (psAgent) Problems() []manifest.Problem {
 
 func (psAgent) LogFile(ns, pod, ctr string, previous bool) (string, error) {
 	return "", errors.New("no logs here")
+}
+
+func (psAgent) ExecTarget(ns, pod, ctr string) (string, error) {
+	return "", errors.New("no exec here")
+}
+
+func (psAgent) Exec(context.Context, string, podspec.ExecSpec) (int, error) {
+	return -1, errors.New("no exec here")
 }
 
 // serveDaemon serves the daemon's API on <dir>/staticpodd.sock.
