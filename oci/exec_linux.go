@@ -59,6 +59,9 @@ func (r *Runtime) Exec(ctx context.Context, id string, es podspec.ExecSpec) (int
 }
 
 func (r *Runtime) exec(ctx context.Context, id string, es podspec.ExecSpec) (int, error) {
+	// libcontainer attaches the process to the container's cgroups on Run's
+	// critical path, as for a start.
+	r.warmer.warm()
 	if es.Timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeoutCause(ctx, es.Timeout,
