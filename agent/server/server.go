@@ -1,8 +1,9 @@
 // Package server serves the agent's view over HTTP: /healthz and /pods like the
-// kubelet's read-only port, and /problems for the CLI.
+// kubelet's read-only port, and /problems, container logs and exec for the CLI.
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"log/slog"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/staticpodd/staticpodd/agent/events"
 	"github.com/staticpodd/staticpodd/agent/manifest"
+	"github.com/staticpodd/staticpodd/agent/podspec"
 	"github.com/staticpodd/staticpodd/agent/prober"
 )
 
@@ -27,6 +29,11 @@ type Agent interface {
 	Probes() []prober.Status
 	// Events are what happened to pods, kept and to come.
 	Events() *events.Recorder
+	// ExecTarget is the ID of a running container to exec in; errors wrap
+	// podspec.ErrNotExist or podspec.ErrNotRunning.
+	ExecTarget(namespace, pod, container string) (string, error)
+	// Exec runs spec in container id and returns its exit code.
+	Exec(ctx context.Context, id string, spec podspec.ExecSpec) (int, error)
 }
 
 // Problem is a manifest problem as JSON.
@@ -45,9 +52,9 @@ func ReadOnly(a Agent, logger *slog.Logger) http.Handler {
 
 // CLI returns the handler of the CLI socket (mode 0600): the read-only port's,
 // plus /problems, /probes (whose output may echo a container's answers),
-// /events and container logs, which may hold secrets and so are never
-// served without authentication (the kubelet serves logs only on its
-// authenticated port).
+// /events, container logs and exec, which may hold secrets or run anything
+// in a container and so are never served without authentication (the
+// kubelet serves them only on its authenticated port).
 func CLI(a Agent, logger *slog.Logger) http.Handler {
 	mux := http.NewServeMux()
 	readOnly(mux, a, logger)
@@ -76,6 +83,7 @@ func CLI(a Agent, logger *slog.Logger) http.Handler {
 	// Events may carry what probes read and error messages: the CLI's only.
 	// Watched, they are a stream.
 	mux.Handle("GET /events", stream(eventsHandler(a, logger), logger))
+	mux.HandleFunc("POST /exec/{namespace}/{pod}/{container}", execHandler(a, logger))
 	return mux
 }
 

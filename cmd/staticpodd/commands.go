@@ -9,6 +9,7 @@ func addCommands(root *cobra.Command, o *globalOptions) {
 		newPsCmd(o),
 		newLogsCmd(o),
 		newEventsCmd(o),
+		newExecCmd(o),
 		newImagesCmd(o),
 		newValidateCmd(),
 		newConfigCmd(o),
