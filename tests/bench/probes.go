@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
@@ -184,12 +185,78 @@ func benchProbes(bin, image string, n int, window time.Duration) error {
 	if err != nil {
 		return err
 	}
+	floor, err := probeFloor(n, window)
+	if err != nil {
+		return err
+	}
 	fmt.Printf("\ndaemon CPU with %d running pods, over %s (%% of one core):\n\n", n, window)
 	fmt.Printf("| pods | daemon CPU |\n|---|---|\n")
 	fmt.Printf("| %d, no probes | %.2f%% |\n", n, idle)
 	fmt.Printf("| %d, httpGet readiness probe every 1 s, each in its pod's network namespace | %.2f%% |\n", n, probed)
 	fmt.Printf("| cost of %d probes/s | %.2f%% |\n", n, probed-idle)
+	fmt.Printf("| floor: a bare Go loop making the same %d GETs/s, a fresh connection each (as the kubelet's probes), to busybox httpd on the host | %.2f%% |\n", n, floor)
+	fmt.Printf("| ratio probes / floor | %.2f |\n", (probed-idle)/floor)
 	return nil
+}
+
+// probeFloor is the CPU, in %% of one core, that n HTTP GETs a second cost a
+// process that does nothing else: connect, request, read the answer, close,
+// as an httpGet probe must (no keep-alive, as the kubelet's). It is what
+// the kernel's loopback TCP and the least HTTP cost on this machine, the
+// floor under any prober.
+func probeFloor(n int, window time.Duration) (float64, error) {
+	dir, err := os.MkdirTemp("", "staticpodd-bench-floor-")
+	if err != nil {
+		return 0, err
+	}
+	defer os.RemoveAll(dir)
+	os.WriteFile(filepath.Join(dir, "index.html"), []byte("ok\n"), 0o644)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	addr := l.Addr().String()
+	l.Close()
+	httpd := exec.Command("busybox", "httpd", "-f", "-p", addr, "-h", dir)
+	if err := httpd.Start(); err != nil {
+		return 0, fmt.Errorf("busybox httpd: %w", err)
+	}
+	defer func() { httpd.Process.Kill(); httpd.Wait() }()
+	if err := poll(5*time.Second, func() bool {
+		c, err := net.Dial("tcp", addr)
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	}); err != nil {
+		return 0, err
+	}
+	get := func() {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", addr)
+		if res, err := http.ReadResponse(bufio.NewReader(c), nil); err == nil {
+			res.Body.Close()
+		}
+	}
+	tick := time.NewTicker(time.Second / time.Duration(n))
+	defer tick.Stop()
+	c0, t0 := selfCPU(), time.Now()
+	for end := t0.Add(window); time.Now().Before(end); {
+		<-tick.C
+		get()
+	}
+	return float64(selfCPU()-c0) / float64(time.Since(t0)) * 100, nil
+}
+
+// selfCPU is the user and system time this process has used.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // benchReady measures the time from a container's exec to its pod's Ready,
