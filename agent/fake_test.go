@@ -35,8 +35,10 @@ type fakeRuntime struct {
 	starts    []time.Time       // when each Start succeeded
 	// health is what an HTTP probe of a path gets from any container:
 	// the status code (404 when absent).
-	health map[string]int
-	dials  []string // pod UID and address of each Dial
+	health   map[string]int
+	dials    []string // pod UID and address of each Dial
+	execCode int      // every Exec's exit code
+	execErr  error    // every Exec fails with it
 }
 
 type fakeCtr struct {
@@ -252,6 +254,26 @@ func (f *fakeRuntime) List(ctx context.Context) ([]podspec.ContainerStatus, erro
 		out = append(out, c.st)
 	}
 	return out, nil
+}
+
+// Exec prints its command to spec.Stdout and exits with execCode.
+func (f *fakeRuntime) Exec(ctx context.Context, id string, spec podspec.ExecSpec) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c := f.ctrs[id]
+	switch {
+	case c == nil:
+		return -1, fmt.Errorf("exec in %s: %w", id, podspec.ErrNotExist)
+	case c.st.State != podspec.StateRunning:
+		return -1, fmt.Errorf("exec in %s: %w", id, podspec.ErrNotRunning)
+	case f.execErr != nil:
+		return -1, f.execErr
+	}
+	f.record("exec %s %s", id, strings.Join(spec.Cmd, " "))
+	if spec.Stdout != nil {
+		fmt.Fprintln(spec.Stdout, strings.Join(spec.Cmd, " "))
+	}
+	return f.execCode, nil
 }
 
 // Running returns the IDs of running containers, sorted.

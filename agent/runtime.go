@@ -38,4 +38,12 @@ type Runtime interface {
 	// Dial connects to addr from inside the pod's network namespace (the
 	// host's for hostNetwork): how probes reach a container.
 	Dial(ctx context.Context, podUID, network, addr string) (net.Conn, error)
+
+	// Exec runs a process in running container id, with the container's
+	// namespaces, cgroup, user, environment and security settings, and
+	// returns its exit code. It never outlives ctx or spec.Timeout (the process
+	// is killed). An unknown container is ErrNotExist, one without a running
+	// process ErrNotRunning; a command that cannot be started is
+	// ErrCommandNotFound or ErrCommandNotExecutable.
+	Exec(ctx context.Context, id string, spec podspec.ExecSpec) (int, error)
 }

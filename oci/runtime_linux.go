@@ -56,6 +56,7 @@ func New(cfg Config) (*Runtime, error) {
 		}
 	}
 	r.removeOrphans()
+	r.killLeftoverExecs()
 	return r, nil
 }
 

@@ -25,6 +25,9 @@ func (r *Runtime) Wait(context.Context, string) (podspec.ContainerStatus, error)
 	return podspec.ContainerStatus{}, errors.ErrUnsupported
 }
 func (r *Runtime) Destroy(context.Context, string) error { return errors.ErrUnsupported }
+func (r *Runtime) Exec(context.Context, string, podspec.ExecSpec) (int, error) {
+	return -1, errors.ErrUnsupported
+}
 func (r *Runtime) List(context.Context) ([]podspec.ContainerStatus, error) {
 	return nil, errors.ErrUnsupported
 }

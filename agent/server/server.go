@@ -1,8 +1,9 @@
 // Package server serves the agent's view over HTTP: /healthz and /pods like the
-// kubelet's read-only port, and /problems for the CLI.
+// kubelet's read-only port, and /problems, container logs and exec for the CLI.
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"log/slog"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/staticpodd/staticpodd/agent/manifest"
+	"github.com/staticpodd/staticpodd/agent/podspec"
 	"github.com/staticpodd/staticpodd/agent/prober"
 )
 
@@ -24,6 +26,11 @@ type Agent interface {
 	LogFile(namespace, pod, container string, previous bool) (string, error)
 	// Probes are the last results of the probes of running containers.
 	Probes() []prober.Status
+	// ExecTarget is the ID of a running container to exec in; errors wrap
+	// podspec.ErrNotExist or podspec.ErrNotRunning.
+	ExecTarget(namespace, pod, container string) (string, error)
+	// Exec runs spec in container id and returns its exit code.
+	Exec(ctx context.Context, id string, spec podspec.ExecSpec) (int, error)
 }
 
 // Problem is a manifest problem as JSON.
@@ -41,10 +48,10 @@ func ReadOnly(a Agent, logger *slog.Logger) http.Handler {
 }
 
 // CLI returns the handler of the CLI socket (mode 0600): the read-only port's,
-// plus /problems, /probes (whose output may echo a container's answers) and
-// container logs, which may hold secrets and so are never
-// served without authentication (the kubelet serves logs only on its
-// authenticated port).
+// plus /problems, /probes (whose output may echo a container's answers),
+// container logs and exec, which may hold secrets or run anything in a
+// container and so are never served without authentication (the kubelet serves
+// them only on its authenticated port).
 func CLI(a Agent, logger *slog.Logger) http.Handler {
 	mux := http.NewServeMux()
 	readOnly(mux, a, logger)
@@ -70,6 +77,7 @@ func CLI(a Agent, logger *slog.Logger) http.Handler {
 	// A container's log, followed or not, is as long as the container made it
 	// and read as slowly as the client pages through it: a stream.
 	mux.Handle("GET /containerLogs/{namespace}/{pod}/{container}", stream(containerLogs(a, logger), logger))
+	mux.HandleFunc("POST /exec/{namespace}/{pod}/{container}", execHandler(a, logger))
 	return mux
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/staticpodd/staticpodd/agent"
 	"github.com/staticpodd/staticpodd/agent/manifest"
+	"github.com/staticpodd/staticpodd/agent/podspec"
 	"github.com/staticpodd/staticpodd/agent/prober"
 )
 
@@ -28,6 +30,7 @@ type fakeAgent struct {
 	problems []manifest.Problem
 	logFile  string
 	probes   []prober.Status
+	exec     func(ctx context.Context, id string, spec podspec.ExecSpec) (int, error)
 }
 
 func (f fakeAgent) Probes() []prober.Status { return f.probes }
@@ -39,6 +42,25 @@ func (f fakeAgent) LogFile(ns, pod, ctr string, previous bool) (string, error) {
 		return "", errors.New("no logs")
 	}
 	return f.logFile, nil
+}
+
+// ExecTarget knows container web of web-node1 as c1, running, and its
+// container stopped as not running.
+func (f fakeAgent) ExecTarget(ns, pod, ctr string) (string, error) {
+	switch {
+	case pod == "web-node1" && ctr == "web":
+		return "c1", nil
+	case pod == "web-node1" && ctr == "stopped":
+		return "", fmt.Errorf("container stopped is terminated: %w", podspec.ErrNotRunning)
+	}
+	return "", fmt.Errorf("pod %s/%s: %w", ns, pod, podspec.ErrNotExist)
+}
+
+func (f fakeAgent) Exec(ctx context.Context, id string, spec podspec.ExecSpec) (int, error) {
+	if f.exec == nil {
+		return 0, nil
+	}
+	return f.exec(ctx, id, spec)
 }
 
 var testAgent = fakeAgent{

@@ -71,8 +71,8 @@ func (c *daemonClient) open(ctx context.Context, path string) (*http.Response, e
 		return nil, fmt.Errorf("request %s: %w", path, err)
 	}
 	resp, err := c.http.Do(req)
-	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ECONNREFUSED) {
-		return nil, fmt.Errorf("staticpodd is not running (nothing listens on %s; is --run-dir right?)", c.socket)
+	if notListening(err) {
+		return nil, c.notRunning()
 	}
 	if err != nil {
 		return nil, fmt.Errorf("ask the daemon for %s: %w", path, err)
@@ -83,6 +83,26 @@ func (c *daemonClient) open(ctx context.Context, path string) (*http.Response, e
 		return nil, fmt.Errorf("%s", strings.TrimSpace(string(body)))
 	}
 	return resp, nil
+}
+
+// dial opens a connection to the daemon's socket, for a protocol of its own.
+func (c *daemonClient) dial(ctx context.Context) (net.Conn, error) {
+	conn, err := (&net.Dialer{}).DialContext(ctx, "unix", c.socket)
+	if notListening(err) {
+		return nil, c.notRunning()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("connect to the daemon: %w", err)
+	}
+	return conn, nil
+}
+
+func notListening(err error) bool {
+	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ECONNREFUSED)
+}
+
+func (c *daemonClient) notRunning() error {
+	return fmt.Errorf("staticpodd is not running (nothing listens on %s; is --run-dir right?)", c.socket)
 }
 
 func (c *daemonClient) getJSON(ctx context.Context, path string, v any) error {

@@ -8,6 +8,7 @@ func addCommands(root *cobra.Command, o *globalOptions) {
 		newRunCmd(),
 		newPsCmd(o),
 		newLogsCmd(o),
+		newExecCmd(o),
 		newImagesCmd(o),
 		newValidateCmd(),
 		newConfigCmd(o),

@@ -3,6 +3,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 
@@ -37,7 +38,14 @@ func main() {
 		return
 	}
 	if err := newRootCmd().Execute(); err != nil {
-		fmt.Fprintln(os.Stderr, "staticpodd:", err)
-		os.Exit(1)
+		code := 1
+		var exit *exitError
+		if errors.As(err, &exit) {
+			code = exit.code // exec passes its command's exit status on
+		}
+		if err.Error() != "" {
+			fmt.Fprintln(os.Stderr, "staticpodd:", err)
+		}
+		os.Exit(code)
 	}
 }

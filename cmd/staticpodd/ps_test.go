@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -17,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/staticpodd/staticpodd/agent/manifest"
+	"github.com/staticpodd/staticpodd/agent/podspec"
 	"github.com/staticpodd/staticpodd/agent/prober"
 	"github.com/staticpodd/staticpodd/agent/server"
 )
@@ -57,6 +59,14 @@ func (psAgent) Probes() []prober.Status {
 		{Namespace: "default", Pod: "web-node1", Container: "httpd", Probe: prober.Readiness, Result: "failure",
 			Output: "HTTP probe failed\nwith statuscode: 503", At: time.Now().Add(-time.Minute)},
 	}
+}
+
+func (psAgent) ExecTarget(ns, pod, ctr string) (string, error) {
+	return "", errors.New("no exec here")
+}
+
+func (psAgent) Exec(context.Context, string, podspec.ExecSpec) (int, error) {
+	return -1, errors.New("no exec here")
 }
 
 // serveDaemon serves the daemon's API on <dir>/staticpodd.sock.

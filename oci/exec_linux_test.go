@@ -1,0 +1,405 @@
+//go:build linux && cgo
+
+package oci
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/staticpodd/staticpodd/agent/podspec"
+)
+
+// execEnv is one running pod with a container to exec in.
+type execEnv struct {
+	*env
+	pod *podspec.Pod
+	st  podspec.ContainerStatus
+}
+
+// runningContainer starts a container that runs until killed; setup changes
+// it first.
+func runningContainer(t *testing.T, setup func(*podspec.Container)) *execEnv {
+	t.Helper()
+	e := newEnv(t)
+	pod := e.pod(false)
+	e.sandbox(pod)
+	c := e.container(pod, "main", "echo up; while :; do sleep 1; done")
+	if setup != nil {
+		setup(c)
+	}
+	st := e.start(pod, c)
+	waitLog(t, c.LogPath, "stdout F up")
+	x := &execEnv{env: e, pod: pod, st: st}
+	t.Cleanup(func() {
+		_ = e.rt.Signal(context.Background(), st.ID, 9)
+		e.wait(st.ID)
+		e.destroy(st.ID)
+		if err := e.rt.RemoveSandbox(context.Background(), pod.UID); err != nil {
+			t.Error(err)
+		}
+	})
+	return x
+}
+
+// run execs cmd and returns its exit code, stdout and stderr.
+func (x *execEnv) run(t *testing.T, es podspec.ExecSpec) (int, string, string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	es.Stdout, es.Stderr = &out, &errOut
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	code, err := x.rt.Exec(ctx, x.st.ID, es)
+	if err != nil {
+		t.Fatalf("Exec %q: %v", es.Cmd, err)
+	}
+	return code, out.String(), errOut.String()
+}
+
+func TestExecExitCodeOutputAndEnv(t *testing.T) {
+	x := runningContainer(t, func(c *podspec.Container) {
+		c.Env = []podspec.EnvVar{{Name: "FROM_POD", Value: "pod"}, {Name: "OVER", Value: "pod"}}
+		c.WorkingDir = "/tmp"
+	})
+	code, out, errOut := x.run(t, podspec.ExecSpec{
+		Cmd: []string{"sh", "-c", `echo "$FROM_POD $OVER $EXTRA $PATH $(pwd)"; echo oops >&2; exit 3`},
+		Env: []podspec.EnvVar{{Name: "OVER", Value: "exec"}, {Name: "EXTRA", Value: "x"}},
+	})
+	if code != 3 || out != "pod exec x /bin /tmp\n" || errOut != "oops\n" {
+		t.Errorf("exit %d, stdout %q, stderr %q; want 3, %q, %q", code, out, errOut, "pod exec x /bin /tmp\n", "oops\n")
+	}
+	code, out, _ = x.run(t, podspec.ExecSpec{Cmd: []string{"cat"}, Stdin: strings.NewReader("fed\nto stdin")})
+	if code != 0 || out != "fed\nto stdin" {
+		t.Errorf("cat: exit %d, stdout %q; want what stdin had", code, out)
+	}
+	// No writers: the output goes nowhere, and the exit code still comes.
+	code, err := x.rt.Exec(context.Background(), x.st.ID, podspec.ExecSpec{Cmd: []string{"sh", "-c", "echo lost; exit 7"}})
+	if code != 7 || err != nil {
+		t.Errorf("without writers: %d, %v; want 7", code, err)
+	}
+}
+
+func TestExecRunsAsTheContainerUser(t *testing.T) {
+	uid, gid := int64(1234), int64(2345)
+	x := runningContainer(t, func(c *podspec.Container) {
+		c.Security.RunAsUser, c.Security.RunAsGroup = &uid, &gid
+		c.Security.SupplementalGroups = []int64{3456}
+		c.Security.NoNewPrivileges = true
+	})
+	_, out, _ := x.run(t, podspec.ExecSpec{Cmd: []string{"sh", "-c", "id -u; id -g; id -G; grep -E '^(NoNewPrivs|CapEff)' /proc/self/status"}})
+	want := "1234\n2345\n2345 3456\nCapEff:\t0000000000000000\nNoNewPrivs:\t1\n"
+	if out != want {
+		t.Errorf("exec as the container's user printed %q, want %q", out, want)
+	}
+}
+
+// TestExecJoinsTheContainer finds the exec'd process on the host: it is in
+// the container's cgroups and namespaces.
+func TestExecJoinsTheContainer(t *testing.T) {
+	x := runningContainer(t, nil)
+	marker := "exec-" + randHex(4)
+	stdinR, stdinW := io.Pipe()
+	lines := newLineWriter()
+	done := make(chan error, 1)
+	go func() {
+		_, err := x.rt.Exec(context.Background(), x.st.ID, podspec.ExecSpec{
+			Cmd: []string{"sh", "-c", "echo ready; read x", marker}, Stdin: stdinR, Stdout: lines,
+		})
+		done <- err
+	}()
+	lines.await(t, "ready")
+	pid := childWith(t, marker)
+	for _, f := range []string{"cgroup", "ns/mnt", "ns/pid", "ns/net", "ns/ipc", "ns/uts"} {
+		if got, want := procInfo(t, pid, f), procInfo(t, x.st.Pid, f); got != want {
+			t.Errorf("exec process %d has %s %q, the container's init %q", pid, f, got, want)
+		}
+	}
+	if self := procInfo(t, os.Getpid(), "ns/pid"); procInfo(t, pid, "ns/pid") == self {
+		t.Errorf("exec process is in the test's PID namespace")
+	}
+	_ = stdinW.Close() // read x ends with EOF
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestExecTimeoutKillsTheProcessGroup(t *testing.T) {
+	x := runningContainer(t, nil)
+	marker := "exec-" + randHex(4)
+	lines := newLineWriter()
+	done := make(chan error, 1)
+	begin := time.Now()
+	go func() {
+		// sleep is sh's child, not sh itself: the whole group must go.
+		_, err := x.rt.Exec(context.Background(), x.st.ID, podspec.ExecSpec{
+			Cmd: []string{"sh", "-c", "echo ready; sleep 1000; echo never", marker}, Stdout: lines, Timeout: time.Second,
+		})
+		done <- err
+	}()
+	lines.await(t, "ready")
+	sh := childWith(t, marker)
+	sleep := childOf(t, sh)
+	err := <-done
+	if !errors.Is(err, podspec.ErrExecTimeout) {
+		t.Fatalf("Exec = %v, want ErrExecTimeout", err)
+	}
+	if d := time.Since(begin); d > 10*time.Second {
+		t.Errorf("Exec with a 1s timeout returned after %v", d)
+	}
+	waitPidExit(t, sh, 5*time.Second)
+	waitPidExit(t, sleep, 5*time.Second)
+	if _, err := os.Stat(x.rt.containerDir(x.st.ID) + "/" + execsDir + "/" + strconv.Itoa(sh)); err == nil {
+		t.Errorf("the record of exec process %d is still there", sh)
+	}
+
+	// A cancelled context does the same.
+	ctx, cancel := context.WithCancel(context.Background())
+	lines = newLineWriter()
+	go func() {
+		_, err := x.rt.Exec(ctx, x.st.ID, podspec.ExecSpec{Cmd: []string{"sh", "-c", "echo ready; sleep 1000; echo never", marker}, Stdout: lines})
+		done <- err
+	}()
+	lines.await(t, "ready")
+	sh = childWith(t, marker)
+	sleep = childOf(t, sh)
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Exec = %v, want context.Canceled", err)
+	}
+	waitPidExit(t, sh, 5*time.Second)
+	waitPidExit(t, sleep, 5*time.Second)
+}
+
+// errFull is what a capped writer says once it has its fill.
+var errFull = errors.New("full")
+
+type capped struct {
+	buf   bytes.Buffer
+	limit int
+}
+
+func (c *capped) Write(p []byte) (int, error) {
+	if room := c.limit - c.buf.Len(); len(p) > room {
+		c.buf.Write(p[:room])
+		return room, errFull
+	}
+	return c.buf.Write(p)
+}
+
+// An exec probe keeps 10 KiB of output: the rest is dropped, and the process
+// does not block on a full pipe.
+func TestExecOutputCaptureBounded(t *testing.T) {
+	x := runningContainer(t, nil)
+	out := &capped{limit: 10 << 10}
+	var errOut bytes.Buffer
+	code, err := x.rt.Exec(context.Background(), x.st.ID, podspec.ExecSpec{
+		Cmd:    []string{"sh", "-c", "yes 0123456789 | head -c 1000000; echo done >&2"},
+		Stdout: out, Stderr: &errOut, Timeout: 30 * time.Second,
+	})
+	if err != nil || code != 0 {
+		t.Fatalf("Exec = %d, %v", code, err)
+	}
+	if out.buf.Len() != 10<<10 || !strings.HasPrefix(out.buf.String(), "0123456789\n0123") || errOut.String() != "done\n" {
+		t.Errorf("kept %d bytes (%.20q...), stderr %q; want 10240 and done", out.buf.Len(), out.buf.String(), errOut.String())
+	}
+}
+
+func TestExecErrors(t *testing.T) {
+	x := runningContainer(t, nil)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		cmd  []string
+		want error
+	}{
+		{[]string{"no-such-command"}, podspec.ErrCommandNotFound},
+		{[]string{"/no/such/file"}, podspec.ErrCommandNotFound},
+		{[]string{"/tmp"}, podspec.ErrCommandNotExecutable},
+	} {
+		code, err := x.rt.Exec(ctx, x.st.ID, podspec.ExecSpec{Cmd: tc.cmd})
+		if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), tc.cmd[0]) {
+			t.Errorf("Exec %q = %d, %v; want an error naming it, wrapping %v", tc.cmd, code, err, tc.want)
+		}
+	}
+	if _, err := x.rt.Exec(ctx, "nosuchid", podspec.ExecSpec{Cmd: []string{"true"}}); !errors.Is(err, podspec.ErrNotExist) {
+		t.Errorf("Exec in an unknown container = %v, want ErrNotExist", err)
+	}
+	done := x.start(x.pod, x.container(x.pod, "done", "true"))
+	x.wait(done.ID)
+	if _, err := x.rt.Exec(ctx, done.ID, podspec.ExecSpec{Cmd: []string{"true"}}); !errors.Is(err, podspec.ErrNotRunning) {
+		t.Errorf("Exec in an exited container = %v, want ErrNotRunning", err)
+	}
+	x.destroy(done.ID)
+}
+
+func TestExecTTY(t *testing.T) {
+	x := runningContainer(t, nil)
+	code, out, errOut := x.run(t, podspec.ExecSpec{
+		Cmd: []string{"sh", "-c", "tty; stty size; echo to-stderr >&2"}, TTY: true,
+		Size: podspec.TermSize{Width: 100, Height: 30},
+	})
+	// A terminal turns \n into \r\n; stderr goes to it too.
+	if code != 0 || !strings.HasPrefix(out, "/dev/pts/") || !strings.HasSuffix(out, "\r\n30 100\r\nto-stderr\r\n") || errOut != "" {
+		t.Errorf("exit %d, terminal %q, stderr %q", code, out, errOut)
+	}
+
+	resize := make(chan podspec.TermSize, 1)
+	lines := newLineWriter()
+	stdinR, stdinW := io.Pipe()
+	defer stdinW.Close()
+	done := make(chan error, 1)
+	go func() {
+		_, err := x.rt.Exec(context.Background(), x.st.ID, podspec.ExecSpec{
+			Cmd: []string{"sh", "-c", `trap 'stty size; exit 0' WINCH; echo ready; while :; do sleep 0.1; done`},
+			TTY: true, Size: podspec.TermSize{Width: 80, Height: 24}, Resize: resize, Stdin: stdinR, Stdout: lines,
+		})
+		done <- err
+	}()
+	lines.await(t, "ready\r")
+	resize <- podspec.TermSize{Width: 132, Height: 43}
+	lines.await(t, "43 132\r")
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// lineWriter is a Stdout whose lines tests wait for.
+type lineWriter struct {
+	mu    sync.Mutex
+	data  []byte
+	wrote chan struct{} // receives after each write, never blocks the writer
+}
+
+func newLineWriter() *lineWriter { return &lineWriter{wrote: make(chan struct{}, 1)} }
+
+func (w *lineWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	w.data = append(w.data, p...)
+	w.mu.Unlock()
+	select {
+	case w.wrote <- struct{}{}:
+	default:
+	}
+	return len(p), nil
+}
+
+// await waits until the output has line.
+func (w *lineWriter) await(t *testing.T, line string) {
+	t.Helper()
+	deadline := time.After(20 * time.Second)
+	for {
+		w.mu.Lock()
+		has := strings.Contains("\n"+string(w.data), "\n"+line+"\n")
+		got := string(w.data)
+		w.mu.Unlock()
+		if has {
+			return
+		}
+		select {
+		case <-w.wrote:
+		case <-deadline:
+			t.Fatalf("output %q never had line %q", got, line)
+		}
+	}
+}
+
+// childWith returns the pid of the test process's child whose command line
+// has arg.
+func childWith(t *testing.T, arg string) int {
+	t.Helper()
+	var found int
+	poll(t, 10*time.Second, "no child process has "+arg, func() bool {
+		found = findProc(func(pid int, ppid int, cmdline []string) bool {
+			return ppid == os.Getpid() && strings.Contains(strings.Join(cmdline, " "), arg)
+		})
+		return found != 0
+	})
+	return found
+}
+
+// childOf returns a child of pid.
+func childOf(t *testing.T, parent int) int {
+	t.Helper()
+	var found int
+	poll(t, 10*time.Second, fmt.Sprintf("process %d has no child", parent), func() bool {
+		found = findProc(func(pid int, ppid int, _ []string) bool { return ppid == parent })
+		return found != 0
+	})
+	return found
+}
+
+func findProc(match func(pid, ppid int, cmdline []string) bool) int {
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		s := string(stat)
+		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+		if len(f) < 2 {
+			continue
+		}
+		ppid, _ := strconv.Atoi(f[1])
+		cmd, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if match(pid, ppid, strings.Split(strings.TrimRight(string(cmd), "\x00"), "\x00")) {
+			return pid
+		}
+	}
+	return 0
+}
+
+// procInfo is /proc/<pid>/<what>: a namespace link or the cgroup file.
+func procInfo(t *testing.T, pid int, what string) string {
+	t.Helper()
+	p := "/proc/" + strconv.Itoa(pid) + "/" + what
+	if strings.HasPrefix(what, "ns/") {
+		l, err := os.Readlink(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// A daemon that died mid-exec leaves the process running; the next one
+// kills it, and what it started in the background.
+func TestExecLeftoverKilledByNextDaemon(t *testing.T) {
+	x := runningContainer(t, nil)
+	marker := "exec-" + randHex(4)
+	lines := newLineWriter()
+	done := make(chan int, 1)
+	go func() {
+		code, _ := x.rt.Exec(context.Background(), x.st.ID, podspec.ExecSpec{
+			Cmd: []string{"sh", "-c", "sleep 1000 & echo ready; wait", marker}, Stdout: lines,
+		})
+		done <- code
+	}()
+	lines.await(t, "ready")
+	sh := childWith(t, marker)
+	sleep := childOf(t, sh)
+	x.newRuntime() // the next daemon
+	waitPidExit(t, sleep, 5*time.Second)
+	if code := <-done; code != 137 {
+		t.Errorf("exec process exit %d, want 137 (SIGKILL)", code)
+	}
+	if processGone(x.st.Pid) {
+		t.Errorf("the container's init was killed too")
+	}
+}

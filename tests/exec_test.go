@@ -1,0 +1,297 @@
+package tests
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// execCmd is `staticpodd exec` with args (POD ... -- CMD...) for this daemon.
+func (d *daemon) execCmd(args ...string) *exec.Cmd {
+	return exec.Command(bin, append([]string{"exec", "--root-dir", d.rootDir, "--run-dir", d.runDir}, args...)...)
+}
+
+// execOut runs `staticpodd exec` and returns its stdout, stderr and exit code.
+func (d *daemon) execOut(stdin string, args ...string) (string, string, int) {
+	d.t.Helper()
+	cmd := d.execCmd(args...)
+	var out, errOut bytes.Buffer
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = strings.NewReader(stdin), &out, &errOut
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if err != nil && !errors.As(err, &exit) {
+		d.t.Fatal(err)
+	}
+	return out.String(), errOut.String(), cmd.ProcessState.ExitCode()
+}
+
+func TestExec(t *testing.T) {
+	t.Parallel()
+	d := newDaemon(t)
+	d.start()
+	d.writeManifest("web.yaml", sleeper("web", `  - name: side
+    image: busybox
+    command: ["sh", "-c", "trap 'exit 0' TERM; while true; do sleep 1 & wait $!; done"]
+    securityContext: {runAsUser: 1000}
+`))
+	d.writeManifest("job.yaml", `apiVersion: v1
+kind: Pod
+metadata: {name: job}
+spec:
+  restartPolicy: Never
+  containers:
+  - {name: main, image: busybox, command: ["true"]}
+`)
+	pod := d.waitRunning("web", 30*time.Second)
+
+	out, errOut, code := d.execOut("", "web", "--", "sh", "-c", "echo $HOSTNAME; exit 3")
+	if out != pod.Name+"\n" || code != 3 {
+		t.Errorf("exec of echo $HOSTNAME; exit 3: stdout %q, exit %d; want %q and 3", out, code, pod.Name+"\n")
+	}
+	if want := `Defaulted container "main" out of: main, side` + "\n"; errOut != want {
+		t.Errorf("stderr %q, want kubectl's note %q", errOut, want)
+	}
+	if out, _, code := d.execOut("", "web", "-c", "side", "--", "id", "-u"); out != "1000\n" || code != 0 {
+		t.Errorf("exec id -u in side: %q, exit %d; want the container's uid 1000", out, code)
+	}
+	if out, _, code := d.execOut("piped\ninput", "-i", "web", "-c", "main", "--", "cat"); out != "piped\ninput" || code != 0 {
+		t.Errorf("exec -i cat: %q, exit %d; want its input back", out, code)
+	}
+	for _, tc := range []struct {
+		args   []string
+		code   int
+		stderr string
+	}{
+		{[]string{"web", "-c", "main", "--", "no-such-command"}, 127, "command not found"},
+		{[]string{"web", "-c", "main", "--", "/etc"}, 126, "command cannot be executed"},
+		{[]string{"web", "-c", "nope", "--", "true"}, 1, `pod web-` + d.name + ` has no container "nope"; it has main, side`},
+		{[]string{"nope", "--", "true"}, 1, `no pod "nope"`},
+	} {
+		if _, errOut, code := d.execOut("", tc.args...); code != tc.code || !strings.Contains(errOut, tc.stderr) {
+			t.Errorf("exec %q: exit %d, stderr %q; want %d and %q", tc.args, code, errOut, tc.code, tc.stderr)
+		}
+	}
+	d.eventually(30*time.Second, "job completed", func() error {
+		p := d.pod("job")
+		if p == nil || len(p.Status.ContainerStatuses) != 1 || p.Status.ContainerStatuses[0].State.Terminated == nil {
+			return errStill
+		}
+		return nil
+	})
+	want := `container "main" of pod default/job-` + d.name + ` is not running: it is terminated (Completed, exit code 0)`
+	if _, errOut, code := d.execOut("", "job", "--", "true"); code != 1 || !strings.Contains(errOut, want) {
+		t.Errorf("exec in a completed container: exit %d, stderr %q; want 1 and %q", code, errOut, want)
+	}
+}
+
+// TestExecTTY drives `staticpodd exec -i -t` from a real terminal: the
+// command gets a terminal of its own, the size of the local one, and follows
+// its resizes.
+func TestExecTTY(t *testing.T) {
+	t.Parallel()
+	d := newDaemon(t)
+	d.start()
+	d.writeManifest("web.yaml", sleeper("web", ""))
+	d.waitRunning("web", 30*time.Second)
+
+	term := openPty(t, 100, 30)
+	cmd := d.execCmd("-i", "-t", "web", "--", "sh")
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = term.slave, term.slave, term.slave
+	cmd.Env = append(os.Environ(), "TERM=vt100")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	term.slave.Close()
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	defer func() {
+		if cmd.ProcessState == nil {
+			cmd.Process.Kill()
+			<-exited
+		}
+	}()
+
+	// '' keeps the shell's echo of what is typed from looking like the answer.
+	out := term.run(t, "tty; stty size; echo $TERM; echo do''ne", "done")
+	if !strings.Contains(out, "\r\n/dev/pts/") || !strings.Contains(out, "\r\n30 100\r\nvt100\r\n") {
+		t.Errorf("tty; stty size; echo $TERM printed %q, want a /dev/pts terminal of 30 rows, 100 columns, TERM=vt100", out)
+	}
+
+	term.resize(t, 132, 43)
+	// The resize goes apart from the input: ask until the new size shows.
+	for i := 0; ; i++ {
+		out := term.run(t, fmt.Sprintf("stty size; echo do''ne%d", i), "done"+strconv.Itoa(i))
+		if strings.Contains(out, "\r\n43 132\r\n") {
+			break
+		}
+		if i == 50 {
+			t.Fatalf("stty size still says %q after the terminal was resized to 43x132", out)
+		}
+	}
+
+	term.write(t, "exit 5\n")
+	err := <-exited
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 5 {
+		t.Errorf("staticpodd exec -it ended with %v, want exit status 5 from the shell", err)
+	}
+}
+
+// TestExecDaemonDies: a daemon killed mid-exec leaves the command running
+// (it uses neither its input nor its output); the next daemon kills it, and
+// leaves the container alone.
+func TestExecDaemonDies(t *testing.T) {
+	t.Parallel()
+	d := newDaemon(t)
+	d.start()
+	d.writeManifest("web.yaml", sleeper("web", ""))
+	pod := d.waitRunning("web", 30*time.Second)
+	initPID := d.containerPID(pod, "main")
+	marker := "99" + strconv.Itoa(int(time.Now().UnixNano()%1000000))
+
+	cli := d.execCmd("web", "--", "sleep", marker)
+	var cliErr bytes.Buffer
+	cli.Stderr = &cliErr
+	if err := cli.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var sleepPID int
+	d.eventually(10*time.Second, "the exec'd sleep runs", func() error {
+		if sleepPID = findCmdline("sleep\x00" + marker); sleepPID == 0 {
+			return errStill
+		}
+		return nil
+	})
+	d.kill9()
+	if err := cli.Wait(); err == nil || !strings.Contains(cliErr.String(), "connection to the daemon lost") {
+		t.Errorf("staticpodd exec ended with %v, stderr %q; want a failure naming the lost connection", err, cliErr.String())
+	}
+	if !procAlive(sleepPID) {
+		t.Fatalf("exec'd process %d died with the daemon; the docs say it outlives it", sleepPID)
+	}
+	d.start()
+	d.eventually(10*time.Second, "the next daemon kills the exec'd process", func() error {
+		if procAlive(sleepPID) {
+			return errStill
+		}
+		return nil
+	})
+	if !procAlive(initPID) {
+		t.Errorf("the container's init %d died too", initPID)
+	}
+}
+
+// findCmdline returns a process whose command line is cmdline (arguments
+// separated by NULs), or 0.
+func findCmdline(cmdline string) int {
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline"); err == nil && strings.TrimRight(string(b), "\x00") == cmdline {
+			return pid
+		}
+	}
+	return 0
+}
+
+// pty is a terminal the test types into.
+type pty struct {
+	master, slave *os.File
+
+	mu   sync.Mutex
+	out  []byte
+	more chan struct{} // receives when out grew, never blocks the reader
+}
+
+// openPty opens a new terminal of width x height.
+func openPty(t *testing.T, width, height uint16) *pty {
+	t.Helper()
+	master, err := os.OpenFile("/dev/ptmx", os.O_RDWR|unix.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { master.Close() })
+	fd := int(master.Fd())
+	if err := unix.IoctlSetPointerInt(fd, unix.TIOCSPTLCK, 0); err != nil {
+		t.Fatal(err)
+	}
+	n, err := unix.IoctlGetInt(fd, unix.TIOCGPTN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slave, err := os.OpenFile("/dev/pts/"+strconv.Itoa(n), os.O_RDWR|unix.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &pty{master: master, slave: slave, more: make(chan struct{}, 1)}
+	p.resize(t, width, height)
+	go func() {
+		buf := make([]byte, 4096)
+		for {
+			n, err := master.Read(buf)
+			p.mu.Lock()
+			p.out = append(p.out, buf[:n]...)
+			p.mu.Unlock()
+			select {
+			case p.more <- struct{}{}:
+			default:
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	return p
+}
+
+func (p *pty) resize(t *testing.T, width, height uint16) {
+	t.Helper()
+	if err := unix.IoctlSetWinsize(int(p.master.Fd()), unix.TIOCSWINSZ, &unix.Winsize{Col: width, Row: height}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (p *pty) write(t *testing.T, s string) {
+	t.Helper()
+	if _, err := p.master.WriteString(s); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// run types line and returns what the terminal shows from then until a line
+// that is until.
+func (p *pty) run(t *testing.T, line, until string) string {
+	t.Helper()
+	p.mu.Lock()
+	from := len(p.out)
+	p.mu.Unlock()
+	p.write(t, line+"\n")
+	deadline := time.After(20 * time.Second)
+	for {
+		p.mu.Lock()
+		got := string(p.out[from:])
+		p.mu.Unlock()
+		if strings.Contains(got, "\r\n"+until+"\r\n") {
+			return got
+		}
+		select {
+		case <-p.more:
+		case <-deadline:
+			t.Fatalf("typed %q; the terminal never showed %q, only %q", line, until, got)
+		}
+	}
+}
