@@ -47,8 +47,9 @@ func (r Result) String() string {
 // as the kubelet's maxRespBodyLength and exec maxReadLength.
 const maxOutput = 10 << 10
 
-// userAgent is the kubelet's, for the Kubernetes minor this daemon follows.
-const userAgent = "kube-probe/1.37"
+// kubeMinor is the Kubernetes version this daemon follows, for User-Agent
+// headers as the kubelet sends them (kube-probe/1.37).
+const kubeMinor = "1.37"
 
 // Dialer connects to addr from where the container's network is: inside the
 // pod's network namespace, or the host's for hostNetwork.
@@ -186,48 +187,11 @@ func doTCP(ctx context.Context, addr string, dial Dialer) (Result, string, error
 }
 
 func doHTTP(ctx context.Context, g *v1.HTTPGetAction, t Target) (Result, string, error) {
-	port, err := resolvePort(g.Port, t.Container)
+	req, err := HTTPRequest(ctx, g, t, "probe")
 	if err != nil {
 		return Unknown, "", err
 	}
-	scheme := strings.ToLower(string(g.Scheme))
-	if scheme == "" {
-		scheme = "http"
-	}
-	// httpprobe.formatURL: the path may carry a query.
-	u, err := url.Parse(g.Path)
-	if err != nil {
-		u = &url.URL{Path: g.Path}
-	}
-	u.Scheme = scheme
-	u.Host = net.JoinHostPort(orDefault(g.Host, t.Host), strconv.Itoa(port))
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
-	if err != nil {
-		return Unknown, "", err
-	}
-	for _, h := range g.HTTPHeaders {
-		req.Header.Add(h.Name, h.Value)
-	}
-	if _, ok := req.Header["User-Agent"]; !ok {
-		req.Header.Set("User-Agent", userAgent)
-	}
-	if _, ok := req.Header["Accept"]; !ok {
-		req.Header.Set("Accept", "*/*")
-	} else if req.Header.Get("Accept") == "" {
-		req.Header.Del("Accept")
-	}
-	req.Host = req.Header.Get("Host")
-
-	client := &http.Client{
-		Transport: &http.Transport{
-			TLSClientConfig:    &tls.Config{InsecureSkipVerify: true}, // as the kubelet
-			DisableKeepAlives:  true,
-			DisableCompression: true,
-			Proxy:              nil,
-			DialContext:        t.Dial,
-		},
-		CheckRedirect: redirectChecker,
-	}
+	client := HTTPClient(t.Dial)
 	defer client.CloseIdleConnections()
 	res, err := client.Do(req)
 	if err != nil {
@@ -247,6 +211,65 @@ func doHTTP(ctx context.Context, g *v1.HTTPGetAction, t Target) (Result, string,
 		return Success, string(b), nil
 	}
 	return Failure, fmt.Sprintf("HTTP probe failed with statuscode: %d", res.StatusCode), nil
+}
+
+// HTTPRequest is the request of an httpGet probe or lifecycle hook to t (the
+// kubelet's NewRequestForHTTPGetAction): the host defaults to t.Host, a port
+// may be one of the container's named ports, the path may carry a query, the
+// headers are g's with User-Agent kube-<purpose>/<minor> ("probe",
+// "lifecycle") and Accept */* unless g sets them (an empty Accept drops it),
+// and a Host header sets the request's host. An error is a request that
+// cannot be made (an unknown named port).
+func HTTPRequest(ctx context.Context, g *v1.HTTPGetAction, t Target, purpose string) (*http.Request, error) {
+	port, err := resolvePort(g.Port, t.Container)
+	if err != nil {
+		return nil, err
+	}
+	scheme := strings.ToLower(string(g.Scheme))
+	if scheme == "" {
+		scheme = "http"
+	}
+	// httpprobe.formatURL: the path may carry a query.
+	u, err := url.Parse(g.Path)
+	if err != nil {
+		u = &url.URL{Path: g.Path}
+	}
+	u.Scheme = scheme
+	u.Host = net.JoinHostPort(orDefault(g.Host, t.Host), strconv.Itoa(port))
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+	for _, h := range g.HTTPHeaders {
+		req.Header.Add(h.Name, h.Value)
+	}
+	if _, ok := req.Header["User-Agent"]; !ok {
+		req.Header.Set("User-Agent", "kube-"+purpose+"/"+kubeMinor)
+	}
+	if _, ok := req.Header["Accept"]; !ok {
+		req.Header.Set("Accept", "*/*")
+	} else if req.Header.Get("Accept") == "" {
+		req.Header.Del("Accept")
+	}
+	req.Host = req.Header.Get("Host")
+	return req, nil
+}
+
+// HTTPClient is the client of httpGet probes and hooks, as the kubelet's:
+// TLS is not verified, no proxy, no keep-alive, redirects followed only to
+// the same host and ten at most; it connects through dial. Bound its
+// requests with their context.
+func HTTPClient(dial Dialer) *http.Client {
+	return &http.Client{
+		Transport: &http.Transport{
+			TLSClientConfig:    &tls.Config{InsecureSkipVerify: true}, // as the kubelet
+			DisableKeepAlives:  true,
+			DisableCompression: true,
+			Proxy:              nil,
+			DialContext:        dial,
+		},
+		CheckRedirect: redirectChecker,
+	}
 }
 
 // redirectChecker is the kubelet's with followNonLocalRedirects false: a
