@@ -7,6 +7,7 @@ package podspec
 
 import (
 	"errors"
+	"syscall"
 	"time"
 )
 
@@ -73,6 +74,20 @@ type Container struct {
 	// OOMScoreAdj is the container processes' oom_score_adj, set by the agent
 	// from the pod's QoS class as the kubelet does; nil inherits the runtime's.
 	OOMScoreAdj *int
+
+	// StopSignal stops the container (lifecycle.stopSignal); 0 is the
+	// image's StopSignal, else SIGTERM. SIGKILL follows after the grace
+	// period, whatever it is.
+	StopSignal syscall.Signal
+	// TerminationMessagePath is where in the container its termination
+	// message is written ("" = nowhere): the runtime binds a file of its own
+	// there and, once the container exited, reads at most the last
+	// MaxTerminationMessage bytes of it into ContainerStatus.Message.
+	TerminationMessagePath string
+	// TerminationMessageFromLog (FallbackToLogsOnError): a container that
+	// failed and left no message gets the tail of its log instead, at most
+	// MaxTerminationLogLines lines and MaxTerminationLogBytes bytes.
+	TerminationMessageFromLog bool
 
 	// Attempt is the container's restart count: 0 for the first run.
 	Attempt int
@@ -162,4 +177,23 @@ type ContainerStatus struct {
 	// TerminationGracePeriod is the pod's, as it was when the container
 	// started; 0 if unknown.
 	TerminationGracePeriod time.Duration
+	// StopSignal is the signal that stops the container: its own, else its
+	// image's, else SIGTERM; 0 if unknown (SIGTERM).
+	StopSignal syscall.Signal
 }
+
+// Bounds of a termination message, the kubelet's.
+const (
+	// MaxTerminationMessage is what is read of the end of a container's
+	// termination message file (MaxContainerTerminationMessageLength).
+	MaxTerminationMessage = 4 << 10
+	// MaxTerminationLogLines and MaxTerminationLogBytes bound the tail of the
+	// log that stands in for it (MaxContainerTerminationMessageLogLines and
+	// MaxContainerTerminationMessageLogLength).
+	MaxTerminationLogLines = 80
+	MaxTerminationLogBytes = 2 << 10
+	// MaxPodTerminationMessages is what the messages of all a pod's
+	// containers may hold together, split evenly among its containers
+	// (MaxPodTerminationMessageLogLength).
+	MaxPodTerminationMessages = 12 << 10
+)
