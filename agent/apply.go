@@ -119,8 +119,9 @@ func (w *worker) killAll(ctx context.Context, acts []action, killStart time.Time
 		if act.remaining {
 			grace = max(act.grace-time.Since(killStart), minGrace)
 		}
+		sig := w.stopSignal(act.podUID, act.id)
 		go func() {
-			st, gone, err := w.kill(ctx, act.id, grace)
+			st, gone, err := w.kill(ctx, act.id, sig, grace)
 			results <- result{act.id, st, gone, err}
 		}()
 	}
@@ -139,23 +140,23 @@ func (w *worker) killAll(ctx context.Context, acts []action, killStart time.Time
 	return errors.Join(errs...)
 }
 
-// kill stops a running container the Nomad way: SIGTERM, wait up to grace,
-// SIGKILL, wait a bounded time. It touches nothing of the worker's but its
-// logger: killAll records the outcome. gone: the runtime has no such
-// container.
-func (w *worker) kill(ctx context.Context, id string, grace time.Duration) (st podspec.ContainerStatus, gone bool, err error) {
-	w.logger.Info("stopping container", "container", id, "grace", grace)
-	if err := w.a.rt.Signal(ctx, id, syscall.SIGTERM); errors.Is(err, podspec.ErrNotExist) {
+// kill stops a running container the Nomad way: its stop signal (SIGTERM
+// unless it or its image says otherwise), wait up to grace, SIGKILL, wait a
+// bounded time. It touches nothing of the worker's but its logger: killAll
+// records the outcome. gone: the runtime has no such container.
+func (w *worker) kill(ctx context.Context, id string, sig syscall.Signal, grace time.Duration) (st podspec.ContainerStatus, gone bool, err error) {
+	w.logger.Info("stopping container", "container", id, "signal", sig, "grace", grace)
+	if err := w.a.rt.Signal(ctx, id, sig); errors.Is(err, podspec.ErrNotExist) {
 		return st, true, nil
 	}
-	// A failed SIGTERM (the container just exited, say) still waits: Wait tells.
+	// A failed stop signal (the container just exited, say) still waits: Wait tells.
 	if st, err := w.waitFor(ctx, id, grace); err == nil {
 		return st, false, nil
 	}
 	if ctx.Err() != nil {
 		return st, false, ctx.Err()
 	}
-	w.logger.Warn("container ignored SIGTERM, killing it", "container", id, "grace", grace)
+	w.logger.Warn("container outlived its stop signal, killing it", "container", id, "signal", sig, "grace", grace)
 	if err := w.a.rt.Signal(ctx, id, syscall.SIGKILL); errors.Is(err, podspec.ErrNotExist) {
 		return st, true, nil
 	}
@@ -164,6 +165,21 @@ func (w *worker) kill(ctx context.Context, id string, grace time.Duration) (st p
 		return st, false, fmt.Errorf("wait for container %s after SIGKILL: %w", id, err)
 	}
 	return st, false, nil
+}
+
+// stopSignal is the signal that stops container id of pod uid, as the
+// runtime recorded it when it started the container (lifecycle.stopSignal,
+// the image's StopSignal, or SIGTERM); SIGTERM when unknown (the kubelet's
+// ContainerStopSignals).
+func (w *worker) stopSignal(uid, id string) syscall.Signal {
+	if st := w.pods[uid]; st != nil {
+		for _, c := range st.containers {
+			if c.ID == id && c.StopSignal != 0 {
+				return c.StopSignal
+			}
+		}
+	}
+	return syscall.SIGTERM
 }
 
 func (w *worker) waitFor(ctx context.Context, id string, d time.Duration) (podspec.ContainerStatus, error) {

@@ -154,10 +154,15 @@ func (f *fakeRuntime) Start(ctx context.Context, pod *podspec.Pod, c *podspec.Co
 	}
 	f.next++
 	now := time.Now()
+	stop := c.StopSignal
+	if stop == 0 {
+		stop = syscall.SIGTERM
+	}
 	st := podspec.ContainerStatus{
 		ID: fmt.Sprintf("c%d", f.next), PodUID: pod.UID, PodName: pod.Name, Name: c.Name,
 		Attempt: c.Attempt, Hash: c.Hash, Image: c.Image, ImageID: "sha256:" + c.Image,
 		State: podspec.StateRunning, Pid: 1000 + f.next, CreatedAt: now, StartedAt: now,
+		StopSignal: stop,
 	}
 	fc := &fakeCtr{st: st, done: make(chan struct{})}
 	f.ctrs[st.ID] = fc
@@ -204,11 +209,15 @@ func (f *fakeRuntime) Signal(ctx context.Context, id string, sig syscall.Signal)
 		return fmt.Errorf("signal %s: %w", id, podspec.ErrNotExist)
 	}
 	f.record("signal %s %s", id, sig)
+	stop := c.st.StopSignal
+	if stop == 0 {
+		stop = syscall.SIGTERM
+	}
 	switch {
 	case sig == syscall.SIGKILL:
 		f.exitLocked(c, 137)
-	case sig == syscall.SIGTERM && !f.stubborn[c.st.Name]:
-		f.exitLocked(c, 143)
+	case sig == stop && !f.stubborn[c.st.Name]:
+		f.exitLocked(c, 128+int(sig))
 	}
 	return nil
 }
@@ -320,9 +329,16 @@ func (c *fakeConv) Container(pod *v1.Pod, ctr *v1.Container, attempt int) (*pods
 	if err := c.fail[ctr.Name]; err != nil {
 		return nil, err
 	}
+	var stop syscall.Signal
+	if l := ctr.Lifecycle; l != nil && l.StopSignal != nil {
+		var err error
+		if stop, err = podspec.ParseSignal(string(*l.StopSignal)); err != nil {
+			return nil, err
+		}
+	}
 	return &podspec.Container{
 		Name: ctr.Name, Image: ctr.Image, Command: ctr.Command, Attempt: attempt,
-		Hash: hashOf(ctr),
+		Hash: hashOf(ctr), StopSignal: stop,
 	}, nil
 }
 

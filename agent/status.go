@@ -166,6 +166,11 @@ func (w *worker) containerStatus(c *v1.Container, latest map[string]podspec.Cont
 	}
 	cs.ContainerID = containerIDPrefix + l.ID
 	cs.ImageID = l.ImageID
+	if name := podspec.SignalName(l.StopSignal); name != "" {
+		// The effective one, the kubelet's with ContainerStopSignals.
+		sig := v1.Signal(name)
+		cs.StopSignal = &sig
+	}
 	cs.RestartCount = int32(l.Attempt)
 	if l.Image != "" {
 		cs.Image = l.Image

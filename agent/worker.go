@@ -315,6 +315,9 @@ func keepLabels(st *podspec.ContainerStatus, old podspec.ContainerStatus) {
 	if st.CreatedAt.IsZero() {
 		st.CreatedAt = old.CreatedAt
 	}
+	if st.StopSignal == 0 {
+		st.StopSignal = old.StopSignal
+	}
 }
 
 func findContainer(pod *v1.Pod, name string) *v1.Container {

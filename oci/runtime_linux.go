@@ -167,6 +167,7 @@ func (r *Runtime) start(ctx context.Context, pm *pendingMonitor, pod *podspec.Po
 		ID: id, PodUID: pod.UID, PodName: pod.Name, PodNS: pod.Namespace, Name: c.Name, Attempt: c.Attempt,
 		Hash: c.Hash, Image: c.Image, ImageID: img.ID, LogPath: c.LogPath, CreatedAt: time.Now(),
 		TerminationGracePeriod: pod.TerminationGracePeriod,
+		StopSignal:             int(r.stopSignal(c, img.Config.StopSignal)),
 		MonitorPid:             pm.m.pid, MonitorStart: pm.m.start,
 	}
 	// The two fsyncs run side by side.
@@ -187,6 +188,23 @@ func (r *Runtime) start(ctx context.Context, pm *pendingMonitor, pod *podspec.Po
 	st.State, st.Pid, st.StartedAt = podspec.StateRunning, rep.Pid, rep.StartedAt
 	r.log.Debug("container started", "id", id, "pod", pod.Name, "container", c.Name, "pid", rep.Pid)
 	return st, nil
+}
+
+// stopSignal is what stops container c: its own stop signal, else its
+// image's (an image's that cannot be read is warned about), else SIGTERM, as
+// containerd's CRI chooses.
+func (r *Runtime) stopSignal(c *podspec.Container, image string) syscall.Signal {
+	if c.StopSignal != 0 {
+		return c.StopSignal
+	}
+	if image != "" {
+		sig, err := podspec.ParseSignal(image)
+		if err == nil {
+			return sig
+		}
+		r.log.Warn("image stop signal not understood, using SIGTERM", "container", c.Name, "image", c.Image, "err", err)
+	}
+	return syscall.SIGTERM
 }
 
 // sandboxFor names what container id joins in its pod's sandbox.
@@ -551,7 +569,7 @@ func (rec containerRecord) status() podspec.ContainerStatus {
 		ID: rec.ID, PodUID: rec.PodUID, PodName: rec.PodName, PodNamespace: rec.PodNS, Name: rec.Name,
 		Attempt: rec.Attempt, Hash: rec.Hash, Image: rec.Image, ImageID: rec.ImageID,
 		State: podspec.StateUnknown, CreatedAt: rec.CreatedAt, LogPath: rec.LogPath,
-		TerminationGracePeriod: rec.TerminationGracePeriod,
+		TerminationGracePeriod: rec.TerminationGracePeriod, StopSignal: syscall.Signal(rec.StopSignal),
 	}
 }
 

@@ -64,6 +64,9 @@ type containerRecord struct {
 	// TerminationGracePeriod is the pod's, to stop the container with after
 	// the pod's manifest is gone.
 	TerminationGracePeriod time.Duration `json:"terminationGracePeriod,omitempty"`
+	// StopSignal stops the container: its own, else its image's, else
+	// SIGTERM; kept so that an adopted container is stopped with it too.
+	StopSignal int `json:"stopSignal,omitempty"`
 	// MonitorPid and MonitorStart name the container's monitor, as its
 	// state does once the monitor wrote it: a daemon that died after it
 	// told the monitor to go leaves the next one a monitor to adopt.
