@@ -39,6 +39,8 @@ type fakeRuntime struct {
 	dials    []string // pod UID and address of each Dial
 	execCode int      // every Exec's exit code
 	execErr  error    // every Exec fails with it
+	// messages are the termination messages containers exit with, by name.
+	messages map[string]string
 }
 
 type fakeCtr struct {
@@ -56,6 +58,7 @@ func newFakeRuntime() *fakeRuntime {
 		vanished:  map[string]bool{},
 		execFail:  map[string]string{},
 		health:    map[string]int{},
+		messages:  map[string]string{},
 	}
 }
 
@@ -191,6 +194,7 @@ func (f *fakeRuntime) exitLocked(c *fakeCtr, code int) {
 	if code == 0 {
 		c.st.Reason = "Completed"
 	}
+	c.st.Message = f.messages[c.st.Name]
 	close(c.done)
 }
 

@@ -137,6 +137,7 @@ func (w *worker) podStatus(pod *v1.Pod) v1.PodStatus {
 	for i := range pod.Spec.Containers {
 		status.ContainerStatuses = append(status.ContainerStatuses, w.containerStatus(&pod.Spec.Containers[i], latest, st, pending))
 	}
+	boundMessages(&status, len(pod.Spec.InitContainers)+len(pod.Spec.Containers))
 	status.Phase = podPhase(pod, status, initialized)
 	status.Conditions = w.conditions(pod, status, st.sandbox, initDone)
 	return status
@@ -203,6 +204,22 @@ func (w *worker) containerStatus(c *v1.Container, latest map[string]podspec.Cont
 		}
 	}
 	return cs
+}
+
+// boundMessages cuts the message of each terminated state of s, current and
+// last, to the pod's share of podspec.MaxPodTerminationMessages per container
+// (the kubelet's normalizeStatus).
+func boundMessages(s *v1.PodStatus, containers int) {
+	limit := podspec.MaxPodTerminationMessages / max(containers, 1)
+	for _, list := range [][]v1.ContainerStatus{s.InitContainerStatuses, s.ContainerStatuses} {
+		for i := range list {
+			for _, t := range []*v1.ContainerStateTerminated{list[i].State.Terminated, list[i].LastTerminationState.Terminated} {
+				if t != nil && len(t.Message) > limit {
+					t.Message = t.Message[:limit]
+				}
+			}
+		}
+	}
 }
 
 // previous is the newest exited instance of l's container older than l.

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"syscall"
 	"time"
@@ -159,6 +160,15 @@ func (r *Runtime) start(ctx context.Context, pm *pendingMonitor, pod *podspec.Po
 	}
 	cs := *c
 	cs.Mounts = mounts
+	if c.TerminationMessagePath != "" {
+		src, err := createTerminationLog(dir)
+		if err != nil {
+			return podspec.ContainerStatus{}, fmt.Errorf("termination log: %w", err)
+		}
+		// After the volumes, as the kubelet's makeMounts: it wins over one
+		// mounted at the same path.
+		cs.Mounts = append(slices.Clip(mounts), podspec.Mount{Destination: c.TerminationMessagePath, Type: "bind", Source: src})
+	}
 	s, err := spec.Generate(pod, &cs, img.Config, rootfs, r.sandboxFor(pr, id))
 	if err != nil {
 		return podspec.ContainerStatus{}, fmt.Errorf("%w: %w", podspec.ErrContainerConfig, err)
@@ -168,7 +178,8 @@ func (r *Runtime) start(ctx context.Context, pm *pendingMonitor, pod *podspec.Po
 		Hash: c.Hash, Image: c.Image, ImageID: img.ID, LogPath: c.LogPath, CreatedAt: time.Now(),
 		TerminationGracePeriod: pod.TerminationGracePeriod,
 		StopSignal:             int(r.stopSignal(c, img.Config.StopSignal)),
-		MonitorPid:             pm.m.pid, MonitorStart: pm.m.start,
+		TerminationMessage:     c.TerminationMessagePath != "", TerminationMessageFromLog: c.TerminationMessageFromLog,
+		MonitorPid: pm.m.pid, MonitorStart: pm.m.start,
 	}
 	// The two fsyncs run side by side.
 	specWritten := make(chan error, 1)
@@ -446,6 +457,7 @@ func (r *Runtime) status(ctx context.Context, id string) (podspec.ContainerStatu
 			var ms monitorState
 			_, _ = readOptionalJSON(filepath.Join(dir, stateFile), &ms)
 			exit.apply(&st, ms)
+			r.addTerminationMessage(&st, rec)
 			return st, nil
 		}
 		m, err := r.monitorOf(id)
@@ -571,6 +583,42 @@ func (rec containerRecord) status() podspec.ContainerStatus {
 		State: podspec.StateUnknown, CreatedAt: rec.CreatedAt, LogPath: rec.LogPath,
 		TerminationGracePeriod: rec.TerminationGracePeriod, StopSignal: syscall.Signal(rec.StopSignal),
 	}
+}
+
+// addTerminationMessage appends to the message of exited container st what
+// it wrote to its termination log, or the tail of its log if it failed
+// without writing one and asked for it (kuberuntime
+// convertToKubeContainerStatus). One that never started has no log to read.
+func (r *Runtime) addTerminationMessage(st *podspec.ContainerStatus, rec containerRecord) {
+	if !rec.TerminationMessage && !rec.TerminationMessageFromLog {
+		return
+	}
+	fromLog := rec.TerminationMessageFromLog && st.ExitCode != 0 && st.Reason != reasonStartError
+	var msg string
+	if rec.TerminationMessage {
+		var err error
+		msg, err = readTerminationMessage(r.containerDir(rec.ID))
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+		case err != nil:
+			msg, fromLog = fmt.Sprintf("Error on reading termination log: %v", err), false
+		default:
+			fromLog = fromLog && msg == ""
+		}
+	}
+	if fromLog && rec.LogPath != "" {
+		var err error
+		if msg, err = logTailOf(rec.LogPath); err != nil {
+			msg = fmt.Sprintf("Error on reading termination message from logs: %v", err)
+		}
+	}
+	if msg == "" {
+		return
+	}
+	if st.Message != "" {
+		st.Message += ": "
+	}
+	st.Message += msg
 }
 
 func (e exitRecord) apply(st *podspec.ContainerStatus, ms monitorState) {
