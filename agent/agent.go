@@ -57,6 +57,7 @@ type Agent struct {
 	cfg    Config
 	rt     Runtime
 	conv   converter
+	marks  postStartMarks
 	logger *slog.Logger
 	resync chan struct{}
 	ready  sync.Once
@@ -87,10 +88,15 @@ func New(cfg Config, rt Runtime, logger *slog.Logger) *Agent {
 	if cfg.Notifier == nil {
 		cfg.Notifier = nopNotifier{}
 	}
+	var marks postStartMarks = noMarks{}
+	if cfg.Paths.RootDir != "" {
+		marks = fileMarks{paths: cfg.Paths}
+	}
 	return &Agent{
 		cfg:     cfg,
 		rt:      rt,
 		conv:    manifestConverter{paths: cfg.Paths},
+		marks:   marks,
 		logger:  logger,
 		resync:  make(chan struct{}, 1),
 		started: time.Now(),

@@ -61,6 +61,7 @@ func start(t *testing.T, rt *fakeRuntime, cfg Config) *harness {
 	}
 	a := New(cfg, rt, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	a.conv = &fakeConv{rt: rt}
+	a.marks = rt.marks
 	ctx, cancel := context.WithCancel(t.Context())
 	h := &harness{t: t, rt: rt, a: a, n: n, updates: make(chan source.Update), cancel: cancel, done: make(chan error, 1)}
 	go func() { h.done <- a.Run(ctx, h.updates) }()

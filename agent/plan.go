@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"maps"
 	"slices"
 	"time"
 
@@ -53,6 +54,9 @@ type action struct {
 type desiredPod struct {
 	pod    *v1.Pod
 	hashes map[string]string
+	// failed is why the pod is done for good (reasonDeadlineExceeded): its
+	// containers are stopped and none is started again.
+	failed string
 }
 
 // podState is what the runtime has for one pod UID, as a worker knows it.
@@ -71,6 +75,16 @@ type podState struct {
 	// worker knows its spec: they are stopped after the other containers,
 	// last first.
 	sidecars []string
+	// postStarting: a postStart hook of the pod runs. No container is
+	// started meanwhile, as the kubelet's pod worker waits for the hook.
+	postStarting bool
+	// hookFailed are the running containers, by ID, whose postStart hook
+	// failed: to be killed, then restarted per restartPolicy.
+	hookFailed map[string]bool
+	// spec is the pod this UID was last desired as, for the preStop hooks
+	// of its containers once it is no longer desired; nil if never known
+	// (adopted, and no manifest wants it).
+	spec *v1.Pod
 }
 
 // isSidecar reports whether c is a restartable init container.
@@ -182,6 +196,16 @@ func runPod(d *desiredPod, st *podState) []action {
 		acts = append(acts, action{kind: actDestroy, podUID: uid, container: c.Name, id: c.ID})
 	}
 
+	if d.failed != "" {
+		// Done for good: everything stops, nothing starts (the kubelet's
+		// terminal phase), what exited stays for its status.
+		names := slices.Sorted(maps.Keys(latest))
+		running := make([]podspec.ContainerStatus, 0, len(names))
+		for _, n := range names {
+			running = append(running, latest[n])
+		}
+		return append(acts, stopContainers(st, running, grace)...)
+	}
 	var starts []action
 	// restart is a running container to stop and start again: its spec
 	// changed under the same UID, or a probe failed.
@@ -190,6 +214,13 @@ func runPod(d *desiredPod, st *podState) []action {
 			// The spec changed under the same UID: restart whatever the policy.
 			acts = append(acts, action{kind: actKill, podUID: uid, container: c.Name, id: l.ID, grace: grace})
 			starts = append(starts, startAction(d, uid, c.Name, &l))
+			return true
+		}
+		if st.hookFailed[l.ID] {
+			// The kubelet's startContainer kills it, then it restarts per
+			// restartPolicy as any exited container.
+			acts = append(acts, action{kind: actKill, podUID: uid, container: c.Name, id: l.ID, grace: grace,
+				reason: reasonFailedPostStart})
 			return true
 		}
 		if kind := st.unhealthy[l.ID]; kind != "" {
@@ -281,7 +312,7 @@ func runPod(d *desiredPod, st *podState) []action {
 		}
 		acts = append(acts, stopContainers(st, sidecars, grace)...)
 	}
-	starts = slices.DeleteFunc(starts, func(a action) bool { return d.hashes[a.container] == "" })
+	starts = slices.DeleteFunc(starts, func(a action) bool { return d.hashes[a.container] == "" || st.postStarting })
 	if len(starts) > 0 && !st.sandbox {
 		acts = append(acts, action{kind: actSandbox, podUID: uid})
 	}

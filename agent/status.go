@@ -189,12 +189,15 @@ func (w *worker) containerStatus(c *v1.Container, latest map[string]podspec.Cont
 		}
 	case l.State != podspec.StateExited:
 		started, ready := w.probeState(c, l.ID)
+		if w.postStarts[l.ID] != nil {
+			started, ready = false, false // until its postStart hook is done
+		}
 		cs.Started, cs.Ready = &started, ready
 		cs.State.Running = &v1.ContainerStateRunning{StartedAt: metav1.NewTime(l.StartedAt)}
 		if last != nil {
 			cs.LastTerminationState.Terminated = terminated(*last)
 		}
-	case ci.reason != "":
+	case ci.reason != "" && (ci.reason != reasonPostStartHookError || w.restartable(c, l)):
 		cs.State.Waiting = &v1.ContainerStateWaiting{Reason: ci.reason, Message: ci.message}
 		cs.LastTerminationState.Terminated = terminated(l)
 	default:
@@ -220,6 +223,13 @@ func boundMessages(s *v1.PodStatus, containers int) {
 			}
 		}
 	}
+}
+
+// restartable reports whether exited container l of c will be started
+// again: a container that will not is shown terminated, not waiting
+// (kubelet convertToAPIContainerStatuses).
+func (w *worker) restartable(c *v1.Container, l podspec.ContainerStatus) bool {
+	return isSidecar(c) || (w.gen != nil && shouldRestart(w.gen.policy, l.ExitCode))
 }
 
 // previous is the newest exited instance of l's container older than l.

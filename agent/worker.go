@@ -31,19 +31,25 @@ type worker struct {
 	health  map[string]*health // by container ID, what its probes said
 
 	// Owned by the worker goroutine.
-	pods      map[string]*podState // by UID
-	watching  map[string]bool      // container IDs with a Wait goroutine
-	probes    map[string]*probing  // container IDs whose probes run
-	backoff   *backoff
-	gen       *generation // per-container state of the desired UID
-	timer     *time.Timer
-	prevState *v1.PodStatus
+	pods     map[string]*podState // by UID
+	watching map[string]bool      // container IDs with a Wait goroutine
+	probes   map[string]*probing  // container IDs whose probes run
+	// postStarts are the postStart hooks that run, by container ID, and
+	// hookChecked the containers whose postStart mark was looked for.
+	postStarts  map[string]*hookRun
+	hookChecked map[string]bool
+	hookDone    chan hookResult
+	backoff     *backoff
+	gen         *generation // per-container state of the desired UID
+	timer       *time.Timer
+	prevState   *v1.PodStatus
 }
 
 // generation is what the worker remembers about the desired UID beyond what the
 // runtime reports: why containers wait, what they ran before.
 type generation struct {
 	uid       string
+	policy    v1.RestartPolicy
 	hashes    map[string]string
 	convErr   map[string]error
 	ctrs      map[string]*ctrInfo
@@ -67,7 +73,11 @@ func newWorker(a *Agent, key string, pods map[string]*podState) *worker {
 		watching: map[string]bool{},
 		probes:   map[string]*probing{},
 		health:   map[string]*health{},
-		backoff:  newBackoff(backoffInitial, a.cfg.BackoffMax),
+
+		postStarts:  map[string]*hookRun{},
+		hookChecked: map[string]bool{},
+		hookDone:    make(chan hookResult),
+		backoff:     newBackoff(backoffInitial, a.cfg.BackoffMax),
 	}
 }
 
@@ -121,6 +131,8 @@ func (w *worker) run(ctx context.Context) {
 		case <-w.wake:
 		case st := <-w.exits:
 			w.record(st)
+		case r := <-w.hookDone:
+			w.postStartDone(r)
 		case <-timerC:
 			w.timer = nil
 		}
@@ -138,14 +150,17 @@ func (w *worker) sync(ctx context.Context) {
 		d = w.resolve(pod)
 		if st := w.pods[string(pod.UID)]; st != nil {
 			st.grace = podGrace(pod)
+			st.spec = pod
 		}
 		// A new generation shows at once, waiting while an older one stops.
 		w.publish(pod)
 	} else {
 		w.markTerminating()
 	}
+	w.syncPostStarts(ctx, pod)
 	w.syncProbes(ctx, pod)
 	w.markProbes(pod)
+	w.markHooks()
 	retry := w.apply(ctx, pod, plan(d, w.pods))
 	if ctx.Err() != nil {
 		return
@@ -167,6 +182,7 @@ func (w *worker) resolve(pod *v1.Pod) *desiredPod {
 		}
 		w.gen = &generation{
 			uid:       string(pod.UID),
+			policy:    pod.Spec.RestartPolicy,
 			hashes:    map[string]string{},
 			convErr:   map[string]error{},
 			ctrs:      map[string]*ctrInfo{},
@@ -280,6 +296,9 @@ func (w *worker) record(st podspec.ContainerStatus) {
 			*c = merged
 			if merged.State == podspec.StateExited {
 				delete(w.watching, c.ID)
+				// Nothing left to run it in: it exited, and restarts (or
+				// not) as any exited container.
+				w.cancelPostStart(c.ID)
 			}
 			return
 		}
