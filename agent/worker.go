@@ -48,8 +48,10 @@ type worker struct {
 // generation is what the worker remembers about the desired UID beyond what the
 // runtime reports: why containers wait, what they ran before.
 type generation struct {
-	uid       string
-	policy    v1.RestartPolicy
+	uid    string
+	policy v1.RestartPolicy
+	// failed is why the pod failed for good (reasonDeadlineExceeded).
+	failed    string
 	hashes    map[string]string
 	convErr   map[string]error
 	ctrs      map[string]*ctrInfo
@@ -146,8 +148,10 @@ func (w *worker) sync(ctx context.Context) {
 	w.mu.Unlock()
 
 	var d *desiredPod
+	var deadline time.Time
 	if pod != nil {
 		d = w.resolve(pod)
+		deadline = w.checkDeadline(d)
 		if st := w.pods[string(pod.UID)]; st != nil {
 			st.grace = podGrace(pod)
 			st.spec = pod
@@ -166,6 +170,9 @@ func (w *worker) sync(ctx context.Context) {
 		return
 	}
 	w.syncProbes(ctx, pod)
+	if !deadline.IsZero() && (retry.IsZero() || deadline.Before(retry)) {
+		retry = deadline
+	}
 	w.setTimer(retry)
 	// A removed pod stays listed, Terminating, until nothing of it is left.
 	if pod != nil || len(w.pods) == 0 {
@@ -190,6 +197,13 @@ func (w *worker) resolve(pod *v1.Pod) *desiredPod {
 		}
 		if st := w.pods[w.gen.uid]; st != nil {
 			w.gen.startTime = adoptedStart(st, w.gen.startTime)
+			// The first-seen time a daemon recorded when it made the pod's
+			// sandbox survives restarts, the containers' times not always
+			// (older instances are removed): an activeDeadlineSeconds
+			// counts from the earliest.
+			if seen, err := time.Parse(time.RFC3339Nano, pod.Annotations[manifest.AnnotationSeen]); err == nil && seen.Before(w.gen.startTime) {
+				w.gen.startTime = seen
+			}
 		}
 		for _, c := range manifest.AllContainers(pod) {
 			spec, err := w.a.conv.Container(pod, c, 0)
