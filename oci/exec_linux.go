@@ -59,6 +59,9 @@ func (r *Runtime) Exec(ctx context.Context, id string, es podspec.ExecSpec) (int
 }
 
 func (r *Runtime) exec(ctx context.Context, id string, es podspec.ExecSpec) (int, error) {
+	// libcontainer attaches the process to the container's cgroups on Run's
+	// critical path, as for a start.
+	r.warmer.warm()
 	if es.Timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeoutCause(ctx, es.Timeout,
@@ -274,6 +277,12 @@ func (x *execution) setup(proc *libcontainer.Process) error {
 		if o.w == nil {
 			continue // exec.Cmd gives it /dev/null
 		}
+		if o.set == &proc.Stderr && sameWriter(x.spec.Stdout, x.spec.Stderr) {
+			// One pipe for both, as os/exec does: the caller's writer
+			// gets one write at a time, in the order they were made.
+			proc.Stderr = proc.Stdout
+			continue
+		}
 		r, w, err := os.Pipe()
 		if err != nil {
 			return fmt.Errorf("output pipe: %w", err)
@@ -283,6 +292,13 @@ func (x *execution) setup(proc *libcontainer.Process) error {
 		x.copies.Go(func() { x.copyOut(r, o.w) })
 	}
 	return nil
+}
+
+// sameWriter says whether a and b are the same writer (os/exec's
+// interfaceEqual: writers of types that cannot be compared are different).
+func sameWriter(a, b io.Writer) (same bool) {
+	defer func() { _ = recover() }()
+	return a == b
 }
 
 // started runs once the process is told to exec: it closes the process's

@@ -403,3 +403,18 @@ func TestExecLeftoverKilledByNextDaemon(t *testing.T) {
 		t.Errorf("the container's init was killed too")
 	}
 }
+
+// An exec probe keeps stdout and stderr together, as the kubelet's
+// CombinedOutput does: one writer for both gets them in order, one write at a
+// time.
+func TestExecCombinedOutput(t *testing.T) {
+	x := runningContainer(t, nil)
+	var both bytes.Buffer
+	code, err := x.rt.Exec(context.Background(), x.st.ID, podspec.ExecSpec{
+		Cmd:    []string{"sh", "-c", "for i in 1 2 3; do echo out$i; echo err$i >&2; done"},
+		Stdout: &both, Stderr: &both,
+	})
+	if want := "out1\nerr1\nout2\nerr2\nout3\nerr3\n"; code != 0 || err != nil || both.String() != want {
+		t.Errorf("Exec = %d, %v, output %q; want %q", code, err, both.String(), want)
+	}
+}

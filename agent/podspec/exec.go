@@ -46,9 +46,11 @@ type ExecSpec struct {
 	// Read that blocks when the process has exited: the caller ends it.
 	Stdin io.Reader
 	// Stdout and Stderr receive the process's output; nil discards it
-	// without copying. To bound what is kept (an exec probe keeps 10 KiB),
-	// pass a writer that drops the rest: a Write error also makes Exec
-	// drop the rest of that stream, never block the process.
+	// without copying. The same writer for both gets both through one
+	// pipe, in order, one Write at a time (os/exec's rule). To bound what
+	// is kept (an exec probe keeps 10 KiB), pass a writer that drops the
+	// rest: a Write error also makes Exec drop the rest of that stream,
+	// never block the process.
 	Stdout, Stderr io.Writer
 
 	// Timeout, when positive, bounds the process's run: on expiry it and
