@@ -14,23 +14,25 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/staticpodd/staticpodd/tests/testdaemon"
 )
 
-// execCmd is `staticpodd exec` with args (POD ... -- CMD...) for this daemon.
-func (d *daemon) execCmd(args ...string) *exec.Cmd {
-	return exec.Command(bin, append([]string{"exec", "--root-dir", d.rootDir, "--run-dir", d.runDir}, args...)...)
+// execCmd is `staticpodd exec` with args (POD ... -- CMD...) for daemon d.
+func execCmd(d *daemon, args ...string) *exec.Cmd {
+	return exec.Command(testdaemon.Bin, append([]string{"exec", "--root-dir", d.RootDir, "--run-dir", d.RunDir}, args...)...)
 }
 
 // execOut runs `staticpodd exec` and returns its stdout, stderr and exit code.
-func (d *daemon) execOut(stdin string, args ...string) (string, string, int) {
-	d.t.Helper()
-	cmd := d.execCmd(args...)
+func execOut(d *daemon, stdin string, args ...string) (string, string, int) {
+	d.T.Helper()
+	cmd := execCmd(d, args...)
 	var out, errOut bytes.Buffer
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = strings.NewReader(stdin), &out, &errOut
 	err := cmd.Run()
 	var exit *exec.ExitError
 	if err != nil && !errors.As(err, &exit) {
-		d.t.Fatal(err)
+		d.T.Fatal(err)
 	}
 	return out.String(), errOut.String(), cmd.ProcessState.ExitCode()
 }
@@ -38,13 +40,13 @@ func (d *daemon) execOut(stdin string, args ...string) (string, string, int) {
 func TestExec(t *testing.T) {
 	t.Parallel()
 	d := newDaemon(t)
-	d.start()
-	d.writeManifest("web.yaml", sleeper("web", `  - name: side
+	d.Start()
+	d.WriteManifest("web.yaml", sleeper("web", `  - name: side
     image: busybox
     command: ["sh", "-c", "trap 'exit 0' TERM; while true; do sleep 1 & wait $!; done"]
     securityContext: {runAsUser: 1000}
 `))
-	d.writeManifest("job.yaml", `apiVersion: v1
+	d.WriteManifest("job.yaml", `apiVersion: v1
 kind: Pod
 metadata: {name: job}
 spec:
@@ -52,19 +54,19 @@ spec:
   containers:
   - {name: main, image: busybox, command: ["true"]}
 `)
-	pod := d.waitRunning("web", 30*time.Second)
+	pod := d.WaitRunning("web", 30*time.Second)
 
-	out, errOut, code := d.execOut("", "web", "--", "sh", "-c", "echo $HOSTNAME; exit 3")
+	out, errOut, code := execOut(d, "", "web", "--", "sh", "-c", "echo $HOSTNAME; exit 3")
 	if out != pod.Name+"\n" || code != 3 {
 		t.Errorf("exec of echo $HOSTNAME; exit 3: stdout %q, exit %d; want %q and 3", out, code, pod.Name+"\n")
 	}
 	if want := `Defaulted container "main" out of: main, side` + "\n"; errOut != want {
 		t.Errorf("stderr %q, want kubectl's note %q", errOut, want)
 	}
-	if out, _, code := d.execOut("", "web", "-c", "side", "--", "id", "-u"); out != "1000\n" || code != 0 {
+	if out, _, code := execOut(d, "", "web", "-c", "side", "--", "id", "-u"); out != "1000\n" || code != 0 {
 		t.Errorf("exec id -u in side: %q, exit %d; want the container's uid 1000", out, code)
 	}
-	if out, _, code := d.execOut("piped\ninput", "-i", "web", "-c", "main", "--", "cat"); out != "piped\ninput" || code != 0 {
+	if out, _, code := execOut(d, "piped\ninput", "-i", "web", "-c", "main", "--", "cat"); out != "piped\ninput" || code != 0 {
 		t.Errorf("exec -i cat: %q, exit %d; want its input back", out, code)
 	}
 	for _, tc := range []struct {
@@ -74,22 +76,22 @@ spec:
 	}{
 		{[]string{"web", "-c", "main", "--", "no-such-command"}, 127, "command not found"},
 		{[]string{"web", "-c", "main", "--", "/etc"}, 126, "command cannot be executed"},
-		{[]string{"web", "-c", "nope", "--", "true"}, 1, `pod web-` + d.name + ` has no container "nope"; it has main, side`},
+		{[]string{"web", "-c", "nope", "--", "true"}, 1, `pod web-` + d.Name + ` has no container "nope"; it has main, side`},
 		{[]string{"nope", "--", "true"}, 1, `no pod "nope"`},
 	} {
-		if _, errOut, code := d.execOut("", tc.args...); code != tc.code || !strings.Contains(errOut, tc.stderr) {
+		if _, errOut, code := execOut(d, "", tc.args...); code != tc.code || !strings.Contains(errOut, tc.stderr) {
 			t.Errorf("exec %q: exit %d, stderr %q; want %d and %q", tc.args, code, errOut, tc.code, tc.stderr)
 		}
 	}
-	d.eventually(30*time.Second, "job completed", func() error {
-		p := d.pod("job")
+	d.Eventually(30*time.Second, "job completed", func() error {
+		p := d.Pod("job")
 		if p == nil || len(p.Status.ContainerStatuses) != 1 || p.Status.ContainerStatuses[0].State.Terminated == nil {
 			return errStill
 		}
 		return nil
 	})
-	want := `container "main" of pod default/job-` + d.name + ` is not running: it is terminated (Completed, exit code 0)`
-	if _, errOut, code := d.execOut("", "job", "--", "true"); code != 1 || !strings.Contains(errOut, want) {
+	want := `container "main" of pod default/job-` + d.Name + ` is not running: it is terminated (Completed, exit code 0)`
+	if _, errOut, code := execOut(d, "", "job", "--", "true"); code != 1 || !strings.Contains(errOut, want) {
 		t.Errorf("exec in a completed container: exit %d, stderr %q; want 1 and %q", code, errOut, want)
 	}
 }
@@ -100,12 +102,12 @@ spec:
 func TestExecTTY(t *testing.T) {
 	t.Parallel()
 	d := newDaemon(t)
-	d.start()
-	d.writeManifest("web.yaml", sleeper("web", ""))
-	d.waitRunning("web", 30*time.Second)
+	d.Start()
+	d.WriteManifest("web.yaml", sleeper("web", ""))
+	d.WaitRunning("web", 30*time.Second)
 
 	term := openPty(t, 100, 30)
-	cmd := d.execCmd("-i", "-t", "web", "--", "sh")
+	cmd := execCmd(d, "-i", "-t", "web", "--", "sh")
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = term.slave, term.slave, term.slave
 	cmd.Env = append(os.Environ(), "TERM=vt100")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
@@ -154,34 +156,34 @@ func TestExecTTY(t *testing.T) {
 func TestExecDaemonDies(t *testing.T) {
 	t.Parallel()
 	d := newDaemon(t)
-	d.start()
-	d.writeManifest("web.yaml", sleeper("web", ""))
-	pod := d.waitRunning("web", 30*time.Second)
-	initPID := d.containerPID(pod, "main")
+	d.Start()
+	d.WriteManifest("web.yaml", sleeper("web", ""))
+	pod := d.WaitRunning("web", 30*time.Second)
+	initPID := containerPID(d, pod, "main")
 	marker := "99" + strconv.Itoa(int(time.Now().UnixNano()%1000000))
 
-	cli := d.execCmd("web", "--", "sleep", marker)
+	cli := execCmd(d, "web", "--", "sleep", marker)
 	var cliErr bytes.Buffer
 	cli.Stderr = &cliErr
 	if err := cli.Start(); err != nil {
 		t.Fatal(err)
 	}
 	var sleepPID int
-	d.eventually(10*time.Second, "the exec'd sleep runs", func() error {
+	d.Eventually(10*time.Second, "the exec'd sleep runs", func() error {
 		if sleepPID = findCmdline("sleep\x00" + marker); sleepPID == 0 {
 			return errStill
 		}
 		return nil
 	})
-	d.kill9()
+	d.Kill9()
 	if err := cli.Wait(); err == nil || !strings.Contains(cliErr.String(), "connection to the daemon lost") {
 		t.Errorf("staticpodd exec ended with %v, stderr %q; want a failure naming the lost connection", err, cliErr.String())
 	}
 	if !procAlive(sleepPID) {
 		t.Fatalf("exec'd process %d died with the daemon; the docs say it outlives it", sleepPID)
 	}
-	d.start()
-	d.eventually(10*time.Second, "the next daemon kills the exec'd process", func() error {
+	d.Start()
+	d.Eventually(10*time.Second, "the next daemon kills the exec'd process", func() error {
 		if procAlive(sleepPID) {
 			return errStill
 		}
