@@ -39,7 +39,9 @@ demo: build images
 	@echo "    curl http://127.0.0.1:8080/            # the web pod (busybox httpd)"
 	@echo "    curl http://127.0.0.1:8081/            # the two-container clock pod"
 	@echo "    curl -s http://127.0.0.1:10255/pods    # the read-only port, a v1 PodList"
-	@echo "    $(BIN) ps --run-dir $(DEMO_RUN)"
+	@echo "    export STATICPODD_RUN_DIR=$(DEMO_RUN)"
+	@echo "    $(BIN) ps                      # pods and containers"
+	@echo "    $(BIN) events -w               # what happens to them, as it happens"
 	@echo "  Stop: Ctrl-C (pods keep running).  Clean up everything: make demo-clean"
 	@echo
 	$(BIN) run --config examples/config.yaml --root-dir $(DEMO_ROOT) --run-dir $(DEMO_RUN) \
@@ -47,12 +49,24 @@ demo: build images
 
 # Runs the daemon once more on an empty manifest directory: it adopts the demo's
 # pods, stops and removes them all; then it is stopped and its state removed.
+# While the demo's daemon still runs, the cleanup daemon cannot take the run dir's
+# lock and exits at once: say so, with the pid the lock file holds, and stop.
 demo-clean: build
 	@mkdir -p $(OUT)/demo/empty
 	@$(BIN) run --config examples/config.yaml --pod-manifest-path $(OUT)/demo/empty \
 		--root-dir $(DEMO_ROOT) --run-dir $(DEMO_RUN) --hostname-override demo & pid=$$!; \
 	for i in $$(seq 120); do \
 		sleep 1; \
+		if ! kill -0 $$pid 2>/dev/null; then \
+			wait $$pid; \
+			other=$$(cat $(DEMO_RUN)/staticpodd.lock 2>/dev/null); \
+			if [ -n "$$other" ] && kill -0 $$other 2>/dev/null; then \
+				echo "make demo-clean: the demo daemon still runs (pid $$other): stop it first (Ctrl-C where 'make demo' runs, or kill $$other), then run 'make demo-clean' again; its pods keep running meanwhile" >&2; \
+			else \
+				echo "make demo-clean: the cleanup daemon exited early (see above); nothing was removed" >&2; \
+			fi; \
+			exit 1; \
+		fi; \
 		[ -z "$$(ls -A $(DEMO_RUN)/pods 2>/dev/null)" ] && break; \
 	done; \
 	kill $$pid; wait $$pid

@@ -11,6 +11,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/staticpodd/staticpodd/agent/events"
 	"github.com/staticpodd/staticpodd/agent/manifest"
 	"github.com/staticpodd/staticpodd/agent/podspec"
 )
@@ -47,9 +48,13 @@ type Config struct {
 	// idle; default 5s. Set it to at most half of systemd's WatchdogSec.
 	WatchdogPeriod time.Duration
 	Notifier       Notifier // default: does nothing
-	// Seen records the config.seen time of each pod whose sandbox is made, for
-	// the file source to find after a restart; nil records nothing.
+	// Seen records the config.seen time and status.startTime of each pod
+	// whose sandbox is made, for the file source and the agent to find after
+	// a restart; nil keeps them in memory only.
 	Seen *SeenStore
+	// Events is where the agent records what happens to pods; default: a
+	// recorder of events.DefaultCapacity for NodeName, logging to the logger.
+	Events *events.Recorder
 }
 
 // Agent runs static pods on a Runtime.
@@ -59,6 +64,7 @@ type Agent struct {
 	conv   converter
 	marks  postStartMarks
 	logger *slog.Logger
+	events *events.Recorder
 	resync chan struct{}
 	ready  sync.Once
 	// started is when the agent was made: probes of containers that ran
@@ -72,6 +78,8 @@ type Agent struct {
 	readyAt     uint64          // dispatch sequence the first full reconcile waits for; 0 = not yet
 	readyWait   map[string]bool // workers that have not synced readyAt yet
 	notifyReady bool
+	changed     chan struct{}   // closed, and replaced, on each status change
+	problemSeen map[string]bool // manifest problems already recorded as events
 }
 
 // New returns an agent that runs pods on rt.
@@ -92,18 +100,26 @@ func New(cfg Config, rt Runtime, logger *slog.Logger) *Agent {
 	if cfg.Paths.RootDir != "" {
 		marks = fileMarks{paths: cfg.Paths}
 	}
+	if cfg.Events == nil {
+		cfg.Events = events.New(cfg.NodeName, events.DefaultCapacity, logger)
+	}
 	return &Agent{
 		cfg:     cfg,
 		rt:      rt,
 		conv:    manifestConverter{paths: cfg.Paths},
 		marks:   marks,
 		logger:  logger,
+		events:  cfg.Events,
 		resync:  make(chan struct{}, 1),
 		started: time.Now(),
 		workers: map[string]*worker{},
 		summary: "",
+		changed: make(chan struct{}),
 	}
 }
+
+// Events is the agent's event recorder: what happened to pods, newest last.
+func (a *Agent) Events() *events.Recorder { return a.events }
 
 // Resync makes every pod that waits for something (an image, a back-off) try
 // again now; cmd calls it when an image has been imported.

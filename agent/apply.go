@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"syscall"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/staticpodd/staticpodd/agent/config"
+	"github.com/staticpodd/staticpodd/agent/events"
 	"github.com/staticpodd/staticpodd/agent/manifest"
 	"github.com/staticpodd/staticpodd/agent/podspec"
 )
@@ -83,7 +86,7 @@ func (w *worker) apply(ctx context.Context, pod *v1.Pod, acts []action) time.Tim
 			if _, ok := killStart[act.podUID]; !ok {
 				killStart[act.podUID] = time.Now()
 			}
-			err = w.killAll(ctx, acts[i:j], killStart[act.podUID])
+			err = w.killAll(ctx, pod, acts[i:j], killStart[act.podUID])
 			i = j - 1
 		case actDestroy:
 			err = w.destroy(ctx, act.podUID, act.id)
@@ -122,7 +125,7 @@ func (w *worker) superseded(pod *v1.Pod) bool {
 // killAll stops the containers of acts side by side and records what
 // became of them. A kill whose action says remaining gets what is left of
 // its grace period since killStart.
-func (w *worker) killAll(ctx context.Context, acts []action, killStart time.Time) error {
+func (w *worker) killAll(ctx context.Context, pod *v1.Pod, acts []action, killStart time.Time) error {
 	type result struct {
 		id   string
 		st   podspec.ContainerStatus
@@ -134,6 +137,7 @@ func (w *worker) killAll(ctx context.Context, acts []action, killStart time.Time
 		if act.reason != "" {
 			w.logger.Info("killing container", "container", act.container, "id", act.id, "reason", act.reason)
 		}
+		w.killingEvent(pod, act)
 		grace := act.grace
 		if act.remaining {
 			grace = max(act.grace-time.Since(killStart), minGrace)
@@ -155,7 +159,7 @@ func (w *worker) killAll(ctx context.Context, acts []action, killStart time.Time
 		case r.gone:
 			w.forget(r.id)
 		default:
-			w.record(r.st)
+			w.recordStopped(r.st)
 		}
 	}
 	return errors.Join(errs...)
@@ -178,7 +182,7 @@ func (w *worker) kill(ctx context.Context, id string, sig syscall.Signal, grace 
 		}
 		grace = max(grace-time.Since(began), minGrace)
 	}
-	w.logger.Info("stopping container", "container", id, "signal", sig, "grace", grace)
+	w.logger.Info("stopping container", "id", id, "signal", sig, "grace", grace)
 	if err := w.a.rt.Signal(ctx, id, sig); errors.Is(err, podspec.ErrNotExist) {
 		return st, true, nil
 	}
@@ -189,7 +193,7 @@ func (w *worker) kill(ctx context.Context, id string, sig syscall.Signal, grace 
 	if ctx.Err() != nil {
 		return st, false, ctx.Err()
 	}
-	w.logger.Warn("container outlived its stop signal, killing it", "container", id, "signal", sig, "grace", grace)
+	w.logger.Warn("container outlived its stop signal, killing it", "id", id, "signal", sig, "grace", grace)
 	if err := w.a.rt.Signal(ctx, id, syscall.SIGKILL); errors.Is(err, podspec.ErrNotExist) {
 		return st, true, nil
 	}
@@ -213,6 +217,30 @@ func (w *worker) stopSignal(uid, id string) syscall.Signal {
 		}
 	}
 	return syscall.SIGTERM
+}
+
+// recordStopped takes the exit of a container the worker stopped.
+func (w *worker) recordStopped(st podspec.ContainerStatus) {
+	if c, exited := w.record(st); exited {
+		w.logExit(c, true)
+	}
+}
+
+// killingEvent records the kubelet's Killing event for a kill step, about
+// the pod generation the container belongs to.
+func (w *worker) killingEvent(desired *v1.Pod, act action) {
+	pod := desired
+	if pod == nil || string(pod.UID) != act.podUID {
+		pod = w.podOf(act.podUID)
+	}
+	if pod == nil {
+		return
+	}
+	msg := act.reason
+	if msg == "" {
+		msg = "Stopping container " + act.container
+	}
+	w.a.events.Eventf(events.ContainerRef(pod, act.container), v1.EventTypeNormal, events.Killing, "%s", msg)
 }
 
 func (w *worker) waitFor(ctx context.Context, id string, d time.Duration) (podspec.ContainerStatus, error) {
@@ -270,7 +298,7 @@ func (w *worker) sandbox(ctx context.Context, pod *v1.Pod) error {
 	uid := string(pod.UID)
 	st := w.pods[uid]
 	if st == nil {
-		st = &podState{uid: uid, grace: podGrace(pod), spec: pod}
+		st = &podState{uid: uid, grace: podGrace(pod)}
 		w.pods[uid] = st
 	}
 	sb := w.a.conv.Sandbox(pod)
@@ -291,7 +319,7 @@ func (w *worker) sandbox(ctx context.Context, pod *v1.Pod) error {
 	st.sandbox = true
 	if s := w.a.cfg.Seen; s != nil {
 		// Best effort: without it, a restarted daemon says it saw the pod later.
-		if err := s.Record(pod); err != nil {
+		if err := s.Record(pod, w.gen.startTime); err != nil {
 			w.logger.Warn("cannot record when the pod was first seen", "uid", uid, "err", err)
 		}
 	}
@@ -321,11 +349,15 @@ func (w *worker) start(ctx context.Context, pod *v1.Pod, act action) time.Time {
 	if prev != nil && prev.FinishedAt.After(failedAt) {
 		failedAt, exited = prev.FinishedAt, true
 	}
+	ref := events.ContainerRef(pod, c.Name)
 	if !failedAt.IsZero() {
 		if until, d := w.backoff.wait(key, failedAt, now); !until.IsZero() {
 			if exited {
 				ci.reason = reasonCrashLoop
 				ci.message = fmt.Sprintf("back-off %s restarting failed container=%s pod=%s", d, c.Name, formatPod(pod))
+				// The kubelet's doBackOff, at each sync that finds it waiting.
+				w.a.events.Eventf(ref, v1.EventTypeWarning, events.BackOff,
+					"Back-off restarting failed container %s in pod %s", c.Name, formatPod(pod))
 			}
 			return until
 		}
@@ -342,6 +374,7 @@ func (w *worker) start(ctx context.Context, pod *v1.Pod, act action) time.Time {
 	spec, err := w.a.conv.Container(pod, c, act.attempt)
 	if err != nil {
 		ci.reason, ci.message = reasonConfigError, err.Error()
+		w.a.events.Eventf(ref, v1.EventTypeWarning, events.Failed, "Error: %v", err)
 		return time.Time{}
 	}
 	marked := false
@@ -366,7 +399,10 @@ func (w *worker) start(ctx context.Context, pod *v1.Pod, act action) time.Time {
 	case errors.Is(err, podspec.ErrImageNotPresent):
 		// Retried on Resync and every SyncFrequency, without back-off.
 		ci.reason = reasonImageNeverPull
-		ci.message = fmt.Sprintf("Container image %q is not present with pull policy of Never", c.Image)
+		ci.message = w.imageMissing(c)
+		// The kubelet's image manager, then its startContainer.
+		w.a.events.Eventf(ref, v1.EventTypeWarning, events.ErrImageNeverPull, "%s", ci.message)
+		w.a.events.Eventf(ref, v1.EventTypeWarning, events.Failed, "Error: %s", reasonImageNeverPull)
 		return time.Time{}
 	case err != nil && !startFailed:
 		if ctx.Err() != nil {
@@ -384,9 +420,15 @@ func (w *worker) start(ctx context.Context, pod *v1.Pod, act action) time.Time {
 		ci.failedAt = time.Now()
 		w.backoff.next(key, ci.failedAt)
 		w.logger.Warn("container start failed", "container", c.Name, "attempt", act.attempt, "err", err)
+		w.a.events.Eventf(ref, v1.EventTypeWarning, events.Failed, "Error: %v", err)
 		until, _ := w.backoff.wait(key, ci.failedAt, ci.failedAt)
 		return until
 	}
+	// The kubelet records these around CreateContainer and StartContainer,
+	// which Start does at once.
+	w.a.events.Eventf(ref, v1.EventTypeNormal, events.Pulled, "Container image %q already present on machine", c.Image)
+	w.a.events.Eventf(ref, v1.EventTypeNormal, events.Created, "Container created")
+	w.a.events.Eventf(ref, v1.EventTypeNormal, events.Started, "Container started")
 
 	countExit()
 	labels := podspec.ContainerStatus{
@@ -430,6 +472,26 @@ func (w *worker) start(ctx context.Context, pod *v1.Pod, act action) time.Time {
 		}
 	}
 	return time.Time{}
+}
+
+// imageMissing is the message of a container whose image is not in the store:
+// the kubelet's for pull policy Never, with the container's own policy, since
+// no policy makes staticpodd pull, and how to bring the image in.
+func (w *worker) imageMissing(c *v1.Container) string {
+	policy := c.ImagePullPolicy
+	if policy == "" {
+		policy = v1.PullIfNotPresent
+	}
+	root := w.a.cfg.Paths.RootDir
+	if root == "" {
+		root = config.DefaultRootDir
+	}
+	cmd := "staticpodd images import FILE"
+	if root != config.DefaultRootDir {
+		cmd = "staticpodd images import --root-dir " + root + " FILE"
+	}
+	return fmt.Sprintf("Container image %q is not present with pull policy of %s, and staticpodd does not pull images: "+
+		"import it with `%s`, or copy the image archive into %s/", c.Image, policy, cmd, filepath.Join(root, "images", "import"))
 }
 
 // formatPod names a pod as the kubelet's format.Pod does: name_namespace(uid).

@@ -4,6 +4,8 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/staticpodd/staticpodd/agent/events"
 )
 
 // activeDeadline is when pod will have been active for its
@@ -32,6 +34,8 @@ func (w *worker) checkDeadline(d *desiredPod) time.Time {
 		w.logger.Info("pod active longer than its activeDeadlineSeconds, stopping it for good",
 			"reason", reasonDeadlineExceeded, "activeDeadlineSeconds", *d.pod.Spec.ActiveDeadlineSeconds,
 			"startTime", w.gen.startTime)
+		// The kubelet's activeDeadlineHandler.ShouldEvict.
+		w.a.events.Eventf(events.PodRef(d.pod), v1.EventTypeNormal, reasonDeadlineExceeded, "%s", messageDeadlineExceeded)
 	}
 	d.failed = w.gen.failed
 	return time.Time{}

@@ -42,6 +42,9 @@ func TestActiveDeadline(t *testing.T) {
 			p.Status.Message != "Pod was active on the node longer than the specified deadline" {
 			t.Errorf("at the deadline: phase %s reason %q message %q", p.Status.Phase, p.Status.Reason, p.Status.Message)
 		}
+		if e := h.event("DeadlineExceeded"); e.Type != v1.EventTypeNormal || e.InvolvedObject.Kind != "Pod" {
+			t.Errorf("event %+v", e)
+		}
 		if got := rt.Calls("exec", "signal"); len(got) != 2 || got[0] != "exec c1 drain" || got[1] != "signal c1 terminated" {
 			t.Errorf("calls at the deadline %q, want main's preStop then its stop", got)
 		}

@@ -1,8 +1,8 @@
 package agent
 
 import (
+	"bytes"
 	"context"
-	"io"
 	"log/slog"
 	"sync"
 	"testing"
@@ -48,6 +48,25 @@ type harness struct {
 	updates chan source.Update
 	cancel  context.CancelFunc
 	done    chan error
+	logs    *syncBuffer // what the agent logged
+}
+
+// syncBuffer is an io.Writer the agent's goroutines may share.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // start runs an agent on a fake runtime inside the current synctest bubble.
@@ -59,11 +78,12 @@ func start(t *testing.T, rt *fakeRuntime, cfg Config) *harness {
 	if cfg.Sources == nil {
 		cfg.Sources = []string{manifest.SourceFile}
 	}
-	a := New(cfg, rt, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	logs := &syncBuffer{}
+	a := New(cfg, rt, slog.New(slog.NewTextHandler(logs, nil)))
 	a.conv = &fakeConv{rt: rt}
 	a.marks = rt.marks
 	ctx, cancel := context.WithCancel(t.Context())
-	h := &harness{t: t, rt: rt, a: a, n: n, updates: make(chan source.Update), cancel: cancel, done: make(chan error, 1)}
+	h := &harness{t: t, rt: rt, a: a, n: n, logs: logs, updates: make(chan source.Update), cancel: cancel, done: make(chan error, 1)}
 	go func() { h.done <- a.Run(ctx, h.updates) }()
 	t.Cleanup(h.stop)
 	return h

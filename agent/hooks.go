@@ -13,6 +13,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/staticpodd/staticpodd/agent/events"
 	"github.com/staticpodd/staticpodd/agent/lifecycle"
 	"github.com/staticpodd/staticpodd/agent/manifest"
 	"github.com/staticpodd/staticpodd/agent/podspec"
@@ -112,6 +113,10 @@ func (w *worker) postStartDone(r hookResult) {
 	// before it is killed runs the hook again rather than take it as started.
 	w.logger.Warn("postStart hook failed, killing container", "reason", reasonFailedPostStart,
 		"container", r.run.name, "id", r.id, "message", r.msg)
+	if pod := w.podOf(r.run.uid); pod != nil {
+		// Without the message, which may hold secrets (the kubelet's).
+		w.a.events.Eventf(events.ContainerRef(pod, r.run.name), v1.EventTypeWarning, events.FailedPostStartHook, "PostStartHook failed")
+	}
 	if st := w.pods[r.run.uid]; st != nil {
 		if st.hookFailed == nil {
 			st.hookFailed = map[string]bool{}
@@ -194,26 +199,28 @@ type preStop struct {
 	h      *v1.LifecycleHandler
 	target lifecycle.Target
 	pod    string // format.Pod
+	ref    v1.ObjectReference
 	logger *slog.Logger
 }
 
 // preStopOf returns the preStop hook to run before the kill act, if its
-// container is running and its spec, or its pod's last known one, has one.
+// container is running and the spec of its pod (the desired one, or an older
+// generation being stopped) has one.
 func (w *worker) preStopOf(act action) *preStop {
-	st := w.pods[act.podUID]
-	if st == nil || st.spec == nil {
+	st, pod := w.pods[act.podUID], w.podOf(act.podUID)
+	if st == nil || pod == nil {
 		return nil
 	}
 	running := false
 	for _, c := range st.containers {
 		running = running || (c.ID == act.id && c.State == podspec.StateRunning)
 	}
-	c := findContainer(st.spec, act.container)
+	c := findContainer(pod, act.container)
 	if !running || c == nil || c.Lifecycle == nil || c.Lifecycle.PreStop == nil {
 		return nil
 	}
-	return &preStop{h: c.Lifecycle.PreStop, target: w.hookTarget(st.spec, c, act.id), pod: formatPod(st.spec),
-		logger: w.logger.With("container", act.container, "id", act.id)}
+	return &preStop{h: c.Lifecycle.PreStop, target: w.hookTarget(pod, c, act.id), pod: formatPod(pod),
+		ref: events.ContainerRef(pod, act.container), logger: w.logger.With("container", act.container, "id", act.id)}
 }
 
 // runPreStop runs hook p of container id for at most grace, and returns
@@ -245,7 +252,8 @@ func (w *worker) runPreStop(ctx context.Context, id string, p *preStop, grace ti
 	case errors.Is(hctx.Err(), context.DeadlineExceeded):
 		p.logger.Info("preStop hook not completed in grace period", "grace", grace)
 	case err != nil:
-		p.logger.Warn("preStop hook failed", "reason", "FailedPreStopHook", "message", msg)
+		p.logger.Warn("preStop hook failed", "reason", events.FailedPreStopHook, "message", msg)
+		w.a.events.Eventf(p.ref, v1.EventTypeWarning, events.FailedPreStopHook, "PreStopHook failed")
 	}
 	return st, false
 }

@@ -127,6 +127,14 @@ func TestPostStartFailureKillsAndRestarts(t *testing.T) {
 		if got := rt.Calls("signal"); !slices.Equal(got, []string{"signal c1 terminated"}) {
 			t.Fatalf("signals after a failed postStart %q", got)
 		}
+		// The kubelet's events, without the hook's output.
+		if e := h.event("FailedPostStartHook"); e.Type != v1.EventTypeWarning || e.Message != "PostStartHook failed" ||
+			e.InvolvedObject.FieldPath != "spec.containers{a}" {
+			t.Errorf("event %+v", e)
+		}
+		if e := h.event("Killing"); e.Message != "FailedPostStartHook" {
+			t.Errorf("Killing event %+v", e)
+		}
 		time.Sleep(5 * time.Second)
 		synctest.Wait()
 		if got := rt.Calls("signal", "start"); !slices.Equal(got, []string{
@@ -317,6 +325,10 @@ func TestPreStopBoundedAndFailing(t *testing.T) {
 				}
 				if at := rt.When("signal c1 killed"); at.Sub(t0) != tc.kill {
 					t.Errorf("SIGKILL at %v, want %v", at.Sub(t0), tc.kill)
+				}
+				failed := slices.Contains(h.reasons(), "FailedPreStopHook")
+				if failed != (tc.hook[0] == "fail") {
+					t.Errorf("FailedPreStopHook event: %v; events %q", failed, h.reasons())
 				}
 			})
 		})

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"fmt"
 	"maps"
 	"slices"
 	"time"
@@ -78,13 +79,9 @@ type podState struct {
 	// postStarting: a postStart hook of the pod runs. No container is
 	// started meanwhile, as the kubelet's pod worker waits for the hook.
 	postStarting bool
-	// hookFailed are the running containers, by ID, whose postStart hook
-	// failed: to be killed, then restarted per restartPolicy.
+	// hookFailed are the containers, by ID, whose postStart hook failed:
+	// killed, then restarted per restartPolicy.
 	hookFailed map[string]bool
-	// spec is the pod this UID was last desired as, for the preStop hooks
-	// of its containers once it is no longer desired; nil if never known
-	// (adopted, and no manifest wants it).
-	spec *v1.Pod
 }
 
 // isSidecar reports whether c is a restartable init container.
@@ -212,7 +209,8 @@ func runPod(d *desiredPod, st *podState) []action {
 	restart := func(c *v1.Container, l podspec.ContainerStatus) bool {
 		if h := d.hashes[c.Name]; h != "" && l.Hash != h {
 			// The spec changed under the same UID: restart whatever the policy.
-			acts = append(acts, action{kind: actKill, podUID: uid, container: c.Name, id: l.ID, grace: grace})
+			acts = append(acts, action{kind: actKill, podUID: uid, container: c.Name, id: l.ID, grace: grace,
+				reason: fmt.Sprintf("Container %s definition changed, will be restarted", c.Name)})
 			starts = append(starts, startAction(d, uid, c.Name, &l))
 			return true
 		}

@@ -10,6 +10,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/staticpodd/staticpodd/agent/events"
 	"github.com/staticpodd/staticpodd/agent/manifest"
 	"github.com/staticpodd/staticpodd/agent/podspec"
 	"github.com/staticpodd/staticpodd/agent/prober"
@@ -99,7 +100,7 @@ func (w *worker) startProbes(ctx context.Context, pod *v1.Pod, c *v1.Container, 
 	cfg := prober.Config{
 		ContainerID: cs.ID,
 		StartedAt:   startedAt,
-		Target: prober.Target{
+		Target: &prober.Target{
 			Container: c,
 			Host:      host,
 			Dial: func(ctx context.Context, network, addr string) (net.Conn, error) {
@@ -125,10 +126,20 @@ func (w *worker) startProbes(ctx context.Context, pod *v1.Pod, c *v1.Container, 
 	}()
 }
 
-// report takes a probe's update, from its goroutine, and wakes the worker.
+// report takes a probe's update, from its goroutine, and wakes the worker. A
+// probe that turned failing is an Unhealthy event, with the kubelet's message.
 func (w *worker) report(u prober.Update) {
 	w.mu.Lock()
 	h := w.health[u.ContainerID]
+	var pod *v1.Pod
+	container := ""
+	if w.status != nil {
+		for _, cs := range w.status.Status.ContainerStatuses {
+			if cs.ContainerID == containerIDPrefix+u.ContainerID {
+				pod, container = w.status, cs.Name
+			}
+		}
+	}
 	if h != nil {
 		h.last[u.Kind] = u
 		switch u.Kind {
@@ -142,9 +153,23 @@ func (w *worker) report(u prober.Update) {
 		}
 	}
 	w.mu.Unlock()
+	if h != nil && pod != nil && u.Result == prober.Failure {
+		w.a.events.Eventf(events.ContainerRef(pod, container), v1.EventTypeWarning, events.Unhealthy,
+			"%s probe failed: %s", probeTypeName(u.Kind), u.Output)
+	}
 	if h != nil {
 		w.nudge()
 	}
+}
+
+// probeTypeName is how the kubelet's events name a probe: Liveness,
+// Readiness, Startup.
+func probeTypeName(k prober.Kind) string {
+	s := string(k)
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
 }
 
 // pruneHealth forgets the health of containers the worker no longer has.

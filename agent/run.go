@@ -10,6 +10,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/staticpodd/staticpodd/agent/events"
 	"github.com/staticpodd/staticpodd/agent/manifest"
 	"github.com/staticpodd/staticpodd/agent/source"
 )
@@ -35,6 +36,7 @@ type loop struct {
 // ends. Pods keep running when it returns: they outlive the daemon.
 func (a *Agent) Run(ctx context.Context, updates <-chan source.Update) error {
 	l := &loop{sources: map[string]source.Update{}}
+	a.events.Eventf(events.NodeRef(a.cfg.NodeName), v1.EventTypeNormal, events.Starting, "Starting staticpodd.")
 	if err := a.adopt(ctx, l); err != nil {
 		return err
 	}
@@ -136,6 +138,7 @@ func (a *Agent) reconcile(ctx context.Context, l *loop) {
 	}
 	pods, problems := merge(l.sources, running)
 	a.problems = problems
+	a.recordProblemsLocked(problems)
 	l.seq++
 
 	for key, p := range pods {
@@ -160,9 +163,11 @@ func (a *Agent) reconcile(ctx context.Context, l *loop) {
 	// waits for each desired pod's first sync.
 	for uid, st := range l.stash {
 		w := a.startWorkerLocked(ctx, l, orphanPrefix+uid, map[string]*podState{uid: st})
-		w.mu.Lock()
-		w.status = orphanPod(uid, st) // listed as Terminating until it is gone
-		w.mu.Unlock()
+		if p := orphanPod(uid, st); p != nil {
+			w.mu.Lock()
+			w.stopping[uid] = p // listed as Terminating until it is gone
+			w.mu.Unlock()
+		}
 		w.update(nil, l.seq)
 	}
 	l.stash = nil
@@ -249,7 +254,33 @@ func (a *Agent) maybeReadyLocked() {
 		a.notifyReady = true
 		a.logger.Info("all sources seen and pods synced: ready")
 		a.cfg.Notifier.Ready()
+		a.changedLocked()
 	}
+}
+
+// recordProblemsLocked records a FailedValidation event for each manifest
+// problem that was not there at the last reconcile.
+func (a *Agent) recordProblemsLocked(problems []manifest.Problem) {
+	seen := map[string]bool{}
+	for _, p := range problems {
+		msg := problemMessage(p)
+		key := p.Origin + "\x00" + msg
+		seen[key] = true
+		if !a.problemSeen[key] {
+			a.events.Eventf(events.NodeRef(a.cfg.NodeName), v1.EventTypeWarning, events.FailedValidation,
+				"Error validating manifest %s: %s", p.Origin, msg)
+		}
+	}
+	a.problemSeen = seen
+}
+
+// problemMessage is a problem's error without its origin, which errors of
+// manifests start with.
+func problemMessage(p manifest.Problem) string {
+	if p.Err == nil {
+		return ""
+	}
+	return strings.ReplaceAll(p.Err.Error(), p.Origin+": ", "")
 }
 
 // removeWorker forgets a worker that has nothing left to do, unless a new desired
@@ -277,17 +308,31 @@ func (a *Agent) Pods() []v1.Pod {
 	return a.podsLocked()
 }
 
+// podsLocked lists every worker's desired pod and the older generations it
+// still stops; of pods with one name, those terminating come first.
 func (a *Agent) podsLocked() []v1.Pod {
 	var pods []v1.Pod
 	for _, w := range a.workers {
 		w.mu.Lock()
+		for _, p := range w.stopping {
+			pods = append(pods, *p.DeepCopy())
+		}
 		if w.status != nil {
 			pods = append(pods, *w.status.DeepCopy())
 		}
 		w.mu.Unlock()
 	}
-	slices.SortFunc(pods, func(x, y v1.Pod) int {
-		return strings.Compare(x.Namespace+"/"+x.Name, y.Namespace+"/"+y.Name)
+	slices.SortStableFunc(pods, func(x, y v1.Pod) int {
+		if c := strings.Compare(x.Namespace+"/"+x.Name, y.Namespace+"/"+y.Name); c != 0 {
+			return c
+		}
+		switch tx, ty := x.DeletionTimestamp, y.DeletionTimestamp; {
+		case tx != nil && ty == nil:
+			return -1
+		case tx == nil && ty != nil:
+			return 1
+		}
+		return strings.Compare(string(x.UID), string(y.UID))
 	})
 	return pods
 }
@@ -306,10 +351,25 @@ func (a *Agent) Summary() string {
 	return summarize(a.podsLocked(), a.cfg.NodeName, len(a.problems))
 }
 
-// statusChanged tells the notifier the summary when it changed.
+// Changed returns a channel that is closed at the next change of any pod's
+// status: subscribers read Pods then, instead of polling it.
+func (a *Agent) Changed() <-chan struct{} {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.changed
+}
+
+func (a *Agent) changedLocked() {
+	close(a.changed)
+	a.changed = make(chan struct{})
+}
+
+// statusChanged tells subscribers that pods changed, and the notifier the
+// summary when it changed.
 func (a *Agent) statusChanged() {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	a.changedLocked()
 	s := summarize(a.podsLocked(), a.cfg.NodeName, len(a.problems))
 	if s == a.summary {
 		return

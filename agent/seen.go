@@ -14,11 +14,13 @@ import (
 	"github.com/staticpodd/staticpodd/agent/manifest"
 )
 
-// SeenStore keeps the kubernetes.io/config.seen time of pods that were started,
-// in <RootDir>/pods/<uid>/seen, so the annotation keeps its value across daemon
-// restarts. The file is written only once the pod's sandbox is made (Record) and
-// goes with the pod's directory (manifest.RemoveVolumes): a generation that never
-// starts, such as one of many quick edits, leaves nothing on disk.
+// SeenStore keeps, for pods that were started, the kubernetes.io/config.seen
+// time in <RootDir>/pods/<uid>/seen and the pod's status.startTime (when the
+// agent first took it on) in <RootDir>/pods/<uid>/started, so both keep their
+// values across daemon restarts. The files are written only once the pod's
+// sandbox is made (Record) and go with the pod's directory
+// (manifest.RemoveVolumes): a generation that never starts, such as one of
+// many quick edits, leaves nothing on disk.
 type SeenStore struct {
 	paths manifest.Paths
 }
@@ -27,41 +29,56 @@ func NewSeenStore(paths manifest.Paths) *SeenStore {
 	return &SeenStore{paths: paths}
 }
 
-func (s *SeenStore) file(uid types.UID) string {
-	return filepath.Join(s.paths.PodDir(string(uid)), "seen")
-}
-
 // Seen is a manifest.SeenFunc: the recorded time of a pod that was started,
 // else the current time. It writes nothing.
 func (s *SeenStore) Seen(uid types.UID) time.Time {
-	if !manifest.ValidUID(string(uid)) {
-		return time.Now() // validation refuses the pod; never a path out of the root dir
+	return s.read(string(uid), "seen", time.Now())
+}
+
+// Started is the recorded start time of a pod that
+// was started, else t. It writes nothing; Record does.
+func (s *SeenStore) Started(uid string, t time.Time) time.Time {
+	return s.read(uid, "started", t)
+}
+
+// read returns the time in the pod's file name, or def when there is none.
+func (s *SeenStore) read(uid, name string, def time.Time) time.Time {
+	if !manifest.ValidUID(uid) {
+		return def // validation refuses the pod; never a path out of the root dir
 	}
-	if b, err := os.ReadFile(s.file(uid)); err == nil {
+	if b, err := os.ReadFile(filepath.Join(s.paths.PodDir(uid), name)); err == nil {
 		if t, err := time.Parse(time.RFC3339Nano, string(b)); err == nil {
 			return t
 		}
 	}
-	return time.Now()
+	return def
 }
 
-// Record writes pod's config.seen annotation to its seen file unless the file
-// exists. The write is atomic (rename), so Seen never reads half a file.
-func (s *SeenStore) Record(pod *v1.Pod) error {
-	file := s.file(pod.UID)
+// Record writes pod's config.seen annotation and its start time to their
+// files, each unless it exists. The writes are atomic (rename), so a reader
+// never sees half a file.
+func (s *SeenStore) Record(pod *v1.Pod, started time.Time) error {
+	seen, err := time.Parse(time.RFC3339Nano, pod.Annotations[manifest.AnnotationSeen])
+	if err != nil {
+		seen = time.Now()
+	}
+	return errors.Join(s.write(pod.UID, "seen", seen), s.write(pod.UID, "started", started))
+}
+
+func (s *SeenStore) write(uid types.UID, name string, t time.Time) error {
+	if !manifest.ValidUID(string(uid)) {
+		return fmt.Errorf("record %s of pod %q: invalid UID", name, uid)
+	}
+	file := filepath.Join(s.paths.PodDir(string(uid)), name)
 	if _, err := os.Stat(file); err == nil || !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
-	t, err := time.Parse(time.RFC3339Nano, pod.Annotations[manifest.AnnotationSeen])
-	if err != nil {
-		t = time.Now()
-	}
 	if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
-		return fmt.Errorf("record config.seen of pod %s: %w", pod.UID, err)
+		return fmt.Errorf("record %s of pod %s: %w", name, uid, err)
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(file), ".seen.*")
+	tmp, err := os.CreateTemp(filepath.Dir(file), "."+name+".*")
 	if err != nil {
-		return fmt.Errorf("record config.seen of pod %s: %w", pod.UID, err)
+		return fmt.Errorf("record %s of pod %s: %w", name, uid, err)
 	}
 	_, err = tmp.WriteString(t.Format(time.RFC3339Nano))
 	if cerr := tmp.Close(); err == nil {
@@ -72,7 +89,7 @@ func (s *SeenStore) Record(pod *v1.Pod) error {
 	}
 	if err != nil {
 		os.Remove(tmp.Name())
-		return fmt.Errorf("record config.seen of pod %s: %w", pod.UID, err)
+		return fmt.Errorf("record %s of pod %s: %w", name, uid, err)
 	}
 	return nil
 }

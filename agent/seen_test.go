@@ -27,15 +27,22 @@ func TestSeenRecordedOnlyForStartedPods(t *testing.T) {
 	at := time.Date(2026, 3, 4, 5, 6, 7, 8, time.UTC)
 	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{UID: "u1",
 		Annotations: map[string]string{manifest.AnnotationSeen: at.Format(time.RFC3339Nano)}}}
-	if err := NewSeenStore(paths).Record(pod); err != nil {
+	started := at.Add(time.Second)
+	if got := NewSeenStore(paths).Started("u1", started.Add(time.Hour)); !got.Equal(started.Add(time.Hour)) {
+		t.Errorf("start time of a pod never started = %v, want the one given", got)
+	}
+	if err := NewSeenStore(paths).Record(pod, started); err != nil {
 		t.Fatal(err)
 	}
 	if got := NewSeenStore(paths).Seen("u1"); !got.Equal(at) {
 		t.Errorf("seen after a restart = %v, want %v", got, at)
 	}
+	if got := NewSeenStore(paths).Started("u1", time.Now()); !got.Equal(started) {
+		t.Errorf("start time after a restart = %v, want %v", got, started)
+	}
 	// A second record keeps the first time.
 	pod.Annotations[manifest.AnnotationSeen] = at.Add(time.Hour).Format(time.RFC3339Nano)
-	if err := NewSeenStore(paths).Record(pod); err != nil {
+	if err := NewSeenStore(paths).Record(pod, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	if got := NewSeenStore(paths).Seen("u1"); !got.Equal(at) {

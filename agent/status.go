@@ -17,7 +17,11 @@ import (
 // containerIDPrefix makes runtime IDs look like the kubelet's <runtime>://<id>.
 const containerIDPrefix = "staticpodd://"
 
-// publish stores pod with its live status for Pods and the summary.
+// publish stores pod (nil: none is desired) with its live status for Pods and
+// the summary. Every other generation the worker still has is listed
+// Terminating, with a deletionTimestamp, as the API shows a pod being
+// deleted: the pod published before, or what an adopted pod's containers
+// tell, until nothing of it is left.
 func (w *worker) publish(pod *v1.Pod) {
 	var out *v1.Pod
 	if pod != nil {
@@ -27,10 +31,63 @@ func (w *worker) publish(pod *v1.Pod) {
 		out.Status = w.podStatus(pod)
 		w.prevState = out.Status.DeepCopy()
 	}
+	desired := ""
+	if out != nil {
+		desired = string(out.UID)
+	}
 	w.mu.Lock()
+	if prev := w.status; prev != nil && string(prev.UID) != desired && w.pods[string(prev.UID)] != nil {
+		w.stopping[string(prev.UID)] = terminating(prev)
+	}
 	w.status = out
+	for uid, p := range w.stopping {
+		st := w.pods[uid]
+		if st == nil || uid == desired {
+			delete(w.stopping, uid)
+			continue
+		}
+		refreshStopping(p, st)
+	}
+	for uid, st := range w.pods {
+		if uid == desired || w.stopping[uid] != nil {
+			continue
+		}
+		if p := orphanPod(uid, st); p != nil {
+			w.stopping[uid] = p
+		}
+	}
 	w.mu.Unlock()
 	w.a.statusChanged()
+}
+
+// terminating is p marked for deletion now, with its grace period.
+func terminating(p *v1.Pod) *v1.Pod {
+	out := p.DeepCopy()
+	if out.DeletionTimestamp == nil {
+		now := metav1.Now()
+		out.DeletionTimestamp = &now
+		out.DeletionGracePeriodSeconds = out.Spec.TerminationGracePeriodSeconds
+	}
+	return out
+}
+
+// refreshStopping shows the containers of a terminating pod that have exited
+// since it was published as terminated.
+func refreshStopping(p *v1.Pod, st *podState) {
+	for _, list := range [][]v1.ContainerStatus{p.Status.InitContainerStatuses, p.Status.ContainerStatuses} {
+		for i := range list {
+			cs := &list[i]
+			id := strings.TrimPrefix(cs.ContainerID, containerIDPrefix)
+			for _, c := range st.containers {
+				if c.ID != id || c.State != podspec.StateExited || cs.State.Terminated != nil {
+					continue
+				}
+				f := false
+				cs.State = v1.ContainerState{Terminated: terminated(c)}
+				cs.Ready, cs.Started = false, &f
+			}
+		}
+	}
 }
 
 // orphanPod is how a pod that an earlier daemon ran and no manifest wants any
@@ -66,22 +123,6 @@ func orphanPod(uid string, st *podState) *v1.Pod {
 	slices.SortFunc(pod.Spec.Containers, func(a, b v1.Container) int { return strings.Compare(a.Name, b.Name) })
 	slices.SortFunc(pod.Status.ContainerStatuses, func(a, b v1.ContainerStatus) int { return strings.Compare(a.Name, b.Name) })
 	return pod
-}
-
-// markTerminating keeps the last published pod listed with a deletionTimestamp
-// while its containers stop and its sandbox goes, as the API shows a pod being
-// deleted.
-func (w *worker) markTerminating() {
-	w.mu.Lock()
-	if w.status != nil && w.status.DeletionTimestamp == nil {
-		out := w.status.DeepCopy()
-		now := metav1.Now()
-		out.DeletionTimestamp = &now
-		out.DeletionGracePeriodSeconds = out.Spec.TerminationGracePeriodSeconds
-		w.status = out
-	}
-	w.mu.Unlock()
-	w.a.statusChanged()
 }
 
 // podStatus is the kubelet's generateAPIPodStatus for what the worker knows.

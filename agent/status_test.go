@@ -194,3 +194,63 @@ func TestTerminationMessagesBoundedPerPod(t *testing.T) {
 		}
 	})
 }
+
+// During an edit the old generation is listed Terminating beside the new
+// one, which waits, until the old one is gone.
+func TestEditListsOldGenerationTerminating(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		rt.stubborn["a"] = true
+		h := start(t, rt, Config{})
+		h.send([]manifest.Pod{testPod("web", "u1", v1.RestartPolicyAlways, ctr("a", "busybox"))})
+		h.updates <- sourceUpdate(manifest.SourceFile, testPod("web", "u2", v1.RestartPolicyAlways, ctr("a", "busybox", "sleep", "9")))
+		synctest.Wait()
+
+		pods := h.a.Pods()
+		if len(pods) != 2 {
+			t.Fatalf("%d pods during the edit, want the old and the new", len(pods))
+		}
+		old, cur := pods[0], pods[1]
+		if old.UID != "u1" || old.DeletionTimestamp == nil || *old.DeletionGracePeriodSeconds != 5 ||
+			old.Status.ContainerStatuses[0].State.Running == nil {
+			t.Errorf("old generation = %s deletion %v, state %+v; want u1 terminating, still running", old.UID, old.DeletionTimestamp,
+				old.Status.ContainerStatuses[0].State)
+		}
+		if cur.UID != "u2" || cur.DeletionTimestamp != nil || cur.Status.Phase != v1.PodPending {
+			t.Errorf("new generation = %s %s, want u2 Pending", cur.UID, cur.Status.Phase)
+		}
+
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		if pods := h.a.Pods(); len(pods) != 1 || pods[0].UID != "u2" || pods[0].Status.Phase != v1.PodRunning {
+			t.Errorf("after the grace period: %d pods, want u2 Running alone", len(pods))
+		}
+	})
+}
+
+// status.startTime is when the agent first took the pod on, and stays so
+// across a daemon restart, even when every container it started then has
+// been replaced since.
+func TestStartTimeSurvivesRestart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		rt.crash["a"] = 1
+		store := NewSeenStore(manifest.Paths{RootDir: t.TempDir()})
+		t0 := time.Now()
+		h := start(t, rt, Config{Seen: store})
+		pod := testPod("web", "u1", v1.RestartPolicyAlways, ctr("a", "busybox"))
+		h.send([]manifest.Pod{pod})
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		h.stop()
+		if got := rt.Calls("destroy c1"); len(got) != 1 {
+			t.Fatalf("the first container is still there: %q", rt.Calls())
+		}
+
+		h2 := start(t, rt, Config{Seen: store})
+		h2.send([]manifest.Pod{pod})
+		if st := h2.pod("web").Status.StartTime; st == nil || !st.Time.Equal(t0) {
+			t.Errorf("startTime after the restart = %v, want %v", st, t0)
+		}
+	})
+}

@@ -9,6 +9,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/staticpodd/staticpodd/agent/events"
 	"github.com/staticpodd/staticpodd/agent/manifest"
 	"github.com/staticpodd/staticpodd/agent/podspec"
 )
@@ -24,11 +25,14 @@ type worker struct {
 	wake   chan struct{}
 	exits  chan podspec.ContainerStatus
 
-	mu      sync.Mutex         // guards desired, seq, status, health
+	mu      sync.Mutex         // guards desired, seq, status, stopping, health
 	desired *v1.Pod            // nil: remove everything
 	seq     uint64             // the dispatch that set desired
 	status  *v1.Pod            // desired with live status, for Pods
 	health  map[string]*health // by container ID, what its probes said
+	// stopping are the other generations the worker still has, by UID, as
+	// Pods lists them while they stop: Terminating, with a deletionTimestamp.
+	stopping map[string]*v1.Pod
 
 	// Owned by the worker goroutine.
 	pods     map[string]*podState // by UID
@@ -75,11 +79,12 @@ func newWorker(a *Agent, key string, pods map[string]*podState) *worker {
 		watching: map[string]bool{},
 		probes:   map[string]*probing{},
 		health:   map[string]*health{},
+		stopping: map[string]*v1.Pod{},
+		backoff:  newBackoff(backoffInitial, a.cfg.BackoffMax),
 
 		postStarts:  map[string]*hookRun{},
 		hookChecked: map[string]bool{},
 		hookDone:    make(chan hookResult),
-		backoff:     newBackoff(backoffInitial, a.cfg.BackoffMax),
 	}
 }
 
@@ -132,7 +137,9 @@ func (w *worker) run(ctx context.Context) {
 			return
 		case <-w.wake:
 		case st := <-w.exits:
-			w.record(st)
+			if c, exited := w.record(st); exited {
+				w.exited(c)
+			}
 		case r := <-w.hookDone:
 			w.postStartDone(r)
 		case <-timerC:
@@ -154,13 +161,11 @@ func (w *worker) sync(ctx context.Context) {
 		deadline = w.checkDeadline(d)
 		if st := w.pods[string(pod.UID)]; st != nil {
 			st.grace = podGrace(pod)
-			st.spec = pod
 		}
-		// A new generation shows at once, waiting while an older one stops.
-		w.publish(pod)
-	} else {
-		w.markTerminating()
 	}
+	// A new generation shows at once, waiting while an older one stops, and
+	// a pod no longer desired shows Terminating until nothing of it is left.
+	w.publish(pod)
 	w.syncPostStarts(ctx, pod)
 	w.syncProbes(ctx, pod)
 	w.markProbes(pod)
@@ -174,10 +179,7 @@ func (w *worker) sync(ctx context.Context) {
 		retry = deadline
 	}
 	w.setTimer(retry)
-	// A removed pod stays listed, Terminating, until nothing of it is left.
-	if pod != nil || len(w.pods) == 0 {
-		w.publish(pod)
-	}
+	w.publish(pod)
 	w.a.synced(w.key, seq)
 }
 
@@ -197,18 +199,18 @@ func (w *worker) resolve(pod *v1.Pod) *desiredPod {
 		}
 		if st := w.pods[w.gen.uid]; st != nil {
 			w.gen.startTime = adoptedStart(st, w.gen.startTime)
-			// The first-seen time a daemon recorded when it made the pod's
-			// sandbox survives restarts, the containers' times not always
-			// (older instances are removed): an activeDeadlineSeconds
-			// counts from the earliest.
-			if seen, err := time.Parse(time.RFC3339Nano, pod.Annotations[manifest.AnnotationSeen]); err == nil && seen.Before(w.gen.startTime) {
-				w.gen.startTime = seen
-			}
+		}
+		// The kubelet's startTime is when it first took the pod on: kept
+		// across daemon restarts, which a pod whose containers were all
+		// replaced since (a crash loop) could not tell otherwise.
+		if w.a.cfg.Seen != nil {
+			w.gen.startTime = w.a.cfg.Seen.Started(w.gen.uid, w.gen.startTime)
 		}
 		for _, c := range manifest.AllContainers(pod) {
 			spec, err := w.a.conv.Container(pod, c, 0)
 			if err != nil {
 				w.gen.convErr[c.Name] = err
+				w.a.events.Eventf(events.ContainerRef(pod, c.Name), v1.EventTypeWarning, events.Failed, "Error: %v", err)
 				continue
 			}
 			w.gen.hashes[c.Name] = spec.Hash
@@ -297,14 +299,16 @@ func (w *worker) waitExit(ctx context.Context, id string) (podspec.ContainerStat
 	}
 }
 
-// record takes a new runtime status for a container the worker knows.
-func (w *worker) record(st podspec.ContainerStatus) {
+// record takes a new runtime status for a container the worker knows, and
+// returns it with what was known before, and whether it has exited now.
+func (w *worker) record(st podspec.ContainerStatus) (podspec.ContainerStatus, bool) {
 	for _, ps := range w.pods {
 		for i := range ps.containers {
 			c := &ps.containers[i]
 			if c.ID != st.ID {
 				continue
 			}
+			was := c.State
 			merged := st
 			keepLabels(&merged, *c)
 			*c = merged
@@ -314,9 +318,10 @@ func (w *worker) record(st podspec.ContainerStatus) {
 				// not) as any exited container.
 				w.cancelPostStart(c.ID)
 			}
-			return
+			return merged, was != podspec.StateExited && merged.State == podspec.StateExited
 		}
 	}
+	return st, false
 }
 
 // keepLabels fills what a runtime status left empty from what was known before.

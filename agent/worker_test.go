@@ -538,6 +538,24 @@ func TestStopIsParallel(t *testing.T) {
 	})
 }
 
+// A missing image waits with the pod's own pull policy, since no policy
+// makes staticpodd pull, and says how to bring the image in.
+func TestImageMissingNamesPolicyAndImport(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		rt.missing["etcd:3.5"] = true
+		h := start(t, rt, Config{Paths: manifest.Paths{RootDir: "/srv/spd"}})
+		c := ctr("etcd", "etcd:3.5")
+		c.ImagePullPolicy = v1.PullIfNotPresent
+		h.send([]manifest.Pod{testPod("etcd", "u1", v1.RestartPolicyAlways, c)})
+		want := "Container image \"etcd:3.5\" is not present with pull policy of IfNotPresent, and staticpodd does not pull images: " +
+			"import it with `staticpodd images import --root-dir /srv/spd FILE`, or copy the image archive into /srv/spd/images/import/"
+		if w := h.pod("etcd").Status.ContainerStatuses[0].State.Waiting; w == nil || w.Reason != "ErrImageNeverPull" || w.Message != want {
+			t.Errorf("waiting = %+v\nwant message %q", w, want)
+		}
+	})
+}
+
 // Leftover pod directories are swept once, when every source has delivered
 // its first snapshot and before any worker acts on it, keeping every UID found
 // at start, listed by a source, or handed to a worker before.
@@ -621,4 +639,16 @@ func TestStartErrorIsAnExitedContainer(t *testing.T) {
 			t.Errorf("restartPolicy Never: %d starts, phase %s; want 1, Failed", got, p.Status.Phase)
 		}
 	})
+}
+
+// The message names the daemon's default root dir without a flag.
+func TestImageMissingMessageDefaultRoot(t *testing.T) {
+	w := &worker{a: &Agent{cfg: Config{Paths: manifest.Paths{RootDir: "/var/lib/staticpodd"}}}}
+	c := ctr("web", "busybox:latest")
+	c.ImagePullPolicy = v1.PullAlways
+	got := w.imageMissing(&c)
+	if !strings.Contains(got, "pull policy of Always") || !strings.Contains(got, "`staticpodd images import FILE`") ||
+		!strings.Contains(got, "/var/lib/staticpodd/images/import/") {
+		t.Errorf("message %q", got)
+	}
 }

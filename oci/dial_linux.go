@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"sync"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -28,15 +29,12 @@ import (
 // is resolved first, in the daemon's namespace, so that one socket is made
 // on that thread and no happy-eyeballs racer makes one elsewhere.
 func (r *Runtime) Dial(ctx context.Context, podUID, network, addr string) (net.Conn, error) {
-	var pr podRecord
-	if err := readJSON(filepath.Join(r.podDir(podUID), podFile), &pr); err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			err = podspec.ErrNotExist
-		}
+	pn, err := r.nets.pod(r, podUID)
+	if err != nil {
 		return nil, fmt.Errorf("dial %s in pod %s: %w", addr, podUID, err)
 	}
 	d := &net.Dialer{Control: lingerControl, FallbackDelay: -1}
-	if pr.HostNetwork {
+	if pn.hostNetwork {
 		return d.DialContext(ctx, network, addr)
 	}
 	host, port, err := net.SplitHostPort(addr)
@@ -50,11 +48,10 @@ func (r *Runtime) Dial(ctx context.Context, podUID, network, addr string) (net.C
 		}
 		addr = net.JoinHostPort(ips[0].String(), port)
 	}
-	ns, err := os.Open(filepath.Join(r.podDir(podUID), nsNet))
+	self, err := r.nets.own()
 	if err != nil {
 		return nil, fmt.Errorf("dial %s in pod %s: %w", addr, podUID, err)
 	}
-	defer ns.Close()
 	type result struct {
 		c   net.Conn
 		err error
@@ -62,14 +59,7 @@ func (r *Runtime) Dial(ctx context.Context, podUID, network, addr string) (net.C
 	done := make(chan result, 1)
 	go func() {
 		runtime.LockOSThread()
-		self, err := os.Open("/proc/thread-self/ns/net")
-		if err != nil {
-			runtime.UnlockOSThread()
-			done <- result{nil, err}
-			return
-		}
-		defer self.Close()
-		if err := unix.Setns(int(ns.Fd()), unix.CLONE_NEWNET); err != nil {
+		if err := pn.enter(); err != nil {
 			runtime.UnlockOSThread()
 			done <- result{nil, fmt.Errorf("enter network namespace: %w", err)}
 			return
@@ -85,6 +75,92 @@ func (r *Runtime) Dial(ctx context.Context, podUID, network, addr string) (net.C
 		return nil, fmt.Errorf("dial %s in pod %s: %w", addr, podUID, res.err)
 	}
 	return res.c, nil
+}
+
+// netCache keeps what Dial needs, so that a probe does not read the pod's
+// record and open two namespace files each time: the daemon's own network
+// namespace, and per pod its namespace, open, or that it has the host's.
+// removeSandbox drops a pod's, which closes the namespace.
+type netCache struct {
+	mu   sync.Mutex
+	self *os.File           // guarded by mu
+	pods map[string]*podNet // by pod UID; guarded by mu
+}
+
+type podNet struct {
+	hostNetwork bool
+	mu          sync.RWMutex // guards ns: closed (nil) under the write lock
+	ns          *os.File     // nil with the host's network, or once forgotten
+}
+
+// enter moves the calling thread into the pod's network namespace. The read
+// lock keeps forget from closing the file (and its number from naming
+// another file) while setns uses it.
+func (pn *podNet) enter() error {
+	pn.mu.RLock()
+	defer pn.mu.RUnlock()
+	if pn.ns == nil {
+		return podspec.ErrNotExist
+	}
+	return unix.Setns(int(pn.ns.Fd()), unix.CLONE_NEWNET)
+}
+
+// own is the daemon's network namespace, opened once.
+func (c *netCache) own() (*os.File, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.self == nil {
+		f, err := os.Open("/proc/self/ns/net")
+		if err != nil {
+			return nil, err
+		}
+		c.self = f
+	}
+	return c.self, nil
+}
+
+func (c *netCache) pod(r *Runtime, uid string) (*podNet, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if pn := c.pods[uid]; pn != nil {
+		return pn, nil
+	}
+	var pr podRecord
+	if err := readJSON(filepath.Join(r.podDir(uid), podFile), &pr); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			err = podspec.ErrNotExist
+		}
+		return nil, err
+	}
+	pn := &podNet{hostNetwork: pr.HostNetwork}
+	if !pr.HostNetwork {
+		f, err := os.Open(filepath.Join(r.podDir(uid), nsNet))
+		if err != nil {
+			return nil, err
+		}
+		pn.ns = f
+	}
+	if c.pods == nil {
+		c.pods = map[string]*podNet{}
+	}
+	c.pods[uid] = pn
+	return pn, nil
+}
+
+// forget drops what is kept of pod uid, closing its namespace; a Dial that
+// took it before fails with ErrNotExist.
+func (c *netCache) forget(uid string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if pn := c.pods[uid]; pn != nil {
+		pn.mu.Lock()
+		if pn.ns != nil {
+			pn.ns.Close()
+			pn.ns = nil
+		}
+		pn.mu.Unlock()
+	}
+	delete(c.pods, uid)
 }
 
 // lingerControl sets what the kubelet's probe dialer sets: SO_LINGER of one

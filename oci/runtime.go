@@ -76,4 +76,5 @@ type Runtime struct {
 	refilling bool
 
 	warmer attachWarmer
+	nets   netCache
 }

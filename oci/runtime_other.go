@@ -41,4 +41,5 @@ type (
 	pendingMonitor struct{}
 	podLock        struct{}
 	attachWarmer   struct{}
+	netCache       struct{}
 )

@@ -287,6 +287,7 @@ func (r *Runtime) anyContainerOf(uid string) (*containerRecord, error) {
 }
 
 func (r *Runtime) removeSandbox(uid string) error {
+	r.nets.forget(uid) // before the namespace is unmounted: nothing may keep it
 	dir := r.podDir(uid)
 	var errs []error
 	for _, name := range []string{nsNet, nsIPC, nsUTS, shmDir} {

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -33,21 +34,11 @@ func readFile(path string) string {
 	return string(b)
 }
 
-// waitFile waits until the file at path holds want.
-func waitFile(d *daemon, timeout time.Duration, path, want string) {
-	d.T.Helper()
-	d.Eventually(timeout, fmt.Sprintf("%s holds %q", filepath.Base(path), want), func() error {
-		if got := readFile(path); got != want {
-			return fmt.Errorf("it holds %q", got)
-		}
-		return nil
-	})
-}
-
-// forever runs until its stop signal, TERM unless sig says another, and
-// writes which one it got to /s/<name>.
+// forever runs until its stop signal sig, and writes which one it got to
+// /s/<name>; /tmp/trapped says it catches it.
 func forever(name, sig string) string {
-	return fmt.Sprintf("trap 'echo %s > /s/%s; exit 0' %s; while true; do sleep 1 & wait $!; done", strings.ToLower(sig), name, sig)
+	return fmt.Sprintf("trap 'echo %s > /s/%s; exit 0' %s; touch /tmp/trapped; while true; do sleep 1 & wait $!; done",
+		strings.ToLower(sig), name, sig)
 }
 
 // A postStart exec hook runs in the container right after it starts: what it
@@ -75,7 +66,7 @@ func TestPostStartExec(t *testing.T) {
 		}
 		return nil
 	})
-	waitFile(d, 30*time.Second, filepath.Join(dir, "seen"), "from the hook\n")
+	waitFile(d, filepath.Join(dir, "seen"), "from the hook\n", 30*time.Second)
 	d.Eventually(10*time.Second, "the container started once its hook is done", func() error {
 		cs := d.Pod("hooked").Status.ContainerStatuses[0]
 		if cs.Started == nil || !*cs.Started || !cs.Ready || cs.RestartCount != 0 {
@@ -94,7 +85,7 @@ func TestPostStartFailure(t *testing.T) {
 	d.WriteManifest("broken.yaml", podWithDir("broken", dir, "echo run >> /s/runs; "+forever("stop", "TERM"),
 		"terminationGracePeriodSeconds: 5")+`    lifecycle:
       postStart:
-        exec: {command: ["sh", "-c", "echo broken hook >&2; exit 3"]}
+        exec: {command: ["sh", "-c", "until [ -f /tmp/trapped ]; do sleep 0.1; done; echo broken hook >&2; exit 3"]}
 `)
 	d.Start()
 	d.Eventually(60*time.Second, "killed twice, then in back-off", func() error {
@@ -116,7 +107,7 @@ func TestPostStartFailure(t *testing.T) {
 	}
 	out := d.Output()
 	for _, want := range []string{`msg="postStart hook failed, killing container"`, "reason=FailedPostStartHook container=main",
-		`command 'sh -c echo broken hook >&2; exit 3' exited with 3: broken hook`} {
+		`exited with 3: broken hook`} {
 		if !strings.Contains(out, want) {
 			t.Errorf("daemon log lacks %q:\n%s", want, out)
 		}
@@ -135,14 +126,14 @@ func TestPostStartAcrossDaemonRestart(t *testing.T) {
         exec: {command: ["sh", "-c", "echo began >> /s/hook; sleep 5; echo done >> /s/hook"]}
 `)
 	d.Start()
-	waitFile(d, 30*time.Second, filepath.Join(dir, "hook"), "began\n")
+	waitFile(d, filepath.Join(dir, "hook"), "began\n", 30*time.Second)
 	d.Kill9()
 	d.Start()
 	cs := d.Pod("slow").Status.ContainerStatuses[0]
 	if cs.Started == nil || *cs.Started {
 		t.Errorf("right after the restart: %+v, want not started while the hook runs again", cs)
 	}
-	waitFile(d, 30*time.Second, filepath.Join(dir, "hook"), "began\nbegan\ndone\n")
+	waitFile(d, filepath.Join(dir, "hook"), "began\nbegan\ndone\n", 30*time.Second)
 	d.Eventually(10*time.Second, "started", func() error {
 		cs := d.Pod("slow").Status.ContainerStatuses[0]
 		if cs.Started == nil || !*cs.Started || cs.RestartCount != 0 {
@@ -184,10 +175,11 @@ spec:
 `, dir))
 	d.Start()
 	p := d.WaitRunning("stopping", 30*time.Second)
+	waitTrapped(d, p, "orderly")
 	stubborn := containerPID(d, p, "stubborn")
 	t0 := time.Now()
 	d.RemoveManifest("stopping.yaml")
-	waitFile(d, 30*time.Second, filepath.Join(dir, "orderly"), "pre\nterm\n")
+	waitFile(d, filepath.Join(dir, "orderly"), "pre\nterm\n", 30*time.Second)
 	if took := time.Since(t0); took < 2*time.Second {
 		t.Errorf("orderly stopped %v after the removal, before its 2s preStop", took)
 	}
@@ -225,9 +217,9 @@ func TestPreStopHTTPGet(t *testing.T) {
         httpGet: {path: "/drain?now=1", port: admin, httpHeaders: [{name: X-Drain, value: "yes"}]}
 `, port))
 	d.Start()
-	d.WaitRunning("web", 30*time.Second)
+	waitTrapped(d, d.WaitRunning("web", 30*time.Second), "main")
 	d.RemoveManifest("web.yaml")
-	waitFile(d, 30*time.Second, filepath.Join(dir, "stop"), "term\n")
+	waitFile(d, filepath.Join(dir, "stop"), "term\n", 30*time.Second)
 	mu.Lock()
 	defer mu.Unlock()
 	if want := []string{"GET /drain?now=1 kube-lifecycle/1.37 yes"}; !slices.Equal(got, want) {
@@ -251,8 +243,9 @@ func TestStopSignal(t *testing.T) {
 	if s := p.Status.ContainerStatuses[0].StopSignal; s == nil || *s != v1.SIGUSR1 {
 		t.Errorf("status stopSignal %v, want SIGUSR1", s)
 	}
+	waitCatches(d, p, "main", syscall.SIGUSR1)
 	d.RemoveManifest("usr1.yaml")
-	waitFile(d, 30*time.Second, filepath.Join(dir, "stop"), "usr1\n")
+	waitFile(d, filepath.Join(dir, "stop"), "usr1\n", 30*time.Second)
 }
 
 // An image's StopSignal replaces SIGTERM, for a container adopted by a new
@@ -276,13 +269,15 @@ func TestImageStopSignal(t *testing.T) {
 		if s := p.Status.ContainerStatuses[0].StopSignal; s == nil || *s != want {
 			t.Errorf("pod %s: status stopSignal %v, want %s", name, s, want)
 		}
+		sig := map[v1.Signal]syscall.Signal{v1.SIGUSR2: syscall.SIGUSR2, v1.SIGQUIT: syscall.SIGQUIT}[want]
+		waitCatches(d, p, "main", sig)
 	}
 	d.Kill9()
 	d.Start()
 	d.RemoveManifest("image.yaml")
 	d.RemoveManifest("own.yaml")
-	waitFile(d, 30*time.Second, filepath.Join(dir, "image"), "usr2\n")
-	waitFile(d, 30*time.Second, filepath.Join(dir, "own"), "quit\n")
+	waitFile(d, filepath.Join(dir, "image"), "usr2\n", 30*time.Second)
+	waitFile(d, filepath.Join(dir, "own"), "quit\n", 30*time.Second)
 }
 
 // A container's termination message is what it wrote to its
@@ -398,6 +393,7 @@ func TestActiveDeadlineSeconds(t *testing.T) {
 		"activeDeadlineSeconds: 4\nterminationGracePeriodSeconds: 5"))
 	d.Start()
 	p := d.WaitRunning("job", 30*time.Second)
+	waitTrapped(d, p, "main")
 	started := p.Status.StartTime.Time
 	d.Eventually(30*time.Second, "the pod failed", func() error {
 		p = d.Pod("job")
@@ -412,7 +408,7 @@ func TestActiveDeadlineSeconds(t *testing.T) {
 	if took := time.Since(started); took < 4*time.Second {
 		t.Errorf("failed %v after its startTime, before its deadline", took)
 	}
-	waitFile(d, 10*time.Second, filepath.Join(dir, "stop"), "term\n")
+	waitFile(d, filepath.Join(dir, "stop"), "term\n", 10*time.Second)
 	d.Eventually(10*time.Second, "the container terminated", func() error {
 		cs := d.Pod("job").Status.ContainerStatuses[0]
 		if cs.State.Terminated == nil || cs.RestartCount != 0 {

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -172,33 +173,49 @@ spec:
 }
 
 // Editing a manifest never runs two generations at once: the old container has
-// exited before the new one starts.
+// exited before the new one starts. Meanwhile ps shows the old generation
+// Terminating beside the new one, which waits.
 func TestEditStopsOldBeforeNew(t *testing.T) {
 	t.Parallel()
 	d := newDaemon(t)
 	d.Start()
 	shared := filepath.Join(d.Dir, "shared")
 	os.MkdirAll(shared, 0o755)
+	events := filepath.Join(shared, "events")
+	// Each generation says "start N" once its TERM trap is in place, and on
+	// SIGTERM waits for the test's go-ahead (/s/stop-N) before it says
+	// "stop N" and exits.
 	gen := func(n int) string {
-		return podWithDir("gen", shared, fmt.Sprintf("echo start %d >> /s/events; trap 'sleep 1; echo stop %d >> /s/events; exit 0' TERM; while true; do sleep 1 & wait $!; done", n, n),
-			"terminationGracePeriodSeconds: 10")
+		return podWithDir("gen", shared, fmt.Sprintf("trap 'until [ -e /s/stop-%d ]; do sleep 0.1; done; echo stop %d >> /s/events; exit 0' TERM; "+
+			"echo start %d >> /s/events; while true; do sleep 1 & wait $!; done", n, n, n),
+			"terminationGracePeriodSeconds: 30")
 	}
+	os.WriteFile(filepath.Join(shared, "stop-2"), nil, 0o644) // the new generation stops at once
 	d.WriteManifest("gen.yaml", gen(1))
 	first := d.WaitRunning("gen", 30*time.Second)
+	waitFile(d, events, "start 1\n", 30*time.Second)
 	oldPID := containerPID(d, first, "main")
 
 	d.WriteManifest("gen.yaml", gen(2))
-	d.Eventually(30*time.Second, "generation 2 started", func() error {
-		b, _ := os.ReadFile(filepath.Join(shared, "events"))
-		if !strings.Contains(string(b), "start 2") {
-			return fmt.Errorf("events: %q", b)
+	d.Eventually(30*time.Second, "ps shows the old generation Terminating beside the new one", func() error {
+		out, _ := d.CLIErr("ps")
+		var states []string
+		for _, line := range strings.Split(out, "\n") {
+			if f := strings.Fields(line); len(f) >= 4 && f[1] == "gen-"+d.Name {
+				states = append(states, f[3])
+			}
+		}
+		if strings.Join(states, " ") != "Terminating ContainerCreating" {
+			return fmt.Errorf("ps:\n%s", out)
 		}
 		return nil
 	})
-	b, _ := os.ReadFile(filepath.Join(shared, "events"))
-	if got, want := string(b), "start 1\nstop 1\nstart 2\n"; got != want {
-		t.Fatalf("events = %q, want %q: the old generation must be gone before the new starts", got, want)
+	pods := d.Pods()
+	if len(pods) != 2 || pods[0].UID != first.UID || pods[0].DeletionTimestamp == nil || pods[1].UID == first.UID {
+		t.Errorf("/pods during the edit: %d pods, want the old generation with a deletionTimestamp, then the new one", len(pods))
 	}
+	os.WriteFile(filepath.Join(shared, "stop-1"), nil, 0o644)
+	waitFile(d, events, "start 1\nstop 1\nstart 2\n", 30*time.Second)
 	if procAlive(oldPID) {
 		t.Fatalf("old container process %d still alive", oldPID)
 	}
@@ -206,6 +223,58 @@ func TestEditStopsOldBeforeNew(t *testing.T) {
 	if second.UID == first.UID {
 		t.Errorf("edited manifest kept UID %s", first.UID)
 	}
+	if n := len(d.Pods()); n != 1 {
+		t.Errorf("%d pods once the old generation is gone, want 1", n)
+	}
+}
+
+// waitFile waits until file holds want; any other content than a prefix of
+// it fails the test at once.
+func waitFile(d *daemon, file, want string, timeout time.Duration) {
+	d.T.Helper()
+	d.Eventually(timeout, fmt.Sprintf("%s to hold %q", filepath.Base(file), want), func() error {
+		b, _ := os.ReadFile(file)
+		if !strings.HasPrefix(want, string(b)) {
+			d.T.Fatalf("%s = %q, want %q", file, b, want)
+		}
+		if string(b) != want {
+			return fmt.Errorf("%q", b)
+		}
+		return nil
+	})
+}
+
+// waitTrapped waits until the init process of a container catches SIGTERM:
+// its shell has installed its trap, so a stop from now on is graceful (PID 1
+// of a PID namespace ignores a signal it has no handler for).
+func waitTrapped(d *daemon, pod *v1.Pod, container string) {
+	d.T.Helper()
+	waitCatches(d, pod, container, syscall.SIGTERM)
+}
+
+// waitCatches waits until the init process of a container catches sig.
+func waitCatches(d *daemon, pod *v1.Pod, container string, sig syscall.Signal) {
+	d.T.Helper()
+	pid := containerPID(d, pod, container)
+	d.Eventually(30*time.Second, fmt.Sprintf("%s traps %v", container, sig), func() error {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+		if err != nil {
+			return err
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "SigCgt:"); ok {
+				mask, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+				if err != nil {
+					return err
+				}
+				if mask&(1<<(uint(sig)-1)) == 0 {
+					return fmt.Errorf("SigCgt %s", strings.TrimSpace(v))
+				}
+				return nil
+			}
+		}
+		return fmt.Errorf("no SigCgt in /proc/%d/status", pid)
+	})
 }
 
 // Deleting a manifest stops the pod gracefully and leaves nothing behind.
@@ -221,6 +290,7 @@ func TestDeleteLeavesNothing(t *testing.T) {
 `))
 	pod := d.WaitRunning("gone", 30*time.Second)
 	pid := containerPID(d, pod, "main")
+	waitTrapped(d, pod, "main")
 	// The limits are the container's cgroup limits.
 	cg := strings.TrimPrefix(pod.Status.ContainerStatuses[0].ContainerID, "staticpodd://")
 	dir := filepath.Join(d.Cgroup, "pod"+string(pod.UID), cg)

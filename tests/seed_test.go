@@ -58,6 +58,7 @@ func TestSeedConfigAndPodRun(t *testing.T) {
 	d.Cgroup = "/staticpodd" // the seed config keeps the defaults
 	d.Start()
 	pod := d.WaitRunning("static-pod", 30*time.Second)
+	waitTrapped(d, pod, "test-static") // else SIGTERM is lost and the stop takes the 30s grace period
 	if pod.Labels["app"] != "" {
 		t.Errorf("the misspelt lables became labels: %v", pod.Labels)
 	}

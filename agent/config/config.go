@@ -33,6 +33,7 @@ const (
 	OriginDefault = "default"
 	originFile    = "file "
 	originFlag    = "flag --"
+	originEnv     = "env "
 	// originReadOnlyAddress: address is DefaultReadOnlyAddress, not the
 	// kubelet's default, because readOnlyPort is on.
 	originReadOnlyAddress = OriginDefault + " (loopback for the read-only port)"
@@ -386,6 +387,15 @@ func (c *Config) applyFlags(f *Flags) error {
 	set("kubeconfig", FlagKubeconfig, &c.Kubeconfig)
 	set("rootDir", FlagRootDir, &c.RootDir)
 	set("runDir", FlagRunDir, &c.RunDir)
+	for _, d := range []struct {
+		key, env string
+		dst      *string
+	}{{"rootDir", EnvRootDir, &c.RootDir}, {"runDir", EnvRunDir, &c.RunDir}} {
+		if v := os.Getenv(d.env); v != "" && c.Origins[d.key] == OriginDefault {
+			*d.dst = v
+			c.Origins[d.key] = originEnv + d.env
+		}
+	}
 	if len(f.ManifestURLHeaders) > 0 {
 		h, err := parseHeaders(f.ManifestURLHeaders)
 		if err != nil {

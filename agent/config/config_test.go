@@ -274,3 +274,27 @@ podPidsLimit: 1024
 		t.Errorf("podPidsLimit %d from %q, want 1024 from the file", c.PodPidsLimit, c.Origin("podPidsLimit"))
 	}
 }
+
+// STATICPODD_ROOT_DIR and STATICPODD_RUN_DIR give the dirs a flag does not.
+func TestDirsFromEnvironment(t *testing.T) {
+	t.Setenv(EnvRootDir, "/srv/env-root")
+	t.Setenv(EnvRunDir, "/run/env-run")
+	fs := pflag.NewFlagSet("run", pflag.ContinueOnError)
+	var f Flags
+	f.Register(fs)
+	fs.String(FlagRootDir, DefaultRootDir, "")
+	fs.String(FlagRunDir, DefaultRunDir, "")
+	if err := fs.Parse([]string{"--hostname-override", "n", "--run-dir", "/run/flag"}); err != nil {
+		t.Fatal(err)
+	}
+	c, _, err := Load("", f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.RootDir != "/srv/env-root" || c.Origin("rootDir") != "env STATICPODD_ROOT_DIR" {
+		t.Errorf("rootDir %q from %q, want the environment's", c.RootDir, c.Origin("rootDir"))
+	}
+	if c.RunDir != "/run/flag" || c.Origin("runDir") != "flag --run-dir" {
+		t.Errorf("runDir %q from %q, want the flag's over the environment's", c.RunDir, c.Origin("runDir"))
+	}
+}

@@ -21,6 +21,17 @@ const (
 	FlagRunDir            = "run-dir"
 )
 
+// Environment variables that give --root-dir and --run-dir when the flag is
+// not given, to the daemon and every CLI command alike (as
+// CONTAINER_RUNTIME_ENDPOINT does for crictl): a flag wins over its variable,
+// which wins over the default. A KubeletConfiguration has no field for
+// either (the kubelet's --root-dir is a flag only), so the config file does
+// not give them.
+const (
+	EnvRootDir = "STATICPODD_ROOT_DIR"
+	EnvRunDir  = "STATICPODD_RUN_DIR"
+)
+
 // Flags are the command-line values that configure the daemon. A flag overrides
 // the config file only when it was given.
 //

@@ -38,10 +38,6 @@ type Target struct {
 	Exec func(ctx context.Context, cmd []string, stdout, stderr io.Writer) (exitCode int, err error)
 }
 
-func (t Target) prober() prober.Target {
-	return prober.Target{Container: t.Container, Host: t.Host, Dial: t.Dial}
-}
-
 // ErrSleepCut is the failure of a sleep hook whose context ended first: the
 // container stopped, or the hook's time was up.
 var ErrSleepCut = errors.New("container terminated before sleep hook finished")
@@ -118,7 +114,7 @@ func runExec(ctx context.Context, cmd []string, t Target) (out string, err error
 // runHTTP is the kubelet's runHTTPHandler: an HTTPS request answered in plain
 // HTTP is made again over HTTP, without its Authorization header.
 func runHTTP(ctx context.Context, g *v1.HTTPGetAction, t Target, logger *slog.Logger) error {
-	req, err := prober.HTTPRequest(ctx, g, t.prober(), "lifecycle")
+	req, err := prober.HTTPRequest(ctx, g, t.Container, t.Host, "lifecycle")
 	if err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@
 package prober
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/tls"
@@ -17,6 +18,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -68,13 +70,83 @@ type Target struct {
 	Host string
 	Dial Dialer
 	Exec Execer // nil: exec probes fail with a reason
+
+	// client, made on first use, serves every httpGet probe of the target:
+	// it keeps no connection between probes (as the kubelet's), but is not
+	// made again for each.
+	clientOnce sync.Once
+	client     *http.Client
+}
+
+func (t *Target) httpClient() *http.Client {
+	t.clientOnce.Do(func() { t.client = HTTPClient(t.Dial) })
+	return t.client
+}
+
+// HTTPClient is the client of httpGet probes and hooks, as the kubelet's:
+// TLS is not verified, no proxy, no keep-alive, redirects followed only to
+// the same host and ten at most; it connects through dial. Bound its
+// requests with their context.
+func HTTPClient(dial Dialer) *http.Client {
+	return &http.Client{
+		Transport: &http.Transport{
+			TLSClientConfig:    &tls.Config{InsecureSkipVerify: true}, // as the kubelet
+			DisableKeepAlives:  true,
+			DisableCompression: true,
+			Proxy:              nil,
+			DialContext:        dial,
+		},
+		CheckRedirect: redirectChecker,
+	}
+}
+
+// HTTPRequest is the request of an httpGet probe or lifecycle hook of
+// container c (the kubelet's NewRequestForHTTPGetAction): the host defaults to
+// host, a port may be one of c's named ports, the path may carry a query, the
+// headers are g's with User-Agent kube-<purpose>/<minor> ("probe",
+// "lifecycle") and Accept */* unless g sets them (an empty Accept drops it),
+// and a Host header sets the request's host. An error is a request that
+// cannot be made (an unknown named port).
+func HTTPRequest(ctx context.Context, g *v1.HTTPGetAction, c *v1.Container, host, purpose string) (*http.Request, error) {
+	port, err := resolvePort(g.Port, c)
+	if err != nil {
+		return nil, err
+	}
+	scheme := strings.ToLower(string(g.Scheme))
+	if scheme == "" {
+		scheme = "http"
+	}
+	// httpprobe.formatURL: the path may carry a query.
+	u, err := url.Parse(g.Path)
+	if err != nil {
+		u = &url.URL{Path: g.Path}
+	}
+	u.Scheme = scheme
+	u.Host = net.JoinHostPort(orDefault(g.Host, host), strconv.Itoa(port))
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+	for _, h := range g.HTTPHeaders {
+		req.Header.Add(h.Name, h.Value)
+	}
+	if _, ok := req.Header["User-Agent"]; !ok {
+		req.Header.Set("User-Agent", "kube-"+purpose+"/"+kubeMinor)
+	}
+	if _, ok := req.Header["Accept"]; !ok {
+		req.Header.Set("Accept", "*/*")
+	} else if req.Header.Get("Accept") == "" {
+		req.Header.Del("Accept")
+	}
+	req.Host = req.Header.Get("Host")
+	return req, nil
 }
 
 // Do runs probe p once against t, bounded by p's timeoutSeconds, and says
 // what happened in output (the kubelet's prober.runProbe). err is a probe that
 // could not be made at all (a named port the container does not have); the
 // kubelet counts it as a failure.
-func Do(ctx context.Context, p *v1.Probe, t Target) (r Result, output string, err error) {
+func Do(ctx context.Context, p *v1.Probe, t *Target) (r Result, output string, err error) {
 	timeout := time.Duration(max(p.TimeoutSeconds, 1)) * time.Second
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -144,7 +216,7 @@ func (w *limitWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func doExec(ctx context.Context, e *v1.ExecAction, t Target, timeout time.Duration) (Result, string, error) {
+func doExec(ctx context.Context, e *v1.ExecAction, t *Target, timeout time.Duration) (Result, string, error) {
 	if t.Exec == nil {
 		return Failure, "exec probes are not available for this container", nil
 	}
@@ -186,14 +258,12 @@ func doTCP(ctx context.Context, addr string, dial Dialer) (Result, string, error
 	return Success, "", nil
 }
 
-func doHTTP(ctx context.Context, g *v1.HTTPGetAction, t Target) (Result, string, error) {
-	req, err := HTTPRequest(ctx, g, t, "probe")
+func doHTTP(ctx context.Context, g *v1.HTTPGetAction, t *Target) (Result, string, error) {
+	req, err := HTTPRequest(ctx, g, t.Container, t.Host, "probe")
 	if err != nil {
 		return Unknown, "", err
 	}
-	client := HTTPClient(t.Dial)
-	defer client.CloseIdleConnections()
-	res, err := client.Do(req)
+	res, err := t.get(ctx, req)
 	if err != nil {
 		return Failure, err.Error(), nil
 	}
@@ -213,63 +283,71 @@ func doHTTP(ctx context.Context, g *v1.HTTPGetAction, t Target) (Result, string,
 	return Failure, fmt.Sprintf("HTTP probe failed with statuscode: %d", res.StatusCode), nil
 }
 
-// HTTPRequest is the request of an httpGet probe or lifecycle hook to t (the
-// kubelet's NewRequestForHTTPGetAction): the host defaults to t.Host, a port
-// may be one of the container's named ports, the path may carry a query, the
-// headers are g's with User-Agent kube-<purpose>/<minor> ("probe",
-// "lifecycle") and Accept */* unless g sets them (an empty Accept drops it),
-// and a Host header sets the request's host. An error is a request that
-// cannot be made (an unknown named port).
-func HTTPRequest(ctx context.Context, g *v1.HTTPGetAction, t Target, purpose string) (*http.Request, error) {
-	port, err := resolvePort(g.Port, t.Container)
+// get makes one probe request. The request itself is written and its
+// answer read on the probe's own goroutine over one connection (http.Client
+// adds a goroutine to dial and two per connection, which cost more than the
+// probe itself); only a redirect to follow goes through the client, which
+// follows it the kubelet's way.
+func (t *Target) get(ctx context.Context, req *http.Request) (*http.Response, error) {
+	res, err := t.getOnce(ctx, req)
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return nil, err // from the client that followed a redirect: worded already
+	}
 	if err != nil {
-		return nil, err
+		// As http.Client words it, which the kubelet's messages show.
+		if ctx.Err() != nil {
+			err = fmt.Errorf("%w (Client.Timeout exceeded while awaiting headers)", context.DeadlineExceeded)
+		}
+		return nil, &url.Error{Op: "Get", URL: req.URL.String(), Err: err}
 	}
-	scheme := strings.ToLower(string(g.Scheme))
-	if scheme == "" {
-		scheme = "http"
-	}
-	// httpprobe.formatURL: the path may carry a query.
-	u, err := url.Parse(g.Path)
-	if err != nil {
-		u = &url.URL{Path: g.Path}
-	}
-	u.Scheme = scheme
-	u.Host = net.JoinHostPort(orDefault(g.Host, t.Host), strconv.Itoa(port))
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
-	if err != nil {
-		return nil, err
-	}
-	for _, h := range g.HTTPHeaders {
-		req.Header.Add(h.Name, h.Value)
-	}
-	if _, ok := req.Header["User-Agent"]; !ok {
-		req.Header.Set("User-Agent", "kube-"+purpose+"/"+kubeMinor)
-	}
-	if _, ok := req.Header["Accept"]; !ok {
-		req.Header.Set("Accept", "*/*")
-	} else if req.Header.Get("Accept") == "" {
-		req.Header.Del("Accept")
-	}
-	req.Host = req.Header.Get("Host")
-	return req, nil
+	return res, nil
 }
 
-// HTTPClient is the client of httpGet probes and hooks, as the kubelet's:
-// TLS is not verified, no proxy, no keep-alive, redirects followed only to
-// the same host and ten at most; it connects through dial. Bound its
-// requests with their context.
-func HTTPClient(dial Dialer) *http.Client {
-	return &http.Client{
-		Transport: &http.Transport{
-			TLSClientConfig:    &tls.Config{InsecureSkipVerify: true}, // as the kubelet
-			DisableKeepAlives:  true,
-			DisableCompression: true,
-			Proxy:              nil,
-			DialContext:        dial,
-		},
-		CheckRedirect: redirectChecker,
+func (t *Target) getOnce(ctx context.Context, req *http.Request) (*http.Response, error) {
+	conn, err := t.Dial(ctx, "tcp", req.URL.Host)
+	if err != nil {
+		return nil, err
 	}
+	if d, ok := ctx.Deadline(); ok {
+		_ = conn.SetDeadline(d)
+	}
+	if req.URL.Scheme == "https" {
+		tc := tls.Client(conn, &tls.Config{InsecureSkipVerify: true, ServerName: req.URL.Hostname()}) // as the kubelet
+		if err := tc.HandshakeContext(ctx); err != nil {
+			conn.Close()
+			return nil, err
+		}
+		conn = tc
+	}
+	req.Close = true // the kubelet's transport keeps no connection either
+	if err := req.Write(conn); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	res, err := http.ReadResponse(bufio.NewReader(conn), req)
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	res.Body = closeBoth{res.Body, conn}
+	if loc := res.Header.Get("Location"); loc != "" && res.StatusCode >= 300 && res.StatusCode < 400 {
+		res.Body.Close()
+		req.Close = false
+		return t.httpClient().Do(req)
+	}
+	return res, nil
+}
+
+// closeBoth closes a response's body and its connection.
+type closeBoth struct {
+	io.ReadCloser
+	conn net.Conn
+}
+
+func (c closeBoth) Close() error {
+	err := c.ReadCloser.Close()
+	return errors.Join(err, c.conn.Close())
 }
 
 // redirectChecker is the kubelet's with followNonLocalRedirects false: a

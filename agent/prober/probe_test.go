@@ -18,8 +18,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
-func hostTarget(c *v1.Container) Target {
-	return Target{Container: c, Host: "127.0.0.1", Dial: HostDialer()}
+func hostTarget(c *v1.Container) *Target {
+	return &Target{Container: c, Host: "127.0.0.1", Dial: HostDialer()}
 }
 
 func splitPort(t *testing.T, u string) int {

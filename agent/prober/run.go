@@ -46,7 +46,7 @@ type Status struct {
 type Config struct {
 	ContainerID string
 	StartedAt   time.Time // initialDelaySeconds counts from here
-	Target      Target
+	Target      *Target
 	Startup     *v1.Probe
 	Liveness    *v1.Probe
 	Readiness   *v1.Probe

@@ -100,7 +100,7 @@ func TestReadinessThresholds(t *testing.T) {
 				t.Errorf("probed at %v, want 0, 50ms, 150ms, then every period", got)
 			}
 		}()
-		u := run(t, Config{Target: Target{Exec: s.exec}, Readiness: execProbe("ready", 10, 2, 3)}, 75*time.Second)
+		u := run(t, Config{Target: &Target{Exec: s.exec}, Readiness: execProbe("ready", 10, 2, 3)}, 75*time.Second)
 		// Until it first passes, tries come 50 ms, 100 ms... apart: 1 at 0,
 		// 0 at 50 ms and 0 at 150 ms make two successes in a row. Then one
 		// a period: 0 at 10s, 1 at 20, 30 and 40s make three failures; 0 at
@@ -118,7 +118,7 @@ func TestStartupGatesTheOthers(t *testing.T) {
 		s := newScript(map[string][]int{"start": {1, 1, 0}, "live": {0}, "ready": {0}})
 		startup := execProbe("start", 5, 1, 10)
 		startup.InitialDelaySeconds = 3
-		u := run(t, Config{Target: Target{Exec: s.exec}, Startup: startup,
+		u := run(t, Config{Target: &Target{Exec: s.exec}, Startup: startup,
 			Liveness: execProbe("live", 10, 1, 3), Readiness: execProbe("ready", 10, 1, 3)}, 41*time.Second)
 		// Startup ticks at 0 (before its delay), 5, 10, 15: 1 1 0.
 		if got := s.probed["start"]; len(got) != 3 || got[0] != 5*time.Second || got[2] != 15*time.Second {
@@ -140,7 +140,7 @@ func TestLivenessFailureStopsProbing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := newScript(map[string][]int{"live": {0, 1, 1, 1}, "ready": {0}})
 		begin := time.Now()
-		u := run(t, Config{Target: Target{Exec: s.exec}, Liveness: execProbe("live", 1, 1, 3), Readiness: execProbe("ready", 1, 1, 1)}, time.Hour)
+		u := run(t, Config{Target: &Target{Exec: s.exec}, Liveness: execProbe("live", 1, 1, 3), Readiness: execProbe("ready", 1, 1, 1)}, time.Hour)
 		if took := time.Since(begin); took != 3*time.Second {
 			t.Errorf("Run returned after %v, want 3s (the third failure)", took)
 		}
@@ -156,7 +156,7 @@ func TestJitter(t *testing.T) {
 		var firsts []time.Duration
 		for range 20 {
 			s := newScript(map[string][]int{"ready": {0}})
-			run(t, Config{Target: Target{Exec: s.exec}, Readiness: execProbe("ready", 10, 1, 1), Jitter: true}, 10*time.Second)
+			run(t, Config{Target: &Target{Exec: s.exec}, Readiness: execProbe("ready", 10, 1, 1), Jitter: true}, 10*time.Second)
 			if len(s.probed["ready"]) == 0 {
 				t.Fatal("never probed in the first period")
 			}

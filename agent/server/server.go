@@ -12,6 +12,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/staticpodd/staticpodd/agent/events"
 	"github.com/staticpodd/staticpodd/agent/manifest"
 	"github.com/staticpodd/staticpodd/agent/podspec"
 	"github.com/staticpodd/staticpodd/agent/prober"
@@ -31,6 +32,8 @@ type Agent interface {
 	ExecTarget(namespace, pod, container string) (string, error)
 	// Exec runs spec in container id and returns its exit code.
 	Exec(ctx context.Context, id string, spec podspec.ExecSpec) (int, error)
+	// Events are what happened to pods, kept and to come.
+	Events() *events.Recorder
 }
 
 // Problem is a manifest problem as JSON.
@@ -49,7 +52,7 @@ func ReadOnly(a Agent, logger *slog.Logger) http.Handler {
 
 // CLI returns the handler of the CLI socket (mode 0600): the read-only port's,
 // plus /problems, /probes (whose output may echo a container's answers),
-// container logs and exec, which may hold secrets or run anything in a
+// /events, container logs and exec, which may hold secrets or run anything in a
 // container and so are never served without authentication (the kubelet serves
 // them only on its authenticated port).
 func CLI(a Agent, logger *slog.Logger) http.Handler {
@@ -78,6 +81,9 @@ func CLI(a Agent, logger *slog.Logger) http.Handler {
 	// and read as slowly as the client pages through it: a stream.
 	mux.Handle("GET /containerLogs/{namespace}/{pod}/{container}", stream(containerLogs(a, logger), logger))
 	mux.HandleFunc("POST /exec/{namespace}/{pod}/{container}", execHandler(a, logger))
+	// Events may carry what probes read and error messages: the CLI's only.
+	// Watched, they are a stream.
+	mux.Handle("GET /events", stream(eventsHandler(a, logger), logger))
 	return mux
 }
 

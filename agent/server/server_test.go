@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/staticpodd/staticpodd/agent"
+	"github.com/staticpodd/staticpodd/agent/events"
 	"github.com/staticpodd/staticpodd/agent/manifest"
 	"github.com/staticpodd/staticpodd/agent/podspec"
 	"github.com/staticpodd/staticpodd/agent/prober"
@@ -31,6 +32,14 @@ type fakeAgent struct {
 	logFile  string
 	probes   []prober.Status
 	exec     func(ctx context.Context, id string, spec podspec.ExecSpec) (int, error)
+	events   *events.Recorder
+}
+
+func (f fakeAgent) Events() *events.Recorder {
+	if f.events == nil {
+		return events.New("node1", 0, slog.New(slog.DiscardHandler))
+	}
+	return f.events
 }
 
 func (f fakeAgent) Probes() []prober.Status { return f.probes }

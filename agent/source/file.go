@@ -131,6 +131,26 @@ func (f *File) Run(ctx context.Context, out chan<- Update) error {
 	}
 }
 
+// Once sends the pod set once and returns: the source of run --once, which
+// reads the manifests at start only. A file still being written (failing,
+// changed less than settleTime ago) is read again once it has settled.
+func (f *File) Once(ctx context.Context, out chan<- Update) error {
+	for {
+		f.recheck = false
+		u := f.list()
+		if !f.recheck {
+			return f.send(ctx, out, u)
+		}
+		t := time.NewTimer(settleTime)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
 // drain takes the events already queued, so a burst causes one list.
 func drain(events <-chan fsnotify.Event) {
 	for {

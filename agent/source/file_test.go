@@ -371,3 +371,29 @@ func TestSeenStableWhileListed(t *testing.T) {
 		t.Errorf("store asked for %v, want once for a and once for b", asked)
 	}
 }
+
+// Once sends the set once and returns; a file that fails while it may still
+// be being written is reported once it has settled.
+func TestOnce(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "web.yaml"), []byte(podYAML("web", "busybox")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	half := filepath.Join(dir, "half.yaml")
+	if err := os.WriteFile(half, []byte("apiVersion: v1\nkind: Pod\nmetadata:\n  name: half\nspec:\n  containers:\n  - name: c\n    image: ["), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	src := NewFile(dir, "node1", time.Hour, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	out := make(chan Update, 2)
+	if err := src.Once(context.Background(), out); err != nil {
+		t.Fatalf("Once: %v", err)
+	}
+	close(out)
+	var updates []Update
+	for u := range out {
+		updates = append(updates, u)
+	}
+	if len(updates) != 1 || len(updates[0].Pods) != 1 || len(updates[0].Problems) != 1 || updates[0].Problems[0].Origin != half {
+		t.Errorf("updates = %+v, want one with the good pod and the half-written file as a problem", updates)
+	}
+}

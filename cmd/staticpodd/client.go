@@ -12,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/staticpodd/staticpodd/agent/config"
 )
 
 // daemonClient talks HTTP to the daemon over its unix socket.
@@ -102,7 +104,7 @@ func notListening(err error) bool {
 }
 
 func (c *daemonClient) notRunning() error {
-	return fmt.Errorf("staticpodd is not running (nothing listens on %s; is --run-dir right?)", c.socket)
+	return fmt.Errorf("staticpodd is not running (nothing listens on %s; is --run-dir, or %s, right?)", c.socket, config.EnvRunDir)
 }
 
 func (c *daemonClient) getJSON(ctx context.Context, path string, v any) error {

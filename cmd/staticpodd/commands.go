@@ -9,6 +9,7 @@ func addCommands(root *cobra.Command, o *globalOptions) {
 		newPsCmd(o),
 		newLogsCmd(o),
 		newExecCmd(o),
+		newEventsCmd(o),
 		newImagesCmd(o),
 		newValidateCmd(),
 		newConfigCmd(o),

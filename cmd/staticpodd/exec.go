@@ -13,7 +13,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -21,10 +20,6 @@ import (
 
 	"github.com/staticpodd/staticpodd/agent/server"
 )
-
-// defaultContainerAnnotation names the container kubectl picks when none is
-// given.
-const defaultContainerAnnotation = "kubectl.kubernetes.io/default-container"
 
 // exitError makes main exit with code, saying msg first unless it is empty.
 type exitError struct {
@@ -116,15 +111,6 @@ func execContainer(pod *v1.Pod, name string) (container, note string, err error)
 		note = fmt.Sprintf("Defaulted container %q out of: %s", first, allContainerNames(pod))
 	}
 	return first, note, nil
-}
-
-// allContainerNames lists a pod's containers as kubectl's podcmd.AllContainerNames does.
-func allContainerNames(pod *v1.Pod) string {
-	names := containerNames(pod)
-	for _, c := range pod.Spec.InitContainers {
-		names = append(names, c.Name+" (init)")
-	}
-	return strings.Join(names, ", ")
 }
 
 // execSession is one exec through the daemon.

@@ -6,7 +6,7 @@ import (
 	"net/url"
 	"os/signal"
 	"path/filepath"
-	"strings"
+	"slices"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -33,11 +33,7 @@ func newLogsCmd(o *globalOptions) *cobra.Command {
 				return err
 			}
 			if container == "" {
-				if len(pod.Spec.Containers) != 1 {
-					return fmt.Errorf("pod %s has %d containers (%s): choose one with -c", pod.Name,
-						len(pod.Spec.Containers), strings.Join(containerNames(pod), ", "))
-				}
-				container = pod.Spec.Containers[0].Name
+				container = defaultContainer(pod, cmd.ErrOrStderr())
 			}
 			q := url.Values{}
 			if follow {
@@ -51,7 +47,7 @@ func newLogsCmd(o *globalOptions) *cobra.Command {
 			return c.stream(ctx, path, cmd.OutOrStdout())
 		},
 	}
-	cmd.Flags().StringVarP(&container, "container", "c", "", "the container, when the pod has several")
+	cmd.Flags().StringVarP(&container, "container", "c", "", "the container (default: the one annotation "+defaultContainerAnnotation+" names, else the first)")
 	cmd.Flags().StringVarP(&namespace, "namespace", "n", "", "the pod's namespace, when the name is ambiguous")
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing as the container writes")
 	cmd.Flags().BoolVarP(&previous, "previous", "p", false, "the logs of the run before the current one")
@@ -72,6 +68,11 @@ func findPod(ctx context.Context, c *daemonClient, name, namespace string) (*v1.
 		if p.Name == name || p.Name == name+"-"+p.Spec.NodeName {
 			found = append(found, p)
 		}
+	}
+	// During an edit the old generation is listed, Terminating, beside the
+	// new one: the new one is the pod.
+	if live := slices.DeleteFunc(slices.Clone(found), func(p v1.Pod) bool { return p.DeletionTimestamp != nil }); len(live) > 0 {
+		found = live
 	}
 	switch len(found) {
 	case 0:

@@ -8,7 +8,9 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
+	"github.com/staticpodd/staticpodd/agent/config"
 	"github.com/staticpodd/staticpodd/oci"
 )
 
@@ -26,10 +28,26 @@ func newRootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.PersistentFlags().StringVar(&o.RootDir, "root-dir", "/var/lib/staticpodd", "directory for images, volumes and state")
-	root.PersistentFlags().StringVar(&o.RunDir, "run-dir", "/run/staticpodd", "directory for container state and the CLI socket")
+	root.PersistentFlags().StringVar(&o.RootDir, config.FlagRootDir, config.DefaultRootDir,
+		"directory for images, volumes and state (env "+config.EnvRootDir+")")
+	root.PersistentFlags().StringVar(&o.RunDir, config.FlagRunDir, config.DefaultRunDir,
+		"directory for container state and the CLI socket (env "+config.EnvRunDir+")")
+	root.PersistentPreRun = func(cmd *cobra.Command, _ []string) { o.fromEnv(cmd.Flags()) }
 	addCommands(root, o)
 	return root
+}
+
+// fromEnv takes each dir whose flag was not given from its environment
+// variable, as config.Load does for the daemon.
+func (o *globalOptions) fromEnv(fs *pflag.FlagSet) {
+	for _, d := range []struct {
+		flag, env string
+		dst       *string
+	}{{config.FlagRootDir, config.EnvRootDir, &o.RootDir}, {config.FlagRunDir, config.EnvRunDir, &o.RunDir}} {
+		if v := os.Getenv(d.env); v != "" && !fs.Changed(d.flag) {
+			*d.dst = v
+		}
+	}
 }
 
 func main() {

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/sync/errgroup"
@@ -36,7 +37,8 @@ var errSignal = errors.New("received a stop signal")
 
 func newRunCmd() *cobra.Command {
 	var flags config.Flags
-	var verbose bool
+	var verbose, once bool
+	var onceTimeout time.Duration
 	cmd := &cobra.Command{
 		Use:   "run",
 		Short: "Run the daemon: keep the static pods running",
@@ -55,11 +57,19 @@ func newRunCmd() *cobra.Command {
 				logger.Warn("configuration field ignored", "reason", w)
 			}
 			warnNotYetActedOn(cfg, logger)
+			if once {
+				return runOnce(cfg, logger, onceTimeout, cmd.OutOrStdout())
+			}
+			if cmd.Flags().Changed("once-timeout") {
+				return fmt.Errorf("--once-timeout is for --once")
+			}
 			return runDaemon(cfg, logger)
 		},
 	}
 	flags.Register(cmd.Flags())
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "log at debug level")
+	cmd.Flags().BoolVar(&once, "once", false, "start every pod, wait until each runs (or has finished, for restartPolicy Never and OnFailure), print the results and exit, leaving the pods running")
+	cmd.Flags().DurationVar(&onceTimeout, "once-timeout", defaultOnceTimeout, "with --once, how long to wait for the pods")
 	return cmd
 }
 
@@ -168,7 +178,7 @@ func (d *daemon) reload() {
 }
 
 func runDaemon(cfg *config.Config, logger *slog.Logger) error {
-	d, err := newDaemon(cfg, logger)
+	d, err := newDaemon(cfg, logger, false)
 	if err != nil {
 		return err
 	}
@@ -200,7 +210,9 @@ func runDaemon(cfg *config.Config, logger *slog.Logger) error {
 	return err
 }
 
-func newDaemon(cfg *config.Config, logger *slog.Logger) (*daemon, error) {
+// newDaemon makes every subsystem; once: the sources read the manifests once
+// (run --once).
+func newDaemon(cfg *config.Config, logger *slog.Logger, once bool) (*daemon, error) {
 	for _, dir := range []string{cfg.RootDir, cfg.RunDir} {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return nil, fmt.Errorf("create %s: %w", dir, err)
@@ -244,7 +256,11 @@ func newDaemon(cfg *config.Config, logger *slog.Logger) (*daemon, error) {
 	var sourceNames []string
 	if cfg.StaticPodPath != "" {
 		file := source.NewFile(cfg.StaticPodPath, cfg.NodeName, cfg.FileCheckFrequency, seen.Seen, logger.With("source", "file"))
-		d.sources = append(d.sources, file.Run)
+		if once {
+			d.sources = append(d.sources, file.Once)
+		} else {
+			d.sources = append(d.sources, file.Run)
+		}
 		d.relist = append(d.relist, file.Relist)
 		sourceNames = append(sourceNames, manifest.SourceFile)
 	}

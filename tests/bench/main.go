@@ -314,7 +314,12 @@ func benchRunc(runs int, runc, busybox, dir, fifo string) ([]time.Duration, erro
 }
 
 func poll(timeout time.Duration, f func() bool) error {
-	tick := time.NewTicker(20 * time.Millisecond)
+	return pollEvery(20*time.Millisecond, timeout, f)
+}
+
+// pollEvery calls f every interval until it returns true or timeout passes.
+func pollEvery(every, timeout time.Duration, f func() bool) error {
+	tick := time.NewTicker(every)
 	defer tick.Stop()
 	deadline := time.After(timeout)
 	for !f() {

@@ -252,17 +252,3 @@ spec:
 	fmt.Printf("| p50 | p90 |\n|---|---|\n| %s | %s |\n", ms(pct(ds, 50)), ms(pct(ds, 90)))
 	return nil
 }
-
-func pollEvery(every, timeout time.Duration, f func() bool) error {
-	tick := time.NewTicker(every)
-	defer tick.Stop()
-	deadline := time.After(timeout)
-	for !f() {
-		select {
-		case <-deadline:
-			return fmt.Errorf("timed out after %s", timeout)
-		case <-tick.C:
-		}
-	}
-	return nil
-}

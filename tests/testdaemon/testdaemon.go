@@ -114,7 +114,7 @@ type Daemon struct {
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
-	stderr *bytes.Buffer
+	stderr *lockedBuffer
 	exited chan struct{}
 }
 
@@ -211,7 +211,7 @@ func (d *Daemon) Start() {
 		args = append([]string{"prlimit", fmt.Sprintf("--nofile=%d", d.Nofile), "--"}, args...)
 	}
 	cmd := exec.Command(args[0], args[1:]...)
-	d.stderr = &bytes.Buffer{}
+	d.stderr = &lockedBuffer{}
 	cmd.Stdout = d.stderr
 	cmd.Stderr = d.stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -222,7 +222,10 @@ func (d *Daemon) Start() {
 	d.cmd = cmd
 	d.exited = make(chan struct{})
 	go func(exited chan struct{}) { cmd.Wait(); close(exited) }(d.exited)
-	d.Eventually(10*time.Second, "the daemon answers /healthz", func() error {
+	// Not under d.mu: Eventually shows Output when it fails.
+	d.mu.Unlock()
+	defer d.mu.Lock()
+	d.Eventually(30*time.Second, "the daemon answers /healthz", func() error {
 		resp, err := d.Client().Get(d.URL("/healthz"))
 		if err != nil {
 			return err
@@ -530,4 +533,23 @@ func ProcAlive(pid int) bool {
 	s := string(b)
 	i := strings.LastIndexByte(s, ')')
 	return i > 0 && len(s) > i+2 && s[i+2] != 'Z'
+}
+
+// lockedBuffer is the daemon's output: written by exec's copying goroutine,
+// read by Output at any time.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

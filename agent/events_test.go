@@ -1,0 +1,196 @@
+package agent
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/staticpodd/staticpodd/agent/manifest"
+)
+
+// event returns the one event with reason, failing when there is not
+// exactly one.
+func (h *harness) event(reason string) v1.Event {
+	h.t.Helper()
+	var found []v1.Event
+	for _, e := range h.a.Events().List() {
+		if e.Reason == reason {
+			found = append(found, e)
+		}
+	}
+	if len(found) != 1 {
+		h.t.Fatalf("%d %s events, want 1: %+v", len(found), reason, found)
+	}
+	return found[0]
+}
+
+func (h *harness) reasons() []string {
+	var out []string
+	for _, e := range h.a.Events().List() {
+		out = append(out, e.Reason)
+	}
+	return out
+}
+
+// A crash loop, as `staticpodd events` shows it: the kubelet's reasons and
+// messages about the container, repeats counted on one event.
+func TestEventsOfACrashLoop(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		rt.crash["a"] = 1
+		h := start(t, rt, Config{})
+		t0 := time.Now()
+		h.send([]manifest.Pod{testPod("web", "u1", v1.RestartPolicyAlways, ctr("a", "busybox"))})
+
+		started := h.event("Started")
+		o := started.InvolvedObject
+		if o.Kind != "Pod" || o.APIVersion != "v1" || o.Namespace != "default" || o.Name != "web-node1" || o.UID != "u1" ||
+			o.FieldPath != "spec.containers{a}" {
+			t.Errorf("involvedObject = %+v", o)
+		}
+		if started.Type != v1.EventTypeNormal || started.Message != "Container started" || started.Count != 2 ||
+			started.Source.Host != testNode || started.Namespace != "default" || !strings.HasPrefix(started.Name, "web-node1.") {
+			t.Errorf("Started event = %+v, want Normal \"Container started\" counted twice (first run and the restart at once)", started)
+		}
+		if got := h.event("Pulled").Message; got != `Container image "busybox" already present on machine` {
+			t.Errorf("Pulled message %q", got)
+		}
+		if got := h.event("Created").Message; got != "Container created" {
+			t.Errorf("Created message %q", got)
+		}
+		backoff := h.event("BackOff")
+		if backoff.Type != v1.EventTypeWarning || backoff.Message != "Back-off restarting failed container a in pod web-node1_default(u1)" {
+			t.Errorf("BackOff event = %+v", backoff)
+		}
+
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		started = h.event("Started")
+		if started.Count < 4 || !started.FirstTimestamp.Time.Equal(t0) || !started.LastTimestamp.After(t0.Add(20*time.Second)) {
+			t.Errorf("after a minute of crash loop: Started count %d first %v last %v, want one event counted on, first seen at the start",
+				started.Count, started.FirstTimestamp, started.LastTimestamp)
+		}
+		if logs := h.logs.String(); !strings.Contains(logs, `level=WARN msg=event type=Warning reason=BackOff pod=default/web-node1 uid=u1 container=a`) {
+			t.Errorf("the BackOff event is not logged:\n%s", logs)
+		}
+	})
+}
+
+// A missing image: the pod's own pull policy, and how to bring the image in,
+// in the waiting message and in the event, which counts each retry.
+func TestEventImageNeverPull(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		rt.missing["etcd:3.5"] = true
+		h := start(t, rt, Config{Paths: manifest.Paths{RootDir: "/srv/spd"}})
+		c := ctr("etcd", "etcd:3.5")
+		c.ImagePullPolicy = v1.PullIfNotPresent
+		h.send([]manifest.Pod{testPod("etcd", "u1", v1.RestartPolicyAlways, c)})
+
+		want := "Container image \"etcd:3.5\" is not present with pull policy of IfNotPresent, and staticpodd does not pull images: " +
+			"import it with `staticpodd images import --root-dir /srv/spd FILE`, or copy the image archive into /srv/spd/images/import/"
+		if w := h.pod("etcd").Status.ContainerStatuses[0].State.Waiting; w == nil || w.Message != want {
+			t.Errorf("waiting = %+v\nwant message %q", w, want)
+		}
+		ev := h.event("ErrImageNeverPull")
+		if ev.Type != v1.EventTypeWarning || ev.Message != want {
+			t.Errorf("event = %+v", ev)
+		}
+		if got := h.event("Failed").Message; got != "Error: ErrImageNeverPull" {
+			t.Errorf("Failed message %q", got)
+		}
+		h.a.Resync()
+		synctest.Wait()
+		if got := h.event("ErrImageNeverPull").Count; got != ev.Count+1 {
+			t.Errorf("count after a retry = %d, want %d", got, ev.Count+1)
+		}
+	})
+}
+
+// A liveness probe that fails is an Unhealthy event, and the kill that
+// follows a Killing event saying why.
+func TestEventsOfFailedLiveness(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		rt.SetHealth("/live", 200)
+		h := start(t, rt, Config{})
+		c := ctr("web", "busybox")
+		c.LivenessProbe = httpProbe("/live", 1, 2)
+		h.send([]manifest.Pod{testPod("web", "u1", v1.RestartPolicyAlways, c)})
+		rt.SetHealth("/live", 500)
+		time.Sleep(3 * time.Second)
+		synctest.Wait()
+		un := h.event("Unhealthy")
+		if un.Type != v1.EventTypeWarning || un.Message != "Liveness probe failed: HTTP probe failed with statuscode: 500" ||
+			un.InvolvedObject.FieldPath != "spec.containers{web}" {
+			t.Errorf("Unhealthy event = %+v", un)
+		}
+		if got := h.event("Killing").Message; got != "Container web failed liveness probe, will be restarted" {
+			t.Errorf("Killing message %q", got)
+		}
+		if logs := h.logs.String(); !strings.Contains(logs, `msg="container exited" pod=default/web-node1 container=web`) ||
+			!strings.Contains(logs, "restart=now") {
+			t.Errorf("the kill's exit is not logged with its restart:\n%s", logs)
+		}
+	})
+}
+
+// A manifest problem is one FailedValidation event about the node, recorded
+// when it appears, not at each relist.
+func TestEventManifestProblem(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		h := start(t, rt, Config{})
+		bad := manifest.Problem{Origin: "/etc/kubernetes/manifests/bad.yaml",
+			Err: errors.New("/etc/kubernetes/manifests/bad.yaml: spec.containers: at least one container is required")}
+		h.send(nil, bad)
+		h.send(nil, bad)
+		ev := h.event("FailedValidation")
+		if ev.Type != v1.EventTypeWarning || ev.Count != 1 || ev.InvolvedObject.Kind != "Node" || ev.InvolvedObject.Name != testNode ||
+			ev.Message != "Error validating manifest /etc/kubernetes/manifests/bad.yaml: spec.containers: at least one container is required" {
+			t.Errorf("event = %+v", ev)
+		}
+		h.send(nil)
+		h.send(nil, bad)
+		if ev := h.event("FailedValidation"); ev.Count != 2 {
+			t.Errorf("a problem that came back: count %d, want 2", ev.Count)
+		}
+	})
+}
+
+// Changed is closed when a pod's status changes: how run --once waits.
+func TestChangedSignalsStatusChange(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		h := start(t, rt, Config{})
+		ch := h.a.Changed()
+		select {
+		case <-ch:
+			t.Fatal("changed before any pod")
+		default:
+		}
+		h.send([]manifest.Pod{testPod("web", "u1", v1.RestartPolicyAlways, ctr("a", "busybox"))})
+		select {
+		case <-ch:
+		default:
+			t.Fatal("not signalled after a pod started")
+		}
+	})
+}
+
+// The Killing event of an edit is about the old generation.
+func TestKillingEventOfAnEdit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		h := start(t, rt, Config{})
+		h.send([]manifest.Pod{testPod("web", "u1", v1.RestartPolicyAlways, ctr("a", "busybox"))})
+		h.send([]manifest.Pod{testPod("web", "u2", v1.RestartPolicyAlways, ctr("a", "busybox", "sleep", "9"))})
+		if got := h.event("Killing"); got.InvolvedObject.UID != "u1" || got.Message != "Stopping container a" {
+			t.Errorf("Killing event = %+v, want it about the old generation u1", got)
+		}
+	})
+}

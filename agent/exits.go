@@ -1,0 +1,124 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/staticpodd/staticpodd/agent/events"
+	"github.com/staticpodd/staticpodd/agent/podspec"
+)
+
+// reasonStartError is the runtime's reason for a container whose process
+// could not be started.
+const reasonStartError = "StartError"
+
+// exited takes the exit of a container the worker did not stop: it is logged
+// with what comes next, and a start that failed is an event, as the
+// kubelet's startContainer records it.
+func (w *worker) exited(c podspec.ContainerStatus) {
+	w.logExit(c, false)
+	if c.Reason == reasonStartError {
+		if pod := w.podOf(c.PodUID); pod != nil {
+			w.a.events.Eventf(events.ContainerRef(pod, c.Name), v1.EventTypeWarning, events.Failed, "Error: %s", c.Message)
+		}
+	}
+}
+
+// logExit writes a container's exit to the log, with why it exited and
+// whether and when it will be restarted, so that the daemon's log alone
+// tells why a pod restarts. stopped: the worker stopped it.
+func (w *worker) logExit(c podspec.ContainerStatus, stopped bool) {
+	attrs := []any{"container", c.Name, "id", c.ID, "exitCode", c.ExitCode, "reason", terminated(c).Reason}
+	if sig := exitSignal(c.ExitCode); sig != "" {
+		attrs = append(attrs, "signal", sig)
+	}
+	if c.Message != "" {
+		attrs = append(attrs, "message", c.Message)
+	}
+	attrs = append(attrs, "restartCount", c.Attempt, "restart", w.nextRestart(c, stopped))
+	level := slog.LevelInfo
+	if c.ExitCode != 0 && !stopped {
+		level = slog.LevelWarn
+	}
+	w.logger.Log(context.Background(), level, "container exited", attrs...)
+}
+
+// exitSignal names the signal of an exit code 128+N, the code of a process
+// killed by signal N (the runtime records it so, as the shell does).
+func exitSignal(code int) string {
+	if code <= 128 || code > 128+64 {
+		return ""
+	}
+	return unix.SignalName(syscall.Signal(code - 128))
+}
+
+// nextRestart says what the worker will do about an exited container: "now",
+// "in 40s" (the crash-loop back-off), or "no: " and why.
+func (w *worker) nextRestart(c podspec.ContainerStatus, stopped bool) string {
+	w.mu.Lock()
+	pod := w.desired
+	w.mu.Unlock()
+	if pod == nil || string(pod.UID) != c.PodUID || w.gen == nil || w.gen.uid != c.PodUID {
+		return "no: the pod is being removed or replaced"
+	}
+	spec := findContainer(pod, c.Name)
+	if spec == nil {
+		return "no: not in the pod's spec"
+	}
+	hash := w.gen.hashes[c.Name]
+	if hash == "" {
+		return "no: the container's spec is invalid"
+	}
+	if c.Hash != hash {
+		return "now: its spec changed"
+	}
+	policy := pod.Spec.RestartPolicy
+	init := false
+	for _, ic := range pod.Spec.InitContainers {
+		init = init || ic.Name == c.Name
+	}
+	unhealthy, hookFailed := false, false
+	if st := w.pods[c.PodUID]; st != nil {
+		unhealthy = st.unhealthy[c.ID] != ""
+		hookFailed = st.hookFailed[c.ID]
+	}
+	switch {
+	case w.gen.failed != "":
+		return "no: the pod failed (" + w.gen.failed + ")"
+	case init && c.ExitCode == 0 && !unhealthy:
+		return "no: init container completed"
+	case policy == v1.RestartPolicyNever:
+		return "no: restartPolicy Never"
+	case policy == v1.RestartPolicyOnFailure && c.ExitCode == 0 && !unhealthy:
+		return "no: completed, restartPolicy OnFailure"
+	case stopped && !unhealthy && !hookFailed:
+		// Killed for a failed postStart, it restarts per policy.
+		return "no: stopped"
+	}
+	key := backoffKey(c.PodUID, c.Name, hash)
+	if _, d := w.backoff.wait(key, c.FinishedAt, c.FinishedAt); d > 0 {
+		return fmt.Sprintf("in %s", d)
+	}
+	return "now"
+}
+
+// podOf is the pod a UID of the worker is: the desired one, or an older
+// generation being stopped; nil if the worker shows none.
+func (w *worker) podOf(uid string) *v1.Pod {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch {
+	case w.desired != nil && string(w.desired.UID) == uid:
+		return w.desired
+	case w.stopping[uid] != nil:
+		return w.stopping[uid]
+	case w.status != nil && string(w.status.UID) == uid:
+		return w.status
+	}
+	return nil
+}

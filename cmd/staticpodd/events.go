@@ -1,0 +1,166 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/duration"
+
+	"github.com/staticpodd/staticpodd/agent/events"
+	"github.com/staticpodd/staticpodd/agent/server"
+)
+
+// newEventsCmd is `staticpodd events [-w] [-o json]`: what happened to pods,
+// as the daemon keeps it (the newest events, in memory).
+func newEventsCmd(o *globalOptions) *cobra.Command {
+	var watch bool
+	var output string
+	cmd := &cobra.Command{
+		Use:   "events [-w] [-o json]",
+		Short: "Print what happened to pods: the events the running daemon keeps",
+		Long: "Print the events the running daemon keeps (the newest 1000, since it started), as\n" +
+			"kubectl get events shows them. -w prints them, then each new one as it happens,\n" +
+			"until interrupted; an event that happens again is printed again with its count.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if output != "" && output != "json" {
+				return fmt.Errorf("unknown output format %q: want json", output)
+			}
+			c := newDaemonClient(filepath.Join(o.RunDir, socketName))
+			out := cmd.OutOrStdout()
+			if !watch {
+				if output == "json" {
+					body, err := c.get(cmd.Context(), "/events")
+					if err != nil {
+						return err
+					}
+					_, err = out.Write(append(body, '\n'))
+					return err
+				}
+				var list v1.EventList
+				if err := c.getJSON(cmd.Context(), "/events", &list); err != nil {
+					return err
+				}
+				return printEvents(out, list.Items, time.Now())
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			return watchEvents(ctx, c, out, output == "json")
+		},
+	}
+	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "after the events kept, print each new one as it happens")
+	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: json (with -w, one watch event per line)")
+	return cmd
+}
+
+func printEvents(out io.Writer, list []v1.Event, now time.Time) error {
+	if len(list) == 0 {
+		_, err := fmt.Fprintln(out, "No events.")
+		return err
+	}
+	tw := tabwriter.NewWriter(out, 0, 8, 3, ' ', 0)
+	fmt.Fprintln(tw, strings.Join(eventHeader, "\t"))
+	for _, e := range list {
+		fmt.Fprintln(tw, strings.Join(eventRow(e, now), "\t"))
+	}
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("write events: %w", err)
+	}
+	return nil
+}
+
+var eventHeader = []string{"LAST SEEN", "TYPE", "REASON", "OBJECT", "CONTAINER", "MESSAGE"}
+
+// eventRow is an event as kubectl get events shows it, with the container:
+// LAST SEEN is "5m (x3 over 10m)" for an event seen three times.
+func eventRow(e v1.Event, now time.Time) []string {
+	last := "<unknown>"
+	if !e.LastTimestamp.IsZero() {
+		last = duration.HumanDuration(now.Sub(e.LastTimestamp.Time))
+	}
+	if e.Count > 1 && !e.FirstTimestamp.IsZero() {
+		last = fmt.Sprintf("%s (x%d over %s)", last, e.Count, duration.HumanDuration(now.Sub(e.FirstTimestamp.Time)))
+	}
+	obj := strings.ToLower(e.InvolvedObject.Kind) + "/" + e.InvolvedObject.Name
+	return []string{last, e.Type, e.Reason, obj, orNone(events.Container(e.InvolvedObject.FieldPath)), oneLine(e.Message, 300)}
+}
+
+// watchEvents prints the events the daemon keeps, then each new one, until
+// ctx ends or the daemon ends the watch.
+func watchEvents(ctx context.Context, c *daemonClient, out io.Writer, asJSON bool) error {
+	resp, err := c.open(ctx, "/events?watch=true")
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	widths := make([]int, len(eventHeader))
+	printed := false
+	lines := bufio.NewScanner(resp.Body)
+	lines.Buffer(make([]byte, 0, 64<<10), 4<<20)
+	for lines.Scan() {
+		if asJSON {
+			if _, err := fmt.Fprintf(out, "%s\n", lines.Bytes()); err != nil {
+				return err
+			}
+			continue
+		}
+		var we server.WatchEvent
+		if err := json.Unmarshal(lines.Bytes(), &we); err != nil {
+			return fmt.Errorf("decode event from the daemon: %w", err)
+		}
+		if we.Type == server.WatchError {
+			var st metav1.Status
+			_ = json.Unmarshal(we.Object, &st)
+			return fmt.Errorf("the daemon ended the watch: %s", st.Message)
+		}
+		var e v1.Event
+		if err := json.Unmarshal(we.Object, &e); err != nil {
+			return fmt.Errorf("decode event from the daemon: %w", err)
+		}
+		if !printed {
+			printed = true
+			if err := writeRow(out, eventHeader, widths); err != nil {
+				return err
+			}
+		}
+		if err := writeRow(out, eventRow(e, time.Now()), widths); err != nil {
+			return err
+		}
+	}
+	if ctx.Err() != nil {
+		return nil
+	}
+	if err := lines.Err(); err != nil {
+		return fmt.Errorf("read events from the daemon: %w", err)
+	}
+	return fmt.Errorf("the daemon ended the watch (it stopped?)")
+}
+
+// writeRow writes cells padded to the widths seen so far, which grow: rows
+// printed as they come stay about aligned.
+func writeRow(out io.Writer, cells []string, widths []int) error {
+	var b strings.Builder
+	for i, c := range cells {
+		widths[i] = max(widths[i], len(c), len(eventHeader[i]))
+		if i == len(cells)-1 {
+			b.WriteString(c)
+			break
+		}
+		fmt.Fprintf(&b, "%-*s   ", widths[i], c)
+	}
+	b.WriteByte('\n')
+	_, err := io.WriteString(out, b.String())
+	return err
+}

@@ -1,0 +1,121 @@
+package tests
+
+import (
+	"bufio"
+	"fmt"
+	"github.com/staticpodd/staticpodd/tests/testdaemon"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// staticpodd events -w, found through STATICPODD_RUN_DIR, prints what
+// happens to a crash-looping pod as it happens, with the kubelet's reasons;
+// staticpodd events counts the repeats; the daemon's log says why the
+// container restarts.
+func TestEventsWatch(t *testing.T) {
+	t.Parallel()
+	d := newDaemon(t)
+	d.Start()
+	watch := exec.Command(testdaemon.Bin, "events", "-w")
+	watch.Env = append(os.Environ(), "STATICPODD_RUN_DIR="+d.RunDir)
+	stdout, err := watch.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	watch.Stderr = os.Stderr
+	if err := watch.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := make(chan string)
+	go func() {
+		defer close(lines)
+		s := bufio.NewScanner(stdout)
+		for s.Scan() {
+			lines <- s.Text()
+		}
+	}()
+	defer func() {
+		watch.Process.Signal(syscall.SIGINT)
+		for range lines {
+		}
+		if err := watch.Wait(); err != nil {
+			t.Errorf("events -w after SIGINT: %v, want a clean exit", err)
+		}
+	}()
+	// waitLine waits for a line with every one of want, failing at the timeout.
+	waitLine := func(want ...string) string {
+		t.Helper()
+		timeout := time.After(60 * time.Second)
+		for {
+			select {
+			case l, ok := <-lines:
+				if !ok {
+					t.Fatalf("events -w ended before a line with %q", want)
+				}
+				if containsAll(l, want...) {
+					return l
+				}
+			case <-timeout:
+				t.Fatalf("no line with %q from events -w within 60s", want)
+			}
+		}
+	}
+	waitLine("LAST SEEN", "TYPE", "REASON", "OBJECT", "CONTAINER", "MESSAGE")
+
+	stamps := filepath.Join(d.Dir, "stamps")
+	os.MkdirAll(stamps, 0o755)
+	d.WriteManifest("crash.yaml", podWithDir("crash", stamps, "echo run >> /s/runs; exit 3", ""))
+	pod := "pod/crash-" + d.Name
+	waitLine("Normal", "Pulled", pod, "main", `Container image "busybox" already present on machine`)
+	waitLine("Normal", "Created", pod, "main", "Container created")
+	waitLine("Normal", "Started", pod, "main", "Container started")
+	waitLine("Warning", "BackOff", pod, "main", "Back-off restarting failed container main in pod crash-"+d.Name+"_default(")
+
+	out := d.CLI("events")
+	if !strings.Contains(out, "(x2 over") || !containsAll(out, "Started", pod) {
+		t.Errorf("events does not count the second start:\n%s", out)
+	}
+	if !containsAll(d.Output(), `msg="container exited" pod=default/crash-`+d.Name+" container=main", "exitCode=3", "restartCount=1", `restart="in 10s"`) {
+		t.Errorf("the daemon log does not say when the container restarts:\n%s", d.Output())
+	}
+}
+
+// A pod's status.startTime survives a daemon restart, even when the
+// containers the pod started with are gone (a crash loop replaced them).
+func TestStartTimeSurvivesDaemonRestart(t *testing.T) {
+	t.Parallel()
+	d := newDaemon(t)
+	d.Start()
+	stamps := filepath.Join(d.Dir, "stamps")
+	os.MkdirAll(stamps, 0o755)
+	d.WriteManifest("crash.yaml", podWithDir("crash", stamps, "exit 3", ""))
+	var started time.Time
+	d.Eventually(60*time.Second, "two restarts", func() error {
+		p := d.Pod("crash")
+		if p == nil || len(p.Status.ContainerStatuses) != 1 || p.Status.StartTime == nil {
+			return fmt.Errorf("no status yet")
+		}
+		if rc := p.Status.ContainerStatuses[0].RestartCount; rc < 2 {
+			return fmt.Errorf("restartCount %d", rc)
+		}
+		started = p.Status.StartTime.Time
+		return nil
+	})
+	d.Stop()
+	d.Start()
+	d.Eventually(30*time.Second, "the pod listed again", func() error {
+		p := d.Pod("crash")
+		if p == nil || p.Status.StartTime == nil {
+			return fmt.Errorf("not yet")
+		}
+		if !p.Status.StartTime.Time.Equal(started) {
+			t.Fatalf("startTime %v after the daemon's restart, want %v", p.Status.StartTime.Time, started)
+		}
+		return nil
+	})
+}
