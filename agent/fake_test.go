@@ -219,7 +219,7 @@ func (f *fakeRuntime) Start(ctx context.Context, pod *podspec.Pod, c *podspec.Co
 		ID: fmt.Sprintf("c%d", f.next), PodUID: pod.UID, PodName: pod.Name, Name: c.Name,
 		Attempt: c.Attempt, Hash: c.Hash, Image: c.Image, ImageID: "sha256:" + c.Image,
 		State: podspec.StateRunning, Pid: 1000 + f.next, CreatedAt: now, StartedAt: now,
-		StopSignal: stop,
+		StopSignal: stop, Annotations: c.Annotations,
 	}
 	fc := &fakeCtr{st: st, done: make(chan struct{})}
 	f.ctrs[st.ID] = fc

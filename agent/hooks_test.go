@@ -414,3 +414,30 @@ func TestPostStartEndsWithTheContainer(t *testing.T) {
 		}
 	})
 }
+
+// A container found after a restart whose pod no manifest wants any more is
+// stopped after its preStop hook, which it was started with (the kubelet's
+// restoreSpecsFromContainerLabels), a named port included.
+func TestPreStopOfAnAdoptedOrphan(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		rt.execFunc = scriptedExec
+		rt.adopt(podspec.ContainerStatus{ID: "old", PodUID: "u0", PodName: "gone-node1", PodNamespace: "default", Name: "x",
+			State: podspec.StateRunning, Annotations: map[string]string{
+				manifest.AnnotationPreStopHandler: `{"exec":{"command":["drain","now"]}}`,
+			}})
+		rt.adopt(podspec.ContainerStatus{ID: "web", PodUID: "u0", PodName: "gone-node1", PodNamespace: "default", Name: "w",
+			State: podspec.StateRunning, Annotations: map[string]string{
+				manifest.AnnotationPreStopHandler: `{"httpGet":{"path":"/quit","port":"admin","scheme":"HTTP"}}`,
+				manifest.AnnotationContainerPorts: `[{"name":"admin","containerPort":9000}]`,
+			}})
+		h := start(t, rt, Config{})
+		h.send(nil)
+		if got := rt.Calls("exec", "signal old"); !slices.Equal(got, []string{"exec old drain now", "signal old terminated"}) {
+			t.Errorf("calls %q, want the preStop hook then the stop", got)
+		}
+		if !slices.Equal(rt.dials, []string{"u0 127.0.0.1:9000"}) {
+			t.Errorf("dials %q, want the named port's", rt.dials)
+		}
+	})
+}

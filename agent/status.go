@@ -109,7 +109,10 @@ func orphanPod(uid string, st *podState) *v1.Pod {
 	}
 	pod.DeletionGracePeriodSeconds = &grace
 	for _, c := range latestByName(st.containers) {
-		pod.Spec.Containers = append(pod.Spec.Containers, v1.Container{Name: c.Name, Image: c.Image})
+		// What its stop needs of its spec: its preStop hook.
+		spec := manifest.RestoreContainer(c.Name, c.Annotations)
+		spec.Image = c.Image
+		pod.Spec.Containers = append(pod.Spec.Containers, spec)
 		cs := v1.ContainerStatus{Name: c.Name, Image: c.Image, ImageID: c.ImageID,
 			ContainerID: containerIDPrefix + c.ID, RestartCount: int32(c.Attempt)}
 		if c.State == podspec.StateExited {

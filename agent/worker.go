@@ -356,6 +356,9 @@ func keepLabels(st *podspec.ContainerStatus, old podspec.ContainerStatus) {
 	if st.StopSignal == 0 {
 		st.StopSignal = old.StopSignal
 	}
+	if st.Annotations == nil {
+		st.Annotations = old.Annotations
+	}
 }
 
 func findContainer(pod *v1.Pod, name string) *v1.Container {

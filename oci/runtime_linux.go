@@ -179,7 +179,8 @@ func (r *Runtime) start(ctx context.Context, pm *pendingMonitor, pod *podspec.Po
 		TerminationGracePeriod: pod.TerminationGracePeriod,
 		StopSignal:             int(r.stopSignal(c, img.Config.StopSignal)),
 		TerminationMessage:     c.TerminationMessagePath != "", TerminationMessageFromLog: c.TerminationMessageFromLog,
-		MonitorPid: pm.m.pid, MonitorStart: pm.m.start,
+		Annotations: c.Annotations,
+		MonitorPid:  pm.m.pid, MonitorStart: pm.m.start,
 	}
 	// The two fsyncs run side by side.
 	specWritten := make(chan error, 1)
@@ -582,6 +583,7 @@ func (rec containerRecord) status() podspec.ContainerStatus {
 		Attempt: rec.Attempt, Hash: rec.Hash, Image: rec.Image, ImageID: rec.ImageID,
 		State: podspec.StateUnknown, CreatedAt: rec.CreatedAt, LogPath: rec.LogPath,
 		TerminationGracePeriod: rec.TerminationGracePeriod, StopSignal: syscall.Signal(rec.StopSignal),
+		Annotations: rec.Annotations,
 	}
 }
 

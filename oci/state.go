@@ -73,6 +73,8 @@ type containerRecord struct {
 	// its log stands in when it failed without writing one.
 	TerminationMessage        bool `json:"terminationMessage,omitempty"`
 	TerminationMessageFromLog bool `json:"terminationMessageFromLog,omitempty"`
+	// Annotations are the agent's, given back in the container's status.
+	Annotations map[string]string `json:"annotations,omitempty"`
 	// MonitorPid and MonitorStart name the container's monitor, as its
 	// state does once the monitor wrote it: a daemon that died after it
 	// told the monitor to go leaves the next one a monitor to adopt.

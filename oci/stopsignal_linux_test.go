@@ -4,13 +4,15 @@ package oci
 
 import (
 	"context"
+	"maps"
 	"syscall"
 	"testing"
 	"time"
 )
 
 // The runtime records what stops each container: its own stop signal, else
-// its image's, else SIGTERM; a restarted daemon knows it too.
+// its image's, else SIGTERM, and the agent's annotations (its preStop hook);
+// a restarted daemon knows them too.
 func TestStopSignalRecorded(t *testing.T) {
 	e := newEnv(t)
 	e.store.stopSignal = "usr2"
@@ -19,9 +21,10 @@ func TestStopSignalRecorded(t *testing.T) {
 	pod := e.pod(false)
 	e.sandbox(pod)
 	// The container's exits only on the signal it says stops it.
-	own := e.container(pod, "own", "trap 'exit 7' USR1; while true; do sleep 1 & wait $!; done")
+	own := e.container(pod, "own", "trap 'exit 7' USR1; echo ready; while true; do sleep 1 & wait $!; done")
 	own.StopSignal = syscall.SIGUSR1
-	imgs := e.container(pod, "image", "trap 'exit 8' USR2; while true; do sleep 1 & wait $!; done")
+	own.Annotations = map[string]string{"io.kubernetes.container.preStopHandler": `{"sleep":{"seconds":1}}`}
+	imgs := e.container(pod, "image", "trap 'exit 8' USR2; echo ready; while true; do sleep 1 & wait $!; done")
 	ownSt, imgSt := e.start(pod, own), e.start(pod, imgs)
 	if ownSt.StopSignal != syscall.SIGUSR1 || imgSt.StopSignal != syscall.SIGUSR2 {
 		t.Errorf("stop signals %v and %v, want SIGUSR1 (the container's) and SIGUSR2 (the image's)", ownSt.StopSignal, imgSt.StopSignal)
@@ -29,7 +32,13 @@ func TestStopSignalRecorded(t *testing.T) {
 	e.store.stopSignal = "SIGNOPE"
 	e.cfg.Images = e.store
 	e.rt = e.newRuntime()
-	bad := e.start(pod, e.container(pod, "bad", "trap 'exit 9' TERM; while true; do sleep 1 & wait $!; done"))
+	badC := e.container(pod, "bad", "trap 'exit 9' TERM; echo ready; while true; do sleep 1 & wait $!; done")
+	bad := e.start(pod, badC)
+	// Signalled only once their traps are set: PID 1 ignores a signal it
+	// has no handler for.
+	for _, c := range []string{own.LogPath, imgs.LogPath, badC.LogPath} {
+		waitLog(t, c, "stdout F ready")
+	}
 	if bad.StopSignal != syscall.SIGTERM {
 		t.Errorf("an image whose StopSignal means nothing: %v, want SIGTERM", bad.StopSignal)
 	}
@@ -40,6 +49,9 @@ func TestStopSignalRecorded(t *testing.T) {
 	got := map[string]syscall.Signal{}
 	for _, c := range list {
 		got[c.Name] = c.StopSignal
+		if want := own.Annotations; c.Name == "own" && !maps.Equal(c.Annotations, want) {
+			t.Errorf("adopted annotations %v, want %v", c.Annotations, want)
+		}
 	}
 	if got["own"] != syscall.SIGUSR1 || got["image"] != syscall.SIGUSR2 || got["bad"] != syscall.SIGTERM {
 		t.Errorf("adopted stop signals %v", got)

@@ -147,9 +147,10 @@ func Container(pod *v1.Pod, c *v1.Container, attempt int, p Paths) (*podspec.Con
 		TerminationMessagePath:    msgPath,
 		TerminationMessageFromLog: c.TerminationMessagePolicy == v1.TerminationMessageFallbackToLogsOnError,
 
-		Attempt: attempt,
-		LogPath: filepath.Join(p.LogDir(pod), c.Name, fmt.Sprintf("%d.log", attempt)),
-		Hash:    hash,
+		Attempt:     attempt,
+		LogPath:     filepath.Join(p.LogDir(pod), c.Name, fmt.Sprintf("%d.log", attempt)),
+		Annotations: stopAnnotations(c),
+		Hash:        hash,
 	}, nil
 }
 

@@ -379,3 +379,38 @@ spec:
 		t.Errorf("httpGet hook defaults: path %q scheme %q", g.Path, g.Scheme)
 	}
 }
+
+// A container with a preStop hook keeps it, and its ports, in annotations
+// the runtime gives back: enough to run the hook once the manifest is gone.
+func TestStopAnnotations(t *testing.T) {
+	pod := mustParse(t, `apiVersion: v1
+kind: Pod
+metadata: {name: p}
+spec:
+  containers:
+  - name: hooked
+    image: busybox
+    ports: [{name: admin, containerPort: 9000}]
+    lifecycle:
+      preStop: {httpGet: {path: /quit, port: admin}}
+  - name: plain
+    image: busybox
+`)
+	p := Paths{RootDir: "/var/lib/staticpodd", PodLogsDir: "/var/log/pods"}
+	hooked, err := Container(pod, &pod.Spec.Containers[0], 0, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := RestoreContainer("hooked", hooked.Annotations)
+	want := v1.Container{Name: "hooked", Ports: pod.Spec.Containers[0].Ports, Lifecycle: &v1.Lifecycle{PreStop: pod.Spec.Containers[0].Lifecycle.PreStop}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("restored %+v\nwant %+v", got, want)
+	}
+	plain, err := Container(pod, &pod.Spec.Containers[1], 0, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plain.Annotations != nil {
+		t.Errorf("a container without preStop has annotations %v", plain.Annotations)
+	}
+}

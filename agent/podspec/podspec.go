@@ -96,6 +96,10 @@ type Container struct {
 	// Hash identifies the container's desired spec; adoption after a daemon
 	// restart matches running containers by pod UID, name and Hash.
 	Hash string
+	// Annotations are kept with the container and given back in its
+	// status, as CRI keeps a container's annotations: what the agent needs
+	// to stop it once its pod's manifest is gone (its preStop hook).
+	Annotations map[string]string
 }
 
 type EnvVar struct {
@@ -180,6 +184,8 @@ type ContainerStatus struct {
 	// StopSignal is the signal that stops the container: its own, else its
 	// image's, else SIGTERM; 0 if unknown (SIGTERM).
 	StopSignal syscall.Signal
+	// Annotations are the container's, as it was started with them.
+	Annotations map[string]string
 }
 
 // Bounds of a termination message, the kubelet's.
