@@ -109,8 +109,10 @@ func (w *worker) postStartDone(r hookResult) {
 		}
 		return
 	}
-	// The mark stays until the container is gone: a daemon that dies
-	// before it is killed runs the hook again rather than take it as started.
+	// The mark stays: a daemon that dies before the container is killed
+	// runs the hook again rather than take it as started. Once the
+	// container is gone it matches nothing, and goes with the pod's
+	// directory.
 	w.logger.Warn("postStart hook failed, killing container", "reason", reasonFailedPostStart,
 		"container", r.run.name, "id", r.id, "message", r.msg)
 	if pod := w.podOf(r.run.uid); pod != nil {

@@ -163,10 +163,12 @@ func (w *worker) sync(ctx context.Context) {
 			st.grace = podGrace(pod)
 		}
 	}
+	// Before the first publish: an adopted container whose postStart hook
+	// runs again is never shown started meanwhile.
+	w.syncPostStarts(ctx, pod)
 	// A new generation shows at once, waiting while an older one stops, and
 	// a pod no longer desired shows Terminating until nothing of it is left.
 	w.publish(pod)
-	w.syncPostStarts(ctx, pod)
 	w.syncProbes(ctx, pod)
 	w.markProbes(pod)
 	w.markHooks()
