@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"slices"
 	"strings"
@@ -91,7 +92,7 @@ func (w *worker) startProbes(ctx context.Context, pod *v1.Pod, c *v1.Container, 
 	}
 	w.mu.Unlock()
 
-	uid := string(pod.UID)
+	uid, id := string(pod.UID), cs.ID
 	host := w.podHost(pod)
 	startedAt := cs.StartedAt
 	if startedAt.IsZero() {
@@ -105,6 +106,12 @@ func (w *worker) startProbes(ctx context.Context, pod *v1.Pod, c *v1.Container, 
 			Host:      host,
 			Dial: func(ctx context.Context, network, addr string) (net.Conn, error) {
 				return w.a.rt.Dial(ctx, uid, network, addr)
+			},
+			// The kubelet's exec probe: the command as written (no
+			// environment expansion beyond the container's own), its
+			// output combined, killed at the probe's timeout (ctx).
+			Exec: func(ctx context.Context, cmd []string, out io.Writer) (int, error) {
+				return w.a.rt.Exec(ctx, id, podspec.ExecSpec{Cmd: cmd, Stdout: out, Stderr: out})
 			},
 		},
 		Startup:   c.StartupProbe,

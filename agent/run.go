@@ -144,7 +144,7 @@ func (a *Agent) reconcile(ctx context.Context, l *loop) {
 	for key, p := range pods {
 		w := a.workers[key]
 		if w == nil {
-			w = a.startWorkerLocked(ctx, l, key, a.claim(l, p))
+			w = a.startWorkerLocked(ctx, l, key, a.claim(l, p), p.Pod, l.seq)
 		}
 		if l.handed != nil {
 			l.handed[string(p.UID)] = true
@@ -162,7 +162,7 @@ func (a *Agent) reconcile(ctx context.Context, l *loop) {
 	// Every source has spoken: what nobody claimed is removed, and readiness
 	// waits for each desired pod's first sync.
 	for uid, st := range l.stash {
-		w := a.startWorkerLocked(ctx, l, orphanPrefix+uid, map[string]*podState{uid: st})
+		w := a.startWorkerLocked(ctx, l, orphanPrefix+uid, map[string]*podState{uid: st}, nil, l.seq)
 		if p := orphanPod(uid, st); p != nil {
 			w.mu.Lock()
 			w.stopping[uid] = p // listed as Terminating until it is gone
@@ -223,8 +223,13 @@ func (a *Agent) claim(l *loop, p manifest.Pod) map[string]*podState {
 	return pods
 }
 
-func (a *Agent) startWorkerLocked(ctx context.Context, l *loop, key string, pods map[string]*podState) *worker {
+// startWorkerLocked starts the worker of key with the adopted pods it owns
+// and the pod it is to run (nil: stop them). The desired pod is set before
+// the worker's first sync: a worker that synced first with none would stop
+// the adopted containers of a pod that is still wanted.
+func (a *Agent) startWorkerLocked(ctx context.Context, l *loop, key string, pods map[string]*podState, desired *v1.Pod, seq uint64) *worker {
 	w := newWorker(a, key, pods)
+	w.desired, w.seq = desired, seq
 	a.workers[key] = w
 	l.wg.Go(func() { w.run(ctx) })
 	return w

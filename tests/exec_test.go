@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/staticpodd/staticpodd/tests/testdaemon"
 	"os"
 	"os/exec"
 	"strconv"
@@ -14,11 +15,9 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/staticpodd/staticpodd/tests/testdaemon"
 )
 
-// execCmd is `staticpodd exec` with args (POD ... -- CMD...) for daemon d.
+// execCmd is `staticpodd exec` with args (POD ... -- CMD...) for this daemon.
 func execCmd(d *daemon, args ...string) *exec.Cmd {
 	return exec.Command(testdaemon.Bin, append([]string{"exec", "--root-dir", d.RootDir, "--run-dir", d.RunDir}, args...)...)
 }

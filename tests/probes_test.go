@@ -182,3 +182,104 @@ func TestProbesInsidePodNetwork(t *testing.T) {
 		t.Errorf("the tcp liveness probe inside the pod restarted it: %+v", p.Status.ContainerStatuses[0])
 	}
 }
+
+// Exec probes run in the container: readiness follows a file the test
+// makes and removes with `staticpodd exec`, liveness restarts the container
+// when another appears, and a probe that outlives timeoutSeconds fails
+// with the kubelet's message and leaves no process behind.
+func TestExecProbes(t *testing.T) {
+	t.Parallel()
+	d := newDaemon(t)
+	d.WriteManifest("ex.yaml", `apiVersion: v1
+kind: Pod
+metadata: {name: ex}
+spec:
+  terminationGracePeriodSeconds: 2
+  containers:
+  - name: main
+    image: busybox
+    command: ["sh", "-c", "trap 'exit 0' TERM; touch /tmp/ready; while true; do sleep 1 & wait $!; done"]
+    readinessProbe:
+      exec: {command: ["cat", "/tmp/ready"]}
+      periodSeconds: 1
+      failureThreshold: 1
+    livenessProbe:
+      exec: {command: ["sh", "-c", "test ! -e /tmp/die"]}
+      periodSeconds: 1
+      failureThreshold: 1
+  - name: slow
+    image: busybox
+    command: ["sh", "-c", "trap 'exit 0' TERM; while true; do sleep 1 & wait $!; done"]
+    readinessProbe:
+      exec: {command: ["sleep", "30"]}
+      timeoutSeconds: 1
+      periodSeconds: 2
+`)
+	d.Start()
+	isReady := func(name string) func() error {
+		return func() error {
+			p := d.Pod("ex")
+			for _, cs := range p.Status.ContainerStatuses {
+				if cs.Name == name && cs.Ready {
+					return nil
+				}
+			}
+			return fmt.Errorf("%s not ready", name)
+		}
+	}
+	d.Eventually(30*time.Second, "main ready once /tmp/ready is there", isReady("main"))
+	d.CLI("exec", "ex", "-c", "main", "--", "rm", "/tmp/ready")
+	d.Eventually(30*time.Second, "main unready without /tmp/ready", func() error {
+		if isReady("main")() == nil {
+			return errStill
+		}
+		return nil
+	})
+	d.CLI("exec", "ex", "-c", "main", "--", "touch", "/tmp/ready")
+	d.Eventually(30*time.Second, "main ready again", isReady("main"))
+
+	d.CLI("exec", "ex", "-c", "main", "--", "touch", "/tmp/die")
+	d.Eventually(30*time.Second, "liveness restarts main", func() error {
+		for _, cs := range d.Pod("ex").Status.ContainerStatuses {
+			if cs.Name == "main" && cs.RestartCount == 1 && cs.State.Running != nil {
+				return nil
+			}
+		}
+		return fmt.Errorf("not restarted yet")
+	})
+
+	d.Eventually(30*time.Second, "the slow probe fails with its timeout", func() error {
+		if out := d.CLI("ps", "-o", "wide"); !strings.Contains(out, "slow readiness probe") || !strings.Contains(out, "command timed out after 1s") {
+			return fmt.Errorf("ps -o wide:\n%s", out)
+		}
+		return nil
+	})
+	// A timed-out probe is killed: no `sleep 30` piles up in the container.
+	p := d.Pod("ex")
+	var id string
+	for _, cs := range p.Status.ContainerStatuses {
+		if cs.Name == "slow" {
+			id = strings.TrimPrefix(cs.ContainerID, "staticpodd://")
+		}
+	}
+	if n := countProcs(t, d, id, "sleep 30"); n > 1 {
+		t.Errorf("%d timed-out probe processes still run in the container", n)
+	}
+}
+
+// countProcs counts the processes of container id whose command line is cmd.
+func countProcs(t *testing.T, d *daemon, id, cmd string) int {
+	t.Helper()
+	matches, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup/pids", d.Cgroup, "*", id, "cgroup.procs"))
+	n := 0
+	for _, m := range matches {
+		b, _ := os.ReadFile(m)
+		for _, pid := range strings.Fields(string(b)) {
+			c, _ := os.ReadFile("/proc/" + pid + "/cmdline")
+			if strings.ReplaceAll(strings.TrimRight(string(c), "\x00"), "\x00", " ") == cmd {
+				n++
+			}
+		}
+	}
+	return n
+}

@@ -27,13 +27,13 @@ type Agent interface {
 	LogFile(namespace, pod, container string, previous bool) (string, error)
 	// Probes are the last results of the probes of running containers.
 	Probes() []prober.Status
+	// Events are what happened to pods, kept and to come.
+	Events() *events.Recorder
 	// ExecTarget is the ID of a running container to exec in; errors wrap
 	// podspec.ErrNotExist or podspec.ErrNotRunning.
 	ExecTarget(namespace, pod, container string) (string, error)
 	// Exec runs spec in container id and returns its exit code.
 	Exec(ctx context.Context, id string, spec podspec.ExecSpec) (int, error)
-	// Events are what happened to pods, kept and to come.
-	Events() *events.Recorder
 }
 
 // Problem is a manifest problem as JSON.
@@ -52,9 +52,9 @@ func ReadOnly(a Agent, logger *slog.Logger) http.Handler {
 
 // CLI returns the handler of the CLI socket (mode 0600): the read-only port's,
 // plus /problems, /probes (whose output may echo a container's answers),
-// /events, container logs and exec, which may hold secrets or run anything in a
-// container and so are never served without authentication (the kubelet serves
-// them only on its authenticated port).
+// /events, container logs and exec, which may hold secrets or run anything
+// in a container and so are never served without authentication (the
+// kubelet serves them only on its authenticated port).
 func CLI(a Agent, logger *slog.Logger) http.Handler {
 	mux := http.NewServeMux()
 	readOnly(mux, a, logger)
@@ -80,10 +80,10 @@ func CLI(a Agent, logger *slog.Logger) http.Handler {
 	// A container's log, followed or not, is as long as the container made it
 	// and read as slowly as the client pages through it: a stream.
 	mux.Handle("GET /containerLogs/{namespace}/{pod}/{container}", stream(containerLogs(a, logger), logger))
-	mux.HandleFunc("POST /exec/{namespace}/{pod}/{container}", execHandler(a, logger))
 	// Events may carry what probes read and error messages: the CLI's only.
 	// Watched, they are a stream.
 	mux.Handle("GET /events", stream(eventsHandler(a, logger), logger))
+	mux.HandleFunc("POST /exec/{namespace}/{pod}/{container}", execHandler(a, logger))
 	return mux
 }
 

@@ -31,8 +31,8 @@ type fakeAgent struct {
 	problems []manifest.Problem
 	logFile  string
 	probes   []prober.Status
-	exec     func(ctx context.Context, id string, spec podspec.ExecSpec) (int, error)
 	events   *events.Recorder
+	exec     func(ctx context.Context, id string, spec podspec.ExecSpec) (int, error)
 }
 
 func (f fakeAgent) Events() *events.Recorder {

@@ -13,6 +13,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -86,31 +87,19 @@ func newExecCmd(o *globalOptions) *cobra.Command {
 // podcmd.FindOrDefaultContainerByName does, and returns kubectl's note when it
 // chose the first of several.
 func execContainer(pod *v1.Pod, name string) (container, note string, err error) {
-	has := func(n string) bool {
+	if name != "" {
 		for _, c := range append(pod.Spec.Containers, pod.Spec.InitContainers...) {
-			if c.Name == n {
-				return true
+			if c.Name == name {
+				return name, "", nil
 			}
 		}
-		return false
+		return "", "", fmt.Errorf("pod %s has no container %q; it has %s", pod.Name, name, allContainerNames(pod))
 	}
-	if name != "" {
-		if !has(name) {
-			return "", "", fmt.Errorf("pod %s has no container %q; it has %s", pod.Name, name, allContainerNames(pod))
-		}
-		return name, "", nil
-	}
-	if def := pod.Annotations[defaultContainerAnnotation]; def != "" && has(def) {
-		return def, "", nil
-	}
-	if len(pod.Spec.Containers) == 0 {
+	var warn strings.Builder
+	if container = defaultContainer(pod, &warn); container == "" {
 		return "", "", fmt.Errorf("pod %s has no containers", pod.Name)
 	}
-	first := pod.Spec.Containers[0].Name
-	if len(pod.Spec.Containers) > 1 || len(pod.Spec.InitContainers) > 0 {
-		note = fmt.Sprintf("Defaulted container %q out of: %s", first, allContainerNames(pod))
-	}
-	return first, note, nil
+	return container, strings.TrimSuffix(warn.String(), "\n"), nil
 }
 
 // execSession is one exec through the daemon.

@@ -1,6 +1,7 @@
 // Command bench measures how long staticpodd takes from a manifest's rename(2)
 // into the watched directory until the container's process has exec'd its
-// command, side by side with `runc run -d` of an equivalent bundle.
+// command, side by side with `runc run -d` of an equivalent bundle; and how
+// long `staticpodd exec` of `true` takes, side by side with `runc exec`.
 //
 // Both containers run the same command, `sh -c ': > /sig/fifo'`: opening the FIFO
 // for writing is the first thing the exec'd process does, and it unblocks the
@@ -81,6 +82,17 @@ func run(runs int, bin, image, runc, busybox string) error {
 	fmt.Printf("| staticpodd (rename → exec) | %s | %s |\n", ms(op50), ms(op90))
 	fmt.Printf("| runc run -d (exec → exec) | %s | %s |\n", ms(rp50), ms(rp90))
 	fmt.Printf("| ratio staticpodd / runc | %.2f | %.2f |\n", float64(op50)/float64(rp50), float64(op90)/float64(rp90))
+	ourExec, theirExec, err := benchExec(runs, bin, image, runc, busybox, dir)
+	if err != nil {
+		return fmt.Errorf("exec: %w", err)
+	}
+	ep50, ep90 := pct(ourExec, 50), pct(ourExec, 90)
+	rp50, rp90 = pct(theirExec, 50), pct(theirExec, 90)
+	fmt.Printf("\nexec of `true` in a running container, CLI start → CLI exit, %d runs each, alternating\n\n", runs)
+	fmt.Printf("| | p50 | p90 |\n|---|---|---|\n")
+	fmt.Printf("| staticpodd exec POD -- true | %s | %s |\n", ms(ep50), ms(ep90))
+	fmt.Printf("| runc exec ID true | %s | %s |\n", ms(rp50), ms(rp90))
+	fmt.Printf("| ratio staticpodd / runc | %.2f | %.2f |\n", float64(ep50)/float64(rp50), float64(ep90)/float64(rp90))
 	fmt.Printf("\nmemory, one running pod (RSS = anon + file pages shared with the binary):\n\n")
 	fmt.Printf("| process | RSS | of which anon |\n|---|---|---|\n")
 	fmt.Printf("| staticpodd daemon | %s | %s |\n", mib(mem.daemon.rss), mib(mem.daemon.anon))
@@ -136,18 +148,33 @@ type usage struct {
 	monitors []procMem
 }
 
-func benchStaticpodd(runs int, bin, image, dir, fifo string) ([]time.Duration, usage, error) {
+// benchDaemon is a staticpodd daemon of the benchmark, with its own dirs.
+type benchDaemon struct {
+	cmd       *exec.Cmd
+	logs      *bytes.Buffer
+	runDir    string
+	manifests string
+	common    []string // --root-dir, --run-dir
+	podsURL   string
+}
+
+// startDaemon starts a daemon under dir, with image imported, and waits
+// until it answers.
+func startDaemon(bin, image, dir string) (*benchDaemon, error) {
+	d := &benchDaemon{
+		logs:      &bytes.Buffer{},
+		runDir:    filepath.Join("/run", filepath.Base(dir)),
+		manifests: filepath.Join(dir, "manifests"),
+	}
 	root := filepath.Join(dir, "root")
-	runDir := filepath.Join("/run", filepath.Base(dir))
-	manifests := filepath.Join(dir, "manifests")
-	os.MkdirAll(manifests, 0o755)
-	defer os.RemoveAll(runDir)
+	os.MkdirAll(d.manifests, 0o755)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return nil, usage{}, err
+		return nil, err
 	}
 	port := l.Addr().(*net.TCPAddr).Port
 	l.Close()
+	d.podsURL = fmt.Sprintf("http://127.0.0.1:%d/pods", port)
 	cfg := filepath.Join(dir, "config.yaml")
 	os.WriteFile(cfg, []byte(fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
@@ -156,40 +183,62 @@ address: 127.0.0.1
 readOnlyPort: %d
 podLogsDir: %s
 cgroupRoot: /staticpodd-bench
-`, manifests, port, filepath.Join(dir, "logs"))), 0o644)
-	common := []string{"--root-dir", root, "--run-dir", runDir}
-	if out, err := exec.Command(bin, append([]string{"images", "import", image}, common...)...).CombinedOutput(); err != nil {
-		return nil, usage{}, fmt.Errorf("import: %v: %s", err, out)
+`, d.manifests, port, filepath.Join(dir, "logs"))), 0o644)
+	d.common = []string{"--root-dir", root, "--run-dir", d.runDir}
+	if out, err := exec.Command(bin, append([]string{"images", "import", image}, d.common...)...).CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("import: %v: %s", err, out)
 	}
-	var logs bytes.Buffer
-	d := exec.Command(bin, append([]string{"run", "--config", cfg, "--hostname-override", "bench"}, common...)...)
-	d.Stdout, d.Stderr = &logs, &logs
-	if err := d.Start(); err != nil {
+	d.cmd = exec.Command(bin, append([]string{"run", "--config", cfg, "--hostname-override", "bench"}, d.common...)...)
+	d.cmd.Stdout, d.cmd.Stderr = d.logs, d.logs
+	if err := d.cmd.Start(); err != nil {
+		return nil, err
+	}
+	if err := poll(10*time.Second, func() bool { n, _ := d.countPods(); return n == 0 }); err != nil {
+		d.stop()
+		return nil, fmt.Errorf("daemon did not come up: %v\n%s", err, d.logs.String())
+	}
+	return d, nil
+}
+
+func (d *benchDaemon) countPods() (int, error) {
+	resp, err := http.Get(d.podsURL)
+	if err != nil {
+		return -1, err
+	}
+	defer resp.Body.Close()
+	var list struct{ Items []json.RawMessage }
+	err = json.NewDecoder(resp.Body).Decode(&list)
+	return len(list.Items), err
+}
+
+// stop stops the daemon (its pods keep running) and removes its run dir.
+func (d *benchDaemon) stop() {
+	d.cmd.Process.Signal(syscall.SIGTERM)
+	d.cmd.Wait()
+	os.RemoveAll(d.runDir)
+	// The pods' parent cgroup the daemon made, empty now.
+	dirs, _ := filepath.Glob("/sys/fs/cgroup/*/staticpodd-bench")
+	for _, dir := range dirs {
+		os.Remove(dir)
+	}
+}
+
+// removePods removes every manifest and waits until the pods are gone.
+func (d *benchDaemon) removePods() error {
+	entries, _ := os.ReadDir(d.manifests)
+	for _, e := range entries {
+		os.Remove(filepath.Join(d.manifests, e.Name()))
+	}
+	return poll(30*time.Second, func() bool { n, _ := d.countPods(); return n == 0 })
+}
+
+func benchStaticpodd(runs int, bin, image, dir, fifo string) ([]time.Duration, usage, error) {
+	d, err := startDaemon(bin, image, dir)
+	if err != nil {
 		return nil, usage{}, err
 	}
-	defer func() {
-		d.Process.Signal(syscall.SIGTERM)
-		d.Wait()
-		// The pods' parent cgroup the daemon made, empty now.
-		dirs, _ := filepath.Glob("/sys/fs/cgroup/*/staticpodd-bench")
-		for _, dir := range dirs {
-			os.Remove(dir)
-		}
-	}()
-	podsURL := fmt.Sprintf("http://127.0.0.1:%d/pods", port)
-	countPods := func() (int, error) {
-		resp, err := http.Get(podsURL)
-		if err != nil {
-			return -1, err
-		}
-		defer resp.Body.Close()
-		var list struct{ Items []json.RawMessage }
-		err = json.NewDecoder(resp.Body).Decode(&list)
-		return len(list.Items), err
-	}
-	if err := poll(10*time.Second, func() bool { n, _ := countPods(); return n == 0 }); err != nil {
-		return nil, usage{}, fmt.Errorf("daemon did not come up: %v\n%s", err, logs.String())
-	}
+	defer d.stop()
+	manifests, logs, countPods := d.manifests, d.logs, d.countPods
 	manifest := fmt.Sprintf(`apiVersion: v1
 kind: Pod
 metadata: {name: bench}
@@ -243,41 +292,45 @@ spec:
 	}()
 	var u usage
 	err = poll(10*time.Second, func() bool {
-		u = usage{daemon: memOf(d.Process.Pid), monitors: monitorsOf(runDir)}
+		u = usage{daemon: memOf(d.cmd.Process.Pid), monitors: monitorsOf(d.runDir)}
 		return len(u.monitors) >= 1
 	})
 	time.Sleep(time.Second) // let the spare monitor settle too
-	u = usage{daemon: memOf(d.Process.Pid), monitors: monitorsOf(runDir)}
+	u = usage{daemon: memOf(d.cmd.Process.Pid), monitors: monitorsOf(d.runDir)}
 	return ds, u, err
 }
 
-func benchRunc(runs int, runc, busybox, dir, fifo string) ([]time.Duration, error) {
-	bundle := filepath.Join(dir, "bundle")
+// makeBundle makes a runc bundle dir/name of a busybox rootfs directory,
+// running args with host network and sigDir bound at /sig, like the pods.
+func makeBundle(runc, busybox, dir, name string, args []string, sigDir string) (string, error) {
+	bundle := filepath.Join(dir, name)
 	rootfs := filepath.Join(bundle, "rootfs")
 	for _, p := range []string{"bin", "proc", "sys", "dev", "sig", "tmp"} {
 		os.MkdirAll(filepath.Join(rootfs, p), 0o755)
 	}
 	b, err := os.ReadFile(busybox)
 	if err != nil {
-		return nil, err
+		return "", err
 	}
 	os.WriteFile(filepath.Join(rootfs, "bin", "busybox"), b, 0o755)
-	os.Symlink("busybox", filepath.Join(rootfs, "bin", "sh"))
+	for _, applet := range []string{"sh", "sleep", "true"} {
+		os.Symlink("busybox", filepath.Join(rootfs, "bin", applet))
+	}
 	if out, err := exec.Command(runc, "spec", "--bundle", bundle).CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("runc spec: %v: %s", err, out)
+		return "", fmt.Errorf("runc spec: %v: %s", err, out)
 	}
 	var spec map[string]any
 	cfgPath := filepath.Join(bundle, "config.json")
 	raw, _ := os.ReadFile(cfgPath)
 	if err := json.Unmarshal(raw, &spec); err != nil {
-		return nil, err
+		return "", err
 	}
 	proc := spec["process"].(map[string]any)
 	proc["terminal"] = false
-	proc["args"] = []string{"sh", "-c", ": > /sig/fifo"}
+	proc["args"] = args
 	spec["root"] = map[string]any{"path": "rootfs", "readonly": false}
 	spec["mounts"] = append(spec["mounts"].([]any), map[string]any{
-		"destination": "/sig", "type": "bind", "source": filepath.Dir(fifo), "options": []string{"rbind", "rw"},
+		"destination": "/sig", "type": "bind", "source": sigDir, "options": []string{"rbind", "rw"},
 	})
 	linux := spec["linux"].(map[string]any)
 	var nss []any
@@ -288,8 +341,14 @@ func benchRunc(runs int, runc, busybox, dir, fifo string) ([]time.Duration, erro
 	}
 	linux["namespaces"] = nss
 	raw, _ = json.Marshal(spec)
-	os.WriteFile(cfgPath, raw, 0o644)
+	return bundle, os.WriteFile(cfgPath, raw, 0o644)
+}
 
+func benchRunc(runs int, runc, busybox, dir, fifo string) ([]time.Duration, error) {
+	bundle, err := makeBundle(runc, busybox, dir, "bundle", []string{"sh", "-c", ": > /sig/fifo"}, filepath.Dir(fifo))
+	if err != nil {
+		return nil, err
+	}
 	state := filepath.Join("/run", filepath.Base(dir)+"-runc")
 	defer os.RemoveAll(state)
 	var ds []time.Duration
@@ -311,6 +370,82 @@ func benchRunc(runs int, runc, busybox, dir, fifo string) ([]time.Duration, erro
 		exec.Command(runc, "--root", state, "delete", "-f", id).Run()
 	}
 	return ds, nil
+}
+
+// benchExec times `staticpodd exec idle -- true` against `runc exec ID true`
+// in an equivalent running container (busybox, host network, private PID,
+// IPC, UTS and mount namespaces), each from the CLI's start to its exit,
+// alternating the two sides and which goes first.
+func benchExec(runs int, bin, image, runc, busybox, dir string) (ours, theirs []time.Duration, err error) {
+	sub, err := os.MkdirTemp(dir, "staticpodd-bench-exec-")
+	if err != nil {
+		return nil, nil, err
+	}
+	d, err := startDaemon(bin, image, sub)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer d.stop()
+	defer d.removePods()
+	tmp := filepath.Join(sub, "idle.yaml")
+	os.WriteFile(tmp, []byte(`apiVersion: v1
+kind: Pod
+metadata: {name: idle}
+spec:
+  hostNetwork: true
+  terminationGracePeriodSeconds: 1
+  containers:
+  - {name: main, image: busybox, command: ["sleep", "3600"]}
+`), 0o644)
+	if err := os.Rename(tmp, filepath.Join(d.manifests, "idle.yaml")); err != nil {
+		return nil, nil, err
+	}
+	ourExec := func() *exec.Cmd {
+		return exec.Command(bin, append(append([]string{"exec"}, d.common...), "idle", "--", "true")...)
+	}
+	if err := poll(30*time.Second, func() bool { return ourExec().Run() == nil }); err != nil {
+		return nil, nil, fmt.Errorf("idle pod never ran: %v\n%s", err, d.logs.String())
+	}
+
+	sig := filepath.Join(sub, "sig")
+	os.MkdirAll(sig, 0o755)
+	bundle, err := makeBundle(runc, busybox, sub, "bundle", []string{"sleep", "3600"}, sig)
+	if err != nil {
+		return nil, nil, err
+	}
+	state := filepath.Join("/run", filepath.Base(sub)+"-runc")
+	defer os.RemoveAll(state)
+	const id = "bench-exec"
+	// No pipes: the detached container would hold them open.
+	if err := exec.Command(runc, "--root", state, "run", "-d", "--bundle", bundle, id).Run(); err != nil {
+		return nil, nil, fmt.Errorf("runc run: %v", err)
+	}
+	defer exec.Command(runc, "--root", state, "delete", "-f", id).Run()
+	theirExec := func() *exec.Cmd { return exec.Command(runc, "--root", state, "exec", id, "true") }
+
+	timed := func(cmd *exec.Cmd) (time.Duration, error) {
+		t0 := time.Now()
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			return 0, fmt.Errorf("%s: %v: %s", strings.Join(cmd.Args, " "), err, out)
+		}
+		return time.Since(t0), nil
+	}
+	for i := 0; i < runs+1; i++ { // the first of each warms caches and is not counted
+		sides := []func() error{
+			func() error { t, err := timed(ourExec()); ours = append(ours, t); return err },
+			func() error { t, err := timed(theirExec()); theirs = append(theirs, t); return err },
+		}
+		if i%2 == 1 {
+			sides[0], sides[1] = sides[1], sides[0]
+		}
+		for _, side := range sides {
+			if err := side(); err != nil {
+				return nil, nil, err
+			}
+		}
+	}
+	return ours[1:], theirs[1:], nil
 }
 
 func poll(timeout time.Duration, f func() bool) error {

@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -191,7 +192,13 @@ func (d *Daemon) CLI(args ...string) string {
 // CLIErr runs a staticpodd subcommand against this daemon's dirs and returns its
 // output, stdout and stderr together.
 func (d *Daemon) CLIErr(args ...string) (string, error) {
-	args = append(args, "--root-dir", d.RootDir, "--run-dir", d.RunDir)
+	// The daemon's dirs go before a "--", after which all is the command's.
+	dirs := []string{"--root-dir", d.RootDir, "--run-dir", d.RunDir}
+	if i := slices.Index(args, "--"); i >= 0 {
+		args = slices.Concat(args[:i], dirs, args[i:])
+	} else {
+		args = append(slices.Clone(args), dirs...)
+	}
 	cmd := exec.Command(Bin, args...)
 	var out bytes.Buffer
 	cmd.Stdout = &out
