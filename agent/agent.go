@@ -62,6 +62,7 @@ type Agent struct {
 	cfg    Config
 	rt     Runtime
 	conv   converter
+	marks  postStartMarks
 	logger *slog.Logger
 	events *events.Recorder
 	resync chan struct{}
@@ -95,6 +96,10 @@ func New(cfg Config, rt Runtime, logger *slog.Logger) *Agent {
 	if cfg.Notifier == nil {
 		cfg.Notifier = nopNotifier{}
 	}
+	var marks postStartMarks = noMarks{}
+	if cfg.Paths.RootDir != "" {
+		marks = fileMarks{paths: cfg.Paths}
+	}
 	if cfg.Events == nil {
 		cfg.Events = events.New(cfg.NodeName, events.DefaultCapacity, logger)
 	}
@@ -102,6 +107,7 @@ func New(cfg Config, rt Runtime, logger *slog.Logger) *Agent {
 		cfg:     cfg,
 		rt:      rt,
 		conv:    manifestConverter{paths: cfg.Paths},
+		marks:   marks,
 		logger:  logger,
 		events:  cfg.Events,
 		resync:  make(chan struct{}, 1),

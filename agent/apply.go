@@ -29,6 +29,20 @@ const (
 	reasonRunError       = "RunContainerError"
 	reasonCreating       = "ContainerCreating"
 	reasonPodInit        = "PodInitializing"
+	// A container whose postStart hook failed waits with it until its
+	// restart (the kubelet's ErrPostStartHook).
+	reasonPostStartHookError = "PostStartHookError"
+)
+
+// reasonFailedPostStart is why a container whose postStart hook failed is
+// killed (the kubelet's killContainer message).
+const reasonFailedPostStart = "FailedPostStartHook"
+
+// The kubelet's reason and message for a pod past its activeDeadlineSeconds
+// (pkg/kubelet/active_deadline.go).
+const (
+	reasonDeadlineExceeded  = "DeadlineExceeded"
+	messageDeadlineExceeded = "Pod was active on the node longer than the specified deadline"
 )
 
 // apply runs acts in order and returns when the worker should sync again (zero:
@@ -48,6 +62,11 @@ func (w *worker) apply(ctx context.Context, pod *v1.Pod, acts []action) time.Tim
 		act := acts[i]
 		if ctx.Err() != nil {
 			return time.Time{}
+		}
+		if act.kind == actStart && w.postStarting(act.podUID) {
+			// A container just started runs its postStart hook: the
+			// others wait for it, as in the kubelet. Its end syncs again.
+			return retry
 		}
 		if (act.kind == actSandbox || act.kind == actStart) && w.superseded(pod) {
 			// A newer manifest came while older steps ran (a stop can take the
@@ -123,8 +142,11 @@ func (w *worker) killAll(ctx context.Context, pod *v1.Pod, acts []action, killSt
 		if act.remaining {
 			grace = max(act.grace-time.Since(killStart), minGrace)
 		}
+		sig := w.stopSignal(act.podUID, act.id)
+		w.cancelPostStart(act.id)
+		pre := w.preStopOf(act)
 		go func() {
-			st, gone, err := w.kill(ctx, act.id, grace)
+			st, gone, err := w.kill(ctx, act.id, sig, grace, pre)
 			results <- result{act.id, st, gone, err}
 		}()
 	}
@@ -143,23 +165,35 @@ func (w *worker) killAll(ctx context.Context, pod *v1.Pod, acts []action, killSt
 	return errors.Join(errs...)
 }
 
-// kill stops a running container the Nomad way: SIGTERM, wait up to grace,
-// SIGKILL, wait a bounded time. It touches nothing of the worker's but its
-// logger: killAll records the outcome. gone: the runtime has no such
-// container.
-func (w *worker) kill(ctx context.Context, id string, grace time.Duration) (st podspec.ContainerStatus, gone bool, err error) {
-	w.logger.Info("stopping container", "id", id, "grace", grace)
-	if err := w.a.rt.Signal(ctx, id, syscall.SIGTERM); errors.Is(err, podspec.ErrNotExist) {
+// kill stops a running container the Nomad way, after its preStop hook if
+// pre is one: its stop signal (SIGTERM unless it or its image says
+// otherwise), wait up to grace, less what the hook took but at least
+// minGrace (the kubelet's killContainer), SIGKILL, wait a bounded time. It
+// touches nothing of the worker's but its logger: killAll records the
+// outcome. gone: the runtime has no such container.
+func (w *worker) kill(ctx context.Context, id string, sig syscall.Signal, grace time.Duration, pre *preStop) (st podspec.ContainerStatus, gone bool, err error) {
+	if pre != nil {
+		began := time.Now()
+		if st, exited := w.runPreStop(ctx, id, pre, grace); exited {
+			return st, false, nil
+		}
+		if ctx.Err() != nil {
+			return st, false, ctx.Err()
+		}
+		grace = max(grace-time.Since(began), minGrace)
+	}
+	w.logger.Info("stopping container", "id", id, "signal", sig, "grace", grace)
+	if err := w.a.rt.Signal(ctx, id, sig); errors.Is(err, podspec.ErrNotExist) {
 		return st, true, nil
 	}
-	// A failed SIGTERM (the container just exited, say) still waits: Wait tells.
+	// A failed stop signal (the container just exited, say) still waits: Wait tells.
 	if st, err := w.waitFor(ctx, id, grace); err == nil {
 		return st, false, nil
 	}
 	if ctx.Err() != nil {
 		return st, false, ctx.Err()
 	}
-	w.logger.Warn("container ignored SIGTERM, killing it", "id", id, "grace", grace)
+	w.logger.Warn("container outlived its stop signal, killing it", "id", id, "signal", sig, "grace", grace)
 	if err := w.a.rt.Signal(ctx, id, syscall.SIGKILL); errors.Is(err, podspec.ErrNotExist) {
 		return st, true, nil
 	}
@@ -168,6 +202,21 @@ func (w *worker) kill(ctx context.Context, id string, grace time.Duration) (st p
 		return st, false, fmt.Errorf("wait for container %s after SIGKILL: %w", id, err)
 	}
 	return st, false, nil
+}
+
+// stopSignal is the signal that stops container id of pod uid, as the
+// runtime recorded it when it started the container (lifecycle.stopSignal,
+// the image's StopSignal, or SIGTERM); SIGTERM when unknown (the kubelet's
+// ContainerStopSignals).
+func (w *worker) stopSignal(uid, id string) syscall.Signal {
+	if st := w.pods[uid]; st != nil {
+		for _, c := range st.containers {
+			if c.ID == id && c.StopSignal != 0 {
+				return c.StopSignal
+			}
+		}
+	}
+	return syscall.SIGTERM
 }
 
 // recordStopped takes the exit of a container the worker stopped.
@@ -219,8 +268,11 @@ func (w *worker) destroy(ctx context.Context, podUID, id string) error {
 func (w *worker) forget(id string) {
 	for _, ps := range w.pods {
 		ps.containers = slices.DeleteFunc(ps.containers, func(c podspec.ContainerStatus) bool { return c.ID == id })
+		delete(ps.hookFailed, id)
 	}
 	delete(w.watching, id)
+	w.cancelPostStart(id)
+	delete(w.hookChecked, id)
 }
 
 // teardown removes the sandbox and volumes of a pod whose containers are gone.
@@ -325,7 +377,21 @@ func (w *worker) start(ctx context.Context, pod *v1.Pod, act action) time.Time {
 		w.a.events.Eventf(ref, v1.EventTypeWarning, events.Failed, "Error: %v", err)
 		return time.Time{}
 	}
+	marked := false
+	if hasPostStart(c) {
+		// Before the start: a daemon that dies at any point after it
+		// leaves the hook to run again.
+		if err := w.a.marks.Mark(act.podUID, c.Name, spec.Attempt); err != nil {
+			w.logger.Warn("cannot mark postStart hook; a daemon restart during it would take it as done", "container", c.Name, "err", err)
+		}
+		marked = true
+	}
 	cs, err := w.a.rt.Start(ctx, w.a.conv.Sandbox(pod), spec)
+	if marked && (err != nil || cs.ID == "") {
+		if err := w.a.marks.Clear(act.podUID, c.Name, spec.Attempt); err != nil {
+			w.logger.Warn("cannot clear postStart mark", "container", c.Name, "err", err)
+		}
+	}
 	// A container whose process could not be started exists, exited with
 	// StartError: it is handled as one that exited at once.
 	startFailed := errors.Is(err, podspec.ErrStartFailed) && cs.ID != ""
@@ -388,6 +454,9 @@ func (w *worker) start(ctx context.Context, pod *v1.Pod, act action) time.Time {
 		}
 	} else {
 		w.logger.Info("container started", "container", c.Name, "id", cs.ID, "attempt", cs.Attempt)
+		if hasPostStart(c) {
+			w.runPostStart(ctx, pod, c, cs)
+		}
 	}
 	// An exited one is reported at once, so the worker syncs again.
 	w.watch(ctx, cs.ID)

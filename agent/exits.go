@@ -82,18 +82,22 @@ func (w *worker) nextRestart(c podspec.ContainerStatus, stopped bool) string {
 	for _, ic := range pod.Spec.InitContainers {
 		init = init || ic.Name == c.Name
 	}
-	unhealthy := false
+	unhealthy, hookFailed := false, false
 	if st := w.pods[c.PodUID]; st != nil {
 		unhealthy = st.unhealthy[c.ID] != ""
+		hookFailed = st.hookFailed[c.ID]
 	}
 	switch {
+	case w.gen.failed != "":
+		return "no: the pod failed (" + w.gen.failed + ")"
 	case init && c.ExitCode == 0 && !unhealthy:
 		return "no: init container completed"
 	case policy == v1.RestartPolicyNever:
 		return "no: restartPolicy Never"
 	case policy == v1.RestartPolicyOnFailure && c.ExitCode == 0 && !unhealthy:
 		return "no: completed, restartPolicy OnFailure"
-	case stopped && !unhealthy:
+	case stopped && !unhealthy && !hookFailed:
+		// Killed for a failed postStart, it restarts per policy.
 		return "no: stopped"
 	}
 	key := backoffKey(c.PodUID, c.Name, hash)

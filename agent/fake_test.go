@@ -23,6 +23,7 @@ import (
 type fakeRuntime struct {
 	mu        sync.Mutex
 	calls     []string
+	at        []time.Time // when each call was made
 	ctrs      map[string]*fakeCtr
 	sandboxes map[string]bool
 	next      int
@@ -39,6 +40,49 @@ type fakeRuntime struct {
 	dials    []string // pod UID and address of each Dial
 	execCode int      // every Exec's exit code
 	execErr  error    // every Exec fails with it
+	// messages are the termination messages containers exit with, by name.
+	messages map[string]string
+	// execFunc, when set, runs every Exec, outside the lock.
+	execFunc func(ctx context.Context, c podspec.ContainerStatus, spec podspec.ExecSpec) (int, error)
+	// marks are the postStart marks, kept across agents as a root dir is.
+	marks *memMarks
+}
+
+// memMarks are postStart marks in memory.
+type memMarks struct {
+	mu sync.Mutex
+	m  map[string]bool
+}
+
+func (m *memMarks) key(uid, name string, attempt int) string {
+	return fmt.Sprintf("%s/%s#%d", uid, name, attempt)
+}
+
+func (m *memMarks) Mark(uid, name string, attempt int) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.m[m.key(uid, name, attempt)] = true
+	return nil
+}
+
+func (m *memMarks) Clear(uid, name string, attempt int) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.m, m.key(uid, name, attempt))
+	return nil
+}
+
+func (m *memMarks) Marked(uid, name string, attempt int) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.m[m.key(uid, name, attempt)]
+}
+
+// List is the marks, sorted.
+func (m *memMarks) List() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Sorted(maps.Keys(m.m))
 }
 
 type fakeCtr struct {
@@ -56,6 +100,8 @@ func newFakeRuntime() *fakeRuntime {
 		vanished:  map[string]bool{},
 		execFail:  map[string]string{},
 		health:    map[string]int{},
+		messages:  map[string]string{},
+		marks:     &memMarks{m: map[string]bool{}},
 	}
 }
 
@@ -92,6 +138,17 @@ func (f *fakeRuntime) Dial(ctx context.Context, podUID, network, addr string) (n
 
 func (f *fakeRuntime) record(format string, args ...any) {
 	f.calls = append(f.calls, fmt.Sprintf(format, args...))
+	f.at = append(f.at, time.Now())
+}
+
+// When is the time of the first call that is call; zero if none.
+func (f *fakeRuntime) When(call string) time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if i := slices.Index(f.calls, call); i >= 0 {
+		return f.at[i]
+	}
+	return time.Time{}
 }
 
 // Calls returns the calls so far that start with one of prefixes (all if none).
@@ -154,10 +211,15 @@ func (f *fakeRuntime) Start(ctx context.Context, pod *podspec.Pod, c *podspec.Co
 	}
 	f.next++
 	now := time.Now()
+	stop := c.StopSignal
+	if stop == 0 {
+		stop = syscall.SIGTERM
+	}
 	st := podspec.ContainerStatus{
 		ID: fmt.Sprintf("c%d", f.next), PodUID: pod.UID, PodName: pod.Name, Name: c.Name,
 		Attempt: c.Attempt, Hash: c.Hash, Image: c.Image, ImageID: "sha256:" + c.Image,
 		State: podspec.StateRunning, Pid: 1000 + f.next, CreatedAt: now, StartedAt: now,
+		StopSignal: stop, Annotations: c.Annotations,
 	}
 	fc := &fakeCtr{st: st, done: make(chan struct{})}
 	f.ctrs[st.ID] = fc
@@ -186,6 +248,7 @@ func (f *fakeRuntime) exitLocked(c *fakeCtr, code int) {
 	if code == 0 {
 		c.st.Reason = "Completed"
 	}
+	c.st.Message = f.messages[c.st.Name]
 	close(c.done)
 }
 
@@ -204,11 +267,15 @@ func (f *fakeRuntime) Signal(ctx context.Context, id string, sig syscall.Signal)
 		return fmt.Errorf("signal %s: %w", id, podspec.ErrNotExist)
 	}
 	f.record("signal %s %s", id, sig)
+	stop := c.st.StopSignal
+	if stop == 0 {
+		stop = syscall.SIGTERM
+	}
 	switch {
 	case sig == syscall.SIGKILL:
 		f.exitLocked(c, 137)
-	case sig == syscall.SIGTERM && !f.stubborn[c.st.Name]:
-		f.exitLocked(c, 143)
+	case sig == stop && !f.stubborn[c.st.Name]:
+		f.exitLocked(c, 128+int(sig))
 	}
 	return nil
 }
@@ -256,7 +323,8 @@ func (f *fakeRuntime) List(ctx context.Context) ([]podspec.ContainerStatus, erro
 	return out, nil
 }
 
-// Exec prints its command to spec.Stdout and exits with execCode.
+// Exec prints its command to spec.Stdout and exits with execCode, or runs
+// execFunc.
 func (f *fakeRuntime) Exec(ctx context.Context, id string, spec podspec.ExecSpec) (int, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -270,6 +338,12 @@ func (f *fakeRuntime) Exec(ctx context.Context, id string, spec podspec.ExecSpec
 		return -1, f.execErr
 	}
 	f.record("exec %s %s", id, strings.Join(spec.Cmd, " "))
+	if fn := f.execFunc; fn != nil {
+		st := c.st
+		f.mu.Unlock()
+		defer f.mu.Lock()
+		return fn(ctx, st, spec)
+	}
 	if spec.Stdout != nil {
 		fmt.Fprintln(spec.Stdout, strings.Join(spec.Cmd, " "))
 	}
@@ -320,9 +394,16 @@ func (c *fakeConv) Container(pod *v1.Pod, ctr *v1.Container, attempt int) (*pods
 	if err := c.fail[ctr.Name]; err != nil {
 		return nil, err
 	}
+	var stop syscall.Signal
+	if l := ctr.Lifecycle; l != nil && l.StopSignal != nil {
+		var err error
+		if stop, err = podspec.ParseSignal(string(*l.StopSignal)); err != nil {
+			return nil, err
+		}
+	}
 	return &podspec.Container{
 		Name: ctr.Name, Image: ctr.Image, Command: ctr.Command, Attempt: attempt,
-		Hash: hashOf(ctr),
+		Hash: hashOf(ctr), StopSignal: stop,
 	}, nil
 }
 

@@ -81,6 +81,7 @@ func start(t *testing.T, rt *fakeRuntime, cfg Config) *harness {
 	logs := &syncBuffer{}
 	a := New(cfg, rt, slog.New(slog.NewTextHandler(logs, nil)))
 	a.conv = &fakeConv{rt: rt}
+	a.marks = rt.marks
 	ctx, cancel := context.WithCancel(t.Context())
 	h := &harness{t: t, rt: rt, a: a, n: n, logs: logs, updates: make(chan source.Update), cancel: cancel, done: make(chan error, 1)}
 	go func() { h.done <- a.Run(ctx, h.updates) }()

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -54,6 +55,9 @@ type action struct {
 type desiredPod struct {
 	pod    *v1.Pod
 	hashes map[string]string
+	// failed is why the pod is done for good (reasonDeadlineExceeded): its
+	// containers are stopped and none is started again.
+	failed string
 }
 
 // podState is what the runtime has for one pod UID, as a worker knows it.
@@ -72,6 +76,12 @@ type podState struct {
 	// worker knows its spec: they are stopped after the other containers,
 	// last first.
 	sidecars []string
+	// postStarting: a postStart hook of the pod runs. No container is
+	// started meanwhile, as the kubelet's pod worker waits for the hook.
+	postStarting bool
+	// hookFailed are the containers, by ID, whose postStart hook failed:
+	// killed, then restarted per restartPolicy.
+	hookFailed map[string]bool
 }
 
 // isSidecar reports whether c is a restartable init container.
@@ -183,6 +193,16 @@ func runPod(d *desiredPod, st *podState) []action {
 		acts = append(acts, action{kind: actDestroy, podUID: uid, container: c.Name, id: c.ID})
 	}
 
+	if d.failed != "" {
+		// Done for good: everything stops, nothing starts (the kubelet's
+		// terminal phase), what exited stays for its status.
+		names := slices.Sorted(maps.Keys(latest))
+		running := make([]podspec.ContainerStatus, 0, len(names))
+		for _, n := range names {
+			running = append(running, latest[n])
+		}
+		return append(acts, stopContainers(st, running, grace)...)
+	}
 	var starts []action
 	// restart is a running container to stop and start again: its spec
 	// changed under the same UID, or a probe failed.
@@ -192,6 +212,13 @@ func runPod(d *desiredPod, st *podState) []action {
 			acts = append(acts, action{kind: actKill, podUID: uid, container: c.Name, id: l.ID, grace: grace,
 				reason: fmt.Sprintf("Container %s definition changed, will be restarted", c.Name)})
 			starts = append(starts, startAction(d, uid, c.Name, &l))
+			return true
+		}
+		if st.hookFailed[l.ID] {
+			// The kubelet's startContainer kills it, then it restarts per
+			// restartPolicy as any exited container.
+			acts = append(acts, action{kind: actKill, podUID: uid, container: c.Name, id: l.ID, grace: grace,
+				reason: reasonFailedPostStart})
 			return true
 		}
 		if kind := st.unhealthy[l.ID]; kind != "" {
@@ -283,7 +310,7 @@ func runPod(d *desiredPod, st *podState) []action {
 		}
 		acts = append(acts, stopContainers(st, sidecars, grace)...)
 	}
-	starts = slices.DeleteFunc(starts, func(a action) bool { return d.hashes[a.container] == "" })
+	starts = slices.DeleteFunc(starts, func(a action) bool { return d.hashes[a.container] == "" || st.postStarting })
 	if len(starts) > 0 && !st.sandbox {
 		acts = append(acts, action{kind: actSandbox, podUID: uid})
 	}

@@ -179,6 +179,48 @@ func TestPlan(t *testing.T) {
 				containers: []podspec.ContainerStatus{exited("u1", "a", "c1", 0, 137)}}),
 		},
 		{
+			name:    "a postStart hook runs: nothing else starts, restarts neither",
+			desired: desired("u1", v1.RestartPolicyAlways, nil, "a", "b", "c"),
+			actual: pods(&podState{uid: "u1", sandbox: true, postStarting: true, containers: []podspec.ContainerStatus{
+				running("u1", "a", "c1", 0), exited("u1", "c", "c3", 0, 1),
+			}}),
+		},
+		{
+			name:    "postStart failed: killed with the pod's grace, not restarted yet",
+			desired: desired("u1", v1.RestartPolicyAlways, nil, "a", "b"),
+			actual: pods(&podState{uid: "u1", sandbox: true, hookFailed: map[string]bool{"c1": true},
+				containers: []podspec.ContainerStatus{running("u1", "a", "c1", 0), running("u1", "b", "c2", 0)}}),
+			want: []string{"kill c1 5s"},
+		},
+		{
+			name:    "killed for its postStart, exited 0: not restarted under OnFailure",
+			desired: desired("u1", v1.RestartPolicyOnFailure, nil, "a"),
+			actual: pods(&podState{uid: "u1", sandbox: true, hookFailed: map[string]bool{"c1": true},
+				containers: []podspec.ContainerStatus{exited("u1", "a", "c1", 0, 0)}}),
+		},
+		{
+			name:    "killed for its postStart, exited 143: restarted under OnFailure",
+			desired: desired("u1", v1.RestartPolicyOnFailure, nil, "a"),
+			actual: pods(&podState{uid: "u1", sandbox: true, hookFailed: map[string]bool{"c1": true},
+				containers: []podspec.ContainerStatus{exited("u1", "a", "c1", 0, 143)}}),
+			want: []string{"start u1/a#1 after c1"},
+		},
+		{
+			name: "past its deadline: every container stops, sidecars last, nothing starts",
+			desired: func() *desiredPod {
+				d := desired("u1", v1.RestartPolicyAlways, nil, "a", "b", "c")
+				always := v1.ContainerRestartPolicyAlways
+				d.pod.Spec.InitContainers = []v1.Container{{Name: "s", Image: "busybox", RestartPolicy: &always}}
+				d.hashes["s"] = "h-s"
+				d.failed = reasonDeadlineExceeded
+				return d
+			}(),
+			actual: pods(&podState{uid: "u1", sandbox: true, sidecars: []string{"s"}, containers: []podspec.ContainerStatus{
+				running("u1", "s", "c0", 0), exited("u1", "a", "c1", 0, 1), running("u1", "b", "c2", 0),
+			}}),
+			want: []string{"kill c2 5s", "kill c0 5s"},
+		},
+		{
 			name: "unresolvable container is not started",
 			desired: func() *desiredPod {
 				d := desired("u1", v1.RestartPolicyAlways, nil, "a", "b")

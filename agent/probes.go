@@ -59,7 +59,9 @@ func (w *worker) syncProbes(ctx context.Context, pod *v1.Pod) {
 		}
 		for _, c := range probed {
 			l, ok := latest[c.Name]
-			if ok && hasProbes(c) && l.State == podspec.StateRunning && l.Hash == w.gen.hashes[c.Name] {
+			// Probed once its postStart hook is done, as the kubelet's
+			// prober sees a container once its pod worker has gone on.
+			if ok && hasProbes(c) && l.State == podspec.StateRunning && l.Hash == w.gen.hashes[c.Name] && w.postStarts[l.ID] == nil {
 				want[l.ID] = c
 			}
 		}
@@ -91,10 +93,7 @@ func (w *worker) startProbes(ctx context.Context, pod *v1.Pod, c *v1.Container, 
 	w.mu.Unlock()
 
 	uid, id := string(pod.UID), cs.ID
-	host := "127.0.0.1" // inside the pod's own network namespace: it has lo
-	if pod.Spec.HostNetwork && w.a.cfg.NodeIP.IsValid() {
-		host = w.a.cfg.NodeIP.String() // the pod IP of a hostNetwork pod
-	}
+	host := w.podHost(pod)
 	startedAt := cs.StartedAt
 	if startedAt.IsZero() {
 		startedAt = time.Now()

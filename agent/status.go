@@ -109,7 +109,10 @@ func orphanPod(uid string, st *podState) *v1.Pod {
 	}
 	pod.DeletionGracePeriodSeconds = &grace
 	for _, c := range latestByName(st.containers) {
-		pod.Spec.Containers = append(pod.Spec.Containers, v1.Container{Name: c.Name, Image: c.Image})
+		// What its stop needs of its spec: its preStop hook.
+		spec := manifest.RestoreContainer(c.Name, c.Annotations)
+		spec.Image = c.Image
+		pod.Spec.Containers = append(pod.Spec.Containers, spec)
 		cs := v1.ContainerStatus{Name: c.Name, Image: c.Image, ImageID: c.ImageID,
 			ContainerID: containerIDPrefix + c.ID, RestartCount: int32(c.Attempt)}
 		if c.State == podspec.StateExited {
@@ -178,7 +181,12 @@ func (w *worker) podStatus(pod *v1.Pod) v1.PodStatus {
 	for i := range pod.Spec.Containers {
 		status.ContainerStatuses = append(status.ContainerStatuses, w.containerStatus(&pod.Spec.Containers[i], latest, st, pending))
 	}
+	boundMessages(&status, len(pod.Spec.InitContainers)+len(pod.Spec.Containers))
 	status.Phase = podPhase(pod, status, initialized)
+	if w.gen != nil && w.gen.uid == string(pod.UID) && w.gen.failed != "" {
+		// An internal module evicted it (generateAPIPodStatus).
+		status.Phase, status.Reason, status.Message = v1.PodFailed, w.gen.failed, messageDeadlineExceeded
+	}
 	status.Conditions = w.conditions(pod, status, st.sandbox, initDone)
 	return status
 }
@@ -207,6 +215,11 @@ func (w *worker) containerStatus(c *v1.Container, latest map[string]podspec.Cont
 	}
 	cs.ContainerID = containerIDPrefix + l.ID
 	cs.ImageID = l.ImageID
+	if name := podspec.SignalName(l.StopSignal); name != "" {
+		// The effective one, the kubelet's with ContainerStopSignals.
+		sig := v1.Signal(name)
+		cs.StopSignal = &sig
+	}
 	cs.RestartCount = int32(l.Attempt)
 	if l.Image != "" {
 		cs.Image = l.Image
@@ -224,12 +237,15 @@ func (w *worker) containerStatus(c *v1.Container, latest map[string]podspec.Cont
 		}
 	case l.State != podspec.StateExited:
 		started, ready := w.probeState(c, l.ID)
+		if w.postStarts[l.ID] != nil {
+			started, ready = false, false // until its postStart hook is done
+		}
 		cs.Started, cs.Ready = &started, ready
 		cs.State.Running = &v1.ContainerStateRunning{StartedAt: metav1.NewTime(l.StartedAt)}
 		if last != nil {
 			cs.LastTerminationState.Terminated = terminated(*last)
 		}
-	case ci.reason != "":
+	case ci.reason != "" && (w.gen == nil || w.gen.failed == "") && (ci.reason != reasonPostStartHookError || w.restartable(c, l)):
 		cs.State.Waiting = &v1.ContainerStateWaiting{Reason: ci.reason, Message: ci.message}
 		cs.LastTerminationState.Terminated = terminated(l)
 	default:
@@ -239,6 +255,29 @@ func (w *worker) containerStatus(c *v1.Container, latest map[string]podspec.Cont
 		}
 	}
 	return cs
+}
+
+// boundMessages cuts the message of each terminated state of s, current and
+// last, to the pod's share of podspec.MaxPodTerminationMessages per container
+// (the kubelet's normalizeStatus).
+func boundMessages(s *v1.PodStatus, containers int) {
+	limit := podspec.MaxPodTerminationMessages / max(containers, 1)
+	for _, list := range [][]v1.ContainerStatus{s.InitContainerStatuses, s.ContainerStatuses} {
+		for i := range list {
+			for _, t := range []*v1.ContainerStateTerminated{list[i].State.Terminated, list[i].LastTerminationState.Terminated} {
+				if t != nil && len(t.Message) > limit {
+					t.Message = t.Message[:limit]
+				}
+			}
+		}
+	}
+}
+
+// restartable reports whether exited container l of c will be started
+// again: a container that will not is shown terminated, not waiting
+// (kubelet convertToAPIContainerStatuses).
+func (w *worker) restartable(c *v1.Container, l podspec.ContainerStatus) bool {
+	return isSidecar(c) || (w.gen != nil && shouldRestart(w.gen.policy, l.ExitCode))
 }
 
 // previous is the newest exited instance of l's container older than l.

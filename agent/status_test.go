@@ -171,6 +171,30 @@ func TestCreatedContainerIsNotReady(t *testing.T) {
 	}
 }
 
+// Termination messages share 12 KiB per pod, cut evenly among its
+// containers, current and last states alike (the kubelet's normalizeStatus).
+func TestTerminationMessagesBoundedPerPod(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		var ctrs []v1.Container
+		for _, n := range []string{"a", "b", "c", "d"} {
+			rt.crash[n] = 1
+			rt.messages[n] = strings.Repeat(n, podspec.MaxTerminationMessage)
+			ctrs = append(ctrs, ctr(n, "busybox"))
+		}
+		h := start(t, rt, Config{})
+		h.send([]manifest.Pod{testPod("web", "u1", v1.RestartPolicyAlways, ctrs...)})
+		time.Sleep(time.Second) // the first restart is immediate; the second exit waits in back-off
+		synctest.Wait()
+		for _, cs := range h.pod("web").Status.ContainerStatuses {
+			last := cs.LastTerminationState.Terminated
+			if last == nil || last.Message != strings.Repeat(cs.Name, 3072) {
+				t.Errorf("container %s: last state %+v, want a message of 12 KiB / 4 containers", cs.Name, last)
+			}
+		}
+	})
+}
+
 // During an edit the old generation is listed Terminating beside the new
 // one, which waits, until the old one is gone.
 func TestEditListsOldGenerationTerminating(t *testing.T) {

@@ -35,19 +35,27 @@ type worker struct {
 	stopping map[string]*v1.Pod
 
 	// Owned by the worker goroutine.
-	pods      map[string]*podState // by UID
-	watching  map[string]bool      // container IDs with a Wait goroutine
-	probes    map[string]*probing  // container IDs whose probes run
-	backoff   *backoff
-	gen       *generation // per-container state of the desired UID
-	timer     *time.Timer
-	prevState *v1.PodStatus
+	pods     map[string]*podState // by UID
+	watching map[string]bool      // container IDs with a Wait goroutine
+	probes   map[string]*probing  // container IDs whose probes run
+	// postStarts are the postStart hooks that run, by container ID, and
+	// hookChecked the containers whose postStart mark was looked for.
+	postStarts  map[string]*hookRun
+	hookChecked map[string]bool
+	hookDone    chan hookResult
+	backoff     *backoff
+	gen         *generation // per-container state of the desired UID
+	timer       *time.Timer
+	prevState   *v1.PodStatus
 }
 
 // generation is what the worker remembers about the desired UID beyond what the
 // runtime reports: why containers wait, what they ran before.
 type generation struct {
-	uid       string
+	uid    string
+	policy v1.RestartPolicy
+	// failed is why the pod failed for good (reasonDeadlineExceeded).
+	failed    string
 	hashes    map[string]string
 	convErr   map[string]error
 	ctrs      map[string]*ctrInfo
@@ -73,6 +81,10 @@ func newWorker(a *Agent, key string, pods map[string]*podState) *worker {
 		health:   map[string]*health{},
 		stopping: map[string]*v1.Pod{},
 		backoff:  newBackoff(backoffInitial, a.cfg.BackoffMax),
+
+		postStarts:  map[string]*hookRun{},
+		hookChecked: map[string]bool{},
+		hookDone:    make(chan hookResult),
 	}
 }
 
@@ -128,6 +140,8 @@ func (w *worker) run(ctx context.Context) {
 			if c, exited := w.record(st); exited {
 				w.exited(c)
 			}
+		case r := <-w.hookDone:
+			w.postStartDone(r)
 		case <-timerC:
 			w.timer = nil
 		}
@@ -141,22 +155,31 @@ func (w *worker) sync(ctx context.Context) {
 	w.mu.Unlock()
 
 	var d *desiredPod
+	var deadline time.Time
 	if pod != nil {
 		d = w.resolve(pod)
+		deadline = w.checkDeadline(d)
 		if st := w.pods[string(pod.UID)]; st != nil {
 			st.grace = podGrace(pod)
 		}
 	}
+	// Before the first publish: an adopted container whose postStart hook
+	// runs again is never shown started meanwhile.
+	w.syncPostStarts(ctx, pod)
 	// A new generation shows at once, waiting while an older one stops, and
 	// a pod no longer desired shows Terminating until nothing of it is left.
 	w.publish(pod)
 	w.syncProbes(ctx, pod)
 	w.markProbes(pod)
+	w.markHooks()
 	retry := w.apply(ctx, pod, plan(d, w.pods))
 	if ctx.Err() != nil {
 		return
 	}
 	w.syncProbes(ctx, pod)
+	if !deadline.IsZero() && (retry.IsZero() || deadline.Before(retry)) {
+		retry = deadline
+	}
 	w.setTimer(retry)
 	w.publish(pod)
 	w.a.synced(w.key, seq)
@@ -170,6 +193,7 @@ func (w *worker) resolve(pod *v1.Pod) *desiredPod {
 		}
 		w.gen = &generation{
 			uid:       string(pod.UID),
+			policy:    pod.Spec.RestartPolicy,
 			hashes:    map[string]string{},
 			convErr:   map[string]error{},
 			ctrs:      map[string]*ctrInfo{},
@@ -292,6 +316,9 @@ func (w *worker) record(st podspec.ContainerStatus) (podspec.ContainerStatus, bo
 			*c = merged
 			if merged.State == podspec.StateExited {
 				delete(w.watching, c.ID)
+				// Nothing left to run it in: it exited, and restarts (or
+				// not) as any exited container.
+				w.cancelPostStart(c.ID)
 			}
 			return merged, was != podspec.StateExited && merged.State == podspec.StateExited
 		}
@@ -327,6 +354,12 @@ func keepLabels(st *podspec.ContainerStatus, old podspec.ContainerStatus) {
 	}
 	if st.CreatedAt.IsZero() {
 		st.CreatedAt = old.CreatedAt
+	}
+	if st.StopSignal == 0 {
+		st.StopSignal = old.StopSignal
+	}
+	if st.Annotations == nil {
+		st.Annotations = old.Annotations
 	}
 }
 

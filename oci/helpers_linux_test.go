@@ -92,6 +92,7 @@ func makeBusybox(t *testing.T) string {
 // process (a restarted daemon) can release what a first one prepared.
 type overlayStore struct {
 	lower, dir string
+	stopSignal string // the image's StopSignal
 }
 
 func (s overlayStore) paths(key string) (upper, work, merged string) {
@@ -121,7 +122,7 @@ func (s overlayStore) Get(ref string) (image.Image, error) {
 	if ref != testImage {
 		return image.Image{}, fmt.Errorf("image %s: %w", ref, podspec.ErrImageNotPresent)
 	}
-	return image.Image{ID: "sha256:test", Config: imagespec.ImageConfig{Env: []string{"PATH=/bin"}}}, nil
+	return image.Image{ID: "sha256:test", Config: imagespec.ImageConfig{Env: []string{"PATH=/bin"}, StopSignal: s.stopSignal}}, nil
 }
 
 func (s overlayStore) Snapshots() ([]string, error) {

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"syscall"
 	"time"
@@ -159,6 +160,15 @@ func (r *Runtime) start(ctx context.Context, pm *pendingMonitor, pod *podspec.Po
 	}
 	cs := *c
 	cs.Mounts = mounts
+	if c.TerminationMessagePath != "" {
+		src, err := createTerminationLog(dir)
+		if err != nil {
+			return podspec.ContainerStatus{}, fmt.Errorf("termination log: %w", err)
+		}
+		// After the volumes, as the kubelet's makeMounts: it wins over one
+		// mounted at the same path.
+		cs.Mounts = append(slices.Clip(mounts), podspec.Mount{Destination: c.TerminationMessagePath, Type: "bind", Source: src})
+	}
 	s, err := spec.Generate(pod, &cs, img.Config, rootfs, r.sandboxFor(pr, id))
 	if err != nil {
 		return podspec.ContainerStatus{}, fmt.Errorf("%w: %w", podspec.ErrContainerConfig, err)
@@ -167,7 +177,10 @@ func (r *Runtime) start(ctx context.Context, pm *pendingMonitor, pod *podspec.Po
 		ID: id, PodUID: pod.UID, PodName: pod.Name, PodNS: pod.Namespace, Name: c.Name, Attempt: c.Attempt,
 		Hash: c.Hash, Image: c.Image, ImageID: img.ID, LogPath: c.LogPath, CreatedAt: time.Now(),
 		TerminationGracePeriod: pod.TerminationGracePeriod,
-		MonitorPid:             pm.m.pid, MonitorStart: pm.m.start,
+		StopSignal:             int(r.stopSignal(c, img.Config.StopSignal)),
+		TerminationMessage:     c.TerminationMessagePath != "", TerminationMessageFromLog: c.TerminationMessageFromLog,
+		Annotations: c.Annotations,
+		MonitorPid:  pm.m.pid, MonitorStart: pm.m.start,
 	}
 	// The two fsyncs run side by side.
 	specWritten := make(chan error, 1)
@@ -187,6 +200,23 @@ func (r *Runtime) start(ctx context.Context, pm *pendingMonitor, pod *podspec.Po
 	st.State, st.Pid, st.StartedAt = podspec.StateRunning, rep.Pid, rep.StartedAt
 	r.log.Debug("container started", "id", id, "pod", pod.Name, "container", c.Name, "pid", rep.Pid)
 	return st, nil
+}
+
+// stopSignal is what stops container c: its own stop signal, else its
+// image's (an image's that cannot be read is warned about), else SIGTERM, as
+// containerd's CRI chooses.
+func (r *Runtime) stopSignal(c *podspec.Container, image string) syscall.Signal {
+	if c.StopSignal != 0 {
+		return c.StopSignal
+	}
+	if image != "" {
+		sig, err := podspec.ParseSignal(image)
+		if err == nil {
+			return sig
+		}
+		r.log.Warn("image stop signal not understood, using SIGTERM", "container", c.Name, "image", c.Image, "err", err)
+	}
+	return syscall.SIGTERM
 }
 
 // sandboxFor names what container id joins in its pod's sandbox.
@@ -428,6 +458,7 @@ func (r *Runtime) status(ctx context.Context, id string) (podspec.ContainerStatu
 			var ms monitorState
 			_, _ = readOptionalJSON(filepath.Join(dir, stateFile), &ms)
 			exit.apply(&st, ms)
+			r.addTerminationMessage(&st, rec)
 			return st, nil
 		}
 		m, err := r.monitorOf(id)
@@ -551,8 +582,45 @@ func (rec containerRecord) status() podspec.ContainerStatus {
 		ID: rec.ID, PodUID: rec.PodUID, PodName: rec.PodName, PodNamespace: rec.PodNS, Name: rec.Name,
 		Attempt: rec.Attempt, Hash: rec.Hash, Image: rec.Image, ImageID: rec.ImageID,
 		State: podspec.StateUnknown, CreatedAt: rec.CreatedAt, LogPath: rec.LogPath,
-		TerminationGracePeriod: rec.TerminationGracePeriod,
+		TerminationGracePeriod: rec.TerminationGracePeriod, StopSignal: syscall.Signal(rec.StopSignal),
+		Annotations: rec.Annotations,
 	}
+}
+
+// addTerminationMessage appends to the message of exited container st what
+// it wrote to its termination log, or the tail of its log if it failed
+// without writing one and asked for it (kuberuntime
+// convertToKubeContainerStatus). One that never started has no log to read.
+func (r *Runtime) addTerminationMessage(st *podspec.ContainerStatus, rec containerRecord) {
+	if !rec.TerminationMessage && !rec.TerminationMessageFromLog {
+		return
+	}
+	fromLog := rec.TerminationMessageFromLog && st.ExitCode != 0 && st.Reason != reasonStartError
+	var msg string
+	if rec.TerminationMessage {
+		var err error
+		msg, err = readTerminationMessage(r.containerDir(rec.ID))
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+		case err != nil:
+			msg, fromLog = fmt.Sprintf("Error on reading termination log: %v", err), false
+		default:
+			fromLog = fromLog && msg == ""
+		}
+	}
+	if fromLog && rec.LogPath != "" {
+		var err error
+		if msg, err = logTailOf(rec.LogPath); err != nil {
+			msg = fmt.Sprintf("Error on reading termination message from logs: %v", err)
+		}
+	}
+	if msg == "" {
+		return
+	}
+	if st.Message != "" {
+		st.Message += ": "
+	}
+	st.Message += msg
 }
 
 func (e exitRecord) apply(st *podspec.ContainerStatus, ms monitorState) {

@@ -22,6 +22,7 @@ import (
 //	containers/<id>/exit.json        exitRecord (written by the monitor at exit,
 //	                                 or when its container failed to start)
 //	containers/<id>/monitor.log      the monitor's own log
+//	containers/<id>/termination-log  bound at the container's terminationMessagePath
 //	libcontainer/<id>/               libcontainer's state, removed by the monitor
 const (
 	podsDir         = "pods"
@@ -64,6 +65,16 @@ type containerRecord struct {
 	// TerminationGracePeriod is the pod's, to stop the container with after
 	// the pod's manifest is gone.
 	TerminationGracePeriod time.Duration `json:"terminationGracePeriod,omitempty"`
+	// StopSignal stops the container: its own, else its image's, else
+	// SIGTERM; kept so that an adopted container is stopped with it too.
+	StopSignal int `json:"stopSignal,omitempty"`
+	// TerminationMessage: the container's termination log is bound at its
+	// terminationMessagePath, and read once it exited; FromLog: the tail of
+	// its log stands in when it failed without writing one.
+	TerminationMessage        bool `json:"terminationMessage,omitempty"`
+	TerminationMessageFromLog bool `json:"terminationMessageFromLog,omitempty"`
+	// Annotations are the agent's, given back in the container's status.
+	Annotations map[string]string `json:"annotations,omitempty"`
 	// MonitorPid and MonitorStart name the container's monitor, as its
 	// state does once the monitor wrote it: a daemon that died after it
 	// told the monitor to go leaves the next one a monitor to adopt.

@@ -249,8 +249,14 @@ func waitFile(d *daemon, file, want string, timeout time.Duration) {
 // of a PID namespace ignores a signal it has no handler for).
 func waitTrapped(d *daemon, pod *v1.Pod, container string) {
 	d.T.Helper()
+	waitCatches(d, pod, container, syscall.SIGTERM)
+}
+
+// waitCatches waits until the init process of a container catches sig.
+func waitCatches(d *daemon, pod *v1.Pod, container string, sig syscall.Signal) {
+	d.T.Helper()
 	pid := containerPID(d, pod, container)
-	d.Eventually(30*time.Second, container+" traps SIGTERM", func() error {
+	d.Eventually(30*time.Second, fmt.Sprintf("%s traps %v", container, sig), func() error {
 		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 		if err != nil {
 			return err
@@ -261,7 +267,7 @@ func waitTrapped(d *daemon, pod *v1.Pod, container string) {
 				if err != nil {
 					return err
 				}
-				if mask&(1<<(uint(syscall.SIGTERM)-1)) == 0 {
+				if mask&(1<<(uint(sig)-1)) == 0 {
 					return fmt.Errorf("SigCgt %s", strings.TrimSpace(v))
 				}
 				return nil

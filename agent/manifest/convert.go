@@ -2,8 +2,10 @@ package manifest
 
 import (
 	"fmt"
+	"path"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -113,6 +115,17 @@ func Container(pod *v1.Pod, c *v1.Container, attempt int, p Paths) (*podspec.Con
 	if err != nil {
 		return nil, fmt.Errorf("container %s of pod %s: %w", c.Name, pod.Name, err)
 	}
+	var stop syscall.Signal
+	if l := c.Lifecycle; l != nil && l.StopSignal != nil {
+		if stop, err = podspec.ParseSignal(string(*l.StopSignal)); err != nil {
+			return nil, fmt.Errorf("container %s of pod %s: lifecycle.stopSignal: %w", c.Name, pod.Name, err)
+		}
+	}
+	msgPath := ""
+	if c.TerminationMessagePath != "" {
+		// The kubelet's MakeAbsolutePath.
+		msgPath = path.Clean("/" + c.TerminationMessagePath)
+	}
 	vars := make(map[string]string, len(env))
 	for _, e := range env {
 		vars[e.Name] = e.Value
@@ -129,8 +142,14 @@ func Container(pod *v1.Pod, c *v1.Container, attempt int, p Paths) (*podspec.Con
 		Resources:   containerResources(c),
 		Security:    security,
 		OOMScoreAdj: &oomAdj,
+		StopSignal:  stop,
+
+		TerminationMessagePath:    msgPath,
+		TerminationMessageFromLog: c.TerminationMessagePolicy == v1.TerminationMessageFallbackToLogsOnError,
+
 		Attempt:     attempt,
 		LogPath:     filepath.Join(p.LogDir(pod), c.Name, fmt.Sprintf("%d.log", attempt)),
+		Annotations: stopAnnotations(c),
 		Hash:        hash,
 	}, nil
 }

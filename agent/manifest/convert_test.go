@@ -337,3 +337,80 @@ spec:
 		}
 	}
 }
+
+// The stop signal and the termination message settings reach the runtime;
+// defaults give /dev/termination-log read as a file, and SIGTERM (0: the
+// image's, else SIGTERM).
+func TestContainerStopAndTermination(t *testing.T) {
+	pod := mustParse(t, `apiVersion: v1
+kind: Pod
+metadata: {name: p}
+spec:
+  os: {name: linux}
+  terminationGracePeriodSeconds: 5
+  containers:
+  - name: plain
+    image: busybox
+  - name: custom
+    image: busybox
+    terminationMessagePath: var/run/msg
+    terminationMessagePolicy: FallbackToLogsOnError
+    lifecycle:
+      stopSignal: SIGRTMIN+2
+      postStart: {httpGet: {port: 80}}
+      preStop: {sleep: {seconds: 5}}
+`)
+	p := Paths{RootDir: "/var/lib/staticpodd", PodLogsDir: "/var/log/pods"}
+	plain, err := Container(pod, &pod.Spec.Containers[0], 0, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plain.StopSignal != 0 || plain.TerminationMessagePath != "/dev/termination-log" || plain.TerminationMessageFromLog {
+		t.Errorf("defaults: stop signal %d, message path %q, from log %v", plain.StopSignal, plain.TerminationMessagePath, plain.TerminationMessageFromLog)
+	}
+	custom, err := Container(pod, &pod.Spec.Containers[1], 0, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if custom.StopSignal != 36 || custom.TerminationMessagePath != "/var/run/msg" || !custom.TerminationMessageFromLog {
+		t.Errorf("custom: stop signal %d, message path %q, from log %v", custom.StopSignal, custom.TerminationMessagePath, custom.TerminationMessageFromLog)
+	}
+	if g := pod.Spec.Containers[1].Lifecycle.PostStart.HTTPGet; g.Path != "/" || g.Scheme != v1.URISchemeHTTP {
+		t.Errorf("httpGet hook defaults: path %q scheme %q", g.Path, g.Scheme)
+	}
+}
+
+// A container with a preStop hook keeps it, and its ports, in annotations
+// the runtime gives back: enough to run the hook once the manifest is gone.
+func TestStopAnnotations(t *testing.T) {
+	pod := mustParse(t, `apiVersion: v1
+kind: Pod
+metadata: {name: p}
+spec:
+  containers:
+  - name: hooked
+    image: busybox
+    ports: [{name: admin, containerPort: 9000}]
+    lifecycle:
+      preStop: {httpGet: {path: /quit, port: admin}}
+  - name: plain
+    image: busybox
+`)
+	p := Paths{RootDir: "/var/lib/staticpodd", PodLogsDir: "/var/log/pods"}
+	hooked, err := Container(pod, &pod.Spec.Containers[0], 0, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := RestoreContainer("hooked", hooked.Annotations)
+	want := v1.Container{Name: "hooked", Ports: pod.Spec.Containers[0].Ports, Lifecycle: &v1.Lifecycle{PreStop: pod.Spec.Containers[0].Lifecycle.PreStop}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("restored %+v\nwant %+v", got, want)
+	}
+	plain, err := Container(pod, &pod.Spec.Containers[1], 0, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plain.Annotations != nil {
+		t.Errorf("a container without preStop has annotations %v", plain.Annotations)
+	}
+}

@@ -172,6 +172,26 @@ func setContainerDefaults(c *v1.Container, hostNetwork bool) {
 	for _, p := range []*v1.Probe{c.LivenessProbe, c.ReadinessProbe, c.StartupProbe} {
 		setProbeDefaults(p)
 	}
+	if l := c.Lifecycle; l != nil {
+		for _, h := range []*v1.LifecycleHandler{l.PostStart, l.PreStop} {
+			if h != nil {
+				setHTTPGetDefaults(h.HTTPGet)
+			}
+		}
+	}
+}
+
+// setHTTPGetDefaults is SetDefaults_HTTPGetAction, for probes and hooks.
+func setHTTPGetDefaults(h *v1.HTTPGetAction) {
+	if h == nil {
+		return
+	}
+	if h.Path == "" {
+		h.Path = "/"
+	}
+	if h.Scheme == "" {
+		h.Scheme = v1.URISchemeHTTP
+	}
 }
 
 func setProbeDefaults(p *v1.Probe) {
@@ -190,14 +210,7 @@ func setProbeDefaults(p *v1.Probe) {
 	if p.FailureThreshold == 0 {
 		p.FailureThreshold = 3
 	}
-	if h := p.HTTPGet; h != nil {
-		if h.Path == "" {
-			h.Path = "/"
-		}
-		if h.Scheme == "" {
-			h.Scheme = v1.URISchemeHTTP
-		}
-	}
+	setHTTPGetDefaults(p.HTTPGet)
 }
 
 // imageTag returns the tag of an image reference: "latest" when it has neither

@@ -2,12 +2,15 @@ package manifest
 
 import (
 	"fmt"
+	"math"
 	"net"
 	"path"
 	"reflect"
+	"slices"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/staticpodd/staticpodd/agent/podspec"
@@ -105,8 +108,8 @@ func (v validator) spec(s *v1.PodSpec) {
 	if g := s.TerminationGracePeriodSeconds; g != nil && *g < 0 {
 		v.add("spec.terminationGracePeriodSeconds", "must not be negative")
 	}
-	if d := s.ActiveDeadlineSeconds; d != nil && *d <= 0 {
-		v.add("spec.activeDeadlineSeconds", "must be positive")
+	if d := s.ActiveDeadlineSeconds; d != nil && (*d <= 0 || *d > math.MaxInt32) {
+		v.add("spec.activeDeadlineSeconds", "must be positive and at most %d", math.MaxInt32)
 	}
 	if s.ServiceAccountName != "" {
 		v.add("spec.serviceAccountName", "static pods may not reference serviceaccounts")
@@ -134,6 +137,89 @@ func (v validator) spec(s *v1.PodSpec) {
 	}
 	for i := range s.Containers {
 		v.container(fmt.Sprintf("spec.containers[%d]", i), &s.Containers[i], false, s.HostNetwork, volumes, names)
+	}
+	for i := range s.InitContainers {
+		v.lifecycle(fmt.Sprintf("spec.initContainers[%d]", i), &s.InitContainers[i], s, true)
+	}
+	for i := range s.Containers {
+		v.lifecycle(fmt.Sprintf("spec.containers[%d]", i), &s.Containers[i], s, false)
+	}
+}
+
+// lifecycle checks a container's hooks, stop signal and termination message
+// as the API server's validateLifecycle and validateContainerCommon do.
+func (v validator) lifecycle(field string, c *v1.Container, s *v1.PodSpec, init bool) {
+	switch c.TerminationMessagePolicy {
+	case v1.TerminationMessageReadFile, v1.TerminationMessageFallbackToLogsOnError:
+	default:
+		v.add(field+".terminationMessagePolicy", "%q: want File or FallbackToLogsOnError", c.TerminationMessagePolicy)
+	}
+	l := c.Lifecycle
+	if l == nil {
+		return
+	}
+	if init && c.RestartPolicy == nil {
+		v.add(field+".lifecycle", "may not be set for init containers without restartPolicy=Always")
+		return
+	}
+	v.hook(field+".lifecycle.postStart", l.PostStart, s.TerminationGracePeriodSeconds)
+	v.hook(field+".lifecycle.preStop", l.PreStop, s.TerminationGracePeriodSeconds)
+	if l.StopSignal != nil {
+		sig := string(*l.StopSignal)
+		switch {
+		case s.OS == nil || s.OS.Name == "":
+			v.add(field+".lifecycle.stopSignal", "may not be set for containers with empty `spec.os.name`")
+		case s.OS.Name == v1.Windows:
+			if sig != "SIGKILL" && sig != "SIGTERM" {
+				v.add(field+".lifecycle.stopSignal", "%q: supported values: \"SIGKILL\", \"SIGTERM\"", sig)
+			}
+		case s.OS.Name == v1.Linux:
+			if !slices.Contains(podspec.StopSignalNames, sig) {
+				v.add(field+".lifecycle.stopSignal", "%q: not a supported signal (SIGTERM, SIGUSR1, SIGRTMIN+1, ...)", sig)
+			}
+		}
+	}
+}
+
+// hook checks a postStart or preStop handler (the API server's validateHandler).
+func (v validator) hook(field string, h *v1.LifecycleHandler, grace *int64) {
+	if h == nil {
+		return
+	}
+	n := 0
+	for _, set := range []bool{h.Exec != nil, h.HTTPGet != nil, h.TCPSocket != nil, h.Sleep != nil} {
+		if set {
+			n++
+		}
+	}
+	if n == 0 {
+		v.add(field, "must specify a handler type")
+	}
+	if n > 1 {
+		v.add(field, "may not specify more than 1 handler type")
+	}
+	if e := h.Exec; e != nil && len(e.Command) == 0 {
+		v.add(field+".exec.command", "required")
+	}
+	if g := h.HTTPGet; g != nil {
+		if g.Path == "" {
+			v.add(field+".httpGet.path", "required")
+		}
+		switch g.Port.Type {
+		case intstr.Int:
+			v.msgs(field+".httpGet.port", validation.IsValidPortNum(g.Port.IntValue()))
+		default:
+			v.msgs(field+".httpGet.port", validation.IsValidPortName(g.Port.StrVal))
+		}
+		if g.Scheme != v1.URISchemeHTTP && g.Scheme != v1.URISchemeHTTPS {
+			v.add(field+".httpGet.scheme", "%q: want HTTP or HTTPS", g.Scheme)
+		}
+		for _, hd := range g.HTTPHeaders {
+			v.msgs(field+".httpGet.httpHeaders", validation.IsHTTPHeaderName(hd.Name))
+		}
+	}
+	if sl := h.Sleep; sl != nil && grace != nil && (sl.Seconds < 0 || sl.Seconds > *grace) {
+		v.add(field+".sleep", "%d: must be non-negative and less than terminationGracePeriodSeconds (%d)", sl.Seconds, *grace)
 	}
 }
 

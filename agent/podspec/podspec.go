@@ -7,6 +7,7 @@ package podspec
 
 import (
 	"errors"
+	"syscall"
 	"time"
 )
 
@@ -74,6 +75,20 @@ type Container struct {
 	// from the pod's QoS class as the kubelet does; nil inherits the runtime's.
 	OOMScoreAdj *int
 
+	// StopSignal stops the container (lifecycle.stopSignal); 0 is the
+	// image's StopSignal, else SIGTERM. SIGKILL follows after the grace
+	// period, whatever it is.
+	StopSignal syscall.Signal
+	// TerminationMessagePath is where in the container its termination
+	// message is written ("" = nowhere): the runtime binds a file of its own
+	// there and, once the container exited, reads at most the last
+	// MaxTerminationMessage bytes of it into ContainerStatus.Message.
+	TerminationMessagePath string
+	// TerminationMessageFromLog (FallbackToLogsOnError): a container that
+	// failed and left no message gets the tail of its log instead, at most
+	// MaxTerminationLogLines lines and MaxTerminationLogBytes bytes.
+	TerminationMessageFromLog bool
+
 	// Attempt is the container's restart count: 0 for the first run.
 	Attempt int
 	// LogPath is <LogDir>/<name>/<attempt>.log, CRI log format.
@@ -81,6 +96,10 @@ type Container struct {
 	// Hash identifies the container's desired spec; adoption after a daemon
 	// restart matches running containers by pod UID, name and Hash.
 	Hash string
+	// Annotations are kept with the container and given back in its
+	// status, as CRI keeps a container's annotations: what the agent needs
+	// to stop it once its pod's manifest is gone (its preStop hook).
+	Annotations map[string]string
 }
 
 type EnvVar struct {
@@ -162,4 +181,25 @@ type ContainerStatus struct {
 	// TerminationGracePeriod is the pod's, as it was when the container
 	// started; 0 if unknown.
 	TerminationGracePeriod time.Duration
+	// StopSignal is the signal that stops the container: its own, else its
+	// image's, else SIGTERM; 0 if unknown (SIGTERM).
+	StopSignal syscall.Signal
+	// Annotations are the container's, as it was started with them.
+	Annotations map[string]string
 }
+
+// Bounds of a termination message, the kubelet's.
+const (
+	// MaxTerminationMessage is what is read of the end of a container's
+	// termination message file (MaxContainerTerminationMessageLength).
+	MaxTerminationMessage = 4 << 10
+	// MaxTerminationLogLines and MaxTerminationLogBytes bound the tail of the
+	// log that stands in for it (MaxContainerTerminationMessageLogLines and
+	// MaxContainerTerminationMessageLogLength).
+	MaxTerminationLogLines = 80
+	MaxTerminationLogBytes = 2 << 10
+	// MaxPodTerminationMessages is what the messages of all a pod's
+	// containers may hold together, split evenly among its containers
+	// (MaxPodTerminationMessageLogLength).
+	MaxPodTerminationMessages = 12 << 10
+)

@@ -43,7 +43,7 @@ func doGRPC(ctx context.Context, addr, service string, dial Dialer, timeout time
 	}
 	req.Header.Set("Content-Type", "application/grpc")
 	req.Header.Set("Te", "trailers")
-	req.Header.Set("User-Agent", userAgent)
+	req.Header.Set("User-Agent", "kube-probe/"+kubeMinor)
 	req.Header.Set("Grpc-Timeout", strconv.FormatInt(max(timeout.Milliseconds(), 1), 10)+"m")
 	res, err := client.Do(req)
 	if err != nil {

@@ -49,8 +49,9 @@ func (r Result) String() string {
 // as the kubelet's maxRespBodyLength and exec maxReadLength.
 const maxOutput = 10 << 10
 
-// userAgent is the kubelet's, for the Kubernetes minor this daemon follows.
-const userAgent = "kube-probe/1.37"
+// kubeMinor is the Kubernetes version this daemon follows, for User-Agent
+// headers as the kubelet sends them (kube-probe/1.37).
+const kubeMinor = "1.37"
 
 // Dialer connects to addr from where the container's network is: inside the
 // pod's network namespace, or the host's for hostNetwork.
@@ -78,19 +79,67 @@ type Target struct {
 }
 
 func (t *Target) httpClient() *http.Client {
-	t.clientOnce.Do(func() {
-		t.client = &http.Client{
-			Transport: &http.Transport{
-				TLSClientConfig:    &tls.Config{InsecureSkipVerify: true}, // as the kubelet
-				DisableKeepAlives:  true,
-				DisableCompression: true,
-				Proxy:              nil,
-				DialContext:        t.Dial,
-			},
-			CheckRedirect: redirectChecker,
-		}
-	})
+	t.clientOnce.Do(func() { t.client = HTTPClient(t.Dial) })
 	return t.client
+}
+
+// HTTPClient is the client of httpGet probes and hooks, as the kubelet's:
+// TLS is not verified, no proxy, no keep-alive, redirects followed only to
+// the same host and ten at most; it connects through dial. Bound its
+// requests with their context.
+func HTTPClient(dial Dialer) *http.Client {
+	return &http.Client{
+		Transport: &http.Transport{
+			TLSClientConfig:    &tls.Config{InsecureSkipVerify: true}, // as the kubelet
+			DisableKeepAlives:  true,
+			DisableCompression: true,
+			Proxy:              nil,
+			DialContext:        dial,
+		},
+		CheckRedirect: redirectChecker,
+	}
+}
+
+// HTTPRequest is the request of an httpGet probe or lifecycle hook of
+// container c (the kubelet's NewRequestForHTTPGetAction): the host defaults to
+// host, a port may be one of c's named ports, the path may carry a query, the
+// headers are g's with User-Agent kube-<purpose>/<minor> ("probe",
+// "lifecycle") and Accept */* unless g sets them (an empty Accept drops it),
+// and a Host header sets the request's host. An error is a request that
+// cannot be made (an unknown named port).
+func HTTPRequest(ctx context.Context, g *v1.HTTPGetAction, c *v1.Container, host, purpose string) (*http.Request, error) {
+	port, err := resolvePort(g.Port, c)
+	if err != nil {
+		return nil, err
+	}
+	scheme := strings.ToLower(string(g.Scheme))
+	if scheme == "" {
+		scheme = "http"
+	}
+	// httpprobe.formatURL: the path may carry a query.
+	u, err := url.Parse(g.Path)
+	if err != nil {
+		u = &url.URL{Path: g.Path}
+	}
+	u.Scheme = scheme
+	u.Host = net.JoinHostPort(orDefault(g.Host, host), strconv.Itoa(port))
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+	for _, h := range g.HTTPHeaders {
+		req.Header.Add(h.Name, h.Value)
+	}
+	if _, ok := req.Header["User-Agent"]; !ok {
+		req.Header.Set("User-Agent", "kube-"+purpose+"/"+kubeMinor)
+	}
+	if _, ok := req.Header["Accept"]; !ok {
+		req.Header.Set("Accept", "*/*")
+	} else if req.Header.Get("Accept") == "" {
+		req.Header.Del("Accept")
+	}
+	req.Host = req.Header.Get("Host")
+	return req, nil
 }
 
 // Do runs probe p once against t, bounded by p's timeoutSeconds, and says
@@ -210,38 +259,10 @@ func doTCP(ctx context.Context, addr string, dial Dialer) (Result, string, error
 }
 
 func doHTTP(ctx context.Context, g *v1.HTTPGetAction, t *Target) (Result, string, error) {
-	port, err := resolvePort(g.Port, t.Container)
+	req, err := HTTPRequest(ctx, g, t.Container, t.Host, "probe")
 	if err != nil {
 		return Unknown, "", err
 	}
-	scheme := strings.ToLower(string(g.Scheme))
-	if scheme == "" {
-		scheme = "http"
-	}
-	// httpprobe.formatURL: the path may carry a query.
-	u, err := url.Parse(g.Path)
-	if err != nil {
-		u = &url.URL{Path: g.Path}
-	}
-	u.Scheme = scheme
-	u.Host = net.JoinHostPort(orDefault(g.Host, t.Host), strconv.Itoa(port))
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
-	if err != nil {
-		return Unknown, "", err
-	}
-	for _, h := range g.HTTPHeaders {
-		req.Header.Add(h.Name, h.Value)
-	}
-	if _, ok := req.Header["User-Agent"]; !ok {
-		req.Header.Set("User-Agent", userAgent)
-	}
-	if _, ok := req.Header["Accept"]; !ok {
-		req.Header.Set("Accept", "*/*")
-	} else if req.Header.Get("Accept") == "" {
-		req.Header.Del("Accept")
-	}
-	req.Host = req.Header.Get("Host")
-
 	res, err := t.get(ctx, req)
 	if err != nil {
 		return Failure, err.Error(), nil

@@ -38,6 +38,7 @@ type options struct {
 	format, compress string
 	entrypoint, cmd  []string
 	env              []string
+	stopSignal       string
 	out              string
 }
 
@@ -84,6 +85,7 @@ func build(o options) error {
 	cfg.OS, cfg.Architecture = "linux", "amd64"
 	cfg.Created = v1.Time{Time: epoch}
 	cfg.Config.Entrypoint, cfg.Config.Cmd, cfg.Config.Env = o.entrypoint, o.cmd, o.env
+	cfg.Config.StopSignal = o.stopSignal
 	if img, err = mutate.ConfigFile(img, cfg); err != nil {
 		return fmt.Errorf("make image: %w", err)
 	}

@@ -34,6 +34,7 @@ func main() {
 	flag.StringVar(&entrypoint, "entrypoint", "", `entrypoint: JSON array or comma list (default none)`)
 	flag.StringVar(&cmd, "cmd", `["sh"]`, `command: JSON array or comma list`)
 	flag.Var(&env, "env", "KEY=VALUE added to the image's environment (PATH is always set); repeatable")
+	flag.StringVar(&o.stopSignal, "stop-signal", "", `the image's StopSignal ("SIGUSR1"); default none (SIGTERM)`)
 	flag.StringVar(&o.out, "o", "busybox.tar", "output file")
 	flag.Parse()
 	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))

@@ -95,3 +95,25 @@ func TestImageRuns(t *testing.T) {
 		t.Errorf("output %q, want %q", out, want)
 	}
 }
+
+// -stop-signal reaches the image config the store reads.
+func TestImageStopSignal(t *testing.T) {
+	testroot.Require(t)
+	dir := t.TempDir()
+	s, err := image.Open(filepath.Join(dir, "images"), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := options{busybox: "/bin/busybox", refs: []string{"example.com/quits:v1"}, format: "docker", compress: "none",
+		cmd: []string{"sh"}, stopSignal: "SIGUSR1", out: filepath.Join(dir, "quits.tar")}
+	if err := build(o); err != nil {
+		t.Fatal(err)
+	}
+	imgs, err := s.Import(context.Background(), o.out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(imgs) != 1 || imgs[0].Config.StopSignal != "SIGUSR1" {
+		t.Fatalf("imported %+v, want StopSignal SIGUSR1", imgs)
+	}
+}
