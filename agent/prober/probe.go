@@ -49,6 +49,10 @@ func (r Result) String() string {
 // as the kubelet's maxRespBodyLength and exec maxReadLength.
 const maxOutput = 10 << 10
 
+// maxAnswer bounds what an httpGet probe reads of an answer, headers and
+// body together; the body's first maxOutput bytes are kept.
+const maxAnswer = 1 << 20
+
 // kubeMinor is the Kubernetes version this daemon follows, for User-Agent
 // headers as the kubelet sends them (kube-probe/1.37).
 const kubeMinor = "1.37"
@@ -325,7 +329,9 @@ func (t *Target) getOnce(ctx context.Context, req *http.Request) (*http.Response
 		conn.Close()
 		return nil, err
 	}
-	res, err := http.ReadResponse(bufio.NewReader(conn), req)
+	// A container's answer is read only so far, headers included (an
+	// http.Client stops headers at 10 MB; a probe needs far less).
+	res, err := http.ReadResponse(bufio.NewReader(io.LimitReader(conn, maxAnswer)), req)
 	if err != nil {
 		conn.Close()
 		return nil, err

@@ -49,6 +49,15 @@ func TestHTTPProbe(t *testing.T) {
 		http.Redirect(w, r, "http://elsewhere.invalid/", http.StatusFound)
 	})
 	mux.HandleFunc("/loop", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/loop", http.StatusFound) })
+	mux.HandleFunc("/headers", func(w http.ResponseWriter, r *http.Request) {
+		// A hostile answer: headers without end, until the probe gives up.
+		for i := 0; ; i++ {
+			w.Header().Add(fmt.Sprintf("X-%d", i), strings.Repeat("h", 1000))
+			if i == 100000 {
+				break
+			}
+		}
+	})
 	mux.HandleFunc("/slow", func(w http.ResponseWriter, r *http.Request) { time.Sleep(1500 * time.Millisecond) })
 	plain := httptest.NewServer(mux)
 	defer plain.Close()
@@ -70,6 +79,7 @@ func TestHTTPProbe(t *testing.T) {
 		{"redirect to another host is a warning", v1.HTTPGetAction{Path: "/away", Port: port}, Success, "Probe terminated redirects"},
 		{"redirect loop", v1.HTTPGetAction{Path: "/loop", Port: port}, Failure, "stopped after 10 redirects"},
 		{"timeout", v1.HTTPGetAction{Path: "/slow", Port: port}, Failure, "deadline exceeded"},
+		{"100 MB of headers", v1.HTTPGetAction{Path: "/headers", Port: port}, Failure, ""},
 		{"refused", v1.HTTPGetAction{Path: "/", Port: intstr.FromInt32(1)}, Failure, "connection refused"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
