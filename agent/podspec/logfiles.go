@@ -1,0 +1,79 @@
+package podspec
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// The files of a container's log, as the agent names, reads and prunes them
+// and the runtime writes and rotates them. Each run of a container writes
+// <LogDir>/<name>/<attempt>.log (Container.LogPath). Rotation renames that
+// file to <attempt>.log.<stamp>, a local time in RotatedLogTimeFormat, and
+// compresses the older rotated files to <attempt>.log.<stamp>.gz, going
+// through <attempt>.log.<stamp>.tmp: the kubelet's container log manager
+// names them so.
+const (
+	RotatedLogTimeFormat = "20060102-150405"
+	CompressedLogSuffix  = ".gz"
+	TempLogSuffix        = ".tmp"
+)
+
+// LogAttempt returns the run a file of a container's log directory belongs
+// to: n for "<n>.log" and for the files rotation made of it,
+// "<n>.log.<suffix>". ok is false for any other name.
+func LogAttempt(name string) (attempt int, ok bool) {
+	num, rest, found := strings.Cut(name, ".log")
+	if !found || (rest != "" && !strings.HasPrefix(rest, ".")) || rest == "." {
+		return 0, false
+	}
+	n, err := strconv.Atoi(num)
+	if err != nil || n < 0 || strconv.Itoa(n) != num {
+		return 0, false
+	}
+	return n, true
+}
+
+// RotatedLog is a file rotation made of a log file.
+type RotatedLog struct {
+	Path       string // <log>.<stamp>, or <log>.<stamp>.gz when Compressed
+	Stamp      string // orders the rotated files of one log: oldest first
+	Compressed bool
+}
+
+// RotatedLogs returns the rotated files of the log file path that hold its
+// lines, oldest first, and the files a rotation or compression cut short
+// left (temporary files, and uncompressed files whose compressed copy
+// exists), as the kubelet's GetAllLogs and filterUnusedLogs tell them apart.
+func RotatedLogs(path string) (inUse []RotatedLog, unused []string, err error) {
+	dir, base := filepath.Split(path)
+	entries, err := os.ReadDir(filepath.Clean(dir))
+	if err != nil {
+		return nil, nil, fmt.Errorf("list rotated logs of %s: %w", path, err)
+	}
+	prefix := base + "."
+	names := map[string]bool{}
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), prefix) && !e.IsDir() {
+			names[e.Name()] = true
+		}
+	}
+	for name := range names {
+		full := filepath.Join(dir, name)
+		stamp := strings.TrimPrefix(name, prefix)
+		switch {
+		case strings.HasSuffix(name, TempLogSuffix), names[name+CompressedLogSuffix]:
+			unused = append(unused, full)
+		case strings.HasSuffix(name, CompressedLogSuffix):
+			inUse = append(inUse, RotatedLog{Path: full, Stamp: strings.TrimSuffix(stamp, CompressedLogSuffix), Compressed: true})
+		default:
+			inUse = append(inUse, RotatedLog{Path: full, Stamp: stamp})
+		}
+	}
+	slices.SortFunc(inUse, func(a, b RotatedLog) int { return strings.Compare(a.Stamp, b.Stamp) })
+	slices.Sort(unused)
+	return inUse, unused, nil
+}
