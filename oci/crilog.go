@@ -2,19 +2,34 @@ package oci
 
 import (
 	"bufio"
+	"compress/gzip"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"sync"
 	"time"
+
+	"github.com/staticpodd/staticpodd/agent/podspec"
 )
 
 // maxLogLine is the longest log line written whole; longer lines are split
 // into partial ("P") entries, as the kubelet's CRI log format allows.
 const maxLogLine = 16 * 1024
+
+// logRotation is when a container's log file is rotated: the kubelet's
+// containerLogMaxSize and containerLogMaxFiles.
+type logRotation struct {
+	// MaxSize is the size the live file never grows past (unless one entry
+	// is larger): it is rotated before. 0 or less: never rotated.
+	MaxSize int64
+	// MaxFiles is how many files the log keeps, the live one included; at
+	// least 2.
+	MaxFiles int
+}
 
 // criLog writes container output in the CRI log format:
 // "<RFC3339Nano> <stream> <F|P> <content>\n".
@@ -22,18 +37,44 @@ const maxLogLine = 16 * 1024
 // A write that fails (a full disk) loses that entry but never stops the
 // copy: a container whose output is not drained blocks on its next write
 // once the pipe is full. The failure is logged once, and so is the recovery.
+//
+// With rotation, the live file is renamed to <path>.<stamp> before an entry
+// would take it past MaxSize, and a new one opened, under the same lock as
+// the writes: every entry is in exactly one file, and the files in stamp
+// order hold the entries in the order written. The oldest rotated files
+// are removed then, so that at most MaxFiles files exist, the live one
+// included. Compressing the rotated files but the newest is done by another
+// goroutine, so that the copy never waits for it.
 type criLog struct {
-	log *slog.Logger
-	now func() time.Time
+	log  *slog.Logger
+	now  func() time.Time
+	path string
+	rot  logRotation
 
-	mu      sync.Mutex // guards the fields below: lines of both streams never interleave
-	f       *os.File
-	buf     []byte
-	failing bool // the last write failed
-	lost    int  // entries lost since writes began to fail
+	mu       sync.Mutex // guards the fields below: lines of both streams never interleave
+	f        *os.File
+	size     int64 // of f
+	rotateAt int64 // size past which f is rotated; later after a failed rotation
+	rotated  []rotatedFile
+	rotating bool   // the last rotation failed
+	buf      []byte // entries being written
+	head     []byte // "<time> <stream>" of the entries being written
+	failing  bool   // the last write failed
+	lost     int    // entries lost since writes began to fail
+
+	compressDue chan struct{} // one slot: a rotation left files to compress
+	closing     chan struct{} // closed by Close: compression stops
+	compressed  chan struct{} // closed when the compressor has ended
 }
 
-func openCRILog(path string, log *slog.Logger) (*criLog, error) {
+// rotatedFile is one of the log's rotated files, oldest first in
+// criLog.rotated.
+type rotatedFile struct {
+	stamp string
+	gz    bool
+}
+
+func openCRILog(path string, rot logRotation, log *slog.Logger) (*criLog, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, fmt.Errorf("create log dir for %s: %w", path, err)
 	}
@@ -41,60 +82,384 @@ func openCRILog(path string, log *slog.Logger) (*criLog, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open log %s: %w", path, err)
 	}
-	return &criLog{f: f, now: time.Now, log: log}, nil
+	l := &criLog{f: f, now: time.Now, log: log, path: path, rot: rot}
+	if rot.MaxSize <= 0 {
+		return l, nil
+	}
+	l.rot.MaxFiles = max(rot.MaxFiles, 2)
+	l.rotateAt = rot.MaxSize
+	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
+		l.size = fi.Size()
+	}
+	// Normally none: a new run's log is a new file.
+	inUse, unused, err := podspec.RotatedLogs(path)
+	if err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	for _, u := range unused {
+		_ = os.Remove(u)
+	}
+	for _, r := range inUse {
+		l.rotated = append(l.rotated, rotatedFile{stamp: r.Stamp, gz: r.Compressed})
+	}
+	l.compressDue = make(chan struct{}, 1)
+	l.closing = make(chan struct{})
+	l.compressed = make(chan struct{})
+	go l.compressor()
+	l.compressDue <- struct{}{}
+	return l, nil
 }
 
-// copy reads stream until EOF and writes each line as an entry. It returns
-// nil at EOF, or the read error; write errors only lose entries.
+// copyBuffer is how much of a stream copy reads at once: a pipe's capacity.
+const copyBuffer = 64 * 1024
+
+// copy reads stream until EOF and writes each line as an entry. The lines
+// read together are written together once the pipe has no more, so that a
+// fast writer costs a write(2) per read rather than per line, and a line
+// never waits in the monitor for more. It returns nil at EOF, or the read
+// error; write errors only lose entries.
 func (l *criLog) copy(stream string, r io.Reader) error {
-	br := bufio.NewReaderSize(r, maxLogLine)
+	br := bufio.NewReaderSize(r, copyBuffer)
+	e := &entries{stream: stream}
 	for {
 		line, err := br.ReadSlice('\n')
 		switch {
 		case err == nil:
-			l.write(stream, "F", line[:len(line)-1])
+			e.add(line[:len(line)-1], false)
 		case errors.Is(err, bufio.ErrBufferFull):
-			l.write(stream, "P", line)
+			e.add(line, true)
 		default:
 			if len(line) > 0 {
-				l.write(stream, "P", line)
+				e.add(line, true)
 			}
+			l.write(e)
 			if errors.Is(err, io.EOF) || errors.Is(err, os.ErrClosed) {
 				return nil
 			}
 			return fmt.Errorf("read %s: %w", stream, err)
 		}
+		if br.Buffered() == 0 {
+			l.write(e)
+		}
 	}
 }
 
-// write writes one entry, or counts it lost.
-func (l *criLog) write(stream, tag string, content []byte) {
+// entries are lines of one stream, read together, to be written together.
+type entries struct {
+	stream  string
+	content []byte // of every entry, back to back
+	ends    []int  // where each entry's content ends in content
+	partial []bool // whether each entry is a part of a longer line
+}
+
+// add adds a line, or a part of one, split into entries of at most
+// maxLogLine bytes: a longer line makes partial ("P") entries.
+func (e *entries) add(line []byte, partial bool) {
+	for {
+		n := min(len(line), maxLogLine)
+		e.content = append(e.content, line[:n]...)
+		e.ends = append(e.ends, len(e.content))
+		line = line[n:]
+		if len(line) == 0 {
+			e.partial = append(e.partial, partial)
+			return
+		}
+		e.partial = append(e.partial, true)
+	}
+}
+
+// write writes e's entries, stamped with the time now, and empties e; an
+// entry a write could not take whole is counted lost.
+func (l *criLog) write(e *entries) {
+	if len(e.ends) == 0 {
+		return
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	b := l.buf[:0]
-	b = l.now().UTC().AppendFormat(b, time.RFC3339Nano)
-	b = append(b, ' ')
-	b = append(b, stream...)
-	b = append(b, ' ')
-	b = append(b, tag...)
-	b = append(b, ' ')
-	b = append(b, content...)
-	b = append(b, '\n')
+	head := l.now().UTC().AppendFormat(l.head[:0], time.RFC3339Nano)
+	head = append(head, ' ')
+	head = append(head, e.stream...)
+	l.head = head
+	b, n, start := l.buf[:0], 0, 0
+	for i, end := range e.ends {
+		tag := " F "
+		if e.partial[i] {
+			tag = " P "
+		}
+		size := len(head) + len(tag) + end - start + 1
+		if l.rot.MaxSize > 0 && l.size+int64(len(b)) > 0 && l.size+int64(len(b)+size) > l.rotateAt {
+			l.writeLocked(b, n)
+			b, n = b[:0], 0
+			l.rotateLocked()
+		}
+		b = append(b, head...)
+		b = append(b, tag...)
+		b = append(b, e.content[start:end]...)
+		b = append(b, '\n')
+		n++
+		start = end
+	}
+	l.writeLocked(b, n)
 	l.buf = b
-	_, err := l.f.Write(b)
+	e.content, e.ends, e.partial = e.content[:0], e.ends[:0], e.partial[:0]
+}
+
+// writeLocked writes b, n entries, to the live file.
+func (l *criLog) writeLocked(b []byte, n int) {
+	if len(b) == 0 {
+		return
+	}
+	w, err := l.f.Write(b)
+	l.size += int64(w)
 	switch {
 	case err != nil && !l.failing:
-		l.failing, l.lost = true, 1
+		l.failing, l.lost = true, n
 		l.log.Warn("cannot write container log, discarding output until it can",
 			"path", l.f.Name(), "err", err)
 	case err != nil:
-		l.lost++
+		l.lost += n
 	case l.failing:
 		l.failing = false
 		l.log.Info("writing container log again", "path", l.f.Name(), "lost_entries", l.lost)
 	}
 }
 
+// rotateLocked removes the oldest rotated files so that, with the one it
+// makes, MaxFiles files remain, renames the live file to <path>.<stamp> and
+// opens a new one. A failed rotation keeps writing the live file, and is
+// tried again once that has grown by another MaxSize.
+//
+// It follows the kubelet's containerLogManager.rotateLog, minus compression.
+func (l *criLog) rotateLocked() {
+	for len(l.rotated) > l.rot.MaxFiles-2 {
+		old := l.rotatedPath(l.rotated[0].stamp)
+		// The compressor may be writing <old>.tmp: it removes that itself
+		// once it finds the file gone from l.rotated.
+		err := errors.Join(removeIfExists(old+podspec.CompressedLogSuffix), removeIfExists(old))
+		if err != nil {
+			l.rotateFailedLocked(err)
+			return
+		}
+		l.rotated = l.rotated[1:]
+	}
+	stamp := l.nextStamp()
+	rotated := l.rotatedPath(stamp)
+	if err := os.Rename(l.path, rotated); err != nil {
+		l.rotateFailedLocked(err)
+		return
+	}
+	f, err := os.OpenFile(l.path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o640)
+	if err != nil {
+		// Back, so that readers find the live file where it was.
+		if rerr := os.Rename(rotated, l.path); rerr != nil {
+			// Writes go on to the old file, now named as rotated.
+			err = errors.Join(err, rerr)
+			l.rotated = append(l.rotated, rotatedFile{stamp: stamp})
+		}
+		l.rotateFailedLocked(err)
+		return
+	}
+	_ = l.f.Close()
+	l.f, l.size, l.rotateAt = f, 0, l.rot.MaxSize
+	l.rotated = append(l.rotated, rotatedFile{stamp: stamp})
+	if l.rotating {
+		l.rotating = false
+		l.log.Info("rotating container log again", "path", l.path)
+	}
+	select {
+	case l.compressDue <- struct{}{}:
+	default: // a pass is due already
+	}
+}
+
+func (l *criLog) rotateFailedLocked(err error) {
+	l.rotateAt = l.size + l.rot.MaxSize
+	if !l.rotating {
+		l.rotating = true
+		l.log.Warn("cannot rotate container log, writing on to the live file", "path", l.path, "err", err)
+	}
+}
+
+// nextStamp names the next rotated file: the time now, as the kubelet does,
+// or one second after the newest rotated file's when that is not earlier.
+// Names then sort in the order the files were written even when the log
+// rotates more than once a second or the clock steps back.
+func (l *criLog) nextStamp() string {
+	stamp := l.now().Format(podspec.RotatedLogTimeFormat)
+	if len(l.rotated) == 0 {
+		return stamp
+	}
+	newest := l.rotated[len(l.rotated)-1].stamp
+	if stamp > newest {
+		return stamp
+	}
+	// Wall-clock arithmetic on the name: UTC has no daylight saving jumps.
+	t, err := time.Parse(podspec.RotatedLogTimeFormat, newest)
+	if err != nil {
+		return newest + "-1" // not one of ours; still sorts after it
+	}
+	return t.Add(time.Second).Format(podspec.RotatedLogTimeFormat)
+}
+
+func (l *criLog) rotatedPath(stamp string) string {
+	return l.path + "." + stamp
+}
+
+func removeIfExists(path string) error {
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+// compressor compresses the rotated files but the newest, as the kubelet
+// does (the newest stays as it is for readers still on it), after each
+// rotation, until Close.
+func (l *criLog) compressor() {
+	defer close(l.compressed)
+	failing := false
+	for {
+		select {
+		case <-l.closing:
+			return
+		case <-l.compressDue:
+		}
+		err := l.compressOld()
+		switch {
+		case err != nil && !errors.Is(err, errClosing) && !failing:
+			failing = true
+			l.log.Warn("cannot compress rotated container log", "path", l.path, "err", err)
+		case err == nil && failing:
+			failing = false
+			l.log.Info("compressing rotated container logs again", "path", l.path)
+		}
+	}
+}
+
+var errClosing = errors.New("log closing")
+
+func (l *criLog) compressOld() error {
+	var todo []string
+	l.mu.Lock()
+	for _, r := range l.rotated[:max(len(l.rotated)-1, 0)] {
+		if !r.gz {
+			todo = append(todo, r.stamp)
+		}
+	}
+	l.mu.Unlock()
+	for _, stamp := range todo {
+		if err := l.compressOne(stamp); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// compressOne compresses <path>.<stamp> to <path>.<stamp>.gz through
+// <path>.<stamp>.tmp, as the kubelet's compressLog does, unless rotation
+// removed the file meanwhile. The compressed file is synced before it
+// replaces the other, so a crash leaves one of them whole.
+func (l *criLog) compressOne(stamp string) (err error) {
+	src := l.rotatedPath(stamp)
+	in, err := os.Open(src)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil // removed as one too many
+	}
+	if err != nil {
+		return fmt.Errorf("compress %s: %w", src, err)
+	}
+	defer in.Close()
+	tmp := src + podspec.TempLogSuffix
+	out, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o640)
+	if err != nil {
+		return fmt.Errorf("compress %s: %w", src, err)
+	}
+	defer func() {
+		if err != nil {
+			_ = out.Close()
+			_ = os.Remove(tmp)
+		}
+	}()
+	if err := gzipTo(out, in, l.closing); err != nil {
+		return fmt.Errorf("compress %s: %w", src, err)
+	}
+	if err := out.Close(); err != nil {
+		return fmt.Errorf("compress %s: %w", src, err)
+	}
+	l.mu.Lock()
+	i := l.rotatedIndexLocked(stamp)
+	if i < 0 {
+		l.mu.Unlock()
+		_ = os.Remove(tmp)
+		return nil // removed meanwhile: the .gz must not bring it back
+	}
+	err = os.Rename(tmp, src+podspec.CompressedLogSuffix)
+	if err == nil {
+		l.rotated[i].gz = true
+	}
+	l.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("compress %s: %w", src, err)
+	}
+	if err := removeIfExists(src); err != nil {
+		return fmt.Errorf("remove %s after compressing it: %w", src, err)
+	}
+	return nil
+}
+
+// gzipLevel trades the size of compressed logs for the monitor's CPU; the
+// format is the same at every level. See docs/benchmarks.md.
+const gzipLevel = gzip.BestSpeed
+
+// gzipTo writes in, gzipped, to out and syncs it. It stops with errClosing
+// when stop is closed.
+func gzipTo(out *os.File, in io.Reader, stop <-chan struct{}) error {
+	zw, err := gzip.NewWriterLevel(out, gzipLevel)
+	if err != nil {
+		return err
+	}
+	buf := make([]byte, 128<<10)
+	for {
+		select {
+		case <-stop:
+			return errClosing
+		default:
+		}
+		n, rerr := in.Read(buf)
+		if n > 0 {
+			if _, err := zw.Write(buf[:n]); err != nil {
+				return err
+			}
+		}
+		if errors.Is(rerr, io.EOF) {
+			break
+		}
+		if rerr != nil {
+			return rerr
+		}
+	}
+	if err := zw.Close(); err != nil {
+		return err
+	}
+	return out.Sync()
+}
+
+func (l *criLog) rotatedIndexLocked(stamp string) int {
+	for i, r := range l.rotated {
+		if r.stamp == stamp {
+			return i
+		}
+	}
+	return -1
+}
+
 func (l *criLog) Close() error {
+	if l.closing != nil {
+		close(l.closing)
+		<-l.compressed
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	return l.f.Close()
 }

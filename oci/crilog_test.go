@@ -2,16 +2,24 @@ package oci
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/fsnotify/fsnotify"
+
+	"github.com/staticpodd/staticpodd/agent/podspec"
 )
 
 func TestCRILog(t *testing.T) {
@@ -27,7 +35,7 @@ func TestCRILog(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "c", "0.log")
-			l, err := openCRILog(path, slog.New(slog.DiscardHandler))
+			l, err := openCRILog(path, logRotation{}, slog.New(slog.DiscardHandler))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -78,7 +86,7 @@ func (r *recorder) Handle(_ context.Context, rec slog.Record) error {
 
 func TestCRILogKeepsDrainingWhenWritesFail(t *testing.T) {
 	rec := &recorder{logged: make(chan string, 1)}
-	l, err := openCRILog("/dev/full", slog.New(rec)) // every write: ENOSPC
+	l, err := openCRILog("/dev/full", logRotation{}, slog.New(rec)) // every write: ENOSPC
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +128,7 @@ func TestCRILogKeepsDrainingWhenWritesFail(t *testing.T) {
 
 func TestCRILogResumesAfterWritesFail(t *testing.T) {
 	rec := &recorder{logged: make(chan string, 1)}
-	l, err := openCRILog("/dev/full", slog.New(rec))
+	l, err := openCRILog("/dev/full", logRotation{}, slog.New(rec))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,5 +168,269 @@ func TestCRILogResumesAfterWritesFail(t *testing.T) {
 	}
 	if len(rec.msgs) != 2 {
 		t.Errorf("logged %q, want the failure and the recovery", rec.msgs)
+	}
+}
+
+// logFiles returns the names in dir, sorted.
+func logFiles(t *testing.T, dir string) []string {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	return names
+}
+
+// waitForFiles waits until dir holds exactly want, woken by inotify.
+func waitForFiles(t *testing.T, dir string, want ...string) {
+	t.Helper()
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if err := w.Add(dir); err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(want)
+	giveUp := time.After(30 * time.Second) // only ever reached on failure
+	for {
+		got := logFiles(t, dir)
+		if slices.Equal(got, want) {
+			return
+		}
+		select {
+		case <-w.Events:
+		case <-w.Errors:
+		case <-giveUp:
+			t.Fatalf("files %q, want %q", got, want)
+		}
+	}
+}
+
+// readLogFiles returns the content of a log's files, rotated (decompressed)
+// then live, in order, and each file's uncompressed size.
+func readLogFiles(t *testing.T, path string) ([]byte, map[string]int) {
+	t.Helper()
+	inUse, _, err := podspec.RotatedLogs(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var all []byte
+	sizes := map[string]int{}
+	read := func(p string, gz bool) {
+		f, err := os.Open(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		var r io.Reader = f
+		if gz {
+			zr, err := gzip.NewReader(f)
+			if err != nil {
+				t.Fatalf("%s: %v", p, err)
+			}
+			r = zr
+		}
+		data, err := io.ReadAll(r)
+		if err != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+		sizes[filepath.Base(p)] = len(data)
+		all = append(all, data...)
+	}
+	for _, r := range inUse {
+		read(r.Path, r.Compressed)
+	}
+	read(path, false)
+	return all, sizes
+}
+
+// The live file is renamed the kubelet's way before an entry would take it
+// past the size; older rotated files are gzipped, the newest is not, and
+// only maxFiles files stay, the live one included. A clock that does not
+// move still gives each rotated file a name of its own, in order.
+func TestCRILogRotation(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "0.log")
+	// Each entry is 60 bytes: five fill a file.
+	l, err := openCRILog(path, logRotation{MaxSize: 300, MaxFiles: 3}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	at := time.Date(2026, 1, 2, 3, 4, 5, 6, time.Local)
+	l.now = func() time.Time { return at }
+	e := &entries{stream: "stdout"}
+	for i := range 20 {
+		e.add(fmt.Appendf(nil, "line %14d", i), false)
+		l.write(e)
+	}
+	// Rotated at lines 5, 10 and 15; the first of those files went to
+	// keep three.
+	stamp := func(s int) string {
+		return "0.log." + at.Add(time.Duration(s)*time.Second).Format("20060102-150405")
+	}
+	waitForFiles(t, dir, "0.log", stamp(1)+".gz", stamp(2))
+	data, sizes := readLogFiles(t, path)
+	var want string
+	for i := 5; i < 20; i++ {
+		want += fmt.Sprintf("%s stdout F line %14d\n", at.UTC().Format(time.RFC3339Nano), i)
+	}
+	if string(data) != want {
+		t.Errorf("log files hold\n%s\nwant\n%s", data, want)
+	}
+	for name, n := range sizes {
+		if n != 300 {
+			t.Errorf("%s holds %d bytes, want 300", name, n)
+		}
+	}
+}
+
+// A rotation or compression cut short (the monitor killed) leaves files the
+// next open tidies up the kubelet's way: temporary files and uncompressed
+// copies of compressed files go, the rotated files but the newest are
+// compressed.
+func TestCRILogTidiesWhatACrashLeft(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "0.log")
+	files := map[string]string{
+		"0.log":                        "live\n",
+		"0.log.20260102-030401":        "one\n",
+		"0.log.20260102-030402":        "two\n",
+		"0.log.20260102-030402.tmp":    "half a compression",
+		"0.log.20260102-030403":        "three\n",
+		"0.log.20260102-030400.gz":     "",
+		"0.log.20260102-030400.gz.tmp": "",
+	}
+	for name, content := range files {
+		data := []byte(content)
+		if name == "0.log.20260102-030400.gz" {
+			var b bytes.Buffer
+			zw := gzip.NewWriter(&b)
+			zw.Write([]byte("zero\n"))
+			zw.Close()
+			data = b.Bytes()
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o640); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l, err := openCRILog(path, logRotation{MaxSize: 1 << 20, MaxFiles: 5}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	waitForFiles(t, dir, "0.log", "0.log.20260102-030400.gz", "0.log.20260102-030401.gz",
+		"0.log.20260102-030402.gz", "0.log.20260102-030403")
+	if data, _ := readLogFiles(t, path); string(data) != "zero\none\ntwo\nthree\nlive\n" {
+		t.Errorf("log files hold %q", data)
+	}
+}
+
+// The monitor's copy under a writer faster than 50 MB/s, rotating every
+// MiB: every line of both streams is in exactly one file, in order.
+func TestCRILogRotationLosesNoLineUnderAFastWriter(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		maxFiles int
+	}{
+		{"all files kept", 1000},
+		{"five files kept", 5},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, "0.log")
+			rot := logRotation{MaxSize: 1 << 20, MaxFiles: tc.maxFiles}
+			l, err := openCRILog(path, rot, slog.New(slog.DiscardHandler))
+			if err != nil {
+				t.Fatal(err)
+			}
+			const total = 96 << 20
+			streams := map[string]int{"stdout": 3 * total / 4 / 100, "stderr": total / 4 / 100} // 100-byte lines
+			start := time.Now()
+			copied := make(chan error, len(streams))
+			for stream, lines := range streams {
+				pr, pw, err := os.Pipe()
+				if err != nil {
+					t.Fatal(err)
+				}
+				go func() { copied <- errors.Join(l.copy(stream, pr), pr.Close()) }()
+				go func() {
+					// "out 000000042 xxx...\n", 100 bytes, made cheaply:
+					// the writer must outpace the copy.
+					line := []byte(stream[3:] + " 000000000 " + strings.Repeat("x", 100-15) + "\n")
+					buf := make([]byte, 0, 64<<10)
+					for i := range lines {
+						for d, n := 12, i; n > 0; d, n = d-1, n/10 {
+							line[d] = byte('0' + n%10)
+						}
+						buf = append(buf, line...)
+						if len(buf) > 60<<10 || i == lines-1 {
+							if _, err := pw.Write(buf); err != nil {
+								t.Error(err)
+								break
+							}
+							buf = buf[:0]
+						}
+					}
+					pw.Close()
+				}()
+			}
+			for range streams {
+				if err := <-copied; err != nil {
+					t.Fatal(err)
+				}
+			}
+			elapsed := time.Since(start)
+			if err := l.Close(); err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%d MB in %v: %.0f MB/s", total>>20, elapsed.Round(time.Millisecond), float64(total)/(1<<20)/elapsed.Seconds())
+
+			inUse, _, err := podspec.RotatedLogs(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := len(inUse) + 1; n > tc.maxFiles {
+				t.Errorf("%d files, want at most %d", n, tc.maxFiles)
+			}
+			data, sizes := readLogFiles(t, path)
+			for name, n := range sizes {
+				if n > 1<<20 {
+					t.Errorf("%s holds %d bytes, more than the 1 MiB rotation size", name, n)
+				}
+			}
+			next := map[string]int{}
+			for line := range strings.SplitSeq(strings.TrimSuffix(string(data), "\n"), "\n") {
+				f := strings.SplitN(line, " ", 6)
+				if len(f) != 6 || f[2] != "F" || "std"+f[3] != f[1] {
+					t.Fatalf("bad entry %q", line)
+				}
+				n, err := strconv.Atoi(f[4])
+				if err != nil {
+					t.Fatalf("bad entry %q", line)
+				}
+				want, seen := next[f[1]]
+				if !seen && tc.maxFiles < 1000 {
+					want = n // the oldest files went: a later line comes first
+				}
+				if n != want {
+					t.Fatalf("%s: line %d after line %d", f[1], n, want-1)
+				}
+				next[f[1]] = n + 1
+			}
+			for stream, lines := range streams {
+				// With the oldest files gone, a stream that ended early
+				// may have no line left.
+				if _, seen := next[stream]; (seen || tc.maxFiles >= 1000) && next[stream] != lines {
+					t.Errorf("%s: last line %d, want %d", stream, next[stream]-1, lines-1)
+				}
+			}
+		})
 	}
 }

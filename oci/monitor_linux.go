@@ -214,7 +214,7 @@ func (m *monitorProc) run(st monitorState, log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("convert spec of container %s: %w", m.id, err)
 	}
-	logs, err := openCRILog(rec.LogPath, log)
+	logs, err := openCRILog(rec.LogPath, logRotation{MaxSize: rec.LogMaxSize, MaxFiles: rec.LogMaxFiles}, log)
 	if err != nil {
 		return err
 	}

@@ -48,8 +48,16 @@ type Config struct {
 	// mount, a frozen cgroup) is killed and cleaned up when it expires;
 	// default DefaultStartTimeout.
 	StartTimeout time.Duration
-	Images       ImageStore
-	Logger       *slog.Logger
+	// LogMaxSize and LogMaxFiles rotate container logs as the kubelet's
+	// containerLogMaxSize and containerLogMaxFiles do: a log file is renamed
+	// to <log>.<time> before it would grow past LogMaxSize, older ones are
+	// gzipped, and at most LogMaxFiles files (at least 2) are kept, the live
+	// one included. The container's monitor does it, with the values of
+	// when the container started. LogMaxSize 0 or less: no rotation.
+	LogMaxSize  int64
+	LogMaxFiles int
+	Images      ImageStore
+	Logger      *slog.Logger
 }
 
 // Runtime runs pods' containers. It is safe for concurrent use, and every method

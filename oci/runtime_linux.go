@@ -176,6 +176,7 @@ func (r *Runtime) start(ctx context.Context, pm *pendingMonitor, pod *podspec.Po
 	rec := containerRecord{
 		ID: id, PodUID: pod.UID, PodName: pod.Name, PodNS: pod.Namespace, Name: c.Name, Attempt: c.Attempt,
 		Hash: c.Hash, Image: c.Image, ImageID: img.ID, LogPath: c.LogPath, CreatedAt: time.Now(),
+		LogMaxSize: r.cfg.LogMaxSize, LogMaxFiles: r.cfg.LogMaxFiles,
 		TerminationGracePeriod: pod.TerminationGracePeriod,
 		StopSignal:             int(r.stopSignal(c, img.Config.StopSignal)),
 		TerminationMessage:     c.TerminationMessagePath != "", TerminationMessageFromLog: c.TerminationMessageFromLog,

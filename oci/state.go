@@ -80,6 +80,11 @@ type containerRecord struct {
 	// told the monitor to go leaves the next one a monitor to adopt.
 	MonitorPid   int    `json:"monitorPid,omitempty"`
 	MonitorStart uint64 `json:"monitorStart,omitempty"`
+	// LogMaxSize and LogMaxFiles are when the monitor rotates the log
+	// (logRotation), fixed at the container's start; 0 (a record of an
+	// older daemon): never.
+	LogMaxSize  int64 `json:"logMaxSize,omitempty"`
+	LogMaxFiles int   `json:"logMaxFiles,omitempty"`
 }
 
 // monitorState is written by the monitor: first with its own identity, then
