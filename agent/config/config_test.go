@@ -173,6 +173,8 @@ func TestLoadErrors(t *testing.T) {
 		{"bad port", "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nport: 70000\n", "port: 70000 is not between 1 and 65535"},
 		{"bad driver", "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\ncgroupDriver: foo\n", "cgroupDriver"},
 		{"bad size", "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\ncontainerLogMaxSize: lots\n", "containerLogMaxSize"},
+		{"zero size", "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\ncontainerLogMaxSize: \"0\"\n", "containerLogMaxSize: 0 would rotate at every line"},
+		{"one file", "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\ncontainerLogMaxFiles: 1\n", "containerLogMaxFiles: 1 is less than 2"},
 		{"not yaml", "apiVersion: [\n", "config"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -296,5 +298,17 @@ func TestDirsFromEnvironment(t *testing.T) {
 	}
 	if c.RunDir != "/run/flag" || c.Origin("runDir") != "flag --run-dir" {
 		t.Errorf("runDir %q from %q, want the flag's over the environment's", c.RunDir, c.Origin("runDir"))
+	}
+}
+
+// A negative containerLogMaxSize turns rotation off, as in the kubelet.
+func TestNegativeLogSizeTurnsRotationOff(t *testing.T) {
+	p := write(t, "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\ncontainerLogMaxSize: \"-1\"\n")
+	c, _, err := Load(p, Flags{HostnameOverride: "n"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.ContainerLogMaxSize != -1 {
+		t.Errorf("containerLogMaxSize = %d, want -1", c.ContainerLogMaxSize)
 	}
 }

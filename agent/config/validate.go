@@ -48,8 +48,10 @@ func (c *Config) validate() error {
 	if c.ContainerLogMaxFiles < 2 {
 		bad("containerLogMaxFiles", "%d is less than 2", c.ContainerLogMaxFiles)
 	}
-	if c.ContainerLogMaxSize <= 0 {
-		bad("containerLogMaxSize", "%d is not positive", c.ContainerLogMaxSize)
+	// Negative turns rotation off, as the kubelet's NewContainerLogManager
+	// takes it; 0 would give each line a file of its own.
+	if c.ContainerLogMaxSize == 0 {
+		bad("containerLogMaxSize", "0 would rotate at every line (a negative size turns rotation off)")
 	}
 	if p := c.ImageGCHighThresholdPercent; p < 0 || p > 100 {
 		bad("imageGCHighThresholdPercent", "%d is not between 0 and 100", p)

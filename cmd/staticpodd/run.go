@@ -85,8 +85,6 @@ var notYetActedOn = map[string]string{
 	"tlsCertFile":                      "the authenticated kubelet API is not served yet",
 	"tlsPrivateKeyFile":                "the authenticated kubelet API is not served yet",
 	"authentication.x509.clientCAFile": "the authenticated kubelet API is not served yet",
-	"containerLogMaxSize":              "log rotation is not implemented yet",
-	"containerLogMaxFiles":             "log rotation is not implemented yet",
 	"evictionHard":                     "eviction is not implemented yet",
 	"evictionSoft":                     "eviction is not implemented yet",
 	"evictionSoftGracePeriod":          "eviction is not implemented yet",
@@ -232,8 +230,11 @@ func newDaemon(cfg *config.Config, logger *slog.Logger, once bool) (*daemon, err
 		RunDir:     cfg.RunDir,
 		RootDir:    cfg.RootDir,
 		CgroupRoot: cfg.CgroupRoot,
-		Images:     images,
-		Logger:     logger.With("subsystem", "runtime"),
+		// A negative containerLogMaxSize turns rotation off, as the kubelet's.
+		LogMaxSize:  cfg.ContainerLogMaxSize,
+		LogMaxFiles: int(cfg.ContainerLogMaxFiles),
+		Images:      images,
+		Logger:      logger.With("subsystem", "runtime"),
 	})
 	if err != nil {
 		return nil, err
