@@ -6,10 +6,10 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/staticpodd/staticpodd/agent/podspec"
 )
 
 // PrepareVolumes creates what pod's volumes need on the host before its containers
@@ -151,7 +151,9 @@ func RemoveLogs(podUID string, p Paths) error {
 
 // PruneLogs deletes the log files of container runs before keepFrom, as the
 // kubelet's container garbage collection keeps only the current run and the one
-// before it (for logs --previous).
+// before it (for logs --previous). A run's files are its <attempt>.log and
+// the files rotation made of it, as the kubelet's containerLogManager.Clean
+// removes them together.
 func PruneLogs(pod *v1.Pod, container string, keepFrom int, p Paths) error {
 	if p.PodLogsDir == "" {
 		return nil
@@ -166,8 +168,8 @@ func PruneLogs(pod *v1.Pod, container string, keepFrom int, p Paths) error {
 	}
 	var errs []error
 	for _, e := range entries {
-		n, err := strconv.Atoi(strings.TrimSuffix(e.Name(), ".log"))
-		if err != nil || !strings.HasSuffix(e.Name(), ".log") || n >= keepFrom {
+		n, ok := podspec.LogAttempt(e.Name())
+		if !ok || n >= keepFrom {
 			continue
 		}
 		if err := os.Remove(filepath.Join(dir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
