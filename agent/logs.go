@@ -7,9 +7,10 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/staticpodd/staticpodd/agent/podspec"
 )
 
 // ErrNoLogs: the container has no log file (yet, or no previous one).
@@ -17,15 +18,11 @@ var ErrNoLogs = errors.New("no logs")
 
 // LogFile returns the CRI log file of container in the pod namespace/name (its
 // full name): the newest run's, or with previous the run before it, as
-// kubectl logs --previous. Files are <LogDir>/<container>/<attempt>.log.
+// kubectl logs --previous. Files are <LogDir>/<container>/<attempt>.log, and
+// rotation makes <attempt>.log.<time>[.gz] of them (podspec.RotatedLogs): a
+// run with only those still has its <attempt>.log returned.
 func (a *Agent) LogFile(namespace, name, container string, previous bool) (string, error) {
-	var pod *v1.Pod
-	for _, p := range a.Pods() {
-		if p.Namespace == namespace && p.Name == name {
-			pod = &p
-			break
-		}
-	}
+	pod := a.findPod(namespace, name)
 	if pod == nil {
 		return "", fmt.Errorf("pod %s/%s: %w", namespace, name, ErrNoLogs)
 	}
@@ -39,11 +36,12 @@ func (a *Agent) LogFile(namespace, name, container string, previous bool) (strin
 	}
 	var attempts []int
 	for _, e := range entries {
-		if n, err := strconv.Atoi(strings.TrimSuffix(e.Name(), ".log")); err == nil && strings.HasSuffix(e.Name(), ".log") {
+		if n, ok := podspec.LogAttempt(e.Name()); ok {
 			attempts = append(attempts, n)
 		}
 	}
 	slices.Sort(attempts)
+	attempts = slices.Compact(attempts)
 	i := len(attempts) - 1
 	if previous {
 		i--
@@ -56,4 +54,35 @@ func (a *Agent) LogFile(namespace, name, container string, previous bool) (strin
 		return "", fmt.Errorf("container %s of pod %s/%s has no %s: %w", container, namespace, name, what, ErrNoLogs)
 	}
 	return filepath.Join(dir, strconv.Itoa(attempts[i])+".log"), nil
+}
+
+// LogEnded reports whether the container whose log file is path, as LogFile
+// returned it, will write no more logs: that generation of its pod is gone,
+// or the container has exited and the pod's restart policy does not run it
+// again (as plan decides). A followed log ends then.
+func (a *Agent) LogEnded(namespace, name, container, path string) bool {
+	pod := a.findPod(namespace, name)
+	if pod == nil || filepath.Join(a.cfg.Paths.LogDir(pod), container) != filepath.Dir(path) {
+		return true
+	}
+	for _, cs := range pod.Status.InitContainerStatuses {
+		if t := cs.State.Terminated; cs.Name == container && t != nil {
+			return t.ExitCode == 0 || pod.Spec.RestartPolicy == v1.RestartPolicyNever
+		}
+	}
+	for _, cs := range pod.Status.ContainerStatuses {
+		if t := cs.State.Terminated; cs.Name == container && t != nil {
+			return !shouldRestart(pod.Spec.RestartPolicy, int(t.ExitCode))
+		}
+	}
+	return false
+}
+
+func (a *Agent) findPod(namespace, name string) *v1.Pod {
+	for _, p := range a.Pods() {
+		if p.Namespace == namespace && p.Name == name {
+			return &p
+		}
+	}
+	return nil
 }
