@@ -2,7 +2,6 @@ package podspec
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -21,6 +20,11 @@ const (
 	CompressedLogSuffix  = ".gz"
 	TempLogSuffix        = ".tmp"
 )
+
+// LogFileName is the name of the log file of a container's run attempt.
+func LogFileName(attempt int) string {
+	return strconv.Itoa(attempt) + ".log"
+}
 
 // LogAttempt returns the run a file of a container's log directory belongs
 // to: n for "<n>.log" and for the files rotation made of it,
@@ -48,17 +52,19 @@ type RotatedLog struct {
 // lines, oldest first, and the files a rotation or compression cut short
 // left (temporary files, and uncompressed files whose compressed copy
 // exists), as the kubelet's GetAllLogs and filterUnusedLogs tell them apart.
+// The list is of one moment (readDirNames): a file compressed meanwhile is
+// in it in one form or the other. A file in it may be gone when opened.
 func RotatedLogs(path string) (inUse []RotatedLog, unused []string, err error) {
 	dir, base := filepath.Split(path)
-	entries, err := os.ReadDir(filepath.Clean(dir))
+	all, err := readDirNames(filepath.Clean(dir))
 	if err != nil {
 		return nil, nil, fmt.Errorf("list rotated logs of %s: %w", path, err)
 	}
 	prefix := base + "."
 	names := map[string]bool{}
-	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), prefix) && !e.IsDir() {
-			names[e.Name()] = true
+	for _, name := range all {
+		if strings.HasPrefix(name, prefix) {
+			names[name] = true
 		}
 	}
 	for name := range names {
