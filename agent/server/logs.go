@@ -1,97 +1,522 @@
 package server
 
 import (
-	"bufio"
-	"bytes"
+	"context"
 	"errors"
+	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
+	"path/filepath"
+	"strconv"
 	"time"
+
+	"github.com/fsnotify/fsnotify"
+
+	"github.com/staticpodd/staticpodd/agent/podspec"
 )
 
-// followPoll is how often a followed log file is checked for more lines.
-const followPoll = 200 * time.Millisecond
+// logOptions are the kubelet API's log options /containerLogs takes
+// (v1.PodLogOptions as query parameters).
+type logOptions struct {
+	previous   bool
+	follow     bool
+	timestamps bool
+	tail       int64     // lines from the end; -1: all
+	since      time.Time // lines before are left out
+}
+
+// parseLogOptions reads previous, follow, timestamps, tailLines and
+// sinceSeconds or sinceTime, checked as the API server validates them.
+func parseLogOptions(q url.Values, now time.Time) (logOptions, error) {
+	o := logOptions{tail: -1}
+	for name, dst := range map[string]*bool{"previous": &o.previous, "follow": &o.follow, "timestamps": &o.timestamps} {
+		if v := q.Get(name); v != "" {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return o, fmt.Errorf("%s=%q is not true or false", name, v)
+			}
+			*dst = b
+		}
+	}
+	if v := q.Get("tailLines"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			return o, fmt.Errorf("tailLines=%q is not a number of lines", v)
+		}
+		o.tail = n
+	}
+	secs, at := q.Get("sinceSeconds"), q.Get("sinceTime")
+	switch {
+	case secs != "" && at != "":
+		return o, errors.New("sinceSeconds and sinceTime: give at most one")
+	case secs != "":
+		n, err := strconv.ParseInt(secs, 10, 64)
+		if err != nil || n < 1 {
+			return o, fmt.Errorf("sinceSeconds=%q is not a number of seconds, 1 or more", secs)
+		}
+		o.since = now.Add(-time.Duration(n) * time.Second)
+	case at != "":
+		t, err := time.Parse(time.RFC3339, at)
+		if err != nil {
+			return o, fmt.Errorf("sinceTime=%q is not an RFC 3339 time", at)
+		}
+		o.since = t
+	}
+	return o, nil
+}
 
 // containerLogs serves GET /containerLogs/{namespace}/{pod}/{container}, the
-// kubelet API's path, with ?previous=true and ?follow=true: the container's
-// output as it wrote it, CRI framing removed.
+// kubelet API's path, with its options (parseLogOptions): the container's
+// output as it wrote it, CRI framing removed, from every file of the run,
+// rotated (gzipped or not) then live. With follow it goes on, woken by
+// inotify, through rotations and into the container's next runs, until the
+// agent says the container will write no more (LogEnded) or the client
+// goes.
 func containerLogs(a Agent, logger *slog.Logger) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		q := r.URL.Query()
+		opts, err := parseLogOptions(r.URL.Query(), time.Now())
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
 		ns, pod, ctr := r.PathValue("namespace"), r.PathValue("pod"), r.PathValue("container")
-		path, err := a.LogFile(ns, pod, ctr, q.Get("previous") == "true")
+		path, err := a.LogFile(ns, pod, ctr, opts.previous)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusNotFound)
 			return
 		}
-		f, err := os.Open(path)
+		lr, err := openLogs(path, opts)
 		if err != nil {
-			http.Error(w, err.Error(), http.StatusNotFound)
-			return
-		}
-		defer f.Close()
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		follow := q.Get("follow") == "true"
-		if err := copyCRI(w, f, follow, func() bool {
-			if r.Context().Err() != nil {
-				return false
+			code := http.StatusInternalServerError
+			if errors.Is(err, fs.ErrNotExist) {
+				code = http.StatusNotFound // removed meanwhile
 			}
-			// Follow while this file is still the container's newest.
-			cur, err := a.LogFile(ns, pod, ctr, false)
-			return err == nil && cur == path
-		}); err != nil && r.Context().Err() == nil {
+			http.Error(w, err.Error(), code)
+			return
+		}
+		defer lr.Close()
+		lr.ended = func(path string) bool { return a.LogEnded(ns, pod, ctr, path) }
+		lr.changed = a.Changed
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		if err := lr.copy(r.Context(), w); err != nil && r.Context().Err() == nil {
 			logger.Debug("log stream ended", "path", path, "err", err)
 		}
 	}
 }
 
-// copyCRI writes the content of CRI log lines ("<time> <stream> <P|F> <text>")
-// from r to w. With follow it waits for more at EOF while more() holds.
-func copyCRI(w io.Writer, r io.Reader, follow bool, more func() bool) error {
-	br := bufio.NewReader(r)
-	flusher, _ := w.(http.Flusher)
-	var pending []byte
-	tick := time.NewTicker(followPoll)
-	defer tick.Stop()
+// logReader reads the log of a container, one run after the other: each
+// run's rotated files, oldest first, then its live file <attempt>.log.
+type logReader struct {
+	opts    logOptions
+	dir     string
+	attempt int
+	live    string
+	// after is the stamp of the newest rotated file of the run read or
+	// queued: rotation names a newer file with a greater one.
+	after string
+	queue []*logFile // rotated files to read, oldest first
+	cur   *logFile   // the live file as opened; nil if there was none
+	left  int64      // lines to write before stopping; -1: no limit
+
+	watch   *fsnotify.Watcher      // the log directory, when following
+	ended   func(path string) bool // the run of path is the last and is over
+	changed func() <-chan struct{} // closed when ended may have changed
+}
+
+// openLogs opens the run whose live file is path, at the tail asked for.
+// When following, the directory is watched before anything is read, so no
+// change after is missed.
+func openLogs(path string, opts logOptions) (_ *logReader, err error) {
+	attempt, ok := podspec.LogAttempt(filepath.Base(path))
+	if !ok {
+		return nil, fmt.Errorf("log %s is not a run's log", path)
+	}
+	lr := &logReader{opts: opts, dir: filepath.Dir(path), attempt: attempt, live: path, left: -1}
+	defer func() {
+		if err != nil {
+			lr.Close()
+		}
+	}()
+	if opts.follow {
+		if lr.watch, err = fsnotify.NewWatcher(); err != nil {
+			return nil, fmt.Errorf("watch %s: %w", lr.dir, err)
+		}
+		if err := lr.watch.Add(lr.dir); err != nil {
+			return nil, fmt.Errorf("watch %s: %w", lr.dir, err)
+		}
+	}
+	if _, err := lr.openRun(nil); err != nil {
+		return nil, err
+	}
+	if opts.tail >= 0 {
+		if !opts.follow {
+			// The kubelet's limitedMode: lines written meanwhile are not.
+			lr.left = opts.tail
+		}
+		if err := lr.seekTail(opts.tail); err != nil {
+			return nil, err
+		}
+	}
+	return lr, nil
+}
+
+// openRun opens the run's live file and queues its rotated files newer
+// than after, from one consistent look: the live file is the same before
+// and after its rotated files are listed, so no rotation falls between.
+// prev is the live file read before, whose own rotated name is not queued
+// again. It reports whether it found anything to read.
+func (lr *logReader) openRun(prev *logFile) (bool, error) {
+	var f *os.File
+	var inUse []podspec.RotatedLog
 	for {
-		chunk, err := br.ReadBytes('\n')
-		pending = append(pending, chunk...)
-		if err == nil {
-			if _, werr := w.Write(criContent(pending)); werr != nil {
-				return werr
+		var err error
+		f, err = os.Open(lr.live)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return false, fmt.Errorf("open %s: %w", lr.live, err)
+		}
+		inUse, _, err = podspec.RotatedLogs(lr.live)
+		if errors.Is(err, fs.ErrNotExist) {
+			err = nil // the pod's logs are being removed: what is open is all
+		}
+		if err != nil {
+			closeFile(f)
+			return false, err
+		}
+		if f == nil || sameFile(f, lr.live) {
+			break
+		}
+		f.Close() // rotated meanwhile: look again
+	}
+	var newer []podspec.RotatedLog
+	for _, rl := range inUse {
+		if rl.Stamp > lr.after {
+			newer = append(newer, rl)
+		}
+	}
+	if len(newer) > 0 {
+		lr.after = newer[len(newer)-1].Stamp
+	}
+	// prev was renamed to the first name after the newest it saw, and may
+	// have been compressed since. That name is gone only when the file was
+	// removed as one too many, which only a reader many rotations behind
+	// sees; then the first name, if not compressed, is of another file.
+	if prev != nil && len(newer) > 0 && !isOtherFile(prev.f, newer[0]) {
+		newer = newer[1:]
+	}
+	for _, rl := range newer {
+		lf, err := openRotated(rl)
+		if err != nil {
+			closeFile(f)
+			return false, err
+		}
+		if lf != nil {
+			lr.queue = append(lr.queue, lf)
+		}
+	}
+	if f != nil {
+		lf, err := newLogFile(f, false)
+		if err != nil {
+			f.Close()
+			return false, err
+		}
+		lr.cur = lf
+	}
+	return f != nil || len(newer) > 0, nil
+}
+
+// openRotated opens a rotated file, or its compressed copy when it was
+// compressed meanwhile; nil when it was removed.
+func openRotated(rl podspec.RotatedLog) (*logFile, error) {
+	path, gz := rl.Path, rl.Compressed
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) && !gz {
+		path, gz = path+podspec.CompressedLogSuffix, true
+		f, err = os.Open(path)
+	}
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	lf, err := newLogFile(f, gz)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return lf, nil
+}
+
+// isOtherFile reports whether rl is known not to be f: an uncompressed file
+// that is not f. One compressed, or compressed meanwhile, may be f.
+func isOtherFile(f *os.File, rl podspec.RotatedLog) bool {
+	if rl.Compressed {
+		return false
+	}
+	a, err := f.Stat()
+	if err != nil {
+		return false
+	}
+	b, err := os.Stat(rl.Path)
+	return err == nil && !os.SameFile(a, b)
+}
+
+func sameFile(f *os.File, path string) bool {
+	a, err := f.Stat()
+	if err != nil {
+		return false
+	}
+	b, err := os.Stat(path)
+	return err == nil && os.SameFile(a, b)
+}
+
+func closeFile(f *os.File) {
+	if f != nil {
+		f.Close()
+	}
+}
+
+// seekTail starts the run at the first of its last n lines, counted from
+// the live file back through the rotated ones.
+func (lr *logReader) seekTail(n int64) error {
+	if lr.cur != nil {
+		fi, err := lr.cur.f.Stat()
+		if err != nil {
+			return fmt.Errorf("read %s: %w", lr.live, err)
+		}
+		offset, found, err := tailStart(lr.cur.f, fi.Size(), n)
+		if err != nil {
+			return fmt.Errorf("read %s: %w", lr.live, err)
+		}
+		if err := lr.cur.seek(offset); err != nil {
+			return err
+		}
+		n -= found
+	}
+	i := len(lr.queue) - 1
+	for ; i >= 0 && n > 0; i-- {
+		lf := lr.queue[i]
+		if lf.gz {
+			lines, err := lf.countLines()
+			if err != nil {
+				return err
 			}
-			pending = pending[:0]
+			lf.skip = max(lines-n, 0)
+			n -= lines - lf.skip
 			continue
 		}
-		if !errors.Is(err, io.EOF) {
+		fi, err := lf.f.Stat()
+		if err != nil {
+			return fmt.Errorf("read %s: %w", lf.f.Name(), err)
+		}
+		offset, found, err := tailStart(lf.f, fi.Size(), n)
+		if err != nil {
+			return fmt.Errorf("read %s: %w", lf.f.Name(), err)
+		}
+		if err := lf.seek(offset); err != nil {
 			return err
+		}
+		n -= found
+	}
+	// The files before hold none of the lines asked for.
+	for _, lf := range lr.queue[:i+1] {
+		lf.Close()
+	}
+	lr.queue = lr.queue[i+1:]
+	return nil
+}
+
+func (lr *logReader) Close() {
+	for _, lf := range lr.queue {
+		lf.Close()
+	}
+	if lr.cur != nil {
+		lr.cur.Close()
+	}
+	if lr.watch != nil {
+		lr.watch.Close()
+	}
+}
+
+// copy writes the log to w: what is there, and with follow what comes, until
+// the container will write no more or ctx ends.
+func (lr *logReader) copy(ctx context.Context, w io.Writer) error {
+	out := newEntryWriter(w, lr.opts)
+	flusher, _ := w.(http.Flusher)
+	for {
+		for len(lr.queue) > 0 {
+			lf := lr.queue[0]
+			err := lr.drain(out, lf, true)
+			lf.Close()
+			lr.queue = lr.queue[1:]
+			if err != nil {
+				return err
+			}
+		}
+		if lr.cur != nil {
+			if err := lr.drain(out, lr.cur, !lr.opts.follow); err != nil {
+				return err
+			}
+		}
+		if !lr.opts.follow || lr.left == 0 {
+			return nil
 		}
 		if flusher != nil {
 			flusher.Flush()
 		}
-		if !follow || !more() {
+		// Everything written so far is read. What the agent says, and
+		// which runs there are, is taken before the live file is looked at:
+		// a run is over before either says so.
+		changed := lr.changed()
+		ended := lr.ended(lr.live)
+		next, err := lr.nextRun()
+		if err != nil {
+			return err
+		}
+		if lr.cur == nil || !sameFile(lr.cur.f, lr.live) {
+			// Rotated (or gone): nothing more is written to it.
+			prev := lr.cur
+			lr.cur = nil
+			var err error
+			if prev != nil {
+				err = lr.drain(out, prev, true)
+			}
+			found := false
+			if err == nil {
+				found, err = lr.openRun(prev)
+			}
+			if prev != nil {
+				prev.Close() // open until then: its stat tells its rotated name apart
+			}
+			if err != nil {
+				return err
+			}
+			if found {
+				continue
+			}
+		}
+		if next >= 0 {
+			// The next run begins once this one's monitor is done with
+			// its log, whose live file was in place above: all is read.
+			if lr.cur != nil {
+				err := lr.drain(out, lr.cur, true)
+				lr.cur.Close()
+				lr.cur = nil
+				if err != nil {
+					return err
+				}
+			}
+			lr.attempt, lr.live, lr.after = next, filepath.Join(lr.dir, podspec.LogFileName(next)), ""
+			if _, err := lr.openRun(nil); err != nil {
+				return err
+			}
+			continue
+		}
+		if ended {
+			if lr.cur != nil {
+				return lr.drain(out, lr.cur, true)
+			}
 			return nil
 		}
-		<-tick.C
+		if err := lr.wait(ctx, changed); err != nil {
+			return err
+		}
 	}
 }
 
-// criContent returns a CRI log line's text, with a newline for a full line (F)
-// and none for a partial one (P). A line that is not CRI is passed as is.
-func criContent(line []byte) []byte {
-	line = bytes.TrimSuffix(line, []byte("\n"))
-	f := bytes.SplitN(line, []byte(" "), 4)
-	if len(f) < 3 {
-		return append(line, '\n')
+// drain writes the whole lines lf has, and with final the unfinished one at
+// its end too.
+func (lr *logReader) drain(out *entryWriter, lf *logFile, final bool) error {
+	write := func(line []byte) error {
+		if lr.left == 0 {
+			return nil
+		}
+		ok, err := out.entry(line)
+		if ok && lr.left > 0 {
+			lr.left--
+		}
+		return err
 	}
-	text := []byte{}
-	if len(f) == 4 {
-		text = f[3]
+	for {
+		line, err := lf.line()
+		if err == nil {
+			if lf.skip > 0 {
+				lf.skip--
+				continue
+			}
+			if err := write(line); err != nil {
+				return err
+			}
+			continue
+		}
+		if !errors.Is(err, io.EOF) {
+			return fmt.Errorf("read %s: %w", lf.f.Name(), err)
+		}
+		if final {
+			if rest := lf.rest(); len(rest) > 0 {
+				return write(rest)
+			}
+		}
+		return nil
 	}
-	if string(f[2]) == "P" {
-		return text
+}
+
+// nextRun returns the first run after the one being read that has a log
+// file, or -1.
+func (lr *logReader) nextRun() (int, error) {
+	entries, err := os.ReadDir(lr.dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return -1, nil
 	}
-	return append(text, '\n')
+	if err != nil {
+		return -1, fmt.Errorf("list %s: %w", lr.dir, err)
+	}
+	next := -1
+	for _, e := range entries {
+		if n, ok := podspec.LogAttempt(e.Name()); ok && n > lr.attempt && (next < 0 || n < next) {
+			next = n
+		}
+	}
+	return next, nil
+}
+
+// wait returns when the log directory or a pod's status changed, or with
+// ctx's error.
+func (lr *logReader) wait(ctx context.Context, changed <-chan struct{}) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-changed:
+	case _, ok := <-lr.watch.Events:
+		if !ok {
+			return errors.New("watch of the log directory ended")
+		}
+	case err, ok := <-lr.watch.Errors:
+		// An overflow lost events: the next look covers them.
+		if !ok {
+			return errors.New("watch of the log directory ended")
+		}
+		if !errors.Is(err, fsnotify.ErrEventOverflow) {
+			return fmt.Errorf("watch %s: %w", lr.dir, err)
+		}
+	}
+	// What else came meanwhile, the next look covers too.
+	for {
+		select {
+		case _, ok := <-lr.watch.Events:
+			if !ok {
+				return nil
+			}
+		case _, ok := <-lr.watch.Errors:
+			if !ok {
+				return nil
+			}
+		default:
+			return nil
+		}
+	}
 }

@@ -262,9 +262,9 @@ func TestFollowedLogOutlivesTheTimeouts(t *testing.T) {
 		t.Fatal(err)
 	}
 	lim := short(4)
-	// Long enough after the follow's deadlines passed for its loop (which
-	// looks every followPoll) to have ended, were it cut.
-	lim.IdleTimeout = lim.WriteTimeout + 5*followPoll
+	// Well after the follow's deadlines passed: a follow they cut would
+	// have ended by then.
+	lim.IdleTimeout = lim.WriteTimeout + time.Second
 	sock := serveOn(t, "unix", CLI(fakeAgent{logFile: file}, logger()), lim)
 	follow := dial(t, "unix", sock)
 	if err := follow.send("/containerLogs/default/web-node1/main?follow=true"); err != nil {

@@ -34,6 +34,12 @@ type Agent interface {
 	ExecTarget(namespace, pod, container string) (string, error)
 	// Exec runs spec in container id and returns its exit code.
 	Exec(ctx context.Context, id string, spec podspec.ExecSpec) (int, error)
+	// LogEnded reports whether the container whose log file is path will
+	// write no more logs, in that run or a later one.
+	LogEnded(namespace, pod, container, path string) bool
+	// Changed returns a channel closed at the next change of a pod's
+	// status, after which LogEnded may say otherwise.
+	Changed() <-chan struct{}
 }
 
 // Problem is a manifest problem as JSON.

@@ -52,6 +52,8 @@ func (f fakeAgent) LogFile(ns, pod, ctr string, previous bool) (string, error) {
 	}
 	return f.logFile, nil
 }
+func (f fakeAgent) LogEnded(ns, pod, ctr, path string) bool { return false }
+func (f fakeAgent) Changed() <-chan struct{}                { return nil }
 
 // ExecTarget knows container web of web-node1 as c1, running, and its
 // container stopped as not running.

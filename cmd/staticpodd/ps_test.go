@@ -53,6 +53,9 @@ func (psAgent) LogFile(ns, pod, ctr string, previous bool) (string, error) {
 	return "", errors.New("no logs here")
 }
 
+func (psAgent) LogEnded(ns, pod, ctr, path string) bool { return true }
+func (psAgent) Changed() <-chan struct{}                { return nil }
+
 func (psAgent) Probes() []prober.Status {
 	return []prober.Status{
 		{Namespace: "default", Pod: "web-node1", Container: "httpd", Probe: prober.Liveness, Result: "success", At: time.Now()},

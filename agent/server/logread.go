@@ -1,0 +1,198 @@
+package server
+
+import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+)
+
+// Time formats of the kubelet's CRI log reader (cri-client pkg/logs).
+const (
+	timeFormatIn  = "2006-01-02T15:04:05.999999999Z07:00" // RFC3339NanoLenient
+	timeFormatOut = "2006-01-02T15:04:05.000000000Z07:00" // RFC3339NanoFixed
+)
+
+// entryWriter writes what CRI log lines ("<time> <stream> <P|F> <content>")
+// hold, as the kubelet's ReadLogs does: the content of a full line (F) with
+// a newline, of a partial one (P) without; lines before since left out; with
+// timestamps, each line of output starting with its time.
+type entryWriter struct {
+	w          io.Writer
+	since      time.Time
+	timestamps bool
+	lineStart  bool // the next entry starts a line of output
+	buf        []byte
+}
+
+func newEntryWriter(w io.Writer, o logOptions) *entryWriter {
+	return &entryWriter{w: w, since: o.since, timestamps: o.timestamps, lineStart: true}
+}
+
+// entry writes line, a CRI log line with or without its newline. ok is false
+// for a line that is not one, which is skipped as the kubelet skips it.
+func (e *entryWriter) entry(line []byte) (ok bool, err error) {
+	ts, rest, ok1 := bytes.Cut(line, []byte{' '})
+	stream, rest, ok2 := bytes.Cut(rest, []byte{' '})
+	tags, content, ok3 := bytes.Cut(rest, []byte{' '})
+	if !ok1 || !ok2 || !ok3 || (string(stream) != "stdout" && string(stream) != "stderr") {
+		return false, nil
+	}
+	// Tags after the first are for later versions of the format.
+	tag, _, _ := bytes.Cut(tags, []byte{':'})
+	if string(tag) == "P" {
+		content = bytes.TrimSuffix(content, []byte{'\n'})
+	}
+	var t time.Time
+	if e.timestamps || !e.since.IsZero() {
+		if t, err = time.Parse(timeFormatIn, string(ts)); err != nil {
+			return false, nil
+		}
+		if t.Before(e.since) {
+			return true, nil
+		}
+	}
+	out := e.buf[:0]
+	if e.timestamps && e.lineStart {
+		out = t.AppendFormat(out, timeFormatOut)
+		out = append(out, ' ')
+	}
+	out = append(out, content...)
+	e.buf = out
+	e.lineStart = len(content) == 0 || content[len(content)-1] == '\n'
+	if _, err := e.w.Write(out); err != nil {
+		return true, err
+	}
+	return true, nil
+}
+
+// logFile is one open file of a container's log, read line by line. A line
+// the writer has not finished yet is kept until it has.
+type logFile struct {
+	f    *os.File
+	gz   bool
+	br   *bufio.Reader
+	part []byte // the start of a line read up to the end of the file
+	took bool   // part was returned as a line: empty it first
+	skip int64  // lines still to skip from the start (a tail in a gzipped file)
+}
+
+func newLogFile(f *os.File, gz bool) (*logFile, error) {
+	lf := &logFile{f: f, gz: gz}
+	if err := lf.rewind(); err != nil {
+		return nil, err
+	}
+	return lf, nil
+}
+
+// rewind reads the file from its start again.
+func (lf *logFile) rewind() error {
+	if _, err := lf.f.Seek(0, io.SeekStart); err != nil {
+		return fmt.Errorf("read %s: %w", lf.f.Name(), err)
+	}
+	var r io.Reader = lf.f
+	if lf.gz {
+		zr, err := gzip.NewReader(lf.f)
+		if err != nil {
+			return fmt.Errorf("read %s: %w", lf.f.Name(), err)
+		}
+		r = zr
+	}
+	lf.br = bufio.NewReaderSize(r, 64<<10)
+	lf.part, lf.took = lf.part[:0], false
+	return nil
+}
+
+// seek makes a plain file's next line the one at offset.
+func (lf *logFile) seek(offset int64) error {
+	if _, err := lf.f.Seek(offset, io.SeekStart); err != nil {
+		return fmt.Errorf("read %s: %w", lf.f.Name(), err)
+	}
+	lf.br.Reset(lf.f)
+	lf.part, lf.took = lf.part[:0], false
+	return nil
+}
+
+// line returns the next whole line, newline included, valid until the next
+// call; io.EOF when there is none (yet).
+func (lf *logFile) line() ([]byte, error) {
+	if lf.took {
+		lf.part, lf.took = lf.part[:0], false
+	}
+	for {
+		b, err := lf.br.ReadSlice('\n')
+		switch {
+		case err == nil && len(lf.part) == 0:
+			return b, nil
+		case err == nil:
+			lf.part = append(lf.part, b...)
+			lf.took = true
+			return lf.part, nil
+		case errors.Is(err, bufio.ErrBufferFull):
+			lf.part = append(lf.part, b...)
+		default:
+			lf.part = append(lf.part, b...)
+			return nil, err
+		}
+	}
+}
+
+// rest returns the line left without its newline at the end of the file,
+// and forgets it: all there is of it once the file is no longer written.
+func (lf *logFile) rest() []byte {
+	lf.took = true
+	return lf.part
+}
+
+func (lf *logFile) Close() error {
+	return lf.f.Close()
+}
+
+// tailStart returns where the last n lines of the first size bytes of f
+// begin, and how many lines it found: n, or fewer from offset 0 when there
+// are no more. A line ends at its newline; an unfinished last line is not
+// counted, but is after the offset returned, as in the kubelet's
+// findTailLineStartIndex.
+func tailStart(f io.ReaderAt, size, n int64) (offset, found int64, err error) {
+	buf := make([]byte, 32<<10)
+	var newlines int64
+	for end := size; end > 0; {
+		start := max(end-int64(len(buf)), 0)
+		b := buf[:end-start]
+		if _, err := f.ReadAt(b, start); err != nil {
+			return 0, 0, err
+		}
+		for i := len(b) - 1; i >= 0; i-- {
+			if b[i] != '\n' {
+				continue
+			}
+			// The (n+1)th newline from the end ends the line before them.
+			if newlines++; newlines == n+1 {
+				return start + int64(i) + 1, n, nil
+			}
+		}
+		end = start
+	}
+	return 0, newlines, nil
+}
+
+// countLines counts the lines of a file read from its start, and rewinds it.
+func (lf *logFile) countLines() (int64, error) {
+	var n int64
+	buf := make([]byte, 64<<10)
+	for {
+		m, err := lf.br.Read(buf)
+		n += int64(bytes.Count(buf[:m], []byte{'\n'}))
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return 0, fmt.Errorf("read %s: %w", lf.f.Name(), err)
+		}
+	}
+	return n, lf.rewind()
+}
