@@ -3,28 +3,40 @@ package main
 import (
 	"context"
 	"fmt"
+	"math"
 	"net/url"
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 	v1 "k8s.io/api/core/v1"
 )
 
-// newLogsCmd is `staticpodd logs POD [-c NAME] [-f] [--previous]`, read through
-// the daemon, which knows where each container's CRI log file is.
+// newLogsCmd is `staticpodd logs POD [-c NAME] [-f] [--previous] [--tail N]
+// [--since DURATION] [--timestamps]`, read through the daemon, which knows
+// where each container's CRI log files are.
 func newLogsCmd(o *globalOptions) *cobra.Command {
 	var container, namespace string
-	var follow, previous bool
+	var follow, previous, timestamps bool
+	var tail int64
+	var since time.Duration
 	cmd := &cobra.Command{
-		Use:   "logs POD [-c CONTAINER] [-f] [--previous]",
+		Use:   "logs POD [-c CONTAINER] [-f] [--previous] [--tail N] [--since DURATION] [--timestamps]",
 		Short: "Print a container's logs",
-		Long: "Print a container's logs. POD is the pod's name as the daemon shows it\n" +
-			"(<name>-<node>) or as its manifest names it (<name>).",
+		Long: "Print a container's logs: the run's files rotated by size, then the current one.\n" +
+			"With -f, keep printing as the container writes, through rotations and restarts,\n" +
+			"until the container will not run again. POD is the pod's name as the daemon\n" +
+			"shows it (<name>-<node>) or as its manifest names it (<name>).",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			q, err := logQuery(follow, previous, timestamps, tail, since)
+			if err != nil {
+				return err
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
 			c := newDaemonClient(filepath.Join(o.RunDir, socketName))
@@ -35,13 +47,6 @@ func newLogsCmd(o *globalOptions) *cobra.Command {
 			if container == "" {
 				container = defaultContainer(pod, cmd.ErrOrStderr())
 			}
-			q := url.Values{}
-			if follow {
-				q.Set("follow", "true")
-			}
-			if previous {
-				q.Set("previous", "true")
-			}
 			path := fmt.Sprintf("/containerLogs/%s/%s/%s?%s", url.PathEscape(pod.Namespace),
 				url.PathEscape(pod.Name), url.PathEscape(container), q.Encode())
 			return c.stream(ctx, path, cmd.OutOrStdout())
@@ -51,7 +56,34 @@ func newLogsCmd(o *globalOptions) *cobra.Command {
 	cmd.Flags().StringVarP(&namespace, "namespace", "n", "", "the pod's namespace, when the name is ambiguous")
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing as the container writes")
 	cmd.Flags().BoolVarP(&previous, "previous", "p", false, "the logs of the run before the current one")
+	cmd.Flags().Int64Var(&tail, "tail", -1, "print only the last N lines (-1: all)")
+	cmd.Flags().DurationVar(&since, "since", 0, "print only lines newer than this, e.g. 5s, 2m, 3h")
+	cmd.Flags().BoolVar(&timestamps, "timestamps", false, "start each line with the time it was written (RFC 3339)")
 	return cmd
+}
+
+// logQuery is the kubelet API's query for the logs asked for. --since is sent
+// in whole seconds, rounded up, as kubectl sends it.
+func logQuery(follow, previous, timestamps bool, tail int64, since time.Duration) (url.Values, error) {
+	q := url.Values{}
+	for name, set := range map[string]bool{"follow": follow, "previous": previous, "timestamps": timestamps} {
+		if set {
+			q.Set(name, "true")
+		}
+	}
+	if tail < -1 {
+		return nil, fmt.Errorf("--tail %d: want a number of lines, or -1 for all", tail)
+	}
+	if tail >= 0 {
+		q.Set("tailLines", strconv.FormatInt(tail, 10))
+	}
+	if since < 0 {
+		return nil, fmt.Errorf("--since %v: want a duration that is not negative", since)
+	}
+	if since > 0 {
+		q.Set("sinceSeconds", strconv.FormatInt(int64(math.Ceil(since.Seconds())), 10))
+	}
+	return q, nil
 }
 
 // findPod finds the pod called name, as the daemon or as its manifest names it.
