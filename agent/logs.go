@@ -58,21 +58,23 @@ func (a *Agent) LogFile(namespace, name, container string, previous bool) (strin
 
 // LogEnded reports whether the container whose log file is path, as LogFile
 // returned it, will write no more logs: that generation of its pod is gone,
-// or the container has exited and the pod's restart policy does not run it
-// again (as plan decides). A followed log ends then.
+// or the container has exited and will not run again, its pod being removed
+// or its restart policy saying so (as plan applies it). A followed log ends
+// then.
 func (a *Agent) LogEnded(namespace, name, container, path string) bool {
 	pod := a.findPod(namespace, name)
 	if pod == nil || filepath.Join(a.cfg.Paths.LogDir(pod), container) != filepath.Dir(path) {
 		return true
 	}
+	removing := pod.DeletionTimestamp != nil
 	for _, cs := range pod.Status.InitContainerStatuses {
 		if t := cs.State.Terminated; cs.Name == container && t != nil {
-			return t.ExitCode == 0 || pod.Spec.RestartPolicy == v1.RestartPolicyNever
+			return removing || t.ExitCode == 0 || pod.Spec.RestartPolicy == v1.RestartPolicyNever
 		}
 	}
 	for _, cs := range pod.Status.ContainerStatuses {
 		if t := cs.State.Terminated; cs.Name == container && t != nil {
-			return !shouldRestart(pod.Spec.RestartPolicy, int(t.ExitCode))
+			return removing || !shouldRestart(pod.Spec.RestartPolicy, int(t.ExitCode))
 		}
 	}
 	return false

@@ -78,9 +78,15 @@ func TestLogEnded(t *testing.T) {
 				if !h.a.LogEnded("default", "web-node1", "a", other) {
 					t.Error("the log of an older generation of the pod has not ended")
 				}
+				changed = h.a.Changed()
 				h.send(nil)
 				if !h.a.LogEnded("default", "web-node1", "a", path) {
 					t.Error("the log of a removed pod has not ended")
+				}
+				select {
+				case <-changed:
+				default:
+					t.Error("the pod's removal was not told to Changed's subscribers")
 				}
 			})
 		})
