@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"math"
 	"net/url"
 	"os/signal"
 	"path/filepath"
@@ -63,7 +62,8 @@ func newLogsCmd(o *globalOptions) *cobra.Command {
 }
 
 // logQuery is the kubelet API's query for the logs asked for. --since is sent
-// in whole seconds, rounded up, as kubectl sends it.
+// in whole seconds, rounded to the nearest as kubectl rounds it, but at least
+// one (the API refuses 0).
 func logQuery(follow, previous, timestamps bool, tail int64, since time.Duration) (url.Values, error) {
 	q := url.Values{}
 	for name, set := range map[string]bool{"follow": follow, "previous": previous, "timestamps": timestamps} {
@@ -81,7 +81,7 @@ func logQuery(follow, previous, timestamps bool, tail int64, since time.Duration
 		return nil, fmt.Errorf("--since %v: want a duration that is not negative", since)
 	}
 	if since > 0 {
-		q.Set("sinceSeconds", strconv.FormatInt(int64(math.Ceil(since.Seconds())), 10))
+		q.Set("sinceSeconds", strconv.FormatInt(max(int64(since.Round(time.Second).Seconds()), 1), 10))
 	}
 	return q, nil
 }

@@ -7,7 +7,7 @@ import (
 )
 
 // logs' flags become the kubelet API's query, --since in whole seconds
-// rounded up as kubectl sends it.
+// rounded as kubectl rounds it, at least one.
 func TestLogQuery(t *testing.T) {
 	for _, tc := range []struct {
 		follow, previous, timestamps bool
@@ -20,6 +20,8 @@ func TestLogQuery(t *testing.T) {
 		{tail: 0, want: "tailLines=0"},
 		{tail: 10, since: 90 * time.Second, want: "sinceSeconds=90&tailLines=10"},
 		{tail: -1, since: 1500 * time.Millisecond, want: "sinceSeconds=2"},
+		{tail: -1, since: 1400 * time.Millisecond, want: "sinceSeconds=1"},
+		{tail: -1, since: 300 * time.Millisecond, want: "sinceSeconds=1"},
 		{tail: -2, err: "--tail -2"},
 		{tail: -1, since: -time.Second, err: "--since -1s"},
 	} {
