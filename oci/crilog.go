@@ -415,7 +415,11 @@ const gzipLevel = gzip.BestSpeed
 // gzipTo writes in, gzipped, to out and syncs it. It stops with errClosing
 // when stop is closed.
 func gzipTo(out *os.File, in io.Reader, stop <-chan struct{}) error {
-	zw, err := gzip.NewWriterLevel(out, gzipLevel)
+	return gzipLevelTo(out, in, gzipLevel, stop)
+}
+
+func gzipLevelTo(out *os.File, in io.Reader, level int, stop <-chan struct{}) error {
+	zw, err := gzip.NewWriterLevel(out, level)
 	if err != nil {
 		return err
 	}

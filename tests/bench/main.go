@@ -32,13 +32,21 @@ func main() {
 	busybox := flag.String("busybox", "/bin/busybox", "busybox-static binary for the runc bundle")
 	probePods := flag.Int("probe-pods", 100, "pods whose probes' CPU cost is measured; 0 skips it")
 	probeWindow := flag.Duration("probe-window", 30*time.Second, "how long the probes' CPU is measured")
+	logMB := flag.Int("log-mb", 200, "MB of container output for the log copy measurement; 0 skips it")
+	logsOnly := flag.Bool("logs-only", false, "measure only the log copy")
 	flag.Parse()
-	err := run(*runs, *bin, *image, *runc, *busybox)
-	if err == nil {
-		err = benchReady(*bin, *image, 10)
+	var err error
+	if !*logsOnly {
+		err = run(*runs, *bin, *image, *runc, *busybox)
+		if err == nil {
+			err = benchReady(*bin, *image, 10)
+		}
+		if err == nil && *probePods > 0 {
+			err = benchProbes(*bin, *image, *probePods, *probeWindow)
+		}
 	}
-	if err == nil && *probePods > 0 {
-		err = benchProbes(*bin, *image, *probePods, *probeWindow)
+	if err == nil {
+		err = runLogs(*bin, *image, *logMB)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -98,6 +106,31 @@ func run(runs int, bin, image, runc, busybox string) error {
 	fmt.Printf("| staticpodd daemon | %s | %s |\n", mib(mem.daemon.rss), mib(mem.daemon.anon))
 	for i, m := range mem.monitors {
 		fmt.Printf("| monitor %d | %s | %s |\n", i+1, mib(m.rss), mib(m.anon))
+	}
+	return nil
+}
+
+// runLogs measures the log copy (benchLogs) and prints it.
+func runLogs(bin, image string, mb int) error {
+	if mb <= 0 {
+		return nil
+	}
+	if bin == "" || image == "" {
+		return fmt.Errorf("need -staticpodd and -image (make bench sets both)")
+	}
+	dir, err := os.MkdirTemp("", "staticpodd-bench-logs-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	res, err := benchLogs(bin, image, dir, mb)
+	if err != nil {
+		return fmt.Errorf("logs: %w", err)
+	}
+	fmt.Printf("\nlog copy: %d MB of 100-byte lines from busybox seq, through the monitor into the CRI log\n\n", mb)
+	fmt.Printf("| | MB/s | monitor CPU per MB | files |\n|---|---|---|---|\n")
+	for _, r := range res {
+		fmt.Printf("| %s | %.0f | %.1f ms | %d |\n", r.name, r.mbps, r.cpuPerMB, r.files)
 	}
 	return nil
 }
