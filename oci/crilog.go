@@ -51,16 +51,16 @@ type criLog struct {
 	path string
 	rot  logRotation
 
-	mu       sync.Mutex // guards the fields below: lines of both streams never interleave
-	f        *os.File
-	size     int64 // of f
-	rotateAt int64 // size past which f is rotated; later after a failed rotation
-	rotated  []rotatedFile
-	rotating bool   // the last rotation failed
-	buf      []byte // entries being written
-	head     []byte // "<time> <stream>" of the entries being written
-	failing  bool   // the last write failed
-	lost     int    // entries lost since writes began to fail
+	mu           sync.Mutex // guards the fields below: lines of both streams never interleave
+	f            *os.File
+	size         int64 // of f
+	rotateAt     int64 // size past which f is rotated; later after a failed rotation
+	rotated      []rotatedFile
+	rotateFailed bool   // the last rotation failed
+	buf          []byte // entries being written
+	head         []byte // "<time> <stream>" of the entries being written
+	failing      bool   // the last write failed
+	lost         int    // entries lost since writes began to fail
 
 	compressDue chan struct{} // one slot: a rotation left files to compress
 	closing     chan struct{} // closed by Close: compression stops
@@ -263,8 +263,8 @@ func (l *criLog) rotateLocked() {
 	_ = l.f.Close()
 	l.f, l.size, l.rotateAt = f, 0, l.rot.MaxSize
 	l.rotated = append(l.rotated, rotatedFile{stamp: stamp})
-	if l.rotating {
-		l.rotating = false
+	if l.rotateFailed {
+		l.rotateFailed = false
 		l.log.Info("rotating container log again", "path", l.path)
 	}
 	select {
@@ -275,8 +275,8 @@ func (l *criLog) rotateLocked() {
 
 func (l *criLog) rotateFailedLocked(err error) {
 	l.rotateAt = l.size + l.rot.MaxSize
-	if !l.rotating {
-		l.rotating = true
+	if !l.rotateFailed {
+		l.rotateFailed = true
 		l.log.Warn("cannot rotate container log, writing on to the live file", "path", l.path, "err", err)
 	}
 }
