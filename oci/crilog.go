@@ -1,7 +1,7 @@
 package oci
 
 import (
-	"bufio"
+	"bytes"
 	"compress/gzip"
 	"errors"
 	"fmt"
@@ -114,33 +114,43 @@ func openCRILog(path string, rot logRotation, log *slog.Logger) (*criLog, error)
 // copyBuffer is how much of a stream copy reads at once: a pipe's capacity.
 const copyBuffer = 64 * 1024
 
-// copy reads stream until EOF and writes each line as an entry. The lines
-// read together are written together once the pipe has no more, so that a
-// fast writer costs a write(2) per read rather than per line, and a line
-// never waits in the monitor for more. It returns nil at EOF, or the read
-// error; write errors only lose entries.
+// copy reads stream until EOF and writes each line as an entry. The whole
+// lines of each read are written with one write(2) before the next read,
+// so that a fast writer costs a write per read rather than per line, and a
+// line never waits in the monitor for more. The start of a line waits for
+// its end, up to maxLogLine bytes: that much is written as a partial entry.
+// It returns nil at EOF, or the read error; write errors only lose entries.
 func (l *criLog) copy(stream string, r io.Reader) error {
-	br := bufio.NewReaderSize(r, copyBuffer)
+	buf := make([]byte, copyBuffer)
 	e := &entries{stream: stream}
+	held := 0 // buf[:held] is the start of a line
 	for {
-		line, err := br.ReadSlice('\n')
+		n, err := r.Read(buf[held:])
+		data := buf[:held+n]
+		for {
+			i := bytes.IndexByte(data, '\n')
+			if i < 0 {
+				break
+			}
+			e.add(data[:i], false)
+			data = data[i+1:]
+		}
+		for len(data) >= maxLogLine {
+			e.add(data[:maxLogLine], true)
+			data = data[maxLogLine:]
+		}
+		if err != nil && len(data) > 0 {
+			e.add(data, true) // the end of the stream ends it
+			data = nil
+		}
+		l.write(e)
+		held = copy(buf, data)
 		switch {
 		case err == nil:
-			e.add(line[:len(line)-1], false)
-		case errors.Is(err, bufio.ErrBufferFull):
-			e.add(line, true)
+		case errors.Is(err, io.EOF) || errors.Is(err, os.ErrClosed):
+			return nil
 		default:
-			if len(line) > 0 {
-				e.add(line, true)
-			}
-			l.write(e)
-			if errors.Is(err, io.EOF) || errors.Is(err, os.ErrClosed) {
-				return nil
-			}
 			return fmt.Errorf("read %s: %w", stream, err)
-		}
-		if br.Buffered() == 0 {
-			l.write(e)
 		}
 	}
 }

@@ -251,6 +251,74 @@ func readLogFiles(t *testing.T, path string) ([]byte, map[string]int) {
 	return all, sizes
 }
 
+// A whole line is in the file before the copy waits for more output, even
+// when the same read brought the start of the next line.
+func TestCRILogWritesLinesBeforeWaiting(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "0.log")
+	l, err := openCRILog(path, logRotation{}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	copied := make(chan error, 1)
+	go func() { copied <- l.copy("stdout", pr) }()
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if err := w.Add(dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pw.Write([]byte("first\nsec")); err != nil {
+		t.Fatal(err)
+	}
+	giveUp := time.After(30 * time.Second) // only ever reached on failure
+	for {
+		data, _ := os.ReadFile(path)
+		if bytes.Contains(data, []byte(" stdout F first\n")) {
+			if bytes.Contains(data, []byte("sec")) {
+				t.Fatalf("log %q has the unfinished line", data)
+			}
+			break
+		}
+		select {
+		case <-w.Events:
+		case <-w.Errors:
+		case <-giveUp:
+			t.Fatalf("log %q: the whole line waits for more output", data)
+		}
+	}
+	pw.Write([]byte("ond\n"))
+	pw.Close()
+	if err := <-copied; err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(logLinesOf(t, path), "|"); got != "stdout F first|stdout F second" {
+		t.Errorf("log %q", got)
+	}
+}
+
+// logLinesOf returns the log's entries without their timestamps.
+func logLinesOf(t *testing.T, path string) []string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for line := range strings.SplitSeq(strings.TrimSuffix(string(data), "\n"), "\n") {
+		_, rest, _ := strings.Cut(line, " ")
+		out = append(out, rest)
+	}
+	return out
+}
+
 // The live file is renamed the kubelet's way before an entry would take it
 // past the size; older rotated files are gzipped, the newest is not, and
 // only maxFiles files stay, the live one included. A clock that does not
