@@ -27,6 +27,7 @@ type logResult struct {
 	mbps     float64 // copied into the log, first entry's time to last's
 	cpuPerMB float64 // ms of the monitor's CPU (user + system) per MB
 	files    int
+	mem      procMem // the monitor's, once done
 }
 
 // benchLogs measures the monitor's copy of a container's output into its CRI
@@ -35,7 +36,8 @@ type logResult struct {
 // (`seq -s`, about 190 MB/s into a pipe here), then stays. Throughput is the
 // output's size over the time between the first entry's timestamp and the
 // last's; CPU is the monitor's utime + stime once the last line is written
-// and every rotated file but the newest is compressed. Rotation keeps 50
+// and every rotated file but the newest is compressed, and memory its RSS
+// then. Rotation keeps 50
 // files, so that none is removed before it is compressed: every byte is
 // copied, rotated and gzipped.
 func benchLogs(bin, image, dir string, mb int) ([]logResult, error) {
@@ -180,6 +182,7 @@ spec:
 	if err != nil {
 		return logResult{}, err
 	}
+	mem := memOf(monitor)
 	// Rotation may have removed the oldest files: the rate is of those left.
 	var kept int
 	for _, f := range files {
@@ -203,6 +206,7 @@ spec:
 		mbps:     float64(kept*100) / 1e6 / last.Sub(first).Seconds(),
 		cpuPerMB: float64(cpu.Milliseconds()) / size,
 		files:    len(files),
+		mem:      mem,
 	}, nil
 }
 

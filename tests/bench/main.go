@@ -128,9 +128,9 @@ func runLogs(bin, image string, mb int) error {
 		return fmt.Errorf("logs: %w", err)
 	}
 	fmt.Printf("\nlog copy: %d MB of 100-byte lines from busybox seq, through the monitor into the CRI log\n\n", mb)
-	fmt.Printf("| | MB/s | monitor CPU per MB | files |\n|---|---|---|---|\n")
+	fmt.Printf("| | MB/s | monitor CPU per MB | files | monitor RSS after | of which anon |\n|---|---|---|---|---|---|\n")
 	for _, r := range res {
-		fmt.Printf("| %s | %.0f | %.1f ms | %d |\n", r.name, r.mbps, r.cpuPerMB, r.files)
+		fmt.Printf("| %s | %.0f | %.1f ms | %d | %s | %s |\n", r.name, r.mbps, r.cpuPerMB, r.files, mib(r.mem.rss), mib(r.mem.anon))
 	}
 	return nil
 }
