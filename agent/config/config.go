@@ -52,6 +52,7 @@ type Config struct {
 	StaticPodPath      string      // staticPodPath, --pod-manifest-path
 	StaticPodURL       string      // staticPodURL, --manifest-url
 	StaticPodURLHeader http.Header // staticPodURLHeader, --manifest-url-header; keys as written
+	StaticPodURLCA     string      // --manifest-url-ca: trusted besides the system roots; no file field
 	FileCheckFrequency time.Duration
 	HTTPCheckFrequency time.Duration
 	SyncFrequency      time.Duration
@@ -382,6 +383,7 @@ func (c *Config) applyFlags(f *Flags) error {
 	}
 	set("staticPodPath", FlagPodManifestPath, &c.StaticPodPath)
 	set("staticPodURL", FlagManifestURL, &c.StaticPodURL)
+	set("manifestURLCA", FlagManifestURLCA, &c.StaticPodURLCA)
 	set("nodeIP", FlagNodeIP, &c.NodeIP)
 	set("kubeconfig", FlagKubeconfig, &c.Kubeconfig)
 	set("rootDir", FlagRootDir, &c.RootDir)
