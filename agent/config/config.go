@@ -389,7 +389,7 @@ func (c *Config) applyFlags(f *Flags) error {
 	set("rootDir", FlagRootDir, &c.RootDir)
 	set("runDir", FlagRunDir, &c.RunDir)
 	if len(f.ManifestURLHeaders) > 0 {
-		h, err := parseHeaders(f.ManifestURLHeaders)
+		h, err := ParseHeaders(f.ManifestURLHeaders)
 		if err != nil {
 			return err
 		}

@@ -89,9 +89,9 @@ func (f *Flags) given(name string) (string, bool) {
 	return v, v != ""
 }
 
-// parseHeaders reads 'Key:Value' pairs, several to an argument when separated by
+// ParseHeaders reads 'Key:Value' pairs, several to an argument when separated by
 // commas, as the kubelet's --manifest-url-header does. Repeated keys add values.
-func parseHeaders(args []string) (http.Header, error) {
+func ParseHeaders(args []string) (http.Header, error) {
 	h := http.Header{}
 	for _, arg := range args {
 		for _, pair := range strings.Split(arg, ",") {

@@ -180,20 +180,28 @@ func (s *URL) poll(ctx context.Context) {
 	s.save(body)
 }
 
-// parse reads a body as the kubelet does, except that an empty body is not an
-// empty set: an empty PodList is.
+// parse reads a body, logging its warnings.
 func (s *URL) parse(body []byte) ([]manifest.Pod, error) {
-	if len(bytes.TrimSpace(body)) == 0 {
-		return nil, &manifest.Error{Origin: s.origin, Reason: "empty body; the last good set keeps running (an empty PodList removes it)"}
-	}
-	pods, warnings, err := manifest.ParseURL(body, s.origin, s.cfg.NodeName)
+	pods, warnings, err := ParseURLBody(body, s.origin, s.cfg.NodeName)
 	for _, w := range warnings {
 		s.logger.Warn("manifest warning", "warning", w)
 	}
+	return pods, err
+}
+
+// ParseURLBody reads the body a manifest URL served as the URL source does:
+// a Pod or a PodList, all of it or none, as the kubelet reads it, except that
+// an empty body is an error, not an empty set (an empty PodList is one).
+// origin is the URL as shown (Redact).
+func ParseURLBody(body []byte, origin, nodeName string) ([]manifest.Pod, []string, error) {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return nil, nil, &manifest.Error{Origin: origin, Reason: "empty body; the last good set keeps running (an empty PodList removes it)"}
+	}
+	pods, warnings, err := manifest.ParseURL(body, origin, nodeName)
 	if pods == nil && err == nil {
 		pods = []manifest.Pod{}
 	}
-	return pods, err
+	return pods, warnings, err
 }
 
 // fail records a failed request, logging it when failureLog says so.
