@@ -65,6 +65,7 @@ type URL struct {
 	bodyErr  error             // why that body is unusable; nil when it is the good set
 	fetchErr error             // why the last request gave no body; nil when it did
 	failures failureLog
+	unsaved  []byte // a good body not saved yet
 	saveErr  string
 	seenAt   map[types.UID]time.Time
 	dirty    bool   // the set or its problem may have changed since the last send
@@ -142,6 +143,8 @@ func (s *URL) Run(ctx context.Context, out chan<- Update) error {
 		if s.send(ctx, out) != nil {
 			return nil
 		}
+		// After the send: an fsync must not delay the pods.
+		s.save()
 		timer.Reset(s.cfg.Period)
 	}
 }
@@ -177,7 +180,7 @@ func (s *URL) poll(ctx context.Context) {
 	s.bodyErr = nil
 	s.good = goodSet{sum: sum, pods: pods}
 	s.logger.Info("pods from the manifest URL", "pods", len(pods))
-	s.save(body)
+	s.unsaved = body
 }
 
 // parse reads a body, logging its warnings.

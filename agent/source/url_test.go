@@ -589,7 +589,7 @@ func TestURLSavedSetAcrossRestart(t *testing.T) {
 	s, srv := newServed(t, 200, urlList("a", "b"))
 	first := startURL(t, URLConfig{URL: srv.URL, Period: fast, SaveFile: save})
 	good := first.waitFor(t, "a and b", withPods("a-node1", "b-node1"))
-	first.stop() // it saved before it sent
+	first.stop() // Run saves right after the send, before it returns
 	fi, err := os.Stat(save)
 	if err != nil {
 		t.Fatal(err)

@@ -56,10 +56,13 @@ func (s *URL) load() {
 	s.logger.Info("loaded the last good set of the manifest URL", "file", s.cfg.SaveFile, "pods", len(pods))
 }
 
-// save keeps body as the last good set, for the next daemon. A failure is
-// logged once per cause: the running set is not affected.
-func (s *URL) save(body []byte) {
-	if s.cfg.SaveFile == "" {
+// save keeps the last good body, when it was not saved yet, for the next
+// daemon. A failure is logged once per cause: the running set is not
+// affected, and the next good body is saved.
+func (s *URL) save() {
+	body := s.unsaved
+	s.unsaved = nil
+	if s.cfg.SaveFile == "" || body == nil {
 		return
 	}
 	data := append([]byte(saveHeader(s.origin)), body...)
