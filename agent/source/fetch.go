@@ -95,6 +95,7 @@ func (c *Client) get() (*http.Client, error) {
 	tr := http.DefaultTransport.(*http.Transport).Clone() // proxies from the environment, as the kubelet's
 	tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 	tr.MaxIdleConns, tr.MaxIdleConnsPerHost = 1, 1
+	tr.MaxResponseHeaderBytes = 64 << 10
 	if c.client != nil {
 		c.client.CloseIdleConnections()
 	}

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -75,8 +77,9 @@ type URL struct {
 
 // goodSet is the last body that gave a usable set.
 type goodSet struct {
-	sum  [sha256.Size]byte
-	pods []manifest.Pod // not stamped with config.seen
+	sum     [sha256.Size]byte
+	pods    []manifest.Pod // not stamped with config.seen
+	dropped error          // list items left out as duplicates, nil if none
 }
 
 // NewURL returns the source of cfg.URL. It reads nothing before Run.
@@ -178,8 +181,12 @@ func (s *URL) poll(ctx context.Context) {
 		return
 	}
 	s.bodyErr = nil
-	s.good = goodSet{sum: sum, pods: pods}
+	pods, dropped := DropDuplicates(pods)
+	s.good = goodSet{sum: sum, pods: pods, dropped: dropped}
 	s.logger.Info("pods from the manifest URL", "pods", len(pods))
+	if dropped != nil {
+		s.logger.Warn("pods of the manifest URL left out", "err", dropped)
+	}
 	s.unsaved = body
 }
 
@@ -226,10 +233,13 @@ func (s *URL) fail(err error) {
 
 // problem is why the set in use is not what the URL serves now, or nil.
 func (s *URL) problem() error {
-	if s.fetchErr != nil {
+	switch {
+	case s.fetchErr != nil:
 		return s.fetchErr
+	case s.bodyErr != nil:
+		return s.bodyErr
 	}
-	return s.bodyErr
+	return s.good.dropped
 }
 
 // publish updates Status and tells OnChange when it changed.
@@ -315,6 +325,26 @@ func (s *URL) update() Update {
 		u.Problems = []manifest.Problem{{Origin: s.origin, Err: err}}
 	}
 	return u
+}
+
+// DropDuplicates keeps the first of the pods of one list that share a full
+// name and says which items were left out, as the kubelet's
+// filterInvalidPods does (its FailedValidation event, here an error).
+func DropDuplicates(pods []manifest.Pod) ([]manifest.Pod, error) {
+	first := map[string]int{}
+	kept := pods[:0:0]
+	var errs []error
+	for i, p := range pods {
+		name := p.Namespace + "/" + p.Name
+		if j, dup := first[name]; dup {
+			errs = append(errs, &manifest.Error{Origin: p.Origin, Field: fmt.Sprintf("items[%d]", i),
+				Reason: fmt.Sprintf("pod %s is items[%d] too; the first is used, as by the kubelet", name, j)})
+			continue
+		}
+		first[name] = i
+		kept = append(kept, p)
+	}
+	return kept, errors.Join(errs...)
 }
 
 // failureLog decides when a failure that lasts is logged: at once for each

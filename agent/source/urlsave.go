@@ -52,7 +52,8 @@ func (s *URL) load() {
 		return
 	}
 	sum := sha256.Sum256(body)
-	s.good, s.received = goodSet{sum: sum, pods: pods}, sum
+	pods, dropped := DropDuplicates(pods)
+	s.good, s.received = goodSet{sum: sum, pods: pods, dropped: dropped}, sum
 	s.logger.Info("loaded the last good set of the manifest URL", "file", s.cfg.SaveFile, "pods", len(pods))
 }
 

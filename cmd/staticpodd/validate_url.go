@@ -70,6 +70,11 @@ func validateURLs(ctx context.Context, w io.Writer, urls []string, node string, 
 			bad += max(len(errs), 1)
 			continue
 		}
+		parsed, dropped := source.DropDuplicates(parsed)
+		for _, e := range manifest.Errors(dropped) {
+			fmt.Fprintf(w, "error: %s\n", e)
+			bad++
+		}
 		for _, p := range parsed {
 			pods++
 			fmt.Fprintf(w, "ok: %s: pod %s/%s, uid %s\n", origin, p.Namespace, p.Name, p.UID)

@@ -36,6 +36,9 @@ func TestValidateURL(t *testing.T) {
 		w.Write([]byte(strings.Replace(urlPodList, "{name: c, image: busybox}]\n-", "{name: c}]\n-", 1)))
 	})
 	mux.HandleFunc("/empty", func(w http.ResponseWriter, r *http.Request) {})
+	mux.HandleFunc("/dup", func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte(strings.Replace(urlPodList, "{name: b}", "{name: a}", 1)))
+	})
 	srv := httptest.NewTLSServer(mux)
 	defer srv.Close()
 	ca := filepath.Join(t.TempDir(), "ca.pem")
@@ -49,13 +52,15 @@ func TestValidateURL(t *testing.T) {
 	}
 
 	out, err = execute(t, testRoot(validateCmd), "validate", "--hostname-override", "node1",
-		"--manifest-url-ca", ca, srv.URL+"/good", srv.URL+"/bad", srv.URL+"/empty")
+		"--manifest-url-ca", ca, srv.URL+"/good", srv.URL+"/bad", srv.URL+"/empty", srv.URL+"/dup")
 	for _, want := range []string{
 		"error: " + srv.URL + "/good: HTTP 401 Unauthorized",
 		"error: " + srv.URL + "/bad: items[0].spec.containers[0].image: required",
 		"note: " + srv.URL + "/bad: the daemon takes none of its pods",
 		"error: " + srv.URL + "/empty: empty body",
-		"3 URL(s), 0 pod(s), 3 error(s)",
+		"error: " + srv.URL + "/dup: items[1]: pod default/a-node1 is items[0] too",
+		"ok: " + srv.URL + "/dup: pod default/a-node1",
+		"4 URL(s), 1 pod(s), 4 error(s)",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
