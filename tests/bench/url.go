@@ -14,6 +14,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	v1 "k8s.io/api/core/v1"
 )
 
 // manifestServer serves one body at /pods and records when the daemon first
@@ -127,6 +129,28 @@ func (d *urlDaemon) countPods() (int, error) {
 	return len(list.Items), err
 }
 
+// countWaiting counts the pods whose container waits with reason.
+func (d *urlDaemon) countWaiting(reason string) int {
+	resp, err := http.Get(d.podsURL)
+	if err != nil {
+		return -1
+	}
+	defer resp.Body.Close()
+	var list v1.PodList
+	if json.NewDecoder(resp.Body).Decode(&list) != nil {
+		return -1
+	}
+	n := 0
+	for _, p := range list.Items {
+		for _, cs := range p.Status.ContainerStatuses {
+			if cs.State.Waiting != nil && cs.State.Waiting.Reason == reason {
+				n++
+			}
+		}
+	}
+	return n
+}
+
 // stop serves an empty list, waits for the pods to go, stops the daemon and
 // the server.
 func (d *urlDaemon) stop() {
@@ -236,13 +260,13 @@ func benchURLIdle(bin, image string, n int, window time.Duration) error {
 			os.RemoveAll(dir)
 			return err
 		}
-		err = poll(2*time.Minute, func() bool { c, _ := d.countPods(); return c == n })
+		err = poll(5*time.Minute, func() bool { return d.countWaiting("ErrImageNeverPull") == n })
 		if err != nil {
 			d.stop()
 			os.RemoveAll(dir)
-			return fmt.Errorf("%d pods listed: %v\n%s", n, err, d.logs.String())
+			return fmt.Errorf("%d pods waiting for their image: %v\n%s", d.countWaiting("ErrImageNeverPull"), err, d.logs.String())
 		}
-		time.Sleep(5 * time.Second) // let the pods settle into waiting
+		time.Sleep(5 * time.Second) // let the last of them settle
 		r0, c0, t0 := d.srv.requests(), schedTime(d.cmd.Process.Pid), time.Now()
 		time.Sleep(window)
 		r1, c1, t1 := d.srv.requests(), schedTime(d.cmd.Process.Pid), time.Now()
