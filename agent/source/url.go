@@ -65,7 +65,7 @@ type URL struct {
 	good     goodSet
 	received [sha256.Size]byte // sum of the last body read, good or not
 	bodyErr  error             // why that body is unusable; nil when it is the good set
-	fetchErr error             // why the last request gave no body; nil when it did
+	fetchErr *manifest.Error   // why the last request gave no body; nil when it did
 	failures failureLog
 	unsaved  []byte // a good body not saved yet
 	saveErr  string
@@ -217,7 +217,6 @@ func ParseURLBody(body []byte, origin, nodeName string) ([]manifest.Pod, []strin
 // fail records a failed request, logging it when failureLog says so.
 func (s *URL) fail(err error) {
 	now := time.Now()
-	newCause := s.fetchErr == nil || s.fetchErr.Error() != err.Error()
 	if log, again := s.failures.fail(err.Error(), now); log {
 		attrs := []any{"err", err, "kept", len(s.good.pods), "retryEvery", s.cfg.Period}
 		if again {
@@ -225,9 +224,8 @@ func (s *URL) fail(err error) {
 		}
 		s.logger.Warn("cannot read pods from the manifest URL; keeping the last good set", attrs...)
 	}
-	s.fetchErr = &manifest.Error{Origin: s.origin, Reason: err.Error()}
-	if newCause {
-		s.dirty = true
+	if s.fetchErr == nil || s.fetchErr.Reason != err.Error() {
+		s.fetchErr, s.dirty = &manifest.Error{Origin: s.origin, Reason: err.Error()}, true
 	}
 }
 
