@@ -152,6 +152,22 @@ func (s *URL) Run(ctx context.Context, out chan<- Update) error {
 	}
 }
 
+// Once sends one update, as Run's first (run --once): the set the URL
+// serves, else the saved set with the failure as a problem, else none.
+func (s *URL) Once(ctx context.Context, out chan<- Update) error {
+	s.load()
+	s.poll(ctx)
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.publish()
+	if err := s.send(ctx, out); err != nil {
+		return err
+	}
+	s.save()
+	return nil
+}
+
 // poll reads the URL once and updates the state. A body with the same bytes
 // as the last one read is not parsed again.
 func (s *URL) poll(ctx context.Context) {

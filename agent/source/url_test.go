@@ -702,3 +702,27 @@ func TestURLDuplicateItems(t *testing.T) {
 	s.set(200, urlList("a", "b"))
 	r.waitFor(t, "no problem", withPods("a-node1", "b-node1"))
 }
+
+// Once sends what the first poll gives and returns: the saved set when the
+// server fails.
+func TestURLOnce(t *testing.T) {
+	save := filepath.Join(t.TempDir(), "last-good")
+	s, srv := newServed(t, 200, urlList("a"))
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	once := func() Update {
+		t.Helper()
+		out := make(chan Update, 1)
+		src := NewURL(URLConfig{URL: srv.URL, NodeName: "node1", SaveFile: save}, logger)
+		if err := src.Once(context.Background(), out); err != nil {
+			t.Fatal(err)
+		}
+		return <-out
+	}
+	if u := once(); !withPods("a-node1")(u) {
+		t.Fatalf("once: pods %v problems %q", podNames(u), problemText(u))
+	}
+	s.set(500, "")
+	if u := once(); !hasProblem("HTTP 500", "a-node1")(u) {
+		t.Fatalf("once with the server failing: pods %v problems %q", podNames(u), problemText(u))
+	}
+}
