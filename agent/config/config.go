@@ -53,6 +53,7 @@ type Config struct {
 	StaticPodPath      string      // staticPodPath, --pod-manifest-path
 	StaticPodURL       string      // staticPodURL, --manifest-url
 	StaticPodURLHeader http.Header // staticPodURLHeader, --manifest-url-header; keys as written
+	StaticPodURLCA     string      // --manifest-url-ca: trusted besides the system roots; no file field
 	FileCheckFrequency time.Duration
 	HTTPCheckFrequency time.Duration
 	SyncFrequency      time.Duration
@@ -383,6 +384,7 @@ func (c *Config) applyFlags(f *Flags) error {
 	}
 	set("staticPodPath", FlagPodManifestPath, &c.StaticPodPath)
 	set("staticPodURL", FlagManifestURL, &c.StaticPodURL)
+	set("manifestURLCA", FlagManifestURLCA, &c.StaticPodURLCA)
 	set("nodeIP", FlagNodeIP, &c.NodeIP)
 	set("kubeconfig", FlagKubeconfig, &c.Kubeconfig)
 	set("rootDir", FlagRootDir, &c.RootDir)
@@ -397,7 +399,7 @@ func (c *Config) applyFlags(f *Flags) error {
 		}
 	}
 	if len(f.ManifestURLHeaders) > 0 {
-		h, err := parseHeaders(f.ManifestURLHeaders)
+		h, err := ParseHeaders(f.ManifestURLHeaders)
 		if err != nil {
 			return err
 		}

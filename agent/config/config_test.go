@@ -312,3 +312,69 @@ func TestNegativeLogSizeTurnsRotationOff(t *testing.T) {
 		t.Errorf("containerLogMaxSize = %d, want -1", c.ContainerLogMaxSize)
 	}
 }
+
+// The URL settings with their origins; header values and a password in the
+// URL never show.
+func TestManifestURLSettings(t *testing.T) {
+	p := write(t, `apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+staticPodURL: https://me:sesame@config.example/pods
+staticPodURLHeader:
+  Authorization: ["Bearer sesame"]
+  X-Node: [a, b]
+httpCheckFrequency: 5s
+`)
+	c, _, err := Load(p, Flags{HostnameOverride: "n", ManifestURLCA: "/etc/pki/appliance-ca.pem"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.StaticPodURL != "https://me:sesame@config.example/pods" || c.HTTPCheckFrequency != 5*time.Second ||
+		c.StaticPodURLCA != "/etc/pki/appliance-ca.pem" || c.StaticPodURLHeader.Get("Authorization") != "Bearer sesame" {
+		t.Errorf("config = %q %v %q %v", c.StaticPodURL, c.HTTPCheckFrequency, c.StaticPodURLCA, c.StaticPodURLHeader)
+	}
+	want := map[string][2]string{
+		"staticPodURL":       {"https://me:xxxxx@config.example/pods", "file " + p},
+		"staticPodURLHeader": {"Authorization=(redacted),X-Node=(redacted)", "file " + p},
+		"httpCheckFrequency": {"5s", "file " + p},
+		"manifestURLCA":      {"/etc/pki/appliance-ca.pem", "flag --manifest-url-ca"},
+	}
+	for _, e := range c.Entries() {
+		if strings.Contains(e.Value, "sesame") {
+			t.Errorf("%s shows a secret: %q", e.Key, e.Value)
+		}
+		if w, ok := want[e.Key]; ok {
+			if e.Value != w[0] || e.Origin != w[1] {
+				t.Errorf("%s = %q from %q, want %q from %q", e.Key, e.Value, e.Origin, w[0], w[1])
+			}
+			delete(want, e.Key)
+		}
+	}
+	if len(want) > 0 {
+		t.Errorf("not shown: %v", want)
+	}
+
+	// The kubelet's file defaulting: 0 is the default, 20s.
+	p = write(t, "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nhttpCheckFrequency: 0s\n")
+	if c, _, err = Load(p, Flags{HostnameOverride: "n"}); err != nil || c.HTTPCheckFrequency != 20*time.Second {
+		t.Errorf("httpCheckFrequency 0s = %v (%v), want the kubelet's 20s", c.HTTPCheckFrequency, err)
+	}
+}
+
+func TestBadManifestURL(t *testing.T) {
+	for _, tc := range []struct {
+		flags Flags
+		want  string
+	}{
+		{Flags{ManifestURL: "ftp://example/pods"}, `staticPodURL: "ftp://example/pods": want an http:// or https:// URL`},
+		{Flags{ManifestURL: "/etc/pods.yaml"}, "want an http:// or https:// URL"},
+		{Flags{ManifestURL: "http:///pods"}, `staticPodURL: "http:///pods" has no host`},
+		{Flags{ManifestURL: "http://me:sesame@a b/"}, "staticPodURL: invalid character"},
+		{Flags{ManifestURLCA: "/ca.pem"}, "manifestURLCA: --manifest-url-ca is given but there is no staticPodURL"},
+	} {
+		tc.flags.HostnameOverride = "n"
+		_, _, err := Load("", tc.flags)
+		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "sesame") {
+			t.Errorf("%+v: err = %v, want %q", tc.flags, err, tc.want)
+		}
+	}
+}

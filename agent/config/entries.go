@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"net/url"
 	"sort"
 	"strings"
 	"time"
@@ -48,6 +49,33 @@ func kv[V string | []string](f func(*Config) map[string]V) func(*Config) string 
 	}
 }
 
+// redactedHeader shows header names only: values are often credentials
+// (Authorization), and the config is printed and logged.
+func redactedHeader(f func(*Config) map[string][]string) func(*Config) string {
+	return func(c *Config) string {
+		m := f(c)
+		keys := make([]string, 0, len(m))
+		for k := range m {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		parts := make([]string, 0, len(keys))
+		for _, k := range keys {
+			parts = append(parts, k+"=(redacted)")
+		}
+		return strings.Join(parts, ",")
+	}
+}
+
+// redactURL hides a password in a URL ("xxxxx").
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.User == nil {
+		return raw
+	}
+	return u.Redacted()
+}
+
 var entries = []entry{
 	{"configFile", "", str(func(c *Config) string { return c.ConfigFile })},
 	{"nodeName", "", str(func(c *Config) string { return c.NodeName })},
@@ -56,8 +84,9 @@ var entries = []entry{
 	{"rootDir", "", str(func(c *Config) string { return c.RootDir })},
 	{"runDir", "", str(func(c *Config) string { return c.RunDir })},
 	{"staticPodPath", "staticPodPath", str(func(c *Config) string { return c.StaticPodPath })},
-	{"staticPodURL", "staticPodURL", str(func(c *Config) string { return c.StaticPodURL })},
-	{"staticPodURLHeader", "staticPodURLHeader", kv(func(c *Config) map[string][]string { return c.StaticPodURLHeader })},
+	{"staticPodURL", "staticPodURL", str(func(c *Config) string { return redactURL(c.StaticPodURL) })},
+	{"staticPodURLHeader", "staticPodURLHeader", redactedHeader(func(c *Config) map[string][]string { return c.StaticPodURLHeader })},
+	{"manifestURLCA", "", str(func(c *Config) string { return c.StaticPodURLCA })},
 	{"fileCheckFrequency", "fileCheckFrequency", dur(func(c *Config) time.Duration { return c.FileCheckFrequency })},
 	{"httpCheckFrequency", "httpCheckFrequency", dur(func(c *Config) time.Duration { return c.HTTPCheckFrequency })},
 	{"syncFrequency", "syncFrequency", dur(func(c *Config) time.Duration { return c.SyncFrequency })},

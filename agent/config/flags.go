@@ -14,6 +14,7 @@ const (
 	FlagPodManifestPath   = "pod-manifest-path"
 	FlagManifestURL       = "manifest-url"
 	FlagManifestURLHeader = "manifest-url-header"
+	FlagManifestURLCA     = "manifest-url-ca"
 	FlagHostnameOverride  = "hostname-override"
 	FlagNodeIP            = "node-ip"
 	FlagKubeconfig        = "kubeconfig"
@@ -45,6 +46,7 @@ type Flags struct {
 	PodManifestPath    string
 	ManifestURL        string
 	ManifestURLHeaders []string // 'Key:Value', each may hold several comma-separated
+	ManifestURLCA      string
 	HostnameOverride   string
 	NodeIP             string
 	Kubeconfig         string
@@ -61,6 +63,7 @@ func (f *Flags) Register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.PodManifestPath, FlagPodManifestPath, "", "directory of static pod manifests, or one manifest file (staticPodPath; default "+DefaultStaticPodPath+")")
 	fs.StringVar(&f.ManifestURL, FlagManifestURL, "", "URL of a Pod or PodList to run (staticPodURL)")
 	fs.StringArrayVar(&f.ManifestURLHeaders, FlagManifestURLHeader, nil, "HTTP header 'Key:Value' for --manifest-url (staticPodURLHeader); repeatable, comma-separated pairs allowed")
+	fs.StringVar(&f.ManifestURLCA, FlagManifestURLCA, "", "PEM file of CA certificates trusted for an https --manifest-url, besides the system's")
 	fs.StringVar(&f.HostnameOverride, FlagHostnameOverride, "", "node name (default: the hostname, lower-cased)")
 	fs.StringVar(&f.NodeIP, FlagNodeIP, "", "IP address of the node")
 	fs.StringVar(&f.Kubeconfig, FlagKubeconfig, "", "kubeconfig of an API server; enables mirror pods")
@@ -81,6 +84,8 @@ func (f *Flags) given(name string) (string, bool) {
 		v = f.PodManifestPath
 	case FlagManifestURL:
 		v = f.ManifestURL
+	case FlagManifestURLCA:
+		v = f.ManifestURLCA
 	case FlagHostnameOverride:
 		v = f.HostnameOverride
 	case FlagNodeIP:
@@ -95,9 +100,9 @@ func (f *Flags) given(name string) (string, bool) {
 	return v, v != ""
 }
 
-// parseHeaders reads 'Key:Value' pairs, several to an argument when separated by
+// ParseHeaders reads 'Key:Value' pairs, several to an argument when separated by
 // commas, as the kubelet's --manifest-url-header does. Repeated keys add values.
-func parseHeaders(args []string) (http.Header, error) {
+func ParseHeaders(args []string) (http.Header, error) {
 	h := http.Header{}
 	for _, arg := range args {
 		for _, pair := range strings.Split(arg, ",") {

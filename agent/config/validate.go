@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"path/filepath"
 	"strings"
 	"time"
@@ -38,6 +39,26 @@ func (c *Config) validate() error {
 		if d < 0 {
 			bad(key, "%v is negative", d)
 		}
+	}
+	if c.StaticPodURL != "" {
+		// The kubelet takes any string and fails every poll; a URL that can
+		// never be fetched is refused up front.
+		u, err := url.Parse(c.StaticPodURL)
+		switch {
+		case err != nil:
+			var ue *url.Error
+			if errors.As(err, &ue) {
+				err = ue.Err // without the URL, which may hold a password
+			}
+			bad("staticPodURL", "%v", err)
+		case u.Scheme != "http" && u.Scheme != "https":
+			bad("staticPodURL", "%q: want an http:// or https:// URL", redactURL(c.StaticPodURL))
+		case u.Host == "":
+			bad("staticPodURL", "%q has no host", redactURL(c.StaticPodURL))
+		}
+	}
+	if c.StaticPodURLCA != "" && c.StaticPodURL == "" {
+		bad("manifestURLCA", "--%s is given but there is no staticPodURL", FlagManifestURLCA)
 	}
 	if c.CgroupDriver != "cgroupfs" && c.CgroupDriver != "systemd" {
 		bad("cgroupDriver", "%q is neither cgroupfs nor systemd", c.CgroupDriver)

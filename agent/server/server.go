@@ -50,6 +50,7 @@ type Problem struct {
 
 // ReadOnly returns the handler of the read-only port: /healthz and /pods, as the
 // kubelet's read-only port serves them, without authentication.
+// /healthz?verbose lists the auxiliary parts when a implements Checker.
 func ReadOnly(a Agent, logger *slog.Logger) http.Handler {
 	mux := http.NewServeMux()
 	readOnly(mux, a, logger)
@@ -94,10 +95,7 @@ func CLI(a Agent, logger *slog.Logger) http.Handler {
 }
 
 func readOnly(mux *http.ServeMux, a Agent, logger *slog.Logger) {
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		_, _ = w.Write([]byte("ok"))
-	})
+	mux.HandleFunc("GET /healthz", healthz(a))
 	mux.HandleFunc("GET /pods", func(w http.ResponseWriter, r *http.Request) {
 		list := v1.PodList{
 			TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "PodList"},

@@ -78,9 +78,6 @@ func newRunCmd() *cobra.Command {
 // notes them.
 var notYetActedOn = map[string]string{
 	"kubeconfig":                       "mirror pods are not implemented yet",
-	"staticPodURL":                     "the URL source is not implemented yet",
-	"staticPodURLHeader":               "the URL source is not implemented yet",
-	"httpCheckFrequency":               "the URL source is not implemented yet",
 	"port":                             "the authenticated kubelet API is not served yet",
 	"tlsCertFile":                      "the authenticated kubelet API is not served yet",
 	"tlsPrivateKeyFile":                "the authenticated kubelet API is not served yet",
@@ -115,6 +112,8 @@ type daemon struct {
 	cfg      *config.Config
 	logger   *slog.Logger
 	notifier *readyNotifier
+	status   *statusLine // STATUS=: the agent's summary and the auxiliary parts' trouble
+	aux      *auxiliary
 	images   *image.Store
 	runtime  *oci.Runtime
 	agent    *agent.Agent
@@ -170,7 +169,7 @@ func (d *daemon) reload() {
 	}
 	d.agent.Resync()
 	if ready {
-		d.notifier.Status(d.agent.Summary()) // not "Reloading" until the pods change
+		d.status.Status(d.agent.Summary()) // not "Reloading" until the pods change
 		d.notifier.Ready()
 	}
 }
@@ -253,7 +252,9 @@ func newDaemon(cfg *config.Config, logger *slog.Logger, once bool) (*daemon, err
 	// WatchdogSec); pinging twice as often keeps timer jitter from skipping one.
 	watchdog := notifier.WatchdogInterval() / 2
 	seen := agent.NewSeenStore(paths)
-	d := &daemon{cfg: cfg, logger: logger, notifier: notifier, images: images, runtime: rt, lock: lock}
+	aux := &auxiliary{}
+	status := &statusLine{notifier: notifier, aux: aux}
+	d := &daemon{cfg: cfg, logger: logger, notifier: notifier, status: status, aux: aux, images: images, runtime: rt, lock: lock}
 	var sourceNames []string
 	if cfg.StaticPodPath != "" {
 		file := source.NewFile(cfg.StaticPodPath, cfg.NodeName, cfg.FileCheckFrequency, seen.Seen, logger.With("source", "file"))
@@ -265,6 +266,30 @@ func newDaemon(cfg *config.Config, logger *slog.Logger, once bool) (*daemon, err
 		d.relist = append(d.relist, file.Relist)
 		sourceNames = append(sourceNames, manifest.SourceFile)
 	}
+	saved := filepath.Join(cfg.RootDir, "manifest-url", "last-good")
+	if cfg.StaticPodURL != "" {
+		aux.url = source.NewURL(source.URLConfig{
+			URL:      cfg.StaticPodURL,
+			Header:   cfg.StaticPodURLHeader,
+			NodeName: cfg.NodeName,
+			Period:   cfg.HTTPCheckFrequency,
+			CAFile:   cfg.StaticPodURLCA,
+			SaveFile: saved,
+			Seen:     seen.Seen,
+			OnChange: func(source.URLStatus) { status.refresh() },
+		}, logger.With("source", "url"))
+		if once {
+			d.sources = append(d.sources, aux.url.Once)
+		} else {
+			d.sources = append(d.sources, aux.url.Run)
+		}
+		d.relist = append(d.relist, aux.url.Relist)
+		sourceNames = append(sourceNames, manifest.SourceHTTP)
+	} else if err := os.RemoveAll(filepath.Dir(saved)); err != nil {
+		// A set saved for a URL no longer configured must not come back
+		// with it later; failing to remove it stops nothing.
+		logger.Warn("cannot remove the saved set of a former manifest URL", "err", err)
+	}
 	d.agent = agent.New(agent.Config{
 		NodeName:       cfg.NodeName,
 		NodeIP:         nodeIP,
@@ -274,7 +299,7 @@ func newDaemon(cfg *config.Config, logger *slog.Logger, once bool) (*daemon, err
 		BackoffMax:     cfg.MaxContainerRestartPeriod,
 		PodPidsLimit:   cfg.PodPidsLimit,
 		WatchdogPeriod: watchdog,
-		Notifier:       notifier,
+		Notifier:       agentNotifier{readyNotifier: notifier, line: status},
 		Seen:           seen,
 	}, rt, logger)
 	return d, nil
@@ -297,7 +322,7 @@ func (d *daemon) run(ctx context.Context) error {
 	files := openFileLimit()
 	cliLimits := server.DefaultLimits(server.CLIMaxConns).FitFiles(files)
 	g.Go(func() error {
-		return server.Serve(ctx, sock, server.CLI(d.agent, httpLog), cliLimits, httpLog.With("listener", "cli"))
+		return server.Serve(ctx, sock, server.CLI(served{d.agent, d.aux}, httpLog), cliLimits, httpLog.With("listener", "cli"))
 	})
 	updates := make(chan source.Update)
 	for _, run := range d.sources {
@@ -319,7 +344,7 @@ func (d *daemon) run(ctx context.Context) error {
 			lim := server.DefaultLimits(server.ReadOnlyMaxConns).FitFiles(files)
 			d.logger.Info("serving the read-only port", "address", addr, "maxConns", lim.MaxConns)
 			g.Go(func() error {
-				return server.Serve(ctx, l, server.ReadOnly(d.agent, httpLog), lim, httpLog.With("listener", "read-only port"))
+				return server.Serve(ctx, l, server.ReadOnly(served{d.agent, d.aux}, httpLog), lim, httpLog.With("listener", "read-only port"))
 			})
 		}
 	}

@@ -15,13 +15,14 @@ import (
 	"github.com/staticpodd/staticpodd/agent/source"
 )
 
-// newValidateCmd is `staticpodd validate PATH...`: the daemon's own parser and
+// newValidateCmd is `staticpodd validate PATH|URL...`: the daemon's own parser and
 // validator over files and directories (not recursive, skipping what the daemon
-// skips). It prints every error and warning and fails on any error.
+// skips), and over what URLs serve, fetched as the daemon fetches them. It prints every error and warning and fails on any error.
 func newValidateCmd() *cobra.Command {
 	var node string
+	var urlOpts urlOptions
 	cmd := &cobra.Command{
-		Use:   "validate PATH...",
+		Use:   "validate PATH|URL...",
 		Short: "Check static pod manifests with the daemon's own parser",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -32,10 +33,22 @@ func newValidateCmd() *cobra.Command {
 				}
 				node = host
 			}
-			return validatePaths(cmd.OutOrStdout(), args, strings.ToLower(node))
+			paths, urls := splitURLs(args)
+			var urlErr, pathErr error
+			if len(urls) > 0 {
+				urlErr = validateURLs(cmd.Context(), cmd.OutOrStdout(), urls, strings.ToLower(node), urlOpts)
+			}
+			if len(paths) > 0 {
+				pathErr = validatePaths(cmd.OutOrStdout(), paths, strings.ToLower(node))
+			}
+			if urlErr != nil {
+				return urlErr
+			}
+			return pathErr
 		},
 	}
 	cmd.Flags().StringVar(&node, "hostname-override", "", "node name the pod names get (default: the hostname, lower-cased)")
+	urlOpts.register(cmd.Flags())
 	return cmd
 }
 

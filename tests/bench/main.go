@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -33,19 +34,34 @@ func main() {
 	probePods := flag.Int("probe-pods", 100, "pods whose probes' CPU cost is measured; 0 skips it")
 	probeWindow := flag.Duration("probe-window", 30*time.Second, "how long the probes' CPU is measured")
 	logMB := flag.Int("log-mb", 200, "MB of container output for the log copy measurement; 0 skips it")
-	logsOnly := flag.Bool("logs-only", false, "measure only the log copy")
+	logsOnly := flag.Bool("logs-only", false, "measure only the log copy (= -only logs)")
+	urlPods := flag.Int("url-pods", 100, "pods of the PodList whose polling's CPU cost is measured; 0 skips it")
+	urlWindow := flag.Duration("url-window", 60*time.Second, "how long the URL polling's CPU is measured")
+	only := flag.String("only", "", "comma-separated benchmarks to run: start, ready, probes, url, logs (default: all)")
 	flag.Parse()
-	var err error
-	if !*logsOnly {
-		err = run(*runs, *bin, *image, *runc, *busybox)
-		if err == nil {
-			err = benchReady(*bin, *image, 10)
-		}
-		if err == nil && *probePods > 0 {
-			err = benchProbes(*bin, *image, *probePods, *probeWindow)
-		}
+	if *logsOnly {
+		*only = "logs"
 	}
-	if err == nil {
+	want := func(name string) bool {
+		return *only == "" || slices.Contains(strings.Split(*only, ","), name)
+	}
+	var err error
+	if want("start") {
+		err = run(*runs, *bin, *image, *runc, *busybox)
+	}
+	if err == nil && want("ready") {
+		err = benchReady(*bin, *image, 10)
+	}
+	if err == nil && want("probes") && *probePods > 0 {
+		err = benchProbes(*bin, *image, *probePods, *probeWindow)
+	}
+	if err == nil && want("url") {
+		err = benchURL(*bin, *image, *runs)
+	}
+	if err == nil && want("url") && *urlPods > 0 {
+		err = benchURLIdle(*bin, *image, *urlPods, *urlWindow)
+	}
+	if err == nil && want("logs") && *logMB > 0 {
 		err = runLogs(*bin, *image, *logMB)
 	}
 	if err != nil {

@@ -109,6 +109,7 @@ type Daemon struct {
 	// SocketOnly: the config serves no read-only port; talk to the CLI socket.
 	SocketOnly bool
 	Env        []string // extra environment for the daemon
+	Args       []string // extra flags for run
 	// Nofile, when set, is the open-file limit (soft and hard) the daemon
 	// runs under, set with prlimit(1), which execs it in place.
 	Nofile int
@@ -214,6 +215,7 @@ func (d *Daemon) Start() {
 	defer d.mu.Unlock()
 	args := []string{Bin, "run", "--config", d.Config, "--hostname-override", d.Name,
 		"--root-dir", d.RootDir, "--run-dir", d.RunDir}
+	args = append(args, d.Args...)
 	if d.Nofile > 0 {
 		args = append([]string{"prlimit", fmt.Sprintf("--nofile=%d", d.Nofile), "--"}, args...)
 	}

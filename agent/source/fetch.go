@@ -1,0 +1,206 @@
+package source
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/staticpodd/staticpodd/agent/manifest"
+)
+
+// DefaultURLTimeout bounds one request of the URL source, body included: the
+// kubelet's (http.Client{Timeout: 10 * time.Second} in NewSourceURL).
+const DefaultURLTimeout = 10 * time.Second
+
+// MaxRedirects is how many redirects a request of the URL source follows, Go's
+// default and so the kubelet's.
+const MaxRedirects = 10
+
+// maxCABundle bounds the CA bundle file read for every request.
+const maxCABundle = 1 << 20
+
+// IsURL reports whether arg names a manifest URL rather than a path.
+func IsURL(arg string) bool {
+	return strings.HasPrefix(arg, "http://") || strings.HasPrefix(arg, "https://")
+}
+
+// Redact is how a manifest URL is shown and named: a password in it reads
+// "xxxxx". The URL source's pods are named after it too (UID, origin), so a
+// new password does not replace them.
+func Redact(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return raw
+	}
+	return u.Redacted()
+}
+
+// Client makes the HTTP clients of the URL source: the kubelet's 10 s timeout,
+// redirects bounded and never from https to http, and TLS verified against
+// the system roots plus an optional PEM bundle, which is read again whenever
+// it changes (a rotated private CA needs no restart).
+type Client struct {
+	caFile  string
+	timeout time.Duration
+
+	mu     sync.Mutex // guards the fields below
+	caSum  [sha256.Size]byte
+	client *http.Client
+}
+
+// NewClient returns a client trusting the system roots and, when caFile is
+// not empty, the certificates in it; timeout 0 means DefaultURLTimeout.
+func NewClient(caFile string, timeout time.Duration) *Client {
+	if timeout <= 0 {
+		timeout = DefaultURLTimeout
+	}
+	return &Client{caFile: caFile, timeout: timeout}
+}
+
+// get returns the client to use now, made again when the CA bundle changed.
+func (c *Client) get() (*http.Client, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var sum [sha256.Size]byte
+	var pool *x509.CertPool
+	if c.caFile != "" {
+		pem, err := readAtMost(c.caFile, maxCABundle)
+		if err != nil {
+			return nil, fmt.Errorf("read CA bundle %s: %w", c.caFile, err)
+		}
+		if sum = sha256.Sum256(pem); c.client != nil && sum == c.caSum {
+			return c.client, nil
+		}
+		if pool, err = x509.SystemCertPool(); err != nil {
+			pool = x509.NewCertPool()
+		}
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("CA bundle %s: no PEM certificate in it", c.caFile)
+		}
+	} else if c.client != nil {
+		return c.client, nil
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone() // proxies from the environment, as the kubelet's
+	tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	tr.MaxIdleConns, tr.MaxIdleConnsPerHost = 1, 1
+	tr.MaxResponseHeaderBytes = 64 << 10
+	if c.client != nil {
+		c.client.CloseIdleConnections()
+	}
+	c.caSum = sum
+	c.client = &http.Client{
+		Timeout:   c.timeout,
+		Transport: tr,
+		CheckRedirect: func(req *http.Request, via []*http.Request) error {
+			if len(via) >= MaxRedirects {
+				return fmt.Errorf("stopped after %d redirects", MaxRedirects)
+			}
+			if via[0].URL.Scheme == "https" && req.URL.Scheme != "https" {
+				return fmt.Errorf("redirect from https to %s refused", Redact(req.URL.String()))
+			}
+			return nil
+		},
+	}
+	return c.client, nil
+}
+
+// Fetch GETs rawURL with header as the daemon does and returns the body of a
+// 200 answer, at most manifest.MaxSize bytes. Its errors are short and stable
+// for one cause (no addresses, ports or URL in them: the caller names the
+// URL), so that a failure that repeats reads the same.
+func (c *Client) Fetch(ctx context.Context, rawURL string, header http.Header) ([]byte, error) {
+	client, err := c.get()
+	if err != nil {
+		return nil, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, rawURL, nil)
+	if err != nil {
+		return nil, fmt.Errorf("bad URL: %w", unwrapURL(err))
+	}
+	req.Header = header.Clone()
+	if req.Header == nil {
+		req.Header = http.Header{}
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, c.reason("", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		// As the kubelet: anything but 200 is a failure, 204 and 304 too.
+		return nil, fmt.Errorf("HTTP %s", resp.Status)
+	}
+	if resp.ContentLength > manifest.MaxSize {
+		return nil, fmt.Errorf("body of %d bytes is larger than %d bytes", resp.ContentLength, manifest.MaxSize)
+	}
+	var buf bytes.Buffer
+	if resp.ContentLength > 0 {
+		buf.Grow(int(resp.ContentLength))
+	}
+	if _, err := buf.ReadFrom(io.LimitReader(resp.Body, manifest.MaxSize+1)); err != nil {
+		return nil, c.reason("read body: ", err)
+	}
+	if buf.Len() > manifest.MaxSize {
+		return nil, fmt.Errorf("body larger than %d bytes; cut off there", manifest.MaxSize)
+	}
+	return buf.Bytes(), nil
+}
+
+// reason turns a request error into a stable message that keeps its cause.
+func (c *Client) reason(prefix string, err error) error {
+	var ne net.Error
+	switch {
+	case errors.Is(err, context.Canceled):
+		return err
+	case errors.As(err, &ne) && ne.Timeout(), errors.Is(err, context.DeadlineExceeded):
+		return &stableError{fmt.Sprintf("%sno complete answer within %s", prefix, c.timeout), err}
+	}
+	var dns *net.DNSError
+	if errors.As(err, &dns) {
+		return &stableError{fmt.Sprintf("DNS lookup of %s: %s", dns.Name, dns.Err), err}
+	}
+	var op *net.OpError
+	if errors.As(err, &op) {
+		inner := op.Err
+		var sys *os.SyscallError
+		if errors.As(inner, &sys) {
+			inner = sys.Err
+		}
+		return &stableError{fmt.Sprintf("%s%s: %v", prefix, op.Op, inner), err}
+	}
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		return &stableError{prefix + "the connection closed before the end of the body (truncated)", err}
+	}
+	return &stableError{prefix + unwrapURL(err).Error(), err}
+}
+
+// unwrapURL drops the `Get "<url>": ` that *url.Error puts first.
+func unwrapURL(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
+}
+
+// stableError says why a request failed in words that stay the same for the
+// same cause; Unwrap gives the error it came from.
+type stableError struct {
+	msg string
+	err error
+}
+
+func (e *stableError) Error() string { return e.msg }
+func (e *stableError) Unwrap() error { return e.err }

@@ -1,0 +1,110 @@
+package source
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/staticpodd/staticpodd/agent/manifest"
+)
+
+// The save file is one header line naming the URL, then the body as served.
+// It is at most manifest.MaxSize plus the header: only a body that parsed is
+// saved, and no body over MaxSize does.
+const saveMagic = "staticpodd manifest-url v1 "
+
+// maxSaveHeader bounds the header line when reading a save file back.
+const maxSaveHeader = 64 << 10
+
+func saveHeader(origin string) string { return saveMagic + origin + "\n" }
+
+// load makes the set the last daemon saved the good set, when it was saved
+// for the same URL and is still valid. Nothing is sent until the first poll.
+func (s *URL) load() {
+	if s.cfg.SaveFile == "" {
+		return
+	}
+	data, err := readAtMost(s.cfg.SaveFile, manifest.MaxSize+maxSaveHeader)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return
+	case err != nil:
+		s.logger.Warn("cannot read the saved set of the manifest URL; not using it", "file", s.cfg.SaveFile, "err", err)
+		return
+	}
+	header, body, ok := bytes.Cut(data, []byte("\n"))
+	if !ok || !bytes.HasPrefix(header, []byte(saveMagic)) {
+		s.logger.Warn("the saved set of the manifest URL is not a save file; not using it", "file", s.cfg.SaveFile)
+		return
+	}
+	if string(header)+"\n" != saveHeader(s.origin) {
+		s.logger.Info("the saved set is of another manifest URL; not using it", "file", s.cfg.SaveFile,
+			"savedFor", string(bytes.TrimPrefix(header, []byte(saveMagic))))
+		return
+	}
+	pods, err := s.parse(body)
+	if err != nil {
+		s.logger.Warn("the saved set of the manifest URL is not valid any more; not using it", "file", s.cfg.SaveFile, "err", err)
+		return
+	}
+	sum := sha256.Sum256(body)
+	pods, dropped := DropDuplicates(pods)
+	s.good, s.received = goodSet{sum: sum, pods: pods, dropped: dropped}, sum
+	s.logger.Info("loaded the last good set of the manifest URL", "file", s.cfg.SaveFile, "pods", len(pods))
+}
+
+// save keeps the last good body, when it was not saved yet, for the next
+// daemon. A failure is logged once per cause: the running set is not
+// affected, and the next good body is saved.
+func (s *URL) save() {
+	body := s.unsaved
+	s.unsaved = nil
+	if s.cfg.SaveFile == "" || body == nil {
+		return
+	}
+	data := append([]byte(saveHeader(s.origin)), body...)
+	if err := writeAtomic(s.cfg.SaveFile, data); err != nil {
+		if err.Error() != s.saveErr {
+			s.logger.Warn("cannot save the set of the manifest URL; a restart while the server is down will not find it", "err", err)
+		}
+		s.saveErr = err.Error()
+		return
+	}
+	s.saveErr = ""
+}
+
+// writeAtomic replaces path by data: a reader, or the next daemon after any
+// crash, finds the old content or the new one, never a mix.
+func writeAtomic(path string, data []byte) error {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("save %s: %w", path, err)
+	}
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*")
+	if err != nil {
+		return fmt.Errorf("save %s: %w", path, err)
+	}
+	_, err = tmp.Write(data)
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("save %s: %w", path, err)
+	}
+	if d, err := os.Open(dir); err == nil {
+		d.Sync() // the rename itself; best effort
+		d.Close()
+	}
+	return nil
+}
