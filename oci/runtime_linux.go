@@ -3,6 +3,7 @@
 package oci
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -14,6 +15,8 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -282,13 +285,63 @@ func (r *Runtime) Signal(ctx context.Context, id string, sig syscall.Signal) err
 	if err != nil {
 		return fmt.Errorf("signal container %s: %w", id, err)
 	}
-	if err := ctr.Signal(sig); err != nil && !errors.Is(err, libcontainer.ErrNotRunning) {
+	if err := ctr.Signal(sig); errors.Is(err, libcontainer.ErrNotRunning) {
+		// libcontainer's record says its init is gone while its monitor has
+		// recorded no exit: signal the init it started, through a pidfd,
+		// rather than let a stop wait for nothing.
+		if err := r.signalInit(id, sig); err != nil {
+			return fmt.Errorf("signal container %s: %w", id, err)
+		}
+	} else if err != nil {
 		return fmt.Errorf("signal container %s: %w", id, err)
 	}
 	if sig == unix.SIGKILL {
 		r.watchKill(id, st.Pid)
 	}
 	return nil
+}
+
+// signalInit signals container id's init directly: the process its monitor
+// recorded, if it is still the monitor's child (a pid is trusted only with
+// its parent checked after its pidfd is open, so a reused pid is never hit).
+// An init that is gone is not an error.
+func (r *Runtime) signalInit(id string, sig syscall.Signal) error {
+	var ms monitorState
+	if ok, err := readOptionalJSON(filepath.Join(r.containerDir(id), stateFile), &ms); err != nil || !ok || ms.Pid == 0 {
+		return err
+	}
+	fd, err := unix.PidfdOpen(ms.Pid, 0)
+	if err != nil {
+		return nil // gone
+	}
+	defer unix.Close(fd)
+	if ppid, state, ok := procParent(ms.Pid); !ok || ppid != ms.MonitorPid || state == 'Z' || state == 'X' {
+		return nil // gone, or not the container's init any more
+	}
+	r.log.Warn("libcontainer saw the container stopped; signalled its init directly", "id", id, "pid", ms.Pid, "signal", unix.SignalName(sig))
+	if err := unix.PidfdSendSignal(fd, sig, nil, 0); err != nil && !errors.Is(err, unix.ESRCH) {
+		return fmt.Errorf("signal init %d: %w", ms.Pid, err)
+	}
+	return nil
+}
+
+// procParent reads pid's parent and state from /proc/<pid>/stat.
+func procParent(pid int) (ppid int, state byte, ok bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, 0, false
+	}
+	// The fields after the command, which is in parentheses: state, ppid.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, 0, false
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 2 || len(f[0]) != 1 {
+		return 0, 0, false
+	}
+	ppid, err = strconv.Atoi(f[1])
+	return ppid, f[0][0], err == nil
 }
 
 // Wait blocks until the container has exited and its exit is recorded, or ctx

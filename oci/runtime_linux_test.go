@@ -483,3 +483,44 @@ func TestStartErrorKeepsExitedContainer(t *testing.T) {
 	}
 	checkClean(t, e, pod.UID, ids...)
 }
+
+// A container whose libcontainer record no longer matches its init (here
+// its start time is rewritten) is still stopped by Signal: through its
+// monitor's record of the init, checked by parent, not by a bare pid.
+func TestSignalWhenLibcontainerLostTrack(t *testing.T) {
+	e := newEnv(t)
+	pod := e.pod(false)
+	e.sandbox(pod)
+	c := e.container(pod, "trap", "trap 'exit 42' TERM; echo ready; while :; do sleep 0.05; done")
+	st := e.start(pod, c)
+	waitLog(t, c.LogPath, "stdout F ready")
+	p := filepath.Join(e.rt.libcontainerRoot(), st.ID, "state.json")
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var state map[string]any
+	if err := json.Unmarshal(b, &state); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := state["init_process_start"]; !ok {
+		t.Fatalf("libcontainer state has no init_process_start: %s", b)
+	}
+	state["init_process_start"] = 1
+	if b, err = json.Marshal(state); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.rt.Signal(context.Background(), st.ID, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.wait(st.ID); got.ExitCode != 42 {
+		t.Errorf("exit code %d after SIGTERM, want 42 from the trap", got.ExitCode)
+	}
+	e.destroy(st.ID)
+	if err := e.rt.RemoveSandbox(context.Background(), pod.UID); err != nil {
+		t.Fatal(err)
+	}
+}
