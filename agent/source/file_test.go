@@ -190,7 +190,7 @@ func TestBrokenFileBesideGoodOne(t *testing.T) {
 		t.Fatalf("update = %s, want good and one problem", describe(u))
 	}
 	p := u.Problems[0]
-	if p.Origin != filepath.Join(dir, "broken.yaml") || !strings.Contains(p.Err.Error(), "spec.containers: at least one container is required") {
+	if p.Origin != filepath.Join(dir, "broken.yaml") || !strings.Contains(p.Err.Error(), "spec.containers: Required value: at least one container is required") {
 		t.Errorf("problem %s: %v", p.Origin, p.Err)
 	}
 }
@@ -210,7 +210,7 @@ func TestGoodFileTurningBadKeepsLastGoodPod(t *testing.T) {
 	if !hasPods("app-node1")(u) || u.Pods[0].UID != good.Pods[0].UID {
 		t.Errorf("update = %s, want the last good app pod kept", describe(u))
 	}
-	if !strings.Contains(u.Problems[0].Err.Error(), "spec.containers[0].image: required") {
+	if !strings.Contains(u.Problems[0].Err.Error(), "spec.containers[0].image: Required value") {
 		t.Errorf("problem = %v", u.Problems[0].Err)
 	}
 

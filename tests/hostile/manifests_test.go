@@ -101,7 +101,7 @@ func hostileManifests() []manifestCase {
 				fmt.Fprintf(&b, "%sa:\n", strings.Repeat(" ", i))
 			}
 			write(t, p, b.String(), 0o644)
-		}, problem: `want apiVersion v1, kind Pod`},
+		}, problem: `apiVersion: Required value: want v1`},
 		{name: "huge/100MB", file: "huge.yaml", make: func(t *testing.T, c *canary, p string) {
 			f, err := os.Create(p)
 			if err != nil {
@@ -124,7 +124,7 @@ func hostileManifests() []manifestCase {
 		{name: "empty/whitespace", file: "blank.yaml", make: content("\n \n\t\n"), problem: `empty manifest`},
 		{name: "secret/shadow", file: "shadow.yaml", make: secretFile("shadow", "root:$6$MARKER$MARKER:19000:0:99999:7:::\nbin:*:19000:0:99999:7:::\n"), problem: `.`},
 		{name: "secret/pem-key", file: "key.yaml", make: secretFile("key.pem", "-----BEGIN RSA PRIVATE KEY-----\nProc-Type: 4,ENCRYPTED\nDEK-Info: AES-128-CBC,MARKER\n\nMIIEMARKERowIBAAKCAQEA\n-----END RSA PRIVATE KEY-----\n"), problem: `.`},
-		{name: "secret/kubeconfig", file: "kubeconfig.yaml", make: secretFile("kubeconfig", "apiVersion: v1\nkind: Config\nusers:\n- name: admin\n  user: {token: MARKER}\n"), problem: `kind Config: want apiVersion v1, kind Pod`},
+		{name: "secret/kubeconfig", file: "kubeconfig.yaml", make: secretFile("kubeconfig", "apiVersion: v1\nkind: Config\nusers:\n- name: admin\n  user: {token: MARKER}\n"), problem: `kind: Unsupported value: "Config": supported values: "Pod"`},
 		{name: "secret/env-file", file: "env.yaml", make: secretFile("env", "DB_USER=admin\nDB_PASSWORD=MARKER\n"), problem: `.`},
 		{name: "secret/json-credentials", file: "creds.json", make: secretFile("creds.json", `{"type": "service_account", "private_key_id": "MARKER", "private_key": "MARKER"}`), problem: `.`},
 		{name: "secret/htpasswd", file: "htpasswd.yaml", make: secretFile("htpasswd", "admin:$apr1$MARKER$MARKER\n"), problem: `.`},
