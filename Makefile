@@ -10,7 +10,7 @@ LDFLAGS   := -s -w -extldflags -static -X main.version=$(VERSION)
 DEMO_ROOT := $(CURDIR)/$(OUT)/demo/root
 DEMO_RUN  := /run/staticpodd-demo
 
-.PHONY: all build images demo demo-clean test unit e2e bench vet clean
+.PHONY: all build images demo demo-clean test unit e2e bench fuzz vet clean
 
 all: build
 
@@ -71,6 +71,15 @@ vet:
 bench: build images
 	STATICPODD_BIN=$(CURDIR)/$(BIN) STATICPODD_IMAGE=$(CURDIR)/$(IMAGE_TAR) \
 		$(GO) run ./tests/bench -runs 30
+
+# Fuzzes the manifest parser and validator (FuzzParseFile) and the URL body
+# decoder (FuzzParseURL), FUZZTIME each, from the seeds in
+# agent/manifest/testdata/fuzz/. A failing input is written to
+# agent/manifest/testdata/fuzz/<target>/ and replayed by every go test after.
+FUZZTIME ?= 1m
+fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzParseFile$$' -fuzztime $(FUZZTIME) ./agent/manifest
+	$(GO) test -run '^$$' -fuzz '^FuzzParseURL$$' -fuzztime $(FUZZTIME) ./agent/manifest
 
 clean:
 	rm -rf bin $(OUT)
