@@ -74,12 +74,15 @@ bench: build images
 
 # Fuzzes the manifest parser and validator (FuzzParseFile) and the URL body
 # decoder (FuzzParseURL), FUZZTIME each, from the seeds in
-# agent/manifest/testdata/fuzz/. A failing input is written to
+# agent/manifest/testdata/fuzz/seeds. A failing input is written to
 # agent/manifest/testdata/fuzz/<target>/ and replayed by every go test after.
+# Minimizing each new input is cut to FUZZMINIMIZE (go's default is a minute
+# per input, which on a busy machine can take most of a short run).
 FUZZTIME ?= 1m
+FUZZMINIMIZE ?= 10s
 fuzz:
-	$(GO) test -run '^$$' -fuzz '^FuzzParseFile$$' -fuzztime $(FUZZTIME) ./agent/manifest
-	$(GO) test -run '^$$' -fuzz '^FuzzParseURL$$' -fuzztime $(FUZZTIME) ./agent/manifest
+	$(GO) test -run '^$$' -fuzz '^FuzzParseFile$$' -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZE) ./agent/manifest
+	$(GO) test -run '^$$' -fuzz '^FuzzParseURL$$' -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZE) ./agent/manifest
 
 clean:
 	rm -rf bin $(OUT)
