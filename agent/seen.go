@@ -1,30 +1,122 @@
 package agent
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/staticpodd/staticpodd/agent/manifest"
+	"github.com/staticpodd/staticpodd/agent/source"
 )
 
-// SeenStore keeps the kubernetes.io/config.seen time of pods that were started,
-// in <RootDir>/pods/<uid>/seen, so the annotation keeps its value across daemon
-// restarts. The file is written only once the pod's sandbox is made (Record) and
-// goes with the pod's directory (manifest.RemoveVolumes): a generation that never
+// SeenStore keeps, with the state of each pod that was started, in
+// <RootDir>/pods/<uid>/:
+//   - seen, the kubernetes.io/config.seen time, so the annotation keeps its
+//     value across daemon restarts;
+//   - manifest.json, the manifest the pod was made from, so that a source
+//     whose manifest is invalid when the daemon starts runs that pod again
+//     (its last good pod) instead of stopping it (source.Store).
+//
+// Both are written only once the pod's sandbox is made (Record) and go with
+// the pod's directory (manifest.RemoveVolumes): a generation that never
 // starts, such as one of many quick edits, leaves nothing on disk.
 type SeenStore struct {
 	paths manifest.Paths
+
+	mu      sync.Mutex                               // guards offered
+	offered map[string]map[types.UID]source.Manifest // by source, the manifests of its pod set
 }
 
+var _ source.Store = (*SeenStore)(nil)
+
 func NewSeenStore(paths manifest.Paths) *SeenStore {
-	return &SeenStore{paths: paths}
+	return &SeenStore{paths: paths, offered: map[string]map[types.UID]source.Manifest{}}
+}
+
+// manifestFile is where a started pod's manifest is kept.
+func (s *SeenStore) manifestFile(uid types.UID) string {
+	return filepath.Join(s.paths.PodDir(string(uid)), "manifest.json")
+}
+
+// stored is manifest.json: the manifest a pod was made from and where it came from.
+type stored struct {
+	Source   string `json:"source"`
+	Origin   string `json:"origin"`
+	Manifest []byte `json:"manifest"`
+}
+
+// Offer is source.Store's: the manifests of source's pod set, replacing
+// what it offered before. A pod of the set that has started already (it has
+// a seen file) and has no manifest.json yet gets one now: it was started
+// by a daemon that did not keep them, or before its source offered it.
+func (s *SeenStore) Offer(src string, set []source.Manifest) {
+	byUID := make(map[types.UID]source.Manifest, len(set))
+	for _, m := range set {
+		byUID[m.UID] = m
+	}
+	s.mu.Lock()
+	s.offered[src] = byUID
+	s.mu.Unlock()
+	for uid, m := range byUID {
+		if !manifest.ValidUID(string(uid)) {
+			continue
+		}
+		if _, err := os.Stat(s.file(uid)); err != nil {
+			continue // not started
+		}
+		// Best effort, as for seen: without it a restart while the manifest
+		// is invalid stops the pod, as the kubelet would.
+		_ = s.keepManifest(m)
+	}
+}
+
+// Stored is source.Store's: the manifests kept for src's started pods.
+func (s *SeenStore) Stored(src string) []source.Manifest {
+	dirs, err := os.ReadDir(filepath.Join(s.paths.RootDir, "pods"))
+	if err != nil {
+		return nil
+	}
+	var out []source.Manifest
+	for _, d := range dirs {
+		uid := types.UID(d.Name())
+		if !d.IsDir() || !manifest.ValidUID(string(uid)) {
+			continue
+		}
+		b, err := os.ReadFile(s.manifestFile(uid))
+		if err != nil {
+			continue
+		}
+		var m stored
+		if json.Unmarshal(b, &m) != nil || m.Source != src {
+			continue
+		}
+		out = append(out, source.Manifest{UID: uid, Source: m.Source, Origin: m.Origin, Data: m.Manifest, Seen: s.Seen(uid)})
+	}
+	return out
+}
+
+// keepManifest writes m's manifest.json unless it exists, atomically.
+func (s *SeenStore) keepManifest(m source.Manifest) error {
+	file := s.manifestFile(m.UID)
+	if _, err := os.Stat(file); err == nil || !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	b, err := json.Marshal(stored{Source: m.Source, Origin: m.Origin, Manifest: m.Data})
+	if err == nil {
+		err = writeAtomic(file, ".manifest.*", b)
+	}
+	if err != nil {
+		return fmt.Errorf("keep the manifest of pod %s: %w", m.UID, err)
+	}
+	return nil
 }
 
 func (s *SeenStore) file(uid types.UID) string {
@@ -46,24 +138,46 @@ func (s *SeenStore) Seen(uid types.UID) time.Time {
 }
 
 // Record writes pod's config.seen annotation to its seen file unless the file
-// exists. The write is atomic (rename), so Seen never reads half a file.
+// exists, and the manifest its source offered for it to manifest.json. The
+// writes are atomic (rename), so Seen and Stored never read half a file.
 func (s *SeenStore) Record(pod *v1.Pod) error {
+	var errs []error
+	s.mu.Lock()
+	var offered *source.Manifest
+	for _, set := range s.offered {
+		if m, ok := set[pod.UID]; ok {
+			offered = &m
+		}
+	}
+	s.mu.Unlock()
+	if offered != nil {
+		errs = append(errs, s.keepManifest(*offered))
+	}
 	file := s.file(pod.UID)
 	if _, err := os.Stat(file); err == nil || !errors.Is(err, fs.ErrNotExist) {
-		return err
+		return errors.Join(append(errs, err)...)
 	}
 	t, err := time.Parse(time.RFC3339Nano, pod.Annotations[manifest.AnnotationSeen])
 	if err != nil {
 		t = time.Now()
 	}
+	if err := writeAtomic(file, ".seen.*", []byte(t.Format(time.RFC3339Nano))); err != nil {
+		errs = append(errs, fmt.Errorf("record config.seen of pod %s: %w", pod.UID, err))
+	}
+	return errors.Join(errs...)
+}
+
+// writeAtomic writes data to file through a temporary file in its directory,
+// made if missing, and rename(2).
+func writeAtomic(file, pattern string, data []byte) error {
 	if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
-		return fmt.Errorf("record config.seen of pod %s: %w", pod.UID, err)
+		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(file), ".seen.*")
+	tmp, err := os.CreateTemp(filepath.Dir(file), pattern)
 	if err != nil {
-		return fmt.Errorf("record config.seen of pod %s: %w", pod.UID, err)
+		return err
 	}
-	_, err = tmp.WriteString(t.Format(time.RFC3339Nano))
+	_, err = tmp.Write(data)
 	if cerr := tmp.Close(); err == nil {
 		err = cerr
 	}
@@ -72,7 +186,6 @@ func (s *SeenStore) Record(pod *v1.Pod) error {
 	}
 	if err != nil {
 		os.Remove(tmp.Name())
-		return fmt.Errorf("record config.seen of pod %s: %w", pod.UID, err)
 	}
-	return nil
+	return err
 }

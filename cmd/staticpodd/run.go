@@ -244,6 +244,7 @@ func newDaemon(cfg *config.Config, logger *slog.Logger) (*daemon, error) {
 	var sourceNames []string
 	if cfg.StaticPodPath != "" {
 		file := source.NewFile(cfg.StaticPodPath, cfg.NodeName, cfg.FileCheckFrequency, seen.Seen, logger.With("source", "file"))
+		file.Store = seen // the last good pod of each manifest outlives a restart
 		d.sources = append(d.sources, file.Run)
 		d.relist = append(d.relist, file.Relist)
 		sourceNames = append(sourceNames, manifest.SourceFile)
