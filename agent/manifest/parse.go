@@ -70,7 +70,7 @@ func ParseURL(data []byte, url, nodeName string) ([]Pod, []string, error) {
 // and `staticpodd validate` both read manifests through it.
 func Check(data []byte, source, origin, nodeName string) Parsed {
 	var out Parsed
-	doc, err := toGeneric(data, origin)
+	doc, js, err := toGeneric(data, origin)
 	if err != nil {
 		out.Errors = []*Error{err}
 		return out
@@ -90,7 +90,7 @@ func Check(data []byte, source, origin, nodeName string) Parsed {
 		return out
 	}
 	if doc["kind"] == "Pod" {
-		pod, warnings, errs := parsePod(doc, source, origin, nodeName, nil)
+		pod, warnings, errs := parsePod(doc, js, source, origin, nodeName, nil)
 		out.Warnings = append(out.Warnings, warnings...)
 		if len(errs) > 0 {
 			out.Errors = errs
@@ -117,7 +117,7 @@ func Check(data []byte, source, origin, nodeName string) Parsed {
 			out.Errors = append(out.Errors, fieldErrors(origin, field.ErrorList{field.NotSupported(p.Child("kind"), k, []string{"Pod"})})...)
 			continue
 		}
-		pod, warnings, errs := parsePod(m, source, origin, nodeName, p)
+		pod, warnings, errs := parsePod(m, nil, source, origin, nodeName, p)
 		out.Warnings = append(out.Warnings, warnings...)
 		out.Errors = append(out.Errors, errs...)
 		pods = append(pods, pod)
@@ -154,30 +154,30 @@ func uidPath(path string) (string, error) {
 	return abs, nil
 }
 
-// toGeneric turns YAML or JSON into its generic form, an object.
-func toGeneric(data []byte, origin string) (map[string]any, *Error) {
+// toGeneric turns YAML or JSON into its generic form, an object, and JSON.
+func toGeneric(data []byte, origin string) (map[string]any, []byte, *Error) {
 	if len(data) > MaxSize {
-		return nil, &Error{Origin: origin, Reason: fmt.Sprintf("larger than %d bytes", MaxSize)}
+		return nil, nil, &Error{Origin: origin, Reason: fmt.Sprintf("larger than %d bytes", MaxSize)}
 	}
 	if len(bytes.TrimSpace(data)) == 0 {
-		return nil, &Error{Origin: origin, Reason: "empty manifest"}
+		return nil, nil, &Error{Origin: origin, Reason: "empty manifest"}
 	}
 	if err := checkExpansion(data); err != nil {
-		return nil, &Error{Origin: origin, Reason: err.Error()}
+		return nil, nil, &Error{Origin: origin, Reason: err.Error()}
 	}
 	js, err := yaml.YAMLToJSON(data)
 	if err != nil {
-		return nil, &Error{Origin: origin, Reason: "not YAML or JSON: " + err.Error()}
+		return nil, nil, &Error{Origin: origin, Reason: "not YAML or JSON: " + err.Error()}
 	}
 	doc, err := decodeGeneric(js)
 	if err != nil {
-		return nil, &Error{Origin: origin, Reason: "not YAML or JSON: " + err.Error()}
+		return nil, nil, &Error{Origin: origin, Reason: "not YAML or JSON: " + err.Error()}
 	}
 	m, ok := doc.(map[string]any)
 	if !ok {
-		return nil, &Error{Origin: origin, Reason: "not a Kubernetes object: the document is " + jsonKind(doc)}
+		return nil, nil, &Error{Origin: origin, Reason: "not a Kubernetes object: the document is " + jsonKind(doc)}
 	}
-	return m, nil
+	return m, js, nil
 }
 
 // checkKind wants apiVersion v1 and one of kinds.
@@ -201,9 +201,10 @@ func checkKind(doc map[string]any, kinds []string) field.ErrorList {
 var podType = reflect.TypeFor[v1.Pod]()
 
 // parsePod decodes one Pod document, then applies the kubelet's static pod
-// treatment. base names the document inside a list (items[2]); nil for a
-// document of its own. Every error is returned, not only the first.
-func parsePod(doc map[string]any, source, origin, nodeName string, base *field.Path) (Pod, []Warning, []*Error) {
+// treatment. js is doc as JSON when the caller has it (nil: made here). base
+// names the document inside a list (items[2]); nil for a document of its own.
+// Every error is returned, not only the first.
+func parsePod(doc map[string]any, js []byte, source, origin, nodeName string, base *field.Path) (Pod, []Warning, []*Error) {
 	at := func(name string) *field.Path {
 		if base == nil {
 			return field.NewPath(name)
@@ -226,11 +227,15 @@ func parsePod(doc map[string]any, source, origin, nodeName string, base *field.P
 	for _, p := range tc.unknown {
 		warnings = append(warnings, Warning{Origin: origin, Field: p.String(), Message: "unknown field, ignored"})
 	}
-	js, err := json.Marshal(doc)
+	var err error
+	if js == nil || len(tc.errs) > 0 { // what the type check took out must go from the JSON too
+		js, err = json.Marshal(doc)
+	}
 	pod := &v1.Pod{}
 	if err == nil {
 		err = sigsjson.UnmarshalCaseSensitivePreserveInts(js, pod)
 	}
+	js = nil // a manifest may be 10 MiB: let it go
 	if err != nil { // the type check let through what the decoder refuses
 		return Pod{}, warnings, append(fieldErrors(origin, tc.errs), &Error{Origin: origin, Field: pathString(base), Reason: err.Error()})
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -140,7 +141,10 @@ func (v *validator) spec(s *v1.PodSpec, p *field.Path) {
 		v.add(field.Forbidden(p.Child("shareProcessNamespace"), "not supported by staticpodd yet"))
 	}
 	if sc := s.SecurityContext; sc != nil {
-		v.ids(p.Child("securityContext"), sc.RunAsUser, sc.RunAsGroup)
+		v.ids(p.Child("securityContext"), sc.RunAsUser, sc.RunAsGroup, sc.SupplementalGroups)
+		if g := sc.FSGroup; g != nil {
+			v.invalid(p.Child("securityContext", "fsGroup"), *g, validation.IsValidGroupID(*g))
+		}
 	}
 	volumes := v.volumes(s.Volumes, p.Child("volumes"))
 	if len(s.Containers) == 0 {
@@ -251,12 +255,18 @@ func hasBacksteps(p string) bool {
 	return false
 }
 
-func (v *validator) ids(p *field.Path, user, group *int64) {
+// ids checks user and group IDs as the API does (IsValidUserID,
+// IsValidGroupID: 0 to 2147483647); larger ones would wrap when handed to
+// the kernel as 32-bit IDs.
+func (v *validator) ids(p *field.Path, user, group *int64, groups []int64) {
 	if user != nil {
-		v.add(apivalidation.ValidateNonnegativeField(*user, p.Child("runAsUser"))...)
+		v.invalid(p.Child("runAsUser"), *user, validation.IsValidUserID(*user))
 	}
 	if group != nil {
-		v.add(apivalidation.ValidateNonnegativeField(*group, p.Child("runAsGroup"))...)
+		v.invalid(p.Child("runAsGroup"), *group, validation.IsValidGroupID(*group))
+	}
+	for i, g := range groups {
+		v.invalid(p.Child("supplementalGroups").Index(i), g, validation.IsValidGroupID(g))
 	}
 }
 
@@ -302,7 +312,7 @@ func (v *validator) container(p *field.Path, c *v1.Container, init, hostNetwork 
 	v.mounts(p.Child("volumeMounts"), c.VolumeMounts, volumes)
 	v.resources(p.Child("resources"), &c.Resources)
 	if sc := c.SecurityContext; sc != nil {
-		v.ids(p.Child("securityContext"), sc.RunAsUser, sc.RunAsGroup)
+		v.ids(p.Child("securityContext"), sc.RunAsUser, sc.RunAsGroup, nil)
 	}
 	probes := []struct {
 		name string
@@ -437,8 +447,16 @@ func (v *validator) resources(p *field.Path, r *v1.ResourceRequirements) {
 	}{{"limits", r.Limits}, {"requests", r.Requests}} {
 		for name, q := range kind.list {
 			rp := p.Child(kind.name).Key(string(name))
+			if lim, ok := r.Limits[name]; ok && kind.name == "requests" && q.Cmp(lim) == 0 {
+				continue // defaulted from the limit, or the same: said of the limit
+			}
 			if q.Sign() < 0 {
 				v.add(field.Invalid(rp, q.String(), "must be greater than or equal to 0"))
+			}
+			if most := largestQuantity(name); q.Cmp(most) > 0 {
+				// The kubelet converts it with Value or MilliValue, which
+				// wrap: 1e1000000 bytes of memory is a limit of 0.
+				v.add(field.Invalid(rp, q.String(), "must be at most "+most.String()+": a larger value does not fit the cgroup setting"))
 			}
 			switch {
 			case knownResources[name], strings.HasPrefix(string(name), v1.ResourceHugePagesPrefix):
@@ -454,6 +472,16 @@ func (v *validator) resources(p *field.Path, r *v1.ResourceRequirements) {
 			v.add(field.Invalid(p.Child("requests").Key(string(name)), req.String(), "must be less than or equal to "+string(name)+" limit of "+lim.String()))
 		}
 	}
+}
+
+// largestQuantity is the largest value of resource name that converts to
+// its cgroup setting without overflow: in milli-units for cpu, in units
+// (bytes) for the others.
+func largestQuantity(name v1.ResourceName) resource.Quantity {
+	if name == v1.ResourceCPU {
+		return *resource.NewMilliQuantity(math.MaxInt64, resource.DecimalSI)
+	}
+	return *resource.NewQuantity(math.MaxInt64, resource.BinarySI)
 }
 
 var knownResources = map[v1.ResourceName]bool{

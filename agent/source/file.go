@@ -520,7 +520,13 @@ func readAtMost(path string, limit int64) ([]byte, error) {
 	if !fi.Mode().IsRegular() {
 		return nil, fmt.Errorf("not a regular file (%s)", fi.Mode().Type())
 	}
-	data, err := io.ReadAll(io.LimitReader(fh, limit+1))
+	// Refused by its size, not read: a 50 MiB file costs nothing. A file
+	// that grows while it is read is stopped by the limit below.
+	if fi.Size() > limit {
+		return nil, fmt.Errorf("larger than %d bytes", limit)
+	}
+	data := make([]byte, 0, fi.Size()+1) // room to see EOF without growing
+	data, err = readAll(io.LimitReader(fh, limit+1), data)
 	if err != nil {
 		return nil, err
 	}
@@ -528,6 +534,23 @@ func readAtMost(path string, limit int64) ([]byte, error) {
 		return nil, fmt.Errorf("larger than %d bytes", limit)
 	}
 	return data, nil
+}
+
+// readAll is io.ReadAll into buf.
+func readAll(r io.Reader, buf []byte) ([]byte, error) {
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, err
+		}
+	}
 }
 
 // update builds the set from the state of paths: every good pod (the last good
