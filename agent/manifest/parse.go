@@ -235,7 +235,7 @@ func parsePod(doc map[string]any, js []byte, source, origin, nodeName string, ba
 	if err == nil {
 		err = sigsjson.UnmarshalCaseSensitivePreserveInts(js, pod)
 	}
-	js = nil // a manifest may be 10 MiB: let it go
+	js = nil        // a manifest may be 10 MiB: let it go
 	if err != nil { // the type check let through what the decoder refuses
 		return Pod{}, warnings, append(fieldErrors(origin, tc.errs), &Error{Origin: origin, Field: pathString(base), Reason: err.Error()})
 	}
