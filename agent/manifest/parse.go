@@ -70,10 +70,19 @@ func ParseURL(data []byte, url, nodeName string) ([]Pod, []string, error) {
 // and `staticpodd validate` both read manifests through it.
 func Check(data []byte, source, origin, nodeName string) Parsed {
 	var out Parsed
-	doc, js, err := toGeneric(data, origin)
+	doc, js, dup, err := toGeneric(data, origin)
 	if err != nil {
 		out.Errors = []*Error{err}
 		return out
+	}
+	if dup != nil {
+		msg := dup.Error()
+		if _, after, ok := strings.Cut(msg, "unmarshal errors:"); ok {
+			msg = after
+		}
+		msg = strings.Join(strings.Fields(strings.ReplaceAll(msg, "\n", ";")), " ")
+		msg = strings.TrimPrefix(strings.ReplaceAll(msg, " ;", ";"), "; ")
+		out.Warnings = append(out.Warnings, Warning{Origin: origin, Message: msg + "; the last one is used, as the kubelet does"})
 	}
 	if source == SourceFile {
 		if n := documents(data); n > 1 {
@@ -155,29 +164,35 @@ func uidPath(path string) (string, error) {
 }
 
 // toGeneric turns YAML or JSON into its generic form, an object, and JSON.
-func toGeneric(data []byte, origin string) (map[string]any, []byte, *Error) {
+// dup says which keys were there twice.
+func toGeneric(data []byte, origin string) (doc map[string]any, js []byte, dup error, _ *Error) {
 	if len(data) > MaxSize {
-		return nil, nil, &Error{Origin: origin, Reason: fmt.Sprintf("larger than %d bytes", MaxSize)}
+		return nil, nil, nil, &Error{Origin: origin, Reason: fmt.Sprintf("larger than %d bytes", MaxSize)}
 	}
 	if len(bytes.TrimSpace(data)) == 0 {
-		return nil, nil, &Error{Origin: origin, Reason: "empty manifest"}
+		return nil, nil, nil, &Error{Origin: origin, Reason: "empty manifest"}
 	}
 	if err := checkExpansion(data); err != nil {
-		return nil, nil, &Error{Origin: origin, Reason: err.Error()}
+		return nil, nil, nil, &Error{Origin: origin, Reason: err.Error()}
 	}
-	js, err := yaml.YAMLToJSON(data)
+	js, err := yaml.YAMLToJSONStrict(data)
 	if err != nil {
-		return nil, nil, &Error{Origin: origin, Reason: "not YAML or JSON: " + err.Error()}
+		// The kubelet takes the last of two equal keys; so does staticpodd,
+		// with a warning.
+		if js, dup = yaml.YAMLToJSON(data); dup != nil {
+			return nil, nil, nil, &Error{Origin: origin, Reason: "not YAML or JSON: " + dup.Error()}
+		}
+		dup = err
 	}
-	doc, err := decodeGeneric(js)
+	generic, err := decodeGeneric(js)
 	if err != nil {
-		return nil, nil, &Error{Origin: origin, Reason: "not YAML or JSON: " + err.Error()}
+		return nil, nil, nil, &Error{Origin: origin, Reason: "not YAML or JSON: " + err.Error()}
 	}
-	m, ok := doc.(map[string]any)
+	m, ok := generic.(map[string]any)
 	if !ok {
-		return nil, nil, &Error{Origin: origin, Reason: "not a Kubernetes object: the document is " + jsonKind(doc)}
+		return nil, nil, nil, &Error{Origin: origin, Reason: "not a Kubernetes object: the document is " + jsonKind(generic)}
 	}
-	return m, js, nil
+	return m, js, dup, nil
 }
 
 // checkKind wants apiVersion v1 and one of kinds.

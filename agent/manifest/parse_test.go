@@ -440,3 +440,16 @@ func TestErrorValueShortened(t *testing.T) {
 		t.Errorf("value shown as %q", e.Value)
 	}
 }
+
+// A key written twice is taken as the kubelet takes it, the last one wins,
+// and a warning says where.
+func TestDuplicateKeyWarns(t *testing.T) {
+	data := []byte("apiVersion: v1\nkind: Pod\nmetadata:\n  name: a\n  name: b\nspec:\n  containers: [{name: c, image: i}]\n")
+	got := Check(data, SourceFile, "/m/p.yaml", "n")
+	if len(got.Errors) != 0 || len(got.Pods) != 1 || got.Pods[0].Name != "b-n" {
+		t.Fatalf("pods %v, errors %v", got.Pods, got.Err())
+	}
+	if len(got.Warnings) != 1 || got.Warnings[0].Message != `line 5: key "name" already set in map; the last one is used, as the kubelet does` {
+		t.Errorf("warnings %v", got.Warnings)
+	}
+}
