@@ -10,7 +10,7 @@ LDFLAGS   := -s -w -extldflags -static -X main.version=$(VERSION)
 DEMO_ROOT := $(CURDIR)/$(OUT)/demo/root
 DEMO_RUN  := /run/staticpodd-demo
 
-.PHONY: all build images demo demo-clean test unit e2e bench fuzz vet clean
+.PHONY: all build images demo demo-clean test unit e2e bench bench-relist fuzz vet clean
 
 all: build
 
@@ -71,6 +71,10 @@ vet:
 bench: build images
 	STATICPODD_BIN=$(CURDIR)/$(BIN) STATICPODD_IMAGE=$(CURDIR)/$(IMAGE_TAR) \
 		$(GO) run ./tests/bench -runs 30
+
+# Only the idle daemon's CPU with 100 manifests, relisting every 20s and never.
+bench-relist: build
+	STATICPODD_BIN=$(CURDIR)/$(BIN) $(GO) run ./tests/bench -relist-only -relist-manifests 100 -relist-window 60s
 
 # Fuzzes the manifest parser and validator (FuzzParseFile) and the URL body
 # decoder (FuzzParseURL), FUZZTIME each, from the seeds in

@@ -31,13 +31,26 @@ func main() {
 	busybox := flag.String("busybox", "/bin/busybox", "busybox-static binary for the runc bundle")
 	probePods := flag.Int("probe-pods", 100, "pods whose probes' CPU cost is measured; 0 skips it")
 	probeWindow := flag.Duration("probe-window", 30*time.Second, "how long the probes' CPU is measured")
+	relistManifests := flag.Int("relist-manifests", 100, "manifests whose relist's CPU cost is measured; 0 skips it")
+	relistWindow := flag.Duration("relist-window", time.Minute, "how long the idle daemon's CPU is measured")
+	relistOnly := flag.Bool("relist-only", false, "measure only the relist's CPU cost (make bench-relist)")
 	flag.Parse()
+	if *relistOnly {
+		if err := benchRelist(*bin, *relistManifests, *relistWindow); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	err := run(*runs, *bin, *image, *runc, *busybox)
 	if err == nil {
 		err = benchReady(*bin, *image, 10)
 	}
 	if err == nil && *probePods > 0 {
 		err = benchProbes(*bin, *image, *probePods, *probeWindow)
+	}
+	if err == nil && *relistManifests > 0 {
+		err = benchRelist(*bin, *relistManifests, *relistWindow)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
