@@ -423,6 +423,19 @@ func TestLastGoodPodSurvivesRestart(t *testing.T) {
 		return err
 	})
 	d.Stop()
+	// The run dir's lock is sometimes still held for a moment after the
+	// daemon exited (seen under load; not this test's subject): wait for it.
+	d.Eventually(10*time.Second, "the run dir's lock free", func() error {
+		f, err := os.Open(filepath.Join(d.RunDir, "staticpodd.lock"))
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+			return fmt.Errorf("held: %w", err)
+		}
+		return syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	})
 
 	invalid := strings.Replace(body, "terminationGracePeriodSeconds: 3", "terminationGracePeriodSeconds: 3\n  restartPolicy: Sometimes", 1)
 	d.WriteManifest("web.yaml", invalid)
