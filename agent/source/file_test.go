@@ -376,3 +376,23 @@ func mkfifo(t *testing.T, path string) {
 		t.Fatal(err)
 	}
 }
+
+// BenchmarkRelist is one relist of a directory of 100 unchanged manifests:
+// every file is read and hashed, none parsed.
+func BenchmarkRelist(b *testing.B) {
+	dir := b.TempDir()
+	for i := range 100 {
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("pod-%03d.yaml", i)), []byte(podYAML(fmt.Sprintf("pod-%03d", i), "busybox")), 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+	src := NewFile(dir, "node1", time.Hour, func(types.UID) time.Time { return seenAt }, slog.New(slog.DiscardHandler))
+	if u := src.list(); len(u.Pods) != 100 {
+		b.Fatalf("%d pods", len(u.Pods))
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		u := src.list()
+		fingerprint(u)
+	}
+}
