@@ -10,7 +10,7 @@ LDFLAGS   := -s -w -extldflags -static -X main.version=$(VERSION)
 DEMO_ROOT := $(CURDIR)/$(OUT)/demo/root
 DEMO_RUN  := /run/staticpodd-demo
 
-.PHONY: all build images demo demo-clean test unit e2e bench vet clean
+.PHONY: all build images demo demo-clean test unit e2e bench bench-relist fuzz vet clean
 
 all: build
 
@@ -85,6 +85,22 @@ vet:
 bench: build images
 	STATICPODD_BIN=$(CURDIR)/$(BIN) STATICPODD_IMAGE=$(CURDIR)/$(IMAGE_TAR) \
 		$(GO) run ./tests/bench -runs 30
+
+# Only the idle daemon's CPU with 100 manifests, relisting every 20s and never.
+bench-relist: build
+	STATICPODD_BIN=$(CURDIR)/$(BIN) $(GO) run ./tests/bench -relist-only -relist-manifests 100 -relist-window 60s
+
+# Fuzzes the manifest parser and validator (FuzzParseFile) and the URL body
+# decoder (FuzzParseURL), FUZZTIME each, from the seeds in
+# agent/manifest/testdata/fuzz/seeds. A failing input is written to
+# agent/manifest/testdata/fuzz/<target>/ and replayed by every go test after.
+# Minimizing each new input is cut to FUZZMINIMIZE (go's default is a minute
+# per input, which on a busy machine can take most of a short run).
+FUZZTIME ?= 1m
+FUZZMINIMIZE ?= 10s
+fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzParseFile$$' -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZE) ./agent/manifest
+	$(GO) test -run '^$$' -fuzz '^FuzzParseURL$$' -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZE) ./agent/manifest
 
 clean:
 	rm -rf bin $(OUT)

@@ -1,32 +1,128 @@
 package agent
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/staticpodd/staticpodd/agent/manifest"
+	"github.com/staticpodd/staticpodd/agent/source"
 )
 
-// SeenStore keeps, for pods that were started, the kubernetes.io/config.seen
-// time in <RootDir>/pods/<uid>/seen and the pod's status.startTime (when the
-// agent first took it on) in <RootDir>/pods/<uid>/started, so both keep their
-// values across daemon restarts. The files are written only once the pod's
-// sandbox is made (Record) and go with the pod's directory
-// (manifest.RemoveVolumes): a generation that never starts, such as one of
-// many quick edits, leaves nothing on disk.
+// SeenStore keeps, with the state of each pod that was started, in
+// <RootDir>/pods/<uid>/:
+//   - seen, the kubernetes.io/config.seen time, so the annotation keeps its
+//     value across daemon restarts;
+//   - started, the pod's status.startTime (when the agent first took it
+//     on), likewise;
+//   - manifest.json, the manifest the pod was made from, so that a source
+//     whose manifest is invalid when the daemon starts runs that pod again
+//     (its last good pod) instead of stopping it (source.Store).
+//
+// All are written only once the pod's sandbox is made (Record) and go with
+// the pod's directory (manifest.RemoveVolumes): a generation that never
+// starts, such as one of many quick edits, leaves nothing on disk.
 type SeenStore struct {
 	paths manifest.Paths
+
+	mu      sync.Mutex                               // guards offered
+	offered map[string]map[types.UID]source.Manifest // by source, the manifests of its pod set
 }
 
+var _ source.Store = (*SeenStore)(nil)
+
 func NewSeenStore(paths manifest.Paths) *SeenStore {
-	return &SeenStore{paths: paths}
+	return &SeenStore{paths: paths, offered: map[string]map[types.UID]source.Manifest{}}
+}
+
+// manifestFile is where a started pod's manifest is kept.
+func (s *SeenStore) manifestFile(uid types.UID) string {
+	return filepath.Join(s.paths.PodDir(string(uid)), "manifest.json")
+}
+
+// stored is manifest.json: the manifest a pod was made from and where it came from.
+type stored struct {
+	Source   string `json:"source"`
+	Origin   string `json:"origin"`
+	Manifest []byte `json:"manifest"`
+}
+
+// Offer is source.Store's: the manifests of source's pod set, replacing
+// what it offered before. A pod of the set that has started already (it has
+// a seen file) and has no manifest.json yet gets one now: it was started
+// by a daemon that did not keep them, or before its source offered it.
+func (s *SeenStore) Offer(src string, set []source.Manifest) {
+	byUID := make(map[types.UID]source.Manifest, len(set))
+	for _, m := range set {
+		byUID[m.UID] = m
+	}
+	s.mu.Lock()
+	s.offered[src] = byUID
+	s.mu.Unlock()
+	for uid, m := range byUID {
+		if !manifest.ValidUID(string(uid)) {
+			continue
+		}
+		if _, err := os.Stat(s.file(uid)); err != nil {
+			continue // not started
+		}
+		// Best effort, as for seen: without it a restart while the manifest
+		// is invalid stops the pod, as the kubelet would.
+		_ = s.keepManifest(m)
+	}
+}
+
+// Stored is source.Store's: the manifests kept for src's started pods.
+func (s *SeenStore) Stored(src string) []source.Manifest {
+	dirs, err := os.ReadDir(filepath.Join(s.paths.RootDir, "pods"))
+	if err != nil {
+		return nil
+	}
+	var out []source.Manifest
+	for _, d := range dirs {
+		uid := types.UID(d.Name())
+		if !d.IsDir() || !manifest.ValidUID(string(uid)) {
+			continue
+		}
+		b, err := os.ReadFile(s.manifestFile(uid))
+		if err != nil {
+			continue
+		}
+		var m stored
+		if json.Unmarshal(b, &m) != nil || m.Source != src {
+			continue
+		}
+		out = append(out, source.Manifest{UID: uid, Source: m.Source, Origin: m.Origin, Data: m.Manifest, Seen: s.Seen(uid)})
+	}
+	return out
+}
+
+// keepManifest writes m's manifest.json unless it exists, atomically.
+func (s *SeenStore) keepManifest(m source.Manifest) error {
+	file := s.manifestFile(m.UID)
+	if _, err := os.Stat(file); err == nil || !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	b, err := json.Marshal(stored{Source: m.Source, Origin: m.Origin, Manifest: m.Data})
+	if err == nil {
+		err = writeAtomic(file, ".manifest.*", b)
+	}
+	if err != nil {
+		return fmt.Errorf("keep the manifest of pod %s: %w", m.UID, err)
+	}
+	return nil
+}
+
+func (s *SeenStore) file(uid types.UID) string {
+	return filepath.Join(s.paths.PodDir(string(uid)), "seen")
 }
 
 // Seen is a manifest.SeenFunc: the recorded time of a pod that was started,
@@ -35,8 +131,8 @@ func (s *SeenStore) Seen(uid types.UID) time.Time {
 	return s.read(string(uid), "seen", time.Now())
 }
 
-// Started is the recorded start time of a pod that
-// was started, else t. It writes nothing; Record does.
+// Started is the recorded start time of a pod that was started, else t. It
+// writes nothing; Record does.
 func (s *SeenStore) Started(uid string, t time.Time) time.Time {
 	return s.read(uid, "started", t)
 }
@@ -55,32 +151,53 @@ func (s *SeenStore) read(uid, name string, def time.Time) time.Time {
 }
 
 // Record writes pod's config.seen annotation and its start time to their
-// files, each unless it exists. The writes are atomic (rename), so a reader
-// never sees half a file.
+// files, each unless it exists, and the manifest its source offered for it
+// to manifest.json. The writes are atomic (rename), so Seen, Started and
+// Stored never read half a file.
 func (s *SeenStore) Record(pod *v1.Pod, started time.Time) error {
+	if !manifest.ValidUID(string(pod.UID)) {
+		return fmt.Errorf("record pod %q: invalid UID", pod.UID)
+	}
+	var errs []error
+	s.mu.Lock()
+	var offered *source.Manifest
+	for _, set := range s.offered {
+		if m, ok := set[pod.UID]; ok {
+			offered = &m
+		}
+	}
+	s.mu.Unlock()
+	if offered != nil {
+		errs = append(errs, s.keepManifest(*offered))
+	}
 	seen, err := time.Parse(time.RFC3339Nano, pod.Annotations[manifest.AnnotationSeen])
 	if err != nil {
 		seen = time.Now()
 	}
-	return errors.Join(s.write(pod.UID, "seen", seen), s.write(pod.UID, "started", started))
+	for name, t := range map[string]time.Time{"seen": seen, "started": started} {
+		file := filepath.Join(s.paths.PodDir(string(pod.UID)), name)
+		if _, err := os.Stat(file); err == nil || !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, err)
+			continue
+		}
+		if err := writeAtomic(file, "."+name+".*", []byte(t.Format(time.RFC3339Nano))); err != nil {
+			errs = append(errs, fmt.Errorf("record %s of pod %s: %w", name, pod.UID, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
-func (s *SeenStore) write(uid types.UID, name string, t time.Time) error {
-	if !manifest.ValidUID(string(uid)) {
-		return fmt.Errorf("record %s of pod %q: invalid UID", name, uid)
-	}
-	file := filepath.Join(s.paths.PodDir(string(uid)), name)
-	if _, err := os.Stat(file); err == nil || !errors.Is(err, fs.ErrNotExist) {
+// writeAtomic writes data to file through a temporary file in its directory,
+// made if missing, and rename(2).
+func writeAtomic(file, pattern string, data []byte) error {
+	if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
 		return err
 	}
-	if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
-		return fmt.Errorf("record %s of pod %s: %w", name, uid, err)
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(file), "."+name+".*")
+	tmp, err := os.CreateTemp(filepath.Dir(file), pattern)
 	if err != nil {
-		return fmt.Errorf("record %s of pod %s: %w", name, uid, err)
+		return err
 	}
-	_, err = tmp.WriteString(t.Format(time.RFC3339Nano))
+	_, err = tmp.Write(data)
 	if cerr := tmp.Close(); err == nil {
 		err = cerr
 	}
@@ -89,7 +206,6 @@ func (s *SeenStore) write(uid types.UID, name string, t time.Time) error {
 	}
 	if err != nil {
 		os.Remove(tmp.Name())
-		return fmt.Errorf("record %s of pod %s: %w", name, uid, err)
 	}
-	return nil
+	return err
 }

@@ -1,7 +1,11 @@
 package agent
 
 import (
+	"context"
+	"log/slog"
 	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -9,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/staticpodd/staticpodd/agent/manifest"
+	"github.com/staticpodd/staticpodd/agent/source"
 )
 
 // A pod that was never started leaves no file; a started one's config.seen
@@ -53,5 +58,107 @@ func TestSeenRecordedOnlyForStartedPods(t *testing.T) {
 	}
 	if got := NewSeenStore(paths).Seen("u1"); !got.After(at) {
 		t.Errorf("a pod seen anew after its removal kept its old time %v", got)
+	}
+}
+
+// The last good pod of a manifest that turned invalid outlives a daemon
+// restart: the pod's manifest is kept with its state once it starts, and a
+// file source started anew (the next daemon) runs that pod, same UID, with a
+// problem saying why, instead of stopping it. A pod that never started keeps
+// nothing, and a removed pod's manifest goes with its directory.
+func TestLastGoodPodOutlivesRestart(t *testing.T) {
+	paths := manifest.Paths{RootDir: t.TempDir()}
+	dir := t.TempDir()
+	file := filepath.Join(dir, "web.yaml")
+	good := "apiVersion: v1\nkind: Pod\nmetadata: {name: web}\nspec:\n  containers: [{name: c, image: busybox}]\n"
+	if err := os.WriteFile(file, []byte(good), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// run is one daemon's file source until its first update.
+	run := func(store *SeenStore) source.Update {
+		t.Helper()
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		src := source.NewFile(dir, "node1", time.Hour, store.Seen, slog.New(slog.DiscardHandler))
+		src.Store = store
+		out := make(chan source.Update)
+		done := make(chan error, 1)
+		go func() { done <- src.Run(ctx, out) }()
+		u := <-out
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		return u
+	}
+
+	store := NewSeenStore(paths)
+	first := run(store)
+	if len(first.Pods) != 1 {
+		t.Fatalf("first daemon: %+v", first)
+	}
+	pod := first.Pods[0]
+	if _, err := os.Stat(filepath.Join(paths.PodDir(string(pod.UID)), "manifest.json")); !os.IsNotExist(err) {
+		t.Fatalf("a pod not started yet has its manifest kept (err %v)", err)
+	}
+	if err := store.Record(pod.Pod, time.Now()); err != nil { // the worker made its sandbox
+		t.Fatal(err)
+	}
+
+	// The manifest turns invalid while the daemon is down, then it starts.
+	if err := os.WriteFile(file, []byte(strings.Replace(good, "image: busybox", "image: ''", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	old := time.Now().Add(-time.Hour) // written long ago: not settling
+	os.Chtimes(file, old, old)
+	second := run(NewSeenStore(paths))
+	if len(second.Pods) != 1 || second.Pods[0].UID != pod.UID || second.Pods[0].Annotations[manifest.AnnotationSeen] != pod.Annotations[manifest.AnnotationSeen] {
+		t.Fatalf("after a restart with the manifest invalid: pods %v, want %s with its config.seen", second.Pods, pod.UID)
+	}
+	if len(second.Problems) != 1 || !strings.Contains(second.Problems[0].Err.Error(), "spec.containers[0].image: Required value") {
+		t.Errorf("problems %v", second.Problems)
+	}
+
+	// On another node the kept manifest gives another UID: not used.
+	src := source.NewFile(dir, "node2", time.Hour, nil, slog.New(slog.DiscardHandler))
+	src.Store = NewSeenStore(paths)
+	ctx, cancel := context.WithCancel(t.Context())
+	out := make(chan source.Update)
+	go src.Run(ctx, out)
+	if u := <-out; len(u.Pods) != 0 {
+		t.Errorf("node2 ran %v from node1's kept manifest", u.Pods)
+	}
+	cancel()
+
+	// Removed: nothing is kept any more.
+	if err := manifest.RemoveVolumes(string(pod.UID), paths); err != nil {
+		t.Fatal(err)
+	}
+	if kept := NewSeenStore(paths).Stored(manifest.SourceFile); len(kept) != 0 {
+		t.Errorf("kept after removal: %v", kept)
+	}
+}
+
+// A pod started by a daemon that kept no manifest gets one as soon as its
+// source offers it again.
+func TestManifestKeptForPodStartedBefore(t *testing.T) {
+	paths := manifest.Paths{RootDir: t.TempDir()}
+	at := time.Now()
+	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{UID: "u1", Annotations: map[string]string{manifest.AnnotationSeen: at.Format(time.RFC3339Nano)}}}
+	if err := NewSeenStore(paths).Record(pod, time.Now()); err != nil { // nothing offered: seen only
+		t.Fatal(err)
+	}
+	store := NewSeenStore(paths)
+	if kept := store.Stored(manifest.SourceFile); len(kept) != 0 {
+		t.Fatalf("kept before any offer: %v", kept)
+	}
+	store.Offer(manifest.SourceFile, []source.Manifest{{UID: "u1", Source: manifest.SourceFile, Origin: "/m/a.yaml", Data: []byte("x")},
+		{UID: "u2", Source: manifest.SourceFile, Origin: "/m/b.yaml", Data: []byte("y")}})
+	kept := store.Stored(manifest.SourceFile)
+	if len(kept) != 1 || kept[0].UID != "u1" || kept[0].Origin != "/m/a.yaml" || string(kept[0].Data) != "x" {
+		t.Errorf("kept %+v, want u1's only (u2 never started)", kept)
+	}
+	if _, err := os.Stat(paths.PodDir("u2")); !os.IsNotExist(err) {
+		t.Errorf("an offer made the directory of a pod never started (err %v)", err)
 	}
 }

@@ -173,7 +173,7 @@ func TestImagesRefuseHostileInput(t *testing.T) {
 		t.Fatal(err)
 	}
 	out, err := exec.Command(testdaemon.Bin, "validate", manifest).CombinedOutput()
-	if err == nil || !strings.Contains(string(out), manifest+`: spec.containers[0].image: invalid image reference "../../etc:x": registry ".."`) {
+	if err == nil || !strings.Contains(string(out), manifest+`: spec.containers[0].image: Invalid value: "../../etc:x": not an image reference: registry ".."`) {
 		t.Errorf("validate of a pod with image ../../etc:x: %v\n%s", err, out)
 	}
 }

@@ -497,7 +497,7 @@ func TestBrokenManifestBesideGoodOne(t *testing.T) {
 	if err == nil {
 		t.Errorf("validate of broken manifests exited 0:\n%s", out)
 	}
-	for _, want := range []string{"broken.yaml: not YAML or JSON", "invalid.yaml", "metadata.name", "spec.containers: at least one container is required"} {
+	for _, want := range []string{"broken.yaml: not YAML or JSON", "invalid.yaml", "metadata.name", "spec.containers: Required value: at least one container is required"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("validate output lacks %q:\n%s", want, out)
 		}

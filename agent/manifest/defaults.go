@@ -8,6 +8,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 // Annotations the kubelet puts on static pods (pkg/kubelet/types).
@@ -72,9 +73,13 @@ func Stamp(p Pod, seen SeenFunc) {
 
 // setAPIDefaults applies the defaults the API server gives a v1 Pod
 // (pkg/apis/core/v1/defaults.go and the +default markers of k8s.io/api).
-func setAPIDefaults(pod *v1.Pod) {
+// It returns, as the API server's warnings do (pkg/api/pod/warnings.go), what
+// it took differently from how it is written; base is the pod's path in a list.
+func setAPIDefaults(pod *v1.Pod, base *field.Path) (warnings field.ErrorList) {
 	spec := &pod.Spec
-	if spec.TerminationGracePeriodSeconds != nil && *spec.TerminationGracePeriodSeconds < 0 {
+	if g := spec.TerminationGracePeriodSeconds; g != nil && *g < 0 {
+		warnings = append(warnings, field.Invalid(base.Child("spec", "terminationGracePeriodSeconds"), *g,
+			fmt.Sprintf("%d: must be >= 0; negative values are invalid and are treated as 1", *g)))
 		one := int64(1)
 		spec.TerminationGracePeriodSeconds = &one
 	}
@@ -111,6 +116,7 @@ func setAPIDefaults(pod *v1.Pod) {
 	for i := range spec.Containers {
 		setContainerDefaults(&spec.Containers[i], spec.HostNetwork)
 	}
+	return warnings
 }
 
 func setVolumeDefaults(v *v1.Volume) {

@@ -1,16 +1,28 @@
 package manifest
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"sort"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 // Error is one reason a manifest cannot be used. Origin names the file or URL,
-// Field the offending field path ("" when the whole document is at fault).
+// Field the offending field path ("" when the whole document is at fault),
+// Value the offending value as written, shortened, unquoted ("" when none
+// applies).
 type Error struct {
 	Origin string
 	Field  string
+	Value  string
+	// Reason says what is wrong, the value included:
+	// `Invalid value: "32Megs": quantities must match ...`, `Required value`.
 	Reason string
 }
 
@@ -19,6 +31,21 @@ func (e *Error) Error() string {
 		return fmt.Sprintf("%s: %s", e.Origin, e.Reason)
 	}
 	return fmt.Sprintf("%s: %s: %s", e.Origin, e.Field, e.Reason)
+}
+
+// Warning is something in a usable manifest worth fixing: an unknown field, a
+// value taken differently from how it is written.
+type Warning struct {
+	Origin  string
+	Field   string // "" when about the whole document
+	Message string
+}
+
+func (w Warning) String() string {
+	if w.Field == "" {
+		return fmt.Sprintf("%s: %s", w.Origin, w.Message)
+	}
+	return fmt.Sprintf("%s: %s: %s", w.Origin, w.Field, w.Message)
 }
 
 // Errors returns the *Error values inside err (one per line of errors.Join), or
@@ -44,20 +71,104 @@ func Errors(err error) []*Error {
 	return out
 }
 
-// fieldErrors collects validation failures of one document.
-type fieldErrors struct {
-	origin string
-	errs   []error
+// fromField turns a validation error of apimachinery's into an *Error of origin.
+func fromField(origin string, fe *field.Error) *Error {
+	e := &Error{Origin: origin, Field: fe.Field, Reason: fe.Type.String()}
+	switch fe.Type {
+	case field.ErrorTypeRequired, field.ErrorTypeForbidden, field.ErrorTypeTooLong,
+		field.ErrorTypeTooShort, field.ErrorTypeInternal:
+	default:
+		if fe.BadValue != nil || fe.Type == field.ErrorTypeInvalid {
+			var shown string
+			e.Value, shown = showValue(fe.BadValue)
+			e.Reason += ": " + shown
+		}
+	}
+	if fe.Detail != "" {
+		e.Reason += ": " + fe.Detail
+	}
+	return e
 }
 
-func (f *fieldErrors) add(field, format string, args ...any) {
-	f.errs = append(f.errs, &Error{Origin: f.origin, Field: field, Reason: fmt.Sprintf(format, args...)})
+// fieldErrors turns a list of validation errors into *Errors of origin, sorted
+// by field so that a report is stable.
+func fieldErrors(origin string, list field.ErrorList) []*Error {
+	out := make([]*Error, 0, len(list))
+	for _, fe := range list {
+		out = append(out, fromField(origin, fe))
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Field < out[j].Field })
+	return out
 }
 
-// err returns the failures sorted by field, so the report is stable.
-func (f *fieldErrors) err() error {
-	sort.SliceStable(f.errs, func(i, j int) bool {
-		return f.errs[i].(*Error).Field < f.errs[j].(*Error).Field
-	})
-	return errors.Join(f.errs...)
+// maxShown is how much of a bad value an error shows: enough to recognise it,
+// never a whole file's worth.
+const maxShown = 120
+
+// showValue renders a bad value the way the manifest would write it: a string
+// quoted (invalid UTF-8 and control characters escaped), a number as written,
+// an object or list as JSON, anything longer than maxShown shortened. plain is
+// the same without the quotes around a string.
+func showValue(v any) (plain, shown string) {
+	rv := reflect.ValueOf(v)
+	for rv.IsValid() && rv.Kind() == reflect.Pointer {
+		if rv.IsNil() {
+			return "null", "null"
+		}
+		rv = rv.Elem()
+	}
+	if !rv.IsValid() {
+		return "null", "null"
+	}
+	if rv.Kind() == reflect.String && rv.Type() != reflect.TypeFor[json.Number]() {
+		return shorten(rv.String()), quote(rv.String())
+	}
+	var s string
+	switch x := rv.Interface().(type) {
+	case json.Number:
+		s = string(x)
+	case fmt.Stringer:
+		if _, isJSON := x.(json.Marshaler); !isJSON {
+			return shorten(x.String()), quote(x.String())
+		}
+	}
+	if s == "" {
+		js, err := json.Marshal(rv.Interface())
+		if err != nil {
+			str := fmt.Sprint(rv.Interface())
+			return shorten(str), quote(str)
+		}
+		s = string(js)
+	}
+	return shorten(s), shorten(s)
+}
+
+// quote quotes s, shortened to maxShown bytes.
+func quote(s string) string {
+	if len(s) <= maxShown {
+		return strconv.Quote(s)
+	}
+	return strconv.Quote(s[:cut(s)]) + fmt.Sprintf("… (%d bytes)", len(s))
+}
+
+func shorten(s string) string {
+	if len(s) <= maxShown {
+		return s
+	}
+	return s[:cut(s)] + fmt.Sprintf("… (%d bytes)", len(s))
+}
+
+// cut is where to shorten s: at most maxShown bytes, on a rune boundary.
+func cut(s string) int {
+	n := maxShown
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return n
+}
+
+// under reports whether path is p or inside it ("spec.containers[0]" is under
+// "spec.containers" and "spec").
+func under(path, p string) bool {
+	return path == p || strings.HasPrefix(path, p+".") || strings.HasPrefix(path, p+"[")
 }

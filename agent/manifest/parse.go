@@ -6,11 +6,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	goyaml "go.yaml.in/yaml/v2"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strings"
 
+	goyaml "go.yaml.in/yaml/v2"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	sigsjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
@@ -19,27 +22,119 @@ import (
 // MaxSize is the largest manifest read, the kubelet's maxConfigLength.
 const MaxSize = 10 << 20
 
+// Parsed is what one manifest file or URL body gave: its pods when it can be
+// used, and every warning and every error found in it, each naming its field.
+type Parsed struct {
+	Pods     []Pod // nil when there is an error
+	Warnings []Warning
+	Errors   []*Error
+}
+
+// Err joins the errors, nil when there are none.
+func (p Parsed) Err() error {
+	errs := make([]error, len(p.Errors))
+	for i, e := range p.Errors {
+		errs[i] = e
+	}
+	return errors.Join(errs...)
+}
+
+func (p Parsed) warnings() []string {
+	var out []string
+	for _, w := range p.Warnings {
+		out = append(out, w.String())
+	}
+	return out
+}
+
 // ParseFile reads one Pod (YAML or JSON, apiVersion v1, kind Pod) from the file at
 // path, names, defaults and validates it as the kubelet does for node nodeName.
 // Unknown fields are tolerated; each gives a warning naming the field path and
-// the file. A manifest that cannot be used returns an error made of *Error values.
-// The pod has no kubernetes.io/config.seen annotation yet: see Stamp.
+// the file. A manifest that cannot be used returns an error made of *Error values,
+// all of them at once. The pod has no kubernetes.io/config.seen annotation yet:
+// see Stamp.
 func ParseFile(data []byte, path, nodeName string) ([]Pod, []string, error) {
-	doc, js, err := toJSON(data, path)
+	p := Check(data, SourceFile, path, nodeName)
+	return p.Pods, p.warnings(), p.Err()
+}
+
+// ParseURL reads a Pod or a PodList from a URL's body, as ParseFile does. The
+// kubelet takes all of a list or none of it; so does ParseURL.
+func ParseURL(data []byte, url, nodeName string) ([]Pod, []string, error) {
+	p := Check(data, SourceHTTP, url, nodeName)
+	return p.Pods, p.warnings(), p.Err()
+}
+
+// Check reads the manifest data from origin as ParseFile (source SourceFile)
+// or ParseURL (SourceHTTP) does, and returns everything it found. The daemon
+// and `staticpodd validate` both read manifests through it.
+func Check(data []byte, source, origin, nodeName string) Parsed {
+	var out Parsed
+	doc, js, dup, err := toGeneric(data, origin)
 	if err != nil {
-		return nil, nil, err
+		out.Errors = []*Error{err}
+		return out
 	}
-	if err := checkKind(doc, path, "Pod"); err != nil {
-		return nil, nil, err
+	if dup != nil {
+		msg := dup.Error()
+		if _, after, ok := strings.Cut(msg, "unmarshal errors:"); ok {
+			msg = after
+		}
+		msg = strings.Join(strings.Fields(strings.ReplaceAll(msg, "\n", ";")), " ")
+		msg = strings.TrimPrefix(strings.ReplaceAll(msg, " ;", ";"), "; ")
+		out.Warnings = append(out.Warnings, Warning{Origin: origin, Message: msg + "; the last one is used, as the kubelet does"})
 	}
-	pod, warnings, err := parsePod(doc, js, SourceFile, path, nodeName, "")
-	if n := documents(data); n > 1 {
-		warnings = append(warnings, fmt.Sprintf("%s: %d YAML documents; only the first is used (one Pod per file, as the kubelet reads it)", path, n))
+	if source == SourceFile {
+		if n := documents(data); n > 1 {
+			out.Warnings = append(out.Warnings, Warning{Origin: origin,
+				Message: fmt.Sprintf("%d YAML documents; only the first is used (one Pod per file, as the kubelet reads it)", n)})
+		}
 	}
-	if err != nil {
-		return nil, warnings, err
+	kinds := []string{"Pod"}
+	if source == SourceHTTP {
+		kinds = append(kinds, "PodList")
 	}
-	return []Pod{pod}, warnings, nil
+	if errs := checkKind(doc, kinds); len(errs) > 0 {
+		out.Errors = fieldErrors(origin, errs)
+		return out
+	}
+	if doc["kind"] == "Pod" {
+		pod, warnings, errs := parsePod(doc, js, source, origin, nodeName, nil)
+		out.Warnings = append(out.Warnings, warnings...)
+		if len(errs) > 0 {
+			out.Errors = errs
+			return out
+		}
+		out.Pods = []Pod{pod}
+		return out
+	}
+	// A PodList: the kubelet takes all of it or none of it.
+	items, ok := doc["items"].([]any)
+	if !ok && doc["items"] != nil {
+		out.Errors = fieldErrors(origin, field.ErrorList{field.Invalid(field.NewPath("items"), doc["items"], "must be a list, not "+jsonKind(doc["items"]))})
+		return out
+	}
+	var pods []Pod
+	for i, item := range items {
+		p := field.NewPath("items").Index(i)
+		m, ok := item.(map[string]any)
+		if !ok {
+			out.Errors = append(out.Errors, fieldErrors(origin, field.ErrorList{field.Invalid(p, item, "must be an object, not "+jsonKind(item))})...)
+			continue
+		}
+		if k, ok := m["kind"]; ok && k != "Pod" {
+			out.Errors = append(out.Errors, fieldErrors(origin, field.ErrorList{field.NotSupported(p.Child("kind"), k, []string{"Pod"})})...)
+			continue
+		}
+		pod, warnings, errs := parsePod(m, nil, source, origin, nodeName, p)
+		out.Warnings = append(out.Warnings, warnings...)
+		out.Errors = append(out.Errors, errs...)
+		pods = append(pods, pod)
+	}
+	if len(out.Errors) == 0 {
+		out.Pods = pods
+	}
+	return out
 }
 
 // documents counts the non-empty YAML documents in data.
@@ -68,137 +163,132 @@ func uidPath(path string) (string, error) {
 	return abs, nil
 }
 
-// ParseURL reads a Pod or a PodList from a URL's body, as ParseFile does. The
-// kubelet takes all of a list or none of it; so does ParseURL.
-func ParseURL(data []byte, url, nodeName string) ([]Pod, []string, error) {
-	doc, js, err := toJSON(data, url)
-	if err != nil {
-		return nil, nil, err
-	}
-	m, _ := doc.(map[string]any)
-	if m["kind"] != "PodList" {
-		if err := checkKind(doc, url, "Pod"); err != nil {
-			return nil, nil, err
-		}
-		pod, warnings, err := parsePod(doc, js, SourceHTTP, url, nodeName, "")
-		if err != nil {
-			return nil, warnings, err
-		}
-		return []Pod{pod}, warnings, nil
-	}
-	if err := checkKind(doc, url, "PodList"); err != nil {
-		return nil, nil, err
-	}
-	var list struct {
-		Items []json.RawMessage `json:"items"`
-	}
-	if err := json.Unmarshal(js, &list); err != nil {
-		return nil, nil, &Error{Origin: url, Field: "items", Reason: err.Error()}
-	}
-	items, _ := m["items"].([]any)
-	var (
-		pods     []Pod
-		warnings []string
-		errs     []error
-	)
-	for i, raw := range list.Items {
-		prefix := fmt.Sprintf("items[%d].", i)
-		pod, w, err := parsePod(items[i], raw, SourceHTTP, url, nodeName, prefix)
-		warnings = append(warnings, w...)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		pods = append(pods, pod)
-	}
-	if len(errs) > 0 {
-		return nil, warnings, errors.Join(errs...)
-	}
-	return pods, warnings, nil
-}
-
-// toJSON turns YAML or JSON into JSON and its generic form.
-func toJSON(data []byte, origin string) (any, []byte, error) {
+// toGeneric turns YAML or JSON into its generic form, an object, and JSON.
+// dup says which keys were there twice.
+func toGeneric(data []byte, origin string) (doc map[string]any, js []byte, dup error, _ *Error) {
 	if len(data) > MaxSize {
-		return nil, nil, &Error{Origin: origin, Reason: fmt.Sprintf("larger than %d bytes", MaxSize)}
+		return nil, nil, nil, &Error{Origin: origin, Reason: fmt.Sprintf("larger than %d bytes", MaxSize)}
 	}
-	if strings.TrimSpace(string(data)) == "" {
-		return nil, nil, &Error{Origin: origin, Reason: "empty manifest"}
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil, nil, nil, &Error{Origin: origin, Reason: "empty manifest"}
 	}
 	if err := checkExpansion(data); err != nil {
-		return nil, nil, &Error{Origin: origin, Reason: err.Error()}
+		return nil, nil, nil, &Error{Origin: origin, Reason: err.Error()}
 	}
-	js, err := yaml.YAMLToJSON(data)
+	js, err := yaml.YAMLToJSONStrict(data)
 	if err != nil {
-		return nil, nil, &Error{Origin: origin, Reason: "not YAML or JSON: " + err.Error()}
+		// The kubelet takes the last of two equal keys; so does staticpodd,
+		// with a warning.
+		if js, dup = yaml.YAMLToJSON(data); dup != nil {
+			return nil, nil, nil, &Error{Origin: origin, Reason: "not YAML or JSON: " + dup.Error()}
+		}
+		dup = err
 	}
-	doc, err := decodeGeneric(js)
+	generic, err := decodeGeneric(js)
 	if err != nil {
-		return nil, nil, &Error{Origin: origin, Reason: "not YAML or JSON: " + err.Error()}
+		return nil, nil, nil, &Error{Origin: origin, Reason: "not YAML or JSON: " + err.Error()}
 	}
-	if _, ok := doc.(map[string]any); !ok {
-		return nil, nil, &Error{Origin: origin, Reason: "not a Kubernetes object"}
+	m, ok := generic.(map[string]any)
+	if !ok {
+		return nil, nil, nil, &Error{Origin: origin, Reason: "not a Kubernetes object: the document is " + jsonKind(generic)}
 	}
-	return doc, js, nil
+	return m, js, dup, nil
 }
 
-func checkKind(doc any, origin, kind string) error {
-	m := doc.(map[string]any)
-	if m["apiVersion"] != "v1" || m["kind"] != kind {
-		return &Error{Origin: origin, Reason: fmt.Sprintf("apiVersion %v, kind %v: want apiVersion v1, kind %s",
-			orNone(m["apiVersion"]), orNone(m["kind"]), kind)}
-	}
-	return nil
-}
-
-func orNone(v any) any {
-	if v == nil {
-		return "(none)"
-	}
-	return v
-}
-
-// parsePod decodes one Pod document, then applies the kubelet's static pod
-// treatment. prefix names the document inside a list ("items[2].").
-func parsePod(doc any, js []byte, source, origin, nodeName, prefix string) (Pod, []string, error) {
-	pod := &v1.Pod{}
-	strict, err := sigsjson.UnmarshalStrict(js, pod, sigsjson.DisallowUnknownFields, sigsjson.DisallowDuplicateFields)
-	if err != nil {
-		return Pod{}, nil, &Error{Origin: origin, Field: strings.TrimSuffix(prefix, "."), Reason: err.Error()}
-	}
-	var warnings []string
-	for _, e := range strict {
-		warnings = append(warnings, fmt.Sprintf("%s: %s%s, ignored", origin, prefix, e.Error()))
-	}
-	if m, ok := doc.(map[string]any); ok {
-		if k, ok := m["kind"]; ok && k != "Pod" {
-			return Pod{}, warnings, &Error{Origin: origin, Field: prefix + "kind", Reason: fmt.Sprintf("%v: want Pod", k)}
+// checkKind wants apiVersion v1 and one of kinds.
+func checkKind(doc map[string]any, kinds []string) field.ErrorList {
+	var errs field.ErrorList
+	for _, f := range []struct {
+		name  string
+		valid []string
+	}{{"apiVersion", []string{"v1"}}, {"kind", kinds}} {
+		v, ok := doc[f.name]
+		switch s, isString := v.(string); {
+		case !ok || v == nil || s == "" && isString:
+			errs = append(errs, field.Required(field.NewPath(f.name), "want "+strings.Join(f.valid, " or ")))
+		case !isString || !slices.Contains(f.valid, s):
+			errs = append(errs, field.NotSupported(field.NewPath(f.name), v, f.valid))
 		}
 	}
-	if pod.Name == "" {
-		return Pod{}, warnings, &Error{Origin: origin, Field: prefix + "metadata.name", Reason: "required"}
+	return errs
+}
+
+var podType = reflect.TypeFor[v1.Pod]()
+
+// parsePod decodes one Pod document, then applies the kubelet's static pod
+// treatment. js is doc as JSON when the caller has it (nil: made here). base
+// names the document inside a list (items[2]); nil for a document of its own.
+// Every error is returned, not only the first.
+func parsePod(doc map[string]any, js []byte, source, origin, nodeName string, base *field.Path) (Pod, []Warning, []*Error) {
+	at := func(name string) *field.Path {
+		if base == nil {
+			return field.NewPath(name)
+		}
+		return base.Child(name)
+	}
+	tc := &typeCheck{}
+	for k, v := range doc {
+		ft, ok := jsonFields(podType)[k]
+		if !ok {
+			tc.unknown = append(tc.unknown, at(k))
+			continue
+		}
+		if !tc.value(v, ft, at(k)) {
+			delete(doc, k)
+		}
+	}
+	var warnings []Warning
+	slices.SortFunc(tc.unknown, func(a, b *field.Path) int { return strings.Compare(a.String(), b.String()) })
+	for _, p := range tc.unknown {
+		warnings = append(warnings, Warning{Origin: origin, Field: p.String(), Message: "unknown field, ignored"})
+	}
+	var err error
+	if js == nil || len(tc.errs) > 0 { // what the type check took out must go from the JSON too
+		js, err = json.Marshal(doc)
+	}
+	pod := &v1.Pod{}
+	if err == nil {
+		err = sigsjson.UnmarshalCaseSensitivePreserveInts(js, pod)
+	}
+	js = nil        // a manifest may be 10 MiB: let it go
+	if err != nil { // the type check let through what the decoder refuses
+		return Pod{}, warnings, append(fieldErrors(origin, tc.errs), &Error{Origin: origin, Field: pathString(base), Reason: err.Error()})
+	}
+	errs := tc.errs
+	named := pod.Name != ""
+	if !named {
+		errs = append(errs, field.Required(at("metadata").Child("name"), ""))
 	}
 	if pod.UID == "" {
 		uidOrigin := origin
 		if source == SourceFile {
 			if uidOrigin, err = uidPath(origin); err != nil {
-				return Pod{}, warnings, err
+				return Pod{}, warnings, []*Error{{Origin: origin, Reason: err.Error()}}
 			}
 		}
 		uid, err := computeUID(doc, source, uidOrigin, nodeName)
 		if err != nil {
-			return Pod{}, warnings, err
+			return Pod{}, warnings, []*Error{{Origin: origin, Reason: err.Error()}}
 		}
 		pod.UID = typesUID(uid)
 	}
-	setAPIDefaults(pod)
+	for _, w := range setAPIDefaults(pod, base) {
+		warnings = append(warnings, Warning{Origin: origin, Field: w.Field, Message: w.Detail})
+	}
 	applyStaticDefaults(pod, source, nodeName)
-	if err := validate(pod, origin, prefix); err != nil {
-		return Pod{}, warnings, err
+	// What the type check took out would be reported again, as missing or
+	// zero: only the first word on a field counts.
+	for _, e := range validate(pod, base, named) {
+		if !slices.ContainsFunc(tc.errs, func(t *field.Error) bool { return under(e.Field, t.Field) }) {
+			errs = append(errs, e)
+		}
+	}
+	if len(errs) > 0 {
+		return Pod{}, warnings, fieldErrors(origin, errs)
 	}
 	hashes, err := hashContainers(doc, pod)
 	if err != nil {
-		return Pod{}, warnings, &Error{Origin: origin, Field: strings.TrimSuffix(prefix, "."), Reason: err.Error()}
+		return Pod{}, warnings, []*Error{{Origin: origin, Field: pathString(base), Reason: err.Error()}}
 	}
 	pod.Annotations[AnnotationContainerHashes] = hashes
 	return Pod{Pod: pod, Source: source, Origin: origin}, warnings, nil
@@ -245,4 +335,11 @@ func checkExpansion(data []byte) error {
 		return fmt.Errorf("YAML aliases expand it to more than %d bytes", MaxSize)
 	}
 	return nil
+}
+
+func pathString(p *field.Path) string {
+	if p == nil {
+		return ""
+	}
+	return p.String()
 }

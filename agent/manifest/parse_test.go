@@ -29,7 +29,7 @@ func parseFixture(t *testing.T, name string) (Pod, []string) {
 
 func TestParseSeedPodWithTypo(t *testing.T) {
 	p, warnings := parseFixture(t, "static-pod.yaml")
-	if len(warnings) != 1 || !strings.Contains(warnings[0], `"metadata.lables"`) || !strings.Contains(warnings[0], manifestPath) {
+	if len(warnings) != 1 || !strings.Contains(warnings[0], `: metadata.lables: unknown field, ignored`) || !strings.Contains(warnings[0], manifestPath) {
 		t.Errorf("warnings = %q, want one naming metadata.lables and the file", warnings)
 	}
 	// Pinned: this UID must not change across staticpodd or library versions,
@@ -129,11 +129,11 @@ func TestParseURL(t *testing.T) {
 	if len(pods) != 2 || pods[0].Name != "a-node1" || pods[1].Name != "b-node1" || pods[0].UID == pods[1].UID {
 		t.Errorf("pods = %v", pods)
 	}
-	if len(warnings) != 1 || !strings.Contains(warnings[0], `items[1].unknown field "metadata.colour"`) {
+	if len(warnings) != 1 || !strings.Contains(warnings[0], `: items[1].metadata.colour: unknown field, ignored`) {
 		t.Errorf("warnings = %q", warnings)
 	}
 	bad := strings.Replace(list, `"image":"busybox"}]}}]`, `"image":""}]}}]`, 1)
-	if _, _, err := ParseURL([]byte(bad), url, "node1"); err == nil || !strings.Contains(err.Error(), "items[1].spec.containers[0].image: required") {
+	if _, _, err := ParseURL([]byte(bad), url, "node1"); err == nil || !strings.Contains(err.Error(), "items[1].spec.containers[0].image: Required value") {
 		t.Errorf("err = %v", err)
 	}
 }
@@ -143,55 +143,71 @@ func TestParseErrors(t *testing.T) {
 	for _, tc := range []struct{ name, body, want string }{
 		{"empty", "", "empty manifest"},
 		{"not yaml", "{{{", "not YAML or JSON"},
-		{"wrong kind", "apiVersion: v1\nkind: Service\nmetadata:\n  name: p\n", "kind Service: want apiVersion v1, kind Pod"},
-		{"list in a file", "apiVersion: v1\nkind: PodList\nitems: []\n", "want apiVersion v1, kind Pod"},
-		{"no name", "apiVersion: v1\nkind: Pod\nspec:\n  containers: [{name: c, image: i}]\n", "metadata.name: required"},
+		{"wrong kind", "apiVersion: v1\nkind: Service\nmetadata:\n  name: p\n", `kind: Unsupported value: "Service": supported values: "Pod"`},
+		{"list in a file", "apiVersion: v1\nkind: PodList\nitems: []\n", `kind: Unsupported value: "PodList": supported values: "Pod"`},
+		{"no kind", "apiVersion: v1\nmetadata:\n  name: p\n", "kind: Required value: want Pod"},
+		{"wrong apiVersion", "apiVersion: v2\nkind: Pod\n", `apiVersion: Unsupported value: "v2": supported values: "v1"`},
+		{"a list", "- a\n- b\n", "not a Kubernetes object: the document is a list"},
+		{"no name", "apiVersion: v1\nkind: Pod\nspec:\n  containers: [{name: c, image: i}]\n", "metadata.name: Required value"},
 		{"bad type", head + "spec:\n  containers: 3\n", "spec.containers"},
-		{"no containers", head + "spec: {}\n", "spec.containers: at least one container is required"},
-		{"bad name", "apiVersion: v1\nkind: Pod\nmetadata:\n  name: Big_Name\nspec:\n  containers: [{name: c, image: i}]\n", "metadata.name: a lowercase RFC 1123 subdomain"},
+		{"no containers", head + "spec: {}\n", "spec.containers: Required value: at least one container is required"},
+		{"bad name", "apiVersion: v1\nkind: Pod\nmetadata:\n  name: Big_Name\nspec:\n  containers: [{name: c, image: i}]\n", `metadata.name: Invalid value: "Big_Name-n": a lowercase RFC 1123 subdomain`},
 		{"bad namespace", head + "  namespace: Kube_System\nspec:\n  containers: [{name: c, image: i}]\n", "metadata.namespace"},
 		{"container name", head + "spec:\n  containers: [{name: C_1, image: i}]\n", "spec.containers[0].name"},
-		{"duplicate container", head + "spec:\n  initContainers: [{name: c, image: i}]\n  containers: [{name: c, image: i}]\n", `spec.containers[0].name: duplicate container name "c" (also spec.initContainers[0])`},
-		{"no image", head + "spec:\n  containers: [{name: c}]\n", "spec.containers[0].image: required"},
-		{"image climbing out", head + "spec:\n  containers: [{name: c, image: '../../etc:x'}]\n", `spec.containers[0].image: invalid image reference "../../etc:x": registry ".."`},
-		{"image path", head + "spec:\n  initContainers: [{name: i, image: 'docker.io/library/../x'}]\n  containers: [{name: c, image: i}]\n", `spec.initContainers[0].image: invalid image reference "docker.io/library/../x": repository path component ".."`},
-		{"image upper case", head + "spec:\n  containers: [{name: c, image: Busybox}]\n", `spec.containers[0].image: invalid image reference "Busybox"`},
-		{"image tag", head + "spec:\n  containers: [{name: c, image: 'busybox:-1'}]\n", `spec.containers[0].image: invalid image reference "busybox:-1": tag "-1"`},
-		{"image digest", head + "spec:\n  containers: [{name: c, image: 'busybox@sha256:abc'}]\n", `spec.containers[0].image: invalid image reference "busybox@sha256:abc"`},
-		{"shared pid", head + "spec:\n  shareProcessNamespace: true\n  containers: [{name: c, image: i}]\n", "spec.shareProcessNamespace: not supported by staticpodd yet"},
+		{"duplicate container", head + "spec:\n  initContainers: [{name: c, image: i}]\n  containers: [{name: c, image: i}]\n", `spec.containers[0].name: Duplicate value: "c": also spec.initContainers[0]`},
+		{"no image", head + "spec:\n  containers: [{name: c}]\n", "spec.containers[0].image: Required value"},
+		{"image climbing out", head + "spec:\n  containers: [{name: c, image: '../../etc:x'}]\n", `spec.containers[0].image: Invalid value: "../../etc:x": not an image reference: registry ".."`},
+		{"image path", head + "spec:\n  initContainers: [{name: i, image: 'docker.io/library/../x'}]\n  containers: [{name: c, image: i}]\n", `spec.initContainers[0].image: Invalid value: "docker.io/library/../x": not an image reference: repository path component ".."`},
+		{"image upper case", head + "spec:\n  containers: [{name: c, image: Busybox}]\n", `spec.containers[0].image: Invalid value: "Busybox": not an image reference`},
+		{"image tag", head + "spec:\n  containers: [{name: c, image: 'busybox:-1'}]\n", `spec.containers[0].image: Invalid value: "busybox:-1": not an image reference: tag "-1"`},
+		{"image digest", head + "spec:\n  containers: [{name: c, image: 'busybox@sha256:abc'}]\n", `spec.containers[0].image: Invalid value: "busybox@sha256:abc": not an image reference`},
+		{"shared pid", head + "spec:\n  shareProcessNamespace: true\n  containers: [{name: c, image: i}]\n", "spec.shareProcessNamespace: Forbidden: not supported by staticpodd yet"},
 		{"restart policy", head + "spec:\n  restartPolicy: Sometimes\n  containers: [{name: c, image: i}]\n", "spec.restartPolicy"},
-		{"duplicate volume", head + "spec:\n  volumes: [{name: v, emptyDir: {}}, {name: v, emptyDir: {}}]\n  containers: [{name: c, image: i}]\n", `spec.volumes[1].name: duplicate volume name "v"`},
-		{"missing volume", head + "spec:\n  containers: [{name: c, image: i, volumeMounts: [{name: nope, mountPath: /x}]}]\n", `spec.containers[0].volumeMounts[0].name: volume "nope" not found`},
+		{"duplicate volume", head + "spec:\n  volumes: [{name: v, emptyDir: {}}, {name: v, emptyDir: {}}]\n  containers: [{name: c, image: i}]\n", `spec.volumes[1].name: Duplicate value: "v"`},
+		{"missing volume", head + "spec:\n  containers: [{name: c, image: i, volumeMounts: [{name: nope, mountPath: /x}]}]\n", `spec.containers[0].volumeMounts[0].name: Not found: "nope"`},
 		{"relative mountPath", head + "spec:\n  volumes: [{name: v}]\n  containers: [{name: c, image: i, volumeMounts: [{name: v, mountPath: x}]}]\n", "volumeMounts[0].mountPath"},
-		{"subPath backsteps", head + "spec:\n  volumes: [{name: v, emptyDir: {}}]\n  containers: [{name: c, image: i, volumeMounts: [{name: v, mountPath: /x, subPath: a/../../b}]}]\n", "volumeMounts[0].subPath: \"a/../../b\" must be a relative path without '..'"},
+		{"subPath backsteps", head + "spec:\n  volumes: [{name: v, emptyDir: {}}]\n  containers: [{name: c, image: i, volumeMounts: [{name: v, mountPath: /x, subPath: a/../../b}]}]\n", `volumeMounts[0].subPath: Invalid value: "a/../../b": must be a relative path without '..'`},
 		{"absolute subPath", head + "spec:\n  volumes: [{name: v, emptyDir: {}}]\n  containers: [{name: c, image: i, volumeMounts: [{name: v, mountPath: /x, subPath: /etc}]}]\n", "volumeMounts[0].subPath"},
 		{"subPathExpr backsteps", head + "spec:\n  volumes: [{name: v, emptyDir: {}}]\n  containers: [{name: c, image: i, volumeMounts: [{name: v, mountPath: /x, subPathExpr: ../$(X)}]}]\n", "volumeMounts[0].subPathExpr"},
 		{"subPath and subPathExpr", head + "spec:\n  volumes: [{name: v, emptyDir: {}}]\n  containers: [{name: c, image: i, volumeMounts: [{name: v, mountPath: /x, subPath: a, subPathExpr: b}]}]\n", "mutually exclusive"},
-		{"init container probe", head + "spec:\n  initContainers: [{name: i, image: i, livenessProbe: {exec: {command: [x]}}}]\n  containers: [{name: c, image: i}]\n", "spec.initContainers[0].livenessProbe: may not be set for init containers"},
-		{"liveness successThreshold", head + "spec:\n  containers: [{name: c, image: i, livenessProbe: {exec: {command: [x]}, successThreshold: 2}}]\n", "spec.containers[0].livenessProbe.successThreshold: must be 1"},
-		{"readiness grace", head + "spec:\n  containers: [{name: c, image: i, readinessProbe: {exec: {command: [x]}, terminationGracePeriodSeconds: 3}}]\n", "readinessProbe.terminationGracePeriodSeconds: must not be set"},
+		{"init container probe", head + "spec:\n  initContainers: [{name: i, image: i, livenessProbe: {exec: {command: [x]}}}]\n  containers: [{name: c, image: i}]\n", "spec.initContainers[0].livenessProbe: Forbidden: may not be set for init containers"},
+		{"liveness successThreshold", head + "spec:\n  containers: [{name: c, image: i, livenessProbe: {exec: {command: [x]}, successThreshold: 2}}]\n", "spec.containers[0].livenessProbe.successThreshold: Invalid value: 2: must be 1"},
+		{"readiness grace", head + "spec:\n  containers: [{name: c, image: i, readinessProbe: {exec: {command: [x]}, terminationGracePeriodSeconds: 3}}]\n", "readinessProbe.terminationGracePeriodSeconds: Invalid value: 3: must not be set"},
 		{"relative hostPath", head + "spec:\n  volumes: [{name: v, hostPath: {path: data}}]\n  containers: [{name: c, image: i}]\n", "spec.volumes[0].hostPath.path"},
 		{"hostPath type", head + "spec:\n  volumes: [{name: v, hostPath: {path: /d, type: Dir}}]\n  containers: [{name: c, image: i}]\n", "spec.volumes[0].hostPath.type"},
-		{"secret volume", head + "spec:\n  volumes: [{name: v, secret: {secretName: s}}]\n  containers: [{name: c, image: i}]\n", "spec.volumes[0]: static pods may only use hostPath and emptyDir"},
+		{"secret volume", head + "spec:\n  volumes: [{name: v, secret: {secretName: s}}]\n  containers: [{name: c, image: i}]\n", "spec.volumes[0]: Forbidden: static pods may only use hostPath and emptyDir"},
 		{"port range", head + "spec:\n  containers: [{name: c, image: i, ports: [{containerPort: 70000}]}]\n", "spec.containers[0].ports[0].containerPort"},
-		{"bad quantity", head + "spec:\n  containers: [{name: c, image: i, resources: {limits: {memory: lots}}}]\n", "quantities must match"},
-		{"request above limit", head + "spec:\n  containers: [{name: c, image: i, resources: {limits: {cpu: 1}, requests: {cpu: 2}}}]\n", "spec.containers[0].resources.requests[cpu]: 2 is above the limit 1"},
+		{"bad quantity", head + "spec:\n  containers: [{name: c, image: i, resources: {limits: {memory: lots}}}]\n", `spec.containers[0].resources.limits[memory]: Invalid value: "lots": quantities must match`},
+		{"string for a number", head + "spec:\n  containers: [{name: c, image: i, ports: [{containerPort: http}]}]\n", `spec.containers[0].ports[0].containerPort: Invalid value: "http": must be an integer, not a string`},
+		{"number out of range", head + "spec:\n  containers: [{name: c, image: i, ports: [{containerPort: 99999999999}]}]\n", `spec.containers[0].ports[0].containerPort: Invalid value: 99999999999: out of range: from -2147483648 to 2147483647`},
+		{"huge integer", head + "spec:\n  terminationGracePeriodSeconds: 99999999999999999999999\n  containers: [{name: c, image: i}]\n", `spec.terminationGracePeriodSeconds: Invalid value: 1e+23: must be a whole number`},
+		{"grace beyond a Duration", head + "spec:\n  terminationGracePeriodSeconds: 9223372036854775807\n  containers: [{name: c, image: i}]\n", `spec.terminationGracePeriodSeconds: Invalid value: 9223372036854775807: must be from 0 to 9223372036 (292 years)`},
+		{"object for a list", head + "spec:\n  containers: {name: c, image: i}\n", `spec.containers: Invalid value: {"image":"i","name":"c"}: must be a list, not an object`},
+		{"bad duration-like time", head + "  creationTimestamp: yesterday\nspec:\n  containers: [{name: c, image: i}]\n", `metadata.creationTimestamp: Invalid value: "yesterday": parsing time`},
+		{"int or string", head + "spec:\n  containers: [{name: c, image: i, livenessProbe: {tcpSocket: {port: [1]}}}]\n", `spec.containers[0].livenessProbe.tcpSocket.port: Invalid value: [1]`},
+		{"request above limit", head + "spec:\n  containers: [{name: c, image: i, resources: {limits: {cpu: 1}, requests: {cpu: 2}}}]\n", `spec.containers[0].resources.requests[cpu]: Invalid value: "2": must be less than or equal to cpu limit of 1`},
+		{"memory beyond int64", head + "spec:\n  containers: [{name: c, image: i, resources: {limits: {memory: 1e1000000}}}]\n", `spec.containers[0].resources.limits[memory]: Invalid value: "10e999999": must be at most 9223372036854775807: a larger value does not fit`},
+		{"memory wrapping", head + "spec:\n  containers: [{name: c, image: i, resources: {requests: {memory: '9999999999999999999999999'}}}]\n", `spec.containers[0].resources.requests[memory]: Invalid value: "9999999999999999999999999": must be at most`},
+		{"cpu beyond milli int64", head + "spec:\n  containers: [{name: c, image: i, resources: {limits: {cpu: 1e18}}}]\n", `spec.containers[0].resources.limits[cpu]: Invalid value: "1E": must be at most 9223372036854775807m`},
+		{"uid beyond 32 bits", head + "spec:\n  securityContext: {runAsUser: 4294967296}\n  containers: [{name: c, image: i}]\n", `spec.securityContext.runAsUser: Invalid value: 4294967296: must be between 0 and 2147483647`},
+		{"container gid", head + "spec:\n  containers: [{name: c, image: i, securityContext: {runAsGroup: -1}}]\n", `spec.containers[0].securityContext.runAsGroup: Invalid value: -1`},
+		{"supplemental group", head + "spec:\n  securityContext: {supplementalGroups: [1, 3000000000]}\n  containers: [{name: c, image: i}]\n", `spec.securityContext.supplementalGroups[1]: Invalid value: 3000000000`},
 		{"env name", head + "spec:\n  containers: [{name: c, image: i, env: [{name: '1=x'}]}]\n", "spec.containers[0].env[0].name"},
 		{"secret env", head + "spec:\n  containers: [{name: c, image: i, env: [{name: X, valueFrom: {secretKeyRef: {name: s, key: k}}}]}]\n", "static pods may not reference configmaps or secrets"},
 		{"service account", head + "spec:\n  serviceAccountName: sa\n  containers: [{name: c, image: i}]\n", "serviceaccounts"},
-		{"init container hook", head + "spec:\n  initContainers: [{name: i, image: i, lifecycle: {postStart: {exec: {command: [x]}}}}]\n  containers: [{name: c, image: i}]\n", "spec.initContainers[0].lifecycle: may not be set for init containers without restartPolicy=Always"},
-		{"hook without handler", head + "spec:\n  containers: [{name: c, image: i, lifecycle: {preStop: {}}}]\n", "spec.containers[0].lifecycle.preStop: must specify a handler type"},
-		{"hook with two handlers", head + "spec:\n  containers: [{name: c, image: i, lifecycle: {preStop: {exec: {command: [x]}, sleep: {seconds: 1}}}}]\n", "lifecycle.preStop: may not specify more than 1 handler type"},
-		{"exec hook without command", head + "spec:\n  containers: [{name: c, image: i, lifecycle: {postStart: {exec: {}}}}]\n", "lifecycle.postStart.exec.command: required"},
-		{"httpGet hook scheme", head + "spec:\n  containers: [{name: c, image: i, lifecycle: {postStart: {httpGet: {port: 80, scheme: FTP}}}}]\n", `lifecycle.postStart.httpGet.scheme: "FTP"`},
+		{"init container hook", head + "spec:\n  initContainers: [{name: i, image: i, lifecycle: {postStart: {exec: {command: [x]}}}}]\n  containers: [{name: c, image: i}]\n", "spec.initContainers[0].lifecycle: Forbidden: may not be set for init containers without restartPolicy=Always"},
+		{"hook without handler", head + "spec:\n  containers: [{name: c, image: i, lifecycle: {preStop: {}}}]\n", "spec.containers[0].lifecycle.preStop: Required value: must specify a handler type"},
+		{"hook with two handlers", head + "spec:\n  containers: [{name: c, image: i, lifecycle: {preStop: {exec: {command: [x]}, sleep: {seconds: 1}}}}]\n", "lifecycle.preStop: Forbidden: may not specify more than 1 handler type"},
+		{"exec hook without command", head + "spec:\n  containers: [{name: c, image: i, lifecycle: {postStart: {exec: {}}}}]\n", "lifecycle.postStart.exec.command: Required value"},
+		{"httpGet hook scheme", head + "spec:\n  containers: [{name: c, image: i, lifecycle: {postStart: {httpGet: {port: 80, scheme: FTP}}}}]\n", `lifecycle.postStart.httpGet.scheme: Unsupported value: "FTP"`},
 		{"httpGet hook port", head + "spec:\n  containers: [{name: c, image: i, lifecycle: {postStart: {httpGet: {port: 0}}}}]\n", "lifecycle.postStart.httpGet.port"},
-		{"sleep past the grace period", head + "spec:\n  terminationGracePeriodSeconds: 10\n  containers: [{name: c, image: i, lifecycle: {preStop: {sleep: {seconds: 11}}}}]\n", "lifecycle.preStop.sleep: 11: must be non-negative and less than terminationGracePeriodSeconds (10)"},
-		{"stop signal without os", head + "spec:\n  containers: [{name: c, image: i, lifecycle: {stopSignal: SIGUSR1}}]\n", "lifecycle.stopSignal: may not be set for containers with empty `spec.os.name`"},
-		{"unknown stop signal", head + "spec:\n  os: {name: linux}\n  containers: [{name: c, image: i, lifecycle: {stopSignal: USR1}}]\n", `spec.containers[0].lifecycle.stopSignal: "USR1": not a supported signal`},
+		{"sleep past the grace period", head + "spec:\n  terminationGracePeriodSeconds: 10\n  containers: [{name: c, image: i, lifecycle: {preStop: {sleep: {seconds: 11}}}}]\n", "lifecycle.preStop.sleep.seconds: Invalid value: 11: must be non-negative and less than terminationGracePeriodSeconds (10)"},
+		{"stop signal without os", head + "spec:\n  containers: [{name: c, image: i, lifecycle: {stopSignal: SIGUSR1}}]\n", "lifecycle.stopSignal: Forbidden: may not be set for containers with empty `spec.os.name`"},
+		{"unknown stop signal", head + "spec:\n  os: {name: linux}\n  containers: [{name: c, image: i, lifecycle: {stopSignal: USR1}}]\n", `spec.containers[0].lifecycle.stopSignal: Invalid value: "USR1": not a supported signal`},
 		{"stop signal past RTMAX", head + "spec:\n  os: {name: linux}\n  containers: [{name: c, image: i, lifecycle: {stopSignal: SIGRTMIN+16}}]\n", "lifecycle.stopSignal"},
-		{"termination message policy", head + "spec:\n  containers: [{name: c, image: i, terminationMessagePolicy: Always}]\n", `spec.containers[0].terminationMessagePolicy: "Always"`},
-		{"active deadline", head + "spec:\n  activeDeadlineSeconds: 0\n  containers: [{name: c, image: i}]\n", "spec.activeDeadlineSeconds: must be positive"},
-		{"uid with a slash", head + "  uid: ../../etc\nspec:\n  containers: [{name: c, image: i}]\n", `metadata.uid: "../../etc": must be letters, digits`},
+		{"termination message policy", head + "spec:\n  containers: [{name: c, image: i, terminationMessagePolicy: Always}]\n", `spec.containers[0].terminationMessagePolicy: Unsupported value: "Always"`},
+		{"active deadline", head + "spec:\n  activeDeadlineSeconds: 0\n  containers: [{name: c, image: i}]\n", "spec.activeDeadlineSeconds: Invalid value: 0: must be between 1 and 2147483647"},
+		{"uid with a slash", head + "  uid: ../../etc\nspec:\n  containers: [{name: c, image: i}]\n", `metadata.uid: Invalid value: "../../etc": must be letters, digits`},
 		{"uid with a glob", head + "  uid: '*'\nspec:\n  containers: [{name: c, image: i}]\n", "metadata.uid"},
 		{"uid starting with a dot", head + "  uid: .hidden\nspec:\n  containers: [{name: c, image: i}]\n", "metadata.uid"},
 	} {
@@ -341,5 +357,111 @@ func TestAliasExpansionBounded(t *testing.T) {
 	small := "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\n  labels: &l {app: web}\n  annotations: *l\nspec:\n  containers: [{name: c, image: i}]\n"
 	if _, _, err := ParseFile([]byte(small), "/m/p.yaml", "n"); err != nil {
 		t.Errorf("small anchors: %v", err)
+	}
+}
+
+// A manifest with several mistakes reports each of them at once, every error
+// naming its field and the value written there, and its warnings too: a user
+// fixes the file in one go instead of one error per attempt. A value that
+// does not even decode is reported once, not again as missing or zero.
+func TestParseReportsEverythingAtOnce(t *testing.T) {
+	data := []byte(`apiVersion: v1
+kind: Pod
+metadata:
+  name: web
+  lables: {app: web}
+spec:
+  restartPolicy: Sometimes
+  containers:
+  - name: web
+    image: busybox
+    comand: [httpd, -f]
+    ports: [{containerPort: http}]
+    resources:
+      limits: {memory: 32Megs, cpu: 1}
+      requests: {cpu: 2}
+  - name: web
+    image: busybox
+`)
+	got := Check(data, SourceFile, "/m/web.yaml", "node1")
+	if got.Pods != nil {
+		t.Errorf("pods %v from an invalid manifest", got.Pods)
+	}
+	type fv struct{ field, value string }
+	var errs []fv
+	for _, e := range got.Errors {
+		if e.Origin != "/m/web.yaml" {
+			t.Errorf("error %v: origin %q", e, e.Origin)
+		}
+		errs = append(errs, fv{e.Field, e.Value})
+	}
+	want := []fv{
+		{"spec.containers[0].ports[0].containerPort", "http"},
+		{"spec.containers[0].resources.limits[memory]", "32Megs"},
+		{"spec.containers[0].resources.requests[cpu]", "2"},
+		{"spec.containers[1].name", "web"},
+		{"spec.restartPolicy", "Sometimes"},
+	}
+	if fmt.Sprint(errs) != fmt.Sprint(want) {
+		t.Errorf("errors (field, value):\n got %v\nwant %v\n%v", errs, want, got.Err())
+	}
+	var warned []string
+	for _, w := range got.Warnings {
+		warned = append(warned, w.Field)
+	}
+	if fmt.Sprint(warned) != "[metadata.lables spec.containers[0].comand]" {
+		t.Errorf("warnings on %v, want metadata.lables and spec.containers[0].comand", got.Warnings)
+	}
+	msg := got.Err().Error()
+	for _, line := range []string{
+		`/m/web.yaml: spec.containers[0].resources.limits[memory]: Invalid value: "32Megs": quantities must match the regular expression`,
+		`/m/web.yaml: spec.restartPolicy: Unsupported value: "Sometimes": supported values: "Always", "OnFailure", "Never"`,
+	} {
+		if !strings.Contains(msg, line) {
+			t.Errorf("error text lacks %q:\n%s", line, msg)
+		}
+	}
+}
+
+// A negative grace period is taken as 1, as the API server does, and says so.
+func TestNegativeGracePeriodWarns(t *testing.T) {
+	data := []byte("apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  terminationGracePeriodSeconds: -5\n  containers: [{name: c, image: i}]\n")
+	got := Check(data, SourceFile, "/m/p.yaml", "n")
+	if len(got.Errors) != 0 || len(got.Pods) != 1 {
+		t.Fatalf("Check: %v", got.Err())
+	}
+	if g := got.Pods[0].Spec.TerminationGracePeriodSeconds; g == nil || *g != 1 {
+		t.Errorf("grace period %v, want 1", g)
+	}
+	if len(got.Warnings) != 1 || got.Warnings[0].Field != "spec.terminationGracePeriodSeconds" || !strings.Contains(got.Warnings[0].Message, "treated as 1") {
+		t.Errorf("warnings %v", got.Warnings)
+	}
+}
+
+// A bad value is shown shortened, and a string quoted with what is not
+// printable escaped: an error never repeats a large or binary value whole.
+func TestErrorValueShortened(t *testing.T) {
+	long := strings.Repeat("x", 4000) + "\x1b[31m"
+	data := []byte("apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  restartPolicy: \"" + strings.ReplaceAll(long, "\x1b", `\e`) + "\"\n  containers: [{name: c, image: i}]\n")
+	got := Check(data, SourceFile, "/m/p.yaml", "n")
+	if len(got.Errors) != 1 {
+		t.Fatalf("errors %v", got.Errors)
+	}
+	e := got.Errors[0]
+	if len(e.Value) > maxShown+40 || !strings.HasSuffix(e.Value, " bytes)") || strings.Contains(e.Error(), "\x1b") {
+		t.Errorf("value shown as %q", e.Value)
+	}
+}
+
+// A key written twice is taken as the kubelet takes it, the last one wins,
+// and a warning says where.
+func TestDuplicateKeyWarns(t *testing.T) {
+	data := []byte("apiVersion: v1\nkind: Pod\nmetadata:\n  name: a\n  name: b\nspec:\n  containers: [{name: c, image: i}]\n")
+	got := Check(data, SourceFile, "/m/p.yaml", "n")
+	if len(got.Errors) != 0 || len(got.Pods) != 1 || got.Pods[0].Name != "b-n" {
+		t.Fatalf("pods %v, errors %v", got.Pods, got.Err())
+	}
+	if len(got.Warnings) != 1 || got.Warnings[0].Message != `line 5: key "name" already set in map; the last one is used, as the kubelet does` {
+		t.Errorf("warnings %v", got.Warnings)
 	}
 }

@@ -3,56 +3,60 @@ package manifest
 import (
 	"fmt"
 	"math"
-	"net"
 	"path"
 	"reflect"
 	"slices"
 	"strings"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/staticpodd/staticpodd/agent/podspec"
 )
 
 // validate checks what the kubelet's API validation (ValidatePodCreate) and
-// HasAPIObjectReference check that matters to a pod run without a cluster. Every
-// failure names the field and the reason.
-func validate(pod *v1.Pod, origin, prefix string) error {
-	f := &fieldErrors{origin: origin}
-	v := validator{f: f, prefix: prefix}
-	v.meta(pod)
-	v.spec(&pod.Spec)
-	return f.err()
+// HasAPIObjectReference check that matters to a pod run without a cluster, with
+// apimachinery's validation helpers where there is one. Every failure names the
+// field, the value and the reason. base is the pod's path inside a list (nil
+// for a pod of its own); named is false when the manifest has no name, which
+// the caller reports.
+func validate(pod *v1.Pod, base *field.Path, named bool) field.ErrorList {
+	v := &validator{}
+	v.meta(pod, base.Child("metadata"), named)
+	v.spec(&pod.Spec, base.Child("spec"))
+	return v.errs
 }
 
 type validator struct {
-	f      *fieldErrors
-	prefix string
+	errs field.ErrorList
 }
 
-func (v validator) add(field, format string, args ...any) {
-	v.f.add(v.prefix+field, format, args...)
-}
+func (v *validator) add(errs ...*field.Error) { v.errs = append(v.errs, errs...) }
 
-func (v validator) msgs(field string, msgs []string) {
+// invalid adds one error per message of one of apimachinery's Is* checks.
+func (v *validator) invalid(p *field.Path, value any, msgs []string) {
 	for _, m := range msgs {
-		v.add(field, "%s", m)
+		v.add(field.Invalid(p, value, m))
 	}
 }
 
-func (v validator) meta(pod *v1.Pod) {
-	v.msgs("metadata.name", validation.IsDNS1123Subdomain(pod.Name))
-	v.msgs("metadata.namespace", validation.IsDNS1123Label(pod.Namespace))
-	v.hostNames(pod)
-	for k, val := range pod.Labels {
-		v.msgs(fmt.Sprintf("metadata.labels[%s]", k), validation.IsQualifiedName(k))
-		v.msgs(fmt.Sprintf("metadata.labels[%s]", k), validation.IsValidLabelValue(val))
+func (v *validator) meta(pod *v1.Pod, p *field.Path, named bool) {
+	errs := apivalidation.ValidateObjectMeta(&pod.ObjectMeta, true, apivalidation.NameIsDNSSubdomain, p)
+	for _, e := range errs {
+		if e.Field == p.Child("name").String() && !named {
+			continue // "Required value" is said already
+		}
+		if e.Field == p.Child("name").String() && e.Type == field.ErrorTypeInvalid {
+			e.Detail += " (the name is the manifest's name, '-', the node name)"
+		}
+		v.add(e)
 	}
-	for k := range pod.Annotations {
-		v.msgs(fmt.Sprintf("metadata.annotations[%s]", k), validation.IsQualifiedName(strings.ToLower(k)))
-	}
+	v.hostNames(pod, p)
 }
 
 // maxFileName is NAME_MAX, the longest file name Linux filesystems take.
@@ -64,16 +68,16 @@ const maxFileName = 255
 // manifest's UID as it is and makes the log directory before the sandbox
 // (kuberuntime createPodSandbox); with a name too long it fails there on every
 // sync and the pod never runs. Both are refused here instead, saying why.
-func (v validator) hostNames(pod *v1.Pod) {
+func (v *validator) hostNames(pod *v1.Pod, p *field.Path) {
 	uid := string(pod.UID)
 	if !ValidUID(uid) {
-		v.add("metadata.uid", "%q: must be letters, digits, '-', '_' and '.', starting with a letter or digit: it names the pod's directories on the host", uid)
+		v.add(field.Invalid(p.Child("uid"), uid, "must be letters, digits, '-', '_' and '.', starting with a letter or digit: it names the pod's directories on the host"))
 		return
 	}
 	if n := len(pod.Namespace) + len(pod.Name) + len(uid) + 2; n > maxFileName {
-		v.add("metadata.name", "%q (the manifest's name, '-', the node name) is too long: the pod's log directory "+
+		v.add(field.Invalid(p.Child("name"), pod.Name, fmt.Sprintf("too long (the manifest's name, '-', the node name): the pod's log directory "+
 			"<namespace>_<name>_<uid> would be %d bytes, and a file name may have at most %d; shorten it by %d",
-			pod.Name, n, maxFileName, n-maxFileName)
+			n, maxFileName, n-maxFileName)))
 	}
 }
 
@@ -94,95 +98,115 @@ func ValidUID(uid string) bool {
 	return true
 }
 
-func (v validator) spec(s *v1.PodSpec) {
+// maxSeconds is the longest number of seconds a time.Duration holds (292
+// years): a grace period beyond it would wrap around when converted.
+const maxSeconds = int64(math.MaxInt64 / time.Second)
+
+func (v *validator) seconds(p *field.Path, s *int64, min int64) {
+	if s == nil {
+		return
+	}
+	if *s < min || *s > maxSeconds {
+		v.add(field.Invalid(p, *s, fmt.Sprintf("must be from %d to %d (292 years)", min, maxSeconds)))
+	}
+}
+
+func (v *validator) spec(s *v1.PodSpec, p *field.Path) {
 	switch s.RestartPolicy {
 	case v1.RestartPolicyAlways, v1.RestartPolicyOnFailure, v1.RestartPolicyNever:
 	default:
-		v.add("spec.restartPolicy", "%q: want Always, OnFailure or Never", s.RestartPolicy)
+		v.add(field.NotSupported(p.Child("restartPolicy"), s.RestartPolicy,
+			[]v1.RestartPolicy{v1.RestartPolicyAlways, v1.RestartPolicyOnFailure, v1.RestartPolicyNever}))
 	}
 	switch s.DNSPolicy {
 	case v1.DNSClusterFirst, v1.DNSClusterFirstWithHostNet, v1.DNSDefault, v1.DNSNone:
 	default:
-		v.add("spec.dnsPolicy", "%q: want ClusterFirst, ClusterFirstWithHostNet, Default or None", s.DNSPolicy)
+		v.add(field.NotSupported(p.Child("dnsPolicy"), s.DNSPolicy,
+			[]v1.DNSPolicy{v1.DNSClusterFirst, v1.DNSClusterFirstWithHostNet, v1.DNSDefault, v1.DNSNone}))
 	}
-	if g := s.TerminationGracePeriodSeconds; g != nil && *g < 0 {
-		v.add("spec.terminationGracePeriodSeconds", "must not be negative")
-	}
-	if d := s.ActiveDeadlineSeconds; d != nil && (*d <= 0 || *d > math.MaxInt32) {
-		v.add("spec.activeDeadlineSeconds", "must be positive and at most %d", math.MaxInt32)
+	// A negative grace period was made 1 with a warning (setAPIDefaults).
+	v.seconds(p.Child("terminationGracePeriodSeconds"), s.TerminationGracePeriodSeconds, 0)
+	if d := s.ActiveDeadlineSeconds; d != nil && (*d < 1 || *d > math.MaxInt32) {
+		v.add(field.Invalid(p.Child("activeDeadlineSeconds"), *d, validation.InclusiveRangeError(1, math.MaxInt32)))
 	}
 	if s.ServiceAccountName != "" {
-		v.add("spec.serviceAccountName", "static pods may not reference serviceaccounts")
+		v.add(field.Forbidden(p.Child("serviceAccountName"), "static pods may not reference serviceaccounts"))
 	}
 	if len(s.ResourceClaims) > 0 {
-		v.add("spec.resourceClaims", "static pods may not use ResourceClaims")
+		v.add(field.Forbidden(p.Child("resourceClaims"), "static pods may not use ResourceClaims"))
 	}
 	if len(s.EphemeralContainers) > 0 {
-		v.add("spec.ephemeralContainers", "not allowed in a static pod")
+		v.add(field.Forbidden(p.Child("ephemeralContainers"), "not allowed in a static pod"))
 	}
 	// Refused rather than run differently from what the manifest asks.
 	if s.ShareProcessNamespace != nil && *s.ShareProcessNamespace {
-		v.add("spec.shareProcessNamespace", "not supported by staticpodd yet")
+		v.add(field.Forbidden(p.Child("shareProcessNamespace"), "not supported by staticpodd yet"))
 	}
 	if sc := s.SecurityContext; sc != nil {
-		v.ids("spec.securityContext", sc.RunAsUser, sc.RunAsGroup)
+		v.ids(p.Child("securityContext"), sc.RunAsUser, sc.RunAsGroup, sc.SupplementalGroups)
+		if g := sc.FSGroup; g != nil {
+			v.invalid(p.Child("securityContext", "fsGroup"), *g, validation.IsValidGroupID(*g))
+		}
 	}
-	volumes := v.volumes(s.Volumes)
+	volumes := v.volumes(s.Volumes, p.Child("volumes"))
 	if len(s.Containers) == 0 {
-		v.add("spec.containers", "at least one container is required")
+		v.add(field.Required(p.Child("containers"), "at least one container is required"))
 	}
 	names := map[string]string{}
 	for i := range s.InitContainers {
-		v.container(fmt.Sprintf("spec.initContainers[%d]", i), &s.InitContainers[i], true, s.HostNetwork, volumes, names)
+		v.container(p.Child("initContainers").Index(i), &s.InitContainers[i], true, s.HostNetwork, volumes, names)
 	}
 	for i := range s.Containers {
-		v.container(fmt.Sprintf("spec.containers[%d]", i), &s.Containers[i], false, s.HostNetwork, volumes, names)
+		v.container(p.Child("containers").Index(i), &s.Containers[i], false, s.HostNetwork, volumes, names)
 	}
 	for i := range s.InitContainers {
-		v.lifecycle(fmt.Sprintf("spec.initContainers[%d]", i), &s.InitContainers[i], s, true)
+		v.lifecycle(p.Child("initContainers").Index(i), &s.InitContainers[i], s, true)
 	}
 	for i := range s.Containers {
-		v.lifecycle(fmt.Sprintf("spec.containers[%d]", i), &s.Containers[i], s, false)
+		v.lifecycle(p.Child("containers").Index(i), &s.Containers[i], s, false)
 	}
 }
 
 // lifecycle checks a container's hooks, stop signal and termination message
 // as the API server's validateLifecycle and validateContainerCommon do.
-func (v validator) lifecycle(field string, c *v1.Container, s *v1.PodSpec, init bool) {
+func (v *validator) lifecycle(p *field.Path, c *v1.Container, s *v1.PodSpec, init bool) {
 	switch c.TerminationMessagePolicy {
 	case v1.TerminationMessageReadFile, v1.TerminationMessageFallbackToLogsOnError:
 	default:
-		v.add(field+".terminationMessagePolicy", "%q: want File or FallbackToLogsOnError", c.TerminationMessagePolicy)
+		v.add(field.NotSupported(p.Child("terminationMessagePolicy"), c.TerminationMessagePolicy,
+			[]string{string(v1.TerminationMessageReadFile), string(v1.TerminationMessageFallbackToLogsOnError)}))
 	}
 	l := c.Lifecycle
 	if l == nil {
 		return
 	}
+	lp := p.Child("lifecycle")
 	if init && c.RestartPolicy == nil {
-		v.add(field+".lifecycle", "may not be set for init containers without restartPolicy=Always")
+		v.add(field.Forbidden(lp, "may not be set for init containers without restartPolicy=Always"))
 		return
 	}
-	v.hook(field+".lifecycle.postStart", l.PostStart, s.TerminationGracePeriodSeconds)
-	v.hook(field+".lifecycle.preStop", l.PreStop, s.TerminationGracePeriodSeconds)
+	v.hook(lp.Child("postStart"), l.PostStart, s.TerminationGracePeriodSeconds)
+	v.hook(lp.Child("preStop"), l.PreStop, s.TerminationGracePeriodSeconds)
 	if l.StopSignal != nil {
 		sig := string(*l.StopSignal)
+		sp := lp.Child("stopSignal")
 		switch {
 		case s.OS == nil || s.OS.Name == "":
-			v.add(field+".lifecycle.stopSignal", "may not be set for containers with empty `spec.os.name`")
+			v.add(field.Forbidden(sp, "may not be set for containers with empty `spec.os.name`"))
 		case s.OS.Name == v1.Windows:
 			if sig != "SIGKILL" && sig != "SIGTERM" {
-				v.add(field+".lifecycle.stopSignal", "%q: supported values: \"SIGKILL\", \"SIGTERM\"", sig)
+				v.add(field.NotSupported(sp, sig, []string{"SIGKILL", "SIGTERM"}))
 			}
 		case s.OS.Name == v1.Linux:
 			if !slices.Contains(podspec.StopSignalNames, sig) {
-				v.add(field+".lifecycle.stopSignal", "%q: not a supported signal (SIGTERM, SIGUSR1, SIGRTMIN+1, ...)", sig)
+				v.add(field.Invalid(sp, sig, "not a supported signal (SIGTERM, SIGUSR1, SIGRTMIN+1, ...)"))
 			}
 		}
 	}
 }
 
 // hook checks a postStart or preStop handler (the API server's validateHandler).
-func (v validator) hook(field string, h *v1.LifecycleHandler, grace *int64) {
+func (v *validator) hook(p *field.Path, h *v1.LifecycleHandler, grace *int64) {
 	if h == nil {
 		return
 	}
@@ -193,33 +217,35 @@ func (v validator) hook(field string, h *v1.LifecycleHandler, grace *int64) {
 		}
 	}
 	if n == 0 {
-		v.add(field, "must specify a handler type")
+		v.add(field.Required(p, "must specify a handler type"))
 	}
 	if n > 1 {
-		v.add(field, "may not specify more than 1 handler type")
+		v.add(field.Forbidden(p, "may not specify more than 1 handler type"))
 	}
 	if e := h.Exec; e != nil && len(e.Command) == 0 {
-		v.add(field+".exec.command", "required")
+		v.add(field.Required(p.Child("exec", "command"), ""))
 	}
 	if g := h.HTTPGet; g != nil {
+		gp := p.Child("httpGet")
 		if g.Path == "" {
-			v.add(field+".httpGet.path", "required")
+			v.add(field.Required(gp.Child("path"), ""))
 		}
 		switch g.Port.Type {
 		case intstr.Int:
-			v.msgs(field+".httpGet.port", validation.IsValidPortNum(g.Port.IntValue()))
+			v.invalid(gp.Child("port"), g.Port.IntValue(), validation.IsValidPortNum(g.Port.IntValue()))
 		default:
-			v.msgs(field+".httpGet.port", validation.IsValidPortName(g.Port.StrVal))
+			v.invalid(gp.Child("port"), g.Port.StrVal, validation.IsValidPortName(g.Port.StrVal))
 		}
 		if g.Scheme != v1.URISchemeHTTP && g.Scheme != v1.URISchemeHTTPS {
-			v.add(field+".httpGet.scheme", "%q: want HTTP or HTTPS", g.Scheme)
+			v.add(field.NotSupported(gp.Child("scheme"), g.Scheme, []string{string(v1.URISchemeHTTP), string(v1.URISchemeHTTPS)}))
 		}
-		for _, hd := range g.HTTPHeaders {
-			v.msgs(field+".httpGet.httpHeaders", validation.IsHTTPHeaderName(hd.Name))
+		for i, hd := range g.HTTPHeaders {
+			v.invalid(gp.Child("httpHeaders").Index(i).Child("name"), hd.Name, validation.IsHTTPHeaderName(hd.Name))
 		}
 	}
 	if sl := h.Sleep; sl != nil && grace != nil && (sl.Seconds < 0 || sl.Seconds > *grace) {
-		v.add(field+".sleep", "%d: must be non-negative and less than terminationGracePeriodSeconds (%d)", sl.Seconds, *grace)
+		v.add(field.Invalid(p.Child("sleep", "seconds"), sl.Seconds,
+			fmt.Sprintf("must be non-negative and less than terminationGracePeriodSeconds (%d)", *grace)))
 	}
 }
 
@@ -235,55 +261,79 @@ func volumeSourceCount(s *v1.VolumeSource) int {
 	return n
 }
 
-var hostPathTypes = map[v1.HostPathType]bool{
-	v1.HostPathUnset: true, v1.HostPathDirectoryOrCreate: true, v1.HostPathDirectory: true,
-	v1.HostPathFileOrCreate: true, v1.HostPathFile: true, v1.HostPathSocket: true,
-	v1.HostPathCharDev: true, v1.HostPathBlockDev: true,
+var hostPathTypes = []v1.HostPathType{
+	v1.HostPathUnset, v1.HostPathDirectoryOrCreate, v1.HostPathDirectory,
+	v1.HostPathFileOrCreate, v1.HostPathFile, v1.HostPathSocket,
+	v1.HostPathCharDev, v1.HostPathBlockDev,
 }
 
 // volumes checks the pod's volumes and returns them by name.
-func (v validator) volumes(vols []v1.Volume) map[string]*v1.Volume {
+func (v *validator) volumes(vols []v1.Volume, p *field.Path) map[string]*v1.Volume {
 	byName := map[string]*v1.Volume{}
 	for i := range vols {
 		vol := &vols[i]
-		field := fmt.Sprintf("spec.volumes[%d]", i)
-		v.msgs(field+".name", validation.IsDNS1123Label(vol.Name))
+		vp := p.Index(i)
+		v.invalid(vp.Child("name"), vol.Name, validation.IsDNS1123Label(vol.Name))
 		if _, dup := byName[vol.Name]; dup {
-			v.add(field+".name", "duplicate volume name %q", vol.Name)
+			v.add(field.Duplicate(vp.Child("name"), vol.Name))
 		}
 		byName[vol.Name] = vol
 		if n := volumeSourceCount(&vol.VolumeSource); n > 1 {
-			v.add(field, "%d volume sources set: want exactly one", n)
+			v.add(field.Forbidden(vp, fmt.Sprintf("%d volume sources set: may not specify more than 1 volume type", n)))
 			continue
 		}
 		switch s := vol.VolumeSource; {
 		case s.HostPath != nil:
-			p := s.HostPath.Path
-			if !path.IsAbs(p) {
-				v.add(field+".hostPath.path", "%q is not an absolute path", p)
-			} else if hasBacksteps(p) {
-				v.add(field+".hostPath.path", "must not contain '..'")
-			}
-			if t := s.HostPath.Type; t != nil && !hostPathTypes[*t] {
-				v.add(field+".hostPath.type", "%q is not a hostPath type", *t)
+			hp := vp.Child("hostPath")
+			v.absolute(hp.Child("path"), s.HostPath.Path)
+			if t := s.HostPath.Type; t != nil && !contains(hostPathTypes, *t) {
+				v.add(field.NotSupported(hp.Child("type"), *t, hostPathTypes))
 			}
 		case s.EmptyDir != nil:
 			switch s.EmptyDir.Medium {
 			case v1.StorageMediumDefault, v1.StorageMediumMemory:
 			default:
-				v.add(field+".emptyDir.medium", "%q: want \"\" or Memory", s.EmptyDir.Medium)
+				v.add(field.NotSupported(vp.Child("emptyDir", "medium"), s.EmptyDir.Medium,
+					[]v1.StorageMedium{v1.StorageMediumDefault, v1.StorageMediumMemory}))
 			}
 			if l := s.EmptyDir.SizeLimit; l != nil && l.Sign() < 0 {
-				v.add(field+".emptyDir.sizeLimit", "must not be negative")
+				v.add(field.Invalid(vp.Child("emptyDir", "sizeLimit"), l.String(), "must not be negative"))
 			}
 		case s.Secret != nil, s.ConfigMap != nil, s.Projected != nil, s.PersistentVolumeClaim != nil,
 			s.CSI != nil, s.Ephemeral != nil, s.Image != nil:
-			v.add(field, "static pods may only use hostPath and emptyDir volumes: this one needs the API server")
+			v.add(field.Forbidden(vp, "static pods may only use hostPath and emptyDir volumes: this one needs the API server"))
 		default:
-			v.add(field, "volume type not supported by staticpodd: use hostPath or emptyDir")
+			v.add(field.Forbidden(vp, "volume type not supported by staticpodd: use hostPath or emptyDir"))
 		}
 	}
 	return byName
+}
+
+func contains[T comparable](list []T, x T) bool {
+	for _, e := range list {
+		if e == x {
+			return true
+		}
+	}
+	return false
+}
+
+// absolute wants an absolute path without '..' (the API's
+// validatePathNoBacksteps, which apimachinery does not have).
+func (v *validator) absolute(p *field.Path, s string) {
+	switch {
+	case !path.IsAbs(s):
+		v.add(field.Invalid(p, s, "must be an absolute path"))
+	case hasBacksteps(s):
+		v.add(field.Invalid(p, s, "must not contain '..'"))
+	}
+}
+
+// relative wants a relative path without '..' (the API's validateLocalDescendingPath).
+func (v *validator) relative(p *field.Path, s string) {
+	if path.IsAbs(s) || hasBacksteps(s) {
+		v.add(field.Invalid(p, s, "must be a relative path without '..'"))
+	}
 }
 
 func hasBacksteps(p string) bool {
@@ -295,218 +345,260 @@ func hasBacksteps(p string) bool {
 	return false
 }
 
-func (v validator) ids(field string, user, group *int64) {
-	if user != nil && *user < 0 {
-		v.add(field+".runAsUser", "must not be negative")
+// ids checks user and group IDs as the API does (IsValidUserID,
+// IsValidGroupID: 0 to 2147483647); larger ones would wrap when handed to
+// the kernel as 32-bit IDs.
+func (v *validator) ids(p *field.Path, user, group *int64, groups []int64) {
+	if user != nil {
+		v.invalid(p.Child("runAsUser"), *user, validation.IsValidUserID(*user))
 	}
-	if group != nil && *group < 0 {
-		v.add(field+".runAsGroup", "must not be negative")
+	if group != nil {
+		v.invalid(p.Child("runAsGroup"), *group, validation.IsValidGroupID(*group))
+	}
+	for i, g := range groups {
+		v.invalid(p.Child("supplementalGroups").Index(i), g, validation.IsValidGroupID(g))
 	}
 }
 
-func (v validator) container(field string, c *v1.Container, init, hostNetwork bool, volumes map[string]*v1.Volume, names map[string]string) {
-	v.msgs(field+".name", validation.IsDNS1123Label(c.Name))
+func (v *validator) container(p *field.Path, c *v1.Container, init, hostNetwork bool, volumes map[string]*v1.Volume, names map[string]string) {
+	v.invalid(p.Child("name"), c.Name, validation.IsDNS1123Label(c.Name))
 	if prev, dup := names[c.Name]; dup && c.Name != "" {
-		v.add(field+".name", "duplicate container name %q (also %s)", c.Name, prev)
+		e := field.Duplicate(p.Child("name"), c.Name)
+		e.Detail = "also " + prev
+		v.add(e)
 	}
-	names[c.Name] = field
-	if strings.TrimSpace(c.Image) == "" {
-		v.add(field+".image", "required")
-	} else if strings.TrimSpace(c.Image) != c.Image {
-		v.add(field+".image", "must not have leading or trailing whitespace")
-	} else if _, err := podspec.NormalizeImage(c.Image); err != nil {
+	names[c.Name] = p.String()
+	switch img := c.Image; {
+	case strings.TrimSpace(img) == "":
+		v.add(field.Required(p.Child("image"), ""))
+	case strings.TrimSpace(img) != img:
+		v.add(field.Invalid(p.Child("image"), img, "must not have leading or trailing whitespace"))
+	default:
 		// The kubelet accepts the pod and leaves the container waiting with
 		// InvalidImageName (parsers.ParseImageName at pull time); refusing the
 		// manifest says so at once, and keeps a last good pod running.
-		v.add(field+".image", "%s", err)
+		if _, err := podspec.NormalizeImage(img); err != nil {
+			msg := strings.TrimPrefix(err.Error(), fmt.Sprintf("invalid image reference %q: ", img))
+			v.add(field.Invalid(p.Child("image"), img, "not an image reference: "+msg))
+		}
 	}
-	if c.RestartPolicy != nil && (!init || *c.RestartPolicy != v1.ContainerRestartPolicyAlways) {
-		v.add(field+".restartPolicy", "only Always, and only on an init container (a sidecar), is supported")
+	if rp := c.RestartPolicy; rp != nil && (!init || *rp != v1.ContainerRestartPolicyAlways) {
+		if init {
+			v.add(field.NotSupported(p.Child("restartPolicy"), *rp, []v1.ContainerRestartPolicy{v1.ContainerRestartPolicyAlways}))
+		} else {
+			v.add(field.Forbidden(p.Child("restartPolicy"), "only an init container (a sidecar) may have one"))
+		}
 	}
 	switch c.ImagePullPolicy {
 	case v1.PullAlways, v1.PullIfNotPresent, v1.PullNever:
 	default:
-		v.add(field+".imagePullPolicy", "%q: want Always, IfNotPresent or Never", c.ImagePullPolicy)
+		v.add(field.NotSupported(p.Child("imagePullPolicy"), c.ImagePullPolicy, []v1.PullPolicy{v1.PullAlways, v1.PullIfNotPresent, v1.PullNever}))
 	}
 	if c.WorkingDir != "" && !path.IsAbs(c.WorkingDir) {
-		v.add(field+".workingDir", "%q is not an absolute path", c.WorkingDir)
+		v.add(field.Invalid(p.Child("workingDir"), c.WorkingDir, "must be an absolute path"))
 	}
-	v.ports(field, c.Ports, hostNetwork)
-	v.env(field, c)
-	v.mounts(field, c.VolumeMounts, volumes)
-	v.resources(field+".resources", &c.Resources)
+	v.ports(p.Child("ports"), c.Ports, hostNetwork)
+	v.env(p, c)
+	v.mounts(p.Child("volumeMounts"), c.VolumeMounts, volumes)
+	v.resources(p.Child("resources"), &c.Resources)
 	if sc := c.SecurityContext; sc != nil {
-		v.ids(field+".securityContext", sc.RunAsUser, sc.RunAsGroup)
+		v.ids(p.Child("securityContext"), sc.RunAsUser, sc.RunAsGroup, nil)
 	}
-	for name, p := range map[string]*v1.Probe{"livenessProbe": c.LivenessProbe, "readinessProbe": c.ReadinessProbe, "startupProbe": c.StartupProbe} {
-		v.probe(field+"."+name, p)
-	}
-	if init && c.RestartPolicy == nil {
-		for name, p := range map[string]*v1.Probe{"livenessProbe": c.LivenessProbe, "readinessProbe": c.ReadinessProbe, "startupProbe": c.StartupProbe} {
-			if p != nil {
-				v.add(field+"."+name, "may not be set for init containers without restartPolicy=Always")
-			}
+	probes := []struct {
+		name string
+		p    *v1.Probe
+	}{{"livenessProbe", c.LivenessProbe}, {"readinessProbe", c.ReadinessProbe}, {"startupProbe", c.StartupProbe}}
+	for _, pr := range probes {
+		if pr.p == nil {
+			continue
 		}
-	}
-	// The API server's validateLivenessProbe, validateStartupProbe and
-	// validateReadinessProbe.
-	for name, p := range map[string]*v1.Probe{"livenessProbe": c.LivenessProbe, "startupProbe": c.StartupProbe} {
-		if p != nil && p.SuccessThreshold != 1 {
-			v.add(field+"."+name+".successThreshold", "must be 1")
+		pp := p.Child(pr.name)
+		v.probe(pp, pr.p)
+		if init && c.RestartPolicy == nil {
+			v.add(field.Forbidden(pp, "may not be set for init containers without restartPolicy=Always"))
 		}
-	}
-	if p := c.ReadinessProbe; p != nil && p.TerminationGracePeriodSeconds != nil {
-		v.add(field+".readinessProbe.terminationGracePeriodSeconds", "must not be set for readinessProbes")
+		// The API server's validateLivenessProbe, validateStartupProbe and
+		// validateReadinessProbe.
+		if pr.name != "readinessProbe" && pr.p.SuccessThreshold != 1 {
+			v.add(field.Invalid(pp.Child("successThreshold"), pr.p.SuccessThreshold, "must be 1"))
+		}
+		if pr.name == "readinessProbe" && pr.p.TerminationGracePeriodSeconds != nil {
+			v.add(field.Invalid(pp.Child("terminationGracePeriodSeconds"), *pr.p.TerminationGracePeriodSeconds, "must not be set for readinessProbes"))
+		}
 	}
 }
 
-func (v validator) ports(field string, ports []v1.ContainerPort, hostNetwork bool) {
+var protocols = []v1.Protocol{v1.ProtocolTCP, v1.ProtocolUDP, v1.ProtocolSCTP}
+
+func (v *validator) ports(p *field.Path, ports []v1.ContainerPort, hostNetwork bool) {
 	names := map[string]bool{}
-	for i, p := range ports {
-		pf := fmt.Sprintf("%s.ports[%d]", field, i)
-		if p.Name != "" {
-			v.msgs(pf+".name", validation.IsValidPortName(p.Name))
-			if names[p.Name] {
-				v.add(pf+".name", "duplicate port name %q", p.Name)
+	for i, port := range ports {
+		pp := p.Index(i)
+		if port.Name != "" {
+			v.invalid(pp.Child("name"), port.Name, validation.IsValidPortName(port.Name))
+			if names[port.Name] {
+				v.add(field.Duplicate(pp.Child("name"), port.Name))
 			}
-			names[p.Name] = true
+			names[port.Name] = true
 		}
-		v.msgs(pf+".containerPort", validation.IsValidPortNum(int(p.ContainerPort)))
-		if p.HostPort != 0 {
-			v.msgs(pf+".hostPort", validation.IsValidPortNum(int(p.HostPort)))
+		v.invalid(pp.Child("containerPort"), port.ContainerPort, validation.IsValidPortNum(int(port.ContainerPort)))
+		if port.HostPort != 0 {
+			v.invalid(pp.Child("hostPort"), port.HostPort, validation.IsValidPortNum(int(port.HostPort)))
 		}
-		if hostNetwork && p.HostPort != p.ContainerPort {
-			v.add(pf+".hostPort", "must equal containerPort with hostNetwork")
+		if hostNetwork && port.HostPort != port.ContainerPort {
+			v.add(field.Invalid(pp.Child("hostPort"), port.HostPort, "must match `containerPort` when `hostNetwork` is true"))
 		}
-		switch p.Protocol {
-		case v1.ProtocolTCP, v1.ProtocolUDP, v1.ProtocolSCTP:
-		default:
-			v.add(pf+".protocol", "%q: want TCP, UDP or SCTP", p.Protocol)
+		if !contains(protocols, port.Protocol) {
+			v.add(field.NotSupported(pp.Child("protocol"), port.Protocol, protocols))
 		}
-		if p.HostIP != "" {
-			if net.ParseIP(p.HostIP) == nil {
-				v.add(pf+".hostIP", "%q is not an IP address", p.HostIP)
-			}
+		if port.HostIP != "" {
+			v.add(validation.IsValidIP(pp.Child("hostIP"), port.HostIP)...)
 		}
 	}
 }
 
-var fieldPaths = map[string]bool{
-	"metadata.name": true, "metadata.namespace": true, "metadata.uid": true,
-	"spec.nodeName": true, "spec.serviceAccountName": true,
-	"status.podIP": true, "status.podIPs": true, "status.hostIP": true, "status.hostIPs": true,
+var fieldPaths = []string{
+	"metadata.name", "metadata.namespace", "metadata.uid",
+	"spec.nodeName", "spec.serviceAccountName",
+	"status.podIP", "status.podIPs", "status.hostIP", "status.hostIPs",
 }
 
-func (v validator) env(field string, c *v1.Container) {
+var resourceFields = []string{
+	"limits.cpu", "limits.memory", "limits.ephemeral-storage",
+	"requests.cpu", "requests.memory", "requests.ephemeral-storage",
+}
+
+func (v *validator) env(p *field.Path, c *v1.Container) {
 	if len(c.EnvFrom) > 0 {
-		v.add(field+".envFrom", "static pods may not reference configmaps or secrets")
+		v.add(field.Forbidden(p.Child("envFrom"), "static pods may not reference configmaps or secrets"))
 	}
 	for i, e := range c.Env {
-		ef := fmt.Sprintf("%s.env[%d]", field, i)
-		v.msgs(ef+".name", validation.IsEnvVarName(e.Name))
+		ep := p.Child("env").Index(i)
+		v.invalid(ep.Child("name"), e.Name, validation.IsEnvVarName(e.Name))
 		from := e.ValueFrom
 		if from == nil {
 			continue
 		}
+		fp := ep.Child("valueFrom")
 		if e.Value != "" {
-			v.add(ef+".valueFrom", "may not be set when value is not empty")
+			v.add(field.Invalid(fp, "", "may not be specified when `value` is not empty"))
 		}
 		switch {
 		case from.FieldRef != nil:
-			p := from.FieldRef.FieldPath
-			if !fieldPaths[p] && !strings.HasPrefix(p, "metadata.labels['") && !strings.HasPrefix(p, "metadata.annotations['") {
-				v.add(ef+".valueFrom.fieldRef.fieldPath", "%q is not a supported field", p)
+			fieldPath := from.FieldRef.FieldPath
+			if !contains(fieldPaths, fieldPath) && !strings.HasPrefix(fieldPath, "metadata.labels['") && !strings.HasPrefix(fieldPath, "metadata.annotations['") {
+				v.add(field.NotSupported(fp.Child("fieldRef", "fieldPath"), fieldPath, fieldPaths))
 			}
 		case from.ResourceFieldRef != nil:
 			r := from.ResourceFieldRef
 			if r.ContainerName != "" && r.ContainerName != c.Name {
-				v.add(ef+".valueFrom.resourceFieldRef.containerName", "only this container (%s) is supported", c.Name)
+				v.add(field.Invalid(fp.Child("resourceFieldRef", "containerName"), r.ContainerName, "only this container ("+c.Name+") is supported"))
 			}
-			switch r.Resource {
-			case "limits.cpu", "limits.memory", "limits.ephemeral-storage",
-				"requests.cpu", "requests.memory", "requests.ephemeral-storage":
-			default:
-				v.add(ef+".valueFrom.resourceFieldRef.resource", "%q is not a supported resource", r.Resource)
+			if !contains(resourceFields, r.Resource) {
+				v.add(field.NotSupported(fp.Child("resourceFieldRef", "resource"), r.Resource, resourceFields))
 			}
 		case from.SecretKeyRef != nil, from.ConfigMapKeyRef != nil:
-			v.add(ef+".valueFrom", "static pods may not reference configmaps or secrets")
+			v.add(field.Forbidden(fp, "static pods may not reference configmaps or secrets"))
 		default:
-			v.add(ef+".valueFrom", "no source set")
+			v.add(field.Invalid(fp, "", "must specify one of: `fieldRef`, `resourceFieldRef`"))
 		}
 	}
 }
 
-func (v validator) mounts(field string, mounts []v1.VolumeMount, volumes map[string]*v1.Volume) {
+func (v *validator) mounts(p *field.Path, mounts []v1.VolumeMount, volumes map[string]*v1.Volume) {
 	paths := map[string]bool{}
 	for i, m := range mounts {
-		mf := fmt.Sprintf("%s.volumeMounts[%d]", field, i)
+		mp := p.Index(i)
 		if _, ok := volumes[m.Name]; !ok {
-			v.add(mf+".name", "volume %q not found in spec.volumes", m.Name)
+			v.add(field.NotFound(mp.Child("name"), m.Name))
 		}
 		if !path.IsAbs(m.MountPath) {
-			v.add(mf+".mountPath", "%q is not an absolute path", m.MountPath)
+			v.add(field.Invalid(mp.Child("mountPath"), m.MountPath, "must be an absolute path"))
 		} else if paths[path.Clean(m.MountPath)] {
-			v.add(mf+".mountPath", "%q is mounted twice", m.MountPath)
+			v.add(field.Invalid(mp.Child("mountPath"), m.MountPath, "must be unique"))
 		}
 		paths[path.Clean(m.MountPath)] = true
-		if m.SubPath != "" && (path.IsAbs(m.SubPath) || hasBacksteps(m.SubPath)) {
-			v.add(mf+".subPath", "%q must be a relative path without '..'", m.SubPath)
+		if m.SubPath != "" {
+			v.relative(mp.Child("subPath"), m.SubPath)
 		}
 		switch {
 		case m.SubPathExpr != "" && m.SubPath != "":
-			v.add(mf+".subPathExpr", "subPathExpr and subPath are mutually exclusive")
-		case m.SubPathExpr != "" && (path.IsAbs(m.SubPathExpr) || hasBacksteps(m.SubPathExpr)):
-			v.add(mf+".subPathExpr", "%q must be a relative path without '..'", m.SubPathExpr)
+			v.add(field.Invalid(mp.Child("subPathExpr"), m.SubPathExpr, "subPathExpr and subPath are mutually exclusive"))
+		case m.SubPathExpr != "":
+			v.relative(mp.Child("subPathExpr"), m.SubPathExpr)
 		}
 	}
 }
 
-func (v validator) resources(field string, r *v1.ResourceRequirements) {
-	check := func(kind string, rl v1.ResourceList) {
-		for name, q := range rl {
-			if q.Sign() < 0 {
-				v.add(fmt.Sprintf("%s.%s[%s]", field, kind, name), "must not be negative")
+func (v *validator) resources(p *field.Path, r *v1.ResourceRequirements) {
+	for _, kind := range []struct {
+		name string
+		list v1.ResourceList
+	}{{"limits", r.Limits}, {"requests", r.Requests}} {
+		for name, q := range kind.list {
+			rp := p.Child(kind.name).Key(string(name))
+			if lim, ok := r.Limits[name]; ok && kind.name == "requests" && q.Cmp(lim) == 0 {
+				continue // defaulted from the limit, or the same: said of the limit
 			}
-			if !strings.Contains(string(name), "/") && !knownResources[name] && !strings.HasPrefix(string(name), v1.ResourceHugePagesPrefix) {
-				v.add(fmt.Sprintf("%s.%s[%s]", field, kind, name), "unknown resource name")
+			if q.Sign() < 0 {
+				v.add(field.Invalid(rp, q.String(), "must be greater than or equal to 0"))
+			}
+			if most := largestQuantity(name); q.Cmp(most) > 0 {
+				// The kubelet converts it with Value or MilliValue, which
+				// wrap: 1e1000000 bytes of memory is a limit of 0.
+				v.add(field.Invalid(rp, q.String(), "must be at most "+most.String()+": a larger value does not fit the cgroup setting"))
+			}
+			switch {
+			case knownResources[name], strings.HasPrefix(string(name), v1.ResourceHugePagesPrefix):
+			case strings.Contains(string(name), "/"):
+				v.invalid(rp, string(name), validation.IsQualifiedName(string(name)))
+			default:
+				v.add(field.Invalid(rp, string(name), "unknown resource name: want cpu, memory, ephemeral-storage, hugepages-<size> or a domain-prefixed name"))
 			}
 		}
 	}
-	check("limits", r.Limits)
-	check("requests", r.Requests)
 	for name, req := range r.Requests {
 		if lim, ok := r.Limits[name]; ok && req.Cmp(lim) > 0 {
-			v.add(fmt.Sprintf("%s.requests[%s]", field, name), "%s is above the limit %s", req.String(), lim.String())
+			v.add(field.Invalid(p.Child("requests").Key(string(name)), req.String(), "must be less than or equal to "+string(name)+" limit of "+lim.String()))
 		}
 	}
+}
+
+// largestQuantity is the largest value of resource name that converts to
+// its cgroup setting without overflow: in milli-units for cpu, in units
+// (bytes) for the others.
+func largestQuantity(name v1.ResourceName) resource.Quantity {
+	if name == v1.ResourceCPU {
+		return *resource.NewMilliQuantity(math.MaxInt64, resource.DecimalSI)
+	}
+	return *resource.NewQuantity(math.MaxInt64, resource.BinarySI)
 }
 
 var knownResources = map[v1.ResourceName]bool{
 	v1.ResourceCPU: true, v1.ResourceMemory: true, v1.ResourceEphemeralStorage: true,
 }
 
-func (v validator) probe(field string, p *v1.Probe) {
-	if p == nil {
-		return
-	}
+func (v *validator) probe(p *field.Path, pr *v1.Probe) {
 	n := 0
-	for _, set := range []bool{p.Exec != nil, p.HTTPGet != nil, p.TCPSocket != nil, p.GRPC != nil} {
+	for _, set := range []bool{pr.Exec != nil, pr.HTTPGet != nil, pr.TCPSocket != nil, pr.GRPC != nil} {
 		if set {
 			n++
 		}
 	}
-	if n != 1 {
-		v.add(field, "%d handlers set: want exactly one of exec, httpGet, tcpSocket, grpc", n)
+	switch {
+	case n == 0:
+		v.add(field.Required(p, "must specify a handler type: one of exec, httpGet, tcpSocket, grpc"))
+	case n > 1:
+		v.add(field.Forbidden(p, fmt.Sprintf("%d handlers set: may not specify more than 1 handler type", n)))
 	}
-	for name, val := range map[string]int32{
-		"initialDelaySeconds": p.InitialDelaySeconds, "timeoutSeconds": p.TimeoutSeconds,
-		"periodSeconds": p.PeriodSeconds, "successThreshold": p.SuccessThreshold, "failureThreshold": p.FailureThreshold,
+	for _, f := range []struct {
+		name string
+		val  int32
+	}{
+		{"initialDelaySeconds", pr.InitialDelaySeconds}, {"timeoutSeconds", pr.TimeoutSeconds},
+		{"periodSeconds", pr.PeriodSeconds}, {"successThreshold", pr.SuccessThreshold}, {"failureThreshold", pr.FailureThreshold},
 	} {
-		if val < 0 {
-			v.add(field+"."+name, "must not be negative")
-		}
+		v.add(apivalidation.ValidateNonnegativeField(int64(f.val), p.Child(f.name))...)
 	}
-	if g := p.TerminationGracePeriodSeconds; g != nil && *g <= 0 {
-		v.add(field+".terminationGracePeriodSeconds", "must be greater than 0")
-	}
+	v.seconds(p.Child("terminationGracePeriodSeconds"), pr.TerminationGracePeriodSeconds, 1)
 }

@@ -23,49 +23,77 @@ import (
 
 // File delivers the static pods of a directory (one pod per file, not recursive)
 // or of a single file, as the kubelet's file source does: a list at start, then on
-// every inotify event and every period. Unlike the kubelet, a manifest that turns
-// invalid keeps its last good pod (reported as a Problem too), backups and editor
-// leftovers are skipped with a warning, and a single file is watched through its
-// directory so editors that replace it by rename are followed.
+// every inotify event and every period. Unlike the kubelet:
+//   - a manifest that turns invalid keeps its last good pod (reported as a
+//     Problem too), across daemon restarts when Store is set;
+//   - a manifest that disappears and comes back unchanged within settleTime
+//     (an editor saving by moving the old file away) changes nothing, and a
+//     file that cannot be read keeps what it gave;
+//   - backups and editor leftovers are skipped with a warning;
+//   - what leads to the manifests is watched too: the directory holding the
+//     path (a single file, a directory made or deleted, a symlink swapped),
+//     each symlink on the way, and where symlinked manifests lead.
 type File struct {
 	path     string
+	abs      string // path made absolute, to resolve and watch
 	nodeName string
 	period   time.Duration
 	seen     manifest.SeenFunc
 	logger   *slog.Logger
 	relist   chan struct{} // Relist asks Run to list now
 
+	// Store, when set before Run, keeps the manifest of each started pod
+	// with its state, so that the last good pod of a manifest that is
+	// invalid when the daemon starts is found again.
+	Store Store
+
 	// Owned by Run's goroutine.
-	files    map[string]*fileState   // by path
-	seenAt   map[types.UID]time.Time // config.seen of the pods of the last update
-	notes    map[string]string       // one-time messages already logged, by path
-	last     string                  // fingerprint of the last update sent
-	sent     bool
-	missing  bool // the path did not exist at the last list
-	watching string
-	// recheck is set when a file failed while it may still be being written;
-	// Run lists again after settleTime instead of reporting it at once.
-	recheck bool
+	files   map[string]*fileState   // by path
+	seenAt  map[types.UID]time.Time // config.seen of the pods of the last update
+	notes   map[string]string       // one-time messages already logged, by path
+	watches map[string]*watchDir    // by real directory path
+	last    string                  // fingerprint of the last update sent
+	sent    bool
+	missing bool // the path did not exist at the last list
+	isDir   bool // the path was a directory at the last list
+	// recheckAt is when a list must run again: a file that failed while it
+	// may still be being written, or one that disappeared, settles then.
+	recheckAt time.Time
 }
 
-// settleTime is how long after its last change a failing file counts as still
-// being written (cp, scp and editors that write in place): its failure is only
-// reported once it has been left alone that long. Good content is used at once.
+// settleTime is how long a manifest may be in flux before the source acts on
+// it. A file that fails to parse or read less than settleTime after its last
+// change counts as still being written (cp, scp and editors that write in
+// place) and is read again then; a manifest that disappears is taken as
+// removed once it has stayed away that long, so an editor that moves the file
+// away and writes it again (Emacs' first save, vim with backupcopy=no) does
+// not stop the pod. Good content is used at once.
 const settleTime = 500 * time.Millisecond
 
 // fileState is what one manifest file gave the last time its content changed.
 type fileState struct {
 	sum  [sha256.Size]byte
+	data []byte         // the content of the last good parse
 	pods []manifest.Pod // the last good parse; kept when the file turns bad
 	err  error          // why the current content is unusable, nil when it is fine
+	link bool           // the directory entry is a symlink
+	// gone is when the file was first found missing; zero while it is there.
+	gone     time.Time
+	restored bool // the Store was asked for a last good pod already
 }
 
 // NewFile returns a source for path, a directory or one file, on node nodeName,
 // relisting every period (fileCheckFrequency). seen gives the first-seen time of a
 // pod UID for the kubernetes.io/config.seen annotation (nil: the current time).
 func NewFile(path, nodeName string, period time.Duration, seen manifest.SeenFunc, logger *slog.Logger) *File {
+	path = strings.TrimRight(path, string(os.PathSeparator))
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		abs = path
+	}
 	return &File{
-		path:     strings.TrimRight(path, string(os.PathSeparator)),
+		path:     path,
+		abs:      abs,
 		nodeName: nodeName,
 		period:   period,
 		seen:     seen,
@@ -73,6 +101,7 @@ func NewFile(path, nodeName string, period time.Duration, seen manifest.SeenFunc
 		relist:   make(chan struct{}, 1),
 		files:    map[string]*fileState{},
 		notes:    map[string]string{},
+		watches:  map[string]*watchDir{},
 	}
 }
 
@@ -102,31 +131,55 @@ func (f *File) Run(ctx context.Context, out chan<- Update) error {
 	}
 	ticker := time.NewTicker(f.period)
 	defer ticker.Stop()
-	settle := time.NewTimer(settleTime)
+	settle := time.NewTimer(time.Hour)
 	settle.Stop()
 	defer settle.Stop()
 
 	for {
-		f.watch(w)
-		f.recheck = false
+		f.recheckAt = time.Time{}
+		// Watch before listing, so that a change made while the list runs is
+		// an event. A watch the list made necessary (the directory appeared,
+		// a symlinked manifest leads somewhere new) is added after it, and
+		// the list runs again: a change made in between had no watch.
+		f.watch(w, f.links())
 		if f.send(ctx, out, f.list()) != nil {
 			return nil // ctx ended while sending: not an error
 		}
-		if f.recheck {
-			settle.Reset(settleTime)
+		if f.watch(w, f.links()) {
+			continue
 		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-ticker.C:
-		case <-f.relist:
-		case <-settle.C:
-		case ev := <-events:
-			f.logger.Debug("manifest event", "file", ev.Name, "op", ev.Op.String())
-			drain(events)
-		case err := <-watchErrs:
-			f.logger.Warn("watching manifests failed", "err", err)
-			f.watching = "" // add the watch again
+		settle.Stop()
+		if !f.recheckAt.IsZero() {
+			settle.Reset(time.Until(f.recheckAt))
+		}
+	wait:
+		for {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-ticker.C:
+				break wait
+			case <-f.relist:
+				break wait
+			case <-settle.C:
+				break wait
+			case ev := <-events:
+				if !f.relevant(ev) {
+					continue
+				}
+				f.logger.Debug("manifest event", "file", ev.Name, "op", ev.Op.String())
+				drain(events)
+				break wait
+			case err := <-watchErrs:
+				if errors.Is(err, fsnotify.ErrEventOverflow) {
+					// Events were lost: only a full list knows what changed.
+					f.logger.Warn("inotify queue overflowed; listing every manifest again")
+				} else {
+					f.logger.Warn("watching manifests failed; adding the watches again", "err", err)
+					f.unwatchAll(w)
+				}
+				break wait
+			}
 		}
 	}
 }
@@ -136,12 +189,12 @@ func (f *File) Run(ctx context.Context, out chan<- Update) error {
 // changed less than settleTime ago) is read again once it has settled.
 func (f *File) Once(ctx context.Context, out chan<- Update) error {
 	for {
-		f.recheck = false
+		f.recheckAt = time.Time{}
 		u := f.list()
-		if !f.recheck {
+		if f.recheckAt.IsZero() {
 			return f.send(ctx, out, u)
 		}
-		t := time.NewTimer(settleTime)
+		t := time.NewTimer(time.Until(f.recheckAt))
 		select {
 		case <-ctx.Done():
 			t.Stop()
@@ -162,37 +215,28 @@ func drain(events <-chan fsnotify.Event) {
 	}
 }
 
-// watch keeps an inotify watch on the directory, or on the single file's
-// directory, adding it when that appears or comes back.
-func (f *File) watch(w *fsnotify.Watcher) {
-	if w == nil {
-		return
+// links are the manifests that are symlinks.
+func (f *File) links() []string {
+	var out []string
+	for p, st := range f.files {
+		if st.link && st.gone.IsZero() {
+			out = append(out, p)
+		}
 	}
-	target := f.path
-	if fi, err := os.Stat(f.path); err != nil || !fi.IsDir() {
-		target = filepath.Dir(f.path)
-	}
-	if f.watching == target && slices.Contains(w.WatchList(), target) {
-		return
-	}
-	if f.watching != "" && f.watching != target {
-		_ = w.Remove(f.watching) // it may be gone already
-	}
-	f.watching = ""
-	if err := w.Add(target); err != nil {
-		f.noteOnce(target, "watch", "Cannot watch manifest directory yet; relisting periodically", "dir", target, "err", err)
-		return
-	}
-	delete(f.notes, target)
-	f.watching = target
+	slices.Sort(out)
+	return out
 }
 
 // send sends u unless it says the same as the last one sent; the first is always
-// sent, so the source counts as seen even when it is empty.
+// sent, so the source counts as seen even when it is empty. The Store hears
+// of the pods first, so that it has their manifests when they start.
 func (f *File) send(ctx context.Context, out chan<- Update, u Update) error {
 	fp := fingerprint(u)
 	if f.sent && fp == f.last {
 		return nil
+	}
+	if f.Store != nil {
+		f.Store.Offer(manifest.SourceFile, f.manifests())
 	}
 	select {
 	case out <- u:
@@ -201,6 +245,17 @@ func (f *File) send(ctx context.Context, out chan<- Update, u Update) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// manifests are the contents the pods of the set come from.
+func (f *File) manifests() []Manifest {
+	var out []Manifest
+	for p, st := range f.files {
+		for _, pod := range st.pods {
+			out = append(out, Manifest{UID: pod.UID, Source: manifest.SourceFile, Origin: p, Data: st.data})
+		}
+	}
+	return out
 }
 
 func fingerprint(u Update) string {
@@ -216,58 +271,105 @@ func fingerprint(u Update) string {
 
 // list reads the path and returns the update it makes.
 func (f *File) list() Update {
+	now := time.Now()
+	present := map[string]bool{} // the files that are there, readable or not
 	fi, err := os.Stat(f.path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		if !f.missing {
-			f.logger.Info("manifest path does not exist yet; watching for it")
+			f.logger.Info("manifest path does not exist; watching for it")
 		}
 		f.missing = true
-		f.files = map[string]*fileState{}
-		return f.update(nil)
 	case err != nil:
 		// Keep what we had: an unreadable path says nothing about the pods.
-		f.logger.Warn("cannot read manifest path", "err", err)
+		f.noteOnce(f.path, "stat", "cannot read manifest path; keeping its pods", "err", err)
+		f.restoreAll()
 		return f.update(f.paths())
-	}
-	f.missing = false
-	if !fi.IsDir() {
-		f.readFile(f.path, fi.ModTime())
-		f.forgetAllBut([]string{f.path})
-		return f.update([]string{f.path})
-	}
-	entries, err := os.ReadDir(f.path)
-	if err != nil {
-		f.logger.Warn("cannot read manifest directory", "err", err)
-		return f.update(f.paths())
-	}
-	var paths []string
-	for _, e := range entries {
-		p := filepath.Join(f.path, e.Name())
-		if skip, warn := manifest.Skip(e.Name()); skip {
-			if warn {
-				f.noteOnce(p, "backup", "ignoring a file that looks like a backup or editor leftover", "file", p)
+	case !fi.IsDir():
+		delete(f.notes, f.path)
+		f.missing, f.isDir = false, false
+		if f.readFile(f.path, false) {
+			present[f.path] = true
+		}
+	default:
+		f.missing, f.isDir = false, true
+		entries, err := os.ReadDir(f.path)
+		if err != nil {
+			f.noteOnce(f.path, "readdir", "cannot read manifest directory; keeping its pods", "err", err)
+			f.restoreAll()
+			return f.update(f.paths())
+		}
+		delete(f.notes, f.path)
+		for _, e := range entries {
+			p := filepath.Join(f.path, e.Name())
+			if skip, warn := manifest.Skip(e.Name()); skip {
+				if warn {
+					f.noteOnce(p, "backup", "ignoring a file that looks like a backup or editor leftover", "file", p)
+				}
+				continue
 			}
+			fi, err := os.Stat(p) // follows symlinks, as the kubelet does
+			switch {
+			case vanished(p, err):
+				// Removed since the directory was read: gone, as below.
+			case errors.Is(err, fs.ErrNotExist):
+				f.noteOnce(p, "dangling", "ignoring a symlink that leads nowhere", "file", p)
+			case err != nil:
+				// It is there but cannot be looked at (EACCES, ELOOP, EIO):
+				// keep what it gave, as for a file that cannot be read.
+				present[p] = true
+				f.failed(p, err, false)
+			case fi.IsDir():
+				f.noteOnce(p, "dir", "not recursing into a subdirectory of the manifest path", "file", p)
+			case !fi.Mode().IsRegular():
+				f.noteOnce(p, "irregular", "ignoring a manifest path that is not a regular file", "file", p, "mode", fi.Mode().String())
+			default:
+				delete(f.notes, p)
+				if f.readFile(p, e.Type()&fs.ModeSymlink != 0) {
+					present[p] = true
+				}
+			}
+		}
+	}
+	f.settleGone(present, now)
+	return f.update(f.paths())
+}
+
+// settleGone marks the files that are not there as gone, and forgets those
+// gone for settleTime: their pods leave the set. Until then a file keeps its
+// pods, so that one moved away and written again changes nothing.
+func (f *File) settleGone(present map[string]bool, now time.Time) {
+	for p, st := range f.files {
+		if present[p] {
+			st.gone = time.Time{}
 			continue
 		}
-		fi, err := os.Stat(p) // follows symlinks, as the kubelet does
-		switch {
-		case vanished(p, err):
-			// Removed since the directory was read: the next list drops it.
-		case err != nil:
-			f.noteOnce(p, "stat", "cannot read manifest file", "file", p, "err", err)
-		case fi.IsDir():
-			f.noteOnce(p, "dir", "not recursing into a subdirectory of the manifest path", "file", p)
-		case !fi.Mode().IsRegular():
-			f.noteOnce(p, "irregular", "ignoring a manifest path that is not a regular file", "file", p, "mode", fi.Mode().String())
-		default:
-			delete(f.notes, p)
-			f.readFile(p, fi.ModTime())
-			paths = append(paths, p)
+		if st.gone.IsZero() {
+			st.gone = now
+		}
+		if len(st.pods) == 0 || now.Sub(st.gone) >= settleTime {
+			if len(st.pods) > 0 {
+				f.logger.Info("manifest removed", "file", p, "pod", st.pods[0].Name, "goneFor", now.Sub(st.gone).Round(time.Millisecond))
+			}
+			delete(f.files, p)
+			continue
+		}
+		f.recheck(st.gone.Add(settleTime))
+	}
+	for p := range f.notes {
+		if p != f.path && !present[p] && f.watches[p] == nil {
+			if _, err := os.Lstat(p); errors.Is(err, fs.ErrNotExist) {
+				delete(f.notes, p)
+			}
 		}
 	}
-	f.forgetAllBut(paths)
-	return f.update(paths)
+}
+
+// recheck makes Run list again at t at the latest.
+func (f *File) recheck(t time.Time) {
+	if f.recheckAt.IsZero() || t.Before(f.recheckAt) {
+		f.recheckAt = t
+	}
 }
 
 // noteOnce logs msg about path once until the situation changes.
@@ -288,72 +390,132 @@ func (f *File) paths() []string {
 	return out
 }
 
-// forgetAllBut drops the state of files that are gone: their pods leave the set.
-func (f *File) forgetAllBut(paths []string) {
-	for p := range f.files {
-		if !slices.Contains(paths, p) {
-			delete(f.files, p)
-		}
-	}
-	for p := range f.notes {
-		if p != f.watching && !slices.Contains(paths, p) {
-			if _, err := os.Lstat(p); errors.Is(err, fs.ErrNotExist) {
-				delete(f.notes, p)
-			}
-		}
-	}
-}
-
 // readFile parses path when its content changed since the last read, logging
 // warnings and errors once per content. A failure of a file changed less than
-// settleTime ago leaves its state as it was and asks for a recheck.
-func (f *File) readFile(path string, modified time.Time) {
+// settleTime ago leaves its state as it was and asks for a recheck. It reports
+// whether the file is there.
+func (f *File) readFile(path string, link bool) bool {
+	fi, err := os.Stat(path)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return false
+		}
+		f.failed(path, err, link)
+		return true
+	}
 	data, err := readAtMost(path, manifest.MaxSize)
+	if errors.Is(err, fs.ErrNotExist) { // removed between listing and reading
+		return false
+	}
+	settling := time.Since(fi.ModTime()) >= 0 && time.Since(fi.ModTime()) < settleTime
+	if err != nil {
+		if settling {
+			f.recheck(fi.ModTime().Add(settleTime))
+			f.state(path, link)
+			f.restore(path)
+			return true
+		}
+		f.failed(path, err, link)
+		return true
+	}
+	st := f.state(path, link)
+	sum := sha256.Sum256(data)
+	if sum == st.sum && (st.pods != nil || st.err != nil) {
+		return true
+	}
+	parsed := manifest.Check(data, manifest.SourceFile, path, f.nodeName)
+	if len(parsed.Errors) > 0 && settling {
+		f.recheck(fi.ModTime().Add(settleTime))
+		f.restore(path)
+		return true
+	}
+	st.sum = sum
+	for _, w := range parsed.Warnings {
+		f.logger.Warn("manifest warning", "file", path, "field", w.Field, "warning", w.Message)
+	}
+	if len(parsed.Errors) > 0 {
+		st.err = parsed.Err()
+		f.restore(path)
+		attrs := []any{"file", path, "err", st.err}
+		if st.pods != nil {
+			attrs = append(attrs, "kept", st.pods[0].Name)
+		}
+		f.logger.Error("invalid manifest; ignoring it", attrs...)
+		return true
+	}
+	st.err, st.pods, st.data = nil, parsed.Pods, data
+	return true
+}
+
+func (f *File) state(path string, link bool) *fileState {
 	st := f.files[path]
 	if st == nil {
 		st = &fileState{}
 		f.files[path] = st
 	}
-	age := time.Since(modified)
-	settling := age >= 0 && age < settleTime
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) { // removed between listing and reading
-			delete(f.files, path)
-			return
-		}
-		if settling {
-			f.recheck = true
-			return
-		}
-		if st.err == nil || st.err.Error() != err.Error() {
-			f.logger.Warn("Cannot read manifest file", "file", path, "err", err)
-		}
-		st.err, st.sum = err, [sha256.Size]byte{}
-		return
-	}
-	sum := sha256.Sum256(data)
-	if sum == st.sum && (st.pods != nil || st.err != nil) {
-		return
-	}
-	pods, warnings, err := manifest.ParseFile(data, path, f.nodeName)
-	if err != nil && settling {
-		f.recheck = true
-		return
-	}
-	st.sum = sum
-	for _, w := range warnings {
-		f.logger.Warn("manifest warning", "file", path, "warning", w)
-	}
-	if err != nil {
-		st.err = err
+	st.link = link
+	return st
+}
+
+// failed records that path is there but cannot be read: it keeps the pods it
+// gave, and a problem says why.
+func (f *File) failed(path string, err error, link bool) {
+	st := f.state(path, link)
+	if st.err == nil || st.err.Error() != err.Error() {
 		attrs := []any{"file", path, "err", err}
 		if st.pods != nil {
 			attrs = append(attrs, "kept", st.pods[0].Name)
 		}
-		f.logger.Error("invalid manifest; ignoring it", attrs...)
+		f.logger.Warn("cannot read manifest file; keeping its pods", attrs...)
+	}
+	st.err, st.sum = err, [sha256.Size]byte{}
+	f.restore(path)
+}
+
+// restore gives a file that is there but unusable, and has no last good pod
+// in memory (the daemon restarted since), the last good pod the Store kept
+// with the pod's state: the one it ran last.
+func (f *File) restore(path string) {
+	st := f.files[path]
+	if st == nil || st.pods != nil || st.restored || f.Store == nil {
 		return
 	}
-	st.err, st.pods = nil, pods
+	st.restored = true
+	var best *Manifest
+	var pods []manifest.Pod
+	kept := f.Store.Stored(manifest.SourceFile)
+	for i := range kept {
+		m := &kept[i]
+		if m.Origin != path || (best != nil && !m.Seen.After(best.Seen)) {
+			continue
+		}
+		parsed := manifest.Check(m.Data, manifest.SourceFile, path, f.nodeName)
+		if len(parsed.Errors) > 0 || len(parsed.Pods) != 1 || parsed.Pods[0].UID != m.UID {
+			continue // another node name, or no longer valid
+		}
+		best, pods = m, parsed.Pods
+	}
+	if best == nil {
+		return
+	}
+	st.pods, st.data = pods, best.Data
+	f.logger.Warn("manifest unusable at start; running the last good pod kept with its state", "file", path, "pod", pods[0].Name, "uid", pods[0].UID)
+}
+
+// restoreAll, when the manifest path cannot be read before anything was
+// listed, keeps the pods the Store kept for every file under it.
+func (f *File) restoreAll() {
+	if f.sent || f.Store == nil {
+		return
+	}
+	for _, m := range f.Store.Stored(manifest.SourceFile) {
+		if m.Origin == f.path || filepath.Dir(m.Origin) == f.path {
+			if f.files[m.Origin] == nil {
+				f.state(m.Origin, false)
+				f.restore(m.Origin)
+			}
+		}
+	}
 }
 
 // ReadManifest reads the manifest file at path as the daemon does: a
@@ -378,7 +540,13 @@ func readAtMost(path string, limit int64) ([]byte, error) {
 	if !fi.Mode().IsRegular() {
 		return nil, fmt.Errorf("not a regular file (%s)", fi.Mode().Type())
 	}
-	data, err := io.ReadAll(io.LimitReader(fh, limit+1))
+	// Refused by its size, not read: a 50 MiB file costs nothing. A file
+	// that grows while it is read is stopped by the limit below.
+	if fi.Size() > limit {
+		return nil, fmt.Errorf("larger than %d bytes", limit)
+	}
+	data := make([]byte, 0, fi.Size()+1) // room to see EOF without growing
+	data, err = readAll(io.LimitReader(fh, limit+1), data)
 	if err != nil {
 		return nil, err
 	}
@@ -386,6 +554,23 @@ func readAtMost(path string, limit int64) ([]byte, error) {
 		return nil, fmt.Errorf("larger than %d bytes", limit)
 	}
 	return data, nil
+}
+
+// readAll is io.ReadAll into buf.
+func readAll(r io.Reader, buf []byte) ([]byte, error) {
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, err
+		}
+	}
 }
 
 // update builds the set from the state of paths: every good pod (the last good

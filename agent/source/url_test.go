@@ -356,7 +356,7 @@ func TestURLFailuresKeepTheSet(t *testing.T) {
 	s.set(200, "{")
 	r.waitFor(t, "garbage", hasProblem("not YAML or JSON", "a-node1"))
 	s.set(200, `{"apiVersion":"v1","kind":"Secret"}`)
-	r.waitFor(t, "a Secret", hasProblem("want apiVersion v1, kind Pod", "a-node1"))
+	r.waitFor(t, "a Secret", hasProblem(`kind: Unsupported value: "Secret"`, "a-node1"))
 	s.set(404, "")
 	r.waitFor(t, "HTTP 404", hasProblem("HTTP 404 Not Found", "a-node1"))
 

@@ -258,6 +258,7 @@ func newDaemon(cfg *config.Config, logger *slog.Logger, once bool) (*daemon, err
 	var sourceNames []string
 	if cfg.StaticPodPath != "" {
 		file := source.NewFile(cfg.StaticPodPath, cfg.NodeName, cfg.FileCheckFrequency, seen.Seen, logger.With("source", "file"))
+		file.Store = seen // the last good pod of each manifest outlives a restart
 		if once {
 			d.sources = append(d.sources, file.Once)
 		} else {

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -19,13 +21,16 @@ import (
 // validator over files and directories (not recursive, skipping what the daemon
 // skips), and over what URLs serve, fetched as the daemon fetches them. It prints every error and warning and fails on any error.
 func newValidateCmd() *cobra.Command {
-	var node string
+	var node, output string
 	var urlOpts urlOptions
 	cmd := &cobra.Command{
 		Use:   "validate PATH|URL...",
 		Short: "Check static pod manifests with the daemon's own parser",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if output != "" && output != "json" {
+				return fmt.Errorf("unknown output format %q: want json", output)
+			}
 			if node == "" {
 				host, err := os.Hostname()
 				if err != nil {
@@ -34,12 +39,15 @@ func newValidateCmd() *cobra.Command {
 				node = host
 			}
 			paths, urls := splitURLs(args)
+			if output == "json" && len(urls) > 0 {
+				return fmt.Errorf("validate -o json takes files and directories only, not URLs, for now")
+			}
 			var urlErr, pathErr error
 			if len(urls) > 0 {
 				urlErr = validateURLs(cmd.Context(), cmd.OutOrStdout(), urls, strings.ToLower(node), urlOpts)
 			}
 			if len(paths) > 0 {
-				pathErr = validatePaths(cmd.OutOrStdout(), paths, strings.ToLower(node))
+				pathErr = validatePaths(cmd.OutOrStdout(), paths, strings.ToLower(node), output == "json")
 			}
 			if urlErr != nil {
 				return urlErr
@@ -48,98 +56,191 @@ func newValidateCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&node, "hostname-override", "", "node name the pod names get (default: the hostname, lower-cased)")
+	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: json (one object per manifest)")
 	urlOpts.register(cmd.Flags())
 	return cmd
 }
 
-func validatePaths(w io.Writer, args []string, node string) error {
-	var files []string
-	bad := 0
-	for _, arg := range args {
-		found, err := manifestFiles(w, arg)
-		if err != nil {
-			fmt.Fprintf(w, "error: %v\n", err)
-			bad++
-			continue
-		}
-		files = append(files, found...)
+// checked is one manifest file (or URL) as validate reports it; `-o json`
+// prints a list of them.
+type checked struct {
+	Source string `json:"source"` // manifest.SourceFile or manifest.SourceHTTP
+	Origin string `json:"origin"` // the file path (as given) or the URL
+	// Skipped says why the daemon does not read this file at all (a backup,
+	// a subdirectory, a FIFO); such an entry has no pods, warnings or errors.
+	Skipped  string       `json:"skipped,omitempty"`
+	Pods     []checkedPod `json:"pods"`
+	Warnings []issue      `json:"warnings"`
+	Errors   []issue      `json:"errors"`
+}
+
+type checkedPod struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"` // the full name, <name>-<node>
+	UID       string `json:"uid"`
+}
+
+// issue is a warning or an error: the field it is about ("" for the whole
+// manifest), the offending value as written (shortened) when one is at
+// fault, and the reason as the text output prints it.
+type issue struct {
+	Field  string `json:"field,omitempty"`
+	Value  string `json:"value,omitempty"`
+	Reason string `json:"reason"`
+}
+
+// check parses data from origin with the daemon's parser into c.
+func (c *checked) check(data []byte, node string) {
+	p := manifest.Check(data, c.Source, c.Origin, node)
+	for _, w := range p.Warnings {
+		c.Warnings = append(c.Warnings, issue{Field: w.Field, Reason: w.Message})
 	}
-	pods := 0
-	owner := map[string]string{} // namespace/name -> file
-	for _, file := range files {
-		data, err := source.ReadManifest(file)
-		if err != nil {
-			fmt.Fprintf(w, "error: %s: %v\n", file, err)
-			bad++
+	for _, e := range p.Errors {
+		c.Errors = append(c.Errors, issue{Field: e.Field, Value: e.Value, Reason: e.Reason})
+	}
+	for _, pod := range p.Pods {
+		c.Pods = append(c.Pods, checkedPod{Namespace: pod.Namespace, Name: pod.Name, UID: string(pod.UID)})
+	}
+}
+
+func (c *checked) fail(err error) {
+	c.Errors = append(c.Errors, issue{Reason: err.Error()})
+}
+
+func validatePaths(w io.Writer, args []string, node string, asJSON bool) error {
+	var all []*checked
+	for _, arg := range args {
+		all = append(all, manifestFiles(arg)...)
+	}
+	owner := map[string]string{} // namespace/name -> origin
+	for _, c := range all {
+		if c.Skipped != "" || len(c.Errors) > 0 {
 			continue
 		}
-		parsed, warnings, err := manifest.ParseFile(data, file, node)
-		for _, warning := range warnings {
-			fmt.Fprintf(w, "warning: %s\n", warning)
-		}
+		data, err := source.ReadManifest(c.Origin)
 		if err != nil {
-			for _, e := range manifest.Errors(err) {
-				fmt.Fprintf(w, "error: %s\n", e)
-			}
-			if len(manifest.Errors(err)) == 0 {
-				fmt.Fprintf(w, "error: %v\n", err)
-			}
-			bad++
+			c.fail(err)
 			continue
 		}
-		for _, p := range parsed {
+		c.check(data, node)
+		// The daemon runs one of two manifests with the same pod name.
+		for _, p := range c.Pods {
 			key := p.Namespace + "/" + p.Name
 			if prev, dup := owner[key]; dup {
-				fmt.Fprintf(w, "error: %s: pod %s is also defined by %s\n", file, key, prev)
-				bad++
+				c.Errors = append(c.Errors, issue{Field: "metadata.name", Value: p.Name,
+					Reason: fmt.Sprintf("pod %s is also defined by %s", key, prev)})
 				continue
 			}
-			owner[key] = file
-			pods++
-			fmt.Fprintf(w, "ok: %s: pod %s, uid %s\n", file, key, p.UID)
+			owner[key] = c.Origin
 		}
 	}
-	fmt.Fprintf(w, "%d file(s), %d pod(s), %d error(s)\n", len(files), pods, bad)
+	files, pods, bad := 0, 0, 0
+	for _, c := range all {
+		if c.Skipped != "" {
+			continue
+		}
+		files++
+		bad += len(c.Errors)
+		if len(c.Errors) == 0 {
+			pods += len(c.Pods)
+		}
+	}
+	if asJSON {
+		for _, c := range all { // [] rather than null: every key is always there
+			if c.Pods == nil {
+				c.Pods = []checkedPod{}
+			}
+			if c.Warnings == nil {
+				c.Warnings = []issue{}
+			}
+			if c.Errors == nil {
+				c.Errors = []issue{}
+			}
+		}
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(all); err != nil {
+			return err
+		}
+	} else {
+		printChecked(w, all)
+		fmt.Fprintf(w, "%d file(s), %d pod(s), %d error(s)\n", files, pods, bad)
+	}
 	if bad > 0 {
 		return errors.New("invalid manifests")
 	}
 	return nil
 }
 
+func printChecked(w io.Writer, all []*checked) {
+	for _, c := range all {
+		if c.Skipped != "" {
+			fmt.Fprintf(w, "warning: %s: %s\n", c.Origin, c.Skipped)
+			continue
+		}
+		for _, list := range []struct {
+			label  string
+			issues []issue
+		}{{"warning", c.Warnings}, {"error", c.Errors}} {
+			for _, i := range list.issues {
+				if i.Field == "" {
+					fmt.Fprintf(w, "%s: %s: %s\n", list.label, c.Origin, i.Reason)
+				} else {
+					fmt.Fprintf(w, "%s: %s: %s: %s\n", list.label, c.Origin, i.Field, i.Reason)
+				}
+			}
+		}
+		if len(c.Errors) == 0 {
+			for _, p := range c.Pods {
+				fmt.Fprintf(w, "ok: %s: pod %s/%s, uid %s\n", c.Origin, p.Namespace, p.Name, p.UID)
+			}
+		}
+	}
+}
+
 // manifestFiles is what the daemon reads at path: the file itself, or the
-// regular files of the directory minus dot-files, backups and subdirectories.
-func manifestFiles(w io.Writer, path string) ([]string, error) {
+// regular files of the directory minus dot-files, backups and subdirectories,
+// which are listed as skipped. Dot-files are left out silently, as the daemon
+// does. An entry that cannot be listed or read carries its error.
+func manifestFiles(path string) []*checked {
+	entry := func(p string) *checked { return &checked{Source: manifest.SourceFile, Origin: p} }
 	fi, err := os.Stat(path)
 	if err != nil {
-		return nil, err
+		c := entry(path)
+		c.fail(err)
+		return []*checked{c}
 	}
 	if !fi.IsDir() {
-		return []string{path}, nil
+		return []*checked{entry(path)}
 	}
 	entries, err := os.ReadDir(path)
 	if err != nil {
-		return nil, err
+		c := entry(path)
+		c.fail(err)
+		return []*checked{c}
 	}
-	var files []string
+	var out []*checked
 	for _, e := range entries {
-		p := filepath.Join(path, e.Name())
+		c := entry(filepath.Join(path, e.Name()))
 		skip, warn := manifest.Skip(e.Name())
-		if warn {
-			fmt.Fprintf(w, "warning: %s: looks like a backup or editor leftover; the daemon ignores it\n", p)
-		}
-		if skip {
+		if skip && !warn {
 			continue
 		}
-		fi, err := os.Stat(p)
+		fi, err := os.Stat(c.Origin) // follows symlinks, as the daemon does
 		switch {
+		case skip:
+			c.Skipped = "looks like a backup or editor leftover; the daemon ignores it"
+		case errors.Is(err, fs.ErrNotExist):
+			c.Skipped = "a symlink to nothing; the daemon ignores it"
 		case err != nil:
-			return nil, err
+			c.fail(err)
 		case fi.IsDir():
-			fmt.Fprintf(w, "warning: %s: a subdirectory; the daemon does not recurse\n", p)
-		case fi.Mode().IsRegular():
-			files = append(files, p)
+			c.Skipped = "a subdirectory; the daemon does not recurse"
+		case !fi.Mode().IsRegular():
+			c.Skipped = fmt.Sprintf("not a regular file (%s); the daemon ignores it", fi.Mode().Type())
 		}
+		out = append(out, c)
 	}
-	sort.Strings(files)
-	return files, nil
+	sort.Slice(out, func(i, j int) bool { return out[i].Origin < out[j].Origin })
+	return out
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"os"
@@ -52,11 +53,11 @@ func TestValidate(t *testing.T) {
 		t.Errorf("validate passed a broken directory:\n%s", out)
 	}
 	for _, want := range []string{
-		"warning: " + dir + "/copy.yaml: unknown field \"metadata.lables\", ignored",
+		"warning: " + dir + "/copy.yaml: metadata.lables: unknown field, ignored",
 		"warning: " + dir + "/static-pod.yaml.bak: looks like a backup",
-		"error: " + dir + "/broken.yaml: spec.containers[0].image: required",
+		"error: " + dir + "/broken.yaml: spec.containers[0].image: Required value",
 		"ok: " + dir + "/copy.yaml: pod default/static-pod-node1",
-		"error: " + dir + "/static-pod.yaml: pod default/static-pod-node1 is also defined by " + dir + "/copy.yaml",
+		"error: " + dir + "/static-pod.yaml: metadata.name: pod default/static-pod-node1 is also defined by " + dir + "/copy.yaml",
 		"3 file(s), 1 pod(s), 2 error(s)",
 	} {
 		if !strings.Contains(out, want) {
@@ -121,5 +122,59 @@ func TestValidateUIDMatchesFileSource(t *testing.T) {
 	}
 	if abs != daemonUID {
 		t.Errorf("validate by absolute path: uid %s, the file source's is %s", abs, daemonUID)
+	}
+}
+
+// The issue's example: a quantity that does not parse and a misspelt field.
+// Both are reported at once, the error naming the field and the value, in
+// text and in JSON, one object per file with the pod's name and UID.
+func TestValidateReportsAllAndJSON(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "web.yaml")
+	body := "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\nspec:\n  containers:\n  - name: web\n    image: busybox\n    comand: [httpd]\n    resources:\n      limits: {memory: 32Megs}\n"
+	if err := os.WriteFile(bad, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	good := filepath.Join(dir, "good.yaml")
+	if err := os.WriteFile(good, []byte(seedPod), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := execute(t, testRoot(validateCmd), "validate", "--hostname-override", "node1", bad)
+	if err == nil {
+		t.Errorf("validate passed %s", bad)
+	}
+	for _, want := range []string{
+		"warning: " + bad + ": spec.containers[0].comand: unknown field, ignored",
+		"error: " + bad + `: spec.containers[0].resources.limits[memory]: Invalid value: "32Megs": quantities must match`,
+		"1 file(s), 0 pod(s), 1 error(s)",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+
+	out, err = execute(t, testRoot(validateCmd), "validate", "--hostname-override", "node1", "-o", "json", dir)
+	if err == nil {
+		t.Errorf("validate -o json passed %s", dir)
+	}
+	var got []checked
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("-o json: %v\n%s", err, out)
+	}
+	if len(got) != 2 || got[0].Origin != good || got[1].Origin != bad {
+		t.Fatalf("-o json entries:\n%s", out)
+	}
+	g, b := got[0], got[1]
+	if g.Source != "file" || len(g.Pods) != 1 || g.Pods[0].Name != "static-pod-node1" || g.Pods[0].Namespace != "default" ||
+		len(g.Pods[0].UID) != 32 || len(g.Errors) != 0 || len(g.Warnings) != 1 || g.Warnings[0].Field != "metadata.lables" {
+		t.Errorf("good entry: %+v", g)
+	}
+	if len(b.Pods) != 0 || len(b.Errors) != 1 || b.Errors[0].Field != "spec.containers[0].resources.limits[memory]" ||
+		b.Errors[0].Value != "32Megs" || !strings.Contains(b.Errors[0].Reason, "quantities must match") ||
+		len(b.Warnings) != 1 || b.Warnings[0].Field != "spec.containers[0].comand" {
+		t.Errorf("bad entry: %+v", b)
+	}
+	if !strings.Contains(out, `"warnings": []`) && !strings.Contains(out, `"errors": []`) {
+		t.Errorf("empty lists are not [] in:\n%s", out)
 	}
 }

@@ -55,7 +55,7 @@ func TestValidateURL(t *testing.T) {
 		"--manifest-url-ca", ca, srv.URL+"/good", srv.URL+"/bad", srv.URL+"/empty", srv.URL+"/dup")
 	for _, want := range []string{
 		"error: " + srv.URL + "/good: HTTP 401 Unauthorized",
-		"error: " + srv.URL + "/bad: items[0].spec.containers[0].image: required",
+		"error: " + srv.URL + "/bad: items[0].spec.containers[0].image: Required value",
 		"note: " + srv.URL + "/bad: the daemon takes none of its pods",
 		"error: " + srv.URL + "/empty: empty body",
 		"error: " + srv.URL + "/dup: items[1]: pod default/a-node1 is items[0] too",

@@ -37,10 +37,16 @@ func main() {
 	logsOnly := flag.Bool("logs-only", false, "measure only the log copy (= -only logs)")
 	urlPods := flag.Int("url-pods", 100, "pods of the PodList whose polling's CPU cost is measured; 0 skips it")
 	urlWindow := flag.Duration("url-window", 60*time.Second, "how long the URL polling's CPU is measured")
-	only := flag.String("only", "", "comma-separated benchmarks to run: start, ready, probes, url, logs (default: all)")
+	relistManifests := flag.Int("relist-manifests", 100, "manifests whose relist's CPU cost is measured; 0 skips it")
+	relistWindow := flag.Duration("relist-window", time.Minute, "how long the idle daemon's CPU is measured")
+	relistOnly := flag.Bool("relist-only", false, "measure only the relist's CPU cost (= -only relist, make bench-relist)")
+	only := flag.String("only", "", "comma-separated benchmarks to run: start, ready, probes, url, logs, relist (default: all)")
 	flag.Parse()
 	if *logsOnly {
 		*only = "logs"
+	}
+	if *relistOnly {
+		*only = "relist"
 	}
 	want := func(name string) bool {
 		return *only == "" || slices.Contains(strings.Split(*only, ","), name)
@@ -63,6 +69,9 @@ func main() {
 	}
 	if err == nil && want("logs") && *logMB > 0 {
 		err = runLogs(*bin, *image, *logMB)
+	}
+	if err == nil && want("relist") && *relistManifests > 0 {
+		err = benchRelist(*bin, *relistManifests, *relistWindow)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)

@@ -211,6 +211,24 @@ func (d *Daemon) CLIErr(args ...string) (string, error) {
 // Start starts the daemon and waits until it answers /healthz.
 func (d *Daemon) Start() {
 	d.T.Helper()
+	d.start()
+	// Not under d.mu: a daemon that does not answer fails the test with its
+	// Output, which takes d.mu.
+	d.Eventually(10*time.Second, "the daemon answers /healthz", func() error {
+		resp, err := d.Client().Get(d.URL("/healthz"))
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			return fmt.Errorf("status %d", resp.StatusCode)
+		}
+		return nil
+	})
+}
+
+func (d *Daemon) start() {
+	d.T.Helper()
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	args := []string{Bin, "run", "--config", d.Config, "--hostname-override", d.Name,
