@@ -224,6 +224,15 @@ func TestURLSource(t *testing.T) {
 		}
 		return nil
 	})
+	// db is replaced too, maybe after web: wait for its new generation.
+	d.Eventually(30*time.Second, "db replaced after the server came back", func() error {
+		p := d.Pod("db")
+		if p == nil || len(p.Spec.Containers) == 0 || len(p.Spec.Containers[0].Env) == 0 ||
+			p.Spec.Containers[0].Env[0].Value != "3" || p.Status.Phase != v1.PodRunning {
+			return fmt.Errorf("db is %v", p)
+		}
+		return nil
+	})
 	web = d.WaitRunning("web", 30*time.Second)
 	db := d.WaitRunning("db", 30*time.Second)
 	if out := d.CLI("ps"); strings.Contains(out, "Manifest problems") {
