@@ -18,48 +18,16 @@ import (
 	v1 "k8s.io/api/core/v1"
 )
 
-// probeDaemon is a staticpodd of its own for the probe benchmarks.
-type probeDaemon struct {
-	cmd       *exec.Cmd
-	logs      bytes.Buffer
-	manifests string
-	podsURL   string
-	runDir    string
-}
+// probeDaemon is the benchmark's daemon, with what the probe benchmarks
+// ask of its pods.
+type probeDaemon struct{ *benchDaemon }
 
 func startProbeDaemon(bin, image, dir string) (*probeDaemon, error) {
-	d := &probeDaemon{manifests: filepath.Join(dir, "manifests"), runDir: filepath.Join("/run", filepath.Base(dir))}
-	os.MkdirAll(d.manifests, 0o755)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	d, err := startDaemon(bin, image, dir)
 	if err != nil {
 		return nil, err
 	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	d.podsURL = fmt.Sprintf("http://127.0.0.1:%d/pods", port)
-	cfg := filepath.Join(dir, "config.yaml")
-	os.WriteFile(cfg, []byte(fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
-kind: KubeletConfiguration
-staticPodPath: %s
-address: 127.0.0.1
-readOnlyPort: %d
-podLogsDir: %s
-cgroupRoot: /staticpodd-bench-probes
-`, d.manifests, port, filepath.Join(dir, "logs"))), 0o644)
-	common := []string{"--root-dir", filepath.Join(dir, "root"), "--run-dir", d.runDir}
-	if out, err := exec.Command(bin, append([]string{"images", "import", image}, common...)...).CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("import: %v: %s", err, out)
-	}
-	d.cmd = exec.Command(bin, append([]string{"run", "--config", cfg, "--hostname-override", "bench"}, common...)...)
-	d.cmd.Stdout, d.cmd.Stderr = &d.logs, &d.logs
-	if err := d.cmd.Start(); err != nil {
-		return nil, err
-	}
-	if err := poll(10*time.Second, func() bool { _, err := d.pods(); return err == nil }); err != nil {
-		d.stop()
-		return nil, fmt.Errorf("daemon did not come up: %v\n%s", err, d.logs.String())
-	}
-	return d, nil
+	return &probeDaemon{d}, nil
 }
 
 func (d *probeDaemon) pods() ([]v1.Pod, error) {
@@ -87,20 +55,15 @@ func (d *probeDaemon) countReady() int {
 	return n
 }
 
-// stop removes every manifest, waits for the pods to go, and stops the daemon.
+// stop removes every manifest, waits for the pods to go (100 of them take
+// a while), and stops the daemon.
 func (d *probeDaemon) stop() {
 	files, _ := filepath.Glob(filepath.Join(d.manifests, "*.yaml"))
 	for _, f := range files {
 		os.Remove(f)
 	}
 	poll(5*time.Minute, func() bool { p, err := d.pods(); return err == nil && len(p) == 0 })
-	d.cmd.Process.Signal(syscall.SIGTERM)
-	d.cmd.Wait()
-	os.RemoveAll(d.runDir)
-	dirs, _ := filepath.Glob("/sys/fs/cgroup/*/staticpodd-bench-probes")
-	for _, dir := range dirs {
-		os.Remove(dir)
-	}
+	d.benchDaemon.stop()
 }
 
 // cpuTime is the user and system time pid has used.

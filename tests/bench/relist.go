@@ -118,7 +118,7 @@ cgroupRoot: /staticpodd-bench-relist
 			os.Remove(dir)
 		}
 	}()
-	pd := &probeDaemon{podsURL: fmt.Sprintf("http://127.0.0.1:%d/pods", port)}
+	pd := &probeDaemon{&benchDaemon{podsURL: fmt.Sprintf("http://127.0.0.1:%d/pods", port)}}
 	if err := poll(60*time.Second, func() bool { p, err := pd.pods(); return err == nil && len(p) == n }); err != nil {
 		return 0, fmt.Errorf("%d pods not listed: %v\n%s", n, err, logs.String())
 	}
