@@ -1,7 +1,6 @@
 package source
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"crypto/tls"
@@ -145,17 +144,46 @@ func (c *Client) Fetch(ctx context.Context, rawURL string, header http.Header) (
 	if resp.ContentLength > manifest.MaxSize {
 		return nil, fmt.Errorf("body of %d bytes is larger than %d bytes", resp.ContentLength, manifest.MaxSize)
 	}
-	var buf bytes.Buffer
-	if resp.ContentLength > 0 {
-		buf.Grow(int(resp.ContentLength))
-	}
-	if _, err := buf.ReadFrom(io.LimitReader(resp.Body, manifest.MaxSize+1)); err != nil {
+	body, err := readBody(resp.Body, resp.ContentLength, manifest.MaxSize)
+	if err != nil {
 		return nil, c.reason("read body: ", err)
 	}
-	if buf.Len() > manifest.MaxSize {
+	if len(body) > manifest.MaxSize {
 		return nil, fmt.Errorf("body larger than %d bytes; cut off there", manifest.MaxSize)
 	}
-	return buf.Bytes(), nil
+	return body, nil
+}
+
+// readBody reads r to its end, or to limit+1 bytes, which say the body is
+// larger than limit. Its buffer is the size the server announced (size, -1
+// when unknown), plus a byte to see the end without growing; else it starts
+// at 64 KiB and doubles, but never past limit+1: a body that never ends costs
+// limit+1 bytes and the half-size buffer copied into them, not the twice as
+// much that bytes.Buffer's doubling would reach.
+func readBody(r io.Reader, size int64, limit int) ([]byte, error) {
+	want := min(64<<10, limit+1)
+	if size >= 0 && size <= int64(limit) {
+		want = int(size) + 1
+	}
+	buf := make([]byte, 0, want)
+	for {
+		if len(buf) == cap(buf) {
+			if len(buf) > limit {
+				return buf, nil
+			}
+			grown := make([]byte, len(buf), min(2*cap(buf), limit+1))
+			copy(grown, buf)
+			buf = grown
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
 }
 
 // reason turns a request error into a stable message that keeps its cause.
