@@ -144,46 +144,81 @@ func (c *Client) Fetch(ctx context.Context, rawURL string, header http.Header) (
 	if resp.ContentLength > manifest.MaxSize {
 		return nil, fmt.Errorf("body of %d bytes is larger than %d bytes", resp.ContentLength, manifest.MaxSize)
 	}
-	body, err := readBody(resp.Body, resp.ContentLength, manifest.MaxSize)
+	body, larger, err := readBody(resp.Body, resp.ContentLength, manifest.MaxSize)
 	if err != nil {
 		return nil, c.reason("read body: ", err)
 	}
-	if len(body) > manifest.MaxSize {
+	if larger {
 		return nil, fmt.Errorf("body larger than %d bytes; cut off there", manifest.MaxSize)
 	}
 	return body, nil
 }
 
-// readBody reads r to its end, or to limit+1 bytes, which say the body is
-// larger than limit. Its buffer is the size the server announced (size, -1
-// when unknown), plus a byte to see the end without growing; else it starts
-// at 64 KiB and doubles, but never past limit+1: a body that never ends costs
-// limit+1 bytes and the half-size buffer copied into them, not the twice as
-// much that bytes.Buffer's doubling would reach.
-func readBody(r io.Reader, size int64, limit int) ([]byte, error) {
-	want := min(64<<10, limit+1)
+// bodyChunk is what readBody reads at a time when the size is not known.
+const bodyChunk = 1 << 20
+
+// readBody reads r to its end, unless it goes on past limit: then it stops at
+// limit+1 bytes and says the body is larger. A body of the size the server
+// announced (size, -1 when unknown) is read into one buffer of that size plus
+// a byte to see its end. Else it is read in chunks, which are joined when the
+// end comes within the limit and dropped when it does not: a body that never
+// ends costs limit+1 bytes, not the twice as much of a buffer that doubles.
+func readBody(r io.Reader, size int64, limit int) (body []byte, larger bool, err error) {
 	if size >= 0 && size <= int64(limit) {
-		want = int(size) + 1
-	}
-	buf := make([]byte, 0, want)
-	for {
-		if len(buf) == cap(buf) {
-			if len(buf) > limit {
-				return buf, nil
-			}
-			grown := make([]byte, len(buf), min(2*cap(buf), limit+1))
-			copy(grown, buf)
-			buf = grown
+		buf := make([]byte, size+1)
+		n, err := readFull(r, buf)
+		if err != nil {
+			return nil, false, err
 		}
-		n, err := r.Read(buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+n]
+		if n > int(size) {
+			// The transport stops at the announced size; a reader that
+			// does not is refused rather than read on.
+			return nil, false, fmt.Errorf("body longer than the %d bytes announced", size)
+		}
+		return buf[:n:n], false, nil
+	}
+	var chunks [][]byte
+	total := 0
+	for total <= limit {
+		want := min(bodyChunk, limit+1-total)
+		if total == 0 {
+			want = min(64<<10, want) // most manifests are a few KiB
+		}
+		c := make([]byte, want)
+		n, err := readFull(r, c)
+		if err != nil {
+			return nil, false, err
+		}
+		chunks = append(chunks, c[:n])
+		total += n
+		if n < want {
+			break // the end
+		}
+	}
+	if total > limit {
+		return nil, true, nil
+	}
+	body = make([]byte, 0, total)
+	for _, c := range chunks {
+		body = append(body, c...)
+	}
+	return body, false, nil
+}
+
+// readFull reads into buf until it is full or r ends; an end is no error.
+func readFull(r io.Reader, buf []byte) (int, error) {
+	n := 0
+	for n < len(buf) {
+		m, err := r.Read(buf[n:])
+		n += m
 		if err == io.EOF {
-			return buf, nil
+			return n, nil
 		}
 		if err != nil {
-			return nil, err
+			return n, err
 		}
 	}
+	return n, nil
 }
 
 // reason turns a request error into a stable message that keeps its cause.
