@@ -381,8 +381,18 @@ func TestHostileURLAnswers(t *testing.T) {
 		t.Errorf("only %d hostile answers", n)
 	}
 
-	// An explicit empty PodList removes the URL's pods, and only them.
-	srv.handled(srv.set(body([]byte("apiVersion: v1\nkind: PodList\nitems: []\n"))), 30*time.Second)
+	// The corpus's empty PodList, refused in a file, is good from a URL: it
+	// removes the URL's pods, and only them.
+	var emptyList []byte
+	for _, cc := range hostileCorpus() {
+		if cc.name == "kind/podlist-in-a-file" {
+			emptyList = cc.body()
+		}
+	}
+	if !strings.Contains(string(emptyList), "kind: PodList") {
+		t.Fatalf("the corpus has no empty PodList: %q", emptyList)
+	}
+	srv.handled(srv.set(body(emptyList)), 30*time.Second)
 	d.Eventually(30*time.Second, "the URL's pods removed", func() error {
 		for _, p := range d.Pods() {
 			if p.Annotations["kubernetes.io/config.source"] == "http" {
