@@ -304,7 +304,7 @@ func TestHostileURLAnswers(t *testing.T) {
 	if src := urlGood.Annotations["kubernetes.io/config.source"]; src != "http" {
 		t.Fatalf("urlgood has config.source %q, want http", src)
 	}
-	goodPID, urlGoodPID := containerInit(t, d, good), containerInit(t, d, urlGood)
+	goodPID, urlGoodPID := initProc(t, d, good), initProc(t, d, urlGood)
 	idle := rssKiB(t, d.PID(), "VmRSS")
 	t.Logf("the daemon's RSS with the two good pods running: %d MiB", idle>>10)
 	t.Cleanup(func() {
@@ -418,9 +418,28 @@ func TestHostileURLAnswers(t *testing.T) {
 	}
 }
 
+// proc is a process as its PID and start time: a PID used again after the
+// process is gone has another start time.
+type proc struct {
+	pid   int
+	start uint64
+}
+
+// initProc is the pod's first container's process.
+func initProc(t *testing.T, d *testdaemon.Daemon, p *v1.Pod) proc {
+	t.Helper()
+	pid := containerInit(t, d, p)
+	_, start, ok := procStat(pid)
+	if !ok {
+		t.Fatalf("pod %s: its container's process %d is gone", p.Name, pid)
+	}
+	return proc{pid, start}
+}
+
 // untouched fails the test unless the pod name still runs as p did: the same
-// UID, no restart, its first container's process alive.
-func untouched(t *testing.T, d *testdaemon.Daemon, name string, p *v1.Pod, pid int) {
+// UID, no restart, the same container, its process the same one (PID and
+// start time).
+func untouched(t *testing.T, d *testdaemon.Daemon, name string, p *v1.Pod, was proc) {
 	t.Helper()
 	now := d.Pod(name)
 	switch {
@@ -429,7 +448,9 @@ func untouched(t *testing.T, d *testdaemon.Daemon, name string, p *v1.Pod, pid i
 	case now.UID != p.UID || now.DeletionTimestamp != nil || now.Status.ContainerStatuses[0].RestartCount != 0 ||
 		now.Status.ContainerStatuses[0].ContainerID != p.Status.ContainerStatuses[0].ContainerID:
 		t.Errorf("pod %s changed: %+v", name, now.Status)
-	case !testdaemon.ProcAlive(pid) || containerInit(t, d, now) != pid:
-		t.Errorf("pod %s: its container's process %d is not the one running", name, pid)
+	default:
+		if is := initProc(t, d, now); is != was {
+			t.Errorf("pod %s: its container's process is %+v, was %+v", name, is, was)
+		}
 	}
 }
