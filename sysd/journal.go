@@ -111,7 +111,15 @@ func appendFields(fs []field, prefix string, a slog.Attr) []field {
 	if reserved[name] {
 		name = "SLOG_" + name
 	}
-	return append(fs, field{name: truncate(name), value: valueString(v)})
+	fs = append(fs, field{name: truncate(name), value: valueString(v)})
+	// The agent names a pod namespace/name; the journal also gets both halves,
+	// so that `journalctl NAMESPACE=kube-system` and `POD_NAME=etcd-node1` work.
+	if name == "POD" {
+		if ns, pod, ok := strings.Cut(valueString(v), "/"); ok && ns != "" && pod != "" {
+			fs = append(fs, field{name: "NAMESPACE", value: ns}, field{name: "POD_NAME", value: pod})
+		}
+	}
+	return fs
 }
 
 // reserved names are set by the handler itself; an attribute must not override them.

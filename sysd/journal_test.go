@@ -176,3 +176,25 @@ func isText(h slog.Handler) bool {
 	_, ok := h.(*slog.TextHandler)
 	return ok
 }
+
+// A pod named namespace/name also gives NAMESPACE= and POD_NAME=.
+func TestJournalPodNamespace(t *testing.T) {
+	var s sink
+	var fallback bytes.Buffer
+	newTestLogger(&s, &fallback).Info("started", "pod", "kube-system/etcd-node1", "container", "etcd")
+	if len(s.entries) != 1 {
+		t.Fatalf("sent %d messages, want 1", len(s.entries))
+	}
+	vars := s.entries[0].vars
+	for k, want := range map[string]string{
+		"POD": "kube-system/etcd-node1", "NAMESPACE": "kube-system", "POD_NAME": "etcd-node1", "CONTAINER": "etcd",
+	} {
+		if vars[k] != want {
+			t.Errorf("%s=%q, want %q (all: %v)", k, vars[k], want, vars)
+		}
+	}
+	newTestLogger(&s, &fallback).Info("odd", "pod", "no-slash")
+	if _, ok := s.entries[1].vars["NAMESPACE"]; ok {
+		t.Errorf("a pod without a namespace got NAMESPACE=: %v", s.entries[1].vars)
+	}
+}
