@@ -14,6 +14,7 @@ import (
 // failing one does not make the daemon unhealthy.
 type auxiliary struct {
 	url *source.URL // nil without staticPodURL
+	reloadNote
 }
 
 func (x *auxiliary) checks() []server.Check {
@@ -33,6 +34,9 @@ func (x *auxiliary) trouble() string {
 			// The error names the URL first.
 			parts = append(parts, "manifest URL "+st.Err.Error())
 		}
+	}
+	if n := x.reloadNote.reloadNote(); n != "" {
+		parts = append(parts, n)
 	}
 	return strings.Join(parts, "; ")
 }

@@ -68,7 +68,7 @@ func newRunCmd() *cobra.Command {
 			if cmd.Flags().Changed("once-timeout") {
 				return fmt.Errorf("--once-timeout is for --once")
 			}
-			return runDaemon(cfg, logger)
+			return runDaemon(cfg, &flags, logger)
 		},
 	}
 	flags.Register(cmd.Flags())
@@ -123,8 +123,10 @@ type daemon struct {
 	runtime  *oci.Runtime
 	agent    *agent.Agent
 	sources  []func(context.Context, chan<- source.Update) error
-	relist   []func() // each source's "read the manifests now"
-	lock     *os.File // flock(2)ed <run-dir>/staticpodd.lock, held while the daemon runs
+	relist   []func()      // each source's "read the manifests now"
+	file     *source.File  // the file source; nil without staticPodPath
+	flags    *config.Flags // the flags of the start, for a reload; nil for run --once
+	lock     *os.File      // flock(2)ed <run-dir>/staticpodd.lock, held while the daemon runs
 }
 
 // lockRunDir takes <run-dir>/staticpodd.lock for this process, or says which
@@ -161,14 +163,17 @@ func (n *readyNotifier) Ready() {
 	n.Notifier.Ready()
 }
 
-// reload is systemctl reload (SIGHUP): every source reads its manifests now
-// and every waiting pod tries again now.
+// reload is systemctl reload (SIGHUP): the configuration is read again and
+// what can change live is applied (the rest is reported as needing a
+// restart), every source reads its manifests now and every waiting pod tries
+// again now.
 func (d *daemon) reload() {
-	d.logger.Info("reloading: reading manifests now")
+	d.logger.Info("reloading: reading the configuration and the manifests now")
 	ready := d.notifier.ready.Load()
 	if ready {
 		d.notifier.Reloading()
 	}
+	d.reloadConfig()
 	for _, relist := range d.relist {
 		relist()
 	}
@@ -179,11 +184,12 @@ func (d *daemon) reload() {
 	}
 }
 
-func runDaemon(cfg *config.Config, logger *slog.Logger) error {
+func runDaemon(cfg *config.Config, flags *config.Flags, logger *slog.Logger) error {
 	d, err := newDaemon(cfg, logger, false)
 	if err != nil {
 		return err
 	}
+	d.flags = flags
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
 	sigs := make(chan os.Signal, 1)
@@ -264,6 +270,7 @@ func newDaemon(cfg *config.Config, logger *slog.Logger, once bool) (*daemon, err
 	if cfg.StaticPodPath != "" {
 		file := source.NewFile(cfg.StaticPodPath, cfg.NodeName, cfg.FileCheckFrequency, seen.Seen, logger.With("source", "file"))
 		file.Store = seen // the last good pod of each manifest outlives a restart
+		d.file = file
 		if once {
 			d.sources = append(d.sources, file.Once)
 		} else {

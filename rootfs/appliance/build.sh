@@ -92,12 +92,16 @@ base=$cache/base-$key
 
 if [ ! -e "$base/.built" ]; then
 	command -v debootstrap >/dev/null || { echo "$0: debootstrap is missing: apt-get install -y debootstrap" >&2; exit 1; }
-	rm -rf "$base"
-	mkdir -p "$base"
-	log "debootstrap $SUITE into $base (once per recipe)"
 	t0=$(date +%s)
-	debootstrap --variant=minbase --include="$PKGS" "$SUITE" "$base/rootfs" "$MIRROR" >"$base/debootstrap.log" 2>&1 ||
-		{ tail -20 "$base/debootstrap.log" >&2; exit 1; }
+	# A finished debootstrap is kept even when what follows fails.
+	if [ ! -e "$base/.debootstrapped" ]; then
+		rm -rf "$base"
+		mkdir -p "$base"
+		log "debootstrap $SUITE into $base (once per recipe)"
+		debootstrap --variant=minbase --include="$PKGS" "$SUITE" "$base/rootfs" "$MIRROR" >"$base/debootstrap.log" 2>&1 ||
+			{ tail -20 "$base/debootstrap.log" >&2; exit 1; }
+		touch "$base/.debootstrapped"
+	fi
 	configure_base "$base/rootfs"
 	rm -rf "$base/rootfs/var/cache/apt/archives"/*.deb "$base/rootfs/var/lib/apt/lists"/*_Packages
 	touch "$base/.built"
