@@ -209,7 +209,9 @@ func (m *monitorProc) run(st monitorState, log *slog.Logger) error {
 	}
 	cfg, err := specconv.CreateLibcontainerConfig(&specconv.CreateOpts{
 		CgroupName: m.id,
-		Spec:       &s,
+		// A scope of the pod's slice under the systemd cgroup driver.
+		UseSystemdCgroup: s.Linux != nil && isSystemdCgroupsPath(s.Linux.CgroupsPath),
+		Spec:             &s,
 	})
 	if err != nil {
 		return fmt.Errorf("convert spec of container %s: %w", m.id, err)

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -87,7 +86,7 @@ func (r *Runtime) CreateSandbox(ctx context.Context, pod *podspec.Pod) error {
 	pr := podRecord{
 		UID: pod.UID, Namespace: pod.Namespace, Name: pod.Name, Hostname: pod.Hostname,
 		HostNetwork: pod.HostNetwork, HostIPC: pod.HostIPC,
-		CgroupsPath: path.Join(r.cfg.CgroupRoot, "pod"+pod.UID),
+		CgroupsPath: podCgroupsPath(r.cfg.CgroupDriver, r.cfg.CgroupRoot, pod.UID),
 		PidsLimit:   max(pod.PidsLimit, 0),
 	}
 	if err := r.createSandbox(dir, pr); err != nil {
@@ -133,7 +132,7 @@ func (r *Runtime) createSandbox(dir string, pr podRecord) error {
 	if pr.PidsLimit > 0 {
 		res.PidsLimit = &pr.PidsLimit
 	}
-	mgr, err := manager.New(&cgroups.Cgroup{Path: pr.CgroupsPath, Resources: res})
+	mgr, err := manager.New(cgroupConfig(pr.CgroupsPath, res))
 	if err != nil {
 		return fmt.Errorf("pod cgroup %s: %w", pr.CgroupsPath, err)
 	}
@@ -296,18 +295,40 @@ func (r *Runtime) removeSandbox(uid string) error {
 			errs = append(errs, fmt.Errorf("unmount %s: %w", name, err))
 		}
 	}
-	errs = append(errs, removeCgroup(path.Join(r.cfg.CgroupRoot, "pod"+uid)))
+	// The cgroup the sandbox was made with, which a daemon started with
+	// another cgroupDriver or cgroupRoot would not name again.
+	cg := podCgroupsPath(r.cfg.CgroupDriver, r.cfg.CgroupRoot, uid)
+	var pr podRecord
+	if ok, err := readOptionalJSON(filepath.Join(dir, podFile), &pr); err == nil && ok && pr.CgroupsPath != "" {
+		cg = pr.CgroupsPath
+	}
+	errs = append(errs, removeCgroup(cg))
 	if err := os.RemoveAll(dir); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }
 
-// removeCgroup removes the cgroupfs cgroup at cgPath in every hierarchy,
-// killing what is left in it (a start that was given up on can leave a
-// process); a missing one is not an error.
+// cgroupConfig is libcontainer's description of the cgroup at cgPath: a
+// cgroupfs path, a pod's systemd slice, or a container's systemd scope
+// (slice:prefix:name).
+func cgroupConfig(cgPath string, res *cgroups.Resources) *cgroups.Cgroup {
+	if !isSystemdCgroupsPath(cgPath) {
+		return &cgroups.Cgroup{Path: cgPath, Resources: res}
+	}
+	slice, rest, scope := strings.Cut(cgPath, ":")
+	if !scope {
+		return &cgroups.Cgroup{Name: slice, Parent: parentSlice(slice), Systemd: true, Resources: res}
+	}
+	prefix, name, _ := strings.Cut(rest, ":")
+	return &cgroups.Cgroup{Parent: slice, ScopePrefix: prefix, Name: name, Systemd: true, Resources: res}
+}
+
+// removeCgroup removes the cgroup at cgPath (in every hierarchy; a systemd
+// slice or scope is stopped), killing what is left in it (a start that was
+// given up on can leave a process); a missing one is not an error.
 func removeCgroup(cgPath string) error {
-	mgr, err := manager.New(&cgroups.Cgroup{Path: cgPath, Resources: &cgroups.Resources{SkipDevices: true}})
+	mgr, err := manager.New(cgroupConfig(cgPath, &cgroups.Resources{SkipDevices: true}))
 	if err != nil {
 		return fmt.Errorf("cgroup %s: %w", cgPath, err)
 	}

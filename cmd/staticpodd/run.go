@@ -106,10 +106,6 @@ func warnNotYetActedOn(cfg *config.Config, logger *slog.Logger) {
 		}
 		logger.Warn("configuration field not acted on yet", "field", e.Key, "value", e.Value, "from", e.Origin, "reason", reason)
 	}
-	if cfg.CgroupDriver != "cgroupfs" {
-		logger.Warn("configuration field not acted on yet", "field", "cgroupDriver", "value", cfg.CgroupDriver,
-			"reason", "only the cgroupfs driver is implemented; pods use it")
-	}
 }
 
 // daemon is every subsystem of a running staticpodd; only this file knows them all.
@@ -237,9 +233,10 @@ func newDaemon(cfg *config.Config, logger *slog.Logger, once bool) (*daemon, err
 		return nil, err
 	}
 	rt, err := oci.New(oci.Config{
-		RunDir:     cfg.RunDir,
-		RootDir:    cfg.RootDir,
-		CgroupRoot: cfg.CgroupRoot,
+		RunDir:       cfg.RunDir,
+		RootDir:      cfg.RootDir,
+		CgroupRoot:   cfg.CgroupRoot,
+		CgroupDriver: cfg.CgroupDriver,
 		// A negative containerLogMaxSize turns rotation off, as the kubelet's.
 		LogMaxSize:  cfg.ContainerLogMaxSize,
 		LogMaxFiles: int(cfg.ContainerLogMaxFiles),
