@@ -60,7 +60,16 @@ type statusLine struct {
 
 	mu      sync.Mutex // guards the fields below
 	summary string     // the agent's last
+	gate    string     // what READY=1 waits for (--ready-when); "" once ready
 	last    string     // the last line sent
+}
+
+// setGate puts what READY=1 waits for in front of the line; "" removes it.
+func (s *statusLine) setGate(waiting string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.gate = waiting
+	s.sendLocked(false)
 }
 
 // Status takes a new summary from the agent (or a reload) and sends the line.
@@ -80,6 +89,9 @@ func (s *statusLine) refresh() {
 
 func (s *statusLine) sendLocked(always bool) {
 	line := s.summary
+	if s.gate != "" {
+		line = s.gate + "; " + line
+	}
 	if t := s.aux.trouble(); t != "" {
 		if line != "" {
 			line += "; "

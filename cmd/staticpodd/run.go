@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -32,12 +33,17 @@ import (
 
 var _ agent.Runtime = (*oci.Runtime)(nil)
 
+// readyExtend is how much longer each EXTEND_TIMEOUT_USEC asks systemd to
+// wait for READY=1 while --ready-when's pods are on their way.
+const readyExtend = time.Minute
+
 // errSignal is the cause of the main context's cancellation on SIGTERM/SIGINT.
 var errSignal = errors.New("received a stop signal")
 
 func newRunCmd() *cobra.Command {
 	var flags config.Flags
 	var verbose, once bool
+	var readyWhenFlag string
 	var onceTimeout time.Duration
 	cmd := &cobra.Command{
 		Use:   "run",
@@ -68,12 +74,17 @@ func newRunCmd() *cobra.Command {
 			if cmd.Flags().Changed("once-timeout") {
 				return fmt.Errorf("--once-timeout is for --once")
 			}
-			return runDaemon(cfg, &flags, logger)
+			when, err := parseReadyWhen(readyWhenFlag)
+			if err != nil {
+				return err
+			}
+			return runDaemon(cfg, &flags, when, logger)
 		},
 	}
 	flags.Register(cmd.Flags())
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "log at debug level")
 	cmd.Flags().BoolVar(&once, "once", false, "start every pod, wait until each runs (or has finished, for restartPolicy Never and OnFailure), print the results and exit, leaving the pods running")
+	cmd.Flags().StringVar(&readyWhenFlag, "ready-when", readySynced, "when to tell systemd READY=1: synced (every source read, first sync done), pods-running[:NAME,...] or pods-ready[:NAME,...] (the chosen pods, or all, are Running or Ready)")
 	cmd.Flags().DurationVar(&onceTimeout, "once-timeout", defaultOnceTimeout, "with --once, how long to wait for the pods")
 	return cmd
 }
@@ -122,6 +133,7 @@ type daemon struct {
 	relist   []func()      // each source's "read the manifests now"
 	file     *source.File  // the file source; nil without staticPodPath
 	flags    *config.Flags // the flags of the start, for a reload; nil for run --once
+	gate     *readyGate    // --ready-when's; nil when READY=1 follows the first sync
 	lock     *os.File      // flock(2)ed <run-dir>/staticpodd.lock, held while the daemon runs
 }
 
@@ -147,14 +159,27 @@ func lockRunDir(runDir string) (*os.File, error) {
 	return f, nil
 }
 
-// readyNotifier remembers that the agent said READY=1, so that a reload asked
-// for before that does not say it early.
+// readyNotifier remembers that READY=1 was said, so that a reload asked for
+// before that does not say it early. With --ready-when, the agent's Ready
+// only opens the gate, which says READY=1 once the pods are there.
 type readyNotifier struct {
 	*sysd.Notifier
-	ready atomic.Bool
+	ready    atomic.Bool
+	gate     chan struct{} // nil: no gate; else closed by the agent's Ready
+	gateOnce sync.Once
 }
 
+// Ready is the agent's: every source seen and the first sync done.
 func (n *readyNotifier) Ready() {
+	if n.gate != nil {
+		n.gateOnce.Do(func() { close(n.gate) })
+		return
+	}
+	n.sendReady()
+}
+
+// sendReady says READY=1.
+func (n *readyNotifier) sendReady() {
 	n.ready.Store(true)
 	n.Notifier.Ready()
 }
@@ -176,16 +201,20 @@ func (d *daemon) reload() {
 	d.agent.Resync()
 	if ready {
 		d.status.Status(d.agent.Summary()) // not "Reloading" until the pods change
-		d.notifier.Ready()
+		d.notifier.sendReady()
 	}
 }
 
-func runDaemon(cfg *config.Config, flags *config.Flags, logger *slog.Logger) error {
+func runDaemon(cfg *config.Config, flags *config.Flags, when readyWhen, logger *slog.Logger) error {
 	d, err := newDaemon(cfg, logger, false)
 	if err != nil {
 		return err
 	}
 	d.flags = flags
+	if when.gated() {
+		d.notifier.gate = make(chan struct{})
+		d.gate = &readyGate{when: when, node: cfg.NodeName, agent: d.agent, notifier: d.notifier, status: d.status, extend: readyExtend}
+	}
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
 	sigs := make(chan os.Signal, 1)
@@ -339,6 +368,9 @@ func (d *daemon) run(ctx context.Context) error {
 		g.Go(func() error { return run(ctx, updates) })
 	}
 	g.Go(func() error { return d.agent.Run(ctx, updates) })
+	if d.gate != nil {
+		g.Go(func() error { d.gate.run(ctx, d.notifier.gate); return nil })
+	}
 
 	g.Go(func() error {
 		return d.images.WatchImports(ctx, importDir, func([]image.Image) { d.agent.Resync() })
