@@ -106,8 +106,8 @@ fuzz:
 # Packages, built by nfpm (a module of its own in packaging/nfpm, so that its
 # dependencies stay out of the daemon's go.mod). PKG_VERSION must start with a
 # digit for dpkg and rpm.
-PKG_VERSION ?= 0.1.0+git$(shell git rev-parse --short HEAD 2>/dev/null || echo 0)
-PKG_ARCH    ?= $(shell $(GO) env GOARCH)
+PKG_VERSION := 0.1.0+git$(shell git rev-parse --short HEAD 2>/dev/null || echo 0)
+PKG_ARCH    := $(shell $(GO) env GOARCH)
 NFPM        := $(OUT)/tools/nfpm
 PKG_STAGE   := $(OUT)/pkg/stage
 DEB         := $(OUT)/pkg/staticpodd_$(PKG_VERSION)_$(PKG_ARCH).deb

@@ -63,7 +63,13 @@ func (h *journalHandler) Handle(ctx context.Context, r slog.Record) error {
 		vars["CODE_LINE"] = strconv.Itoa(frame.Line)
 		vars["CODE_FUNC"] = frame.Function
 	}
-	if err := h.send(r.Message, priority(r.Level), vars); err != nil {
+	msg := r.Message
+	// A record whose attributes carry a message of their own (an event's)
+	// shows both in `journalctl`'s one line; the attribute stays as SLOG_MESSAGE.
+	if m := vars["SLOG_MESSAGE"]; m != "" {
+		msg += ": " + m
+	}
+	if err := h.send(msg, priority(r.Level), vars); err != nil {
 		return h.fallback.Handle(ctx, r)
 	}
 	return nil
