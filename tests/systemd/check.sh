@@ -166,8 +166,7 @@ if [ "$boot" = 1 ]; then
 
 	# Readiness gating for the next boot: READY=1 once web is Ready, and a
 	# unit ordered after staticpodd that needs web to answer.
-	mkdir -p /etc/systemd/system/staticpodd.service.d
-	printf '[Service]\nEnvironment="STATICPODD_ARGS=--ready-when=pods-ready:web"\n' >/etc/systemd/system/staticpodd.service.d/20-ready-when.conf
+	sed -i 's/^STATICPODD_ARGS=.*/STATICPODD_ARGS=--ready-when=pods-ready:web/' /etc/default/staticpodd
 	cat >/etc/systemd/system/web-client.service <<'UNIT'
 [Unit]
 Description=needs the web pod to answer
