@@ -352,9 +352,19 @@ func (d *daemon) run(ctx context.Context) error {
 	if err := os.MkdirAll(importDir, 0o700); err != nil {
 		return fmt.Errorf("create %s: %w", importDir, err)
 	}
-	sock, err := server.ListenUnix(filepath.Join(d.cfg.RunDir, "staticpodd.sock"))
+	// Sockets systemd passed (socket activation, see packaging/staticpodd.socket),
+	// by FileDescriptorName: "cli" and "read-only"; the daemon opens the others.
+	passed, err := sysd.NamedListeners()
 	if err != nil {
-		return err
+		d.logger.Warn("socket activation: passed sockets not used", "err", err)
+	}
+	sock := firstListener(passed[listenerCLI])
+	if sock == nil {
+		if sock, err = server.ListenUnix(filepath.Join(d.cfg.RunDir, "staticpodd.sock")); err != nil {
+			return err
+		}
+	} else {
+		d.logger.Info("serving the CLI on a socket systemd passed", "address", sock.Addr().String())
 	}
 	g, ctx := errgroup.WithContext(ctx)
 	httpLog := d.logger.With("subsystem", "http")
@@ -376,7 +386,13 @@ func (d *daemon) run(ctx context.Context) error {
 		return d.images.WatchImports(ctx, importDir, func([]image.Image) { d.agent.Resync() })
 	})
 
-	if d.cfg.ReadOnlyPort != 0 {
+	if l := firstListener(passed[listenerReadOnly]); l != nil {
+		lim := server.DefaultLimits(server.ReadOnlyMaxConns).FitFiles(files)
+		d.logger.Info("serving the read-only port on a socket systemd passed", "address", l.Addr().String(), "maxConns", lim.MaxConns)
+		g.Go(func() error {
+			return server.Serve(ctx, l, server.ReadOnly(served{d.agent, d.aux}, httpLog), lim, httpLog.With("listener", "read-only port"))
+		})
+	} else if d.cfg.ReadOnlyPort != 0 {
 		addr := net.JoinHostPort(d.cfg.Address, strconv.Itoa(int(d.cfg.ReadOnlyPort)))
 		l, err := net.Listen("tcp", addr)
 		if err != nil {
@@ -391,6 +407,23 @@ func (d *daemon) run(ctx context.Context) error {
 		}
 	}
 	return g.Wait()
+}
+
+// The FileDescriptorName= of sockets a socket unit passes to the daemon.
+const (
+	listenerCLI      = "cli"
+	listenerReadOnly = "read-only"
+)
+
+// firstListener is the first of ls, or nil: one socket is served per
+// listener, and any further one of the same name is left unused.
+func firstListener(ls []net.Listener) net.Listener {
+	for _, l := range ls {
+		if l != nil {
+			return l
+		}
+	}
+	return nil
 }
 
 // openFileLimit is the daemon's limit on open files (the Go runtime raised
