@@ -214,6 +214,19 @@ check "systemd: systemctl start succeeds" systemctl start staticpodd
 check "systemd: container pid unchanged" [ "$(httpd_pid)" = "$pid" ]
 check "systemd: pod still Ready" until_ok 60 pod_ready $pod
 
+# Reload on this systemd (252): the package did not install the notify-reload
+# drop-in, and with it reload would have no command at all.
+check "reload: no notify-reload drop-in on systemd < 253" [ ! -e /lib/systemd/system/staticpodd.service.d/notify-reload.conf ]
+check "reload: systemctl reload works under the systemd driver" systemctl reload staticpodd
+mkdir -p /run/systemd/system/staticpodd.service.d
+cp /usr/share/staticpodd/notify-reload.conf /run/systemd/system/staticpodd.service.d/
+systemctl daemon-reload
+out=$(systemctl reload staticpodd 2>&1); rc=$?
+say "with notify-reload.conf on systemd 252: reload exit $rc: $out"
+check "reload: notify-reload.conf on 252 leaves no reload (why it is not installed)" [ $rc != 0 ]
+rm /run/systemd/system/staticpodd.service.d/notify-reload.conf
+systemctl daemon-reload
+
 # Purge: the package goes with its config; the running pod is left alone and so is its state.
 check "dpkg --purge succeeds" dpkg --purge staticpodd
 check "purge: binary gone" [ ! -e /usr/bin/staticpodd ]
