@@ -88,6 +88,10 @@ func (r *Runtime) CreateSandbox(ctx context.Context, pod *podspec.Pod) error {
 		HostNetwork: pod.HostNetwork, HostIPC: pod.HostIPC,
 		CgroupsPath: podCgroupsPath(r.cfg.CgroupDriver, r.cfg.CgroupRoot, pod.UID),
 		PidsLimit:   max(pod.PidsLimit, 0),
+		MemoryLimit: max(pod.Resources.MemoryLimit, 0),
+		CPUShares:   pod.Resources.CPUShares,
+		CPUQuota:    max(pod.Resources.CPUQuota, 0),
+		CPUPeriod:   pod.Resources.CPUPeriod,
 	}
 	if err := r.createSandbox(dir, pr); err != nil {
 		err = fmt.Errorf("create sandbox of pod %s: %w", pod.Name, err)
@@ -128,10 +132,7 @@ func (r *Runtime) createSandbox(dir string, pr podRecord) error {
 			return fmt.Errorf("mount /dev/shm tmpfs at %s: %w", shm, err)
 		}
 	}
-	res := &cgroups.Resources{SkipDevices: true}
-	if pr.PidsLimit > 0 {
-		res.PidsLimit = &pr.PidsLimit
-	}
+	res := podCgroupResources(pr)
 	mgr, err := manager.New(cgroupConfig(pr.CgroupsPath, res))
 	if err != nil {
 		return fmt.Errorf("pod cgroup %s: %w", pr.CgroupsPath, err)
@@ -147,6 +148,28 @@ func (r *Runtime) createSandbox(dir string, pr podRecord) error {
 	r.warmer.warm()
 	// The record last: its presence means the sandbox is complete.
 	return writeJSON(filepath.Join(dir, podFile), pr)
+}
+
+// podCgroupResources are the limits of the pod's own cgroup: pids.max, and
+// the CPU shares (cpu.weight on v2), CPU quota (cpu.max) and memory limit
+// (memory.max) the agent chose per QoS class.
+func podCgroupResources(pr podRecord) *cgroups.Resources {
+	res := &cgroups.Resources{SkipDevices: true}
+	if pr.PidsLimit > 0 {
+		res.PidsLimit = &pr.PidsLimit
+	}
+	if pr.MemoryLimit > 0 {
+		res.Memory = pr.MemoryLimit
+	}
+	res.CpuShares = pr.CPUShares
+	if pr.CPUQuota > 0 {
+		res.CpuQuota = pr.CPUQuota
+		res.CpuPeriod = pr.CPUPeriod
+		if res.CpuPeriod == 0 {
+			res.CpuPeriod = 100000
+		}
+	}
+	return res
 }
 
 // writeSandboxFiles writes the pod's /etc/hosts, /etc/hostname and
