@@ -53,6 +53,11 @@ limits() {
 	say "$1: web's cgroup $wcg"
 	check "$1: web's memory.max is 32Mi" [ "$(cat $wcg/memory.max)" = 33554432 ]
 	check "$1: web's cpu.max is 100m" [ "$(cat $wcg/cpu.max)" = "10000 100000" ]
+	# The pod cgroups, as the kubelet sets a Guaranteed pod's: the sums.
+	check "$1: memhog pod's memory.max is 2x16Mi" [ "$(cat $(dirname $cg)/memory.max)" = 33554432 ]
+	check "$1: memhog pod's cpu.max is 2x250m" [ "$(cat $(dirname $cg)/cpu.max)" = "50000 100000" ]
+	check "$1: web pod's memory.max is 32Mi" [ "$(cat $(dirname $wcg)/memory.max)" = 33554432 ]
+	check "$1: web pod's cpu.weight is that of 100m" [ "$(cat $(dirname $wcg)/cpu.weight)" = 4 ]
 	case $1 in
 	cgroupfs) check "cgroupfs: pods under /staticpodd" sh -c "echo $wcg | grep -q '^/sys/fs/cgroup/staticpodd/pod'" ;;
 	systemd)
