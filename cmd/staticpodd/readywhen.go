@@ -9,6 +9,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/staticpodd/staticpodd/agent"
+	"github.com/staticpodd/staticpodd/agent/prober"
 )
 
 // readyWhen is --ready-when: what READY=1 waits for beyond the first sync.
@@ -56,9 +57,12 @@ func parseReadyWhen(s string) (readyWhen, error) {
 func (w readyWhen) gated() bool { return w.cond == readyRunning || w.cond == readyReady }
 
 // check reports whether pods meet w and, when not, what is waited for, and
-// whether that is still progressing (nothing chosen has failed yet): only
-// then is systemd's start timeout extended.
-func (w readyWhen) check(pods []v1.Pod, node string) (ok bool, waiting string, progressing bool) {
+// whether that is still progressing: every chosen pod that is not there yet
+// is being created (its image imported, its containers started) or has a
+// readiness probe that has not answered yet. Only then is systemd's start
+// timeout extended; a pod that is missing, failed, or whose probe fails lets
+// TimeoutStartSec end the start.
+func (w readyWhen) check(pods []v1.Pod, probes []prober.Status, node string) (ok bool, waiting string, progressing bool) {
 	var chosen []v1.Pod
 	var missing []string
 	if len(w.names) == 0 {
@@ -81,6 +85,7 @@ func (w readyWhen) check(pods []v1.Pod, node string) (ok bool, waiting string, p
 	progressing = true
 	for _, n := range missing {
 		wait = append(wait, "pod "+n+" (no such pod yet)")
+		progressing = false
 	}
 	for _, p := range chosen {
 		if p.DeletionTimestamp != nil {
@@ -89,7 +94,7 @@ func (w readyWhen) check(pods []v1.Pod, node string) (ok bool, waiting string, p
 		if w.meets(p) {
 			continue
 		}
-		why, failed := notYet(p, w.cond)
+		why, failed := notYet(p, w.cond, probes)
 		wait = append(wait, fmt.Sprintf("pod %s (%s)", p.Name, why))
 		if failed {
 			progressing = false
@@ -147,8 +152,9 @@ var failedReasons = map[string]bool{
 }
 
 // notYet says why p is not there yet, and whether it failed: a container
-// waits for a reason that does not pass, has restarted, or its pod ended.
-func notYet(p v1.Pod, cond string) (why string, failed bool) {
+// waits for a reason that does not pass, has restarted, its readiness probe
+// fails, or its pod ended.
+func notYet(p v1.Pod, cond string, probes []prober.Status) (why string, failed bool) {
 	if p.Status.Phase == v1.PodFailed {
 		return "Failed", true
 	}
@@ -160,6 +166,12 @@ func notYet(p v1.Pod, cond string) (why string, failed bool) {
 			return fmt.Sprintf("container %s restarted %d times", cs.Name, cs.RestartCount), true
 		}
 		if cond == readyReady && !cs.Ready && cs.State.Running != nil {
+			for _, pr := range probes {
+				if pr.Namespace == p.Namespace && pr.Pod == p.Name && pr.Container == cs.Name &&
+					pr.Probe == prober.Readiness && pr.Result == prober.Failure.String() {
+					return "container " + cs.Name + " readiness probe " + pr.Result, true
+				}
+			}
 			return "container " + cs.Name + " not ready", false
 		}
 	}
@@ -192,7 +204,7 @@ func (g *readyGate) run(ctx context.Context, synced <-chan struct{}) {
 	last := ""
 	for {
 		changed := g.agent.Changed()
-		ok, waiting, progressing := g.when.check(g.agent.Pods(), g.node)
+		ok, waiting, progressing := g.when.check(g.agent.Pods(), g.agent.Probes(), g.node)
 		if ok {
 			g.status.setGate("")
 			g.notifier.sendReady()

@@ -6,6 +6,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/staticpodd/staticpodd/agent/prober"
 )
 
 func TestParseReadyWhen(t *testing.T) {
@@ -86,7 +88,7 @@ func TestReadyWhenCheck(t *testing.T) {
 		{"ready: one unready", "pods-ready", []v1.Pod{etcdUp, webUnready}, false, "pod web-n1 (container httpd not ready)", true},
 		{"ready: only the chosen one, by manifest name", "pods-ready:etcd", []v1.Pod{etcdUp, webUnready}, true, "", false},
 		{"ready: chosen by full name and namespace", "pods-ready:kube-system/etcd-n1", []v1.Pod{etcdUp, webUnready}, true, "", false},
-		{"ready: wrong namespace is missing", "pods-ready:default/etcd", []v1.Pod{etcdUp}, false, "pod default/etcd (no such pod yet)", true},
+		{"ready: wrong namespace is missing, and that does not pass", "pods-ready:default/etcd", []v1.Pod{etcdUp}, false, "pod default/etcd (no such pod yet)", false},
 		{"running: creating is progressing", "pods-running:web", []v1.Pod{webCreating}, false, "container httpd ContainerCreating", true},
 		{"running: crash loop has failed", "pods-running:web", []v1.Pod{webCrashing}, false, "container httpd CrashLoopBackOff", false},
 		{"running: missing image has failed", "pods-running", []v1.Pod{webNoImage}, false, "ErrImageNeverPull", false},
@@ -96,9 +98,24 @@ func TestReadyWhenCheck(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ok, waitingText, progressing := w.check(tc.pods, node)
+		ok, waitingText, progressing := w.check(tc.pods, nil, node)
 		if ok != tc.ok || !strings.Contains(waitingText, tc.waiting) || progressing != tc.progressing {
 			t.Errorf("%s: check = %v %q %v, want %v (containing %q) %v", tc.name, ok, waitingText, progressing, tc.ok, tc.waiting, tc.progressing)
 		}
+	}
+}
+
+// A readiness probe that fails is not progress: the start timeout applies.
+func TestReadyWhenProbeFailing(t *testing.T) {
+	w, _ := parseReadyWhen("pods-ready:web")
+	web := pod("default", "web-n1", v1.PodRunning, false, running("httpd", false))
+	probes := []prober.Status{{Namespace: "default", Pod: "web-n1", Container: "httpd", Probe: prober.Liveness, Result: "success"}}
+	if ok, _, progressing := w.check([]v1.Pod{web}, probes, "n1"); ok || !progressing {
+		t.Errorf("no readiness result yet: ok=%v progressing=%v, want false true", ok, progressing)
+	}
+	probes = append(probes, prober.Status{Namespace: "default", Pod: "web-n1", Container: "httpd", Probe: prober.Readiness, Result: "failure"})
+	ok, waiting, progressing := w.check([]v1.Pod{web}, probes, "n1")
+	if ok || progressing || !strings.Contains(waiting, "container httpd readiness probe failure") {
+		t.Errorf("readiness failing: %v %q %v, want false, the probe named, false", ok, waiting, progressing)
 	}
 }
