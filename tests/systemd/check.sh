@@ -102,6 +102,8 @@ if [ "$boot" = 1 ]; then
 	p_start=$(systemctl show -p ExecMainStartTimestampMonotonic --value notify-peer)
 	say "PEER-START-TO-READY notify-peer (systemd-notify --ready at once): $(((p_ready - p_start) / 1000))ms"
 	systemctl stop notify-peer.service
+	say "the daemon's first start, from the journal:"
+	journalctl -u staticpodd -b -o short-monotonic --no-pager | head -25 | cut -c1-160
 	pid=$(httpd_pid)
 	say "container pid $pid, daemon pid $(mainpid)"
 
