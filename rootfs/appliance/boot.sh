@@ -3,7 +3,7 @@
 # the kernel of /boot, runs CHECK inside (see check-driver), and exits 0 iff every
 # boot's check passed. The image never changes: its writes go to qemu's temporary
 # snapshot, which lives as long as qemu does, so a reboot asked for by the check
-# (exit status 10) sees what the first boot left.
+# (exit status 10, or 11 after a failure) sees what the first boot left.
 #
 # Usage: rootfs/appliance/boot.sh IMG CHECK SHARE_DIR [FILE...]
 #   FILEs are copied into the share, which the guest mounts on /mnt/host.
@@ -54,4 +54,5 @@ if [ $n = 0 ]; then
 fi
 # The last boot must have finished with 0 (not asked for another boot).
 [ "$last" = 0 ] || status=1
+[ $status = 0 ] && echo "test-systemd: PASS ($n boots)" || echo "test-systemd: FAIL (see above; console in $share/console.log)"
 exit $status
