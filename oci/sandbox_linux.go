@@ -162,6 +162,11 @@ func podCgroupResources(pr podRecord) *cgroups.Resources {
 		res.Memory = pr.MemoryLimit
 	}
 	res.CpuShares = pr.CPUShares
+	if pr.CPUShares > 0 && cgroups.IsCgroup2UnifiedMode() {
+		// libcontainer converts a container's shares when it converts its
+		// spec; the pod's are given here, mapped the same way.
+		res.CpuWeight = cgroups.ConvertCPUSharesToCgroupV2Value(pr.CPUShares)
+	}
 	if pr.CPUQuota > 0 {
 		res.CpuQuota = pr.CPUQuota
 		res.CpuPeriod = pr.CPUPeriod
