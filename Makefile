@@ -10,7 +10,8 @@ LDFLAGS   := -s -w -extldflags -static -X main.version=$(VERSION)
 DEMO_ROOT := $(CURDIR)/$(OUT)/demo/root
 DEMO_RUN  := /run/staticpodd-demo
 
-.PHONY: all build images demo demo-clean test unit e2e bench bench-relist fuzz vet clean
+.PHONY: all build images demo demo-clean test unit e2e bench bench-relist fuzz vet clean \
+	deb rpm packages appliance test-systemd
 
 all: build
 
@@ -101,6 +102,56 @@ FUZZMINIMIZE ?= 10s
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseFile$$' -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZE) ./agent/manifest
 	$(GO) test -run '^$$' -fuzz '^FuzzParseURL$$' -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZE) ./agent/manifest
+
+# Packages, built by nfpm (a module of its own in packaging/nfpm, so that its
+# dependencies stay out of the daemon's go.mod). PKG_VERSION must start with a
+# digit for dpkg and rpm.
+PKG_VERSION := 0.1.0+git$(shell git rev-parse --short HEAD 2>/dev/null || echo 0)
+PKG_ARCH    := $(shell $(GO) env GOARCH)
+NFPM        := $(OUT)/tools/nfpm
+PKG_STAGE   := $(OUT)/pkg/stage
+DEB         := $(OUT)/pkg/staticpodd_$(PKG_VERSION)_$(PKG_ARCH).deb
+
+$(NFPM): packaging/nfpm/go.mod packaging/nfpm/go.sum
+	cd packaging/nfpm && $(GO) build -o $(CURDIR)/$@ github.com/goreleaser/nfpm/v2/cmd/nfpm
+
+$(PKG_STAGE)/staticpodd.8.gz: $(BIN) packaging/manpage.sh
+	@mkdir -p $(dir $@)
+	packaging/manpage.sh $(BIN) $(PKG_VERSION) | gzip -9n > $@
+
+# pkg-stage: what nfpm.yaml takes from the build.
+pkg-stage: $(BIN) $(PKG_STAGE)/staticpodd.8.gz
+	@mkdir -p $(PKG_STAGE)
+	cp $(BIN) $(PKG_STAGE)/staticpodd
+
+deb: $(NFPM) pkg-stage
+	VERSION=$(PKG_VERSION) ARCH=$(PKG_ARCH) \
+		$(NFPM) pkg --config packaging/nfpm.yaml --packager deb --target $(DEB)
+
+rpm: $(NFPM) pkg-stage
+	VERSION=$(PKG_VERSION) ARCH=$(PKG_ARCH) \
+		$(NFPM) pkg --config packaging/nfpm.yaml --packager rpm --target $(OUT)/pkg/
+
+packages: deb rpm
+
+# The appliance: Debian bookworm with systemd, the .deb installed and enabled, the
+# web example's manifest and its image in the import folder. Its debootstrap base
+# is cached in $${XDG_CACHE_HOME:-$$HOME/.cache}/staticpodd/appliance. Boot it with
+# rootfs/appliance/boot.sh (see rootfs/README.md).
+APPLIANCE := $(OUT)/appliance/root.img
+appliance: deb images
+	rootfs/appliance/build.sh $(DEB) $(IMAGE_TAR) examples/manifests/web.yaml $(APPLIANCE)
+
+# The test under a real booted systemd (PID 1, cgroup v2): boots the appliance
+# under qemu and runs tests/systemd/check.sh inside; a second .deb of a later
+# version tests the upgrade. Needs debootstrap, qemu-system-x86, linux-image-amd64.
+UPGRADE_DEB := $(OUT)/pkg/upgrade/staticpodd_$(PKG_VERSION).1_$(PKG_ARCH).deb
+test-systemd: appliance
+	@mkdir -p $(dir $(UPGRADE_DEB))
+	VERSION=$(PKG_VERSION).1 ARCH=$(PKG_ARCH) \
+		$(NFPM) pkg --config packaging/nfpm.yaml --packager deb --target $(UPGRADE_DEB)
+	rootfs/appliance/boot.sh $(APPLIANCE) tests/systemd/check.sh $(OUT)/appliance/share \
+		$(UPGRADE_DEB) $(IMAGE_TAR) tests/systemd/memhog.yaml
 
 clean:
 	rm -rf bin $(OUT)

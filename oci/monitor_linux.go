@@ -209,7 +209,9 @@ func (m *monitorProc) run(st monitorState, log *slog.Logger) error {
 	}
 	cfg, err := specconv.CreateLibcontainerConfig(&specconv.CreateOpts{
 		CgroupName: m.id,
-		Spec:       &s,
+		// A scope of the pod's slice under the systemd cgroup driver.
+		UseSystemdCgroup: s.Linux != nil && isSystemdCgroupsPath(s.Linux.CgroupsPath),
+		Spec:             &s,
 	})
 	if err != nil {
 		return fmt.Errorf("convert spec of container %s: %w", m.id, err)
@@ -287,6 +289,11 @@ func (m *monitorProc) runContainer(ctr *libcontainer.Container, proc *libcontain
 	stateErr := writeJSON(filepath.Join(m.dir, stateFile), st)
 	m.sendReport(monitorReport{Pid: pid, StartedAt: st.StartedAt})
 
+	var podOOMBefore uint64
+	var podOOMOK bool
+	if state, err := ctr.State(); err == nil {
+		podOOMBefore, podOOMOK = podOOMKills(state.CgroupPaths)
+	}
 	initReaped := make(chan struct{})
 	go reapOrphans(pid, initReaped)
 	ps, _ := proc.Wait() // an unsuccessful exit is an error; ps says which
@@ -301,7 +308,7 @@ func (m *monitorProc) runContainer(ctr *libcontainer.Container, proc *libcontain
 		exit.ExitCode = ps.ExitCode()
 	}
 	if state, err := ctr.State(); err == nil {
-		exit.OOMKilled = oomKilled(state.CgroupPaths)
+		exit.OOMKilled = oomKilledSince(state.CgroupPaths, podOOMBefore, podOOMOK, exit.Signal)
 	}
 	// With a shared PID namespace, leftovers may still hold the pipes open:
 	// kill them (a no-op error for a private PID namespace, already empty).

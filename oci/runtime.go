@@ -42,8 +42,13 @@ type Config struct {
 	RunDir string
 	// RootDir is the daemon's persistent root, e.g. /var/lib/staticpodd.
 	RootDir string
-	// CgroupRoot is the cgroupfs parent of pod cgroups; default DefaultCgroupRoot.
+	// CgroupRoot is the parent of pod cgroups; default DefaultCgroupRoot.
+	// Under the systemd driver it names the slices (see podCgroupsPath).
 	CgroupRoot string
+	// CgroupDriver is CgroupDriverCgroupfs (the default: cgroup directories
+	// the daemon makes) or CgroupDriverSystemd (pods as transient slices,
+	// containers as scopes, made by systemd over D-Bus).
+	CgroupDriver string
 	// StartTimeout bounds Start: a container whose start hangs (a wedged
 	// mount, a frozen cgroup) is killed and cleaned up when it expires;
 	// default DefaultStartTimeout.

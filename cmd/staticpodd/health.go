@@ -14,6 +14,7 @@ import (
 // failing one does not make the daemon unhealthy.
 type auxiliary struct {
 	url *source.URL // nil without staticPodURL
+	reloadNote
 }
 
 func (x *auxiliary) checks() []server.Check {
@@ -33,6 +34,9 @@ func (x *auxiliary) trouble() string {
 			// The error names the URL first.
 			parts = append(parts, "manifest URL "+st.Err.Error())
 		}
+	}
+	if n := x.reloadNote.reloadNote(); n != "" {
+		parts = append(parts, n)
 	}
 	return strings.Join(parts, "; ")
 }
@@ -56,7 +60,16 @@ type statusLine struct {
 
 	mu      sync.Mutex // guards the fields below
 	summary string     // the agent's last
+	gate    string     // what READY=1 waits for (--ready-when); "" once ready
 	last    string     // the last line sent
+}
+
+// setGate puts what READY=1 waits for in front of the line; "" removes it.
+func (s *statusLine) setGate(waiting string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.gate = waiting
+	s.sendLocked(false)
 }
 
 // Status takes a new summary from the agent (or a reload) and sends the line.
@@ -76,6 +89,9 @@ func (s *statusLine) refresh() {
 
 func (s *statusLine) sendLocked(always bool) {
 	line := s.summary
+	if s.gate != "" {
+		line = s.gate + "; " + line
+	}
 	if t := s.aux.trouble(); t != "" {
 		if line != "" {
 			line += "; "

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -32,12 +33,17 @@ import (
 
 var _ agent.Runtime = (*oci.Runtime)(nil)
 
+// readyExtend is how much longer each EXTEND_TIMEOUT_USEC asks systemd to
+// wait for READY=1 while --ready-when's pods are on their way.
+const readyExtend = time.Minute
+
 // errSignal is the cause of the main context's cancellation on SIGTERM/SIGINT.
 var errSignal = errors.New("received a stop signal")
 
 func newRunCmd() *cobra.Command {
 	var flags config.Flags
 	var verbose, once bool
+	var readyWhenFlag string
 	var onceTimeout time.Duration
 	cmd := &cobra.Command{
 		Use:   "run",
@@ -56,6 +62,11 @@ func newRunCmd() *cobra.Command {
 			for _, w := range warnings {
 				logger.Warn("configuration field ignored", "reason", w)
 			}
+			// A driver the host cannot serve fails now, in one line, not at the
+			// first pod.
+			if err := oci.CheckCgroupDriver(cfg.CgroupDriver); err != nil {
+				return err
+			}
 			warnNotYetActedOn(cfg, logger)
 			if once {
 				return runOnce(cfg, logger, onceTimeout, cmd.OutOrStdout())
@@ -63,12 +74,17 @@ func newRunCmd() *cobra.Command {
 			if cmd.Flags().Changed("once-timeout") {
 				return fmt.Errorf("--once-timeout is for --once")
 			}
-			return runDaemon(cfg, logger)
+			when, err := parseReadyWhen(readyWhenFlag)
+			if err != nil {
+				return err
+			}
+			return runDaemon(cfg, &flags, when, logger)
 		},
 	}
 	flags.Register(cmd.Flags())
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "log at debug level")
 	cmd.Flags().BoolVar(&once, "once", false, "start every pod, wait until each runs (or has finished, for restartPolicy Never and OnFailure), print the results and exit, leaving the pods running")
+	cmd.Flags().StringVar(&readyWhenFlag, "ready-when", readySynced, "when to tell systemd READY=1: synced (every source read, first sync done), pods-running[:NAME,...] or pods-ready[:NAME,...] (the chosen pods, or all, are Running or Ready)")
 	cmd.Flags().DurationVar(&onceTimeout, "once-timeout", defaultOnceTimeout, "with --once, how long to wait for the pods")
 	return cmd
 }
@@ -101,10 +117,6 @@ func warnNotYetActedOn(cfg *config.Config, logger *slog.Logger) {
 		}
 		logger.Warn("configuration field not acted on yet", "field", e.Key, "value", e.Value, "from", e.Origin, "reason", reason)
 	}
-	if cfg.CgroupDriver != "cgroupfs" {
-		logger.Warn("configuration field not acted on yet", "field", "cgroupDriver", "value", cfg.CgroupDriver,
-			"reason", "only the cgroupfs driver is implemented; pods use it")
-	}
 }
 
 // daemon is every subsystem of a running staticpodd; only this file knows them all.
@@ -118,8 +130,11 @@ type daemon struct {
 	runtime  *oci.Runtime
 	agent    *agent.Agent
 	sources  []func(context.Context, chan<- source.Update) error
-	relist   []func() // each source's "read the manifests now"
-	lock     *os.File // flock(2)ed <run-dir>/staticpodd.lock, held while the daemon runs
+	relist   []func()      // each source's "read the manifests now"
+	file     *source.File  // the file source; nil without staticPodPath
+	flags    *config.Flags // the flags of the start, for a reload; nil for run --once
+	gate     *readyGate    // --ready-when's; nil when READY=1 follows the first sync
+	lock     *os.File      // flock(2)ed <run-dir>/staticpodd.lock, held while the daemon runs
 }
 
 // lockRunDir takes <run-dir>/staticpodd.lock for this process, or says which
@@ -144,40 +159,61 @@ func lockRunDir(runDir string) (*os.File, error) {
 	return f, nil
 }
 
-// readyNotifier remembers that the agent said READY=1, so that a reload asked
-// for before that does not say it early.
+// readyNotifier remembers that READY=1 was said, so that a reload asked for
+// before that does not say it early. With --ready-when, the agent's Ready
+// only opens the gate, which says READY=1 once the pods are there.
 type readyNotifier struct {
 	*sysd.Notifier
-	ready atomic.Bool
+	ready    atomic.Bool
+	gate     chan struct{} // nil: no gate; else closed by the agent's Ready
+	gateOnce sync.Once
 }
 
+// Ready is the agent's: every source seen and the first sync done.
 func (n *readyNotifier) Ready() {
+	if n.gate != nil {
+		n.gateOnce.Do(func() { close(n.gate) })
+		return
+	}
+	n.sendReady()
+}
+
+// sendReady says READY=1.
+func (n *readyNotifier) sendReady() {
 	n.ready.Store(true)
 	n.Notifier.Ready()
 }
 
-// reload is systemctl reload (SIGHUP): every source reads its manifests now
-// and every waiting pod tries again now.
+// reload is systemctl reload (SIGHUP): the configuration is read again and
+// what can change live is applied (the rest is reported as needing a
+// restart), every source reads its manifests now and every waiting pod tries
+// again now.
 func (d *daemon) reload() {
-	d.logger.Info("reloading: reading manifests now")
+	d.logger.Info("reloading: reading the configuration and the manifests now")
 	ready := d.notifier.ready.Load()
 	if ready {
 		d.notifier.Reloading()
 	}
+	d.reloadConfig()
 	for _, relist := range d.relist {
 		relist()
 	}
 	d.agent.Resync()
 	if ready {
 		d.status.Status(d.agent.Summary()) // not "Reloading" until the pods change
-		d.notifier.Ready()
+		d.notifier.sendReady()
 	}
 }
 
-func runDaemon(cfg *config.Config, logger *slog.Logger) error {
+func runDaemon(cfg *config.Config, flags *config.Flags, when readyWhen, logger *slog.Logger) error {
 	d, err := newDaemon(cfg, logger, false)
 	if err != nil {
 		return err
+	}
+	d.flags = flags
+	if when.gated() {
+		d.notifier.gate = make(chan struct{})
+		d.gate = &readyGate{when: when, node: cfg.NodeName, agent: d.agent, notifier: d.notifier, status: d.status, extend: readyExtend}
 	}
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
@@ -226,9 +262,10 @@ func newDaemon(cfg *config.Config, logger *slog.Logger, once bool) (*daemon, err
 		return nil, err
 	}
 	rt, err := oci.New(oci.Config{
-		RunDir:     cfg.RunDir,
-		RootDir:    cfg.RootDir,
-		CgroupRoot: cfg.CgroupRoot,
+		RunDir:       cfg.RunDir,
+		RootDir:      cfg.RootDir,
+		CgroupRoot:   cfg.CgroupRoot,
+		CgroupDriver: cfg.CgroupDriver,
 		// A negative containerLogMaxSize turns rotation off, as the kubelet's.
 		LogMaxSize:  cfg.ContainerLogMaxSize,
 		LogMaxFiles: int(cfg.ContainerLogMaxFiles),
@@ -259,6 +296,7 @@ func newDaemon(cfg *config.Config, logger *slog.Logger, once bool) (*daemon, err
 	if cfg.StaticPodPath != "" {
 		file := source.NewFile(cfg.StaticPodPath, cfg.NodeName, cfg.FileCheckFrequency, seen.Seen, logger.With("source", "file"))
 		file.Store = seen // the last good pod of each manifest outlives a restart
+		d.file = file
 		if once {
 			d.sources = append(d.sources, file.Once)
 		} else {
@@ -314,9 +352,19 @@ func (d *daemon) run(ctx context.Context) error {
 	if err := os.MkdirAll(importDir, 0o700); err != nil {
 		return fmt.Errorf("create %s: %w", importDir, err)
 	}
-	sock, err := server.ListenUnix(filepath.Join(d.cfg.RunDir, "staticpodd.sock"))
+	// Sockets systemd passed (socket activation, see packaging/staticpodd.socket),
+	// by FileDescriptorName: "cli" and "read-only"; the daemon opens the others.
+	passed, err := sysd.NamedListeners()
 	if err != nil {
-		return err
+		d.logger.Warn("socket activation: passed sockets not used", "err", err)
+	}
+	sock := firstListener(passed[listenerCLI])
+	if sock == nil {
+		if sock, err = server.ListenUnix(filepath.Join(d.cfg.RunDir, "staticpodd.sock")); err != nil {
+			return err
+		}
+	} else {
+		d.logger.Info("serving the CLI on a socket systemd passed", "address", sock.Addr().String())
 	}
 	g, ctx := errgroup.WithContext(ctx)
 	httpLog := d.logger.With("subsystem", "http")
@@ -330,12 +378,21 @@ func (d *daemon) run(ctx context.Context) error {
 		g.Go(func() error { return run(ctx, updates) })
 	}
 	g.Go(func() error { return d.agent.Run(ctx, updates) })
+	if d.gate != nil {
+		g.Go(func() error { d.gate.run(ctx, d.notifier.gate); return nil })
+	}
 
 	g.Go(func() error {
 		return d.images.WatchImports(ctx, importDir, func([]image.Image) { d.agent.Resync() })
 	})
 
-	if d.cfg.ReadOnlyPort != 0 {
+	if l := firstListener(passed[listenerReadOnly]); l != nil {
+		lim := server.DefaultLimits(server.ReadOnlyMaxConns).FitFiles(files)
+		d.logger.Info("serving the read-only port on a socket systemd passed", "address", l.Addr().String(), "maxConns", lim.MaxConns)
+		g.Go(func() error {
+			return server.Serve(ctx, l, server.ReadOnly(served{d.agent, d.aux}, httpLog), lim, httpLog.With("listener", "read-only port"))
+		})
+	} else if d.cfg.ReadOnlyPort != 0 {
 		addr := net.JoinHostPort(d.cfg.Address, strconv.Itoa(int(d.cfg.ReadOnlyPort)))
 		l, err := net.Listen("tcp", addr)
 		if err != nil {
@@ -350,6 +407,23 @@ func (d *daemon) run(ctx context.Context) error {
 		}
 	}
 	return g.Wait()
+}
+
+// The FileDescriptorName= of sockets a socket unit passes to the daemon.
+const (
+	listenerCLI      = "cli"
+	listenerReadOnly = "read-only"
+)
+
+// firstListener is the first of ls, or nil: one socket is served per
+// listener, and any further one of the same name is left unused.
+func firstListener(ls []net.Listener) net.Listener {
+	for _, l := range ls {
+		if l != nil {
+			return l
+		}
+	}
+	return nil
 }
 
 // openFileLimit is the daemon's limit on open files (the Go runtime raised
