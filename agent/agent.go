@@ -79,6 +79,7 @@ type Agent struct {
 	readyWait   map[string]bool // workers that have not synced readyAt yet
 	notifyReady bool
 	changed     chan struct{}   // closed, and replaced, on each status change
+	watches     map[*PodWatch]bool
 	problemSeen map[string]bool // manifest problems already recorded as events
 }
 

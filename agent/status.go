@@ -57,7 +57,7 @@ func (w *worker) publish(pod *v1.Pod) {
 		}
 	}
 	w.mu.Unlock()
-	w.a.statusChanged()
+	w.a.statusChanged(w.key)
 }
 
 // terminating is p marked for deletion now, with its grace period.
