@@ -30,9 +30,24 @@ import (
 
 // Pods is what the mirror needs of the agent.
 type Pods interface {
-	Watch() *agent.PodWatch
+	// Watch subscribes to changes of the static pods (agent.Agent.Watch).
+	Watch() Watch
+	// Events are what happened to them, kept and to come.
 	Events() *events.Recorder
 }
+
+// Watch is a subscription to the static pods' changes; *agent.PodWatch
+// implements it.
+type Watch interface {
+	C() <-chan struct{}
+	Next() []agent.PodUpdate
+	Close()
+}
+
+// AgentPods is the agent as the mirror sees it.
+type AgentPods struct{ *agent.Agent }
+
+func (a AgentPods) Watch() Watch { return a.Agent.Watch() }
 
 // NodeConditions gives the node's pressure conditions (MemoryPressure,
 // DiskPressure, PIDPressure); the eviction manager implements it. Without

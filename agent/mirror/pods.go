@@ -69,8 +69,7 @@ func (s *podSync) run(ctx context.Context) {
 			}
 		}
 	})
-	uid := s.m.nodeUID(ctx)
-	if uid == "" {
+	if _, ok := s.m.nodeUID(ctx); !ok {
 		return
 	}
 	// A periodic full pass catches what a lost watch event would miss.
@@ -265,8 +264,8 @@ type podsClient interface {
 // reference to the Node. An existing pod of the same name and hash is
 // taken as made.
 func (s *podSync) create(ctx context.Context, pods podsClient, p *v1.Pod) (*v1.Pod, error) {
-	uid := s.m.nodeUID(ctx)
-	if uid == "" {
+	uid, ok := s.m.nodeUID(ctx)
+	if !ok {
 		return nil, ctx.Err()
 	}
 	mp := mirrorPod(p, s.m.cfg.NodeName, uid)
