@@ -156,6 +156,7 @@ const requestTimeout = 10 * time.Second
 // ends. It returns nil then; trouble on the way is logged, retried with
 // back-off and shown by Status, never returned.
 func (m *Mirror) Run(ctx context.Context) error {
+	quietKlog(m.logger.With("from", "client-go"))
 	var client kubernetes.Interface
 	bo := newBackoff(200*time.Millisecond, 10*time.Second)
 	for client == nil {
