@@ -89,8 +89,8 @@ type Mirror struct {
 	cfg    Config
 	pods   Pods
 	logger *slog.Logger
-	// newClient makes the clientset; tests replace it with a fake.
-	newClient func() (kubernetes.Interface, error)
+	// newClient makes the clientsets; tests replace it with a fake.
+	newClient func() (clients, error)
 
 	healthMu sync.Mutex // guards health
 	health   map[string]problem
@@ -130,23 +130,33 @@ func New(cfg Config, pods Pods, logger *slog.Logger) *Mirror {
 	return m
 }
 
+// clients are the API server's: one for requests, one for the watch, which
+// the requests' timeout would cut.
+type clients struct {
+	api, watch kubernetes.Interface
+}
+
 // kubeconfigClient reads the kubeconfig, each time anew: kubeadm may write it
 // after staticpodd started.
-func (m *Mirror) kubeconfigClient() (kubernetes.Interface, error) {
+func (m *Mirror) kubeconfigClient() (clients, error) {
 	rc, err := clientcmd.BuildConfigFromFlags("", m.cfg.Kubeconfig)
 	if err != nil {
-		return nil, fmt.Errorf("kubeconfig %s: %w", m.cfg.Kubeconfig, err)
+		return clients{}, fmt.Errorf("kubeconfig %s: %w", m.cfg.Kubeconfig, err)
 	}
 	// The kubelet's kubeAPIQPS and kubeAPIBurst defaults.
 	rc.QPS, rc.Burst = 50, 100
-	// No request outlives a slow server for long; watches end by their own timeout.
-	rc.Timeout = requestTimeout
 	rc.UserAgent = "staticpodd/" + m.cfg.Version
-	c, err := kubernetes.NewForConfig(rc)
+	watch, err := kubernetes.NewForConfig(rc)
 	if err != nil {
-		return nil, fmt.Errorf("kubeconfig %s: %w", m.cfg.Kubeconfig, err)
+		return clients{}, fmt.Errorf("kubeconfig %s: %w", m.cfg.Kubeconfig, err)
 	}
-	return c, nil
+	// No request outlives a slow server for long.
+	rc.Timeout = requestTimeout
+	api, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return clients{}, fmt.Errorf("kubeconfig %s: %w", m.cfg.Kubeconfig, err)
+	}
+	return clients{api: api, watch: watch}, nil
 }
 
 // requestTimeout bounds every request but the pod watch.
@@ -157,12 +167,12 @@ const requestTimeout = 10 * time.Second
 // back-off and shown by Status, never returned.
 func (m *Mirror) Run(ctx context.Context) error {
 	quietKlog(m.logger.With("from", "client-go"))
-	var client kubernetes.Interface
+	var cs clients
 	bo := newBackoff(200*time.Millisecond, 10*time.Second)
-	for client == nil {
+	for {
 		c, err := m.newClient()
 		if err == nil {
-			client = c
+			cs = c
 			break
 		}
 		m.report("kubeconfig", err)
@@ -173,9 +183,10 @@ func (m *Mirror) Run(ctx context.Context) error {
 	m.report("kubeconfig", nil)
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	client := cs.api
 	wg.Go(func() { m.runNode(ctx, client) })
 	wg.Go(func() { m.runLease(ctx, client) })
-	ps := newPodSync(m, client)
+	ps := newPodSync(m, client, cs.watch)
 	m.podsMu.Lock()
 	m.sync = ps
 	m.podsMu.Unlock()

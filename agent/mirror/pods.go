@@ -33,6 +33,7 @@ const AnnotationMirror = "kubernetes.io/config.mirror"
 type podSync struct {
 	m      *Mirror
 	client kubernetes.Interface
+	watch  kubernetes.Interface // without the requests' timeout
 
 	mu       sync.Mutex          // guards the fields below
 	desired  map[string]*v1.Pod  // static pods by full name namespace/name
@@ -44,9 +45,9 @@ type podSync struct {
 	kick     chan struct{}       // one slot: something is dirty
 }
 
-func newPodSync(m *Mirror, client kubernetes.Interface) *podSync {
+func newPodSync(m *Mirror, client, watch kubernetes.Interface) *podSync {
 	return &podSync{
-		m: m, client: client,
+		m: m, client: client, watch: watch,
 		desired: map[string]*v1.Pod{}, mirrors: map[string]*v1.Pod{}, dirty: map[string]bool{},
 		retry: map[string]*backoff{}, patched: map[string]string{}, failures: map[string]error{},
 		kick: make(chan struct{}, 1),
@@ -409,9 +410,11 @@ func newerRV(a, b string) bool {
 func (s *podSync) watchMirrors(ctx context.Context) {
 	bo := newBackoff(200*time.Millisecond, retryMax)
 	sel := fields.OneTermEqualSelector("spec.nodeName", s.m.cfg.NodeName).String()
-	pods := s.client.CoreV1().Pods(metav1.NamespaceAll)
+	pods := s.watch.CoreV1().Pods(metav1.NamespaceAll)
 	for ctx.Err() == nil {
-		list, err := pods.List(ctx, metav1.ListOptions{FieldSelector: sel})
+		lctx, cancel := context.WithTimeout(ctx, requestTimeout)
+		list, err := pods.List(lctx, metav1.ListOptions{FieldSelector: sel})
+		cancel()
 		if err != nil {
 			if ctx.Err() == nil {
 				s.m.report("mirror pod watch", fmt.Errorf("list pods of node %s: %s", s.m.cfg.NodeName, oneLine(err)))
