@@ -40,6 +40,7 @@ type podSync struct {
 	mirrors  map[string]*v1.Pod  // this node's mirror pods on the API server, by full name
 	dirty    map[string]bool     // names to sync
 	retry    map[string]*backoff // back-off of names whose last sync failed
+	waiting  map[string]bool     // names in their back-off: synced when it ends, not before
 	patched  map[string]string   // the status last patched, as JSON, by mirror pod UID
 	failures map[string]error    // the last failure of each name
 	kick     chan struct{}       // one slot: something is dirty
@@ -49,7 +50,7 @@ func newPodSync(m *Mirror, client, watch kubernetes.Interface) *podSync {
 	return &podSync{
 		m: m, client: client, watch: watch,
 		desired: map[string]*v1.Pod{}, mirrors: map[string]*v1.Pod{}, dirty: map[string]bool{},
-		retry: map[string]*backoff{}, patched: map[string]string{}, failures: map[string]error{},
+		retry: map[string]*backoff{}, waiting: map[string]bool{}, patched: map[string]string{}, failures: map[string]error{},
 		kick: make(chan struct{}, 1),
 	}
 }
@@ -132,6 +133,12 @@ func (s *podSync) syncDirty(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
+		s.mu.Lock()
+		wait := s.waiting[name]
+		s.mu.Unlock()
+		if wait {
+			continue
+		}
 		err := s.sync(ctx, name)
 		s.mu.Lock()
 		if err == nil {
@@ -150,9 +157,11 @@ func (s *podSync) syncDirty(ctx context.Context) {
 				// mirror pod needs comes within a second or so.
 				d = jitter(retryBase)
 			}
+			s.waiting[name] = true
 			time.AfterFunc(d, func() {
 				s.mu.Lock()
 				defer s.mu.Unlock()
+				delete(s.waiting, name)
 				s.markLocked(name)
 			})
 		}
