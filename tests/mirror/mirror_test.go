@@ -100,6 +100,31 @@ func running(p *v1.Pod) error {
 	return nil
 }
 
+// waitGeneration waits until the local pod name of generation gen (its GEN
+// variable) runs, and returns it.
+func (f *fixture) waitGeneration(name, gen string) *v1.Pod {
+	f.t.Helper()
+	var pod *v1.Pod
+	f.d.Eventually(30*time.Second, name+" generation "+gen+" running", func() error {
+		for _, p := range f.d.Pods() {
+			if p.Name != name+"-"+f.d.Name || p.DeletionTimestamp != nil || len(p.Spec.Containers) == 0 {
+				continue
+			}
+			env := p.Spec.Containers[0].Env
+			if len(env) == 0 || env[0].Value != gen {
+				continue
+			}
+			if p.Status.Phase != v1.PodRunning || len(p.Status.ContainerStatuses) == 0 || p.Status.ContainerStatuses[0].State.Running == nil {
+				return fmt.Errorf("generation %s: phase %s", gen, p.Status.Phase)
+			}
+			pod = &p
+			return nil
+		}
+		return fmt.Errorf("no generation %s", gen)
+	})
+	return pod
+}
+
 func containerID(p *v1.Pod) string {
 	if len(p.Status.ContainerStatuses) == 0 {
 		return ""
@@ -123,7 +148,7 @@ func TestMirrorPods(t *testing.T) {
 	ctx := context.Background()
 	d.WriteManifest("web.yaml", sleeper("web", "1"))
 	d.Start()
-	local := d.WaitRunning("web", 30*time.Second)
+	local := f.waitGeneration("web", "1")
 
 	// The mirror pod: the static pod with the mirror annotation, owned by
 	// the Node, with the static pod's status.
@@ -250,7 +275,7 @@ func TestMirrorPods(t *testing.T) {
 	t.Run("edit", func(t *testing.T) {
 		old := f.mirror("web")
 		d.WriteManifest("web.yaml", sleeper("web", "2"))
-		local = d.WaitRunning("web", 30*time.Second)
+		local = f.waitGeneration("web", "2")
 		f.waitMirror("web", 30*time.Second, "the new generation's mirror pod", func(p *v1.Pod) error {
 			if p.UID == old.UID || p.Annotations[annotationMirror] != local.Annotations[annotationHash] {
 				return fmt.Errorf("mirror hash %s, want %s", p.Annotations[annotationMirror], local.Annotations[annotationHash])
@@ -296,7 +321,7 @@ func TestMirrorPods(t *testing.T) {
 	t.Run("apiserver-restart", func(t *testing.T) {
 		f.c.apiserver.kill()
 		d.WriteManifest("web.yaml", sleeper("web", "3"))
-		local = d.WaitRunning("web", 30*time.Second)
+		local = f.waitGeneration("web", "3")
 		before := d.Pod("during-5xx")
 		f.c.startAPIServer()
 		ready := f.c.waitReady(90 * time.Second)
