@@ -189,6 +189,16 @@ type cluster struct {
 
 func startCluster(t *testing.T) *cluster {
 	t.Helper()
+	c := newCluster(t)
+	c.startAPIServer()
+	c.waitReady(90 * time.Second)
+	return c
+}
+
+// newCluster starts etcd and prepares the API server, which startAPIServer
+// starts.
+func newCluster(t *testing.T) *cluster {
+	t.Helper()
 	testroot.Require(t)
 	bin := binDir(t)
 	dir := t.TempDir()
@@ -226,7 +236,6 @@ func startCluster(t *testing.T) *cluster {
 		"--service-account-signing-key-file", filepath.Join(dir, "sa.key"),
 		"--service-cluster-ip-range", "10.96.0.0/12", "--allow-privileged",
 	}
-	c.startAPIServer()
 	c.adminCfg = &rest.Config{
 		Host:            fmt.Sprintf("https://127.0.0.1:%d", c.port),
 		TLSClientConfig: rest.TLSClientConfig{CAFile: c.pki.CA, CertFile: adminCrt, KeyFile: adminKey},
@@ -236,7 +245,6 @@ func startCluster(t *testing.T) *cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.waitReady(90 * time.Second)
 	return c
 }
 

@@ -56,7 +56,10 @@ type fixture struct {
 }
 
 func newFixture(t *testing.T) *fixture {
-	c := startCluster(t)
+	return fixtureOn(t, startCluster(t))
+}
+
+func fixtureOn(t *testing.T, c *cluster) *fixture {
 	d := testdaemon.New(t)
 	proxy := c.startProxy(d.Name)
 	d.Args = append(d.Args, "--kubeconfig", c.nodeKubeconfig(d.Name, proxy.URL), "--node-ip", "127.0.0.1")
@@ -353,5 +356,45 @@ func TestMirrorPods(t *testing.T) {
 		if len(list.Items) != 3 {
 			t.Errorf("%d mirror pods on the node, want 3 (web, during-5xx, during-slow)", len(list.Items))
 		}
+	})
+}
+
+// The bootstrap case: staticpodd starts before the API server (one of its own
+// static pods, in a control plane), whose first answers refuse pods of the
+// system-node-critical PriorityClass until its post-start hook has made it.
+// The mirror pods appear within a second of /readyz, not at a later sync.
+func TestMirrorPodsBeforeTheAPIServer(t *testing.T) {
+	c := newCluster(t)
+	f := fixtureOn(t, c)
+	d := f.d
+	critical := strings.Replace(sleeper("critical", "1"), "spec:\n", "spec:\n  priorityClassName: system-node-critical\n  priority: 2000001000\n", 1)
+	d.WriteManifest("web.yaml", sleeper("web", "1"))
+	d.WriteManifest("critical.yaml", critical)
+	d.Start()
+	f.waitGeneration("web", "1")
+	f.waitGeneration("critical", "1")
+	if h := f.healthz(); !strings.Contains(h, "[-]mirror-pods") {
+		t.Errorf("healthz with no API server:\n%s", h)
+	}
+
+	c.startAPIServer()
+	ready := c.waitReady(90 * time.Second)
+	for _, name := range []string{"web", "critical"} {
+		f.waitMirror(name, 30*time.Second, "the mirror pod of "+name, running)
+	}
+	took := time.Since(ready)
+	t.Logf("both mirror pods running on the API server %v after /readyz", took.Round(time.Millisecond))
+	if took > time.Second {
+		t.Errorf("mirror pods %v after /readyz, want within 1s", took)
+	}
+	t.Logf("refusals for want of the PriorityClass in the daemon's log: %d", strings.Count(d.Output(), "no PriorityClass with name"))
+	if p := f.mirror("critical"); p.Spec.PriorityClassName != "system-node-critical" {
+		t.Errorf("mirror priorityClassName %q", p.Spec.PriorityClassName)
+	}
+	d.Eventually(30*time.Second, "healthz ok again", func() error {
+		if h := f.healthz(); !strings.Contains(h, "[+]mirror-pods ok") {
+			return fmt.Errorf("healthz:\n%s", h)
+		}
+		return nil
 	})
 }
