@@ -3,6 +3,7 @@ package mirror
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"strings"
@@ -198,3 +199,57 @@ func TestUnreachableAPIServerIsReportedNotFatal(t *testing.T) {
 }
 
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
+
+// A status that changes all the time is patched at a bounded rate, the
+// newest one last, and an unchanged one not at all.
+func TestStatusPatchesRateLimitedNewestWins(t *testing.T) {
+	client := fake.NewClientset()
+	var mu sync.Mutex
+	patches := 0
+	client.PrependReactor("patch", "pods", func(a ktesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() == "status" {
+			mu.Lock()
+			patches++
+			mu.Unlock()
+		}
+		return false, nil, nil
+	})
+	count := func() int { mu.Lock(); defer mu.Unlock(); return patches }
+	pods := newFakePods()
+	p := staticPod("h1", v1.PodRunning)
+	pods.set("kube-system/web-node1", p)
+	start(t, client, pods)
+	eventually(t, "the mirror pod running", func() bool {
+		m := getMirror(client)
+		return m != nil && m.Status.Phase == v1.PodRunning
+	})
+
+	began, before := time.Now(), count()
+	for i := range 300 {
+		q := p.DeepCopy()
+		q.Status.Message = fmt.Sprint(i)
+		pods.set("kube-system/web-node1", q)
+		time.Sleep(3 * time.Millisecond)
+	}
+	eventually(t, "the newest status patched", func() bool {
+		m := getMirror(client)
+		return m != nil && m.Status.Message == "299"
+	})
+	n, secs := count()-before, time.Since(began).Seconds()
+	t.Logf("%d status patches in %.1fs for 300 changes", n, secs)
+	if limit := statusBurst + int(statusQPS*secs) + 2; n > limit {
+		t.Errorf("%d status patches in %.1fs for 300 changes, want at most %d", n, secs, limit)
+	}
+	settled := count()
+	pods.set("kube-system/web-node1", getMirrorStatusAsStatic(p, "299"))
+	time.Sleep(500 * time.Millisecond)
+	if count() != settled {
+		t.Errorf("an unchanged status was patched again")
+	}
+}
+
+func getMirrorStatusAsStatic(p *v1.Pod, msg string) *v1.Pod {
+	q := p.DeepCopy()
+	q.Status.Message = msg
+	return q
+}

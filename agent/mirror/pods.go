@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/flowcontrol"
 
 	"github.com/staticpodd/staticpodd/agent"
 	"github.com/staticpodd/staticpodd/agent/manifest"
@@ -44,14 +45,26 @@ type podSync struct {
 	patched  map[string]string   // the status last patched, as JSON, by mirror pod UID
 	failures map[string]error    // the last failure of each name
 	kick     chan struct{}       // one slot: something is dirty
+	// statusLimit rate-limits status patches, on top of the client's QPS:
+	// a pod whose status flaps (a probe) cannot crowd out the others.
+	statusLimit flowcontrol.RateLimiter
 }
+
+// Status patches: statusQPS a second, statusBurst at once; a patch over the
+// limit is made statusDelay later, with whatever status the pod has then.
+const (
+	statusQPS   = 10
+	statusBurst = 20
+	statusDelay = 200 * time.Millisecond
+)
 
 func newPodSync(m *Mirror, client, watch kubernetes.Interface) *podSync {
 	return &podSync{
 		m: m, client: client, watch: watch,
 		desired: map[string]*v1.Pod{}, mirrors: map[string]*v1.Pod{}, dirty: map[string]bool{},
 		retry: map[string]*backoff{}, waiting: map[string]bool{}, patched: map[string]string{}, failures: map[string]error{},
-		kick: make(chan struct{}, 1),
+		kick:        make(chan struct{}, 1),
+		statusLimit: flowcontrol.NewTokenBucketRateLimiter(statusQPS, statusBurst),
 	}
 }
 
@@ -333,6 +346,15 @@ func (s *podSync) patchStatus(ctx context.Context, pods podsClient, name string,
 	same := s.patched[string(mirror.UID)] == string(js)
 	s.mu.Unlock()
 	if same {
+		return nil
+	}
+	if !s.statusLimit.TryAccept() {
+		full := mirror.Namespace + "/" + name
+		time.AfterFunc(jitter(statusDelay), func() {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			s.markLocked(full)
+		})
 		return nil
 	}
 	patch, err := statusPatch(mirror, status)
