@@ -75,6 +75,15 @@ func (pw *PodWatch) Next() []PodUpdate {
 	return out
 }
 
+// Synced reports whether every source has delivered its first snapshot and
+// every pod in it has been synced (and published) once: only then does a
+// pod missing from Next's answers mean that no source wants it.
+func (pw *PodWatch) Synced() bool {
+	pw.a.mu.Lock()
+	defer pw.a.mu.Unlock()
+	return pw.a.notifyReady
+}
+
 // Close ends the subscription.
 func (pw *PodWatch) Close() {
 	pw.a.mu.Lock()

@@ -41,6 +41,10 @@ type Pods interface {
 type Watch interface {
 	C() <-chan struct{}
 	Next() []agent.PodUpdate
+	// Synced is true once the agent has every source's pods: before, a
+	// mirror pod without a static pod is not taken for an orphan, so that a
+	// restarted daemon does not delete and make again every mirror pod.
+	Synced() bool
 	Close()
 }
 

@@ -28,10 +28,11 @@ import (
 
 // fakePods is the agent's side: static pods set by the test.
 type fakePods struct {
-	mu   sync.Mutex
-	ch   chan struct{}
-	next []agent.PodUpdate
-	rec  *events.Recorder
+	mu       sync.Mutex
+	unsynced bool // Synced says false
+	ch       chan struct{}
+	next     []agent.PodUpdate
+	rec      *events.Recorder
 }
 
 func newFakePods() *fakePods {
@@ -42,6 +43,7 @@ func (f *fakePods) Watch() Watch             { return f }
 func (f *fakePods) Events() *events.Recorder { return f.rec }
 func (f *fakePods) C() <-chan struct{}       { return f.ch }
 func (f *fakePods) Close()                   {}
+func (f *fakePods) Synced() bool             { f.mu.Lock(); defer f.mu.Unlock(); return !f.unsynced }
 func (f *fakePods) Next() []agent.PodUpdate {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -252,4 +254,36 @@ func getMirrorStatusAsStatic(p *v1.Pod, msg string) *v1.Pod {
 	q := p.DeepCopy()
 	q.Status.Message = msg
 	return q
+}
+
+// A restarted daemon does not take the mirror pods it finds for orphans
+// before the agent has all its sources' pods: they would be deleted and made
+// again at every restart.
+func TestMirrorPodsKeptUntilTheAgentSynced(t *testing.T) {
+	client := fake.NewClientset()
+	ctx := context.Background()
+	n, err := client.CoreV1().Nodes().Create(ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node1", UID: "n1"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := mirrorPod(staticPod("h1", v1.PodRunning), "node1", n.UID)
+	old.UID = "m1"
+	if _, err := client.CoreV1().Pods("kube-system").Create(ctx, old, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pods := newFakePods()
+	pods.unsynced = true
+	start(t, client, pods)
+	eventually(t, "the node's status posted", func() bool {
+		n, err := client.CoreV1().Nodes().Get(ctx, "node1", metav1.GetOptions{})
+		return err == nil && len(n.Status.Conditions) > 0
+	})
+	time.Sleep(1500 * time.Millisecond) // a sync and its second look
+	if getMirror(client) == nil {
+		t.Fatal("the mirror pod was deleted before the agent had its sources' pods")
+	}
+	pods.mu.Lock()
+	pods.unsynced = false
+	pods.mu.Unlock()
+	eventually(t, "the orphaned mirror pod deleted once the agent synced", func() bool { return getMirror(client) == nil })
 }

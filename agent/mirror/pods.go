@@ -33,6 +33,7 @@ const AnnotationMirror = "kubernetes.io/config.mirror"
 // so the API server's slowness delays only mirror pods.
 type podSync struct {
 	m      *Mirror
+	synced func() bool // the agent has all its sources' pods
 	client kubernetes.Interface
 	watch  kubernetes.Interface // without the requests' timeout
 
@@ -71,6 +72,7 @@ func newPodSync(m *Mirror, client, watch kubernetes.Interface) *podSync {
 func (s *podSync) run(ctx context.Context) {
 	pw := s.m.pods.Watch()
 	defer pw.Close()
+	s.synced = pw.Synced
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	wg.Go(func() { s.watchMirrors(ctx) })
@@ -223,6 +225,15 @@ func (s *podSync) sync(ctx context.Context, name string) error {
 	ns, podName, _ := strings.Cut(name, "/")
 	pods := s.client.CoreV1().Pods(ns)
 
+	if mirror != nil && desired == nil && !s.synced() {
+		// Maybe not an orphan: the agent may not have published the pod yet.
+		time.AfterFunc(time.Second, func() {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			s.markLocked(name)
+		})
+		return nil
+	}
 	if mirror != nil && (desired == nil || mirror.Annotations[AnnotationMirror] != desired.Annotations[manifest.AnnotationHash] ||
 		mirror.DeletionTimestamp != nil) {
 		why := "orphaned"

@@ -36,6 +36,7 @@ func (o *outagePods) Watch() mirror.Watch      { return o }
 func (o *outagePods) Events() *events.Recorder { return o.rec }
 func (o *outagePods) C() <-chan struct{}       { return o.ch }
 func (o *outagePods) Close()                   {}
+func (o *outagePods) Synced() bool             { return true }
 func (o *outagePods) Next() []agent.PodUpdate {
 	o.mu.Lock()
 	defer o.mu.Unlock()

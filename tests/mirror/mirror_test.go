@@ -319,6 +319,41 @@ func TestMirrorPods(t *testing.T) {
 		})
 	}
 
+	// staticpodd restarted (and killed): its mirror pods stay, not deleted and
+	// made again while the new daemon has not read its manifests yet.
+	for _, how := range []string{"sigterm", "kill-9"} {
+		t.Run("daemon-restart-"+how, func(t *testing.T) {
+			list, err := admin.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("spec.nodeName", d.Name).String()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if how == "sigterm" {
+				d.Stop()
+			} else {
+				d.Kill9()
+			}
+			d.Start()
+			d.Eventually(30*time.Second, "the daemon ready with its mirror pods in order", func() error {
+				if !strings.Contains(d.Output(), "all sources seen and pods synced: ready") {
+					return fmt.Errorf("not ready")
+				}
+				if h := f.healthz(); !strings.Contains(h, "[+]mirror-pods ok") {
+					return fmt.Errorf("healthz:\n%s", h)
+				}
+				return nil
+			})
+			for _, p := range list.Items {
+				now, err := admin.CoreV1().Pods(p.Namespace).Get(ctx, p.Name, metav1.GetOptions{})
+				if err != nil || now.UID != p.UID {
+					t.Errorf("mirror pod %s after the daemon's restart: %v (uid %v, was %s)", p.Name, err, now.UID, p.UID)
+				}
+			}
+			if out := d.Output(); strings.Contains(out, "deleted mirror pod") {
+				t.Errorf("the restarted daemon deleted mirror pods:\n%s", out)
+			}
+		})
+	}
+
 	// The API server stopped and started again: pods untouched, a pod
 	// edited meanwhile has its new mirror pod soon after.
 	t.Run("apiserver-restart", func(t *testing.T) {
