@@ -26,8 +26,8 @@ import (
 // KubeletVersion is what the Node reports as nodeInfo.kubeletVersion: the
 // kubelet release whose static-pod, mirror-pod and node-status behaviour
 // staticpodd follows, so that version-skew checks of the control plane
-// (kubeadm's among them) judge it as that kubelet. The build metadata names
-// staticpodd and is ignored by semver comparisons.
+// (kubeadm's among them) judge it as that kubelet. staticpodd's own version
+// is in containerRuntimeVersion.
 const KubeletVersion = "v1.37.2"
 
 // nodeUID waits until the Node is known and returns its UID; false when
