@@ -433,3 +433,32 @@ func TestMirrorPodsBeforeTheAPIServer(t *testing.T) {
 		return nil
 	})
 }
+
+// Credentials that may not register this Node (another node's): the pods run
+// all the same, healthz says why nothing shows on the API server, and
+// nothing is made there in this node's name.
+func TestCredentialsThatMayNotRegisterTheNode(t *testing.T) {
+	c := startCluster(t)
+	d := testdaemon.New(t)
+	server := fmt.Sprintf("https://127.0.0.1:%d", c.port)
+	d.Args = append(d.Args, "--kubeconfig", c.nodeKubeconfig("some-other-node", server), "--node-ip", "127.0.0.1")
+	f := &fixture{t: t, c: c, d: d}
+	d.WriteManifest("web.yaml", sleeper("web", "1"))
+	d.Start()
+	f.waitGeneration("web", "1")
+	d.Eventually(30*time.Second, "healthz names the refusal", func() error {
+		if h := f.healthz(); !strings.Contains(h, "[-]mirror-pods") || !strings.Contains(h, "forbidden") {
+			return fmt.Errorf("healthz:\n%s", h)
+		}
+		return nil
+	})
+	if _, err := c.Admin.CoreV1().Nodes().Get(context.Background(), d.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("node %s with another node's credentials: %v, want not found", d.Name, err)
+	}
+	if p := f.mirror("web"); p != nil {
+		t.Errorf("a mirror pod was made: %s", p.UID)
+	}
+	if !d.Running() {
+		t.Error("the daemon stopped")
+	}
+}
