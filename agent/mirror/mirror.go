@@ -200,13 +200,13 @@ func (m *Mirror) Run(ctx context.Context) error {
 	return nil
 }
 
-// Status is nil while every part works, else what fails and since when
-// (the earliest failure).
-func (m *Mirror) Status() (error, time.Time) {
+// Status is a nil error while every part works, else what fails, and since
+// when (the earliest failure).
+func (m *Mirror) Status() (time.Time, error) {
 	m.healthMu.Lock()
 	defer m.healthMu.Unlock()
 	if len(m.health) == 0 {
-		return nil, time.Time{}
+		return time.Time{}, nil
 	}
 	parts := make([]string, 0, len(m.health))
 	for part := range m.health {
@@ -222,7 +222,7 @@ func (m *Mirror) Status() (error, time.Time) {
 			since = p.since
 		}
 	}
-	return errors.Join(errs...), since
+	return since, errors.Join(errs...)
 }
 
 // report records how part did; a change of health is logged once and told

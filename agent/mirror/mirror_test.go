@@ -179,7 +179,7 @@ func TestMirrorPodRetriedPromptlyWhilePriorityClassMissing(t *testing.T) {
 	if d := time.Since(began); d > 2*time.Second {
 		t.Errorf("mirror pod made after %v, want well under 2s with three refusals", d)
 	}
-	eventually(t, "health back to ok", func() bool { err, _ := m.Status(); return err == nil })
+	eventually(t, "health back to ok", func() bool { _, err := m.Status(); return err == nil })
 }
 
 // No API server at all: Run keeps trying, Status says why, nothing grows.
@@ -189,8 +189,8 @@ func TestUnreachableAPIServerIsReportedNotFatal(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- m.Run(ctx) }()
-	eventually(t, "the failure reported", func() bool { err, _ := m.Status(); return err != nil })
-	err, _ := m.Status()
+	eventually(t, "the failure reported", func() bool { _, err := m.Status(); return err != nil })
+	_, err := m.Status()
 	if want := "/nonexistent/kubeconfig"; !contains(err.Error(), want) {
 		t.Errorf("status %q does not name %s", err, want)
 	}

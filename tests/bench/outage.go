@@ -132,7 +132,7 @@ current-context: c
 		}
 	}
 	samples = append(samples, take(time.Since(start).Round(time.Second)))
-	err, _ = m.Status()
+	_, err = m.Status()
 	cancel()
 	<-done
 
