@@ -81,6 +81,9 @@ func main() {
 	if err == nil && want("outage") && *outageWindow > 0 {
 		err = benchOutage(*outageWindow)
 	}
+	if err == nil && want("outage") && *outageWindow > 0 && *bin != "" {
+		err = benchOutageDaemon(*bin, *image, *outageWindow)
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
@@ -226,7 +229,7 @@ type benchDaemon struct {
 
 // startDaemon starts a daemon under dir, with image imported, and waits
 // until it answers.
-func startDaemon(bin, image, dir string) (*benchDaemon, error) {
+func startDaemon(bin, image, dir string, extra ...string) (*benchDaemon, error) {
 	d := &benchDaemon{
 		logs:      &bytes.Buffer{},
 		runDir:    filepath.Join("/run", filepath.Base(dir)),
@@ -254,7 +257,7 @@ cgroupRoot: /staticpodd-bench
 	if out, err := exec.Command(bin, append([]string{"images", "import", image}, d.common...)...).CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("import: %v: %s", err, out)
 	}
-	d.cmd = exec.Command(bin, append([]string{"run", "--config", cfg, "--hostname-override", "bench"}, d.common...)...)
+	d.cmd = exec.Command(bin, slices.Concat([]string{"run", "--config", cfg, "--hostname-override", "bench"}, d.common, extra)...)
 	d.cmd.Stdout, d.cmd.Stderr = d.logs, d.logs
 	if err := d.cmd.Start(); err != nil {
 		return nil, err
