@@ -90,6 +90,12 @@ bench: build images
 bench-relist: build
 	STATICPODD_BIN=$(CURDIR)/$(BIN) $(GO) run ./tests/bench -relist-only -relist-manifests 100 -relist-window 60s
 
+# The mirror client, then the daemon, facing an API server that refuses every
+# connection for ten minutes each: goroutines, heap, RSS and threads must not grow.
+bench-outage: build images
+	STATICPODD_BIN=$(CURDIR)/$(BIN) STATICPODD_IMAGE=$(CURDIR)/$(IMAGE_TAR) \
+		$(GO) run ./tests/bench -only outage -outage-window 10m
+
 # Fuzzes the manifest parser and validator (FuzzParseFile) and the URL body
 # decoder (FuzzParseURL), FUZZTIME each, from the seeds in
 # agent/manifest/testdata/fuzz/seeds. A failing input is written to
