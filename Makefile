@@ -10,7 +10,7 @@ LDFLAGS   := -s -w -extldflags -static -X main.version=$(VERSION)
 DEMO_ROOT := $(CURDIR)/$(OUT)/demo/root
 DEMO_RUN  := /run/staticpodd-demo
 
-.PHONY: all build images demo demo-clean test unit e2e bench bench-relist fuzz vet clean \
+.PHONY: all build images demo demo-clean test unit e2e bench bench-relist bench-outage fuzz vet clean \
 	deb rpm packages appliance test-systemd
 
 all: build
@@ -90,6 +90,12 @@ bench: build images
 # Only the idle daemon's CPU with 100 manifests, relisting every 20s and never.
 bench-relist: build
 	STATICPODD_BIN=$(CURDIR)/$(BIN) $(GO) run ./tests/bench -relist-only -relist-manifests 100 -relist-window 60s
+
+# The mirror client, then the daemon, facing an API server that refuses every
+# connection for ten minutes each: goroutines, heap, RSS and threads must not grow.
+bench-outage: build images
+	STATICPODD_BIN=$(CURDIR)/$(BIN) STATICPODD_IMAGE=$(CURDIR)/$(IMAGE_TAR) \
+		$(GO) run ./tests/bench -only outage -outage-window 10m
 
 # Fuzzes the manifest parser and validator (FuzzParseFile) and the URL body
 # decoder (FuzzParseURL), FUZZTIME each, from the seeds in
