@@ -113,6 +113,9 @@ type Daemon struct {
 	// Nofile, when set, is the open-file limit (soft and hard) the daemon
 	// runs under, set with prlimit(1), which execs it in place.
 	Nofile int
+	// Wrap, when set, is a command that execs the daemon in place, such as
+	// nsenter --net=/run/netns/X -- to run it in a network namespace.
+	Wrap []string
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
@@ -237,6 +240,7 @@ func (d *Daemon) start() {
 	if d.Nofile > 0 {
 		args = append([]string{"prlimit", fmt.Sprintf("--nofile=%d", d.Nofile), "--"}, args...)
 	}
+	args = append(slices.Clone(d.Wrap), args...)
 	cmd := exec.Command(args[0], args[1:]...)
 	d.stderr = &lockedBuffer{}
 	cmd.Stdout = d.stderr
