@@ -78,7 +78,8 @@ type Agent struct {
 	readyAt     uint64          // dispatch sequence the first full reconcile waits for; 0 = not yet
 	readyWait   map[string]bool // workers that have not synced readyAt yet
 	notifyReady bool
-	changed     chan struct{}   // closed, and replaced, on each status change
+	changed     chan struct{} // closed, and replaced, on each status change
+	watches     map[*PodWatch]bool
 	problemSeen map[string]bool // manifest problems already recorded as events
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/staticpodd/staticpodd/agent/events"
 	"github.com/staticpodd/staticpodd/agent/manifest"
@@ -353,8 +354,28 @@ func (a *Agent) Problems() []manifest.Problem {
 func (a *Agent) Summary() string {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return summarize(a.podsLocked(), a.cfg.NodeName, len(a.problems))
+	return summarize(a.podViewsLocked(), a.cfg.NodeName, len(a.problems))
 }
+
+// podViewsLocked is what summarize reads of every pod: shallow copies that
+// share the published statuses, which are replaced and never changed in
+// place, so no pod is deep-copied on each change.
+func (a *Agent) podViewsLocked() []v1.Pod {
+	var pods []v1.Pod
+	for _, w := range a.workers {
+		w.mu.Lock()
+		for _, p := range w.stopping {
+			pods = append(pods, v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: p.Name}, Status: p.Status})
+		}
+		if w.status != nil {
+			pods = append(pods, v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: w.status.Name}, Status: w.status.Status})
+		}
+		w.mu.Unlock()
+	}
+	return pods
+}
+
+func isOrphanKey(key string) bool { return strings.HasPrefix(key, orphanPrefix) }
 
 // Changed returns a channel that is closed at the next change of any pod's
 // status: subscribers read Pods then, instead of polling it.
@@ -369,13 +390,16 @@ func (a *Agent) changedLocked() {
 	a.changed = make(chan struct{})
 }
 
-// statusChanged tells subscribers that pods changed, and the notifier the
-// summary when it changed.
-func (a *Agent) statusChanged() {
+// statusChanged tells subscribers that pods changed (those of the worker
+// keys given to watchers), and the notifier the summary when it changed.
+func (a *Agent) statusChanged(keys ...string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.changedLocked()
-	s := summarize(a.podsLocked(), a.cfg.NodeName, len(a.problems))
+	for _, k := range keys {
+		a.markLocked(k)
+	}
+	s := summarize(a.podViewsLocked(), a.cfg.NodeName, len(a.problems))
 	if s == a.summary {
 		return
 	}

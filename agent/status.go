@@ -57,7 +57,7 @@ func (w *worker) publish(pod *v1.Pod) {
 		}
 	}
 	w.mu.Unlock()
-	w.a.statusChanged()
+	w.a.statusChanged(w.key)
 }
 
 // terminating is p marked for deletion now, with its grace period.
@@ -138,7 +138,7 @@ func (w *worker) podStatus(pod *v1.Pod) v1.PodStatus {
 		st = &podState{}
 	}
 	latest := latestByName(st.containers)
-	status := v1.PodStatus{}
+	status := v1.PodStatus{QOSClass: manifest.QOSClass(pod)}
 	if w.gen != nil && !w.gen.startTime.IsZero() {
 		t := metav1.NewTime(w.gen.startTime)
 		status.StartTime = &t

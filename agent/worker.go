@@ -126,7 +126,7 @@ func (w *worker) run(ctx context.Context) {
 	for {
 		w.sync(ctx)
 		if len(w.pods) == 0 && w.a.removeWorker(w) {
-			w.a.statusChanged() // the pod is no longer listed
+			w.a.statusChanged(w.key) // the pod is no longer listed
 			return
 		}
 		var timerC <-chan time.Time

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 	sigsjson "sigs.k8s.io/json"
@@ -88,6 +89,13 @@ type Config struct {
 	PodPidsLimit int64
 	// MaxContainerRestartPeriod is crashLoopBackOff.maxContainerRestartPeriod.
 	MaxContainerRestartPeriod time.Duration
+
+	// With a kubeconfig: the Node, its status and its Lease.
+	RegisterNode              bool       // registerNode
+	RegisterWithTaints        []v1.Taint // registerWithTaints
+	NodeStatusUpdateFrequency time.Duration
+	NodeStatusReportFrequency time.Duration
+	NodeLeaseDurationSeconds  int32
 
 	// Origins maps each Entry key to where its value came from: "default",
 	// "file <path>" or "flag --<name>".
@@ -219,6 +227,9 @@ var honoured = map[string]bool{
 	"imageGCLowThresholdPercent": true, "seccompDefault": true, "maxPods": true,
 	"podPidsLimit": true,
 	"crashLoopBackOff.maxContainerRestartPeriod": true,
+	"registerNode": true, "registerWithTaints": true,
+	"nodeStatusUpdateFrequency": true, "nodeStatusReportFrequency": true,
+	"nodeLeaseDurationSeconds": true,
 }
 
 // ignoredWarnings returns one warning per field the file sets, that staticpodd
@@ -340,6 +351,11 @@ func fromKubelet(path string, raw map[string]any, kc *kubeletv1beta1.KubeletConf
 		MaxPods:                     kc.MaxPods,
 		PodPidsLimit:                *kc.PodPidsLimit,
 		MaxContainerRestartPeriod:   kc.CrashLoopBackOff.MaxContainerRestartPeriod.Duration,
+		RegisterNode:                *kc.RegisterNode,
+		RegisterWithTaints:          kc.RegisterWithTaints,
+		NodeStatusUpdateFrequency:   kc.NodeStatusUpdateFrequency.Duration,
+		NodeStatusReportFrequency:   kc.NodeStatusReportFrequency.Duration,
+		NodeLeaseDurationSeconds:    kc.NodeLeaseDurationSeconds,
 		Origins:                     map[string]string{},
 	}
 	for _, e := range entries {
@@ -376,6 +392,9 @@ func fromKubelet(path string, raw map[string]any, kc *kubeletv1beta1.KubeletConf
 }
 
 func (c *Config) applyFlags(f *Flags) error {
+	if _, ok := f.given(FlagBootstrapKubeconfig); ok {
+		return fmt.Errorf("--%s: TLS bootstrap is not supported; give --%s a kubeconfig with the node's own credentials (kubeadm's kubelet.conf)", FlagBootstrapKubeconfig, FlagKubeconfig)
+	}
 	set := func(key, flag string, dst *string) {
 		if v, ok := f.given(flag); ok {
 			*dst = v

@@ -115,4 +115,15 @@ var entries = []entry{
 	{"maxPods", "maxPods", num(func(c *Config) int32 { return c.MaxPods })},
 	{"podPidsLimit", "podPidsLimit", num(func(c *Config) int64 { return c.PodPidsLimit })},
 	{"crashLoopBackOff.maxContainerRestartPeriod", "crashLoopBackOff.maxContainerRestartPeriod", dur(func(c *Config) time.Duration { return c.MaxContainerRestartPeriod })},
+	{"registerNode", "registerNode", boolean(func(c *Config) bool { return c.RegisterNode })},
+	{"registerWithTaints", "registerWithTaints", str(func(c *Config) string {
+		parts := make([]string, 0, len(c.RegisterWithTaints))
+		for _, t := range c.RegisterWithTaints {
+			parts = append(parts, t.ToString())
+		}
+		return strings.Join(parts, ",")
+	})},
+	{"nodeStatusUpdateFrequency", "nodeStatusUpdateFrequency", dur(func(c *Config) time.Duration { return c.NodeStatusUpdateFrequency })},
+	{"nodeStatusReportFrequency", "nodeStatusReportFrequency", dur(func(c *Config) time.Duration { return c.NodeStatusReportFrequency })},
+	{"nodeLeaseDurationSeconds", "nodeLeaseDurationSeconds", num(func(c *Config) int32 { return c.NodeLeaseDurationSeconds })},
 }

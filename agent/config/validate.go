@@ -35,10 +35,14 @@ func (c *Config) validate() error {
 		"fileCheckFrequency": c.FileCheckFrequency, "httpCheckFrequency": c.HTTPCheckFrequency,
 		"syncFrequency": c.SyncFrequency, "evictionPressureTransitionPeriod": c.EvictionPressureTransitionPeriod,
 		"crashLoopBackOff.maxContainerRestartPeriod": c.MaxContainerRestartPeriod,
+		"nodeStatusUpdateFrequency":                  c.NodeStatusUpdateFrequency, "nodeStatusReportFrequency": c.NodeStatusReportFrequency,
 	} {
 		if d < 0 {
 			bad(key, "%v is negative", d)
 		}
+	}
+	if c.NodeLeaseDurationSeconds <= 0 {
+		bad("nodeLeaseDurationSeconds", "%d is not positive", c.NodeLeaseDurationSeconds)
 	}
 	if c.StaticPodURL != "" {
 		// The kubelet takes any string and fails every poll; a URL that can

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/netip"
 	"os"
@@ -23,6 +24,7 @@ import (
 	"github.com/staticpodd/staticpodd/agent"
 	"github.com/staticpodd/staticpodd/agent/config"
 	"github.com/staticpodd/staticpodd/agent/manifest"
+	"github.com/staticpodd/staticpodd/agent/mirror"
 	"github.com/staticpodd/staticpodd/agent/server"
 	"github.com/staticpodd/staticpodd/agent/source"
 	"github.com/staticpodd/staticpodd/oci"
@@ -77,7 +79,6 @@ func newRunCmd() *cobra.Command {
 // yet, with why: run warns once for each given a value of its own, and config
 // notes them.
 var notYetActedOn = map[string]string{
-	"kubeconfig":                       "mirror pods are not implemented yet",
 	"port":                             "the authenticated kubelet API is not served yet",
 	"tlsCertFile":                      "the authenticated kubelet API is not served yet",
 	"tlsPrivateKeyFile":                "the authenticated kubelet API is not served yet",
@@ -120,6 +121,8 @@ type daemon struct {
 	sources  []func(context.Context, chan<- source.Update) error
 	relist   []func() // each source's "read the manifests now"
 	lock     *os.File // flock(2)ed <run-dir>/staticpodd.lock, held while the daemon runs
+	readOnly *part    // the read-only port's listener
+	imports  *part    // the image import watcher
 }
 
 // lockRunDir takes <run-dir>/staticpodd.lock for this process, or says which
@@ -303,6 +306,25 @@ func newDaemon(cfg *config.Config, logger *slog.Logger, once bool) (*daemon, err
 		Notifier:       agentNotifier{readyNotifier: notifier, line: status},
 		Seen:           seen,
 	}, rt, logger)
+	if cfg.Kubeconfig != "" && !once {
+		aux.mirror = mirror.New(mirror.Config{
+			Kubeconfig:                cfg.Kubeconfig,
+			NodeName:                  cfg.NodeName,
+			NodeIP:                    nodeIP,
+			Version:                   versionString(),
+			RegisterNode:              cfg.RegisterNode,
+			RegisterWithTaints:        cfg.RegisterWithTaints,
+			NodeStatusUpdateFrequency: cfg.NodeStatusUpdateFrequency,
+			NodeStatusReportFrequency: cfg.NodeStatusReportFrequency,
+			NodeLeaseDuration:         time.Duration(cfg.NodeLeaseDurationSeconds) * time.Second,
+			MaxPods:                   int64(cfg.MaxPods),
+			RootDir:                   cfg.RootDir,
+			EvictionHard:              cfg.EvictionHard,
+			OnChange:                  status.refresh,
+		}, d.agent, logger.With("subsystem", "mirror"))
+	}
+	d.readOnly = aux.add("read-only-port", "read-only port")
+	d.imports = aux.add("image-import", "image import watcher")
 	return d, nil
 }
 
@@ -331,25 +353,71 @@ func (d *daemon) run(ctx context.Context) error {
 	}
 	g.Go(func() error { return d.agent.Run(ctx, updates) })
 
+	// Auxiliary parts: their failures are retried, never returned.
 	g.Go(func() error {
-		return d.images.WatchImports(ctx, importDir, func([]image.Image) { d.agent.Resync() })
+		d.retry(ctx, d.imports, func(ctx context.Context) error {
+			return d.images.WatchImports(ctx, importDir, func([]image.Image) { d.agent.Resync() })
+		})
+		return nil
 	})
-
+	if d.aux.mirror != nil {
+		g.Go(func() error { return d.aux.mirror.Run(ctx) })
+	}
 	if d.cfg.ReadOnlyPort != 0 {
 		addr := net.JoinHostPort(d.cfg.Address, strconv.Itoa(int(d.cfg.ReadOnlyPort)))
-		l, err := net.Listen("tcp", addr)
-		if err != nil {
-			// The pods matter more than the read-only port: say so and go on.
-			d.logger.Error("read-only port not served", "address", addr, "err", err)
-		} else {
-			lim := server.DefaultLimits(server.ReadOnlyMaxConns).FitFiles(files)
-			d.logger.Info("serving the read-only port", "address", addr, "maxConns", lim.MaxConns)
-			g.Go(func() error {
+		lim := server.DefaultLimits(server.ReadOnlyMaxConns).FitFiles(files)
+		g.Go(func() error {
+			d.retry(ctx, d.readOnly, func(ctx context.Context) error {
+				l, err := net.Listen("tcp", addr)
+				if err != nil {
+					return err
+				}
+				d.logger.Info("serving the read-only port", "address", addr, "maxConns", lim.MaxConns)
+				d.setPart(d.readOnly, nil)
 				return server.Serve(ctx, l, server.ReadOnly(served{d.agent, d.aux}, httpLog), lim, httpLog.With("listener", "read-only port"))
 			})
-		}
+			return nil
+		})
 	}
 	return g.Wait()
+}
+
+// retry runs auxiliary part p's run until ctx ends: each failure is logged
+// when it changes, shown in /healthz?verbose and STATUS=, and retried after
+// an exponential back-off with jitter (0.5s to 30s).
+func (d *daemon) retry(ctx context.Context, p *part, run func(context.Context) error) {
+	wait := time.Duration(0)
+	for {
+		err := run(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		if err == nil {
+			err = errors.New("stopped unexpectedly")
+		}
+		wait = min(max(wait*2, 500*time.Millisecond), 30*time.Second)
+		d.setPart(p, err)
+		t := time.NewTimer(time.Duration(float64(wait) * (0.75 + rand.Float64()/2)))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// setPart records how p does, and says so when that changed.
+func (d *daemon) setPart(p *part, err error) {
+	if !p.set(err) {
+		return
+	}
+	if err != nil {
+		d.logger.Error("auxiliary part failing; retrying", "part", p.name, "err", err)
+	} else {
+		d.logger.Info("auxiliary part working", "part", p.name)
+	}
+	d.status.refresh()
 }
 
 // openFileLimit is the daemon's limit on open files (the Go runtime raised
