@@ -51,7 +51,7 @@ done
 
 cd "$here/build"
 echo "building the control plane $KUBE_VERSION (etcd $ETCD_VERSION) into $out" >&2
-export CGO_ENABLED=0 GOFLAGS="${GOFLAGS:+$GOFLAGS }-p=2 -mod=mod"
+export CGO_ENABLED=0 GOFLAGS="${GOFLAGS:+$GOFLAGS }-p=2"
 nice -n 5 go build -trimpath -ldflags "$ldflags" -o "$tmp/" \
 	./etcd \
 	k8s.io/kubernetes/cmd/kube-apiserver \
@@ -72,6 +72,7 @@ if [ "$got" != "$KUBE_VERSION" ]; then
 	exit 1
 fi
 
+chmod 755 "$tmp" # mktemp made it 0700
 rm -rf "$out"
 mv -T "$tmp" "$out"
 trap - EXIT
