@@ -15,27 +15,29 @@ import (
 // Address is the node's address: kubeadm refuses a loopback advertise
 // address, so the control plane gets this one, on a dummy interface in a
 // network namespace of the test's own (192.0.2.0/24 is TEST-NET-1, never
-// routed anywhere). That namespace has no other interface and no route out:
+// routed anywhere). That namespace has no other interface than lo and that
+// one, a veth whose peer is in the namespace too, and no route out:
 // all the control plane's traffic stays in it, and its ports (6443, 2379,
 // 2380, 2381, 10257, 10259) collide with nothing on the host.
 const Address = "192.0.2.10"
 
-// Netns is a network namespace made with ip netns add: lo up, and a dummy
-// interface holding Address.
+// Netns is a network namespace made with ip netns add: lo up, and a veth
+// pair, both ends in it, one holding Address. (A veth rather than a dummy
+// interface: not every kernel here has the dummy driver.)
 type Netns struct {
 	Name string
 	Path string // /run/netns/<name>
 }
 
-// NewNetns makes the namespace name with lo up and Address on a dummy
-// interface.
+// NewNetns makes the namespace name with lo up and Address on node0.
 func NewNetns(name string) (*Netns, error) {
 	n := &Netns{Name: name, Path: "/run/netns/" + name}
 	steps := [][]string{
 		{"netns", "add", name},
 		{"-n", name, "link", "set", "lo", "up"},
-		{"-n", name, "link", "add", "node0", "type", "dummy"},
+		{"-n", name, "link", "add", "node0", "type", "veth", "peer", "name", "node1"},
 		{"-n", name, "addr", "add", Address + "/32", "dev", "node0"},
+		{"-n", name, "link", "set", "node1", "up"},
 		{"-n", name, "link", "set", "node0", "up"},
 	}
 	for i, s := range steps {
