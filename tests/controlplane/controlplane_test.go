@@ -64,6 +64,9 @@ func start(t *testing.T) *controlPlane {
 	// Registered before the daemon's cleanup, so it runs after it: the
 	// namespace goes once the daemon and its pods are gone.
 	t.Cleanup(func() {
+		if procs, err := ns.Procs(); err != nil || len(procs) > 0 {
+			t.Errorf("control-plane processes left once every pod is gone: %v %v", procs, err)
+		}
 		if err := ns.Close(); err != nil {
 			t.Error(err)
 		}
@@ -86,6 +89,24 @@ func start(t *testing.T) *controlPlane {
 	}
 	d.Start()
 	return &controlPlane{t: t, d: d, cl: cl, ns: ns}
+}
+
+// step runs one part of the test, on the test's goroutine (the daemon's
+// Eventually fails the test it was made for), logging its name and time.
+func (cp *controlPlane) step(name string, f func()) {
+	cp.t.Helper()
+	start := time.Now()
+	cp.t.Logf("--- %s", name)
+	f()
+	cp.t.Logf("--- %s done in %.1fs", name, time.Since(start).Seconds())
+}
+
+// eventually is Daemon.Eventually, and logs how long what took.
+func (cp *controlPlane) eventually(timeout time.Duration, what string, f func() error) {
+	cp.t.Helper()
+	start := time.Now()
+	cp.d.Eventually(timeout, what, f)
+	cp.t.Logf("%s: %.1fs", what, time.Since(start).Seconds())
 }
 
 // kubectl runs kubectl with admin.conf and returns its output.
@@ -154,7 +175,7 @@ func podReady(p *v1.Pod) error {
 func (cp *controlPlane) waitLocalReady(timeout time.Duration, what string) map[string]v1.Pod {
 	cp.t.Helper()
 	var pods map[string]v1.Pod
-	cp.d.Eventually(timeout, what, func() error {
+	cp.eventually(timeout, what, func() error {
 		pods = cp.local()
 		for _, c := range cluster.Components {
 			p, ok := pods[c.Name]
@@ -229,7 +250,7 @@ func checkMirror(node *v1.Node, local, mirror v1.Pod) error {
 func (cp *controlPlane) waitMirrors(timeout time.Duration, what string) map[string]v1.Pod {
 	cp.t.Helper()
 	var got map[string]v1.Pod
-	cp.d.Eventually(timeout, what, func() error {
+	cp.eventually(timeout, what, func() error {
 		node, err := cp.node()
 		if err != nil {
 			return err
@@ -294,15 +315,15 @@ func TestControlPlane(t *testing.T) {
 	// admin.conf's group is bound to cluster-admin as kubeadm init does it.
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	d.Eventually(time.Minute, "kubeadm:cluster-admins bound with super-admin.conf", func() error {
+	cp.eventually(time.Minute, "kubeadm:cluster-admins bound with super-admin.conf", func() error {
 		return cp.cl.BindClusterAdmins(ctx)
 	})
 	if out, err := cp.kubectl("get", "--raw", "/readyz"); err != nil || string(out) != "ok" {
 		t.Fatalf("/readyz: %q, %v", out, err)
 	}
 
-	t.Run("NodeReady", func(t *testing.T) {
-		d.Eventually(time.Minute, "the Node Ready", func() error {
+	cp.step("NodeReady", func() {
+		cp.eventually(time.Minute, "the Node Ready", func() error {
 			n, err := cp.node()
 			if err != nil {
 				return err
@@ -321,14 +342,14 @@ func TestControlPlane(t *testing.T) {
 
 	mirrors := cp.waitMirrors(time.Minute, "the four mirror pods")
 
-	t.Run("MirrorDeletedComesBack", func(t *testing.T) {
+	cp.step("MirrorDeletedComesBack", func() {
 		before := cp.pids()
 		name := local["kube-controller-manager"].Name
 		if _, err := cp.kubectl("delete", "pod", "-n", "kube-system", name, "--wait=false"); err != nil {
 			t.Fatal(err)
 		}
 		deleted := time.Now()
-		d.Eventually(10*time.Second, "the deleted mirror pod back", func() error {
+		cp.eventually(10*time.Second, "the deleted mirror pod back", func() error {
 			m, err := cp.mirrors()
 			if err != nil {
 				return err
@@ -348,7 +369,7 @@ func TestControlPlane(t *testing.T) {
 		mirrors = cp.waitMirrors(time.Minute, "the mirror pods after the deletion")
 	})
 
-	t.Run("SchedulerManifestEdited", func(t *testing.T) {
+	cp.step("SchedulerManifestEdited", func() {
 		old := local["kube-scheduler"]
 		oldProc := cp.pids()["kube-scheduler"]
 		b, err := os.ReadFile(cp.cl.Manifest("kube-scheduler"))
@@ -362,7 +383,7 @@ func TestControlPlane(t *testing.T) {
 		}
 		d.WriteManifest("kube-scheduler.yaml", edited)
 		var now v1.Pod
-		d.Eventually(2*time.Minute, "the edited scheduler Ready", func() error {
+		cp.eventually(2*time.Minute, "the edited scheduler Ready", func() error {
 			now = cp.local()["kube-scheduler"]
 			if now.UID == old.UID {
 				return fmt.Errorf("still the old generation %s", old.UID)
@@ -386,13 +407,13 @@ func TestControlPlane(t *testing.T) {
 		local = cp.local()
 	})
 
-	t.Run("APIServerKilled", func(t *testing.T) {
+	cp.step("APIServerKilled", func() {
 		before := cp.pids()["kube-apiserver"]
 		restarts := local["kube-apiserver"].Status.ContainerStatuses[0].RestartCount
 		if err := syscall.Kill(before.PID, syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}
-		d.Eventually(3*time.Minute, "kube-apiserver restarted and Ready", func() error {
+		cp.eventually(3*time.Minute, "kube-apiserver restarted and Ready", func() error {
 			p := cp.local()["kube-apiserver"]
 			if got := p.Status.ContainerStatuses[0].RestartCount; got != restarts+1 {
 				return fmt.Errorf("restart count %d", got)
@@ -402,7 +423,7 @@ func TestControlPlane(t *testing.T) {
 		if after := cp.pids()["kube-apiserver"]; after.PID == before.PID {
 			t.Errorf("kube-apiserver has the pid it had before SIGKILL: %d", after.PID)
 		}
-		cp.d.Eventually(time.Minute, "the mirror status caught up", func() error {
+		cp.eventually(time.Minute, "the mirror status caught up", func() error {
 			m, err := cp.mirrors()
 			if err != nil {
 				return err
@@ -422,7 +443,7 @@ func TestControlPlane(t *testing.T) {
 		mirrors = cp.waitMirrors(time.Minute, "the mirror pods after the API server's restart")
 	})
 
-	t.Run("StaticpoddKilled", func(t *testing.T) {
+	cp.step("StaticpoddKilled", func() {
 		before := cp.pids()
 		d.Kill9()
 		// The API server still answers and still lists the mirror pods.
