@@ -45,6 +45,15 @@ func (a *Agent) Watch() *PodWatch {
 	return pw
 }
 
+// Synced reports whether the agent has seen every source and finished the
+// sync of each of their pods once (what READY=1 waits for): from then on, a
+// pod the agent does not list is one no source wants.
+func (a *Agent) Synced() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.notifyReady
+}
+
 // C receives when pods changed since the last Next.
 func (pw *PodWatch) C() <-chan struct{} { return pw.ch }
 

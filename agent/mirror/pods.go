@@ -33,6 +33,7 @@ const AnnotationMirror = "kubernetes.io/config.mirror"
 type podSync struct {
 	m      *Mirror
 	client kubernetes.Interface
+	pw     *agent.PodWatch // the agent's pods; set by run
 
 	mu       sync.Mutex          // guards the fields below
 	desired  map[string]*v1.Pod  // static pods by full name namespace/name
@@ -56,6 +57,9 @@ func newPodSync(m *Mirror, client kubernetes.Interface) *podSync {
 func (s *podSync) run(ctx context.Context) {
 	pw := s.m.pods.Watch()
 	defer pw.Close()
+	s.mu.Lock()
+	s.pw = pw
+	s.mu.Unlock()
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	wg.Go(func() { s.watchMirrors(ctx) })
@@ -197,7 +201,29 @@ func (s *podSync) sync(ctx context.Context, name string) error {
 	s.mu.Lock()
 	desired := s.desired[name]
 	mirror := s.mirrors[name]
+	pw := s.pw
 	s.mu.Unlock()
+	if mirror != nil && desired == nil {
+		// An orphan only once the agent has seen every source and synced
+		// its pods (the kubelet's HandlePodCleanups waits for sourcesReady),
+		// and only by the agent's latest word: a daemon that just started
+		// lists the API server's mirror pods before its own pods' first
+		// statuses reach this goroutine.
+		if !agentSynced(s.m.pods) {
+			time.AfterFunc(jitter(time.Second), func() {
+				s.mu.Lock()
+				defer s.mu.Unlock()
+				s.markLocked(name)
+			})
+			return nil
+		}
+		if pw != nil {
+			s.take(pw.Next())
+		}
+		s.mu.Lock()
+		desired = s.desired[name]
+		s.mu.Unlock()
+	}
 	ns, podName, _ := strings.Cut(name, "/")
 	pods := s.client.CoreV1().Pods(ns)
 
@@ -227,6 +253,15 @@ func (s *podSync) sync(ctx context.Context, name string) error {
 		mirror = created
 	}
 	return s.patchStatus(ctx, pods, podName, mirror, desired)
+}
+
+// agentSynced reports whether the agent has seen every source and synced
+// each of their pods once; a Pods that cannot tell is taken as synced.
+func agentSynced(p Pods) bool {
+	if s, ok := p.(interface{ Synced() bool }); ok {
+		return s.Synced()
+	}
+	return true
 }
 
 // deleteMirror deletes a mirror pod at once, only if it is still the one

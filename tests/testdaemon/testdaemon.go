@@ -398,7 +398,10 @@ func (d *Daemon) Client() *http.Client {
 }
 
 // SocketClient talks to <run-dir>/staticpodd.sock whatever the config serves;
-// any host name in a URL reaches it.
+// any host name in a URL reaches it. Each request has a connection of its
+// own, closed after it: a client made per call would otherwise leave its idle
+// connection open, and a test polling every 100 ms would fill the socket's
+// connection cap with them.
 func (d *Daemon) SocketClient() *http.Client {
 	sock := filepath.Join(d.RunDir, "staticpodd.sock")
 	return &http.Client{Transport: &http.Transport{
@@ -406,6 +409,7 @@ func (d *Daemon) SocketClient() *http.Client {
 			var dialer net.Dialer
 			return dialer.DialContext(ctx, "unix", sock)
 		},
+		DisableKeepAlives: true,
 	}}
 }
 
