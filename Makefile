@@ -10,7 +10,7 @@ LDFLAGS   := -s -w -extldflags -static -X main.version=$(VERSION)
 DEMO_ROOT := $(CURDIR)/$(OUT)/demo/root
 DEMO_RUN  := /run/staticpodd-demo
 
-.PHONY: all build images demo demo-clean test unit e2e bench bench-relist fuzz vet clean \
+.PHONY: all build images demo demo-clean test unit e2e bench bench-relist bench-outage fuzz vet clean \
 	controlplane test-controlplane bench-controlplane
 
 all: build

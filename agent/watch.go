@@ -45,15 +45,6 @@ func (a *Agent) Watch() *PodWatch {
 	return pw
 }
 
-// Synced reports whether the agent has seen every source and finished the
-// sync of each of their pods once (what READY=1 waits for): from then on, a
-// pod the agent does not list is one no source wants.
-func (a *Agent) Synced() bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.notifyReady
-}
-
 // C receives when pods changed since the last Next.
 func (pw *PodWatch) C() <-chan struct{} { return pw.ch }
 
@@ -82,6 +73,15 @@ func (pw *PodWatch) Next() []PodUpdate {
 		out = append(out, u)
 	}
 	return out
+}
+
+// Synced reports whether every source has delivered its first snapshot and
+// every pod in it has been synced (and published) once: only then does a
+// pod missing from Next's answers mean that no source wants it.
+func (pw *PodWatch) Synced() bool {
+	pw.a.mu.Lock()
+	defer pw.a.mu.Unlock()
+	return pw.a.notifyReady
 }
 
 // Close ends the subscription.

@@ -30,9 +30,28 @@ import (
 
 // Pods is what the mirror needs of the agent.
 type Pods interface {
-	Watch() *agent.PodWatch
+	// Watch subscribes to changes of the static pods (agent.Agent.Watch).
+	Watch() Watch
+	// Events are what happened to them, kept and to come.
 	Events() *events.Recorder
 }
+
+// Watch is a subscription to the static pods' changes; *agent.PodWatch
+// implements it.
+type Watch interface {
+	C() <-chan struct{}
+	Next() []agent.PodUpdate
+	// Synced is true once the agent has every source's pods: before, a
+	// mirror pod without a static pod is not taken for an orphan, so that a
+	// restarted daemon does not delete and make again every mirror pod.
+	Synced() bool
+	Close()
+}
+
+// AgentPods is the agent as the mirror sees it.
+type AgentPods struct{ *agent.Agent }
+
+func (a AgentPods) Watch() Watch { return a.Agent.Watch() }
 
 // NodeConditions gives the node's pressure conditions (MemoryPressure,
 // DiskPressure, PIDPressure); the eviction manager implements it. Without
@@ -74,8 +93,8 @@ type Mirror struct {
 	cfg    Config
 	pods   Pods
 	logger *slog.Logger
-	// newClient makes the clientset; tests replace it with a fake.
-	newClient func() (kubernetes.Interface, error)
+	// newClient makes the clientsets; tests replace it with a fake.
+	newClient func() (clients, error)
 
 	healthMu sync.Mutex // guards health
 	health   map[string]problem
@@ -115,23 +134,33 @@ func New(cfg Config, pods Pods, logger *slog.Logger) *Mirror {
 	return m
 }
 
+// clients are the API server's: one for requests, one for the watch, which
+// the requests' timeout would cut.
+type clients struct {
+	api, watch kubernetes.Interface
+}
+
 // kubeconfigClient reads the kubeconfig, each time anew: kubeadm may write it
 // after staticpodd started.
-func (m *Mirror) kubeconfigClient() (kubernetes.Interface, error) {
+func (m *Mirror) kubeconfigClient() (clients, error) {
 	rc, err := clientcmd.BuildConfigFromFlags("", m.cfg.Kubeconfig)
 	if err != nil {
-		return nil, fmt.Errorf("kubeconfig %s: %w", m.cfg.Kubeconfig, err)
+		return clients{}, fmt.Errorf("kubeconfig %s: %w", m.cfg.Kubeconfig, err)
 	}
 	// The kubelet's kubeAPIQPS and kubeAPIBurst defaults.
 	rc.QPS, rc.Burst = 50, 100
-	// No request outlives a slow server for long; watches end by their own timeout.
-	rc.Timeout = requestTimeout
 	rc.UserAgent = "staticpodd/" + m.cfg.Version
-	c, err := kubernetes.NewForConfig(rc)
+	watch, err := kubernetes.NewForConfig(rc)
 	if err != nil {
-		return nil, fmt.Errorf("kubeconfig %s: %w", m.cfg.Kubeconfig, err)
+		return clients{}, fmt.Errorf("kubeconfig %s: %w", m.cfg.Kubeconfig, err)
 	}
-	return c, nil
+	// No request outlives a slow server for long.
+	rc.Timeout = requestTimeout
+	api, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return clients{}, fmt.Errorf("kubeconfig %s: %w", m.cfg.Kubeconfig, err)
+	}
+	return clients{api: api, watch: watch}, nil
 }
 
 // requestTimeout bounds every request but the pod watch.
@@ -141,12 +170,13 @@ const requestTimeout = 10 * time.Second
 // ends. It returns nil then; trouble on the way is logged, retried with
 // back-off and shown by Status, never returned.
 func (m *Mirror) Run(ctx context.Context) error {
-	var client kubernetes.Interface
+	quietKlog(m.logger.With("from", "client-go"))
+	var cs clients
 	bo := newBackoff(200*time.Millisecond, 10*time.Second)
-	for client == nil {
+	for {
 		c, err := m.newClient()
 		if err == nil {
-			client = c
+			cs = c
 			break
 		}
 		m.report("kubeconfig", err)
@@ -157,9 +187,10 @@ func (m *Mirror) Run(ctx context.Context) error {
 	m.report("kubeconfig", nil)
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	client := cs.api
 	wg.Go(func() { m.runNode(ctx, client) })
 	wg.Go(func() { m.runLease(ctx, client) })
-	ps := newPodSync(m, client)
+	ps := newPodSync(m, client, cs.watch)
 	m.podsMu.Lock()
 	m.sync = ps
 	m.podsMu.Unlock()
@@ -169,13 +200,13 @@ func (m *Mirror) Run(ctx context.Context) error {
 	return nil
 }
 
-// Status is nil while every part works, else what fails and since when
-// (the earliest failure).
-func (m *Mirror) Status() (error, time.Time) {
+// Status is a nil error while every part works, else what fails, and since
+// when (the earliest failure).
+func (m *Mirror) Status() (time.Time, error) {
 	m.healthMu.Lock()
 	defer m.healthMu.Unlock()
 	if len(m.health) == 0 {
-		return nil, time.Time{}
+		return time.Time{}, nil
 	}
 	parts := make([]string, 0, len(m.health))
 	for part := range m.health {
@@ -191,7 +222,7 @@ func (m *Mirror) Status() (error, time.Time) {
 			since = p.since
 		}
 	}
-	return errors.Join(errs...), since
+	return since, errors.Join(errs...)
 }
 
 // report records how part did; a change of health is logged once and told

@@ -26,23 +26,26 @@ import (
 // KubeletVersion is what the Node reports as nodeInfo.kubeletVersion: the
 // kubelet release whose static-pod, mirror-pod and node-status behaviour
 // staticpodd follows, so that version-skew checks of the control plane
-// (kubeadm's among them) judge it as that kubelet. The build metadata names
-// staticpodd and is ignored by semver comparisons.
+// (kubeadm's among them) judge it as that kubelet. staticpodd's own version
+// is in containerRuntimeVersion.
 const KubeletVersion = "v1.37.2"
 
-// nodeUID waits until the Node is known and returns its UID; "" when ctx ends.
-func (m *Mirror) nodeUID(ctx context.Context) types.UID {
-	m.nodeMu.Lock()
-	set := m.nodeSet
-	m.nodeMu.Unlock()
-	select {
-	case <-set:
-	case <-ctx.Done():
-		return ""
+// nodeUID waits until the Node is known and returns its UID; false when
+// ctx ended first.
+func (m *Mirror) nodeUID(ctx context.Context) (types.UID, bool) {
+	for {
+		m.nodeMu.Lock()
+		set, node := m.nodeSet, m.node
+		m.nodeMu.Unlock()
+		if node != nil {
+			return node.UID, true
+		}
+		select {
+		case <-set:
+		case <-ctx.Done():
+			return "", false
+		}
 	}
-	m.nodeMu.Lock()
-	defer m.nodeMu.Unlock()
-	return m.node.UID
 }
 
 // setNode remembers the Node; a new UID (the Node was deleted and made
@@ -284,8 +287,7 @@ func (m *Mirror) conditions() []v1.NodeCondition {
 // duration, as the kubelet's node lease controller does, retrying sooner
 // after a failure.
 func (m *Mirror) runLease(ctx context.Context, client kubernetes.Interface) {
-	uid := m.nodeUID(ctx)
-	if uid == "" {
+	if _, ok := m.nodeUID(ctx); !ok {
 		return
 	}
 	interval := m.cfg.NodeLeaseDuration / 4

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/flowcontrol"
 
 	"github.com/staticpodd/staticpodd/agent"
 	"github.com/staticpodd/staticpodd/agent/manifest"
@@ -32,34 +33,46 @@ const AnnotationMirror = "kubernetes.io/config.mirror"
 // so the API server's slowness delays only mirror pods.
 type podSync struct {
 	m      *Mirror
+	synced func() bool // the agent has all its sources' pods
 	client kubernetes.Interface
-	pw     *agent.PodWatch // the agent's pods; set by run
+	watch  kubernetes.Interface // without the requests' timeout
 
 	mu       sync.Mutex          // guards the fields below
 	desired  map[string]*v1.Pod  // static pods by full name namespace/name
 	mirrors  map[string]*v1.Pod  // this node's mirror pods on the API server, by full name
 	dirty    map[string]bool     // names to sync
 	retry    map[string]*backoff // back-off of names whose last sync failed
+	waiting  map[string]bool     // names in their back-off: synced when it ends, not before
 	patched  map[string]string   // the status last patched, as JSON, by mirror pod UID
 	failures map[string]error    // the last failure of each name
 	kick     chan struct{}       // one slot: something is dirty
+	// statusLimit rate-limits status patches, on top of the client's QPS:
+	// a pod whose status flaps (a probe) cannot crowd out the others.
+	statusLimit flowcontrol.RateLimiter
 }
 
-func newPodSync(m *Mirror, client kubernetes.Interface) *podSync {
+// Status patches: statusQPS a second, statusBurst at once; a patch over the
+// limit is made statusDelay later, with whatever status the pod has then.
+const (
+	statusQPS   = 10
+	statusBurst = 20
+	statusDelay = 200 * time.Millisecond
+)
+
+func newPodSync(m *Mirror, client, watch kubernetes.Interface) *podSync {
 	return &podSync{
-		m: m, client: client,
+		m: m, client: client, watch: watch,
 		desired: map[string]*v1.Pod{}, mirrors: map[string]*v1.Pod{}, dirty: map[string]bool{},
-		retry: map[string]*backoff{}, patched: map[string]string{}, failures: map[string]error{},
-		kick: make(chan struct{}, 1),
+		retry: map[string]*backoff{}, waiting: map[string]bool{}, patched: map[string]string{}, failures: map[string]error{},
+		kick:        make(chan struct{}, 1),
+		statusLimit: flowcontrol.NewTokenBucketRateLimiter(statusQPS, statusBurst),
 	}
 }
 
 func (s *podSync) run(ctx context.Context) {
 	pw := s.m.pods.Watch()
 	defer pw.Close()
-	s.mu.Lock()
-	s.pw = pw
-	s.mu.Unlock()
+	s.synced = pw.Synced
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	wg.Go(func() { s.watchMirrors(ctx) })
@@ -73,8 +86,7 @@ func (s *podSync) run(ctx context.Context) {
 			}
 		}
 	})
-	uid := s.m.nodeUID(ctx)
-	if uid == "" {
+	if _, ok := s.m.nodeUID(ctx); !ok {
 		return
 	}
 	// A periodic full pass catches what a lost watch event would miss.
@@ -136,6 +148,12 @@ func (s *podSync) syncDirty(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
+		s.mu.Lock()
+		wait := s.waiting[name]
+		s.mu.Unlock()
+		if wait {
+			continue
+		}
 		err := s.sync(ctx, name)
 		s.mu.Lock()
 		if err == nil {
@@ -154,9 +172,11 @@ func (s *podSync) syncDirty(ctx context.Context) {
 				// mirror pod needs comes within a second or so.
 				d = jitter(retryBase)
 			}
+			s.waiting[name] = true
 			time.AfterFunc(d, func() {
 				s.mu.Lock()
 				defer s.mu.Unlock()
+				delete(s.waiting, name)
 				s.markLocked(name)
 			})
 		}
@@ -201,32 +221,19 @@ func (s *podSync) sync(ctx context.Context, name string) error {
 	s.mu.Lock()
 	desired := s.desired[name]
 	mirror := s.mirrors[name]
-	pw := s.pw
 	s.mu.Unlock()
-	if mirror != nil && desired == nil {
-		// An orphan only once the agent has seen every source and synced
-		// its pods (the kubelet's HandlePodCleanups waits for sourcesReady),
-		// and only by the agent's latest word: a daemon that just started
-		// lists the API server's mirror pods before its own pods' first
-		// statuses reach this goroutine.
-		if !agentSynced(s.m.pods) {
-			time.AfterFunc(jitter(time.Second), func() {
-				s.mu.Lock()
-				defer s.mu.Unlock()
-				s.markLocked(name)
-			})
-			return nil
-		}
-		if pw != nil {
-			s.take(pw.Next())
-		}
-		s.mu.Lock()
-		desired = s.desired[name]
-		s.mu.Unlock()
-	}
 	ns, podName, _ := strings.Cut(name, "/")
 	pods := s.client.CoreV1().Pods(ns)
 
+	if mirror != nil && desired == nil && !s.synced() {
+		// Maybe not an orphan: the agent may not have published the pod yet.
+		time.AfterFunc(time.Second, func() {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			s.markLocked(name)
+		})
+		return nil
+	}
 	if mirror != nil && (desired == nil || mirror.Annotations[AnnotationMirror] != desired.Annotations[manifest.AnnotationHash] ||
 		mirror.DeletionTimestamp != nil) {
 		why := "orphaned"
@@ -253,15 +260,6 @@ func (s *podSync) sync(ctx context.Context, name string) error {
 		mirror = created
 	}
 	return s.patchStatus(ctx, pods, podName, mirror, desired)
-}
-
-// agentSynced reports whether the agent has seen every source and synced
-// each of their pods once; a Pods that cannot tell is taken as synced.
-func agentSynced(p Pods) bool {
-	if s, ok := p.(interface{ Synced() bool }); ok {
-		return s.Synced()
-	}
-	return true
 }
 
 // deleteMirror deletes a mirror pod at once, only if it is still the one
@@ -300,8 +298,8 @@ type podsClient interface {
 // reference to the Node. An existing pod of the same name and hash is
 // taken as made.
 func (s *podSync) create(ctx context.Context, pods podsClient, p *v1.Pod) (*v1.Pod, error) {
-	uid := s.m.nodeUID(ctx)
-	if uid == "" {
+	uid, ok := s.m.nodeUID(ctx)
+	if !ok {
 		return nil, ctx.Err()
 	}
 	mp := mirrorPod(p, s.m.cfg.NodeName, uid)
@@ -359,6 +357,15 @@ func (s *podSync) patchStatus(ctx context.Context, pods podsClient, name string,
 	same := s.patched[string(mirror.UID)] == string(js)
 	s.mu.Unlock()
 	if same {
+		return nil
+	}
+	if !s.statusLimit.TryAccept() {
+		full := mirror.Namespace + "/" + name
+		time.AfterFunc(jitter(statusDelay), func() {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			s.markLocked(full)
+		})
 		return nil
 	}
 	patch, err := statusPatch(mirror, status)
@@ -445,9 +452,11 @@ func newerRV(a, b string) bool {
 func (s *podSync) watchMirrors(ctx context.Context) {
 	bo := newBackoff(200*time.Millisecond, retryMax)
 	sel := fields.OneTermEqualSelector("spec.nodeName", s.m.cfg.NodeName).String()
-	pods := s.client.CoreV1().Pods(metav1.NamespaceAll)
+	pods := s.watch.CoreV1().Pods(metav1.NamespaceAll)
 	for ctx.Err() == nil {
-		list, err := pods.List(ctx, metav1.ListOptions{FieldSelector: sel})
+		lctx, cancel := context.WithTimeout(ctx, requestTimeout)
+		list, err := pods.List(lctx, metav1.ListOptions{FieldSelector: sel})
+		cancel()
 		if err != nil {
 			if ctx.Err() == nil {
 				s.m.report("mirror pod watch", fmt.Errorf("list pods of node %s: %s", s.m.cfg.NodeName, oneLine(err)))

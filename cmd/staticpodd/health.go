@@ -68,7 +68,7 @@ func (x *auxiliary) checks() []server.Check {
 		out = append(out, server.Check{Name: "manifest-url", Err: st.Err, Since: st.Since})
 	}
 	if x.mirror != nil {
-		err, since := x.mirror.Status()
+		since, err := x.mirror.Status()
 		out = append(out, server.Check{Name: "mirror-pods", Err: err, Since: since})
 	}
 	for _, p := range x.parts {
@@ -88,7 +88,7 @@ func (x *auxiliary) trouble() string {
 		}
 	}
 	if x.mirror != nil {
-		if err, _ := x.mirror.Status(); err != nil {
+		if _, err := x.mirror.Status(); err != nil {
 			parts = append(parts, "API server "+strings.ReplaceAll(err.Error(), "\n", "; "))
 		}
 	}

@@ -321,7 +321,7 @@ func newDaemon(cfg *config.Config, logger *slog.Logger, once bool) (*daemon, err
 			RootDir:                   cfg.RootDir,
 			EvictionHard:              cfg.EvictionHard,
 			OnChange:                  status.refresh,
-		}, d.agent, logger.With("subsystem", "mirror"))
+		}, mirror.AgentPods{Agent: d.agent}, logger.With("subsystem", "mirror"))
 	}
 	d.readOnly = aux.add("read-only-port", "read-only port")
 	d.imports = aux.add("image-import", "image import watcher")
