@@ -100,14 +100,17 @@ CONTROLPLANE_BUILD := tests/controlplane/build.sh
 controlplane:
 	bash $(CONTROLPLANE_BUILD)
 
-# kubeadm's control plane bootstrapped under staticpodd, air-gapped, with its
-# mirror pods on the API server it runs (tests/controlplane, build tag
-# controlplane; not part of make test, which must not wait for the build).
+# The tests that need those binaries (build tag controlplane; not part of make
+# test, which must not wait for the build): kubeadm's control plane
+# bootstrapped under staticpodd, air-gapped, with its mirror pods on the API
+# server it runs (tests/controlplane), and the mirror client against a real
+# kube-apiserver (tests/mirror).
+CONTROLPLANE_TESTS := ./tests/controlplane/... ./tests/mirror/...
 test-controlplane: build images
 	cpbin=$$(bash $(CONTROLPLANE_BUILD)) && \
-	$(GO) vet -tags controlplane ./tests/controlplane/... && \
+	$(GO) vet -tags controlplane $(CONTROLPLANE_TESTS) && \
 	STATICPODD_BIN=$(CURDIR)/$(BIN) STATICPODD_IMAGE=$(CURDIR)/$(IMAGE_TAR) STATICPODD_CONTROLPLANE_BIN=$$cpbin \
-		$(GO) test -tags controlplane -count=1 -timeout 30m -v ./tests/controlplane/
+		$(GO) test -tags controlplane -count=1 -timeout 30m -v $(CONTROLPLANE_TESTS)
 
 # From staticpodd's start to each control-plane process, /readyz, the mirror
 # pods and all Ready, and staticpodd's memory: median of 3 cold runs.
