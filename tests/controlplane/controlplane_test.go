@@ -18,6 +18,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -405,6 +406,47 @@ func TestControlPlane(t *testing.T) {
 		}
 		mirrors = m
 		local = cp.local()
+	})
+
+	cp.step("APIServerManifestBroken", func() {
+		// An edit that breaks kube-apiserver's manifest keeps the last good
+		// pod: the same process, the same mirror pod, and a problem that
+		// names the file; the good content back changes nothing.
+		before := cp.pids()["kube-apiserver"]
+		uid := local["kube-apiserver"].UID
+		good, err := os.ReadFile(cp.cl.Manifest("kube-apiserver"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.WriteManifest("kube-apiserver.yaml", string(good)+"  hostNetwork: [unterminated\n")
+		file := filepath.Join(d.Manifests, "kube-apiserver.yaml")
+		cp.eventually(30*time.Second, "the broken manifest reported", func() error {
+			if out := d.CLI("ps"); !strings.Contains(out, "Manifest problems:") || !strings.Contains(out, file) {
+				return fmt.Errorf("ps:\n%s", out)
+			}
+			return nil
+		})
+		m, err := cp.mirrors()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p := m[local["kube-apiserver"].Name]; p.UID != mirrors["kube-apiserver"].UID {
+			t.Errorf("the API server's mirror pod changed with its manifest broken: UID %s, was %s", p.UID, mirrors["kube-apiserver"].UID)
+		}
+		d.WriteManifest("kube-apiserver.yaml", string(good))
+		cp.eventually(30*time.Second, "the problem gone with the good manifest back", func() error {
+			if out := d.CLI("ps"); strings.Contains(out, "Manifest problems:") {
+				return fmt.Errorf("ps:\n%s", out)
+			}
+			return nil
+		})
+		p := cp.local()["kube-apiserver"]
+		if p.UID != uid || podReady(&p) != nil {
+			t.Errorf("kube-apiserver after its manifest was broken and mended: UID %s (was %s), %v", p.UID, uid, podReady(&p))
+		}
+		if after := cp.pids()["kube-apiserver"]; after != before {
+			t.Errorf("kube-apiserver restarted by a broken manifest: %+v, then %+v", before, after)
+		}
 	})
 
 	cp.step("APIServerKilled", func() {
