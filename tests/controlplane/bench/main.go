@@ -56,8 +56,8 @@ type result struct {
 	allMirrors time.Duration
 	allReady   time.Duration // the four mirror pods Ready on the API server
 	localReady time.Duration // the four pods Ready in staticpodd
-	rss        int64 // staticpodd and its monitors, bytes
-	pss        int64 // the same, each shared page divided among its sharers
+	rss        int64         // staticpodd and its monitors, bytes
+	pss        int64         // the same, each shared page divided among its sharers
 	daemonRSS  int64
 	monitors   int
 }
