@@ -91,6 +91,12 @@ bench: build images
 bench-relist: build
 	STATICPODD_BIN=$(CURDIR)/$(BIN) $(GO) run ./tests/bench -relist-only -relist-manifests 100 -relist-window 60s
 
+# The mirror client, then the daemon, facing an API server that refuses every
+# connection for ten minutes each: goroutines, heap, RSS and threads must not grow.
+bench-outage: build images
+	STATICPODD_BIN=$(CURDIR)/$(BIN) STATICPODD_IMAGE=$(CURDIR)/$(IMAGE_TAR) \
+		$(GO) run ./tests/bench -only outage -outage-window 10m
+
 # The Kubernetes v1.37.2 control plane (etcd, kube-apiserver,
 # kube-controller-manager, kube-scheduler, kubeadm, kubectl), built statically
 # from tests/controlplane/build, once, into

@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -65,22 +67,15 @@ func (o *outagePods) change(i int) {
 	}
 }
 
-// benchOutage runs the mirror client against an API server address that
-// refuses every connection for window, with pod changes and events coming
-// every second, and prints its goroutines, heap and the process's RSS at
-// the start and the end: none may grow over a long outage.
-func benchOutage(window time.Duration) error {
+// refusingKubeconfig writes a kubeconfig in dir whose server refuses every
+// connection.
+func refusingKubeconfig(dir string) (string, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return err
+		return "", err
 	}
 	addr := l.Addr().String()
 	l.Close() // refused from now on
-	dir, err := os.MkdirTemp("", "staticpodd-bench-outage-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(dir)
 	kubeconfig := filepath.Join(dir, "kubeconfig")
 	cfg := fmt.Sprintf(`apiVersion: v1
 kind: Config
@@ -95,7 +90,100 @@ contexts:
   context: {cluster: c, user: u}
 current-context: c
 `, addr)
-	if err := os.WriteFile(kubeconfig, []byte(cfg), 0o600); err != nil {
+	return kubeconfig, os.WriteFile(kubeconfig, []byte(cfg), 0o600)
+}
+
+// flipper is a pod whose readiness flips every 5 seconds: a status change and
+// an Unhealthy event every few seconds.
+const flipper = `apiVersion: v1
+kind: Pod
+metadata: {name: flipper}
+spec:
+  containers:
+  - name: main
+    image: busybox
+    command: ["sh", "-c", "trap 'exit 0' TERM; while true; do sleep 1 & wait $!; done"]
+    readinessProbe:
+      exec: {command: ["sh", "-c", "test $(( $(date +%s) / 5 % 2 )) = 0"]}
+      periodSeconds: 1
+      failureThreshold: 1
+`
+
+// benchOutageDaemon runs the staticpodd binary with a kubeconfig whose API
+// server refuses every connection and a pod whose readiness flips, for
+// window, and prints the daemon's RSS and threads every tenth of it.
+func benchOutageDaemon(bin, image string, window time.Duration) error {
+	if image == "" {
+		return fmt.Errorf("need -image with -staticpodd (make bench sets both)")
+	}
+	dir, err := os.MkdirTemp("", "staticpodd-bench-outaged-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	kubeconfig, err := refusingKubeconfig(dir)
+	if err != nil {
+		return err
+	}
+	d, err := startDaemon(bin, image, dir, "--kubeconfig", kubeconfig)
+	if err != nil {
+		return err
+	}
+	defer d.stop()
+	defer d.removePods()
+	if err := os.WriteFile(filepath.Join(d.manifests, "flipper.yaml"), []byte(flipper), 0o644); err != nil {
+		return err
+	}
+	if err := poll(30*time.Second, func() bool { n, _ := d.countPods(); return n == 1 }); err != nil {
+		return fmt.Errorf("flipper not listed: %v", err)
+	}
+	pid := d.cmd.Process.Pid
+	fmt.Printf("\nthe staticpodd daemon, API server refusing connections for %v, one pod whose readiness flips every 5 s:\n\n", window)
+	fmt.Printf("| after | daemon RSS | of which anon | threads |\n|---|---|---|---|\n")
+	start := time.Now()
+	var first, last procMem
+	var firstThreads, lastThreads int
+	for i := 0; i <= 10; i++ {
+		if i > 0 {
+			time.Sleep(window / 10)
+		}
+		m, th := memOf(pid), threadsOf(pid)
+		if i == 0 {
+			first, firstThreads = m, th
+		}
+		last, lastThreads = m, th
+		fmt.Printf("| %v | %s | %s | %d |\n", time.Since(start).Round(time.Second), mib(m.rss), mib(m.anon), th)
+	}
+	fmt.Printf("\nRSS %s → %s, threads %d → %d\n", mib(first.rss), mib(last.rss), firstThreads, lastThreads)
+	return nil
+}
+
+func threadsOf(pid int) int {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return -1
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "Threads:"); ok {
+			n, _ := strconv.Atoi(strings.TrimSpace(v))
+			return n
+		}
+	}
+	return -1
+}
+
+// benchOutage runs the mirror client against an API server address that
+// refuses every connection for window, with pod changes and events coming
+// every second, and prints its goroutines, heap and the process's RSS at
+// the start and the end: none may grow over a long outage.
+func benchOutage(window time.Duration) error {
+	dir, err := os.MkdirTemp("", "staticpodd-bench-outage-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	kubeconfig, err := refusingKubeconfig(dir)
+	if err != nil {
 		return err
 	}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
