@@ -312,6 +312,7 @@ func TestControlPlane(t *testing.T) {
 	if got := cp.pids(); len(got) != len(cluster.Components) {
 		t.Fatalf("control-plane processes in the namespace: %v", got)
 	}
+	cp.checkProbes(local)
 
 	// admin.conf's group is bound to cluster-admin as kubeadm init does it.
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -517,6 +518,52 @@ func TestControlPlane(t *testing.T) {
 			}
 		}
 	})
+}
+
+// checkProbes checks that every probe kubeadm's manifests give passed, as
+// staticpodd's /probes lists them: etcd's over HTTP to its metrics port, the
+// others' over HTTPS to their probe-port, each at the host its manifest names.
+func (cp *controlPlane) checkProbes(local map[string]v1.Pod) {
+	cp.t.Helper()
+	resp, err := cp.d.SocketClient().Get("http://staticpodd/probes")
+	if err != nil {
+		cp.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var probes []struct {
+		Pod, Container, Probe, Result, Output string
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&probes); err != nil {
+		cp.t.Fatalf("decode /probes: %v", err)
+	}
+	results := map[string]string{}
+	for _, p := range probes {
+		results[p.Container+"/"+p.Probe] = p.Result
+	}
+	checked := 0
+	for _, c := range cluster.Components {
+		spec := local[c.Name].Spec.Containers[0]
+		for kind, probe := range map[string]*v1.Probe{"startup": spec.StartupProbe, "liveness": spec.LivenessProbe, "readiness": spec.ReadinessProbe} {
+			if probe == nil {
+				continue
+			}
+			want := v1.URISchemeHTTPS
+			if c.Name == "etcd" {
+				want = v1.URISchemeHTTP
+			}
+			if probe.HTTPGet == nil || probe.HTTPGet.Scheme != want || probe.HTTPGet.Port.StrVal != "probe-port" {
+				cp.t.Errorf("%s %s probe: %+v, want httpGet %s to probe-port", c.Name, kind, probe.ProbeHandler, want)
+			}
+			// The liveness probe of kubeadm's etcd starts 10 s after it.
+			if r := results[c.Name+"/"+kind]; r != "success" && !(kind == "liveness" && r == "") {
+				cp.t.Errorf("%s %s probe: %q, want success", c.Name, kind, r)
+			}
+			checked++
+		}
+	}
+	if checked < 2*len(cluster.Components) {
+		cp.t.Errorf("only %d probes in kubeadm's manifests", checked)
+	}
 }
 
 // checkNode checks the Node staticpodd registered with kubeadm's kubelet.conf.
