@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -39,7 +40,32 @@ type options struct {
 	entrypoint, cmd  []string
 	env              []string
 	stopSignal       string
+	files            []file
 	out              string
+}
+
+// file is a host file that -add puts into the image.
+type file struct {
+	src string // on the host
+	dst string // in the image, relative: "usr/local/bin/etcd"
+}
+
+// parseAdds reads -add values, SRC:DST with DST absolute and clean. A DST that
+// is the root, or that goes through ".." anywhere, is refused: the layer names
+// only what it says.
+func parseAdds(adds []string) ([]file, error) {
+	var files []file
+	for _, a := range adds {
+		src, dst, ok := strings.Cut(a, ":")
+		if !ok || src == "" || dst == "" {
+			return nil, fmt.Errorf("-add %q: want SRC:DST", a)
+		}
+		if !path.IsAbs(dst) || path.Clean(dst) != dst || dst == "/" {
+			return nil, fmt.Errorf("-add %q: DST must be a clean absolute file path", a)
+		}
+		files = append(files, file{src: src, dst: strings.TrimPrefix(dst, "/")})
+	}
+	return files, nil
 }
 
 // parseList reads a JSON array (["a","b"]) or a comma list (a,b). "" is nil.
@@ -63,7 +89,7 @@ func build(o options) error {
 	if err != nil {
 		return fmt.Errorf("read busybox (apt-get install busybox-static): %w", err)
 	}
-	layerTar, err := rootfsTar(bin, applets(o.busybox))
+	layerTar, err := rootfsTar(bin, applets(o.busybox), o.files)
 	if err != nil {
 		return err
 	}
@@ -109,8 +135,9 @@ func applets(busybox string) []string {
 	return slices.Compact(list)
 }
 
-// rootfsTar is the one layer: busybox, its applet links, users, /tmp and /www.
-func rootfsTar(bin []byte, applets []string) ([]byte, error) {
+// rootfsTar is the one layer: busybox, its applet links, users, /tmp and /www,
+// and the files -add names, with the directories above them.
+func rootfsTar(bin []byte, applets []string, files []file) ([]byte, error) {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	add := func(hdr *tar.Header, body []byte) error {
@@ -137,6 +164,34 @@ func rootfsTar(bin []byte, applets []string) ([]byte, error) {
 	)
 	if err != nil {
 		return nil, fmt.Errorf("make layer: %w", err)
+	}
+	dirs := map[string]bool{"bin": true, "dev": true, "etc": true, "proc": true, "root": true, "sys": true,
+		"tmp": true, "usr": true, "usr/bin": true, "var": true, "www": true}
+	for _, f := range files {
+		if dirs[f.dst] {
+			return nil, fmt.Errorf("-add %s: /%s is a directory of the image", f.src, f.dst)
+		}
+		var parents []string
+		for d := path.Dir(f.dst); d != "." && !dirs[d]; d = path.Dir(d) {
+			parents = append(parents, d)
+		}
+		for _, d := range slices.Backward(parents) {
+			if err := dir(d, 0o755); err != nil {
+				return nil, fmt.Errorf("make layer: %w", err)
+			}
+			dirs[d] = true
+		}
+		body, err := os.ReadFile(f.src)
+		if err != nil {
+			return nil, fmt.Errorf("-add %s: %w", f.src, err)
+		}
+		fi, err := os.Stat(f.src)
+		if err != nil {
+			return nil, fmt.Errorf("-add %s: %w", f.src, err)
+		}
+		if err := add(&tar.Header{Name: f.dst, Typeflag: tar.TypeReg, Mode: int64(fi.Mode().Perm())}, body); err != nil {
+			return nil, fmt.Errorf("make layer: %w", err)
+		}
 	}
 	for _, a := range applets {
 		if a == "busybox" || strings.Contains(a, "/") {
