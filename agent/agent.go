@@ -59,14 +59,16 @@ type Config struct {
 
 // Agent runs static pods on a Runtime.
 type Agent struct {
-	cfg    Config
-	rt     Runtime
-	conv   converter
-	marks  postStartMarks
-	logger *slog.Logger
-	events *events.Recorder
-	resync chan struct{}
-	ready  sync.Once
+	cfg   Config
+	rt    Runtime
+	conv  converter
+	marks postStartMarks
+	// probeMarks keep what running containers' probes said for the next daemon.
+	probeMarks probeMarks
+	logger     *slog.Logger
+	events     *events.Recorder
+	resync     chan struct{}
+	ready      sync.Once
 	// started is when the agent was made: probes of containers that ran
 	// before are spread over their first period.
 	started time.Time
@@ -98,24 +100,27 @@ func New(cfg Config, rt Runtime, logger *slog.Logger) *Agent {
 		cfg.Notifier = nopNotifier{}
 	}
 	var marks postStartMarks = noMarks{}
+	var pmarks probeMarks = noProbeMarks{}
 	if cfg.Paths.RootDir != "" {
 		marks = fileMarks{paths: cfg.Paths}
+		pmarks = fileProbeMarks{paths: cfg.Paths}
 	}
 	if cfg.Events == nil {
 		cfg.Events = events.New(cfg.NodeName, events.DefaultCapacity, logger)
 	}
 	return &Agent{
-		cfg:     cfg,
-		rt:      rt,
-		conv:    manifestConverter{paths: cfg.Paths},
-		marks:   marks,
-		logger:  logger,
-		events:  cfg.Events,
-		resync:  make(chan struct{}, 1),
-		started: time.Now(),
-		workers: map[string]*worker{},
-		summary: "",
-		changed: make(chan struct{}),
+		cfg:        cfg,
+		rt:         rt,
+		conv:       manifestConverter{paths: cfg.Paths},
+		marks:      marks,
+		probeMarks: pmarks,
+		logger:     logger,
+		events:     cfg.Events,
+		resync:     make(chan struct{}, 1),
+		started:    time.Now(),
+		workers:    map[string]*worker{},
+		summary:    "",
+		changed:    make(chan struct{}),
 	}
 }
 
