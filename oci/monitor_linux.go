@@ -153,12 +153,29 @@ func warmUp() {
 	_ = cgroups.IsCgroup2UnifiedMode()
 }
 
+// spareAfter is how long a monitor waits for its go before it takes itself
+// for a spare (one started ahead for the next container) and gives back what
+// start-up touched.
+const spareAfter = time.Second
+
 // wait blocks until the daemon says go (true) or gives the container up (false).
 func (m *monitorProc) wait(goPipe *os.File) bool {
 	defer goPipe.Close()
-	var b [1]byte
-	n, _ := goPipe.Read(b[:])
-	return n == 1
+	said := make(chan bool, 1)
+	go func() {
+		var b [1]byte
+		n, _ := goPipe.Read(b[:])
+		said <- n == 1
+	}()
+	t := time.NewTimer(spareAfter)
+	defer t.Stop()
+	select {
+	case ok := <-said:
+		return ok
+	case <-t.C:
+		trimMemory()
+		return <-said
+	}
 }
 
 // redirectLog points the monitor's stdout and stderr at its container's
@@ -296,6 +313,9 @@ func (m *monitorProc) runContainer(ctr *libcontainer.Container, proc *libcontain
 	}
 	initReaped := make(chan struct{})
 	go reapOrphans(pid, initReaped)
+	// From here the monitor only copies output and waits: what it needed to
+	// start the container (most of the binary's pages) is given back.
+	trimMemory()
 	ps, _ := proc.Wait() // an unsuccessful exit is an error; ps says which
 	close(initReaped)
 	exit := &exitRecord{FinishedAt: time.Now()}
