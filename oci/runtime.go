@@ -44,6 +44,10 @@ type Config struct {
 	RootDir string
 	// CgroupRoot is the cgroupfs parent of pod cgroups; default DefaultCgroupRoot.
 	CgroupRoot string
+	// NodeCgroup, for tests only: the cgroupfs cgroup whose memory and pids
+	// limits and usage stand for the node's in Stats, so that a test can make
+	// node pressure real inside a small cgroup. "" = the node itself.
+	NodeCgroup string
 	// StartTimeout bounds Start: a container whose start hangs (a wedged
 	// mount, a frozen cgroup) is killed and cleaned up when it expires;
 	// default DefaultStartTimeout.
