@@ -55,9 +55,24 @@ type action struct {
 type desiredPod struct {
 	pod    *v1.Pod
 	hashes map[string]string
-	// failed is why the pod is done for good (reasonDeadlineExceeded): its
-	// containers are stopped and none is started again.
-	failed string
+	// stop, when set, is the worker's lifecycle past syncing: the pod is
+	// terminating (then terminated) for stop.reason, its containers are
+	// stopped and none is started until the stop is withdrawn.
+	stop *stopRequest
+	// discard are the containers, by ID, of a run that ended for good
+	// (an eviction since lifted): removed before the pod starts afresh.
+	discard map[string]bool
+}
+
+// stopRequest is why a pod is stopped and kept stopped, as the kubelet's pod
+// workers take a kill with a reason and a grace period override
+// (UpdatePodOptions.KillPodOptions): its active deadline passed
+// (reasonDeadlineExceeded, for good) or it was evicted (reasonEvicted, until
+// the pressure is gone).
+type stopRequest struct {
+	reason, message string
+	// grace overrides the pod's terminationGracePeriodSeconds when > 0.
+	grace time.Duration
 }
 
 // podState is what the runtime has for one pod UID, as a worker knows it.
@@ -181,6 +196,24 @@ func runPod(d *desiredPod, st *podState) []action {
 	}
 
 	var acts []action
+	// The containers of a run that ended for good go first: the pod starts
+	// afresh without them.
+	if len(d.discard) > 0 {
+		kept := make([]podspec.ContainerStatus, 0, len(st.containers))
+		for _, c := range st.containers {
+			if !d.discard[c.ID] {
+				kept = append(kept, c)
+				continue
+			}
+			if c.State != podspec.StateExited {
+				acts = append(acts, action{kind: actKill, podUID: uid, container: c.Name, id: c.ID, grace: grace})
+			}
+			acts = append(acts, action{kind: actDestroy, podUID: uid, container: c.Name, id: c.ID})
+		}
+		cp := *st
+		cp.containers = kept
+		st = &cp
+	}
 	// Containers of no spec, and older instances of a name: remove them.
 	latest := latestByName(st.containers)
 	for _, c := range st.containers {
@@ -193,9 +226,12 @@ func runPod(d *desiredPod, st *podState) []action {
 		acts = append(acts, action{kind: actDestroy, podUID: uid, container: c.Name, id: c.ID})
 	}
 
-	if d.failed != "" {
-		// Done for good: everything stops, nothing starts (the kubelet's
+	if d.stop != nil {
+		// Terminating: everything stops, nothing starts (the kubelet's
 		// terminal phase), what exited stays for its status.
+		if d.stop.grace > 0 {
+			grace = max(d.stop.grace, minGrace)
+		}
 		names := slices.Sorted(maps.Keys(latest))
 		running := make([]podspec.ContainerStatus, 0, len(names))
 		for _, n := range names {

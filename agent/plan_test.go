@@ -212,13 +212,46 @@ func TestPlan(t *testing.T) {
 				always := v1.ContainerRestartPolicyAlways
 				d.pod.Spec.InitContainers = []v1.Container{{Name: "s", Image: "busybox", RestartPolicy: &always}}
 				d.hashes["s"] = "h-s"
-				d.failed = reasonDeadlineExceeded
+				d.stop = &stopRequest{reason: reasonDeadlineExceeded}
 				return d
 			}(),
 			actual: pods(&podState{uid: "u1", sandbox: true, sidecars: []string{"s"}, containers: []podspec.ContainerStatus{
 				running("u1", "s", "c0", 0), exited("u1", "a", "c1", 0, 1), running("u1", "b", "c2", 0),
 			}}),
 			want: []string{"kill c2 5s", "kill c0 5s"},
+		},
+		{
+			name: "evicted: stopped with the grace override, nothing restarts",
+			desired: func() *desiredPod {
+				d := desired("u1", v1.RestartPolicyAlways, nil, "a", "b")
+				d.stop = &stopRequest{reason: reasonEvicted, grace: 1e9}
+				return d
+			}(),
+			actual: pods(&podState{uid: "u1", sandbox: true, containers: []podspec.ContainerStatus{
+				running("u1", "a", "c1", 0), exited("u1", "b", "c2", 0, 1),
+			}}),
+			want: []string{"kill c1 2s"},
+		},
+		{
+			name: "evicted and stopped: terminated, nothing to do",
+			desired: func() *desiredPod {
+				d := desired("u1", v1.RestartPolicyAlways, nil, "a")
+				d.stop = &stopRequest{reason: reasonEvicted, grace: 30e9}
+				return d
+			}(),
+			actual: pods(&podState{uid: "u1", sandbox: true, containers: []podspec.ContainerStatus{exited("u1", "a", "c1", 3, 137)}}),
+		},
+		{
+			name: "eviction lifted: the evicted run is removed, the pod starts afresh",
+			desired: func() *desiredPod {
+				d := desired("u1", v1.RestartPolicyNever, []string{"i"}, "a")
+				d.discard = map[string]bool{"c0": true, "c1": true}
+				return d
+			}(),
+			actual: pods(&podState{uid: "u1", sandbox: true, containers: []podspec.ContainerStatus{
+				exited("u1", "i", "c0", 0, 0), exited("u1", "a", "c1", 3, 137),
+			}}),
+			want: []string{"destroy c0", "destroy c1", "start u1/i#0"},
 		},
 		{
 			name: "unresolvable container is not started",
