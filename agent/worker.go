@@ -25,15 +25,15 @@ type worker struct {
 	wake   chan struct{}
 	exits  chan podspec.ContainerStatus
 
-	mu      sync.Mutex         // guards desired, seq, evict, status, stopping, health
-	desired *v1.Pod            // nil: remove everything
-	seq     uint64             // the dispatch that set desired
+	mu      sync.Mutex // guards desired, seq, evict, status, stopping, health
+	desired *v1.Pod    // nil: remove everything
+	seq     uint64     // the dispatch that set desired
 	// evict, when set, stops the pod of UID evictUID and keeps it stopped
 	// until it is withdrawn (nil): the eviction manager's input.
 	evict    *stopRequest
 	evictUID string
-	status  *v1.Pod            // desired with live status, for Pods
-	health  map[string]*health // by container ID, what its probes said
+	status   *v1.Pod            // desired with live status, for Pods
+	health   map[string]*health // by container ID, what its probes said
 	// stopping are the other generations the worker still has, by UID, as
 	// Pods lists them while they stop: Terminating, with a deletionTimestamp.
 	stopping map[string]*v1.Pod
