@@ -41,6 +41,7 @@ func (a *Agent) Run(ctx context.Context, updates <-chan source.Update) error {
 		return err
 	}
 	defer l.wg.Wait()
+	l.wg.Go(func() { a.runPressure(ctx) })
 
 	syncTick := time.NewTicker(a.cfg.SyncFrequency)
 	defer syncTick.Stop()
@@ -144,7 +145,14 @@ func (a *Agent) reconcile(ctx context.Context, l *loop) {
 	for key, p := range pods {
 		w := a.workers[key]
 		if w == nil {
-			w = a.startWorkerLocked(ctx, l, key, a.claim(l, p), p.Pod, l.seq)
+			claimed := a.claim(l, p)
+			var refused *stopRequest
+			if len(claimed) == 0 {
+				// New to the node, not adopted: admitted as the kubelet does
+				// under pressure.
+				refused = a.admitLocked(key, p.Pod)
+			}
+			w = a.startWorkerLocked(ctx, l, key, claimed, p.Pod, l.seq, refused)
 		}
 		if l.handed != nil {
 			l.handed[string(p.UID)] = true
@@ -162,7 +170,7 @@ func (a *Agent) reconcile(ctx context.Context, l *loop) {
 	// Every source has spoken: what nobody claimed is removed, and readiness
 	// waits for each desired pod's first sync.
 	for uid, st := range l.stash {
-		w := a.startWorkerLocked(ctx, l, orphanPrefix+uid, map[string]*podState{uid: st}, nil, l.seq)
+		w := a.startWorkerLocked(ctx, l, orphanPrefix+uid, map[string]*podState{uid: st}, nil, l.seq, nil)
 		if p := orphanPod(uid, st); p != nil {
 			w.mu.Lock()
 			w.stopping[uid] = p // listed as Terminating until it is gone
@@ -227,9 +235,12 @@ func (a *Agent) claim(l *loop, p manifest.Pod) map[string]*podState {
 // and the pod it is to run (nil: stop them). The desired pod is set before
 // the worker's first sync: a worker that synced first with none would stop
 // the adopted containers of a pod that is still wanted.
-func (a *Agent) startWorkerLocked(ctx context.Context, l *loop, key string, pods map[string]*podState, desired *v1.Pod, seq uint64) *worker {
+func (a *Agent) startWorkerLocked(ctx context.Context, l *loop, key string, pods map[string]*podState, desired *v1.Pod, seq uint64, refused *stopRequest) *worker {
 	w := newWorker(a, key, pods)
 	w.desired, w.seq = desired, seq
+	if refused != nil {
+		w.evict, w.evictUID = refused, string(desired.UID)
+	}
 	a.workers[key] = w
 	l.wg.Go(func() { w.run(ctx) })
 	return w
@@ -353,7 +364,16 @@ func (a *Agent) Problems() []manifest.Problem {
 func (a *Agent) Summary() string {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return summarize(a.podsLocked(), a.cfg.NodeName, len(a.problems))
+	return a.summaryLocked()
+}
+
+// summaryLocked is the STATUS line: the pods, then the node conditions.
+func (a *Agent) summaryLocked() string {
+	s := summarize(a.podsLocked(), a.cfg.NodeName, len(a.problems))
+	if c := a.Conditions(); len(c) > 0 {
+		s += "; node has " + joinConditions(c)
+	}
+	return s
 }
 
 // Changed returns a channel that is closed at the next change of any pod's
@@ -375,7 +395,7 @@ func (a *Agent) statusChanged() {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.changedLocked()
-	s := summarize(a.podsLocked(), a.cfg.NodeName, len(a.problems))
+	s := a.summaryLocked()
 	if s == a.summary {
 		return
 	}

@@ -428,8 +428,27 @@ func (m *Manager) Admit(pod *v1.Pod, qos v1.PodQOSClass) (bool, string) {
 	if len(m.conditions) == 0 || Critical(pod) {
 		return true, ""
 	}
-	if len(m.conditions) == 1 && m.conditions[0] == v1.NodeMemoryPressure && qos != v1.PodQOSBestEffort {
+	if len(m.conditions) == 1 && m.conditions[0] == v1.NodeMemoryPressure &&
+		(qos != v1.PodQOSBestEffort || toleratesMemoryPressure(pod)) {
 		return true, ""
 	}
 	return false, ConditionMessage(m.conditions)
 }
+
+// toleratesMemoryPressure reports whether pod tolerates the NoSchedule taint
+// node.kubernetes.io/memory-pressure, which admits a BestEffort pod under
+// memory pressure.
+func toleratesMemoryPressure(pod *v1.Pod) bool {
+	for _, t := range pod.Spec.Tolerations {
+		if (t.Effect == "" || t.Effect == v1.TaintEffectNoSchedule) &&
+			(t.Key == "" && t.Operator == v1.TolerationOpExists || t.Key == v1.TaintNodeMemoryPressure &&
+				(t.Operator == v1.TolerationOpExists || t.Value == "")) {
+			return true
+		}
+	}
+	return false
+}
+
+// Relieved reports whether threshold t, with its minimum reclaim, is no
+// longer met by o: node-level reclaim was enough.
+func Relieved(t Threshold, o Observations) bool { return len(met([]Threshold{t}, o, true)) == 0 }
