@@ -62,6 +62,9 @@ type desiredPod struct {
 	// discard are the containers, by ID, of a run that ended for good
 	// (an eviction since lifted): removed before the pod starts afresh.
 	discard map[string]bool
+	// pruneDead: node-level reclaim asks a stopped pod to remove its
+	// exited containers (their writable layers) too.
+	pruneDead bool
 }
 
 // stopRequest is why a pod is stopped and kept stopped, as the kubelet's pod
@@ -237,7 +240,15 @@ func runPod(d *desiredPod, st *podState) []action {
 		for _, n := range names {
 			running = append(running, latest[n])
 		}
-		return append(acts, stopContainers(st, running, grace)...)
+		acts = append(acts, stopContainers(st, running, grace)...)
+		if d.pruneDead {
+			for _, n := range names {
+				if c := latest[n]; c.State == podspec.StateExited {
+					acts = append(acts, action{kind: actDestroy, podUID: uid, container: c.Name, id: c.ID})
+				}
+			}
+		}
+		return acts
 	}
 	var starts []action
 	// restart is a running container to stop and start again: its spec

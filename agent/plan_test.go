@@ -242,6 +242,19 @@ func TestPlan(t *testing.T) {
 			actual: pods(&podState{uid: "u1", sandbox: true, containers: []podspec.ContainerStatus{exited("u1", "a", "c1", 3, 137)}}),
 		},
 		{
+			name: "evicted, reclaim asks: its dead containers are removed, the running one stopped first",
+			desired: func() *desiredPod {
+				d := desired("u1", v1.RestartPolicyAlways, nil, "a", "b")
+				d.stop = &stopRequest{reason: reasonEvicted, grace: 1e9}
+				d.pruneDead = true
+				return d
+			}(),
+			actual: pods(&podState{uid: "u1", sandbox: true, containers: []podspec.ContainerStatus{
+				running("u1", "a", "c1", 0), exited("u1", "b", "c2", 0, 1),
+			}}),
+			want: []string{"kill c1 2s", "destroy c2"},
+		},
+		{
 			name: "eviction lifted: the evicted run is removed, the pod starts afresh",
 			desired: func() *desiredPod {
 				d := desired("u1", v1.RestartPolicyNever, []string{"i"}, "a")

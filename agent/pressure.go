@@ -31,12 +31,21 @@ type EvictionConfig struct {
 	// Housekeeping is how often the signals are checked; default
 	// DefaultHousekeeping.
 	Housekeeping time.Duration
-	// Notify, when set, makes the agent check at once each time it
-	// receives: the memory threshold notifier.
-	Notify <-chan struct{}
+	// Notifier, when set, makes the agent check at once when the node's
+	// memory usage crosses the lowest memory.available threshold.
+	Notifier MemoryNotifier
 	// Reclaim, when set, frees node-level disk space before any pod is
 	// evicted for disk pressure, and returns how many bytes it freed.
 	Reclaim func(ctx context.Context, keepImages []string) (uint64, error)
+}
+
+// MemoryNotifier tells when the node's memory usage crosses a threshold
+// (the kubelet's memory threshold notifier); oci.MemoryNotifier is one.
+type MemoryNotifier interface {
+	// SetThreshold arms a notification for the node's memory usage
+	// crossing bytes, replacing the one before.
+	SetThreshold(bytes uint64) error
+	Events() <-chan struct{}
 }
 
 // pressure is the eviction manager's state in the agent.
@@ -59,13 +68,18 @@ func (a *Agent) runPressure(ctx context.Context) {
 	}
 	tick := time.NewTicker(a.cfg.Eviction.Housekeeping)
 	defer tick.Stop()
+	var notified <-chan struct{}
+	if n := a.cfg.Eviction.Notifier; n != nil {
+		notified = n.Events()
+	}
 	for {
 		a.housekeep(ctx)
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
-		case <-a.cfg.Eviction.Notify:
+		case <-notified:
+			a.logger.Debug("eviction manager: memory threshold crossed")
 		}
 	}
 }
@@ -84,6 +98,7 @@ func (a *Agent) housekeep(ctx context.Context) {
 		a.logger.Debug("eviction manager: stats incomplete", "err", err)
 	}
 	now := time.Now()
+	a.armNotifier(sum.Node)
 	a.pmu.Lock()
 	before := slices.Clone(a.pr.conds())
 	p := a.pr.m.Synchronize(eviction.Observe(sum.Node), now)
@@ -118,9 +133,56 @@ func (a *Agent) housekeep(ctx context.Context) {
 	a.evictOne(sum, t, p, now)
 }
 
+// armNotifier sets the memory notifier's threshold where memory.available
+// meets its highest threshold: capacity − threshold + inactive file pages
+// (usage − working set), as the kubelet's memoryThresholdNotifier does.
+func (a *Agent) armNotifier(n podspec.NodeStats) {
+	mn := a.cfg.Eviction.Notifier
+	if mn == nil || n.MemoryCapacity == 0 {
+		return
+	}
+	var highest int64
+	for _, t := range a.pr.m.Thresholds() {
+		if t.Signal == eviction.MemoryAvailable {
+			highest = max(highest, t.Value.Of(int64(n.MemoryCapacity)))
+		}
+	}
+	if highest == 0 {
+		return
+	}
+	inactive := n.MemoryUsage - min(n.MemoryUsage, n.MemoryWorkingSet)
+	at := int64(n.MemoryCapacity) - highest + int64(inactive)
+	if at <= 0 {
+		return
+	}
+	if err := mn.SetThreshold(uint64(at)); err != nil {
+		a.logger.Warn("eviction manager: memory notifier not armed", "err", err)
+	}
+}
+
 // reclaim frees node-level resources for t and reports whether that was
-// enough (reclaimNodeLevelResources).
+// enough (reclaimNodeLevelResources), in the kubelet's order: dead
+// containers first (those of stopped pods: their writable layers), then
+// what Reclaim frees (rotated logs, unused images).
 func (a *Agent) reclaim(ctx context.Context, t eviction.Threshold) bool {
+	a.mu.Lock()
+	var waits []<-chan struct{}
+	for _, w := range a.workers {
+		waits = append(waits, w.pruneDead())
+	}
+	a.mu.Unlock()
+	timeout := time.NewTimer(podCleanupTimeout)
+	defer timeout.Stop()
+wait:
+	for _, ch := range waits {
+		select {
+		case <-ch:
+		case <-timeout.C:
+			break wait
+		case <-ctx.Done():
+			return false
+		}
+	}
 	freed, err := a.cfg.Eviction.Reclaim(ctx, a.imagesInUse())
 	if err != nil {
 		a.logger.Warn("eviction manager: reclaim failed", "err", err)

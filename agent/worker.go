@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"errors"
+	"math"
 	"log/slog"
 	"sync"
 	"time"
@@ -32,6 +33,9 @@ type worker struct {
 	// until it is withdrawn (nil): the eviction manager's input.
 	evict    *stopRequest
 	evictUID string
+	// pruned, when set, is closed once a sync removed the exited
+	// containers of the stopped pod (node-level reclaim).
+	pruned chan struct{}
 	status   *v1.Pod            // desired with live status, for Pods
 	health   map[string]*health // by container ID, what its probes said
 	// stopping are the other generations the worker still has, by UID, as
@@ -121,6 +125,20 @@ func (w *worker) setEviction(uid string, req *stopRequest) {
 	w.nudge()
 }
 
+// pruneDead asks the worker to remove the exited containers of its pod if
+// it is stopped (evicted, past its deadline); the channel is closed once the
+// worker synced.
+func (w *worker) pruneDead() <-chan struct{} {
+	w.mu.Lock()
+	if w.pruned == nil {
+		w.pruned = make(chan struct{})
+	}
+	ch := w.pruned
+	w.mu.Unlock()
+	w.nudge()
+	return ch
+}
+
 func (w *worker) desiredUID() string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -169,11 +187,15 @@ func (w *worker) run(ctx context.Context) {
 // sync plans the desired pod against what the worker knows and applies the plan.
 func (w *worker) sync(ctx context.Context) {
 	w.mu.Lock()
-	pod, seq, evict := w.desired, w.seq, w.evict
+	pod, seq, evict, pruned := w.desired, w.seq, w.evict, w.pruned
+	w.pruned = nil
 	if pod == nil || string(pod.UID) != w.evictUID {
 		evict = nil
 	}
 	w.mu.Unlock()
+	if pruned != nil {
+		defer close(pruned)
+	}
 
 	var d *desiredPod
 	var deadline time.Time
@@ -184,6 +206,7 @@ func (w *worker) sync(ctx context.Context) {
 		}
 		deadline = w.checkDeadline(d)
 		d.stop, d.discard = w.gen.stop, w.gen.discard
+		d.pruneDead = pruned != nil
 		if st := w.pods[string(pod.UID)]; st != nil {
 			st.grace = podGrace(pod)
 		}
@@ -200,6 +223,15 @@ func (w *worker) sync(ctx context.Context) {
 	retry := w.apply(ctx, pod, plan(d, w.pods))
 	if ctx.Err() != nil {
 		return
+	}
+	if d != nil && d.pruneDead && d.stop != nil {
+		// The logs of the dead containers go with them (the kubelet's
+		// container GC removes a removed container's logs).
+		for _, c := range manifest.AllContainers(pod) {
+			if err := w.a.conv.PruneLogs(pod, c.Name, math.MaxInt); err != nil {
+				w.logger.Warn("remove logs of a stopped pod failed", "container", c.Name, "err", err)
+			}
+		}
 	}
 	w.syncProbes(ctx, pod)
 	if !deadline.IsZero() && (retry.IsZero() || deadline.Before(retry)) {

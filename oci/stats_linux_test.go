@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 // TestStats measures a real container: 30 MiB in the pod's /dev/shm (shmem,
@@ -67,6 +68,52 @@ func TestStats(t *testing.T) {
 	if n.MaxPID == 0 || n.NumPIDs == 0 || n.NodeFs.CapacityBytes == 0 || n.ImageFs.Inodes == 0 {
 		t.Errorf("node stats %+v", n)
 	}
+	if err := e.rt.Signal(context.Background(), st.ID, 9); err != nil {
+		t.Fatal(err)
+	}
+	e.destroy(e.wait(st.ID).ID)
+	if err := e.rt.RemoveSandbox(context.Background(), pod.UID); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestMemoryNotifier arms a threshold 10 MiB above the node's memory usage
+// (the node being the pods' parent cgroup here) and makes a container cross
+// it: the notifier fires without any poll.
+func TestMemoryNotifier(t *testing.T) {
+	e := newEnv(t)
+	e.cfg.NodeCgroup = e.cfg.CgroupRoot
+	e.rt = e.newRuntime()
+	pod := e.pod(false)
+	e.sandbox(pod)
+	n, err := e.rt.NewMemoryNotifier()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	d := dirsOf(e.cfg.NodeCgroup)
+	u, err := readUsage(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.SetThreshold(u.MemoryUsage + 10<<20); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-n.Events():
+		if !d.unified() {
+			t.Fatal("notified before anything crossed the threshold")
+		}
+	default:
+	}
+	c := e.container(pod, "fill", "head -c 31457280 /dev/zero > /dev/shm/fill; echo ready; sleep 1000")
+	st := e.start(pod, c)
+	select {
+	case <-n.Events():
+	case <-time.After(20 * time.Second):
+		t.Fatal("no notification after 30 MiB more")
+	}
+	waitLog(t, c.LogPath, "stdout F ready")
 	if err := e.rt.Signal(context.Background(), st.ID, 9); err != nil {
 		t.Fatal(err)
 	}

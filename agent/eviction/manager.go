@@ -103,9 +103,9 @@ func met(ts []Threshold, o Observations, minReclaim bool) []Threshold {
 		if !ok {
 			continue
 		}
-		q := t.Value.of(obs.Capacity)
+		q := t.Value.Of(obs.Capacity)
 		if minReclaim && t.MinReclaim != nil {
-			q += t.MinReclaim.of(obs.Capacity)
+			q += t.MinReclaim.Of(obs.Capacity)
 		}
 		if q > obs.Available {
 			out = append(out, t)
@@ -384,7 +384,7 @@ func message(t Threshold, o Observations, c Candidate) string {
 	r := signalToResource[t.Signal]
 	msg := fmt.Sprintf(nodeLowMessageFmt, r)
 	if obs, ok := o[t.Signal]; ok {
-		msg += fmt.Sprintf(thresholdMetMessageFmt, quantity(t.Value.of(obs.Capacity), r), quantity(obs.Available, r))
+		msg += fmt.Sprintf(thresholdMetMessageFmt, quantity(t.Value.Of(obs.Capacity), r), quantity(obs.Available, r))
 	}
 	if c.Stats == nil || (r != v1.ResourceMemory && r != v1.ResourceEphemeralStorage) {
 		return msg

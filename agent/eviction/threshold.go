@@ -70,8 +70,8 @@ type Value struct {
 	Percentage float32 // 0.1 for "10%"
 }
 
-// of is the value for a capacity (evictionapi.GetThresholdQuantity).
-func (v Value) of(capacity int64) int64 {
+// Of is the value for a capacity (evictionapi.GetThresholdQuantity).
+func (v Value) Of(capacity int64) int64 {
 	if v.Quantity != nil {
 		return v.Quantity.Value()
 	}
