@@ -3,8 +3,8 @@ package agent
 import (
 	"context"
 	"errors"
-	"math"
 	"log/slog"
+	"math"
 	"sync"
 	"time"
 
@@ -36,8 +36,8 @@ type worker struct {
 	// pruned, when set, is closed once a sync removed the exited
 	// containers of the stopped pod (node-level reclaim).
 	pruned chan struct{}
-	status   *v1.Pod            // desired with live status, for Pods
-	health   map[string]*health // by container ID, what its probes said
+	status *v1.Pod            // desired with live status, for Pods
+	health map[string]*health // by container ID, what its probes said
 	// stopping are the other generations the worker still has, by UID, as
 	// Pods lists them while they stop: Terminating, with a deletionTimestamp.
 	stopping map[string]*v1.Pod

@@ -58,4 +58,3 @@ func (s *Store) RemoveUnused(keep []string, importDir string) (uint64, []string,
 	}
 	return freed, removed, errors.Join(errs...)
 }
-
