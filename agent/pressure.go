@@ -363,3 +363,9 @@ func joinConditions(cs []v1.NodeConditionType) string {
 	}
 	return strings.Join(s, ", ")
 }
+
+// NodeName is the node's name.
+func (a *Agent) NodeName() string { return a.cfg.NodeName }
+
+// StatsSummary is what the runtime measures of the node and its pods.
+func (a *Agent) StatsSummary(ctx context.Context) (*podspec.Summary, error) { return a.rt.Stats(ctx) }
