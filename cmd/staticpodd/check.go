@@ -50,4 +50,3 @@ func startupChecks(cfg *config.Config, w io.Writer) error {
 func checkConfig(cfg *config.Config) oci.CheckConfig {
 	return oci.CheckConfig{CgroupRoot: cfg.CgroupRoot, CgroupDriver: cfg.CgroupDriver, FailSwapOn: cfg.FailSwapOn}
 }
-
