@@ -76,6 +76,11 @@ type stopRequest struct {
 	reason, message string
 	// grace overrides the pod's terminationGracePeriodSeconds when > 0.
 	grace time.Duration
+	// release: once its containers have stopped, the pod gives back what
+	// it holds, as the kubelet's terminated pod does (syncTerminatedPod):
+	// its containers, then its sandbox, volumes (a memory-backed emptyDir
+	// is memory) and logs are removed. An evicted pod does.
+	release bool
 }
 
 // podState is what the runtime has for one pod UID, as a worker knows it.
@@ -241,6 +246,19 @@ func runPod(d *desiredPod, st *podState) []action {
 			running = append(running, latest[n])
 		}
 		acts = append(acts, stopContainers(st, running, grace)...)
+		if d.stop.release {
+			// Terminated: once everything has stopped, nothing is kept.
+			if len(acts) > 0 {
+				return acts
+			}
+			for _, c := range st.containers {
+				acts = append(acts, action{kind: actDestroy, podUID: uid, container: c.Name, id: c.ID})
+			}
+			if st.sandbox || len(st.containers) > 0 {
+				acts = append(acts, action{kind: actTeardown, podUID: uid})
+			}
+			return acts
+		}
 		if d.pruneDead {
 			for _, n := range names {
 				if c := latest[n]; c.State == podspec.StateExited {

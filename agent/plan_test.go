@@ -224,7 +224,7 @@ func TestPlan(t *testing.T) {
 			name: "evicted: stopped with the grace override, nothing restarts",
 			desired: func() *desiredPod {
 				d := desired("u1", v1.RestartPolicyAlways, nil, "a", "b")
-				d.stop = &stopRequest{reason: reasonEvicted, grace: 1e9}
+				d.stop = &stopRequest{reason: reasonEvicted, grace: 1e9, release: true}
 				return d
 			}(),
 			actual: pods(&podState{uid: "u1", sandbox: true, containers: []podspec.ContainerStatus{
@@ -233,19 +233,28 @@ func TestPlan(t *testing.T) {
 			want: []string{"kill c1 2s"},
 		},
 		{
-			name: "evicted and stopped: terminated, nothing to do",
+			name: "evicted and stopped: what it holds is released",
 			desired: func() *desiredPod {
 				d := desired("u1", v1.RestartPolicyAlways, nil, "a")
-				d.stop = &stopRequest{reason: reasonEvicted, grace: 30e9}
+				d.stop = &stopRequest{reason: reasonEvicted, grace: 30e9, release: true}
 				return d
 			}(),
 			actual: pods(&podState{uid: "u1", sandbox: true, containers: []podspec.ContainerStatus{exited("u1", "a", "c1", 3, 137)}}),
+			want:   []string{"destroy c1", "teardown u1"},
 		},
 		{
-			name: "evicted, reclaim asks: its dead containers are removed, the running one stopped first",
+			name: "evicted and released: nothing to do",
+			desired: func() *desiredPod {
+				d := desired("u1", v1.RestartPolicyAlways, nil, "a")
+				d.stop = &stopRequest{reason: reasonEvicted, release: true}
+				return d
+			}(),
+		},
+		{
+			name: "past its deadline, reclaim asks: its dead containers are removed, the running one stopped first",
 			desired: func() *desiredPod {
 				d := desired("u1", v1.RestartPolicyAlways, nil, "a", "b")
-				d.stop = &stopRequest{reason: reasonEvicted, grace: 1e9}
+				d.stop = &stopRequest{reason: reasonDeadlineExceeded, grace: 1e9}
 				d.pruneDead = true
 				return d
 			}(),

@@ -271,7 +271,7 @@ func (a *Agent) evictOne(sum *podspec.Summary, t eviction.Threshold, p eviction.
 	a.pr.last, a.pr.lastAt = uid, now
 	a.pmu.Unlock()
 	if w := a.worker(key); w != nil {
-		w.setEviction(uid, &stopRequest{reason: reasonEvicted, message: ev.Message, grace: ev.Grace})
+		w.setEviction(uid, &stopRequest{reason: reasonEvicted, message: ev.Message, grace: ev.Grace, release: true})
 	}
 }
 
@@ -295,7 +295,7 @@ func (a *Agent) admitLocked(key string, pod *v1.Pod) *stopRequest {
 		return nil
 	}
 	a.pr.evicted[key] = string(pod.UID)
-	return &stopRequest{reason: reasonEvicted, message: msg}
+	return &stopRequest{reason: reasonEvicted, message: msg, release: true}
 }
 
 func (p *pressure) conds() []v1.NodeConditionType {

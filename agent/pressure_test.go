@@ -56,6 +56,15 @@ func TestEvictionLifecycle(t *testing.T) {
 		if got := rt.Calls("signal"); len(got) != 1 || !strings.HasPrefix(got[0], "signal "+hogID+" ") {
 			t.Errorf("signals %q, want the hog's only", got)
 		}
+		if cs := h.pod("hog").Status.ContainerStatuses; len(cs) != 1 || cs[0].State.Terminated == nil {
+			t.Errorf("hog's container %+v, want its last state, terminated", cs)
+		}
+		rt.mu.Lock()
+		released := !rt.sandboxes["u-hog"] && rt.sandboxes["u-cp"]
+		rt.mu.Unlock()
+		if !released {
+			t.Error("the evicted pod's sandbox is kept, or the critical pod's gone")
+		}
 		if e := h.event("Evicted"); e.InvolvedObject.Name != "hog-"+testNode {
 			t.Errorf("event %+v", e)
 		}

@@ -138,6 +138,13 @@ func (w *worker) podStatus(pod *v1.Pod) v1.PodStatus {
 		st = &podState{}
 	}
 	latest := latestByName(st.containers)
+	if w.gen != nil && w.gen.uid == string(pod.UID) && w.gen.stop != nil {
+		for name, c := range w.gen.final {
+			if _, ok := latest[name]; !ok {
+				latest[name] = c // removed since it stopped
+			}
+		}
+	}
 	status := v1.PodStatus{}
 	if w.gen != nil && !w.gen.startTime.IsZero() {
 		t := metav1.NewTime(w.gen.startTime)

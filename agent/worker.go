@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"maps"
 	"math"
 	"sync"
 	"time"
@@ -67,7 +68,10 @@ type generation struct {
 	stop *stopRequest
 	// discard are the containers of the run an eviction ended, removed
 	// before the pod starts again.
-	discard   map[string]bool
+	discard map[string]bool
+	// final is the last status of each container of a stopped pod, shown
+	// once the containers are removed (an evicted pod releases them).
+	final     map[string]podspec.ContainerStatus
 	hashes    map[string]string
 	convErr   map[string]error
 	ctrs      map[string]*ctrInfo
@@ -207,6 +211,9 @@ func (w *worker) sync(ctx context.Context) {
 		deadline = w.checkDeadline(d)
 		d.stop, d.discard = w.gen.stop, w.gen.discard
 		d.pruneDead = pruned != nil
+		if d.stop != nil {
+			w.keepFinal(string(pod.UID))
+		}
 		if st := w.pods[string(pod.UID)]; st != nil {
 			st.grace = podGrace(pod)
 		}
@@ -305,6 +312,19 @@ func (w *worker) lifecycle(pod *v1.Pod, evict *stopRequest) bool {
 		return true
 	}
 	return false
+}
+
+// keepFinal remembers the newest instance of each container of the stopped
+// pod uid, for its status once the containers are gone.
+func (w *worker) keepFinal(uid string) {
+	st := w.pods[uid]
+	if st == nil {
+		return
+	}
+	if w.gen.final == nil {
+		w.gen.final = map[string]podspec.ContainerStatus{}
+	}
+	maps.Copy(w.gen.final, latestByName(st.containers))
 }
 
 // adoptedStart is the start time of an adopted pod: its first container's.
