@@ -62,9 +62,12 @@ type desiredPod struct {
 	// discard are the containers, by ID, of a run that ended for good
 	// (an eviction since lifted): removed before the pod starts afresh.
 	discard map[string]bool
-	// pruneDead: node-level reclaim asks a stopped pod to remove its
-	// exited containers (their writable layers) too.
+	// pruneDead: node-level reclaim asks a stopped or finished pod to
+	// remove its exited containers (their writable layers) too.
 	pruneDead bool
+	// final are the last instances of containers removed that way, by name:
+	// they count as exited, so nothing starts them again.
+	final map[string]podspec.ContainerStatus
 }
 
 // stopRequest is why a pod is stopped and kept stopped, as the kubelet's pod
@@ -233,6 +236,15 @@ func runPod(d *desiredPod, st *podState) []action {
 		}
 		acts = append(acts, action{kind: actDestroy, podUID: uid, container: c.Name, id: c.ID})
 	}
+	real := map[string]bool{}
+	for _, c := range st.containers {
+		real[c.ID] = true
+	}
+	for name, c := range d.final {
+		if _, ok := latest[name]; !ok {
+			latest[name] = c // removed by reclaim once it had finished
+		}
+	}
 
 	if d.stop != nil {
 		// Terminating: everything stops, nothing starts (the kubelet's
@@ -261,7 +273,7 @@ func runPod(d *desiredPod, st *podState) []action {
 		}
 		if d.pruneDead {
 			for _, n := range names {
-				if c := latest[n]; c.State == podspec.StateExited {
+				if c := latest[n]; c.State == podspec.StateExited && real[c.ID] {
 					acts = append(acts, action{kind: actDestroy, podUID: uid, container: c.Name, id: c.ID})
 				}
 			}
@@ -374,6 +386,14 @@ func runPod(d *desiredPod, st *podState) []action {
 			}
 		}
 		acts = append(acts, stopContainers(st, sidecars, grace)...)
+		if d.pruneDead && len(acts) == 0 {
+			// Finished for good and nothing runs: reclaim may remove them.
+			for _, n := range slices.Sorted(maps.Keys(latest)) {
+				if c := latest[n]; c.State == podspec.StateExited && real[c.ID] {
+					acts = append(acts, action{kind: actDestroy, podUID: uid, container: c.Name, id: c.ID})
+				}
+			}
+		}
 	}
 	starts = slices.DeleteFunc(starts, func(a action) bool { return d.hashes[a.container] == "" || st.postStarting })
 	if len(starts) > 0 && !st.sandbox {

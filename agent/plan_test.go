@@ -264,6 +264,38 @@ func TestPlan(t *testing.T) {
 			want: []string{"kill c1 2s", "destroy c2"},
 		},
 		{
+			name: "finished, reclaim asks: its exited containers are removed",
+			desired: func() *desiredPod {
+				d := desired("u1", v1.RestartPolicyOnFailure, []string{"i"}, "a", "b")
+				d.pruneDead = true
+				return d
+			}(),
+			actual: pods(&podState{uid: "u1", sandbox: true, containers: []podspec.ContainerStatus{
+				exited("u1", "i", "c0", 0, 0), exited("u1", "a", "c1", 0, 0), exited("u1", "b", "c2", 1, 0),
+			}}),
+			want: []string{"destroy c1", "destroy c2", "destroy c0"},
+		},
+		{
+			name: "finished and removed by reclaim: nothing starts again",
+			desired: func() *desiredPod {
+				d := desired("u1", v1.RestartPolicyNever, []string{"i"}, "a")
+				d.final = map[string]podspec.ContainerStatus{"i": exited("u1", "i", "c0", 0, 0), "a": exited("u1", "a", "c1", 0, 3)}
+				return d
+			}(),
+			actual: pods(&podState{uid: "u1", sandbox: true}),
+		},
+		{
+			name: "running, reclaim asks: nothing is removed",
+			desired: func() *desiredPod {
+				d := desired("u1", v1.RestartPolicyOnFailure, nil, "a", "b")
+				d.pruneDead = true
+				return d
+			}(),
+			actual: pods(&podState{uid: "u1", sandbox: true, containers: []podspec.ContainerStatus{
+				exited("u1", "a", "c1", 0, 0), running("u1", "b", "c2", 0),
+			}}),
+		},
+		{
 			name: "eviction lifted: the evicted run is removed, the pod starts afresh",
 			desired: func() *desiredPod {
 				d := desired("u1", v1.RestartPolicyNever, []string{"i"}, "a")

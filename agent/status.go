@@ -138,7 +138,7 @@ func (w *worker) podStatus(pod *v1.Pod) v1.PodStatus {
 		st = &podState{}
 	}
 	latest := latestByName(st.containers)
-	if w.gen != nil && w.gen.uid == string(pod.UID) && w.gen.stop != nil {
+	if w.gen != nil && w.gen.uid == string(pod.UID) {
 		for name, c := range w.gen.final {
 			if _, ok := latest[name]; !ok {
 				latest[name] = c // removed since it stopped

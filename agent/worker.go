@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"maps"
 	"math"
 	"sync"
 	"time"
@@ -211,9 +210,10 @@ func (w *worker) sync(ctx context.Context) {
 		deadline = w.checkDeadline(d)
 		d.stop, d.discard = w.gen.stop, w.gen.discard
 		d.pruneDead = pruned != nil
-		if d.stop != nil {
+		if d.stop != nil || d.pruneDead {
 			w.keepFinal(string(pod.UID))
 		}
+		d.final = w.gen.final
 		if st := w.pods[string(pod.UID)]; st != nil {
 			st.grace = podGrace(pod)
 		}
@@ -231,7 +231,7 @@ func (w *worker) sync(ctx context.Context) {
 	if ctx.Err() != nil {
 		return
 	}
-	if d != nil && d.pruneDead && d.stop != nil {
+	if d != nil && d.pruneDead && w.pods[string(pod.UID)] != nil && len(w.pods[string(pod.UID)].containers) == 0 {
 		// The logs of the dead containers go with them (the kubelet's
 		// container GC removes a removed container's logs).
 		for _, c := range manifest.AllContainers(pod) {
@@ -324,7 +324,11 @@ func (w *worker) keepFinal(uid string) {
 	if w.gen.final == nil {
 		w.gen.final = map[string]podspec.ContainerStatus{}
 	}
-	maps.Copy(w.gen.final, latestByName(st.containers))
+	for name, c := range latestByName(st.containers) {
+		if c.State == podspec.StateExited {
+			w.gen.final[name] = c
+		}
+	}
 }
 
 // adoptedStart is the start time of an adopted pod: its first container's.
