@@ -248,10 +248,14 @@ func (a *Agent) evictOne(sum *podspec.Summary, t eviction.Threshold, p eviction.
 	a.mu.Lock()
 	for key, w := range a.workers {
 		w.mu.Lock()
-		pod := w.desired
+		pod, status := w.desired, w.status
 		w.mu.Unlock()
 		if pod == nil || evicted[key] == string(pod.UID) {
 			continue
+		}
+		if status != nil && status.UID == pod.UID &&
+			(status.Status.Phase == v1.PodSucceeded || status.Status.Phase == v1.PodFailed) {
+			continue // terminal: nothing of it runs (the kubelet's activePods)
 		}
 		keys[string(pod.UID)] = key
 		cands = append(cands, eviction.Candidate{Pod: pod, Stats: stats[string(pod.UID)]})

@@ -185,6 +185,9 @@ func podStatus(p v1.Pod) string {
 			return fmt.Sprintf("Init:%d/%d", i, len(p.Spec.InitContainers))
 		}
 	}
+	if p.Status.Phase == v1.PodFailed && p.Status.Reason != "" {
+		return p.Status.Reason // Evicted, DeadlineExceeded: why it failed as a whole
+	}
 	reason := string(p.Status.Phase)
 	running := false
 	for i := len(p.Status.ContainerStatuses) - 1; i >= 0; i-- {
