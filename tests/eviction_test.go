@@ -103,7 +103,9 @@ func pressureDaemon(t *testing.T, node, config string) *daemon {
 // summary is the daemon's /stats/summary.
 func summary(d *daemon) server.StatsSummary {
 	d.T.Helper()
-	resp, err := d.SocketClient().Get("http://staticpodd/stats/summary")
+	c := d.SocketClient()
+	defer c.CloseIdleConnections() // a new client each time: leave no connection behind
+	resp, err := c.Get("http://staticpodd/stats/summary")
 	if err != nil {
 		d.T.Fatalf("GET /stats/summary: %v", err)
 	}
@@ -217,7 +219,9 @@ evictionPressureTransitionPeriod: 6s
 	state := filepath.Join(d.Dir, "hog")
 	os.MkdirAll(state, 0o755)
 	d.WriteManifest("hog.yaml", podWithDir("hog", state, hogScript(20), "terminationGracePeriodSeconds: 30"))
+	t0 := time.Now()
 	hog := waitEvicted(d, "hog", 90*time.Second)
+	t.Logf("hog evicted %v after it was written", time.Since(t0))
 	if want := "The node was low on resource: memory. Threshold quantity: 100Mi, available: "; !strings.HasPrefix(hog.Status.Message, want) ||
 		!strings.Contains(hog.Status.Message, "Container main was using ") {
 		t.Errorf("evicted with message %q, want the kubelet's", hog.Status.Message)
@@ -231,7 +235,9 @@ evictionPressureTransitionPeriod: 6s
 	if out := d.CLI("ps"); !strings.Contains(out, "Node under pressure:\n  MemoryPressure") || !hasFields(out, "hog-"+d.Name, "Evicted") {
 		t.Errorf("ps does not show the pressure and the evicted pod:\n%s", out)
 	}
-	resp, err := d.SocketClient().Get("http://staticpodd/healthz?verbose")
+	c := d.SocketClient()
+	defer c.CloseIdleConnections()
+	resp, err := c.Get("http://staticpodd/healthz?verbose")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -270,8 +276,10 @@ evictionPressureTransitionPeriod: 6s
 		}
 		return nil
 	})
+	t.Logf("MemoryPressure cleared %v after the hog was written", time.Since(t0))
 	d.WaitRunning("hog", 60*time.Second)
 	d.WaitRunning("late", 60*time.Second)
+	t.Logf("hog back %v after it was written", time.Since(t0))
 	waitFile(d, filepath.Join(state, "state"), "calm\n", 30*time.Second)
 	if out := d.CLI("ps"); strings.Contains(out, "Node under pressure") {
 		t.Errorf("ps still shows pressure:\n%s", out)
