@@ -507,6 +507,9 @@ spec:
 			t.Errorf("%s evicted though reclaim was enough: %+v", name, e)
 		}
 	}
+	if !strings.Contains(d.Output(), "able to reduce resource pressure without evicting pods") {
+		t.Errorf("the daemon did not say reclaim was enough:\n%s", d.Output())
+	}
 	if a := available(t, mnt); a < 45<<20 {
 		t.Errorf("%d bytes free after reclaim, want at least 45Mi", a)
 	}
