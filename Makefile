@@ -10,7 +10,7 @@ LDFLAGS   := -s -w -extldflags -static -X main.version=$(VERSION)
 DEMO_ROOT := $(CURDIR)/$(OUT)/demo/root
 DEMO_RUN  := /run/staticpodd-demo
 
-.PHONY: all build images demo demo-clean test unit e2e bench bench-relist fuzz vet clean
+.PHONY: all build images demo demo-clean test unit e2e bench bench-relist bench-eviction fuzz vet clean
 
 all: build
 
@@ -89,6 +89,12 @@ bench: build images
 # Only the idle daemon's CPU with 100 manifests, relisting every 20s and never.
 bench-relist: build
 	STATICPODD_BIN=$(CURDIR)/$(BIN) $(GO) run ./tests/bench -relist-only -relist-manifests 100 -relist-window 60s
+
+# Only eviction: detection latency of a 100 MB/s leak with the memory
+# notifier and with polling alone, and the eviction manager's idle CPU.
+bench-eviction: build images
+	STATICPODD_BIN=$(CURDIR)/$(BIN) STATICPODD_IMAGE=$(CURDIR)/$(IMAGE_TAR) \
+		$(GO) run ./tests/bench -only eviction
 
 # Fuzzes the manifest parser and validator (FuzzParseFile) and the URL body
 # decoder (FuzzParseURL), FUZZTIME each, from the seeds in

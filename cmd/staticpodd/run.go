@@ -318,6 +318,11 @@ func newDaemon(cfg *config.Config, logger *slog.Logger, once bool) (*daemon, err
 // real node pressure inside it without starving the machine.
 const envTestNodeCgroup = "STATICPODD_TEST_NODE_CGROUP"
 
+// envTestNoMemoryNotifier, for benchmarks only, turns the memory threshold
+// notifier off: memory pressure is found by polling alone, to measure what
+// the notifier gains.
+const envTestNoMemoryNotifier = "STATICPODD_TEST_NO_MEMORY_NOTIFIER"
+
 // evictionConfig is the eviction manager's configuration: the thresholds,
 // the memory threshold notifier, and node-level reclaim of unused images.
 func (d *daemon) evictionConfig() agent.EvictionConfig {
@@ -337,6 +342,9 @@ func (d *daemon) evictionConfig() agent.EvictionConfig {
 			d.logger.Info("removed unused images", "images", removed, "bytes", freed)
 		}
 		return freed, err
+	}
+	if os.Getenv(envTestNoMemoryNotifier) != "" {
+		return ec
 	}
 	mn, err := d.runtime.NewMemoryNotifier()
 	if err != nil {

@@ -40,7 +40,9 @@ func main() {
 	relistManifests := flag.Int("relist-manifests", 100, "manifests whose relist's CPU cost is measured; 0 skips it")
 	relistWindow := flag.Duration("relist-window", time.Minute, "how long the idle daemon's CPU is measured")
 	relistOnly := flag.Bool("relist-only", false, "measure only the relist's CPU cost (= -only relist, make bench-relist)")
-	only := flag.String("only", "", "comma-separated benchmarks to run: start, ready, probes, url, logs, relist (default: all)")
+	evictRuns := flag.Int("eviction-runs", 5, "runs of the memory leak per detection mode; 0 skips the eviction benchmark")
+	evictWindow := flag.Duration("eviction-window", time.Minute, "how long the eviction manager's idle CPU is measured")
+	only := flag.String("only", "", "comma-separated benchmarks to run: start, ready, probes, url, logs, relist, eviction (default: all)")
 	flag.Parse()
 	if *logsOnly {
 		*only = "logs"
@@ -72,6 +74,9 @@ func main() {
 	}
 	if err == nil && want("relist") && *relistManifests > 0 {
 		err = benchRelist(*bin, *relistManifests, *relistWindow)
+	}
+	if err == nil && want("eviction") && *evictRuns > 0 {
+		err = benchEviction(*bin, *image, *evictRuns, *evictWindow)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
