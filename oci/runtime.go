@@ -89,4 +89,7 @@ type Runtime struct {
 
 	warmer attachWarmer
 	nets   netCache
+	// layers caches the size of each container's writable layer, which a
+	// container with many files makes slow to walk (as cadvisor's du).
+	layers layerSizes
 }

@@ -66,6 +66,11 @@ func (r *Runtime) Stats(ctx context.Context) (*podspec.Summary, error) {
 	if err != nil {
 		errs = append(errs, err)
 	}
+	live := map[string]bool{}
+	for _, rec := range recs {
+		live[rec.ID] = true
+	}
+	r.forgetLayers(live)
 	uids, err := r.ListSandboxes(ctx)
 	if err != nil {
 		errs = append(errs, err)
@@ -87,11 +92,7 @@ func (r *Runtime) Stats(ctx context.Context) (*podspec.Summary, error) {
 			if cs.Usage, err = readUsage(dirsOf(path.Join(pr.CgroupsPath, rec.ID))); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				errs = append(errs, fmt.Errorf("stats of container %s: %w", rec.ID, err))
 			}
-			if ws, ok := r.cfg.Images.(interface {
-				WritableBytes(string) (uint64, error)
-			}); ok {
-				cs.RootfsBytes, _ = ws.WritableBytes(rec.ID)
-			}
+			cs.RootfsBytes = r.writableBytes(rec.ID, node.Time)
 			cs.LogsBytes = logBytes(rec.LogPath)
 			ps.Containers = append(ps.Containers, cs)
 		}
@@ -271,4 +272,59 @@ func fsStats(dir string) (podspec.FsStats, error) {
 		Inodes:         st.Files,
 		InodesFree:     st.Ffree,
 	}, nil
+}
+
+// layerMaxAge is how long a writable layer's measured size is used before it
+// is walked again: a container with a million files costs one walk per
+// interval, not one per housekeeping (cadvisor walks every minute).
+const layerMaxAge = 30 * time.Second
+
+// layerSizes caches writable layer sizes by container ID.
+type layerSizes struct {
+	mu sync.Mutex // guards m
+	m  map[string]layerSize
+}
+
+type layerSize struct {
+	bytes uint64
+	at    time.Time
+}
+
+// writableBytes is the size of container id's writable layer, measured at
+// most layerMaxAge before now.
+func (r *Runtime) writableBytes(id string, now time.Time) uint64 {
+	ws, ok := r.cfg.Images.(interface {
+		WritableBytes(string) (uint64, error)
+	})
+	if !ok {
+		return 0
+	}
+	r.layers.mu.Lock()
+	c, ok := r.layers.m[id]
+	r.layers.mu.Unlock()
+	if ok && now.Sub(c.at) < layerMaxAge {
+		return c.bytes
+	}
+	n, err := ws.WritableBytes(id)
+	if err != nil {
+		return c.bytes
+	}
+	r.layers.mu.Lock()
+	if r.layers.m == nil {
+		r.layers.m = map[string]layerSize{}
+	}
+	r.layers.m[id] = layerSize{bytes: n, at: now}
+	r.layers.mu.Unlock()
+	return n
+}
+
+// forgetLayers drops the sizes of containers not in live.
+func (r *Runtime) forgetLayers(live map[string]bool) {
+	r.layers.mu.Lock()
+	defer r.layers.mu.Unlock()
+	for id := range r.layers.m {
+		if !live[id] {
+			delete(r.layers.m, id)
+		}
+	}
 }
