@@ -32,8 +32,10 @@ type MemoryNotifier struct {
 	stop   chan struct{} // closes the PSI poller
 }
 
-// PSI trigger: a wake-up when tasks stalled on memory for 50ms within 1s.
-const psiTrigger = "some 50000 1000000"
+// PSI trigger: a wake-up when tasks stalled on memory for 100 ms within 2 s.
+// A window of 2 s (a multiple of it) is what the kernel allows without
+// CAP_SYS_RESOURCE, which a daemon in a container may lack.
+const psiTrigger = "some 100000 2000000"
 
 // NewMemoryNotifier returns the node's memory notifier. On v2 it is armed at
 // once; on v1 by SetThreshold.
@@ -50,13 +52,9 @@ func (r *Runtime) NewMemoryNotifier() (*MemoryNotifier, error) {
 		if _, err := os.Stat(p); err != nil || cg == "/" {
 			p = "/proc/pressure/memory"
 		}
-		f, err := os.OpenFile(p, os.O_RDWR|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+		f, err := armPSI(p)
 		if err != nil {
-			return nil, fmt.Errorf("memory notifier: %w", err)
-		}
-		if _, err := f.Write([]byte(psiTrigger)); err != nil {
-			f.Close()
-			return nil, fmt.Errorf("memory notifier: PSI trigger on %s: %w", p, err)
+			return nil, err
 		}
 		go n.pollPSI(f)
 		return n, nil
@@ -66,6 +64,22 @@ func (r *Runtime) NewMemoryNotifier() (*MemoryNotifier, error) {
 	}
 	n.dir, n.v1 = d["memory"], true
 	return n, nil
+}
+
+// armPSI opens a PSI file (memory.pressure, /proc/pressure/memory) with
+// the trigger written: POLLPRI on it when the trigger fires.
+func armPSI(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("memory notifier: %w", err)
+	}
+	// The kernel takes the last byte written for the string's end (the
+	// documented example writes strlen + 1).
+	if _, err := f.Write(append([]byte(psiTrigger), 0)); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("memory notifier: PSI trigger on %s: %w", path, err)
+	}
+	return f, nil
 }
 
 // Events receives once per crossing (several crossings between two reads
