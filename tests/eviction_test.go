@@ -550,3 +550,53 @@ func hasFields(out string, fields ...string) bool {
 	}
 	return false
 }
+
+// A host that cannot run pods properly stops the daemon before any pod
+// starts, one line per failed check; staticpodd check says the same and
+// starts nothing.
+func TestStartupChecksRefuseToStart(t *testing.T) {
+	t.Parallel()
+	d := newDaemon(t)
+	d.WriteManifest("web.yaml", sleeper("web", ""))
+	bad := filepath.Join(d.Dir, "bad.yaml")
+	b, _ := os.ReadFile(d.Config)
+	var lines []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, "cgroupRoot:") {
+			l = "cgroupRoot: /cgroup.procs/pods" // under a file: never writable
+		}
+		lines = append(lines, l)
+	}
+	os.WriteFile(bad, []byte(strings.Join(lines, "\n")+"cgroupDriver: systemd\n"), 0o644)
+
+	out, err := d.CLIErr("check", "--config", bad)
+	if err == nil {
+		t.Fatalf("check passed:\n%s", out)
+	}
+	for _, want := range []string{
+		`check failed: cgroup-driver: cgroupDriver is "systemd" but systemd is not running`,
+		"check failed: cgroup-root: cgroupRoot /cgroup.procs/pods is not writable",
+		"staticpodd: 2 start-up check(s) failed",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("check output lacks %q:\n%s", want, out)
+		}
+	}
+	if out := d.CLI("check", "--config", d.Config); !strings.Contains(out, "all start-up checks passed") {
+		t.Errorf("check of the good config: %s", out)
+	}
+
+	cmd := exec.Command(testdaemon.Bin, "run", "--config", bad, "--hostname-override", d.Name,
+		"--root-dir", d.RootDir, "--run-dir", d.RunDir)
+	b, err = cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() == 0 {
+		t.Fatalf("run with failing checks: %v\n%s", err, b)
+	}
+	if !strings.Contains(string(b), `msg="start-up check failed"`) || !strings.Contains(string(b), "2 start-up check(s) failed") {
+		t.Errorf("run output:\n%s", b)
+	}
+	if ents, _ := os.ReadDir(filepath.Join(d.RunDir, "containers")); len(ents) != 0 {
+		t.Errorf("a container was made before the checks: %v", ents)
+	}
+}
