@@ -211,6 +211,8 @@ func TestEvictionMemoryHogEvictedCriticalUntouched(t *testing.T) {
   memory.available: 100Mi
 evictionPressureTransitionPeriod: 6s
 `)
+	notify, sock := newNotifySocket(t)
+	d.Env = append(d.Env, "NOTIFY_SOCKET="+sock)
 	d.Start()
 	d.WriteManifest("cp.yaml", criticalPod("cp"))
 	cp := d.WaitRunning("cp", 60*time.Second)
@@ -246,6 +248,8 @@ evictionPressureTransitionPeriod: 6s
 	if !strings.Contains(string(b), "[-]memory-pressure failed since") || resp.StatusCode != 200 {
 		t.Errorf("/healthz?verbose %d:\n%s", resp.StatusCode, b)
 	}
+	// systemd hears it: STATUS=... ; node has MemoryPressure.
+	notify.next(t, "; node has MemoryPressure", 10*time.Second)
 	// Admission under memory pressure: BestEffort refused, as the kubelet.
 	d.WriteManifest("late.yaml", sleeper("late", ""))
 	d.Eventually(30*time.Second, "late refused", func() error {
