@@ -22,7 +22,7 @@ const orphanPrefix = "orphan/"
 type loop struct {
 	sources map[string]source.Update
 	stash   map[string]*podState // adopted pods no worker owns yet, by UID
-	names   map[string]string    // adopted pod UID -> the pod name the runtime knows
+	names   map[string]podName   // adopted pod UID -> its name, as the runtime recorded it
 	seq     uint64
 	allSeen bool
 	wg      sync.WaitGroup
@@ -93,7 +93,7 @@ func (a *Agent) adopt(ctx context.Context, l *loop) error {
 	if err != nil {
 		return fmt.Errorf("list sandboxes to adopt: %w", err)
 	}
-	l.stash, l.names = map[string]*podState{}, map[string]string{}
+	l.stash, l.names = map[string]*podState{}, map[string]podName{}
 	l.adopted, l.handed = map[string]bool{}, map[string]bool{}
 	get := func(uid string) *podState {
 		if l.stash[uid] == nil {
@@ -109,7 +109,7 @@ func (a *Agent) adopt(ctx context.Context, l *loop) error {
 		st := get(c.PodUID)
 		st.containers = append(st.containers, c)
 		if c.PodName != "" {
-			l.names[c.PodUID] = c.PodName
+			l.names[c.PodUID] = podName{c.PodNamespace, c.PodName}
 		}
 	}
 	if len(cs) > 0 || len(sbs) > 0 {
@@ -153,6 +153,10 @@ func (a *Agent) reconcile(ctx context.Context, l *loop) {
 				refused = a.admitLocked(key, p.Pod)
 			}
 			w = a.startWorkerLocked(ctx, l, key, claimed, p.Pod, l.seq, refused)
+		} else if old := w.desiredUID(); old != string(p.UID) {
+			// An edit, or a pod whose earlier generation is still stopping:
+			// the new one starts once the old one is gone.
+			a.logger.Info("new pod generation; it starts once the previous one has stopped", "pod", key, "uid", p.UID, "previous", old)
 		}
 		if l.handed != nil {
 			l.handed[string(p.UID)] = true
@@ -169,13 +173,31 @@ func (a *Agent) reconcile(ctx context.Context, l *loop) {
 	}
 	// Every source has spoken: what nobody claimed is removed, and readiness
 	// waits for each desired pod's first sync.
+	// An adopted pod whose name the runtime recorded is stopped by the worker
+	// of that name, so a manifest of that name arriving while it stops goes to
+	// the same worker, which stops the old generation before it starts the new
+	// one, as for an edit. Only a pod with no recorded name has an orphan/<uid>
+	// worker of its own.
+	byKey := map[string]map[string]*podState{}
 	for uid, st := range l.stash {
-		w := a.startWorkerLocked(ctx, l, orphanPrefix+uid, map[string]*podState{uid: st}, nil, l.seq, nil)
-		if p := orphanPod(uid, st); p != nil {
-			w.mu.Lock()
-			w.stopping[uid] = p // listed as Terminating until it is gone
-			w.mu.Unlock()
+		key := l.names[uid].key()
+		if key == "" || a.workers[key] != nil {
+			key = orphanPrefix + uid
 		}
+		if byKey[key] == nil {
+			byKey[key] = map[string]*podState{}
+		}
+		byKey[key][uid] = st
+	}
+	for key, owned := range byKey {
+		w := a.startWorkerLocked(ctx, l, key, owned, nil, l.seq, nil)
+		w.mu.Lock()
+		for uid, st := range owned {
+			if p := orphanPod(uid, st); p != nil {
+				w.stopping[uid] = p // listed as Terminating until it is gone
+			}
+		}
+		w.mu.Unlock()
 		w.update(nil, l.seq)
 	}
 	l.stash = nil
@@ -219,16 +241,33 @@ func (a *Agent) sweep(l *loop) {
 }
 
 // claim takes from the stash the adopted pods a new worker for p owns: p's own UID
-// and older generations with the same pod name, which it stops first.
+// and older generations with the same full name, which it stops first.
 func (a *Agent) claim(l *loop, p manifest.Pod) map[string]*podState {
 	pods := map[string]*podState{}
 	for uid, st := range l.stash {
-		if uid == string(p.UID) || l.names[uid] == p.Name {
+		if uid == string(p.UID) || l.names[uid].is(p) {
 			pods[uid] = st
 			delete(l.stash, uid)
 		}
 	}
 	return pods
+}
+
+// podName is the name of an adopted pod as the runtime recorded it. Records
+// of daemons older than the namespace field have no namespace.
+type podName struct{ namespace, name string }
+
+// key is the key of the worker of the pod named n, "" if n is incomplete.
+func (n podName) key() string {
+	if n.namespace == "" || n.name == "" {
+		return ""
+	}
+	return n.namespace + "/" + n.name
+}
+
+// is says whether p has name n (any namespace, for a record without one).
+func (n podName) is(p manifest.Pod) bool {
+	return n.name == p.Name && (n.namespace == "" || n.namespace == p.Namespace)
 }
 
 // startWorkerLocked starts the worker of key with the adopted pods it owns
@@ -282,7 +321,12 @@ func (a *Agent) recordProblemsLocked(problems []manifest.Problem) {
 		msg := problemMessage(p)
 		key := p.Origin + "\x00" + msg
 		seen[key] = true
-		if !a.problemSeen[key] {
+		switch {
+		case a.problemSeen[key]:
+		case p.Fetch:
+			a.events.Eventf(events.NodeRef(a.cfg.NodeName), v1.EventTypeWarning, events.FailedFetch,
+				"Error fetching manifests from %s: %s", p.Origin, msg)
+		default:
 			a.events.Eventf(events.NodeRef(a.cfg.NodeName), v1.EventTypeWarning, events.FailedValidation,
 				"Error validating manifest %s: %s", p.Origin, msg)
 		}

@@ -330,7 +330,7 @@ func TestAdoptionDoesNotRestart(t *testing.T) {
 func TestAdoptionStopsOldGenerationEditedWhileDown(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rt := newFakeRuntime()
-		rt.adopt(podspec.ContainerStatus{ID: "old", PodUID: "u1", PodName: "web-node1", Name: "a", State: podspec.StateRunning})
+		rt.adopt(podspec.ContainerStatus{ID: "old", PodUID: "u1", PodName: "web-node1", PodNamespace: "default", Name: "a", State: podspec.StateRunning})
 		h := start(t, rt, Config{Sources: []string{manifest.SourceFile, manifest.SourceHTTP}})
 		h.send([]manifest.Pod{testPod("web", "u2", v1.RestartPolicyAlways, ctr("a", "busybox"))})
 		want := []string{"signal old terminated", "destroy old", "rmsandbox u1", "rmvolumes u1", "rmlogs u1", "sandbox u2", "volumes u2", "start u2/a#0"}
@@ -651,4 +651,39 @@ func TestImageMissingMessageDefaultRoot(t *testing.T) {
 		!strings.Contains(got, "/var/lib/staticpodd/images/import/") {
 		t.Errorf("message %q", got)
 	}
+}
+
+// A generation an earlier daemon was stopping when it was killed, whose
+// manifest was absent at this daemon's first look and then came back edited,
+// is stopped before the new generation starts: the adopted pod is stopped by
+// the worker of its recorded name, which the new manifest reaches too.
+func TestAdoptedGenerationStopsBeforeNewAfterRestart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		rt.stubborn["a"] = true // waits out its grace period
+		rt.adopt(podspec.ContainerStatus{ID: "old", PodUID: "u0", PodName: "churn1-" + testNode, PodNamespace: "default",
+			Name: "a", Image: "busybox", State: podspec.StateRunning, TerminationGracePeriod: 5 * time.Second})
+		h := start(t, rt, Config{})
+		h.send(nil) // the manifest is missing for a moment: the old generation is to go
+		time.Sleep(time.Second)
+		synctest.Wait()
+		h.send([]manifest.Pod{testPod("churn1", "u1", v1.RestartPolicyAlways, ctr("a", "busybox"))})
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		if starts := rt.Starts(); len(starts) != 0 {
+			t.Fatalf("new generation started while the old one still runs: calls %q", rt.Calls())
+		}
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		if got := rt.Running(); len(got) != 1 {
+			t.Fatalf("running after the old generation's grace period: %q, want the new generation only; calls %q", got, rt.Calls())
+		}
+		killed, started := rt.When("signal old killed"), rt.Starts()
+		if len(started) != 1 || started[0].Before(killed) {
+			t.Errorf("new generation started at %v, old one signalled at %v; calls %q", started, killed, rt.Calls())
+		}
+		if p := h.pod("churn1"); p.UID != "u1" {
+			t.Errorf("pod churn1 has UID %s, want the new generation u1", p.UID)
+		}
+	})
 }

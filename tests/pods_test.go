@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -225,6 +226,71 @@ func TestEditStopsOldBeforeNew(t *testing.T) {
 	}
 	if n := len(d.Pods()); n != 1 {
 		t.Errorf("%d pods once the old generation is gone, want 1", n)
+	}
+}
+
+// A generation the daemon was stopping when it was killed, whose manifest is
+// gone when the next daemon starts and then comes back edited, is stopped
+// before the new generation starts: never two generations of a pod at once.
+func TestStoppingGenerationAcrossDaemonRestart(t *testing.T) {
+	t.Parallel()
+	d := newDaemon(t)
+	d.Start()
+	shared := filepath.Join(d.Dir, "shared")
+	os.MkdirAll(shared, 0o755)
+	events := filepath.Join(shared, "events")
+	// Each generation says "start N" once its TERM trap is in place, "term N"
+	// on SIGTERM, and then waits for the test's go-ahead (/s/stop-N) before it
+	// says "stop N" and exits.
+	gen := func(n int) string {
+		return podWithDir("gen", shared, fmt.Sprintf("trap 'echo term %d >> /s/events; until [ -e /s/stop-%d ]; do sleep 0.1; done; echo stop %d >> /s/events; exit 0' TERM; "+
+			"echo start %d >> /s/events; while true; do sleep 1 & wait $!; done", n, n, n, n),
+			"terminationGracePeriodSeconds: 60")
+	}
+	os.WriteFile(filepath.Join(shared, "stop-2"), nil, 0o644) // the new generation stops at once
+	d.WriteManifest("gen.yaml", gen(1))
+	first := d.WaitRunning("gen", 30*time.Second)
+	waitFile(d, events, "start 1\n", 30*time.Second)
+	oldPID := containerPID(d, first, "main")
+
+	d.RemoveManifest("gen.yaml")
+	waitFile(d, events, "start 1\nterm 1\n", 30*time.Second)
+	d.Kill9()
+	d.Start() // the manifest is gone: the old generation is still to stop
+	d.Eventually(30*time.Second, "the new daemon lists the old generation Terminating", func() error {
+		if p := d.Pod("gen"); p == nil || p.UID != first.UID || p.DeletionTimestamp == nil {
+			return fmt.Errorf("pod gen: %+v", p)
+		}
+		return nil
+	})
+	d.WriteManifest("gen.yaml", gen(2))
+	d.Eventually(30*time.Second, "the daemon has the new generation", func() error {
+		if !strings.Contains(d.Output(), "new pod generation; it starts once the previous one has stopped") {
+			return errors.New("not yet")
+		}
+		return nil
+	})
+	if b, _ := os.ReadFile(events); strings.Contains(string(b), "start 2") {
+		t.Fatalf("the new generation started while the old one still ran: %q", b)
+	}
+	if !procAlive(oldPID) {
+		t.Fatalf("old container process %d is gone before its go-ahead", oldPID)
+	}
+	os.WriteFile(filepath.Join(shared, "stop-1"), nil, 0o644)
+	d.Eventually(30*time.Second, "the old generation stops, then the new one starts", func() error {
+		b, _ := os.ReadFile(events)
+		s := string(b)
+		stop, start := strings.Index(s, "stop 1\n"), strings.Index(s, "start 2\n")
+		if start >= 0 && (stop < 0 || start < stop) {
+			t.Fatalf("events %q: the new generation started before the old one stopped", s)
+		}
+		if start < 0 {
+			return fmt.Errorf("events %q", s)
+		}
+		return nil
+	})
+	if second := d.WaitRunning("gen", 10*time.Second); second.UID == first.UID {
+		t.Errorf("edited manifest kept UID %s", first.UID)
 	}
 }
 

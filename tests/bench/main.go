@@ -42,7 +42,8 @@ func main() {
 	relistOnly := flag.Bool("relist-only", false, "measure only the relist's CPU cost (= -only relist, make bench-relist)")
 	evictRuns := flag.Int("eviction-runs", 5, "runs of the memory leak per detection mode; 0 skips the eviction benchmark")
 	evictWindow := flag.Duration("eviction-window", time.Minute, "how long the eviction manager's idle CPU is measured")
-	only := flag.String("only", "", "comma-separated benchmarks to run: start, ready, probes, url, logs, relist, eviction (default: all)")
+	hostileRuns := flag.Int("hostile-runs", 3, "runs of each hostile manifest whose reading's memory is measured; 0 skips it")
+	only := flag.String("only", "", "comma-separated benchmarks to run: start, ready, probes, url, logs, relist, hostile, eviction (default: all)")
 	flag.Parse()
 	if *logsOnly {
 		*only = "logs"
@@ -74,6 +75,9 @@ func main() {
 	}
 	if err == nil && want("relist") && *relistManifests > 0 {
 		err = benchRelist(*bin, *relistManifests, *relistWindow)
+	}
+	if err == nil && want("hostile") && *hostileRuns > 0 {
+		err = benchHostileMemory(*bin, *image, *hostileRuns)
 	}
 	if err == nil && want("eviction") && *evictRuns > 0 {
 		err = benchEviction(*bin, *image, *evictRuns, *evictWindow)
