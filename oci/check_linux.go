@@ -63,13 +63,21 @@ var requiredV1 = []string{"cpu", "cpuacct", "cpuset", "memory", "pids", "devices
 var requiredV2 = []string{"cpu", "cpuset", "memory", "pids"}
 
 // checkControllers: the controllers pods need are mounted (v1), or
-// available to the daemon's cgroup (v2: in its cgroup.controllers, which
-// under systemd needs Delegate=yes).
-func checkControllers(CheckConfig) error {
+// available where pod cgroups are made (v2: in the cgroup.controllers of
+// cgroupRoot, or of its nearest ancestor that exists; a cgroupRoot inside a
+// systemd unit's subtree has them only with Delegate=yes).
+func checkControllers(cfg CheckConfig) error {
 	if cgroups.IsCgroup2UnifiedMode() {
-		dir, err := ownCgroupV2()
-		if err != nil {
-			return err
+		root := cfg.CgroupRoot
+		if root == "" {
+			root = DefaultCgroupRoot
+		}
+		dir := filepath.Join(cgroupRootDir, root)
+		for {
+			if _, err := os.Stat(filepath.Join(dir, "cgroup.controllers")); err == nil || dir == cgroupRootDir {
+				break
+			}
+			dir = filepath.Dir(dir)
 		}
 		b, err := os.ReadFile(filepath.Join(dir, "cgroup.controllers"))
 		if err != nil {
@@ -83,8 +91,8 @@ func checkControllers(CheckConfig) error {
 			}
 		}
 		if len(missing) > 0 {
-			return fmt.Errorf("cgroup v2 controllers %s are not available in %s (under systemd, the unit needs Delegate=yes)",
-				strings.Join(missing, ", "), dir)
+			return fmt.Errorf("cgroup v2 controllers %s are not available in %s, where pod cgroups go (cgroupRoot %s; under systemd, a unit's subtree has them with Delegate=yes)",
+				strings.Join(missing, ", "), dir, root)
 		}
 		return nil
 	}
@@ -98,19 +106,6 @@ func checkControllers(CheckConfig) error {
 		return fmt.Errorf("cgroup v1 subsystems not mounted: %s", strings.Join(missing, ", "))
 	}
 	return nil
-}
-
-// ownCgroupV2 is the directory of this process's cgroup v2.
-func ownCgroupV2() (string, error) {
-	paths, err := cgroups.ParseCgroupFile("/proc/self/cgroup")
-	if err != nil {
-		return "", fmt.Errorf("cgroup v2: %w", err)
-	}
-	p, ok := paths[""]
-	if !ok {
-		return "", errors.New("cgroup v2: no unified path in /proc/self/cgroup")
-	}
-	return filepath.Join(cgroupRootDir, p), nil
 }
 
 // systemdRunning is how libcontainer and sd_booted tell systemd is PID 1.

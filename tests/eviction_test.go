@@ -31,22 +31,23 @@ func nodeCgroup(t *testing.T, memory int64, pids int) string {
 	t.Helper()
 	node := "/staticpodd-node-" + testdaemon.RandHex(4)
 	t.Cleanup(func() { removeCgroupTree(t, node) })
-	limits := map[string][2]string{
-		"memory": {"memory.limit_in_bytes", strconv.FormatInt(memory, 10)},
-		"pids":   {"pids.max", strconv.Itoa(pids)},
+	// hierarchy directory (v1: one per controller; v2: the one) → file, value
+	limits := [][3]string{
+		{"memory", "memory.limit_in_bytes", strconv.FormatInt(memory, 10)},
+		{"pids", "pids.max", strconv.Itoa(pids)},
 	}
 	if _, err := os.Stat("/sys/fs/cgroup/cgroup.controllers"); err == nil {
-		limits = map[string][2]string{"": {"memory.max", strconv.FormatInt(memory, 10)}, "pids": {"pids.max", strconv.Itoa(pids)}}
+		limits = [][3]string{{"", "memory.max", strconv.FormatInt(memory, 10)}, {"", "pids.max", strconv.Itoa(pids)}}
 	}
-	for ctrl, l := range limits {
-		dir := filepath.Join("/sys/fs/cgroup", ctrl, node)
+	for _, l := range limits {
+		dir := filepath.Join("/sys/fs/cgroup", l[0], node)
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if l[1] == "0" {
+		if l[2] == "0" {
 			continue
 		}
-		if err := os.WriteFile(filepath.Join(dir, l[0]), []byte(l[1]), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, l[1]), []byte(l[2]), 0o644); err != nil {
 			t.Fatalf("limit the node cgroup: %v", err)
 		}
 	}
