@@ -85,7 +85,7 @@ type Agent struct {
 	problemSeen map[string]bool // manifest problems already recorded as events
 
 	pmu sync.Mutex // guards pr's fields; taken after mu when both are
-	pr  *pressure  // nil without eviction thresholds
+	pr  *pressure  // without thresholds: never under pressure
 }
 
 // New returns an agent that runs pods on rt.
@@ -112,12 +112,8 @@ func New(cfg Config, rt Runtime, logger *slog.Logger) *Agent {
 	if cfg.Eviction.Housekeeping <= 0 {
 		cfg.Eviction.Housekeeping = DefaultHousekeeping
 	}
-	var pr *pressure
-	if len(cfg.Eviction.Thresholds) > 0 {
-		pr = &pressure{m: eviction.New(cfg.Eviction.Config, time.Now()), evicted: map[string]string{}}
-	}
 	return &Agent{
-		pr:      pr,
+		pr:      &pressure{m: eviction.New(cfg.Eviction.Config, time.Now()), evicted: map[string]string{}},
 		cfg:     cfg,
 		rt:      rt,
 		conv:    manifestConverter{paths: cfg.Paths},

@@ -289,9 +289,6 @@ func (a *Agent) worker(key string) *worker {
 // or why it is refused (it fails Evicted, and is started once pressure has
 // been gone for the transition period).
 func (a *Agent) admitLocked(key string, pod *v1.Pod) *stopRequest {
-	if a.pr == nil {
-		return nil
-	}
 	a.pmu.Lock()
 	defer a.pmu.Unlock()
 	ok, msg := a.pr.m.Admit(pod, manifest.QOSClass(pod))
@@ -315,9 +312,6 @@ func (p *pressure) conds() []v1.NodeConditionType {
 // Conditions are the node conditions true now: MemoryPressure,
 // DiskPressure, PIDPressure.
 func (a *Agent) Conditions() []v1.NodeConditionType {
-	if a.pr == nil {
-		return nil
-	}
 	a.pmu.Lock()
 	defer a.pmu.Unlock()
 	return a.pr.conds()
@@ -325,16 +319,16 @@ func (a *Agent) Conditions() []v1.NodeConditionType {
 
 // PressureConditions are the node's MemoryPressure, DiskPressure and
 // PIDPressure conditions as the kubelet's node status setters make them, for
-// the Node status: the heartbeat is the last check, the transition when the
-// condition last changed.
+// the Node status: the heartbeat is the last check (now, without thresholds:
+// then they are always False), the transition when the condition last
+// changed.
 func (a *Agent) PressureConditions() []v1.NodeCondition {
-	if a.pr == nil {
-		return nil
-	}
 	a.pmu.Lock()
 	defer a.pmu.Unlock()
 	hb := a.pr.heartbeat
-	if hb.IsZero() {
+	if len(a.pr.m.Thresholds()) == 0 {
+		hb = time.Now()
+	} else if hb.IsZero() {
 		hb = a.started
 	}
 	var out []v1.NodeCondition

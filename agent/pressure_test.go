@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"log/slog"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -110,4 +111,19 @@ func TestEvictionLifecycle(t *testing.T) {
 			t.Errorf("summary %q", s)
 		}
 	})
+}
+
+// Without eviction thresholds the node is never under pressure, and says so
+// with fresh heartbeats, as the kubelet's status setters do.
+func TestPressureConditionsWithoutThresholds(t *testing.T) {
+	a := New(Config{NodeName: testNode}, newFakeRuntime(), slog.New(slog.DiscardHandler))
+	conds := a.PressureConditions()
+	if len(conds) != 3 {
+		t.Fatalf("conditions %+v", conds)
+	}
+	for i, want := range []string{"KubeletHasSufficientMemory", "KubeletHasNoDiskPressure", "KubeletHasSufficientPID"} {
+		if c := conds[i]; c.Status != v1.ConditionFalse || c.Reason != want || time.Since(c.LastHeartbeatTime.Time) > time.Minute {
+			t.Errorf("condition %d = %+v, want False %s", i, c, want)
+		}
+	}
 }
