@@ -62,39 +62,16 @@ var requiredV1 = []string{"cpu", "cpuacct", "cpuset", "memory", "pids", "devices
 // daemon's subtree (delegated, under systemd).
 var requiredV2 = []string{"cpu", "cpuset", "memory", "pids"}
 
-// checkControllers: the controllers pods need are mounted (v1), or
-// available where pod cgroups are made (v2: in the cgroup.controllers of
-// cgroupRoot, or of its nearest ancestor that exists; a cgroupRoot inside a
-// systemd unit's subtree has them only with Delegate=yes).
+// checkControllers: the controllers pods need are mounted (v1), or can be
+// had where pod cgroups go (v2): the kernel has them (the root's
+// cgroup.controllers), and every cgroup from the root down to cgroupRoot
+// (as far as it exists) either passes them on already (cgroup.subtree_control)
+// or can be made to, which a cgroup with processes of its own cannot (the
+// "no internal processes" rule: a systemd unit's cgroup, unless the unit
+// has Delegate=yes and the daemon runs in a leaf of it).
 func checkControllers(cfg CheckConfig) error {
 	if cgroups.IsCgroup2UnifiedMode() {
-		root := cfg.CgroupRoot
-		if root == "" {
-			root = DefaultCgroupRoot
-		}
-		dir := filepath.Join(cgroupRootDir, root)
-		for {
-			if _, err := os.Stat(filepath.Join(dir, "cgroup.controllers")); err == nil || dir == cgroupRootDir {
-				break
-			}
-			dir = filepath.Dir(dir)
-		}
-		b, err := os.ReadFile(filepath.Join(dir, "cgroup.controllers"))
-		if err != nil {
-			return fmt.Errorf("cgroup v2: %w", err)
-		}
-		have := strings.Fields(string(b))
-		var missing []string
-		for _, c := range requiredV2 {
-			if !slices.Contains(have, c) {
-				missing = append(missing, c)
-			}
-		}
-		if len(missing) > 0 {
-			return fmt.Errorf("cgroup v2 controllers %s are not available in %s, where pod cgroups go (cgroupRoot %s; under systemd, a unit's subtree has them with Delegate=yes)",
-				strings.Join(missing, ", "), dir, root)
-		}
-		return nil
+		return checkControllersV2(cgroupRootDir, cfg)
 	}
 	var missing []string
 	for _, c := range requiredV1 {
@@ -106,6 +83,57 @@ func checkControllers(cfg CheckConfig) error {
 		return fmt.Errorf("cgroup v1 subsystems not mounted: %s", strings.Join(missing, ", "))
 	}
 	return nil
+}
+
+// checkControllersV2 checks the v2 hierarchy mounted at base.
+func checkControllersV2(base string, cfg CheckConfig) error {
+	root := cfg.CgroupRoot
+	if root == "" {
+		root = DefaultCgroupRoot
+	}
+	b, err := os.ReadFile(filepath.Join(base, "cgroup.controllers"))
+	if err != nil {
+		return fmt.Errorf("cgroup v2: %w", err)
+	}
+	if missing := lacking(string(b)); len(missing) > 0 {
+		return fmt.Errorf("cgroup v2 controllers %s are not available on this host", strings.Join(missing, ", "))
+	}
+	// Every existing cgroup on the way, root excluded, its children included
+	// down to cgroupRoot: each must pass the controllers on.
+	var path []string
+	for dir := filepath.Join(base, root); dir != base && dir != "/"; dir = filepath.Dir(dir) {
+		path = append([]string{dir}, path...)
+	}
+	for _, dir := range path {
+		if _, err := os.Stat(dir); err != nil {
+			break // made by the runtime, with the controllers on
+		}
+		sub, err := os.ReadFile(filepath.Join(dir, "cgroup.subtree_control"))
+		if err != nil {
+			return fmt.Errorf("cgroup v2: %w", err)
+		}
+		missing := lacking(string(sub))
+		if len(missing) == 0 {
+			continue
+		}
+		if procs, _ := os.ReadFile(filepath.Join(dir, "cgroup.procs")); len(strings.TrimSpace(string(procs))) > 0 {
+			return fmt.Errorf("cgroup v2 controllers %s cannot be given to pod cgroups under %s: it has processes of its own (cgroupRoot %s; under systemd, Delegate=yes and the daemon in a leaf of the unit's cgroup)",
+				strings.Join(missing, ", "), strings.TrimPrefix(dir, base), root)
+		}
+	}
+	return nil
+}
+
+// lacking are the required v2 controllers not in a controllers list.
+func lacking(list string) []string {
+	have := strings.Fields(list)
+	var missing []string
+	for _, c := range requiredV2 {
+		if !slices.Contains(have, c) {
+			missing = append(missing, c)
+		}
+	}
+	return missing
 }
 
 // systemdRunning is how libcontainer and sd_booted tell systemd is PID 1.
