@@ -285,7 +285,7 @@ evictionPressureTransitionPeriod: 6s
 	d.WaitRunning("hog", 60*time.Second)
 	d.WaitRunning("late", 60*time.Second)
 	t.Logf("hog back %v after it was written", time.Since(t0))
-	waitFile(d, filepath.Join(state, "state"), "calm\n", 30*time.Second)
+	waitContent(d, filepath.Join(state, "state"), "calm\n", 30*time.Second)
 	if out := d.CLI("ps"); strings.Contains(out, "Node under pressure") {
 		t.Errorf("ps still shows pressure:\n%s", out)
 	}
@@ -357,7 +357,7 @@ wait`
 		t.Errorf("critical pod touched: %+v", c)
 	}
 	d.WaitRunning("bomb", 60*time.Second)
-	waitFile(d, filepath.Join(state, "state"), "calm\n", 30*time.Second)
+	waitContent(d, filepath.Join(state, "state"), "calm\n", 30*time.Second)
 }
 
 // loopFS mounts a new ext4 filesystem of size bytes at dir, unmounted and
@@ -534,6 +534,18 @@ spec:
 	os.Remove(filepath.Join(mnt, "fill1"))
 	os.Remove(filepath.Join(mnt, "fill2"))
 	d.WaitRunning("be", 90*time.Second)
+}
+
+// waitContent waits until file holds want (what it held before may be
+// anything: the first run's last word).
+func waitContent(d *daemon, file, want string, timeout time.Duration) {
+	d.T.Helper()
+	d.Eventually(timeout, fmt.Sprintf("%s to hold %q", filepath.Base(file), want), func() error {
+		if b, _ := os.ReadFile(file); string(b) != want {
+			return fmt.Errorf("%q", b)
+		}
+		return nil
+	})
 }
 
 func hasFields(out string, fields ...string) bool {
