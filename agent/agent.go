@@ -12,6 +12,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/staticpodd/staticpodd/agent/events"
+	"github.com/staticpodd/staticpodd/agent/eviction"
 	"github.com/staticpodd/staticpodd/agent/manifest"
 	"github.com/staticpodd/staticpodd/agent/podspec"
 )
@@ -55,6 +56,8 @@ type Config struct {
 	// Events is where the agent records what happens to pods; default: a
 	// recorder of events.DefaultCapacity for NodeName, logging to the logger.
 	Events *events.Recorder
+	// Eviction is how node pressure is relieved; no thresholds: never.
+	Eviction EvictionConfig
 }
 
 // Agent runs static pods on a Runtime.
@@ -83,6 +86,9 @@ type Agent struct {
 	changed     chan struct{} // closed, and replaced, on each status change
 	watches     map[*PodWatch]bool
 	problemSeen map[string]bool // manifest problems already recorded as events
+
+	pmu sync.Mutex // guards pr's fields; taken after mu when both are
+	pr  *pressure  // without thresholds: never under pressure
 }
 
 // New returns an agent that runs pods on rt.
@@ -108,7 +114,11 @@ func New(cfg Config, rt Runtime, logger *slog.Logger) *Agent {
 	if cfg.Events == nil {
 		cfg.Events = events.New(cfg.NodeName, events.DefaultCapacity, logger)
 	}
+	if cfg.Eviction.Housekeeping <= 0 {
+		cfg.Eviction.Housekeeping = DefaultHousekeeping
+	}
 	return &Agent{
+		pr:         &pressure{m: eviction.New(cfg.Eviction.Config, time.Now()), evicted: map[string]string{}},
 		cfg:        cfg,
 		rt:         rt,
 		conv:       manifestConverter{paths: cfg.Paths},

@@ -42,6 +42,7 @@ func (a *Agent) Run(ctx context.Context, updates <-chan source.Update) error {
 		return err
 	}
 	defer l.wg.Wait()
+	l.wg.Go(func() { a.runPressure(ctx) })
 
 	syncTick := time.NewTicker(a.cfg.SyncFrequency)
 	defer syncTick.Stop()
@@ -145,7 +146,14 @@ func (a *Agent) reconcile(ctx context.Context, l *loop) {
 	for key, p := range pods {
 		w := a.workers[key]
 		if w == nil {
-			w = a.startWorkerLocked(ctx, l, key, a.claim(l, p), p.Pod, l.seq)
+			claimed := a.claim(l, p)
+			var refused *stopRequest
+			if len(claimed) == 0 {
+				// New to the node, not adopted: admitted as the kubelet does
+				// under pressure.
+				refused = a.admitLocked(key, p.Pod)
+			}
+			w = a.startWorkerLocked(ctx, l, key, claimed, p.Pod, l.seq, refused)
 		} else if old := w.desiredUID(); old != string(p.UID) {
 			// An edit, or a pod whose earlier generation is still stopping:
 			// the new one starts once the old one is gone.
@@ -183,7 +191,7 @@ func (a *Agent) reconcile(ctx context.Context, l *loop) {
 		byKey[key][uid] = st
 	}
 	for key, owned := range byKey {
-		w := a.startWorkerLocked(ctx, l, key, owned, nil, l.seq)
+		w := a.startWorkerLocked(ctx, l, key, owned, nil, l.seq, nil)
 		w.mu.Lock()
 		for uid, st := range owned {
 			if p := orphanPod(uid, st); p != nil {
@@ -267,9 +275,12 @@ func (n podName) is(p manifest.Pod) bool {
 // and the pod it is to run (nil: stop them). The desired pod is set before
 // the worker's first sync: a worker that synced first with none would stop
 // the adopted containers of a pod that is still wanted.
-func (a *Agent) startWorkerLocked(ctx context.Context, l *loop, key string, pods map[string]*podState, desired *v1.Pod, seq uint64) *worker {
+func (a *Agent) startWorkerLocked(ctx context.Context, l *loop, key string, pods map[string]*podState, desired *v1.Pod, seq uint64, refused *stopRequest) *worker {
 	w := newWorker(a, key, pods)
 	w.desired, w.seq = desired, seq
+	if refused != nil {
+		w.evict, w.evictUID = refused, string(desired.UID)
+	}
 	a.workers[key] = w
 	l.wg.Go(func() { w.run(ctx) })
 	return w
@@ -398,7 +409,16 @@ func (a *Agent) Problems() []manifest.Problem {
 func (a *Agent) Summary() string {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return summarize(a.podViewsLocked(), a.cfg.NodeName, len(a.problems))
+	return a.summaryLocked()
+}
+
+// summaryLocked is the STATUS line: the pods, then the node conditions.
+func (a *Agent) summaryLocked() string {
+	s := summarize(a.podViewsLocked(), a.cfg.NodeName, len(a.problems))
+	if c := a.Conditions(); len(c) > 0 {
+		s += "; node has " + joinConditions(c)
+	}
+	return s
 }
 
 // podViewsLocked is what summarize reads of every pod: shallow copies that
@@ -443,7 +463,7 @@ func (a *Agent) statusChanged(keys ...string) {
 	for _, k := range keys {
 		a.markLocked(k)
 	}
-	s := summarize(a.podViewsLocked(), a.cfg.NodeName, len(a.problems))
+	s := a.summaryLocked()
 	if s == a.summary {
 		return
 	}

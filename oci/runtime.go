@@ -49,6 +49,10 @@ type Config struct {
 	// the daemon makes) or CgroupDriverSystemd (pods as transient slices,
 	// containers as scopes, made by systemd over D-Bus).
 	CgroupDriver string
+	// NodeCgroup, for tests only: the cgroupfs cgroup whose memory and pids
+	// limits and usage stand for the node's in Stats, so that a test can make
+	// node pressure real inside a small cgroup. "" = the node itself.
+	NodeCgroup string
 	// StartTimeout bounds Start: a container whose start hangs (a wedged
 	// mount, a frozen cgroup) is killed and cleaned up when it expires;
 	// default DefaultStartTimeout.
@@ -90,4 +94,7 @@ type Runtime struct {
 
 	warmer attachWarmer
 	nets   netCache
+	// layers caches the size of each container's writable layer, which a
+	// container with many files makes slow to walk (as cadvisor's du).
+	layers layerSizes
 }

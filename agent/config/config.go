@@ -78,6 +78,11 @@ type Config struct {
 	EvictionSoftGracePeriod          map[string]string
 	EvictionMinimumReclaim           map[string]string
 	EvictionPressureTransitionPeriod time.Duration
+	// EvictionMaxPodGracePeriod caps, in seconds, the grace period of a pod
+	// evicted by a soft threshold (evictionMaxPodGracePeriod); 0 = the pod's.
+	EvictionMaxPodGracePeriod int32
+	// FailSwapOn: the daemon refuses to start when swap is on (failSwapOn).
+	FailSwapOn bool
 
 	SerializeImagePulls         bool
 	ImageGCHighThresholdPercent int32
@@ -221,6 +226,7 @@ var honoured = map[string]bool{
 	"cgroupRoot": true, "cgroupDriver": true,
 	"evictionHard": true, "evictionSoft": true, "evictionSoftGracePeriod": true,
 	"evictionMinimumReclaim": true, "evictionPressureTransitionPeriod": true,
+	"evictionMaxPodGracePeriod": true, "failSwapOn": true,
 	// mergeDefaultEvictionSettings only changes how evictionHard is filled in.
 	"mergeDefaultEvictionSettings": true,
 	"serializeImagePulls":          true, "imageGCHighThresholdPercent": true,
@@ -343,6 +349,8 @@ func fromKubelet(path string, raw map[string]any, kc *kubeletv1beta1.KubeletConf
 		EvictionSoftGracePeriod:          kc.EvictionSoftGracePeriod,
 		EvictionMinimumReclaim:           kc.EvictionMinimumReclaim,
 		EvictionPressureTransitionPeriod: kc.EvictionPressureTransitionPeriod.Duration,
+		EvictionMaxPodGracePeriod:        kc.EvictionMaxPodGracePeriod,
+		FailSwapOn:                       *kc.FailSwapOn,
 
 		SerializeImagePulls:         *kc.SerializeImagePulls,
 		ImageGCHighThresholdPercent: *kc.ImageGCHighThresholdPercent,

@@ -108,6 +108,8 @@ var entries = []entry{
 	{"evictionSoftGracePeriod", "evictionSoftGracePeriod", kv(func(c *Config) map[string]string { return c.EvictionSoftGracePeriod })},
 	{"evictionMinimumReclaim", "evictionMinimumReclaim", kv(func(c *Config) map[string]string { return c.EvictionMinimumReclaim })},
 	{"evictionPressureTransitionPeriod", "evictionPressureTransitionPeriod", dur(func(c *Config) time.Duration { return c.EvictionPressureTransitionPeriod })},
+	{"evictionMaxPodGracePeriod", "evictionMaxPodGracePeriod", num(func(c *Config) int32 { return c.EvictionMaxPodGracePeriod })},
+	{"failSwapOn", "failSwapOn", boolean(func(c *Config) bool { return c.FailSwapOn })},
 	{"serializeImagePulls", "serializeImagePulls", boolean(func(c *Config) bool { return c.SerializeImagePulls })},
 	{"imageGCHighThresholdPercent", "imageGCHighThresholdPercent", num(func(c *Config) int32 { return c.ImageGCHighThresholdPercent })},
 	{"imageGCLowThresholdPercent", "imageGCLowThresholdPercent", num(func(c *Config) int32 { return c.ImageGCLowThresholdPercent })},

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/staticpodd/staticpodd/agent/eviction"
 )
 
 // validate checks the values staticpodd uses, with the kubelet's limits where it
@@ -64,6 +66,12 @@ func (c *Config) validate() error {
 	if c.StaticPodURLCA != "" && c.StaticPodURL == "" {
 		bad("manifestURLCA", "--%s is given but there is no staticPodURL", FlagManifestURLCA)
 	}
+	if _, err := c.EvictionThresholds(); err != nil {
+		errs = append(errs, err)
+	}
+	if c.EvictionMaxPodGracePeriod < 0 {
+		bad("evictionMaxPodGracePeriod", "%d is negative", c.EvictionMaxPodGracePeriod)
+	}
 	if c.CgroupDriver != "cgroupfs" && c.CgroupDriver != "systemd" {
 		bad("cgroupDriver", "%q is neither cgroupfs nor systemd", c.CgroupDriver)
 	}
@@ -97,4 +105,11 @@ func (c *Config) validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// EvictionThresholds are the eviction thresholds of evictionHard,
+// evictionSoft, evictionSoftGracePeriod and evictionMinimumReclaim; an error
+// names the field, the signal and what is wrong.
+func (c *Config) EvictionThresholds() ([]eviction.Threshold, error) {
+	return eviction.Parse(c.EvictionHard, c.EvictionSoft, c.EvictionSoftGracePeriod, c.EvictionMinimumReclaim)
 }

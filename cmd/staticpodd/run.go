@@ -24,6 +24,7 @@ import (
 
 	"github.com/staticpodd/staticpodd/agent"
 	"github.com/staticpodd/staticpodd/agent/config"
+	"github.com/staticpodd/staticpodd/agent/eviction"
 	"github.com/staticpodd/staticpodd/agent/manifest"
 	"github.com/staticpodd/staticpodd/agent/mirror"
 	"github.com/staticpodd/staticpodd/agent/server"
@@ -99,11 +100,6 @@ var notYetActedOn = map[string]string{
 	"tlsCertFile":                      "the authenticated kubelet API is not served yet",
 	"tlsPrivateKeyFile":                "the authenticated kubelet API is not served yet",
 	"authentication.x509.clientCAFile": "the authenticated kubelet API is not served yet",
-	"evictionHard":                     "eviction is not implemented yet",
-	"evictionSoft":                     "eviction is not implemented yet",
-	"evictionSoftGracePeriod":          "eviction is not implemented yet",
-	"evictionMinimumReclaim":           "eviction is not implemented yet",
-	"evictionPressureTransitionPeriod": "eviction is not implemented yet",
 	"serializeImagePulls":              "image pulls are not implemented yet",
 	"imageGCLowThresholdPercent":       "image garbage collection is not implemented yet",
 	"seccompDefault":                   "the default seccomp profile is not implemented yet",
@@ -138,6 +134,8 @@ type daemon struct {
 	lock     *os.File      // flock(2)ed <run-dir>/staticpodd.lock, held while the daemon runs
 	readOnly *part         // the read-only port's listener
 	imports  *part         // the image import watcher
+	// memNotifier wakes the eviction manager; nil without one.
+	memNotifier *oci.MemoryNotifier
 }
 
 // lockRunDir takes <run-dir>/staticpodd.lock for this process, or says which
@@ -249,6 +247,13 @@ func runDaemon(cfg *config.Config, flags *config.Flags, when readyWhen, logger *
 // newDaemon makes every subsystem; once: the sources read the manifests once
 // (run --once).
 func newDaemon(cfg *config.Config, logger *slog.Logger, once bool) (*daemon, error) {
+	// Before any pod starts, adopted or new: what would make pods fail.
+	if errs := oci.Check(checkConfig(cfg)); len(errs) > 0 {
+		for _, err := range errs {
+			logger.Error("start-up check failed", "err", err)
+		}
+		return nil, fmt.Errorf("%d start-up check(s) failed (staticpodd check lists them)", len(errs))
+	}
 	for _, dir := range []string{cfg.RootDir, cfg.RunDir} {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return nil, fmt.Errorf("create %s: %w", dir, err)
@@ -269,6 +274,7 @@ func newDaemon(cfg *config.Config, logger *slog.Logger, once bool) (*daemon, err
 		RootDir:      cfg.RootDir,
 		CgroupRoot:   cfg.CgroupRoot,
 		CgroupDriver: cfg.CgroupDriver,
+		NodeCgroup:   os.Getenv(envTestNodeCgroup),
 		// A negative containerLogMaxSize turns rotation off, as the kubelet's.
 		LogMaxSize:  cfg.ContainerLogMaxSize,
 		LogMaxFiles: int(cfg.ContainerLogMaxFiles),
@@ -343,6 +349,7 @@ func newDaemon(cfg *config.Config, logger *slog.Logger, once bool) (*daemon, err
 		WatchdogPeriod: watchdog,
 		Notifier:       agentNotifier{readyNotifier: notifier, line: status},
 		Seen:           seen,
+		Eviction:       d.evictionConfig(),
 	}, rt, logger)
 	if cfg.Kubeconfig != "" && !once {
 		aux.mirror = mirror.New(mirror.Config{
@@ -358,6 +365,7 @@ func newDaemon(cfg *config.Config, logger *slog.Logger, once bool) (*daemon, err
 			MaxPods:                   int64(cfg.MaxPods),
 			RootDir:                   cfg.RootDir,
 			EvictionHard:              cfg.EvictionHard,
+			Conditions:                d.agent,
 			OnChange:                  status.refresh,
 		}, mirror.AgentPods{Agent: d.agent}, logger.With("subsystem", "mirror"))
 	}
@@ -366,10 +374,56 @@ func newDaemon(cfg *config.Config, logger *slog.Logger, once bool) (*daemon, err
 	return d, nil
 }
 
+// envTestNodeCgroup names, for tests only, a cgroupfs cgroup whose memory and
+// pids limits stand for the node's (docs/configuration.md): a test makes
+// real node pressure inside it without starving the machine.
+const envTestNodeCgroup = "STATICPODD_TEST_NODE_CGROUP"
+
+// envTestNoMemoryNotifier, for benchmarks only, turns the memory threshold
+// notifier off: memory pressure is found by polling alone, to measure what
+// the notifier gains.
+const envTestNoMemoryNotifier = "STATICPODD_TEST_NO_MEMORY_NOTIFIER"
+
+// evictionConfig is the eviction manager's configuration: the thresholds,
+// the memory threshold notifier, and node-level reclaim of unused images.
+func (d *daemon) evictionConfig() agent.EvictionConfig {
+	ts, _ := d.cfg.EvictionThresholds() // validated by config.Load
+	ec := agent.EvictionConfig{Config: eviction.Config{
+		Thresholds:               ts,
+		PressureTransitionPeriod: d.cfg.EvictionPressureTransitionPeriod,
+		MaxPodGracePeriod:        time.Duration(d.cfg.EvictionMaxPodGracePeriod) * time.Second,
+	}}
+	if len(ts) == 0 {
+		return ec
+	}
+	importDir := filepath.Join(d.cfg.RootDir, "images", "import")
+	ec.Reclaim = func(ctx context.Context, keep []string) (uint64, error) {
+		freed, removed, err := d.images.RemoveUnused(keep, importDir)
+		if len(removed) > 0 {
+			d.logger.Info("removed unused images", "images", removed, "bytes", freed)
+		}
+		return freed, err
+	}
+	if os.Getenv(envTestNoMemoryNotifier) != "" {
+		return ec
+	}
+	mn, err := d.runtime.NewMemoryNotifier()
+	if err != nil {
+		d.logger.Warn("memory threshold notifier not available; memory pressure is polled only", "err", err)
+		return ec
+	}
+	d.memNotifier = mn
+	ec.Notifier = mn
+	return ec
+}
+
 // run starts every subsystem under one errgroup and returns when ctx ends or one
 // of them fails.
 func (d *daemon) run(ctx context.Context) error {
 	defer d.lock.Close()
+	if d.memNotifier != nil {
+		defer d.memNotifier.Close()
+	}
 	importDir := filepath.Join(d.cfg.RootDir, "images", "import")
 	if err := os.MkdirAll(importDir, 0o700); err != nil {
 		return fmt.Errorf("create %s: %w", importDir, err)

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path"
@@ -42,6 +43,10 @@ type options struct {
 	stopSignal       string
 	files            []file
 	out              string
+	// pad adds a second layer holding /pad, this many bytes that do not
+	// compress (derived from the first ref, so builds repeat): an image
+	// whose removal frees space, for reclaim tests.
+	pad int64
 }
 
 // file is a host file that -add puts into the image.
@@ -102,6 +107,21 @@ func build(o options) error {
 	img, err := mutate.AppendLayers(empty.Image, layer)
 	if err != nil {
 		return fmt.Errorf("make image: %w", err)
+	}
+	if o.pad > 0 {
+		padTar, err := padLayer(o.pad, o.refs[0])
+		if err != nil {
+			return err
+		}
+		pl, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
+			return io.NopCloser(bytes.NewReader(padTar)), nil
+		})
+		if err != nil {
+			return fmt.Errorf("make pad layer: %w", err)
+		}
+		if img, err = mutate.AppendLayers(img, pl); err != nil {
+			return fmt.Errorf("make image: %w", err)
+		}
 	}
 	cfg, err := img.ConfigFile()
 	if err != nil {
@@ -203,6 +223,26 @@ func rootfsTar(bin []byte, applets []string, files []file) ([]byte, error) {
 	}
 	if err := tw.Close(); err != nil {
 		return nil, fmt.Errorf("make layer: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+// padLayer is a layer with /pad: n bytes of a ChaCha8 stream seeded by seed.
+func padLayer(n int64, seed string) ([]byte, error) {
+	var key [32]byte
+	copy(key[:], seed)
+	body := make([]byte, n)
+	_, _ = rand.NewChaCha8(key).Read(body)
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	if err := tw.WriteHeader(&tar.Header{Name: "pad", Typeflag: tar.TypeReg, Mode: 0o644, Size: n, ModTime: epoch, Format: tar.FormatPAX}); err != nil {
+		return nil, err
+	}
+	if _, err := tw.Write(body); err != nil {
+		return nil, err
+	}
+	if err := tw.Close(); err != nil {
+		return nil, err
 	}
 	return buf.Bytes(), nil
 }

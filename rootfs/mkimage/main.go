@@ -40,6 +40,7 @@ func main() {
 	flag.Var(&add, "add", "SRC:DST: the host file SRC, put into the image at the absolute path DST with SRC's mode; repeatable")
 	flag.StringVar(&o.stopSignal, "stop-signal", "", `the image's StopSignal ("SIGUSR1"); default none (SIGTERM)`)
 	flag.StringVar(&o.out, "o", "busybox.tar", "output file")
+	flag.Int64Var(&o.pad, "pad", 0, "add a layer with /pad, this many incompressible bytes (for reclaim tests)")
 	flag.Parse()
 	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
 

@@ -40,9 +40,11 @@ func main() {
 	relistManifests := flag.Int("relist-manifests", 100, "manifests whose relist's CPU cost is measured; 0 skips it")
 	relistWindow := flag.Duration("relist-window", time.Minute, "how long the idle daemon's CPU is measured")
 	relistOnly := flag.Bool("relist-only", false, "measure only the relist's CPU cost (= -only relist, make bench-relist)")
+	evictRuns := flag.Int("eviction-runs", 5, "runs of the memory leak per detection mode; 0 skips the eviction benchmark")
+	evictWindow := flag.Duration("eviction-window", time.Minute, "how long the eviction manager's idle CPU is measured")
 	hostileRuns := flag.Int("hostile-runs", 3, "runs of each hostile manifest whose reading's memory is measured; 0 skips it")
 	outageWindow := flag.Duration("outage-window", 10*time.Minute, "how long the mirror client faces a refusing API server")
-	only := flag.String("only", "", "comma-separated benchmarks to run: start, ready, probes, url, logs, relist, hostile, outage (default: all but outage)")
+	only := flag.String("only", "", "comma-separated benchmarks to run: start, ready, probes, url, logs, relist, hostile, eviction, outage (default: all but outage)")
 	flag.Parse()
 	if *logsOnly {
 		*only = "logs"
@@ -77,6 +79,9 @@ func main() {
 	}
 	if err == nil && want("hostile") && *hostileRuns > 0 {
 		err = benchHostileMemory(*bin, *image, *hostileRuns)
+	}
+	if err == nil && want("eviction") && *evictRuns > 0 {
+		err = benchEviction(*bin, *image, *evictRuns, *evictWindow)
 	}
 	// Twenty minutes: only when asked for by name (make bench-outage).
 	outage := slices.Contains(strings.Split(*only, ","), "outage")
