@@ -80,8 +80,12 @@ test: build images vet
 	STATICPODD_BIN=$(CURDIR)/$(BIN) STATICPODD_IMAGE=$(CURDIR)/$(IMAGE_TAR) \
 		$(GO) test -count=1 -timeout 15m -parallel 4 ./...
 
+# vet also builds the daemon without cgo and for another OS, where containers
+# cannot run but the rest (validate, config, the CLI) must still build.
 vet:
 	$(GO) vet ./...
+	CGO_ENABLED=0 $(GO) build -o /dev/null ./cmd/staticpodd
+	GOOS=darwin $(GO) build -o /dev/null ./cmd/staticpodd
 
 bench: build images
 	STATICPODD_BIN=$(CURDIR)/$(BIN) STATICPODD_IMAGE=$(CURDIR)/$(IMAGE_TAR) \

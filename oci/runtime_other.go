@@ -45,3 +45,16 @@ type (
 )
 
 func (r *Runtime) Stats(context.Context) (*podspec.Summary, error) { return nil, errors.ErrUnsupported }
+
+// layerSizes has nothing to cache where containers cannot run.
+type layerSizes struct{}
+
+// MemoryNotifier needs Linux's memory cgroups.
+type MemoryNotifier struct{}
+
+// NewMemoryNotifier is unsupported here: memory pressure is polled only.
+func (r *Runtime) NewMemoryNotifier() (*MemoryNotifier, error) { return nil, errors.ErrUnsupported }
+
+func (n *MemoryNotifier) Events() <-chan struct{}         { return nil }
+func (n *MemoryNotifier) SetThreshold(bytes uint64) error { return errors.ErrUnsupported }
+func (n *MemoryNotifier) Close() error                    { return nil }

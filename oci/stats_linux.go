@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -81,7 +80,7 @@ func (r *Runtime) Stats(ctx context.Context) (*podspec.Summary, error) {
 			continue // being made or removed
 		}
 		ps := podspec.PodStats{UID: uid, Namespace: pr.Namespace, Name: pr.Name}
-		if ps.Usage, err = readUsage(dirsOf(pr.CgroupsPath)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if ps.Usage, err = readUsage(dirsOf(cgroupFSPath(pr.CgroupsPath))); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			errs = append(errs, fmt.Errorf("stats of pod %s: %w", pr.Name, err))
 		}
 		for _, rec := range recs {
@@ -89,7 +88,7 @@ func (r *Runtime) Stats(ctx context.Context) (*podspec.Summary, error) {
 				continue
 			}
 			cs := podspec.ContainerStats{ID: rec.ID, Name: rec.Name}
-			if cs.Usage, err = readUsage(dirsOf(path.Join(pr.CgroupsPath, rec.ID))); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			if cs.Usage, err = readUsage(dirsOf(cgroupFSPath(containerCgroupsPath(pr.CgroupsPath, rec.ID)))); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				errs = append(errs, fmt.Errorf("stats of container %s: %w", rec.ID, err))
 			}
 			cs.RootfsBytes = r.writableBytes(rec.ID, node.Time)
@@ -175,7 +174,7 @@ func (r *Runtime) nodeStats() (podspec.NodeStats, error) {
 			n.NumPIDs = uint64(si.Procs)
 		}
 	}
-	if u, err := readUsage(dirsOf(r.cfg.CgroupRoot)); err == nil {
+	if u, err := readUsage(dirsOf(rootFSPath(r.cfg.CgroupDriver, r.cfg.CgroupRoot))); err == nil {
 		n.PodsMemoryWorkingSet = u.MemoryWorkingSet
 	}
 	var err error

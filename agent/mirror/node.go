@@ -199,7 +199,7 @@ func (m *Mirror) capacity() v1.ResourceList {
 	if m.cfg.RootDir != "" {
 		var st unix.Statfs_t
 		if unix.Statfs(m.cfg.RootDir, &st) == nil {
-			c[v1.ResourceEphemeralStorage] = *resource.NewQuantity(int64(st.Blocks)*st.Bsize, resource.BinarySI)
+			c[v1.ResourceEphemeralStorage] = *resource.NewQuantity(int64(st.Blocks)*int64(st.Bsize), resource.BinarySI)
 		}
 	}
 	return c

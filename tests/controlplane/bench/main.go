@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command bench measures how long staticpodd takes to bring up kubeadm's
 // control plane, from its own start: when each of etcd, kube-apiserver,
 // kube-controller-manager and kube-scheduler exec'd, when the API server's

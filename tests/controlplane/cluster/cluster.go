@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package cluster is what the control-plane test and benchmark share: the
 // Kubernetes binaries tests/controlplane/build.sh builds, their images, a
 // network namespace of the test's own for the control plane's host network,
