@@ -136,25 +136,13 @@ func lacking(list string) []string {
 	return missing
 }
 
-// systemdRunning is how libcontainer and sd_booted tell systemd is PID 1.
-func systemdRunning() bool {
-	fi, err := os.Lstat("/run/systemd/system")
-	return err == nil && fi.IsDir()
-}
-
 // checkDriver: the systemd cgroup driver needs systemd; cgroupfs is fine
 // anywhere (under systemd, in the daemon's delegated subtree).
 func checkDriver(cfg CheckConfig) error {
-	switch cfg.CgroupDriver {
-	case "", "cgroupfs":
-		return nil
-	case "systemd":
-		if !systemdRunning() {
-			return errors.New(`cgroupDriver is "systemd" but systemd is not running (no /run/systemd/system): use "cgroupfs"`)
-		}
+	if cfg.CgroupDriver == "" {
 		return nil
 	}
-	return fmt.Errorf("cgroupDriver %q is neither cgroupfs nor systemd", cfg.CgroupDriver)
+	return CheckCgroupDriver(cfg.CgroupDriver)
 }
 
 // checkCgroupRoot: a pod cgroup can be made under cgroupRoot, in every

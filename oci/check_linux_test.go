@@ -35,7 +35,7 @@ func TestCheck(t *testing.T) {
 		got = append(got, e.Error())
 	}
 	want := []string{
-		`cgroup-driver: cgroupDriver is "systemd" but systemd is not running`,
+		`cgroup-driver: cgroupDriver "systemd" does not match this host: systemd is not its init system`,
 		"cgroup-root: cgroupRoot /cgroup.procs/pods is not writable",
 	}
 	if len(got) != len(want) {

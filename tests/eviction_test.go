@@ -591,7 +591,7 @@ func TestStartupChecksRefuseToStart(t *testing.T) {
 		t.Fatalf("check passed:\n%s", out)
 	}
 	for _, want := range []string{
-		`check failed: cgroup-driver: cgroupDriver is "systemd" but systemd is not running`,
+		`check failed: cgroup-driver: cgroupDriver "systemd" does not match this host: systemd is not its init system`,
 		"check failed: cgroup-root: cgroupRoot /cgroup.procs/pods is not writable",
 		"staticpodd: 2 start-up check(s) failed",
 	} {

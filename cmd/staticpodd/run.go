@@ -65,11 +65,6 @@ func newRunCmd() *cobra.Command {
 			for _, w := range warnings {
 				logger.Warn("configuration field ignored", "reason", w)
 			}
-			// A driver the host cannot serve fails now, in one line, not at the
-			// first pod.
-			if err := oci.CheckCgroupDriver(cfg.CgroupDriver); err != nil {
-				return err
-			}
 			warnNotYetActedOn(cfg, logger)
 			if once {
 				return runOnce(cfg, logger, onceTimeout, cmd.OutOrStdout())
