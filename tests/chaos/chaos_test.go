@@ -2,7 +2,9 @@ package chaos
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -231,12 +233,15 @@ func TestChaos(t *testing.T) {
 		worst = max(worst, a)
 	}
 	s.chk.mu.Lock()
-	samples := s.chk.samples
+	samples, procSeen, logLines := s.chk.samples, s.chk.procSeen, s.chk.logLines
 	s.chk.mu.Unlock()
+	if samples == 0 || procSeen == 0 {
+		s.failf("the checks saw nothing: %d samples of /pods, %d container processes", samples, procSeen)
+	}
 	fmt.Printf("chaos: CHAOS_SEED=%d cycles=%d pods=%d wall=%s faults=%v restarts-of-daemon=%d worst-adoption=%s "+
-		"final-converge=%s status-samples=%d daemon-idle rss=%dKiB->%dKiB fds=%d->%d\n",
+		"final-converge=%s status-samples=%d processes-checked=%d log-lines-checked=%d daemon-idle rss=%dKiB->%dKiB fds=%d->%d\n",
 		seed, cycles, npods, time.Since(begin).Round(time.Second), s.faults, len(s.adoptions), worst.Round(time.Millisecond),
-		setTime.Round(time.Millisecond), samples, rss0, rss1, fds0, fds1)
+		setTime.Round(time.Millisecond), samples, procSeen, logLines, rss0, rss1, fds0, fds1)
 }
 
 func appendConfig(t *testing.T, file, text string) {
@@ -360,6 +365,9 @@ func (s *soak) fault() {
 		if s.rng.IntN(2) == 0 {
 			changed = s.churn() // a manifest changes while no daemon runs
 		}
+		if s.rng.IntN(3) == 0 {
+			before = s.killMonitorWhileDown(before) // the next daemon must see it died
+		}
 		start := time.Now()
 		d.Start()
 		// Adopted: every kept container that ran before, of a pod whose
@@ -380,39 +388,14 @@ func (s *soak) fault() {
 		s.adoptions = append(s.adoptions, time.Since(start))
 		s.logf("adopted in %s", time.Since(start).Round(time.Millisecond))
 	case "kill -9 monitor":
-		pods, err := getPods(d)
-		if err != nil {
-			s.fatalf("GET /pods: %v", err)
-		}
-		type target struct {
-			k  ckey
-			id string
-		}
-		var ts []target
-		for _, p := range pods {
-			if p.DeletionTimestamp != nil {
-				continue
-			}
-			for _, cs := range statuses(&p) {
-				if cs.State.Running != nil {
-					ts = append(ts, target{ckey{string(p.UID), cs.Name}, strings.TrimPrefix(cs.ContainerID, "staticpodd://")})
-				}
-			}
-		}
-		if len(ts) == 0 {
-			return
-		}
-		tg := ts[s.rng.IntN(len(ts))]
-		pid, err := monitorOf(d.RunDir, tg.id)
-		if err != nil {
-			return // it exited meanwhile
-		}
-		s.logf("kill -9 monitor %d of container %s (%s of pod UID %s)", pid, tg.id, tg.k.container, tg.k.uid)
-		s.chk.killedMonitor(tg.k)
-		syscall.Kill(pid, syscall.SIGKILL)
+		s.killMonitor()
 	case "SIGSTOP daemon":
 		d.Signal(syscall.SIGSTOP)
-		time.Sleep(5 * time.Second) // longer than any probe's period (2s)
+		time.Sleep(2 * time.Second)
+		if s.rng.IntN(2) == 0 {
+			s.churn() // seen when it wakes
+		}
+		time.Sleep(3 * time.Second) // in all longer than any probe's period (2s)
 		d.Signal(syscall.SIGCONT)
 	case "disk full":
 		if err := s.fs.fillUp(); err != nil {
@@ -420,6 +403,12 @@ func (s *soak) fault() {
 		}
 		for range 1 + s.rng.IntN(2) {
 			s.churn() // new containers need snapshots on the full disk
+		}
+		if s.rng.IntN(3) == 0 {
+			// A daemon that starts on a full disk adopts what runs.
+			s.logf("kill -9 daemon and start another on the full disk")
+			d.Kill9()
+			d.Start()
 		}
 		time.Sleep(3 * time.Second)
 		s.fs.free()
@@ -527,4 +516,71 @@ func (s *soak) converge(timeout time.Duration) time.Duration {
 		return nil
 	})
 	return setAt
+}
+
+// killMonitor kills the monitor of a random running container of a pod not
+// being stopped, and records it.
+func (s *soak) killMonitor() {
+	pods, err := getPods(s.d)
+	if err != nil {
+		s.fatalf("GET /pods: %v", err)
+	}
+	type target struct {
+		k  ckey
+		id string
+	}
+	var ts []target
+	for _, p := range pods {
+		if p.DeletionTimestamp != nil {
+			continue
+		}
+		for _, cs := range statuses(&p) {
+			if cs.State.Running != nil {
+				ts = append(ts, target{ckey{string(p.UID), cs.Name}, strings.TrimPrefix(cs.ContainerID, "staticpodd://")})
+			}
+		}
+	}
+	if len(ts) == 0 {
+		return
+	}
+	tg := ts[s.rng.IntN(len(ts))]
+	pid, err := monitorOf(s.d.RunDir, tg.id)
+	if err != nil {
+		return // it exited meanwhile
+	}
+	s.logf("kill -9 monitor %d of container %s (%s of pod UID %s)", pid, tg.id, tg.k.container, tg.k.uid)
+	s.chk.killedMonitor(tg.k)
+	syscall.Kill(pid, syscall.SIGKILL)
+}
+
+// killMonitorWhileDown kills the monitor of one of the running containers
+// listed in before (ID to pod full name) while no daemon runs, and records
+// it; the container must be taken as killed (137) by the next daemon.
+func (s *soak) killMonitorWhileDown(before map[string]string) map[string]string {
+	ids := slices.Sorted(maps.Keys(before))
+	if len(ids) == 0 {
+		return before
+	}
+	id := ids[s.rng.IntN(len(ids))]
+	cid := strings.TrimPrefix(id, "staticpodd://")
+	pid, err := monitorOf(s.d.RunDir, cid)
+	if err != nil {
+		return before
+	}
+	b, err := os.ReadFile(filepath.Join(s.d.RunDir, "containers", cid, "container.json"))
+	if err != nil {
+		return before
+	}
+	var rec struct {
+		PodUID string `json:"podUID"`
+		Name   string `json:"name"`
+	}
+	if err := json.Unmarshal(b, &rec); err != nil {
+		s.fatalf("container.json of %s: %v", cid, err)
+	}
+	s.logf("kill -9 monitor %d of container %s (%s of pod UID %s) while no daemon runs", pid, cid, rec.Name, rec.PodUID)
+	s.chk.killedMonitor(ckey{rec.PodUID, rec.Name})
+	syscall.Kill(pid, syscall.SIGKILL)
+	delete(before, id)
+	return before
 }

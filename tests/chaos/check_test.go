@@ -31,9 +31,11 @@ type checker struct {
 	s *soak
 
 	mu       sync.Mutex
-	killed   map[ckey]int   // monitors the soak killed, by container
-	restarts map[ckey]int32 // highest restart count seen
-	samples  int
+	killed   map[ckey]int    // monitors the soak killed, by container
+	restarts map[ckey]int32  // highest restart count seen
+	samples  int             // of /pods
+	procSeen int             // processes the process check looked at
+	logLines int             // numbered log lines read back
 	reused   map[string]bool // "name gen" of manifests added again after their removal
 	// failedStarts counts the runs that failed to start (StartError, the
 	// full disk's doing) by container, each seen once by its container ID.
@@ -120,7 +122,13 @@ func (p proc) alive() bool { return p.start != "" && startTime(p.pid) == p.start
 // runs, at one moment. A process seen alive before and after another was
 // seen alive ran at the same time as it.
 func (c *checker) sampleProcs() {
-	for pod, ps := range procs(c.s.d.Cgroup) {
+	all := procs(c.s.d.Cgroup)
+	c.mu.Lock()
+	for _, ps := range all {
+		c.procSeen += len(ps)
+	}
+	c.mu.Unlock()
+	for pod, ps := range all {
 		for i, a := range ps {
 			for _, b := range ps[i+1:] {
 				if a.uid == b.uid && (a.cid == b.cid || a.container != b.container) {
@@ -302,6 +310,9 @@ func (c *checker) checkLogs(d *testdaemon.Daemon, p *v1.Pod) error {
 			return fmt.Errorf("%s/main (UID %s) run %d: %w", p.Name, p.UID, cs.RestartCount, err)
 		}
 		if last >= written {
+			c.mu.Lock()
+			c.logLines += last
+			c.mu.Unlock()
 			return nil
 		}
 		if time.Now().After(deadline) {

@@ -54,8 +54,8 @@ func (s shape) kept(container string) bool {
 // markCmd appends "start <uid>" to /s/<container>.marks: one line per run.
 const markCmd = `echo "start $POD_UID" >> /s/$CHAOS_CONTAINER.marks; `
 
-// idle runs until SIGTERM, then exits 0.
-const idle = `trap 'exit 0' TERM; while true; do sleep 1 & wait $!; done`
+// idle runs until SIGTERM.
+const idle = `while true; do sleep 1 & wait $!; done`
 
 func env(p *spec, container string) string {
 	return fmt.Sprintf(`    env:
@@ -69,8 +69,15 @@ func env(p *spec, container string) string {
 `, p.name, p.gen, container)
 }
 
+// container is a container that runs cmd. Its shell sets its SIGTERM trap
+// first, so that a stop however early ends it with the code of its shape.
 func container(p *spec, name, cmd, extra string) string {
-	return fmt.Sprintf("  - name: %s\n    image: busybox\n    command: [\"sh\", \"-c\", %q]\n%s%s", name, markCmd+cmd, env(p, name), extra)
+	code := 0
+	if p.shape == crashing {
+		code = crashCode
+	}
+	cmd = fmt.Sprintf("trap 'exit %d' TERM; ", code) + markCmd + cmd
+	return fmt.Sprintf("  - name: %s\n    image: busybox\n    command: [\"sh\", \"-c\", %q]\n%s%s", name, cmd, env(p, name), extra)
 }
 
 // manifest is the pod's YAML: one document, or a PodList item when list.
@@ -88,7 +95,7 @@ func (p *spec) manifest() string {
 		// Batches of numbered lines of 100 bytes; after each batch the last
 		// number goes to /s/progress-<uid>, so the checker knows what was
 		// written. seq -s puts the padding after every number but the last.
-		cmd := fmt.Sprintf(`trap 'exit 0' TERM; n=0; pad=" %s
+		cmd := fmt.Sprintf(`n=0; pad=" %s
 "; while true; do seq -s "$pad" $((n+1)) $((n+%d)); n=$((n+%d)); echo $n > /s/progress-$POD_UID; sleep 0.1 & wait $!; done`,
 			strings.Repeat("x", 90), p.rate, p.rate)
 		b.WriteString("  containers:\n" + container(p, "main", cmd, ""))
@@ -115,7 +122,7 @@ func (p *spec) manifest() string {
 		cmd := `mkdir -p /tmp/www; echo ok > /tmp/www/index.html; httpd -f -p 8080 -h /tmp/www & ` + idle
 		b.WriteString("  containers:\n" + container(p, "web", cmd, probes))
 	case crashing:
-		b.WriteString("  containers:\n" + container(p, "main", fmt.Sprintf("trap 'exit %d' TERM; sleep 1 & wait $!; exit %d", crashCode, crashCode), ""))
+		b.WriteString("  containers:\n" + container(p, "main", fmt.Sprintf("sleep 1 & wait $!; exit %d", crashCode), ""))
 	case exiting:
 		b.WriteString("  restartPolicy: Never\n  containers:\n" + container(p, "main", "sleep 1 & wait $!; exit 0", ""))
 	case unhealthy:
