@@ -185,6 +185,9 @@ func TestChaos(t *testing.T) {
 		}
 	}
 
+	if t.Failed() {
+		t.Logf("daemon output:\n%s", d.Output()) // the cleanup's daemon is another one
+	}
 	// Every manifest removed: nothing is left but the idle daemon.
 	for _, p := range s.pods {
 		if p.present {
@@ -354,6 +357,10 @@ func (s *soak) fault() {
 	if restartAPIServer != nil {
 		kinds = append(kinds, "API server restart")
 	}
+	if only := os.Getenv("CHAOS_FAULTS"); only != "" {
+		// For replaying one kind of fault: a comma-separated list of kinds.
+		kinds = slices.DeleteFunc(kinds, func(k string) bool { return !slices.Contains(strings.Split(only, ","), k) })
+	}
 	kind := kinds[s.rng.IntN(len(kinds))]
 	s.faults[kind]++
 	s.logf("fault: %s", kind)
@@ -361,6 +368,7 @@ func (s *soak) fault() {
 	case "kill -9 daemon":
 		before := s.runningKept()
 		d.Kill9()
+		s.checkSocketFree()
 		var changed *spec
 		if s.rng.IntN(2) == 0 {
 			changed = s.churn() // a manifest changes while no daemon runs
@@ -408,6 +416,7 @@ func (s *soak) fault() {
 			// A daemon that starts on a full disk adopts what runs.
 			s.logf("kill -9 daemon and start another on the full disk")
 			d.Kill9()
+			s.checkSocketFree()
 			d.Start()
 		}
 		time.Sleep(3 * time.Second)
@@ -583,4 +592,13 @@ func (s *soak) killMonitorWhileDown(before map[string]string) map[string]string 
 	syscall.Kill(pid, syscall.SIGKILL)
 	delete(before, id)
 	return before
+}
+
+// checkSocketFree checks, once the daemon is dead, that nothing else holds
+// its CLI socket (the next daemon would take it for another daemon's).
+func (s *soak) checkSocketFree() {
+	sock := filepath.Join(s.d.RunDir, "staticpodd.sock")
+	if h := socketHolders(sock); len(h) > 0 {
+		s.fatalf("the daemon is dead, but its socket %s is held by:\n%s", sock, strings.Join(h, "\n"))
+	}
 }

@@ -6,8 +6,10 @@ import (
 	"compress/gzip"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -16,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/staticpodd/staticpodd/agent/podspec"
@@ -306,7 +309,7 @@ func (c *checker) checkLogs(d *testdaemon.Daemon, p *v1.Pod) error {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		last, err := readNumbered(live)
-		if err != nil {
+		if err != nil && !errors.Is(err, errMoved) {
 			return fmt.Errorf("%s/main (UID %s) run %d: %w", p.Name, p.UID, cs.RestartCount, err)
 		}
 		if last >= written {
@@ -322,36 +325,79 @@ func (c *checker) checkLogs(d *testdaemon.Daemon, p *v1.Pod) error {
 	}
 }
 
+// errMoved is a log file that rotation or compression moved while it was
+// being read: read again.
+var errMoved = errors.New("a log file moved while read")
+
 // readNumbered reads a run's log files, rotated (oldest first) then live, and
 // returns the last line number, checking that lines are 1, 2, 3... with none
-// missing or repeated.
+// missing or repeated. As the daemon's reader does, it opens the live file
+// first and lists the rotated ones after, and reads again if the live file
+// was rotated meanwhile: otherwise the file rotated between the listing and
+// the read of the live one would look like lines lost.
 func readNumbered(live string) (int, error) {
+	lf, err := os.Open(live)
+	if err != nil {
+		return 0, err
+	}
+	defer lf.Close()
 	rotated, _, err := podspec.RotatedLogs(live)
 	if err != nil {
 		return 0, err
 	}
+	var opened, now unix.Stat_t
+	if err := unix.Fstat(int(lf.Fd()), &opened); err != nil {
+		return 0, err
+	}
+	if err := unix.Stat(live, &now); err != nil || now.Ino != opened.Ino {
+		return 0, errMoved
+	}
 	want := 1
-	for _, f := range append(rotated, podspec.RotatedLog{Path: live}) {
-		data, err := readLogFile(f)
-		if err != nil {
-			return 0, err
-		}
+	check := func(name string, data []byte) error {
 		sc := bufio.NewScanner(bytes.NewReader(data))
 		sc.Buffer(make([]byte, 64<<10), 64<<10)
 		for sc.Scan() {
 			fields := strings.SplitN(sc.Text(), " ", 4)
 			if len(fields) != 4 || fields[2] != "F" {
-				return 0, fmt.Errorf("%s: entry %q is not a whole line", f.Path, sc.Text())
+				return fmt.Errorf("%s: entry %q is not a whole line", name, sc.Text())
 			}
 			num, _, _ := strings.Cut(fields[3], " ")
 			got, err := strconv.Atoi(num)
 			if err != nil || got != want {
-				return 0, fmt.Errorf("%s: line %q where line %d was due (a line lost or repeated)", filepath.Base(f.Path), trunc(fields[3]), want)
+				return fmt.Errorf("%s: line %q where line %d was due (a line lost or repeated)", name, trunc(fields[3]), want)
 			}
 			want++
 		}
+		return nil
+	}
+	for _, f := range rotated {
+		data, err := readLogFile(f)
+		if errors.Is(err, fs.ErrNotExist) {
+			return 0, errMoved // compressed meanwhile
+		}
+		if err != nil {
+			return 0, err
+		}
+		if err := check(filepath.Base(f.Path), data); err != nil {
+			return 0, err
+		}
+	}
+	data, err := io.ReadAll(lf)
+	if err != nil {
+		return 0, err
+	}
+	if err := check(filepath.Base(live), wholeLines(data)); err != nil {
+		return 0, err
 	}
 	return want - 1, nil
+}
+
+// wholeLines cuts a live file's last entry if it is still being written.
+func wholeLines(data []byte) []byte {
+	if i := bytes.LastIndexByte(data, '\n'); i >= 0 {
+		return data[:i+1]
+	}
+	return nil
 }
 
 func readLogFile(f podspec.RotatedLog) ([]byte, error) {
@@ -371,12 +417,6 @@ func readLogFile(f podspec.RotatedLog) ([]byte, error) {
 	data, err := io.ReadAll(r)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", f.Path, err)
-	}
-	// The live file may end in the middle of an entry being written.
-	if i := bytes.LastIndexByte(data, '\n'); i >= 0 {
-		data = data[:i+1]
-	} else {
-		data = nil
 	}
 	return data, nil
 }

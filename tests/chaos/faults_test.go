@@ -183,7 +183,56 @@ func fdList(pid int) string {
 	var b strings.Builder
 	for _, e := range ents {
 		l, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, e.Name()))
+		if l == "anon_inode:[pidfd]" {
+			// The process it is of, and what that runs if it still does.
+			info, _ := os.ReadFile(fmt.Sprintf("/proc/%d/fdinfo/%s", pid, e.Name()))
+			for _, line := range strings.Split(string(info), "\n") {
+				if v, ok := strings.CutPrefix(line, "Pid:"); ok {
+					v = strings.TrimSpace(v)
+					cmd, _ := os.ReadFile("/proc/" + v + "/cmdline")
+					l += fmt.Sprintf(" of pid %s %q", v, strings.ReplaceAll(string(cmd), "\x00", " "))
+				}
+			}
+		}
 		fmt.Fprintf(&b, "  %s -> %s\n", e.Name(), l)
 	}
 	return b.String()
+}
+
+// socketHolders lists the processes (pid and command line) holding a
+// listening unix socket bound at path.
+func socketHolders(path string) []string {
+	b, err := os.ReadFile("/proc/net/unix")
+	if err != nil {
+		return nil
+	}
+	inodes := map[string]bool{}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 8 && f[7] == path {
+			inodes["socket:["+f[6]+"]"] = true
+		}
+	}
+	var out []string
+	procs, _ := os.ReadDir("/proc")
+	for _, p := range procs {
+		fds, err := os.ReadDir(filepath.Join("/proc", p.Name(), "fd"))
+		if err != nil {
+			continue
+		}
+		for _, fd := range fds {
+			if l, _ := os.Readlink(filepath.Join("/proc", p.Name(), "fd", fd.Name())); inodes[l] {
+				cmd, _ := os.ReadFile(filepath.Join("/proc", p.Name(), "cmdline"))
+				st, _ := os.ReadFile(filepath.Join("/proc", p.Name(), "status"))
+				ppid := ""
+				for _, line := range strings.Split(string(st), "\n") {
+					if v, ok := strings.CutPrefix(line, "PPid:"); ok {
+						ppid = strings.TrimSpace(v)
+					}
+				}
+				out = append(out, fmt.Sprintf("pid %s (parent %s, fd %s): %q", p.Name(), ppid, fd.Name(), strings.ReplaceAll(string(cmd), "\x00", " ")))
+			}
+		}
+	}
+	return out
 }
