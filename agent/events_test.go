@@ -194,3 +194,23 @@ func TestKillingEventOfAnEdit(t *testing.T) {
 		}
 	})
 }
+
+// A manifest URL whose request fails is a FailedFetch event, not a
+// validation error.
+func TestEventFetchProblem(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		h := start(t, rt, Config{})
+		h.send(nil, manifest.Problem{Origin: "http://10.0.0.1/pods", Fetch: true,
+			Err: errors.New("http://10.0.0.1/pods: 503 Service Unavailable")})
+		ev := h.event("FailedFetch")
+		if ev.Type != v1.EventTypeWarning || ev.Message != "Error fetching manifests from http://10.0.0.1/pods: 503 Service Unavailable" {
+			t.Errorf("event = %+v", ev)
+		}
+		for _, e := range h.a.Events().List() {
+			if e.Reason == "FailedValidation" {
+				t.Errorf("a failed request recorded as %s: %s", e.Reason, e.Message)
+			}
+		}
+	})
+}

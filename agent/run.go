@@ -310,7 +310,12 @@ func (a *Agent) recordProblemsLocked(problems []manifest.Problem) {
 		msg := problemMessage(p)
 		key := p.Origin + "\x00" + msg
 		seen[key] = true
-		if !a.problemSeen[key] {
+		switch {
+		case a.problemSeen[key]:
+		case p.Fetch:
+			a.events.Eventf(events.NodeRef(a.cfg.NodeName), v1.EventTypeWarning, events.FailedFetch,
+				"Error fetching manifests from %s: %s", p.Origin, msg)
+		default:
 			a.events.Eventf(events.NodeRef(a.cfg.NodeName), v1.EventTypeWarning, events.FailedValidation,
 				"Error validating manifest %s: %s", p.Origin, msg)
 		}

@@ -32,6 +32,7 @@ const (
 	FailedPostStartHook = "FailedPostStartHook"
 	FailedPreStopHook   = "FailedPreStopHook"
 	FailedValidation    = "FailedValidation"
+	FailedFetch         = "FailedFetch" // staticpodd's own: a manifest URL's request failed
 	Evicted             = "Evicted"
 	Starting            = "Starting"
 )

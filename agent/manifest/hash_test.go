@@ -1,6 +1,10 @@
 package manifest
 
 import (
+	"crypto/md5"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -126,5 +130,24 @@ func TestContainerHashPodList(t *testing.T) {
 		if h, _ := ContainerHash(pod, c); h != base[c.Name] {
 			t.Errorf("%s: hash %s from a list, want %s", c.Name, h, base[c.Name])
 		}
+	}
+}
+
+// computeUID hashes what json.Marshal gives, without holding a copy of it.
+func TestComputeUIDIsMarshalsHash(t *testing.T) {
+	doc, err := decodeGeneric([]byte(`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"a<b>&c","annotations":{"x":"\u2028 1e+26 \n"}},"spec":{"n":[1,2.5,-0,1e400,"é"]}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	canonical, err := json.Marshal(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := md5.New()
+	fmt.Fprintf(h, "url:%s", "http://x/pods")
+	h.Write(canonical)
+	got, err := computeUID(doc, SourceHTTP, "http://x/pods", "node1")
+	if want := hex.EncodeToString(h.Sum(nil)); err != nil || got != want {
+		t.Errorf("computeUID = %s, %v; want %s", got, err, want)
 	}
 }

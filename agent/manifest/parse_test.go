@@ -465,3 +465,23 @@ func TestDuplicateKeyWarns(t *testing.T) {
 		t.Errorf("warnings %v", got.Warnings)
 	}
 }
+
+// documents counts documents by their separator lines, and says 1 without
+// reading line by line when no line starts with one.
+func TestDocuments(t *testing.T) {
+	for in, want := range map[string]int{
+		"":                              0,
+		"a: 1\n":                        1,
+		"a: '---'\nb: |\n  ---\n":       1,
+		"---\na: 1\n":                   1,
+		"a: 1\n---\n":                   1,
+		"a: 1\n---\nb: 2\n":             2,
+		"---\na: 1\n--- # x\nb: 2\n":    2,
+		"a: 1\r\n---\r\nb: 2\r\n":       2,
+		"a: 1\n---\n\n---\nb: 2\n---\n": 2,
+	} {
+		if got := documents([]byte(in)); got != want && (got > 1 || want > 1) {
+			t.Errorf("documents(%q) = %d, want %d", in, got, want)
+		}
+	}
+}

@@ -26,4 +26,7 @@ type Pod struct {
 type Problem struct {
 	Origin string
 	Err    error
+	// Fetch: the manifests could not be fetched (a URL's request failed),
+	// rather than read and found invalid.
+	Fetch bool
 }

@@ -24,10 +24,6 @@ import (
 // change to a value does. The digest is hex-encoded, 32 characters like the
 // kubelet's.
 func computeUID(doc any, source, origin, nodeName string) (string, error) {
-	canonical, err := json.Marshal(doc)
-	if err != nil {
-		return "", fmt.Errorf("canonical form of %s: %w", origin, err)
-	}
 	h := md5.New()
 	if source == SourceFile {
 		fmt.Fprintf(h, "host:%s", nodeName)
@@ -35,8 +31,23 @@ func computeUID(doc any, source, origin, nodeName string) (string, error) {
 	} else {
 		fmt.Fprintf(h, "url:%s", origin)
 	}
-	h.Write(canonical)
+	// json.Marshal's bytes, straight into the hash: Marshal would copy them
+	// out of its buffer, another 10 MiB for a manifest of 10 MiB.
+	if err := json.NewEncoder(noNewline{h}).Encode(doc); err != nil {
+		return "", fmt.Errorf("canonical form of %s: %w", origin, err)
+	}
 	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// noNewline passes on what a json.Encoder writes, all of a value in one
+// Write, without the newline Encode puts after it (json.Marshal has none).
+type noNewline struct{ w io.Writer }
+
+func (n noNewline) Write(p []byte) (int, error) {
+	if _, err := n.w.Write(bytes.TrimSuffix(p, []byte("\n"))); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }
 
 // decodeGeneric decodes JSON into maps and slices, keeping numbers as written.

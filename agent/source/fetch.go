@@ -1,7 +1,6 @@
 package source
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"crypto/tls"
@@ -145,17 +144,81 @@ func (c *Client) Fetch(ctx context.Context, rawURL string, header http.Header) (
 	if resp.ContentLength > manifest.MaxSize {
 		return nil, fmt.Errorf("body of %d bytes is larger than %d bytes", resp.ContentLength, manifest.MaxSize)
 	}
-	var buf bytes.Buffer
-	if resp.ContentLength > 0 {
-		buf.Grow(int(resp.ContentLength))
-	}
-	if _, err := buf.ReadFrom(io.LimitReader(resp.Body, manifest.MaxSize+1)); err != nil {
+	body, larger, err := readBody(resp.Body, resp.ContentLength, manifest.MaxSize)
+	if err != nil {
 		return nil, c.reason("read body: ", err)
 	}
-	if buf.Len() > manifest.MaxSize {
+	if larger {
 		return nil, fmt.Errorf("body larger than %d bytes; cut off there", manifest.MaxSize)
 	}
-	return buf.Bytes(), nil
+	return body, nil
+}
+
+// bodyChunk is what readBody reads at a time when the size is not known.
+const bodyChunk = 1 << 20
+
+// readBody reads r to its end, unless it goes on past limit: then it stops at
+// limit+1 bytes and says the body is larger. A body of the size the server
+// announced (size, -1 when unknown) is read into one buffer of that size plus
+// a byte to see its end. Else it is read in chunks, which are joined when the
+// end comes within the limit and dropped when it does not: a body that never
+// ends costs limit+1 bytes, not the twice as much of a buffer that doubles.
+func readBody(r io.Reader, size int64, limit int) (body []byte, larger bool, err error) {
+	if size >= 0 && size <= int64(limit) {
+		buf := make([]byte, size+1)
+		n, err := readFull(r, buf)
+		if err != nil {
+			return nil, false, err
+		}
+		if n > int(size) {
+			// The transport stops at the announced size; a reader that
+			// does not is refused rather than read on.
+			return nil, false, fmt.Errorf("body longer than the %d bytes announced", size)
+		}
+		return buf[:n:n], false, nil
+	}
+	var chunks [][]byte
+	total := 0
+	for total <= limit {
+		want := min(bodyChunk, limit+1-total)
+		if total == 0 {
+			want = min(64<<10, want) // most manifests are a few KiB
+		}
+		c := make([]byte, want)
+		n, err := readFull(r, c)
+		if err != nil {
+			return nil, false, err
+		}
+		chunks = append(chunks, c[:n])
+		total += n
+		if n < want {
+			break // the end
+		}
+	}
+	if total > limit {
+		return nil, true, nil
+	}
+	body = make([]byte, 0, total)
+	for _, c := range chunks {
+		body = append(body, c...)
+	}
+	return body, false, nil
+}
+
+// readFull reads into buf until it is full or r ends; an end is no error.
+func readFull(r io.Reader, buf []byte) (int, error) {
+	n := 0
+	for n < len(buf) {
+		m, err := r.Read(buf[n:])
+		n += m
+		if err == io.EOF {
+			return n, nil
+		}
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
 }
 
 // reason turns a request error into a stable message that keeps its cause.

@@ -335,6 +335,9 @@ func TestRelistReadsChangesInotifyMisses(t *testing.T) {
 	if len(first.Pods) != 1 || first.Pods[0].Spec.Containers[0].Image != "busybox:1" {
 		t.Fatalf("first update %+v", first)
 	}
+	// The source lists once more right after its first list when that list
+	// told it what to watch: let it settle into waiting first.
+	quiet(t, out, 300*time.Millisecond)
 	// Written in place through the other name: the event is in elsewhere.
 	writeFile(t, real, podYAML("web", "busybox:2"))
 	quiet(t, out, 300*time.Millisecond)

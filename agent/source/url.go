@@ -336,7 +336,7 @@ func (s *URL) update() Update {
 	}
 	s.seenAt = seenAt
 	if err := s.problem(); err != nil {
-		u.Problems = []manifest.Problem{{Origin: s.origin, Err: err}}
+		u.Problems = []manifest.Problem{{Origin: s.origin, Err: err, Fetch: s.fetchErr != nil}}
 	}
 	return u
 }

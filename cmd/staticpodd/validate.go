@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -39,15 +40,15 @@ func newValidateCmd() *cobra.Command {
 				node = host
 			}
 			paths, urls := splitURLs(args)
-			if output == "json" && len(urls) > 0 {
-				return fmt.Errorf("validate -o json takes files and directories only, not URLs, for now")
+			if output == "json" {
+				return validateJSON(cmd.Context(), cmd.OutOrStdout(), urls, paths, strings.ToLower(node), urlOpts)
 			}
 			var urlErr, pathErr error
 			if len(urls) > 0 {
 				urlErr = validateURLs(cmd.Context(), cmd.OutOrStdout(), urls, strings.ToLower(node), urlOpts)
 			}
 			if len(paths) > 0 {
-				pathErr = validatePaths(cmd.OutOrStdout(), paths, strings.ToLower(node), output == "json")
+				pathErr = validatePaths(cmd.OutOrStdout(), paths, strings.ToLower(node))
 			}
 			if urlErr != nil {
 				return urlErr
@@ -91,7 +92,11 @@ type issue struct {
 
 // check parses data from origin with the daemon's parser into c.
 func (c *checked) check(data []byte, node string) {
-	p := manifest.Check(data, c.Source, c.Origin, node)
+	c.add(manifest.Check(data, c.Source, c.Origin, node))
+}
+
+// add records what the parser found.
+func (c *checked) add(p manifest.Parsed) {
 	for _, w := range p.Warnings {
 		c.Warnings = append(c.Warnings, issue{Field: w.Field, Reason: w.Message})
 	}
@@ -107,7 +112,65 @@ func (c *checked) fail(err error) {
 	c.Errors = append(c.Errors, issue{Reason: err.Error()})
 }
 
-func validatePaths(w io.Writer, args []string, node string, asJSON bool) error {
+func validatePaths(w io.Writer, args []string, node string) error {
+	all := checkPaths(args, node)
+	files, pods, bad := 0, 0, 0
+	for _, c := range all {
+		if c.Skipped != "" {
+			continue
+		}
+		files++
+		bad += len(c.Errors)
+		if len(c.Errors) == 0 {
+			pods += len(c.Pods)
+		}
+	}
+	printChecked(w, all)
+	fmt.Fprintf(w, "%d file(s), %d pod(s), %d error(s)\n", files, pods, bad)
+	if bad > 0 {
+		return errors.New("invalid manifests")
+	}
+	return nil
+}
+
+// validateJSON is `validate -o json`: one object per URL, then one per file,
+// in one list, whatever is wrong with them.
+func validateJSON(ctx context.Context, w io.Writer, urls, paths []string, node string, o urlOptions) error {
+	all, err := checkURLs(ctx, urls, node, o)
+	if err != nil {
+		return err
+	}
+	all = append(all, checkPaths(paths, node)...)
+	bad := 0
+	for _, c := range all { // [] rather than null: every key is always there
+		bad += len(c.Errors)
+		if c.Pods == nil {
+			c.Pods = []checkedPod{}
+		}
+		if c.Warnings == nil {
+			c.Warnings = []issue{}
+		}
+		if c.Errors == nil {
+			c.Errors = []issue{}
+		}
+	}
+	if all == nil {
+		all = []*checked{}
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(all); err != nil {
+		return err
+	}
+	if bad > 0 {
+		return errors.New("invalid manifests")
+	}
+	return nil
+}
+
+// checkPaths reads and checks the manifests the daemon would read at each of
+// args, as the daemon reads them.
+func checkPaths(args []string, node string) []*checked {
 	var all []*checked
 	for _, arg := range args {
 		all = append(all, manifestFiles(arg)...)
@@ -134,42 +197,7 @@ func validatePaths(w io.Writer, args []string, node string, asJSON bool) error {
 			owner[key] = c.Origin
 		}
 	}
-	files, pods, bad := 0, 0, 0
-	for _, c := range all {
-		if c.Skipped != "" {
-			continue
-		}
-		files++
-		bad += len(c.Errors)
-		if len(c.Errors) == 0 {
-			pods += len(c.Pods)
-		}
-	}
-	if asJSON {
-		for _, c := range all { // [] rather than null: every key is always there
-			if c.Pods == nil {
-				c.Pods = []checkedPod{}
-			}
-			if c.Warnings == nil {
-				c.Warnings = []issue{}
-			}
-			if c.Errors == nil {
-				c.Errors = []issue{}
-			}
-		}
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(all); err != nil {
-			return err
-		}
-	} else {
-		printChecked(w, all)
-		fmt.Fprintf(w, "%d file(s), %d pod(s), %d error(s)\n", files, pods, bad)
-	}
-	if bad > 0 {
-		return errors.New("invalid manifests")
-	}
-	return nil
+	return all
 }
 
 func printChecked(w io.Writer, all []*checked) {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -85,4 +86,42 @@ func validateURLs(ctx context.Context, w io.Writer, urls []string, node string, 
 		return errors.New("invalid manifests")
 	}
 	return nil
+}
+
+// checkURLs fetches each URL as validateURLs does and records what it found,
+// for `validate -o json`: a failed request is an error without a field; a
+// list with an invalid item has that item's errors and no pods (the daemon
+// takes none of them); an item whose name another item has is an error of
+// its own and the first is kept, as the daemon does.
+func checkURLs(ctx context.Context, urls []string, node string, o urlOptions) ([]*checked, error) {
+	header, err := config.ParseHeaders(o.headers)
+	if err != nil {
+		return nil, err
+	}
+	client := source.NewClient(o.caFile, 0)
+	var all []*checked
+	for _, raw := range urls {
+		c := &checked{Source: manifest.SourceHTTP, Origin: source.Redact(raw)}
+		all = append(all, c)
+		body, err := client.Fetch(ctx, raw, header)
+		if err != nil {
+			c.fail(err)
+			continue
+		}
+		if len(bytes.TrimSpace(body)) == 0 {
+			_, _, err := source.ParseURLBody(body, c.Origin, node)
+			for _, e := range manifest.Errors(err) {
+				c.Errors = append(c.Errors, issue{Field: e.Field, Value: e.Value, Reason: e.Reason})
+			}
+			continue
+		}
+		p := manifest.Check(body, manifest.SourceHTTP, c.Origin, node)
+		kept, dropped := source.DropDuplicates(p.Pods)
+		p.Pods = kept
+		for _, e := range manifest.Errors(dropped) {
+			p.Errors = append(p.Errors, e)
+		}
+		c.add(p)
+	}
+	return all, nil
 }

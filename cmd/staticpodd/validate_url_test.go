@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"encoding/pem"
 	"net/http"
 	"net/http/httptest"
@@ -68,6 +69,44 @@ func TestValidateURL(t *testing.T) {
 	}
 	if err == nil {
 		t.Error("validate passed bad URLs")
+	}
+
+	// -o json: one object per URL, before the files, each with its pods or
+	// its errors (field, value, reason).
+	file := filepath.Join(t.TempDir(), "pod.yaml")
+	os.WriteFile(file, []byte("apiVersion: v1\nkind: Pod\nmetadata: {name: f}\nspec:\n  containers: [{name: c, image: busybox}]\n"), 0o644)
+	out, err = execute(t, testRoot(validateCmd), "validate", "--hostname-override", "node1", "-o", "json",
+		"--manifest-url-header", "Authorization:Bearer sesame", "--manifest-url-ca", ca,
+		srv.URL+"/good", srv.URL+"/bad", srv.URL+"/empty", srv.URL+"/dup", file)
+	if err == nil {
+		t.Error("validate -o json passed bad URLs")
+	}
+	var got []checked
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("-o json: %v\n%s", err, out)
+	}
+	if len(got) != 5 {
+		t.Fatalf("-o json entries:\n%s", out)
+	}
+	good, bad, empty, dup, f := got[0], got[1], got[2], got[3], got[4]
+	if good.Source != "http" || good.Origin != srv.URL+"/good" || len(good.Pods) != 2 || good.Pods[1].Name != "b-node1" || len(good.Errors) != 0 {
+		t.Errorf("good URL: %+v", good)
+	}
+	if len(bad.Pods) != 0 || len(bad.Errors) != 1 || bad.Errors[0].Field != "items[0].spec.containers[0].image" || bad.Errors[0].Reason != "Required value" {
+		t.Errorf("bad URL: %+v", bad)
+	}
+	if len(empty.Pods) != 0 || len(empty.Errors) != 1 || !strings.HasPrefix(empty.Errors[0].Reason, "empty body") {
+		t.Errorf("empty URL: %+v", empty)
+	}
+	if len(dup.Pods) != 1 || len(dup.Errors) != 1 || dup.Errors[0].Field != "items[1]" {
+		t.Errorf("dup URL: %+v", dup)
+	}
+	if f.Source != "file" || f.Origin != file || len(f.Pods) != 1 {
+		t.Errorf("file: %+v", f)
+	}
+	out, _ = execute(t, testRoot(validateCmd), "validate", "-o", "json", "http://127.0.0.1:1/pods")
+	if err := json.Unmarshal([]byte(out), &got); err != nil || len(got) != 1 || !strings.Contains(got[0].Errors[0].Reason, "connection refused") {
+		t.Errorf("-o json of a URL that does not answer: %v\n%s", err, out)
 	}
 
 	// Without the CA, as the daemon without --manifest-url-ca.

@@ -40,7 +40,8 @@ func main() {
 	relistManifests := flag.Int("relist-manifests", 100, "manifests whose relist's CPU cost is measured; 0 skips it")
 	relistWindow := flag.Duration("relist-window", time.Minute, "how long the idle daemon's CPU is measured")
 	relistOnly := flag.Bool("relist-only", false, "measure only the relist's CPU cost (= -only relist, make bench-relist)")
-	only := flag.String("only", "", "comma-separated benchmarks to run: start, ready, probes, url, logs, relist (default: all)")
+	hostileRuns := flag.Int("hostile-runs", 3, "runs of each hostile manifest whose reading's memory is measured; 0 skips it")
+	only := flag.String("only", "", "comma-separated benchmarks to run: start, ready, probes, url, logs, relist, hostile (default: all)")
 	flag.Parse()
 	if *logsOnly {
 		*only = "logs"
@@ -72,6 +73,9 @@ func main() {
 	}
 	if err == nil && want("relist") && *relistManifests > 0 {
 		err = benchRelist(*bin, *relistManifests, *relistWindow)
+	}
+	if err == nil && want("hostile") && *hostileRuns > 0 {
+		err = benchHostileMemory(*bin, *image, *hostileRuns)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)

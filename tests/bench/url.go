@@ -23,6 +23,7 @@ import (
 type manifestServer struct {
 	mu      sync.Mutex
 	body    []byte
+	answer  http.HandlerFunc // answers instead of body when set
 	setAt   time.Time
 	fetched time.Time // first request served the current body; zero until then
 	hits    int
@@ -30,12 +31,16 @@ type manifestServer struct {
 
 func (s *manifestServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
-	body := s.body
+	body, answer := s.body, s.answer
 	s.hits++
 	if s.fetched.IsZero() {
 		s.fetched = time.Now()
 	}
 	s.mu.Unlock()
+	if answer != nil {
+		answer(w, r)
+		return
+	}
 	w.Write(body)
 }
 
@@ -43,7 +48,7 @@ func (s *manifestServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (s *manifestServer) set(body string) time.Time {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.body, s.setAt, s.fetched = []byte(body), time.Now(), time.Time{}
+	s.body, s.answer, s.setAt, s.fetched = []byte(body), nil, time.Now(), time.Time{}
 	return s.setAt
 }
 

@@ -8,8 +8,9 @@ import (
 )
 
 // corpusCase is one hostile manifest as bytes: what a file in the manifest
-// directory holds in TestHostileManifests, and what a URL serves to the URL
-// source, with the same expectations, once that source lands.
+// directory holds in TestHostileManifests, and what the URL serves to the URL
+// source in TestHostileURLAnswers, with the same expectations (but for the
+// few that hostileURLAnswers says differ from a URL).
 type corpusCase struct {
 	name string
 	file string // its name in the manifest directory

@@ -304,7 +304,10 @@ func TestHostileManifests(t *testing.T) {
 	c.check(t)
 }
 
-// containerInit is the host PID of the pod's first container's process.
+// containerInit is the host PID of the pod's first container's process: of
+// the processes in the container's cgroup, the one whose parent is not in it
+// (the others are its children, such as the sleeper's sleep, whose PID may
+// be the lower one once PIDs wrap around).
 func containerInit(t *testing.T, d *testdaemon.Daemon, p *v1.Pod) int {
 	t.Helper()
 	id := strings.TrimPrefix(p.Status.ContainerStatuses[0].ContainerID, "staticpodd://")
@@ -312,8 +315,37 @@ func containerInit(t *testing.T, d *testdaemon.Daemon, p *v1.Pod) int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pid, _ := strconv.Atoi(strings.Fields(string(b))[0])
-	return pid
+	in := map[int]bool{}
+	for _, f := range strings.Fields(string(b)) {
+		pid, _ := strconv.Atoi(f)
+		in[pid] = true
+	}
+	for pid := range in {
+		if ppid, _, ok := procStat(pid); ok && !in[ppid] {
+			return pid
+		}
+	}
+	t.Fatalf("no process of the container %s has its parent outside it: %v", id, in)
+	return 0
+}
+
+// procStat is pid's parent and start time (in clock ticks since boot), from
+// /proc/<pid>/stat; ok is false when pid is gone.
+func procStat(pid int) (ppid int, start uint64, ok bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, 0, false
+	}
+	// The command name, in parentheses, may hold anything: fields start
+	// after its last ')'. Then: state, ppid, ..., starttime (the 22nd).
+	i := bytes.LastIndexByte(b, ')')
+	f := strings.Fields(string(b[i+1:]))
+	if i < 0 || len(f) < 20 {
+		return 0, 0, false
+	}
+	ppid, _ = strconv.Atoi(f[1])
+	start, _ = strconv.ParseUint(f[19], 10, 64)
+	return ppid, start, true
 }
 
 // resetPeakRSS makes VmHWM the current RSS (proc(5): clear_refs 5).
