@@ -214,6 +214,7 @@ func TestChaos(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("the idle daemon's fds after the soak:\n%s", fdList(d.PID()))
 	if fds1 > fds0+10 {
 		s.failf("the idle daemon holds %d fds after the soak, %d before:\n%s\nbefore:\n%s", fds1, fds0, fdList(d.PID()), fdList0)
 	}
