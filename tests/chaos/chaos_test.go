@@ -172,6 +172,11 @@ func TestChaos(t *testing.T) {
 
 	// The churn has stopped: the running set is the manifests.
 	setTime := s.converge(120 * time.Second)
+	// One relist (2s), the stop of an old generation (its grace period, 2s),
+	// and room for a busy machine.
+	if setTime > 10*time.Second {
+		s.failf("the listed pods took %s to match the manifests once the churn stopped, more than one relist and a stop", setTime)
+	}
 	pods, err := getPods(d)
 	if err != nil {
 		s.fatalf("GET /pods: %v", err)
