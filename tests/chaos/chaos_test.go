@@ -208,7 +208,16 @@ func TestChaos(t *testing.T) {
 			return fmt.Errorf("%d pods left", len(pods))
 		}
 		if sbs, _ := os.ReadDir(filepath.Join(d.RunDir, "pods")); len(sbs) > 0 {
-			return fmt.Errorf("%d sandboxes left", len(sbs))
+			var left []string
+			for _, sb := range sbs {
+				files, _ := os.ReadDir(filepath.Join(d.RunDir, "pods", sb.Name()))
+				var names []string
+				for _, f := range files {
+					names = append(names, f.Name())
+				}
+				left = append(left, fmt.Sprintf("%s %v", sb.Name(), names))
+			}
+			return fmt.Errorf("%d sandboxes left: %s", len(sbs), strings.Join(left, "; "))
 		}
 		return nil
 	})
