@@ -20,6 +20,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/staticpodd/staticpodd/tests/testdaemon"
+	"github.com/staticpodd/staticpodd/tests/testroot"
 )
 
 // soak is one run of the scenario loop.
@@ -75,6 +76,7 @@ var restartAPIServer func(s *soak) error
 // repeatable as far as the soak's own choices go; CHAOS_CYCLES (default 6)
 // and CHAOS_PODS (default 8, at most 30) make it longer and wider.
 func TestChaos(t *testing.T) {
+	testroot.Require(t)
 	seed := uint64(time.Now().UnixNano())
 	if v := os.Getenv("CHAOS_SEED"); v != "" {
 		n, err := strconv.ParseUint(v, 10, 64)
