@@ -10,7 +10,8 @@ LDFLAGS   := -s -w -extldflags -static -X main.version=$(VERSION)
 DEMO_ROOT := $(CURDIR)/$(OUT)/demo/root
 DEMO_RUN  := /run/staticpodd-demo
 
-.PHONY: all build images demo demo-clean test test-chaos unit e2e bench bench-relist fuzz vet clean
+.PHONY: all build images demo demo-clean test test-chaos unit e2e bench bench-relist bench-outage bench-eviction fuzz vet clean \
+	deb rpm packages appliance test-systemd controlplane test-controlplane bench-controlplane
 
 all: build
 
@@ -103,6 +104,45 @@ bench: build images
 bench-relist: build
 	STATICPODD_BIN=$(CURDIR)/$(BIN) $(GO) run ./tests/bench -relist-only -relist-manifests 100 -relist-window 60s
 
+# The mirror client, then the daemon, facing an API server that refuses every
+# connection for ten minutes each: goroutines, heap, RSS and threads must not grow.
+bench-outage: build images
+	STATICPODD_BIN=$(CURDIR)/$(BIN) STATICPODD_IMAGE=$(CURDIR)/$(IMAGE_TAR) \
+		$(GO) run ./tests/bench -only outage -outage-window 10m
+
+# The Kubernetes v1.37.2 control plane (etcd, kube-apiserver,
+# kube-controller-manager, kube-scheduler, kubeadm, kubectl), built statically
+# from tests/controlplane/build, once, into
+# $${XDG_CACHE_HOME:-$$HOME/.cache}/staticpodd/controlplane/v1.37.2/bin: about
+# 15 minutes on 2 cores the first time, nothing after.
+CONTROLPLANE_BUILD := tests/controlplane/build.sh
+controlplane:
+	bash $(CONTROLPLANE_BUILD)
+
+# The tests that need those binaries (build tag controlplane; not part of make
+# test, which must not wait for the build): kubeadm's control plane
+# bootstrapped under staticpodd, air-gapped, with its mirror pods on the API
+# server it runs (tests/controlplane), and the mirror client against a real
+# kube-apiserver (tests/mirror).
+CONTROLPLANE_TESTS := ./tests/controlplane/... ./tests/mirror/...
+test-controlplane: build images
+	cpbin=$$(bash $(CONTROLPLANE_BUILD)) && \
+	$(GO) vet -tags controlplane $(CONTROLPLANE_TESTS) && \
+	STATICPODD_BIN=$(CURDIR)/$(BIN) STATICPODD_IMAGE=$(CURDIR)/$(IMAGE_TAR) STATICPODD_CONTROLPLANE_BIN=$$cpbin \
+		$(GO) test -tags controlplane -count=1 -timeout 30m -v $(CONTROLPLANE_TESTS)
+
+# From staticpodd's start to each control-plane process, /readyz, the mirror
+# pods and all Ready, and staticpodd's memory: median of 3 cold runs.
+bench-controlplane: build
+	cpbin=$$(bash $(CONTROLPLANE_BUILD)) && \
+	STATICPODD_BIN=$(CURDIR)/$(BIN) STATICPODD_CONTROLPLANE_BIN=$$cpbin $(GO) run ./tests/controlplane/bench -runs 3
+
+# Only eviction: detection latency of a 100 MB/s leak with the memory
+# notifier and with polling alone, and the eviction manager's idle CPU.
+bench-eviction: build images
+	STATICPODD_BIN=$(CURDIR)/$(BIN) STATICPODD_IMAGE=$(CURDIR)/$(IMAGE_TAR) \
+		$(GO) run ./tests/bench -only eviction
+
 # Fuzzes the manifest parser and validator (FuzzParseFile) and the URL body
 # decoder (FuzzParseURL), FUZZTIME each, from the seeds in
 # agent/manifest/testdata/fuzz/seeds. A failing input is written to
@@ -114,6 +154,56 @@ FUZZMINIMIZE ?= 10s
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseFile$$' -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZE) ./agent/manifest
 	$(GO) test -run '^$$' -fuzz '^FuzzParseURL$$' -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZE) ./agent/manifest
+
+# Packages, built by nfpm (a module of its own in packaging/nfpm, so that its
+# dependencies stay out of the daemon's go.mod). PKG_VERSION must start with a
+# digit for dpkg and rpm.
+PKG_VERSION := 0.1.0+git$(shell git rev-parse --short HEAD 2>/dev/null || echo 0)
+PKG_ARCH    := $(shell $(GO) env GOARCH)
+NFPM        := $(OUT)/tools/nfpm
+PKG_STAGE   := $(OUT)/pkg/stage
+DEB         := $(OUT)/pkg/staticpodd_$(PKG_VERSION)_$(PKG_ARCH).deb
+
+$(NFPM): packaging/nfpm/go.mod packaging/nfpm/go.sum
+	cd packaging/nfpm && $(GO) build -o $(CURDIR)/$@ github.com/goreleaser/nfpm/v2/cmd/nfpm
+
+$(PKG_STAGE)/staticpodd.8.gz: $(BIN) packaging/manpage.sh
+	@mkdir -p $(dir $@)
+	packaging/manpage.sh $(BIN) $(PKG_VERSION) | gzip -9n > $@
+
+# pkg-stage: what nfpm.yaml takes from the build.
+pkg-stage: $(BIN) $(PKG_STAGE)/staticpodd.8.gz
+	@mkdir -p $(PKG_STAGE)
+	cp $(BIN) $(PKG_STAGE)/staticpodd
+
+deb: $(NFPM) pkg-stage
+	VERSION=$(PKG_VERSION) ARCH=$(PKG_ARCH) \
+		$(NFPM) pkg --config packaging/nfpm.yaml --packager deb --target $(DEB)
+
+rpm: $(NFPM) pkg-stage
+	VERSION=$(PKG_VERSION) ARCH=$(PKG_ARCH) \
+		$(NFPM) pkg --config packaging/nfpm.yaml --packager rpm --target $(OUT)/pkg/
+
+packages: deb rpm
+
+# The appliance: Debian bookworm with systemd, the .deb installed and enabled, the
+# web example's manifest and its image in the import folder. Its debootstrap base
+# is cached in $${XDG_CACHE_HOME:-$$HOME/.cache}/staticpodd/appliance. Boot it with
+# rootfs/appliance/boot.sh (see rootfs/README.md).
+APPLIANCE := $(OUT)/appliance/root.img
+appliance: deb images
+	rootfs/appliance/build.sh $(DEB) $(IMAGE_TAR) examples/manifests/web.yaml $(APPLIANCE)
+
+# The test under a real booted systemd (PID 1, cgroup v2): boots the appliance
+# under qemu and runs tests/systemd/check.sh inside; a second .deb of a later
+# version tests the upgrade. Needs debootstrap, qemu-system-x86, linux-image-amd64.
+UPGRADE_DEB := $(OUT)/pkg/upgrade/staticpodd_$(PKG_VERSION).1_$(PKG_ARCH).deb
+test-systemd: appliance
+	@mkdir -p $(dir $(UPGRADE_DEB))
+	VERSION=$(PKG_VERSION).1 ARCH=$(PKG_ARCH) \
+		$(NFPM) pkg --config packaging/nfpm.yaml --packager deb --target $(UPGRADE_DEB)
+	rootfs/appliance/boot.sh $(APPLIANCE) tests/systemd/check.sh $(OUT)/appliance/share \
+		$(UPGRADE_DEB) $(IMAGE_TAR) tests/systemd/memhog.yaml
 
 clean:
 	rm -rf bin $(OUT)

@@ -12,6 +12,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/staticpodd/staticpodd/agent/events"
+	"github.com/staticpodd/staticpodd/agent/eviction"
 	"github.com/staticpodd/staticpodd/agent/manifest"
 	"github.com/staticpodd/staticpodd/agent/podspec"
 )
@@ -55,18 +56,22 @@ type Config struct {
 	// Events is where the agent records what happens to pods; default: a
 	// recorder of events.DefaultCapacity for NodeName, logging to the logger.
 	Events *events.Recorder
+	// Eviction is how node pressure is relieved; no thresholds: never.
+	Eviction EvictionConfig
 }
 
 // Agent runs static pods on a Runtime.
 type Agent struct {
-	cfg    Config
-	rt     Runtime
-	conv   converter
-	marks  postStartMarks
-	logger *slog.Logger
-	events *events.Recorder
-	resync chan struct{}
-	ready  sync.Once
+	cfg   Config
+	rt    Runtime
+	conv  converter
+	marks postStartMarks
+	// probeMarks keep what running containers' probes said for the next daemon.
+	probeMarks probeMarks
+	logger     *slog.Logger
+	events     *events.Recorder
+	resync     chan struct{}
+	ready      sync.Once
 	// started is when the agent was made: probes of containers that ran
 	// before are spread over their first period.
 	started time.Time
@@ -78,8 +83,12 @@ type Agent struct {
 	readyAt     uint64          // dispatch sequence the first full reconcile waits for; 0 = not yet
 	readyWait   map[string]bool // workers that have not synced readyAt yet
 	notifyReady bool
-	changed     chan struct{}   // closed, and replaced, on each status change
+	changed     chan struct{} // closed, and replaced, on each status change
+	watches     map[*PodWatch]bool
 	problemSeen map[string]bool // manifest problems already recorded as events
+
+	pmu sync.Mutex // guards pr's fields; taken after mu when both are
+	pr  *pressure  // without thresholds: never under pressure
 }
 
 // New returns an agent that runs pods on rt.
@@ -97,24 +106,31 @@ func New(cfg Config, rt Runtime, logger *slog.Logger) *Agent {
 		cfg.Notifier = nopNotifier{}
 	}
 	var marks postStartMarks = noMarks{}
+	var pmarks probeMarks = noProbeMarks{}
 	if cfg.Paths.RootDir != "" {
 		marks = fileMarks{paths: cfg.Paths}
+		pmarks = fileProbeMarks{paths: cfg.Paths}
 	}
 	if cfg.Events == nil {
 		cfg.Events = events.New(cfg.NodeName, events.DefaultCapacity, logger)
 	}
+	if cfg.Eviction.Housekeeping <= 0 {
+		cfg.Eviction.Housekeeping = DefaultHousekeeping
+	}
 	return &Agent{
-		cfg:     cfg,
-		rt:      rt,
-		conv:    manifestConverter{paths: cfg.Paths},
-		marks:   marks,
-		logger:  logger,
-		events:  cfg.Events,
-		resync:  make(chan struct{}, 1),
-		started: time.Now(),
-		workers: map[string]*worker{},
-		summary: "",
-		changed: make(chan struct{}),
+		pr:         &pressure{m: eviction.New(cfg.Eviction.Config, time.Now()), evicted: map[string]string{}},
+		cfg:        cfg,
+		rt:         rt,
+		conv:       manifestConverter{paths: cfg.Paths},
+		marks:      marks,
+		probeMarks: pmarks,
+		logger:     logger,
+		events:     cfg.Events,
+		resync:     make(chan struct{}, 1),
+		started:    time.Now(),
+		workers:    map[string]*worker{},
+		summary:    "",
+		changed:    make(chan struct{}),
 	}
 }
 

@@ -45,6 +45,10 @@ const (
 	messageDeadlineExceeded = "Pod was active on the node longer than the specified deadline"
 )
 
+// reasonEvicted is the kubelet's reason of a pod its eviction manager stopped
+// (pkg/kubelet/eviction Reason).
+const reasonEvicted = "Evicted"
+
 // apply runs acts in order and returns when the worker should sync again (zero:
 // only when something happens). A failed kill, destroy, teardown or sandbox stops
 // the steps after it; a container that cannot start does not stop the others.

@@ -29,14 +29,13 @@ func (w *worker) checkDeadline(d *desiredPod) time.Time {
 	case time.Now().Before(dl):
 		return dl
 	}
-	if w.gen.failed == "" {
-		w.gen.failed = reasonDeadlineExceeded
+	if w.gen.stop == nil {
+		w.gen.stop = &stopRequest{reason: reasonDeadlineExceeded, message: messageDeadlineExceeded}
 		w.logger.Info("pod active longer than its activeDeadlineSeconds, stopping it for good",
 			"reason", reasonDeadlineExceeded, "activeDeadlineSeconds", *d.pod.Spec.ActiveDeadlineSeconds,
 			"startTime", w.gen.startTime)
 		// The kubelet's activeDeadlineHandler.ShouldEvict.
 		w.a.events.Eventf(events.PodRef(d.pod), v1.EventTypeNormal, reasonDeadlineExceeded, "%s", messageDeadlineExceeded)
 	}
-	d.failed = w.gen.failed
 	return time.Time{}
 }

@@ -88,8 +88,8 @@ func (w *worker) nextRestart(c podspec.ContainerStatus, stopped bool) string {
 		hookFailed = st.hookFailed[c.ID]
 	}
 	switch {
-	case w.gen.failed != "":
-		return "no: the pod failed (" + w.gen.failed + ")"
+	case w.gen.stop != nil:
+		return "no: the pod is stopped (" + w.gen.stop.reason + ")"
 	case init && c.ExitCode == 0 && !unhealthy:
 		return "no: init container completed"
 	case policy == v1.RestartPolicyNever:

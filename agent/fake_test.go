@@ -46,6 +46,10 @@ type fakeRuntime struct {
 	execFunc func(ctx context.Context, c podspec.ContainerStatus, spec podspec.ExecSpec) (int, error)
 	// marks are the postStart marks, kept across agents as a root dir is.
 	marks *memMarks
+	// stats is what Stats returns for the node and, by pod UID, each pod
+	// with a sandbox (zero usage for a pod not in it).
+	node     podspec.NodeStats
+	podUsage map[string]podspec.Usage
 }
 
 // memMarks are postStart marks in memory.
@@ -325,6 +329,23 @@ func (f *fakeRuntime) List(ctx context.Context) ([]podspec.ContainerStatus, erro
 
 // Exec prints its command to spec.Stdout and exits with execCode, or runs
 // execFunc.
+func (f *fakeRuntime) Stats(ctx context.Context) (*podspec.Summary, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	sum := &podspec.Summary{Node: f.node}
+	for _, uid := range slices.Sorted(maps.Keys(f.sandboxes)) {
+		sum.Pods = append(sum.Pods, podspec.PodStats{UID: uid, Usage: f.podUsage[uid]})
+	}
+	return sum, nil
+}
+
+// SetStats makes Stats report node and, by pod UID, these usages.
+func (f *fakeRuntime) SetStats(node podspec.NodeStats, pods map[string]podspec.Usage) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.node, f.podUsage = node, pods
+}
+
 func (f *fakeRuntime) Exec(ctx context.Context, id string, spec podspec.ExecSpec) (int, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -55,9 +55,35 @@ type action struct {
 type desiredPod struct {
 	pod    *v1.Pod
 	hashes map[string]string
-	// failed is why the pod is done for good (reasonDeadlineExceeded): its
-	// containers are stopped and none is started again.
-	failed string
+	// stop, when set, is the worker's lifecycle past syncing: the pod is
+	// terminating (then terminated) for stop.reason, its containers are
+	// stopped and none is started until the stop is withdrawn.
+	stop *stopRequest
+	// discard are the containers, by ID, of a run that ended for good
+	// (an eviction since lifted): removed before the pod starts afresh.
+	discard map[string]bool
+	// pruneDead: node-level reclaim asks a stopped or finished pod to
+	// remove its exited containers (their writable layers) too.
+	pruneDead bool
+	// final are the last instances of containers removed that way, by name:
+	// they count as exited, so nothing starts them again.
+	final map[string]podspec.ContainerStatus
+}
+
+// stopRequest is why a pod is stopped and kept stopped, as the kubelet's pod
+// workers take a kill with a reason and a grace period override
+// (UpdatePodOptions.KillPodOptions): its active deadline passed
+// (reasonDeadlineExceeded, for good) or it was evicted (reasonEvicted, until
+// the pressure is gone).
+type stopRequest struct {
+	reason, message string
+	// grace overrides the pod's terminationGracePeriodSeconds when > 0.
+	grace time.Duration
+	// release: once its containers have stopped, the pod gives back what
+	// it holds, as the kubelet's terminated pod does (syncTerminatedPod):
+	// its containers, then its sandbox, volumes (a memory-backed emptyDir
+	// is memory) and logs are removed. An evicted pod does.
+	release bool
 }
 
 // podState is what the runtime has for one pod UID, as a worker knows it.
@@ -181,6 +207,24 @@ func runPod(d *desiredPod, st *podState) []action {
 	}
 
 	var acts []action
+	// The containers of a run that ended for good go first: the pod starts
+	// afresh without them.
+	if len(d.discard) > 0 {
+		kept := make([]podspec.ContainerStatus, 0, len(st.containers))
+		for _, c := range st.containers {
+			if !d.discard[c.ID] {
+				kept = append(kept, c)
+				continue
+			}
+			if c.State != podspec.StateExited {
+				acts = append(acts, action{kind: actKill, podUID: uid, container: c.Name, id: c.ID, grace: grace})
+			}
+			acts = append(acts, action{kind: actDestroy, podUID: uid, container: c.Name, id: c.ID})
+		}
+		cp := *st
+		cp.containers = kept
+		st = &cp
+	}
 	// Containers of no spec, and older instances of a name: remove them.
 	latest := latestByName(st.containers)
 	for _, c := range st.containers {
@@ -192,16 +236,49 @@ func runPod(d *desiredPod, st *podState) []action {
 		}
 		acts = append(acts, action{kind: actDestroy, podUID: uid, container: c.Name, id: c.ID})
 	}
+	real := map[string]bool{}
+	for _, c := range st.containers {
+		real[c.ID] = true
+	}
+	for name, c := range d.final {
+		if _, ok := latest[name]; !ok {
+			latest[name] = c // removed by reclaim once it had finished
+		}
+	}
 
-	if d.failed != "" {
-		// Done for good: everything stops, nothing starts (the kubelet's
+	if d.stop != nil {
+		// Terminating: everything stops, nothing starts (the kubelet's
 		// terminal phase), what exited stays for its status.
+		if d.stop.grace > 0 {
+			grace = max(d.stop.grace, minGrace)
+		}
 		names := slices.Sorted(maps.Keys(latest))
 		running := make([]podspec.ContainerStatus, 0, len(names))
 		for _, n := range names {
 			running = append(running, latest[n])
 		}
-		return append(acts, stopContainers(st, running, grace)...)
+		acts = append(acts, stopContainers(st, running, grace)...)
+		if d.stop.release {
+			// Terminated: once everything has stopped, nothing is kept.
+			if len(acts) > 0 {
+				return acts
+			}
+			for _, c := range st.containers {
+				acts = append(acts, action{kind: actDestroy, podUID: uid, container: c.Name, id: c.ID})
+			}
+			if st.sandbox || len(st.containers) > 0 {
+				acts = append(acts, action{kind: actTeardown, podUID: uid})
+			}
+			return acts
+		}
+		if d.pruneDead {
+			for _, n := range names {
+				if c := latest[n]; c.State == podspec.StateExited && real[c.ID] {
+					acts = append(acts, action{kind: actDestroy, podUID: uid, container: c.Name, id: c.ID})
+				}
+			}
+		}
+		return acts
 	}
 	var starts []action
 	// restart is a running container to stop and start again: its spec
@@ -309,6 +386,14 @@ func runPod(d *desiredPod, st *podState) []action {
 			}
 		}
 		acts = append(acts, stopContainers(st, sidecars, grace)...)
+		if d.pruneDead && len(acts) == 0 {
+			// Finished for good and nothing runs: reclaim may remove them.
+			for _, n := range slices.Sorted(maps.Keys(latest)) {
+				if c := latest[n]; c.State == podspec.StateExited && real[c.ID] {
+					acts = append(acts, action{kind: actDestroy, podUID: uid, container: c.Name, id: c.ID})
+				}
+			}
+		}
 	}
 	starts = slices.DeleteFunc(starts, func(a action) bool { return d.hashes[a.container] == "" || st.postStarting })
 	if len(starts) > 0 && !st.sandbox {

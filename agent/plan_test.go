@@ -212,13 +212,100 @@ func TestPlan(t *testing.T) {
 				always := v1.ContainerRestartPolicyAlways
 				d.pod.Spec.InitContainers = []v1.Container{{Name: "s", Image: "busybox", RestartPolicy: &always}}
 				d.hashes["s"] = "h-s"
-				d.failed = reasonDeadlineExceeded
+				d.stop = &stopRequest{reason: reasonDeadlineExceeded}
 				return d
 			}(),
 			actual: pods(&podState{uid: "u1", sandbox: true, sidecars: []string{"s"}, containers: []podspec.ContainerStatus{
 				running("u1", "s", "c0", 0), exited("u1", "a", "c1", 0, 1), running("u1", "b", "c2", 0),
 			}}),
 			want: []string{"kill c2 5s", "kill c0 5s"},
+		},
+		{
+			name: "evicted: stopped with the grace override, nothing restarts",
+			desired: func() *desiredPod {
+				d := desired("u1", v1.RestartPolicyAlways, nil, "a", "b")
+				d.stop = &stopRequest{reason: reasonEvicted, grace: 1e9, release: true}
+				return d
+			}(),
+			actual: pods(&podState{uid: "u1", sandbox: true, containers: []podspec.ContainerStatus{
+				running("u1", "a", "c1", 0), exited("u1", "b", "c2", 0, 1),
+			}}),
+			want: []string{"kill c1 2s"},
+		},
+		{
+			name: "evicted and stopped: what it holds is released",
+			desired: func() *desiredPod {
+				d := desired("u1", v1.RestartPolicyAlways, nil, "a")
+				d.stop = &stopRequest{reason: reasonEvicted, grace: 30e9, release: true}
+				return d
+			}(),
+			actual: pods(&podState{uid: "u1", sandbox: true, containers: []podspec.ContainerStatus{exited("u1", "a", "c1", 3, 137)}}),
+			want:   []string{"destroy c1", "teardown u1"},
+		},
+		{
+			name: "evicted and released: nothing to do",
+			desired: func() *desiredPod {
+				d := desired("u1", v1.RestartPolicyAlways, nil, "a")
+				d.stop = &stopRequest{reason: reasonEvicted, release: true}
+				return d
+			}(),
+		},
+		{
+			name: "past its deadline, reclaim asks: its dead containers are removed, the running one stopped first",
+			desired: func() *desiredPod {
+				d := desired("u1", v1.RestartPolicyAlways, nil, "a", "b")
+				d.stop = &stopRequest{reason: reasonDeadlineExceeded, grace: 1e9}
+				d.pruneDead = true
+				return d
+			}(),
+			actual: pods(&podState{uid: "u1", sandbox: true, containers: []podspec.ContainerStatus{
+				running("u1", "a", "c1", 0), exited("u1", "b", "c2", 0, 1),
+			}}),
+			want: []string{"kill c1 2s", "destroy c2"},
+		},
+		{
+			name: "finished, reclaim asks: its exited containers are removed",
+			desired: func() *desiredPod {
+				d := desired("u1", v1.RestartPolicyOnFailure, []string{"i"}, "a", "b")
+				d.pruneDead = true
+				return d
+			}(),
+			actual: pods(&podState{uid: "u1", sandbox: true, containers: []podspec.ContainerStatus{
+				exited("u1", "i", "c0", 0, 0), exited("u1", "a", "c1", 0, 0), exited("u1", "b", "c2", 1, 0),
+			}}),
+			want: []string{"destroy c1", "destroy c2", "destroy c0"},
+		},
+		{
+			name: "finished and removed by reclaim: nothing starts again",
+			desired: func() *desiredPod {
+				d := desired("u1", v1.RestartPolicyNever, []string{"i"}, "a")
+				d.final = map[string]podspec.ContainerStatus{"i": exited("u1", "i", "c0", 0, 0), "a": exited("u1", "a", "c1", 0, 3)}
+				return d
+			}(),
+			actual: pods(&podState{uid: "u1", sandbox: true}),
+		},
+		{
+			name: "running, reclaim asks: nothing is removed",
+			desired: func() *desiredPod {
+				d := desired("u1", v1.RestartPolicyOnFailure, nil, "a", "b")
+				d.pruneDead = true
+				return d
+			}(),
+			actual: pods(&podState{uid: "u1", sandbox: true, containers: []podspec.ContainerStatus{
+				exited("u1", "a", "c1", 0, 0), running("u1", "b", "c2", 0),
+			}}),
+		},
+		{
+			name: "eviction lifted: the evicted run is removed, the pod starts afresh",
+			desired: func() *desiredPod {
+				d := desired("u1", v1.RestartPolicyNever, []string{"i"}, "a")
+				d.discard = map[string]bool{"c0": true, "c1": true}
+				return d
+			}(),
+			actual: pods(&podState{uid: "u1", sandbox: true, containers: []podspec.ContainerStatus{
+				exited("u1", "i", "c0", 0, 0), exited("u1", "a", "c1", 3, 137),
+			}}),
+			want: []string{"destroy c0", "destroy c1", "start u1/i#0"},
 		},
 		{
 			name: "unresolvable container is not started",

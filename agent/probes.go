@@ -2,9 +2,12 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -27,6 +30,7 @@ type health struct {
 	// restartPolicy is Never.
 	failed prober.Kind
 	last   map[prober.Kind]prober.Update
+	podUID string // where its started and ready marks are kept
 }
 
 // probing is one container instance's running probes; owned by the worker
@@ -82,22 +86,29 @@ func (w *worker) syncProbes(ctx context.Context, pod *v1.Pod) {
 }
 
 func (w *worker) startProbes(ctx context.Context, pod *v1.Pod, c *v1.Container, cs podspec.ContainerStatus) {
-	w.mu.Lock()
-	if w.health[cs.ID] == nil {
-		w.health[cs.ID] = &health{
-			started: c.StartupProbe == nil,
-			ready:   c.ReadinessProbe == nil,
-			last:    map[prober.Kind]prober.Update{},
-		}
-	}
-	w.mu.Unlock()
-
 	uid, id := string(pod.UID), cs.ID
-	host := w.podHost(pod)
 	startedAt := cs.StartedAt
 	if startedAt.IsZero() {
 		startedAt = time.Now()
 	}
+	// A container found running at start keeps what the last daemon's
+	// probes said of it, so a daemon restart does not make a Ready pod
+	// unready until its probes run again.
+	adopted := startedAt.Before(w.a.started)
+	wasStarted := adopted && c.StartupProbe != nil && w.a.probeMarks.Marked(uid, id, markStarted)
+	wasReady := adopted && c.ReadinessProbe != nil && w.a.probeMarks.Marked(uid, id, markReady)
+	w.mu.Lock()
+	if w.health[cs.ID] == nil {
+		w.health[cs.ID] = &health{
+			started: c.StartupProbe == nil || wasStarted,
+			ready:   c.ReadinessProbe == nil || wasReady,
+			last:    map[prober.Kind]prober.Update{},
+			podUID:  uid,
+		}
+	}
+	w.mu.Unlock()
+
+	host := w.podHost(pod)
 	cfg := prober.Config{
 		ContainerID: cs.ID,
 		StartedAt:   startedAt,
@@ -120,9 +131,11 @@ func (w *worker) startProbes(ctx context.Context, pod *v1.Pod, c *v1.Container, 
 		// A container found running when the daemon started: spread the
 		// first probes of all of them over a period, as the kubelet does
 		// after a restart. One this daemon started is probed at once.
-		Jitter: startedAt.Before(w.a.started),
-		Report: w.report,
-		Logger: w.logger.With("container", c.Name, "id", cs.ID),
+		Jitter:  adopted,
+		Started: wasStarted,
+		Ready:   wasReady,
+		Report:  w.report,
+		Logger:  w.logger.With("container", c.Name, "id", cs.ID),
 	}
 	pctx, cancel := context.WithCancel(ctx)
 	p := &probing{cancel: cancel, done: make(chan struct{})}
@@ -147,19 +160,29 @@ func (w *worker) report(u prober.Update) {
 			}
 		}
 	}
+	var mark string
 	if h != nil {
 		h.last[u.Kind] = u
 		switch u.Kind {
 		case prober.Startup:
-			h.started = u.Result == prober.Success
+			h.started, mark = u.Result == prober.Success, markStarted
 		case prober.Readiness:
-			h.ready = u.Result == prober.Success
+			h.ready, mark = u.Result == prober.Success, markReady
 		}
 		if u.Result == prober.Failure && (u.Kind == prober.Liveness || u.Kind == prober.Startup) {
 			h.failed = u.Kind
 		}
 	}
+	var podUID string
+	if h != nil {
+		podUID = h.podUID
+	}
 	w.mu.Unlock()
+	if mark != "" {
+		if err := w.a.probeMarks.Set(podUID, u.ContainerID, mark, u.Result == prober.Success); err != nil {
+			w.logger.Warn("cannot keep a probe's result for the next daemon", "id", u.ContainerID, "err", err)
+		}
+	}
 	if h != nil && pod != nil && u.Result == prober.Failure {
 		w.a.events.Eventf(events.ContainerRef(pod, container), v1.EventTypeWarning, events.Unhealthy,
 			"%s probe failed: %s", probeTypeName(u.Kind), u.Output)
@@ -188,13 +211,79 @@ func (w *worker) pruneHealth() {
 		}
 	}
 	w.mu.Lock()
-	defer w.mu.Unlock()
-	for id := range w.health {
+	var gone map[string]string // container ID -> pod UID
+	for id, h := range w.health {
 		if !known[id] {
 			delete(w.health, id)
+			if gone == nil {
+				gone = map[string]string{}
+			}
+			gone[id] = h.podUID
 		}
 	}
+	w.mu.Unlock()
+	for id, uid := range gone {
+		_ = w.a.probeMarks.Set(uid, id, markStarted, false)
+		_ = w.a.probeMarks.Set(uid, id, markReady, false)
+	}
 }
+
+// The marks that keep what a running container's probes said across daemon
+// restarts.
+const (
+	markStarted = "started"
+	markReady   = "ready"
+)
+
+// probeMarks remember, across daemon restarts, which running containers'
+// startup probe has passed and which are ready: a mark is set when the
+// result turns to success and cleared when it turns to failure or the
+// container goes. Containers are named by pod UID and container ID.
+type probeMarks interface {
+	Set(uid, id, mark string, on bool) error
+	Marked(uid, id, mark string) bool
+}
+
+// fileProbeMarks keeps probe marks as empty files
+// <RootDir>/pods/<uid>/probes/<container-id>.<mark>, which go with the pod's
+// directory.
+type fileProbeMarks struct{ paths manifest.Paths }
+
+func (m fileProbeMarks) file(uid, id, mark string) string {
+	return filepath.Join(m.paths.PodDir(uid), "probes", id+"."+mark)
+}
+
+func (m fileProbeMarks) Set(uid, id, mark string, on bool) error {
+	if uid == "" || id == "" || strings.ContainsAny(uid+id, "/.") {
+		return nil
+	}
+	f := m.file(uid, id, mark)
+	if !on {
+		if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Dir(f), 0o700); err != nil {
+		return err
+	}
+	return os.WriteFile(f, nil, 0o600)
+}
+
+func (m fileProbeMarks) Marked(uid, id, mark string) bool {
+	if uid == "" || id == "" || strings.ContainsAny(uid+id, "/.") {
+		return false
+	}
+	_, err := os.Lstat(m.file(uid, id, mark))
+	return err == nil
+}
+
+// noProbeMarks remembers nothing: without a root dir a daemon restart makes
+// probed containers unready until their probes pass again.
+type noProbeMarks struct{}
+
+func (noProbeMarks) Set(string, string, string, bool) error { return nil }
+func (noProbeMarks) Marked(string, string, string) bool     { return false }
 
 // markProbes hands plan what the probes said: the containers whose liveness
 // or startup probe failed, and those not started yet; and the sidecars of

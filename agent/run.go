@@ -9,6 +9,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/staticpodd/staticpodd/agent/events"
 	"github.com/staticpodd/staticpodd/agent/manifest"
@@ -41,6 +42,7 @@ func (a *Agent) Run(ctx context.Context, updates <-chan source.Update) error {
 		return err
 	}
 	defer l.wg.Wait()
+	l.wg.Go(func() { a.runPressure(ctx) })
 
 	syncTick := time.NewTicker(a.cfg.SyncFrequency)
 	defer syncTick.Stop()
@@ -144,7 +146,14 @@ func (a *Agent) reconcile(ctx context.Context, l *loop) {
 	for key, p := range pods {
 		w := a.workers[key]
 		if w == nil {
-			w = a.startWorkerLocked(ctx, l, key, a.claim(l, p), p.Pod, l.seq)
+			claimed := a.claim(l, p)
+			var refused *stopRequest
+			if len(claimed) == 0 {
+				// New to the node, not adopted: admitted as the kubelet does
+				// under pressure.
+				refused = a.admitLocked(key, p.Pod)
+			}
+			w = a.startWorkerLocked(ctx, l, key, claimed, p.Pod, l.seq, refused)
 		} else if old := w.desiredUID(); old != string(p.UID) {
 			// An edit, or a pod whose earlier generation is still stopping:
 			// the new one starts once the old one is gone.
@@ -182,7 +191,7 @@ func (a *Agent) reconcile(ctx context.Context, l *loop) {
 		byKey[key][uid] = st
 	}
 	for key, owned := range byKey {
-		w := a.startWorkerLocked(ctx, l, key, owned, nil, l.seq)
+		w := a.startWorkerLocked(ctx, l, key, owned, nil, l.seq, nil)
 		w.mu.Lock()
 		for uid, st := range owned {
 			if p := orphanPod(uid, st); p != nil {
@@ -266,9 +275,12 @@ func (n podName) is(p manifest.Pod) bool {
 // and the pod it is to run (nil: stop them). The desired pod is set before
 // the worker's first sync: a worker that synced first with none would stop
 // the adopted containers of a pod that is still wanted.
-func (a *Agent) startWorkerLocked(ctx context.Context, l *loop, key string, pods map[string]*podState, desired *v1.Pod, seq uint64) *worker {
+func (a *Agent) startWorkerLocked(ctx context.Context, l *loop, key string, pods map[string]*podState, desired *v1.Pod, seq uint64, refused *stopRequest) *worker {
 	w := newWorker(a, key, pods)
 	w.desired, w.seq = desired, seq
+	if refused != nil {
+		w.evict, w.evictUID = refused, string(desired.UID)
+	}
 	a.workers[key] = w
 	l.wg.Go(func() { w.run(ctx) })
 	return w
@@ -397,8 +409,37 @@ func (a *Agent) Problems() []manifest.Problem {
 func (a *Agent) Summary() string {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return summarize(a.podsLocked(), a.cfg.NodeName, len(a.problems))
+	return a.summaryLocked()
 }
+
+// summaryLocked is the STATUS line: the pods, then the node conditions.
+func (a *Agent) summaryLocked() string {
+	s := summarize(a.podViewsLocked(), a.cfg.NodeName, len(a.problems))
+	if c := a.Conditions(); len(c) > 0 {
+		s += "; node has " + joinConditions(c)
+	}
+	return s
+}
+
+// podViewsLocked is what summarize reads of every pod: shallow copies that
+// share the published statuses, which are replaced and never changed in
+// place, so no pod is deep-copied on each change.
+func (a *Agent) podViewsLocked() []v1.Pod {
+	var pods []v1.Pod
+	for _, w := range a.workers {
+		w.mu.Lock()
+		for _, p := range w.stopping {
+			pods = append(pods, v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: p.Name}, Status: p.Status})
+		}
+		if w.status != nil {
+			pods = append(pods, v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: w.status.Name}, Status: w.status.Status})
+		}
+		w.mu.Unlock()
+	}
+	return pods
+}
+
+func isOrphanKey(key string) bool { return strings.HasPrefix(key, orphanPrefix) }
 
 // Changed returns a channel that is closed at the next change of any pod's
 // status: subscribers read Pods then, instead of polling it.
@@ -413,13 +454,16 @@ func (a *Agent) changedLocked() {
 	a.changed = make(chan struct{})
 }
 
-// statusChanged tells subscribers that pods changed, and the notifier the
-// summary when it changed.
-func (a *Agent) statusChanged() {
+// statusChanged tells subscribers that pods changed (those of the worker
+// keys given to watchers), and the notifier the summary when it changed.
+func (a *Agent) statusChanged(keys ...string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.changedLocked()
-	s := summarize(a.podsLocked(), a.cfg.NodeName, len(a.problems))
+	for _, k := range keys {
+		a.markLocked(k)
+	}
+	s := a.summaryLocked()
 	if s == a.summary {
 		return
 	}

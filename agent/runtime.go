@@ -46,4 +46,9 @@ type Runtime interface {
 	// process ErrNotRunning; a command that cannot be started is
 	// ErrCommandNotFound or ErrCommandNotExecutable.
 	Exec(ctx context.Context, id string, spec podspec.ExecSpec) (int, error)
+
+	// Stats measures the node (memory, processes, the filesystems of the root
+	// dir and its images) and each pod with a sandbox and its containers.
+	// What it could measure is returned with the error of what it could not.
+	Stats(ctx context.Context) (*podspec.Summary, error)
 }

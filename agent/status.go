@@ -57,7 +57,7 @@ func (w *worker) publish(pod *v1.Pod) {
 		}
 	}
 	w.mu.Unlock()
-	w.a.statusChanged()
+	w.a.statusChanged(w.key)
 }
 
 // terminating is p marked for deletion now, with its grace period.
@@ -138,7 +138,14 @@ func (w *worker) podStatus(pod *v1.Pod) v1.PodStatus {
 		st = &podState{}
 	}
 	latest := latestByName(st.containers)
-	status := v1.PodStatus{}
+	if w.gen != nil && w.gen.uid == string(pod.UID) {
+		for name, c := range w.gen.final {
+			if _, ok := latest[name]; !ok {
+				latest[name] = c // removed since it stopped
+			}
+		}
+	}
+	status := v1.PodStatus{QOSClass: manifest.QOSClass(pod)}
 	if w.gen != nil && !w.gen.startTime.IsZero() {
 		t := metav1.NewTime(w.gen.startTime)
 		status.StartTime = &t
@@ -183,9 +190,9 @@ func (w *worker) podStatus(pod *v1.Pod) v1.PodStatus {
 	}
 	boundMessages(&status, len(pod.Spec.InitContainers)+len(pod.Spec.Containers))
 	status.Phase = podPhase(pod, status, initialized)
-	if w.gen != nil && w.gen.uid == string(pod.UID) && w.gen.failed != "" {
+	if w.gen != nil && w.gen.uid == string(pod.UID) && w.gen.stop != nil {
 		// An internal module evicted it (generateAPIPodStatus).
-		status.Phase, status.Reason, status.Message = v1.PodFailed, w.gen.failed, messageDeadlineExceeded
+		status.Phase, status.Reason, status.Message = v1.PodFailed, w.gen.stop.reason, w.gen.stop.message
 	}
 	status.Conditions = w.conditions(pod, status, st.sandbox, initDone)
 	return status
@@ -245,7 +252,7 @@ func (w *worker) containerStatus(c *v1.Container, latest map[string]podspec.Cont
 		if last != nil {
 			cs.LastTerminationState.Terminated = terminated(*last)
 		}
-	case ci.reason != "" && (w.gen == nil || w.gen.failed == "") && (ci.reason != reasonPostStartHookError || w.restartable(c, l)):
+	case ci.reason != "" && (w.gen == nil || w.gen.stop == nil) && (ci.reason != reasonPostStartHookError || w.restartable(c, l)):
 		cs.State.Waiting = &v1.ContainerStateWaiting{Reason: ci.reason, Message: ci.message}
 		cs.LastTerminationState.Terminated = terminated(l)
 	default:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"math"
 	"sync"
 	"time"
 
@@ -25,11 +26,18 @@ type worker struct {
 	wake   chan struct{}
 	exits  chan podspec.ContainerStatus
 
-	mu      sync.Mutex         // guards desired, seq, status, stopping, health
-	desired *v1.Pod            // nil: remove everything
-	seq     uint64             // the dispatch that set desired
-	status  *v1.Pod            // desired with live status, for Pods
-	health  map[string]*health // by container ID, what its probes said
+	mu      sync.Mutex // guards desired, seq, evict, status, stopping, health
+	desired *v1.Pod    // nil: remove everything
+	seq     uint64     // the dispatch that set desired
+	// evict, when set, stops the pod of UID evictUID and keeps it stopped
+	// until it is withdrawn (nil): the eviction manager's input.
+	evict    *stopRequest
+	evictUID string
+	// pruned, when set, is closed once a sync removed the exited
+	// containers of the stopped pod (node-level reclaim).
+	pruned chan struct{}
+	status *v1.Pod            // desired with live status, for Pods
+	health map[string]*health // by container ID, what its probes said
 	// stopping are the other generations the worker still has, by UID, as
 	// Pods lists them while they stop: Terminating, with a deletionTimestamp.
 	stopping map[string]*v1.Pod
@@ -54,8 +62,15 @@ type worker struct {
 type generation struct {
 	uid    string
 	policy v1.RestartPolicy
-	// failed is why the pod failed for good (reasonDeadlineExceeded).
-	failed    string
+	// stop is why the pod is stopped and kept stopped: past its deadline
+	// (for good) or evicted (until the agent lifts it).
+	stop *stopRequest
+	// discard are the containers of the run an eviction ended, removed
+	// before the pod starts again.
+	discard map[string]bool
+	// final is the last status of each container of a stopped pod, shown
+	// once the containers are removed (an evicted pod releases them).
+	final     map[string]podspec.ContainerStatus
 	hashes    map[string]string
 	convErr   map[string]error
 	ctrs      map[string]*ctrInfo
@@ -104,6 +119,29 @@ func (w *worker) nudge() {
 	}
 }
 
+// setEviction stops the pod of uid for req and keeps it stopped; nil lifts
+// the eviction, and the pod starts afresh.
+func (w *worker) setEviction(uid string, req *stopRequest) {
+	w.mu.Lock()
+	w.evict, w.evictUID = req, uid
+	w.mu.Unlock()
+	w.nudge()
+}
+
+// pruneDead asks the worker to remove the exited containers of its pod if
+// it is stopped (evicted, past its deadline); the channel is closed once the
+// worker synced.
+func (w *worker) pruneDead() <-chan struct{} {
+	w.mu.Lock()
+	if w.pruned == nil {
+		w.pruned = make(chan struct{})
+	}
+	ch := w.pruned
+	w.mu.Unlock()
+	w.nudge()
+	return ch
+}
+
 func (w *worker) desiredUID() string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -126,7 +164,7 @@ func (w *worker) run(ctx context.Context) {
 	for {
 		w.sync(ctx)
 		if len(w.pods) == 0 && w.a.removeWorker(w) {
-			w.a.statusChanged() // the pod is no longer listed
+			w.a.statusChanged(w.key) // the pod is no longer listed
 			return
 		}
 		var timerC <-chan time.Time
@@ -152,14 +190,30 @@ func (w *worker) run(ctx context.Context) {
 // sync plans the desired pod against what the worker knows and applies the plan.
 func (w *worker) sync(ctx context.Context) {
 	w.mu.Lock()
-	pod, seq := w.desired, w.seq
+	pod, seq, evict, pruned := w.desired, w.seq, w.evict, w.pruned
+	w.pruned = nil
+	if pod == nil || string(pod.UID) != w.evictUID {
+		evict = nil
+	}
 	w.mu.Unlock()
+	if pruned != nil {
+		defer close(pruned)
+	}
 
 	var d *desiredPod
 	var deadline time.Time
 	if pod != nil {
 		d = w.resolve(pod)
+		if w.lifecycle(pod, evict) {
+			d = w.resolve(pod)
+		}
 		deadline = w.checkDeadline(d)
+		d.stop, d.discard = w.gen.stop, w.gen.discard
+		d.pruneDead = pruned != nil
+		if d.stop != nil || d.pruneDead {
+			w.keepFinal(string(pod.UID))
+		}
+		d.final = w.gen.final
 		if st := w.pods[string(pod.UID)]; st != nil {
 			st.grace = podGrace(pod)
 		}
@@ -176,6 +230,15 @@ func (w *worker) sync(ctx context.Context) {
 	retry := w.apply(ctx, pod, plan(d, w.pods))
 	if ctx.Err() != nil {
 		return
+	}
+	if d != nil && d.pruneDead && w.pods[string(pod.UID)] != nil && len(w.pods[string(pod.UID)].containers) == 0 {
+		// The logs of the dead containers go with them (the kubelet's
+		// container GC removes a removed container's logs).
+		for _, c := range manifest.AllContainers(pod) {
+			if err := w.a.conv.PruneLogs(pod, c.Name, math.MaxInt); err != nil {
+				w.logger.Warn("remove logs of a stopped pod failed", "container", c.Name, "err", err)
+			}
+		}
 	}
 	w.syncProbes(ctx, pod)
 	if !deadline.IsZero() && (retry.IsZero() || deadline.Before(retry)) {
@@ -220,6 +283,52 @@ func (w *worker) resolve(pod *v1.Pod) *desiredPod {
 		}
 	}
 	return &desiredPod{pod: pod, hashes: w.gen.hashes}
+}
+
+// lifecycle takes the eviction the worker was given: it makes a syncing pod
+// terminating, with the eviction's reason and grace; an eviction lifted makes
+// the pod start afresh, as a new generation whose old containers are
+// discarded (the kubelet would see a new pod). It reports whether the
+// generation was reset.
+func (w *worker) lifecycle(pod *v1.Pod, evict *stopRequest) bool {
+	switch {
+	case evict != nil && w.gen.stop == nil:
+		w.gen.stop = evict
+		w.logger.Info("evicting pod", "reason", evict.reason, "message", evict.message, "grace", evict.grace)
+		w.a.events.Eventf(events.PodRef(pod), v1.EventTypeWarning, reasonEvicted, "%s", evict.message)
+	case evict == nil && w.gen.stop != nil && w.gen.stop.reason == reasonEvicted:
+		discard := map[string]bool{}
+		if st := w.pods[w.gen.uid]; st != nil {
+			for _, c := range st.containers {
+				discard[c.ID] = true
+			}
+		}
+		w.logger.Info("eviction lifted, starting pod again")
+		w.backoff.forget(w.gen.uid)
+		w.gen = nil
+		w.resolve(pod)
+		w.gen.startTime = time.Now()
+		w.gen.discard = discard
+		return true
+	}
+	return false
+}
+
+// keepFinal remembers the newest instance of each container of the stopped
+// pod uid, for its status once the containers are gone.
+func (w *worker) keepFinal(uid string) {
+	st := w.pods[uid]
+	if st == nil {
+		return
+	}
+	if w.gen.final == nil {
+		w.gen.final = map[string]podspec.ContainerStatus{}
+	}
+	for name, c := range latestByName(st.containers) {
+		if c.State == podspec.StateExited {
+			w.gen.final[name] = c
+		}
+	}
 }
 
 // adoptedStart is the start time of an adopted pod: its first container's.

@@ -71,6 +71,33 @@ func oomKilled(paths map[string]string) bool {
 	return false
 }
 
+// podOOMKills is the oom_kill count of the parent (the pod's cgroup) of a
+// cgroup v2 container cgroup, which counts its children's kills too
+// (memory.events is hierarchical); ok is false on v1 or when unreadable.
+func podOOMKills(paths map[string]string) (n uint64, ok bool) {
+	dir := paths[""]
+	if !filepath.IsAbs(dir) || filepath.Dir(dir) == "/" {
+		return 0, false
+	}
+	return readCounter(filepath.Join(filepath.Dir(dir), "memory.events"), "oom_kill")
+}
+
+// oomKilledSince is oomKilled for a container that died of signal sig. Under
+// the systemd cgroup driver systemd removes a container's scope, and its
+// memory.events, as soon as its last process is gone, which can be before the
+// monitor reads it: then a SIGKILL while the pod's count (podOOMKills, podBefore
+// at the start) went up is taken for the OOM killer's.
+func oomKilledSince(paths map[string]string, podBefore uint64, podOK bool, sig int) bool {
+	if _, err := os.Stat(filepath.Join(paths[""], "memory.events")); paths[""] == "" || err == nil {
+		return oomKilled(paths)
+	}
+	if !podOK || sig != int(unix.SIGKILL) {
+		return false
+	}
+	n, ok := podOOMKills(paths)
+	return ok && n > podBefore
+}
+
 // readCounter reads the value of key from a flat-keyed cgroup file.
 func readCounter(path, key string) (uint64, bool) {
 	f, err := os.Open(path)

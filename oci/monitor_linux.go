@@ -153,12 +153,29 @@ func warmUp() {
 	_ = cgroups.IsCgroup2UnifiedMode()
 }
 
+// spareAfter is how long a monitor waits for its go before it takes itself
+// for a spare (one started ahead for the next container) and gives back what
+// start-up touched.
+const spareAfter = time.Second
+
 // wait blocks until the daemon says go (true) or gives the container up (false).
 func (m *monitorProc) wait(goPipe *os.File) bool {
 	defer goPipe.Close()
-	var b [1]byte
-	n, _ := goPipe.Read(b[:])
-	return n == 1
+	said := make(chan bool, 1)
+	go func() {
+		var b [1]byte
+		n, _ := goPipe.Read(b[:])
+		said <- n == 1
+	}()
+	t := time.NewTimer(spareAfter)
+	defer t.Stop()
+	select {
+	case ok := <-said:
+		return ok
+	case <-t.C:
+		trimMemory()
+		return <-said
+	}
 }
 
 // redirectLog points the monitor's stdout and stderr at its container's
@@ -209,7 +226,9 @@ func (m *monitorProc) run(st monitorState, log *slog.Logger) error {
 	}
 	cfg, err := specconv.CreateLibcontainerConfig(&specconv.CreateOpts{
 		CgroupName: m.id,
-		Spec:       &s,
+		// A scope of the pod's slice under the systemd cgroup driver.
+		UseSystemdCgroup: s.Linux != nil && isSystemdCgroupsPath(s.Linux.CgroupsPath),
+		Spec:             &s,
 	})
 	if err != nil {
 		return fmt.Errorf("convert spec of container %s: %w", m.id, err)
@@ -287,8 +306,16 @@ func (m *monitorProc) runContainer(ctr *libcontainer.Container, proc *libcontain
 	stateErr := writeJSON(filepath.Join(m.dir, stateFile), st)
 	m.sendReport(monitorReport{Pid: pid, StartedAt: st.StartedAt})
 
+	var podOOMBefore uint64
+	var podOOMOK bool
+	if state, err := ctr.State(); err == nil {
+		podOOMBefore, podOOMOK = podOOMKills(state.CgroupPaths)
+	}
 	initReaped := make(chan struct{})
 	go reapOrphans(pid, initReaped)
+	// From here the monitor only copies output and waits: what it needed to
+	// start the container (most of the binary's pages) is given back.
+	trimMemory()
 	ps, _ := proc.Wait() // an unsuccessful exit is an error; ps says which
 	close(initReaped)
 	exit := &exitRecord{FinishedAt: time.Now()}
@@ -301,7 +328,7 @@ func (m *monitorProc) runContainer(ctr *libcontainer.Container, proc *libcontain
 		exit.ExitCode = ps.ExitCode()
 	}
 	if state, err := ctr.State(); err == nil {
-		exit.OOMKilled = oomKilled(state.CgroupPaths)
+		exit.OOMKilled = oomKilledSince(state.CgroupPaths, podOOMBefore, podOOMOK, exit.Signal)
 	}
 	// With a shared PID namespace, leftovers may still hold the pipes open:
 	// kill them (a no-op error for a private PID namespace, already empty).

@@ -42,8 +42,17 @@ type Config struct {
 	RunDir string
 	// RootDir is the daemon's persistent root, e.g. /var/lib/staticpodd.
 	RootDir string
-	// CgroupRoot is the cgroupfs parent of pod cgroups; default DefaultCgroupRoot.
+	// CgroupRoot is the parent of pod cgroups; default DefaultCgroupRoot.
+	// Under the systemd driver it names the slices (see podCgroupsPath).
 	CgroupRoot string
+	// CgroupDriver is CgroupDriverCgroupfs (the default: cgroup directories
+	// the daemon makes) or CgroupDriverSystemd (pods as transient slices,
+	// containers as scopes, made by systemd over D-Bus).
+	CgroupDriver string
+	// NodeCgroup, for tests only: the cgroupfs cgroup whose memory and pids
+	// limits and usage stand for the node's in Stats, so that a test can make
+	// node pressure real inside a small cgroup. "" = the node itself.
+	NodeCgroup string
 	// StartTimeout bounds Start: a container whose start hangs (a wedged
 	// mount, a frozen cgroup) is killed and cleaned up when it expires;
 	// default DefaultStartTimeout.
@@ -85,4 +94,7 @@ type Runtime struct {
 
 	warmer attachWarmer
 	nets   netCache
+	// layers caches the size of each container's writable layer, which a
+	// container with many files makes slow to walk (as cadvisor's du).
+	layers layerSizes
 }

@@ -227,7 +227,7 @@ func (r *Runtime) stopSignal(c *podspec.Container, image string) syscall.Signal 
 func (r *Runtime) sandboxFor(pr podRecord, id string) spec.Sandbox {
 	dir := r.podDir(pr.UID)
 	sb := spec.Sandbox{
-		CgroupsPath:    pr.CgroupsPath + "/" + id,
+		CgroupsPath:    containerCgroupsPath(pr.CgroupsPath, id),
 		HostsFile:      filepath.Join(dir, "hosts"),
 		HostnameFile:   filepath.Join(dir, "hostname"),
 		ResolvConfFile: filepath.Join(dir, "resolv.conf"),

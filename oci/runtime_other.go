@@ -43,3 +43,5 @@ type (
 	attachWarmer   struct{}
 	netCache       struct{}
 )
+
+func (r *Runtime) Stats(context.Context) (*podspec.Summary, error) { return nil, errors.ErrUnsupported }

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -87,8 +86,12 @@ func (r *Runtime) CreateSandbox(ctx context.Context, pod *podspec.Pod) error {
 	pr := podRecord{
 		UID: pod.UID, Namespace: pod.Namespace, Name: pod.Name, Hostname: pod.Hostname,
 		HostNetwork: pod.HostNetwork, HostIPC: pod.HostIPC,
-		CgroupsPath: path.Join(r.cfg.CgroupRoot, "pod"+pod.UID),
+		CgroupsPath: podCgroupsPath(r.cfg.CgroupDriver, r.cfg.CgroupRoot, pod.UID),
 		PidsLimit:   max(pod.PidsLimit, 0),
+		MemoryLimit: max(pod.Resources.MemoryLimit, 0),
+		CPUShares:   pod.Resources.CPUShares,
+		CPUQuota:    max(pod.Resources.CPUQuota, 0),
+		CPUPeriod:   pod.Resources.CPUPeriod,
 	}
 	if err := r.createSandbox(dir, pr); err != nil {
 		err = fmt.Errorf("create sandbox of pod %s: %w", pod.Name, err)
@@ -129,11 +132,8 @@ func (r *Runtime) createSandbox(dir string, pr podRecord) error {
 			return fmt.Errorf("mount /dev/shm tmpfs at %s: %w", shm, err)
 		}
 	}
-	res := &cgroups.Resources{SkipDevices: true}
-	if pr.PidsLimit > 0 {
-		res.PidsLimit = &pr.PidsLimit
-	}
-	mgr, err := manager.New(&cgroups.Cgroup{Path: pr.CgroupsPath, Resources: res})
+	res := podCgroupResources(pr)
+	mgr, err := manager.New(cgroupConfig(pr.CgroupsPath, res))
 	if err != nil {
 		return fmt.Errorf("pod cgroup %s: %w", pr.CgroupsPath, err)
 	}
@@ -148,6 +148,33 @@ func (r *Runtime) createSandbox(dir string, pr podRecord) error {
 	r.warmer.warm()
 	// The record last: its presence means the sandbox is complete.
 	return writeJSON(filepath.Join(dir, podFile), pr)
+}
+
+// podCgroupResources are the limits of the pod's own cgroup: pids.max, and
+// the CPU shares (cpu.weight on v2), CPU quota (cpu.max) and memory limit
+// (memory.max) the agent chose per QoS class.
+func podCgroupResources(pr podRecord) *cgroups.Resources {
+	res := &cgroups.Resources{SkipDevices: true}
+	if pr.PidsLimit > 0 {
+		res.PidsLimit = &pr.PidsLimit
+	}
+	if pr.MemoryLimit > 0 {
+		res.Memory = pr.MemoryLimit
+	}
+	res.CpuShares = pr.CPUShares
+	if pr.CPUShares > 0 && cgroups.IsCgroup2UnifiedMode() {
+		// libcontainer converts a container's shares when it converts its
+		// spec; the pod's are given here, mapped the same way.
+		res.CpuWeight = cgroups.ConvertCPUSharesToCgroupV2Value(pr.CPUShares)
+	}
+	if pr.CPUQuota > 0 {
+		res.CpuQuota = pr.CPUQuota
+		res.CpuPeriod = pr.CPUPeriod
+		if res.CpuPeriod == 0 {
+			res.CpuPeriod = 100000
+		}
+	}
+	return res
 }
 
 // writeSandboxFiles writes the pod's /etc/hosts, /etc/hostname and
@@ -296,18 +323,40 @@ func (r *Runtime) removeSandbox(uid string) error {
 			errs = append(errs, fmt.Errorf("unmount %s: %w", name, err))
 		}
 	}
-	errs = append(errs, removeCgroup(path.Join(r.cfg.CgroupRoot, "pod"+uid)))
+	// The cgroup the sandbox was made with, which a daemon started with
+	// another cgroupDriver or cgroupRoot would not name again.
+	cg := podCgroupsPath(r.cfg.CgroupDriver, r.cfg.CgroupRoot, uid)
+	var pr podRecord
+	if ok, err := readOptionalJSON(filepath.Join(dir, podFile), &pr); err == nil && ok && pr.CgroupsPath != "" {
+		cg = pr.CgroupsPath
+	}
+	errs = append(errs, removeCgroup(cg))
 	if err := os.RemoveAll(dir); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }
 
-// removeCgroup removes the cgroupfs cgroup at cgPath in every hierarchy,
-// killing what is left in it (a start that was given up on can leave a
-// process); a missing one is not an error.
+// cgroupConfig is libcontainer's description of the cgroup at cgPath: a
+// cgroupfs path, a pod's systemd slice, or a container's systemd scope
+// (slice:prefix:name).
+func cgroupConfig(cgPath string, res *cgroups.Resources) *cgroups.Cgroup {
+	if !isSystemdCgroupsPath(cgPath) {
+		return &cgroups.Cgroup{Path: cgPath, Resources: res}
+	}
+	slice, rest, scope := strings.Cut(cgPath, ":")
+	if !scope {
+		return &cgroups.Cgroup{Name: slice, Parent: parentSlice(slice), Systemd: true, Resources: res}
+	}
+	prefix, name, _ := strings.Cut(rest, ":")
+	return &cgroups.Cgroup{Parent: slice, ScopePrefix: prefix, Name: name, Systemd: true, Resources: res}
+}
+
+// removeCgroup removes the cgroup at cgPath (in every hierarchy; a systemd
+// slice or scope is stopped), killing what is left in it (a start that was
+// given up on can leave a process); a missing one is not an error.
 func removeCgroup(cgPath string) error {
-	mgr, err := manager.New(&cgroups.Cgroup{Path: cgPath, Resources: &cgroups.Resources{SkipDevices: true}})
+	mgr, err := manager.New(cgroupConfig(cgPath, &cgroups.Resources{SkipDevices: true}))
 	if err != nil {
 		return fmt.Errorf("cgroup %s: %w", cgPath, err)
 	}

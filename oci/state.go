@@ -47,6 +47,11 @@ type podRecord struct {
 	HostIPC     bool   `json:"hostIPC,omitempty"`
 	CgroupsPath string `json:"cgroupsPath"`
 	PidsLimit   int64  `json:"pidsLimit,omitempty"`
+	// The pod cgroup's limits, as the kubelet sets them per QoS class.
+	MemoryLimit int64  `json:"memoryLimit,omitempty"`
+	CPUShares   uint64 `json:"cpuShares,omitempty"`
+	CPUQuota    int64  `json:"cpuQuota,omitempty"`
+	CPUPeriod   uint64 `json:"cpuPeriod,omitempty"`
 }
 
 // containerRecord carries the labels the agent needs to adopt a container.

@@ -16,6 +16,20 @@ const childEnv = "STATICPODD_SYSD_TEST_CHILD"
 // TestMain lets the test binary play a socket-activated service: systemd sets LISTEN_PID
 // to the pid it execs, which only the child itself knows.
 func TestMain(m *testing.M) {
+	if os.Getenv(childEnv) == "named" {
+		os.Setenv("LISTEN_PID", strconv.Itoa(os.Getpid()))
+		ls, err := NamedListeners()
+		if err != nil {
+			fmt.Println("error:", err)
+			os.Exit(1)
+		}
+		for _, name := range []string{"cli", "read-only"} {
+			for _, l := range ls[name] {
+				fmt.Println(name, l.Addr().String())
+			}
+		}
+		os.Exit(0)
+	}
 	if os.Getenv(childEnv) == "listeners" {
 		os.Setenv("LISTEN_PID", strconv.Itoa(os.Getpid()))
 		ls, err := Listeners()
@@ -101,5 +115,41 @@ func TestBooted(t *testing.T) {
 		if got := booted(tc.path); got != tc.want {
 			t.Errorf("booted(%s) = %v, want %v", strings.TrimPrefix(tc.path, dir), got, tc.want)
 		}
+	}
+}
+
+// The daemon finds each passed socket by its FileDescriptorName.
+func TestNamedListeners(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "staticpodd.sock")
+	u, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer u.Close()
+	tcp, err := net.ListenTCP("tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tcp.Close()
+	uf, err := u.File()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer uf.Close()
+	tf, err := tcp.File()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tf.Close()
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), childEnv+"=named", "LISTEN_FDS=2", "LISTEN_FDNAMES=read-only:cli")
+	cmd.ExtraFiles = []*os.File{tf, uf}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("child: %v\n%s", err, out)
+	}
+	want := "cli " + sock + "\nread-only " + tcp.Addr().String() + "\n"
+	if string(out) != want {
+		t.Errorf("child saw:\n%s\nwant:\n%s", out, want)
 	}
 }

@@ -63,7 +63,13 @@ func (h *journalHandler) Handle(ctx context.Context, r slog.Record) error {
 		vars["CODE_LINE"] = strconv.Itoa(frame.Line)
 		vars["CODE_FUNC"] = frame.Function
 	}
-	if err := h.send(r.Message, priority(r.Level), vars); err != nil {
+	msg := r.Message
+	// A record whose attributes carry a message of their own (an event's)
+	// shows both in `journalctl`'s one line; the attribute stays as SLOG_MESSAGE.
+	if m := vars["SLOG_MESSAGE"]; m != "" {
+		msg += ": " + m
+	}
+	if err := h.send(msg, priority(r.Level), vars); err != nil {
 		return h.fallback.Handle(ctx, r)
 	}
 	return nil
@@ -111,7 +117,15 @@ func appendFields(fs []field, prefix string, a slog.Attr) []field {
 	if reserved[name] {
 		name = "SLOG_" + name
 	}
-	return append(fs, field{name: truncate(name), value: valueString(v)})
+	fs = append(fs, field{name: truncate(name), value: valueString(v)})
+	// The agent names a pod namespace/name; the journal also gets both halves,
+	// so that `journalctl NAMESPACE=kube-system` and `POD_NAME=etcd-node1` work.
+	if name == "POD" {
+		if ns, pod, ok := strings.Cut(valueString(v), "/"); ok && ns != "" && pod != "" {
+			fs = append(fs, field{name: "NAMESPACE", value: ns}, field{name: "POD_NAME", value: pod})
+		}
+	}
+	return fs
 }
 
 // reserved names are set by the handler itself; an attribute must not override them.

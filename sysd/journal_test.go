@@ -84,7 +84,8 @@ func TestJournalReservedFieldsNotOverridden(t *testing.T) {
 	var s sink
 	newTestLogger(&s, new(bytes.Buffer)).Warn("real message", "message", "attr", "Priority", 1, "_private", "p")
 	e := s.entries[0]
-	if e.msg != "real message" || e.pri != journal.PriWarning {
+	// The record's message leads; the attribute only follows it.
+	if e.msg != "real message: attr" || e.pri != journal.PriWarning {
 		t.Errorf("MESSAGE=%q PRIORITY=%d, want the record's", e.msg, e.pri)
 	}
 	for name, want := range map[string]string{"SLOG_MESSAGE": "attr", "SLOG_PRIORITY": "1", "PRIVATE": "p"} {
@@ -175,4 +176,42 @@ func TestLoggerJournalWhenStderrIsJournal(t *testing.T) {
 func isText(h slog.Handler) bool {
 	_, ok := h.(*slog.TextHandler)
 	return ok
+}
+
+// A pod named namespace/name also gives NAMESPACE= and POD_NAME=.
+func TestJournalPodNamespace(t *testing.T) {
+	var s sink
+	var fallback bytes.Buffer
+	newTestLogger(&s, &fallback).Info("started", "pod", "kube-system/etcd-node1", "container", "etcd")
+	if len(s.entries) != 1 {
+		t.Fatalf("sent %d messages, want 1", len(s.entries))
+	}
+	vars := s.entries[0].vars
+	for k, want := range map[string]string{
+		"POD": "kube-system/etcd-node1", "NAMESPACE": "kube-system", "POD_NAME": "etcd-node1", "CONTAINER": "etcd",
+	} {
+		if vars[k] != want {
+			t.Errorf("%s=%q, want %q (all: %v)", k, vars[k], want, vars)
+		}
+	}
+	newTestLogger(&s, &fallback).Info("odd", "pod", "no-slash")
+	if _, ok := s.entries[1].vars["NAMESPACE"]; ok {
+		t.Errorf("a pod without a namespace got NAMESPACE=: %v", s.entries[1].vars)
+	}
+}
+
+// An event's own message shows in the journal's MESSAGE beside the record's.
+func TestJournalMessageAttribute(t *testing.T) {
+	var s sink
+	var fallback bytes.Buffer
+	newTestLogger(&s, &fallback).Warn("event", "reason", "BackOff", "message", "Back-off restarting failed container")
+	if len(s.entries) != 1 {
+		t.Fatalf("sent %d messages, want 1", len(s.entries))
+	}
+	if got, want := s.entries[0].msg, "event: Back-off restarting failed container"; got != want {
+		t.Errorf("MESSAGE=%q, want %q", got, want)
+	}
+	if got := s.entries[0].vars["SLOG_MESSAGE"]; got != "Back-off restarting failed container" {
+		t.Errorf("SLOG_MESSAGE=%q", got)
+	}
 }

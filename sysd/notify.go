@@ -4,6 +4,7 @@
 package sysd
 
 import (
+	"fmt"
 	"log/slog"
 	"os"
 	"sync"
@@ -111,6 +112,18 @@ func (n *Notifier) Reloading() {
 	n.ready = false
 	n.status = "Reloading"
 	n.sendLocked(daemon.SdNotifyReloading + "\n" + daemon.SdNotifyMonotonicUsec() + "STATUS=" + n.status)
+}
+
+// ExtendTimeout sends EXTEND_TIMEOUT_USEC: systemd waits d more for the current
+// state (starting, reloading, stopping) before its timeout applies; it never
+// shortens the configured one. Send it again before d passes to extend further.
+func (n *Notifier) ExtendTimeout(d time.Duration) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if !n.enabled || d <= 0 {
+		return
+	}
+	n.sendLocked(fmt.Sprintf("EXTEND_TIMEOUT_USEC=%d", d.Microseconds()))
 }
 
 // Stopping sends STOPPING=1.

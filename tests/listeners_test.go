@@ -3,6 +3,7 @@ package tests
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -10,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	v1 "k8s.io/api/core/v1"
 )
 
 // The report: idle keep-alive connections to the read-only port stayed open as
@@ -102,4 +105,58 @@ func openFDs(t *testing.T, pid int) int {
 		t.Fatal(err)
 	}
 	return len(fds)
+}
+
+// The read-only port is auxiliary: when its address is taken the daemon runs
+// on and its pods with it, /healthz?verbose on the CLI socket says why the
+// port is not served, and the listener is retried until the address is free.
+func TestReadOnlyPortInUseIsRetried(t *testing.T) {
+	t.Parallel()
+	d := newDaemon(t)
+	taken, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", d.Port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.SocketOnly = true
+	d.Start()
+	d.WriteManifest("web.yaml", sleeper("web", ""))
+	d.WaitRunning("web", 30*time.Second)
+
+	verbose := func() string {
+		resp, err := d.SocketClient().Get("http://staticpodd/healthz?verbose")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("/healthz?verbose: %d\n%s", resp.StatusCode, b)
+		}
+		return string(b)
+	}
+	d.Eventually(10*time.Second, "healthz names the read-only port's failure", func() error {
+		if v := verbose(); !strings.Contains(v, "[-]read-only-port failed") || !strings.Contains(v, "address already in use") {
+			return fmt.Errorf("healthz:\n%s", v)
+		}
+		return nil
+	})
+	if !d.Running() {
+		t.Fatal("the daemon exited while its read-only port was taken")
+	}
+
+	taken.Close()
+	d.Eventually(60*time.Second, "the read-only port served once free", func() error {
+		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/healthz", d.Port))
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		return nil
+	})
+	if v := verbose(); !strings.Contains(v, "[+]read-only-port ok") {
+		t.Errorf("healthz once served:\n%s", v)
+	}
+	if p := d.Pod("web"); p == nil || p.Status.Phase != v1.PodRunning {
+		t.Errorf("web after the port came back: %+v", p)
+	}
 }

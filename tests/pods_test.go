@@ -364,6 +364,11 @@ func TestDeleteLeavesNothing(t *testing.T) {
 		"/sys/fs/cgroup/memory" + dir + "/memory.limit_in_bytes": "67108864",
 		"/sys/fs/cgroup/cpu" + dir + "/cpu.cfs_quota_us":         "20000",
 		"/sys/fs/cgroup/pids" + filepath.Dir(dir) + "/pids.max":  "100", // podPidsLimit
+		// The pod cgroup's own limits, as the kubelet's ResourceConfigForPod
+		// sets them for a Guaranteed pod: the sums of its containers'.
+		"/sys/fs/cgroup/memory" + filepath.Dir(dir) + "/memory.limit_in_bytes": "67108864",
+		"/sys/fs/cgroup/cpu" + filepath.Dir(dir) + "/cpu.cfs_quota_us":         "20000",
+		"/sys/fs/cgroup/cpu" + filepath.Dir(dir) + "/cpu.shares":               "204",
 	} {
 		if b, err := os.ReadFile(file); err != nil || strings.TrimSpace(string(b)) != want {
 			t.Errorf("%s = %q (%v), want %s", file, b, err, want)

@@ -283,3 +283,68 @@ func countProcs(t *testing.T, d *daemon, id, cmd string) int {
 	}
 	return n
 }
+
+// A daemon restart leaves a Ready pod Ready: what its probes said is kept
+// for the next daemon (the kubelet keeps it across its restarts too), and the
+// probes go on from there instead of starting over.
+func TestProbeResultsSurviveDaemonRestart(t *testing.T) {
+	t.Parallel()
+	d := newDaemon(t)
+	// Long periods: after a restart the first probes wait up to a period
+	// (the kubelet's jitter), so a pod whose results were lost would be
+	// unready for seconds.
+	d.WriteManifest("kept.yaml", `apiVersion: v1
+kind: Pod
+metadata: {name: kept}
+spec:
+  terminationGracePeriodSeconds: 2
+  containers:
+  - name: main
+    image: busybox
+    command: ["sh", "-c", "trap 'exit 0' TERM; touch /tmp/ready; while true; do sleep 1 & wait $!; done"]
+    startupProbe:
+      exec: {command: ["cat", "/tmp/ready"]}
+      periodSeconds: 10
+    readinessProbe:
+      exec: {command: ["cat", "/tmp/ready"]}
+      periodSeconds: 10
+      failureThreshold: 1
+`)
+	d.Start()
+	var before *v1.Pod
+	d.Eventually(30*time.Second, "kept Ready", func() error {
+		if p := d.Pod("kept"); p != nil && ready(p) {
+			before = p
+			return nil
+		}
+		return errStill
+	})
+	id := before.Status.ContainerStatuses[0].ContainerID
+
+	d.Kill9()
+	d.Start()
+	// Every look from the new daemon's first answer on, for 3 s: Ready, the
+	// same container.
+	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		p := d.Pod("kept")
+		if p == nil || len(p.Status.ContainerStatuses) != 1 {
+			t.Fatalf("kept not listed after the restart: %+v", p)
+		}
+		cs := p.Status.ContainerStatuses[0]
+		if cs.ContainerID != id {
+			t.Fatalf("container %s replaced by %s across the daemon's restart", id, cs.ContainerID)
+		}
+		if !ready(p) || !cs.Ready || cs.Started == nil || !*cs.Started {
+			t.Fatalf("kept not Ready right after the daemon's restart: ready %v, container ready %v, started %v",
+				ready(p), cs.Ready, cs.Started)
+		}
+	}
+	// The probes still count: a readiness failure makes it unready.
+	d.CLI("exec", "kept", "--", "rm", "/tmp/ready")
+	d.Eventually(30*time.Second, "kept unready once its readiness probe fails", func() error {
+		if p := d.Pod("kept"); p != nil && !ready(p) {
+			return nil
+		}
+		return errStill
+	})
+}

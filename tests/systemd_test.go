@@ -2,6 +2,7 @@ package tests
 
 import (
 	"net"
+	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -110,5 +111,52 @@ func TestSystemdNotify(t *testing.T) {
 	<-d.Exited()
 	if !procAlive(pid) {
 		t.Errorf("container %d stopped with the daemon", pid)
+	}
+}
+
+// With --ready-when=pods-ready:NAME, READY=1 waits until that pod is Ready:
+// meanwhile STATUS= says so and the start timeout is extended; the readiness
+// comes from the container (a file it is shown), not from a delay.
+func TestSystemdReadyWhenPodsReady(t *testing.T) {
+	t.Parallel()
+	d := newDaemon(t)
+	sock, path := newNotifySocket(t)
+	d.Env = []string{"NOTIFY_SOCKET=" + path}
+	d.Args = []string{"--ready-when=pods-ready:gate"}
+	dir := t.TempDir()
+	d.WriteManifest("gate.yaml", podWithDir("gate", dir, "trap 'exit 0' TERM; while true; do sleep 1 & wait $!; done", "terminationGracePeriodSeconds: 3")+
+		"    readinessProbe:\n      exec: {command: [cat, /s/ready]}\n      periodSeconds: 1\n")
+	d.WriteManifest("other.yaml", sleeper("other", ""))
+	d.Start()
+
+	// Until the pod is Ready: no READY=1, a STATUS= that says why, and extensions.
+	var waiting, extended bool
+	deadline := time.After(60 * time.Second)
+	for !waiting || !extended {
+		select {
+		case m := <-sock.msgs:
+			if strings.Contains(m, "READY=1") {
+				t.Fatalf("READY=1 before the gate pod is ready: %q", m)
+			}
+			if strings.Contains(m, "STATUS=waiting for pods-ready: pod gate-") {
+				waiting = true
+			}
+			if strings.Contains(m, "EXTEND_TIMEOUT_USEC=60000000") {
+				extended = true
+			}
+		case <-deadline:
+			t.Fatalf("within 60s: waiting status %v, extension %v", waiting, extended)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "ready"), []byte("yes\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ready := sock.next(t, "READY=1", 60*time.Second)
+	if strings.Contains(ready, "waiting for") {
+		t.Errorf("READY=1 still says it waits: %q", ready)
+	}
+	p := d.Pod("gate")
+	if p == nil || len(p.Status.ContainerStatuses) != 1 || !p.Status.ContainerStatuses[0].Ready {
+		t.Errorf("at READY=1 the gate pod is not Ready: %+v", p)
 	}
 }

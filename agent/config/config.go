@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 	sigsjson "sigs.k8s.io/json"
@@ -77,6 +78,11 @@ type Config struct {
 	EvictionSoftGracePeriod          map[string]string
 	EvictionMinimumReclaim           map[string]string
 	EvictionPressureTransitionPeriod time.Duration
+	// EvictionMaxPodGracePeriod caps, in seconds, the grace period of a pod
+	// evicted by a soft threshold (evictionMaxPodGracePeriod); 0 = the pod's.
+	EvictionMaxPodGracePeriod int32
+	// FailSwapOn: the daemon refuses to start when swap is on (failSwapOn).
+	FailSwapOn bool
 
 	SerializeImagePulls         bool
 	ImageGCHighThresholdPercent int32
@@ -88,6 +94,13 @@ type Config struct {
 	PodPidsLimit int64
 	// MaxContainerRestartPeriod is crashLoopBackOff.maxContainerRestartPeriod.
 	MaxContainerRestartPeriod time.Duration
+
+	// With a kubeconfig: the Node, its status and its Lease.
+	RegisterNode              bool       // registerNode
+	RegisterWithTaints        []v1.Taint // registerWithTaints
+	NodeStatusUpdateFrequency time.Duration
+	NodeStatusReportFrequency time.Duration
+	NodeLeaseDurationSeconds  int32
 
 	// Origins maps each Entry key to where its value came from: "default",
 	// "file <path>" or "flag --<name>".
@@ -213,12 +226,16 @@ var honoured = map[string]bool{
 	"cgroupRoot": true, "cgroupDriver": true,
 	"evictionHard": true, "evictionSoft": true, "evictionSoftGracePeriod": true,
 	"evictionMinimumReclaim": true, "evictionPressureTransitionPeriod": true,
+	"evictionMaxPodGracePeriod": true, "failSwapOn": true,
 	// mergeDefaultEvictionSettings only changes how evictionHard is filled in.
 	"mergeDefaultEvictionSettings": true,
 	"serializeImagePulls":          true, "imageGCHighThresholdPercent": true,
 	"imageGCLowThresholdPercent": true, "seccompDefault": true, "maxPods": true,
 	"podPidsLimit": true,
 	"crashLoopBackOff.maxContainerRestartPeriod": true,
+	"registerNode": true, "registerWithTaints": true,
+	"nodeStatusUpdateFrequency": true, "nodeStatusReportFrequency": true,
+	"nodeLeaseDurationSeconds": true,
 }
 
 // ignoredWarnings returns one warning per field the file sets, that staticpodd
@@ -332,6 +349,8 @@ func fromKubelet(path string, raw map[string]any, kc *kubeletv1beta1.KubeletConf
 		EvictionSoftGracePeriod:          kc.EvictionSoftGracePeriod,
 		EvictionMinimumReclaim:           kc.EvictionMinimumReclaim,
 		EvictionPressureTransitionPeriod: kc.EvictionPressureTransitionPeriod.Duration,
+		EvictionMaxPodGracePeriod:        kc.EvictionMaxPodGracePeriod,
+		FailSwapOn:                       *kc.FailSwapOn,
 
 		SerializeImagePulls:         *kc.SerializeImagePulls,
 		ImageGCHighThresholdPercent: *kc.ImageGCHighThresholdPercent,
@@ -340,6 +359,11 @@ func fromKubelet(path string, raw map[string]any, kc *kubeletv1beta1.KubeletConf
 		MaxPods:                     kc.MaxPods,
 		PodPidsLimit:                *kc.PodPidsLimit,
 		MaxContainerRestartPeriod:   kc.CrashLoopBackOff.MaxContainerRestartPeriod.Duration,
+		RegisterNode:                *kc.RegisterNode,
+		RegisterWithTaints:          kc.RegisterWithTaints,
+		NodeStatusUpdateFrequency:   kc.NodeStatusUpdateFrequency.Duration,
+		NodeStatusReportFrequency:   kc.NodeStatusReportFrequency.Duration,
+		NodeLeaseDurationSeconds:    kc.NodeLeaseDurationSeconds,
 		Origins:                     map[string]string{},
 	}
 	for _, e := range entries {
@@ -376,6 +400,9 @@ func fromKubelet(path string, raw map[string]any, kc *kubeletv1beta1.KubeletConf
 }
 
 func (c *Config) applyFlags(f *Flags) error {
+	if _, ok := f.given(FlagBootstrapKubeconfig); ok {
+		return fmt.Errorf("--%s: TLS bootstrap is not supported; give --%s a kubeconfig with the node's own credentials (kubeadm's kubelet.conf)", FlagBootstrapKubeconfig, FlagKubeconfig)
+	}
 	set := func(key, flag string, dst *string) {
 		if v, ok := f.given(flag); ok {
 			*dst = v

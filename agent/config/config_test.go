@@ -128,7 +128,7 @@ func TestLoadWarnsOncePerIgnoredField(t *testing.T) {
 	p := write(t, `apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 maxOpenFiles: 1000000   # the default: no warning
-failSwapOn: false
+failSwapOn: false       # honoured: no warning
 authentication:
   x509:
     clientCAFile: /etc/ca.crt
@@ -145,7 +145,7 @@ evictionHard:
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"authentication.webhook.enabled", "clusterDNS", "failSwapOn"}
+	want := []string{"authentication.webhook.enabled", "clusterDNS"}
 	if len(warnings) != len(want) {
 		t.Fatalf("warnings = %q, want one each for %v", warnings, want)
 	}
@@ -153,6 +153,9 @@ evictionHard:
 		if !strings.Contains(warnings[i], w+" is set but staticpodd ignores it") || !strings.Contains(warnings[i], p) {
 			t.Errorf("warning %d = %q, want it to name %s and the file", i, warnings[i], w)
 		}
+	}
+	if c.FailSwapOn {
+		t.Error("failSwapOn = true, want the file's false")
 	}
 	if c.ClientCAFile != "/etc/ca.crt" {
 		t.Errorf("clientCAFile = %q", c.ClientCAFile)
@@ -176,6 +179,9 @@ func TestLoadErrors(t *testing.T) {
 		{"zero size", "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\ncontainerLogMaxSize: \"0\"\n", "containerLogMaxSize: 0 would rotate at every line"},
 		{"one file", "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\ncontainerLogMaxFiles: 1\n", "containerLogMaxFiles: 1 is less than 2"},
 		{"not yaml", "apiVersion: [\n", "config"},
+		{"bad threshold", "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nevictionHard:\n  memory.available: lots\n", `evictionHard: memory.available: "lots"`},
+		{"unknown signal", "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nevictionHard:\n  memory.free: 1Gi\n", "evictionHard: memory.free: unsupported eviction signal"},
+		{"soft without grace", "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nevictionSoft:\n  nodefs.available: 20%\n", "evictionSoftGracePeriod: nodefs.available: grace period must be specified"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := write(t, tc.body)

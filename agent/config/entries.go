@@ -108,6 +108,8 @@ var entries = []entry{
 	{"evictionSoftGracePeriod", "evictionSoftGracePeriod", kv(func(c *Config) map[string]string { return c.EvictionSoftGracePeriod })},
 	{"evictionMinimumReclaim", "evictionMinimumReclaim", kv(func(c *Config) map[string]string { return c.EvictionMinimumReclaim })},
 	{"evictionPressureTransitionPeriod", "evictionPressureTransitionPeriod", dur(func(c *Config) time.Duration { return c.EvictionPressureTransitionPeriod })},
+	{"evictionMaxPodGracePeriod", "evictionMaxPodGracePeriod", num(func(c *Config) int32 { return c.EvictionMaxPodGracePeriod })},
+	{"failSwapOn", "failSwapOn", boolean(func(c *Config) bool { return c.FailSwapOn })},
 	{"serializeImagePulls", "serializeImagePulls", boolean(func(c *Config) bool { return c.SerializeImagePulls })},
 	{"imageGCHighThresholdPercent", "imageGCHighThresholdPercent", num(func(c *Config) int32 { return c.ImageGCHighThresholdPercent })},
 	{"imageGCLowThresholdPercent", "imageGCLowThresholdPercent", num(func(c *Config) int32 { return c.ImageGCLowThresholdPercent })},
@@ -115,4 +117,15 @@ var entries = []entry{
 	{"maxPods", "maxPods", num(func(c *Config) int32 { return c.MaxPods })},
 	{"podPidsLimit", "podPidsLimit", num(func(c *Config) int64 { return c.PodPidsLimit })},
 	{"crashLoopBackOff.maxContainerRestartPeriod", "crashLoopBackOff.maxContainerRestartPeriod", dur(func(c *Config) time.Duration { return c.MaxContainerRestartPeriod })},
+	{"registerNode", "registerNode", boolean(func(c *Config) bool { return c.RegisterNode })},
+	{"registerWithTaints", "registerWithTaints", str(func(c *Config) string {
+		parts := make([]string, 0, len(c.RegisterWithTaints))
+		for _, t := range c.RegisterWithTaints {
+			parts = append(parts, t.ToString())
+		}
+		return strings.Join(parts, ",")
+	})},
+	{"nodeStatusUpdateFrequency", "nodeStatusUpdateFrequency", dur(func(c *Config) time.Duration { return c.NodeStatusUpdateFrequency })},
+	{"nodeStatusReportFrequency", "nodeStatusReportFrequency", dur(func(c *Config) time.Duration { return c.NodeStatusReportFrequency })},
+	{"nodeLeaseDurationSeconds", "nodeLeaseDurationSeconds", num(func(c *Config) int32 { return c.NodeLeaseDurationSeconds })},
 }

@@ -18,8 +18,11 @@ const (
 	FlagHostnameOverride  = "hostname-override"
 	FlagNodeIP            = "node-ip"
 	FlagKubeconfig        = "kubeconfig"
-	FlagRootDir           = "root-dir"
-	FlagRunDir            = "run-dir"
+	// FlagBootstrapKubeconfig is the kubelet's TLS bootstrap; staticpodd
+	// refuses it with a reason rather than ignore it.
+	FlagBootstrapKubeconfig = "bootstrap-kubeconfig"
+	FlagRootDir             = "root-dir"
+	FlagRunDir              = "run-dir"
 )
 
 // Environment variables that give --root-dir and --run-dir when the flag is
@@ -50,6 +53,7 @@ type Flags struct {
 	HostnameOverride   string
 	NodeIP             string
 	Kubeconfig         string
+	BootstrapKubecfg   string // refused: TLS bootstrap is not supported
 	RootDir            string
 	RunDir             string
 
@@ -67,6 +71,7 @@ func (f *Flags) Register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.HostnameOverride, FlagHostnameOverride, "", "node name (default: the hostname, lower-cased)")
 	fs.StringVar(&f.NodeIP, FlagNodeIP, "", "IP address of the node")
 	fs.StringVar(&f.Kubeconfig, FlagKubeconfig, "", "kubeconfig of an API server; enables mirror pods")
+	fs.StringVar(&f.BootstrapKubecfg, FlagBootstrapKubeconfig, "", "not supported: TLS bootstrap; give --kubeconfig with the node's credentials")
 }
 
 // given reports whether flag name was set on the command line, and its value.
@@ -92,6 +97,8 @@ func (f *Flags) given(name string) (string, bool) {
 		v = f.NodeIP
 	case FlagKubeconfig:
 		v = f.Kubeconfig
+	case FlagBootstrapKubeconfig:
+		v = f.BootstrapKubecfg
 	case FlagRootDir:
 		v = f.RootDir
 	case FlagRunDir:

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/staticpodd/staticpodd/agent/eviction"
 )
 
 // validate checks the values staticpodd uses, with the kubelet's limits where it
@@ -35,10 +37,14 @@ func (c *Config) validate() error {
 		"fileCheckFrequency": c.FileCheckFrequency, "httpCheckFrequency": c.HTTPCheckFrequency,
 		"syncFrequency": c.SyncFrequency, "evictionPressureTransitionPeriod": c.EvictionPressureTransitionPeriod,
 		"crashLoopBackOff.maxContainerRestartPeriod": c.MaxContainerRestartPeriod,
+		"nodeStatusUpdateFrequency":                  c.NodeStatusUpdateFrequency, "nodeStatusReportFrequency": c.NodeStatusReportFrequency,
 	} {
 		if d < 0 {
 			bad(key, "%v is negative", d)
 		}
+	}
+	if c.NodeLeaseDurationSeconds <= 0 {
+		bad("nodeLeaseDurationSeconds", "%d is not positive", c.NodeLeaseDurationSeconds)
 	}
 	if c.StaticPodURL != "" {
 		// The kubelet takes any string and fails every poll; a URL that can
@@ -59,6 +65,12 @@ func (c *Config) validate() error {
 	}
 	if c.StaticPodURLCA != "" && c.StaticPodURL == "" {
 		bad("manifestURLCA", "--%s is given but there is no staticPodURL", FlagManifestURLCA)
+	}
+	if _, err := c.EvictionThresholds(); err != nil {
+		errs = append(errs, err)
+	}
+	if c.EvictionMaxPodGracePeriod < 0 {
+		bad("evictionMaxPodGracePeriod", "%d is negative", c.EvictionMaxPodGracePeriod)
 	}
 	if c.CgroupDriver != "cgroupfs" && c.CgroupDriver != "systemd" {
 		bad("cgroupDriver", "%q is neither cgroupfs nor systemd", c.CgroupDriver)
@@ -93,4 +105,11 @@ func (c *Config) validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// EvictionThresholds are the eviction thresholds of evictionHard,
+// evictionSoft, evictionSoftGracePeriod and evictionMinimumReclaim; an error
+// names the field, the signal and what is wrong.
+func (c *Config) EvictionThresholds() ([]eviction.Threshold, error) {
+	return eviction.Parse(c.EvictionHard, c.EvictionSoft, c.EvictionSoftGracePeriod, c.EvictionMinimumReclaim)
 }

@@ -63,6 +63,7 @@ func Sandbox(pod *v1.Pod, p Paths) *podspec.Pod {
 		HostIPC:     pod.Spec.HostIPC,
 		HostPID:     pod.Spec.HostPID,
 		LogDir:      p.LogDir(pod),
+		Resources:   podResources(pod),
 	}
 	if g := pod.Spec.TerminationGracePeriodSeconds; g != nil {
 		s.TerminationGracePeriod = max(time.Duration(*g)*time.Second, minimumGracePeriod)

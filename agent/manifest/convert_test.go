@@ -193,7 +193,10 @@ func TestSandbox(t *testing.T) {
 	pod := mustParse(t, envPod)
 	s := Sandbox(pod, Paths{PodLogsDir: "/logs"})
 	want := &podspec.Pod{UID: "0123", Namespace: "edge", Name: "web-node1", Hostname: "web-node1", LogDir: "/logs/edge_web-node1_0123",
-		TerminationGracePeriod: 30 * time.Second} // the default
+		TerminationGracePeriod: 30 * time.Second, // the default
+		// Burstable (requests below limits), every limit declared: the pod
+		// cgroup gets the sums, as the kubelet's ResourceConfigForPod.
+		Resources: podspec.Resources{MemoryLimit: 128 << 20, CPUShares: 256, CPUQuota: 50000, CPUPeriod: 100000}}
 	if !reflect.DeepEqual(s, want) {
 		t.Errorf("sandbox = %+v, want %+v", s, want)
 	}

@@ -105,3 +105,92 @@ func containerSecurity(pod *v1.Pod, c *v1.Container) (podspec.Security, error) {
 	}
 	return s, nil
 }
+
+// podResources follows the kubelet's ResourceConfigForPod for the pod's own
+// cgroup (CFS quota enforced, no pod-level resources): CPU shares from the
+// pod's CPU requests for every QoS class; for a Guaranteed pod also the CPU
+// quota and memory limit from its limits; for a Burstable pod each of those
+// only when every container declares that limit; a BestEffort pod gets the
+// minimum shares. The pod's requests and limits are resourcehelper's
+// PodRequests and PodLimits: the sum over containers and sidecars, or the
+// largest init container's when that is more.
+func podResources(pod *v1.Pod) podspec.Resources {
+	var cpuReq, cpuLim, memLim int64
+	cpuDeclared, memDeclared := true, true
+	each := func(c *v1.Container, add func(sum *int64, v int64)) {
+		req := c.Resources.Requests.Cpu()
+		if req.IsZero() {
+			req = c.Resources.Limits.Cpu()
+		}
+		add(&cpuReq, req.MilliValue())
+		add(&cpuLim, c.Resources.Limits.Cpu().MilliValue())
+		add(&memLim, c.Resources.Limits.Memory().Value())
+		if c.Resources.Limits.Cpu().IsZero() {
+			cpuDeclared = false
+		}
+		if c.Resources.Limits.Memory().IsZero() {
+			memDeclared = false
+		}
+	}
+	sum := func(s *int64, v int64) { *s += v }
+	for i := range pod.Spec.Containers {
+		each(&pod.Spec.Containers[i], sum)
+	}
+	for i := range pod.Spec.InitContainers {
+		if c := &pod.Spec.InitContainers[i]; isSidecar(c) {
+			each(c, sum)
+		}
+	}
+	for i := range pod.Spec.InitContainers {
+		if c := &pod.Spec.InitContainers[i]; !isSidecar(c) {
+			each(c, func(s *int64, v int64) { *s = max(*s, v) })
+		}
+	}
+	var r podspec.Resources
+	r.CPUShares = milliCPUToShares(cpuReq)
+	qos := podQOS(pod)
+	if qos == v1.PodQOSGuaranteed || (qos == v1.PodQOSBurstable && cpuDeclared) {
+		r.CPUQuota = milliCPUToQuota(cpuLim, quotaPeriod)
+		r.CPUPeriod = quotaPeriod
+	}
+	if qos == v1.PodQOSGuaranteed || (qos == v1.PodQOSBurstable && memDeclared) {
+		r.MemoryLimit = memLim
+	}
+	return r
+}
+
+func isSidecar(c *v1.Container) bool {
+	return c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways
+}
+
+// podQOS is the kubelet's GetPodQOS over CPU and memory: Guaranteed when every
+// container limits both and requests what it limits (an unset request is its
+// limit), BestEffort when no container asks for or limits either, else Burstable.
+func podQOS(pod *v1.Pod) v1.PodQOSClass {
+	guaranteed, asks := true, false
+	all := append(append([]v1.Container{}, pod.Spec.InitContainers...), pod.Spec.Containers...)
+	for _, c := range all {
+		for _, name := range []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory} {
+			lim, hasLim := c.Resources.Limits[name]
+			req, hasReq := c.Resources.Requests[name]
+			if (hasLim && !lim.IsZero()) || (hasReq && !req.IsZero()) {
+				asks = true
+			}
+			if !hasLim || lim.IsZero() {
+				guaranteed = false
+				continue
+			}
+			if hasReq && req.Cmp(lim) != 0 {
+				guaranteed = false
+			}
+		}
+	}
+	switch {
+	case !asks:
+		return v1.PodQOSBestEffort
+	case guaranteed:
+		return v1.PodQOSGuaranteed
+	default:
+		return v1.PodQOSBurstable
+	}
+}

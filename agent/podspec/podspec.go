@@ -53,6 +53,10 @@ type Pod struct {
 	// PidsLimit caps the number of processes of the whole pod (the kubelet's
 	// podPidsLimit); 0 or less = no limit.
 	PidsLimit int64
+	// Resources are the pod cgroup's CPU shares, CPU quota and memory limit,
+	// as the kubelet's ResourceConfigForPod sets them per QoS class (its
+	// PidsLimit is unused: see PidsLimit above).
+	Resources Resources
 }
 
 // Container is one container of a pod, fully resolved by the agent: command and args

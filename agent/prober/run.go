@@ -54,6 +54,12 @@ type Config struct {
 	// first try, so that the probes of many containers found running at
 	// start do not all fire at once (the kubelet's, after a restart).
 	Jitter bool
+	// Started and Ready are what the probes of an earlier daemon last said
+	// of this container, found running at start: a startup probe that had
+	// passed is not run again, and a readiness probe that passed counts as
+	// passing until it fails failureThreshold times (the kubelet keeps both
+	// across its restarts).
+	Started, Ready bool
 	// Report is called, from the probes' goroutines, with each Update. It
 	// must not block for long.
 	Report func(Update)
@@ -72,7 +78,7 @@ func Run(ctx context.Context, cfg Config) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	started := &atomic.Bool{}
-	started.Store(cfg.Startup == nil)
+	started.Store(cfg.Startup == nil || cfg.Started)
 	var wg sync.WaitGroup
 	for kind, p := range map[Kind]*v1.Probe{Startup: cfg.Startup, Liveness: cfg.Liveness, Readiness: cfg.Readiness} {
 		if p == nil {
@@ -80,6 +86,9 @@ func Run(ctx context.Context, cfg Config) {
 		}
 		l := &loop{cfg: &cfg, kind: kind, spec: p, started: started, stopAll: cancel,
 			log: cfg.Logger.With("probe", string(kind))}
+		if kind == Readiness && cfg.Ready {
+			l.reported, l.passed = Success, true
+		}
 		wg.Go(func() { l.run(ctx) })
 	}
 	wg.Wait()

@@ -43,6 +43,17 @@ func healthz(a Agent) http.HandlerFunc {
 				fmt.Fprintf(&b, "[-]%s failed since %s: %s\n", ch.Name, ch.Since.UTC().Format(time.RFC3339), oneLine(ch.Err.Error()))
 			}
 		}
+		if nr, ok := a.(NodeReporter); ok {
+			// Pressure never makes the daemon unhealthy: it evicts.
+			for _, c := range nr.PressureConditions() {
+				name := strings.ToLower(strings.TrimSuffix(string(c.Type), "Pressure")) + "-pressure"
+				if c.Status != "True" {
+					fmt.Fprintf(&b, "[+]%s ok\n", name)
+					continue
+				}
+				fmt.Fprintf(&b, "[-]%s failed since %s: %s\n", name, c.LastTransitionTime.UTC().Format(time.RFC3339), c.Message)
+			}
+		}
 		b.WriteString("healthz check passed\n")
 		_, _ = w.Write([]byte(b.String()))
 	}

@@ -65,6 +65,7 @@ func ReadOnly(a Agent, logger *slog.Logger) http.Handler {
 func CLI(a Agent, logger *slog.Logger) http.Handler {
 	mux := http.NewServeMux()
 	readOnly(mux, a, logger)
+	mux.HandleFunc("GET /stats/summary", statsSummary(a, logger))
 	mux.HandleFunc("GET /problems", func(w http.ResponseWriter, r *http.Request) {
 		out := []Problem{}
 		for _, p := range a.Problems() {

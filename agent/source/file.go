@@ -40,7 +40,8 @@ type File struct {
 	period   time.Duration
 	seen     manifest.SeenFunc
 	logger   *slog.Logger
-	relist   chan struct{} // Relist asks Run to list now
+	relist   chan struct{}      // Relist asks Run to list now
+	periodc  chan time.Duration // SetPeriod hands Run a new period
 
 	// Store, when set before Run, keeps the manifest of each started pod
 	// with its state, so that the last good pod of a manifest that is
@@ -99,6 +100,7 @@ func NewFile(path, nodeName string, period time.Duration, seen manifest.SeenFunc
 		seen:     seen,
 		logger:   logger.With("path", path),
 		relist:   make(chan struct{}, 1),
+		periodc:  make(chan time.Duration, 1),
 		files:    map[string]*fileState{},
 		notes:    map[string]string{},
 		watches:  map[string]*watchDir{},
@@ -111,6 +113,26 @@ func (f *File) Relist() {
 	select {
 	case f.relist <- struct{}{}:
 	default:
+	}
+}
+
+// SetPeriod changes how often Run relists (fileCheckFrequency, changed by a
+// reload); the next relist is one new period away. It never blocks: of
+// several calls before Run sees them, the last wins.
+func (f *File) SetPeriod(d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	for {
+		select {
+		case f.periodc <- d:
+			return
+		default:
+		}
+		select {
+		case <-f.periodc: // drop the older value
+		default:
+		}
 	}
 }
 
@@ -161,6 +183,8 @@ func (f *File) Run(ctx context.Context, out chan<- Update) error {
 				break wait
 			case <-f.relist:
 				break wait
+			case d := <-f.periodc:
+				ticker.Reset(d)
 			case <-settle.C:
 				break wait
 			case ev := <-events:

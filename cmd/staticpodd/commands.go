@@ -12,6 +12,7 @@ func addCommands(root *cobra.Command, o *globalOptions) {
 		newExecCmd(o),
 		newImagesCmd(o),
 		newValidateCmd(),
+		newCheckCmd(),
 		newConfigCmd(o),
 		newVersionCmd(),
 	)

@@ -45,7 +45,7 @@ staticPodPath: "/tmp/test_pod.yaml"
 
 func TestConfigCommandShowsOrigins(t *testing.T) {
 	cfgPath := filepath.Join(t.TempDir(), "kubelet-config.yaml")
-	if err := os.WriteFile(cfgPath, []byte(seedConfig+"failSwapOn: false\n"), 0o644); err != nil {
+	if err := os.WriteFile(cfgPath, []byte(seedConfig+"failSwapOn: false\nclusterDomain: example.local\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	root := testRoot(newConfigCmd)
@@ -58,11 +58,14 @@ func TestConfigCommandShowsOrigins(t *testing.T) {
 		"nodeName", "master", "flag --hostname-override",
 		"runDir", "/tmp/run", "flag --run-dir",
 		"/var/lib/staticpodd",
-		"warning: config " + cfgPath + ": failSwapOn is set but staticpodd ignores it",
+		"warning: config " + cfgPath + ": clusterDomain is set but staticpodd ignores it",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
+	}
+	if !hasRow(out, "failSwapOn", "false", "file", cfgPath) {
+		t.Errorf("failSwapOn is not shown false from the file:\n%s", out)
 	}
 	for _, line := range strings.Split(out, "\n") {
 		if f := strings.Fields(line); len(f) >= 3 && f[0] == "staticPodPath" && (f[1] != "/tmp/test_pod.yaml" || f[2] != "file") {

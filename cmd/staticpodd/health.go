@@ -3,8 +3,10 @@ package main
 import (
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/staticpodd/staticpodd/agent"
+	"github.com/staticpodd/staticpodd/agent/mirror"
 	"github.com/staticpodd/staticpodd/agent/server"
 	"github.com/staticpodd/staticpodd/agent/source"
 )
@@ -13,7 +15,51 @@ import (
 // /healthz?verbose and appended to STATUS=. They never stop a pod, so a
 // failing one does not make the daemon unhealthy.
 type auxiliary struct {
-	url *source.URL // nil without staticPodURL
+	url    *source.URL    // nil without staticPodURL
+	mirror *mirror.Mirror // nil without a kubeconfig
+	parts  []*part        // the read-only port, the image import watcher
+	reloadNote
+}
+
+// part is how an auxiliary part that the daemon restarts is doing.
+type part struct {
+	name string // as /healthz?verbose names it
+	what string // as STATUS= names it
+
+	mu    sync.Mutex // guards err and since
+	err   error
+	since time.Time
+}
+
+func (x *auxiliary) add(name, what string) *part {
+	p := &part{name: name, what: what}
+	x.parts = append(x.parts, p)
+	return p
+}
+
+// set records how the part does; it reports whether that changed.
+func (p *part) set(err error) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch {
+	case err == nil && p.err == nil:
+		return false
+	case err == nil:
+		p.err = nil
+		return true
+	case p.err == nil:
+		p.err, p.since = err, time.Now()
+		return true
+	}
+	changed := p.err.Error() != err.Error()
+	p.err = err
+	return changed
+}
+
+func (p *part) get() (error, time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.err, p.since
 }
 
 func (x *auxiliary) checks() []server.Check {
@@ -21,6 +67,14 @@ func (x *auxiliary) checks() []server.Check {
 	if x.url != nil {
 		st := x.url.Status()
 		out = append(out, server.Check{Name: "manifest-url", Err: st.Err, Since: st.Since})
+	}
+	if x.mirror != nil {
+		since, err := x.mirror.Status()
+		out = append(out, server.Check{Name: "mirror-pods", Err: err, Since: since})
+	}
+	for _, p := range x.parts {
+		err, since := p.get()
+		out = append(out, server.Check{Name: p.name, Err: err, Since: since})
 	}
 	return out
 }
@@ -33,6 +87,19 @@ func (x *auxiliary) trouble() string {
 			// The error names the URL first.
 			parts = append(parts, "manifest URL "+st.Err.Error())
 		}
+	}
+	if x.mirror != nil {
+		if _, err := x.mirror.Status(); err != nil {
+			parts = append(parts, "API server "+strings.ReplaceAll(err.Error(), "\n", "; "))
+		}
+	}
+	for _, p := range x.parts {
+		if err, _ := p.get(); err != nil {
+			parts = append(parts, p.what+": "+err.Error())
+		}
+	}
+	if n := x.reloadNote.reloadNote(); n != "" {
+		parts = append(parts, n)
 	}
 	return strings.Join(parts, "; ")
 }
@@ -56,7 +123,16 @@ type statusLine struct {
 
 	mu      sync.Mutex // guards the fields below
 	summary string     // the agent's last
+	gate    string     // what READY=1 waits for (--ready-when); "" once ready
 	last    string     // the last line sent
+}
+
+// setGate puts what READY=1 waits for in front of the line; "" removes it.
+func (s *statusLine) setGate(waiting string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.gate = waiting
+	s.sendLocked(false)
 }
 
 // Status takes a new summary from the agent (or a reload) and sends the line.
@@ -76,6 +152,9 @@ func (s *statusLine) refresh() {
 
 func (s *statusLine) sendLocked(always bool) {
 	line := s.summary
+	if s.gate != "" {
+		line = s.gate + "; " + line
+	}
 	if t := s.aux.trouble(); t != "" {
 		if line != "" {
 			line += "; "

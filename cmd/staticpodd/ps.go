@@ -54,21 +54,34 @@ func newPsCmd(o *globalOptions) *cobra.Command {
 					return err
 				}
 			}
-			return printPods(cmd.OutOrStdout(), list.Items, problems, probes, output == "wide", time.Now())
+			// Usage and node conditions; a daemon that does not measure
+			// (an older one) leaves them out.
+			var stats server.StatsSummary
+			if err := c.getJSON(cmd.Context(), "/stats/summary", &stats); err != nil {
+				stats = server.StatsSummary{}
+			}
+			return printPods(cmd.OutOrStdout(), list.Items, problems, probes, &stats, output == "wide", time.Now())
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: wide or json")
 	return cmd
 }
 
-func printPods(out io.Writer, pods []v1.Pod, problems []server.Problem, probes []prober.Status, wide bool, now time.Time) error {
+func printPods(out io.Writer, pods []v1.Pod, problems []server.Problem, probes []prober.Status, stats *server.StatsSummary, wide bool, now time.Time) error {
+	if stats == nil {
+		stats = &server.StatsSummary{}
+	}
+	byUID := map[string]server.PodStats{}
+	for _, ps := range stats.Pods {
+		byUID[ps.PodRef.UID] = ps
+	}
 	tw := tabwriter.NewWriter(out, 0, 8, 3, ' ', 0)
 	if len(pods) == 0 {
 		fmt.Fprintln(tw, "No pods.")
 	} else {
 		header := "NAMESPACE\tNAME\tREADY\tSTATUS\tRESTARTS\tAGE"
 		if wide {
-			header += "\tIP\tNODE"
+			header += "\tIP\tNODE\tCPU\tMEMORY\tPIDS"
 		}
 		fmt.Fprintln(tw, header)
 		for _, p := range pods {
@@ -86,22 +99,49 @@ func printPods(out io.Writer, pods []v1.Pod, problems []server.Problem, probes [
 			line := fmt.Sprintf("%s\t%s\t%d/%d\t%s\t%d\t%s", p.Namespace, p.Name, ready, len(p.Spec.Containers), podStatus(p), restarts, age)
 			if wide {
 				line += fmt.Sprintf("\t%s\t%s", orNone(p.Status.PodIP), orNone(p.Spec.NodeName))
+				ps, ok := byUID[string(p.UID)]
+				switch {
+				case ok:
+					line += fmt.Sprintf("\t%s\t%s\t%s", cpuTime(ps.CPU), workingSet(ps.Memory), count(ps.ProcessStats))
+				default:
+					line += "\t-\t-\t-"
+				}
 			}
 			fmt.Fprintln(tw, line)
 		}
 		if wide {
 			fmt.Fprintln(tw)
-			fmt.Fprintln(tw, "POD\tCONTAINER\tSTATE\tRESTARTS\tPROBES\tCONTAINER ID\tIMAGE")
+			fmt.Fprintln(tw, "POD\tCONTAINER\tSTATE\tRESTARTS\tPROBES\tMEMORY\tROOTFS\tLOGS\tCONTAINER ID\tIMAGE")
 			for _, p := range pods {
 				for _, cs := range append(append([]v1.ContainerStatus{}, p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...) {
-					fmt.Fprintf(tw, "%s/%s\t%s\t%s\t%d\t%s\t%s\t%s\n", p.Namespace, p.Name, cs.Name, containerState(cs),
-						cs.RestartCount, probeSummary(probes, p, cs.Name), orNone(strings.TrimPrefix(cs.ContainerID, "staticpodd://")), cs.Image)
+					mem, rootfs, logs := "-", "-", "-"
+					for _, c := range byUID[string(p.UID)].Containers {
+						if c.Name == cs.Name {
+							mem, rootfs, logs = workingSet(c.Memory), used(c.Rootfs), used(c.Logs)
+						}
+					}
+					fmt.Fprintf(tw, "%s/%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", p.Namespace, p.Name, cs.Name, containerState(cs),
+						cs.RestartCount, probeSummary(probes, p, cs.Name), mem, rootfs, logs,
+						orNone(strings.TrimPrefix(cs.ContainerID, "staticpodd://")), cs.Image)
 				}
 			}
 		}
 	}
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("write pod list: %w", err)
+	}
+	var pressure []string
+	for _, c := range stats.Node.Conditions {
+		if c.Status == v1.ConditionTrue {
+			pressure = append(pressure, fmt.Sprintf("%s (since %s): %s", c.Type, duration.HumanDuration(now.Sub(c.LastTransitionTime.Time)), c.Message))
+		}
+	}
+	if len(pressure) > 0 {
+		fmt.Fprintln(out)
+		fmt.Fprintln(out, "Node under pressure:")
+		for _, p := range pressure {
+			fmt.Fprintln(out, "  "+p)
+		}
 	}
 	var failing []prober.Status
 	for _, p := range probes {
@@ -144,6 +184,9 @@ func podStatus(p v1.Pod) string {
 		default:
 			return fmt.Sprintf("Init:%d/%d", i, len(p.Spec.InitContainers))
 		}
+	}
+	if p.Status.Phase == v1.PodFailed && p.Status.Reason != "" {
+		return p.Status.Reason // Evicted, DeadlineExceeded: why it failed as a whole
 	}
 	reason := string(p.Status.Phase)
 	running := false
@@ -208,4 +251,50 @@ func orDefault(s, def string) string {
 		return def
 	}
 	return s
+}
+
+// cpuTime is the CPU time used, rounded: "1.2s", "3m4s".
+func cpuTime(c *server.CPUStats) string {
+	if c == nil || c.UsageCoreNanoSeconds == nil {
+		return "-"
+	}
+	d := time.Duration(*c.UsageCoreNanoSeconds)
+	if d < time.Minute {
+		return d.Round(100 * time.Millisecond).String()
+	}
+	return d.Round(time.Second).String()
+}
+
+func workingSet(m *server.MemoryStats) string {
+	if m == nil || m.WorkingSetBytes == nil {
+		return "-"
+	}
+	return bytesIEC(*m.WorkingSetBytes)
+}
+
+func used(f *server.FsStats) string {
+	if f == nil || f.UsedBytes == nil {
+		return "-"
+	}
+	return bytesIEC(*f.UsedBytes)
+}
+
+func count(p *server.ProcessStats) string {
+	if p == nil || p.ProcessCount == nil {
+		return "-"
+	}
+	return fmt.Sprint(*p.ProcessCount)
+}
+
+// bytesIEC is n as kubectl top shows memory: 12Mi, 3Gi, 512Ki.
+func bytesIEC(n uint64) string {
+	switch {
+	case n >= 10<<30:
+		return fmt.Sprintf("%dGi", n>>30)
+	case n >= 10<<20:
+		return fmt.Sprintf("%dMi", n>>20)
+	case n >= 10<<10:
+		return fmt.Sprintf("%dKi", n>>10)
+	}
+	return fmt.Sprint(n)
 }

@@ -29,7 +29,7 @@ func (psAgent) Pods() []v1.Pod {
 	started := metav1.NewTime(time.Now().Add(-5 * time.Minute))
 	return []v1.Pod{
 		{
-			ObjectMeta: metav1.ObjectMeta{Name: "web-node1", Namespace: "default"},
+			ObjectMeta: metav1.ObjectMeta{Name: "web-node1", Namespace: "default", UID: "u-web"},
 			Spec:       v1.PodSpec{NodeName: "node1", Containers: []v1.Container{{Name: "httpd"}}},
 			Status: v1.PodStatus{Phase: v1.PodRunning, PodIP: "127.0.0.1", StartTime: &started,
 				ContainerStatuses: []v1.ContainerStatus{{Name: "httpd", Image: "busybox", Ready: true, RestartCount: 1,
@@ -42,6 +42,22 @@ func (psAgent) Pods() []v1.Pod {
 				ContainerStatuses: []v1.ContainerStatus{{Name: "etcd", RestartCount: 4,
 					State: v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}}}}},
 		},
+	}
+}
+
+func (psAgent) NodeName() string { return "node1" }
+
+func (psAgent) StatsSummary(context.Context) (*podspec.Summary, error) {
+	u := podspec.Usage{CPUUsageNanos: 1500e6, MemoryWorkingSet: 24 << 20, Pids: 3}
+	return &podspec.Summary{Pods: []podspec.PodStats{{UID: "u-web", Name: "web-node1", Namespace: "default", Usage: u,
+		Containers: []podspec.ContainerStats{{Name: "httpd", Usage: u, RootfsBytes: 12 << 10, LogsBytes: 300}}}}}, nil
+}
+
+func (psAgent) PressureConditions() []v1.NodeCondition {
+	return []v1.NodeCondition{
+		{Type: v1.NodeMemoryPressure, Status: v1.ConditionTrue, Message: "kubelet has insufficient memory available",
+			LastTransitionTime: metav1.NewTime(time.Now().Add(-2 * time.Minute))},
+		{Type: v1.NodeDiskPressure, Status: v1.ConditionFalse, Message: "kubelet has no disk pressure"},
 	}
 }
 
@@ -114,6 +130,12 @@ func TestPs(t *testing.T) {
 	if want := "Manifest problems:\n  /etc/kubernetes/manifests/bad.yaml: no containers"; !strings.Contains(out, want) {
 		t.Errorf("ps output lacks %q:\n%s", want, out)
 	}
+	if want := "Node under pressure:\n  MemoryPressure (since 2m): kubelet has insufficient memory available\n"; !strings.Contains(out, want) {
+		t.Errorf("ps output lacks %q:\n%s", want, out)
+	}
+	if strings.Contains(out, "DiskPressure") {
+		t.Errorf("ps shows a condition that is false:\n%s", out)
+	}
 	if strings.Contains(out, "abc123") {
 		t.Errorf("plain ps shows container IDs:\n%s", out)
 	}
@@ -123,9 +145,9 @@ func TestPs(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, row := range [][]string{
-		{"default", "web-node1", "1/1", "Running", "1", "5m", "127.0.0.1", "node1"},
-		{"default/web-node1", "httpd", "Running", "1", "liveness:ok,readiness:fail", "abc123", "busybox"},
-		{"kube-system/etcd-node1", "etcd", "Waiting:CrashLoopBackOff", "4", "<none>", "<none>"},
+		{"default", "web-node1", "1/1", "Running", "1", "5m", "127.0.0.1", "node1", "1.5s", "24Mi", "3"},
+		{"default/web-node1", "httpd", "Running", "1", "liveness:ok,readiness:fail", "24Mi", "12Ki", "300", "abc123", "busybox"},
+		{"kube-system/etcd-node1", "etcd", "Waiting:CrashLoopBackOff", "4", "<none>", "-", "-", "-", "<none>"},
 	} {
 		if !hasRow(out, row...) {
 			t.Errorf("ps -o wide output lacks row %q:\n%s", row, out)
@@ -167,4 +189,21 @@ func hasRow(out string, fields ...string) bool {
 		}
 	}
 	return false
+}
+
+// /healthz?verbose names the pressure conditions, and stays "passed": the
+// daemon evicts, it is not unhealthy.
+func TestHealthzShowsPressure(t *testing.T) {
+	dir := t.TempDir()
+	serveDaemon(t, dir)
+	body, err := newDaemonClient(filepath.Join(dir, socketName)).get(t.Context(), "/healthz?verbose")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := string(body)
+	for _, want := range []string{"[-]memory-pressure failed since ", ": kubelet has insufficient memory available\n", "[+]disk-pressure ok\n", "healthz check passed"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("healthz lacks %q:\n%s", want, out)
+		}
+	}
 }

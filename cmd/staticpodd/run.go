@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/netip"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -22,7 +24,9 @@ import (
 
 	"github.com/staticpodd/staticpodd/agent"
 	"github.com/staticpodd/staticpodd/agent/config"
+	"github.com/staticpodd/staticpodd/agent/eviction"
 	"github.com/staticpodd/staticpodd/agent/manifest"
+	"github.com/staticpodd/staticpodd/agent/mirror"
 	"github.com/staticpodd/staticpodd/agent/server"
 	"github.com/staticpodd/staticpodd/agent/source"
 	"github.com/staticpodd/staticpodd/oci"
@@ -32,12 +36,17 @@ import (
 
 var _ agent.Runtime = (*oci.Runtime)(nil)
 
+// readyExtend is how much longer each EXTEND_TIMEOUT_USEC asks systemd to
+// wait for READY=1 while --ready-when's pods are on their way.
+const readyExtend = time.Minute
+
 // errSignal is the cause of the main context's cancellation on SIGTERM/SIGINT.
 var errSignal = errors.New("received a stop signal")
 
 func newRunCmd() *cobra.Command {
 	var flags config.Flags
 	var verbose, once bool
+	var readyWhenFlag string
 	var onceTimeout time.Duration
 	cmd := &cobra.Command{
 		Use:   "run",
@@ -56,6 +65,11 @@ func newRunCmd() *cobra.Command {
 			for _, w := range warnings {
 				logger.Warn("configuration field ignored", "reason", w)
 			}
+			// A driver the host cannot serve fails now, in one line, not at the
+			// first pod.
+			if err := oci.CheckCgroupDriver(cfg.CgroupDriver); err != nil {
+				return err
+			}
 			warnNotYetActedOn(cfg, logger)
 			if once {
 				return runOnce(cfg, logger, onceTimeout, cmd.OutOrStdout())
@@ -63,12 +77,17 @@ func newRunCmd() *cobra.Command {
 			if cmd.Flags().Changed("once-timeout") {
 				return fmt.Errorf("--once-timeout is for --once")
 			}
-			return runDaemon(cfg, logger)
+			when, err := parseReadyWhen(readyWhenFlag)
+			if err != nil {
+				return err
+			}
+			return runDaemon(cfg, &flags, when, logger)
 		},
 	}
 	flags.Register(cmd.Flags())
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "log at debug level")
 	cmd.Flags().BoolVar(&once, "once", false, "start every pod, wait until each runs (or has finished, for restartPolicy Never and OnFailure), print the results and exit, leaving the pods running")
+	cmd.Flags().StringVar(&readyWhenFlag, "ready-when", readySynced, "when to tell systemd READY=1: synced (every source read, first sync done), pods-running[:NAME,...] or pods-ready[:NAME,...] (the chosen pods, or all, are Running or Ready)")
 	cmd.Flags().DurationVar(&onceTimeout, "once-timeout", defaultOnceTimeout, "with --once, how long to wait for the pods")
 	return cmd
 }
@@ -77,16 +96,10 @@ func newRunCmd() *cobra.Command {
 // yet, with why: run warns once for each given a value of its own, and config
 // notes them.
 var notYetActedOn = map[string]string{
-	"kubeconfig":                       "mirror pods are not implemented yet",
 	"port":                             "the authenticated kubelet API is not served yet",
 	"tlsCertFile":                      "the authenticated kubelet API is not served yet",
 	"tlsPrivateKeyFile":                "the authenticated kubelet API is not served yet",
 	"authentication.x509.clientCAFile": "the authenticated kubelet API is not served yet",
-	"evictionHard":                     "eviction is not implemented yet",
-	"evictionSoft":                     "eviction is not implemented yet",
-	"evictionSoftGracePeriod":          "eviction is not implemented yet",
-	"evictionMinimumReclaim":           "eviction is not implemented yet",
-	"evictionPressureTransitionPeriod": "eviction is not implemented yet",
 	"serializeImagePulls":              "image pulls are not implemented yet",
 	"imageGCLowThresholdPercent":       "image garbage collection is not implemented yet",
 	"seccompDefault":                   "the default seccomp profile is not implemented yet",
@@ -101,10 +114,6 @@ func warnNotYetActedOn(cfg *config.Config, logger *slog.Logger) {
 		}
 		logger.Warn("configuration field not acted on yet", "field", e.Key, "value", e.Value, "from", e.Origin, "reason", reason)
 	}
-	if cfg.CgroupDriver != "cgroupfs" {
-		logger.Warn("configuration field not acted on yet", "field", "cgroupDriver", "value", cfg.CgroupDriver,
-			"reason", "only the cgroupfs driver is implemented; pods use it")
-	}
 }
 
 // daemon is every subsystem of a running staticpodd; only this file knows them all.
@@ -118,8 +127,15 @@ type daemon struct {
 	runtime  *oci.Runtime
 	agent    *agent.Agent
 	sources  []func(context.Context, chan<- source.Update) error
-	relist   []func() // each source's "read the manifests now"
-	lock     *os.File // flock(2)ed <run-dir>/staticpodd.lock, held while the daemon runs
+	relist   []func()      // each source's "read the manifests now"
+	file     *source.File  // the file source; nil without staticPodPath
+	flags    *config.Flags // the flags of the start, for a reload; nil for run --once
+	gate     *readyGate    // --ready-when's; nil when READY=1 follows the first sync
+	lock     *os.File      // flock(2)ed <run-dir>/staticpodd.lock, held while the daemon runs
+	readOnly *part         // the read-only port's listener
+	imports  *part         // the image import watcher
+	// memNotifier wakes the eviction manager; nil without one.
+	memNotifier *oci.MemoryNotifier
 }
 
 // lockRunDir takes <run-dir>/staticpodd.lock for this process, or says which
@@ -144,40 +160,61 @@ func lockRunDir(runDir string) (*os.File, error) {
 	return f, nil
 }
 
-// readyNotifier remembers that the agent said READY=1, so that a reload asked
-// for before that does not say it early.
+// readyNotifier remembers that READY=1 was said, so that a reload asked for
+// before that does not say it early. With --ready-when, the agent's Ready
+// only opens the gate, which says READY=1 once the pods are there.
 type readyNotifier struct {
 	*sysd.Notifier
-	ready atomic.Bool
+	ready    atomic.Bool
+	gate     chan struct{} // nil: no gate; else closed by the agent's Ready
+	gateOnce sync.Once
 }
 
+// Ready is the agent's: every source seen and the first sync done.
 func (n *readyNotifier) Ready() {
+	if n.gate != nil {
+		n.gateOnce.Do(func() { close(n.gate) })
+		return
+	}
+	n.sendReady()
+}
+
+// sendReady says READY=1.
+func (n *readyNotifier) sendReady() {
 	n.ready.Store(true)
 	n.Notifier.Ready()
 }
 
-// reload is systemctl reload (SIGHUP): every source reads its manifests now
-// and every waiting pod tries again now.
+// reload is systemctl reload (SIGHUP): the configuration is read again and
+// what can change live is applied (the rest is reported as needing a
+// restart), every source reads its manifests now and every waiting pod tries
+// again now.
 func (d *daemon) reload() {
-	d.logger.Info("reloading: reading manifests now")
+	d.logger.Info("reloading: reading the configuration and the manifests now")
 	ready := d.notifier.ready.Load()
 	if ready {
 		d.notifier.Reloading()
 	}
+	d.reloadConfig()
 	for _, relist := range d.relist {
 		relist()
 	}
 	d.agent.Resync()
 	if ready {
 		d.status.Status(d.agent.Summary()) // not "Reloading" until the pods change
-		d.notifier.Ready()
+		d.notifier.sendReady()
 	}
 }
 
-func runDaemon(cfg *config.Config, logger *slog.Logger) error {
+func runDaemon(cfg *config.Config, flags *config.Flags, when readyWhen, logger *slog.Logger) error {
 	d, err := newDaemon(cfg, logger, false)
 	if err != nil {
 		return err
+	}
+	d.flags = flags
+	if when.gated() {
+		d.notifier.gate = make(chan struct{})
+		d.gate = &readyGate{when: when, node: cfg.NodeName, agent: d.agent, notifier: d.notifier, status: d.status, extend: readyExtend}
 	}
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
@@ -210,6 +247,13 @@ func runDaemon(cfg *config.Config, logger *slog.Logger) error {
 // newDaemon makes every subsystem; once: the sources read the manifests once
 // (run --once).
 func newDaemon(cfg *config.Config, logger *slog.Logger, once bool) (*daemon, error) {
+	// Before any pod starts, adopted or new: what would make pods fail.
+	if errs := oci.Check(checkConfig(cfg)); len(errs) > 0 {
+		for _, err := range errs {
+			logger.Error("start-up check failed", "err", err)
+		}
+		return nil, fmt.Errorf("%d start-up check(s) failed (staticpodd check lists them)", len(errs))
+	}
 	for _, dir := range []string{cfg.RootDir, cfg.RunDir} {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return nil, fmt.Errorf("create %s: %w", dir, err)
@@ -226,9 +270,11 @@ func newDaemon(cfg *config.Config, logger *slog.Logger, once bool) (*daemon, err
 		return nil, err
 	}
 	rt, err := oci.New(oci.Config{
-		RunDir:     cfg.RunDir,
-		RootDir:    cfg.RootDir,
-		CgroupRoot: cfg.CgroupRoot,
+		RunDir:       cfg.RunDir,
+		RootDir:      cfg.RootDir,
+		CgroupRoot:   cfg.CgroupRoot,
+		CgroupDriver: cfg.CgroupDriver,
+		NodeCgroup:   os.Getenv(envTestNodeCgroup),
 		// A negative containerLogMaxSize turns rotation off, as the kubelet's.
 		LogMaxSize:  cfg.ContainerLogMaxSize,
 		LogMaxFiles: int(cfg.ContainerLogMaxFiles),
@@ -259,6 +305,7 @@ func newDaemon(cfg *config.Config, logger *slog.Logger, once bool) (*daemon, err
 	if cfg.StaticPodPath != "" {
 		file := source.NewFile(cfg.StaticPodPath, cfg.NodeName, cfg.FileCheckFrequency, seen.Seen, logger.With("source", "file"))
 		file.Store = seen // the last good pod of each manifest outlives a restart
+		d.file = file
 		if once {
 			d.sources = append(d.sources, file.Once)
 		} else {
@@ -302,21 +349,98 @@ func newDaemon(cfg *config.Config, logger *slog.Logger, once bool) (*daemon, err
 		WatchdogPeriod: watchdog,
 		Notifier:       agentNotifier{readyNotifier: notifier, line: status},
 		Seen:           seen,
+		Eviction:       d.evictionConfig(),
 	}, rt, logger)
+	if cfg.Kubeconfig != "" && !once {
+		aux.mirror = mirror.New(mirror.Config{
+			Kubeconfig:                cfg.Kubeconfig,
+			NodeName:                  cfg.NodeName,
+			NodeIP:                    nodeIP,
+			Version:                   versionString(),
+			RegisterNode:              cfg.RegisterNode,
+			RegisterWithTaints:        cfg.RegisterWithTaints,
+			NodeStatusUpdateFrequency: cfg.NodeStatusUpdateFrequency,
+			NodeStatusReportFrequency: cfg.NodeStatusReportFrequency,
+			NodeLeaseDuration:         time.Duration(cfg.NodeLeaseDurationSeconds) * time.Second,
+			MaxPods:                   int64(cfg.MaxPods),
+			RootDir:                   cfg.RootDir,
+			EvictionHard:              cfg.EvictionHard,
+			Conditions:                d.agent,
+			OnChange:                  status.refresh,
+		}, mirror.AgentPods{Agent: d.agent}, logger.With("subsystem", "mirror"))
+	}
+	d.readOnly = aux.add("read-only-port", "read-only port")
+	d.imports = aux.add("image-import", "image import watcher")
 	return d, nil
+}
+
+// envTestNodeCgroup names, for tests only, a cgroupfs cgroup whose memory and
+// pids limits stand for the node's (docs/configuration.md): a test makes
+// real node pressure inside it without starving the machine.
+const envTestNodeCgroup = "STATICPODD_TEST_NODE_CGROUP"
+
+// envTestNoMemoryNotifier, for benchmarks only, turns the memory threshold
+// notifier off: memory pressure is found by polling alone, to measure what
+// the notifier gains.
+const envTestNoMemoryNotifier = "STATICPODD_TEST_NO_MEMORY_NOTIFIER"
+
+// evictionConfig is the eviction manager's configuration: the thresholds,
+// the memory threshold notifier, and node-level reclaim of unused images.
+func (d *daemon) evictionConfig() agent.EvictionConfig {
+	ts, _ := d.cfg.EvictionThresholds() // validated by config.Load
+	ec := agent.EvictionConfig{Config: eviction.Config{
+		Thresholds:               ts,
+		PressureTransitionPeriod: d.cfg.EvictionPressureTransitionPeriod,
+		MaxPodGracePeriod:        time.Duration(d.cfg.EvictionMaxPodGracePeriod) * time.Second,
+	}}
+	if len(ts) == 0 {
+		return ec
+	}
+	importDir := filepath.Join(d.cfg.RootDir, "images", "import")
+	ec.Reclaim = func(ctx context.Context, keep []string) (uint64, error) {
+		freed, removed, err := d.images.RemoveUnused(keep, importDir)
+		if len(removed) > 0 {
+			d.logger.Info("removed unused images", "images", removed, "bytes", freed)
+		}
+		return freed, err
+	}
+	if os.Getenv(envTestNoMemoryNotifier) != "" {
+		return ec
+	}
+	mn, err := d.runtime.NewMemoryNotifier()
+	if err != nil {
+		d.logger.Warn("memory threshold notifier not available; memory pressure is polled only", "err", err)
+		return ec
+	}
+	d.memNotifier = mn
+	ec.Notifier = mn
+	return ec
 }
 
 // run starts every subsystem under one errgroup and returns when ctx ends or one
 // of them fails.
 func (d *daemon) run(ctx context.Context) error {
 	defer d.lock.Close()
+	if d.memNotifier != nil {
+		defer d.memNotifier.Close()
+	}
 	importDir := filepath.Join(d.cfg.RootDir, "images", "import")
 	if err := os.MkdirAll(importDir, 0o700); err != nil {
 		return fmt.Errorf("create %s: %w", importDir, err)
 	}
-	sock, err := server.ListenUnix(filepath.Join(d.cfg.RunDir, "staticpodd.sock"))
+	// Sockets systemd passed (socket activation, see packaging/staticpodd.socket),
+	// by FileDescriptorName: "cli" and "read-only"; the daemon opens the others.
+	passed, err := sysd.NamedListeners()
 	if err != nil {
-		return err
+		d.logger.Warn("socket activation: passed sockets not used", "err", err)
+	}
+	sock := firstListener(passed[listenerCLI])
+	if sock == nil {
+		if sock, err = server.ListenUnix(filepath.Join(d.cfg.RunDir, "staticpodd.sock")); err != nil {
+			return err
+		}
+	} else {
+		d.logger.Info("serving the CLI on a socket systemd passed", "address", sock.Addr().String())
 	}
 	g, ctx := errgroup.WithContext(ctx)
 	httpLog := d.logger.With("subsystem", "http")
@@ -330,26 +454,99 @@ func (d *daemon) run(ctx context.Context) error {
 		g.Go(func() error { return run(ctx, updates) })
 	}
 	g.Go(func() error { return d.agent.Run(ctx, updates) })
+	if d.gate != nil {
+		g.Go(func() error { d.gate.run(ctx, d.notifier.gate); return nil })
+	}
 
+	// Auxiliary parts: their failures are retried, never returned.
 	g.Go(func() error {
-		return d.images.WatchImports(ctx, importDir, func([]image.Image) { d.agent.Resync() })
+		d.retry(ctx, d.imports, func(ctx context.Context) error {
+			return d.images.WatchImports(ctx, importDir, func([]image.Image) { d.agent.Resync() })
+		})
+		return nil
 	})
+	if d.aux.mirror != nil {
+		g.Go(func() error { return d.aux.mirror.Run(ctx) })
+	}
 
-	if d.cfg.ReadOnlyPort != 0 {
+	if l := firstListener(passed[listenerReadOnly]); l != nil {
+		lim := server.DefaultLimits(server.ReadOnlyMaxConns).FitFiles(files)
+		d.logger.Info("serving the read-only port on a socket systemd passed", "address", l.Addr().String(), "maxConns", lim.MaxConns)
+		g.Go(func() error {
+			return server.Serve(ctx, l, server.ReadOnly(served{d.agent, d.aux}, httpLog), lim, httpLog.With("listener", "read-only port"))
+		})
+	} else if d.cfg.ReadOnlyPort != 0 {
 		addr := net.JoinHostPort(d.cfg.Address, strconv.Itoa(int(d.cfg.ReadOnlyPort)))
-		l, err := net.Listen("tcp", addr)
-		if err != nil {
-			// The pods matter more than the read-only port: say so and go on.
-			d.logger.Error("read-only port not served", "address", addr, "err", err)
-		} else {
-			lim := server.DefaultLimits(server.ReadOnlyMaxConns).FitFiles(files)
-			d.logger.Info("serving the read-only port", "address", addr, "maxConns", lim.MaxConns)
-			g.Go(func() error {
+		lim := server.DefaultLimits(server.ReadOnlyMaxConns).FitFiles(files)
+		g.Go(func() error {
+			d.retry(ctx, d.readOnly, func(ctx context.Context) error {
+				l, err := net.Listen("tcp", addr)
+				if err != nil {
+					return err
+				}
+				d.logger.Info("serving the read-only port", "address", addr, "maxConns", lim.MaxConns)
+				d.setPart(d.readOnly, nil)
 				return server.Serve(ctx, l, server.ReadOnly(served{d.agent, d.aux}, httpLog), lim, httpLog.With("listener", "read-only port"))
 			})
-		}
+			return nil
+		})
 	}
 	return g.Wait()
+}
+
+// The FileDescriptorName= of sockets a socket unit passes to the daemon.
+const (
+	listenerCLI      = "cli"
+	listenerReadOnly = "read-only"
+)
+
+// firstListener is the first of ls, or nil: one socket is served per
+// listener, and any further one of the same name is left unused.
+func firstListener(ls []net.Listener) net.Listener {
+	for _, l := range ls {
+		if l != nil {
+			return l
+		}
+	}
+	return nil
+}
+
+// retry runs auxiliary part p's run until ctx ends: each failure is logged
+// when it changes, shown in /healthz?verbose and STATUS=, and retried after
+// an exponential back-off with jitter (0.5s to 30s).
+func (d *daemon) retry(ctx context.Context, p *part, run func(context.Context) error) {
+	wait := time.Duration(0)
+	for {
+		err := run(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		if err == nil {
+			err = errors.New("stopped unexpectedly")
+		}
+		wait = min(max(wait*2, 500*time.Millisecond), 30*time.Second)
+		d.setPart(p, err)
+		t := time.NewTimer(time.Duration(float64(wait) * (0.75 + rand.Float64()/2)))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// setPart records how p does, and says so when that changed.
+func (d *daemon) setPart(p *part, err error) {
+	if !p.set(err) {
+		return
+	}
+	if err != nil {
+		d.logger.Error("auxiliary part failing; retrying", "part", p.name, "err", err)
+	} else {
+		d.logger.Info("auxiliary part working", "part", p.name)
+	}
+	d.status.refresh()
 }
 
 // openFileLimit is the daemon's limit on open files (the Go runtime raised

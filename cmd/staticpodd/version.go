@@ -35,3 +35,15 @@ func newVersionCmd() *cobra.Command {
 		},
 	}
 }
+
+// versionString is the version without the Go toolchain's: the link-time
+// one, else the module's, else "dev".
+func versionString() string {
+	if version != "" {
+		return version
+	}
+	if info, ok := debug.ReadBuildInfo(); ok && info.Main.Version != "" && info.Main.Version != "(devel)" {
+		return info.Main.Version
+	}
+	return "dev"
+}

@@ -19,6 +19,9 @@ type importedFile struct {
 	Size    int64     `json:"size"`
 	ModTime time.Time `json:"modTime"`
 	Err     string    `json:"error,omitempty"`
+	// Images are the IDs of the images it gave: kept by image garbage
+	// collection while the file is in the folder.
+	Images []string `json:"images,omitempty"`
 }
 
 // WatchImports imports the image archives in dir (the k3s-style auto-import folder)
@@ -172,6 +175,9 @@ func (iw *importWatch) try(ctx context.Context, name string) {
 		logger.Warn("image import failed; retried when the file changes", "err", err)
 	} else {
 		logger.Info("imported images", "images", refsOf(imgs))
+		for _, img := range imgs {
+			rec.Images = append(rec.Images, img.ID)
+		}
 	}
 	iw.seen[name] = rec
 	if err := iw.s.writeImportState(iw.seen); err != nil {

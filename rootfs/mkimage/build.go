@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math/rand/v2"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -39,7 +41,36 @@ type options struct {
 	entrypoint, cmd  []string
 	env              []string
 	stopSignal       string
+	files            []file
 	out              string
+	// pad adds a second layer holding /pad, this many bytes that do not
+	// compress (derived from the first ref, so builds repeat): an image
+	// whose removal frees space, for reclaim tests.
+	pad int64
+}
+
+// file is a host file that -add puts into the image.
+type file struct {
+	src string // on the host
+	dst string // in the image, relative: "usr/local/bin/etcd"
+}
+
+// parseAdds reads -add values, SRC:DST with DST absolute and clean. A DST that
+// is the root, or that goes through ".." anywhere, is refused: the layer names
+// only what it says.
+func parseAdds(adds []string) ([]file, error) {
+	var files []file
+	for _, a := range adds {
+		src, dst, ok := strings.Cut(a, ":")
+		if !ok || src == "" || dst == "" {
+			return nil, fmt.Errorf("-add %q: want SRC:DST", a)
+		}
+		if !path.IsAbs(dst) || path.Clean(dst) != dst || dst == "/" {
+			return nil, fmt.Errorf("-add %q: DST must be a clean absolute file path", a)
+		}
+		files = append(files, file{src: src, dst: strings.TrimPrefix(dst, "/")})
+	}
+	return files, nil
 }
 
 // parseList reads a JSON array (["a","b"]) or a comma list (a,b). "" is nil.
@@ -63,7 +94,7 @@ func build(o options) error {
 	if err != nil {
 		return fmt.Errorf("read busybox (apt-get install busybox-static): %w", err)
 	}
-	layerTar, err := rootfsTar(bin, applets(o.busybox))
+	layerTar, err := rootfsTar(bin, applets(o.busybox), o.files)
 	if err != nil {
 		return err
 	}
@@ -76,6 +107,21 @@ func build(o options) error {
 	img, err := mutate.AppendLayers(empty.Image, layer)
 	if err != nil {
 		return fmt.Errorf("make image: %w", err)
+	}
+	if o.pad > 0 {
+		padTar, err := padLayer(o.pad, o.refs[0])
+		if err != nil {
+			return err
+		}
+		pl, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
+			return io.NopCloser(bytes.NewReader(padTar)), nil
+		})
+		if err != nil {
+			return fmt.Errorf("make pad layer: %w", err)
+		}
+		if img, err = mutate.AppendLayers(img, pl); err != nil {
+			return fmt.Errorf("make image: %w", err)
+		}
 	}
 	cfg, err := img.ConfigFile()
 	if err != nil {
@@ -109,8 +155,9 @@ func applets(busybox string) []string {
 	return slices.Compact(list)
 }
 
-// rootfsTar is the one layer: busybox, its applet links, users, /tmp and /www.
-func rootfsTar(bin []byte, applets []string) ([]byte, error) {
+// rootfsTar is the one layer: busybox, its applet links, users, /tmp and /www,
+// and the files -add names, with the directories above them.
+func rootfsTar(bin []byte, applets []string, files []file) ([]byte, error) {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	add := func(hdr *tar.Header, body []byte) error {
@@ -138,6 +185,34 @@ func rootfsTar(bin []byte, applets []string) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("make layer: %w", err)
 	}
+	dirs := map[string]bool{"bin": true, "dev": true, "etc": true, "proc": true, "root": true, "sys": true,
+		"tmp": true, "usr": true, "usr/bin": true, "var": true, "www": true}
+	for _, f := range files {
+		if dirs[f.dst] {
+			return nil, fmt.Errorf("-add %s: /%s is a directory of the image", f.src, f.dst)
+		}
+		var parents []string
+		for d := path.Dir(f.dst); d != "." && !dirs[d]; d = path.Dir(d) {
+			parents = append(parents, d)
+		}
+		for _, d := range slices.Backward(parents) {
+			if err := dir(d, 0o755); err != nil {
+				return nil, fmt.Errorf("make layer: %w", err)
+			}
+			dirs[d] = true
+		}
+		body, err := os.ReadFile(f.src)
+		if err != nil {
+			return nil, fmt.Errorf("-add %s: %w", f.src, err)
+		}
+		fi, err := os.Stat(f.src)
+		if err != nil {
+			return nil, fmt.Errorf("-add %s: %w", f.src, err)
+		}
+		if err := add(&tar.Header{Name: f.dst, Typeflag: tar.TypeReg, Mode: int64(fi.Mode().Perm())}, body); err != nil {
+			return nil, fmt.Errorf("make layer: %w", err)
+		}
+	}
 	for _, a := range applets {
 		if a == "busybox" || strings.Contains(a, "/") {
 			continue
@@ -148,6 +223,26 @@ func rootfsTar(bin []byte, applets []string) ([]byte, error) {
 	}
 	if err := tw.Close(); err != nil {
 		return nil, fmt.Errorf("make layer: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+// padLayer is a layer with /pad: n bytes of a ChaCha8 stream seeded by seed.
+func padLayer(n int64, seed string) ([]byte, error) {
+	var key [32]byte
+	copy(key[:], seed)
+	body := make([]byte, n)
+	_, _ = rand.NewChaCha8(key).Read(body)
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	if err := tw.WriteHeader(&tar.Header{Name: "pad", Typeflag: tar.TypeReg, Mode: 0o644, Size: n, ModTime: epoch, Format: tar.FormatPAX}); err != nil {
+		return nil, err
+	}
+	if _, err := tw.Write(body); err != nil {
+		return nil, err
+	}
+	if err := tw.Close(); err != nil {
+		return nil, err
 	}
 	return buf.Bytes(), nil
 }

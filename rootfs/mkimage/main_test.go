@@ -117,3 +117,67 @@ func TestImageStopSignal(t *testing.T) {
 		t.Fatalf("imported %+v, want StopSignal SIGUSR1", imgs)
 	}
 }
+
+func TestParseAdds(t *testing.T) {
+	got, err := parseAdds([]string{"bin/etcd:/usr/local/bin/etcd", "a:/b:c"})
+	if want := []file{{"bin/etcd", "usr/local/bin/etcd"}, {"a", "b:c"}}; err != nil || !slices.Equal(got, want) {
+		t.Errorf("parseAdds = %q, %v; want %q", got, err, want)
+	}
+	for _, bad := range []string{"etcd", ":/x", "etcd:", "etcd:usr/bin/etcd", "etcd:/", "etcd:/usr/../etc/passwd", "etcd:/usr/bin/"} {
+		if got, err := parseAdds([]string{bad}); err == nil {
+			t.Errorf("parseAdds(%q) = %q, want an error", bad, got)
+		}
+	}
+}
+
+// -add puts a host file, its mode and the directories above it into the image:
+// the file runs from the mounted rootfs.
+func TestImageAdd(t *testing.T) {
+	testroot.Require(t)
+	dir := t.TempDir()
+	s, err := image.Open(filepath.Join(dir, "images"), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tool := filepath.Join(dir, "tool")
+	body, err := os.ReadFile("/bin/busybox")
+	if err != nil {
+		t.Fatalf("needs busybox-static: %v", err)
+	}
+	if err := os.WriteFile(tool, body, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	// busybox runs the applet its name says.
+	files, err := parseAdds([]string{tool + ":/usr/local/bin/echo"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := options{busybox: "/bin/busybox", refs: []string{"example.com/tool:v1"}, format: "docker", compress: "none",
+		cmd: []string{"echo"}, files: files, out: filepath.Join(dir, "tool.tar")}
+	if err := build(o); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Import(context.Background(), o.out); err != nil {
+		t.Fatal(err)
+	}
+	rootfs, _, err := s.Prepare("mkimage-add-test", "example.com/tool:v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Release("mkimage-add-test")
+	for p, mode := range map[string]os.FileMode{"usr/local": os.ModeDir | 0o755, "usr/local/bin": os.ModeDir | 0o755, "usr/local/bin/echo": 0o750} {
+		if fi, err := os.Stat(filepath.Join(rootfs, p)); err != nil || fi.Mode() != mode {
+			t.Errorf("/%s: %v, %v; want %v", p, fi.Mode(), err, mode)
+		}
+	}
+	cmd := exec.Command("/usr/local/bin/echo", "added")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Chroot: rootfs}
+	if out, err := cmd.CombinedOutput(); err != nil || string(out) != "added\n" {
+		t.Errorf("run the added file: %q, %v", out, err)
+	}
+
+	o.files = []file{{tool, "usr/bin"}}
+	if err := build(o); err == nil {
+		t.Error("-add onto a directory of the image was accepted")
+	}
+}

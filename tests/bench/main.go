@@ -40,8 +40,11 @@ func main() {
 	relistManifests := flag.Int("relist-manifests", 100, "manifests whose relist's CPU cost is measured; 0 skips it")
 	relistWindow := flag.Duration("relist-window", time.Minute, "how long the idle daemon's CPU is measured")
 	relistOnly := flag.Bool("relist-only", false, "measure only the relist's CPU cost (= -only relist, make bench-relist)")
+	evictRuns := flag.Int("eviction-runs", 5, "runs of the memory leak per detection mode; 0 skips the eviction benchmark")
+	evictWindow := flag.Duration("eviction-window", time.Minute, "how long the eviction manager's idle CPU is measured")
 	hostileRuns := flag.Int("hostile-runs", 3, "runs of each hostile manifest whose reading's memory is measured; 0 skips it")
-	only := flag.String("only", "", "comma-separated benchmarks to run: start, ready, probes, url, logs, relist, hostile (default: all)")
+	outageWindow := flag.Duration("outage-window", 10*time.Minute, "how long the mirror client faces a refusing API server")
+	only := flag.String("only", "", "comma-separated benchmarks to run: start, ready, probes, url, logs, relist, hostile, eviction, outage (default: all but outage)")
 	flag.Parse()
 	if *logsOnly {
 		*only = "logs"
@@ -76,6 +79,17 @@ func main() {
 	}
 	if err == nil && want("hostile") && *hostileRuns > 0 {
 		err = benchHostileMemory(*bin, *image, *hostileRuns)
+	}
+	if err == nil && want("eviction") && *evictRuns > 0 {
+		err = benchEviction(*bin, *image, *evictRuns, *evictWindow)
+	}
+	// Twenty minutes: only when asked for by name (make bench-outage).
+	outage := slices.Contains(strings.Split(*only, ","), "outage")
+	if err == nil && outage && *outageWindow > 0 {
+		err = benchOutage(*outageWindow)
+	}
+	if err == nil && outage && *outageWindow > 0 && *bin != "" {
+		err = benchOutageDaemon(*bin, *image, *outageWindow)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -222,7 +236,7 @@ type benchDaemon struct {
 
 // startDaemon starts a daemon under dir, with image imported, and waits
 // until it answers.
-func startDaemon(bin, image, dir string) (*benchDaemon, error) {
+func startDaemon(bin, image, dir string, extra ...string) (*benchDaemon, error) {
 	d := &benchDaemon{
 		logs:      &bytes.Buffer{},
 		runDir:    filepath.Join("/run", filepath.Base(dir)),
@@ -250,7 +264,7 @@ cgroupRoot: /staticpodd-bench
 	if out, err := exec.Command(bin, append([]string{"images", "import", image}, d.common...)...).CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("import: %v: %s", err, out)
 	}
-	d.cmd = exec.Command(bin, append([]string{"run", "--config", cfg, "--hostname-override", "bench"}, d.common...)...)
+	d.cmd = exec.Command(bin, slices.Concat([]string{"run", "--config", cfg, "--hostname-override", "bench"}, d.common, extra)...)
 	d.cmd.Stdout, d.cmd.Stderr = d.logs, d.logs
 	if err := d.cmd.Start(); err != nil {
 		return nil, err

@@ -113,6 +113,9 @@ type Daemon struct {
 	// Nofile, when set, is the open-file limit (soft and hard) the daemon
 	// runs under, set with prlimit(1), which execs it in place.
 	Nofile int
+	// Wrap, when set, is a command that execs the daemon in place, such as
+	// nsenter --net=/run/netns/X -- to run it in a network namespace.
+	Wrap []string
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
@@ -237,6 +240,7 @@ func (d *Daemon) start() {
 	if d.Nofile > 0 {
 		args = append([]string{"prlimit", fmt.Sprintf("--nofile=%d", d.Nofile), "--"}, args...)
 	}
+	args = append(slices.Clone(d.Wrap), args...)
 	cmd := exec.Command(args[0], args[1:]...)
 	d.stderr = &lockedBuffer{}
 	cmd.Stdout = d.stderr
@@ -394,7 +398,10 @@ func (d *Daemon) Client() *http.Client {
 }
 
 // SocketClient talks to <run-dir>/staticpodd.sock whatever the config serves;
-// any host name in a URL reaches it.
+// any host name in a URL reaches it. Each request has a connection of its
+// own, closed after it: a client made per call would otherwise leave its idle
+// connection open, and a test polling every 100 ms would fill the socket's
+// connection cap with them.
 func (d *Daemon) SocketClient() *http.Client {
 	sock := filepath.Join(d.RunDir, "staticpodd.sock")
 	return &http.Client{Transport: &http.Transport{
@@ -402,6 +409,7 @@ func (d *Daemon) SocketClient() *http.Client {
 			var dialer net.Dialer
 			return dialer.DialContext(ctx, "unix", sock)
 		},
+		DisableKeepAlives: true,
 	}}
 }
 

@@ -1,0 +1,289 @@
+package mirror
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
+	ktesting "k8s.io/client-go/testing"
+
+	"github.com/staticpodd/staticpodd/agent"
+	"github.com/staticpodd/staticpodd/agent/events"
+	"github.com/staticpodd/staticpodd/agent/manifest"
+)
+
+// fakePods is the agent's side: static pods set by the test.
+type fakePods struct {
+	mu       sync.Mutex
+	unsynced bool // Synced says false
+	ch       chan struct{}
+	next     []agent.PodUpdate
+	rec      *events.Recorder
+}
+
+func newFakePods() *fakePods {
+	return &fakePods{ch: make(chan struct{}, 1), rec: events.New("node1", 0, slog.New(slog.NewTextHandler(io.Discard, nil)))}
+}
+
+func (f *fakePods) Watch() Watch             { return f }
+func (f *fakePods) Events() *events.Recorder { return f.rec }
+func (f *fakePods) C() <-chan struct{}       { return f.ch }
+func (f *fakePods) Close()                   {}
+func (f *fakePods) Synced() bool             { f.mu.Lock(); defer f.mu.Unlock(); return !f.unsynced }
+func (f *fakePods) Next() []agent.PodUpdate {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := f.next
+	f.next = nil
+	return out
+}
+
+func (f *fakePods) set(name string, p *v1.Pod) {
+	f.mu.Lock()
+	f.next = append(f.next, agent.PodUpdate{Name: name, Pod: p})
+	f.mu.Unlock()
+	select {
+	case f.ch <- struct{}{}:
+	default:
+	}
+}
+
+func staticPod(hash string, phase v1.PodPhase) *v1.Pod {
+	return &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: "web-node1", Namespace: "kube-system", UID: types.UID("static-" + hash),
+			Annotations: map[string]string{manifest.AnnotationHash: hash, manifest.AnnotationSource: "file"},
+		},
+		Spec:   v1.PodSpec{NodeName: "node1", Containers: []v1.Container{{Name: "c", Image: "busybox"}}},
+		Status: v1.PodStatus{Phase: phase, QOSClass: v1.PodQOSBestEffort},
+	}
+}
+
+func start(t *testing.T, client kubernetes.Interface, pods *fakePods) *Mirror {
+	t.Helper()
+	m := New(Config{NodeName: "node1", RegisterNode: true, Version: "test"}, pods, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	m.newClient = func() (clients, error) { return clients{api: client, watch: client}, nil }
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { m.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return m
+}
+
+// eventually polls cond every 10ms for up to 5s.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func getMirror(client kubernetes.Interface) *v1.Pod {
+	p, err := client.CoreV1().Pods("kube-system").Get(context.Background(), "web-node1", metav1.GetOptions{})
+	if err != nil {
+		return nil
+	}
+	return p
+}
+
+func TestMirrorPodLifecycle(t *testing.T) {
+	client := fake.NewClientset()
+	pods := newFakePods()
+	pods.set("kube-system/web-node1", staticPod("h1", v1.PodRunning))
+	start(t, client, pods)
+
+	var node *v1.Node
+	eventually(t, "the node registered", func() bool {
+		n, err := client.CoreV1().Nodes().Get(context.Background(), "node1", metav1.GetOptions{})
+		node = n
+		return err == nil
+	})
+	for k, want := range map[string]string{v1.LabelHostname: "node1", v1.LabelOSStable: "linux"} {
+		if node.Labels[k] != want {
+			t.Errorf("node label %s = %q, want %q", k, node.Labels[k], want)
+		}
+	}
+	if got := node.Status.NodeInfo.ContainerRuntimeVersion; got != "staticpodd://test" {
+		t.Errorf("containerRuntimeVersion = %q", got)
+	}
+
+	eventually(t, "the mirror pod with its status", func() bool {
+		p := getMirror(client)
+		return p != nil && p.Status.Phase == v1.PodRunning
+	})
+	mp := getMirror(client)
+	if mp.Annotations[AnnotationMirror] != "h1" {
+		t.Errorf("mirror annotation = %q, want h1", mp.Annotations[AnnotationMirror])
+	}
+	if len(mp.OwnerReferences) != 1 || mp.OwnerReferences[0].Kind != "Node" || mp.OwnerReferences[0].UID != node.UID ||
+		mp.OwnerReferences[0].Controller == nil || !*mp.OwnerReferences[0].Controller {
+		t.Errorf("owner references = %+v, want one controller reference to node %s", mp.OwnerReferences, node.UID)
+	}
+
+	// A new generation: the outdated mirror pod is replaced.
+	pods.set("kube-system/web-node1", staticPod("h2", v1.PodPending))
+	eventually(t, "the mirror pod of the new hash", func() bool {
+		p := getMirror(client)
+		return p != nil && p.Annotations[AnnotationMirror] == "h2"
+	})
+
+	// The static pod goes: its mirror pod is deleted.
+	pods.set("kube-system/web-node1", nil)
+	eventually(t, "the orphaned mirror pod deleted", func() bool { return getMirror(client) == nil })
+
+	eventually(t, "the lease", func() bool {
+		l, err := client.CoordinationV1().Leases(v1.NamespaceNodeLease).Get(context.Background(), "node1", metav1.GetOptions{})
+		return err == nil && l.Spec.RenewTime != nil && *l.Spec.HolderIdentity == "node1"
+	})
+}
+
+// The API server refuses mirror pods until its PriorityClasses exist: the
+// create is retried within a fraction of a second, not at the next resync.
+func TestMirrorPodRetriedPromptlyWhilePriorityClassMissing(t *testing.T) {
+	client := fake.NewClientset()
+	var mu sync.Mutex
+	refusals := 0
+	client.PrependReactor("create", "pods", func(ktesting.Action) (bool, runtime.Object, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if refusals < 3 {
+			refusals++
+			return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "web-node1",
+				errors.New("no PriorityClass with name system-node-critical was found"))
+		}
+		return false, nil, nil
+	})
+	pods := newFakePods()
+	pods.set("kube-system/web-node1", staticPod("h1", v1.PodRunning))
+	m := start(t, client, pods)
+	began := time.Now()
+	eventually(t, "the mirror pod", func() bool { return getMirror(client) != nil })
+	if d := time.Since(began); d > 2*time.Second {
+		t.Errorf("mirror pod made after %v, want well under 2s with three refusals", d)
+	}
+	eventually(t, "health back to ok", func() bool { _, err := m.Status(); return err == nil })
+}
+
+// No API server at all: Run keeps trying, Status says why, nothing grows.
+func TestUnreachableAPIServerIsReportedNotFatal(t *testing.T) {
+	pods := newFakePods()
+	m := New(Config{NodeName: "node1", Kubeconfig: "/nonexistent/kubeconfig"}, pods, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+	eventually(t, "the failure reported", func() bool { _, err := m.Status(); return err != nil })
+	_, err := m.Status()
+	if want := "/nonexistent/kubeconfig"; !contains(err.Error(), want) {
+		t.Errorf("status %q does not name %s", err, want)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Run = %v, want nil", err)
+	}
+}
+
+func contains(s, sub string) bool { return strings.Contains(s, sub) }
+
+// A status that changes all the time is patched at a bounded rate, the
+// newest one last, and an unchanged one not at all.
+func TestStatusPatchesRateLimitedNewestWins(t *testing.T) {
+	client := fake.NewClientset()
+	var mu sync.Mutex
+	patches := 0
+	client.PrependReactor("patch", "pods", func(a ktesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() == "status" {
+			mu.Lock()
+			patches++
+			mu.Unlock()
+		}
+		return false, nil, nil
+	})
+	count := func() int { mu.Lock(); defer mu.Unlock(); return patches }
+	pods := newFakePods()
+	p := staticPod("h1", v1.PodRunning)
+	pods.set("kube-system/web-node1", p)
+	start(t, client, pods)
+	eventually(t, "the mirror pod running", func() bool {
+		m := getMirror(client)
+		return m != nil && m.Status.Phase == v1.PodRunning
+	})
+
+	began, before := time.Now(), count()
+	for i := range 300 {
+		q := p.DeepCopy()
+		q.Status.Message = fmt.Sprint(i)
+		pods.set("kube-system/web-node1", q)
+		time.Sleep(3 * time.Millisecond)
+	}
+	eventually(t, "the newest status patched", func() bool {
+		m := getMirror(client)
+		return m != nil && m.Status.Message == "299"
+	})
+	n, secs := count()-before, time.Since(began).Seconds()
+	t.Logf("%d status patches in %.1fs for 300 changes", n, secs)
+	if limit := statusBurst + int(statusQPS*secs) + 2; n > limit {
+		t.Errorf("%d status patches in %.1fs for 300 changes, want at most %d", n, secs, limit)
+	}
+	settled := count()
+	pods.set("kube-system/web-node1", getMirrorStatusAsStatic(p, "299"))
+	time.Sleep(500 * time.Millisecond)
+	if count() != settled {
+		t.Errorf("an unchanged status was patched again")
+	}
+}
+
+func getMirrorStatusAsStatic(p *v1.Pod, msg string) *v1.Pod {
+	q := p.DeepCopy()
+	q.Status.Message = msg
+	return q
+}
+
+// A restarted daemon does not take the mirror pods it finds for orphans
+// before the agent has all its sources' pods: they would be deleted and made
+// again at every restart.
+func TestMirrorPodsKeptUntilTheAgentSynced(t *testing.T) {
+	client := fake.NewClientset()
+	ctx := context.Background()
+	n, err := client.CoreV1().Nodes().Create(ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node1", UID: "n1"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := mirrorPod(staticPod("h1", v1.PodRunning), "node1", n.UID)
+	old.UID = "m1"
+	if _, err := client.CoreV1().Pods("kube-system").Create(ctx, old, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pods := newFakePods()
+	pods.unsynced = true
+	start(t, client, pods)
+	eventually(t, "the node's status posted", func() bool {
+		n, err := client.CoreV1().Nodes().Get(ctx, "node1", metav1.GetOptions{})
+		return err == nil && len(n.Status.Conditions) > 0
+	})
+	time.Sleep(1500 * time.Millisecond) // a sync and its second look
+	if getMirror(client) == nil {
+		t.Fatal("the mirror pod was deleted before the agent had its sources' pods")
+	}
+	pods.mu.Lock()
+	pods.unsynced = false
+	pods.mu.Unlock()
+	eventually(t, "the orphaned mirror pod deleted once the agent synced", func() bool { return getMirror(client) == nil })
+}

@@ -1,0 +1,563 @@
+package mirror
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/strategicpatch"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/flowcontrol"
+
+	"github.com/staticpodd/staticpodd/agent"
+	"github.com/staticpodd/staticpodd/agent/manifest"
+)
+
+// AnnotationMirror marks a mirror pod; its value is the static pod's
+// config hash (kubetypes.ConfigMirrorAnnotationKey).
+const AnnotationMirror = "kubernetes.io/config.mirror"
+
+// podSync keeps one mirror pod per static pod. Three inputs mark a pod
+// name dirty: the agent's watch (the static pod or its status changed), the
+// watch of this node's pods on the API server (someone changed or deleted a
+// mirror pod) and retries after a failure. One goroutine syncs dirty names,
+// so the API server's slowness delays only mirror pods.
+type podSync struct {
+	m      *Mirror
+	synced func() bool // the agent has all its sources' pods
+	client kubernetes.Interface
+	watch  kubernetes.Interface // without the requests' timeout
+
+	mu       sync.Mutex          // guards the fields below
+	desired  map[string]*v1.Pod  // static pods by full name namespace/name
+	mirrors  map[string]*v1.Pod  // this node's mirror pods on the API server, by full name
+	dirty    map[string]bool     // names to sync
+	retry    map[string]*backoff // back-off of names whose last sync failed
+	waiting  map[string]bool     // names in their back-off: synced when it ends, not before
+	patched  map[string]string   // the status last patched, as JSON, by mirror pod UID
+	failures map[string]error    // the last failure of each name
+	kick     chan struct{}       // one slot: something is dirty
+	// statusLimit rate-limits status patches, on top of the client's QPS:
+	// a pod whose status flaps (a probe) cannot crowd out the others.
+	statusLimit flowcontrol.RateLimiter
+}
+
+// Status patches: statusQPS a second, statusBurst at once; a patch over the
+// limit is made statusDelay later, with whatever status the pod has then.
+const (
+	statusQPS   = 10
+	statusBurst = 20
+	statusDelay = 200 * time.Millisecond
+)
+
+func newPodSync(m *Mirror, client, watch kubernetes.Interface) *podSync {
+	return &podSync{
+		m: m, client: client, watch: watch,
+		desired: map[string]*v1.Pod{}, mirrors: map[string]*v1.Pod{}, dirty: map[string]bool{},
+		retry: map[string]*backoff{}, waiting: map[string]bool{}, patched: map[string]string{}, failures: map[string]error{},
+		kick:        make(chan struct{}, 1),
+		statusLimit: flowcontrol.NewTokenBucketRateLimiter(statusQPS, statusBurst),
+	}
+}
+
+func (s *podSync) run(ctx context.Context) {
+	pw := s.m.pods.Watch()
+	defer pw.Close()
+	s.synced = pw.Synced
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(func() { s.watchMirrors(ctx) })
+	wg.Go(func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-pw.C():
+				s.take(pw.Next())
+			}
+		}
+	})
+	if _, ok := s.m.nodeUID(ctx); !ok {
+		return
+	}
+	// A periodic full pass catches what a lost watch event would miss.
+	resync := time.NewTicker(time.Minute)
+	defer resync.Stop()
+	for {
+		s.syncDirty(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.kick:
+		case <-resync.C:
+			s.markAll()
+		}
+	}
+}
+
+// take records the agent's changed pods.
+func (s *podSync) take(updates []agent.PodUpdate) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, u := range updates {
+		if u.Pod == nil {
+			delete(s.desired, u.Name)
+		} else {
+			s.desired[u.Name] = u.Pod
+		}
+		s.markLocked(u.Name)
+	}
+}
+
+func (s *podSync) markLocked(name string) {
+	s.dirty[name] = true
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (s *podSync) markAll() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for name := range s.desired {
+		s.markLocked(name)
+	}
+	for name := range s.mirrors {
+		s.markLocked(name)
+	}
+}
+
+// syncDirty syncs every dirty name once; a failed one is marked again after
+// its back-off.
+func (s *podSync) syncDirty(ctx context.Context) {
+	s.mu.Lock()
+	names := s.dirty
+	s.dirty = map[string]bool{}
+	s.mu.Unlock()
+	for name := range names {
+		if ctx.Err() != nil {
+			return
+		}
+		s.mu.Lock()
+		wait := s.waiting[name]
+		s.mu.Unlock()
+		if wait {
+			continue
+		}
+		err := s.sync(ctx, name)
+		s.mu.Lock()
+		if err == nil {
+			delete(s.retry, name)
+			delete(s.failures, name)
+		} else {
+			s.failures[name] = err
+			bo := s.retry[name]
+			if bo == nil {
+				bo = newBackoff(retryBase, retryMax)
+				s.retry[name] = bo
+			}
+			d := bo.next()
+			if notYet(err) {
+				// The API server is starting: the PriorityClass a
+				// mirror pod needs comes within a second or so.
+				d = jitter(retryBase)
+			}
+			s.waiting[name] = true
+			time.AfterFunc(d, func() {
+				s.mu.Lock()
+				defer s.mu.Unlock()
+				delete(s.waiting, name)
+				s.markLocked(name)
+			})
+		}
+		s.mu.Unlock()
+	}
+	s.reportFailures()
+}
+
+// The back-off of a mirror pod's sync: short, so that the mirror pods catch
+// up within seconds of the API server answering again.
+const (
+	retryBase = 100 * time.Millisecond
+	retryMax  = 5 * time.Second
+)
+
+func (s *podSync) reportFailures() {
+	s.mu.Lock()
+	var msgs []string
+	for name, err := range s.failures {
+		msgs = append(msgs, name+": "+err.Error())
+	}
+	s.mu.Unlock()
+	if len(msgs) == 0 {
+		s.m.report("mirror pods", nil)
+		return
+	}
+	if len(msgs) > 3 {
+		msgs = append(msgs[:3], fmt.Sprintf("and %d more", len(msgs)-3))
+	}
+	s.m.report("mirror pods", fmt.Errorf("%s", strings.Join(msgs, "; ")))
+}
+
+// notYet reports an error the API server gives while its post-start hooks
+// have not made the system PriorityClasses yet.
+func notYet(err error) bool {
+	return apierrors.IsForbidden(err) && strings.Contains(err.Error(), "no PriorityClass with name")
+}
+
+// sync makes the mirror pod of name match its static pod (the kubelet's
+// SyncPod mirror handling and its orphaned mirror pod cleanup).
+func (s *podSync) sync(ctx context.Context, name string) error {
+	s.mu.Lock()
+	desired := s.desired[name]
+	mirror := s.mirrors[name]
+	s.mu.Unlock()
+	ns, podName, _ := strings.Cut(name, "/")
+	pods := s.client.CoreV1().Pods(ns)
+
+	if mirror != nil && desired == nil && !s.synced() {
+		// Maybe not an orphan: the agent may not have published the pod yet.
+		time.AfterFunc(time.Second, func() {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			s.markLocked(name)
+		})
+		return nil
+	}
+	if mirror != nil && (desired == nil || mirror.Annotations[AnnotationMirror] != desired.Annotations[manifest.AnnotationHash] ||
+		mirror.DeletionTimestamp != nil) {
+		why := "orphaned"
+		if desired != nil {
+			why = "outdated"
+			if mirror.DeletionTimestamp != nil {
+				why = "being deleted"
+			}
+		}
+		if err := s.deleteMirror(ctx, pods, mirror); err != nil {
+			return err
+		}
+		s.m.logger.Info("deleted mirror pod", "pod", name, "uid", mirror.UID, "why", why)
+		mirror = nil
+	}
+	if desired == nil {
+		return nil
+	}
+	if mirror == nil {
+		created, err := s.create(ctx, pods, desired)
+		if err != nil {
+			return err
+		}
+		mirror = created
+	}
+	return s.patchStatus(ctx, pods, podName, mirror, desired)
+}
+
+// deleteMirror deletes a mirror pod at once, only if it is still the one
+// seen (a UID precondition, the kubelet's DeleteMirrorPod).
+func (s *podSync) deleteMirror(ctx context.Context, pods podsClient, mirror *v1.Pod) error {
+	zero := int64(0)
+	err := pods.Delete(ctx, mirror.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero, Preconditions: &metav1.Preconditions{UID: &mirror.UID}})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return fmt.Errorf("delete mirror pod (uid %s): %s", mirror.UID, oneLine(err))
+	}
+	s.forget(mirror)
+	return nil
+}
+
+// forget drops a mirror pod from what is known of the API server, so that
+// the next sync does not take it for there.
+func (s *podSync) forget(mirror *v1.Pod) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	name := mirror.Namespace + "/" + mirror.Name
+	if cur := s.mirrors[name]; cur != nil && cur.UID == mirror.UID {
+		delete(s.mirrors, name)
+	}
+	delete(s.patched, string(mirror.UID))
+}
+
+type podsClient interface {
+	Create(context.Context, *v1.Pod, metav1.CreateOptions) (*v1.Pod, error)
+	Get(context.Context, string, metav1.GetOptions) (*v1.Pod, error)
+	Delete(context.Context, string, metav1.DeleteOptions) error
+	Patch(context.Context, string, types.PatchType, []byte, metav1.PatchOptions, ...string) (*v1.Pod, error)
+}
+
+// create makes the mirror pod of static pod p (the kubelet's
+// CreateMirrorPod): p with the mirror annotation and one controller
+// reference to the Node. An existing pod of the same name and hash is
+// taken as made.
+func (s *podSync) create(ctx context.Context, pods podsClient, p *v1.Pod) (*v1.Pod, error) {
+	uid, ok := s.m.nodeUID(ctx)
+	if !ok {
+		return nil, ctx.Err()
+	}
+	mp := mirrorPod(p, s.m.cfg.NodeName, uid)
+	created, err := pods.Create(ctx, mp, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		existing, gerr := pods.Get(ctx, mp.Name, metav1.GetOptions{})
+		if gerr == nil && existing.Annotations[AnnotationMirror] == mp.Annotations[AnnotationMirror] && existing.Spec.NodeName == s.m.cfg.NodeName {
+			s.see(existing)
+			return existing, nil
+		}
+		if gerr == nil && existing.Annotations[AnnotationMirror] != "" && existing.Spec.NodeName == s.m.cfg.NodeName {
+			// Ours, outdated: it is deleted at the next sync.
+			s.see(existing)
+		}
+		return nil, fmt.Errorf("create mirror pod: a pod %s/%s exists that is not its mirror pod", mp.Namespace, mp.Name)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("create mirror pod: %s", oneLine(err))
+	}
+	s.m.logger.Info("created mirror pod", "pod", mp.Namespace+"/"+mp.Name, "uid", created.UID)
+	s.see(created)
+	return created, nil
+}
+
+// mirrorPod is static pod p as its mirror pod.
+func mirrorPod(p *v1.Pod, node string, nodeUID types.UID) *v1.Pod {
+	mp := &v1.Pod{
+		ObjectMeta: *p.ObjectMeta.DeepCopy(),
+		Spec:       *p.Spec.DeepCopy(),
+	}
+	mp.UID, mp.ResourceVersion, mp.DeletionTimestamp, mp.DeletionGracePeriodSeconds = "", "", nil, nil
+	if mp.Annotations == nil {
+		mp.Annotations = map[string]string{}
+	}
+	mp.Annotations[AnnotationMirror] = p.Annotations[manifest.AnnotationHash]
+	controller := true
+	mp.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: node, UID: nodeUID, Controller: &controller}}
+	return mp
+}
+
+// patchStatus patches the static pod's status onto its mirror pod when it
+// changed since it was last patched there (the kubelet's status manager
+// syncPod, with its UID precondition).
+func (s *podSync) patchStatus(ctx context.Context, pods podsClient, name string, mirror, desired *v1.Pod) error {
+	status := *desired.Status.DeepCopy()
+	status.ObservedGeneration = mirror.Generation
+	for i := range status.Conditions {
+		status.Conditions[i].ObservedGeneration = mirror.Generation
+	}
+	js, err := json.Marshal(status)
+	if err != nil {
+		return fmt.Errorf("encode status: %w", err)
+	}
+	s.mu.Lock()
+	same := s.patched[string(mirror.UID)] == string(js)
+	s.mu.Unlock()
+	if same {
+		return nil
+	}
+	if !s.statusLimit.TryAccept() {
+		full := mirror.Namespace + "/" + name
+		time.AfterFunc(jitter(statusDelay), func() {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			s.markLocked(full)
+		})
+		return nil
+	}
+	patch, err := statusPatch(mirror, status)
+	if err != nil {
+		return err
+	}
+	updated, err := pods.Patch(ctx, name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		// Gone or replaced meanwhile: the watch tells, and the next sync makes it again.
+		s.forget(mirror)
+		return fmt.Errorf("patch mirror pod status (uid %s): %s", mirror.UID, oneLine(err))
+	}
+	if err != nil {
+		return fmt.Errorf("patch mirror pod status (uid %s): %s", mirror.UID, oneLine(err))
+	}
+	s.mu.Lock()
+	s.patched[string(mirror.UID)] = string(js)
+	s.mu.Unlock()
+	s.see(updated)
+	return nil
+}
+
+// statusPatch is the strategic merge patch from mirror's status to status,
+// with the mirror's UID as precondition (statusutil.PatchPodStatus).
+func statusPatch(mirror *v1.Pod, status v1.PodStatus) ([]byte, error) {
+	type obj struct {
+		Metadata struct {
+			UID types.UID `json:"uid"`
+		} `json:"metadata"`
+		Status v1.PodStatus `json:"status"`
+	}
+	var oldObj, newObj obj
+	oldObj.Metadata.UID, oldObj.Status = mirror.UID, mirror.Status
+	newObj.Metadata.UID, newObj.Status = mirror.UID, status
+	oldJS, err := json.Marshal(oldObj)
+	if err != nil {
+		return nil, fmt.Errorf("encode status: %w", err)
+	}
+	newJS, err := json.Marshal(newObj)
+	if err != nil {
+		return nil, fmt.Errorf("encode status: %w", err)
+	}
+	patch, err := strategicpatch.CreateTwoWayMergePatch(oldJS, newJS, v1.Pod{})
+	if err != nil {
+		return nil, fmt.Errorf("status patch: %w", err)
+	}
+	// The UID is unchanged, so the diff left it out: put it in as the precondition.
+	var m map[string]any
+	if err := json.Unmarshal(patch, &m); err != nil {
+		return nil, fmt.Errorf("status patch: %w", err)
+	}
+	m["metadata"] = map[string]any{"uid": string(mirror.UID)}
+	return json.Marshal(m)
+}
+
+// see records a mirror pod as the API server returned it, unless the watch
+// already told a newer one.
+func (s *podSync) see(p *v1.Pod) {
+	if p == nil || p.Annotations[AnnotationMirror] == "" {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	name := p.Namespace + "/" + p.Name
+	if cur := s.mirrors[name]; cur != nil && cur.UID == p.UID && newerRV(cur.ResourceVersion, p.ResourceVersion) {
+		return
+	}
+	s.mirrors[name] = p
+}
+
+// newerRV reports whether a is newer than b; resource versions are opaque
+// but etcd's are integers, and an unparsable one is taken as not newer.
+func newerRV(a, b string) bool {
+	if len(a) != len(b) {
+		return len(a) > len(b)
+	}
+	return a > b
+}
+
+// watchMirrors keeps s.mirrors the API server's mirror pods of this node: a
+// list, then a watch from its resourceVersion, again after any failure,
+// with back-off. Each change marks the pod's name for a sync, which makes a
+// deleted mirror pod again.
+func (s *podSync) watchMirrors(ctx context.Context) {
+	bo := newBackoff(200*time.Millisecond, retryMax)
+	sel := fields.OneTermEqualSelector("spec.nodeName", s.m.cfg.NodeName).String()
+	pods := s.watch.CoreV1().Pods(metav1.NamespaceAll)
+	for ctx.Err() == nil {
+		lctx, cancel := context.WithTimeout(ctx, requestTimeout)
+		list, err := pods.List(lctx, metav1.ListOptions{FieldSelector: sel})
+		cancel()
+		if err != nil {
+			if ctx.Err() == nil {
+				s.m.report("mirror pod watch", fmt.Errorf("list pods of node %s: %s", s.m.cfg.NodeName, oneLine(err)))
+			}
+			sleep(ctx, bo.next())
+			continue
+		}
+		s.replace(list.Items)
+		err = s.watchFrom(ctx, pods, sel, list.ResourceVersion, bo)
+		if err != nil && ctx.Err() == nil {
+			s.m.report("mirror pod watch", err)
+			sleep(ctx, bo.next())
+		}
+	}
+}
+
+// watchFrom applies watch events until the watch ends; nil when it ended
+// on its own timeout.
+func (s *podSync) watchFrom(ctx context.Context, pods interface {
+	Watch(context.Context, metav1.ListOptions) (watch.Interface, error)
+}, sel, rv string, bo *backoff) error {
+	timeout := int64(5 * 60)
+	w, err := pods.Watch(ctx, metav1.ListOptions{FieldSelector: sel, ResourceVersion: rv, TimeoutSeconds: &timeout, AllowWatchBookmarks: true})
+	if err != nil {
+		return fmt.Errorf("watch pods of node %s: %s", s.m.cfg.NodeName, oneLine(err))
+	}
+	defer w.Stop()
+	s.m.report("mirror pod watch", nil)
+	bo.reset()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				return nil
+			}
+			switch ev.Type {
+			case watch.Error:
+				return fmt.Errorf("watch pods of node %s: %s", s.m.cfg.NodeName, oneLine(apierrors.FromObject(ev.Object)))
+			case watch.Bookmark:
+				continue
+			}
+			p, ok := ev.Object.(*v1.Pod)
+			if !ok {
+				continue
+			}
+			s.apply(ev.Type, p)
+		}
+	}
+}
+
+// replace takes a fresh list of the node's pods.
+func (s *podSync) replace(items []v1.Pod) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old := s.mirrors
+	s.mirrors = map[string]*v1.Pod{}
+	for i := range items {
+		p := &items[i]
+		if p.Annotations[AnnotationMirror] == "" {
+			continue
+		}
+		name := p.Namespace + "/" + p.Name
+		s.mirrors[name] = p
+		if o := old[name]; o == nil || o.ResourceVersion != p.ResourceVersion {
+			s.markLocked(name)
+		}
+	}
+	for name := range old {
+		if s.mirrors[name] == nil {
+			s.markLocked(name)
+		}
+	}
+	for name := range s.desired {
+		if s.mirrors[name] == nil {
+			s.markLocked(name)
+		}
+	}
+}
+
+// apply takes one watch event.
+func (s *podSync) apply(t watch.EventType, p *v1.Pod) {
+	if p.Annotations[AnnotationMirror] == "" {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	name := p.Namespace + "/" + p.Name
+	cur := s.mirrors[name]
+	switch t {
+	case watch.Deleted:
+		if cur != nil && cur.UID == p.UID {
+			delete(s.mirrors, name)
+			delete(s.patched, string(p.UID))
+		}
+	default:
+		if cur != nil && cur.UID == p.UID && newerRV(cur.ResourceVersion, p.ResourceVersion) {
+			return
+		}
+		s.mirrors[name] = p
+	}
+	s.markLocked(name)
+}

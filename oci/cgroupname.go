@@ -1,0 +1,76 @@
+package oci
+
+import (
+	"path"
+	"strings"
+)
+
+// systemdScopePrefix names a container's scope under the systemd cgroup
+// driver: staticpodd-<container id>.scope, as containerd's CRI names its
+// cri-containerd-<id>.scope.
+const systemdScopePrefix = "staticpodd"
+
+// podCgroupsPath is where pod uid's cgroup goes. Under cgroupfs: the path
+// <cgroupRoot>/pod<uid>. Under systemd: a slice named as the kubelet's
+// CgroupName.ToSystemd names a pod's ({cgroupRoot..., "kubepods",
+// "pod"+uid}, dashes escaped to underscores), e.g. cgroupRoot /staticpodd
+// gives staticpodd-kubepods-pod<uid>.slice inside staticpodd-kubepods.slice
+// inside staticpodd.slice. There are no QoS-class levels: every pod sits
+// where the kubelet puts a Guaranteed one.
+func podCgroupsPath(driver, cgroupRoot, uid string) string {
+	if driver != CgroupDriverSystemd {
+		return path.Join(cgroupRoot, "pod"+uid)
+	}
+	return strings.Join(sliceParts(cgroupRoot, "kubepods", "pod"+uid), "-") + ".slice"
+}
+
+// sliceParts is the kubelet's CgroupName of cgroupRoot and then parts, each
+// part escaped as the kubelet's escapeSystemdCgroupName does. A root given
+// in systemd's form (/a.slice/a-b.slice) is named by its last slice.
+func sliceParts(cgroupRoot string, parts ...string) []string {
+	root := strings.Trim(cgroupRoot, "/")
+	var rootParts []string
+	if strings.HasSuffix(root, ".slice") {
+		rootParts = strings.Split(strings.TrimSuffix(path.Base(root), ".slice"), "-")
+	} else if root != "" {
+		rootParts = strings.Split(root, "/")
+	}
+	var out []string
+	for _, p := range rootParts {
+		if p != "" {
+			out = append(out, p)
+		}
+	}
+	for _, p := range parts {
+		out = append(out, strings.ReplaceAll(p, "-", "_"))
+	}
+	return out
+}
+
+// parentSlice is the slice a systemd slice name sits in: a-b-c.slice is in
+// a-b.slice; a.slice in -.slice.
+func parentSlice(slice string) string {
+	name := strings.TrimSuffix(slice, ".slice")
+	i := strings.LastIndexByte(name, '-')
+	if i <= 0 {
+		return "-.slice"
+	}
+	return name[:i] + ".slice"
+}
+
+// containerCgroupsPath is where container id's cgroup goes inside its pod's:
+// a directory under cgroupfs, a scope (slice:prefix:name, the OCI runtime
+// spec's form for systemd) under systemd.
+func containerCgroupsPath(podPath, id string) string {
+	if isSystemdCgroupsPath(podPath) {
+		return podPath + ":" + systemdScopePrefix + ":" + id
+	}
+	return podPath + "/" + id
+}
+
+// isSystemdCgroupsPath tells a systemd cgroups path (a pod's slice, or a
+// container's slice:prefix:name) from a cgroupfs one (absolute).
+func isSystemdCgroupsPath(p string) bool {
+	slice, _, _ := strings.Cut(p, ":")
+	return !strings.HasPrefix(p, "/") && strings.HasSuffix(slice, ".slice")
+}

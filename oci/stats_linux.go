@@ -1,0 +1,330 @@
+//go:build linux && cgo
+
+package oci
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/opencontainers/cgroups"
+	"golang.org/x/sys/unix"
+
+	"github.com/staticpodd/staticpodd/agent/podspec"
+)
+
+// cgroupRootDir is where the cgroup filesystems are mounted.
+const cgroupRootDir = "/sys/fs/cgroup"
+
+// The v1 controllers stats read, and where each is mounted (found once).
+var (
+	v1Controllers = []string{"memory", "cpuacct", "pids"}
+	v1MountsOnce  sync.Once
+	v1Mounts      map[string]string
+)
+
+// dirsOf returns the directories of the cgroupfs cgroup cgPath: the unified
+// one on cgroup v2, one per controller stats read on v1 (as libcontainer's
+// fs managers place them).
+func dirsOf(cgPath string) cgDirs {
+	if cgroups.IsCgroup2UnifiedMode() {
+		return cgDirs{"": filepath.Join(cgroupRootDir, cgPath)}
+	}
+	v1MountsOnce.Do(func() {
+		v1Mounts = map[string]string{}
+		for _, c := range v1Controllers {
+			if mnt, err := cgroups.FindCgroupMountpoint("", c); err == nil {
+				v1Mounts[c] = mnt
+			}
+		}
+	})
+	d := cgDirs{}
+	for c, mnt := range v1Mounts {
+		d[c] = filepath.Join(mnt, cgPath)
+	}
+	return d
+}
+
+// Stats measures the node and every pod that has a sandbox, with its
+// containers. A pod or container that goes meanwhile is left out.
+func (r *Runtime) Stats(ctx context.Context) (*podspec.Summary, error) {
+	var errs []error
+	node, err := r.nodeStats()
+	if err != nil {
+		errs = append(errs, err)
+	}
+	sum := &podspec.Summary{Node: node}
+
+	recs, err := r.containerRecords()
+	if err != nil {
+		errs = append(errs, err)
+	}
+	live := map[string]bool{}
+	for _, rec := range recs {
+		live[rec.ID] = true
+	}
+	r.forgetLayers(live)
+	uids, err := r.ListSandboxes(ctx)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	for _, uid := range uids {
+		var pr podRecord
+		if err := readJSON(filepath.Join(r.podDir(uid), podFile), &pr); err != nil {
+			continue // being made or removed
+		}
+		ps := podspec.PodStats{UID: uid, Namespace: pr.Namespace, Name: pr.Name}
+		if ps.Usage, err = readUsage(dirsOf(pr.CgroupsPath)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("stats of pod %s: %w", pr.Name, err))
+		}
+		for _, rec := range recs {
+			if rec.PodUID != uid {
+				continue
+			}
+			cs := podspec.ContainerStats{ID: rec.ID, Name: rec.Name}
+			if cs.Usage, err = readUsage(dirsOf(path.Join(pr.CgroupsPath, rec.ID))); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				errs = append(errs, fmt.Errorf("stats of container %s: %w", rec.ID, err))
+			}
+			cs.RootfsBytes = r.writableBytes(rec.ID, node.Time)
+			cs.LogsBytes = logBytes(rec.LogPath)
+			ps.Containers = append(ps.Containers, cs)
+		}
+		sum.Pods = append(sum.Pods, ps)
+	}
+	return sum, errors.Join(errs...)
+}
+
+// containerRecords reads the record of every container there is.
+func (r *Runtime) containerRecords() ([]containerRecord, error) {
+	entries, err := os.ReadDir(filepath.Join(r.cfg.RunDir, containersDir))
+	if err != nil {
+		return nil, fmt.Errorf("list containers: %w", err)
+	}
+	var out []containerRecord
+	for _, e := range entries {
+		var rec containerRecord
+		if readJSON(filepath.Join(r.containerDir(e.Name()), containerFile), &rec) == nil {
+			out = append(out, rec)
+		}
+	}
+	return out, nil
+}
+
+// logBytes is the size of a container's log and of its rotated files
+// (<log>.<time>, gzipped or not).
+func logBytes(logPath string) uint64 {
+	if logPath == "" {
+		return 0
+	}
+	entries, err := os.ReadDir(filepath.Dir(logPath))
+	if err != nil {
+		return 0
+	}
+	base := filepath.Base(logPath)
+	var n uint64
+	for _, e := range entries {
+		if e.Name() != base && !strings.HasPrefix(e.Name(), base+".") {
+			continue
+		}
+		if info, err := e.Info(); err == nil && info.Mode().IsRegular() {
+			n += uint64(info.Size())
+		}
+	}
+	return n
+}
+
+// nodeStats measures the node: its memory as the kubelet's cadvisor does
+// (capacity from /proc/meminfo, working set of the root cgroup), or, when
+// NodeCgroup is set, the memory limit and usage of that cgroup; processes
+// (pid_max and threads-max, and how many there are), or NodeCgroup's pids.max
+// and pids.current; and the filesystems of RootDir and its images.
+func (r *Runtime) nodeStats() (podspec.NodeStats, error) {
+	n := podspec.NodeStats{Time: time.Now()}
+	var errs []error
+	if r.cfg.NodeCgroup != "" {
+		d := dirsOf(r.cfg.NodeCgroup)
+		u, err := readUsage(d)
+		errs = append(errs, err)
+		mem, pids, err := readLimits(d)
+		errs = append(errs, err)
+		if mem == 0 {
+			mem, _ = memTotal()
+		}
+		n.MemoryCapacity, n.MemoryUsage, n.MemoryWorkingSet = mem, u.MemoryUsage, u.MemoryWorkingSet
+		n.MaxPID, n.NumPIDs = pids, u.Pids
+		if pids == 0 {
+			n.MaxPID, _ = maxPID()
+		}
+	} else {
+		total, err := memTotal()
+		errs = append(errs, err)
+		n.MemoryCapacity = total
+		n.MemoryUsage, n.MemoryWorkingSet, err = rootMemory(total)
+		errs = append(errs, err)
+		n.MaxPID, err = maxPID()
+		errs = append(errs, err)
+		var si unix.Sysinfo_t
+		if err := unix.Sysinfo(&si); err == nil {
+			n.NumPIDs = uint64(si.Procs)
+		}
+	}
+	if u, err := readUsage(dirsOf(r.cfg.CgroupRoot)); err == nil {
+		n.PodsMemoryWorkingSet = u.MemoryWorkingSet
+	}
+	var err error
+	n.NodeFs, err = fsStats(r.cfg.RootDir)
+	errs = append(errs, err)
+	n.ImageFs, err = fsStats(filepath.Join(r.cfg.RootDir, "images"))
+	errs = append(errs, err)
+	return n, errors.Join(errs...)
+}
+
+// rootMemory is the root cgroup's memory usage and working set. v1 has them
+// in the root memory cgroup; v2's root has no memory.current, so usage is
+// MemTotal − MemFree, as cadvisor takes it.
+func rootMemory(total uint64) (usage, ws uint64, err error) {
+	d := dirsOf("/")
+	if !d.unified() {
+		u, err := readUsage(d)
+		return u.MemoryUsage, u.MemoryWorkingSet, err
+	}
+	mi, err := readFlatMeminfo()
+	if err != nil {
+		return 0, 0, err
+	}
+	usage = total - min(total, mi["MemFree"])
+	stat, err := readFlat(d[""], "memory.stat")
+	if err != nil {
+		return usage, usage, err
+	}
+	return usage, workingSet(usage, stat["inactive_file"]), nil
+}
+
+func memTotal() (uint64, error) {
+	mi, err := readFlatMeminfo()
+	if err != nil {
+		return 0, err
+	}
+	if mi["MemTotal"] == 0 {
+		return 0, errors.New("/proc/meminfo: no MemTotal")
+	}
+	return mi["MemTotal"], nil
+}
+
+// readFlatMeminfo reads /proc/meminfo in bytes.
+func readFlatMeminfo() (map[string]uint64, error) {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return nil, err
+	}
+	m := map[string]uint64{}
+	for _, line := range strings.Split(string(b), "\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		f := strings.Fields(v)
+		if len(f) == 0 {
+			continue
+		}
+		var n uint64
+		if _, err := fmt.Sscan(f[0], &n); err != nil {
+			continue
+		}
+		if len(f) > 1 && f[1] == "kB" {
+			n *= 1024
+		}
+		m[k] = n
+	}
+	return m, nil
+}
+
+// maxPID is the kubelet's: the lower of kernel.pid_max and kernel.threads-max.
+func maxPID() (uint64, error) {
+	pm, err := readUint("/proc/sys/kernel", "pid_max")
+	if err != nil {
+		return 0, err
+	}
+	if tm, err := readUint("/proc/sys/kernel", "threads-max"); err == nil && tm < pm {
+		pm = tm
+	}
+	return pm, nil
+}
+
+// fsStats is statfs of dir: bytes available to unprivileged users and free
+// inodes, as cadvisor reports them.
+func fsStats(dir string) (podspec.FsStats, error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return podspec.FsStats{}, fmt.Errorf("statfs %s: %w", dir, err)
+	}
+	bs := uint64(st.Bsize)
+	return podspec.FsStats{
+		CapacityBytes:  st.Blocks * bs,
+		AvailableBytes: st.Bavail * bs,
+		Inodes:         st.Files,
+		InodesFree:     st.Ffree,
+	}, nil
+}
+
+// layerMaxAge is how long a writable layer's measured size is used before it
+// is walked again: a container with a million files costs one walk per
+// interval, not one per housekeeping (cadvisor walks every minute).
+const layerMaxAge = 30 * time.Second
+
+// layerSizes caches writable layer sizes by container ID.
+type layerSizes struct {
+	mu sync.Mutex // guards m
+	m  map[string]layerSize
+}
+
+type layerSize struct {
+	bytes uint64
+	at    time.Time
+}
+
+// writableBytes is the size of container id's writable layer, measured at
+// most layerMaxAge before now.
+func (r *Runtime) writableBytes(id string, now time.Time) uint64 {
+	ws, ok := r.cfg.Images.(interface {
+		WritableBytes(string) (uint64, error)
+	})
+	if !ok {
+		return 0
+	}
+	r.layers.mu.Lock()
+	c, ok := r.layers.m[id]
+	r.layers.mu.Unlock()
+	if ok && now.Sub(c.at) < layerMaxAge {
+		return c.bytes
+	}
+	n, err := ws.WritableBytes(id)
+	if err != nil {
+		return c.bytes
+	}
+	r.layers.mu.Lock()
+	if r.layers.m == nil {
+		r.layers.m = map[string]layerSize{}
+	}
+	r.layers.m[id] = layerSize{bytes: n, at: now}
+	r.layers.mu.Unlock()
+	return n
+}
+
+// forgetLayers drops the sizes of containers not in live.
+func (r *Runtime) forgetLayers(live map[string]bool) {
+	r.layers.mu.Lock()
+	defer r.layers.mu.Unlock()
+	for id := range r.layers.m {
+		if !live[id] {
+			delete(r.layers.m, id)
+		}
+	}
+}

@@ -1,0 +1,137 @@
+#!/bin/bash
+# Builds the appliance: a Debian bookworm (minbase) root filesystem with systemd as
+# PID 1, the staticpodd .deb installed and enabled, an example manifest and its image
+# in the import folder, as an ext4 image that boot.sh boots under qemu with the
+# kernel of /boot.
+#
+# Usage: rootfs/appliance/build.sh DEB IMAGE_TAR MANIFEST OUT_IMG
+#        rootfs/appliance/build.sh --base     (only the cached base)
+#
+# The debootstrap part (the slow one, about a minute) is cached outside the
+# repository in ${XDG_CACHE_HOME:-$HOME/.cache}/staticpodd/appliance/base-<hash>,
+# keyed by a hash of its recipe (the package list, the kernel version and
+# configure_base); only the staticpodd
+# layer is redone on each build.
+set -euo pipefail
+
+base_only=no
+if [ "${1:-}" = --base ]; then
+	base_only=yes
+else
+	[ $# -eq 4 ] || { echo "usage: $0 DEB IMAGE_TAR MANIFEST OUT_IMG | --base" >&2; exit 2; }
+	deb=$1 image_tar=$2 manifest=$3 out=$4
+fi
+here=$(cd "$(dirname "$0")" && pwd)
+
+SUITE=bookworm
+MIRROR=${MIRROR:-http://deb.debian.org/debian}
+# busybox-static gives the checks wget and nc; dbus is what the systemd cgroup
+# driver talks to.
+PKGS=systemd,systemd-sysv,dbus,udev,kmod,procps,util-linux,iproute2,busybox-static
+KVER=${KVER:-$(ls /boot/vmlinuz-* 2>/dev/null | sed 's|/boot/vmlinuz-||' | sort -V | tail -1)}
+[ -n "$KVER" ] || { echo "$0: no kernel in /boot: apt-get install -y linux-image-amd64" >&2; exit 1; }
+
+cache=${XDG_CACHE_HOME:-$HOME/.cache}/staticpodd/appliance
+
+log() { echo "[appliance $(date +%T)] $*" >&2; }
+
+# configure_base makes a debootstrapped tree bootable under qemu with the host's
+# kernel and adds the test driver unit.
+configure_base() {
+	local R=$1
+	# The kernel comes from /boot, so its modules come from the host too (overlay,
+	# 9p, veth, netfilter are modules in Debian); only the parts a server needs.
+	local M=usr/lib/modules/$KVER
+	mkdir -p "$R/$M/kernel/drivers"
+	(cd / && tar -cf - $M/modules.order $M/modules.builtin $M/modules.builtin.modinfo \
+		$M/kernel/{fs,net,lib,crypto,arch,block,mm,virt} \
+		$M/kernel/drivers/{virtio,block,char,net,md,tty,scsi} 2>/dev/null) | tar -C "$R" -xf -
+	depmod -b "$R" "$KVER"
+
+	echo appliance >"$R/etc/hostname"
+	printf '127.0.0.1\tlocalhost\n127.0.1.1\tappliance\n' >"$R/etc/hosts"
+	chroot "$R" passwd -d root >/dev/null
+	mkdir -p "$R/mnt/host"
+	cat >"$R/etc/fstab" <<'FSTAB'
+/dev/vda   /          ext4  rw,errors=remount-ro  0 1
+hostshare  /mnt/host  9p    trans=virtio,version=9p2000.L,msize=262144,nofail,x-systemd.device-timeout=10s  0 0
+FSTAB
+	mkdir -p "$R/etc/systemd/system/serial-getty@ttyS0.service.d"
+	cat >"$R/etc/systemd/system/serial-getty@ttyS0.service.d/autologin.conf" <<'UNIT'
+[Service]
+ExecStart=
+ExecStart=-/sbin/agetty --autologin root --keep-baud 115200,57600,38400,9600 - $TERM
+UNIT
+	install -m 0755 "$here/check-driver" "$R/usr/local/sbin/check-driver"
+	cat >"$R/etc/systemd/system/check-driver.service" <<'UNIT'
+[Unit]
+Description=Run the host's check script from /mnt/host, then reboot or power off
+After=multi-user.target
+RequiresMountsFor=/mnt/host
+ConditionPathExists=/mnt/host/check.sh
+
+[Service]
+# Type=exec, not oneshot: a oneshot is part of the boot transaction and
+# `systemctl is-system-running --wait` inside it would never return.
+Type=exec
+ExecStart=/usr/local/sbin/check-driver
+StandardOutput=journal+console
+StandardError=journal+console
+
+[Install]
+WantedBy=multi-user.target
+UNIT
+	chroot "$R" systemctl enable check-driver.service
+	# No network card: do not wait for one.
+	chroot "$R" systemctl mask systemd-networkd-wait-online.service 2>/dev/null || true
+}
+
+# The base's recipe: what debootstrap installs and configure_base does to it.
+key=$( (declare -f configure_base; echo "$KVER $SUITE $PKGS $MIRROR") | sha256sum | cut -c1-16)
+base=$cache/base-$key
+
+if [ ! -e "$base/.built" ]; then
+	command -v debootstrap >/dev/null || { echo "$0: debootstrap is missing: apt-get install -y debootstrap" >&2; exit 1; }
+	t0=$(date +%s)
+	# A finished debootstrap is kept even when what follows fails.
+	if [ ! -e "$base/.debootstrapped" ]; then
+		rm -rf "$base"
+		mkdir -p "$base"
+		log "debootstrap $SUITE into $base (once per recipe)"
+		debootstrap --variant=minbase --include="$PKGS" "$SUITE" "$base/rootfs" "$MIRROR" >"$base/debootstrap.log" 2>&1 ||
+			{ tail -20 "$base/debootstrap.log" >&2; exit 1; }
+		touch "$base/.debootstrapped"
+	fi
+	configure_base "$base/rootfs"
+	rm -rf "$base/rootfs/var/cache/apt/archives"/*.deb "$base/rootfs/var/lib/apt/lists"/*_Packages
+	touch "$base/.built"
+	log "base rootfs built in $(($(date +%s) - t0))s"
+	# Older bases are of another recipe: drop them.
+	for old in "$cache"/base-*; do [ "$old" = "$base" ] || rm -rf "$old"; done
+fi
+
+[ $base_only = no ] || exit 0
+
+# The staticpodd layer, on a copy of the base.
+work=$(mktemp -d "$cache/work.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+cp -a "$base/rootfs" "$work/rootfs"
+R=$work/rootfs
+# The check-driver may have changed without changing the base's recipe hash
+# when only it was edited: always take the current one.
+install -m 0755 "$here/check-driver" "$R/usr/local/sbin/check-driver"
+cp "$deb" "$R/tmp/staticpodd.deb"
+chroot "$R" dpkg -i /tmp/staticpodd.deb >&2
+rm "$R/tmp/staticpodd.deb"
+chroot "$R" systemctl is-enabled staticpodd.service >/dev/null
+install -D -m 0600 "$manifest" "$R/etc/kubernetes/manifests/$(basename "$manifest")"
+install -D -m 0600 "$image_tar" "$R/var/lib/staticpodd/images/import/$(basename "$image_tar")"
+
+mkdir -p "$(dirname "$out")"
+mb=$(($(du -sm "$R" | cut -f1) + 512))
+rm -f "$out.tmp"
+truncate -s "${mb}M" "$out.tmp"
+mkfs.ext4 -q -F -L root -d "$R" "$out.tmp"
+mv "$out.tmp" "$out"
+log "built $out (kernel $KVER)"
+echo "$KVER" >"$out.kver"
