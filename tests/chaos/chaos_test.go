@@ -68,8 +68,8 @@ func envInt(t *testing.T, name string, def int) int {
 }
 
 // restartAPIServer kills and restarts the API server mirror pods are kept
-// on. Nil until mirror pods exist: the soak has no API server to kill yet,
-// and says so.
+// on. Nil until the soak runs an API server for its daemon (with
+// --kubeconfig): until then it has none to kill, and says so.
 var restartAPIServer func(s *soak) error
 
 // TestChaos is the soak. CHAOS_SEED (default: the time) makes a run
@@ -89,7 +89,7 @@ func TestChaos(t *testing.T) {
 	npods := min(envInt(t, "CHAOS_PODS", 8), 30)
 	fmt.Printf("chaos: CHAOS_SEED=%d CHAOS_CYCLES=%d CHAOS_PODS=%d\n", seed, cycles, npods)
 	if restartAPIServer == nil {
-		fmt.Println("chaos: the API server restart is not exercised: no mirror pods yet")
+		fmt.Println("chaos: the API server restart is not exercised: the soak runs no API server yet")
 	}
 	s := &soak{t: t, seed: seed, rng: rand.New(rand.NewPCG(seed, seed>>1|1)), faults: map[string]int{}}
 	s.chk = newChecker(s)
@@ -105,7 +105,10 @@ func TestChaos(t *testing.T) {
 		t.Fatal(err)
 	}
 	d.CLI("images", "import", testdaemon.Image)
-	appendConfig(t, d.Config, fmt.Sprintf("staticPodURL: %s\nhttpCheckFrequency: 1s\ncontainerLogMaxSize: 1Mi\ncontainerLogMaxFiles: 1000\n", s.url.URL()))
+	// No eviction: the full disk is there to show that nothing is lost or
+	// leaks when writes fail, and the kubelet's nodefs threshold would evict
+	// every pod each time (eviction has its own tests).
+	appendConfig(t, d.Config, fmt.Sprintf("staticPodURL: %s\nhttpCheckFrequency: 1s\ncontainerLogMaxSize: 1Mi\ncontainerLogMaxFiles: 1000\nevictionHard: {}\n", s.url.URL()))
 	s.dir = filepath.Join(d.Dir, "scratch")
 	os.MkdirAll(s.dir, 0o755)
 	// Whatever the soak was doing when it failed is undone before the
