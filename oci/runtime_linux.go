@@ -278,6 +278,9 @@ func (r *Runtime) Signal(ctx context.Context, id string, sig syscall.Signal) err
 	default:
 		return nil
 	}
+	if sig != unix.SIGKILL {
+		waitExec(ctx, st.Pid)
+	}
 	ctr, err := libcontainer.Load(r.libcontainerRoot(), id)
 	if errors.Is(err, libcontainer.ErrNotExist) {
 		return nil // exited and destroyed by its monitor just now
@@ -299,6 +302,41 @@ func (r *Runtime) Signal(ctx context.Context, id string, sig syscall.Signal) err
 		r.watchKill(id, st.Pid)
 	}
 	return nil
+}
+
+// initComm is the name libcontainer's nsexec gives a container's init until
+// it execs the container's own process.
+const initComm = "runc:[2:INIT]"
+
+// execWait bounds how long a signal waits for a just-started init to exec.
+const execWait = 2 * time.Second
+
+// waitExec waits, up to execWait, until pid has exec'd the container's
+// process. A container counts as started once its init was told to exec,
+// which the init does a moment later; a signal in between would reach
+// libcontainer's init, a Go program that, as the PID namespace's init, dies
+// of it with exit code 2 rather than run the container's command (found by
+// the chaos soak: a liveness probe that failed at once, then the stop).
+func waitExec(ctx context.Context, pid int) {
+	if pid <= 0 {
+		return
+	}
+	comm := fmt.Sprintf("/proc/%d/comm", pid)
+	ctx, cancel := context.WithTimeout(ctx, execWait)
+	defer cancel()
+	tick := time.NewTicker(2 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		b, err := os.ReadFile(comm)
+		if err != nil || strings.TrimSuffix(string(b), "\n") != initComm {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
 }
 
 // signalInit signals container id's init directly: the process its monitor

@@ -4,7 +4,6 @@ import (
 	"encoding/pem"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -16,84 +15,15 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/staticpodd/staticpodd/tests/testdaemon"
 )
 
-// manifestServer serves a manifest body at /pods on a fixed 127.0.0.1 port,
-// and can go down and come back on the same port.
-type manifestServer struct {
-	t    *testing.T
-	addr string
-
-	mu   sync.Mutex
-	body string
-	srv  *http.Server // nil while down
-}
+type manifestServer = testdaemon.ManifestServer
 
 func newManifestServer(t *testing.T, body string) *manifestServer {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &manifestServer{t: t, addr: l.Addr().String(), body: body}
-	s.serve(l)
-	t.Cleanup(s.down)
-	return s
-}
-
-func (s *manifestServer) URL() string { return "http://" + s.addr + "/pods" }
-
-func (s *manifestServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	s.mu.Lock()
-	body := s.body
-	s.mu.Unlock()
-	io.WriteString(w, body)
-}
-
-func (s *manifestServer) serve(l net.Listener) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.srv = &http.Server{Handler: s}
-	go s.srv.Serve(l)
-}
-
-func (s *manifestServer) set(body string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.body = body
-}
-
-// down closes the listener and every connection.
-func (s *manifestServer) down() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.srv != nil {
-		s.srv.Close()
-		s.srv = nil
-	}
-}
-
-// up listens on the same port again.
-func (s *manifestServer) up() {
-	s.t.Helper()
-	s.mu.Lock()
-	running := s.srv != nil
-	s.mu.Unlock()
-	if running {
-		return
-	}
-	var l net.Listener
-	var err error
-	for range 50 { // the port is free again at once, but the kernel may disagree for a moment
-		if l, err = net.Listen("tcp", s.addr); err == nil {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	if err != nil {
-		s.t.Fatalf("listen on %s again: %v", s.addr, err)
-	}
-	s.serve(l)
+	return testdaemon.NewManifestServer(t, body)
 }
 
 // sleeperList is a PodList of sleeper pods, each with env V=version, so a
@@ -158,7 +88,7 @@ func TestURLSource(t *testing.T) {
 	t.Parallel()
 	srv := newManifestServer(t, sleeperList("1", "web", "db"))
 	d := newDaemon(t)
-	t.Cleanup(func() { srv.up(); srv.set(sleeperList("0")) }) // before the daemon's cleanup
+	t.Cleanup(func() { srv.Up(); srv.Set(sleeperList("0")) }) // before the daemon's cleanup
 	useURL(t, d, srv.URL())
 	sock, path := newNotifySocket(t)
 	d.Env = []string{"NOTIFY_SOCKET=" + path}
@@ -176,7 +106,7 @@ func TestURLSource(t *testing.T) {
 	}
 
 	// An edit on the server replaces the pods.
-	srv.set(sleeperList("2", "web", "db"))
+	srv.Set(sleeperList("2", "web", "db"))
 	d.Eventually(30*time.Second, "web replaced by the edit", func() error {
 		p := d.Pod("web")
 		if p == nil || p.UID == web.UID || p.Status.Phase != v1.PodRunning {
@@ -190,7 +120,7 @@ func TestURLSource(t *testing.T) {
 
 	// The server goes down: the pods keep running; ps, /healthz?verbose and
 	// STATUS= say why.
-	srv.down()
+	srv.Down()
 	reason := srv.URL() + ": dial: connection refused"
 	d.Eventually(15*time.Second, "the problem in ps", func() error {
 		if out := d.CLI("ps"); !strings.Contains(out, "Manifest problems:\n  "+srv.URL()+": dial: connection refused") {
@@ -215,8 +145,10 @@ func TestURLSource(t *testing.T) {
 	}
 
 	// Back with a change: applied.
-	srv.set(sleeperList("3", "web", "db"))
-	srv.up()
+	srv.Set(sleeperList("3", "web", "db"))
+	if err := srv.Up(); err != nil {
+		t.Fatal(err)
+	}
 	d.Eventually(30*time.Second, "web replaced after the server came back", func() error {
 		p := d.Pod("web")
 		if p == nil || p.UID == web.UID || p.Status.Phase != v1.PodRunning {
@@ -242,7 +174,7 @@ func TestURLSource(t *testing.T) {
 	// A restart while the server is down: the saved set is the URL's first
 	// snapshot, the pods are adopted, not restarted, and READY=1 comes
 	// without waiting for the server.
-	srv.down()
+	srv.Down()
 	pid = containerPID(d, web, "main")
 	d.Signal(syscall.SIGTERM)
 	<-d.Exited()
@@ -266,8 +198,10 @@ func TestURLSource(t *testing.T) {
 	}
 
 	// An empty PodList removes the URL's pods.
-	srv.set(sleeperList("4"))
-	srv.up()
+	srv.Set(sleeperList("4"))
+	if err := srv.Up(); err != nil {
+		t.Fatal(err)
+	}
 	d.Eventually(60*time.Second, "the URL's pods removed", func() error {
 		if pods := d.Pods(); len(pods) > 0 {
 			return fmt.Errorf("%d pods left", len(pods))

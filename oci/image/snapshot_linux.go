@@ -117,8 +117,23 @@ func (s *Store) mountOverlay(dir string, layers []string) error {
 	if len(opts) >= os.Getpagesize() {
 		return fmt.Errorf("overlay options for %d layers are %d bytes, over the %d-byte limit", len(layers), len(opts), os.Getpagesize()-1)
 	}
-	if err := unix.Mount("overlay", filepath.Join(dir, "rootfs"), "overlay", 0, opts); err != nil {
+	rootfs := filepath.Join(dir, "rootfs")
+	if err := unix.Mount("overlay", rootfs, "overlay", 0, opts); err != nil {
 		return fmt.Errorf("mount overlay: %w", err)
+	}
+	// The kernel mounts an overlay read-only, and says so only in its own
+	// log, when it cannot make its work dir (a full disk): a container
+	// would run on a root filesystem it cannot write. Refuse it instead, so
+	// the start fails and is retried (found by the chaos soak).
+	var st unix.Statfs_t
+	if err := unix.Statfs(rootfs, &st); err != nil || st.Flags&unix.ST_RDONLY != 0 {
+		if uerr := unix.Unmount(rootfs, unix.MNT_DETACH); uerr != nil {
+			return fmt.Errorf("mount overlay: read-only or unreadable (%v), and unmount: %w", err, uerr)
+		}
+		if err != nil {
+			return fmt.Errorf("mount overlay: statfs %s: %w", rootfs, err)
+		}
+		return fmt.Errorf("mount overlay at %s: the kernel mounted it read-only, having failed to make its work dir (is the disk full?): %w", rootfs, unix.EROFS)
 	}
 	return nil
 }

@@ -1,0 +1,238 @@
+package chaos
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// loopFS is an ext4 filesystem in a sparse file, loop-mounted, that the
+// daemon's root dir lives on, so that the soak can fill it to 100%.
+type loopFS struct {
+	image, mnt string
+	fill       string // the file that fills it, while it does
+}
+
+// newLoopFS makes and mounts a filesystem of sizeMiB. Its cleanup is
+// registered now, so it runs after the cleanups registered later (the
+// daemon's): it frees the space, unmounts (lazily if something still holds
+// it, which the daemon's leak check has reported by then) and removes the
+// image, even when the test failed.
+func newLoopFS(t *testing.T, sizeMiB int) *loopFS {
+	t.Helper()
+	mnt, err := os.MkdirTemp("", "staticpodd-chaos-fs-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs := &loopFS{image: mnt + ".img", mnt: mnt}
+	t.Cleanup(func() {
+		fs.free()
+		if err := syscall.Unmount(fs.mnt, 0); err != nil && !errors.Is(err, syscall.EINVAL) {
+			t.Errorf("unmount the chaos filesystem %s: %v; detached lazily", fs.mnt, err)
+			syscall.Unmount(fs.mnt, syscall.MNT_DETACH)
+		}
+		os.Remove(fs.mnt)
+		os.Remove(fs.image)
+	})
+	f, err := os.Create(fs.image)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = f.Truncate(int64(sizeMiB) << 20)
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// -m 0: root, which the daemon is, gets no reserve beyond "full".
+	if out, err := exec.Command("mkfs.ext4", "-q", "-F", "-m", "0", fs.image).CombinedOutput(); err != nil {
+		t.Fatalf("mkfs.ext4: %v\n%s", err, out)
+	}
+	if out, err := exec.Command("mount", "-o", "loop", fs.image, fs.mnt).CombinedOutput(); err != nil {
+		t.Fatalf("mount %s: %v\n%s", fs.image, err, out)
+	}
+	return fs
+}
+
+// fillUp writes a file until the filesystem has no block left.
+func (fs *loopFS) fillUp() error {
+	fs.fill = filepath.Join(fs.mnt, "chaos-fill")
+	f, err := os.Create(fs.fill)
+	if err != nil {
+		return fmt.Errorf("fill %s: %w", fs.mnt, err)
+	}
+	defer f.Close()
+	buf := make([]byte, 1<<20)
+	for {
+		if _, err := f.Write(buf); err != nil {
+			if errors.Is(err, syscall.ENOSPC) {
+				break
+			}
+			return fmt.Errorf("fill %s: %w", fs.mnt, err)
+		}
+	}
+	// The last blocks: smaller writes until not even one byte fits.
+	for n := 1 << 19; n > 0; n /= 2 {
+		for {
+			if _, err := f.Write(buf[:n]); err != nil {
+				break
+			}
+		}
+	}
+	return nil
+}
+
+// free removes the file that fills the filesystem.
+func (fs *loopFS) free() {
+	if fs.fill != "" {
+		os.Remove(fs.fill)
+		fs.fill = ""
+	}
+}
+
+// full reports whether no block is free.
+func (fs *loopFS) full() bool {
+	var st syscall.Statfs_t
+	return syscall.Statfs(fs.mnt, &st) == nil && st.Bavail == 0
+}
+
+// monitorOf returns the pid of the monitor of container id, as its
+// state.json names it, once /proc confirms it is that monitor.
+func monitorOf(runDir, id string) (int, error) {
+	b, err := os.ReadFile(filepath.Join(runDir, "containers", id, "state.json"))
+	if err != nil {
+		return 0, err
+	}
+	var st struct {
+		MonitorPid int `json:"monitorPid"`
+	}
+	if err := json.Unmarshal(b, &st); err != nil {
+		return 0, fmt.Errorf("state.json of %s: %w", id, err)
+	}
+	cmd, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", st.MonitorPid))
+	if err != nil {
+		return 0, err
+	}
+	args := strings.Split(string(cmd), "\x00")
+	if len(args) < 5 || args[0] != "staticpodd-monitor" || args[4] != id {
+		return 0, fmt.Errorf("pid %d is not the monitor of %s: %q", st.MonitorPid, id, args)
+	}
+	return st.MonitorPid, nil
+}
+
+// monitors lists the pids of monitor processes (spares too) of the daemon
+// on runDir.
+func monitors(runDir string) []int {
+	var pids []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		var pid int
+		if _, err := fmt.Sscan(e.Name(), &pid); err != nil {
+			continue
+		}
+		f, err := os.Open(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if err != nil {
+			continue
+		}
+		b, _ := io.ReadAll(io.LimitReader(f, 4096))
+		f.Close()
+		args := strings.Split(string(b), "\x00")
+		if args[0] == "staticpodd-monitor" && len(args) > 3 && strings.HasPrefix(args[3], runDir+"/") {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// procStat returns the daemon's resident set in KiB and its open fds.
+func procStat(pid int) (rssKiB, fds int, err error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			fmt.Sscan(v, &rssKiB)
+		}
+	}
+	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	if err != nil {
+		return 0, 0, err
+	}
+	return rssKiB, len(ents), nil
+}
+
+// veths counts the host's veth interfaces.
+func veths() (int, error) {
+	out, err := exec.Command("ip", "-o", "link", "show", "type", "veth").Output()
+	if err != nil {
+		return 0, fmt.Errorf("ip link show type veth: %w", err)
+	}
+	return strings.Count(string(out), "\n"), nil
+}
+
+// fdList lists what a process's fds point at, one a line.
+func fdList(pid int) string {
+	ents, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	var b strings.Builder
+	for _, e := range ents {
+		l, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, e.Name()))
+		if l == "anon_inode:[pidfd]" {
+			// The process it is of, and what that runs if it still does.
+			info, _ := os.ReadFile(fmt.Sprintf("/proc/%d/fdinfo/%s", pid, e.Name()))
+			for _, line := range strings.Split(string(info), "\n") {
+				if v, ok := strings.CutPrefix(line, "Pid:"); ok {
+					v = strings.TrimSpace(v)
+					cmd, _ := os.ReadFile("/proc/" + v + "/cmdline")
+					l += fmt.Sprintf(" of pid %s %q", v, strings.ReplaceAll(string(cmd), "\x00", " "))
+				}
+			}
+		}
+		fmt.Fprintf(&b, "  %s -> %s\n", e.Name(), l)
+	}
+	return b.String()
+}
+
+// socketHolders lists the processes (pid and command line) holding a
+// listening unix socket bound at path.
+func socketHolders(path string) []string {
+	b, err := os.ReadFile("/proc/net/unix")
+	if err != nil {
+		return nil
+	}
+	inodes := map[string]bool{}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 8 && f[7] == path {
+			inodes["socket:["+f[6]+"]"] = true
+		}
+	}
+	var out []string
+	procs, _ := os.ReadDir("/proc")
+	for _, p := range procs {
+		fds, err := os.ReadDir(filepath.Join("/proc", p.Name(), "fd"))
+		if err != nil {
+			continue
+		}
+		for _, fd := range fds {
+			if l, _ := os.Readlink(filepath.Join("/proc", p.Name(), "fd", fd.Name())); inodes[l] {
+				cmd, _ := os.ReadFile(filepath.Join("/proc", p.Name(), "cmdline"))
+				st, _ := os.ReadFile(filepath.Join("/proc", p.Name(), "status"))
+				ppid := ""
+				for _, line := range strings.Split(string(st), "\n") {
+					if v, ok := strings.CutPrefix(line, "PPid:"); ok {
+						ppid = strings.TrimSpace(v)
+					}
+				}
+				out = append(out, fmt.Sprintf("pid %s (parent %s, fd %s): %q", p.Name(), ppid, fd.Name(), strings.ReplaceAll(string(cmd), "\x00", " ")))
+			}
+		}
+	}
+	return out
+}
