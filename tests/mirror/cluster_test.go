@@ -20,6 +20,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -203,8 +204,9 @@ func newCluster(t *testing.T) *cluster {
 	bin := binDir(t)
 	dir := t.TempDir()
 	c := &cluster{t: t, dir: dir, bin: bin, pki: newPKI(t, dir)}
-	peer := testdaemon.FreePort(t)
-	client := testdaemon.FreePort(t)
+	// Four distinct ports: two taken one after the other may be the same.
+	ports := testdaemon.FreePorts(t, 4)
+	peer, client, metrics := ports[0], ports[1], ports[2]
 	c.etcdURL = fmt.Sprintf("http://127.0.0.1:%d", client)
 	c.etcd = startProc(t, dir, filepath.Join(bin, "etcd"),
 		"--name", "default", "--data-dir", filepath.Join(dir, "etcd"),
@@ -212,7 +214,8 @@ func newCluster(t *testing.T) *cluster {
 		"--listen-peer-urls", fmt.Sprintf("http://127.0.0.1:%d", peer),
 		"--initial-advertise-peer-urls", fmt.Sprintf("http://127.0.0.1:%d", peer),
 		"--initial-cluster", fmt.Sprintf("default=http://127.0.0.1:%d", peer),
-		"--listen-metrics-urls", fmt.Sprintf("http://127.0.0.1:%d", testdaemon.FreePort(t)))
+		"--listen-metrics-urls", fmt.Sprintf("http://127.0.0.1:%d", metrics))
+	c.waitEtcd(30 * time.Second)
 
 	servCrt, servKey := c.pki.issue(t, "apiserver", "kube-apiserver", nil, true)
 	adminCrt, adminKey := c.pki.issue(t, "admin", "admin", []string{"system:masters"}, false)
@@ -224,7 +227,7 @@ func newCluster(t *testing.T) *cluster {
 	saPub, _ := x509.MarshalPKIXPublicKey(&saKey.PublicKey)
 	writePEM(t, filepath.Join(dir, "sa.key"), "EC PRIVATE KEY", sa)
 	writePEM(t, filepath.Join(dir, "sa.pub"), "PUBLIC KEY", saPub)
-	c.port = testdaemon.FreePort(t)
+	c.port = ports[3]
 	c.apiArgs = []string{
 		"--etcd-servers", c.etcdURL,
 		"--bind-address", "127.0.0.1", "--advertise-address", "127.0.0.1", "--secure-port", fmt.Sprint(c.port),
@@ -250,6 +253,27 @@ func newCluster(t *testing.T) *cluster {
 
 func (c *cluster) startAPIServer() {
 	c.apiserver = startProc(c.t, c.dir, filepath.Join(c.bin, "kube-apiserver"), c.apiArgs...)
+}
+
+// waitEtcd waits until etcd's client port accepts connections, failing with
+// etcd's own log if it exits or does not listen in time.
+func (c *cluster) waitEtcd(timeout time.Duration) {
+	c.t.Helper()
+	addr := strings.TrimPrefix(c.etcdURL, "http://")
+	for end := time.Now().Add(timeout); ; time.Sleep(50 * time.Millisecond) {
+		select {
+		case <-c.etcd.done:
+			c.t.Fatalf("etcd exited:\n%s", c.etcd.tail())
+		default:
+		}
+		if conn, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+			conn.Close()
+			return
+		}
+		if time.Now().After(end) {
+			c.t.Fatalf("etcd does not listen on %s after %v:\n%s", addr, timeout, c.etcd.tail())
+		}
+	}
 }
 
 // waitReady waits until /readyz answers ok.

@@ -140,6 +140,21 @@ func FreePort(t testing.TB) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
+// FreePorts returns n distinct ports free on 127.0.0.1 now: all are held
+// until the last is chosen, so no two are the same.
+func FreePorts(t testing.TB, n int) []int {
+	ports := make([]int, n)
+	for i := range ports {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		ports[i] = l.Addr().(*net.TCPAddr).Port
+	}
+	return ports
+}
+
 // New prepares a daemon (not started) with the image imported.
 func New(t *testing.T) *Daemon {
 	t.Helper()
