@@ -5,6 +5,9 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // What a container leaves in its writable layer is hostile: symlinks out of
@@ -33,5 +36,48 @@ func TestDirBytesHostileLayer(t *testing.T) {
 	s := &Store{root: dir}
 	if _, err := s.WritableBytes("../../etc"); err == nil {
 		t.Error("WritableBytes took a key that leaves the snapshots dir")
+	}
+}
+
+// A container that keeps swapping a directory of its layer with a symlink out
+// of it (rename(2) with RENAME_EXCHANGE, atomic) never gets the walk to count
+// what the symlink points at, whatever moment the walk looks.
+func TestDirBytesDirectorySwappedForSymlink(t *testing.T) {
+	layer, outside := t.TempDir(), t.TempDir()
+	if err := os.WriteFile(filepath.Join(outside, "big"), make([]byte, 8<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d, s := filepath.Join(layer, "d"), filepath.Join(layer, "s")
+	if err := os.MkdirAll(filepath.Join(d, "e"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, s); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if err := unix.Renameat2(unix.AT_FDCWD, d, unix.AT_FDCWD, s, unix.RENAME_EXCHANGE); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	defer func() { close(stop); <-done }()
+	for end := time.Now().Add(time.Second); time.Now().Before(end); {
+		n, err := dirBytes(layer)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n >= 8<<20 {
+			t.Fatalf("dirBytes = %d: the walk followed the swapped-in symlink to the 8 MiB file outside the layer", n)
+		}
 	}
 }
