@@ -183,14 +183,7 @@ func TestEditStopsOldBeforeNew(t *testing.T) {
 	shared := filepath.Join(d.Dir, "shared")
 	os.MkdirAll(shared, 0o755)
 	events := filepath.Join(shared, "events")
-	// Each generation says "start N" once its TERM trap is in place, and on
-	// SIGTERM waits for the test's go-ahead (/s/stop-N) before it says
-	// "stop N" and exits.
-	gen := func(n int) string {
-		return podWithDir("gen", shared, fmt.Sprintf("trap 'until [ -e /s/stop-%d ]; do sleep 0.1; done; echo stop %d >> /s/events; exit 0' TERM; "+
-			"echo start %d >> /s/events; while true; do sleep 1 & wait $!; done", n, n, n),
-			"terminationGracePeriodSeconds: 30")
-	}
+	gen := func(n int) string { return generation(shared, n, 30) }
 	os.WriteFile(filepath.Join(shared, "stop-2"), nil, 0o644) // the new generation stops at once
 	d.WriteManifest("gen.yaml", gen(1))
 	first := d.WaitRunning("gen", 30*time.Second)
@@ -216,7 +209,7 @@ func TestEditStopsOldBeforeNew(t *testing.T) {
 		t.Errorf("/pods during the edit: %d pods, want the old generation with a deletionTimestamp, then the new one", len(pods))
 	}
 	os.WriteFile(filepath.Join(shared, "stop-1"), nil, 0o644)
-	waitFile(d, events, "start 1\nstop 1\nstart 2\n", 30*time.Second)
+	waitFile(d, events, "start 1\nterm 1\nstop 1\nstart 2\n", 30*time.Second)
 	if procAlive(oldPID) {
 		t.Fatalf("old container process %d still alive", oldPID)
 	}
@@ -239,14 +232,7 @@ func TestStoppingGenerationAcrossDaemonRestart(t *testing.T) {
 	shared := filepath.Join(d.Dir, "shared")
 	os.MkdirAll(shared, 0o755)
 	events := filepath.Join(shared, "events")
-	// Each generation says "start N" once its TERM trap is in place, "term N"
-	// on SIGTERM, and then waits for the test's go-ahead (/s/stop-N) before it
-	// says "stop N" and exits.
-	gen := func(n int) string {
-		return podWithDir("gen", shared, fmt.Sprintf("trap 'echo term %d >> /s/events; until [ -e /s/stop-%d ]; do sleep 0.1; done; echo stop %d >> /s/events; exit 0' TERM; "+
-			"echo start %d >> /s/events; while true; do sleep 1 & wait $!; done", n, n, n, n),
-			"terminationGracePeriodSeconds: 60")
-	}
+	gen := func(n int) string { return generation(shared, n, 60) }
 	os.WriteFile(filepath.Join(shared, "stop-2"), nil, 0o644) // the new generation stops at once
 	d.WriteManifest("gen.yaml", gen(1))
 	first := d.WaitRunning("gen", 30*time.Second)
@@ -292,6 +278,16 @@ func TestStoppingGenerationAcrossDaemonRestart(t *testing.T) {
 	if second := d.WaitRunning("gen", 10*time.Second); second.UID == first.UID {
 		t.Errorf("edited manifest kept UID %s", first.UID)
 	}
+}
+
+// generation is generation n of pod "gen", with the directory shared at /s:
+// it says "start N" in /s/events once its TERM trap is in place, "term N" on
+// SIGTERM, and then waits for the test's go-ahead (/s/stop-N) before it says
+// "stop N" and exits.
+func generation(shared string, n, grace int) string {
+	return podWithDir("gen", shared, fmt.Sprintf("trap 'echo term %d >> /s/events; until [ -e /s/stop-%d ]; do sleep 0.1; done; echo stop %d >> /s/events; exit 0' TERM; "+
+		"echo start %d >> /s/events; while true; do sleep 1 & wait $!; done", n, n, n, n),
+		fmt.Sprintf("terminationGracePeriodSeconds: %d", grace))
 }
 
 // waitFile waits until file holds want; any other content than a prefix of
