@@ -6,6 +6,8 @@ import (
 	"net/http"
 
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
 	"github.com/staticpodd/staticpodd/agent/podspec"
 )
@@ -18,99 +20,50 @@ type NodeReporter interface {
 	PressureConditions() []v1.NodeCondition
 }
 
-// The /stats/summary document: a small subset of the kubelet's summary API
-// (k8s.io/kubelet/pkg/apis/stats/v1alpha1), with its JSON names, so that
-// a fuller one can grow from it.
-type (
-	StatsSummary struct {
-		Node NodeStats  `json:"node"`
-		Pods []PodStats `json:"pods"`
-	}
-	NodeStats struct {
-		NodeName string        `json:"nodeName"`
-		Memory   *MemoryStats  `json:"memory,omitempty"`
-		Fs       *FsStats      `json:"fs,omitempty"`
-		Runtime  *RuntimeStats `json:"runtime,omitempty"`
-		Rlimit   *RlimitStats  `json:"rlimit,omitempty"`
-		// Conditions are the node's pressure conditions (not in the
-		// kubelet's summary, which leaves them to the Node object).
-		Conditions []v1.NodeCondition `json:"conditions,omitempty"`
-	}
-	RuntimeStats struct {
-		ImageFs *FsStats `json:"imageFs,omitempty"`
-	}
-	RlimitStats struct {
-		MaxPID                *int64 `json:"maxpid,omitempty"`
-		NumOfRunningProcesses *int64 `json:"curproc,omitempty"`
-	}
-	PodStats struct {
-		PodRef       PodReference     `json:"podRef"`
-		CPU          *CPUStats        `json:"cpu,omitempty"`
-		Memory       *MemoryStats     `json:"memory,omitempty"`
-		ProcessStats *ProcessStats    `json:"process_stats,omitempty"`
-		Containers   []ContainerStats `json:"containers"`
-	}
-	PodReference struct {
-		Name      string `json:"name"`
-		Namespace string `json:"namespace"`
-		UID       string `json:"uid"`
-	}
-	ContainerStats struct {
-		Name   string       `json:"name"`
-		CPU    *CPUStats    `json:"cpu,omitempty"`
-		Memory *MemoryStats `json:"memory,omitempty"`
-		Rootfs *FsStats     `json:"rootfs,omitempty"`
-		Logs   *FsStats     `json:"logs,omitempty"`
-	}
-	CPUStats struct {
-		UsageCoreNanoSeconds *uint64 `json:"usageCoreNanoSeconds,omitempty"`
-	}
-	MemoryStats struct {
-		AvailableBytes  *uint64 `json:"availableBytes,omitempty"`
-		UsageBytes      *uint64 `json:"usageBytes,omitempty"`
-		WorkingSetBytes *uint64 `json:"workingSetBytes,omitempty"`
-		RSSBytes        *uint64 `json:"rssBytes,omitempty"`
-	}
-	ProcessStats struct {
-		ProcessCount *uint64 `json:"process_count,omitempty"`
-	}
-	FsStats struct {
-		AvailableBytes *uint64 `json:"availableBytes,omitempty"`
-		CapacityBytes  *uint64 `json:"capacityBytes,omitempty"`
-		UsedBytes      *uint64 `json:"usedBytes,omitempty"`
-		InodesFree     *uint64 `json:"inodesFree,omitempty"`
-		Inodes         *uint64 `json:"inodes,omitempty"`
-	}
-)
+// StatsSummary is the /stats/summary document: the kubelet's summary API
+// (k8s.io/kubelet/pkg/apis/stats/v1alpha1), the fields staticpodd measures,
+// and the node's pressure conditions beside them.
+type StatsSummary struct {
+	Node NodeStats           `json:"node"`
+	Pods []statsapi.PodStats `json:"pods"`
+}
+
+// NodeStats is the kubelet's, with the node's pressure conditions, which the
+// kubelet's summary leaves to the Node object.
+type NodeStats struct {
+	statsapi.NodeStats
+	Conditions []v1.NodeCondition `json:"conditions,omitempty"`
+}
 
 func ptr[T any](v T) *T { return &v }
 
 // toSummary converts the runtime's stats into the summary document.
 func toSummary(node string, s *podspec.Summary, conds []v1.NodeCondition) StatsSummary {
 	n := s.Node
-	fs := func(f podspec.FsStats) *FsStats {
-		return &FsStats{AvailableBytes: ptr(f.AvailableBytes), CapacityBytes: ptr(f.CapacityBytes),
+	at := metav1.NewTime(n.Time)
+	fs := func(f podspec.FsStats) *statsapi.FsStats {
+		return &statsapi.FsStats{Time: at, AvailableBytes: ptr(f.AvailableBytes), CapacityBytes: ptr(f.CapacityBytes),
 			UsedBytes: ptr(f.CapacityBytes - min(f.CapacityBytes, f.AvailableBytes)), InodesFree: ptr(f.InodesFree), Inodes: ptr(f.Inodes)}
 	}
-	out := StatsSummary{Node: NodeStats{
+	out := StatsSummary{Node: NodeStats{NodeStats: statsapi.NodeStats{
 		NodeName: node,
-		Memory: &MemoryStats{AvailableBytes: ptr(n.MemoryCapacity - min(n.MemoryCapacity, n.MemoryWorkingSet)),
+		Memory: &statsapi.MemoryStats{Time: at, AvailableBytes: ptr(n.MemoryCapacity - min(n.MemoryCapacity, n.MemoryWorkingSet)),
 			UsageBytes: ptr(n.MemoryUsage), WorkingSetBytes: ptr(n.MemoryWorkingSet)},
-		Fs:         fs(n.NodeFs),
-		Runtime:    &RuntimeStats{ImageFs: fs(n.ImageFs)},
-		Rlimit:     &RlimitStats{MaxPID: ptr(int64(n.MaxPID)), NumOfRunningProcesses: ptr(int64(n.NumPIDs))},
-		Conditions: conds,
-	}, Pods: []PodStats{}}
-	usage := func(u podspec.Usage) (*CPUStats, *MemoryStats) {
-		return &CPUStats{UsageCoreNanoSeconds: ptr(u.CPUUsageNanos)},
-			&MemoryStats{UsageBytes: ptr(u.MemoryUsage), WorkingSetBytes: ptr(u.MemoryWorkingSet), RSSBytes: ptr(u.MemoryRSS)}
+		Fs:      fs(n.NodeFs),
+		Runtime: &statsapi.RuntimeStats{ImageFs: fs(n.ImageFs)},
+		Rlimit:  &statsapi.RlimitStats{Time: at, MaxPID: ptr(int64(n.MaxPID)), NumOfRunningProcesses: ptr(int64(n.NumPIDs))},
+	}, Conditions: conds}, Pods: []statsapi.PodStats{}}
+	usage := func(u podspec.Usage) (*statsapi.CPUStats, *statsapi.MemoryStats) {
+		return &statsapi.CPUStats{Time: at, UsageCoreNanoSeconds: ptr(u.CPUUsageNanos)},
+			&statsapi.MemoryStats{Time: at, UsageBytes: ptr(u.MemoryUsage), WorkingSetBytes: ptr(u.MemoryWorkingSet), RSSBytes: ptr(u.MemoryRSS)}
 	}
 	for _, p := range s.Pods {
-		ps := PodStats{PodRef: PodReference{Name: p.Name, Namespace: p.Namespace, UID: p.UID},
-			ProcessStats: &ProcessStats{ProcessCount: ptr(p.Pids)}, Containers: []ContainerStats{}}
+		ps := statsapi.PodStats{PodRef: statsapi.PodReference{Name: p.Name, Namespace: p.Namespace, UID: p.UID},
+			ProcessStats: &statsapi.ProcessStats{ProcessCount: ptr(p.Pids)}, Containers: []statsapi.ContainerStats{}}
 		ps.CPU, ps.Memory = usage(p.Usage)
 		for _, c := range p.Containers {
-			cs := ContainerStats{Name: c.Name, Rootfs: &FsStats{UsedBytes: ptr(c.RootfsBytes)}, Logs: &FsStats{UsedBytes: ptr(c.LogsBytes)}}
+			cs := statsapi.ContainerStats{Name: c.Name,
+				Rootfs: &statsapi.FsStats{Time: at, UsedBytes: ptr(c.RootfsBytes)}, Logs: &statsapi.FsStats{Time: at, UsedBytes: ptr(c.LogsBytes)}}
 			cs.CPU, cs.Memory = usage(c.Usage)
 			ps.Containers = append(ps.Containers, cs)
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/duration"
+	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
 	"github.com/staticpodd/staticpodd/agent/prober"
 	"github.com/staticpodd/staticpodd/agent/server"
@@ -71,7 +72,7 @@ func printPods(out io.Writer, pods []v1.Pod, problems []server.Problem, probes [
 	if stats == nil {
 		stats = &server.StatsSummary{}
 	}
-	byUID := map[string]server.PodStats{}
+	byUID := map[string]statsapi.PodStats{}
 	for _, ps := range stats.Pods {
 		byUID[ps.PodRef.UID] = ps
 	}
@@ -254,7 +255,7 @@ func orDefault(s, def string) string {
 }
 
 // cpuTime is the CPU time used, rounded: "1.2s", "3m4s".
-func cpuTime(c *server.CPUStats) string {
+func cpuTime(c *statsapi.CPUStats) string {
 	if c == nil || c.UsageCoreNanoSeconds == nil {
 		return "-"
 	}
@@ -265,21 +266,21 @@ func cpuTime(c *server.CPUStats) string {
 	return d.Round(time.Second).String()
 }
 
-func workingSet(m *server.MemoryStats) string {
+func workingSet(m *statsapi.MemoryStats) string {
 	if m == nil || m.WorkingSetBytes == nil {
 		return "-"
 	}
 	return bytesIEC(*m.WorkingSetBytes)
 }
 
-func used(f *server.FsStats) string {
+func used(f *statsapi.FsStats) string {
 	if f == nil || f.UsedBytes == nil {
 		return "-"
 	}
 	return bytesIEC(*f.UsedBytes)
 }
 
-func count(p *server.ProcessStats) string {
+func count(p *statsapi.ProcessStats) string {
 	if p == nil || p.ProcessCount == nil {
 		return "-"
 	}
