@@ -332,7 +332,7 @@ func (m *monitorProc) runContainer(ctr *libcontainer.Container, proc *libcontain
 	}
 	// With a shared PID namespace, leftovers may still hold the pipes open:
 	// kill them (a no-op error for a private PID namespace, already empty).
-	_ = ctr.Signal(unix.SIGKILL)
+	_ = signalContainer(ctr, unix.SIGKILL)
 	return exit, errors.Join(stateErr, drain())
 }
 

@@ -288,7 +288,7 @@ func (r *Runtime) Signal(ctx context.Context, id string, sig syscall.Signal) err
 	if err != nil {
 		return fmt.Errorf("signal container %s: %w", id, err)
 	}
-	if err := ctr.Signal(sig); errors.Is(err, libcontainer.ErrNotRunning) {
+	if err := signalContainer(ctr, sig); errors.Is(err, libcontainer.ErrNotRunning) {
 		// libcontainer's record says its init is gone while its monitor has
 		// recorded no exit: signal the init it started, through a pidfd,
 		// rather than let a stop wait for nothing.
@@ -453,7 +453,7 @@ func (r *Runtime) remove(id string) error {
 	}()
 	var errs []error
 	if ctr, err := libcontainer.Load(r.libcontainerRoot(), id); err == nil {
-		_ = ctr.Signal(unix.SIGKILL) // only a container whose monitor died can still run
+		_ = signalContainer(ctr, unix.SIGKILL) // only a container whose monitor died can still run
 		errs = append(errs, ctr.Destroy())
 	} else if errors.Is(err, libcontainer.ErrNotExist) {
 		// A monitor killed in the middle of libcontainer.Create leaves a
@@ -623,7 +623,7 @@ func (r *Runtime) monitorLost(id string) error {
 	}
 	r.log.Warn("container monitor died, killing container", "id", id, "message", msg)
 	if ctr, err := libcontainer.Load(r.libcontainerRoot(), id); err == nil {
-		_ = ctr.Signal(unix.SIGKILL)
+		_ = signalContainer(ctr, unix.SIGKILL)
 	}
 	exit := exitRecord{
 		ExitCode:   128 + int(unix.SIGKILL),
