@@ -314,7 +314,11 @@ func (r *Runtime) anyContainerOf(uid string) (*containerRecord, error) {
 }
 
 func (r *Runtime) removeSandbox(uid string) error {
-	r.nets.forget(uid) // before the namespace is unmounted: nothing may keep it
+	// Forgotten before the namespace is unmounted, and again once the sandbox
+	// is gone: a probe's Dial in between may have opened it again, and would
+	// otherwise keep the namespace (and so the network) alive for ever.
+	r.nets.forget(uid)
+	defer r.nets.forget(uid)
 	dir := r.podDir(uid)
 	var errs []error
 	for _, name := range []string{nsNet, nsIPC, nsUTS, shmDir} {
