@@ -256,7 +256,8 @@ func (c *checker) killedMonitor(k ckey) {
 // checkQuiet checks what holds once nothing moves: containers that never
 // exit by themselves restarted exactly as often as their monitor was killed,
 // and each container ran (said "start <uid>" in its marks) as often as its
-// restart count says, give or take the run starting right now.
+// restart count says, less the runs that failed to start, give or take the
+// run starting right now.
 func (c *checker) checkQuiet(pods []v1.Pod) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -275,12 +276,15 @@ func (c *checker) checkQuiet(pods []v1.Pod) {
 			}
 			b, _ := os.ReadFile(filepath.Join(sp.marks, cs.Name+".marks"))
 			runs := int32(strings.Count(string(b), "start "+string(p.UID)+"\n"))
-			lo, hi := cs.RestartCount, cs.RestartCount+2
+			// A run that failed to start (StartError) counts as a restart
+			// but never ran its command.
+			failed := int32(c.failedStarts[k])
+			lo, hi := cs.RestartCount-failed, cs.RestartCount+2
 			if sp.shape.kept(cs.Name) && cs.State.Running != nil {
-				lo, hi = cs.RestartCount+1, cs.RestartCount+1
+				lo, hi = cs.RestartCount+1-failed, cs.RestartCount+1
 			}
 			if runs < lo || runs > hi {
-				c.s.failf("%s/%s (UID %s) ran %d times by its own marks, but its restart count is %d (state %+v)", p.Name, cs.Name, p.UID, runs, cs.RestartCount, cs.State)
+				c.s.failf("%s/%s (UID %s) ran %d times by its own marks, but its restart count is %d, %d of them failed starts (state %+v)", p.Name, cs.Name, p.UID, runs, cs.RestartCount, failed, cs.State)
 			}
 		}
 	}
