@@ -68,7 +68,9 @@ type Agent struct {
 	marks postStartMarks
 	// probeMarks keep what running containers' probes said for the next daemon.
 	probeMarks probeMarks
-	logger     *slog.Logger
+	// probeCounts count every probe made, by result, for /metrics/probes.
+	probeCounts probeCounts
+	logger      *slog.Logger
 	events     *events.Recorder
 	resync     chan struct{}
 	ready      sync.Once

@@ -133,10 +133,14 @@ authentication:
   x509:
     clientCAFile: /etc/ca.crt
   webhook:
-    enabled: false
+    enabled: false      # honoured: no warning
   anonymous:
     enabled: false      # the default: no warning
+authorization:
+  webhook:
+    cacheAuthorizedTTL: 5m   # honoured: no warning
 clusterDNS: [10.0.0.10]
+containerLogMaxWorkers: 4
 mergeDefaultEvictionSettings: true
 evictionHard:
   memory.available: 1Gi
@@ -145,7 +149,7 @@ evictionHard:
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"authentication.webhook.enabled", "clusterDNS"}
+	want := []string{"clusterDNS", "containerLogMaxWorkers"}
 	if len(warnings) != len(want) {
 		t.Fatalf("warnings = %q, want one each for %v", warnings, want)
 	}

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -72,8 +73,23 @@ func (l Limits) FitFiles(nofile uint64) Limits {
 // Serve serves h on l within lim until ctx ends; then it stops accepting,
 // gives open requests 5s to finish, and closes what is left.
 func Serve(ctx context.Context, l net.Listener, h http.Handler, lim Limits, logger *slog.Logger) error {
+	return serve(ctx, l, h, nil, lim, logger)
+}
+
+// ServeTLS is Serve with TLS: the handshake counts against the connection
+// cap and is bounded by the read timeouts, as a request's headers are.
+func ServeTLS(ctx context.Context, l net.Listener, h http.Handler, tc *tls.Config, lim Limits, logger *slog.Logger) error {
+	return serve(ctx, l, h, tc, lim, logger)
+}
+
+func serve(ctx context.Context, l net.Listener, h http.Handler, tc *tls.Config, lim Limits, logger *slog.Logger) error {
 	if lim.MaxConns > 0 {
 		l = newLimitListener(l, lim.MaxConns, logger)
+	}
+	if tc != nil {
+		// Outermost, so that net/http sees a *tls.Conn: it then bounds the
+		// handshake and sets Request.TLS.
+		l = tls.NewListener(l, tc)
 	}
 	srv := &http.Server{
 		Handler:           h,

@@ -128,6 +128,7 @@ type daemon struct {
 	gate     *readyGate    // --ready-when's; nil when READY=1 follows the first sync
 	lock     *os.File      // flock(2)ed <run-dir>/staticpodd.lock, held while the daemon runs
 	readOnly *part         // the read-only port's listener
+	nodePort *part         // the node API's listener (port)
 	imports  *part         // the image import watcher
 	// memNotifier wakes the eviction manager; nil without one.
 	memNotifier *oci.MemoryNotifier
@@ -365,6 +366,7 @@ func newDaemon(cfg *config.Config, logger *slog.Logger, once bool) (*daemon, err
 		}, mirror.AgentPods{Agent: d.agent}, logger.With("subsystem", "mirror"))
 	}
 	d.readOnly = aux.add("read-only-port", "read-only port")
+	d.nodePort = aux.add("node-api", "node API (port)")
 	d.imports = aux.add("image-import", "image import watcher")
 	return d, nil
 }
@@ -485,6 +487,11 @@ func (d *daemon) run(ctx context.Context) error {
 			})
 			return nil
 		})
+	}
+	if d.cfg.AuthorizationMode == "Webhook" && d.cfg.Kubeconfig == "" {
+		d.logger.Info("node API not served", "reason", errNodeAPIOff.Error())
+	} else {
+		g.Go(func() error { d.serveNodeAPI(ctx, files); return nil })
 	}
 	return g.Wait()
 }
