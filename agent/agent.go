@@ -71,9 +71,9 @@ type Agent struct {
 	// probeCounts count every probe made, by result, for /metrics/probes.
 	probeCounts probeCounts
 	logger      *slog.Logger
-	events     *events.Recorder
-	resync     chan struct{}
-	ready      sync.Once
+	events      *events.Recorder
+	resync      chan struct{}
+	ready       sync.Once
 	// started is when the agent was made: probes of containers that ran
 	// before are spread over their first period.
 	started time.Time
