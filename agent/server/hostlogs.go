@@ -11,8 +11,7 @@ import (
 	"os"
 	"slices"
 	"strings"
-
-	"golang.org/x/sys/unix"
+	"syscall"
 )
 
 // hostLogs serves /logs/{path...}: the files and directories beneath root
@@ -38,7 +37,7 @@ func hostLogs(root string, logger *slog.Logger) http.HandlerFunc {
 		f, err := openBeneath(root, rel)
 		if err != nil {
 			code := http.StatusNotFound
-			if errors.Is(err, unix.EXDEV) || errors.Is(err, unix.ELOOP) {
+			if errors.Is(err, syscall.EXDEV) || errors.Is(err, syscall.ELOOP) {
 				code = http.StatusForbidden
 			}
 			logger.Debug("host log refused", "path", rel, "err", err)
@@ -66,24 +65,6 @@ func hostLogs(root string, logger *slog.Logger) http.HandlerFunc {
 			http.Error(w, "not a regular file", http.StatusForbidden)
 		}
 	}
-}
-
-// openBeneath opens rel beneath root without following any symbolic link,
-// non-blocking so that a FIFO does not hang the request.
-func openBeneath(root, rel string) (*os.File, error) {
-	dir, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", root, err)
-	}
-	defer unix.Close(dir)
-	fd, err := unix.Openat2(dir, rel, &unix.OpenHow{
-		Flags:   unix.O_RDONLY | unix.O_NONBLOCK | unix.O_NOCTTY | unix.O_CLOEXEC,
-		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("open %s beneath %s: %w", rel, root, err)
-	}
-	return os.NewFile(uintptr(fd), rel), nil
 }
 
 // listDir writes the names in d as http.FileServer does: an HTML list of

@@ -91,14 +91,10 @@ func newRunCmd() *cobra.Command {
 // yet, with why: run warns once for each given a value of its own, and config
 // notes them.
 var notYetActedOn = map[string]string{
-	"port":                             "the authenticated kubelet API is not served yet",
-	"tlsCertFile":                      "the authenticated kubelet API is not served yet",
-	"tlsPrivateKeyFile":                "the authenticated kubelet API is not served yet",
-	"authentication.x509.clientCAFile": "the authenticated kubelet API is not served yet",
-	"serializeImagePulls":              "image pulls are not implemented yet",
-	"imageGCLowThresholdPercent":       "image garbage collection is not implemented yet",
-	"seccompDefault":                   "the default seccomp profile is not implemented yet",
-	"maxPods":                          "maxPods is not enforced yet",
+	"serializeImagePulls":        "image pulls are not implemented yet",
+	"imageGCLowThresholdPercent": "image garbage collection is not implemented yet",
+	"seccompDefault":             "the default seccomp profile is not implemented yet",
+	"maxPods":                    "maxPods is not enforced yet",
 }
 
 func warnNotYetActedOn(cfg *config.Config, logger *slog.Logger) {
