@@ -44,7 +44,7 @@ type ca struct {
 	pool *x509.CertPool
 }
 
-func newCA(t *testing.T, name string) *ca {
+func newCA(t testing.TB, name string) *ca {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -64,7 +64,7 @@ func newCA(t *testing.T, name string) *ca {
 }
 
 // client issues a client certificate for user in groups.
-func (c *ca) client(t *testing.T, user string, groups ...string) tls.Certificate {
+func (c *ca) client(t testing.TB, user string, groups ...string) tls.Certificate {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
