@@ -349,6 +349,7 @@ func newDaemon(cfg *config.Config, logger *slog.Logger, once bool) (*daemon, err
 			NodeName:                  cfg.NodeName,
 			NodeIP:                    nodeIP,
 			Version:                   versionString(),
+			KubeletPort:               cfg.Port,
 			RegisterNode:              cfg.RegisterNode,
 			RegisterWithTaints:        cfg.RegisterWithTaints,
 			NodeStatusUpdateFrequency: cfg.NodeStatusUpdateFrequency,
