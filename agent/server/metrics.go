@@ -15,6 +15,12 @@ import (
 	"github.com/staticpodd/staticpodd/agent/prober"
 )
 
+// EvictionCounter is implemented by an Agent that counts its evictions by
+// signal.
+type EvictionCounter interface {
+	Evictions() map[string]uint64
+}
+
 // ProbeCounter is implemented by an Agent that counts the probes it makes.
 type ProbeCounter interface {
 	ProbeCounts() map[prober.CountKey]uint64
@@ -97,6 +103,7 @@ var (
 	descNodeName    = prometheus.NewDesc("kubelet_node_name", "The node's name. The count is always 1.", []string{"node"}, nil)
 	descProblems    = prometheus.NewDesc("staticpodd_manifest_problems", "Number of manifests that are not run as written, each for its reason (staticpodd ps shows them)", nil, nil)
 	descRestarts    = prometheus.NewDesc("staticpodd_container_restarts", "Restart count of a container of a static pod, as its status says", []string{"namespace", "pod", "uid", "container"}, nil)
+	descEvictions   = prometheus.NewDesc("kubelet_evictions", "Cumulative number of pod evictions by eviction signal", []string{"eviction_signal"}, nil)
 	descReady       = prometheus.NewDesc("staticpodd_pod_ready", "1 when the pod's Ready condition is True", []string{"namespace", "pod", "uid"}, nil)
 )
 
@@ -104,7 +111,7 @@ var (
 type agentCollector struct{ a Agent }
 
 func (agentCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descRunningPods, descContainers, descDesired, descNodeName, descProblems, descRestarts, descReady} {
+	for _, d := range []*prometheus.Desc{descRunningPods, descContainers, descDesired, descNodeName, descProblems, descRestarts, descReady, descEvictions} {
 		ch <- d
 	}
 }
@@ -150,6 +157,11 @@ func (c agentCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descNodeName, prometheus.GaugeValue, 1, nr.NodeName())
 	}
 	ch <- prometheus.MustNewConstMetric(descProblems, prometheus.GaugeValue, float64(len(c.a.Problems())))
+	if ec, ok := c.a.(EvictionCounter); ok {
+		for signal, n := range ec.Evictions() {
+			ch <- prometheus.MustNewConstMetric(descEvictions, prometheus.CounterValue, float64(n), signal)
+		}
+	}
 }
 
 // cAdvisor's names and labels (cadvisor metrics/prometheus.go), as the

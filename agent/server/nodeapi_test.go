@@ -118,6 +118,7 @@ func (nodeAgent) StatsSummary(context.Context) (*podspec.Summary, error) {
 	}, nil
 }
 func (nodeAgent) PressureConditions() []v1.NodeCondition { return nil }
+func (nodeAgent) Evictions() map[string]uint64           { return map[string]uint64{"memory.available": 3} }
 func (nodeAgent) ProbeCounts() map[prober.CountKey]uint64 {
 	return map[prober.CountKey]uint64{
 		{Namespace: "default", Pod: "web-node1", UID: "u1", Container: "web", Probe: prober.Readiness, Result: prober.Success}: 7,
@@ -331,6 +332,9 @@ func TestNodeAPIFormats(t *testing.T) {
 	}
 	if v, ok := value(main, "staticpodd_manifest_problems", nil); !ok || v != 1 {
 		t.Errorf("staticpodd_manifest_problems = %v %v", v, ok)
+	}
+	if v, ok := value(main, "kubelet_evictions", map[string]string{"eviction_signal": "memory.available"}); !ok || v != 3 {
+		t.Errorf("kubelet_evictions = %v %v", v, ok)
 	}
 	if _, ok := main["process_open_fds"]; !ok {
 		t.Error("/metrics has no process metrics")

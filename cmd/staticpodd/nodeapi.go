@@ -102,3 +102,10 @@ func (d *daemon) serveNodeAPI(ctx context.Context, files uint64) {
 		return server.ServeTLS(ctx, l, h, tc, lim, d.logger.With("subsystem", "http", "listener", "node api"))
 	})
 }
+
+// What the node API's metrics read from the agent.
+var (
+	_ server.ProbeCounter    = served{}
+	_ server.EvictionCounter = served{}
+	_ server.NodeReporter    = served{}
+)
