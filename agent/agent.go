@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -77,6 +78,9 @@ type Agent struct {
 	// started is when the agent was made: probes of containers that ran
 	// before are spread over their first period.
 	started time.Time
+	// loopAt is when the reconcile loop last began an iteration (unix
+	// nanoseconds; 0 before the first), for SyncLoopHealthCheck.
+	loopAt atomic.Int64
 
 	mu          sync.Mutex         // guards the fields below
 	workers     map[string]*worker // by pod full name namespace/name, or orphan/<uid>

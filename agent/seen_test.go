@@ -162,3 +162,24 @@ func TestManifestKeptForPodStartedBefore(t *testing.T) {
 		t.Errorf("an offer made the directory of a pod never started (err %v)", err)
 	}
 }
+
+// The syncloop health check fails only when the loop has not begun an
+// iteration for twice the sync frequency, five minutes at least.
+func TestSyncLoopHealthCheck(t *testing.T) {
+	a := &Agent{cfg: Config{SyncFrequency: time.Minute}}
+	if err := a.SyncLoopHealthCheck(); err != nil {
+		t.Errorf("before the first iteration: %v", err)
+	}
+	a.loopAt.Store(time.Now().Add(-4 * time.Minute).UnixNano())
+	if err := a.SyncLoopHealthCheck(); err != nil {
+		t.Errorf("4m ago with a 1m sync frequency: %v", err)
+	}
+	a.loopAt.Store(time.Now().Add(-6 * time.Minute).UnixNano())
+	if err := a.SyncLoopHealthCheck(); err == nil {
+		t.Error("6m ago: no error")
+	}
+	a.cfg.SyncFrequency = 4 * time.Minute
+	if err := a.SyncLoopHealthCheck(); err != nil {
+		t.Errorf("6m ago with a 4m sync frequency: %v", err)
+	}
+}

@@ -592,6 +592,14 @@ func (cp *controlPlane) checkProbes(local map[string]v1.Pod) {
 func (cp *controlPlane) checkNodeAPI(local map[string]v1.Pod) {
 	t := cp.t
 	t.Helper()
+	// What kubeadm init's bootstrap-token phase binds: the API server's
+	// kubelet client certificate to system:kubelet-api-admin.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := cp.cl.Kubectl(ctx, "super-admin", "create", "clusterrolebinding", "kubeadm:apiserver-kubelet-client",
+		"--clusterrole=system:kubelet-api-admin", "--user=kube-apiserver-kubelet-client"); err != nil {
+		t.Fatal(err)
+	}
 	etcd := local["etcd"].Name
 	cp.eventually(time.Minute, "kubectl logs of etcd", func() error {
 		out, err := cp.kubectl("logs", "-n", "kube-system", etcd, "--tail=5")
