@@ -80,8 +80,9 @@ func (m *Metrics) instrument(h http.Handler, serverType string) http.Handler {
 			longRunning = "true"
 		}
 		h.ServeHTTP(w, r)
-		m.requests.WithLabelValues(r.Method, path, serverType, longRunning).Inc()
-		m.duration.WithLabelValues(r.Method, path, serverType, longRunning).Observe(time.Since(start).Seconds())
+		method := methodBucket(r.Method)
+		m.requests.WithLabelValues(method, path, serverType, longRunning).Inc()
+		m.duration.WithLabelValues(method, path, serverType, longRunning).Observe(time.Since(start).Seconds())
 	})
 }
 
@@ -92,6 +93,16 @@ func rootPath(path string) string {
 	switch seg {
 	case "healthz", "pods", "stats", "metrics", "containerLogs", "logs", "configz", "exec", "attach", "portForward", "runningpods":
 		return seg
+	}
+	return "other"
+}
+
+// methodBucket is the kubelet's getMetricMethodBucket: a method it knows,
+// or "other", so that a client cannot make series without end.
+func methodBucket(m string) string {
+	switch m {
+	case http.MethodOptions, http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodDelete, http.MethodTrace, http.MethodConnect:
+		return m
 	}
 	return "other"
 }

@@ -339,8 +339,17 @@ func TestNodeAPIFormats(t *testing.T) {
 	if _, ok := main["process_open_fds"]; !ok {
 		t.Error("/metrics has no process metrics")
 	}
-	// The requests so far are counted.
+	// The requests so far are counted, by a bounded set of methods and paths.
+	for _, m := range []string{"BREW", "X-" + strings.Repeat("A", 50)} {
+		req, _ := http.NewRequest(m, base+"/"+m, nil)
+		if resp, err := cl.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	}
 	main = families("/metrics")
+	if v, ok := value(main, "kubelet_http_requests_total", map[string]string{"path": "other", "method": "other"}); !ok || v != 2 {
+		t.Errorf("kubelet_http_requests_total{other} = %v %v, want 2", v, ok)
+	}
 	if v, ok := value(main, "kubelet_http_requests_total", map[string]string{"path": "metrics", "server_type": "readwrite", "method": "GET"}); !ok || v < 1 {
 		t.Errorf("kubelet_http_requests_total{path=metrics} = %v %v", v, ok)
 	}
