@@ -27,12 +27,12 @@ type ProbeCounter interface {
 }
 
 // Metrics are the Prometheus registries of the node API: /metrics,
-// /metrics/cadvisor and /metrics/probes. Every figure is read from the agent
+// /metrics/cadvisor, /metrics/probes and /metrics/resource. Every figure is read from the agent
 // when scraped; nothing is copied between scrapes but the request counter.
 type Metrics struct {
-	main, cadvisor, probes *prometheus.Registry
-	requests               *prometheus.CounterVec
-	duration               *prometheus.HistogramVec
+	main, cadvisor, probes, resource *prometheus.Registry
+	requests                         *prometheus.CounterVec
+	duration                         *prometheus.HistogramVec
 }
 
 // scrapeTimeout bounds the stats a /metrics/cadvisor scrape reads.
@@ -43,7 +43,7 @@ const scrapeTimeout = 10 * time.Second
 // metrics, cAdvisor's container_* and the prober's prober_probe_total);
 // staticpodd_* are its own.
 func NewMetrics(a Agent) *Metrics {
-	m := &Metrics{main: prometheus.NewRegistry(), cadvisor: prometheus.NewRegistry(), probes: prometheus.NewRegistry()}
+	m := &Metrics{main: prometheus.NewRegistry(), cadvisor: prometheus.NewRegistry(), probes: prometheus.NewRegistry(), resource: prometheus.NewRegistry()}
 	// pkg/kubelet/server/metrics: server_type is readonly or readwrite.
 	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kubelet_http_requests_total", Help: "Number of the http requests received since the server started",
@@ -56,6 +56,7 @@ func NewMetrics(a Agent) *Metrics {
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.cadvisor.MustRegister(cadvisorCollector{a})
 	m.probes.MustRegister(probeCollector{a})
+	m.resource.MustRegister(resourceCollector{a})
 	return m
 }
 
@@ -303,5 +304,69 @@ func (c probeCollector) Collect(ch chan<- prometheus.Metric) {
 	for k, n := range pc.ProbeCounts() {
 		ch <- prometheus.MustNewConstMetric(descProbes, prometheus.CounterValue, float64(n),
 			kinds[k.Probe], results[k.Result], k.Container, k.Pod, k.Namespace, k.UID)
+	}
+}
+
+// The kubelet's resource metrics (pkg/kubelet/metrics/collectors
+// resource_metrics.go), which metrics-server reads for kubectl top.
+var (
+	descRNodeMem  = prometheus.NewDesc("node_memory_working_set_bytes", "Current working set of the node in bytes", nil, nil)
+	descRCtrCPU   = prometheus.NewDesc("container_cpu_usage_seconds_total", "Cumulative cpu time consumed by the container in core-seconds", []string{"container", "pod", "namespace"}, nil)
+	descRCtrMem   = prometheus.NewDesc("container_memory_working_set_bytes", "Current working set of the container in bytes", []string{"container", "pod", "namespace"}, nil)
+	descRCtrStart = prometheus.NewDesc("container_start_time_seconds", "Start time of the container since unix epoch in seconds", []string{"container", "pod", "namespace"}, nil)
+	descRPodCPU   = prometheus.NewDesc("pod_cpu_usage_seconds_total", "Cumulative cpu time consumed by the pod in core-seconds", []string{"pod", "namespace"}, nil)
+	descRPodMem   = prometheus.NewDesc("pod_memory_working_set_bytes", "Current working set of the pod in bytes", []string{"pod", "namespace"}, nil)
+	descRScrape   = prometheus.NewDesc("scrape_error", "1 if there was an error while getting container metrics, 0 otherwise", nil, nil)
+	descRScrape2  = prometheus.NewDesc("resource_scrape_error", "1 if there was an error while getting container metrics, 0 otherwise", nil, nil)
+)
+
+type resourceCollector struct{ a Agent }
+
+func (resourceCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descRNodeMem, descRCtrCPU, descRCtrMem, descRCtrStart, descRPodCPU, descRPodMem, descRScrape, descRScrape2} {
+		ch <- d
+	}
+}
+
+func (c resourceCollector) Collect(ch chan<- prometheus.Metric) {
+	nr, ok := c.a.(NodeReporter)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), scrapeTimeout)
+	defer cancel()
+	s, err := nr.StatsSummary(ctx)
+	scrapeErr := 0.0
+	if err != nil {
+		scrapeErr = 1
+	}
+	ch <- prometheus.MustNewConstMetric(descRScrape, prometheus.GaugeValue, scrapeErr)
+	ch <- prometheus.MustNewConstMetric(descRScrape2, prometheus.GaugeValue, scrapeErr)
+	if s == nil {
+		return
+	}
+	at := s.Node.Time
+	emit := func(d *prometheus.Desc, t prometheus.ValueType, v float64, labels ...string) {
+		ch <- prometheus.NewMetricWithTimestamp(at, prometheus.MustNewConstMetric(d, t, v, labels...))
+	}
+	emit(descRNodeMem, prometheus.GaugeValue, float64(s.Node.MemoryWorkingSet))
+	started := map[string]time.Time{}
+	for _, p := range c.a.Pods() {
+		for _, cs := range p.Status.ContainerStatuses {
+			if cs.State.Running != nil {
+				started[p.Namespace+"/"+p.Name+"/"+cs.Name] = cs.State.Running.StartedAt.Time
+			}
+		}
+	}
+	for _, p := range s.Pods {
+		emit(descRPodCPU, prometheus.CounterValue, float64(p.CPUUsageNanos)/1e9, p.Name, p.Namespace)
+		emit(descRPodMem, prometheus.GaugeValue, float64(p.MemoryWorkingSet), p.Name, p.Namespace)
+		for _, cst := range p.Containers {
+			emit(descRCtrCPU, prometheus.CounterValue, float64(cst.CPUUsageNanos)/1e9, cst.Name, p.Name, p.Namespace)
+			emit(descRCtrMem, prometheus.GaugeValue, float64(cst.MemoryWorkingSet), cst.Name, p.Name, p.Namespace)
+			if t, ok := started[p.Namespace+"/"+p.Name+"/"+cst.Name]; ok {
+				ch <- prometheus.MustNewConstMetric(descRCtrStart, prometheus.GaugeValue, float64(t.UnixNano())/1e9, cst.Name, p.Name, p.Namespace)
+			}
+		}
 	}
 }

@@ -23,7 +23,7 @@ const NodeMaxConns = 128
 // Node returns the handler of the node API, the kubelet's authenticated
 // port: every request is authenticated and authorized (Auth.guard) before
 // anything else is read. It serves the read-only port's /healthz and /pods,
-// /stats/summary, /metrics, /metrics/cadvisor, /metrics/probes,
+// /stats/summary, /metrics, /metrics/cadvisor, /metrics/probes, /metrics/resource,
 // /containerLogs, /logs/ and /configz, with the kubelet's paths and formats.
 func Node(a Agent, cfg NodeConfig, logger *slog.Logger) http.Handler {
 	mux := http.NewServeMux()
@@ -33,6 +33,7 @@ func Node(a Agent, cfg NodeConfig, logger *slog.Logger) http.Handler {
 		mux.Handle("GET /metrics", m.handler(m.main, logger))
 		mux.Handle("GET /metrics/cadvisor", m.handler(m.cadvisor, logger))
 		mux.Handle("GET /metrics/probes", m.handler(m.probes, logger))
+		mux.Handle("GET /metrics/resource", m.handler(m.resource, logger))
 	}
 	mux.Handle("GET /containerLogs/{namespace}/{pod}/{container}", stream(containerLogs(a, logger), logger))
 	if cfg.HostLogDir != "" {

@@ -183,7 +183,7 @@ func tlsClient(roots *x509.CertPool, certs ...tls.Certificate) *http.Client {
 // nodePaths is every path the node API answers, for the tests that no
 // request gets anything without credentials.
 var nodePaths = []string{
-	"/healthz", "/healthz?verbose", "/pods", "/stats/summary", "/metrics", "/metrics/cadvisor", "/metrics/probes",
+	"/healthz", "/healthz?verbose", "/healthz/ping", "/pods", "/stats/summary", "/metrics", "/metrics/cadvisor", "/metrics/probes", "/metrics/resource",
 	"/containerLogs/default/web-node1/main", "/containerLogs/default/web-node1/main?follow=true",
 	"/logs/", "/logs/a.log", "/configz", "/exec/default/web-node1/web", "/attach/default/web-node1/web",
 	"/portForward/default/web-node1", "/run/default/web-node1/web", "/runningpods/", "/nothing",
@@ -370,6 +370,19 @@ func TestNodeAPIFormats(t *testing.T) {
 	}
 	if v, ok := value(cad, "container_cpu_usage_seconds_total", map[string]string{"container": "", "pod": "web-node1"}); !ok || v != 3 {
 		t.Errorf("pod cpu = %v %v", v, ok)
+	}
+
+	res := families("/metrics/resource")
+	for name, want := range map[string]float64{"container_cpu_usage_seconds_total": 2.5, "container_memory_working_set_bytes": 4 << 20} {
+		if v, ok := value(res, name, map[string]string{"container": "web", "pod": "web-node1", "namespace": "default"}); !ok || v != want {
+			t.Errorf("/metrics/resource %s = %v %v, want %v", name, v, ok, want)
+		}
+	}
+	if v, ok := value(res, "pod_cpu_usage_seconds_total", map[string]string{"pod": "web-node1", "namespace": "default"}); !ok || v != 3 {
+		t.Errorf("/metrics/resource pod_cpu_usage_seconds_total = %v %v", v, ok)
+	}
+	if v, ok := value(res, "node_memory_working_set_bytes", nil); !ok || v != 1<<30 {
+		t.Errorf("/metrics/resource node_memory_working_set_bytes = %v %v", v, ok)
 	}
 
 	probes := families("/metrics/probes")
