@@ -112,7 +112,7 @@ func fetch(c *http.Client, url string) (int, []byte, error) {
 }
 
 // nodeAPIPaths are the node API's paths for the pod "np" of these tests.
-var nodeAPIPaths = []string{"/healthz", "/pods", "/stats/summary", "/metrics", "/metrics/cadvisor", "/metrics/probes",
+var nodeAPIPaths = []string{"/healthz", "/pods", "/stats/summary", "/metrics", "/metrics/cadvisor", "/metrics/probes", "/metrics/resource",
 	"/containerLogs/default/np-%s/main", "/logs/", "/configz", "/exec/default/np-%s/main"}
 
 const nodeAPIPod = `apiVersion: v1
@@ -213,8 +213,13 @@ func TestNodeAPIClientCertificates(t *testing.T) {
 		}
 		return nil
 	})
+	_, body, _ = fetch(cl, base+"/metrics/resource")
+	fams := parseMetrics(t, "/metrics/resource", body)
+	if v := metricValue(fams, "container_memory_working_set_bytes", map[string]string{"pod": pod.Name, "namespace": "default", "container": "main"}); v <= 0 {
+		t.Errorf("/metrics/resource container_memory_working_set_bytes = %v", v)
+	}
 	_, body, _ = fetch(cl, base+"/metrics")
-	fams := parseMetrics(t, "/metrics", body)
+	fams = parseMetrics(t, "/metrics", body)
 	if v := metricValue(fams, "kubelet_running_pods", nil); v != 1 {
 		t.Errorf("kubelet_running_pods = %v", v)
 	}
