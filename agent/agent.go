@@ -71,10 +71,12 @@ type Agent struct {
 	probeMarks probeMarks
 	// probeCounts count every probe made, by result, for /metrics/probes.
 	probeCounts probeCounts
-	logger      *slog.Logger
-	events      *events.Recorder
-	resync      chan struct{}
-	ready       sync.Once
+	// timings are the kubelet's pod start and pod worker histograms.
+	timings timings
+	logger  *slog.Logger
+	events  *events.Recorder
+	resync  chan struct{}
+	ready   sync.Once
 	// started is when the agent was made: probes of containers that ran
 	// before are spread over their first period.
 	started time.Time
@@ -137,6 +139,7 @@ func New(cfg Config, rt Runtime, logger *slog.Logger) *Agent {
 		workers:    map[string]*worker{},
 		summary:    "",
 		changed:    make(chan struct{}),
+		timings:    newTimings(),
 	}
 }
 

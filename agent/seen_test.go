@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -182,4 +183,24 @@ func TestSyncLoopHealthCheck(t *testing.T) {
 	if err := a.SyncLoopHealthCheck(); err != nil {
 		t.Errorf("6m ago with a 4m sync frequency: %v", err)
 	}
+}
+
+// A pod seen Pending then Running is one pod start; every sync of its
+// worker is timed, the first as create.
+func TestPodTimings(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		h := start(t, rt, Config{})
+		h.send([]manifest.Pod{testPod("web", "u-web", v1.RestartPolicyAlways, ctr("main", "busybox"))})
+		if p := h.pod("web"); p.Status.Phase != v1.PodRunning {
+			t.Fatalf("phase %s", p.Status.Phase)
+		}
+		if s := h.a.PodStartDurations(); s.Count != 1 {
+			t.Errorf("pod starts %d, want 1", s.Count)
+		}
+		w := h.a.PodWorkerDurations()
+		if w["create"].Count != 1 {
+			t.Errorf("worker syncs %+v, want one create", w)
+		}
+	})
 }

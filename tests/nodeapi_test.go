@@ -223,6 +223,17 @@ func TestNodeAPIClientCertificates(t *testing.T) {
 	if v := metricValue(fams, "kubelet_running_pods", nil); v != 1 {
 		t.Errorf("kubelet_running_pods = %v", v)
 	}
+	// The pod went from Pending to Running once, and was synced.
+	if h := fams["kubelet_pod_start_duration_seconds"]; h == nil || h.Metric[0].Histogram.GetSampleCount() != 1 || h.Metric[0].Histogram.GetSampleSum() <= 0 {
+		t.Errorf("kubelet_pod_start_duration_seconds = %v", h)
+	}
+	synced := uint64(0)
+	for _, m := range fams["kubelet_pod_worker_duration_seconds"].GetMetric() {
+		synced += m.Histogram.GetSampleCount()
+	}
+	if synced < 2 {
+		t.Errorf("kubelet_pod_worker_duration_seconds counts %d syncs, want the create and more", synced)
+	}
 	d.Eventually(30*time.Second, "container log", func() error {
 		code, body, err := fetch(cl, base+"/containerLogs/default/"+pod.Name+"/main?tailLines=1")
 		if err != nil || code != 200 || string(body) != "second line\n" {

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/staticpodd/staticpodd/agent/histogram"
 	"github.com/staticpodd/staticpodd/agent/prober"
 )
 
@@ -19,6 +20,13 @@ import (
 // signal.
 type EvictionCounter interface {
 	Evictions() map[string]uint64
+}
+
+// Timer is implemented by an Agent that times pod starts and pod worker
+// syncs.
+type Timer interface {
+	PodStartDurations() histogram.Snapshot
+	PodWorkerDurations() map[string]histogram.Snapshot
 }
 
 // ProbeCounter is implemented by an Agent that counts the probes it makes.
@@ -115,6 +123,8 @@ var (
 	descNodeName    = prometheus.NewDesc("kubelet_node_name", "The node's name. The count is always 1.", []string{"node"}, nil)
 	descProblems    = prometheus.NewDesc("staticpodd_manifest_problems", "Number of manifests that are not run as written, each for its reason (staticpodd ps shows them)", nil, nil)
 	descRestarts    = prometheus.NewDesc("staticpodd_container_restarts", "Restart count of a container of a static pod, as its status says", []string{"namespace", "pod", "uid", "container"}, nil)
+	descPodStart    = prometheus.NewDesc("kubelet_pod_start_duration_seconds", "Duration in seconds from kubelet seeing a pod for the first time to the pod starting to run", nil, nil)
+	descPodWorker   = prometheus.NewDesc("kubelet_pod_worker_duration_seconds", "Duration in seconds to sync a single pod. Broken down by operation type: create, update, or sync", []string{"operation_type"}, nil)
 	descEvictions   = prometheus.NewDesc("kubelet_evictions", "Cumulative number of pod evictions by eviction signal", []string{"eviction_signal"}, nil)
 	descReady       = prometheus.NewDesc("staticpodd_pod_ready", "1 when the pod's Ready condition is True", []string{"namespace", "pod", "uid"}, nil)
 )
@@ -123,7 +133,7 @@ var (
 type agentCollector struct{ a Agent }
 
 func (agentCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descRunningPods, descContainers, descDesired, descNodeName, descProblems, descRestarts, descReady, descEvictions} {
+	for _, d := range []*prometheus.Desc{descRunningPods, descContainers, descDesired, descNodeName, descProblems, descRestarts, descReady, descEvictions, descPodStart, descPodWorker} {
 		ch <- d
 	}
 }
@@ -169,6 +179,13 @@ func (c agentCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descNodeName, prometheus.GaugeValue, 1, nr.NodeName())
 	}
 	ch <- prometheus.MustNewConstMetric(descProblems, prometheus.GaugeValue, float64(len(c.a.Problems())))
+	if t, ok := c.a.(Timer); ok {
+		s := t.PodStartDurations()
+		ch <- prometheus.MustNewConstHistogram(descPodStart, s.Count, s.Sum, s.Buckets)
+		for op, s := range t.PodWorkerDurations() {
+			ch <- prometheus.MustNewConstHistogram(descPodWorker, s.Count, s.Sum, s.Buckets, op)
+		}
+	}
 	if ec, ok := c.a.(EvictionCounter); ok {
 		for signal, n := range ec.Evictions() {
 			ch <- prometheus.MustNewConstMetric(descEvictions, prometheus.CounterValue, float64(n), signal)

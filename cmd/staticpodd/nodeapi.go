@@ -107,5 +107,6 @@ func (d *daemon) serveNodeAPI(ctx context.Context, files uint64) {
 var (
 	_ server.ProbeCounter    = served{}
 	_ server.EvictionCounter = served{}
+	_ server.Timer           = served{}
 	_ server.NodeReporter    = served{}
 )
