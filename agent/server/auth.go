@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -32,8 +33,9 @@ type AccessReviewer interface {
 // Auth is how the node API authenticates and authorizes a request, as the
 // kubelet's BuildAuth configures it (cmd/kubelet/app/auth.go).
 type Auth struct {
-	// ClientCAs verify client certificates; nil: none is accepted.
-	ClientCAs *x509.CertPool
+	// ClientCAs returns the CAs that verify client certificates now
+	// (ClientCAFile, StaticCAs); nil: no certificate is accepted.
+	ClientCAs func() *x509.CertPool
 	// Anonymous lets a request with no credentials in as system:anonymous.
 	Anonymous bool
 	// Tokens checks bearer tokens; nil: a bearer token is refused. Its
@@ -98,28 +100,20 @@ type authResult struct {
 
 type accessResult struct{ allowed bool }
 
-// authenticate follows the kubelet's union of x509, then bearer token, then
-// anonymous (k8s.io/apiserver's DelegatingAuthenticatorConfig): the first
-// that recognizes the request decides; a token that is presented and
-// refused is a refusal, not a fall-through to anonymous.
+// authenticate follows the kubelet's chain (k8s.io/apiserver's
+// DelegatingAuthenticatorConfig): the union of x509 and bearer token, then
+// anonymous only when neither saw any credentials. A certificate that does
+// not verify does not stop a valid token beside it, but is never
+// anonymous; a token presented and refused is a refusal.
 func (a *Auth) authenticate(r *http.Request, tokens *ttlCache[authResult], logger *slog.Logger) (authenticationv1.UserInfo, bool) {
+	badCert := false
 	if r.TLS != nil && len(r.TLS.PeerCertificates) > 0 && a.ClientCAs != nil {
-		// The x509 request authenticator (k8s.io/apiserver
-		// authentication/request/x509): verify for client auth, CN the user,
-		// O the groups.
-		leaf := r.TLS.PeerCertificates[0]
-		opts := x509.VerifyOptions{Roots: a.ClientCAs, Intermediates: x509.NewCertPool(), KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
-		for _, c := range r.TLS.PeerCertificates[1:] {
-			opts.Intermediates.AddCert(c)
+		if u, err := verifyClient(r.TLS.PeerCertificates, a.ClientCAs()); err == nil {
+			return u, true
+		} else {
+			logger.Debug("client certificate refused", "subject", r.TLS.PeerCertificates[0].Subject.String(), "err", err)
+			badCert = true
 		}
-		if _, err := leaf.Verify(opts); err != nil {
-			logger.Debug("client certificate refused", "subject", leaf.Subject.String(), "err", err)
-			return authenticationv1.UserInfo{}, false
-		}
-		if leaf.Subject.CommonName == "" {
-			return authenticationv1.UserInfo{}, false
-		}
-		return withAuthenticated(authenticationv1.UserInfo{Username: leaf.Subject.CommonName, Groups: leaf.Subject.Organization}), true
 	}
 	if h := r.Header.Get("Authorization"); h != "" {
 		token, found := strings.CutPrefix(h, "Bearer ")
@@ -143,10 +137,31 @@ func (a *Auth) authenticate(r *http.Request, tokens *ttlCache[authResult], logge
 		tokens.put(string(key[:]), authResult{u, ok}, a.TokenTTL)
 		return u, ok
 	}
-	if a.Anonymous {
+	if a.Anonymous && !badCert {
 		return authenticationv1.UserInfo{Username: userAnonymous, Groups: []string{groupUnauthenticated}}, true
 	}
 	return authenticationv1.UserInfo{}, false
+}
+
+// verifyClient is the x509 request authenticator (k8s.io/apiserver
+// authentication/request/x509): the chain verified for client auth against
+// roots, CN the user, O the groups.
+func verifyClient(chain []*x509.Certificate, roots *x509.CertPool) (authenticationv1.UserInfo, error) {
+	if roots == nil {
+		return authenticationv1.UserInfo{}, errors.New("no client CA")
+	}
+	leaf := chain[0]
+	opts := x509.VerifyOptions{Roots: roots, Intermediates: x509.NewCertPool(), KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
+	for _, c := range chain[1:] {
+		opts.Intermediates.AddCert(c)
+	}
+	if _, err := leaf.Verify(opts); err != nil {
+		return authenticationv1.UserInfo{}, err
+	}
+	if leaf.Subject.CommonName == "" {
+		return authenticationv1.UserInfo{}, errors.New("no common name")
+	}
+	return withAuthenticated(authenticationv1.UserInfo{Username: leaf.Subject.CommonName, Groups: leaf.Subject.Organization}), nil
 }
 
 // withAuthenticated adds system:authenticated, as the API server's

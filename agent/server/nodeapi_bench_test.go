@@ -74,7 +74,7 @@ func BenchmarkNodeAPI(b *testing.B) {
 		a := newManyPods(n)
 		c := newCA(b, "ca")
 		pki := filepath.Join(b.TempDir(), "pki")
-		tc, err := TLS{PKIDir: pki, Host: "node1", ClientCAs: c.pool}.Config()
+		tc, err := TLS{PKIDir: pki, Host: "node1", RequestClientCerts: true}.Config()
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -83,7 +83,7 @@ func BenchmarkNodeAPI(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		h := Node(a, NodeConfig{Auth: &Auth{ClientCAs: c.pool}, Metrics: NewMetrics(a)}, logger())
+		h := Node(a, NodeConfig{Auth: &Auth{ClientCAs: StaticCAs(c.pool)}, Metrics: NewMetrics(a)}, logger())
 		ctx, cancel := context.WithCancel(context.Background())
 		go ServeTLS(ctx, l, h, tc, DefaultLimits(8), logger())
 		cl := tlsClient(poolOf(pemBytes), c.client(b, "scraper"))

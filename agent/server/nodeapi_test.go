@@ -141,7 +141,7 @@ func testNodeAgent(t *testing.T) nodeAgent {
 func nodeServer(t *testing.T, a Agent, auth *Auth, hostLogs string, lim Limits) (string, *x509.CertPool) {
 	t.Helper()
 	pki := filepath.Join(t.TempDir(), "pki")
-	tc, err := TLS{PKIDir: pki, Host: "node1", ClientCAs: auth.ClientCAs}.Config()
+	tc, err := TLS{PKIDir: pki, Host: "node1", RequestClientCerts: auth.ClientCAs != nil}.Config()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,8 +191,8 @@ var nodePaths = []string{
 
 func TestNodeAPIRefusesWithoutCredentials(t *testing.T) {
 	good, other := newCA(t, "cluster-ca"), newCA(t, "other-ca")
-	api := &fakeAPIServer{tokens: map[string]authenticationv1.UserInfo{"good": {Username: "admin"}}, allow: func(authorizationv1.SubjectAccessReviewSpec) bool { return true }}
-	auth := &Auth{ClientCAs: good.pool, Tokens: api, TokenTTL: time.Minute, Access: api, NodeName: "node1"}
+	api := &fakeAPIServer{tokens: map[string]authenticationv1.UserInfo{"good": {Username: "admin"}, "fresh": {Username: "admin"}}, allow: func(authorizationv1.SubjectAccessReviewSpec) bool { return true }}
+	auth := &Auth{ClientCAs: StaticCAs(good.pool), Tokens: api, TokenTTL: time.Minute, Access: api, NodeName: "node1"}
 	addr, serving := nodeServer(t, testNodeAgent(t), auth, t.TempDir(), DefaultLimits(8))
 
 	none := tlsClient(serving)
@@ -212,14 +212,24 @@ func TestNodeAPIRefusesWithoutCredentials(t *testing.T) {
 			}
 		}
 	}
-	// A certificate from another CA, sent whatever CAs the server names:
-	// the handshake fails.
+	// A certificate from another CA is refused (401), alone or with a
+	// token the API server rejects; a valid token beside it is heard, as
+	// the kubelet's union of authenticators does.
 	otherCert := other.client(t, "admin", "system:masters")
-	forced := &http.Client{Timeout: patience, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: serving, ServerName: "node1",
-		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &otherCert, nil }}}}
-	if resp, err := forced.Get("https://" + addr + "/pods"); err == nil {
+	withOther := tlsClient(serving, otherCert)
+	for token, want := range map[string]int{"": 401, "bad": 401, "good": 200} {
+		req, _ := http.NewRequest(http.MethodGet, "https://"+addr+"/pods", nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := withOther.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
 		resp.Body.Close()
-		t.Errorf("a client certificate from another CA was accepted: %d", resp.StatusCode)
+		if resp.StatusCode != want {
+			t.Errorf("certificate of another CA, token %q: /pods = %d, want %d", token, resp.StatusCode, want)
+		}
 	}
 	// A token the API server rejects, or a scheme that is not Bearer.
 	for _, h := range []string{"Bearer bad", "Bearer ", "Basic YWRtaW46YWRtaW4=", "bearer good", "Bearergood"} {
@@ -243,7 +253,7 @@ func TestNodeAPIRefusesWithoutCredentials(t *testing.T) {
 	api.mu.Unlock()
 	for range 5 {
 		req, _ := http.NewRequest(http.MethodGet, "https://"+addr+"/pods", nil)
-		req.Header.Set("Authorization", "Bearer good")
+		req.Header.Set("Authorization", "Bearer fresh")
 		resp, err := none.Do(req)
 		if err != nil {
 			t.Fatal(err)
@@ -275,7 +285,7 @@ func TestNodeAPIFormats(t *testing.T) {
 	c := newCA(t, "cluster-ca")
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "a.log"), []byte("host log\n"), 0o644)
-	addr, serving := nodeServer(t, testNodeAgent(t), &Auth{ClientCAs: c.pool, NodeName: "node1"}, dir, DefaultLimits(8))
+	addr, serving := nodeServer(t, testNodeAgent(t), &Auth{ClientCAs: StaticCAs(c.pool), NodeName: "node1"}, dir, DefaultLimits(8))
 	cl := tlsClient(serving, c.client(t, "system:kube-apiserver-kubelet-client", "kubeadm:cluster-admins"))
 	base := "https://" + addr
 
@@ -431,7 +441,7 @@ func TestNodeAPIWebhookAuthorization(t *testing.T) {
 	api := &fakeAPIServer{allow: func(s authorizationv1.SubjectAccessReviewSpec) bool {
 		return s.ResourceAttributes.Subresource == "stats" || s.ResourceAttributes.Subresource == "proxy"
 	}}
-	addr, serving := nodeServer(t, testNodeAgent(t), &Auth{ClientCAs: c.pool, Access: api, AllowedTTL: time.Minute, DeniedTTL: time.Minute, NodeName: "node1"}, t.TempDir(), DefaultLimits(8))
+	addr, serving := nodeServer(t, testNodeAgent(t), &Auth{ClientCAs: StaticCAs(c.pool), Access: api, AllowedTTL: time.Minute, DeniedTTL: time.Minute, NodeName: "node1"}, t.TempDir(), DefaultLimits(8))
 	cl := tlsClient(serving, c.client(t, "monitor", "monitoring"))
 	base := "https://" + addr
 	for path, want := range map[string]int{
@@ -475,13 +485,19 @@ func TestNodeAPIAnonymous(t *testing.T) {
 	api := &fakeAPIServer{allow: func(s authorizationv1.SubjectAccessReviewSpec) bool {
 		return s.User == "system:anonymous" && s.ResourceAttributes.Subresource == "healthz"
 	}}
-	addr, serving := nodeServer(t, testNodeAgent(t), &Auth{Anonymous: true, Access: api, NodeName: "node1"}, t.TempDir(), DefaultLimits(8))
+	ca := newCA(t, "ca")
+	addr, serving := nodeServer(t, testNodeAgent(t), &Auth{Anonymous: true, ClientCAs: StaticCAs(ca.pool), Access: api, NodeName: "node1"}, t.TempDir(), DefaultLimits(8))
 	cl := tlsClient(serving)
 	if code, _, _ := get(t, cl, "https://"+addr+"/healthz"); code != 200 {
 		t.Errorf("anonymous /healthz = %d", code)
 	}
 	if code, _, _ := get(t, cl, "https://"+addr+"/pods"); code != 403 {
 		t.Errorf("anonymous /pods = %d, want 403", code)
+	}
+	// A certificate of no client CA is not anonymous either.
+	other := newCA(t, "other")
+	if code, _, _ := get(t, tlsClient(serving, other.client(t, "x")), "https://"+addr+"/healthz"); code != 401 {
+		t.Errorf("unverified certificate /healthz = %d, want 401", code)
 	}
 	// A token presented and refused is not anonymous.
 	req, _ := http.NewRequest(http.MethodGet, "https://"+addr+"/healthz", nil)
@@ -513,7 +529,7 @@ func TestHostLogsTraversal(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := newCA(t, "ca")
-	addr, serving := nodeServer(t, testNodeAgent(t), &Auth{ClientCAs: c.pool}, root, DefaultLimits(8))
+	addr, serving := nodeServer(t, testNodeAgent(t), &Auth{ClientCAs: StaticCAs(c.pool)}, root, DefaultLimits(8))
 	cl := tlsClient(serving, c.client(t, "admin"))
 	if code, _, body := get(t, cl, "https://"+addr+"/logs/sub/ok.log"); code != 200 || string(body) != "ok\n" {
 		t.Errorf("/logs/sub/ok.log = %d %q", code, body)
@@ -544,7 +560,7 @@ func TestHostLogsTraversal(t *testing.T) {
 // refused; connections beyond the cap wait.
 func TestNodeAPIBounded(t *testing.T) {
 	c := newCA(t, "ca")
-	addr, serving := nodeServer(t, testNodeAgent(t), &Auth{ClientCAs: c.pool}, t.TempDir(), short(2))
+	addr, serving := nodeServer(t, testNodeAgent(t), &Auth{ClientCAs: StaticCAs(c.pool)}, t.TempDir(), short(2))
 	for _, what := range []string{"silent", "slow headers"} {
 		conn, err := net.Dial("tcp", addr)
 		if err != nil {
@@ -614,5 +630,89 @@ func TestSubresources(t *testing.T) {
 		if got := strings.Join(subresources(path), " "); got != want {
 			t.Errorf("subresources(%s) = %s, want %s", path, got, want)
 		}
+	}
+}
+
+// A serving certificate and a client CA bundle replaced on disk are used
+// from then on, without a restart, as the kubelet reloads them.
+func TestNodeAPIReloads(t *testing.T) {
+	dir := t.TempDir()
+	certFile, keyFile, caFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key"), filepath.Join(dir, "ca.crt")
+	writeServing := func(host string) *x509.CertPool {
+		certPEM, keyPEM, err := selfSigned(host, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := writeFileSync(keyFile, keyPEM, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := writeFileSync(certFile, certPEM, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		p := x509.NewCertPool()
+		p.AppendCertsFromPEM(certPEM)
+		return p
+	}
+	writeCA := func(c *ca) {
+		if err := writeFileSync(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.cert.Raw}), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first, second := newCA(t, "first"), newCA(t, "second")
+	oldServing := writeServing("node1")
+	writeCA(first)
+	cas, err := ClientCAFile(caFile, logger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc, err := TLS{CertFile: certFile, KeyFile: keyFile, RequestClientCerts: true}.Config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := testNodeAgent(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- ServeTLS(ctx, l, Node(a, NodeConfig{Auth: &Auth{ClientCAs: cas}}, logger()), tc, DefaultLimits(8), logger())
+	}()
+	defer func() { cancel(); <-done }()
+	url := "https://" + l.Addr().String() + "/healthz"
+	status := func(roots *x509.CertPool, cert tls.Certificate) int {
+		cl := tlsClient(roots, cert)
+		cl.Transport.(*http.Transport).DisableKeepAlives = true
+		resp, err := cl.Get(url)
+		if err != nil {
+			return -1
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if got := status(oldServing, first.client(t, "a")); got != 200 {
+		t.Fatalf("before: %d", got)
+	}
+	newServing := writeServing("node1")
+	writeCA(second)
+	deadline := time.Now().Add(patience)
+	for status(newServing, second.client(t, "a")) != 200 {
+		if time.Now().After(deadline) {
+			t.Fatal("the new serving certificate and client CA were not taken")
+		}
+		time.Sleep(100 * time.Millisecond) // the reload check runs once a second
+	}
+	if got := status(newServing, first.client(t, "a")); got != 401 {
+		t.Errorf("a certificate of the replaced CA: %d, want 401", got)
+	}
+	if got := status(oldServing, second.client(t, "a")); got != -1 {
+		t.Errorf("the old serving certificate is still served: %d", got)
+	}
+	// A half-written bundle keeps the last good one.
+	os.WriteFile(caFile, []byte("-----BEGIN CERT"), 0o644)
+	time.Sleep(2 * reloadEvery) // past the next check
+	if got := status(newServing, second.client(t, "a")); got != 200 {
+		t.Errorf("after a broken bundle: %d, want the last good one kept (200)", got)
 	}
 }

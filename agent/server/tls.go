@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"math/big"
 	"net"
 	"os"
@@ -26,7 +27,11 @@ type TLS struct {
 	Host              string // the node's name, in a self-signed certificate
 	MinVersion        uint16
 	CipherSuites      []uint16
-	ClientCAs         *x509.CertPool
+	// RequestClientCerts asks clients for a certificate, which Auth
+	// verifies against the client CAs (authentication.x509.clientCAFile).
+	RequestClientCerts bool
+	// Logger tells of reloads of the certificate files.
+	Logger *slog.Logger
 }
 
 // Self-signed certificate files, named as the kubelet names them.
@@ -38,7 +43,9 @@ const (
 // Config returns the server's tls.Config. Without CertFile it uses the
 // certificate under PKIDir, making it first when there is none, as the
 // kubelet's InitializeTLS does (cert.GenerateSelfSignedCertKey): a CA valid
-// one year and a serving certificate for Host, signed by it.
+// one year and a serving certificate for Host, signed by it. Either is read
+// again when its files change (the kubelet's
+// ReloadKubeletServerCertificateFile, on by default).
 func (t TLS) Config() (*tls.Config, error) {
 	certFile, keyFile := t.CertFile, t.KeyFile
 	if certFile == "" && keyFile == "" {
@@ -49,14 +56,18 @@ func (t TLS) Config() (*tls.Config, error) {
 	} else if certFile == "" || keyFile == "" {
 		return nil, errors.New("tlsCertFile and tlsPrivateKeyFile: give both or neither")
 	}
-	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	logger := t.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	getCert, err := certReloader(certFile, keyFile, logger)
 	if err != nil {
-		return nil, fmt.Errorf("load TLS certificate %s and key %s: %w", certFile, keyFile, err)
+		return nil, err
 	}
 	cfg := &tls.Config{
-		Certificates: []tls.Certificate{cert},
-		MinVersion:   t.MinVersion,
-		CipherSuites: t.CipherSuites,
+		GetCertificate: getCert,
+		MinVersion:     t.MinVersion,
+		CipherSuites:   t.CipherSuites,
 		// HTTP/1.1 only: every endpoint is a request or a stream of bytes,
 		// and h2 would bring its own limits to bound.
 		NextProtos: []string{"http/1.1"},
@@ -64,11 +75,12 @@ func (t TLS) Config() (*tls.Config, error) {
 	if cfg.MinVersion == 0 {
 		cfg.MinVersion = tls.VersionTLS12
 	}
-	if t.ClientCAs != nil {
-		// As the kubelet: a client may come without a certificate (a token
-		// instead), but one it presents must chain to the client CA.
-		cfg.ClientAuth = tls.VerifyClientCertIfGiven
-		cfg.ClientCAs = t.ClientCAs
+	if t.RequestClientCerts {
+		// As the kubelet: ask for a certificate but verify none in the
+		// handshake; Auth verifies it against the client CAs as they are
+		// now, and a certificate that fails is a 401, a token beside it
+		// still heard.
+		cfg.ClientAuth = tls.RequestClientCert
 	}
 	return cfg, nil
 }

@@ -45,9 +45,11 @@ func (d *daemon) nodeAPI() (http.Handler, *tls.Config, error) {
 	if cfg.AuthorizationMode == "Webhook" {
 		auth.Access = reviewer
 	}
+	logger := d.logger.With("subsystem", "http", "listener", "node api")
 	t := server.TLS{
 		CertFile: cfg.TLSCertFile, KeyFile: cfg.TLSPrivateKeyFile,
 		PKIDir: filepath.Join(cfg.RootDir, "pki"), Host: cfg.NodeName,
+		RequestClientCerts: cfg.ClientCAFile != "", Logger: logger,
 	}
 	var err error
 	if t.MinVersion, err = config.TLSVersion(cfg.TLSMinVersion); err != nil {
@@ -57,10 +59,9 @@ func (d *daemon) nodeAPI() (http.Handler, *tls.Config, error) {
 		return nil, nil, err
 	}
 	if cfg.ClientCAFile != "" {
-		if t.ClientCAs, err = server.LoadClientCAs(cfg.ClientCAFile); err != nil {
+		if auth.ClientCAs, err = server.ClientCAFile(cfg.ClientCAFile, logger); err != nil {
 			return nil, nil, err
 		}
-		auth.ClientCAs = t.ClientCAs
 	}
 	tc, err := t.Config()
 	if err != nil {
@@ -77,7 +78,7 @@ func (d *daemon) nodeAPI() (http.Handler, *tls.Config, error) {
 			}
 			return out
 		},
-	}, d.logger.With("subsystem", "http", "listener", "node api"))
+	}, logger)
 	return h, tc, nil
 }
 
