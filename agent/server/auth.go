@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"path"
 	"slices"
 	"strings"
 	"sync"
@@ -71,7 +72,11 @@ func (a *Auth) guard(h http.Handler, logger *slog.Logger) http.Handler {
 			http.Error(w, "Unauthorized", http.StatusUnauthorized)
 			return
 		}
-		for _, sub := range subresources(r.URL.Path) {
+		// Authorized on the cleaned path, the one the mux serves (it
+		// redirects any other), so that "/stats/%2e%2e/logs/" is asked as
+		// nodes/log, not nodes/stats.
+		subs := subresources(cleanPath(r.URL.Path))
+		for _, sub := range subs {
 			spec := authorizationv1.SubjectAccessReviewSpec{
 				User: u.Username, UID: u.UID, Groups: u.Groups, Extra: extra(u.Extra),
 				ResourceAttributes: &authorizationv1.ResourceAttributes{
@@ -89,7 +94,7 @@ func (a *Auth) guard(h http.Handler, logger *slog.Logger) http.Handler {
 				return
 			}
 		}
-		http.Error(w, fmt.Sprintf("Forbidden (user=%s, verb=%s, resource=nodes, subresource(s)=%v)", u.Username, verb(r.Method), subresources(r.URL.Path)), http.StatusForbidden)
+		http.Error(w, fmt.Sprintf("Forbidden (user=%s, verb=%s, resource=nodes, subresource(s)=%v)", u.Username, verb(r.Method), subs), http.StatusForbidden)
 	})
 }
 
@@ -258,6 +263,22 @@ func subresources(path string) []string {
 		return []string{"log"}
 	}
 	return []string{"proxy"}
+}
+
+// cleanPath is path as net/http's ServeMux cleans it: rooted, no "." or
+// "..", a trailing slash kept.
+func cleanPath(p string) string {
+	if p == "" {
+		return "/"
+	}
+	if p[0] != '/' {
+		p = "/" + p
+	}
+	np := path.Clean(p)
+	if p[len(p)-1] == '/' && np != "/" {
+		np += "/"
+	}
+	return np
 }
 
 // isSubpath is the kubelet's: path is sub or below it.

@@ -452,6 +452,24 @@ func TestNodeAPIWebhookAuthorization(t *testing.T) {
 			t.Errorf("%s = %d %q, want %d", path, code, body, want)
 		}
 	}
+	// A path that names stats but leads to logs is asked as logs.
+	for _, p := range []string{"/stats/../logs/", "/stats/%2e%2e/logs/", "/stats/%2E%2E/logs/", "/stats/./../logs/"} {
+		conn, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: serving, ServerName: "node1", Certificates: []tls.Certificate{c.client(t, "monitor", "monitoring")}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn.SetDeadline(time.Now().Add(patience))
+		fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: node1\r\nConnection: close\r\n\r\n", p)
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		conn.Close()
+		if resp.StatusCode != http.StatusForbidden {
+			t.Errorf("%s = %d, want 403 (nodes/log)", p, resp.StatusCode)
+		}
+	}
 	api.mu.Lock()
 	defer api.mu.Unlock()
 	subs := map[string]bool{}
