@@ -734,3 +734,40 @@ func TestNodeAPIReloads(t *testing.T) {
 		t.Errorf("after a broken bundle: %d, want the last good one kept (200)", got)
 	}
 }
+
+// Connections beyond the cap wait, unanswered, in the listen backlog: their
+// TLS handshake starts only when a served connection closes.
+func TestNodeAPIConnectionCap(t *testing.T) {
+	c := newCA(t, "ca")
+	lim := DefaultLimits(2)
+	addr, serving := nodeServer(t, testNodeAgent(t), &Auth{ClientCAs: StaticCAs(c.pool)}, t.TempDir(), lim)
+	cfg := &tls.Config{RootCAs: serving, ServerName: "node1", Certificates: []tls.Certificate{c.client(t, "admin")}}
+	var held []net.Conn
+	for range 2 {
+		conn, err := tls.Dial("tcp", addr, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, conn)
+	}
+	third, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer third.Close()
+	tc := tls.Client(third, cfg)
+	third.SetDeadline(time.Now().Add(500 * time.Millisecond))
+	if err := tc.Handshake(); err == nil {
+		t.Fatal("a third connection was served beyond the cap of 2")
+	}
+	// Once one closes (and the waiting one gave up), a fresh connection is
+	// served.
+	held[0].Close()
+	third.Close()
+	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: patience}, "tcp", addr, cfg)
+	if err != nil {
+		t.Fatalf("no connection served after one closed: %v", err)
+	}
+	conn.Close()
+	held[1].Close()
+}
