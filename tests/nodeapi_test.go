@@ -197,6 +197,9 @@ func TestNodeAPIClientCertificates(t *testing.T) {
 	if sum.Node.NodeName != d.Name || !found {
 		t.Errorf("summary lacks the node or the pod's container: %s", body)
 	}
+	if c := sum.Node.CPU; c == nil || c.UsageCoreNanoSeconds == nil || *c.UsageCoreNanoSeconds == 0 {
+		t.Errorf("summary has no node CPU time: %s", body)
+	}
 	d.Eventually(30*time.Second, "cadvisor series of the container", func() error {
 		_, body, err := fetch(cl, base+"/metrics/cadvisor")
 		if err != nil {
@@ -219,6 +222,11 @@ func TestNodeAPIClientCertificates(t *testing.T) {
 	fams := parseMetrics(t, "/metrics/resource", body)
 	if v := metricValue(fams, "container_memory_working_set_bytes", map[string]string{"pod": pod.Name, "namespace": "default", "container": "main"}); v <= 0 {
 		t.Errorf("/metrics/resource container_memory_working_set_bytes = %v", v)
+	}
+	// The node's CPU time (the root cgroup's) is more than the pod's.
+	podCPU := metricValue(fams, "pod_cpu_usage_seconds_total", map[string]string{"pod": pod.Name, "namespace": "default"})
+	if v := metricValue(fams, "node_cpu_usage_seconds_total", nil); v <= 0 || v < podCPU {
+		t.Errorf("/metrics/resource node_cpu_usage_seconds_total = %v, the pod's %v", v, podCPU)
 	}
 	_, body, _ = fetch(cl, base+"/metrics")
 	fams = parseMetrics(t, "/metrics", body)

@@ -327,6 +327,7 @@ func (c probeCollector) Collect(ch chan<- prometheus.Metric) {
 // The kubelet's resource metrics (pkg/kubelet/metrics/collectors
 // resource_metrics.go), which metrics-server reads for kubectl top.
 var (
+	descRNodeCPU  = prometheus.NewDesc("node_cpu_usage_seconds_total", "Cumulative cpu time consumed by the node in core-seconds", nil, nil)
 	descRNodeMem  = prometheus.NewDesc("node_memory_working_set_bytes", "Current working set of the node in bytes", nil, nil)
 	descRCtrCPU   = prometheus.NewDesc("container_cpu_usage_seconds_total", "Cumulative cpu time consumed by the container in core-seconds", []string{"container", "pod", "namespace"}, nil)
 	descRCtrMem   = prometheus.NewDesc("container_memory_working_set_bytes", "Current working set of the container in bytes", []string{"container", "pod", "namespace"}, nil)
@@ -340,7 +341,7 @@ var (
 type resourceCollector struct{ a Agent }
 
 func (resourceCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descRNodeMem, descRCtrCPU, descRCtrMem, descRCtrStart, descRPodCPU, descRPodMem, descRScrape, descRScrape2} {
+	for _, d := range []*prometheus.Desc{descRNodeCPU, descRNodeMem, descRCtrCPU, descRCtrMem, descRCtrStart, descRPodCPU, descRPodMem, descRScrape, descRScrape2} {
 		ch <- d
 	}
 }
@@ -366,6 +367,7 @@ func (c resourceCollector) Collect(ch chan<- prometheus.Metric) {
 	emit := func(d *prometheus.Desc, t prometheus.ValueType, v float64, labels ...string) {
 		ch <- prometheus.NewMetricWithTimestamp(at, prometheus.MustNewConstMetric(d, t, v, labels...))
 	}
+	emit(descRNodeCPU, prometheus.CounterValue, float64(s.Node.CPUUsageNanos)/1e9)
 	emit(descRNodeMem, prometheus.GaugeValue, float64(s.Node.MemoryWorkingSet))
 	started := map[string]time.Time{}
 	for _, p := range c.a.Pods() {

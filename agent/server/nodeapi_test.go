@@ -112,7 +112,7 @@ func (nodeAgent) NodeName() string { return "node1" }
 func (nodeAgent) StatsSummary(context.Context) (*podspec.Summary, error) {
 	now := time.Now()
 	return &podspec.Summary{
-		Node: podspec.NodeStats{Time: now, MemoryCapacity: 8 << 30, MemoryWorkingSet: 1 << 30, MemoryUsage: 2 << 30},
+		Node: podspec.NodeStats{Time: now, MemoryCapacity: 8 << 30, MemoryWorkingSet: 1 << 30, MemoryUsage: 2 << 30, CPUUsageNanos: 5e9},
 		Pods: []podspec.PodStats{{UID: "u1", Namespace: "default", Name: "web-node1", Usage: podspec.Usage{CPUUsageNanos: 3e9, MemoryWorkingSet: 5 << 20, Pids: 2},
 			Containers: []podspec.ContainerStats{{ID: "c1", Name: "web", Usage: podspec.Usage{CPUUsageNanos: 2.5e9, MemoryWorkingSet: 4 << 20, Pids: 1}, RootfsBytes: 4096}}}},
 	}, nil
@@ -393,6 +393,9 @@ func TestNodeAPIFormats(t *testing.T) {
 	}
 	if v, ok := value(res, "node_memory_working_set_bytes", nil); !ok || v != 1<<30 {
 		t.Errorf("/metrics/resource node_memory_working_set_bytes = %v %v", v, ok)
+	}
+	if v, ok := value(res, "node_cpu_usage_seconds_total", nil); !ok || v != 5 {
+		t.Errorf("/metrics/resource node_cpu_usage_seconds_total = %v %v, want 5", v, ok)
 	}
 
 	probes := families("/metrics/probes")
