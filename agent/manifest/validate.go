@@ -148,6 +148,7 @@ func (v *validator) spec(s *v1.PodSpec, p *field.Path) {
 			v.invalid(p.Child("securityContext", "fsGroup"), *g, validation.IsValidGroupID(*g))
 		}
 	}
+	v.podSecurity(s, p.Child("securityContext"))
 	volumes := v.volumes(s.Volumes, p.Child("volumes"))
 	if len(s.Containers) == 0 {
 		v.add(field.Required(p.Child("containers"), "at least one container is required"))
@@ -404,6 +405,7 @@ func (v *validator) container(p *field.Path, c *v1.Container, init, hostNetwork 
 	if sc := c.SecurityContext; sc != nil {
 		v.ids(p.Child("securityContext"), sc.RunAsUser, sc.RunAsGroup, nil)
 	}
+	v.containerSecurity(c.SecurityContext, p.Child("securityContext"))
 	probes := []struct {
 		name string
 		p    *v1.Probe
