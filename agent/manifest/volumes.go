@@ -50,7 +50,20 @@ func prepareEmptyDir(pod *v1.Pod, vol *v1.Volume, p Paths) error {
 		}
 	}
 	// The kubelet makes emptyDirs world-writable so any container user can use them.
-	if err := os.Chmod(dir, 0o777); err != nil {
+	mode := fs.FileMode(0o777)
+	// With fsGroup, the kubelet's SetVolumeOwnership at the emptyDir's setup
+	// (always recursive: emptyDir passes no fsGroupChangePolicy), when it is
+	// still empty: group fsGroup, group rwx and setgid, so what containers
+	// create in it belongs to fsGroup. Only the volume's own directory is
+	// changed, never what a container put in it. hostPath volumes are left
+	// as they are, as by the kubelet.
+	if sc := pod.Spec.SecurityContext; sc != nil && sc.FSGroup != nil {
+		if err := os.Lchown(dir, -1, int(*sc.FSGroup)); err != nil {
+			return fmt.Errorf("chown emptyDir to fsGroup %d: %w", *sc.FSGroup, err)
+		}
+		mode |= fs.ModeSetgid
+	}
+	if err := os.Chmod(dir, mode); err != nil {
 		return fmt.Errorf("chmod emptyDir: %w", err)
 	}
 	return nil
