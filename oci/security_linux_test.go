@@ -16,6 +16,14 @@ func (e *env) report(pod *podspec.Pod, name string, sec podspec.Security, script
 	e.t.Helper()
 	c := e.container(pod, name, script)
 	c.Security = sec
+	return e.run(pod, c)
+}
+
+// run runs container c of pod to its end and returns what it printed,
+// "key=value" per line, by key.
+func (e *env) run(pod *podspec.Pod, c *podspec.Container) map[string]string {
+	e.t.Helper()
+	name := c.Name
 	st := e.start(pod, c)
 	st = e.wait(st.ID)
 	defer e.destroy(st.ID)

@@ -29,6 +29,10 @@ type Paths struct {
 	// configuration's allowedUnsafeSysctls (names or prefixes ending in '*').
 	SafeSysctls          []string
 	AllowedUnsafeSysctls []string
+	// RecursiveReadOnly: the kernel has mount_setattr(2) with AT_RECURSIVE
+	// (Linux 5.12), which recursiveReadOnly IfPossible then uses;
+	// Enabled is used whatever it says, and fails where it cannot be.
+	RecursiveReadOnly bool
 	// Meminfo is read for the machine's memory (MemTotal), which sets a
 	// Burstable container's oom_score_adj; "" is /proc/meminfo.
 	Meminfo string

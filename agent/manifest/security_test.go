@@ -43,6 +43,14 @@ func TestSecurityValidation(t *testing.T) {
 			`spec.securityContext.sysctls[0].name: Invalid value: "net.ipv4.tcp_syncookies": may not be specified when 'hostNetwork' is true`},
 		{"ipc sysctl with host ipc", head + "  hostIPC: true\n  securityContext: {sysctls: [{name: kernel.shm_rmid_forced, value: '1'}]}\n  containers: [{name: c, image: i}]\n",
 			"may not be specified when 'hostIPC' is true"},
+		{"bidirectional unprivileged", head + "  volumes: [{name: v, hostPath: {path: /mnt}}]\n  containers: [{name: c, image: i, volumeMounts: [{name: v, mountPath: /v, mountPropagation: Bidirectional}]}]\n",
+			"spec.containers[0].volumeMounts[0].mountPropagation: Forbidden: Bidirectional mount propagation is available only to privileged containers"},
+		{"propagation", head + "  volumes: [{name: v, hostPath: {path: /mnt}}]\n  containers: [{name: c, image: i, volumeMounts: [{name: v, mountPath: /v, mountPropagation: Both}]}]\n",
+			`mountPropagation: Unsupported value: "Both"`},
+		{"rro writable", head + "  volumes: [{name: v, hostPath: {path: /mnt}}]\n  containers: [{name: c, image: i, volumeMounts: [{name: v, mountPath: /v, recursiveReadOnly: Enabled}]}]\n",
+			"spec.containers[0].volumeMounts[0].recursiveReadOnly: Forbidden: may only be specified when readOnly is true"},
+		{"rro propagating", head + "  volumes: [{name: v, hostPath: {path: /mnt}}]\n  containers: [{name: c, image: i, volumeMounts: [{name: v, mountPath: /v, readOnly: true, recursiveReadOnly: IfPossible, mountPropagation: HostToContainer}]}]\n",
+			"recursiveReadOnly: Forbidden: may only be specified when mountPropagation is None"},
 		{"fsGroupChangePolicy", head + "  securityContext: {fsGroup: 5, fsGroupChangePolicy: Sometimes}\n  containers: [{name: c, image: i}]\n",
 			`spec.securityContext.fsGroupChangePolicy: Unsupported value: "Sometimes"`},
 	} {
@@ -214,5 +222,36 @@ func TestFSGroupIsASupplementalGroup(t *testing.T) {
 	}
 	if want := []int64{2000, 5, 6}; !slices.Equal(c.Security.SupplementalGroups, want) {
 		t.Errorf("supplemental groups %v, want %v (fsGroup first, as the kubelet)", c.Security.SupplementalGroups, want)
+	}
+}
+
+func TestMountPropagationAndRecursiveReadOnly(t *testing.T) {
+	doc := "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\nspec:\n  volumes: [{name: v, hostPath: {path: /mnt}}]\n" +
+		"  containers:\n  - name: c\n    image: i\n    securityContext: {privileged: true}\n    volumeMounts:\n" +
+		"    - {name: v, mountPath: /a, readOnly: true, recursiveReadOnly: Enabled}\n" +
+		"    - {name: v, mountPath: /b, readOnly: true, recursiveReadOnly: IfPossible}\n" +
+		"    - {name: v, mountPath: /c, readOnly: true, recursiveReadOnly: Disabled}\n" +
+		"    - {name: v, mountPath: /d, mountPropagation: HostToContainer}\n" +
+		"    - {name: v, mountPath: /e, mountPropagation: Bidirectional}\n"
+	pod := mustParse(t, doc)
+	for _, supported := range []bool{true, false} {
+		c, err := Container(pod, &pod.Spec.Containers[0], 0, Paths{RootDir: t.TempDir(), RecursiveReadOnly: supported})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []struct {
+			rro  bool
+			prop podspec.Propagation
+		}{{true, ""}, {supported, ""}, {false, ""}, {false, podspec.PropagationHostToContainer}, {false, podspec.PropagationBidirectional}}
+		for i, m := range c.Mounts {
+			if m.RecursiveReadOnly != want[i].rro || m.Propagation != want[i].prop {
+				t.Errorf("kernel rro %v: mount %s: rro %v propagation %q, want %v %q", supported, m.Destination, m.RecursiveReadOnly, m.Propagation, want[i].rro, want[i].prop)
+			}
+		}
+	}
+	sub := mustParse(t, "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\nspec:\n  volumes: [{name: v, hostPath: {path: /mnt}}]\n"+
+		"  containers: [{name: c, image: i, volumeMounts: [{name: v, mountPath: /a, subPath: x, mountPropagation: HostToContainer}]}]\n")
+	if _, err := Container(sub, &sub.Spec.Containers[0], 0, Paths{RootDir: t.TempDir()}); err == nil || !strings.Contains(err.Error(), "mountPropagation HostToContainer with a subPath is not supported") {
+		t.Errorf("subPath with propagation: err %v", err)
 	}
 }

@@ -401,6 +401,9 @@ func (v *validator) container(p *field.Path, c *v1.Container, init, hostNetwork 
 	v.ports(p.Child("ports"), c.Ports, hostNetwork)
 	v.env(p, c)
 	v.mounts(p.Child("volumeMounts"), c.VolumeMounts, volumes)
+	for i, m := range c.VolumeMounts {
+		v.mountPropagation(p.Child("volumeMounts").Index(i).Child("mountPropagation"), m.MountPropagation, c)
+	}
 	v.resources(p.Child("resources"), &c.Resources)
 	if sc := c.SecurityContext; sc != nil {
 		v.ids(p.Child("securityContext"), sc.RunAsUser, sc.RunAsGroup, nil)
@@ -523,6 +526,7 @@ func (v *validator) mounts(p *field.Path, mounts []v1.VolumeMount, volumes map[s
 		if m.SubPath != "" {
 			v.relative(mp.Child("subPath"), m.SubPath)
 		}
+		mountRecursiveReadOnly(v, mp, m)
 		switch {
 		case m.SubPathExpr != "" && m.SubPath != "":
 			v.add(field.Invalid(mp.Child("subPathExpr"), m.SubPathExpr, "subPathExpr and subPath are mutually exclusive"))

@@ -146,3 +146,40 @@ func (v *validator) windowsOptions(w *v1.WindowsSecurityContextOptions, p *field
 		v.add(field.Forbidden(p, "Windows options are not supported: staticpodd runs Linux containers"))
 	}
 }
+
+// mountPropagation is the API's validateMountPropagation.
+func (v *validator) mountPropagation(p *field.Path, mp *v1.MountPropagationMode, c *v1.Container) {
+	if mp == nil {
+		return
+	}
+	switch *mp {
+	case v1.MountPropagationNone, v1.MountPropagationHostToContainer:
+	case v1.MountPropagationBidirectional:
+		if sc := c.SecurityContext; sc == nil || sc.Privileged == nil || !*sc.Privileged {
+			v.add(field.Forbidden(p, "Bidirectional mount propagation is available only to privileged containers"))
+		}
+	default:
+		v.add(field.NotSupported(p, *mp, []v1.MountPropagationMode{v1.MountPropagationBidirectional, v1.MountPropagationHostToContainer, v1.MountPropagationNone}))
+	}
+}
+
+// mountRecursiveReadOnly is the API's validateMountRecursiveReadOnly.
+func mountRecursiveReadOnly(v *validator, mp *field.Path, m v1.VolumeMount) {
+	if m.RecursiveReadOnly == nil {
+		return
+	}
+	p := mp.Child("recursiveReadOnly")
+	switch *m.RecursiveReadOnly {
+	case v1.RecursiveReadOnlyDisabled:
+	case v1.RecursiveReadOnlyEnabled, v1.RecursiveReadOnlyIfPossible:
+		if !m.ReadOnly {
+			v.add(field.Forbidden(p, "may only be specified when readOnly is true"))
+		}
+		if m.MountPropagation != nil && *m.MountPropagation != v1.MountPropagationNone {
+			v.add(field.Forbidden(p, "may only be specified when mountPropagation is None or not specified"))
+		}
+	default:
+		v.add(field.NotSupported(p, *m.RecursiveReadOnly,
+			[]v1.RecursiveReadOnlyMode{v1.RecursiveReadOnlyDisabled, v1.RecursiveReadOnlyEnabled, v1.RecursiveReadOnlyIfPossible}))
+	}
+}

@@ -128,8 +128,29 @@ type Mount struct {
 	// that leaves Source fails the start with ErrContainerConfig.
 	SubPath  string
 	ReadOnly bool
-	Options  []string // extra mount options, e.g. "size=64m" for tmpfs
+	// RecursiveReadOnly makes a read-only bind read-only all the way down,
+	// submounts included (recursiveReadOnly Enabled, or IfPossible where the
+	// kernel has mount_setattr).
+	RecursiveReadOnly bool
+	// Propagation is the bind's mountPropagation; "" is None.
+	Propagation Propagation
+	Options     []string // extra mount options, e.g. "size=64m" for tmpfs
 }
+
+// Propagation is a volumeMount's mountPropagation.
+type Propagation string
+
+const (
+	PropagationNone Propagation = ""
+	// PropagationHostToContainer: mounts made on the host under the
+	// volume appear in the container (rslave); the source must be on a
+	// shared or slave mount.
+	PropagationHostToContainer Propagation = "HostToContainer"
+	// PropagationBidirectional: also mounts made by the (privileged)
+	// container appear on the host (rshared); the source must be on a
+	// shared mount.
+	PropagationBidirectional Propagation = "Bidirectional"
+)
 
 type Resources struct {
 	MemoryLimit int64  // bytes; 0 = none

@@ -284,6 +284,7 @@ func newDaemon(cfg *config.Config, logger *slog.Logger, once bool) (*daemon, err
 		SeccompDefault:       cfg.SeccompDefault,
 		SafeSysctls:          manifest.SafeSysctls(kernelRelease()),
 		AllowedUnsafeSysctls: cfg.AllowedUnsafeSysctls,
+		RecursiveReadOnly:    oci.SupportsRecursiveReadOnly(),
 	}
 	var nodeIP netip.Addr
 	if cfg.NodeIP != "" {

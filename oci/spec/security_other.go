@@ -18,3 +18,7 @@ func defaultSeccomp(*specs.Spec) (*specs.LinuxSeccomp, error) { return nil, erro
 func loadSeccomp([]byte, *specs.Spec) (*specs.LinuxSeccomp, error) {
 	return nil, errors.ErrUnsupported
 }
+
+func hostPropagation(string) (bool, bool, string, error) {
+	return false, false, "", errors.ErrUnsupported
+}

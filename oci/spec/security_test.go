@@ -126,3 +126,46 @@ func TestLSMOptionsWithoutTheLSM(t *testing.T) {
 		t.Errorf("runtime/default with AppArmor: err %v, want the reason", err)
 	}
 }
+
+func TestMountPropagationAndRRO(t *testing.T) {
+	info := func(shared, slave bool) func(string) (bool, bool, string, error) {
+		return func(string) (bool, bool, string, error) { return shared, slave, "/mnt", nil }
+	}
+	for _, tc := range []struct {
+		name        string
+		m           podspec.Mount
+		shared      bool
+		slave       bool
+		wantOpts    string
+		wantRootfs  string
+		wantErrText string
+	}{
+		{"none", podspec.Mount{Destination: "/v", Type: "bind", Source: "/mnt"}, false, false, "rbind,rprivate,rw", "", ""},
+		{"rro", podspec.Mount{Destination: "/v", Type: "bind", Source: "/mnt", ReadOnly: true, RecursiveReadOnly: true}, false, false, "rbind,rprivate,rro", "", ""},
+		{"host to container on a slave", podspec.Mount{Destination: "/v", Type: "bind", Source: "/mnt", Propagation: podspec.PropagationHostToContainer}, false, true, "rbind,rslave,rw", "rslave", ""},
+		{"bidirectional", podspec.Mount{Destination: "/v", Type: "bind", Source: "/mnt", Propagation: podspec.PropagationBidirectional}, true, false, "rbind,rshared,rw", "rshared", ""},
+		{"bidirectional on a slave", podspec.Mount{Destination: "/v", Type: "bind", Source: "/mnt", Propagation: podspec.PropagationBidirectional}, false, true, "", "", "which is not a shared mount"},
+		{"host to container on a private mount", podspec.Mount{Destination: "/v", Type: "bind", Source: "/mnt", Propagation: podspec.PropagationHostToContainer}, false, false, "", "", "neither a shared nor a slave mount"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := Default()
+			err := apply(s, WithMounts([]podspec.Mount{tc.m}), WithMountPropagation([]podspec.Mount{tc.m}, info(tc.shared, tc.slave)))
+			if tc.wantErrText != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErrText) {
+					t.Fatalf("err %v, want %q", err, tc.wantErrText)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := s.Mounts[len(s.Mounts)-1]
+			if got := strings.Join(m.Options, ","); got != tc.wantOpts {
+				t.Errorf("options %q, want %q", got, tc.wantOpts)
+			}
+			if s.Linux.RootfsPropagation != tc.wantRootfs {
+				t.Errorf("rootfs propagation %q, want %q", s.Linux.RootfsPropagation, tc.wantRootfs)
+			}
+		})
+	}
+}

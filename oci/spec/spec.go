@@ -88,6 +88,7 @@ func generate(pod *podspec.Pod, c *podspec.Container, img imagespec.ImageConfig,
 		WithSandboxFiles(sb, sec.ReadOnlyRootFilesystem),
 		WithSandboxShm(sb.ShmPath),
 		WithMounts(c.Mounts),
+		WithMountPropagation(c.Mounts, hostPropagation),
 	}
 	if sec.Privileged {
 		opts = append(opts, WithPrivileged())
