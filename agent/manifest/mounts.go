@@ -45,11 +45,13 @@ func containerMounts(pod *v1.Pod, c *v1.Container, env []podspec.EnvVar, p Paths
 			return nil, fmt.Errorf("volumeMount %s: %w", m.Name, err)
 		}
 		mounts = append(mounts, podspec.Mount{
-			Destination:       m.MountPath,
-			Type:              "bind",
-			Source:            source,
-			SubPath:           sub,
-			ReadOnly:          m.ReadOnly,
+			Destination: m.MountPath,
+			Type:        "bind",
+			Source:      source,
+			SubPath:     sub,
+			// The kubelet mounts downwardAPI volumes read-only, whatever
+			// the volumeMount says (since CVE-2017-1002102).
+			ReadOnly:          m.ReadOnly || vol.DownwardAPI != nil,
 			RecursiveReadOnly: recursiveReadOnly(m, p.RecursiveReadOnly),
 			Propagation:       prop,
 		})
@@ -104,8 +106,10 @@ func volumeSource(pod *v1.Pod, vol *v1.Volume, p Paths) (string, error) {
 		return vol.HostPath.Path, nil
 	case vol.EmptyDir != nil:
 		return p.EmptyDir(string(pod.UID), vol.Name), nil
+	case vol.DownwardAPI != nil:
+		return p.DownwardAPI(string(pod.UID), vol.Name), nil
 	}
-	return "", fmt.Errorf("volume %s: only hostPath and emptyDir are supported", vol.Name)
+	return "", fmt.Errorf("volume %s: only hostPath, emptyDir and downwardAPI are supported", vol.Name)
 }
 
 // propagation is m's mountPropagation. A subPath is bound by the runtime by

@@ -34,6 +34,9 @@ func validate(pod *v1.Pod, base *field.Path, named bool) field.ErrorList {
 
 type validator struct {
 	errs field.ErrorList
+	// containers are the pod's container names, init containers included
+	// (a downwardAPI volume's resourceFieldRef names one).
+	containers []string
 }
 
 func (v *validator) add(errs ...*field.Error) { v.errs = append(v.errs, errs...) }
@@ -149,6 +152,12 @@ func (v *validator) spec(s *v1.PodSpec, p *field.Path) {
 		}
 	}
 	v.podSecurity(s, p.Child("securityContext"))
+	for _, c := range s.InitContainers {
+		v.containers = append(v.containers, c.Name)
+	}
+	for _, c := range s.Containers {
+		v.containers = append(v.containers, c.Name)
+	}
 	volumes := v.volumes(s.Volumes, p.Child("volumes"))
 	if len(s.Containers) == 0 {
 		v.add(field.Required(p.Child("containers"), "at least one container is required"))
@@ -300,11 +309,13 @@ func (v *validator) volumes(vols []v1.Volume, p *field.Path) map[string]*v1.Volu
 			if l := s.EmptyDir.SizeLimit; l != nil && l.Sign() < 0 {
 				v.add(field.Invalid(vp.Child("emptyDir", "sizeLimit"), l.String(), "must not be negative"))
 			}
+		case s.DownwardAPI != nil:
+			v.downwardAPI(vp.Child("downwardAPI"), s.DownwardAPI)
 		case s.Secret != nil, s.ConfigMap != nil, s.Projected != nil, s.PersistentVolumeClaim != nil,
 			s.CSI != nil, s.Ephemeral != nil, s.Image != nil:
-			v.add(field.Forbidden(vp, "static pods may only use hostPath and emptyDir volumes: this one needs the API server"))
+			v.add(field.Forbidden(vp, "static pods may only use hostPath, emptyDir and downwardAPI volumes: this one needs the API server"))
 		default:
-			v.add(field.Forbidden(vp, "volume type not supported by staticpodd: use hostPath or emptyDir"))
+			v.add(field.Forbidden(vp, "volume type not supported by staticpodd: use hostPath, emptyDir or downwardAPI"))
 		}
 	}
 	return byName

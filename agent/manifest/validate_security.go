@@ -2,7 +2,10 @@ package manifest
 
 import (
 	"fmt"
+	"path"
 	"regexp"
+	"slices"
+	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -181,5 +184,57 @@ func mountRecursiveReadOnly(v *validator, mp *field.Path, m v1.VolumeMount) {
 	default:
 		v.add(field.NotSupported(p, *m.RecursiveReadOnly,
 			[]v1.RecursiveReadOnlyMode{v1.RecursiveReadOnlyDisabled, v1.RecursiveReadOnlyEnabled, v1.RecursiveReadOnlyIfPossible}))
+	}
+}
+
+// downwardAPI checks a downwardAPI volume as the API server's
+// validateDownwardAPIVolumeSource: modes, paths, one reference per item,
+// the fields a volume may name, a resourceFieldRef's container.
+func (v *validator) downwardAPI(p *field.Path, d *v1.DownwardAPIVolumeSource) {
+	mode := func(fp *field.Path, m *int32) {
+		if m != nil && (*m > 0o777 || *m < 0) {
+			v.add(field.Invalid(fp, *m, "must be a number between 0 and 0777 (octal), both inclusive"))
+		}
+	}
+	mode(p.Child("defaultMode"), d.DefaultMode)
+	paths := map[string]bool{}
+	for i, it := range d.Items {
+		ip := p.Child("items").Index(i)
+		if it.Path == "" {
+			v.add(field.Required(ip.Child("path"), ""))
+		} else {
+			v.relative(ip.Child("path"), it.Path)
+			if strings.HasPrefix(it.Path, "..") {
+				v.add(field.Invalid(ip.Child("path"), it.Path, "must not start with '..'"))
+			}
+			if paths[path.Clean(it.Path)] {
+				v.add(field.Duplicate(ip.Child("path"), it.Path))
+			}
+			paths[path.Clean(it.Path)] = true
+		}
+		mode(ip.Child("mode"), it.Mode)
+		switch {
+		case it.FieldRef != nil && it.ResourceFieldRef != nil:
+			v.add(field.Invalid(ip, "resource", "fieldRef and resourceFieldRef can not be specified simultaneously"))
+		case it.FieldRef != nil:
+			fp := it.FieldRef.FieldPath
+			if !slices.Contains(downwardAPIFieldPaths, fp) && !strings.HasPrefix(fp, "metadata.labels['") && !strings.HasPrefix(fp, "metadata.annotations['") {
+				v.add(field.NotSupported(ip.Child("fieldRef", "fieldPath"), fp, downwardAPIFieldPaths))
+			}
+		case it.ResourceFieldRef != nil:
+			r := it.ResourceFieldRef
+			rp := ip.Child("resourceFieldRef")
+			switch {
+			case r.ContainerName == "":
+				v.add(field.Required(rp.Child("containerName"), "must be set for a volume"))
+			case !slices.Contains(v.containers, r.ContainerName):
+				v.add(field.NotFound(rp.Child("containerName"), r.ContainerName))
+			}
+			if !slices.Contains(resourceFields, r.Resource) {
+				v.add(field.NotSupported(rp.Child("resource"), r.Resource, resourceFields))
+			}
+		default:
+			v.add(field.Required(ip, "one of fieldRef and resourceFieldRef is required"))
+		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 // PrepareVolumes creates what pod's volumes need on the host before its containers
 // start: emptyDir directories (a size-limited tmpfs for medium Memory),
+// downwardAPI volumes' files,
 // hostPath DirectoryOrCreate/FileOrCreate, and checks hostPath types as the
 // kubelet's hostPath checker does. It is idempotent. subPath directories are
 // made by the runtime, inside the volume, when the container starts.
@@ -27,6 +28,8 @@ func PrepareVolumes(pod *v1.Pod, p Paths) error {
 			err = prepareEmptyDir(pod, vol, p)
 		case vol.HostPath != nil:
 			err = checkHostPath(vol.HostPath)
+		case vol.DownwardAPI != nil:
+			err = writeDownwardAPI(pod, vol, p)
 		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("volume %s of pod %s: %w", vol.Name, pod.Name, err))
