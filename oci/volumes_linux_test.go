@@ -128,7 +128,7 @@ if [ -n "$MOUNT" ]; then mkdir -p /vol/inner && mount -t tmpfs none /vol/inner &
 	if err == nil || !strings.Contains(err.Error(), "neither a shared nor a slave mount") {
 		t.Fatalf("HostToContainer from a private mount: err %v", err)
 	}
-	if !errors.Is(err, podspec.ErrContainerConfig) && !errors.Is(err, podspec.ErrStartFailed) {
-		t.Errorf("err %v is neither ErrContainerConfig nor ErrStartFailed", err)
+	if !errors.Is(err, podspec.ErrContainerConfig) {
+		t.Errorf("err %v is not ErrContainerConfig (CreateContainerConfigError)", err)
 	}
 }
