@@ -48,10 +48,18 @@ func digest(p manifest.Pod) string {
 	if p.Pod == nil {
 		return ""
 	}
+	// Without config.seen: the source stamps it, and it may be put right
+	// after a daemon restart (the first-seen time kept from before).
+	annotations := make(map[string]string, len(p.Annotations))
+	for k, v := range p.Annotations {
+		if k != manifest.AnnotationSeen {
+			annotations[k] = v
+		}
+	}
 	data, err := json.Marshal(struct {
 		Labels, Annotations map[string]string
 		Spec                any
-	}{p.Labels, p.Annotations, p.Spec})
+	}{p.Labels, annotations, p.Spec})
 	if err != nil {
 		return ""
 	}
