@@ -3,7 +3,10 @@ GO        ?= go
 OUT       := _output
 BIN       := bin/staticpodd
 IMAGE_TAR := $(OUT)/images/busybox.tar
-GOFLAGS_BUILD := -trimpath -tags "netgo osusergo"
+# seccomp: libcontainer loads seccomp filters through libseccomp (libseccomp-dev,
+# linked statically); without the tag a container with a profile fails to start.
+GOTAGS    := seccomp
+GOFLAGS_BUILD := -trimpath -tags "netgo osusergo $(GOTAGS)"
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -s -w -extldflags -static -X main.version=$(VERSION)
 
@@ -78,7 +81,7 @@ demo-clean: build
 # end-to-end tests of the built binary. The chaos soak has its own target.
 test: build images vet
 	STATICPODD_BIN=$(CURDIR)/$(BIN) STATICPODD_IMAGE=$(CURDIR)/$(IMAGE_TAR) \
-		$(GO) test -count=1 -timeout 15m -parallel 4 $$($(GO) list ./... | grep -v /tests/chaos$$)
+		$(GO) test -tags "$(GOTAGS)" -count=1 -timeout 15m -parallel 4 $$($(GO) list ./... | grep -v /tests/chaos$$)
 
 # The chaos soak (tests/chaos): mixed pods under manifest churn while the
 # daemon, its monitors, its disk and its URL source are killed, stopped,
@@ -96,7 +99,7 @@ test-chaos: build images
 # vet also builds the daemon without cgo and for another OS, where containers
 # cannot run but the rest (validate, config, the CLI) must still build.
 vet:
-	$(GO) vet ./...
+	$(GO) vet -tags "$(GOTAGS)" ./...
 	CGO_ENABLED=0 $(GO) build -o /dev/null ./cmd/staticpodd
 	GOOS=darwin $(GO) build -o /dev/null ./cmd/staticpodd
 

@@ -160,6 +160,8 @@ type converter interface {
 	Sandbox(pod *v1.Pod) *podspec.Pod
 	Container(pod *v1.Pod, c *v1.Container, attempt int) (*podspec.Container, error)
 	PrepareVolumes(pod *v1.Pod) error
+	// RefreshVolumes brings the pod's downwardAPI volumes up to date.
+	RefreshVolumes(pod *v1.Pod) error
 	RemoveVolumes(podUID string) error
 	RemoveLogs(podUID string) error
 	PruneLogs(pod *v1.Pod, container string, keepFrom int) error
@@ -174,6 +176,9 @@ func (m manifestConverter) Container(pod *v1.Pod, c *v1.Container, attempt int) 
 }
 func (m manifestConverter) PrepareVolumes(pod *v1.Pod) error {
 	return manifest.PrepareVolumes(pod, m.paths)
+}
+func (m manifestConverter) RefreshVolumes(pod *v1.Pod) error {
+	return manifest.RefreshVolumes(pod, m.paths)
 }
 func (m manifestConverter) RemoveVolumes(uid string) error {
 	return manifest.RemoveVolumes(uid, m.paths)

@@ -439,6 +439,8 @@ func (c *fakeConv) PrepareVolumes(pod *v1.Pod) error {
 	return nil
 }
 
+func (c *fakeConv) RefreshVolumes(pod *v1.Pod) error { return nil }
+
 func (c *fakeConv) RemoveVolumes(uid string) error {
 	c.rt.mu.Lock()
 	defer c.rt.mu.Unlock()

@@ -218,6 +218,13 @@ func (w *worker) sync(ctx context.Context) {
 		d.final = w.gen.final
 		if st := w.pods[string(pod.UID)]; st != nil {
 			st.grace = podGrace(pod)
+			if st.sandbox {
+				// The kubelet's volume manager remounts on every sync: a
+				// downwardAPI volume follows edited labels and annotations.
+				if err := w.a.conv.RefreshVolumes(pod); err != nil {
+					w.logger.Warn("cannot refresh the pod's volumes", "uid", pod.UID, "err", err)
+				}
+			}
 		}
 	}
 	// Before the first publish: an adopted container whose postStart hook

@@ -105,7 +105,10 @@ type Config struct {
 	ImageGCHighThresholdPercent int32
 	ImageGCLowThresholdPercent  int32
 	SeccompDefault              bool
-	MaxPods                     int32
+	// AllowedUnsafeSysctls are the sysctls (names, or prefixes ending in
+	// '*') a pod may set beyond the kubelet's safe ones.
+	AllowedUnsafeSysctls []string
+	MaxPods              int32
 	// PodPidsLimit is podPidsLimit: the most processes a pod may have; -1 =
 	// no limit (the kubelet's default).
 	PodPidsLimit int64
@@ -252,7 +255,8 @@ var honoured = map[string]bool{
 	"mergeDefaultEvictionSettings": true,
 	"serializeImagePulls":          true, "imageGCHighThresholdPercent": true,
 	"imageGCLowThresholdPercent": true, "seccompDefault": true, "maxPods": true,
-	"podPidsLimit": true,
+	"allowedUnsafeSysctls": true,
+	"podPidsLimit":         true,
 	"crashLoopBackOff.maxContainerRestartPeriod": true,
 	"registerNode": true, "registerWithTaints": true,
 	"nodeStatusUpdateFrequency": true, "nodeStatusReportFrequency": true,
@@ -386,6 +390,7 @@ func fromKubelet(path string, raw map[string]any, kc *kubeletv1beta1.KubeletConf
 		ImageGCHighThresholdPercent: *kc.ImageGCHighThresholdPercent,
 		ImageGCLowThresholdPercent:  *kc.ImageGCLowThresholdPercent,
 		SeccompDefault:              *kc.SeccompDefault,
+		AllowedUnsafeSysctls:        kc.AllowedUnsafeSysctls,
 		MaxPods:                     kc.MaxPods,
 		PodPidsLimit:                *kc.PodPidsLimit,
 		MaxContainerRestartPeriod:   kc.CrashLoopBackOff.MaxContainerRestartPeriod.Duration,

@@ -122,6 +122,7 @@ var entries = []entry{
 	{"imageGCHighThresholdPercent", "imageGCHighThresholdPercent", num(func(c *Config) int32 { return c.ImageGCHighThresholdPercent })},
 	{"imageGCLowThresholdPercent", "imageGCLowThresholdPercent", num(func(c *Config) int32 { return c.ImageGCLowThresholdPercent })},
 	{"seccompDefault", "seccompDefault", boolean(func(c *Config) bool { return c.SeccompDefault })},
+	{"allowedUnsafeSysctls", "allowedUnsafeSysctls", str(func(c *Config) string { return strings.Join(c.AllowedUnsafeSysctls, ",") })},
 	{"maxPods", "maxPods", num(func(c *Config) int32 { return c.MaxPods })},
 	{"podPidsLimit", "podPidsLimit", num(func(c *Config) int64 { return c.PodPidsLimit })},
 	{"crashLoopBackOff.maxContainerRestartPeriod", "crashLoopBackOff.maxContainerRestartPeriod", dur(func(c *Config) time.Duration { return c.MaxContainerRestartPeriod })},

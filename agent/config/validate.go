@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	utilsysctl "k8s.io/component-helpers/node/util/sysctl"
+
 	"github.com/staticpodd/staticpodd/agent/eviction"
 )
 
@@ -25,6 +27,12 @@ func (c *Config) validate() error {
 	}
 	if c.ReadOnlyPort < 0 || c.ReadOnlyPort > 65535 {
 		bad("readOnlyPort", "%d is not between 0 and 65535", c.ReadOnlyPort)
+	}
+	for _, s := range c.AllowedUnsafeSysctls {
+		// The kubelet's sysctl.NewAllowlist.
+		if ns, name, _ := utilsysctl.GetNamespace(s); ns == utilsysctl.UnknownNamespace {
+			bad("allowedUnsafeSysctls", "the sysctls %q are not known to be namespaced", name)
+		}
 	}
 	if net.ParseIP(c.Address) == nil {
 		bad("address", "%q is not an IP address", c.Address)

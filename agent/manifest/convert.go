@@ -21,6 +21,18 @@ const minimumGracePeriod = 2 * time.Second
 type Paths struct {
 	RootDir    string // volumes live under <RootDir>/pods/<uid>/volumes
 	PodLogsDir string // default /var/log/pods
+	// SeccompDefault (the configuration's seccompDefault) makes
+	// RuntimeDefault the seccomp profile of containers that name none.
+	SeccompDefault bool
+	// SafeSysctls and AllowedUnsafeSysctls make the sysctl allowlist:
+	// the kubelet's safe sysctls for this kernel (SafeSysctls) and the
+	// configuration's allowedUnsafeSysctls (names or prefixes ending in '*').
+	SafeSysctls          []string
+	AllowedUnsafeSysctls []string
+	// RecursiveReadOnly: the kernel has mount_setattr(2) with AT_RECURSIVE
+	// (Linux 5.12), which recursiveReadOnly IfPossible then uses;
+	// Enabled is used whatever it says, and fails where it cannot be.
+	RecursiveReadOnly bool
 	// Meminfo is read for the machine's memory (MemTotal), which sets a
 	// Burstable container's oom_score_adj; "" is /proc/meminfo.
 	Meminfo string
@@ -65,6 +77,10 @@ func Sandbox(pod *v1.Pod, p Paths) *podspec.Pod {
 		LogDir:      p.LogDir(pod),
 		Resources:   podResources(pod),
 	}
+	// An invalid sysctl fails each container's conversion, saying why.
+	if sysctls, err := podSysctls(pod, p); err == nil {
+		s.Sysctls = sysctls
+	}
 	if g := pod.Spec.TerminationGracePeriodSeconds; g != nil {
 		s.TerminationGracePeriod = max(time.Duration(*g)*time.Second, minimumGracePeriod)
 	}
@@ -100,7 +116,7 @@ func Container(pod *v1.Pod, c *v1.Container, attempt int, p Paths) (*podspec.Con
 	if err != nil {
 		return nil, fmt.Errorf("container %s of pod %s: %w", c.Name, pod.Name, err)
 	}
-	security, err := containerSecurity(pod, c)
+	security, err := containerSecurity(pod, c, p)
 	if err != nil {
 		return nil, fmt.Errorf("container %s of pod %s: %w", c.Name, pod.Name, err)
 	}

@@ -40,12 +40,20 @@ func containerMounts(pod *v1.Pod, c *v1.Container, env []podspec.EnvVar, p Paths
 		if err != nil {
 			return nil, fmt.Errorf("volumeMount %s: %w", m.Name, err)
 		}
+		prop, err := propagation(m, sub)
+		if err != nil {
+			return nil, fmt.Errorf("volumeMount %s: %w", m.Name, err)
+		}
 		mounts = append(mounts, podspec.Mount{
 			Destination: m.MountPath,
 			Type:        "bind",
 			Source:      source,
 			SubPath:     sub,
-			ReadOnly:    m.ReadOnly,
+			// The kubelet mounts downwardAPI volumes read-only, whatever
+			// the volumeMount says (since CVE-2017-1002102).
+			ReadOnly:          m.ReadOnly || vol.DownwardAPI != nil,
+			RecursiveReadOnly: recursiveReadOnly(m, p.RecursiveReadOnly),
+			Propagation:       prop,
 		})
 	}
 	return mounts, nil
@@ -98,6 +106,43 @@ func volumeSource(pod *v1.Pod, vol *v1.Volume, p Paths) (string, error) {
 		return vol.HostPath.Path, nil
 	case vol.EmptyDir != nil:
 		return p.EmptyDir(string(pod.UID), vol.Name), nil
+	case vol.DownwardAPI != nil:
+		return p.DownwardAPI(string(pod.UID), vol.Name), nil
 	}
-	return "", fmt.Errorf("volume %s: only hostPath and emptyDir are supported", vol.Name)
+	return "", fmt.Errorf("volume %s: only hostPath, emptyDir and downwardAPI are supported", vol.Name)
+}
+
+// propagation is m's mountPropagation. A subPath is bound by the runtime by
+// file descriptor onto a private mount of its own, which would cut the
+// propagation: refused rather than silently made None.
+func propagation(m v1.VolumeMount, sub string) (podspec.Propagation, error) {
+	if m.MountPropagation == nil {
+		return podspec.PropagationNone, nil
+	}
+	switch *m.MountPropagation {
+	case v1.MountPropagationNone:
+		return podspec.PropagationNone, nil
+	case v1.MountPropagationHostToContainer, v1.MountPropagationBidirectional:
+		if sub != "" {
+			return "", fmt.Errorf("mountPropagation %s with a subPath is not supported by staticpodd", *m.MountPropagation)
+		}
+		return podspec.Propagation(*m.MountPropagation), nil
+	}
+	return "", fmt.Errorf("mountPropagation %q: unknown", *m.MountPropagation)
+}
+
+// recursiveReadOnly is the kubelet's resolveRecursiveReadOnly: Enabled is
+// recursive (validation made sure the mount is read-only), IfPossible is
+// when the kernel can (supported), Disabled or unset is not.
+func recursiveReadOnly(m v1.VolumeMount, supported bool) bool {
+	if m.RecursiveReadOnly == nil || !m.ReadOnly {
+		return false
+	}
+	switch *m.RecursiveReadOnly {
+	case v1.RecursiveReadOnlyEnabled:
+		return true
+	case v1.RecursiveReadOnlyIfPossible:
+		return supported
+	}
+	return false
 }

@@ -175,7 +175,7 @@ func TestParseErrors(t *testing.T) {
 		{"readiness grace", head + "spec:\n  containers: [{name: c, image: i, readinessProbe: {exec: {command: [x]}, terminationGracePeriodSeconds: 3}}]\n", "readinessProbe.terminationGracePeriodSeconds: Invalid value: 3: must not be set"},
 		{"relative hostPath", head + "spec:\n  volumes: [{name: v, hostPath: {path: data}}]\n  containers: [{name: c, image: i}]\n", "spec.volumes[0].hostPath.path"},
 		{"hostPath type", head + "spec:\n  volumes: [{name: v, hostPath: {path: /d, type: Dir}}]\n  containers: [{name: c, image: i}]\n", "spec.volumes[0].hostPath.type"},
-		{"secret volume", head + "spec:\n  volumes: [{name: v, secret: {secretName: s}}]\n  containers: [{name: c, image: i}]\n", "spec.volumes[0]: Forbidden: static pods may only use hostPath and emptyDir"},
+		{"secret volume", head + "spec:\n  volumes: [{name: v, secret: {secretName: s}}]\n  containers: [{name: c, image: i}]\n", "spec.volumes[0]: Forbidden: static pods may only use hostPath, emptyDir and downwardAPI"},
 		{"port range", head + "spec:\n  containers: [{name: c, image: i, ports: [{containerPort: 70000}]}]\n", "spec.containers[0].ports[0].containerPort"},
 		{"bad quantity", head + "spec:\n  containers: [{name: c, image: i, resources: {limits: {memory: lots}}}]\n", `spec.containers[0].resources.limits[memory]: Invalid value: "lots": quantities must match`},
 		{"string for a number", head + "spec:\n  containers: [{name: c, image: i, ports: [{containerPort: http}]}]\n", `spec.containers[0].ports[0].containerPort: Invalid value: "http": must be an integer, not a string`},

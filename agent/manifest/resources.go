@@ -2,7 +2,6 @@ package manifest
 
 import (
 	"fmt"
-	"slices"
 
 	v1 "k8s.io/api/core/v1"
 
@@ -68,12 +67,17 @@ func containerResources(c *v1.Container) podspec.Resources {
 
 // containerSecurity merges the pod's security context under the container's; the
 // container wins where both set a value.
-func containerSecurity(pod *v1.Pod, c *v1.Container) (podspec.Security, error) {
+func containerSecurity(pod *v1.Pod, c *v1.Container, p Paths) (podspec.Security, error) {
 	var s podspec.Security
 	var nonRoot *bool
 	if ps := pod.Spec.SecurityContext; ps != nil {
 		s.RunAsUser, s.RunAsGroup, nonRoot = ps.RunAsUser, ps.RunAsGroup, ps.RunAsNonRoot
-		s.SupplementalGroups = slices.Clone(ps.SupplementalGroups)
+		// The kubelet's determineEffectiveSecurityContext: fsGroup first,
+		// then the supplemental groups.
+		if ps.FSGroup != nil {
+			s.SupplementalGroups = append(s.SupplementalGroups, *ps.FSGroup)
+		}
+		s.SupplementalGroups = append(s.SupplementalGroups, ps.SupplementalGroups...)
 	}
 	if cs := c.SecurityContext; cs != nil {
 		if cs.RunAsUser != nil {
@@ -98,6 +102,20 @@ func containerSecurity(pod *v1.Pod, c *v1.Container) (podspec.Security, error) {
 		}
 	}
 	s.RunAsNonRoot = nonRoot != nil && *nonRoot
+	if cs := c.SecurityContext; cs != nil && cs.ProcMount != nil && *cs.ProcMount == v1.UnmaskedProcMount {
+		s.Unmasked = true
+	}
+	var err error
+	if s.Seccomp, err = seccomp(pod, c, p); err != nil {
+		return s, err
+	}
+	if s.AppArmorProfile, err = appArmor(pod, c); err != nil {
+		return s, err
+	}
+	s.SELinuxOptions = seLinuxOptions(pod, c)
+	if _, err := podSysctls(pod, p); err != nil {
+		return s, err
+	}
 	// The kubelet's verifyRunAsNonRoot, as far as the manifest alone can tell;
 	// the runtime checks the image's user.
 	if s.RunAsNonRoot && s.RunAsUser != nil && *s.RunAsUser == 0 {

@@ -34,6 +34,9 @@ func validate(pod *v1.Pod, base *field.Path, named bool) field.ErrorList {
 
 type validator struct {
 	errs field.ErrorList
+	// containers are the pod's container names, init containers included
+	// (a downwardAPI volume's resourceFieldRef names one).
+	containers []string
 }
 
 func (v *validator) add(errs ...*field.Error) { v.errs = append(v.errs, errs...) }
@@ -147,6 +150,13 @@ func (v *validator) spec(s *v1.PodSpec, p *field.Path) {
 		if g := sc.FSGroup; g != nil {
 			v.invalid(p.Child("securityContext", "fsGroup"), *g, validation.IsValidGroupID(*g))
 		}
+	}
+	v.podSecurity(s, p.Child("securityContext"))
+	for _, c := range s.InitContainers {
+		v.containers = append(v.containers, c.Name)
+	}
+	for _, c := range s.Containers {
+		v.containers = append(v.containers, c.Name)
 	}
 	volumes := v.volumes(s.Volumes, p.Child("volumes"))
 	if len(s.Containers) == 0 {
@@ -299,11 +309,13 @@ func (v *validator) volumes(vols []v1.Volume, p *field.Path) map[string]*v1.Volu
 			if l := s.EmptyDir.SizeLimit; l != nil && l.Sign() < 0 {
 				v.add(field.Invalid(vp.Child("emptyDir", "sizeLimit"), l.String(), "must not be negative"))
 			}
+		case s.DownwardAPI != nil:
+			v.downwardAPI(vp.Child("downwardAPI"), s.DownwardAPI)
 		case s.Secret != nil, s.ConfigMap != nil, s.Projected != nil, s.PersistentVolumeClaim != nil,
 			s.CSI != nil, s.Ephemeral != nil, s.Image != nil:
-			v.add(field.Forbidden(vp, "static pods may only use hostPath and emptyDir volumes: this one needs the API server"))
+			v.add(field.Forbidden(vp, "static pods may only use hostPath, emptyDir and downwardAPI volumes: this one needs the API server"))
 		default:
-			v.add(field.Forbidden(vp, "volume type not supported by staticpodd: use hostPath or emptyDir"))
+			v.add(field.Forbidden(vp, "volume type not supported by staticpodd: use hostPath, emptyDir or downwardAPI"))
 		}
 	}
 	return byName
@@ -400,10 +412,14 @@ func (v *validator) container(p *field.Path, c *v1.Container, init, hostNetwork 
 	v.ports(p.Child("ports"), c.Ports, hostNetwork)
 	v.env(p, c)
 	v.mounts(p.Child("volumeMounts"), c.VolumeMounts, volumes)
+	for i, m := range c.VolumeMounts {
+		v.mountPropagation(p.Child("volumeMounts").Index(i).Child("mountPropagation"), m.MountPropagation, c)
+	}
 	v.resources(p.Child("resources"), &c.Resources)
 	if sc := c.SecurityContext; sc != nil {
 		v.ids(p.Child("securityContext"), sc.RunAsUser, sc.RunAsGroup, nil)
 	}
+	v.containerSecurity(c.SecurityContext, p.Child("securityContext"))
 	probes := []struct {
 		name string
 		p    *v1.Probe
@@ -521,6 +537,7 @@ func (v *validator) mounts(p *field.Path, mounts []v1.VolumeMount, volumes map[s
 		if m.SubPath != "" {
 			v.relative(mp.Child("subPath"), m.SubPath)
 		}
+		mountRecursiveReadOnly(v, mp, m)
 		switch {
 		case m.SubPathExpr != "" && m.SubPath != "":
 			v.add(field.Invalid(mp.Child("subPathExpr"), m.SubPathExpr, "subPathExpr and subPath are mutually exclusive"))

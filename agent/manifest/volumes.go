@@ -14,6 +14,7 @@ import (
 
 // PrepareVolumes creates what pod's volumes need on the host before its containers
 // start: emptyDir directories (a size-limited tmpfs for medium Memory),
+// downwardAPI volumes' files,
 // hostPath DirectoryOrCreate/FileOrCreate, and checks hostPath types as the
 // kubelet's hostPath checker does. It is idempotent. subPath directories are
 // made by the runtime, inside the volume, when the container starts.
@@ -27,6 +28,8 @@ func PrepareVolumes(pod *v1.Pod, p Paths) error {
 			err = prepareEmptyDir(pod, vol, p)
 		case vol.HostPath != nil:
 			err = checkHostPath(vol.HostPath)
+		case vol.DownwardAPI != nil:
+			err = writeDownwardAPI(pod, vol, p)
 		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("volume %s of pod %s: %w", vol.Name, pod.Name, err))
@@ -50,7 +53,20 @@ func prepareEmptyDir(pod *v1.Pod, vol *v1.Volume, p Paths) error {
 		}
 	}
 	// The kubelet makes emptyDirs world-writable so any container user can use them.
-	if err := os.Chmod(dir, 0o777); err != nil {
+	mode := fs.FileMode(0o777)
+	// With fsGroup, the kubelet's SetVolumeOwnership at the emptyDir's setup
+	// (always recursive: emptyDir passes no fsGroupChangePolicy), when it is
+	// still empty: group fsGroup, group rwx and setgid, so what containers
+	// create in it belongs to fsGroup. Only the volume's own directory is
+	// changed, never what a container put in it. hostPath volumes are left
+	// as they are, as by the kubelet.
+	if sc := pod.Spec.SecurityContext; sc != nil && sc.FSGroup != nil {
+		if err := os.Lchown(dir, -1, int(*sc.FSGroup)); err != nil {
+			return fmt.Errorf("chown emptyDir to fsGroup %d: %w", *sc.FSGroup, err)
+		}
+		mode |= fs.ModeSetgid
+	}
+	if err := os.Chmod(dir, mode); err != nil {
 		return fmt.Errorf("chmod emptyDir: %w", err)
 	}
 	return nil

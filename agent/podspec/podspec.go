@@ -50,6 +50,11 @@ type Pod struct {
 	// runtime keeps it with each container (ContainerStatus), so that a pod
 	// whose manifest is gone is still stopped with its own grace period.
 	TerminationGracePeriod time.Duration
+	// Sysctls are the pod's securityContext.sysctls, checked by the agent
+	// (namespaced, allowed, not in a namespace shared with the host), set in
+	// the pod's namespaces by each of its containers.
+	Sysctls map[string]string
+
 	// PidsLimit caps the number of processes of the whole pod (the kubelet's
 	// podPidsLimit); 0 or less = no limit.
 	PidsLimit int64
@@ -123,8 +128,29 @@ type Mount struct {
 	// that leaves Source fails the start with ErrContainerConfig.
 	SubPath  string
 	ReadOnly bool
-	Options  []string // extra mount options, e.g. "size=64m" for tmpfs
+	// RecursiveReadOnly makes a read-only bind read-only all the way down,
+	// submounts included (recursiveReadOnly Enabled, or IfPossible where the
+	// kernel has mount_setattr).
+	RecursiveReadOnly bool
+	// Propagation is the bind's mountPropagation; "" is None.
+	Propagation Propagation
+	Options     []string // extra mount options, e.g. "size=64m" for tmpfs
 }
+
+// Propagation is a volumeMount's mountPropagation.
+type Propagation string
+
+const (
+	PropagationNone Propagation = ""
+	// PropagationHostToContainer: mounts made on the host under the
+	// volume appear in the container (rslave); the source must be on a
+	// shared or slave mount.
+	PropagationHostToContainer Propagation = "HostToContainer"
+	// PropagationBidirectional: also mounts made by the (privileged)
+	// container appear on the host (rshared); the source must be on a
+	// shared mount.
+	PropagationBidirectional Propagation = "Bidirectional"
+)
 
 type Resources struct {
 	MemoryLimit int64  // bytes; 0 = none
@@ -146,6 +172,41 @@ type Security struct {
 	// RunAsNonRoot (pod's, or the container's over it) refuses to start the
 	// container when it would run as uid 0, as the kubelet's verifyRunAsNonRoot.
 	RunAsNonRoot bool
+	// Seccomp is the container's seccomp profile (the container's
+	// seccompProfile, else the pod's, else RuntimeDefault with the
+	// configuration's seccompDefault, else Unconfined). A privileged
+	// container runs without one, whatever it says, as containerd's.
+	Seccomp Seccomp
+	// Unmasked (procMount: Unmasked) leaves /proc without masked and
+	// read-only paths.
+	Unmasked bool
+	// AppArmorProfile is appArmorProfile in the kubelet's older annotation
+	// form: "" none asked for, "unconfined", "runtime/default", or
+	// "localhost/<name>" for a profile loaded on the host.
+	AppArmorProfile string
+	// SELinuxOptions are seLinuxOptions as containerd hands them to its
+	// label code: "user:u", "role:r", "type:t", "level:l", those set.
+	SELinuxOptions []string
+}
+
+// SeccompType is a seccompProfile type, as Kubernetes names them.
+type SeccompType string
+
+const (
+	SeccompUnconfined     SeccompType = "Unconfined"
+	SeccompRuntimeDefault SeccompType = "RuntimeDefault"
+	SeccompLocalhost      SeccompType = "Localhost"
+)
+
+// Seccomp is a resolved seccompProfile.
+type Seccomp struct {
+	Type SeccompType // "" is Unconfined
+	// Name and Profile, for Localhost: the profile's name under the
+	// seccomp profile root, and the profile itself (JSON, Docker's or the
+	// OCI runtime spec's format), read by the agent when the container is
+	// made, as the runtime reads it at CreateContainer.
+	Name    string
+	Profile []byte
 }
 
 // State of a container as the runtime sees it.

@@ -285,7 +285,7 @@ func (f *File) manifests() []Manifest {
 func fingerprint(u Update) string {
 	var b strings.Builder
 	for _, p := range u.Pods {
-		fmt.Fprintf(&b, "pod %s %s\n", p.Origin, p.UID)
+		fmt.Fprintf(&b, "pod %s %s %s\n", p.Origin, p.UID, digest(p))
 	}
 	for _, p := range u.Problems {
 		fmt.Fprintf(&b, "problem %s %s\n", p.Origin, p.Err)

@@ -3,6 +3,9 @@
 package source
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -35,4 +38,31 @@ type Store interface {
 	Offer(source string, set []Manifest)
 	// Stored returns the manifests kept for source's pods, read from disk.
 	Stored(source string) []Manifest
+}
+
+// digest stands for what a pod says, beyond its UID: a manifest that keeps
+// its own metadata.uid while its labels, annotations or spec change is an
+// update of the pod (the kubelet's checkAndUpdatePod), which a set of UIDs
+// alone would not show.
+func digest(p manifest.Pod) string {
+	if p.Pod == nil {
+		return ""
+	}
+	// Without config.seen: the source stamps it, and it may be put right
+	// after a daemon restart (the first-seen time kept from before).
+	annotations := make(map[string]string, len(p.Annotations))
+	for k, v := range p.Annotations {
+		if k != manifest.AnnotationSeen {
+			annotations[k] = v
+		}
+	}
+	data, err := json.Marshal(struct {
+		Labels, Annotations map[string]string
+		Spec                any
+	}{p.Labels, annotations, p.Spec})
+	if err != nil {
+		return ""
+	}
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:8])
 }

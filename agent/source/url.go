@@ -304,12 +304,13 @@ func (s *URL) send(ctx context.Context, out chan<- Update) error {
 	}
 }
 
-// fingerprint says what an update would: the UIDs of the set (a UID stands
-// for the pod's content) and the problem.
+// fingerprint says what an update would: the UIDs of the set with what
+// each pod says (a manifest may keep its own uid while it changes), and the
+// problem.
 func (s *URL) fingerprint() string {
 	var b strings.Builder
 	for _, p := range s.good.pods {
-		b.WriteString(string(p.UID))
+		b.WriteString(string(p.UID) + "/" + digest(p))
 		b.WriteByte(' ')
 	}
 	b.WriteString(errText(s.problem()))

@@ -93,7 +93,6 @@ func newRunCmd() *cobra.Command {
 var notYetActedOn = map[string]string{
 	"serializeImagePulls":        "image pulls are not implemented yet",
 	"imageGCLowThresholdPercent": "image garbage collection is not implemented yet",
-	"seccompDefault":             "the default seccomp profile is not implemented yet",
 	"maxPods":                    "maxPods is not enforced yet",
 }
 
@@ -277,7 +276,13 @@ func newDaemon(cfg *config.Config, logger *slog.Logger, once bool) (*daemon, err
 		return nil, err
 	}
 	notifier := &readyNotifier{Notifier: sysd.New(logger)}
-	paths := manifest.Paths{RootDir: cfg.RootDir, PodLogsDir: cfg.PodLogsDir}
+	paths := manifest.Paths{
+		RootDir: cfg.RootDir, PodLogsDir: cfg.PodLogsDir,
+		SeccompDefault:       cfg.SeccompDefault,
+		SafeSysctls:          manifest.SafeSysctls(kernelRelease()),
+		AllowedUnsafeSysctls: cfg.AllowedUnsafeSysctls,
+		RecursiveReadOnly:    oci.SupportsRecursiveReadOnly(),
+	}
 	var nodeIP netip.Addr
 	if cfg.NodeIP != "" {
 		// Dual-stack "IPv4,IPv6" as the kubelet takes it: the first is the pods' hostIP.
@@ -557,4 +562,14 @@ func openFileLimit() uint64 {
 		return unix.RLIM_INFINITY
 	}
 	return lim.Cur
+}
+
+// kernelRelease is uname -r, for the sysctls the kernel namespaces; "" if
+// unknown.
+func kernelRelease() string {
+	var u unix.Utsname
+	if unix.Uname(&u) != nil {
+		return ""
+	}
+	return unix.ByteSliceToString(u.Release[:])
 }

@@ -32,6 +32,43 @@ func WithMounts(ms []podspec.Mount) SpecOpt {
 	}
 }
 
+// WithMountPropagation sets the propagation of the container's root mount
+// for its volumes' mountPropagation, as containerd's CRI plugin: rshared
+// with a Bidirectional volume (its mounts must reach the host's peer
+// group), else rslave with a HostToContainer one; each volume's source
+// must be on a host mount that propagates (shared, or also slave for
+// HostToContainer), checked with mountinfo.
+func WithMountPropagation(ms []podspec.Mount, mountinfo func(source string) (shared, slave bool, mountpoint string, err error)) SpecOpt {
+	return func(s *specs.Spec) error {
+		for _, m := range ms {
+			if m.Propagation == podspec.PropagationNone || m.Type != "bind" {
+				continue
+			}
+			shared, slave, mp, err := mountinfo(m.Source)
+			if err != nil {
+				return fmt.Errorf("volume at %s: mountPropagation %s: %w", m.Destination, m.Propagation, err)
+			}
+			switch m.Propagation {
+			case podspec.PropagationBidirectional:
+				if !shared {
+					return fmt.Errorf("volume at %s: mountPropagation Bidirectional: %s is mounted on %s, which is not a shared mount (mount --make-rshared %s)",
+						m.Destination, m.Source, mp, mp)
+				}
+				s.Linux.RootfsPropagation = "rshared"
+			case podspec.PropagationHostToContainer:
+				if !shared && !slave {
+					return fmt.Errorf("volume at %s: mountPropagation HostToContainer: %s is mounted on %s, which is neither a shared nor a slave mount (mount --make-rshared %s)",
+						m.Destination, m.Source, mp, mp)
+				}
+				if s.Linux.RootfsPropagation != "rshared" {
+					s.Linux.RootfsPropagation = "rslave"
+				}
+			}
+		}
+		return nil
+	}
+}
+
 func ociMount(m podspec.Mount) (specs.Mount, error) {
 	if !path.IsAbs(m.Destination) {
 		return specs.Mount{}, fmt.Errorf("destination %q: must be an absolute path", m.Destination)
@@ -49,7 +86,23 @@ func ociMount(m podspec.Mount) (specs.Mount, error) {
 		if !path.IsAbs(m.Source) {
 			return specs.Mount{}, fmt.Errorf("source %q: a bind mount needs an absolute host path", m.Source)
 		}
-		opts := append([]string{"rbind", "rprivate", mode}, m.Options...)
+		if m.RecursiveReadOnly {
+			if !m.ReadOnly {
+				return specs.Mount{}, fmt.Errorf("recursive read-only: the mount is not read-only")
+			}
+			mode = "rro"
+		}
+		prop := "rprivate"
+		switch m.Propagation {
+		case podspec.PropagationNone:
+		case podspec.PropagationHostToContainer:
+			prop = "rslave"
+		case podspec.PropagationBidirectional:
+			prop = "rshared"
+		default:
+			return specs.Mount{}, fmt.Errorf("mountPropagation %q: unknown", m.Propagation)
+		}
+		opts := append([]string{"rbind", prop, mode}, m.Options...)
 		return specs.Mount{Destination: dst, Type: "bind", Source: m.Source, Options: opts}, nil
 	case "tmpfs":
 		opts := append([]string{"nosuid", "nodev", mode}, m.Options...)

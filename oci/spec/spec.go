@@ -1,9 +1,6 @@
 // Package spec turns a podspec container into an OCI runtime spec, with
 // functional options composed in one Generate, the way containerd's pkg/oci and its
 // CRI plugin build a Kubernetes container's spec.
-//
-// Seccomp is left unset for now: the kubelet's seccompDefault (RuntimeDefault
-// profile) is a later addition.
 package spec
 
 import (
@@ -91,11 +88,15 @@ func generate(pod *podspec.Pod, c *podspec.Container, img imagespec.ImageConfig,
 		WithSandboxFiles(sb, sec.ReadOnlyRootFilesystem),
 		WithSandboxShm(sb.ShmPath),
 		WithMounts(c.Mounts),
+		WithMountPropagation(c.Mounts, hostPropagation),
 	}
 	if sec.Privileged {
 		opts = append(opts, WithPrivileged())
 	} else {
 		opts = append(opts, WithCapabilityChanges(sec.CapAdd, sec.CapDrop))
+	}
+	if sec.Unmasked {
+		opts = append(opts, WithUnmaskedProc())
 	}
 	if sec.RunAsNonRoot {
 		opts = append(opts, WithRunAsNonRoot(sec.RunAsUser, img.User))
@@ -104,6 +105,11 @@ func generate(pod *podspec.Pod, c *podspec.Container, img imagespec.ImageConfig,
 		WithUser(rootfs, sec.RunAsUser, sec.RunAsGroup, img.User, sec.SupplementalGroups),
 		WithOOMScoreAdj(c.OOMScoreAdj),
 		WithNoNewPrivileges(sec.NoNewPrivileges),
+		WithSysctls(pod.Sysctls),
+		WithAppArmor(sec.AppArmorProfile),
+		WithSELinux(sec.SELinuxOptions),
+		// After the capabilities: the default profile's rules depend on them.
+		WithSeccomp(sec.Seccomp, sec.Privileged),
 		WithNofileLimit(maxNofile),
 		WithResources(c.Resources),
 		WithCgroupsPath(sb.CgroupsPath),

@@ -1,0 +1,6 @@
+//go:build !linux
+
+package oci
+
+// SupportsRecursiveReadOnly: only Linux has recursive read-only mounts.
+func SupportsRecursiveReadOnly() bool { return false }
