@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/staticpodd/staticpodd/oci/atomicfile"
 )
 
 // snapshotMeta is snapshots/<key>/meta.json: what a snapshot stacks, so its layers
@@ -78,7 +80,7 @@ func (s *Store) prepareLocked(key string, img Image) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		if err := writeFileAtomic(filepath.Join(dir, "meta.json"), b); err != nil {
+		if err := atomicfile.Write(filepath.Join(dir, "meta.json"), b); err != nil {
 			return "", err
 		}
 	case err != nil:

@@ -27,6 +27,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/staticpodd/staticpodd/agent/podspec"
+	"github.com/staticpodd/staticpodd/oci/atomicfile"
 )
 
 // Image is one image in the store.
@@ -193,7 +194,7 @@ func (s *Store) writeIndexLocked(idx index) error {
 	if err != nil {
 		return fmt.Errorf("write image index: %w", err)
 	}
-	if err := writeFileAtomic(s.indexPath(), b); err != nil {
+	if err := atomicfile.Write(s.indexPath(), b); err != nil {
 		return fmt.Errorf("write image index: %w", err)
 	}
 	return nil
