@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"os"
 	"path/filepath"
 	"slices"
@@ -44,11 +45,18 @@ func (s *Store) Prepare(key, ref string) (string, Image, error) {
 	if err := validKey(key); err != nil {
 		return "", Image{}, err
 	}
-	unlock, err := s.lock()
+	// Shared: the Prepares of a burst of starts do their mkdirs, fsync
+	// and mount side by side (under the exclusive lock they queued, one
+	// fsync each); what they must not meet is an import or a removal
+	// rewriting the index or deleting layers, which take it exclusively.
+	unlock, err := s.sharedLock()
 	if err != nil {
 		return "", Image{}, err
 	}
 	defer unlock()
+	mu := &s.keyMu[keyStripe(key)]
+	mu.Lock()
+	defer mu.Unlock()
 	idx, err := s.readIndex()
 	if err != nil {
 		return "", Image{}, err
@@ -63,6 +71,13 @@ func (s *Store) Prepare(key, ref string) (string, Image, error) {
 		return "", Image{}, fmt.Errorf("prepare snapshot %s of %s: %w", key, ref, err)
 	}
 	return rootfs, img, nil
+}
+
+// keyStripe is the index in Store.keyMu of snapshot key's mutex.
+func keyStripe(key string) int {
+	h := fnv.New32a()
+	h.Write([]byte(key))
+	return int(h.Sum32() % keyStripes)
 }
 
 func (s *Store) prepareLocked(key string, img Image) (string, error) {
