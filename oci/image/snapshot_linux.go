@@ -174,25 +174,34 @@ func isMountPoint(p string) (bool, error) {
 
 // Release unmounts the snapshot key and removes its directories, then deletes layers
 // that only it kept. Releasing a key that does not exist, or is half made, is fine.
+//
+// The unmount and removal run under the shared lock, beside other Releases and
+// Prepares (a teardown of many pods); the exclusive lock, an index write and a
+// scan of every snapshot are needed only when the snapshot may have kept
+// layers that no image has any more.
 func (s *Store) Release(key string) error {
 	if err := validKey(key); err != nil {
 		return err
+	}
+	dir := s.snapshotDir(key)
+	layers, known, err := s.releaseDir(key, dir)
+	if err != nil || layers == nil && known {
+		return err // released before, or an error
+	}
+	if known {
+		idx, err := s.readIndex()
+		if err != nil {
+			return err
+		}
+		if imagesHold(idx, layers) {
+			return nil
+		}
 	}
 	unlock, err := s.lock()
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	dir := s.snapshotDir(key)
-	if _, err := os.Lstat(dir); errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err := unmountAll(filepath.Join(dir, "rootfs")); err != nil {
-		return fmt.Errorf("release snapshot %s: %w", key, err)
-	}
-	if err := os.RemoveAll(dir); err != nil {
-		return fmt.Errorf("release snapshot %s: %w", key, err)
-	}
 	idx, err := s.readIndex()
 	if err != nil {
 		return err
@@ -201,6 +210,52 @@ func (s *Store) Release(key string) error {
 		return fmt.Errorf("release snapshot %s: %w", key, err)
 	}
 	return nil
+}
+
+// releaseDir unmounts and removes snapshot key's dir under the shared lock. It
+// returns the layers the snapshot used, and known = false when its meta.json
+// could not tell them (a half-made snapshot); nil layers and known for a
+// snapshot that was not there.
+func (s *Store) releaseDir(key, dir string) (layers []string, known bool, err error) {
+	unlock, err := s.sharedLock()
+	if err != nil {
+		return nil, false, err
+	}
+	defer unlock()
+	mu := &s.keyMu[keyStripe(key)]
+	mu.Lock()
+	defer mu.Unlock()
+	if _, err := os.Lstat(dir); errors.Is(err, os.ErrNotExist) {
+		return nil, true, nil
+	}
+	meta, merr := readSnapshotMeta(dir)
+	if err := unmountAll(filepath.Join(dir, "rootfs")); err != nil {
+		return nil, false, fmt.Errorf("release snapshot %s: %w", key, err)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return nil, false, fmt.Errorf("release snapshot %s: %w", key, err)
+	}
+	if merr != nil {
+		return nil, false, nil
+	}
+	return append([]string{}, meta.Layers...), true, nil
+}
+
+// imagesHold reports whether every layer is one of an image of idx: then a
+// released snapshot of them leaves nothing to delete.
+func imagesHold(idx index, layers []string) bool {
+	held := map[string]bool{}
+	for _, img := range idx.Images {
+		for _, l := range img.Layers {
+			held[l] = true
+		}
+	}
+	for _, l := range layers {
+		if !held[l] {
+			return false
+		}
+	}
+	return true
 }
 
 // unmountAll unmounts everything stacked on p; a busy mount is detached lazily.

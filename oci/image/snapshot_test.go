@@ -165,7 +165,8 @@ func TestReleaseHalfMadeSnapshot(t *testing.T) {
 // Prepares of many keys run side by side (a burst of starts) and of the
 // same key at once: each key gets one mounted rootfs of the image, the
 // layer links made by whichever came first; a removal of the image after
-// them keeps the layers their snapshots use.
+// them keeps the layers their snapshots use, until their Releases, side by
+// side too, are done.
 func TestPrepareConcurrent(t *testing.T) {
 	testroot.Require(t)
 	s := openStore(t)
@@ -208,12 +209,23 @@ func TestPrepareConcurrent(t *testing.T) {
 			t.Errorf("%s: bin/tool = %q, %v", key, b, err)
 		}
 	}
+	// Released side by side: the last one out deletes the removed image's
+	// layers.
+	relErrs := make(chan error, keys)
 	for i := range keys {
-		if err := s.Release(fmt.Sprintf("c%d", i)); err != nil {
+		wg.Go(func() { relErrs <- s.Release(fmt.Sprintf("c%d", i)) })
+	}
+	wg.Wait()
+	close(relErrs)
+	for err := range relErrs {
+		if err != nil {
 			t.Error(err)
 		}
 	}
 	if m := mountedUnder(t, s.snapshotsDir()); len(m) != 0 {
 		t.Errorf("mounts left: %v", m)
+	}
+	if layers, _ := os.ReadDir(s.layersDir()); len(layers) != 0 {
+		t.Errorf("%d layers left once the removed image's snapshots are released", len(layers))
 	}
 }
