@@ -204,8 +204,12 @@ func scaleOurs(bin, image, dir string, round int, res *scaleResult) error {
 	}
 	res.burst = append(res.burst, time.Since(t0))
 	res.burstFirst = append(res.burstFirst, firstFile(sig).Sub(t0))
-	before, err := d.running(res.pods)
-	if err != nil {
+	// The status says Running a moment after the process ran.
+	var before map[string]string
+	if err := pollEvery(5*time.Millisecond, time.Minute, func() bool {
+		before, err = d.running(res.pods)
+		return err == nil
+	}); err != nil {
 		return fmt.Errorf("burst: %v", err)
 	}
 
