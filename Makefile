@@ -103,9 +103,13 @@ vet:
 	CGO_ENABLED=0 $(GO) build -o /dev/null ./cmd/staticpodd
 	GOOS=darwin $(GO) build -o /dev/null ./cmd/staticpodd
 
+# BENCH_PODS: the pod counts of the scale benchmark (burst, memory, idle CPU,
+# adoption after kill -9, teardown), each beside the same containers under
+# the runc CLI.
+BENCH_PODS ?= 10,100
 bench: build images bench-nodeapi
 	STATICPODD_BIN=$(CURDIR)/$(BIN) STATICPODD_IMAGE=$(CURDIR)/$(IMAGE_TAR) \
-		$(GO) run ./tests/bench -runs 30
+		$(GO) run ./tests/bench -runs 30 -pods $(BENCH_PODS)
 
 # The node API's bulk endpoints (/pods, /stats/summary, /metrics*) with 10 and
 # 100 pods, over TLS with a client certificate: latency, allocations, size.

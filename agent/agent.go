@@ -84,10 +84,15 @@ type Agent struct {
 	// nanoseconds; 0 before the first), for SyncLoopHealthCheck.
 	loopAt atomic.Int64
 
-	mu          sync.Mutex         // guards the fields below
-	workers     map[string]*worker // by pod full name namespace/name, or orphan/<uid>
-	problems    []manifest.Problem
-	summary     string
+	mu       sync.Mutex         // guards the fields below
+	workers  map[string]*worker // by pod full name namespace/name, or orphan/<uid>
+	problems []manifest.Problem
+	summary  string
+	// tally sums the pod counts of tallies, each worker's as of its last
+	// status change; waiting holds the waiting pods' names of each.
+	tally       podTally
+	tallies     map[string]podTally
+	waiting     map[string][]string
 	readyAt     uint64          // dispatch sequence the first full reconcile waits for; 0 = not yet
 	readyWait   map[string]bool // workers that have not synced readyAt yet
 	notifyReady bool
@@ -138,6 +143,8 @@ func New(cfg Config, rt Runtime, logger *slog.Logger) *Agent {
 		started:    time.Now(),
 		workers:    map[string]*worker{},
 		summary:    "",
+		tallies:    map[string]podTally{},
+		waiting:    map[string][]string{},
 		changed:    make(chan struct{}),
 		timings:    newTimings(),
 	}

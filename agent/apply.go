@@ -60,7 +60,7 @@ func (w *worker) apply(ctx context.Context, pod *v1.Pod, acts []action) time.Tim
 		}
 	}
 	// The grace period of a pod's stop counts from its first kill: sidecars,
-	// stopped after the others, get what is left of it (at least minGrace).
+	// stopped after the others, get what is left of it (at least manifest.MinimumGracePeriod).
 	killStart := map[string]time.Time{}
 	for i := 0; i < len(acts); i++ {
 		act := acts[i]
@@ -144,7 +144,7 @@ func (w *worker) killAll(ctx context.Context, pod *v1.Pod, acts []action, killSt
 		w.killingEvent(pod, act)
 		grace := act.grace
 		if act.remaining {
-			grace = max(act.grace-time.Since(killStart), minGrace)
+			grace = max(act.grace-time.Since(killStart), manifest.MinimumGracePeriod)
 		}
 		sig := w.stopSignal(act.podUID, act.id)
 		w.cancelPostStart(act.id)
@@ -172,7 +172,7 @@ func (w *worker) killAll(ctx context.Context, pod *v1.Pod, acts []action, killSt
 // kill stops a running container the Nomad way, after its preStop hook if
 // pre is one: its stop signal (SIGTERM unless it or its image says
 // otherwise), wait up to grace, less what the hook took but at least
-// minGrace (the kubelet's killContainer), SIGKILL, wait a bounded time. It
+// manifest.MinimumGracePeriod (the kubelet's killContainer), SIGKILL, wait a bounded time. It
 // touches nothing of the worker's but its logger: killAll records the
 // outcome. gone: the runtime has no such container.
 func (w *worker) kill(ctx context.Context, id string, sig syscall.Signal, grace time.Duration, pre *preStop) (st podspec.ContainerStatus, gone bool, err error) {
@@ -184,7 +184,7 @@ func (w *worker) kill(ctx context.Context, id string, sig syscall.Signal, grace 
 		if ctx.Err() != nil {
 			return st, false, ctx.Err()
 		}
-		grace = max(grace-time.Since(began), minGrace)
+		grace = max(grace-time.Since(began), manifest.MinimumGracePeriod)
 	}
 	w.logger.Info("stopping container", "id", id, "signal", sig, "grace", grace)
 	if err := w.a.rt.Signal(ctx, id, sig); errors.Is(err, podspec.ErrNotExist) {

@@ -8,6 +8,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/staticpodd/staticpodd/agent/manifest"
 	"github.com/staticpodd/staticpodd/agent/podspec"
 	"github.com/staticpodd/staticpodd/agent/prober"
 )
@@ -189,7 +190,7 @@ func adoptedGrace(cs []podspec.ContainerStatus) time.Duration {
 	if g == 0 {
 		return defaultGrace
 	}
-	return max(g, minGrace)
+	return max(g, manifest.MinimumGracePeriod)
 }
 
 // runPod plans the desired pod: clean up stray containers, run init containers one
@@ -250,7 +251,7 @@ func runPod(d *desiredPod, st *podState) []action {
 		// Terminating: everything stops, nothing starts (the kubelet's
 		// terminal phase), what exited stays for its status.
 		if d.stop.grace > 0 {
-			grace = max(d.stop.grace, minGrace)
+			grace = max(d.stop.grace, manifest.MinimumGracePeriod)
 		}
 		names := slices.Sorted(maps.Keys(latest))
 		running := make([]podspec.ContainerStatus, 0, len(names))
@@ -435,13 +436,9 @@ func latestByName(cs []podspec.ContainerStatus) map[string]podspec.ContainerStat
 	return m
 }
 
-// minGrace is the kubelet's minimumGracePeriodInSeconds: even a grace period of 0
-// gives a container this long between SIGTERM and SIGKILL.
-const minGrace = 2 * time.Second
-
 func podGrace(pod *v1.Pod) time.Duration {
 	if s := pod.Spec.TerminationGracePeriodSeconds; s != nil {
-		return max(time.Duration(*s)*time.Second, minGrace)
+		return max(time.Duration(*s)*time.Second, manifest.MinimumGracePeriod)
 	}
 	return defaultGrace
 }

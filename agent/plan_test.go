@@ -8,6 +8,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/staticpodd/staticpodd/agent/manifest"
 	"github.com/staticpodd/staticpodd/agent/podspec"
 	"github.com/staticpodd/staticpodd/agent/prober"
 )
@@ -348,3 +349,21 @@ func (a action) String() string {
 	}
 	return a.kind.String() + " " + a.podUID
 }
+
+// The grace period the agent stops a pod with and the one its sandbox
+// records come from one minimum: they agree for every request, 0 included
+// (a parsed pod always has one: defaulting sets 30).
+func TestPodGraceMatchesSandbox(t *testing.T) {
+	for _, secs := range []*int64{ptrTo(int64(0)), ptrTo(int64(1)), ptrTo(int64(2)), ptrTo(int64(45))} {
+		pod := &v1.Pod{Spec: v1.PodSpec{TerminationGracePeriodSeconds: secs}}
+		got, want := podGrace(pod), manifest.Sandbox(pod, manifest.Paths{}).TerminationGracePeriod
+		if got != want {
+			t.Errorf("terminationGracePeriodSeconds %v: agent stops with %v, sandbox records %v", *secs, got, want)
+		}
+		if got < manifest.MinimumGracePeriod {
+			t.Errorf("terminationGracePeriodSeconds %v: grace %v below the minimum", *secs, got)
+		}
+	}
+}
+
+func ptrTo[T any](v T) *T { return &v }

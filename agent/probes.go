@@ -393,7 +393,7 @@ func probeGrace(pod *v1.Pod, c *v1.Container, kind prober.Kind) time.Duration {
 		p = c.StartupProbe
 	}
 	if p != nil && p.TerminationGracePeriodSeconds != nil {
-		return max(time.Duration(*p.TerminationGracePeriodSeconds)*time.Second, minGrace)
+		return max(time.Duration(*p.TerminationGracePeriodSeconds)*time.Second, manifest.MinimumGracePeriod)
 	}
 	return podGrace(pod)
 }

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/staticpodd/staticpodd/agent/events"
 	"github.com/staticpodd/staticpodd/agent/manifest"
@@ -414,30 +413,44 @@ func (a *Agent) Summary() string {
 }
 
 // summaryLocked is the STATUS line: the pods, then the node conditions.
+// It costs the number of waiting pods, not of all pods.
 func (a *Agent) summaryLocked() string {
-	s := summarize(a.podViewsLocked(), a.cfg.NodeName, len(a.problems))
+	var waiting []string
+	for _, names := range a.waiting {
+		waiting = append(waiting, names...)
+	}
+	slices.Sort(waiting)
+	s := a.tally.line(waiting, len(a.problems))
 	if c := a.Conditions(); len(c) > 0 {
 		s += "; node has " + joinConditions(c)
 	}
 	return s
 }
 
-// podViewsLocked is what summarize reads of every pod: shallow copies that
-// share the published statuses, which are replaced and never changed in
-// place, so no pod is deep-copied on each change.
-func (a *Agent) podViewsLocked() []v1.Pod {
-	var pods []v1.Pod
-	for _, w := range a.workers {
-		w.mu.Lock()
-		for _, p := range w.stopping {
-			pods = append(pods, v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: p.Name}, Status: p.Status})
-		}
-		if w.status != nil {
-			pods = append(pods, v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: w.status.Name}, Status: w.status.Status})
-		}
-		w.mu.Unlock()
+// retallyLocked counts again the pods of worker key, whose status changed,
+// or takes them out when the worker is gone.
+func (a *Agent) retallyLocked(key string) {
+	a.tally.addCounts(a.tallies[key], -1)
+	delete(a.tallies, key)
+	delete(a.waiting, key)
+	w := a.workers[key]
+	if w == nil {
+		return
 	}
-	return pods
+	var t podTally
+	w.mu.Lock()
+	for _, p := range w.stopping {
+		t.add(p, a.cfg.NodeName)
+	}
+	if w.status != nil {
+		t.add(w.status, a.cfg.NodeName)
+	}
+	w.mu.Unlock()
+	a.tally.addCounts(t, 1)
+	a.tallies[key] = t
+	if len(t.waiting) > 0 {
+		a.waiting[key] = t.waiting
+	}
 }
 
 func isOrphanKey(key string) bool { return strings.HasPrefix(key, orphanPrefix) }
@@ -463,6 +476,7 @@ func (a *Agent) statusChanged(keys ...string) {
 	a.changedLocked()
 	for _, k := range keys {
 		a.markLocked(k)
+		a.retallyLocked(k)
 	}
 	s := a.summaryLocked()
 	if s == a.summary {

@@ -468,45 +468,74 @@ func (w *worker) conditions(pod *v1.Pod, s v1.PodStatus, sandbox, initDone bool)
 	return conds
 }
 
+// podTally counts pods by what the STATUS line says of them. The agent
+// keeps one per worker and their sum, so that a change of one pod costs
+// the STATUS line that pod's work, not every pod's.
+type podTally struct {
+	pods, running, pending, succeeded, failed int
+	waiting                                   []string // "name: reason"
+}
+
+// add counts pod p (node: the suffix its static pod name carries).
+func (t *podTally) add(p *v1.Pod, node string) {
+	t.pods++
+	if r := waitReason(p.Status); r != "" {
+		t.waiting = append(t.waiting, strings.TrimSuffix(p.Name, "-"+node)+": "+r)
+		return
+	}
+	switch p.Status.Phase {
+	case v1.PodRunning:
+		t.running++
+	case v1.PodSucceeded:
+		t.succeeded++
+	case v1.PodFailed:
+		t.failed++
+	default:
+		t.pending++
+	}
+}
+
+// addCounts adds (sign 1) or takes away (sign -1) o's counts; the waiting
+// pods are kept per worker, not summed.
+func (t *podTally) addCounts(o podTally, sign int) {
+	t.pods += sign * o.pods
+	t.running += sign * o.running
+	t.pending += sign * o.pending
+	t.succeeded += sign * o.succeeded
+	t.failed += sign * o.failed
+}
+
 // summarize is the one-line STATUS for systemd:
 // "3 pods: 2 running, 1 waiting (etcd: CrashLoopBackOff)".
 func summarize(pods []v1.Pod, node string, problems int) string {
-	var running, pending, succeeded, failed int
-	var waiting []string
-	for _, p := range pods {
-		if r := waitReason(p.Status); r != "" {
-			waiting = append(waiting, strings.TrimSuffix(p.Name, "-"+node)+": "+r)
-			continue
-		}
-		switch p.Status.Phase {
-		case v1.PodRunning:
-			running++
-		case v1.PodSucceeded:
-			succeeded++
-		case v1.PodFailed:
-			failed++
-		default:
-			pending++
-		}
+	var t podTally
+	for i := range pods {
+		t.add(&pods[i], node)
 	}
+	return t.line(t.waiting, problems)
+}
+
+// line is the STATUS line of t's counts, with the waiting pods named in
+// order.
+func (t *podTally) line(waiting []string, problems int) string {
 	noun := "pods"
-	if len(pods) == 1 {
+	if t.pods == 1 {
 		noun = "pod"
 	}
-	s := fmt.Sprintf("%d %s", len(pods), noun)
+	s := fmt.Sprintf("%d %s", t.pods, noun)
 	var parts []string
 	add := func(n int, what string) {
 		if n > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s", n, what))
 		}
 	}
-	add(running, "running")
+	add(t.running, "running")
 	if len(waiting) > 0 {
 		parts = append(parts, fmt.Sprintf("%d waiting (%s)", len(waiting), strings.Join(waiting, ", ")))
 	}
-	add(pending, "pending")
-	add(succeeded, "succeeded")
-	add(failed, "failed")
+	add(t.pending, "pending")
+	add(t.succeeded, "succeeded")
+	add(t.failed, "failed")
 	if len(parts) > 0 {
 		s += ": " + strings.Join(parts, ", ")
 	}

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"fmt"
 	"net/netip"
 	"slices"
 	"strings"
@@ -251,6 +252,56 @@ func TestStartTimeSurvivesRestart(t *testing.T) {
 		h2.send([]manifest.Pod{pod})
 		if st := h2.pod("web").Status.StartTime; st == nil || !st.Time.Equal(t0) {
 			t.Errorf("startTime after the restart = %v, want %v", st, t0)
+		}
+	})
+}
+
+// The STATUS line kept per worker says what a count of every pod says,
+// through starts, crash loops, edits and removals.
+func TestSummaryIncremental(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		rt.crash["bad"] = 1
+		h := start(t, rt, Config{})
+		full := func() string {
+			h.a.mu.Lock()
+			defer h.a.mu.Unlock()
+			var pods []v1.Pod
+			for _, w := range h.a.workers {
+				w.mu.Lock()
+				for _, p := range w.stopping {
+					pods = append(pods, *p)
+				}
+				if w.status != nil {
+					pods = append(pods, *w.status)
+				}
+				w.mu.Unlock()
+			}
+			// The line names waiting pods in order.
+			slices.SortFunc(pods, func(a, b v1.Pod) int { return strings.Compare(a.Name, b.Name) })
+			s := summarize(pods, h.a.cfg.NodeName, len(h.a.problems))
+			if c := h.a.Conditions(); len(c) > 0 {
+				s += "; node has " + joinConditions(c)
+			}
+			return s
+		}
+		var pods []manifest.Pod
+		for i := range 20 {
+			c := ctr("a", "busybox")
+			if i%5 == 0 {
+				c = ctr("bad", "busybox")
+			}
+			pods = append(pods, testPod(fmt.Sprintf("p%02d", i), fmt.Sprintf("u%02d", i), v1.RestartPolicyAlways, c))
+		}
+		for step, set := range [][]manifest.Pod{pods, pods[5:], pods[:3], nil} {
+			h.send(set)
+			synctest.Wait()
+			if got, want := h.a.Summary(), full(); got != want {
+				t.Errorf("step %d: Summary() = %q, a full count says %q", step, got, want)
+			}
+		}
+		if s := h.a.Summary(); s != "0 pods" {
+			t.Errorf("Summary() = %q once every pod is gone", s)
 		}
 	})
 }

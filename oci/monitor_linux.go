@@ -33,23 +33,17 @@ import (
 // wanted after all: the monitor exits.
 const monitorArg = "__staticpodd_monitor"
 
-// monitorPauseEnv names a point where a monitor stops itself (SIGSTOP),
-// for tests of what the daemon does with a monitor that stopped there:
-// pauseRun once it wrote its state and before it creates the container,
-// pauseDestroy once it recorded the exit and before it destroys the
-// container.
-const (
-	monitorPauseEnv = "STATICPODD_TEST_MONITOR_PAUSE"
-	pauseRun        = "run"
-	pauseDestroy    = "destroy"
-)
+// pauseAt is where a test stops a monitor to see what the daemon does with
+// one that stands still there: pauseRun once it wrote its state and before
+// it creates the container, pauseDestroy once it recorded the exit and before
+// it destroys the container. The production monitor has no such hook: only
+// the oci tests' binary, which monitors re-execute there, sets one.
+var pauseAt = func(point string) {}
 
-// pauseAt stops the monitor if monitorPauseEnv names point.
-func pauseAt(point string) {
-	if os.Getenv(monitorPauseEnv) == point {
-		_ = unix.Kill(os.Getpid(), unix.SIGSTOP)
-	}
-}
+const (
+	pauseRun     = "run"
+	pauseDestroy = "destroy"
+)
 
 // monitorReport is what a monitor tells the daemon once, over the report pipe.
 type monitorReport struct {

@@ -66,3 +66,149 @@ func TestImportFences(t *testing.T) {
 		t.Fatal("go list returned none of our packages")
 	}
 }
+
+// daemonModules are the modules linked into the staticpodd binary. Every
+// process of the binary runs all their package inits before main, the
+// re-execs too: each container's monitor and libcontainer's init (see
+// docs/benchmarks.md, "Start-up of a re-exec"). A module joins this list
+// deliberately, with the inits it adds measured
+// (GODEBUG=inittrace=1 staticpodd version).
+var daemonModules = []string{
+	// runc's libcontainer and what it links.
+	"github.com/aperturerobotics/protobuf-go-lite",
+	"github.com/checkpoint-restore/go-criu/v8",
+	"github.com/cilium/ebpf",
+	"github.com/containerd/console",
+	"github.com/cyphar/filepath-securejoin",
+	"github.com/godbus/dbus/v5",
+	"github.com/moby/sys/capability",
+	"github.com/moby/sys/mountinfo",
+	"github.com/moby/sys/user",
+	"github.com/moby/sys/userns",
+	"github.com/mrunalp/fileutils",
+	"github.com/opencontainers/cgroups",
+	"github.com/opencontainers/runc",
+	"github.com/opencontainers/runtime-spec",
+	"github.com/opencontainers/selinux",
+	"github.com/sirupsen/logrus",
+	"github.com/vishvananda/netlink",
+	"github.com/vishvananda/netns",
+	// The image store.
+	"github.com/google/go-containerregistry",
+	"github.com/klauspost/compress",
+	"github.com/opencontainers/go-digest",
+	"github.com/opencontainers/image-spec",
+	// systemd, the CLI, manifests, the file source.
+	"github.com/coreos/go-systemd/v22",
+	"github.com/fsnotify/fsnotify",
+	"github.com/spf13/cobra",
+	"github.com/spf13/pflag",
+	"go.yaml.in/yaml/v2",
+	"go.yaml.in/yaml/v3",
+	"sigs.k8s.io/json",
+	"sigs.k8s.io/yaml",
+	"golang.org/x/net",
+	"golang.org/x/sync",
+	"golang.org/x/sys",
+	"golang.org/x/term",
+	"golang.org/x/text",
+	"golang.org/x/time",
+	// Kubernetes types, and client-go for mirror pods (agent/mirror), with
+	// what they link.
+	"k8s.io/api",
+	"k8s.io/apimachinery",
+	"k8s.io/client-go",
+	"k8s.io/klog/v2",
+	"k8s.io/kube-openapi",
+	"k8s.io/kubelet", // stats/v1alpha1 only; never config/v1beta1 (heavyModules)
+	"k8s.io/utils",
+	"github.com/davecgh/go-spew",
+	"github.com/emicklei/go-restful/v3",
+	"github.com/fxamacker/cbor/v2",
+	"github.com/go-logr/logr",
+	"github.com/go-openapi/jsonpointer",
+	"github.com/go-openapi/jsonreference",
+	"github.com/go-openapi/swag",
+	"github.com/go-openapi/swag/cmdutils",
+	"github.com/go-openapi/swag/conv",
+	"github.com/go-openapi/swag/fileutils",
+	"github.com/go-openapi/swag/jsonutils",
+	"github.com/go-openapi/swag/loading",
+	"github.com/go-openapi/swag/mangling",
+	"github.com/go-openapi/swag/netutils",
+	"github.com/go-openapi/swag/pools",
+	"github.com/go-openapi/swag/stringutils",
+	"github.com/go-openapi/swag/typeutils",
+	"github.com/go-openapi/swag/yamlutils",
+	"github.com/google/gnostic-models",
+	"github.com/google/uuid",
+	"github.com/json-iterator/go",
+	"github.com/modern-go/concurrent",
+	"github.com/modern-go/reflect2",
+	"github.com/munnerz/goautoneg",
+	"github.com/x448/float16",
+	"golang.org/x/oauth2",
+	"google.golang.org/protobuf",
+	"gopkg.in/evanphx/json-patch.v4",
+	"gopkg.in/inf.v0",
+	"sigs.k8s.io/randfill",
+	"sigs.k8s.io/structured-merge-diff/v6",
+	// The node API's /metrics (prometheus client_golang, with what it
+	// links): 17 package inits, 0.64 ms and 214 KB of every re-exec's
+	// start-up (GODEBUG=inittrace=1 staticpodd version, median of 11 runs).
+	"github.com/prometheus/client_golang",
+	"github.com/prometheus/client_model",
+	"github.com/prometheus/common",
+	"github.com/prometheus/procfs",
+	"github.com/beorn7/perks",
+	"github.com/cespare/xxhash/v2",
+	// The sandbox: the default seccomp profile (moby's), libseccomp (cgo,
+	// the seccomp build tag), SELinux labels, the kubelet's sysctl
+	// namespace helper.
+	"github.com/moby/profiles/seccomp",
+	"github.com/seccomp/libseccomp-golang",
+	"github.com/opencontainers/selinux",
+	"k8s.io/component-helpers",
+}
+
+// heavyModules must not be linked into the binary, and why.
+var heavyModules = map[string]string{
+	"k8s.io/component-base": "k8s.io/kubelet/config/v1beta1 pulls it (and prometheus, OpenTelemetry) in; " +
+		"agent/config decodes into its generated copy of the kubelet's types instead",
+	"go.opentelemetry.io/otel": "came only through k8s.io/component-base",
+}
+
+// TestDaemonModules pins the set of modules linked into the binary (as make
+// build builds it, with its tags), so that a heavy one cannot creep in unnoticed.
+func TestDaemonModules(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "-tags", "netgo osusergo seccomp",
+		"-f", "{{if .Module}}{{.Module.Path}}{{end}}", "../cmd/staticpodd").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	linked := map[string]bool{}
+	for _, m := range strings.Fields(string(out)) {
+		if m != "github.com/staticpodd/staticpodd" {
+			linked[m] = true
+		}
+	}
+	if len(linked) == 0 {
+		t.Fatal("go list named no module")
+	}
+	pinned := map[string]bool{}
+	for _, m := range daemonModules {
+		pinned[m] = true
+	}
+	for m := range linked {
+		if why, ok := heavyModules[m]; ok {
+			t.Errorf("the binary links %s: %s", m, why)
+		} else if !pinned[m] {
+			t.Errorf("the binary links %s, a new module: measure what its inits cost every re-exec and add it to daemonModules", m)
+		}
+	}
+	for m := range pinned {
+		if !linked[m] {
+			t.Errorf("the binary no longer links %s: remove it from daemonModules", m)
+		}
+	}
+}

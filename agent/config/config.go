@@ -18,7 +18,6 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 	sigsjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 )
@@ -143,7 +142,7 @@ func Load(path string, flags Flags) (*Config, []string, error) {
 	if v, ok := flags.given(FlagConfig); ok && path == "" {
 		path = v
 	}
-	kc := kubeletv1beta1.KubeletConfiguration{}
+	kc := kubeletConfiguration{}
 	raw := map[string]any{}
 	if path != "" {
 		// Like the kubelet, name the file by its absolute path.
@@ -181,7 +180,7 @@ func Load(path string, flags Flags) (*Config, []string, error) {
 // resolveRelativePaths makes the file's relative paths relative to the file's
 // directory, as the kubelet does for the fields in KubeletConfigurationPathRefs.
 // Flags are relative to the working directory, as everywhere.
-func resolveRelativePaths(kc *kubeletv1beta1.KubeletConfiguration, dir string) {
+func resolveRelativePaths(kc *kubeletConfiguration, dir string) {
 	paths := []*string{&kc.StaticPodPath, &kc.Authentication.X509.ClientCAFile,
 		&kc.TLSCertFile, &kc.TLSPrivateKeyFile, &kc.VolumePluginDir, &kc.PodLogsDir}
 	if kc.ResolverConfig != nil {
@@ -203,7 +202,7 @@ func describe(path string) string {
 
 // decodeFile reads a KubeletConfiguration into kc and returns the document as
 // generic JSON, to tell which fields the file sets.
-func decodeFile(path string, kc *kubeletv1beta1.KubeletConfiguration) (map[string]any, error) {
+func decodeFile(path string, kc *kubeletConfiguration) (map[string]any, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read config: %w", err)
@@ -265,7 +264,7 @@ var honoured = map[string]bool{
 
 // ignoredWarnings returns one warning per field the file sets, that staticpodd
 // does not honour, and whose value differs from the kubelet's default.
-func ignoredWarnings(path string, raw map[string]any, kc *kubeletv1beta1.KubeletConfiguration) ([]string, error) {
+func ignoredWarnings(path string, raw map[string]any, kc *kubeletConfiguration) ([]string, error) {
 	if len(raw) == 0 {
 		return nil, nil
 	}
@@ -273,7 +272,7 @@ func ignoredWarnings(path string, raw map[string]any, kc *kubeletv1beta1.Kubelet
 	if err != nil {
 		return nil, err
 	}
-	def := kubeletv1beta1.KubeletConfiguration{}
+	def := kubeletConfiguration{}
 	setDefaults(&def)
 	dm, err := toMap(&def)
 	if err != nil {
@@ -345,7 +344,7 @@ func inFile(raw map[string]any, field string) bool {
 	return true
 }
 
-func fromKubelet(path string, raw map[string]any, kc *kubeletv1beta1.KubeletConfiguration) (*Config, error) {
+func fromKubelet(path string, raw map[string]any, kc *kubeletConfiguration) (*Config, error) {
 	c := &Config{
 		ConfigFile:         path,
 		RootDir:            DefaultRootDir,

@@ -4,7 +4,6 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 )
 
 // Defaults staticpodd chooses where the kubelet has none or a different one.
@@ -46,7 +45,7 @@ func defaultEvictionHard() map[string]string {
 // logging configuration. They serve two ends: the effective value of the fields
 // staticpodd honours, and telling whether an ignored field was set to anything but
 // its default (only then it earns a warning).
-func setDefaults(obj *kubeletv1beta1.KubeletConfiguration) {
+func setDefaults(obj *kubeletConfiguration) {
 	zero := metav1.Duration{}
 	setBool := func(p **bool, v bool) {
 		if *p == nil {
@@ -81,7 +80,7 @@ func setDefaults(obj *kubeletv1beta1.KubeletConfiguration) {
 	setBool(&obj.Authentication.Webhook.Enabled, true)
 	setDur(&obj.Authentication.Webhook.CacheTTL, 2*time.Minute)
 	if obj.Authorization.Mode == "" {
-		obj.Authorization.Mode = kubeletv1beta1.KubeletAuthorizationModeWebhook
+		obj.Authorization.Mode = "Webhook"
 	}
 	setDur(&obj.Authorization.Webhook.CacheAuthorizedTTL, 5*time.Minute)
 	setDur(&obj.Authorization.Webhook.CacheUnauthorizedTTL, 30*time.Second)
@@ -117,11 +116,11 @@ func setDefaults(obj *kubeletv1beta1.KubeletConfiguration) {
 	setString(&obj.CgroupDriver, "cgroupfs")
 	setString(&obj.CPUManagerPolicy, "none")
 	setDur(&obj.CPUManagerReconcilePeriod, 10*time.Second)
-	setString(&obj.MemoryManagerPolicy, kubeletv1beta1.NoneMemoryManagerPolicy)
-	setString(&obj.TopologyManagerPolicy, kubeletv1beta1.NoneTopologyManagerPolicy)
-	setString(&obj.TopologyManagerScope, kubeletv1beta1.ContainerTopologyManagerScope)
+	setString(&obj.MemoryManagerPolicy, "None")
+	setString(&obj.TopologyManagerPolicy, "none")
+	setString(&obj.TopologyManagerScope, "container")
 	setDur(&obj.RuntimeRequestTimeout, 2*time.Minute)
-	setString(&obj.HairpinMode, kubeletv1beta1.PromiscuousBridge)
+	setString(&obj.HairpinMode, "promiscuous-bridge")
 	if obj.MaxPods == 0 {
 		obj.MaxPods = 110
 	}
@@ -162,7 +161,7 @@ func setDefaults(obj *kubeletv1beta1.KubeletConfiguration) {
 	if obj.ContainerLogMonitorInterval == nil {
 		obj.ContainerLogMonitorInterval = &metav1.Duration{Duration: 10 * time.Second}
 	}
-	setString((*string)(&obj.ConfigMapAndSecretChangeDetectionStrategy), string(kubeletv1beta1.WatchChangeDetectionStrategy))
+	setString((*string)(&obj.ConfigMapAndSecretChangeDetectionStrategy), "Watch")
 	if obj.EnforceNodeAllocatable == nil {
 		obj.EnforceNodeAllocatable = []string{"pods"}
 	}
@@ -172,7 +171,7 @@ func setDefaults(obj *kubeletv1beta1.KubeletConfiguration) {
 	setBool(&obj.EnableDebugFlagsHandler, true)
 	setBool(&obj.SeccompDefault, false)
 	setBool(&obj.FailCgroupV1, true)
-	setString((*string)(&obj.MemoryReservationPolicy), string(kubeletv1beta1.NoneMemoryReservationPolicy))
+	setString((*string)(&obj.MemoryReservationPolicy), "None")
 	setBool(&obj.RegisterNode, true)
 	setBool(&obj.LocalStorageCapacityIsolation, true)
 	setString(&obj.ContainerRuntimeEndpoint, "unix:///run/containerd/containerd.sock")

@@ -13,9 +13,10 @@ import (
 	"github.com/staticpodd/staticpodd/agent/podspec"
 )
 
-// minimumGracePeriod is the kubelet's minimumGracePeriodInSeconds: a pod is
-// given at least this long to stop, whatever it asks for.
-const minimumGracePeriod = 2 * time.Second
+// MinimumGracePeriod is the kubelet's minimumGracePeriodInSeconds: a pod is
+// given at least this long between SIGTERM and SIGKILL, whatever it asks for
+// (even 0), and whatever grace an eviction or a probe overrides it with.
+const MinimumGracePeriod = 2 * time.Second
 
 // Paths are the host directories conversion needs.
 type Paths struct {
@@ -82,7 +83,7 @@ func Sandbox(pod *v1.Pod, p Paths) *podspec.Pod {
 		s.Sysctls = sysctls
 	}
 	if g := pod.Spec.TerminationGracePeriodSeconds; g != nil {
-		s.TerminationGracePeriod = max(time.Duration(*g)*time.Second, minimumGracePeriod)
+		s.TerminationGracePeriod = max(time.Duration(*g)*time.Second, MinimumGracePeriod)
 	}
 	if !pod.Spec.HostNetwork {
 		s.Hostname = podHostname(pod)

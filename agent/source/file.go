@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/fsnotify/fsnotify"
 	"k8s.io/apimachinery/pkg/types"
+	utilio "k8s.io/utils/io"
 
 	"github.com/staticpodd/staticpodd/agent/manifest"
 )
@@ -569,32 +569,16 @@ func readAtMost(path string, limit int64) ([]byte, error) {
 	if fi.Size() > limit {
 		return nil, fmt.Errorf("larger than %d bytes", limit)
 	}
-	data := make([]byte, 0, fi.Size()+1) // room to see EOF without growing
-	data, err = readAll(io.LimitReader(fh, limit+1), data)
+	// ReadAtMost fails once it has read limit+1 bytes: the file grew past
+	// the limit while it was read.
+	data, err := utilio.ReadAtMost(fh, limit+1)
+	if errors.Is(err, utilio.ErrLimitReached) {
+		return nil, fmt.Errorf("larger than %d bytes", limit)
+	}
 	if err != nil {
 		return nil, err
 	}
-	if int64(len(data)) > limit {
-		return nil, fmt.Errorf("larger than %d bytes", limit)
-	}
 	return data, nil
-}
-
-// readAll is io.ReadAll into buf.
-func readAll(r io.Reader, buf []byte) ([]byte, error) {
-	for {
-		if len(buf) == cap(buf) {
-			buf = append(buf, 0)[:len(buf)]
-		}
-		n, err := r.Read(buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+n]
-		if err == io.EOF {
-			return buf, nil
-		}
-		if err != nil {
-			return buf, err
-		}
-	}
 }
 
 // update builds the set from the state of paths: every good pod (the last good

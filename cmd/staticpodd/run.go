@@ -129,28 +129,6 @@ type daemon struct {
 	memNotifier *oci.MemoryNotifier
 }
 
-// lockRunDir takes <run-dir>/staticpodd.lock for this process, or says which
-// other daemon has it. The file is close-on-exec, so monitors never hold it.
-func lockRunDir(runDir string) (*os.File, error) {
-	path := filepath.Join(runDir, "staticpodd.lock")
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", path, err)
-	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		pid, _ := os.ReadFile(path)
-		f.Close()
-		if errors.Is(err, unix.EWOULDBLOCK) {
-			return nil, fmt.Errorf("another staticpodd (pid %s) runs on --run-dir %s", strings.TrimSpace(string(pid)), runDir)
-		}
-		return nil, fmt.Errorf("lock %s: %w", path, err)
-	}
-	if err := f.Truncate(0); err == nil {
-		f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
-	}
-	return f, nil
-}
-
 // readyNotifier remembers that READY=1 was said, so that a reload asked for
 // before that does not say it early. With --ready-when, the agent's Ready
 // only opens the gate, which says READY=1 once the pods are there.
@@ -250,9 +228,8 @@ func newDaemon(cfg *config.Config, logger *slog.Logger, once bool) (*daemon, err
 			return nil, fmt.Errorf("create %s: %w", dir, err)
 		}
 	}
-	// Before anything looks at the state: a second daemon on the same dirs
-	// would adopt, clean up or start the first one's containers.
-	lock, err := lockRunDir(cfg.RunDir)
+	// Before anything looks at the state.
+	lock, err := oci.LockRunDir(cfg.RunDir)
 	if err != nil {
 		return nil, err
 	}

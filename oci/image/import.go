@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -283,6 +284,10 @@ func (s *Store) ensureLink(diffID string) (bool, error) {
 		return false, nil
 	}
 	if err := os.Symlink(want, s.linkPath(diffID)); err != nil {
+		// A Prepare beside this one (under the shared lock) made it first.
+		if got, rerr := os.Readlink(s.linkPath(diffID)); errors.Is(err, fs.ErrExist) && rerr == nil && got == want {
+			return false, nil
+		}
 		return false, fmt.Errorf("link layer %s: %w", diffID, err)
 	}
 	return true, nil

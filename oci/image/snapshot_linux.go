@@ -4,12 +4,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/staticpodd/staticpodd/oci/atomicfile"
 )
 
 // snapshotMeta is snapshots/<key>/meta.json: what a snapshot stacks, so its layers
@@ -42,11 +45,18 @@ func (s *Store) Prepare(key, ref string) (string, Image, error) {
 	if err := validKey(key); err != nil {
 		return "", Image{}, err
 	}
-	unlock, err := s.lock()
+	// Shared: the Prepares of a burst of starts do their mkdirs, fsync
+	// and mount side by side (under the exclusive lock they queued, one
+	// fsync each); what they must not meet is an import or a removal
+	// rewriting the index or deleting layers, which take it exclusively.
+	unlock, err := s.sharedLock()
 	if err != nil {
 		return "", Image{}, err
 	}
 	defer unlock()
+	mu := &s.keyMu[keyStripe(key)]
+	mu.Lock()
+	defer mu.Unlock()
 	idx, err := s.readIndex()
 	if err != nil {
 		return "", Image{}, err
@@ -61,6 +71,13 @@ func (s *Store) Prepare(key, ref string) (string, Image, error) {
 		return "", Image{}, fmt.Errorf("prepare snapshot %s of %s: %w", key, ref, err)
 	}
 	return rootfs, img, nil
+}
+
+// keyStripe is the index in Store.keyMu of snapshot key's mutex.
+func keyStripe(key string) int {
+	h := fnv.New32a()
+	h.Write([]byte(key))
+	return int(h.Sum32() % keyStripes)
 }
 
 func (s *Store) prepareLocked(key string, img Image) (string, error) {
@@ -78,7 +95,7 @@ func (s *Store) prepareLocked(key string, img Image) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		if err := writeFileAtomic(filepath.Join(dir, "meta.json"), b); err != nil {
+		if err := atomicfile.Write(filepath.Join(dir, "meta.json"), b); err != nil {
 			return "", err
 		}
 	case err != nil:
@@ -157,25 +174,34 @@ func isMountPoint(p string) (bool, error) {
 
 // Release unmounts the snapshot key and removes its directories, then deletes layers
 // that only it kept. Releasing a key that does not exist, or is half made, is fine.
+//
+// The unmount and removal run under the shared lock, beside other Releases and
+// Prepares (a teardown of many pods); the exclusive lock, an index write and a
+// scan of every snapshot are needed only when the snapshot may have kept
+// layers that no image has any more.
 func (s *Store) Release(key string) error {
 	if err := validKey(key); err != nil {
 		return err
+	}
+	dir := s.snapshotDir(key)
+	layers, known, err := s.releaseDir(key, dir)
+	if err != nil || layers == nil && known {
+		return err // released before, or an error
+	}
+	if known {
+		idx, err := s.readIndex()
+		if err != nil {
+			return err
+		}
+		if imagesHold(idx, layers) {
+			return nil
+		}
 	}
 	unlock, err := s.lock()
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	dir := s.snapshotDir(key)
-	if _, err := os.Lstat(dir); errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err := unmountAll(filepath.Join(dir, "rootfs")); err != nil {
-		return fmt.Errorf("release snapshot %s: %w", key, err)
-	}
-	if err := os.RemoveAll(dir); err != nil {
-		return fmt.Errorf("release snapshot %s: %w", key, err)
-	}
 	idx, err := s.readIndex()
 	if err != nil {
 		return err
@@ -184,6 +210,52 @@ func (s *Store) Release(key string) error {
 		return fmt.Errorf("release snapshot %s: %w", key, err)
 	}
 	return nil
+}
+
+// releaseDir unmounts and removes snapshot key's dir under the shared lock. It
+// returns the layers the snapshot used, and known = false when its meta.json
+// could not tell them (a half-made snapshot); nil layers and known for a
+// snapshot that was not there.
+func (s *Store) releaseDir(key, dir string) (layers []string, known bool, err error) {
+	unlock, err := s.sharedLock()
+	if err != nil {
+		return nil, false, err
+	}
+	defer unlock()
+	mu := &s.keyMu[keyStripe(key)]
+	mu.Lock()
+	defer mu.Unlock()
+	if _, err := os.Lstat(dir); errors.Is(err, os.ErrNotExist) {
+		return nil, true, nil
+	}
+	meta, merr := readSnapshotMeta(dir)
+	if err := unmountAll(filepath.Join(dir, "rootfs")); err != nil {
+		return nil, false, fmt.Errorf("release snapshot %s: %w", key, err)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return nil, false, fmt.Errorf("release snapshot %s: %w", key, err)
+	}
+	if merr != nil {
+		return nil, false, nil
+	}
+	return append([]string{}, meta.Layers...), true, nil
+}
+
+// imagesHold reports whether every layer is one of an image of idx: then a
+// released snapshot of them leaves nothing to delete.
+func imagesHold(idx index, layers []string) bool {
+	held := map[string]bool{}
+	for _, img := range idx.Images {
+		for _, l := range img.Layers {
+			held[l] = true
+		}
+	}
+	for _, l := range layers {
+		if !held[l] {
+			return false
+		}
+	}
+	return true
 }
 
 // unmountAll unmounts everything stacked on p; a busy mount is detached lazily.

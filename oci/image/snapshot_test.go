@@ -3,9 +3,11 @@ package image
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -157,5 +159,73 @@ func TestReleaseHalfMadeSnapshot(t *testing.T) {
 	}
 	if _, _, err := s.Prepare("../escape", "app"); err == nil {
 		t.Error("Prepare accepted key ../escape")
+	}
+}
+
+// Prepares of many keys run side by side (a burst of starts) and of the
+// same key at once: each key gets one mounted rootfs of the image, the
+// layer links made by whichever came first; a removal of the image after
+// them keeps the layers their snapshots use, until their Releases, side by
+// side too, are done.
+func TestPrepareConcurrent(t *testing.T) {
+	testroot.Require(t)
+	s := openStore(t)
+	importFixture(t, s, map[string]v1.Image{"app:v1": testImage(t)})
+	// The links are made by the first Prepare: make them race.
+	if err := os.RemoveAll(filepath.Join(s.root, "l")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(s.root, "l"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	const keys = 12
+	errs := make(chan error, 2*keys+1)
+	var wg sync.WaitGroup
+	for i := range 2 * keys { // every key twice at once
+		key := fmt.Sprintf("c%d", i%keys)
+		wg.Go(func() {
+			rootfs, _, err := s.Prepare(key, "app:v1")
+			if err == nil {
+				_, err = os.Stat(filepath.Join(rootfs, "bin/tool"))
+			}
+			errs <- err
+		})
+	}
+	wg.Wait()
+	errs <- s.Remove("app:v1")
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	for i := range keys {
+		key := fmt.Sprintf("c%d", i)
+		rootfs := filepath.Join(s.snapshotDir(key), "rootfs")
+		if m := mountedUnder(t, rootfs); len(m) != 1 {
+			t.Errorf("%s: mounts %v, want one", key, m)
+		}
+		if b, err := os.ReadFile(filepath.Join(rootfs, "bin/tool")); err != nil || string(b) != "#!/bin/sh\necho tool\n" {
+			t.Errorf("%s: bin/tool = %q, %v", key, b, err)
+		}
+	}
+	// Released side by side: the last one out deletes the removed image's
+	// layers.
+	relErrs := make(chan error, keys)
+	for i := range keys {
+		wg.Go(func() { relErrs <- s.Release(fmt.Sprintf("c%d", i)) })
+	}
+	wg.Wait()
+	close(relErrs)
+	for err := range relErrs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	if m := mountedUnder(t, s.snapshotsDir()); len(m) != 0 {
+		t.Errorf("mounts left: %v", m)
+	}
+	if layers, _ := os.ReadDir(s.layersDir()); len(layers) != 0 {
+		t.Errorf("%d layers left once the removed image's snapshots are released", len(layers))
 	}
 }

@@ -21,12 +21,14 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	imagespec "github.com/opencontainers/image-spec/specs-go/v1"
 	"golang.org/x/sys/unix"
 
 	"github.com/staticpodd/staticpodd/agent/podspec"
+	"github.com/staticpodd/staticpodd/oci/atomicfile"
 )
 
 // Image is one image in the store.
@@ -52,7 +54,13 @@ type Store struct {
 	reservePercent int
 	// statfs tells the free space and size of the filesystem holding a path.
 	statfs func(string) (free, size uint64, err error)
+	// keyMu serialises the Prepares of one snapshot key (striped by the
+	// key's hash), which run under the shared lock side by side with the
+	// Prepares of other keys.
+	keyMu [keyStripes]sync.Mutex
 }
+
+const keyStripes = 32
 
 type index struct {
 	Images []Image `json:"images"`
@@ -107,13 +115,19 @@ func digestHex(digest string) string {
 }
 
 // lock takes the store's exclusive lock; the returned func releases it.
-func (s *Store) lock() (func(), error) {
+func (s *Store) lock() (func(), error) { return s.flock(unix.LOCK_EX) }
+
+// sharedLock is lock for what may run side by side with itself but not
+// with a writer of the index or a remover of layers: preparing snapshots.
+func (s *Store) sharedLock() (func(), error) { return s.flock(unix.LOCK_SH) }
+
+func (s *Store) flock(how int) (func(), error) {
 	f, err := os.OpenFile(filepath.Join(s.root, "lock"), os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("lock image store: %w", err)
 	}
 	for {
-		err = unix.Flock(int(f.Fd()), unix.LOCK_EX)
+		err = unix.Flock(int(f.Fd()), how)
 		if !errors.Is(err, unix.EINTR) {
 			break
 		}
@@ -193,7 +207,7 @@ func (s *Store) writeIndexLocked(idx index) error {
 	if err != nil {
 		return fmt.Errorf("write image index: %w", err)
 	}
-	if err := writeFileAtomic(s.indexPath(), b); err != nil {
+	if err := atomicfile.Write(s.indexPath(), b); err != nil {
 		return fmt.Errorf("write image index: %w", err)
 	}
 	return nil

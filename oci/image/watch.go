@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+
+	"github.com/staticpodd/staticpodd/oci/atomicfile"
 )
 
 // importedFile is what the import folder remembers of a file it tried: the size and
@@ -221,5 +223,5 @@ func (s *Store) writeImportState(seen map[string]importedFile) error {
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(s.importStatePath(), b)
+	return atomicfile.Write(s.importStatePath(), b)
 }

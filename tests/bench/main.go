@@ -20,6 +20,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -45,7 +46,10 @@ func main() {
 	hostileRuns := flag.Int("hostile-runs", 3, "runs of each hostile manifest whose reading's memory is measured; 0 skips it")
 	outageWindow := flag.Duration("outage-window", 10*time.Minute, "how long the mirror client faces a refusing API server")
 	nodeAPIPods := flag.String("nodeapi-pods", "10,100", "pod counts at which the node API's endpoints are measured in a real daemon; empty skips it")
-	only := flag.String("only", "", "comma-separated benchmarks to run: start, ready, probes, url, logs, relist, hostile, eviction, nodeapi, outage (default: all but outage)")
+	scalePods := flag.String("pods", os.Getenv("BENCH_PODS"), "comma-separated pod counts of the scale benchmark (BENCH_PODS; default 10,100)")
+	scaleRounds := flag.Int("scale-rounds", 2, "rounds of the scale benchmark per pod count, the sides alternating")
+	scaleIdle := flag.Duration("scale-idle-window", 30*time.Second, "how long the idle CPU with the scale benchmark's pods is measured")
+	only := flag.String("only", "", "comma-separated benchmarks to run: start, scale, ready, probes, url, logs, relist, hostile, eviction, nodeapi, outage (default: all but outage)")
 	flag.Parse()
 	if *logsOnly {
 		*only = "logs"
@@ -59,6 +63,21 @@ func main() {
 	var err error
 	if want("start") {
 		err = run(*runs, *bin, *image, *runc, *busybox)
+	}
+	if err == nil && want("scale") {
+		if *scalePods == "" {
+			*scalePods = "10,100"
+		}
+		for _, f := range strings.Split(*scalePods, ",") {
+			n, perr := strconv.Atoi(strings.TrimSpace(f))
+			if perr != nil || n <= 0 {
+				err = fmt.Errorf("-pods %q: want positive counts", *scalePods)
+				break
+			}
+			if err = benchScale(*bin, *image, *runc, *busybox, n, *scaleRounds, *scaleIdle); err != nil {
+				break
+			}
+		}
 	}
 	if err == nil && want("ready") {
 		err = benchReady(*bin, *image, 10)
@@ -122,21 +141,21 @@ func run(runs int, bin, image, runc, busybox string) error {
 		return err
 	}
 
-	ours, mem, err := benchStaticpodd(runs, bin, image, dir, fifo)
+	st, err := benchStart(runs, bin, image, runc, busybox, dir, fifo)
 	if err != nil {
-		return fmt.Errorf("staticpodd: %w", err)
+		return err
 	}
-	theirs, err := benchRunc(runs, runc, busybox, dir, fifo)
-	if err != nil {
-		return fmt.Errorf("runc: %w", err)
-	}
+	ours, theirs, floor, mem := st.ours, st.runc, st.floor, st.mem
 	op50, op90 := pct(ours, 50), pct(ours, 90)
 	rp50, rp90 := pct(theirs, 50), pct(theirs, 90)
-	fmt.Printf("manifest rename → container exec, %d runs each, hostNetwork busybox\n\n", runs)
+	fp50, fp90 := pct(floor, 50), pct(floor, 90)
+	fmt.Printf("manifest rename → container exec, %d runs each, hostNetwork busybox, the three sides alternating\n\n", runs)
 	fmt.Printf("| | p50 | p90 |\n|---|---|---|\n")
 	fmt.Printf("| staticpodd (rename → exec) | %s | %s |\n", ms(op50), ms(op90))
 	fmt.Printf("| runc run -d (exec → exec) | %s | %s |\n", ms(rp50), ms(rp90))
+	fmt.Printf("| libcontainer in process, the floor (exec → exec) | %s | %s |\n", ms(fp50), ms(fp90))
 	fmt.Printf("| ratio staticpodd / runc | %.2f | %.2f |\n", float64(op50)/float64(rp50), float64(op90)/float64(rp90))
+	fmt.Printf("| ratio staticpodd / floor | %.2f | %.2f |\n", float64(op50)/float64(fp50), float64(op90)/float64(fp90))
 	ourExec, theirExec, err := benchExec(runs, bin, image, runc, busybox, dir)
 	if err != nil {
 		return fmt.Errorf("exec: %w", err)
@@ -233,6 +252,7 @@ type benchDaemon struct {
 	cmd       *exec.Cmd
 	logs      *bytes.Buffer
 	runDir    string
+	rootDir   string
 	manifests string
 	common    []string // --root-dir, --run-dir
 	podsURL   string
@@ -252,6 +272,7 @@ func startDaemonConfig(bin, image, dir, config string, extra ...string) (*benchD
 		manifests: filepath.Join(dir, "manifests"),
 	}
 	root := filepath.Join(dir, "root")
+	d.rootDir = root
 	os.MkdirAll(d.manifests, 0o755)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -317,13 +338,36 @@ func (d *benchDaemon) removePods() error {
 	return poll(30*time.Second, func() bool { n, _ := d.countPods(); return n == 0 })
 }
 
-func benchStaticpodd(runs int, bin, image, dir, fifo string) ([]time.Duration, usage, error) {
+// startResult is what benchStart measured.
+type startResult struct {
+	ours, runc, floor []time.Duration
+	mem               usage
+}
+
+// benchStart times manifest rename → exec against `runc run -d` and the
+// in-process libcontainer floor (tests/bench/floor) of an equivalent bundle,
+// one run of each side in turn, the order turning every run, so that the
+// machine's moods fall on all three alike. The first round warms caches and
+// is not counted.
+func benchStart(runs int, bin, image, runc, busybox, dir, fifo string) (startResult, error) {
+	var res startResult
 	d, err := startDaemon(bin, image, dir)
 	if err != nil {
-		return nil, usage{}, err
+		return res, err
 	}
 	defer d.stop()
-	manifests, logs, countPods := d.manifests, d.logs, d.countPods
+	bundle, err := makeBundle(runc, busybox, dir, "bundle", []string{"sh", "-c", ": > /sig/fifo"}, filepath.Dir(fifo))
+	if err != nil {
+		return res, err
+	}
+	floorBin, err := buildFloor(dir)
+	if err != nil {
+		return res, err
+	}
+	runcState := filepath.Join("/run", filepath.Base(dir)+"-runc")
+	defer os.RemoveAll(runcState)
+	floorState := filepath.Join("/run", filepath.Base(dir)+"-floor")
+	defer os.RemoveAll(floorState)
 	manifest := fmt.Sprintf(`apiVersion: v1
 kind: Pod
 metadata: {name: bench}
@@ -341,48 +385,107 @@ spec:
     volumeMounts:
     - {name: sig, mountPath: /sig}
 `, filepath.Dir(fifo))
-	var ds []time.Duration
-	for i := 0; i < runs+1; i++ { // the first run warms caches and is not counted
+	ourRun := func(i int) (time.Duration, error) {
 		tmp := filepath.Join(dir, "bench.yaml")
 		// A new name each run, so every run is a new pod with a new UID.
 		if err := os.WriteFile(tmp, []byte(strings.Replace(manifest, "name: bench", fmt.Sprintf("name: bench%d", i), 1)), 0o644); err != nil {
-			return nil, usage{}, err
+			return 0, err
 		}
-		dst := filepath.Join(manifests, "bench.yaml")
+		dst := filepath.Join(d.manifests, "bench.yaml")
 		t0 := time.Now()
 		if err := os.Rename(tmp, dst); err != nil {
-			return nil, usage{}, err
+			return 0, err
 		}
 		t1, err := waitFIFO(fifo, 30*time.Second)
 		if err != nil {
-			return nil, usage{}, fmt.Errorf("run %d: %v\n%s", i, err, logs.String())
-		}
-		if i > 0 {
-			ds = append(ds, t1.Sub(t0))
+			return 0, fmt.Errorf("staticpodd run %d: %v\n%s", i, err, d.logs.String())
 		}
 		os.Remove(dst)
-		if err := poll(30*time.Second, func() bool { n, _ := countPods(); return n == 0 }); err != nil {
-			return nil, usage{}, fmt.Errorf("run %d: pod not removed: %v", i, err)
+		if err := poll(30*time.Second, func() bool { n, _ := d.countPods(); return n == 0 }); err != nil {
+			return 0, fmt.Errorf("staticpodd run %d: pod not removed: %v", i, err)
+		}
+		return t1.Sub(t0), nil
+	}
+	runcRun := func(i int) (time.Duration, error) {
+		id := fmt.Sprintf("bench-%d", i)
+		cmd := exec.Command(runc, "--root", runcState, "run", "-d", "--bundle", bundle, id)
+		t0 := time.Now()
+		if err := cmd.Start(); err != nil {
+			return 0, err
+		}
+		t1, err := waitFIFO(fifo, 30*time.Second)
+		cmd.Wait()
+		exec.Command(runc, "--root", runcState, "delete", "-f", id).Run()
+		if err != nil {
+			return 0, fmt.Errorf("runc run %d: %v", i, err)
+		}
+		return t1.Sub(t0), nil
+	}
+	floorRun := func(i int) (time.Duration, error) {
+		cmd := exec.Command(floorBin, floorState, bundle, fmt.Sprintf("floor-%d", i))
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		t0 := time.Now()
+		if err := cmd.Start(); err != nil {
+			return 0, err
+		}
+		t1, err := waitFIFO(fifo, 30*time.Second)
+		werr := cmd.Wait()
+		if err != nil || werr != nil {
+			return 0, fmt.Errorf("floor run %d: %v %v: %s", i, err, werr, out.String())
+		}
+		return t1.Sub(t0), nil
+	}
+	sides := []struct {
+		run func(int) (time.Duration, error)
+		out *[]time.Duration
+	}{{ourRun, &res.ours}, {runcRun, &res.runc}, {floorRun, &res.floor}}
+	for i := 0; i < runs+1; i++ {
+		for k := range sides {
+			side := sides[(i+k)%len(sides)]
+			t, err := side.run(i)
+			if err != nil {
+				return res, err
+			}
+			if i > 0 {
+				*side.out = append(*side.out, t)
+			}
 		}
 	}
+
 	// One long-running pod, to see what a running container costs.
 	idle := strings.Replace(strings.Replace(manifest, "name: bench", "name: idle", 1),
 		`command: ["sh", "-c", ": > /sig/fifo"]`, `command: ["sleep", "3600"]`, 1)
 	tmp := filepath.Join(dir, "idle.yaml")
 	os.WriteFile(tmp, []byte(idle), 0o644)
-	os.Rename(tmp, filepath.Join(manifests, "idle.yaml"))
+	os.Rename(tmp, filepath.Join(d.manifests, "idle.yaml"))
 	defer func() {
-		os.Remove(filepath.Join(manifests, "idle.yaml"))
-		poll(30*time.Second, func() bool { n, _ := countPods(); return n == 0 })
+		os.Remove(filepath.Join(d.manifests, "idle.yaml"))
+		poll(30*time.Second, func() bool { n, _ := d.countPods(); return n == 0 })
 	}()
-	var u usage
 	err = poll(10*time.Second, func() bool {
-		u = usage{daemon: memOf(d.cmd.Process.Pid), monitors: monitorsOf(d.runDir)}
-		return len(u.monitors) >= 1
+		res.mem = usage{daemon: memOf(d.cmd.Process.Pid), monitors: monitorsOf(d.runDir)}
+		return len(res.mem.monitors) >= 1
 	})
 	time.Sleep(time.Second) // let the spare monitor settle too
-	u = usage{daemon: memOf(d.cmd.Process.Pid), monitors: monitorsOf(d.runDir)}
-	return ds, u, err
+	res.mem = usage{daemon: memOf(d.cmd.Process.Pid), monitors: monitorsOf(d.runDir)}
+	return res, err
+}
+
+// buildFloor builds tests/bench/floor into dir.
+func buildFloor(dir string) (string, error) {
+	mod, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOMOD: %w", err)
+	}
+	out := filepath.Join(dir, "floor")
+	cmd := exec.Command("go", "build", "-trimpath", "-o", out, "./tests/bench/floor")
+	cmd.Dir = filepath.Dir(strings.TrimSpace(string(mod)))
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("build the floor program: %v: %s", err, b)
+	}
+	return out, nil
 }
 
 // makeBundle makes a runc bundle dir/name of a busybox rootfs directory,
@@ -427,34 +530,6 @@ func makeBundle(runc, busybox, dir, name string, args []string, sigDir string) (
 	linux["namespaces"] = nss
 	raw, _ = json.Marshal(spec)
 	return bundle, os.WriteFile(cfgPath, raw, 0o644)
-}
-
-func benchRunc(runs int, runc, busybox, dir, fifo string) ([]time.Duration, error) {
-	bundle, err := makeBundle(runc, busybox, dir, "bundle", []string{"sh", "-c", ": > /sig/fifo"}, filepath.Dir(fifo))
-	if err != nil {
-		return nil, err
-	}
-	state := filepath.Join("/run", filepath.Base(dir)+"-runc")
-	defer os.RemoveAll(state)
-	var ds []time.Duration
-	for i := 0; i < runs+1; i++ {
-		id := fmt.Sprintf("bench-%d", i)
-		cmd := exec.Command(runc, "--root", state, "run", "-d", "--bundle", bundle, id)
-		t0 := time.Now()
-		if err := cmd.Start(); err != nil {
-			return nil, err
-		}
-		t1, err := waitFIFO(fifo, 30*time.Second)
-		cmd.Wait()
-		if err != nil {
-			return nil, fmt.Errorf("run %d: %v", i, err)
-		}
-		if i > 0 {
-			ds = append(ds, t1.Sub(t0))
-		}
-		exec.Command(runc, "--root", state, "delete", "-f", id).Run()
-	}
-	return ds, nil
 }
 
 // benchExec times `staticpodd exec idle -- true` against `runc exec ID true`

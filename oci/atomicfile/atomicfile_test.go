@@ -1,0 +1,68 @@
+package atomicfile
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func TestWriteReplaces(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "state.json")
+	if err := os.WriteFile(path, []byte("old"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := Write(path, []byte("new")); err != nil {
+		t.Fatalf("Write: %v", err)
+	}
+	got, err := os.ReadFile(path)
+	if err != nil || string(got) != "new" {
+		t.Fatalf("content = %q, %v; want new", got, err)
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o600 {
+		t.Errorf("mode = %v, want 0600", fi.Mode().Perm())
+	}
+	assertOnly(t, dir, "state.json")
+}
+
+// A rename that fails (the target is a non-empty directory) leaves the old
+// target and no temp file behind.
+func TestWriteFailureLeavesNothing(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "state.json")
+	if err := os.MkdirAll(filepath.Join(path, "x"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := Write(path, []byte("new")); err == nil {
+		t.Fatal("Write over a non-empty directory succeeded")
+	}
+	assertOnly(t, dir, "state.json")
+	if fi, err := os.Stat(path); err != nil || !fi.IsDir() {
+		t.Fatalf("target changed: %v %v", fi, err)
+	}
+}
+
+func TestWriteMissingDir(t *testing.T) {
+	if err := Write(filepath.Join(t.TempDir(), "no", "such"), []byte("x")); err == nil {
+		t.Fatal("Write into a missing directory succeeded")
+	}
+}
+
+func assertOnly(t *testing.T, dir, name string) {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ents) != 1 || ents[0].Name() != name {
+		var names []string
+		for _, e := range ents {
+			names = append(names, e.Name())
+		}
+		t.Fatalf("dir holds %v, want only %s", names, name)
+	}
+}

@@ -1,0 +1,88 @@
+package tests
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/staticpodd/staticpodd/tests/testdaemon"
+	"github.com/staticpodd/staticpodd/tests/testroot"
+)
+
+// monitorAnonBound is a generous bound on a monitor's anonymous memory once
+// its container runs: about 4–5 MiB were measured (docs/benchmarks.md,
+// "Memory"). Crossing it means something heavy got into every monitor,
+// such as a module's package state or a buffer kept after start-up.
+const monitorAnonBound = 12 << 20
+
+// A running container's monitor is at rest below monitorAnonBound of
+// anonymous memory.
+func TestMonitorMemoryAtRest(t *testing.T) {
+	t.Parallel()
+	d := newDaemon(t)
+	d.Start()
+	d.WriteManifest("rest.yaml", sleeper("rest", ""))
+	pod := d.WaitRunning("rest", 30*time.Second)
+	mon := ppid(containerPID(d, pod, "main"))
+	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", mon))
+	if err != nil || !bytes.HasPrefix(cmdline, []byte("staticpodd-monitor\x00")) {
+		t.Fatalf("parent %d of the container's init is not a monitor: %q %v", mon, cmdline, err)
+	}
+	// The monitor gives back its start-up's memory once the container runs.
+	var anon int64
+	d.Eventually(10*time.Second, "the monitor at rest under the bound", func() error {
+		anon = rssAnon(t, mon)
+		if anon > monitorAnonBound {
+			return fmt.Errorf("monitor %d has %.1f MiB of anonymous memory, more than %d MiB", mon, float64(anon)/(1<<20), monitorAnonBound>>20)
+		}
+		return nil
+	})
+	t.Logf("monitor %d at rest: %.1f MiB anonymous", mon, float64(anon)/(1<<20))
+	d.RemoveManifest("rest.yaml")
+	d.Eventually(30*time.Second, "the pod is gone", func() error {
+		if d.Pod("rest") != nil {
+			return errStill
+		}
+		return nil
+	})
+	d.AssertNoLeaks()
+}
+
+// rssAnon is pid's RssAnon in bytes.
+func rssAnon(t *testing.T, pid int) int64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "RssAnon:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			if err != nil {
+				t.Fatalf("RssAnon of %d: %q", pid, v)
+			}
+			return kb << 10
+		}
+	}
+	t.Fatalf("no RssAnon for %d", pid)
+	return 0
+}
+
+// The built binary carries no test-only hook: the monitor's pause points
+// live in the oci tests' binary only.
+func TestBinaryHasNoTestHooks(t *testing.T) {
+	testroot.Require(t) // the binary is found or built for root tests only
+	b, err := os.ReadFile(testdaemon.Bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, hook := range []string{"STATICPODD_TEST_MONITOR_PAUSE"} {
+		if bytes.Contains(b, []byte(hook)) {
+			t.Errorf("%s holds %s", testdaemon.Bin, hook)
+		}
+	}
+}
