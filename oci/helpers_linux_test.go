@@ -301,8 +301,17 @@ func waitPidExit(t *testing.T, pid int, timeout time.Duration) {
 		t.Fatal(err)
 	}
 	defer unix.Close(fd)
-	n, err := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, int(timeout.Milliseconds()))
-	if err != nil || n == 0 {
-		t.Fatalf("process %d still running after %v (err %v)", pid, timeout, err)
+	deadline := time.Now().Add(timeout)
+	for {
+		// A signal to the test (the Go runtime's preemption among them)
+		// interrupts the poll: poll again for what is left.
+		n, err := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, int(max(time.Until(deadline), 0).Milliseconds()))
+		if errors.Is(err, unix.EINTR) && time.Now().Before(deadline) {
+			continue
+		}
+		if err != nil || n == 0 {
+			t.Fatalf("process %d still running after %v (err %v)", pid, timeout, err)
+		}
+		return
 	}
 }

@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -129,7 +130,18 @@ func TestPostStartAcrossDaemonRestart(t *testing.T) {
 	waitFile(d, filepath.Join(dir, "hook"), "began\n", 30*time.Second)
 	d.Kill9()
 	d.Start()
-	cs := d.Pod("slow").Status.ContainerStatuses[0]
+	// Listed once the new daemon has read its manifests (a moment after it
+	// answers /healthz, as the kubelet's pods are); the hook runs again for
+	// 5s from then.
+	var cs v1.ContainerStatus
+	d.Eventually(10*time.Second, "the pod listed again", func() error {
+		p := d.Pod("slow")
+		if p == nil || len(p.Status.ContainerStatuses) == 0 {
+			return errors.New("not listed")
+		}
+		cs = p.Status.ContainerStatuses[0]
+		return nil
+	})
 	if cs.Started == nil || *cs.Started {
 		t.Errorf("right after the restart: %+v, want not started while the hook runs again", cs)
 	}
