@@ -241,22 +241,18 @@ func (k *kubelet) stop(t *testing.T) {
 	var errs []error
 	if k.containerd != nil {
 		// Tasks first (their shims exit with them), then containers, of
-		// pods and sandboxes alike.
-		if out, err := k.ctr("-n", "k8s.io", "tasks", "ls", "-q"); err == nil {
-			for _, id := range strings.Fields(string(out)) {
-				k.ctr("-n", "k8s.io", "tasks", "kill", "-s", "SIGKILL", id)
-				// The kill may have removed it already.
-				if out, err := k.ctr("-n", "k8s.io", "tasks", "delete", "-f", id); err != nil && !strings.Contains(string(out), "not found") {
-					errs = append(errs, fmt.Errorf("delete task %s: %v: %s", id, err, out))
-				}
-			}
+		// pods and sandboxes alike. A delete can race with the shim's exit
+		// after the kill: what counts is that none is left.
+		if err := k.removeAll(20*time.Second, "tasks", func(id string) {
+			k.ctr("-n", "k8s.io", "tasks", "kill", "-s", "SIGKILL", id)
+			k.ctr("-n", "k8s.io", "tasks", "delete", "-f", id)
+		}); err != nil {
+			errs = append(errs, err)
 		}
-		if out, err := k.ctr("-n", "k8s.io", "containers", "ls", "-q"); err == nil {
-			for _, id := range strings.Fields(string(out)) {
-				if out, err := k.ctr("-n", "k8s.io", "containers", "delete", id); err != nil {
-					errs = append(errs, fmt.Errorf("delete container %s: %v: %s", id, err, out))
-				}
-			}
+		if err := k.removeAll(20*time.Second, "containers", func(id string) {
+			k.ctr("-n", "k8s.io", "containers", "delete", id)
+		}); err != nil {
+			errs = append(errs, err)
 		}
 		terminate(k.containerd, k.containerdDone)
 	}
@@ -279,6 +275,29 @@ func (k *kubelet) stop(t *testing.T) {
 	}
 	if t.Failed() {
 		t.Logf("containerd and kubelet output (last 8 KiB):\n%s", k.tail())
+	}
+}
+
+// removeAll lists containerd's objects of kind (tasks, containers) and
+// removes each until none is left, or fails naming those left after timeout.
+func (k *kubelet) removeAll(timeout time.Duration, kind string, remove func(id string)) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		out, err := k.ctr("-n", "k8s.io", kind, "ls", "-q")
+		if err != nil {
+			return fmt.Errorf("list %s: %v: %s", kind, err, out)
+		}
+		ids := strings.Fields(string(out))
+		if len(ids) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("containerd %s left after %s: %v", kind, timeout, ids)
+		}
+		for _, id := range ids {
+			remove(id)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 
