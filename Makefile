@@ -14,7 +14,7 @@ DEMO_ROOT := $(CURDIR)/$(OUT)/demo/root
 DEMO_RUN  := /run/staticpodd-demo
 
 .PHONY: all build images demo demo-clean test test-chaos unit e2e bench bench-nodeapi bench-relist bench-outage bench-eviction fuzz vet clean \
-	deb rpm packages appliance test-systemd controlplane test-controlplane bench-controlplane
+	deb rpm packages appliance test-systemd controlplane test-controlplane bench-controlplane test-conformance
 
 all: build
 
@@ -146,6 +146,18 @@ test-controlplane: build images
 	$(GO) vet -tags controlplane $(CONTROLPLANE_TESTS) && \
 	STATICPODD_BIN=$(CURDIR)/$(BIN) STATICPODD_IMAGE=$(CURDIR)/$(IMAGE_TAR) STATICPODD_CONTROLPLANE_BIN=$$cpbin \
 		$(GO) test -tags controlplane -count=1 -timeout 30m -v $(CONTROLPLANE_TESTS)
+
+# /pods of staticpodd against the real kubelet's on the same manifests
+# (tests/conformance, build tag conformance): the kubelet v1.37.2, built
+# once by the control-plane build script into
+# $${XDG_CACHE_HOME:-$$HOME/.cache}/staticpodd/controlplane/v1.37.2/kubelet
+# (a few minutes the first time), runs standalone on a containerd of its own
+# (Debian's containerd package: containerd, ctr, runc).
+test-conformance: build images
+	kubelet=$$(bash $(CONTROLPLANE_BUILD) kubelet) && \
+	$(GO) vet -tags conformance ./tests/conformance && \
+	STATICPODD_BIN=$(CURDIR)/$(BIN) STATICPODD_IMAGE=$(CURDIR)/$(IMAGE_TAR) STATICPODD_KUBELET=$$kubelet/kubelet \
+		$(GO) test -tags conformance -count=1 -timeout 15m -v ./tests/conformance
 
 # From staticpodd's start to each control-plane process, /readyz, the mirror
 # pods and all Ready, and staticpodd's memory: median of 3 cold runs.

@@ -9,6 +9,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	resourcehelper "k8s.io/component-helpers/resource"
 
 	"github.com/staticpodd/staticpodd/agent/manifest"
 	"github.com/staticpodd/staticpodd/agent/podspec"
@@ -170,38 +171,41 @@ func (w *worker) podStatus(pod *v1.Pod) v1.PodStatus {
 	}
 
 	// Once a regular container has been made, the pod stays initialized
-	// (the kubelet's hasAnyRegularContainerCreated).
+	// (the kubelet's HasAnyActiveRegularContainerStarted, for getPhase).
 	initialized := slices.ContainsFunc(pod.Spec.Containers, func(c v1.Container) bool { _, ok := latest[c.Name]; return ok })
-	initDone := true
+	// A container never made waits PodInitializing in a pod with init
+	// containers, ContainerCreating in one without, whatever the init
+	// containers' progress (convertToAPIContainerStatuses' defaultWaitingState).
+	pending := ""
+	if len(pod.Spec.InitContainers) > 0 {
+		pending = reasonPodInit
+	}
 	for i := range pod.Spec.InitContainers {
 		c := &pod.Spec.InitContainers[i]
-		cs := w.containerStatus(c, latest, st, "")
-		status.InitContainerStatuses = append(status.InitContainerStatuses, cs)
-		switch {
-		case isSidecar(c):
-			// A sidecar has done its part once it runs and has started.
-			if cs.State.Running == nil || cs.Started == nil || !*cs.Started {
-				initDone = false
-			}
-		case cs.State.Terminated == nil || cs.State.Terminated.ExitCode != 0:
-			initDone = false
+		cs := w.containerStatus(c, latest, st, pending)
+		if !isSidecar(c) {
+			// An init container is ready once it did its part, and only
+			// then (the prober manager's UpdatePodStatus).
+			t := cs.State.Terminated
+			cs.Ready = t != nil && t.ExitCode == 0
 		}
-	}
-	initDone = initDone || initialized
-	pending := ""
-	if !initDone {
-		pending = reasonPodInit
+		status.InitContainerStatuses = append(status.InitContainerStatuses, cs)
 	}
 	for i := range pod.Spec.Containers {
 		status.ContainerStatuses = append(status.ContainerStatuses, w.containerStatus(&pod.Spec.Containers[i], latest, st, pending))
 	}
+	// Regular containers by name, init containers in the spec's order
+	// (convertToAPIContainerStatuses: SortedContainerStatuses of
+	// pkg/kubelet/types/types.go, SortStatusesOfInitContainers).
+	slices.SortStableFunc(status.ContainerStatuses, func(a, b v1.ContainerStatus) int { return strings.Compare(a.Name, b.Name) })
 	boundMessages(&status, len(pod.Spec.InitContainers)+len(pod.Spec.Containers))
 	status.Phase = podPhase(pod, status, initialized)
 	if w.gen != nil && w.gen.uid == string(pod.UID) && w.gen.stop != nil {
 		// An internal module evicted it (generateAPIPodStatus).
 		status.Phase, status.Reason, status.Message = v1.PodFailed, w.gen.stop.reason, w.gen.stop.message
 	}
-	status.Conditions = w.conditions(pod, status, st.sandbox, initDone)
+	status.Resources, status.AllocatedResources = podResourcesStatus(pod)
+	status.Conditions = w.conditions(pod, status, st.sandbox)
 	return status
 }
 
@@ -228,6 +232,11 @@ func (w *worker) containerStatus(c *v1.Container, latest map[string]podspec.Cont
 		return cs
 	}
 	cs.ContainerID = containerIDPrefix + l.ID
+	// A container the runtime knows reports the resources it was given: its
+	// spec's, which the cgroup has (convertToAPIContainerStatuses with
+	// InPlacePodVerticalScaling; a resize is not supported).
+	cs.Resources = c.Resources.DeepCopy()
+	cs.AllocatedResources = c.Resources.Requests.DeepCopy()
 	cs.ImageID = l.ImageID
 	if name := podspec.SignalName(l.StopSignal); name != "" {
 		// The effective one, the kubelet's with ContainerStopSignals.
@@ -269,6 +278,23 @@ func (w *worker) containerStatus(c *v1.Container, latest map[string]podspec.Cont
 		}
 	}
 	return cs
+}
+
+// podResourcesStatus is the pod's status.resources and
+// status.allocatedResources as the kubelet reports them for a pod whose API
+// phase is not Running, which a static pod's never is (convertStatusToAPIStatus,
+// getEffectiveAllocatedResources): the pod-level resources with their requests
+// and limits made the pod's effective ones (resourcehelper's PodRequests and
+// PodLimits, pod-level resources honoured).
+func podResourcesStatus(pod *v1.Pod) (*v1.ResourceRequirements, v1.ResourceList) {
+	r := pod.Spec.Resources.DeepCopy()
+	if r == nil {
+		r = &v1.ResourceRequirements{}
+	}
+	opts := resourcehelper.PodResourcesOptions{}
+	r.Requests = resourcehelper.PodRequests(pod, opts)
+	r.Limits = resourcehelper.PodLimits(pod, opts)
+	return r, resourcehelper.PodRequests(pod, opts)
 }
 
 // boundMessages cuts the message of each terminated state of s, current and
@@ -326,6 +352,12 @@ func terminated(c podspec.ContainerStatus) *v1.ContainerStateTerminated {
 		ContainerID: containerIDPrefix + c.ID,
 	}
 }
+
+// The reasons of pkg/kubelet/status/generate.go for a pod in a terminal phase.
+const (
+	podCompleted = "PodCompleted"
+	podFailed    = "PodFailed"
+)
 
 func cmp(s, def string) string {
 	if s == "" {
@@ -407,54 +439,86 @@ func podPhase(pod *v1.Pod, s v1.PodStatus, initialized bool) v1.PodPhase {
 	return v1.PodPending
 }
 
-// conditions are the kubelet's pod conditions; a transition time moves only when
-// the condition's status does.
-func (w *worker) conditions(pod *v1.Pod, s v1.PodStatus, sandbox, initDone bool) []v1.PodCondition {
-	var notReady, notInit []string
-	for i, cs := range s.InitContainerStatuses {
-		if i < len(pod.Spec.InitContainers) && isSidecar(&pod.Spec.InitContainers[i]) {
-			// A sidecar's readiness is the pod's too (GenerateContainersReadyCondition).
-			if !cs.Ready {
-				notReady = append(notReady, cs.Name)
-			}
-			if !initDone && (cs.Started == nil || !*cs.Started) {
-				notInit = append(notInit, cs.Name)
-			}
-			continue
+// conditions are the kubelet's pod conditions (generateAPIPodStatus with
+// pkg/kubelet/status/generate.go); a transition time moves only when the
+// condition's status does.
+func (w *worker) conditions(pod *v1.Pod, s v1.PodStatus, sandbox bool) []v1.PodCondition {
+	statusOf := func(list []v1.ContainerStatus, name string) *v1.ContainerStatus {
+		if i := slices.IndexFunc(list, func(cs v1.ContainerStatus) bool { return cs.Name == name }); i >= 0 {
+			return &list[i]
 		}
-		if t := cs.State.Terminated; !initDone && (t == nil || t.ExitCode != 0) {
-			notInit = append(notInit, cs.Name)
+		return nil
+	}
+	// GeneratePodInitializedCondition: a sidecar counts once started, an init
+	// container once ready (exited 0); a regular container that ran means
+	// the pod was initialized before (HasAnyRegularContainerStarted).
+	var notInit []string
+	for i := range pod.Spec.InitContainers {
+		c := &pod.Spec.InitContainers[i]
+		cs := statusOf(s.InitContainerStatuses, c.Name)
+		switch {
+		case cs == nil:
+		case isSidecar(c) && (cs.Started == nil || !*cs.Started), !isSidecar(c) && !cs.Ready:
+			notInit = append(notInit, c.Name)
 		}
 	}
-	for _, cs := range s.ContainerStatuses {
-		if !cs.Ready {
+	regularRan := slices.ContainsFunc(s.ContainerStatuses, func(cs v1.ContainerStatus) bool {
+		return cs.State.Running != nil || cs.State.Terminated != nil
+	})
+	initialized := v1.PodCondition{Type: v1.PodInitialized, Status: v1.ConditionTrue}
+	switch {
+	case s.Phase == v1.PodSucceeded:
+		initialized.Reason = podCompleted
+	case regularRan || len(notInit) == 0:
+	default:
+		initialized.Status, initialized.Reason = v1.ConditionFalse, "ContainersNotInitialized"
+		initialized.Message = fmt.Sprintf("containers with incomplete status: %v", notInit)
+	}
+
+	// GenerateContainersReadyCondition: sidecars and containers in the spec's
+	// order; a pod in a terminal phase is not ready, for that reason alone.
+	var notReady []string
+	for i := range pod.Spec.InitContainers {
+		c := &pod.Spec.InitContainers[i]
+		if cs := statusOf(s.InitContainerStatuses, c.Name); isSidecar(c) && cs != nil && !cs.Ready {
+			notReady = append(notReady, c.Name)
+		}
+	}
+	for i := range pod.Spec.Containers {
+		if cs := statusOf(s.ContainerStatuses, pod.Spec.Containers[i].Name); cs != nil && !cs.Ready {
 			notReady = append(notReady, cs.Name)
 		}
 	}
-	cond := func(t v1.PodConditionType, ok bool, reason, msg string) v1.PodCondition {
-		c := v1.PodCondition{Type: t, Status: v1.ConditionFalse, Reason: reason, Message: msg}
-		if ok {
-			c.Status, c.Reason, c.Message = v1.ConditionTrue, "", ""
+	ctrsReady := v1.PodCondition{Type: v1.ContainersReady, Status: v1.ConditionTrue}
+	switch {
+	case s.Phase == v1.PodSucceeded:
+		ctrsReady.Status, ctrsReady.Reason = v1.ConditionFalse, podCompleted
+	case s.Phase == v1.PodFailed:
+		ctrsReady.Status, ctrsReady.Reason = v1.ConditionFalse, podFailed
+	case len(notReady) > 0:
+		ctrsReady.Status, ctrsReady.Reason = v1.ConditionFalse, "ContainersNotReady"
+		ctrsReady.Message = fmt.Sprintf("containers with unready status: %v", notReady)
+	}
+
+	// GeneratePodReadyCondition: ContainersReady's verdict, then the pod's
+	// readiness gates, whose conditions nothing sets on a static pod.
+	ready := ctrsReady
+	ready.Type = v1.PodReady
+	if ready.Status == v1.ConditionTrue && len(pod.Spec.ReadinessGates) > 0 {
+		var msgs []string
+		for _, g := range pod.Spec.ReadinessGates {
+			msgs = append(msgs, fmt.Sprintf("corresponding condition of pod readiness gate %q does not exist.", string(g.ConditionType)))
 		}
-		return c
+		ready.Status, ready.Reason, ready.Message = v1.ConditionFalse, "ReadinessGatesNotReady", strings.Join(msgs, ", ")
 	}
-	succeeded := s.Phase == v1.PodSucceeded
-	ready := len(notReady) == 0
-	readyReason, readyMsg := "ContainersNotReady", fmt.Sprintf("containers with unready status: [%s]", strings.Join(notReady, " "))
-	if succeeded {
-		ready, readyReason, readyMsg = false, "PodCompleted", ""
+
+	// GeneratePodReadyToStartContainersCondition: true while the pod has its
+	// sandbox.
+	sb := v1.PodCondition{Type: v1.PodReadyToStartContainers, Status: v1.ConditionTrue}
+	if !sandbox {
+		sb.Status, sb.Reason, sb.Message = v1.ConditionFalse, "PodSandboxNotReady", "no pod sandbox exists"
 	}
-	initReason, initMsg := "ContainersNotInitialized", fmt.Sprintf("containers with incomplete status: [%s]", strings.Join(notInit, " "))
-	if succeeded && !initDone {
-		initReason, initMsg = "PodCompleted", ""
-	}
-	conds := []v1.PodCondition{
-		cond(v1.PodReadyToStartContainers, sandbox, "", ""),
-		cond(v1.PodInitialized, initDone, initReason, initMsg),
-		cond(v1.PodReady, ready, readyReason, readyMsg),
-		cond(v1.ContainersReady, ready, readyReason, readyMsg),
-		cond(v1.PodScheduled, true, "", ""),
-	}
+	conds := []v1.PodCondition{sb, initialized, ready, ctrsReady, {Type: v1.PodScheduled, Status: v1.ConditionTrue}}
 	now := metav1.Now()
 	for i := range conds {
 		conds[i].LastTransitionTime = now

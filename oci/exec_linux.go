@@ -85,7 +85,14 @@ func (r *Runtime) exec(ctx context.Context, id string, es podspec.ExecSpec) (int
 	if err != nil {
 		return -1, err
 	}
-	if st, err := ctr.Status(); err != nil {
+	// A container started a moment ago may still be in runc's init, or in
+	// its execve, which libcontainer takes for a dead process (see
+	// initExecing): wait for the exec to be done, a second at most.
+	for wait := time.Now().Add(time.Second); initExecing(ctr) && ctx.Err() == nil && time.Now().Before(wait); {
+		time.Sleep(5 * time.Millisecond)
+	}
+	st, err := ctr.Status()
+	if err != nil {
 		return -1, err
 	} else if st != libcontainer.Running {
 		return -1, fmt.Errorf("%w: it is %s", podspec.ErrNotRunning, st)
@@ -530,4 +537,45 @@ func killInGroups(pid int, pgs map[int]bool) bool {
 		return false
 	}
 	return unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0) == nil
+}
+
+// initExecing reports whether the init process of ctr has not finished its
+// execve yet: it is still runc's init (runc:[2:INIT]), told to exec a moment
+// ago. runc's init is multi-threaded, and while the kernel ends its other
+// threads for an exec from one of them the thread-group leader shows as a
+// zombie: libcontainer's status then says Stopped, and an exec joining it
+// fails. Under load a postStart hook met that window.
+func initExecing(ctr *libcontainer.Container) bool {
+	cs, err := ctr.State()
+	if err != nil || cs.InitProcessPid <= 0 {
+		return false
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", cs.InitProcessPid))
+	if err != nil {
+		return false
+	}
+	startTime, execing := statExecing(string(b))
+	return execing && startTime == cs.InitProcessStartTime
+}
+
+// statExecing parses a /proc/<pid>/stat line: the process's start time, and
+// whether it is still runc's init (its exec not done, or the init dead
+// before it, which its monitor reaps at once).
+func statExecing(stat string) (startTime uint64, execing bool) {
+	// The command name may hold spaces and parentheses: fields follow the
+	// last ')'.
+	i := strings.LastIndexByte(stat, ')')
+	if i < 0 || !strings.HasSuffix(stat[:i], "(runc:[2:INIT]") {
+		return 0, false
+	}
+	f := strings.Fields(stat[i+1:])
+	// f[19] is field 22, starttime.
+	if len(f) < 20 {
+		return 0, false
+	}
+	startTime, err := strconv.ParseUint(f[19], 10, 64)
+	if err != nil {
+		return 0, false
+	}
+	return startTime, true
 }

@@ -88,6 +88,11 @@ func podOOMKills(paths map[string]string) (n uint64, ok bool) {
 // monitor reads it: then a SIGKILL while the pod's count (podOOMKills, podBefore
 // at the start) went up is taken for the OOM killer's.
 func oomKilledSince(paths map[string]string, podBefore uint64, podOK bool, sig int) bool {
+	if v1 := paths["memory"]; v1 != "" {
+		// cgroup v1, hybrid included: there paths[""] is the unified
+		// hierarchy, which has no memory controller and no memory.events.
+		return oomKilled(paths)
+	}
 	if _, err := os.Stat(filepath.Join(paths[""], "memory.events")); paths[""] == "" || err == nil {
 		return oomKilled(paths)
 	}

@@ -57,3 +57,26 @@ func TestOOMKilledSince(t *testing.T) {
 		t.Error("taken for an OOM kill without a count from the start")
 	}
 }
+
+// On a cgroup v1 hybrid host libcontainer names the unified hierarchy too
+// (paths[""]), where there is no memory.events: the v1 memory cgroup's
+// memory.oom_control decides, as on pure v1.
+func TestOOMKilledSinceHybrid(t *testing.T) {
+	memory, unified := t.TempDir(), t.TempDir()
+	paths := map[string]string{"memory": memory, "": unified}
+	write := func(oomKills string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(memory, "memory.oom_control"),
+			[]byte("oom_kill_disable 0\nunder_oom 0\noom_kill "+oomKills+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("1")
+	if !oomKilledSince(paths, 0, false, int(unix.SIGKILL)) {
+		t.Error("hybrid: the v1 memory cgroup counts an OOM kill, not taken for one")
+	}
+	write("0")
+	if oomKilledSince(paths, 0, false, int(unix.SIGKILL)) {
+		t.Error("hybrid: taken for an OOM kill although the v1 count is 0")
+	}
+}

@@ -441,3 +441,48 @@ func TestActiveDeadlineSeconds(t *testing.T) {
 		t.Errorf("%d container starts, want 1: restarted after its deadline\n%s", n, d.Output())
 	}
 }
+
+// Many pods with a postStart exec hook started at once: each hook runs, none
+// is refused because its container's init was still in its execve (runc's
+// init is multi-threaded, and while the kernel ends its other threads the
+// process shows as a zombie that libcontainer takes for a dead container).
+// Under load this refused a hook or two in every fifteen, and the container
+// was killed and restarted.
+func TestPostStartExecOfManyPodsAtOnce(t *testing.T) {
+	t.Parallel()
+	d := newDaemon(t)
+	d.Start()
+	const pods = 15
+	for i := range pods {
+		d.WriteManifest(fmt.Sprintf("hooked%d.yaml", i), fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata: {name: hooked%d}
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: main
+    image: busybox:latest
+    command: [sleep, "3600"]
+    lifecycle:
+      postStart:
+        exec: {command: [sh, -c, "echo started > /tmp/started"]}
+`, i))
+	}
+	d.Eventually(90*time.Second, "every hooked pod Ready", func() error {
+		for i := range pods {
+			p := d.Pod(fmt.Sprintf("hooked%d", i))
+			if p == nil || len(p.Status.ContainerStatuses) == 0 {
+				return fmt.Errorf("hooked%d not listed", i)
+			}
+			if cs := p.Status.ContainerStatuses[0]; cs.RestartCount > 0 || cs.LastTerminationState.Terminated != nil {
+				t.Fatalf("hooked%d restarted: its hook failed? last state %+v\n%s", i, cs.LastTerminationState.Terminated, d.Output())
+			} else if !cs.Ready {
+				return fmt.Errorf("hooked%d not ready: %+v", i, cs.State)
+			}
+		}
+		return nil
+	})
+	if out := d.Output(); strings.Contains(out, "postStart hook failed") {
+		t.Errorf("a postStart hook failed:\n%s", out)
+	}
+}

@@ -106,6 +106,11 @@ func readOnly(mux *http.ServeMux, a Agent, logger *slog.Logger) {
 		if list.Items == nil {
 			list.Items = []v1.Pod{}
 		}
+		for i := range list.Items {
+			// The list names the kind once; the kubelet's items carry no
+			// apiVersion or kind of their own.
+			list.Items[i].TypeMeta = metav1.TypeMeta{}
+		}
 		writeJSON(w, logger, list)
 	})
 }

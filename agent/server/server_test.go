@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -117,6 +118,10 @@ func TestEndpoints(t *testing.T) {
 	if list.APIVersion != "v1" || list.Kind != "PodList" || len(list.Items) != 1 ||
 		list.Items[0].Status.ContainerStatuses[0].RestartCount != 2 {
 		t.Errorf("/pods = %+v", list)
+	}
+	// As the kubelet's: the list has a kind, its items none of their own.
+	if bytes.Contains(body, []byte(`"kind":"Pod"`)) || list.Items[0].APIVersion != "" {
+		t.Errorf("/pods items carry apiVersion or kind: %s", body)
 	}
 
 	_, _, body = get(t, srv.Client(), srv.URL+"/problems")

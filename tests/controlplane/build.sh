@@ -2,7 +2,9 @@
 # build.sh builds the Kubernetes control plane that the controlplane test runs
 # under staticpodd — etcd, kube-apiserver, kube-controller-manager,
 # kube-scheduler, kubeadm and kubectl — from the module in build/, statically,
-# into ${XDG_CACHE_HOME:-$HOME/.cache}/staticpodd/controlplane/<version>/bin.
+# into ${XDG_CACHE_HOME:-$HOME/.cache}/staticpodd/controlplane/<version>/bin;
+# "build.sh kubelet" builds the kubelet (make test-conformance runs it beside
+# staticpodd) into .../controlplane/<version>/kubelet.
 #
 # The directory is keyed by the Kubernetes version and written whole or not at
 # all: the binaries are built into a temporary directory beside it that is
@@ -17,6 +19,15 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 cache=${XDG_CACHE_HOME:-$HOME/.cache}/staticpodd/controlplane/$KUBE_VERSION
 out=$cache/bin
 bins=(etcd kube-apiserver kube-controller-manager kube-scheduler kubeadm kubectl)
+pkgs=(./etcd k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager
+	k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubeadm k8s.io/kubernetes/cmd/kubectl)
+# "build.sh kubelet" builds the kubelet alone (for make test-conformance) into
+# a directory of its own beside bin, kept the same way.
+if [ "${1:-}" = kubelet ]; then
+	out=$cache/kubelet
+	bins=(kubelet)
+	pkgs=(k8s.io/kubernetes/cmd/kubelet)
+fi
 
 complete() {
 	local b
@@ -31,7 +42,7 @@ if complete; then
 fi
 
 mkdir -p "$cache"
-tmp=$(mktemp -d "$cache/bin.tmp.XXXXXX")
+tmp=$(mktemp -d "$out.tmp.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 
 # The version variables Kubernetes' own build sets (hack/lib/version.sh), so
@@ -50,26 +61,28 @@ for pkg in k8s.io/client-go/pkg/version k8s.io/component-base/version; do
 done
 
 cd "$here/build"
-echo "building the control plane $KUBE_VERSION (etcd $ETCD_VERSION) into $out" >&2
+echo "building ${bins[*]} $KUBE_VERSION into $out" >&2
 export CGO_ENABLED=0 GOFLAGS="${GOFLAGS:+$GOFLAGS }-p=2"
-nice -n 5 go build -trimpath -ldflags "$ldflags" -o "$tmp/" \
-	./etcd \
-	k8s.io/kubernetes/cmd/kube-apiserver \
-	k8s.io/kubernetes/cmd/kube-controller-manager \
-	k8s.io/kubernetes/cmd/kube-scheduler \
-	k8s.io/kubernetes/cmd/kubeadm \
-	k8s.io/kubernetes/cmd/kubectl
+nice -n 5 go build -trimpath -ldflags "$ldflags" -o "$tmp/" "${pkgs[@]}"
 
-# The etcd that kubeadm names is the release this module requires.
-got=$("$tmp/etcd" --version | sed -n 's/^etcd Version: //p')
-if [ "$got" != "$ETCD_VERSION" ]; then
-	echo "build.sh: etcd reports version '$got', want $ETCD_VERSION" >&2
-	exit 1
-fi
-got=$("$tmp/kubeadm" version -o short)
-if [ "$got" != "$KUBE_VERSION" ]; then
-	echo "build.sh: kubeadm reports version '$got', want $KUBE_VERSION" >&2
-	exit 1
+if [ -x "$tmp/etcd" ]; then
+	# The etcd that kubeadm names is the release this module requires.
+	got=$("$tmp/etcd" --version | sed -n 's/^etcd Version: //p')
+	if [ "$got" != "$ETCD_VERSION" ]; then
+		echo "build.sh: etcd reports version '$got', want $ETCD_VERSION" >&2
+		exit 1
+	fi
+	got=$("$tmp/kubeadm" version -o short)
+	if [ "$got" != "$KUBE_VERSION" ]; then
+		echo "build.sh: kubeadm reports version '$got', want $KUBE_VERSION" >&2
+		exit 1
+	fi
+else
+	got=$("$tmp/kubelet" --version)
+	if [ "$got" != "Kubernetes $KUBE_VERSION" ]; then
+		echo "build.sh: the kubelet reports version '$got', want Kubernetes $KUBE_VERSION" >&2
+		exit 1
+	fi
 fi
 
 chmod 755 "$tmp" # mktemp made it 0700
