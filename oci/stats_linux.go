@@ -80,6 +80,9 @@ func (r *Runtime) Stats(ctx context.Context) (*podspec.Summary, error) {
 			continue // being made or removed
 		}
 		ps := podspec.PodStats{UID: uid, Namespace: pr.Namespace, Name: pr.Name}
+		if ps.Network, err = r.podNetDev(uid); err != nil && !errors.Is(err, podspec.ErrNotExist) && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("network stats of pod %s: %w", pr.Name, err))
+		}
 		if ps.Usage, err = readUsage(dirsOf(cgroupFSPath(pr.CgroupsPath))); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			errs = append(errs, fmt.Errorf("stats of pod %s: %w", pr.Name, err))
 		}
@@ -187,6 +190,8 @@ func (r *Runtime) nodeStats() (podspec.NodeStats, error) {
 	n.NodeFs, err = fsStats(r.cfg.RootDir)
 	errs = append(errs, err)
 	n.ImageFs, err = fsStats(filepath.Join(r.cfg.RootDir, "images"))
+	errs = append(errs, err)
+	n.Network, err = hostNetDev()
 	errs = append(errs, err)
 	return n, errors.Join(errs...)
 }

@@ -31,6 +31,17 @@ type NodeStats struct {
 	NumPIDs uint64
 	// NodeFs is the filesystem of the root dir, ImageFs that of its images.
 	NodeFs, ImageFs FsStats
+	// Network is the node's interfaces, as cadvisor lists them (no lo,
+	// veth or docker ones).
+	Network []InterfaceStats
+}
+
+// InterfaceStats is one network interface's counters, from /proc/net/dev
+// in the namespace it belongs to.
+type InterfaceStats struct {
+	Name              string
+	RxBytes, RxErrors uint64
+	TxBytes, TxErrors uint64
 }
 
 // FsStats is one filesystem's space and inodes, from statfs.
@@ -45,6 +56,9 @@ type PodStats struct {
 	Namespace string
 	Name      string
 	Usage
+	// Network is the interfaces of the pod's network namespace (the
+	// node's, with hostNetwork), as cadvisor lists them.
+	Network    []InterfaceStats
 	Containers []ContainerStats
 }
 

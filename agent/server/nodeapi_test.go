@@ -112,8 +112,10 @@ func (nodeAgent) NodeName() string { return "node1" }
 func (nodeAgent) StatsSummary(context.Context) (*podspec.Summary, error) {
 	now := time.Now()
 	return &podspec.Summary{
-		Node: podspec.NodeStats{Time: now, MemoryCapacity: 8 << 30, MemoryWorkingSet: 1 << 30, MemoryUsage: 2 << 30, CPUUsageNanos: 5e9},
+		Node: podspec.NodeStats{Time: now, MemoryCapacity: 8 << 30, MemoryWorkingSet: 1 << 30, MemoryUsage: 2 << 30, CPUUsageNanos: 5e9,
+			Network: []podspec.InterfaceStats{{Name: "ens3", RxBytes: 10, TxBytes: 20}}},
 		Pods: []podspec.PodStats{{UID: "u1", Namespace: "default", Name: "web-node1", Usage: podspec.Usage{CPUUsageNanos: 3e9, MemoryWorkingSet: 5 << 20, Pids: 2},
+			Network:    []podspec.InterfaceStats{{Name: "eth0", RxBytes: 100, RxErrors: 1, TxBytes: 200, TxErrors: 2}, {Name: "net1", RxBytes: 7}},
 			Containers: []podspec.ContainerStats{{ID: "c1", Name: "web", Usage: podspec.Usage{CPUUsageNanos: 2.5e9, MemoryWorkingSet: 4 << 20, Pids: 1}, RootfsBytes: 4096}}}},
 	}, nil
 }
@@ -410,6 +412,16 @@ func TestNodeAPIFormats(t *testing.T) {
 	}
 	if sum.Node.NodeName != "node1" || len(sum.Pods) != 1 || *sum.Pods[0].CPU.UsageCoreNanoSeconds != 3e9 {
 		t.Errorf("summary = %+v", sum)
+	}
+	// The kubelet's network stats: every interface, and eth0 also on top.
+	if n := sum.Pods[0].Network; n == nil || n.Name != "eth0" || *n.RxBytes != 100 || *n.TxErrors != 2 || len(n.Interfaces) != 2 || *n.Interfaces[1].RxBytes != 7 {
+		t.Errorf("pod network = %+v", n)
+	}
+	if n := sum.Node.Network; n == nil || n.Name != "" || len(n.Interfaces) != 1 || n.Interfaces[0].Name != "ens3" || *n.Interfaces[0].TxBytes != 20 {
+		t.Errorf("node network = %+v, want ens3 in its interfaces and no default (eth0) one", n)
+	}
+	if c := sum.Node.CPU; c == nil || *c.UsageCoreNanoSeconds != 5e9 {
+		t.Errorf("node cpu = %+v", c)
 	}
 
 	code, _, body = get(t, cl, base+"/pods")

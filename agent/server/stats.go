@@ -54,6 +54,7 @@ func toSummary(node string, s *podspec.Summary, conds []v1.NodeCondition) StatsS
 		Runtime: &statsapi.RuntimeStats{ImageFs: fs(n.ImageFs)},
 		Rlimit:  &statsapi.RlimitStats{Time: at, MaxPID: ptr(int64(n.MaxPID)), NumOfRunningProcesses: ptr(int64(n.NumPIDs))},
 	}, Conditions: conds}, Pods: []statsapi.PodStats{}}
+	out.Node.Network = network(at, n.Network)
 	usage := func(u podspec.Usage) (*statsapi.CPUStats, *statsapi.MemoryStats) {
 		return &statsapi.CPUStats{Time: at, UsageCoreNanoSeconds: ptr(u.CPUUsageNanos)},
 			&statsapi.MemoryStats{Time: at, UsageBytes: ptr(u.MemoryUsage), WorkingSetBytes: ptr(u.MemoryWorkingSet), RSSBytes: ptr(u.MemoryRSS)}
@@ -62,6 +63,7 @@ func toSummary(node string, s *podspec.Summary, conds []v1.NodeCondition) StatsS
 		ps := statsapi.PodStats{PodRef: statsapi.PodReference{Name: p.Name, Namespace: p.Namespace, UID: p.UID},
 			ProcessStats: &statsapi.ProcessStats{ProcessCount: ptr(p.Pids)}, Containers: []statsapi.ContainerStats{}}
 		ps.CPU, ps.Memory = usage(p.Usage)
+		ps.Network = network(at, p.Network)
 		for _, c := range p.Containers {
 			cs := statsapi.ContainerStats{Name: c.Name,
 				Rootfs: &statsapi.FsStats{Time: at, UsedBytes: ptr(c.RootfsBytes)}, Logs: &statsapi.FsStats{Time: at, UsedBytes: ptr(c.LogsBytes)}}
@@ -71,6 +73,24 @@ func toSummary(node string, s *podspec.Summary, conds []v1.NodeCondition) StatsS
 		out.Pods = append(out.Pods, ps)
 	}
 	return out
+}
+
+// network is the kubelet's NetworkStats of a namespace's interfaces
+// (cadvisorInfoToNetworkStats): each in Interfaces, and eth0, the default
+// one, also at the top; nil when there are none.
+func network(at metav1.Time, ifs []podspec.InterfaceStats) *statsapi.NetworkStats {
+	if len(ifs) == 0 {
+		return nil
+	}
+	ns := &statsapi.NetworkStats{Time: at}
+	for _, i := range ifs {
+		s := statsapi.InterfaceStats{Name: i.Name, RxBytes: ptr(i.RxBytes), RxErrors: ptr(i.RxErrors), TxBytes: ptr(i.TxBytes), TxErrors: ptr(i.TxErrors)}
+		if i.Name == "eth0" {
+			ns.InterfaceStats = s
+		}
+		ns.Interfaces = append(ns.Interfaces, s)
+	}
+	return ns
 }
 
 // statsSummary serves /stats/summary: 404 when a does not measure.

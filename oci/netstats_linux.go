@@ -1,0 +1,112 @@
+//go:build linux && cgo
+
+package oci
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/staticpodd/staticpodd/agent/podspec"
+)
+
+// netDevIgnored are the interface name prefixes cadvisor leaves out of a
+// container's network stats (its isIgnoredDevice), and so the kubelet's
+// summary: loopback, and the host ends of containers' veth pairs.
+var netDevIgnored = []string{"lo", "veth", "docker", "nerdctl"}
+
+// parseNetDev reads /proc/net/dev's table: per interface, received bytes
+// and errors (the 1st and 3rd counters), sent bytes and errors (the 9th
+// and 11th).
+func parseNetDev(b []byte) ([]podspec.InterfaceStats, error) {
+	var out []podspec.InterfaceStats
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for n := 0; sc.Scan(); n++ {
+		if n < 2 {
+			continue // the two header lines
+		}
+		name, counters, ok := strings.Cut(sc.Text(), ":")
+		if !ok {
+			return nil, fmt.Errorf("net/dev line %d: no interface name", n+1)
+		}
+		name = strings.TrimSpace(name)
+		ignored := false
+		for _, p := range netDevIgnored {
+			ignored = ignored || strings.HasPrefix(name, p)
+		}
+		if ignored {
+			continue
+		}
+		f := strings.Fields(counters)
+		if len(f) < 11 {
+			return nil, fmt.Errorf("net/dev line %d: %d counters", n+1, len(f))
+		}
+		var v [4]uint64
+		for i, col := range []int{0, 2, 8, 10} {
+			x, err := strconv.ParseUint(f[col], 10, 64)
+			if err != nil {
+				return nil, fmt.Errorf("net/dev line %d: %w", n+1, err)
+			}
+			v[i] = x
+		}
+		out = append(out, podspec.InterfaceStats{Name: name, RxBytes: v[0], RxErrors: v[1], TxBytes: v[2], TxErrors: v[3]})
+	}
+	return out, sc.Err()
+}
+
+// hostNetDev is the interfaces of the daemon's own network namespace (the
+// thread-group leader's, which no goroutine moves).
+func hostNetDev() ([]podspec.InterfaceStats, error) {
+	b, err := os.ReadFile("/proc/self/net/dev")
+	if err != nil {
+		return nil, err
+	}
+	return parseNetDev(b)
+}
+
+// podNetDev is the interfaces of pod uid's network namespace, read from a
+// thread moved into it for the read (as Dial makes its sockets), which goes
+// back to the daemon's namespace after, or dies with its goroutine if it
+// cannot.
+func (r *Runtime) podNetDev(uid string) ([]podspec.InterfaceStats, error) {
+	pn, err := r.nets.pod(r, uid)
+	if err != nil {
+		return nil, err
+	}
+	if pn.hostNetwork {
+		return hostNetDev()
+	}
+	self, err := r.nets.own()
+	if err != nil {
+		return nil, err
+	}
+	type result struct {
+		b   []byte
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		runtime.LockOSThread()
+		if err := pn.enter(); err != nil {
+			runtime.UnlockOSThread()
+			done <- result{nil, fmt.Errorf("enter network namespace: %w", err)}
+			return
+		}
+		b, err := os.ReadFile("/proc/thread-self/net/dev")
+		if unix.Setns(int(self.Fd()), unix.CLONE_NEWNET) == nil {
+			runtime.UnlockOSThread()
+		} // else the thread, still in the pod's namespace, ends with this goroutine
+		done <- result{b, err}
+	}()
+	res := <-done
+	if res.err != nil {
+		return nil, res.err
+	}
+	return parseNetDev(res.b)
+}
