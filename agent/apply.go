@@ -62,6 +62,11 @@ func (w *worker) apply(ctx context.Context, pod *v1.Pod, acts []action) time.Tim
 	// The grace period of a pod's stop counts from its first kill: sidecars,
 	// stopped after the others, get what is left of it (at least minGrace).
 	killStart := map[string]time.Time{}
+	if pod != nil {
+		if st := w.pods[string(pod.UID)]; st != nil {
+			w.sandboxStatus(ctx, st) // an adopted sandbox's
+		}
+	}
 	for i := 0; i < len(acts); i++ {
 		act := acts[i]
 		if ctx.Err() != nil {
@@ -321,6 +326,7 @@ func (w *worker) sandbox(ctx context.Context, pod *v1.Pod) error {
 		return err
 	}
 	st.sandbox = true
+	w.sandboxStatus(ctx, st)
 	if s := w.a.cfg.Seen; s != nil {
 		// Best effort: without it, a restarted daemon says it saw the pod later.
 		if err := s.Record(pod, w.gen.startTime); err != nil {
@@ -501,4 +507,18 @@ func (w *worker) imageMissing(c *v1.Container) string {
 // formatPod names a pod as the kubelet's format.Pod does: name_namespace(uid).
 func formatPod(pod *v1.Pod) string {
 	return fmt.Sprintf("%s_%s(%s)", pod.Name, pod.Namespace, pod.UID)
+}
+
+// sandboxStatus learns st's place on the pod network, once: its pod IPs, or
+// why it has none (logged by the runtime, shown in the pod's status).
+func (w *worker) sandboxStatus(ctx context.Context, st *podState) {
+	if st.network != nil || !st.sandbox {
+		return
+	}
+	ns, err := w.a.rt.SandboxStatus(ctx, st.uid)
+	if err != nil {
+		w.logger.Warn("cannot read the pod's network status", "uid", st.uid, "err", err)
+		return
+	}
+	st.network = &ns
 }

@@ -128,6 +128,10 @@ func orphanPod(uid string, st *podState) *v1.Pod {
 	return pod
 }
 
+// reasonNoPodNetwork is the PodReadyToStartContainers condition's reason
+// when the pod's sandbox has its loopback only.
+const reasonNoPodNetwork = "NoPodNetwork"
+
 // podStatus is the kubelet's generateAPIPodStatus for what the worker knows.
 func (w *worker) podStatus(pod *v1.Pod) v1.PodStatus {
 	var st *podState
@@ -150,15 +154,23 @@ func (w *worker) podStatus(pod *v1.Pod) v1.PodStatus {
 		t := metav1.NewTime(w.gen.startTime)
 		status.StartTime = &t
 	}
-	// Pods without hostNetwork have their own network namespace with only lo up
-	// (no pod network yet): they have no address reachable from outside, so
-	// podIP stays empty, as the kubelet leaves it for a pod without one.
+	// A hostNetwork pod has the node's IP; the others have those the pod
+	// network gave them, or none (podIP stays empty, as the kubelet leaves
+	// it for a pod without one) when there is no pod network.
 	if ip := w.a.cfg.NodeIP; ip.IsValid() {
 		status.HostIP = ip.String()
 		status.HostIPs = []v1.HostIP{{IP: ip.String()}}
 		if pod.Spec.HostNetwork {
 			status.PodIP = ip.String()
 			status.PodIPs = []v1.PodIP{{IP: ip.String()}}
+		}
+	}
+	if n := st.network; n != nil && !pod.Spec.HostNetwork && st.sandbox {
+		for _, ip := range n.IPs {
+			status.PodIPs = append(status.PodIPs, v1.PodIP{IP: ip.String()})
+		}
+		if len(status.PodIPs) > 0 {
+			status.PodIP = status.PodIPs[0].IP
 		}
 	}
 
@@ -195,6 +207,14 @@ func (w *worker) podStatus(pod *v1.Pod) v1.PodStatus {
 		status.Phase, status.Reason, status.Message = v1.PodFailed, w.gen.stop.reason, w.gen.stop.message
 	}
 	status.Conditions = w.conditions(pod, status, st.sandbox, initDone)
+	if n := st.network; n != nil && n.Message != "" && st.sandbox && !pod.Spec.HostNetwork {
+		// The pod runs without a pod network: say why where it shows.
+		for i := range status.Conditions {
+			if c := &status.Conditions[i]; c.Type == v1.PodReadyToStartContainers {
+				c.Reason, c.Message = reasonNoPodNetwork, n.Message
+			}
+		}
+	}
 	return status
 }
 

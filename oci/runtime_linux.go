@@ -53,6 +53,11 @@ func New(cfg Config) (*Runtime, error) {
 		podLocks: map[string]*podLock{},
 		starting: map[string]bool{},
 		removing: map[string]bool{},
+
+		sandboxes: map[string]podspec.SandboxStatus{},
+	}
+	if cfg.Network != nil {
+		r.net = newNetwork(*cfg.Network, cfg.RunDir, cfg.Logger)
 	}
 	for _, d := range []string{r.libcontainerRoot(), filepath.Join(cfg.RunDir, podsDir), filepath.Join(cfg.RunDir, containersDir)} {
 		if err := os.MkdirAll(d, 0o711); err != nil {
