@@ -81,40 +81,12 @@ func (e *env) podIP(pod *podspec.Pod) netip.Addr {
 	return st.IPs[0]
 }
 
-// netLeftovers lists what of pod id is left on the host: iptables rules
-// naming it, IPAM leases held for it, and with id "" any veth on the bridge.
+// netLeftovers lists what of pod id ("": of any pod) is left on the host.
 func netLeftovers(t *testing.T, n testnet.Net, ipamDir, id string) []string {
 	t.Helper()
-	var left []string
-	out, err := exec.Command("ip", "-o", "link", "show", "master", n.Bridge).CombinedOutput()
-	if id == "" && err == nil && len(bytes.TrimSpace(out)) > 0 {
-		left = append(left, "ports of "+n.Bridge+": "+string(out))
-	}
-	// Rules of any pod of the test's /24 ("10.97.k.").
-	rangePrefix := strings.TrimSuffix(n.Subnet.Addr().String(), "0")
-	for _, table := range []string{"nat", "filter"} {
-		out, err := exec.Command("iptables-save", "-t", table).CombinedOutput()
-		if err != nil {
-			t.Fatalf("iptables-save: %v: %s", err, out)
-		}
-		for _, line := range strings.Split(string(out), "\n") {
-			if !strings.HasPrefix(line, "-A ") {
-				continue
-			}
-			if (id != "" && strings.Contains(line, id)) || (id == "" && strings.Contains(line, rangePrefix)) {
-				left = append(left, "iptables "+table+": "+line)
-			}
-		}
-	}
-	leases, _ := filepath.Glob(filepath.Join(ipamDir, DefaultNetworkName, "*"))
-	for _, l := range leases {
-		if b := filepath.Base(l); b == "lock" || strings.HasPrefix(b, "last_reserved_ip") {
-			continue
-		}
-		data, _ := os.ReadFile(l)
-		if id == "" || strings.Contains(string(data), id) {
-			left = append(left, "lease "+filepath.Base(l)+": "+string(data))
-		}
+	left, err := n.Leftovers(ipamDir, id)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return left
 }

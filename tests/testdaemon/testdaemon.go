@@ -26,6 +26,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/staticpodd/staticpodd/tests/testnet"
 	"github.com/staticpodd/staticpodd/tests/testroot"
 )
 
@@ -40,6 +41,9 @@ var (
 // Main is a TestMain: as root it finds or builds the binary and the image, then
 // runs the tests. It returns the exit code.
 func Main(m *testing.M) int {
+	if testnet.IsBlockPlugin() {
+		return testnet.BlockPlugin()
+	}
 	if os.Geteuid() != 0 {
 		return m.Run() // root tests skip or fail themselves
 	}
@@ -105,7 +109,12 @@ type Daemon struct {
 	LogsDir   string
 	Cgroup    string // cgroupRoot
 	Config    string
-	Port      int // readOnlyPort
+	// Net is the daemon's own default pod network (bridge and range), and
+	// CNIConfDir its CNI configuration directory, empty unless a test puts
+	// a configuration there.
+	Net        testnet.Net
+	CNIConfDir string
+	Port       int // readOnlyPort
 	// SocketOnly: the config serves no read-only port; talk to the CLI socket.
 	SocketOnly bool
 	Env        []string // extra environment for the daemon
@@ -172,8 +181,11 @@ func New(t *testing.T) *Daemon {
 		Cgroup:    "/staticpodd-test-" + id,
 		Config:    filepath.Join(dir, "config.yaml"),
 		Port:      FreePort(t),
+
+		Net:        testnet.Alloc(t),
+		CNIConfDir: filepath.Join(dir, "net.d"),
 	}
-	for _, p := range []string{d.RootDir, d.Manifests, d.LogsDir} {
+	for _, p := range []string{d.RootDir, d.Manifests, d.LogsDir, d.CNIConfDir} {
 		if err := os.MkdirAll(p, 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -251,6 +263,7 @@ func (d *Daemon) start() {
 	defer d.mu.Unlock()
 	args := []string{Bin, "run", "--config", d.Config, "--hostname-override", d.Name,
 		"--root-dir", d.RootDir, "--run-dir", d.RunDir}
+	args = append(args, d.NetArgs()...)
 	args = append(args, d.Args...)
 	if d.Nofile > 0 {
 		args = append([]string{"prlimit", fmt.Sprintf("--nofile=%d", d.Nofile), "--"}, args...)
@@ -533,9 +546,15 @@ func (d *Daemon) WaitRunning(name string, timeout time.Duration) *v1.Pod {
 }
 
 // AssertNoLeaks checks that nothing of this daemon's pods is left on the host:
-// mounts under its dirs, cgroups under its cgroupRoot, state files.
+// mounts under its dirs, cgroups under its cgroupRoot, state files, and on
+// its pod network veths, iptables rules and IPAM leases.
 func (d *Daemon) AssertNoLeaks() {
 	d.T.Helper()
+	if left, err := d.Net.Leftovers(d.IPAMDir(), ""); err != nil {
+		d.T.Error(err)
+	} else if len(left) > 0 {
+		d.T.Errorf("leaked pod network: %q", left)
+	}
 	mi, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
 		d.T.Fatal(err)
@@ -572,6 +591,16 @@ func (d *Daemon) AssertNoLeaks() {
 			d.T.Errorf("leaked state in %s: %v", dir, names)
 		}
 	}
+}
+
+// NetArgs are the flags that give run the daemon's own pod network.
+func (d *Daemon) NetArgs() []string {
+	return []string{"--cni-conf-dir", d.CNIConfDir, "--pod-network-bridge", d.Net.Bridge, "--pod-cidr", d.Net.Subnet.String()}
+}
+
+// IPAMDir is where the daemon's default network keeps its leases.
+func (d *Daemon) IPAMDir() string {
+	return filepath.Join(d.RunDir, "cni", "networks")
 }
 
 // ProcAlive reports whether pid exists and is not a zombie.

@@ -5,12 +5,14 @@
 package testnet
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -56,4 +58,43 @@ func Alloc(t testing.TB) Net {
 	}
 	t.Fatal("testnet: all 256 test networks are taken")
 	return Net{}
+}
+
+// Leftovers lists what pods of n left on the host: with id "", any veth on
+// its bridge, any iptables rule naming its range and any lease in ipamDir;
+// with a pod's CNI container ID, the rules and leases naming it.
+func (n Net) Leftovers(ipamDir, id string) ([]string, error) {
+	var left []string
+	if id == "" {
+		out, err := exec.Command("ip", "-o", "link", "show", "master", n.Bridge).CombinedOutput()
+		if err == nil && len(bytes.TrimSpace(out)) > 0 {
+			left = append(left, "ports of "+n.Bridge+": "+string(out))
+		}
+	}
+	rangePrefix := strings.TrimSuffix(n.Subnet.Addr().String(), "0") // "10.97.k."
+	for _, table := range []string{"nat", "filter"} {
+		out, err := exec.Command("iptables-save", "-t", table).CombinedOutput()
+		if err != nil {
+			return nil, fmt.Errorf("iptables-save: %v: %s", err, out)
+		}
+		for _, line := range strings.Split(string(out), "\n") {
+			if !strings.HasPrefix(line, "-A ") {
+				continue
+			}
+			if (id != "" && strings.Contains(line, id)) || (id == "" && strings.Contains(line, rangePrefix)) {
+				left = append(left, "iptables "+table+": "+line)
+			}
+		}
+	}
+	leases, _ := filepath.Glob(filepath.Join(ipamDir, "*", "*"))
+	for _, l := range leases {
+		if b := filepath.Base(l); b == "lock" || strings.HasPrefix(b, "last_reserved_ip") {
+			continue
+		}
+		data, _ := os.ReadFile(l)
+		if id == "" || strings.Contains(string(data), id) {
+			left = append(left, "lease "+filepath.Base(l)+": "+string(data))
+		}
+	}
+	return left, nil
 }
