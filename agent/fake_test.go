@@ -28,6 +28,7 @@ type fakeRuntime struct {
 	ctrs      map[string]*fakeCtr
 	sandboxes map[string]bool
 	podIPs    map[string][]netip.Addr // the IPs a sandbox gets, by pod UID
+	noNet     map[string]string       // why a sandbox has no pod network, by pod UID
 	next      int
 	missing   map[string]bool   // images not in the store
 	crash     map[string]int    // container name -> exit code right after start
@@ -207,7 +208,7 @@ func (f *fakeRuntime) SandboxStatus(ctx context.Context, uid string) (podspec.Sa
 	if !f.sandboxes[uid] {
 		return podspec.SandboxStatus{}, podspec.ErrNotExist
 	}
-	return podspec.SandboxStatus{IPs: f.podIPs[uid]}, nil
+	return podspec.SandboxStatus{IPs: f.podIPs[uid], Message: f.noNet[uid]}, nil
 }
 
 func (f *fakeRuntime) Start(ctx context.Context, pod *podspec.Pod, c *podspec.Container) (podspec.ContainerStatus, error) {

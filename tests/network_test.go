@@ -99,6 +99,10 @@ func TestPodNetworkReachable(t *testing.T) {
 	if got := getUntil(t, fmt.Sprintf("http://%s:%d/", gw, hostPort)); got != "hello from web\n" {
 		t.Errorf("the host got %q at hostPort %d", got, hostPort)
 	}
+	// And on the host's loopback (portmap's snat sets route_localnet).
+	if got := getUntil(t, fmt.Sprintf("http://127.0.0.1:%d/", hostPort)); got != "hello from web\n" {
+		t.Errorf("the host got %q at 127.0.0.1:%d", got, hostPort)
+	}
 	client := d.WaitRunning("client", 30*time.Second)
 	podIP(d, client)
 	if out := d.CLI("exec", client.Name, "--", "wget", "-q", "-O-", fmt.Sprintf("http://%s:81/", ip)); out != "hello from web\n" {
