@@ -312,7 +312,15 @@ func (w *worker) sandbox(ctx context.Context, pod *v1.Pod) error {
 	}
 	sb := w.a.conv.Sandbox(pod)
 	sb.PidsLimit = w.a.cfg.PodPidsLimit
-	err := w.a.rt.CreateSandbox(ctx, sb)
+	dns, warnings, err := manifest.PodDNS(pod, w.a.cfg.ResolvConf)
+	for _, msg := range warnings {
+		w.logger.Warn("pod DNS configuration cut to the limits", "uid", uid, "msg", msg)
+		w.a.events.Eventf(events.PodRef(pod), v1.EventTypeWarning, events.DNSConfigForming, "%s", msg)
+	}
+	sb.DNS = dns
+	if err == nil {
+		err = w.a.rt.CreateSandbox(ctx, sb)
+	}
 	if err != nil {
 		err = fmt.Errorf("create sandbox of pod %s: %w", uid, err)
 	} else if err = w.a.conv.PrepareVolumes(pod); err != nil {

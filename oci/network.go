@@ -170,3 +170,19 @@ func podHosts(hostname string, ips []string) []byte {
 	}
 	return b
 }
+
+// resolvConf is a pod's /etc/resolv.conf, written as containerd writes it
+// from the kubelet's DNS configuration: search, nameserver, options.
+func resolvConf(d *podspec.DNSConfig) []byte {
+	var b []byte
+	if len(d.Searches) > 0 {
+		b = fmt.Appendf(b, "search %s\n", strings.Join(d.Searches, " "))
+	}
+	for _, s := range d.Servers {
+		b = fmt.Appendf(b, "nameserver %s\n", s)
+	}
+	if len(d.Options) > 0 {
+		b = fmt.Appendf(b, "options %s\n", strings.Join(d.Options, " "))
+	}
+	return b
+}

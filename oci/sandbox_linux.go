@@ -130,7 +130,7 @@ func (r *Runtime) createSandbox(ctx context.Context, dir string, pr podRecord, p
 			pr.IPs = append(pr.IPs, ip.String())
 		}
 	}
-	if err := writeSandboxFiles(dir, pr); err != nil {
+	if err := writeSandboxFiles(dir, pr, pod.DNS); err != nil {
 		return err
 	}
 	if !pr.HostIPC {
@@ -195,8 +195,8 @@ func podCgroupResources(pr podRecord) *cgroups.Resources {
 }
 
 // writeSandboxFiles writes the pod's /etc/hosts, /etc/hostname and
-// /etc/resolv.conf (the host's copy).
-func writeSandboxFiles(dir string, pr podRecord) error {
+// /etc/resolv.conf (from dns; without it, the host's copy).
+func writeSandboxFiles(dir string, pr podRecord, dns *podspec.DNSConfig) error {
 	hostname := pr.Hostname
 	var hosts []byte
 	if pr.HostNetwork {
@@ -210,9 +210,14 @@ func writeSandboxFiles(dir string, pr podRecord) error {
 	} else {
 		hosts = podHosts(hostname, pr.IPs)
 	}
-	resolv, err := os.ReadFile("/etc/resolv.conf")
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return err
+	var resolv []byte
+	if dns != nil {
+		resolv = resolvConf(dns)
+	} else {
+		var err error
+		if resolv, err = os.ReadFile("/etc/resolv.conf"); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
 	}
 	for name, data := range map[string][]byte{
 		"hosts":       hosts,

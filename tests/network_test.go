@@ -82,13 +82,14 @@ func podIP(d *daemon, pod *v1.Pod) netip.Addr {
 // host at its pod IP and through its hostPort; another pod reaches it; a
 // second pod asking for its hostPort is refused, naming it, and starts once
 // the port is free; removing them leaves no veth, iptables rule or lease
-// (the harness's leak check after the test).
+// (the harness's leak check after the test). Its /etc/hosts names it at its
+// IP, and a pod with dnsPolicy None has the resolv.conf of its dnsConfig.
 func TestPodNetworkReachable(t *testing.T) {
 	t.Parallel()
 	d := newDaemon(t)
 	hostPort := testdaemon.FreePort(t)
 	d.WriteManifest("web.yaml", webPod("web", hostPort))
-	d.WriteManifest("client.yaml", sleeper("client", ""))
+	d.WriteManifest("client.yaml", sleeper("client", "  dnsPolicy: None\n  dnsConfig: {nameservers: [192.0.2.53], searches: [svc.example], options: [{name: ndots, value: '2'}]}\n"))
 	d.Start()
 	web := d.WaitRunning("web", 30*time.Second)
 	ip := podIP(d, web)
@@ -107,6 +108,9 @@ func TestPodNetworkReachable(t *testing.T) {
 	podIP(d, client)
 	if out := d.CLI("exec", client.Name, "--", "wget", "-q", "-O-", fmt.Sprintf("http://%s:81/", ip)); out != "hello from web\n" {
 		t.Errorf("the client pod got %q from the web pod", out)
+	}
+	if out := d.CLI("exec", client.Name, "--", "cat", "/etc/resolv.conf"); out != "search svc.example\nnameserver 192.0.2.53\noptions ndots:2\n" {
+		t.Errorf("the client pod's resolv.conf from its dnsConfig:\n%s", out)
 	}
 	if out := d.CLI("exec", web.Name, "--", "cat", "/etc/hosts"); !strings.Contains(out, ip.String()+"\tweb-"+d.Name+"\n") {
 		t.Errorf("the web pod's /etc/hosts does not name it at %s:\n%s", ip, out)

@@ -82,6 +82,9 @@ type Config struct {
 	// the kubelet's range for a standalone node); "" = oci's default.
 	PodCIDR          string
 	PodNetworkBridge string // --pod-network-bridge
+	// ResolvConf is the resolver file pods' resolv.conf is made from
+	// (resolvConf); "" gives them a local resolver, as the kubelet.
+	ResolvConf string
 
 	EvictionHard                     map[string]string
 	EvictionSoft                     map[string]string
@@ -241,7 +244,7 @@ var honoured = map[string]bool{
 	"mergeDefaultEvictionSettings": true,
 	"serializeImagePulls":          true, "imageGCHighThresholdPercent": true,
 	"imageGCLowThresholdPercent": true, "seccompDefault": true, "maxPods": true,
-	"podPidsLimit": true, "podCIDR": true,
+	"podPidsLimit": true, "podCIDR": true, "resolvConf": true,
 	"crashLoopBackOff.maxContainerRestartPeriod": true,
 	"registerNode": true, "registerWithTaints": true,
 	"nodeStatusUpdateFrequency": true, "nodeStatusReportFrequency": true,
@@ -354,6 +357,7 @@ func fromKubelet(path string, raw map[string]any, kc *kubeletv1beta1.KubeletConf
 		CgroupRoot:           kc.CgroupRoot,
 		CgroupDriver:         kc.CgroupDriver,
 		PodCIDR:              kc.PodCIDR,
+		ResolvConf:           *kc.ResolverConfig,
 		CNIConfDir:           DefaultCNIConfDir,
 		CNIBinDirs:           slices.Clone(DefaultCNIBinDirs),
 		PodNetworkBridge:     DefaultPodNetworkBridge,

@@ -108,6 +108,7 @@ var entries = []entry{
 	{"cniCacheDir", "", str(func(c *Config) string { return c.CNICacheDir })},
 	{"podCIDR", "podCIDR", str(func(c *Config) string { return c.PodCIDR })},
 	{"podNetworkBridge", "", str(func(c *Config) string { return c.PodNetworkBridge })},
+	{"resolvConf", "resolvConf", str(func(c *Config) string { return c.ResolvConf })},
 	{"evictionHard", "evictionHard", kv(func(c *Config) map[string]string { return c.EvictionHard })},
 	{"evictionSoft", "evictionSoft", kv(func(c *Config) map[string]string { return c.EvictionSoft })},
 	{"evictionSoftGracePeriod", "evictionSoftGracePeriod", kv(func(c *Config) map[string]string { return c.EvictionSoftGracePeriod })},

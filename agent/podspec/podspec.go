@@ -62,6 +62,16 @@ type Pod struct {
 	// PortMappings are the hostPorts of the pod's containers, published on
 	// the host through the pod network (CNI's portMappings capability).
 	PortMappings []PortMapping
+	// DNS is the pod's /etc/resolv.conf; nil: a copy of the host's.
+	DNS *DNSConfig
+}
+
+// DNSConfig is a resolv.conf: its nameserver lines, search line and
+// options line.
+type DNSConfig struct {
+	Servers  []string
+	Searches []string
+	Options  []string
 }
 
 // PortMapping publishes ContainerPort of the pod at HostPort on the host:

@@ -359,6 +359,7 @@ func newDaemon(cfg *config.Config, logger *slog.Logger, once bool) (*daemon, err
 		SyncFrequency:  cfg.SyncFrequency,
 		BackoffMax:     cfg.MaxContainerRestartPeriod,
 		PodPidsLimit:   cfg.PodPidsLimit,
+		ResolvConf:     cfg.ResolvConf,
 		WatchdogPeriod: watchdog,
 		Notifier:       agentNotifier{readyNotifier: notifier, line: status},
 		Seen:           seen,
