@@ -44,7 +44,7 @@ func main() {
 	evictWindow := flag.Duration("eviction-window", time.Minute, "how long the eviction manager's idle CPU is measured")
 	hostileRuns := flag.Int("hostile-runs", 3, "runs of each hostile manifest whose reading's memory is measured; 0 skips it")
 	outageWindow := flag.Duration("outage-window", 10*time.Minute, "how long the mirror client faces a refusing API server")
-	only := flag.String("only", "", "comma-separated benchmarks to run: start, ready, probes, url, logs, relist, hostile, eviction, outage (default: all but outage)")
+	only := flag.String("only", "", "comma-separated benchmarks to run: start, network, ready, probes, url, logs, relist, hostile, eviction, outage (default: all but outage)")
 	flag.Parse()
 	if *logsOnly {
 		*only = "logs"
@@ -58,6 +58,9 @@ func main() {
 	var err error
 	if want("start") {
 		err = run(*runs, *bin, *image, *runc, *busybox)
+	}
+	if err == nil && want("network") {
+		err = benchNetwork(*bin, *image, *runs)
 	}
 	if err == nil && want("ready") {
 		err = benchReady(*bin, *image, 10)

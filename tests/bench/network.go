@@ -1,0 +1,137 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+)
+
+// benchNetwork measures what the pod network costs: manifest rename →
+// container exec for a pod on the built-in default network (CNI ADD with
+// Debian's bridge, host-local and portmap, a hostPort published) against
+// the same pod with hostNetwork, alternating, and the teardown of each
+// (manifest removed → sandbox gone, CNI DEL included).
+func benchNetwork(bin, image string, runs int) error {
+	if bin == "" || image == "" {
+		return fmt.Errorf("need -staticpodd and -image (make bench sets both)")
+	}
+	if _, err := os.Stat("/usr/lib/cni/bridge"); err != nil {
+		return fmt.Errorf("CNI plugins missing (apt-get install -y containernetworking-plugins): %w", err)
+	}
+	dir, err := os.MkdirTemp("", "staticpodd-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	sig := filepath.Join(dir, "sig")
+	os.MkdirAll(sig, 0o755)
+	fifo := filepath.Join(sig, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o666); err != nil {
+		return err
+	}
+	// No configuration: the built-in default network.
+	d, err := startDaemon(bin, image, dir, "--cni-conf-dir", filepath.Join(dir, "net.d"))
+	if err != nil {
+		return err
+	}
+	defer d.stop()
+	manifest := func(name string, hostNetwork bool) string {
+		port := ""
+		if !hostNetwork {
+			port = "    ports: [{containerPort: 81, hostPort: 18081}]\n"
+		}
+		return fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata: {name: %s}
+spec:
+  hostNetwork: %v
+  restartPolicy: Never
+  terminationGracePeriodSeconds: 1
+  volumes:
+  - name: sig
+    hostPath: {path: %s}
+  containers:
+  - name: main
+    image: busybox
+    command: ["sh", "-c", ": > /sig/fifo"]
+    volumeMounts:
+    - {name: sig, mountPath: /sig}
+%s`, name, hostNetwork, sig, port)
+	}
+	sandboxes := filepath.Join(d.runDir, "pods")
+	var start, stop [2][]time.Duration // [0] hostNetwork, [1] pod network
+	for i := 0; i < 2*(runs+1); i++ {
+		side := i % 2
+		name := fmt.Sprintf("net%d", i)
+		tmp, dst := filepath.Join(dir, name+".yaml"), filepath.Join(d.manifests, "bench.yaml")
+		if err := os.WriteFile(tmp, []byte(manifest(name, side == 0)), 0o644); err != nil {
+			return err
+		}
+		t0 := time.Now()
+		if err := os.Rename(tmp, dst); err != nil {
+			return err
+		}
+		t1, err := waitFIFO(fifo, 30*time.Second)
+		if err != nil {
+			return fmt.Errorf("run %d: %v\n%s", i, err, d.logs.String())
+		}
+		// The container has exited; the pod is done: remove it.
+		if err := poll(30*time.Second, func() bool { return podPhase(d, name) == "Succeeded" }); err != nil {
+			return fmt.Errorf("run %d: pod not done: %v", i, err)
+		}
+		t2 := time.Now()
+		os.Remove(dst)
+		if err := pollEvery(2*time.Millisecond, 30*time.Second, func() bool {
+			e, _ := os.ReadDir(sandboxes)
+			return len(e) == 0
+		}); err != nil {
+			return fmt.Errorf("run %d: sandbox not removed: %v", i, err)
+		}
+		t3 := time.Now()
+		if i >= 2 { // the first of each side warms caches
+			start[side] = append(start[side], t1.Sub(t0))
+			stop[side] = append(stop[side], t3.Sub(t2))
+		}
+		if err := poll(30*time.Second, func() bool { n, _ := d.countPods(); return n == 0 }); err != nil {
+			return fmt.Errorf("run %d: pod still listed: %v", i, err)
+		}
+	}
+	fmt.Printf("\npod network: manifest rename → container exec, and manifest removed → sandbox gone, %d runs each, alternating\n\n", runs)
+	fmt.Printf("| | start p50 | start p90 | teardown p50 | teardown p90 |\n|---|---|---|---|---|\n")
+	for side, label := range []string{"hostNetwork", "default network (CNI bridge, hostPort)"} {
+		fmt.Printf("| %s | %s | %s | %s | %s |\n", label, ms(pct(start[side], 50)), ms(pct(start[side], 90)), ms(pct(stop[side], 50)), ms(pct(stop[side], 90)))
+	}
+	fmt.Printf("| ratio CNI / hostNetwork | %.2f | %.2f | %.2f | %.2f |\n",
+		ratio(start, 50), ratio(start, 90), ratio(stop, 50), ratio(stop, 90))
+	return nil
+}
+
+func ratio(ds [2][]time.Duration, p int) float64 {
+	return float64(pct(ds[1], p)) / float64(pct(ds[0], p))
+}
+
+// podPhase is the phase of the daemon's pod named name ("" if none).
+func podPhase(d *benchDaemon, name string) string {
+	resp, err := http.Get(d.podsURL)
+	if err != nil {
+		return ""
+	}
+	defer resp.Body.Close()
+	var list v1.PodList
+	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil {
+		return ""
+	}
+	for _, p := range list.Items {
+		if strings.HasPrefix(p.Name, name+"-") {
+			return string(p.Status.Phase)
+		}
+	}
+	return ""
+}
