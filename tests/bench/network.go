@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -110,7 +111,81 @@ spec:
 	}
 	fmt.Printf("| ratio CNI / hostNetwork | %.2f | %.2f | %.2f | %.2f |\n",
 		ratio(start, 50), ratio(start, 90), ratio(stop, 50), ratio(stop, 90))
+	if _, err := exec.LookPath("podman"); err != nil {
+		fmt.Printf("\npodman: not installed, not compared (%v)\n", err)
+		return nil
+	}
+	pstart, pstop, err := benchPodman(image, dir, fifo, min(runs, 10), func(name string, hostNetwork bool) string {
+		return strings.Replace(manifest(name, hostNetwork), "image: busybox", "image: "+podmanImage, 1)
+	})
+	if err != nil {
+		return fmt.Errorf("podman: %w", err)
+	}
+	fmt.Printf("\npodman kube play (CLI start → container exec) and podman kube down (CLI start → exit) of the same pods, %d runs each, alternating\n\n", min(runs, 10))
+	fmt.Printf("| | start p50 | start p90 | teardown p50 | teardown p90 |\n|---|---|---|---|---|\n")
+	for side, label := range []string{"podman, hostNetwork", "podman, its default network (netavark bridge, hostPort)"} {
+		fmt.Printf("| %s | %s | %s | %s | %s |\n", label, ms(pct(pstart[side], 50)), ms(pct(pstart[side], 90)), ms(pct(pstop[side], 50)), ms(pct(pstop[side], 90)))
+	}
+	fmt.Printf("| ratio staticpodd / podman, pod network | %.2f | %.2f | %.2f | %.2f |\n",
+		float64(pct(start[1], 50))/float64(pct(pstart[1], 50)), float64(pct(start[1], 90))/float64(pct(pstart[1], 90)),
+		float64(pct(stop[1], 50))/float64(pct(pstop[1], 50)), float64(pct(stop[1], 90))/float64(pct(pstop[1], 90)))
 	return nil
+}
+
+// podmanImage is the benchmark's busybox image in podman's store: a name of
+// localhost, so that podman never looks for it on a registry.
+const podmanImage = "localhost/staticpodd-bench-busybox:latest"
+
+// benchPodman times `podman kube play` (to the container's exec) and
+// `podman kube down` of the manifests manifest makes, alternating
+// hostNetwork and not. It needs podman with runc (see the project's notes on
+// this machine: /etc/containers/containers.conf).
+func benchPodman(image, dir, fifo string, runs int, manifest func(string, bool) string) (start, stop [2][]time.Duration, err error) {
+	if exec.Command("podman", "image", "exists", podmanImage).Run() != nil {
+		out, err := exec.Command("podman", "load", "-i", image).CombinedOutput()
+		if err != nil {
+			return start, stop, fmt.Errorf("load %s: %v: %s", image, err, out)
+		}
+		loaded := ""
+		for _, l := range strings.Split(string(out), "\n") {
+			if r, ok := strings.CutPrefix(l, "Loaded image: "); ok {
+				loaded = strings.TrimSpace(r)
+			}
+		}
+		if out, err := exec.Command("podman", "tag", loaded, podmanImage).CombinedOutput(); err != nil {
+			return start, stop, fmt.Errorf("tag %s: %v: %s", loaded, err, out)
+		}
+	}
+	for i := 0; i < 2*(runs+1); i++ {
+		side := i % 2
+		name := fmt.Sprintf("podman%d", i)
+		file := filepath.Join(dir, name+".yaml")
+		if err := os.WriteFile(file, []byte(manifest(name, side == 0)), 0o644); err != nil {
+			return start, stop, err
+		}
+		t0 := time.Now()
+		play := exec.Command("podman", "kube", "play", file)
+		if err := play.Start(); err != nil {
+			return start, stop, err
+		}
+		t1, err := waitFIFO(fifo, 60*time.Second)
+		if werr := play.Wait(); err == nil && werr != nil {
+			err = fmt.Errorf("kube play: %w", werr)
+		}
+		if err != nil {
+			return start, stop, fmt.Errorf("run %d: %w", i, err)
+		}
+		t2 := time.Now()
+		if out, err := exec.Command("podman", "kube", "down", file).CombinedOutput(); err != nil {
+			return start, stop, fmt.Errorf("run %d: kube down: %v: %s", i, err, out)
+		}
+		t3 := time.Now()
+		if i >= 2 {
+			start[side] = append(start[side], t1.Sub(t0))
+			stop[side] = append(stop[side], t3.Sub(t2))
+		}
+	}
+	return start, stop, nil
 }
 
 func ratio(ds [2][]time.Duration, p int) float64 {
