@@ -138,8 +138,8 @@ const podmanImage = "localhost/staticpodd-bench-busybox:latest"
 
 // benchPodman times `podman kube play` (to the container's exec) and
 // `podman kube down` of the manifests manifest makes, alternating
-// hostNetwork and not. It needs podman with runc (see the project's notes on
-// this machine: /etc/containers/containers.conf).
+// hostNetwork and not. On a cgroup v1 host podman needs runc as its runtime
+// and default ulimits within the hard nofile limit (containers.conf).
 func benchPodman(image, dir, fifo string, runs int, manifest func(string, bool) string) (start, stop [2][]time.Duration, err error) {
 	if exec.Command("podman", "image", "exists", podmanImage).Run() != nil {
 		out, err := exec.Command("podman", "load", "-i", image).CombinedOutput()
