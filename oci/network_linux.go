@@ -130,6 +130,13 @@ func (n *network) noPodNetwork(reason string) {
 }
 
 func (rec *netRecord) runtimeConf(netns string) *libcni.RuntimeConf {
+	// CNI_ARGS is "K=V;K=V" with no quoting: a value with ';' or '=' would
+	// add arguments. Namespace and name are DNS names; a UID is a
+	// manifest's own and passed only when CNI allows it as an ID.
+	uid := rec.UID
+	if cniContainerID(uid) != uid {
+		uid = rec.ID
+	}
 	rt := &libcni.RuntimeConf{
 		ContainerID: rec.ID,
 		NetNS:       netns,
@@ -140,7 +147,7 @@ func (rec *netRecord) runtimeConf(netns string) *libcni.RuntimeConf {
 			{"K8S_POD_NAMESPACE", rec.Namespace},
 			{"K8S_POD_NAME", rec.Name},
 			{"K8S_POD_INFRA_CONTAINER_ID", rec.ID},
-			{"K8S_POD_UID", rec.UID},
+			{"K8S_POD_UID", uid},
 		},
 	}
 	if len(rec.Ports) > 0 {

@@ -289,3 +289,18 @@ func freeTCPPort(t *testing.T) int {
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
 }
+
+// A pod UID (a manifest may give its own) cannot add CNI_ARGS.
+func TestRuntimeConfArgs(t *testing.T) {
+	uid := "x;K8S_POD_NAME=other;IgnoreUnknown=0"
+	rec := netRecord{ID: cniContainerID(uid), Namespace: "default", Name: "web-node", UID: uid}
+	rt := rec.runtimeConf("/run/netns/x")
+	for _, kv := range rt.Args {
+		if strings.ContainsAny(kv[1], ";=") {
+			t.Errorf("CNI_ARGS %s=%q would add arguments", kv[0], kv[1])
+		}
+	}
+	if rt.ContainerID != rec.ID || rt.IfName != "eth0" || rt.CapabilityArgs != nil {
+		t.Errorf("runtime conf %+v", rt)
+	}
+}
