@@ -24,7 +24,8 @@ func benchNetwork(bin, image string, runs int) error {
 		return fmt.Errorf("need -staticpodd and -image (make bench sets both)")
 	}
 	if _, err := os.Stat("/usr/lib/cni/bridge"); err != nil {
-		return fmt.Errorf("CNI plugins missing (apt-get install -y containernetworking-plugins): %w", err)
+		fmt.Printf("\npod network: NOT MEASURED, no CNI plugins (apt-get install -y containernetworking-plugins): %v\n", err)
+		return nil
 	}
 	dir, err := os.MkdirTemp("", "staticpodd-bench-")
 	if err != nil {
