@@ -517,10 +517,12 @@ func formatPod(pod *v1.Pod) string {
 	return fmt.Sprintf("%s_%s(%s)", pod.Name, pod.Namespace, pod.UID)
 }
 
-// sandboxStatus learns st's place on the pod network, once: its pod IPs, or
-// why it has none (logged by the runtime, shown in the pod's status).
+// sandboxStatus learns st's place on the pod network: its pod IPs, or why
+// it has none (logged by the runtime, shown in the pod's status). It asks
+// at every sync (the runtime answers from memory), so that what the
+// runtime learns later (an adopted network's failed check) shows too.
 func (w *worker) sandboxStatus(ctx context.Context, st *podState) {
-	if st.network != nil || !st.sandbox {
+	if !st.sandbox {
 		return
 	}
 	ns, err := w.a.rt.SandboxStatus(ctx, st.uid)

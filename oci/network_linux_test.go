@@ -212,6 +212,7 @@ func TestAdoptedSandboxNetworkChecked(t *testing.T) {
 	e.sandbox(p)
 	ip := e.podIP(p)
 	e.rt = e.newRuntime()
+	<-e.rt.checked
 	st, err := e.rt.SandboxStatus(context.Background(), p.UID)
 	if err != nil {
 		t.Fatal(err)
@@ -224,6 +225,7 @@ func TestAdoptedSandboxNetworkChecked(t *testing.T) {
 		t.Fatalf("delete the default route: %v: %s", err, out)
 	}
 	e.rt = e.newRuntime()
+	<-e.rt.checked
 	st, err = e.rt.SandboxStatus(context.Background(), p.UID)
 	if err != nil {
 		t.Fatal(err)

@@ -102,6 +102,9 @@ type Runtime struct {
 	// sandboxes caches the status of each sandbox this process made or
 	// checked, by pod UID; guarded by mu.
 	sandboxes map[string]podspec.SandboxStatus
+	// checked is closed once the networks of the sandboxes found at start
+	// were checked.
+	checked chan struct{}
 	// layers caches the size of each container's writable layer, which a
 	// container with many files makes slow to walk (as cadvisor's du).
 	layers layerSizes

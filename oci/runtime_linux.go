@@ -56,6 +56,7 @@ func New(cfg Config) (*Runtime, error) {
 
 		sandboxes: map[string]podspec.SandboxStatus{},
 	}
+	r.checked = make(chan struct{})
 	if cfg.Network != nil {
 		r.net = newNetwork(*cfg.Network, cfg.RunDir, cfg.Logger)
 	}
@@ -66,6 +67,11 @@ func New(cfg Config) (*Runtime, error) {
 	}
 	r.removeOrphans()
 	r.killLeftoverExecs()
+	if uids, err := r.ListSandboxes(context.Background()); err == nil && r.net != nil && len(uids) > 0 {
+		go r.checkNetworks(context.Background(), uids)
+	} else {
+		close(r.checked)
+	}
 	return r, nil
 }
 

@@ -424,9 +424,9 @@ func (r *Runtime) ListSandboxes(ctx context.Context) ([]string, error) {
 }
 
 // SandboxStatus tells pod uid's addresses on the pod network, or why it has
-// none. The first call for a sandbox this process did not make (one adopted
-// from an earlier daemon) runs CNI's CHECK on its attachment, and says in
-// Message when that fails.
+// none, from its record; a sandbox adopted from an earlier daemon whose
+// network failed CNI's CHECK (run once in the background, see
+// checkNetworks) says so in Message.
 func (r *Runtime) SandboxStatus(ctx context.Context, uid string) (podspec.SandboxStatus, error) {
 	r.mu.Lock()
 	st, ok := r.sandboxes[uid]
@@ -437,26 +437,49 @@ func (r *Runtime) SandboxStatus(ctx context.Context, uid string) (podspec.Sandbo
 	if !validName(uid) {
 		return podspec.SandboxStatus{}, fmt.Errorf("sandbox %q: invalid UID", uid)
 	}
-	defer r.lockPod(uid)()
-	dir := r.podDir(uid)
 	var pr podRecord
-	if err := readJSON(filepath.Join(dir, podFile), &pr); err != nil {
+	if err := readJSON(filepath.Join(r.podDir(uid), podFile), &pr); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			err = podspec.ErrNotExist
 		}
 		return podspec.SandboxStatus{}, fmt.Errorf("sandbox of pod %s: %w", uid, err)
 	}
 	st = sandboxStatus(pr)
-	if r.net != nil && !pr.HostNetwork {
-		if err := r.net.check(ctx, dir); err != nil {
-			r.log.Warn("adopted pod's network does not check out", "pod", pr.Name, "uid", uid, "err", err)
-			st.Message = err.Error()
-		}
-	}
 	r.mu.Lock()
+	defer r.mu.Unlock()
+	if cur, ok := r.sandboxes[uid]; ok {
+		return cur, nil // the check got there first
+	}
 	r.sandboxes[uid] = st
-	r.mu.Unlock()
 	return st, nil
+}
+
+// checkNetworks runs CNI's CHECK once on the network of every sandbox an
+// earlier daemon made, off the start-up path (a plugin is a process each:
+// tens of milliseconds a pod), and keeps what fails in the sandbox's status.
+// The pods keep running either way. It closes r.checked when done.
+func (r *Runtime) checkNetworks(ctx context.Context, uids []string) {
+	defer close(r.checked)
+	for _, uid := range uids {
+		func() {
+			defer r.lockPod(uid)()
+			dir := r.podDir(uid)
+			var pr podRecord
+			if err := readJSON(filepath.Join(dir, podFile), &pr); err != nil || pr.HostNetwork {
+				return // removed meanwhile, or no network of its own
+			}
+			err := r.net.check(ctx, dir)
+			if err == nil {
+				return
+			}
+			r.log.Warn("adopted pod's network does not check out", "pod", pr.Name, "uid", uid, "err", err)
+			st := sandboxStatus(pr)
+			st.Message = err.Error()
+			r.mu.Lock()
+			r.sandboxes[uid] = st
+			r.mu.Unlock()
+		}()
+	}
 }
 
 func sandboxStatus(pr podRecord) podspec.SandboxStatus {

@@ -142,13 +142,14 @@ func TestPodNetworkReachable(t *testing.T) {
 }
 
 // 50 pods made and removed 4 times leave the host's interfaces, iptables
-// rules and leases as they were.
+// rules and leases as they were: no veth on the daemon's bridge, no rule
+// naming its range, no lease (the host's other interfaces and rules change
+// with the tests running beside this one: they are not this daemon's).
 func TestPodNetworkChurn(t *testing.T) {
 	t.Parallel()
 	const pods, cycles = 50, 4
 	d := newDaemon(t)
 	d.Start()
-	links0, rules0 := hostLinks(t), hostRules(t)
 	for c := range cycles {
 		for i := range pods {
 			d.WriteManifest(fmt.Sprintf("p%d.yaml", i), sleeper(fmt.Sprintf("p%d", i), ""))
@@ -165,6 +166,9 @@ func TestPodNetworkChurn(t *testing.T) {
 			}
 			return nil
 		})
+		if n := bridgePorts(t, d.Net.Bridge); n != pods {
+			t.Fatalf("cycle %d: %d veths on %s with %d pods running", c, n, d.Net.Bridge, pods)
+		}
 		for i := range pods {
 			d.RemoveManifest(fmt.Sprintf("p%d.yaml", i))
 		}
@@ -180,47 +184,23 @@ func TestPodNetworkChurn(t *testing.T) {
 		if left, err := d.Net.Leftovers(d.IPAMDir(), ""); err != nil || len(left) > 0 {
 			t.Fatalf("cycle %d: left %q (%v)", c, left, err)
 		}
-		// The bridge is made by the first ADD and stays, as the bridge
-		// plugin leaves it: compare without it.
-		if links := hostLinks(t); links != links0 {
-			t.Errorf("cycle %d: host interfaces\n%s\nwere\n%s", c, links, links0)
-		}
-		if rules := hostRules(t); rules != rules0 {
-			t.Errorf("cycle %d: iptables rules\n%s\nwere\n%s", c, rules, rules0)
-		}
 	}
 }
 
-// hostLinks are the host's veth interfaces, one name a line.
-func hostLinks(t *testing.T) string {
+// bridgePorts counts the interfaces on bridge.
+func bridgePorts(t *testing.T, bridge string) int {
 	t.Helper()
-	out, err := exec.Command("ip", "-o", "link", "show", "type", "veth").Output()
+	out, err := exec.Command("ip", "-o", "link", "show", "master", bridge).Output()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var names []string
-	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-		if f := strings.Fields(l); len(f) > 1 {
-			names = append(names, f[1])
-		}
-	}
-	return strings.Join(names, "\n")
-}
-
-// hostRules are the iptables rules naming CNI chains.
-func hostRules(t *testing.T) string {
-	t.Helper()
-	out, err := exec.Command("iptables-save").Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rules []string
+	n := 0
 	for _, l := range strings.Split(string(out), "\n") {
-		if strings.HasPrefix(l, "-A ") && strings.Contains(l, "CNI-") && !strings.Contains(l, "CNI-HOSTPORT") {
-			rules = append(rules, l)
+		if strings.TrimSpace(l) != "" {
+			n++
 		}
 	}
-	return strings.Join(rules, "\n")
+	return n
 }
 
 // blockingNetwork writes into the daemon's CNI configuration directory its
