@@ -389,7 +389,14 @@ func (w *worker) start(ctx context.Context, pod *v1.Pod, act action) time.Time {
 		}
 	}
 
-	spec, err := w.a.conv.Container(pod, c, act.attempt)
+	// status.podIP(s) and status.hostIP(s) in env are the pod's addresses
+	// (the kubelet's makeEnvironmentVariables takes them from the sandbox).
+	withIPs := *pod
+	withIPs.Status = v1.PodStatus{}
+	if st := w.pods[string(pod.UID)]; st != nil {
+		w.addresses(pod, st, &withIPs.Status)
+	}
+	spec, err := w.a.conv.Container(&withIPs, c, act.attempt)
 	if err != nil {
 		ci.reason, ci.message = reasonConfigError, err.Error()
 		w.a.events.Eventf(ref, v1.EventTypeWarning, events.Failed, "Error: %v", err)

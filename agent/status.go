@@ -128,6 +128,29 @@ func orphanPod(uid string, st *podState) *v1.Pod {
 	return pod
 }
 
+// addresses sets status's hostIP(s) and podIP(s). A hostNetwork pod has the
+// node's IP; the others have those the pod network gave them, or none
+// (podIP stays empty, as the kubelet leaves it for a pod without one) when
+// there is no pod network.
+func (w *worker) addresses(pod *v1.Pod, st *podState, status *v1.PodStatus) {
+	if ip := w.a.cfg.NodeIP; ip.IsValid() {
+		status.HostIP = ip.String()
+		status.HostIPs = []v1.HostIP{{IP: ip.String()}}
+		if pod.Spec.HostNetwork {
+			status.PodIP = ip.String()
+			status.PodIPs = []v1.PodIP{{IP: ip.String()}}
+		}
+	}
+	if n := st.network; n != nil && !pod.Spec.HostNetwork && st.sandbox {
+		for _, ip := range n.IPs {
+			status.PodIPs = append(status.PodIPs, v1.PodIP{IP: ip.String()})
+		}
+		if len(status.PodIPs) > 0 {
+			status.PodIP = status.PodIPs[0].IP
+		}
+	}
+}
+
 // reasonNoPodNetwork is the PodReadyToStartContainers condition's reason
 // when the pod's sandbox has its loopback only.
 const reasonNoPodNetwork = "NoPodNetwork"
@@ -154,25 +177,7 @@ func (w *worker) podStatus(pod *v1.Pod) v1.PodStatus {
 		t := metav1.NewTime(w.gen.startTime)
 		status.StartTime = &t
 	}
-	// A hostNetwork pod has the node's IP; the others have those the pod
-	// network gave them, or none (podIP stays empty, as the kubelet leaves
-	// it for a pod without one) when there is no pod network.
-	if ip := w.a.cfg.NodeIP; ip.IsValid() {
-		status.HostIP = ip.String()
-		status.HostIPs = []v1.HostIP{{IP: ip.String()}}
-		if pod.Spec.HostNetwork {
-			status.PodIP = ip.String()
-			status.PodIPs = []v1.PodIP{{IP: ip.String()}}
-		}
-	}
-	if n := st.network; n != nil && !pod.Spec.HostNetwork && st.sandbox {
-		for _, ip := range n.IPs {
-			status.PodIPs = append(status.PodIPs, v1.PodIP{IP: ip.String()})
-		}
-		if len(status.PodIPs) > 0 {
-			status.PodIP = status.PodIPs[0].IP
-		}
-	}
+	w.addresses(pod, st, &status)
 
 	// Once a regular container has been made, the pod stays initialized
 	// (the kubelet's hasAnyRegularContainerCreated).

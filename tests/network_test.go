@@ -37,6 +37,8 @@ spec:
     - name: web
       image: busybox
       command: ["sh", "-c", "mkdir -p /www && echo hello from %[1]s > /www/index.html && trap 'exit 0' TERM; httpd -f -p 81 -h /www & wait"]
+      env:
+        - {name: POD_IP, valueFrom: {fieldRef: {fieldPath: status.podIP}}}
       ports:
 %[2]s`, name, port)
 }
@@ -111,6 +113,9 @@ func TestPodNetworkReachable(t *testing.T) {
 	}
 	if out := d.CLI("exec", client.Name, "--", "cat", "/etc/resolv.conf"); out != "search svc.example\nnameserver 192.0.2.53\noptions ndots:2\n" {
 		t.Errorf("the client pod's resolv.conf from its dnsConfig:\n%s", out)
+	}
+	if out := d.CLI("exec", web.Name, "--", "sh", "-c", "echo $POD_IP"); out != ip.String()+"\n" {
+		t.Errorf("the web pod's POD_IP (status.podIP) is %q, want %s", out, ip)
 	}
 	if out := d.CLI("exec", web.Name, "--", "cat", "/etc/hosts"); !strings.Contains(out, ip.String()+"\tweb-"+d.Name+"\n") {
 		t.Errorf("the web pod's /etc/hosts does not name it at %s:\n%s", ip, out)
