@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -48,8 +49,13 @@ func Alloc(t testing.TB) Net {
 			t.Fatal(err)
 		}
 		n := Net{Bridge: fmt.Sprintf("spdt%d", k), Subnet: netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 97, byte(k), 0}), 24)}
-		// A test killed before its cleanup left its bridge: start clean.
+		// A test run killed before its cleanup (a panic ends every test of
+		// its binary) left its bridge and its pods' rules: start clean, or
+		// every later holder of the range would report them as its leaks.
 		_ = exec.Command("ip", "link", "del", n.Bridge).Run()
+		if err := n.purgeRules(); err != nil {
+			t.Fatalf("testnet: remove the rules a killed run left on %s: %v", n.Subnet, err)
+		}
 		t.Cleanup(func() {
 			_ = exec.Command("ip", "link", "del", n.Bridge).Run()
 			f.Close() // releases the lock
@@ -97,4 +103,78 @@ func (n Net) Leftovers(ipamDir, id string) ([]string, error) {
 		}
 	}
 	return left, nil
+}
+
+// purgeRules deletes the iptables rules naming n's range, the CNI chains they
+// jump to, and the rules jumping to those chains.
+func (n Net) purgeRules() error {
+	rangePrefix := strings.TrimSuffix(n.Subnet.Addr().String(), "0")
+	for _, table := range []string{"nat", "filter"} {
+		out, err := exec.Command("iptables", "-t", table, "-S").Output()
+		if err != nil {
+			return fmt.Errorf("iptables -t %s -S: %w", table, err)
+		}
+		chains := map[string]bool{}
+		var rules [][]string
+		for _, line := range strings.Split(string(out), "\n") {
+			if !strings.HasPrefix(line, "-A ") || !strings.Contains(line, rangePrefix) {
+				continue
+			}
+			args := splitRule(line)
+			for i, a := range args {
+				if a == "-j" && i+1 < len(args) && strings.HasPrefix(args[i+1], "CNI-") && !strings.HasPrefix(args[i+1], "CNI-HOSTPORT-") {
+					chains[args[i+1]] = true
+				}
+			}
+			rules = append(rules, args)
+		}
+		for _, line := range strings.Split(string(out), "\n") {
+			args := splitRule(line)
+			if len(args) > 2 && args[0] == "-A" && !strings.Contains(line, rangePrefix) {
+				if j := slices.Index(args, "-j"); j >= 0 && j+1 < len(args) && chains[args[j+1]] {
+					rules = append(rules, args)
+				}
+			}
+		}
+		for _, r := range rules {
+			r[0] = "-D"
+			_ = exec.Command("iptables", append([]string{"-t", table}, r...)...).Run()
+		}
+		for c := range chains {
+			_ = exec.Command("iptables", "-t", table, "-F", c).Run()
+			_ = exec.Command("iptables", "-t", table, "-X", c).Run()
+		}
+	}
+	return nil
+}
+
+// splitRule splits a line of iptables -S into arguments: words, or
+// double-quoted strings with \" inside.
+func splitRule(line string) []string {
+	var args []string
+	var cur strings.Builder
+	quoted, inWord := false, false
+	for i := 0; i < len(line); i++ {
+		c := line[i]
+		switch {
+		case quoted && c == '\\' && i+1 < len(line):
+			i++
+			cur.WriteByte(line[i])
+		case c == '"':
+			quoted, inWord = !quoted, true
+		case c == ' ' && !quoted:
+			if inWord {
+				args = append(args, cur.String())
+				cur.Reset()
+				inWord = false
+			}
+		default:
+			cur.WriteByte(c)
+			inWord = true
+		}
+	}
+	if inWord {
+		args = append(args, cur.String())
+	}
+	return args
 }
