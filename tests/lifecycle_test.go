@@ -129,7 +129,16 @@ func TestPostStartAcrossDaemonRestart(t *testing.T) {
 	waitFile(d, filepath.Join(dir, "hook"), "began\n", 30*time.Second)
 	d.Kill9()
 	d.Start()
-	cs := d.Pod("slow").Status.ContainerStatuses[0]
+	// The new daemon answers /healthz before it lists what it adopted.
+	var cs v1.ContainerStatus
+	d.Eventually(10*time.Second, "slow listed after the restart", func() error {
+		p := d.Pod("slow")
+		if p == nil || len(p.Status.ContainerStatuses) == 0 {
+			return errStill
+		}
+		cs = p.Status.ContainerStatuses[0]
+		return nil
+	})
 	if cs.Started == nil || *cs.Started {
 		t.Errorf("right after the restart: %+v, want not started while the hook runs again", cs)
 	}
