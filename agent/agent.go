@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -71,13 +72,20 @@ type Agent struct {
 	marks postStartMarks
 	// probeMarks keep what running containers' probes said for the next daemon.
 	probeMarks probeMarks
-	logger     *slog.Logger
-	events     *events.Recorder
-	resync     chan struct{}
-	ready      sync.Once
+	// probeCounts count every probe made, by result, for /metrics/probes.
+	probeCounts probeCounts
+	// timings are the kubelet's pod start and pod worker histograms.
+	timings timings
+	logger  *slog.Logger
+	events  *events.Recorder
+	resync  chan struct{}
+	ready   sync.Once
 	// started is when the agent was made: probes of containers that ran
 	// before are spread over their first period.
 	started time.Time
+	// loopAt is when the reconcile loop last began an iteration (unix
+	// nanoseconds; 0 before the first), for SyncLoopHealthCheck.
+	loopAt atomic.Int64
 
 	mu          sync.Mutex         // guards the fields below
 	workers     map[string]*worker // by pod full name namespace/name, or orphan/<uid>
@@ -134,6 +142,7 @@ func New(cfg Config, rt Runtime, logger *slog.Logger) *Agent {
 		workers:    map[string]*worker{},
 		summary:    "",
 		changed:    make(chan struct{}),
+		timings:    newTimings(),
 	}
 }
 

@@ -58,6 +58,8 @@ type pressure struct {
 	// last is the pod evicted last and when, to wait for its cleanup.
 	last   string
 	lastAt time.Time
+	// evictions counts the pods evicted, by signal (kubelet_evictions).
+	evictions map[string]uint64
 }
 
 // runPressure checks node pressure every housekeeping interval, and when the
@@ -273,6 +275,11 @@ func (a *Agent) evictOne(sum *podspec.Summary, t eviction.Threshold, p eviction.
 	a.pmu.Lock()
 	a.pr.evicted[key] = uid
 	a.pr.last, a.pr.lastAt = uid, now
+	if a.pr.evictions == nil {
+		a.pr.evictions = map[string]uint64{}
+	}
+	// The kubelet's metrics.Evictions, counted when the manager evicts.
+	a.pr.evictions[string(t.Signal)]++
 	a.pmu.Unlock()
 	if w := a.worker(key); w != nil {
 		w.setEviction(uid, &stopRequest{reason: reasonEvicted, message: ev.Message, grace: ev.Grace, release: true})
@@ -367,3 +374,18 @@ func (a *Agent) NodeName() string { return a.cfg.NodeName }
 
 // StatsSummary is what the runtime measures of the node and its pods.
 func (a *Agent) StatsSummary(ctx context.Context) (*podspec.Summary, error) { return a.rt.Stats(ctx) }
+
+// Evictions counts the pods the eviction manager evicted, by signal
+// (memory.available, nodefs.available, ...), since the daemon started.
+func (a *Agent) Evictions() map[string]uint64 {
+	a.pmu.Lock()
+	defer a.pmu.Unlock()
+	if a.pr == nil {
+		return nil
+	}
+	out := make(map[string]uint64, len(a.pr.evictions))
+	for k, v := range a.pr.evictions {
+		out[k] = v
+	}
+	return out
+}

@@ -69,6 +69,9 @@ func TestEvictionLifecycle(t *testing.T) {
 		if e := h.event("Evicted"); e.InvolvedObject.Name != "hog-"+testNode {
 			t.Errorf("event %+v", e)
 		}
+		if got := h.a.Evictions(); len(got) != 1 || got["memory.available"] != 1 {
+			t.Errorf("evictions %v, want one for memory.available", got)
+		}
 		conds := h.a.PressureConditions()
 		if len(conds) != 3 || conds[0].Type != v1.NodeMemoryPressure || conds[0].Status != v1.ConditionTrue ||
 			conds[0].Reason != "KubeletHasInsufficientMemory" || conds[1].Status != v1.ConditionFalse {

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -135,7 +136,10 @@ func (w *worker) startProbes(ctx context.Context, pod *v1.Pod, c *v1.Container, 
 		Started: wasStarted,
 		Ready:   wasReady,
 		Report:  w.report,
-		Logger:  w.logger.With("container", c.Name, "id", cs.ID),
+		Observe: func(k prober.Kind, r prober.Result) {
+			w.a.probeCounts.add(prober.CountKey{Namespace: pod.Namespace, Pod: pod.Name, UID: uid, Container: c.Name, Probe: k, Result: r})
+		},
+		Logger: w.logger.With("container", c.Name, "id", cs.ID),
 	}
 	pctx, cancel := context.WithCancel(ctx)
 	p := &probing{cancel: cancel, done: make(chan struct{})}
@@ -401,4 +405,47 @@ func probeKillReason(pod *v1.Pod, c *v1.Container, kind prober.Kind) string {
 		msg += ", will be restarted"
 	}
 	return msg
+}
+
+// probeCounts counts the probes made. A pod's series are dropped at the
+// first scrape after the pod is gone, as the kubelet deletes a pod's
+// prober series when it removes the pod's probe workers.
+type probeCounts struct {
+	mu sync.Mutex // guards n
+	n  map[prober.CountKey]uint64
+}
+
+func (p *probeCounts) add(k prober.CountKey) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.n == nil {
+		p.n = map[prober.CountKey]uint64{}
+	}
+	p.n[k]++
+}
+
+// ProbeCounts returns how many probes were made, by pod, container, probe
+// and result, for the pods the agent has now.
+func (a *Agent) ProbeCounts() map[prober.CountKey]uint64 {
+	a.mu.Lock()
+	uids := map[string]bool{}
+	for _, w := range a.workers {
+		w.mu.Lock()
+		if w.status != nil {
+			uids[string(w.status.UID)] = true
+		}
+		w.mu.Unlock()
+	}
+	a.mu.Unlock()
+	a.probeCounts.mu.Lock()
+	defer a.probeCounts.mu.Unlock()
+	out := make(map[prober.CountKey]uint64, len(a.probeCounts.n))
+	for k, v := range a.probeCounts.n {
+		if !uids[k.UID] {
+			delete(a.probeCounts.n, k) // the pod is gone: its series go with it
+			continue
+		}
+		out[k] = v
+	}
+	return out
 }

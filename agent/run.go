@@ -54,6 +54,7 @@ func (a *Agent) Run(ctx context.Context, updates <-chan source.Update) error {
 		a.reconcile(ctx, l)
 	}
 	for {
+		a.loopAt.Store(time.Now().UnixNano())
 		a.cfg.Notifier.Watchdog()
 		select {
 		case <-ctx.Done():
@@ -469,4 +470,20 @@ func (a *Agent) statusChanged(keys ...string) {
 	}
 	a.summary = s
 	a.cfg.Notifier.Status(s)
+}
+
+// SyncLoopHealthCheck fails when the reconcile loop has not begun an
+// iteration for twice the sync frequency, at least five minutes, as the
+// kubelet's SyncLoopHealthCheck (its /healthz "syncloop" check). The loop
+// wakes at least every WatchdogPeriod, so only a wedged loop fails it.
+func (a *Agent) SyncLoopHealthCheck() error {
+	at := a.loopAt.Load()
+	if at == 0 {
+		return nil
+	}
+	d := max(2*a.cfg.SyncFrequency, 5*time.Minute)
+	if last := time.Unix(0, at); time.Since(last) > d {
+		return fmt.Errorf("sync loop took longer than expected: last iteration began %s ago", time.Since(last).Round(time.Second))
+	}
+	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -161,4 +162,45 @@ func TestManifestKeptForPodStartedBefore(t *testing.T) {
 	if _, err := os.Stat(paths.PodDir("u2")); !os.IsNotExist(err) {
 		t.Errorf("an offer made the directory of a pod never started (err %v)", err)
 	}
+}
+
+// The syncloop health check fails only when the loop has not begun an
+// iteration for twice the sync frequency, five minutes at least.
+func TestSyncLoopHealthCheck(t *testing.T) {
+	a := &Agent{cfg: Config{SyncFrequency: time.Minute}}
+	if err := a.SyncLoopHealthCheck(); err != nil {
+		t.Errorf("before the first iteration: %v", err)
+	}
+	a.loopAt.Store(time.Now().Add(-4 * time.Minute).UnixNano())
+	if err := a.SyncLoopHealthCheck(); err != nil {
+		t.Errorf("4m ago with a 1m sync frequency: %v", err)
+	}
+	a.loopAt.Store(time.Now().Add(-6 * time.Minute).UnixNano())
+	if err := a.SyncLoopHealthCheck(); err == nil {
+		t.Error("6m ago: no error")
+	}
+	a.cfg.SyncFrequency = 4 * time.Minute
+	if err := a.SyncLoopHealthCheck(); err != nil {
+		t.Errorf("6m ago with a 4m sync frequency: %v", err)
+	}
+}
+
+// A pod seen Pending then Running is one pod start; every sync of its
+// worker is timed, the first as create.
+func TestPodTimings(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		h := start(t, rt, Config{})
+		h.send([]manifest.Pod{testPod("web", "u-web", v1.RestartPolicyAlways, ctr("main", "busybox"))})
+		if p := h.pod("web"); p.Status.Phase != v1.PodRunning {
+			t.Fatalf("phase %s", p.Status.Phase)
+		}
+		if s := h.a.PodStartDurations(); s.Count != 1 {
+			t.Errorf("pod starts %d, want 1", s.Count)
+		}
+		w := h.a.PodWorkerDurations()
+		if w["create"].Count != 1 {
+			t.Errorf("worker syncs %+v, want one create", w)
+		}
+	})
 }

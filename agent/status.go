@@ -29,6 +29,13 @@ func (w *worker) publish(pod *v1.Pod) {
 		// The hashes of the containers as written are the agent's own business.
 		delete(out.Annotations, manifest.AnnotationContainerHashes)
 		out.Status = w.podStatus(pod)
+		// The kubelet's kubelet_pod_start_duration_seconds: a pod seen
+		// Pending turns Running, timed from when the agent first took it
+		// (status.startTime). A pod found running at start is not counted.
+		if w.prevState != nil && w.prevState.Phase == v1.PodPending && out.Status.Phase == v1.PodRunning &&
+			w.gen != nil && w.gen.uid == string(pod.UID) && !w.gen.startTime.IsZero() {
+			w.a.timings.podStart.Observe(time.Since(w.gen.startTime).Seconds())
+		}
 		w.prevState = out.Status.DeepCopy()
 	}
 	desired := ""

@@ -162,7 +162,9 @@ func (w *worker) run(ctx context.Context) {
 		}
 	}
 	for {
+		op, start := w.syncOperation(), time.Now()
 		w.sync(ctx)
+		w.a.timings.worker(op).Observe(time.Since(start).Seconds())
 		if len(w.pods) == 0 && w.a.removeWorker(w) {
 			w.a.statusChanged(w.key) // the pod is no longer listed
 			return

@@ -157,6 +157,7 @@ func (r *Runtime) nodeStats() (podspec.NodeStats, error) {
 			mem, _ = memTotal()
 		}
 		n.MemoryCapacity, n.MemoryUsage, n.MemoryWorkingSet = mem, u.MemoryUsage, u.MemoryWorkingSet
+		n.CPUUsageNanos = u.CPUUsageNanos
 		n.MaxPID, n.NumPIDs = pids, u.Pids
 		if pids == 0 {
 			n.MaxPID, _ = maxPID()
@@ -167,6 +168,11 @@ func (r *Runtime) nodeStats() (podspec.NodeStats, error) {
 		n.MemoryCapacity = total
 		n.MemoryUsage, n.MemoryWorkingSet, err = rootMemory(total)
 		errs = append(errs, err)
+		// The root cgroup's CPU time: cpuacct.usage on v1, cpu.stat's
+		// usage_usec on v2 (the root has it, though not memory.current).
+		root, err := readUsage(dirsOf("/"))
+		errs = append(errs, err)
+		n.CPUUsageNanos = root.CPUUsageNanos
 		n.MaxPID, err = maxPID()
 		errs = append(errs, err)
 		var si unix.Sysinfo_t

@@ -66,6 +66,23 @@ type Config struct {
 	TLSCertFile       string
 	TLSPrivateKeyFile string
 	ClientCAFile      string // authentication.x509.clientCAFile
+	// TLSMinVersion and TLSCipherSuites are tlsMinVersion and
+	// tlsCipherSuites, as Go names them (VersionTLS12, TLS_AES_128_GCM_SHA256).
+	TLSMinVersion   string
+	TLSCipherSuites []string
+	// AnonymousAuth is authentication.anonymous.enabled.
+	AnonymousAuth bool
+	// WebhookAuthn is authentication.webhook.enabled: bearer tokens are
+	// checked with a TokenReview (with a kubeconfig), and the answer kept
+	// WebhookAuthnCacheTTL (authentication.webhook.cacheTTL).
+	WebhookAuthn         bool
+	WebhookAuthnCacheTTL time.Duration
+	// AuthorizationMode is authorization.mode: AlwaysAllow or Webhook
+	// (a SubjectAccessReview, its answer kept the authorized or
+	// unauthorized TTL).
+	AuthorizationMode      string
+	AuthzCacheAuthorized   time.Duration
+	AuthzCacheUnauthorized time.Duration
 
 	PodLogsDir           string
 	ContainerLogMaxSize  int64 // bytes
@@ -235,6 +252,10 @@ var honoured = map[string]bool{
 	"fileCheckFrequency": true, "httpCheckFrequency": true, "syncFrequency": true,
 	"address": true, "port": true, "readOnlyPort": true,
 	"tlsCertFile": true, "tlsPrivateKeyFile": true, "authentication.x509.clientCAFile": true,
+	"tlsMinVersion": true, "tlsCipherSuites": true,
+	"authentication.anonymous.enabled": true, "authentication.webhook.enabled": true,
+	"authentication.webhook.cacheTTL": true, "authorization.mode": true,
+	"authorization.webhook.cacheAuthorizedTTL": true, "authorization.webhook.cacheUnauthorizedTTL": true,
 	"podLogsDir": true, "containerLogMaxSize": true, "containerLogMaxFiles": true,
 	"cgroupRoot": true, "cgroupDriver": true,
 	"evictionHard": true, "evictionSoft": true, "evictionSoftGracePeriod": true,
@@ -351,6 +372,15 @@ func fromKubelet(path string, raw map[string]any, kc *kubeletv1beta1.KubeletConf
 		TLSCertFile:       kc.TLSCertFile,
 		TLSPrivateKeyFile: kc.TLSPrivateKeyFile,
 		ClientCAFile:      kc.Authentication.X509.ClientCAFile,
+
+		TLSMinVersion:          kc.TLSMinVersion,
+		TLSCipherSuites:        kc.TLSCipherSuites,
+		AnonymousAuth:          *kc.Authentication.Anonymous.Enabled,
+		WebhookAuthn:           *kc.Authentication.Webhook.Enabled,
+		WebhookAuthnCacheTTL:   kc.Authentication.Webhook.CacheTTL.Duration,
+		AuthorizationMode:      string(kc.Authorization.Mode),
+		AuthzCacheAuthorized:   kc.Authorization.Webhook.CacheAuthorizedTTL.Duration,
+		AuthzCacheUnauthorized: kc.Authorization.Webhook.CacheUnauthorizedTTL.Duration,
 
 		PodLogsDir:           kc.PodLogsDir,
 		ContainerLogMaxFiles: *kc.ContainerLogMaxFiles,

@@ -133,10 +133,14 @@ authentication:
   x509:
     clientCAFile: /etc/ca.crt
   webhook:
-    enabled: false
+    enabled: false      # honoured: no warning
   anonymous:
     enabled: false      # the default: no warning
+authorization:
+  webhook:
+    cacheAuthorizedTTL: 5m   # honoured: no warning
 clusterDNS: [10.0.0.10]
+containerLogMaxWorkers: 4
 mergeDefaultEvictionSettings: true
 evictionHard:
   memory.available: 1Gi
@@ -145,7 +149,7 @@ evictionHard:
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"authentication.webhook.enabled", "clusterDNS"}
+	want := []string{"clusterDNS", "containerLogMaxWorkers"}
 	if len(warnings) != len(want) {
 		t.Fatalf("warnings = %q, want one each for %v", warnings, want)
 	}
@@ -174,6 +178,9 @@ func TestLoadErrors(t *testing.T) {
 		{"wrong apiVersion", "apiVersion: kubelet.config.k8s.io/v1\nkind: KubeletConfiguration\n", "want apiVersion kubelet.config.k8s.io/v1beta1"},
 		{"wrong kind", "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeProxyConfiguration\n", "kind KubeProxyConfiguration"},
 		{"bad port", "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nport: 70000\n", "port: 70000 is not between 1 and 65535"},
+		{"bad TLS version", "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\ntlsMinVersion: TLS1.3\n", `tlsMinVersion: "TLS1.3" is not one of VersionTLS10`},
+		{"bad cipher", "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\ntlsCipherSuites: [TLS_AES_128_GCM_SHA256, RC4]\n", `tlsCipherSuites: "RC4" is not a cipher suite Go knows`},
+		{"bad authorization mode", "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nauthorization: {mode: RBAC}\n", `authorization.mode: "RBAC" is neither AlwaysAllow nor Webhook`},
 		{"bad driver", "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\ncgroupDriver: foo\n", "cgroupDriver"},
 		{"bad size", "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\ncontainerLogMaxSize: lots\n", "containerLogMaxSize"},
 		{"zero size", "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\ncontainerLogMaxSize: \"0\"\n", "containerLogMaxSize: 0 would rotate at every line"},

@@ -96,6 +96,14 @@ var entries = []entry{
 	{"tlsCertFile", "tlsCertFile", str(func(c *Config) string { return c.TLSCertFile })},
 	{"tlsPrivateKeyFile", "tlsPrivateKeyFile", str(func(c *Config) string { return c.TLSPrivateKeyFile })},
 	{"authentication.x509.clientCAFile", "authentication.x509.clientCAFile", str(func(c *Config) string { return c.ClientCAFile })},
+	{"tlsMinVersion", "tlsMinVersion", str(func(c *Config) string { return c.TLSMinVersion })},
+	{"tlsCipherSuites", "tlsCipherSuites", str(func(c *Config) string { return strings.Join(c.TLSCipherSuites, ",") })},
+	{"authentication.anonymous.enabled", "authentication.anonymous.enabled", boolean(func(c *Config) bool { return c.AnonymousAuth })},
+	{"authentication.webhook.enabled", "authentication.webhook.enabled", boolean(func(c *Config) bool { return c.WebhookAuthn })},
+	{"authentication.webhook.cacheTTL", "authentication.webhook.cacheTTL", dur(func(c *Config) time.Duration { return c.WebhookAuthnCacheTTL })},
+	{"authorization.mode", "authorization.mode", str(func(c *Config) string { return c.AuthorizationMode })},
+	{"authorization.webhook.cacheAuthorizedTTL", "authorization.webhook.cacheAuthorizedTTL", dur(func(c *Config) time.Duration { return c.AuthzCacheAuthorized })},
+	{"authorization.webhook.cacheUnauthorizedTTL", "authorization.webhook.cacheUnauthorizedTTL", dur(func(c *Config) time.Duration { return c.AuthzCacheUnauthorized })},
 	{"podLogsDir", "podLogsDir", str(func(c *Config) string { return c.PodLogsDir })},
 	{"containerLogMaxSize", "containerLogMaxSize", str(func(c *Config) string {
 		return resource.NewQuantity(c.ContainerLogMaxSize, resource.BinarySI).String()

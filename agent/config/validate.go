@@ -1,6 +1,7 @@
 package config
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -104,7 +105,62 @@ func (c *Config) validate() error {
 			bad(key, "%q is not an absolute path", dir)
 		}
 	}
+	if _, err := TLSVersion(c.TLSMinVersion); err != nil {
+		bad("tlsMinVersion", "%v", err)
+	}
+	if _, err := CipherSuites(c.TLSCipherSuites); err != nil {
+		bad("tlsCipherSuites", "%v", err)
+	}
+	if c.AuthorizationMode != "AlwaysAllow" && c.AuthorizationMode != "Webhook" {
+		bad("authorization.mode", "%q is neither AlwaysAllow nor Webhook", c.AuthorizationMode)
+	}
+	for key, d := range map[string]time.Duration{
+		"authentication.webhook.cacheTTL":            c.WebhookAuthnCacheTTL,
+		"authorization.webhook.cacheAuthorizedTTL":   c.AuthzCacheAuthorized,
+		"authorization.webhook.cacheUnauthorizedTTL": c.AuthzCacheUnauthorized,
+	} {
+		if d < 0 {
+			bad(key, "%v is negative", d)
+		}
+	}
 	return errors.Join(errs...)
+}
+
+// TLSVersion is the TLS version named as the kubelet's tlsMinVersion names
+// it (VersionTLS12); "" is 0, Go's default (TLS 1.2 for a server).
+// It follows component-base's cliflag.TLSVersion.
+func TLSVersion(name string) (uint16, error) {
+	if name == "" {
+		return 0, nil
+	}
+	v, ok := map[string]uint16{"VersionTLS10": tls.VersionTLS10, "VersionTLS11": tls.VersionTLS11,
+		"VersionTLS12": tls.VersionTLS12, "VersionTLS13": tls.VersionTLS13}[name]
+	if !ok {
+		return 0, fmt.Errorf("%q is not one of VersionTLS10, VersionTLS11, VersionTLS12, VersionTLS13", name)
+	}
+	return v, nil
+}
+
+// CipherSuites are the IDs of the cipher suites named as Go names them
+// (TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256), insecure ones included, as
+// component-base's cliflag.TLSCipherSuites accepts them; none is Go's default.
+func CipherSuites(names []string) ([]uint16, error) {
+	if len(names) == 0 {
+		return nil, nil
+	}
+	known := map[string]uint16{}
+	for _, cs := range append(tls.CipherSuites(), tls.InsecureCipherSuites()...) {
+		known[cs.Name] = cs.ID
+	}
+	ids := make([]uint16, 0, len(names))
+	for _, n := range names {
+		id, ok := known[n]
+		if !ok {
+			return nil, fmt.Errorf("%q is not a cipher suite Go knows", n)
+		}
+		ids = append(ids, id)
+	}
+	return ids, nil
 }
 
 // EvictionThresholds are the eviction thresholds of evictionHard,

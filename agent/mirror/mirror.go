@@ -66,6 +66,10 @@ type Config struct {
 	NodeName   string
 	NodeIP     netip.Addr // the node's InternalIP; none when invalid
 	Hostname   string     // the node's Hostname address; default NodeName
+	// KubeletPort is the node API's port, the Node's
+	// status.daemonEndpoints.kubeletEndpoint.port: where the API server
+	// sends kubectl logs and nodes/proxy requests.
+	KubeletPort int32
 	// Version is staticpodd's: containerRuntimeVersion staticpodd://<Version>.
 	Version string
 	// RegisterNode creates the Node when it is missing (registerNode).

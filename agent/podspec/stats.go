@@ -19,6 +19,9 @@ type NodeStats struct {
 	MemoryCapacity   uint64
 	MemoryWorkingSet uint64
 	MemoryUsage      uint64
+	// CPUUsageNanos is the CPU time of every process of the node (the root
+	// cgroup's, or NodeCgroup's), as cadvisor measures the node.
+	CPUUsageNanos uint64
 	// Pods is the memory of the parent cgroup of every pod: what
 	// allocatableMemory.available is measured against.
 	PodsMemoryWorkingSet uint64

@@ -30,6 +30,14 @@ type Update struct {
 	At          time.Time
 }
 
+// CountKey names one series of the prober_probe_total counter: the probes
+// of one kind of one container with one result.
+type CountKey struct {
+	Namespace, Pod, UID, Container string
+	Probe                          Kind
+	Result                         Result
+}
+
 // Status is the last result of one probe of one container, for
 // `staticpodd ps -o wide`.
 type Status struct {
@@ -63,7 +71,10 @@ type Config struct {
 	// Report is called, from the probes' goroutines, with each Update. It
 	// must not block for long.
 	Report func(Update)
-	Logger *slog.Logger
+	// Observe, when set, is called with the result of every probe made,
+	// for the prober_probe_total counter; it must not block.
+	Observe func(Kind, Result)
+	Logger  *slog.Logger
 }
 
 // failureLogEvery rate-limits the log of failed probes below their threshold.
@@ -180,6 +191,9 @@ func (l *loop) once(ctx context.Context) bool {
 	if err != nil {
 		// The kubelet counts a probe it could not make as a failure.
 		r, out = Failure, err.Error()
+	}
+	if l.cfg.Observe != nil {
+		l.cfg.Observe(l.kind, r)
 	}
 	if r == l.last {
 		l.streak++

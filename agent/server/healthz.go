@@ -21,19 +21,44 @@ type Checker interface {
 	Checks() []Check
 }
 
-// healthz answers 200 "ok" while the daemon serves, as the kubelet's does,
-// whatever its auxiliary parts do: they never stop a pod, so a failing one
-// does not make the daemon unhealthy. With ?verbose it lists them in the kube
-// components' form, each failing one with its reason.
+// SyncLooper is implemented by an Agent whose reconcile loop can wedge:
+// /healthz fails with it, as the kubelet's "syncloop" check.
+type SyncLooper interface {
+	SyncLoopHealthCheck() error
+}
+
+// healthz answers 200 "ok" while the daemon serves and its reconcile loop
+// runs, as the kubelet's does (ping and syncloop), whatever its auxiliary
+// parts do: they never stop a pod, so a failing one does not make the
+// daemon unhealthy. A wedged loop is 500, "[-]syncloop failed: reason
+// withheld" as the kube components say it. With ?verbose it lists every
+// check in the kube components' form, each failing one with its reason.
 func healthz(a Agent) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		if _, verbose := r.URL.Query()["verbose"]; !verbose {
+		var loopErr error
+		if sl, ok := a.(SyncLooper); ok {
+			loopErr = sl.SyncLoopHealthCheck()
+		}
+		_, verbose := r.URL.Query()["verbose"]
+		if loopErr != nil {
+			w.WriteHeader(http.StatusInternalServerError)
+			msg := "reason withheld"
+			if verbose {
+				msg = oneLine(loopErr.Error())
+			}
+			_, _ = fmt.Fprintf(w, "[+]ping ok\n[-]syncloop failed: %s\nhealthz check failed\n", msg)
+			return
+		}
+		if !verbose {
 			_, _ = w.Write([]byte("ok"))
 			return
 		}
 		var b strings.Builder
 		b.WriteString("[+]ping ok\n")
+		if _, ok := a.(SyncLooper); ok {
+			b.WriteString("[+]syncloop ok\n")
+		}
 		if c, ok := a.(Checker); ok {
 			for _, ch := range c.Checks() {
 				if ch.Err == nil {
@@ -61,4 +86,33 @@ func healthz(a Agent) http.HandlerFunc {
 
 func oneLine(s string) string {
 	return strings.NewReplacer("\r\n", " ", "\n", " ", "\r", " ").Replace(s)
+}
+
+// healthzCheck serves /healthz/{name}: ping, syncloop, or one auxiliary
+// part, "ok" or 500 with why, as the kube components serve each check.
+func healthzCheck(a Agent) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		name := r.PathValue("name")
+		var err error
+		found := name == "ping"
+		if sl, ok := a.(SyncLooper); ok && name == "syncloop" {
+			found, err = true, sl.SyncLoopHealthCheck()
+		}
+		if c, ok := a.(Checker); ok && !found {
+			for _, ch := range c.Checks() {
+				if ch.Name == name {
+					found, err = true, ch.Err
+				}
+			}
+		}
+		switch {
+		case !found:
+			http.NotFound(w, r)
+		case err != nil:
+			http.Error(w, "internal server error: "+oneLine(err.Error()), http.StatusInternalServerError)
+		default:
+			_, _ = w.Write([]byte("ok"))
+		}
+	}
 }

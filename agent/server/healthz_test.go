@@ -2,6 +2,7 @@ package server
 
 import (
 	"errors"
+	"fmt"
 	"net/http/httptest"
 	"testing"
 	"time"
@@ -44,5 +45,41 @@ func TestHealthzVerbose(t *testing.T) {
 	defer h.Close()
 	if _, _, body := get(t, h.Client(), h.URL+"/healthz?verbose=1"); string(body) != "[+]ping ok\nhealthz check passed\n" {
 		t.Errorf("/healthz?verbose=1 = %q", body)
+	}
+}
+
+type loopAgent struct {
+	checkedAgent
+	loopErr error
+}
+
+func (l loopAgent) SyncLoopHealthCheck() error { return l.loopErr }
+
+// A wedged reconcile loop fails /healthz as the kubelet's syncloop check
+// does; each check has its own /healthz/{name}.
+func TestHealthzSyncLoop(t *testing.T) {
+	a := loopAgent{checkedAgent{testAgent, []Check{{Name: "manifest-url", Err: errors.New("HTTP 503")}, {Name: "node-api"}}}, nil}
+	h := httptest.NewServer(ReadOnly(a, logger()))
+	defer h.Close()
+	for path, want := range map[string]string{
+		"/healthz": "200 ok", "/healthz/ping": "200 ok", "/healthz/syncloop": "200 ok", "/healthz/node-api": "200 ok",
+		"/healthz/manifest-url": "500 internal server error: HTTP 503\n", "/healthz/nothing": "404 404 page not found\n",
+		"/healthz?verbose": "200 [+]ping ok\n[+]syncloop ok\n[-]manifest-url failed since 0001-01-01T00:00:00Z: HTTP 503\n[+]node-api ok\nhealthz check passed\n",
+	} {
+		if code, _, body := get(t, h.Client(), h.URL+path); fmt.Sprintf("%d %s", code, body) != want {
+			t.Errorf("%s = %d %q, want %q", path, code, body, want)
+		}
+	}
+	a.loopErr = errors.New("sync loop took longer than expected: last iteration began 6m0s ago")
+	h2 := httptest.NewServer(ReadOnly(a, logger()))
+	defer h2.Close()
+	for path, want := range map[string]string{
+		"/healthz":          "500 [+]ping ok\n[-]syncloop failed: reason withheld\nhealthz check failed\n",
+		"/healthz?verbose":  "500 [+]ping ok\n[-]syncloop failed: sync loop took longer than expected: last iteration began 6m0s ago\nhealthz check failed\n",
+		"/healthz/syncloop": "500 internal server error: sync loop took longer than expected: last iteration began 6m0s ago\n",
+	} {
+		if code, _, body := get(t, h2.Client(), h2.URL+path); fmt.Sprintf("%d %s", code, body) != want {
+			t.Errorf("wedged: %s = %d %q, want %q", path, code, body, want)
+		}
 	}
 }

@@ -27,6 +27,7 @@ type logOptions struct {
 	timestamps bool
 	tail       int64     // lines from the end; -1: all
 	since      time.Time // lines before are left out
+	limit      int64     // bytes of output at most; 0: no limit
 }
 
 // parseLogOptions reads previous, follow, timestamps, tailLines and
@@ -48,6 +49,13 @@ func parseLogOptions(q url.Values, now time.Time) (logOptions, error) {
 			return o, fmt.Errorf("tailLines=%q is not a number of lines", v)
 		}
 		o.tail = n
+	}
+	if v := q.Get("limitBytes"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 1 {
+			return o, fmt.Errorf("limitBytes=%q is not a number of bytes, 1 or more", v)
+		}
+		o.limit = n
 	}
 	secs, at := q.Get("sinceSeconds"), q.Get("sinceTime")
 	switch {
@@ -102,11 +110,43 @@ func containerLogs(a Agent, logger *slog.Logger) http.HandlerFunc {
 		lr.ended = func(path string) bool { return a.LogEnded(ns, pod, ctr, path) }
 		lr.changed = a.Changed
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		if err := lr.copy(r.Context(), w); err != nil && r.Context().Err() == nil {
+		var out io.Writer = w
+		if opts.limit > 0 {
+			out = &limitWriter{w: w, left: opts.limit}
+		}
+		if err := lr.copy(r.Context(), out); err != nil && !errors.Is(err, errLimitReached) && r.Context().Err() == nil {
 			logger.Debug("log stream ended", "path", path, "err", err)
 		}
 	}
 }
+
+// errLimitReached ends a log whose limitBytes were written.
+var errLimitReached = errors.New("limitBytes reached")
+
+// limitWriter writes the first left bytes, then fails, as the kubelet's
+// LimitWriter under ReadLogs does; it passes Flush on.
+type limitWriter struct {
+	w    http.ResponseWriter
+	left int64
+}
+
+func (l *limitWriter) Write(p []byte) (int, error) {
+	if l.left <= 0 {
+		return 0, errLimitReached
+	}
+	short := int64(len(p)) > l.left
+	if short {
+		p = p[:l.left]
+	}
+	n, err := l.w.Write(p)
+	l.left -= int64(n)
+	if err == nil && short {
+		err = errLimitReached
+	}
+	return n, err
+}
+
+func (l *limitWriter) Flush() { http.NewResponseController(l.w).Flush() }
 
 // logReader reads the log of a container, one run after the other: each
 // run's rotated files, oldest first, then its live file <attempt>.log.

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -56,8 +57,9 @@ func DefaultLimits(maxConns int) Limits {
 }
 
 // filesPerConnShare: a listener may hold at most 1/filesPerConnShare of the
-// open-file limit, so the two together leave three quarters of the
-// descriptors to the pods, their logs and the image store.
+// open-file limit, so the three (CLI socket, read-only port, node API)
+// together leave more than half of the descriptors to the pods, their logs
+// and the image store.
 const filesPerConnShare = 8
 
 // FitFiles returns l with MaxConns lowered, if need be, to an eighth of the
@@ -72,8 +74,23 @@ func (l Limits) FitFiles(nofile uint64) Limits {
 // Serve serves h on l within lim until ctx ends; then it stops accepting,
 // gives open requests 5s to finish, and closes what is left.
 func Serve(ctx context.Context, l net.Listener, h http.Handler, lim Limits, logger *slog.Logger) error {
+	return serve(ctx, l, h, nil, lim, logger)
+}
+
+// ServeTLS is Serve with TLS: the handshake counts against the connection
+// cap and is bounded by the read timeouts, as a request's headers are.
+func ServeTLS(ctx context.Context, l net.Listener, h http.Handler, tc *tls.Config, lim Limits, logger *slog.Logger) error {
+	return serve(ctx, l, h, tc, lim, logger)
+}
+
+func serve(ctx context.Context, l net.Listener, h http.Handler, tc *tls.Config, lim Limits, logger *slog.Logger) error {
 	if lim.MaxConns > 0 {
 		l = newLimitListener(l, lim.MaxConns, logger)
+	}
+	if tc != nil {
+		// Outermost, so that net/http sees a *tls.Conn: it then bounds the
+		// handshake and sets Request.TLS.
+		l = tls.NewListener(l, tc)
 	}
 	srv := &http.Server{
 		Handler:           h,

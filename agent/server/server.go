@@ -97,6 +97,7 @@ func CLI(a Agent, logger *slog.Logger) http.Handler {
 
 func readOnly(mux *http.ServeMux, a Agent, logger *slog.Logger) {
 	mux.HandleFunc("GET /healthz", healthz(a))
+	mux.HandleFunc("GET /healthz/{name}", healthzCheck(a))
 	mux.HandleFunc("GET /pods", func(w http.ResponseWriter, r *http.Request) {
 		list := v1.PodList{
 			TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "PodList"},

@@ -47,6 +47,7 @@ func toSummary(node string, s *podspec.Summary, conds []v1.NodeCondition) StatsS
 	}
 	out := StatsSummary{Node: NodeStats{NodeStats: statsapi.NodeStats{
 		NodeName: node,
+		CPU:      &statsapi.CPUStats{Time: at, UsageCoreNanoSeconds: ptr(n.CPUUsageNanos)},
 		Memory: &statsapi.MemoryStats{Time: at, AvailableBytes: ptr(n.MemoryCapacity - min(n.MemoryCapacity, n.MemoryWorkingSet)),
 			UsageBytes: ptr(n.MemoryUsage), WorkingSetBytes: ptr(n.MemoryWorkingSet)},
 		Fs:      fs(n.NodeFs),

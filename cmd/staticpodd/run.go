@@ -91,14 +91,10 @@ func newRunCmd() *cobra.Command {
 // yet, with why: run warns once for each given a value of its own, and config
 // notes them.
 var notYetActedOn = map[string]string{
-	"port":                             "the authenticated kubelet API is not served yet",
-	"tlsCertFile":                      "the authenticated kubelet API is not served yet",
-	"tlsPrivateKeyFile":                "the authenticated kubelet API is not served yet",
-	"authentication.x509.clientCAFile": "the authenticated kubelet API is not served yet",
-	"serializeImagePulls":              "image pulls are not implemented yet",
-	"imageGCLowThresholdPercent":       "image garbage collection is not implemented yet",
-	"seccompDefault":                   "the default seccomp profile is not implemented yet",
-	"maxPods":                          "maxPods is not enforced yet",
+	"serializeImagePulls":        "image pulls are not implemented yet",
+	"imageGCLowThresholdPercent": "image garbage collection is not implemented yet",
+	"seccompDefault":             "the default seccomp profile is not implemented yet",
+	"maxPods":                    "maxPods is not enforced yet",
 }
 
 func warnNotYetActedOn(cfg *config.Config, logger *slog.Logger) {
@@ -128,6 +124,7 @@ type daemon struct {
 	gate     *readyGate    // --ready-when's; nil when READY=1 follows the first sync
 	lock     *os.File      // flock(2)ed <run-dir>/staticpodd.lock, held while the daemon runs
 	readOnly *part         // the read-only port's listener
+	nodePort *part         // the node API's listener (port)
 	imports  *part         // the image import watcher
 	// memNotifier wakes the eviction manager; nil without one.
 	memNotifier *oci.MemoryNotifier
@@ -371,6 +368,7 @@ func newDaemon(cfg *config.Config, logger *slog.Logger, once bool) (*daemon, err
 			NodeName:                  cfg.NodeName,
 			NodeIP:                    nodeIP,
 			Version:                   versionString(),
+			KubeletPort:               cfg.Port,
 			RegisterNode:              cfg.RegisterNode,
 			RegisterWithTaints:        cfg.RegisterWithTaints,
 			NodeStatusUpdateFrequency: cfg.NodeStatusUpdateFrequency,
@@ -384,6 +382,7 @@ func newDaemon(cfg *config.Config, logger *slog.Logger, once bool) (*daemon, err
 		}, mirror.AgentPods{Agent: d.agent}, logger.With("subsystem", "mirror"))
 	}
 	d.readOnly = aux.add("read-only-port", "read-only port")
+	d.nodePort = aux.add("node-api", "node API (port)")
 	d.imports = aux.add("image-import", "image import watcher")
 	return d, nil
 }
@@ -504,6 +503,11 @@ func (d *daemon) run(ctx context.Context) error {
 			})
 			return nil
 		})
+	}
+	if d.cfg.AuthorizationMode == "Webhook" && d.cfg.Kubeconfig == "" {
+		d.logger.Info("node API not served", "reason", errNodeAPIOff.Error())
+	} else {
+		g.Go(func() error { d.serveNodeAPI(ctx, files); return nil })
 	}
 	return g.Wait()
 }

@@ -44,7 +44,8 @@ func main() {
 	evictWindow := flag.Duration("eviction-window", time.Minute, "how long the eviction manager's idle CPU is measured")
 	hostileRuns := flag.Int("hostile-runs", 3, "runs of each hostile manifest whose reading's memory is measured; 0 skips it")
 	outageWindow := flag.Duration("outage-window", 10*time.Minute, "how long the mirror client faces a refusing API server")
-	only := flag.String("only", "", "comma-separated benchmarks to run: start, network, ready, probes, url, logs, relist, hostile, eviction, outage (default: all but outage)")
+	nodeAPIPods := flag.String("nodeapi-pods", "10,100", "pod counts at which the node API's endpoints are measured in a real daemon; empty skips it")
+	only := flag.String("only", "", "comma-separated benchmarks to run: start, network, ready, probes, url, logs, relist, hostile, eviction, nodeapi, outage (default: all but outage)")
 	flag.Parse()
 	if *logsOnly {
 		*only = "logs"
@@ -82,6 +83,9 @@ func main() {
 	}
 	if err == nil && want("hostile") && *hostileRuns > 0 {
 		err = benchHostileMemory(*bin, *image, *hostileRuns)
+	}
+	if err == nil && want("nodeapi") && *nodeAPIPods != "" {
+		err = benchNodeAPI(*bin, *image, *nodeAPIPods)
 	}
 	if err == nil && want("eviction") && *evictRuns > 0 {
 		err = benchEviction(*bin, *image, *evictRuns, *evictWindow)
@@ -240,6 +244,11 @@ type benchDaemon struct {
 // startDaemon starts a daemon under dir, with image imported, and waits
 // until it answers.
 func startDaemon(bin, image, dir string, extra ...string) (*benchDaemon, error) {
+	return startDaemonConfig(bin, image, dir, "", extra...)
+}
+
+// startDaemonConfig is startDaemon with config appended to the config file.
+func startDaemonConfig(bin, image, dir, config string, extra ...string) (*benchDaemon, error) {
 	d := &benchDaemon{
 		logs:      &bytes.Buffer{},
 		runDir:    filepath.Join("/run", filepath.Base(dir)),
@@ -262,7 +271,7 @@ address: 127.0.0.1
 readOnlyPort: %d
 podLogsDir: %s
 cgroupRoot: /staticpodd-bench
-`, d.manifests, port, filepath.Join(dir, "logs"))), 0o644)
+`, d.manifests, port, filepath.Join(dir, "logs"))+config), 0o644)
 	d.common = []string{"--root-dir", root, "--run-dir", d.runDir}
 	if out, err := exec.Command(bin, append([]string{"images", "import", image}, d.common...)...).CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("import: %v: %s", err, out)

@@ -24,7 +24,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	v1 "k8s.io/api/core/v1"
+	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
 	"github.com/staticpodd/staticpodd/tests/controlplane/cluster"
 	"github.com/staticpodd/staticpodd/tests/testdaemon"
@@ -80,6 +83,18 @@ func start(t *testing.T) *controlPlane {
 		t.Fatal(err)
 	}
 	d.Args = append(d.Args, "--node-ip", cluster.Address, "--kubeconfig", cl.Kubeconfig("kubelet"))
+	// The node API on the node's address, trusting kubeadm's CA, which
+	// signed kube-apiserver's kubelet client certificate; authorization by
+	// SubjectAccessReview, the kubelet's default.
+	cfg, err := os.ReadFile(d.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg = []byte(strings.Replace(string(cfg), "address: 127.0.0.1\n", "address: "+cluster.Address+"\n", 1) +
+		fmt.Sprintf("authentication: {x509: {clientCAFile: %s}}\n", filepath.Join(cl.PKI, "ca.crt")))
+	if err := os.WriteFile(d.Config, cfg, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	d.CLI(append([]string{"images", "import"}, tars...)...)
 	for _, c := range cluster.Components {
 		b, err := os.ReadFile(cl.Manifest(c.Name))
@@ -344,6 +359,10 @@ func TestControlPlane(t *testing.T) {
 
 	mirrors := cp.waitMirrors(time.Minute, "the four mirror pods")
 
+	cp.step("NodeAPIThroughTheAPIServer", func() {
+		cp.checkNodeAPI(local)
+	})
+
 	cp.step("MirrorDeletedComesBack", func() {
 		before := cp.pids()
 		name := local["kube-controller-manager"].Name
@@ -566,6 +585,73 @@ func (cp *controlPlane) checkProbes(local map[string]v1.Pod) {
 	}
 }
 
+// checkNodeAPI reads the node API as kubectl does, through the API server
+// with its kubelet client certificate: kubectl logs of a static pod, and
+// the Summary API and cAdvisor metrics through nodes/proxy, each decoded by
+// its consumer's type or parser.
+func (cp *controlPlane) checkNodeAPI(local map[string]v1.Pod) {
+	t := cp.t
+	t.Helper()
+	// What kubeadm init's bootstrap-token phase binds: the API server's
+	// kubelet client certificate to system:kubelet-api-admin.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := cp.cl.Kubectl(ctx, "super-admin", "create", "clusterrolebinding", "kubeadm:apiserver-kubelet-client",
+		"--clusterrole=system:kubelet-api-admin", "--user=kube-apiserver-kubelet-client"); err != nil {
+		t.Fatal(err)
+	}
+	etcd := local["etcd"].Name
+	cp.eventually(time.Minute, "kubectl logs of etcd", func() error {
+		out, err := cp.kubectl("logs", "-n", "kube-system", etcd, "--tail=5")
+		if err != nil {
+			return err
+		}
+		if n := strings.Count(string(out), "\n"); n == 0 || n > 5 {
+			return fmt.Errorf("kubectl logs --tail=5: %d lines: %q", n, out)
+		}
+		return nil
+	})
+	out, err := cp.kubectl("get", "--raw", "/api/v1/nodes/"+cp.d.Name+"/proxy/stats/summary")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum statsapi.Summary
+	if err := json.Unmarshal(out, &sum); err != nil {
+		t.Fatalf("decode /stats/summary: %v", err)
+	}
+	pods := map[string]bool{}
+	for _, p := range sum.Pods {
+		if p.CPU != nil && p.Memory != nil && p.Memory.WorkingSetBytes != nil && *p.Memory.WorkingSetBytes > 0 {
+			pods[p.PodRef.Name] = true
+		}
+	}
+	for _, c := range cluster.Components {
+		if !pods[local[c.Name].Name] {
+			t.Errorf("summary through the API server lacks %s's usage: %s", c.Name, out)
+		}
+	}
+	out, err = cp.kubectl("get", "--raw", "/api/v1/nodes/"+cp.d.Name+"/proxy/metrics/cadvisor")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := expfmt.NewTextParser(model.LegacyValidation)
+	fams, err := p.TextToMetricFamilies(strings.NewReader(string(out)))
+	if err != nil {
+		t.Fatalf("parse /metrics/cadvisor: %v", err)
+	}
+	found := false
+	for _, m := range fams["container_memory_working_set_bytes"].GetMetric() {
+		for _, l := range m.GetLabel() {
+			if l.GetName() == "pod" && l.GetValue() == local["kube-apiserver"].Name {
+				found = true
+			}
+		}
+	}
+	if !found {
+		t.Error("/metrics/cadvisor through the API server has no series of kube-apiserver")
+	}
+}
+
 // checkNode checks the Node staticpodd registered with kubeadm's kubelet.conf.
 func checkNode(n *v1.Node) error {
 	var errs []string
@@ -582,6 +668,9 @@ func checkNode(n *v1.Node) error {
 	}
 	if !found {
 		errs = append(errs, fmt.Sprintf("addresses %+v lack InternalIP %s", n.Status.Addresses, cluster.Address))
+	}
+	if n.Status.DaemonEndpoints.KubeletEndpoint.Port == 0 {
+		errs = append(errs, "no daemonEndpoints.kubeletEndpoint.port")
 	}
 	if !strings.HasPrefix(n.Status.NodeInfo.ContainerRuntimeVersion, "staticpodd://") {
 		errs = append(errs, fmt.Sprintf("containerRuntimeVersion %q", n.Status.NodeInfo.ContainerRuntimeVersion))

@@ -109,12 +109,16 @@ type Daemon struct {
 	LogsDir   string
 	Cgroup    string // cgroupRoot
 	Config    string
+	Port      int // readOnlyPort
+	// NodePort is port, the node API's: served only when the config allows
+	// it (a kubeconfig or authorization.mode AlwaysAllow); a free port so
+	// that daemons side by side never contend for 10250.
+	NodePort int
 	// Net is the daemon's own default pod network (bridge and range), and
 	// CNIConfDir its CNI configuration directory, empty unless a test puts
 	// a configuration there.
 	Net        testnet.Net
 	CNIConfDir string
-	Port       int // readOnlyPort
 	// SocketOnly: the config serves no read-only port; talk to the CLI socket.
 	SocketOnly bool
 	Env        []string // extra environment for the daemon
@@ -180,11 +184,12 @@ func New(t *testing.T) *Daemon {
 		LogsDir:   filepath.Join(dir, "logs"),
 		Cgroup:    "/staticpodd-test-" + id,
 		Config:    filepath.Join(dir, "config.yaml"),
-		Port:      FreePort(t),
 
 		Net:        testnet.Alloc(t),
 		CNIConfDir: filepath.Join(dir, "net.d"),
 	}
+	ports := FreePorts(t, 2)
+	d.Port, d.NodePort = ports[0], ports[1]
 	for _, p := range []string{d.RootDir, d.Manifests, d.LogsDir, d.CNIConfDir} {
 		if err := os.MkdirAll(p, 0o755); err != nil {
 			t.Fatal(err)
@@ -197,10 +202,11 @@ fileCheckFrequency: 2s
 syncFrequency: 5s
 address: 127.0.0.1
 readOnlyPort: %d
+port: %d
 podLogsDir: %s
 cgroupRoot: %s
 podPidsLimit: 100
-`, d.Manifests, d.Port, d.LogsDir, d.Cgroup)
+`, d.Manifests, d.Port, d.NodePort, d.LogsDir, d.Cgroup)
 	if err := os.WriteFile(d.Config, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,82 @@
+package mirror
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// Reviewer asks the API server who a bearer token is (TokenReview) and
+// what a user may do (SubjectAccessReview), for the node API's webhook
+// authentication and authorization, as the kubelet's delegating
+// authenticator and authorizer do with its kubeconfig.
+type Reviewer struct {
+	kubeconfig, version string
+
+	mu  sync.Mutex // guards cli
+	cli kubernetes.Interface
+}
+
+// NewReviewer returns a reviewer that reads kubeconfig when first asked, and
+// again after a failure to: kubeadm may write it after staticpodd started.
+func NewReviewer(kubeconfig, version string) *Reviewer {
+	return &Reviewer{kubeconfig: kubeconfig, version: version}
+}
+
+func (r *Reviewer) client() (kubernetes.Interface, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cli != nil {
+		return r.cli, nil
+	}
+	rc, err := clientcmd.BuildConfigFromFlags("", r.kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig %s: %w", r.kubeconfig, err)
+	}
+	rc.QPS, rc.Burst = 50, 100
+	rc.UserAgent = "staticpodd/" + r.version
+	rc.Timeout = requestTimeout
+	cli, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig %s: %w", r.kubeconfig, err)
+	}
+	r.cli = cli
+	return cli, nil
+}
+
+// ReviewToken sends a TokenReview. ok is the API server's authenticated.
+func (r *Reviewer) ReviewToken(ctx context.Context, token string) (authenticationv1.UserInfo, bool, error) {
+	cli, err := r.client()
+	if err != nil {
+		return authenticationv1.UserInfo{}, false, err
+	}
+	tr, err := cli.AuthenticationV1().TokenReviews().Create(ctx, &authenticationv1.TokenReview{
+		Spec: authenticationv1.TokenReviewSpec{Token: token},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		return authenticationv1.UserInfo{}, false, fmt.Errorf("token review: %w", err)
+	}
+	if tr.Status.Error != "" && !tr.Status.Authenticated {
+		return authenticationv1.UserInfo{}, false, nil
+	}
+	return tr.Status.User, tr.Status.Authenticated, nil
+}
+
+// ReviewAccess sends a SubjectAccessReview; a denial's reason comes back.
+func (r *Reviewer) ReviewAccess(ctx context.Context, spec authorizationv1.SubjectAccessReviewSpec) (bool, string, error) {
+	cli, err := r.client()
+	if err != nil {
+		return false, "", err
+	}
+	sar, err := cli.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: spec}, metav1.CreateOptions{})
+	if err != nil {
+		return false, "", fmt.Errorf("subject access review: %w", err)
+	}
+	return sar.Status.Allowed && !sar.Status.Denied, sar.Status.Reason, nil
+}

@@ -1,0 +1,391 @@
+package server
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/staticpodd/staticpodd/agent/histogram"
+	"github.com/staticpodd/staticpodd/agent/prober"
+)
+
+// EvictionCounter is implemented by an Agent that counts its evictions by
+// signal.
+type EvictionCounter interface {
+	Evictions() map[string]uint64
+}
+
+// Timer is implemented by an Agent that times pod starts and pod worker
+// syncs.
+type Timer interface {
+	PodStartDurations() histogram.Snapshot
+	PodWorkerDurations() map[string]histogram.Snapshot
+}
+
+// ProbeCounter is implemented by an Agent that counts the probes it makes.
+type ProbeCounter interface {
+	ProbeCounts() map[prober.CountKey]uint64
+}
+
+// Metrics are the Prometheus registries of the node API: /metrics,
+// /metrics/cadvisor, /metrics/probes and /metrics/resource. Every figure is read from the agent
+// when scraped; nothing is copied between scrapes but the request counter.
+type Metrics struct {
+	main, cadvisor, probes, resource *prometheus.Registry
+	requests                         *prometheus.CounterVec
+	duration                         *prometheus.HistogramVec
+}
+
+// scrapeTimeout bounds the stats a /metrics/cadvisor scrape reads.
+const scrapeTimeout = 10 * time.Second
+
+// NewMetrics returns the registries for a. The kubelet's metric names are
+// used where the meaning is the same (pkg/kubelet/metrics, the server's
+// metrics, cAdvisor's container_* and the prober's prober_probe_total);
+// staticpodd_* are its own.
+func NewMetrics(a Agent) *Metrics {
+	m := &Metrics{main: prometheus.NewRegistry(), cadvisor: prometheus.NewRegistry(), probes: prometheus.NewRegistry(), resource: prometheus.NewRegistry()}
+	// pkg/kubelet/server/metrics: server_type is readonly or readwrite.
+	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kubelet_http_requests_total", Help: "Number of the http requests received since the server started",
+	}, []string{"method", "path", "server_type", "long_running"})
+	m.duration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "kubelet_http_requests_duration_seconds", Help: "Duration in seconds to serve http requests",
+		Buckets: prometheus.DefBuckets,
+	}, []string{"method", "path", "server_type", "long_running"})
+	m.main.MustRegister(m.requests, m.duration, agentCollector{a},
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.cadvisor.MustRegister(cadvisorCollector{a})
+	m.probes.MustRegister(probeCollector{a})
+	m.resource.MustRegister(resourceCollector{a})
+	return m
+}
+
+func (m *Metrics) handler(reg *prometheus.Registry, logger *slog.Logger) http.Handler {
+	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{
+		ErrorLog:      slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+		ErrorHandling: promhttp.ContinueOnError,
+	})
+}
+
+// instrument counts the requests of h, by the first segment of their path,
+// as the kubelet's server does.
+func (m *Metrics) instrument(h http.Handler, serverType string) http.Handler {
+	if m == nil {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		path := rootPath(r.URL.Path)
+		longRunning := "false"
+		if path == "containerLogs" && r.URL.Query().Get("follow") == "true" {
+			longRunning = "true"
+		}
+		h.ServeHTTP(w, r)
+		method := methodBucket(r.Method)
+		m.requests.WithLabelValues(method, path, serverType, longRunning).Inc()
+		m.duration.WithLabelValues(method, path, serverType, longRunning).Observe(time.Since(start).Seconds())
+	})
+}
+
+// rootPath is the kubelet's getURLRootPath: the first segment of a path,
+// from a fixed set so that a client cannot make series without end.
+func rootPath(path string) string {
+	seg, _, _ := strings.Cut(strings.TrimPrefix(path, "/"), "/")
+	switch seg {
+	case "healthz", "pods", "stats", "metrics", "containerLogs", "logs", "configz", "exec", "attach", "portForward", "runningpods":
+		return seg
+	}
+	return "other"
+}
+
+// methodBucket is the kubelet's getMetricMethodBucket: a method it knows,
+// or "other", so that a client cannot make series without end.
+func methodBucket(m string) string {
+	switch m {
+	case http.MethodOptions, http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodDelete, http.MethodTrace, http.MethodConnect:
+		return m
+	}
+	return "other"
+}
+
+var (
+	descRunningPods = prometheus.NewDesc("kubelet_running_pods", "Number of pods that have a running pod sandbox", nil, nil)
+	descContainers  = prometheus.NewDesc("kubelet_running_containers", "Number of containers currently running", []string{"container_state"}, nil)
+	descDesired     = prometheus.NewDesc("kubelet_desired_pods", "The number of pods the kubelet is being instructed to run. static is true if the pod is not from the apiserver.", []string{"static"}, nil)
+	descNodeName    = prometheus.NewDesc("kubelet_node_name", "The node's name. The count is always 1.", []string{"node"}, nil)
+	descProblems    = prometheus.NewDesc("staticpodd_manifest_problems", "Number of manifests that are not run as written, each for its reason (staticpodd ps shows them)", nil, nil)
+	descRestarts    = prometheus.NewDesc("staticpodd_container_restarts", "Restart count of a container of a static pod, as its status says", []string{"namespace", "pod", "uid", "container"}, nil)
+	descPodStart    = prometheus.NewDesc("kubelet_pod_start_duration_seconds", "Duration in seconds from kubelet seeing a pod for the first time to the pod starting to run", nil, nil)
+	descPodWorker   = prometheus.NewDesc("kubelet_pod_worker_duration_seconds", "Duration in seconds to sync a single pod. Broken down by operation type: create, update, or sync", []string{"operation_type"}, nil)
+	descEvictions   = prometheus.NewDesc("kubelet_evictions", "Cumulative number of pod evictions by eviction signal", []string{"eviction_signal"}, nil)
+	descReady       = prometheus.NewDesc("staticpodd_pod_ready", "1 when the pod's Ready condition is True", []string{"namespace", "pod", "uid"}, nil)
+)
+
+// agentCollector reads /metrics' pod figures from the agent's status.
+type agentCollector struct{ a Agent }
+
+func (agentCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descRunningPods, descContainers, descDesired, descNodeName, descProblems, descRestarts, descReady, descEvictions, descPodStart, descPodWorker} {
+		ch <- d
+	}
+}
+
+func (c agentCollector) Collect(ch chan<- prometheus.Metric) {
+	pods := c.a.Pods()
+	running := 0
+	states := map[string]int{"running": 0, "exited": 0, "created": 0, "unknown": 0}
+	for i := range pods {
+		p := &pods[i]
+		podRunning := false
+		all := append(append([]v1.ContainerStatus{}, p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...)
+		for _, cs := range all {
+			switch {
+			case cs.State.Running != nil:
+				states["running"]++
+				podRunning = true
+			case cs.State.Terminated != nil:
+				states["exited"]++
+			case cs.State.Waiting != nil && cs.ContainerID != "":
+				states["created"]++
+			}
+			ch <- prometheus.MustNewConstMetric(descRestarts, prometheus.GaugeValue, float64(cs.RestartCount), p.Namespace, p.Name, string(p.UID), cs.Name)
+		}
+		if podRunning {
+			running++
+		}
+		ready := 0.0
+		for _, cond := range p.Status.Conditions {
+			if cond.Type == v1.PodReady && cond.Status == v1.ConditionTrue {
+				ready = 1
+			}
+		}
+		ch <- prometheus.MustNewConstMetric(descReady, prometheus.GaugeValue, ready, p.Namespace, p.Name, string(p.UID))
+	}
+	ch <- prometheus.MustNewConstMetric(descRunningPods, prometheus.GaugeValue, float64(running))
+	for s, n := range states {
+		ch <- prometheus.MustNewConstMetric(descContainers, prometheus.GaugeValue, float64(n), s)
+	}
+	ch <- prometheus.MustNewConstMetric(descDesired, prometheus.GaugeValue, float64(len(pods)), "true")
+	ch <- prometheus.MustNewConstMetric(descDesired, prometheus.GaugeValue, 0, "false")
+	if nr, ok := c.a.(NodeReporter); ok {
+		ch <- prometheus.MustNewConstMetric(descNodeName, prometheus.GaugeValue, 1, nr.NodeName())
+	}
+	ch <- prometheus.MustNewConstMetric(descProblems, prometheus.GaugeValue, float64(len(c.a.Problems())))
+	if t, ok := c.a.(Timer); ok {
+		s := t.PodStartDurations()
+		ch <- prometheus.MustNewConstHistogram(descPodStart, s.Count, s.Sum, s.Buckets)
+		for op, s := range t.PodWorkerDurations() {
+			ch <- prometheus.MustNewConstHistogram(descPodWorker, s.Count, s.Sum, s.Buckets, op)
+		}
+	}
+	if ec, ok := c.a.(EvictionCounter); ok {
+		for signal, n := range ec.Evictions() {
+			ch <- prometheus.MustNewConstMetric(descEvictions, prometheus.CounterValue, float64(n), signal)
+		}
+	}
+}
+
+// cAdvisor's names and labels (cadvisor metrics/prometheus.go), as the
+// kubelet's /metrics/cadvisor serves them: id, image, name, and the
+// container, pod and namespace of the container's Kubernetes labels.
+var cadvisorLabels = []string{"container", "id", "image", "name", "namespace", "pod"}
+
+var (
+	descCPU        = prometheus.NewDesc("container_cpu_usage_seconds_total", "Cumulative cpu time consumed in seconds.", append(cadvisorLabels, "cpu"), nil)
+	descMemUsage   = prometheus.NewDesc("container_memory_usage_bytes", "Current memory usage in bytes, including all memory regardless of when it was accessed", cadvisorLabels, nil)
+	descMemWS      = prometheus.NewDesc("container_memory_working_set_bytes", "Current working set in bytes.", cadvisorLabels, nil)
+	descMemRSS     = prometheus.NewDesc("container_memory_rss", "Size of RSS in bytes.", cadvisorLabels, nil)
+	descProcesses  = prometheus.NewDesc("container_processes", "Number of processes running inside the container.", cadvisorLabels, nil)
+	descMemLimit   = prometheus.NewDesc("container_spec_memory_limit_bytes", "Memory limit for the container.", cadvisorLabels, nil)
+	descCPUShares  = prometheus.NewDesc("container_spec_cpu_shares", "CPU share of the container.", cadvisorLabels, nil)
+	descCPUQuota   = prometheus.NewDesc("container_spec_cpu_quota", "CPU quota of the container.", cadvisorLabels, nil)
+	descCPUPeriod  = prometheus.NewDesc("container_spec_cpu_period", "CPU period of the container.", cadvisorLabels, nil)
+	descStartTime  = prometheus.NewDesc("container_start_time_seconds", "Start time of the container since unix epoch in seconds.", cadvisorLabels, nil)
+	descFsUsage    = prometheus.NewDesc("container_fs_usage_bytes", "Number of bytes that are consumed by the container on this filesystem.", append(cadvisorLabels, "device"), nil)
+	descScrapeErrs = prometheus.NewDesc("container_scrape_error", "1 if there was an error while getting container metrics, 0 otherwise", nil, nil)
+)
+
+// cpuPeriod is the CFS period the runtime sets (100ms, the kubelet's).
+const cpuPeriod = 100000
+
+type cadvisorCollector struct{ a Agent }
+
+func (cadvisorCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descCPU, descMemUsage, descMemWS, descMemRSS, descProcesses, descMemLimit,
+		descCPUShares, descCPUQuota, descCPUPeriod, descStartTime, descFsUsage, descScrapeErrs} {
+		ch <- d
+	}
+}
+
+func (c cadvisorCollector) Collect(ch chan<- prometheus.Metric) {
+	nr, ok := c.a.(NodeReporter)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), scrapeTimeout)
+	defer cancel()
+	s, err := nr.StatsSummary(ctx)
+	scrapeErr := 0.0
+	if err != nil {
+		scrapeErr = 1
+	}
+	ch <- prometheus.MustNewConstMetric(descScrapeErrs, prometheus.GaugeValue, scrapeErr)
+	if s == nil {
+		return
+	}
+	type key struct{ ns, pod, container string }
+	specs := map[key]*v1.Container{}
+	statuses := map[key]v1.ContainerStatus{}
+	for _, p := range c.a.Pods() {
+		for i := range p.Spec.Containers {
+			specs[key{p.Namespace, p.Name, p.Spec.Containers[i].Name}] = &p.Spec.Containers[i]
+		}
+		for _, cs := range p.Status.ContainerStatuses {
+			statuses[key{p.Namespace, p.Name, cs.Name}] = cs
+		}
+	}
+	at := s.Node.Time
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.NewMetricWithTimestamp(at, prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...))
+	}
+	// The node: cAdvisor's root cgroup, id "/".
+	root := []string{"", "/", "", "", "", ""}
+	gauge(descMemUsage, float64(s.Node.MemoryUsage), root...)
+	gauge(descMemWS, float64(s.Node.MemoryWorkingSet), root...)
+	for _, p := range s.Pods {
+		// The pod's own cgroup: container "" (cAdvisor's pod-level series).
+		podLabels := []string{"", "pod" + p.UID, "", "", p.Namespace, p.Name}
+		ch <- prometheus.NewMetricWithTimestamp(at, prometheus.MustNewConstMetric(descCPU, prometheus.CounterValue, float64(p.CPUUsageNanos)/1e9, append(podLabels, "total")...))
+		gauge(descMemUsage, float64(p.MemoryUsage), podLabels...)
+		gauge(descMemWS, float64(p.MemoryWorkingSet), podLabels...)
+		gauge(descMemRSS, float64(p.MemoryRSS), podLabels...)
+		gauge(descProcesses, float64(p.Pids), podLabels...)
+		for _, cst := range p.Containers {
+			k := key{p.Namespace, p.Name, cst.Name}
+			st := statuses[k]
+			labels := []string{cst.Name, cst.ID, st.Image, cst.ID, p.Namespace, p.Name}
+			ch <- prometheus.NewMetricWithTimestamp(at, prometheus.MustNewConstMetric(descCPU, prometheus.CounterValue, float64(cst.CPUUsageNanos)/1e9, append(labels, "total")...))
+			gauge(descMemUsage, float64(cst.MemoryUsage), labels...)
+			gauge(descMemWS, float64(cst.MemoryWorkingSet), labels...)
+			gauge(descMemRSS, float64(cst.MemoryRSS), labels...)
+			gauge(descProcesses, float64(cst.Pids), labels...)
+			gauge(descFsUsage, float64(cst.RootfsBytes), append(labels, "rootfs")...)
+			if st.State.Running != nil {
+				gauge(descStartTime, float64(st.State.Running.StartedAt.Unix()), labels...)
+			}
+			if spec := specs[k]; spec != nil {
+				// The limits the runtime sets from the spec (the kubelet's
+				// MilliCPUToShares and MilliCPUToQuota); 0 is none.
+				mem := spec.Resources.Limits.Memory().Value()
+				gauge(descMemLimit, float64(mem), labels...)
+				req := spec.Resources.Requests.Cpu().MilliValue()
+				if req == 0 {
+					req = spec.Resources.Limits.Cpu().MilliValue()
+				}
+				gauge(descCPUShares, float64(max(req*1024/1000, 2)), labels...)
+				if lim := spec.Resources.Limits.Cpu().MilliValue(); lim > 0 {
+					gauge(descCPUQuota, float64(max(lim*cpuPeriod/1000, 1000)), labels...)
+				} else {
+					gauge(descCPUQuota, 0, labels...)
+				}
+				gauge(descCPUPeriod, cpuPeriod, labels...)
+			}
+		}
+	}
+}
+
+var descProbes = prometheus.NewDesc("prober_probe_total", "Cumulative number of a liveness, readiness or startup probe for a container by result.",
+	[]string{"probe_type", "result", "container", "pod", "namespace", "pod_uid"}, nil)
+
+type probeCollector struct{ a Agent }
+
+func (probeCollector) Describe(ch chan<- *prometheus.Desc) { ch <- descProbes }
+
+func (c probeCollector) Collect(ch chan<- prometheus.Metric) {
+	pc, ok := c.a.(ProbeCounter)
+	if !ok {
+		return
+	}
+	// The prober's metrics: probe_type Liveness, Readiness or Startup;
+	// result successful, failed or unknown.
+	kinds := map[prober.Kind]string{prober.Liveness: "Liveness", prober.Readiness: "Readiness", prober.Startup: "Startup"}
+	results := map[prober.Result]string{prober.Success: "successful", prober.Failure: "failed", prober.Unknown: "unknown"}
+	for k, n := range pc.ProbeCounts() {
+		ch <- prometheus.MustNewConstMetric(descProbes, prometheus.CounterValue, float64(n),
+			kinds[k.Probe], results[k.Result], k.Container, k.Pod, k.Namespace, k.UID)
+	}
+}
+
+// The kubelet's resource metrics (pkg/kubelet/metrics/collectors
+// resource_metrics.go), which metrics-server reads for kubectl top.
+var (
+	descRNodeCPU  = prometheus.NewDesc("node_cpu_usage_seconds_total", "Cumulative cpu time consumed by the node in core-seconds", nil, nil)
+	descRNodeMem  = prometheus.NewDesc("node_memory_working_set_bytes", "Current working set of the node in bytes", nil, nil)
+	descRCtrCPU   = prometheus.NewDesc("container_cpu_usage_seconds_total", "Cumulative cpu time consumed by the container in core-seconds", []string{"container", "pod", "namespace"}, nil)
+	descRCtrMem   = prometheus.NewDesc("container_memory_working_set_bytes", "Current working set of the container in bytes", []string{"container", "pod", "namespace"}, nil)
+	descRCtrStart = prometheus.NewDesc("container_start_time_seconds", "Start time of the container since unix epoch in seconds", []string{"container", "pod", "namespace"}, nil)
+	descRPodCPU   = prometheus.NewDesc("pod_cpu_usage_seconds_total", "Cumulative cpu time consumed by the pod in core-seconds", []string{"pod", "namespace"}, nil)
+	descRPodMem   = prometheus.NewDesc("pod_memory_working_set_bytes", "Current working set of the pod in bytes", []string{"pod", "namespace"}, nil)
+	descRScrape   = prometheus.NewDesc("scrape_error", "1 if there was an error while getting container metrics, 0 otherwise", nil, nil)
+	descRScrape2  = prometheus.NewDesc("resource_scrape_error", "1 if there was an error while getting container metrics, 0 otherwise", nil, nil)
+)
+
+type resourceCollector struct{ a Agent }
+
+func (resourceCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descRNodeCPU, descRNodeMem, descRCtrCPU, descRCtrMem, descRCtrStart, descRPodCPU, descRPodMem, descRScrape, descRScrape2} {
+		ch <- d
+	}
+}
+
+func (c resourceCollector) Collect(ch chan<- prometheus.Metric) {
+	nr, ok := c.a.(NodeReporter)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), scrapeTimeout)
+	defer cancel()
+	s, err := nr.StatsSummary(ctx)
+	scrapeErr := 0.0
+	if err != nil {
+		scrapeErr = 1
+	}
+	ch <- prometheus.MustNewConstMetric(descRScrape, prometheus.GaugeValue, scrapeErr)
+	ch <- prometheus.MustNewConstMetric(descRScrape2, prometheus.GaugeValue, scrapeErr)
+	if s == nil {
+		return
+	}
+	at := s.Node.Time
+	emit := func(d *prometheus.Desc, t prometheus.ValueType, v float64, labels ...string) {
+		ch <- prometheus.NewMetricWithTimestamp(at, prometheus.MustNewConstMetric(d, t, v, labels...))
+	}
+	emit(descRNodeCPU, prometheus.CounterValue, float64(s.Node.CPUUsageNanos)/1e9)
+	emit(descRNodeMem, prometheus.GaugeValue, float64(s.Node.MemoryWorkingSet))
+	started := map[string]time.Time{}
+	for _, p := range c.a.Pods() {
+		for _, cs := range p.Status.ContainerStatuses {
+			if cs.State.Running != nil {
+				started[p.Namespace+"/"+p.Name+"/"+cs.Name] = cs.State.Running.StartedAt.Time
+			}
+		}
+	}
+	for _, p := range s.Pods {
+		emit(descRPodCPU, prometheus.CounterValue, float64(p.CPUUsageNanos)/1e9, p.Name, p.Namespace)
+		emit(descRPodMem, prometheus.GaugeValue, float64(p.MemoryWorkingSet), p.Name, p.Namespace)
+		for _, cst := range p.Containers {
+			emit(descRCtrCPU, prometheus.CounterValue, float64(cst.CPUUsageNanos)/1e9, cst.Name, p.Name, p.Namespace)
+			emit(descRCtrMem, prometheus.GaugeValue, float64(cst.MemoryWorkingSet), cst.Name, p.Name, p.Namespace)
+			if t, ok := started[p.Namespace+"/"+p.Name+"/"+cst.Name]; ok {
+				ch <- prometheus.MustNewConstMetric(descRCtrStart, prometheus.GaugeValue, float64(t.UnixNano())/1e9, cst.Name, p.Name, p.Namespace)
+			}
+		}
+	}
+}

@@ -1,0 +1,113 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strconv"
+
+	"github.com/staticpodd/staticpodd/agent/config"
+	"github.com/staticpodd/staticpodd/agent/mirror"
+	"github.com/staticpodd/staticpodd/agent/server"
+)
+
+// hostLogDir is what the node API's /logs/ serves, as the kubelet's.
+const hostLogDir = "/var/log"
+
+// errNodeAPIOff: authorization.mode Webhook with nobody to ask.
+var errNodeAPIOff = errors.New("authorization.mode is Webhook and there is no --kubeconfig to send SubjectAccessReviews with: the node API (port) is not served; set authorization.mode: AlwaysAllow with authentication.x509.clientCAFile to serve it without an API server")
+
+// nodeAPI is the node API's handler and TLS configuration, as the kubelet's
+// BuildAuth and InitializeTLS make them from the configuration.
+func (d *daemon) nodeAPI() (http.Handler, *tls.Config, error) {
+	cfg := d.cfg
+	if cfg.AuthorizationMode == "Webhook" && cfg.Kubeconfig == "" {
+		return nil, nil, errNodeAPIOff
+	}
+	auth := &server.Auth{
+		Anonymous:  cfg.AnonymousAuth,
+		TokenTTL:   cfg.WebhookAuthnCacheTTL,
+		AllowedTTL: cfg.AuthzCacheAuthorized,
+		DeniedTTL:  cfg.AuthzCacheUnauthorized,
+		NodeName:   cfg.NodeName,
+	}
+	var reviewer *mirror.Reviewer
+	if cfg.Kubeconfig != "" {
+		reviewer = mirror.NewReviewer(cfg.Kubeconfig, versionString())
+	}
+	if cfg.WebhookAuthn && reviewer != nil {
+		auth.Tokens = reviewer
+	}
+	if cfg.AuthorizationMode == "Webhook" {
+		auth.Access = reviewer
+	}
+	logger := d.logger.With("subsystem", "http", "listener", "node api")
+	t := server.TLS{
+		CertFile: cfg.TLSCertFile, KeyFile: cfg.TLSPrivateKeyFile,
+		PKIDir: filepath.Join(cfg.RootDir, "pki"), Host: cfg.NodeName,
+		RequestClientCerts: cfg.ClientCAFile != "", Logger: logger,
+	}
+	var err error
+	if t.MinVersion, err = config.TLSVersion(cfg.TLSMinVersion); err != nil {
+		return nil, nil, err
+	}
+	if t.CipherSuites, err = config.CipherSuites(cfg.TLSCipherSuites); err != nil {
+		return nil, nil, err
+	}
+	if cfg.ClientCAFile != "" {
+		if auth.ClientCAs, err = server.ClientCAFile(cfg.ClientCAFile, logger); err != nil {
+			return nil, nil, err
+		}
+	}
+	tc, err := t.Config()
+	if err != nil {
+		return nil, nil, err
+	}
+	h := server.Node(served{d.agent, d.aux}, server.NodeConfig{
+		Auth:       auth,
+		Metrics:    server.NewMetrics(served{d.agent, d.aux}),
+		HostLogDir: hostLogDir,
+		Configz: func() any {
+			out := map[string]string{}
+			for _, e := range cfg.Entries() {
+				out[e.Key] = e.Value
+			}
+			return out
+		},
+	}, logger)
+	return h, tc, nil
+}
+
+// serveNodeAPI serves the node API on address:port until ctx ends; a
+// failure to set it up or to bind is shown as the node-api part's and tried
+// again with back-off, as the read-only port's.
+func (d *daemon) serveNodeAPI(ctx context.Context, files uint64) {
+	addr := net.JoinHostPort(d.cfg.Address, strconv.Itoa(int(d.cfg.Port)))
+	lim := server.DefaultLimits(server.NodeMaxConns).FitFiles(files)
+	d.retry(ctx, d.nodePort, func(ctx context.Context) error {
+		h, tc, err := d.nodeAPI()
+		if err != nil {
+			return fmt.Errorf("node API: %w", err)
+		}
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			return err
+		}
+		d.logger.Info("serving the node API", "address", addr, "maxConns", lim.MaxConns,
+			"authorization", d.cfg.AuthorizationMode, "clientCA", d.cfg.ClientCAFile != "", "anonymous", d.cfg.AnonymousAuth)
+		d.setPart(d.nodePort, nil)
+		return server.ServeTLS(ctx, l, h, tc, lim, d.logger.With("subsystem", "http", "listener", "node api"))
+	})
+}
+
+// What the node API's metrics read from the agent.
+var (
+	_ server.ProbeCounter    = served{}
+	_ server.EvictionCounter = served{}
+	_ server.Timer           = served{}
+	_ server.NodeReporter    = served{}
+)
