@@ -153,6 +153,7 @@ func (r *Runtime) start(ctx context.Context, pm *pendingMonitor, pod *podspec.Po
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return podspec.ContainerStatus{}, err
 	}
+	rot := r.logRotation()
 	rootfs, img, err := r.cfg.Images.Prepare(id, c.Image)
 	if err != nil {
 		return podspec.ContainerStatus{}, fmt.Errorf("prepare rootfs from %s: %w", c.Image, err)
@@ -179,7 +180,7 @@ func (r *Runtime) start(ctx context.Context, pm *pendingMonitor, pod *podspec.Po
 	rec := containerRecord{
 		ID: id, PodUID: pod.UID, PodName: pod.Name, PodNS: pod.Namespace, Name: c.Name, Attempt: c.Attempt,
 		Hash: c.Hash, Image: c.Image, ImageID: img.ID, LogPath: c.LogPath, CreatedAt: time.Now(),
-		LogMaxSize: r.cfg.LogMaxSize, LogMaxFiles: r.cfg.LogMaxFiles,
+		LogMaxSize: rot.MaxSize, LogMaxFiles: rot.MaxFiles,
 		TerminationGracePeriod: pod.TerminationGracePeriod,
 		StopSignal:             int(r.stopSignal(c, img.Config.StopSignal)),
 		TerminationMessage:     c.TerminationMessagePath != "", TerminationMessageFromLog: c.TerminationMessageFromLog,

@@ -150,6 +150,21 @@ func New(cfg Config, now time.Time) *Manager {
 		since: map[v1.NodeConditionType]time.Time{}, started: now, clearSince: now}
 }
 
+// SetConfig replaces the manager's configuration (a reload). A
+// threshold that stays as it was keeps when it was first met, so its grace
+// period runs on; one that changed or is new starts afresh, and one that is
+// gone no longer counts. Conditions are recomputed at the next
+// Synchronize.
+func (m *Manager) SetConfig(cfg Config) {
+	m.cfg = cfg
+	for t := range m.firstObserved {
+		if !slices.Contains(cfg.Thresholds, t) {
+			delete(m.firstObserved, t)
+		}
+	}
+	m.metNow = slices.DeleteFunc(m.metNow, func(t Threshold) bool { return !slices.Contains(cfg.Thresholds, t) })
+}
+
 // Thresholds are the manager's thresholds.
 func (m *Manager) Thresholds() []Threshold { return m.cfg.Thresholds }
 
