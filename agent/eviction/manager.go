@@ -157,12 +157,29 @@ func New(cfg Config, now time.Time) *Manager {
 // Synchronize.
 func (m *Manager) SetConfig(cfg Config) {
 	m.cfg = cfg
-	for t := range m.firstObserved {
-		if !slices.Contains(cfg.Thresholds, t) {
-			delete(m.firstObserved, t)
+	// Parse makes new quantities: thresholds are matched by what they say.
+	same := func(t Threshold) (Threshold, bool) {
+		for _, n := range cfg.Thresholds {
+			if n.key() == t.key() {
+				return n, true
+			}
+		}
+		return Threshold{}, false
+	}
+	first := map[Threshold]time.Time{}
+	for t, at := range m.firstObserved {
+		if n, ok := same(t); ok {
+			first[n] = at
 		}
 	}
-	m.metNow = slices.DeleteFunc(m.metNow, func(t Threshold) bool { return !slices.Contains(cfg.Thresholds, t) })
+	m.firstObserved = first
+	var metNow []Threshold
+	for _, t := range m.metNow {
+		if n, ok := same(t); ok {
+			metNow = append(metNow, n)
+		}
+	}
+	m.metNow = metNow
 }
 
 // Thresholds are the manager's thresholds.
