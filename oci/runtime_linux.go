@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -177,12 +178,19 @@ func (r *Runtime) start(ctx context.Context, pm *pendingMonitor, pod *podspec.Po
 	if err != nil {
 		return podspec.ContainerStatus{}, fmt.Errorf("%w: %w", podspec.ErrContainerConfig, err)
 	}
+	stopSignal := r.stopSignal(c, img.Config.StopSignal)
+	if s.Linux != nil && isSystemdCgroupsPath(s.Linux.CgroupsPath) {
+		if s.Annotations == nil {
+			s.Annotations = map[string]string{}
+		}
+		maps.Copy(s.Annotations, scopeStopProperties(pod.TerminationGracePeriod, stopSignal))
+	}
 	rec := containerRecord{
 		ID: id, PodUID: pod.UID, PodName: pod.Name, PodNS: pod.Namespace, Name: c.Name, Attempt: c.Attempt,
 		Hash: c.Hash, Image: c.Image, ImageID: img.ID, LogPath: c.LogPath, CreatedAt: time.Now(),
 		LogMaxSize: rot.MaxSize, LogMaxFiles: rot.MaxFiles,
 		TerminationGracePeriod: pod.TerminationGracePeriod,
-		StopSignal:             int(r.stopSignal(c, img.Config.StopSignal)),
+		StopSignal:             int(stopSignal),
 		TerminationMessage:     c.TerminationMessagePath != "", TerminationMessageFromLog: c.TerminationMessageFromLog,
 		Annotations: c.Annotations,
 		MonitorPid:  pm.m.pid, MonitorStart: pm.m.start,
