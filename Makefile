@@ -52,19 +52,7 @@ demo: build images
 # pods, stops and removes them all; then it is stopped and its state removed.
 # While the demo's daemon still runs, the cleanup daemon cannot take the run dir's
 # lock and exits at once: say so, with the pid the lock file holds, and stop.
-demo-# The same appliance with systemd from bookworm-backports (254), booted once for
-# what only systemd >= 253/254 has: Type=notify-reload, DelegateSubgroup= with
-# the pods of cgroupDriver cgroupfs inside the unit, and beside them socket
-# activation and a --ready-when start that times out (tests/systemd/check-backports.sh).
-APPLIANCE_BP := $(OUT)/appliance-backports/root.img
-appliance-backports: deb images
-	APPLIANCE_SYSTEMD=backports rootfs/appliance/build.sh $(DEB) $(IMAGE_TAR) examples/manifests/web.yaml $(APPLIANCE_BP)
-
-test-systemd-backports: appliance-backports
-	rootfs/appliance/boot.sh $(APPLIANCE_BP) tests/systemd/check-backports.sh $(OUT)/appliance-backports/share \
-		tests/systemd/memhog.yaml
-
-clean: build
+demo-clean: build
 	@mkdir -p $(OUT)/demo/empty
 	@$(BIN) run --config examples/config.yaml --pod-manifest-path $(OUT)/demo/empty \
 		--root-dir $(DEMO_ROOT) --run-dir $(DEMO_RUN) --hostname-override demo & pid=$$!; \
@@ -74,33 +62,9 @@ clean: build
 			wait $$pid; \
 			other=$$(cat $(DEMO_RUN)/staticpodd.lock 2>/dev/null); \
 			if [ -n "$$other" ] && kill -0 $$other 2>/dev/null; then \
-				echo "make demo-# The same appliance with systemd from bookworm-backports (254), booted once for
-# what only systemd >= 253/254 has: Type=notify-reload, DelegateSubgroup= with
-# the pods of cgroupDriver cgroupfs inside the unit, and beside them socket
-# activation and a --ready-when start that times out (tests/systemd/check-backports.sh).
-APPLIANCE_BP := $(OUT)/appliance-backports/root.img
-appliance-backports: deb images
-	APPLIANCE_SYSTEMD=backports rootfs/appliance/build.sh $(DEB) $(IMAGE_TAR) examples/manifests/web.yaml $(APPLIANCE_BP)
-
-test-systemd-backports: appliance-backports
-	rootfs/appliance/boot.sh $(APPLIANCE_BP) tests/systemd/check-backports.sh $(OUT)/appliance-backports/share \
-		tests/systemd/memhog.yaml
-
-clean: the demo daemon still runs (pid $$other): stop it first (Ctrl-C where 'make demo' runs, or kill $$other), then run 'make demo-clean' again; its pods keep running meanwhile" >&2; \
+				echo "make demo-clean: the demo daemon still runs (pid $$other): stop it first (Ctrl-C where 'make demo' runs, or kill $$other), then run 'make demo-clean' again; its pods keep running meanwhile" >&2; \
 			else \
-				echo "make demo-# The same appliance with systemd from bookworm-backports (254), booted once for
-# what only systemd >= 253/254 has: Type=notify-reload, DelegateSubgroup= with
-# the pods of cgroupDriver cgroupfs inside the unit, and beside them socket
-# activation and a --ready-when start that times out (tests/systemd/check-backports.sh).
-APPLIANCE_BP := $(OUT)/appliance-backports/root.img
-appliance-backports: deb images
-	APPLIANCE_SYSTEMD=backports rootfs/appliance/build.sh $(DEB) $(IMAGE_TAR) examples/manifests/web.yaml $(APPLIANCE_BP)
-
-test-systemd-backports: appliance-backports
-	rootfs/appliance/boot.sh $(APPLIANCE_BP) tests/systemd/check-backports.sh $(OUT)/appliance-backports/share \
-		tests/systemd/memhog.yaml
-
-clean: the cleanup daemon exited early (see above); nothing was removed" >&2; \
+				echo "make demo-clean: the cleanup daemon exited early (see above); nothing was removed" >&2; \
 			fi; \
 			exit 1; \
 		fi; \
