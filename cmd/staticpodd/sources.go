@@ -44,6 +44,9 @@ type sourceSet struct {
 	out     chan<- source.Update
 	errc    chan error                // the first error of a source's run
 	running map[string]*runningSource // by manifest.SourceFile, manifest.SourceHTTP
+	// emptied are the sources removed before run: run sends their empty
+	// sets, which the agent may be waiting for.
+	emptied []string
 }
 
 func newSourceSet() *sourceSet {
@@ -58,7 +61,16 @@ func (s *sourceSet) run(ctx context.Context, out chan<- source.Update) error {
 	for _, src := range s.running {
 		s.startLocked(src)
 	}
+	emptied := s.emptied
+	s.emptied = nil
 	s.mu.Unlock()
+	for _, name := range emptied {
+		select {
+		case out <- source.Update{Source: name}:
+		case <-ctx.Done():
+			return nil
+		}
+	}
 	select {
 	case <-ctx.Done():
 		return nil
@@ -97,7 +109,11 @@ func (s *sourceSet) set(name string, src *runningSource) *runningSource {
 	}
 	if src == nil {
 		delete(s.running, name)
-		if old != nil && s.ctx != nil {
+		switch {
+		case old == nil:
+		case s.ctx == nil:
+			s.emptied = append(s.emptied, name)
+		default:
 			// The agent's set of this source is what it sent last: empty it.
 			select {
 			case s.out <- source.Update{Source: name}:
@@ -107,6 +123,7 @@ func (s *sourceSet) set(name string, src *runningSource) *runningSource {
 		return nil
 	}
 	s.running[name] = src
+	s.emptied = slices.DeleteFunc(s.emptied, func(n string) bool { return n == name })
 	if s.ctx != nil {
 		s.startLocked(src)
 	}
