@@ -93,6 +93,10 @@ case $status in *"1 running"*) ok "StatusText is staticpodd's pod summary" ;; *)
 ready_us=$(systemctl show -p ActiveEnterTimestampMonotonic --value staticpodd)
 start_us=$(systemctl show -p ExecMainStartTimestampMonotonic --value staticpodd)
 say "BOOT-TO-READY boot=$boot kernel-start-to-READY=$((ready_us / 1000))ms daemon-start-to-READY=$(((ready_us - start_us) / 1000))ms userspace=$(systemd-analyze time 2>/dev/null | head -1)"
+# Where the time between the image's import and web's start goes (seconds since
+# the kernel started): the daemon's lines about images and the pod's start.
+journalctl -u staticpodd -b -o short-monotonic --no-pager 2>/dev/null |
+	grep -i -E 'import|image|unpack|snapshot|started|starting|sync|ready' | head -30 | sed 's/^/  journal: /'
 
 if [ "$boot" = 1 ]; then
 	# The peer for boot-to-READY: the least a Type=notify unit can take here,
