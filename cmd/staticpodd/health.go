@@ -136,6 +136,13 @@ func (s *statusLine) setGate(waiting string) {
 	s.sendLocked(false)
 }
 
+// waitingFor is what READY=1 still waits for; "" once ready or ungated.
+func (s *statusLine) waitingFor() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.gate
+}
+
 // Status takes a new summary from the agent (or a reload) and sends the line.
 func (s *statusLine) Status(summary string) {
 	s.mu.Lock()

@@ -222,8 +222,14 @@ func runDaemon(cfg *config.Config, flags *config.Flags, when readyWhen, logger *
 					d.reload()
 					continue
 				}
-				logger.Info("stopping; pods keep running", "signal", s.String())
-				d.notifier.Stopping()
+				if waiting := d.status.waitingFor(); waiting != "" && !d.notifier.ready.Load() {
+					// Most likely systemd's start timeout: say what never came.
+					logger.Error("stopping before READY=1; pods keep running", "signal", s.String(), "reason", waiting)
+					d.notifier.StoppingBecause("never ready: " + waiting)
+				} else {
+					logger.Info("stopping; pods keep running", "signal", s.String())
+					d.notifier.Stopping()
+				}
 				cancel(errSignal)
 				return
 			case <-ctx.Done():

@@ -183,15 +183,21 @@ sed -i 's/^STATICPODD_ARGS=.*/STATICPODD_ARGS=--ready-when=pods-ready:never/' /e
 grep -q '^STATICPODD_ARGS=' /etc/default/staticpodd || echo 'STATICPODD_ARGS=--ready-when=pods-ready:never' >>/etc/default/staticpodd
 systemctl daemon-reload
 t0=$(date +%s)
-systemctl restart staticpodd
+systemctl restart staticpodd &
+job=$!
+check "ready-when: STATUS= says which pod it waits for" until_ok 60 sh -c "systemctl show -p StatusText --value staticpodd | grep -q 'waiting for pods-ready: pod never-appliance'"
+wait $job
 rc=$?
 took=$(($(date +%s) - t0))
 say "ready-when: restart exit $rc after ${took}s; Result=$(systemctl show -p Result --value staticpodd)"
 check "ready-when: the start failed" [ $rc != 0 ]
-check "ready-when: at TimeoutStartSec (20s), not later" sh -c "[ $took -ge 18 ] && [ $took -le 40 ]"
+# The probe had not answered when the gate first looked (a new daemon's prober
+# starts afresh): that is progress, and extends the timeout once, by 60s.
+check "ready-when: at TimeoutStartSec (20s) plus at most one extension (60s)" sh -c "[ $took -ge 18 ] && [ $took -le 100 ]"
 check "ready-when: systemd says timeout" [ "$(systemctl show -p Result --value staticpodd)" = timeout ]
-check "ready-when: STATUS= named the pod it waited for" sh -c "journalctl -u staticpodd -b -o json --no-pager | grep -q 'waiting for pods-ready: pod never-appliance' || systemctl show -p StatusText --value staticpodd | grep -q 'never-appliance'"
 say "StatusText=$(systemctl show -p StatusText --value staticpodd)"
+check "ready-when: the last STATUS= says what never came" sh -c "systemctl show -p StatusText --value staticpodd | grep -q 'never ready: waiting for pods-ready: pod never-appliance'"
+check "ready-when: and so does the journal" sh -c "journalctl -u staticpodd -b --no-pager | grep -q 'stopping before READY=1'"
 check "ready-when: web's container still runs" [ "$(httpd_pid)" = "$pid" ]
 rm /etc/kubernetes/manifests/never.yaml /run/systemd/system/staticpodd.service.d/ready-test.conf
 sed -i 's/^STATICPODD_ARGS=.*/STATICPODD_ARGS=/' /etc/default/staticpodd
