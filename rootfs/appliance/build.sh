@@ -111,7 +111,12 @@ systemd_backports() {
 }
 
 # The base's recipe: what debootstrap installs and configure_base does to it.
-key=$( (declare -f configure_base systemd_backports; echo "$KVER $SUITE $PKGS $MIRROR $APPLIANCE_SYSTEMD") | sha256sum | cut -c1-16)
+# (bookworm's recipe is hashed as it always was, so that its cached base stays valid.)
+if [ "$APPLIANCE_SYSTEMD" = bookworm ]; then
+	key=$( (declare -f configure_base; echo "$KVER $SUITE $PKGS $MIRROR") | sha256sum | cut -c1-16)
+else
+	key=$( (declare -f configure_base systemd_backports; echo "$KVER $SUITE $PKGS $MIRROR $APPLIANCE_SYSTEMD") | sha256sum | cut -c1-16)
+fi
 base=$cache/base-$key
 
 if [ ! -e "$base/.built" ]; then
