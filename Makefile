@@ -14,7 +14,7 @@ DEMO_ROOT := $(CURDIR)/$(OUT)/demo/root
 DEMO_RUN  := /run/staticpodd-demo
 
 .PHONY: all build images demo demo-clean test test-chaos unit e2e bench bench-nodeapi bench-relist bench-outage bench-eviction fuzz vet clean \
-	deb rpm packages appliance test-systemd controlplane test-controlplane bench-controlplane test-conformance
+	deb rpm packages appliance test-systemd appliance-backports test-systemd-backports controlplane test-controlplane bench-controlplane test-conformance
 
 all: build
 
@@ -232,6 +232,19 @@ test-systemd: appliance
 		$(NFPM) pkg --config packaging/nfpm.yaml --packager deb --target $(UPGRADE_DEB)
 	rootfs/appliance/boot.sh $(APPLIANCE) tests/systemd/check.sh $(OUT)/appliance/share \
 		$(UPGRADE_DEB) $(IMAGE_TAR) tests/systemd/memhog.yaml
+
+# The same appliance with systemd from bookworm-backports (254), booted once for
+# what only systemd >= 253/254 has: Type=notify-reload, DelegateSubgroup= with
+# the pods of cgroupDriver cgroupfs inside the unit, and beside them socket
+# activation and a --ready-when start that times out (tests/systemd/check-backports.sh).
+APPLIANCE_BP := $(OUT)/appliance-backports/root.img
+appliance-backports: deb images
+	APPLIANCE_SYSTEMD=backports rootfs/appliance/build.sh $(DEB) $(IMAGE_TAR) examples/manifests/web.yaml $(APPLIANCE_BP)
+
+# One boot of many checks: in emulation on a busy machine it takes 15 minutes and more.
+test-systemd-backports: appliance-backports
+	BOOT_TIMEOUT=$${BOOT_TIMEOUT:-2400} rootfs/appliance/boot.sh $(APPLIANCE_BP) tests/systemd/check-backports.sh $(OUT)/appliance-backports/share \
+		tests/systemd/memhog.yaml
 
 clean:
 	rm -rf bin $(OUT)

@@ -134,7 +134,7 @@ func New(cfg Config, rt Runtime, logger *slog.Logger) *Agent {
 		cfg.Eviction.Housekeeping = DefaultHousekeeping
 	}
 	return &Agent{
-		pr:         &pressure{m: eviction.New(cfg.Eviction.Config, time.Now()), evicted: map[string]string{}},
+		pr:         &pressure{m: eviction.New(cfg.Eviction.Config, time.Now()), evicted: map[string]string{}, changed: make(chan struct{}, 1)},
 		cfg:        cfg,
 		rt:         rt,
 		conv:       manifestConverter{paths: cfg.Paths},

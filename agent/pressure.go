@@ -31,9 +31,11 @@ type EvictionConfig struct {
 	// Housekeeping is how often the signals are checked; default
 	// DefaultHousekeeping.
 	Housekeeping time.Duration
-	// Notifier, when set, makes the agent check at once when the node's
-	// memory usage crosses the lowest memory.available threshold.
-	Notifier MemoryNotifier
+	// NewNotifier, when set, makes the memory notifier that has the agent
+	// check at once when the node's memory usage crosses the lowest
+	// memory.available threshold. It is called once, when there first are
+	// thresholds (at start, or when a reload sets some).
+	NewNotifier func() (MemoryNotifier, error)
 	// Reclaim, when set, frees node-level disk space before any pod is
 	// evicted for disk pressure, and returns how many bytes it freed.
 	Reclaim func(ctx context.Context, keepImages []string) (uint64, error)
@@ -60,30 +62,85 @@ type pressure struct {
 	lastAt time.Time
 	// evictions counts the pods evicted, by signal (kubelet_evictions).
 	evictions map[string]uint64
+	// notifier is the memory notifier once made; owned by runPressure.
+	notifier MemoryNotifier
+	// changed wakes runPressure when SetEviction changed the thresholds.
+	changed chan struct{}
 }
 
 // runPressure checks node pressure every housekeeping interval, and when the
-// notifier fires, until ctx ends.
+// notifier fires, while there are thresholds, until ctx ends.
 func (a *Agent) runPressure(ctx context.Context) {
-	if len(a.cfg.Eviction.Thresholds) == 0 {
-		return
-	}
-	tick := time.NewTicker(a.cfg.Eviction.Housekeeping)
-	defer tick.Stop()
+	var tick *time.Ticker
+	defer func() {
+		if tick != nil {
+			tick.Stop()
+		}
+	}()
 	var notified <-chan struct{}
-	if n := a.cfg.Eviction.Notifier; n != nil {
-		notified = n.Events()
-	}
+	triedNotifier := false
 	for {
-		a.housekeep(ctx)
+		var tickc <-chan time.Time
+		if len(a.thresholds()) > 0 {
+			if !triedNotifier && a.cfg.Eviction.NewNotifier != nil {
+				triedNotifier = true
+				n, err := a.cfg.Eviction.NewNotifier()
+				if err != nil {
+					a.logger.Warn("memory threshold notifier not available; memory pressure is polled only", "err", err)
+				} else {
+					a.pr.notifier, notified = n, n.Events()
+				}
+			}
+			if tick == nil {
+				tick = time.NewTicker(a.cfg.Eviction.Housekeeping)
+			}
+			tickc = tick.C
+			a.housekeep(ctx)
+		} else if tick != nil {
+			tick.Stop()
+			tick = nil
+		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-tick.C:
+		case <-tickc:
+		case <-a.pr.changed:
 		case <-notified:
 			a.logger.Debug("eviction manager: memory threshold crossed")
 		}
 	}
+}
+
+// thresholds are the eviction thresholds in force.
+func (a *Agent) thresholds() []eviction.Threshold {
+	a.pmu.Lock()
+	defer a.pmu.Unlock()
+	return a.pr.m.Thresholds()
+}
+
+// SetEviction changes the eviction thresholds, their grace periods, minimum
+// reclaims, the pressure transition period and the maximum grace period of
+// soft evictions (a reload). What was observed of thresholds that stay is
+// kept (their grace periods run on); with no thresholds left, pods held back
+// by an eviction may start again at once, since nothing would ever let them.
+func (a *Agent) SetEviction(cfg eviction.Config) {
+	a.pmu.Lock()
+	a.pr.m.SetConfig(cfg)
+	var lift map[string]string
+	if len(cfg.Thresholds) == 0 && len(a.pr.evicted) > 0 {
+		lift, a.pr.evicted = a.pr.evicted, map[string]string{}
+	}
+	a.pmu.Unlock()
+	for key := range lift {
+		if w := a.worker(key); w != nil {
+			w.setEviction("", nil)
+		}
+	}
+	select {
+	case a.pr.changed <- struct{}{}:
+	default:
+	}
+	a.statusChanged()
 }
 
 // housekeep is one synchronize of the eviction manager: observe, update the
@@ -139,12 +196,12 @@ func (a *Agent) housekeep(ctx context.Context) {
 // meets its highest threshold: capacity − threshold + inactive file pages
 // (usage − working set), as the kubelet's memoryThresholdNotifier does.
 func (a *Agent) armNotifier(n podspec.NodeStats) {
-	mn := a.cfg.Eviction.Notifier
+	mn := a.pr.notifier
 	if mn == nil || n.MemoryCapacity == 0 {
 		return
 	}
 	var highest int64
-	for _, t := range a.pr.m.Thresholds() {
+	for _, t := range a.thresholds() {
 		if t.Signal == eviction.MemoryAvailable {
 			highest = max(highest, t.Value.Of(int64(n.MemoryCapacity)))
 		}
@@ -264,7 +321,9 @@ func (a *Agent) evictOne(sum *podspec.Summary, t eviction.Threshold, p eviction.
 	}
 	a.mu.Unlock()
 	slices.SortFunc(cands, func(x, y eviction.Candidate) int { return strings.Compare(string(x.Pod.UID), string(y.Pod.UID)) })
+	a.pmu.Lock()
 	ev, ok := a.pr.m.Pick(t, p, cands)
+	a.pmu.Unlock()
 	if !ok {
 		a.logger.Warn("eviction manager: unable to evict any pod", "threshold", t.String())
 		return

@@ -1,8 +1,11 @@
 package oci
 
 import (
+	"fmt"
 	"path"
 	"strings"
+	"syscall"
+	"time"
 )
 
 // systemdScopePrefix names a container's scope under the systemd cgroup
@@ -73,4 +76,22 @@ func containerCgroupsPath(podPath, id string) string {
 func isSystemdCgroupsPath(p string) bool {
 	slice, _, _ := strings.Cut(p, ":")
 	return !strings.HasPrefix(p, "/") && strings.HasSuffix(slice, ".slice")
+}
+
+// minScopeStopTimeout is the least a container scope waits after its
+// SIGTERM: the kubelet's minimum grace period (minimumGracePeriodInSeconds),
+// and never 0, which systemd takes for no timeout at all.
+const minScopeStopTimeout = 2 * time.Second
+
+// scopeStopProperties are the unit properties of a container's scope under
+// the systemd cgroup driver, as libcontainer passes spec annotations of the
+// form org.systemd.property.NAME on to systemd: when systemd stops the scope
+// (at shutdown, or `systemctl stop` of the scope), it sends the container's
+// stop signal and waits the pod's grace period before SIGKILL, instead of
+// SIGTERM and the scope default of 90 s that holds up a poweroff.
+func scopeStopProperties(grace time.Duration, stop syscall.Signal) map[string]string {
+	return map[string]string{
+		"org.systemd.property.TimeoutStopUSec": fmt.Sprintf("uint64 %d", max(grace, minScopeStopTimeout).Microseconds()),
+		"org.systemd.property.KillSignal":      fmt.Sprintf("int32 %d", int32(stop)),
+	}
 }

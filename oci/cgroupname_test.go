@@ -1,6 +1,12 @@
 package oci
 
-import "testing"
+import (
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/godbus/dbus/v5"
+)
 
 func TestPodCgroupsPath(t *testing.T) {
 	const uid = "0d4f-11aa"
@@ -54,5 +60,31 @@ func TestContainerCgroupsPath(t *testing.T) {
 	// A cgroupfs path that happens to end in .slice is still cgroupfs.
 	if isSystemdCgroupsPath("/x.slice") {
 		t.Error("/x.slice taken for systemd")
+	}
+}
+
+// The scope's stop properties are what libcontainer's specconv parses into
+// systemd unit properties: TimeoutStopUSec the pod's grace period (at least
+// the kubelet's 2s minimum, never 0, which systemd takes for no timeout),
+// KillSignal the container's stop signal.
+func TestScopeStopProperties(t *testing.T) {
+	for _, tc := range []struct {
+		grace   time.Duration
+		sig     syscall.Signal
+		timeout uint64
+	}{
+		{5 * time.Second, syscall.SIGTERM, 5_000_000},
+		{0, syscall.SIGQUIT, 2_000_000},
+		{90 * time.Minute, syscall.SIGINT, 5_400_000_000},
+	} {
+		props := scopeStopProperties(tc.grace, tc.sig)
+		v, err := dbus.ParseVariant(props["org.systemd.property.TimeoutStopUSec"], dbus.Signature{})
+		if err != nil || v.Value() != tc.timeout {
+			t.Errorf("grace %v: TimeoutStopUSec %v (%v), want uint64 %d", tc.grace, v, err, tc.timeout)
+		}
+		v, err = dbus.ParseVariant(props["org.systemd.property.KillSignal"], dbus.Signature{})
+		if err != nil || v.Value() != int32(tc.sig) {
+			t.Errorf("signal %v: KillSignal %v (%v), want int32 %d", tc.sig, v, err, tc.sig)
+		}
 	}
 }

@@ -25,10 +25,10 @@ const maxLogLine = 16 * 1024
 type logRotation struct {
 	// MaxSize is the size the live file never grows past (unless one entry
 	// is larger): it is rotated before. 0 or less: never rotated.
-	MaxSize int64
+	MaxSize int64 `json:"maxSize"`
 	// MaxFiles is how many files the log keeps, the live one included; at
 	// least 2.
-	MaxFiles int
+	MaxFiles int `json:"maxFiles"`
 }
 
 // criLog writes container output in the CRI log format:
@@ -49,9 +49,9 @@ type criLog struct {
 	log  *slog.Logger
 	now  func() time.Time
 	path string
-	rot  logRotation
 
 	mu           sync.Mutex // guards the fields below: lines of both streams never interleave
+	rot          logRotation
 	f            *os.File
 	size         int64 // of f
 	rotateAt     int64 // size past which f is rotated; later after a failed rotation
@@ -61,6 +61,7 @@ type criLog struct {
 	head         []byte // "<time> <stream>" of the entries being written
 	failing      bool   // the last write failed
 	lost         int    // entries lost since writes began to fail
+	closed       bool   // Close was called: rotation changes no more
 
 	compressDue chan struct{} // one slot: a rotation left files to compress
 	closing     chan struct{} // closed by Close: compression stops
@@ -82,33 +83,74 @@ func openCRILog(path string, rot logRotation, log *slog.Logger) (*criLog, error)
 	if err != nil {
 		return nil, fmt.Errorf("open log %s: %w", path, err)
 	}
-	l := &criLog{f: f, now: time.Now, log: log, path: path, rot: rot}
-	if rot.MaxSize <= 0 {
-		return l, nil
-	}
-	l.rot.MaxFiles = max(rot.MaxFiles, 2)
-	l.rotateAt = rot.MaxSize
+	l := &criLog{f: f, now: time.Now, log: log, path: path}
 	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
 		l.size = fi.Size()
 	}
-	// Normally none: a new run's log is a new file.
-	inUse, unused, err := podspec.RotatedLogs(path)
-	if err != nil {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.setRotationLocked(rot); err != nil {
 		_ = f.Close()
 		return nil, err
+	}
+	return l, nil
+}
+
+// setRotation changes when the log rotates (a reload changed
+// containerLogMaxSize or containerLogMaxFiles): the next entry that would
+// take the live file past the new MaxSize rotates it, and rotated files
+// beyond the new MaxFiles are removed now, oldest first.
+func (l *criLog) setRotation(rot logRotation) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return nil
+	}
+	return l.setRotationLocked(rot)
+}
+
+func (l *criLog) setRotationLocked(rot logRotation) error {
+	if rot.MaxSize <= 0 {
+		l.rot = logRotation{MaxSize: rot.MaxSize}
+		return nil
+	}
+	rot.MaxFiles = max(rot.MaxFiles, 2)
+	wasOn := l.rot.MaxSize > 0
+	l.rot, l.rotateAt = rot, rot.MaxSize
+	if wasOn {
+		// The compressor goes on; what the new count leaves out goes now.
+		for len(l.rotated) > rot.MaxFiles-1 {
+			old := l.rotatedPath(l.rotated[0].stamp)
+			if err := errors.Join(removeIfExists(old+podspec.CompressedLogSuffix), removeIfExists(old)); err != nil {
+				return fmt.Errorf("remove rotated log %s: %w", old, err)
+			}
+			l.rotated = l.rotated[1:]
+		}
+		return nil
+	}
+	// Normally none: a new run's log is a new file.
+	inUse, unused, err := podspec.RotatedLogs(l.path)
+	if err != nil {
+		return err
 	}
 	for _, u := range unused {
 		_ = os.Remove(u)
 	}
+	l.rotated = l.rotated[:0]
 	for _, r := range inUse {
 		l.rotated = append(l.rotated, rotatedFile{stamp: r.Stamp, gz: r.Compressed})
 	}
-	l.compressDue = make(chan struct{}, 1)
-	l.closing = make(chan struct{})
-	l.compressed = make(chan struct{})
-	go l.compressor()
-	l.compressDue <- struct{}{}
-	return l, nil
+	if l.closing == nil { // the first time rotation is on: its compressor
+		l.compressDue = make(chan struct{}, 1)
+		l.closing = make(chan struct{})
+		l.compressed = make(chan struct{})
+		go l.compressor()
+	}
+	select {
+	case l.compressDue <- struct{}{}:
+	default:
+	}
+	return nil
 }
 
 // copyBuffer is how much of a stream copy reads at once: a pipe's capacity.
@@ -469,9 +511,13 @@ func (l *criLog) rotatedIndexLocked(stamp string) int {
 }
 
 func (l *criLog) Close() error {
-	if l.closing != nil {
-		close(l.closing)
-		<-l.compressed
+	l.mu.Lock()
+	l.closed = true
+	closing, compressed := l.closing, l.compressed
+	l.mu.Unlock()
+	if closing != nil {
+		close(closing)
+		<-compressed
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -593,3 +593,44 @@ func cpuTime() time.Duration {
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// A reload turns rotation on for a log opened without it, and fewer files
+// removes the oldest rotated ones at once.
+func TestCRILogSetRotation(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "0.log")
+	l, err := openCRILog(path, logRotation{MaxSize: -1}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	at := time.Date(2026, 1, 2, 3, 4, 5, 6, time.Local)
+	l.now = func() time.Time { return at }
+	e := &entries{stream: "stdout"}
+	line := 0
+	write := func(n int) {
+		for range n {
+			e.add(fmt.Appendf(nil, "line %14d", line), false) // 60 bytes an entry
+			l.write(e)
+			line++
+		}
+	}
+	write(10)
+	waitForFiles(t, dir, "0.log")
+	if err := l.setRotation(logRotation{MaxSize: 300, MaxFiles: 4}); err != nil {
+		t.Fatal(err)
+	}
+	write(15) // the 600 bytes there rotate at once, then at 5 and 10
+	stamp := func(s int) string {
+		return "0.log." + at.Add(time.Duration(s)*time.Second).Format("20060102-150405")
+	}
+	waitForFiles(t, dir, "0.log", stamp(0)+".gz", stamp(1)+".gz", stamp(2))
+	if err := l.setRotation(logRotation{MaxSize: 300, MaxFiles: 2}); err != nil {
+		t.Fatal(err)
+	}
+	waitForFiles(t, dir, "0.log", stamp(2))
+	data, _ := readLogFiles(t, path)
+	if n := strings.Count(string(data), "\n"); n != 10 {
+		t.Errorf("%d lines left, want the last 10", n)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"runtime/debug"
 	"syscall"
@@ -64,6 +65,9 @@ func runMonitor(args []string) int {
 	// A monitor is mostly idle; keep its heap small.
 	debug.SetGCPercent(20)
 	m := &monitorProc{root: args[0], dir: args[1], id: args[2], report: os.NewFile(3, "report")}
+	// Before the state says RotationReload: SIGHUP would kill us.
+	m.hup = make(chan os.Signal, 1)
+	signal.Notify(m.hup, unix.SIGHUP)
 	log = log.With("container", m.id)
 	st, err := m.prepare()
 	if !m.wait(os.NewFile(4, "go")) {
@@ -94,6 +98,7 @@ type monitorProc struct {
 	root, dir, id string
 	report        *os.File // nil once reported
 	exitWritten   bool
+	hup           chan os.Signal // SIGHUP: read rotationFile again
 }
 
 // startFailure is the exit recorded for a container that failed to start:
@@ -133,7 +138,7 @@ func (m *monitorProc) prepare() (monitorState, error) {
 		return monitorState{}, fmt.Errorf("stat monitor: %w", err)
 	}
 	warmUp()
-	return monitorState{MonitorPid: os.Getpid(), MonitorStart: self.StartTime}, nil
+	return monitorState{MonitorPid: os.Getpid(), MonitorStart: self.StartTime, RotationReload: true}, nil
 }
 
 // warmUp does, while the monitor waits, the one-time work that its container's
@@ -227,11 +232,18 @@ func (m *monitorProc) run(st monitorState, log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("convert spec of container %s: %w", m.id, err)
 	}
-	logs, err := openCRILog(rec.LogPath, logRotation{MaxSize: rec.LogMaxSize, MaxFiles: rec.LogMaxFiles}, log)
+	rot := logRotation{MaxSize: rec.LogMaxSize, MaxFiles: rec.LogMaxFiles}
+	if _, err := readOptionalJSON(filepath.Join(m.dir, rotationFile), &rot); err != nil {
+		log.Warn("log rotation set by a reload not readable; using the container's", "err", err)
+	}
+	logs, err := openCRILog(rec.LogPath, rot, log)
 	if err != nil {
 		return err
 	}
 	defer logs.Close()
+	stopHup := make(chan struct{})
+	defer close(stopHup)
+	go m.reloadRotation(logs, stopHup, log)
 	if err := waitState(); err != nil {
 		return err
 	}
@@ -258,6 +270,32 @@ func (m *monitorProc) run(st monitorState, log *slog.Logger) error {
 		err = errors.Join(err, fmt.Errorf("destroy container %s: %w", m.id, derr))
 	}
 	return err
+}
+
+// reloadRotation applies rotationFile to logs on each SIGHUP until stop:
+// the daemon writes it and signals us when a reload changed the log settings.
+// The state was written with RotationReload before logs were opened, so a
+// change made meanwhile is in the file read at open or comes with a SIGHUP.
+func (m *monitorProc) reloadRotation(logs *criLog, stop <-chan struct{}, log *slog.Logger) {
+	for {
+		select {
+		case <-stop:
+			return
+		case <-m.hup:
+		}
+		var rot logRotation
+		ok, err := readOptionalJSON(filepath.Join(m.dir, rotationFile), &rot)
+		if err == nil && ok {
+			err = logs.setRotation(rot)
+		}
+		if err != nil {
+			log.Warn("log rotation not changed", "err", err)
+			continue
+		}
+		if ok {
+			log.Info("log rotation changed", "maxSize", rot.MaxSize, "maxFiles", rot.MaxFiles)
+		}
+	}
 }
 
 // runContainer starts proc in ctr, reports it, copies its output until it

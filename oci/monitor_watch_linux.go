@@ -57,6 +57,18 @@ func (m *monitor) kill(reason string) {
 	})
 }
 
+// signal sends sig to the monitor through its pidfd; an exited monitor is
+// not signalled.
+func (m *monitor) signal(sig unix.Signal) {
+	rc, err := m.pidfd.SyscallConn()
+	if err != nil {
+		return
+	}
+	_ = rc.Control(func(fd uintptr) {
+		_ = unix.PidfdSendSignal(int(fd), sig, nil, 0)
+	})
+}
+
 // reason returns why the daemon killed the monitor, or "".
 func (m *monitor) reason() string {
 	m.mu.Lock()

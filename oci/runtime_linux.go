@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -164,6 +165,7 @@ func (r *Runtime) start(ctx context.Context, pm *pendingMonitor, pod *podspec.Po
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return podspec.ContainerStatus{}, err
 	}
+	rot := r.logRotation()
 	rootfs, img, err := r.cfg.Images.Prepare(id, c.Image)
 	if err != nil {
 		return podspec.ContainerStatus{}, fmt.Errorf("prepare rootfs from %s: %w", c.Image, err)
@@ -187,12 +189,19 @@ func (r *Runtime) start(ctx context.Context, pm *pendingMonitor, pod *podspec.Po
 	if err != nil {
 		return podspec.ContainerStatus{}, fmt.Errorf("%w: %w", podspec.ErrContainerConfig, err)
 	}
+	stopSignal := r.stopSignal(c, img.Config.StopSignal)
+	if s.Linux != nil && isSystemdCgroupsPath(s.Linux.CgroupsPath) {
+		if s.Annotations == nil {
+			s.Annotations = map[string]string{}
+		}
+		maps.Copy(s.Annotations, scopeStopProperties(pod.TerminationGracePeriod, stopSignal))
+	}
 	rec := containerRecord{
 		ID: id, PodUID: pod.UID, PodName: pod.Name, PodNS: pod.Namespace, Name: c.Name, Attempt: c.Attempt,
 		Hash: c.Hash, Image: c.Image, ImageID: img.ID, LogPath: c.LogPath, CreatedAt: time.Now(),
-		LogMaxSize: r.cfg.LogMaxSize, LogMaxFiles: r.cfg.LogMaxFiles,
+		LogMaxSize: rot.MaxSize, LogMaxFiles: rot.MaxFiles,
 		TerminationGracePeriod: pod.TerminationGracePeriod,
-		StopSignal:             int(r.stopSignal(c, img.Config.StopSignal)),
+		StopSignal:             int(stopSignal),
 		TerminationMessage:     c.TerminationMessagePath != "", TerminationMessageFromLog: c.TerminationMessageFromLog,
 		Annotations: c.Annotations,
 		MonitorPid:  pm.m.pid, MonitorStart: pm.m.start,

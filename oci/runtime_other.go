@@ -62,3 +62,5 @@ func (r *Runtime) NewMemoryNotifier() (*MemoryNotifier, error) { return nil, err
 func (n *MemoryNotifier) Events() <-chan struct{}         { return nil }
 func (n *MemoryNotifier) SetThreshold(bytes uint64) error { return errors.ErrUnsupported }
 func (n *MemoryNotifier) Close() error                    { return nil }
+
+func (r *Runtime) SetLogRotation(int64, int) error { return errors.ErrUnsupported }

@@ -25,6 +25,8 @@ import (
 //	containers/<id>/exit.json        exitRecord (written by the monitor at exit,
 //	                                 or when its container failed to start)
 //	containers/<id>/monitor.log      the monitor's own log
+//	containers/<id>/log-rotation.json logRotation set by a reload, read by
+//	                                 the monitor at start and on SIGHUP
 //	containers/<id>/termination-log  bound at the container's terminationMessagePath
 //	libcontainer/<id>/               libcontainer's state, removed by the monitor
 const (
@@ -38,6 +40,7 @@ const (
 	stateFile     = "state.json"
 	exitFile      = "exit.json"
 	monitorLog    = "monitor.log"
+	rotationFile  = "log-rotation.json"
 )
 
 // podRecord is what a sandbox remembers about its pod.
@@ -94,8 +97,8 @@ type containerRecord struct {
 	MonitorPid   int    `json:"monitorPid,omitempty"`
 	MonitorStart uint64 `json:"monitorStart,omitempty"`
 	// LogMaxSize and LogMaxFiles are when the monitor rotates the log
-	// (logRotation), fixed at the container's start; 0 (a record of an
-	// older daemon): never.
+	// (logRotation) as the container starts; 0 (a record of an older
+	// daemon): never. A reload changes them in rotationFile instead.
 	LogMaxSize  int64 `json:"logMaxSize,omitempty"`
 	LogMaxFiles int   `json:"logMaxFiles,omitempty"`
 }
@@ -103,10 +106,14 @@ type containerRecord struct {
 // monitorState is written by the monitor: first with its own identity, then
 // with the container's init process once it was told to exec.
 type monitorState struct {
-	MonitorPid   int       `json:"monitorPid"`
-	MonitorStart uint64    `json:"monitorStart"` // /proc/<pid>/stat starttime
-	Pid          int       `json:"pid,omitempty"`
-	StartedAt    time.Time `json:"startedAt,omitzero"`
+	MonitorPid   int    `json:"monitorPid"`
+	MonitorStart uint64 `json:"monitorStart"` // /proc/<pid>/stat starttime
+	// RotationReload: the monitor reads rotationFile again on SIGHUP. A
+	// monitor of an older daemon, without it, dies of SIGHUP: it is never
+	// sent one.
+	RotationReload bool      `json:"rotationReload,omitempty"`
+	Pid            int       `json:"pid,omitempty"`
+	StartedAt      time.Time `json:"startedAt,omitzero"`
 }
 
 // exitRecord is the container's exit, or its failure to start, as its

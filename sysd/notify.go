@@ -127,13 +127,21 @@ func (n *Notifier) ExtendTimeout(d time.Duration) {
 }
 
 // Stopping sends STOPPING=1.
-func (n *Notifier) Stopping() {
+func (n *Notifier) Stopping() { n.StoppingBecause("") }
+
+// StoppingBecause sends STOPPING=1 with a STATUS= that says why, when there
+// is more to say than that the daemon stops: it is the unit's last status,
+// which `systemctl status` shows after a start that timed out.
+func (n *Notifier) StoppingBecause(why string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if !n.enabled {
 		return
 	}
 	n.status = "Stopping"
+	if why != "" {
+		n.status += ": " + why
+	}
 	n.sendLocked(daemon.SdNotifyStopping + "\nSTATUS=" + n.status)
 }
 

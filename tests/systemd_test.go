@@ -160,3 +160,26 @@ func TestSystemdReadyWhenPodsReady(t *testing.T) {
 		t.Errorf("at READY=1 the gate pod is not Ready: %+v", p)
 	}
 }
+
+// A daemon stopped before READY=1 with --ready-when (systemd's start timeout
+// ran out) says in its last STATUS= which pod never became Ready: it is what
+// `systemctl status` shows of the failed start. The pods keep running.
+func TestSystemdStoppedBeforeReadySaysWhy(t *testing.T) {
+	t.Parallel()
+	d := newDaemon(t)
+	sock, path := newNotifySocket(t)
+	d.Env = []string{"NOTIFY_SOCKET=" + path}
+	d.Args = []string{"--ready-when=pods-ready:never"}
+	d.WriteManifest("never.yaml", sleeper("never", "    readinessProbe:\n      exec: {command: [\"false\"]}\n      periodSeconds: 1\n"))
+	d.Start()
+	sock.next(t, "STATUS=waiting for pods-ready: pod never-", 60*time.Second)
+	pid := containerPID(d, d.WaitRunning("never", 30*time.Second), "main")
+	d.Signal(syscall.SIGTERM)
+	if m := sock.next(t, "STOPPING=1", 10*time.Second); !strings.Contains(m, "STATUS=Stopping: never ready: waiting for pods-ready: pod never-") {
+		t.Errorf("STOPPING=1 message %q does not say which pod never became Ready", m)
+	}
+	<-d.Exited()
+	if !procAlive(pid) {
+		t.Errorf("container %d stopped with the daemon", pid)
+	}
+}

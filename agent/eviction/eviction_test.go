@@ -189,3 +189,30 @@ func TestAdmit(t *testing.T) {
 		t.Error("critical pod refused")
 	}
 }
+
+// A reload's SetConfig keeps when an unchanged threshold was first met, so
+// its grace period runs on; a threshold whose grace period changed starts
+// afresh, and one removed no longer acts.
+func TestSetConfigKeepsGraceOfUnchangedThresholds(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	soft := func(grace string) []Threshold {
+		return mustParse(t, nil, map[string]string{"memory.available": "300Mi"}, map[string]string{"memory.available": grace}, nil)
+	}
+	m := New(Config{Thresholds: soft("30s"), PressureTransitionPeriod: time.Minute}, t0)
+	m.Synchronize(mem(250), t0) // first met
+	m.SetConfig(Config{Thresholds: soft("30s"), PressureTransitionPeriod: time.Minute})
+	if p := m.Synchronize(mem(250), t0.Add(30*time.Second)); len(p.Act) != 1 {
+		t.Errorf("unchanged threshold after SetConfig: act %v at 30s, want its grace period run out", p.Act)
+	}
+	m.SetConfig(Config{Thresholds: soft("20s"), PressureTransitionPeriod: time.Minute})
+	if p := m.Synchronize(mem(250), t0.Add(31*time.Second)); len(p.Act) != 0 {
+		t.Errorf("changed threshold acts at once: %v", p.Act)
+	}
+	if p := m.Synchronize(mem(250), t0.Add(51*time.Second)); len(p.Act) != 1 {
+		t.Errorf("changed threshold: act %v 20s after it was set, want it", p.Act)
+	}
+	m.SetConfig(Config{PressureTransitionPeriod: time.Minute})
+	if p := m.Synchronize(mem(250), t0.Add(52*time.Second)); len(p.Act) != 0 || len(m.Thresholds()) != 0 {
+		t.Errorf("no thresholds: act %v", p.Act)
+	}
+}

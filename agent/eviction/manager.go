@@ -150,6 +150,38 @@ func New(cfg Config, now time.Time) *Manager {
 		since: map[v1.NodeConditionType]time.Time{}, started: now, clearSince: now}
 }
 
+// SetConfig replaces the manager's configuration (a reload). A
+// threshold that stays as it was keeps when it was first met, so its grace
+// period runs on; one that changed or is new starts afresh, and one that is
+// gone no longer counts. Conditions are recomputed at the next
+// Synchronize.
+func (m *Manager) SetConfig(cfg Config) {
+	m.cfg = cfg
+	// Parse makes new quantities: thresholds are matched by what they say.
+	same := func(t Threshold) (Threshold, bool) {
+		for _, n := range cfg.Thresholds {
+			if n.key() == t.key() {
+				return n, true
+			}
+		}
+		return Threshold{}, false
+	}
+	first := map[Threshold]time.Time{}
+	for t, at := range m.firstObserved {
+		if n, ok := same(t); ok {
+			first[n] = at
+		}
+	}
+	m.firstObserved = first
+	var metNow []Threshold
+	for _, t := range m.metNow {
+		if n, ok := same(t); ok {
+			metNow = append(metNow, n)
+		}
+	}
+	m.metNow = metNow
+}
+
 // Thresholds are the manager's thresholds.
 func (m *Manager) Thresholds() []Threshold { return m.cfg.Thresholds }
 

@@ -99,6 +99,15 @@ type Threshold struct {
 	MinReclaim *Value
 }
 
+// key is all that t says, for comparing thresholds of two parses.
+func (t Threshold) key() string {
+	k := fmt.Sprintf("%s %s %v", t.String(), t.GracePeriod, t.MinReclaim != nil)
+	if t.MinReclaim != nil {
+		k += " " + t.MinReclaim.String()
+	}
+	return k
+}
+
 func (t Threshold) String() string {
 	kind := "hard"
 	if t.Soft {

@@ -16,6 +16,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -109,6 +110,22 @@ type Mirror struct {
 
 	podsMu sync.Mutex // guards sync
 	sync   *podSync   // nil until Run made it
+
+	// evictionHard is cfg.EvictionHard, or what a reload set since.
+	evictionHard atomic.Pointer[map[string]string]
+}
+
+// SetEvictionHard changes the thresholds subtracted from capacity into the
+// Node's allocatable (a reload); the next Node status update shows it.
+func (m *Mirror) SetEvictionHard(t map[string]string) {
+	m.evictionHard.Store(&t)
+}
+
+func (m *Mirror) evictionHardNow() map[string]string {
+	if t := m.evictionHard.Load(); t != nil {
+		return *t
+	}
+	return m.cfg.EvictionHard
 }
 
 type problem struct {

@@ -183,7 +183,7 @@ func (m *Mirror) nodeStatus(cur *v1.Node) v1.NodeStatus {
 	s.Addresses = append(s.Addresses, v1.NodeAddress{Type: v1.NodeHostName, Address: m.cfg.Hostname})
 	s.DaemonEndpoints.KubeletEndpoint.Port = m.cfg.KubeletPort
 	s.Capacity = m.capacity()
-	s.Allocatable = allocatable(s.Capacity, m.cfg.EvictionHard)
+	s.Allocatable = allocatable(s.Capacity, m.evictionHardNow())
 	s.NodeInfo = m.nodeInfo(cur)
 	s.Conditions = m.conditions()
 	return s

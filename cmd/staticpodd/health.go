@@ -3,6 +3,7 @@ package main
 import (
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/staticpodd/staticpodd/agent"
@@ -15,9 +16,9 @@ import (
 // /healthz?verbose and appended to STATUS=. They never stop a pod, so a
 // failing one does not make the daemon unhealthy.
 type auxiliary struct {
-	url    *source.URL    // nil without staticPodURL
-	mirror *mirror.Mirror // nil without a kubeconfig
-	parts  []*part        // the read-only port, the image import watcher
+	url    atomic.Pointer[source.URL] // nil without staticPodURL; a reload changes it
+	mirror *mirror.Mirror             // nil without a kubeconfig
+	parts  []*part                    // the read-only port, the image import watcher
 	reloadNote
 }
 
@@ -64,8 +65,8 @@ func (p *part) get() (error, time.Time) {
 
 func (x *auxiliary) checks() []server.Check {
 	var out []server.Check
-	if x.url != nil {
-		st := x.url.Status()
+	if url := x.url.Load(); url != nil {
+		st := url.Status()
 		out = append(out, server.Check{Name: "manifest-url", Err: st.Err, Since: st.Since})
 	}
 	if x.mirror != nil {
@@ -82,8 +83,8 @@ func (x *auxiliary) checks() []server.Check {
 // trouble is what STATUS= adds to the agent's summary: each failing part and why.
 func (x *auxiliary) trouble() string {
 	var parts []string
-	if x.url != nil {
-		if st := x.url.Status(); st.Err != nil {
+	if url := x.url.Load(); url != nil {
+		if st := url.Status(); st.Err != nil {
 			// The error names the URL first.
 			parts = append(parts, "manifest URL "+st.Err.Error())
 		}
@@ -133,6 +134,13 @@ func (s *statusLine) setGate(waiting string) {
 	defer s.mu.Unlock()
 	s.gate = waiting
 	s.sendLocked(false)
+}
+
+// waitingFor is what READY=1 still waits for; "" once ready or ungated.
+func (s *statusLine) waitingFor() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.gate
 }
 
 // Status takes a new summary from the agent (or a reload) and sends the line.

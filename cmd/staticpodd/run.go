@@ -108,7 +108,8 @@ func warnNotYetActedOn(cfg *config.Config, logger *slog.Logger) {
 
 // daemon is every subsystem of a running staticpodd; only this file knows them all.
 type daemon struct {
-	cfg      *config.Config
+	cfgMu    sync.Mutex     // guards cfg, which a reload replaces
+	cfg      *config.Config // what runs: a reload's new value of each live field
 	logger   *slog.Logger
 	notifier *readyNotifier
 	status   *statusLine // STATUS=: the agent's summary and the auxiliary parts' trouble
@@ -116,17 +117,17 @@ type daemon struct {
 	images   *image.Store
 	runtime  *oci.Runtime
 	agent    *agent.Agent
-	sources  []func(context.Context, chan<- source.Update) error
-	relist   []func()      // each source's "read the manifests now"
-	file     *source.File  // the file source; nil without staticPodPath
+	seen     *agent.SeenStore
+	sources  *sourceSet    // the manifest sources: the file's, the URL's
 	flags    *config.Flags // the flags of the start, for a reload; nil for run --once
 	gate     *readyGate    // --ready-when's; nil when READY=1 follows the first sync
 	lock     *os.File      // flock(2)ed <run-dir>/staticpodd.lock, held while the daemon runs
 	readOnly *part         // the read-only port's listener
 	nodePort *part         // the node API's listener (port)
 	imports  *part         // the image import watcher
-	// memNotifier wakes the eviction manager; nil without one.
-	memNotifier *oci.MemoryNotifier
+	// memNotifier wakes the eviction manager; nil until there are
+	// thresholds.
+	memNotifier atomic.Pointer[oci.MemoryNotifier]
 }
 
 // readyNotifier remembers that READY=1 was said, so that a reload asked for
@@ -165,9 +166,7 @@ func (d *daemon) reload() {
 		d.notifier.Reloading()
 	}
 	d.reloadConfig()
-	for _, relist := range d.relist {
-		relist()
-	}
+	d.sources.relist()
 	d.agent.Resync()
 	if ready {
 		d.status.Status(d.agent.Summary()) // not "Reloading" until the pods change
@@ -197,8 +196,14 @@ func runDaemon(cfg *config.Config, flags *config.Flags, when readyWhen, logger *
 					d.reload()
 					continue
 				}
-				logger.Info("stopping; pods keep running", "signal", s.String())
-				d.notifier.Stopping()
+				if waiting := d.status.waitingFor(); waiting != "" && !d.notifier.ready.Load() {
+					// Most likely systemd's start timeout: say what never came.
+					logger.Error("stopping before READY=1; pods keep running", "signal", s.String(), "reason", waiting)
+					d.notifier.StoppingBecause("never ready: " + waiting)
+				} else {
+					logger.Info("stopping; pods keep running", "signal", s.String())
+					d.notifier.Stopping()
+				}
 				cancel(errSignal)
 				return
 			case <-ctx.Done():
@@ -293,42 +298,19 @@ func newDaemon(cfg *config.Config, logger *slog.Logger, once bool) (*daemon, err
 	aux := &auxiliary{}
 	status := &statusLine{notifier: notifier, aux: aux}
 	d := &daemon{cfg: cfg, logger: logger, notifier: notifier, status: status, aux: aux, images: images, runtime: rt, lock: lock}
+	d.seen = seen
+	d.sources = newSourceSet()
 	var sourceNames []string
 	if cfg.StaticPodPath != "" {
-		file := source.NewFile(cfg.StaticPodPath, cfg.NodeName, cfg.FileCheckFrequency, seen.Seen, logger.With("source", "file"))
-		file.Store = seen // the last good pod of each manifest outlives a restart
-		d.file = file
-		if once {
-			d.sources = append(d.sources, file.Once)
-		} else {
-			d.sources = append(d.sources, file.Run)
-		}
-		d.relist = append(d.relist, file.Relist)
+		d.sources.set(manifest.SourceFile, d.newFileSource(cfg, once))
 		sourceNames = append(sourceNames, manifest.SourceFile)
 	}
-	saved := filepath.Join(cfg.RootDir, "manifest-url", "last-good")
 	if cfg.StaticPodURL != "" {
-		aux.url = source.NewURL(source.URLConfig{
-			URL:      cfg.StaticPodURL,
-			Header:   cfg.StaticPodURLHeader,
-			NodeName: cfg.NodeName,
-			Period:   cfg.HTTPCheckFrequency,
-			CAFile:   cfg.StaticPodURLCA,
-			SaveFile: saved,
-			Seen:     seen.Seen,
-			OnChange: func(source.URLStatus) { status.refresh() },
-		}, logger.With("source", "url"))
-		if once {
-			d.sources = append(d.sources, aux.url.Once)
-		} else {
-			d.sources = append(d.sources, aux.url.Run)
-		}
-		d.relist = append(d.relist, aux.url.Relist)
+		src := d.sources.set(manifest.SourceHTTP, d.newURLSource(cfg, once))
+		aux.url.Store(src.url)
 		sourceNames = append(sourceNames, manifest.SourceHTTP)
-	} else if err := os.RemoveAll(filepath.Dir(saved)); err != nil {
-		// A set saved for a URL no longer configured must not come back
-		// with it later; failing to remove it stops nothing.
-		logger.Warn("cannot remove the saved set of a former manifest URL", "err", err)
+	} else {
+		d.forgetURL(cfg)
 	}
 	d.agent = agent.New(agent.Config{
 		NodeName:       cfg.NodeName,
@@ -379,18 +361,22 @@ const envTestNodeCgroup = "STATICPODD_TEST_NODE_CGROUP"
 // the notifier gains.
 const envTestNoMemoryNotifier = "STATICPODD_TEST_NO_MEMORY_NOTIFIER"
 
-// evictionConfig is the eviction manager's configuration: the thresholds,
-// the memory threshold notifier, and node-level reclaim of unused images.
-func (d *daemon) evictionConfig() agent.EvictionConfig {
-	ts, _ := d.cfg.EvictionThresholds() // validated by config.Load
-	ec := agent.EvictionConfig{Config: eviction.Config{
+// evictionThresholds is the eviction manager's part of cfg: the thresholds
+// and their periods, which a reload changes.
+func evictionThresholds(cfg *config.Config) eviction.Config {
+	ts, _ := cfg.EvictionThresholds() // validated by config.Load
+	return eviction.Config{
 		Thresholds:               ts,
-		PressureTransitionPeriod: d.cfg.EvictionPressureTransitionPeriod,
-		MaxPodGracePeriod:        time.Duration(d.cfg.EvictionMaxPodGracePeriod) * time.Second,
-	}}
-	if len(ts) == 0 {
-		return ec
+		PressureTransitionPeriod: cfg.EvictionPressureTransitionPeriod,
+		MaxPodGracePeriod:        time.Duration(cfg.EvictionMaxPodGracePeriod) * time.Second,
 	}
+}
+
+// evictionConfig is the eviction manager's configuration: the thresholds,
+// the memory threshold notifier (made once there are thresholds), and
+// node-level reclaim of unused images.
+func (d *daemon) evictionConfig() agent.EvictionConfig {
+	ec := agent.EvictionConfig{Config: evictionThresholds(d.cfg)}
 	importDir := filepath.Join(d.cfg.RootDir, "images", "import")
 	ec.Reclaim = func(ctx context.Context, keep []string) (uint64, error) {
 		freed, removed, err := d.images.RemoveUnused(keep, importDir)
@@ -402,24 +388,30 @@ func (d *daemon) evictionConfig() agent.EvictionConfig {
 	if os.Getenv(envTestNoMemoryNotifier) != "" {
 		return ec
 	}
-	mn, err := d.runtime.NewMemoryNotifier()
-	if err != nil {
-		d.logger.Warn("memory threshold notifier not available; memory pressure is polled only", "err", err)
-		return ec
+	ec.NewNotifier = func() (agent.MemoryNotifier, error) {
+		mn, err := d.runtime.NewMemoryNotifier()
+		if err != nil {
+			return nil, err
+		}
+		d.memNotifier.Store(mn)
+		return mn, nil
 	}
-	d.memNotifier = mn
-	ec.Notifier = mn
 	return ec
 }
 
 // run starts every subsystem under one errgroup and returns when ctx ends or one
 // of them fails.
 func (d *daemon) run(ctx context.Context) error {
+	d.cfgMu.Lock()
+	cfg := d.cfg // what run reads does not change live
+	d.cfgMu.Unlock()
 	defer d.lock.Close()
-	if d.memNotifier != nil {
-		defer d.memNotifier.Close()
-	}
-	importDir := filepath.Join(d.cfg.RootDir, "images", "import")
+	defer func() { // after the agent, which made it, has returned
+		if mn := d.memNotifier.Load(); mn != nil {
+			mn.Close()
+		}
+	}()
+	importDir := filepath.Join(cfg.RootDir, "images", "import")
 	if err := os.MkdirAll(importDir, 0o700); err != nil {
 		return fmt.Errorf("create %s: %w", importDir, err)
 	}
@@ -431,7 +423,7 @@ func (d *daemon) run(ctx context.Context) error {
 	}
 	sock := firstListener(passed[listenerCLI])
 	if sock == nil {
-		if sock, err = server.ListenUnix(filepath.Join(d.cfg.RunDir, "staticpodd.sock")); err != nil {
+		if sock, err = server.ListenUnix(filepath.Join(cfg.RunDir, "staticpodd.sock")); err != nil {
 			return err
 		}
 	} else {
@@ -445,9 +437,7 @@ func (d *daemon) run(ctx context.Context) error {
 		return server.Serve(ctx, sock, server.CLI(served{d.agent, d.aux}, httpLog), cliLimits, httpLog.With("listener", "cli"))
 	})
 	updates := make(chan source.Update)
-	for _, run := range d.sources {
-		g.Go(func() error { return run(ctx, updates) })
-	}
+	g.Go(func() error { return d.sources.run(ctx, updates) })
 	g.Go(func() error { return d.agent.Run(ctx, updates) })
 	if d.gate != nil {
 		g.Go(func() error { d.gate.run(ctx, d.notifier.gate); return nil })
@@ -470,8 +460,8 @@ func (d *daemon) run(ctx context.Context) error {
 		g.Go(func() error {
 			return server.Serve(ctx, l, server.ReadOnly(served{d.agent, d.aux}, httpLog), lim, httpLog.With("listener", "read-only port"))
 		})
-	} else if d.cfg.ReadOnlyPort != 0 {
-		addr := net.JoinHostPort(d.cfg.Address, strconv.Itoa(int(d.cfg.ReadOnlyPort)))
+	} else if cfg.ReadOnlyPort != 0 {
+		addr := net.JoinHostPort(cfg.Address, strconv.Itoa(int(cfg.ReadOnlyPort)))
 		lim := server.DefaultLimits(server.ReadOnlyMaxConns).FitFiles(files)
 		g.Go(func() error {
 			d.retry(ctx, d.readOnly, func(ctx context.Context) error {

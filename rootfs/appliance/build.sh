@@ -32,6 +32,15 @@ KVER=${KVER:-$(ls /boot/vmlinuz-* 2>/dev/null | sed 's|/boot/vmlinuz-||' | sort 
 [ -n "$KVER" ] || { echo "$0: no kernel in /boot: apt-get install -y linux-image-amd64" >&2; exit 1; }
 
 cache=${XDG_CACHE_HOME:-$HOME/.cache}/staticpodd/appliance
+# APPLIANCE_SYSTEMD=backports: systemd from bookworm-backports (254, where 252 is
+# bookworm's), for what only systemd >= 253/254 has (Type=notify-reload,
+# DelegateSubgroup=). Its base is cached apart, so neither drops the other.
+APPLIANCE_SYSTEMD=${APPLIANCE_SYSTEMD:-bookworm}
+case $APPLIANCE_SYSTEMD in
+bookworm) ;;
+backports) cache=$cache-backports ;;
+*) echo "$0: APPLIANCE_SYSTEMD=$APPLIANCE_SYSTEMD: want bookworm or backports" >&2; exit 2 ;;
+esac
 
 log() { echo "[appliance $(date +%T)] $*" >&2; }
 
@@ -86,8 +95,28 @@ UNIT
 	chroot "$R" systemctl mask systemd-networkd-wait-online.service 2>/dev/null || true
 }
 
+# systemd_backports installs systemd and what goes with it from
+# bookworm-backports into the tree R.
+systemd_backports() {
+	local R=$1
+	echo "deb $MIRROR $SUITE-backports main" >"$R/etc/apt/sources.list.d/backports.list"
+	mount -t proc proc "$R/proc"
+	local rc=0
+	{ chroot "$R" apt-get update -q &&
+		chroot "$R" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+			-t "$SUITE-backports" systemd systemd-sysv udev libsystemd0 libudev1; } >"$R/../backports.log" 2>&1 || rc=$?
+	umount "$R/proc"
+	[ $rc = 0 ] || { tail -20 "$R/../backports.log" >&2; return 1; }
+	rm "$R/etc/apt/sources.list.d/backports.list"
+}
+
 # The base's recipe: what debootstrap installs and configure_base does to it.
-key=$( (declare -f configure_base; echo "$KVER $SUITE $PKGS $MIRROR") | sha256sum | cut -c1-16)
+# (bookworm's recipe is hashed as it always was, so that its cached base stays valid.)
+if [ "$APPLIANCE_SYSTEMD" = bookworm ]; then
+	key=$( (declare -f configure_base; echo "$KVER $SUITE $PKGS $MIRROR") | sha256sum | cut -c1-16)
+else
+	key=$( (declare -f configure_base systemd_backports; echo "$KVER $SUITE $PKGS $MIRROR $APPLIANCE_SYSTEMD") | sha256sum | cut -c1-16)
+fi
 base=$cache/base-$key
 
 if [ ! -e "$base/.built" ]; then
@@ -101,6 +130,10 @@ if [ ! -e "$base/.built" ]; then
 		debootstrap --variant=minbase --include="$PKGS" "$SUITE" "$base/rootfs" "$MIRROR" >"$base/debootstrap.log" 2>&1 ||
 			{ tail -20 "$base/debootstrap.log" >&2; exit 1; }
 		touch "$base/.debootstrapped"
+	fi
+	if [ "$APPLIANCE_SYSTEMD" = backports ]; then
+		log "systemd from $SUITE-backports"
+		systemd_backports "$base/rootfs"
 	fi
 	configure_base "$base/rootfs"
 	rm -rf "$base/rootfs/var/cache/apt/archives"/*.deb "$base/rootfs/var/lib/apt/lists"/*_Packages

@@ -93,6 +93,10 @@ case $status in *"1 running"*) ok "StatusText is staticpodd's pod summary" ;; *)
 ready_us=$(systemctl show -p ActiveEnterTimestampMonotonic --value staticpodd)
 start_us=$(systemctl show -p ExecMainStartTimestampMonotonic --value staticpodd)
 say "BOOT-TO-READY boot=$boot kernel-start-to-READY=$((ready_us / 1000))ms daemon-start-to-READY=$(((ready_us - start_us) / 1000))ms userspace=$(systemd-analyze time 2>/dev/null | head -1)"
+# Where the time between the image's import and web's start goes (seconds since
+# the kernel started): the daemon's lines about images and the pod's start.
+journalctl -u staticpodd -b -o short-monotonic --no-pager 2>/dev/null |
+	grep -i -E 'import|image|unpack|snapshot|started|starting|sync|ready' | head -30 | sed 's/^/  journal: /'
 
 if [ "$boot" = 1 ]; then
 	# The peer for boot-to-READY: the least a Type=notify unit can take here,
@@ -161,6 +165,26 @@ if [ "$boot" = 1 ]; then
 	check "reload: the same daemon" [ "$(mainpid)" = "$old" ]
 	say "journal: $(journalctl -u staticpodd -b -o json --no-pager | grep 'configuration change' | grep -o '"FIELD":"[^"]*"' | tr '\n' ' ')"
 	cp /tmp/config.yaml.orig $conf
+
+	# Reload applies log rotation to the running container (its monitor is
+	# told) and eviction thresholds; nothing of web restarts.
+	printf 'containerLogMaxSize: 1Mi\ncontainerLogMaxFiles: 3\nevictionHard: {memory.available: 50Mi}\n' >>$conf
+	check "reload: log rotation and eviction" systemctl reload staticpodd
+	check "reload: containerLogMaxSize applied live" until_ok 20 sh -c "journalctl -u staticpodd -b -o json --no-pager | grep 'configuration change applied' | grep -q '\"FIELD\":\"containerLogMaxSize\"'"
+	check "reload: evictionHard applied live" until_ok 20 sh -c "journalctl -u staticpodd -b -o json --no-pager | grep 'configuration change applied' | grep -q '\"FIELD\":\"evictionHard\"'"
+	check "reload: web's monitor rotates by the new size" until_ok 20 sh -c "grep -l 'log rotation changed' /run/staticpodd/containers/*/monitor.log | grep -q ."
+	check "reload: no restart asked for" sh -c "! systemctl show -p StatusText --value staticpodd | grep -q 'restart to apply'"
+	check "reload: container pid unchanged" [ "$(httpd_pid)" = "$pid" ]
+	# A file that does not load is refused whole: STATUS= names file and field.
+	echo "containerLogMaxFiles: 1" >>$conf
+	check "reload: a bad file, reload still succeeds" systemctl reload staticpodd
+	check "reload: STATUS= says the file was refused" until_ok 20 sh -c "systemctl show -p StatusText --value staticpodd | grep -q 'configuration not reloaded: config /etc/staticpodd/config.yaml: containerLogMaxFiles'"
+	say "StatusText=$(systemctl show -p StatusText --value staticpodd)"
+	check "reload: the same daemon after the bad file" [ "$(mainpid)" = "$old" ]
+	cp /tmp/config.yaml.orig $conf
+	check "reload: back to the first file" systemctl reload staticpodd
+	check "reload: STATUS= clear again" until_ok 20 sh -c "! systemctl show -p StatusText --value staticpodd | grep -q 'not reloaded'"
+	check "reload: container pid still unchanged" [ "$(httpd_pid)" = "$pid" ]
 
 	# Limits under the cgroupfs driver.
 	limits cgroupfs
@@ -234,6 +258,35 @@ check "systemd: container still runs" kill -0 $pid
 check "systemd: systemctl start succeeds" systemctl start staticpodd
 check "systemd: container pid unchanged" [ "$(httpd_pid)" = "$pid" ]
 check "systemd: pod still Ready" until_ok 60 pod_ready $pod
+
+# A container's scope stops within its pod's grace period, with its stop
+# signal, not after the scope default of 90s: a poweroff is not held up by a
+# container that ignores SIGTERM.
+wscope=$(basename $(cgroup_of $(httpd_pid)))
+check "scope: web's TimeoutStopUSec is its grace period" [ "$(systemctl show -p TimeoutStopUSec --value $wscope)" = 5s ]
+check "scope: web's KillSignal is its stop signal" [ "$(systemctl show -p KillSignal --value $wscope)" = 15 ]
+cat >/etc/kubernetes/manifests/stubborn.yaml <<'POD'
+apiVersion: v1
+kind: Pod
+metadata: {name: stubborn}
+spec:
+  terminationGracePeriodSeconds: 3
+  containers:
+  - name: main
+    image: busybox:latest
+    command: ["sh", "-c", "trap '' TERM; while true; do sleep 1; done"]
+POD
+check "scope: the stubborn pod runs" until_ok 60 pod_running stubborn-appliance
+spid=$(pgrep -f "trap '' TERM" | head -1)
+sscope=$(basename $(cgroup_of $spid))
+t0=$(date +%s)
+systemctl stop $sscope
+took=$(($(date +%s) - t0))
+say "scope: systemctl stop $sscope of a container ignoring SIGTERM took ${took}s (grace 3s)"
+check "scope: stopped after its grace period, not 90s" sh -c "[ $took -ge 2 ] && [ $took -le 20 ]"
+check "scope: its container is gone" sh -c "! kill -0 $spid 2>/dev/null"
+rm /etc/kubernetes/manifests/stubborn.yaml
+check "scope: the stubborn pod removed" until_ok 60 sh -c "! staticpodd ps | grep -q stubborn"
 
 # Reload on this systemd (252): the package did not install the notify-reload
 # drop-in, and with it reload would have no command at all.

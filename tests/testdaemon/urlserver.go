@@ -18,6 +18,9 @@ type ManifestServer struct {
 	mu   sync.Mutex
 	body string
 	srv  *http.Server // nil while down
+	// want, when set, is a header "Key: Value" a request must carry, or
+	// it is refused with 403.
+	want [2]string
 }
 
 // NewManifestServer serves body until the test ends.
@@ -38,9 +41,21 @@ func (s *ManifestServer) URL() string { return "http://" + s.addr + "/pods" }
 
 func (s *ManifestServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
-	body := s.body
+	body, want := s.body, s.want
 	s.mu.Unlock()
+	if want[0] != "" && r.Header.Get(want[0]) != want[1] {
+		http.Error(w, "forbidden", http.StatusForbidden)
+		return
+	}
 	io.WriteString(w, body)
+}
+
+// RequireHeader refuses from now on every request without header key set to
+// value.
+func (s *ManifestServer) RequireHeader(key, value string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.want = [2]string{key, value}
 }
 
 func (s *ManifestServer) serve(l net.Listener) {
