@@ -316,15 +316,7 @@ func (n *network) detach(ctx context.Context, dir string) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, cniTimeout)
 	defer cancel()
-	if err := n.exclusive(ctx, func() error {
-		if err := n.cni.DelNetworkList(ctx, list, rec.runtimeConf(netns)); err != nil {
-			return err
-		}
-		if err := sweepNAT(rec.ID); err != nil {
-			n.log.Warn("rules a CNI plugin left", "pod", rec.Namespace+"/"+rec.Name, "err", err)
-		}
-		return nil
-	}); err != nil {
+	if err := n.exclusive(ctx, func() error { return n.cni.DelNetworkList(ctx, list, rec.runtimeConf(netns)) }); err != nil {
 		return fmt.Errorf("remove pod from network %s (%s): %w", list.Name, rec.Source, err)
 	}
 	return os.Remove(filepath.Join(dir, netFile))
