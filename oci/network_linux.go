@@ -58,8 +58,6 @@ type network struct {
 	// mu serialises the hostPort check and the writing of netFile, so that
 	// two pods asking for one port cannot both see it free.
 	mu sync.Mutex
-	// plugins lets one ADD, DEL or CHECK run at a time; see exclusive.
-	plugins chan struct{}
 
 	noteMu sync.Mutex
 	note   string // the last "no pod network" reason logged; guarded by noteMu
@@ -67,56 +65,11 @@ type network struct {
 
 func newNetwork(cfg NetworkConfig, runDir string, log *slog.Logger) *network {
 	return &network{
-		cfg:     cfg,
-		cni:     libcni.NewCNIConfigWithCacheDir(cfg.BinDirs, cfg.CacheDir, &invoke.DefaultExec{RawExec: &invoke.RawExec{Stderr: os.Stderr}}),
-		log:     log,
-		runDir:  runDir,
-		plugins: make(chan struct{}, 1),
+		cfg:    cfg,
+		cni:    libcni.NewCNIConfigWithCacheDir(cfg.BinDirs, cfg.CacheDir, &invoke.DefaultExec{RawExec: &invoke.RawExec{Stderr: os.Stderr}}),
+		log:    log,
+		runDir: runDir,
 	}
-}
-
-// pluginLock is the file every staticpodd of the machine holds while its
-// CNI plugins run.
-const pluginLock = "/run/lock/staticpodd-cni.lock"
-
-// exclusive runs fn, which invokes CNI plugins, alone: no other ADD, DEL or
-// CHECK of this daemon, nor of another staticpodd on the machine, runs
-// meanwhile. The iptables of Debian's plugins (iptables-nft underneath) is
-// not safe against another iptables changing the nat table at the same
-// moment: a DEL can fail on a chain it saw vanish, after it removed the
-// pod's interface, and the DEL tried next then has no address to remove
-// the masquerade rules of, which stay for ever (found with pods of several
-// daemons evicted at once). Waiting for the lock counts in ctx.
-func (n *network) exclusive(ctx context.Context, fn func() error) error {
-	select {
-	case n.plugins <- struct{}{}:
-	case <-ctx.Done():
-		return context.Cause(ctx)
-	}
-	defer func() { <-n.plugins }()
-	if err := os.MkdirAll(filepath.Dir(pluginLock), 0o755); err != nil {
-		return err
-	}
-	f, err := os.OpenFile(pluginLock, os.O_RDWR|os.O_CREATE|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0o600)
-	if err != nil {
-		return fmt.Errorf("CNI plugin lock: %w", err)
-	}
-	defer f.Close()
-	for {
-		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, unix.EWOULDBLOCK) && !errors.Is(err, unix.EINTR) {
-			return fmt.Errorf("CNI plugin lock: %w", err)
-		}
-		select {
-		case <-ctx.Done():
-			return context.Cause(ctx)
-		case <-time.After(5 * time.Millisecond):
-		}
-	}
-	return fn() // the lock goes with the file's close
 }
 
 // conf is the pod network's configuration: the first file of ConfDir by
@@ -224,11 +177,7 @@ func (n *network) attach(ctx context.Context, dir string, pod *podspec.Pod) (pod
 	}
 	ctx, cancel := context.WithTimeout(ctx, cniTimeout)
 	defer cancel()
-	var res cnitypes.Result
-	err = n.exclusive(ctx, func() (err error) {
-		res, err = n.cni.AddNetworkList(ctx, list, rec.runtimeConf(filepath.Join(dir, nsNet)))
-		return err
-	})
+	res, err := n.cni.AddNetworkList(ctx, list, rec.runtimeConf(filepath.Join(dir, nsNet)))
 	if err != nil {
 		return podspec.SandboxStatus{}, fmt.Errorf("add pod to network %s (%s): %w", list.Name, source, err)
 	}
@@ -316,7 +265,7 @@ func (n *network) detach(ctx context.Context, dir string) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, cniTimeout)
 	defer cancel()
-	if err := n.exclusive(ctx, func() error { return n.cni.DelNetworkList(ctx, list, rec.runtimeConf(netns)) }); err != nil {
+	if err := n.cni.DelNetworkList(ctx, list, rec.runtimeConf(netns)); err != nil {
 		return fmt.Errorf("remove pod from network %s (%s): %w", list.Name, rec.Source, err)
 	}
 	return os.Remove(filepath.Join(dir, netFile))
@@ -336,7 +285,7 @@ func (n *network) check(ctx context.Context, dir string) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, cniTimeout)
 	defer cancel()
-	err = n.exclusive(ctx, func() error { return n.cni.CheckNetworkList(ctx, list, rec.runtimeConf(filepath.Join(dir, nsNet))) })
+	err = n.cni.CheckNetworkList(ctx, list, rec.runtimeConf(filepath.Join(dir, nsNet)))
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("check pod network %s (%s): %w", list.Name, rec.Source, err)
 	}
