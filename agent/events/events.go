@@ -35,7 +35,6 @@ const (
 	FailedFetch         = "FailedFetch" // staticpodd's own: a manifest URL's request failed
 	Evicted             = "Evicted"
 	Starting            = "Starting"
-	DNSConfigForming    = "DNSConfigForming"
 )
 
 // Component is the events' source and reporting controller.

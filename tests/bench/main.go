@@ -49,7 +49,7 @@ func main() {
 	scalePods := flag.String("pods", os.Getenv("BENCH_PODS"), "comma-separated pod counts of the scale benchmark (BENCH_PODS; default 10,100)")
 	scaleRounds := flag.Int("scale-rounds", 2, "rounds of the scale benchmark per pod count, the sides alternating")
 	scaleIdle := flag.Duration("scale-idle-window", 30*time.Second, "how long the idle CPU with the scale benchmark's pods is measured")
-	only := flag.String("only", "", "comma-separated benchmarks to run: start, scale, network, ready, probes, url, logs, relist, hostile, eviction, nodeapi, outage (default: all but outage)")
+	only := flag.String("only", "", "comma-separated benchmarks to run: start, scale, ready, probes, url, logs, relist, hostile, eviction, nodeapi, outage (default: all but outage)")
 	flag.Parse()
 	if *logsOnly {
 		*only = "logs"
@@ -78,9 +78,6 @@ func main() {
 				break
 			}
 		}
-	}
-	if err == nil && want("network") {
-		err = benchNetwork(*bin, *image, *runs)
 	}
 	if err == nil && want("ready") {
 		err = benchReady(*bin, *image, 10)
