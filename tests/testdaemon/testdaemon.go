@@ -385,10 +385,11 @@ func (d *Daemon) cleanup() {
 		return nil
 	})
 	d.Stop()
+	d.AssertNoLeaks()
 	if d.T.Failed() {
+		// A leak, too, is explained by what the daemon said.
 		d.T.Logf("daemon output:\n%s", d.Output())
 	}
-	d.AssertNoLeaks()
 	os.RemoveAll(d.RunDir)
 }
 
