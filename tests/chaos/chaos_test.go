@@ -19,6 +19,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/staticpodd/staticpodd/tests/kubeapi"
 	"github.com/staticpodd/staticpodd/tests/testdaemon"
 	"github.com/staticpodd/staticpodd/tests/testroot"
 )
@@ -39,6 +40,7 @@ type soak struct {
 
 	faults    map[string]int
 	adoptions []time.Duration
+	api       *apiServer // nil when the soak runs no API server
 }
 
 // failf fails the soak, naming the seed and the cycle, from any goroutine.
@@ -67,14 +69,11 @@ func envInt(t *testing.T, name string, def int) int {
 	return n
 }
 
-// restartAPIServer kills and restarts the API server mirror pods are kept
-// on. Nil until the soak runs an API server for its daemon (with
-// --kubeconfig): until then it has none to kill, and says so.
-var restartAPIServer func(s *soak) error
-
 // TestChaos is the soak. CHAOS_SEED (default: the time) makes a run
 // repeatable as far as the soak's own choices go; CHAOS_CYCLES (default 6)
-// and CHAOS_PODS (default 8, at most 30) make it longer and wider.
+// and CHAOS_PODS (default 8, at most 30) make it longer and wider. With an
+// API server (CHAOS_APISERVER, see apiServerWanted) the daemon keeps mirror
+// pods on it, and one of the faults is its kill -9 and restart.
 func TestChaos(t *testing.T) {
 	testroot.Require(t)
 	seed := uint64(time.Now().UnixNano())
@@ -88,8 +87,12 @@ func TestChaos(t *testing.T) {
 	cycles := envInt(t, "CHAOS_CYCLES", 6)
 	npods := min(envInt(t, "CHAOS_PODS", 8), 30)
 	fmt.Printf("chaos: CHAOS_SEED=%d CHAOS_CYCLES=%d CHAOS_PODS=%d\n", seed, cycles, npods)
-	if restartAPIServer == nil {
-		fmt.Println("chaos: the API server restart is not exercised: the soak runs no API server yet")
+	withAPI, why, err := apiServerWanted()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !withAPI {
+		fmt.Printf("chaos: NO API SERVER (%s): mirror pods and the API server fault are not exercised\n", why)
 	}
 	s := &soak{t: t, seed: seed, rng: rand.New(rand.NewPCG(seed, seed>>1|1)), faults: map[string]int{}}
 	s.chk = newChecker(s)
@@ -98,8 +101,15 @@ func TestChaos(t *testing.T) {
 	// Made before the daemon, so their cleanups run after its own.
 	s.fs = newLoopFS(t, 1024)
 	s.url = testdaemon.NewManifestServer(t, podList(nil))
+	if withAPI {
+		s.api = &apiServer{c: kubeapi.Start(t)}
+		fmt.Printf("chaos: mirror pods on kube-apiserver %s\n", s.api.c.Server())
+	}
 	s.d = testdaemon.New(t)
 	d := s.d
+	if s.api != nil {
+		d.Args = append(d.Args, "--kubeconfig", s.api.c.NodeKubeconfig(d.Name, s.api.c.Server()), "--node-ip", "127.0.0.1")
+	}
 	d.RootDir = filepath.Join(s.fs.mnt, "root")
 	if err := os.MkdirAll(d.RootDir, 0o755); err != nil {
 		t.Fatal(err)
@@ -120,6 +130,19 @@ func TestChaos(t *testing.T) {
 		s.fs.free()
 		s.url.Up()
 		s.url.Set(podList(nil))
+		if s.api != nil {
+			// Up again, so that the daemon's cleanup finds it as it left it.
+			select {
+			case <-s.api.c.Etcd.Done():
+				s.api.c.StartEtcd()
+			default:
+			}
+			select {
+			case <-s.api.c.APIServer.Done():
+				s.api.c.StartAPIServer()
+			default:
+			}
+		}
 	})
 
 	s.pods = make([]*spec, npods)
@@ -144,6 +167,10 @@ func TestChaos(t *testing.T) {
 	}
 
 	d.Start()
+	if s.api != nil {
+		// The baseline is of a daemon that has registered its Node.
+		s.checkMirrors(time.Now().Add(-time.Minute))
+	}
 	time.Sleep(2 * time.Second) // settle the idle daemon for its baseline
 	fdList0 := fdList(d.PID())
 	rss0, fds0, err := procStat(d.PID())
@@ -187,6 +214,9 @@ func TestChaos(t *testing.T) {
 		s.fatalf("GET /pods: %v", err)
 	}
 	s.chk.checkQuiet(pods)
+	if s.api != nil {
+		s.checkMirrors(time.Now().Add(-time.Minute))
+	}
 	for _, p := range pods {
 		if sp := s.byFullName(p.Name); sp != nil && sp.shape == logger {
 			if err := s.chk.checkLogs(d, &p); err != nil {
@@ -226,6 +256,9 @@ func TestChaos(t *testing.T) {
 		}
 		return nil
 	})
+	if s.api != nil {
+		s.checkNoMirrors()
+	}
 	stopSampler()
 	sampler.Wait()
 	time.Sleep(2 * time.Second) // settle the idle daemon, as for its baseline
@@ -276,6 +309,16 @@ func TestChaos(t *testing.T) {
 		"final-converge=%s status-samples=%d processes-checked=%d log-lines-checked=%d daemon-idle rss=%dKiB->%dKiB fds=%d->%d\n",
 		seed, cycles, npods, time.Since(begin).Round(time.Second), s.faults, len(s.adoptions), worst.Round(time.Millisecond),
 		setTime.Round(time.Millisecond), samples, procSeen, logLines, rss0, rss1, fds0, fds1)
+	if a := s.api; a != nil {
+		var worstOut, worstCatch time.Duration
+		for i := range a.outages {
+			worstOut, worstCatch = max(worstOut, a.outages[i]), max(worstCatch, a.catchUps[i])
+		}
+		fmt.Printf("chaos: API server outages=%d (with etcd %d) longest=%s worst-mirror-catch-up=%s (bound %s)\n",
+			len(a.outages), a.etcd, worstOut.Round(time.Millisecond), worstCatch.Round(time.Millisecond), mirrorBound)
+	} else {
+		fmt.Println("chaos: NO API SERVER: mirror pods and the API server fault were not exercised")
+	}
 }
 
 func appendConfig(t *testing.T, file, text string) {
@@ -385,7 +428,7 @@ func (s *soak) churn() *spec {
 func (s *soak) fault() {
 	d := s.d
 	kinds := []string{"kill -9 daemon", "kill -9 monitor", "SIGSTOP daemon", "disk full", "URL server down"}
-	if restartAPIServer != nil {
+	if s.api != nil {
 		kinds = append(kinds, "API server restart")
 	}
 	if only := os.Getenv("CHAOS_FAULTS"); only != "" {
@@ -462,9 +505,7 @@ func (s *soak) fault() {
 			s.fatalf("URL server: %v", err)
 		}
 	case "API server restart":
-		if err := restartAPIServer(s); err != nil {
-			s.fatalf("restart the API server: %v", err)
-		}
+		s.apiServerOutage()
 	}
 }
 
