@@ -168,13 +168,21 @@ func procStat(pid int) (rssKiB, fds int, err error) {
 	return rssKiB, len(ents), nil
 }
 
-// veths counts the host's veth interfaces.
-func veths() (int, error) {
+// veths lists the host's veth interfaces by name.
+func veths() (map[string]bool, error) {
 	out, err := exec.Command("ip", "-o", "link", "show", "type", "veth").Output()
 	if err != nil {
-		return 0, fmt.Errorf("ip link show type veth: %w", err)
+		return nil, fmt.Errorf("ip link show type veth: %w", err)
 	}
-	return strings.Count(string(out), "\n"), nil
+	names := map[string]bool{}
+	for line := range strings.SplitSeq(strings.TrimSpace(string(out)), "\n") {
+		// "7: name@peer: <...": the name, without its peer.
+		if f := strings.Fields(line); len(f) > 1 {
+			name, _, _ := strings.Cut(strings.TrimSuffix(f[1], ":"), "@")
+			names[name] = true
+		}
+	}
+	return names, nil
 }
 
 // fdList lists what a process's fds point at, one a line.

@@ -34,6 +34,7 @@ type spec struct {
 	shape       shape
 	hostNetwork bool
 	url         bool // served by the URL source, not a file
+	critical    bool // priorityClassName system-node-critical: never evicted
 	gen         int
 	present     bool
 	marks       string       // host dir mounted at /s
@@ -84,6 +85,11 @@ func container(p *spec, name, cmd, extra string) string {
 func (p *spec) manifest() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "apiVersion: v1\nkind: Pod\nmetadata: {name: %s}\nspec:\n  terminationGracePeriodSeconds: 2\n", p.name)
+	if p.critical {
+		// As kubeadm's control plane: the priority too, which an API
+		// server's admission would resolve from the class for a mirror pod.
+		b.WriteString("  priorityClassName: system-node-critical\n  priority: 2000001000\n")
+	}
 	if p.hostNetwork {
 		b.WriteString("  hostNetwork: true\n")
 	}
