@@ -41,6 +41,9 @@ type soak struct {
 	faults    map[string]int
 	adoptions []time.Duration
 	api       *apiServer // nil when the soak runs no API server
+	// forkWindows are the times a child the daemon was forking held its
+	// socket or lock after its kill -9.
+	forkWindows []time.Duration
 }
 
 // failf fails the soak, naming the seed and the cycle, from any goroutine.
@@ -294,15 +297,19 @@ func TestChaos(t *testing.T) {
 		return nil
 	})
 	d.AssertNoLeaks()
-	// The host is shared (other tests make and remove veths of their own):
-	// a veth that came and is still there is what a leak looks like.
+	// staticpodd makes no veth (pods have their own network namespace with
+	// loopback only, or the host's), so a veth's host end outliving the soak
+	// would need a pod's namespace kept alive, which AssertNoLeaks and the
+	// idle daemon's fd check above fail on. The host is shared with other
+	// tests that make veths of their own, which come and go during a soak:
+	// new ones are reported, not failed on.
 	vethsAfter, err := veths()
 	if err != nil {
 		s.failf("%v", err)
 	}
 	for name := range vethsAfter {
 		if !vethsBefore[name] {
-			s.failf("veth interface %s appeared during the soak and is still there", name)
+			t.Logf("veth interface %s appeared during the soak (not staticpodd's: it makes none)", name)
 		}
 	}
 	worst := time.Duration(0)
@@ -318,6 +325,8 @@ func TestChaos(t *testing.T) {
 	s.chk.mu.Lock()
 	evictions, refusals := s.chk.evictions, s.chk.refusals
 	s.chk.mu.Unlock()
+	fmt.Printf("chaos: after kill -9 the socket or lock was held by a child between fork and exec %d times (of %d kills), longest %s\n",
+		len(s.forkWindows), s.faults["kill -9 daemon"], slices.Max(append(s.forkWindows, 0)))
 	fmt.Printf("chaos: evictions=%d refused-at-admission=%d (pods not critical; the critical ones were never)\n", evictions, refusals)
 	fmt.Printf("chaos: CHAOS_SEED=%d cycles=%d pods=%d wall=%s faults=%v restarts-of-daemon=%d worst-adoption=%s "+
 		"final-converge=%s status-samples=%d processes-checked=%d log-lines-checked=%d daemon-idle rss=%dKiB->%dKiB fds=%d->%d\n",
@@ -455,8 +464,7 @@ func (s *soak) fault() {
 	switch kind {
 	case "kill -9 daemon":
 		before := s.runningKept()
-		d.Kill9()
-		s.checkSocketFree()
+		s.kill9()
 		var changed *spec
 		if s.rng.IntN(2) == 0 {
 			changed = s.churn() // a manifest changes while no daemon runs
@@ -511,8 +519,7 @@ func (s *soak) fault() {
 		if s.rng.IntN(3) == 0 {
 			// A daemon that starts on a full disk adopts what runs.
 			s.logf("kill -9 daemon and start another on the full disk")
-			d.Kill9()
-			s.checkSocketFree()
+			s.kill9()
 			d.Start()
 		}
 		time.Sleep(time.Until(began.Add(full)))
@@ -688,11 +695,51 @@ func (s *soak) killMonitorWhileDown(before map[string]string) map[string]string 
 	return before
 }
 
-// checkSocketFree checks, once the daemon is dead, that nothing else holds
-// its CLI socket (the next daemon would take it for another daemon's).
-func (s *soak) checkSocketFree() {
-	sock := filepath.Join(s.d.RunDir, "staticpodd.sock")
-	if h := socketHolders(sock); len(h) > 0 {
-		s.fatalf("the daemon is dead, but its socket %s is held by:\n%s", sock, strings.Join(h, "\n"))
+// forkWindow is how long a child the daemon was forking when it was killed
+// may hold its socket and lock: until its exec, a few syscalls away, on a
+// machine busy enough to keep it from the CPU a while.
+const forkWindow = 5 * time.Second
+
+// kill9 kills the daemon with SIGKILL and checks that nothing holds its CLI
+// socket or its run dir's lock (the next daemon would take it for another
+// daemon's), but for exactly one window: a process the daemon was forking
+// (a monitor, a container's init, an exec probe) when it died. Between
+// clone and exec a child of a Go program holds a copy of every fd of its
+// parent, close-on-exec ones too, and drops those at its exec; until then it
+// runs the daemon's binary with the daemon's command line. Such a child gets
+// forkWindow to exec or exit; anything else holding them, or a child that
+// keeps them longer, fails the soak.
+func (s *soak) kill9() {
+	d := s.d
+	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", d.PID()))
+	if err != nil {
+		s.fatalf("the daemon's command line: %v", err)
+	}
+	d.Kill9()
+	paths := []string{filepath.Join(d.RunDir, "staticpodd.sock"), filepath.Join(d.RunDir, "staticpodd.lock")}
+	start := time.Now()
+	var seen []holder
+	for {
+		hs := holders(paths)
+		if len(hs) == 0 {
+			break
+		}
+		for _, h := range hs {
+			if h.cmdline != string(cmdline) {
+				s.fatalf("the daemon is dead, but %s is held by pid %d (parent %d), which is not a child it was forking: %q", h.path, h.pid, h.ppid, h.cmdline)
+			}
+		}
+		if time.Since(start) > forkWindow {
+			s.fatalf("the daemon is dead, but a child it was forking still holds its socket or lock after %s: %+v", forkWindow, hs)
+		}
+		if seen == nil {
+			seen = hs
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if seen != nil {
+		took := time.Since(start)
+		s.forkWindows = append(s.forkWindows, took)
+		s.logf("the dead daemon's socket or lock was held for %s by a child it was forking, until its exec: %+v", took.Round(time.Microsecond), seen)
 	}
 }

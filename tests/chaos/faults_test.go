@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -207,39 +208,54 @@ func fdList(pid int) string {
 	return b.String()
 }
 
-// socketHolders lists the processes (pid and command line) holding a
-// listening unix socket bound at path.
-func socketHolders(path string) []string {
-	b, err := os.ReadFile("/proc/net/unix")
-	if err != nil {
-		return nil
+// holder is a process holding a file or a listening unix socket.
+type holder struct {
+	path      string // what it holds
+	pid, ppid int
+	cmdline   string // NUL-separated, as /proc has it
+}
+
+// holders lists the processes holding one of paths open: a file, or a
+// listening unix socket bound at it.
+func holders(paths []string) []holder {
+	targets := map[string]string{} // fd link → path
+	for _, p := range paths {
+		targets[p] = p
 	}
-	inodes := map[string]bool{}
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) >= 8 && f[7] == path {
-			inodes["socket:["+f[6]+"]"] = true
+	if b, err := os.ReadFile("/proc/net/unix"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			f := strings.Fields(line)
+			if len(f) >= 8 && targets[f[7]] != "" {
+				targets["socket:["+f[6]+"]"] = f[7]
+			}
 		}
 	}
-	var out []string
+	var out []holder
 	procs, _ := os.ReadDir("/proc")
 	for _, p := range procs {
+		pid, err := strconv.Atoi(p.Name())
+		if err != nil {
+			continue
+		}
 		fds, err := os.ReadDir(filepath.Join("/proc", p.Name(), "fd"))
 		if err != nil {
 			continue
 		}
 		for _, fd := range fds {
-			if l, _ := os.Readlink(filepath.Join("/proc", p.Name(), "fd", fd.Name())); inodes[l] {
-				cmd, _ := os.ReadFile(filepath.Join("/proc", p.Name(), "cmdline"))
-				st, _ := os.ReadFile(filepath.Join("/proc", p.Name(), "status"))
-				ppid := ""
-				for _, line := range strings.Split(string(st), "\n") {
-					if v, ok := strings.CutPrefix(line, "PPid:"); ok {
-						ppid = strings.TrimSpace(v)
-					}
-				}
-				out = append(out, fmt.Sprintf("pid %s (parent %s, fd %s): %q", p.Name(), ppid, fd.Name(), strings.ReplaceAll(string(cmd), "\x00", " ")))
+			l, _ := os.Readlink(filepath.Join("/proc", p.Name(), "fd", fd.Name()))
+			if targets[l] == "" {
+				continue
 			}
+			h := holder{path: targets[l], pid: pid}
+			cmd, _ := os.ReadFile(filepath.Join("/proc", p.Name(), "cmdline"))
+			h.cmdline = string(cmd)
+			st, _ := os.ReadFile(filepath.Join("/proc", p.Name(), "status"))
+			for _, line := range strings.Split(string(st), "\n") {
+				if v, ok := strings.CutPrefix(line, "PPid:"); ok {
+					h.ppid, _ = strconv.Atoi(strings.TrimSpace(v))
+				}
+			}
+			out = append(out, h)
 		}
 	}
 	return out
