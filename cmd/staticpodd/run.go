@@ -135,24 +135,60 @@ type daemon struct {
 
 // lockRunDir takes <run-dir>/staticpodd.lock for this process, or says which
 // other daemon has it. The file is close-on-exec, so monitors never hold it.
+//
+// One process may hold it after its daemon died: a child the daemon was
+// forking when it was killed (a monitor, a container's init, an exec probe).
+// Between clone and exec a child holds a copy of every fd of its parent,
+// close-on-exec ones too, and drops those at its exec, a few syscalls later,
+// however the parent died. So when the daemon whose pid the file names is
+// gone, the lock is waited for, up to lockWait, instead of taken for a live
+// daemon's.
 func lockRunDir(runDir string) (*os.File, error) {
 	path := filepath.Join(runDir, "staticpodd.lock")
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		pid, _ := os.ReadFile(path)
-		f.Close()
-		if errors.Is(err, unix.EWOULDBLOCK) {
-			return nil, fmt.Errorf("another staticpodd (pid %s) runs on --run-dir %s", strings.TrimSpace(string(pid)), runDir)
+	deadline := time.Now().Add(lockWait)
+	for {
+		err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if !errors.Is(err, unix.EWOULDBLOCK) {
+			break
 		}
+		b, _ := os.ReadFile(path)
+		pid := strings.TrimSpace(string(b))
+		if alive(pid) || time.Now().After(deadline) {
+			f.Close()
+			if !alive(pid) {
+				return nil, fmt.Errorf("another process holds the lock of --run-dir %s, though staticpodd pid %s, which took it, is gone", runDir, pid)
+			}
+			return nil, fmt.Errorf("another staticpodd (pid %s) runs on --run-dir %s", pid, runDir)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err != nil {
+		f.Close()
 		return nil, fmt.Errorf("lock %s: %w", path, err)
 	}
 	if err := f.Truncate(0); err == nil {
 		f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
 	}
 	return f, nil
+}
+
+// lockWait is how long the run dir's lock is waited for when the daemon
+// that took it is gone: a forked child's way to its exec, on a busy machine.
+const lockWait = 5 * time.Second
+
+// alive reports whether process pid (a decimal string) exists; an empty or
+// malformed one does not.
+func alive(pid string) bool {
+	n, err := strconv.Atoi(pid)
+	if err != nil || n <= 0 {
+		return false
+	}
+	err = unix.Kill(n, 0)
+	return err == nil || errors.Is(err, unix.EPERM)
 }
 
 // readyNotifier remembers that READY=1 was said, so that a reload asked for
