@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -32,6 +33,7 @@ const mirrorBound = 30 * time.Second
 type apiServer struct {
 	c        *kubeapi.Cluster
 	catchUps []time.Duration // from /readyz to the mirror pods, Node and Lease in order
+	podsBack []time.Duration // from /readyz to the mirror pods alone in order
 	outages  []time.Duration
 	etcd     int       // outages that killed etcd too
 	orphans  []*v1.Pod // the last check's pods of the node that the daemon does not list
@@ -105,9 +107,11 @@ func (s *soak) apiServerOutage() {
 		}
 	}
 	s.converge(120 * time.Second)
-	took := s.checkMirrors(ready)
+	podsTook, took := s.checkMirrors(ready)
 	a.catchUps = append(a.catchUps, took)
-	s.logf("mirror pods, Node and Lease in order %s after /readyz (down %s)", took.Round(time.Millisecond), ready.Sub(down).Round(time.Millisecond))
+	a.podsBack = append(a.podsBack, podsTook)
+	s.logf("mirror pods in order %s after /readyz, with the Node and its Lease %s (down %s)",
+		podsTook.Round(time.Millisecond), took.Round(time.Millisecond), ready.Sub(down).Round(time.Millisecond))
 	rss, fds, _ := procStat(s.d.PID())
 	s.logf("daemon fds %d before the outage, %d after; RSS %d KiB", fdsBefore, fds, rss)
 	// A changed pod may hold a few more (its monitor's, its logs'); the
@@ -121,15 +125,20 @@ func (s *soak) apiServerOutage() {
 // each pod the daemon lists (same name, config hash and UID annotations,
 // node, phase, and the kept containers' IDs and states), none other on the
 // node, the Node Ready and its Lease renewed since since, and fails the soak
-// if that takes more than mirrorBound after since (or the time of the call,
-// if later). It returns how long after since that was.
-func (s *soak) checkMirrors(since time.Time) time.Duration {
+// if that takes more than mirrorBound from the call (made once the listed
+// pods match the manifests). It returns how long after since the mirror pods
+// were in order, and everything.
+func (s *soak) checkMirrors(since time.Time) (pods, all time.Duration) {
 	start := time.Now()
 	deadline := start.Add(mirrorBound)
 	var last error
 	for {
-		if last = s.mirrorsMatch(since); last == nil {
-			return time.Since(since)
+		podsErr, nodeErr := s.mirrorsMatch(since)
+		if podsErr == nil && pods == 0 {
+			pods = time.Since(since)
+		}
+		if last = errors.Join(podsErr, nodeErr); last == nil {
+			return pods, time.Since(since)
 		}
 		if time.Now().After(deadline) {
 			s.failf("mirror pods, Node or Lease not in order %s after the API server answered (%s after the listed pods matched the manifests): %v",
@@ -137,25 +146,42 @@ func (s *soak) checkMirrors(since time.Time) time.Duration {
 			for _, m := range s.api.orphans {
 				s.logf("the API server's writes to %s/%s:\n%s", m.Namespace, m.Name, s.api.c.Audit(m.Namespace, m.Name))
 			}
-			return time.Since(since)
+			return pods, time.Since(since)
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
 }
 
-// mirrorsMatch compares the API server's pods of the node, the Node and its
-// Lease with the pods the daemon lists now.
-func (s *soak) mirrorsMatch(leaseAfter time.Time) error {
+// mirrorsMatch compares the API server's pods of the node with the pods the
+// daemon lists now, and checks the Node and its Lease.
+func (s *soak) mirrorsMatch(leaseAfter time.Time) (pods, node error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	admin, node := s.api.c.Admin, s.d.Name
+	admin, name := s.api.c.Admin, s.d.Name
+	var wrong []string
+	n, err := admin.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		wrong = append(wrong, fmt.Sprintf("node: %v", err))
+	} else if !nodeReady(n) {
+		wrong = append(wrong, fmt.Sprintf("node not Ready: %+v", n.Status.Conditions))
+	}
+	l, err := admin.CoordinationV1().Leases("kube-node-lease").Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		wrong = append(wrong, fmt.Sprintf("lease: %v", err))
+	} else if renew := leaseRenewed(l); !renew.After(leaseAfter) {
+		wrong = append(wrong, fmt.Sprintf("lease last renewed %s, before %s", renew.UTC().Format(time.TimeOnly), leaseAfter.UTC().Format(time.TimeOnly)))
+	}
+	if len(wrong) > 0 {
+		node = fmt.Errorf("%s", strings.Join(wrong, "; "))
+	}
+
 	local, err := getPods(s.d)
 	if err != nil {
-		return fmt.Errorf("GET /pods: %w", err)
+		return fmt.Errorf("GET /pods: %w", err), node
 	}
-	list, err := admin.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("spec.nodeName", node).String()})
+	list, err := admin.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("spec.nodeName", name).String()})
 	if err != nil {
-		return fmt.Errorf("list the node's pods: %w", err)
+		return fmt.Errorf("list the node's pods: %w", err), node
 	}
 	mirrors := map[string]*v1.Pod{}
 	var extra []string
@@ -169,7 +195,7 @@ func (s *soak) mirrorsMatch(leaseAfter time.Time) error {
 		}
 		mirrors[key] = m
 	}
-	var wrong []string
+	wrong = nil
 	for i := range local {
 		p := &local[i]
 		key := p.Namespace + "/" + p.Name
@@ -192,22 +218,10 @@ func (s *soak) mirrorsMatch(leaseAfter time.Time) error {
 		slices.Sort(extra)
 		wrong = append(wrong, "orphan pods on the node: "+strings.Join(extra, ", "))
 	}
-	n, err := admin.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
-	if err != nil {
-		wrong = append(wrong, fmt.Sprintf("node: %v", err))
-	} else if !nodeReady(n) {
-		wrong = append(wrong, fmt.Sprintf("node not Ready: %+v", n.Status.Conditions))
-	}
-	l, err := admin.CoordinationV1().Leases("kube-node-lease").Get(ctx, node, metav1.GetOptions{})
-	if err != nil {
-		wrong = append(wrong, fmt.Sprintf("lease: %v", err))
-	} else if renew := leaseRenewed(l); !renew.After(leaseAfter) {
-		wrong = append(wrong, fmt.Sprintf("lease last renewed %s, before %s", renew.UTC().Format(time.TimeOnly), leaseAfter.UTC().Format(time.TimeOnly)))
-	}
 	if len(wrong) > 0 {
-		return fmt.Errorf("%s", strings.Join(wrong, "; "))
+		return fmt.Errorf("%s", strings.Join(wrong, "; ")), node
 	}
-	return nil
+	return nil, node
 }
 
 // mirrorOf says how mirror m differs from the listed static pod p, of soak
