@@ -34,7 +34,9 @@ const (
 	specFile      = "config.json"
 	stateFile     = "state.json"
 	exitFile      = "exit.json"
-	monitorLog    = "monitor.log"
+	// removingSuffix names a state dir being removed (see removeStateDir).
+	removingSuffix = ".removing"
+	monitorLog     = "monitor.log"
 )
 
 // podRecord is what a sandbox remembers about its pod.
