@@ -125,7 +125,9 @@ func (p *spec) manifest() string {
       tcpSocket: {port: 8080}
       periodSeconds: 2
 `
-		cmd := `mkdir -p /tmp/www; echo ok > /tmp/www/index.html; httpd -f -p 8080 -h /tmp/www & ` + idle
+		// Started on a full disk, its writable layer takes no file: it
+		// tries again until there is room, as its startup probe waits.
+		cmd := `until mkdir -p /tmp/www && echo ok > /tmp/www/index.html; do sleep 0.5 & wait $!; done; httpd -f -p 8080 -h /tmp/www & ` + idle
 		b.WriteString("  containers:\n" + container(p, "web", cmd, probes))
 	case crashing:
 		b.WriteString("  containers:\n" + container(p, "main", fmt.Sprintf("sleep 1 & wait $!; exit %d", crashCode), ""))
