@@ -86,14 +86,18 @@ test: build images vet
 # The chaos soak (tests/chaos): mixed pods under manifest churn while the
 # daemon, its monitors, its disk and its URL source are killed, stopped,
 # filled and cut off. The default is CI's short run (a few minutes); the long
-# soak is CHAOS_CYCLES=100 CHAOS_PODS=30. CHAOS_SEED replays a run (each run
+# soak is CHAOS_CYCLES=100 CHAOS_PODS=30. When the control plane's binaries are
+# built (make controlplane), the daemon keeps mirror pods on their etcd and
+# kube-apiserver, which the soak kills and restarts; CHAOS_APISERVER=1 fails
+# without them, CHAOS_APISERVER=0 runs without. CHAOS_SEED replays a run (each run
 # prints its seed first, and every failure names it and the cycle).
 CHAOS_CYCLES ?= 15
 CHAOS_PODS   ?= 10
 CHAOS_SEED   ?=
+CHAOS_APISERVER ?=
 test-chaos: build images
 	STATICPODD_BIN=$(CURDIR)/$(BIN) STATICPODD_IMAGE=$(CURDIR)/$(IMAGE_TAR) \
-		CHAOS_CYCLES=$(CHAOS_CYCLES) CHAOS_PODS=$(CHAOS_PODS) CHAOS_SEED=$(CHAOS_SEED) \
+		CHAOS_CYCLES=$(CHAOS_CYCLES) CHAOS_PODS=$(CHAOS_PODS) CHAOS_SEED=$(CHAOS_SEED) CHAOS_APISERVER=$(CHAOS_APISERVER) \
 		$(GO) test -count=1 -timeout 60m -v ./tests/chaos
 
 # vet also builds the daemon without cgo and for another OS, where containers

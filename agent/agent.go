@@ -4,8 +4,10 @@
 package agent
 
 import (
+	"errors"
 	"log/slog"
 	"net/netip"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -192,7 +194,14 @@ func (m manifestConverter) RemoveVolumes(uid string) error {
 }
 func (m manifestConverter) RemoveLogs(uid string) error { return manifest.RemoveLogs(uid, m.paths) }
 func (m manifestConverter) RemoveLeftovers(keep map[string]bool) ([]string, error) {
-	return manifest.RemoveLeftoverPodDirs(keep, m.paths)
+	dirs, err := manifest.RemoveLeftoverPodDirs(keep, m.paths)
+	logs, lerr := manifest.RemoveLeftoverLogs(keep, m.paths)
+	for _, uid := range logs {
+		if !slices.Contains(dirs, uid) {
+			dirs = append(dirs, uid)
+		}
+	}
+	return dirs, errors.Join(err, lerr)
 }
 func (m manifestConverter) PruneLogs(pod *v1.Pod, container string, keepFrom int) error {
 	return manifest.PruneLogs(pod, container, keepFrom, m.paths)

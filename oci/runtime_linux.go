@@ -487,27 +487,28 @@ func (r *Runtime) remove(id string) error {
 	return removeStateDir(r.containerDir(id))
 }
 
-// removeStateDir removes a container's state dir, its record last.
+// removeStateDir removes a container's state dir, the last of its traces.
+// It is renamed out of the way first, in one step: removed file by file, a
+// daemon that died half-way left the record without the exit it had, and
+// the next daemon took the container for one whose monitor died (killed,
+// 137) and ran it again (found by the chaos soak). List removes what a
+// removal cut short left.
 func removeStateDir(dir string) error {
-	entries, err := os.ReadDir(dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
+	gone := dir + removingSuffix
+	if err := os.RemoveAll(gone); err != nil { // an earlier removal's, cut short
 		return err
 	}
-	for _, e := range entries {
-		if e.Name() == containerFile {
-			continue
+	if err := os.Rename(dir, gone); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
 		}
-		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
-			return err
-		}
-	}
-	if err := os.Remove(filepath.Join(dir, containerFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
-	return os.RemoveAll(dir)
+	// The record first, so that what is left is nobody's container.
+	if err := os.Remove(filepath.Join(gone, containerFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return os.RemoveAll(gone)
 }
 
 // List returns every container under RunDir, running or exited.
@@ -519,6 +520,13 @@ func (r *Runtime) List(ctx context.Context) ([]podspec.ContainerStatus, error) {
 	var out []podspec.ContainerStatus
 	var errs []error
 	for _, e := range entries {
+		if strings.HasSuffix(e.Name(), removingSuffix) {
+			// A removal cut short; nothing in it is a container any more.
+			if err := os.RemoveAll(filepath.Join(r.cfg.RunDir, containersDir, e.Name())); err != nil {
+				r.log.Warn("remove the rest of a removed container's state", "dir", e.Name(), "err", err)
+			}
+			continue
+		}
 		st, err := r.status(ctx, e.Name())
 		if errors.Is(err, podspec.ErrNotExist) {
 			continue // being created or removed

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path"
@@ -16,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/staticpodd/staticpodd/agent/podspec"
 )
@@ -525,4 +528,66 @@ func TestSignalWhenLibcontainerLostTrack(t *testing.T) {
 	if err := e.rt.RemoveSandbox(context.Background(), pod.UID); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// A removal cut short (a daemon killed half-way through the state dir, here
+// a mount in it that cannot go yet) leaves no record of the container
+// without its exit: the next List would take it for a container whose
+// monitor died, record a 137 it never had, and the agent would run it again
+// (the chaos soak saw it). What is left is removed by a later List.
+func TestRemovalCutShortLeavesNoExitlessRecord(t *testing.T) {
+	e := newEnv(t)
+	pod := e.pod(false)
+	e.sandbox(pod)
+	c := e.container(pod, "done", "exit 0")
+	st := e.wait(e.start(pod, c).ID)
+	if st.ExitCode != 0 {
+		t.Fatalf("exit code %d, want 0", st.ExitCode)
+	}
+	dir := filepath.Join(e.cfg.RunDir, containersDir, st.ID)
+	busy := filepath.Join(dir, "zz-busy") // after exit.json and container.json
+	if err := os.Mkdir(busy, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount("tmpfs", busy, "tmpfs", 0, ""); err != nil {
+		t.Fatal(err)
+	}
+	mounted := true
+	unmount := func() {
+		if mounted {
+			mounted = false
+			if err := unix.Unmount(busy, unix.MNT_DETACH); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	t.Cleanup(unmount)
+	if err := e.rt.Destroy(context.Background(), st.ID); err == nil {
+		t.Fatal("Destroy succeeded with a mount in the state dir")
+	}
+	// Where the mount went with its dir.
+	if _, err := os.Stat(busy); errors.Is(err, fs.ErrNotExist) {
+		busy = filepath.Join(dir+removingSuffix, "zz-busy")
+	}
+	list, err := e.rt.List(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, got := range list {
+		if got.ID == st.ID {
+			t.Errorf("listed after its removal was cut short: %+v (exit %d %q)", got.State, got.ExitCode, got.Message)
+		}
+	}
+	unmount()
+	if _, err := e.rt.List(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if ents, _ := os.ReadDir(filepath.Join(e.cfg.RunDir, containersDir)); len(ents) > 0 {
+		t.Errorf("left in the containers dir after a List: %v", ents)
+	}
+	e.destroy(st.ID) // what the agent does again: nothing left to do
+	if err := e.rt.RemoveSandbox(context.Background(), pod.UID); err != nil {
+		t.Fatal(err)
+	}
+	checkClean(t, e, pod.UID, st.ID)
 }

@@ -298,6 +298,9 @@ func (r *Runtime) anyContainerOf(uid string) (*containerRecord, error) {
 		return nil, fmt.Errorf("list containers: %w", err)
 	}
 	for _, e := range entries {
+		if strings.HasSuffix(e.Name(), removingSuffix) {
+			continue // removed
+		}
 		var rec containerRecord
 		err := readJSON(filepath.Join(r.containerDir(e.Name()), containerFile), &rec)
 		if errors.Is(err, fs.ErrNotExist) {

@@ -40,6 +40,8 @@ const (
 	exitFile      = "exit.json"
 	monitorLog    = "monitor.log"
 	rotationFile  = "log-rotation.json"
+	// removingSuffix names a state dir being removed (see removeStateDir).
+	removingSuffix = ".removing"
 )
 
 // podRecord is what a sandbox remembers about its pod.

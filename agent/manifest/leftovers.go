@@ -71,3 +71,39 @@ func RemoveLeftoverPodDirs(keep map[string]bool, p Paths) ([]string, error) {
 	}
 	return removed, errors.Join(errs...)
 }
+
+// RemoveLeftoverLogs removes each pod log directory,
+// <PodLogsDir>/<namespace>_<name>_<uid>, whose UID keep does not hold: what
+// an earlier daemon left of a pod whose removal it did not finish (the logs
+// go last, after the sandbox and the pod directory, so a daemon killed in
+// between left them with nothing else to find them by). The kubelet's
+// container GC removes the log directories of pods it no longer has
+// (evictPodLogsDirectories) likewise. Entries not named so are left alone.
+// It returns the UIDs whose logs it removed.
+func RemoveLeftoverLogs(keep map[string]bool, p Paths) ([]string, error) {
+	if p.PodLogsDir == "" {
+		return nil, nil
+	}
+	entries, err := os.ReadDir(p.PodLogsDir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list pod log directories in %s: %w", p.PodLogsDir, err)
+	}
+	var removed []string
+	var errs []error
+	for _, e := range entries {
+		parts := strings.Split(e.Name(), "_")
+		if !e.IsDir() || len(parts) != 3 || parts[0] == "" || parts[1] == "" || parts[2] == "" || keep[parts[2]] {
+			continue
+		}
+		dir := filepath.Join(p.PodLogsDir, e.Name())
+		if err := os.RemoveAll(dir); err != nil {
+			errs = append(errs, fmt.Errorf("remove leftover pod log directory %s: %w", dir, err))
+			continue
+		}
+		removed = append(removed, parts[2])
+	}
+	return removed, errors.Join(errs...)
+}

@@ -182,6 +182,42 @@ func TestMirrorPodRetriedPromptlyWhilePriorityClassMissing(t *testing.T) {
 	eventually(t, "health back to ok", func() bool { _, err := m.Status(); return err == nil })
 }
 
+// A starting API server's NodeRestriction answers a node's delete from an
+// informer not yet filled: NotFound of a pod that is there. The orphan is
+// deleted all the same, within a fraction of a second, not left until the
+// watch is listed again (the chaos soak found it left there).
+func TestOrphanDeletedThoughTheAPIServerSaysNotFound(t *testing.T) {
+	client := fake.NewClientset()
+	var mu sync.Mutex
+	refusals := 0
+	client.PrependReactor("delete", "pods", func(ktesting.Action) (bool, runtime.Object, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if refusals < 3 {
+			refusals++
+			return true, nil, apierrors.NewNotFound(schema.GroupResource{Resource: "pods"}, "web-node1")
+		}
+		return false, nil, nil
+	})
+	pods := newFakePods()
+	pods.set("kube-system/web-node1", staticPod("h1", v1.PodRunning))
+	m := start(t, client, pods)
+	eventually(t, "the mirror pod", func() bool { return getMirror(client) != nil })
+
+	pods.set("kube-system/web-node1", nil)
+	began := time.Now()
+	eventually(t, "the orphaned mirror pod deleted", func() bool { return getMirror(client) == nil })
+	if d := time.Since(began); d > 2*time.Second {
+		t.Errorf("orphan deleted after %v, want well under 2s with three false NotFounds", d)
+	}
+	mu.Lock()
+	if refusals != 3 {
+		t.Errorf("%d deletes answered NotFound, want 3", refusals)
+	}
+	mu.Unlock()
+	eventually(t, "health back to ok", func() bool { _, err := m.Status(); return err == nil })
+}
+
 // No API server at all: Run keeps trying, Status says why, nothing grows.
 func TestUnreachableAPIServerIsReportedNotFatal(t *testing.T) {
 	pods := newFakePods()

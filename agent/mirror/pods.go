@@ -264,11 +264,36 @@ func (s *podSync) sync(ctx context.Context, name string) error {
 
 // deleteMirror deletes a mirror pod at once, only if it is still the one
 // seen (a UID precondition, the kubelet's DeleteMirrorPod).
+//
+// A NotFound or Conflict is not taken on trust: the NodeRestriction
+// admission plugin answers a node's delete from its informer's cache, which
+// an API server that has just started has not filled yet (nor one that lags
+// behind a create), so it says NotFound of a pod that is there. The kubelet
+// gets away with trusting it because it retries its cleanup of orphans every
+// two seconds from its own informer; here the pod would be forgotten, and
+// stay on the API server until the watch is listed again. So the pod is
+// read back: gone indeed, or an error that retries the sync after its
+// back-off.
 func (s *podSync) deleteMirror(ctx context.Context, pods podsClient, mirror *v1.Pod) error {
 	zero := int64(0)
 	err := pods.Delete(ctx, mirror.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero, Preconditions: &metav1.Preconditions{UID: &mirror.UID}})
 	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 		return fmt.Errorf("delete mirror pod (uid %s): %s", mirror.UID, oneLine(err))
+	}
+	if err != nil {
+		cur, gerr := pods.Get(ctx, mirror.Name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(gerr):
+		case gerr != nil:
+			return fmt.Errorf("delete mirror pod (uid %s): %s; read it back: %s", mirror.UID, oneLine(err), oneLine(gerr))
+		case cur.UID == mirror.UID:
+			return fmt.Errorf("delete mirror pod (uid %s): the API server answered %s, but the pod is still there", mirror.UID, oneLine(err))
+		default:
+			// Replaced meanwhile: the next sync looks at the new one.
+			s.forget(mirror)
+			s.see(cur)
+			return fmt.Errorf("delete mirror pod (uid %s): replaced meanwhile by uid %s", mirror.UID, cur.UID)
+		}
 	}
 	s.forget(mirror)
 	return nil

@@ -45,11 +45,18 @@ type checker struct {
 	failedStarts map[ckey]int
 	failedSeen   map[string]bool
 	seen2        int // samples in which the process check found a pod twice
+	// evicted holds the UIDs of pods seen evicted (or refused at
+	// admission); out those seen so right now, so that each eviction
+	// counts once.
+	evicted   map[string]bool
+	out       map[string]bool
+	evictions int // pods evicted by a threshold
+	refusals  int // pods refused at admission under pressure
 }
 
 func newChecker(s *soak) *checker {
 	return &checker{s: s, killed: map[ckey]int{}, restarts: map[ckey]int32{}, reused: map[string]bool{},
-		failedStarts: map[ckey]int{}, failedSeen: map[string]bool{}}
+		failedStarts: map[ckey]int{}, failedSeen: map[string]bool{}, evicted: map[string]bool{}, out: map[string]bool{}}
 }
 
 // proc is one process of a container, as the process check saw it.
@@ -194,6 +201,9 @@ func (c *checker) sampleStatus(pods []v1.Pod) {
 			c.s.failf("/pods lists %s, which the soak never made", p.Name)
 			continue
 		}
+		if c.checkEvicted(&p, sp) {
+			continue // its containers were stopped by the eviction
+		}
 		reused := c.reused[fmt.Sprintf("%s %s", sp.name, listedGen(&p))]
 		for _, cs := range statuses(&p) {
 			k := ckey{string(p.UID), cs.Name}
@@ -220,7 +230,9 @@ func (c *checker) sampleStatus(pods []v1.Pod) {
 				if term.Reason == "StartError" && term.ExitCode == 128 {
 					continue // a run that could not start (a full disk): recorded as the kubelet does
 				}
-				want := map[int32]bool{137: c.killed[k] > 0}
+				// A container stopped by an eviction ends as a stop ends it:
+				// its TERM trap's code, or 137 after the grace period.
+				want := map[int32]bool{137: c.killed[k] > 0 || c.evicted[string(p.UID)], 0: c.evicted[string(p.UID)]}
 				switch {
 				case sp.shape == crashing:
 					want[crashCode] = true
@@ -236,6 +248,45 @@ func (c *checker) sampleStatus(pods []v1.Pod) {
 			}
 		}
 	}
+}
+
+// checkEvicted reports whether p is evicted (or refused at admission) now,
+// as the kubelet reports it: Failed, reason Evicted, and the kubelet's
+// message. A critical pod never is (the kubelet holds every static pod
+// critical, IsCriticalPod; staticpodd only those of a critical priority).
+// An evicted pod starts again afresh, as a new life of its UID: its counts
+// and marks start again, as for a manifest added again. c.mu is held.
+func (c *checker) checkEvicted(p *v1.Pod, sp *spec) bool {
+	uid := string(p.UID)
+	if p.Status.Reason != "Evicted" {
+		if p.Status.Phase == v1.PodFailed && sp.shape != crashing && sp.shape != exiting {
+			c.s.failf("%s (UID %s, shape %s) is Failed, reason %q: %s", p.Name, uid, sp.shape, p.Status.Reason, p.Status.Message)
+		}
+		delete(c.out, uid)
+		return false
+	}
+	if p.Status.Phase != v1.PodFailed {
+		c.s.failf("%s (UID %s) has reason Evicted in phase %s, want Failed", p.Name, uid, p.Status.Phase)
+	}
+	if sp.critical {
+		c.s.failf("%s (UID %s) is critical (system-node-critical) and was evicted: %s", p.Name, uid, p.Status.Message)
+	}
+	evicted := strings.HasPrefix(p.Status.Message, "The node was low on resource: ")
+	if !evicted && !strings.HasPrefix(p.Status.Message, "The node had condition: ") {
+		c.s.failf("%s (UID %s) evicted with the message %q, not the kubelet's", p.Name, uid, p.Status.Message)
+	}
+	if !c.out[uid] {
+		c.out[uid] = true
+		c.evicted[uid] = true
+		c.reused[fmt.Sprintf("%s %s", sp.name, listedGen(p))] = true
+		if evicted {
+			c.evictions++
+		} else {
+			c.refusals++
+		}
+		c.s.logf("%s (UID %s, shape %s) %s", p.Name, uid, sp.shape, p.Status.Message)
+	}
+	return true
 }
 
 // reuse records that generation gen of pod name was added again after its

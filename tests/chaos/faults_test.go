@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -168,13 +169,21 @@ func procStat(pid int) (rssKiB, fds int, err error) {
 	return rssKiB, len(ents), nil
 }
 
-// veths counts the host's veth interfaces.
-func veths() (int, error) {
+// veths lists the host's veth interfaces by name.
+func veths() (map[string]bool, error) {
 	out, err := exec.Command("ip", "-o", "link", "show", "type", "veth").Output()
 	if err != nil {
-		return 0, fmt.Errorf("ip link show type veth: %w", err)
+		return nil, fmt.Errorf("ip link show type veth: %w", err)
 	}
-	return strings.Count(string(out), "\n"), nil
+	names := map[string]bool{}
+	for line := range strings.SplitSeq(strings.TrimSpace(string(out)), "\n") {
+		// "7: name@peer: <...": the name, without its peer.
+		if f := strings.Fields(line); len(f) > 1 {
+			name, _, _ := strings.Cut(strings.TrimSuffix(f[1], ":"), "@")
+			names[name] = true
+		}
+	}
+	return names, nil
 }
 
 // fdList lists what a process's fds point at, one a line.
@@ -199,39 +208,54 @@ func fdList(pid int) string {
 	return b.String()
 }
 
-// socketHolders lists the processes (pid and command line) holding a
-// listening unix socket bound at path.
-func socketHolders(path string) []string {
-	b, err := os.ReadFile("/proc/net/unix")
-	if err != nil {
-		return nil
+// holder is a process holding a file or a listening unix socket.
+type holder struct {
+	path      string // what it holds
+	pid, ppid int
+	cmdline   string // NUL-separated, as /proc has it
+}
+
+// holders lists the processes holding one of paths open: a file, or a
+// listening unix socket bound at it.
+func holders(paths []string) []holder {
+	targets := map[string]string{} // fd link → path
+	for _, p := range paths {
+		targets[p] = p
 	}
-	inodes := map[string]bool{}
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) >= 8 && f[7] == path {
-			inodes["socket:["+f[6]+"]"] = true
+	if b, err := os.ReadFile("/proc/net/unix"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			f := strings.Fields(line)
+			if len(f) >= 8 && targets[f[7]] != "" {
+				targets["socket:["+f[6]+"]"] = f[7]
+			}
 		}
 	}
-	var out []string
+	var out []holder
 	procs, _ := os.ReadDir("/proc")
 	for _, p := range procs {
+		pid, err := strconv.Atoi(p.Name())
+		if err != nil {
+			continue
+		}
 		fds, err := os.ReadDir(filepath.Join("/proc", p.Name(), "fd"))
 		if err != nil {
 			continue
 		}
 		for _, fd := range fds {
-			if l, _ := os.Readlink(filepath.Join("/proc", p.Name(), "fd", fd.Name())); inodes[l] {
-				cmd, _ := os.ReadFile(filepath.Join("/proc", p.Name(), "cmdline"))
-				st, _ := os.ReadFile(filepath.Join("/proc", p.Name(), "status"))
-				ppid := ""
-				for _, line := range strings.Split(string(st), "\n") {
-					if v, ok := strings.CutPrefix(line, "PPid:"); ok {
-						ppid = strings.TrimSpace(v)
-					}
-				}
-				out = append(out, fmt.Sprintf("pid %s (parent %s, fd %s): %q", p.Name(), ppid, fd.Name(), strings.ReplaceAll(string(cmd), "\x00", " ")))
+			l, _ := os.Readlink(filepath.Join("/proc", p.Name(), "fd", fd.Name()))
+			if targets[l] == "" {
+				continue
 			}
+			h := holder{path: targets[l], pid: pid}
+			cmd, _ := os.ReadFile(filepath.Join("/proc", p.Name(), "cmdline"))
+			h.cmdline = string(cmd)
+			st, _ := os.ReadFile(filepath.Join("/proc", p.Name(), "status"))
+			for _, line := range strings.Split(string(st), "\n") {
+				if v, ok := strings.CutPrefix(line, "PPid:"); ok {
+					h.ppid, _ = strconv.Atoi(strings.TrimSpace(v))
+				}
+			}
+			out = append(out, h)
 		}
 	}
 	return out

@@ -34,6 +34,7 @@ type spec struct {
 	shape       shape
 	hostNetwork bool
 	url         bool // served by the URL source, not a file
+	critical    bool // priorityClassName system-node-critical: never evicted
 	gen         int
 	present     bool
 	marks       string       // host dir mounted at /s
@@ -84,6 +85,11 @@ func container(p *spec, name, cmd, extra string) string {
 func (p *spec) manifest() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "apiVersion: v1\nkind: Pod\nmetadata: {name: %s}\nspec:\n  terminationGracePeriodSeconds: 2\n", p.name)
+	if p.critical {
+		// As kubeadm's control plane: the priority too, which an API
+		// server's admission would resolve from the class for a mirror pod.
+		b.WriteString("  priorityClassName: system-node-critical\n  priority: 2000001000\n")
+	}
 	if p.hostNetwork {
 		b.WriteString("  hostNetwork: true\n")
 	}
@@ -119,7 +125,9 @@ func (p *spec) manifest() string {
       tcpSocket: {port: 8080}
       periodSeconds: 2
 `
-		cmd := `mkdir -p /tmp/www; echo ok > /tmp/www/index.html; httpd -f -p 8080 -h /tmp/www & ` + idle
+		// Started on a full disk, its writable layer takes no file: it
+		// tries again until there is room, as its startup probe waits.
+		cmd := `until mkdir -p /tmp/www && echo ok > /tmp/www/index.html; do sleep 0.5 & wait $!; done; httpd -f -p 8080 -h /tmp/www & ` + idle
 		b.WriteString("  containers:\n" + container(p, "web", cmd, probes))
 	case crashing:
 		b.WriteString("  containers:\n" + container(p, "main", fmt.Sprintf("sleep 1 & wait $!; exit %d", crashCode), ""))

@@ -20,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 
+	"github.com/staticpodd/staticpodd/tests/kubeapi"
 	"github.com/staticpodd/staticpodd/tests/testdaemon"
 )
 
@@ -50,19 +51,19 @@ spec:
 // node's credentials through the proxy.
 type fixture struct {
 	t     *testing.T
-	c     *cluster
-	proxy *faultProxy
+	c     *kubeapi.Cluster
+	proxy *kubeapi.FaultProxy
 	d     *testdaemon.Daemon
 }
 
 func newFixture(t *testing.T) *fixture {
-	return fixtureOn(t, startCluster(t))
+	return fixtureOn(t, kubeapi.Start(t))
 }
 
-func fixtureOn(t *testing.T, c *cluster) *fixture {
+func fixtureOn(t *testing.T, c *kubeapi.Cluster) *fixture {
 	d := testdaemon.New(t)
-	proxy := c.startProxy(d.Name)
-	d.Args = append(d.Args, "--kubeconfig", c.nodeKubeconfig(d.Name, proxy.URL), "--node-ip", "127.0.0.1")
+	proxy := c.StartProxy(d.Name)
+	d.Args = append(d.Args, "--kubeconfig", c.NodeKubeconfig(d.Name, proxy.URL), "--node-ip", "127.0.0.1")
 	return &fixture{t: t, c: c, proxy: proxy, d: d}
 }
 
@@ -295,7 +296,7 @@ func TestMirrorPods(t *testing.T) {
 	// catch up once the API server answers again.
 	for _, mode := range []string{"5xx", "401", "slow"} {
 		t.Run("fault-"+mode, func(t *testing.T) {
-			f.proxy.set(mode)
+			f.proxy.Set(mode)
 			name := "during-" + mode
 			began := time.Now()
 			d.WriteManifest(name+".yaml", sleeper(name, "1"))
@@ -312,7 +313,7 @@ func TestMirrorPods(t *testing.T) {
 			if now := d.Pod("web"); now == nil || containerID(now) != containerID(local) {
 				t.Errorf("web changed while the API server failed: %+v", now)
 			}
-			f.proxy.set("")
+			f.proxy.Set("")
 			fixed := time.Now()
 			f.waitMirror(name, 30*time.Second, "the mirror pod once the API server answers", running)
 			t.Logf("mirror pod of %s %v after the API server answered again", name, time.Since(fixed).Round(time.Millisecond))
@@ -357,12 +358,12 @@ func TestMirrorPods(t *testing.T) {
 	// The API server stopped and started again: pods untouched, a pod
 	// edited meanwhile has its new mirror pod soon after.
 	t.Run("apiserver-restart", func(t *testing.T) {
-		f.c.apiserver.kill()
+		f.c.APIServer.Kill()
 		d.WriteManifest("web.yaml", sleeper("web", "3"))
 		local = f.waitGeneration("web", "3")
 		before := d.Pod("during-5xx")
-		f.c.startAPIServer()
-		ready := f.c.waitReady(90 * time.Second)
+		f.c.StartAPIServer()
+		ready := f.c.WaitReady(90 * time.Second)
 		f.waitMirror("web", 30*time.Second, "the mirror pod of the generation made while the API server was down", func(p *v1.Pod) error {
 			if p.Annotations[annotationMirror] != local.Annotations[annotationHash] {
 				return fmt.Errorf("mirror hash %s, want %s", p.Annotations[annotationMirror], local.Annotations[annotationHash])
@@ -399,7 +400,7 @@ func TestMirrorPods(t *testing.T) {
 // system-node-critical PriorityClass until its post-start hook has made it.
 // The mirror pods appear within a second of /readyz, not at a later sync.
 func TestMirrorPodsBeforeTheAPIServer(t *testing.T) {
-	c := newCluster(t)
+	c := kubeapi.New(t)
 	f := fixtureOn(t, c)
 	d := f.d
 	critical := strings.Replace(sleeper("critical", "1"), "spec:\n", "spec:\n  priorityClassName: system-node-critical\n  priority: 2000001000\n", 1)
@@ -412,8 +413,8 @@ func TestMirrorPodsBeforeTheAPIServer(t *testing.T) {
 		t.Errorf("healthz with no API server:\n%s", h)
 	}
 
-	c.startAPIServer()
-	ready := c.waitReady(90 * time.Second)
+	c.StartAPIServer()
+	ready := c.WaitReady(90 * time.Second)
 	for _, name := range []string{"web", "critical"} {
 		f.waitMirror(name, 30*time.Second, "the mirror pod of "+name, running)
 	}
@@ -438,10 +439,10 @@ func TestMirrorPodsBeforeTheAPIServer(t *testing.T) {
 // all the same, healthz says why nothing shows on the API server, and
 // nothing is made there in this node's name.
 func TestCredentialsThatMayNotRegisterTheNode(t *testing.T) {
-	c := startCluster(t)
+	c := kubeapi.Start(t)
 	d := testdaemon.New(t)
-	server := fmt.Sprintf("https://127.0.0.1:%d", c.port)
-	d.Args = append(d.Args, "--kubeconfig", c.nodeKubeconfig("some-other-node", server), "--node-ip", "127.0.0.1")
+	server := c.Server()
+	d.Args = append(d.Args, "--kubeconfig", c.NodeKubeconfig("some-other-node", server), "--node-ip", "127.0.0.1")
 	f := &fixture{t: t, c: c, d: d}
 	d.WriteManifest("web.yaml", sleeper("web", "1"))
 	d.Start()
