@@ -412,6 +412,9 @@ func TestStoppedMonitorDoesNotBlockKill(t *testing.T) {
 func TestExitRecordedBeforeCleanUp(t *testing.T) {
 	e := newEnv(t)
 	t.Setenv(monitorPauseEnv, pauseDestroy) // for the monitors started from now on
+	// A new runtime: the spare monitor the first one may have started before
+	// the variable was set would not pause.
+	e.rt = e.newRuntime()
 	pod := e.pod(false)
 	e.sandbox(pod)
 	st := e.start(pod, e.container(pod, "c", "exit 3"))
