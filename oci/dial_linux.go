@@ -48,40 +48,33 @@ func (r *Runtime) Dial(ctx context.Context, podUID, network, addr string) (net.C
 		}
 		addr = net.JoinHostPort(ips[0].String(), port)
 	}
-	var c net.Conn
-	err = r.inPodNet(pn, func() (err error) {
-		c, err = d.DialContext(ctx, network, addr)
-		return err
-	})
+	self, err := r.nets.own()
 	if err != nil {
 		return nil, fmt.Errorf("dial %s in pod %s: %w", addr, podUID, err)
 	}
-	return c, nil
-}
-
-// inPodNet runs fn on a thread moved into pn's network namespace, which goes
-// back to the daemon's namespace afterwards, or dies with its goroutine if it
-// cannot: nothing else ever runs in the pod's namespace by mistake.
-func (r *Runtime) inPodNet(pn *podNet, fn func() error) error {
-	self, err := r.nets.own()
-	if err != nil {
-		return err
+	type result struct {
+		c   net.Conn
+		err error
 	}
-	done := make(chan error, 1)
+	done := make(chan result, 1)
 	go func() {
 		runtime.LockOSThread()
 		if err := pn.enter(); err != nil {
 			runtime.UnlockOSThread()
-			done <- fmt.Errorf("enter network namespace: %w", err)
+			done <- result{nil, fmt.Errorf("enter network namespace: %w", err)}
 			return
 		}
-		err := fn()
+		c, err := d.DialContext(ctx, network, addr)
 		if unix.Setns(int(self.Fd()), unix.CLONE_NEWNET) == nil {
 			runtime.UnlockOSThread()
 		} // else the thread, still in the pod's namespace, ends with this goroutine
-		done <- err
+		done <- result{c, err}
 	}()
-	return <-done
+	res := <-done
+	if res.err != nil {
+		return nil, fmt.Errorf("dial %s in pod %s: %w", addr, podUID, res.err)
+	}
+	return res.c, nil
 }
 
 // netCache keeps what Dial needs, so that a probe does not read the pod's
