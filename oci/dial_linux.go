@@ -48,33 +48,40 @@ func (r *Runtime) Dial(ctx context.Context, podUID, network, addr string) (net.C
 		}
 		addr = net.JoinHostPort(ips[0].String(), port)
 	}
-	self, err := r.nets.own()
+	var c net.Conn
+	err = r.inPodNet(pn, func() (err error) {
+		c, err = d.DialContext(ctx, network, addr)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("dial %s in pod %s: %w", addr, podUID, err)
 	}
-	type result struct {
-		c   net.Conn
-		err error
+	return c, nil
+}
+
+// inPodNet runs fn on a thread moved into pn's network namespace, which goes
+// back to the daemon's namespace afterwards, or dies with its goroutine if it
+// cannot: nothing else ever runs in the pod's namespace by mistake.
+func (r *Runtime) inPodNet(pn *podNet, fn func() error) error {
+	self, err := r.nets.own()
+	if err != nil {
+		return err
 	}
-	done := make(chan result, 1)
+	done := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
 		if err := pn.enter(); err != nil {
 			runtime.UnlockOSThread()
-			done <- result{nil, fmt.Errorf("enter network namespace: %w", err)}
+			done <- fmt.Errorf("enter network namespace: %w", err)
 			return
 		}
-		c, err := d.DialContext(ctx, network, addr)
+		err := fn()
 		if unix.Setns(int(self.Fd()), unix.CLONE_NEWNET) == nil {
 			runtime.UnlockOSThread()
 		} // else the thread, still in the pod's namespace, ends with this goroutine
-		done <- result{c, err}
+		done <- err
 	}()
-	res := <-done
-	if res.err != nil {
-		return nil, fmt.Errorf("dial %s in pod %s: %w", addr, podUID, res.err)
-	}
-	return res.c, nil
+	return <-done
 }
 
 // netCache keeps what Dial needs, so that a probe does not read the pod's

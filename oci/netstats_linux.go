@@ -7,11 +7,8 @@ import (
 	"bytes"
 	"fmt"
 	"os"
-	"runtime"
 	"strconv"
 	"strings"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/staticpodd/staticpodd/agent/podspec"
 )
@@ -71,9 +68,7 @@ func hostNetDev() ([]podspec.InterfaceStats, error) {
 }
 
 // podNetDev is the interfaces of pod uid's network namespace, read from a
-// thread moved into it for the read (as Dial makes its sockets), which goes
-// back to the daemon's namespace after, or dies with its goroutine if it
-// cannot.
+// thread moved into it for the read, as Dial makes its sockets.
 func (r *Runtime) podNetDev(uid string) ([]podspec.InterfaceStats, error) {
 	pn, err := r.nets.pod(r, uid)
 	if err != nil {
@@ -82,31 +77,12 @@ func (r *Runtime) podNetDev(uid string) ([]podspec.InterfaceStats, error) {
 	if pn.hostNetwork {
 		return hostNetDev()
 	}
-	self, err := r.nets.own()
-	if err != nil {
+	var b []byte
+	if err := r.inPodNet(pn, func() (err error) {
+		b, err = os.ReadFile("/proc/thread-self/net/dev")
+		return err
+	}); err != nil {
 		return nil, err
 	}
-	type result struct {
-		b   []byte
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		runtime.LockOSThread()
-		if err := pn.enter(); err != nil {
-			runtime.UnlockOSThread()
-			done <- result{nil, fmt.Errorf("enter network namespace: %w", err)}
-			return
-		}
-		b, err := os.ReadFile("/proc/thread-self/net/dev")
-		if unix.Setns(int(self.Fd()), unix.CLONE_NEWNET) == nil {
-			runtime.UnlockOSThread()
-		} // else the thread, still in the pod's namespace, ends with this goroutine
-		done <- result{b, err}
-	}()
-	res := <-done
-	if res.err != nil {
-		return nil, res.err
-	}
-	return parseNetDev(res.b)
+	return parseNetDev(b)
 }
