@@ -169,13 +169,8 @@ func (r *Runtime) nodeStats() (podspec.NodeStats, error) {
 		total, err := memTotal()
 		errs = append(errs, err)
 		n.MemoryCapacity = total
-		n.MemoryUsage, n.MemoryWorkingSet, err = rootMemory(total)
+		n.MemoryUsage, n.MemoryWorkingSet, n.CPUUsageNanos, err = rootUsage(total)
 		errs = append(errs, err)
-		// The root cgroup's CPU time: cpuacct.usage on v1, cpu.stat's
-		// usage_usec on v2 (the root has it, though not memory.current).
-		root, err := readUsage(dirsOf("/"))
-		errs = append(errs, err)
-		n.CPUUsageNanos = root.CPUUsageNanos
 		n.MaxPID, err = maxPID()
 		errs = append(errs, err)
 		var si unix.Sysinfo_t
@@ -196,25 +191,31 @@ func (r *Runtime) nodeStats() (podspec.NodeStats, error) {
 	return n, errors.Join(errs...)
 }
 
-// rootMemory is the root cgroup's memory usage and working set. v1 has them
-// in the root memory cgroup; v2's root has no memory.current, so usage is
-// MemTotal − MemFree, as cadvisor takes it.
-func rootMemory(total uint64) (usage, ws uint64, err error) {
+// rootUsage is the root cgroup's memory usage, working set and CPU time,
+// read once. v1 has them in the root memory and cpuacct cgroups; v2's root
+// has no memory.current, so usage is MemTotal − MemFree, as cadvisor takes it.
+func rootUsage(total uint64) (usage, ws, cpu uint64, err error) {
 	d := dirsOf("/")
 	if !d.unified() {
 		u, err := readUsage(d)
-		return u.MemoryUsage, u.MemoryWorkingSet, err
+		return u.MemoryUsage, u.MemoryWorkingSet, u.CPUUsageNanos, err
 	}
+	// v2's root has cpu.stat, though not memory.current.
+	cs, err := readFlat(d[""], "cpu.stat")
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	cpu = cs["usage_usec"] * 1000
 	mi, err := readFlatMeminfo()
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, cpu, err
 	}
 	usage = total - min(total, mi["MemFree"])
 	stat, err := readFlat(d[""], "memory.stat")
 	if err != nil {
-		return usage, usage, err
+		return usage, usage, cpu, err
 	}
-	return usage, workingSet(usage, stat["inactive_file"]), nil
+	return usage, workingSet(usage, stat["inactive_file"]), cpu, nil
 }
 
 func memTotal() (uint64, error) {
