@@ -41,6 +41,9 @@ type Image struct {
 	Layers  []string
 	Size    int64 // bytes of the layers, uncompressed
 	Created time.Time
+	// RepoDigests are the repository@manifest-digest references the image was
+	// pulled by (docker.io/library/nginx@sha256:…); none for an imported one.
+	RepoDigests []string `json:",omitempty"`
 }
 
 // Store is a local image store rooted at one directory.
