@@ -79,6 +79,16 @@ func (w *worker) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container, 
 		}
 	}
 	delete(w.pullErrs, key)
+	for _, s := range pod.Spec.ImagePullSecrets {
+		// The kubelet's getPullSecretsForPod: a static pod's secrets are API
+		// objects it may not read (the node authorizer knows no mirror pod
+		// naming them, NodeRestriction refuses one); the pull goes on with the
+		// node's own credentials. staticpodd reads no API object at all.
+		if s.Name != "" {
+			w.logger.Warn("Unable to retrieve pull secret, the image pull may not succeed: a static pod cannot use imagePullSecrets; "+
+				"give the registry's credentials in a Docker config.json the daemon reads", "secret", s.Name, "container", c.Name)
+		}
+	}
 	w.a.events.Eventf(ref, v1.EventTypeNormal, events.Pulling, "Pulling image %q", c.Image)
 	w.logger.Info("pulling image", "container", c.Name, "image", image, "policy", c.ImagePullPolicy)
 	ci.reason, ci.message = reasonCreating, fmt.Sprintf("Pulling image %q", c.Image)

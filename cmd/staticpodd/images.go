@@ -16,7 +16,7 @@ import (
 	"github.com/staticpodd/staticpodd/oci/image"
 )
 
-// newImagesCmd is `staticpodd images import|ls|rm`, working on the store under
+// newImagesCmd is `staticpodd images import|ls|rm|pull`, working on the store under
 // <root-dir>/images directly; the store's lock makes that safe while the daemon runs.
 func newImagesCmd(o *globalOptions) *cobra.Command {
 	cmd := &cobra.Command{
@@ -119,6 +119,7 @@ func newImagesCmd(o *globalOptions) *cobra.Command {
 	}
 	rm.Flags().BoolVarP(&force, "force", "f", false, "remove even an image that pods use")
 	cmd.AddCommand(rm)
+	cmd.AddCommand(newImagesPullCmd(o))
 	return cmd
 }
 

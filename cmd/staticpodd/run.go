@@ -91,7 +91,6 @@ func newRunCmd() *cobra.Command {
 // yet, with why: run warns once for each given a value of its own, and config
 // notes them.
 var notYetActedOn = map[string]string{
-	"serializeImagePulls":        "image pulls are not implemented yet",
 	"imageGCLowThresholdPercent": "image garbage collection is not implemented yet",
 	"maxPods":                    "maxPods is not enforced yet",
 }
@@ -242,6 +241,10 @@ func newDaemon(cfg *config.Config, logger *slog.Logger, once bool) (*daemon, err
 	if err != nil {
 		return nil, err
 	}
+	puller, err := newPuller(cfg, images, logger.With("subsystem", "images"))
+	if err != nil {
+		return nil, err
+	}
 	rt, err := oci.New(oci.Config{
 		RunDir:       cfg.RunDir,
 		RootDir:      cfg.RootDir,
@@ -306,6 +309,7 @@ func newDaemon(cfg *config.Config, logger *slog.Logger, once bool) (*daemon, err
 		Notifier:       agentNotifier{readyNotifier: notifier, line: status},
 		Seen:           seen,
 		Eviction:       d.evictionConfig(),
+		Images:         imagePuller{store: images, puller: puller},
 	}, rt, logger)
 	if cfg.Kubeconfig != "" && !once {
 		aux.mirror = mirror.New(mirror.Config{
