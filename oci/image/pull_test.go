@@ -295,6 +295,15 @@ func TestKeyringLookup(t *testing.T) {
 			t.Errorf("lookup(%s, %s) = %q, %v; want %q", tc.host, tc.repo, c.user, ok, tc.user)
 		}
 	}
+	// Docker Hub's API host gets Docker Hub's credentials.
+	repo, _ := name.NewRepository("registry-1.docker.io/library/nginx")
+	a, err := k.Resolve(repo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg, _ := a.Authorization(); cfg.Username != "hub" {
+		t.Errorf("registry-1.docker.io gets user %q, want hub", cfg.Username)
+	}
 }
 
 func TestHostsTomlRefusesBadEntries(t *testing.T) {

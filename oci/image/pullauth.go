@@ -198,7 +198,13 @@ func (k *Keyring) Resolve(r authn.Resource) (authn.Authenticator, error) {
 	if rr, ok := r.(interface{ RepositoryStr() string }); ok {
 		repo = rr.RepositoryStr()
 	}
-	if c, ok := k.lookup(r.RegistryStr(), repo); ok {
+	host := r.RegistryStr()
+	switch host {
+	case "index.docker.io", "registry-1.docker.io":
+		// Docker Hub, which config.json files key as https://index.docker.io/v1/.
+		host = "docker.io"
+	}
+	if c, ok := k.lookup(host, repo); ok {
 		return &authn.Basic{Username: c.user, Password: c.pass}, nil
 	}
 	return authn.Anonymous, nil
