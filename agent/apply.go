@@ -381,7 +381,8 @@ func (w *worker) start(ctx context.Context, pod *v1.Pod, act action) time.Time {
 		w.a.events.Eventf(ref, v1.EventTypeWarning, events.Failed, "Error: %v", err)
 		return time.Time{}
 	}
-	ok, retry, pulled := w.ensureImage(ctx, pod, c, spec.Image)
+	first := prev == nil && ci.last == nil && (ci.reason == "" || ci.reason == reasonCreating)
+	ok, retry, pulled := w.ensureImage(ctx, pod, c, spec.Image, first)
 	if !ok {
 		return retry
 	}

@@ -42,10 +42,11 @@ type ImagePuller interface {
 // IfNotPresent go on without network; Always, and IfNotPresent with the image
 // missing, pull, with a back-off per pod and image after a failure. It
 // returns false, with when to try again, if the container cannot start yet;
-// pulled says a pull brought the image.
+// pulled says a pull brought the image. first: the container has never run in
+// this pod yet.
 // Without a puller, nothing is pulled: a missing image is the runtime's
 // ErrImageNotPresent.
-func (w *worker) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container, image string) (ok bool, retry time.Time, pulled bool) {
+func (w *worker) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container, image string, first bool) (ok bool, retry time.Time, pulled bool) {
 	p := w.a.cfg.Images
 	if p == nil || c.ImagePullPolicy == v1.PullNever {
 		return true, time.Time{}, false
@@ -91,13 +92,21 @@ func (w *worker) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container, 
 	}
 	w.a.events.Eventf(ref, v1.EventTypeNormal, events.Pulling, "Pulling image %q", c.Image)
 	w.logger.Info("pulling image", "container", c.Name, "image", image, "policy", c.ImagePullPolicy)
-	ci.reason, ci.message = reasonCreating, fmt.Sprintf("Pulling image %q", c.Image)
-	w.publish(pod)
-	began := time.Now()
-	err := p.Pull(ctx, image, func(s string) {
-		ci.message = fmt.Sprintf("Pulling image %q: %s", c.Image, s)
+	// A container never started yet waits ContainerCreating, with the pull's
+	// progress; one being restarted keeps the reason it waits with
+	// (CrashLoopBackOff, ErrImagePull...) until the start, as the kubelet's
+	// status keeps its reason cache's.
+	var progress func(string)
+	if first {
+		ci.reason, ci.message = reasonCreating, fmt.Sprintf("Pulling image %q", c.Image)
 		w.publish(pod)
-	})
+		progress = func(s string) {
+			ci.message = fmt.Sprintf("Pulling image %q: %s", c.Image, s)
+			w.publish(pod)
+		}
+	}
+	began := time.Now()
+	err := p.Pull(ctx, image, progress)
 	if ctx.Err() != nil {
 		return false, time.Time{}, false
 	}
@@ -113,7 +122,9 @@ func (w *worker) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container, 
 		return false, until, false
 	}
 	w.a.events.Eventf(ref, v1.EventTypeNormal, events.Pulled, "Successfully pulled image %q in %v", c.Image, time.Since(began).Truncate(time.Millisecond))
-	ci.reason, ci.message = "", ""
+	if first {
+		ci.reason, ci.message = "", ""
+	}
 	delete(w.pullBackoff.entries, key)
 	return true, time.Time{}, true
 }

@@ -37,7 +37,9 @@ func (p *fakePuller) Pull(ctx context.Context, image string, progress func(strin
 	err, block := p.err, p.block
 	p.mu.Unlock()
 	if block != nil {
-		progress("1/2 layers")
+		if progress != nil {
+			progress("1/2 layers")
+		}
 		select {
 		case <-block:
 		case <-ctx.Done():
