@@ -241,6 +241,7 @@ func (p *Puller) pullFrom(ctx context.Context, ep endpoint, r name.Reference, di
 		total += l.Size
 	}
 	pr := &pullProgress{fn: progress, p: Progress{Layers: len(m.Layers), Bytes: total}, logger: p.logger, image: norm}
+	rt.blobRead.Store(&pr.done)
 	pr.report(true)
 	src := imageSource(img, refs)
 	config := src.config
@@ -253,11 +254,7 @@ func (p *Puller) pullFrom(ctx context.Context, ep endpoint, r name.Reference, di
 		if err != nil {
 			return nil, clean(err)
 		}
-		size, err := l.Size()
-		if err != nil {
-			return nil, clean(err)
-		}
-		return pr.layer(l, size)
+		return pr.layer(l)
 	}
 	imgs, err := p.store.importSources(ctx, "pull-", []source{src}, func(i *Image) { i.RepoDigests = []string{repoDigest} })
 	if err != nil {
@@ -293,7 +290,8 @@ type pullProgress struct {
 func (pr *pullProgress) report(force bool) {
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
-	pr.p.BytesDone = pr.done.Load()
+	// The config's bytes count too: no more than the layers' total is shown.
+	pr.p.BytesDone = min(pr.done.Load(), pr.p.Bytes)
 	if !force && time.Since(pr.last) < 2*time.Second {
 		return
 	}
@@ -305,29 +303,24 @@ func (pr *pullProgress) report(force bool) {
 	}
 }
 
-// layer opens a layer's uncompressed stream, counting its compressed bytes.
-func (pr *pullProgress) layer(l v1.Layer, size int64) (io.ReadCloser, error) {
+// layer opens a layer's uncompressed stream, which reports the layer done at
+// its end (the bytes are counted as they come off the wire, by
+// endpointTransport).
+func (pr *pullProgress) layer(l v1.Layer) (io.ReadCloser, error) {
 	rc, err := l.Uncompressed()
 	if err != nil {
 		return nil, clean(err)
 	}
-	return &progressReader{rc: rc, pr: pr, size: size}, nil
+	return &progressReader{rc: rc, pr: pr}, nil
 }
 
 type progressReader struct {
-	rc   io.ReadCloser
-	pr   *pullProgress
-	size int64
-	read int64
+	rc io.ReadCloser
+	pr *pullProgress
 }
 
 func (c *progressReader) Read(b []byte) (int, error) {
 	n, err := c.rc.Read(b)
-	// Uncompressed bytes, scaled to no more than the layer's compressed size.
-	c.read += int64(n)
-	if c.read <= c.size {
-		c.pr.done.Add(int64(n))
-	}
 	if err == io.EOF {
 		c.pr.mu.Lock()
 		c.pr.p.LayersDone++
@@ -347,6 +340,8 @@ func (c *progressReader) Close() error { return c.rc.Close() }
 type endpointTransport struct {
 	ep   endpoint
 	next http.RoundTripper
+	// blobRead, once set, counts the bytes of blob bodies read.
+	blobRead atomic.Pointer[atomic.Int64]
 }
 
 func (t *endpointTransport) RoundTrip(r *http.Request) (*http.Response, error) {
@@ -361,8 +356,15 @@ func (t *endpointTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		}
 	}
 	resp, err := t.next.RoundTrip(r)
-	if err != nil || !strings.Contains(r.URL.Path, "/manifests/") {
+	if err != nil {
 		return resp, err
+	}
+	if n := t.blobRead.Load(); n != nil && strings.Contains(r.URL.Path, "/blobs/") {
+		resp.Body = &countingBody{rc: resp.Body, n: n}
+		return resp, nil
+	}
+	if !strings.Contains(r.URL.Path, "/manifests/") {
+		return resp, nil
 	}
 	if resp.ContentLength > maxManifestSize {
 		resp.Body.Close()
@@ -371,6 +373,20 @@ func (t *endpointTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	resp.Body = &limitedBody{rc: resp.Body, left: maxManifestSize, host: r.URL.Host}
 	return resp, nil
 }
+
+// countingBody adds the bytes read to n.
+type countingBody struct {
+	rc io.ReadCloser
+	n  *atomic.Int64
+}
+
+func (b *countingBody) Read(p []byte) (int, error) {
+	n, err := b.rc.Read(p)
+	b.n.Add(int64(n))
+	return n, err
+}
+
+func (b *countingBody) Close() error { return b.rc.Close() }
 
 // limitedBody fails a body that goes on past its limit.
 type limitedBody struct {

@@ -127,7 +127,7 @@ func TestPullAndRepullIsNoOp(t *testing.T) {
 	if len(got.RepoDigests) != 1 || got.RepoDigests[0] != reg.host+"/team/app@"+md.String() {
 		t.Fatalf("RepoDigests = %v, want %s", got.RepoDigests, reg.host+"/team/app@"+md.String())
 	}
-	if last := reports[len(reports)-1]; last.Layers != 2 || last.LayersDone != 2 {
+	if last := reports[len(reports)-1]; last.Layers != 2 || last.LayersDone != 2 || last.BytesDone != last.Bytes || last.Bytes == 0 {
 		t.Fatalf("last progress = %+v, want 2/2 layers", last)
 	}
 	checkBaseLayer(t, s.layerDir(got.Layers[0]))
