@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -416,3 +417,57 @@ func TestPullHostile(t *testing.T) {
 }
 
 func emptyIndex() v1.ImageIndex { return empty.Index }
+
+// serializeImagePulls: with MaxParallel 1 two pulls of different images never
+// fetch at the same time; with 2 they do.
+func TestPullMaxParallel(t *testing.T) {
+	for _, tc := range []struct {
+		parallel int
+		want     int64
+	}{{1, 1}, {2, 2}} {
+		t.Run(fmt.Sprint(tc.parallel), func(t *testing.T) {
+			reg := newTestRegistry(t, false)
+			reg.push(t, "a/app:v1", testImage(t, []entry{{name: "a", body: "a"}}))
+			reg.push(t, "b/app:v1", testImage(t, []entry{{name: "b", body: "b"}}))
+			var now, most atomic.Int64
+			both := make(chan struct{})
+			var once sync.Once
+			wrap := func(w http.ResponseWriter, r *http.Request, next http.Handler) {
+				if !strings.Contains(r.URL.Path, "/manifests/") || r.Method != http.MethodGet {
+					next.ServeHTTP(w, r)
+					return
+				}
+				n := now.Add(1)
+				defer now.Add(-1)
+				for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+				}
+				if n == 2 {
+					once.Do(func() { close(both) })
+				}
+				// Hold the first pull a while: a second one allowed to run
+				// comes in meanwhile.
+				select {
+				case <-both:
+				case <-time.After(500 * time.Millisecond):
+				}
+				next.ServeHTTP(w, r)
+			}
+			reg.wrap.Store(&wrap)
+			hosts := t.TempDir()
+			writeHosts(t, hosts, reg.host, fmt.Sprintf("server = %q\n", "http://"+reg.host))
+			p := NewPuller(openStore(t), PullConfig{HostsDir: hosts, MaxParallel: tc.parallel}, discardLogger())
+			var wg sync.WaitGroup
+			for _, ref := range []string{"a/app:v1", "b/app:v1"} {
+				wg.Go(func() {
+					if _, err := p.Pull(t.Context(), reg.host+"/"+ref, nil); err != nil {
+						t.Error(err)
+					}
+				})
+			}
+			wg.Wait()
+			if got := most.Load(); got != tc.want {
+				t.Errorf("at most %d pulls at once, want %d", got, tc.want)
+			}
+		})
+	}
+}
