@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -36,6 +37,9 @@ type pullRegistry struct {
 	stalled    chan struct{}
 	release    chan struct{}
 	stallOnce  sync.Once
+
+	// auth, when set, is the user:password every request must carry.
+	auth atomic.Pointer[string]
 
 	mu  sync.Mutex
 	srv *http.Server
@@ -77,6 +81,15 @@ func (r *pullRegistry) down() {
 }
 
 func (r *pullRegistry) serve(w http.ResponseWriter, req *http.Request) {
+	if a := r.auth.Load(); a != nil {
+		u, p, _ := req.BasicAuth()
+		if u+":"+p != *a {
+			w.Header().Set("WWW-Authenticate", `Basic realm="test"`)
+			w.WriteHeader(http.StatusUnauthorized)
+			fmt.Fprint(w, `{"errors":[{"code":"UNAUTHORIZED","message":"authentication required"}]}`)
+			return
+		}
+	}
 	if r.stallAfter.Load() > 0 && req.Method == http.MethodGet && strings.Contains(req.URL.Path, "/blobs/") {
 		w = &stallWriter{ResponseWriter: w, r: r, req: req}
 	}
@@ -309,6 +322,41 @@ func TestPullKilledMidLayer(t *testing.T) {
 	if n := countEntries(t, staging); n != 0 {
 		t.Errorf("%d staging dirs left after the next daemon's pull", n)
 	}
+}
+
+// Credentials come from <root-dir>/config.json, read at each pull: a wrong
+// password waits ErrImagePull (then ImagePullBackOff) with the registry's
+// answer; the right one, written while the daemon runs, lets the pod start.
+func TestPullCredentials(t *testing.T) {
+	t.Parallel()
+	r := newPullRegistry(t)
+	d := pullDaemon(t, r)
+	tar := filepath.Join(d.Dir, "app.tar")
+	buildImage(t, tar, "-ref", "app:v1", "-cmd", loopCmd("v1"))
+	r.push(tar, "private/app:v1")
+	secret := "alice:s3cret"
+	r.auth.Store(&secret)
+	writeCreds := func(userPass string) {
+		b := fmt.Appendf(nil, `{"auths":{%q:{"auth":%q}}}`, r.addr, base64.StdEncoding.EncodeToString([]byte(userPass)))
+		if err := os.WriteFile(filepath.Join(d.RootDir, "config.json"), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeCreds("alice:wrong")
+	d.Start()
+	d.WriteManifest("app.yaml", appPod("app", r.addr+"/private/app:v1"))
+	d.Eventually(60*time.Second, "waiting on the registry's refusal", func() error {
+		w := statusOf(d.Pod("app")).State.Waiting
+		if w == nil || (w.Reason != "ErrImagePull" && w.Reason != "ImagePullBackOff") {
+			return fmt.Errorf("waiting %+v", w)
+		}
+		if !strings.Contains(w.Message, "UNAUTHORIZED") || !strings.Contains(w.Message, r.addr) {
+			return fmt.Errorf("message %q does not carry the registry's answer", w.Message)
+		}
+		return nil
+	})
+	writeCreds(secret)
+	d.WaitRunning("app", 60*time.Second)
 }
 
 func countEntries(t *testing.T, dir string) int {

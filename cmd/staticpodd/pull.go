@@ -18,22 +18,22 @@ import (
 
 // newPuller is the image puller of the configuration: hosts.toml mirrors
 // from the registry config dir, credentials from the first Docker config
-// found, at most one pull at a time with serializeImagePulls, else
-// maxParallelImagePulls (0: no bound).
+// found (read again at each pull), at most one pull at a time with
+// serializeImagePulls, else maxParallelImagePulls (0: no bound).
 func newPuller(cfg *config.Config, store *image.Store, logger *slog.Logger) (*image.Puller, error) {
 	paths := image.CredentialPaths(cfg.RootDir)
+	// Read once here too: a broken file is said at start, and which one is used.
 	keys, err := image.LoadKeyring(paths)
 	if err != nil {
-		return nil, err
-	}
-	if keys.File() != "" {
+		logger.Warn("cannot read registry credentials; pulls fail until it is fixed", "err", err)
+	} else if keys.File() != "" {
 		logger.Info("registry credentials", "file", keys.File())
 	}
 	parallel := int(cfg.MaxParallelImagePulls)
 	if cfg.SerializeImagePulls {
 		parallel = 1
 	}
-	return image.NewPuller(store, image.PullConfig{HostsDir: cfg.RegistryConfigDir, Keyring: keys, MaxParallel: parallel}, logger), nil
+	return image.NewPuller(store, image.PullConfig{HostsDir: cfg.RegistryConfigDir, CredentialPaths: paths, MaxParallel: parallel}, logger), nil
 }
 
 // imagePuller is the agent's ImagePuller over the store and its puller.

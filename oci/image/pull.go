@@ -35,8 +35,13 @@ type PullConfig struct {
 	// HostsDir holds containerd's hosts.toml layout: <dir>/<host>/hosts.toml,
 	// <dir>/_default/hosts.toml. "" = no mirrors.
 	HostsDir string
-	// Keyring has the registry credentials; nil = anonymous.
+	// Keyring has the registry credentials; nil = anonymous, unless
+	// CredentialPaths is set.
 	Keyring *Keyring
+	// CredentialPaths, if set, are the Docker config files read again at
+	// each pull (LoadKeyring: the first found wins), so that credentials
+	// changed on disk are used without a restart; Keyring is ignored.
+	CredentialPaths []string
 	// MaxParallel bounds the pulls that run at once (the kubelet's
 	// serializeImagePulls = 1, maxParallelImagePulls); 0 = no bound.
 	MaxParallel int
@@ -151,6 +156,12 @@ func (p *Puller) pull(ctx context.Context, norm string, progress func(Progress))
 	if err != nil {
 		return Image{}, err
 	}
+	keys := p.cfg.Keyring
+	if len(p.cfg.CredentialPaths) > 0 {
+		if keys, err = LoadKeyring(p.cfg.CredentialPaths); err != nil {
+			return Image{}, err
+		}
+	}
 	_, byDigest := r.(name.Digest)
 	var errs []error
 	digest := ""
@@ -161,7 +172,7 @@ func (p *Puller) pull(ctx context.Context, norm string, progress func(Progress))
 		if !ep.can(capPull) || (digest == "" && !ep.can(capResolve)) {
 			continue
 		}
-		img, err := p.pullFrom(ctx, ep, r, digest, norm, progress)
+		img, err := p.pullFrom(ctx, ep, keys, r, digest, norm, progress)
 		if err == nil {
 			return img, nil
 		}
@@ -180,7 +191,7 @@ func (p *Puller) pull(ctx context.Context, norm string, progress func(Progress))
 }
 
 // pullFrom pulls ref (by digest if digest is set) from one endpoint.
-func (p *Puller) pullFrom(ctx context.Context, ep endpoint, r name.Reference, digest, norm string, progress func(Progress)) (Image, error) {
+func (p *Puller) pullFrom(ctx context.Context, ep endpoint, keys *Keyring, r name.Reference, digest, norm string, progress func(Progress)) (Image, error) {
 	var ropts []name.Option
 	if ep.scheme == "http" {
 		ropts = append(ropts, name.Insecure)
@@ -198,7 +209,7 @@ func (p *Puller) pullFrom(ctx context.Context, ep endpoint, r name.Reference, di
 	opts := []remote.Option{
 		remote.WithContext(ctx),
 		remote.WithTransport(rt),
-		remote.WithAuthFromKeychain(p.cfg.Keyring),
+		remote.WithAuthFromKeychain(keys),
 		remote.WithPlatform(*p.cfg.Platform),
 		remote.WithUserAgent("staticpodd"),
 	}
