@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	imagespec "github.com/opencontainers/image-spec/specs-go/v1"
@@ -221,7 +222,9 @@ func (s *Store) commit(imgs []Image, layers map[string]stagedLayer) (_ []Image, 
 	}
 	// An archive may list one image several times, once per reference.
 	out := make([]Image, 0, len(imgs))
+	now := time.Now().UTC()
 	for _, img := range imgs {
+		img.Imported = now
 		img = idx.add(img)
 		if i := slices.IndexFunc(out, func(o Image) bool { return o.ID == img.ID }); i >= 0 {
 			out[i] = img
@@ -262,6 +265,10 @@ func (idx *index) add(img Image) Image {
 			refs := append(slices.Clone(idx.Images[i].Refs), img.Refs...)
 			slices.Sort(refs)
 			img.Refs = slices.Compact(refs)
+			img.Pinned = idx.Images[i].Pinned
+			if !idx.Images[i].Imported.IsZero() {
+				img.Imported = idx.Images[i].Imported
+			}
 			idx.Images[i] = img
 			return img
 		}
