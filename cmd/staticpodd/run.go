@@ -91,8 +91,8 @@ func newRunCmd() *cobra.Command {
 // yet, with why: run warns once for each given a value of its own, and config
 // notes them.
 var notYetActedOn = map[string]string{
-	"serializeImagePulls":        "image pulls are not implemented yet",
-	"maxPods":                    "maxPods is not enforced yet",
+	"serializeImagePulls": "image pulls are not implemented yet",
+	"maxPods":             "maxPods is not enforced yet",
 }
 
 func warnNotYetActedOn(cfg *config.Config, logger *slog.Logger) {
@@ -137,9 +137,9 @@ type daemon struct {
 // only opens the gate, which says READY=1 once the pods are there.
 type readyNotifier struct {
 	*sysd.Notifier
-	ready    atomic.Bool
-	gate     chan struct{} // nil: no gate; else closed by the agent's Ready
-	gateOnce sync.Once
+	ready      atomic.Bool
+	gate       chan struct{} // nil: no gate; else closed by the agent's Ready
+	gateOnce   sync.Once
 	synced     chan struct{} // closed by the agent's first Ready
 	syncedOnce sync.Once
 }
