@@ -20,8 +20,9 @@ func benchImages(bin string, runs, padMB int) error {
 		return fmt.Errorf("need -staticpodd (make bench sets it)")
 	}
 	skopeo, err := exec.LookPath("skopeo")
-	if err != nil {
-		return fmt.Errorf("images: skopeo is not installed (apt-get install -y skopeo): %w", err)
+	if err != nil { // a peer missing: say so, run the others
+		fmt.Printf("\nimage export + import round trip: NOT MEASURED: skopeo is not installed (apt-get install -y skopeo)\n")
+		return nil
 	}
 	dir, err := os.MkdirTemp("", "staticpodd-bench-images-")
 	if err != nil {
