@@ -76,7 +76,7 @@ func (d *daemon) collectImagesOnce(p image.GCPolicy, importDir string, began tim
 	d.logger.Warn("image garbage collection failed", "err", err)
 	node := events.NodeRef(d.agent.NodeName())
 	switch {
-	case res.Wanted > 0 && res.Freed < res.Wanted:
+	case res.Short:
 		d.agent.Events().Eventf(node, v1.EventTypeWarning, events.FreeDiskSpaceFailed, "%s", err.Error())
 	case failedBefore:
 		d.agent.Events().Eventf(node, v1.EventTypeWarning, events.ImageGCFailed, "%s", err.Error())

@@ -35,6 +35,8 @@ type GCResult struct {
 	// Wanted is what usage over the high threshold asked to free, 0 if it
 	// was under.
 	Wanted uint64
+	// Short: removing every image it could freed less than Wanted.
+	Short bool
 }
 
 // candidate is an image that collection may remove, with what orders it.
@@ -110,6 +112,7 @@ func (s *Store) GarbageCollect(p GCPolicy, keep []string, importDir string, bega
 	}
 	res.Freed += freed
 	if freed < res.Wanted {
+		res.Short = true
 		errs = append(errs, fmt.Errorf("%d%% of the filesystem of %s used (high threshold %d%%): freed %s of the %s wanted by removing unused images; the rest is used by images in use, pinned or too young, or by other files",
 			usage, s.root, p.HighThresholdPercent, humanBytes(freed), humanBytes(res.Wanted)))
 	}
@@ -153,7 +156,7 @@ func (s *Store) removeImage(id string) error {
 // first, ties broken by import time (imagesInEvictionOrder,
 // byLastUsedAndDetected). The images in use get now as their last use.
 func (s *Store) candidates(keep []string, importDir string, now time.Time) ([]candidate, error) {
-	imgs, err := s.List()
+	idx, err := s.readIndex()
 	if err != nil {
 		return nil, err
 	}
@@ -178,12 +181,12 @@ func (s *Store) candidates(keep []string, importDir string, now time.Time) ([]ca
 		inUse[m.Image] = true
 	}
 	for _, ref := range keep {
-		if img, err := s.Get(ref); err == nil {
-			inUse[img.ID] = true
+		if i, err := find(idx, ref); err == nil {
+			inUse[idx.Images[i].ID] = true
 		}
 	}
 	var out []candidate
-	for _, img := range imgs {
+	for _, img := range idx.Images {
 		if inUse[img.ID] {
 			if err := s.touch(img.ID, now); err != nil {
 				s.logger.Warn("cannot record the last use of an image", "image", img.ID, "err", err)
