@@ -96,8 +96,9 @@ func (s *Store) Export(ctx context.Context, w io.Writer, refs []string) error {
 			}
 		}
 		for _, n := range names {
-			if t, err := name.NewTag(n, name.StrictValidation); err == nil && !slices.Contains(docker[j].RepoTags, n) {
-				docker[j].RepoTags = append(docker[j].RepoTags, t.String())
+			// RepoTags holds tags only: docker load refuses a digest there.
+			if _, err := name.NewTag(n, name.StrictValidation); err == nil && !strings.Contains(n, "@") && !slices.Contains(docker[j].RepoTags, n) {
+				docker[j].RepoTags = append(docker[j].RepoTags, n)
 			}
 		}
 	}
