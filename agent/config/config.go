@@ -103,6 +103,8 @@ type Config struct {
 	SerializeImagePulls         bool
 	ImageGCHighThresholdPercent int32
 	ImageGCLowThresholdPercent  int32
+	ImageMinimumGCAge           time.Duration
+	ImageMaximumGCAge           time.Duration // 0: no maximum
 	SeccompDefault              bool
 	// AllowedUnsafeSysctls are the sysctls (names, or prefixes ending in
 	// '*') a pod may set beyond the kubelet's safe ones.
@@ -253,7 +255,8 @@ var honoured = map[string]bool{
 	// mergeDefaultEvictionSettings only changes how evictionHard is filled in.
 	"mergeDefaultEvictionSettings": true,
 	"serializeImagePulls":          true, "imageGCHighThresholdPercent": true,
-	"imageGCLowThresholdPercent": true, "seccompDefault": true, "maxPods": true,
+	"imageGCLowThresholdPercent": true, "imageMinimumGCAge": true, "imageMaximumGCAge": true,
+	"seccompDefault": true, "maxPods": true,
 	"allowedUnsafeSysctls": true,
 	"podPidsLimit":         true,
 	"crashLoopBackOff.maxContainerRestartPeriod": true,
@@ -388,6 +391,8 @@ func fromKubelet(path string, raw map[string]any, kc *kubeletConfiguration) (*Co
 		SerializeImagePulls:         *kc.SerializeImagePulls,
 		ImageGCHighThresholdPercent: *kc.ImageGCHighThresholdPercent,
 		ImageGCLowThresholdPercent:  *kc.ImageGCLowThresholdPercent,
+		ImageMinimumGCAge:           kc.ImageMinimumGCAge.Duration,
+		ImageMaximumGCAge:           kc.ImageMaximumGCAge.Duration,
 		SeccompDefault:              *kc.SeccompDefault,
 		AllowedUnsafeSysctls:        kc.AllowedUnsafeSysctls,
 		MaxPods:                     kc.MaxPods,
