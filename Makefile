@@ -13,7 +13,7 @@ LDFLAGS   := -s -w -extldflags -static -X main.version=$(VERSION)
 DEMO_ROOT := $(CURDIR)/$(OUT)/demo/root
 DEMO_RUN  := /run/staticpodd-demo
 
-.PHONY: all build images demo demo-clean test test-chaos unit e2e bench bench-nodeapi bench-relist bench-outage bench-eviction bench-images fuzz vet clean \
+.PHONY: all build images demo demo-clean test test-chaos unit e2e bench bench-nodeapi bench-pull bench-relist bench-outage bench-eviction bench-images fuzz vet clean \
 	deb rpm packages appliance test-systemd appliance-backports test-systemd-backports controlplane test-controlplane bench-controlplane test-conformance
 
 all: build
@@ -111,7 +111,7 @@ vet:
 # adoption after kill -9, teardown), each beside the same containers under
 # the runc CLI.
 BENCH_PODS ?= 10,100
-bench: build images bench-nodeapi
+bench: build images bench-nodeapi bench-pull
 	STATICPODD_BIN=$(CURDIR)/$(BIN) STATICPODD_IMAGE=$(CURDIR)/$(IMAGE_TAR) \
 		$(GO) run ./tests/bench -runs 30 -pods $(BENCH_PODS)
 
@@ -119,6 +119,12 @@ bench: build images bench-nodeapi
 # 100 pods, over TLS with a client certificate: latency, allocations, size.
 bench-nodeapi:
 	$(GO) test -run '^$$' -bench NodeAPI -benchmem -count 3 ./agent/server
+
+# A ~100 MiB 4-layer image pulled from a registry on 127.0.0.1 into an empty
+# store, imported from a docker-archive, copied by skopeo, pulled and loaded
+# by podman; the store's unpack against tar -x of the same layers.
+bench-pull:
+	$(GO) test -run '^$$' -bench '^BenchmarkPull$$' -benchtime 3x -count 1 ./oci/image
 
 # Only the idle daemon's CPU with 100 manifests, relisting every 20s and never.
 bench-relist: build

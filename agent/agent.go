@@ -61,6 +61,9 @@ type Config struct {
 	Events *events.Recorder
 	// Eviction is how node pressure is relieved; no thresholds: never.
 	Eviction EvictionConfig
+	// Images pulls the images of containers as their imagePullPolicy says;
+	// nil: nothing is pulled, a missing image waits with ErrImageNeverPull.
+	Images ImagePuller
 }
 
 // Agent runs static pods on a Runtime.

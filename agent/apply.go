@@ -293,7 +293,7 @@ func (w *worker) teardown(ctx context.Context, podUID string) error {
 		return fmt.Errorf("remove logs of pod %s: %w", podUID, err)
 	}
 	delete(w.pods, podUID)
-	w.backoff.forget(podUID)
+	w.forgetBackoff(podUID)
 	w.logger.Info("pod removed", "uid", podUID)
 	return nil
 }
@@ -381,6 +381,11 @@ func (w *worker) start(ctx context.Context, pod *v1.Pod, act action) time.Time {
 		w.a.events.Eventf(ref, v1.EventTypeWarning, events.Failed, "Error: %v", err)
 		return time.Time{}
 	}
+	first := prev == nil && ci.last == nil && (ci.reason == "" || ci.reason == reasonCreating)
+	ok, retry, pulled := w.ensureImage(ctx, pod, c, spec.Image, first)
+	if !ok {
+		return retry
+	}
 	marked := false
 	if hasPostStart(c) {
 		// Before the start: a daemon that dies at any point after it
@@ -430,7 +435,9 @@ func (w *worker) start(ctx context.Context, pod *v1.Pod, act action) time.Time {
 	}
 	// The kubelet records these around CreateContainer and StartContainer,
 	// which Start does at once.
-	w.a.events.Eventf(ref, v1.EventTypeNormal, events.Pulled, "Container image %q already present on machine", c.Image)
+	if !pulled {
+		w.a.events.Eventf(ref, v1.EventTypeNormal, events.Pulled, "Container image %q already present on machine", c.Image)
+	}
 	w.a.events.Eventf(ref, v1.EventTypeNormal, events.Created, "Container created")
 	w.a.events.Eventf(ref, v1.EventTypeNormal, events.Started, "Container started")
 
@@ -479,8 +486,8 @@ func (w *worker) start(ctx context.Context, pod *v1.Pod, act action) time.Time {
 }
 
 // imageMissing is the message of a container whose image is not in the store:
-// the kubelet's for pull policy Never, with the container's own policy, since
-// no policy makes staticpodd pull, and how to bring the image in.
+// the kubelet's for pull policy Never, with the container's own policy (when
+// nothing pulls, every policy ends there), and how to bring the image in.
 func (w *worker) imageMissing(c *v1.Container) string {
 	policy := c.ImagePullPolicy
 	if policy == "" {
@@ -493,6 +500,11 @@ func (w *worker) imageMissing(c *v1.Container) string {
 	cmd := "staticpodd images import FILE"
 	if root != config.DefaultRootDir {
 		cmd = "staticpodd images import --root-dir " + root + " FILE"
+	}
+	if w.a.cfg.Images != nil {
+		// The kubelet's imageNotPresentOnNeverPolicyError, and how to bring it in.
+		return fmt.Sprintf("Container image %q is not present with pull policy of %s: pull it with `staticpodd images pull %s`, "+
+			"import it with `%s`, or copy the image archive into %s/", c.Image, policy, c.Image, cmd, filepath.Join(root, "images", "import"))
 	}
 	return fmt.Sprintf("Container image %q is not present with pull policy of %s, and staticpodd does not pull images: "+
 		"import it with `%s`, or copy the image archive into %s/", c.Image, policy, cmd, filepath.Join(root, "images", "import"))

@@ -52,6 +52,10 @@ type worker struct {
 	hookChecked map[string]bool
 	hookDone    chan hookResult
 	backoff     *backoff
+	// pullBackoff is the image pull back-off, by pod UID and image;
+	// pullErrs the last pull error of each, for ImagePullBackOff's message.
+	pullBackoff *backoff
+	pullErrs    map[string]string
 	gen         *generation // per-container state of the desired UID
 	timer       *time.Timer
 	prevState   *v1.PodStatus
@@ -85,17 +89,19 @@ type ctrInfo struct {
 
 func newWorker(a *Agent, key string, pods map[string]*podState) *worker {
 	return &worker{
-		key:      key,
-		a:        a,
-		logger:   a.logger.With("pod", key),
-		wake:     make(chan struct{}, 1),
-		exits:    make(chan podspec.ContainerStatus),
-		pods:     pods,
-		watching: map[string]bool{},
-		probes:   map[string]*probing{},
-		health:   map[string]*health{},
-		stopping: map[string]*v1.Pod{},
-		backoff:  newBackoff(backoffInitial, a.cfg.BackoffMax),
+		key:         key,
+		a:           a,
+		logger:      a.logger.With("pod", key),
+		wake:        make(chan struct{}, 1),
+		exits:       make(chan podspec.ContainerStatus),
+		pods:        pods,
+		watching:    map[string]bool{},
+		probes:      map[string]*probing{},
+		health:      map[string]*health{},
+		stopping:    map[string]*v1.Pod{},
+		backoff:     newBackoff(backoffInitial, a.cfg.BackoffMax),
+		pullBackoff: newBackoff(pullBackoffInitial, pullBackoffMax),
+		pullErrs:    map[string]string{},
 
 		postStarts:  map[string]*hookRun{},
 		hookChecked: map[string]bool{},
@@ -262,7 +268,7 @@ func (w *worker) sync(ctx context.Context) {
 func (w *worker) resolve(pod *v1.Pod) *desiredPod {
 	if w.gen == nil || w.gen.uid != string(pod.UID) {
 		if w.gen != nil {
-			w.backoff.forget(w.gen.uid)
+			w.forgetBackoff(w.gen.uid)
 		}
 		w.gen = &generation{
 			uid:       string(pod.UID),
@@ -313,7 +319,7 @@ func (w *worker) lifecycle(pod *v1.Pod, evict *stopRequest) bool {
 			}
 		}
 		w.logger.Info("eviction lifted, starting pod again")
-		w.backoff.forget(w.gen.uid)
+		w.forgetBackoff(w.gen.uid)
 		w.gen = nil
 		w.resolve(pod)
 		w.gen.startTime = time.Now()
@@ -489,4 +495,15 @@ func findContainer(pod *v1.Pod, name string) *v1.Container {
 		}
 	}
 	return nil
+}
+
+// forgetBackoff drops the restart and pull back-offs of a pod.
+func (w *worker) forgetBackoff(uid string) {
+	w.backoff.forget(uid)
+	w.pullBackoff.forget(uid)
+	for k := range w.pullErrs {
+		if len(k) > len(uid) && k[:len(uid)+1] == uid+"_" {
+			delete(w.pullErrs, k)
+		}
+	}
 }

@@ -71,7 +71,10 @@ func TestEventsWatch(t *testing.T) {
 	os.MkdirAll(stamps, 0o755)
 	d.WriteManifest("crash.yaml", podWithDir("crash", stamps, "echo run >> /s/runs; exit 3", ""))
 	pod := "pod/crash-" + d.Name
-	waitLine("Normal", "Pulled", pod, "main", `Container image "busybox" already present on machine`)
+	// busybox is :latest, so pulled under the default policy Always, as the
+	// kubelet would: the registry of every test daemon has it.
+	waitLine("Normal", "Pulling", pod, "main", `Pulling image "busybox"`)
+	waitLine("Normal", "Pulled", pod, "main", `Successfully pulled image "busybox" in `)
 	waitLine("Normal", "Created", pod, "main", "Container created")
 	waitLine("Normal", "Started", pod, "main", "Container started")
 	waitLine("Warning", "BackOff", pod, "main", "Back-off restarting failed container main in pod crash-"+d.Name+"_default(")

@@ -9,7 +9,8 @@ import (
 	"time"
 )
 
-// A pod whose image is not in the store waits with ErrImageNeverPull and starts
+// A pod whose image is not in the store (and that may not pull it) waits with
+// ErrImageNeverPull and starts
 // once the image arrives in the import folder, even when the tarball is copied
 // in slowly, as scp would.
 func TestImageArrivesThroughImportFolder(t *testing.T) {
@@ -26,6 +27,7 @@ spec:
   containers:
   - name: main
     image: example.com/later:v1
+    imagePullPolicy: Never
     command: ["sh", "-c", "trap 'exit 0' TERM; while true; do sleep 1 & wait $!; done"]
 `)
 	d.Eventually(15*time.Second, "ErrImageNeverPull", func() error {

@@ -19,7 +19,7 @@ import (
 func once(d *daemon, args ...string) (string, string, error) {
 	d.T.Helper()
 	args = append([]string{"run", "--once", "--config", d.Config, "--hostname-override", d.Name,
-		"--root-dir", d.RootDir, "--run-dir", d.RunDir}, args...)
+		"--root-dir", d.RootDir, "--run-dir", d.RunDir, "--registry-config-dir", testdaemon.RegistryDir}, args...)
 	cmd := exec.Command(testdaemon.Bin, args...)
 	var out, log bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &log
@@ -123,7 +123,8 @@ spec:
 }
 
 // run --once fails at once, not at its timeout, when a pod cannot start
-// without a change (its image is in no store and no import folder), and for
+// without a change (its image is in no store and no import folder, and its
+// policy forbids a pull), and for
 // a manifest it cannot use; it says why, and the pods that run keep running.
 func TestRunOnceFails(t *testing.T) {
 	t.Parallel()
@@ -136,6 +137,7 @@ spec:
   containers:
   - name: etcd
     image: registry.k8s.io/etcd:3.5.21-0
+    imagePullPolicy: Never
 `)
 	d.WriteManifest("bad.yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: bad}\nspec:\n  containers: []\n")
 	out, log, err := once(d, "--once-timeout", "10m")
@@ -148,7 +150,7 @@ spec:
 	}
 	row := resultRow(out, "etcd-"+d.Name)
 	if len(row) < 4 || row[2] != "Failed" || row[3] != "ErrImageNeverPull" ||
-		!strings.Contains(out, "pull policy of IfNotPresent") || !strings.Contains(out, "staticpodd images import") {
+		!strings.Contains(out, "pull policy of Never") || !strings.Contains(out, "staticpodd images import") {
 		t.Errorf("etcd: %q\n%s", row, out)
 	}
 	if row := resultRow(out, filepath.Join(d.Manifests, "bad.yaml")); len(row) < 3 || row[2] != "Invalid" {

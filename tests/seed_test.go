@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/staticpodd/staticpodd/tests/testdaemon"
 )
 
 // The seed notes the project started from: their kubelet config and Pod example
@@ -39,12 +41,14 @@ spec:
 func TestSeedConfigAndPodRun(t *testing.T) {
 	t.Parallel()
 	d := newDaemon(t)
-	// nginx:latest, air-gapped: our busybox image tagged as nginx, serving
-	// /www with httpd as its default command and stopping on SIGTERM as nginx
-	// does (httpd as PID 1 would ignore it and wait out the 30s grace period).
+	// nginx:latest: our busybox image tagged as nginx, serving /www with
+	// httpd as its default command and stopping on SIGTERM as nginx does
+	// (httpd as PID 1 would ignore it and wait out the 30s grace period),
+	// pulled under the policy Always that :latest defaults to, from the test
+	// registry standing in for Docker Hub.
 	nginx := filepath.Join(d.Dir, "nginx.tar")
 	buildImage(t, nginx, "-ref", "nginx:latest", "-cmd", "sh,-c,trap 'exit 0' TERM; httpd -f -p 81 -h /www & wait")
-	d.CLI("images", "import", nginx)
+	testdaemon.Push(t, nginx, "nginx:latest")
 
 	if err := os.WriteFile(d.Config, []byte(seedConfig), 0o644); err != nil {
 		t.Fatal(err)

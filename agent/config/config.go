@@ -100,7 +100,12 @@ type Config struct {
 	// FailSwapOn: the daemon refuses to start when swap is on (failSwapOn).
 	FailSwapOn bool
 
-	SerializeImagePulls         bool
+	SerializeImagePulls bool
+	// MaxParallelImagePulls bounds the pulls at once when SerializeImagePulls
+	// is false; 0 = no bound (the kubelet's nil).
+	MaxParallelImagePulls int32
+	// RegistryConfigDir holds containerd's hosts.toml layout (--registry-config-dir).
+	RegistryConfigDir           string
 	ImageGCHighThresholdPercent int32
 	ImageGCLowThresholdPercent  int32
 	ImageMinimumGCAge           time.Duration
@@ -254,7 +259,7 @@ var honoured = map[string]bool{
 	"evictionMaxPodGracePeriod": true, "failSwapOn": true,
 	// mergeDefaultEvictionSettings only changes how evictionHard is filled in.
 	"mergeDefaultEvictionSettings": true,
-	"serializeImagePulls":          true, "imageGCHighThresholdPercent": true,
+	"serializeImagePulls":          true, "maxParallelImagePulls": true, "imageGCHighThresholdPercent": true,
 	"imageGCLowThresholdPercent": true, "imageMinimumGCAge": true, "imageMaximumGCAge": true,
 	"seccompDefault": true, "maxPods": true,
 	"allowedUnsafeSysctls": true,
@@ -389,6 +394,8 @@ func fromKubelet(path string, raw map[string]any, kc *kubeletConfiguration) (*Co
 		FailSwapOn:                       *kc.FailSwapOn,
 
 		SerializeImagePulls:         *kc.SerializeImagePulls,
+		MaxParallelImagePulls:       maxParallel(kc.MaxParallelImagePulls),
+		RegistryConfigDir:           DefaultRegistryConfigDir,
 		ImageGCHighThresholdPercent: *kc.ImageGCHighThresholdPercent,
 		ImageGCLowThresholdPercent:  *kc.ImageGCLowThresholdPercent,
 		ImageMinimumGCAge:           kc.ImageMinimumGCAge.Duration,
@@ -453,6 +460,7 @@ func (c *Config) applyFlags(f *Flags) error {
 	set("manifestURLCA", FlagManifestURLCA, &c.StaticPodURLCA)
 	set("nodeIP", FlagNodeIP, &c.NodeIP)
 	set("kubeconfig", FlagKubeconfig, &c.Kubeconfig)
+	set("registryConfigDir", FlagRegistryConfigDir, &c.RegistryConfigDir)
 	set("rootDir", FlagRootDir, &c.RootDir)
 	set("runDir", FlagRunDir, &c.RunDir)
 	for _, d := range []struct {
@@ -499,4 +507,12 @@ func (c *Config) Entries() []Entry {
 		out = append(out, Entry{Key: e.key, Value: e.value(c), Origin: c.Origins[e.key]})
 	}
 	return out
+}
+
+// maxParallel is maxParallelImagePulls, 0 when unset (no bound).
+func maxParallel(p *int32) int32 {
+	if p == nil {
+		return 0
+	}
+	return *p
 }

@@ -13,6 +13,9 @@ const (
 	DefaultStaticPodPath = "/etc/kubernetes/manifests"
 	DefaultRootDir       = "/var/lib/staticpodd"
 	DefaultRunDir        = "/run/staticpodd"
+	// DefaultRegistryConfigDir is containerd's: appliance builders reuse the
+	// hosts.toml files they have.
+	DefaultRegistryConfigDir = "/etc/containerd/certs.d"
 	// DefaultCgroupRoot is our own subtree. The kubelet's default, "", means the
 	// root of the hierarchy; staticpodd never writes into the root, so its pods
 	// never sit beside the host's own services and can be found and removed as one

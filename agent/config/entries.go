@@ -119,6 +119,8 @@ var entries = []entry{
 	{"evictionMaxPodGracePeriod", "evictionMaxPodGracePeriod", num(func(c *Config) int32 { return c.EvictionMaxPodGracePeriod })},
 	{"failSwapOn", "failSwapOn", boolean(func(c *Config) bool { return c.FailSwapOn })},
 	{"serializeImagePulls", "serializeImagePulls", boolean(func(c *Config) bool { return c.SerializeImagePulls })},
+	{"maxParallelImagePulls", "maxParallelImagePulls", num(func(c *Config) int32 { return c.MaxParallelImagePulls })},
+	{"registryConfigDir", "", str(func(c *Config) string { return c.RegistryConfigDir })},
 	{"imageGCHighThresholdPercent", "imageGCHighThresholdPercent", num(func(c *Config) int32 { return c.ImageGCHighThresholdPercent })},
 	{"imageGCLowThresholdPercent", "imageGCLowThresholdPercent", num(func(c *Config) int32 { return c.ImageGCLowThresholdPercent })},
 	{"imageMinimumGCAge", "imageMinimumGCAge", dur(func(c *Config) time.Duration { return c.ImageMinimumGCAge })},

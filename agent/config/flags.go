@@ -22,7 +22,10 @@ const (
 	// refuses it with a reason rather than ignore it.
 	FlagBootstrapKubeconfig = "bootstrap-kubeconfig"
 	FlagRootDir             = "root-dir"
-	FlagRunDir              = "run-dir"
+	// FlagRegistryConfigDir holds registry mirrors and TLS settings in
+	// containerd's hosts.toml layout.
+	FlagRegistryConfigDir = "registry-config-dir"
+	FlagRunDir            = "run-dir"
 )
 
 // Environment variables that give --root-dir and --run-dir when the flag is
@@ -54,6 +57,7 @@ type Flags struct {
 	NodeIP             string
 	Kubeconfig         string
 	BootstrapKubecfg   string // refused: TLS bootstrap is not supported
+	RegistryConfigDir  string
 	RootDir            string
 	RunDir             string
 
@@ -72,6 +76,7 @@ func (f *Flags) Register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.NodeIP, FlagNodeIP, "", "IP address of the node")
 	fs.StringVar(&f.Kubeconfig, FlagKubeconfig, "", "kubeconfig of an API server; enables mirror pods")
 	fs.StringVar(&f.BootstrapKubecfg, FlagBootstrapKubeconfig, "", "not supported: TLS bootstrap; give --kubeconfig with the node's credentials")
+	fs.StringVar(&f.RegistryConfigDir, FlagRegistryConfigDir, "", "registry mirrors, CAs and client certificates in containerd's layout, <dir>/<host>/hosts.toml (default "+DefaultRegistryConfigDir+")")
 }
 
 // given reports whether flag name was set on the command line, and its value.
@@ -99,6 +104,8 @@ func (f *Flags) given(name string) (string, bool) {
 		v = f.Kubeconfig
 	case FlagBootstrapKubeconfig:
 		v = f.BootstrapKubecfg
+	case FlagRegistryConfigDir:
+		v = f.RegistryConfigDir
 	case FlagRootDir:
 		v = f.RootDir
 	case FlagRunDir:

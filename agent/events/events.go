@@ -27,6 +27,7 @@ const (
 	Killing             = "Killing"
 	BackOff             = "BackOff"
 	Pulled              = "Pulled"
+	Pulling             = "Pulling"
 	ErrImageNeverPull   = "ErrImageNeverPull"
 	Unhealthy           = "Unhealthy"
 	FailedPostStartHook = "FailedPostStartHook"

@@ -19,7 +19,7 @@ import (
 	"github.com/staticpodd/staticpodd/oci/image"
 )
 
-// newImagesCmd is `staticpodd images import|ls|rm|pin|unpin|export`, working on the store under
+// newImagesCmd is `staticpodd images import|ls|rm|pin|unpin|export|pull`, working on the store under
 // <root-dir>/images directly; the store's lock makes that safe while the daemon runs.
 func newImagesCmd(o *globalOptions) *cobra.Command {
 	cmd := &cobra.Command{
@@ -166,6 +166,7 @@ func newImagesCmd(o *globalOptions) *cobra.Command {
 		})
 	}
 	cmd.AddCommand(newImagesExportCmd(open))
+	cmd.AddCommand(newImagesPullCmd(o))
 	return cmd
 }
 

@@ -91,8 +91,7 @@ func newRunCmd() *cobra.Command {
 // yet, with why: run warns once for each given a value of its own, and config
 // notes them.
 var notYetActedOn = map[string]string{
-	"serializeImagePulls": "image pulls are not implemented yet",
-	"maxPods":             "maxPods is not enforced yet",
+	"maxPods": "maxPods is not enforced yet",
 }
 
 func warnNotYetActedOn(cfg *config.Config, logger *slog.Logger) {
@@ -248,6 +247,10 @@ func newDaemon(cfg *config.Config, logger *slog.Logger, once bool) (*daemon, err
 	if err != nil {
 		return nil, err
 	}
+	puller, err := newPuller(cfg, images, logger.With("subsystem", "images"))
+	if err != nil {
+		return nil, err
+	}
 	rt, err := oci.New(oci.Config{
 		RunDir:       cfg.RunDir,
 		RootDir:      cfg.RootDir,
@@ -312,6 +315,7 @@ func newDaemon(cfg *config.Config, logger *slog.Logger, once bool) (*daemon, err
 		Notifier:       agentNotifier{readyNotifier: notifier, line: status},
 		Seen:           seen,
 		Eviction:       d.evictionConfig(),
+		Images:         imagePuller{store: images, puller: puller},
 	}, rt, logger)
 	if cfg.Kubeconfig != "" && !once {
 		aux.mirror = mirror.New(mirror.Config{

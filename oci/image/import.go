@@ -131,6 +131,25 @@ func (s *Store) importStaged(ctx context.Context, open func(staging string, sp *
 	if len(srcs) == 0 {
 		return nil, errors.New("no image in archive")
 	}
+	return s.stageAll(ctx, srcs, staging, sp, nil)
+}
+
+// importSources stages and commits srcs through a staging dir of its own
+// (named with prefix), each image passed through edit (if not nil) first.
+func (s *Store) importSources(ctx context.Context, prefix string, srcs []source, edit func(*Image)) ([]Image, error) {
+	staging, err := os.MkdirTemp(s.tmpDir(), stagingPrefix()+prefix)
+	if err != nil {
+		return nil, fmt.Errorf("make staging dir: %w", err)
+	}
+	defer os.RemoveAll(staging)
+	sp, err := s.newSpace()
+	if err != nil {
+		return nil, err
+	}
+	return s.stageAll(ctx, srcs, staging, sp, edit)
+}
+
+func (s *Store) stageAll(ctx context.Context, srcs []source, staging string, sp *space, edit func(*Image)) ([]Image, error) {
 	known, err := s.readIndex()
 	if err != nil {
 		return nil, err
@@ -141,6 +160,9 @@ func (s *Store) importStaged(ctx context.Context, open func(staging string, sp *
 		img, err := s.stage(ctx, src, staging, known, layers, sp)
 		if err != nil {
 			return nil, err
+		}
+		if edit != nil {
+			edit(&img)
 		}
 		imgs = append(imgs, img)
 	}
@@ -320,6 +342,9 @@ func (idx *index) add(img Image) Image {
 			if !idx.Images[i].Imported.IsZero() {
 				img.Imported = idx.Images[i].Imported
 			}
+			digests := append(slices.Clone(idx.Images[i].RepoDigests), img.RepoDigests...)
+			slices.Sort(digests)
+			img.RepoDigests = slices.Compact(digests)
 			idx.Images[i] = img
 			return img
 		}

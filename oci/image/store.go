@@ -47,6 +47,9 @@ type Image struct {
 	Imported time.Time `json:",omitzero"`
 	// Pinned images are never removed by image garbage collection.
 	Pinned bool `json:",omitempty"`
+	// RepoDigests are the repository@manifest-digest references the image was
+	// pulled by (docker.io/library/nginx@sha256:…); none for an imported one.
+	RepoDigests []string `json:",omitempty"`
 }
 
 // Store is a local image store rooted at one directory.

@@ -38,6 +38,7 @@ spec:
   containers:
   - name: main
     image: busybox
+    imagePullPolicy: IfNotPresent
     command:
     - sh
     - -c
@@ -281,6 +282,7 @@ spec:
   containers:
   - name: main
     image: busybox
+    imagePullPolicy: IfNotPresent
     command: ["sh", "-c", "trap 'exit 0' TERM; while true; do sleep 1000 & wait $!; done"]
 `, i)
 		if err := os.WriteFile(filepath.Join(d.manifests, fmt.Sprintf("idle-%d.yaml", i)), []byte(m), 0o644); err != nil {

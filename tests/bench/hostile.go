@@ -37,7 +37,7 @@ func benchHostileMemory(bin, image string, runs int) error {
 		b := append([]byte(head), bytes.Repeat([]byte("x"), n-len(head)-len(tail))...)
 		return append(b, tail...)
 	}
-	under := pad(10*mib-100, "apiVersion: v1\nkind: Pod\nmetadata:\n  name: under\n  annotations:\n    pad: \"", "\"\nspec:\n  containers: [{name: c, image: busybox}]\n")
+	under := pad(10*mib-100, "apiVersion: v1\nkind: Pod\nmetadata:\n  name: under\n  annotations:\n    pad: \"", "\"\nspec:\n  containers: [{name: c, image: busybox, imagePullPolicy: IfNotPresent}]\n")
 	big := pad(50*mib, "apiVersion: v1\nkind: Pod\nmetadata:\n  name: big\n  annotations:\n    pad: \"", "\"\n")
 	inputs := []hostileInput{
 		{name: "a 50 MiB file", file: big},

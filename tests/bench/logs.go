@@ -132,6 +132,7 @@ spec:
   containers:
   - name: main
     image: busybox
+    imagePullPolicy: IfNotPresent
     command: ["sh", "-c", %q]
 `, fmt.Sprintf("trap 'exit 0' TERM; seq -s '%s' 1 %d; echo done; while true; do sleep 1 & wait $!; done", pad, lines))
 	tmp := filepath.Join(dir, "flood.yaml")

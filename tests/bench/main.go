@@ -386,6 +386,7 @@ spec:
   containers:
   - name: main
     image: busybox
+    imagePullPolicy: IfNotPresent
     command: ["sh", "-c", ": > /sig/fifo"]
     volumeMounts:
     - {name: sig, mountPath: /sig}
@@ -560,7 +561,7 @@ spec:
   hostNetwork: true
   terminationGracePeriodSeconds: 1
   containers:
-  - {name: main, image: busybox, command: ["sleep", "3600"]}
+  - {name: main, image: busybox, imagePullPolicy: IfNotPresent, command: ["sleep", "3600"]}
 `), 0o644)
 	if err := os.Rename(tmp, filepath.Join(d.manifests, "idle.yaml")); err != nil {
 		return nil, nil, err

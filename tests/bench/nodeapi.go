@@ -89,6 +89,7 @@ spec:
   containers:
   - name: main
     image: busybox
+    imagePullPolicy: IfNotPresent
     command: ["sh", "-c", "trap 'exit 0' TERM; while true; do sleep 1 & wait $!; done"]
 `, i)
 			tmp := filepath.Join(dir, "tmp.yaml")

@@ -102,6 +102,7 @@ spec:
   containers:
   - name: main
     image: busybox
+    imagePullPolicy: IfNotPresent
     command: ["sh", "-c", "trap 'exit 0' TERM; while true; do sleep 1 & wait $!; done"]
     readinessProbe:
       exec: {command: ["sh", "-c", "test $(( $(date +%s) / 5 % 2 )) = 0"]}

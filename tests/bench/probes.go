@@ -88,6 +88,7 @@ spec:
   containers:
   - name: web
     image: busybox
+    imagePullPolicy: IfNotPresent
     command: ["sh", "-c", "mkdir -p /www && echo ok > /www/index.html && exec httpd -f -p 127.0.0.1:8080 -h /www"]
 `, name)
 	if probe {
@@ -253,6 +254,7 @@ spec:
   containers:
   - name: web
     image: busybox
+    imagePullPolicy: IfNotPresent
     command: ["sh", "-c", ": > /sig/fifo; mkdir -p /www; exec httpd -f -p 127.0.0.1:%d -h /www"]
     volumeMounts: [{name: sig, mountPath: /sig}]
     readinessProbe:

@@ -144,6 +144,7 @@ spec:
   containers:
   - name: main
     image: busybox
+    imagePullPolicy: IfNotPresent
     env: [{name: NAME, value: scale%03d}]
     command: ["sh", "-c", %q]
     volumeMounts: [{name: sig, mountPath: /sig}]

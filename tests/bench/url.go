@@ -205,6 +205,7 @@ items:
     containers:
     - name: main
       image: busybox
+      imagePullPolicy: IfNotPresent
       command: ["sh", "-c", ": > /sig/fifo"]
       volumeMounts: [{name: sig, mountPath: /sig}]
 `, i, filepath.Dir(fifo))

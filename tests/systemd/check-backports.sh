@@ -171,6 +171,7 @@ spec:
   containers:
   - name: main
     image: busybox:latest
+    imagePullPolicy: IfNotPresent
     command: ["sh", "-c", "trap 'exit 0' TERM; while true; do sleep 1 & wait $!; done"]
     readinessProbe:
       exec: {command: ["false"]}

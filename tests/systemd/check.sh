@@ -274,6 +274,7 @@ spec:
   containers:
   - name: main
     image: busybox:latest
+    imagePullPolicy: IfNotPresent
     command: ["sh", "-c", "trap '' TERM; while true; do sleep 1; done"]
 POD
 check "scope: the stubborn pod runs" until_ok 60 pod_running stubborn-appliance

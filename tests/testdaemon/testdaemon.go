@@ -72,6 +72,12 @@ func Main(m *testing.M) int {
 			return 1
 		}
 	}
+	stop, err := startRegistry(dir)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "start the test registry: %v\n", err)
+		return 1
+	}
+	defer stop()
 	return m.Run()
 }
 
@@ -219,6 +225,9 @@ func (d *Daemon) CLI(args ...string) string {
 func (d *Daemon) CLIErr(args ...string) (string, error) {
 	// The daemon's dirs go before a "--", after which all is the command's.
 	dirs := []string{"--root-dir", d.RootDir, "--run-dir", d.RunDir}
+	if len(args) > 1 && args[0] == "images" && args[1] == "pull" {
+		dirs = append(dirs, "--registry-config-dir", RegistryDir)
+	}
 	if i := slices.Index(args, "--"); i >= 0 {
 		args = slices.Concat(args[:i], dirs, args[i:])
 	} else {
@@ -257,6 +266,9 @@ func (d *Daemon) start() {
 	defer d.mu.Unlock()
 	args := []string{Bin, "run", "--config", d.Config, "--hostname-override", d.Name,
 		"--root-dir", d.RootDir, "--run-dir", d.RunDir}
+	if !slices.Contains(d.Args, "--registry-config-dir") {
+		args = append(args, "--registry-config-dir", RegistryDir)
+	}
 	args = append(args, d.Args...)
 	if d.Nofile > 0 {
 		args = append([]string{"prlimit", fmt.Sprintf("--nofile=%d", d.Nofile), "--"}, args...)

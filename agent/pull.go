@@ -1,0 +1,130 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/staticpodd/staticpodd/agent/events"
+)
+
+// Waiting reasons of a container whose image is being pulled or failed to
+// be (the kubelet's images.ErrImagePull, images.ErrImagePullBackOff).
+const (
+	reasonImagePull        = "ErrImagePull"
+	reasonImagePullBackOff = "ImagePullBackOff"
+)
+
+// The kubelet's image pull back-off (pkg/kubelet/kubelet.go: imageBackOffPeriod,
+// MaxContainerBackOff), per pod and image.
+const (
+	pullBackoffInitial = 10 * time.Second
+	pullBackoffMax     = 5 * time.Minute
+)
+
+// ImagePuller brings the images pods name into the store the runtime starts
+// containers from.
+type ImagePuller interface {
+	// Present tells whether image (a normalised reference) is in the store,
+	// without any network access.
+	Present(image string) (bool, error)
+	// Pull fetches image from its registry, or its mirrors, into the store;
+	// an image the store has under the registry's digest is not fetched
+	// again. progress, if not nil, is told how far it got, on the caller's
+	// goroutine.
+	Pull(ctx context.Context, image string, progress func(string)) error
+}
+
+// ensureImage applies c's imagePullPolicy before its start, as the kubelet's
+// imageManager.EnsureImageExists: Never and a present image with
+// IfNotPresent go on without network; Always, and IfNotPresent with the image
+// missing, pull, with a back-off per pod and image after a failure. It
+// returns false, with when to try again, if the container cannot start yet;
+// pulled says a pull brought the image. first: the container has never run in
+// this pod yet.
+// Without a puller, nothing is pulled: a missing image is the runtime's
+// ErrImageNotPresent.
+func (w *worker) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container, image string, first bool) (ok bool, retry time.Time, pulled bool) {
+	p := w.a.cfg.Images
+	if p == nil || c.ImagePullPolicy == v1.PullNever {
+		return true, time.Time{}, false
+	}
+	ci := w.info(c.Name)
+	ref := events.ContainerRef(pod, c.Name)
+	if c.ImagePullPolicy != v1.PullAlways {
+		present, err := p.Present(image)
+		if err != nil {
+			// The kubelet's ErrImageInspect.
+			ci.reason, ci.message = "ImageInspectError", fmt.Sprintf("Failed to inspect image %q: %v", c.Image, err)
+			w.a.events.Eventf(ref, v1.EventTypeWarning, "InspectFailed", "%s", ci.message)
+			return false, time.Now().Add(pullBackoffInitial), false
+		}
+		if present {
+			return true, time.Time{}, false
+		}
+	}
+	key := string(pod.UID) + "_" + image
+	now := time.Now()
+	if e := w.pullBackoff.entries[key]; e != nil {
+		if until, _ := w.pullBackoff.wait(key, e.lastUpdate, now); !until.IsZero() {
+			msg := fmt.Sprintf("Back-off pulling image %q", c.Image)
+			w.a.events.Eventf(ref, v1.EventTypeNormal, events.BackOff, "%s", msg)
+			ci.reason = reasonImagePullBackOff
+			if prev := w.pullErrs[key]; prev != "" {
+				msg += ": " + reasonImagePull + ": " + prev
+			}
+			ci.message = msg
+			return false, until, false
+		}
+	}
+	delete(w.pullErrs, key)
+	for _, s := range pod.Spec.ImagePullSecrets {
+		// The kubelet's getPullSecretsForPod: a static pod's secrets are API
+		// objects it may not read (the node authorizer knows no mirror pod
+		// naming them, NodeRestriction refuses one); the pull goes on with the
+		// node's own credentials. staticpodd reads no API object at all.
+		if s.Name != "" {
+			w.logger.Warn("Unable to retrieve pull secret, the image pull may not succeed: a static pod cannot use imagePullSecrets; "+
+				"give the registry's credentials in a Docker config.json the daemon reads", "secret", s.Name, "container", c.Name)
+		}
+	}
+	w.a.events.Eventf(ref, v1.EventTypeNormal, events.Pulling, "Pulling image %q", c.Image)
+	w.logger.Info("pulling image", "container", c.Name, "image", image, "policy", c.ImagePullPolicy)
+	// A container never started yet waits ContainerCreating, with the pull's
+	// progress; one being restarted keeps the reason it waits with
+	// (CrashLoopBackOff, ErrImagePull...) until the start, as the kubelet's
+	// status keeps its reason cache's.
+	var progress func(string)
+	if first {
+		ci.reason, ci.message = reasonCreating, fmt.Sprintf("Pulling image %q", c.Image)
+		w.publish(pod)
+		progress = func(s string) {
+			ci.message = fmt.Sprintf("Pulling image %q: %s", c.Image, s)
+			w.publish(pod)
+		}
+	}
+	began := time.Now()
+	err := p.Pull(ctx, image, progress)
+	if ctx.Err() != nil {
+		return false, time.Time{}, false
+	}
+	if err != nil {
+		msg := err.Error()
+		w.logger.Warn("image pull failed", "container", c.Name, "image", image, "err", err)
+		w.a.events.Eventf(ref, v1.EventTypeWarning, events.Failed, "Failed to pull image %q: %s", c.Image, msg)
+		w.a.events.Eventf(ref, v1.EventTypeWarning, events.Failed, "Error: %s", reasonImagePull)
+		w.pullBackoff.next(key, time.Now())
+		w.pullErrs[key] = msg
+		ci.reason, ci.message = reasonImagePull, msg
+		until, _ := w.pullBackoff.wait(key, time.Now(), time.Now())
+		return false, until, false
+	}
+	w.a.events.Eventf(ref, v1.EventTypeNormal, events.Pulled, "Successfully pulled image %q in %v", c.Image, time.Since(began).Truncate(time.Millisecond))
+	if first {
+		ci.reason, ci.message = "", ""
+	}
+	delete(w.pullBackoff.entries, key)
+	return true, time.Time{}, true
+}

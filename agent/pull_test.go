@@ -1,0 +1,190 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/staticpodd/staticpodd/agent/manifest"
+)
+
+// fakePuller stands in for the image store's puller (oci/image, which agent/
+// may not import): a pull brings the image into rt's store unless err says
+// the registry fails.
+type fakePuller struct {
+	rt    *fakeRuntime
+	mu    sync.Mutex
+	err   error
+	pulls []string
+	block chan struct{} // if set, a pull waits for it (or its context)
+}
+
+func (p *fakePuller) Present(image string) (bool, error) {
+	p.rt.mu.Lock()
+	defer p.rt.mu.Unlock()
+	return !p.rt.missing[image], nil
+}
+
+func (p *fakePuller) Pull(ctx context.Context, image string, progress func(string)) error {
+	p.mu.Lock()
+	p.pulls = append(p.pulls, image)
+	err, block := p.err, p.block
+	p.mu.Unlock()
+	if block != nil {
+		if progress != nil {
+			progress("1/2 layers")
+		}
+		select {
+		case <-block:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	if err != nil {
+		return err
+	}
+	p.rt.mu.Lock()
+	delete(p.rt.missing, image)
+	p.rt.mu.Unlock()
+	return nil
+}
+
+func (p *fakePuller) count() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.pulls)
+}
+
+func (p *fakePuller) fail(err error) {
+	p.mu.Lock()
+	p.err = err
+	p.mu.Unlock()
+}
+
+// imagePullPolicy as the kubelet's EnsureImageExists: Never and a present
+// image under IfNotPresent never pull; Always pulls at each start;
+// IfNotPresent pulls a missing image.
+func TestPullPolicy(t *testing.T) {
+	for _, tc := range []struct {
+		policy  v1.PullPolicy
+		missing bool
+		pulls   int
+		reason  string // waiting reason after the first sync; "" = running
+	}{
+		{v1.PullNever, true, 0, "ErrImageNeverPull"},
+		{v1.PullNever, false, 0, ""},
+		{v1.PullIfNotPresent, false, 0, ""},
+		{v1.PullIfNotPresent, true, 1, ""},
+		{v1.PullAlways, false, 1, ""},
+		{v1.PullAlways, true, 1, ""},
+	} {
+		t.Run(string(tc.policy)+map[bool]string{true: "-missing", false: "-present"}[tc.missing], func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				rt := newFakeRuntime()
+				if tc.missing {
+					rt.missing["app:v1"] = true
+				}
+				p := &fakePuller{rt: rt}
+				h := start(t, rt, Config{Images: p})
+				c := ctr("app", "app:v1")
+				c.ImagePullPolicy = tc.policy
+				h.send([]manifest.Pod{testPod("app", "u1", v1.RestartPolicyAlways, c)})
+				if p.count() != tc.pulls {
+					t.Errorf("%d pulls, want %d", p.count(), tc.pulls)
+				}
+				cs := h.pod("app").Status.ContainerStatuses[0]
+				switch {
+				case tc.reason == "" && cs.State.Running == nil:
+					t.Errorf("state %+v, want running", cs.State)
+				case tc.reason != "" && (cs.State.Waiting == nil || cs.State.Waiting.Reason != tc.reason):
+					t.Errorf("state %+v, want waiting %s", cs.State, tc.reason)
+				}
+				if tc.reason == "ErrImageNeverPull" && !strings.Contains(cs.State.Waiting.Message, "pull policy of Never: pull it with `staticpodd images pull app:v1`") {
+					t.Errorf("message %q", cs.State.Waiting.Message)
+				}
+			})
+		})
+	}
+}
+
+// A failed pull waits with ErrImagePull and the registry's error, then
+// ImagePullBackOff for 10s, 20s..., and starts once the registry answers.
+func TestPullBackOff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		rt.missing["app:v1"] = true
+		p := &fakePuller{rt: rt, err: errors.New("Get \"https://reg.example/v2/\": dial tcp: connection refused")}
+		h := start(t, rt, Config{Images: p, SyncFrequency: time.Hour})
+		c := ctr("app", "app:v1")
+		c.ImagePullPolicy = v1.PullIfNotPresent
+		h.send([]manifest.Pod{testPod("app", "u1", v1.RestartPolicyAlways, c)})
+		waiting := func() *v1.ContainerStateWaiting { return h.pod("app").Status.ContainerStatuses[0].State.Waiting }
+		// ErrImagePull until the worker's next sync, which may come at once.
+		if w := waiting(); w == nil || (w.Reason != "ErrImagePull" && w.Reason != "ImagePullBackOff") || !strings.Contains(w.Message, "connection refused") {
+			t.Fatalf("waiting = %+v, want ErrImagePull with the registry's error", w)
+		}
+		found := false
+		for _, e := range h.a.Events().List() {
+			found = found || e.Reason == "Failed" && strings.HasPrefix(e.Message, `Failed to pull image "app:v1": Get "https://reg.example/v2/"`)
+		}
+		if !found {
+			t.Fatalf("no Failed event naming the image and the registry's error: %+v", h.a.Events().List())
+		}
+		h.a.Resync()
+		synctest.Wait()
+		if w := waiting(); w == nil || w.Reason != "ImagePullBackOff" ||
+			w.Message != `Back-off pulling image "app:v1": ErrImagePull: Get "https://reg.example/v2/": dial tcp: connection refused` {
+			t.Fatalf("waiting = %+v, want ImagePullBackOff with the last error", w)
+		}
+		if p.count() != 1 {
+			t.Fatalf("%d pulls during the back-off, want 1", p.count())
+		}
+		time.Sleep(10*time.Second + time.Millisecond)
+		synctest.Wait()
+		if p.count() != 2 {
+			t.Fatalf("%d pulls after 10s, want 2", p.count())
+		}
+		time.Sleep(10*time.Second + time.Millisecond)
+		synctest.Wait()
+		if p.count() != 2 {
+			t.Fatalf("%d pulls 10s after the second failure, want still 2 (20s back-off)", p.count())
+		}
+		p.fail(nil)
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		if p.count() != 3 {
+			t.Fatalf("%d pulls after 20s, want 3", p.count())
+		}
+		if cs := h.pod("app").Status.ContainerStatuses[0]; cs.State.Running == nil {
+			t.Fatalf("state %+v, want running once the pull worked", cs.State)
+		}
+	})
+}
+
+// A pull in progress shows in the container's waiting message.
+func TestPullProgressInStatus(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		rt.missing["app:v1"] = true
+		p := &fakePuller{rt: rt, block: make(chan struct{})}
+		h := start(t, rt, Config{Images: p})
+		c := ctr("app", "app:v1")
+		c.ImagePullPolicy = v1.PullIfNotPresent
+		h.updates <- sourceUpdate(manifest.SourceFile, testPod("app", "u1", v1.RestartPolicyAlways, c))
+		synctest.Wait()
+		if w := h.pod("app").Status.ContainerStatuses[0].State.Waiting; w == nil || w.Reason != "ContainerCreating" || w.Message != `Pulling image "app:v1": 1/2 layers` {
+			t.Fatalf("waiting = %+v, want ContainerCreating with the pull's progress", w)
+		}
+		close(p.block)
+		synctest.Wait()
+		if cs := h.pod("app").Status.ContainerStatuses[0]; cs.State.Running == nil {
+			t.Fatalf("state %+v, want running", cs.State)
+		}
+	})
+}

@@ -1,0 +1,469 @@
+package image
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
+)
+
+// Bounds on what a registry may send before it is refused.
+const (
+	// maxManifestSize bounds a manifest or index, as containerd's 4 MiB.
+	maxManifestSize = 4 << 20
+	// maxConfigSize bounds an image config blob.
+	maxConfigSize = 8 << 20
+	// maxLayers bounds the layers of one image (overlayfs stacks at most 500).
+	maxLayers = 500
+)
+
+// PullConfig is how a Puller reaches registries.
+type PullConfig struct {
+	// HostsDir holds containerd's hosts.toml layout: <dir>/<host>/hosts.toml,
+	// <dir>/_default/hosts.toml. "" = no mirrors.
+	HostsDir string
+	// Keyring has the registry credentials; nil = anonymous, unless
+	// CredentialPaths is set.
+	Keyring *Keyring
+	// CredentialPaths, if set, are the Docker config files read again at
+	// each pull (LoadKeyring: the first found wins), so that credentials
+	// changed on disk are used without a restart; Keyring is ignored.
+	CredentialPaths []string
+	// MaxParallel bounds the pulls that run at once (the kubelet's
+	// serializeImagePulls = 1, maxParallelImagePulls); 0 = no bound.
+	MaxParallel int
+	// Timeout bounds a connection, a TLS handshake and the wait for a
+	// response's header; default 30s.
+	Timeout time.Duration
+	// Platform is the platform taken from an index; default the host's.
+	Platform *v1.Platform
+}
+
+// Puller pulls images from registries into a Store.
+type Puller struct {
+	store  *Store
+	cfg    PullConfig
+	logger *slog.Logger
+	slots  chan struct{} // nil: no bound
+
+	mu       sync.Mutex // guards inflight
+	inflight map[string]*pullCall
+}
+
+// pullCall is one pull of a reference that pulls of the same reference
+// started meanwhile wait for.
+type pullCall struct {
+	done chan struct{}
+	img  Image
+	err  error
+}
+
+// NewPuller returns a Puller into s.
+func NewPuller(s *Store, cfg PullConfig, logger *slog.Logger) *Puller {
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 30 * time.Second
+	}
+	if cfg.Keyring == nil {
+		cfg.Keyring = &Keyring{}
+	}
+	if cfg.Platform == nil {
+		cfg.Platform = &v1.Platform{OS: "linux", Architecture: runtime.GOARCH}
+		if runtime.GOARCH == "arm" {
+			cfg.Platform.Variant = "v7"
+		}
+	}
+	p := &Puller{store: s, cfg: cfg, logger: logger, inflight: map[string]*pullCall{}}
+	if cfg.MaxParallel > 0 {
+		p.slots = make(chan struct{}, cfg.MaxParallel)
+	}
+	return p
+}
+
+// Progress is what a pull has done so far.
+type Progress struct {
+	Layers, LayersDone int
+	Bytes, BytesDone   int64 // compressed bytes of the layers to fetch
+}
+
+// Pull fetches ref from its registry (or its mirrors) into the store and
+// returns the image, ref among its references. An image the store already
+// has under the digest the registry resolves ref to is not fetched again.
+// progress, if not nil, is called as layers arrive. Pulls of the same
+// reference at once share one pull.
+func (p *Puller) Pull(ctx context.Context, ref string, progress func(Progress)) (Image, error) {
+	norm, err := Normalize(ref)
+	if err != nil {
+		return Image{}, err
+	}
+	p.mu.Lock()
+	if c, ok := p.inflight[norm]; ok {
+		p.mu.Unlock()
+		select {
+		case <-c.done:
+			return c.img, c.err
+		case <-ctx.Done():
+			return Image{}, context.Cause(ctx)
+		}
+	}
+	c := &pullCall{done: make(chan struct{})}
+	p.inflight[norm] = c
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		delete(p.inflight, norm)
+		p.mu.Unlock()
+		close(c.done)
+	}()
+	if p.slots != nil {
+		select {
+		case p.slots <- struct{}{}:
+			defer func() { <-p.slots }()
+		case <-ctx.Done():
+			c.err = fmt.Errorf("pull %s: %w", norm, context.Cause(ctx))
+			return Image{}, c.err
+		}
+	}
+	c.img, c.err = p.pull(ctx, norm, progress)
+	if c.err != nil {
+		c.err = fmt.Errorf("pull %s: %w", norm, c.err)
+	}
+	return c.img, c.err
+}
+
+func (p *Puller) pull(ctx context.Context, norm string, progress func(Progress)) (Image, error) {
+	r, err := name.ParseReference(norm)
+	if err != nil {
+		return Image{}, err
+	}
+	registry := r.Context().RegistryStr()
+	if registry == name.DefaultRegistry {
+		registry = "docker.io"
+	}
+	eps, err := endpoints(p.cfg.HostsDir, registry, p.cfg.Timeout)
+	if err != nil {
+		return Image{}, err
+	}
+	keys := p.cfg.Keyring
+	if len(p.cfg.CredentialPaths) > 0 {
+		if keys, err = LoadKeyring(p.cfg.CredentialPaths); err != nil {
+			return Image{}, err
+		}
+	}
+	_, byDigest := r.(name.Digest)
+	var errs []error
+	digest := ""
+	if byDigest {
+		digest = r.Identifier()
+	}
+	for _, ep := range eps {
+		if !ep.can(capPull) || (digest == "" && !ep.can(capResolve)) {
+			continue
+		}
+		img, err := p.pullFrom(ctx, ep, keys, r, digest, norm, progress)
+		if err == nil {
+			return img, nil
+		}
+		if ctx.Err() != nil {
+			return Image{}, err
+		}
+		if len(eps) > 1 {
+			p.logger.Warn("pull from registry host failed", "image", norm, "host", ep.String(), "err", err)
+		}
+		errs = append(errs, err)
+	}
+	if len(errs) == 0 {
+		return Image{}, fmt.Errorf("no host of %s can resolve a tag (hosts.toml capabilities)", registry)
+	}
+	return Image{}, errors.Join(errs...)
+}
+
+// pullFrom pulls ref (by digest if digest is set) from one endpoint.
+func (p *Puller) pullFrom(ctx context.Context, ep endpoint, keys *Keyring, r name.Reference, digest, norm string, progress func(Progress)) (Image, error) {
+	var ropts []name.Option
+	if ep.scheme == "http" {
+		ropts = append(ropts, name.Insecure)
+	}
+	reg, err := name.NewRegistry(ep.host, ropts...)
+	if err != nil {
+		return Image{}, fmt.Errorf("%s: %w", ep, err)
+	}
+	repo := reg.Repo(r.Context().RepositoryStr())
+	var er name.Reference = repo.Tag(r.Identifier())
+	if digest != "" {
+		er = repo.Digest(digest)
+	}
+	rt := &endpointTransport{ep: ep, next: ep.client.Transport}
+	opts := []remote.Option{
+		remote.WithContext(ctx),
+		remote.WithTransport(rt),
+		remote.WithAuthFromKeychain(keys),
+		remote.WithPlatform(*p.cfg.Platform),
+		remote.WithUserAgent("staticpodd"),
+	}
+	desc, err := remote.Get(er, opts...)
+	if err != nil {
+		return Image{}, fmt.Errorf("%s: %w", ep, clean(err))
+	}
+	img, err := desc.Image()
+	if err != nil {
+		return Image{}, fmt.Errorf("%s: %w", ep, clean(err))
+	}
+	m, err := img.Manifest()
+	if err != nil {
+		return Image{}, fmt.Errorf("%s: manifest: %w", ep, clean(err))
+	}
+	if m.Config.Size > maxConfigSize || m.Config.Size < 0 {
+		return Image{}, fmt.Errorf("%s: image config of %d bytes: more than %d, refused", ep, m.Config.Size, maxConfigSize)
+	}
+	if len(m.Layers) > maxLayers {
+		return Image{}, fmt.Errorf("%s: %d layers: more than %d, refused", ep, len(m.Layers), maxLayers)
+	}
+	manifestDigest, err := img.Digest()
+	if err != nil {
+		return Image{}, fmt.Errorf("%s: %w", ep, clean(err))
+	}
+	repoDigest := r.Context().Name() + "@" + manifestDigest.String()
+	if strings.HasPrefix(repoDigest, name.DefaultRegistry+"/") {
+		repoDigest = "docker.io/" + strings.TrimPrefix(repoDigest, name.DefaultRegistry+"/")
+	}
+	refs := []string{norm}
+	if d, err := Normalize(repoDigest); err == nil {
+		repoDigest = d
+	}
+	if img, ok, err := p.store.addRefs(m.Config.Digest.String(), refs, repoDigest); err != nil || ok {
+		return img, err
+	}
+
+	var total int64
+	for _, l := range m.Layers {
+		total += l.Size
+	}
+	pr := &pullProgress{fn: progress, p: Progress{Layers: len(m.Layers), Bytes: total}, logger: p.logger, image: norm}
+	rt.blobRead.Store(&pr.done)
+	pr.report(true)
+	src := imageSource(img, refs)
+	config := src.config
+	src.config = func() ([]byte, error) {
+		b, err := config()
+		return b, clean(err)
+	}
+	src.layer = func(d v1.Hash) (io.ReadCloser, error) {
+		l, err := img.LayerByDiffID(d)
+		if err != nil {
+			return nil, clean(err)
+		}
+		return pr.layer(l)
+	}
+	imgs, err := p.store.importSources(ctx, "pull-", []source{src}, func(i *Image) { i.RepoDigests = []string{repoDigest} })
+	if err != nil {
+		return Image{}, fmt.Errorf("%s: %w", ep, clean(err))
+	}
+	pr.p.LayersDone = pr.p.Layers
+	pr.report(true)
+	return imgs[0], nil
+}
+
+// clean drops go-containerregistry's wrapping where it only repeats itself;
+// a registry's own error (transport.Error) is kept whole.
+func clean(err error) error {
+	var te *transport.Error
+	if errors.As(err, &te) {
+		return te
+	}
+	return err
+}
+
+// pullProgress counts a pull's bytes and reports them, to the log at most
+// every few seconds.
+type pullProgress struct {
+	fn     func(Progress)
+	logger *slog.Logger
+	image  string
+	mu     sync.Mutex
+	p      Progress
+	done   atomic.Int64
+	last   time.Time
+}
+
+func (pr *pullProgress) report(force bool) {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	// The config's bytes count too: no more than the layers' total is shown.
+	pr.p.BytesDone = min(pr.done.Load(), pr.p.Bytes)
+	if !force && time.Since(pr.last) < 2*time.Second {
+		return
+	}
+	pr.last = time.Now()
+	pr.logger.Info("pulling image", "image", pr.image, "layers", fmt.Sprintf("%d/%d", pr.p.LayersDone, pr.p.Layers),
+		"bytes", fmt.Sprintf("%d/%d", pr.p.BytesDone, pr.p.Bytes))
+	if pr.fn != nil {
+		pr.fn(pr.p)
+	}
+}
+
+// layer opens a layer's uncompressed stream, which reports the layer done at
+// its end (the bytes are counted as they come off the wire, by
+// endpointTransport).
+func (pr *pullProgress) layer(l v1.Layer) (io.ReadCloser, error) {
+	rc, err := l.Uncompressed()
+	if err != nil {
+		return nil, clean(err)
+	}
+	return &progressReader{rc: rc, pr: pr}, nil
+}
+
+type progressReader struct {
+	rc io.ReadCloser
+	pr *pullProgress
+}
+
+func (c *progressReader) Read(b []byte) (int, error) {
+	n, err := c.rc.Read(b)
+	if err == io.EOF {
+		c.pr.mu.Lock()
+		c.pr.p.LayersDone++
+		c.pr.mu.Unlock()
+		c.pr.report(true)
+	} else if n > 0 {
+		c.pr.report(false)
+	}
+	return n, clean(err)
+}
+
+func (c *progressReader) Close() error { return c.rc.Close() }
+
+// endpointTransport sends a registry's API requests to an endpoint's path
+// (a hosts.toml's override_path), and refuses manifests bigger than
+// maxManifestSize.
+type endpointTransport struct {
+	ep   endpoint
+	next http.RoundTripper
+	// blobRead, once set, counts the bytes of blob bodies read.
+	blobRead atomic.Pointer[atomic.Int64]
+}
+
+func (t *endpointTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.URL.Host == t.ep.host {
+		// go-containerregistry tries http after https for hosts like
+		// 127.0.0.1: the endpoint's scheme is the only one taken.
+		r = r.Clone(r.Context())
+		r.URL.Scheme = t.ep.scheme
+		if t.ep.path != "/v2" && (r.URL.Path == "/v2" || strings.HasPrefix(r.URL.Path, "/v2/")) {
+			r.URL.Path = t.ep.path + strings.TrimPrefix(r.URL.Path, "/v2")
+			r.URL.RawPath = ""
+		}
+	}
+	resp, err := t.next.RoundTrip(r)
+	if err != nil {
+		return resp, err
+	}
+	if n := t.blobRead.Load(); n != nil && strings.Contains(r.URL.Path, "/blobs/") {
+		resp.Body = &countingBody{rc: resp.Body, n: n}
+		return resp, nil
+	}
+	if !strings.Contains(r.URL.Path, "/manifests/") {
+		return resp, nil
+	}
+	if resp.ContentLength > maxManifestSize {
+		resp.Body.Close()
+		return nil, fmt.Errorf("manifest of %d bytes from %s: more than %d, refused", resp.ContentLength, r.URL.Host, maxManifestSize)
+	}
+	resp.Body = &limitedBody{rc: resp.Body, left: maxManifestSize, host: r.URL.Host}
+	return resp, nil
+}
+
+// countingBody adds the bytes read to n.
+type countingBody struct {
+	rc io.ReadCloser
+	n  *atomic.Int64
+}
+
+func (b *countingBody) Read(p []byte) (int, error) {
+	n, err := b.rc.Read(p)
+	b.n.Add(int64(n))
+	return n, err
+}
+
+func (b *countingBody) Close() error { return b.rc.Close() }
+
+// limitedBody fails a body that goes on past its limit.
+type limitedBody struct {
+	rc   io.ReadCloser
+	left int64
+	host string
+}
+
+func (b *limitedBody) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		return 0, fmt.Errorf("manifest from %s: more than %d bytes, refused", b.host, maxManifestSize)
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.rc.Read(p)
+	b.left -= int64(n)
+	if b.left <= 0 && err == nil {
+		// One byte more tells an exact fit from an overflow.
+		var one [1]byte
+		if m, _ := b.rc.Read(one[:]); m > 0 {
+			return n, fmt.Errorf("manifest from %s: more than %d bytes, refused", b.host, maxManifestSize)
+		}
+	}
+	return n, err
+}
+
+func (b *limitedBody) Close() error { return b.rc.Close() }
+
+// addRefs gives the image with config digest id, if the store has it whole,
+// the references refs and the repository digest repoDigest, and returns it;
+// ok is false if the store does not have it.
+func (s *Store) addRefs(id string, refs []string, repoDigest string) (img Image, ok bool, err error) {
+	unlock, err := s.lock()
+	if err != nil {
+		return Image{}, false, err
+	}
+	defer unlock()
+	idx, err := s.readIndex()
+	if err != nil {
+		return Image{}, false, err
+	}
+	i := slices.IndexFunc(idx.Images, func(img Image) bool { return img.ID == id })
+	if i < 0 {
+		return Image{}, false, nil
+	}
+	img = idx.Images[i]
+	for _, l := range img.Layers {
+		if !s.hasLayer(l) {
+			return Image{}, false, nil
+		}
+	}
+	if !slices.Contains(img.RepoDigests, repoDigest) || slices.ContainsFunc(refs, func(r string) bool { return !slices.Contains(img.Refs, r) }) {
+		img.Refs = refs
+		img.RepoDigests = []string{repoDigest}
+		img = idx.add(img)
+		unused, err := s.pruneLocked(&idx)
+		if err != nil {
+			return Image{}, false, err
+		}
+		if err := s.writeIndexLocked(idx); err != nil {
+			return Image{}, false, err
+		}
+		if err := s.deleteLayers(unused); err != nil {
+			s.logger.Warn("cannot delete unused layers after pull", "err", err)
+		}
+	}
+	return img, true, nil
+}
