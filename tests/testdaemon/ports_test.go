@@ -88,3 +88,20 @@ func TestManifestServerHoldsItsPort(t *testing.T) {
 		}
 	}
 }
+
+// RefusingAddr refuses connections, and nobody else can listen there.
+func TestRefusingAddr(t *testing.T) {
+	addr := RefusingAddr(t)
+	if c, err := net.Dial("tcp", addr); !errors.Is(err, syscall.ECONNREFUSED) {
+		if c != nil {
+			c.Close()
+		}
+		t.Fatalf("dial %s: %v, want connection refused", addr, err)
+	}
+	if l, err := net.Listen("tcp", addr); !errors.Is(err, syscall.EADDRINUSE) {
+		if l != nil {
+			l.Close()
+		}
+		t.Fatalf("listen on %s: %v, want address in use", addr, err)
+	}
+}

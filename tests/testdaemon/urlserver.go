@@ -76,6 +76,20 @@ func holdPort() (int, string, error) {
 	return fd, addr.String(), nil
 }
 
+// RefusingAddr is a 127.0.0.1 address that refuses every connection until
+// the test ends: its port is held by a socket bound to it and never
+// listening, so no other socket takes it meanwhile, as one that was free a
+// moment ago could be taken.
+func RefusingAddr(t testing.TB) string {
+	t.Helper()
+	fd, addr, err := holdPort()
+	if err != nil {
+		t.Fatalf("hold a port: %v", err)
+	}
+	t.Cleanup(func() { unix.Close(fd) })
+	return addr
+}
+
 // URL is where the body is served.
 func (s *ManifestServer) URL() string { return "http://" + s.addr + "/pods" }
 
