@@ -533,6 +533,7 @@ func (d *Daemon) WaitRunning(name string, timeout time.Duration) *v1.Pod {
 // mounts under its dirs, cgroups under its cgroupRoot, state files.
 func (d *Daemon) AssertNoLeaks() {
 	d.T.Helper()
+	d.assertThreadsInHostNamespaces()
 	mi, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
 		d.T.Fatal(err)
@@ -567,6 +568,33 @@ func (d *Daemon) AssertNoLeaks() {
 				names = append(names, e.Name())
 			}
 			d.T.Errorf("leaked state in %s: %v", dir, names)
+		}
+	}
+}
+
+// assertThreadsInHostNamespaces: every thread of a running daemon is in the
+// test's own network, IPC and UTS namespaces, none left in a pod's (which
+// would also keep the pod's namespaces alive after the pod).
+func (d *Daemon) assertThreadsInHostNamespaces() {
+	d.T.Helper()
+	pid := d.PID()
+	if pid == 0 || !ProcAlive(pid) {
+		return
+	}
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		return // it just exited
+	}
+	for _, ns := range []string{"net", "ipc", "uts"} {
+		own, err := os.Readlink("/proc/thread-self/ns/" + ns)
+		if err != nil {
+			d.T.Fatal(err)
+		}
+		for _, t := range tasks {
+			got, err := os.Readlink(fmt.Sprintf("/proc/%d/task/%s/ns/%s", pid, t.Name(), ns))
+			if err == nil && got != own {
+				d.T.Errorf("daemon thread %s is in %s, not the host's %s", t.Name(), got, own)
+			}
 		}
 	}
 }
