@@ -121,7 +121,7 @@ func orphanPod(uid string, st *podState) *v1.Pod {
 		spec := manifest.RestoreContainer(c.Name, c.Annotations)
 		spec.Image = c.Image
 		pod.Spec.Containers = append(pod.Spec.Containers, spec)
-		cs := v1.ContainerStatus{Name: c.Name, Image: c.Image, ImageID: c.ImageID,
+		cs := v1.ContainerStatus{Name: c.Name, Image: c.Image, ImageID: cmp(c.ImageRef, c.ImageID),
 			ContainerID: containerIDPrefix + c.ID, RestartCount: int32(c.Attempt)}
 		if c.State == podspec.StateExited {
 			cs.State.Terminated = terminated(c)
@@ -237,7 +237,7 @@ func (w *worker) containerStatus(c *v1.Container, latest map[string]podspec.Cont
 	// InPlacePodVerticalScaling; a resize is not supported).
 	cs.Resources = c.Resources.DeepCopy()
 	cs.AllocatedResources = c.Resources.Requests.DeepCopy()
-	cs.ImageID = l.ImageID
+	cs.ImageID = cmp(l.ImageRef, l.ImageID)
 	if name := podspec.SignalName(l.StopSignal); name != "" {
 		// The effective one, the kubelet's with ContainerStopSignals.
 		sig := v1.Signal(name)

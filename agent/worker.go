@@ -472,7 +472,7 @@ func keepLabels(st *podspec.ContainerStatus, old podspec.ContainerStatus) {
 		st.Image = old.Image
 	}
 	if st.ImageID == "" {
-		st.ImageID = old.ImageID
+		st.ImageID, st.ImageRef = old.ImageID, old.ImageRef
 	}
 	if st.StartedAt.IsZero() {
 		st.StartedAt = old.StartedAt

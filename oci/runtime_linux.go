@@ -187,7 +187,7 @@ func (r *Runtime) start(ctx context.Context, pm *pendingMonitor, pod *podspec.Po
 	}
 	rec := containerRecord{
 		ID: id, PodUID: pod.UID, PodName: pod.Name, PodNS: pod.Namespace, Name: c.Name, Attempt: c.Attempt,
-		Hash: c.Hash, Image: c.Image, ImageID: img.ID, LogPath: c.LogPath, CreatedAt: time.Now(),
+		Hash: c.Hash, Image: c.Image, ImageID: img.ID, ImageRef: img.StatusRef(c.Image), LogPath: c.LogPath, CreatedAt: time.Now(),
 		LogMaxSize: rot.MaxSize, LogMaxFiles: rot.MaxFiles,
 		TerminationGracePeriod: pod.TerminationGracePeriod,
 		StopSignal:             int(stopSignal),
@@ -689,7 +689,7 @@ func (r *Runtime) monitorOf(id string) (*monitor, error) {
 func (rec containerRecord) status() podspec.ContainerStatus {
 	return podspec.ContainerStatus{
 		ID: rec.ID, PodUID: rec.PodUID, PodName: rec.PodName, PodNamespace: rec.PodNS, Name: rec.Name,
-		Attempt: rec.Attempt, Hash: rec.Hash, Image: rec.Image, ImageID: rec.ImageID,
+		Attempt: rec.Attempt, Hash: rec.Hash, Image: rec.Image, ImageID: rec.ImageID, ImageRef: rec.ImageRef,
 		State: podspec.StateUnknown, CreatedAt: rec.CreatedAt, LogPath: rec.LogPath,
 		TerminationGracePeriod: rec.TerminationGracePeriod, StopSignal: syscall.Signal(rec.StopSignal),
 		Annotations: rec.Annotations,

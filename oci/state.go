@@ -63,15 +63,18 @@ type podRecord struct {
 
 // containerRecord carries the labels the agent needs to adopt a container.
 type containerRecord struct {
-	ID        string    `json:"id"`
-	PodUID    string    `json:"podUID"`
-	PodName   string    `json:"podName"`
-	PodNS     string    `json:"podNamespace,omitempty"`
-	Name      string    `json:"name"`
-	Attempt   int       `json:"attempt"`
-	Hash      string    `json:"hash"`
-	Image     string    `json:"image"`
-	ImageID   string    `json:"imageID"`
+	ID      string `json:"id"`
+	PodUID  string `json:"podUID"`
+	PodName string `json:"podName"`
+	PodNS   string `json:"podNamespace,omitempty"`
+	Name    string `json:"name"`
+	Attempt int    `json:"attempt"`
+	Hash    string `json:"hash"`
+	Image   string `json:"image"`
+	ImageID string `json:"imageID"`
+	// ImageRef is the status' imageID (podspec.ContainerStatus.ImageRef);
+	// empty in records written before it was kept.
+	ImageRef  string    `json:"imageRef,omitempty"`
 	LogPath   string    `json:"logPath"`
 	CreatedAt time.Time `json:"createdAt"`
 	// TerminationGracePeriod is the pod's, to stop the container with after

@@ -123,7 +123,11 @@ func (s *stallWriter) Write(b []byte) (int, error) {
 
 // push puts the image of a docker-archive into the registry as repo:tag and
 // returns its config digest (the image ID the daemon reports).
-func (r *pullRegistry) push(archive, repoTag string) string {
+// push writes the image of archive to r as repoTag, and returns the image's
+// ID (its config digest) and the imageID a container of it reports, as
+// containerd's CRI does: the repository digest, repository@sha256:… of the
+// manifest.
+func (r *pullRegistry) push(archive, repoTag string) (id, statusRef string) {
 	r.t.Helper()
 	img, err := tarball.ImageFromPath(archive, nil)
 	if err != nil {
@@ -136,11 +140,15 @@ func (r *pullRegistry) push(archive, repoTag string) string {
 	if err := remote.Write(dst, img); err != nil {
 		r.t.Fatal(err)
 	}
-	id, err := img.ConfigName()
+	cfg, err := img.ConfigName()
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	return id.String()
+	m, err := img.Digest()
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return cfg.String(), dst.Context().Name() + "@" + m.String()
 }
 
 // pullDaemon is a test daemon whose registry config sends r's host to r,
@@ -202,27 +210,27 @@ func TestPullTagMovedUnderAlways(t *testing.T) {
 	v1tar, v2tar := filepath.Join(d.Dir, "v1.tar"), filepath.Join(d.Dir, "v2.tar")
 	buildImage(t, v1tar, "-ref", "app:v1", "-cmd", loopCmd("v1"))
 	buildImage(t, v2tar, "-ref", "app:v2", "-cmd", loopCmd("v2"))
-	id1 := r.push(v1tar, "team/app:latest")
+	id1, ref1 := r.push(v1tar, "team/app:latest")
 	d.Start()
 	image := r.addr + "/team/app:latest"
 	d.WriteManifest("app.yaml", appPod("app", image))
 	pod := d.WaitRunning("app", 60*time.Second)
 	cs := statusOf(pod)
-	if cs.ImageID != id1 || cs.Image != image {
-		t.Fatalf("status image %s, imageID %s; want %s, %s", cs.Image, cs.ImageID, image, id1)
+	if cs.ImageID != ref1 || cs.Image != image {
+		t.Fatalf("status image %s, imageID %s; want %s, %s", cs.Image, cs.ImageID, image, ref1)
 	}
 	if !strings.Contains(d.CLI("logs", "app", "-c", "main"), "v1") {
 		t.Fatalf("the container did not run v1")
 	}
-	id2 := r.push(v2tar, "team/app:latest")
+	_, ref2 := r.push(v2tar, "team/app:latest")
 	// A running container is not replaced because its tag moved (the
 	// kubelet neither); its restart pulls and runs the new image.
 	// kill itself may die with the container (exit 137): what counts is the restart.
 	d.CLIErr("exec", "app", "-c", "main", "--", "kill", "1")
 	d.Eventually(60*time.Second, "the restarted container runs v2", func() error {
 		cs := statusOf(d.Pod("app"))
-		if cs.RestartCount != 1 || cs.State.Running == nil || cs.ImageID != id2 {
-			return fmt.Errorf("restarts %d, state %+v, imageID %s (v2 is %s)", cs.RestartCount, cs.State, cs.ImageID, id2)
+		if cs.RestartCount != 1 || cs.State.Running == nil || cs.ImageID != ref2 {
+			return fmt.Errorf("restarts %d, state %+v, imageID %s (v2 is %s)", cs.RestartCount, cs.State, cs.ImageID, ref2)
 		}
 		return nil
 	})
@@ -288,7 +296,7 @@ func TestPullKilledMidLayer(t *testing.T) {
 	d := pullDaemon(t, r)
 	tar := filepath.Join(d.Dir, "big.tar")
 	buildImage(t, tar, "-ref", "big:v1", "-pad", fmt.Sprint(8<<20), "-cmd", loopCmd("big"))
-	id := r.push(tar, "team/big:v1")
+	_, ref := r.push(tar, "team/big:v1")
 	r.stallAfter.Store(2 << 20)
 	layersBefore := countEntries(t, filepath.Join(d.RootDir, "images", "layers"))
 	d.Start()
@@ -316,8 +324,8 @@ func TestPullKilledMidLayer(t *testing.T) {
 	close(r.release)
 	d.Start()
 	pod := d.WaitRunning("big", 60*time.Second)
-	if cs := statusOf(pod); cs.ImageID != id {
-		t.Errorf("imageID %s, want %s", cs.ImageID, id)
+	if cs := statusOf(pod); cs.ImageID != ref {
+		t.Errorf("imageID %s, want %s", cs.ImageID, ref)
 	}
 	if n := countEntries(t, staging); n != 0 {
 		t.Errorf("%d staging dirs left after the next daemon's pull", n)

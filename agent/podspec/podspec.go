@@ -232,6 +232,9 @@ type ContainerStatus struct {
 	Hash         string
 	Image        string
 	ImageID      string // sha256:… of the image config
+	// ImageRef is what the pod status says as imageID: the repository digest
+	// the image was pulled by, else ImageID (see image.Image.StatusRef).
+	ImageRef string
 
 	State      State
 	Pid        int // the container's init process on the host, while running

@@ -3,6 +3,7 @@ package image
 import (
 	"fmt"
 	"regexp"
+	"strings"
 
 	"github.com/staticpodd/staticpodd/agent/podspec"
 )
@@ -26,4 +27,29 @@ func checkDigest(d string) error {
 		return fmt.Errorf("invalid digest %q: want sha256:<64 lowercase hex digits>", d)
 	}
 	return nil
+}
+
+// StatusRef is what a container of img started for ref reports as its
+// imageID, as containerd's CRI does: the repository digest the image was
+// pulled by (repository@sha256:… of the manifest), that of ref's repository
+// when there are several, else the image's ID (its config digest), which is
+// all an imported image has.
+func (img Image) StatusRef(ref string) string {
+	if len(img.RepoDigests) == 0 {
+		return img.ID
+	}
+	if n, err := Normalize(ref); err == nil {
+		repo := n
+		if i := strings.LastIndex(repo, "@"); i >= 0 {
+			repo = repo[:i]
+		} else if i := strings.LastIndex(repo, ":"); i > strings.LastIndex(repo, "/") {
+			repo = repo[:i]
+		}
+		for _, d := range img.RepoDigests {
+			if strings.HasPrefix(d, repo+"@") {
+				return d
+			}
+		}
+	}
+	return img.RepoDigests[0]
 }

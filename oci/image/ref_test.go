@@ -176,3 +176,27 @@ func TestStoreRefusesInvalidDigests(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestStatusRef(t *testing.T) {
+	const id = "sha256:1111111111111111111111111111111111111111111111111111111111111111"
+	const dHub = "docker.io/library/nginx@sha256:2222222222222222222222222222222222222222222222222222222222222222"
+	const dMirror = "reg.local:5000/team/nginx@sha256:3333333333333333333333333333333333333333333333333333333333333333"
+	for _, tc := range []struct {
+		digests []string
+		ref     string
+		want    string
+	}{
+		{nil, "nginx", id}, // imported: the config digest
+		{[]string{dHub}, "nginx", dHub},
+		{[]string{dHub}, "nginx:1.27", dHub},
+		{[]string{dMirror, dHub}, "docker.io/library/nginx:latest", dHub},
+		{[]string{dHub, dMirror}, "reg.local:5000/team/nginx", dMirror},
+		{[]string{dHub, dMirror}, "reg.local:5000/team/nginx@" + dMirror[len(dMirror)-71:], dMirror},
+		{[]string{dMirror}, "other/name", dMirror}, // no match: the first
+	} {
+		img := Image{ID: id, RepoDigests: tc.digests}
+		if got := img.StatusRef(tc.ref); got != tc.want {
+			t.Errorf("StatusRef(%q) of %v = %q, want %q", tc.ref, tc.digests, got, tc.want)
+		}
+	}
+}
