@@ -156,6 +156,13 @@ func (p *Puller) pull(ctx context.Context, norm string, progress func(Progress))
 	if err != nil {
 		return Image{}, err
 	}
+	// The endpoints, read again for each pull, are this pull's alone: their
+	// idle connections would otherwise stay open for IdleConnTimeout after it.
+	defer func() {
+		for _, ep := range eps {
+			ep.client.CloseIdleConnections()
+		}
+	}()
 	keys := p.cfg.Keyring
 	if len(p.cfg.CredentialPaths) > 0 {
 		if keys, err = LoadKeyring(p.cfg.CredentialPaths); err != nil {

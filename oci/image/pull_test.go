@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -469,5 +470,38 @@ func TestPullMaxParallel(t *testing.T) {
 				t.Errorf("at most %d pulls at once, want %d", got, tc.want)
 			}
 		})
+	}
+}
+
+// Each pull reads its hosts.toml again and has HTTP clients of its own: it
+// closes their connections when it ends, so that pulls do not leave a
+// daemon holding idle sockets for IdleConnTimeout each.
+func TestPullsLeaveNoConnectionOpen(t *testing.T) {
+	reg := newTestRegistry(t, false)
+	var open atomic.Int64
+	reg.srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		switch s {
+		case http.StateNew:
+			open.Add(1)
+		case http.StateClosed, http.StateHijacked:
+			open.Add(-1)
+		}
+	}
+	reg.push(t, "team/app:v1", testImage(t))
+	hosts := t.TempDir()
+	writeHosts(t, hosts, reg.host, fmt.Sprintf("server = %q\n", "http://"+reg.host))
+	p := NewPuller(openStore(t), PullConfig{HostsDir: hosts}, discardLogger())
+	for i := range 5 {
+		if _, err := p.Pull(t.Context(), reg.host+"/team/app:v1", nil); err != nil {
+			t.Fatalf("pull %d: %v", i, err)
+		}
+	}
+	// The server sees a close once the client's FIN arrives.
+	deadline := time.Now().Add(5 * time.Second)
+	for open.Load() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d connections to the registry still open after the pulls", open.Load())
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
