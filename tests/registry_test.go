@@ -355,7 +355,10 @@ func TestPullDistributionRegistry(t *testing.T) {
 		"_default/hosts.toml":  string(defaultHosts),
 		r.addr + "/hosts.toml": fmt.Sprintf("server = %q\nca = \"ca.pem\"\n", "https://"+r.addr),
 		r.addr + "/ca.pem":     string(caPEM),
+		// Docker Hub itself has no capability: the test never leaves the
+		// loopback, even when the mirror fails.
 		"docker.io/hosts.toml": fmt.Sprintf(`server = "https://registry-1.docker.io"
+capabilities = []
 
 [host.%q]
   capabilities = ["pull", "resolve"]
