@@ -386,7 +386,7 @@ capabilities = []
 		t.Fatal(err)
 	}
 	waitReady := func(pod, want string) {
-		t.Helper()
+		d.T.Helper()
 		d.Eventually(60*time.Second, pod+" says it runs "+want, func() error {
 			b, err := os.ReadFile(filepath.Join(readyDir, pod))
 			if err != nil {
@@ -400,8 +400,17 @@ capabilities = []
 	}
 	d.Start()
 	appRef := r.addr + "/team/app:v1"
+	// step runs a subtest with the daemon's failures its own.
+	step := func(name string, f func(t *testing.T)) {
+		t.Run(name, func(t *testing.T) {
+			parent := d.T
+			d.T = t
+			defer func() { d.T = parent }()
+			f(t)
+		})
+	}
 
-	t.Run("pull", func(t *testing.T) {
+	step("pull", func(t *testing.T) {
 		d.WriteManifest("app.yaml", readyPod("app", appRef, readyDir))
 		waitReady("app", "app-v1")
 		digest, err := app.Digest()
@@ -426,7 +435,7 @@ capabilities = []
 		}
 	})
 
-	t.Run("repull is a no-op", func(t *testing.T) {
+	step("repull is a no-op", func(t *testing.T) {
 		blobs, manifests := r.requests(`[^ ]+/blobs/[^ ]+`), r.requests(`team/app/manifests/v1`)
 		if err := os.Remove(filepath.Join(readyDir, "app")); err != nil {
 			t.Fatal(err)
@@ -451,7 +460,7 @@ capabilities = []
 		}
 	})
 
-	t.Run("wrong credentials", func(t *testing.T) {
+	step("wrong credentials", func(t *testing.T) {
 		writeCreds("wrong")
 		d.WriteManifest("creds.yaml", readyPod("creds", appRef, readyDir))
 		d.Eventually(60*time.Second, "waiting on the registry's refusal", func() error {
@@ -471,7 +480,7 @@ capabilities = []
 		}
 	})
 
-	t.Run("docker.io mirror", func(t *testing.T) {
+	step("docker.io mirror", func(t *testing.T) {
 		d.WriteManifest("mirror.yaml", readyPod("mirror", mirrored+":v1", readyDir))
 		waitReady("mirror", "mirror-v1")
 		if n := r.requests(`library/` + mirrored + `/manifests/v1`); n == 0 {
