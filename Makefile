@@ -13,7 +13,7 @@ LDFLAGS   := -s -w -extldflags -static -X main.version=$(VERSION)
 DEMO_ROOT := $(CURDIR)/$(OUT)/demo/root
 DEMO_RUN  := /run/staticpodd-demo
 
-.PHONY: all build images demo demo-clean test test-chaos unit e2e bench bench-nodeapi bench-pull bench-relist bench-outage bench-eviction fuzz vet clean \
+.PHONY: all build images demo demo-clean test test-chaos unit e2e bench bench-nodeapi bench-pull bench-relist bench-outage bench-eviction bench-images fuzz vet clean \
 	deb rpm packages appliance test-systemd appliance-backports test-systemd-backports controlplane test-controlplane bench-controlplane test-conformance
 
 all: build
@@ -174,6 +174,10 @@ test-conformance: build images
 bench-controlplane: build
 	cpbin=$$(bash $(CONTROLPLANE_BUILD)) && \
 	STATICPODD_BIN=$(CURDIR)/$(BIN) STATICPODD_CONTROLPLANE_BIN=$$cpbin $(GO) run ./tests/controlplane/bench -runs 3
+
+# Only the image export + import round trip, against skopeo copy.
+bench-images: build images
+	STATICPODD_BIN=$(CURDIR)/$(BIN) $(GO) run ./tests/bench -only images
 
 # Only eviction: detection latency of a 100 MB/s leak with the memory
 # notifier and with polling alone, and the eviction manager's idle CPU.

@@ -242,7 +242,7 @@ wait:
 			return false
 		}
 	}
-	freed, err := a.cfg.Eviction.Reclaim(ctx, a.imagesInUse())
+	freed, err := a.cfg.Eviction.Reclaim(ctx, a.ImagesInUse())
 	if err != nil {
 		a.logger.Warn("eviction manager: reclaim failed", "err", err)
 	}
@@ -259,8 +259,9 @@ wait:
 	return false
 }
 
-// imagesInUse are the images of every pod a manifest lists.
-func (a *Agent) imagesInUse() []string {
+// ImagesInUse are the images of every pod a manifest lists, running or not:
+// what image garbage collection keeps.
+func (a *Agent) ImagesInUse() []string {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	var refs []string

@@ -117,13 +117,29 @@ func (c *netCache) own() (*os.File, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.self == nil {
-		f, err := os.Open("/proc/self/ns/net")
+		f, err := openOwn("ns/net")
 		if err != nil {
 			return nil, err
 		}
 		c.self = f
 	}
 	return c.self, nil
+}
+
+// openOwn opens name under /proc/thread-self for a thread that runs
+// goroutines, each of which is in the daemon's own namespaces. Never
+// /proc/self: that is the thread-group leader's, and the leader may be in a
+// pod's namespaces for good. When a goroutine locked to its thread exits,
+// the Go runtime ends that thread, except the main one, which it parks for
+// ever as it is: makeNamespaces' goroutine, when it ran there, leaves the
+// leader in the namespaces it made. Restoring "the daemon's namespace" from
+// /proc/self/ns/net then moved every thread inPodNet used into a pod's, and
+// the daemon's own connections (the manifest URL's) went to that pod's
+// loopback.
+func openOwn(name string) (*os.File, error) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	return os.Open("/proc/thread-self/" + name)
 }
 
 func (c *netCache) pod(r *Runtime, uid string) (*podNet, error) {

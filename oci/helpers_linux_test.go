@@ -37,6 +37,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(helperEnv) != "" {
 		os.Exit(runHelper())
 	}
+	if host := os.Getenv(leaderNetEnv); host != "" {
+		os.Exit(leaderInPodNet(host))
+	}
 	code := m.Run()
 	if busyboxDir != "" {
 		_ = os.RemoveAll(filepath.Dir(busyboxDir))

@@ -323,6 +323,15 @@ func (m *monitorProc) runContainer(ctr *libcontainer.Container, proc *libcontain
 		return errors.Join(<-copied, <-copied)
 	}
 
+	// The pod's OOM kill count before the container can be killed: a
+	// container that allocates at once can be OOM-killed, and its scope
+	// removed by systemd, before Run returns (see oomKilledSince). The
+	// paths are known before the cgroup exists; the pod's cgroup already does.
+	var podOOMBefore uint64
+	var podOOMOK bool
+	if state, err := ctr.State(); err == nil {
+		podOOMBefore, podOOMOK = podOOMKills(state.CgroupPaths)
+	}
 	// Run returns once the init process was told to exec.
 	runErr := ctr.Run(proc)
 	_ = outW.Close()
@@ -338,11 +347,6 @@ func (m *monitorProc) runContainer(ctr *libcontainer.Container, proc *libcontain
 	stateErr := writeJSON(filepath.Join(m.dir, stateFile), st)
 	m.sendReport(monitorReport{Pid: pid, StartedAt: st.StartedAt})
 
-	var podOOMBefore uint64
-	var podOOMOK bool
-	if state, err := ctr.State(); err == nil {
-		podOOMBefore, podOOMOK = podOOMKills(state.CgroupPaths)
-	}
 	initReaped := make(chan struct{})
 	go reapOrphans(pid, initReaped)
 	// From here the monitor only copies output and waits: what it needed to

@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 
@@ -57,10 +58,13 @@ func parseNetDev(b []byte) ([]podspec.InterfaceStats, error) {
 	return out, sc.Err()
 }
 
-// hostNetDev is the interfaces of the daemon's own network namespace (the
-// thread-group leader's, which no goroutine moves).
+// hostNetDev is the interfaces of the daemon's own network namespace: that
+// of a thread that runs goroutines, not the thread-group leader's, which
+// may be a pod's (see openOwn).
 func hostNetDev() ([]podspec.InterfaceStats, error) {
-	b, err := os.ReadFile("/proc/self/net/dev")
+	runtime.LockOSThread()
+	b, err := os.ReadFile("/proc/thread-self/net/dev")
+	runtime.UnlockOSThread()
 	if err != nil {
 		return nil, err
 	}

@@ -212,7 +212,9 @@ func writeSandboxFiles(dir string, pr podRecord) error {
 // makeNamespaces creates the namespaces in flags on a dedicated OS thread,
 // sets them up (lo up, hostname) and bind-mounts them into dir, as
 // `ip netns add` does. The thread is never returned to the Go scheduler:
-// the goroutine exits locked, which ends the thread.
+// the goroutine exits locked, which ends the thread, or parks it for good
+// when it is the main thread (so the daemon's own namespaces are never read
+// from /proc/self: see openOwn).
 func makeNamespaces(dir string, flags int, hostname string) error {
 	errc := make(chan error, 1)
 	go func() {

@@ -3,12 +3,13 @@ package tests
 import (
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/staticpodd/staticpodd/tests/testdaemon"
 )
 
 // A kubeconfig whose API server refuses every connection: pods start, restart
@@ -17,12 +18,7 @@ import (
 func TestAPIServerAbsentLeavesPodsAlone(t *testing.T) {
 	t.Parallel()
 	d := newDaemon(t)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
+	addr := testdaemon.RefusingAddr(t)
 	kubeconfig := filepath.Join(d.Dir, "kubelet.conf")
 	cfg := fmt.Sprintf(`apiVersion: v1
 kind: Config

@@ -69,9 +69,11 @@ func containerPID(d *daemon, pod *v1.Pod, name string) int {
 	return 0
 }
 
-// hostPID finds the host PID of a container's init: the one process in the
+// hostPID finds the host PID of a container's init: the process in the
 // cgroup named after the container, under the daemon's cgroupRoot, whose parent
-// (the monitor) is outside it. (Not the lowest PID: PIDs wrap around.)
+// (the monitor) is outside it, the oldest of them: a process exec'd into the
+// container (an exec probe's, a hook's) has its parent outside too. (Not the
+// lowest PID: PIDs wrap around.)
 func hostPID(t *testing.T, cgroupRoot, containerID string) int {
 	t.Helper()
 	id := strings.TrimPrefix(containerID, "staticpodd://")
@@ -90,9 +92,13 @@ func hostPID(t *testing.T, cgroupRoot, containerID string) int {
 				in[n] = true
 			}
 		}
+		var oldest uint64
 		for n := range in {
-			if !in[ppid(n)] {
-				pid = n
+			if in[ppid(n)] {
+				continue
+			}
+			if start, ok := startTime(n); ok && (pid == 0 || start < oldest) {
+				pid, oldest = n, start
 			}
 		}
 		return filepath.SkipAll
@@ -669,6 +675,22 @@ func TestSecondDaemonRefused(t *testing.T) {
 }
 
 // ppid returns the parent of pid, or 0.
+// startTime is when process pid started, in clock ticks after boot
+// (/proc/<pid>/stat's 22nd field); false when it is gone.
+func startTime(pid int) (uint64, bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, false
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:]) // from the 3rd field on
+	if len(f) < 20 {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(f[19], 10, 64)
+	return n, err == nil
+}
+
 func ppid(pid int) int {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {

@@ -108,6 +108,8 @@ type Config struct {
 	RegistryConfigDir           string
 	ImageGCHighThresholdPercent int32
 	ImageGCLowThresholdPercent  int32
+	ImageMinimumGCAge           time.Duration
+	ImageMaximumGCAge           time.Duration // 0: no maximum
 	SeccompDefault              bool
 	// AllowedUnsafeSysctls are the sysctls (names, or prefixes ending in
 	// '*') a pod may set beyond the kubelet's safe ones.
@@ -258,7 +260,8 @@ var honoured = map[string]bool{
 	// mergeDefaultEvictionSettings only changes how evictionHard is filled in.
 	"mergeDefaultEvictionSettings": true,
 	"serializeImagePulls":          true, "maxParallelImagePulls": true, "imageGCHighThresholdPercent": true,
-	"imageGCLowThresholdPercent": true, "seccompDefault": true, "maxPods": true,
+	"imageGCLowThresholdPercent": true, "imageMinimumGCAge": true, "imageMaximumGCAge": true,
+	"seccompDefault": true, "maxPods": true,
 	"allowedUnsafeSysctls": true,
 	"podPidsLimit":         true,
 	"crashLoopBackOff.maxContainerRestartPeriod": true,
@@ -395,6 +398,8 @@ func fromKubelet(path string, raw map[string]any, kc *kubeletConfiguration) (*Co
 		RegistryConfigDir:           DefaultRegistryConfigDir,
 		ImageGCHighThresholdPercent: *kc.ImageGCHighThresholdPercent,
 		ImageGCLowThresholdPercent:  *kc.ImageGCLowThresholdPercent,
+		ImageMinimumGCAge:           kc.ImageMinimumGCAge.Duration,
+		ImageMaximumGCAge:           kc.ImageMaximumGCAge.Duration,
 		SeccompDefault:              *kc.SeccompDefault,
 		AllowedUnsafeSysctls:        kc.AllowedUnsafeSysctls,
 		MaxPods:                     kc.MaxPods,

@@ -123,6 +123,8 @@ var entries = []entry{
 	{"registryConfigDir", "", str(func(c *Config) string { return c.RegistryConfigDir })},
 	{"imageGCHighThresholdPercent", "imageGCHighThresholdPercent", num(func(c *Config) int32 { return c.ImageGCHighThresholdPercent })},
 	{"imageGCLowThresholdPercent", "imageGCLowThresholdPercent", num(func(c *Config) int32 { return c.ImageGCLowThresholdPercent })},
+	{"imageMinimumGCAge", "imageMinimumGCAge", dur(func(c *Config) time.Duration { return c.ImageMinimumGCAge })},
+	{"imageMaximumGCAge", "imageMaximumGCAge", dur(func(c *Config) time.Duration { return c.ImageMaximumGCAge })},
 	{"seccompDefault", "seccompDefault", boolean(func(c *Config) bool { return c.SeccompDefault })},
 	{"allowedUnsafeSysctls", "allowedUnsafeSysctls", str(func(c *Config) string { return strings.Join(c.AllowedUnsafeSysctls, ",") })},
 	{"maxPods", "maxPods", num(func(c *Config) int32 { return c.MaxPods })},

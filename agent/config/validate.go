@@ -105,6 +105,16 @@ func (c *Config) validate() error {
 		bad("imageGCLowThresholdPercent", "%d is above imageGCHighThresholdPercent %d",
 			c.ImageGCLowThresholdPercent, c.ImageGCHighThresholdPercent)
 	}
+	// ValidateKubeletConfiguration
+	if c.ImageMinimumGCAge < 0 {
+		bad("imageMinimumGCAge", "%v is negative", c.ImageMinimumGCAge)
+	}
+	if c.ImageMaximumGCAge < 0 {
+		bad("imageMaximumGCAge", "%v must not be negative", c.ImageMaximumGCAge)
+	}
+	if c.ImageMaximumGCAge > 0 && c.ImageMaximumGCAge <= c.ImageMinimumGCAge {
+		bad("imageMaximumGCAge", "%v must be greater than imageMinimumGCAge %v", c.ImageMaximumGCAge, c.ImageMinimumGCAge)
+	}
 	if c.MaxPods < 0 {
 		bad("maxPods", "%d is negative", c.MaxPods)
 	}

@@ -36,6 +36,8 @@ const (
 	FailedFetch         = "FailedFetch" // staticpodd's own: a manifest URL's request failed
 	Evicted             = "Evicted"
 	Starting            = "Starting"
+	FreeDiskSpaceFailed = "FreeDiskSpaceFailed" // image GC freed less than the low threshold wants
+	ImageGCFailed       = "ImageGCFailed"
 )
 
 // Component is the events' source and reporting controller.

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"bufio"
+	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -16,7 +19,7 @@ import (
 	"github.com/staticpodd/staticpodd/oci/image"
 )
 
-// newImagesCmd is `staticpodd images import|ls|rm|pull`, working on the store under
+// newImagesCmd is `staticpodd images import|ls|rm|pin|unpin|export|pull`, working on the store under
 // <root-dir>/images directly; the store's lock makes that safe while the daemon runs.
 func newImagesCmd(o *globalOptions) *cobra.Command {
 	cmd := &cobra.Command{
@@ -31,7 +34,8 @@ func newImagesCmd(o *globalOptions) *cobra.Command {
 	imp := &cobra.Command{
 		Use:   "import FILE...",
 		Short: "Import OCI archives, OCI layout dirs or docker-archives (plain, gzip or zstd)",
-		Long: "Import OCI archives, OCI layout dirs or docker-archives (plain, gzip or zstd).\n" +
+		Long: "Import OCI archives, OCI layout dirs or docker-archives (plain, gzip or zstd);\n" +
+			"FILE - reads an archive from stdin.\n" +
 			"An import leaves 100 - imageGCHighThresholdPercent percent of the store's\n" +
 			"filesystem free (15% by default; --config reads the value run uses), and\n" +
 			"fails before it writes past that, with the store unchanged.",
@@ -46,7 +50,12 @@ func newImagesCmd(o *globalOptions) *cobra.Command {
 				return err
 			}
 			for _, p := range args {
-				imgs, err := s.Import(cmd.Context(), p)
+				var imgs []image.Image
+				if p == "-" {
+					imgs, err = s.ImportReader(cmd.Context(), cmd.InOrStdin())
+				} else {
+					imgs, err = s.Import(cmd.Context(), p)
+				}
 				if err != nil {
 					return err
 				}
@@ -75,9 +84,9 @@ func newImagesCmd(o *globalOptions) *cobra.Command {
 				return err
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 8, 3, ' ', 0)
-			header := "REF\tID\tSIZE\tCREATED"
+			header := "REF\tID\tSIZE\tCREATED\tLAST USED\tPINNED"
 			if digests {
-				header = "REF\tDIGEST\tID\tSIZE\tCREATED"
+				header = "REF\tDIGEST\tID\tSIZE\tCREATED\tLAST USED\tPINNED"
 			}
 			fmt.Fprintln(tw, header)
 			for _, img := range imgs {
@@ -85,12 +94,20 @@ func newImagesCmd(o *globalOptions) *cobra.Command {
 				if len(refs) == 0 {
 					refs = []string{"<none>"}
 				}
+				used := "never"
+				if t := s.LastUsed(img.ID); !t.IsZero() {
+					used = t.UTC().Format(time.RFC3339)
+				}
+				pinned := ""
+				if img.Pinned {
+					pinned = "pinned"
+				}
 				for _, r := range refs {
 					row := []string{r}
 					if digests {
 						row = append(row, repoDigestOf(r, img.RepoDigests))
 					}
-					row = append(row, shortID(img.ID), humanSize(img.Size), img.Created.UTC().Format(time.RFC3339))
+					row = append(row, shortID(img.ID), humanSize(img.Size), img.Created.UTC().Format(time.RFC3339), used, pinned)
 					fmt.Fprintln(tw, strings.Join(row, "\t"))
 				}
 			}
@@ -131,13 +148,113 @@ func newImagesCmd(o *globalOptions) *cobra.Command {
 	}
 	rm.Flags().BoolVarP(&force, "force", "f", false, "remove even an image that pods use")
 	cmd.AddCommand(rm)
+	for _, pin := range []bool{true, false} {
+		use, short := "pin REF...", "Pin images: image garbage collection never removes them"
+		if !pin {
+			use, short = "unpin REF...", "Unpin images: image garbage collection may remove them again when unused"
+		}
+		cmd.AddCommand(&cobra.Command{
+			Use:   use,
+			Short: short,
+			Args:  cobra.MinimumNArgs(1),
+			RunE: func(cmd *cobra.Command, args []string) error {
+				s, err := open()
+				if err != nil {
+					return err
+				}
+				for _, ref := range args {
+					img, err := s.Pin(ref, pin)
+					if err != nil {
+						return err
+					}
+					verb := "pinned"
+					if !pin {
+						verb = "unpinned"
+					}
+					fmt.Fprintf(cmd.OutOrStdout(), "%s %s %s\n", verb, shortID(img.ID), strings.Join(img.Refs, " "))
+				}
+				return nil
+			},
+		})
+	}
+	cmd.AddCommand(newImagesExportCmd(open))
 	cmd.AddCommand(newImagesPullCmd(o))
 	return cmd
 }
 
+// newImagesExportCmd is `staticpodd images export REF... -o FILE`.
+func newImagesExportCmd(open func(...image.Option) (*image.Store, error)) *cobra.Command {
+	var out string
+	export := &cobra.Command{
+		Use:   "export REF... -o FILE",
+		Short: "Write images to an OCI archive that docker load and images import read too",
+		Long: "Write images to one tar that is an OCI image layout and a docker-archive, so\n" +
+			"that `staticpodd images import`, `docker load`, `podman load` and skopeo read it.\n" +
+			"Layers are written again from the store's unpacked copies: the exported image\n" +
+			"has the same references, config and files, and a new image ID. FILE - writes\n" +
+			"to stdout; a FILE that is a symlink is refused; FILE appears complete or not at all.",
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if out == "" {
+				return errors.New("export: -o FILE is required (- for stdout)")
+			}
+			s, err := open()
+			if err != nil {
+				return err
+			}
+			if out == "-" {
+				return s.Export(cmd.Context(), cmd.OutOrStdout(), args)
+			}
+			return exportFile(cmd.Context(), s, out, args)
+		},
+	}
+	export.Flags().StringVarP(&out, "output", "o", "", "the archive to write (- for stdout)")
+	return export
+}
+
+// exportFile exports refs into path through a temporary file beside it,
+// renamed over path when complete: a rename replaces a symlink rather than
+// following it, and a path that is a symlink is refused before anything is
+// written.
+func exportFile(ctx context.Context, s *image.Store, path string, refs []string) (err error) {
+	if fi, err := os.Lstat(path); err == nil && !fi.Mode().IsRegular() {
+		return fmt.Errorf("export to %s: not a regular file (%s): refused", path, fi.Mode().Type())
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-")
+	if err != nil {
+		return fmt.Errorf("export to %s: %w", path, err)
+	}
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(f.Name())
+		}
+	}()
+	bw := bufio.NewWriterSize(f, 1<<20)
+	if err := s.Export(ctx, bw, refs); err != nil {
+		return err
+	}
+	if err := bw.Flush(); err != nil {
+		return fmt.Errorf("export to %s: %w", path, err)
+	}
+	if err := f.Chmod(0o644); err != nil {
+		return fmt.Errorf("export to %s: %w", path, err)
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("export to %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("export to %s: %w", path, err)
+	}
+	if err := os.Rename(f.Name(), path); err != nil {
+		return fmt.Errorf("export to %s: %w", path, err)
+	}
+	return nil
+}
+
 // imageReserve is the share of the image store's filesystem an import leaves
-// free: what the kubelet's image GC would start reclaiming at, since staticpodd
-// has no image GC to reclaim it.
+// free: where image garbage collection starts, so that an import never makes
+// the collector remove images to make room for it.
 func imageReserve(cfg *config.Config) image.Option {
 	return image.WithReserve(100 - int(cfg.ImageGCHighThresholdPercent))
 }

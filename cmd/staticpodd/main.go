@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -48,6 +49,16 @@ func (o *globalOptions) fromEnv(fs *pflag.FlagSet) {
 			*d.dst = v
 		}
 	}
+}
+
+func init() {
+	// The main goroutine keeps the main thread, so that no other goroutine
+	// ever runs there. A goroutine that ends locked to its thread (a pod's
+	// namespaces are made, a subPath resolved, on such goroutines) ends that
+	// thread, except the main one, which the Go runtime parks for good as it
+	// is: it would stay in a pod's namespaces, keep them alive after the pod
+	// is gone, and be what /proc/self names.
+	runtime.LockOSThread()
 }
 
 func main() {

@@ -61,7 +61,7 @@ func (d *daemon) reloadConfig() {
 		}
 	}
 	live := map[string]bool{}
-	for _, group := range [][]string{sourceFields, evictionFields, logFields} {
+	for _, group := range [][]string{sourceFields, evictionFields, logFields, imageGCFields} {
 		for _, k := range group {
 			live[k] = true
 		}
@@ -85,7 +85,9 @@ func (d *daemon) reloadConfig() {
 	next.EvictionMinimumReclaim, next.EvictionPressureTransitionPeriod = cfg.EvictionMinimumReclaim, cfg.EvictionPressureTransitionPeriod
 	next.EvictionMaxPodGracePeriod = cfg.EvictionMaxPodGracePeriod
 	next.ContainerLogMaxSize, next.ContainerLogMaxFiles = cfg.ContainerLogMaxSize, cfg.ContainerLogMaxFiles
-	for _, k := range slices.Concat(sourceFields, evictionFields, logFields) {
+	next.ImageGCHighThresholdPercent, next.ImageGCLowThresholdPercent = cfg.ImageGCHighThresholdPercent, cfg.ImageGCLowThresholdPercent
+	next.ImageMinimumGCAge, next.ImageMaximumGCAge = cfg.ImageMinimumGCAge, cfg.ImageMaximumGCAge
+	for _, k := range slices.Concat(sourceFields, evictionFields, logFields, imageGCFields) {
 		if o, ok := cfg.Origins[k]; ok {
 			next.Origins[k] = o
 		} else {

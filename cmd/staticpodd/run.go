@@ -91,8 +91,7 @@ func newRunCmd() *cobra.Command {
 // yet, with why: run warns once for each given a value of its own, and config
 // notes them.
 var notYetActedOn = map[string]string{
-	"imageGCLowThresholdPercent": "image garbage collection is not implemented yet",
-	"maxPods":                    "maxPods is not enforced yet",
+	"maxPods": "maxPods is not enforced yet",
 }
 
 func warnNotYetActedOn(cfg *config.Config, logger *slog.Logger) {
@@ -124,6 +123,9 @@ type daemon struct {
 	readOnly *part         // the read-only port's listener
 	nodePort *part         // the node API's listener (port)
 	imports  *part         // the image import watcher
+	// collectImages asks the image garbage collector for a pass now (a
+	// reload); one slot.
+	collectImages chan struct{}
 	// memNotifier wakes the eviction manager; nil until there are
 	// thresholds.
 	memNotifier atomic.Pointer[oci.MemoryNotifier]
@@ -134,13 +136,16 @@ type daemon struct {
 // only opens the gate, which says READY=1 once the pods are there.
 type readyNotifier struct {
 	*sysd.Notifier
-	ready    atomic.Bool
-	gate     chan struct{} // nil: no gate; else closed by the agent's Ready
-	gateOnce sync.Once
+	ready      atomic.Bool
+	gate       chan struct{} // nil: no gate; else closed by the agent's Ready
+	gateOnce   sync.Once
+	synced     chan struct{} // closed by the agent's first Ready
+	syncedOnce sync.Once
 }
 
 // Ready is the agent's: every source seen and the first sync done.
 func (n *readyNotifier) Ready() {
+	n.syncedOnce.Do(func() { close(n.synced) })
 	if n.gate != nil {
 		n.gateOnce.Do(func() { close(n.gate) })
 		return
@@ -165,6 +170,7 @@ func (d *daemon) reload() {
 		d.notifier.Reloading()
 	}
 	d.reloadConfig()
+	d.collectImagesSoon() // with the thresholds a reload may have changed
 	d.sources.relist()
 	d.agent.Resync()
 	if ready {
@@ -260,7 +266,7 @@ func newDaemon(cfg *config.Config, logger *slog.Logger, once bool) (*daemon, err
 	if err != nil {
 		return nil, err
 	}
-	notifier := &readyNotifier{Notifier: sysd.New(logger)}
+	notifier := &readyNotifier{Notifier: sysd.New(logger), synced: make(chan struct{})}
 	paths := manifest.Paths{
 		RootDir: cfg.RootDir, PodLogsDir: cfg.PodLogsDir,
 		SeccompDefault:       cfg.SeccompDefault,
@@ -282,7 +288,7 @@ func newDaemon(cfg *config.Config, logger *slog.Logger, once bool) (*daemon, err
 	seen := agent.NewSeenStore(paths)
 	aux := &auxiliary{}
 	status := &statusLine{notifier: notifier, aux: aux}
-	d := &daemon{cfg: cfg, logger: logger, notifier: notifier, status: status, aux: aux, images: images, runtime: rt, lock: lock}
+	d := &daemon{cfg: cfg, logger: logger, notifier: notifier, status: status, aux: aux, images: images, runtime: rt, lock: lock, collectImages: make(chan struct{}, 1)}
 	d.seen = seen
 	d.sources = newSourceSet()
 	var sourceNames []string
@@ -435,6 +441,7 @@ func (d *daemon) run(ctx context.Context) error {
 		})
 		return nil
 	})
+	g.Go(func() error { d.runImageGC(ctx, importDir); return nil })
 	if d.aux.mirror != nil {
 		g.Go(func() error { return d.aux.mirror.Run(ctx) })
 	}

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	imagespec "github.com/opencontainers/image-spec/specs-go/v1"
@@ -62,12 +63,63 @@ func (s *Store) Import(ctx context.Context, path string) ([]Image, error) {
 }
 
 func (s *Store) importPath(ctx context.Context, path string) ([]Image, error) {
+	return s.importStaged(ctx, func(string, *space) (string, error) { return path, nil })
+}
+
+// ImportReader imports every image of the archive read from r (what Import
+// reads from a file, but not a layout directory): r is first copied into the
+// store's staging, charged to the reserve like a decompressed archive, so a
+// stream that is too big stops before it fills the filesystem. A stream cut
+// short, too big or not an archive leaves the store as it was.
+func (s *Store) ImportReader(ctx context.Context, r io.Reader) ([]Image, error) {
+	imgs, err := s.importStaged(ctx, func(staging string, sp *space) (string, error) {
+		p := filepath.Join(staging, "stream")
+		f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		if err != nil {
+			return "", err
+		}
+		defer f.Close()
+		n, err := io.Copy(spaceWriter{f, sp}, ctxReader{ctx, r})
+		if err != nil {
+			return "", fmt.Errorf("read stream: %w", err)
+		}
+		if n == 0 {
+			return "", errors.New("read stream: empty")
+		}
+		return p, f.Close()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("import from stream: %w", err)
+	}
+	return imgs, nil
+}
+
+// ctxReader stops reading once ctx ends.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
+}
+
+// importStaged imports the archive at the path open gives, which may write
+// into the staging dir it gets, charged to the space it gets.
+func (s *Store) importStaged(ctx context.Context, open func(staging string, sp *space) (string, error)) ([]Image, error) {
 	staging, err := os.MkdirTemp(s.tmpDir(), stagingPrefix()+"import-")
 	if err != nil {
 		return nil, fmt.Errorf("make staging dir: %w", err)
 	}
 	defer os.RemoveAll(staging)
 	sp, err := s.newSpace()
+	if err != nil {
+		return nil, err
+	}
+	path, err := open(staging, sp)
 	if err != nil {
 		return nil, err
 	}
@@ -243,7 +295,9 @@ func (s *Store) commit(imgs []Image, layers map[string]stagedLayer) (_ []Image, 
 	}
 	// An archive may list one image several times, once per reference.
 	out := make([]Image, 0, len(imgs))
+	now := time.Now().UTC()
 	for _, img := range imgs {
+		img.Imported = now
 		img = idx.add(img)
 		if i := slices.IndexFunc(out, func(o Image) bool { return o.ID == img.ID }); i >= 0 {
 			out[i] = img
@@ -284,6 +338,10 @@ func (idx *index) add(img Image) Image {
 			refs := append(slices.Clone(idx.Images[i].Refs), img.Refs...)
 			slices.Sort(refs)
 			img.Refs = slices.Compact(refs)
+			img.Pinned = idx.Images[i].Pinned
+			if !idx.Images[i].Imported.IsZero() {
+				img.Imported = idx.Images[i].Imported
+			}
 			digests := append(slices.Clone(idx.Images[i].RepoDigests), img.RepoDigests...)
 			slices.Sort(digests)
 			img.RepoDigests = slices.Compact(digests)

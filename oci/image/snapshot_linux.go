@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -97,6 +98,10 @@ func (s *Store) prepareLocked(key string, img Image) (string, error) {
 		}
 		if err := atomicfile.Write(filepath.Join(dir, "meta.json"), b); err != nil {
 			return "", err
+		}
+		// A container is made from the image: its last use, for image GC.
+		if err := s.touch(img.ID, time.Now()); err != nil {
+			s.logger.Warn("cannot record the last use of an image", "image", img.ID, "err", err)
 		}
 	case err != nil:
 		return "", err

@@ -41,6 +41,12 @@ type Image struct {
 	Layers  []string
 	Size    int64 // bytes of the layers, uncompressed
 	Created time.Time
+	// Imported is when the store first got the image (the kubelet's
+	// firstDetected, which imageMinimumGCAge counts from); zero for images
+	// imported before the store recorded it.
+	Imported time.Time `json:",omitzero"`
+	// Pinned images are never removed by image garbage collection.
+	Pinned bool `json:",omitempty"`
 	// RepoDigests are the repository@manifest-digest references the image was
 	// pulled by (docker.io/library/nginx@sha256:…); none for an imported one.
 	RepoDigests []string `json:",omitempty"`
@@ -314,6 +320,7 @@ func (s *Store) Remove(ref string) error {
 	if err := s.saveLocked(idx); err != nil {
 		return fmt.Errorf("remove image %s: %w", ref, err)
 	}
+	s.forgetUse(idx)
 	return nil
 }
 

@@ -22,20 +22,58 @@ mkdir -p "$share"
 cp "$check" "$share/check.sh"
 for f in "$@"; do cp "$f" "$share/"; done
 
-t0=$(date +%s)
-echo "[boot $(date +%T)] booting $img (kernel $kver, ${smp} vCPU, ${mem}M); console in $share/console.log" >&2
-# panic=-1 and the outer timeout: a guest that cannot boot ends instead of hanging.
-# No -no-reboot: the check's own `systemctl reboot` is a real second boot.
-rc=0
-nice -n 5 timeout "$timeout" qemu-system-x86_64 \
-	-machine pc -accel tcg,thread=multi -cpu max -smp "$smp" -m "$mem" \
-	-nographic -nic none \
-	-kernel "/boot/vmlinuz-$kver" -initrd "/boot/initrd.img-$kver" \
-	-append "root=/dev/vda rw console=ttyS0,115200 panic=-1 systemd.unified_cgroup_hierarchy=1" \
-	-drive file="$img",format=raw,if=virtio,snapshot=on \
-	-virtfs local,path="$share",mount_tag=hostshare,security_model=none,id=hostshare \
-	</dev/null >"$share/console.log" 2>&1 || rc=$?
-echo "[boot $(date +%T)] qemu exited ($rc) after $(($(date +%s) - t0))s" >&2
+# A guest that prints nothing for BOOT_STALL seconds is frozen: its heartbeat
+# (heartbeat.service) prints a line every 30s from early boot to shutdown. Such a
+# boot is stopped at once and, BOOT_TRIES times in all, booted again from the start
+# with single-threaded emulation: a freeze of the emulator's vCPU threads is the
+# one failure a second boot can tell from the appliance's own.
+stall=${BOOT_STALL:-240}
+tries=${BOOT_TRIES:-2}
+accel=tcg,thread=multi
+
+# boot_once: one qemu run from a fresh snapshot; sets rc, and stalled=yes when
+# the guest went silent.
+boot_once() {
+	rm -f "$share"/result-*.log
+	t0=$(date +%s)
+	echo "[boot $(date +%T)] booting $img (kernel $kver, ${smp} vCPU, ${mem}M, $accel); console in $share/console.log" >&2
+	# panic=-1 and the outer timeout: a guest that cannot boot ends instead of hanging.
+	# No -no-reboot: the check's own `systemctl reboot` is a real second boot.
+	nice -n 5 timeout "$timeout" qemu-system-x86_64 \
+		-machine pc -accel "$accel" -cpu max -smp "$smp" -m "$mem" \
+		-nographic -nic none \
+		-kernel "/boot/vmlinuz-$kver" -initrd "/boot/initrd.img-$kver" \
+		-append "root=/dev/vda rw console=ttyS0,115200 panic=-1 systemd.unified_cgroup_hierarchy=1" \
+		-drive file="$img",format=raw,if=virtio,snapshot=on \
+		-virtfs local,path="$share",mount_tag=hostshare,security_model=none,id=hostshare \
+		</dev/null >"$share/console.log" 2>&1 &
+	local qpid=$! size=-1 now quiet=0
+	stalled=no
+	while kill -0 $qpid 2>/dev/null; do
+		sleep 5
+		now=$(stat -c %s "$share/console.log")
+		if [ "$now" != "$size" ]; then size=$now quiet=0; else quiet=$((quiet + 5)); fi
+		if [ $quiet -ge "$stall" ]; then
+			echo "[boot $(date +%T)] the guest has printed nothing for ${quiet}s (its heartbeat is every 30s): frozen, stopping it" >&2
+			stalled=yes
+			kill $qpid 2>/dev/null || true
+			break
+		fi
+	done
+	rc=0
+	wait $qpid || rc=$?
+	echo "[boot $(date +%T)] qemu exited ($rc) after $(($(date +%s) - t0))s" >&2
+}
+
+try=1
+while :; do
+	boot_once
+	[ $stalled = yes ] && [ $try -lt "$tries" ] || break
+	cp "$share/console.log" "$share/console-stalled-$try.log"
+	echo "[boot $(date +%T)] the console of the frozen boot: $share/console-stalled-$try.log; booting again with one emulation thread" >&2
+	try=$((try + 1))
+	accel=tcg,thread=single
+done
 
 status=0
 n=0
@@ -49,7 +87,10 @@ for log in "$share"/result-*.log; do
 done
 if [ $n = 0 ]; then
 	echo "no result from the guest; the console's end:" >&2
-	tail -40 "$share/console.log" >&2
+	tail -30 "$share/console.log" >&2
+	echo "the guest's last heartbeats:" >&2
+	grep -a 'heartbeat:' "$share/console.log" | tail -3 >&2 || echo "(none)" >&2
+	[ $stalled = no ] || echo "test-systemd: FAIL (the guest froze: nothing on its console for ${stall}s)" >&2
 	exit 1
 fi
 # The last boot must have finished with 0 (not asked for another boot).

@@ -153,6 +153,24 @@ R=$work/rootfs
 # The check-driver may have changed without changing the base's recipe hash
 # when only it was edited: always take the current one.
 install -m 0755 "$here/check-driver" "$R/usr/local/sbin/check-driver"
+# The heartbeat (a line on the console every 30s, see heartbeat) is part of this
+# layer, not of the cached base, so that changing it does not redo debootstrap.
+install -m 0755 "$here/heartbeat" "$R/usr/local/sbin/heartbeat"
+cat >"$R/etc/systemd/system/heartbeat.service" <<'UNIT'
+[Unit]
+Description=A line on the console every 30s while the guest runs
+DefaultDependencies=no
+After=systemd-journald.service
+Conflicts=shutdown.target
+Before=shutdown.target
+
+[Service]
+ExecStart=/usr/local/sbin/heartbeat
+
+[Install]
+WantedBy=sysinit.target
+UNIT
+chroot "$R" systemctl enable heartbeat.service 2>/dev/null
 cp "$deb" "$R/tmp/staticpodd.deb"
 chroot "$R" dpkg -i /tmp/staticpodd.deb >&2
 rm "$R/tmp/staticpodd.deb"

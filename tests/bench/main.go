@@ -49,7 +49,9 @@ func main() {
 	scalePods := flag.String("pods", os.Getenv("BENCH_PODS"), "comma-separated pod counts of the scale benchmark (BENCH_PODS; default 10,100)")
 	scaleRounds := flag.Int("scale-rounds", 2, "rounds of the scale benchmark per pod count, the sides alternating")
 	scaleIdle := flag.Duration("scale-idle-window", 30*time.Second, "how long the idle CPU with the scale benchmark's pods is measured")
-	only := flag.String("only", "", "comma-separated benchmarks to run: start, scale, ready, probes, url, logs, relist, hostile, eviction, nodeapi, outage (default: all but outage)")
+	imageRuns := flag.Int("image-runs", 5, "runs of the image export + import round trip; 0 skips it")
+	imagePadMB := flag.Int("image-pad-mb", 100, "MB of random bytes in the round trip's image")
+	only := flag.String("only", "", "comma-separated benchmarks to run: start, scale, ready, probes, url, logs, relist, hostile, eviction, nodeapi, images, outage (default: all but outage)")
 	flag.Parse()
 	if *logsOnly {
 		*only = "logs"
@@ -105,6 +107,9 @@ func main() {
 	}
 	if err == nil && want("eviction") && *evictRuns > 0 {
 		err = benchEviction(*bin, *image, *evictRuns, *evictWindow)
+	}
+	if err == nil && want("images") && *imageRuns > 0 {
+		err = benchImages(*bin, *imageRuns, *imagePadMB)
 	}
 	// Twenty minutes: only when asked for by name (make bench-outage).
 	outage := slices.Contains(strings.Split(*only, ","), "outage")

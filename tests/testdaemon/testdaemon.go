@@ -140,31 +140,6 @@ func RandHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-// FreePort is a TCP port on 127.0.0.1 that was free a moment ago.
-func FreePort(t testing.TB) int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
-// FreePorts returns n distinct ports free on 127.0.0.1 now: all are held
-// until the last is chosen, so no two are the same.
-func FreePorts(t testing.TB, n int) []int {
-	ports := make([]int, n)
-	for i := range ports {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer l.Close()
-		ports[i] = l.Addr().(*net.TCPAddr).Port
-	}
-	return ports
-}
-
 // New prepares a daemon (not started) with the image imported.
 func New(t *testing.T) *Daemon {
 	t.Helper()
@@ -377,6 +352,9 @@ func (d *Daemon) Running() bool {
 // cleanup removes every manifest so the daemon stops and removes every pod, then
 // stops the daemon; whatever is left is a leak and fails the test.
 func (d *Daemon) cleanup() {
+	// Stopped even when its pods did not go in time, which ends the test
+	// here: never left running after it.
+	defer d.Stop()
 	entries, _ := os.ReadDir(d.Manifests)
 	for _, e := range entries {
 		os.Remove(filepath.Join(d.Manifests, e.Name()))
@@ -555,6 +533,7 @@ func (d *Daemon) WaitRunning(name string, timeout time.Duration) *v1.Pod {
 // mounts under its dirs, cgroups under its cgroupRoot, state files.
 func (d *Daemon) AssertNoLeaks() {
 	d.T.Helper()
+	d.assertThreadsInHostNamespaces()
 	mi, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
 		d.T.Fatal(err)
@@ -589,6 +568,33 @@ func (d *Daemon) AssertNoLeaks() {
 				names = append(names, e.Name())
 			}
 			d.T.Errorf("leaked state in %s: %v", dir, names)
+		}
+	}
+}
+
+// assertThreadsInHostNamespaces: every thread of a running daemon is in the
+// test's own network, IPC and UTS namespaces, none left in a pod's (which
+// would also keep the pod's namespaces alive after the pod).
+func (d *Daemon) assertThreadsInHostNamespaces() {
+	d.T.Helper()
+	pid := d.PID()
+	if pid == 0 || !ProcAlive(pid) {
+		return
+	}
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		return // it just exited
+	}
+	for _, ns := range []string{"net", "ipc", "uts"} {
+		own, err := os.Readlink("/proc/thread-self/ns/" + ns)
+		if err != nil {
+			d.T.Fatal(err)
+		}
+		for _, t := range tasks {
+			got, err := os.Readlink(fmt.Sprintf("/proc/%d/task/%s/ns/%s", pid, t.Name(), ns))
+			if err == nil && got != own {
+				d.T.Errorf("daemon thread %s is in %s, not the host's %s", t.Name(), got, own)
+			}
 		}
 	}
 }

@@ -1,19 +1,32 @@
 package testdaemon
 
 import (
+	"context"
 	"io"
 	"net"
 	"net/http"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // ManifestServer serves a manifest body at /pods on a fixed 127.0.0.1 port,
 // and can go down and come back on the same port.
+//
+// The port stays its own while it is down: a socket bound to it with
+// SO_REUSEPORT, never listening, holds it from start to end, and the
+// listener binds beside it with SO_REUSEPORT too. So a connection while it
+// is down is refused, as by a server that is gone, but no other socket can
+// take the port, bound or as an outgoing connection's (unless it sets
+// SO_REUSEPORT too, as nothing the tests run does), and Up always gets it
+// back.
 type ManifestServer struct {
 	t    testing.TB
 	addr string
+	hold int // the socket that holds the port
 
 	mu   sync.Mutex
 	body string
@@ -26,14 +39,55 @@ type ManifestServer struct {
 // NewManifestServer serves body until the test ends.
 func NewManifestServer(t testing.TB, body string) *ManifestServer {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	hold, addr, err := holdPort()
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("manifest server: hold a port: %v", err)
 	}
-	s := &ManifestServer{t: t, addr: l.Addr().String(), body: body}
-	s.serve(l)
-	t.Cleanup(s.Down)
+	s := &ManifestServer{t: t, addr: addr, hold: hold, body: body}
+	t.Cleanup(func() {
+		s.Down()
+		unix.Close(s.hold)
+	})
+	s.Up()
 	return s
+}
+
+// holdPort binds a socket with SO_REUSEPORT to a port the kernel picks on
+// 127.0.0.1, without listening on it.
+func holdPort() (int, string, error) {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return -1, "", err
+	}
+	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEPORT, 1); err != nil {
+		unix.Close(fd)
+		return -1, "", err
+	}
+	if err := unix.Bind(fd, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		unix.Close(fd)
+		return -1, "", err
+	}
+	sa, err := unix.Getsockname(fd)
+	if err != nil {
+		unix.Close(fd)
+		return -1, "", err
+	}
+	addr := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: sa.(*unix.SockaddrInet4).Port}
+	return fd, addr.String(), nil
+}
+
+// RefusingAddr is a 127.0.0.1 address that refuses every connection until
+// the test ends: its port is held by a socket bound to it and never
+// listening, so no other socket takes it meanwhile, as one that was free a
+// moment ago could be taken.
+func RefusingAddr(t testing.TB) string {
+	t.Helper()
+	fd, addr, err := holdPort()
+	if err != nil {
+		t.Fatalf("hold a port: %v", err)
+	}
+	t.Cleanup(func() { unix.Close(fd) })
+	return addr
 }
 
 // URL is where the body is served.
@@ -58,13 +112,6 @@ func (s *ManifestServer) RequireHeader(key, value string) {
 	s.want = [2]string{key, value}
 }
 
-func (s *ManifestServer) serve(l net.Listener) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.srv = &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
-	go s.srv.Serve(l)
-}
-
 // Set replaces the body served from now on.
 func (s *ManifestServer) Set(body string) {
 	s.mu.Lock()
@@ -72,7 +119,7 @@ func (s *ManifestServer) Set(body string) {
 	s.body = body
 }
 
-// Down closes the listener and every connection.
+// Down closes the listener and every connection; the port stays held.
 func (s *ManifestServer) Down() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -82,26 +129,28 @@ func (s *ManifestServer) Down() {
 	}
 }
 
-// Up listens on the same port again; it returns an error when the port
-// stays taken.
-func (s *ManifestServer) Up() error {
+// Up listens on the port again, beside the socket that holds it; it fails
+// the test if it cannot.
+func (s *ManifestServer) Up() {
+	s.t.Helper()
 	s.mu.Lock()
-	running := s.srv != nil
-	s.mu.Unlock()
-	if running {
-		return nil
+	defer s.mu.Unlock()
+	if s.srv != nil {
+		return
 	}
-	var l net.Listener
-	var err error
-	for range 50 { // the port is free again at once, but the kernel may disagree for a moment
-		if l, err = net.Listen("tcp", s.addr); err == nil {
-			break
+	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
+		var err error
+		if cerr := c.Control(func(fd uintptr) {
+			err = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEPORT, 1)
+		}); cerr != nil {
+			return cerr
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	if err != nil {
 		return err
+	}}
+	l, err := lc.Listen(context.Background(), "tcp", s.addr)
+	if err != nil {
+		s.t.Fatalf("manifest server: listen on its own port again: %v", err)
 	}
-	s.serve(l)
-	return nil
+	s.srv = &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
+	go s.srv.Serve(l)
 }
