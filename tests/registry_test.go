@@ -22,6 +22,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -136,6 +137,8 @@ func (r *distRegistry) start(bin, config string) error {
 	r.stderr.Reset()
 	r.mu.Unlock()
 	cmd := exec.Command(bin, "serve", config)
+	// Killed with the test binary too, which a panic ends without Cleanup.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	cmd.Stdout = lockedWriter{&r.mu, &r.stdout}
 	cmd.Stderr = lockedWriter{&r.mu, &r.stderr}
 	if err := cmd.Start(); err != nil {
