@@ -24,6 +24,7 @@ require (
 	github.com/spf13/pflag v1.0.10
 	github.com/vishvananda/netlink v1.3.1
 	go.yaml.in/yaml/v2 v2.4.4
+	golang.org/x/crypto v0.54.0
 	golang.org/x/sync v0.25.0
 	golang.org/x/sys v0.50.0
 	k8s.io/api v0.37.2

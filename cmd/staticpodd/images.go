@@ -68,7 +68,8 @@ func newImagesCmd(o *globalOptions) *cobra.Command {
 	}
 	imp.Flags().StringVar(&configFile, config.FlagConfig, "", "KubeletConfiguration file, for imageGCHighThresholdPercent")
 	cmd.AddCommand(imp)
-	cmd.AddCommand(&cobra.Command{
+	var digests bool
+	ls := &cobra.Command{
 		Use:     "ls",
 		Aliases: []string{"list"},
 		Short:   "List images",
@@ -83,7 +84,11 @@ func newImagesCmd(o *globalOptions) *cobra.Command {
 				return err
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 8, 3, ' ', 0)
-			fmt.Fprintln(tw, "REF\tID\tSIZE\tCREATED\tLAST USED\tPINNED")
+			header := "REF\tID\tSIZE\tCREATED\tLAST USED\tPINNED"
+			if digests {
+				header = "REF\tDIGEST\tID\tSIZE\tCREATED\tLAST USED\tPINNED"
+			}
+			fmt.Fprintln(tw, header)
 			for _, img := range imgs {
 				refs := img.Refs
 				if len(refs) == 0 {
@@ -98,12 +103,19 @@ func newImagesCmd(o *globalOptions) *cobra.Command {
 					pinned = "pinned"
 				}
 				for _, r := range refs {
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r, shortID(img.ID), humanSize(img.Size), img.Created.UTC().Format(time.RFC3339), used, pinned)
+					row := []string{r}
+					if digests {
+						row = append(row, repoDigestOf(r, img.RepoDigests))
+					}
+					row = append(row, shortID(img.ID), humanSize(img.Size), img.Created.UTC().Format(time.RFC3339), used, pinned)
+					fmt.Fprintln(tw, strings.Join(row, "\t"))
 				}
 			}
 			return tw.Flush()
 		},
-	})
+	}
+	ls.Flags().BoolVar(&digests, "digests", false, "show the manifest digest each reference was pulled by (<none> for an imported image)")
+	cmd.AddCommand(ls)
 	var force bool
 	rm := &cobra.Command{
 		Use:     "rm REF...",
@@ -262,4 +274,20 @@ func humanSize(n int64) string {
 		return fmt.Sprintf("%.1fkB", float64(n)/(1<<10))
 	}
 	return fmt.Sprintf("%dB", n)
+}
+
+// repoDigestOf is the manifest digest (sha256:…) of the repository digest of
+// ref's repository among repoDigests, or <none>: a digest belongs to the
+// repository it was pulled from, as docker images --digests shows it.
+func repoDigestOf(ref string, repoDigests []string) string {
+	repo, _, _ := strings.Cut(ref, "@")
+	if i := strings.LastIndex(repo, ":"); i > strings.LastIndex(repo, "/") {
+		repo = repo[:i]
+	}
+	for _, d := range repoDigests {
+		if r, dg, ok := strings.Cut(d, "@"); ok && r == repo {
+			return dg
+		}
+	}
+	return "<none>"
 }
