@@ -282,9 +282,11 @@ spec:
 	digest := func() string {
 		var keep []string
 		for _, l := range strings.Split(storeDigest(t, store), "\n") {
-			// The folder, the watcher's record of what it tried, and the
+			// The folder, the watcher's record of what it tried (and the
+			// temporary file its atomic replacement writes first), and the
 			// store root's mtime, which that record's replacement changes.
-			if !strings.HasPrefix(l, "import") && !strings.HasPrefix(l, ". ") && !strings.HasPrefix(l, "snapshots") {
+			if !strings.HasPrefix(l, "import") && !strings.HasPrefix(l, ".import-state.json.tmp-") &&
+				!strings.HasPrefix(l, ". ") && !strings.HasPrefix(l, "snapshots") {
 				keep = append(keep, l)
 			}
 		}
