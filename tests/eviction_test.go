@@ -17,6 +17,7 @@ import (
 
 	"github.com/staticpodd/staticpodd/agent/server"
 	"github.com/staticpodd/staticpodd/tests/testdaemon"
+	"github.com/staticpodd/staticpodd/tests/testroot"
 )
 
 // Node pressure made real: the daemon's pods live under a cgroup with a small
@@ -360,40 +361,6 @@ wait`
 	waitContent(d, filepath.Join(state, "state"), "calm\n", 30*time.Second)
 }
 
-// loopFS mounts a new ext4 filesystem of size bytes at dir, unmounted and
-// its loop device detached at the end of the test even when it fails.
-func loopFS(t *testing.T, dir string, size int64) {
-	t.Helper()
-	img := dir + ".img"
-	if err := os.WriteFile(img, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Truncate(img, size); err != nil {
-		t.Fatal(err)
-	}
-	run := func(name string, args ...string) string {
-		out, err := exec.Command(name, args...).CombinedOutput()
-		if err != nil {
-			t.Fatalf("%s %v: %v\n%s", name, args, err, out)
-		}
-		return strings.TrimSpace(string(out))
-	}
-	run("mkfs.ext4", "-q", "-F", "-m", "0", img)
-	dev := run("losetup", "--find", "--show", img)
-	t.Cleanup(func() {
-		if out, err := exec.Command("losetup", "-d", dev).CombinedOutput(); err != nil {
-			t.Errorf("detach %s: %v %s", dev, err, out)
-		}
-	})
-	os.MkdirAll(dir, 0o755)
-	run("mount", dev, dir)
-	t.Cleanup(func() {
-		if out, err := exec.Command("umount", dir).CombinedOutput(); err != nil {
-			t.Errorf("unmount %s: %v %s", dir, err, out)
-		}
-	})
-}
-
 // available is what statfs says is free for dir's filesystem.
 func available(t *testing.T, dir string) int64 {
 	t.Helper()
@@ -440,7 +407,7 @@ func TestEvictionDiskReclaimBeforeEviction(t *testing.T) {
 	// The daemon's root dir (images, snapshots: nodefs and imagefs) on a
 	// small filesystem of its own, unmounted after the daemon's cleanup.
 	mnt := filepath.Join(t.TempDir(), "disk")
-	loopFS(t, mnt, 160<<20)
+	testroot.LoopFS(t, mnt, 160<<20)
 	d := newDaemon(t)
 	d.RootDir = filepath.Join(mnt, "root")
 	os.MkdirAll(filepath.Join(d.RootDir, "images", "import"), 0o700)

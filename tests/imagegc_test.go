@@ -16,6 +16,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/staticpodd/staticpodd/tests/testdaemon"
+	"github.com/staticpodd/staticpodd/tests/testroot"
 )
 
 // usingPod is a sleeper pod of image.
@@ -48,7 +49,7 @@ func hasImage(d *daemon, ref string) bool {
 func TestImageGCLoopFS(t *testing.T) {
 	t.Parallel()
 	mnt := filepath.Join(t.TempDir(), "disk")
-	loopFS(t, mnt, 256<<20)
+	testroot.LoopFS(t, mnt, 256<<20)
 	d := newDaemon(t)
 	d.RootDir = filepath.Join(mnt, "root")
 	importDir := filepath.Join(d.RootDir, "images", "import")
@@ -163,7 +164,7 @@ spec:
 func TestImageGCLeastRecentlyUsedFirst(t *testing.T) {
 	t.Parallel()
 	mnt := filepath.Join(t.TempDir(), "disk")
-	loopFS(t, mnt, 256<<20)
+	testroot.LoopFS(t, mnt, 256<<20)
 	d := newDaemon(t)
 	d.RootDir = filepath.Join(mnt, "root")
 	b, _ := os.ReadFile(d.Config)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -12,46 +11,9 @@ import (
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"golang.org/x/sys/unix"
 
 	"github.com/staticpodd/staticpodd/tests/testroot"
 )
-
-// loopFS mounts a fresh ext4 filesystem of size bytes at dir, unmounted and
-// detached in Cleanup.
-func loopFS(t *testing.T, dir string, size int64) {
-	t.Helper()
-	img := dir + ".img"
-	if err := os.WriteFile(img, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Truncate(img, size); err != nil {
-		t.Fatal(err)
-	}
-	run := func(name string, args ...string) string {
-		out, err := exec.Command(name, args...).CombinedOutput()
-		if err != nil {
-			t.Fatalf("%s %v: %v\n%s", name, args, err, out)
-		}
-		return strings.TrimSpace(string(out))
-	}
-	run("mkfs.ext4", "-q", "-F", "-m", "0", img)
-	dev := run("losetup", "--find", "--show", img)
-	t.Cleanup(func() {
-		if out, err := exec.Command("losetup", "-d", dev).CombinedOutput(); err != nil {
-			t.Errorf("detach %s: %v %s", dev, err, out)
-		}
-	})
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	run("mount", dev, dir)
-	t.Cleanup(func() {
-		if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil {
-			t.Errorf("unmount %s: %v", dir, err)
-		}
-	})
-}
 
 // importPadded imports an image named ref whose one layer holds size bytes of
 // its own, and returns it.
@@ -88,7 +50,7 @@ func storeRefs(t *testing.T, s *Store) []string {
 func TestGarbageCollectLoopFS(t *testing.T) {
 	testroot.Require(t)
 	mnt := filepath.Join(t.TempDir(), "disk")
-	loopFS(t, mnt, 96<<20)
+	testroot.LoopFS(t, mnt, 96<<20)
 	s, err := Open(filepath.Join(mnt, "images"), discardLogger(), WithReserve(0))
 	if err != nil {
 		t.Fatal(err)
