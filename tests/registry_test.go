@@ -420,11 +420,9 @@ capabilities = []
 		if err != nil {
 			t.Fatal(err)
 		}
-		id, err := app.ConfigName()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if cs := statusOf(d.Pod("app")); cs.ImageID != id.String() || cs.Image != appRef {
+		// imageID is the repository digest, as containerd's CRI reports it.
+		id := r.addr + "/team/app@" + digest.String()
+		if cs := statusOf(d.Pod("app")); cs.ImageID != id || cs.Image != appRef {
 			t.Errorf("status image %s, imageID %s; want %s, %s", cs.Image, cs.ImageID, appRef, id)
 		}
 		out := d.CLI("images", "ls", "--digests")
