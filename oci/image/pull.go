@@ -138,10 +138,29 @@ func (p *Puller) Pull(ctx context.Context, ref string, progress func(Progress)) 
 	}
 	c.img, c.err = p.pull(ctx, norm, progress)
 	if c.err != nil {
-		c.err = fmt.Errorf("pull %s: %w", norm, c.err)
+		c.err = fmt.Errorf("pull %s: %w", norm, boundedError{c.err})
 	}
 	return c.img, c.err
 }
+
+// maxErrorText bounds the text of a pull's error, which goes into a
+// container's waiting message, events and the mirror pod: most of it is what
+// the registries said (go-containerregistry reads up to 64 KiB of each error
+// body), and a pull through several mirrors joins one error each.
+const maxErrorText = 4 << 10
+
+// boundedError is err with its text cut at maxErrorText.
+type boundedError struct{ err error }
+
+func (e boundedError) Error() string {
+	s := e.err.Error()
+	if len(s) <= maxErrorText {
+		return s
+	}
+	return strings.ToValidUTF8(s[:maxErrorText], "") + "... (cut)"
+}
+
+func (e boundedError) Unwrap() error { return e.err }
 
 func (p *Puller) pull(ctx context.Context, norm string, progress func(Progress)) (Image, error) {
 	r, err := name.ParseReference(norm)

@@ -383,6 +383,17 @@ func TestPullHostile(t *testing.T) {
 				}
 			}
 		}, "refused"},
+		{"huge error message", func(w http.ResponseWriter, r *http.Request, next http.Handler) {
+			if !strings.Contains(r.URL.Path, "/manifests/") {
+				next.ServeHTTP(w, r)
+				return
+			}
+			// Within go-containerregistry's 64 KiB of error body, but no
+			// waiting message or event should carry it all.
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusUnauthorized)
+			fmt.Fprintf(w, `{"errors":[{"code":"UNAUTHORIZED","message":%q}]}`, strings.Repeat("ab", 30<<10))
+		}, "UNAUTHORIZED"},
 		{"huge declared manifest", func(w http.ResponseWriter, r *http.Request, next http.Handler) {
 			if !strings.Contains(r.URL.Path, "/manifests/") {
 				next.ServeHTTP(w, r)
@@ -403,6 +414,9 @@ func TestPullHostile(t *testing.T) {
 			_, err := NewPuller(s, PullConfig{HostsDir: hosts}, discardLogger()).Pull(ctx, ref, nil)
 			if err == nil || ctx.Err() != nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("pull: %v, want an error saying %q, before the deadline", err, tc.want)
+			}
+			if n := len(err.Error()); n > maxErrorText+256 {
+				t.Fatalf("the pull's error is %d bytes long, more than its bound %d", n, maxErrorText)
 			}
 			if imgs, _ := s.List(); len(imgs) != 0 {
 				t.Fatalf("store has %v after a refused pull", imgs)
