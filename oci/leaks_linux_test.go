@@ -107,9 +107,15 @@ func TestDialDuringSandboxRemovalKeepsNoNamespace(t *testing.T) {
 		ino := "net:[" + strconv.FormatUint(st.Ino, 10) + "]"
 		stop := make(chan struct{})
 		dialled := make(chan int)
+		first := make(chan struct{}) // closed after the first dial: the dials run
 		go func() {
 			n := 0
 			defer func() { dialled <- n }()
+			defer func() {
+				if n == 0 {
+					close(first)
+				}
+			}()
 			for {
 				select {
 				case <-stop:
@@ -121,9 +127,12 @@ func TestDialDuringSandboxRemovalKeepsNoNamespace(t *testing.T) {
 					c.Close()
 				}
 				cancel()
-				n++
+				if n++; n == 1 {
+					close(first)
+				}
 			}
 		}()
+		<-first
 		time.Sleep(time.Duration(i) * 100 * time.Microsecond)
 		if err := e.rt.RemoveSandbox(context.Background(), pod.UID); err != nil {
 			t.Fatal(err)
