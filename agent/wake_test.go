@@ -13,13 +13,14 @@ import (
 
 // An image imported while a pod's start is failing for the want of it (after
 // the start looked it up, before the worker recorded ErrImageNeverPull and
-// waited) still starts the pod at once: the import's Resync is not lost.
+// waited) still starts the pod at once: the import's Resync is not lost. The
+// start is held inside that window until the Resync has reached the worker.
 func TestImageArrivingDuringTheFailingStartWakesThePod(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rt := newFakeRuntime()
 		rt.missing["etcd:3.5"] = true
 		h := start(t, rt, Config{SyncFrequency: time.Hour})
-		arrived := false
+		arrived, release := false, make(chan struct{})
 		rt.afterLookup = func(image string) {
 			if arrived {
 				return
@@ -29,12 +30,16 @@ func TestImageArrivingDuringTheFailingStartWakesThePod(t *testing.T) {
 			delete(rt.missing, image)
 			rt.mu.Unlock()
 			h.a.Resync() // what the import folder's watcher does
+			<-release
 		}
 		h.send([]manifest.Pod{testPod("etcd", "u1", v1.RestartPolicyAlways, ctr("etcd", "etcd:3.5"))})
-		synctest.Wait()
 		if !arrived {
 			t.Fatal("the start never looked the image up")
 		}
+		// Everything else is blocked: the Resync went as far as it goes
+		// while the worker is still in its failing start.
+		close(release)
+		synctest.Wait()
 		if cs := h.pod("etcd").Status.ContainerStatuses[0]; cs.State.Running == nil {
 			t.Fatalf("state %+v after the image arrived with a Resync, want running (calls %v)", cs.State, rt.Calls("start"))
 		}
