@@ -82,6 +82,12 @@ type Agent struct {
 	events  *events.Recorder
 	resync  chan struct{}
 	ready   sync.Once
+
+	resyncMu sync.Mutex // guards resynced
+	// resynced is closed, and replaced, at each Resync: a pull of an image
+	// that an import brought meanwhile is given up.
+	resynced chan struct{}
+
 	// started is when the agent was made: probes of containers that ran
 	// before are spread over their first period.
 	started time.Time
@@ -145,6 +151,7 @@ func New(cfg Config, rt Runtime, logger *slog.Logger) *Agent {
 		logger:     logger,
 		events:     cfg.Events,
 		resync:     make(chan struct{}, 1),
+		resynced:   make(chan struct{}),
 		started:    time.Now(),
 		workers:    map[string]*worker{},
 		summary:    "",
@@ -161,10 +168,24 @@ func (a *Agent) Events() *events.Recorder { return a.events }
 // Resync makes every pod that waits for something (an image, a back-off) try
 // again now; cmd calls it when an image has been imported.
 func (a *Agent) Resync() {
+	a.resyncMu.Lock()
+	close(a.resynced)
+	a.resynced = make(chan struct{})
+	a.resyncMu.Unlock()
+	// One pending resync stands for any number: the loop nudges every
+	// worker after this send, and a worker nudged while it syncs syncs again.
 	select {
 	case a.resync <- struct{}{}:
 	default:
 	}
+}
+
+// nextResync returns a channel closed at the next Resync. Taken before a
+// lookup of the store, it tells of every import after that lookup.
+func (a *Agent) nextResync() <-chan struct{} {
+	a.resyncMu.Lock()
+	defer a.resyncMu.Unlock()
+	return a.resynced
 }
 
 // converter turns a v1.Pod into what the runtime takes; tests replace it.

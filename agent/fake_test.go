@@ -27,13 +27,17 @@ type fakeRuntime struct {
 	ctrs      map[string]*fakeCtr
 	sandboxes map[string]bool
 	next      int
-	missing   map[string]bool   // images not in the store
-	crash     map[string]int    // container name -> exit code right after start
-	stubborn  map[string]bool   // container names that ignore SIGTERM
-	startErr  error             // every Start fails with it
-	execFail  map[string]string // container name -> why its process cannot start (StartError)
-	vanished  map[string]bool   // container IDs whose Wait says ErrNotExist
-	starts    []time.Time       // when each Start succeeded
+	missing   map[string]bool // images not in the store
+	// afterLookup, when set, runs in each Start that found its image
+	// missing, after the lookup and before Start returns, outside the lock:
+	// an image that arrives inside that window.
+	afterLookup func(image string)
+	crash       map[string]int    // container name -> exit code right after start
+	stubborn    map[string]bool   // container names that ignore SIGTERM
+	startErr    error             // every Start fails with it
+	execFail    map[string]string // container name -> why its process cannot start (StartError)
+	vanished    map[string]bool   // container IDs whose Wait says ErrNotExist
+	starts      []time.Time       // when each Start succeeded
 	// health is what an HTTP probe of a path gets from any container:
 	// the status code (404 when absent).
 	health   map[string]int
@@ -207,6 +211,11 @@ func (f *fakeRuntime) Start(ctx context.Context, pod *podspec.Pod, c *podspec.Co
 	}
 	if f.missing[c.Image] {
 		f.record("start-missing %s/%s", pod.UID, c.Name)
+		if hook := f.afterLookup; hook != nil {
+			f.mu.Unlock()
+			hook(c.Image)
+			f.mu.Lock()
+		}
 		return podspec.ContainerStatus{}, fmt.Errorf("start %s: image %s: %w", c.Name, c.Image, podspec.ErrImageNotPresent)
 	}
 	if f.startErr != nil {

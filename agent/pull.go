@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -53,7 +54,10 @@ func (w *worker) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container, 
 	}
 	ci := w.info(c.Name)
 	ref := events.ContainerRef(pod, c.Name)
+	var arrived <-chan struct{}
 	if c.ImagePullPolicy != v1.PullAlways {
+		// Taken before the lookup: an import after it ends the pull below.
+		arrived = w.a.nextResync()
 		present, err := p.Present(image)
 		if err != nil {
 			// The kubelet's ErrImageInspect.
@@ -106,9 +110,29 @@ func (w *worker) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container, 
 		}
 	}
 	began := time.Now()
-	err := p.Pull(ctx, image, progress)
+	pullCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	if arrived != nil {
+		go cancelOnArrival(pullCtx, cancel, p, image, w.a.nextResync, arrived)
+	}
+	err := p.Pull(pullCtx, image, progress)
 	if ctx.Err() != nil {
 		return false, time.Time{}, false
+	}
+	if err != nil && arrived != nil {
+		if present, perr := p.Present(image); perr == nil && present {
+			// Imported while the pull went on (or failed): IfNotPresent
+			// is satisfied, and the registry's answer no longer matters.
+			w.logger.Info("image present now; pull not needed", "container", c.Name, "image", image)
+			delete(w.pullBackoff.entries, key)
+			if first {
+				ci.reason, ci.message = "", ""
+			}
+			return true, time.Time{}, false
+		}
+		if errors.Is(context.Cause(pullCtx), errImageArrived) {
+			return false, time.Now(), false // removed again at once: look again
+		}
 	}
 	if err != nil {
 		msg := err.Error()
@@ -127,4 +151,27 @@ func (w *worker) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container, 
 	}
 	delete(w.pullBackoff.entries, key)
 	return true, time.Time{}, true
+}
+
+// errImageArrived ends a pull whose image came into the store another way.
+var errImageArrived = errors.New("image present in the store")
+
+// cancelOnArrival cancels a pull of image, with errImageArrived, once the
+// image is in the store: it looks at each Resync (which an import makes)
+// from arrived on, until ctx ends. Without it a worker whose pull hangs on
+// an unanswering registry would start its container only when the pull
+// gives up, though the import's Resync came long before.
+func cancelOnArrival(ctx context.Context, cancel context.CancelCauseFunc, p ImagePuller, image string, next func() <-chan struct{}, arrived <-chan struct{}) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-arrived:
+		}
+		arrived = next() // before the lookup, as the first one
+		if present, err := p.Present(image); err == nil && present {
+			cancel(errImageArrived)
+			return
+		}
+	}
 }

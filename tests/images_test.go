@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -12,12 +13,21 @@ import (
 // A pod whose image is not in the store (and that may not pull it) waits with
 // ErrImageNeverPull and starts
 // once the image arrives in the import folder, even when the tarball is copied
-// in slowly, as scp would.
+// in slowly, as scp would. The periodic sync is an hour away: only the
+// import's own wake-up can start the pod.
 func TestImageArrivesThroughImportFolder(t *testing.T) {
 	t.Parallel()
 	d := newDaemon(t)
 	tar := filepath.Join(d.Dir, "later.tar")
 	buildImage(t, tar, "-ref", "example.com/later:v1")
+	cfg, err := os.ReadFile(d.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg = bytes.Replace(cfg, []byte("syncFrequency: 5s"), []byte("syncFrequency: 1h"), 1)
+	if err := os.WriteFile(d.Config, cfg, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	d.Start()
 	d.WriteManifest("later.yaml", `apiVersion: v1
 kind: Pod

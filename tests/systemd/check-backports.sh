@@ -57,6 +57,20 @@ check "cgroup v2 unified" [ "$(stat -fc %T /sys/fs/cgroup)" = cgroup2fs ]
 check "staticpodd is active after boot" until_ok 60 active
 check "pod $pod is Ready" until_ok 120 pod_ready $pod
 check "pod $pod serves" until_ok 30 serves
+# Where the time between the image's import and web's start goes (seconds since
+# the kernel started): the daemon's lines about images and the pod's start, the
+# events (their counts say how many attempts failed), and when the runtime
+# began each container (its record's createdAt: the rootfs prepared, before
+# its init runs).
+journalctl -u staticpodd -b -o short-monotonic --no-pager 2>/dev/null |
+	grep -i -E 'import|image|pull|started|ready' | head -30 | sed 's/^/  journal: /'
+staticpodd events 2>/dev/null | grep -i -E 'image|pull|creat|start' | sed 's/^/  event: /'
+boot_s=$(awk -v now="$(date +%s.%N)" '{ printf "%.3f", now - $1 }' /proc/uptime)
+for f in /run/staticpodd/containers/*/container.json; do
+	[ -e "$f" ] || continue
+	created=$(grep -o '"createdAt": *"[^"]*"' "$f" | head -1 | cut -d'"' -f4)
+	say "  container $(basename "$(dirname "$f")"): record created at $(awk -v t="$(date -d "$created" +%s.%N)" -v b="$boot_s" 'BEGIN { printf "%.1f", t - b }')s since the kernel's start"
+done
 
 # Type=notify-reload: the drop-in is there, and reload waits for the daemon.
 check "notify-reload: the package linked its drop-in" [ -L /lib/systemd/system/staticpodd.service.d/notify-reload.conf ]

@@ -94,9 +94,17 @@ ready_us=$(systemctl show -p ActiveEnterTimestampMonotonic --value staticpodd)
 start_us=$(systemctl show -p ExecMainStartTimestampMonotonic --value staticpodd)
 say "BOOT-TO-READY boot=$boot kernel-start-to-READY=$((ready_us / 1000))ms daemon-start-to-READY=$(((ready_us - start_us) / 1000))ms userspace=$(systemd-analyze time 2>/dev/null | head -1)"
 # Where the time between the image's import and web's start goes (seconds since
-# the kernel started): the daemon's lines about images and the pod's start.
+# the kernel started): the daemon's lines about images and the pod's start, and
+# when the runtime began each container (its record's createdAt: the rootfs
+# prepared, before its init runs).
 journalctl -u staticpodd -b -o short-monotonic --no-pager 2>/dev/null |
-	grep -i -E 'import|image|unpack|snapshot|started|starting|sync|ready' | head -30 | sed 's/^/  journal: /'
+	grep -i -E 'import|image|pull|unpack|snapshot|started|starting|sync|ready' | head -30 | sed 's/^/  journal: /'
+boot_s=$(awk -v now="$(date +%s.%N)" '{ printf "%.3f", now - $1 }' /proc/uptime)
+for f in /run/staticpodd/containers/*/container.json; do
+	[ -e "$f" ] || continue
+	created=$(grep -o '"createdAt": *"[^"]*"' "$f" | head -1 | cut -d'"' -f4)
+	say "  container $(basename "$(dirname "$f")"): record created at $(awk -v t="$(date -d "$created" +%s.%N)" -v b="$boot_s" 'BEGIN { printf "%.1f", t - b }')s since the kernel's start"
+done
 
 if [ "$boot" = 1 ]; then
 	# The peer for boot-to-READY: the least a Type=notify unit can take here,
