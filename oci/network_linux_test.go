@@ -1,0 +1,308 @@
+//go:build linux && cgo
+
+package oci
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/staticpodd/staticpodd/agent/podspec"
+	"github.com/staticpodd/staticpodd/tests/testnet"
+)
+
+// withNetwork gives e's runtimes the built-in default network with Debian's
+// plugins, on a bridge and range of the test's own.
+func (e *env) withNetwork() testnet.Net {
+	e.t.Helper()
+	for _, p := range defaultNetworkPlugins {
+		if _, err := os.Stat(filepath.Join("/usr/lib/cni", p)); err != nil {
+			e.t.Fatalf("CNI plugin %s: %v (apt-get install -y containernetworking-plugins)", p, err)
+		}
+	}
+	n := testnet.Alloc(e.t)
+	top := e.t.TempDir()
+	e.cfg.Network = &NetworkConfig{
+		ConfDir:  filepath.Join(top, "net.d"), // none: the default network
+		BinDirs:  DefaultCNIBinDirs,
+		CacheDir: filepath.Join(e.cfg.RunDir, "cni", "cache"),
+		Bridge:   n.Bridge,
+		Subnet:   n.Subnet,
+		IPAMDir:  filepath.Join(e.cfg.RunDir, "cni", "networks"),
+	}
+	e.rt = e.newRuntime()
+	return n
+}
+
+// httpdScript serves "hello from NAME" on port 81, as the seed's nginx pod.
+func httpdScript(name string) string {
+	return fmt.Sprintf("mkdir -p /www && echo hello from %s > /www/index.html && exec httpd -f -p 81 -h /www", name)
+}
+
+// get fetches url, retrying until the server answers (its port is its
+// readiness) or 20 s pass.
+func get(t *testing.T, url string) string {
+	t.Helper()
+	c := &http.Client{Timeout: 2 * time.Second}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		resp, err := c.Get(url)
+		if err == nil {
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			return string(body)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("GET %s: %v", url, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func (e *env) podIP(pod *podspec.Pod) netip.Addr {
+	e.t.Helper()
+	st, err := e.rt.SandboxStatus(context.Background(), pod.UID)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if len(st.IPs) != 1 {
+		e.t.Fatalf("pod %s has IPs %v (%s), want one", pod.Name, st.IPs, st.Message)
+	}
+	return st.IPs[0]
+}
+
+// netLeftovers lists what of pod id ("": of any pod) is left on the host.
+func netLeftovers(t *testing.T, n testnet.Net, ipamDir, id string) []string {
+	t.Helper()
+	left, err := n.Leftovers(ipamDir, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return left
+}
+
+// The seed's nginx-shaped pod (busybox httpd on port 81) gets an address on
+// the default network that the host reaches, a hostPort published on the
+// host, and its /etc/hosts names it; two pods reach each other; a second pod
+// asking for the same hostPort is refused, naming the first; removal leaves
+// no veth, rule or lease.
+func TestPodNetwork(t *testing.T) {
+	e := newEnv(t)
+	n := e.withNetwork()
+	hostPort := int32(freeTCPPort(t))
+	a, b := e.pod(false), e.pod(false)
+	a.PortMappings = []podspec.PortMapping{{HostPort: hostPort, ContainerPort: 81, Protocol: "tcp"}}
+	e.sandbox(a)
+	e.sandbox(b)
+	ca := e.start(a, e.container(a, "web", httpdScript("a")))
+	cb := e.start(b, e.container(b, "web", httpdScript("b")))
+	ipA, ipB := e.podIP(a), e.podIP(b)
+	for _, ip := range []netip.Addr{ipA, ipB} {
+		if !n.Subnet.Contains(ip) {
+			t.Errorf("pod IP %s is not in the network's range %s", ip, n.Subnet)
+		}
+	}
+	if got := get(t, fmt.Sprintf("http://%s:81/", ipA)); got != "hello from a\n" {
+		t.Errorf("the host got %q from pod a's IP", got)
+	}
+	if got := get(t, fmt.Sprintf("http://%s:81/", ipB)); got != "hello from b\n" {
+		t.Errorf("the host got %q from pod b's IP", got)
+	}
+	// The hostPort on the bridge's address, an address of the host.
+	gw := n.Subnet.Addr().Next()
+	if got := get(t, fmt.Sprintf("http://%s:%d/", gw, hostPort)); got != "hello from a\n" {
+		t.Errorf("the host got %q from hostPort %d", got, hostPort)
+	}
+	// Pod a reaches pod b.
+	var out bytes.Buffer
+	code, err := e.rt.Exec(context.Background(), ca.ID, podspec.ExecSpec{
+		Cmd: []string{"wget", "-q", "-O-", fmt.Sprintf("http://%s:81/", ipB)}, Stdout: &out, Stderr: &out, Timeout: 20 * time.Second,
+	})
+	if err != nil || code != 0 || out.String() != "hello from b\n" {
+		t.Errorf("pod a fetching pod b: exit %d, %v: %q", code, err, out.String())
+	}
+	hosts, err := os.ReadFile(filepath.Join(e.rt.podDir(a.UID), "hosts"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := ipA.String() + "\t" + a.Hostname + "\n"; !strings.Contains(string(hosts), want) {
+		t.Errorf("pod a's /etc/hosts has no line %q:\n%s", want, hosts)
+	}
+
+	// A third pod asking for a's hostPort is refused, and leaves nothing.
+	c := e.pod(false)
+	c.PortMappings = []podspec.PortMapping{{HostPort: hostPort, ContainerPort: 80, Protocol: "tcp"}}
+	err = e.rt.CreateSandbox(context.Background(), c)
+	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("hostPort %d/TCP: already published on every address by pod default/%s", hostPort, a.Name)) {
+		t.Errorf("a second pod on hostPort %d: %v", hostPort, err)
+	}
+	if _, err := os.Stat(e.rt.podDir(c.UID)); !os.IsNotExist(err) {
+		t.Errorf("the refused pod's sandbox is left: %v", err)
+	}
+
+	for _, p := range []struct {
+		pod *podspec.Pod
+		ctr podspec.ContainerStatus
+	}{{a, ca}, {b, cb}} {
+		if err := e.rt.Signal(context.Background(), p.ctr.ID, 9); err != nil {
+			t.Fatal(err)
+		}
+		e.wait(p.ctr.ID)
+		e.destroy(p.ctr.ID)
+		if err := e.rt.RemoveSandbox(context.Background(), p.pod.UID); err != nil {
+			t.Fatal(err)
+		}
+		if left := netLeftovers(t, n, e.cfg.Network.IPAMDir, p.pod.UID); len(left) > 0 {
+			t.Errorf("pod %s removed, left: %q", p.pod.Name, left)
+		}
+	}
+	if left := netLeftovers(t, n, e.cfg.Network.IPAMDir, ""); len(left) > 0 {
+		t.Errorf("every pod removed, left: %q", left)
+	}
+	// The hostPort is free again: a new pod gets it.
+	d := e.pod(false)
+	d.PortMappings = c.PortMappings
+	e.sandbox(d)
+	if err := e.rt.RemoveSandbox(context.Background(), d.UID); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A sandbox whose record was never written (the daemon died after ADD) is
+// removed by the next runtime with a DEL from what was recorded before ADD
+// and libcni's cached result: no veth, rule or lease is left.
+func TestPartialSandboxNetworkDeleted(t *testing.T) {
+	e := newEnv(t)
+	n := e.withNetwork()
+	p := e.pod(false)
+	p.PortMappings = []podspec.PortMapping{{HostPort: int32(freeTCPPort(t)), ContainerPort: 81, Protocol: "tcp"}}
+	e.sandbox(p)
+	if left := netLeftovers(t, n, e.cfg.Network.IPAMDir, p.UID); len(left) == 0 {
+		t.Fatal("the attached sandbox shows nothing on the host: the leak check would find nothing")
+	}
+	if err := os.Remove(filepath.Join(e.rt.podDir(p.UID), podFile)); err != nil {
+		t.Fatal(err)
+	}
+	e.rt = e.newRuntime()
+	if left := netLeftovers(t, n, e.cfg.Network.IPAMDir, ""); len(left) > 0 {
+		t.Errorf("partial sandbox removed, left: %q", left)
+	}
+	if _, err := os.Stat(e.rt.podDir(p.UID)); !os.IsNotExist(err) {
+		t.Errorf("the partial sandbox's dir is left: %v", err)
+	}
+}
+
+// A sandbox adopted by a new runtime keeps its IP (from its record), and
+// CNI's CHECK of it passes; once its default route is gone, CHECK fails
+// and the status says so.
+func TestAdoptedSandboxNetworkChecked(t *testing.T) {
+	e := newEnv(t)
+	n := e.withNetwork()
+	p := e.pod(false)
+	e.sandbox(p)
+	ip := e.podIP(p)
+	e.rt = e.newRuntime()
+	<-e.rt.checked
+	st, err := e.rt.SandboxStatus(context.Background(), p.UID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.IPs) != 1 || st.IPs[0] != ip || st.Message != "" {
+		t.Errorf("adopted sandbox status %+v, want IP %s and no message", st, ip)
+	}
+	// Take the pod's route away behind the runtime's back.
+	if out, err := exec.Command("nsenter", "--net="+filepath.Join(e.rt.podDir(p.UID), nsNet), "ip", "route", "del", "default").CombinedOutput(); err != nil {
+		t.Fatalf("delete the default route: %v: %s", err, out)
+	}
+	e.rt = e.newRuntime()
+	<-e.rt.checked
+	st, err = e.rt.SandboxStatus(context.Background(), p.UID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(st.Message, "check pod network") {
+		t.Errorf("status of a sandbox without its route: %+v, want a failed check", st)
+	}
+	if err := e.rt.RemoveSandbox(context.Background(), p.UID); err != nil {
+		t.Fatal(err)
+	}
+	if left := netLeftovers(t, n, e.cfg.Network.IPAMDir, ""); len(left) > 0 {
+		t.Errorf("sandbox removed, left: %q", left)
+	}
+}
+
+// With no configuration and no plugins, a pod still gets its sandbox, with
+// loopback only, and its status says why.
+func TestNoPluginsLoopbackOnly(t *testing.T) {
+	e := newEnv(t)
+	e.withNetwork()
+	e.cfg.Network.BinDirs = []string{t.TempDir()}
+	e.rt = e.newRuntime()
+	p := e.pod(false)
+	e.sandbox(p)
+	st, err := e.rt.SandboxStatus(context.Background(), p.UID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.IPs) != 0 || !strings.Contains(st.Message, "no CNI plugin bridge, host-local, portmap") {
+		t.Errorf("status without plugins: %+v", st)
+	}
+	if err := e.rt.RemoveSandbox(context.Background(), p.UID); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A CNI configuration file that does not parse is an error naming it.
+func TestBadCNIConfig(t *testing.T) {
+	e := newEnv(t)
+	e.withNetwork()
+	if err := os.MkdirAll(e.cfg.Network.ConfDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bad := filepath.Join(e.cfg.Network.ConfDir, "10-bad.conflist")
+	if err := os.WriteFile(bad, []byte(`{"cniVersion": "1.0.0", "name": `), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := e.pod(false)
+	err := e.rt.CreateSandbox(context.Background(), p)
+	if err == nil || !strings.Contains(err.Error(), bad) {
+		t.Errorf("sandbox with a broken CNI configuration: %v, want an error naming %s", err, bad)
+	}
+	if _, err := os.Stat(e.rt.podDir(p.UID)); !os.IsNotExist(err) {
+		t.Errorf("the failed sandbox is left: %v", err)
+	}
+}
+
+func freeTCPPort(t *testing.T) int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// A pod UID (a manifest may give its own) cannot add CNI_ARGS.
+func TestRuntimeConfArgs(t *testing.T) {
+	uid := "x;K8S_POD_NAME=other;IgnoreUnknown=0"
+	rec := netRecord{ID: cniContainerID(uid), Namespace: "default", Name: "web-node", UID: uid}
+	rt := rec.runtimeConf("/run/netns/x")
+	for _, kv := range rt.Args {
+		if strings.ContainsAny(kv[1], ";=") {
+			t.Errorf("CNI_ARGS %s=%q would add arguments", kv[0], kv[1])
+		}
+	}
+	if rt.ContainerID != rec.ID || rt.IfName != "eth0" || rt.CapabilityArgs != nil {
+		t.Errorf("runtime conf %+v", rt)
+	}
+}
