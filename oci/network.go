@@ -107,10 +107,19 @@ func cniContainerID(uid string) string {
 
 // defaultNetworkConf is the built-in default network's configuration list:
 // podman's default network with its own bridge and range (a bridge that is
-// the pods' gateway and masquerades their outbound traffic, host-local IPAM
-// with its leases in ipamDir, portmap for hostPorts). lo is brought up with
-// the namespace, which is all the loopback plugin would do.
-func defaultNetworkConf(bridge string, subnet netip.Prefix, ipamDir string) ([]byte, error) {
+// the pods' gateway, host-local IPAM with its leases in ipamDir, and portmap
+// when the pod publishes hostPorts). lo is brought up with the namespace,
+// which is all the loopback plugin would do.
+//
+// The bridge plugin's ipMasq is off: its per-pod chain and rule are
+// replaced by one masquerade rule for the whole range (masqRule), so that a
+// pod without hostPorts costs no iptables change at all. Debian's plugins
+// (1.1.1) on iptables-nft failed DELs half-way in that per-pod teardown
+// when several daemons' pods went at once, and what they left stayed for
+// ever. For the same reason portmap, whose DEL always rewrites the nat
+// table, is in the list only of a pod that has hostPorts; the list a pod
+// was added with is recorded and used for its DEL.
+func defaultNetworkConf(bridge string, subnet netip.Prefix, ipamDir string, portmap bool) ([]byte, error) {
 	if !subnet.IsValid() || subnet.Bits() > 30 {
 		return nil, fmt.Errorf("pod network range %s: want a prefix of at most /30", subnet)
 	}
@@ -121,28 +130,30 @@ func defaultNetworkConf(bridge string, subnet netip.Prefix, ipamDir string) ([]b
 	if subnet.Addr().Is6() {
 		route = "::/0"
 	}
+	plugins := []any{
+		map[string]any{
+			"type":        "bridge",
+			"bridge":      bridge,
+			"isGateway":   true,
+			"hairpinMode": true,
+			"ipam": map[string]any{
+				"type":    "host-local",
+				"ranges":  [][]map[string]string{{{"subnet": subnet.Masked().String()}}},
+				"routes":  []map[string]string{{"dst": route}},
+				"dataDir": ipamDir,
+			},
+		},
+	}
+	if portmap {
+		plugins = append(plugins, map[string]any{
+			"type":         "portmap",
+			"capabilities": map[string]bool{"portMappings": true},
+		})
+	}
 	conf := map[string]any{
 		"cniVersion": "1.0.0",
 		"name":       DefaultNetworkName,
-		"plugins": []any{
-			map[string]any{
-				"type":        "bridge",
-				"bridge":      bridge,
-				"isGateway":   true,
-				"ipMasq":      true,
-				"hairpinMode": true,
-				"ipam": map[string]any{
-					"type":    "host-local",
-					"ranges":  [][]map[string]string{{{"subnet": subnet.Masked().String()}}},
-					"routes":  []map[string]string{{"dst": route}},
-					"dataDir": ipamDir,
-				},
-			},
-			map[string]any{
-				"type":         "portmap",
-				"capabilities": map[string]bool{"portMappings": true},
-			},
-		},
+		"plugins":    plugins,
 	}
 	return json.MarshalIndent(conf, "", "  ")
 }

@@ -46,6 +46,9 @@ type netRecord struct {
 	Source    string          `json:"source"` // the configuration file, or "default"
 	Conf      json.RawMessage `json:"conf"`
 	Ports     []portMapping   `json:"ports,omitempty"`
+	// Masquerade is the default network's rule this attachment needs
+	// (deleted after the range's last DEL).
+	Masquerade *masqRule `json:"masquerade,omitempty"`
 }
 
 // network attaches sandboxes to the pod network with CNI.
@@ -58,6 +61,9 @@ type network struct {
 	// mu serialises the hostPort check and the writing of netFile, so that
 	// two pods asking for one port cannot both see it free.
 	mu sync.Mutex
+	// plugins lets one exclusive ADD, DEL or CHECK run at a time; see
+	// exclusive.
+	plugins chan struct{}
 
 	noteMu sync.Mutex
 	note   string // the last "no pod network" reason logged; guarded by noteMu
@@ -65,17 +71,89 @@ type network struct {
 
 func newNetwork(cfg NetworkConfig, runDir string, log *slog.Logger) *network {
 	return &network{
-		cfg:    cfg,
-		cni:    libcni.NewCNIConfigWithCacheDir(cfg.BinDirs, cfg.CacheDir, &invoke.DefaultExec{RawExec: &invoke.RawExec{Stderr: os.Stderr}}),
-		log:    log,
-		runDir: runDir,
+		cfg:     cfg,
+		cni:     libcni.NewCNIConfigWithCacheDir(cfg.BinDirs, cfg.CacheDir, &invoke.DefaultExec{RawExec: &invoke.RawExec{Stderr: os.Stderr}}),
+		log:     log,
+		runDir:  runDir,
+		plugins: make(chan struct{}, 1),
 	}
+}
+
+// iptablesLock is the file every staticpodd of the machine holds while it
+// changes iptables rules, itself or through a CNI plugin.
+const iptablesLock = "/run/lock/staticpodd-iptables.lock"
+
+// exclusive runs fn, which changes iptables rules, alone: no other such
+// change of this daemon, nor of another staticpodd on the machine, runs
+// meanwhile. iptables-nft (Debian's iptables) does not take the xtables
+// lock, and a plugin that rewrites the nat table while another does can
+// fail half-way. Waiting for the lock counts in ctx.
+func (n *network) exclusive(ctx context.Context, fn func() error) error {
+	select {
+	case n.plugins <- struct{}{}:
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+	defer func() { <-n.plugins }()
+	if err := os.MkdirAll(filepath.Dir(iptablesLock), 0o755); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(iptablesLock, os.O_RDWR|os.O_CREATE|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return fmt.Errorf("iptables lock: %w", err)
+	}
+	defer f.Close() // releases the lock
+	for {
+		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, unix.EWOULDBLOCK) && !errors.Is(err, unix.EINTR) {
+			return fmt.Errorf("iptables lock: %w", err)
+		}
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	return fn()
+}
+
+// touchesIptables reports whether list may change iptables rules: any
+// plugin but the ones the default network runs without hostPorts, whose
+// ADD and DEL change interfaces, addresses and routes only.
+func touchesIptables(list *libcni.NetworkConfigList) bool {
+	for _, p := range list.Plugins {
+		switch p.Network.Type {
+		case "bridge", "host-local", "loopback":
+			var c struct {
+				IPMasq bool `json:"ipMasq"`
+			}
+			if json.Unmarshal(p.Bytes, &c) != nil || c.IPMasq {
+				return true
+			}
+		default:
+			return true
+		}
+	}
+	return false
+}
+
+// runPlugins runs fn, a CNI operation on list, alone when list may change
+// iptables rules.
+func (n *network) runPlugins(ctx context.Context, list *libcni.NetworkConfigList, fn func() error) error {
+	if touchesIptables(list) {
+		return n.exclusive(ctx, fn)
+	}
+	return fn()
 }
 
 // conf is the pod network's configuration: the first file of ConfDir by
 // name (the kubelet's and containerd's choice), else the built-in default
-// network. A nil list with a reason: no pod network, loopback only.
-func (n *network) conf() (list *libcni.NetworkConfigList, source, reason string, err error) {
+// network (with portmap when the pod has hostPorts). A nil list with a
+// reason: no pod network, loopback only.
+func (n *network) conf(hostPorts bool) (list *libcni.NetworkConfigList, source, reason string, err error) {
 	files, err := libcni.ConfFiles(n.cfg.ConfDir, []string{".conflist", ".conf", ".json"})
 	if err != nil {
 		return nil, "", "", fmt.Errorf("read CNI configuration directory %s: %w", n.cfg.ConfDir, err)
@@ -109,7 +187,7 @@ func (n *network) conf() (list *libcni.NetworkConfigList, source, reason string,
 		return nil, "", fmt.Sprintf("no CNI configuration in %s and no CNI plugin %s in %s (install containernetworking-plugins): the pod has loopback only",
 			n.cfg.ConfDir, strings.Join(missing, ", "), strings.Join(n.cfg.BinDirs, ", ")), nil
 	}
-	data, err := defaultNetworkConf(n.cfg.Bridge, n.cfg.Subnet, n.cfg.IPAMDir)
+	data, err := defaultNetworkConf(n.cfg.Bridge, n.cfg.Subnet, n.cfg.IPAMDir, hostPorts)
 	if err != nil {
 		return nil, "", "", err
 	}
@@ -160,7 +238,8 @@ func (rec *netRecord) runtimeConf(netns string) *libcni.RuntimeConf {
 // pod network: ADD. The status has no IPs and says why when there is no pod
 // network to attach to.
 func (n *network) attach(ctx context.Context, dir string, pod *podspec.Pod) (podspec.SandboxStatus, error) {
-	list, source, reason, err := n.conf()
+	ports := portMappings(pod.PortMappings)
+	list, source, reason, err := n.conf(len(ports) > 0)
 	if err != nil {
 		return podspec.SandboxStatus{}, err
 	}
@@ -170,14 +249,21 @@ func (n *network) attach(ctx context.Context, dir string, pod *podspec.Pod) (pod
 	}
 	rec := netRecord{
 		ID: cniContainerID(pod.UID), Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID,
-		Source: source, Conf: list.Bytes, Ports: portMappings(pod.PortMappings),
+		Source: source, Conf: list.Bytes, Ports: ports,
 	}
-	if err := n.record(dir, &rec); err != nil {
-		return podspec.SandboxStatus{}, err
+	if source == "default" {
+		rec.Masquerade = &masqRule{Bridge: n.cfg.Bridge, Subnet: n.cfg.Subnet.Masked().String()}
 	}
 	ctx, cancel := context.WithTimeout(ctx, cniTimeout)
 	defer cancel()
-	res, err := n.cni.AddNetworkList(ctx, list, rec.runtimeConf(filepath.Join(dir, nsNet)))
+	if err := n.record(ctx, dir, &rec); err != nil {
+		return podspec.SandboxStatus{}, err
+	}
+	var res cnitypes.Result
+	err = n.runPlugins(ctx, list, func() (err error) {
+		res, err = n.cni.AddNetworkList(ctx, list, rec.runtimeConf(filepath.Join(dir, nsNet)))
+		return err
+	})
 	if err != nil {
 		return podspec.SandboxStatus{}, fmt.Errorf("add pod to network %s (%s): %w", list.Name, source, err)
 	}
@@ -188,9 +274,9 @@ func (n *network) attach(ctx context.Context, dir string, pod *podspec.Pod) (pod
 	return podspec.SandboxStatus{IPs: ips, Network: list.Name}, nil
 }
 
-// record checks rec's hostPorts against every other sandbox's and writes
-// rec into dir.
-func (n *network) record(dir string, rec *netRecord) error {
+// record checks rec's hostPorts against every other sandbox's, adds the
+// masquerade rule it needs, and writes rec into dir.
+func (n *network) record(ctx context.Context, dir string, rec *netRecord) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if len(rec.Ports) > 0 {
@@ -212,7 +298,43 @@ func (n *network) record(dir string, rec *netRecord) error {
 			}
 		}
 	}
+	if m := rec.Masquerade; m != nil {
+		err := n.exclusive(ctx, func() error { return m.ensure(ctx) })
+		if errors.Is(err, errNoIptables) {
+			// The pod is still reachable from the host; it cannot reach
+			// beyond it.
+			n.noPodNetwork(fmt.Sprintf("pods reach no address beyond the host: %v", err))
+			rec.Masquerade = nil
+		} else if err != nil {
+			return fmt.Errorf("masquerade for pod network %s: %w", m.Subnet, err)
+		}
+	}
 	return writeJSON(filepath.Join(dir, netFile), rec)
+}
+
+// unmasquerade deletes m unless the attachment of another sandbox than
+// the one in dir still needs it. Under mu with record, so that a pod being
+// added meanwhile either is seen here or adds the rule again after.
+func (n *network) unmasquerade(ctx context.Context, dir string, m *masqRule) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	others, _ := filepath.Glob(filepath.Join(n.runDir, podsDir, "*", netFile))
+	for _, p := range others {
+		if filepath.Dir(p) == dir {
+			continue
+		}
+		var o netRecord
+		if err := readJSON(p, &o); err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				continue // removed meanwhile
+			}
+			return nil // being written: keep the rule, the next DEL looks again
+		}
+		if o.Masquerade != nil && *o.Masquerade == *m {
+			return nil
+		}
+	}
+	return n.exclusive(ctx, func() error { return m.remove(ctx) })
 }
 
 // resultIPs are the addresses of a CNI result, IPv4 first.
@@ -265,8 +387,15 @@ func (n *network) detach(ctx context.Context, dir string) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, cniTimeout)
 	defer cancel()
-	if err := n.cni.DelNetworkList(ctx, list, rec.runtimeConf(netns)); err != nil {
+	if err := n.runPlugins(ctx, list, func() error { return n.cni.DelNetworkList(ctx, list, rec.runtimeConf(netns)) }); err != nil {
 		return fmt.Errorf("remove pod from network %s (%s): %w", list.Name, rec.Source, err)
+	}
+	// The record goes last, so that a failure here is tried again with the
+	// next removal (DEL again, which does nothing the second time).
+	if rec.Masquerade != nil {
+		if err := n.unmasquerade(ctx, dir, rec.Masquerade); err != nil {
+			return fmt.Errorf("remove masquerade rule of pod network %s: %w", rec.Masquerade.Subnet, err)
+		}
 	}
 	return os.Remove(filepath.Join(dir, netFile))
 }
@@ -285,9 +414,15 @@ func (n *network) check(ctx context.Context, dir string) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, cniTimeout)
 	defer cancel()
-	err = n.cni.CheckNetworkList(ctx, list, rec.runtimeConf(filepath.Join(dir, nsNet)))
+	err = n.runPlugins(ctx, list, func() error { return n.cni.CheckNetworkList(ctx, list, rec.runtimeConf(filepath.Join(dir, nsNet))) })
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("check pod network %s (%s): %w", list.Name, rec.Source, err)
+	}
+	// The rule is put back if something flushed the nat table meanwhile.
+	if m := rec.Masquerade; m != nil {
+		if err := n.exclusive(ctx, func() error { return m.ensure(ctx) }); err != nil && !errors.Is(err, errNoIptables) {
+			return fmt.Errorf("masquerade for pod network %s: %w", m.Subnet, err)
+		}
 	}
 	return nil
 }

@@ -13,9 +13,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/staticpodd/staticpodd/agent/podspec"
 	"github.com/staticpodd/staticpodd/tests/testnet"
@@ -165,6 +168,9 @@ func TestPodNetwork(t *testing.T) {
 		if left := netLeftovers(t, n, e.cfg.Network.IPAMDir, p.pod.UID); len(left) > 0 {
 			t.Errorf("pod %s removed, left: %q", p.pod.Name, left)
 		}
+		if p.pod == a && !masqueradeRuleThere(t, n) {
+			t.Errorf("pod a removed, b still there: the range's masquerade rule is gone")
+		}
 	}
 	if left := netLeftovers(t, n, e.cfg.Network.IPAMDir, ""); len(left) > 0 {
 		t.Errorf("every pod removed, left: %q", left)
@@ -304,5 +310,120 @@ func TestRuntimeConfArgs(t *testing.T) {
 	}
 	if rt.ContainerID != rec.ID || rt.IfName != "eth0" || rt.CapabilityArgs != nil {
 		t.Errorf("runtime conf %+v", rt)
+	}
+}
+
+func masqueradeRuleThere(t *testing.T, n testnet.Net) bool {
+	t.Helper()
+	ok, err := masqRule{Bridge: n.Bridge, Subnet: n.Subnet.String()}.run(context.Background(), "-C")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ok
+}
+
+// A pod reaches an address beyond the host with the host's address (the
+// range's one masquerade rule), and a pod without hostPorts changes no
+// iptables rule of its own: nothing in the nat or filter table names it.
+// "Beyond the host" is a network namespace of the test's own behind a veth,
+// whose listener reports the address a connection came from.
+func TestPodNetworkMasquerade(t *testing.T) {
+	e := newEnv(t)
+	n := e.withNetwork()
+	k := n.Subnet.Addr().As4()[2]
+	hostSide := netip.AddrFrom4([4]byte{10, 98, k, 1})
+	outside := netip.AddrFrom4([4]byte{10, 98, k, 2})
+	ns := fmt.Sprintf("spdt%d-out", k)
+	hostIf, outIf := n.Bridge+"x", n.Bridge+"y"
+	_ = exec.Command("ip", "netns", "del", ns).Run() // a killed run's
+	_ = exec.Command("ip", "link", "del", hostIf).Run()
+	for _, args := range [][]string{
+		{"netns", "add", ns},
+		{"link", "add", hostIf, "type", "veth", "peer", "name", outIf},
+		{"link", "set", outIf, "netns", ns},
+		{"addr", "add", hostSide.String() + "/30", "dev", hostIf},
+		{"link", "set", hostIf, "up"},
+		{"-n", ns, "addr", "add", outside.String() + "/30", "dev", outIf},
+		{"-n", ns, "link", "set", outIf, "up"},
+		{"-n", ns, "link", "set", "lo", "up"},
+	} {
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			t.Fatalf("ip %s: %v: %s", strings.Join(args, " "), err, out)
+		}
+	}
+	t.Cleanup(func() {
+		_ = exec.Command("ip", "link", "del", hostIf).Run()
+		_ = exec.Command("ip", "netns", "del", ns).Run()
+	})
+	// The listener's socket is made on a thread in the outside namespace;
+	// the thread ends with its goroutine, the socket stays there.
+	lnc := make(chan net.Listener, 1)
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread goes with the goroutine
+		f, err := os.Open("/run/netns/" + ns)
+		if err != nil {
+			errc <- err
+			return
+		}
+		defer f.Close()
+		if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
+			errc <- err
+			return
+		}
+		ln, err := net.Listen("tcp", outside.String()+":8080")
+		if err != nil {
+			errc <- err
+			return
+		}
+		lnc <- ln
+	}()
+	var ln net.Listener
+	select {
+	case ln = <-lnc:
+	case err := <-errc:
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go http.Serve(ln, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		host, _, _ := net.SplitHostPort(r.RemoteAddr)
+		fmt.Fprintf(w, "from %s\n", host)
+	}))
+
+	p := e.pod(false)
+	e.sandbox(p)
+	c := e.start(p, e.container(p, "client", "sleep 3600"))
+	if !masqueradeRuleThere(t, n) {
+		t.Errorf("no masquerade rule for %s while a pod is on it", n.Subnet)
+	}
+	for _, table := range []string{"nat", "filter"} {
+		out, err := exec.Command("iptables-save", "-t", table).CombinedOutput()
+		if err != nil {
+			t.Fatalf("iptables-save: %v: %s", err, out)
+		}
+		if id := cniContainerID(p.UID); strings.Contains(string(out), id) {
+			t.Errorf("a pod without hostPorts has iptables %s rules of its own:\n%s", table, out)
+		}
+	}
+	var out bytes.Buffer
+	code, err := e.rt.Exec(context.Background(), c.ID, podspec.ExecSpec{
+		Cmd: []string{"wget", "-q", "-O-", fmt.Sprintf("http://%s:8080/", outside)}, Stdout: &out, Stderr: &out, Timeout: 20 * time.Second,
+	})
+	if want := fmt.Sprintf("from %s\n", hostSide); err != nil || code != 0 || out.String() != want {
+		t.Errorf("pod fetching from beyond the host: exit %d, %v: %q, want %q (the pod's %s masqueraded)", code, err, out.String(), want, e.podIP(p))
+	}
+	if err := e.rt.Signal(context.Background(), c.ID, 9); err != nil {
+		t.Fatal(err)
+	}
+	e.wait(c.ID)
+	e.destroy(c.ID)
+	if err := e.rt.RemoveSandbox(context.Background(), p.UID); err != nil {
+		t.Fatal(err)
+	}
+	if masqueradeRuleThere(t, n) {
+		t.Errorf("the range's last pod removed, its masquerade rule is left")
+	}
+	if left := netLeftovers(t, n, e.cfg.Network.IPAMDir, ""); len(left) > 0 {
+		t.Errorf("pod removed, left: %q", left)
 	}
 }

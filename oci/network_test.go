@@ -59,7 +59,7 @@ func TestCNIContainerID(t *testing.T) {
 }
 
 func TestDefaultNetworkConf(t *testing.T) {
-	data, err := defaultNetworkConf("staticpodd0", DefaultNetworkSubnet, "/run/staticpodd/cni/networks")
+	data, err := defaultNetworkConf("staticpodd0", DefaultNetworkSubnet, "/run/staticpodd/cni/networks", true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,12 +84,18 @@ func TestDefaultNetworkConf(t *testing.T) {
 		t.Fatalf("default network %s", data)
 	}
 	br, pm := conf.Plugins[0], conf.Plugins[1]
-	if br.Type != "bridge" || br.Bridge != "staticpodd0" || !br.IPMasq || br.IPAM.Type != "host-local" ||
+	// Masquerade is one rule of staticpodd's own for the range, not the
+	// bridge plugin's per pod.
+	if br.Type != "bridge" || br.Bridge != "staticpodd0" || br.IPMasq || br.IPAM.Type != "host-local" ||
 		br.IPAM.Ranges[0][0]["subnet"] != "10.86.0.0/16" || br.IPAM.DataDir != "/run/staticpodd/cni/networks" {
 		t.Errorf("bridge plugin: %+v", br)
 	}
 	if pm.Type != "portmap" || !pm.Capabilities["portMappings"] {
 		t.Errorf("portmap plugin: %+v", pm)
+	}
+	// Without hostPorts, no portmap: its DEL rewrites the nat table.
+	if data, err := defaultNetworkConf("staticpodd0", DefaultNetworkSubnet, "/x", false); err != nil || strings.Contains(string(data), "portmap") {
+		t.Errorf("default network without hostPorts: %v\n%s", err, data)
 	}
 	for _, bad := range []struct {
 		bridge string
@@ -102,7 +108,7 @@ func TestDefaultNetworkConf(t *testing.T) {
 		{"br0", netip.MustParsePrefix("10.0.0.0/31"), "range"},
 		{"br0", netip.Prefix{}, "range"},
 	} {
-		if _, err := defaultNetworkConf(bad.bridge, bad.subnet, "/x"); err == nil || !strings.Contains(err.Error(), bad.why) {
+		if _, err := defaultNetworkConf(bad.bridge, bad.subnet, "/x", false); err == nil || !strings.Contains(err.Error(), bad.why) {
 			t.Errorf("defaultNetworkConf(%q, %s): %v, want an error about the %s", bad.bridge, bad.subnet, err, bad.why)
 		}
 	}
