@@ -65,6 +65,8 @@ type network struct {
 	// exclusive.
 	plugins chan struct{}
 
+	noIptables sync.Once // logs the masquerade's missing iptables
+
 	noteMu sync.Mutex
 	note   string // the last "no pod network" reason logged; guarded by noteMu
 }
@@ -303,7 +305,9 @@ func (n *network) record(ctx context.Context, dir string, rec *netRecord) error 
 		if errors.Is(err, errNoIptables) {
 			// The pod is still reachable from the host; it cannot reach
 			// beyond it.
-			n.noPodNetwork(fmt.Sprintf("pods reach no address beyond the host: %v", err))
+			n.noIptables.Do(func() {
+				n.log.Warn("pods on the default network reach no address beyond the host: no masquerade", "err", err)
+			})
 			rec.Masquerade = nil
 		} else if err != nil {
 			return fmt.Errorf("masquerade for pod network %s: %w", m.Subnet, err)
