@@ -300,6 +300,11 @@ func (n *network) record(ctx context.Context, dir string, rec *netRecord) error 
 			}
 		}
 	}
+	// The record before the rule: a daemon killed in between leaves a
+	// record whose DEL deletes the rule, not a rule nothing names.
+	if err := writeJSON(filepath.Join(dir, netFile), rec); err != nil {
+		return err
+	}
 	if m := rec.Masquerade; m != nil {
 		err := n.exclusive(ctx, func() error { return m.ensure(ctx) })
 		if errors.Is(err, errNoIptables) {
@@ -308,12 +313,11 @@ func (n *network) record(ctx context.Context, dir string, rec *netRecord) error 
 			n.noIptables.Do(func() {
 				n.log.Warn("pods on the default network reach no address beyond the host: no masquerade", "err", err)
 			})
-			rec.Masquerade = nil
 		} else if err != nil {
 			return fmt.Errorf("masquerade for pod network %s: %w", m.Subnet, err)
 		}
 	}
-	return writeJSON(filepath.Join(dir, netFile), rec)
+	return nil
 }
 
 // unmasquerade deletes m unless the attachment of another sandbox than
@@ -338,7 +342,11 @@ func (n *network) unmasquerade(ctx context.Context, dir string, m *masqRule) err
 			return nil
 		}
 	}
-	return n.exclusive(ctx, func() error { return m.remove(ctx) })
+	err := n.exclusive(ctx, func() error { return m.remove(ctx) })
+	if errors.Is(err, errNoIptables) {
+		return nil // it was never added
+	}
+	return err
 }
 
 // resultIPs are the addresses of a CNI result, IPv4 first.
