@@ -16,9 +16,10 @@ import (
 
 // benchNetwork measures what the pod network costs: manifest rename →
 // container exec for a pod on the built-in default network (CNI ADD with
-// Debian's bridge, host-local and portmap, a hostPort published) against
-// the same pod with hostNetwork, alternating, and the teardown of each
-// (manifest removed → sandbox gone, CNI DEL included).
+// Debian's bridge and host-local, and portmap when a hostPort is
+// published) with and without a hostPort, against the same pod with
+// hostNetwork, the three in turn, and the teardown of each (manifest
+// removed → sandbox gone, CNI DEL included).
 func benchNetwork(bin, image string, runs int) error {
 	if bin == "" || image == "" {
 		return fmt.Errorf("need -staticpodd and -image (make bench sets both)")
@@ -44,9 +45,11 @@ func benchNetwork(bin, image string, runs int) error {
 		return err
 	}
 	defer d.stop()
-	manifest := func(name string, hostNetwork bool) string {
+	// side 0: hostNetwork; 1: pod network with a hostPort; 2: without.
+	podManifest := func(name string, side int) string {
+		hostNetwork := side == 0
 		port := ""
-		if !hostNetwork {
+		if side == 1 {
 			port = "    ports: [{containerPort: 81, hostPort: 18081}]\n"
 		}
 		return fmt.Sprintf(`apiVersion: v1
@@ -67,13 +70,19 @@ spec:
     - {name: sig, mountPath: /sig}
 %s`, name, hostNetwork, sig, port)
 	}
+	manifest := func(name string, hostNetwork bool) string {
+		if hostNetwork {
+			return podManifest(name, 0)
+		}
+		return podManifest(name, 1)
+	}
 	sandboxes := filepath.Join(d.runDir, "pods")
-	var start, stop [2][]time.Duration // [0] hostNetwork, [1] pod network
-	for i := 0; i < 2*(runs+1); i++ {
-		side := i % 2
+	var start, stop [3][]time.Duration
+	for i := 0; i < 3*(runs+1); i++ {
+		side := i % 3
 		name := fmt.Sprintf("net%d", i)
 		tmp, dst := filepath.Join(dir, name+".yaml"), filepath.Join(d.manifests, "bench.yaml")
-		if err := os.WriteFile(tmp, []byte(manifest(name, side == 0)), 0o644); err != nil {
+		if err := os.WriteFile(tmp, []byte(podManifest(name, side)), 0o644); err != nil {
 			return err
 		}
 		t0 := time.Now()
@@ -97,7 +106,7 @@ spec:
 			return fmt.Errorf("run %d: sandbox not removed: %v", i, err)
 		}
 		t3 := time.Now()
-		if i >= 2 { // the first of each side warms caches
+		if i >= 3 { // the first of each side warms caches
 			start[side] = append(start[side], t1.Sub(t0))
 			stop[side] = append(stop[side], t3.Sub(t2))
 		}
@@ -107,11 +116,16 @@ spec:
 	}
 	fmt.Printf("\npod network: manifest rename → container exec, and manifest removed → sandbox gone, %d runs each, alternating\n\n", runs)
 	fmt.Printf("| | start p50 | start p90 | teardown p50 | teardown p90 |\n|---|---|---|---|---|\n")
-	for side, label := range []string{"hostNetwork", "default network (CNI bridge, hostPort)"} {
+	for side, label := range []string{"hostNetwork", "default network (CNI bridge, hostPort: portmap)", "default network (CNI bridge, no hostPort)"} {
 		fmt.Printf("| %s | %s | %s | %s | %s |\n", label, ms(pct(start[side], 50)), ms(pct(start[side], 90)), ms(pct(stop[side], 50)), ms(pct(stop[side], 90)))
 	}
-	fmt.Printf("| ratio CNI / hostNetwork | %.2f | %.2f | %.2f | %.2f |\n",
-		ratio(start, 50), ratio(start, 90), ratio(stop, 50), ratio(stop, 90))
+	for side, label := range []string{1: "with hostPort", 2: "without hostPort"} {
+		if side == 0 {
+			continue
+		}
+		fmt.Printf("| ratio CNI %s / hostNetwork | %.2f | %.2f | %.2f | %.2f |\n", label,
+			ratio(start, side, 50), ratio(start, side, 90), ratio(stop, side, 50), ratio(stop, side, 90))
+	}
 	if _, err := exec.LookPath("podman"); err != nil {
 		fmt.Printf("\npodman: not installed, not compared (%v)\n", err)
 		return nil
@@ -189,8 +203,9 @@ func benchPodman(image, dir, fifo string, runs int, manifest func(string, bool) 
 	return start, stop, nil
 }
 
-func ratio(ds [2][]time.Duration, p int) float64 {
-	return float64(pct(ds[1], p)) / float64(pct(ds[0], p))
+// ratio is side's percentile p over hostNetwork's (side 0).
+func ratio(ds [3][]time.Duration, side, p int) float64 {
+	return float64(pct(ds[side], p)) / float64(pct(ds[0], p))
 }
 
 // podPhase is the phase of the daemon's pod named name ("" if none).
