@@ -320,12 +320,27 @@ func (n *network) record(ctx context.Context, dir string, rec *netRecord) error 
 	return nil
 }
 
-// unmasquerade deletes m unless the attachment of another sandbox than
-// the one in dir still needs it. Under mu with record, so that a pod being
-// added meanwhile either is seen here or adds the rule again after.
-func (n *network) unmasquerade(ctx context.Context, dir string, m *masqRule) error {
+// forget removes the record of the attachment in dir, after its DEL, and
+// deletes its masquerade rule m (if any) unless another sandbox's
+// attachment still needs it. The record goes last, so that a failure is
+// tried again with the next removal (DEL again, which does nothing the
+// second time). All under mu, as record: a pod being added meanwhile is
+// either seen here or adds the rule again after, and of two last pods
+// going at once, the second sees the first's record gone.
+func (n *network) forget(ctx context.Context, dir string, m *masqRule) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	if m != nil {
+		if err := n.unmasquerade(ctx, dir, m); err != nil {
+			return fmt.Errorf("remove masquerade rule of pod network %s: %w", m.Subnet, err)
+		}
+	}
+	return os.Remove(filepath.Join(dir, netFile))
+}
+
+// unmasquerade deletes m unless the attachment of another sandbox than
+// the one in dir still needs it. Under mu.
+func (n *network) unmasquerade(ctx context.Context, dir string, m *masqRule) error {
 	others, _ := filepath.Glob(filepath.Join(n.runDir, podsDir, "*", netFile))
 	for _, p := range others {
 		if filepath.Dir(p) == dir {
@@ -380,18 +395,28 @@ func resultIPs(res cnitypes.Result) ([]netip.Addr, error) {
 	return ips, nil
 }
 
+// readAttachment reads the attachment recorded in dir and its
+// configuration; a nil record if none was.
+func readAttachment(dir string) (*netRecord, *libcni.NetworkConfigList, error) {
+	var rec netRecord
+	ok, err := readOptionalJSON(filepath.Join(dir, netFile), &rec)
+	if err != nil || !ok {
+		return nil, nil, err
+	}
+	list, err := libcni.NetworkConfFromBytes(rec.Conf)
+	if err != nil {
+		return nil, nil, fmt.Errorf("recorded network configuration: %w", err)
+	}
+	return &rec, list, nil
+}
+
 // detach runs DEL for the sandbox in dir, if an attachment was recorded.
 // The namespace is given when it is still there; a plugin cleans up its
 // host side without it.
 func (n *network) detach(ctx context.Context, dir string) error {
-	var rec netRecord
-	ok, err := readOptionalJSON(filepath.Join(dir, netFile), &rec)
-	if err != nil || !ok {
+	rec, list, err := readAttachment(dir)
+	if err != nil || rec == nil {
 		return err
-	}
-	list, err := libcni.NetworkConfFromBytes(rec.Conf)
-	if err != nil {
-		return fmt.Errorf("recorded network configuration: %w", err)
 	}
 	netns := filepath.Join(dir, nsNet)
 	if !isNsfs(netns) {
@@ -402,27 +427,15 @@ func (n *network) detach(ctx context.Context, dir string) error {
 	if err := n.runPlugins(ctx, list, func() error { return n.cni.DelNetworkList(ctx, list, rec.runtimeConf(netns)) }); err != nil {
 		return fmt.Errorf("remove pod from network %s (%s): %w", list.Name, rec.Source, err)
 	}
-	// The record goes last, so that a failure here is tried again with the
-	// next removal (DEL again, which does nothing the second time).
-	if rec.Masquerade != nil {
-		if err := n.unmasquerade(ctx, dir, rec.Masquerade); err != nil {
-			return fmt.Errorf("remove masquerade rule of pod network %s: %w", rec.Masquerade.Subnet, err)
-		}
-	}
-	return os.Remove(filepath.Join(dir, netFile))
+	return n.forget(ctx, dir, rec.Masquerade)
 }
 
 // check runs CHECK for the sandbox in dir, if an attachment was recorded
 // and its configuration allows it.
 func (n *network) check(ctx context.Context, dir string) error {
-	var rec netRecord
-	ok, err := readOptionalJSON(filepath.Join(dir, netFile), &rec)
-	if err != nil || !ok {
+	rec, list, err := readAttachment(dir)
+	if err != nil || rec == nil {
 		return err
-	}
-	list, err := libcni.NetworkConfFromBytes(rec.Conf)
-	if err != nil {
-		return fmt.Errorf("recorded network configuration: %w", err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, cniTimeout)
 	defer cancel()

@@ -6,7 +6,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/netip"
@@ -52,26 +51,6 @@ func httpdScript(name string) string {
 	return fmt.Sprintf("mkdir -p /www && echo hello from %s > /www/index.html && exec httpd -f -p 81 -h /www", name)
 }
 
-// get fetches url, retrying until the server answers (its port is its
-// readiness) or 20 s pass.
-func get(t *testing.T, url string) string {
-	t.Helper()
-	c := &http.Client{Timeout: 2 * time.Second}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		resp, err := c.Get(url)
-		if err == nil {
-			body, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			return string(body)
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("GET %s: %v", url, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
 func (e *env) podIP(pod *podspec.Pod) netip.Addr {
 	e.t.Helper()
 	st, err := e.rt.SandboxStatus(context.Background(), pod.UID)
@@ -115,15 +94,15 @@ func TestPodNetwork(t *testing.T) {
 			t.Errorf("pod IP %s is not in the network's range %s", ip, n.Subnet)
 		}
 	}
-	if got := get(t, fmt.Sprintf("http://%s:81/", ipA)); got != "hello from a\n" {
+	if got := testnet.GetUntil(t, fmt.Sprintf("http://%s:81/", ipA)); got != "hello from a\n" {
 		t.Errorf("the host got %q from pod a's IP", got)
 	}
-	if got := get(t, fmt.Sprintf("http://%s:81/", ipB)); got != "hello from b\n" {
+	if got := testnet.GetUntil(t, fmt.Sprintf("http://%s:81/", ipB)); got != "hello from b\n" {
 		t.Errorf("the host got %q from pod b's IP", got)
 	}
 	// The hostPort on the bridge's address, an address of the host.
 	gw := n.Subnet.Addr().Next()
-	if got := get(t, fmt.Sprintf("http://%s:%d/", gw, hostPort)); got != "hello from a\n" {
+	if got := testnet.GetUntil(t, fmt.Sprintf("http://%s:%d/", gw, hostPort)); got != "hello from a\n" {
 		t.Errorf("the host got %q from hostPort %d", got, hostPort)
 	}
 	// Pod a reaches pod b.

@@ -4,8 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -43,26 +41,6 @@ spec:
 %[2]s`, name, port)
 }
 
-// getUntil fetches url from the host, retrying until the server answers (its
-// port is its readiness) or 20 s pass.
-func getUntil(t *testing.T, url string) string {
-	t.Helper()
-	c := &http.Client{Timeout: 2 * time.Second}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		resp, err := c.Get(url)
-		if err == nil {
-			body, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			return string(body)
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("GET %s: %v", url, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
 // podIP is the pod's IP from its status, checked to be in the daemon's
 // pod network.
 func podIP(d *daemon, pod *v1.Pod) netip.Addr {
@@ -95,15 +73,15 @@ func TestPodNetworkReachable(t *testing.T) {
 	d.Start()
 	web := d.WaitRunning("web", 30*time.Second)
 	ip := podIP(d, web)
-	if got := getUntil(t, fmt.Sprintf("http://%s:81/", ip)); got != "hello from web\n" {
+	if got := testnet.GetUntil(t, fmt.Sprintf("http://%s:81/", ip)); got != "hello from web\n" {
 		t.Errorf("the host got %q at the pod IP", got)
 	}
 	gw := d.Net.Subnet.Addr().Next() // the bridge's address, the host's
-	if got := getUntil(t, fmt.Sprintf("http://%s:%d/", gw, hostPort)); got != "hello from web\n" {
+	if got := testnet.GetUntil(t, fmt.Sprintf("http://%s:%d/", gw, hostPort)); got != "hello from web\n" {
 		t.Errorf("the host got %q at hostPort %d", got, hostPort)
 	}
 	// And on the host's loopback (portmap's snat sets route_localnet).
-	if got := getUntil(t, fmt.Sprintf("http://127.0.0.1:%d/", hostPort)); got != "hello from web\n" {
+	if got := testnet.GetUntil(t, fmt.Sprintf("http://127.0.0.1:%d/", hostPort)); got != "hello from web\n" {
 		t.Errorf("the host got %q at 127.0.0.1:%d", got, hostPort)
 	}
 	client := d.WaitRunning("client", 30*time.Second)
@@ -137,7 +115,7 @@ func TestPodNetworkReachable(t *testing.T) {
 	})
 	d.RemoveManifest("web.yaml")
 	web2 := d.WaitRunning("web2", 60*time.Second)
-	if got := getUntil(t, fmt.Sprintf("http://%s:%d/", gw, hostPort)); got != "hello from web2\n" {
+	if got := testnet.GetUntil(t, fmt.Sprintf("http://%s:%d/", gw, hostPort)); got != "hello from web2\n" {
 		t.Errorf("the host got %q at hostPort %d after the first pod went", got, hostPort)
 	}
 	if left, err := d.Net.Leftovers(d.IPAMDir(), string(web.UID)); err != nil || len(left) > 0 {
@@ -281,7 +259,7 @@ func TestPodNetworkKill9DuringAddAndDel(t *testing.T) {
 	d.Start()
 	web := d.WaitRunning("web", 60*time.Second)
 	ip := podIP(d, web)
-	if got := getUntil(t, fmt.Sprintf("http://%s:%d/", d.Net.Subnet.Addr().Next(), hostPort)); got != "hello from web\n" {
+	if got := testnet.GetUntil(t, fmt.Sprintf("http://%s:%d/", d.Net.Subnet.Addr().Next(), hostPort)); got != "hello from web\n" {
 		t.Errorf("after the ADD cut short, the host got %q at hostPort %d", got, hostPort)
 	}
 	// Only the new attachment's lease is held: the cut one's was given back.
