@@ -65,6 +65,7 @@ spec:
   containers:
   - name: main
     image: busybox
+    imagePullPolicy: IfNotPresent
     command: ["sh", "-c", ": > /sig/fifo"]
     volumeMounts:
     - {name: sig, mountPath: /sig}
