@@ -48,6 +48,9 @@ type Config struct {
 	// PodPidsLimit caps each pod's processes (the kubelet's podPidsLimit);
 	// 0 or -1 = no limit.
 	PodPidsLimit int64
+	// ResolvConf is the resolver file pods' /etc/resolv.conf is made from
+	// (the kubelet's resolvConf); "" gives them a local resolver.
+	ResolvConf string
 	// WatchdogPeriod is how often the reconcile loop pings Notifier.Watchdog when
 	// idle; default 5s. Set it to at most half of systemd's WatchdogSec.
 	WatchdogPeriod time.Duration

@@ -62,6 +62,11 @@ func (w *worker) apply(ctx context.Context, pod *v1.Pod, acts []action) time.Tim
 	// The grace period of a pod's stop counts from its first kill: sidecars,
 	// stopped after the others, get what is left of it (at least manifest.MinimumGracePeriod).
 	killStart := map[string]time.Time{}
+	if pod != nil {
+		if st := w.pods[string(pod.UID)]; st != nil {
+			w.sandboxStatus(ctx, st) // an adopted sandbox's
+		}
+	}
 	for i := 0; i < len(acts); i++ {
 		act := acts[i]
 		if ctx.Err() != nil {
@@ -307,7 +312,15 @@ func (w *worker) sandbox(ctx context.Context, pod *v1.Pod) error {
 	}
 	sb := w.a.conv.Sandbox(pod)
 	sb.PidsLimit = w.a.cfg.PodPidsLimit
-	err := w.a.rt.CreateSandbox(ctx, sb)
+	dns, warnings, err := manifest.PodDNS(pod, w.a.cfg.ResolvConf)
+	for _, msg := range warnings {
+		w.logger.Warn("pod DNS configuration cut to the limits", "uid", uid, "msg", msg)
+		w.a.events.Eventf(events.PodRef(pod), v1.EventTypeWarning, events.DNSConfigForming, "%s", msg)
+	}
+	sb.DNS = dns
+	if err == nil {
+		err = w.a.rt.CreateSandbox(ctx, sb)
+	}
 	if err != nil {
 		err = fmt.Errorf("create sandbox of pod %s: %w", uid, err)
 	} else if err = w.a.conv.PrepareVolumes(pod); err != nil {
@@ -321,6 +334,7 @@ func (w *worker) sandbox(ctx context.Context, pod *v1.Pod) error {
 		return err
 	}
 	st.sandbox = true
+	w.sandboxStatus(ctx, st)
 	if s := w.a.cfg.Seen; s != nil {
 		// Best effort: without it, a restarted daemon says it saw the pod later.
 		if err := s.Record(pod, w.gen.startTime); err != nil {
@@ -375,7 +389,14 @@ func (w *worker) start(ctx context.Context, pod *v1.Pod, act action) time.Time {
 		}
 	}
 
-	spec, err := w.a.conv.Container(pod, c, act.attempt)
+	// status.podIP(s) and status.hostIP(s) in env are the pod's addresses
+	// (the kubelet's makeEnvironmentVariables takes them from the sandbox).
+	withIPs := *pod
+	withIPs.Status = v1.PodStatus{}
+	if st := w.pods[string(pod.UID)]; st != nil {
+		w.addresses(pod, st, &withIPs.Status)
+	}
+	spec, err := w.a.conv.Container(&withIPs, c, act.attempt)
 	if err != nil {
 		ci.reason, ci.message = reasonConfigError, err.Error()
 		w.a.events.Eventf(ref, v1.EventTypeWarning, events.Failed, "Error: %v", err)
@@ -513,4 +534,20 @@ func (w *worker) imageMissing(c *v1.Container) string {
 // formatPod names a pod as the kubelet's format.Pod does: name_namespace(uid).
 func formatPod(pod *v1.Pod) string {
 	return fmt.Sprintf("%s_%s(%s)", pod.Name, pod.Namespace, pod.UID)
+}
+
+// sandboxStatus learns st's place on the pod network: its pod IPs, or why
+// it has none (logged by the runtime, shown in the pod's status). It asks
+// at every sync (the runtime answers from memory), so that what the
+// runtime learns later (an adopted network's failed check) shows too.
+func (w *worker) sandboxStatus(ctx context.Context, st *podState) {
+	if !st.sandbox {
+		return
+	}
+	ns, err := w.a.rt.SandboxStatus(ctx, st.uid)
+	if err != nil {
+		w.logger.Warn("cannot read the pod's network status", "uid", st.uid, "err", err)
+		return
+	}
+	st.network = &ns
 }

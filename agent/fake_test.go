@@ -7,6 +7,7 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	"net/netip"
 	"slices"
 	"strings"
 	"sync"
@@ -26,6 +27,8 @@ type fakeRuntime struct {
 	at        []time.Time // when each call was made
 	ctrs      map[string]*fakeCtr
 	sandboxes map[string]bool
+	podIPs    map[string][]netip.Addr // the IPs a sandbox gets, by pod UID
+	noNet     map[string]string       // why a sandbox has no pod network, by pod UID
 	next      int
 	missing   map[string]bool // images not in the store
 	// afterLookup, when set, runs in each Start that found its image
@@ -201,6 +204,15 @@ func (f *fakeRuntime) ListSandboxes(ctx context.Context) ([]string, error) {
 		out = append(out, uid)
 	}
 	return out, nil
+}
+
+func (f *fakeRuntime) SandboxStatus(ctx context.Context, uid string) (podspec.SandboxStatus, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.sandboxes[uid] {
+		return podspec.SandboxStatus{}, podspec.ErrNotExist
+	}
+	return podspec.SandboxStatus{IPs: f.podIPs[uid], Message: f.noNet[uid]}, nil
 }
 
 func (f *fakeRuntime) Start(ctx context.Context, pod *podspec.Pod, c *podspec.Container) (podspec.ContainerStatus, error) {

@@ -89,8 +89,10 @@ type stopRequest struct {
 
 // podState is what the runtime has for one pod UID, as a worker knows it.
 type podState struct {
-	uid        string
-	sandbox    bool
+	uid     string
+	sandbox bool
+	// network is the sandbox's place on the pod network, once known.
+	network    *podspec.SandboxStatus
 	grace      time.Duration // to stop its containers when it is no longer desired
 	containers []podspec.ContainerStatus
 	// unhealthy are the containers, by ID, whose liveness or startup probe

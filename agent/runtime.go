@@ -21,6 +21,9 @@ type Runtime interface {
 	RemoveSandbox(ctx context.Context, podUID string) error
 	// ListSandboxes returns the pod UIDs that have a sandbox.
 	ListSandboxes(ctx context.Context) ([]string, error)
+	// SandboxStatus returns a sandbox's addresses on the pod network, or why
+	// it has none. The first call for an adopted sandbox checks its network.
+	SandboxStatus(ctx context.Context, podUID string) (podspec.SandboxStatus, error)
 
 	// Start creates and starts one container of pod and returns once its process
 	// has been told to exec. An image missing from the store is ErrImageNotPresent.

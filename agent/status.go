@@ -136,6 +136,33 @@ func orphanPod(uid string, st *podState) *v1.Pod {
 	return pod
 }
 
+// addresses sets status's hostIP(s) and podIP(s). A hostNetwork pod has the
+// node's IP; the others have those the pod network gave them, or none
+// (podIP stays empty, as the kubelet leaves it for a pod without one) when
+// there is no pod network.
+func (w *worker) addresses(pod *v1.Pod, st *podState, status *v1.PodStatus) {
+	if ip := w.a.cfg.NodeIP; ip.IsValid() {
+		status.HostIP = ip.String()
+		status.HostIPs = []v1.HostIP{{IP: ip.String()}}
+		if pod.Spec.HostNetwork {
+			status.PodIP = ip.String()
+			status.PodIPs = []v1.PodIP{{IP: ip.String()}}
+		}
+	}
+	if n := st.network; n != nil && !pod.Spec.HostNetwork && st.sandbox {
+		for _, ip := range n.IPs {
+			status.PodIPs = append(status.PodIPs, v1.PodIP{IP: ip.String()})
+		}
+		if len(status.PodIPs) > 0 {
+			status.PodIP = status.PodIPs[0].IP
+		}
+	}
+}
+
+// reasonNoPodNetwork is the PodReadyToStartContainers condition's reason
+// when the pod's sandbox has its loopback only.
+const reasonNoPodNetwork = "NoPodNetwork"
+
 // podStatus is the kubelet's generateAPIPodStatus for what the worker knows.
 func (w *worker) podStatus(pod *v1.Pod) v1.PodStatus {
 	var st *podState
@@ -158,17 +185,7 @@ func (w *worker) podStatus(pod *v1.Pod) v1.PodStatus {
 		t := metav1.NewTime(w.gen.startTime)
 		status.StartTime = &t
 	}
-	// Pods without hostNetwork have their own network namespace with only lo up
-	// (no pod network yet): they have no address reachable from outside, so
-	// podIP stays empty, as the kubelet leaves it for a pod without one.
-	if ip := w.a.cfg.NodeIP; ip.IsValid() {
-		status.HostIP = ip.String()
-		status.HostIPs = []v1.HostIP{{IP: ip.String()}}
-		if pod.Spec.HostNetwork {
-			status.PodIP = ip.String()
-			status.PodIPs = []v1.PodIP{{IP: ip.String()}}
-		}
-	}
+	w.addresses(pod, st, &status)
 
 	// Once a regular container has been made, the pod stays initialized
 	// (the kubelet's HasAnyActiveRegularContainerStarted, for getPhase).
@@ -206,6 +223,14 @@ func (w *worker) podStatus(pod *v1.Pod) v1.PodStatus {
 	}
 	status.Resources, status.AllocatedResources = podResourcesStatus(pod)
 	status.Conditions = w.conditions(pod, status, st.sandbox)
+	if n := st.network; n != nil && n.Message != "" && st.sandbox && !pod.Spec.HostNetwork {
+		// The pod runs without a pod network: say why where it shows.
+		for i := range status.Conditions {
+			if c := &status.Conditions[i]; c.Type == v1.PodReadyToStartContainers {
+				c.Reason, c.Message = reasonNoPodNetwork, n.Message
+			}
+		}
+	}
 	return status
 }
 

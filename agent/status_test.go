@@ -305,3 +305,31 @@ func TestSummaryIncremental(t *testing.T) {
 		}
 	})
 }
+
+// A pod's IPs are those its sandbox got, the first as podIP; a pod whose
+// sandbox has no pod network says why in PodReadyToStartContainers.
+func TestPodStatusPodIPs(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		rt.podIPs = map[string][]netip.Addr{"u1": {netip.MustParseAddr("10.86.0.5"), netip.MustParseAddr("fd00::5")}}
+		rt.noNet = map[string]string{"u2": "no CNI plugin bridge"}
+		h := start(t, rt, Config{})
+		h.send([]manifest.Pod{
+			testPod("net", "u1", v1.RestartPolicyAlways, ctr("a", "busybox")),
+			testPod("lo", "u2", v1.RestartPolicyAlways, ctr("a", "busybox")),
+		})
+		ns := h.pod("net").Status
+		if ns.PodIP != "10.86.0.5" || len(ns.PodIPs) != 2 || ns.PodIPs[1].IP != "fd00::5" {
+			t.Errorf("podIP %q podIPs %v, want 10.86.0.5 and fd00::5", ns.PodIP, ns.PodIPs)
+		}
+		ls := h.pod("lo").Status
+		if ls.PodIP != "" || len(ls.PodIPs) != 0 {
+			t.Errorf("pod without a network: podIP %q podIPs %v", ls.PodIP, ls.PodIPs)
+		}
+		for _, c := range ls.Conditions {
+			if c.Type == v1.PodReadyToStartContainers && (c.Status != v1.ConditionTrue || c.Reason != reasonNoPodNetwork || c.Message != "no CNI plugin bridge") {
+				t.Errorf("PodReadyToStartContainers of a pod without a network: %+v", c)
+			}
+		}
+	})
+}

@@ -3,6 +3,7 @@
 package oci
 
 import (
+	"context"
 	"errors"
 	"io/fs"
 	"os"
@@ -76,7 +77,7 @@ func (r *Runtime) removePartialSandboxes() {
 			continue
 		}
 		r.log.Info("remove the sandbox an interrupted creation or removal left", "pod", uid)
-		if err := r.removeSandbox(uid); err != nil {
+		if err := r.removeSandbox(context.Background(), uid); err != nil {
 			r.log.Warn("remove partial sandbox", "pod", uid, "err", err)
 		}
 	}

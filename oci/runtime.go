@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/staticpodd/staticpodd/agent/podspec"
 	"github.com/staticpodd/staticpodd/oci/image"
 )
 
@@ -65,8 +66,11 @@ type Config struct {
 	// when the container started. LogMaxSize 0 or less: no rotation.
 	LogMaxSize  int64
 	LogMaxFiles int
-	Images      ImageStore
-	Logger      *slog.Logger
+	// Network connects pods without hostNetwork to a pod network with CNI;
+	// nil leaves them with their loopback only.
+	Network *NetworkConfig
+	Images  ImageStore
+	Logger  *slog.Logger
 }
 
 // Runtime runs pods' containers. It is safe for concurrent use, and every method
@@ -94,6 +98,13 @@ type Runtime struct {
 
 	warmer attachWarmer
 	nets   netCache
+	net    *network // nil: no pod network
+	// sandboxes caches the status of each sandbox this process made or
+	// checked, by pod UID; guarded by mu.
+	sandboxes map[string]podspec.SandboxStatus
+	// checked is closed once the networks of the sandboxes found at start
+	// were checked.
+	checked chan struct{}
 	// layers caches the size of each container's writable layer, which a
 	// container with many files makes slow to walk (as cadvisor's du).
 	layers layerSizes

@@ -54,6 +54,12 @@ func New(cfg Config) (*Runtime, error) {
 		podLocks: map[string]*podLock{},
 		starting: map[string]bool{},
 		removing: map[string]bool{},
+
+		sandboxes: map[string]podspec.SandboxStatus{},
+	}
+	r.checked = make(chan struct{})
+	if cfg.Network != nil {
+		r.net = newNetwork(*cfg.Network, cfg.RunDir, cfg.Logger)
 	}
 	for _, d := range []string{r.libcontainerRoot(), filepath.Join(cfg.RunDir, podsDir), filepath.Join(cfg.RunDir, containersDir)} {
 		if err := os.MkdirAll(d, 0o711); err != nil {
@@ -62,6 +68,11 @@ func New(cfg Config) (*Runtime, error) {
 	}
 	r.removeOrphans()
 	r.killLeftoverExecs()
+	if uids, err := r.ListSandboxes(context.Background()); err == nil && r.net != nil && len(uids) > 0 {
+		go r.checkNetworks(context.Background(), uids)
+	} else {
+		close(r.checked)
+	}
 	return r, nil
 }
 

@@ -17,6 +17,9 @@ func New(cfg Config) (*Runtime, error) { return nil, errors.ErrUnsupported }
 func (r *Runtime) CreateSandbox(context.Context, *podspec.Pod) error { return errors.ErrUnsupported }
 func (r *Runtime) RemoveSandbox(context.Context, string) error       { return errors.ErrUnsupported }
 func (r *Runtime) ListSandboxes(context.Context) ([]string, error)   { return nil, errors.ErrUnsupported }
+func (r *Runtime) SandboxStatus(context.Context, string) (podspec.SandboxStatus, error) {
+	return podspec.SandboxStatus{}, errors.ErrUnsupported
+}
 func (r *Runtime) Start(context.Context, *podspec.Pod, *podspec.Container) (podspec.ContainerStatus, error) {
 	return podspec.ContainerStatus{}, errors.ErrUnsupported
 }
@@ -38,6 +41,7 @@ func (r *Runtime) Dial(context.Context, string, string, string) (net.Conn, error
 // The Runtime's fields name these; they have no use here.
 type (
 	monitor        struct{}
+	network        struct{}
 	pendingMonitor struct{}
 	podLock        struct{}
 	attachWarmer   struct{}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -80,7 +81,7 @@ func (r *Runtime) CreateSandbox(ctx context.Context, pod *podspec.Pod) error {
 		return nil
 	}
 	// A daemon that died half-way through left parts: start from nothing.
-	if err := r.removeSandbox(pod.UID); err != nil {
+	if err := r.removeSandbox(ctx, pod.UID); err != nil {
 		return fmt.Errorf("create sandbox of pod %s: remove partial sandbox: %w", pod.Name, err)
 	}
 	pr := podRecord{
@@ -93,9 +94,9 @@ func (r *Runtime) CreateSandbox(ctx context.Context, pod *podspec.Pod) error {
 		CPUQuota:    max(pod.Resources.CPUQuota, 0),
 		CPUPeriod:   pod.Resources.CPUPeriod,
 	}
-	if err := r.createSandbox(dir, pr); err != nil {
+	if err := r.createSandbox(ctx, dir, pr, pod); err != nil {
 		err = fmt.Errorf("create sandbox of pod %s: %w", pod.Name, err)
-		if rerr := r.removeSandbox(pod.UID); rerr != nil {
+		if rerr := r.removeSandbox(context.WithoutCancel(ctx), pod.UID); rerr != nil {
 			err = errors.Join(err, rerr)
 		}
 		return err
@@ -103,11 +104,8 @@ func (r *Runtime) CreateSandbox(ctx context.Context, pod *podspec.Pod) error {
 	return nil
 }
 
-func (r *Runtime) createSandbox(dir string, pr podRecord) error {
+func (r *Runtime) createSandbox(ctx context.Context, dir string, pr podRecord, pod *podspec.Pod) error {
 	if err := os.MkdirAll(dir, 0o711); err != nil {
-		return err
-	}
-	if err := writeSandboxFiles(dir, pr); err != nil {
 		return err
 	}
 	var flags int
@@ -121,6 +119,19 @@ func (r *Runtime) createSandbox(dir string, pr podRecord) error {
 		if err := makeNamespaces(dir, flags, pr.Hostname); err != nil {
 			return err
 		}
+	}
+	if !pr.HostNetwork && r.net != nil {
+		st, err := r.net.attach(ctx, dir, pod)
+		if err != nil {
+			return err
+		}
+		pr.Network, pr.NetworkMessage = st.Network, st.Message
+		for _, ip := range st.IPs {
+			pr.IPs = append(pr.IPs, ip.String())
+		}
+	}
+	if err := writeSandboxFiles(dir, pr, pod.DNS); err != nil {
+		return err
 	}
 	if !pr.HostIPC {
 		// One /dev/shm for all the pod's containers, as they share IPC.
@@ -147,7 +158,13 @@ func (r *Runtime) createSandbox(dir string, pr podRecord) error {
 	// waits while the attach holds the cgroup mutex.
 	r.warmer.warm()
 	// The record last: its presence means the sandbox is complete.
-	return writeJSON(filepath.Join(dir, podFile), pr)
+	if err := writeJSON(filepath.Join(dir, podFile), pr); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	r.sandboxes[pr.UID] = sandboxStatus(pr)
+	r.mu.Unlock()
+	return nil
 }
 
 // podCgroupResources are the limits of the pod's own cgroup: pids.max, and
@@ -178,8 +195,8 @@ func podCgroupResources(pr podRecord) *cgroups.Resources {
 }
 
 // writeSandboxFiles writes the pod's /etc/hosts, /etc/hostname and
-// /etc/resolv.conf (the host's copy).
-func writeSandboxFiles(dir string, pr podRecord) error {
+// /etc/resolv.conf (from dns; without it, the host's copy).
+func writeSandboxFiles(dir string, pr podRecord, dns *podspec.DNSConfig) error {
 	hostname := pr.Hostname
 	var hosts []byte
 	if pr.HostNetwork {
@@ -191,11 +208,16 @@ func writeSandboxFiles(dir string, pr podRecord) error {
 			return err
 		}
 	} else {
-		hosts = fmt.Appendf(nil, "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\t%s\n", hostname)
+		hosts = podHosts(hostname, pr.IPs)
 	}
-	resolv, err := os.ReadFile("/etc/resolv.conf")
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return err
+	var resolv []byte
+	if dns != nil {
+		resolv = resolvConf(dns)
+	} else {
+		var err error
+		if resolv, err = os.ReadFile("/etc/resolv.conf"); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
 	}
 	for name, data := range map[string][]byte{
 		"hosts":       hosts,
@@ -286,7 +308,7 @@ func (r *Runtime) RemoveSandbox(ctx context.Context, podUID string) error {
 	} else if c != nil {
 		return fmt.Errorf("remove sandbox of pod %s: container %s (%s) not destroyed", podUID, c.Name, c.ID)
 	}
-	if err := r.removeSandbox(podUID); err != nil {
+	if err := r.removeSandbox(ctx, podUID); err != nil {
 		return fmt.Errorf("remove sandbox of pod %s: %w", podUID, err)
 	}
 	return nil
@@ -318,13 +340,22 @@ func (r *Runtime) anyContainerOf(uid string) (*containerRecord, error) {
 	return nil, nil
 }
 
-func (r *Runtime) removeSandbox(uid string) error {
+func (r *Runtime) removeSandbox(ctx context.Context, uid string) error {
 	// Forgotten before the namespace is unmounted, and again once the sandbox
 	// is gone: a probe's Dial in between may have opened it again, and would
 	// otherwise keep the namespace (and so the network) alive for ever.
 	r.nets.forget(uid)
 	defer r.nets.forget(uid)
+	r.forgetSandboxStatus(uid)
 	dir := r.podDir(uid)
+	// DEL first, while the namespace is there for the plugins to clean up
+	// in. A DEL that fails keeps the sandbox (and its record of the
+	// attachment) for the next try: what is left of it would otherwise leak.
+	if r.net != nil {
+		if err := r.net.detach(ctx, dir); err != nil {
+			return err
+		}
+	}
 	var errs []error
 	for _, name := range []string{nsNet, nsIPC, nsUTS, shmDir} {
 		err := unix.Unmount(filepath.Join(dir, name), unix.MNT_DETACH)
@@ -395,4 +426,79 @@ func (r *Runtime) ListSandboxes(ctx context.Context) ([]string, error) {
 		}
 	}
 	return uids, nil
+}
+
+// SandboxStatus tells pod uid's addresses on the pod network, or why it has
+// none, from its record; a sandbox adopted from an earlier daemon whose
+// network failed CNI's CHECK (run once in the background, see
+// checkNetworks) says so in Message.
+func (r *Runtime) SandboxStatus(ctx context.Context, uid string) (podspec.SandboxStatus, error) {
+	r.mu.Lock()
+	st, ok := r.sandboxes[uid]
+	r.mu.Unlock()
+	if ok {
+		return st, nil
+	}
+	if !validName(uid) {
+		return podspec.SandboxStatus{}, fmt.Errorf("sandbox %q: invalid UID", uid)
+	}
+	var pr podRecord
+	if err := readJSON(filepath.Join(r.podDir(uid), podFile), &pr); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			err = podspec.ErrNotExist
+		}
+		return podspec.SandboxStatus{}, fmt.Errorf("sandbox of pod %s: %w", uid, err)
+	}
+	st = sandboxStatus(pr)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if cur, ok := r.sandboxes[uid]; ok {
+		return cur, nil // the check got there first
+	}
+	r.sandboxes[uid] = st
+	return st, nil
+}
+
+// checkNetworks runs CNI's CHECK once on the network of every sandbox an
+// earlier daemon made, off the start-up path (a plugin is a process each:
+// tens of milliseconds a pod), and keeps what fails in the sandbox's status.
+// The pods keep running either way. It closes r.checked when done.
+func (r *Runtime) checkNetworks(ctx context.Context, uids []string) {
+	defer close(r.checked)
+	for _, uid := range uids {
+		func() {
+			defer r.lockPod(uid)()
+			dir := r.podDir(uid)
+			var pr podRecord
+			if err := readJSON(filepath.Join(dir, podFile), &pr); err != nil || pr.HostNetwork {
+				return // removed meanwhile, or no network of its own
+			}
+			err := r.net.check(ctx, dir)
+			if err == nil {
+				return
+			}
+			r.log.Warn("adopted pod's network does not check out", "pod", pr.Name, "uid", uid, "err", err)
+			st := sandboxStatus(pr)
+			st.Message = err.Error()
+			r.mu.Lock()
+			r.sandboxes[uid] = st
+			r.mu.Unlock()
+		}()
+	}
+}
+
+func sandboxStatus(pr podRecord) podspec.SandboxStatus {
+	st := podspec.SandboxStatus{Network: pr.Network, Message: pr.NetworkMessage}
+	for _, s := range pr.IPs {
+		if ip, err := netip.ParseAddr(s); err == nil {
+			st.IPs = append(st.IPs, ip)
+		}
+	}
+	return st
+}
+
+func (r *Runtime) forgetSandboxStatus(uid string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.sandboxes, uid)
 }

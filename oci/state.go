@@ -18,6 +18,7 @@ import (
 //	pods/<uid>/{net,ipc,uts}         bind mounts of the sandbox namespaces
 //	pods/<uid>/shm                   the pod's /dev/shm tmpfs (none with hostIPC)
 //	pods/<uid>/{hosts,hostname,resolv.conf}
+//	pods/<uid>/network.json          netRecord: the CNI attachment to DEL
 //	containers/<id>/container.json   containerRecord (written by the daemon)
 //	containers/<id>/config.json      the OCI runtime spec
 //	containers/<id>/state.json       monitorState (written by the monitor)
@@ -59,6 +60,11 @@ type podRecord struct {
 	CPUShares   uint64 `json:"cpuShares,omitempty"`
 	CPUQuota    int64  `json:"cpuQuota,omitempty"`
 	CPUPeriod   uint64 `json:"cpuPeriod,omitempty"`
+	// The pod network: the pod's addresses on it and the network's name,
+	// or why the pod has none but its loopback.
+	IPs            []string `json:"ips,omitempty"`
+	Network        string   `json:"network,omitempty"`
+	NetworkMessage string   `json:"networkMessage,omitempty"`
 }
 
 // containerRecord carries the labels the agent needs to adopt a container.

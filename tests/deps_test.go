@@ -177,6 +177,9 @@ var daemonModules = []string{
 	"github.com/seccomp/libseccomp-golang",
 	"github.com/opencontainers/selinux",
 	"k8s.io/component-helpers",
+	// The pod network: libcni (7 package inits, 0.02 ms and 5 KB of every
+	// re-exec's start-up, measured as above).
+	"github.com/containernetworking/cni",
 }
 
 // heavyModules must not be linked into the binary, and why.

@@ -18,8 +18,8 @@ import (
 // returns its stdout (the results) and stderr (the log), and its error.
 func once(d *daemon, args ...string) (string, string, error) {
 	d.T.Helper()
-	args = append([]string{"run", "--once", "--config", d.Config, "--hostname-override", d.Name,
-		"--root-dir", d.RootDir, "--run-dir", d.RunDir, "--registry-config-dir", testdaemon.RegistryDir}, args...)
+	args = slices.Concat([]string{"run", "--once", "--config", d.Config, "--hostname-override", d.Name,
+		"--root-dir", d.RootDir, "--run-dir", d.RunDir, "--registry-config-dir", testdaemon.RegistryDir}, d.NetArgs(), args)
 	cmd := exec.Command(testdaemon.Bin, args...)
 	var out, log bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &log

@@ -219,6 +219,9 @@ spec:
 	isReady := func(name string) func() error {
 		return func() error {
 			p := d.Pod("ex")
+			if p == nil {
+				return fmt.Errorf("ex not listed yet")
+			}
 			for _, cs := range p.Status.ContainerStatuses {
 				if cs.Name == name && cs.Ready {
 					return nil

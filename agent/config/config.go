@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -88,6 +89,18 @@ type Config struct {
 
 	CgroupRoot   string
 	CgroupDriver string // "cgroupfs" or "systemd"
+
+	// The pod network (pods without hostNetwork), through CNI.
+	CNIConfDir  string   // --cni-conf-dir
+	CNIBinDirs  []string // --cni-bin-dir, comma-separated
+	CNICacheDir string   // --cni-cache-dir; "" = <run-dir>/cni/cache
+	// PodCIDR is the built-in default network's range (podCIDR, --pod-cidr,
+	// the kubelet's range for a standalone node); "" = oci's default.
+	PodCIDR          string
+	PodNetworkBridge string // --pod-network-bridge
+	// ResolvConf is the resolver file pods' resolv.conf is made from
+	// (resolvConf); "" gives them a local resolver, as the kubelet.
+	ResolvConf string
 
 	EvictionHard                     map[string]string
 	EvictionSoft                     map[string]string
@@ -263,7 +276,7 @@ var honoured = map[string]bool{
 	"imageGCLowThresholdPercent": true, "imageMinimumGCAge": true, "imageMaximumGCAge": true,
 	"seccompDefault": true, "maxPods": true,
 	"allowedUnsafeSysctls": true,
-	"podPidsLimit":         true,
+	"podPidsLimit":         true, "podCIDR": true, "resolvConf": true,
 	"crashLoopBackOff.maxContainerRestartPeriod": true,
 	"registerNode": true, "registerWithTaints": true,
 	"nodeStatusUpdateFrequency": true, "nodeStatusReportFrequency": true,
@@ -384,6 +397,11 @@ func fromKubelet(path string, raw map[string]any, kc *kubeletConfiguration) (*Co
 		ContainerLogMaxFiles: *kc.ContainerLogMaxFiles,
 		CgroupRoot:           kc.CgroupRoot,
 		CgroupDriver:         kc.CgroupDriver,
+		PodCIDR:              kc.PodCIDR,
+		ResolvConf:           *kc.ResolverConfig,
+		CNIConfDir:           DefaultCNIConfDir,
+		CNIBinDirs:           slices.Clone(DefaultCNIBinDirs),
+		PodNetworkBridge:     DefaultPodNetworkBridge,
 
 		EvictionHard:                     kc.EvictionHard,
 		EvictionSoft:                     kc.EvictionSoft,
@@ -424,6 +442,9 @@ func fromKubelet(path string, raw map[string]any, kc *kubeletConfiguration) (*Co
 	if c.StaticPodPath == "" && !inFile(raw, "staticPodPath") {
 		c.StaticPodPath = DefaultStaticPodPath
 	}
+	if c.PodCIDR == "" {
+		c.PodCIDR = DefaultPodCIDR
+	}
 	if c.CgroupRoot == "" && !inFile(raw, "cgroupRoot") {
 		c.CgroupRoot = DefaultCgroupRoot
 	}
@@ -463,6 +484,19 @@ func (c *Config) applyFlags(f *Flags) error {
 	set("registryConfigDir", FlagRegistryConfigDir, &c.RegistryConfigDir)
 	set("rootDir", FlagRootDir, &c.RootDir)
 	set("runDir", FlagRunDir, &c.RunDir)
+	set("cniConfDir", FlagCNIConfDir, &c.CNIConfDir)
+	set("cniCacheDir", FlagCNICacheDir, &c.CNICacheDir)
+	set("podCIDR", FlagPodCIDR, &c.PodCIDR)
+	set("podNetworkBridge", FlagPodNetworkBridge, &c.PodNetworkBridge)
+	if v, ok := f.given(FlagCNIBinDir); ok {
+		c.CNIBinDirs = nil
+		for _, d := range strings.Split(v, ",") {
+			if d = strings.TrimSpace(d); d != "" {
+				c.CNIBinDirs = append(c.CNIBinDirs, d)
+			}
+		}
+		c.Origins["cniBinDir"] = originFlag + FlagCNIBinDir
+	}
 	for _, d := range []struct {
 		key, env string
 		dst      *string

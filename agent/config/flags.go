@@ -26,7 +26,25 @@ const (
 	// containerd's hosts.toml layout.
 	FlagRegistryConfigDir = "registry-config-dir"
 	FlagRunDir            = "run-dir"
+	// The pod network: the kubelet's CNI flags of its dockershim days, its
+	// --pod-cidr, and the bridge of staticpodd's default network.
+	FlagCNIConfDir       = "cni-conf-dir"
+	FlagCNIBinDir        = "cni-bin-dir"
+	FlagCNICacheDir      = "cni-cache-dir"
+	FlagPodCIDR          = "pod-cidr"
+	FlagPodNetworkBridge = "pod-network-bridge"
 )
+
+// Defaults of the pod network, as oci defines them (the config package
+// does not import oci).
+const (
+	DefaultCNIConfDir       = "/etc/cni/net.d"
+	DefaultPodNetworkBridge = "staticpodd0"
+	DefaultPodCIDR          = "10.86.0.0/16"
+)
+
+// DefaultCNIBinDirs are where CNI plugins are looked for by default.
+var DefaultCNIBinDirs = []string{"/opt/cni/bin", "/usr/lib/cni"}
 
 // Environment variables that give --root-dir and --run-dir when the flag is
 // not given, to the daemon and every CLI command alike (as
@@ -60,6 +78,11 @@ type Flags struct {
 	RegistryConfigDir  string
 	RootDir            string
 	RunDir             string
+	CNIConfDir         string
+	CNIBinDir          string // comma-separated
+	CNICacheDir        string
+	PodCIDR            string
+	PodNetworkBridge   string
 
 	fs *pflag.FlagSet
 }
@@ -77,6 +100,11 @@ func (f *Flags) Register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.Kubeconfig, FlagKubeconfig, "", "kubeconfig of an API server; enables mirror pods")
 	fs.StringVar(&f.BootstrapKubecfg, FlagBootstrapKubeconfig, "", "not supported: TLS bootstrap; give --kubeconfig with the node's credentials")
 	fs.StringVar(&f.RegistryConfigDir, FlagRegistryConfigDir, "", "registry mirrors, CAs and client certificates in containerd's layout, <dir>/<host>/hosts.toml (default "+DefaultRegistryConfigDir+")")
+	fs.StringVar(&f.CNIConfDir, FlagCNIConfDir, "", "directory of CNI configuration: its first .conflist, .conf or .json file by name is the pod network (default "+DefaultCNIConfDir+"; none there: the built-in default network)")
+	fs.StringVar(&f.CNIBinDir, FlagCNIBinDir, "", "comma-separated directories of CNI plugins (default "+strings.Join(DefaultCNIBinDirs, ",")+")")
+	fs.StringVar(&f.CNICacheDir, FlagCNICacheDir, "", "libcni's cache of pod network attachments (default <run-dir>/cni/cache)")
+	fs.StringVar(&f.PodCIDR, FlagPodCIDR, "", "range of the built-in default pod network (podCIDR; default "+DefaultPodCIDR+")")
+	fs.StringVar(&f.PodNetworkBridge, FlagPodNetworkBridge, "", "bridge of the built-in default pod network (default "+DefaultPodNetworkBridge+")")
 }
 
 // given reports whether flag name was set on the command line, and its value.
@@ -110,6 +138,16 @@ func (f *Flags) given(name string) (string, bool) {
 		v = f.RootDir
 	case FlagRunDir:
 		v = f.RunDir
+	case FlagCNIConfDir:
+		v = f.CNIConfDir
+	case FlagCNIBinDir:
+		v = f.CNIBinDir
+	case FlagCNICacheDir:
+		v = f.CNICacheDir
+	case FlagPodCIDR:
+		v = f.PodCIDR
+	case FlagPodNetworkBridge:
+		v = f.PodNetworkBridge
 	}
 	return v, v != ""
 }

@@ -38,6 +38,7 @@ const (
 	Starting            = "Starting"
 	FreeDiskSpaceFailed = "FreeDiskSpaceFailed" // image GC freed less than the low threshold wants
 	ImageGCFailed       = "ImageGCFailed"
+	DNSConfigForming    = "DNSConfigForming"
 )
 
 // Component is the events' source and reporting controller.

@@ -87,8 +87,32 @@ func Sandbox(pod *v1.Pod, p Paths) *podspec.Pod {
 	}
 	if !pod.Spec.HostNetwork {
 		s.Hostname = podHostname(pod)
+		s.PortMappings = portMappings(pod)
 	}
 	return s
+}
+
+// portMappings are the hostPorts of pod's containers, as the kubelet hands
+// them to the runtime (kuberuntime's containerPortMappings): containers
+// only, not init containers; a port without hostPort is not published.
+func portMappings(pod *v1.Pod) []podspec.PortMapping {
+	var out []podspec.PortMapping
+	for _, c := range pod.Spec.Containers {
+		for _, p := range c.Ports {
+			if p.HostPort <= 0 {
+				continue
+			}
+			proto := p.Protocol
+			if proto == "" {
+				proto = v1.ProtocolTCP
+			}
+			out = append(out, podspec.PortMapping{
+				HostPort: p.HostPort, ContainerPort: p.ContainerPort,
+				Protocol: strings.ToLower(string(proto)), HostIP: p.HostIP,
+			})
+		}
+	}
+	return out
 }
 
 func podHostname(pod *v1.Pod) string {

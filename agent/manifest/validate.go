@@ -3,8 +3,10 @@ package manifest
 import (
 	"fmt"
 	"math"
+	"net/netip"
 	"path"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -127,6 +129,7 @@ func (v *validator) spec(s *v1.PodSpec, p *field.Path) {
 		v.add(field.NotSupported(p.Child("dnsPolicy"), s.DNSPolicy,
 			[]v1.DNSPolicy{v1.DNSClusterFirst, v1.DNSClusterFirstWithHostNet, v1.DNSDefault, v1.DNSNone}))
 	}
+	v.dnsConfig(s, p.Child("dnsConfig"))
 	// A negative grace period was made 1 with a warning (setAPIDefaults).
 	v.seconds(p.Child("terminationGracePeriodSeconds"), s.TerminationGracePeriodSeconds, 0)
 	if d := s.ActiveDeadlineSeconds; d != nil && (*d < 1 || *d > math.MaxInt32) {
@@ -618,4 +621,61 @@ func (v *validator) probe(p *field.Path, pr *v1.Probe) {
 		v.add(apivalidation.ValidateNonnegativeField(int64(f.val), p.Child(f.name))...)
 	}
 	v.seconds(p.Child("terminationGracePeriodSeconds"), pr.TerminationGracePeriodSeconds, 1)
+}
+
+// dnsSearchPattern is a DNS-1123 subdomain that may hold underscores, as the
+// API server takes a search domain (ValidateDNS1123SubdomainWithUnderScore).
+var dnsSearchPattern = regexp.MustCompile(`^[a-z0-9_]([-a-z0-9_]*[a-z0-9_])?(\.[a-z0-9_]([-a-z0-9_]*[a-z0-9_])?)*$`)
+
+// dnsConfig is the API server's validatePodDNSConfig, and more: an option's
+// name and value go into resolv.conf as they are, so they may hold no space
+// or line break (the API server only wants a name).
+func (v *validator) dnsConfig(s *v1.PodSpec, p *field.Path) {
+	c := s.DNSConfig
+	if s.DNSPolicy == v1.DNSNone {
+		if c == nil {
+			v.add(field.Required(p, fmt.Sprintf("must provide `dnsConfig` when `dnsPolicy` is %s", v1.DNSNone)))
+			return
+		}
+		if len(c.Nameservers) == 0 {
+			v.add(field.Required(p.Child("nameservers"), fmt.Sprintf("must provide at least one DNS nameserver when `dnsPolicy` is %s", v1.DNSNone)))
+		}
+	}
+	if c == nil {
+		return
+	}
+	if len(c.Nameservers) > maxDNSNameservers {
+		v.add(field.Invalid(p.Child("nameservers"), c.Nameservers, fmt.Sprintf("must not have more than %v nameservers", maxDNSNameservers)))
+	}
+	for i, ns := range c.Nameservers {
+		if _, err := netip.ParseAddr(ns); err != nil || strings.Contains(ns, "%") {
+			v.add(field.Invalid(p.Child("nameservers").Index(i), ns, "must be a valid IP address"))
+		}
+	}
+	if len(c.Searches) > maxDNSSearchPaths {
+		v.add(field.Invalid(p.Child("searches"), c.Searches, fmt.Sprintf("must not have more than %v search paths", maxDNSSearchPaths)))
+	}
+	if len(strings.Join(c.Searches, " ")) > maxDNSSearchListChars {
+		v.add(field.Invalid(p.Child("searches"), c.Searches, fmt.Sprintf("must not have more than %v characters (including spaces) in the search list", maxDNSSearchListChars)))
+	}
+	for i, search := range c.Searches {
+		if search == "." {
+			continue
+		}
+		search = strings.TrimSuffix(search, ".")
+		if len(search) > validation.DNS1123SubdomainMaxLength || !dnsSearchPattern.MatchString(search) {
+			v.add(field.Invalid(p.Child("searches").Index(i), search, "a lowercase RFC 1123 subdomain (underscores allowed) of at most 253 characters"))
+		}
+	}
+	for i, o := range c.Options {
+		if o.Name == "" {
+			v.add(field.Required(p.Child("options").Index(i).Child("name"), "must not be empty"))
+		}
+		if strings.ContainsAny(o.Name, " \t\r\n:#;") {
+			v.add(field.Invalid(p.Child("options").Index(i).Child("name"), o.Name, "must not contain spaces, line breaks, ':', '#' or ';'"))
+		}
+		if o.Value != nil && strings.ContainsAny(*o.Value, " \t\r\n#;") {
+			v.add(field.Invalid(p.Child("options").Index(i).Child("value"), *o.Value, "must not contain spaces, line breaks, '#' or ';'"))
+		}
+	}
 }

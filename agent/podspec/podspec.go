@@ -7,6 +7,7 @@ package podspec
 
 import (
 	"errors"
+	"net/netip"
 	"syscall"
 	"time"
 )
@@ -62,6 +63,42 @@ type Pod struct {
 	// as the kubelet's ResourceConfigForPod sets them per QoS class (its
 	// PidsLimit is unused: see PidsLimit above).
 	Resources Resources
+
+	// PortMappings are the hostPorts of the pod's containers, published on
+	// the host through the pod network (CNI's portMappings capability).
+	PortMappings []PortMapping
+	// DNS is the pod's /etc/resolv.conf; nil: a copy of the host's.
+	DNS *DNSConfig
+}
+
+// DNSConfig is a resolv.conf: its nameserver lines, search line and
+// options line.
+type DNSConfig struct {
+	Servers  []string
+	Searches []string
+	Options  []string
+}
+
+// PortMapping publishes ContainerPort of the pod at HostPort on the host:
+// on HostIP only when set, else on every address. Protocol is "tcp", "udp"
+// or "sctp", lower case as CNI's portMappings capability takes it.
+type PortMapping struct {
+	HostPort      int32
+	ContainerPort int32
+	Protocol      string
+	HostIP        string
+}
+
+// SandboxStatus is what a runtime tells of a pod's sandbox.
+type SandboxStatus struct {
+	// IPs are the pod's addresses on its network, the IPv4 one first when
+	// it has both; none with hostNetwork or without a pod network.
+	IPs []netip.Addr
+	// Network names the pod network the sandbox is attached to ("" for none).
+	Network string
+	// Message says why a pod without hostNetwork has no network but its
+	// loopback, when that is so.
+	Message string
 }
 
 // Container is one container of a pod, fully resolved by the agent: command and args

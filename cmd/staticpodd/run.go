@@ -251,7 +251,25 @@ func newDaemon(cfg *config.Config, logger *slog.Logger, once bool) (*daemon, err
 	if err != nil {
 		return nil, err
 	}
+	podCIDR, err := netip.ParsePrefix(cfg.PodCIDR)
+	if err != nil {
+		return nil, fmt.Errorf("podCIDR %q: %w", cfg.PodCIDR, err)
+	}
+	cniCache := cfg.CNICacheDir
+	if cniCache == "" {
+		cniCache = filepath.Join(cfg.RunDir, "cni", "cache")
+	}
 	rt, err := oci.New(oci.Config{
+		Network: &oci.NetworkConfig{
+			ConfDir:  cfg.CNIConfDir,
+			BinDirs:  cfg.CNIBinDirs,
+			CacheDir: cniCache,
+			Bridge:   cfg.PodNetworkBridge,
+			Subnet:   podCIDR,
+			// Leases live as long as the namespaces they are for: until
+			// the pod is removed, or the machine restarts.
+			IPAMDir: filepath.Join(cfg.RunDir, "cni", "networks"),
+		},
 		RunDir:       cfg.RunDir,
 		RootDir:      cfg.RootDir,
 		CgroupRoot:   cfg.CgroupRoot,
@@ -311,6 +329,7 @@ func newDaemon(cfg *config.Config, logger *slog.Logger, once bool) (*daemon, err
 		SyncFrequency:  cfg.SyncFrequency,
 		BackoffMax:     cfg.MaxContainerRestartPeriod,
 		PodPidsLimit:   cfg.PodPidsLimit,
+		ResolvConf:     cfg.ResolvConf,
 		WatchdogPeriod: watchdog,
 		Notifier:       agentNotifier{readyNotifier: notifier, line: status},
 		Seen:           seen,

@@ -51,7 +51,7 @@ func main() {
 	scaleIdle := flag.Duration("scale-idle-window", 30*time.Second, "how long the idle CPU with the scale benchmark's pods is measured")
 	imageRuns := flag.Int("image-runs", 5, "runs of the image export + import round trip; 0 skips it")
 	imagePadMB := flag.Int("image-pad-mb", 100, "MB of random bytes in the round trip's image")
-	only := flag.String("only", "", "comma-separated benchmarks to run: start, scale, ready, probes, url, logs, relist, hostile, eviction, nodeapi, images, outage (default: all but outage)")
+	only := flag.String("only", "", "comma-separated benchmarks to run: start, scale, network, ready, probes, url, logs, relist, hostile, eviction, nodeapi, images, outage (default: all but outage)")
 	flag.Parse()
 	if *logsOnly {
 		*only = "logs"
@@ -80,6 +80,9 @@ func main() {
 				break
 			}
 		}
+	}
+	if err == nil && want("network") {
+		err = benchNetwork(*bin, *image, *runs)
 	}
 	if err == nil && want("ready") {
 		err = benchReady(*bin, *image, 10)

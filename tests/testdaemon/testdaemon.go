@@ -26,6 +26,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/staticpodd/staticpodd/tests/testnet"
 	"github.com/staticpodd/staticpodd/tests/testroot"
 )
 
@@ -40,6 +41,9 @@ var (
 // Main is a TestMain: as root it finds or builds the binary and the image, then
 // runs the tests. It returns the exit code.
 func Main(m *testing.M) int {
+	if testnet.IsBlockPlugin() {
+		return testnet.BlockPlugin()
+	}
 	if os.Geteuid() != 0 {
 		return m.Run() // root tests skip or fail themselves
 	}
@@ -116,6 +120,11 @@ type Daemon struct {
 	// it (a kubeconfig or authorization.mode AlwaysAllow); a free port so
 	// that daemons side by side never contend for 10250.
 	NodePort int
+	// Net is the daemon's own default pod network (bridge and range), and
+	// CNIConfDir its CNI configuration directory, empty unless a test puts
+	// a configuration there.
+	Net        testnet.Net
+	CNIConfDir string
 	// SocketOnly: the config serves no read-only port; talk to the CLI socket.
 	SocketOnly bool
 	Env        []string // extra environment for the daemon
@@ -156,10 +165,13 @@ func New(t *testing.T) *Daemon {
 		LogsDir:   filepath.Join(dir, "logs"),
 		Cgroup:    "/staticpodd-test-" + id,
 		Config:    filepath.Join(dir, "config.yaml"),
+
+		Net:        testnet.Alloc(t),
+		CNIConfDir: filepath.Join(dir, "net.d"),
 	}
 	ports := FreePorts(t, 2)
 	d.Port, d.NodePort = ports[0], ports[1]
-	for _, p := range []string{d.RootDir, d.Manifests, d.LogsDir} {
+	for _, p := range []string{d.RootDir, d.Manifests, d.LogsDir, d.CNIConfDir} {
 		if err := os.MkdirAll(p, 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -244,6 +256,7 @@ func (d *Daemon) start() {
 	if !slices.Contains(d.Args, "--registry-config-dir") {
 		args = append(args, "--registry-config-dir", RegistryDir)
 	}
+	args = append(args, d.NetArgs()...)
 	args = append(args, d.Args...)
 	if d.Nofile > 0 {
 		args = append([]string{"prlimit", fmt.Sprintf("--nofile=%d", d.Nofile), "--"}, args...)
@@ -530,10 +543,16 @@ func (d *Daemon) WaitRunning(name string, timeout time.Duration) *v1.Pod {
 }
 
 // AssertNoLeaks checks that nothing of this daemon's pods is left on the host:
-// mounts under its dirs, cgroups under its cgroupRoot, state files.
+// mounts under its dirs, cgroups under its cgroupRoot, state files, and on
+// its pod network veths, iptables rules and IPAM leases.
 func (d *Daemon) AssertNoLeaks() {
 	d.T.Helper()
 	d.assertThreadsInHostNamespaces()
+	if left, err := d.Net.Leftovers(d.IPAMDir(), ""); err != nil {
+		d.T.Error(err)
+	} else if len(left) > 0 {
+		d.T.Errorf("leaked pod network: %q", left)
+	}
 	mi, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
 		d.T.Fatal(err)
@@ -597,6 +616,16 @@ func (d *Daemon) assertThreadsInHostNamespaces() {
 			}
 		}
 	}
+}
+
+// NetArgs are the flags that give run the daemon's own pod network.
+func (d *Daemon) NetArgs() []string {
+	return []string{"--cni-conf-dir", d.CNIConfDir, "--pod-network-bridge", d.Net.Bridge, "--pod-cidr", d.Net.Subnet.String()}
+}
+
+// IPAMDir is where the daemon's default network keeps its leases.
+func (d *Daemon) IPAMDir() string {
+	return filepath.Join(d.RunDir, "cni", "networks")
 }
 
 // ProcAlive reports whether pid exists and is not a zombie.

@@ -1,0 +1,459 @@
+//go:build linux && cgo
+
+package oci
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/containernetworking/cni/libcni"
+	"github.com/containernetworking/cni/pkg/invoke"
+	cnitypes "github.com/containernetworking/cni/pkg/types"
+	types100 "github.com/containernetworking/cni/pkg/types/100"
+	"golang.org/x/sys/unix"
+
+	"github.com/staticpodd/staticpodd/agent/podspec"
+)
+
+// netFile in a pod's directory records the network attachment the sandbox
+// asked for. It is written before ADD and removed (with the directory) only
+// after DEL succeeded, so a daemon that dies in between leaves the next one
+// what it needs to DEL: the configuration ADD ran with, the ID and the
+// hostPorts. libcni's own cache (NetworkConfig.CacheDir) gives DEL the
+// result ADD returned.
+const netFile = "network.json"
+
+// cniTimeout bounds one ADD, CHECK or DEL of a whole configuration list.
+const cniTimeout = 2 * time.Minute
+
+type netRecord struct {
+	ID        string          `json:"id"` // CNI_CONTAINERID
+	Namespace string          `json:"namespace"`
+	Name      string          `json:"name"`
+	UID       string          `json:"uid"`
+	Source    string          `json:"source"` // the configuration file, or "default"
+	Conf      json.RawMessage `json:"conf"`
+	Ports     []portMapping   `json:"ports,omitempty"`
+	// Masquerade is the default network's rule this attachment needs
+	// (deleted after the range's last DEL).
+	Masquerade *masqRule `json:"masquerade,omitempty"`
+}
+
+// network attaches sandboxes to the pod network with CNI.
+type network struct {
+	cfg    NetworkConfig
+	cni    *libcni.CNIConfig
+	log    *slog.Logger
+	runDir string
+
+	// mu serialises the hostPort check and the writing of netFile, so that
+	// two pods asking for one port cannot both see it free.
+	mu sync.Mutex
+	// plugins lets one exclusive ADD, DEL or CHECK run at a time; see
+	// exclusive.
+	plugins chan struct{}
+
+	noIptables sync.Once // logs the masquerade's missing iptables
+
+	noteMu sync.Mutex
+	note   string // the last "no pod network" reason logged; guarded by noteMu
+}
+
+func newNetwork(cfg NetworkConfig, runDir string, log *slog.Logger) *network {
+	return &network{
+		cfg:     cfg,
+		cni:     libcni.NewCNIConfigWithCacheDir(cfg.BinDirs, cfg.CacheDir, &invoke.DefaultExec{RawExec: &invoke.RawExec{Stderr: os.Stderr}}),
+		log:     log,
+		runDir:  runDir,
+		plugins: make(chan struct{}, 1),
+	}
+}
+
+// iptablesLock is the file every staticpodd of the machine holds while it
+// changes iptables rules, itself or through a CNI plugin.
+const iptablesLock = "/run/lock/staticpodd-iptables.lock"
+
+// exclusive runs fn, which changes iptables rules, alone: no other such
+// change of this daemon, nor of another staticpodd on the machine, runs
+// meanwhile. iptables-nft (Debian's iptables) does not take the xtables
+// lock, and a plugin that rewrites the nat table while another does can
+// fail half-way. Waiting for the lock counts in ctx.
+func (n *network) exclusive(ctx context.Context, fn func() error) error {
+	select {
+	case n.plugins <- struct{}{}:
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+	defer func() { <-n.plugins }()
+	if err := os.MkdirAll(filepath.Dir(iptablesLock), 0o755); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(iptablesLock, os.O_RDWR|os.O_CREATE|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return fmt.Errorf("iptables lock: %w", err)
+	}
+	defer f.Close() // releases the lock
+	for {
+		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, unix.EWOULDBLOCK) && !errors.Is(err, unix.EINTR) {
+			return fmt.Errorf("iptables lock: %w", err)
+		}
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	return fn()
+}
+
+// touchesIptables reports whether list may change iptables rules: any
+// plugin but the ones the default network runs without hostPorts, whose
+// ADD and DEL change interfaces, addresses and routes only.
+func touchesIptables(list *libcni.NetworkConfigList) bool {
+	for _, p := range list.Plugins {
+		switch p.Network.Type {
+		case "bridge", "host-local", "loopback":
+			var c struct {
+				IPMasq bool `json:"ipMasq"`
+			}
+			if json.Unmarshal(p.Bytes, &c) != nil || c.IPMasq {
+				return true
+			}
+		default:
+			return true
+		}
+	}
+	return false
+}
+
+// runPlugins runs fn, a CNI operation on list, alone when list may change
+// iptables rules.
+func (n *network) runPlugins(ctx context.Context, list *libcni.NetworkConfigList, fn func() error) error {
+	if touchesIptables(list) {
+		return n.exclusive(ctx, fn)
+	}
+	return fn()
+}
+
+// conf is the pod network's configuration: the first file of ConfDir by
+// name (the kubelet's and containerd's choice), else the built-in default
+// network (with portmap when the pod has hostPorts). A nil list with a
+// reason: no pod network, loopback only.
+func (n *network) conf(hostPorts bool) (list *libcni.NetworkConfigList, source, reason string, err error) {
+	files, err := libcni.ConfFiles(n.cfg.ConfDir, []string{".conflist", ".conf", ".json"})
+	if err != nil {
+		return nil, "", "", fmt.Errorf("read CNI configuration directory %s: %w", n.cfg.ConfDir, err)
+	}
+	sort.Strings(files)
+	if len(files) > 0 {
+		f := files[0]
+		if strings.HasSuffix(f, ".conflist") {
+			list, err = libcni.NetworkConfFromFile(f)
+		} else {
+			var c *libcni.PluginConfig
+			if c, err = libcni.ConfFromFile(f); err == nil {
+				list, err = libcni.ConfListFromConf(c)
+			}
+		}
+		if err != nil {
+			return nil, "", "", fmt.Errorf("CNI configuration %s: %w", f, err)
+		}
+		if len(list.Plugins) == 0 {
+			return nil, "", "", fmt.Errorf("CNI configuration %s: no plugins", f)
+		}
+		return list, f, "", nil
+	}
+	var missing []string
+	for _, p := range defaultNetworkPlugins {
+		if _, err := invoke.FindInPath(p, n.cfg.BinDirs); err != nil {
+			missing = append(missing, p)
+		}
+	}
+	if len(missing) > 0 {
+		return nil, "", fmt.Sprintf("no CNI configuration in %s and no CNI plugin %s in %s (install containernetworking-plugins): the pod has loopback only",
+			n.cfg.ConfDir, strings.Join(missing, ", "), strings.Join(n.cfg.BinDirs, ", ")), nil
+	}
+	data, err := defaultNetworkConf(n.cfg.Bridge, n.cfg.Subnet, n.cfg.IPAMDir, hostPorts)
+	if err != nil {
+		return nil, "", "", err
+	}
+	if list, err = libcni.NetworkConfFromBytes(data); err != nil {
+		return nil, "", "", fmt.Errorf("default pod network: %w", err)
+	}
+	return list, "default", "", nil
+}
+
+// noPodNetwork logs reason once, and again only when it changes.
+func (n *network) noPodNetwork(reason string) {
+	n.noteMu.Lock()
+	defer n.noteMu.Unlock()
+	if reason != n.note {
+		n.note = reason
+		n.log.Warn("pods without hostNetwork have no pod network", "reason", reason)
+	}
+}
+
+func (rec *netRecord) runtimeConf(netns string) *libcni.RuntimeConf {
+	// CNI_ARGS is "K=V;K=V" with no quoting: a value with ';' or '=' would
+	// add arguments. Namespace and name are DNS names; a UID is a
+	// manifest's own and passed only when CNI allows it as an ID.
+	uid := rec.UID
+	if cniContainerID(uid) != uid {
+		uid = rec.ID
+	}
+	rt := &libcni.RuntimeConf{
+		ContainerID: rec.ID,
+		NetNS:       netns,
+		IfName:      podIfName,
+		// containerd's and the kubelet's CNI_ARGS.
+		Args: [][2]string{
+			{"IgnoreUnknown", "1"},
+			{"K8S_POD_NAMESPACE", rec.Namespace},
+			{"K8S_POD_NAME", rec.Name},
+			{"K8S_POD_INFRA_CONTAINER_ID", rec.ID},
+			{"K8S_POD_UID", uid},
+		},
+	}
+	if len(rec.Ports) > 0 {
+		rt.CapabilityArgs = map[string]any{"portMappings": rec.Ports}
+	}
+	return rt
+}
+
+// attach connects the sandbox in dir (its network namespace made) to the
+// pod network: ADD. The status has no IPs and says why when there is no pod
+// network to attach to.
+func (n *network) attach(ctx context.Context, dir string, pod *podspec.Pod) (podspec.SandboxStatus, error) {
+	ports := portMappings(pod.PortMappings)
+	list, source, reason, err := n.conf(len(ports) > 0)
+	if err != nil {
+		return podspec.SandboxStatus{}, err
+	}
+	if list == nil {
+		n.noPodNetwork(reason)
+		return podspec.SandboxStatus{Message: reason}, nil
+	}
+	rec := netRecord{
+		ID: cniContainerID(pod.UID), Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID,
+		Source: source, Conf: list.Bytes, Ports: ports,
+	}
+	if source == "default" {
+		rec.Masquerade = &masqRule{Bridge: n.cfg.Bridge, Subnet: n.cfg.Subnet.Masked().String()}
+	}
+	ctx, cancel := context.WithTimeout(ctx, cniTimeout)
+	defer cancel()
+	if err := n.record(ctx, dir, &rec); err != nil {
+		return podspec.SandboxStatus{}, err
+	}
+	var res cnitypes.Result
+	err = n.runPlugins(ctx, list, func() (err error) {
+		res, err = n.cni.AddNetworkList(ctx, list, rec.runtimeConf(filepath.Join(dir, nsNet)))
+		return err
+	})
+	if err != nil {
+		return podspec.SandboxStatus{}, fmt.Errorf("add pod to network %s (%s): %w", list.Name, source, err)
+	}
+	ips, err := resultIPs(res)
+	if err != nil {
+		return podspec.SandboxStatus{}, fmt.Errorf("add pod to network %s (%s): %w", list.Name, source, err)
+	}
+	return podspec.SandboxStatus{IPs: ips, Network: list.Name}, nil
+}
+
+// record checks rec's hostPorts against every other sandbox's, adds the
+// masquerade rule it needs, and writes rec into dir.
+func (n *network) record(ctx context.Context, dir string, rec *netRecord) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if len(rec.Ports) > 0 {
+		others, _ := filepath.Glob(filepath.Join(n.runDir, podsDir, "*", netFile))
+		for _, p := range others {
+			if filepath.Dir(p) == dir {
+				continue
+			}
+			var o netRecord
+			if err := readJSON(p, &o); err != nil {
+				continue // being written or removed
+			}
+			if t, ok := portConflict(rec.Ports, o.Ports); ok {
+				on := "every address"
+				if t.HostIP != "" {
+					on = t.HostIP
+				}
+				return fmt.Errorf("hostPort %d/%s: already published on %s by pod %s/%s", t.HostPort, strings.ToUpper(t.Protocol), on, o.Namespace, o.Name)
+			}
+		}
+	}
+	// The record before the rule: a daemon killed in between leaves a
+	// record whose DEL deletes the rule, not a rule nothing names.
+	if err := writeJSON(filepath.Join(dir, netFile), rec); err != nil {
+		return err
+	}
+	if m := rec.Masquerade; m != nil {
+		err := n.exclusive(ctx, func() error { return m.ensure(ctx) })
+		if errors.Is(err, errNoIptables) {
+			// The pod is still reachable from the host; it cannot reach
+			// beyond it.
+			n.noIptables.Do(func() {
+				n.log.Warn("pods on the default network reach no address beyond the host: no masquerade", "err", err)
+			})
+		} else if err != nil {
+			return fmt.Errorf("masquerade for pod network %s: %w", m.Subnet, err)
+		}
+	}
+	return nil
+}
+
+// forget removes the record of the attachment in dir, after its DEL, and
+// deletes its masquerade rule m (if any) unless another sandbox's
+// attachment still needs it. The record goes last, so that a failure is
+// tried again with the next removal (DEL again, which does nothing the
+// second time). All under mu, as record: a pod being added meanwhile is
+// either seen here or adds the rule again after, and of two last pods
+// going at once, the second sees the first's record gone.
+func (n *network) forget(ctx context.Context, dir string, m *masqRule) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if m != nil {
+		if err := n.unmasquerade(ctx, dir, m); err != nil {
+			return fmt.Errorf("remove masquerade rule of pod network %s: %w", m.Subnet, err)
+		}
+	}
+	return os.Remove(filepath.Join(dir, netFile))
+}
+
+// unmasquerade deletes m unless the attachment of another sandbox than
+// the one in dir still needs it. Under mu.
+func (n *network) unmasquerade(ctx context.Context, dir string, m *masqRule) error {
+	others, _ := filepath.Glob(filepath.Join(n.runDir, podsDir, "*", netFile))
+	for _, p := range others {
+		if filepath.Dir(p) == dir {
+			continue
+		}
+		var o netRecord
+		if err := readJSON(p, &o); err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				continue // removed meanwhile
+			}
+			return nil // being written: keep the rule, the next DEL looks again
+		}
+		if o.Masquerade != nil && *o.Masquerade == *m {
+			return nil
+		}
+	}
+	err := n.exclusive(ctx, func() error { return m.remove(ctx) })
+	if errors.Is(err, errNoIptables) {
+		return nil // it was never added
+	}
+	return err
+}
+
+// resultIPs are the addresses of a CNI result, IPv4 first.
+func resultIPs(res cnitypes.Result) ([]netip.Addr, error) {
+	r, err := types100.NewResultFromResult(res)
+	if err != nil {
+		return nil, fmt.Errorf("read result: %w", err)
+	}
+	var ips []netip.Addr
+	for _, c := range r.IPs {
+		// Only the pod's own interface's addresses, when the result says
+		// which is which.
+		if c.Interface != nil && *c.Interface >= 0 && *c.Interface < len(r.Interfaces) {
+			if i := r.Interfaces[*c.Interface]; i.Sandbox == "" || i.Name != podIfName {
+				continue
+			}
+		}
+		if a, ok := netip.AddrFromSlice(c.Address.IP); ok {
+			ips = append(ips, a.Unmap())
+		}
+	}
+	slices.SortStableFunc(ips, func(a, b netip.Addr) int {
+		if a.Is4() == b.Is4() {
+			return 0
+		}
+		if a.Is4() {
+			return -1
+		}
+		return 1
+	})
+	return ips, nil
+}
+
+// readAttachment reads the attachment recorded in dir and its
+// configuration; a nil record if none was.
+func readAttachment(dir string) (*netRecord, *libcni.NetworkConfigList, error) {
+	var rec netRecord
+	ok, err := readOptionalJSON(filepath.Join(dir, netFile), &rec)
+	if err != nil || !ok {
+		return nil, nil, err
+	}
+	list, err := libcni.NetworkConfFromBytes(rec.Conf)
+	if err != nil {
+		return nil, nil, fmt.Errorf("recorded network configuration: %w", err)
+	}
+	return &rec, list, nil
+}
+
+// detach runs DEL for the sandbox in dir, if an attachment was recorded.
+// The namespace is given when it is still there; a plugin cleans up its
+// host side without it.
+func (n *network) detach(ctx context.Context, dir string) error {
+	rec, list, err := readAttachment(dir)
+	if err != nil || rec == nil {
+		return err
+	}
+	netns := filepath.Join(dir, nsNet)
+	if !isNsfs(netns) {
+		netns = ""
+	}
+	ctx, cancel := context.WithTimeout(ctx, cniTimeout)
+	defer cancel()
+	if err := n.runPlugins(ctx, list, func() error { return n.cni.DelNetworkList(ctx, list, rec.runtimeConf(netns)) }); err != nil {
+		return fmt.Errorf("remove pod from network %s (%s): %w", list.Name, rec.Source, err)
+	}
+	return n.forget(ctx, dir, rec.Masquerade)
+}
+
+// check runs CHECK for the sandbox in dir, if an attachment was recorded
+// and its configuration allows it.
+func (n *network) check(ctx context.Context, dir string) error {
+	rec, list, err := readAttachment(dir)
+	if err != nil || rec == nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, cniTimeout)
+	defer cancel()
+	err = n.runPlugins(ctx, list, func() error { return n.cni.CheckNetworkList(ctx, list, rec.runtimeConf(filepath.Join(dir, nsNet))) })
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("check pod network %s (%s): %w", list.Name, rec.Source, err)
+	}
+	// The rule is put back if something flushed the nat table meanwhile.
+	if m := rec.Masquerade; m != nil {
+		if err := n.exclusive(ctx, func() error { return m.ensure(ctx) }); err != nil && !errors.Is(err, errNoIptables) {
+			return fmt.Errorf("masquerade for pod network %s: %w", m.Subnet, err)
+		}
+	}
+	return nil
+}
+
+// isNsfs reports whether path is a namespace (a bind mount of one).
+func isNsfs(path string) bool {
+	var st unix.Statfs_t
+	return unix.Statfs(path, &st) == nil && st.Type == unix.NSFS_MAGIC
+}
