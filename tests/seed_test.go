@@ -1,12 +1,14 @@
 package tests
 
 import (
+	"net/netip"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/staticpodd/staticpodd/tests/testdaemon"
+	"github.com/staticpodd/staticpodd/tests/testnet"
 )
 
 // The seed notes the project started from: their kubelet config and Pod example
@@ -69,6 +71,13 @@ func TestSeedConfigAndPodRun(t *testing.T) {
 	if pod.Spec.Containers[0].Image != "nginx:latest" {
 		t.Errorf("image = %q", pod.Spec.Containers[0].Image)
 	}
+	// Without hostNetwork the pod is on the pod network: the host reaches
+	// its port 81 at its pod IP, with no setup (the default network).
+	ip, err := netip.ParseAddr(pod.Status.PodIP)
+	if err != nil || !d.Net.Subnet.Contains(ip) {
+		t.Fatalf("pod IP %q (%v), want one in the test network %s", pod.Status.PodIP, err, d.Net.Subnet)
+	}
+	testnet.GetUntil(t, "http://"+ip.String()+":81/")
 	os.Remove(podFile)
 	d.Eventually(30*time.Second, "the pod is gone with its file", func() error {
 		if d.Pod("static-pod") != nil {
