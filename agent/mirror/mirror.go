@@ -129,9 +129,15 @@ func (m *Mirror) evictionHardNow() map[string]string {
 }
 
 type problem struct {
-	err   error
-	since time.Time
+	err    error
+	since  time.Time
+	logged time.Time // when its failure was last logged
 }
+
+// failureLogEvery is how often a part that stays failing with changing
+// errors (each request's own URL, say) is logged again: a failure is logged
+// when it starts, and its later errors at most this often.
+const failureLogEvery = time.Minute
 
 // New returns a mirror client; it dials nothing until Run.
 func New(cfg Config, pods Pods, logger *slog.Logger) *Mirror {
@@ -246,22 +252,28 @@ func (m *Mirror) Status() (time.Time, error) {
 	return since, errors.Join(errs...)
 }
 
-// report records how part did; a change of health is logged once and told
-// OnChange.
+// report records how part did, and tells OnChange of a change of health or
+// error. A failure is logged when it starts, a changed error of a part still
+// failing at most every failureLogEvery, a recovery once.
 func (m *Mirror) report(part string, err error) {
 	m.healthMu.Lock()
 	prev, failing := m.health[part]
-	changed := false
+	changed, log := false, false
+	now := time.Now()
 	switch {
 	case err == nil && failing:
 		delete(m.health, part)
-		changed = true
+		changed, log = true, true
 	case err != nil && (!failing || prev.err.Error() != err.Error()):
-		since := time.Now()
+		p := problem{err: err, since: now, logged: now}
 		if failing {
-			since = prev.since
+			p.since, p.logged = prev.since, prev.logged
 		}
-		m.health[part] = problem{err: err, since: since}
+		log = !failing || now.Sub(prev.logged) >= failureLogEvery
+		if log {
+			p.logged = now
+		}
+		m.health[part] = p
 		changed = true
 	}
 	m.healthMu.Unlock()
@@ -269,7 +281,9 @@ func (m *Mirror) report(part string, err error) {
 		return
 	}
 	if err != nil {
-		m.logger.Warn("API server: failing; retrying", "part", part, "err", err)
+		if log {
+			m.logger.Warn("API server: failing; retrying", "part", part, "err", err)
+		}
 	} else {
 		m.logger.Info("API server: working again", "part", part)
 	}

@@ -1,6 +1,7 @@
 package mirror
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -322,4 +323,24 @@ func TestMirrorPodsKeptUntilTheAgentSynced(t *testing.T) {
 	pods.unsynced = false
 	pods.mu.Unlock()
 	eventually(t, "the orphaned mirror pod deleted once the agent synced", func() bool { return getMirror(client) == nil })
+}
+
+// An outage whose errors differ from request to request (each names its own
+// URL) is one log line, not one a request; the recovery is one more.
+func TestOutageLoggedOnce(t *testing.T) {
+	var buf bytes.Buffer
+	m := New(Config{NodeName: "node1"}, newFakePods(), slog.New(slog.NewTextHandler(&buf, nil)))
+	for i := range 50 {
+		m.report("pods", fmt.Errorf(`Put "https://127.0.0.1:6443/api/v1/namespaces/default/pods/p%d/status": connection refused`, i))
+	}
+	if _, err := m.Status(); err == nil || !strings.Contains(err.Error(), "p49") {
+		t.Errorf("health during the outage: %v, want the newest error", err)
+	}
+	m.report("pods", nil)
+	if got := strings.Count(buf.String(), "failing; retrying"); got != 1 {
+		t.Errorf("%d failure lines for one outage, want 1:\n%s", got, buf.String())
+	}
+	if got := strings.Count(buf.String(), "working again"); got != 1 {
+		t.Errorf("%d recovery lines, want 1:\n%s", got, buf.String())
+	}
 }
