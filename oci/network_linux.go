@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"iter"
 	"log/slog"
 	"net/netip"
 	"os"
@@ -282,14 +283,9 @@ func (n *network) record(ctx context.Context, dir string, rec *netRecord) error 
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if len(rec.Ports) > 0 {
-		others, _ := filepath.Glob(filepath.Join(n.runDir, podsDir, "*", netFile))
-		for _, p := range others {
-			if filepath.Dir(p) == dir {
-				continue
-			}
-			var o netRecord
-			if err := readJSON(p, &o); err != nil {
-				continue // being written or removed
+		for o, err := range n.otherRecords(dir) {
+			if err != nil {
+				continue // unreadable: it holds no port
 			}
 			if t, ok := portConflict(rec.Ports, o.Ports); ok {
 				on := "every address"
@@ -338,20 +334,35 @@ func (n *network) forget(ctx context.Context, dir string, m *masqRule) error {
 	return os.Remove(filepath.Join(dir, netFile))
 }
 
+// otherRecords yields the attachment recorded by every sandbox but the one
+// in dir, or the error reading it; records removed meanwhile are skipped.
+// Records are written and removed under mu: a reader under mu sees each
+// whole or not at all.
+func (n *network) otherRecords(dir string) iter.Seq2[*netRecord, error] {
+	return func(yield func(*netRecord, error) bool) {
+		paths, _ := filepath.Glob(filepath.Join(n.runDir, podsDir, "*", netFile))
+		for _, p := range paths {
+			if filepath.Dir(p) == dir {
+				continue
+			}
+			var o netRecord
+			err := readJSON(p, &o)
+			if errors.Is(err, fs.ErrNotExist) {
+				continue
+			}
+			if !yield(&o, err) {
+				return
+			}
+		}
+	}
+}
+
 // unmasquerade deletes m unless the attachment of another sandbox than
 // the one in dir still needs it. Under mu.
 func (n *network) unmasquerade(ctx context.Context, dir string, m *masqRule) error {
-	others, _ := filepath.Glob(filepath.Join(n.runDir, podsDir, "*", netFile))
-	for _, p := range others {
-		if filepath.Dir(p) == dir {
-			continue
-		}
-		var o netRecord
-		if err := readJSON(p, &o); err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				continue // removed meanwhile
-			}
-			return nil // being written: keep the rule, the next DEL looks again
+	for o, err := range n.otherRecords(dir) {
+		if err != nil {
+			return nil // unreadable: keep the rule, the next DEL looks again
 		}
 		if o.Masquerade != nil && *o.Masquerade == *m {
 			return nil
