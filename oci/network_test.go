@@ -32,6 +32,7 @@ func TestPortConflict(t *testing.T) {
 		{"one address against 0.0.0.0", []portMapping{tcp(80, "0.0.0.0")}, []portMapping{tcp(80, "10.0.0.1")}, true},
 		{":: against one address", []portMapping{tcp(80, "fd00::1")}, []portMapping{tcp(80, "::")}, true},
 		{"one address, two spellings", []portMapping{tcp(80, "fd00::1")}, []portMapping{tcp(80, "fd00:0::1")}, true},
+		{"IPv4-mapped 0.0.0.0", []portMapping{tcp(80, "10.0.0.1")}, []portMapping{tcp(80, "::ffff:0.0.0.0")}, true},
 		{"IPv4-mapped spelling", []portMapping{tcp(80, "::ffff:10.0.0.1")}, []portMapping{tcp(80, "10.0.0.1")}, true},
 	} {
 		if _, got := portConflict(tc.want, tc.taken); got != tc.conflict {
