@@ -406,3 +406,58 @@ func TestPodNetworkMasquerade(t *testing.T) {
 		t.Errorf("pod removed, left: %q", left)
 	}
 }
+
+// iptablesLog puts an iptables command first in PATH that logs each of its
+// runs to the returned file and then runs the real one.
+func iptablesLog(t *testing.T) string {
+	t.Helper()
+	real, err := masqRule{Subnet: "10.0.0.0/8"}.command()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	log := filepath.Join(dir, "runs")
+	script := fmt.Sprintf("#!/bin/sh\necho \"$*\" >> %s\nexec %s \"$@\"\n", log, real)
+	if err := os.WriteFile(filepath.Join(dir, "iptables"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", dir+":"+os.Getenv("PATH"))
+	return log
+}
+
+func readRuns(t *testing.T, log string) []string {
+	t.Helper()
+	data, err := os.ReadFile(log)
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	return strings.FieldsFunc(string(data), func(r rune) bool { return r == '\n' })
+}
+
+// Only the range's first pod adds its masquerade rule, and only its last
+// one deletes it: a pod without hostPorts in between runs no iptables
+// command at all, so its start never waits for the machine's iptables lock.
+func TestPodNetworkLaterPodsRunNoIptables(t *testing.T) {
+	e := newEnv(t)
+	n := e.withNetwork()
+	log := iptablesLog(t)
+	first, second := e.pod(false), e.pod(false)
+	e.sandbox(first)
+	if runs := readRuns(t, log); len(runs) == 0 || !masqueradeRuleThere(t, n) {
+		t.Fatalf("the range's first pod ran %q and the masquerade rule is there: %v", runs, masqueradeRuleThere(t, n))
+	}
+	_ = os.Remove(log)
+	e.sandbox(second)
+	if err := e.rt.RemoveSandbox(context.Background(), second.UID); err != nil {
+		t.Fatal(err)
+	}
+	if runs := readRuns(t, log); len(runs) > 0 {
+		t.Errorf("a second pod without hostPorts, added and removed, ran iptables: %q", runs)
+	}
+	if err := e.rt.RemoveSandbox(context.Background(), first.UID); err != nil {
+		t.Fatal(err)
+	}
+	if masqueradeRuleThere(t, n) {
+		t.Errorf("the range's last pod removed, its masquerade rule is left")
+	}
+}
