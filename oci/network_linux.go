@@ -277,31 +277,35 @@ func (n *network) attach(ctx context.Context, dir string, pod *podspec.Pod) (pod
 	return podspec.SandboxStatus{IPs: ips, Network: list.Name}, nil
 }
 
-// record checks rec's hostPorts against every other sandbox's, adds the
-// masquerade rule it needs, and writes rec into dir.
+// record checks rec's hostPorts against every other sandbox's, writes rec
+// into dir, and adds the masquerade rule it needs when it is the first
+// attachment to need it (a later one runs no iptables command).
 func (n *network) record(ctx context.Context, dir string, rec *netRecord) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if len(rec.Ports) > 0 {
-		for o, err := range n.otherRecords(dir) {
-			if err != nil {
-				continue // unreadable: it holds no port
+	first := true // no other attachment needs rec's rule
+	for o, err := range n.otherRecords(dir) {
+		if err != nil {
+			continue // unreadable: it holds no port, and may need no rule
+		}
+		if t, ok := portConflict(rec.Ports, o.Ports); ok {
+			on := "every address"
+			if t.HostIP != "" {
+				on = t.HostIP
 			}
-			if t, ok := portConflict(rec.Ports, o.Ports); ok {
-				on := "every address"
-				if t.HostIP != "" {
-					on = t.HostIP
-				}
-				return fmt.Errorf("hostPort %d/%s: already published on %s by pod %s/%s", t.HostPort, strings.ToUpper(t.Protocol), on, o.Namespace, o.Name)
-			}
+			return fmt.Errorf("hostPort %d/%s: already published on %s by pod %s/%s", t.HostPort, strings.ToUpper(t.Protocol), on, o.Namespace, o.Name)
+		}
+		if m := rec.Masquerade; m != nil && o.Masquerade != nil && *o.Masquerade == *m {
+			first = false
 		}
 	}
 	// The record before the rule: a daemon killed in between leaves a
 	// record whose DEL deletes the rule, not a rule nothing names.
-	if err := writeJSON(filepath.Join(dir, netFile), rec); err != nil {
+	path := filepath.Join(dir, netFile)
+	if err := writeJSON(path, rec); err != nil {
 		return err
 	}
-	if m := rec.Masquerade; m != nil {
+	if m := rec.Masquerade; m != nil && first {
 		err := n.exclusive(ctx, func() error { return m.ensure(ctx) })
 		if errors.Is(err, errNoIptables) {
 			// The pod is still reachable from the host; it cannot reach
@@ -310,7 +314,13 @@ func (n *network) record(ctx context.Context, dir string, rec *netRecord) error 
 				n.log.Warn("pods on the default network reach no address beyond the host: no masquerade", "err", err)
 			})
 		} else if err != nil {
-			return fmt.Errorf("masquerade for pod network %s: %w", m.Subnet, err)
+			// Gone before mu is released: a pod added meanwhile must not
+			// take the rule for there. Nothing was added to DEL.
+			err = fmt.Errorf("masquerade for pod network %s: %w", m.Subnet, err)
+			if rerr := os.Remove(path); rerr != nil {
+				err = errors.Join(err, rerr)
+			}
+			return err
 		}
 	}
 	return nil
