@@ -14,12 +14,14 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/staticpodd/staticpodd/agent/podspec"
+	"github.com/staticpodd/staticpodd/tests/testroot"
 	"github.com/staticpodd/staticpodd/tests/testnet"
 )
 
@@ -459,5 +461,22 @@ func TestPodNetworkLaterPodsRunNoIptables(t *testing.T) {
 	}
 	if masqueradeRuleThere(t, n) {
 		t.Errorf("the range's last pod removed, its masquerade rule is left")
+	}
+}
+
+// The machine-wide iptables lock is in a directory only root writes: in a
+// world-writable one (/run/lock is 1777), any local user could make the
+// file first and hold its flock, and every daemon's pods would wait for it
+// until their network's set-up timed out.
+func TestIptablesLockNotInWorldWritableDir(t *testing.T) {
+	testroot.Require(t)
+	probe := filepath.Join(filepath.Dir(iptablesLock), "staticpodd-probe-"+randHex(4))
+	cmd := exec.Command("/bin/sh", "-c", `: > "$1"`, "sh", probe)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	if out, err := cmd.CombinedOutput(); err == nil {
+		_ = os.Remove(probe)
+		t.Errorf("user nobody made %s beside the iptables lock %s: it could take the lock's place", probe, iptablesLock)
+	} else {
+		t.Logf("user nobody cannot make %s: %v: %s", probe, err, out)
 	}
 }
