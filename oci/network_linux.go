@@ -83,8 +83,10 @@ func newNetwork(cfg NetworkConfig, runDir string, log *slog.Logger) *network {
 }
 
 // iptablesLock is the file every staticpodd of the machine holds while it
-// changes iptables rules, itself or through a CNI plugin.
-const iptablesLock = "/run/lock/staticpodd-iptables.lock"
+// changes iptables rules, itself or through a CNI plugin. In /run, which
+// only root writes, as iptables' own /run/xtables.lock: not in /run/lock,
+// where any user could make it first and hold it.
+const iptablesLock = "/run/staticpodd-iptables.lock"
 
 // exclusive runs fn, which changes iptables rules, alone: no other such
 // change of this daemon, nor of another staticpodd on the machine, runs
