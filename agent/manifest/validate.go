@@ -130,6 +130,14 @@ func (v *validator) spec(s *v1.PodSpec, p *field.Path) {
 			[]v1.DNSPolicy{v1.DNSClusterFirst, v1.DNSClusterFirstWithHostNet, v1.DNSDefault, v1.DNSNone}))
 	}
 	v.dnsConfig(s, p.Child("dnsConfig"))
+	// The API server's ValidatePodSpec: the hostname goes into the pod's
+	// /etc/hosts and /etc/hostname as it is.
+	if s.Hostname != "" {
+		v.invalid(p.Child("hostname"), s.Hostname, validation.IsDNS1123Label(s.Hostname))
+	}
+	if s.Subdomain != "" {
+		v.invalid(p.Child("subdomain"), s.Subdomain, validation.IsDNS1123Label(s.Subdomain))
+	}
 	// A negative grace period was made 1 with a warning (setAPIDefaults).
 	v.seconds(p.Child("terminationGracePeriodSeconds"), s.TerminationGracePeriodSeconds, 0)
 	if d := s.ActiveDeadlineSeconds; d != nil && (*d < 1 || *d > math.MaxInt32) {
