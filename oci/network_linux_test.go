@@ -5,7 +5,9 @@ package oci
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
@@ -478,5 +480,29 @@ func TestIptablesLockNotInWorldWritableDir(t *testing.T) {
 		t.Errorf("user nobody made %s beside the iptables lock %s: it could take the lock's place", probe, iptablesLock)
 	} else {
 		t.Logf("user nobody cannot make %s: %v: %s", probe, err, out)
+	}
+}
+
+// A set-up that waited for the machine's iptables lock until its deadline
+// says so, naming the lock, rather than only "context deadline exceeded".
+func TestIptablesLockWaitSaysWhy(t *testing.T) {
+	testroot.Require(t)
+	f, err := os.OpenFile(iptablesLock, os.O_RDWR|os.O_CREATE|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	n := newNetwork(NetworkConfig{}, t.TempDir(), slog.New(slog.DiscardHandler))
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	err = n.exclusive(ctx, func() error {
+		t.Error("ran while another process held the lock")
+		return nil
+	})
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), iptablesLock) {
+		t.Errorf("waiting for a held iptables lock: %v, want the deadline and the lock's name", err)
 	}
 }
