@@ -118,7 +118,7 @@ func (n *network) exclusive(ctx context.Context, fn func() error) error {
 		}
 		select {
 		case <-ctx.Done():
-			return context.Cause(ctx)
+			return fmt.Errorf("wait for the iptables lock %s, which another process holds: %w", iptablesLock, context.Cause(ctx))
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
