@@ -60,8 +60,12 @@ type network struct {
 	runDir string
 
 	// mu serialises the hostPort check and the writing of netFile, so that
-	// two pods asking for one port cannot both see it free.
+	// two pods asking for one port cannot both see it free, and the adding
+	// and deleting of masquerade rules with the records that need them.
 	mu sync.Mutex
+	// masq are the masquerade rules this daemon added or found there since
+	// it started, and has not deleted since; guarded by mu.
+	masq map[masqRule]bool
 	// plugins lets one exclusive ADD, DEL or CHECK run at a time; see
 	// exclusive.
 	plugins chan struct{}
@@ -79,6 +83,7 @@ func newNetwork(cfg NetworkConfig, runDir string, log *slog.Logger) *network {
 		log:     log,
 		runDir:  runDir,
 		plugins: make(chan struct{}, 1),
+		masq:    map[masqRule]bool{},
 	}
 }
 
@@ -280,25 +285,23 @@ func (n *network) attach(ctx context.Context, dir string, pod *podspec.Pod) (pod
 }
 
 // record checks rec's hostPorts against every other sandbox's, writes rec
-// into dir, and adds the masquerade rule it needs when it is the first
-// attachment to need it (a later one runs no iptables command).
+// into dir, and adds the masquerade rule it needs unless this daemon did
+// already (a later pod of the range runs no iptables command).
 func (n *network) record(ctx context.Context, dir string, rec *netRecord) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	first := true // no other attachment needs rec's rule
-	for o, err := range n.otherRecords(dir) {
-		if err != nil {
-			continue // unreadable: it holds no port, and may need no rule
-		}
-		if t, ok := portConflict(rec.Ports, o.Ports); ok {
-			on := "every address"
-			if t.HostIP != "" {
-				on = t.HostIP
+	if len(rec.Ports) > 0 {
+		for o, err := range n.otherRecords(dir) {
+			if err != nil {
+				continue // unreadable: it holds no port
 			}
-			return fmt.Errorf("hostPort %d/%s: already published on %s by pod %s/%s", t.HostPort, strings.ToUpper(t.Protocol), on, o.Namespace, o.Name)
-		}
-		if m := rec.Masquerade; m != nil && o.Masquerade != nil && *o.Masquerade == *m {
-			first = false
+			if t, ok := portConflict(rec.Ports, o.Ports); ok {
+				on := "every address"
+				if t.HostIP != "" {
+					on = t.HostIP
+				}
+				return fmt.Errorf("hostPort %d/%s: already published on %s by pod %s/%s", t.HostPort, strings.ToUpper(t.Protocol), on, o.Namespace, o.Name)
+			}
 		}
 	}
 	// The record before the rule: a daemon killed in between leaves a
@@ -307,8 +310,13 @@ func (n *network) record(ctx context.Context, dir string, rec *netRecord) error 
 	if err := writeJSON(path, rec); err != nil {
 		return err
 	}
-	if m := rec.Masquerade; m != nil && first {
+	// Known added, not known from the other records: an earlier daemon
+	// may have left one whose rule it never added.
+	if m := rec.Masquerade; m != nil && !n.masq[*m] {
 		err := n.exclusive(ctx, func() error { return m.ensure(ctx) })
+		if err == nil {
+			n.masq[*m] = true
+		}
 		if errors.Is(err, errNoIptables) {
 			// The pod is still reachable from the host; it cannot reach
 			// beyond it.
@@ -381,8 +389,9 @@ func (n *network) unmasquerade(ctx context.Context, dir string, m *masqRule) err
 		}
 	}
 	err := n.exclusive(ctx, func() error { return m.remove(ctx) })
-	if errors.Is(err, errNoIptables) {
-		return nil // it was never added
+	if err == nil || errors.Is(err, errNoIptables) { // no iptables: it was never added
+		delete(n.masq, *m)
+		return nil
 	}
 	return err
 }
