@@ -168,6 +168,7 @@ func TestParseErrors(t *testing.T) {
 		{"dns option value", head + "spec:\n  dnsConfig: {options: [{name: ndots, value: '1 x'}]}\n  containers: [{name: c, image: i}]\n", "spec.dnsConfig.options[0].value: Invalid value"},
 		{"hostname line break", head + "spec:\n  hostname: \"a\\n10.0.0.1\\tkubernetes\"\n  containers: [{name: c, image: i}]\n", "spec.hostname: Invalid value"},
 		{"hostname not a label", head + "spec:\n  hostname: a.b\n  containers: [{name: c, image: i}]\n", "spec.hostname: Invalid value"},
+		{"duplicate hostPort", head + "spec:\n  containers:\n  - {name: c, image: i, ports: [{containerPort: 80, hostPort: 8080}]}\n  - {name: d, image: i, ports: [{containerPort: 81, hostPort: 8080, protocol: TCP}]}\n", `spec.containers[1].ports[0].hostPort: Duplicate value: "8080/TCP"`},
 		{"subdomain", head + "spec:\n  subdomain: A_B\n  containers: [{name: c, image: i}]\n", "spec.subdomain: Invalid value"},
 		{"shared pid", head + "spec:\n  shareProcessNamespace: true\n  containers: [{name: c, image: i}]\n", "spec.shareProcessNamespace: Forbidden: not supported by staticpodd yet"},
 		{"restart policy", head + "spec:\n  restartPolicy: Sometimes\n  containers: [{name: c, image: i}]\n", "spec.restartPolicy"},
