@@ -180,6 +180,7 @@ func (v *validator) spec(s *v1.PodSpec, p *field.Path) {
 	for i := range s.Containers {
 		v.container(p.Child("containers").Index(i), &s.Containers[i], false, s.HostNetwork, volumes, names)
 	}
+	v.uniqueHostPorts(p.Child("containers"), s.Containers)
 	for i := range s.InitContainers {
 		v.lifecycle(p.Child("initContainers").Index(i), &s.InitContainers[i], s, true)
 	}
@@ -456,6 +457,31 @@ func (v *validator) container(p *field.Path, c *v1.Container, init, hostNetwork 
 }
 
 var protocols = []v1.Protocol{v1.ProtocolTCP, v1.ProtocolUDP, v1.ProtocolSCTP}
+
+// uniqueHostPorts is the API server's AccumulateUniqueHostPorts: one
+// hostPort, protocol and hostIP at most once in the pod's containers.
+func (v *validator) uniqueHostPorts(p *field.Path, containers []v1.Container) {
+	seen := map[string]bool{}
+	for i, c := range containers {
+		for j, port := range c.Ports {
+			if port.HostPort == 0 {
+				continue
+			}
+			proto := port.Protocol
+			if proto == "" {
+				proto = v1.ProtocolTCP
+			}
+			key := fmt.Sprintf("%d/%s", port.HostPort, proto)
+			if port.HostIP != "" {
+				key = port.HostIP + ":" + key
+			}
+			if seen[key] {
+				v.add(field.Duplicate(p.Index(i).Child("ports").Index(j).Child("hostPort"), key))
+			}
+			seen[key] = true
+		}
+	}
+}
 
 func (v *validator) ports(p *field.Path, ports []v1.ContainerPort, hostNetwork bool) {
 	names := map[string]bool{}
