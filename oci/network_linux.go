@@ -324,8 +324,8 @@ func (n *network) record(ctx context.Context, dir string, rec *netRecord) error 
 				n.log.Warn("pods on the default network reach no address beyond the host: no masquerade", "err", err)
 			})
 		} else if err != nil {
-			// Gone before mu is released: a pod added meanwhile must not
-			// take the rule for there. Nothing was added to DEL.
+			// Nothing was added: no DEL is owed, and the sandbox's removal
+			// does not wait for the lock (perhaps held for ever) again.
 			err = fmt.Errorf("masquerade for pod network %s: %w", m.Subnet, err)
 			if rerr := os.Remove(path); rerr != nil {
 				err = errors.Join(err, rerr)
