@@ -23,8 +23,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/staticpodd/staticpodd/agent/podspec"
-	"github.com/staticpodd/staticpodd/tests/testroot"
 	"github.com/staticpodd/staticpodd/tests/testnet"
+	"github.com/staticpodd/staticpodd/tests/testroot"
 )
 
 // withNetwork gives e's runtimes the built-in default network with Debian's
