@@ -62,3 +62,48 @@ func merge(updates map[string]source.Update, running map[string]bool) (map[strin
 	slices.SortStableFunc(problems, func(a, b manifest.Problem) int { return strings.Compare(a.Origin, b.Origin) })
 	return pods, problems
 }
+
+// dropSharedUIDs keeps one of the pods of different names that have one
+// UID (a manifest may set its own metadata.uid) and returns a problem for
+// each other, which it removes from pods: a UID names the pod's sandbox,
+// network attachment and cgroup, which two pods cannot share. Kept is the
+// one whose worker has that UID already (workers: full name to desired
+// UID), so a new manifest cannot take a running pod's UID from it; else
+// the first by origin and name. The kubelet keys a source's pods by UID,
+// and so keeps only one too, without saying so.
+func dropSharedUIDs(pods map[string]manifest.Pod, workers map[string]string) []manifest.Problem {
+	byUID := map[string][]string{}
+	for name, p := range pods {
+		byUID[string(p.UID)] = append(byUID[string(p.UID)], name)
+	}
+	var problems []manifest.Problem
+	for uid, names := range byUID {
+		if len(names) < 2 {
+			continue
+		}
+		slices.SortFunc(names, func(a, b string) int {
+			ra, rb := workers[a] == uid, workers[b] == uid
+			switch {
+			case ra && !rb:
+				return -1
+			case rb && !ra:
+				return 1
+			}
+			if c := strings.Compare(pods[a].Origin, pods[b].Origin); c != 0 {
+				return c
+			}
+			return strings.Compare(a, b)
+		})
+		kept := pods[names[0]]
+		for _, other := range names[1:] {
+			problems = append(problems, manifest.Problem{
+				Origin: pods[other].Origin,
+				Err: fmt.Errorf("pod %s has metadata.uid %s, as pod %s in %s has; running only %s",
+					other, uid, names[0], kept.Origin, names[0]),
+			})
+			delete(pods, other)
+		}
+	}
+	slices.SortStableFunc(problems, func(a, b manifest.Problem) int { return strings.Compare(a.Origin, b.Origin) })
+	return problems
+}

@@ -1,6 +1,8 @@
 package agent
 
 import (
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 
@@ -80,5 +82,41 @@ func TestMergeDuplicates(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// Two pods of different names with one metadata.uid (a manifest may set
+// its own) would share one sandbox, network attachment and cgroup: only one
+// is kept, the one whose worker runs that UID, else the first by origin,
+// and the other is a problem naming both, whichever source each came from.
+func TestSameUIDTwoNames(t *testing.T) {
+	web := testPod("web", "same", v1.RestartPolicyAlways, ctr("a", "busybox"))
+	db := testPod("db", "same", v1.RestartPolicyAlways, ctr("a", "busybox"))
+	web.Source, web.Origin = "file", "/m/web.yaml"
+	db.Source, db.Origin = "http", "http://127.0.0.1/pods"
+	for _, tc := range []struct {
+		workers       map[string]string
+		kept, dropped manifest.Pod
+	}{
+		{nil, web, db},
+		{map[string]string{"default/db-node1": "same"}, db, web},
+		{map[string]string{"default/db-node1": "other"}, web, db},
+	} {
+		pods, problems := merge(map[string]source.Update{
+			manifest.SourceFile: {Pods: []manifest.Pod{web}},
+			manifest.SourceHTTP: {Pods: []manifest.Pod{db}},
+		}, nil)
+		problems = append(problems, dropSharedUIDs(pods, tc.workers)...)
+		keptName, droppedName := fullName(tc.kept), fullName(tc.dropped)
+		if len(pods) != 1 || pods[keptName].Pod == nil {
+			t.Fatalf("workers %v: pods = %v, want only %s", tc.workers, slices.Sorted(maps.Keys(pods)), keptName)
+		}
+		if len(problems) != 1 || problems[0].Origin != tc.dropped.Origin {
+			t.Fatalf("workers %v: problems = %v, want one for %s", tc.workers, problems, tc.dropped.Origin)
+		}
+		if msg := problems[0].Err.Error(); !strings.Contains(msg, keptName) || !strings.Contains(msg, droppedName) ||
+			!strings.Contains(msg, tc.kept.Origin) || !strings.Contains(msg, "same") {
+			t.Errorf("same-UID error %q does not name both pods, the kept one's origin and the UID", msg)
+		}
 	}
 }

@@ -133,12 +133,15 @@ func (a *Agent) reconcile(ctx context.Context, l *loop) {
 	for uid := range l.stash {
 		running[uid] = true
 	}
-	for _, w := range a.workers {
+	workerUIDs := map[string]string{}
+	for key, w := range a.workers {
 		if uid := w.desiredUID(); uid != "" {
 			running[uid] = true
+			workerUIDs[key] = uid
 		}
 	}
 	pods, problems := merge(l.sources, running)
+	problems = append(problems, dropSharedUIDs(pods, workerUIDs)...)
 	a.problems = problems
 	a.recordProblemsLocked(problems)
 	l.seq++

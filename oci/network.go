@@ -84,12 +84,26 @@ func portConflict(want, taken []portMapping) (portMapping, bool) {
 			if w.HostPort != t.HostPort || w.Protocol != t.Protocol {
 				continue
 			}
-			if w.HostIP == "" || t.HostIP == "" || w.HostIP == t.HostIP {
+			wa, wEvery := hostAddr(w.HostIP)
+			ta, tEvery := hostAddr(t.HostIP)
+			if wEvery || tEvery || wa == ta {
 				return t, true
 			}
 		}
 	}
 	return portMapping{}, false
+}
+
+// hostAddr is the address a hostIP publishes on, or every address: for
+// none, and for 0.0.0.0 and ::, which portmap takes as none. An address
+// that does not parse (validation refuses it) is every address, so that
+// it conflicts rather than slips by.
+func hostAddr(ip string) (addr netip.Addr, every bool) {
+	a, err := netip.ParseAddr(ip)
+	if a = a.Unmap(); err != nil || a.IsUnspecified() {
+		return netip.Addr{}, true
+	}
+	return a, false
 }
 
 // cniIDPattern is what CNI allows as a container ID.

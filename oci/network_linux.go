@@ -60,8 +60,12 @@ type network struct {
 	runDir string
 
 	// mu serialises the hostPort check and the writing of netFile, so that
-	// two pods asking for one port cannot both see it free.
+	// two pods asking for one port cannot both see it free, and the adding
+	// and deleting of masquerade rules with the records that need them.
 	mu sync.Mutex
+	// masq are the masquerade rules this daemon added or found there since
+	// it started, and has not deleted since; guarded by mu.
+	masq map[masqRule]bool
 	// plugins lets one exclusive ADD, DEL or CHECK run at a time; see
 	// exclusive.
 	plugins chan struct{}
@@ -79,12 +83,15 @@ func newNetwork(cfg NetworkConfig, runDir string, log *slog.Logger) *network {
 		log:     log,
 		runDir:  runDir,
 		plugins: make(chan struct{}, 1),
+		masq:    map[masqRule]bool{},
 	}
 }
 
 // iptablesLock is the file every staticpodd of the machine holds while it
-// changes iptables rules, itself or through a CNI plugin.
-const iptablesLock = "/run/lock/staticpodd-iptables.lock"
+// changes iptables rules, itself or through a CNI plugin. In /run, which
+// only root writes, as iptables' own /run/xtables.lock: not in /run/lock,
+// where any user could make it first and hold it.
+const iptablesLock = "/run/staticpodd-iptables.lock"
 
 // exclusive runs fn, which changes iptables rules, alone: no other such
 // change of this daemon, nor of another staticpodd on the machine, runs
@@ -116,7 +123,7 @@ func (n *network) exclusive(ctx context.Context, fn func() error) error {
 		}
 		select {
 		case <-ctx.Done():
-			return context.Cause(ctx)
+			return fmt.Errorf("wait for the iptables lock %s, which another process holds: %w", iptablesLock, context.Cause(ctx))
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
@@ -277,8 +284,9 @@ func (n *network) attach(ctx context.Context, dir string, pod *podspec.Pod) (pod
 	return podspec.SandboxStatus{IPs: ips, Network: list.Name}, nil
 }
 
-// record checks rec's hostPorts against every other sandbox's, adds the
-// masquerade rule it needs, and writes rec into dir.
+// record checks rec's hostPorts against every other sandbox's, writes rec
+// into dir, and adds the masquerade rule it needs unless this daemon did
+// already (a later pod of the range runs no iptables command).
 func (n *network) record(ctx context.Context, dir string, rec *netRecord) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -298,11 +306,17 @@ func (n *network) record(ctx context.Context, dir string, rec *netRecord) error 
 	}
 	// The record before the rule: a daemon killed in between leaves a
 	// record whose DEL deletes the rule, not a rule nothing names.
-	if err := writeJSON(filepath.Join(dir, netFile), rec); err != nil {
+	path := filepath.Join(dir, netFile)
+	if err := writeJSON(path, rec); err != nil {
 		return err
 	}
-	if m := rec.Masquerade; m != nil {
+	// Known added, not known from the other records: an earlier daemon
+	// may have left one whose rule it never added.
+	if m := rec.Masquerade; m != nil && !n.masq[*m] {
 		err := n.exclusive(ctx, func() error { return m.ensure(ctx) })
+		if err == nil {
+			n.masq[*m] = true
+		}
 		if errors.Is(err, errNoIptables) {
 			// The pod is still reachable from the host; it cannot reach
 			// beyond it.
@@ -310,7 +324,13 @@ func (n *network) record(ctx context.Context, dir string, rec *netRecord) error 
 				n.log.Warn("pods on the default network reach no address beyond the host: no masquerade", "err", err)
 			})
 		} else if err != nil {
-			return fmt.Errorf("masquerade for pod network %s: %w", m.Subnet, err)
+			// Nothing was added: no DEL is owed, and the sandbox's removal
+			// does not wait for the lock (perhaps held for ever) again.
+			err = fmt.Errorf("masquerade for pod network %s: %w", m.Subnet, err)
+			if rerr := os.Remove(path); rerr != nil {
+				err = errors.Join(err, rerr)
+			}
+			return err
 		}
 	}
 	return nil
@@ -369,8 +389,9 @@ func (n *network) unmasquerade(ctx context.Context, dir string, m *masqRule) err
 		}
 	}
 	err := n.exclusive(ctx, func() error { return m.remove(ctx) })
-	if errors.Is(err, errNoIptables) {
-		return nil // it was never added
+	if err == nil || errors.Is(err, errNoIptables) { // no iptables: it was never added
+		delete(n.masq, *m)
+		return nil
 	}
 	return err
 }

@@ -5,7 +5,9 @@ package oci
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
@@ -14,6 +16,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -21,6 +24,7 @@ import (
 
 	"github.com/staticpodd/staticpodd/agent/podspec"
 	"github.com/staticpodd/staticpodd/tests/testnet"
+	"github.com/staticpodd/staticpodd/tests/testroot"
 )
 
 // withNetwork gives e's runtimes the built-in default network with Debian's
@@ -404,5 +408,101 @@ func TestPodNetworkMasquerade(t *testing.T) {
 	}
 	if left := netLeftovers(t, n, e.cfg.Network.IPAMDir, ""); len(left) > 0 {
 		t.Errorf("pod removed, left: %q", left)
+	}
+}
+
+// iptablesLog puts an iptables command first in PATH that logs each of its
+// runs to the returned file and then runs the real one.
+func iptablesLog(t *testing.T) string {
+	t.Helper()
+	real, err := masqRule{Subnet: "10.0.0.0/8"}.command()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	log := filepath.Join(dir, "runs")
+	script := fmt.Sprintf("#!/bin/sh\necho \"$*\" >> %s\nexec %s \"$@\"\n", log, real)
+	if err := os.WriteFile(filepath.Join(dir, "iptables"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", dir+":"+os.Getenv("PATH"))
+	return log
+}
+
+func readRuns(t *testing.T, log string) []string {
+	t.Helper()
+	data, err := os.ReadFile(log)
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	return strings.FieldsFunc(string(data), func(r rune) bool { return r == '\n' })
+}
+
+// Only the range's first pod adds its masquerade rule, and only its last
+// one deletes it: a pod without hostPorts in between runs no iptables
+// command at all, so its start never waits for the machine's iptables lock.
+func TestPodNetworkLaterPodsRunNoIptables(t *testing.T) {
+	e := newEnv(t)
+	n := e.withNetwork()
+	log := iptablesLog(t)
+	first, second := e.pod(false), e.pod(false)
+	e.sandbox(first)
+	if runs := readRuns(t, log); len(runs) == 0 || !masqueradeRuleThere(t, n) {
+		t.Fatalf("the range's first pod ran %q and the masquerade rule is there: %v", runs, masqueradeRuleThere(t, n))
+	}
+	_ = os.Remove(log)
+	e.sandbox(second)
+	if err := e.rt.RemoveSandbox(context.Background(), second.UID); err != nil {
+		t.Fatal(err)
+	}
+	if runs := readRuns(t, log); len(runs) > 0 {
+		t.Errorf("a second pod without hostPorts, added and removed, ran iptables: %q", runs)
+	}
+	if err := e.rt.RemoveSandbox(context.Background(), first.UID); err != nil {
+		t.Fatal(err)
+	}
+	if masqueradeRuleThere(t, n) {
+		t.Errorf("the range's last pod removed, its masquerade rule is left")
+	}
+}
+
+// The machine-wide iptables lock is in a directory only root writes: in a
+// world-writable one (/run/lock is 1777), any local user could make the
+// file first and hold its flock, and every daemon's pods would wait for it
+// until their network's set-up timed out.
+func TestIptablesLockNotInWorldWritableDir(t *testing.T) {
+	testroot.Require(t)
+	probe := filepath.Join(filepath.Dir(iptablesLock), "staticpodd-probe-"+randHex(4))
+	cmd := exec.Command("/bin/sh", "-c", `: > "$1"`, "sh", probe)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	if out, err := cmd.CombinedOutput(); err == nil {
+		_ = os.Remove(probe)
+		t.Errorf("user nobody made %s beside the iptables lock %s: it could take the lock's place", probe, iptablesLock)
+	} else {
+		t.Logf("user nobody cannot make %s: %v: %s", probe, err, out)
+	}
+}
+
+// A set-up that waited for the machine's iptables lock until its deadline
+// says so, naming the lock, rather than only "context deadline exceeded".
+func TestIptablesLockWaitSaysWhy(t *testing.T) {
+	testroot.Require(t)
+	f, err := os.OpenFile(iptablesLock, os.O_RDWR|os.O_CREATE|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	n := newNetwork(NetworkConfig{}, t.TempDir(), slog.New(slog.DiscardHandler))
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	err = n.exclusive(ctx, func() error {
+		t.Error("ran while another process held the lock")
+		return nil
+	})
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), iptablesLock) {
+		t.Errorf("waiting for a held iptables lock: %v, want the deadline and the lock's name", err)
 	}
 }

@@ -26,6 +26,14 @@ func TestPortConflict(t *testing.T) {
 		{"two addresses", []portMapping{tcp(80, "10.0.0.1")}, []portMapping{tcp(80, "10.0.0.2")}, false},
 		{"same address", []portMapping{tcp(80, "10.0.0.1")}, []portMapping{tcp(80, "10.0.0.1")}, true},
 		{"nothing taken", []portMapping{tcp(80, "")}, nil, false},
+		// portmap publishes on every address for an unspecified hostIP, and
+		// reads an address however it is written.
+		{"0.0.0.0 against one address", []portMapping{tcp(80, "10.0.0.1")}, []portMapping{tcp(80, "0.0.0.0")}, true},
+		{"one address against 0.0.0.0", []portMapping{tcp(80, "0.0.0.0")}, []portMapping{tcp(80, "10.0.0.1")}, true},
+		{":: against one address", []portMapping{tcp(80, "fd00::1")}, []portMapping{tcp(80, "::")}, true},
+		{"one address, two spellings", []portMapping{tcp(80, "fd00::1")}, []portMapping{tcp(80, "fd00:0::1")}, true},
+		{"IPv4-mapped 0.0.0.0", []portMapping{tcp(80, "10.0.0.1")}, []portMapping{tcp(80, "::ffff:0.0.0.0")}, true},
+		{"IPv4-mapped spelling", []portMapping{tcp(80, "::ffff:10.0.0.1")}, []portMapping{tcp(80, "10.0.0.1")}, true},
 	} {
 		if _, got := portConflict(tc.want, tc.taken); got != tc.conflict {
 			t.Errorf("%s: conflict %v, want %v", tc.name, got, tc.conflict)

@@ -153,8 +153,10 @@ func TestPodSharesNetworkIPCAndHostname(t *testing.T) {
 func TestHostNetwork(t *testing.T) {
 	e := newEnv(t)
 	// The host's network namespace, not its interfaces: other tests add and
-	// remove bridges and veths meanwhile.
-	hostNS, err := os.Readlink("/proc/self/ns/net")
+	// remove bridges and veths meanwhile. This thread's, not /proc/self's:
+	// that is the main thread's, which a test's goroutine that entered
+	// another namespace and ended locked may have left parked there.
+	hostNS, err := os.Readlink("/proc/thread-self/ns/net")
 	if err != nil {
 		t.Fatal(err)
 	}

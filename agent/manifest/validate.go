@@ -130,6 +130,14 @@ func (v *validator) spec(s *v1.PodSpec, p *field.Path) {
 			[]v1.DNSPolicy{v1.DNSClusterFirst, v1.DNSClusterFirstWithHostNet, v1.DNSDefault, v1.DNSNone}))
 	}
 	v.dnsConfig(s, p.Child("dnsConfig"))
+	// The API server's ValidatePodSpec: the hostname goes into the pod's
+	// /etc/hosts and /etc/hostname as it is.
+	if s.Hostname != "" {
+		v.invalid(p.Child("hostname"), s.Hostname, validation.IsDNS1123Label(s.Hostname))
+	}
+	if s.Subdomain != "" {
+		v.invalid(p.Child("subdomain"), s.Subdomain, validation.IsDNS1123Label(s.Subdomain))
+	}
 	// A negative grace period was made 1 with a warning (setAPIDefaults).
 	v.seconds(p.Child("terminationGracePeriodSeconds"), s.TerminationGracePeriodSeconds, 0)
 	if d := s.ActiveDeadlineSeconds; d != nil && (*d < 1 || *d > math.MaxInt32) {
@@ -172,6 +180,7 @@ func (v *validator) spec(s *v1.PodSpec, p *field.Path) {
 	for i := range s.Containers {
 		v.container(p.Child("containers").Index(i), &s.Containers[i], false, s.HostNetwork, volumes, names)
 	}
+	v.uniqueHostPorts(p.Child("containers"), s.Containers)
 	for i := range s.InitContainers {
 		v.lifecycle(p.Child("initContainers").Index(i), &s.InitContainers[i], s, true)
 	}
@@ -448,6 +457,31 @@ func (v *validator) container(p *field.Path, c *v1.Container, init, hostNetwork 
 }
 
 var protocols = []v1.Protocol{v1.ProtocolTCP, v1.ProtocolUDP, v1.ProtocolSCTP}
+
+// uniqueHostPorts is the API server's AccumulateUniqueHostPorts: one
+// hostPort, protocol and hostIP at most once in the pod's containers.
+func (v *validator) uniqueHostPorts(p *field.Path, containers []v1.Container) {
+	seen := map[string]bool{}
+	for i, c := range containers {
+		for j, port := range c.Ports {
+			if port.HostPort == 0 {
+				continue
+			}
+			proto := port.Protocol
+			if proto == "" {
+				proto = v1.ProtocolTCP
+			}
+			key := fmt.Sprintf("%d/%s", port.HostPort, proto)
+			if port.HostIP != "" {
+				key = port.HostIP + ":" + key
+			}
+			if seen[key] {
+				v.add(field.Duplicate(p.Index(i).Child("ports").Index(j).Child("hostPort"), key))
+			}
+			seen[key] = true
+		}
+	}
+}
 
 func (v *validator) ports(p *field.Path, ports []v1.ContainerPort, hostNetwork bool) {
 	names := map[string]bool{}
