@@ -477,7 +477,13 @@ func (n *network) check(ctx context.Context, dir string) error {
 	}
 	// The rule is put back if something flushed the nat table meanwhile.
 	if m := rec.Masquerade; m != nil {
-		if err := n.exclusive(ctx, func() error { return m.ensure(ctx) }); err != nil && !errors.Is(err, errNoIptables) {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		err := n.exclusive(ctx, func() error { return m.ensure(ctx) })
+		if err == nil {
+			n.masq[*m] = true
+		}
+		if err != nil && !errors.Is(err, errNoIptables) {
 			return fmt.Errorf("masquerade for pod network %s: %w", m.Subnet, err)
 		}
 	}
