@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -62,8 +63,12 @@ func runMonitor(args []string) int {
 		log.Error("monitor: want <libcontainer-root> <state-dir> <id>", "args", args)
 		return 2
 	}
-	// A monitor is mostly idle; keep its heap small.
-	debug.SetGCPercent(20)
+	// No collection while the container starts: what the start allocates
+	// (a few MiB) is garbage once the container runs, when trimMemory frees
+	// it, and a collection before then is CPU that a burst of starts pays
+	// for on every monitor. The limit bounds a start that allocates more.
+	debug.SetGCPercent(-1)
+	debug.SetMemoryLimit(startMemoryLimit)
 	m := &monitorProc{root: args[0], dir: args[1], id: args[2], report: os.NewFile(3, "report")}
 	// Before the state says RotationReload: SIGHUP would kill us.
 	m.hup = make(chan os.Signal, 1)
@@ -151,6 +156,14 @@ func warmUp() {
 	_, _ = json.Marshal(&libcontainer.State{})
 	_ = cgroups.IsCgroup2UnifiedMode()
 }
+
+// startMemoryLimit is where a monitor's heap is collected while its
+// container starts (otherwise it is not): far above what a start allocates.
+const startMemoryLimit = 64 << 20
+
+// monitorGCPercent keeps the heap of a monitor whose container runs small:
+// it is mostly idle.
+const monitorGCPercent = 20
 
 // spareAfter is how long a monitor waits for its go before it takes itself
 // for a spare (one started ahead for the next container) and gives back what
@@ -350,7 +363,12 @@ func (m *monitorProc) runContainer(ctr *libcontainer.Container, proc *libcontain
 	initReaped := make(chan struct{})
 	go reapOrphans(pid, initReaped)
 	// From here the monitor only copies output and waits: what it needed to
-	// start the container (most of the binary's pages) is given back.
+	// start the container (most of the binary's pages) is given back, and its
+	// heap is kept small. Only from here: with that GC percent during the
+	// start, which allocates several times the heap it leaves, the collector
+	// ran over and over (a fifth of the monitors' CPU in a burst of starts).
+	debug.SetMemoryLimit(math.MaxInt64)
+	debug.SetGCPercent(monitorGCPercent)
 	trimMemory()
 	ps, _ := proc.Wait() // an unsuccessful exit is an error; ps says which
 	close(initReaped)

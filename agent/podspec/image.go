@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/google/go-containerregistry/pkg/name"
 )
@@ -12,12 +13,21 @@ import (
 // kubelet applies to a container's image (parsers.ParseImageName). It is checked
 // on top of go-containerregistry's parser, which lets through what the grammar
 // does not: "../../etc:x" is registry "..", repository "../etc" to it.
+//
+// Compiled at first use, not at package init: every re-exec of the binary (a
+// container's monitor and its init) runs the package inits, and these were
+// among the costliest of them.
 var (
-	domainAndPort = regexp.MustCompile(`^(?:(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])(?:\.(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9]))*|\[[a-fA-F0-9:]+\])(?::[0-9]+)?$`)
-	pathComponent = regexp.MustCompile(`^[a-z0-9]+(?:(?:[._]|__|[-]+)[a-z0-9]+)*$`)
-	tagPattern    = regexp.MustCompile(`^\w[\w.-]{0,127}$`)
-	imageIDHex    = regexp.MustCompile(`^[a-f0-9]{64}$`)
+	domainAndPort = lazyRegexp(`^(?:(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])(?:\.(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9]))*|\[[a-fA-F0-9:]+\])(?::[0-9]+)?$`)
+	pathComponent = lazyRegexp(`^[a-z0-9]+(?:(?:[._]|__|[-]+)[a-z0-9]+)*$`)
+	tagPattern    = lazyRegexp(`^\w[\w.-]{0,127}$`)
+	imageIDHex    = lazyRegexp(`^[a-f0-9]{64}$`)
 )
+
+// lazyRegexp returns expr compiled at its first call.
+func lazyRegexp(expr string) func() *regexp.Regexp {
+	return sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(expr) })
+}
 
 // nameTotalLengthMax is distribution/reference's limit on [domain/]path.
 const nameTotalLengthMax = 255
@@ -52,12 +62,12 @@ func checkImageRef(ref string) error {
 	if ref == "" {
 		return fmt.Errorf("empty")
 	}
-	if imageIDHex.MatchString(ref) {
+	if imageIDHex().MatchString(ref) {
 		return fmt.Errorf("a 64-character hexadecimal string is an image ID, not a repository name")
 	}
 	named, _, _ := strings.Cut(ref, "@")
 	if i := strings.LastIndex(named, ":"); i > strings.LastIndex(named, "/") {
-		if tag := named[i+1:]; !tagPattern.MatchString(tag) {
+		if tag := named[i+1:]; !tagPattern().MatchString(tag) {
 			return fmt.Errorf("tag %q is not 1 to 128 letters, digits, '_', '.' or '-' starting with a letter, digit or '_'", tag)
 		}
 		named = named[:i]
@@ -69,13 +79,13 @@ func checkImageRef(ref string) error {
 	// Docker's rule for the first component being a registry: it has a '.' or a
 	// ':', or is localhost.
 	if domain, rest, ok := strings.Cut(named, "/"); ok && (strings.ContainsAny(domain, ".:") || domain == "localhost") {
-		if !domainAndPort.MatchString(domain) {
+		if !domainAndPort().MatchString(domain) {
 			return fmt.Errorf("registry %q is not a host name or [IPv6 address] with an optional :port", domain)
 		}
 		path = rest
 	}
 	for _, c := range strings.Split(path, "/") {
-		if !pathComponent.MatchString(c) {
+		if !pathComponent().MatchString(c) {
 			return fmt.Errorf("repository path component %q is not lowercase letters and digits separated by '.', '_', '__' or '-'", c)
 		}
 	}
