@@ -220,6 +220,16 @@ func (e *env) start(pod *podspec.Pod, c *podspec.Container) podspec.ContainerSta
 	begin := time.Now()
 	st, err := e.rt.Start(context.Background(), pod, c)
 	if err != nil {
+		// A container whose init failed is still there: destroyed here, so
+		// that the failing test's sandbox removal does not leave its
+		// mounts behind.
+		if all, lerr := e.rt.List(context.Background()); lerr == nil {
+			for _, cs := range all {
+				if cs.PodUID == pod.UID && cs.Name == c.Name {
+					_ = e.rt.Destroy(context.Background(), cs.ID)
+				}
+			}
+		}
 		e.t.Fatal(err)
 	}
 	e.t.Logf("Start of %s took %v (call to exec)", c.Name, time.Since(begin))
