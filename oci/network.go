@@ -52,6 +52,19 @@ type NetworkConfig struct {
 	Subnet netip.Prefix
 	// IPAMDir holds the default network's host-local leases.
 	IPAMDir string
+	// OwnPorts are the daemon's own TCP listeners (the node API's port,
+	// the read-only port), which no pod may publish a hostPort over:
+	// portmap's DNAT would take their connections from the host's other
+	// addresses.
+	OwnPorts []OwnPort
+}
+
+// OwnPort is a TCP port the daemon listens on, on Address ("" or an
+// unspecified address: every address), named as its configuration names it.
+type OwnPort struct {
+	Name    string
+	Address string
+	Port    int32
 }
 
 // portMapping is one entry of CNI's portMappings capability, as containerd

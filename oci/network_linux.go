@@ -290,6 +290,12 @@ func (n *network) attach(ctx context.Context, dir string, pod *podspec.Pod) (pod
 func (n *network) record(ctx context.Context, dir string, rec *netRecord) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	for _, own := range n.cfg.OwnPorts {
+		taken := []portMapping{{HostPort: own.Port, Protocol: "tcp", HostIP: own.Address}}
+		if _, ok := portConflict(rec.Ports, taken); ok {
+			return fmt.Errorf("hostPort %d/TCP: staticpodd's own %s listens there", own.Port, own.Name)
+		}
+	}
 	if len(rec.Ports) > 0 {
 		for o, err := range n.otherRecords(dir) {
 			if err != nil {

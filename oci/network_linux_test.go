@@ -506,3 +506,35 @@ func TestIptablesLockWaitSaysWhy(t *testing.T) {
 		t.Errorf("waiting for a held iptables lock: %v, want the deadline and the lock's name", err)
 	}
 }
+
+// A hostPort over one of the daemon's own TCP listeners (the read-only port
+// here) is refused, naming it: portmap's DNAT would take the listener's
+// connections to the host's other addresses. UDP on that port, and TCP on
+// another address than the listener's, are not its.
+func TestHostPortOverOwnPortRefused(t *testing.T) {
+	e := newEnv(t)
+	e.withNetwork()
+	own := int32(freeTCPPort(t))
+	e.cfg.Network.OwnPorts = []OwnPort{{Name: "readOnlyPort", Address: "127.0.0.1", Port: own}}
+	e.rt = e.newRuntime()
+	p := e.pod(false)
+	p.PortMappings = []podspec.PortMapping{{HostPort: own, ContainerPort: 81, Protocol: "tcp"}}
+	err := e.rt.CreateSandbox(context.Background(), p)
+	if want := fmt.Sprintf("hostPort %d/TCP: staticpodd's own readOnlyPort listens there", own); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("a hostPort on the daemon's own port: %v, want %q", err, want)
+	}
+	if _, err := os.Stat(e.rt.podDir(p.UID)); !os.IsNotExist(err) {
+		t.Errorf("the refused pod's sandbox is left: %v", err)
+	}
+	for _, ok := range []podspec.PortMapping{
+		{HostPort: own, ContainerPort: 81, Protocol: "udp"},
+		{HostPort: own, ContainerPort: 81, Protocol: "tcp", HostIP: "127.0.0.2"},
+	} {
+		q := e.pod(false)
+		q.PortMappings = []podspec.PortMapping{ok}
+		e.sandbox(q)
+		if err := e.rt.RemoveSandbox(context.Background(), q.UID); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -21,11 +21,17 @@ const hostLogDir = "/var/log"
 // errNodeAPIOff: authorization.mode Webhook with nobody to ask.
 var errNodeAPIOff = errors.New("authorization.mode is Webhook and there is no --kubeconfig to send SubjectAccessReviews with: the node API (port) is not served; set authorization.mode: AlwaysAllow with authentication.x509.clientCAFile to serve it without an API server")
 
+// nodeAPIServed reports whether cfg has the node API served on port:
+// not under authorization.mode Webhook with no API server to ask.
+func nodeAPIServed(cfg *config.Config) bool {
+	return !(cfg.AuthorizationMode == "Webhook" && cfg.Kubeconfig == "")
+}
+
 // nodeAPI is the node API's handler and TLS configuration, as the kubelet's
 // BuildAuth and InitializeTLS make them from the configuration.
 func (d *daemon) nodeAPI() (http.Handler, *tls.Config, error) {
 	cfg := d.cfg
-	if cfg.AuthorizationMode == "Webhook" && cfg.Kubeconfig == "" {
+	if !nodeAPIServed(cfg) {
 		return nil, nil, errNodeAPIOff
 	}
 	auth := &server.Auth{

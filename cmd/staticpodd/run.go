@@ -268,7 +268,8 @@ func newDaemon(cfg *config.Config, logger *slog.Logger, once bool) (*daemon, err
 			Subnet:   podCIDR,
 			// Leases live as long as the namespaces they are for: until
 			// the pod is removed, or the machine restarts.
-			IPAMDir: filepath.Join(cfg.RunDir, "cni", "networks"),
+			IPAMDir:  filepath.Join(cfg.RunDir, "cni", "networks"),
+			OwnPorts: ownPorts(cfg),
 		},
 		RunDir:       cfg.RunDir,
 		RootDir:      cfg.RootDir,
@@ -487,7 +488,7 @@ func (d *daemon) run(ctx context.Context) error {
 			return nil
 		})
 	}
-	if d.cfg.AuthorizationMode == "Webhook" && d.cfg.Kubeconfig == "" {
+	if !nodeAPIServed(d.cfg) {
 		d.logger.Info("node API not served", "reason", errNodeAPIOff.Error())
 	} else {
 		g.Go(func() error { d.serveNodeAPI(ctx, files); return nil })
@@ -569,4 +570,17 @@ func kernelRelease() string {
 		return ""
 	}
 	return unix.ByteSliceToString(u.Release[:])
+}
+
+// ownPorts are the TCP ports the daemon listens on: the node API's port when
+// it is served, the read-only port when it is on.
+func ownPorts(cfg *config.Config) []oci.OwnPort {
+	var ps []oci.OwnPort
+	if nodeAPIServed(cfg) && cfg.Port != 0 {
+		ps = append(ps, oci.OwnPort{Name: "port", Address: cfg.Address, Port: cfg.Port})
+	}
+	if cfg.ReadOnlyPort != 0 {
+		ps = append(ps, oci.OwnPort{Name: "readOnlyPort", Address: cfg.Address, Port: cfg.ReadOnlyPort})
+	}
+	return ps
 }
