@@ -290,6 +290,14 @@ func (n *network) attach(ctx context.Context, dir string, pod *podspec.Pod) (pod
 func (n *network) record(ctx context.Context, dir string, rec *netRecord) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	// Within the pod too, by the same rule: validation compares a hostIP as
+	// written, so "" and "0.0.0.0" (both every address) pass it, and
+	// portmap would let the first mapping win without a word.
+	for i, w := range rec.Ports {
+		if t, ok := portConflict([]portMapping{w}, rec.Ports[:i]); ok {
+			return fmt.Errorf("hostPort %d/%s: published twice by the pod (hostIP %q and %q)", t.HostPort, strings.ToUpper(t.Protocol), t.HostIP, w.HostIP)
+		}
+	}
 	for _, own := range n.cfg.OwnPorts {
 		taken := []portMapping{{HostPort: own.Port, Protocol: "tcp", HostIP: own.Address}}
 		if _, ok := portConflict(rec.Ports, taken); ok {

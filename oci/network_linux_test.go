@@ -538,3 +538,36 @@ func TestHostPortOverOwnPortRefused(t *testing.T) {
 		}
 	}
 }
+
+// One pod publishing one port twice on overlapping addresses ("" and
+// 0.0.0.0 are both every address; validation compares them as written) is
+// refused as two pods would be, not left to portmap's first rule.
+func TestHostPortTwiceInOnePodRefused(t *testing.T) {
+	e := newEnv(t)
+	e.withNetwork()
+	port := int32(freeTCPPort(t))
+	for _, second := range []string{"0.0.0.0", "127.0.0.1"} {
+		p := e.pod(false)
+		p.PortMappings = []podspec.PortMapping{
+			{HostPort: port, ContainerPort: 80, Protocol: "tcp"},
+			{HostPort: port, ContainerPort: 81, Protocol: "tcp", HostIP: second},
+		}
+		err := e.rt.CreateSandbox(context.Background(), p)
+		if want := fmt.Sprintf("hostPort %d/TCP: published twice by the pod", port); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("hostIP \"\" and %q on one port: %v, want %q", second, err, want)
+		}
+		if _, err := os.Stat(e.rt.podDir(p.UID)); !os.IsNotExist(err) {
+			t.Errorf("the refused pod's sandbox is left: %v", err)
+		}
+	}
+	// Two addresses of their own do not overlap.
+	q := e.pod(false)
+	q.PortMappings = []podspec.PortMapping{
+		{HostPort: port, ContainerPort: 80, Protocol: "tcp", HostIP: "127.0.0.1"},
+		{HostPort: port, ContainerPort: 81, Protocol: "tcp", HostIP: "127.0.0.2"},
+	}
+	e.sandbox(q)
+	if err := e.rt.RemoveSandbox(context.Background(), q.UID); err != nil {
+		t.Fatal(err)
+	}
+}
