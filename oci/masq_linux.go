@@ -63,8 +63,12 @@ func (m masqRule) run(ctx context.Context, op string) (exists bool, err error) {
 	c.Stdout, c.Stderr = &out, &out
 	err = c.Run()
 	var exit *exec.ExitError
-	if err != nil && errors.As(err, &exit) && exit.ExitCode() == 1 && op != "-A" {
-		// iptables' "Bad rule (does a matching rule exist in that chain?)".
+	if err != nil && errors.As(err, &exit) && exit.ExitCode() == 1 && op != "-A" &&
+		bytes.Contains(out.Bytes(), []byte("does a matching rule exist")) {
+		// iptables' "Bad rule (does a matching rule exist in that chain?)",
+		// legacy and nft alike. Its other failures with status 1 (a match
+		// or target it cannot load) are errors, not a rule found missing:
+		// else a -D that failed would count as done, and the rule leak.
 		return false, nil
 	}
 	if err != nil {
