@@ -376,24 +376,7 @@ func benchStart(runs int, bin, image, runc, busybox, dir, fifo string) (startRes
 	defer os.RemoveAll(runcState)
 	floorState := filepath.Join("/run", filepath.Base(dir)+"-floor")
 	defer os.RemoveAll(floorState)
-	manifest := fmt.Sprintf(`apiVersion: v1
-kind: Pod
-metadata: {name: bench}
-spec:
-  hostNetwork: true
-  restartPolicy: Never
-  terminationGracePeriodSeconds: 1
-  volumes:
-  - name: sig
-    hostPath: {path: %s}
-  containers:
-  - name: main
-    image: busybox
-    imagePullPolicy: IfNotPresent
-    command: ["sh", "-c", ": > /sig/fifo"]
-    volumeMounts:
-    - {name: sig, mountPath: /sig}
-`, filepath.Dir(fifo))
+	manifest := fifoPod("bench", true, filepath.Dir(fifo), "")
 	ourRun := func(i int) (time.Duration, error) {
 		tmp := filepath.Join(dir, "bench.yaml")
 		// A new name each run, so every run is a new pod with a new UID.
@@ -677,4 +660,28 @@ func monitorsOf(runDir string) []procMem {
 		ms = append(ms, memOf(pid))
 	}
 	return ms
+}
+
+// fifoPod is the start benchmarks' pod: busybox opening sigDir's fifo (its
+// exec is the open) and exiting, never restarted; ports are extra lines of
+// the container (its ports).
+func fifoPod(name string, hostNetwork bool, sigDir, ports string) string {
+	return fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata: {name: %s}
+spec:
+  hostNetwork: %v
+  restartPolicy: Never
+  terminationGracePeriodSeconds: 1
+  volumes:
+  - name: sig
+    hostPath: {path: %s}
+  containers:
+  - name: main
+    image: busybox
+    imagePullPolicy: IfNotPresent
+    command: ["sh", "-c", ": > /sig/fifo"]
+    volumeMounts:
+    - {name: sig, mountPath: /sig}
+%s`, name, hostNetwork, sigDir, ports)
 }

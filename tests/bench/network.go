@@ -47,29 +47,11 @@ func benchNetwork(bin, image string, runs int) error {
 	defer d.stop()
 	// side 0: hostNetwork; 1: pod network with a hostPort; 2: without.
 	podManifest := func(name string, side int) string {
-		hostNetwork := side == 0
 		port := ""
 		if side == 1 {
 			port = "    ports: [{containerPort: 81, hostPort: 18081}]\n"
 		}
-		return fmt.Sprintf(`apiVersion: v1
-kind: Pod
-metadata: {name: %s}
-spec:
-  hostNetwork: %v
-  restartPolicy: Never
-  terminationGracePeriodSeconds: 1
-  volumes:
-  - name: sig
-    hostPath: {path: %s}
-  containers:
-  - name: main
-    image: busybox
-    imagePullPolicy: IfNotPresent
-    command: ["sh", "-c", ": > /sig/fifo"]
-    volumeMounts:
-    - {name: sig, mountPath: /sig}
-%s`, name, hostNetwork, sig, port)
+		return fifoPod(name, side == 0, sig, port)
 	}
 	manifest := func(name string, hostNetwork bool) string {
 		if hostNetwork {
