@@ -70,11 +70,7 @@ func TestImageImportedDuringAHangingPullStartsThePod(t *testing.T) {
 		if cs.State.Running == nil {
 			t.Fatalf("state %+v with the image imported during the pull, want running", cs.State)
 		}
-		for _, e := range h.a.Events().List() {
-			if e.Reason == "Failed" || e.Reason == "BackOff" {
-				t.Errorf("event %s %q: the pull given up for the imported image is no failure", e.Reason, e.Message)
-			}
-		}
+		noPullFailure(t, h)
 	})
 }
 
@@ -98,11 +94,7 @@ func TestImageImportedDuringAFailingPullIsNoPullFailure(t *testing.T) {
 		if cs := h.pod("app").Status.ContainerStatuses[0]; cs.State.Running == nil {
 			t.Fatalf("state %+v, want running: the image came while the pull failed", cs.State)
 		}
-		for _, e := range h.a.Events().List() {
-			if e.Reason == "Failed" || e.Reason == "BackOff" {
-				t.Errorf("event %s %q, want none", e.Reason, e.Message)
-			}
-		}
+		noPullFailure(t, h)
 	})
 }
 
@@ -131,4 +123,15 @@ func TestImageImportedDuringAPullUnderAlwaysKeepsPulling(t *testing.T) {
 			t.Fatalf("state %+v after %d pulls, want running after the one pull", cs.State, p.count())
 		}
 	})
+}
+
+// noPullFailure: an image that came by import while its pull went on left
+// no Failed or BackOff event; a pull given up for it is no failure.
+func noPullFailure(t *testing.T, h *harness) {
+	t.Helper()
+	for _, e := range h.a.Events().List() {
+		if e.Reason == "Failed" || e.Reason == "BackOff" {
+			t.Errorf("event %s %q, want none: the image came by import", e.Reason, e.Message)
+		}
+	}
 }
