@@ -12,29 +12,15 @@ import (
 	"github.com/staticpodd/staticpodd/agent/podspec"
 )
 
-// Defaults of the pod network.
+// The pod network's defaults (conf dir, plugin dirs, bridge, range) are the
+// configuration's (agent/config); NetworkConfig always has them filled in.
 const (
-	// DefaultCNIConfDir is where CNI configuration is looked for, as the
-	// kubelet's --cni-conf-dir and containerd's conf_dir default it.
-	DefaultCNIConfDir = "/etc/cni/net.d"
-	// DefaultNetworkBridge is the bridge of the built-in default network.
-	DefaultNetworkBridge = "staticpodd0"
 	// DefaultNetworkName names the built-in default network (CNI's "name":
 	// its cache files and IPAM leases are kept under it).
 	DefaultNetworkName = "staticpodd"
 	// podIfName is the pod's interface, as containerd and CRI-O name it.
 	podIfName = "eth0"
 )
-
-// DefaultCNIBinDirs are where CNI plugins are looked for: the upstream
-// place and the one Debian's and Fedora's containernetworking-plugins use.
-var DefaultCNIBinDirs = []string{"/opt/cni/bin", "/usr/lib/cni"}
-
-// DefaultNetworkSubnet is the built-in default network's range: private,
-// and clear of podman's (10.88.0.0/16, 10.89.x for its other networks),
-// CRI-O's (10.85.0.0/16), Docker's (172.17.0.0/16), kind's and flannel's
-// (10.244.0.0/16) and k3s's (10.42.0.0/16, 10.43.0.0/16) defaults.
-var DefaultNetworkSubnet = netip.MustParsePrefix("10.86.0.0/16")
 
 // NetworkConfig is how pods without hostNetwork get their network.
 type NetworkConfig struct {

@@ -40,7 +40,7 @@ func (e *env) withNetwork() testnet.Net {
 	top := e.t.TempDir()
 	e.cfg.Network = &NetworkConfig{
 		ConfDir:  filepath.Join(top, "net.d"), // none: the default network
-		BinDirs:  DefaultCNIBinDirs,
+		BinDirs:  []string{"/usr/lib/cni"},    // Debian's plugins
 		CacheDir: filepath.Join(e.cfg.RunDir, "cni", "cache"),
 		Bridge:   n.Bridge,
 		Subnet:   n.Subnet,

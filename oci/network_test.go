@@ -67,7 +67,7 @@ func TestCNIContainerID(t *testing.T) {
 }
 
 func TestDefaultNetworkConf(t *testing.T) {
-	data, err := defaultNetworkConf("staticpodd0", DefaultNetworkSubnet, "/run/staticpodd/cni/networks", true)
+	data, err := defaultNetworkConf("staticpodd0", testSubnet, "/run/staticpodd/cni/networks", true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +102,7 @@ func TestDefaultNetworkConf(t *testing.T) {
 		t.Errorf("portmap plugin: %+v", pm)
 	}
 	// Without hostPorts, no portmap: its DEL rewrites the nat table.
-	if data, err := defaultNetworkConf("staticpodd0", DefaultNetworkSubnet, "/x", false); err != nil || strings.Contains(string(data), "portmap") {
+	if data, err := defaultNetworkConf("staticpodd0", testSubnet, "/x", false); err != nil || strings.Contains(string(data), "portmap") {
 		t.Errorf("default network without hostPorts: %v\n%s", err, data)
 	}
 	for _, bad := range []struct {
@@ -110,9 +110,9 @@ func TestDefaultNetworkConf(t *testing.T) {
 		subnet netip.Prefix
 		why    string
 	}{
-		{"", DefaultNetworkSubnet, "bridge"},
-		{"a-name-far-too-long", DefaultNetworkSubnet, "bridge"},
-		{"br/0", DefaultNetworkSubnet, "bridge"},
+		{"", testSubnet, "bridge"},
+		{"a-name-far-too-long", testSubnet, "bridge"},
+		{"br/0", testSubnet, "bridge"},
 		{"br0", netip.MustParsePrefix("10.0.0.0/31"), "range"},
 		{"br0", netip.Prefix{}, "range"},
 	} {
@@ -132,3 +132,6 @@ func TestPodHosts(t *testing.T) {
 		t.Errorf("hosts without IPs:\n%s", got)
 	}
 }
+
+// testSubnet is a range of the default network's size.
+var testSubnet = netip.MustParsePrefix("10.86.0.0/16")

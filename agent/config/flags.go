@@ -35,15 +35,23 @@ const (
 	FlagPodNetworkBridge = "pod-network-bridge"
 )
 
-// Defaults of the pod network, as oci defines them (the config package
-// does not import oci).
+// Defaults of the pod network.
 const (
-	DefaultCNIConfDir       = "/etc/cni/net.d"
+	// DefaultCNIConfDir is where CNI configuration is looked for, as the
+	// kubelet's --cni-conf-dir and containerd's conf_dir default it.
+	DefaultCNIConfDir = "/etc/cni/net.d"
+	// DefaultPodNetworkBridge is the bridge of the built-in default network.
 	DefaultPodNetworkBridge = "staticpodd0"
-	DefaultPodCIDR          = "10.86.0.0/16"
+	// DefaultPodCIDR is the built-in default network's range: private, and
+	// clear of podman's (10.88.0.0/16, 10.89.x for its other networks),
+	// CRI-O's (10.85.0.0/16), Docker's (172.17.0.0/16), kind's and
+	// flannel's (10.244.0.0/16) and k3s's (10.42.0.0/16, 10.43.0.0/16)
+	// defaults.
+	DefaultPodCIDR = "10.86.0.0/16"
 )
 
-// DefaultCNIBinDirs are where CNI plugins are looked for by default.
+// DefaultCNIBinDirs are where CNI plugins are looked for: the upstream
+// place and the one Debian's and Fedora's containernetworking-plugins use.
 var DefaultCNIBinDirs = []string{"/opt/cni/bin", "/usr/lib/cni"}
 
 // Environment variables that give --root-dir and --run-dir when the flag is
