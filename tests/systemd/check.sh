@@ -122,7 +122,14 @@ if [ "$boot" = 1 ]; then
 	pid=$(httpd_pid)
 	say "container pid $pid, daemon pid $(mainpid)"
 
-	# journald: the daemon's attributes as fields, with priorities.
+	# journald: the daemon's attributes as fields, with priorities. A
+	# warning of its own making: a manifest that fails validation (the
+	# first boot's warnings otherwise depend on timing; a pull that failed
+	# before the import used to give one).
+	printf 'apiVersion: v1\nkind: Pod\nmetadata: {name: invalid}\nspec: {containers: []}\n' >/etc/kubernetes/manifests/invalid.yaml
+	warned() { journalctl -u staticpodd -b -o json --no-pager | grep '"PRIORITY":"4"' | grep -q invalid.yaml; }
+	until_ok 30 warned || say "no warning about invalid.yaml within 30s"
+	rm /etc/kubernetes/manifests/invalid.yaml
 	j=/tmp/journal.json
 	journalctl -u staticpodd -b -o json --no-pager >$j
 	check "journal has POD= fields" grep -q "\"POD\":\"[^\"]*$pod\"" $j
