@@ -20,7 +20,7 @@ all: build
 
 build: $(BIN)
 
-$(BIN): $(shell find cmd agent oci sysd -name '*.go' -not -name '*_test.go') go.mod go.sum
+$(BIN): $(shell find cmd agent oci sysd \( -name '*.go' -not -name '*_test.go' \) -o -name '*.[ch]') go.mod go.sum
 	CGO_ENABLED=1 $(GO) build $(GOFLAGS_BUILD) -ldflags '$(LDFLAGS)' -o $@ ./cmd/staticpodd
 
 # The image tests and the demo run, built from Debian's busybox-static.

@@ -510,8 +510,21 @@ func (l *criLog) rotatedIndexLocked(stamp string) int {
 	return -1
 }
 
+// rotation is when the log rotates now.
+func (l *criLog) rotation() logRotation {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.rot
+}
+
+// Close stops the compressor and closes the live file; a second Close does
+// nothing.
 func (l *criLog) Close() error {
 	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return nil
+	}
 	l.closed = true
 	closing, compressed := l.closing, l.compressed
 	l.mu.Unlock()

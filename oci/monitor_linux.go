@@ -7,12 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"runtime/debug"
-	"syscall"
+	"strconv"
 	"time"
 
 	"github.com/opencontainers/cgroups"
@@ -20,6 +20,7 @@ import (
 	"github.com/opencontainers/runc/libcontainer/specconv"
 	"github.com/opencontainers/runc/libcontainer/system"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+	cmonitor "github.com/staticpodd/staticpodd/oci/monitor"
 	"golang.org/x/sys/unix"
 )
 
@@ -161,10 +162,6 @@ func warmUp() {
 // container starts (otherwise it is not): far above what a start allocates.
 const startMemoryLimit = 64 << 20
 
-// monitorGCPercent keeps the heap of a monitor whose container runs small:
-// it is mostly idle.
-const monitorGCPercent = 20
-
 // spareAfter is how long a monitor waits for its go before it takes itself
 // for a spare (one started ahead for the next container) and gives back what
 // start-up touched.
@@ -266,7 +263,7 @@ func (m *monitorProc) run(st monitorState, log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("create container %s: %w", m.id, err)
 	}
-	exit, err := m.runContainer(ctr, proc, &st, logs)
+	exit, err := m.runContainer(ctr, proc, &st, logs, rec.LogPath)
 	if exit == nil && err != nil {
 		f := startFailure(err)
 		exit = &f
@@ -311,10 +308,10 @@ func (m *monitorProc) reloadRotation(logs *criLog, stop <-chan struct{}, log *sl
 	}
 }
 
-// runContainer starts proc in ctr, reports it, copies its output until it
-// exits and returns its exit; a nil exit means it never started. Meanwhile
-// it reaps the orphans that the container leaves to the monitor.
-func (m *monitorProc) runContainer(ctr *libcontainer.Container, proc *libcontainer.Process, st *monitorState, logs *criLog) (*exitRecord, error) {
+// runContainer starts proc in ctr and reports it; on success it never
+// returns: the C monitor takes over (see handOver). A nil exit means the
+// container never started.
+func (m *monitorProc) runContainer(ctr *libcontainer.Container, proc *libcontainer.Process, st *monitorState, logs *criLog, logPath string) (*exitRecord, error) {
 	devNull, err := os.Open(os.DevNull)
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", os.DevNull, err)
@@ -329,65 +326,97 @@ func (m *monitorProc) runContainer(ctr *libcontainer.Container, proc *libcontain
 		return nil, fmt.Errorf("stderr pipe: %w", err)
 	}
 	proc.Stdin, proc.Stdout, proc.Stderr = devNull, outW, errW
-	copied := make(chan error, 2)
-	go func() { copied <- logs.copy("stdout", outR) }()
-	go func() { copied <- logs.copy("stderr", errR) }()
-	drain := func() error {
-		return errors.Join(<-copied, <-copied)
-	}
 
 	// The pod's OOM kill count before the container can be killed: a
 	// container that allocates at once can be OOM-killed, and its scope
 	// removed by systemd, before Run returns (see oomKilledSince). The
 	// paths are known before the cgroup exists; the pod's cgroup already does.
-	var podOOMBefore uint64
-	var podOOMOK bool
+	var oom podOOM
 	if state, err := ctr.State(); err == nil {
-		podOOMBefore, podOOMOK = podOOMKills(state.CgroupPaths)
+		oom.before, oom.ok = podOOMKills(state.CgroupPaths)
 	}
-	// Run returns once the init process was told to exec.
+	// Run returns once the init process was told to exec. What the
+	// container writes meanwhile waits in the pipes (64 KiB each) for the C
+	// monitor.
 	runErr := ctr.Run(proc)
 	_ = outW.Close()
 	_ = errW.Close()
 	if runErr != nil {
-		return nil, errors.Join(fmt.Errorf("run container %s: %w", m.id, runErr), drain())
+		return nil, errors.Join(fmt.Errorf("run container %s: %w", m.id, runErr), copyStreams(logs, outR, errR))
 	}
 	pid, err := proc.Pid()
 	if err != nil {
 		return nil, fmt.Errorf("container %s pid: %w", m.id, err)
 	}
 	st.Pid, st.StartedAt = pid, time.Now()
-	stateErr := writeJSON(filepath.Join(m.dir, stateFile), st)
+	if err := writeJSON(filepath.Join(m.dir, stateFile), st); err != nil {
+		// Without its pid in the state no daemon can adopt the container.
+		_ = signalContainer(ctr, unix.SIGKILL)
+		return nil, errors.Join(err, copyStreams(logs, outR, errR))
+	}
 	m.sendReport(monitorReport{Pid: pid, StartedAt: st.StartedAt})
-
-	initReaped := make(chan struct{})
-	go reapOrphans(pid, initReaped)
-	// From here the monitor only copies output and waits: what it needed to
-	// start the container (most of the binary's pages) is given back, and its
-	// heap is kept small. Only from here: with that GC percent during the
-	// start, which allocates several times the heap it leaves, the collector
-	// ran over and over (a fifth of the monitors' CPU in a burst of starts).
-	debug.SetMemoryLimit(math.MaxInt64)
-	debug.SetGCPercent(monitorGCPercent)
-	trimMemory()
-	ps, _ := proc.Wait() // an unsuccessful exit is an error; ps says which
-	close(initReaped)
-	exit := &exitRecord{FinishedAt: time.Now()}
-	if ps == nil {
-		exit.ExitCode, exit.Message = 255, "wait for container init failed"
-	} else if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		exit.Signal = int(ws.Signal())
-		exit.ExitCode = 128 + exit.Signal
-	} else {
-		exit.ExitCode = ps.ExitCode()
+	rot := logs.rotation()
+	if err := logs.Close(); err != nil {
+		return nil, fmt.Errorf("close log before handing over: %w", err)
 	}
-	if state, err := ctr.State(); err == nil {
-		exit.OOMKilled = oomKilledSince(state.CgroupPaths, podOOMBefore, podOOMOK, exit.Signal)
-	}
-	// With a shared PID namespace, leftovers may still hold the pipes open:
-	// kill them (a no-op error for a private PID namespace, already empty).
+	err = m.handOver(pid, logPath, rot, outR, errR, oom)
+	// Nothing would copy its output or record its exit: the container goes.
 	_ = signalContainer(ctr, unix.SIGKILL)
-	return exit, errors.Join(stateErr, drain())
+	_, _ = proc.Wait()
+	return nil, err
+}
+
+// podOOM is the pod cgroup's OOM kill count before the container started.
+type podOOM struct {
+	before uint64
+	ok     bool
+}
+
+// copyStreams copies both pipes into logs until EOF, concurrently.
+func copyStreams(logs *criLog, out, errs *os.File) error {
+	copied := make(chan error, 1)
+	go func() { copied <- logs.copy("stderr", errs) }()
+	err := logs.copy("stdout", out)
+	return errors.Join(err, <-copied)
+}
+
+// handOver execs the C monitor (package monitor) in this process, which
+// copies the container's output, reaps its init and execs runExit with the
+// wait status. Only an exec that failed returns.
+//
+// SIGHUP (a reload's new log rotation) and SIGCHLD are blocked first, in the
+// thread that execs: the mask survives the exec, the handlers do not, so a
+// SIGHUP in between would kill the process, and the C monitor takes both
+// from a signalfd. A SIGHUP that Go's handler took before the block is not
+// lost: the C monitor reads the rotation file as it starts.
+func (m *monitorProc) handOver(pid int, logPath string, rot logRotation, out, errs *os.File, oom podOOM) error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var set unix.Sigset_t
+	for _, sig := range []unix.Signal{unix.SIGHUP, unix.SIGCHLD} {
+		set.Val[(sig-1)/64] |= 1 << ((uint(sig) - 1) % 64)
+	}
+	if err := unix.PthreadSigmask(unix.SIG_BLOCK, &set, nil); err != nil {
+		return fmt.Errorf("block signals: %w", err)
+	}
+	defer unix.PthreadSigmask(unix.SIG_UNBLOCK, &set, nil)
+	outFd, errFd := int(out.Fd()), int(errs.Fd())
+	for _, fd := range []int{outFd, errFd} {
+		if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFD, 0); err != nil {
+			return fmt.Errorf("pass on pipe %d: %w", fd, err)
+		}
+	}
+	itoa := strconv.Itoa
+	argv := []string{monitorName, cmonitor.RunningArg, m.id, logPath,
+		strconv.FormatInt(rot.MaxSize, 10), itoa(rot.MaxFiles), filepath.Join(m.dir, rotationFile),
+		itoa(pid), itoa(outFd), itoa(errFd), gzipArg,
+		// runExit's arguments, to which the C monitor adds its own.
+		monitorName, exitArg, m.root, m.dir, m.id, logPath, itoa(outFd), itoa(errFd),
+		strconv.FormatUint(oom.before, 10), strconv.FormatBool(oom.ok)}
+	err := unix.Exec("/proc/self/exe", argv, os.Environ())
+	runtime.KeepAlive(out)
+	runtime.KeepAlive(errs)
+	return fmt.Errorf("exec the running monitor: %w", err)
 }
 
 // newProcess converts the spec's process to libcontainer's, as runc does, with

@@ -98,6 +98,10 @@ type pendingMonitor struct {
 	rep  *os.File // read end of its report pipe
 }
 
+// monitorName is argv[0] of every monitor role: find them with
+// pgrep -f '^staticpodd-monitor'.
+const monitorName = "staticpodd-monitor"
+
 // startMonitor starts the monitor of a future container id; see monitorArg.
 func (r *Runtime) startMonitor(id string) (*pendingMonitor, error) {
 	repR, repW, err := os.Pipe()
@@ -110,7 +114,7 @@ func (r *Runtime) startMonitor(id string) (*pendingMonitor, error) {
 		return nil, fmt.Errorf("go pipe for monitor of container %s: %w", id, err)
 	}
 	cmd := exec.Command("/proc/self/exe", monitorArg, r.libcontainerRoot(), r.containerDir(id), id)
-	cmd.Args[0] = "staticpodd-monitor"
+	cmd.Args[0] = monitorName
 	cmd.Dir = "/"
 	cmd.ExtraFiles = []*os.File{repW, goR}
 	cmd.Env = monitorEnv(os.Environ())

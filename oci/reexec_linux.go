@@ -11,10 +11,14 @@ import (
 	_ "github.com/opencontainers/cgroups/devices"
 	// nsenter's C constructor runs before the Go runtime in "init" re-execs.
 	_ "github.com/opencontainers/runc/libcontainer/nsenter"
+	// The running monitor's C constructor: in that role the Go runtime never
+	// starts (see handOver).
+	_ "github.com/staticpodd/staticpodd/oci/monitor"
 )
 
 // Reexec runs the process roles this binary is re-executed in: libcontainer's
-// container init ("init") and the per-container monitor. main must call it
+// container init ("init") and the per-container monitor's Go roles (its
+// start, its exit, its gzip helper; the running one is C and never gets here). main must call it
 // first thing; it returns false for a normal start and never returns otherwise.
 func Reexec() bool {
 	if len(os.Args) < 2 {
@@ -28,6 +32,10 @@ func Reexec() bool {
 		libcontainer.Init() // does not return
 	case monitorArg:
 		os.Exit(runMonitor(os.Args[2:]))
+	case exitArg:
+		os.Exit(runExit(os.Args[2:]))
+	case gzipArg:
+		os.Exit(runGzip(os.Args[2:]))
 	}
 	return false
 }

@@ -1,0 +1,138 @@
+//go:build linux && cgo
+
+package oci
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/opencontainers/runc/libcontainer"
+	"golang.org/x/sys/unix"
+)
+
+// exitArg is argv[1] of the monitor's last role: the C monitor (package
+// monitor) execs it once the container's init has exited, as
+//
+//	staticpodd-monitor __staticpodd_monitor_exit <libcontainer-root> <state-dir> <id> <log>
+//	  <stdout-fd> <stderr-fd> <pod-oom-before> <pod-oom-ok>
+//	  <wait-status> <finished-unix-ns> <maxSize> <maxFiles>
+//
+// in the same process (same pid and start time, so adoption sees one
+// monitor throughout). It kills what is left of the container, copies what
+// the pipes still hold, records the exit and destroys the container.
+const exitArg = "__staticpodd_monitor_exit"
+
+// gzipArg is argv[1] of the C monitor's compression helper:
+//
+//	staticpodd-monitor __staticpodd_monitor_gzip <src> <tmp>
+//
+// writes <src> gzipped to <tmp> and syncs it; the C monitor renames it.
+const gzipArg = "__staticpodd_monitor_gzip"
+
+func runExit(args []string) int {
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	if len(args) != 12 {
+		log.Error("monitor: want <libcontainer-root> <state-dir> <id> <log> <stdout-fd> <stderr-fd> <pod-oom-before> <pod-oom-ok> <wait-status> <finished-unix-ns> <maxSize> <maxFiles>", "args", args)
+		return 2
+	}
+	m := &monitorProc{root: args[0], dir: args[1], id: args[2]}
+	log = log.With("container", m.id)
+	var nums [8]int64
+	for i, a := range append(args[4:8:8], args[8:]...) {
+		if i == 3 { // pod-oom-ok
+			continue
+		}
+		n, err := strconv.ParseInt(a, 10, 64)
+		if err != nil {
+			log.Error("monitor: bad argument", "arg", a, "err", err)
+			return 2
+		}
+		nums[i] = n
+	}
+	podOOMOK, _ := strconv.ParseBool(args[7])
+	out, errs := os.NewFile(uintptr(nums[0]), "stdout"), os.NewFile(uintptr(nums[1]), "stderr")
+	podOOMBefore := uint64(nums[2])
+	ws := syscall.WaitStatus(nums[4])
+	exit := exitRecord{FinishedAt: time.Unix(0, nums[5])}
+	if ws.Signaled() {
+		exit.Signal = int(ws.Signal())
+		exit.ExitCode = 128 + exit.Signal
+	} else {
+		exit.ExitCode = ws.ExitStatus()
+	}
+	rot := logRotation{MaxSize: nums[6], MaxFiles: int(nums[7])}
+
+	// Orphans of a container without a PID namespace of its own are still
+	// reparented to this subreaper.
+	reaped := make(chan struct{})
+	close(reaped)
+	go reapOrphans(0, reaped)
+
+	ctr, loadErr := libcontainer.Load(m.root, m.id)
+	if loadErr == nil {
+		if state, err := ctr.State(); err == nil {
+			exit.OOMKilled = oomKilledSince(state.CgroupPaths, podOOMBefore, podOOMOK, exit.Signal)
+		}
+		// With a shared PID namespace, leftovers may still hold the pipes
+		// open: kill them (a private PID namespace died with its init).
+		_ = signalContainer(ctr, unix.SIGKILL)
+	}
+	var err error
+	if logs, oerr := openCRILog(args[3], rot, log); oerr != nil {
+		err = oerr
+	} else {
+		err = errors.Join(copyStreams(logs, out, errs), logs.Close())
+	}
+	// The exit before the clean-up: a monitor that dies in between leaves
+	// libcontainer state, which the daemon removes with the container.
+	if werr := m.writeExit(exit); werr != nil {
+		err = errors.Join(err, werr)
+	}
+	pauseAt(pauseDestroy)
+	if loadErr != nil {
+		err = errors.Join(err, fmt.Errorf("load container %s: %w", m.id, loadErr))
+	} else if derr := ctr.Destroy(); derr != nil {
+		err = errors.Join(err, fmt.Errorf("destroy container %s: %w", m.id, derr))
+	}
+	if err != nil {
+		log.Error("monitor failed", "err", err)
+		return 1
+	}
+	return 0
+}
+
+// runGzip is the C monitor's compression helper.
+func runGzip(args []string) int {
+	if len(args) != 2 {
+		fmt.Fprintln(os.Stderr, "monitor gzip: want <src> <tmp>")
+		return 2
+	}
+	if err := gzipFile(args[0], args[1]); err != nil {
+		slog.New(slog.NewTextHandler(os.Stderr, nil)).Warn("cannot compress rotated container log", "path", args[0], "err", err)
+		return 1
+	}
+	return 0
+}
+
+func gzipFile(src, tmp string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return fmt.Errorf("compress %s: %w", src, err)
+	}
+	defer in.Close()
+	out, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o640)
+	if err != nil {
+		return fmt.Errorf("compress %s: %w", src, err)
+	}
+	if err := gzipTo(out, in, nil); err != nil {
+		_ = out.Close()
+		return fmt.Errorf("compress %s: %w", filepath.Base(src), err)
+	}
+	return out.Close()
+}

@@ -1,0 +1,414 @@
+//go:build linux && cgo
+
+package oci
+
+import (
+	"bytes"
+	"compress/gzip"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	cmonitor "github.com/staticpodd/staticpodd/oci/monitor"
+)
+
+// runningMonitor is the C monitor run by a test, without a container: a
+// shell starts the workload with its output on two pipes, then execs this
+// test binary as the C monitor with the workload as its "init", so that the
+// monitor is its parent, as for a real container. The C monitor ends in the
+// real exit recorder (runExit), which finds no libcontainer container here,
+// says so in the monitor log and still copies the rest and writes exit.json.
+type runningMonitor struct {
+	t                *testing.T
+	cmd              *exec.Cmd
+	dir, log, monLog string
+	fifo             string // the workload may wait on it ($GO): release sends it a line
+	done             chan error
+}
+
+func startRunningMonitor(t *testing.T, workload string, maxSize int64, maxFiles int) *runningMonitor {
+	t.Helper()
+	return startRunningMonitorLog(t, workload, "", maxSize, maxFiles)
+}
+
+// startRunningMonitorLog is startRunningMonitor with the log at logPath
+// ("": in the test's directory).
+func startRunningMonitorLog(t *testing.T, workload, logPath string, maxSize int64, maxFiles int) *runningMonitor {
+	t.Helper()
+	dir := t.TempDir()
+	if logPath == "" {
+		logPath = filepath.Join(dir, "0.log")
+	}
+	m := &runningMonitor{t: t, dir: dir, log: logPath, monLog: filepath.Join(dir, monitorLog),
+		fifo: filepath.Join(dir, "go"), done: make(chan error, 1)}
+	if err := unix.Mkfifo(m.fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	monLog, err := os.Create(m.monLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// fds: 3 stdout read end, 4 stderr read end, 5 and 6 the write ends,
+	// which only the workload keeps.
+	script := `(` + workload + `) >&5 2>&6 5>&- 6>&- 3<&- 4<&- &
+pid=$!
+exec 5>&- 6>&-
+exec "$0" "$@" "$pid" 3 4 ` + gzipArg + ` staticpodd-monitor ` + exitArg + ` "$ROOT" "$DIR" test "$LOG" 3 4 0 false`
+	m.cmd = exec.Command("/bin/sh", "-c", script, exe, cmonitor.RunningArg, "test", m.log,
+		strconv.FormatInt(maxSize, 10), strconv.Itoa(maxFiles), filepath.Join(dir, rotationFile))
+	m.cmd.Env = append(os.Environ(), "ROOT="+filepath.Join(dir, "libcontainer"), "DIR="+dir, "LOG="+m.log, "GO="+m.fifo)
+	m.cmd.ExtraFiles = []*os.File{outR, errR, outW, errW}
+	m.cmd.Stdout, m.cmd.Stderr = monLog, monLog
+	if err := m.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []*os.File{outR, errR, outW, errW, monLog} {
+		f.Close()
+	}
+	go func() { m.done <- m.cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = m.cmd.Process.Kill()
+		<-m.done
+	})
+	return m
+}
+
+// running waits until the process is the C monitor.
+func (m *runningMonitor) running() {
+	m.t.Helper()
+	m.eventually("the C monitor running", func() bool {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", m.cmd.Process.Pid))
+		args := strings.Split(string(b), "\x00")
+		return len(args) > 1 && args[1] == cmonitor.RunningArg
+	})
+}
+
+// release lets a workload waiting on $GO go on.
+func (m *runningMonitor) release() {
+	m.t.Helper()
+	f, err := os.OpenFile(m.fifo, os.O_WRONLY, 0)
+	if err != nil {
+		m.t.Fatal(err)
+	}
+	_, _ = f.WriteString("\n")
+	f.Close()
+}
+
+// exit waits for the monitor to end and returns the exit it recorded.
+func (m *runningMonitor) exit() exitRecord {
+	m.t.Helper()
+	select {
+	case <-m.done:
+		m.done <- nil // for Cleanup
+	case <-time.After(30 * time.Second):
+		m.t.Fatalf("the monitor did not end; its log:\n%s", m.monitorLog())
+	}
+	var exit exitRecord
+	if err := readJSON(filepath.Join(m.dir, exitFile), &exit); err != nil {
+		m.t.Fatalf("no exit recorded: %v; monitor log:\n%s", err, m.monitorLog())
+	}
+	return exit
+}
+
+func (m *runningMonitor) monitorLog() string {
+	b, _ := os.ReadFile(m.monLog)
+	return string(b)
+}
+
+func (m *runningMonitor) eventually(what string, ok func() bool) {
+	m.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			m.t.Fatalf("timed out waiting for %s; monitor log:\n%s", what, m.monitorLog())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+var criEntry = regexp.MustCompile(`^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d*[1-9])?Z) (stdout|stderr) ([FP]) (.*)$`)
+
+// criContent parses CRI log text into each stream's content, lines joined
+// back from their partial entries, failing on an entry of the wrong form.
+func criContent(t *testing.T, text string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, line := range strings.SplitAfter(text, "\n") {
+		if line == "" {
+			continue
+		}
+		if !strings.HasSuffix(line, "\n") {
+			t.Fatalf("entry without its newline: %q", line)
+		}
+		g := criEntry.FindStringSubmatch(strings.TrimSuffix(line, "\n"))
+		if g == nil {
+			t.Fatalf("not a CRI log entry: %q", line)
+		}
+		if _, err := time.Parse(time.RFC3339Nano, g[1]); err != nil {
+			t.Fatalf("entry time %q: %v", g[1], err)
+		}
+		if len(g[4]) > maxLogLine {
+			t.Fatalf("entry of %d bytes, more than %d", len(g[4]), maxLogLine)
+		}
+		out[g[2]] += g[4]
+		if g[3] == "F" {
+			out[g[2]] += "\n"
+		}
+	}
+	return out
+}
+
+// The C monitor writes both streams in the CRI format, long lines split into
+// partial entries, an unterminated last line as a partial entry, and the
+// exit as the Go monitor recorded it.
+func TestRunningMonitorCopiesAndRecordsExit(t *testing.T) {
+	long := strings.Repeat("x", 3*maxLogLine+5)
+	m := startRunningMonitor(t, `echo one; echo two >&2; printf '%s\n' "`+long+`"; printf '\n'; printf 'no end'; exit 3`, 0, 0)
+	exit := m.exit()
+	if exit.ExitCode != 3 || exit.Signal != 0 || exit.FinishedAt.IsZero() || time.Since(exit.FinishedAt) > time.Minute {
+		t.Errorf("exit = %+v, want code 3 finished just now", exit)
+	}
+	b, err := os.ReadFile(m.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := criContent(t, string(b))
+	want := map[string]string{"stdout": "one\n" + long + "\n\nno end", "stderr": "two\n"}
+	if got["stdout"] != want["stdout"] || got["stderr"] != want["stderr"] {
+		t.Errorf("log content = %q, want %q", got, want)
+	}
+	if n := strings.Count(string(b), " stdout P "); n != 4 { // 3 parts of the long line, "no end"
+		t.Errorf("%d partial stdout entries, want 4:\n%s", n, b)
+	}
+}
+
+// A container killed by a signal is recorded as the Go monitor did: 128+n.
+func TestRunningMonitorRecordsSignal(t *testing.T) {
+	m := startRunningMonitor(t, `exec sh -c 'echo up; kill -KILL $$'`, 0, 0)
+	exit := m.exit()
+	if exit.ExitCode != 137 || exit.Signal != int(syscall.SIGKILL) {
+		t.Errorf("exit = %+v, want 137 by SIGKILL", exit)
+	}
+}
+
+// The C monitor rotates the log by maxSize, keeps maxFiles files, compresses
+// every rotated file but the newest, and loses or reorders no line.
+func TestRunningMonitorRotates(t *testing.T) {
+	const maxSize, maxFiles, lines = 4096, 4, 400
+	m := startRunningMonitor(t, `i=0; while [ $i -lt `+strconv.Itoa(lines)+` ]; do echo "line $i of the container's output"; i=$((i+1)); done; read x < "$GO"`, maxSize, maxFiles)
+	m.running()
+	// Once the writer is done, the compression of all but the newest catches up.
+	m.eventually("all but the newest rotated file compressed", func() bool {
+		rotated, plain := rotatedFiles(t, m.log)
+		return len(rotated) == maxFiles-1 && len(plain) == 1 && plain[0] == rotated[len(rotated)-1]
+	})
+	m.release()
+	m.exit()
+	rotated, _ := rotatedFiles(t, m.log)
+	var all string
+	for _, r := range rotated {
+		all += readMaybeGzip(t, r)
+	}
+	live, err := os.ReadFile(m.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi, _ := os.Stat(m.log); fi.Size() > maxSize {
+		t.Errorf("live log of %d bytes, over maxSize %d", fi.Size(), maxSize)
+	}
+	got := strings.Split(strings.TrimSuffix(criContent(t, all+string(live))["stdout"], "\n"), "\n")
+	// The kept files hold the newest lines, all of them, in order.
+	first, err := strconv.Atoi(strings.Fields(got[0])[1])
+	if err != nil {
+		t.Fatalf("first kept line %q", got[0])
+	}
+	for i, line := range got {
+		if want := fmt.Sprintf("line %d of the container's output", first+i); line != want {
+			t.Fatalf("kept line %d = %q, want %q", i, line, want)
+		}
+	}
+	if first+len(got) != lines || first == 0 {
+		t.Errorf("kept lines %d to %d, want the newest up to %d, some rotated out", first, first+len(got)-1, lines-1)
+	}
+	if leftovers, _ := filepath.Glob(m.log + ".*.tmp"); len(leftovers) > 0 {
+		t.Errorf("temporary files left: %v", leftovers)
+	}
+}
+
+// rotatedFiles lists path's rotated files oldest first, and those of them
+// not compressed.
+func rotatedFiles(t *testing.T, path string) (all, plain []string) {
+	matches, err := filepath.Glob(path + ".2*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(matches)
+	for _, m := range matches {
+		if strings.HasSuffix(m, ".tmp") {
+			continue
+		}
+		all = append(all, m)
+		if !strings.HasSuffix(m, ".gz") {
+			plain = append(plain, m)
+		}
+	}
+	return all, plain
+}
+
+func readMaybeGzip(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasSuffix(path, ".gz") {
+		return string(b)
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(b))
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	out, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return string(out)
+}
+
+// A SIGHUP makes the C monitor read the rotation file again, as the daemon's
+// reload expects; a file it cannot read changes nothing and is logged.
+func TestRunningMonitorReloadsRotation(t *testing.T) {
+	m := startRunningMonitor(t, `echo before; read x < "$GO"; i=0; while [ $i -lt 100 ]; do echo "after $i"; i=$((i+1)); done; read x < "$GO"`, 0, 0)
+	m.running()
+	rotFile := filepath.Join(m.dir, rotationFile)
+	if err := os.WriteFile(rotFile, []byte(`{"maxSize":"big"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_ = m.cmd.Process.Signal(unix.SIGHUP)
+	m.eventually("the bad rotation file reported", func() bool {
+		return strings.Contains(m.monitorLog(), `msg="log rotation not changed"`)
+	})
+	if err := writeJSON(rotFile, logRotation{MaxSize: 1024, MaxFiles: 2}); err != nil {
+		t.Fatal(err)
+	}
+	_ = m.cmd.Process.Signal(unix.SIGHUP)
+	m.eventually("the new rotation applied", func() bool {
+		return strings.Contains(m.monitorLog(), `msg="log rotation changed" container=test maxSize=1024 maxFiles=2`)
+	})
+	m.release()
+	m.eventually("the log rotated", func() bool {
+		all, _ := rotatedFiles(t, m.log)
+		return len(all) == 1
+	})
+	m.release()
+	if exit := m.exit(); exit.ExitCode != 0 {
+		t.Errorf("exit = %+v, want 0", exit)
+	}
+	if fi, err := os.Stat(m.log); err != nil || fi.Size() > 1024 {
+		t.Errorf("live log after the reload: %v, %v; want at most 1024 bytes", fi, err)
+	}
+}
+
+// A log that cannot be written loses output but never blocks the container,
+// and says so once in the monitor's log.
+func TestRunningMonitorKeepsDrainingWhenWritesFail(t *testing.T) {
+	m := startRunningMonitorLog(t, `i=0; while [ $i -lt 2000 ]; do echo "some output that goes nowhere, line $i"; i=$((i+1)); done; exit 7`, "/dev/full", 0, 0)
+	if exit := m.exit(); exit.ExitCode != 7 {
+		t.Errorf("exit = %+v, want 7", exit)
+	}
+	if n := strings.Count(m.monitorLog(), "cannot write container log"); n != 1 {
+		t.Errorf("write failure logged %d times, want once:\n%s", n, m.monitorLog())
+	}
+}
+
+// The C monitor reaps the orphans a container leaves to it (it is a child
+// subreaper, as the Go monitor was), and costs little memory at rest: the
+// bound is the memory-regression check of docs/benchmarks.md ("Memory").
+func TestRunningMonitorReapsOrphansAndStaysSmall(t *testing.T) {
+	// The inner shell exits at once: its sleep is an orphan, reparented
+	// to the monitor.
+	m := startRunningMonitor(t, `sh -c 'sleep 0.05 &'; echo ready; read x < "$GO"`, 0, 0)
+	m.running()
+	m.eventually("the workload ready", func() bool {
+		b, _ := os.ReadFile(m.log)
+		return strings.Contains(string(b), " stdout F ready\n")
+	})
+	pid := m.cmd.Process.Pid
+	// Once the orphan exits, nothing is left under the monitor but the
+	// workload's shell: no zombie.
+	m.eventually("no zombie under the monitor", func() bool {
+		kids := childrenOf(t, pid)
+		if len(kids) != 1 {
+			return false
+		}
+		st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", kids[0]))
+		return err == nil && !strings.Contains(string(st), ") Z ")
+	})
+	anon := statusKB(t, pid, "RssAnon:")
+	if anon > runningMonitorAnonBound>>10 {
+		t.Errorf("the C monitor has %d KiB of anonymous memory, more than %d KiB", anon, runningMonitorAnonBound>>10)
+	}
+	t.Logf("C monitor at rest: %d KiB anonymous, %d KiB resident", anon, statusKB(t, pid, "VmRSS:"))
+	m.release()
+	m.exit()
+}
+
+// runningMonitorAnonBound is a generous bound on the C monitor's anonymous
+// memory: about 100 KiB are measured (its buffers, glibc's, the stack).
+const runningMonitorAnonBound = 1 << 20
+
+func childrenOf(t *testing.T, pid int) []int {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kids []int
+	for _, f := range strings.Fields(string(b)) {
+		n, _ := strconv.Atoi(f)
+		kids = append(kids, n)
+	}
+	return kids
+}
+
+func statusKB(t *testing.T, pid int, field string) int64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, field); ok {
+			n, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			if err != nil {
+				t.Fatalf("%s of %d: %q", field, pid, v)
+			}
+			return n
+		}
+	}
+	t.Fatalf("no %s for %d", field, pid)
+	return 0
+}
