@@ -1,14 +1,14 @@
 package oci
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
+	"sync"
 
 	"github.com/staticpodd/staticpodd/agent/podspec"
 )
@@ -40,13 +40,13 @@ func readUsage(d cgDirs) (podspec.Usage, error) {
 		var err error
 		u.MemoryUsage, err = readUint(dir, "memory.current")
 		keep(err)
-		stat, err := readFlat(dir, "memory.stat")
+		stat, err := readFlat(dir, "memory.stat", "anon", "inactive_file")
 		keep(err)
-		u.MemoryRSS = stat["anon"]
-		u.MemoryWorkingSet = workingSet(u.MemoryUsage, stat["inactive_file"])
-		cpu, err := readFlat(dir, "cpu.stat")
+		u.MemoryRSS = stat[0]
+		u.MemoryWorkingSet = workingSet(u.MemoryUsage, stat[1])
+		cpu, err := readFlat(dir, "cpu.stat", "usage_usec")
 		keep(err)
-		u.CPUUsageNanos = cpu["usage_usec"] * 1000
+		u.CPUUsageNanos = cpu[0] * 1000
 		u.Pids, err = readUint(dir, "pids.current")
 		keep(err)
 		return u, errors.Join(errs...)
@@ -58,10 +58,10 @@ func readUsage(d cgDirs) (podspec.Usage, error) {
 		var err error
 		u.MemoryUsage, err = readUint(dir, "memory.usage_in_bytes")
 		keep(err)
-		stat, err := readFlat(dir, "memory.stat")
+		stat, err := readFlat(dir, "memory.stat", "total_rss", "total_inactive_file")
 		keep(err)
-		u.MemoryRSS = stat["total_rss"]
-		u.MemoryWorkingSet = workingSet(u.MemoryUsage, stat["total_inactive_file"])
+		u.MemoryRSS = stat[0]
+		u.MemoryWorkingSet = workingSet(u.MemoryUsage, stat[1])
 	}
 	if dir := d["cpuacct"]; dir != "" {
 		var err error
@@ -107,42 +107,78 @@ func readLimits(d cgDirs) (memory, pids uint64, err error) {
 }
 
 // readUint reads a file holding one number; "max" is 0 (no limit).
-func readUint(dir, file string) (uint64, error) {
-	b, err := os.ReadFile(filepath.Join(dir, file))
-	if err != nil {
-		return 0, err
-	}
-	s := string(bytes.TrimSpace(b))
-	if s == "max" {
-		return 0, nil
-	}
-	n, err := strconv.ParseUint(s, 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("%s: %w", filepath.Join(dir, file), err)
-	}
-	return n, nil
+func readUint(dir, file string) (n uint64, err error) {
+	err = readSmall(filepath.Join(dir, file), func(b []byte) error {
+		b = bytes.TrimSpace(b)
+		if string(b) == "max" {
+			return nil
+		}
+		n, err = strconv.ParseUint(string(b), 10, 64)
+		return err
+	})
+	return n, err
 }
 
-// readFlat reads a flat-keyed file ("key value" lines) such as memory.stat.
-func readFlat(dir, file string) (map[string]uint64, error) {
-	f, err := os.Open(filepath.Join(dir, file))
+// flat is what readFlat reads: the values of the keys asked for, in order.
+type flat [4]uint64
+
+// readFlat reads the values of keys (at most len(flat)) from a flat-keyed
+// file ("key value" lines) such as memory.stat; a key the file lacks is 0.
+func readFlat(dir, file string, keys ...string) (v flat, err error) {
+	err = readSmall(filepath.Join(dir, file), func(b []byte) error {
+		for len(b) > 0 {
+			line := b
+			if i := bytes.IndexByte(b, '\n'); i >= 0 {
+				line, b = b[:i], b[i+1:]
+			} else {
+				b = nil
+			}
+			k, val, ok := bytes.Cut(line, []byte{' '})
+			if !ok {
+				continue
+			}
+			for i, key := range keys[:min(len(keys), len(v))] {
+				if string(k) == key {
+					if n, err := strconv.ParseUint(string(val), 10, 64); err == nil {
+						v[i] = n
+					}
+				}
+			}
+		}
+		return nil
+	})
+	return v, err
+}
+
+// smallFileMax bounds what readSmall reads: cgroup and /proc files of a few
+// KiB (v1's memory.stat is the largest, about 1.5 KiB).
+const smallFileMax = 16 << 10
+
+// readBufs are readSmall's buffers: the housekeeping reads every pod's and
+// container's cgroup files every few seconds, and a buffer each was most of
+// what an idle daemon allocated.
+var readBufs = sync.Pool{New: func() any { return new([smallFileMax]byte) }}
+
+// readSmall calls use with the content of path, which use must not keep.
+// An error names the path; a missing file wraps os.ErrNotExist.
+func readSmall(path string, use func([]byte) error) error {
+	f, err := os.Open(path)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer f.Close()
-	m := map[string]uint64{}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		k, v, ok := strings.Cut(sc.Text(), " ")
-		if !ok {
-			continue
-		}
-		if n, err := strconv.ParseUint(v, 10, 64); err == nil {
-			m[k] = n
-		}
+	buf := readBufs.Get().(*[smallFileMax]byte)
+	defer readBufs.Put(buf)
+	n, err := io.ReadFull(f, buf[:])
+	switch {
+	case err == nil:
+		return fmt.Errorf("%s: larger than %d bytes", path, smallFileMax)
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+	default:
+		return fmt.Errorf("read %s: %w", path, err)
 	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, file), err)
+	if err := use(buf[:n]); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
 	}
-	return m, nil
+	return nil
 }

@@ -201,21 +201,21 @@ func rootUsage(total uint64) (usage, ws, cpu uint64, err error) {
 		return u.MemoryUsage, u.MemoryWorkingSet, u.CPUUsageNanos, err
 	}
 	// v2's root has cpu.stat, though not memory.current.
-	cs, err := readFlat(d[""], "cpu.stat")
+	cs, err := readFlat(d[""], "cpu.stat", "usage_usec")
 	if err != nil {
 		return 0, 0, 0, err
 	}
-	cpu = cs["usage_usec"] * 1000
+	cpu = cs[0] * 1000
 	mi, err := readFlatMeminfo()
 	if err != nil {
 		return 0, 0, cpu, err
 	}
 	usage = total - min(total, mi["MemFree"])
-	stat, err := readFlat(d[""], "memory.stat")
+	stat, err := readFlat(d[""], "memory.stat", "inactive_file")
 	if err != nil {
 		return usage, usage, cpu, err
 	}
-	return usage, workingSet(usage, stat["inactive_file"]), cpu, nil
+	return usage, workingSet(usage, stat[0]), cpu, nil
 }
 
 func memTotal() (uint64, error) {

@@ -10,7 +10,13 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// trimMemory gives back what a monitor needed only to start: the pages of
+// TrimMemory is trimMemory for the daemon, which calls it when it has been
+// quiet for a while after its start or a burst of pod changes: what they
+// touched and freed is given back, and what the quiet daemon uses comes
+// back as it is used.
+func TrimMemory() { trimMemory() }
+
+// trimMemory gives back what a process needed only to start: the pages of
 // its executable's code and read-only data that start-up touched (the
 // package initializers of the whole binary, spread over all of it, so the
 // kernel's fault-around maps nearly every page), and the heap it no longer

@@ -462,6 +462,7 @@ func (d *daemon) run(ctx context.Context) error {
 		return nil
 	})
 	g.Go(func() error { d.runImageGC(ctx, importDir); return nil })
+	g.Go(func() error { trimWhenQuiet(ctx, d.agent.Events(), d.notifier.synced, oci.TrimMemory); return nil })
 	if d.aux.mirror != nil {
 		g.Go(func() error { return d.aux.mirror.Run(ctx) })
 	}

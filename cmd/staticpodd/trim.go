@@ -1,0 +1,48 @@
+package main
+
+import (
+	"context"
+	"time"
+
+	"github.com/staticpodd/staticpodd/agent/events"
+)
+
+// trimQuiet is how long the daemon has had no pod event before it gives back
+// the memory its start or the last burst of changes touched.
+const trimQuiet = 10 * time.Second
+
+// trimWhenQuiet calls trim once the daemon's first sync is done and no event
+// came for trimQuiet, and again after each later burst of events, until ctx
+// ends. Start-up and a burst of pod starts touch most of the binary's code
+// (the kernel maps it 64 KiB at a time) and grow the heap, and neither the
+// kernel nor Go gives that back to a process that is idle and not short of
+// memory: with 10 pods it was half the daemon's RSS (docs/benchmarks.md).
+func trimWhenQuiet(ctx context.Context, rec *events.Recorder, synced <-chan struct{}, trim func()) {
+	select {
+	case <-ctx.Done():
+		return
+	case <-synced:
+	}
+	_, sub := rec.Subscribe()
+	defer func() { sub.Close() }()
+	quiet := time.NewTimer(trimQuiet)
+	defer quiet.Stop()
+	armed := true
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case _, ok := <-sub.C():
+			if !ok { // fell behind: the burst goes on
+				_, sub = rec.Subscribe()
+			}
+			quiet.Reset(trimQuiet)
+			armed = true
+		case <-quiet.C:
+			if armed {
+				trim()
+				armed = false
+			}
+		}
+	}
+}

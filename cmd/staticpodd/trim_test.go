@@ -1,0 +1,66 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/staticpodd/staticpodd/agent/events"
+)
+
+// The daemon trims once it has been quiet for trimQuiet after its first
+// sync, not while events keep coming, and once again after a later burst.
+func TestTrimWhenQuiet(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := events.New("node1", 0, slog.New(slog.DiscardHandler))
+		synced := make(chan struct{})
+		var trims atomic.Int32
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan struct{})
+		go func() {
+			trimWhenQuiet(ctx, rec, synced, func() { trims.Add(1) })
+			close(done)
+		}()
+		event := func() {
+			rec.Eventf(events.NodeRef("node1"), v1.EventTypeNormal, "Test", "something happened")
+			synctest.Wait()
+		}
+		time.Sleep(time.Hour)
+		synctest.Wait()
+		if n := trims.Load(); n != 0 {
+			t.Fatalf("%d trims before the first sync, want 0", n)
+		}
+		close(synced)
+		// A burst: an event every second for a minute.
+		for range 60 {
+			time.Sleep(time.Second)
+			event()
+		}
+		if n := trims.Load(); n != 0 {
+			t.Fatalf("%d trims during the burst, want 0", n)
+		}
+		time.Sleep(trimQuiet + time.Second)
+		synctest.Wait()
+		if n := trims.Load(); n != 1 {
+			t.Fatalf("%d trims after the burst, want 1", n)
+		}
+		time.Sleep(time.Hour) // quiet: nothing more to give back
+		synctest.Wait()
+		if n := trims.Load(); n != 1 {
+			t.Fatalf("%d trims after an hour of quiet, want still 1", n)
+		}
+		event()
+		time.Sleep(trimQuiet + time.Second)
+		synctest.Wait()
+		if n := trims.Load(); n != 2 {
+			t.Fatalf("%d trims after a second burst, want 2", n)
+		}
+		cancel()
+		<-done
+	})
+}

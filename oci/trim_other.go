@@ -1,0 +1,6 @@
+//go:build !linux
+
+package oci
+
+// TrimMemory does nothing off Linux.
+func TrimMemory() {}
