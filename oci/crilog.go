@@ -336,22 +336,29 @@ func (l *criLog) rotateFailedLocked(err error) {
 // nextStamp names the next rotated file: the time now, as the kubelet does,
 // or one second after the newest rotated file's when that is not earlier.
 // Names then sort in the order the files were written even when the log
-// rotates more than once a second or the clock steps back.
+// rotates more than once a second or the clock steps back. Names not of the
+// stamp's form (an operator's <log>.bak) are passed over, and a name in use
+// is never taken again. The C monitor's next_stamp is the same.
 func (l *criLog) nextStamp() string {
 	stamp := l.now().Format(podspec.RotatedLogTimeFormat)
-	if len(l.rotated) == 0 {
-		return stamp
+	// Wall-clock arithmetic on the names: UTC has no daylight saving jumps.
+	t, _ := time.Parse(podspec.RotatedLogTimeFormat, stamp)
+	var newest time.Time
+	for _, r := range l.rotated {
+		if n, err := time.Parse(podspec.RotatedLogTimeFormat, r.stamp); err == nil && n.After(newest) {
+			newest = n
+		}
 	}
-	newest := l.rotated[len(l.rotated)-1].stamp
-	if stamp > newest {
-		return stamp
+	if !newest.IsZero() && !t.After(newest) {
+		t = newest.Add(time.Second)
 	}
-	// Wall-clock arithmetic on the name: UTC has no daylight saving jumps.
-	t, err := time.Parse(podspec.RotatedLogTimeFormat, newest)
-	if err != nil {
-		return newest + "-1" // not one of ours; still sorts after it
+	for {
+		stamp = t.Format(podspec.RotatedLogTimeFormat)
+		if l.rotatedIndexLocked(stamp) < 0 {
+			return stamp
+		}
+		t = t.Add(time.Second)
 	}
-	return t.Add(time.Second).Format(podspec.RotatedLogTimeFormat)
 }
 
 func (l *criLog) rotatedPath(stamp string) string {

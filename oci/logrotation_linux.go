@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -29,6 +30,9 @@ func (r *Runtime) SetLogRotation(maxSize int64, maxFiles int) error {
 	var errs []error
 	for _, e := range entries {
 		id := e.Name()
+		if strings.HasSuffix(id, removingSuffix) {
+			continue // a state dir being removed: the file would make its removal fail
+		}
 		if ok, err := r.writeRotation(id, rot); err != nil {
 			errs = append(errs, fmt.Errorf("set log rotation of container %s: %w", id, err))
 			continue

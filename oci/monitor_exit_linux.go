@@ -5,6 +5,7 @@ package oci
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -107,13 +108,22 @@ func runExit(args []string) int {
 	return 0
 }
 
-// runGzip is the C monitor's compression helper.
+// gzipGone is runGzip's exit code when its source is gone (rotation or
+// someone else removed it): nothing to do, and no failure (monitor.c GZIP_GONE).
+const gzipGone = 3
+
+// runGzip is the C monitor's compression helper. Its error goes to the
+// monitor's log; the C monitor says once that compression fails.
 func runGzip(args []string) int {
 	if len(args) != 2 {
 		fmt.Fprintln(os.Stderr, "monitor gzip: want <src> <tmp>")
 		return 2
 	}
-	if err := gzipFile(args[0], args[1]); err != nil {
+	err := gzipFile(args[0], args[1])
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return gzipGone
+	case err != nil:
 		slog.New(slog.NewTextHandler(os.Stderr, nil)).Warn("cannot compress rotated container log", "path", args[0], "err", err)
 		return 1
 	}

@@ -39,6 +39,7 @@
 #define COPY_BUFFER (64 * 1024)  // oci.copyBuffer
 #define FLUSH_AT (256 * 1024)    // entries buffered before a write, within one read
 #define DRAIN_READS 16           // reads of each pipe once init has exited
+#define GZIP_GONE 3              // the gzip helper's exit code when its source is gone (oci.gzipGone)
 #define STAMP_FORMAT "%Y%m%d-%H%M%S" // podspec.RotatedLogTimeFormat
 #define STAMP_MAX 64
 
@@ -143,8 +144,14 @@ static size_t format_time(char *b, const struct timespec *t) {
 	return n;
 }
 
-static void rotated_path(char *b, size_t n, const char *stamp, const char *suffix) {
-	snprintf(b, n, "%s.%s%s", log_path, stamp, suffix);
+// rotated_path names a rotated file; a name that does not fit fails with
+// ENAMETOOLONG rather than being cut (cut names would collide).
+static int rotated_path(char *b, size_t n, const char *stamp, const char *suffix) {
+	if ((size_t)snprintf(b, n, "%s.%s%s", log_path, stamp, suffix) >= n) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	return 0;
 }
 
 static int remove_if_exists(const char *p) {
@@ -156,10 +163,10 @@ static int remove_if_exists(const char *p) {
 // remove_rotated removes rotated file i, compressed or not.
 static int remove_rotated(int i) {
 	char p[PATH_MAX];
-	rotated_path(p, sizeof p, rot[i].stamp, ".gz");
-	if (remove_if_exists(p) < 0)
+	if (rotated_path(p, sizeof p, rot[i].stamp, ".gz") < 0 || remove_if_exists(p) < 0)
 		return -1;
-	rotated_path(p, sizeof p, rot[i].stamp, "");
+	if (rotated_path(p, sizeof p, rot[i].stamp, "") < 0)
+		return -1;
 	return remove_if_exists(p);
 }
 
@@ -169,6 +176,8 @@ static void drop_oldest(void) {
 }
 
 static void add_rotated(const char *stamp, int gz) {
+	if (strlen(stamp) >= STAMP_MAX)
+		return; // not a name of ours, nor one it could make
 	if (nrot == caprot) {
 		caprot = caprot ? 2 * caprot : 8;
 		rot = grow(rot, (size_t)caprot * sizeof *rot);
@@ -228,28 +237,48 @@ static void rotation_failed(int err) {
 	}
 }
 
-// next_stamp is criLog.nextStamp: the local time now, or one second after
-// the newest rotated file's when that is not earlier.
-static void next_stamp(char *b) {
-	time_t now = time(NULL);
+// parse_stamp reads a stamp of ours (STAMP_FORMAT, whole) as seconds.
+static int parse_stamp(const char *stamp, time_t *t) {
 	struct tm tm;
-	localtime_r(&now, &tm);
-	strftime(b, STAMP_MAX, STAMP_FORMAT, &tm);
-	if (nrot == 0)
-		return;
-	const char *newest = rot[nrot - 1].stamp;
-	if (strcmp(b, newest) > 0)
-		return;
 	memset(&tm, 0, sizeof tm);
-	const char *end = strptime(newest, STAMP_FORMAT, &tm);
+	const char *end = strptime(stamp, STAMP_FORMAT, &tm);
 	char again[STAMP_MAX];
-	if (end && *end == '\0' && strftime(again, sizeof again, STAMP_FORMAT, &tm) && strcmp(again, newest) == 0) {
-		time_t t = timegm(&tm) + 1;
+	if (!end || *end || !strftime(again, sizeof again, STAMP_FORMAT, &tm) || strcmp(again, stamp) != 0)
+		return -1;
+	*t = timegm(&tm);
+	return 0;
+}
+
+// next_stamp is criLog.nextStamp: the local time now, or one second after
+// the newest rotated file's when that is not earlier. Names not of the
+// stamp's form (an operator's <log>.bak) are passed over, and a name in use
+// is never taken again.
+static void next_stamp(char *b) {
+	time_t t = time(NULL), newest = 0;
+	struct tm tm;
+	localtime_r(&t, &tm);
+	strftime(b, STAMP_MAX, STAMP_FORMAT, &tm);
+	int have = 0;
+	for (int i = 0; i < nrot; i++) {
+		time_t v;
+		if (parse_stamp(rot[i].stamp, &v) == 0 && (!have || v > newest)) {
+			newest = v;
+			have = 1;
+		}
+	}
+	// Wall-clock arithmetic on the names: UTC has no daylight saving jumps.
+	char n[STAMP_MAX];
+	if (have && (gmtime_r(&newest, &tm), strftime(n, sizeof n, STAMP_FORMAT, &tm), strcmp(b, n) <= 0))
+		t = newest + 1;
+	else if (parse_stamp(b, &t) < 0)
+		return;
+	for (;;) {
 		gmtime_r(&t, &tm);
 		strftime(b, STAMP_MAX, STAMP_FORMAT, &tm);
-		return;
+		if (find_rotated(b) < 0)
+			return;
+		t++;
 	}
-	snprintf(b, STAMP_MAX, "%.*s-1", STAMP_MAX - 3, newest); // not one of ours; sorts after it
 }
 
 // rotate is criLog.rotateLocked.
@@ -263,8 +292,7 @@ static void rotate(void) {
 	}
 	char stamp[STAMP_MAX], to[PATH_MAX];
 	next_stamp(stamp);
-	rotated_path(to, sizeof to, stamp, "");
-	if (rename(log_path, to) < 0) {
+	if (rotated_path(to, sizeof to, stamp, "") < 0 || rename(log_path, to) < 0) {
 		rotation_failed(errno);
 		return;
 	}
@@ -432,8 +460,10 @@ static int scan_rotated(void) {
 	nrot = 0;
 	for (int i = 0; i < nnames; i++) {
 		char *name = names[i], full[PATH_MAX], gz[PATH_MAX];
-		snprintf(full, sizeof full, "%s/%s", dir, name);
-		snprintf(gz, sizeof gz, "%s.gz", name);
+		if ((size_t)snprintf(full, sizeof full, "%s/%s", dir, name) >= sizeof full ||
+		    (size_t)snprintf(gz, sizeof gz, "%s.gz", name) >= sizeof gz)
+			continue; // not a name rotation could have made
+
 		int gz_exists = 0;
 		for (int j = 0; j < nnames; j++)
 			if (strcmp(names[j], gz) == 0)
@@ -525,8 +555,16 @@ static void reload_rotation(int quiet) {
 	ssize_t n = read(fd, b, sizeof b - 1);
 	close(fd);
 	long long ms, mf;
-	if (n < 0 || (b[n] = '\0', json_int(b, "maxSize", &ms) < 0 || json_int(b, "maxFiles", &mf) < 0) ||
-	    mf > 1 << 20 || mf < -(1 << 20)) {
+	if (n >= 0)
+		b[n] = '\0';
+	const char *first = b, *last = b + (n > 0 ? n : 0);
+	while (*first == ' ' || *first == '\t' || *first == '\n' || *first == '\r')
+		first++;
+	while (last > first && (last[-1] == ' ' || last[-1] == '\t' || last[-1] == '\n' || last[-1] == '\r'))
+		last--;
+	if (n < 0 || *first != '{' || last == first || last[-1] != '}' ||
+	    (!strstr(b, "\"maxSize\"") && !strstr(b, "\"maxFiles\"")) ||
+	    json_int(b, "maxSize", &ms) < 0 || json_int(b, "maxFiles", &mf) < 0 || mf > 1 << 20 || mf < -(1 << 20)) {
 		say("WARN", "log rotation not changed", "err=\"decode %s\"", rotation_file);
 		return;
 	}
@@ -540,14 +578,20 @@ static void reload_rotation(int quiet) {
 
 static void gzip_spawn(int i) {
 	char src[PATH_MAX], tmp[PATH_MAX];
-	rotated_path(src, sizeof src, rot[i].stamp, "");
-	rotated_path(tmp, sizeof tmp, rot[i].stamp, ".tmp");
+	if (rotated_path(src, sizeof src, rot[i].stamp, "") < 0 || rotated_path(tmp, sizeof tmp, rot[i].stamp, ".tmp") < 0) {
+		say("WARN", "cannot compress rotated container log", "path=%s err=\"%s\"", log_path, strerror(errno));
+		return;
+	}
 	pid_t pid = fork();
 	if (pid < 0) {
 		say("WARN", "cannot compress rotated container log", "path=%s err=\"fork: %s\"", log_path, strerror(errno));
 		return;
 	}
 	if (pid == 0) {
+		// It goes with the monitor, and a SIGHUP meant for the monitor
+		// (a process group's) is not its end.
+		prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+		signal(SIGHUP, SIG_IGN);
 		sigset_t none;
 		sigemptyset(&none);
 		sigprocmask(SIG_SETMASK, &none, NULL);
@@ -579,13 +623,22 @@ static void gzip_start_pass(void) {
 // replaces the file unless rotation removed that meanwhile.
 static void gzip_done(int status) {
 	char src[PATH_MAX], tmp[PATH_MAX], gz[PATH_MAX];
+	// Fit at the spawn; the stamp has not changed.
 	rotated_path(src, sizeof src, gz_stamp, "");
 	rotated_path(tmp, sizeof tmp, gz_stamp, ".tmp");
 	rotated_path(gz, sizeof gz, gz_stamp, ".gz");
 	gz_pid = 0;
 	int ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
 	int i = find_rotated(gz_stamp);
-	if (ok && i < 0) {
+	if (WIFEXITED(status) && WEXITSTATUS(status) == GZIP_GONE) {
+		// Removed behind the monitor's back: nothing to compress, as
+		// compressOne has it; the name goes from the list.
+		if (i >= 0) {
+			memmove(rot + i, rot + i + 1, (size_t)(nrot - i - 1) * sizeof *rot);
+			nrot--;
+		}
+		ok = 1;
+	} else if (ok && i < 0) {
 		unlink(tmp); // removed meanwhile: the .gz must not bring it back
 	} else if (ok && rename(tmp, gz) < 0) {
 		unlink(tmp);
@@ -599,8 +652,9 @@ static void gzip_done(int status) {
 	}
 	if (!ok && !gz_failing) {
 		gz_failing = 1;
-		say("WARN", "cannot compress rotated container log", "path=%s err=\"compress %s: helper exited with status %d\"",
-		    log_path, src, status);
+		say("WARN", "cannot compress rotated container log", "path=%s err=\"compress %s: %s %d (the helper's line says why)\"",
+		    log_path, src, WIFEXITED(status) ? "helper exited with code" : "helper killed by signal",
+		    WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
 	} else if (ok && gz_failing) {
 		gz_failing = 0;
 		say("INFO", "compressing rotated container logs again", "path=%s", log_path);
@@ -757,6 +811,10 @@ static void run(int argc, char **argv) {
 	av[finish_argc + 2] = ms;
 	av[finish_argc + 3] = mf;
 	av[finish_argc + 4] = NULL;
+	// The exit recorder is Go, which makes SIGHUP fatal unless it finds it
+	// ignored; a reload's SIGHUP must not cost the exit. Ignoring drops one
+	// pending, too.
+	signal(SIGHUP, SIG_IGN);
 	execv("/proc/self/exe", av);
 	die("exec the exit recorder");
 }

@@ -1,0 +1,413 @@
+//go:build linux && cgo
+
+package oci
+
+// What an attacker's review of the C monitor tried: each test here failed
+// before its fix, or checks a case it found to hold.
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+func trickyContent(seed int64) []byte {
+	r := rand.New(rand.NewSource(seed))
+	var b bytes.Buffer
+	sizes := []int{0, 1, 16383, 16384, 16385, 32768, 49151, 65535, 65536, 65537, 100000, 0, 0}
+	for i := 0; i < 60; i++ {
+		n := sizes[r.Intn(len(sizes))]
+		if r.Intn(3) == 0 {
+			n = r.Intn(70000)
+		}
+		for j := 0; j < n; j++ {
+			c := byte(r.Intn(256))
+			if c == '\n' {
+				c = 0
+			}
+			b.WriteByte(c)
+		}
+		b.WriteByte('\n')
+	}
+	b.WriteString("tail without newline \x00\xff")
+	return b.Bytes()
+}
+
+func TestRunningMonitorContentFidelity(t *testing.T) {
+	for _, tc := range []struct {
+		name, writer string
+		maxSize      int64
+	}{
+		{"cat", `cat "$IN"`, 0},
+		{"dd-1000", `dd if="$IN" bs=1000 2>/dev/null`, 0},
+		{"dd-16384", `dd if="$IN" bs=16384 2>/dev/null`, 0},
+		{"rotating", `dd if="$IN" bs=7000 2>/dev/null`, 200000},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			want := trickyContent(int64(len(tc.name)))
+			in := filepath.Join(t.TempDir(), "in")
+			if err := os.WriteFile(in, want, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			os.Setenv("IN", in)
+			m := startRunningMonitor(t, tc.writer, tc.maxSize, 1000)
+			m.exit()
+			var all string
+			rotated, _ := rotatedFiles(t, m.log)
+			for _, r := range rotated {
+				all += readMaybeGzip(t, r)
+			}
+			live, _ := os.ReadFile(m.log)
+			all += string(live)
+			got := criContent(t, all)["stdout"]
+			if got != string(want) {
+				i := 0
+				for i < len(got) && i < len(want) && got[i] == want[i] {
+					i++
+				}
+				t.Errorf("content differs at byte %d of %d (got %d bytes)", i, len(want), len(got))
+			}
+			for _, l := range strings.Split(all, "\n") {
+				if strings.Contains(l, " stdout F ") || strings.Contains(l, " stdout P ") {
+					continue
+				}
+				if l != "" {
+					t.Fatalf("bad line prefix %q", l[:min(len(l), 60)])
+				}
+			}
+		})
+	}
+}
+
+// A log path whose rotated names pass PATH_MAX: rotation fails, and says
+// so, as the Go writer's does; names are never cut (cut, they collided and
+// the helper compressed a file onto itself).
+func TestRunningMonitorLongLogPath(t *testing.T) {
+	base := t.TempDir()
+	dir := base
+	for len(dir) < 4096-len("/0.log")-12 {
+		dir = filepath.Join(dir, strings.Repeat("d", min(200, 4096-len("/0.log")-12-len(dir)-1)))
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	logPath := filepath.Join(dir, "0.log")
+	t.Logf("log path of %d bytes", len(logPath))
+	m := startRunningMonitorLog(t, `i=0; while [ $i -lt 300 ]; do echo "line $i of the container's output"; i=$((i+1)); done`, logPath, 2048, 5)
+	m.exit()
+	ents, _ := os.ReadDir(dir)
+	var total int
+	for _, e := range ents {
+		fi, _ := e.Info()
+		t.Logf("%s: %d bytes", e.Name(), fi.Size())
+		b, _ := os.ReadFile(filepath.Join(dir, e.Name()))
+		total += strings.Count(string(b), "\n")
+	}
+	live, _ := os.ReadFile(logPath)
+	got := criContent(t, string(live))["stdout"]
+	n := strings.Count(got, "\n")
+	t.Logf("live log has %d of 300 lines; monitor log:\n%s", n, m.monitorLog())
+	if !strings.Contains(got, "line 299 ") || n != 300 {
+		t.Errorf("lines lost: the live log has %d lines, want all 300", n)
+	}
+	if !strings.Contains(m.monitorLog(), "cannot rotate container log") {
+		t.Errorf("the failed rotation is not in the monitor log:\n%s", m.monitorLog())
+	}
+}
+
+func TestCRILogLongLogPath(t *testing.T) {
+	base := t.TempDir()
+	dir := base
+	for len(dir) < 4096-len("/0.log")-12 {
+		dir = filepath.Join(dir, strings.Repeat("d", min(200, 4096-len("/0.log")-12-len(dir)-1)))
+	}
+	_ = os.MkdirAll(dir, 0o755)
+	logPath := filepath.Join(dir, "0.log")
+	l, err := openCRILog(logPath, logRotation{MaxSize: 2048, MaxFiles: 5}, slog.New(slog.NewTextHandler(os.Stderr, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, w, _ := os.Pipe()
+	go func() {
+		for i := 0; i < 300; i++ {
+			w.WriteString("line of the container's output\n")
+		}
+		w.Close()
+	}()
+	_ = l.copy("stdout", r)
+	l.Close()
+	live, _ := os.ReadFile(logPath)
+	if n := strings.Count(string(live), "\n"); n != 300 {
+		t.Errorf("Go writer: live log has %d lines, want all 300", n)
+	}
+}
+
+// A rotated file that disappears (removed by hand, by a log cleaner) is
+// dropped from the list, as the Go writer skips it; it stopped the C
+// monitor's compression for good before.
+func TestRunningMonitorGoneRotatedFile(t *testing.T) {
+	const maxSize, maxFiles, lines = 4096, 10, 400
+	dir := t.TempDir()
+	logPath := dir + "/0.log"
+	if err := os.WriteFile(logPath+".20000101-000000", []byte("old\n"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	m := startRunningMonitorLog(t, `read x < "$GO"; i=0; while [ $i -lt `+strconv.Itoa(lines)+` ]; do echo "line $i of the container's output"; i=$((i+1)); done; read x < "$GO"`, logPath, maxSize, maxFiles)
+	m.running()
+	time.Sleep(100 * time.Millisecond) // the first gzip pass (one file: the newest, none to do)
+	os.Remove(logPath + ".20000101-000000")
+	m.release()
+	time.Sleep(3 * time.Second)
+	rotated, plain := rotatedFiles(t, logPath)
+	t.Logf("%d rotated, %d not compressed; monitor log:\n%s", len(rotated), len(plain), m.monitorLog())
+	if len(plain) > 1 {
+		t.Errorf("%d rotated files left uncompressed, want 1 (the newest)", len(plain))
+	}
+	m.release()
+	m.exit()
+}
+
+// A file in the log dir that is not a rotation of ours (an operator's
+// "cp 0.log 0.log.bak") is passed over when the next rotated file is named:
+// before, every later name was "<newest>-1", growing until the C monitor's
+// 63-byte cap made rotations overwrite each other and lose lines (and the Go
+// writer's until renames failed and the live file grew past maxSize).
+func TestRunningMonitorForeignRotatedName(t *testing.T) {
+	const maxSize, maxFiles, lines = 1024, 5, 600
+	dir := t.TempDir()
+	logPath := filepath.Join(dir, "0.log")
+	if err := os.WriteFile(logPath+".bak", []byte("an operator's copy\n"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	m := startRunningMonitorLog(t, `i=0; while [ $i -lt `+strconv.Itoa(lines)+` ]; do echo "line $i of the container's output"; i=$((i+1)); done`, logPath, maxSize, maxFiles)
+	m.exit()
+	checkForeignRotation(t, logPath, maxSize, maxFiles, lines)
+}
+
+func TestCRILogForeignRotatedName(t *testing.T) {
+	const maxSize, maxFiles, lines = 1024, 5, 600
+	dir := t.TempDir()
+	logPath := filepath.Join(dir, "0.log")
+	if err := os.WriteFile(logPath+".bak", []byte("an operator's copy\n"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	l, err := openCRILog(logPath, logRotation{MaxSize: maxSize, MaxFiles: maxFiles}, slogDiscard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, w, _ := os.Pipe()
+	go func() {
+		for i := range lines {
+			fmt.Fprintf(w, "line %d of the container's output\n", i)
+		}
+		w.Close()
+	}()
+	_ = l.copy("stdout", r)
+	l.Close()
+	checkForeignRotation(t, logPath, maxSize, maxFiles, lines)
+}
+
+// checkForeignRotation checks a log rotated past a foreign <log>.bak: every
+// rotated name is a stamp, maxFiles-1 of them are kept, the live file is
+// within maxSize, and the files hold the newest lines without a gap.
+func checkForeignRotation(t *testing.T, logPath string, maxSize int64, maxFiles, lines int) {
+	t.Helper()
+	matches, _ := filepath.Glob(logPath + ".*")
+	slices.Sort(matches)
+	stamp := regexp.MustCompile(`^\d{8}-\d{6}(\.gz)?$`)
+	var all string
+	for _, f := range matches {
+		if !stamp.MatchString(strings.TrimPrefix(f, logPath+".")) {
+			t.Errorf("rotated file %s is not named by a stamp", filepath.Base(f))
+		}
+		all += readMaybeGzip(t, f)
+	}
+	if len(matches) != maxFiles-1 {
+		t.Errorf("%d rotated files, want %d: %v", len(matches), maxFiles-1, matches)
+	}
+	live, _ := os.ReadFile(logPath)
+	if int64(len(live)) > maxSize {
+		t.Errorf("live log of %d bytes, over maxSize %d", len(live), maxSize)
+	}
+	got := strings.Split(strings.TrimSuffix(criContent(t, all+string(live))["stdout"], "\n"), "\n")
+	first := lines - len(got)
+	for i, line := range got {
+		if want := fmt.Sprintf("line %d of the container's output", first+i); line != want {
+			t.Fatalf("kept line %d = %q, want %q (the newest lines, in order, without a gap)", i, line, want)
+		}
+	}
+}
+
+func slogDiscard() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+func TestRunningMonitorSighupAndChildStorm(t *testing.T) {
+	m := startRunningMonitor(t, `read x < "$GO"; i=0; while [ $i -lt 200 ]; do (echo orphan $i) & i=$((i+1)); done; i=0; while [ $i -lt 2000 ]; do echo "line $i"; i=$((i+1)); done; exit 9`, 0, 0)
+	m.running()
+	if err := writeJSON(filepath.Join(m.dir, rotationFile), logRotation{MaxSize: 4096, MaxFiles: 3}); err != nil {
+		t.Fatal(err)
+	}
+	m.release()
+	for i := 0; i < 2000 && m.role() == "__staticpodd_monitor_running"; i++ {
+		_ = unix.Kill(m.cmd.Process.Pid, unix.SIGHUP)
+	}
+	exit := m.exit()
+	if exit.ExitCode != 9 {
+		t.Errorf("exit %+v, want 9", exit)
+	}
+	live, _ := os.ReadFile(m.log)
+	t.Logf("monitor log lines: %d; live log %d bytes; tail %q", strings.Count(m.monitorLog(), "\n"), len(live), live[max(0, len(live)-60):])
+}
+
+func TestRunningMonitorStdoutClosedEarly(t *testing.T) {
+	m := startRunningMonitor(t, `echo out; exec >&-; sleep 0.3; echo err >&2; exit 4`, 0, 0)
+	if e := m.exit(); e.ExitCode != 4 {
+		t.Errorf("exit %+v", e)
+	}
+	b, _ := os.ReadFile(m.log)
+	got := criContent(t, string(b))
+	if got["stdout"] != "out\n" || got["stderr"] != "err\n" {
+		t.Errorf("got %q", got)
+	}
+}
+
+func TestRunningMonitorTinyMaxSize(t *testing.T) {
+	m := startRunningMonitor(t, `i=0; while [ $i -lt 50 ]; do echo "line $i of the container's output"; i=$((i+1)); done`, 10, 2)
+	m.exit()
+	all, _ := rotatedFiles(t, m.log)
+	live, _ := os.ReadFile(m.log)
+	t.Logf("rotated %v live %q", all, live)
+	if len(all) != 1 {
+		t.Errorf("%d rotated", len(all))
+	}
+}
+
+func TestRunningMonitorGarbageRotationFile(t *testing.T) {
+	m := startRunningMonitor(t, `read x < "$GO"`, 4096, 3)
+	m.running()
+	_ = os.WriteFile(filepath.Join(m.dir, rotationFile), []byte("not json at all"), 0o600)
+	_ = m.cmd.Process.Signal(unix.SIGHUP)
+	m.eventually("reload logged", func() bool { return strings.Contains(m.monitorLog(), "log rotation") })
+	t.Logf("%s", m.monitorLog())
+	var rot logRotation
+	_, err := readOptionalJSON(filepath.Join(m.dir, rotationFile), &rot)
+	t.Logf("Go's reading: %v", err)
+	m.release()
+	m.exit()
+}
+
+// kill -9 of the C monitor while its gzip helper runs takes the helper too
+// (its parent-death signal).
+func TestRunningMonitorKilledTakesGzipHelper(t *testing.T) {
+	m := startRunningMonitor(t, `yes "some line of the container's output, rotated and compressed" | head -c 400000000; read x < "$GO"`, 8<<20, 10)
+	m.running()
+	var helper int
+	m.eventually("a gzip helper", func() bool {
+		for _, k := range childrenOf(t, m.cmd.Process.Pid) {
+			b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", k))
+			if a := strings.Split(string(b), "\x00"); len(a) > 1 && a[1] == gzipArg {
+				helper = k
+				return true
+			}
+		}
+		return false
+	})
+	_ = m.cmd.Process.Kill()
+	time.Sleep(50 * time.Millisecond)
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", helper))
+	alive := err == nil && !strings.Contains(string(b), "State:\tZ")
+	time.Sleep(2 * time.Second)
+	tmps, _ := filepath.Glob(m.log + ".*.tmp")
+	ents, _ := os.ReadDir(filepath.Dir(m.log))
+	for _, e := range ents {
+		t.Logf("  %s", e.Name())
+	}
+	t.Logf("helper %d alive after the monitor's kill -9: %v; .tmp left: %v", helper, alive, tmps)
+	// The .tmp stays (as a killed Go monitor's did): the next open of the
+	// log removes it, which TestCRILogTidiesWhatACrashLeft covers.
+	if alive {
+		t.Errorf("the killed monitor's gzip helper %d outlived it", helper)
+	}
+}
+
+func (m *runningMonitor) role() string {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", m.cmd.Process.Pid))
+	args := strings.Split(string(b), "\x00")
+	if len(args) > 1 {
+		return args[1]
+	}
+	return ""
+}
+
+// A SIGHUP (the daemon's reload of log rotation) that reaches the monitor
+// while it records the exit must not lose the exit.
+func TestRunningMonitorSighupDuringExitRecorder(t *testing.T) {
+	// The background sleep holds the pipes, so the exit recorder (which
+	// finds no libcontainer container here) waits for their EOF for 2s.
+	m := startRunningMonitor(t, `sleep 2 & echo bye; exit 5`, 0, 0)
+	m.eventually("the exit recorder running", func() bool { return m.role() == exitArg })
+	time.Sleep(100 * time.Millisecond) // past the Go runtime's start
+	_ = m.cmd.Process.Signal(unix.SIGHUP)
+	select {
+	case err := <-m.done:
+		m.done <- err
+		t.Logf("monitor ended: %v", err)
+	case <-time.After(10 * time.Second):
+	}
+	if _, err := os.Stat(m.dir + "/" + exitFile); err != nil {
+		t.Errorf("no exit recorded after a SIGHUP to the exit recorder: %v\nmonitor log:\n%s", err, m.monitorLog())
+	}
+}
+
+// The same with real containers: a reload (SetLogRotation, SIGHUP to every
+// monitor) while containers exit loses their exit codes.
+func TestReloadWhileContainersExitKeepsExits(t *testing.T) {
+	e := newEnv(t)
+	pod := e.pod(false)
+	e.sandbox(pod)
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			_ = e.rt.SetLogRotation(1<<20, 3)
+			time.Sleep(2 * time.Millisecond)
+		}
+	}()
+	lost := 0
+	const n = 10
+	for i := range n {
+		c := e.container(pod, fmt.Sprintf("c%d", i), "sleep 0.1; exit 3")
+		st := e.start(pod, c)
+		got := e.wait(st.ID)
+		if got.ExitCode != 3 {
+			lost++
+			t.Logf("container %d: exit code %d message %q, want 3", i, got.ExitCode, got.Message)
+		}
+		if err := e.rt.Destroy(context.Background(), st.ID); err != nil {
+			t.Errorf("destroy during reloads: %v", err) // a rotation file written into a dir being removed
+		}
+	}
+	close(stop)
+	<-done
+	if lost > 0 {
+		t.Errorf("%d of %d exit codes lost to a reload", lost, n)
+	}
+	_ = e.rt.RemoveSandbox(context.Background(), pod.UID)
+}
