@@ -35,7 +35,8 @@ type logResult struct {
 // container writes mb MB of numbered 100-byte lines as fast as it can
 // (`seq -s`, about 190 MB/s into a pipe here), then stays. Throughput is the
 // output's size over the time between the first entry's timestamp and the
-// last's; CPU is the monitor's utime + stime once the last line is written
+// last's; CPU is the monitor's utime + stime (its gzip helpers' included)
+// once the last line is written
 // and every rotated file but the newest is compressed, and memory its RSS
 // then. Rotation keeps 50
 // files, so that none is removed before it is compressed: every byte is
@@ -262,18 +263,23 @@ func monitorPid(runDir, id string) int {
 	return 0
 }
 
-// cpuOf returns the user and system CPU time pid has used.
+// cpuOf returns the user and system CPU time pid has used, with that of its
+// children it has reaped: the monitor's gzip helpers.
 func cpuOf(pid int) (time.Duration, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return 0, err
 	}
-	// Fields after "(comm)": state is the first, utime the 12th, stime the 13th.
+	// Fields after "(comm)": state is the first, utime the 12th, stime the
+	// 13th, cutime and cstime the 14th and 15th.
 	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
-	utime, _ := strconv.ParseInt(f[11], 10, 64)
-	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	var ticks int64
+	for _, i := range []int{11, 12, 13, 14} {
+		n, _ := strconv.ParseInt(f[i], 10, 64)
+		ticks += n
+	}
 	const clockTick = 100 // USER_HZ on Linux
-	return time.Duration(utime+stime) * time.Second / clockTick, nil
+	return time.Duration(ticks) * time.Second / clockTick, nil
 }
 
 func entryTime(line []byte) (time.Time, error) {
