@@ -21,25 +21,43 @@ func TrimMemory() { trimMemory() }
 // package initializers of the whole binary, spread over all of it, so the
 // kernel's fault-around maps nearly every page), and the heap it no longer
 // uses. The executable's read-only mappings are unmapped page by page with
-// MADV_DONTNEED: they are clean, so a later access maps the same page again
-// from the page cache. Writable mappings are never touched. Best effort.
+// MADV_DONTNEED, but only those that hold no private copy of a page: a clean
+// page is mapped again from the page cache at its next access, while a
+// written one would come back as the file's bytes. The read-only mapping of
+// the RELRO segment is such a one (glibc's start-up and, in a dynamic or PIE
+// build, the loader write it and then make it read-only), so a mapping whose
+// smaps entry shows any Anonymous memory is left alone. Writable mappings
+// are never touched. Best effort.
 func trimMemory() {
 	debug.FreeOSMemory()
 	exe, err := os.Readlink("/proc/self/exe")
 	if err != nil {
 		return
 	}
-	f, err := os.Open("/proc/self/maps")
+	f, err := os.Open("/proc/self/smaps")
 	if err != nil {
 		return
 	}
 	defer f.Close()
 	type span struct{ start, end uintptr }
 	var spans []span
+	var cur *span // the exe's read-only mapping being read, until its Anonymous line
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
+		line := sc.Text()
+		if v, ok := strings.CutPrefix(line, "Anonymous:"); ok {
+			if cur != nil && strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")) == "0" {
+				spans = append(spans, *cur)
+			}
+			cur = nil
+			continue
+		}
 		// 00402000-0146a000 r-xp 00002000 fe:00 12929331   /usr/bin/staticpodd
-		fields := strings.Fields(sc.Text())
+		fields := strings.Fields(line)
+		if len(fields) < 5 || !strings.Contains(fields[0], "-") {
+			continue // another field of the mapping's entry
+		}
+		cur = nil
 		if len(fields) < 6 || strings.Join(fields[5:], " ") != exe {
 			continue
 		}
@@ -55,7 +73,7 @@ func trimMemory() {
 		if err1 != nil || err2 != nil || end <= start {
 			continue
 		}
-		spans = append(spans, span{uintptr(start), uintptr(end)})
+		cur = &span{uintptr(start), uintptr(end)}
 	}
 	for _, s := range spans {
 		_, _, _ = unix.Syscall(unix.SYS_MADVISE, s.start, s.end-s.start, unix.MADV_DONTNEED)
