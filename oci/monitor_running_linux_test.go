@@ -52,8 +52,11 @@ func startRunningMonitorLog(t *testing.T, workload, logPath string, maxSize int6
 	}
 	m := &runningMonitor{t: t, dir: dir, log: logPath, monLog: filepath.Join(dir, monitorLog),
 		fifo: filepath.Join(dir, "go"), done: make(chan error, 1)}
-	if err := unix.Mkfifo(m.fifo, 0o600); err != nil {
-		t.Fatal(err)
+	start := filepath.Join(dir, "start")
+	for _, fifo := range []string{m.fifo, start} {
+		if err := unix.Mkfifo(fifo, 0o600); err != nil {
+			t.Fatal(err)
+		}
 	}
 	outR, outW, err := os.Pipe()
 	if err != nil {
@@ -73,14 +76,19 @@ func startRunningMonitorLog(t *testing.T, workload, logPath string, maxSize int6
 	}
 	// fds: 3 stdout read end, 4 stderr read end, 5 and 6 the write ends,
 	// which only the workload keeps.
-	script := `(` + workload + `) >&5 2>&6 5>&- 6>&- 3<&- 4<&- &
+	// The workload starts once the C monitor runs: one that ended before
+	// the shell's exec would be reaped by the shell, not by the monitor.
+	script := `(read x < "$START"; ` + workload + `) >&5 2>&6 5>&- 6>&- 3<&- 4<&- &
 pid=$!
 exec 5>&- 6>&-
 exec "$0" "$@" "$pid" 3 4 ` + gzipArg + ` staticpodd-monitor ` + exitArg + ` "$ROOT" "$DIR" test "$LOG" 3 4 0 false`
 	m.cmd = exec.Command("/bin/sh", "-c", script, exe, cmonitor.RunningArg, "test", m.log,
 		strconv.FormatInt(maxSize, 10), strconv.Itoa(maxFiles), filepath.Join(dir, rotationFile))
-	m.cmd.Env = append(os.Environ(), "ROOT="+filepath.Join(dir, "libcontainer"), "DIR="+dir, "LOG="+m.log, "GO="+m.fifo)
+	m.cmd.Env = append(os.Environ(), "ROOT="+filepath.Join(dir, "libcontainer"), "DIR="+dir, "LOG="+m.log, "GO="+m.fifo, "START="+start)
 	m.cmd.ExtraFiles = []*os.File{outR, errR, outW, errW}
+	// A group of its own, so that the cleanup also ends a workload whose
+	// monitor a test killed.
+	m.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	m.cmd.Stdout, m.cmd.Stderr = monLog, monLog
 	if err := m.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -90,9 +98,16 @@ exec "$0" "$@" "$pid" 3 4 ` + gzipArg + ` staticpodd-monitor ` + exitArg + ` "$R
 	}
 	go func() { m.done <- m.cmd.Wait() }()
 	t.Cleanup(func() {
-		_ = m.cmd.Process.Kill()
+		_ = unix.Kill(-m.cmd.Process.Pid, unix.SIGKILL)
 		<-m.done
 	})
+	m.running()
+	f, err := os.OpenFile(start, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = f.WriteString("\n")
+	f.Close()
 	return m
 }
 
