@@ -464,3 +464,29 @@ func TestMissingImageKeepsSpareMonitor(t *testing.T) {
 	}
 	checkClean(t, e, pod.UID)
 }
+
+// A monitor whose exec into the C monitor fails (the daemon was already told
+// the container runs) kills the container and records that as its exit, not
+// as a start that failed. (What the container wrote before the kill is
+// copied as after a failed Run; whether it wrote anything before the kill is
+// a race, so it is not checked here.)
+func TestHandOverFailureRecordedAsKill(t *testing.T) {
+	e := newEnv(t)
+	t.Setenv(monitorPauseEnv, monitorFailHandOver) // for the monitors started from now on
+	e.rt = e.newRuntime()                          // not the spare started before
+	pod := e.pod(false)
+	e.sandbox(pod)
+	c := e.container(pod, "c", "sleep 30")
+	st := e.start(pod, c)
+	got := e.wait(st.ID)
+	if got.ExitCode != 137 || got.Reason == reasonStartError || !strings.Contains(got.Message, "exec the running monitor") {
+		t.Errorf("exit = %d %q %q, want 137, not %s, naming the failed exec", got.ExitCode, got.Reason, got.Message, reasonStartError)
+	}
+	if _, err := os.Stat(c.LogPath); err != nil {
+		t.Errorf("no log file after the failed hand-over: %v", err)
+	}
+	e.destroy(st.ID)
+	if err := e.rt.RemoveSandbox(context.Background(), pod.UID); err != nil {
+		t.Fatal(err)
+	}
+}

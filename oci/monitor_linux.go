@@ -71,6 +71,7 @@ func runMonitor(args []string) int {
 	debug.SetGCPercent(-1)
 	debug.SetMemoryLimit(startMemoryLimit)
 	m := &monitorProc{root: args[0], dir: args[1], id: args[2], report: os.NewFile(3, "report")}
+	m.log = log.With("container", m.id)
 	// Before the state says RotationReload: SIGHUP would kill us.
 	m.hup = make(chan os.Signal, 1)
 	signal.Notify(m.hup, unix.SIGHUP)
@@ -101,6 +102,7 @@ func runMonitor(args []string) int {
 }
 
 type monitorProc struct {
+	log           *slog.Logger
 	root, dir, id string
 	report        *os.File // nil once reported
 	exitWritten   bool
@@ -359,11 +361,20 @@ func (m *monitorProc) runContainer(ctr *libcontainer.Container, proc *libcontain
 	if err := logs.Close(); err != nil {
 		return nil, fmt.Errorf("close log before handing over: %w", err)
 	}
-	err = m.handOver(pid, logPath, rot, outR, errR, oom)
-	// Nothing would copy its output or record its exit: the container goes.
+	herr := m.handOver(pid, logPath, rot, outR, errR, oom)
+	// Nothing would copy its output or record its exit: the container, which
+	// the daemon was told runs, is killed, and its exit recorded as such, with
+	// what it wrote.
 	_ = signalContainer(ctr, unix.SIGKILL)
 	_, _ = proc.Wait()
-	return nil, err
+	exit := &exitRecord{ExitCode: 128 + int(unix.SIGKILL), Signal: int(unix.SIGKILL), FinishedAt: time.Now(),
+		Message: "container killed: " + herr.Error()}
+	if logs, err := openCRILog(logPath, rot, m.log); err != nil {
+		herr = errors.Join(herr, err)
+	} else {
+		herr = errors.Join(herr, copyStreams(logs, outR, errR), logs.Close())
+	}
+	return exit, herr
 }
 
 // podOOM is the pod cgroup's OOM kill count before the container started.

@@ -4,6 +4,7 @@ package oci
 
 import (
 	"os"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -13,10 +14,19 @@ import (
 // the test binary, so this init runs in them before Reexec.
 const monitorPauseEnv = "STATICPODD_TEST_MONITOR_PAUSE"
 
+// monitorFailHandOver, as monitorPauseEnv, makes the monitor's exec into
+// the C monitor fail (E2BIG: one environment string past MAX_ARG_STRLEN).
+const monitorFailHandOver = "fail-hand-over"
+
 func init() {
 	pauseAt = func(point string) {
-		if os.Getenv(monitorPauseEnv) == point {
+		switch os.Getenv(monitorPauseEnv) {
+		case point:
 			_ = unix.Kill(os.Getpid(), unix.SIGSTOP)
+		case monitorFailHandOver:
+			if point == pauseRun {
+				_ = os.Setenv("STATICPODD_TEST_TOO_BIG", strings.Repeat("x", 200<<10))
+			}
 		}
 	}
 }
