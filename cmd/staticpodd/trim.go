@@ -11,6 +11,11 @@ import (
 // the memory its start or the last burst of changes touched.
 const trimQuiet = 10 * time.Second
 
+// trimEvery is the least time between two trims: events that come now and
+// then for ever (a probe failing every 15 s) would otherwise make the daemon
+// collect, give back and fault its pages in again after each.
+const trimEvery = 5 * time.Minute
+
 // trimWhenQuiet calls trim once the daemon's first sync is done and no event
 // came for trimQuiet, and again after each later burst of events, until ctx
 // ends. Start-up and a burst of pod starts touch most of the binary's code
@@ -28,6 +33,7 @@ func trimWhenQuiet(ctx context.Context, rec *events.Recorder, synced <-chan stru
 	quiet := time.NewTimer(trimQuiet)
 	defer quiet.Stop()
 	armed := true
+	var last time.Time // of the last trim
 	for {
 		select {
 		case <-ctx.Done():
@@ -39,10 +45,15 @@ func trimWhenQuiet(ctx context.Context, rec *events.Recorder, synced <-chan stru
 			quiet.Reset(trimQuiet)
 			armed = true
 		case <-quiet.C:
-			if armed {
-				trim()
-				armed = false
+			if !armed {
+				continue
 			}
+			if since := time.Since(last); !last.IsZero() && since < trimEvery {
+				quiet.Reset(trimEvery - since)
+				continue
+			}
+			trim()
+			last, armed = time.Now(), false
 		}
 	}
 }

@@ -60,6 +60,15 @@ func TestTrimWhenQuiet(t *testing.T) {
 		if n := trims.Load(); n != 2 {
 			t.Fatalf("%d trims after a second burst, want 2", n)
 		}
+		// An event every 15 s for an hour (a failing probe): a trim at most
+		// every trimEvery, not one after each.
+		for range 240 {
+			time.Sleep(15 * time.Second)
+			event()
+		}
+		if n := trims.Load() - 2; n < 1 || n > int32(time.Hour/trimEvery)+1 {
+			t.Fatalf("%d trims in an hour of an event every 15 s, want 1 to %d", n, time.Hour/trimEvery+1)
+		}
 		cancel()
 		<-done
 	})
