@@ -116,7 +116,10 @@ func readUint(dir, file string) (n uint64, err error) {
 		n, err = strconv.ParseUint(string(b), 10, 64)
 		return err
 	})
-	return n, err
+	if err != nil {
+		return 0, err
+	}
+	return n, nil
 }
 
 // flat is what readFlat reads: the values of the keys asked for, in order.
@@ -154,10 +157,11 @@ func readFlat(dir, file string, keys ...string) (v flat, err error) {
 // KiB (v1's memory.stat is the largest, about 1.5 KiB).
 const smallFileMax = 16 << 10
 
-// readBufs are readSmall's buffers: the housekeeping reads every pod's and
-// container's cgroup files every few seconds, and a buffer each was most of
-// what an idle daemon allocated.
-var readBufs = sync.Pool{New: func() any { return new([smallFileMax]byte) }}
+// readBufs are readSmall's buffers (one byte more than it reads, to tell a
+// file of smallFileMax bytes from a larger one): the housekeeping reads
+// every pod's and container's cgroup files every few seconds, and a buffer
+// each was most of what an idle daemon allocated.
+var readBufs = sync.Pool{New: func() any { return new([smallFileMax + 1]byte) }}
 
 // readSmall calls use with the content of path, which use must not keep.
 // An error names the path; a missing file wraps os.ErrNotExist.
@@ -167,7 +171,7 @@ func readSmall(path string, use func([]byte) error) error {
 		return err
 	}
 	defer f.Close()
-	buf := readBufs.Get().(*[smallFileMax]byte)
+	buf := readBufs.Get().(*[smallFileMax + 1]byte)
 	defer readBufs.Put(buf)
 	n, err := io.ReadFull(f, buf[:])
 	switch {
@@ -175,7 +179,7 @@ func readSmall(path string, use func([]byte) error) error {
 		return fmt.Errorf("%s: larger than %d bytes", path, smallFileMax)
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
 	default:
-		return fmt.Errorf("read %s: %w", path, err)
+		return err // a *PathError naming the file
 	}
 	if err := use(buf[:n]); err != nil {
 		return fmt.Errorf("%s: %w", path, err)
