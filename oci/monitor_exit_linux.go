@@ -44,30 +44,49 @@ func runExit(args []string) int {
 	}
 	m := &monitorProc{root: args[0], dir: args[1], id: args[2]}
 	log = log.With("container", m.id)
-	var nums [8]int64
-	for i, a := range append(args[4:8:8], args[8:]...) {
-		if i == 3 { // pod-oom-ok
-			continue
+	bad := func(arg string, err error) int {
+		log.Error("monitor: bad argument", "arg", arg, "err", err)
+		return 2
+	}
+	var fds [2]int
+	for i, a := range args[4:6] {
+		n, err := strconv.ParseInt(a, 10, 32)
+		if err != nil || n < 0 {
+			return bad(a, err)
 		}
-		n, err := strconv.ParseInt(a, 10, 64)
-		if err != nil {
-			log.Error("monitor: bad argument", "arg", a, "err", err)
-			return 2
-		}
-		nums[i] = n
+		fds[i] = int(n)
+	}
+	podOOMBefore, err := strconv.ParseUint(args[6], 10, 64)
+	if err != nil {
+		return bad(args[6], err)
 	}
 	podOOMOK, _ := strconv.ParseBool(args[7])
-	out, errs := os.NewFile(uintptr(nums[0]), "stdout"), os.NewFile(uintptr(nums[1]), "stderr")
-	podOOMBefore := uint64(nums[2])
-	ws := syscall.WaitStatus(nums[4])
-	exit := exitRecord{FinishedAt: time.Unix(0, nums[5])}
+	status, err := strconv.ParseUint(args[8], 10, 32)
+	if err != nil {
+		return bad(args[8], err)
+	}
+	finished, err := strconv.ParseInt(args[9], 10, 64)
+	if err != nil {
+		return bad(args[9], err)
+	}
+	maxSize, err := strconv.ParseInt(args[10], 10, 64)
+	if err != nil {
+		return bad(args[10], err)
+	}
+	maxFiles, err := strconv.ParseInt(args[11], 10, 32)
+	if err != nil {
+		return bad(args[11], err)
+	}
+	out, errs := os.NewFile(uintptr(fds[0]), "stdout"), os.NewFile(uintptr(fds[1]), "stderr")
+	ws := syscall.WaitStatus(status)
+	exit := exitRecord{FinishedAt: time.Unix(0, finished)}
 	if ws.Signaled() {
 		exit.Signal = int(ws.Signal())
 		exit.ExitCode = 128 + exit.Signal
 	} else {
 		exit.ExitCode = ws.ExitStatus()
 	}
-	rot := logRotation{MaxSize: nums[6], MaxFiles: int(nums[7])}
+	rot := logRotation{MaxSize: maxSize, MaxFiles: int(maxFiles)}
 
 	// Orphans of a container without a PID namespace of its own are still
 	// reparented to this subreaper.
@@ -84,7 +103,6 @@ func runExit(args []string) int {
 		// open: kill them (a private PID namespace died with its init).
 		_ = signalContainer(ctr, unix.SIGKILL)
 	}
-	var err error
 	if logs, oerr := openCRILog(args[3], rot, log); oerr != nil {
 		err = oerr
 	} else {

@@ -740,6 +740,17 @@ static void run(int argc, char **argv) {
 	// A SIGHUP the Go monitor took before its exec is not lost: the file it
 	// announced is read now.
 	reload_rotation(1);
+	// Init must be a child to be waited for; one that is not (reaped by
+	// someone else, never ours) is recorded as lost rather than waited for
+	// in vain.
+	siginfo_t si;
+	memset(&si, 0, sizeof si);
+	if (waitid(P_PID, (id_t)init_pid, &si, WEXITED | WNOHANG | WNOWAIT) < 0 && errno == ECHILD) {
+		say("ERROR", "container init is not a child of the monitor", "pid=%d", (int)init_pid);
+		init_exited = 1;
+		init_status = 255 << 8;
+		clock_gettime(CLOCK_REALTIME, &finished);
+	}
 	reap();
 
 	while (!init_exited) {
