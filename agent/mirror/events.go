@@ -5,9 +5,6 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
 
 	"github.com/staticpodd/staticpodd/agent/events"
@@ -19,11 +16,11 @@ import (
 // it retries a failed post a bounded number of times. An event about a
 // static pod names its mirror pod's UID, waiting up to holdEvents for the
 // mirror pod, so that kubectl describe shows it.
-func (m *Mirror) runEvents(ctx context.Context, client kubernetes.Interface) {
+func (m *Mirror) runEvents(ctx context.Context, client api) {
 	b := record.NewBroadcaster(record.WithContext(ctx), record.WithSleepDuration(5*time.Second))
 	defer b.Shutdown()
-	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
-	rec := b.NewRecorder(scheme.Scheme, v1.EventSource{Component: events.Component, Host: m.cfg.NodeName})
+	b.StartRecordingToSink(client.EventSink())
+	rec := b.NewRecorder(clientScheme(), v1.EventSource{Component: events.Component, Host: m.cfg.NodeName})
 
 	kept, sub := m.pods.Events().Subscribe()
 	defer func() { sub.Close() }()

@@ -21,7 +21,6 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/staticpodd/staticpodd/agent"
@@ -164,7 +163,7 @@ func New(cfg Config, pods Pods, logger *slog.Logger) *Mirror {
 // clients are the API server's: one for requests, one for the watch, which
 // the requests' timeout would cut.
 type clients struct {
-	api, watch kubernetes.Interface
+	api, watch api
 }
 
 // kubeconfigClient reads the kubeconfig, each time anew: kubeadm may write it
@@ -177,17 +176,17 @@ func (m *Mirror) kubeconfigClient() (clients, error) {
 	// The kubelet's kubeAPIQPS and kubeAPIBurst defaults.
 	rc.QPS, rc.Burst = 50, 100
 	rc.UserAgent = "staticpodd/" + m.cfg.Version
-	watch, err := kubernetes.NewForConfig(rc)
+	watch, err := newRESTAPI(rc)
 	if err != nil {
 		return clients{}, fmt.Errorf("kubeconfig %s: %w", m.cfg.Kubeconfig, err)
 	}
 	// No request outlives a slow server for long.
 	rc.Timeout = requestTimeout
-	api, err := kubernetes.NewForConfig(rc)
+	requests, err := newRESTAPI(rc)
 	if err != nil {
 		return clients{}, fmt.Errorf("kubeconfig %s: %w", m.cfg.Kubeconfig, err)
 	}
-	return clients{api: api, watch: watch}, nil
+	return clients{api: requests, watch: watch}, nil
 }
 
 // requestTimeout bounds every request but the pod watch.

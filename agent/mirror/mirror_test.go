@@ -77,7 +77,7 @@ func staticPod(hash string, phase v1.PodPhase) *v1.Pod {
 func start(t *testing.T, client kubernetes.Interface, pods *fakePods) *Mirror {
 	t.Helper()
 	m := New(Config{NodeName: "node1", RegisterNode: true, Version: "test"}, pods, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	m.newClient = func() (clients, error) { return clients{api: client, watch: client}, nil }
+	m.newClient = func() (clients, error) { return clients{api: fakeAPI{client}, watch: fakeAPI{client}}, nil }
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { m.Run(ctx); close(done) }()

@@ -17,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
 	"golang.org/x/sys/unix"
@@ -65,7 +64,7 @@ func (m *Mirror) setNode(n *v1.Node) (newUID bool) {
 // registerWithAPIServer) and keeps its status (updateNodeStatus): computed
 // every NodeStatusUpdateFrequency, posted when it changed or
 // NodeStatusReportFrequency passed.
-func (m *Mirror) runNode(ctx context.Context, client kubernetes.Interface) {
+func (m *Mirror) runNode(ctx context.Context, client api) {
 	bo := newBackoff(200*time.Millisecond, 10*time.Second)
 	var lastPosted v1.NodeStatus
 	var lastPost time.Time
@@ -84,8 +83,8 @@ func (m *Mirror) runNode(ctx context.Context, client kubernetes.Interface) {
 	}
 }
 
-func (m *Mirror) syncNode(ctx context.Context, client kubernetes.Interface, lastPosted *v1.NodeStatus, lastPost *time.Time) error {
-	nodes := client.CoreV1().Nodes()
+func (m *Mirror) syncNode(ctx context.Context, client api, lastPosted *v1.NodeStatus, lastPost *time.Time) error {
+	nodes := client.Nodes()
 	m.nodeMu.Lock()
 	cur := m.node
 	m.nodeMu.Unlock()
@@ -287,7 +286,7 @@ func (m *Mirror) conditions() []v1.NodeCondition {
 // runLease keeps kube-node-lease/<node> renewed every quarter of its
 // duration, as the kubelet's node lease controller does, retrying sooner
 // after a failure.
-func (m *Mirror) runLease(ctx context.Context, client kubernetes.Interface) {
+func (m *Mirror) runLease(ctx context.Context, client api) {
 	if _, ok := m.nodeUID(ctx); !ok {
 		return
 	}
@@ -308,8 +307,8 @@ func (m *Mirror) runLease(ctx context.Context, client kubernetes.Interface) {
 	}
 }
 
-func (m *Mirror) renewLease(ctx context.Context, client kubernetes.Interface) error {
-	leases := client.CoordinationV1().Leases(v1.NamespaceNodeLease)
+func (m *Mirror) renewLease(ctx context.Context, client api) error {
+	leases := client.Leases(v1.NamespaceNodeLease)
 	now := metav1.NewMicroTime(time.Now())
 	m.nodeMu.Lock()
 	node := m.node

@@ -15,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/flowcontrol"
 
 	"github.com/staticpodd/staticpodd/agent"
@@ -34,8 +33,8 @@ const AnnotationMirror = "kubernetes.io/config.mirror"
 type podSync struct {
 	m      *Mirror
 	synced func() bool // the agent has all its sources' pods
-	client kubernetes.Interface
-	watch  kubernetes.Interface // without the requests' timeout
+	client api
+	watch  api // without the requests' timeout
 
 	mu       sync.Mutex          // guards the fields below
 	desired  map[string]*v1.Pod  // static pods by full name namespace/name
@@ -59,7 +58,7 @@ const (
 	statusDelay = 200 * time.Millisecond
 )
 
-func newPodSync(m *Mirror, client, watch kubernetes.Interface) *podSync {
+func newPodSync(m *Mirror, client, watch api) *podSync {
 	return &podSync{
 		m: m, client: client, watch: watch,
 		desired: map[string]*v1.Pod{}, mirrors: map[string]*v1.Pod{}, dirty: map[string]bool{},
@@ -223,7 +222,7 @@ func (s *podSync) sync(ctx context.Context, name string) error {
 	mirror := s.mirrors[name]
 	s.mu.Unlock()
 	ns, podName, _ := strings.Cut(name, "/")
-	pods := s.client.CoreV1().Pods(ns)
+	pods := s.client.Pods(ns)
 
 	if mirror != nil && desired == nil && !s.synced() {
 		// Maybe not an orphan: the agent may not have published the pod yet.
@@ -477,7 +476,7 @@ func newerRV(a, b string) bool {
 func (s *podSync) watchMirrors(ctx context.Context) {
 	bo := newBackoff(200*time.Millisecond, retryMax)
 	sel := fields.OneTermEqualSelector("spec.nodeName", s.m.cfg.NodeName).String()
-	pods := s.watch.CoreV1().Pods(metav1.NamespaceAll)
+	pods := s.watch.Pods(metav1.NamespaceAll)
 	for ctx.Err() == nil {
 		lctx, cancel := context.WithTimeout(ctx, requestTimeout)
 		list, err := pods.List(lctx, metav1.ListOptions{FieldSelector: sel})

@@ -8,7 +8,6 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 )
 
@@ -20,7 +19,7 @@ type Reviewer struct {
 	kubeconfig, version string
 
 	mu  sync.Mutex // guards cli
-	cli kubernetes.Interface
+	cli api
 }
 
 // NewReviewer returns a reviewer that reads kubeconfig when first asked, and
@@ -29,7 +28,7 @@ func NewReviewer(kubeconfig, version string) *Reviewer {
 	return &Reviewer{kubeconfig: kubeconfig, version: version}
 }
 
-func (r *Reviewer) client() (kubernetes.Interface, error) {
+func (r *Reviewer) client() (api, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.cli != nil {
@@ -42,7 +41,7 @@ func (r *Reviewer) client() (kubernetes.Interface, error) {
 	rc.QPS, rc.Burst = 50, 100
 	rc.UserAgent = "staticpodd/" + r.version
 	rc.Timeout = requestTimeout
-	cli, err := kubernetes.NewForConfig(rc)
+	cli, err := newRESTAPI(rc)
 	if err != nil {
 		return nil, fmt.Errorf("kubeconfig %s: %w", r.kubeconfig, err)
 	}
@@ -56,7 +55,7 @@ func (r *Reviewer) ReviewToken(ctx context.Context, token string) (authenticatio
 	if err != nil {
 		return authenticationv1.UserInfo{}, false, err
 	}
-	tr, err := cli.AuthenticationV1().TokenReviews().Create(ctx, &authenticationv1.TokenReview{
+	tr, err := cli.CreateTokenReview(ctx, &authenticationv1.TokenReview{
 		Spec: authenticationv1.TokenReviewSpec{Token: token},
 	}, metav1.CreateOptions{})
 	if err != nil {
@@ -74,7 +73,7 @@ func (r *Reviewer) ReviewAccess(ctx context.Context, spec authorizationv1.Subjec
 	if err != nil {
 		return false, "", err
 	}
-	sar, err := cli.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: spec}, metav1.CreateOptions{})
+	sar, err := cli.CreateSubjectAccessReview(ctx, &authorizationv1.SubjectAccessReview{Spec: spec}, metav1.CreateOptions{})
 	if err != nil {
 		return false, "", fmt.Errorf("subject access review: %w", err)
 	}
