@@ -360,6 +360,12 @@ func (f *fakeRuntime) Stats(ctx context.Context) (*podspec.Summary, error) {
 	return sum, nil
 }
 
+func (f *fakeRuntime) NodeStats(ctx context.Context) (podspec.NodeStats, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.node, nil
+}
+
 // SetStats makes Stats report node and, by pod UID, these usages.
 func (f *fakeRuntime) SetStats(node podspec.NodeStats, pods map[string]podspec.Usage) {
 	f.mu.Lock()

@@ -148,8 +148,10 @@ func (a *Agent) SetEviction(cfg eviction.Config) {
 // transition period, and relieve the most urgent threshold met: reclaim
 // first, then evict one pod.
 func (a *Agent) housekeep(ctx context.Context) {
-	sum, err := a.rt.Stats(ctx)
-	if sum == nil {
+	// The signals are the node's; the pods' usage is read only to rank
+	// them, once a threshold is met.
+	node, err := a.rt.NodeStats(ctx)
+	if err != nil && node.Time.IsZero() {
 		a.logger.Warn("eviction manager: no stats", "err", err)
 		return
 	}
@@ -157,10 +159,10 @@ func (a *Agent) housekeep(ctx context.Context) {
 		a.logger.Debug("eviction manager: stats incomplete", "err", err)
 	}
 	now := time.Now()
-	a.armNotifier(sum.Node)
+	a.armNotifier(node)
 	a.pmu.Lock()
 	before := slices.Clone(a.pr.conds())
-	p := a.pr.m.Synchronize(eviction.Observe(sum.Node), now)
+	p := a.pr.m.Synchronize(eviction.Observe(node), now)
 	a.pr.heartbeat = now
 	changed := !slices.Equal(before, p.Conditions)
 	var lift map[string]string
@@ -184,6 +186,11 @@ func (a *Agent) housekeep(ctx context.Context) {
 	res := eviction.Resource(t)
 	a.events.Eventf(events.NodeRef(a.cfg.NodeName), v1.EventTypeWarning, "EvictionThresholdMet", "Attempting to reclaim %s", res)
 	if res != v1.ResourceMemory && res != "pids" && a.cfg.Eviction.Reclaim != nil && a.reclaim(ctx, t) {
+		return
+	}
+	sum, err := a.rt.Stats(ctx)
+	if sum == nil {
+		a.logger.Warn("eviction manager: no pod stats to rank pods by", "err", err)
 		return
 	}
 	if !a.cleanedUp(sum, now) {

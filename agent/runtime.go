@@ -54,4 +54,8 @@ type Runtime interface {
 	// dir and its images) and each pod with a sandbox and its containers.
 	// What it could measure is returned with the error of what it could not.
 	Stats(ctx context.Context) (*podspec.Summary, error)
+
+	// NodeStats is Stats' node part alone: all the eviction signals need
+	// until a threshold is met and pods are to be ranked.
+	NodeStats(ctx context.Context) (podspec.NodeStats, error)
 }

@@ -50,6 +50,10 @@ type (
 
 func (r *Runtime) Stats(context.Context) (*podspec.Summary, error) { return nil, errors.ErrUnsupported }
 
+func (r *Runtime) NodeStats(context.Context) (podspec.NodeStats, error) {
+	return podspec.NodeStats{}, errors.ErrUnsupported
+}
+
 // layerSizes has nothing to cache where containers cannot run.
 type layerSizes struct{}
 
