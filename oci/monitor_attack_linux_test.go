@@ -23,6 +23,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// trickyContent is output that tests the line handling: lines of 0 to 100000
+// bytes around the 16 KiB and 64 KiB edges, NUL bytes, invalid UTF-8, and a
+// last line without its end.
 func trickyContent(seed int64) []byte {
 	r := rand.New(rand.NewSource(seed))
 	var b bytes.Buffer
@@ -45,6 +48,8 @@ func trickyContent(seed int64) []byte {
 	return b.Bytes()
 }
 
+// Whatever the container writes, and however it cuts its writes, the log
+// gives it back byte for byte, with no entry over 16 KiB.
 func TestRunningMonitorContentFidelity(t *testing.T) {
 	for _, tc := range []struct {
 		name, writer string
@@ -252,6 +257,8 @@ func checkForeignRotation(t *testing.T, logPath string, maxSize int64, maxFiles,
 
 func slogDiscard() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
+// 2000 SIGHUPs while the container writes and leaves 200 orphans: the exit
+// is still its own.
 func TestRunningMonitorSighupAndChildStorm(t *testing.T) {
 	m := startRunningMonitor(t, `read x < "$GO"; i=0; while [ $i -lt 200 ]; do (echo orphan $i) & i=$((i+1)); done; i=0; while [ $i -lt 2000 ]; do echo "line $i"; i=$((i+1)); done; exit 9`, 0, 0)
 	m.running()
@@ -270,6 +277,7 @@ func TestRunningMonitorSighupAndChildStorm(t *testing.T) {
 	t.Logf("monitor log lines: %d; live log %d bytes; tail %q", strings.Count(m.monitorLog(), "\n"), len(live), live[max(0, len(live)-60):])
 }
 
+// A container that closes its stdout early goes on being copied on stderr.
 func TestRunningMonitorStdoutClosedEarly(t *testing.T) {
 	m := startRunningMonitor(t, `echo out; exec >&-; sleep 0.3; echo err >&2; exit 4`, 0, 0)
 	if e := m.exit(); e.ExitCode != 4 {
@@ -282,6 +290,8 @@ func TestRunningMonitorStdoutClosedEarly(t *testing.T) {
 	}
 }
 
+// A maxSize smaller than one entry, with maxFiles 2: each entry gets a file,
+// and one rotated file is kept.
 func TestRunningMonitorTinyMaxSize(t *testing.T) {
 	m := startRunningMonitor(t, `i=0; while [ $i -lt 50 ]; do echo "line $i of the container's output"; i=$((i+1)); done`, 10, 2)
 	m.exit()
@@ -293,6 +303,8 @@ func TestRunningMonitorTinyMaxSize(t *testing.T) {
 	}
 }
 
+// A rotation file that is not a JSON object changes nothing (it read as
+// "rotation off" before).
 func TestRunningMonitorGarbageRotationFile(t *testing.T) {
 	m := startRunningMonitor(t, `read x < "$GO"`, 4096, 3)
 	m.running()
@@ -370,8 +382,9 @@ func TestRunningMonitorSighupDuringExitRecorder(t *testing.T) {
 	}
 }
 
-// The same with real containers: a reload (SetLogRotation, SIGHUP to every
-// monitor) while containers exit loses their exit codes.
+// The same with real containers: reloads (SetLogRotation, SIGHUP to every
+// monitor) while containers exit keep their exit codes (they were recorded
+// as lost monitors, 137) and never make a removal fail.
 func TestReloadWhileContainersExitKeepsExits(t *testing.T) {
 	e := newEnv(t)
 	pod := e.pod(false)
