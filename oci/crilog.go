@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/staticpodd/staticpodd/agent/podspec"
@@ -79,7 +80,7 @@ func openCRILog(path string, rot logRotation, log *slog.Logger) (*criLog, error)
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, fmt.Errorf("create log dir for %s: %w", path, err)
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o640)
+	f, err := os.OpenFile(path, logFileFlags, 0o640)
 	if err != nil {
 		return nil, fmt.Errorf("open log %s: %w", path, err)
 	}
@@ -152,6 +153,12 @@ func (l *criLog) setRotationLocked(rot logRotation) error {
 	}
 	return nil
 }
+
+// logFileFlags open a live log file: appended to, and never through a
+// symlink put where it belongs (a container with the host's log directory
+// mounted could otherwise make the monitor append to any file). The C
+// monitor opens it the same way.
+const logFileFlags = os.O_WRONLY | os.O_CREATE | os.O_APPEND | syscall.O_NOFOLLOW
 
 // copyBuffer is how much of a stream copy reads at once: a pipe's capacity.
 const copyBuffer = 64 * 1024
@@ -301,7 +308,7 @@ func (l *criLog) rotateLocked() {
 		l.rotateFailedLocked(err)
 		return
 	}
-	f, err := os.OpenFile(l.path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o640)
+	f, err := os.OpenFile(l.path, logFileFlags, 0o640)
 	if err != nil {
 		// Back, so that readers find the live file where it was.
 		if rerr := os.Rename(rotated, l.path); rerr != nil {
@@ -421,30 +428,13 @@ func (l *criLog) compressOld() error {
 // replaces the other, so a crash leaves one of them whole.
 func (l *criLog) compressOne(stamp string) (err error) {
 	src := l.rotatedPath(stamp)
-	in, err := os.Open(src)
+	tmp := src + podspec.TempLogSuffix
+	err = gzipFile(src, tmp, l.closing)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil // removed as one too many
 	}
 	if err != nil {
-		return fmt.Errorf("compress %s: %w", src, err)
-	}
-	defer in.Close()
-	tmp := src + podspec.TempLogSuffix
-	out, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o640)
-	if err != nil {
-		return fmt.Errorf("compress %s: %w", src, err)
-	}
-	defer func() {
-		if err != nil {
-			_ = out.Close()
-			_ = os.Remove(tmp)
-		}
-	}()
-	if err := gzipTo(out, in, l.closing); err != nil {
-		return fmt.Errorf("compress %s: %w", src, err)
-	}
-	if err := out.Close(); err != nil {
-		return fmt.Errorf("compress %s: %w", src, err)
+		return err
 	}
 	l.mu.Lock()
 	i := l.rotatedIndexLocked(stamp)
@@ -463,6 +453,32 @@ func (l *criLog) compressOne(stamp string) (err error) {
 	}
 	if err := removeIfExists(src); err != nil {
 		return fmt.Errorf("remove %s after compressing it: %w", src, err)
+	}
+	return nil
+}
+
+// gzipFile writes src gzipped to tmp (created or emptied, never through a
+// symlink) and syncs it, or removes tmp and fails; stop ends it with
+// errClosing. A missing src is an error satisfying errors.Is(err,
+// fs.ErrNotExist). Renaming tmp is the caller's: compressOne, or the C
+// monitor after its gzip helper (runGzip).
+func gzipFile(src, tmp string, stop <-chan struct{}) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return fmt.Errorf("compress %s: %w", src, err)
+	}
+	defer in.Close()
+	out, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW, 0o640)
+	if err != nil {
+		return fmt.Errorf("compress %s: %w", src, err)
+	}
+	err = gzipTo(out, in, stop)
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("compress %s: %w", src, err)
 	}
 	return nil
 }

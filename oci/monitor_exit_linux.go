@@ -8,7 +8,6 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"strconv"
 	"syscall"
 	"time"
@@ -137,7 +136,7 @@ func runGzip(args []string) int {
 		fmt.Fprintln(os.Stderr, "monitor gzip: want <src> <tmp>")
 		return 2
 	}
-	err := gzipFile(args[0], args[1])
+	err := gzipFile(args[0], args[1], nil)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return gzipGone
@@ -146,21 +145,4 @@ func runGzip(args []string) int {
 		return 1
 	}
 	return 0
-}
-
-func gzipFile(src, tmp string) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return fmt.Errorf("compress %s: %w", src, err)
-	}
-	defer in.Close()
-	out, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o640)
-	if err != nil {
-		return fmt.Errorf("compress %s: %w", src, err)
-	}
-	if err := gzipTo(out, in, nil); err != nil {
-		_ = out.Close()
-		return fmt.Errorf("compress %s: %w", filepath.Base(src), err)
-	}
-	return out.Close()
 }
