@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"math/rand"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -21,6 +22,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	cmonitor "github.com/staticpodd/staticpodd/oci/monitor"
 )
 
 // trickyContent is output that tests the line handling: lines of 0 to 100000
@@ -423,4 +426,55 @@ func TestReloadWhileContainersExitKeepsExits(t *testing.T) {
 		t.Errorf("%d of %d exit codes lost to a reload", lost, n)
 	}
 	_ = e.rt.RemoveSandbox(context.Background(), pod.UID)
+}
+
+// A log file replaced by a symlink (a container with the host's log
+// directory mounted could plant one) is never written through: not by the
+// Go writer, not by the C monitor, and the gzip helper does not create its
+// .tmp through one.
+func TestLogFilesNotWrittenThroughSymlinks(t *testing.T) {
+	dir := t.TempDir()
+	outside := filepath.Join(dir, "outside")
+	if err := os.WriteFile(outside, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	logPath := filepath.Join(dir, "0.log")
+	if err := os.Symlink(outside, logPath); err != nil {
+		t.Fatal(err)
+	}
+	if l, err := openCRILog(logPath, logRotation{}, slogDiscard()); err == nil {
+		l.Close()
+		t.Error("the Go writer opened a log that is a symlink")
+	}
+
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	cmd := exec.Command(exe, cmonitor.RunningArg, "test", logPath, "0", "0", "", "1", "3", "3", gzipArg, "staticpodd-monitor", exitArg)
+	cmd.ExtraFiles = []*os.File{r}
+	out, err := cmd.CombinedOutput()
+	w.Close()
+	if err == nil || !strings.Contains(string(out), "open log") {
+		t.Errorf("the C monitor on a symlinked log: %v, %q; want it to refuse to open it", err, out)
+	}
+
+	src := filepath.Join(dir, "0.log.20261201-000000")
+	if err := os.WriteFile(src, []byte("a rotated file\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, src+".tmp"); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(exe, gzipArg, src, src+".tmp").CombinedOutput(); err == nil {
+		t.Errorf("the gzip helper wrote through a symlinked .tmp: %q", out)
+	}
+	if b, _ := os.ReadFile(outside); len(b) != 0 {
+		t.Errorf("a file outside the log was written through a symlink: %q", b)
+	}
 }

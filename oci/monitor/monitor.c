@@ -296,7 +296,7 @@ static void rotate(void) {
 		rotation_failed(errno);
 		return;
 	}
-	int fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
+	int fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0640);
 	if (fd < 0) {
 		int err = errno;
 		if (rename(to, log_path) < 0)
@@ -729,7 +729,7 @@ static void run(int argc, char **argv) {
 			die("set up pipe");
 		streams[i].buf = grow(NULL, COPY_BUFFER);
 	}
-	log_fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
+	log_fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0640);
 	if (log_fd < 0)
 		die("open log");
 	struct stat st;
