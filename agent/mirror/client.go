@@ -180,20 +180,21 @@ func intoAny[T any](res rest.Result) (*T, error) {
 type restPods struct{ typed[v1.Pod] }
 
 func (p restPods) List(ctx context.Context, opts metav1.ListOptions) (*v1.PodList, error) {
-	var timeout time.Duration
-	if opts.TimeoutSeconds != nil {
-		timeout = time.Duration(*opts.TimeoutSeconds) * time.Second
-	}
-	return intoAny[v1.PodList](p.scoped(p.c.Get()).VersionedParams(&opts, p.params).Timeout(timeout).Do(ctx))
+	return intoAny[v1.PodList](p.scoped(p.c.Get()).VersionedParams(&opts, p.params).Timeout(listTimeout(opts)).Do(ctx))
 }
 
 func (p restPods) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-	var timeout time.Duration
-	if opts.TimeoutSeconds != nil {
-		timeout = time.Duration(*opts.TimeoutSeconds) * time.Second
-	}
 	opts.Watch = true
-	return p.scoped(p.c.Get()).VersionedParams(&opts, p.params).Timeout(timeout).Watch(ctx)
+	return p.scoped(p.c.Get()).VersionedParams(&opts, p.params).Timeout(listTimeout(opts)).Watch(ctx)
+}
+
+// listTimeout is the request timeout a list or watch asks for, as the typed
+// clients set it.
+func listTimeout(opts metav1.ListOptions) time.Duration {
+	if opts.TimeoutSeconds == nil {
+		return 0
+	}
+	return time.Duration(*opts.TimeoutSeconds) * time.Second
 }
 
 // eventSink posts events into their own namespace, as client-go's
