@@ -457,13 +457,15 @@ func (l *criLog) compressOne(stamp string) (err error) {
 	return nil
 }
 
-// gzipFile writes src gzipped to tmp (created or emptied, never through a
-// symlink) and syncs it, or removes tmp and fails; stop ends it with
+// gzipFile writes src gzipped to tmp and syncs it, or removes tmp and fails;
+// neither is opened through a symlink (one planted as a rotated file would
+// copy any host file into the log directory, for log readers to read). stop
+// ends it with
 // errClosing. A missing src is an error satisfying errors.Is(err,
 // fs.ErrNotExist). Renaming tmp is the caller's: compressOne, or the C
 // monitor after its gzip helper (runGzip).
 func gzipFile(src, tmp string, stop <-chan struct{}) error {
-	in, err := os.Open(src)
+	in, err := os.OpenFile(src, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
 	if err != nil {
 		return fmt.Errorf("compress %s: %w", src, err)
 	}

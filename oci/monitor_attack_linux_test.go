@@ -477,4 +477,21 @@ func TestLogFilesNotWrittenThroughSymlinks(t *testing.T) {
 	if b, _ := os.ReadFile(outside); len(b) != 0 {
 		t.Errorf("a file outside the log was written through a symlink: %q", b)
 	}
+
+	// A rotated file that is a symlink to a host file is not compressed
+	// into the log directory.
+	secret := filepath.Join(dir, "secret")
+	if err := os.WriteFile(secret, []byte("host secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	planted := filepath.Join(dir, "0.log.20261201-000001")
+	if err := os.Symlink(secret, planted); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(exe, gzipArg, planted, planted+".tmp").CombinedOutput(); err == nil {
+		t.Errorf("the gzip helper read through a symlinked rotated file: %q", out)
+	}
+	if _, err := os.Stat(planted + ".tmp"); err == nil {
+		t.Error("the gzip helper copied a host file behind a symlink into the log directory")
+	}
 }
