@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -214,7 +215,7 @@ func (lr *logReader) openRun(prev *logFile) (bool, error) {
 	var inUse []podspec.RotatedLog
 	for {
 		var err error
-		f, err = os.Open(lr.live)
+		f, err = openLog(lr.live)
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return false, fmt.Errorf("open %s: %w", lr.live, err)
 		}
@@ -268,14 +269,21 @@ func (lr *logReader) openRun(prev *logFile) (bool, error) {
 	return f != nil || len(newer) > 0, nil
 }
 
+// openLog opens a log file, never through a symlink: one planted in the log
+// directory (by a container that has the host's log directory mounted)
+// would serve any host file to whoever may read logs.
+func openLog(path string) (*os.File, error) {
+	return os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+}
+
 // openRotated opens a rotated file, or its compressed copy when it was
 // compressed meanwhile; nil when it was removed.
 func openRotated(rl podspec.RotatedLog) (*logFile, error) {
 	path, gz := rl.Path, rl.Compressed
-	f, err := os.Open(path)
+	f, err := openLog(path)
 	if errors.Is(err, fs.ErrNotExist) && !gz {
 		path, gz = path+podspec.CompressedLogSuffix, true
-		f, err = os.Open(path)
+		f, err = openLog(path)
 	}
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil

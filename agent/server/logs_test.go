@@ -130,6 +130,32 @@ func TestContainerLogsAcrossRotatedFiles(t *testing.T) {
 	}
 }
 
+// A log file, live or rotated, that is a symlink (planted by a container
+// with the host's log directory mounted) is never read through.
+func TestContainerLogsNotReadThroughSymlinks(t *testing.T) {
+	live := rotatedRun(t)
+	dir := filepath.Dir(live)
+	secret := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(secret, []byte(entry(9, "stdout", "F", "host secret")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(secret, filepath.Join(dir, "0.log.20261130-060006")); err != nil {
+		t.Fatal(err)
+	}
+	if _, got := getLogs(t, fakeAgent{logFile: live}, ""); strings.Contains(got, "host secret") {
+		t.Errorf("a symlinked rotated file was served: %q", got)
+	}
+	if err := os.Remove(live); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(secret, live); err != nil {
+		t.Fatal(err)
+	}
+	if _, got := getLogs(t, fakeAgent{logFile: live}, ""); strings.Contains(got, "host secret") {
+		t.Errorf("a symlinked live log was served: %q", got)
+	}
+}
+
 // An unfinished last line is given when not following: it may never be
 // finished.
 // Lines that are not CRI are skipped, as the kubelet skips them.
