@@ -33,8 +33,13 @@ type runningMonitor struct {
 	t                *testing.T
 	cmd              *exec.Cmd
 	dir, log, monLog string
-	fifo             string // the workload may wait on it ($GO): release sends it a line
-	done             chan error
+	// goW is the write end of the pipe the workload may wait on ($GO, a
+	// /dev/fd path): release writes it a line. A pipe that the test holds
+	// open, not a FIFO: a FIFO's writer that had not yet closed when the
+	// workload opened it for its next wait gave that wait an end of file,
+	// and the workload ran on and ended early.
+	goW  *os.File
+	done chan error
 }
 
 func startRunningMonitor(t *testing.T, workload string, maxSize int64, maxFiles int) *runningMonitor {
@@ -51,13 +56,17 @@ func startRunningMonitorLog(t *testing.T, workload, logPath string, maxSize int6
 		logPath = filepath.Join(dir, "0.log")
 	}
 	m := &runningMonitor{t: t, dir: dir, log: logPath, monLog: filepath.Join(dir, monitorLog),
-		fifo: filepath.Join(dir, "go"), done: make(chan error, 1)}
-	start := filepath.Join(dir, "start")
-	for _, fifo := range []string{m.fifo, start} {
-		if err := unix.Mkfifo(fifo, 0o600); err != nil {
-			t.Fatal(err)
-		}
+		done: make(chan error, 1)}
+	startR, startW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
 	}
+	goR, goW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.goW = goW
+	t.Cleanup(func() { startW.Close(); goW.Close() })
 	outR, outW, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
@@ -75,17 +84,18 @@ func startRunningMonitorLog(t *testing.T, workload, logPath string, maxSize int6
 		t.Fatal(err)
 	}
 	// fds: 3 stdout read end, 4 stderr read end, 5 and 6 the write ends,
-	// which only the workload keeps.
+	// which only the workload keeps, as it does 7, the start pipe, and 8,
+	// the pipe of $GO.
 	// The workload starts once the C monitor runs: one that ended before
 	// the shell's exec would be reaped by the shell, not by the monitor.
-	script := `(read x < "$START"; ` + workload + `) >&5 2>&6 5>&- 6>&- 3<&- 4<&- &
+	script := `(read x <&7; ` + workload + `) >&5 2>&6 5>&- 6>&- 3<&- 4<&- &
 pid=$!
-exec 5>&- 6>&-
+exec 5>&- 6>&- 7<&- 8<&-
 exec "$0" "$@" "$pid" 3 4 ` + gzipArg + ` staticpodd-monitor ` + exitArg + ` "$ROOT" "$DIR" test "$LOG" 3 4 0 false`
 	m.cmd = exec.Command("/bin/sh", "-c", script, exe, cmonitor.RunningArg, "test", m.log,
 		strconv.FormatInt(maxSize, 10), strconv.Itoa(maxFiles), filepath.Join(dir, rotationFile))
-	m.cmd.Env = append(os.Environ(), "ROOT="+filepath.Join(dir, "libcontainer"), "DIR="+dir, "LOG="+m.log, "GO="+m.fifo, "START="+start)
-	m.cmd.ExtraFiles = []*os.File{outR, errR, outW, errW}
+	m.cmd.Env = append(os.Environ(), "ROOT="+filepath.Join(dir, "libcontainer"), "DIR="+dir, "LOG="+m.log, "GO=/dev/fd/8")
+	m.cmd.ExtraFiles = []*os.File{outR, errR, outW, errW, startR, goR}
 	// A group of its own, so that the cleanup also ends a workload whose
 	// monitor a test killed.
 	m.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -93,7 +103,7 @@ exec "$0" "$@" "$pid" 3 4 ` + gzipArg + ` staticpodd-monitor ` + exitArg + ` "$R
 	if err := m.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range []*os.File{outR, errR, outW, errW, monLog} {
+	for _, f := range []*os.File{outR, errR, outW, errW, startR, goR, monLog} {
 		f.Close()
 	}
 	go func() { m.done <- m.cmd.Wait() }()
@@ -102,34 +112,44 @@ exec "$0" "$@" "$pid" 3 4 ` + gzipArg + ` staticpodd-monitor ` + exitArg + ` "$R
 		<-m.done
 	})
 	m.running()
-	f, err := os.OpenFile(start, os.O_WRONLY, 0)
-	if err != nil {
+	if _, err := startW.WriteString("\n"); err != nil {
 		t.Fatal(err)
 	}
-	_, _ = f.WriteString("\n")
-	f.Close()
 	return m
 }
 
-// running waits until the process is the C monitor.
+// running waits until the process is the C monitor with SIGHUP blocked.
+// The real monitor's exec arrives with it blocked already; the shell's here
+// does not, and a SIGHUP sent between the exec and the C monitor's
+// sigprocmask would kill it.
 func (m *runningMonitor) running() {
 	m.t.Helper()
 	m.eventually("the C monitor running", func() bool {
 		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", m.cmd.Process.Pid))
 		args := strings.Split(string(b), "\x00")
-		return len(args) > 1 && args[1] == cmonitor.RunningArg
+		return len(args) > 1 && args[1] == cmonitor.RunningArg && sigBlocked(m.cmd.Process.Pid, unix.SIGHUP)
 	})
+}
+
+// sigBlocked says whether pid's main thread blocks sig.
+func sigBlocked(pid int, sig unix.Signal) bool {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	for _, line := range strings.Split(string(b), "\n") {
+		if mask, ok := strings.CutPrefix(line, "SigBlk:"); ok {
+			v, err := strconv.ParseUint(strings.TrimSpace(mask), 16, 64)
+			return err == nil && v&(1<<(uint(sig)-1)) != 0
+		}
+	}
+	return false
 }
 
 // release lets a workload waiting on $GO go on.
 func (m *runningMonitor) release() {
 	m.t.Helper()
-	f, err := os.OpenFile(m.fifo, os.O_WRONLY, 0)
-	if err != nil {
+	// A pipe's buffer holds the line: this never waits for the reader.
+	if _, err := m.goW.WriteString("\n"); err != nil {
 		m.t.Fatal(err)
 	}
-	_, _ = f.WriteString("\n")
-	f.Close()
 }
 
 // exit waits for the monitor to end and returns the exit it recorded.
