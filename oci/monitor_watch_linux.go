@@ -218,8 +218,11 @@ func adoptMonitor(st monitorState) (*monitor, error) {
 		return nil, fmt.Errorf("monitor %d: %w", st.MonitorPid, err)
 	}
 	// The pidfd pins the process: if its start time matches now, it is ours.
-	if stat, err := system.Stat(st.MonitorPid); err != nil || stat.StartTime != st.MonitorStart ||
-		stat.State == system.Zombie || stat.State == system.Dead {
+	// Whether it has exited, the pidfd says, not /proc's state: a monitor
+	// whose exec into the C monitor (or the exit recorder) is under way from
+	// a thread other than its first shows that thread as a zombie until the
+	// exec completes, though the process lives on.
+	if stat, err := system.Stat(st.MonitorPid); err != nil || stat.StartTime != st.MonitorStart || pidfdExited(fd) {
 		_ = fd.Close()
 		return nil, nil
 	}
@@ -239,6 +242,29 @@ func openPidfd(pid int) (*os.File, error) {
 		return nil, fmt.Errorf("pidfd_open %d: %w", pid, err)
 	}
 	return os.NewFile(uintptr(fd), "pidfd"), nil
+}
+
+// pidfdExited says whether the process of pidfd has exited: its whole
+// thread group, not only its first thread.
+// (Through SyscallConn: Fd would take the pidfd out of the netpoller that
+// awaitExit waits in.)
+func pidfdExited(pidfd *os.File) bool {
+	rc, err := pidfd.SyscallConn()
+	if err != nil {
+		return false
+	}
+	exited := false
+	_ = rc.Control(func(fd uintptr) {
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		for {
+			n, err := unix.Poll(fds, 0)
+			if !errors.Is(err, unix.EINTR) {
+				exited = n > 0
+				return
+			}
+		}
+	})
+	return exited
 }
 
 // awaitExit blocks until the process of pidfd has exited (a pidfd becomes
