@@ -169,7 +169,7 @@ func (w *worker) run(ctx context.Context) {
 	}
 	for {
 		op, start := w.syncOperation(), time.Now()
-		w.sync(ctx)
+		onFreshStack(func() { w.sync(ctx) })
 		w.a.timings.worker(op).Observe(time.Since(start).Seconds())
 		if len(w.pods) == 0 && w.a.removeWorker(w) {
 			w.a.statusChanged(w.key) // the pod is no longer listed
@@ -184,15 +184,33 @@ func (w *worker) run(ctx context.Context) {
 			return
 		case <-w.wake:
 		case st := <-w.exits:
-			if c, exited := w.record(st); exited {
-				w.exited(c)
-			}
+			onFreshStack(func() {
+				if c, exited := w.record(st); exited {
+					w.exited(c)
+				}
+			})
 		case r := <-w.hookDone:
-			w.postStartDone(r)
+			onFreshStack(func() { w.postStartDone(r) })
 		case <-timerC:
 			w.timer = nil
 		}
 	}
+}
+
+// onFreshStack runs f on a goroutine of its own and waits for it to return.
+// A worker lives as long as its pod, parked in run's select; the stack that
+// a start or a stop grows would stay with it, since the runtime shrinks a
+// parked goroutine's stack only now and then, by half, and not below twice
+// what it uses. With 100 pods at rest the runtime counted 4.5-5.7 MiB of
+// goroutine stacks before, 3.3-4.0 MiB this way. f's stack goes with its
+// goroutine; starting one costs about a microsecond per sync.
+func onFreshStack(f func()) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f()
+	}()
+	<-done
 }
 
 // sync plans the desired pod against what the worker knows and applies the plan.
