@@ -16,6 +16,15 @@ const trimQuiet = 10 * time.Second
 // collect, give back and fault its pages in again after each.
 const trimEvery = 5 * time.Minute
 
+// trimBurst is the number of events in a burst (events less than trimQuiet
+// apart) after which the daemon trims once quiet, however recent the last
+// trim: pods started or stopped by the ten, not one container's restart.
+// Without it, the trim of a daemon idle since its start (10 s after the first
+// sync, before any manifest came) put off the trim after the pods' start by
+// 5 minutes (make bench's scale run: RSS at rest 40-45 MiB with 100 pods
+// when it did, 36-37 MiB when it did not).
+const trimBurst = 20
+
 // trimWhenQuiet calls trim once the daemon's first sync is done and no event
 // came for trimQuiet, and again after each later burst of events, until ctx
 // ends. Start-up and a burst of pod starts touch most of the binary's code
@@ -33,6 +42,7 @@ func trimWhenQuiet(ctx context.Context, rec *events.Recorder, synced <-chan stru
 	quiet := time.NewTimer(trimQuiet)
 	defer quiet.Stop()
 	armed := true
+	burst := 0         // events since the last quiet spell
 	var last time.Time // of the last trim
 	for {
 		select {
@@ -41,19 +51,22 @@ func trimWhenQuiet(ctx context.Context, rec *events.Recorder, synced <-chan stru
 		case _, ok := <-sub.C():
 			if !ok { // fell behind: the burst goes on
 				_, sub = rec.Subscribe()
+				burst = trimBurst
 			}
 			quiet.Reset(trimQuiet)
 			armed = true
+			burst++
 		case <-quiet.C:
 			if !armed {
 				continue
 			}
-			if since := time.Since(last); !last.IsZero() && since < trimEvery {
+			if since := time.Since(last); !last.IsZero() && since < trimEvery && burst < trimBurst {
 				quiet.Reset(trimEvery - since)
+				burst = 0
 				continue
 			}
 			trim()
-			last, armed = time.Now(), false
+			last, armed, burst = time.Now(), false, 0
 		}
 	}
 }

@@ -69,6 +69,26 @@ func TestTrimWhenQuiet(t *testing.T) {
 		if n := trims.Load() - 2; n < 1 || n > int32(time.Hour/trimEvery)+1 {
 			t.Fatalf("%d trims in an hour of an event every 15 s, want 1 to %d", n, time.Hour/trimEvery+1)
 		}
+		// Right after a trim, a burst of pods (trimBurst events) is trimmed
+		// after as soon as it is over, not trimEvery later.
+		time.Sleep(time.Hour)
+		synctest.Wait()
+		before := trims.Load()
+		event()
+		time.Sleep(trimQuiet + time.Second)
+		synctest.Wait()
+		if n := trims.Load() - before; n != 1 {
+			t.Fatalf("%d trims after a quiet hour and one event, want 1", n)
+		}
+		for range trimBurst {
+			time.Sleep(100 * time.Millisecond)
+			event()
+		}
+		time.Sleep(trimQuiet + time.Second)
+		synctest.Wait()
+		if n := trims.Load() - before; n != 2 {
+			t.Fatalf("%d trims after a burst of %d events %v after a trim, want 2", n, trimBurst, 2*trimQuiet)
+		}
 		cancel()
 		<-done
 	})
