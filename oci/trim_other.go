@@ -4,3 +4,6 @@ package oci
 
 // TrimMemory does nothing off Linux.
 func TrimMemory() {}
+
+// SmallPagesForExecutable does nothing off Linux.
+func SmallPagesForExecutable() {}
