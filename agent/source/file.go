@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	utilio "k8s.io/utils/io"
 
@@ -54,6 +55,7 @@ type File struct {
 	notes   map[string]string       // one-time messages already logged, by path
 	watches map[string]*watchDir    // by real directory path
 	last    string                  // fingerprint of the last update sent
+	digests map[*v1.Pod]string      // digest of each parsed pod of the last list
 	sent    bool
 	missing bool // the path did not exist at the last list
 	isDir   bool // the path was a directory at the last list
@@ -255,7 +257,7 @@ func (f *File) links() []string {
 // sent, so the source counts as seen even when it is empty. The Store hears
 // of the pods first, so that it has their manifests when they start.
 func (f *File) send(ctx context.Context, out chan<- Update, u Update) error {
-	fp := fingerprint(u)
+	fp := u.fingerprint
 	if f.sent && fp == f.last {
 		return nil
 	}
@@ -282,14 +284,34 @@ func (f *File) manifests() []Manifest {
 	return out
 }
 
-func fingerprint(u Update) string {
+// fingerprint says what the update of paths would: each pod's origin, UID
+// and digest, and each problem. A parsed pod is never changed (update stamps
+// copies), so its digest is computed once per parse and kept as long as a
+// list still has it: a relist that reads 100 unchanged manifests no longer
+// marshals 100 pods to find that nothing changed.
+func (f *File) fingerprint(paths []string) string {
 	var b strings.Builder
-	for _, p := range u.Pods {
-		fmt.Fprintf(&b, "pod %s %s %s\n", p.Origin, p.UID, digest(p))
+	digests := make(map[*v1.Pod]string, len(f.digests))
+	for _, p := range paths {
+		st := f.files[p]
+		if st == nil {
+			continue
+		}
+		for _, pod := range st.pods {
+			d, ok := f.digests[pod.Pod]
+			if !ok {
+				d = digest(pod)
+			}
+			digests[pod.Pod] = d
+			fmt.Fprintf(&b, "pod %s %s %s\n", pod.Origin, pod.UID, d)
+		}
 	}
-	for _, p := range u.Problems {
-		fmt.Fprintf(&b, "problem %s %s\n", p.Origin, p.Err)
+	for _, p := range paths {
+		if st := f.files[p]; st != nil && st.err != nil {
+			fmt.Fprintf(&b, "problem %s %s\n", p, st.err)
+		}
 	}
+	f.digests = digests
 	return b.String()
 }
 
@@ -587,7 +609,12 @@ func readAtMost(path string, limit int64) ([]byte, error) {
 // A pod keeps the config.seen time it first had for as long as it stays in the
 // set: the store only has a time for pods that were started.
 func (f *File) update(paths []string) Update {
-	u := Update{Source: manifest.SourceFile, Pods: []manifest.Pod{}}
+	fp := f.fingerprint(paths)
+	if f.sent && fp == f.last {
+		// What was sent stands: send drops it, and the pods need no copies.
+		return Update{Source: manifest.SourceFile, fingerprint: fp}
+	}
+	u := Update{Source: manifest.SourceFile, Pods: []manifest.Pod{}, fingerprint: fp}
 	seenAt := map[types.UID]time.Time{}
 	seen := func(uid types.UID) time.Time {
 		t, ok := f.seenAt[uid]

@@ -18,6 +18,8 @@ type Update struct {
 	Source   string // manifest.SourceFile or manifest.SourceHTTP
 	Pods     []manifest.Pod
 	Problems []manifest.Problem
+
+	fingerprint string // the file source's, of what it says
 }
 
 // Manifest is the content a pod was made from: what a Store keeps with a
