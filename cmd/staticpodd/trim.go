@@ -21,8 +21,8 @@ const trimEvery = 5 * time.Minute
 // trim: pods started or stopped by the ten, not one container's restart.
 // Without it, the trim of a daemon idle since its start (10 s after the first
 // sync, before any manifest came) put off the trim after the pods' start by
-// 5 minutes (make bench's scale run: RSS at rest 40-45 MiB with 100 pods
-// when it did, 36-37 MiB when it did not).
+// 5 minutes: with 100 pods dropped 12 s after the start, the RSS stayed at
+// 38.9 MiB where it falls to 25-28 MiB once trimmed (sampled every second).
 const trimBurst = 20
 
 // trimWhenQuiet calls trim once the daemon's first sync is done and no event
