@@ -245,36 +245,39 @@ func openPidfd(pid int) (*os.File, error) {
 }
 
 // pidfdExited says whether the process of pidfd has exited: its whole
-// thread group, not only its first thread.
-// (Through SyscallConn: Fd would take the pidfd out of the netpoller that
-// awaitExit waits in.)
+// thread group, not only its first thread. (Through SyscallConn: Fd would
+// take the pidfd out of the netpoller that awaitExit waits in.)
 func pidfdExited(pidfd *os.File) bool {
 	rc, err := pidfd.SyscallConn()
 	if err != nil {
 		return false
 	}
 	exited := false
-	_ = rc.Control(func(fd uintptr) {
-		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-		for {
-			n, err := unix.Poll(fds, 0)
-			if !errors.Is(err, unix.EINTR) {
-				exited = n > 0
-				return
-			}
-		}
-	})
+	_ = rc.Control(func(fd uintptr) { exited, _ = pollPidfd(fd, 0) })
 	return exited
+}
+
+// pollPidfd waits up to timeout ms (-1: for ever) for pidfd fd to become
+// readable, which it does once its process has exited.
+func pollPidfd(fd uintptr, timeout int) (bool, error) {
+	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	for {
+		n, err := unix.Poll(fds, timeout)
+		if !errors.Is(err, unix.EINTR) {
+			return n > 0, err
+		}
+	}
 }
 
 // awaitExit blocks until the process of pidfd has exited (a pidfd becomes
 // readable then), and closes pidfd.
 func awaitExit(pidfd *os.File) {
 	defer pidfd.Close()
+	// A poll that fails for another reason ends the wait: it would not
+	// succeed again.
 	exited := func(fd uintptr, timeout int) bool {
-		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-		n, err := unix.Poll(fds, timeout)
-		return n > 0 || (err != nil && !errors.Is(err, unix.EINTR))
+		ok, err := pollPidfd(fd, timeout)
+		return ok || err != nil
 	}
 	rc, err := pidfd.SyscallConn()
 	if err == nil {
