@@ -48,9 +48,6 @@ func SmallPagesForExecutable() {
 func trimMemory() {
 	debug.FreeOSMemory()
 	for _, m := range readOnlyExeMappings() {
-		// What is mapped again is mapped in small pages
-		// (SmallPagesForExecutable).
-		_, _, _ = unix.Syscall(unix.SYS_MADVISE, m.start, m.end-m.start, unix.MADV_NOHUGEPAGE)
 		if !m.anonymous {
 			_, _, _ = unix.Syscall(unix.SYS_MADVISE, m.start, m.end-m.start, unix.MADV_DONTNEED)
 		}
