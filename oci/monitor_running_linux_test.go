@@ -57,24 +57,19 @@ func startRunningMonitorLog(t *testing.T, workload, logPath string, maxSize int6
 	}
 	m := &runningMonitor{t: t, dir: dir, log: logPath, monLog: filepath.Join(dir, monitorLog),
 		done: make(chan error, 1)}
-	startR, startW, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
+	pipe := func() (r, w *os.File) {
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r, w
 	}
-	goR, goW, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
+	startR, startW := pipe()
+	goR, goW := pipe()
 	m.goW = goW
 	t.Cleanup(func() { startW.Close(); goW.Close() })
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	errR, errW, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
+	outR, outW := pipe()
+	errR, errW := pipe()
 	monLog, err := os.Create(m.monLog)
 	if err != nil {
 		t.Fatal(err)
