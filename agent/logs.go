@@ -10,7 +10,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/staticpodd/staticpodd/agent/podspec"
+	"github.com/staticpodd/staticpodd/agent/podspec/logfiles"
 )
 
 // ErrNoLogs: the container has no log file (yet, or no previous one).
@@ -19,7 +19,7 @@ var ErrNoLogs = errors.New("no logs")
 // LogFile returns the CRI log file of container in the pod namespace/name (its
 // full name): the newest run's, or with previous the run before it, as
 // kubectl logs --previous. Files are <LogDir>/<container>/<attempt>.log, and
-// rotation makes <attempt>.log.<time>[.gz] of them (podspec.RotatedLogs): a
+// rotation makes <attempt>.log.<time>[.gz] of them (logfiles.RotatedLogs): a
 // run with only those still has its <attempt>.log returned.
 func (a *Agent) LogFile(namespace, name, container string, previous bool) (string, error) {
 	pod := a.findPod(namespace, name)
@@ -36,7 +36,7 @@ func (a *Agent) LogFile(namespace, name, container string, previous bool) (strin
 	}
 	var attempts []int
 	for _, e := range entries {
-		if n, ok := podspec.LogAttempt(e.Name()); ok {
+		if n, ok := logfiles.LogAttempt(e.Name()); ok {
 			attempts = append(attempts, n)
 		}
 	}

@@ -14,7 +14,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/staticpodd/staticpodd/agent/podspec"
+	"github.com/staticpodd/staticpodd/agent/podspec/logfiles"
 )
 
 // maxLogLine is the longest log line written whole; longer lines are split
@@ -122,7 +122,7 @@ func (l *criLog) setRotationLocked(rot logRotation) error {
 		// The compressor goes on; what the new count leaves out goes now.
 		for len(l.rotated) > rot.MaxFiles-1 {
 			old := l.rotatedPath(l.rotated[0].stamp)
-			if err := errors.Join(removeIfExists(old+podspec.CompressedLogSuffix), removeIfExists(old)); err != nil {
+			if err := errors.Join(removeIfExists(old+logfiles.CompressedLogSuffix), removeIfExists(old)); err != nil {
 				return fmt.Errorf("remove rotated log %s: %w", old, err)
 			}
 			l.rotated = l.rotated[1:]
@@ -130,7 +130,7 @@ func (l *criLog) setRotationLocked(rot logRotation) error {
 		return nil
 	}
 	// Normally none: a new run's log is a new file.
-	inUse, unused, err := podspec.RotatedLogs(l.path)
+	inUse, unused, err := logfiles.RotatedLogs(l.path)
 	if err != nil {
 		return err
 	}
@@ -295,7 +295,7 @@ func (l *criLog) rotateLocked() {
 		old := l.rotatedPath(l.rotated[0].stamp)
 		// The compressor may be writing <old>.tmp: it removes that itself
 		// once it finds the file gone from l.rotated.
-		err := errors.Join(removeIfExists(old+podspec.CompressedLogSuffix), removeIfExists(old))
+		err := errors.Join(removeIfExists(old+logfiles.CompressedLogSuffix), removeIfExists(old))
 		if err != nil {
 			l.rotateFailedLocked(err)
 			return
@@ -347,12 +347,12 @@ func (l *criLog) rotateFailedLocked(err error) {
 // stamp's form (an operator's <log>.bak) are passed over, and a name in use
 // is never taken again. The C monitor's next_stamp is the same.
 func (l *criLog) nextStamp() string {
-	stamp := l.now().Format(podspec.RotatedLogTimeFormat)
+	stamp := l.now().Format(logfiles.RotatedLogTimeFormat)
 	// Wall-clock arithmetic on the names: UTC has no daylight saving jumps.
-	t, _ := time.Parse(podspec.RotatedLogTimeFormat, stamp)
+	t, _ := time.Parse(logfiles.RotatedLogTimeFormat, stamp)
 	var newest time.Time
 	for _, r := range l.rotated {
-		if n, err := time.Parse(podspec.RotatedLogTimeFormat, r.stamp); err == nil && n.After(newest) {
+		if n, err := time.Parse(logfiles.RotatedLogTimeFormat, r.stamp); err == nil && n.After(newest) {
 			newest = n
 		}
 	}
@@ -360,7 +360,7 @@ func (l *criLog) nextStamp() string {
 		t = newest.Add(time.Second)
 	}
 	for {
-		stamp = t.Format(podspec.RotatedLogTimeFormat)
+		stamp = t.Format(logfiles.RotatedLogTimeFormat)
 		if l.rotatedIndexLocked(stamp) < 0 {
 			return stamp
 		}
@@ -428,7 +428,7 @@ func (l *criLog) compressOld() error {
 // replaces the other, so a crash leaves one of them whole.
 func (l *criLog) compressOne(stamp string) (err error) {
 	src := l.rotatedPath(stamp)
-	tmp := src + podspec.TempLogSuffix
+	tmp := src + logfiles.TempLogSuffix
 	err = gzipFile(src, tmp, l.closing)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil // removed as one too many
@@ -443,7 +443,7 @@ func (l *criLog) compressOne(stamp string) (err error) {
 		_ = os.Remove(tmp)
 		return nil // removed meanwhile: the .gz must not bring it back
 	}
-	err = os.Rename(tmp, src+podspec.CompressedLogSuffix)
+	err = os.Rename(tmp, src+logfiles.CompressedLogSuffix)
 	if err == nil {
 		l.rotated[i].gz = true
 	}

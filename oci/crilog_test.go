@@ -20,7 +20,7 @@ import (
 
 	"github.com/fsnotify/fsnotify"
 
-	"github.com/staticpodd/staticpodd/agent/podspec"
+	"github.com/staticpodd/staticpodd/agent/podspec/logfiles"
 )
 
 func TestCRILog(t *testing.T) {
@@ -217,7 +217,7 @@ func waitForFiles(t *testing.T, dir string, want ...string) {
 // then live, in order, and each file's uncompressed size.
 func readLogFiles(t *testing.T, path string) ([]byte, map[string]int) {
 	t.Helper()
-	inUse, _, err := podspec.RotatedLogs(path)
+	inUse, _, err := logfiles.RotatedLogs(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -461,7 +461,7 @@ func TestCRILogRotationLosesNoLineUnderAFastWriter(t *testing.T) {
 			}
 			t.Logf("%d MB in %v: %.0f MB/s", total>>20, elapsed.Round(time.Millisecond), float64(total)/(1<<20)/elapsed.Seconds())
 
-			inUse, _, err := podspec.RotatedLogs(path)
+			inUse, _, err := logfiles.RotatedLogs(path)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/staticpodd/staticpodd/agent/podspec"
+	"github.com/staticpodd/staticpodd/agent/podspec/logfiles"
 	"github.com/staticpodd/staticpodd/tests/testdaemon"
 )
 
@@ -38,18 +38,18 @@ var pad = " " + strings.Repeat("x", 90) + "\n"
 
 // runLogFiles returns the files of a run's log, rotated (oldest first) then
 // live.
-func runLogFiles(t *testing.T, live string) []podspec.RotatedLog {
+func runLogFiles(t *testing.T, live string) []logfiles.RotatedLog {
 	t.Helper()
-	rotated, _, err := podspec.RotatedLogs(live)
+	rotated, _, err := logfiles.RotatedLogs(live)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return append(rotated, podspec.RotatedLog{Path: live})
+	return append(rotated, logfiles.RotatedLog{Path: live})
 }
 
 // readEntries returns the content of each CRI entry of a log file, and the
 // file's size (uncompressed).
-func readEntries(t *testing.T, f podspec.RotatedLog) ([]string, int) {
+func readEntries(t *testing.T, f logfiles.RotatedLog) ([]string, int) {
 	t.Helper()
 	file, err := os.Open(f.Path)
 	if err != nil {
@@ -114,7 +114,7 @@ func TestLogRotationUnderAFastWriter(t *testing.T) {
 	pod := d.WaitRunning("flood", 60*time.Second)
 	live := filepath.Join(d.LogsDir, fmt.Sprintf("default_%s_%s", pod.Name, pod.UID), "main", "0.log")
 	name := regexp.MustCompile(`^0\.log\.[0-9]{8}-[0-9]{6}(\.gz)?$`)
-	var files []podspec.RotatedLog
+	var files []logfiles.RotatedLog
 	d.Eventually(60*time.Second, "the last line written and the rotated files compressed", func() error {
 		data, err := os.ReadFile(live)
 		if err != nil {

@@ -9,7 +9,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/staticpodd/staticpodd/agent/podspec"
+	"github.com/staticpodd/staticpodd/agent/podspec/logfiles"
 )
 
 // PrepareVolumes creates what pod's volumes need on the host before its containers
@@ -184,7 +184,7 @@ func PruneLogs(pod *v1.Pod, container string, keepFrom int, p Paths) error {
 	}
 	var errs []error
 	for _, e := range entries {
-		n, ok := podspec.LogAttempt(e.Name())
+		n, ok := logfiles.LogAttempt(e.Name())
 		if !ok || n >= keepFrom {
 			continue
 		}

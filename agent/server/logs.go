@@ -17,7 +17,7 @@ import (
 
 	"github.com/fsnotify/fsnotify"
 
-	"github.com/staticpodd/staticpodd/agent/podspec"
+	"github.com/staticpodd/staticpodd/agent/podspec/logfiles"
 )
 
 // logOptions are the kubelet API's log options /containerLogs takes
@@ -172,7 +172,7 @@ type logReader struct {
 // When following, the directory is watched before anything is read, so no
 // change after is missed.
 func openLogs(path string, opts logOptions) (_ *logReader, err error) {
-	attempt, ok := podspec.LogAttempt(filepath.Base(path))
+	attempt, ok := logfiles.LogAttempt(filepath.Base(path))
 	if !ok {
 		return nil, fmt.Errorf("log %s is not a run's log", path)
 	}
@@ -212,14 +212,14 @@ func openLogs(path string, opts logOptions) (_ *logReader, err error) {
 // again. It reports whether it found anything to read.
 func (lr *logReader) openRun(prev *logFile) (bool, error) {
 	var f *os.File
-	var inUse []podspec.RotatedLog
+	var inUse []logfiles.RotatedLog
 	for {
 		var err error
 		f, err = openLog(lr.live)
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return false, fmt.Errorf("open %s: %w", lr.live, err)
 		}
-		inUse, _, err = podspec.RotatedLogs(lr.live)
+		inUse, _, err = logfiles.RotatedLogs(lr.live)
 		if errors.Is(err, fs.ErrNotExist) {
 			err = nil // the pod's logs are being removed: what is open is all
 		}
@@ -232,7 +232,7 @@ func (lr *logReader) openRun(prev *logFile) (bool, error) {
 		}
 		f.Close() // rotated meanwhile: look again
 	}
-	var newer []podspec.RotatedLog
+	var newer []logfiles.RotatedLog
 	for _, rl := range inUse {
 		if rl.Stamp > lr.after {
 			newer = append(newer, rl)
@@ -278,11 +278,11 @@ func openLog(path string) (*os.File, error) {
 
 // openRotated opens a rotated file, or its compressed copy when it was
 // compressed meanwhile; nil when it was removed.
-func openRotated(rl podspec.RotatedLog) (*logFile, error) {
+func openRotated(rl logfiles.RotatedLog) (*logFile, error) {
 	path, gz := rl.Path, rl.Compressed
 	f, err := openLog(path)
 	if errors.Is(err, fs.ErrNotExist) && !gz {
-		path, gz = path+podspec.CompressedLogSuffix, true
+		path, gz = path+logfiles.CompressedLogSuffix, true
 		f, err = openLog(path)
 	}
 	if errors.Is(err, fs.ErrNotExist) {
@@ -301,7 +301,7 @@ func openRotated(rl podspec.RotatedLog) (*logFile, error) {
 
 // isOtherFile reports whether rl is known not to be f: an uncompressed file
 // that is not f. One compressed, or compressed meanwhile, may be f.
-func isOtherFile(f *os.File, rl podspec.RotatedLog) bool {
+func isOtherFile(f *os.File, rl logfiles.RotatedLog) bool {
 	if rl.Compressed {
 		return false
 	}
@@ -458,7 +458,7 @@ func (lr *logReader) copy(ctx context.Context, w io.Writer) error {
 					return err
 				}
 			}
-			lr.attempt, lr.live, lr.after = next, filepath.Join(lr.dir, podspec.LogFileName(next)), ""
+			lr.attempt, lr.live, lr.after = next, filepath.Join(lr.dir, logfiles.LogFileName(next)), ""
 			if _, err := lr.openRun(nil); err != nil {
 				return err
 			}
@@ -525,7 +525,7 @@ func (lr *logReader) nextRun() (int, error) {
 	}
 	next := -1
 	for _, e := range entries {
-		if n, ok := podspec.LogAttempt(e.Name()); ok && n > lr.attempt && (next < 0 || n < next) {
+		if n, ok := logfiles.LogAttempt(e.Name()); ok && n > lr.attempt && (next < 0 || n < next) {
 			next = n
 		}
 	}

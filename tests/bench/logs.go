@@ -17,7 +17,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/staticpodd/staticpodd/agent/podspec"
+	"github.com/staticpodd/staticpodd/agent/podspec/logfiles"
 )
 
 // logResult is what one log copy measured.
@@ -160,13 +160,13 @@ spec:
 		return logResult{}, fmt.Errorf("no monitor of container %s", id)
 	}
 	live := filepath.Join(logsDir, fmt.Sprintf("default_%s_%s", p.Metadata.Name, p.Metadata.UID), "main", "0.log")
-	var files []podspec.RotatedLog
+	var files []logfiles.RotatedLog
 	if err := poll(5*time.Minute, func() bool {
 		data, err := os.ReadFile(live)
 		if err != nil || !bytes.HasSuffix(data, []byte(" stdout F done\n")) {
 			return false
 		}
-		rotated, _, err := podspec.RotatedLogs(live)
+		rotated, _, err := logfiles.RotatedLogs(live)
 		if err != nil {
 			return false
 		}
@@ -175,7 +175,7 @@ spec:
 				return false
 			}
 		}
-		files = append(rotated, podspec.RotatedLog{Path: live})
+		files = append(rotated, logfiles.RotatedLog{Path: live})
 		return true
 	}); err != nil {
 		return logResult{}, fmt.Errorf("log not written: %v", err)
@@ -212,7 +212,7 @@ spec:
 	}, nil
 }
 
-func openLog(f podspec.RotatedLog) (io.Reader, func() error, error) {
+func openLog(f logfiles.RotatedLog) (io.Reader, func() error, error) {
 	file, err := os.Open(f.Path)
 	if err != nil {
 		return nil, nil, err
@@ -228,7 +228,7 @@ func openLog(f podspec.RotatedLog) (io.Reader, func() error, error) {
 	return zr, file.Close, nil
 }
 
-func countLines(f podspec.RotatedLog) (int, error) {
+func countLines(f logfiles.RotatedLog) (int, error) {
 	r, done, err := openLog(f)
 	if err != nil {
 		return 0, err
@@ -287,7 +287,7 @@ func entryTime(line []byte) (time.Time, error) {
 	return time.Parse(time.RFC3339Nano, string(ts))
 }
 
-func firstEntryTime(f podspec.RotatedLog) (time.Time, error) {
+func firstEntryTime(f logfiles.RotatedLog) (time.Time, error) {
 	r, done, err := openLog(f)
 	if err != nil {
 		return time.Time{}, err

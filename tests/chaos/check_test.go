@@ -21,7 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/staticpodd/staticpodd/agent/podspec"
+	"github.com/staticpodd/staticpodd/agent/podspec/logfiles"
 	"github.com/staticpodd/staticpodd/tests/testdaemon"
 )
 
@@ -396,7 +396,7 @@ func readNumbered(live string) (int, error) {
 		return 0, err
 	}
 	defer lf.Close()
-	rotated, _, err := podspec.RotatedLogs(live)
+	rotated, _, err := logfiles.RotatedLogs(live)
 	if err != nil {
 		return 0, err
 	}
@@ -455,7 +455,7 @@ func wholeLines(data []byte) []byte {
 	return nil
 }
 
-func readLogFile(f podspec.RotatedLog) ([]byte, error) {
+func readLogFile(f logfiles.RotatedLog) ([]byte, error) {
 	file, err := os.Open(f.Path)
 	if err != nil {
 		return nil, err

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package podspec
+package logfiles
 
 import "os"
 
