@@ -71,13 +71,6 @@ func containerCgroupsPath(podPath, id string) string {
 	return podPath + "/" + id
 }
 
-// isSystemdCgroupsPath tells a systemd cgroups path (a pod's slice, or a
-// container's slice:prefix:name) from a cgroupfs one (absolute).
-func isSystemdCgroupsPath(p string) bool {
-	slice, _, _ := strings.Cut(p, ":")
-	return !strings.HasPrefix(p, "/") && strings.HasSuffix(slice, ".slice")
-}
-
 // minScopeStopTimeout is the least a container scope waits after its
 // SIGTERM: the kubelet's minimum grace period (minimumGracePeriodInSeconds),
 // and never 0, which systemd takes for no timeout at all.

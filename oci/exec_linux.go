@@ -22,6 +22,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/staticpodd/staticpodd/agent/podspec"
+	mon "github.com/staticpodd/staticpodd/oci/monitor"
 )
 
 // execDrain is how long the output of an exec process that has exited is
@@ -166,7 +167,7 @@ const execsDir = "exec"
 // exec does (runc's newProcess): the container's user, groups, working
 // directory, rlimits and security settings, with cmd and env of es.
 func execProcess(p *specs.Process, es podspec.ExecSpec) (*libcontainer.Process, error) {
-	lp, err := newProcess(p)
+	lp, err := mon.NewProcess(p)
 	if err != nil {
 		return nil, err
 	}

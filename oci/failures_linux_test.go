@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/staticpodd/staticpodd/agent/podspec"
+	mon "github.com/staticpodd/staticpodd/oci/monitor"
 )
 
 // poll calls cond every 10ms until it holds, and fails t after timeout.
@@ -71,7 +72,7 @@ func startStalledInDaemon(t *testing.T, e *env, pod *podspec.Pod, c *podspec.Con
 	cmd := exec.Command("/proc/self/exe")
 	cmd.Env = append(os.Environ(), helperEnv+"="+string(args))
 	if !stopSpare {
-		cmd.Env = append(cmd.Env, monitorPauseEnv+"="+pauseRun)
+		cmd.Env = append(cmd.Env, monitorPauseEnv+"="+mon.PauseRun)
 	}
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
@@ -411,7 +412,7 @@ func TestStoppedMonitorDoesNotBlockKill(t *testing.T) {
 
 func TestExitRecordedBeforeCleanUp(t *testing.T) {
 	e := newEnv(t)
-	t.Setenv(monitorPauseEnv, pauseDestroy) // for the monitors started from now on
+	t.Setenv(monitorPauseEnv, mon.PauseDestroy) // for the monitors started from now on
 	// A new runtime: the spare monitor the first one may have started before
 	// the variable was set would not pause.
 	e.rt = e.newRuntime()

@@ -15,6 +15,8 @@ import (
 
 	"github.com/opencontainers/runc/libcontainer/system"
 	"golang.org/x/sys/unix"
+
+	mon "github.com/staticpodd/staticpodd/oci/monitor"
 )
 
 // killWait bounds how long a start that failed waits for its killed monitor
@@ -98,11 +100,7 @@ type pendingMonitor struct {
 	rep  *os.File // read end of its report pipe
 }
 
-// monitorName is argv[0] of every monitor role: find them with
-// pgrep -f '^staticpodd-monitor'.
-const monitorName = "staticpodd-monitor"
-
-// startMonitor starts the monitor of a future container id; see monitorArg.
+// startMonitor starts the monitor of a future container id; see mon.StartArg.
 func (r *Runtime) startMonitor(id string) (*pendingMonitor, error) {
 	repR, repW, err := os.Pipe()
 	if err != nil {
@@ -113,8 +111,8 @@ func (r *Runtime) startMonitor(id string) (*pendingMonitor, error) {
 		_, _ = repR.Close(), repW.Close()
 		return nil, fmt.Errorf("go pipe for monitor of container %s: %w", id, err)
 	}
-	cmd := exec.Command("/proc/self/exe", monitorArg, r.libcontainerRoot(), r.containerDir(id), id)
-	cmd.Args[0] = monitorName
+	cmd := exec.Command("/proc/self/exe", mon.StartArg, r.libcontainerRoot(), r.containerDir(id), id)
+	cmd.Args[0] = mon.Name
 	cmd.Dir = "/"
 	cmd.ExtraFiles = []*os.File{repW, goR}
 	cmd.Env = monitorEnv(os.Environ())
@@ -154,7 +152,7 @@ func (r *Runtime) startMonitor(id string) (*pendingMonitor, error) {
 // run tells the monitor that its container's spec and record are written and
 // returns once it reported the container's init process, or its failure. When
 // ctx ends first, it returns ctx's cause; the caller kills the monitor.
-func (p *pendingMonitor) run(ctx context.Context) (monitorReport, error) {
+func (p *pendingMonitor) run(ctx context.Context) (mon.Report, error) {
 	// A monitor that died already cannot read: its report pipe says so.
 	_, _ = p.goW.Write([]byte{1})
 	_ = p.goW.Close()
@@ -173,9 +171,9 @@ func (p *pendingMonitor) run(ctx context.Context) (monitorReport, error) {
 	select {
 	case res = <-read:
 	case <-ctx.Done():
-		return monitorReport{}, fmt.Errorf("monitor of container %s: %w", p.id, context.Cause(ctx))
+		return mon.Report{}, fmt.Errorf("monitor of container %s: %w", p.id, context.Cause(ctx))
 	}
-	var rep monitorReport
+	var rep mon.Report
 	err := res.err
 	if err == nil {
 		err = decodeReport(res.data, &rep)

@@ -7,9 +7,11 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	mon "github.com/staticpodd/staticpodd/oci/monitor"
 )
 
-// monitorPauseEnv names the point (pauseRun, pauseDestroy) where a monitor
+// monitorPauseEnv names the point (mon.PauseRun, mon.PauseDestroy) where a monitor
 // started by this test binary stops itself (SIGSTOP). Monitors re-execute
 // the test binary, so this init runs in them before Reexec.
 const monitorPauseEnv = "STATICPODD_TEST_MONITOR_PAUSE"
@@ -19,12 +21,12 @@ const monitorPauseEnv = "STATICPODD_TEST_MONITOR_PAUSE"
 const monitorFailHandOver = "fail-hand-over"
 
 func init() {
-	pauseAt = func(point string) {
+	mon.PauseAt = func(point string) {
 		switch os.Getenv(monitorPauseEnv) {
 		case point:
 			_ = unix.Kill(os.Getpid(), unix.SIGSTOP)
 		case monitorFailHandOver:
-			if point == pauseRun {
+			if point == mon.PauseRun {
 				_ = os.Setenv("STATICPODD_TEST_TOO_BIG", strings.Repeat("x", 200<<10))
 			}
 		}

@@ -26,6 +26,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/staticpodd/staticpodd/agent/podspec"
+	mon "github.com/staticpodd/staticpodd/oci/monitor"
 	"github.com/staticpodd/staticpodd/oci/spec"
 )
 
@@ -308,7 +309,7 @@ func (r *Runtime) Signal(ctx context.Context, id string, sig syscall.Signal) err
 	if err != nil {
 		return fmt.Errorf("signal container %s: %w", id, err)
 	}
-	if err := signalContainer(ctr, sig); errors.Is(err, libcontainer.ErrNotRunning) {
+	if err := mon.SignalContainer(ctr, sig); errors.Is(err, libcontainer.ErrNotRunning) {
 		// libcontainer's record says its init is gone while its monitor has
 		// recorded no exit: signal the init it started, through a pidfd,
 		// rather than let a stop wait for nothing.
@@ -473,7 +474,7 @@ func (r *Runtime) remove(id string) error {
 	}()
 	var errs []error
 	if ctr, err := libcontainer.Load(r.libcontainerRoot(), id); err == nil {
-		_ = signalContainer(ctr, unix.SIGKILL) // only a container whose monitor died can still run
+		_ = mon.SignalContainer(ctr, unix.SIGKILL) // only a container whose monitor died can still run
 		errs = append(errs, ctr.Destroy())
 	} else if errors.Is(err, libcontainer.ErrNotExist) {
 		// A monitor killed in the middle of libcontainer.Create leaves a
@@ -577,7 +578,7 @@ func (r *Runtime) status(ctx context.Context, id string) (podspec.ContainerStatu
 		} else if ok {
 			var ms monitorState
 			_, _ = readOptionalJSON(filepath.Join(dir, stateFile), &ms)
-			exit.apply(&st, ms)
+			applyExit(exit, &st, ms)
 			r.addTerminationMessage(&st, rec)
 			return st, nil
 		}
@@ -651,7 +652,7 @@ func (r *Runtime) monitorLost(id string) error {
 	}
 	r.log.Warn("container monitor died, killing container", "id", id, "message", msg)
 	if ctr, err := libcontainer.Load(r.libcontainerRoot(), id); err == nil {
-		_ = signalContainer(ctr, unix.SIGKILL)
+		_ = mon.SignalContainer(ctr, unix.SIGKILL)
 	}
 	exit := exitRecord{
 		ExitCode:   128 + int(unix.SIGKILL),
@@ -743,7 +744,8 @@ func (r *Runtime) addTerminationMessage(st *podspec.ContainerStatus, rec contain
 	st.Message += msg
 }
 
-func (e exitRecord) apply(st *podspec.ContainerStatus, ms monitorState) {
+// applyExit puts exit e of a container that ran as ms into st.
+func applyExit(e exitRecord, st *podspec.ContainerStatus, ms monitorState) {
 	st.State = podspec.StateExited
 	st.StartedAt = ms.StartedAt
 	st.FinishedAt = e.FinishedAt

@@ -1,15 +1,10 @@
 package oci
 
 import (
-	"encoding/json"
-	"errors"
-	"fmt"
-	"io/fs"
-	"os"
 	"path/filepath"
 	"time"
 
-	"github.com/staticpodd/staticpodd/oci/atomicfile"
+	mon "github.com/staticpodd/staticpodd/oci/monitor"
 )
 
 // On-disk layout under RunDir:
@@ -35,12 +30,12 @@ const (
 	libcontainerDir = "libcontainer"
 
 	podFile       = "pod.json"
-	containerFile = "container.json"
-	specFile      = "config.json"
-	stateFile     = "state.json"
-	exitFile      = "exit.json"
-	monitorLog    = "monitor.log"
-	rotationFile  = "log-rotation.json"
+	containerFile = mon.ContainerFile
+	specFile      = mon.SpecFile
+	stateFile     = mon.StateFile
+	exitFile      = mon.ExitFile
+	monitorLog    = mon.LogFile
+	rotationFile  = mon.RotationFile
 	// removingSuffix names a state dir being removed (see removeStateDir).
 	removingSuffix = ".removing"
 )
@@ -108,34 +103,25 @@ type containerRecord struct {
 	LogMaxFiles int   `json:"logMaxFiles,omitempty"`
 }
 
-// monitorState is written by the monitor: first with its own identity, then
-// with the container's init process once it was told to exec.
-type monitorState struct {
-	MonitorPid   int    `json:"monitorPid"`
-	MonitorStart uint64 `json:"monitorStart"` // /proc/<pid>/stat starttime
-	// RotationReload: the monitor reads rotationFile again on SIGHUP. A
-	// monitor of an older daemon, without it, dies of SIGHUP: it is never
-	// sent one.
-	RotationReload bool      `json:"rotationReload,omitempty"`
-	Pid            int       `json:"pid,omitempty"`
-	StartedAt      time.Time `json:"startedAt,omitzero"`
-}
-
-// exitRecord is the container's exit, or its failure to start, as its
-// monitor (or the daemon, when the monitor died) recorded it.
-type exitRecord struct {
-	ExitCode   int       `json:"exitCode"`
-	Signal     int       `json:"signal,omitempty"`
-	OOMKilled  bool      `json:"oomKilled,omitempty"`
-	FinishedAt time.Time `json:"finishedAt"`
-	Message    string    `json:"message,omitempty"`
-	// Reason overrides the one derived from the exit code.
-	Reason string `json:"reason,omitempty"`
-}
+// What the monitor (package monitor) writes and reads, under the names the
+// daemon's code has used for them.
+type (
+	monitorState = mon.State
+	exitRecord   = mon.ExitRecord
+	logRotation  = mon.LogRotation
+)
 
 // reasonStartError is the kubelet's reason for a container that could not
 // be started.
-const reasonStartError = "StartError"
+const reasonStartError = mon.ReasonStartError
+
+// The JSON files of the state dirs are written and read as the monitor does.
+var (
+	writeJSON            = mon.WriteJSON
+	readJSON             = mon.ReadJSON
+	readOptionalJSON     = mon.ReadOptionalJSON
+	isSystemdCgroupsPath = mon.IsSystemdCgroupsPath
+)
 
 func (r *Runtime) podDir(uid string) string {
 	return filepath.Join(r.cfg.RunDir, podsDir, uid)
@@ -147,41 +133,6 @@ func (r *Runtime) containerDir(id string) string {
 
 func (r *Runtime) libcontainerRoot() string {
 	return filepath.Join(r.cfg.RunDir, libcontainerDir)
-}
-
-// writeJSON writes v to path atomically: a reader sees the old file or the new
-// one, never a part.
-func writeJSON(path string, v any) error {
-	data, err := json.Marshal(v)
-	if err != nil {
-		return fmt.Errorf("encode %s: %w", path, err)
-	}
-	if err := atomicfile.Write(path, data); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return nil
-}
-
-// readJSON reads path into v; a missing file is an error satisfying
-// errors.Is(err, fs.ErrNotExist).
-func readJSON(path string, v any) error {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return err
-	}
-	if err := json.Unmarshal(data, v); err != nil {
-		return fmt.Errorf("decode %s: %w", path, err)
-	}
-	return nil
-}
-
-// readOptionalJSON is readJSON that reports a missing file as ok == false.
-func readOptionalJSON(path string, v any) (ok bool, err error) {
-	err = readJSON(path, v)
-	if errors.Is(err, fs.ErrNotExist) {
-		return false, nil
-	}
-	return err == nil, err
 }
 
 // ImagesInUse returns the image IDs of the containers recorded under runDir,

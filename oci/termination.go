@@ -3,6 +3,8 @@ package oci
 import (
 	"bytes"
 	"time"
+
+	mon "github.com/staticpodd/staticpodd/oci/monitor"
 )
 
 // terminationLog, in a container's state dir, is the file bound at the
@@ -12,8 +14,8 @@ const terminationLog = "termination-log"
 // maxLogTailRead bounds what is read of the end of a log for a termination
 // message: the last MaxTerminationLogLines entries, or enough of them to
 // fill MaxTerminationLogBytes, fit in it whatever their length, since no
-// entry is longer than maxLogLine plus its header.
-const maxLogTailRead = 2*maxLogLine + 8<<10
+// entry is longer than mon.MaxLogLine plus its header.
+const maxLogTailRead = 2*mon.MaxLogLine + 8<<10
 
 // logTail returns what the last lines entries of a CRI log (the end of one,
 // data) say, as `kubectl logs --tail` prints them, cut to its last max bytes

@@ -31,6 +31,7 @@ import (
 	"github.com/staticpodd/staticpodd/agent/source"
 	"github.com/staticpodd/staticpodd/oci"
 	"github.com/staticpodd/staticpodd/oci/image"
+	"github.com/staticpodd/staticpodd/oci/monitor"
 	"github.com/staticpodd/staticpodd/sysd"
 )
 
@@ -418,7 +419,7 @@ func (d *daemon) run(ctx context.Context) error {
 	d.cfgMu.Unlock()
 	defer d.lock.Close()
 	// The daemon's RSS is what it touches, not 2 MiB around each touch.
-	oci.SmallPagesForExecutable()
+	monitor.SmallPagesForExecutable()
 	defer func() { // after the agent, which made it, has returned
 		if mn := d.memNotifier.Load(); mn != nil {
 			mn.Close()
@@ -464,7 +465,7 @@ func (d *daemon) run(ctx context.Context) error {
 		return nil
 	})
 	g.Go(func() error { d.runImageGC(ctx, importDir); return nil })
-	g.Go(func() error { trimWhenQuiet(ctx, d.agent.Events(), d.notifier.synced, oci.TrimMemory); return nil })
+	g.Go(func() error { trimWhenQuiet(ctx, d.agent.Events(), d.notifier.synced, monitor.TrimMemory); return nil })
 	if d.aux.mirror != nil {
 		g.Go(func() error { return d.aux.mirror.Run(ctx) })
 	}

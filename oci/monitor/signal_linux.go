@@ -1,6 +1,6 @@
 //go:build linux && cgo
 
-package oci
+package monitor
 
 import (
 	"errors"
@@ -11,7 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// signalContainer is libcontainer's Container.Signal without its descriptor
+// SignalContainer is libcontainer's Container.Signal without its descriptor
 // leak. For a container it loaded rather than started, libcontainer signals the
 // init through os.FindProcess and never releases the Process, so each signal
 // left a pidfd open until a garbage collection happened to close it (the chaos
@@ -24,7 +24,7 @@ import (
 // does (cgroup.kill, or a frozen cgroup's pids), which opens no handle.
 //
 // It returns libcontainer.ErrNotRunning if the init is gone.
-func signalContainer(ctr *libcontainer.Container, sig unix.Signal) error {
+func SignalContainer(ctr *libcontainer.Container, sig unix.Signal) error {
 	if sig == unix.SIGKILL && !ctr.Config().Namespaces.IsPrivate(configs.NEWPID) {
 		return ctr.Signal(sig)
 	}

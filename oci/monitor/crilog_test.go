@@ -1,4 +1,4 @@
-package oci
+package monitor
 
 import (
 	"bytes"
@@ -24,7 +24,7 @@ import (
 )
 
 func TestCRILog(t *testing.T) {
-	long := strings.Repeat("x", maxLogLine+10)
+	long := strings.Repeat("x", MaxLogLine+10)
 	for _, tc := range []struct {
 		name, in string
 		want     []string
@@ -32,11 +32,11 @@ func TestCRILog(t *testing.T) {
 		{"lines", "a\nb\n", []string{"stdout F a", "stdout F b"}},
 		{"empty line", "\n", []string{"stdout F "}},
 		{"no newline at EOF", "a\nrest", []string{"stdout F a", "stdout P rest"}},
-		{"long line", long + "\n", []string{"stdout P " + long[:maxLogLine], "stdout F " + long[maxLogLine:]}},
+		{"long line", long + "\n", []string{"stdout P " + long[:MaxLogLine], "stdout F " + long[MaxLogLine:]}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "c", "0.log")
-			l, err := openCRILog(path, logRotation{}, slog.New(slog.DiscardHandler))
+			l, err := openCRILog(path, LogRotation{}, slog.New(slog.DiscardHandler))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -87,7 +87,7 @@ func (r *recorder) Handle(_ context.Context, rec slog.Record) error {
 
 func TestCRILogKeepsDrainingWhenWritesFail(t *testing.T) {
 	rec := &recorder{logged: make(chan string, 1)}
-	l, err := openCRILog("/dev/full", logRotation{}, slog.New(rec)) // every write: ENOSPC
+	l, err := openCRILog("/dev/full", LogRotation{}, slog.New(rec)) // every write: ENOSPC
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +129,7 @@ func TestCRILogKeepsDrainingWhenWritesFail(t *testing.T) {
 
 func TestCRILogResumesAfterWritesFail(t *testing.T) {
 	rec := &recorder{logged: make(chan string, 1)}
-	l, err := openCRILog("/dev/full", logRotation{}, slog.New(rec))
+	l, err := openCRILog("/dev/full", LogRotation{}, slog.New(rec))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -256,7 +256,7 @@ func readLogFiles(t *testing.T, path string) ([]byte, map[string]int) {
 func TestCRILogWritesLinesBeforeWaiting(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "0.log")
-	l, err := openCRILog(path, logRotation{}, slog.New(slog.DiscardHandler))
+	l, err := openCRILog(path, LogRotation{}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -327,7 +327,7 @@ func TestCRILogRotation(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "0.log")
 	// Each entry is 60 bytes: five fill a file.
-	l, err := openCRILog(path, logRotation{MaxSize: 300, MaxFiles: 3}, slog.New(slog.DiscardHandler))
+	l, err := openCRILog(path, LogRotation{MaxSize: 300, MaxFiles: 3}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -389,7 +389,7 @@ func TestCRILogTidiesWhatACrashLeft(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	l, err := openCRILog(path, logRotation{MaxSize: 1 << 20, MaxFiles: 5}, slog.New(slog.DiscardHandler))
+	l, err := openCRILog(path, LogRotation{MaxSize: 1 << 20, MaxFiles: 5}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -414,7 +414,7 @@ func TestCRILogRotationLosesNoLineUnderAFastWriter(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			path := filepath.Join(dir, "0.log")
-			rot := logRotation{MaxSize: 1 << 20, MaxFiles: tc.maxFiles}
+			rot := LogRotation{MaxSize: 1 << 20, MaxFiles: tc.maxFiles}
 			l, err := openCRILog(path, rot, slog.New(slog.DiscardHandler))
 			if err != nil {
 				t.Fatal(err)
@@ -511,7 +511,7 @@ func TestCRILogRotationLosesNoLineUnderAFastWriter(t *testing.T) {
 // write(2)s, and with rotation the compressor as far as it got.
 func BenchmarkCRILogCopy(b *testing.B) {
 	line := []byte(strings.Repeat("x", 99) + "\n")
-	for _, rot := range []logRotation{{}, {MaxSize: 10 << 20, MaxFiles: 1000}} {
+	for _, rot := range []LogRotation{{}, {MaxSize: 10 << 20, MaxFiles: 1000}} {
 		for _, chunk := range []int{4 << 10, 64 << 10} {
 			name := fmt.Sprintf("rotate=%v/chunk=%dKiB", rot.MaxSize > 0, chunk>>10)
 			b.Run(name, func(b *testing.B) {
@@ -599,7 +599,7 @@ func cpuTime() time.Duration {
 func TestCRILogSetRotation(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "0.log")
-	l, err := openCRILog(path, logRotation{MaxSize: -1}, slog.New(slog.DiscardHandler))
+	l, err := openCRILog(path, LogRotation{MaxSize: -1}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -617,7 +617,7 @@ func TestCRILogSetRotation(t *testing.T) {
 	}
 	write(10)
 	waitForFiles(t, dir, "0.log")
-	if err := l.setRotation(logRotation{MaxSize: 300, MaxFiles: 4}); err != nil {
+	if err := l.setRotation(LogRotation{MaxSize: 300, MaxFiles: 4}); err != nil {
 		t.Fatal(err)
 	}
 	write(15) // the 600 bytes there rotate at once, then at 5 and 10
@@ -625,7 +625,7 @@ func TestCRILogSetRotation(t *testing.T) {
 		return "0.log." + at.Add(time.Duration(s)*time.Second).Format("20060102-150405")
 	}
 	waitForFiles(t, dir, "0.log", stamp(0)+".gz", stamp(1)+".gz", stamp(2))
-	if err := l.setRotation(logRotation{MaxSize: 300, MaxFiles: 2}); err != nil {
+	if err := l.setRotation(LogRotation{MaxSize: 300, MaxFiles: 2}); err != nil {
 		t.Fatal(err)
 	}
 	waitForFiles(t, dir, "0.log", stamp(2))

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package oci
+package monitor
 
 // TrimMemory does nothing off Linux.
 func TrimMemory() {}

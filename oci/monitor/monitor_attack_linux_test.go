@@ -1,13 +1,12 @@
 //go:build linux && cgo
 
-package oci
+package monitor
 
 // What an attacker's review of the C monitor tried: each test here failed
 // before its fix, or checks a case it found to hold.
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"log/slog"
 	"math/rand"
@@ -22,8 +21,6 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
-
-	cmonitor "github.com/staticpodd/staticpodd/oci/monitor"
 )
 
 // trickyContent is output that tests the line handling: lines of 0 to 100000
@@ -143,7 +140,7 @@ func TestCRILogLongLogPath(t *testing.T) {
 	}
 	_ = os.MkdirAll(dir, 0o755)
 	logPath := filepath.Join(dir, "0.log")
-	l, err := openCRILog(logPath, logRotation{MaxSize: 2048, MaxFiles: 5}, slog.New(slog.NewTextHandler(os.Stderr, nil)))
+	l, err := openCRILog(logPath, LogRotation{MaxSize: 2048, MaxFiles: 5}, slog.New(slog.NewTextHandler(os.Stderr, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,7 +208,7 @@ func TestCRILogForeignRotatedName(t *testing.T) {
 	if err := os.WriteFile(logPath+".bak", []byte("an operator's copy\n"), 0o640); err != nil {
 		t.Fatal(err)
 	}
-	l, err := openCRILog(logPath, logRotation{MaxSize: maxSize, MaxFiles: maxFiles}, slogDiscard())
+	l, err := openCRILog(logPath, LogRotation{MaxSize: maxSize, MaxFiles: maxFiles}, slogDiscard())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -265,7 +262,7 @@ func slogDiscard() *slog.Logger { return slog.New(slog.DiscardHandler) }
 func TestRunningMonitorSighupAndChildStorm(t *testing.T) {
 	m := startRunningMonitor(t, `read x < "$GO"; i=0; while [ $i -lt 200 ]; do (echo orphan $i) & i=$((i+1)); done; i=0; while [ $i -lt 2000 ]; do echo "line $i"; i=$((i+1)); done; exit 9`, 0, 0)
 	m.running()
-	if err := writeJSON(filepath.Join(m.dir, rotationFile), logRotation{MaxSize: 4096, MaxFiles: 3}); err != nil {
+	if err := WriteJSON(filepath.Join(m.dir, RotationFile), LogRotation{MaxSize: 4096, MaxFiles: 3}); err != nil {
 		t.Fatal(err)
 	}
 	m.release()
@@ -311,12 +308,12 @@ func TestRunningMonitorTinyMaxSize(t *testing.T) {
 func TestRunningMonitorGarbageRotationFile(t *testing.T) {
 	m := startRunningMonitor(t, `read x < "$GO"`, 4096, 3)
 	m.running()
-	_ = os.WriteFile(filepath.Join(m.dir, rotationFile), []byte("not json at all"), 0o600)
+	_ = os.WriteFile(filepath.Join(m.dir, RotationFile), []byte("not json at all"), 0o600)
 	_ = m.cmd.Process.Signal(unix.SIGHUP)
 	m.eventually("reload logged", func() bool { return strings.Contains(m.monitorLog(), "log rotation") })
 	t.Logf("%s", m.monitorLog())
-	var rot logRotation
-	_, err := readOptionalJSON(filepath.Join(m.dir, rotationFile), &rot)
+	var rot LogRotation
+	_, err := ReadOptionalJSON(filepath.Join(m.dir, RotationFile), &rot)
 	t.Logf("Go's reading: %v", err)
 	m.release()
 	m.exit()
@@ -331,7 +328,7 @@ func TestRunningMonitorKilledTakesGzipHelper(t *testing.T) {
 	m.eventually("a gzip helper", func() bool {
 		for _, k := range childrenOf(t, m.cmd.Process.Pid) {
 			b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", k))
-			if a := strings.Split(string(b), "\x00"); len(a) > 1 && a[1] == gzipArg {
+			if a := strings.Split(string(b), "\x00"); len(a) > 1 && a[1] == GzipArg {
 				helper = k
 				return true
 			}
@@ -371,7 +368,7 @@ func TestRunningMonitorSighupDuringExitRecorder(t *testing.T) {
 	// The background sleep holds the pipes, so the exit recorder (which
 	// finds no libcontainer container here) waits for their EOF for 2s.
 	m := startRunningMonitor(t, `sleep 2 & echo bye; exit 5`, 0, 0)
-	m.eventually("the exit recorder running", func() bool { return m.role() == exitArg })
+	m.eventually("the exit recorder running", func() bool { return m.role() == ExitArg })
 	time.Sleep(100 * time.Millisecond) // past the Go runtime's start
 	_ = m.cmd.Process.Signal(unix.SIGHUP)
 	select {
@@ -380,52 +377,9 @@ func TestRunningMonitorSighupDuringExitRecorder(t *testing.T) {
 		t.Logf("monitor ended: %v", err)
 	case <-time.After(10 * time.Second):
 	}
-	if _, err := os.Stat(m.dir + "/" + exitFile); err != nil {
+	if _, err := os.Stat(m.dir + "/" + ExitFile); err != nil {
 		t.Errorf("no exit recorded after a SIGHUP to the exit recorder: %v\nmonitor log:\n%s", err, m.monitorLog())
 	}
-}
-
-// The same with real containers: reloads (SetLogRotation, SIGHUP to every
-// monitor) while containers exit keep their exit codes (they were recorded
-// as lost monitors, 137) and never make a removal fail.
-func TestReloadWhileContainersExitKeepsExits(t *testing.T) {
-	e := newEnv(t)
-	pod := e.pod(false)
-	e.sandbox(pod)
-	stop := make(chan struct{})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			_ = e.rt.SetLogRotation(1<<20, 3)
-			time.Sleep(2 * time.Millisecond)
-		}
-	}()
-	lost := 0
-	const n = 10
-	for i := range n {
-		c := e.container(pod, fmt.Sprintf("c%d", i), "sleep 0.1; exit 3")
-		st := e.start(pod, c)
-		got := e.wait(st.ID)
-		if got.ExitCode != 3 {
-			lost++
-			t.Logf("container %d: exit code %d message %q, want 3", i, got.ExitCode, got.Message)
-		}
-		if err := e.rt.Destroy(context.Background(), st.ID); err != nil {
-			t.Errorf("destroy during reloads: %v", err) // a rotation file written into a dir being removed
-		}
-	}
-	close(stop)
-	<-done
-	if lost > 0 {
-		t.Errorf("%d of %d exit codes lost to a reload", lost, n)
-	}
-	_ = e.rt.RemoveSandbox(context.Background(), pod.UID)
 }
 
 // A log file replaced by a symlink (a container with the host's log
@@ -442,7 +396,7 @@ func TestLogFilesNotWrittenThroughSymlinks(t *testing.T) {
 	if err := os.Symlink(outside, logPath); err != nil {
 		t.Fatal(err)
 	}
-	if l, err := openCRILog(logPath, logRotation{}, slogDiscard()); err == nil {
+	if l, err := openCRILog(logPath, LogRotation{}, slogDiscard()); err == nil {
 		l.Close()
 		t.Error("the Go writer opened a log that is a symlink")
 	}
@@ -456,7 +410,7 @@ func TestLogFilesNotWrittenThroughSymlinks(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	cmd := exec.Command(exe, cmonitor.RunningArg, "test", logPath, "0", "0", "", "1", "3", "3", gzipArg, "staticpodd-monitor", exitArg)
+	cmd := exec.Command(exe, RunningArg, "test", logPath, "0", "0", "", "1", "3", "3", GzipArg, "staticpodd-monitor", ExitArg)
 	cmd.ExtraFiles = []*os.File{r}
 	out, err := cmd.CombinedOutput()
 	w.Close()
@@ -471,7 +425,7 @@ func TestLogFilesNotWrittenThroughSymlinks(t *testing.T) {
 	if err := os.Symlink(outside, src+".tmp"); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := exec.Command(exe, gzipArg, src, src+".tmp").CombinedOutput(); err == nil {
+	if out, err := exec.Command(exe, GzipArg, src, src+".tmp").CombinedOutput(); err == nil {
 		t.Errorf("the gzip helper wrote through a symlinked .tmp: %q", out)
 	}
 	if b, _ := os.ReadFile(outside); len(b) != 0 {
@@ -488,7 +442,7 @@ func TestLogFilesNotWrittenThroughSymlinks(t *testing.T) {
 	if err := os.Symlink(secret, planted); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := exec.Command(exe, gzipArg, planted, planted+".tmp").CombinedOutput(); err == nil {
+	if out, err := exec.Command(exe, GzipArg, planted, planted+".tmp").CombinedOutput(); err == nil {
 		t.Errorf("the gzip helper read through a symlinked rotated file: %q", out)
 	}
 	if _, err := os.Stat(planted + ".tmp"); err == nil {

@@ -1,6 +1,6 @@
 //go:build linux && cgo
 
-package oci
+package monitor
 
 import (
 	"encoding/json"
@@ -20,11 +20,11 @@ import (
 	"github.com/opencontainers/runc/libcontainer/specconv"
 	"github.com/opencontainers/runc/libcontainer/system"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
-	cmonitor "github.com/staticpodd/staticpodd/oci/monitor"
+
 	"golang.org/x/sys/unix"
 )
 
-// monitorArg is argv[1] of a monitor process. Its command line is
+// StartArg is argv[1] of a monitor process. Its command line is
 //
 //	staticpodd-monitor __staticpodd_monitor <libcontainer-root> <state-dir> <id>
 //
@@ -34,26 +34,23 @@ import (
 // spec and record, then sends its own log (stdout, stderr) to
 // <state-dir>/monitor.log. EOF on the go pipe means the container is not
 // wanted after all: the monitor exits.
-const monitorArg = "__staticpodd_monitor"
+const StartArg = "__staticpodd_monitor"
 
-// pauseAt is where a test stops a monitor to see what the daemon does with
-// one that stands still there: pauseRun once it wrote its state and before
-// it creates the container, pauseDestroy once it recorded the exit and before
-// it destroys the container. The production monitor has no such hook: only
-// the oci tests' binary, which monitors re-execute there, sets one.
-var pauseAt = func(point string) {}
+// Name is argv[0] of every monitor role: find them with
+// pgrep -f '^staticpodd-monitor'.
+const Name = "staticpodd-monitor"
+
+// PauseAt is where a test stops a monitor to see what the daemon does with
+// one that stands still there: PauseRun once it wrote its state and before
+// it creates the container, PauseDestroy once it recorded the exit and before
+// it destroys the container. It does nothing in the production monitor: only
+// a test binary that is its own monitor (package oci's) sets it, in an init.
+var PauseAt = func(point string) {}
 
 const (
-	pauseRun     = "run"
-	pauseDestroy = "destroy"
+	PauseRun     = "run"
+	PauseDestroy = "destroy"
 )
-
-// monitorReport is what a monitor tells the daemon once, over the report pipe.
-type monitorReport struct {
-	Pid       int       `json:"pid,omitempty"`
-	StartedAt time.Time `json:"startedAt,omitzero"`
-	Error     string    `json:"error,omitempty"`
-}
 
 // runMonitor is the monitor's main: it creates and runs the container, copies
 // its output to the CRI log, records its exit and destroys it. It needs no
@@ -94,7 +91,7 @@ func runMonitor(args []string) int {
 				err = errors.Join(err, werr)
 			}
 		}
-		m.sendReport(monitorReport{Error: err.Error()})
+		m.sendReport(Report{Error: err.Error()})
 		log.Error("monitor failed", "err", err)
 		return 1
 	}
@@ -106,24 +103,24 @@ type monitorProc struct {
 	root, dir, id string
 	report        *os.File // nil once reported
 	exitWritten   bool
-	hup           chan os.Signal // SIGHUP: read rotationFile again
+	hup           chan os.Signal // SIGHUP: read RotationFile again
 }
 
 // startFailure is the exit recorded for a container that failed to start:
 // 128, as runc's, with the error as its message.
-func startFailure(err error) exitRecord {
-	return exitRecord{ExitCode: 128, Reason: reasonStartError, FinishedAt: time.Now(), Message: err.Error()}
+func startFailure(err error) ExitRecord {
+	return ExitRecord{ExitCode: 128, Reason: ReasonStartError, FinishedAt: time.Now(), Message: err.Error()}
 }
 
-func (m *monitorProc) writeExit(exit exitRecord) error {
-	if err := writeJSON(filepath.Join(m.dir, exitFile), exit); err != nil {
+func (m *monitorProc) writeExit(exit ExitRecord) error {
+	if err := WriteJSON(filepath.Join(m.dir, ExitFile), exit); err != nil {
 		return err
 	}
 	m.exitWritten = true
 	return nil
 }
 
-func (m *monitorProc) sendReport(rep monitorReport) {
+func (m *monitorProc) sendReport(rep Report) {
 	if m.report == nil {
 		return
 	}
@@ -135,18 +132,18 @@ func (m *monitorProc) sendReport(rep monitorReport) {
 
 // prepare does what needs no container, while the daemon still writes its
 // spec.
-func (m *monitorProc) prepare() (monitorState, error) {
+func (m *monitorProc) prepare() (State, error) {
 	// The container's init is reparented to us when libcontainer's
 	// intermediate processes exit, so that we can wait for it.
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
-		return monitorState{}, fmt.Errorf("become subreaper: %w", err)
+		return State{}, fmt.Errorf("become subreaper: %w", err)
 	}
 	self, err := system.Stat(os.Getpid())
 	if err != nil {
-		return monitorState{}, fmt.Errorf("stat monitor: %w", err)
+		return State{}, fmt.Errorf("stat monitor: %w", err)
 	}
 	warmUp()
-	return monitorState{MonitorPid: os.Getpid(), MonitorStart: self.StartTime, RotationReload: true}, nil
+	return State{MonitorPid: os.Getpid(), MonitorStart: self.StartTime, RotationReload: true}, nil
 }
 
 // warmUp does, while the monitor waits, the one-time work that its container's
@@ -192,7 +189,7 @@ func (m *monitorProc) wait(goPipe *os.File) bool {
 // redirectLog points the monitor's stdout and stderr at its container's
 // monitor.log.
 func (m *monitorProc) redirectLog() error {
-	f, err := os.OpenFile(filepath.Join(m.dir, monitorLog), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	f, err := os.OpenFile(filepath.Join(m.dir, LogFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
 		return fmt.Errorf("open monitor log: %w", err)
 	}
@@ -205,12 +202,12 @@ func (m *monitorProc) redirectLog() error {
 	return nil
 }
 
-func (m *monitorProc) run(st monitorState, log *slog.Logger) error {
+func (m *monitorProc) run(st State, log *slog.Logger) error {
 	// The state names this monitor, so that a new daemon can adopt it. Its
 	// fsync overlaps reading and converting the spec; it lands before the
 	// container's process exists.
 	stateWritten := make(chan error, 1)
-	go func() { stateWritten <- writeJSON(filepath.Join(m.dir, stateFile), st) }()
+	go func() { stateWritten <- WriteJSON(filepath.Join(m.dir, StateFile), st) }()
 	waitState := func() error {
 		if stateWritten == nil {
 			return nil
@@ -220,32 +217,32 @@ func (m *monitorProc) run(st monitorState, log *slog.Logger) error {
 		return err
 	}
 	defer waitState()
-	var rec containerRecord
-	if err := readJSON(filepath.Join(m.dir, containerFile), &rec); err != nil {
+	var rec containerLog
+	if err := ReadJSON(filepath.Join(m.dir, ContainerFile), &rec); err != nil {
 		return fmt.Errorf("read container record: %w", err)
 	}
 	var s specs.Spec
-	if err := readJSON(filepath.Join(m.dir, specFile), &s); err != nil {
+	if err := ReadJSON(filepath.Join(m.dir, SpecFile), &s); err != nil {
 		return fmt.Errorf("read spec: %w", err)
 	}
 	if s.Process == nil {
 		return fmt.Errorf("spec of container %s has no process", m.id)
 	}
-	proc, err := newProcess(s.Process)
+	proc, err := NewProcess(s.Process)
 	if err != nil {
 		return fmt.Errorf("container %s: %w", m.id, err)
 	}
 	cfg, err := specconv.CreateLibcontainerConfig(&specconv.CreateOpts{
 		CgroupName: m.id,
 		// A scope of the pod's slice under the systemd cgroup driver.
-		UseSystemdCgroup: s.Linux != nil && isSystemdCgroupsPath(s.Linux.CgroupsPath),
+		UseSystemdCgroup: s.Linux != nil && IsSystemdCgroupsPath(s.Linux.CgroupsPath),
 		Spec:             &s,
 	})
 	if err != nil {
 		return fmt.Errorf("convert spec of container %s: %w", m.id, err)
 	}
-	rot := logRotation{MaxSize: rec.LogMaxSize, MaxFiles: rec.LogMaxFiles}
-	if _, err := readOptionalJSON(filepath.Join(m.dir, rotationFile), &rot); err != nil {
+	rot := LogRotation{MaxSize: rec.LogMaxSize, MaxFiles: rec.LogMaxFiles}
+	if _, err := ReadOptionalJSON(filepath.Join(m.dir, RotationFile), &rot); err != nil {
 		log.Warn("log rotation set by a reload not readable; using the container's", "err", err)
 	}
 	logs, err := openCRILog(rec.LogPath, rot, log)
@@ -259,7 +256,7 @@ func (m *monitorProc) run(st monitorState, log *slog.Logger) error {
 	if err := waitState(); err != nil {
 		return err
 	}
-	pauseAt(pauseRun)
+	PauseAt(PauseRun)
 
 	ctr, err := libcontainer.Create(m.root, m.id, cfg)
 	if err != nil {
@@ -277,14 +274,14 @@ func (m *monitorProc) run(st monitorState, log *slog.Logger) error {
 			err = errors.Join(err, werr)
 		}
 	}
-	pauseAt(pauseDestroy)
+	PauseAt(PauseDestroy)
 	if derr := ctr.Destroy(); derr != nil {
 		err = errors.Join(err, fmt.Errorf("destroy container %s: %w", m.id, derr))
 	}
 	return err
 }
 
-// reloadRotation applies rotationFile to logs on each SIGHUP until stop:
+// reloadRotation applies RotationFile to logs on each SIGHUP until stop:
 // the daemon writes it and signals us when a reload changed the log settings.
 // The state was written with RotationReload before logs were opened, so a
 // change made meanwhile is in the file read at open or comes with a SIGHUP.
@@ -295,8 +292,8 @@ func (m *monitorProc) reloadRotation(logs *criLog, stop <-chan struct{}, log *sl
 			return
 		case <-m.hup:
 		}
-		var rot logRotation
-		ok, err := readOptionalJSON(filepath.Join(m.dir, rotationFile), &rot)
+		var rot LogRotation
+		ok, err := ReadOptionalJSON(filepath.Join(m.dir, RotationFile), &rot)
 		if err == nil && ok {
 			err = logs.setRotation(rot)
 		}
@@ -313,7 +310,7 @@ func (m *monitorProc) reloadRotation(logs *criLog, stop <-chan struct{}, log *sl
 // runContainer starts proc in ctr and reports it; on success it never
 // returns: the C monitor takes over (see handOver). A nil exit means the
 // container never started.
-func (m *monitorProc) runContainer(ctr *libcontainer.Container, proc *libcontainer.Process, st *monitorState, logs *criLog, logPath string) (*exitRecord, error) {
+func (m *monitorProc) runContainer(ctr *libcontainer.Container, proc *libcontainer.Process, st *State, logs *criLog, logPath string) (*ExitRecord, error) {
 	devNull, err := os.Open(os.DevNull)
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", os.DevNull, err)
@@ -351,12 +348,12 @@ func (m *monitorProc) runContainer(ctr *libcontainer.Container, proc *libcontain
 		return nil, fmt.Errorf("container %s pid: %w", m.id, err)
 	}
 	st.Pid, st.StartedAt = pid, time.Now()
-	if err := writeJSON(filepath.Join(m.dir, stateFile), st); err != nil {
+	if err := WriteJSON(filepath.Join(m.dir, StateFile), st); err != nil {
 		// Without its pid in the state no daemon can adopt the container.
-		_ = signalContainer(ctr, unix.SIGKILL)
+		_ = SignalContainer(ctr, unix.SIGKILL)
 		return nil, errors.Join(err, copyStreams(logs, outR, errR))
 	}
-	m.sendReport(monitorReport{Pid: pid, StartedAt: st.StartedAt})
+	m.sendReport(Report{Pid: pid, StartedAt: st.StartedAt})
 	rot := logs.rotation()
 	if err := logs.Close(); err != nil {
 		return nil, fmt.Errorf("close log before handing over: %w", err)
@@ -365,9 +362,9 @@ func (m *monitorProc) runContainer(ctr *libcontainer.Container, proc *libcontain
 	// Nothing would copy its output or record its exit: the container, which
 	// the daemon was told runs, is killed, and its exit recorded as such, with
 	// what it wrote.
-	_ = signalContainer(ctr, unix.SIGKILL)
+	_ = SignalContainer(ctr, unix.SIGKILL)
 	_, _ = proc.Wait()
-	exit := &exitRecord{ExitCode: 128 + int(unix.SIGKILL), Signal: int(unix.SIGKILL), FinishedAt: time.Now(),
+	exit := &ExitRecord{ExitCode: 128 + int(unix.SIGKILL), Signal: int(unix.SIGKILL), FinishedAt: time.Now(),
 		Message: "container killed: " + herr.Error()}
 	if logs, err := openCRILog(logPath, rot, m.log); err != nil {
 		herr = errors.Join(herr, err)
@@ -400,7 +397,7 @@ func copyStreams(logs *criLog, out, errs *os.File) error {
 // SIGHUP in between would kill the process, and the C monitor takes both
 // from a signalfd. A SIGHUP that Go's handler took before the block is not
 // lost: the C monitor reads the rotation file as it starts.
-func (m *monitorProc) handOver(pid int, logPath string, rot logRotation, out, errs *os.File, oom podOOM) error {
+func (m *monitorProc) handOver(pid int, logPath string, rot LogRotation, out, errs *os.File, oom podOOM) error {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	var set unix.Sigset_t
@@ -418,11 +415,11 @@ func (m *monitorProc) handOver(pid int, logPath string, rot logRotation, out, er
 		}
 	}
 	itoa := strconv.Itoa
-	argv := []string{monitorName, cmonitor.RunningArg, m.id, logPath,
-		strconv.FormatInt(rot.MaxSize, 10), itoa(rot.MaxFiles), filepath.Join(m.dir, rotationFile),
-		itoa(pid), itoa(outFd), itoa(errFd), gzipArg,
+	argv := []string{Name, RunningArg, m.id, logPath,
+		strconv.FormatInt(rot.MaxSize, 10), itoa(rot.MaxFiles), filepath.Join(m.dir, RotationFile),
+		itoa(pid), itoa(outFd), itoa(errFd), GzipArg,
 		// runExit's arguments, to which the C monitor adds its own.
-		monitorName, exitArg, m.root, m.dir, m.id, logPath, itoa(outFd), itoa(errFd),
+		Name, ExitArg, m.root, m.dir, m.id, logPath, itoa(outFd), itoa(errFd),
 		strconv.FormatUint(oom.before, 10), strconv.FormatBool(oom.ok)}
 	err := unix.Exec("/proc/self/exe", argv, os.Environ())
 	runtime.KeepAlive(out)
@@ -430,9 +427,9 @@ func (m *monitorProc) handOver(pid int, logPath string, rot logRotation, out, er
 	return fmt.Errorf("exec the running monitor: %w", err)
 }
 
-// newProcess converts the spec's process to libcontainer's, as runc does, with
+// NewProcess converts the spec's process to libcontainer's, as runc does, with
 // rlimits clamped to this process's own hard limits (raising them fails).
-func newProcess(p *specs.Process) (*libcontainer.Process, error) {
+func NewProcess(p *specs.Process) (*libcontainer.Process, error) {
 	lp := &libcontainer.Process{
 		Args:            p.Args,
 		Env:             p.Env,

@@ -1,4 +1,4 @@
-package oci
+package monitor
 
 import (
 	"bytes"
@@ -16,21 +16,6 @@ import (
 
 	"github.com/staticpodd/staticpodd/agent/podspec/logfiles"
 )
-
-// maxLogLine is the longest log line written whole; longer lines are split
-// into partial ("P") entries, as the kubelet's CRI log format allows.
-const maxLogLine = 16 * 1024
-
-// logRotation is when a container's log file is rotated: the kubelet's
-// containerLogMaxSize and containerLogMaxFiles.
-type logRotation struct {
-	// MaxSize is the size the live file never grows past (unless one entry
-	// is larger): it is rotated before. 0 or less: never rotated.
-	MaxSize int64 `json:"maxSize"`
-	// MaxFiles is how many files the log keeps, the live one included; at
-	// least 2.
-	MaxFiles int `json:"maxFiles"`
-}
 
 // criLog writes container output in the CRI log format:
 // "<RFC3339Nano> <stream> <F|P> <content>\n".
@@ -52,7 +37,7 @@ type criLog struct {
 	path string
 
 	mu           sync.Mutex // guards the fields below: lines of both streams never interleave
-	rot          logRotation
+	rot          LogRotation
 	f            *os.File
 	size         int64 // of f
 	rotateAt     int64 // size past which f is rotated; later after a failed rotation
@@ -76,7 +61,7 @@ type rotatedFile struct {
 	gz    bool
 }
 
-func openCRILog(path string, rot logRotation, log *slog.Logger) (*criLog, error) {
+func openCRILog(path string, rot LogRotation, log *slog.Logger) (*criLog, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, fmt.Errorf("create log dir for %s: %w", path, err)
 	}
@@ -101,7 +86,7 @@ func openCRILog(path string, rot logRotation, log *slog.Logger) (*criLog, error)
 // containerLogMaxSize or containerLogMaxFiles): the next entry that would
 // take the live file past the new MaxSize rotates it, and rotated files
 // beyond the new MaxFiles are removed now, oldest first.
-func (l *criLog) setRotation(rot logRotation) error {
+func (l *criLog) setRotation(rot LogRotation) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
@@ -110,9 +95,9 @@ func (l *criLog) setRotation(rot logRotation) error {
 	return l.setRotationLocked(rot)
 }
 
-func (l *criLog) setRotationLocked(rot logRotation) error {
+func (l *criLog) setRotationLocked(rot LogRotation) error {
 	if rot.MaxSize <= 0 {
-		l.rot = logRotation{MaxSize: rot.MaxSize}
+		l.rot = LogRotation{MaxSize: rot.MaxSize}
 		return nil
 	}
 	rot.MaxFiles = max(rot.MaxFiles, 2)
@@ -167,7 +152,7 @@ const copyBuffer = 64 * 1024
 // lines of each read are written with one write(2) before the next read,
 // so that a fast writer costs a write per read rather than per line, and a
 // line never waits in the monitor for more. The start of a line waits for
-// its end, up to maxLogLine bytes: that much is written as a partial entry.
+// its end, up to MaxLogLine bytes: that much is written as a partial entry.
 // It returns nil at EOF, or the read error; write errors only lose entries.
 func (l *criLog) copy(stream string, r io.Reader) error {
 	buf := make([]byte, copyBuffer)
@@ -184,9 +169,9 @@ func (l *criLog) copy(stream string, r io.Reader) error {
 			e.add(data[:i], false)
 			data = data[i+1:]
 		}
-		for len(data) >= maxLogLine {
-			e.add(data[:maxLogLine], true)
-			data = data[maxLogLine:]
+		for len(data) >= MaxLogLine {
+			e.add(data[:MaxLogLine], true)
+			data = data[MaxLogLine:]
 		}
 		if err != nil && len(data) > 0 {
 			e.add(data, true) // the end of the stream ends it
@@ -213,10 +198,10 @@ type entries struct {
 }
 
 // add adds a line, or a part of one, split into entries of at most
-// maxLogLine bytes: a longer line makes partial ("P") entries.
+// MaxLogLine bytes: a longer line makes partial ("P") entries.
 func (e *entries) add(line []byte, partial bool) {
 	for {
-		n := min(len(line), maxLogLine)
+		n := min(len(line), MaxLogLine)
 		e.content = append(e.content, line[:n]...)
 		e.ends = append(e.ends, len(e.content))
 		line = line[n:]
@@ -536,7 +521,7 @@ func (l *criLog) rotatedIndexLocked(stamp string) int {
 }
 
 // rotation is when the log rotates now.
-func (l *criLog) rotation() logRotation {
+func (l *criLog) rotation() LogRotation {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.rot

@@ -1,6 +1,6 @@
 //go:build linux && cgo
 
-package oci
+package monitor
 
 import (
 	"errors"
@@ -16,7 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// exitArg is argv[1] of the monitor's last role: the C monitor (package
+// ExitArg is argv[1] of the monitor's last role: the C monitor (package
 // monitor) execs it once the container's init has exited, as
 //
 //	staticpodd-monitor __staticpodd_monitor_exit <libcontainer-root> <state-dir> <id> <log>
@@ -26,14 +26,14 @@ import (
 // in the same process (same pid and start time, so adoption sees one
 // monitor throughout). It kills what is left of the container, copies what
 // the pipes still hold, records the exit and destroys the container.
-const exitArg = "__staticpodd_monitor_exit"
+const ExitArg = "__staticpodd_monitor_exit"
 
-// gzipArg is argv[1] of the C monitor's compression helper:
+// GzipArg is argv[1] of the C monitor's compression helper:
 //
 //	staticpodd-monitor __staticpodd_monitor_gzip <src> <tmp>
 //
 // writes <src> gzipped to <tmp> and syncs it; the C monitor renames it.
-const gzipArg = "__staticpodd_monitor_gzip"
+const GzipArg = "__staticpodd_monitor_gzip"
 
 func runExit(args []string) int {
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
@@ -78,14 +78,14 @@ func runExit(args []string) int {
 	}
 	out, errs := os.NewFile(uintptr(fds[0]), "stdout"), os.NewFile(uintptr(fds[1]), "stderr")
 	ws := syscall.WaitStatus(status)
-	exit := exitRecord{FinishedAt: time.Unix(0, finished)}
+	exit := ExitRecord{FinishedAt: time.Unix(0, finished)}
 	if ws.Signaled() {
 		exit.Signal = int(ws.Signal())
 		exit.ExitCode = 128 + exit.Signal
 	} else {
 		exit.ExitCode = ws.ExitStatus()
 	}
-	rot := logRotation{MaxSize: maxSize, MaxFiles: int(maxFiles)}
+	rot := LogRotation{MaxSize: maxSize, MaxFiles: int(maxFiles)}
 
 	// Orphans of a container without a PID namespace of its own are still
 	// reparented to this subreaper.
@@ -100,7 +100,7 @@ func runExit(args []string) int {
 		}
 		// With a shared PID namespace, leftovers may still hold the pipes
 		// open: kill them (a private PID namespace died with its init).
-		_ = signalContainer(ctr, unix.SIGKILL)
+		_ = SignalContainer(ctr, unix.SIGKILL)
 	}
 	if logs, oerr := openCRILog(args[3], rot, log); oerr != nil {
 		err = oerr
@@ -112,7 +112,7 @@ func runExit(args []string) int {
 	if werr := m.writeExit(exit); werr != nil {
 		err = errors.Join(err, werr)
 	}
-	pauseAt(pauseDestroy)
+	PauseAt(PauseDestroy)
 	if loadErr != nil {
 		err = errors.Join(err, fmt.Errorf("load container %s: %w", m.id, loadErr))
 	} else if derr := ctr.Destroy(); derr != nil {

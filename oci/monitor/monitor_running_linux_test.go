@@ -1,6 +1,6 @@
 //go:build linux && cgo
 
-package oci
+package monitor
 
 import (
 	"bytes"
@@ -19,8 +19,6 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
-
-	cmonitor "github.com/staticpodd/staticpodd/oci/monitor"
 )
 
 // runningMonitor is the C monitor run by a test, without a container: a
@@ -55,7 +53,7 @@ func startRunningMonitorLog(t *testing.T, workload, logPath string, maxSize int6
 	if logPath == "" {
 		logPath = filepath.Join(dir, "0.log")
 	}
-	m := &runningMonitor{t: t, dir: dir, log: logPath, monLog: filepath.Join(dir, monitorLog),
+	m := &runningMonitor{t: t, dir: dir, log: logPath, monLog: filepath.Join(dir, LogFile),
 		done: make(chan error, 1)}
 	pipe := func() (r, w *os.File) {
 		r, w, err := os.Pipe()
@@ -86,9 +84,9 @@ func startRunningMonitorLog(t *testing.T, workload, logPath string, maxSize int6
 	script := `(read x <&7; ` + workload + `) >&5 2>&6 5>&- 6>&- 3<&- 4<&- &
 pid=$!
 exec 5>&- 6>&- 7<&- 8<&-
-exec "$0" "$@" "$pid" 3 4 ` + gzipArg + ` staticpodd-monitor ` + exitArg + ` "$ROOT" "$DIR" test "$LOG" 3 4 0 false`
-	m.cmd = exec.Command("/bin/sh", "-c", script, exe, cmonitor.RunningArg, "test", m.log,
-		strconv.FormatInt(maxSize, 10), strconv.Itoa(maxFiles), filepath.Join(dir, rotationFile))
+exec "$0" "$@" "$pid" 3 4 ` + GzipArg + ` staticpodd-monitor ` + ExitArg + ` "$ROOT" "$DIR" test "$LOG" 3 4 0 false`
+	m.cmd = exec.Command("/bin/sh", "-c", script, exe, RunningArg, "test", m.log,
+		strconv.FormatInt(maxSize, 10), strconv.Itoa(maxFiles), filepath.Join(dir, RotationFile))
 	m.cmd.Env = append(os.Environ(), "ROOT="+filepath.Join(dir, "libcontainer"), "DIR="+dir, "LOG="+m.log, "GO=/dev/fd/8")
 	m.cmd.ExtraFiles = []*os.File{outR, errR, outW, errW, startR, goR}
 	// A group of its own, so that the cleanup also ends a workload whose
@@ -122,7 +120,7 @@ func (m *runningMonitor) running() {
 	m.eventually("the C monitor running", func() bool {
 		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", m.cmd.Process.Pid))
 		args := strings.Split(string(b), "\x00")
-		return len(args) > 1 && args[1] == cmonitor.RunningArg && sigBlocked(m.cmd.Process.Pid, unix.SIGHUP)
+		return len(args) > 1 && args[1] == RunningArg && sigBlocked(m.cmd.Process.Pid, unix.SIGHUP)
 	})
 }
 
@@ -148,7 +146,7 @@ func (m *runningMonitor) release() {
 }
 
 // exit waits for the monitor to end and returns the exit it recorded.
-func (m *runningMonitor) exit() exitRecord {
+func (m *runningMonitor) exit() ExitRecord {
 	m.t.Helper()
 	select {
 	case <-m.done:
@@ -156,8 +154,8 @@ func (m *runningMonitor) exit() exitRecord {
 	case <-time.After(30 * time.Second):
 		m.t.Fatalf("the monitor did not end; its log:\n%s", m.monitorLog())
 	}
-	var exit exitRecord
-	if err := readJSON(filepath.Join(m.dir, exitFile), &exit); err != nil {
+	var exit ExitRecord
+	if err := ReadJSON(filepath.Join(m.dir, ExitFile), &exit); err != nil {
 		m.t.Fatalf("no exit recorded: %v; monitor log:\n%s", err, m.monitorLog())
 	}
 	return exit
@@ -200,8 +198,8 @@ func criContent(t *testing.T, text string) map[string]string {
 		if _, err := time.Parse(time.RFC3339Nano, g[1]); err != nil {
 			t.Fatalf("entry time %q: %v", g[1], err)
 		}
-		if len(g[4]) > maxLogLine {
-			t.Fatalf("entry of %d bytes, more than %d", len(g[4]), maxLogLine)
+		if len(g[4]) > MaxLogLine {
+			t.Fatalf("entry of %d bytes, more than %d", len(g[4]), MaxLogLine)
 		}
 		out[g[2]] += g[4]
 		if g[3] == "F" {
@@ -215,7 +213,7 @@ func criContent(t *testing.T, text string) map[string]string {
 // partial entries, an unterminated last line as a partial entry, and the
 // exit as the Go monitor recorded it.
 func TestRunningMonitorCopiesAndRecordsExit(t *testing.T) {
-	long := strings.Repeat("x", 3*maxLogLine+5)
+	long := strings.Repeat("x", 3*MaxLogLine+5)
 	m := startRunningMonitor(t, `echo one; echo two >&2; printf '%s\n' "`+long+`"; printf '\n'; printf 'no end'; exit 3`, 0, 0)
 	exit := m.exit()
 	if exit.ExitCode != 3 || exit.Signal != 0 || exit.FinishedAt.IsZero() || time.Since(exit.FinishedAt) > time.Minute {
@@ -333,7 +331,7 @@ func readMaybeGzip(t *testing.T, path string) string {
 func TestRunningMonitorReloadsRotation(t *testing.T) {
 	m := startRunningMonitor(t, `echo before; read x < "$GO"; i=0; while [ $i -lt 100 ]; do echo "after $i"; i=$((i+1)); done; read x < "$GO"`, 0, 0)
 	m.running()
-	rotFile := filepath.Join(m.dir, rotationFile)
+	rotFile := filepath.Join(m.dir, RotationFile)
 	if err := os.WriteFile(rotFile, []byte(`{"maxSize":"big"}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -341,7 +339,7 @@ func TestRunningMonitorReloadsRotation(t *testing.T) {
 	m.eventually("the bad rotation file reported", func() bool {
 		return strings.Contains(m.monitorLog(), `msg="log rotation not changed"`)
 	})
-	if err := writeJSON(rotFile, logRotation{MaxSize: 1024, MaxFiles: 2}); err != nil {
+	if err := WriteJSON(rotFile, LogRotation{MaxSize: 1024, MaxFiles: 2}); err != nil {
 		t.Fatal(err)
 	}
 	_ = m.cmd.Process.Signal(unix.SIGHUP)
