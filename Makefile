@@ -20,8 +20,18 @@ all: build
 
 build: $(BIN)
 
-$(BIN): $(shell find cmd agent oci sysd \( -name '*.go' -not -name '*_test.go' \) -o -name '*.[ch]') go.mod go.sum
-	CGO_ENABLED=1 $(GO) build $(GOFLAGS_BUILD) -ldflags '$(LDFLAGS)' -o $@ ./cmd/staticpodd
+SOURCES := $(shell find cmd agent oci sysd \( -name '*.go' -not -name '*_test.go' \) -o -name '*.[ch]') go.mod go.sum
+
+# The program a container's monitor and init run as (oci/monitor/exe), built
+# first and embedded in the daemon (the embedmonitor tag): one binary to
+# install, and each container start re-executes 7 MB instead of the whole.
+MONITOR_BIN := oci/monitor/exe/staticpodd-monitor
+
+$(MONITOR_BIN): $(SOURCES)
+	CGO_ENABLED=1 $(GO) build $(GOFLAGS_BUILD) -ldflags '-s -w -extldflags -static' -o $@ ./oci/monitor/exe
+
+$(BIN): $(SOURCES) $(MONITOR_BIN)
+	CGO_ENABLED=1 $(GO) build -trimpath -tags "netgo osusergo $(GOTAGS) embedmonitor" -ldflags '$(LDFLAGS)' -o $@ ./cmd/staticpodd
 
 # The image tests and the demo run, built from Debian's busybox-static.
 images: $(IMAGE_TAR)
@@ -261,4 +271,4 @@ test-systemd-backports: appliance-backports
 		tests/systemd/memhog.yaml
 
 clean:
-	rm -rf bin $(OUT)
+	rm -rf bin $(OUT) $(MONITOR_BIN)

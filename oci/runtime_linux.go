@@ -67,6 +67,9 @@ func New(cfg Config) (*Runtime, error) {
 			return nil, fmt.Errorf("new runtime: %w", err)
 		}
 	}
+	if _, err := monitorExecutable(); err != nil {
+		r.log.Warn("monitors run as this binary, each start re-executing all of it", "err", err)
+	}
 	r.removeOrphans()
 	r.killLeftoverExecs()
 	if uids, err := r.ListSandboxes(context.Background()); err == nil && r.net != nil && len(uids) > 0 {

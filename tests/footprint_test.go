@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -33,6 +35,13 @@ func TestMonitorMemoryAtRest(t *testing.T) {
 	if err != nil || !bytes.HasPrefix(cmdline, []byte("staticpodd-monitor\x00__staticpodd_monitor_running\x00")) {
 		t.Fatalf("parent %d of the container's init is not the running (C) monitor: %q %v", mon, cmdline, err)
 	}
+	// Built by make build, the binary runs its monitors as the program it
+	// embeds (oci/monitor/exe) from a sealed memfd; built without the tag,
+	// as itself.
+	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", mon))
+	if embedsMonitor(t) && (err != nil || !strings.HasPrefix(exe, "/memfd:") || !strings.HasSuffix(exe, "staticpodd-monitor (deleted)")) {
+		t.Errorf("monitor %d runs %q (%v), not the embedded monitor's memfd", mon, exe, err)
+	}
 	var anon int64
 	d.Eventually(10*time.Second, "the monitor at rest under the bound", func() error {
 		anon = rssAnon(t, mon)
@@ -50,6 +59,22 @@ func TestMonitorMemoryAtRest(t *testing.T) {
 		return nil
 	})
 	d.AssertNoLeaks()
+}
+
+// embedsMonitor tells whether the binary under test was built with the
+// embedmonitor tag (make build), from its build information.
+func embedsMonitor(t *testing.T) bool {
+	t.Helper()
+	out, err := exec.Command("go", "version", "-m", testdaemon.Bin).Output()
+	if err != nil {
+		t.Fatalf("go version -m %s: %v", testdaemon.Bin, err)
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		if f := strings.Fields(line); len(f) == 2 && f[0] == "build" && strings.HasPrefix(f[1], "-tags=") {
+			return slices.Contains(strings.Split(strings.TrimPrefix(f[1], "-tags="), ","), "embedmonitor")
+		}
+	}
+	return false
 }
 
 // rssAnon is pid's RssAnon in bytes.

@@ -1,0 +1,8 @@
+//go:build linux && cgo && !embedmonitor
+
+package oci
+
+// monitorBinary is empty in a build without the embedmonitor tag (`go
+// build`, `go test`): monitors run this binary itself; see
+// monitorExecutable.
+var monitorBinary []byte
