@@ -5,9 +5,11 @@ package oci
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"sync"
+	"unsafe"
 
 	"github.com/opencontainers/runc/libcontainer/exeseal"
 
@@ -42,7 +44,10 @@ var monitorExecutable = sync.OnceValues(func() (string, error) {
 	if err != nil {
 		return self, fmt.Errorf("monitor memfd: %w", err)
 	}
-	if _, err := f.Write(monitorBinary); err != nil {
+	_, err = io.WriteString(f, monitorBinary)
+	// Read once: its pages need not stay in this process's RSS.
+	mon.DropExePages(unsafe.Pointer(unsafe.StringData(monitorBinary)), len(monitorBinary))
+	if err != nil {
 		_ = f.Close()
 		return self, fmt.Errorf("write monitor memfd: %w", err)
 	}

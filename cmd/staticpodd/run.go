@@ -227,6 +227,9 @@ func runDaemon(cfg *config.Config, flags *config.Flags, when readyWhen, logger *
 // newDaemon makes every subsystem; once: the sources read the manifests once
 // (run --once).
 func newDaemon(cfg *config.Config, logger *slog.Logger, once bool) (*daemon, error) {
+	// The daemon's RSS is what it touches, not 2 MiB around each touch:
+	// before the runtime copies the embedded monitor program out of it.
+	monitor.SmallPagesForExecutable()
 	// Before any pod starts, adopted or new: what would make pods fail.
 	if errs := oci.Check(checkConfig(cfg)); len(errs) > 0 {
 		for _, err := range errs {
@@ -418,8 +421,6 @@ func (d *daemon) run(ctx context.Context) error {
 	cfg := d.cfg // what run reads does not change live
 	d.cfgMu.Unlock()
 	defer d.lock.Close()
-	// The daemon's RSS is what it touches, not 2 MiB around each touch.
-	monitor.SmallPagesForExecutable()
 	defer func() { // after the agent, which made it, has returned
 		if mn := d.memNotifier.Load(); mn != nil {
 			mn.Close()

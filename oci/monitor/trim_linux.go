@@ -6,6 +6,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -50,6 +51,23 @@ func trimMemory() {
 	for _, m := range readOnlyExeMappings() {
 		if !m.anonymous {
 			_, _, _ = unix.Syscall(unix.SYS_MADVISE, m.start, m.end-m.start, unix.MADV_DONTNEED)
+		}
+	}
+}
+
+// DropExePages gives back, as trimMemory does, the pages of this process's
+// executable that lie wholly within the n bytes at p, where they are in a
+// read-only mapping of it holding no private copy of a page: for a large
+// read-only datum of the binary read once, such as the embedded monitor
+// program, which would otherwise stay mapped until the next trim. Best effort.
+func DropExePages(p unsafe.Pointer, n int) {
+	page := uintptr(os.Getpagesize())
+	start := (uintptr(p) + page - 1) &^ (page - 1)
+	end := (uintptr(p) + uintptr(n)) &^ (page - 1)
+	for _, m := range readOnlyExeMappings() {
+		lo, hi := max(start, m.start), min(end, m.end)
+		if !m.anonymous && lo < hi {
+			_, _, _ = unix.Syscall(unix.SYS_MADVISE, lo, hi-lo, unix.MADV_DONTNEED)
 		}
 	}
 }
