@@ -1,5 +1,5 @@
 // The running half of a container's monitor. See monitor.go for why it is C
-// and how it is reached; oci/crilog.go is the Go writer it mirrors, entry for
+// and how it is reached; crilog.go is the Go writer it mirrors, entry for
 // entry, and the tests hold the two to the same output.
 //
 // argv: <name> __staticpodd_monitor_running <id> <log> <maxSize> <maxFiles>
@@ -35,11 +35,11 @@
 #include <unistd.h>
 
 #define RUNNING_ARG "__staticpodd_monitor_running"
-#define MAX_LOG_LINE (16 * 1024) // oci.maxLogLine
-#define COPY_BUFFER (64 * 1024)  // oci.copyBuffer
+#define MAX_LOG_LINE (16 * 1024) // MaxLogLine
+#define COPY_BUFFER (64 * 1024)  // copyBuffer
 #define FLUSH_AT (256 * 1024)    // entries buffered before a write, within one read
 #define DRAIN_READS 16           // reads of each pipe once init has exited
-#define GZIP_GONE 3              // the gzip helper's exit code when its source is gone (oci.gzipGone)
+#define GZIP_GONE 3              // the gzip helper's exit code when its source is gone (gzipGone)
 #define STAMP_FORMAT "%Y%m%d-%H%M%S" // podspec.RotatedLogTimeFormat
 #define STAMP_MAX 64
 
@@ -59,7 +59,7 @@ static const char *ctr_id, *log_path, *rotation_file, *gzip_arg;
 static char **finish_argv;
 static int finish_argc;
 
-// The log: oci.criLog's fields.
+// The log: criLog's fields.
 static int log_fd = -1;
 static long long max_size, rotate_at, size;
 static int max_files;

@@ -4,7 +4,7 @@
 // container does, written in C so that it costs a few hundred KiB instead of
 // a Go runtime's several MiB (docs/architecture.md, "The monitor").
 //
-// The Go monitor (oci.runMonitor) creates and starts the container through
+// The Go monitor (runMonitor) creates and starts the container through
 // libcontainer; once the container runs, it execs this same binary with
 // RunningArg as argv[1]. A C constructor (monitor.c) sees that before the Go
 // runtime starts, as libcontainer's nsexec does for "init", and never

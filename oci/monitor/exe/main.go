@@ -1,3 +1,5 @@
+//go:build linux && cgo
+
 // Command staticpodd-monitor is the program a container's monitor and its
 // init run as: libcontainer's "init" and the monitor's roles (package
 // monitor), and nothing of the daemon. It is not installed on its own: the
