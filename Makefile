@@ -6,7 +6,8 @@ IMAGE_TAR := $(OUT)/images/busybox.tar
 # seccomp: libcontainer loads seccomp filters through libseccomp (libseccomp-dev,
 # linked statically); without the tag a container with a profile fails to start.
 GOTAGS    := seccomp
-GOFLAGS_BUILD := -trimpath -tags "netgo osusergo $(GOTAGS)"
+GOTAGS_BUILD  := netgo osusergo $(GOTAGS)
+GOFLAGS_BUILD := -trimpath -tags "$(GOTAGS_BUILD)"
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -s -w -extldflags -static -X main.version=$(VERSION)
 
@@ -31,7 +32,7 @@ $(MONITOR_BIN): $(SOURCES)
 	CGO_ENABLED=1 $(GO) build $(GOFLAGS_BUILD) -ldflags '-s -w -extldflags -static' -o $@ ./oci/monitor/exe
 
 $(BIN): $(SOURCES) $(MONITOR_BIN)
-	CGO_ENABLED=1 $(GO) build -trimpath -tags "netgo osusergo $(GOTAGS) embedmonitor" -ldflags '$(LDFLAGS)' -o $@ ./cmd/staticpodd
+	CGO_ENABLED=1 $(GO) build -trimpath -tags "$(GOTAGS_BUILD) embedmonitor" -ldflags '$(LDFLAGS)' -o $@ ./cmd/staticpodd
 
 # The image tests and the demo run, built from Debian's busybox-static.
 images: $(IMAGE_TAR)
@@ -114,8 +115,8 @@ test-chaos: build images
 # cannot run but the rest (validate, config, the CLI) must still build.
 vet:
 	$(GO) vet -tags "$(GOTAGS)" ./...
-	CGO_ENABLED=0 $(GO) build -o /dev/null ./cmd/staticpodd
-	GOOS=darwin $(GO) build -o /dev/null ./cmd/staticpodd
+	CGO_ENABLED=0 $(GO) build ./cmd/... ./agent/... ./oci/... ./sysd/...
+	GOOS=darwin $(GO) build ./cmd/... ./agent/... ./oci/... ./sysd/...
 
 # BENCH_PODS: the pod counts of the scale benchmark (burst, memory, idle CPU,
 # adoption after kill -9, teardown), each beside the same containers under

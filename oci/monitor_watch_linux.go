@@ -111,8 +111,7 @@ func (r *Runtime) startMonitor(id string) (*pendingMonitor, error) {
 		_, _ = repR.Close(), repW.Close()
 		return nil, fmt.Errorf("go pipe for monitor of container %s: %w", id, err)
 	}
-	exe, _ := monitorExecutable() // New logged why it is not the embedded one
-	cmd := exec.Command(exe, mon.StartArg, r.libcontainerRoot(), r.containerDir(id), id)
+	cmd := exec.Command(r.monitorPath, mon.StartArg, r.libcontainerRoot(), r.containerDir(id), id)
 	cmd.Args[0] = mon.Name
 	cmd.Dir = "/"
 	cmd.ExtraFiles = []*os.File{repW, goR}

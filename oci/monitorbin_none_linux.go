@@ -4,5 +4,5 @@ package oci
 
 // monitorBinary is empty in a build without the embedmonitor tag (`go
 // build`, `go test`): monitors run this binary itself; see
-// monitorExecutable.
+// openMonitorExecutable.
 var monitorBinary string

@@ -3,12 +3,14 @@
 package oci
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
-	"sync"
 	"unsafe"
 
 	"github.com/opencontainers/runc/libcontainer/exeseal"
@@ -16,53 +18,137 @@ import (
 	mon "github.com/staticpodd/staticpodd/oci/monitor"
 )
 
-// monitorMemfd holds the embedded monitor program; see monitorExecutable.
-var monitorMemfd *os.File
+// selfExe is this binary, which has every monitor role too (Reexec).
+const selfExe = "/proc/self/exe"
 
-// monitorExecutable is what a monitor is started from: the program the
-// build embeds (monitorBinary, built from oci/monitor/exe) in a sealed
-// memfd, made once per process, or this binary itself (/proc/self/exe),
-// which runs the same roles (Reexec), in a build without it or where no
-// executable memfd can be made (vm.memfd_noexec=2). err says why it is the
-// latter although the build embeds one.
+// openMonitorExecutable returns what monitors are started from, and the
+// file that must stay open for as long as they are: prog, the program the
+// build embeds (monitorBinary, built from oci/monitor/exe), in a sealed
+// memfd; or this binary itself, in a build without it (f is nil, err too),
+// or when the memfd cannot be made or run (err says why).
 //
 // The embedded program links libcontainer and the monitor and nothing of the
 // daemon: a monitor's start, the container's init that libcontainer
 // re-executes from it, and the exit recorder each start in a fraction of
-// the daemon's start-up time. Sealed (no write, grow or shrink), the memfd is
-// what libcontainer takes for its CVE-2019-5736 protection
+// the daemon's start-up time. Sealed (no write, grow, shrink or new seal),
+// the memfd is what libcontainer takes for its CVE-2019-5736 protection
 // (exeseal.IsSelfExeCloned), so the init runs it as it is, with no copy or
-// overlay per start. It costs its size in shared memory once per daemon,
-// and each monitor keeps its own daemon's copy (its executable) until it
-// exits, through a daemon restart or upgrade.
-var monitorExecutable = sync.OnceValues(func() (string, error) {
-	const self = "/proc/self/exe"
-	if len(monitorBinary) == 0 {
-		return self, nil
+// overlay per start. Each monitor keeps its memfd (its executable) until it
+// exits, through daemon restarts and upgrades; so that restarts do not each
+// pin another copy, a daemon takes the memfd of a monitor it finds under
+// runDir when it holds the very same program.
+//
+// A child execs it through this process's descriptor, /proc/<pid>/fd/<n>:
+// its own copy of the descriptor may be gone by then, as os/exec moves
+// descriptors around to set up the child's. The path is tried once here, so
+// that a kernel or security module that refuses to execute it makes the
+// daemon fall back to itself instead of failing every start.
+func openMonitorExecutable(runDir, prog string) (path string, f *os.File, err error) {
+	if len(prog) == 0 {
+		return selfExe, nil, nil
 	}
+	// Read once, whether copied or compared: its pages need not stay in
+	// this process's RSS.
+	defer mon.DropExePages(unsafe.Pointer(unsafe.StringData(prog)), len(prog))
+	f = adoptedMonitorMemfd(runDir, prog)
+	if f == nil {
+		if f, err = newMonitorMemfd(prog); err != nil {
+			return selfExe, nil, err
+		}
+	}
+	path = "/proc/" + strconv.Itoa(os.Getpid()) + "/fd/" + strconv.Itoa(int(f.Fd()))
+	if err := probeMonitor(path); err != nil {
+		_ = f.Close()
+		return selfExe, nil, err
+	}
+	return path, f, nil
+}
+
+// newMonitorMemfd writes prog into a new memfd and seals it.
+func newMonitorMemfd(prog string) (*os.File, error) {
 	f, seal, err := exeseal.Memfd(mon.Name)
 	if err != nil {
-		return self, fmt.Errorf("monitor memfd: %w", err)
+		return nil, fmt.Errorf("monitor memfd: %w", err)
 	}
-	_, err = io.WriteString(f, monitorBinary)
-	// Read once: its pages need not stay in this process's RSS.
-	mon.DropExePages(unsafe.Pointer(unsafe.StringData(monitorBinary)), len(monitorBinary))
-	if err != nil {
+	if _, err := io.WriteString(f, prog); err != nil {
 		_ = f.Close()
-		return self, fmt.Errorf("write monitor memfd: %w", err)
+		return nil, fmt.Errorf("write monitor memfd: %w", err)
 	}
 	if err := seal(&f); err != nil {
 		_ = f.Close()
-		return self, fmt.Errorf("seal monitor memfd: %w", err)
+		return nil, fmt.Errorf("seal monitor memfd: %w", err)
 	}
 	if !exeseal.IsCloned(f) {
 		_ = f.Close()
-		return self, errors.New("monitor memfd: not sealed")
+		return nil, errors.New("monitor memfd: not sealed")
 	}
-	// Open for the life of the process (held here, or the garbage collector
-	// would close it). A child execs it through this process's descriptor:
-	// its own copy may be gone by then, as os/exec moves descriptors around
-	// to set up the child's.
-	monitorMemfd = f
-	return "/proc/" + strconv.Itoa(os.Getpid()) + "/fd/" + strconv.Itoa(int(f.Fd())), nil
-})
+	return f, nil
+}
+
+// maxAdoptedChecked bounds how many monitors' executables a start compares
+// with the embedded program: monitors of one daemon share one memfd, so a
+// few distinct ones at most are worth reading.
+const maxAdoptedChecked = 4
+
+// adoptedMonitorMemfd returns the executable of a monitor recorded under
+// runDir, opened, if it is a sealed memfd holding prog byte for byte; nil
+// if there is none. Whatever process the recorded pid is now, the
+// seals and the bytes make what it returns safe to run.
+func adoptedMonitorMemfd(runDir, prog string) *os.File {
+	dir := filepath.Join(runDir, containersDir)
+	entries, _ := os.ReadDir(dir)
+	checked := 0
+	for _, e := range entries {
+		var st monitorState
+		if readJSON(filepath.Join(dir, e.Name(), stateFile), &st) != nil || st.MonitorPid <= 0 {
+			continue
+		}
+		f, err := os.Open("/proc/" + strconv.Itoa(st.MonitorPid) + "/exe")
+		if err != nil {
+			continue
+		}
+		if exeseal.IsCloned(f) {
+			checked++
+			if sameContent(f, prog) {
+				return f
+			}
+		}
+		_ = f.Close()
+		if checked == maxAdoptedChecked {
+			break
+		}
+	}
+	return nil
+}
+
+// sameContent tells whether f holds exactly prog.
+func sameContent(f *os.File, prog string) bool {
+	if st, err := f.Stat(); err != nil || st.Size() != int64(len(prog)) {
+		return false
+	}
+	buf := make([]byte, 64<<10)
+	for off := 0; off < len(prog); {
+		n, err := f.ReadAt(buf, int64(off))
+		if n == 0 || string(buf[:n]) != prog[off:off+n] {
+			return false
+		}
+		off += n
+		if err != nil && off < len(prog) {
+			return false
+		}
+	}
+	return true
+}
+
+// probeMonitor runs the monitor's program at path without a role: it must
+// say that it runs for staticpodd only (oci/monitor/exe).
+func probeMonitor(path string) error {
+	cmd := exec.Command(path)
+	cmd.Args[0] = mon.Name
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 2 || !bytes.Contains(out, []byte("run by staticpodd only")) {
+		return fmt.Errorf("run the monitor's program %s: %v %q", path, err, out)
+	}
+	return nil
+}

@@ -5,6 +5,7 @@ package oci
 
 import (
 	"log/slog"
+	"os"
 	"sync"
 	"time"
 
@@ -95,6 +96,11 @@ type Runtime struct {
 	// refilling says one is being started. Both guarded by mu.
 	spare     *pendingMonitor
 	refilling bool
+
+	// monitorPath is what monitors are started from; monitorFile, if not
+	// nil, holds it open (see openMonitorExecutable).
+	monitorPath string
+	monitorFile *os.File
 
 	warmer attachWarmer
 	nets   netCache

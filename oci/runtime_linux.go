@@ -67,7 +67,8 @@ func New(cfg Config) (*Runtime, error) {
 			return nil, fmt.Errorf("new runtime: %w", err)
 		}
 	}
-	if _, err := monitorExecutable(); err != nil {
+	var err error
+	if r.monitorPath, r.monitorFile, err = openMonitorExecutable(cfg.RunDir, monitorBinary); err != nil {
 		r.log.Warn("monitors run as this binary, each start re-executing all of it", "err", err)
 	}
 	r.removeOrphans()

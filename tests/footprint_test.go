@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -51,9 +52,23 @@ func TestMonitorMemoryAtRest(t *testing.T) {
 		return nil
 	})
 	t.Logf("monitor %d at rest: %.1f MiB anonymous", mon, float64(anon)/(1<<20))
+
+	// A restarted daemon starts its monitors from the memfd the running
+	// ones execute (the same program), pinning no second copy.
+	d.Kill9()
+	d.Start()
+	d.WriteManifest("next.yaml", sleeper("next", ""))
+	next := ppid(containerPID(d, d.WaitRunning("next", 30*time.Second), "main"))
+	if embedsMonitor(t) {
+		before, after := fileID(t, fmt.Sprintf("/proc/%d/exe", mon)), fileID(t, fmt.Sprintf("/proc/%d/exe", next))
+		if before != after {
+			t.Errorf("after a restart, the new monitor runs %s, the adopted one %s: another copy of the program", after, before)
+		}
+	}
 	d.RemoveManifest("rest.yaml")
-	d.Eventually(30*time.Second, "the pod is gone", func() error {
-		if d.Pod("rest") != nil {
+	d.RemoveManifest("next.yaml")
+	d.Eventually(30*time.Second, "the pods are gone", func() error {
+		if d.Pod("rest") != nil || d.Pod("next") != nil {
 			return errStill
 		}
 		return nil
@@ -75,6 +90,17 @@ func embedsMonitor(t *testing.T) bool {
 		}
 	}
 	return false
+}
+
+// fileID names the file at path (through a /proc magic link too) by device
+// and inode.
+func fileID(t *testing.T, path string) string {
+	t.Helper()
+	var st syscall.Stat_t
+	if err := syscall.Stat(path, &st); err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("%d:%d", st.Dev, st.Ino)
 }
 
 // rssAnon is pid's RssAnon in bytes.
