@@ -43,6 +43,17 @@ func TestMonitorMemoryAtRest(t *testing.T) {
 	if embedsMonitor(t) && (err != nil || !strings.HasPrefix(exe, "/memfd:") || !strings.HasSuffix(exe, "staticpodd-monitor (deleted)")) {
 		t.Errorf("monitor %d runs %q (%v), not the embedded monitor's memfd", mon, exe, err)
 	}
+	// ... built as the daemon was: the same Go, tags and revision (a stale
+	// program embedded by hand would say otherwise).
+	if embedsMonitor(t) {
+		daemon, monitor := buildInfo(t, testdaemon.Bin), buildInfo(t, fmt.Sprintf("/proc/%d/exe", mon))
+		daemon["-tags"] = strings.TrimSuffix(daemon["-tags"], ",embedmonitor")
+		for _, k := range []string{"go", "-tags", "vcs.revision", "vcs.modified", "CGO_ENABLED"} {
+			if daemon[k] != monitor[k] {
+				t.Errorf("the embedded monitor was built with %s %q, the daemon with %q", k, monitor[k], daemon[k])
+			}
+		}
+	}
 	var anon int64
 	d.Eventually(10*time.Second, "the monitor at rest under the bound", func() error {
 		anon = rssAnon(t, mon)
@@ -90,6 +101,29 @@ func embedsMonitor(t *testing.T) bool {
 		}
 	}
 	return false
+}
+
+// buildInfo is the build information of the Go program at path, by key:
+// "go" for the toolchain, the build settings (-tags, vcs.revision, ...) by
+// their names.
+func buildInfo(t *testing.T, path string) map[string]string {
+	t.Helper()
+	out, err := exec.Command("go", "version", "-m", path).Output()
+	if err != nil {
+		t.Fatalf("go version -m %s: %v", path, err)
+	}
+	info := map[string]string{}
+	for i, line := range strings.Split(string(out), "\n") {
+		f := strings.Fields(line)
+		switch {
+		case i == 0 && len(f) == 2:
+			info["go"] = f[1]
+		case len(f) == 2 && f[0] == "build":
+			k, v, _ := strings.Cut(f[1], "=")
+			info[k] = v
+		}
+	}
+	return info
 }
 
 // fileID names the file at path (through a /proc magic link too) by device
