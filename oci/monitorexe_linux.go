@@ -4,6 +4,7 @@ package oci
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -11,9 +12,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"time"
 	"unsafe"
 
 	"github.com/opencontainers/runc/libcontainer/exeseal"
+	"github.com/opencontainers/runc/libcontainer/system"
+	"golang.org/x/sys/unix"
 
 	mon "github.com/staticpodd/staticpodd/oci/monitor"
 )
@@ -50,18 +54,27 @@ func openMonitorExecutable(runDir, prog string) (path string, f *os.File, err er
 	// Read once, whether copied or compared: its pages need not stay in
 	// this process's RSS.
 	defer mon.DropExePages(unsafe.Pointer(unsafe.StringData(prog)), len(prog))
-	f = adoptedMonitorMemfd(runDir, prog)
-	if f == nil {
-		if f, err = newMonitorMemfd(prog); err != nil {
-			return selfExe, nil, err
+	if f = adoptedMonitorMemfd(runDir, prog); f != nil {
+		path = fdPath(f)
+		if probeMonitor(path) == nil {
+			return path, f, nil
 		}
+		_ = f.Close() // a copy of our own, then
 	}
-	path = "/proc/" + strconv.Itoa(os.Getpid()) + "/fd/" + strconv.Itoa(int(f.Fd()))
+	if f, err = newMonitorMemfd(prog); err != nil {
+		return selfExe, nil, err
+	}
+	path = fdPath(f)
 	if err := probeMonitor(path); err != nil {
 		_ = f.Close()
 		return selfExe, nil, err
 	}
 	return path, f, nil
+}
+
+// fdPath is the path through which children execute this process's f.
+func fdPath(f *os.File) string {
+	return "/proc/" + strconv.Itoa(os.Getpid()) + "/fd/" + strconv.Itoa(int(f.Fd()))
 }
 
 // newMonitorMemfd writes prog into a new memfd and seals it.
@@ -85,40 +98,73 @@ func newMonitorMemfd(prog string) (*os.File, error) {
 	return f, nil
 }
 
-// maxAdoptedChecked bounds how many monitors' executables a start compares
-// with the embedded program: monitors of one daemon share one memfd, so a
-// few distinct ones at most are worth reading.
+// maxAdoptedChecked bounds how many executables of running monitors a
+// start compares with the embedded program: monitors of one daemon share
+// one memfd, so a few distinct ones at most are worth reading.
 const maxAdoptedChecked = 4
 
 // adoptedMonitorMemfd returns the executable of a monitor recorded under
-// runDir, opened, if it is a sealed memfd holding prog byte for byte; nil
-// if there is none. Whatever process the recorded pid is now, the
-// seals and the bytes make what it returns safe to run.
+// runDir, opened, if that monitor still runs (its pid and start time) and
+// its executable is a memfd of this user's, read-only and sealed, holding
+// prog byte for byte; nil if there is none.
 func adoptedMonitorMemfd(runDir, prog string) *os.File {
 	dir := filepath.Join(runDir, containersDir)
 	entries, _ := os.ReadDir(dir)
-	checked := 0
+	compared := map[uint64]bool{} // by inode
 	for _, e := range entries {
+		if len(compared) == maxAdoptedChecked {
+			break
+		}
 		var st monitorState
 		if readJSON(filepath.Join(dir, e.Name(), stateFile), &st) != nil || st.MonitorPid <= 0 {
 			continue
 		}
-		f, err := os.Open("/proc/" + strconv.Itoa(st.MonitorPid) + "/exe")
-		if err != nil {
+		f, ino := openMonitorExe(st, int64(len(prog)))
+		if f == nil || compared[ino] {
+			if f != nil {
+				_ = f.Close()
+			}
 			continue
 		}
-		if exeseal.IsCloned(f) {
-			checked++
-			if sameContent(f, prog) {
-				return f
-			}
+		compared[ino] = true
+		if sameContent(f, prog) {
+			return f
 		}
 		_ = f.Close()
-		if checked == maxAdoptedChecked {
-			break
-		}
 	}
 	return nil
+}
+
+// openMonitorExe opens the executable of the monitor st records if that
+// monitor still runs and the file is a candidate for adoptedMonitorMemfd:
+// sealed as libcontainer seals a memfd, of size, owned by this user and
+// writable by nobody (a process of another user that got the recorded pid,
+// or one that could still chmod its file, is never taken).
+func openMonitorExe(st monitorState, size int64) (*os.File, uint64) {
+	pidfd, err := openPidfd(st.MonitorPid)
+	if err != nil {
+		return nil, 0
+	}
+	defer pidfd.Close()
+	same := func() bool {
+		stat, err := system.Stat(st.MonitorPid)
+		return err == nil && stat.StartTime == st.MonitorStart && !pidfdExited(pidfd)
+	}
+	if !same() {
+		return nil, 0
+	}
+	f, err := os.Open("/proc/" + strconv.Itoa(st.MonitorPid) + "/exe")
+	if err != nil {
+		return nil, 0
+	}
+	// Still the same process, so the file opened was its executable.
+	var fst unix.Stat_t
+	if !same() || unix.Fstat(int(f.Fd()), &fst) != nil || fst.Mode&unix.S_IFMT != unix.S_IFREG ||
+		fst.Size != size || int(fst.Uid) != os.Geteuid() || fst.Mode&0o222 != 0 || !exeseal.IsCloned(f) {
+		_ = f.Close()
+		return nil, 0
+	}
+	return f, fst.Ino
 }
 
 // sameContent tells whether f holds exactly prog.
@@ -140,11 +186,20 @@ func sameContent(f *os.File, prog string) bool {
 	return true
 }
 
-// probeMonitor runs the monitor's program at path without a role: it must
-// say that it runs for staticpodd only (oci/monitor/exe).
+// probeTimeout bounds probeMonitor.
+const probeTimeout = 10 * time.Second
+
+// probeMonitor runs the monitor's program at path without a role, as a
+// monitor would be started: it must say that it runs for staticpodd only
+// (oci/monitor/exe).
 func probeMonitor(path string) error {
-	cmd := exec.Command(path)
+	ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, path)
 	cmd.Args[0] = mon.Name
+	cmd.Dir = "/"
+	cmd.Env = monitorEnv(os.Environ())
+	cmd.WaitDelay = time.Second
 	out, err := cmd.CombinedOutput()
 	var exit *exec.ExitError
 	if !errors.As(err, &exit) || exit.ExitCode() != 2 || !bytes.Contains(out, []byte("run by staticpodd only")) {

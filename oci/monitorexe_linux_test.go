@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/opencontainers/runc/libcontainer/exeseal"
+	"github.com/opencontainers/runc/libcontainer/system"
 
 	"github.com/staticpodd/staticpodd/tests/testroot"
 )
@@ -52,38 +53,14 @@ func TestOpenMonitorExecutable(t *testing.T) {
 
 // A restarted daemon takes the memfd its running monitors execute when it
 // holds the same program, rather than pinning another copy; a different
-// program (an upgrade) gets a memfd of its own.
+// program (an upgrade) gets a memfd of its own, and a recorded pid whose
+// start time is not the monitor's is not looked at.
 func TestOpenMonitorExecutableReusesMonitors(t *testing.T) {
 	testroot.Require(t)
-	bb, err := exec.LookPath("busybox")
-	if err != nil {
-		t.Fatalf("busybox not installed (apt-get install busybox-static): %v", err)
-	}
-	b, err := os.ReadFile(bb)
-	if err != nil {
-		t.Fatal(err)
-	}
-	prog := string(b)
-	mfd, err := newMonitorMemfd(prog)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer mfd.Close()
-	// A "monitor" running from that memfd, recorded as one.
-	cmd := exec.Command("/proc/" + strconv.Itoa(os.Getpid()) + "/fd/" + strconv.Itoa(int(mfd.Fd())))
-	cmd.Args = []string{"sleep", "60"}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	prog := busyboxProgram(t)
+	mfd := sealedProgram(t, prog)
 	runDir := t.TempDir()
-	dir := filepath.Join(runDir, containersDir, "c1")
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := writeJSON(filepath.Join(dir, stateFile), monitorState{MonitorPid: cmd.Process.Pid}); err != nil {
-		t.Fatal(err)
-	}
+	st := recordMonitor(t, runDir, "c1", mfd)
 
 	got := adoptedMonitorMemfd(runDir, prog)
 	if got == nil {
@@ -97,6 +74,87 @@ func TestOpenMonitorExecutableReusesMonitors(t *testing.T) {
 		other.Close()
 		t.Error("took the memfd of another program")
 	}
+	st.MonitorStart++ // the pid is another process's now
+	if err := writeJSON(filepath.Join(runDir, containersDir, "c1", stateFile), st); err != nil {
+		t.Fatal(err)
+	}
+	if f := adoptedMonitorMemfd(runDir, prog); f != nil {
+		f.Close()
+		t.Error("took the executable of a process that is not the recorded monitor")
+	}
+}
+
+// After an upgrade most monitors run the old program: the one that runs
+// the new one is still found, as the old memfd is compared once.
+func TestOpenMonitorExecutableComparesEachMemfdOnce(t *testing.T) {
+	testroot.Require(t)
+	prog := busyboxProgram(t)
+	old := []byte(prog)
+	old[len(old)-1] ^= 0xff // same size, other bytes
+	oldFd, newFd := sealedProgram(t, string(old)), sealedProgram(t, prog)
+	runDir := t.TempDir()
+	for i := range maxAdoptedChecked + 1 {
+		recordMonitor(t, runDir, "a"+strconv.Itoa(i), oldFd) // listed first
+	}
+	recordMonitor(t, runDir, "b", newFd)
+	got := adoptedMonitorMemfd(runDir, prog)
+	if got == nil {
+		t.Fatalf("the monitor of the new program was not found behind %d of the old one", maxAdoptedChecked+1)
+	}
+	defer got.Close()
+	if inode(t, got) != inode(t, newFd) {
+		t.Error("took another file than the new program's memfd")
+	}
+}
+
+// busyboxProgram is busybox-static's bytes: an executable to seal.
+func busyboxProgram(t *testing.T) string {
+	t.Helper()
+	bb, err := exec.LookPath("busybox")
+	if err != nil {
+		t.Fatalf("busybox not installed (apt-get install busybox-static): %v", err)
+	}
+	b, err := os.ReadFile(bb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// sealedProgram is prog in a sealed memfd, closed with the test.
+func sealedProgram(t *testing.T, prog string) *os.File {
+	t.Helper()
+	f, err := newMonitorMemfd(prog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f
+}
+
+// recordMonitor starts a "monitor" from exe (busybox's sleep) and records
+// it under runDir as container id's, as a monitor records itself.
+func recordMonitor(t *testing.T, runDir, id string, exe *os.File) monitorState {
+	t.Helper()
+	cmd := exec.Command(fdPath(exe))
+	cmd.Args = []string{"sleep", "60"}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	stat, err := system.Stat(cmd.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(runDir, containersDir, id)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	st := monitorState{MonitorPid: cmd.Process.Pid, MonitorStart: stat.StartTime}
+	if err := writeJSON(filepath.Join(dir, stateFile), st); err != nil {
+		t.Fatal(err)
+	}
+	return st
 }
 
 func inode(t *testing.T, f *os.File) uint64 {

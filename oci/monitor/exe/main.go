@@ -3,7 +3,7 @@
 // Command staticpodd-monitor is the program a container's monitor and its
 // init run as: libcontainer's "init" and the monitor's roles (package
 // monitor), and nothing of the daemon. It is not installed on its own: the
-// build embeds it in staticpodd (see oci.monitorExecutable), which runs it
+// build embeds it in staticpodd (see oci.openMonitorExecutable), which runs it
 // from a sealed memfd, so that these processes, one to three per container
 // start, pay for the Go runtime and package inits of a few MB instead of the
 // whole daemon's.
