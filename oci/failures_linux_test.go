@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -386,10 +387,7 @@ func TestStoppedMonitorDoesNotBlockKill(t *testing.T) {
 	if err := readJSON(filepath.Join(e.rt.containerDir(st.ID), stateFile), &ms); err != nil {
 		t.Fatal(err)
 	}
-	if err := syscall.Kill(ms.MonitorPid, syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = syscall.Kill(ms.MonitorPid, syscall.SIGCONT) })
+	stopMonitor(t, ms.MonitorPid)
 	if err := e.rt.Signal(context.Background(), st.ID, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -400,7 +398,9 @@ func TestStoppedMonitorDoesNotBlockKill(t *testing.T) {
 		t.Fatalf("Wait with a stopped monitor: %v", err)
 	}
 	if got.ExitCode != 137 || !strings.Contains(got.Message, "unresponsive") {
-		t.Errorf("exit %d %q, want 137 saying the monitor was unresponsive", got.ExitCode, got.Message)
+		_, state, _ := procParent(ms.MonitorPid)
+		t.Errorf("exit %d %q, want 137 saying the monitor was unresponsive (monitor %d state %q)",
+			got.ExitCode, got.Message, ms.MonitorPid, state)
 	}
 	waitPidExit(t, ms.MonitorPid, 5*time.Second)
 	e.destroy(st.ID)
@@ -408,6 +408,42 @@ func TestStoppedMonitorDoesNotBlockKill(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkClean(t, e, pod.UID, st.ID)
+}
+
+// stopMonitor stops the running monitor pid with SIGSTOP and returns once
+// it is stopped; the test's end lets it go on. It first waits for the Go
+// monitor's exec into the C one: the kernel drops a stop signal that reaches
+// a process while it execs (do_signal_stop during de_thread), and the
+// monitor would run on unstopped (seen in CI: the exit recorded at once).
+func stopMonitor(t *testing.T, pid int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if err != nil {
+			t.Fatalf("monitor %d: %v", pid, err)
+		}
+		if args := strings.Split(string(b), "\x00"); len(args) > 1 && args[1] == mon.RunningArg {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("monitor %d did not exec its running half within 10s: %q", pid, b)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGCONT) })
+	for {
+		if _, state, ok := procParent(pid); ok && state == 'T' {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("monitor %d not stopped 10s after SIGSTOP", pid)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 func TestExitRecordedBeforeCleanUp(t *testing.T) {
