@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -21,6 +22,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/staticpodd/staticpodd/agent/podspec"
+	mon "github.com/staticpodd/staticpodd/oci/monitor"
 )
 
 func TestExitCodesAndLogs(t *testing.T) {
@@ -586,4 +588,55 @@ func TestRemovalCutShortLeavesNoExitlessRecord(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkClean(t, e, pod.UID, st.ID)
+}
+
+// A monitor shows its own name where an operator looks (ps, top, pidof, the
+// journal's _COMM), not the number of the memfd descriptor it was run from
+// nor the "exe" of the C monitor's exec: the spare waiting for a container,
+// and a container's monitor once it runs its C half.
+func TestMonitorNamedInProcessList(t *testing.T) {
+	e := newEnv(t)
+	pod := e.pod(false)
+	e.sandbox(pod)
+	st := e.start(pod, e.container(pod, "named", "while :; do sleep 1; done"))
+	defer func() {
+		if err := e.rt.Signal(context.Background(), st.ID, syscall.SIGKILL); err != nil {
+			t.Error(err)
+		}
+		e.wait(st.ID)
+		e.destroy(st.ID)
+		if err := e.rt.RemoveSandbox(context.Background(), pod.UID); err != nil {
+			t.Error(err)
+		}
+		checkClean(t, e, pod.UID, st.ID)
+	}()
+	want := mon.Name[:15] // the kernel keeps 15 bytes of a name
+	comm := func(pid int) string {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+		return strings.TrimSuffix(string(b), "\n")
+	}
+	var ms monitorState
+	if err := readJSON(filepath.Join(e.rt.containerDir(st.ID), stateFile), &ms); err != nil {
+		t.Fatal(err)
+	}
+	// The Go half is named too: the C half's exec names it "exe" again.
+	poll(t, 10*time.Second, fmt.Sprintf("monitor %d did not exec its C half", ms.MonitorPid), func() bool {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", ms.MonitorPid))
+		return strings.Contains(string(b), "\x00"+mon.RunningArg+"\x00")
+	})
+	poll(t, 10*time.Second, fmt.Sprintf("running monitor %d not named %q", ms.MonitorPid, want), func() bool {
+		return comm(ms.MonitorPid) == want
+	})
+	var spare int
+	poll(t, 10*time.Second, "no spare monitor after a start", func() bool {
+		e.rt.mu.Lock()
+		defer e.rt.mu.Unlock()
+		if e.rt.spare != nil {
+			spare = e.rt.spare.m.pid
+		}
+		return spare != 0
+	})
+	poll(t, 10*time.Second, fmt.Sprintf("spare monitor %d not named %q", spare, want), func() bool {
+		return comm(spare) == want
+	})
 }

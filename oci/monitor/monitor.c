@@ -709,6 +709,9 @@ static void run(int argc, char **argv) {
 	finish_argv = argv + 11;
 	finish_argc = argc - 11;
 
+	// Exec'd from /proc/self/exe, the kernel named it "exe": ps, top and the
+	// journal show the monitor's own name (argv[0], cut to 15 bytes).
+	prctl(PR_SET_NAME, argv[0], 0, 0, 0);
 	// The Go monitor was a child subreaper already; an exec keeps that.
 	if (prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) < 0)
 		die("become subreaper");

@@ -4,6 +4,7 @@ package monitor
 
 import (
 	"os"
+	"unsafe"
 
 	// Registers the device-rules cgroup manager; without it libcontainer refuses
 	// to start containers ("cgroup manager is not configured to set device rules").
@@ -11,6 +12,7 @@ import (
 	"github.com/opencontainers/runc/libcontainer"
 	// nsenter's C constructor runs before the Go runtime in "init" re-execs.
 	_ "github.com/opencontainers/runc/libcontainer/nsenter"
+	"golang.org/x/sys/unix"
 )
 
 // Reexec runs the process roles a monitor's binary is executed in:
@@ -29,11 +31,27 @@ func Reexec() bool {
 		}
 		libcontainer.Init() // does not return
 	case StartArg:
+		nameProcess()
 		os.Exit(runMonitor(os.Args[2:]))
 	case ExitArg:
+		nameProcess()
 		os.Exit(runExit(os.Args[2:]))
 	case GzipArg:
+		nameProcess()
 		os.Exit(runGzip(os.Args[2:]))
 	}
 	return false
+}
+
+// nameProcess gives the process Name (cut to the kernel's 15 bytes) in ps,
+// top, pidof and the journal's _COMM: run from a memfd, it would be named by
+// the descriptor's number, and after the C monitor's exec of /proc/self/exe
+// "exe". It runs on the main thread (see the program's init), whose name is
+// the process's; the init keeps the name nsexec gives it, which
+// oci.waitExec watches for.
+func nameProcess() {
+	name, err := unix.BytePtrFromString(Name)
+	if err == nil {
+		_ = unix.Prctl(unix.PR_SET_NAME, uintptr(unsafe.Pointer(name)), 0, 0, 0)
+	}
 }
