@@ -466,7 +466,12 @@ func (d *daemon) run(ctx context.Context) error {
 		return nil
 	})
 	g.Go(func() error { d.runImageGC(ctx, importDir); return nil })
-	g.Go(func() error { trimWhenQuiet(ctx, d.agent.Events(), d.notifier.synced, monitor.TrimMemory); return nil })
+	g.Go(func() error {
+		var gc restGC
+		trim := func() { gc.rest(); monitor.TrimMemory() }
+		trimWhenQuiet(ctx, d.agent.Events(), d.notifier.synced, trim, gc.wake)
+		return nil
+	})
 	if d.aux.mirror != nil {
 		g.Go(func() error { return d.aux.mirror.Run(ctx) })
 	}

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"os"
+	"runtime/debug"
 	"time"
 
 	"github.com/staticpodd/staticpodd/agent/events"
@@ -25,13 +27,52 @@ const trimEvery = 5 * time.Minute
 // 38.9 MiB where it falls to 25-28 MiB once trimmed (sampled every second).
 const trimBurst = 20
 
+// restGCPercent is the collector's GOGC while the daemon rests, from a trim
+// until the next pod event. Go keeps the heap's pages up to its goal, twice
+// the live heap at the default 100: with 100 pods, 5-6 MiB live held 19-21
+// MiB of heap and stacks over a long rest, and the daemon's RSS crept from
+// 24 MiB after its trim to 31-33 MiB. At rest the daemon allocates little (a
+// relist, housekeeping), so collecting at 1.5 times the live heap costs a
+// short cycle now and then; while pods start, the default keeps the
+// collector's cycles, which take a core from the starting containers, as
+// few as before (docs/benchmarks.md).
+const restGCPercent = 50
+
+// restGC lowers the collector's target while the daemon rests and puts it
+// back as it wakes. A GOGC in the environment is the operator's, and left
+// as it is. Not safe for concurrent use: trimWhenQuiet's goroutine calls it.
+type restGC struct {
+	busy    int // the GOGC to put back
+	resting bool
+}
+
+func (g *restGC) rest() {
+	if g.resting || os.Getenv("GOGC") != "" {
+		return
+	}
+	g.busy = debug.SetGCPercent(restGCPercent)
+	if g.busy < 0 || g.busy <= restGCPercent {
+		debug.SetGCPercent(g.busy)
+		return
+	}
+	g.resting = true
+}
+
+func (g *restGC) wake() {
+	if g.resting {
+		debug.SetGCPercent(g.busy)
+		g.resting = false
+	}
+}
+
 // trimWhenQuiet calls trim once the daemon's first sync is done and no event
 // came for trimQuiet, and again after each later burst of events, until ctx
 // ends. Start-up and a burst of pod starts touch most of the binary's code
 // (the kernel maps it 64 KiB at a time) and grow the heap, and neither the
 // kernel nor Go gives that back to a process that is idle and not short of
 // memory: with 10 pods it was half the daemon's RSS (docs/benchmarks.md).
-func trimWhenQuiet(ctx context.Context, rec *events.Recorder, synced <-chan struct{}, trim func()) {
+// The first event after a trim calls wake.
+func trimWhenQuiet(ctx context.Context, rec *events.Recorder, synced <-chan struct{}, trim, wake func()) {
 	select {
 	case <-ctx.Done():
 		return
@@ -54,6 +95,9 @@ func trimWhenQuiet(ctx context.Context, rec *events.Recorder, synced <-chan stru
 				burst = trimBurst
 			}
 			quiet.Reset(trimQuiet)
+			if !armed {
+				wake()
+			}
 			armed = true
 			burst++
 		case <-quiet.C:

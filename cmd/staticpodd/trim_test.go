@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"log/slog"
+	"os"
+	"runtime/debug"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -19,11 +21,11 @@ func TestTrimWhenQuiet(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rec := events.New("node1", 0, slog.New(slog.DiscardHandler))
 		synced := make(chan struct{})
-		var trims atomic.Int32
+		var trims, wakes atomic.Int32
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan struct{})
 		go func() {
-			trimWhenQuiet(ctx, rec, synced, func() { trims.Add(1) })
+			trimWhenQuiet(ctx, rec, synced, func() { trims.Add(1) }, func() { wakes.Add(1) })
 			close(done)
 		}()
 		event := func() {
@@ -54,11 +56,21 @@ func TestTrimWhenQuiet(t *testing.T) {
 		if n := trims.Load(); n != 1 {
 			t.Fatalf("%d trims after an hour of quiet, want still 1", n)
 		}
+		if n := wakes.Load(); n != 0 {
+			t.Fatalf("%d wakes before an event after the trim, want 0", n)
+		}
 		event()
+		event()
+		if n := wakes.Load(); n != 1 {
+			t.Fatalf("%d wakes after two events after the trim, want 1", n)
+		}
 		time.Sleep(trimQuiet + time.Second)
 		synctest.Wait()
 		if n := trims.Load(); n != 2 {
 			t.Fatalf("%d trims after a second burst, want 2", n)
+		}
+		if n := wakes.Load(); n != 1 {
+			t.Fatalf("%d wakes by the second burst, want 1", n)
 		}
 		// An event every 15 s for an hour (a failing probe): a trim at most
 		// every trimEvery, not one after each.
@@ -92,4 +104,38 @@ func TestTrimWhenQuiet(t *testing.T) {
 		cancel()
 		<-done
 	})
+}
+
+// At rest the collector targets restGCPercent, and the GOGC it had comes
+// back as the daemon wakes; an operator's GOGC is never changed.
+func TestRestGC(t *testing.T) {
+	t.Setenv("GOGC", "")
+	os.Unsetenv("GOGC")
+	old := debug.SetGCPercent(100)
+	defer debug.SetGCPercent(old)
+	var g restGC
+	g.rest()
+	g.rest() // twice: the GOGC to put back is still 100
+	if got := debug.SetGCPercent(restGCPercent); got != restGCPercent {
+		t.Errorf("resting GOGC %d, want %d", got, restGCPercent)
+	}
+	g.wake()
+	if got := debug.SetGCPercent(100); got != 100 {
+		t.Errorf("GOGC %d after wake, want 100 back", got)
+	}
+	g.wake() // awake already: nothing changes
+	if got := debug.SetGCPercent(100); got != 100 {
+		t.Errorf("GOGC %d after a second wake, want 100", got)
+	}
+
+	t.Setenv("GOGC", "400")
+	debug.SetGCPercent(400)
+	g.rest()
+	if got := debug.SetGCPercent(400); got != 400 {
+		t.Errorf("GOGC=400 in the environment, resting at %d, want 400 kept", got)
+	}
+	g.wake()
+	if got := debug.SetGCPercent(400); got != 400 {
+		t.Errorf("GOGC=400 in the environment, %d after wake, want 400", got)
+	}
 }
