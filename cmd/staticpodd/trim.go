@@ -51,7 +51,7 @@ func (g *restGC) rest() {
 		return
 	}
 	g.busy = debug.SetGCPercent(restGCPercent)
-	if g.busy < 0 || g.busy <= restGCPercent {
+	if g.busy <= restGCPercent { // off (negative) or already as low: keep it
 		debug.SetGCPercent(g.busy)
 		return
 	}
