@@ -29,6 +29,7 @@ var canonical = map[string]bool{
 // statically (-extldflags -static), so it is part of what is shipped.
 type cLibrary struct {
 	name, copyright, licence, textFile, comment string
+	notice                                      string // the grant, which says which version(s)
 }
 
 // glibc is linked whenever cgo is; the others are found by their pkg-config
@@ -40,6 +41,10 @@ var (
 		licence:   "LGPL-2.1-or-later",
 		textFile:  "LGPL-2.1",
 		comment:   "The GNU C Library, linked statically (cgo, -extldflags -static).",
+		notice: "The GNU C Library is free software; you can redistribute it and/or\n" +
+			"modify it under the terms of the GNU Lesser General Public License as\n" +
+			"published by the Free Software Foundation; either version 2.1 of the\n" +
+			"License, or (at your option) any later version.",
 	}
 	cLibraries = map[string]cLibrary{
 		"libseccomp": {
@@ -48,6 +53,9 @@ var (
 			licence:   "LGPL-2.1-only",
 			textFile:  "LGPL-2.1",
 			comment:   "libseccomp, linked statically through github.com/seccomp/libseccomp-golang.",
+			notice: "This library is free software; you can redistribute it and/or modify it\n" +
+				"under the terms of version 2.1 of the GNU Lesser General Public License as\n" +
+				"published by the Free Software Foundation.",
 		},
 	}
 )
@@ -80,6 +88,7 @@ func build(root string, l *linked, commonLicenses string) (*document, error) {
 	}
 	d.files = append(d.files, own)
 	texts := map[string]string{ownLicence: normalise(string(ownText))}
+	notices := map[string]string{}
 	var unknown []string
 	used := map[string]bool{ownLicence: true}
 
@@ -152,18 +161,23 @@ func build(root string, l *linked, commonLicenses string) (*document, error) {
 		allCanonical := true
 		for _, id := range ids {
 			allCanonical = allCanonical && canonical[id]
+			if canonical[id] {
+				used[id] = true
+			}
 		}
-		if allCanonical {
+		for _, f := range files {
+			if len(f.IDs) == 1 && canonical[f.IDs[0]] && texts[f.IDs[0]] == "" {
+				texts[f.IDs[0]] = f.Text
+			}
+		}
+		if !allCanonical {
+			var inline []string
 			for _, f := range files {
-				if len(f.IDs) == 1 && texts[f.IDs[0]] == "" {
-					texts[f.IDs[0]] = f.Text
-				}
-				for _, id := range f.IDs {
-					used[id] = true
+				if t := inlineText(f); len(f.IDs) > 0 && strings.TrimSpace(t) != "" {
+					inline = append(inline, t)
 				}
 			}
-		} else {
-			licence = withText(expr, strings.Join(all, "\n\n"))
+			licence = withText(expr, strings.Join(inline, "\n\n"))
 		}
 		comment := m.Path + " " + m.Version
 		for _, n := range notices {
@@ -199,6 +213,7 @@ func build(root string, l *linked, commonLicenses string) (*document, error) {
 			})
 			d.ids = append(d.ids, c.licence)
 			used[c.licence] = true
+			notices[c.licence] = c.notice
 			if texts[c.licence] == "" {
 				b, err := os.ReadFile(filepath.Join(commonLicenses, c.textFile))
 				if err != nil {
@@ -216,7 +231,7 @@ func build(root string, l *linked, commonLicenses string) (*document, error) {
 		if texts[id] == "" {
 			return nil, fmt.Errorf("no text for licence %s: no linked module has it as its only licence", id)
 		}
-		d.licences = append(d.licences, paragraph{{"License", withText(id, texts[id])}})
+		d.licences = append(d.licences, standalone{id: id, notice: notices[id], text: texts[id]})
 	}
 	return d, nil
 }

@@ -16,9 +16,10 @@ const minCoverage = 75
 
 // licenceFile is one file at a module's top level that holds its licence.
 type licenceFile struct {
-	Name string
-	Text string
-	IDs  []string // SPDX identifiers, in the order they appear
+	Name    string
+	Text    string
+	IDs     []string // SPDX identifiers, in the order they appear
+	Matches []licensecheck.Match
 }
 
 // unrecognisedError names the modules (or files) whose licence is unknown.
@@ -32,9 +33,15 @@ func (e *unrecognisedError) Error() string {
 // classify returns the licences text is made of, or nil when less than
 // minCoverage percent of it is licence text the classifier knows.
 func classify(text string) []string {
+	ids, _ := scan(text)
+	return ids
+}
+
+// scan is classify with where in text each licence was found.
+func scan(text string) ([]string, []licensecheck.Match) {
 	cov := licensecheck.Scan([]byte(text))
 	if cov.Percent < minCoverage {
-		return nil
+		return nil, nil
 	}
 	var ids []string
 	seen := map[string]bool{}
@@ -44,7 +51,26 @@ func classify(text string) []string {
 			ids = append(ids, m.ID)
 		}
 	}
-	return ids
+	return ids, cov.Match
+}
+
+// inlineText is a licence file as a module's paragraph reproduces it: the
+// spans that are a canonical licence's text (Apache-2.0 inside a LICENSE
+// that also holds a BSD and an MIT notice) point to that licence's own
+// paragraph instead, so that each such text is in the file once.
+func inlineText(f licenceFile) string {
+	var b strings.Builder
+	at := 0
+	for _, m := range f.Matches {
+		if !canonical[m.ID] || m.IsURL || m.Start < at {
+			continue
+		}
+		b.WriteString(f.Text[at:m.Start])
+		b.WriteString("[The text of " + m.ID + ": see the License: " + m.ID + " paragraph.]")
+		at = m.End
+	}
+	b.WriteString(f.Text[at:])
+	return normalise(b.String())
 }
 
 // isLicenceName and isNoticeName pick a module's top-level licence and
@@ -91,7 +117,8 @@ func moduleLicences(dir string) (files []licenceFile, notices []string, err erro
 			}
 			continue
 		}
-		files = append(files, licenceFile{Name: e.Name(), Text: text, IDs: classify(text)})
+		ids, matches := scan(text)
+		files = append(files, licenceFile{Name: e.Name(), Text: text, IDs: ids, Matches: matches})
 	}
 	sort.Slice(files, func(i, j int) bool { return files[i].Name < files[j].Name })
 	return files, notices, nil

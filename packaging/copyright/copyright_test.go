@@ -90,7 +90,7 @@ func TestBuildKeepsEachMITTextAndNamesApacheOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	var buf bytes.Buffer
-	d.write(&buf)
+	d.write(&buf, false)
 	out := buf.String()
 	for _, want := range []string{
 		"Files: vendor/example.com/known/*\nCopyright: 2020 Jane Example\nLicense: MIT\n MIT License\n .\n Copyright (c) 2020 Jane Example\n",
@@ -146,5 +146,40 @@ func TestCopyrightLinesLeaveTemplatesOut(t *testing.T) {
 	want := []string{"2014 The Kubernetes Authors.", "2009 The Go Authors. All rights reserved."}
 	if strings.Join(got, "|") != strings.Join(want, "|") {
 		t.Errorf("copyrightLines = %q, want %q", got, want)
+	}
+}
+
+// A module whose one LICENSE holds an MIT notice and the Apache-2.0 text: its
+// paragraph keeps the MIT notice and points to the Apache-2.0 paragraph; the
+// .deb's file refers to /usr/share/common-licenses (lintian's
+// copyright-file-contains-full-apache-2-license), the rpm's has the text once.
+func TestApacheTextOnceAndDebianRefersToCommonLicenses(t *testing.T) {
+	apache, err := os.ReadFile("../../LICENSE")
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, l := fixture(t, map[string]string{"example.com/both": mitText + "\n\n" + string(apache)})
+	d, err := build(root, l, "/usr/share/common-licenses")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const terms = "TERMS AND CONDITIONS FOR USE, REPRODUCTION, AND DISTRIBUTION"
+	var deb, full bytes.Buffer
+	d.write(&deb, true)
+	d.write(&full, false)
+	for _, want := range []string{
+		"License: MIT and Apache-2.0\n MIT License\n",
+		" [The text of Apache-2.0: see the License: Apache-2.0 paragraph.]\n",
+		"\nLicense: Apache-2.0\n On Debian systems, the complete text of Apache-2.0 can be found in\n /usr/share/common-licenses/Apache-2.0.\n",
+	} {
+		if !strings.Contains(deb.String(), want) {
+			t.Errorf("the .deb's copyright lacks %q", want)
+		}
+	}
+	if strings.Contains(deb.String(), terms) {
+		t.Error("the .deb's copyright repeats the Apache-2.0 text")
+	}
+	if n := strings.Count(full.String(), terms); n != 1 {
+		t.Errorf("the rpm's copyright has the Apache-2.0 text %d times, want once", n)
 	}
 }

@@ -17,13 +17,38 @@ type paragraph []field
 type document struct {
 	header   paragraph
 	files    []paragraph
-	licences []paragraph // stand-alone License paragraphs, one per short name
-	ids      []string    // every licence in the package, for the rpm expression
+	licences []standalone // stand-alone License paragraphs, one per short name
+	ids      []string     // every licence in the package, for the rpm expression
 }
 
-func (d *document) write(w io.Writer) {
+// standalone is the text of a licence that modules name without it.
+type standalone struct{ id, notice, text string }
+
+// debianCommonLicenses names the file in /usr/share/common-licenses that
+// holds each canonical licence on Debian, where policy 12.5 wants the
+// copyright file to refer to it rather than repeat it.
+var debianCommonLicenses = map[string]string{
+	"Apache-2.0": "Apache-2.0", "MPL-2.0": "MPL-2.0", "MPL-1.1": "MPL-1.1", "CC0-1.0": "CC0-1.0",
+	"GPL-2.0": "GPL-2", "GPL-3.0": "GPL-3", "LGPL-2.1": "LGPL-2.1", "LGPL-3.0": "LGPL-3",
+	"LGPL-2.1-only": "LGPL-2.1", "LGPL-2.1-or-later": "LGPL-2.1",
+}
+
+// write writes the file; debian refers to /usr/share/common-licenses for
+// the licences found there instead of giving their full text.
+func (d *document) write(w io.Writer, debian bool) {
 	var b strings.Builder
-	all := append(append([]paragraph{d.header}, d.files...), d.licences...)
+	all := append([]paragraph{d.header}, d.files...)
+	for _, l := range d.licences {
+		text := l.text
+		if f, ok := debianCommonLicenses[l.id]; ok && debian {
+			text = "On Debian systems, the complete text of " + l.id + " can be found in\n" +
+				"/usr/share/common-licenses/" + f + "."
+		}
+		if l.notice != "" {
+			text = l.notice + "\n\n" + text
+		}
+		all = append(all, paragraph{{"License", withText(l.id, text)}})
+	}
 	for i, p := range all {
 		if i > 0 {
 			b.WriteString("\n")

@@ -6,7 +6,7 @@
 // It is a module of its own, like packaging/nfpm, so that its licence
 // classifier stays out of the daemon's go.mod. The Makefile runs it as
 //
-//	go -C packaging/copyright run . -root $(CURDIR) -o copyright -spdx license
+//	go -C packaging/copyright run . -root $(CURDIR) -o copyright -full copyright.full -spdx license
 package main
 
 import (
@@ -26,20 +26,21 @@ const (
 
 func main() {
 	root := flag.String("root", "../..", "the staticpodd module's directory")
-	out := flag.String("o", "", "write the DEP-5 copyright file here (default: standard output)")
+	out := flag.String("o", "", "write the copyright file of the .deb here, which refers to /usr/share/common-licenses (default: standard output)")
+	full := flag.String("full", "", "write the copyright file with every licence's full text here (the rpm's)")
 	spdx := flag.String("spdx", "", "write the package's SPDX licence expression here")
 	tags := flag.String("tags", defaultTags, "the build tags of the shipped binaries")
 	pkgs := flag.String("packages", defaultPackages, "the packages of the shipped binaries")
 	commonLicenses := flag.String("common-licenses", "/usr/share/common-licenses", "where the full texts of the GNU licences of linked C libraries are")
 	flag.Parse()
 
-	if err := run(*root, *out, *spdx, *tags, strings.Fields(*pkgs), *commonLicenses); err != nil {
+	if err := run(*root, *out, *full, *spdx, *tags, strings.Fields(*pkgs), *commonLicenses); err != nil {
 		fmt.Fprintln(os.Stderr, "copyright:", err)
 		os.Exit(1)
 	}
 }
 
-func run(root, out, spdx, tags string, pkgs []string, commonLicenses string) error {
+func run(root, out, full, spdx, tags string, pkgs []string, commonLicenses string) error {
 	root, err := filepath.Abs(root)
 	if err != nil {
 		return err
@@ -52,8 +53,15 @@ func run(root, out, spdx, tags string, pkgs []string, commonLicenses string) err
 	if err != nil {
 		return err
 	}
+	if full != "" {
+		var buf bytes.Buffer
+		doc.write(&buf, false)
+		if err := writeFile(full, buf.Bytes()); err != nil {
+			return err
+		}
+	}
 	var buf bytes.Buffer
-	doc.write(&buf)
+	doc.write(&buf, true)
 	if out == "" {
 		_, err = os.Stdout.Write(buf.Bytes())
 	} else {
