@@ -43,23 +43,14 @@ func TestLicenceIsApache20(t *testing.T) {
 // linked file of ours that carries another project's copyright.
 func TestCopyrightCoversLinkedModules(t *testing.T) {
 	dir := t.TempDir()
-	copyright, spdx := filepath.Join(dir, "copyright"), filepath.Join(dir, "license")
+	deb, full, spdx := filepath.Join(dir, "copyright"), filepath.Join(dir, "copyright.full"), filepath.Join(dir, "license")
 	root, err := filepath.Abs("..")
 	if err != nil {
 		t.Fatal(err)
 	}
-	gen := exec.Command("go", "-C", "../packaging/copyright", "run", ".", "-root", root, "-o", copyright, "-spdx", spdx)
+	gen := exec.Command("go", "-C", "../packaging/copyright", "run", ".", "-root", root, "-o", deb, "-full", full, "-spdx", spdx)
 	if out, err := gen.CombinedOutput(); err != nil {
 		t.Fatalf("generate the copyright file: %v\n%s", err, out)
-	}
-	f, err := os.Open(copyright)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	paras, err := parseDEP5(f)
-	if err != nil {
-		t.Fatalf("%s is not DEP-5: %v", copyright, err)
 	}
 	mods, own := linkedModules(t)
 	if len(mods) < 10 {
@@ -71,9 +62,6 @@ func TestCopyrightCoversLinkedModules(t *testing.T) {
 			t.Errorf("%s is linked at %s but go list -m all selects %q", path, version, selected[path])
 		}
 	}
-	for _, p := range checkCopyright(paras, mods, own) {
-		t.Error(p)
-	}
 	notice, err := os.ReadFile("../NOTICE")
 	if err != nil {
 		t.Fatal(err)
@@ -82,6 +70,33 @@ func TestCopyrightCoversLinkedModules(t *testing.T) {
 		if !strings.Contains(string(notice), f) {
 			t.Errorf("NOTICE does not name %s, which carries another project's copyright", f)
 		}
+	}
+	for _, variant := range []string{deb, full} {
+		t.Run(filepath.Base(variant), func(t *testing.T) { checkCopyrightFile(t, variant, spdx, mods, own) })
+	}
+	// The .deb's refers to Debian's copies of the long texts; the rpm's has them.
+	const terms = "TERMS AND CONDITIONS FOR USE, REPRODUCTION, AND DISTRIBUTION"
+	if b, err := os.ReadFile(deb); err != nil || strings.Contains(string(b), terms) ||
+		!strings.Contains(string(b), "/usr/share/common-licenses/Apache-2.0") {
+		t.Errorf("the .deb's copyright must refer to /usr/share/common-licenses/Apache-2.0, not repeat it (%v)", err)
+	}
+	if b, err := os.ReadFile(full); err != nil || strings.Count(string(b), terms) != 1 {
+		t.Errorf("the rpm's copyright must hold the Apache-2.0 text once (%v)", err)
+	}
+}
+
+func checkCopyrightFile(t *testing.T, copyright, spdx string, mods map[string]string, own []string) {
+	f, err := os.Open(copyright)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	paras, err := parseDEP5(f)
+	if err != nil {
+		t.Fatalf("%s is not DEP-5: %v", copyright, err)
+	}
+	for _, p := range checkCopyright(paras, mods, own) {
+		t.Error(p)
 	}
 	expr, err := os.ReadFile(spdx)
 	if err != nil {
