@@ -8,12 +8,15 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net/mail"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+
+	"sigs.k8s.io/yaml"
 )
 
 // shippedTags and shippedPackages are what the Makefile builds into the .deb
@@ -349,4 +352,64 @@ func moduleGraph(t *testing.T) map[string]string {
 		sel[path] = version
 	}
 	return sel
+}
+
+// TestPackagesShipTheLicences holds packaging/nfpm.yaml and the Makefile to
+// shipping what the copyright generator writes: Debian's copyright file in
+// the .deb, LICENSE, NOTICE and the full-text copyright as the rpm's
+// %license, a maintainer Debian accepts, and the rpm License tag set from
+// the generated expression.
+func TestPackagesShipTheLicences(t *testing.T) {
+	b, err := os.ReadFile("../packaging/nfpm.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg struct {
+		Maintainer string `json:"maintainer"`
+		Contents   []struct {
+			Src      string `json:"src"`
+			Dst      string `json:"dst"`
+			Type     string `json:"type"`
+			Packager string `json:"packager"`
+		} `json:"contents"`
+	}
+	if err := yaml.Unmarshal(b, &cfg); err != nil {
+		t.Fatalf("packaging/nfpm.yaml: %v", err)
+	}
+	if a, err := mail.ParseAddress(cfg.Maintainer); err != nil || strings.HasSuffix(a.Address, "@localhost") {
+		t.Errorf("maintainer %q: Debian wants an RFC 822 address that reaches someone (%v)", cfg.Maintainer, err)
+	}
+	want := map[string]string{ // dst -> "src packager type"
+		"/usr/share/doc/staticpodd/copyright":      "_output/pkg/stage/copyright deb ",
+		"/usr/share/licenses/staticpodd/LICENSE":   "LICENSE  license",
+		"/usr/share/licenses/staticpodd/NOTICE":    "NOTICE  license",
+		"/usr/share/licenses/staticpodd/copyright": "_output/pkg/stage/copyright.full  license",
+	}
+	for _, c := range cfg.Contents {
+		if w, ok := want[c.Dst]; ok {
+			if got := c.Src + " " + c.Packager + " " + c.Type; got != w {
+				t.Errorf("%s: src, packager, type %q, want %q", c.Dst, got, w)
+			}
+			delete(want, c.Dst)
+		}
+	}
+	for dst := range want {
+		t.Errorf("packaging/nfpm.yaml does not install %s", dst)
+	}
+	mk, err := os.ReadFile("../Makefile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []string{
+		"$(GO) -C packaging/copyright run . -root $(CURDIR) -o $(CURDIR)/$(PKG_STAGE)/copyright",
+		"-full $(CURDIR)/$(PKG_STAGE)/copyright.full -spdx $(CURDIR)/$(PKG_STAGE)/license",
+		`sed "s|^license: .*|license: $$(cat $(PKG_STAGE)/license)|" packaging/nfpm.yaml > $@`,
+	} {
+		if !strings.Contains(string(mk), w) {
+			t.Errorf("the Makefile lacks %q", w)
+		}
+	}
+	if strings.Contains(string(mk), "--config packaging/nfpm.yaml") {
+		t.Error("the Makefile builds a package from packaging/nfpm.yaml, whose license: is not the generated one")
+	}
 }
