@@ -88,9 +88,11 @@ demo-clean: build
 	rm -rf $(OUT)/demo $(DEMO_RUN)
 	-rmdir /sys/fs/cgroup/*/staticpodd-demo 2>/dev/null
 
-# The whole suite: unit tests, then root tests with real containers and the
-# end-to-end tests of the built binary. The chaos soak has its own target.
+# The whole suite: unit tests (the copyright generator's, a module of its own,
+# first), then root tests with real containers and the end-to-end tests of the
+# built binary. The chaos soak has its own target.
 test: build images vet
+	$(GO) -C packaging/copyright test -count=1 ./...
 	STATICPODD_BIN=$(CURDIR)/$(BIN) STATICPODD_IMAGE=$(CURDIR)/$(IMAGE_TAR) \
 		$(GO) test -tags "$(GOTAGS)" -count=1 -timeout 15m -parallel 4 $$($(GO) list ./... | grep -v /tests/chaos$$)
 
@@ -115,6 +117,7 @@ test-chaos: build images
 # cannot run but the rest (validate, config, the CLI) must still build.
 vet:
 	$(GO) vet -tags "$(GOTAGS)" ./...
+	$(GO) -C packaging/copyright vet ./...
 	CGO_ENABLED=0 $(GO) build ./cmd/... ./agent/... ./oci/... ./sysd/...
 	GOOS=darwin $(GO) build ./cmd/... ./agent/... ./oci/... ./sysd/...
 
