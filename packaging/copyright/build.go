@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -25,40 +24,15 @@ var canonical = map[string]bool{
 	"GPL-2.0": true, "GPL-3.0": true, "LGPL-2.1": true, "LGPL-3.0": true, "AGPL-3.0": true,
 }
 
-// cLibrary is a C library a cgo package links; the binary is linked
-// statically (-extldflags -static), so it is part of what is shipped.
-type cLibrary struct {
-	name, copyright, licence, textFile, comment string
-	notice                                      string // the grant, which says which version(s)
+// builder gathers the paragraphs; unknown collects every part whose licence
+// is not recognised, so that one run names them all.
+type builder struct {
+	d       *document
+	texts   map[string]string // licence -> full text, for its stand-alone paragraph
+	notices map[string]string // licence -> the grant printed before it (the LGPL's)
+	used    map[string]bool   // licences named without their text
+	unknown []string
 }
-
-// glibc is linked whenever cgo is; the others are found by their pkg-config
-// name in `#cgo pkg-config:` lines.
-var (
-	glibc = cLibrary{
-		name:      "glibc",
-		copyright: "Free Software Foundation, Inc. and the GNU C Library contributors",
-		licence:   "LGPL-2.1-or-later",
-		textFile:  "LGPL-2.1",
-		comment:   "The GNU C Library, linked statically (cgo, -extldflags -static).",
-		notice: "The GNU C Library is free software; you can redistribute it and/or\n" +
-			"modify it under the terms of the GNU Lesser General Public License as\n" +
-			"published by the Free Software Foundation; either version 2.1 of the\n" +
-			"License, or (at your option) any later version.",
-	}
-	cLibraries = map[string]cLibrary{
-		"libseccomp": {
-			name:      "libseccomp",
-			copyright: "Paul Moore, Red Hat, and the libseccomp contributors",
-			licence:   "LGPL-2.1-only",
-			textFile:  "LGPL-2.1",
-			comment:   "libseccomp, linked statically through github.com/seccomp/libseccomp-golang.",
-			notice: "This library is free software; you can redistribute it and/or modify it\n" +
-				"under the terms of version 2.1 of the GNU Lesser General Public License as\n" +
-				"published by the Free Software Foundation.",
-		},
-	}
-)
 
 func build(root string, l *linked, commonLicenses string) (*document, error) {
 	ownText, err := os.ReadFile(filepath.Join(root, "LICENSE"))
@@ -68,8 +42,13 @@ func build(root string, l *linked, commonLicenses string) (*document, error) {
 	if ids := classify(string(ownText)); len(ids) != 1 || ids[0] != ownLicence {
 		return nil, fmt.Errorf("%s: recognised as %v, want %s alone", filepath.Join(root, "LICENSE"), ids, ownLicence)
 	}
-	d := &document{ids: []string{ownLicence}}
-	d.header = paragraph{
+	b := &builder{
+		d:       &document{ids: []string{ownLicence}},
+		texts:   map[string]string{ownLicence: normalise(string(ownText))},
+		notices: map[string]string{},
+		used:    map[string]bool{ownLicence: true},
+	}
+	b.d.header = paragraph{
 		{"Format", "https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/"},
 		{"Upstream-Name", upstreamName},
 		{"Upstream-Contact", source + "/issues"},
@@ -86,227 +65,143 @@ func build(root string, l *linked, commonLicenses string) (*document, error) {
 	} else if !os.IsNotExist(err) {
 		return nil, fmt.Errorf("read staticpodd's notice: %w", err)
 	}
-	d.files = append(d.files, own)
-	texts := map[string]string{ownLicence: normalise(string(ownText))}
-	notices := map[string]string{}
-	var unknown []string
-	used := map[string]bool{ownLicence: true}
+	b.d.files = append(b.d.files, own)
 
-	// staticpodd's files that carry another project's copyright header.
-	for _, f := range l.ownFiles {
-		p, ok, err := ownFileParagraph(root, f)
-		if err != nil {
-			return nil, err
-		}
-		if !ok {
-			continue
-		}
-		if p == nil {
-			unknown = append(unknown, f+" (its licence header)")
-			continue
-		}
-		d.files = append(d.files, p)
-		d.ids = append(d.ids, idsOf(p)...)
+	if err := b.ownFiles(root, l.ownFiles); err != nil {
+		return nil, err
 	}
-
-	// The Go standard library and runtime.
-	goLicence, err := os.ReadFile(filepath.Join(l.goroot, "LICENSE"))
-	if err != nil {
-		return nil, fmt.Errorf("read the Go licence: %w", err)
+	if err := b.stdlib(l.goroot, l.goVersion); err != nil {
+		return nil, err
 	}
-	if ids := classify(string(goLicence)); len(ids) == 0 {
-		unknown = append(unknown, "the Go standard library ("+filepath.Join(l.goroot, "LICENSE")+")")
-	} else {
-		text := normalise(string(goLicence))
-		d.files = append(d.files, paragraph{
-			{"Files", "GOROOT/src/*"},
-			{"Copyright", strings.Join(orDefault(copyrightLines(text), "The Go Authors"), "\n")},
-			{"License", withText(strings.Join(ids, " and "), text)},
-			{"Comment", "The Go standard library and runtime of " + l.goVersion + "."},
-		})
-		d.ids = append(d.ids, ids...)
-	}
-
-	// Every linked module.
 	for _, m := range l.modules {
-		files, notices, err := moduleLicences(m.Dir)
-		if err != nil {
+		if err := b.module(m); err != nil {
 			return nil, err
 		}
-		var ids []string
-		seen := map[string]bool{}
-		var all []string
-		for _, f := range files {
-			if len(f.IDs) == 0 {
-				unknown = append(unknown, m.Path+"@"+m.Version+" ("+f.Name+")")
-				continue
-			}
-			all = append(all, f.Text)
-			for _, id := range f.IDs {
-				if !seen[id] {
-					seen[id] = true
-					ids = append(ids, id)
-				}
-			}
-		}
-		if len(files) == 0 {
-			unknown = append(unknown, m.Path+"@"+m.Version+" (no licence file)")
-			continue
-		}
-		if len(ids) == 0 {
-			continue
-		}
-		expr := strings.Join(ids, " and ")
-		licence := expr
-		allCanonical := true
-		for _, id := range ids {
-			allCanonical = allCanonical && canonical[id]
-			if canonical[id] {
-				used[id] = true
-			}
-		}
-		for _, f := range files {
-			if len(f.IDs) == 1 && canonical[f.IDs[0]] && texts[f.IDs[0]] == "" {
-				texts[f.IDs[0]] = f.Text
-			}
-		}
-		if !allCanonical {
-			var inline []string
-			for _, f := range files {
-				if t := inlineText(f); len(f.IDs) > 0 && strings.TrimSpace(t) != "" {
-					inline = append(inline, t)
-				}
-			}
-			licence = withText(expr, strings.Join(inline, "\n\n"))
-		}
-		comment := m.Path + " " + m.Version
-		for _, n := range notices {
-			comment += "\n\nNOTICE:\n" + n
-		}
-		d.files = append(d.files, paragraph{
-			{"Files", "vendor/" + m.Path + "/*"},
-			{"Copyright", strings.Join(orDefault(copyrightLines(append(all, notices...)...), "The authors of "+m.Path), "\n")},
-			{"License", licence},
-			{"Comment", comment},
-		})
-		d.ids = append(d.ids, ids...)
 	}
-
-	// The C libraries linked statically.
 	if l.cgo {
-		libs := []cLibrary{glibc}
-		for _, name := range l.pkgConfig {
-			c, ok := cLibraries[name]
-			if !ok {
-				unknown = append(unknown, "C library "+name+" (pkg-config; add it to cLibraries)")
-				continue
-			}
-			libs = append(libs, c)
-		}
-		for _, c := range libs {
-			d.files = append(d.files, paragraph{
-				{"Files", "static/" + c.name + "/*"},
-				{"Copyright", c.copyright},
-				{"License", c.licence},
-				{"Comment", c.comment + "\nThe LGPL's terms for a work linked with the library are met by\n" +
-					"staticpodd's complete source at " + source + ",\nfrom which the binary can be relinked with a modified library."},
-			})
-			d.ids = append(d.ids, c.licence)
-			used[c.licence] = true
-			notices[c.licence] = c.notice
-			if texts[c.licence] == "" {
-				b, err := os.ReadFile(filepath.Join(commonLicenses, c.textFile))
-				if err != nil {
-					return nil, fmt.Errorf("the text of %s for %s: %w", c.licence, c.name, err)
-				}
-				texts[c.licence] = normalise(string(b))
-			}
+		if err := b.cLibraries(l.pkgConfig, commonLicenses); err != nil {
+			return nil, err
 		}
 	}
-
-	if len(unknown) > 0 {
-		return nil, &unrecognisedError{what: unknown}
+	if len(b.unknown) > 0 {
+		return nil, &unrecognisedError{what: b.unknown}
 	}
-	for _, id := range sortedKeys(used) {
-		if texts[id] == "" {
+	for _, id := range sortedKeys(b.used) {
+		if b.texts[id] == "" {
 			return nil, fmt.Errorf("no text for licence %s: no linked module has it as its only licence", id)
 		}
-		d.licences = append(d.licences, standalone{id: id, notice: notices[id], text: texts[id]})
+		b.d.licences = append(b.d.licences, standalone{id: id, notice: b.notices[id], text: b.texts[id]})
 	}
-	return d, nil
+	return b.d, nil
 }
 
-// ownFileParagraph returns a Files paragraph for one of staticpodd's files
-// whose leading comment carries a copyright line: a file copied from another
-// project keeps its origin and licence there (agent/manifest/expansion.go).
-// ok is false for a file without one; p is nil when its licence is unknown.
-func ownFileParagraph(root, rel string) (p paragraph, ok bool, err error) {
-	header, err := leadingComment(filepath.Join(root, rel))
-	if err != nil {
-		return nil, false, err
-	}
-	holders := copyrightLines(header)
-	if len(holders) == 0 {
-		return nil, false, nil
-	}
-	ids := classify(header)
-	if len(ids) == 0 {
-		return nil, true, nil
-	}
-	origin, _, _ := strings.Cut(header, "\n\n")
-	return paragraph{
-		{"Files", rel},
-		{"Copyright", strings.Join(holders, "\n")},
-		{"License", withText(strings.Join(ids, " and "), header)},
-		{"Comment", origin},
-	}, true, nil
+func (b *builder) add(p paragraph, ids ...string) {
+	b.d.files = append(b.d.files, p)
+	b.d.ids = append(b.d.ids, ids...)
 }
 
-// leadingComment is the comment block a .go or .c file starts with (// lines
-// or one /* */ block), without its comment markers.
-func leadingComment(name string) (string, error) {
-	f, err := os.Open(name)
-	if err != nil {
-		return "", fmt.Errorf("read header of %s: %w", name, err)
-	}
-	defer f.Close()
-	var lines []string
-	block := false
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		t := strings.TrimSpace(sc.Text())
+// ownFiles adds staticpodd's files that carry another project's copyright.
+func (b *builder) ownFiles(root string, files []string) error {
+	for _, f := range files {
+		p, ok, err := ownFileParagraph(root, f)
 		switch {
-		case block:
-			end := strings.Contains(t, "*/")
-			t, _, _ = strings.Cut(t, "*/")
-			t = strings.TrimPrefix(strings.TrimPrefix(t, "*"), " ")
-			lines = append(lines, t)
-			if end {
-				return normalise(strings.Join(lines, "\n")), nil
-			}
-			continue
-		case len(lines) == 0 && strings.HasPrefix(t, "/*"):
-			block = true
-			t = strings.TrimPrefix(t, "/*")
-			if before, _, ok := strings.Cut(t, "*/"); ok {
-				return normalise(before), nil
-			}
-			lines = append(lines, strings.TrimSpace(t))
-			continue
-		case t == "":
-			lines = append(lines, "")
-			continue
-		case !strings.HasPrefix(t, "//"):
+		case err != nil:
+			return err
+		case !ok:
+		case p == nil:
+			b.unknown = append(b.unknown, f+" (its licence header)")
 		default:
-			lines = append(lines, strings.TrimPrefix(strings.TrimPrefix(t, "//"), " "))
+			b.add(p, idsOf(p)...)
+		}
+	}
+	return nil
+}
+
+// stdlib adds the Go standard library and runtime.
+func (b *builder) stdlib(goroot, version string) error {
+	name := filepath.Join(goroot, "LICENSE")
+	raw, err := os.ReadFile(name)
+	if err != nil {
+		return fmt.Errorf("read the Go licence: %w", err)
+	}
+	ids := classify(string(raw))
+	if len(ids) == 0 {
+		b.unknown = append(b.unknown, "the Go standard library ("+name+")")
+		return nil
+	}
+	text := normalise(string(raw))
+	b.add(paragraph{
+		{"Files", "GOROOT/src/*"},
+		{"Copyright", strings.Join(orDefault(copyrightLines(text), "The Go Authors"), "\n")},
+		{"License", withText(strings.Join(ids, " and "), text)},
+		{"Comment", "The Go standard library and runtime of " + version + "."},
+	}, ids...)
+	return nil
+}
+
+// module adds one linked module. Licences with one text for every author
+// are named, their text given once; any other licence file is reproduced in
+// the module's paragraph, with the spans that are a canonical text pointing
+// to that text's paragraph.
+func (b *builder) module(m goModule) error {
+	files, notices, err := moduleLicences(m.Dir)
+	if err != nil {
+		return err
+	}
+	if len(files) == 0 {
+		b.unknown = append(b.unknown, m.Path+"@"+m.Version+" (no licence file)")
+		return nil
+	}
+	var ids, texts []string
+	seen := map[string]bool{}
+	for _, f := range files {
+		if len(f.IDs) == 0 {
+			b.unknown = append(b.unknown, m.Path+"@"+m.Version+" ("+f.Name+")")
 			continue
 		}
-		break
+		texts = append(texts, f.Text)
+		for _, id := range f.IDs {
+			if !seen[id] {
+				seen[id] = true
+				ids = append(ids, id)
+			}
+		}
+		if len(f.IDs) == 1 && canonical[f.IDs[0]] && b.texts[f.IDs[0]] == "" {
+			b.texts[f.IDs[0]] = f.Text
+		}
 	}
-	if err := sc.Err(); err != nil {
-		return "", fmt.Errorf("read header of %s: %w", name, err)
+	if len(ids) == 0 {
+		return nil
 	}
-	return normalise(strings.Join(lines, "\n")), nil
+	expr := strings.Join(ids, " and ")
+	licence := expr
+	allCanonical := true
+	for _, id := range ids {
+		allCanonical = allCanonical && canonical[id]
+		if canonical[id] {
+			b.used[id] = true
+		}
+	}
+	if !allCanonical {
+		var inline []string
+		for _, f := range files {
+			if t := inlineText(f); len(f.IDs) > 0 && strings.TrimSpace(t) != "" {
+				inline = append(inline, t)
+			}
+		}
+		licence = withText(expr, strings.Join(inline, "\n\n"))
+	}
+	comment := m.Path + " " + m.Version
+	for _, n := range notices {
+		comment += "\n\nNOTICE:\n" + n
+	}
+	b.add(paragraph{
+		{"Files", "vendor/" + m.Path + "/*"},
+		{"Copyright", strings.Join(orDefault(copyrightLines(append(texts, notices...)...), "The authors of "+m.Path), "\n")},
+		{"License", licence},
+		{"Comment", comment},
+	}, ids...)
+	return nil
 }
 
 func idsOf(p paragraph) []string {
