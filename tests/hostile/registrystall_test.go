@@ -143,9 +143,10 @@ func registryConfig(t *testing.T, addrs ...string) string {
 const loopScript = "trap 'exit 0' TERM; while true; do sleep 1 & wait $!; done"
 
 // TestHostileRegistryStall: a registry trickles a layer one byte every
-// 200 ms while a pod's image pull waits on it, with serializeImagePulls (the
+// 300 ms while a pod's image pull waits on it, with serializeImagePulls (the
 // default, one pull at a time). A system-node-critical pod whose image is
-// on another registry starts within seconds all the same, and the trickled
+// on another registry starts within seconds all the same, and so does one
+// whose image is on the trickling registry itself; the trickled
 // pull fails at its progress deadline, naming the blob, the host and the
 // bytes, in the pod's status and its events, then backs off.
 func TestHostileRegistryStall(t *testing.T) {
@@ -157,13 +158,16 @@ func TestHostileRegistryStall(t *testing.T) {
 	critImg := imageOf(t, base, nil, []entry{{name: "critical.txt", body: "critical " + testdaemon.RandHex(8)}})
 	slowRef := slow.push(t, "team/app:v1", slowImg)
 	critRef := fast.push(t, "control/etcd:v1", critImg)
+	// A critical pod's image on the trickling registry itself.
+	sameImg := imageOf(t, base, nil, []entry{{name: "same.txt", body: "same " + testdaemon.RandHex(8)}})
+	sameRef := slow.push(t, "control/apiserver:v1", sameImg)
 	digest, blob := lastLayer(t, slowImg)
-	slow.blob, slow.tick = blob, 200*time.Millisecond
+	slow.blob, slow.tick = blob, 300*time.Millisecond
 	slow.trickle.Store(&digest)
 	wholeTrickle := time.Duration(len(blob)) * slow.tick
 
 	d := testdaemon.New(t)
-	const deadline = 5 * time.Second
+	const deadline = 10 * time.Second
 	d.Args = append(d.Args, "--registry-config-dir", registryConfig(t, slow.addr, fast.addr),
 		"--image-pull-progress-timeout", deadline.String())
 	d.Start()
@@ -198,14 +202,32 @@ spec:
     command: ["sh", "-c", %q]
 `, critRef, loopScript))
 	// Bound of the test: a critical pod that waited for the trickle would
-	// start after it, wholeTrickle later.
-	d.WaitRunning("critical", wholeTrickle/2)
+	// start after it, wholeTrickle later, and one that waited for the slot
+	// after the progress deadline.
+	d.WaitRunning("critical", deadline/2)
 	took := time.Since(began)
 	t.Logf("critical pod: manifest to Running in %v while the other registry trickles a %d-byte layer (%v in all, %d bytes sent so far)",
 		took.Round(10*time.Millisecond), len(blob), wholeTrickle, slow.trickled.Load())
 	if fast.asked.Load() == fastAsked {
 		t.Fatal("the critical pod's registry was never asked")
 	}
+	// serializeImagePulls holds the trickling registry's one slot: a
+	// critical pod's pull from it takes none.
+	began = time.Now()
+	d.WriteManifest("critical-same.yaml", fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata: {name: critical-same}
+spec:
+  priorityClassName: system-node-critical
+  terminationGracePeriodSeconds: 2
+  containers:
+  - name: main
+    image: %s
+    command: ["sh", "-c", %q]
+`, sameRef, loopScript))
+	d.WaitRunning("critical-same", deadline/2)
+	t.Logf("critical pod of the trickling registry: manifest to Running in %v (%d bytes of the trickle sent so far)",
+		time.Since(began).Round(10*time.Millisecond), slow.trickled.Load())
 	if p := d.Pod("slow"); p == nil || len(p.Status.ContainerStatuses) != 1 || p.Status.ContainerStatuses[0].State.Running != nil {
 		t.Fatal("the slow pod runs: its layer was not trickled")
 	}
