@@ -329,3 +329,21 @@ func TestPullCriticalJoinPromotes(t *testing.T) {
 		t.Fatal("the registry was never asked for the shared image")
 	}
 }
+
+// A pull that keeps above the minimum rate still ends at PullTimeout.
+func TestPullOverallBound(t *testing.T) {
+	reg := newTestRegistry(t, false)
+	img := testImage(t)
+	reg.push(t, "team/long:v1", img)
+	digest, blob := lastBlob(t, img)
+	trickle(reg, digest, blob, 20*time.Millisecond, nil)
+	hosts := t.TempDir()
+	writeHosts(t, hosts, reg.host, fmt.Sprintf("server = %q\n", "http://"+reg.host))
+	p := NewPuller(openStore(t), PullConfig{HostsDir: hosts, MaxParallel: 1, ProgressTimeout: time.Hour, PullTimeout: 500 * time.Millisecond}, discardLogger())
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	_, err := p.Pull(ctx, reg.host+"/team/long:v1", nil)
+	if err == nil || !strings.Contains(err.Error(), "pull not done after 500ms") {
+		t.Fatalf("err = %v, want the pull's overall bound", err)
+	}
+}
