@@ -22,7 +22,11 @@ type fakePuller struct {
 	mu    sync.Mutex
 	err   error
 	pulls []string
-	block chan struct{} // if set, a pull waits for it (or its context)
+	// critical says, for each of pulls, whether it was a critical pod's.
+	critical []bool
+	block    chan struct{} // if set, a pull waits for it (or its context)
+	// blockOnly, if set, is the one image whose pulls wait for block.
+	blockOnly string
 }
 
 func (p *fakePuller) Present(image string) (bool, error) {
@@ -31,10 +35,15 @@ func (p *fakePuller) Present(image string) (bool, error) {
 	return !p.rt.missing[image], nil
 }
 
-func (p *fakePuller) Pull(ctx context.Context, image string, progress func(string)) error {
+func (p *fakePuller) Pull(ctx context.Context, image string, o PullOptions) error {
+	progress := o.Progress
 	p.mu.Lock()
 	p.pulls = append(p.pulls, image)
+	p.critical = append(p.critical, o.Critical)
 	err, block := p.err, p.block
+	if p.blockOnly != "" && image != p.blockOnly {
+		block = nil
+	}
 	p.mu.Unlock()
 	if block != nil {
 		if progress != nil {
@@ -45,6 +54,9 @@ func (p *fakePuller) Pull(ctx context.Context, image string, progress func(strin
 		case <-ctx.Done():
 			return ctx.Err()
 		}
+		p.mu.Lock()
+		err = p.err
+		p.mu.Unlock()
 	}
 	if err != nil {
 		return err
@@ -185,6 +197,55 @@ func TestPullProgressInStatus(t *testing.T) {
 		synctest.Wait()
 		if cs := h.pod("app").Status.ContainerStatuses[0]; cs.State.Running == nil {
 			t.Fatalf("state %+v, want running", cs.State)
+		}
+	})
+}
+
+// A critical pod's pull is made as critical (the puller lets it pass every
+// other pull), a plain pod's is not; the critical pod starts while the
+// other's pull stalls, and the stalled pull's failure gives its pod the
+// kubelet's ErrImagePull and then ImagePullBackOff.
+func TestPullCriticalWhileAnotherStalls(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		rt.missing["slow.example/app:v1"] = true
+		rt.missing["fast.example/etcd:v1"] = true
+		p := &fakePuller{rt: rt, block: make(chan struct{}), blockOnly: "slow.example/app:v1"}
+		h := start(t, rt, Config{Images: p, SyncFrequency: time.Hour})
+		app := testPod("app", "u1", v1.RestartPolicyAlways, ctr("app", "slow.example/app:v1"))
+		etcd := testPod("etcd", "u2", v1.RestartPolicyAlways, ctr("etcd", "fast.example/etcd:v1"))
+		etcd.Pod.Spec.PriorityClassName = "system-node-critical"
+		h.send([]manifest.Pod{app, etcd})
+		synctest.Wait()
+		if cs := h.pod("etcd").Status.ContainerStatuses[0]; cs.State.Running == nil {
+			t.Fatalf("critical pod: state %+v, want running while the other pull stalls", cs.State)
+		}
+		if w := h.pod("app").Status.ContainerStatuses[0].State.Waiting; w == nil || w.Reason != "ContainerCreating" {
+			t.Fatalf("stalled pod: waiting %+v, want ContainerCreating", w)
+		}
+		p.mu.Lock()
+		got := map[string]bool{}
+		for i, img := range p.pulls {
+			got[img] = p.critical[i]
+		}
+		p.mu.Unlock()
+		if c, ok := got["fast.example/etcd:v1"]; !ok || !c {
+			t.Errorf("the critical pod's pull: made %v, critical %v; want a critical pull", ok, c)
+		}
+		if c, ok := got["slow.example/app:v1"]; !ok || c {
+			t.Errorf("the plain pod's pull: made %v, critical %v; want a non-critical pull", ok, c)
+		}
+		stall := "pull slow.example/app:v1: blob sha256:0123 from slow.example stalled after 6 of 124 bytes"
+		p.fail(errors.New(stall))
+		close(p.block)
+		synctest.Wait()
+		h.a.Resync()
+		synctest.Wait()
+		if w := h.pod("app").Status.ContainerStatuses[0].State.Waiting; w == nil || w.Reason != "ImagePullBackOff" || !strings.Contains(w.Message, "ErrImagePull: "+stall) {
+			t.Fatalf("stalled pod: waiting %+v, want ImagePullBackOff with the stall", w)
+		}
+		if n := p.count(); n != 2 {
+			t.Fatalf("%d pulls, want 2: no new pull of the stalled image during its back-off", n)
 		}
 	})
 }
