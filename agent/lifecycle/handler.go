@@ -49,6 +49,13 @@ var ErrSleepCut = errors.New("container terminated before sleep hook finished")
 // caller bounds it. An httpGet hook's status code is not checked: only a
 // request that could not be made or answered fails.
 func Run(ctx context.Context, h *v1.LifecycleHandler, t Target, pod string, logger *slog.Logger) (msg string, err error) {
+	msg, err = run(ctx, h, t, pod, logger)
+	// An exec hook's message holds its stdout and stderr, and its stderr
+	// again in the error: maxOutput of it all, as of a probe's output.
+	return podspec.Truncate(msg, maxOutput), err
+}
+
+func run(ctx context.Context, h *v1.LifecycleHandler, t Target, pod string, logger *slog.Logger) (msg string, err error) {
 	name := t.Container.Name
 	switch {
 	case h.Exec != nil:
