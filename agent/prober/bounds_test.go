@@ -3,6 +3,7 @@ package prober
 import (
 	"context"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
 // TestGRPCProbeBounds: a gRPC server decides the status message and may
@@ -100,5 +102,39 @@ func TestHTTPClientHeaderBound(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), "exceeded") {
 		t.Errorf("err = %v, want headers exceeded", err)
+	}
+}
+
+// TestProbeOutputBounded: whatever a handler's output is made of (a body, a
+// status message, or an error whose text quotes what the server sent, such
+// as a malformed status line), Do returns at most maxOutput of it.
+func TestProbeOutputBounded(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer conn.Close()
+				buf := make([]byte, 4096)
+				conn.Read(buf)
+				conn.Write([]byte("HTTP/1.1 " + strings.Repeat("s", 512<<10) + "\r\n\r\n"))
+			}()
+		}
+	}()
+	port := ln.Addr().(*net.TCPAddr).Port
+	probe := &v1.Probe{TimeoutSeconds: 5, ProbeHandler: v1.ProbeHandler{HTTPGet: &v1.HTTPGetAction{Path: "/", Port: intstr.FromInt(port)}}}
+	r, out, err := Do(context.Background(), probe, hostTarget(&v1.Container{}))
+	if r != Failure || err != nil || !strings.Contains(out, "malformed HTTP") {
+		t.Fatalf("%v %v %.200q, want a failure saying the answer is malformed", r, err, out)
+	}
+	if len(out) > maxOutput {
+		t.Errorf("output of %d bytes, want at most %d", len(out), maxOutput)
 	}
 }

@@ -158,6 +158,14 @@ func HTTPRequest(ctx context.Context, g *v1.HTTPGetAction, c *v1.Container, host
 // could not be made at all (a named port the container does not have); the
 // kubelet counts it as a failure.
 func Do(ctx context.Context, p *v1.Probe, t *Target) (r Result, output string, err error) {
+	r, output, err = do(ctx, p, t)
+	// Each handler reads a bounded part of what the container says, but an
+	// error's text may quote more of it (a malformed status line, a GOAWAY's
+	// debug data): the output of every handler is cut here.
+	return r, podspec.Truncate(output, maxOutput), err
+}
+
+func do(ctx context.Context, p *v1.Probe, t *Target) (r Result, output string, err error) {
 	timeout := time.Duration(max(p.TimeoutSeconds, 1)) * time.Second
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
