@@ -10,6 +10,7 @@ import (
 
 	"github.com/staticpodd/staticpodd/agent/events"
 	"github.com/staticpodd/staticpodd/agent/eviction"
+	"github.com/staticpodd/staticpodd/agent/podspec"
 )
 
 // Waiting reasons of a container whose image is being pulled or failed to
@@ -145,8 +146,10 @@ func (w *worker) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container, 
 		}
 	}
 	if err != nil {
-		msg := err.Error()
-		w.logger.Warn("image pull failed", "container", c.Name, "image", image, "err", err)
+		// A registry's error body is in it (go-containerregistry reads 64 KiB
+		// of one): kept, logged and shown cut to MaxOutput.
+		msg := podspec.Truncate(err.Error(), podspec.MaxOutput)
+		w.logger.Warn("image pull failed", "container", c.Name, "image", image, "err", msg)
 		w.a.events.Eventf(ref, v1.EventTypeWarning, events.Failed, "Failed to pull image %q: %s", c.Image, msg)
 		w.a.events.Eventf(ref, v1.EventTypeWarning, events.Failed, "Error: %s", reasonImagePull)
 		w.pullBackoff.next(key, time.Now())

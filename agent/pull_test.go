@@ -12,6 +12,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/staticpodd/staticpodd/agent/manifest"
+	"github.com/staticpodd/staticpodd/agent/podspec"
 )
 
 // fakePuller stands in for the image store's puller (oci/image, which agent/
@@ -246,6 +247,37 @@ func TestPullCriticalWhileAnotherStalls(t *testing.T) {
 		}
 		if n := p.count(); n != 2 {
 			t.Fatalf("%d pulls, want 2: no new pull of the stalled image during its back-off", n)
+		}
+	})
+}
+
+// A registry's error body comes back in the pull's error (the puller reads
+// 64 KiB of one): the log line, the event and the waiting message hold a
+// bounded part of it.
+func TestPullErrorBounded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		rt.missing["app:v1"] = true
+		p := &fakePuller{rt: rt}
+		p.fail(errString("GET https://registry/v2/app/manifests/v1: unexpected status code 500: " + strings.Repeat("b", 64<<10)))
+		h := start(t, rt, Config{Images: p})
+		h.send([]manifest.Pod{testPod("app", "u1", v1.RestartPolicyAlways, ctr("app", "app:v1"))})
+		w := h.pod("app").Status.ContainerStatuses[0].State.Waiting
+		if w == nil || !strings.Contains(w.Message, "unexpected status code 500: bbb") {
+			t.Fatalf("state %.200v, want waiting with the pull's error", w)
+		}
+		if len(w.Message) > podspec.MaxStatusMessage {
+			t.Errorf("a waiting message of %d bytes", len(w.Message))
+		}
+		for _, line := range strings.Split(h.logs.String(), "\n") {
+			if strings.Contains(line, "image pull failed") && len(line) > podspec.MaxOutput+512 {
+				t.Errorf("a log line of %d bytes: %.120s", len(line), line)
+			}
+		}
+		for _, ev := range h.a.events.List() {
+			if len(ev.Message) > podspec.MaxEventMessage {
+				t.Errorf("an event message of %d bytes", len(ev.Message))
+			}
 		}
 	})
 }
