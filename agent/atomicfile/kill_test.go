@@ -33,7 +33,11 @@ func TestMain(m *testing.M) {
 		SetTestHook(func(s Step, _ string) {
 			if s == Step(n) {
 				fmt.Println(s)
-				select {} // until SIGKILL
+				// Until SIGKILL: the parent never writes to stdin (a
+				// blocked read, unlike select{}, is no deadlock to the
+				// runtime).
+				os.Stdin.Read(make([]byte, 1))
+				os.Exit(4)
 			}
 		})
 		if err := Write(os.Getenv(childPath), newData); err != nil {
@@ -63,6 +67,11 @@ func TestKillAtEachStep(t *testing.T) {
 				cmd := exec.Command(os.Args[0])
 				cmd.Env = append(os.Environ(), childStep+"="+strconv.Itoa(int(s)), childPath+"="+path)
 				cmd.Stderr = os.Stderr
+				stdin, err := cmd.StdinPipe()
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer stdin.Close()
 				out, err := cmd.StdoutPipe()
 				if err != nil {
 					t.Fatal(err)
@@ -77,8 +86,9 @@ func TestKillAtEachStep(t *testing.T) {
 					t.Fatalf("the writer did not stop at %s: %q, %v", s, line, err)
 				}
 				cmd.Process.Signal(syscall.SIGKILL)
-				if err := cmd.Wait(); err == nil {
-					t.Fatal("the writer exited by itself")
+				cmd.Wait()
+				if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+					t.Fatalf("the writer ended by itself (%v), not by SIGKILL at %s", cmd.ProcessState, s)
 				}
 
 				got, err := os.ReadFile(path)
