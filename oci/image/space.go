@@ -3,6 +3,7 @@ package image
 import (
 	"fmt"
 	"io"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
@@ -51,6 +52,19 @@ type space struct {
 	allowed uint64 // what this import may write: free at its start less the reserve
 	written uint64 // charged so far
 	checked uint64 // written when statfs was last asked
+	shared  *sharedSpace
+	base    uint64 // shared.total at the start
+	pre     uint64 // shared.live at the start
+}
+
+// sharedSpace is what the imports running side by side have charged: the
+// free space an import saw at its start does not show what the others write
+// after it, nor what they have charged and not yet written. (Pulls from
+// different registries, and critical pods' pulls, run at once.)
+type sharedSpace struct {
+	mu    sync.Mutex
+	total uint64 // charged by every import since the store opened
+	live  uint64 // charged by the imports not yet released
 }
 
 // newSpace looks at the free space of the store's filesystem, and fails if it is
@@ -67,7 +81,23 @@ func (s *Store) newSpace() (*space, error) {
 			humanBytes(free), humanBytes(size), s.root, sp.percent, humanBytes(sp.reserve))
 	}
 	sp.allowed = free - sp.reserve
+	sp.shared = &s.space
+	s.space.mu.Lock()
+	sp.base, sp.pre = s.space.total, s.space.live
+	s.space.mu.Unlock()
 	return sp, nil
+}
+
+// release gives back what sp charged once its import has ended (its files
+// are then in the filesystem's free space, or gone).
+func (sp *space) release() {
+	if sp == nil || sp.shared == nil {
+		return
+	}
+	sp.shared.mu.Lock()
+	sp.shared.live -= sp.written
+	sp.shared.mu.Unlock()
+	sp.shared = nil
 }
 
 // take charges n bytes about to be written, and fails if they would take the
@@ -76,9 +106,16 @@ func (sp *space) take(n uint64) error {
 	if sp == nil {
 		return nil
 	}
-	if sp.written+n > sp.allowed {
+	// What everyone charged since sp's start, and (as if none of it were
+	// written yet) what the others had charged before, must fit.
+	sp.shared.mu.Lock()
+	if sp.shared.total-sp.base+sp.pre+n > sp.allowed {
+		sp.shared.mu.Unlock()
 		return sp.full()
 	}
+	sp.shared.total += n
+	sp.shared.live += n
+	sp.shared.mu.Unlock()
 	sp.written += n
 	if sp.written-sp.checked >= recheckEvery {
 		sp.checked = sp.written

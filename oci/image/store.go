@@ -63,6 +63,8 @@ type Store struct {
 	reservePercent int
 	// statfs tells the free space and size of the filesystem holding a path.
 	statfs func(string) (free, size uint64, err error)
+	// space is what the imports running at once have charged.
+	space sharedSpace
 	// keyMu serialises the Prepares of one snapshot key (striped by the
 	// key's hash), which run under the shared lock side by side with the
 	// Prepares of other keys.
