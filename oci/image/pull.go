@@ -496,18 +496,21 @@ func (t *endpointTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		return resp, err
 	}
 	t.stall.watch(r, resp, cancel)
-	if n := t.blobRead.Load(); n != nil && strings.Contains(r.URL.Path, "/blobs/") {
+	// What was asked for, not where a redirect sent it, says what the body is.
+	asked := origin(r).URL.Path
+	if n := t.blobRead.Load(); n != nil && strings.Contains(asked, "/blobs/") {
 		resp.Body = &countingBody{rc: resp.Body, n: n}
 		return resp, nil
 	}
-	if !strings.Contains(r.URL.Path, "/manifests/") {
+	if !strings.Contains(asked, "/manifests/") {
 		return resp, nil
 	}
+	host := bound(r.URL.Host)
 	if resp.ContentLength > maxManifestSize {
 		resp.Body.Close()
-		return nil, fmt.Errorf("manifest of %d bytes from %s: more than %d, refused", resp.ContentLength, r.URL.Host, maxManifestSize)
+		return nil, fmt.Errorf("manifest of %d bytes from %s: more than %d, refused", resp.ContentLength, host, maxManifestSize)
 	}
-	resp.Body = &limitedBody{rc: resp.Body, left: maxManifestSize, host: r.URL.Host}
+	resp.Body = &limitedBody{rc: resp.Body, left: maxManifestSize, host: host}
 	return resp, nil
 }
 

@@ -132,16 +132,21 @@ func (b *watchedBody) Close() error {
 // describe names what r fetches: the blob or manifest of the request the
 // redirects started from, else its path.
 func describe(r *http.Request) string {
-	for i := 0; i < 20 && r.Response != nil && r.Response.Request != nil; i++ {
-		r = r.Response.Request
-	}
-	p := r.URL.Path
+	p := origin(r).URL.Path
 	for _, kind := range []string{"blobs", "manifests"} {
 		if i := strings.LastIndex(p, "/"+kind+"/"); i >= 0 {
 			return strings.TrimSuffix(kind, "s") + " " + bound(p[i+len(kind)+2:])
 		}
 	}
 	return "response " + bound(p)
+}
+
+// origin is the request the redirects that led to r started from.
+func origin(r *http.Request) *http.Request {
+	for i := 0; i < 20 && r.Response != nil && r.Response.Request != nil; i++ {
+		r = r.Response.Request
+	}
+	return r
 }
 
 // bound cuts a registry-chosen string at maxStallLabel bytes.
