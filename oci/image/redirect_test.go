@@ -2,6 +2,7 @@ package image
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -45,4 +46,72 @@ func TestPullRedirectedManifestBounded(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The progress deadline follows a blob the registry redirects to another
+// host, and names that host.
+func TestPullStallFollowsRedirect(t *testing.T) {
+	reg, cdn := newTestRegistry(t, false), newTestRegistry(t, false)
+	img := testImage(t)
+	reg.push(t, "team/cdn:v1", img)
+	cdn.push(t, "team/cdn:v1", img)
+	digest, blob := lastBlob(t, img)
+	trickle(cdn, digest, blob, 20*time.Millisecond, nil)
+	f := func(w http.ResponseWriter, req *http.Request, next http.Handler) {
+		if req.Method == http.MethodGet && strings.HasSuffix(req.URL.Path, "/blobs/"+digest) {
+			http.Redirect(w, req, "http://"+cdn.host+req.URL.Path, http.StatusTemporaryRedirect)
+			return
+		}
+		next.ServeHTTP(w, req)
+	}
+	reg.wrap.Store(&f)
+	hosts := t.TempDir()
+	writeHosts(t, hosts, reg.host, fmt.Sprintf("server = %q\n", "http://"+reg.host))
+	p := NewPuller(openStore(t), PullConfig{HostsDir: hosts, MaxParallel: 1, ProgressTimeout: 300 * time.Millisecond}, discardLogger())
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	_, err := p.Pull(ctx, reg.host+"/team/cdn:v1", nil)
+	var se *StallError
+	if !errors.As(err, &se) || !strings.Contains(err.Error(), "blob "+digest+" from "+cdn.host+" stalled after ") {
+		t.Fatalf("err = %v, want the redirected blob's StallError naming %s", err, cdn.host)
+	}
+}
+
+// A token endpoint on a third host that trickles fails the pull at the
+// progress deadline too.
+func TestPullStalledTokenEndpointFails(t *testing.T) {
+	token := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		w.Header().Set("Content-Length", "100")
+		w.WriteHeader(http.StatusOK)
+		w.Write([]byte(`{`))
+		w.(http.Flusher).Flush()
+		<-req.Context().Done()
+	}))
+	t.Cleanup(token.Close)
+	// A name, not an IP literal: go-containerregistry refuses realms on
+	// private addresses other than the registry's own.
+	tokenHost := strings.Replace(strings.TrimPrefix(token.URL, "http://"), "127.0.0.1", "localhost", 1)
+	reg := newTestRegistry(t, false)
+	reg.push(t, "team/auth:v1", testImage(t))
+	f := func(w http.ResponseWriter, req *http.Request, next http.Handler) {
+		if req.Header.Get("Authorization") == "" {
+			w.Header().Set("WWW-Authenticate", fmt.Sprintf(`Bearer realm=%q,service="test"`, "http://"+tokenHost+"/token"))
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		next.ServeHTTP(w, req)
+	}
+	reg.wrap.Store(&f)
+	hosts := t.TempDir()
+	writeHosts(t, hosts, reg.host, fmt.Sprintf("server = %q\n", "http://"+reg.host))
+	p := NewPuller(openStore(t), PullConfig{HostsDir: hosts, ProgressTimeout: 300 * time.Millisecond}, discardLogger())
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	began := time.Now()
+	_, err := p.Pull(ctx, reg.host+"/team/auth:v1", nil)
+	var se *StallError
+	if !errors.As(err, &se) || !strings.Contains(err.Error(), "response /token from "+tokenHost) {
+		t.Fatalf("err = %v after %v, want the token endpoint's StallError", err, time.Since(began))
+	}
+	t.Logf("after %v: %v", time.Since(began).Round(time.Millisecond), err)
 }
