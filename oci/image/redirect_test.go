@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode"
 )
 
 // A manifest the registry redirects to another host (or path) is bounded
@@ -114,4 +115,58 @@ func TestPullStalledTokenEndpointFails(t *testing.T) {
 		t.Fatalf("err = %v after %v, want the token endpoint's StallError", err, time.Since(began))
 	}
 	t.Logf("after %v: %v", time.Since(began).Round(time.Millisecond), err)
+}
+
+// What a registry chose of a stall error's labels (a token realm's path
+// here) reaches the pod's status, events and the log printable: no line
+// breaks, no terminal escapes.
+func TestPullStallErrorIsPrintable(t *testing.T) {
+	token := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		w.Header().Set("Content-Length", "100")
+		w.WriteHeader(http.StatusOK)
+		w.Write([]byte(`{`))
+		w.(http.Flusher).Flush()
+		<-req.Context().Done()
+	}))
+	t.Cleanup(token.Close)
+	tokenHost := strings.Replace(strings.TrimPrefix(token.URL, "http://"), "127.0.0.1", "localhost", 1)
+	reg := newTestRegistry(t, false)
+	reg.push(t, "team/auth:v1", testImage(t))
+	f := func(w http.ResponseWriter, req *http.Request, next http.Handler) {
+		if req.Header.Get("Authorization") == "" {
+			w.Header().Set("WWW-Authenticate", fmt.Sprintf(`Bearer realm=%q,service="test"`, "http://"+tokenHost+"/t%0Aforged line%1B%5B2J%E2%80%AE"))
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		next.ServeHTTP(w, req)
+	}
+	reg.wrap.Store(&f)
+	hosts := t.TempDir()
+	writeHosts(t, hosts, reg.host, fmt.Sprintf("server = %q\n", "http://"+reg.host))
+	p := NewPuller(openStore(t), PullConfig{HostsDir: hosts, ProgressTimeout: 300 * time.Millisecond}, discardLogger())
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	_, err := p.Pull(ctx, reg.host+"/team/auth:v1", nil)
+	var se *StallError
+	if !errors.As(err, &se) {
+		t.Fatalf("err = %v, want the token endpoint's StallError", err)
+	}
+	msg := err.Error()
+	for _, r := range msg {
+		if !unicode.IsPrint(r) {
+			t.Fatalf("stall error carries %U: %q", r, msg)
+		}
+	}
+	if !strings.Contains(msg, "forged line") {
+		t.Fatalf("stall error %q does not name the path", msg)
+	}
+}
+
+// A label stays near maxStallLabel bytes however it is made up.
+func TestStallLabelBound(t *testing.T) {
+	for _, s := range []string{strings.Repeat("a", 10000), strings.Repeat("\x1b", 10000), strings.Repeat("\u202e", 10000), strings.Repeat("\xff", 10000)} {
+		if got := bound(s); len(got) > maxStallLabel+len(`\U0010ffff`)+len("...") || !strings.HasSuffix(got, "...") {
+			t.Errorf("bound of %d bytes of %q: %d bytes %q", len(s), s[:1], len(got), got)
+		}
+	}
 }

@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
+	"unicode"
 )
 
 // Defaults of a pull's progress deadline and overall bound.
@@ -149,10 +151,21 @@ func origin(r *http.Request) *http.Request {
 	return r
 }
 
-// bound cuts a registry-chosen string at maxStallLabel bytes.
+// bound cuts a registry-chosen string at about maxStallLabel bytes, with
+// what is not printable (a line break, a terminal escape, a bidi override
+// from a token realm's or foreign layer's decoded path) escaped as Go does.
 func bound(s string) string {
-	if len(s) <= maxStallLabel {
-		return s
+	var b strings.Builder
+	for _, r := range s {
+		if b.Len() >= maxStallLabel {
+			b.WriteString("...")
+			break
+		}
+		if unicode.IsPrint(r) {
+			b.WriteRune(r)
+		} else {
+			b.WriteString(strings.Trim(strconv.QuoteRune(r), "'"))
+		}
 	}
-	return strings.ToValidUTF8(s[:maxStallLabel], "") + "..."
+	return b.String()
 }
