@@ -170,3 +170,40 @@ func TestStallLabelBound(t *testing.T) {
 		}
 	}
 }
+
+// A pull cut by its progress deadline leaves the store as it was: no
+// staging dir, no layer, no reference; and the next pull is whole.
+func TestPullStallLeavesStoreClean(t *testing.T) {
+	reg := newTestRegistry(t, false)
+	img := testImage(t)
+	reg.push(t, "team/clean:v1", img)
+	digest, blob := lastBlob(t, img)
+	trickle(reg, digest, blob, 20*time.Millisecond, nil)
+	hosts := t.TempDir()
+	writeHosts(t, hosts, reg.host, fmt.Sprintf("server = %q\n", "http://"+reg.host))
+	s := openStore(t)
+	before := treeDigest(t, s.Root())
+	p := NewPuller(s, PullConfig{HostsDir: hosts, MaxParallel: 1, ProgressTimeout: 300 * time.Millisecond}, discardLogger())
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	_, err := p.Pull(ctx, reg.host+"/team/clean:v1", nil)
+	var se *StallError
+	if !errors.As(err, &se) {
+		t.Fatalf("err = %v, want a StallError", err)
+	}
+	if after := treeDigest(t, s.Root()); after != before {
+		t.Fatalf("store after the stalled pull:\n%s\nwant\n%s", after, before)
+	}
+	reg.wrap.Store(nil)
+	got, err := p.Pull(ctx, reg.host+"/team/clean:v1", nil)
+	if err != nil {
+		t.Fatalf("pull after the stall: %v", err)
+	}
+	want, err := img.ConfigName()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.ID != want.String() {
+		t.Fatalf("pulled %s, want %s", got.ID, want)
+	}
+}
