@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unicode"
@@ -205,5 +206,37 @@ func TestPullStallLeavesStoreClean(t *testing.T) {
 	}
 	if got.ID != want.String() {
 		t.Fatalf("pulled %s, want %s", got.ID, want)
+	}
+}
+
+// A registry that redirects a blob on and on (each hop answered in time,
+// no body ever) is stopped after maxRedirects hops, as Go's own client and
+// containerd stop: go-containerregistry's redirect check sets no limit.
+func TestPullRedirectLoopStops(t *testing.T) {
+	reg := newTestRegistry(t, false)
+	img := testImage(t)
+	reg.push(t, "team/loop:v1", img)
+	digest, _ := lastBlob(t, img)
+	var hops atomic.Int64
+	f := func(w http.ResponseWriter, req *http.Request, next http.Handler) {
+		if req.Method == http.MethodGet && strings.HasSuffix(req.URL.Path, "/blobs/"+digest) {
+			http.Redirect(w, req, fmt.Sprintf("%s?hop=%d", req.URL.Path, hops.Add(1)), http.StatusTemporaryRedirect)
+			return
+		}
+		next.ServeHTTP(w, req)
+	}
+	reg.wrap.Store(&f)
+	hosts := t.TempDir()
+	writeHosts(t, hosts, reg.host, fmt.Sprintf("server = %q\n", "http://"+reg.host))
+	p := NewPuller(openStore(t), PullConfig{HostsDir: hosts, MaxParallel: 1}, discardLogger())
+	// The bound of the test: without a limit the loop goes on until it.
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	_, err := p.Pull(ctx, reg.host+"/team/loop:v1", nil)
+	if err == nil || ctx.Err() != nil || !strings.Contains(err.Error(), fmt.Sprintf("stopped after %d redirects", maxRedirects)) {
+		t.Fatalf("err = %v after %d hops, want the redirect limit", err, hops.Load())
+	}
+	if n := hops.Load(); n != maxRedirects {
+		t.Fatalf("the registry redirected %d times, want %d", n, maxRedirects)
 	}
 }

@@ -151,6 +151,15 @@ func origin(r *http.Request) *http.Request {
 	return r
 }
 
+// redirects is how many redirects led to r.
+func redirects(r *http.Request) int {
+	n := 0
+	for ; r.Response != nil && r.Response.Request != nil; r = r.Response.Request {
+		n++
+	}
+	return n
+}
+
 // bound cuts a registry-chosen string at about maxStallLabel bytes, with
 // what is not printable (a line break, a terminal escape, a bidi override
 // from a token realm's or foreign layer's decoded path) escaped as Go does.
