@@ -55,6 +55,14 @@ type space struct {
 	shared  *sharedSpace
 	base    uint64 // shared.total at the start
 	pre     uint64 // shared.live at the start
+
+	// Inodes, where the filesystem has a fixed number of them: an empty
+	// file, a symlink or a device costs no bytes, one inode.
+	inodesCounted bool
+	inodeReserve  uint64 // inodes to leave free
+	inodesAllowed uint64 // free at the start less the reserve
+	inodes        uint64 // charged so far
+	ibase, ipre   uint64 // shared.inodes, shared.inodesLive at the start
 }
 
 // sharedSpace is what the imports running side by side have charged: the
@@ -65,6 +73,18 @@ type sharedSpace struct {
 	mu    sync.Mutex
 	total uint64 // charged by every import since the store opened
 	live  uint64 // charged by the imports not yet released
+	// The same, of inodes.
+	inodes, inodesLive uint64
+}
+
+// statinodes returns the inodes free and the inodes of the filesystem
+// holding path; 0 of 0 where it has no fixed number (btrfs).
+func statinodes(path string) (free, total uint64, err error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(path, &st); err != nil {
+		return 0, 0, fmt.Errorf("statfs %s: %w", path, err)
+	}
+	return st.Ffree, st.Files, nil
 }
 
 // newSpace looks at the free space of the store's filesystem, and fails if it is
@@ -81,11 +101,44 @@ func (s *Store) newSpace() (*space, error) {
 			humanBytes(free), humanBytes(size), s.root, sp.percent, humanBytes(sp.reserve))
 	}
 	sp.allowed = free - sp.reserve
+	ifree, itotal, err := s.statinodes(s.root)
+	if err != nil {
+		return nil, err
+	}
+	if itotal > 0 {
+		sp.inodesCounted = true
+		sp.inodeReserve = itotal/100*p + itotal%100*p/100
+		if ifree < sp.inodeReserve {
+			return nil, fmt.Errorf("%d inodes free of %d on the filesystem of %s, less than the %d%% (%d) an import leaves free: nothing written",
+				ifree, itotal, s.root, sp.percent, sp.inodeReserve)
+		}
+		sp.inodesAllowed = ifree - sp.inodeReserve
+	}
 	sp.shared = &s.space
 	s.space.mu.Lock()
 	sp.base, sp.pre = s.space.total, s.space.live
+	sp.ibase, sp.ipre = s.space.inodes, s.space.inodesLive
 	s.space.mu.Unlock()
 	return sp, nil
+}
+
+// takeInode charges one inode about to be made (a directory, a file, a
+// symlink, a device), and fails if it would take the filesystem's free
+// inodes below the reserve: a layer of empty files costs no bytes.
+func (sp *space) takeInode() error {
+	if sp == nil || !sp.inodesCounted {
+		return nil
+	}
+	sp.shared.mu.Lock()
+	defer sp.shared.mu.Unlock()
+	if sp.shared.inodes-sp.ibase+sp.ipre+1 > sp.inodesAllowed {
+		return fmt.Errorf("the import would leave less than %d%% (%d) of the inodes of the filesystem of %s free: stopped after %d",
+			sp.percent, sp.inodeReserve, sp.dir, sp.inodes)
+	}
+	sp.shared.inodes++
+	sp.shared.inodesLive++
+	sp.inodes++
+	return nil
 }
 
 // release gives back what sp charged once its import has ended (its files
@@ -96,6 +149,7 @@ func (sp *space) release() {
 	}
 	sp.shared.mu.Lock()
 	sp.shared.live -= sp.written
+	sp.shared.inodesLive -= sp.inodes
 	sp.shared.mu.Unlock()
 	sp.shared = nil
 }
