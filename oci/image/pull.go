@@ -24,6 +24,9 @@ import (
 const (
 	// maxManifestSize bounds a manifest or index, as containerd's 4 MiB.
 	maxManifestSize = 4 << 20
+	// maxRedirects bounds the redirects of one request, as Go's default
+	// client does: go-containerregistry's own redirect check has no limit.
+	maxRedirects = 10
 	// maxConfigSize bounds an image config blob.
 	maxConfigSize = 8 << 20
 	// maxLayers bounds the layers of one image (overlayfs stacks at most 500).
@@ -479,6 +482,9 @@ type endpointTransport struct {
 }
 
 func (t *endpointTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if redirects(r) >= maxRedirects {
+		return nil, fmt.Errorf("stopped after %d redirects", maxRedirects)
+	}
 	if r.URL.Host == t.ep.host {
 		// go-containerregistry tries http after https for hosts like
 		// 127.0.0.1: the endpoint's scheme is the only one taken.
@@ -496,18 +502,21 @@ func (t *endpointTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		return resp, err
 	}
 	t.stall.watch(r, resp, cancel)
-	if n := t.blobRead.Load(); n != nil && strings.Contains(r.URL.Path, "/blobs/") {
+	// What was asked for, not where a redirect sent it, says what the body is.
+	asked := origin(r).URL.Path
+	if n := t.blobRead.Load(); n != nil && strings.Contains(asked, "/blobs/") {
 		resp.Body = &countingBody{rc: resp.Body, n: n}
 		return resp, nil
 	}
-	if !strings.Contains(r.URL.Path, "/manifests/") {
+	if !strings.Contains(asked, "/manifests/") {
 		return resp, nil
 	}
+	host := bound(r.URL.Host)
 	if resp.ContentLength > maxManifestSize {
 		resp.Body.Close()
-		return nil, fmt.Errorf("manifest of %d bytes from %s: more than %d, refused", resp.ContentLength, r.URL.Host, maxManifestSize)
+		return nil, fmt.Errorf("manifest of %d bytes from %s: more than %d, refused", resp.ContentLength, host, maxManifestSize)
 	}
-	resp.Body = &limitedBody{rc: resp.Body, left: maxManifestSize, host: r.URL.Host}
+	resp.Body = &limitedBody{rc: resp.Body, left: maxManifestSize, host: host}
 	return resp, nil
 }
 

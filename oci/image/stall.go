@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
+	"unicode"
 )
 
 // Defaults of a pull's progress deadline and overall bound.
@@ -132,10 +134,7 @@ func (b *watchedBody) Close() error {
 // describe names what r fetches: the blob or manifest of the request the
 // redirects started from, else its path.
 func describe(r *http.Request) string {
-	for i := 0; i < 20 && r.Response != nil && r.Response.Request != nil; i++ {
-		r = r.Response.Request
-	}
-	p := r.URL.Path
+	p := origin(r).URL.Path
 	for _, kind := range []string{"blobs", "manifests"} {
 		if i := strings.LastIndex(p, "/"+kind+"/"); i >= 0 {
 			return strings.TrimSuffix(kind, "s") + " " + bound(p[i+len(kind)+2:])
@@ -144,10 +143,38 @@ func describe(r *http.Request) string {
 	return "response " + bound(p)
 }
 
-// bound cuts a registry-chosen string at maxStallLabel bytes.
-func bound(s string) string {
-	if len(s) <= maxStallLabel {
-		return s
+// origin is the request the redirects that led to r started from.
+func origin(r *http.Request) *http.Request {
+	for i := 0; i < 20 && r.Response != nil && r.Response.Request != nil; i++ {
+		r = r.Response.Request
 	}
-	return strings.ToValidUTF8(s[:maxStallLabel], "") + "..."
+	return r
+}
+
+// redirects is how many redirects led to r.
+func redirects(r *http.Request) int {
+	n := 0
+	for ; r.Response != nil && r.Response.Request != nil; r = r.Response.Request {
+		n++
+	}
+	return n
+}
+
+// bound cuts a registry-chosen string at about maxStallLabel bytes, with
+// what is not printable (a line break, a terminal escape, a bidi override
+// from a token realm's or foreign layer's decoded path) escaped as Go does.
+func bound(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if b.Len() >= maxStallLabel {
+			b.WriteString("...")
+			break
+		}
+		if unicode.IsPrint(r) {
+			b.WriteRune(r)
+		} else {
+			b.WriteString(strings.Trim(strconv.QuoteRune(r), "'"))
+		}
+	}
+	return b.String()
 }
