@@ -39,6 +39,14 @@ func WithProcessArgs(args ...string) SpecOpt {
 		if len(args) == 0 || args[0] == "" {
 			return errors.New("command: empty")
 		}
+		if len(args[0]) >= maxPath {
+			return fmt.Errorf("command %s: longer than a path can be (%d bytes)", show(args[0]), maxPath-1)
+		}
+		for i, a := range args {
+			if len(a) > maxArg {
+				return fmt.Errorf("command argument %d %s: longer than the kernel takes (%d bytes)", i, show(a), maxArg)
+			}
+		}
 		s.Process.Args = append([]string(nil), args...)
 		return nil
 	}
@@ -63,9 +71,12 @@ func envKey(kv string) string {
 func WithEnv(env []string) SpecOpt {
 	return func(s *specs.Spec) error {
 		for i, kv := range env {
+			if len(kv) > maxArg {
+				return fmt.Errorf("env[%d] %s: longer than the kernel takes (%d bytes)", i, show(kv), maxArg)
+			}
 			k := envKey(kv)
 			if k == "" {
-				return fmt.Errorf("env[%d] %q: empty name", i, kv)
+				return fmt.Errorf("env[%d] %s: empty name", i, show(kv))
 			}
 			s.Process.Env = setEnv(s.Process.Env, k, kv)
 		}
@@ -112,7 +123,10 @@ func WithCwd(containerDir, imageDir string) SpecOpt {
 			dir = "/"
 		}
 		if !path.IsAbs(dir) {
-			return fmt.Errorf("%s %q: must be an absolute path", field, dir)
+			return fmt.Errorf("%s %s: must be an absolute path", field, show(dir))
+		}
+		if len(dir) >= maxPath {
+			return fmt.Errorf("%s %s: longer than a path can be (%d bytes)", field, show(dir), maxPath-1)
 		}
 		s.Process.Cwd = path.Clean(dir)
 		return nil
