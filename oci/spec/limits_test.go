@@ -1,8 +1,10 @@
 package spec
 
 import (
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestImageStringsBounded gives each option that takes a string an image
@@ -48,5 +50,29 @@ func TestImageStringsBounded(t *testing.T) {
 	}
 	if err := WithCwd("", long("/", 4094))(s); err != nil {
 		t.Errorf("WithCwd at the limit: %v", err)
+	}
+}
+
+// TestWithEnvManyEntries: an 8 MiB image config holds some 700,000
+// environment entries. Merging them must take time in proportion, not
+// their square (200,000 took minutes when each was searched for).
+func TestWithEnvManyEntries(t *testing.T) {
+	env := make([]string, 200000)
+	for i := range env {
+		env[i] = "K" + strconv.Itoa(i) + "="
+	}
+	s := Default()
+	done := make(chan error, 1)
+	go func() { done <- WithEnv(env)(s) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("WithEnv of 200,000 entries still running after 10s")
+	}
+	if n := len(s.Process.Env); n != len(env) {
+		t.Errorf("%d entries, want %d", n, len(env))
 	}
 }

@@ -67,9 +67,16 @@ func envKey(kv string) string {
 
 // WithEnv sets "KEY=value" entries: a key already present is replaced where it is,
 // a new key is appended, so image env then pod env keeps the image's order with the
-// pod's values (containerd's WithEnv).
+// pod's values (containerd's WithEnv). The keys are indexed, not searched for: an
+// image's config may hold hundreds of thousands of entries.
 func WithEnv(env []string) SpecOpt {
 	return func(s *specs.Spec) error {
+		at := make(map[string]int, len(s.Process.Env)+len(env))
+		for i, e := range s.Process.Env {
+			if _, ok := at[envKey(e)]; !ok {
+				at[envKey(e)] = i
+			}
+		}
 		for i, kv := range env {
 			if len(kv) > maxArg {
 				return fmt.Errorf("env[%d] %s: longer than the kernel takes (%d bytes)", i, show(kv), maxArg)
@@ -78,20 +85,15 @@ func WithEnv(env []string) SpecOpt {
 			if k == "" {
 				return fmt.Errorf("env[%d] %s: empty name", i, show(kv))
 			}
-			s.Process.Env = setEnv(s.Process.Env, k, kv)
+			if j, ok := at[k]; ok {
+				s.Process.Env[j] = kv
+				continue
+			}
+			at[k] = len(s.Process.Env)
+			s.Process.Env = append(s.Process.Env, kv)
 		}
 		return nil
 	}
-}
-
-func setEnv(env []string, key, kv string) []string {
-	for i, e := range env {
-		if envKey(e) == key {
-			env[i] = kv
-			return env
-		}
-	}
-	return append(env, kv)
 }
 
 // WithDefaultEnv appends "KEY=value" entries whose key is not set yet.
