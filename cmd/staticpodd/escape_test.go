@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -46,5 +47,18 @@ func TestTerminalControlsEscaped(t *testing.T) {
 	}
 	if n := strings.Count(out, `ok\x1b]52;c;ZWNobyBwd25lZA==\x07 \x1b[2J\u009b31m\x07done`); n != 3 {
 		t.Errorf("the text shows escaped %d times, want 3 (event, probe, problem):\n%s", n, out)
+	}
+}
+
+// TestErrorControlsEscaped: an error may quote a registry's message or a
+// manifest URL's server; staticpodd prints it with its lines, not its
+// terminal controls.
+func TestErrorControlsEscaped(t *testing.T) {
+	var b bytes.Buffer
+	printError(&b, errors.New("pull busybox: DENIED: "+hostileText+"\n\tsecond line"))
+	out := b.String()
+	want := "staticpodd: pull busybox: DENIED: " + `ok\x1b]52;c;ZWNobyBwd25lZA==\x07 \x1b[2J\u009b31m\x07done` + "\n\tsecond line\n"
+	if out != want {
+		t.Errorf("printed %q, want %q", out, want)
 	}
 }

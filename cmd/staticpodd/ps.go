@@ -250,14 +250,19 @@ func oneLine(s string, n int) string {
 
 // escapeControls writes each control character of s (C0, DEL, C1) as an
 // escape, so that a terminal shows it rather than obeys it.
-func escapeControls(s string) string {
-	if !strings.ContainsFunc(s, unicode.IsControl) {
+func escapeControls(s string) string { return escapeControlsBut(s, "") }
+
+// escapeControlsBut is escapeControls leaving the characters of keep ("\n\t"
+// for a text of several lines) as they are.
+func escapeControlsBut(s, keep string) string {
+	escape := func(r rune) bool { return unicode.IsControl(r) && !strings.ContainsRune(keep, r) }
+	if !strings.ContainsFunc(s, escape) {
 		return s
 	}
 	var b strings.Builder
 	for _, r := range s {
 		switch {
-		case !unicode.IsControl(r):
+		case !escape(r):
 			b.WriteRune(r)
 		case r < 0x80:
 			fmt.Fprintf(&b, "\\x%02x", r)
