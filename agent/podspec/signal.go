@@ -42,7 +42,7 @@ const (
 func ParseSignal(s string) (syscall.Signal, error) {
 	if n, err := strconv.Atoi(s); err == nil {
 		if n <= 0 || n > sigRTMax {
-			return 0, fmt.Errorf("invalid signal %q", s)
+			return 0, invalidSignal(s)
 		}
 		return syscall.Signal(n), nil
 	}
@@ -50,7 +50,16 @@ func ParseSignal(s string) (syscall.Signal, error) {
 	if sig, ok := signalNumber(name); ok {
 		return sig, nil
 	}
-	return 0, fmt.Errorf("invalid signal %q", s)
+	return 0, invalidSignal(s)
+}
+
+// invalidSignal is the error for s, which an image may make as long as
+// its config: it shows 32 bytes of it.
+func invalidSignal(s string) error {
+	if len(s) > 32 {
+		return fmt.Errorf("invalid signal %q... (%d bytes)", Truncate(s, 32), len(s))
+	}
+	return fmt.Errorf("invalid signal %q", s)
 }
 
 // signalNumber is the number of a signal named as the API names it

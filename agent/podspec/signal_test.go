@@ -1,6 +1,8 @@
 package podspec
 
 import (
+	"fmt"
+	"strings"
 	"syscall"
 	"testing"
 )
@@ -53,6 +55,17 @@ func TestStopSignalNames(t *testing.T) {
 		}
 		if got := SignalName(sig); got != want {
 			t.Errorf("SignalName(%d) = %q, want %q", sig, got, want)
+		}
+	}
+}
+
+// TestParseSignalErrorBounded: an image decides its StopSignal, which the
+// daemon warns about when it cannot read it; the error shows its start.
+func TestParseSignalErrorBounded(t *testing.T) {
+	for _, s := range []string{"SIG" + strings.Repeat("X", 1<<20), "9" + strings.Repeat("9", 1<<20)} {
+		_, err := ParseSignal(s)
+		if err == nil || len(err.Error()) > 100 || !strings.Contains(err.Error(), `"SIGXXX`) && !strings.Contains(err.Error(), `"999`) {
+			t.Errorf("ParseSignal of %d bytes: error of %d bytes, want under 100 showing its start", len(s), len(fmt.Sprint(err)))
 		}
 	}
 }

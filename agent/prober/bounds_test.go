@@ -1,14 +1,18 @@
 package prober
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -137,4 +141,30 @@ func TestProbeOutputBounded(t *testing.T) {
 	if len(out) > maxOutput {
 		t.Errorf("output of %d bytes, want at most %d", len(out), maxOutput)
 	}
+}
+
+// TestProbeErrorBounded: a probe that could not be made counts as a failure
+// whose output is the error's text, which may quote the container (an exec
+// that failed in it); what is reported, kept and logged is at most maxOutput.
+func TestProbeErrorBounded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		huge := "exec failed: " + strings.Repeat("e", 1<<20)
+		exec := func(context.Context, []string, io.Writer) (int, error) { return -1, errors.New(huge) }
+		var logged bytes.Buffer
+		u := &updates{t0: time.Now()}
+		cfg := Config{Target: &Target{Exec: exec}, Liveness: execProbe("live", 1, 1, 1), ContainerID: "c1",
+			StartedAt: time.Now(), Report: u.report, Logger: slog.New(slog.NewTextHandler(&logged, nil))}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+		defer cancel()
+		Run(ctx, cfg)
+		if len(u.list) != 1 || u.list[0].Result != Failure || !strings.HasPrefix(u.list[0].Output, "exec failed: eee") {
+			t.Fatalf("updates %v, want one failure quoting the error", u)
+		}
+		if n := len(u.list[0].Output); n > maxOutput {
+			t.Errorf("reported output of %d bytes, want at most %d", n, maxOutput)
+		}
+		if n := logged.Len(); n > 4*maxOutput {
+			t.Errorf("logged %d bytes, want at most %d", n, 4*maxOutput)
+		}
+	})
 }

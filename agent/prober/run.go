@@ -9,6 +9,8 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/staticpodd/staticpodd/agent/podspec"
 )
 
 // Kind of probe.
@@ -189,8 +191,10 @@ func (l *loop) once(ctx context.Context) bool {
 		return false
 	}
 	if err != nil {
-		// The kubelet counts a probe it could not make as a failure.
-		r, out = Failure, err.Error()
+		// The kubelet counts a probe it could not make as a failure. The
+		// error may quote the container (an exec that failed in it): it is
+		// cut as any output is.
+		r, out = Failure, podspec.Truncate(err.Error(), maxOutput)
 	}
 	if l.cfg.Observe != nil {
 		l.cfg.Observe(l.kind, r)

@@ -5,6 +5,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"runtime"
 
@@ -72,9 +73,16 @@ func main() {
 		if errors.As(err, &exit) {
 			code = exit.code // exec passes its command's exit status on
 		}
-		if err.Error() != "" {
-			fmt.Fprintln(os.Stderr, "staticpodd:", err)
-		}
+		printError(os.Stderr, err)
 		os.Exit(code)
+	}
+}
+
+// printError writes err for the terminal, its control characters but line
+// breaks and tabs escaped: it may quote a registry, a manifest URL's server
+// or a container.
+func printError(w io.Writer, err error) {
+	if err.Error() != "" {
+		fmt.Fprintln(w, "staticpodd:", escapeControlsBut(err.Error(), "\n\t"))
 	}
 }

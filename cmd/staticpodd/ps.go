@@ -7,6 +7,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
 
 	"github.com/spf13/cobra"
 	v1 "k8s.io/api/core/v1"
@@ -162,7 +163,7 @@ func printPods(out io.Writer, pods []v1.Pod, problems []server.Problem, probes [
 		fmt.Fprintln(out)
 		fmt.Fprintln(out, "Manifest problems:")
 		for _, p := range problems {
-			fmt.Fprintf(out, "  %s: %s\n", p.Origin, p.Error)
+			fmt.Fprintf(out, "  %s: %s\n", escapeControls(p.Origin), escapeControls(p.Error))
 		}
 	}
 	return nil
@@ -236,13 +237,40 @@ func probeSummary(probes []prober.Status, p v1.Pod, container string) string {
 	return orNone(strings.Join(parts, ","))
 }
 
-// oneLine folds s onto one line of at most n runes.
+// oneLine folds s onto one line of at most n runes, its control characters
+// shown escaped: containers decide much of what it prints (kubectl's
+// printers.EscapeTerminal, for CVE-2021-25743).
 func oneLine(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
+	s = escapeControls(strings.Join(strings.Fields(s), " "))
 	if r := []rune(s); len(r) > n {
 		s = string(r[:n-1]) + "…"
 	}
 	return s
+}
+
+// escapeControls writes each control character of s (C0, DEL, C1) as an
+// escape, so that a terminal shows it rather than obeys it.
+func escapeControls(s string) string { return escapeControlsBut(s, "") }
+
+// escapeControlsBut is escapeControls leaving the characters of keep ("\n\t"
+// for a text of several lines) as they are.
+func escapeControlsBut(s, keep string) string {
+	escape := func(r rune) bool { return unicode.IsControl(r) && !strings.ContainsRune(keep, r) }
+	if !strings.ContainsFunc(s, escape) {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case !escape(r):
+			b.WriteRune(r)
+		case r < 0x80:
+			fmt.Fprintf(&b, "\\x%02x", r)
+		default:
+			fmt.Fprintf(&b, "\\u%04x", r)
+		}
+	}
+	return b.String()
 }
 
 func orNone(s string) string { return orDefault(s, "<none>") }

@@ -111,23 +111,23 @@ func extractLayout(p, dir string, sp *space) error {
 		}
 		rel := path.Clean(hdr.Name)
 		if rel == ".." || strings.HasPrefix(rel, "../") || path.IsAbs(rel) {
-			return fmt.Errorf("read tar: entry %q escapes the layout", hdr.Name)
+			return fmt.Errorf("read tar: %w", &entryError{name: hdr.Name, err: errEscapesLayout})
 		}
 		target := filepath.Join(dir, rel)
 		switch hdr.Typeflag {
 		case tar.TypeDir:
 			if err := sp.take(blockSize); err != nil {
-				return fmt.Errorf("extract %s: %w", hdr.Name, err)
+				return fmt.Errorf("extract: %w", &entryError{name: hdr.Name, err: err})
 			}
 			if err := os.MkdirAll(target, 0o700); err != nil {
 				return err
 			}
 		case tar.TypeReg:
 			if err := sp.takeFile(hdr.Size); err != nil {
-				return fmt.Errorf("extract %s: %w", hdr.Name, err)
+				return fmt.Errorf("extract: %w", &entryError{name: hdr.Name, err: err})
 			}
 			if err := writeRegular(target, tr); err != nil {
-				return fmt.Errorf("extract %s: %w", hdr.Name, err)
+				return fmt.Errorf("extract: %w", &entryError{name: hdr.Name, err: err})
 			}
 		}
 	}

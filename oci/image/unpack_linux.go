@@ -53,7 +53,7 @@ func unpack(ctx context.Context, r io.Reader, dir string, sp *space) (int64, str
 			return 0, "", fmt.Errorf("read tar: %w", err)
 		}
 		if err := u.entry(hdr, tr); err != nil {
-			return 0, "", fmt.Errorf("entry %s: %w", hdr.Name, err)
+			return 0, "", &entryError{name: hdr.Name, err: err}
 		}
 	}
 	// The digest covers the tar's end blocks and any padding after them: tar

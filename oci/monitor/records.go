@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/staticpodd/staticpodd/agent/atomicfile"
 )
@@ -131,4 +132,23 @@ func ReadOptionalJSON(path string, v any) (ok bool, err error) {
 func IsSystemdCgroupsPath(p string) bool {
 	slice, _, _ := strings.Cut(p, ":")
 	return !strings.HasPrefix(p, "/") && strings.HasSuffix(slice, ".slice")
+}
+
+// MaxMessage bounds the error that a monitor records and reports for a
+// container that could not start: libcontainer's, which quotes what the
+// spec holds. The daemon keeps as much of a pod's termination messages
+// (podspec.MaxPodTerminationMessages).
+const MaxMessage = 12 << 10
+
+// cutMessage is s cut to at most MaxMessage bytes, on a UTF-8 boundary (as
+// podspec.Truncate, which the monitor does not link).
+func cutMessage(s string) string {
+	n := MaxMessage
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }

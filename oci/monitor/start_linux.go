@@ -92,7 +92,7 @@ func runMonitor(args []string) int {
 			}
 		}
 		m.sendReport(Report{Error: err.Error()})
-		log.Error("monitor failed", "err", err)
+		log.Error("monitor failed", "err", cutMessage(err.Error()))
 		return 1
 	}
 	return 0
@@ -109,7 +109,7 @@ type monitorProc struct {
 // startFailure is the exit recorded for a container that failed to start:
 // 128, as runc's, with the error as its message.
 func startFailure(err error) ExitRecord {
-	return ExitRecord{ExitCode: 128, Reason: ReasonStartError, FinishedAt: time.Now(), Message: err.Error()}
+	return ExitRecord{ExitCode: 128, Reason: ReasonStartError, FinishedAt: time.Now(), Message: cutMessage(err.Error())}
 }
 
 func (m *monitorProc) writeExit(exit ExitRecord) error {
@@ -125,6 +125,7 @@ func (m *monitorProc) sendReport(rep Report) {
 		return
 	}
 	// The daemon may be gone; its absence must not stop the container.
+	rep.Error = cutMessage(rep.Error)
 	_ = json.NewEncoder(m.report).Encode(rep)
 	_ = m.report.Close()
 	m.report = nil

@@ -30,7 +30,7 @@ func WithRunAsNonRoot(runAsUser *int64, imageUser string) SpecOpt {
 		uid, name := imageUID(imageUser)
 		switch {
 		case uid == nil:
-			return fmt.Errorf("container has runAsNonRoot and image has non-numeric user (%s), cannot verify user is non-root", name)
+			return fmt.Errorf("container has runAsNonRoot and image has non-numeric user (%s), cannot verify user is non-root", shorten(name))
 		case *uid == 0:
 			return fmt.Errorf("container has runAsNonRoot and image will run as root")
 		case *uid < 0 || *uid > math.MaxInt32:

@@ -39,6 +39,14 @@ func WithProcessArgs(args ...string) SpecOpt {
 		if len(args) == 0 || args[0] == "" {
 			return errors.New("command: empty")
 		}
+		if len(args[0]) >= maxPath {
+			return fmt.Errorf("command %s: longer than a path can be (%d bytes)", show(args[0]), maxPath-1)
+		}
+		for i, a := range args {
+			if len(a) > maxArg {
+				return fmt.Errorf("command argument %d %s: longer than the kernel takes (%d bytes)", i, show(a), maxArg)
+			}
+		}
 		s.Process.Args = append([]string(nil), args...)
 		return nil
 	}
@@ -59,28 +67,33 @@ func envKey(kv string) string {
 
 // WithEnv sets "KEY=value" entries: a key already present is replaced where it is,
 // a new key is appended, so image env then pod env keeps the image's order with the
-// pod's values (containerd's WithEnv).
+// pod's values (containerd's WithEnv). The keys are indexed, not searched for: an
+// image's config may hold hundreds of thousands of entries.
 func WithEnv(env []string) SpecOpt {
 	return func(s *specs.Spec) error {
+		at := make(map[string]int, len(s.Process.Env)+len(env))
+		for i, e := range s.Process.Env {
+			if _, ok := at[envKey(e)]; !ok {
+				at[envKey(e)] = i
+			}
+		}
 		for i, kv := range env {
+			if len(kv) > maxArg {
+				return fmt.Errorf("env[%d] %s: longer than the kernel takes (%d bytes)", i, show(kv), maxArg)
+			}
 			k := envKey(kv)
 			if k == "" {
-				return fmt.Errorf("env[%d] %q: empty name", i, kv)
+				return fmt.Errorf("env[%d] %s: empty name", i, show(kv))
 			}
-			s.Process.Env = setEnv(s.Process.Env, k, kv)
+			if j, ok := at[k]; ok {
+				s.Process.Env[j] = kv
+				continue
+			}
+			at[k] = len(s.Process.Env)
+			s.Process.Env = append(s.Process.Env, kv)
 		}
 		return nil
 	}
-}
-
-func setEnv(env []string, key, kv string) []string {
-	for i, e := range env {
-		if envKey(e) == key {
-			env[i] = kv
-			return env
-		}
-	}
-	return append(env, kv)
 }
 
 // WithDefaultEnv appends "KEY=value" entries whose key is not set yet.
@@ -112,7 +125,10 @@ func WithCwd(containerDir, imageDir string) SpecOpt {
 			dir = "/"
 		}
 		if !path.IsAbs(dir) {
-			return fmt.Errorf("%s %q: must be an absolute path", field, dir)
+			return fmt.Errorf("%s %s: must be an absolute path", field, show(dir))
+		}
+		if len(dir) >= maxPath {
+			return fmt.Errorf("%s %s: longer than a path can be (%d bytes)", field, show(dir), maxPath-1)
 		}
 		s.Process.Cwd = path.Clean(dir)
 		return nil

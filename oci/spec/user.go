@@ -44,6 +44,14 @@ func WithUser(rootfs string, runAsUser, runAsGroup *int64, imageUser string, sup
 			}
 		}
 
+		// moby/sys/user's errors quote the name again: a longer one than
+		// any user database holds is refused before it is looked up.
+		for _, part := range []string{userPart, groupPart} {
+			if len(part) > maxName {
+				return fmt.Errorf("%s %s: longer than a user or group name can be (%d bytes)", field, show(part), maxName)
+			}
+		}
+
 		passwd, err := readRootFile(rootfs, "/etc/passwd")
 		if err != nil {
 			return err
@@ -56,7 +64,7 @@ func WithUser(rootfs string, runAsUser, runAsGroup *int64, imageUser string, sup
 		// The user part alone: uid, its passwd gid and its /etc/group memberships.
 		u, err := user.GetExecUser(userPart, nil, reader(passwd), reader(group))
 		if err != nil {
-			return fmt.Errorf("%s %q: %w", field, userPart, err)
+			return fmt.Errorf("%s %s: %w", field, show(userPart), err)
 		}
 		gid := u.Gid
 		if groupPart != "" {
@@ -66,7 +74,7 @@ func WithUser(rootfs string, runAsUser, runAsGroup *int64, imageUser string, sup
 				if runAsGroup != nil {
 					field = "runAsGroup"
 				}
-				return fmt.Errorf("%s %q: %w", field, groupPart, err)
+				return fmt.Errorf("%s %s: %w", field, show(groupPart), err)
 			}
 		}
 
