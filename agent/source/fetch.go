@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/staticpodd/staticpodd/agent/manifest"
+	"github.com/staticpodd/staticpodd/agent/podspec"
 )
 
 // DefaultURLTimeout bounds one request of the URL source, body included: the
@@ -196,7 +197,8 @@ func (c *Client) Fetch(ctx context.Context, rawURL string, header http.Header) (
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		// As the kubelet: anything but 200 is a failure, 204 and 304 too.
-		return nil, fmt.Errorf("HTTP %s", resp.Status)
+		// The reason phrase is the server's, up to the header limit long.
+		return nil, fmt.Errorf("HTTP %s", podspec.Truncate(resp.Status, podspec.MaxEventMessage))
 	}
 	if resp.ContentLength > manifest.MaxSize {
 		return nil, fmt.Errorf("body of %d bytes is larger than %d bytes", resp.ContentLength, manifest.MaxSize)

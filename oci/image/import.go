@@ -119,6 +119,7 @@ func (s *Store) importStaged(ctx context.Context, open func(staging string, sp *
 	if err != nil {
 		return nil, err
 	}
+	defer sp.release()
 	path, err := open(staging, sp)
 	if err != nil {
 		return nil, err
@@ -146,6 +147,7 @@ func (s *Store) importSources(ctx context.Context, prefix string, srcs []source,
 	if err != nil {
 		return nil, err
 	}
+	defer sp.release()
 	return s.stageAll(ctx, srcs, staging, sp, edit)
 }
 

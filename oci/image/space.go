@@ -3,6 +3,7 @@ package image
 import (
 	"fmt"
 	"io"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
@@ -51,6 +52,39 @@ type space struct {
 	allowed uint64 // what this import may write: free at its start less the reserve
 	written uint64 // charged so far
 	checked uint64 // written when statfs was last asked
+	shared  *sharedSpace
+	base    uint64 // shared.total at the start
+	pre     uint64 // shared.live at the start
+
+	// Inodes, where the filesystem has a fixed number of them: an empty
+	// file, a symlink or a device costs no bytes, one inode.
+	inodesCounted bool
+	inodeReserve  uint64 // inodes to leave free
+	inodesAllowed uint64 // free at the start less the reserve
+	inodes        uint64 // charged so far
+	ibase, ipre   uint64 // shared.inodes, shared.inodesLive at the start
+}
+
+// sharedSpace is what the imports running side by side have charged: the
+// free space an import saw at its start does not show what the others write
+// after it, nor what they have charged and not yet written. (Pulls from
+// different registries, and critical pods' pulls, run at once.)
+type sharedSpace struct {
+	mu    sync.Mutex
+	total uint64 // charged by every import since the store opened
+	live  uint64 // charged by the imports not yet released
+	// The same, of inodes.
+	inodes, inodesLive uint64
+}
+
+// statinodes returns the inodes free and the inodes of the filesystem
+// holding path; 0 of 0 where it has no fixed number (btrfs).
+func statinodes(path string) (free, total uint64, err error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(path, &st); err != nil {
+		return 0, 0, fmt.Errorf("statfs %s: %w", path, err)
+	}
+	return st.Ffree, st.Files, nil
 }
 
 // newSpace looks at the free space of the store's filesystem, and fails if it is
@@ -67,7 +101,57 @@ func (s *Store) newSpace() (*space, error) {
 			humanBytes(free), humanBytes(size), s.root, sp.percent, humanBytes(sp.reserve))
 	}
 	sp.allowed = free - sp.reserve
+	ifree, itotal, err := s.statinodes(s.root)
+	if err != nil {
+		return nil, err
+	}
+	if itotal > 0 {
+		sp.inodesCounted = true
+		sp.inodeReserve = itotal/100*p + itotal%100*p/100
+		if ifree < sp.inodeReserve {
+			return nil, fmt.Errorf("%d inodes free of %d on the filesystem of %s, less than the %d%% (%d) an import leaves free: nothing written",
+				ifree, itotal, s.root, sp.percent, sp.inodeReserve)
+		}
+		sp.inodesAllowed = ifree - sp.inodeReserve
+	}
+	sp.shared = &s.space
+	s.space.mu.Lock()
+	sp.base, sp.pre = s.space.total, s.space.live
+	sp.ibase, sp.ipre = s.space.inodes, s.space.inodesLive
+	s.space.mu.Unlock()
 	return sp, nil
+}
+
+// takeInode charges one inode about to be made (a directory, a file, a
+// symlink, a device), and fails if it would take the filesystem's free
+// inodes below the reserve: a layer of empty files costs no bytes.
+func (sp *space) takeInode() error {
+	if sp == nil || !sp.inodesCounted {
+		return nil
+	}
+	sp.shared.mu.Lock()
+	defer sp.shared.mu.Unlock()
+	if sp.shared.inodes-sp.ibase+sp.ipre+1 > sp.inodesAllowed {
+		return fmt.Errorf("the import would leave less than %d%% (%d) of the inodes of the filesystem of %s free: stopped after %d",
+			sp.percent, sp.inodeReserve, sp.dir, sp.inodes)
+	}
+	sp.shared.inodes++
+	sp.shared.inodesLive++
+	sp.inodes++
+	return nil
+}
+
+// release gives back what sp charged once its import has ended (its files
+// are then in the filesystem's free space, or gone).
+func (sp *space) release() {
+	if sp == nil || sp.shared == nil {
+		return
+	}
+	sp.shared.mu.Lock()
+	sp.shared.live -= sp.written
+	sp.shared.inodesLive -= sp.inodes
+	sp.shared.mu.Unlock()
+	sp.shared = nil
 }
 
 // take charges n bytes about to be written, and fails if they would take the
@@ -76,9 +160,16 @@ func (sp *space) take(n uint64) error {
 	if sp == nil {
 		return nil
 	}
-	if sp.written+n > sp.allowed {
+	// What everyone charged since sp's start, and (as if none of it were
+	// written yet) what the others had charged before, must fit.
+	sp.shared.mu.Lock()
+	if sp.shared.total-sp.base+sp.pre+n > sp.allowed {
+		sp.shared.mu.Unlock()
 		return sp.full()
 	}
+	sp.shared.total += n
+	sp.shared.live += n
+	sp.shared.mu.Unlock()
 	sp.written += n
 	if sp.written-sp.checked >= recheckEvery {
 		sp.checked = sp.written

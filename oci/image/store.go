@@ -63,6 +63,10 @@ type Store struct {
 	reservePercent int
 	// statfs tells the free space and size of the filesystem holding a path.
 	statfs func(string) (free, size uint64, err error)
+	// statinodes tells the free inodes and the inodes of that filesystem.
+	statinodes func(string) (free, total uint64, err error)
+	// space is what the imports running at once have charged.
+	space sharedSpace
 	// keyMu serialises the Prepares of one snapshot key (striped by the
 	// key's hash), which run under the shared lock side by side with the
 	// Prepares of other keys.
@@ -84,7 +88,7 @@ func Open(root string, logger *slog.Logger, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open image store %s: %w", root, err)
 	}
-	s := &Store{root: root, logger: logger, importQuiet: time.Second, reservePercent: DefaultReservePercent, statfs: statfs}
+	s := &Store{root: root, logger: logger, importQuiet: time.Second, reservePercent: DefaultReservePercent, statfs: statfs, statinodes: statinodes}
 	for _, o := range opts {
 		o(s)
 	}

@@ -131,6 +131,9 @@ func (u *unpacker) parents(rel string, create bool) error {
 		if err := u.space.take(blockSize); err != nil {
 			return err
 		}
+		if err := u.space.takeInode(); err != nil {
+			return err
+		}
 		if err := os.Mkdir(full, 0o755); err != nil {
 			return err
 		}
@@ -169,6 +172,9 @@ func (u *unpacker) entry(hdr *tar.Header, r io.Reader) error {
 		if err := u.clear(rel, false); err != nil {
 			return err
 		}
+		if err := u.space.takeInode(); err != nil {
+			return err
+		}
 		target := filepath.Join(u.root, rel)
 		if err := unix.Mknod(target, unix.S_IFCHR, 0); err != nil {
 			return err
@@ -182,6 +188,18 @@ func (u *unpacker) entry(hdr *tar.Header, r io.Reader) error {
 	target := filepath.Join(u.root, rel)
 	if err := u.clear(rel, hdr.Typeflag == tar.TypeDir); err != nil {
 		return err
+	}
+	switch hdr.Typeflag {
+	case tar.TypeReg, tar.TypeRegA, tar.TypeSymlink, tar.TypeChar, tar.TypeBlock, tar.TypeFifo:
+		if err := u.space.takeInode(); err != nil {
+			return err
+		}
+	case tar.TypeDir:
+		if rel != "" && !u.dirs[rel] {
+			if err := u.space.takeInode(); err != nil {
+				return err
+			}
+		}
 	}
 	switch hdr.Typeflag {
 	case tar.TypeDir:
