@@ -90,6 +90,7 @@ func (a *Auth) guard(h http.Handler, logger *slog.Logger) http.Handler {
 				return
 			}
 			if allowed {
+				connAuthorized(r.Context())
 				h.ServeHTTP(w, r)
 				return
 			}

@@ -17,7 +17,8 @@ import (
 // the kernel in its own goroutine and runs each handshake under a deadline;
 // at most maxPending handshakes are in progress at once (then it stops
 // accepting and the next connections wait in the listen backlog), and at
-// most perAddr of them from one client address (a /64 for IPv6): the
+// most perAddr connections from one client address (a /64 for IPv6) are in
+// their handshake or handshaken with no request authorized yet: the
 // address's next connection is closed at once, unread. A handshaken
 // connection is handed to Accept once one of the cap's slots is free; until
 // then it still counts as in progress.
@@ -160,12 +161,17 @@ func (l *handshakeListener) admit(key string) bool {
 
 // release ends the count of key's handshake and gives its pending token back.
 func (l *handshakeListener) release(key string) {
+	l.releaseAddr(key)
+	<-l.pending
+}
+
+// releaseAddr ends the count of one of key's connections.
+func (l *handshakeListener) releaseAddr(key string) {
 	l.mu.Lock()
 	if l.byAddr[key]--; l.byAddr[key] <= 0 {
 		delete(l.byAddr, key)
 	}
 	l.mu.Unlock()
-	<-l.pending
 }
 
 // handshake finishes c's TLS handshake within the deadline, waits for a slot
@@ -191,7 +197,12 @@ func (l *handshakeListener) handshake(c net.Conn, key string) {
 		}
 		sc.release = func() { <-l.slots }
 	}
-	l.release(key)
+	// Handshaken, the connection still counts against its address until
+	// a request on it is authorized (or it closes): anyone can finish a
+	// handshake without a certificate, and would otherwise hold a served
+	// connection, idle or kept alive after a 401, from one address.
+	sc.unbound = func() { l.releaseAddr(key) }
+	<-l.pending
 	select {
 	case l.ready <- tc:
 	case <-l.done:
@@ -228,12 +239,16 @@ func (l *handshakeListener) takeSlot() bool {
 	}
 }
 
-// slotConn gives its slot back, if it got one, when it is closed. release is
-// set before the connection is handed to Accept and never after.
+// slotConn gives its slot back, if it got one, when it is closed, and ends
+// its count against its client address when it is closed or authorized,
+// whichever comes first. release and unbound are set before the connection
+// is handed to Accept and never after.
 type slotConn struct {
 	net.Conn
-	once    sync.Once
-	release func()
+	once     sync.Once
+	release  func()
+	authOnce sync.Once
+	unbound  func()
 }
 
 func (c *slotConn) Close() error {
@@ -243,7 +258,38 @@ func (c *slotConn) Close() error {
 			c.release()
 		}
 	})
+	c.authorized()
 	return err
+}
+
+// authorized ends the connection's count against its client address.
+func (c *slotConn) authorized() {
+	c.authOnce.Do(func() {
+		if c.unbound != nil {
+			c.unbound()
+		}
+	})
+}
+
+type connKey struct{}
+
+// withConn is the node API's http.Server.ConnContext: it keeps the
+// connection in each request's context for connAuthorized.
+func withConn(ctx context.Context, c net.Conn) context.Context {
+	if tc, ok := c.(*tls.Conn); ok {
+		if sc, ok := tc.NetConn().(*slotConn); ok {
+			return context.WithValue(ctx, connKey{}, sc)
+		}
+	}
+	return ctx
+}
+
+// connAuthorized says that a request on the connection of ctx was
+// authorized: the connection no longer counts against its client address.
+func connAuthorized(ctx context.Context) {
+	if sc, ok := ctx.Value(connKey{}).(*slotConn); ok {
+		sc.authorized()
+	}
 }
 
 // addrKey is the client address a handshake counts against: an IPv4 address,

@@ -1,9 +1,14 @@
 package server
 
 import (
+	"bufio"
 	"crypto/tls"
+	"crypto/x509"
+	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 )
@@ -107,4 +112,179 @@ func halfOpenFirst(t *testing.T, addr string) net.Conn {
 func isTimeout(err error) bool {
 	ne, ok := err.(net.Error)
 	return ok && ne.Timeout()
+}
+
+// handshakenFrom opens n connections to addr from the loopback address src
+// that finish their TLS handshake without a client certificate, as anyone
+// can, and then hold it: every other one sends a request without
+// credentials, reads its 401 and stays open (keep-alive), the others send
+// nothing. It returns how many finished the handshake; each is closed at
+// the end of t.
+func handshakenFrom(t *testing.T, addr, src string, n int, serving *x509.CertPool) int {
+	t.Helper()
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}, Timeout: patience}
+	done := 0
+	for i := range n {
+		raw, err := d.Dial("tcp", addr)
+		if err != nil {
+			t.Fatalf("connection %d from %s: %v", i, src, err)
+		}
+		t.Cleanup(func() { raw.Close() })
+		c := tls.Client(raw, &tls.Config{RootCAs: serving, ServerName: "node1"})
+		c.SetDeadline(time.Now().Add(patience))
+		if c.Handshake() != nil {
+			continue // refused: closed unread
+		}
+		done++
+		if i%2 == 0 {
+			if _, err := c.Write([]byte("GET /healthz HTTP/1.1\r\nHost: node1\r\n\r\n")); err != nil {
+				continue
+			}
+			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			if err != nil {
+				continue // not served: waits for a slot
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusUnauthorized {
+				t.Fatalf("a request without credentials from %s: %d", src, resp.StatusCode)
+			}
+		}
+	}
+	return done
+}
+
+// Clients without credentials that finish their TLS handshake, which a
+// server that only requests a client certificate lets anyone do, and then
+// hold the connection (idle, or kept alive after a 401) count against their
+// address's bound until a request of theirs is authorized: two addresses do
+// not take the cap from an authorized client, as they did with half-open
+// handshakes before.
+func TestNodeAPIHandshakenWithoutCredentialsFlood(t *testing.T) {
+	c := newCA(t, "ca")
+	lim := DefaultLimits(NodeMaxConns)
+	addr, serving := nodeServer(t, testNodeAgent(t), &Auth{ClientCAs: StaticCAs(c.pool)}, t.TempDir(), lim)
+	held := 0
+	for _, src := range []string{"127.0.0.2", "127.0.0.3"} {
+		held += handshakenFrom(t, addr, src, NodeMaxConns/2, serving)
+	}
+	cl := tlsClient(serving, c.client(t, "admin"))
+	cl.Timeout = floodTimeout
+	start := time.Now()
+	resp, err := cl.Get("https://" + addr + "/healthz")
+	if err != nil {
+		t.Fatalf("authorized /healthz with %d handshaken connections without credentials from 2 addresses: %v (after %s)", held, err, time.Since(start))
+	}
+	resp.Body.Close()
+	if got, want := lim.HandshakesRefused.Load(), uint64(2*(NodeMaxConns/2-lim.MaxHandshakesPerAddr)); got != want {
+		t.Errorf("%d connections refused, want %d", got, want)
+	}
+}
+
+// An address's authorized connections do not count against its bound: a
+// proxy such as the API server holds many at once from one address.
+func TestNodeAPIAuthorizedConnectionsNotBoundedPerAddress(t *testing.T) {
+	c := newCA(t, "ca")
+	lim := DefaultLimits(NodeMaxConns)
+	addr, serving := nodeServer(t, testNodeAgent(t), &Auth{ClientCAs: StaticCAs(c.pool)}, t.TempDir(), lim)
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.5")}, Timeout: patience}
+	cfg := &tls.Config{RootCAs: serving, ServerName: "node1", Certificates: []tls.Certificate{c.client(t, "admin")}}
+	for i := range 3 * lim.MaxHandshakesPerAddr {
+		conn, err := tls.DialWithDialer(d, "tcp", addr, cfg)
+		if err != nil {
+			t.Fatalf("authorized connection %d: %v", i, err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		conn.SetDeadline(time.Now().Add(patience))
+		if _, err := conn.Write([]byte("GET /healthz HTTP/1.1\r\nHost: node1\r\n\r\n")); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatalf("authorized connection %d: %v", i, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("authorized connection %d: %d", i, resp.StatusCode)
+		}
+	}
+	if got := lim.HandshakesRefused.Load(); got != 0 {
+		t.Errorf("%d authorized connections refused", got)
+	}
+}
+
+// Every way a connection ends gives back what it held: after handshakes that
+// fail (garbage, a client gone halfway, a deadline), connections refused
+// per address, handshaken ones that close unauthorized and authorized ones,
+// nothing is left counted in progress or against an address.
+func TestHandshakeCountsReturnToZero(t *testing.T) {
+	c := newCA(t, "ca")
+	pki := t.TempDir()
+	tc, err := TLS{PKIDir: pki, Host: "node1", RequestClientCerts: true}.Config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pemBytes, err := os.ReadFile(filepath.Join(pki, selfSignedCert))
+	if err != nil {
+		t.Fatal(err)
+	}
+	serving := x509.NewCertPool()
+	serving.AppendCertsFromPEM(pemBytes)
+	raw, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim := DefaultLimits(16)
+	lim.HandshakeTimeout = 200 * time.Millisecond
+	lim.MaxHandshakes = 64
+	l := newHandshakeListener(raw, tc, lim, logger())
+	auth := &Auth{ClientCAs: StaticCAs(c.pool)}
+	srv := &http.Server{Handler: auth.guard(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}), logger()), ConnContext: withConn}
+	go srv.Serve(l)
+	t.Cleanup(func() { srv.Close() })
+	addr := raw.Addr().String()
+	request := func(cert ...tls.Certificate) {
+		conn, err := tls.DialWithDialer(&net.Dialer{Timeout: patience}, "tcp", addr, &tls.Config{RootCAs: serving, ServerName: "node1", Certificates: cert})
+		if err != nil {
+			return // refused
+		}
+		defer conn.Close()
+		conn.SetDeadline(time.Now().Add(patience))
+		conn.Write([]byte("GET / HTTP/1.1\r\nHost: node1\r\n\r\n"))
+		if resp, err := http.ReadResponse(bufio.NewReader(conn), nil); err == nil {
+			resp.Body.Close()
+		}
+	}
+	admin := c.client(t, "admin")
+	for range 5 {
+		for _, conn := range halfOpen(t, addr, "127.0.0.2", 2*lim.MaxHandshakesPerAddr, 2) {
+			conn.Write([]byte("garbage that is no TLS record at all"))
+		}
+		for _, conn := range halfOpen(t, addr, "127.0.0.3", 2*lim.MaxHandshakesPerAddr, 3) {
+			conn.Close() // gone halfway
+		}
+		halfOpen(t, addr, "127.0.0.4", lim.MaxHandshakesPerAddr, 0) // left to the deadline
+		for range 4 {
+			request()
+			request(admin)
+		}
+	}
+	deadline := time.Now().Add(patience)
+	for {
+		l.mu.Lock()
+		addrs, pending := len(l.byAddr), len(l.pending)
+		l.mu.Unlock()
+		// One token is the accept loop's own, taken before it waits in
+		// Accept.
+		if addrs == 0 && pending == 1 && len(l.slots) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after every connection ended: %d addresses counted, %d handshakes in progress, %d slots held", addrs, pending-1, len(l.slots))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if lim.HandshakesRefused.Load() == 0 {
+		t.Errorf("no connection refused: the bound per address was not reached")
+	}
 }

@@ -51,7 +51,7 @@ func (m *Metrics) CountHandshakesRefused(c *atomic.Uint64) *Metrics {
 	if c != nil {
 		m.main.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "staticpodd_node_api_tls_handshakes_refused_total",
-			Help: "Connections closed before their TLS handshake because their client address had as many handshakes in progress as allowed",
+			Help: "Connections closed before their TLS handshake because their client address had as many connections in their handshake or not yet authorized as allowed",
 		}, func() float64 { return float64(c.Load()) }))
 	}
 	return m

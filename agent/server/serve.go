@@ -31,9 +31,10 @@ type Limits struct {
 
 	// TLS only (ServeTLS): MaxConns counts handshaken connections. At most
 	// MaxHandshakes handshakes are in progress at once (the next connections
-	// wait in the listen backlog), at most MaxHandshakesPerAddr of them from
-	// one client address (the next is closed at once and counted in
-	// HandshakesRefused), each within HandshakeTimeout. Zero values: the
+	// wait in the listen backlog), each within HandshakeTimeout. At most
+	// MaxHandshakesPerAddr connections from one client address are in their
+	// handshake or handshaken with no request authorized yet (the next is
+	// closed at once and counted in HandshakesRefused). Zero values: the
 	// shortest read or write timeout, as net/http; half of MaxConns; no
 	// bound per address; not counted.
 	HandshakeTimeout     time.Duration
@@ -127,6 +128,7 @@ func serve(ctx context.Context, l net.Listener, h http.Handler, tc *tls.Config, 
 		WriteTimeout:      lim.WriteTimeout,
 		IdleTimeout:       lim.IdleTimeout,
 		MaxHeaderBytes:    lim.MaxHeaderBytes,
+		ConnContext:       withConn,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
 	served, stopped := make(chan struct{}), make(chan struct{})

@@ -133,8 +133,12 @@ func (c *Client) get() (*http.Client, error) {
 }
 
 // origin is u's scheme, host and port, the port spelt out when it is the
-// scheme's default, lower-cased: two URLs with the same origin name the same
-// server (RFC 6454).
+// scheme's default, ASCII letters lower-cased: two URLs with the same origin
+// name the same server (RFC 6454). Other letters are kept as they are, since
+// Unicode lower-casing is not the IDNA mapping the transport dials by
+// (strings.ToLower makes U+0130 "i", IDNA "i" and U+0307: another domain);
+// two spellings of one name then count as two origins, which only drops the
+// headers.
 func origin(u *url.URL) string {
 	port := u.Port()
 	if port == "" {
@@ -145,7 +149,18 @@ func origin(u *url.URL) string {
 			port = "443"
 		}
 	}
-	return strings.ToLower(u.Scheme) + "://" + net.JoinHostPort(strings.ToLower(u.Hostname()), port)
+	return asciiLower(u.Scheme) + "://" + net.JoinHostPort(asciiLower(u.Hostname()), port)
+}
+
+// asciiLower lower-cases the ASCII letters of s and nothing else.
+func asciiLower(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
 }
 
 // left reports whether any of the hops goes to another origin than first.

@@ -167,6 +167,11 @@ func TestOrigin(t *testing.T) {
 		{"http://h:8080/", "http://h/", false},
 		{"http://h/", "http://h.example.com/", false},
 		{"http://[::1]:80/", "http://[::1]/", true},
+		// Unicode case mapping is not what the transport dials: U+0130
+		// lower-cases to "i" but IDNA makes it "i" and U+0307, so this
+		// host is xn--mycorp-nfra-tzb.test, another domain.
+		{"http://manifests.mycorp-infra.test/", "http://manifests.mycorp-\u0130nfra.test/", false},
+		{"http://manifests.mycorp-infra.test/", "http://MANIFESTS.mycorp-infra.test/", true},
 	} {
 		a, _ := http.NewRequest(http.MethodGet, tc.a, nil)
 		b, _ := http.NewRequest(http.MethodGet, tc.b, nil)

@@ -1,6 +1,7 @@
 package hostile
 
 import (
+	"bufio"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -75,6 +76,65 @@ func halfOpenFrom(t *testing.T, addr, src string, n int) {
 // refused beyond 8 in progress per address.
 func TestHostileNodeAPIHandshakeFlood(t *testing.T) {
 	t.Parallel()
+	const perAddr, each = 8, 136
+	nodeAPIUnderFlood(t, "half-open handshakes", 2*(each-perAddr), func(addr string) {
+		for _, src := range []string{"127.0.0.2", "127.0.0.3"} {
+			halfOpenFrom(t, addr, src, each)
+		}
+	})
+}
+
+// Connections that finish their TLS handshake without a client certificate,
+// which the node API lets anyone do, and then stay open, idle or kept alive
+// after a 401, 64 from each of two addresses, do not take the cap from an
+// authorized client either: each address has at most 8 connections with no
+// request authorized yet.
+func TestHostileNodeAPIHandshakenWithoutCredentialsFlood(t *testing.T) {
+	t.Parallel()
+	const perAddr, each = 8, 64
+	nodeAPIUnderFlood(t, "handshaken connections without credentials", 2*(each-perAddr), func(addr string) {
+		for _, src := range []string{"127.0.0.2", "127.0.0.3"} {
+			handshakenFrom(t, addr, src, each)
+		}
+	})
+}
+
+// handshakenFrom opens n connections to addr from the loopback address src
+// that finish their TLS handshake without a certificate; every other one
+// then sends a request without credentials and reads its 401. Connections
+// the daemon refuses are skipped; the others close at the end of t.
+func handshakenFrom(t *testing.T, addr, src string, n int) {
+	t.Helper()
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}, Timeout: 10 * time.Second}
+	for i := range n {
+		raw, err := d.Dial("tcp", addr)
+		if err != nil {
+			t.Fatalf("connection %d from %s: %v", i, src, err)
+		}
+		t.Cleanup(func() { raw.Close() })
+		c := tls.Client(raw, &tls.Config{InsecureSkipVerify: true}) // as an attacker would
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		if c.Handshake() != nil || i%2 != 0 {
+			continue
+		}
+		if _, err := c.Write([]byte("GET /healthz HTTP/1.1\r\nHost: node\r\n\r\n")); err != nil {
+			continue
+		}
+		if resp, err := http.ReadResponse(bufio.NewReader(c), nil); err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusUnauthorized {
+				t.Fatalf("a request without credentials from %s: %s", src, resp.Status)
+			}
+		}
+	}
+}
+
+// nodeAPIUnderFlood starts the daemon with a client CA, runs flood against
+// its node API, and checks that an authorized /healthz answers within 2 s
+// and that /metrics counts refused connections.
+func nodeAPIUnderFlood(t *testing.T, what string, refused int, flood func(addr string)) {
+	t.Helper()
 	d := testdaemon.New(t)
 	caFile, cert := clientCA(t, d.Dir, "flood-ca", "admin")
 	f, err := os.OpenFile(d.Config, os.O_APPEND|os.O_WRONLY, 0)
@@ -112,21 +172,18 @@ func TestHostileNodeAPIHandshakeFlood(t *testing.T) {
 		return err
 	})
 
-	const perAddr, each = 8, 136
-	for _, src := range []string{"127.0.0.2", "127.0.0.3"} {
-		halfOpenFrom(t, addr, src, each)
-	}
+	flood(addr)
 	start := time.Now()
 	if _, err := get(client(2*time.Second), "/healthz"); err != nil {
-		t.Fatalf("authorized /healthz under %d half-open handshakes: %v (after %s)", 2*each, err, time.Since(start))
+		t.Fatalf("authorized /healthz under %s: %v (after %s)", what, err, time.Since(start))
 	}
-	t.Logf("authorized /healthz under %d half-open handshakes from 2 addresses: %s", 2*each, time.Since(start))
+	t.Logf("authorized /healthz under %s from 2 addresses: %s", what, time.Since(start))
 	metrics, err := get(client(10*time.Second), "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
 	m := regexp.MustCompile(`(?m)^staticpodd_node_api_tls_handshakes_refused_total (\d+)$`).FindStringSubmatch(metrics)
-	if m == nil || m[1] != fmt.Sprint(2*(each-perAddr)) {
-		t.Errorf("handshakes refused: %v, want %d", m, 2*(each-perAddr))
+	if m == nil || m[1] != fmt.Sprint(refused) {
+		t.Errorf("handshakes refused: %v, want %d", m, refused)
 	}
 }
