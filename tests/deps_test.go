@@ -8,12 +8,13 @@ import (
 	"testing"
 )
 
-// TestImportFences keeps the layout's promises (DESIGN.md): agent/ never sees
-// libcontainer, oci/ never sees k8s.io, only agent/mirror may import client-go,
-// and agent/podspec, which both sides import, stays small (its logfiles, which
-// the container monitor links, the standard library only); so does
-// agent/atomicfile, both sides' one way to write a record that must survive a
-// power cut.
+// TestImportFences keeps the layout's promises (docs/architecture.md,
+// "Fences"): agent/ never sees libcontainer, oci/ never sees k8s.io, outside
+// agent/mirror nothing links a client-go package that clientGoOutsideMirror
+// does not list, and agent/podspec, which both sides import, stays small (its
+// logfiles, which the container monitor links, the standard library only); so
+// does agent/atomicfile, both sides' one way to write a record that must
+// survive a power cut.
 func TestImportFences(t *testing.T) {
 	cmd := exec.Command("go", "list", "-deps", "-json=ImportPath,Deps", "../agent/...", "../oci/...", "../sysd/...")
 	out, err := cmd.StdoutPipe()
@@ -42,6 +43,7 @@ func TestImportFences(t *testing.T) {
 		}
 		checked++
 		rel := strings.TrimPrefix(p.ImportPath, mod)
+		inMirror := rel == "agent/mirror" || strings.HasPrefix(rel, "agent/mirror/")
 		for _, d := range p.Deps {
 			switch {
 			case strings.HasPrefix(rel, "agent") && strings.HasPrefix(d, "github.com/opencontainers/runc"):
@@ -52,8 +54,11 @@ func TestImportFences(t *testing.T) {
 				t.Errorf("%s imports %s: oci/ never sees k8s.io types, only agent/podspec", rel, d)
 			case strings.HasPrefix(rel, "oci") && strings.HasPrefix(d, mod+"agent") && d != mod+"agent/podspec" && d != mod+"agent/podspec/logfiles" && d != mod+"agent/atomicfile":
 				t.Errorf("%s imports %s: oci/ may only import agent/podspec (and its logfiles) and agent/atomicfile from agent/", rel, d)
-			case strings.HasPrefix(d, "k8s.io/client-go") && !strings.HasPrefix(rel, "agent/mirror"):
-				t.Errorf("%s imports %s: only agent/mirror may import client-go", rel, d)
+			case strings.HasPrefix(d, "k8s.io/client-go/") && !inMirror && apiServerClient(d):
+				t.Errorf("%s imports %s, which talks to an API server: only agent/mirror may", rel, d)
+			case strings.HasPrefix(d, "k8s.io/client-go/") && !inMirror && clientGoOutsideMirror[d] == "":
+				t.Errorf("%s imports %s: outside agent/mirror only the client-go packages on clientGoOutsideMirror "+
+					"(tests/deps_test.go) may be linked", rel, d)
 			case strings.HasPrefix(rel, "sysd") && (strings.HasPrefix(d, "k8s.io/") || strings.HasPrefix(d, "github.com/opencontainers/")):
 				t.Errorf("%s imports %s: sysd/ knows only systemd", rel, d)
 			case (rel == "agent/podspec/logfiles" || rel == "agent/atomicfile") && strings.Contains(strings.Split(d, "/")[0], "."):
@@ -69,6 +74,91 @@ func TestImportFences(t *testing.T) {
 	}
 	if checked == 0 {
 		t.Fatal("go list returned none of our packages")
+	}
+}
+
+// clientGoOutsideMirror are the client-go packages that agent/ packages other
+// than agent/mirror may link, and why. The fence is by package, not module: a
+// small package that agent/mirror already links into the binary costs nothing
+// more outside it, and a hand copy of it is one more thing to keep in step. Each
+// must stay linked by the daemon and must not link, even indirectly, a
+// client-go package outside this list, so nothing that talks to an API server
+// (apiServerClients) can arrive through one (TestClientGoFence).
+//
+// Next step (issue 25, point 6: one home per fact): agent/backoff.go is
+// a hand copy of flowcontrol.Backoff (the crash-loop and the image pull
+// back-off both use it), written when the fence was by module. It can now be
+// replaced by the package itself. agent/events/events.go's aggregation is a
+// hand copy of tools/record's EventCorrelator, which agent/mirror runs again;
+// tools/record imports k8s.io/client-go/rest (and through it transport), so it
+// is not on this list: choosing the one place correlation happens comes first.
+var clientGoOutsideMirror = map[string]string{
+	"k8s.io/client-go/util/flowcontrol": "the kubelet's back-off (flowcontrol.Backoff); standard library, " +
+		"golang.org/x/time/rate and k8s.io/utils/clock only",
+}
+
+// apiServerClients are the client-go packages (and those below them) that
+// reach an API server or load a kubeconfig, or import one that does
+// (tools/record imports rest): only agent/mirror may link them.
+var apiServerClients = []string{
+	"k8s.io/client-go/rest",
+	"k8s.io/client-go/transport",
+	"k8s.io/client-go/kubernetes",
+	"k8s.io/client-go/dynamic",
+	"k8s.io/client-go/discovery",
+	"k8s.io/client-go/metadata",
+	"k8s.io/client-go/informers",
+	"k8s.io/client-go/listers",
+	"k8s.io/client-go/tools/cache",
+	"k8s.io/client-go/tools/clientcmd",
+	"k8s.io/client-go/tools/record",
+}
+
+func apiServerClient(pkg string) bool {
+	for _, c := range apiServerClients {
+		if pkg == c || strings.HasPrefix(pkg, c+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// TestClientGoFence keeps clientGoOutsideMirror honest: each package on it is
+// already linked into the daemon (allowing it grows nothing), and all it links
+// of client-go is on the list too, so none of apiServerClients comes with it.
+func TestClientGoFence(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "-tags", "netgo osusergo seccomp", "../cmd/staticpodd").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	linked := map[string]bool{}
+	for _, p := range strings.Fields(string(out)) {
+		linked[p] = true
+	}
+	if len(linked) < 100 {
+		t.Fatalf("go list named %d packages: not the binary's", len(linked))
+	}
+	allowed := make([]string, 0, len(clientGoOutsideMirror))
+	for p := range clientGoOutsideMirror {
+		allowed = append(allowed, p)
+		if !linked[p] {
+			t.Errorf("%s is on clientGoOutsideMirror but the daemon does not link it: allowing it outside "+
+				"agent/mirror would grow the binary; measure that first, or take it off the list", p)
+		}
+	}
+	out, err = exec.Command("go", append([]string{"list", "-deps"}, allowed...)...).Output()
+	if err != nil {
+		t.Fatalf("go list %v: %v", allowed, err)
+	}
+	for _, d := range strings.Fields(string(out)) {
+		if !strings.HasPrefix(d, "k8s.io/client-go/") {
+			continue
+		}
+		if apiServerClient(d) {
+			t.Errorf("clientGoOutsideMirror links %s, which talks to an API server: only agent/mirror may", d)
+		} else if clientGoOutsideMirror[d] == "" {
+			t.Errorf("clientGoOutsideMirror links %s, which is not on it: add it with its reason, or take off what links it", d)
+		}
 	}
 }
 
