@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"io"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -74,6 +75,80 @@ func TestImportFences(t *testing.T) {
 	}
 	if checked == 0 {
 		t.Fatal("go list returned none of our packages")
+	}
+}
+
+// agentEdges are the imports allowed between agent/ packages: for each agent
+// package (every one must be here), the agent packages it may import directly
+// (test files aside). It is today's graph, written down so that a new edge is
+// a decision: TestAgentEdges fails on an edge missing here, and on one here
+// that the code no longer has, so the table stays the map.
+var agentEdges = map[string][]string{
+	"agent": {
+		"agent/atomicfile", "agent/config", "agent/events", "agent/eviction", "agent/histogram",
+		"agent/lifecycle", "agent/manifest", "agent/podspec", "agent/podspec/logfiles",
+		"agent/prober", "agent/source",
+	},
+	"agent/atomicdir":        nil,
+	"agent/atomicfile":       nil,
+	"agent/config":           {"agent/eviction"},
+	"agent/events":           {"agent/podspec"},
+	"agent/eviction":         {"agent/podspec"},
+	"agent/histogram":        nil,
+	"agent/lifecycle":        {"agent/podspec", "agent/prober"},
+	"agent/manifest":         {"agent/atomicdir", "agent/podspec", "agent/podspec/logfiles"},
+	"agent/mirror":           {"agent", "agent/events", "agent/manifest"},
+	"agent/podspec":          nil,
+	"agent/podspec/logfiles": nil,
+	"agent/prober":           {"agent/podspec"},
+	"agent/server": {
+		"agent/atomicfile", "agent/events", "agent/histogram", "agent/manifest", "agent/podspec",
+		"agent/podspec/logfiles", "agent/prober",
+	},
+	"agent/source": {"agent/atomicfile", "agent/manifest", "agent/podspec"},
+}
+
+// TestAgentEdges holds the imports between agent/ packages to agentEdges.
+func TestAgentEdges(t *testing.T) {
+	const mod = "github.com/staticpodd/staticpodd/"
+	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}} {{join .Imports " "}}`, "../agent/...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	seen := map[string]bool{} // "from to", and "from" for each package
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(line)
+		from := strings.TrimPrefix(f[0], mod)
+		seen[from] = true
+		allowed, ok := agentEdges[from]
+		if !ok {
+			t.Errorf("%s is a new agent package: add it to agentEdges in tests/deps_test.go with the agent packages it imports", from)
+			continue
+		}
+		for _, imp := range f[1:] {
+			to, ok := strings.CutPrefix(imp, mod)
+			if !ok || (to != "agent" && !strings.HasPrefix(to, "agent/")) {
+				continue
+			}
+			seen[from+" "+to] = true
+			if !slices.Contains(allowed, to) {
+				t.Errorf("%s imports %s, a new edge between agent packages: if it is meant, add it to agentEdges in tests/deps_test.go", from, to)
+			}
+		}
+	}
+	if len(seen) < 10 {
+		t.Fatalf("go list named too few agent packages: %v", seen)
+	}
+	for from, tos := range agentEdges {
+		if !seen[from] {
+			t.Errorf("%s is gone: remove it from agentEdges in tests/deps_test.go", from)
+			continue
+		}
+		for _, to := range tos {
+			if !seen[from+" "+to] {
+				t.Errorf("%s no longer imports %s: remove the edge from agentEdges in tests/deps_test.go", from, to)
+			}
+		}
 	}
 }
 
