@@ -2,6 +2,8 @@ package tests
 
 import (
 	"encoding/json"
+	"go/parser"
+	"go/token"
 	"io"
 	"os/exec"
 	"slices"
@@ -148,6 +150,94 @@ func TestAgentEdges(t *testing.T) {
 			if !seen[from+" "+to] {
 				t.Errorf("%s no longer imports %s: remove the edge from agentEdges in tests/deps_test.go", from, to)
 			}
+		}
+	}
+}
+
+// hostIO are the packages that reach the host: its files, processes, kernel
+// and network. (net/netip and net/url are values and stay allowed.)
+var hostIO = []string{"os", "os/exec", "os/signal", "os/user", "syscall", "golang.org/x/sys/unix", "net", "net/http"}
+
+// purePackages decide from values alone and may not import hostIO directly,
+// so that table tests cover all they do and a decision never hides a side
+// effect: the caller reads the host and acts on the answer.
+var purePackages = map[string]string{
+	"agent/eviction": "which signal crossed which threshold, and which pod goes first",
+	"agent/manifest": "parsing, naming, UIDs, hashes, defaults, validation, QoS, conversion to podspec",
+}
+
+// pureFiles are pure code still inside package agent, held to the same rule
+// file by file until they become packages of their own (issue 25: points 1
+// and 2 make plan per phase and agent/status).
+var pureFiles = map[string]string{
+	"agent/plan.go":   "plan(desired, actual): the actions that bring a pod to its manifest",
+	"agent/status.go": "a pod's v1.PodStatus from what its worker knows",
+}
+
+// impureToday are the hostIO imports a pure package still has. The list only
+// shrinks: TestPurePackages fails on a new one and on one the code dropped.
+var impureToday = map[string][]string{
+	// agent/manifest still prepares volumes on the host (mounts tmpfs
+	// emptyDirs, chowns them to fsGroup, removes their and the logs' leftover
+	// directories, writes downward API files) and reads the node's files
+	// (/proc/meminfo, resolv.conf, seccomp profiles), until point 5 (issue
+	// 25) moves volume preparation out.
+	"agent/manifest": {"golang.org/x/sys/unix", "os", "syscall"},
+}
+
+// TestPurePackages holds purePackages and pureFiles to imports that cannot
+// reach the host.
+func TestPurePackages(t *testing.T) {
+	const mod = "github.com/staticpodd/staticpodd/"
+	check := func(what string, imports []string) {
+		t.Helper()
+		known := impureToday[what]
+		for _, imp := range imports {
+			if slices.Contains(hostIO, imp) && !slices.Contains(known, imp) {
+				t.Errorf("%s imports %s: it is pure (purePackages, pureFiles in tests/deps_test.go); "+
+					"read the host in the caller and pass the values in", what, imp)
+			}
+		}
+		for _, k := range known {
+			if !slices.Contains(imports, k) {
+				t.Errorf("%s no longer imports %s: remove it from impureToday in tests/deps_test.go", what, k)
+			}
+		}
+	}
+	args := []string{"list", "-f", `{{.ImportPath}} {{join .Imports " "}}`}
+	for p := range purePackages {
+		args = append(args, "../"+p)
+	}
+	out, err := exec.Command("go", args...).Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	listed := 0
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(line)
+		check(strings.TrimPrefix(f[0], mod), f[1:])
+		listed++
+	}
+	if listed != len(purePackages) {
+		t.Fatalf("go list named %d packages for %d pure ones", listed, len(purePackages))
+	}
+	for name := range pureFiles {
+		f, err := parser.ParseFile(token.NewFileSet(), "../"+name, nil, parser.ImportsOnly)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var imports []string
+		for _, s := range f.Imports {
+			imports = append(imports, strings.Trim(s.Path.Value, `"`))
+		}
+		if len(imports) == 0 {
+			t.Fatalf("%s imports nothing: not the file it was", name)
+		}
+		check(name, imports)
+	}
+	for p := range impureToday {
+		if purePackages[p] == "" {
+			t.Errorf("impureToday names %s, which purePackages does not", p)
 		}
 	}
 }
