@@ -257,7 +257,7 @@ func decodeFile(path string, kc *kubeletConfiguration) (map[string]any, error) {
 }
 
 // honoured are the KubeletConfiguration fields staticpodd gives their kubelet
-// meaning (DESIGN.md), as dotted JSON paths.
+// meaning (docs/configuration.md, "Fields"), as dotted JSON paths.
 var honoured = map[string]bool{
 	"apiVersion": true, "kind": true,
 	"staticPodPath": true, "staticPodURL": true, "staticPodURLHeader": true,

@@ -8,7 +8,7 @@ import (
 	"github.com/spf13/pflag"
 )
 
-// Flag names, as in DESIGN.md and the kubelet.
+// Flag names, as in docs/configuration.md ("Flags") and the kubelet.
 const (
 	FlagConfig            = "config"
 	FlagPodManifestPath   = "pod-manifest-path"

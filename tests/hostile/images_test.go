@@ -393,7 +393,8 @@ func layerCases() []importCase {
 			},
 		},
 		// Whiteouts name a file to hide; "." and ".." are not files of the
-		// layer (DESIGN: a name from an archive is never . or ..).
+		// layer (docs/security.md, "A bad image is refused with a clear error
+		// and changes nothing": whiteouts must name a file of the layer).
 		{
 			name: "whiteout/of-dot", archive: layer(entry{name: "keep", body: "k\n"}, entry{name: ".wh.."}), refused: `entry \.wh\.\.:`,
 		},
