@@ -12,7 +12,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"syscall"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -269,11 +268,22 @@ func (lr *logReader) openRun(prev *logFile) (bool, error) {
 	return f != nil || len(newer) > 0, nil
 }
 
-// openLog opens a log file, never through a symlink: one planted in the log
-// directory (by a container that has the host's log directory mounted)
-// would serve any host file to whoever may read logs.
+// openLog opens a log file, never through a symlink, in it or in any
+// directory beneath the pod log directory (logfiles.OpenLog): one planted
+// by a container that has the host's log directory mounted would serve any
+// host file to whoever may read logs.
 func openLog(path string) (*os.File, error) {
-	return os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	return logfiles.OpenLog(path)
+}
+
+// statLog is os.Stat of a log file as openLog opens it.
+func statLog(path string) (os.FileInfo, error) {
+	f, err := openLog(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return f.Stat()
 }
 
 // openRotated opens a rotated file, or its compressed copy when it was
@@ -309,7 +319,7 @@ func isOtherFile(f *os.File, rl logfiles.RotatedLog) bool {
 	if err != nil {
 		return false
 	}
-	b, err := os.Stat(rl.Path)
+	b, err := statLog(rl.Path)
 	return err == nil && !os.SameFile(a, b)
 }
 
@@ -318,7 +328,7 @@ func sameFile(f *os.File, path string) bool {
 	if err != nil {
 		return false
 	}
-	b, err := os.Stat(path)
+	b, err := statLog(path)
 	return err == nil && os.SameFile(a, b)
 }
 
@@ -516,7 +526,7 @@ func (lr *logReader) drain(out *entryWriter, lf *logFile, final bool) error {
 // nextRun returns the first run after the one being read that has a log
 // file, or -1.
 func (lr *logReader) nextRun() (int, error) {
-	entries, err := os.ReadDir(lr.dir)
+	entries, err := logfiles.ReadContainerDir(lr.dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return -1, nil
 	}
@@ -525,7 +535,7 @@ func (lr *logReader) nextRun() (int, error) {
 	}
 	next := -1
 	for _, e := range entries {
-		if n, ok := logfiles.LogAttempt(e.Name()); ok && n > lr.attempt && (next < 0 || n < next) {
+		if n, ok := logfiles.LogAttempt(e); ok && n > lr.attempt && (next < 0 || n < next) {
 			next = n
 		}
 	}
