@@ -30,9 +30,10 @@ const ExitArg = "__staticpodd_monitor_exit"
 
 // GzipArg is argv[1] of the C monitor's compression helper:
 //
-//	staticpodd-monitor __staticpodd_monitor_gzip <src> <tmp>
+//	staticpodd-monitor __staticpodd_monitor_gzip <dir-fd> <src> <tmp>
 //
-// writes <src> gzipped to <tmp> and syncs it; the C monitor renames it.
+// writes <src> gzipped to <tmp>, both names in the log directory open as
+// <dir-fd>, and syncs it; the C monitor renames it.
 const GzipArg = "__staticpodd_monitor_gzip"
 
 func runExit(args []string) int {
@@ -132,16 +133,21 @@ const gzipGone = 3
 // runGzip is the C monitor's compression helper. Its error goes to the
 // monitor's log; the C monitor says once that compression fails.
 func runGzip(args []string) int {
-	if len(args) != 2 {
-		fmt.Fprintln(os.Stderr, "monitor gzip: want <src> <tmp>")
+	if len(args) != 3 {
+		fmt.Fprintln(os.Stderr, "monitor gzip: want <dir-fd> <src> <tmp>")
 		return 2
 	}
-	err := gzipFile(args[0], args[1], nil)
+	dirfd, err := strconv.Atoi(args[0])
+	if err != nil || dirfd < 0 {
+		fmt.Fprintln(os.Stderr, "monitor gzip: bad <dir-fd>", args[0])
+		return 2
+	}
+	err = gzipFile(dirfd, args[1], args[2], nil)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return gzipGone
 	case err != nil:
-		slog.New(slog.NewTextHandler(os.Stderr, nil)).Warn("cannot compress rotated container log", "path", args[0], "err", err)
+		slog.New(slog.NewTextHandler(os.Stderr, nil)).Warn("cannot compress rotated container log", "path", args[1], "err", err)
 		return 1
 	}
 	return 0
