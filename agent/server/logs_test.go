@@ -156,6 +156,40 @@ func TestContainerLogsNotReadThroughSymlinks(t *testing.T) {
 	}
 }
 
+// A container's log directory, or its pod's, swapped for a symlink to a
+// host directory (by a container that mounts podLogsDir) is not read
+// through: neither the live file nor the rotated ones there are served.
+func TestContainerLogsNotReadThroughSwappedDir(t *testing.T) {
+	for _, which := range []string{"container", "pod"} {
+		t.Run(which, func(t *testing.T) {
+			host := t.TempDir()
+			for _, f := range []string{"0.log", "0.log.20261130-060006", "main/0.log", "main/0.log.20261130-060006"} {
+				p := filepath.Join(host, f)
+				if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(p, []byte(entry(9, "stdout", "F", "host secret")), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			pod := filepath.Join(t.TempDir(), "default_web-node1_uid")
+			swapped := filepath.Join(pod, "main")
+			if which == "pod" {
+				swapped = pod
+			} else if err := os.Mkdir(pod, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(host, swapped); err != nil {
+				t.Fatal(err)
+			}
+			code, got := getLogs(t, fakeAgent{logFile: filepath.Join(pod, "main", "0.log")}, "")
+			if strings.Contains(got, "host secret") {
+				t.Errorf("a file behind a swapped %s directory was served: %d %q", which, code, got)
+			}
+		})
+	}
+}
+
 // An unfinished last line is given when not following: it may never be
 // finished.
 // Lines that are not CRI are skipped, as the kubelet skips them.
