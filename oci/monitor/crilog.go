@@ -499,6 +499,9 @@ func gzipFile(dirfd int, src, tmp string, stop <-chan struct{}) error {
 		return err
 	}
 	defer in.Close()
+	if fi, err := in.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return fmt.Errorf("compress %s: not a regular file (%v)", src, err)
+	}
 	out, err := open(tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_TRUNC, 0o640)
 	if err != nil {
 		return err

@@ -131,9 +131,22 @@ func Open(path string, depth int, flags int) (*os.File, error) {
 	return os.NewFile(uintptr(fd), path), nil
 }
 
-// OpenLog opens a log file, <podLogsDir>/<pod>/<container>/<file>, to read.
+// OpenLog opens a log file, <podLogsDir>/<pod>/<container>/<file>, to
+// read: a regular file only (a FIFO planted in its place neither blocks the
+// open nor is read).
 func OpenLog(path string) (*os.File, error) {
-	return Open(path, FileDepth, syscall.O_RDONLY|syscall.O_NONBLOCK)
+	f, err := Open(path, FileDepth, syscall.O_RDONLY|syscall.O_NONBLOCK)
+	if err != nil {
+		return nil, err
+	}
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		f.Close()
+		if err == nil {
+			err = &os.PathError{Op: "open", Path: path, Err: errors.New("not a regular file")}
+		}
+		return nil, err
+	}
+	return f, nil
 }
 
 // OpenContainerDir opens a container's log directory,
