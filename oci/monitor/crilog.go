@@ -77,6 +77,13 @@ func openCRILog(path string, rot LogRotation, log *slog.Logger) (*criLog, error)
 	if err != nil {
 		return nil, fmt.Errorf("create log dir for %s: %w", path, err)
 	}
+	return openCRILogIn(dir, path, rot, log)
+}
+
+// openCRILogIn is openCRILog in the log directory dir, opened already (by
+// the monitor's start, for its exit recorder); it takes dir over, closing
+// it on failure.
+func openCRILogIn(dir *os.File, path string, rot LogRotation, log *slog.Logger) (*criLog, error) {
 	l := &criLog{dir: dir, name: filepath.Base(path), now: time.Now, log: log, path: path}
 	f, err := l.openLive()
 	if err != nil {

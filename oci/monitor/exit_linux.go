@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strconv"
 	"syscall"
 	"time"
@@ -20,12 +21,14 @@ import (
 // monitor) execs it once the container's init has exited, as
 //
 //	staticpodd-monitor __staticpodd_monitor_exit <libcontainer-root> <state-dir> <id> <log>
-//	  <stdout-fd> <stderr-fd> <pod-oom-before> <pod-oom-ok>
+//	  <log-dir-fd> <stdout-fd> <stderr-fd> <pod-oom-before> <pod-oom-ok>
 //	  <wait-status> <finished-unix-ns> <maxSize> <maxFiles>
 //
 // in the same process (same pid and start time, so adoption sees one
 // monitor throughout). It kills what is left of the container, copies what
-// the pipes still hold, records the exit and destroys the container.
+// the pipes still hold into the log in the directory open on <log-dir-fd>
+// (the one the monitor's start opened), records the exit and destroys the
+// container.
 const ExitArg = "__staticpodd_monitor_exit"
 
 // GzipArg is argv[1] of the C monitor's compression helper:
@@ -38,8 +41,8 @@ const GzipArg = "__staticpodd_monitor_gzip"
 
 func runExit(args []string) int {
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	if len(args) != 12 {
-		log.Error("monitor: want <libcontainer-root> <state-dir> <id> <log> <stdout-fd> <stderr-fd> <pod-oom-before> <pod-oom-ok> <wait-status> <finished-unix-ns> <maxSize> <maxFiles>", "args", args)
+	if len(args) != 13 {
+		log.Error("monitor: want <libcontainer-root> <state-dir> <id> <log> <log-dir-fd> <stdout-fd> <stderr-fd> <pod-oom-before> <pod-oom-ok> <wait-status> <finished-unix-ns> <maxSize> <maxFiles>", "args", args)
 		return 2
 	}
 	m := &monitorProc{root: args[0], dir: args[1], id: args[2]}
@@ -48,6 +51,13 @@ func runExit(args []string) int {
 		log.Error("monitor: bad argument", "arg", arg, "err", err)
 		return 2
 	}
+	dirFd, err := strconv.ParseInt(args[4], 10, 32)
+	if err != nil || dirFd < 0 {
+		return bad(args[4], err)
+	}
+	unix.CloseOnExec(int(dirFd))
+	logDir := os.NewFile(uintptr(dirFd), filepath.Dir(args[3]))
+	args = append(args[:4:4], args[5:]...)
 	var fds [2]int
 	for i, a := range args[4:6] {
 		n, err := strconv.ParseInt(a, 10, 32)
@@ -103,7 +113,7 @@ func runExit(args []string) int {
 		// open: kill them (a private PID namespace died with its init).
 		_ = SignalContainer(ctr, unix.SIGKILL)
 	}
-	if logs, oerr := openCRILog(args[3], rot, log); oerr != nil {
+	if logs, oerr := openCRILogIn(logDir, args[3], rot, log); oerr != nil {
 		err = oerr
 	} else {
 		err = errors.Join(copyStreams(logs, out, errs), logs.Close())

@@ -7,10 +7,11 @@
 //       <gzip-arg> <finish-argv...>
 // fds:  1, 2 the monitor's own log; the container's stdout and stderr pipes;
 //       the log's directory, as the Go monitor opened it beneath the pod log
-//       directory. Every file of the log is opened, renamed and removed in
-//       that directory by name (*at calls), never through <log>, which only
-//       names the log in messages: a container that swapped its log
-//       directory for a symlink does not move them onto the host.
+//       directory, which the gzip helper and the exit recorder inherit. Every
+//       file of the log is opened, renamed and removed in that directory by
+//       name (*at calls), never through <log>, which only names the log in
+//       messages: a container that swapped its log directory for a symlink
+//       does not move them onto the host.
 //       SIGCHLD and SIGHUP arrive blocked.
 //
 // It copies both pipes into the CRI log file and rotates it, reaps every
@@ -594,9 +595,6 @@ static void gzip_spawn(int i) {
 		sigset_t none;
 		sigemptyset(&none);
 		sigprocmask(SIG_SETMASK, &none, NULL);
-		// The helper works in the log's directory too.
-		if (fcntl(dir_fd, F_SETFD, 0) < 0)
-			_exit(127);
 		char *argv[] = {finish_argv[0], (char *)gzip_arg, (char *)dir_fd_arg, src, tmp, NULL};
 		execv("/proc/self/exe", argv);
 		_exit(127);
@@ -738,10 +736,8 @@ static void run(int argc, char **argv) {
 			die("set up pipe");
 		streams[i].buf = grow(NULL, COPY_BUFFER);
 	}
-	// Only the gzip helper inherits the directory (gzip_spawn): not the
-	// exit recorder, which opens the log anew.
 	struct stat dst;
-	if (fstat(dir_fd, &dst) < 0 || fcntl(dir_fd, F_SETFD, FD_CLOEXEC) < 0)
+	if (fstat(dir_fd, &dst) < 0)
 		die("open log dir");
 	if (!S_ISDIR(dst.st_mode) || !*log_name) {
 		errno = ENOTDIR;
@@ -825,7 +821,6 @@ static void run(int argc, char **argv) {
 		gz_pid = 0;
 	}
 	close(log_fd);
-	close(dir_fd);
 	// The pipes go on to the Go monitor; a closed one reads EOF there at once.
 	if (fcntl(out_fd, F_SETFD, 0) < 0 || fcntl(err_fd, F_SETFD, 0) < 0)
 		die("pass on the pipes");

@@ -78,7 +78,8 @@ func startRunningMonitorLog(t *testing.T, workload, logPath string, maxSize int6
 	}
 	// fds: 3 stdout read end, 4 stderr read end, 5 and 6 the write ends,
 	// which only the workload keeps, as it does 7, the start pipe, and 8,
-	// the pipe of $GO; 9 the log's directory, which only the monitor keeps.
+	// the pipe of $GO; 9 the log's directory, which only the monitor keeps
+	// (and its gzip helper and exit recorder).
 	// The workload starts once the C monitor runs: one that ended before
 	// the shell's exec would be reaped by the shell, not by the monitor.
 	logDir, err := os.Open(filepath.Dir(m.log))
@@ -88,7 +89,7 @@ func startRunningMonitorLog(t *testing.T, workload, logPath string, maxSize int6
 	script := `(read x <&7; ` + workload + `) >&5 2>&6 5>&- 6>&- 3<&- 4<&- 9<&- &
 pid=$!
 exec 5>&- 6>&- 7<&- 8<&-
-exec "$0" "$@" "$pid" 3 4 ` + GzipArg + ` staticpodd-monitor ` + ExitArg + ` "$ROOT" "$DIR" test "$LOG" 3 4 0 false`
+exec "$0" "$@" "$pid" 3 4 ` + GzipArg + ` staticpodd-monitor ` + ExitArg + ` "$ROOT" "$DIR" test "$LOG" 9 3 4 0 false`
 	m.cmd = exec.Command("/bin/sh", "-c", script, exe, RunningArg, "test", m.log, "9",
 		strconv.FormatInt(maxSize, 10), strconv.Itoa(maxFiles), filepath.Join(dir, RotationFile))
 	m.cmd.Env = append(os.Environ(), "ROOT="+filepath.Join(dir, "libcontainer"), "DIR="+dir, "LOG="+m.log, "GO=/dev/fd/8")

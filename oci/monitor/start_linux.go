@@ -355,8 +355,9 @@ func (m *monitorProc) runContainer(ctr *libcontainer.Container, proc *libcontain
 	}
 	m.sendReport(Report{Pid: pid, StartedAt: st.StartedAt})
 	rot := logs.rotation()
-	// The C monitor works in the log directory this monitor opened: the
-	// descriptor goes to it, never the path again.
+	// The C monitor, and the exit recorder after it, work in the log
+	// directory this monitor opened: the descriptor goes to them, never the
+	// path again.
 	dirFd, derr := unix.Dup(logs.dirFd())
 	if err := errors.Join(derr, logs.Close()); err != nil {
 		if derr == nil {
@@ -426,7 +427,7 @@ func (m *monitorProc) handOver(pid int, logPath string, dirFd int, rot LogRotati
 		strconv.FormatInt(rot.MaxSize, 10), itoa(rot.MaxFiles), filepath.Join(m.dir, RotationFile),
 		itoa(pid), itoa(outFd), itoa(errFd), GzipArg,
 		// runExit's arguments, to which the C monitor adds its own.
-		Name, ExitArg, m.root, m.dir, m.id, logPath, itoa(outFd), itoa(errFd),
+		Name, ExitArg, m.root, m.dir, m.id, logPath, itoa(dirFd), itoa(outFd), itoa(errFd),
 		strconv.FormatUint(oom.before, 10), strconv.FormatBool(oom.ok)}
 	err := unix.Exec("/proc/self/exe", argv, os.Environ())
 	runtime.KeepAlive(out)
