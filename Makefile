@@ -88,9 +88,11 @@ demo-clean: build
 	rm -rf $(OUT)/demo $(DEMO_RUN)
 	-rmdir /sys/fs/cgroup/*/staticpodd-demo 2>/dev/null
 
-# The whole suite: unit tests, then root tests with real containers and the
-# end-to-end tests of the built binary. The chaos soak has its own target.
+# The whole suite: unit tests (the copyright generator's, a module of its own,
+# first), then root tests with real containers and the end-to-end tests of the
+# built binary. The chaos soak has its own target.
 test: build images vet
+	$(GO) -C packaging/copyright test -count=1 ./...
 	STATICPODD_BIN=$(CURDIR)/$(BIN) STATICPODD_IMAGE=$(CURDIR)/$(IMAGE_TAR) \
 		$(GO) test -tags "$(GOTAGS)" -count=1 -timeout 15m -parallel 4 $$($(GO) list ./... | grep -v /tests/chaos$$)
 
@@ -115,6 +117,7 @@ test-chaos: build images
 # cannot run but the rest (validate, config, the CLI) must still build.
 vet:
 	$(GO) vet -tags "$(GOTAGS)" ./...
+	$(GO) -C packaging/copyright vet ./...
 	CGO_ENABLED=0 $(GO) build ./cmd/... ./agent/... ./oci/... ./sysd/...
 	GOOS=darwin $(GO) build ./cmd/... ./agent/... ./oci/... ./sysd/...
 
@@ -224,18 +227,35 @@ $(PKG_STAGE)/staticpodd.8.gz: $(BIN) packaging/manpage.sh
 	@mkdir -p $(dir $@)
 	packaging/manpage.sh $(BIN) $(PKG_VERSION) | gzip -9n > $@
 
+# The copyright file (DEP-5) of the packages and their SPDX licence
+# expression, from the modules and C libraries linked into the binary
+# (packaging/copyright, a module of its own like packaging/nfpm). It fails
+# naming any linked module whose licence it cannot identify.
+# The .deb's copyright refers to /usr/share/common-licenses as Debian policy
+# wants; the rpm's (copyright.full) holds every licence's full text.
+$(PKG_STAGE)/copyright $(PKG_STAGE)/copyright.full $(PKG_STAGE)/license &: $(BIN) LICENSE NOTICE $(wildcard packaging/copyright/*)
+	@mkdir -p $(PKG_STAGE)
+	$(GO) -C packaging/copyright run . -root $(CURDIR) -o $(CURDIR)/$(PKG_STAGE)/copyright \
+		-full $(CURDIR)/$(PKG_STAGE)/copyright.full -spdx $(CURDIR)/$(PKG_STAGE)/license
+
+# nfpm expands no variable in license:, so the config nfpm reads is
+# packaging/nfpm.yaml with the expression of everything linked put there.
+NFPM_CONFIG := $(OUT)/pkg/nfpm.yaml
+$(NFPM_CONFIG): packaging/nfpm.yaml $(PKG_STAGE)/license
+	sed "s|^license: .*|license: $$(cat $(PKG_STAGE)/license)|" packaging/nfpm.yaml > $@
+
 # pkg-stage: what nfpm.yaml takes from the build.
-pkg-stage: $(BIN) $(PKG_STAGE)/staticpodd.8.gz
+pkg-stage: $(BIN) $(PKG_STAGE)/staticpodd.8.gz $(PKG_STAGE)/copyright $(NFPM_CONFIG)
 	@mkdir -p $(PKG_STAGE)
 	cp $(BIN) $(PKG_STAGE)/staticpodd
 
 deb: $(NFPM) pkg-stage
 	VERSION=$(PKG_VERSION) ARCH=$(PKG_ARCH) \
-		$(NFPM) pkg --config packaging/nfpm.yaml --packager deb --target $(DEB)
+		$(NFPM) pkg --config $(NFPM_CONFIG) --packager deb --target $(DEB)
 
 rpm: $(NFPM) pkg-stage
 	VERSION=$(PKG_VERSION) ARCH=$(PKG_ARCH) \
-		$(NFPM) pkg --config packaging/nfpm.yaml --packager rpm --target $(OUT)/pkg/
+		$(NFPM) pkg --config $(NFPM_CONFIG) --packager rpm --target $(OUT)/pkg/
 
 packages: deb rpm
 
@@ -254,7 +274,7 @@ UPGRADE_DEB := $(OUT)/pkg/upgrade/staticpodd_$(PKG_VERSION).1_$(PKG_ARCH).deb
 test-systemd: appliance
 	@mkdir -p $(dir $(UPGRADE_DEB))
 	VERSION=$(PKG_VERSION).1 ARCH=$(PKG_ARCH) \
-		$(NFPM) pkg --config packaging/nfpm.yaml --packager deb --target $(UPGRADE_DEB)
+		$(NFPM) pkg --config $(NFPM_CONFIG) --packager deb --target $(UPGRADE_DEB)
 	rootfs/appliance/boot.sh $(APPLIANCE) tests/systemd/check.sh $(OUT)/appliance/share \
 		$(UPGRADE_DEB) $(IMAGE_TAR) tests/systemd/memhog.yaml
 

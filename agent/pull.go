@@ -9,6 +9,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/staticpodd/staticpodd/agent/events"
+	"github.com/staticpodd/staticpodd/agent/eviction"
+	"github.com/staticpodd/staticpodd/agent/podspec"
 )
 
 // Waiting reasons of a container whose image is being pulled or failed to
@@ -33,9 +35,18 @@ type ImagePuller interface {
 	Present(image string) (bool, error)
 	// Pull fetches image from its registry, or its mirrors, into the store;
 	// an image the store has under the registry's digest is not fetched
-	// again. progress, if not nil, is told how far it got, on the caller's
+	// again.
+	Pull(ctx context.Context, image string, o PullOptions) error
+}
+
+// PullOptions are how one image pull is made.
+type PullOptions struct {
+	// Progress, if not nil, is told how far the pull got, on the caller's
 	// goroutine.
-	Pull(ctx context.Context, image string, progress func(string)) error
+	Progress func(string)
+	// Critical: the pull is for a critical pod (eviction.Critical) and
+	// waits behind no other pull.
+	Critical bool
 }
 
 // ensureImage applies c's imagePullPolicy before its start, as the kubelet's
@@ -115,7 +126,7 @@ func (w *worker) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container, 
 	if arrived != nil {
 		go cancelOnArrival(pullCtx, cancel, p, image, w.a.nextResync, arrived)
 	}
-	err := p.Pull(pullCtx, image, progress)
+	err := p.Pull(pullCtx, image, PullOptions{Progress: progress, Critical: eviction.Critical(pod)})
 	if ctx.Err() != nil {
 		return false, time.Time{}, false
 	}
@@ -135,8 +146,10 @@ func (w *worker) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container, 
 		}
 	}
 	if err != nil {
-		msg := err.Error()
-		w.logger.Warn("image pull failed", "container", c.Name, "image", image, "err", err)
+		// A registry's error body is in it (go-containerregistry reads 64 KiB
+		// of one): kept, logged and shown cut to MaxOutput.
+		msg := podspec.Truncate(err.Error(), podspec.MaxOutput)
+		w.logger.Warn("image pull failed", "container", c.Name, "image", image, "err", msg)
 		w.a.events.Eventf(ref, v1.EventTypeWarning, events.Failed, "Failed to pull image %q: %s", c.Image, msg)
 		w.a.events.Eventf(ref, v1.EventTypeWarning, events.Failed, "Error: %s", reasonImagePull)
 		w.pullBackoff.next(key, time.Now())

@@ -12,6 +12,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/staticpodd/staticpodd/agent/manifest"
+	"github.com/staticpodd/staticpodd/agent/podspec"
 )
 
 // fakePuller stands in for the image store's puller (oci/image, which agent/
@@ -22,7 +23,11 @@ type fakePuller struct {
 	mu    sync.Mutex
 	err   error
 	pulls []string
-	block chan struct{} // if set, a pull waits for it (or its context)
+	// critical says, for each of pulls, whether it was a critical pod's.
+	critical []bool
+	block    chan struct{} // if set, a pull waits for it (or its context)
+	// blockOnly, if set, is the one image whose pulls wait for block.
+	blockOnly string
 }
 
 func (p *fakePuller) Present(image string) (bool, error) {
@@ -31,10 +36,15 @@ func (p *fakePuller) Present(image string) (bool, error) {
 	return !p.rt.missing[image], nil
 }
 
-func (p *fakePuller) Pull(ctx context.Context, image string, progress func(string)) error {
+func (p *fakePuller) Pull(ctx context.Context, image string, o PullOptions) error {
+	progress := o.Progress
 	p.mu.Lock()
 	p.pulls = append(p.pulls, image)
+	p.critical = append(p.critical, o.Critical)
 	err, block := p.err, p.block
+	if p.blockOnly != "" && image != p.blockOnly {
+		block = nil
+	}
 	p.mu.Unlock()
 	if block != nil {
 		if progress != nil {
@@ -45,6 +55,9 @@ func (p *fakePuller) Pull(ctx context.Context, image string, progress func(strin
 		case <-ctx.Done():
 			return ctx.Err()
 		}
+		p.mu.Lock()
+		err = p.err
+		p.mu.Unlock()
 	}
 	if err != nil {
 		return err
@@ -185,6 +198,86 @@ func TestPullProgressInStatus(t *testing.T) {
 		synctest.Wait()
 		if cs := h.pod("app").Status.ContainerStatuses[0]; cs.State.Running == nil {
 			t.Fatalf("state %+v, want running", cs.State)
+		}
+	})
+}
+
+// A critical pod's pull is made as critical (the puller lets it pass every
+// other pull), a plain pod's is not; the critical pod starts while the
+// other's pull stalls, and the stalled pull's failure gives its pod the
+// kubelet's ErrImagePull and then ImagePullBackOff.
+func TestPullCriticalWhileAnotherStalls(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		rt.missing["slow.example/app:v1"] = true
+		rt.missing["fast.example/etcd:v1"] = true
+		p := &fakePuller{rt: rt, block: make(chan struct{}), blockOnly: "slow.example/app:v1"}
+		h := start(t, rt, Config{Images: p, SyncFrequency: time.Hour})
+		app := testPod("app", "u1", v1.RestartPolicyAlways, ctr("app", "slow.example/app:v1"))
+		etcd := testPod("etcd", "u2", v1.RestartPolicyAlways, ctr("etcd", "fast.example/etcd:v1"))
+		etcd.Pod.Spec.PriorityClassName = "system-node-critical"
+		h.send([]manifest.Pod{app, etcd})
+		synctest.Wait()
+		if cs := h.pod("etcd").Status.ContainerStatuses[0]; cs.State.Running == nil {
+			t.Fatalf("critical pod: state %+v, want running while the other pull stalls", cs.State)
+		}
+		if w := h.pod("app").Status.ContainerStatuses[0].State.Waiting; w == nil || w.Reason != "ContainerCreating" {
+			t.Fatalf("stalled pod: waiting %+v, want ContainerCreating", w)
+		}
+		p.mu.Lock()
+		got := map[string]bool{}
+		for i, img := range p.pulls {
+			got[img] = p.critical[i]
+		}
+		p.mu.Unlock()
+		if c, ok := got["fast.example/etcd:v1"]; !ok || !c {
+			t.Errorf("the critical pod's pull: made %v, critical %v; want a critical pull", ok, c)
+		}
+		if c, ok := got["slow.example/app:v1"]; !ok || c {
+			t.Errorf("the plain pod's pull: made %v, critical %v; want a non-critical pull", ok, c)
+		}
+		stall := "pull slow.example/app:v1: blob sha256:0123 from slow.example stalled after 6 of 124 bytes"
+		p.fail(errors.New(stall))
+		close(p.block)
+		synctest.Wait()
+		h.a.Resync()
+		synctest.Wait()
+		if w := h.pod("app").Status.ContainerStatuses[0].State.Waiting; w == nil || w.Reason != "ImagePullBackOff" || !strings.Contains(w.Message, "ErrImagePull: "+stall) {
+			t.Fatalf("stalled pod: waiting %+v, want ImagePullBackOff with the stall", w)
+		}
+		if n := p.count(); n != 2 {
+			t.Fatalf("%d pulls, want 2: no new pull of the stalled image during its back-off", n)
+		}
+	})
+}
+
+// A registry's error body comes back in the pull's error (the puller reads
+// 64 KiB of one): the log line, the event and the waiting message hold a
+// bounded part of it.
+func TestPullErrorBounded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		rt.missing["app:v1"] = true
+		p := &fakePuller{rt: rt}
+		p.fail(errString("GET https://registry/v2/app/manifests/v1: unexpected status code 500: " + strings.Repeat("b", 64<<10)))
+		h := start(t, rt, Config{Images: p})
+		h.send([]manifest.Pod{testPod("app", "u1", v1.RestartPolicyAlways, ctr("app", "app:v1"))})
+		w := h.pod("app").Status.ContainerStatuses[0].State.Waiting
+		if w == nil || !strings.Contains(w.Message, "unexpected status code 500: bbb") {
+			t.Fatalf("state %.200v, want waiting with the pull's error", w)
+		}
+		if len(w.Message) > podspec.MaxStatusMessage {
+			t.Errorf("a waiting message of %d bytes", len(w.Message))
+		}
+		for _, line := range strings.Split(h.logs.String(), "\n") {
+			if strings.Contains(line, "image pull failed") && len(line) > podspec.MaxOutput+512 {
+				t.Errorf("a log line of %d bytes: %.120s", len(line), line)
+			}
+		}
+		for _, ev := range h.a.events.List() {
+			if len(ev.Message) > podspec.MaxEventMessage {
+				t.Errorf("an event message of %d bytes", len(ev.Message))
+			}
 		}
 	})
 }

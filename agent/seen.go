@@ -13,6 +13,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/staticpodd/staticpodd/agent/atomicfile"
 	"github.com/staticpodd/staticpodd/agent/manifest"
 	"github.com/staticpodd/staticpodd/agent/source"
 )
@@ -113,7 +114,7 @@ func (s *SeenStore) keepManifest(m source.Manifest) error {
 	}
 	b, err := json.Marshal(stored{Source: m.Source, Origin: m.Origin, Manifest: m.Data})
 	if err == nil {
-		err = writeAtomic(file, ".manifest.*", b)
+		err = writeRecord(file, b)
 	}
 	if err != nil {
 		return fmt.Errorf("keep the manifest of pod %s: %w", m.UID, err)
@@ -152,8 +153,8 @@ func (s *SeenStore) read(uid, name string, def time.Time) time.Time {
 
 // Record writes pod's config.seen annotation and its start time to their
 // files, each unless it exists, and the manifest its source offered for it
-// to manifest.json. The writes are atomic (rename), so Seen, Started and
-// Stored never read half a file.
+// to manifest.json. The writes are atomic and durable (atomicfile), so Seen,
+// Started and Stored never read half a file, even after a power cut.
 func (s *SeenStore) Record(pod *v1.Pod, started time.Time) error {
 	if !manifest.ValidUID(string(pod.UID)) {
 		return fmt.Errorf("record pod %q: invalid UID", pod.UID)
@@ -180,32 +181,19 @@ func (s *SeenStore) Record(pod *v1.Pod, started time.Time) error {
 			errs = append(errs, err)
 			continue
 		}
-		if err := writeAtomic(file, "."+name+".*", []byte(t.Format(time.RFC3339Nano))); err != nil {
+		if err := writeRecord(file, []byte(t.Format(time.RFC3339Nano))); err != nil {
 			errs = append(errs, fmt.Errorf("record %s of pod %s: %w", name, pod.UID, err))
 		}
 	}
 	return errors.Join(errs...)
 }
 
-// writeAtomic writes data to file through a temporary file in its directory,
-// made if missing, and rename(2).
-func writeAtomic(file, pattern string, data []byte) error {
-	if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
+// writeRecord writes data to file, its directory made if missing, with
+// atomicfile: the pod is restored from these files after a crash or a power
+// cut, so a record that was written is on disk, whole.
+func writeRecord(file string, data []byte) error {
+	if err := atomicfile.MkdirAll(filepath.Dir(file), 0o700); err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(file), pattern)
-	if err != nil {
-		return err
-	}
-	_, err = tmp.Write(data)
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), file)
-	}
-	if err != nil {
-		os.Remove(tmp.Name())
-	}
-	return err
+	return atomicfile.Write(file, data)
 }

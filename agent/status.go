@@ -324,15 +324,19 @@ func podResourcesStatus(pod *v1.Pod) (*v1.ResourceRequirements, v1.ResourceList)
 
 // boundMessages cuts the message of each terminated state of s, current and
 // last, to the pod's share of podspec.MaxPodTerminationMessages per container
-// (the kubelet's normalizeStatus).
+// (the kubelet's normalizeStatus), and each waiting state's message, which
+// may quote a registry, a plugin or a hook, to podspec.MaxStatusMessage.
 func boundMessages(s *v1.PodStatus, containers int) {
 	limit := podspec.MaxPodTerminationMessages / max(containers, 1)
 	for _, list := range [][]v1.ContainerStatus{s.InitContainerStatuses, s.ContainerStatuses} {
 		for i := range list {
 			for _, t := range []*v1.ContainerStateTerminated{list[i].State.Terminated, list[i].LastTerminationState.Terminated} {
-				if t != nil && len(t.Message) > limit {
-					t.Message = t.Message[:limit]
+				if t != nil {
+					t.Message = podspec.Truncate(t.Message, limit)
 				}
+			}
+			if w := list[i].State.Waiting; w != nil {
+				w.Message = podspec.Truncate(w.Message, podspec.MaxStatusMessage)
 			}
 		}
 	}

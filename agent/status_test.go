@@ -333,3 +333,22 @@ func TestPodStatusPodIPs(t *testing.T) {
 		}
 	})
 }
+
+// A waiting container's message quotes the error that keeps it from
+// running, which a registry, a plugin or a hook may have made as long as it
+// liked: it is cut to podspec.MaxStatusMessage.
+func TestWaitingMessageBounded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		rt.startErr = errString("create container: " + strings.Repeat("x", 1<<20))
+		h := start(t, rt, Config{})
+		h.send([]manifest.Pod{testPod("web", "u1", v1.RestartPolicyAlways, ctr("a", "busybox"))})
+		w := h.pod("web").Status.ContainerStatuses[0].State.Waiting
+		if w == nil {
+			t.Fatal("not waiting")
+		}
+		if !strings.HasPrefix(w.Message, "create container: xxx") || len(w.Message) > podspec.MaxStatusMessage {
+			t.Fatalf("waiting state with a message of %d bytes, want the start of the error, at most %d", len(w.Message), podspec.MaxStatusMessage)
+		}
+	})
+}

@@ -79,7 +79,7 @@ type network struct {
 func newNetwork(cfg NetworkConfig, runDir string, log *slog.Logger) *network {
 	return &network{
 		cfg:     cfg,
-		cni:     libcni.NewCNIConfigWithCacheDir(cfg.BinDirs, cfg.CacheDir, &invoke.DefaultExec{RawExec: &invoke.RawExec{Stderr: os.Stderr}}),
+		cni:     libcni.NewCNIConfigWithCacheDir(cfg.BinDirs, cfg.CacheDir, newPluginExec(log)),
 		log:     log,
 		runDir:  runDir,
 		plugins: make(chan struct{}, 1),

@@ -11,7 +11,9 @@ import (
 // TestImportFences keeps the layout's promises (DESIGN.md): agent/ never sees
 // libcontainer, oci/ never sees k8s.io, only agent/mirror may import client-go,
 // and agent/podspec, which both sides import, stays small (its logfiles, which
-// the container monitor links, the standard library only).
+// the container monitor links, the standard library only); so does
+// agent/atomicfile, both sides' one way to write a record that must survive a
+// power cut.
 func TestImportFences(t *testing.T) {
 	cmd := exec.Command("go", "list", "-deps", "-json=ImportPath,Deps", "../agent/...", "../oci/...", "../sysd/...")
 	out, err := cmd.StdoutPipe()
@@ -48,13 +50,13 @@ func TestImportFences(t *testing.T) {
 				t.Errorf("%s imports %s: agent/ talks to oci/ only through agent.Runtime", rel, d)
 			case strings.HasPrefix(rel, "oci") && strings.HasPrefix(d, "k8s.io/"):
 				t.Errorf("%s imports %s: oci/ never sees k8s.io types, only agent/podspec", rel, d)
-			case strings.HasPrefix(rel, "oci") && strings.HasPrefix(d, mod+"agent") && d != mod+"agent/podspec" && d != mod+"agent/podspec/logfiles":
-				t.Errorf("%s imports %s: oci/ may only import agent/podspec (and its logfiles) from agent/", rel, d)
+			case strings.HasPrefix(rel, "oci") && strings.HasPrefix(d, mod+"agent") && d != mod+"agent/podspec" && d != mod+"agent/podspec/logfiles" && d != mod+"agent/atomicfile":
+				t.Errorf("%s imports %s: oci/ may only import agent/podspec (and its logfiles) and agent/atomicfile from agent/", rel, d)
 			case strings.HasPrefix(d, "k8s.io/client-go") && !strings.HasPrefix(rel, "agent/mirror"):
 				t.Errorf("%s imports %s: only agent/mirror may import client-go", rel, d)
 			case strings.HasPrefix(rel, "sysd") && (strings.HasPrefix(d, "k8s.io/") || strings.HasPrefix(d, "github.com/opencontainers/")):
 				t.Errorf("%s imports %s: sysd/ knows only systemd", rel, d)
-			case rel == "agent/podspec/logfiles" && strings.Contains(strings.Split(d, "/")[0], "."):
+			case (rel == "agent/podspec/logfiles" || rel == "agent/atomicfile") && strings.Contains(strings.Split(d, "/")[0], "."):
 				t.Errorf("%s imports %s: the container monitor links it; the standard library only", rel, d)
 			case rel == "agent/podspec" && strings.Contains(strings.Split(d, "/")[0], ".") &&
 				d != "github.com/google/go-containerregistry/pkg/name" && d != "github.com/opencontainers/go-digest":
@@ -258,7 +260,7 @@ func TestDaemonModules(t *testing.T) {
 var monitorPackages = []string{
 	"github.com/staticpodd/staticpodd/oci/monitor",
 	"github.com/staticpodd/staticpodd/oci/monitor/exe",
-	"github.com/staticpodd/staticpodd/oci/atomicfile",
+	"github.com/staticpodd/staticpodd/agent/atomicfile",
 	"github.com/staticpodd/staticpodd/agent/podspec/logfiles",
 }
 

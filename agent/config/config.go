@@ -118,7 +118,10 @@ type Config struct {
 	// is false; 0 = no bound (the kubelet's nil).
 	MaxParallelImagePulls int32
 	// RegistryConfigDir holds containerd's hosts.toml layout (--registry-config-dir).
-	RegistryConfigDir           string
+	RegistryConfigDir string
+	// ImagePullProgressTimeout is the progress deadline of a registry's
+	// response body (--image-pull-progress-timeout).
+	ImagePullProgressTimeout    time.Duration
 	ImageGCHighThresholdPercent int32
 	ImageGCLowThresholdPercent  int32
 	ImageMinimumGCAge           time.Duration
@@ -414,6 +417,7 @@ func fromKubelet(path string, raw map[string]any, kc *kubeletConfiguration) (*Co
 		SerializeImagePulls:         *kc.SerializeImagePulls,
 		MaxParallelImagePulls:       maxParallel(kc.MaxParallelImagePulls),
 		RegistryConfigDir:           DefaultRegistryConfigDir,
+		ImagePullProgressTimeout:    DefaultImagePullProgressTimeout,
 		ImageGCHighThresholdPercent: *kc.ImageGCHighThresholdPercent,
 		ImageGCLowThresholdPercent:  *kc.ImageGCLowThresholdPercent,
 		ImageMinimumGCAge:           kc.ImageMinimumGCAge.Duration,
@@ -505,6 +509,14 @@ func (c *Config) applyFlags(f *Flags) error {
 			*d.dst = v
 			c.Origins[d.key] = originEnv + d.env
 		}
+	}
+	if v, ok := f.given(FlagImagePullProgressTimeout); ok {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return fmt.Errorf("--%s %q: want a positive duration (30s, 2m)", FlagImagePullProgressTimeout, v)
+		}
+		c.ImagePullProgressTimeout = d
+		c.Origins["imagePullProgressTimeout"] = originFlag + FlagImagePullProgressTimeout
 	}
 	if len(f.ManifestURLHeaders) > 0 {
 		h, err := ParseHeaders(f.ManifestURLHeaders)

@@ -16,6 +16,11 @@ const (
 	// DefaultRegistryConfigDir is containerd's: appliance builders reuse the
 	// hosts.toml files they have.
 	DefaultRegistryConfigDir = "/etc/containerd/certs.d"
+	// DefaultImagePullProgressTimeout is the progress deadline of a
+	// registry's response body: containerd waits 5 minutes for any byte at
+	// all; an appliance at boot cannot give a dead registry that long, and
+	// a working one brings far more than 1 KiB/s.
+	DefaultImagePullProgressTimeout = time.Minute
 	// DefaultCgroupRoot is our own subtree. The kubelet's default, "", means the
 	// root of the hierarchy; staticpodd never writes into the root, so its pods
 	// never sit beside the host's own services and can be found and removed as one

@@ -127,6 +127,7 @@ var entries = []entry{
 	{"serializeImagePulls", "serializeImagePulls", boolean(func(c *Config) bool { return c.SerializeImagePulls })},
 	{"maxParallelImagePulls", "maxParallelImagePulls", num(func(c *Config) int32 { return c.MaxParallelImagePulls })},
 	{"registryConfigDir", "", str(func(c *Config) string { return c.RegistryConfigDir })},
+	{"imagePullProgressTimeout", "", dur(func(c *Config) time.Duration { return c.ImagePullProgressTimeout })},
 	{"imageGCHighThresholdPercent", "imageGCHighThresholdPercent", num(func(c *Config) int32 { return c.ImageGCHighThresholdPercent })},
 	{"imageGCLowThresholdPercent", "imageGCLowThresholdPercent", num(func(c *Config) int32 { return c.ImageGCLowThresholdPercent })},
 	{"imageMinimumGCAge", "imageMinimumGCAge", dur(func(c *Config) time.Duration { return c.ImageMinimumGCAge })},

@@ -35,6 +35,10 @@ const (
 	FlagPodNetworkBridge = "pod-network-bridge"
 )
 
+// FlagImagePullProgressTimeout is containerd's image_pull_progress_timeout:
+// the progress deadline of a registry's response body.
+const FlagImagePullProgressTimeout = "image-pull-progress-timeout"
+
 // Defaults of the pod network.
 const (
 	// DefaultCNIConfDir is where CNI configuration is looked for, as the
@@ -92,6 +96,9 @@ type Flags struct {
 	PodCIDR            string
 	PodNetworkBridge   string
 
+	// ImagePullProgressTimeout is a duration, "" = the default.
+	ImagePullProgressTimeout string
+
 	fs *pflag.FlagSet
 }
 
@@ -108,6 +115,7 @@ func (f *Flags) Register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.Kubeconfig, FlagKubeconfig, "", "kubeconfig of an API server; enables mirror pods")
 	fs.StringVar(&f.BootstrapKubecfg, FlagBootstrapKubeconfig, "", "not supported: TLS bootstrap; give --kubeconfig with the node's credentials")
 	fs.StringVar(&f.RegistryConfigDir, FlagRegistryConfigDir, "", "registry mirrors, CAs and client certificates in containerd's layout, <dir>/<host>/hosts.toml (default "+DefaultRegistryConfigDir+")")
+	fs.StringVar(&f.ImagePullProgressTimeout, FlagImagePullProgressTimeout, "", "an image pull fails when a registry's response (manifest, config, layer) brings less than 1 KiB/s over this much waiting (default "+DefaultImagePullProgressTimeout.String()+")")
 	fs.StringVar(&f.CNIConfDir, FlagCNIConfDir, "", "directory of CNI configuration: its first .conflist, .conf or .json file by name is the pod network (default "+DefaultCNIConfDir+"; none there: the built-in default network)")
 	fs.StringVar(&f.CNIBinDir, FlagCNIBinDir, "", "comma-separated directories of CNI plugins (default "+strings.Join(DefaultCNIBinDirs, ",")+")")
 	fs.StringVar(&f.CNICacheDir, FlagCNICacheDir, "", "libcni's cache of pod network attachments (default <run-dir>/cni/cache)")
@@ -142,6 +150,8 @@ func (f *Flags) given(name string) (string, bool) {
 		v = f.BootstrapKubecfg
 	case FlagRegistryConfigDir:
 		v = f.RegistryConfigDir
+	case FlagImagePullProgressTimeout:
+		v = f.ImagePullProgressTimeout
 	case FlagRootDir:
 		v = f.RootDir
 	case FlagRunDir:

@@ -17,6 +17,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/staticpodd/staticpodd/agent/podspec"
 )
 
 // Reasons, as the kubelet's pkg/kubelet/events names them.
@@ -141,13 +143,15 @@ func Container(fieldPath string) string {
 }
 
 // Eventf records an event about ref: eventType is v1.EventTypeNormal or
-// v1.EventTypeWarning, reason one of the constants above.
+// v1.EventTypeWarning, reason one of the constants above. The message is cut
+// to podspec.MaxEventMessage, here for every event: it often quotes what a
+// container, a registry or a plugin said.
 func (r *Recorder) Eventf(ref v1.ObjectReference, eventType, reason, format string, args ...any) {
 	msg := format
 	if len(args) > 0 {
 		msg = fmt.Sprintf(format, args...)
 	}
-	r.record(ref, eventType, reason, msg)
+	r.record(ref, eventType, reason, podspec.Truncate(msg, podspec.MaxEventMessage))
 }
 
 func (r *Recorder) record(ref v1.ObjectReference, eventType, reason, msg string) {
@@ -223,7 +227,7 @@ func (r *Recorder) aggregateLocked(ev *v1.Event, now time.Time) string {
 		delete(st.messages, m)
 		break
 	}
-	ev.Message = aggregatePrefix + ev.Message
+	ev.Message = podspec.Truncate(aggregatePrefix+ev.Message, podspec.MaxEventMessage)
 	return aggKey
 }
 

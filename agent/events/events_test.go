@@ -9,9 +9,12 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+	"unicode/utf8"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/staticpodd/staticpodd/agent/podspec"
 )
 
 type syncBuffer struct {
@@ -183,4 +186,38 @@ func TestSlowSubscriberDropped(t *testing.T) {
 		t.Errorf("read %d events, dropped %v; want %d and dropped", n, sub.Dropped(), subscriberBuffer)
 	}
 	sub.Close() // closing a dropped subscription is fine
+}
+
+// An event's message quotes what a container or a registry said: it is cut
+// to podspec.MaxEventMessage in the ring, in the log and for subscribers,
+// combined or not.
+func TestMessageBounded(t *testing.T) {
+	r, logs := newRecorder(0)
+	_, sub := r.Subscribe()
+	defer sub.Close()
+	ref := ContainerRef(testPod(), "web")
+	long := strings.Repeat("é", 8<<20) // two bytes each: a cut must not split one
+	for i := range aggregateMaxEvents + 2 {
+		r.Eventf(ref, v1.EventTypeWarning, Unhealthy, "Readiness probe failed: %d %s", i, long)
+	}
+	list := r.List()
+	if len(list) == 0 {
+		t.Fatal("no events")
+	}
+	for _, ev := range list {
+		if len(ev.Message) > podspec.MaxEventMessage || !utf8.ValidString(ev.Message) {
+			t.Errorf("event message of %d bytes (valid UTF-8: %v), want at most %d", len(ev.Message), utf8.ValidString(ev.Message), podspec.MaxEventMessage)
+		}
+	}
+	if last := list[len(list)-1].Message; !strings.HasPrefix(last, aggregatePrefix+"Readiness probe failed: ") {
+		t.Errorf("combined event %.80q", last)
+	}
+	for range aggregateMaxEvents + 2 {
+		if ev := <-sub.C(); len(ev.Message) > podspec.MaxEventMessage {
+			t.Errorf("subscriber got a message of %d bytes", len(ev.Message))
+		}
+	}
+	if n := len(logs.String()); n > (aggregateMaxEvents+2)*(podspec.MaxEventMessage+512) {
+		t.Errorf("%d events logged in %d bytes", aggregateMaxEvents+2, n)
+	}
 }

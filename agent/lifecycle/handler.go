@@ -5,7 +5,6 @@
 package lifecycle
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -17,13 +16,14 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/staticpodd/staticpodd/agent/podspec"
 	"github.com/staticpodd/staticpodd/agent/prober"
 )
 
 // maxOutput bounds what is kept of an exec hook's stdout and of its stderr,
 // and what is read of an httpGet hook's response body (the kubelet's
 // maxRespBodyLength).
-const maxOutput = 10 << 10
+const maxOutput = podspec.MaxOutput
 
 // Target is how hooks reach one container: the probes' host and dialer, and
 // an exec that keeps stdout and stderr apart.
@@ -49,6 +49,13 @@ var ErrSleepCut = errors.New("container terminated before sleep hook finished")
 // caller bounds it. An httpGet hook's status code is not checked: only a
 // request that could not be made or answered fails.
 func Run(ctx context.Context, h *v1.LifecycleHandler, t Target, pod string, logger *slog.Logger) (msg string, err error) {
+	msg, err = run(ctx, h, t, pod, logger)
+	// An exec hook's message holds its stdout and stderr, and its stderr
+	// again in the error: maxOutput of it all, as of a probe's output.
+	return podspec.Truncate(msg, maxOutput), err
+}
+
+func run(ctx context.Context, h *v1.LifecycleHandler, t Target, pod string, logger *slog.Logger) (msg string, err error) {
 	name := t.Container.Name
 	switch {
 	case h.Exec != nil:
@@ -79,19 +86,6 @@ func Run(ctx context.Context, h *v1.LifecycleHandler, t Target, pod string, logg
 	return fmt.Sprintf("Cannot run handler: %v", err), err
 }
 
-// limitWriter keeps the first n bytes written to it and drops the rest.
-type limitWriter struct {
-	buf bytes.Buffer
-	n   int
-}
-
-func (w *limitWriter) Write(p []byte) (int, error) {
-	if room := w.n - w.buf.Len(); room > 0 {
-		w.buf.Write(p[:min(room, len(p))])
-	}
-	return len(p), nil
-}
-
 // runExec runs cmd in the container; a non-zero exit is an error as CRI's
 // ExecSync makes it (command '...' exited with N: <stderr>). out is stdout then
 // stderr, as the kubelet's RunInContainer returns them.
@@ -99,14 +93,14 @@ func runExec(ctx context.Context, cmd []string, t Target) (out string, err error
 	if t.Exec == nil {
 		return "", errors.New("exec hooks are not available for this container")
 	}
-	stdout, stderr := &limitWriter{n: maxOutput}, &limitWriter{n: maxOutput}
+	stdout, stderr := &podspec.LimitWriter{N: maxOutput}, &podspec.LimitWriter{N: maxOutput}
 	code, err := t.Exec(ctx, cmd, stdout, stderr)
-	out = stdout.buf.String() + stderr.buf.String()
+	out = stdout.String() + stderr.String()
 	switch {
 	case err != nil:
 		return out, err
 	case code != 0:
-		return out, fmt.Errorf("command '%s' exited with %d: %s", strings.Join(cmd, " "), code, stderr.buf.String())
+		return out, fmt.Errorf("command '%s' exited with %d: %s", strings.Join(cmd, " "), code, stderr.String())
 	}
 	return out, nil
 }

@@ -1,6 +1,7 @@
 package manifest
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"net/netip"
@@ -402,7 +403,10 @@ func (v *validator) container(p *field.Path, c *v1.Container, init, hostNetwork 
 		// InvalidImageName (parsers.ParseImageName at pull time); refusing the
 		// manifest says so at once, and keeps a last good pod running.
 		if _, err := podspec.NormalizeImage(img); err != nil {
-			msg := strings.TrimPrefix(err.Error(), fmt.Sprintf("invalid image reference %q: ", img))
+			msg := err.Error()
+			if re, ok := errors.AsType[*podspec.RefError](err); ok {
+				msg = re.Reason()
+			}
 			v.add(field.Invalid(p.Child("image"), img, "not an image reference: "+msg))
 		}
 	}

@@ -3,6 +3,7 @@ package podspec
 import (
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -39,11 +40,11 @@ const nameTotalLengthMax = 255
 // digest keeps only the digest. The error says what is wrong with ref.
 func NormalizeImage(ref string) (string, error) {
 	if err := checkImageRef(ref); err != nil {
-		return "", fmt.Errorf("invalid image reference %q: %w", ref, err)
+		return "", &RefError{Ref: ref, Err: err}
 	}
 	r, err := name.ParseReference(ref)
 	if err != nil {
-		return "", fmt.Errorf("invalid image reference %q: %w", ref, err)
+		return "", &RefError{Ref: ref, Err: err}
 	}
 	registry := r.Context().RegistryStr()
 	if registry == name.DefaultRegistry {
@@ -54,6 +55,32 @@ func NormalizeImage(ref string) (string, error) {
 		sep = "@"
 	}
 	return registry + "/" + r.Context().RepositoryStr() + sep + r.Identifier(), nil
+}
+
+// RefError is an invalid image reference. The reference may be an image
+// archive's or a manifest's, of any length, and the parser's reasons quote
+// it: the message shows nameTotalLengthMax bytes of it and MaxEventMessage
+// of the reason.
+type RefError struct {
+	Ref string
+	Err error
+}
+
+func (e *RefError) Error() string {
+	return "invalid image reference " + quoteRef(e.Ref) + ": " + e.Reason()
+}
+
+func (e *RefError) Unwrap() error { return e.Err }
+
+// Reason is what is wrong with the reference, cut to MaxEventMessage.
+func (e *RefError) Reason() string { return Truncate(e.Err.Error(), MaxEventMessage) }
+
+// quoteRef quotes ref, cut to the longest name a reference may have.
+func quoteRef(ref string) string {
+	if len(ref) <= nameTotalLengthMax {
+		return strconv.Quote(ref)
+	}
+	return strconv.Quote(Truncate(ref, nameTotalLengthMax)) + fmt.Sprintf("… (%d bytes)", len(ref))
 }
 
 // checkImageRef applies the grammar: [domain[:port]/]path[:tag][@digest]. The

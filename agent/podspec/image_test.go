@@ -81,3 +81,25 @@ func TestNormalizeImageRefuses(t *testing.T) {
 		}
 	}
 }
+
+// A reference comes from an image archive or a manifest, of any length, and
+// every reason the parser gives quotes it: the error stays short whatever
+// part of it is long.
+func TestImageRefErrorBounded(t *testing.T) {
+	long := strings.Repeat("a", 1<<20)
+	for _, in := range []string{
+		long + ":t",
+		"x:" + long,
+		"x@sha256:" + long,
+		"Reg.io/" + long,
+		long + "@sha256:" + strings.Repeat("0", 64),
+	} {
+		_, err := NormalizeImage(in)
+		if err == nil {
+			t.Fatalf("NormalizeImage(%.40q…) passed", in)
+		}
+		if n := len(err.Error()); n > 2*MaxEventMessage || !strings.HasPrefix(err.Error(), `invalid image reference "`) {
+			t.Errorf("NormalizeImage(%.40q…): an error of %d bytes: %.200s", in, n, err)
+		}
+	}
+}

@@ -11,6 +11,8 @@ import (
 	"net/url"
 	"strconv"
 	"time"
+
+	"github.com/staticpodd/staticpodd/agent/podspec"
 )
 
 // The grpc.health.v1.Health/Check call, spoken directly over unencrypted
@@ -33,7 +35,10 @@ const (
 func doGRPC(ctx context.Context, addr, service string, dial Dialer, timeout time.Duration) (Result, string, error) {
 	var protos http.Protocols
 	protos.SetUnencryptedHTTP2(true)
-	client := &http.Client{Transport: &http.Transport{DialContext: dial, Protocols: &protos, Proxy: nil}}
+	// The status message comes in the headers or trailers, which a server
+	// could make as long as the transport lets it: maxHeaders.
+	client := &http.Client{Transport: &http.Transport{DialContext: dial, Protocols: &protos, Proxy: nil,
+		MaxResponseHeaderBytes: maxHeaders}}
 	defer client.CloseIdleConnections()
 
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+"/grpc.health.v1.Health/Check",
@@ -87,7 +92,8 @@ func doGRPC(ctx context.Context, addr, service string, dial Dialer, timeout time
 }
 
 // grpcStatus is the call's status code and message: from the trailers, or
-// from the headers of a trailers-only response. A missing status is Unknown (2).
+// from the headers of a trailers-only response, the message cut to
+// maxOutput as any other probe output. A missing status is Unknown (2).
 func grpcStatus(res *http.Response) (int, string) {
 	h := res.Trailer
 	if h.Get("Grpc-Status") == "" {
@@ -102,7 +108,7 @@ func grpcStatus(res *http.Response) (int, string) {
 	if err != nil {
 		msg = h.Get("Grpc-Message")
 	}
-	return code, msg
+	return code, podspec.Truncate(msg, maxOutput)
 }
 
 // healthRequest encodes HealthCheckRequest{service: service}.

@@ -7,7 +7,6 @@ package prober
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -24,6 +23,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/staticpodd/staticpodd/agent/podspec"
 )
 
 // Result of one probe, or of a probe's run of results past its threshold.
@@ -47,7 +48,11 @@ func (r Result) String() string {
 
 // maxOutput bounds what a probe reads of a response body or an exec's output,
 // as the kubelet's maxRespBodyLength and exec maxReadLength.
-const maxOutput = 10 << 10
+const maxOutput = podspec.MaxOutput
+
+// maxHeaders bounds the response headers (trailers too) of an httpGet or
+// gRPC probe or an httpGet hook: net/http's default is 10 MB.
+const maxHeaders = 16 << 10
 
 // maxAnswer bounds what an httpGet probe reads of an answer, headers and
 // body together; the body's first maxOutput bytes are kept.
@@ -99,6 +104,8 @@ func HTTPClient(dial Dialer) *http.Client {
 			DisableCompression: true,
 			Proxy:              nil,
 			DialContext:        dial,
+
+			MaxResponseHeaderBytes: maxHeaders,
 		},
 		CheckRedirect: redirectChecker,
 	}
@@ -151,6 +158,14 @@ func HTTPRequest(ctx context.Context, g *v1.HTTPGetAction, c *v1.Container, host
 // could not be made at all (a named port the container does not have); the
 // kubelet counts it as a failure.
 func Do(ctx context.Context, p *v1.Probe, t *Target) (r Result, output string, err error) {
+	r, output, err = do(ctx, p, t)
+	// Each handler reads a bounded part of what the container says, but an
+	// error's text may quote more of it (a malformed status line, a GOAWAY's
+	// debug data): the output of every handler is cut here.
+	return r, podspec.Truncate(output, maxOutput), err
+}
+
+func do(ctx context.Context, p *v1.Probe, t *Target) (r Result, output string, err error) {
 	timeout := time.Duration(max(p.TimeoutSeconds, 1)) * time.Second
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -207,24 +222,11 @@ func resolvePort(p intstr.IntOrString, c *v1.Container) (int, error) {
 	return port, fmt.Errorf("invalid port number: %v", port)
 }
 
-// limitWriter keeps the first n bytes written to it and drops the rest.
-type limitWriter struct {
-	buf bytes.Buffer
-	n   int
-}
-
-func (w *limitWriter) Write(p []byte) (int, error) {
-	if room := w.n - w.buf.Len(); room > 0 {
-		w.buf.Write(p[:min(room, len(p))])
-	}
-	return len(p), nil
-}
-
 func doExec(ctx context.Context, e *v1.ExecAction, t *Target, timeout time.Duration) (Result, string, error) {
 	if t.Exec == nil {
 		return Failure, "exec probes are not available for this container", nil
 	}
-	out := &limitWriter{n: maxOutput}
+	out := &podspec.LimitWriter{N: maxOutput}
 	code, err := t.Exec(ctx, e.Command, out)
 	switch {
 	case ctx.Err() != nil:
@@ -233,9 +235,9 @@ func doExec(ctx context.Context, e *v1.ExecAction, t *Target, timeout time.Durat
 	case err != nil:
 		return Unknown, "", err
 	case code != 0:
-		return Failure, out.buf.String(), nil
+		return Failure, out.String(), nil
 	}
-	return Success, out.buf.String(), nil
+	return Success, out.String(), nil
 }
 
 // dialer sets what the kubelet's probe.ProbeDialer sets: SO_LINGER of one

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -41,6 +42,19 @@ type Metrics struct {
 	main, cadvisor, probes, resource *prometheus.Registry
 	requests                         *prometheus.CounterVec
 	duration                         *prometheus.HistogramVec
+}
+
+// CountHandshakesRefused shows c, a TLS listener's Limits.HandshakesRefused,
+// on /metrics as staticpodd_node_api_tls_handshakes_refused_total; nil c
+// shows nothing. It returns m.
+func (m *Metrics) CountHandshakesRefused(c *atomic.Uint64) *Metrics {
+	if c != nil {
+		m.main.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "staticpodd_node_api_tls_handshakes_refused_total",
+			Help: "Connections closed before their TLS handshake because their client address had as many handshakes in progress as allowed",
+		}, func() float64 { return float64(c.Load()) }))
+	}
+	return m
 }
 
 // scrapeTimeout bounds the stats a /metrics/cadvisor scrape reads.

@@ -750,8 +750,9 @@ func TestNodeAPIReloads(t *testing.T) {
 	}
 }
 
-// Connections beyond the cap wait, unanswered, in the listen backlog: their
-// TLS handshake starts only when a served connection closes.
+// Connections beyond the cap wait unanswered: the cap counts handshaken
+// connections, so the third finishes its handshake, but its request is read
+// only once a served connection closes.
 func TestNodeAPIConnectionCap(t *testing.T) {
 	c := newCA(t, "ca")
 	lim := DefaultLimits(2)
@@ -765,24 +766,24 @@ func TestNodeAPIConnectionCap(t *testing.T) {
 		}
 		held = append(held, conn)
 	}
-	third, err := net.Dial("tcp", addr)
+	third, err := tls.DialWithDialer(&net.Dialer{Timeout: patience}, "tcp", addr, cfg)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("a third handshake: %v", err)
 	}
 	defer third.Close()
-	tc := tls.Client(third, cfg)
-	third.SetDeadline(time.Now().Add(500 * time.Millisecond))
-	if err := tc.Handshake(); err == nil {
-		t.Fatal("a third connection was served beyond the cap of 2")
+	if _, err := third.Write([]byte("GET /healthz HTTP/1.1\r\nHost: node1\r\n\r\n")); err != nil {
+		t.Fatal(err)
 	}
-	// Once one closes (and the waiting one gave up), a fresh connection is
-	// served.
+	third.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
+	answer := bufio.NewReader(third)
+	if line, err := answer.ReadString('\n'); err == nil {
+		t.Fatalf("a third connection was served beyond the cap of 2: %q", line)
+	}
+	// Once one closes, the waiting one is served.
 	held[0].Close()
-	third.Close()
-	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: patience}, "tcp", addr, cfg)
-	if err != nil {
-		t.Fatalf("no connection served after one closed: %v", err)
+	third.SetReadDeadline(time.Now().Add(patience))
+	if line, err := answer.ReadString('\n'); err != nil || line != "HTTP/1.1 200 OK\r\n" {
+		t.Fatalf("the waiting connection after one closed: %q, %v", line, err)
 	}
-	conn.Close()
 	held[1].Close()
 }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync/atomic"
 	"time"
 )
 
@@ -27,6 +28,18 @@ type Limits struct {
 	// IdleTimeout closes a keep-alive connection that sends no new request.
 	IdleTimeout    time.Duration
 	MaxHeaderBytes int
+
+	// TLS only (ServeTLS): MaxConns counts handshaken connections. At most
+	// MaxHandshakes handshakes are in progress at once (the next connections
+	// wait in the listen backlog), at most MaxHandshakesPerAddr of them from
+	// one client address (the next is closed at once and counted in
+	// HandshakesRefused), each within HandshakeTimeout. Zero values: the
+	// shortest read or write timeout, as net/http; half of MaxConns; no
+	// bound per address; not counted.
+	HandshakeTimeout     time.Duration
+	MaxHandshakes        int
+	MaxHandshakesPerAddr int
+	HandshakesRefused    *atomic.Uint64
 }
 
 // Connection caps: the read-only port is for scrapers and scripts, the CLI
@@ -53,6 +66,18 @@ func DefaultLimits(maxConns int) Limits {
 		WriteTimeout:      time.Minute,
 		IdleTimeout:       90 * time.Second,
 		MaxHeaderBytes:    64 << 10,
+		// A handshake is one or two round trips and a signature: a few
+		// milliseconds on the networks an appliance sits on, under 2 s over
+		// a 500 ms satellite link. 5 s is half of Go's client
+		// TLSHandshakeTimeout, which net/http's server would otherwise take
+		// from ReadHeaderTimeout.
+		HandshakeTimeout: 5 * time.Second,
+		// Half the cap: a listener then holds at most 1.5 times MaxConns
+		// descriptors, and FitFiles keeps that within its share.
+		MaxHandshakes: max(maxConns/2, 1),
+		// A client opens one connection, a scraper or a proxy a few.
+		MaxHandshakesPerAddr: 8,
+		HandshakesRefused:    new(atomic.Uint64),
 	}
 }
 
@@ -63,11 +88,13 @@ func DefaultLimits(maxConns int) Limits {
 const filesPerConnShare = 8
 
 // FitFiles returns l with MaxConns lowered, if need be, to an eighth of the
-// open-file limit nofile (at least one connection).
+// open-file limit nofile (at least one connection), and MaxHandshakes to half
+// of MaxConns.
 func (l Limits) FitFiles(nofile uint64) Limits {
 	if share := nofile / filesPerConnShare; uint64(l.MaxConns) > share {
 		l.MaxConns = int(max(share, 1))
 	}
+	l.MaxHandshakes = min(l.MaxHandshakes, max(l.MaxConns/2, 1))
 	return l
 }
 
@@ -77,20 +104,21 @@ func Serve(ctx context.Context, l net.Listener, h http.Handler, lim Limits, logg
 	return serve(ctx, l, h, nil, lim, logger)
 }
 
-// ServeTLS is Serve with TLS: the handshake counts against the connection
-// cap and is bounded by the read timeouts, as a request's headers are.
+// ServeTLS is Serve with TLS. Only handshaken connections count against the
+// connection cap; handshakes are bounded in time, in number and per client
+// address (Limits), so that clients without credentials cannot hold the cap.
 func ServeTLS(ctx context.Context, l net.Listener, h http.Handler, tc *tls.Config, lim Limits, logger *slog.Logger) error {
 	return serve(ctx, l, h, tc, lim, logger)
 }
 
 func serve(ctx context.Context, l net.Listener, h http.Handler, tc *tls.Config, lim Limits, logger *slog.Logger) error {
-	if lim.MaxConns > 0 {
+	switch {
+	case tc != nil:
+		// Its connections are *tls.Conn, handshake done: net/http sets
+		// Request.TLS from them.
+		l = newHandshakeListener(l, tc, lim, logger)
+	case lim.MaxConns > 0:
 		l = newLimitListener(l, lim.MaxConns, logger)
-	}
-	if tc != nil {
-		// Outermost, so that net/http sees a *tls.Conn: it then bounds the
-		// handshake and sets Request.TLS.
-		l = tls.NewListener(l, tc)
 	}
 	srv := &http.Server{
 		Handler:           h,

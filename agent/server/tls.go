@@ -17,6 +17,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/staticpodd/staticpodd/agent/atomicfile"
 )
 
 // TLS is the node API's TLS setup: tlsCertFile, tlsPrivateKeyFile,
@@ -186,23 +188,7 @@ func selfSigned(host string, now time.Time) (certPEM, keyPEM []byte, err error) 
 }
 
 func writeFileSync(path string, b []byte, mode os.FileMode) error {
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, mode)
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	_, err = f.Write(b)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
+	if err := atomicfile.WriteMode(path, b, mode); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return nil

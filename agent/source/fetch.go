@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/staticpodd/staticpodd/agent/manifest"
+	"github.com/staticpodd/staticpodd/agent/podspec"
 )
 
 // DefaultURLTimeout bounds one request of the URL source, body included: the
@@ -47,7 +48,8 @@ func Redact(raw string) string {
 }
 
 // Client makes the HTTP clients of the URL source: the kubelet's 10 s timeout,
-// redirects bounded and never from https to http, and TLS verified against
+// redirects bounded and never from https to http, the configured headers
+// sent to the configured origin only, and TLS verified against
 // the system roots plus an optional PEM bundle, which is read again whenever
 // it changes (a rotated private CA needs no restart).
 type Client struct {
@@ -109,10 +111,51 @@ func (c *Client) get() (*http.Client, error) {
 			if via[0].URL.Scheme == "https" && req.URL.Scheme != "https" {
 				return fmt.Errorf("redirect from https to %s refused", Redact(req.URL.String()))
 			}
+			if left(via[0].URL, append(via[1:], req)) {
+				// The configured headers (staticPodURLHeader) are for the
+				// configured origin only: a redirect elsewhere is followed
+				// without any of them, nor the Referer, which can carry a
+				// token of the URL's query. This is curl's rule without
+				// --location-trusted, stricter than Go's (which drops only
+				// Authorization and Cookie, and only for another domain):
+				// following keeps a redirect to a pre-signed object URL
+				// working, as the kubelet's, while a server that needed
+				// the headers answers 401 or 403, which shows as the
+				// source's error. Once a chain has left the origin, a hop
+				// back does not carry them again (the way Go keeps
+				// Authorization dropped): the other server chose its path.
+				clear(req.Header)
+			}
 			return nil
 		},
 	}
 	return c.client, nil
+}
+
+// origin is u's scheme, host and port, the port spelt out when it is the
+// scheme's default, lower-cased: two URLs with the same origin name the same
+// server (RFC 6454).
+func origin(u *url.URL) string {
+	port := u.Port()
+	if port == "" {
+		switch strings.ToLower(u.Scheme) {
+		case "http":
+			port = "80"
+		case "https":
+			port = "443"
+		}
+	}
+	return strings.ToLower(u.Scheme) + "://" + net.JoinHostPort(strings.ToLower(u.Hostname()), port)
+}
+
+// left reports whether any of the hops goes to another origin than first.
+func left(first *url.URL, hops []*http.Request) bool {
+	for _, h := range hops {
+		if origin(h.URL) != origin(first) {
+			return true
+		}
+	}
+	return false
 }
 
 // Fetch GETs rawURL with header as the daemon does and returns the body of a
@@ -139,7 +182,8 @@ func (c *Client) Fetch(ctx context.Context, rawURL string, header http.Header) (
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		// As the kubelet: anything but 200 is a failure, 204 and 304 too.
-		return nil, fmt.Errorf("HTTP %s", resp.Status)
+		// The reason phrase is the server's, up to the header limit long.
+		return nil, fmt.Errorf("HTTP %s", podspec.Truncate(resp.Status, podspec.MaxEventMessage))
 	}
 	if resp.ContentLength > manifest.MaxSize {
 		return nil, fmt.Errorf("body of %d bytes is larger than %d bytes", resp.ContentLength, manifest.MaxSize)

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"strconv"
+	"sync/atomic"
 
 	"github.com/staticpodd/staticpodd/agent/config"
 	"github.com/staticpodd/staticpodd/agent/mirror"
@@ -28,8 +29,9 @@ func nodeAPIServed(cfg *config.Config) bool {
 }
 
 // nodeAPI is the node API's handler and TLS configuration, as the kubelet's
-// BuildAuth and InitializeTLS make them from the configuration.
-func (d *daemon) nodeAPI() (http.Handler, *tls.Config, error) {
+// BuildAuth and InitializeTLS make them from the configuration; its /metrics
+// shows refused, the listener's count of handshakes refused per address.
+func (d *daemon) nodeAPI(refused *atomic.Uint64) (http.Handler, *tls.Config, error) {
 	cfg := d.cfg
 	if !nodeAPIServed(cfg) {
 		return nil, nil, errNodeAPIOff
@@ -75,7 +77,7 @@ func (d *daemon) nodeAPI() (http.Handler, *tls.Config, error) {
 	}
 	h := server.Node(served{d.agent, d.aux}, server.NodeConfig{
 		Auth:       auth,
-		Metrics:    server.NewMetrics(served{d.agent, d.aux}),
+		Metrics:    server.NewMetrics(served{d.agent, d.aux}).CountHandshakesRefused(refused),
 		HostLogDir: hostLogDir,
 		Configz: func() any {
 			out := map[string]string{}
@@ -95,7 +97,7 @@ func (d *daemon) serveNodeAPI(ctx context.Context, files uint64) {
 	addr := net.JoinHostPort(d.cfg.Address, strconv.Itoa(int(d.cfg.Port)))
 	lim := server.DefaultLimits(server.NodeMaxConns).FitFiles(files)
 	d.retry(ctx, d.nodePort, func(ctx context.Context) error {
-		h, tc, err := d.nodeAPI()
+		h, tc, err := d.nodeAPI(lim.HandshakesRefused)
 		if err != nil {
 			return fmt.Errorf("node API: %w", err)
 		}

@@ -18,8 +18,10 @@ import (
 
 // newPuller is the image puller of the configuration: hosts.toml mirrors
 // from the registry config dir, credentials from the first Docker config
-// found (read again at each pull), at most one pull at a time with
-// serializeImagePulls, else maxParallelImagePulls (0: no bound).
+// found (read again at each pull), at most one pull at a time from each
+// registry with serializeImagePulls, else maxParallelImagePulls (0: no
+// bound), critical pods' pulls besides; the progress deadline of
+// --image-pull-progress-timeout.
 func newPuller(cfg *config.Config, store *image.Store, logger *slog.Logger) (*image.Puller, error) {
 	paths := image.CredentialPaths(cfg.RootDir)
 	// Read once here too: a broken file is said at start, and which one is used.
@@ -33,7 +35,8 @@ func newPuller(cfg *config.Config, store *image.Store, logger *slog.Logger) (*im
 	if cfg.SerializeImagePulls {
 		parallel = 1
 	}
-	return image.NewPuller(store, image.PullConfig{HostsDir: cfg.RegistryConfigDir, CredentialPaths: paths, MaxParallel: parallel}, logger), nil
+	return image.NewPuller(store, image.PullConfig{HostsDir: cfg.RegistryConfigDir, CredentialPaths: paths, MaxParallel: parallel,
+		ProgressTimeout: cfg.ImagePullProgressTimeout}, logger), nil
 }
 
 // imagePuller is the agent's ImagePuller over the store and its puller.
@@ -52,12 +55,12 @@ func (p imagePuller) Present(ref string) (bool, error) {
 	return err == nil, err
 }
 
-func (p imagePuller) Pull(ctx context.Context, ref string, progress func(string)) error {
-	_, err := p.puller.Pull(ctx, ref, func(pr image.Progress) {
-		if progress != nil {
-			progress(fmt.Sprintf("%d/%d layers, %s of %s", pr.LayersDone, pr.Layers, mib(pr.BytesDone), mib(pr.Bytes)))
+func (p imagePuller) Pull(ctx context.Context, ref string, o agent.PullOptions) error {
+	_, err := p.puller.PullWith(ctx, ref, image.PullOptions{Critical: o.Critical, Progress: func(pr image.Progress) {
+		if o.Progress != nil {
+			o.Progress(fmt.Sprintf("%d/%d layers, %s of %s", pr.LayersDone, pr.Layers, mib(pr.BytesDone), mib(pr.Bytes)))
 		}
-	})
+	}})
 	return err
 }
 

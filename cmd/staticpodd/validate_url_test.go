@@ -3,11 +3,13 @@ package main
 import (
 	"encoding/json"
 	"encoding/pem"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 )
 
@@ -113,5 +115,76 @@ func TestValidateURL(t *testing.T) {
 	out, _ = execute(t, testRoot(validateCmd), "validate", srv.URL+"/good")
 	if !strings.Contains(out, "certificate signed by unknown authority") {
 		t.Errorf("without the CA:\n%s", out)
+	}
+}
+
+// validate --manifest-url-header sends the header to the URL's origin only,
+// as the daemon: a 302 to another host, over http and over https, is followed
+// without it, and a redirect within the origin keeps it.
+func TestValidateURLHeaderStaysWithItsOrigin(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		tls          bool
+		secondListen string
+	}{
+		{"http", false, "127.0.0.2:0"},
+		{"https", true, "[::1]:0"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var leaked, heard, served atomic.Int64
+			second := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.Header.Get("X-Api-Key") != "" {
+					leaked.Add(1)
+				}
+				served.Add(1)
+				w.Write([]byte(urlPodList))
+			}))
+			l, err := net.Listen("tcp", tc.secondListen)
+			if err != nil {
+				t.Fatal(err)
+			}
+			second.Listener.Close()
+			second.Listener = l
+			mux := http.NewServeMux()
+			mux.HandleFunc("/away", func(w http.ResponseWriter, r *http.Request) {
+				http.Redirect(w, r, second.URL+"/pods", http.StatusFound)
+			})
+			mux.HandleFunc("/here", func(w http.ResponseWriter, r *http.Request) {
+				http.Redirect(w, r, "/pods", http.StatusFound)
+			})
+			mux.HandleFunc("/pods", func(w http.ResponseWriter, r *http.Request) {
+				if r.Header.Get("X-Api-Key") == "sesame" {
+					heard.Add(1)
+				}
+				w.Write([]byte(urlPodList))
+			})
+			first := httptest.NewUnstartedServer(mux)
+			args := []string{"validate", "--hostname-override", "node1", "--manifest-url-header", "X-Api-Key:sesame"}
+			if tc.tls {
+				second.StartTLS()
+				first.StartTLS()
+				ca := filepath.Join(t.TempDir(), "ca.pem")
+				os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: first.Certificate().Raw}), 0o644)
+				args = append(args, "--manifest-url-ca", ca)
+			} else {
+				second.Start()
+				first.Start()
+			}
+			defer second.Close()
+			defer first.Close()
+
+			for _, o := range [][]string{nil, {"-o", "json"}} {
+				out, err := execute(t, testRoot(validateCmd), append(append(args, o...), first.URL+"/away", first.URL+"/here")...)
+				if err != nil {
+					t.Errorf("validate %v: %v\n%s", o, err, out)
+				}
+			}
+			if served.Load() != 2 || leaked.Load() != 0 {
+				t.Errorf("the other host served %d requests, %d of them with the header; want 2 and none", served.Load(), leaked.Load())
+			}
+			if heard.Load() != 2 {
+				t.Errorf("a redirect within the origin carried the header %d times of 2", heard.Load())
+			}
+		})
 	}
 }

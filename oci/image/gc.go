@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/staticpodd/staticpodd/oci/atomicfile"
+	"github.com/staticpodd/staticpodd/agent/atomicfile"
 )
 
 // GCPolicy is the kubelet's ImageGCPolicy: when image garbage collection

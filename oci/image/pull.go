@@ -42,12 +42,23 @@ type PullConfig struct {
 	// each pull (LoadKeyring: the first found wins), so that credentials
 	// changed on disk are used without a restart; Keyring is ignored.
 	CredentialPaths []string
-	// MaxParallel bounds the pulls that run at once (the kubelet's
-	// serializeImagePulls = 1, maxParallelImagePulls); 0 = no bound.
+	// MaxParallel bounds the pulls from one registry that run at once
+	// (the kubelet's serializeImagePulls = 1, maxParallelImagePulls);
+	// 0 = no bound. Critical pulls (PullOptions.Critical) take no slot.
 	MaxParallel int
 	// Timeout bounds a connection, a TLS handshake and the wait for a
 	// response's header; default 30s.
 	Timeout time.Duration
+	// ProgressTimeout is the progress deadline of a response body: one
+	// that brings less than MinProgressRate bytes a second over this much
+	// waiting is cancelled, and the pull fails with a StallError; default
+	// DefaultProgressTimeout.
+	ProgressTimeout time.Duration
+	// MinProgressRate in bytes a second; default DefaultMinProgressRate.
+	MinProgressRate int64
+	// PullTimeout bounds one pull once it has its slot; default
+	// DefaultPullTimeout.
+	PullTimeout time.Duration
 	// Platform is the platform taken from an index; default the host's.
 	Platform *v1.Platform
 }
@@ -57,10 +68,17 @@ type Puller struct {
 	store  *Store
 	cfg    PullConfig
 	logger *slog.Logger
-	slots  chan struct{} // nil: no bound
 
-	mu       sync.Mutex // guards inflight
+	mu       sync.Mutex // guards inflight and slots
 	inflight map[string]*pullCall
+	slots    map[string]*registrySlots // by registry; unused without MaxParallel
+}
+
+// registrySlots are the pull slots of one registry and how many pulls hold
+// or wait for them (at 0 the entry goes).
+type registrySlots struct {
+	ch    chan struct{}
+	users int
 }
 
 // pullCall is one pull of a reference that pulls of the same reference
@@ -69,12 +87,36 @@ type pullCall struct {
 	done chan struct{}
 	img  Image
 	err  error
+	// critical is closed when a critical pull joins: the call stops
+	// waiting for a slot.
+	critical     chan struct{}
+	criticalOnce sync.Once
+}
+
+func (c *pullCall) promote() { c.criticalOnce.Do(func() { close(c.critical) }) }
+
+// PullOptions are how one pull is made.
+type PullOptions struct {
+	// Progress, if not nil, is called as layers arrive.
+	Progress func(Progress)
+	// Critical pulls (for a system-node-critical or system-cluster-critical
+	// pod) never wait for a slot, so no other pull holds them back.
+	Critical bool
 }
 
 // NewPuller returns a Puller into s.
 func NewPuller(s *Store, cfg PullConfig, logger *slog.Logger) *Puller {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 30 * time.Second
+	}
+	if cfg.ProgressTimeout <= 0 {
+		cfg.ProgressTimeout = DefaultProgressTimeout
+	}
+	if cfg.MinProgressRate <= 0 {
+		cfg.MinProgressRate = DefaultMinProgressRate
+	}
+	if cfg.PullTimeout <= 0 {
+		cfg.PullTimeout = DefaultPullTimeout
 	}
 	if cfg.Keyring == nil {
 		cfg.Keyring = &Keyring{}
@@ -85,11 +127,7 @@ func NewPuller(s *Store, cfg PullConfig, logger *slog.Logger) *Puller {
 			cfg.Platform.Variant = "v7"
 		}
 	}
-	p := &Puller{store: s, cfg: cfg, logger: logger, inflight: map[string]*pullCall{}}
-	if cfg.MaxParallel > 0 {
-		p.slots = make(chan struct{}, cfg.MaxParallel)
-	}
-	return p
+	return &Puller{store: s, cfg: cfg, logger: logger, inflight: map[string]*pullCall{}, slots: map[string]*registrySlots{}}
 }
 
 // Progress is what a pull has done so far.
@@ -104,13 +142,25 @@ type Progress struct {
 // progress, if not nil, is called as layers arrive. Pulls of the same
 // reference at once share one pull.
 func (p *Puller) Pull(ctx context.Context, ref string, progress func(Progress)) (Image, error) {
+	return p.PullWith(ctx, ref, PullOptions{Progress: progress})
+}
+
+// PullWith is Pull with options. A pull waits for one of its registry's
+// slots (MaxParallel), unless it is critical; it gives the slot up when it
+// ends, and it ends when a body stalls (ProgressTimeout) or after
+// PullTimeout.
+func (p *Puller) PullWith(ctx context.Context, ref string, o PullOptions) (Image, error) {
 	norm, err := Normalize(ref)
 	if err != nil {
 		return Image{}, err
 	}
+	progress := o.Progress
 	p.mu.Lock()
 	if c, ok := p.inflight[norm]; ok {
 		p.mu.Unlock()
+		if o.Critical {
+			c.promote()
+		}
 		select {
 		case <-c.done:
 			return c.img, c.err
@@ -118,7 +168,10 @@ func (p *Puller) Pull(ctx context.Context, ref string, progress func(Progress)) 
 			return Image{}, context.Cause(ctx)
 		}
 	}
-	c := &pullCall{done: make(chan struct{})}
+	c := &pullCall{done: make(chan struct{}), critical: make(chan struct{})}
+	if o.Critical {
+		c.promote()
+	}
 	p.inflight[norm] = c
 	p.mu.Unlock()
 	defer func() {
@@ -127,20 +180,62 @@ func (p *Puller) Pull(ctx context.Context, ref string, progress func(Progress)) 
 		p.mu.Unlock()
 		close(c.done)
 	}()
-	if p.slots != nil {
-		select {
-		case p.slots <- struct{}{}:
-			defer func() { <-p.slots }()
-		case <-ctx.Done():
-			c.err = fmt.Errorf("pull %s: %w", norm, context.Cause(ctx))
-			return Image{}, c.err
-		}
+	release, err := p.slot(ctx, norm, c.critical)
+	if err != nil {
+		c.err = fmt.Errorf("pull %s: %w", norm, err)
+		return Image{}, c.err
 	}
-	c.img, c.err = p.pull(ctx, norm, progress)
+	defer release()
+	pctx, cancel := context.WithTimeoutCause(ctx, p.cfg.PullTimeout, fmt.Errorf("pull not done after %v", p.cfg.PullTimeout))
+	defer cancel()
+	c.img, c.err = p.pull(pctx, norm, progress)
+	if c.err != nil && ctx.Err() == nil && pctx.Err() != nil {
+		c.err = context.Cause(pctx)
+	}
 	if c.err != nil {
 		c.err = fmt.Errorf("pull %s: %w", norm, boundedError{c.err})
 	}
 	return c.img, c.err
+}
+
+// slot waits for one of the pull slots of norm's registry, and returns how
+// to give it back. With no bound, or once critical is closed, it takes
+// none. Slots are per registry, not per node: a registry that stalls holds
+// back its own pulls only. (The kubelet's serialImagePuller has one queue
+// per node.)
+func (p *Puller) slot(ctx context.Context, norm string, critical <-chan struct{}) (release func(), err error) {
+	if p.cfg.MaxParallel <= 0 {
+		return func() {}, nil
+	}
+	registry := norm
+	if r, err := name.ParseReference(norm); err == nil {
+		registry = r.Context().RegistryStr()
+	}
+	p.mu.Lock()
+	s := p.slots[registry]
+	if s == nil {
+		s = &registrySlots{ch: make(chan struct{}, p.cfg.MaxParallel)}
+		p.slots[registry] = s
+	}
+	s.users++
+	p.mu.Unlock()
+	done := func() {
+		p.mu.Lock()
+		if s.users--; s.users == 0 {
+			delete(p.slots, registry)
+		}
+		p.mu.Unlock()
+	}
+	select {
+	case s.ch <- struct{}{}:
+		return func() { <-s.ch; done() }, nil
+	case <-critical:
+		done()
+		return func() {}, nil
+	case <-ctx.Done():
+		done()
+		return nil, context.Cause(ctx)
+	}
 }
 
 // maxErrorText bounds the text of a pull's error, which goes into a
@@ -231,7 +326,8 @@ func (p *Puller) pullFrom(ctx context.Context, ep endpoint, keys *Keyring, r nam
 	if digest != "" {
 		er = repo.Digest(digest)
 	}
-	rt := &endpointTransport{ep: ep, next: ep.client.Transport}
+	rt := &endpointTransport{ep: ep, next: ep.client.Transport,
+		stall: stallWatch{window: p.cfg.ProgressTimeout, rate: p.cfg.MinProgressRate}}
 	opts := []remote.Option{
 		remote.WithContext(ctx),
 		remote.WithTransport(rt),
@@ -372,11 +468,12 @@ func (c *progressReader) Read(b []byte) (int, error) {
 func (c *progressReader) Close() error { return c.rc.Close() }
 
 // endpointTransport sends a registry's API requests to an endpoint's path
-// (a hosts.toml's override_path), and refuses manifests bigger than
-// maxManifestSize.
+// (a hosts.toml's override_path), refuses manifests bigger than
+// maxManifestSize, and cancels a request whose body stalls.
 type endpointTransport struct {
-	ep   endpoint
-	next http.RoundTripper
+	ep    endpoint
+	next  http.RoundTripper
+	stall stallWatch
 	// blobRead, once set, counts the bytes of blob bodies read.
 	blobRead atomic.Pointer[atomic.Int64]
 }
@@ -392,10 +489,13 @@ func (t *endpointTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 			r.URL.RawPath = ""
 		}
 	}
-	resp, err := t.next.RoundTrip(r)
+	ctx, cancel := context.WithCancelCause(r.Context())
+	resp, err := t.next.RoundTrip(r.WithContext(ctx))
 	if err != nil {
+		cancel(nil)
 		return resp, err
 	}
+	t.stall.watch(r, resp, cancel)
 	if n := t.blobRead.Load(); n != nil && strings.Contains(r.URL.Path, "/blobs/") {
 		resp.Body = &countingBody{rc: resp.Body, n: n}
 		return resp, nil

@@ -13,7 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/staticpodd/staticpodd/oci/atomicfile"
+	"github.com/staticpodd/staticpodd/agent/atomicfile"
 )
 
 // snapshotMeta is snapshots/<key>/meta.json: what a snapshot stacks, so its layers

@@ -27,8 +27,8 @@ import (
 	imagespec "github.com/opencontainers/image-spec/specs-go/v1"
 	"golang.org/x/sys/unix"
 
+	"github.com/staticpodd/staticpodd/agent/atomicfile"
 	"github.com/staticpodd/staticpodd/agent/podspec"
-	"github.com/staticpodd/staticpodd/oci/atomicfile"
 )
 
 // Image is one image in the store.

@@ -12,7 +12,7 @@ import (
 
 	"github.com/fsnotify/fsnotify"
 
-	"github.com/staticpodd/staticpodd/oci/atomicfile"
+	"github.com/staticpodd/staticpodd/agent/atomicfile"
 )
 
 // importedFile is what the import folder remembers of a file it tried: the size and

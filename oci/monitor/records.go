@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/staticpodd/staticpodd/oci/atomicfile"
+	"github.com/staticpodd/staticpodd/agent/atomicfile"
 )
 
 // The files of a container's state dir that the monitor reads or writes

@@ -391,7 +391,7 @@ func (d *Daemon) cleanup() {
 	d.AssertNoLeaks()
 	if d.T.Failed() {
 		// A leak, too, is explained by what the daemon said.
-		d.T.Logf("daemon output:\n%s", d.Output())
+		d.T.Logf("daemon output:\n%s", d.OutputTail())
 	}
 	os.RemoveAll(d.RunDir)
 }
@@ -404,6 +404,19 @@ func (d *Daemon) Output() string {
 		return ""
 	}
 	return d.stderr.String()
+}
+
+// maxShownOutput is how much of the daemon's output a failed test shows: its
+// end, so that a daemon that logged without bound does not flood the report.
+const maxShownOutput = 256 << 10
+
+// OutputTail is the end of Output, at most maxShownOutput bytes.
+func (d *Daemon) OutputTail() string {
+	out := d.Output()
+	if len(out) <= maxShownOutput {
+		return out
+	}
+	return fmt.Sprintf("[%d bytes before this]\n", len(out)-maxShownOutput) + out[len(out)-maxShownOutput:]
 }
 
 // URL is the address of path on the read-only port, or on the CLI socket.
@@ -514,7 +527,7 @@ func (d *Daemon) Eventually(timeout time.Duration, what string, f func() error) 
 		}
 		select {
 		case <-ctx.Done():
-			d.T.Fatalf("waited %s for %s: %v\ndaemon output:\n%s", timeout, what, err, d.Output())
+			d.T.Fatalf("waited %s for %s: %v\ndaemon output:\n%s", timeout, what, err, d.OutputTail())
 		case <-tick.C:
 		}
 	}

@@ -66,3 +66,26 @@ func assertOnly(t *testing.T, dir, name string) {
 		t.Fatalf("dir holds %v, want only %s", names, name)
 	}
 }
+
+// MkdirAll makes what is missing, with perm, and takes what exists.
+func TestMkdirAll(t *testing.T) {
+	top := t.TempDir()
+	dir := filepath.Join(top, "a", "b", "c")
+	for range 2 {
+		if err := MkdirAll(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, d := range []string{"a", "a/b", "a/b/c"} {
+		if fi, err := os.Stat(filepath.Join(top, d)); err != nil || !fi.IsDir() || fi.Mode().Perm() != 0o700 {
+			t.Errorf("%s: %v, %v", d, fi, err)
+		}
+	}
+	if err := MkdirAll(filepath.Join(top, "a", "b", "c", "f"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(top, "file"), nil, 0o600)
+	if err := MkdirAll(filepath.Join(top, "file", "x"), 0o700); err == nil {
+		t.Error("MkdirAll under a file succeeded")
+	}
+}

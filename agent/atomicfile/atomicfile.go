@@ -1,0 +1,171 @@
+// Package atomicfile replaces a file's content so that a reader, or the next
+// process after a crash or a power cut, sees the old content or the new one,
+// never a part, and so that a write that returned is on disk. It is the one
+// way the daemon writes a record it relies on after a restart, on both sides
+// (agent/ and oci/, which may import it); it imports the standard library
+// only, as the container monitor links it.
+package atomicfile
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"syscall"
+)
+
+// Step is a point of Write that a test can stop at.
+type Step int
+
+const (
+	Created   Step = iota // the temp file exists, empty
+	Written               // the data is in the temp file
+	Synced                // the temp file is fsynced
+	Renamed               // the temp file replaced the target
+	DirSynced             // the directory is fsynced: done
+)
+
+func (s Step) String() string {
+	switch s {
+	case Created:
+		return "created"
+	case Written:
+		return "written"
+	case Synced:
+		return "synced"
+	case Renamed:
+		return "renamed"
+	case DirSynced:
+		return "dirsynced"
+	}
+	return fmt.Sprintf("Step(%d)", int(s))
+}
+
+// tempInfix is in every temp file's name, after "." and the target's name.
+const tempInfix = ".tmp-"
+
+var hook atomic.Pointer[func(Step, string)]
+
+// SetTestHook makes every Write call f(step, path) at each step, until
+// restore is called. For tests (counting fsyncs, killing a writer halfway);
+// nil f removes the hook.
+func SetTestHook(f func(step Step, path string)) (restore func()) {
+	var old *func(Step, string)
+	if f == nil {
+		old = hook.Swap(nil)
+	} else {
+		old = hook.Swap(&f)
+	}
+	return func() { hook.Store(old) }
+}
+
+func step(s Step, path string) {
+	if f := hook.Load(); f != nil {
+		(*f)(s, path)
+	}
+}
+
+// Write replaces path with data, mode 0600; see WriteMode.
+func Write(path string, data []byte) error {
+	return WriteMode(path, data, 0o600)
+}
+
+// WriteMode replaces path with data, mode perm: a temp file in the same
+// directory, write, fsync, rename over path, fsync of the directory (so
+// that the rename, and the new file's name, survive a power cut). On an
+// error before the rename the temp file is removed and path is untouched;
+// a process killed halfway leaves at most a temp file, named
+// ".<name>.tmp-<random>" (IsTemp), which no reader of path takes for it.
+// The error is the file system's, which names the file.
+func WriteMode(path string, data []byte, perm fs.FileMode) error {
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+tempInfix)
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	step(Created, path)
+	if perm != 0o600 {
+		err = f.Chmod(perm)
+	}
+	if err == nil {
+		_, err = f.Write(data)
+	}
+	if err == nil {
+		step(Written, path)
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		step(Synced, path)
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
+		return err
+	}
+	step(Renamed, path)
+	if err := syncDir(dir); err != nil {
+		return fmt.Errorf("sync directory of %s: %w", path, err)
+	}
+	step(DirSynced, path)
+	return nil
+}
+
+// syncDir fsyncs a directory. A file system that cannot (EINVAL: some FUSE
+// and network ones) offers nothing better, and is no error.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	if errors.Is(err, syscall.EINVAL) {
+		return nil
+	}
+	return err
+}
+
+// MkdirAll is os.MkdirAll that also fsyncs the parent of each directory it
+// makes: a record fsynced into a new directory is lost in a power cut
+// if the directory's own name is.
+func MkdirAll(dir string, perm fs.FileMode) error {
+	var missing []string
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		if _, err := os.Stat(d); err == nil {
+			break
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		missing = append(missing, d)
+		if filepath.Dir(d) == d {
+			break
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	if err := os.MkdirAll(dir, perm); err != nil {
+		return err
+	}
+	for i := len(missing) - 1; i >= 0; i-- {
+		if err := syncDir(filepath.Dir(missing[i])); err != nil {
+			return fmt.Errorf("sync directory of %s: %w", missing[i], err)
+		}
+	}
+	return nil
+}
+
+// IsTemp reports whether name (a base name) is one of Write's temp files,
+// left by a writer that died before its rename.
+func IsTemp(name string) bool {
+	return strings.HasPrefix(name, ".") && strings.Contains(name, tempInfix)
+}

@@ -1,0 +1,149 @@
+package atomicfile
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"testing"
+)
+
+// The child's environment: the step it stops at and the file it writes.
+const (
+	childStep = "ATOMICFILE_TEST_KILL_AT"
+	childPath = "ATOMICFILE_TEST_PATH"
+)
+
+// Contents large enough that a part of either is not the whole of it.
+var (
+	oldData = bytes.Repeat([]byte("old."), 64<<10)
+	newData = bytes.Repeat([]byte("new!"), 96<<10)
+)
+
+// TestMain plays the writer when the test binary is re-executed by
+// TestKillAtEachStep: it writes newData and, at the step it is told,
+// says so on stdout and waits to be killed.
+func TestMain(m *testing.M) {
+	if at := os.Getenv(childStep); at != "" {
+		n, _ := strconv.Atoi(at)
+		SetTestHook(func(s Step, _ string) {
+			if s == Step(n) {
+				fmt.Println(s)
+				// Until SIGKILL: the parent never writes to stdin (a
+				// blocked read, unlike select{}, is no deadlock to the
+				// runtime).
+				os.Stdin.Read(make([]byte, 1))
+				os.Exit(4)
+			}
+		})
+		if err := Write(os.Getenv(childPath), newData); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+		os.Exit(3) // never reached the step
+	}
+	os.Exit(m.Run())
+}
+
+// A writer killed (SIGKILL) at each step of Write leaves the file whole:
+// the old content up to the rename, the new one from it, never a part or
+// nothing; what else it leaves is a temp file that IsTemp names, which no
+// reader of the file takes for it, and the next Write succeeds over it.
+func TestKillAtEachStep(t *testing.T) {
+	for _, first := range []bool{false, true} {
+		for s := Created; s <= DirSynced; s++ {
+			t.Run(fmt.Sprintf("%s, first write %v", s, first), func(t *testing.T) {
+				dir := t.TempDir()
+				path := filepath.Join(dir, "record.json")
+				if !first {
+					if err := Write(path, oldData); err != nil {
+						t.Fatal(err)
+					}
+				}
+				cmd := exec.Command(os.Args[0])
+				cmd.Env = append(os.Environ(), childStep+"="+strconv.Itoa(int(s)), childPath+"="+path)
+				cmd.Stderr = os.Stderr
+				stdin, err := cmd.StdinPipe()
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer stdin.Close()
+				out, err := cmd.StdoutPipe()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := cmd.Start(); err != nil {
+					t.Fatal(err)
+				}
+				line, err := bufio.NewReader(out).ReadString('\n')
+				if err != nil || line != s.String()+"\n" {
+					cmd.Process.Kill()
+					cmd.Wait()
+					t.Fatalf("the writer did not stop at %s: %q, %v", s, line, err)
+				}
+				cmd.Process.Signal(syscall.SIGKILL)
+				cmd.Wait()
+				if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+					t.Fatalf("the writer ended by itself (%v), not by SIGKILL at %s", cmd.ProcessState, s)
+				}
+
+				got, err := os.ReadFile(path)
+				switch {
+				case s >= Renamed && !bytes.Equal(got, newData):
+					t.Errorf("killed after the rename: %d bytes, %v; want the new %d", len(got), err, len(newData))
+				case s < Renamed && first && !os.IsNotExist(err):
+					t.Errorf("killed before the first rename: %d bytes, %v; want no file", len(got), err)
+				case s < Renamed && !first && !bytes.Equal(got, oldData):
+					t.Errorf("killed before the rename: %d bytes, %v; want the old %d", len(got), err, len(oldData))
+				}
+				ents, err := os.ReadDir(dir)
+				if err != nil {
+					t.Fatal(err)
+				}
+				litter := 0
+				for _, e := range ents {
+					switch {
+					case e.Name() == "record.json":
+					case IsTemp(e.Name()):
+						litter++
+					default:
+						t.Errorf("left %s, which is neither the file nor a temp file", e.Name())
+					}
+				}
+				if want := map[bool]int{true: 1, false: 0}[s < Renamed]; litter != want {
+					t.Errorf("%d temp files left, want %d", litter, want)
+				}
+				if err := Write(path, oldData); err != nil {
+					t.Fatalf("the next Write: %v", err)
+				}
+				if got, _ := os.ReadFile(path); !bytes.Equal(got, oldData) {
+					t.Errorf("the next Write left %d bytes", len(got))
+				}
+			})
+		}
+	}
+}
+
+// Every Write goes through every step, both fsyncs included, in order.
+func TestWriteSteps(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "record.json")
+	var steps []Step
+	defer SetTestHook(func(s Step, p string) {
+		if p == path {
+			steps = append(steps, s)
+		}
+	})()
+	if err := WriteMode(path, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(steps) != "[created written synced renamed dirsynced]" {
+		t.Errorf("steps %v", steps)
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o644 {
+		t.Errorf("mode: %v, %v; want 0644", fi, err)
+	}
+}
