@@ -104,9 +104,10 @@ func openCRILogIn(dir *os.File, path string, rot LogRotation, log *slog.Logger) 
 	return l, nil
 }
 
-// openLive opens (creates) the live file in the log directory.
+// openLive opens (creates) the live file in the log directory, when it is a
+// regular file: a device node or FIFO planted under its name is not opened.
 func (l *criLog) openLive() (*os.File, error) {
-	fd, err := unix.Openat(int(l.dir.Fd()), l.name, logFileFlags|unix.O_CLOEXEC, 0o640)
+	fd, err := logfiles.OpenRegularAt(int(l.dir.Fd()), l.name, logFileFlags, 0o640)
 	if err != nil {
 		return nil, &os.PathError{Op: "open", Path: l.path, Err: err}
 	}
@@ -494,25 +495,25 @@ func (l *criLog) compressOne(stamp string) (err error) {
 // fs.ErrNotExist). Renaming tmp is the caller's: compressOne, or the C
 // monitor after its gzip helper (runGzip).
 func gzipFile(dirfd int, src, tmp string, stop <-chan struct{}) error {
-	open := func(name string, flags int, mode uint32) (*os.File, error) {
-		fd, err := unix.Openat(dirfd, name, flags|unix.O_NOFOLLOW|unix.O_CLOEXEC, mode)
-		if err != nil {
-			return nil, fmt.Errorf("compress %s: %w", src, &os.PathError{Op: "open", Path: name, Err: err})
-		}
-		return os.NewFile(uintptr(fd), name), nil
-	}
-	in, err := open(src, unix.O_RDONLY|unix.O_NONBLOCK, 0)
+	// A regular file only: a device node planted as a rotated file is not
+	// opened.
+	fd, err := logfiles.OpenRegularAt(dirfd, src, unix.O_RDONLY, 0)
 	if err != nil {
-		return err
+		return fmt.Errorf("compress %s: %w", src, &os.PathError{Op: "open", Path: src, Err: err})
 	}
+	in := os.NewFile(uintptr(fd), src)
 	defer in.Close()
-	if fi, err := in.Stat(); err != nil || !fi.Mode().IsRegular() {
-		return fmt.Errorf("compress %s: not a regular file (%v)", src, err)
+	// A new file of its own: what is under the name (a device node or a
+	// FIFO a container planted, or a crash's leftover) is removed, not
+	// opened.
+	if err := unix.Unlinkat(dirfd, tmp, 0); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("compress %s: %w", src, &os.PathError{Op: "remove", Path: tmp, Err: err})
 	}
-	out, err := open(tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_TRUNC, 0o640)
+	ofd, err := unix.Openat(dirfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o640)
 	if err != nil {
-		return err
+		return fmt.Errorf("compress %s: %w", src, &os.PathError{Op: "open", Path: tmp, Err: err})
 	}
+	out := os.NewFile(uintptr(ofd), tmp)
 	err = gzipTo(out, in, stop)
 	if cerr := out.Close(); err == nil {
 		err = cerr

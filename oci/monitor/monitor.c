@@ -161,6 +161,44 @@ static int rotated_path(char *b, size_t n, const char *stamp, const char *suffix
 	return 0;
 }
 
+// open_live opens (creates) the live log in dir_fd when it is a regular
+// file, as logfiles.OpenRegularAt does: the name is looked up with O_PATH,
+// which opens nothing, and only a regular file is opened, through
+// /proc/self/fd; a missing one is made with O_EXCL. A device node or FIFO
+// that a container planted under the name is never opened or written.
+static int open_live(void) {
+	for (int i = 0; i < 3; i++) {
+		int p = openat(dir_fd, log_name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+		if (p < 0 && errno == ENOENT) {
+			int fd = openat(dir_fd, log_name, O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0640);
+			if (fd < 0 && errno == EEXIST)
+				continue; // made meanwhile: looked at again
+			return fd;
+		}
+		if (p < 0)
+			return -1;
+		struct stat st;
+		int fd = -1;
+		if (fstat(p, &st) < 0) {
+			// errno says why
+		} else if (S_ISLNK(st.st_mode)) {
+			errno = ELOOP;
+		} else if (!S_ISREG(st.st_mode)) {
+			errno = EINVAL;
+		} else {
+			char proc[32];
+			snprintf(proc, sizeof proc, "/proc/self/fd/%d", p);
+			fd = open(proc, O_WRONLY | O_APPEND | O_CLOEXEC);
+		}
+		int err = errno;
+		close(p);
+		errno = err;
+		return fd;
+	}
+	errno = EEXIST;
+	return -1;
+}
+
 static int remove_if_exists(const char *p) {
 	if (unlinkat(dir_fd, p, 0) < 0 && errno != ENOENT)
 		return -1;
@@ -303,7 +341,7 @@ static void rotate(void) {
 		rotation_failed(errno);
 		return;
 	}
-	int fd = openat(dir_fd, log_name, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0640);
+	int fd = open_live();
 	if (fd < 0) {
 		int err = errno;
 		if (renameat(dir_fd, to, dir_fd, log_name) < 0)
@@ -743,7 +781,7 @@ static void run(int argc, char **argv) {
 		errno = ENOTDIR;
 		die("open log dir");
 	}
-	log_fd = openat(dir_fd, log_name, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0640);
+	log_fd = open_live();
 	if (log_fd < 0)
 		die("open log");
 	struct stat st;

@@ -132,21 +132,10 @@ func Open(path string, depth int, flags int) (*os.File, error) {
 }
 
 // OpenLog opens a log file, <podLogsDir>/<pod>/<container>/<file>, to
-// read: a regular file only (a FIFO planted in its place neither blocks the
-// open nor is read).
+// read: a regular file only, and nothing else is opened (a FIFO planted in
+// its place would block, a device node act on its open).
 func OpenLog(path string) (*os.File, error) {
-	f, err := Open(path, FileDepth, syscall.O_RDONLY|syscall.O_NONBLOCK)
-	if err != nil {
-		return nil, err
-	}
-	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
-		f.Close()
-		if err == nil {
-			err = &os.PathError{Op: "open", Path: path, Err: errors.New("not a regular file")}
-		}
-		return nil, err
-	}
-	return f, nil
+	return openRegularBeneath(path, FileDepth, syscall.O_RDONLY)
 }
 
 // OpenContainerDir opens a container's log directory,

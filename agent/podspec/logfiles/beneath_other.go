@@ -36,3 +36,8 @@ func MakeContainerDir(dir string, mode uint32) (*os.File, error) {
 func RotatedLogsAt(dirfd int, base string) (inUse []RotatedLog, unused []string, err error) {
 	return nil, nil, errors.ErrUnsupported
 }
+
+// OpenRegularAt is not supported elsewhere than on Linux.
+func OpenRegularAt(dirfd int, name string, flags int, mode uint32) (int, error) {
+	return -1, errors.ErrUnsupported
+}
