@@ -459,7 +459,10 @@ func (l *criLog) compressOld() error {
 func (l *criLog) compressOne(stamp string) (err error) {
 	src := l.rotatedName(stamp)
 	tmp := src + logfiles.TempLogSuffix
-	err = gzipFile(l.dirFd(), src, tmp, l.closing)
+	l.mu.Lock()
+	limit := compressLimit(l.rot.MaxSize)
+	l.mu.Unlock()
+	err = gzipFile(l.dirFd(), src, tmp, limit, l.closing)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil // removed as one too many
 	}
@@ -487,14 +490,25 @@ func (l *criLog) compressOne(stamp string) (err error) {
 	return nil
 }
 
+// compressSlack is how far past maxSize a rotated file may go and still be
+// compressed: rotation goes past it by one entry at most.
+const compressSlack = 1 << 20
+
+// compressLimit is the size of the largest rotated file compressed when
+// the log rotates at maxSize. A container that can write in its log
+// directory may plant a huge sparse file under a rotated name, which costs
+// it nothing; compressing it would cost the host hours of CPU, outside the
+// pod's cgroup.
+func compressLimit(maxSize int64) int64 { return maxSize + compressSlack }
+
 // gzipFile writes src gzipped to tmp, both names in the log directory open
 // as dirfd, and syncs it, or removes tmp and fails; neither is opened
 // through a symlink (one planted as a rotated file would copy any host file
-// into the log directory, for log readers to read). stop ends it with
-// errClosing. A missing src is an error satisfying errors.Is(err,
-// fs.ErrNotExist). Renaming tmp is the caller's: compressOne, or the C
-// monitor after its gzip helper (runGzip).
-func gzipFile(dirfd int, src, tmp string, stop <-chan struct{}) error {
+// into the log directory, for log readers to read), and a src larger than
+// limit bytes is refused. stop ends it with errClosing. A missing src is an
+// error satisfying errors.Is(err, fs.ErrNotExist). Renaming tmp is the
+// caller's: compressOne, or the C monitor after its gzip helper (runGzip).
+func gzipFile(dirfd int, src, tmp string, limit int64, stop <-chan struct{}) error {
 	// A regular file only: a device node planted as a rotated file is not
 	// opened.
 	fd, err := logfiles.OpenRegularAt(dirfd, src, unix.O_RDONLY, 0)
@@ -503,6 +517,13 @@ func gzipFile(dirfd int, src, tmp string, stop <-chan struct{}) error {
 	}
 	in := os.NewFile(uintptr(fd), src)
 	defer in.Close()
+	fi, err := in.Stat()
+	if err != nil {
+		return fmt.Errorf("compress %s: %w", src, err)
+	}
+	if fi.Size() > limit {
+		return fmt.Errorf("compress %s: %d bytes, more than a rotated log of this maxSize holds (%d)", src, fi.Size(), limit)
+	}
 	// A new file of its own: what is under the name (a device node or a
 	// FIFO a container planted, or a crash's leftover) is removed, not
 	// opened.

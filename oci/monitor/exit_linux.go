@@ -33,10 +33,11 @@ const ExitArg = "__staticpodd_monitor_exit"
 
 // GzipArg is argv[1] of the C monitor's compression helper:
 //
-//	staticpodd-monitor __staticpodd_monitor_gzip <dir-fd> <src> <tmp>
+//	staticpodd-monitor __staticpodd_monitor_gzip <dir-fd> <src> <tmp> <maxSize>
 //
 // writes <src> gzipped to <tmp>, both names in the log directory open as
-// <dir-fd>, and syncs it; the C monitor renames it.
+// <dir-fd>, and syncs it, unless <src> is larger than a rotated file of a
+// log rotating at <maxSize> can be (compressLimit); the C monitor renames it.
 const GzipArg = "__staticpodd_monitor_gzip"
 
 func runExit(args []string) int {
@@ -143,8 +144,13 @@ const gzipGone = 3
 // runGzip is the C monitor's compression helper. Its error goes to the
 // monitor's log; the C monitor says once that compression fails.
 func runGzip(args []string) int {
-	if len(args) != 3 {
-		fmt.Fprintln(os.Stderr, "monitor gzip: want <dir-fd> <src> <tmp>")
+	if len(args) != 4 {
+		fmt.Fprintln(os.Stderr, "monitor gzip: want <dir-fd> <src> <tmp> <maxSize>")
+		return 2
+	}
+	maxSize, err := strconv.ParseInt(args[3], 10, 64)
+	if err != nil || maxSize < 0 || maxSize > 1<<62 {
+		fmt.Fprintln(os.Stderr, "monitor gzip: bad <maxSize>", args[3])
 		return 2
 	}
 	dirfd, err := strconv.Atoi(args[0])
@@ -152,7 +158,7 @@ func runGzip(args []string) int {
 		fmt.Fprintln(os.Stderr, "monitor gzip: bad <dir-fd>", args[0])
 		return 2
 	}
-	err = gzipFile(dirfd, args[1], args[2], nil)
+	err = gzipFile(dirfd, args[1], args[2], compressLimit(maxSize), nil)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return gzipGone

@@ -119,3 +119,31 @@ func TestLogFilesNotOpenedWhenNotRegular(t *testing.T) {
 		t.Error("the gzip helper made a .tmp of a device node")
 	}
 }
+
+// A container that can write in its log directory plants a rotated file
+// that is huge and sparse (a terabyte that costs it no disk and no time):
+// the gzip helper, a process of the host outside the pod's cgroup, would
+// spend an hour of CPU on it, again at every rotation. A rotated file
+// larger than maxSize allows is not compressed, and the helper says so.
+func TestRunningMonitorOversizedRotatedFile(t *testing.T) {
+	dir := t.TempDir()
+	logPath := filepath.Join(dir, "0.log")
+	planted := logPath + ".20000101-000000"
+	f, err := os.Create(planted)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(1 << 40); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	m := startRunningMonitorLog(t, `i=0; while [ $i -lt 300 ]; do echo "line $i of the container's output"; i=$((i+1)); done; read x < "$GO"`, logPath, 4096, 10)
+	m.eventually("the helper refusing the planted file", func() bool {
+		return strings.Contains(m.monitorLog(), "more than a rotated log")
+	})
+	m.release()
+	m.exit()
+	if _, err := os.Stat(planted + ".gz"); err == nil {
+		t.Error("the planted file was compressed")
+	}
+}

@@ -633,7 +633,9 @@ static void gzip_spawn(int i) {
 		sigset_t none;
 		sigemptyset(&none);
 		sigprocmask(SIG_SETMASK, &none, NULL);
-		char *argv[] = {finish_argv[0], (char *)gzip_arg, (char *)dir_fd_arg, src, tmp, NULL};
+		char ms[24];
+		snprintf(ms, sizeof ms, "%lld", max_size);
+		char *argv[] = {finish_argv[0], (char *)gzip_arg, (char *)dir_fd_arg, src, tmp, ms, NULL};
 		execv("/proc/self/exe", argv);
 		_exit(127);
 	}

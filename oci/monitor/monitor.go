@@ -29,6 +29,6 @@ import "C"
 // finish-argv followed by init's wait status, the time it was reaped (Unix
 // nanoseconds), and the log's maxSize and maxFiles as they are then; the
 // pipes are still open on the same fds. To compress a rotated file it runs
-// /proc/self/exe <gzip-arg> <log-dir-fd> <src> <tmp> and, when that exits 0,
+// /proc/self/exe <gzip-arg> <log-dir-fd> <src> <tmp> <maxSize> and, when that exits 0,
 // renames tmp to <src>.gz unless rotation removed src meanwhile.
 const RunningArg = "__staticpodd_monitor_running"

@@ -483,7 +483,7 @@ func TestLogFilesNotWrittenThroughSymlinks(t *testing.T) {
 
 // gzipHelper is the C monitor's gzip helper on src and tmp, names in dir.
 func gzipHelper(exe string, dir *os.File, src, tmp string) *exec.Cmd {
-	cmd := exec.Command(exe, GzipArg, "3", filepath.Base(src), filepath.Base(tmp))
+	cmd := exec.Command(exe, GzipArg, "3", filepath.Base(src), filepath.Base(tmp), "10485760")
 	cmd.ExtraFiles = []*os.File{dir}
 	return cmd
 }
