@@ -8,8 +8,10 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -524,26 +526,44 @@ func gzipFile(dirfd int, src, tmp string, limit int64, stop <-chan struct{}) err
 	if fi.Size() > limit {
 		return fmt.Errorf("compress %s: %d bytes, more than a rotated log of this maxSize holds (%d)", src, fi.Size(), limit)
 	}
-	// A new file of its own: what is under the name (a device node or a
-	// FIFO a container planted, or a crash's leftover) is removed, not
-	// opened.
-	if err := unix.Unlinkat(dirfd, tmp, 0); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("compress %s: %w", src, &os.PathError{Op: "remove", Path: tmp, Err: err})
-	}
-	ofd, err := unix.Openat(dirfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o640)
+	// Written under a name of its own, made with O_EXCL, and renamed to
+	// tmp once whole: whatever is under tmp (a device node or a FIFO a
+	// container planted, or a crash's leftover) is replaced, never opened.
+	out, err := createOwn(dirfd, tmp)
 	if err != nil {
-		return fmt.Errorf("compress %s: %w", src, &os.PathError{Op: "open", Path: tmp, Err: err})
+		return fmt.Errorf("compress %s: %w", src, err)
 	}
-	out := os.NewFile(uintptr(ofd), tmp)
 	err = gzipTo(out, in, stop)
 	if cerr := out.Close(); err == nil {
 		err = cerr
 	}
+	if err == nil {
+		err = unix.Renameat(dirfd, out.Name(), dirfd, tmp)
+	}
 	if err != nil {
-		_ = unix.Unlinkat(dirfd, tmp, 0)
+		_ = unix.Unlinkat(dirfd, out.Name(), 0)
 		return fmt.Errorf("compress %s: %w", src, err)
 	}
 	return nil
+}
+
+// createOwn creates a new file in the directory dirfd named <tmp>.<random>.tmp
+// (a name a crash leaves is tidied as tmp is: RotatedLogs' unused), with
+// O_EXCL: one nobody else made.
+func createOwn(dirfd int, tmp string) (*os.File, error) {
+	var err error
+	for range 8 {
+		name := fmt.Sprintf("%s.%016x%s", strings.TrimSuffix(tmp, logfiles.TempLogSuffix), rand.Uint64(), logfiles.TempLogSuffix)
+		var fd int
+		fd, err = unix.Openat(dirfd, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o640)
+		if err == nil {
+			return os.NewFile(uintptr(fd), name), nil
+		}
+		if !errors.Is(err, unix.EEXIST) {
+			break
+		}
+	}
+	return nil, &os.PathError{Op: "create", Path: tmp, Err: err}
 }
 
 // gzipLevel trades the size of compressed logs for the monitor's CPU; the
