@@ -4,9 +4,12 @@ import (
 	"errors"
 	"os"
 	"strconv"
-
-	"golang.org/x/sys/unix"
+	"syscall"
 )
+
+// oPath is O_PATH, the same on every architecture Go runs on, which package
+// syscall has for some only.
+const oPath = 0x200000
 
 // ErrNotRegular refuses a log file that is a device node, a FIFO or a socket.
 var ErrNotRegular = errors.New("not a regular file")
@@ -25,10 +28,10 @@ var ErrNotRegular = errors.New("not a regular file")
 // makes a regular file or fails.
 func OpenRegularAt(dirfd int, name string, flags int, mode uint32) (int, error) {
 	for range 3 {
-		p, err := unix.Openat(dirfd, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-		if errors.Is(err, unix.ENOENT) && flags&unix.O_CREAT != 0 {
-			fd, err := unix.Openat(dirfd, name, flags|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, mode)
-			if errors.Is(err, unix.EEXIST) {
+		p, err := syscall.Openat(dirfd, name, oPath|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
+		if errors.Is(err, syscall.ENOENT) && flags&syscall.O_CREAT != 0 {
+			fd, err := syscall.Openat(dirfd, name, flags|syscall.O_EXCL|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, mode)
+			if errors.Is(err, syscall.EEXIST) {
 				continue // made meanwhile: looked at again
 			}
 			return fd, err
@@ -37,32 +40,32 @@ func OpenRegularAt(dirfd int, name string, flags int, mode uint32) (int, error) 
 			return -1, err
 		}
 		fd, err := reopenRegular(p, flags)
-		unix.Close(p)
+		syscall.Close(p)
 		return fd, err
 	}
-	return -1, unix.EEXIST
+	return -1, syscall.EEXIST
 }
 
 // reopenRegular opens the file that the O_PATH descriptor p refers to with
 // flags, when it is a regular file.
 func reopenRegular(p int, flags int) (int, error) {
-	var st unix.Stat_t
-	if err := unix.Fstat(p, &st); err != nil {
+	var st syscall.Stat_t
+	if err := syscall.Fstat(p, &st); err != nil {
 		return -1, err
 	}
-	switch st.Mode & unix.S_IFMT {
-	case unix.S_IFREG:
-	case unix.S_IFLNK:
-		return -1, unix.ELOOP
+	switch st.Mode & syscall.S_IFMT {
+	case syscall.S_IFREG:
+	case syscall.S_IFLNK:
+		return -1, syscall.ELOOP
 	default:
 		return -1, ErrNotRegular
 	}
-	return unix.Open("/proc/self/fd/"+strconv.Itoa(p), flags&^(unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW)|unix.O_CLOEXEC, 0)
+	return syscall.Open("/proc/self/fd/"+strconv.Itoa(p), flags&^(syscall.O_CREAT|syscall.O_EXCL|syscall.O_NOFOLLOW)|syscall.O_CLOEXEC, 0)
 }
 
 // openRegularBeneath is Open of a regular file only, as OpenRegularAt.
 func openRegularBeneath(path string, depth int, flags int) (*os.File, error) {
-	p, err := Open(path, depth, unix.O_PATH)
+	p, err := Open(path, depth, oPath)
 	if err != nil {
 		return nil, err
 	}
