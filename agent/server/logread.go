@@ -129,16 +129,31 @@ func (lf *logFile) line() ([]byte, error) {
 		case err == nil && len(lf.part) == 0:
 			return b, nil
 		case err == nil:
-			lf.part = append(lf.part, b...)
+			lf.part = appendCut(lf.part, b)
+			if lf.part[len(lf.part)-1] != '\n' {
+				lf.part = append(lf.part, '\n') // cut: it ends here
+			}
 			lf.took = true
 			return lf.part, nil
 		case errors.Is(err, bufio.ErrBufferFull):
-			lf.part = append(lf.part, b...)
+			lf.part = appendCut(lf.part, b)
 		default:
-			lf.part = append(lf.part, b...)
+			lf.part = appendCut(lf.part, b)
 			return nil, err
 		}
 	}
+}
+
+// maxLineRead bounds a line read from a log file. The monitor writes none
+// longer than MaxLogLine and its header; a longer one is in a file a
+// container with podLogsDir mounted wrote or extended (a sparse terabyte
+// without a newline costs it nothing): it is cut there and the rest of it
+// dropped as read, so that a reader's memory does not grow with it.
+const maxLineRead = 64 << 10
+
+// appendCut appends b to part as far as maxLineRead allows.
+func appendCut(part, b []byte) []byte {
+	return append(part, b[:min(len(b), max(maxLineRead-len(part), 0))]...)
 }
 
 // rest returns the line left without its newline at the end of the file,

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -443,4 +444,41 @@ func TestFollowFromPreviousRun(t *testing.T) {
 	lines := follow(t, a, "")
 	expectLines(t, lines, "old", "new")
 	expectEnd(t, lines)
+}
+
+// A log file with a line far longer than the monitor ever writes (a
+// container with podLogsDir mounted extended its live file, sparse: 256 MiB
+// of zeros without a newline cost it nothing) is read in bounded memory:
+// the line is cut, not gathered whole, so a reader cannot take the daemon's
+// memory with it. Both a finished line and the unfinished last one.
+func TestContainerLogsOverlongLineBounded(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "0.log")
+	if err := os.WriteFile(path, []byte(entry(1, "stdout", "F", "one")), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	const huge = 256 << 20
+	if err := os.Truncate(path, huge); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString("\n" + entry(2, "stdout", "F", "two") + "2026-11-30T06:00:03Z stdout F unfini"); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if err := os.Truncate(path, 2*huge); err != nil {
+		t.Fatal(err)
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	code, got := getLogs(t, fakeAgent{logFile: path}, "")
+	runtime.ReadMemStats(&after)
+	if code != http.StatusOK || !strings.HasPrefix(got, "one\n") || !strings.Contains(got, "two\n") {
+		t.Errorf("logs %d %.200q", code, got)
+	}
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 64<<20 {
+		t.Errorf("reading a log with a %d MiB line allocated %d MiB", huge>>20, alloc>>20)
+	}
 }
