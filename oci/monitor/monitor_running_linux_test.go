@@ -5,6 +5,7 @@ package monitor
 import (
 	"bytes"
 	"compress/gzip"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -19,6 +20,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/staticpodd/staticpodd/tests/testroot"
 )
 
 // runningMonitor is the C monitor run by a test, without a container: a
@@ -368,13 +371,39 @@ func TestRunningMonitorReloadsRotation(t *testing.T) {
 // A log that cannot be written loses output but never blocks the container,
 // and says so once in the monitor's log.
 func TestRunningMonitorKeepsDrainingWhenWritesFail(t *testing.T) {
-	m := startRunningMonitorLog(t, `i=0; while [ $i -lt 2000 ]; do echo "some output that goes nowhere, line $i"; i=$((i+1)); done; exit 7`, "/dev/full", 0, 0)
+	m := startRunningMonitorLog(t, `i=0; while [ $i -lt 2000 ]; do echo "some output that goes nowhere, line $i"; i=$((i+1)); done; exit 7`, fullLogPath(t), 0, 0)
 	if exit := m.exit(); exit.ExitCode != 7 {
 		t.Errorf("exit = %+v, want 7", exit)
 	}
 	if n := strings.Count(m.monitorLog(), "cannot write container log"); n != 1 {
 		t.Errorf("write failure logged %d times, want once:\n%s", n, m.monitorLog())
 	}
+}
+
+// fullLogPath is a log path on a filesystem with no space left, where every
+// write fails with ENOSPC (the monitor opens only regular files: /dev/full
+// would not do).
+func fullLogPath(t *testing.T) string {
+	t.Helper()
+	testroot.Require(t)
+	dir := t.TempDir()
+	if err := unix.Mount("tmpfs", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "size=4k"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = unix.Unmount(dir, unix.MNT_DETACH) })
+	f, err := os.Create(filepath.Join(dir, "fill"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for {
+		if _, err := f.Write(make([]byte, 4096)); errors.Is(err, unix.ENOSPC) {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return filepath.Join(dir, "0.log")
 }
 
 // The C monitor reaps the orphans a container leaves to it (it is a child
