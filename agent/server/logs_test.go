@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"compress/gzip"
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -480,5 +481,47 @@ func TestContainerLogsOverlongLineBounded(t *testing.T) {
 	}
 	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 64<<20 {
 		t.Errorf("reading a log with a %d MiB line allocated %d MiB", huge>>20, alloc>>20)
+	}
+}
+
+// A client that goes away stops the reading of its log, even where the
+// reader writes nothing: a container with podLogsDir mounted extended its
+// live log with a sparse terabyte of zeros (no line, so no output), which
+// the daemon read to its end for a client long gone, in the tail's search
+// and in the copy alike.
+func TestContainerLogsStopWhenTheClientGoes(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "0.log")
+	if err := os.WriteFile(path, []byte(entry(1, "stdout", "F", "one")), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(path, 1<<40); err != nil {
+		t.Fatal(err)
+	}
+	for _, query := range []string{"", "tailLines=10"} {
+		started, done := make(chan struct{}), make(chan struct{})
+		h := CLI(fakeAgent{logFile: path}, logger())
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			close(started)
+			defer close(done)
+			h.ServeHTTP(w, r)
+		}))
+		ctx, cancel := context.WithCancel(context.Background())
+		req, err := http.NewRequestWithContext(ctx, "GET", srv.URL+"/containerLogs/default/web-node1/main?"+query, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			if resp, err := srv.Client().Do(req); err == nil {
+				resp.Body.Close()
+			}
+		}()
+		<-started
+		cancel()
+		select {
+		case <-done:
+			srv.Close()
+		case <-time.After(10 * time.Second):
+			t.Errorf("?%s: the log of a terabyte is still read 10 s after its client went", query)
+		}
 	}
 }
