@@ -30,13 +30,15 @@ func (a *Agent) LogFile(namespace, name, container string, previous bool) (strin
 		return "", fmt.Errorf("pod %s/%s has no container %q: %w", namespace, name, container, ErrNoLogs)
 	}
 	dir := filepath.Join(a.cfg.Paths.LogDir(pod), container)
-	entries, err := os.ReadDir(dir)
+	// Beneath podLogsDir through no symlink: a container that mounts it
+	// may have swapped its directory for one to a host directory.
+	names, err := logfiles.ReadContainerDir(dir)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return "", fmt.Errorf("logs of container %s of pod %s/%s: %w", container, namespace, name, err)
 	}
 	var attempts []int
-	for _, e := range entries {
-		if n, ok := logfiles.LogAttempt(e.Name()); ok {
+	for _, e := range names {
+		if n, ok := logfiles.LogAttempt(e); ok {
 			attempts = append(attempts, n)
 		}
 	}

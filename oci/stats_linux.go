@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/staticpodd/staticpodd/agent/podspec"
+	"github.com/staticpodd/staticpodd/agent/podspec/logfiles"
 )
 
 // cgroupRootDir is where the cgroup filesystems are mounted.
@@ -131,18 +132,26 @@ func logBytes(logPath string) uint64 {
 	if logPath == "" {
 		return 0
 	}
-	entries, err := os.ReadDir(filepath.Dir(logPath))
+	// Beneath podLogsDir through no symlink, and each file stat'ed in the
+	// directory so opened (see logfiles.OpenContainerDir).
+	dir, err := logfiles.OpenContainerDir(filepath.Dir(logPath))
+	if err != nil {
+		return 0
+	}
+	defer dir.Close()
+	names, err := dir.Readdirnames(-1)
 	if err != nil {
 		return 0
 	}
 	base := filepath.Base(logPath)
 	var n uint64
-	for _, e := range entries {
-		if e.Name() != base && !strings.HasPrefix(e.Name(), base+".") {
+	for _, name := range names {
+		if name != base && !strings.HasPrefix(name, base+".") {
 			continue
 		}
-		if info, err := e.Info(); err == nil && info.Mode().IsRegular() {
-			n += uint64(info.Size())
+		var st unix.Stat_t
+		if unix.Fstatat(int(dir.Fd()), name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFREG {
+			n += uint64(st.Size)
 		}
 	}
 	return n

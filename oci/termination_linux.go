@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/staticpodd/staticpodd/agent/podspec"
+	"github.com/staticpodd/staticpodd/agent/podspec/logfiles"
 )
 
 // createTerminationLog makes the empty file a container writes its
@@ -114,7 +115,9 @@ func readEnd(f *os.File, n int64) (string, error) {
 // logTailOf is the tail of the CRI log at path that stands in for the
 // termination message of a container that failed without writing one.
 func logTailOf(path string) (string, error) {
-	f, err := openRegular(path)
+	// Beneath podLogsDir through no symlink: a container that mounts it
+	// may have swapped its log directory for one to a host directory.
+	f, err := logfiles.OpenLog(path)
 	if err != nil {
 		return "", err
 	}
@@ -122,6 +125,9 @@ func logTailOf(path string) (string, error) {
 	fi, err := f.Stat()
 	if err != nil {
 		return "", err
+	}
+	if !fi.Mode().IsRegular() {
+		return "", fmt.Errorf("%s is not a regular file", path)
 	}
 	data, err := readEnd(f, maxLogTailRead)
 	if err != nil {

@@ -9,6 +9,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/staticpodd/staticpodd/agent/podspec/logfiles"
 )
 
@@ -175,21 +177,29 @@ func PruneLogs(pod *v1.Pod, container string, keepFrom int, p Paths) error {
 		return nil
 	}
 	dir := filepath.Join(p.LogDir(pod), container)
-	entries, err := os.ReadDir(dir)
+	// Opened beneath podLogsDir through no symlink, and the files removed
+	// in it by name: a container that mounts podLogsDir may have swapped
+	// its directory for a symlink to a host directory.
+	d, err := logfiles.OpenContainerDir(dir)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil
 		}
 		return fmt.Errorf("prune logs of container %s of pod %s: %w", container, pod.Name, err)
 	}
+	defer d.Close()
+	names, err := d.Readdirnames(-1)
+	if err != nil {
+		return fmt.Errorf("prune logs of container %s of pod %s: %w", container, pod.Name, err)
+	}
 	var errs []error
-	for _, e := range entries {
-		n, ok := logfiles.LogAttempt(e.Name())
+	for _, name := range names {
+		n, ok := logfiles.LogAttempt(name)
 		if !ok || n >= keepFrom {
 			continue
 		}
-		if err := os.Remove(filepath.Join(dir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			errs = append(errs, err)
+		if err := unix.Unlinkat(int(d.Fd()), name, 0); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("remove %s: %w", filepath.Join(dir, name), err))
 		}
 	}
 	if err := errors.Join(errs...); err != nil {

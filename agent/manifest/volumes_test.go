@@ -41,3 +41,44 @@ func TestPruneLogs(t *testing.T) {
 		t.Errorf("pruning a container without logs: %v", err)
 	}
 }
+
+// A container's log directory, or its pod's, swapped for a symlink to a
+// host directory (by a container that mounts podLogsDir) is not pruned
+// through, and neither is a pod's log directory removed through one.
+func TestPruneLogsNotThroughSwappedDir(t *testing.T) {
+	for _, which := range []string{"container", "pod"} {
+		t.Run(which, func(t *testing.T) {
+			p := Paths{PodLogsDir: t.TempDir()}
+			pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web-node1", UID: "u1"}}
+			host := t.TempDir()
+			files := []string{"0.log", "0.log.20200101-000000", "c/0.log", "c/0.log.20200101-000000"}
+			for _, f := range files {
+				if err := os.MkdirAll(filepath.Dir(filepath.Join(host, f)), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(filepath.Join(host, f), []byte("a host file\n"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			swapped := filepath.Join(p.LogDir(pod), "c")
+			if which == "pod" {
+				swapped = p.LogDir(pod)
+			} else if err := os.Mkdir(p.LogDir(pod), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(host, swapped); err != nil {
+				t.Fatal(err)
+			}
+			err := PruneLogs(pod, "c", 5, p)
+			t.Logf("prune: %v", err)
+			if err := RemoveLogs("u1", p); err != nil {
+				t.Errorf("remove logs: %v", err)
+			}
+			for _, f := range files {
+				if _, err := os.Stat(filepath.Join(host, f)); err != nil {
+					t.Errorf("host file %s removed through the swapped %s directory: %v", f, which, err)
+				}
+			}
+		})
+	}
+}

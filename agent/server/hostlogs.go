@@ -37,7 +37,7 @@ func hostLogs(root string, logger *slog.Logger) http.HandlerFunc {
 		f, err := openBeneath(root, rel)
 		if err != nil {
 			code := http.StatusNotFound
-			if errors.Is(err, syscall.EXDEV) || errors.Is(err, syscall.ELOOP) {
+			if errors.Is(err, syscall.EXDEV) || errors.Is(err, syscall.ELOOP) || errors.Is(err, errNotServed) {
 				code = http.StatusForbidden
 			}
 			logger.Debug("host log refused", "path", rel, "err", err)
@@ -66,6 +66,9 @@ func hostLogs(root string, logger *slog.Logger) http.HandlerFunc {
 		}
 	}
 }
+
+// errNotServed refuses what is neither a regular file nor a directory.
+var errNotServed = errors.New("not a regular file or a directory")
 
 // listDir writes the names in d as http.FileServer does: an HTML list of
 // links, directories with a trailing slash.

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"compress/gzip"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -76,13 +77,37 @@ type logFile struct {
 	f    *os.File
 	gz   bool
 	br   *bufio.Reader
-	part []byte // the start of a line read up to the end of the file
-	took bool   // part was returned as a line: empty it first
-	skip int64  // lines still to skip from the start (a tail in a gzipped file)
+	part []byte  // the start of a line read up to the end of the file
+	took bool    // part was returned as a line: empty it first
+	skip int64   // lines still to skip from the start (a tail in a gzipped file)
+	r    ctxFile // f, read while the request lasts
 }
 
-func newLogFile(f *os.File, gz bool) (*logFile, error) {
-	lf := &logFile{f: f, gz: gz}
+// ctxFile reads a log file until ctx ends: a reader that writes nothing (a
+// file of no lines, or lines before sinceTime) would not notice its client
+// gone, and a file a container extended with a sparse terabyte is read for
+// an hour.
+type ctxFile struct {
+	ctx context.Context
+	f   *os.File
+}
+
+func (c ctxFile) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.f.Read(p)
+}
+
+func (c ctxFile) ReadAt(p []byte, off int64) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.f.ReadAt(p, off)
+}
+
+func newLogFile(ctx context.Context, f *os.File, gz bool) (*logFile, error) {
+	lf := &logFile{f: f, gz: gz, r: ctxFile{ctx, f}}
 	if err := lf.rewind(); err != nil {
 		return nil, err
 	}
@@ -94,9 +119,9 @@ func (lf *logFile) rewind() error {
 	if _, err := lf.f.Seek(0, io.SeekStart); err != nil {
 		return fmt.Errorf("read %s: %w", lf.f.Name(), err)
 	}
-	var r io.Reader = lf.f
+	var r io.Reader = lf.r
 	if lf.gz {
-		zr, err := gzip.NewReader(lf.f)
+		zr, err := gzip.NewReader(lf.r)
 		if err != nil {
 			return fmt.Errorf("read %s: %w", lf.f.Name(), err)
 		}
@@ -112,7 +137,7 @@ func (lf *logFile) seek(offset int64) error {
 	if _, err := lf.f.Seek(offset, io.SeekStart); err != nil {
 		return fmt.Errorf("read %s: %w", lf.f.Name(), err)
 	}
-	lf.br.Reset(lf.f)
+	lf.br.Reset(lf.r)
 	lf.part, lf.took = lf.part[:0], false
 	return nil
 }
@@ -129,16 +154,31 @@ func (lf *logFile) line() ([]byte, error) {
 		case err == nil && len(lf.part) == 0:
 			return b, nil
 		case err == nil:
-			lf.part = append(lf.part, b...)
+			lf.part = appendCut(lf.part, b)
+			if lf.part[len(lf.part)-1] != '\n' {
+				lf.part = append(lf.part, '\n') // cut: it ends here
+			}
 			lf.took = true
 			return lf.part, nil
 		case errors.Is(err, bufio.ErrBufferFull):
-			lf.part = append(lf.part, b...)
+			lf.part = appendCut(lf.part, b)
 		default:
-			lf.part = append(lf.part, b...)
+			lf.part = appendCut(lf.part, b)
 			return nil, err
 		}
 	}
+}
+
+// maxLineRead bounds a line read from a log file. The monitor writes none
+// longer than MaxLogLine and its header; a longer one is in a file a
+// container with podLogsDir mounted wrote or extended (a sparse terabyte
+// without a newline costs it nothing): it is cut there and the rest of it
+// dropped as read, so that a reader's memory does not grow with it.
+const maxLineRead = 64 << 10
+
+// appendCut appends b to part as far as maxLineRead allows.
+func appendCut(part, b []byte) []byte {
+	return append(part, b[:min(len(b), max(maxLineRead-len(part), 0))]...)
 }
 
 // rest returns the line left without its newline at the end of the file,

@@ -12,7 +12,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"syscall"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -98,7 +97,7 @@ func containerLogs(a Agent, logger *slog.Logger) http.HandlerFunc {
 			http.Error(w, err.Error(), http.StatusNotFound)
 			return
 		}
-		lr, err := openLogs(path, opts)
+		lr, err := openLogs(r.Context(), path, opts)
 		if err != nil {
 			code := http.StatusInternalServerError
 			if errors.Is(err, fs.ErrNotExist) {
@@ -152,6 +151,7 @@ func (l *limitWriter) Flush() { http.NewResponseController(l.w).Flush() }
 // logReader reads the log of a container, one run after the other: each
 // run's rotated files, oldest first, then its live file <attempt>.log.
 type logReader struct {
+	ctx     context.Context // the request's: every file is read while it lasts
 	opts    logOptions
 	dir     string
 	attempt int
@@ -171,12 +171,12 @@ type logReader struct {
 // openLogs opens the run whose live file is path, at the tail asked for.
 // When following, the directory is watched before anything is read, so no
 // change after is missed.
-func openLogs(path string, opts logOptions) (_ *logReader, err error) {
+func openLogs(ctx context.Context, path string, opts logOptions) (_ *logReader, err error) {
 	attempt, ok := logfiles.LogAttempt(filepath.Base(path))
 	if !ok {
 		return nil, fmt.Errorf("log %s is not a run's log", path)
 	}
-	lr := &logReader{opts: opts, dir: filepath.Dir(path), attempt: attempt, live: path, left: -1}
+	lr := &logReader{ctx: ctx, opts: opts, dir: filepath.Dir(path), attempt: attempt, live: path, left: -1}
 	defer func() {
 		if err != nil {
 			lr.Close()
@@ -249,7 +249,7 @@ func (lr *logReader) openRun(prev *logFile) (bool, error) {
 		newer = newer[1:]
 	}
 	for _, rl := range newer {
-		lf, err := openRotated(rl)
+		lf, err := openRotated(lr.ctx, rl)
 		if err != nil {
 			closeFile(f)
 			return false, err
@@ -259,7 +259,7 @@ func (lr *logReader) openRun(prev *logFile) (bool, error) {
 		}
 	}
 	if f != nil {
-		lf, err := newLogFile(f, false)
+		lf, err := newLogFile(lr.ctx, f, false)
 		if err != nil {
 			f.Close()
 			return false, err
@@ -269,16 +269,27 @@ func (lr *logReader) openRun(prev *logFile) (bool, error) {
 	return f != nil || len(newer) > 0, nil
 }
 
-// openLog opens a log file, never through a symlink: one planted in the log
-// directory (by a container that has the host's log directory mounted)
-// would serve any host file to whoever may read logs.
+// openLog opens a log file, never through a symlink, in it or in any
+// directory beneath the pod log directory (logfiles.OpenLog): one planted
+// by a container that has the host's log directory mounted would serve any
+// host file to whoever may read logs.
 func openLog(path string) (*os.File, error) {
-	return os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	return logfiles.OpenLog(path)
+}
+
+// statLog is os.Stat of a log file as openLog opens it.
+func statLog(path string) (os.FileInfo, error) {
+	f, err := openLog(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return f.Stat()
 }
 
 // openRotated opens a rotated file, or its compressed copy when it was
 // compressed meanwhile; nil when it was removed.
-func openRotated(rl logfiles.RotatedLog) (*logFile, error) {
+func openRotated(ctx context.Context, rl logfiles.RotatedLog) (*logFile, error) {
 	path, gz := rl.Path, rl.Compressed
 	f, err := openLog(path)
 	if errors.Is(err, fs.ErrNotExist) && !gz {
@@ -291,7 +302,7 @@ func openRotated(rl logfiles.RotatedLog) (*logFile, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
-	lf, err := newLogFile(f, gz)
+	lf, err := newLogFile(ctx, f, gz)
 	if err != nil {
 		f.Close()
 		return nil, err
@@ -309,7 +320,7 @@ func isOtherFile(f *os.File, rl logfiles.RotatedLog) bool {
 	if err != nil {
 		return false
 	}
-	b, err := os.Stat(rl.Path)
+	b, err := statLog(rl.Path)
 	return err == nil && !os.SameFile(a, b)
 }
 
@@ -318,7 +329,7 @@ func sameFile(f *os.File, path string) bool {
 	if err != nil {
 		return false
 	}
-	b, err := os.Stat(path)
+	b, err := statLog(path)
 	return err == nil && os.SameFile(a, b)
 }
 
@@ -336,7 +347,7 @@ func (lr *logReader) seekTail(n int64) error {
 		if err != nil {
 			return fmt.Errorf("read %s: %w", lr.live, err)
 		}
-		offset, found, err := tailStart(lr.cur.f, fi.Size(), n)
+		offset, found, err := tailStart(lr.cur.r, fi.Size(), n)
 		if err != nil {
 			return fmt.Errorf("read %s: %w", lr.live, err)
 		}
@@ -361,7 +372,7 @@ func (lr *logReader) seekTail(n int64) error {
 		if err != nil {
 			return fmt.Errorf("read %s: %w", lf.f.Name(), err)
 		}
-		offset, found, err := tailStart(lf.f, fi.Size(), n)
+		offset, found, err := tailStart(lf.r, fi.Size(), n)
 		if err != nil {
 			return fmt.Errorf("read %s: %w", lf.f.Name(), err)
 		}
@@ -516,7 +527,7 @@ func (lr *logReader) drain(out *entryWriter, lf *logFile, final bool) error {
 // nextRun returns the first run after the one being read that has a log
 // file, or -1.
 func (lr *logReader) nextRun() (int, error) {
-	entries, err := os.ReadDir(lr.dir)
+	entries, err := logfiles.ReadContainerDir(lr.dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return -1, nil
 	}
@@ -525,7 +536,7 @@ func (lr *logReader) nextRun() (int, error) {
 	}
 	next := -1
 	for _, e := range entries {
-		if n, ok := logfiles.LogAttempt(e.Name()); ok && n > lr.attempt && (next < 0 || n < next) {
+		if n, ok := logfiles.LogAttempt(e); ok && n > lr.attempt && (next < 0 || n < next) {
 			next = n
 		}
 	}

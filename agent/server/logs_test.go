@@ -4,11 +4,13 @@ import (
 	"bufio"
 	"bytes"
 	"compress/gzip"
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -153,6 +155,40 @@ func TestContainerLogsNotReadThroughSymlinks(t *testing.T) {
 	}
 	if _, got := getLogs(t, fakeAgent{logFile: live}, ""); strings.Contains(got, "host secret") {
 		t.Errorf("a symlinked live log was served: %q", got)
+	}
+}
+
+// A container's log directory, or its pod's, swapped for a symlink to a
+// host directory (by a container that mounts podLogsDir) is not read
+// through: neither the live file nor the rotated ones there are served.
+func TestContainerLogsNotReadThroughSwappedDir(t *testing.T) {
+	for _, which := range []string{"container", "pod"} {
+		t.Run(which, func(t *testing.T) {
+			host := t.TempDir()
+			for _, f := range []string{"0.log", "0.log.20261130-060006", "main/0.log", "main/0.log.20261130-060006"} {
+				p := filepath.Join(host, f)
+				if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(p, []byte(entry(9, "stdout", "F", "host secret")), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			pod := filepath.Join(t.TempDir(), "default_web-node1_uid")
+			swapped := filepath.Join(pod, "main")
+			if which == "pod" {
+				swapped = pod
+			} else if err := os.Mkdir(pod, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(host, swapped); err != nil {
+				t.Fatal(err)
+			}
+			code, got := getLogs(t, fakeAgent{logFile: filepath.Join(pod, "main", "0.log")}, "")
+			if strings.Contains(got, "host secret") {
+				t.Errorf("a file behind a swapped %s directory was served: %d %q", which, code, got)
+			}
+		})
 	}
 }
 
@@ -409,4 +445,83 @@ func TestFollowFromPreviousRun(t *testing.T) {
 	lines := follow(t, a, "")
 	expectLines(t, lines, "old", "new")
 	expectEnd(t, lines)
+}
+
+// A log file with a line far longer than the monitor ever writes (a
+// container with podLogsDir mounted extended its live file, sparse: 256 MiB
+// of zeros without a newline cost it nothing) is read in bounded memory:
+// the line is cut, not gathered whole, so a reader cannot take the daemon's
+// memory with it. Both a finished line and the unfinished last one.
+func TestContainerLogsOverlongLineBounded(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "0.log")
+	if err := os.WriteFile(path, []byte(entry(1, "stdout", "F", "one")), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	const huge = 256 << 20
+	if err := os.Truncate(path, huge); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString("\n" + entry(2, "stdout", "F", "two") + "2026-11-30T06:00:03Z stdout F unfini"); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if err := os.Truncate(path, 2*huge); err != nil {
+		t.Fatal(err)
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	code, got := getLogs(t, fakeAgent{logFile: path}, "")
+	runtime.ReadMemStats(&after)
+	if code != http.StatusOK || !strings.HasPrefix(got, "one\n") || !strings.Contains(got, "two\n") {
+		t.Errorf("logs %d %.200q", code, got)
+	}
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 64<<20 {
+		t.Errorf("reading a log with a %d MiB line allocated %d MiB", huge>>20, alloc>>20)
+	}
+}
+
+// A client that goes away stops the reading of its log, even where the
+// reader writes nothing: a container with podLogsDir mounted extended its
+// live log with a sparse terabyte of zeros (no line, so no output), which
+// the daemon read to its end for a client long gone, in the tail's search
+// and in the copy alike.
+func TestContainerLogsStopWhenTheClientGoes(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "0.log")
+	if err := os.WriteFile(path, []byte(entry(1, "stdout", "F", "one")), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(path, 1<<40); err != nil {
+		t.Fatal(err)
+	}
+	for _, query := range []string{"", "tailLines=10"} {
+		started, done := make(chan struct{}), make(chan struct{})
+		h := CLI(fakeAgent{logFile: path}, logger())
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			close(started)
+			defer close(done)
+			h.ServeHTTP(w, r)
+		}))
+		ctx, cancel := context.WithCancel(context.Background())
+		req, err := http.NewRequestWithContext(ctx, "GET", srv.URL+"/containerLogs/default/web-node1/main?"+query, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			if resp, err := srv.Client().Do(req); err == nil {
+				resp.Body.Close()
+			}
+		}()
+		<-started
+		cancel()
+		select {
+		case <-done:
+			srv.Close()
+		case <-time.After(10 * time.Second):
+			t.Errorf("?%s: the log of a terabyte is still read 10 s after its client went", query)
+		}
+	}
 }

@@ -8,11 +8,15 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/staticpodd/staticpodd/agent/podspec/logfiles"
 )
@@ -31,10 +35,19 @@ import (
 // are removed then, so that at most MaxFiles files exist, the live one
 // included. Compressing the rotated files but the newest is done by another
 // goroutine, so that the copy never waits for it.
+//
+// Every file of the log is created, renamed, removed and compressed in the
+// container's log directory as opened once, beneath the pod log directory
+// and through no symlink (logfiles.MakeContainerDir), by *at calls on that
+// descriptor: a container that mounts the pod log directory and swaps its
+// own directory for a symlink does not move the monitor's writes, renames
+// or removals onto the host.
 type criLog struct {
 	log  *slog.Logger
 	now  func() time.Time
-	path string
+	path string   // for messages; files are worked on in dir by name
+	dir  *os.File // the container's log directory
+	name string   // of the live file in dir
 
 	mu           sync.Mutex // guards the fields below: lines of both streams never interleave
 	rot          LogRotation
@@ -62,14 +75,24 @@ type rotatedFile struct {
 }
 
 func openCRILog(path string, rot LogRotation, log *slog.Logger) (*criLog, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+	dir, err := logfiles.MakeContainerDir(filepath.Dir(path), 0o755)
+	if err != nil {
 		return nil, fmt.Errorf("create log dir for %s: %w", path, err)
 	}
-	f, err := os.OpenFile(path, logFileFlags, 0o640)
+	return openCRILogIn(dir, path, rot, log)
+}
+
+// openCRILogIn is openCRILog in the log directory dir, opened already (by
+// the monitor's start, for its exit recorder); it takes dir over, closing
+// it on failure.
+func openCRILogIn(dir *os.File, path string, rot LogRotation, log *slog.Logger) (*criLog, error) {
+	l := &criLog{dir: dir, name: filepath.Base(path), now: time.Now, log: log, path: path}
+	f, err := l.openLive()
 	if err != nil {
+		_ = dir.Close()
 		return nil, fmt.Errorf("open log %s: %w", path, err)
 	}
-	l := &criLog{f: f, now: time.Now, log: log, path: path}
+	l.f = f
 	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
 		l.size = fi.Size()
 	}
@@ -77,10 +100,24 @@ func openCRILog(path string, rot LogRotation, log *slog.Logger) (*criLog, error)
 	defer l.mu.Unlock()
 	if err := l.setRotationLocked(rot); err != nil {
 		_ = f.Close()
+		_ = dir.Close()
 		return nil, err
 	}
 	return l, nil
 }
+
+// openLive opens (creates) the live file in the log directory, when it is a
+// regular file: a device node or FIFO planted under its name is not opened.
+func (l *criLog) openLive() (*os.File, error) {
+	fd, err := logfiles.OpenRegularAt(int(l.dir.Fd()), l.name, logFileFlags, 0o640)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: l.path, Err: err}
+	}
+	return os.NewFile(uintptr(fd), l.path), nil
+}
+
+// dirFd is the log directory's descriptor, for *at calls.
+func (l *criLog) dirFd() int { return int(l.dir.Fd()) }
 
 // setRotation changes when the log rotates (a reload changed
 // containerLogMaxSize or containerLogMaxFiles): the next entry that would
@@ -106,8 +143,8 @@ func (l *criLog) setRotationLocked(rot LogRotation) error {
 	if wasOn {
 		// The compressor goes on; what the new count leaves out goes now.
 		for len(l.rotated) > rot.MaxFiles-1 {
-			old := l.rotatedPath(l.rotated[0].stamp)
-			if err := errors.Join(removeIfExists(old+logfiles.CompressedLogSuffix), removeIfExists(old)); err != nil {
+			old := l.rotatedName(l.rotated[0].stamp)
+			if err := errors.Join(l.removeIfExists(old+logfiles.CompressedLogSuffix), l.removeIfExists(old)); err != nil {
 				return fmt.Errorf("remove rotated log %s: %w", old, err)
 			}
 			l.rotated = l.rotated[1:]
@@ -115,12 +152,12 @@ func (l *criLog) setRotationLocked(rot LogRotation) error {
 		return nil
 	}
 	// Normally none: a new run's log is a new file.
-	inUse, unused, err := logfiles.RotatedLogs(l.path)
+	inUse, unused, err := logfiles.RotatedLogsAt(l.dirFd(), l.name)
 	if err != nil {
 		return err
 	}
 	for _, u := range unused {
-		_ = os.Remove(u)
+		_ = l.removeIfExists(u)
 	}
 	l.rotated = l.rotated[:0]
 	for _, r := range inUse {
@@ -277,10 +314,10 @@ func (l *criLog) writeLocked(b []byte, n int) {
 // It follows the kubelet's containerLogManager.rotateLog, minus compression.
 func (l *criLog) rotateLocked() {
 	for len(l.rotated) > l.rot.MaxFiles-2 {
-		old := l.rotatedPath(l.rotated[0].stamp)
+		old := l.rotatedName(l.rotated[0].stamp)
 		// The compressor may be writing <old>.tmp: it removes that itself
 		// once it finds the file gone from l.rotated.
-		err := errors.Join(removeIfExists(old+logfiles.CompressedLogSuffix), removeIfExists(old))
+		err := errors.Join(l.removeIfExists(old+logfiles.CompressedLogSuffix), l.removeIfExists(old))
 		if err != nil {
 			l.rotateFailedLocked(err)
 			return
@@ -288,15 +325,15 @@ func (l *criLog) rotateLocked() {
 		l.rotated = l.rotated[1:]
 	}
 	stamp := l.nextStamp()
-	rotated := l.rotatedPath(stamp)
-	if err := os.Rename(l.path, rotated); err != nil {
+	rotated := l.rotatedName(stamp)
+	if err := l.rename(l.name, rotated); err != nil {
 		l.rotateFailedLocked(err)
 		return
 	}
-	f, err := os.OpenFile(l.path, logFileFlags, 0o640)
+	f, err := l.openLive()
 	if err != nil {
 		// Back, so that readers find the live file where it was.
-		if rerr := os.Rename(rotated, l.path); rerr != nil {
+		if rerr := l.rename(rotated, l.name); rerr != nil {
 			// Writes go on to the old file, now named as rotated.
 			err = errors.Join(err, rerr)
 			l.rotated = append(l.rotated, rotatedFile{stamp: stamp})
@@ -353,13 +390,23 @@ func (l *criLog) nextStamp() string {
 	}
 }
 
-func (l *criLog) rotatedPath(stamp string) string {
-	return l.path + "." + stamp
+// rotatedName names a rotated file in the log directory.
+func (l *criLog) rotatedName(stamp string) string {
+	return l.name + "." + stamp
 }
 
-func removeIfExists(path string) error {
-	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return err
+// removeIfExists removes the file name of the log directory.
+func (l *criLog) removeIfExists(name string) error {
+	if err := unix.Unlinkat(l.dirFd(), name, 0); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return &os.PathError{Op: "remove", Path: filepath.Join(l.dir.Name(), name), Err: err}
+	}
+	return nil
+}
+
+// rename renames a file of the log directory within it.
+func (l *criLog) rename(from, to string) error {
+	if err := unix.Renameat(l.dirFd(), from, l.dirFd(), to); err != nil {
+		return &os.LinkError{Op: "rename", Old: filepath.Join(l.dir.Name(), from), New: to, Err: err}
 	}
 	return nil
 }
@@ -412,9 +459,12 @@ func (l *criLog) compressOld() error {
 // removed the file meanwhile. The compressed file is synced before it
 // replaces the other, so a crash leaves one of them whole.
 func (l *criLog) compressOne(stamp string) (err error) {
-	src := l.rotatedPath(stamp)
+	src := l.rotatedName(stamp)
 	tmp := src + logfiles.TempLogSuffix
-	err = gzipFile(src, tmp, l.closing)
+	l.mu.Lock()
+	limit := compressLimit(l.rot.MaxSize)
+	l.mu.Unlock()
+	err = gzipFile(l.dirFd(), src, tmp, limit, l.closing)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil // removed as one too many
 	}
@@ -425,10 +475,10 @@ func (l *criLog) compressOne(stamp string) (err error) {
 	i := l.rotatedIndexLocked(stamp)
 	if i < 0 {
 		l.mu.Unlock()
-		_ = os.Remove(tmp)
+		_ = l.removeIfExists(tmp)
 		return nil // removed meanwhile: the .gz must not bring it back
 	}
-	err = os.Rename(tmp, src+logfiles.CompressedLogSuffix)
+	err = l.rename(tmp, src+logfiles.CompressedLogSuffix)
 	if err == nil {
 		l.rotated[i].gz = true
 	}
@@ -436,26 +486,50 @@ func (l *criLog) compressOne(stamp string) (err error) {
 	if err != nil {
 		return fmt.Errorf("compress %s: %w", src, err)
 	}
-	if err := removeIfExists(src); err != nil {
+	if err := l.removeIfExists(src); err != nil {
 		return fmt.Errorf("remove %s after compressing it: %w", src, err)
 	}
 	return nil
 }
 
-// gzipFile writes src gzipped to tmp and syncs it, or removes tmp and fails;
-// neither is opened through a symlink (one planted as a rotated file would
-// copy any host file into the log directory, for log readers to read). stop
-// ends it with
-// errClosing. A missing src is an error satisfying errors.Is(err,
-// fs.ErrNotExist). Renaming tmp is the caller's: compressOne, or the C
-// monitor after its gzip helper (runGzip).
-func gzipFile(src, tmp string, stop <-chan struct{}) error {
-	in, err := os.OpenFile(src, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+// compressSlack is how far past maxSize a rotated file may go and still be
+// compressed: rotation goes past it by one entry at most.
+const compressSlack = 1 << 20
+
+// compressLimit is the size of the largest rotated file compressed when
+// the log rotates at maxSize. A container that can write in its log
+// directory may plant a huge sparse file under a rotated name, which costs
+// it nothing; compressing it would cost the host hours of CPU, outside the
+// pod's cgroup.
+func compressLimit(maxSize int64) int64 { return maxSize + compressSlack }
+
+// gzipFile writes src gzipped to tmp, both names in the log directory open
+// as dirfd, and syncs it, or removes tmp and fails; neither is opened
+// through a symlink (one planted as a rotated file would copy any host file
+// into the log directory, for log readers to read), and a src larger than
+// limit bytes is refused. stop ends it with errClosing. A missing src is an
+// error satisfying errors.Is(err, fs.ErrNotExist). Renaming tmp is the
+// caller's: compressOne, or the C monitor after its gzip helper (runGzip).
+func gzipFile(dirfd int, src, tmp string, limit int64, stop <-chan struct{}) error {
+	// A regular file only: a device node planted as a rotated file is not
+	// opened.
+	fd, err := logfiles.OpenRegularAt(dirfd, src, unix.O_RDONLY, 0)
+	if err != nil {
+		return fmt.Errorf("compress %s: %w", src, &os.PathError{Op: "open", Path: src, Err: err})
+	}
+	in := os.NewFile(uintptr(fd), src)
+	defer in.Close()
+	fi, err := in.Stat()
 	if err != nil {
 		return fmt.Errorf("compress %s: %w", src, err)
 	}
-	defer in.Close()
-	out, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW, 0o640)
+	if fi.Size() > limit {
+		return fmt.Errorf("compress %s: %d bytes, more than a rotated log of this maxSize holds (%d)", src, fi.Size(), limit)
+	}
+	// Written under a name of its own, made with O_EXCL, and renamed to
+	// tmp once whole: whatever is under tmp (a device node or a FIFO a
+	// container planted, or a crash's leftover) is replaced, never opened.
+	out, err := createOwn(dirfd, tmp)
 	if err != nil {
 		return fmt.Errorf("compress %s: %w", src, err)
 	}
@@ -463,11 +537,33 @@ func gzipFile(src, tmp string, stop <-chan struct{}) error {
 	if cerr := out.Close(); err == nil {
 		err = cerr
 	}
+	if err == nil {
+		err = unix.Renameat(dirfd, out.Name(), dirfd, tmp)
+	}
 	if err != nil {
-		_ = os.Remove(tmp)
+		_ = unix.Unlinkat(dirfd, out.Name(), 0)
 		return fmt.Errorf("compress %s: %w", src, err)
 	}
 	return nil
+}
+
+// createOwn creates a new file in the directory dirfd named <tmp>.<random>.tmp
+// (a name a crash leaves is tidied as tmp is: RotatedLogs' unused), with
+// O_EXCL: one nobody else made.
+func createOwn(dirfd int, tmp string) (*os.File, error) {
+	var err error
+	for range 8 {
+		name := fmt.Sprintf("%s.%016x%s", strings.TrimSuffix(tmp, logfiles.TempLogSuffix), rand.Uint64(), logfiles.TempLogSuffix)
+		var fd int
+		fd, err = unix.Openat(dirfd, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o640)
+		if err == nil {
+			return os.NewFile(uintptr(fd), name), nil
+		}
+		if !errors.Is(err, unix.EEXIST) {
+			break
+		}
+	}
+	return nil, &os.PathError{Op: "create", Path: tmp, Err: err}
 }
 
 // gzipLevel trades the size of compressed logs for the monitor's CPU; the
@@ -544,5 +640,5 @@ func (l *criLog) Close() error {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.f.Close()
+	return errors.Join(l.f.Close(), l.dir.Close())
 }

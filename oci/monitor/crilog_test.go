@@ -85,12 +85,28 @@ func (r *recorder) Handle(_ context.Context, rec slog.Record) error {
 	return nil
 }
 
-func TestCRILogKeepsDrainingWhenWritesFail(t *testing.T) {
-	rec := &recorder{logged: make(chan string, 1)}
-	l, err := openCRILog("/dev/full", LogRotation{}, slog.New(rec)) // every write: ENOSPC
+// openFullLog is a log whose every write fails with ENOSPC: its file is
+// /dev/full, put in place after the open, which opens only regular files.
+func openFullLog(t *testing.T, log *slog.Logger) *criLog {
+	t.Helper()
+	l, err := openCRILog(filepath.Join(t.TempDir(), "0.log"), LogRotation{}, log)
 	if err != nil {
 		t.Fatal(err)
 	}
+	full, err := os.OpenFile("/dev/full", os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.mu.Lock()
+	_ = l.f.Close()
+	l.f = full
+	l.mu.Unlock()
+	return l
+}
+
+func TestCRILogKeepsDrainingWhenWritesFail(t *testing.T) {
+	rec := &recorder{logged: make(chan string, 1)}
+	l := openFullLog(t, slog.New(rec)) // every write: ENOSPC
 	defer l.Close()
 	pr, pw, err := os.Pipe()
 	if err != nil {
@@ -129,10 +145,7 @@ func TestCRILogKeepsDrainingWhenWritesFail(t *testing.T) {
 
 func TestCRILogResumesAfterWritesFail(t *testing.T) {
 	rec := &recorder{logged: make(chan string, 1)}
-	l, err := openCRILog("/dev/full", LogRotation{}, slog.New(rec))
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := openFullLog(t, slog.New(rec))
 	pr, pw := io.Pipe()
 	copied := make(chan error, 1)
 	go func() { copied <- l.copy("stdout", pr) }()

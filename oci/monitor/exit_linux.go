@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strconv"
 	"syscall"
 	"time"
@@ -20,25 +21,29 @@ import (
 // monitor) execs it once the container's init has exited, as
 //
 //	staticpodd-monitor __staticpodd_monitor_exit <libcontainer-root> <state-dir> <id> <log>
-//	  <stdout-fd> <stderr-fd> <pod-oom-before> <pod-oom-ok>
+//	  <log-dir-fd> <stdout-fd> <stderr-fd> <pod-oom-before> <pod-oom-ok>
 //	  <wait-status> <finished-unix-ns> <maxSize> <maxFiles>
 //
 // in the same process (same pid and start time, so adoption sees one
 // monitor throughout). It kills what is left of the container, copies what
-// the pipes still hold, records the exit and destroys the container.
+// the pipes still hold into the log in the directory open on <log-dir-fd>
+// (the one the monitor's start opened), records the exit and destroys the
+// container.
 const ExitArg = "__staticpodd_monitor_exit"
 
 // GzipArg is argv[1] of the C monitor's compression helper:
 //
-//	staticpodd-monitor __staticpodd_monitor_gzip <src> <tmp>
+//	staticpodd-monitor __staticpodd_monitor_gzip <dir-fd> <src> <tmp> <maxSize>
 //
-// writes <src> gzipped to <tmp> and syncs it; the C monitor renames it.
+// writes <src> gzipped to <tmp>, both names in the log directory open as
+// <dir-fd>, and syncs it, unless <src> is larger than a rotated file of a
+// log rotating at <maxSize> can be (compressLimit); the C monitor renames it.
 const GzipArg = "__staticpodd_monitor_gzip"
 
 func runExit(args []string) int {
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	if len(args) != 12 {
-		log.Error("monitor: want <libcontainer-root> <state-dir> <id> <log> <stdout-fd> <stderr-fd> <pod-oom-before> <pod-oom-ok> <wait-status> <finished-unix-ns> <maxSize> <maxFiles>", "args", args)
+	if len(args) != 13 {
+		log.Error("monitor: want <libcontainer-root> <state-dir> <id> <log> <log-dir-fd> <stdout-fd> <stderr-fd> <pod-oom-before> <pod-oom-ok> <wait-status> <finished-unix-ns> <maxSize> <maxFiles>", "args", args)
 		return 2
 	}
 	m := &monitorProc{root: args[0], dir: args[1], id: args[2]}
@@ -47,6 +52,13 @@ func runExit(args []string) int {
 		log.Error("monitor: bad argument", "arg", arg, "err", err)
 		return 2
 	}
+	dirFd, err := strconv.ParseInt(args[4], 10, 32)
+	if err != nil || dirFd < 0 {
+		return bad(args[4], err)
+	}
+	unix.CloseOnExec(int(dirFd))
+	logDir := os.NewFile(uintptr(dirFd), filepath.Dir(args[3]))
+	args = append(args[:4:4], args[5:]...)
 	var fds [2]int
 	for i, a := range args[4:6] {
 		n, err := strconv.ParseInt(a, 10, 32)
@@ -102,7 +114,7 @@ func runExit(args []string) int {
 		// open: kill them (a private PID namespace died with its init).
 		_ = SignalContainer(ctr, unix.SIGKILL)
 	}
-	if logs, oerr := openCRILog(args[3], rot, log); oerr != nil {
+	if logs, oerr := openCRILogIn(logDir, args[3], rot, log); oerr != nil {
 		err = oerr
 	} else {
 		err = errors.Join(copyStreams(logs, out, errs), logs.Close())
@@ -132,16 +144,26 @@ const gzipGone = 3
 // runGzip is the C monitor's compression helper. Its error goes to the
 // monitor's log; the C monitor says once that compression fails.
 func runGzip(args []string) int {
-	if len(args) != 2 {
-		fmt.Fprintln(os.Stderr, "monitor gzip: want <src> <tmp>")
+	if len(args) != 4 {
+		fmt.Fprintln(os.Stderr, "monitor gzip: want <dir-fd> <src> <tmp> <maxSize>")
 		return 2
 	}
-	err := gzipFile(args[0], args[1], nil)
+	maxSize, err := strconv.ParseInt(args[3], 10, 64)
+	if err != nil || maxSize < 0 || maxSize > 1<<62 {
+		fmt.Fprintln(os.Stderr, "monitor gzip: bad <maxSize>", args[3])
+		return 2
+	}
+	dirfd, err := strconv.Atoi(args[0])
+	if err != nil || dirfd < 0 {
+		fmt.Fprintln(os.Stderr, "monitor gzip: bad <dir-fd>", args[0])
+		return 2
+	}
+	err = gzipFile(dirfd, args[1], args[2], compressLimit(maxSize), nil)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return gzipGone
 	case err != nil:
-		slog.New(slog.NewTextHandler(os.Stderr, nil)).Warn("cannot compress rotated container log", "path", args[0], "err", err)
+		slog.New(slog.NewTextHandler(os.Stderr, nil)).Warn("cannot compress rotated container log", "path", args[1], "err", err)
 		return 1
 	}
 	return 0

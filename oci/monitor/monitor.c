@@ -2,10 +2,16 @@
 // and how it is reached; crilog.go is the Go writer it mirrors, entry for
 // entry, and the tests hold the two to the same output.
 //
-// argv: <name> __staticpodd_monitor_running <id> <log> <maxSize> <maxFiles>
-//       <rotation-file> <init-pid> <stdout-fd> <stderr-fd> <gzip-arg>
-//       <finish-argv...>
-// fds:  1, 2 the monitor's own log; the container's stdout and stderr pipes.
+// argv: <name> __staticpodd_monitor_running <id> <log> <log-dir-fd> <maxSize>
+//       <maxFiles> <rotation-file> <init-pid> <stdout-fd> <stderr-fd>
+//       <gzip-arg> <finish-argv...>
+// fds:  1, 2 the monitor's own log; the container's stdout and stderr pipes;
+//       the log's directory, as the Go monitor opened it beneath the pod log
+//       directory, which the gzip helper and the exit recorder inherit. Every
+//       file of the log is opened, renamed and removed in that directory by
+//       name (*at calls), never through <log>, which only names the log in
+//       messages: a container that swapped its log directory for a symlink
+//       does not move them onto the host.
 //       SIGCHLD and SIGHUP arrive blocked.
 //
 // It copies both pipes into the CRI log file and rotates it, reaps every
@@ -55,7 +61,8 @@ struct stream {
 	size_t held; // buf[:held] is the start of a line
 };
 
-static const char *ctr_id, *log_path, *rotation_file, *gzip_arg;
+static const char *ctr_id, *log_path, *log_name, *dir_fd_arg, *rotation_file, *gzip_arg;
+static int dir_fd = -1; // the log's directory: every name below is in it
 static char **finish_argv;
 static int finish_argc;
 
@@ -144,18 +151,56 @@ static size_t format_time(char *b, const struct timespec *t) {
 	return n;
 }
 
-// rotated_path names a rotated file; a name that does not fit fails with
-// ENAMETOOLONG rather than being cut (cut names would collide).
+// rotated_path names a rotated file in dir_fd; a name that does not fit
+// fails with ENAMETOOLONG rather than being cut (cut names would collide).
 static int rotated_path(char *b, size_t n, const char *stamp, const char *suffix) {
-	if ((size_t)snprintf(b, n, "%s.%s%s", log_path, stamp, suffix) >= n) {
+	if ((size_t)snprintf(b, n, "%s.%s%s", log_name, stamp, suffix) >= n) {
 		errno = ENAMETOOLONG;
 		return -1;
 	}
 	return 0;
 }
 
+// open_live opens (creates) the live log in dir_fd when it is a regular
+// file, as logfiles.OpenRegularAt does: the name is looked up with O_PATH,
+// which opens nothing, and only a regular file is opened, through
+// /proc/self/fd; a missing one is made with O_EXCL. A device node or FIFO
+// that a container planted under the name is never opened or written.
+static int open_live(void) {
+	for (int i = 0; i < 3; i++) {
+		int p = openat(dir_fd, log_name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+		if (p < 0 && errno == ENOENT) {
+			int fd = openat(dir_fd, log_name, O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0640);
+			if (fd < 0 && errno == EEXIST)
+				continue; // made meanwhile: looked at again
+			return fd;
+		}
+		if (p < 0)
+			return -1;
+		struct stat st;
+		int fd = -1;
+		if (fstat(p, &st) < 0) {
+			// errno says why
+		} else if (S_ISLNK(st.st_mode)) {
+			errno = ELOOP;
+		} else if (!S_ISREG(st.st_mode)) {
+			errno = EINVAL;
+		} else {
+			char proc[32];
+			snprintf(proc, sizeof proc, "/proc/self/fd/%d", p);
+			fd = open(proc, O_WRONLY | O_APPEND | O_CLOEXEC);
+		}
+		int err = errno;
+		close(p);
+		errno = err;
+		return fd;
+	}
+	errno = EEXIST;
+	return -1;
+}
+
 static int remove_if_exists(const char *p) {
-	if (unlink(p) < 0 && errno != ENOENT)
+	if (unlinkat(dir_fd, p, 0) < 0 && errno != ENOENT)
 		return -1;
 	return 0;
 }
@@ -292,14 +337,14 @@ static void rotate(void) {
 	}
 	char stamp[STAMP_MAX], to[PATH_MAX];
 	next_stamp(stamp);
-	if (rotated_path(to, sizeof to, stamp, "") < 0 || rename(log_path, to) < 0) {
+	if (rotated_path(to, sizeof to, stamp, "") < 0 || renameat(dir_fd, log_name, dir_fd, to) < 0) {
 		rotation_failed(errno);
 		return;
 	}
-	int fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0640);
+	int fd = open_live();
 	if (fd < 0) {
 		int err = errno;
-		if (rename(to, log_path) < 0)
+		if (renameat(dir_fd, to, dir_fd, log_name) < 0)
 			add_rotated(stamp, 0); // writes go on to the old file, now named as rotated
 		rotation_failed(err);
 		return;
@@ -424,23 +469,17 @@ static int has_suffix(const char *s, const char *suf) {
 // scan_rotated lists the log's rotated files as podspec.RotatedLogs does and
 // removes what a crash left (a .tmp, a file whose .gz exists).
 static int scan_rotated(void) {
-	char dir[PATH_MAX];
-	snprintf(dir, sizeof dir, "%s", log_path);
-	char *slash = strrchr(dir, '/');
-	const char *base = log_path;
-	if (slash) {
-		base = log_path + (slash - dir) + 1;
-		if (slash == dir)
-			slash[1] = '\0';
-		else
-			*slash = '\0';
-	} else {
-		strcpy(dir, ".");
-	}
+	const char *base = log_name;
 	size_t blen = strlen(base);
-	DIR *d = opendir(dir);
-	if (!d)
+	// A description of its own, read from the start.
+	int fd = openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
 		return -1;
+	DIR *d = fdopendir(fd);
+	if (!d) {
+		close(fd);
+		return -1;
+	}
 	char **names = NULL;
 	int nnames = 0, cap = 0;
 	struct dirent *e;
@@ -459,9 +498,8 @@ static int scan_rotated(void) {
 	closedir(d);
 	nrot = 0;
 	for (int i = 0; i < nnames; i++) {
-		char *name = names[i], full[PATH_MAX], gz[PATH_MAX];
-		if ((size_t)snprintf(full, sizeof full, "%s/%s", dir, name) >= sizeof full ||
-		    (size_t)snprintf(gz, sizeof gz, "%s.gz", name) >= sizeof gz)
+		char *name = names[i], gz[PATH_MAX];
+		if ((size_t)snprintf(gz, sizeof gz, "%s.gz", name) >= sizeof gz)
 			continue; // not a name rotation could have made
 
 		int gz_exists = 0;
@@ -470,7 +508,7 @@ static int scan_rotated(void) {
 				gz_exists = 1;
 		const char *stamp = name + blen + 1;
 		if (has_suffix(name, ".tmp") || gz_exists) {
-			unlink(full);
+			unlinkat(dir_fd, name, 0);
 		} else if (has_suffix(name, ".gz")) {
 			char s[STAMP_MAX];
 			snprintf(s, sizeof s, "%.*s", (int)(strlen(stamp) - 3), stamp);
@@ -595,7 +633,9 @@ static void gzip_spawn(int i) {
 		sigset_t none;
 		sigemptyset(&none);
 		sigprocmask(SIG_SETMASK, &none, NULL);
-		char *argv[] = {finish_argv[0], (char *)gzip_arg, src, tmp, NULL};
+		char ms[24];
+		snprintf(ms, sizeof ms, "%lld", max_size);
+		char *argv[] = {finish_argv[0], (char *)gzip_arg, (char *)dir_fd_arg, src, tmp, ms, NULL};
 		execv("/proc/self/exe", argv);
 		_exit(127);
 	}
@@ -639,16 +679,16 @@ static void gzip_done(int status) {
 		}
 		ok = 1;
 	} else if (ok && i < 0) {
-		unlink(tmp); // removed meanwhile: the .gz must not bring it back
-	} else if (ok && rename(tmp, gz) < 0) {
-		unlink(tmp);
+		unlinkat(dir_fd, tmp, 0); // removed meanwhile: the .gz must not bring it back
+	} else if (ok && renameat(dir_fd, tmp, dir_fd, gz) < 0) {
+		unlinkat(dir_fd, tmp, 0);
 		ok = 0;
 	} else if (ok) {
 		rot[i].gz = 1;
 		if (remove_if_exists(src) < 0)
 			ok = 0;
 	} else {
-		unlink(tmp);
+		unlinkat(dir_fd, tmp, 0);
 	}
 	if (!ok && !gz_failing) {
 		gz_failing = 1;
@@ -692,22 +732,26 @@ static long long parse_ll(const char *s, const char *what) {
 }
 
 static void run(int argc, char **argv) {
-	if (argc < 12) {
-		dprintf(2, "monitor: want %s <id> <log> <maxSize> <maxFiles> <rotation-file> <init-pid> <stdout-fd> <stderr-fd> <gzip-arg> <finish-argv...>\n",
+	if (argc < 13) {
+		dprintf(2, "monitor: want %s <id> <log> <log-dir-fd> <maxSize> <maxFiles> <rotation-file> <init-pid> <stdout-fd> <stderr-fd> <gzip-arg> <finish-argv...>\n",
 			RUNNING_ARG);
 		_exit(2);
 	}
 	ctr_id = argv[2];
 	log_path = argv[3];
-	long long msize = parse_ll(argv[4], "maxSize");
-	int mfiles = (int)parse_ll(argv[5], "maxFiles");
-	rotation_file = argv[6];
-	init_pid = (pid_t)parse_ll(argv[7], "init pid");
-	int out_fd = (int)parse_ll(argv[8], "stdout fd");
-	int err_fd = (int)parse_ll(argv[9], "stderr fd");
-	gzip_arg = argv[10];
-	finish_argv = argv + 11;
-	finish_argc = argc - 11;
+	const char *slash = strrchr(log_path, '/');
+	log_name = slash ? slash + 1 : log_path;
+	dir_fd_arg = argv[4];
+	dir_fd = (int)parse_ll(argv[4], "log dir fd");
+	long long msize = parse_ll(argv[5], "maxSize");
+	int mfiles = (int)parse_ll(argv[6], "maxFiles");
+	rotation_file = argv[7];
+	init_pid = (pid_t)parse_ll(argv[8], "init pid");
+	int out_fd = (int)parse_ll(argv[9], "stdout fd");
+	int err_fd = (int)parse_ll(argv[10], "stderr fd");
+	gzip_arg = argv[11];
+	finish_argv = argv + 12;
+	finish_argc = argc - 12;
 
 	// Exec'd from /proc/self/exe, the kernel named it "exe": ps, top and the
 	// journal show the monitor's own name (argv[0], cut to 15 bytes).
@@ -732,7 +776,14 @@ static void run(int argc, char **argv) {
 			die("set up pipe");
 		streams[i].buf = grow(NULL, COPY_BUFFER);
 	}
-	log_fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0640);
+	struct stat dst;
+	if (fstat(dir_fd, &dst) < 0)
+		die("open log dir");
+	if (!S_ISDIR(dst.st_mode) || !*log_name) {
+		errno = ENOTDIR;
+		die("open log dir");
+	}
+	log_fd = open_live();
 	if (log_fd < 0)
 		die("open log");
 	struct stat st;
@@ -806,7 +857,7 @@ static void run(int argc, char **argv) {
 		kill(gz_pid, SIGKILL);
 		waitpid(gz_pid, NULL, 0);
 		rotated_path(tmp, sizeof tmp, gz_stamp, ".tmp");
-		unlink(tmp);
+		unlinkat(dir_fd, tmp, 0);
 		gz_pid = 0;
 	}
 	close(log_fd);

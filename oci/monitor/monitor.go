@@ -20,13 +20,15 @@ import "C"
 
 // RunningArg is argv[1] of the C monitor. Its command line is
 //
-//	<name> RunningArg <id> <log> <maxSize> <maxFiles> <rotation-file> <init-pid> <stdout-fd> <stderr-fd> <gzip-arg> <finish-argv...>
+//	<name> RunningArg <id> <log> <log-dir-fd> <maxSize> <maxFiles> <rotation-file> <init-pid> <stdout-fd> <stderr-fd> <gzip-arg> <finish-argv...>
 //
-// with the container's stdout and stderr pipes open on those fds, and
-// SIGCHLD and SIGHUP blocked. Once init has exited it execs /proc/self/exe with
+// with the container's stdout and stderr pipes open on those fds, the
+// directory of <log> open on <log-dir-fd> (every file of the log is
+// created, renamed and removed in it by name, never through <log>, which
+// only names it in messages), and SIGCHLD and SIGHUP blocked. Once init has exited it execs /proc/self/exe with
 // finish-argv followed by init's wait status, the time it was reaped (Unix
 // nanoseconds), and the log's maxSize and maxFiles as they are then; the
 // pipes are still open on the same fds. To compress a rotated file it runs
-// /proc/self/exe <gzip-arg> <src> <tmp> and, when that exits 0, renames tmp
-// to <src>.gz unless rotation removed src meanwhile.
+// /proc/self/exe <gzip-arg> <log-dir-fd> <src> <tmp> <maxSize> and, when that exits 0,
+// renames tmp to <src>.gz unless rotation removed src meanwhile.
 const RunningArg = "__staticpodd_monitor_running"

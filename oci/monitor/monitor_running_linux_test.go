@@ -5,6 +5,7 @@ package monitor
 import (
 	"bytes"
 	"compress/gzip"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -19,6 +20,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/staticpodd/staticpodd/tests/testroot"
 )
 
 // runningMonitor is the C monitor run by a test, without a container: a
@@ -78,17 +81,22 @@ func startRunningMonitorLog(t *testing.T, workload, logPath string, maxSize int6
 	}
 	// fds: 3 stdout read end, 4 stderr read end, 5 and 6 the write ends,
 	// which only the workload keeps, as it does 7, the start pipe, and 8,
-	// the pipe of $GO.
+	// the pipe of $GO; 9 the log's directory, which only the monitor keeps
+	// (and its gzip helper and exit recorder).
 	// The workload starts once the C monitor runs: one that ended before
 	// the shell's exec would be reaped by the shell, not by the monitor.
-	script := `(read x <&7; ` + workload + `) >&5 2>&6 5>&- 6>&- 3<&- 4<&- &
+	logDir, err := os.Open(filepath.Dir(m.log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := `(read x <&7; ` + workload + `) >&5 2>&6 5>&- 6>&- 3<&- 4<&- 9<&- &
 pid=$!
 exec 5>&- 6>&- 7<&- 8<&-
-exec "$0" "$@" "$pid" 3 4 ` + GzipArg + ` staticpodd-monitor ` + ExitArg + ` "$ROOT" "$DIR" test "$LOG" 3 4 0 false`
-	m.cmd = exec.Command("/bin/sh", "-c", script, exe, RunningArg, "test", m.log,
+exec "$0" "$@" "$pid" 3 4 ` + GzipArg + ` staticpodd-monitor ` + ExitArg + ` "$ROOT" "$DIR" test "$LOG" 9 3 4 0 false`
+	m.cmd = exec.Command("/bin/sh", "-c", script, exe, RunningArg, "test", m.log, "9",
 		strconv.FormatInt(maxSize, 10), strconv.Itoa(maxFiles), filepath.Join(dir, RotationFile))
 	m.cmd.Env = append(os.Environ(), "ROOT="+filepath.Join(dir, "libcontainer"), "DIR="+dir, "LOG="+m.log, "GO=/dev/fd/8")
-	m.cmd.ExtraFiles = []*os.File{outR, errR, outW, errW, startR, goR}
+	m.cmd.ExtraFiles = []*os.File{outR, errR, outW, errW, startR, goR, logDir}
 	// A group of its own, so that the cleanup also ends a workload whose
 	// monitor a test killed.
 	m.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -96,7 +104,7 @@ exec "$0" "$@" "$pid" 3 4 ` + GzipArg + ` staticpodd-monitor ` + ExitArg + ` "$R
 	if err := m.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range []*os.File{outR, errR, outW, errW, startR, goR, monLog} {
+	for _, f := range []*os.File{outR, errR, outW, errW, startR, goR, logDir, monLog} {
 		f.Close()
 	}
 	go func() { m.done <- m.cmd.Wait() }()
@@ -363,13 +371,39 @@ func TestRunningMonitorReloadsRotation(t *testing.T) {
 // A log that cannot be written loses output but never blocks the container,
 // and says so once in the monitor's log.
 func TestRunningMonitorKeepsDrainingWhenWritesFail(t *testing.T) {
-	m := startRunningMonitorLog(t, `i=0; while [ $i -lt 2000 ]; do echo "some output that goes nowhere, line $i"; i=$((i+1)); done; exit 7`, "/dev/full", 0, 0)
+	m := startRunningMonitorLog(t, `i=0; while [ $i -lt 2000 ]; do echo "some output that goes nowhere, line $i"; i=$((i+1)); done; exit 7`, fullLogPath(t), 0, 0)
 	if exit := m.exit(); exit.ExitCode != 7 {
 		t.Errorf("exit = %+v, want 7", exit)
 	}
 	if n := strings.Count(m.monitorLog(), "cannot write container log"); n != 1 {
 		t.Errorf("write failure logged %d times, want once:\n%s", n, m.monitorLog())
 	}
+}
+
+// fullLogPath is a log path on a filesystem with no space left, where every
+// write fails with ENOSPC (the monitor opens only regular files: /dev/full
+// would not do).
+func fullLogPath(t *testing.T) string {
+	t.Helper()
+	testroot.Require(t)
+	dir := t.TempDir()
+	if err := unix.Mount("tmpfs", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "size=4k"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = unix.Unmount(dir, unix.MNT_DETACH) })
+	f, err := os.Create(filepath.Join(dir, "fill"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for {
+		if _, err := f.Write(make([]byte, 4096)); errors.Is(err, unix.ENOSPC) {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return filepath.Join(dir, "0.log")
 }
 
 // The C monitor reaps the orphans a container leaves to it (it is a child

@@ -356,10 +356,18 @@ func (m *monitorProc) runContainer(ctr *libcontainer.Container, proc *libcontain
 	}
 	m.sendReport(Report{Pid: pid, StartedAt: st.StartedAt})
 	rot := logs.rotation()
-	if err := logs.Close(); err != nil {
+	// The C monitor, and the exit recorder after it, work in the log
+	// directory this monitor opened: the descriptor goes to them, never the
+	// path again.
+	dirFd, derr := unix.Dup(logs.dirFd())
+	if err := errors.Join(derr, logs.Close()); err != nil {
+		if derr == nil {
+			_ = unix.Close(dirFd)
+		}
 		return nil, fmt.Errorf("close log before handing over: %w", err)
 	}
-	herr := m.handOver(pid, logPath, rot, outR, errR, oom)
+	herr := m.handOver(pid, logPath, dirFd, rot, outR, errR, oom)
+	_ = unix.Close(dirFd)
 	// Nothing would copy its output or record its exit: the container, which
 	// the daemon was told runs, is killed, and its exit recorded as such, with
 	// what it wrote.
@@ -398,7 +406,7 @@ func copyStreams(logs *criLog, out, errs *os.File) error {
 // SIGHUP in between would kill the process, and the C monitor takes both
 // from a signalfd. A SIGHUP that Go's handler took before the block is not
 // lost: the C monitor reads the rotation file as it starts.
-func (m *monitorProc) handOver(pid int, logPath string, rot LogRotation, out, errs *os.File, oom podOOM) error {
+func (m *monitorProc) handOver(pid int, logPath string, dirFd int, rot LogRotation, out, errs *os.File, oom podOOM) error {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	var set unix.Sigset_t
@@ -410,17 +418,17 @@ func (m *monitorProc) handOver(pid int, logPath string, rot LogRotation, out, er
 	}
 	defer unix.PthreadSigmask(unix.SIG_UNBLOCK, &set, nil)
 	outFd, errFd := int(out.Fd()), int(errs.Fd())
-	for _, fd := range []int{outFd, errFd} {
+	for _, fd := range []int{outFd, errFd, dirFd} {
 		if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFD, 0); err != nil {
 			return fmt.Errorf("pass on pipe %d: %w", fd, err)
 		}
 	}
 	itoa := strconv.Itoa
-	argv := []string{Name, RunningArg, m.id, logPath,
+	argv := []string{Name, RunningArg, m.id, logPath, itoa(dirFd),
 		strconv.FormatInt(rot.MaxSize, 10), itoa(rot.MaxFiles), filepath.Join(m.dir, RotationFile),
 		itoa(pid), itoa(outFd), itoa(errFd), GzipArg,
 		// runExit's arguments, to which the C monitor adds its own.
-		Name, ExitArg, m.root, m.dir, m.id, logPath, itoa(outFd), itoa(errFd),
+		Name, ExitArg, m.root, m.dir, m.id, logPath, itoa(dirFd), itoa(outFd), itoa(errFd),
 		strconv.FormatUint(oom.before, 10), strconv.FormatBool(oom.ok)}
 	err := unix.Exec("/proc/self/exe", argv, os.Environ())
 	runtime.KeepAlive(out)

@@ -54,12 +54,22 @@ type RotatedLog struct {
 // exists), as the kubelet's GetAllLogs and filterUnusedLogs tell them apart.
 // The list is of one moment (readDirNames): a file compressed meanwhile is
 // in it in one form or the other. A file in it may be gone when opened.
+//
+// The directory is opened beneath the pod log directory with no symlink
+// followed (OpenContainerDir).
 func RotatedLogs(path string) (inUse []RotatedLog, unused []string, err error) {
 	dir, base := filepath.Split(path)
 	all, err := readDirNames(filepath.Clean(dir))
 	if err != nil {
 		return nil, nil, fmt.Errorf("list rotated logs of %s: %w", path, err)
 	}
+	inUse, unused = rotatedLogs(all, dir, base)
+	return inUse, unused, nil
+}
+
+// rotatedLogs sorts the names all of directory dir as RotatedLogs does;
+// the paths it returns are names joined to dir.
+func rotatedLogs(all []string, dir, base string) (inUse []RotatedLog, unused []string) {
 	prefix := base + "."
 	names := map[string]bool{}
 	for _, name := range all {
@@ -81,5 +91,5 @@ func RotatedLogs(path string) (inUse []RotatedLog, unused []string, err error) {
 	}
 	slices.SortFunc(inUse, func(a, b RotatedLog) int { return strings.Compare(a.Stamp, b.Stamp) })
 	slices.Sort(unused)
-	return inUse, unused, nil
+	return inUse, unused
 }

@@ -21,11 +21,21 @@ import (
 // not change). So the call is made with the thread's signals blocked, and
 // it counts as whole only when a second call finds nothing after it.
 func readDirNames(dir string) ([]string, error) {
-	fd, err := syscall.Open(dir, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
+	d, err := OpenContainerDir(dir)
 	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", dir, err)
+		return nil, err
 	}
-	defer syscall.Close(fd)
+	defer d.Close()
+	names, err := readDirNamesFd(int(d.Fd()))
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", dir, err)
+	}
+	return names, nil
+}
+
+// readDirNamesFd is readDirNames of the directory open as fd, which it
+// reads from its start and leaves at its end.
+func readDirNamesFd(fd int) ([]string, error) {
 	// The largest entry: a 256-byte name and its header, aligned.
 	const maxEntry = 19 + 256 + 5
 	probe := make([]byte, maxEntry)
@@ -33,7 +43,7 @@ func readDirNames(dir string) ([]string, error) {
 		buf := make([]byte, size)
 		n, more, err := getdentsWhole(fd, buf, probe)
 		if err != nil {
-			return nil, fmt.Errorf("read %s: %w", dir, err)
+			return nil, err
 		}
 		switch {
 		case n > size-maxEntry:
