@@ -107,7 +107,7 @@ var agentEdges = map[string][]string{
 	"agent/host":             nil,
 	"agent/lifecycle":        {"agent/podspec", "agent/prober"},
 	"agent/manifest":         {"agent/atomicdir", "agent/host", "agent/podspec", "agent/podspec/logfiles"},
-	"agent/mirror":           {"agent", "agent/events", "agent/manifest"},
+	"agent/mirror":           {"agent", "agent/events", "agent/host", "agent/manifest"},
 	"agent/podspec":          nil,
 	"agent/podspec/logfiles": nil,
 	"agent/prober":           {"agent/podspec"},
