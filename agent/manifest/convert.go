@@ -36,7 +36,8 @@ type Paths struct {
 	// Enabled is used whatever it says, and fails where it cannot be.
 	RecursiveReadOnly bool
 	// Meminfo is read for the machine's memory (MemTotal), which sets a
-	// Burstable container's oom_score_adj; "" is /proc/meminfo.
+	// Burstable container's oom_score_adj and stands in for a missing memory
+	// limit in a resourceFieldRef; "" is /proc/meminfo.
 	Meminfo string
 }
 
