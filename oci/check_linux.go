@@ -13,6 +13,8 @@ import (
 	"strings"
 
 	"github.com/opencontainers/cgroups"
+
+	"github.com/staticpodd/staticpodd/agent/host"
 )
 
 // checks are the start-up checks, in order: each is one clear line when it
@@ -42,8 +44,14 @@ func Check(cfg CheckConfig) []error {
 // cgroups and namespaces all come from them).
 func checkProcSys(CheckConfig) error {
 	var errs []error
-	for _, f := range []string{"/proc/self/mountinfo", "/proc/meminfo", "/proc/sys/kernel/pid_max"} {
-		if _, err := os.ReadFile(f); err != nil {
+	for _, f := range []string{"/proc/self/mountinfo", host.Meminfo, "/proc/sys/kernel/pid_max"} {
+		var err error
+		if f == host.Meminfo {
+			_, err = host.ReadMemory(f) // what nodeStats reads from it
+		} else {
+			_, err = os.ReadFile(f)
+		}
+		if err != nil {
 			errs = append(errs, fmt.Errorf("cannot read %s: %w", f, err))
 		}
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/opencontainers/cgroups"
 	"golang.org/x/sys/unix"
 
+	"github.com/staticpodd/staticpodd/agent/host"
 	"github.com/staticpodd/staticpodd/agent/podspec"
 	"github.com/staticpodd/staticpodd/agent/podspec/logfiles"
 )
@@ -221,11 +222,11 @@ func rootUsage(total uint64) (usage, ws, cpu uint64, err error) {
 		return 0, 0, 0, err
 	}
 	cpu = cs[0] * 1000
-	mi, err := readFlatMeminfo()
+	mi, err := host.ReadMemory(host.Meminfo)
 	if err != nil {
 		return 0, 0, cpu, err
 	}
-	usage = total - min(total, mi["MemFree"])
+	usage = total - min(total, mi.Free)
 	stat, err := readFlat(d[""], "memory.stat", "inactive_file")
 	if err != nil {
 		return usage, usage, cpu, err
@@ -233,43 +234,13 @@ func rootUsage(total uint64) (usage, ws, cpu uint64, err error) {
 	return usage, workingSet(usage, stat[0]), cpu, nil
 }
 
+// memTotal is MemTotal in bytes, never 0 without an error.
 func memTotal() (uint64, error) {
-	mi, err := readFlatMeminfo()
+	mi, err := host.ReadMemory(host.Meminfo)
 	if err != nil {
 		return 0, err
 	}
-	if mi["MemTotal"] == 0 {
-		return 0, errors.New("/proc/meminfo: no MemTotal")
-	}
-	return mi["MemTotal"], nil
-}
-
-// readFlatMeminfo reads /proc/meminfo in bytes.
-func readFlatMeminfo() (map[string]uint64, error) {
-	b, err := os.ReadFile("/proc/meminfo")
-	if err != nil {
-		return nil, err
-	}
-	m := map[string]uint64{}
-	for _, line := range strings.Split(string(b), "\n") {
-		k, v, ok := strings.Cut(line, ":")
-		if !ok {
-			continue
-		}
-		f := strings.Fields(v)
-		if len(f) == 0 {
-			continue
-		}
-		var n uint64
-		if _, err := fmt.Sscan(f[0], &n); err != nil {
-			continue
-		}
-		if len(f) > 1 && f[1] == "kB" {
-			n *= 1024
-		}
-		m[k] = n
-	}
-	return m, nil
+	return mi.Total, nil
 }
 
 // maxPID is the kubelet's: the lower of kernel.pid_max and kernel.threads-max.

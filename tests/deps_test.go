@@ -21,7 +21,8 @@ import (
 // does not list, and agent/podspec, which both sides import, stays small (its
 // logfiles, which the container monitor links, the standard library only); so
 // does agent/atomicfile, both sides' one way to write a record that must
-// survive a power cut.
+// survive a power cut, and agent/host, both sides' one reader of the node's
+// memory and kernel release.
 func TestImportFences(t *testing.T) {
 	cmd := exec.Command("go", "list", "-deps", "-json=ImportPath,Deps", "../agent/...", "../oci/...", "../sysd/...")
 	out, err := cmd.StdoutPipe()
@@ -59,8 +60,8 @@ func TestImportFences(t *testing.T) {
 				t.Errorf("%s imports %s: agent/ talks to oci/ only through agent.Runtime", rel, d)
 			case strings.HasPrefix(rel, "oci") && strings.HasPrefix(d, "k8s.io/"):
 				t.Errorf("%s imports %s: oci/ never sees k8s.io types, only agent/podspec", rel, d)
-			case strings.HasPrefix(rel, "oci") && strings.HasPrefix(d, mod+"agent") && d != mod+"agent/podspec" && d != mod+"agent/podspec/logfiles" && d != mod+"agent/atomicfile":
-				t.Errorf("%s imports %s: oci/ may only import agent/podspec (and its logfiles) and agent/atomicfile from agent/", rel, d)
+			case strings.HasPrefix(rel, "oci") && strings.HasPrefix(d, mod+"agent") && d != mod+"agent/podspec" && d != mod+"agent/podspec/logfiles" && d != mod+"agent/atomicfile" && d != mod+"agent/host":
+				t.Errorf("%s imports %s: oci/ may only import agent/podspec (and its logfiles), agent/atomicfile and agent/host from agent/", rel, d)
 			case strings.HasPrefix(d, "k8s.io/client-go/") && !inMirror && apiServerClient(d):
 				t.Errorf("%s imports %s, which talks to an API server: only agent/mirror may", rel, d)
 			case strings.HasPrefix(d, "k8s.io/client-go/") && !inMirror && clientGoOutsideMirror[d] == "":
@@ -70,6 +71,8 @@ func TestImportFences(t *testing.T) {
 				t.Errorf("%s imports %s: sysd/ knows only systemd", rel, d)
 			case (rel == "agent/podspec/logfiles" || rel == "agent/atomicfile") && strings.Contains(strings.Split(d, "/")[0], "."):
 				t.Errorf("%s imports %s: the container monitor links it; the standard library only", rel, d)
+			case rel == "agent/host" && strings.Contains(strings.Split(d, "/")[0], ".") && d != "golang.org/x/sys/unix":
+				t.Errorf("%s imports %s: both sides read the node through it; the standard library and x/sys/unix only", rel, d)
 			case rel == "agent/podspec" && strings.Contains(strings.Split(d, "/")[0], ".") &&
 				d != "github.com/google/go-containerregistry/pkg/name" && d != "github.com/opencontainers/go-digest":
 				t.Errorf("%s imports %s: podspec needs only the standard library and the image reference parser", rel, d)
@@ -101,9 +104,10 @@ var agentEdges = map[string][]string{
 	"agent/events":           {"agent/podspec"},
 	"agent/eviction":         {"agent/podspec"},
 	"agent/histogram":        nil,
+	"agent/host":             nil,
 	"agent/lifecycle":        {"agent/podspec", "agent/prober"},
-	"agent/manifest":         {"agent/atomicdir", "agent/podspec", "agent/podspec/logfiles"},
-	"agent/mirror":           {"agent", "agent/events", "agent/manifest"},
+	"agent/manifest":         {"agent/atomicdir", "agent/host", "agent/podspec", "agent/podspec/logfiles"},
+	"agent/mirror":           {"agent", "agent/events", "agent/host", "agent/manifest"},
 	"agent/podspec":          nil,
 	"agent/podspec/logfiles": nil,
 	"agent/prober":           {"agent/podspec"},
@@ -186,8 +190,8 @@ var impureToday = map[string][]string{
 	// agent/manifest still prepares volumes on the host (mounts tmpfs
 	// emptyDirs, chowns them to fsGroup, removes their and the logs' leftover
 	// directories, writes downward API files) and reads the node's files
-	// (/proc/meminfo, resolv.conf, seccomp profiles), until point 5 (issue
-	// 25) moves volume preparation out.
+	// (resolv.conf, seccomp profiles; the node's memory through agent/host),
+	// until point 5 (issue 25) moves volume preparation out.
 	"agent/manifest": {"golang.org/x/sys/unix", "os", "syscall"},
 }
 

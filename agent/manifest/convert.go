@@ -10,6 +10,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/staticpodd/staticpodd/agent/host"
 	"github.com/staticpodd/staticpodd/agent/podspec"
 )
 
@@ -35,17 +36,25 @@ type Paths struct {
 	// Enabled is used whatever it says, and fails where it cannot be.
 	RecursiveReadOnly bool
 	// Meminfo is read for the machine's memory (MemTotal), which sets a
-	// Burstable container's oom_score_adj; "" is /proc/meminfo.
+	// Burstable container's oom_score_adj and stands in for a missing memory
+	// limit in a resourceFieldRef; "" is /proc/meminfo.
 	Meminfo string
 }
 
-// memoryCapacity is the machine's memory in bytes, from p.Meminfo.
+// memoryCapacity is the machine's memory in bytes, from p.Meminfo: the
+// machine memory capacity cAdvisor reports to the kubelet.
 func (p Paths) memoryCapacity() (int64, error) {
-	path := p.Meminfo
-	if path == "" {
-		path = "/proc/meminfo"
+	m, err := host.ReadMemory(p.Meminfo)
+	if err != nil {
+		return 0, fmt.Errorf("machine memory: %w", err)
 	}
-	return memTotal(path)
+	return int64(m.Total), nil
+}
+
+// nodeMemory is memoryCapacity, 0 when unknown.
+func (p Paths) nodeMemory() int64 {
+	n, _ := p.memoryCapacity()
+	return n
 }
 
 // PodDir is <RootDir>/pods/<uid>, where a pod's volumes live.
@@ -133,7 +142,7 @@ func podHostname(pod *v1.Pod) string {
 // status.podIP and status.hostIP in env come from pod.Status; set them before
 // converting when they are known.
 func Container(pod *v1.Pod, c *v1.Container, attempt int, p Paths) (*podspec.Container, error) {
-	env, err := containerEnv(pod, c)
+	env, err := containerEnv(pod, c, p)
 	if err != nil {
 		return nil, fmt.Errorf("container %s of pod %s: %w", c.Name, pod.Name, err)
 	}

@@ -30,7 +30,7 @@ var downwardAPIFieldPaths = []string{
 
 // downwardAPIFiles is the kubelet's downwardapi CollectData: each item's
 // value, at its path, with its mode or the volume's defaultMode (0644).
-func downwardAPIFiles(pod *v1.Pod, src *v1.DownwardAPIVolumeSource) (map[string]atomicdir.File, error) {
+func downwardAPIFiles(pod *v1.Pod, src *v1.DownwardAPIVolumeSource, p Paths) (map[string]atomicdir.File, error) {
 	mode := fs.FileMode(v1.DownwardAPIVolumeSourceDefaultMode)
 	if src.DefaultMode != nil {
 		mode = fs.FileMode(*src.DefaultMode)
@@ -61,7 +61,7 @@ func downwardAPIFiles(pod *v1.Pod, src *v1.DownwardAPIVolumeSource) (map[string]
 			if c == nil {
 				return nil, fmt.Errorf("item %s: resourceFieldRef: no container %q", it.Path, it.ResourceFieldRef.ContainerName)
 			}
-			v, err := resourceField(c, it.ResourceFieldRef)
+			v, err := resourceField(c, it.ResourceFieldRef, p)
 			if err != nil {
 				return nil, fmt.Errorf("item %s: %w", it.Path, err)
 			}
@@ -108,7 +108,7 @@ func writeDownwardAPI(pod *v1.Pod, vol *v1.Volume, p Paths) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("create downwardAPI volume: %w", err)
 	}
-	files, err := downwardAPIFiles(pod, vol.DownwardAPI)
+	files, err := downwardAPIFiles(pod, vol.DownwardAPI, p)
 	if err != nil {
 		return fmt.Errorf("downwardAPI: %w", err)
 	}

@@ -3,7 +3,6 @@ package manifest
 import (
 	"fmt"
 	"math"
-	"os"
 	"runtime"
 	"strconv"
 	"strings"
@@ -18,7 +17,7 @@ import (
 // cluster: values are expanded against the variables defined before them;
 // valueFrom reads the pod's fields and the container's resources. Service links
 // are empty: there are no services.
-func containerEnv(pod *v1.Pod, c *v1.Container) ([]podspec.EnvVar, error) {
+func containerEnv(pod *v1.Pod, c *v1.Container, p Paths) ([]podspec.EnvVar, error) {
 	defined := map[string]string{}
 	mapping := mappingFuncFor(defined)
 	var out []podspec.EnvVar
@@ -34,7 +33,7 @@ func containerEnv(pod *v1.Pod, c *v1.Container) ([]podspec.EnvVar, error) {
 			}
 			value = v
 		case e.ValueFrom != nil && e.ValueFrom.ResourceFieldRef != nil:
-			v, err := resourceField(c, e.ValueFrom.ResourceFieldRef)
+			v, err := resourceField(c, e.ValueFrom.ResourceFieldRef, p)
 			if err != nil {
 				return nil, fmt.Errorf("env %s: %w", e.Name, err)
 			}
@@ -116,7 +115,7 @@ func subscript(path, prefix string) (string, bool) {
 // resourceField is the kubelet's ExtractContainerResourceValue: the value divided
 // by the divisor, rounded up. Without a limit, the node's capacity stands in for
 // it, as the kubelet's node allocatable does.
-func resourceField(c *v1.Container, ref *v1.ResourceFieldSelector) (string, error) {
+func resourceField(c *v1.Container, ref *v1.ResourceFieldSelector, p Paths) (string, error) {
 	divisor := ref.Divisor
 	if divisor.IsZero() {
 		divisor = resource.MustParse("1")
@@ -137,24 +136,9 @@ func resourceField(c *v1.Container, ref *v1.ResourceFieldSelector) (string, erro
 	case "memory", "ephemeral-storage":
 		v := q.Value()
 		if !ok && kind == "limits" && name == "memory" {
-			v = nodeMemory()
+			v = p.nodeMemory()
 		}
 		return strconv.FormatInt(int64(math.Ceil(float64(v)/float64(divisor.Value()))), 10), nil
 	}
 	return "", fmt.Errorf("resourceFieldRef %q is not supported", ref.Resource)
-}
-
-// nodeMemory is MemTotal from /proc/meminfo in bytes, 0 when unknown.
-func nodeMemory() int64 {
-	data, err := os.ReadFile("/proc/meminfo")
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if rest, ok := strings.CutPrefix(line, "MemTotal:"); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
-			return kb * 1024
-		}
-	}
-	return 0
 }

@@ -1,11 +1,6 @@
 package manifest
 
 import (
-	"bufio"
-	"bytes"
-	"fmt"
-	"os"
-	"strconv"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
@@ -167,26 +162,4 @@ func remainingPodMemoryPerContainer(pod *v1.Pod) int64 {
 	}
 	remaining := max(podRequest.Value()-sum, 0)
 	return remaining / int64(len(pod.Spec.Containers)+len(pod.Spec.InitContainers))
-}
-
-// memTotal reads MemTotal from a meminfo file, in bytes: the machine memory
-// capacity cAdvisor reports to the kubelet.
-func memTotal(path string) (int64, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return 0, fmt.Errorf("machine memory: %w", err)
-	}
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 2 || fields[0] != "MemTotal:" {
-			continue
-		}
-		kb, err := strconv.ParseInt(fields[1], 10, 64)
-		if err != nil || kb <= 0 || (len(fields) > 2 && fields[2] != "kB") {
-			return 0, fmt.Errorf("machine memory: %s: bad MemTotal line %q", path, sc.Text())
-		}
-		return kb * 1024, nil
-	}
-	return 0, fmt.Errorf("machine memory: %s: no MemTotal", path)
 }

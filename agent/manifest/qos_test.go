@@ -4,7 +4,6 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -119,27 +118,35 @@ func TestContainerOOMScoreAdj(t *testing.T) {
 	}
 }
 
-func TestMemTotal(t *testing.T) {
-	dir := t.TempDir()
-	for body, want := range map[string]string{
-		"MemTotal:        2048 kB\nSwapTotal: 0 kB\n": "2097152",
-		"MemFree: 1 kB\n":     "no MemTotal",
-		"MemTotal: lots kB\n": "bad MemTotal",
-	} {
-		path := filepath.Join(dir, "meminfo")
-		if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+// A container without a memory limit sees the machine's memory in a
+// resourceFieldRef to limits.memory, in its env and its downwardAPI files,
+// read from the same meminfo file that sets its oom_score_adj.
+func TestNodeMemoryFromPaths(t *testing.T) {
+	meminfo := filepath.Join(t.TempDir(), "meminfo")
+	if err := os.WriteFile(meminfo, []byte("MemTotal:        3072 kB\nMemFree: 1 kB\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pod := qosPod(t, "", "{}")
+	c := &pod.Spec.Containers[0]
+	c.Env = []v1.EnvVar{{Name: "MEM", ValueFrom: &v1.EnvVarSource{ResourceFieldRef: &v1.ResourceFieldSelector{Resource: "limits.memory"}}}}
+	for path, want := range map[string]string{meminfo: "3145728", filepath.Join(t.TempDir(), "missing"): "0"} {
+		p := Paths{RootDir: "/r", PodLogsDir: "/l", Meminfo: path}
+		got, err := Container(pod, c, 0, p)
+		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := memTotal(path)
-		if err != nil {
-			got := err.Error()
-			if !strings.Contains(got, want) {
-				t.Errorf("%q: error %q, want %q", body, got, want)
-			}
-			continue
+		if len(got.Env) != 1 || got.Env[0].Value != want {
+			t.Errorf("meminfo %s: env %v, want MEM=%s", path, got.Env, want)
 		}
-		if s := strconv.FormatInt(got, 10); s != want {
-			t.Errorf("%q: %s, want %s", body, s, want)
+		src := &v1.DownwardAPIVolumeSource{Items: []v1.DownwardAPIVolumeFile{
+			{Path: "mem", ResourceFieldRef: &v1.ResourceFieldSelector{ContainerName: c.Name, Resource: "limits.memory"}},
+		}}
+		files, err := downwardAPIFiles(pod, src, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := string(files["mem"].Data); got != want {
+			t.Errorf("meminfo %s: downwardAPI file mem %q, want %q", path, got, want)
 		}
 	}
 }

@@ -1,7 +1,6 @@
 package mirror
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -20,6 +19,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/staticpodd/staticpodd/agent/host"
 )
 
 // KubeletVersion is what the Node reports as nodeInfo.kubeletVersion: the
@@ -193,8 +194,8 @@ func (m *Mirror) capacity() v1.ResourceList {
 		v1.ResourceCPU:  *resource.NewQuantity(int64(runtime.NumCPU()), resource.DecimalSI),
 		v1.ResourcePods: *resource.NewQuantity(m.cfg.MaxPods, resource.DecimalSI),
 	}
-	if mem := memTotal(); mem > 0 {
-		c[v1.ResourceMemory] = *resource.NewQuantity(mem, resource.BinarySI)
+	if mem, err := host.ReadMemory(host.Meminfo); err == nil {
+		c[v1.ResourceMemory] = *resource.NewQuantity(int64(mem.Total), resource.BinarySI)
 	}
 	if m.cfg.RootDir != "" {
 		var st unix.Statfs_t
@@ -346,28 +347,10 @@ func (m *Mirror) renewLease(ctx context.Context, client api) error {
 	return nil
 }
 
-func memTotal() int64 {
-	f, err := os.Open("/proc/meminfo")
-	if err != nil {
-		return 0
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), "MemTotal:"); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			return kb * 1024
-		}
-	}
-	return 0
-}
-
+// kernelVersion is uname -r, "" if unknown.
 func kernelVersion() string {
-	var u unix.Utsname
-	if unix.Uname(&u) != nil {
-		return ""
-	}
-	return unix.ByteSliceToString(u.Release[:])
+	r, _ := host.KernelRelease()
+	return r
 }
 
 // osImage is PRETTY_NAME of os-release, as the kubelet's cadvisor reports it.

@@ -25,6 +25,7 @@ import (
 	"github.com/staticpodd/staticpodd/agent"
 	"github.com/staticpodd/staticpodd/agent/config"
 	"github.com/staticpodd/staticpodd/agent/eviction"
+	"github.com/staticpodd/staticpodd/agent/host"
 	"github.com/staticpodd/staticpodd/agent/manifest"
 	"github.com/staticpodd/staticpodd/agent/mirror"
 	"github.com/staticpodd/staticpodd/agent/server"
@@ -575,11 +576,8 @@ func openFileLimit() uint64 {
 // kernelRelease is uname -r, for the sysctls the kernel namespaces; "" if
 // unknown.
 func kernelRelease() string {
-	var u unix.Utsname
-	if unix.Uname(&u) != nil {
-		return ""
-	}
-	return unix.ByteSliceToString(u.Release[:])
+	r, _ := host.KernelRelease()
+	return r
 }
 
 // ownPorts are the TCP ports the daemon listens on: the node API's port when
