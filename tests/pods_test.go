@@ -543,6 +543,7 @@ spec:
 func TestBrokenManifestBesideGoodOne(t *testing.T) {
 	t.Parallel()
 	d := newDaemon(t)
+	syncs := newSyncCounter(t, d)
 	d.Start()
 	d.WriteManifest("good.yaml", sleeper("good", ""))
 	good := d.WaitRunning("good", 30*time.Second)
@@ -557,7 +558,16 @@ func TestBrokenManifestBesideGoodOne(t *testing.T) {
 		}
 		return nil
 	})
-	time.Sleep(3 * time.Second) // a relist or two
+	// The agent has the broken files (ps names them): the good pod's worker
+	// syncs once more at least, and leaves it alone.
+	undisturbed := func() error {
+		p := d.Pod("good")
+		if p == nil || len(p.Status.ContainerStatuses) != 1 || p.Status.ContainerStatuses[0].State.Running == nil || !procAlive(pid) {
+			return fmt.Errorf("good pod disturbed: listed %v, container %d alive %v", p != nil, pid, procAlive(pid))
+		}
+		return nil
+	}
+	syncs.await(2, 30*time.Second, undisturbed)
 	after := d.WaitRunning("good", 5*time.Second)
 	if got := containerPID(d, after, "main"); got != pid || after.Status.ContainerStatuses[0].RestartCount != 0 {
 		t.Errorf("good pod disturbed: pid %d -> %d, restarts %d", pid, got, after.Status.ContainerStatuses[0].RestartCount)
@@ -589,7 +599,7 @@ func TestBrokenManifestBesideGoodOne(t *testing.T) {
 		}
 		return nil
 	})
-	time.Sleep(3 * time.Second) // a relist or two
+	syncs.await(2, 30*time.Second, undisturbed)
 	kept := d.WaitRunning("good", 5*time.Second)
 	if got := containerPID(d, kept, "main"); got != pid {
 		t.Errorf("the last good pod was disturbed when its manifest turned invalid: pid %d -> %d", pid, got)
