@@ -146,7 +146,15 @@ func TestReloadAppliesSources(t *testing.T) {
 	if !strings.Contains(bad, "configuration not reloaded") || !strings.Contains(bad, d.Config) || !strings.Contains(bad, "containerLogMaxFiles") {
 		t.Errorf("STATUS= after a bad reload %q does not say the configuration was refused, naming file and field", bad)
 	}
-	time.Sleep(2 * time.Second) // two URL periods: the URL source still polls, nothing stops
+	// The URL source still polls, with the header in use: two polls
+	// answered, and nothing stopped.
+	polled := srv.Served()
+	d.Eventually(15*time.Second, "two polls of the URL after the refused reload", func() error {
+		if n := srv.Served() - polled; n < 2 {
+			return fmt.Errorf("%d polls answered", n)
+		}
+		return nil
+	})
 	untouched(t, d, "u", uUID, uPID)
 	untouched(t, d, "b", bUID, bPID)
 
