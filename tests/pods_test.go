@@ -543,7 +543,7 @@ spec:
 func TestBrokenManifestBesideGoodOne(t *testing.T) {
 	t.Parallel()
 	d := newDaemon(t)
-	syncs := newSyncCounter(t, d)
+	metrics := newNodeMetrics(t, d)
 	d.Start()
 	d.WriteManifest("good.yaml", sleeper("good", ""))
 	good := d.WaitRunning("good", 30*time.Second)
@@ -567,7 +567,7 @@ func TestBrokenManifestBesideGoodOne(t *testing.T) {
 		}
 		return nil
 	}
-	syncs.await(2, 30*time.Second, undisturbed)
+	metrics.await("pod syncs", podSyncs, 2, 30*time.Second, undisturbed)
 	after := d.WaitRunning("good", 5*time.Second)
 	if got := containerPID(d, after, "main"); got != pid || after.Status.ContainerStatuses[0].RestartCount != 0 {
 		t.Errorf("good pod disturbed: pid %d -> %d, restarts %d", pid, got, after.Status.ContainerStatuses[0].RestartCount)
@@ -599,7 +599,7 @@ func TestBrokenManifestBesideGoodOne(t *testing.T) {
 		}
 		return nil
 	})
-	syncs.await(2, 30*time.Second, undisturbed)
+	metrics.await("pod syncs", podSyncs, 2, 30*time.Second, undisturbed)
 	kept := d.WaitRunning("good", 5*time.Second)
 	if got := containerPID(d, kept, "main"); got != pid {
 		t.Errorf("the last good pod was disturbed when its manifest turned invalid: pid %d -> %d", pid, got)

@@ -6,25 +6,26 @@ import (
 	"os"
 	"testing"
 	"time"
+
+	dto "github.com/prometheus/client_model/go"
 )
 
-// syncCounter reads how many pod syncs the daemon has made:
-// kubelet_pod_worker_duration_seconds' sample count over its operation
-// types, from the node API's /metrics. A test that says a pod was left alone
-// waits for this count to move, so that the syncs that could have disturbed
-// the pod have run, rather than sleeping on the wall clock.
-type syncCounter struct {
+// nodeMetrics reads counters of the daemon's from the node API's /metrics.
+// A test that says something did not happen waits for the counter of what
+// could have made it happen to move (pod syncs, URL requests), rather than
+// sleeping on the wall clock.
+type nodeMetrics struct {
 	t      *testing.T
 	d      *daemon
 	ca     *testCA
 	client *http.Client // made at the first read: the daemon writes its certificate at start
 }
 
-// newSyncCounter lets a client certificate read d's node API; call it before
-// d starts.
-func newSyncCounter(t *testing.T, d *daemon) *syncCounter {
+// newNodeMetrics lets a client certificate read d's node API; call it
+// before d starts.
+func newNodeMetrics(t *testing.T, d *daemon) *nodeMetrics {
 	t.Helper()
-	ca := newTestCA(t, d.Dir, "sync-counter-ca")
+	ca := newTestCA(t, d.Dir, "node-metrics-ca")
 	f, err := os.OpenFile(d.Config, os.O_APPEND|os.O_WRONLY, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -33,47 +34,62 @@ func newSyncCounter(t *testing.T, d *daemon) *syncCounter {
 	if err := f.Close(); err != nil {
 		t.Fatal(err)
 	}
-	return &syncCounter{t: t, d: d, ca: ca}
+	return &nodeMetrics{t: t, d: d, ca: ca}
 }
 
-// count is the number of pod syncs so far.
-func (s *syncCounter) count() (uint64, error) {
-	if s.client == nil {
-		s.client = nodeClient(s.t, s.d, "", s.ca.issue(s.t, "sync-counter", "system:masters"))
+func (m *nodeMetrics) read() (map[string]*dto.MetricFamily, error) {
+	if m.client == nil {
+		m.client = nodeClient(m.t, m.d, "", m.ca.issue(m.t, "node-metrics", "system:masters"))
 	}
-	code, body, err := fetch(s.client, fmt.Sprintf("https://127.0.0.1:%d/metrics", s.d.NodePort))
+	code, body, err := fetch(m.client, fmt.Sprintf("https://127.0.0.1:%d/metrics", m.d.NodePort))
 	if err != nil || code != http.StatusOK {
-		return 0, fmt.Errorf("/metrics: %d %v", code, err)
+		return nil, fmt.Errorf("/metrics: %d %v", code, err)
 	}
+	return parseMetrics(m.t, "/metrics", body), nil
+}
+
+// podSyncs is how many pod syncs the daemon has made:
+// kubelet_pod_worker_duration_seconds' sample count over its operation types.
+func podSyncs(fams map[string]*dto.MetricFamily) float64 {
 	n := uint64(0)
-	for _, m := range parseMetrics(s.t, "/metrics", body)["kubelet_pod_worker_duration_seconds"].GetMetric() {
+	for _, m := range fams["kubelet_pod_worker_duration_seconds"].GetMetric() {
 		n += m.Histogram.GetSampleCount()
 	}
-	return n, nil
+	return float64(n)
 }
 
-// await waits until n more pod syncs than now have completed. With one pod,
-// n = 2 means at least one sync of it began after the call: whatever the
-// daemon had been told before, its worker has acted on it. still, checked
-// at each poll, says what must not happen meanwhile: its error fails the
-// test at once (a pod that is stopped has no syncs left to count).
-func (s *syncCounter) await(n uint64, timeout time.Duration, still func() error) {
-	s.t.Helper()
-	var from uint64
-	s.d.Eventually(10*time.Second, "the node API's /metrics", func() (err error) {
-		from, err = s.count()
+// failedURLRequests is how many requests to the manifest URL failed.
+func failedURLRequests(fams map[string]*dto.MetricFamily) float64 {
+	return metricValue(fams, "staticpodd_manifest_url_requests_total", map[string]string{"result": "failure"})
+}
+
+// await waits until counter moved by n from now. still, checked at each
+// poll, says what must not happen meanwhile: its error fails the test at
+// once (a pod that is stopped has no syncs left to count).
+//
+// With one pod, podSyncs moving by 2 means at least one sync of it began
+// after the call: whatever the daemon had been told before, its worker has
+// acted on it.
+func (m *nodeMetrics) await(what string, counter func(map[string]*dto.MetricFamily) float64, n float64, timeout time.Duration, still func() error) {
+	m.t.Helper()
+	var from float64
+	m.d.Eventually(10*time.Second, "the node API's /metrics", func() error {
+		fams, err := m.read()
+		if err == nil {
+			from = counter(fams)
+		}
 		return err
 	})
-	s.d.Eventually(timeout, fmt.Sprintf("%d more pod syncs", n), func() error {
+	m.d.Eventually(timeout, fmt.Sprintf("%v more %s", n, what), func() error {
 		if err := still(); err != nil {
-			s.t.Fatal(err)
+			m.t.Fatal(err)
 		}
-		now, err := s.count()
+		fams, err := m.read()
 		if err != nil {
 			return err
 		}
-		if now < from+n {
-			return fmt.Errorf("%d pod syncs since, want %d", now-from, n)
+		if now := counter(fams); now < from+n {
+			return fmt.Errorf("%v %s since, want %v", now-from, what, n)
 		}
 		return nil
 	})
