@@ -480,7 +480,7 @@ spec:
 		"[ -f /s/ran ] || { touch /s/ran; exit 1; }; trap 'exit 0' TERM; while true; do sleep 1 & wait $!; done",
 		"terminationGracePeriodSeconds: 2\nrestartPolicy: OnFailure"))
 	keep := d.WaitRunning("keep", 30*time.Second)
-	d.WaitRunning("later", 30*time.Second)
+	laterPID := containerPID(d, d.WaitRunning("later", 30*time.Second), "main")
 	var oncePID int
 	d.Eventually(30*time.Second, "once restarted once and running", func() error {
 		p := d.Pod("once")
@@ -495,7 +495,13 @@ spec:
 	uid := keep.UID
 
 	d.Kill9()
-	time.Sleep(6 * time.Second) // "later" exits while no daemon runs
+	// "later" exits while no daemon runs (its monitor records it).
+	d.Eventually(30*time.Second, "later's container exited while the daemon is down", func() error {
+		if procAlive(laterPID) {
+			return errStill
+		}
+		return nil
+	})
 	if !procAlive(pid) {
 		t.Fatalf("container %d died with the daemon", pid)
 	}
