@@ -6,6 +6,9 @@ IMAGE_TAR := $(OUT)/images/busybox.tar
 # seccomp: libcontainer loads seccomp filters through libseccomp (libseccomp-dev,
 # linked statically); without the tag a container with a profile fails to start.
 GOTAGS    := seccomp
+# testhooks: the monitor's pause points (oci/monitor/pause_testhooks.go), which
+# the oci tests stop a monitor at; never in a build that ships.
+GOTAGS_TEST := $(GOTAGS) testhooks
 GOTAGS_BUILD  := netgo osusergo $(GOTAGS)
 GOFLAGS_BUILD := -trimpath -tags "$(GOTAGS_BUILD)"
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
@@ -94,7 +97,7 @@ demo-clean: build
 test: build images vet
 	$(GO) -C packaging/copyright test -count=1 ./...
 	STATICPODD_BIN=$(CURDIR)/$(BIN) STATICPODD_IMAGE=$(CURDIR)/$(IMAGE_TAR) \
-		$(GO) test -tags "$(GOTAGS)" -count=1 -timeout 15m -parallel 4 $$($(GO) list ./... | grep -v /tests/chaos$$)
+		$(GO) test -tags "$(GOTAGS_TEST)" -count=1 -timeout 15m -parallel 4 $$($(GO) list ./... | grep -v /tests/chaos$$)
 
 # The chaos soak (tests/chaos): mixed pods under manifest churn while the
 # daemon, its monitors, its disk and its URL source are killed, stopped,
@@ -117,6 +120,7 @@ test-chaos: build images
 # cannot run but the rest (validate, config, the CLI) must still build.
 vet:
 	$(GO) vet -tags "$(GOTAGS)" ./...
+	$(GO) vet -tags "$(GOTAGS_TEST)" ./oci/...
 	$(GO) -C packaging/copyright vet ./...
 	CGO_ENABLED=0 $(GO) build ./cmd/... ./agent/... ./oci/... ./sysd/...
 	GOOS=darwin $(GO) build ./cmd/... ./agent/... ./oci/... ./sysd/...

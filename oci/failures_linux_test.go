@@ -73,6 +73,7 @@ func startStalledInDaemon(t *testing.T, e *env, pod *podspec.Pod, c *podspec.Con
 	cmd := exec.Command("/proc/self/exe")
 	cmd.Env = append(os.Environ(), helperEnv+"="+string(args))
 	if !stopSpare {
+		requirePauseHooks(t)
 		cmd.Env = append(cmd.Env, monitorPauseEnv+"="+mon.PauseRun)
 	}
 	cmd.Stderr = os.Stderr
@@ -448,6 +449,7 @@ func stopMonitor(t *testing.T, pid int) {
 
 func TestExitRecordedBeforeCleanUp(t *testing.T) {
 	e := newEnv(t)
+	requirePauseHooks(t)
 	t.Setenv(monitorPauseEnv, mon.PauseDestroy) // for the monitors started from now on
 	// A new runtime: the spare monitor the first one may have started before
 	// the variable was set would not pause.
@@ -509,6 +511,7 @@ func TestMissingImageKeepsSpareMonitor(t *testing.T) {
 // a race, so it is not checked here.)
 func TestHandOverFailureRecordedAsKill(t *testing.T) {
 	e := newEnv(t)
+	requirePauseHooks(t)
 	t.Setenv(monitorPauseEnv, monitorFailHandOver) // for the monitors started from now on
 	e.rt = e.newRuntime()                          // not the spare started before
 	pod := e.pod(false)

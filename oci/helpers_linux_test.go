@@ -21,13 +21,14 @@ import (
 
 	"github.com/staticpodd/staticpodd/agent/podspec"
 	"github.com/staticpodd/staticpodd/oci/image"
+	"github.com/staticpodd/staticpodd/rootfs/busybox"
 	"github.com/staticpodd/staticpodd/tests/testroot"
 )
 
 const testImage = "docker.io/library/busybox:test"
 
-// busyboxDir is a rootfs made of Debian's busybox-static, shared read-only by
-// all tests (the lower layer of every container's overlay).
+// busyboxDir is the test image's rootfs (rootfs/busybox), shared read-only
+// by all tests (the lower layer of every container's overlay).
 var busyboxDir string
 
 func TestMain(m *testing.M) {
@@ -57,34 +58,13 @@ func makeBusybox(t *testing.T) string {
 	if err != nil {
 		t.Fatalf("busybox not installed (apt-get install busybox-static): %v", err)
 	}
-	out, err := exec.Command(bb, "--list").Output()
-	if err != nil {
-		t.Fatalf("busybox --list: %v", err)
-	}
 	top, err := os.MkdirTemp("", "oci-busybox-")
 	if err != nil {
 		t.Fatal(err)
 	}
 	dir := filepath.Join(top, "rootfs")
-	for _, d := range []string{"bin", "etc", "tmp", "proc", "sys", "dev", "root"} {
-		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	data, err := os.ReadFile(bb)
-	if err != nil {
+	if err := busybox.WriteDir(dir, bb); err != nil {
 		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "bin", "busybox"), data, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for _, applet := range strings.Fields(string(out)) {
-		if applet == "busybox" {
-			continue
-		}
-		if err := os.Symlink("busybox", filepath.Join(dir, "bin", applet)); err != nil {
-			t.Fatal(err)
-		}
 	}
 	busyboxDir = dir
 	return dir

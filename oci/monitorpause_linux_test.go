@@ -2,33 +2,24 @@
 
 package oci
 
-import (
-	"os"
-	"strings"
-
-	"golang.org/x/sys/unix"
-
-	mon "github.com/staticpodd/staticpodd/oci/monitor"
-)
+import "testing"
 
 // monitorPauseEnv names the point (mon.PauseRun, mon.PauseDestroy) where a monitor
 // started by this test binary stops itself (SIGSTOP). Monitors re-execute
-// the test binary, so this init runs in them before Reexec.
+// the test binary, so an init runs in them before Reexec
+// (monitorpause_hooks_linux_test.go).
 const monitorPauseEnv = "STATICPODD_TEST_MONITOR_PAUSE"
 
 // monitorFailHandOver, as monitorPauseEnv, makes the monitor's exec into
 // the C monitor fail (E2BIG: one environment string past MAX_ARG_STRLEN).
 const monitorFailHandOver = "fail-hand-over"
 
-func init() {
-	mon.PauseAt = func(point string) {
-		switch os.Getenv(monitorPauseEnv) {
-		case point:
-			_ = unix.Kill(os.Getpid(), unix.SIGSTOP)
-		case monitorFailHandOver:
-			if point == mon.PauseRun {
-				_ = os.Setenv("STATICPODD_TEST_TOO_BIG", strings.Repeat("x", 200<<10))
-			}
-		}
+// requirePauseHooks fails a test that stops a monitor at a pause point in a
+// build without them: the monitor would not stop, and the test would test
+// something else, or hang.
+func requirePauseHooks(t *testing.T) {
+	t.Helper()
+	if !pauseHooks {
+		t.Fatal("the monitor's pause points are only in a build with -tags testhooks (make test sets it)")
 	}
 }

@@ -21,8 +21,8 @@ import (
 )
 
 // Node pressure made real: the daemon's pods live under a cgroup with a small
-// memory and pids limit that stands for the node (the test-only
-// STATICPODD_TEST_NODE_CGROUP), or on a small loop-mounted filesystem that is
+// memory and pids limit that stands for the node (run's hidden, test-only
+// --test-node-cgroup), or on a small loop-mounted filesystem that is
 // its --root-dir.
 
 // nodeCgroup makes a cgroupfs cgroup standing for the node, with memory and
@@ -98,7 +98,7 @@ func pressureDaemon(t *testing.T, node, config string) *daemon {
 	if err := os.WriteFile(d.Config, []byte(strings.Join(out, "\n")+config), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	d.Env = append(d.Env, "STATICPODD_TEST_NODE_CGROUP="+node)
+	d.Args = append(d.Args, "--test-node-cgroup", node)
 	return d
 }
 

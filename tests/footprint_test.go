@@ -158,14 +158,15 @@ func rssAnon(t *testing.T, pid int) int64 {
 }
 
 // The built binary carries no test-only hook: the monitor's pause points
-// live in the oci tests' binary only.
+// live in the oci tests' binary only (the testhooks tag), and no environment
+// variable turns a test setting on (they are run's hidden flags).
 func TestBinaryHasNoTestHooks(t *testing.T) {
 	testroot.Require(t) // the binary is found or built for root tests only
 	b, err := os.ReadFile(testdaemon.Bin)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, hook := range []string{"STATICPODD_TEST_MONITOR_PAUSE"} {
+	for _, hook := range []string{"STATICPODD_TEST_MONITOR_PAUSE", "STATICPODD_TEST_NODE_CGROUP", "STATICPODD_TEST_NO_MEMORY_NOTIFIER"} {
 		if bytes.Contains(b, []byte(hook)) {
 			t.Errorf("%s holds %s", testdaemon.Bin, hook)
 		}

@@ -480,7 +480,7 @@ spec:
 		"[ -f /s/ran ] || { touch /s/ran; exit 1; }; trap 'exit 0' TERM; while true; do sleep 1 & wait $!; done",
 		"terminationGracePeriodSeconds: 2\nrestartPolicy: OnFailure"))
 	keep := d.WaitRunning("keep", 30*time.Second)
-	d.WaitRunning("later", 30*time.Second)
+	laterPID := containerPID(d, d.WaitRunning("later", 30*time.Second), "main")
 	var oncePID int
 	d.Eventually(30*time.Second, "once restarted once and running", func() error {
 		p := d.Pod("once")
@@ -495,7 +495,13 @@ spec:
 	uid := keep.UID
 
 	d.Kill9()
-	time.Sleep(6 * time.Second) // "later" exits while no daemon runs
+	// "later" exits while no daemon runs (its monitor records it).
+	d.Eventually(30*time.Second, "later's container exited while the daemon is down", func() error {
+		if procAlive(laterPID) {
+			return errStill
+		}
+		return nil
+	})
 	if !procAlive(pid) {
 		t.Fatalf("container %d died with the daemon", pid)
 	}
@@ -543,6 +549,7 @@ spec:
 func TestBrokenManifestBesideGoodOne(t *testing.T) {
 	t.Parallel()
 	d := newDaemon(t)
+	metrics := newNodeMetrics(t, d)
 	d.Start()
 	d.WriteManifest("good.yaml", sleeper("good", ""))
 	good := d.WaitRunning("good", 30*time.Second)
@@ -557,7 +564,16 @@ func TestBrokenManifestBesideGoodOne(t *testing.T) {
 		}
 		return nil
 	})
-	time.Sleep(3 * time.Second) // a relist or two
+	// The agent has the broken files (ps names them): the good pod's worker
+	// syncs once more at least, and leaves it alone.
+	undisturbed := func() error {
+		p := d.Pod("good")
+		if p == nil || len(p.Status.ContainerStatuses) != 1 || p.Status.ContainerStatuses[0].State.Running == nil || !procAlive(pid) {
+			return fmt.Errorf("good pod disturbed: listed %v, container %d alive %v", p != nil, pid, procAlive(pid))
+		}
+		return nil
+	}
+	metrics.await("pod syncs", podSyncs, 2, 30*time.Second, undisturbed)
 	after := d.WaitRunning("good", 5*time.Second)
 	if got := containerPID(d, after, "main"); got != pid || after.Status.ContainerStatuses[0].RestartCount != 0 {
 		t.Errorf("good pod disturbed: pid %d -> %d, restarts %d", pid, got, after.Status.ContainerStatuses[0].RestartCount)
@@ -589,7 +605,7 @@ func TestBrokenManifestBesideGoodOne(t *testing.T) {
 		}
 		return nil
 	})
-	time.Sleep(3 * time.Second) // a relist or two
+	metrics.await("pod syncs", podSyncs, 2, 30*time.Second, undisturbed)
 	kept := d.WaitRunning("good", 5*time.Second)
 	if got := containerPID(d, kept, "main"); got != pid {
 		t.Errorf("the last good pod was disturbed when its manifest turned invalid: pid %d -> %d", pid, got)

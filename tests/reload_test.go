@@ -146,7 +146,15 @@ func TestReloadAppliesSources(t *testing.T) {
 	if !strings.Contains(bad, "configuration not reloaded") || !strings.Contains(bad, d.Config) || !strings.Contains(bad, "containerLogMaxFiles") {
 		t.Errorf("STATUS= after a bad reload %q does not say the configuration was refused, naming file and field", bad)
 	}
-	time.Sleep(2 * time.Second) // two URL periods: the URL source still polls, nothing stops
+	// The URL source still polls, with the header in use: two polls
+	// answered, and nothing stopped.
+	polled := srv.Served()
+	d.Eventually(15*time.Second, "two polls of the URL after the refused reload", func() error {
+		if n := srv.Served() - polled; n < 2 {
+			return fmt.Errorf("%d polls answered", n)
+		}
+		return nil
+	})
 	untouched(t, d, "u", uUID, uPID)
 	untouched(t, d, "b", bUID, bPID)
 
@@ -239,14 +247,29 @@ func TestReloadLogRotationRunningContainer(t *testing.T) {
 		}
 		return nil
 	})
-	// And it stays so as the container writes on: never more than two. A
-	// listing that races a rotation may see one, as under the kubelet: the
-	// oldest rotated file goes before the live one is renamed.
-	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+	// And it stays so as the container writes on: never more than two over
+	// five rotations (the live file's inode changes; two rotations between
+	// looks count as one). A listing that races a rotation may see one, as
+	// under the kubelet: the oldest rotated file goes before the live one is
+	// renamed.
+	var live uint64
+	rotations := 0
+	d.Eventually(30*time.Second, "five more rotations", func() error {
 		if fs := logFiles(); len(fs) > 2 {
 			t.Fatalf("log files %v, want at most 2", fs)
 		}
-	}
+		var st syscall.Stat_t
+		if err := syscall.Stat(filepath.Join(logDir, "0.log"), &st); err == nil {
+			if live != 0 && st.Ino != live {
+				rotations++
+			}
+			live = st.Ino
+		}
+		if rotations < 5 {
+			return fmt.Errorf("%d rotations seen", rotations)
+		}
+		return nil
+	})
 	d.Eventually(10*time.Second, "two log files still", func() error {
 		if fs := logFiles(); len(fs) != 2 {
 			return fmt.Errorf("log files %v", fs)

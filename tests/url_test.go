@@ -2,6 +2,7 @@ package tests
 
 import (
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -90,6 +91,7 @@ func TestURLSource(t *testing.T) {
 	d := newDaemon(t)
 	t.Cleanup(func() { srv.Up(); srv.Set(sleeperList("0")) }) // before the daemon's cleanup
 	useURL(t, d, srv.URL())
+	metrics := newNodeMetrics(t, d)
 	sock, path := newNotifySocket(t)
 	d.Env = []string{"NOTIFY_SOCKET=" + path}
 	d.Start()
@@ -136,9 +138,21 @@ func TestURLSource(t *testing.T) {
 		t.Errorf("/healthz?verbose while the URL fails:\n%s", body)
 	}
 	sock.next(t, "manifest URL "+reason, 15*time.Second)
-	time.Sleep(3 * time.Second) // three failed polls
-	if after := mainContainer(t, d.Pod("web")); after.ContainerID != before.ContainerID || after.RestartCount != 0 || !procAlive(pid) {
-		t.Errorf("web's container changed while the server was down: %+v, was %+v", after, before)
+	// Three failed polls, the pods untouched all along.
+	webUnchanged := func() error {
+		p := d.Pod("web")
+		if p == nil {
+			return errors.New("web is gone while the server is down")
+		}
+		if after := mainContainer(t, p); after.ContainerID != before.ContainerID || after.RestartCount != 0 || !procAlive(pid) {
+			return fmt.Errorf("web's container changed while the server was down: %s restarts %d (was %s), pid %d alive %v",
+				after.ContainerID, after.RestartCount, before.ContainerID, pid, procAlive(pid))
+		}
+		return nil
+	}
+	metrics.await("failed URL requests", failedURLRequests, 3, 15*time.Second, webUnchanged)
+	if err := webUnchanged(); err != nil {
+		t.Error(err)
 	}
 	if n := strings.Count(d.Output(), "cannot read pods from the manifest URL"); n != 1 {
 		t.Errorf("the failure was logged %d times over several polls, want once:\n%s", n, d.Output())

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -34,6 +35,8 @@ type fakePods struct {
 	ch       chan struct{}
 	next     []agent.PodUpdate
 	rec      *events.Recorder
+	taken    int // updates Next handed to the mirror
+	looks    int // calls of Synced: the mirror asking whether it may take a pod for an orphan
 }
 
 func newFakePods() *fakePods {
@@ -44,13 +47,26 @@ func (f *fakePods) Watch() Watch             { return f }
 func (f *fakePods) Events() *events.Recorder { return f.rec }
 func (f *fakePods) C() <-chan struct{}       { return f.ch }
 func (f *fakePods) Close()                   {}
-func (f *fakePods) Synced() bool             { f.mu.Lock(); defer f.mu.Unlock(); return !f.unsynced }
+func (f *fakePods) Synced() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.looks++
+	return !f.unsynced
+}
 func (f *fakePods) Next() []agent.PodUpdate {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	out := f.next
 	f.next = nil
+	f.taken += len(out)
 	return out
+}
+
+// counts returns how many updates the mirror took and how often it asked Synced.
+func (f *fakePods) counts() (taken, looks int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.taken, f.looks
 }
 
 func (f *fakePods) set(name string, p *v1.Pod) {
@@ -85,7 +101,8 @@ func start(t *testing.T, client kubernetes.Interface, pods *fakePods) *Mirror {
 	return m
 }
 
-// eventually polls cond every 10ms for up to 5s.
+// eventually polls cond every 10ms for up to 5s of the bubble's fake time
+// (the tests run in synctest bubbles: a poll costs no wall-clock time).
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
@@ -106,81 +123,85 @@ func getMirror(client kubernetes.Interface) *v1.Pod {
 }
 
 func TestMirrorPodLifecycle(t *testing.T) {
-	client := fake.NewClientset()
-	pods := newFakePods()
-	pods.set("kube-system/web-node1", staticPod("h1", v1.PodRunning))
-	start(t, client, pods)
+	synctest.Test(t, func(t *testing.T) {
+		client := fake.NewClientset()
+		pods := newFakePods()
+		pods.set("kube-system/web-node1", staticPod("h1", v1.PodRunning))
+		start(t, client, pods)
 
-	var node *v1.Node
-	eventually(t, "the node registered", func() bool {
-		n, err := client.CoreV1().Nodes().Get(context.Background(), "node1", metav1.GetOptions{})
-		node = n
-		return err == nil
-	})
-	for k, want := range map[string]string{v1.LabelHostname: "node1", v1.LabelOSStable: "linux"} {
-		if node.Labels[k] != want {
-			t.Errorf("node label %s = %q, want %q", k, node.Labels[k], want)
+		var node *v1.Node
+		eventually(t, "the node registered", func() bool {
+			n, err := client.CoreV1().Nodes().Get(context.Background(), "node1", metav1.GetOptions{})
+			node = n
+			return err == nil
+		})
+		for k, want := range map[string]string{v1.LabelHostname: "node1", v1.LabelOSStable: "linux"} {
+			if node.Labels[k] != want {
+				t.Errorf("node label %s = %q, want %q", k, node.Labels[k], want)
+			}
 		}
-	}
-	if got := node.Status.NodeInfo.ContainerRuntimeVersion; got != "staticpodd://test" {
-		t.Errorf("containerRuntimeVersion = %q", got)
-	}
+		if got := node.Status.NodeInfo.ContainerRuntimeVersion; got != "staticpodd://test" {
+			t.Errorf("containerRuntimeVersion = %q", got)
+		}
 
-	eventually(t, "the mirror pod with its status", func() bool {
-		p := getMirror(client)
-		return p != nil && p.Status.Phase == v1.PodRunning
-	})
-	mp := getMirror(client)
-	if mp.Annotations[AnnotationMirror] != "h1" {
-		t.Errorf("mirror annotation = %q, want h1", mp.Annotations[AnnotationMirror])
-	}
-	if len(mp.OwnerReferences) != 1 || mp.OwnerReferences[0].Kind != "Node" || mp.OwnerReferences[0].UID != node.UID ||
-		mp.OwnerReferences[0].Controller == nil || !*mp.OwnerReferences[0].Controller {
-		t.Errorf("owner references = %+v, want one controller reference to node %s", mp.OwnerReferences, node.UID)
-	}
+		eventually(t, "the mirror pod with its status", func() bool {
+			p := getMirror(client)
+			return p != nil && p.Status.Phase == v1.PodRunning
+		})
+		mp := getMirror(client)
+		if mp.Annotations[AnnotationMirror] != "h1" {
+			t.Errorf("mirror annotation = %q, want h1", mp.Annotations[AnnotationMirror])
+		}
+		if len(mp.OwnerReferences) != 1 || mp.OwnerReferences[0].Kind != "Node" || mp.OwnerReferences[0].UID != node.UID ||
+			mp.OwnerReferences[0].Controller == nil || !*mp.OwnerReferences[0].Controller {
+			t.Errorf("owner references = %+v, want one controller reference to node %s", mp.OwnerReferences, node.UID)
+		}
 
-	// A new generation: the outdated mirror pod is replaced.
-	pods.set("kube-system/web-node1", staticPod("h2", v1.PodPending))
-	eventually(t, "the mirror pod of the new hash", func() bool {
-		p := getMirror(client)
-		return p != nil && p.Annotations[AnnotationMirror] == "h2"
-	})
+		// A new generation: the outdated mirror pod is replaced.
+		pods.set("kube-system/web-node1", staticPod("h2", v1.PodPending))
+		eventually(t, "the mirror pod of the new hash", func() bool {
+			p := getMirror(client)
+			return p != nil && p.Annotations[AnnotationMirror] == "h2"
+		})
 
-	// The static pod goes: its mirror pod is deleted.
-	pods.set("kube-system/web-node1", nil)
-	eventually(t, "the orphaned mirror pod deleted", func() bool { return getMirror(client) == nil })
+		// The static pod goes: its mirror pod is deleted.
+		pods.set("kube-system/web-node1", nil)
+		eventually(t, "the orphaned mirror pod deleted", func() bool { return getMirror(client) == nil })
 
-	eventually(t, "the lease", func() bool {
-		l, err := client.CoordinationV1().Leases(v1.NamespaceNodeLease).Get(context.Background(), "node1", metav1.GetOptions{})
-		return err == nil && l.Spec.RenewTime != nil && *l.Spec.HolderIdentity == "node1"
+		eventually(t, "the lease", func() bool {
+			l, err := client.CoordinationV1().Leases(v1.NamespaceNodeLease).Get(context.Background(), "node1", metav1.GetOptions{})
+			return err == nil && l.Spec.RenewTime != nil && *l.Spec.HolderIdentity == "node1"
+		})
 	})
 }
 
 // The API server refuses mirror pods until its PriorityClasses exist: the
 // create is retried within a fraction of a second, not at the next resync.
 func TestMirrorPodRetriedPromptlyWhilePriorityClassMissing(t *testing.T) {
-	client := fake.NewClientset()
-	var mu sync.Mutex
-	refusals := 0
-	client.PrependReactor("create", "pods", func(ktesting.Action) (bool, runtime.Object, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		if refusals < 3 {
-			refusals++
-			return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "web-node1",
-				errors.New("no PriorityClass with name system-node-critical was found"))
+	synctest.Test(t, func(t *testing.T) {
+		client := fake.NewClientset()
+		var mu sync.Mutex
+		refusals := 0
+		client.PrependReactor("create", "pods", func(ktesting.Action) (bool, runtime.Object, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if refusals < 3 {
+				refusals++
+				return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "web-node1",
+					errors.New("no PriorityClass with name system-node-critical was found"))
+			}
+			return false, nil, nil
+		})
+		pods := newFakePods()
+		pods.set("kube-system/web-node1", staticPod("h1", v1.PodRunning))
+		m := start(t, client, pods)
+		began := time.Now()
+		eventually(t, "the mirror pod", func() bool { return getMirror(client) != nil })
+		if d := time.Since(began); d > 2*time.Second {
+			t.Errorf("mirror pod made after %v, want well under 2s with three refusals", d)
 		}
-		return false, nil, nil
+		eventually(t, "health back to ok", func() bool { _, err := m.Status(); return err == nil })
 	})
-	pods := newFakePods()
-	pods.set("kube-system/web-node1", staticPod("h1", v1.PodRunning))
-	m := start(t, client, pods)
-	began := time.Now()
-	eventually(t, "the mirror pod", func() bool { return getMirror(client) != nil })
-	if d := time.Since(began); d > 2*time.Second {
-		t.Errorf("mirror pod made after %v, want well under 2s with three refusals", d)
-	}
-	eventually(t, "health back to ok", func() bool { _, err := m.Status(); return err == nil })
 }
 
 // A starting API server's NodeRestriction answers a node's delete from an
@@ -188,53 +209,57 @@ func TestMirrorPodRetriedPromptlyWhilePriorityClassMissing(t *testing.T) {
 // deleted all the same, within a fraction of a second, not left until the
 // watch is listed again (the chaos soak found it left there).
 func TestOrphanDeletedThoughTheAPIServerSaysNotFound(t *testing.T) {
-	client := fake.NewClientset()
-	var mu sync.Mutex
-	refusals := 0
-	client.PrependReactor("delete", "pods", func(ktesting.Action) (bool, runtime.Object, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		if refusals < 3 {
-			refusals++
-			return true, nil, apierrors.NewNotFound(schema.GroupResource{Resource: "pods"}, "web-node1")
-		}
-		return false, nil, nil
-	})
-	pods := newFakePods()
-	pods.set("kube-system/web-node1", staticPod("h1", v1.PodRunning))
-	m := start(t, client, pods)
-	eventually(t, "the mirror pod", func() bool { return getMirror(client) != nil })
+	synctest.Test(t, func(t *testing.T) {
+		client := fake.NewClientset()
+		var mu sync.Mutex
+		refusals := 0
+		client.PrependReactor("delete", "pods", func(ktesting.Action) (bool, runtime.Object, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if refusals < 3 {
+				refusals++
+				return true, nil, apierrors.NewNotFound(schema.GroupResource{Resource: "pods"}, "web-node1")
+			}
+			return false, nil, nil
+		})
+		pods := newFakePods()
+		pods.set("kube-system/web-node1", staticPod("h1", v1.PodRunning))
+		m := start(t, client, pods)
+		eventually(t, "the mirror pod", func() bool { return getMirror(client) != nil })
 
-	pods.set("kube-system/web-node1", nil)
-	began := time.Now()
-	eventually(t, "the orphaned mirror pod deleted", func() bool { return getMirror(client) == nil })
-	if d := time.Since(began); d > 2*time.Second {
-		t.Errorf("orphan deleted after %v, want well under 2s with three false NotFounds", d)
-	}
-	mu.Lock()
-	if refusals != 3 {
-		t.Errorf("%d deletes answered NotFound, want 3", refusals)
-	}
-	mu.Unlock()
-	eventually(t, "health back to ok", func() bool { _, err := m.Status(); return err == nil })
+		pods.set("kube-system/web-node1", nil)
+		began := time.Now()
+		eventually(t, "the orphaned mirror pod deleted", func() bool { return getMirror(client) == nil })
+		if d := time.Since(began); d > 2*time.Second {
+			t.Errorf("orphan deleted after %v, want well under 2s with three false NotFounds", d)
+		}
+		mu.Lock()
+		if refusals != 3 {
+			t.Errorf("%d deletes answered NotFound, want 3", refusals)
+		}
+		mu.Unlock()
+		eventually(t, "health back to ok", func() bool { _, err := m.Status(); return err == nil })
+	})
 }
 
 // No API server at all: Run keeps trying, Status says why, nothing grows.
 func TestUnreachableAPIServerIsReportedNotFatal(t *testing.T) {
-	pods := newFakePods()
-	m := New(Config{NodeName: "node1", Kubeconfig: "/nonexistent/kubeconfig"}, pods, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- m.Run(ctx) }()
-	eventually(t, "the failure reported", func() bool { _, err := m.Status(); return err != nil })
-	_, err := m.Status()
-	if want := "/nonexistent/kubeconfig"; !contains(err.Error(), want) {
-		t.Errorf("status %q does not name %s", err, want)
-	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Errorf("Run = %v, want nil", err)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		pods := newFakePods()
+		m := New(Config{NodeName: "node1", Kubeconfig: "/nonexistent/kubeconfig"}, pods, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- m.Run(ctx) }()
+		eventually(t, "the failure reported", func() bool { _, err := m.Status(); return err != nil })
+		_, err := m.Status()
+		if want := "/nonexistent/kubeconfig"; !contains(err.Error(), want) {
+			t.Errorf("status %q does not name %s", err, want)
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run = %v, want nil", err)
+		}
+	})
 }
 
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
@@ -242,49 +267,58 @@ func contains(s, sub string) bool { return strings.Contains(s, sub) }
 // A status that changes all the time is patched at a bounded rate, the
 // newest one last, and an unchanged one not at all.
 func TestStatusPatchesRateLimitedNewestWins(t *testing.T) {
-	client := fake.NewClientset()
-	var mu sync.Mutex
-	patches := 0
-	client.PrependReactor("patch", "pods", func(a ktesting.Action) (bool, runtime.Object, error) {
-		if a.GetSubresource() == "status" {
-			mu.Lock()
-			patches++
-			mu.Unlock()
-		}
-		return false, nil, nil
-	})
-	count := func() int { mu.Lock(); defer mu.Unlock(); return patches }
-	pods := newFakePods()
-	p := staticPod("h1", v1.PodRunning)
-	pods.set("kube-system/web-node1", p)
-	start(t, client, pods)
-	eventually(t, "the mirror pod running", func() bool {
-		m := getMirror(client)
-		return m != nil && m.Status.Phase == v1.PodRunning
-	})
+	synctest.Test(t, func(t *testing.T) {
+		client := fake.NewClientset()
+		var mu sync.Mutex
+		patches := 0
+		client.PrependReactor("patch", "pods", func(a ktesting.Action) (bool, runtime.Object, error) {
+			if a.GetSubresource() == "status" {
+				mu.Lock()
+				patches++
+				mu.Unlock()
+			}
+			return false, nil, nil
+		})
+		count := func() int { mu.Lock(); defer mu.Unlock(); return patches }
+		pods := newFakePods()
+		p := staticPod("h1", v1.PodRunning)
+		pods.set("kube-system/web-node1", p)
+		start(t, client, pods)
+		eventually(t, "the mirror pod running", func() bool {
+			m := getMirror(client)
+			return m != nil && m.Status.Phase == v1.PodRunning
+		})
 
-	began, before := time.Now(), count()
-	for i := range 300 {
-		q := p.DeepCopy()
-		q.Status.Message = fmt.Sprint(i)
-		pods.set("kube-system/web-node1", q)
-		time.Sleep(3 * time.Millisecond)
-	}
-	eventually(t, "the newest status patched", func() bool {
-		m := getMirror(client)
-		return m != nil && m.Status.Message == "299"
+		began, before := time.Now(), count()
+		for i := range 300 {
+			q := p.DeepCopy()
+			q.Status.Message = fmt.Sprint(i)
+			pods.set("kube-system/web-node1", q)
+			time.Sleep(3 * time.Millisecond)
+		}
+		eventually(t, "the newest status patched", func() bool {
+			m := getMirror(client)
+			return m != nil && m.Status.Message == "299"
+		})
+		n, secs := count()-before, time.Since(began).Seconds()
+		t.Logf("%d status patches in %.1fs for 300 changes", n, secs)
+		if limit := statusBurst + int(statusQPS*secs) + 2; n > limit {
+			t.Errorf("%d status patches in %.1fs for 300 changes, want at most %d", n, secs, limit)
+		}
+		settled := count()
+		taken, _ := pods.counts()
+		pods.set("kube-system/web-node1", getMirrorStatusAsStatic(p, "299"))
+		// Past the status delay and a full resync: every timer that could
+		// patch has fired once every goroutine is idle again.
+		time.Sleep(time.Minute + statusDelay)
+		synctest.Wait()
+		if now, _ := pods.counts(); now != taken+1 {
+			t.Fatalf("the mirror took %d updates, want the unchanged status taken (1)", now-taken)
+		}
+		if count() != settled {
+			t.Errorf("an unchanged status was patched again")
+		}
 	})
-	n, secs := count()-before, time.Since(began).Seconds()
-	t.Logf("%d status patches in %.1fs for 300 changes", n, secs)
-	if limit := statusBurst + int(statusQPS*secs) + 2; n > limit {
-		t.Errorf("%d status patches in %.1fs for 300 changes, want at most %d", n, secs, limit)
-	}
-	settled := count()
-	pods.set("kube-system/web-node1", getMirrorStatusAsStatic(p, "299"))
-	time.Sleep(500 * time.Millisecond)
-	if count() != settled {
-		t.Errorf("an unchanged status was patched again")
-	}
 }
 
 func getMirrorStatusAsStatic(p *v1.Pod, msg string) *v1.Pod {
@@ -297,32 +331,37 @@ func getMirrorStatusAsStatic(p *v1.Pod, msg string) *v1.Pod {
 // before the agent has all its sources' pods: they would be deleted and made
 // again at every restart.
 func TestMirrorPodsKeptUntilTheAgentSynced(t *testing.T) {
-	client := fake.NewClientset()
-	ctx := context.Background()
-	n, err := client.CoreV1().Nodes().Create(ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node1", UID: "n1"}}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	old := mirrorPod(staticPod("h1", v1.PodRunning), "node1", n.UID)
-	old.UID = "m1"
-	if _, err := client.CoreV1().Pods("kube-system").Create(ctx, old, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	pods := newFakePods()
-	pods.unsynced = true
-	start(t, client, pods)
-	eventually(t, "the node's status posted", func() bool {
-		n, err := client.CoreV1().Nodes().Get(ctx, "node1", metav1.GetOptions{})
-		return err == nil && len(n.Status.Conditions) > 0
+	synctest.Test(t, func(t *testing.T) {
+		client := fake.NewClientset()
+		ctx := context.Background()
+		n, err := client.CoreV1().Nodes().Create(ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node1", UID: "n1"}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		old := mirrorPod(staticPod("h1", v1.PodRunning), "node1", n.UID)
+		old.UID = "m1"
+		if _, err := client.CoreV1().Pods("kube-system").Create(ctx, old, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		pods := newFakePods()
+		pods.unsynced = true
+		start(t, client, pods)
+		eventually(t, "the node's status posted", func() bool {
+			n, err := client.CoreV1().Nodes().Get(ctx, "node1", metav1.GetOptions{})
+			return err == nil && len(n.Status.Conditions) > 0
+		})
+		// The pod is looked at, and looked at again a second later: each look
+		// asks Synced, and each found it false.
+		eventually(t, "the mirror pod looked at twice", func() bool { _, looks := pods.counts(); return looks >= 2 })
+		synctest.Wait()
+		if getMirror(client) == nil {
+			t.Fatal("the mirror pod was deleted before the agent had its sources' pods")
+		}
+		pods.mu.Lock()
+		pods.unsynced = false
+		pods.mu.Unlock()
+		eventually(t, "the orphaned mirror pod deleted once the agent synced", func() bool { return getMirror(client) == nil })
 	})
-	time.Sleep(1500 * time.Millisecond) // a sync and its second look
-	if getMirror(client) == nil {
-		t.Fatal("the mirror pod was deleted before the agent had its sources' pods")
-	}
-	pods.mu.Lock()
-	pods.unsynced = false
-	pods.mu.Unlock()
-	eventually(t, "the orphaned mirror pod deleted once the agent synced", func() bool { return getMirror(client) == nil })
 }
 
 // An outage whose errors differ from request to request (each names its own

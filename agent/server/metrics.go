@@ -30,6 +30,13 @@ type Timer interface {
 	PodWorkerDurations() map[string]histogram.Snapshot
 }
 
+// URLRequestCounter is implemented by an Agent whose pods may come from a
+// manifest URL: the requests made to it so far, and how many failed; ok is
+// false while there is no URL.
+type URLRequestCounter interface {
+	URLRequests() (total, failed uint64, ok bool)
+}
+
 // ProbeCounter is implemented by an Agent that counts the probes it makes.
 type ProbeCounter interface {
 	ProbeCounts() map[prober.CountKey]uint64
@@ -141,13 +148,14 @@ var (
 	descPodWorker   = prometheus.NewDesc("kubelet_pod_worker_duration_seconds", "Duration in seconds to sync a single pod. Broken down by operation type: create, update, or sync", []string{"operation_type"}, nil)
 	descEvictions   = prometheus.NewDesc("kubelet_evictions", "Cumulative number of pod evictions by eviction signal", []string{"eviction_signal"}, nil)
 	descReady       = prometheus.NewDesc("staticpodd_pod_ready", "1 when the pod's Ready condition is True", []string{"namespace", "pod", "uid"}, nil)
+	descURLRequests = prometheus.NewDesc("staticpodd_manifest_url_requests_total", "Requests made to the manifest URL (staticPodURL), by result: success (a body read) or failure", []string{"result"}, nil)
 )
 
 // agentCollector reads /metrics' pod figures from the agent's status.
 type agentCollector struct{ a Agent }
 
 func (agentCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descRunningPods, descContainers, descDesired, descNodeName, descProblems, descRestarts, descReady, descEvictions, descPodStart, descPodWorker} {
+	for _, d := range []*prometheus.Desc{descRunningPods, descContainers, descDesired, descNodeName, descProblems, descRestarts, descReady, descEvictions, descPodStart, descPodWorker, descURLRequests} {
 		ch <- d
 	}
 }
@@ -198,6 +206,12 @@ func (c agentCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstHistogram(descPodStart, s.Count, s.Sum, s.Buckets)
 		for op, s := range t.PodWorkerDurations() {
 			ch <- prometheus.MustNewConstHistogram(descPodWorker, s.Count, s.Sum, s.Buckets, op)
+		}
+	}
+	if uc, ok := c.a.(URLRequestCounter); ok {
+		if total, failed, ok := uc.URLRequests(); ok {
+			ch <- prometheus.MustNewConstMetric(descURLRequests, prometheus.CounterValue, float64(total-failed), "success")
+			ch <- prometheus.MustNewConstMetric(descURLRequests, prometheus.CounterValue, float64(failed), "failure")
 		}
 	}
 	if ec, ok := c.a.(EvictionCounter); ok {

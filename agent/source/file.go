@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -43,6 +44,9 @@ type File struct {
 	logger   *slog.Logger
 	relist   chan struct{}      // Relist asks Run to list now
 	periodc  chan time.Duration // SetPeriod hands Run a new period
+	// lists counts Run's lists of the manifests, sent or not: what a
+	// test waits for before it says a relist changed nothing.
+	lists atomic.Uint64
 
 	// Store, when set before Run, keeps the manifest of each started pod
 	// with its state, so that the last good pod of a manifest that is
@@ -166,7 +170,9 @@ func (f *File) Run(ctx context.Context, out chan<- Update) error {
 		// a symlinked manifest leads somewhere new) is added after it, and
 		// the list runs again: a change made in between had no watch.
 		f.watch(w, f.links())
-		if f.send(ctx, out, f.list()) != nil {
+		u := f.list()
+		f.lists.Add(1)
+		if f.send(ctx, out, u) != nil {
 			return nil // ctx ended while sending: not an error
 		}
 		if f.watch(w, f.links()) {

@@ -29,6 +29,13 @@ var seenAt = time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
 // start runs a file source on path and returns its updates.
 func start(t *testing.T, path string, period time.Duration) <-chan Update {
 	t.Helper()
+	ch, _ := startSource(t, path, period)
+	return ch
+}
+
+// startSource is start that returns the source too, whose lists a test can count.
+func startSource(t *testing.T, path string, period time.Duration) (<-chan Update, *File) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	out := make(chan Update)
 	done := make(chan error, 1)
@@ -45,7 +52,7 @@ func start(t *testing.T, path string, period time.Duration) <-chan Update {
 			t.Errorf("Run: %v", err)
 		}
 	})
-	return out
+	return out, src
 }
 
 // next returns the next update, failing after a few seconds.
@@ -72,6 +79,26 @@ func waitFor(t *testing.T, ch <-chan Update, what string, ok func(Update) bool) 
 			}
 		case <-deadline:
 			t.Fatalf("no update with %s within 5s", what)
+		}
+	}
+}
+
+// noUpdateOverLists fails if an update arrives before src has listed the
+// manifests n more times. A list that found a change would send it first:
+// the send blocks until the test takes it, so no further list runs.
+func noUpdateOverLists(t *testing.T, ch <-chan Update, src *File, n uint64) {
+	t.Helper()
+	from := src.lists.Load()
+	deadline := time.After(5 * time.Second)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for src.lists.Load() < from+n {
+		select {
+		case u := <-ch:
+			t.Fatalf("unexpected update: %s", describe(u))
+		case <-deadline:
+			t.Fatalf("the source listed %d times in 5s, want %d", src.lists.Load()-from, n)
+		case <-tick.C:
 		}
 	}
 }
@@ -307,11 +334,11 @@ func TestNoUpdateWithoutChange(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "a.yaml")
 	writeFile(t, path, podYAML("a", "busybox"))
-	ch := start(t, dir, 50*time.Millisecond)
+	ch, src := startSource(t, dir, 50*time.Millisecond)
 	next(t, ch)
 	// Rewriting the same content and relisting many times sends nothing.
 	writeFile(t, path, podYAML("a", "busybox"))
-	quiet(t, ch, 400*time.Millisecond)
+	noUpdateOverLists(t, ch, src, 5)
 }
 
 // A manifest that is a hard link to a file elsewhere changes without an
@@ -438,7 +465,7 @@ func TestRelistSendsOnlyChanges(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "web.yaml"), []byte(body("nginx:1")), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	ch := start(t, dir, 20*time.Millisecond)
+	ch, src := startSource(t, dir, 20*time.Millisecond)
 	image := func(u Update) string {
 		if len(u.Pods) != 1 {
 			return ""
@@ -448,11 +475,11 @@ func TestRelistSendsOnlyChanges(t *testing.T) {
 	if u := next(t, ch); image(u) != "nginx:1" {
 		t.Fatalf("first update %s", describe(u))
 	}
-	quiet(t, ch, 300*time.Millisecond) // about 15 relists
+	noUpdateOverLists(t, ch, src, 15)
 	renameIn(t, dir, "web.yaml", body("nginx:2"))
 	u := waitFor(t, ch, "the new image", func(u Update) bool { return image(u) == "nginx:2" })
 	if p := u.Pods[0]; p.UID != "fixed-uid" || p.Annotations[manifest.AnnotationSeen] == "" {
 		t.Errorf("changed pod: uid %q, annotations %v; want its own uid, stamped", p.UID, p.Annotations)
 	}
-	quiet(t, ch, 300*time.Millisecond)
+	noUpdateOverLists(t, ch, src, 15)
 }

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -35,6 +36,15 @@ type URLConfig struct {
 	Seen manifest.SeenFunc
 	// OnChange, when set, is called from Run whenever Status changes.
 	OnChange func(URLStatus)
+	// Requests, when set, counts the requests made; one is shared by the
+	// sources a reload makes, so that the count goes on.
+	Requests *RequestCounts
+}
+
+// RequestCounts counts the requests of URL sources: all of them, and those
+// that failed (no body read: refused, timed out, an HTTP error status).
+type RequestCounts struct {
+	Total, Failed atomic.Uint64
 }
 
 // URLStatus is how the URL source is doing, for /healthz and STATUS=.
@@ -174,6 +184,12 @@ func (s *URL) poll(ctx context.Context) {
 	body, err := s.client.Fetch(ctx, s.cfg.URL, s.cfg.Header)
 	if ctx.Err() != nil {
 		return
+	}
+	if c := s.cfg.Requests; c != nil {
+		c.Total.Add(1)
+		if err != nil {
+			c.Failed.Add(1)
+		}
 	}
 	if err != nil {
 		s.fail(err)

@@ -726,3 +726,25 @@ func TestURLOnce(t *testing.T) {
 		t.Fatalf("once with the server failing: pods %v problems %q", podNames(u), problemText(u))
 	}
 }
+
+// RequestCounts counts every request and the failed ones, across the
+// sources that share it (as those a reload makes do).
+func TestURLRequestCounts(t *testing.T) {
+	s, srv := newServed(t, 200, urlList("a"))
+	logger := slog.New(slog.DiscardHandler)
+	var counts RequestCounts
+	once := func() {
+		t.Helper()
+		src := NewURL(URLConfig{URL: srv.URL, NodeName: "node1", Requests: &counts}, logger)
+		if err := src.Once(context.Background(), make(chan Update, 1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	once()
+	s.set(500, "")
+	once()
+	once()
+	if total, failed := counts.Total.Load(), counts.Failed.Load(); total != 3 || failed != 2 {
+		t.Errorf("%d requests, %d failed; want 3, 2 failed", total, failed)
+	}
+}

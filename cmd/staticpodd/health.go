@@ -16,9 +16,11 @@ import (
 // /healthz?verbose and appended to STATUS=. They never stop a pod, so a
 // failing one does not make the daemon unhealthy.
 type auxiliary struct {
-	url    atomic.Pointer[source.URL] // nil without staticPodURL; a reload changes it
-	mirror *mirror.Mirror             // nil without a kubeconfig
-	parts  []*part                    // the read-only port, the image import watcher
+	url atomic.Pointer[source.URL] // nil without staticPodURL; a reload changes it
+	// urlRequests counts the requests of every URL source the daemon ran.
+	urlRequests source.RequestCounts
+	mirror      *mirror.Mirror // nil without a kubeconfig
+	parts       []*part        // the read-only port, the image import watcher
 	reloadNote
 }
 
@@ -113,6 +115,15 @@ type served struct {
 }
 
 func (s served) Checks() []server.Check { return s.aux.checks() }
+
+// URLRequests is staticpodd_manifest_url_requests_total's figures.
+func (s served) URLRequests() (total, failed uint64, ok bool) {
+	if s.aux.url.Load() == nil {
+		return 0, 0, false
+	}
+	failed = s.aux.urlRequests.Failed.Load() // before Total: never more than it
+	return s.aux.urlRequests.Total.Load(), failed, true
+}
 
 var _ server.Checker = served{}
 

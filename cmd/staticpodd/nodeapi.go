@@ -114,8 +114,9 @@ func (d *daemon) serveNodeAPI(ctx context.Context, files uint64) {
 
 // What the node API's metrics read from the agent.
 var (
-	_ server.ProbeCounter    = served{}
-	_ server.EvictionCounter = served{}
-	_ server.Timer           = served{}
-	_ server.NodeReporter    = served{}
+	_ server.ProbeCounter      = served{}
+	_ server.EvictionCounter   = served{}
+	_ server.Timer             = served{}
+	_ server.NodeReporter      = served{}
+	_ server.URLRequestCounter = served{}
 )

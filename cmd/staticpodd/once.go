@@ -33,8 +33,8 @@ const defaultOnceTimeout = 1023 * time.Second
 // daemon started later adopts them. Only the CLI socket is served, so that
 // ps and events work meanwhile; neither the read-only port nor the import
 // folder's watch runs.
-func runOnce(cfg *config.Config, logger *slog.Logger, timeout time.Duration, out io.Writer) error {
-	d, err := newDaemon(cfg, logger, true)
+func runOnce(cfg *config.Config, hooks testHooks, logger *slog.Logger, timeout time.Duration, out io.Writer) error {
+	d, err := newDaemon(cfg, hooks, logger, true)
 	if err != nil {
 		return err
 	}

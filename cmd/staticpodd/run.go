@@ -47,6 +47,7 @@ var errSignal = errors.New("received a stop signal")
 
 func newRunCmd() *cobra.Command {
 	var flags config.Flags
+	var hooks testHooks
 	var verbose, once bool
 	var readyWhenFlag string
 	var onceTimeout time.Duration
@@ -69,7 +70,7 @@ func newRunCmd() *cobra.Command {
 			}
 			warnNotYetActedOn(cfg, logger)
 			if once {
-				return runOnce(cfg, logger, onceTimeout, cmd.OutOrStdout())
+				return runOnce(cfg, hooks, logger, onceTimeout, cmd.OutOrStdout())
 			}
 			if cmd.Flags().Changed("once-timeout") {
 				return fmt.Errorf("--once-timeout is for --once")
@@ -78,10 +79,11 @@ func newRunCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return runDaemon(cfg, &flags, when, logger)
+			return runDaemon(cfg, &flags, hooks, when, logger)
 		},
 	}
 	flags.Register(cmd.Flags())
+	hooks.register(cmd.Flags())
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "log at debug level")
 	cmd.Flags().BoolVar(&once, "once", false, "start every pod, wait until each runs (or has finished, for restartPolicy Never and OnFailure), print the results and exit, leaving the pods running")
 	cmd.Flags().StringVar(&readyWhenFlag, "ready-when", readySynced, "when to tell systemd READY=1: synced (every source read, first sync done), pods-running[:NAME,...] or pods-ready[:NAME,...] (the chosen pods, or all, are Running or Ready)")
@@ -131,6 +133,7 @@ type daemon struct {
 	// memNotifier wakes the eviction manager; nil until there are
 	// thresholds.
 	memNotifier atomic.Pointer[oci.MemoryNotifier]
+	hooks       testHooks // run's hidden test-only flags
 }
 
 // readyNotifier remembers that READY=1 was said, so that a reload asked for
@@ -181,8 +184,8 @@ func (d *daemon) reload() {
 	}
 }
 
-func runDaemon(cfg *config.Config, flags *config.Flags, when readyWhen, logger *slog.Logger) error {
-	d, err := newDaemon(cfg, logger, false)
+func runDaemon(cfg *config.Config, flags *config.Flags, hooks testHooks, when readyWhen, logger *slog.Logger) error {
+	d, err := newDaemon(cfg, hooks, logger, false)
 	if err != nil {
 		return err
 	}
@@ -227,7 +230,7 @@ func runDaemon(cfg *config.Config, flags *config.Flags, when readyWhen, logger *
 
 // newDaemon makes every subsystem; once: the sources read the manifests once
 // (run --once).
-func newDaemon(cfg *config.Config, logger *slog.Logger, once bool) (*daemon, error) {
+func newDaemon(cfg *config.Config, hooks testHooks, logger *slog.Logger, once bool) (*daemon, error) {
 	// The daemon's RSS is what it touches, not 2 MiB around each touch:
 	// before the runtime copies the embedded monitor program out of it.
 	monitor.SmallPagesForExecutable()
@@ -280,7 +283,7 @@ func newDaemon(cfg *config.Config, logger *slog.Logger, once bool) (*daemon, err
 		RootDir:      cfg.RootDir,
 		CgroupRoot:   cfg.CgroupRoot,
 		CgroupDriver: cfg.CgroupDriver,
-		NodeCgroup:   os.Getenv(envTestNodeCgroup),
+		NodeCgroup:   hooks.nodeCgroup,
 		// A negative containerLogMaxSize turns rotation off, as the kubelet's.
 		LogMaxSize:  cfg.ContainerLogMaxSize,
 		LogMaxFiles: int(cfg.ContainerLogMaxFiles),
@@ -312,7 +315,7 @@ func newDaemon(cfg *config.Config, logger *slog.Logger, once bool) (*daemon, err
 	seen := agent.NewSeenStore(paths)
 	aux := &auxiliary{}
 	status := &statusLine{notifier: notifier, aux: aux}
-	d := &daemon{cfg: cfg, logger: logger, notifier: notifier, status: status, aux: aux, images: images, runtime: rt, lock: lock, collectImages: make(chan struct{}, 1)}
+	d := &daemon{cfg: cfg, logger: logger, notifier: notifier, status: status, aux: aux, images: images, runtime: rt, lock: lock, collectImages: make(chan struct{}, 1), hooks: hooks}
 	d.seen = seen
 	d.sources = newSourceSet()
 	var sourceNames []string
@@ -367,16 +370,6 @@ func newDaemon(cfg *config.Config, logger *slog.Logger, once bool) (*daemon, err
 	return d, nil
 }
 
-// envTestNodeCgroup names, for tests only, a cgroupfs cgroup whose memory and
-// pids limits stand for the node's (docs/configuration.md): a test makes
-// real node pressure inside it without starving the machine.
-const envTestNodeCgroup = "STATICPODD_TEST_NODE_CGROUP"
-
-// envTestNoMemoryNotifier, for benchmarks only, turns the memory threshold
-// notifier off: memory pressure is found by polling alone, to measure what
-// the notifier gains.
-const envTestNoMemoryNotifier = "STATICPODD_TEST_NO_MEMORY_NOTIFIER"
-
 // evictionThresholds is the eviction manager's part of cfg: the thresholds
 // and their periods, which a reload changes.
 func evictionThresholds(cfg *config.Config) eviction.Config {
@@ -401,7 +394,7 @@ func (d *daemon) evictionConfig() agent.EvictionConfig {
 		}
 		return freed, err
 	}
-	if os.Getenv(envTestNoMemoryNotifier) != "" {
+	if d.hooks.noMemoryNotifier {
 		return ec
 	}
 	ec.NewNotifier = func() (agent.MemoryNotifier, error) {

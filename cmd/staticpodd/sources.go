@@ -188,6 +188,7 @@ func (d *daemon) newURLSource(cfg *config.Config, once bool) *runningSource {
 		SaveFile: urlSaveFile(cfg),
 		Seen:     d.seen.Seen,
 		OnChange: func(source.URLStatus) { d.status.refresh() },
+		Requests: &d.aux.urlRequests,
 	}, d.logger.With("source", "url"))
 	run := url.Run
 	if once {

@@ -124,7 +124,7 @@ func runExit(args []string) int {
 	if werr := m.writeExit(exit); werr != nil {
 		err = errors.Join(err, werr)
 	}
-	PauseAt(PauseDestroy)
+	pauseAt(PauseDestroy)
 	if loadErr != nil {
 		err = errors.Join(err, fmt.Errorf("load container %s: %w", m.id, loadErr))
 	} else if derr := ctr.Destroy(); derr != nil {

@@ -246,7 +246,7 @@ func TestCRILogForeignRotatedName(t *testing.T) {
 	checkForeignRotation(t, logPath, maxSize, maxFiles, lines)
 }
 
-// checkForeignRotation checks a log rotated past a foreign <log>.bak: every
+// checkForeignRotation checks a log rotated (past a foreign <log>.bak, if any): every
 // rotated name is a stamp, maxFiles-1 of them are kept, the live file is
 // within maxSize, and the files hold the newest lines without a gap.
 func checkForeignRotation(t *testing.T, logPath string, maxSize int64, maxFiles, lines int) {
@@ -326,19 +326,34 @@ func TestRunningMonitorTinyMaxSize(t *testing.T) {
 }
 
 // A rotation file that is not a JSON object changes nothing (it read as
-// "rotation off" before).
+// "rotation off" before, and the log grew without bound): the refusal is
+// logged, and the output written after it is rotated at the container's
+// maxSize and maxFiles, the newest lines kept without a gap.
 func TestRunningMonitorGarbageRotationFile(t *testing.T) {
-	m := startRunningMonitor(t, `read x < "$GO"`, 4096, 3)
+	const maxSize, maxFiles, lines = 4096, 3, 600
+	m := startRunningMonitor(t, `read x < "$GO"; i=0; while [ $i -lt `+strconv.Itoa(lines)+` ]; do echo "line $i of the container's output"; i=$((i+1)); done`, maxSize, maxFiles)
 	m.running()
-	_ = os.WriteFile(filepath.Join(m.dir, RotationFile), []byte("not json at all"), 0o600)
-	_ = m.cmd.Process.Signal(unix.SIGHUP)
-	m.eventually("reload logged", func() bool { return strings.Contains(m.monitorLog(), "log rotation") })
-	t.Logf("%s", m.monitorLog())
+	if err := os.WriteFile(filepath.Join(m.dir, RotationFile), []byte("not json at all"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	var rot LogRotation
-	_, err := ReadOptionalJSON(filepath.Join(m.dir, RotationFile), &rot)
-	t.Logf("Go's reading: %v", err)
+	if _, err := ReadOptionalJSON(filepath.Join(m.dir, RotationFile), &rot); err == nil {
+		t.Errorf("Go's reading of the garbage rotation file = %+v, want an error", rot)
+	}
+	if err := m.cmd.Process.Signal(unix.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	m.eventually("the refusal logged", func() bool {
+		return strings.Contains(m.monitorLog(), `msg="log rotation not changed"`)
+	})
+	if strings.Contains(m.monitorLog(), `msg="log rotation changed"`) {
+		t.Errorf("the garbage rotation file was taken:\n%s", m.monitorLog())
+	}
 	m.release()
-	m.exit()
+	if e := m.exit(); e.ExitCode != 0 {
+		t.Errorf("exit %+v, want 0", e)
+	}
+	checkForeignRotation(t, m.log, maxSize, maxFiles, lines)
 }
 
 // kill -9 of the C monitor while its gzip helper runs takes the helper too

@@ -40,13 +40,10 @@ const StartArg = "__staticpodd_monitor"
 // pgrep -f '^staticpodd-monitor'.
 const Name = "staticpodd-monitor"
 
-// PauseAt is where a test stops a monitor to see what the daemon does with
-// one that stands still there: PauseRun once it wrote its state and before
-// it creates the container, PauseDestroy once it recorded the exit and before
-// it destroys the container. It does nothing in the production monitor: only
-// a test binary that is its own monitor (package oci's) sets it, in an init.
-var PauseAt = func(point string) {}
-
+// The points where a test stops a monitor to see what the daemon does with
+// one that stands still there (pauseAt): PauseRun once it wrote its state and
+// before it creates the container, PauseDestroy once it recorded the exit and
+// before it destroys the container.
 const (
 	PauseRun     = "run"
 	PauseDestroy = "destroy"
@@ -257,7 +254,7 @@ func (m *monitorProc) run(st State, log *slog.Logger) error {
 	if err := waitState(); err != nil {
 		return err
 	}
-	PauseAt(PauseRun)
+	pauseAt(PauseRun)
 
 	ctr, err := libcontainer.Create(m.root, m.id, cfg)
 	if err != nil {
@@ -275,7 +272,7 @@ func (m *monitorProc) run(st State, log *slog.Logger) error {
 			err = errors.Join(err, werr)
 		}
 	}
-	PauseAt(PauseDestroy)
+	pauseAt(PauseDestroy)
 	if derr := ctr.Destroy(); derr != nil {
 		err = errors.Join(err, fmt.Errorf("destroy container %s: %w", m.id, derr))
 	}

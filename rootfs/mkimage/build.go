@@ -10,7 +10,6 @@ import (
 	"io/fs"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path"
 	"path/filepath"
 	"slices"
@@ -25,14 +24,12 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
+
+	"github.com/staticpodd/staticpodd/rootfs/busybox"
 )
 
 // epoch is every timestamp in the image, so builds are reproducible.
 var epoch = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
-
-// requiredApplets must be linked; other applets the binary lists are linked too.
-var requiredApplets = []string{"sh", "ls", "cat", "echo", "sleep", "httpd", "wget", "true", "false",
-	"env", "id", "hostname", "ps", "mount", "grep", "touch", "date", "kill"}
 
 type options struct {
 	busybox          string
@@ -94,7 +91,7 @@ func build(o options) error {
 	if err != nil {
 		return fmt.Errorf("read busybox (apt-get install busybox-static): %w", err)
 	}
-	layerTar, err := rootfsTar(bin, applets(o.busybox), o.files)
+	layerTar, err := rootfsTar(bin, busybox.Applets(o.busybox), o.files)
 	if err != nil {
 		return err
 	}
@@ -138,23 +135,6 @@ func build(o options) error {
 	return write(o, img)
 }
 
-// applets are the applet names the busybox binary reports, or the required ones if
-// it cannot be run here (another architecture).
-func applets(busybox string) []string {
-	out, err := exec.Command(busybox, "--list").Output()
-	if err != nil {
-		return requiredApplets
-	}
-	list := strings.Fields(string(out))
-	for _, a := range requiredApplets {
-		if !slices.Contains(list, a) {
-			list = append(list, a)
-		}
-	}
-	slices.Sort(list)
-	return slices.Compact(list)
-}
-
 // rootfsTar is the one layer: busybox, its applet links, users, /tmp and /www,
 // and the files -add names, with the directories above them.
 func rootfsTar(bin []byte, applets []string, files []file) ([]byte, error) {
@@ -171,22 +151,24 @@ func rootfsTar(bin []byte, applets []string, files []file) ([]byte, error) {
 	dir := func(name string, mode int64) error {
 		return add(&tar.Header{Name: name + "/", Typeflag: tar.TypeDir, Mode: mode}, nil)
 	}
-	file := func(name string, mode int64, body string) error {
-		return add(&tar.Header{Name: name, Typeflag: tar.TypeReg, Mode: mode}, []byte(body))
+	entry := func(e busybox.Entry) error {
+		name := e.Name
+		if e.Type == tar.TypeDir {
+			name += "/"
+		}
+		return add(&tar.Header{Name: name, Typeflag: e.Type, Mode: e.Mode, Linkname: e.Link}, e.Body)
 	}
-	err := errors.Join(
-		dir("bin", 0o755), add(&tar.Header{Name: "bin/busybox", Typeflag: tar.TypeReg, Mode: 0o755}, bin),
-		dir("dev", 0o755), dir("etc", 0o755), dir("proc", 0o555), dir("root", 0o700), dir("sys", 0o555),
-		dir("tmp", 0o1777), dir("usr", 0o755), dir("usr/bin", 0o755), dir("var", 0o755), dir("www", 0o755),
-		file("etc/passwd", 0o644, "root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n"),
-		file("etc/group", 0o644, "root:x:0:\nnobody:x:65534:\n"),
-		file("www/index.html", 0o644, "hello from staticpodd\n"),
-	)
-	if err != nil {
+	dirs := map[string]bool{}
+	var errs []error
+	for _, e := range busybox.Base(bin) {
+		errs = append(errs, entry(e))
+		if e.Type == tar.TypeDir {
+			dirs[e.Name] = true
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("make layer: %w", err)
 	}
-	dirs := map[string]bool{"bin": true, "dev": true, "etc": true, "proc": true, "root": true, "sys": true,
-		"tmp": true, "usr": true, "usr/bin": true, "var": true, "www": true}
 	for _, f := range files {
 		if dirs[f.dst] {
 			return nil, fmt.Errorf("-add %s: /%s is a directory of the image", f.src, f.dst)
@@ -213,11 +195,8 @@ func rootfsTar(bin []byte, applets []string, files []file) ([]byte, error) {
 			return nil, fmt.Errorf("make layer: %w", err)
 		}
 	}
-	for _, a := range applets {
-		if a == "busybox" || strings.Contains(a, "/") {
-			continue
-		}
-		if err := add(&tar.Header{Name: "bin/" + a, Typeflag: tar.TypeSymlink, Linkname: "busybox", Mode: 0o777}, nil); err != nil {
+	for _, l := range busybox.Links(applets) {
+		if err := entry(l); err != nil {
 			return nil, fmt.Errorf("make layer: %w", err)
 		}
 	}

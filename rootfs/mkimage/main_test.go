@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/staticpodd/staticpodd/oci/image"
+	"github.com/staticpodd/staticpodd/rootfs/busybox"
 	"github.com/staticpodd/staticpodd/tests/testroot"
 )
 
@@ -76,7 +77,7 @@ func TestImageRuns(t *testing.T) {
 	if !slices.Equal(img.Config.Cmd, []string{"sh"}) {
 		t.Errorf("Cmd = %q, want [sh]", img.Config.Cmd)
 	}
-	for _, a := range requiredApplets {
+	for _, a := range busybox.RequiredApplets {
 		if target, err := os.Readlink(filepath.Join(rootfs, "bin", a)); err != nil || target != "busybox" {
 			t.Errorf("bin/%s -> %q, %v; want busybox", a, target, err)
 		}

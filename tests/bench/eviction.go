@@ -71,7 +71,7 @@ func (s *syncBuf) String() string              { s.mu.Lock(); defer s.mu.Unlock(
 
 // startEvictDaemon starts a daemon with the extra config and environment;
 // node, when set, is its test-only node cgroup and the parent of its pods.
-func startEvictDaemon(bin, image, node, extraCfg string, env ...string) (*evictDaemon, error) {
+func startEvictDaemon(bin, image, node, extraCfg string, args ...string) (*evictDaemon, error) {
 	dir, err := os.MkdirTemp("", "staticpodd-bench-evict-")
 	if err != nil {
 		return nil, err
@@ -88,7 +88,7 @@ func startEvictDaemon(bin, image, node, extraCfg string, env ...string) (*evictD
 	cgroupRoot := "/staticpodd-bench-evict"
 	if node != "" {
 		cgroupRoot = node + "/pods"
-		env = append(env, "STATICPODD_TEST_NODE_CGROUP="+node)
+		args = append(args, "--test-node-cgroup", node)
 	}
 	cfg := filepath.Join(dir, "config.yaml")
 	os.WriteFile(cfg, []byte(fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
@@ -103,9 +103,9 @@ cgroupRoot: %s
 	if out, err := exec.Command(bin, append([]string{"images", "import", image}, common...)...).CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("import: %v: %s", err, out)
 	}
-	d.cmd = exec.Command(bin, append([]string{"run", "-v", "--config", cfg, "--hostname-override", "bench"}, common...)...)
+	d.cmd = exec.Command(bin, append(append([]string{"run", "-v", "--config", cfg, "--hostname-override", "bench"}, common...), args...)...)
 	d.cmd.Stdout, d.cmd.Stderr = d.logs, d.logs
-	d.cmd.Env = append(os.Environ(), env...)
+	d.cmd.Env = os.Environ()
 	if err := d.cmd.Start(); err != nil {
 		return nil, err
 	}
@@ -196,14 +196,14 @@ func detectionLatency(bin, image string, runs int, notifier bool) ([]time.Durati
 	if err := os.WriteFile(filepath.Join(dir, limitFile), []byte(strconv.Itoa(evictionNodeBytes)), 0o644); err != nil {
 		return nil, err
 	}
-	var env []string
+	var args []string
 	if !notifier {
-		env = append(env, "STATICPODD_TEST_NO_MEMORY_NOTIFIER=1")
+		args = append(args, "--test-no-memory-notifier")
 	}
 	d, err := startEvictDaemon(bin, image, evictionNode, `evictionHard:
   memory.available: 200Mi
 evictionPressureTransitionPeriod: 1s
-`, env...)
+`, args...)
 	if err != nil {
 		return nil, err
 	}

@@ -26,6 +26,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	bbtree "github.com/staticpodd/staticpodd/rootfs/busybox"
 )
 
 func main() {
@@ -531,16 +533,11 @@ func buildFloor(dir string) (string, error) {
 func makeBundle(runc, busybox, dir, name string, args []string, sigDir string) (string, error) {
 	bundle := filepath.Join(dir, name)
 	rootfs := filepath.Join(bundle, "rootfs")
-	for _, p := range []string{"bin", "proc", "sys", "dev", "sig", "tmp"} {
-		os.MkdirAll(filepath.Join(rootfs, p), 0o755)
-	}
-	b, err := os.ReadFile(busybox)
-	if err != nil {
+	if err := bbtree.WriteDir(rootfs, busybox); err != nil {
 		return "", err
 	}
-	os.WriteFile(filepath.Join(rootfs, "bin", "busybox"), b, 0o755)
-	for _, applet := range []string{"sh", "sleep", "true"} {
-		os.Symlink("busybox", filepath.Join(rootfs, "bin", applet))
+	if err := os.Mkdir(filepath.Join(rootfs, "sig"), 0o755); err != nil {
+		return "", err
 	}
 	if out, err := exec.Command(runc, "spec", "--bundle", bundle).CombinedOutput(); err != nil {
 		return "", fmt.Errorf("runc spec: %v: %s", err, out)

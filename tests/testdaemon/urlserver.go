@@ -34,6 +34,9 @@ type ManifestServer struct {
 	// want, when set, is a header "Key: Value" a request must carry, or
 	// it is refused with 403.
 	want [2]string
+	// served counts the requests answered with the body: the polls a test
+	// waits for before it says a poll changed nothing.
+	served int
 }
 
 // NewManifestServer serves body until the test ends.
@@ -96,12 +99,23 @@ func (s *ManifestServer) URL() string { return "http://" + s.addr + "/pods" }
 func (s *ManifestServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	body, want := s.body, s.want
+	ok := want[0] == "" || r.Header.Get(want[0]) == want[1]
+	if ok {
+		s.served++
+	}
 	s.mu.Unlock()
-	if want[0] != "" && r.Header.Get(want[0]) != want[1] {
+	if !ok {
 		http.Error(w, "forbidden", http.StatusForbidden)
 		return
 	}
 	io.WriteString(w, body)
+}
+
+// Served is how many requests were answered with the body so far.
+func (s *ManifestServer) Served() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.served
 }
 
 // RequireHeader refuses from now on every request without header key set to

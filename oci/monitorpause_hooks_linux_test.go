@@ -1,0 +1,27 @@
+//go:build linux && cgo && testhooks
+
+package oci
+
+import (
+	"os"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	mon "github.com/staticpodd/staticpodd/oci/monitor"
+)
+
+const pauseHooks = true
+
+func init() {
+	mon.PauseAt = func(point string) {
+		switch os.Getenv(monitorPauseEnv) {
+		case point:
+			_ = unix.Kill(os.Getpid(), unix.SIGSTOP)
+		case monitorFailHandOver:
+			if point == mon.PauseRun {
+				_ = os.Setenv("STATICPODD_TEST_TOO_BIG", strings.Repeat("x", 200<<10))
+			}
+		}
+	}
+}
