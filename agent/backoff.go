@@ -7,9 +7,16 @@ import (
 // Crash-loop back-off as the kubelet does it (client-go flowcontrol.Backoff, keyed
 // in kuberuntime by pod, container name and spec hash): the first restart is
 // immediate, then each restart waits 10s, 20s, 40s... up to max since the last
-// exit. An entry whose last restart is more than 10 minutes before the next exit
-// is forgotten (kubelet HasExpiredFunc), so a container that ran that long starts
-// over at 10s.
+// exit. An entry renewed (at the exit a restart follows, or at a failed start)
+// more than 10 minutes before the next exit is forgotten (kubelet
+// HasExpiredFunc), so a container that ran that long starts over at 10s.
+//
+// It is not flowcontrol.Backoff (which the image pull back-off uses) because
+// it differs in one way a user sees: an entry is stamped with the exit the
+// restart follows (next(key, exit)), where flowcontrol's Next stamps the time
+// of the restart. So here the 10 minutes run from the last exit and include
+// the back-off wait: at the 5m cap, a container that runs 6 minutes restarts
+// at once; with the kubelet's it waits 5m again.
 const (
 	backoffInitial    = 10 * time.Second
 	defaultBackoffMax = 5 * time.Minute

@@ -21,7 +21,8 @@ const (
 )
 
 // The kubelet's image pull back-off (pkg/kubelet/kubelet.go: imageBackOffPeriod,
-// MaxContainerBackOff), per pod and image.
+// MaxImageBackOff, flowcontrol.NewBackOff), per pod and image: 10s doubling to
+// 5m, started over by a failure more than 2×5m after the last one.
 const (
 	pullBackoffInitial = 10 * time.Second
 	pullBackoffMax     = 5 * time.Minute
@@ -82,19 +83,18 @@ func (w *worker) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container, 
 	}
 	key := string(pod.UID) + "_" + image
 	now := time.Now()
-	if e := w.pullBackoff.entries[key]; e != nil {
-		if until, _ := w.pullBackoff.wait(key, e.lastUpdate, now); !until.IsZero() {
-			msg := fmt.Sprintf("Back-off pulling image %q", c.Image)
-			w.a.events.Eventf(ref, v1.EventTypeNormal, events.BackOff, "%s", msg)
-			ci.reason = reasonImagePullBackOff
-			if prev := w.pullErrs[key]; prev != "" {
-				msg += ": " + reasonImagePull + ": " + prev
-			}
-			ci.message = msg
-			return false, until, false
+	// The kubelet's imageManager.EnsureImageExists: IsInBackOffSinceUpdate.
+	if w.pullBackoff.IsInBackOffSinceUpdate(key, now) {
+		msg := fmt.Sprintf("Back-off pulling image %q", c.Image)
+		w.a.events.Eventf(ref, v1.EventTypeNormal, events.BackOff, "%s", msg)
+		ci.reason = reasonImagePullBackOff
+		prev := w.pullErrs[key]
+		if prev.msg != "" {
+			msg += ": " + reasonImagePull + ": " + prev.msg
 		}
+		ci.message = msg
+		return false, prev.at.Add(w.pullBackoff.Get(key)), false
 	}
-	delete(w.pullErrs, key)
 	for _, s := range pod.Spec.ImagePullSecrets {
 		// The kubelet's getPullSecretsForPod: a static pod's secrets are API
 		// objects it may not read (the node authorizer knows no mirror pod
@@ -135,7 +135,7 @@ func (w *worker) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container, 
 			// Imported while the pull went on (or failed): IfNotPresent
 			// is satisfied, and the registry's answer no longer matters.
 			w.logger.Info("image present now; pull not needed", "container", c.Name, "image", image)
-			delete(w.pullBackoff.entries, key)
+			w.forgetPull(key)
 			if first {
 				ci.reason, ci.message = "", ""
 			}
@@ -152,18 +152,34 @@ func (w *worker) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container, 
 		w.logger.Warn("image pull failed", "container", c.Name, "image", image, "err", msg)
 		w.a.events.Eventf(ref, v1.EventTypeWarning, events.Failed, "Failed to pull image %q: %s", c.Image, msg)
 		w.a.events.Eventf(ref, v1.EventTypeWarning, events.Failed, "Error: %s", reasonImagePull)
-		w.pullBackoff.next(key, time.Now())
-		w.pullErrs[key] = msg
+		w.pullBackoff.Next(key, w.pullBackoff.Clock.Now())
+		// Taken after Next: the back-off runs until no earlier than this.
+		at := time.Now()
+		w.pullErrs[key] = pullFailure{msg: msg, at: at}
 		ci.reason, ci.message = reasonImagePull, msg
-		until, _ := w.pullBackoff.wait(key, time.Now(), time.Now())
-		return false, until, false
+		return false, at.Add(w.pullBackoff.Get(key)), false
 	}
 	w.a.events.Eventf(ref, v1.EventTypeNormal, events.Pulled, "Successfully pulled image %q in %v", c.Image, time.Since(began).Truncate(time.Millisecond))
 	if first {
 		ci.reason, ci.message = "", ""
 	}
-	delete(w.pullBackoff.entries, key)
+	w.forgetPull(key)
 	return true, time.Time{}, true
+}
+
+// pullFailure is the last failed pull of a key of the pull back-off: its
+// error, for ImagePullBackOff's message, and when its back-off began.
+type pullFailure struct {
+	msg string
+	at  time.Time
+}
+
+// forgetPull drops the pull back-off of key (pod UID and image). pullErrs
+// holds a key exactly while the back-off has an entry for it, so that a pod's
+// entries can be found again when it goes.
+func (w *worker) forgetPull(key string) {
+	w.pullBackoff.DeleteEntry(key)
+	delete(w.pullErrs, key)
 }
 
 // errImageArrived ends a pull whose image came into the store another way.

@@ -281,3 +281,49 @@ func TestPullErrorBounded(t *testing.T) {
 		}
 	})
 }
+
+// The pull back-off starts over at 10s after a failure more than 10 minutes
+// (2× its 5m cap) after the last one, and is forgotten with the pod UID it
+// belongs to: a pod that comes back pulls at once.
+func TestPullBackOffStartsOverAndIsForgotten(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		rt.missing["app:v1"] = true
+		p := &fakePuller{rt: rt, err: errors.New("connection refused")}
+		h := start(t, rt, Config{Images: p, SyncFrequency: time.Hour})
+		c := ctr("app", "app:v1")
+		c.ImagePullPolicy = v1.PullIfNotPresent
+		h.send([]manifest.Pod{testPod("app", "u1", v1.RestartPolicyAlways, c)})
+		time.Sleep(10*time.Second + time.Millisecond)
+		synctest.Wait()
+		if p.count() != 2 {
+			t.Fatalf("%d pulls after 10s, want 2", p.count())
+		}
+		// The third pull, 20s later, hangs 11 minutes before it fails.
+		block := make(chan struct{})
+		p.mu.Lock()
+		p.block = block
+		p.mu.Unlock()
+		time.Sleep(20*time.Second + time.Millisecond)
+		synctest.Wait()
+		if p.count() != 3 {
+			t.Fatalf("%d pulls after 30s, want 3", p.count())
+		}
+		time.Sleep(11 * time.Minute)
+		close(block)
+		synctest.Wait()
+		time.Sleep(10*time.Second + time.Millisecond)
+		synctest.Wait()
+		if p.count() != 4 {
+			t.Fatalf("%d pulls 10s after a failure 11 minutes after the last, want 4 (back-off started over, not 40s)", p.count())
+		}
+		// In a 20s back-off now; another UID under the same name forgets it.
+		other := ctr("app", "other:v1")
+		other.ImagePullPolicy = v1.PullIfNotPresent
+		h.send([]manifest.Pod{testPod("app", "u2", v1.RestartPolicyAlways, other)})
+		h.send([]manifest.Pod{testPod("app", "u1", v1.RestartPolicyAlways, c)})
+		if p.count() != 5 {
+			t.Fatalf("%d pulls once u1 is back, want 5 (its back-off forgotten with it)", p.count())
+		}
+	})
+}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/util/flowcontrol"
 
 	"github.com/staticpodd/staticpodd/agent/events"
 	"github.com/staticpodd/staticpodd/agent/manifest"
@@ -53,9 +54,9 @@ type worker struct {
 	hookDone    chan hookResult
 	backoff     *backoff
 	// pullBackoff is the image pull back-off, by pod UID and image;
-	// pullErrs the last pull error of each, for ImagePullBackOff's message.
-	pullBackoff *backoff
-	pullErrs    map[string]string
+	// pullErrs the last failed pull of each key it has an entry for.
+	pullBackoff *flowcontrol.Backoff
+	pullErrs    map[string]pullFailure
 	gen         *generation // per-container state of the desired UID
 	timer       *time.Timer
 	prevState   *v1.PodStatus
@@ -100,8 +101,8 @@ func newWorker(a *Agent, key string, pods map[string]*podState) *worker {
 		health:      map[string]*health{},
 		stopping:    map[string]*v1.Pod{},
 		backoff:     newBackoff(backoffInitial, a.cfg.BackoffMax),
-		pullBackoff: newBackoff(pullBackoffInitial, pullBackoffMax),
-		pullErrs:    map[string]string{},
+		pullBackoff: flowcontrol.NewBackOff(pullBackoffInitial, pullBackoffMax),
+		pullErrs:    map[string]pullFailure{},
 
 		postStarts:  map[string]*hookRun{},
 		hookChecked: map[string]bool{},
@@ -518,10 +519,9 @@ func findContainer(pod *v1.Pod, name string) *v1.Container {
 // forgetBackoff drops the restart and pull back-offs of a pod.
 func (w *worker) forgetBackoff(uid string) {
 	w.backoff.forget(uid)
-	w.pullBackoff.forget(uid)
 	for k := range w.pullErrs {
 		if len(k) > len(uid) && k[:len(uid)+1] == uid+"_" {
-			delete(w.pullErrs, k)
+			w.forgetPull(k)
 		}
 	}
 }

@@ -298,10 +298,13 @@ func TestCmdSize(t *testing.T) {
 // client-go package outside this list, so nothing that talks to an API server
 // (apiServerClients) can arrive through one (TestClientGoFence).
 //
-// Next step (issue 25, point 6: one home per fact): agent/backoff.go is
-// a hand copy of flowcontrol.Backoff (the crash-loop and the image pull
-// back-off both use it), written when the fence was by module. It can now be
-// replaced by the package itself. agent/events/events.go's aggregation is a
+// The image pull back-off (agent/pull.go) is flowcontrol.Backoff itself.
+// agent/backoff.go, the crash-loop back-off, is still a hand copy: it renews
+// an entry at the exit a restart follows, where the kubelet's doBackOff renews
+// it at the restart (Next stamps Clock.Now()), so its 10-minute reset counts
+// the back-off wait as well as the run; moving it onto flowcontrol changes when
+// a crash loop starts over, which is a change of behaviour to decide on its
+// own. agent/events/events.go's aggregation is a
 // hand copy of tools/record's EventCorrelator, which agent/mirror runs again;
 // tools/record imports k8s.io/client-go/rest (and through it transport), so it
 // is not on this list: choosing the one place correlation happens comes first.
