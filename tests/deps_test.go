@@ -96,7 +96,7 @@ var agentEdges = map[string][]string{
 	"agent": {
 		"agent/atomicfile", "agent/config", "agent/events", "agent/eviction", "agent/histogram",
 		"agent/lifecycle", "agent/manifest", "agent/podspec", "agent/podspec/logfiles",
-		"agent/prober", "agent/source",
+		"agent/prober", "agent/source", "agent/status",
 	},
 	"agent/atomicdir":        nil,
 	"agent/atomicfile":       nil,
