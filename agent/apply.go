@@ -15,20 +15,21 @@ import (
 	"github.com/staticpodd/staticpodd/agent/events"
 	"github.com/staticpodd/staticpodd/agent/manifest"
 	"github.com/staticpodd/staticpodd/agent/podspec"
+	"github.com/staticpodd/staticpodd/agent/status"
 )
 
 // killWait bounds the wait for a container after SIGKILL.
 const killWait = 10 * time.Second
 
-// Waiting reasons, as the kubelet reports them.
+// Waiting reasons, as the kubelet reports them (defined in agent/status).
 const (
-	reasonCrashLoop      = "CrashLoopBackOff"
-	reasonImageNeverPull = "ErrImageNeverPull"
-	reasonConfigError    = "CreateContainerConfigError"
-	reasonCreateError    = "CreateContainerError"
-	reasonRunError       = "RunContainerError"
-	reasonCreating       = "ContainerCreating"
-	reasonPodInit        = "PodInitializing"
+	reasonCrashLoop      = status.CrashLoopBackOff
+	reasonImageNeverPull = status.ErrImageNeverPull
+	reasonConfigError    = status.CreateContainerConfigError
+	reasonCreateError    = status.CreateContainerError
+	reasonRunError       = status.RunContainerError
+	reasonCreating       = status.ContainerCreating
+	reasonPodInit        = status.PodInitializing
 	// A container whose postStart hook failed waits with it until its
 	// restart (the kubelet's ErrPostStartHook).
 	reasonPostStartHookError = "PostStartHookError"
@@ -41,13 +42,12 @@ const reasonFailedPostStart = "FailedPostStartHook"
 // The kubelet's reason and message for a pod past its activeDeadlineSeconds
 // (pkg/kubelet/active_deadline.go).
 const (
-	reasonDeadlineExceeded  = "DeadlineExceeded"
+	reasonDeadlineExceeded  = status.DeadlineExceeded
 	messageDeadlineExceeded = "Pod was active on the node longer than the specified deadline"
 )
 
-// reasonEvicted is the kubelet's reason of a pod its eviction manager stopped
-// (pkg/kubelet/eviction Reason).
-const reasonEvicted = "Evicted"
+// reasonEvicted is the kubelet's reason of a pod its eviction manager stopped.
+const reasonEvicted = status.Evicted
 
 // apply runs acts in order and returns when the worker should sync again (zero:
 // only when something happens). A failed kill, destroy, teardown or sandbox stops

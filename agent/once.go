@@ -2,11 +2,11 @@ package agent
 
 import (
 	"context"
-	"slices"
 
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/staticpodd/staticpodd/agent/manifest"
+	"github.com/staticpodd/staticpodd/agent/status"
 )
 
 // Outcomes of run --once for each pod.
@@ -70,65 +70,24 @@ func (a *Agent) onceResults() ([]OnceResult, bool) {
 	return results, settled
 }
 
-// waitingForever are the waiting reasons that no retry mends without a change
-// run --once does not wait for: a new manifest, an image imported by hand
-// (the import folder was imported before the pods started).
-var waitingForever = []string{reasonConfigError, reasonImageNeverPull}
-
 // onceOutcome is where a pod stands for run --once. As the kubelet's
 // runOnce: a pod runs once every regular container runs. Beyond it, a pod
 // whose restartPolicy is Never or OnFailure is done once it has finished
 // (Succeeded or Failed), and a container that waits for what no retry brings
-// fails the pod at once; a crash loop is waited out, as it may mend (an API
-// server waiting for etcd).
+// (a new manifest, an image imported by hand: the import folder was imported
+// before the pods started) fails the pod at once; a crash loop is waited
+// out, as it may mend (an API server waiting for etcd).
 func onceOutcome(p *v1.Pod) (string, string) {
-	all := slices.Concat(p.Status.InitContainerStatuses, p.Status.ContainerStatuses)
-	msg := ""
-	for _, cs := range all {
-		if w := cs.State.Waiting; w != nil && slices.Contains(waitingForever, w.Reason) {
-			return OnceFailed, cs.Name + ": " + w.Reason + ": " + w.Message
-		}
-		if msg == "" {
-			msg = containerMessage(cs)
-		}
-	}
-	switch p.Status.Phase {
-	case v1.PodSucceeded:
+	c := status.Classify(p)
+	switch {
+	case c.Stuck != "":
+		return OnceFailed, c.Stuck
+	case c.Phase == v1.PodSucceeded:
 		return OnceSucceeded, ""
-	case v1.PodFailed:
-		return OnceFailed, msg
-	}
-	if p.Spec.RestartPolicy != v1.RestartPolicyAlways && p.Spec.RestartPolicy != "" {
-		return OncePending, msg
-	}
-	for _, cs := range p.Status.ContainerStatuses {
-		if cs.State.Running == nil {
-			return OncePending, msg
-		}
-	}
-	if len(p.Status.ContainerStatuses) == 0 {
-		return OncePending, msg
+	case c.Phase == v1.PodFailed:
+		return OnceFailed, c.Message
+	case c.Finishes, !c.Running:
+		return OncePending, c.Message
 	}
 	return OnceRunning, ""
-}
-
-// containerMessage says why a container does not run: its waiting reason,
-// or how it terminated; "" when it runs or has succeeded.
-func containerMessage(cs v1.ContainerStatus) string {
-	switch {
-	case cs.State.Waiting != nil && cs.State.Waiting.Reason != reasonCreating && cs.State.Waiting.Reason != reasonPodInit:
-		m := cs.Name + ": " + cs.State.Waiting.Reason
-		if cs.State.Waiting.Message != "" {
-			m += ": " + cs.State.Waiting.Message
-		}
-		return m
-	case cs.State.Terminated != nil && cs.State.Terminated.ExitCode != 0:
-		t := cs.State.Terminated
-		m := cs.Name + ": " + t.Reason
-		if t.Message != "" {
-			m += ": " + t.Message
-		}
-		return m
-	}
-	return ""
 }

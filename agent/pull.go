@@ -11,13 +11,14 @@ import (
 	"github.com/staticpodd/staticpodd/agent/events"
 	"github.com/staticpodd/staticpodd/agent/eviction"
 	"github.com/staticpodd/staticpodd/agent/podspec"
+	"github.com/staticpodd/staticpodd/agent/status"
 )
 
 // Waiting reasons of a container whose image is being pulled or failed to
 // be (the kubelet's images.ErrImagePull, images.ErrImagePullBackOff).
 const (
-	reasonImagePull        = "ErrImagePull"
-	reasonImagePullBackOff = "ImagePullBackOff"
+	reasonImagePull        = status.ErrImagePull
+	reasonImagePullBackOff = status.ImagePullBackOff
 )
 
 // The kubelet's image pull back-off (pkg/kubelet/kubelet.go: imageBackOffPeriod,

@@ -13,6 +13,7 @@ import (
 
 	"github.com/staticpodd/staticpodd/agent/manifest"
 	"github.com/staticpodd/staticpodd/agent/podspec"
+	"github.com/staticpodd/staticpodd/agent/status"
 )
 
 // containerIDPrefix makes runtime IDs look like the kubelet's <runtime>://<id>.
@@ -572,11 +573,12 @@ type podTally struct {
 // add counts pod p (node: the suffix its static pod name carries).
 func (t *podTally) add(p *v1.Pod, node string) {
 	t.pods++
-	if r := waitReason(p.Status); r != "" {
-		t.waiting = append(t.waiting, strings.TrimSuffix(p.Name, "-"+node)+": "+r)
+	c := status.Classify(p)
+	if c.Waiting != "" {
+		t.waiting = append(t.waiting, strings.TrimSuffix(p.Name, "-"+node)+": "+c.Waiting)
 		return
 	}
-	switch p.Status.Phase {
+	switch c.Phase {
 	case v1.PodRunning:
 		t.running++
 	case v1.PodSucceeded:
@@ -639,15 +641,4 @@ func (t *podTally) line(waiting []string, problems int) string {
 		s += fmt.Sprintf("; %d manifest problems", problems)
 	}
 	return s
-}
-
-// waitReason is the first reason a pod's container waits for something other
-// than its turn.
-func waitReason(s v1.PodStatus) string {
-	for _, cs := range slices.Concat(s.InitContainerStatuses, s.ContainerStatuses) {
-		if w := cs.State.Waiting; w != nil && w.Reason != reasonCreating && w.Reason != reasonPodInit {
-			return w.Reason
-		}
-	}
-	return ""
 }

@@ -96,7 +96,7 @@ var agentEdges = map[string][]string{
 	"agent": {
 		"agent/atomicfile", "agent/config", "agent/events", "agent/eviction", "agent/histogram",
 		"agent/lifecycle", "agent/manifest", "agent/podspec", "agent/podspec/logfiles",
-		"agent/prober", "agent/source",
+		"agent/prober", "agent/source", "agent/status",
 	},
 	"agent/atomicdir":        nil,
 	"agent/atomicfile":       nil,
@@ -116,6 +116,7 @@ var agentEdges = map[string][]string{
 		"agent/podspec/logfiles", "agent/prober",
 	},
 	"agent/source": {"agent/atomicfile", "agent/manifest", "agent/podspec"},
+	"agent/status": nil,
 }
 
 // TestAgentEdges holds the imports between agent/ packages to agentEdges.
@@ -174,6 +175,7 @@ var hostIO = []string{"os", "os/exec", "os/signal", "os/user", "syscall", "golan
 var purePackages = map[string]string{
 	"agent/eviction": "which signal crossed which threshold, and which pod goes first",
 	"agent/manifest": "parsing, naming, UIDs, hashes, defaults, validation, QoS, conversion to podspec",
+	"agent/status":   "what a pod's status says of it (Classify), and the reasons it switches on",
 }
 
 // pureFiles are pure code still inside package agent, held to the same rule

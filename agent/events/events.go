@@ -36,7 +36,6 @@ const (
 	FailedPreStopHook   = "FailedPreStopHook"
 	FailedValidation    = "FailedValidation"
 	FailedFetch         = "FailedFetch" // staticpodd's own: a manifest URL's request failed
-	Evicted             = "Evicted"
 	Starting            = "Starting"
 	FreeDiskSpaceFailed = "FreeDiskSpaceFailed" // image GC freed less than the low threshold wants
 	ImageGCFailed       = "ImageGCFailed"

@@ -12,9 +12,6 @@ import (
 	"github.com/staticpodd/staticpodd/agent/podspec"
 )
 
-// Reason is the kubelet's reason of an evicted pod.
-const Reason = "Evicted"
-
 // The kubelet's messages (pkg/kubelet/eviction/helpers.go).
 const (
 	nodeLowMessageFmt       = "The node was low on resource: %v. "

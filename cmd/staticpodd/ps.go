@@ -16,6 +16,7 @@ import (
 
 	"github.com/staticpodd/staticpodd/agent/prober"
 	"github.com/staticpodd/staticpodd/agent/server"
+	"github.com/staticpodd/staticpodd/agent/status"
 )
 
 // socketName is the CLI socket under --run-dir.
@@ -171,43 +172,7 @@ func printPods(out io.Writer, pods []v1.Pod, problems []server.Problem, probes [
 
 // podStatus is the STATUS column as kubectl shows it: the reason a container
 // waits or stopped, Init:n/m while init containers run, else the phase.
-func podStatus(p v1.Pod) string {
-	if p.DeletionTimestamp != nil {
-		return "Terminating"
-	}
-	for i, cs := range p.Status.InitContainerStatuses {
-		switch {
-		case cs.State.Terminated != nil && cs.State.Terminated.ExitCode == 0:
-			continue
-		case cs.State.Terminated != nil:
-			return "Init:" + orDefault(cs.State.Terminated.Reason, fmt.Sprintf("ExitCode:%d", cs.State.Terminated.ExitCode))
-		case cs.State.Waiting != nil && cs.State.Waiting.Reason != "" && cs.State.Waiting.Reason != "PodInitializing":
-			return "Init:" + cs.State.Waiting.Reason
-		default:
-			return fmt.Sprintf("Init:%d/%d", i, len(p.Spec.InitContainers))
-		}
-	}
-	if p.Status.Phase == v1.PodFailed && p.Status.Reason != "" {
-		return p.Status.Reason // Evicted, DeadlineExceeded: why it failed as a whole
-	}
-	reason := string(p.Status.Phase)
-	running := false
-	for i := len(p.Status.ContainerStatuses) - 1; i >= 0; i-- {
-		cs := p.Status.ContainerStatuses[i]
-		switch {
-		case cs.State.Waiting != nil && cs.State.Waiting.Reason != "":
-			reason = cs.State.Waiting.Reason
-		case cs.State.Terminated != nil:
-			reason = orDefault(cs.State.Terminated.Reason, fmt.Sprintf("ExitCode:%d", cs.State.Terminated.ExitCode))
-		case cs.State.Running != nil && cs.Ready:
-			running = true
-		}
-	}
-	if running && reason == "Completed" {
-		reason = string(v1.PodRunning)
-	}
-	return reason
-}
+func podStatus(p v1.Pod) string { return status.Classify(&p).Display }
 
 func containerState(cs v1.ContainerStatus) string {
 	switch {

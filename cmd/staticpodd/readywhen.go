@@ -10,6 +10,7 @@ import (
 
 	"github.com/staticpodd/staticpodd/agent"
 	"github.com/staticpodd/staticpodd/agent/prober"
+	"github.com/staticpodd/staticpodd/agent/status"
 )
 
 // readyWhen is --ready-when: what READY=1 waits for beyond the first sync.
@@ -107,28 +108,13 @@ func (w readyWhen) check(pods []v1.Pod, probes []prober.Status, node string) (ok
 }
 
 func (w readyWhen) meets(p v1.Pod) bool {
+	c := status.Classify(&p)
 	if w.cond == readyRunning {
 		// Running as `staticpodd ps` shows it: the phase, and every
 		// container up (a crash-looping one keeps the phase Running).
-		if p.Status.Phase == v1.PodSucceeded {
-			return true
-		}
-		if p.Status.Phase != v1.PodRunning {
-			return false
-		}
-		for _, cs := range p.Status.ContainerStatuses {
-			if cs.State.Running == nil && cs.State.Terminated == nil {
-				return false
-			}
-		}
-		return true
+		return c.Phase == v1.PodSucceeded || (c.Phase == v1.PodRunning && c.Up)
 	}
-	for _, c := range p.Status.Conditions {
-		if c.Type == v1.PodReady {
-			return c.Status == v1.ConditionTrue
-		}
-	}
-	return false
+	return c.Ready
 }
 
 // matchPod: n is p's name, or p's manifest name (p's name less -<node>),
@@ -143,29 +129,21 @@ func matchPod(n string, p v1.Pod, node string) bool {
 	return n == p.Name || n+"-"+node == p.Name
 }
 
-// failedReasons are the waiting reasons of a container that will not get
-// going by waiting longer.
-var failedReasons = map[string]bool{
-	"CrashLoopBackOff": true, "ErrImageNeverPull": true, "CreateContainerError": true,
-	"CreateContainerConfigError": true, "RunContainerError": true, "InvalidImageName": true,
-	"ErrImagePull": true, "ImagePullBackOff": true,
-}
-
 // notYet says why p is not there yet, and whether it failed: a container
 // waits for a reason that does not pass, has restarted, its readiness probe
 // fails, or its pod ended.
 func notYet(p v1.Pod, cond string, probes []prober.Status) (why string, failed bool) {
-	if p.Status.Phase == v1.PodFailed {
+	c := status.Classify(&p)
+	if c.Phase == v1.PodFailed {
 		return "Failed", true
 	}
-	for _, cs := range p.Status.ContainerStatuses {
-		if w := cs.State.Waiting; w != nil && w.Reason != "" {
-			return "container " + cs.Name + " " + w.Reason, failedReasons[w.Reason] || cs.RestartCount > 0
-		}
-		if cs.RestartCount > 0 {
-			return fmt.Sprintf("container %s restarted %d times", cs.Name, cs.RestartCount), true
-		}
-		if cond == readyReady && !cs.Ready && cs.State.Running != nil {
+	for _, cs := range c.Containers {
+		switch {
+		case cs.Waiting != "":
+			return "container " + cs.Name + " " + cs.Waiting, cs.Hopeless || cs.Restarts > 0
+		case cs.Restarts > 0:
+			return fmt.Sprintf("container %s restarted %d times", cs.Name, cs.Restarts), true
+		case cond == readyReady && !cs.Ready && cs.Running:
 			for _, pr := range probes {
 				if pr.Namespace == p.Namespace && pr.Pod == p.Name && pr.Container == cs.Name &&
 					pr.Probe == prober.Readiness && pr.Result == prober.Failure.String() {
@@ -175,7 +153,7 @@ func notYet(p v1.Pod, cond string, probes []prober.Status) (why string, failed b
 			return "container " + cs.Name + " not ready", false
 		}
 	}
-	return string(p.Status.Phase), false
+	return string(c.Phase), false
 }
 
 // readyGate holds READY=1 back until the pods meet w, saying in STATUS=
