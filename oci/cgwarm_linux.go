@@ -30,7 +30,11 @@ type attachWarmer struct {
 	once     sync.Once
 	procs    string // the daemon's own cgroup.procs; "" if unknown
 	inFlight atomic.Bool
+	wg       sync.WaitGroup // the attach under way
 }
+
+// wait returns once no attach is under way.
+func (w *attachWarmer) wait() { w.wg.Wait() }
 
 // warm starts a no-op attach in the background unless one is under way.
 func (w *attachWarmer) warm() {
@@ -42,7 +46,9 @@ func (w *attachWarmer) warm() {
 	if w.procs == "" || !w.inFlight.CompareAndSwap(false, true) {
 		return
 	}
+	w.wg.Add(1)
 	go func() {
+		defer w.wg.Done()
 		defer w.inFlight.Store(false)
 		// A failure only means the container's attach is not sped up.
 		_ = os.WriteFile(w.procs, []byte(strconv.Itoa(os.Getpid())), 0)

@@ -491,11 +491,12 @@ func recvFile(sock *os.File) (*os.File, error) {
 // killLeftoverExecs kills the exec processes that an earlier daemon left
 // when it died: the processes in each container's cgroup whose process group
 // is one it recorded. (A process group ID is not reused while one of its
-// processes lives.) Failures are logged.
-func (r *Runtime) killLeftoverExecs() {
+// processes lives.) Failures are logged. When ctx ends it stops and
+// returns ctx's cause.
+func (r *Runtime) killLeftoverExecs(ctx context.Context) error {
 	records, err := filepath.Glob(filepath.Join(r.cfg.RunDir, containersDir, "*", execsDir, "*"))
 	if err != nil || len(records) == 0 {
-		return
+		return nil
 	}
 	groups := map[string]map[int]bool{}
 	for _, rec := range records {
@@ -508,6 +509,9 @@ func (r *Runtime) killLeftoverExecs() {
 		}
 	}
 	for id, pgs := range groups {
+		if ctx.Err() != nil {
+			return context.Cause(ctx)
+		}
 		if ctr, err := libcontainer.Load(r.libcontainerRoot(), id); err == nil {
 			pids, err := ctr.Processes()
 			if err != nil {
@@ -523,6 +527,7 @@ func (r *Runtime) killLeftoverExecs() {
 			r.log.Warn("remove exec records", "id", id, "err", err)
 		}
 	}
+	return nil
 }
 
 // killInGroups SIGKILLs process pid if its process group is one of pgs.

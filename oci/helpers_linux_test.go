@@ -164,6 +164,10 @@ func (e *env) newRuntime() *Runtime {
 	if err != nil {
 		e.t.Fatal(err)
 	}
+	if err := rt.Recover(context.Background()); err != nil {
+		e.t.Fatal(err)
+	}
+	rt.StartBackground(context.Background())
 	return rt
 }
 

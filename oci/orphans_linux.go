@@ -14,11 +14,12 @@ import (
 // start whose daemon died before it wrote the container's record (its
 // monitor was never told to go), libcontainer state and image snapshots
 // without a state dir. Failures are logged; the next daemon tries again.
-func (r *Runtime) removeOrphans() {
+// When ctx ends it stops and returns ctx's cause.
+func (r *Runtime) removeOrphans(ctx context.Context) error {
 	entries, err := os.ReadDir(filepath.Join(r.cfg.RunDir, containersDir))
 	if err != nil {
 		r.log.Warn("list containers for orphans", "err", err)
-		return
+		return nil
 	}
 	containers := map[string]bool{}
 	var orphans []string
@@ -49,12 +50,15 @@ func (r *Runtime) removeOrphans() {
 		}
 	}
 	for _, id := range orphans {
+		if ctx.Err() != nil {
+			return context.Cause(ctx)
+		}
 		r.log.Info("remove what an interrupted start or removal left", "id", id)
 		if err := r.remove(id); err != nil {
 			r.log.Warn("remove orphaned container", "id", id, "err", err)
 		}
 	}
-	r.removePartialSandboxes()
+	return r.removePartialSandboxes(ctx)
 }
 
 // removePartialSandboxes removes the sandboxes without pod.json, which is
@@ -62,23 +66,28 @@ func (r *Runtime) removeOrphans() {
 // the daemon's death, or a removal. ListSandboxes does not list them, so no
 // worker would ever remove their namespace mounts, /dev/shm and cgroup (found
 // by the chaos soak: a sandbox left after every pod was removed). No
-// container is made in a sandbox before its pod.json is written.
-func (r *Runtime) removePartialSandboxes() {
+// container is made in a sandbox before its pod.json is written. When ctx
+// ends it stops and returns ctx's cause.
+func (r *Runtime) removePartialSandboxes(ctx context.Context) error {
 	entries, err := os.ReadDir(filepath.Join(r.cfg.RunDir, podsDir))
 	if err != nil {
 		if !errors.Is(err, fs.ErrNotExist) {
 			r.log.Warn("list sandboxes for partial ones", "err", err)
 		}
-		return
+		return nil
 	}
 	for _, e := range entries {
+		if ctx.Err() != nil {
+			return context.Cause(ctx)
+		}
 		uid := e.Name()
 		if _, err := os.Stat(filepath.Join(r.podDir(uid), podFile)); !validName(uid) || !errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
 		r.log.Info("remove the sandbox an interrupted creation or removal left", "pod", uid)
-		if err := r.removeSandbox(context.Background(), uid); err != nil {
+		if err := r.removeSandbox(ctx, uid); err != nil {
 			r.log.Warn("remove partial sandbox", "pod", uid, "err", err)
 		}
 	}
+	return nil
 }

@@ -111,6 +111,13 @@ type Runtime struct {
 	// checked is closed once the networks of the sandboxes found at start
 	// were checked.
 	checked chan struct{}
+	// background counts the goroutines StartBackground and refillSpare run;
+	// stopBackground, if not nil, ends StartBackground's; closed says Close
+	// was called, after which neither starts one. All but background
+	// guarded by mu.
+	background     sync.WaitGroup
+	stopBackground func()
+	closed         bool
 	// layers caches the size of each container's writable layer, which a
 	// container with many files makes slow to walk (as cadvisor's du).
 	layers layerSizes

@@ -274,6 +274,10 @@ func runHelper() int {
 		return 3
 	}
 	ctx := context.Background()
+	if err := rt.Recover(ctx); err != nil {
+		return 3
+	}
+	rt.StartBackground(ctx)
 	if err := rt.CreateSandbox(ctx, &a.Pod); err != nil {
 		os.Stderr.WriteString(err.Error())
 		return 4

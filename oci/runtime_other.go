@@ -14,6 +14,9 @@ import (
 // New fails: containers need Linux and cgo.
 func New(cfg Config) (*Runtime, error) { return nil, errors.ErrUnsupported }
 
+func (r *Runtime) Recover(context.Context) error                     { return errors.ErrUnsupported }
+func (r *Runtime) StartBackground(context.Context)                   {}
+func (r *Runtime) Close() error                                      { return nil }
 func (r *Runtime) CreateSandbox(context.Context, *podspec.Pod) error { return errors.ErrUnsupported }
 func (r *Runtime) RemoveSandbox(context.Context, string) error       { return errors.ErrUnsupported }
 func (r *Runtime) ListSandboxes(context.Context) ([]string, error)   { return nil, errors.ErrUnsupported }

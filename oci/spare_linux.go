@@ -24,11 +24,13 @@ func (r *Runtime) takeMonitor() (*pendingMonitor, error) {
 func (r *Runtime) refillSpare() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.spare != nil || r.refilling {
+	if r.spare != nil || r.refilling || r.closed {
 		return
 	}
 	r.refilling = true
+	r.background.Add(1)
 	go func() {
+		defer r.background.Done()
 		pm, err := r.startMonitor(newID())
 		r.mu.Lock()
 		defer r.mu.Unlock()

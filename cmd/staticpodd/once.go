@@ -34,17 +34,20 @@ const defaultOnceTimeout = 1023 * time.Second
 // ps and events work meanwhile; neither the read-only port nor the import
 // folder's watch runs.
 func runOnce(cfg *config.Config, hooks testHooks, logger *slog.Logger, timeout time.Duration, out io.Writer) error {
-	d, err := newDaemon(cfg, hooks, logger, true)
+	root := context.Background()
+	d, err := newDaemon(root, cfg, hooks, logger, true)
 	if err != nil {
 		return err
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	ctx, stop := signal.NotifyContext(root, syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	return d.once(ctx, timeout, out)
 }
 
 func (d *daemon) once(ctx context.Context, timeout time.Duration, out io.Writer) error {
 	defer d.lock.Close()
+	// The runtime's own goroutines end; its pods and monitors keep running.
+	defer d.runtime.Close()
 	// On a first boot the images come in the import folder: in the store
 	// before any pod starts, so that a missing image is final.
 	importDir := filepath.Join(d.cfg.RootDir, "images", "import")

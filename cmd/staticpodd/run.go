@@ -185,7 +185,9 @@ func (d *daemon) reload() {
 }
 
 func runDaemon(cfg *config.Config, flags *config.Flags, hooks testHooks, when readyWhen, logger *slog.Logger) error {
-	d, err := newDaemon(cfg, hooks, logger, false)
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	d, err := newDaemon(ctx, cfg, hooks, logger, false)
 	if err != nil {
 		return err
 	}
@@ -194,8 +196,6 @@ func runDaemon(cfg *config.Config, flags *config.Flags, hooks testHooks, when re
 		d.notifier.gate = make(chan struct{})
 		d.gate = &readyGate{when: when, node: cfg.NodeName, agent: d.agent, notifier: d.notifier, status: d.status, extend: readyExtend}
 	}
-	ctx, cancel := context.WithCancelCause(context.Background())
-	defer cancel(nil)
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	go func() {
@@ -228,9 +228,9 @@ func runDaemon(cfg *config.Config, flags *config.Flags, hooks testHooks, when re
 	return err
 }
 
-// newDaemon makes every subsystem; once: the sources read the manifests once
-// (run --once).
-func newDaemon(cfg *config.Config, hooks testHooks, logger *slog.Logger, once bool) (*daemon, error) {
+// newDaemon makes every subsystem, the runtime's recovery and checks under
+// ctx; once: the sources read the manifests once (run --once).
+func newDaemon(ctx context.Context, cfg *config.Config, hooks testHooks, logger *slog.Logger, once bool) (*daemon, error) {
 	// The daemon's RSS is what it touches, not 2 MiB around each touch:
 	// before the runtime copies the embedded monitor program out of it.
 	monitor.SmallPagesForExecutable()
@@ -293,6 +293,11 @@ func newDaemon(cfg *config.Config, hooks testHooks, logger *slog.Logger, once bo
 	if err != nil {
 		return nil, err
 	}
+	// Before the agent's first plan: it adopts what the runtime kept.
+	if err := rt.Recover(ctx); err != nil {
+		return nil, err
+	}
+	rt.StartBackground(ctx)
 	notifier := &readyNotifier{Notifier: sysd.New(logger), synced: make(chan struct{})}
 	paths := manifest.Paths{
 		RootDir: cfg.RootDir, PodLogsDir: cfg.PodLogsDir,
@@ -415,6 +420,8 @@ func (d *daemon) run(ctx context.Context) error {
 	cfg := d.cfg // what run reads does not change live
 	d.cfgMu.Unlock()
 	defer d.lock.Close()
+	// The runtime's own goroutines end; its pods and monitors keep running.
+	defer d.runtime.Close()
 	defer func() { // after the agent, which made it, has returned
 		if mn := d.memNotifier.Load(); mn != nil {
 			mn.Close()
