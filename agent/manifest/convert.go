@@ -26,6 +26,10 @@ type Paths struct {
 	// SeccompDefault (the configuration's seccompDefault) makes
 	// RuntimeDefault the seccomp profile of containers that name none.
 	SeccompDefault bool
+	// NoSeccomp, when set, says why the runtime cannot apply a seccomp
+	// profile (a binary built without seccomp): a container that would get
+	// one is refused with it, instead of failing at every start.
+	NoSeccomp string
 	// SafeSysctls and AllowedUnsafeSysctls make the sysctl allowlist:
 	// the kubelet's safe sysctls for this kernel (SafeSysctls) and the
 	// configuration's allowedUnsafeSysctls (names or prefixes ending in '*').

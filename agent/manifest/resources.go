@@ -109,6 +109,9 @@ func containerSecurity(pod *v1.Pod, c *v1.Container, p Paths) (podspec.Security,
 	if s.Seccomp, err = seccomp(pod, c, p); err != nil {
 		return s, err
 	}
+	if p.NoSeccomp != "" && needsSeccomp(s.Seccomp, s.Privileged) {
+		return s, fmt.Errorf("seccompProfile %s: %s", s.Seccomp.Type, p.NoSeccomp)
+	}
 	if s.AppArmorProfile, err = appArmor(pod, c); err != nil {
 		return s, err
 	}

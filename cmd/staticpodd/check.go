@@ -38,6 +38,9 @@ func newCheckCmd() *cobra.Command {
 // and fails if there was one.
 func startupChecks(cfg *config.Config, w io.Writer) error {
 	errs := oci.Check(checkConfig(cfg))
+	if err := oci.CheckBuild(); err != nil {
+		errs = append(errs, err)
+	}
 	for _, err := range errs {
 		fmt.Fprintln(w, "check failed:", err)
 	}

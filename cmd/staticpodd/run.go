@@ -241,6 +241,9 @@ func newDaemon(ctx context.Context, cfg *config.Config, hooks testHooks, logger 
 		}
 		return nil, fmt.Errorf("%d start-up check(s) failed (staticpodd check lists them)", len(errs))
 	}
+	if err := oci.CheckBuild(); err != nil {
+		logger.Warn("containers that need what this build lacks will not start", "err", err)
+	}
 	for _, dir := range []string{cfg.RootDir, cfg.RunDir} {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return nil, fmt.Errorf("create %s: %w", dir, err)
@@ -305,6 +308,7 @@ func newDaemon(ctx context.Context, cfg *config.Config, hooks testHooks, logger 
 		SafeSysctls:          manifest.SafeSysctls(kernelRelease()),
 		AllowedUnsafeSysctls: cfg.AllowedUnsafeSysctls,
 		RecursiveReadOnly:    oci.SupportsRecursiveReadOnly(),
+		NoSeccomp:            oci.BuildFeatures().SeccompMissing(),
 	}
 	var nodeIP netip.Addr
 	if cfg.NodeIP != "" {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/staticpodd/staticpodd/agent/manifest"
 	"github.com/staticpodd/staticpodd/agent/source"
+	"github.com/staticpodd/staticpodd/oci"
 )
 
 // newValidateCmd is `staticpodd validate PATH|URL...`: the daemon's own parser and
@@ -92,7 +93,17 @@ type issue struct {
 
 // check parses data from origin with the daemon's parser into c.
 func (c *checked) check(data []byte, node string) {
-	c.add(manifest.Check(data, c.Source, c.Origin, node))
+	p := manifest.Check(data, c.Source, c.Origin, node)
+	// What this build's daemon would refuse to start (Parsed: no pods then).
+	if reason := oci.BuildFeatures().SeccompMissing(); reason != "" {
+		for _, pod := range p.Pods {
+			p.Errors = append(p.Errors, manifest.SeccompRefusals(pod.Pod, c.Origin, reason)...)
+		}
+		if len(p.Errors) > 0 {
+			p.Pods = nil
+		}
+	}
+	c.add(p)
 }
 
 // add records what the parser found.

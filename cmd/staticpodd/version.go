@@ -5,6 +5,8 @@ import (
 	"runtime/debug"
 
 	"github.com/spf13/cobra"
+
+	"github.com/staticpodd/staticpodd/oci"
 )
 
 // version is set at link time: -ldflags "-X main.version=v0.1.0".
@@ -26,11 +28,16 @@ func newVersionCmd() *cobra.Command {
 					}
 				}
 			}
-			goVersion := ""
+			goVersion, tags := "", "none"
 			if ok {
 				goVersion = info.GoVersion
+				for _, s := range info.Settings {
+					if s.Key == "-tags" && s.Value != "" {
+						tags = s.Value
+					}
+				}
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "staticpodd %s %s\n", v, goVersion)
+			fmt.Fprintf(cmd.OutOrStdout(), "staticpodd %s %s\nbuild tags: %s\n%s", v, goVersion, tags, oci.BuildFeatures().Describe())
 			return nil
 		},
 	}

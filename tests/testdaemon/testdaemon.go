@@ -125,6 +125,9 @@ type Daemon struct {
 	// a configuration there.
 	Net        testnet.Net
 	CNIConfDir string
+	// Bin, when set, is the binary this daemon and its CLI run instead of
+	// the package's Bin (another build of staticpodd).
+	Bin string
 	// SocketOnly: the config serves no read-only port; talk to the CLI socket.
 	SocketOnly bool
 	Env        []string // extra environment for the daemon
@@ -220,12 +223,20 @@ func (d *Daemon) CLIErr(args ...string) (string, error) {
 	} else {
 		args = append(slices.Clone(args), dirs...)
 	}
-	cmd := exec.Command(Bin, args...)
+	cmd := exec.Command(d.bin(), args...)
 	var out bytes.Buffer
 	cmd.Stdout = &out
 	cmd.Stderr = &out
 	err := cmd.Run()
 	return out.String(), err
+}
+
+// bin is the binary the daemon and its CLI run.
+func (d *Daemon) bin() string {
+	if d.Bin != "" {
+		return d.Bin
+	}
+	return Bin
 }
 
 // Start starts the daemon and waits until it answers /healthz.
@@ -251,7 +262,7 @@ func (d *Daemon) start() {
 	d.T.Helper()
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	args := []string{Bin, "run", "--config", d.Config, "--hostname-override", d.Name,
+	args := []string{d.bin(), "run", "--config", d.Config, "--hostname-override", d.Name,
 		"--root-dir", d.RootDir, "--run-dir", d.RunDir}
 	if !slices.Contains(d.Args, "--registry-config-dir") {
 		args = append(args, "--registry-config-dir", RegistryDir)

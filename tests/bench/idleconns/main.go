@@ -224,7 +224,8 @@ func limitOf(pid int) string {
 
 func version(bin string) string {
 	out, _ := exec.Command(bin, "version").Output()
-	return string(out)
+	first, _, _ := strings.Cut(string(out), "\n") // the build's features follow
+	return first
 }
 
 func mib(b int64) float64 { return float64(b) / (1 << 20) }
