@@ -39,7 +39,7 @@ import (
 
 // distRegistry is Docker's registry (distribution, Debian's docker-registry
 // package) run by a test on 127.0.0.1, over TLS with a CA of the test's own
-// and htpasswd basic auth.
+// and htpasswd basic auth, or over plain HTTP with no auth.
 type distRegistry struct {
 	t          *testing.T
 	addr       string // 127.0.0.1:port
@@ -76,26 +76,43 @@ func registryBin(t *testing.T) string {
 // another port if that one was taken in the meantime.
 func startDistRegistry(t *testing.T, bin string) *distRegistry {
 	t.Helper()
+	return startDistRegistryWith(t, bin, true)
+}
+
+// startDistRegistryWith starts the registry over TLS with basic auth, or,
+// without secure, over plain HTTP with neither.
+func startDistRegistryWith(t *testing.T, bin string, secure bool) *distRegistry {
+	t.Helper()
 	dir := t.TempDir()
-	r := &distRegistry{t: t, user: "alice", pass: "s3cret-" + testdaemon.RandHex(4)}
-	caPEM, certPEM, keyPEM := testCerts(t)
-	r.caFile = filepath.Join(dir, "ca.pem")
-	certFile, keyFile := filepath.Join(dir, "server.pem"), filepath.Join(dir, "server.key")
-	hash, err := bcrypt.GenerateFromPassword([]byte(r.pass), bcrypt.MinCost)
-	if err != nil {
-		t.Fatal(err)
-	}
-	htpasswd := filepath.Join(dir, "htpasswd")
-	for f, b := range map[string][]byte{r.caFile: caPEM, certFile: certPEM, keyFile: keyPEM,
-		htpasswd: fmt.Appendf(nil, "%s:%s\n", r.user, hash)} {
-		if err := os.WriteFile(f, b, 0o600); err != nil {
+	r := &distRegistry{t: t}
+	var tlsAuth string
+	if secure {
+		r.user, r.pass = "alice", "s3cret-"+testdaemon.RandHex(4)
+		caPEM, certPEM, keyPEM := testCerts(t)
+		r.caFile = filepath.Join(dir, "ca.pem")
+		certFile, keyFile := filepath.Join(dir, "server.pem"), filepath.Join(dir, "server.key")
+		hash, err := bcrypt.GenerateFromPassword([]byte(r.pass), bcrypt.MinCost)
+		if err != nil {
 			t.Fatal(err)
 		}
+		htpasswd := filepath.Join(dir, "htpasswd")
+		for f, b := range map[string][]byte{r.caFile: caPEM, certFile: certPEM, keyFile: keyPEM,
+			htpasswd: fmt.Appendf(nil, "%s:%s\n", r.user, hash)} {
+			if err := os.WriteFile(f, b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		pool := x509.NewCertPool()
+		pool.AppendCertsFromPEM(caPEM)
+		r.client = &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+			TLSClientConfig: &tls.Config{RootCAs: pool}, DisableKeepAlives: true}}
+		tlsAuth = fmt.Sprintf(`  tls: {certificate: %s, key: %s}
+auth:
+  htpasswd: {realm: staticpodd-test, path: %s}
+`, certFile, keyFile, htpasswd)
+	} else {
+		r.client = &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(caPEM)
-	r.client = &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
-		TLSClientConfig: &tls.Config{RootCAs: pool}, DisableKeepAlives: true}}
 	storage := filepath.Join(dir, "storage")
 	for try := 0; ; try++ {
 		r.addr = fmt.Sprintf("127.0.0.1:%d", testdaemon.FreePort(t))
@@ -110,10 +127,7 @@ storage:
 http:
   addr: %s
   secret: %s
-  tls: {certificate: %s, key: %s}
-auth:
-  htpasswd: {realm: staticpodd-test, path: %s}
-`, storage, r.addr, testdaemon.RandHex(16), certFile, keyFile, htpasswd)
+%s`, storage, r.addr, testdaemon.RandHex(16), tlsAuth)
 		if err := os.WriteFile(config, []byte(cfg), 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -130,7 +144,7 @@ auth:
 }
 
 // start runs the registry and waits until GET /v2/ answers 401, its
-// request for credentials.
+// request for credentials (200 without credentials configured).
 func (r *distRegistry) start(bin, config string) error {
 	r.mu.Lock()
 	r.stdout.Reset()
@@ -146,15 +160,19 @@ func (r *distRegistry) start(bin, config string) error {
 	}
 	r.cmd, r.exited, r.stopOnce = cmd, make(chan struct{}), sync.Once{}
 	go func(exited chan struct{}) { r.exitErr = cmd.Wait(); close(exited) }(r.exited)
+	scheme, want := "https", http.StatusUnauthorized
+	if r.user == "" {
+		scheme, want = "http", http.StatusOK
+	}
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		resp, err := r.client.Get("https://" + r.addr + "/v2/")
+		resp, err := r.client.Get(scheme + "://" + r.addr + "/v2/")
 		if err == nil {
 			resp.Body.Close()
-			if resp.StatusCode == http.StatusUnauthorized {
+			if resp.StatusCode == want {
 				return nil
 			}
-			err = fmt.Errorf("GET /v2/: %s, want 401", resp.Status)
+			err = fmt.Errorf("GET /v2/: %s, want %d", resp.Status, want)
 		}
 		select {
 		case <-r.exited:
@@ -195,8 +213,11 @@ func (r *distRegistry) push(img v1.Image, repoTag string) {
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	err = remote.Write(ref, img, remote.WithAuth(&authn.Basic{Username: r.user, Password: r.pass}),
-		remote.WithTransport(r.client.Transport))
+	var auth authn.Authenticator = authn.Anonymous
+	if r.user != "" {
+		auth = &authn.Basic{Username: r.user, Password: r.pass}
+	}
+	err = remote.Write(ref, img, remote.WithAuth(auth), remote.WithTransport(r.client.Transport))
 	if err != nil {
 		r.t.Fatalf("push %s: %v\n%s", ref, err, r.Stderr())
 	}

@@ -38,6 +38,10 @@ type endpoint struct {
 	path   string
 	caps   []string
 	client *http.Client
+	// fallback: an https endpoint that is tried again over plain HTTP when
+	// the server answers TLS in HTTP (a loopback registry, see
+	// loopbackEndpoint).
+	fallback bool
 }
 
 func (e endpoint) can(c string) bool { return slices.Contains(e.caps, c) }
@@ -72,7 +76,8 @@ func hostsDirFor(dir, host string) string {
 // endpoints returns where to pull images of registry (a reference's registry,
 // docker.io for Docker Hub) from, in order: the mirrors of its hosts.toml
 // (or of _default/hosts.toml), then its server. Without a hosts.toml it is the
-// registry alone, over HTTPS (containerd's config.ConfigureHosts).
+// registry alone, over HTTPS, or for a registry on the loopback HTTPS then
+// plain HTTP (containerd's config.ConfigureHosts).
 func endpoints(dir, registry string, timeout time.Duration) ([]endpoint, error) {
 	if strings.ContainsAny(registry, `/\`) || registry == "" || registry == "." || registry == ".." {
 		return nil, fmt.Errorf("registry host %q: not a host name", registry)
@@ -93,6 +98,9 @@ func endpoints(dir, registry string, timeout time.Duration) ([]endpoint, error) 
 			}
 			return eps, nil
 		}
+	}
+	if isLoopback(registry) {
+		return []endpoint{loopbackEndpoint(registry, timeout)}, nil
 	}
 	return []endpoint{{scheme: "https", host: defaultServerHost(registry), path: "/v2",
 		caps: []string{capPull, capResolve}, client: newClient(&tls.Config{}, timeout)}}, nil

@@ -479,6 +479,9 @@ type endpointTransport struct {
 	stall stallWatch
 	// blobRead, once set, counts the bytes of blob bodies read.
 	blobRead atomic.Pointer[atomic.Int64]
+	// plain is set once an endpoint with fallback answered TLS in HTTP:
+	// its later requests go over plain HTTP.
+	plain atomic.Bool
 }
 
 func (t *endpointTransport) RoundTrip(r *http.Request) (*http.Response, error) {
@@ -487,16 +490,20 @@ func (t *endpointTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	}
 	if r.URL.Host == t.ep.host {
 		// go-containerregistry tries http after https for hosts like
-		// 127.0.0.1: the endpoint's scheme is the only one taken.
+		// 127.0.0.1 or 10.0.0.1: the endpoint's scheme is the only one
+		// taken, plain HTTP only after send's fallback.
 		r = r.Clone(r.Context())
 		r.URL.Scheme = t.ep.scheme
+		if t.plain.Load() {
+			r.URL.Scheme = "http"
+		}
 		if t.ep.path != "/v2" && (r.URL.Path == "/v2" || strings.HasPrefix(r.URL.Path, "/v2/")) {
 			r.URL.Path = t.ep.path + strings.TrimPrefix(r.URL.Path, "/v2")
 			r.URL.RawPath = ""
 		}
 	}
 	ctx, cancel := context.WithCancelCause(r.Context())
-	resp, err := t.next.RoundTrip(r.WithContext(ctx))
+	resp, err := t.send(r.WithContext(ctx))
 	if err != nil {
 		cancel(nil)
 		return resp, err
