@@ -16,24 +16,30 @@ func newVersionCmd() *cobra.Command {
 		Short: "Print the version",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			v := version
-			info, ok := debug.ReadBuildInfo()
-			if v == "" && ok {
-				v = info.Main.Version
-				for _, s := range info.Settings {
-					if s.Key == "vcs.revision" && len(s.Value) >= 12 {
-						v += " (" + s.Value[:12] + ")"
-					}
-				}
-			}
-			goVersion := ""
-			if ok {
-				goVersion = info.GoVersion
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "staticpodd %s %s\n", v, goVersion)
+			fmt.Fprintln(cmd.OutOrStdout(), versionLine())
 			return nil
 		},
 	}
+}
+
+// versionLine is what `version` and `--version` print: the version, else the
+// module's with its VCS revision, and the Go toolchain's.
+func versionLine() string {
+	v := version
+	info, ok := debug.ReadBuildInfo()
+	if v == "" && ok {
+		v = info.Main.Version
+		for _, s := range info.Settings {
+			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
+				v += " (" + s.Value[:12] + ")"
+			}
+		}
+	}
+	goVersion := ""
+	if ok {
+		goVersion = info.GoVersion
+	}
+	return fmt.Sprintf("staticpodd %s %s", v, goVersion)
 }
 
 // versionString is the version without the Go toolchain's: the link-time
