@@ -1,6 +1,12 @@
 package main
 
-import "github.com/spf13/cobra"
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+)
 
 // addCommands attaches every subcommand. Each lives in its own file.
 func addCommands(root *cobra.Command, o *globalOptions) {
@@ -16,4 +22,35 @@ func addCommands(root *cobra.Command, o *globalOptions) {
 		newConfigCmd(o),
 		newVersionCmd(),
 	)
+	root.Version = strings.TrimSuffix(versionText(), "\n") // --version, as the kubelet, crictl and podman take it
+	root.SetVersionTemplate("{{.Version}}\n")
+	root.Flags().Bool("version", false, "print the version") // no -v: the kubelet's -v is verbosity
+	requireSubcommand(root)
+}
+
+// requireSubcommand makes c and every command under it that only groups
+// subcommands print its help when given none (exit 0, as cobra does) and
+// fail on an unknown one, its usage on stderr: cobra would print the help and
+// exit 0 for `images prune`. kubectl's DefaultSubCommandRun does the same,
+// but exits 1 for a bare group too.
+func requireSubcommand(c *cobra.Command) {
+	for _, sub := range c.Commands() {
+		requireSubcommand(sub)
+	}
+	if !c.HasSubCommands() || c.Runnable() {
+		return
+	}
+	c.SuggestionsMinimumDistance = 2 // cobra's default
+	c.Args = func(cmd *cobra.Command, args []string) error {
+		if len(args) == 0 {
+			return nil
+		}
+		cmd.PrintErr(cmd.UsageString())
+		msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
+		if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+			msg += " (did you mean " + strings.Join(s, " or ") + "?)"
+		}
+		return errors.New(msg)
+	}
+	c.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
 }

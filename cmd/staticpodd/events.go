@@ -105,7 +105,6 @@ func watchEvents(ctx context.Context, c *daemonClient, out io.Writer, asJSON boo
 		return err
 	}
 	defer resp.Body.Close()
-	widths := make([]int, len(eventHeader))
 	printed := false
 	lines := bufio.NewScanner(resp.Body)
 	lines.Buffer(make([]byte, 0, 64<<10), 4<<20)
@@ -131,11 +130,11 @@ func watchEvents(ctx context.Context, c *daemonClient, out io.Writer, asJSON boo
 		}
 		if !printed {
 			printed = true
-			if err := writeRow(out, eventHeader, widths); err != nil {
+			if err := writeRow(out, eventHeader); err != nil {
 				return err
 			}
 		}
-		if err := writeRow(out, eventRow(e, time.Now()), widths); err != nil {
+		if err := writeRow(out, eventRow(e, time.Now())); err != nil {
 			return err
 		}
 	}
@@ -148,18 +147,21 @@ func watchEvents(ctx context.Context, c *daemonClient, out io.Writer, asJSON boo
 	return fmt.Errorf("the daemon ended the watch (it stopped?)")
 }
 
-// writeRow writes cells padded to the widths seen so far, which grow: rows
-// printed as they come stay about aligned.
-func writeRow(out io.Writer, cells []string, widths []int) error {
+// watchWidths are the columns of events -w but the last: rows are printed as
+// they come, so the widths are fixed and a longer cell is cut, ending in "…".
+// kubectl get -w widens its columns as rows come, leaving the header behind.
+var watchWidths = []int{18, 7, 20, 36, 16}
+
+// writeRow writes cells in the columns of watchWidths.
+func writeRow(out io.Writer, cells []string) error {
 	var b strings.Builder
-	for i, c := range cells {
-		widths[i] = max(widths[i], len(c), len(eventHeader[i]))
-		if i == len(cells)-1 {
-			b.WriteString(c)
-			break
+	for i, c := range cells[:len(cells)-1] {
+		if r := []rune(c); len(r) > watchWidths[i] {
+			c = string(r[:watchWidths[i]-1]) + "…"
 		}
-		fmt.Fprintf(&b, "%-*s   ", widths[i], c)
+		fmt.Fprintf(&b, "%-*s   ", watchWidths[i], c)
 	}
+	b.WriteString(cells[len(cells)-1])
 	b.WriteByte('\n')
 	_, err := io.WriteString(out, b.String())
 	return err

@@ -3,8 +3,10 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -69,12 +71,16 @@ func newImagesCmd(o *globalOptions) *cobra.Command {
 	imp.Flags().StringVar(&configFile, config.FlagConfig, "", "KubeletConfiguration file, for imageGCHighThresholdPercent")
 	cmd.AddCommand(imp)
 	var digests bool
+	var output string
 	ls := &cobra.Command{
-		Use:     "ls",
+		Use:     "ls [--digests] [-o json]",
 		Aliases: []string{"list"},
 		Short:   "List images",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if output != "" && output != "json" {
+				return fmt.Errorf("unknown output format %q: want json", output)
+			}
 			s, err := open()
 			if err != nil {
 				return err
@@ -82,6 +88,9 @@ func newImagesCmd(o *globalOptions) *cobra.Command {
 			imgs, err := s.List()
 			if err != nil {
 				return err
+			}
+			if output == "json" {
+				return printImagesJSON(cmd.OutOrStdout(), imgs, s.LastUsed)
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 8, 3, ' ', 0)
 			header := "REF\tID\tSIZE\tCREATED\tLAST USED\tPINNED"
@@ -114,6 +123,7 @@ func newImagesCmd(o *globalOptions) *cobra.Command {
 			return tw.Flush()
 		},
 	}
+	ls.Flags().StringVarP(&output, "output", "o", "", "output format: json")
 	ls.Flags().BoolVar(&digests, "digests", false, "show the manifest digest each reference was pulled by (<none> for an imported image)")
 	cmd.AddCommand(ls)
 	var force bool
@@ -180,6 +190,37 @@ func newImagesCmd(o *globalOptions) *cobra.Command {
 	cmd.AddCommand(newImagesExportCmd(open))
 	cmd.AddCommand(newImagesPullCmd(o))
 	return cmd
+}
+
+// imageJSON is one image of `images ls -o json`: the field names of the CRI's
+// Image, as `crictl images -o json` prints them, and the store's own.
+type imageJSON struct {
+	ID          string     `json:"id"`
+	RepoTags    []string   `json:"repoTags"`
+	RepoDigests []string   `json:"repoDigests"`
+	Size        int64      `json:"size"` // bytes, uncompressed
+	Pinned      bool       `json:"pinned"`
+	Created     time.Time  `json:"created"`
+	LastUsed    *time.Time `json:"lastUsed"` // null: never
+}
+
+// printImagesJSON writes {"images": [...]}, as crictl's ListImagesResponse.
+func printImagesJSON(w io.Writer, imgs []image.Image, lastUsed func(id string) time.Time) error {
+	out := struct {
+		Images []imageJSON `json:"images"`
+	}{Images: []imageJSON{}}
+	for _, img := range imgs {
+		j := imageJSON{ID: img.ID, RepoTags: append([]string{}, img.Refs...), RepoDigests: append([]string{}, img.RepoDigests...),
+			Size: img.Size, Pinned: img.Pinned, Created: img.Created.UTC()}
+		if t := lastUsed(img.ID); !t.IsZero() {
+			t = t.UTC()
+			j.LastUsed = &t
+		}
+		out.Images = append(out.Images, j)
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(out)
 }
 
 // newImagesExportCmd is `staticpodd images export REF... -o FILE`.

@@ -1,6 +1,15 @@
 package main
 
-import "testing"
+import (
+	"bytes"
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/staticpodd/staticpodd/oci/image"
+)
 
 func TestRepoDigestOf(t *testing.T) {
 	digests := []string{"docker.io/library/nginx@sha256:aa", "127.0.0.1:5000/team/app@sha256:bb"}
@@ -19,5 +28,44 @@ func TestRepoDigestOf(t *testing.T) {
 	}
 	if got := repoDigestOf("docker.io/library/nginx:latest", nil); got != "<none>" {
 		t.Errorf("an imported image: %q, want <none>", got)
+	}
+}
+
+func TestImagesLsJSON(t *testing.T) {
+	root := t.TempDir()
+	out, _, err := run("images", "ls", "-o", "json", "--root-dir", root)
+	if err != nil || strings.Join(strings.Fields(out), "") != `{"images":[]}` {
+		t.Fatalf("empty store: %q, %v", out, err)
+	}
+	if _, _, err := run("images", "ls", "-o", "yaml", "--root-dir", root); err == nil {
+		t.Error("-o yaml accepted")
+	}
+	created := time.Date(2024, 5, 1, 10, 0, 0, 0, time.UTC)
+	used := time.Date(2025, 1, 2, 3, 4, 5, 0, time.FixedZone("x", 3600))
+	imgs := []image.Image{
+		{ID: "sha256:aa", Refs: []string{"docker.io/library/nginx:1.27"}, RepoDigests: []string{"docker.io/library/nginx@sha256:dd"}, Size: 42, Created: created, Pinned: true},
+		{ID: "sha256:bb", Created: created},
+	}
+	var buf bytes.Buffer
+	if err := printImagesJSON(&buf, imgs, func(id string) time.Time {
+		if id == "sha256:aa" {
+			return used
+		}
+		return time.Time{}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var got map[string][]map[string]any
+	if err := json.Unmarshal(buf.Bytes(), &got); err != nil {
+		t.Fatalf("%v: %s", err, buf.String())
+	}
+	want := map[string][]map[string]any{"images": {
+		{"id": "sha256:aa", "repoTags": []any{"docker.io/library/nginx:1.27"}, "repoDigests": []any{"docker.io/library/nginx@sha256:dd"},
+			"size": 42.0, "pinned": true, "created": "2024-05-01T10:00:00Z", "lastUsed": "2025-01-02T02:04:05Z"},
+		{"id": "sha256:bb", "repoTags": []any{}, "repoDigests": []any{}, "size": 0.0, "pinned": false,
+			"created": "2024-05-01T10:00:00Z", "lastUsed": nil},
+	}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got  %v\nwant %v", got, want)
 	}
 }
