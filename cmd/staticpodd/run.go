@@ -30,6 +30,7 @@ import (
 	"github.com/staticpodd/staticpodd/agent/mirror"
 	"github.com/staticpodd/staticpodd/agent/server"
 	"github.com/staticpodd/staticpodd/agent/source"
+	"github.com/staticpodd/staticpodd/agent/trim"
 	"github.com/staticpodd/staticpodd/oci"
 	"github.com/staticpodd/staticpodd/oci/image"
 	"github.com/staticpodd/staticpodd/oci/monitor"
@@ -472,9 +473,8 @@ func (d *daemon) run(ctx context.Context) error {
 	})
 	g.Go(func() error { d.runImageGC(ctx, importDir); return nil })
 	g.Go(func() error {
-		var gc restGC
-		trim := func() { gc.rest(); monitor.TrimMemory() }
-		trimWhenQuiet(ctx, d.agent.Events(), d.notifier.synced, trim, gc.wake)
+		var gc trim.RestGC
+		trim.WhenQuiet(ctx, d.agent.Events(), d.notifier.synced, func() { gc.Rest(); monitor.TrimMemory() }, gc.Wake)
 		return nil
 	})
 	if d.aux.mirror != nil {

@@ -1,4 +1,4 @@
-package main
+package trim
 
 import (
 	"context"
@@ -25,7 +25,7 @@ func TestTrimWhenQuiet(t *testing.T) {
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan struct{})
 		go func() {
-			trimWhenQuiet(ctx, rec, synced, func() { trims.Add(1) }, func() { wakes.Add(1) })
+			WhenQuiet(ctx, rec, synced, func() { trims.Add(1) }, func() { wakes.Add(1) })
 			close(done)
 		}()
 		event := func() {
@@ -113,28 +113,28 @@ func TestRestGC(t *testing.T) {
 	os.Unsetenv("GOGC")
 	old := debug.SetGCPercent(100)
 	defer debug.SetGCPercent(old)
-	var g restGC
-	g.rest()
-	g.rest() // twice: the GOGC to put back is still 100
+	var g RestGC
+	g.Rest()
+	g.Rest() // twice: the GOGC to put back is still 100
 	if got := debug.SetGCPercent(restGCPercent); got != restGCPercent {
 		t.Errorf("resting GOGC %d, want %d", got, restGCPercent)
 	}
-	g.wake()
+	g.Wake()
 	if got := debug.SetGCPercent(100); got != 100 {
 		t.Errorf("GOGC %d after wake, want 100 back", got)
 	}
-	g.wake() // awake already: nothing changes
+	g.Wake() // awake already: nothing changes
 	if got := debug.SetGCPercent(100); got != 100 {
 		t.Errorf("GOGC %d after a second wake, want 100", got)
 	}
 
 	t.Setenv("GOGC", "400")
 	debug.SetGCPercent(400)
-	g.rest()
+	g.Rest()
 	if got := debug.SetGCPercent(400); got != 400 {
 		t.Errorf("GOGC=400 in the environment, resting at %d, want 400 kept", got)
 	}
-	g.wake()
+	g.Wake()
 	if got := debug.SetGCPercent(400); got != 400 {
 		t.Errorf("GOGC=400 in the environment, %d after wake, want 400", got)
 	}

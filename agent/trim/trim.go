@@ -1,4 +1,7 @@
-package main
+// Package trim gives back the memory the daemon's start or a burst of pod
+// changes touched, once it has been quiet: the executable's pages and the
+// heap, with the collector's target lowered while the daemon rests.
+package trim
 
 import (
 	"context"
@@ -38,15 +41,15 @@ const trimBurst = 20
 // few as before (docs/benchmarks.md).
 const restGCPercent = 50
 
-// restGC lowers the collector's target while the daemon rests and puts it
+// RestGC lowers the collector's target while the daemon rests and puts it
 // back as it wakes. A GOGC in the environment is the operator's, and left
-// as it is. Not safe for concurrent use: trimWhenQuiet's goroutine calls it.
-type restGC struct {
+// as it is. Not safe for concurrent use: WhenQuiet's goroutine calls it.
+type RestGC struct {
 	busy    int // the GOGC to put back
 	resting bool
 }
 
-func (g *restGC) rest() {
+func (g *RestGC) Rest() {
 	if g.resting || os.Getenv("GOGC") != "" {
 		return
 	}
@@ -58,21 +61,21 @@ func (g *restGC) rest() {
 	g.resting = true
 }
 
-func (g *restGC) wake() {
+func (g *RestGC) Wake() {
 	if g.resting {
 		debug.SetGCPercent(g.busy)
 		g.resting = false
 	}
 }
 
-// trimWhenQuiet calls trim once the daemon's first sync is done and no event
+// WhenQuiet calls trim once the daemon's first sync is done and no event
 // came for trimQuiet, and again after each later burst of events, until ctx
 // ends. Start-up and a burst of pod starts touch most of the binary's code
 // (the kernel maps it 64 KiB at a time) and grow the heap, and neither the
 // kernel nor Go gives that back to a process that is idle and not short of
 // memory: with 10 pods it was half the daemon's RSS (docs/benchmarks.md).
 // The first event after a trim calls wake.
-func trimWhenQuiet(ctx context.Context, rec *events.Recorder, synced <-chan struct{}, trim, wake func()) {
+func WhenQuiet(ctx context.Context, rec *events.Recorder, synced <-chan struct{}, trim, wake func()) {
 	select {
 	case <-ctx.Done():
 		return
