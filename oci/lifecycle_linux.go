@@ -1,0 +1,100 @@
+//go:build linux && cgo
+
+package oci
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// Recover makes the state directory and cleans up what an earlier daemon
+// left: interrupted starts, removals and sandbox creations, and the exec
+// processes it ran. The containers themselves and their monitors are
+// adopted as they are asked for. When ctx ends, Recover stops where it is
+// and returns ctx's cause; what is left is cleaned up by the next Recover.
+// (The kubelet's runtime state is containerd's, which cleans up as it
+// starts: containerd's cri plugin recover.)
+func (r *Runtime) Recover(ctx context.Context) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("recover runtime state: %w", context.Cause(ctx))
+	}
+	for _, d := range []string{r.libcontainerRoot(), filepath.Join(r.cfg.RunDir, podsDir), filepath.Join(r.cfg.RunDir, containersDir)} {
+		if err := os.MkdirAll(d, 0o711); err != nil {
+			return fmt.Errorf("recover runtime state: %w", err)
+		}
+	}
+	path, f, err := openMonitorExecutable(r.cfg.RunDir, monitorBinary)
+	if err != nil {
+		r.log.Warn("monitors run as this binary, each start re-executing all of it", "err", err)
+	}
+	r.mu.Lock()
+	r.monitorPath, r.monitorFile = path, f
+	r.mu.Unlock()
+	if err := r.removeOrphans(ctx); err != nil {
+		return fmt.Errorf("recover runtime state: %w", err)
+	}
+	if err := r.killLeftoverExecs(ctx); err != nil {
+		return fmt.Errorf("recover runtime state: %w", err)
+	}
+	return nil
+}
+
+// StartBackground starts what runs beside the pods until ctx ends or Close
+// is called: CNI's CHECK of the networks of the sandboxes an earlier daemon
+// made. It is called once, after Recover. (Start is taken: it starts a
+// container.)
+func (r *Runtime) StartBackground(ctx context.Context) {
+	uids, err := r.ListSandboxes(ctx)
+	if err != nil || r.net == nil || len(uids) == 0 {
+		close(r.checked)
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		close(r.checked)
+		return
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	r.stopBackground = cancel
+	r.background.Add(1)
+	go func() {
+		defer r.background.Done()
+		r.checkNetworks(ctx, uids)
+	}()
+}
+
+// Close stops and waits for every goroutine the Runtime runs on its own
+// (the network check, the spare monitor's start, the cgroup warm-up), kills
+// the spare monitor, which has no container yet, and closes the monitor
+// program. Containers and their monitors keep running: they outlive the
+// daemon, and the next one adopts them. No other method may be called after
+// Close.
+func (r *Runtime) Close() error {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil
+	}
+	r.closed = true
+	stop := r.stopBackground
+	r.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
+	r.background.Wait() // no Add after closed is set
+	r.warmer.wait()
+	r.mu.Lock()
+	spare, f := r.spare, r.monitorFile
+	r.spare, r.monitorFile = nil, nil
+	r.mu.Unlock()
+	if spare != nil {
+		spare.kill()
+	}
+	if f != nil {
+		return f.Close()
+	}
+	return nil
+}
