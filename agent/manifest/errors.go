@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"reflect"
 	"sort"
-	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/staticpodd/staticpodd/agent/podspec"
 )
 
 // Error is one reason a manifest cannot be used. Origin names the file or URL,
@@ -101,9 +101,8 @@ func fieldErrors(origin string, list field.ErrorList) []*Error {
 	return out
 }
 
-// maxShown is how much of a bad value an error shows: enough to recognise it,
-// never a whole file's worth.
-const maxShown = 120
+// maxShown is how much of a bad value an error shows (podspec.MaxShown).
+const maxShown = podspec.MaxShown
 
 // showValue renders a bad value the way the manifest would write it: a string
 // quoted (invalid UTF-8 and control characters escaped), a number as written,
@@ -143,29 +142,9 @@ func showValue(v any) (plain, shown string) {
 	return shorten(s), shorten(s)
 }
 
-// quote quotes s, shortened to maxShown bytes.
-func quote(s string) string {
-	if len(s) <= maxShown {
-		return strconv.Quote(s)
-	}
-	return strconv.Quote(s[:cut(s)]) + fmt.Sprintf("… (%d bytes)", len(s))
-}
+func quote(s string) string { return podspec.Quote(s) }
 
-func shorten(s string) string {
-	if len(s) <= maxShown {
-		return s
-	}
-	return s[:cut(s)] + fmt.Sprintf("… (%d bytes)", len(s))
-}
-
-// cut is where to shorten s: at most maxShown bytes, on a rune boundary.
-func cut(s string) int {
-	n := maxShown
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return n
-}
+func shorten(s string) string { return podspec.Shorten(s) }
 
 // under reports whether path is p or inside it ("spec.containers[0]" is under
 // "spec.containers" and "spec").

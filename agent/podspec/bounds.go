@@ -2,6 +2,8 @@ package podspec
 
 import (
 	"bytes"
+	"fmt"
+	"strconv"
 	"unicode/utf8"
 )
 
@@ -22,6 +24,29 @@ const (
 	// a plugin's or a hook's answer.
 	MaxStatusMessage = MaxTerminationMessage
 )
+
+// MaxShown is how much of a bad value an error shows (a manifest's field, an
+// image's Entrypoint or user): enough to recognise it, never a whole file's
+// worth.
+const MaxShown = 120
+
+// Shorten is s for an error: its first MaxShown bytes, on a UTF-8 boundary,
+// and its length when it is longer.
+func Shorten(s string) string {
+	if len(s) <= MaxShown {
+		return s
+	}
+	return Truncate(s, MaxShown) + fmt.Sprintf("… (%d bytes)", len(s))
+}
+
+// Quote is Shorten with what is kept quoted (invalid UTF-8 and control
+// characters escaped) and the length outside the quotes.
+func Quote(s string) string {
+	if len(s) <= MaxShown {
+		return strconv.Quote(s)
+	}
+	return strconv.Quote(Truncate(s, MaxShown)) + fmt.Sprintf("… (%d bytes)", len(s))
+}
 
 // Truncate returns s cut to at most n bytes, on a UTF-8 boundary.
 func Truncate(s string, n int) string {
