@@ -190,6 +190,13 @@ func TestEditorSaveLeavesPodAlone(t *testing.T) {
 				removed := time.Now()
 				d.RemoveManifest("web.yaml")
 				t.Logf("a real removal: pod terminating %s after rm", terminating(d, "web", removed).Round(time.Millisecond))
+				// The status can say terminating before the daemon's log line
+				// has come through its pipe: wait for the real removal's line,
+				// then count (a save taken as a removal logs before it).
+				logged := func() bool { return strings.Contains(d.Output(), `msg="manifest removed"`) }
+				for deadline := time.Now().Add(10 * time.Second); !logged() && time.Now().Before(deadline); {
+					time.Sleep(20 * time.Millisecond)
+				}
 				if strings.Count(d.Output(), `msg="manifest removed"`) != 1 {
 					t.Errorf("the saves were taken as removals:\n%s", d.Output())
 				}
