@@ -12,13 +12,11 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"slices"
 	"sort"
 	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	sigsjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 )
@@ -257,34 +255,21 @@ func decodeFile(path string, kc *kubeletConfiguration) (map[string]any, error) {
 }
 
 // honoured are the KubeletConfiguration fields staticpodd gives their kubelet
-// meaning (docs/configuration.md, "Fields"), as dotted JSON paths.
-var honoured = map[string]bool{
-	"apiVersion": true, "kind": true,
-	"staticPodPath": true, "staticPodURL": true, "staticPodURLHeader": true,
-	"fileCheckFrequency": true, "httpCheckFrequency": true, "syncFrequency": true,
-	"address": true, "port": true, "readOnlyPort": true,
-	"tlsCertFile": true, "tlsPrivateKeyFile": true, "authentication.x509.clientCAFile": true,
-	"tlsMinVersion": true, "tlsCipherSuites": true,
-	"authentication.anonymous.enabled": true, "authentication.webhook.enabled": true,
-	"authentication.webhook.cacheTTL": true, "authorization.mode": true,
-	"authorization.webhook.cacheAuthorizedTTL": true, "authorization.webhook.cacheUnauthorizedTTL": true,
-	"podLogsDir": true, "containerLogMaxSize": true, "containerLogMaxFiles": true,
-	"cgroupRoot": true, "cgroupDriver": true,
-	"evictionHard": true, "evictionSoft": true, "evictionSoftGracePeriod": true,
-	"evictionMinimumReclaim": true, "evictionPressureTransitionPeriod": true,
-	"evictionMaxPodGracePeriod": true, "failSwapOn": true,
-	// mergeDefaultEvictionSettings only changes how evictionHard is filled in.
-	"mergeDefaultEvictionSettings": true,
-	"serializeImagePulls":          true, "maxParallelImagePulls": true, "imageGCHighThresholdPercent": true,
-	"imageGCLowThresholdPercent": true, "imageMinimumGCAge": true, "imageMaximumGCAge": true,
-	"seccompDefault": true, "maxPods": true,
-	"allowedUnsafeSysctls": true,
-	"podPidsLimit":         true, "podCIDR": true, "resolvConf": true,
-	"crashLoopBackOff.maxContainerRestartPeriod": true,
-	"registerNode": true, "registerWithTaints": true,
-	"nodeStatusUpdateFrequency": true, "nodeStatusReportFrequency": true,
-	"nodeLeaseDurationSeconds": true,
-}
+// meaning (docs/configuration.md, "Fields"), as dotted JSON paths: those of
+// the table, fields, and the few that only say how the file is read.
+var honoured = func() map[string]bool {
+	h := map[string]bool{
+		"apiVersion": true, "kind": true,
+		// mergeDefaultEvictionSettings only changes how evictionHard is filled in.
+		"mergeDefaultEvictionSettings": true,
+	}
+	for _, f := range fields {
+		if f.file != "" {
+			h[f.file] = true
+		}
+	}
+	return h
+}()
 
 // ignoredWarnings returns one warning per field the file sets, that staticpodd
 // does not honour, and whose value differs from the kubelet's default.
@@ -368,168 +353,72 @@ func inFile(raw map[string]any, field string) bool {
 	return true
 }
 
+// fromKubelet is the configuration the defaulted file gives, with
+// staticpodd's defaults for the rest.
 func fromKubelet(path string, raw map[string]any, kc *kubeletConfiguration) (*Config, error) {
-	c := &Config{
-		ConfigFile:         path,
-		RootDir:            DefaultRootDir,
-		RunDir:             DefaultRunDir,
-		StaticPodPath:      kc.StaticPodPath,
-		StaticPodURL:       kc.StaticPodURL,
-		StaticPodURLHeader: http.Header(kc.StaticPodURLHeader),
-		FileCheckFrequency: kc.FileCheckFrequency.Duration,
-		HTTPCheckFrequency: kc.HTTPCheckFrequency.Duration,
-		SyncFrequency:      kc.SyncFrequency.Duration,
-
-		Address:           kc.Address,
-		Port:              kc.Port,
-		ReadOnlyPort:      kc.ReadOnlyPort,
-		TLSCertFile:       kc.TLSCertFile,
-		TLSPrivateKeyFile: kc.TLSPrivateKeyFile,
-		ClientCAFile:      kc.Authentication.X509.ClientCAFile,
-
-		TLSMinVersion:          kc.TLSMinVersion,
-		TLSCipherSuites:        kc.TLSCipherSuites,
-		AnonymousAuth:          *kc.Authentication.Anonymous.Enabled,
-		WebhookAuthn:           *kc.Authentication.Webhook.Enabled,
-		WebhookAuthnCacheTTL:   kc.Authentication.Webhook.CacheTTL.Duration,
-		AuthorizationMode:      string(kc.Authorization.Mode),
-		AuthzCacheAuthorized:   kc.Authorization.Webhook.CacheAuthorizedTTL.Duration,
-		AuthzCacheUnauthorized: kc.Authorization.Webhook.CacheUnauthorizedTTL.Duration,
-
-		PodLogsDir:           kc.PodLogsDir,
-		ContainerLogMaxFiles: *kc.ContainerLogMaxFiles,
-		CgroupRoot:           kc.CgroupRoot,
-		CgroupDriver:         kc.CgroupDriver,
-		PodCIDR:              kc.PodCIDR,
-		ResolvConf:           *kc.ResolverConfig,
-		CNIConfDir:           DefaultCNIConfDir,
-		CNIBinDirs:           slices.Clone(DefaultCNIBinDirs),
-		PodNetworkBridge:     DefaultPodNetworkBridge,
-
-		EvictionHard:                     kc.EvictionHard,
-		EvictionSoft:                     kc.EvictionSoft,
-		EvictionSoftGracePeriod:          kc.EvictionSoftGracePeriod,
-		EvictionMinimumReclaim:           kc.EvictionMinimumReclaim,
-		EvictionPressureTransitionPeriod: kc.EvictionPressureTransitionPeriod.Duration,
-		EvictionMaxPodGracePeriod:        kc.EvictionMaxPodGracePeriod,
-		FailSwapOn:                       *kc.FailSwapOn,
-
-		SerializeImagePulls:         *kc.SerializeImagePulls,
-		MaxParallelImagePulls:       maxParallel(kc.MaxParallelImagePulls),
-		RegistryConfigDir:           DefaultRegistryConfigDir,
-		ImagePullProgressTimeout:    DefaultImagePullProgressTimeout,
-		ImageGCHighThresholdPercent: *kc.ImageGCHighThresholdPercent,
-		ImageGCLowThresholdPercent:  *kc.ImageGCLowThresholdPercent,
-		ImageMinimumGCAge:           kc.ImageMinimumGCAge.Duration,
-		ImageMaximumGCAge:           kc.ImageMaximumGCAge.Duration,
-		SeccompDefault:              *kc.SeccompDefault,
-		AllowedUnsafeSysctls:        kc.AllowedUnsafeSysctls,
-		MaxPods:                     kc.MaxPods,
-		PodPidsLimit:                *kc.PodPidsLimit,
-		MaxContainerRestartPeriod:   kc.CrashLoopBackOff.MaxContainerRestartPeriod.Duration,
-		RegisterNode:                *kc.RegisterNode,
-		RegisterWithTaints:          kc.RegisterWithTaints,
-		NodeStatusUpdateFrequency:   kc.NodeStatusUpdateFrequency.Duration,
-		NodeStatusReportFrequency:   kc.NodeStatusReportFrequency.Duration,
-		NodeLeaseDurationSeconds:    kc.NodeLeaseDurationSeconds,
-		Origins:                     map[string]string{},
-	}
-	for _, e := range entries {
-		c.Origins[e.key] = OriginDefault
-		if e.field != "" && inFile(raw, e.field) {
-			c.Origins[e.key] = originFile + path
+	c := &Config{Origins: map[string]string{}}
+	for _, f := range fields {
+		if err := f.value.fromFile(c, kc); err != nil {
+			return nil, fmt.Errorf("config %s: %w", path, err)
+		}
+		set := f.file != "" && inFile(raw, f.file)
+		if f.fill != nil {
+			f.fill(c, kc, set)
+		}
+		c.Origins[f.key] = OriginDefault
+		if set {
+			c.Origins[f.key] = originFile + path
 		}
 	}
+	c.ConfigFile = path
 	if path != "" {
 		c.Origins["configFile"] = originFlag + FlagConfig
 	}
-	if c.StaticPodPath == "" && !inFile(raw, "staticPodPath") {
-		c.StaticPodPath = DefaultStaticPodPath
-	}
-	if c.PodCIDR == "" {
-		c.PodCIDR = DefaultPodCIDR
-	}
-	if c.CgroupRoot == "" && !inFile(raw, "cgroupRoot") {
-		c.CgroupRoot = DefaultCgroupRoot
-	}
-	// The kubelet fills evictionHard in after defaulting (cmd/kubelet/app/server.go).
-	if c.EvictionHard == nil {
-		c.EvictionHard = defaultEvictionHard()
-	} else if *kc.MergeDefaultEvictionSettings {
-		for k, v := range defaultEvictionHard() {
-			if _, ok := c.EvictionHard[k]; !ok {
-				c.EvictionHard[k] = v
-			}
-		}
-	}
-	size, err := resource.ParseQuantity(kc.ContainerLogMaxSize)
-	if err != nil {
-		return nil, fmt.Errorf("config %s: containerLogMaxSize %q: %w", path, kc.ContainerLogMaxSize, err)
-	}
-	c.ContainerLogMaxSize = size.Value()
 	return c, nil
 }
 
-func (c *Config) applyFlags(f *Flags) error {
-	if _, ok := f.given(FlagBootstrapKubeconfig); ok {
+// applyFlags sets the values of the flags that were given, then those of
+// the environment variables whose flag was not.
+func (c *Config) applyFlags(fl *Flags) error {
+	if _, ok := fl.given(FlagBootstrapKubeconfig); ok {
 		return fmt.Errorf("--%s: TLS bootstrap is not supported; give --%s a kubeconfig with the node's own credentials (kubeadm's kubelet.conf)", FlagBootstrapKubeconfig, FlagKubeconfig)
 	}
-	set := func(key, flag string, dst *string) {
-		if v, ok := f.given(flag); ok {
-			*dst = v
-			c.Origins[key] = originFlag + flag
-		}
-	}
-	set("staticPodPath", FlagPodManifestPath, &c.StaticPodPath)
-	set("staticPodURL", FlagManifestURL, &c.StaticPodURL)
-	set("manifestURLCA", FlagManifestURLCA, &c.StaticPodURLCA)
-	set("nodeIP", FlagNodeIP, &c.NodeIP)
-	set("kubeconfig", FlagKubeconfig, &c.Kubeconfig)
-	set("registryConfigDir", FlagRegistryConfigDir, &c.RegistryConfigDir)
-	set("rootDir", FlagRootDir, &c.RootDir)
-	set("runDir", FlagRunDir, &c.RunDir)
-	set("cniConfDir", FlagCNIConfDir, &c.CNIConfDir)
-	set("cniCacheDir", FlagCNICacheDir, &c.CNICacheDir)
-	set("podCIDR", FlagPodCIDR, &c.PodCIDR)
-	set("podNetworkBridge", FlagPodNetworkBridge, &c.PodNetworkBridge)
-	if v, ok := f.given(FlagCNIBinDir); ok {
-		c.CNIBinDirs = nil
-		for _, d := range strings.Split(v, ",") {
-			if d = strings.TrimSpace(d); d != "" {
-				c.CNIBinDirs = append(c.CNIBinDirs, d)
+	for _, f := range fields {
+		var err error
+		switch {
+		case f.byLoad:
+			continue
+		case f.flagList != nil:
+			vs := *f.flagList(fl)
+			if len(vs) == 0 {
+				continue
 			}
+			err = f.parseList(c, vs)
+		case f.flagValue != nil:
+			v, ok := fl.given(f.flag)
+			if !ok {
+				continue
+			}
+			if f.parseFlag != nil {
+				err = f.parseFlag(c, v)
+			} else if !f.value.setString(c, v) {
+				panic("config: flag --" + f.flag + " of a non-string value has no parseFlag")
+			}
+		default:
+			continue
 		}
-		c.Origins["cniBinDir"] = originFlag + FlagCNIBinDir
-	}
-	for _, d := range []struct {
-		key, env string
-		dst      *string
-	}{{"rootDir", EnvRootDir, &c.RootDir}, {"runDir", EnvRunDir, &c.RunDir}} {
-		if v := os.Getenv(d.env); v != "" && c.Origins[d.key] == OriginDefault {
-			*d.dst = v
-			c.Origins[d.key] = originEnv + d.env
-		}
-	}
-	if v, ok := f.given(FlagImagePullProgressTimeout); ok {
-		d, err := time.ParseDuration(v)
-		if err != nil || d <= 0 {
-			return fmt.Errorf("--%s %q: want a positive duration (30s, 2m)", FlagImagePullProgressTimeout, v)
-		}
-		c.ImagePullProgressTimeout = d
-		c.Origins["imagePullProgressTimeout"] = originFlag + FlagImagePullProgressTimeout
-	}
-	if len(f.ManifestURLHeaders) > 0 {
-		h, err := ParseHeaders(f.ManifestURLHeaders)
 		if err != nil {
 			return err
 		}
-		c.StaticPodURLHeader = h
-		c.Origins["staticPodURLHeader"] = originFlag + FlagManifestURLHeader
+		c.Origins[f.key] = originFlag + f.flag
 	}
-	// The kubelet lower-cases the override as well as the hostname (GetHostname).
-	if v, ok := f.given(FlagHostnameOverride); ok && strings.TrimSpace(v) != "" {
-		c.NodeName = strings.ToLower(strings.TrimSpace(v))
-		c.Origins["nodeName"] = originFlag + FlagHostnameOverride
+	for _, f := range fields {
+		if v := os.Getenv(f.env); f.env != "" && v != "" && c.Origins[f.key] == OriginDefault {
+			f.value.setString(c, v)
+			c.Origins[f.key] = originEnv + f.env
+		}
+	}
+	if c.NodeName != "" { // --hostname-override
 		return nil
 	}
 	host, err := os.Hostname()
@@ -548,9 +437,9 @@ func (c *Config) Origin(key string) string {
 
 // Entries returns every effective value with its origin, in a stable order.
 func (c *Config) Entries() []Entry {
-	out := make([]Entry, 0, len(entries))
-	for _, e := range entries {
-		out = append(out, Entry{Key: e.key, Value: e.value(c), Origin: c.Origins[e.key]})
+	out := make([]Entry, 0, len(fields))
+	for _, f := range fields {
+		out = append(out, Entry{Key: f.key, Value: f.value.show(c), Origin: c.Origins[f.key]})
 	}
 	return out
 }

@@ -105,22 +105,16 @@ type Flags struct {
 // Register adds the configuration flags to fs.
 func (f *Flags) Register(fs *pflag.FlagSet) {
 	f.fs = fs
-	fs.StringVar(&f.ConfigFile, FlagConfig, "", "KubeletConfiguration file (kubelet.config.k8s.io/v1beta1)")
-	fs.StringVar(&f.PodManifestPath, FlagPodManifestPath, "", "directory of static pod manifests, or one manifest file (staticPodPath; default "+DefaultStaticPodPath+")")
-	fs.StringVar(&f.ManifestURL, FlagManifestURL, "", "URL of a Pod or PodList to run (staticPodURL)")
-	fs.StringArrayVar(&f.ManifestURLHeaders, FlagManifestURLHeader, nil, "HTTP header 'Key:Value' for --manifest-url (staticPodURLHeader); repeatable, comma-separated pairs allowed")
-	fs.StringVar(&f.ManifestURLCA, FlagManifestURLCA, "", "PEM file of CA certificates trusted for an https --manifest-url, besides the system's")
-	fs.StringVar(&f.HostnameOverride, FlagHostnameOverride, "", "node name (default: the hostname, lower-cased)")
-	fs.StringVar(&f.NodeIP, FlagNodeIP, "", "IP address of the node")
-	fs.StringVar(&f.Kubeconfig, FlagKubeconfig, "", "kubeconfig of an API server; enables mirror pods")
+	for _, d := range fields {
+		switch {
+		case d.shared:
+		case d.flagList != nil:
+			fs.StringArrayVar(d.flagList(f), d.flag, nil, d.help)
+		case d.flagValue != nil:
+			fs.StringVar(d.flagValue(f), d.flag, "", d.help)
+		}
+	}
 	fs.StringVar(&f.BootstrapKubecfg, FlagBootstrapKubeconfig, "", "not supported: TLS bootstrap; give --kubeconfig with the node's credentials")
-	fs.StringVar(&f.RegistryConfigDir, FlagRegistryConfigDir, "", "registry mirrors, CAs and client certificates in containerd's layout, <dir>/<host>/hosts.toml (default "+DefaultRegistryConfigDir+")")
-	fs.StringVar(&f.ImagePullProgressTimeout, FlagImagePullProgressTimeout, "", "an image pull fails when a registry's response (manifest, config, layer) brings less than 1 KiB/s over this much waiting (default "+DefaultImagePullProgressTimeout.String()+")")
-	fs.StringVar(&f.CNIConfDir, FlagCNIConfDir, "", "directory of CNI configuration: its first .conflist, .conf or .json file by name is the pod network (default "+DefaultCNIConfDir+"; none there: the built-in default network)")
-	fs.StringVar(&f.CNIBinDir, FlagCNIBinDir, "", "comma-separated directories of CNI plugins (default "+strings.Join(DefaultCNIBinDirs, ",")+")")
-	fs.StringVar(&f.CNICacheDir, FlagCNICacheDir, "", "libcni's cache of pod network attachments (default <run-dir>/cni/cache)")
-	fs.StringVar(&f.PodCIDR, FlagPodCIDR, "", "range of the built-in default pod network (podCIDR; default "+DefaultPodCIDR+")")
-	fs.StringVar(&f.PodNetworkBridge, FlagPodNetworkBridge, "", "bridge of the built-in default pod network (default "+DefaultPodNetworkBridge+")")
 }
 
 // given reports whether flag name was set on the command line, and its value.
@@ -131,41 +125,13 @@ func (f *Flags) given(name string) (string, bool) {
 		}
 	}
 	var v string
-	switch name {
-	case FlagConfig:
-		v = f.ConfigFile
-	case FlagPodManifestPath:
-		v = f.PodManifestPath
-	case FlagManifestURL:
-		v = f.ManifestURL
-	case FlagManifestURLCA:
-		v = f.ManifestURLCA
-	case FlagHostnameOverride:
-		v = f.HostnameOverride
-	case FlagNodeIP:
-		v = f.NodeIP
-	case FlagKubeconfig:
-		v = f.Kubeconfig
-	case FlagBootstrapKubeconfig:
+	if name == FlagBootstrapKubeconfig {
 		v = f.BootstrapKubecfg
-	case FlagRegistryConfigDir:
-		v = f.RegistryConfigDir
-	case FlagImagePullProgressTimeout:
-		v = f.ImagePullProgressTimeout
-	case FlagRootDir:
-		v = f.RootDir
-	case FlagRunDir:
-		v = f.RunDir
-	case FlagCNIConfDir:
-		v = f.CNIConfDir
-	case FlagCNIBinDir:
-		v = f.CNIBinDir
-	case FlagCNICacheDir:
-		v = f.CNICacheDir
-	case FlagPodCIDR:
-		v = f.PodCIDR
-	case FlagPodNetworkBridge:
-		v = f.PodNetworkBridge
+	}
+	for _, d := range fields {
+		if d.flag == name && d.flagValue != nil {
+			v = *d.flagValue(f)
+		}
 	}
 	return v, v != ""
 }

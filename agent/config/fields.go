@@ -1,0 +1,710 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	utilsysctl "k8s.io/component-helpers/node/util/sysctl"
+)
+
+// Reload says how a running daemon takes a changed value: at its next start,
+// or live, by the part of the daemon that owns the value's group.
+type Reload uint8
+
+const (
+	// Restart: read once at start; a reload reports the change as needing a
+	// restart and keeps the running value.
+	Restart Reload = iota
+	// ReloadSources: the manifest sources, replaced where they changed.
+	ReloadSources
+	// ReloadEviction: the eviction manager's thresholds and periods.
+	ReloadEviction
+	// ReloadLogs: container log rotation, for running containers too.
+	ReloadLogs
+	// ReloadImageGC: the image garbage collector's policy.
+	ReloadImageGC
+)
+
+// field declares one value of Config, once: everything else (loading from
+// the file, staticpodd's defaults, flags, origins, validation, what `config`
+// shows, what a reload applies) is driven by the table of them, fields.
+// To add a value: a Config field, and a row here.
+type field struct {
+	// key names the value in `staticpodd config`, in Origins and in errors:
+	// the KubeletConfiguration's dotted JSON path, or a name of ours for a
+	// value no file field gives.
+	key string
+	// file is the dotted KubeletConfiguration field that sets the value,
+	// "" for none.
+	file string
+	// value is the typed Config field (how it is shown, copied, and read
+	// from the file).
+	value valuer
+	// fill, when set, gives staticpodd's default after the kubelet's
+	// (setDefaults); set says whether the file sets the field.
+	fill func(c *Config, kc *kubeletConfiguration, set bool)
+	// flag is the flag that sets the value, "" for none; flagValue is where
+	// Flags holds it (flagList for a repeatable one), and help its help
+	// text. shared: the root command declares the flag for every
+	// subcommand, so Register leaves it out. byLoad: Load itself takes the
+	// flag (--config names the file), it sets no value.
+	flag      string
+	flagValue func(*Flags) *string
+	flagList  func(*Flags) *[]string
+	help      string
+	shared    bool
+	byLoad    bool
+	// parseFlag sets the value from the flag's (parseList from a
+	// repeatable one's); nil: the value is the flag's string as given.
+	parseFlag func(c *Config, v string) error
+	parseList func(c *Config, vs []string) error
+	// env is the environment variable that gives the value when no flag
+	// does.
+	env string
+	// check validates the value, with the kubelet's limits where it has
+	// them; cross-field rules sit with the field whose key they report.
+	check func(c *Config, p *problems)
+	// reload: how a running daemon takes a change.
+	reload Reload
+}
+
+// valuer is a Config field of some type.
+type valuer interface {
+	show(c *Config) string
+	copy(dst, src *Config)
+	// fromFile sets the value from the defaulted file, if a file field
+	// gives it.
+	fromFile(c *Config, kc *kubeletConfiguration) error
+	// setString sets a string value from a flag; false for other types.
+	setString(c *Config, v string) bool
+	// addr is the field's address in c, for the test that every Config
+	// field has exactly one row.
+	addr(c *Config) any
+}
+
+// value is a Config field of type T: at gives its address, render shows it,
+// kubelet (if any) reads it from the defaulted file, and def is the
+// default of a value no file field gives.
+type value[T any] struct {
+	at      func(*Config) *T
+	render  func(T) string
+	kubelet func(*kubeletConfiguration) (T, error)
+	def     func() T
+}
+
+func (v value[T]) show(c *Config) string { return v.render(*v.at(c)) }
+func (v value[T]) copy(dst, src *Config) { *v.at(dst) = *v.at(src) }
+func (v value[T]) addr(c *Config) any    { return v.at(c) }
+
+func (v value[T]) fromFile(c *Config, kc *kubeletConfiguration) error {
+	switch {
+	case v.kubelet != nil:
+		x, err := v.kubelet(kc)
+		if err != nil {
+			return err
+		}
+		*v.at(c) = x
+	case v.def != nil:
+		*v.at(c) = v.def()
+	}
+	return nil
+}
+
+func (v value[T]) setString(c *Config, s string) bool {
+	p, ok := any(v.at(c)).(*string)
+	if ok {
+		*p = s
+	}
+	return ok
+}
+
+// kubelet reads a value from the defaulted KubeletConfiguration.
+func kubelet[T any](f func(*kubeletConfiguration) T) func(*kubeletConfiguration) (T, error) {
+	return func(kc *kubeletConfiguration) (T, error) { return f(kc), nil }
+}
+
+// constant is a default of ours.
+func constant[T any](v T) func() T { return func() T { return v } }
+
+// Renderings of values for `staticpodd config`.
+
+func plain(s string) string { return s }
+
+func sprint[T any](v T) string { return fmt.Sprint(v) }
+
+func duration(d time.Duration) string { return d.String() }
+
+func commas(s []string) string { return strings.Join(s, ",") }
+
+func kv(m map[string]string) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s=%v", k, m[k]))
+	}
+	return strings.Join(parts, ",")
+}
+
+// redactedHeader shows header names only: values are often credentials
+// (Authorization), and the config is printed and logged.
+func redactedHeader(h http.Header) string {
+	keys := make([]string, 0, len(h))
+	for k := range h {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		parts = append(parts, k+"=(redacted)")
+	}
+	return strings.Join(parts, ",")
+}
+
+// redactURL hides a password in a URL ("xxxxx").
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.User == nil {
+		return raw
+	}
+	return u.Redacted()
+}
+
+func taints(ts []v1.Taint) string {
+	parts := make([]string, 0, len(ts))
+	for _, t := range ts {
+		parts = append(parts, t.ToString())
+	}
+	return strings.Join(parts, ",")
+}
+
+func quantity(n int64) string { return resource.NewQuantity(n, resource.BinarySI).String() }
+
+// problems collects the errors of validation, each prefixed with the key of
+// the field being checked.
+type problems struct {
+	key  string
+	errs []error
+}
+
+func (p *problems) bad(format string, args ...any) {
+	p.errs = append(p.errs, fmt.Errorf("%s: %s", p.key, fmt.Sprintf(format, args...)))
+}
+
+// Checks shared by several fields.
+
+func notNegative(at func(*Config) time.Duration) func(*Config, *problems) {
+	return func(c *Config, p *problems) {
+		if d := at(c); d < 0 {
+			p.bad("%v is negative", d)
+		}
+	}
+}
+
+func absolute(at func(*Config) string) func(*Config, *problems) {
+	return func(c *Config, p *problems) {
+		if dir := at(c); !filepath.IsAbs(dir) {
+			p.bad("%q is not an absolute path", dir)
+		}
+	}
+}
+
+func percent(at func(*Config) int32) func(*Config, *problems) {
+	return func(c *Config, p *problems) {
+		if v := at(c); v < 0 || v > 100 {
+			p.bad("%d is not between 0 and 100", v)
+		}
+	}
+}
+
+func oneOf(at func(*Config) string, a, b string) func(*Config, *problems) {
+	return func(c *Config, p *problems) {
+		if v := at(c); v != a && v != b {
+			p.bad("%q is neither %s nor %s", v, a, b)
+		}
+	}
+}
+
+// fields are every value of Config, in the order `staticpodd config` shows
+// them. Validation runs in this order too.
+var fields = []field{
+	{key: "configFile", flag: FlagConfig, help: "KubeletConfiguration file (kubelet.config.k8s.io/v1beta1)",
+		flagValue: func(f *Flags) *string { return &f.ConfigFile }, byLoad: true,
+		value: value[string]{at: func(c *Config) *string { return &c.ConfigFile }, render: plain}},
+	{key: "nodeName", flag: FlagHostnameOverride, help: "node name (default: the hostname, lower-cased)",
+		flagValue: func(f *Flags) *string { return &f.HostnameOverride },
+		// The kubelet lower-cases the override as well as the hostname
+		// (GetHostname); a blank one is no override (applyFlags).
+		parseFlag: func(c *Config, v string) error {
+			c.NodeName = strings.ToLower(strings.TrimSpace(v))
+			return nil
+		},
+		value: value[string]{at: func(c *Config) *string { return &c.NodeName }, render: plain}},
+	{key: "nodeIP", flag: FlagNodeIP, help: "IP address of the node",
+		flagValue: func(f *Flags) *string { return &f.NodeIP },
+		value:     value[string]{at: func(c *Config) *string { return &c.NodeIP }, render: plain},
+		check: func(c *Config, p *problems) {
+			for _, ip := range strings.Split(c.NodeIP, ",") {
+				if c.NodeIP != "" && net.ParseIP(strings.TrimSpace(ip)) == nil {
+					p.bad("%q is not an IP address", ip)
+				}
+			}
+		}},
+	{key: "kubeconfig", flag: FlagKubeconfig, help: "kubeconfig of an API server; enables mirror pods",
+		flagValue: func(f *Flags) *string { return &f.Kubeconfig },
+		value:     value[string]{at: func(c *Config) *string { return &c.Kubeconfig }, render: plain}},
+	{key: "rootDir", flag: FlagRootDir, shared: true, env: EnvRootDir,
+		flagValue: func(f *Flags) *string { return &f.RootDir },
+		value:     value[string]{at: func(c *Config) *string { return &c.RootDir }, render: plain, def: constant(DefaultRootDir)},
+		check:     absolute(func(c *Config) string { return c.RootDir })},
+	{key: "runDir", flag: FlagRunDir, shared: true, env: EnvRunDir,
+		flagValue: func(f *Flags) *string { return &f.RunDir },
+		value:     value[string]{at: func(c *Config) *string { return &c.RunDir }, render: plain, def: constant(DefaultRunDir)},
+		check:     absolute(func(c *Config) string { return c.RunDir })},
+
+	{key: "staticPodPath", file: "staticPodPath", reload: ReloadSources,
+		flag: FlagPodManifestPath, help: "directory of static pod manifests, or one manifest file (staticPodPath; default " + DefaultStaticPodPath + ")",
+		flagValue: func(f *Flags) *string { return &f.PodManifestPath },
+		value: value[string]{at: func(c *Config) *string { return &c.StaticPodPath }, render: plain,
+			kubelet: kubelet(func(kc *kubeletConfiguration) string { return kc.StaticPodPath })},
+		// The kubelet has no default and runs no static pods without one;
+		// staticPodPath: "" in the file keeps it so.
+		fill: func(c *Config, _ *kubeletConfiguration, set bool) {
+			if c.StaticPodPath == "" && !set {
+				c.StaticPodPath = DefaultStaticPodPath
+			}
+		}},
+	{key: "staticPodURL", file: "staticPodURL", reload: ReloadSources,
+		flag: FlagManifestURL, help: "URL of a Pod or PodList to run (staticPodURL)",
+		flagValue: func(f *Flags) *string { return &f.ManifestURL },
+		value: value[string]{at: func(c *Config) *string { return &c.StaticPodURL }, render: redactURL,
+			kubelet: kubelet(func(kc *kubeletConfiguration) string { return kc.StaticPodURL })},
+		check: func(c *Config, p *problems) {
+			if c.StaticPodURL == "" {
+				return
+			}
+			// The kubelet takes any string and fails every poll; a URL that can
+			// never be fetched is refused up front.
+			u, err := url.Parse(c.StaticPodURL)
+			switch {
+			case err != nil:
+				var ue *url.Error
+				if errors.As(err, &ue) {
+					err = ue.Err // without the URL, which may hold a password
+				}
+				p.bad("%v", err)
+			case u.Scheme != "http" && u.Scheme != "https":
+				p.bad("%q: want an http:// or https:// URL", redactURL(c.StaticPodURL))
+			case u.Host == "":
+				p.bad("%q has no host", redactURL(c.StaticPodURL))
+			}
+		}},
+	{key: "staticPodURLHeader", file: "staticPodURLHeader", reload: ReloadSources,
+		// Keys as written.
+		flag: FlagManifestURLHeader, help: "HTTP header 'Key:Value' for --manifest-url (staticPodURLHeader); repeatable, comma-separated pairs allowed",
+		flagList: func(f *Flags) *[]string { return &f.ManifestURLHeaders },
+		parseList: func(c *Config, vs []string) error {
+			h, err := ParseHeaders(vs)
+			if err != nil {
+				return err
+			}
+			c.StaticPodURLHeader = h
+			return nil
+		},
+		value: value[http.Header]{at: func(c *Config) *http.Header { return &c.StaticPodURLHeader }, render: redactedHeader,
+			kubelet: kubelet(func(kc *kubeletConfiguration) http.Header { return http.Header(kc.StaticPodURLHeader) })}},
+	{key: "manifestURLCA", flag: FlagManifestURLCA, help: "PEM file of CA certificates trusted for an https --manifest-url, besides the system's",
+		flagValue: func(f *Flags) *string { return &f.ManifestURLCA },
+		value:     value[string]{at: func(c *Config) *string { return &c.StaticPodURLCA }, render: plain},
+		check: func(c *Config, p *problems) {
+			if c.StaticPodURLCA != "" && c.StaticPodURL == "" {
+				p.bad("--%s is given but there is no staticPodURL", FlagManifestURLCA)
+			}
+		}},
+	{key: "fileCheckFrequency", file: "fileCheckFrequency", reload: ReloadSources,
+		value: value[time.Duration]{at: func(c *Config) *time.Duration { return &c.FileCheckFrequency }, render: duration,
+			kubelet: kubelet(func(kc *kubeletConfiguration) time.Duration { return kc.FileCheckFrequency.Duration })},
+		check: notNegative(func(c *Config) time.Duration { return c.FileCheckFrequency })},
+	{key: "httpCheckFrequency", file: "httpCheckFrequency", reload: ReloadSources,
+		value: value[time.Duration]{at: func(c *Config) *time.Duration { return &c.HTTPCheckFrequency }, render: duration,
+			kubelet: kubelet(func(kc *kubeletConfiguration) time.Duration { return kc.HTTPCheckFrequency.Duration })},
+		check: notNegative(func(c *Config) time.Duration { return c.HTTPCheckFrequency })},
+	{key: "syncFrequency", file: "syncFrequency",
+		value: value[time.Duration]{at: func(c *Config) *time.Duration { return &c.SyncFrequency }, render: duration,
+			kubelet: kubelet(func(kc *kubeletConfiguration) time.Duration { return kc.SyncFrequency.Duration })},
+		check: notNegative(func(c *Config) time.Duration { return c.SyncFrequency })},
+
+	{key: "address", file: "address",
+		value: value[string]{at: func(c *Config) *string { return &c.Address }, render: plain,
+			kubelet: kubelet(func(kc *kubeletConfiguration) string { return kc.Address })},
+		check: func(c *Config, p *problems) {
+			if net.ParseIP(c.Address) == nil {
+				p.bad("%q is not an IP address", c.Address)
+			}
+		}},
+	{key: "port", file: "port",
+		value: value[int32]{at: func(c *Config) *int32 { return &c.Port }, render: sprint[int32],
+			kubelet: kubelet(func(kc *kubeletConfiguration) int32 { return kc.Port })},
+		check: func(c *Config, p *problems) {
+			if c.Port < 1 || c.Port > 65535 {
+				p.bad("%d is not between 1 and 65535", c.Port)
+			}
+		}},
+	{key: "readOnlyPort", file: "readOnlyPort",
+		value: value[int32]{at: func(c *Config) *int32 { return &c.ReadOnlyPort }, render: sprint[int32],
+			kubelet: kubelet(func(kc *kubeletConfiguration) int32 { return kc.ReadOnlyPort })},
+		check: func(c *Config, p *problems) {
+			if c.ReadOnlyPort < 0 || c.ReadOnlyPort > 65535 {
+				p.bad("%d is not between 0 and 65535", c.ReadOnlyPort)
+			}
+		}},
+	{key: "tlsCertFile", file: "tlsCertFile",
+		value: value[string]{at: func(c *Config) *string { return &c.TLSCertFile }, render: plain,
+			kubelet: kubelet(func(kc *kubeletConfiguration) string { return kc.TLSCertFile })}},
+	{key: "tlsPrivateKeyFile", file: "tlsPrivateKeyFile",
+		value: value[string]{at: func(c *Config) *string { return &c.TLSPrivateKeyFile }, render: plain,
+			kubelet: kubelet(func(kc *kubeletConfiguration) string { return kc.TLSPrivateKeyFile })}},
+	{key: "authentication.x509.clientCAFile", file: "authentication.x509.clientCAFile",
+		value: value[string]{at: func(c *Config) *string { return &c.ClientCAFile }, render: plain,
+			kubelet: kubelet(func(kc *kubeletConfiguration) string { return kc.Authentication.X509.ClientCAFile })}},
+	{key: "tlsMinVersion", file: "tlsMinVersion",
+		value: value[string]{at: func(c *Config) *string { return &c.TLSMinVersion }, render: plain,
+			kubelet: kubelet(func(kc *kubeletConfiguration) string { return kc.TLSMinVersion })},
+		check: func(c *Config, p *problems) {
+			if _, err := TLSVersion(c.TLSMinVersion); err != nil {
+				p.bad("%v", err)
+			}
+		}},
+	{key: "tlsCipherSuites", file: "tlsCipherSuites",
+		value: value[[]string]{at: func(c *Config) *[]string { return &c.TLSCipherSuites }, render: commas,
+			kubelet: kubelet(func(kc *kubeletConfiguration) []string { return kc.TLSCipherSuites })},
+		check: func(c *Config, p *problems) {
+			if _, err := CipherSuites(c.TLSCipherSuites); err != nil {
+				p.bad("%v", err)
+			}
+		}},
+	{key: "authentication.anonymous.enabled", file: "authentication.anonymous.enabled",
+		value: value[bool]{at: func(c *Config) *bool { return &c.AnonymousAuth }, render: sprint[bool],
+			kubelet: kubelet(func(kc *kubeletConfiguration) bool { return *kc.Authentication.Anonymous.Enabled })}},
+	{key: "authentication.webhook.enabled", file: "authentication.webhook.enabled",
+		value: value[bool]{at: func(c *Config) *bool { return &c.WebhookAuthn }, render: sprint[bool],
+			kubelet: kubelet(func(kc *kubeletConfiguration) bool { return *kc.Authentication.Webhook.Enabled })}},
+	{key: "authentication.webhook.cacheTTL", file: "authentication.webhook.cacheTTL",
+		value: value[time.Duration]{at: func(c *Config) *time.Duration { return &c.WebhookAuthnCacheTTL }, render: duration,
+			kubelet: kubelet(func(kc *kubeletConfiguration) time.Duration { return kc.Authentication.Webhook.CacheTTL.Duration })},
+		check: notNegative(func(c *Config) time.Duration { return c.WebhookAuthnCacheTTL })},
+	{key: "authorization.mode", file: "authorization.mode",
+		value: value[string]{at: func(c *Config) *string { return &c.AuthorizationMode }, render: plain,
+			kubelet: kubelet(func(kc *kubeletConfiguration) string { return string(kc.Authorization.Mode) })},
+		check: oneOf(func(c *Config) string { return c.AuthorizationMode }, "AlwaysAllow", "Webhook")},
+	{key: "authorization.webhook.cacheAuthorizedTTL", file: "authorization.webhook.cacheAuthorizedTTL",
+		value: value[time.Duration]{at: func(c *Config) *time.Duration { return &c.AuthzCacheAuthorized }, render: duration,
+			kubelet: kubelet(func(kc *kubeletConfiguration) time.Duration {
+				return kc.Authorization.Webhook.CacheAuthorizedTTL.Duration
+			})},
+		check: notNegative(func(c *Config) time.Duration { return c.AuthzCacheAuthorized })},
+	{key: "authorization.webhook.cacheUnauthorizedTTL", file: "authorization.webhook.cacheUnauthorizedTTL",
+		value: value[time.Duration]{at: func(c *Config) *time.Duration { return &c.AuthzCacheUnauthorized }, render: duration,
+			kubelet: kubelet(func(kc *kubeletConfiguration) time.Duration {
+				return kc.Authorization.Webhook.CacheUnauthorizedTTL.Duration
+			})},
+		check: notNegative(func(c *Config) time.Duration { return c.AuthzCacheUnauthorized })},
+
+	{key: "podLogsDir", file: "podLogsDir",
+		value: value[string]{at: func(c *Config) *string { return &c.PodLogsDir }, render: plain,
+			kubelet: kubelet(func(kc *kubeletConfiguration) string { return kc.PodLogsDir })},
+		check: absolute(func(c *Config) string { return c.PodLogsDir })},
+	{key: "containerLogMaxSize", file: "containerLogMaxSize", reload: ReloadLogs,
+		value: value[int64]{at: func(c *Config) *int64 { return &c.ContainerLogMaxSize }, render: quantity,
+			kubelet: func(kc *kubeletConfiguration) (int64, error) {
+				size, err := resource.ParseQuantity(kc.ContainerLogMaxSize)
+				if err != nil {
+					return 0, fmt.Errorf("containerLogMaxSize %q: %w", kc.ContainerLogMaxSize, err)
+				}
+				return size.Value(), nil
+			}},
+		// Negative turns rotation off, as the kubelet's NewContainerLogManager
+		// takes it; 0 would give each line a file of its own.
+		check: func(c *Config, p *problems) {
+			if c.ContainerLogMaxSize == 0 {
+				p.bad("0 would rotate at every line (a negative size turns rotation off)")
+			}
+		}},
+	{key: "containerLogMaxFiles", file: "containerLogMaxFiles", reload: ReloadLogs,
+		value: value[int32]{at: func(c *Config) *int32 { return &c.ContainerLogMaxFiles }, render: sprint[int32],
+			kubelet: kubelet(func(kc *kubeletConfiguration) int32 { return *kc.ContainerLogMaxFiles })},
+		check: func(c *Config, p *problems) {
+			if c.ContainerLogMaxFiles < 2 {
+				p.bad("%d is less than 2", c.ContainerLogMaxFiles)
+			}
+		}},
+	{key: "cgroupRoot", file: "cgroupRoot",
+		value: value[string]{at: func(c *Config) *string { return &c.CgroupRoot }, render: plain,
+			kubelet: kubelet(func(kc *kubeletConfiguration) string { return kc.CgroupRoot })},
+		fill: func(c *Config, _ *kubeletConfiguration, set bool) {
+			if c.CgroupRoot == "" && !set {
+				c.CgroupRoot = DefaultCgroupRoot
+			}
+		},
+		check: func(c *Config, p *problems) {
+			if c.CgroupRoot != "" && !filepath.IsAbs(c.CgroupRoot) {
+				p.bad("%q is not an absolute path", c.CgroupRoot)
+			}
+		}},
+	{key: "cgroupDriver", file: "cgroupDriver",
+		value: value[string]{at: func(c *Config) *string { return &c.CgroupDriver }, render: plain,
+			kubelet: kubelet(func(kc *kubeletConfiguration) string { return kc.CgroupDriver })},
+		check: oneOf(func(c *Config) string { return c.CgroupDriver }, "cgroupfs", "systemd")},
+
+	{key: "cniConfDir", flag: FlagCNIConfDir, help: "directory of CNI configuration: its first .conflist, .conf or .json file by name is the pod network (default " + DefaultCNIConfDir + "; none there: the built-in default network)",
+		flagValue: func(f *Flags) *string { return &f.CNIConfDir },
+		value:     value[string]{at: func(c *Config) *string { return &c.CNIConfDir }, render: plain, def: constant(DefaultCNIConfDir)}},
+	{key: "cniBinDir", flag: FlagCNIBinDir, help: "comma-separated directories of CNI plugins (default " + strings.Join(DefaultCNIBinDirs, ",") + ")",
+		flagValue: func(f *Flags) *string { return &f.CNIBinDir },
+		value: value[[]string]{at: func(c *Config) *[]string { return &c.CNIBinDirs }, render: commas,
+			def: func() []string { return slices.Clone(DefaultCNIBinDirs) }},
+		parseFlag: func(c *Config, v string) error {
+			c.CNIBinDirs = nil
+			for _, d := range strings.Split(v, ",") {
+				if d = strings.TrimSpace(d); d != "" {
+					c.CNIBinDirs = append(c.CNIBinDirs, d)
+				}
+			}
+			return nil
+		}},
+	{key: "cniCacheDir", flag: FlagCNICacheDir, help: "libcni's cache of pod network attachments (default <run-dir>/cni/cache)",
+		flagValue: func(f *Flags) *string { return &f.CNICacheDir },
+		value:     value[string]{at: func(c *Config) *string { return &c.CNICacheDir }, render: plain}},
+	{key: "podCIDR", file: "podCIDR",
+		flag: FlagPodCIDR, help: "range of the built-in default pod network (podCIDR; default " + DefaultPodCIDR + ")",
+		flagValue: func(f *Flags) *string { return &f.PodCIDR },
+		value: value[string]{at: func(c *Config) *string { return &c.PodCIDR }, render: plain,
+			kubelet: kubelet(func(kc *kubeletConfiguration) string { return kc.PodCIDR })},
+		fill: func(c *Config, _ *kubeletConfiguration, _ bool) {
+			if c.PodCIDR == "" {
+				c.PodCIDR = DefaultPodCIDR
+			}
+		}},
+	{key: "podNetworkBridge", flag: FlagPodNetworkBridge, help: "bridge of the built-in default pod network (default " + DefaultPodNetworkBridge + ")",
+		flagValue: func(f *Flags) *string { return &f.PodNetworkBridge },
+		value:     value[string]{at: func(c *Config) *string { return &c.PodNetworkBridge }, render: plain, def: constant(DefaultPodNetworkBridge)}},
+	{key: "resolvConf", file: "resolvConf",
+		value: value[string]{at: func(c *Config) *string { return &c.ResolvConf }, render: plain,
+			kubelet: kubelet(func(kc *kubeletConfiguration) string { return *kc.ResolverConfig })}},
+
+	{key: "evictionHard", file: "evictionHard", reload: ReloadEviction,
+		value: value[map[string]string]{at: func(c *Config) *map[string]string { return &c.EvictionHard }, render: kv,
+			kubelet: kubelet(func(kc *kubeletConfiguration) map[string]string { return kc.EvictionHard })},
+		// The kubelet fills evictionHard in after defaulting (cmd/kubelet/app/server.go).
+		fill: func(c *Config, kc *kubeletConfiguration, _ bool) {
+			if c.EvictionHard == nil {
+				c.EvictionHard = defaultEvictionHard()
+			} else if *kc.MergeDefaultEvictionSettings {
+				for k, v := range defaultEvictionHard() {
+					if _, ok := c.EvictionHard[k]; !ok {
+						c.EvictionHard[k] = v
+					}
+				}
+			}
+		},
+		// The four maps are parsed together; an error names its own field.
+		check: func(c *Config, p *problems) {
+			if _, err := c.EvictionThresholds(); err != nil {
+				p.errs = append(p.errs, err)
+			}
+		}},
+	{key: "evictionSoft", file: "evictionSoft", reload: ReloadEviction,
+		value: value[map[string]string]{at: func(c *Config) *map[string]string { return &c.EvictionSoft }, render: kv,
+			kubelet: kubelet(func(kc *kubeletConfiguration) map[string]string { return kc.EvictionSoft })}},
+	{key: "evictionSoftGracePeriod", file: "evictionSoftGracePeriod", reload: ReloadEviction,
+		value: value[map[string]string]{at: func(c *Config) *map[string]string { return &c.EvictionSoftGracePeriod }, render: kv,
+			kubelet: kubelet(func(kc *kubeletConfiguration) map[string]string { return kc.EvictionSoftGracePeriod })}},
+	{key: "evictionMinimumReclaim", file: "evictionMinimumReclaim", reload: ReloadEviction,
+		value: value[map[string]string]{at: func(c *Config) *map[string]string { return &c.EvictionMinimumReclaim }, render: kv,
+			kubelet: kubelet(func(kc *kubeletConfiguration) map[string]string { return kc.EvictionMinimumReclaim })}},
+	{key: "evictionPressureTransitionPeriod", file: "evictionPressureTransitionPeriod", reload: ReloadEviction,
+		value: value[time.Duration]{at: func(c *Config) *time.Duration { return &c.EvictionPressureTransitionPeriod }, render: duration,
+			kubelet: kubelet(func(kc *kubeletConfiguration) time.Duration { return kc.EvictionPressureTransitionPeriod.Duration })},
+		check: notNegative(func(c *Config) time.Duration { return c.EvictionPressureTransitionPeriod })},
+	{key: "evictionMaxPodGracePeriod", file: "evictionMaxPodGracePeriod", reload: ReloadEviction,
+		value: value[int32]{at: func(c *Config) *int32 { return &c.EvictionMaxPodGracePeriod }, render: sprint[int32],
+			kubelet: kubelet(func(kc *kubeletConfiguration) int32 { return kc.EvictionMaxPodGracePeriod })},
+		check: func(c *Config, p *problems) {
+			if c.EvictionMaxPodGracePeriod < 0 {
+				p.bad("%d is negative", c.EvictionMaxPodGracePeriod)
+			}
+		}},
+	{key: "failSwapOn", file: "failSwapOn",
+		value: value[bool]{at: func(c *Config) *bool { return &c.FailSwapOn }, render: sprint[bool],
+			kubelet: kubelet(func(kc *kubeletConfiguration) bool { return *kc.FailSwapOn })}},
+
+	{key: "serializeImagePulls", file: "serializeImagePulls",
+		value: value[bool]{at: func(c *Config) *bool { return &c.SerializeImagePulls }, render: sprint[bool],
+			kubelet: kubelet(func(kc *kubeletConfiguration) bool { return *kc.SerializeImagePulls })}},
+	{key: "maxParallelImagePulls", file: "maxParallelImagePulls",
+		value: value[int32]{at: func(c *Config) *int32 { return &c.MaxParallelImagePulls }, render: sprint[int32],
+			kubelet: kubelet(func(kc *kubeletConfiguration) int32 { return maxParallel(kc.MaxParallelImagePulls) })}},
+	{key: "registryConfigDir", flag: FlagRegistryConfigDir, help: "registry mirrors, CAs and client certificates in containerd's layout, <dir>/<host>/hosts.toml (default " + DefaultRegistryConfigDir + ")",
+		flagValue: func(f *Flags) *string { return &f.RegistryConfigDir },
+		value:     value[string]{at: func(c *Config) *string { return &c.RegistryConfigDir }, render: plain, def: constant(DefaultRegistryConfigDir)}},
+	{key: "imagePullProgressTimeout", flag: FlagImagePullProgressTimeout, help: "an image pull fails when a registry's response (manifest, config, layer) brings less than 1 KiB/s over this much waiting (default " + DefaultImagePullProgressTimeout.String() + ")",
+		flagValue: func(f *Flags) *string { return &f.ImagePullProgressTimeout },
+		value: value[time.Duration]{at: func(c *Config) *time.Duration { return &c.ImagePullProgressTimeout }, render: duration,
+			def: constant(DefaultImagePullProgressTimeout)},
+		parseFlag: func(c *Config, v string) error {
+			d, err := time.ParseDuration(v)
+			if err != nil || d <= 0 {
+				return fmt.Errorf("--%s %q: want a positive duration (30s, 2m)", FlagImagePullProgressTimeout, v)
+			}
+			c.ImagePullProgressTimeout = d
+			return nil
+		}},
+	{key: "imageGCHighThresholdPercent", file: "imageGCHighThresholdPercent", reload: ReloadImageGC,
+		value: value[int32]{at: func(c *Config) *int32 { return &c.ImageGCHighThresholdPercent }, render: sprint[int32],
+			kubelet: kubelet(func(kc *kubeletConfiguration) int32 { return *kc.ImageGCHighThresholdPercent })},
+		check: percent(func(c *Config) int32 { return c.ImageGCHighThresholdPercent })},
+	{key: "imageGCLowThresholdPercent", file: "imageGCLowThresholdPercent", reload: ReloadImageGC,
+		value: value[int32]{at: func(c *Config) *int32 { return &c.ImageGCLowThresholdPercent }, render: sprint[int32],
+			kubelet: kubelet(func(kc *kubeletConfiguration) int32 { return *kc.ImageGCLowThresholdPercent })},
+		check: func(c *Config, p *problems) {
+			percent(func(c *Config) int32 { return c.ImageGCLowThresholdPercent })(c, p)
+			if c.ImageGCLowThresholdPercent > c.ImageGCHighThresholdPercent {
+				p.bad("%d is above imageGCHighThresholdPercent %d", c.ImageGCLowThresholdPercent, c.ImageGCHighThresholdPercent)
+			}
+		}},
+	{key: "imageMinimumGCAge", file: "imageMinimumGCAge", reload: ReloadImageGC,
+		value: value[time.Duration]{at: func(c *Config) *time.Duration { return &c.ImageMinimumGCAge }, render: duration,
+			kubelet: kubelet(func(kc *kubeletConfiguration) time.Duration { return kc.ImageMinimumGCAge.Duration })},
+		check: notNegative(func(c *Config) time.Duration { return c.ImageMinimumGCAge })},
+	{key: "imageMaximumGCAge", file: "imageMaximumGCAge", reload: ReloadImageGC,
+		value: value[time.Duration]{at: func(c *Config) *time.Duration { return &c.ImageMaximumGCAge }, render: duration,
+			kubelet: kubelet(func(kc *kubeletConfiguration) time.Duration { return kc.ImageMaximumGCAge.Duration })},
+		// ValidateKubeletConfiguration
+		check: func(c *Config, p *problems) {
+			if c.ImageMaximumGCAge < 0 {
+				p.bad("%v must not be negative", c.ImageMaximumGCAge)
+			}
+			if c.ImageMaximumGCAge > 0 && c.ImageMaximumGCAge <= c.ImageMinimumGCAge {
+				p.bad("%v must be greater than imageMinimumGCAge %v", c.ImageMaximumGCAge, c.ImageMinimumGCAge)
+			}
+		}},
+	{key: "seccompDefault", file: "seccompDefault",
+		value: value[bool]{at: func(c *Config) *bool { return &c.SeccompDefault }, render: sprint[bool],
+			kubelet: kubelet(func(kc *kubeletConfiguration) bool { return *kc.SeccompDefault })}},
+	{key: "allowedUnsafeSysctls", file: "allowedUnsafeSysctls",
+		value: value[[]string]{at: func(c *Config) *[]string { return &c.AllowedUnsafeSysctls }, render: commas,
+			kubelet: kubelet(func(kc *kubeletConfiguration) []string { return kc.AllowedUnsafeSysctls })},
+		check: func(c *Config, p *problems) {
+			for _, s := range c.AllowedUnsafeSysctls {
+				// The kubelet's sysctl.NewAllowlist.
+				if ns, name, _ := utilsysctl.GetNamespace(s); ns == utilsysctl.UnknownNamespace {
+					p.bad("the sysctls %q are not known to be namespaced", name)
+				}
+			}
+		}},
+	{key: "maxPods", file: "maxPods",
+		value: value[int32]{at: func(c *Config) *int32 { return &c.MaxPods }, render: sprint[int32],
+			kubelet: kubelet(func(kc *kubeletConfiguration) int32 { return kc.MaxPods })},
+		check: func(c *Config, p *problems) {
+			if c.MaxPods < 0 {
+				p.bad("%d is negative", c.MaxPods)
+			}
+		}},
+	{key: "podPidsLimit", file: "podPidsLimit",
+		value: value[int64]{at: func(c *Config) *int64 { return &c.PodPidsLimit }, render: sprint[int64],
+			kubelet: kubelet(func(kc *kubeletConfiguration) int64 { return *kc.PodPidsLimit })}},
+	{key: "crashLoopBackOff.maxContainerRestartPeriod", file: "crashLoopBackOff.maxContainerRestartPeriod",
+		value: value[time.Duration]{at: func(c *Config) *time.Duration { return &c.MaxContainerRestartPeriod }, render: duration,
+			kubelet: kubelet(func(kc *kubeletConfiguration) time.Duration {
+				return kc.CrashLoopBackOff.MaxContainerRestartPeriod.Duration
+			})},
+		check: notNegative(func(c *Config) time.Duration { return c.MaxContainerRestartPeriod })},
+
+	{key: "registerNode", file: "registerNode",
+		value: value[bool]{at: func(c *Config) *bool { return &c.RegisterNode }, render: sprint[bool],
+			kubelet: kubelet(func(kc *kubeletConfiguration) bool { return *kc.RegisterNode })}},
+	{key: "registerWithTaints", file: "registerWithTaints",
+		value: value[[]v1.Taint]{at: func(c *Config) *[]v1.Taint { return &c.RegisterWithTaints }, render: taints,
+			kubelet: kubelet(func(kc *kubeletConfiguration) []v1.Taint { return kc.RegisterWithTaints })}},
+	{key: "nodeStatusUpdateFrequency", file: "nodeStatusUpdateFrequency",
+		value: value[time.Duration]{at: func(c *Config) *time.Duration { return &c.NodeStatusUpdateFrequency }, render: duration,
+			kubelet: kubelet(func(kc *kubeletConfiguration) time.Duration { return kc.NodeStatusUpdateFrequency.Duration })},
+		check: notNegative(func(c *Config) time.Duration { return c.NodeStatusUpdateFrequency })},
+	{key: "nodeStatusReportFrequency", file: "nodeStatusReportFrequency",
+		value: value[time.Duration]{at: func(c *Config) *time.Duration { return &c.NodeStatusReportFrequency }, render: duration,
+			kubelet: kubelet(func(kc *kubeletConfiguration) time.Duration { return kc.NodeStatusReportFrequency.Duration })},
+		check: notNegative(func(c *Config) time.Duration { return c.NodeStatusReportFrequency })},
+	{key: "nodeLeaseDurationSeconds", file: "nodeLeaseDurationSeconds",
+		value: value[int32]{at: func(c *Config) *int32 { return &c.NodeLeaseDurationSeconds }, render: sprint[int32],
+			kubelet: kubelet(func(kc *kubeletConfiguration) int32 { return kc.NodeLeaseDurationSeconds })},
+		check: func(c *Config, p *problems) {
+			if c.NodeLeaseDurationSeconds <= 0 {
+				p.bad("%d is not positive", c.NodeLeaseDurationSeconds)
+			}
+		}},
+}
+
+// LiveFields are the keys of the fields a reload applies live through
+// group, in table order.
+func LiveFields(group Reload) []string {
+	var keys []string
+	for _, f := range fields {
+		if f.reload == group && group != Restart {
+			keys = append(keys, f.key)
+		}
+	}
+	return keys
+}
+
+// IsLive reports whether a reload applies a change of key live.
+func IsLive(key string) bool {
+	for _, f := range fields {
+		if f.key == key {
+			return f.reload != Restart
+		}
+	}
+	return false
+}
+
+// CopyLive sets every live field of dst, and its origin, from src: what
+// runs after a reload is src's value of each live field and dst's of the
+// others, which need a restart.
+func CopyLive(dst, src *Config) {
+	for _, f := range fields {
+		if f.reload == Restart {
+			continue
+		}
+		f.value.copy(dst, src)
+		if o, ok := src.Origins[f.key]; ok {
+			dst.Origins[f.key] = o
+		} else {
+			delete(dst.Origins, f.key)
+		}
+	}
+}
+
+// Changed lists, sorted, the keys whose shown value differs between old and
+// new.
+func Changed(old, new *Config) []string {
+	var out []string
+	for _, f := range fields {
+		if f.value.show(old) != f.value.show(new) {
+			out = append(out, f.key)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
