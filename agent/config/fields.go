@@ -25,7 +25,8 @@ const (
 	// Restart: read once at start; a reload reports the change as needing a
 	// restart and keeps the running value.
 	Restart Reload = iota
-	// ReloadSources: the manifest sources, replaced where they changed.
+	// ReloadSources: the manifest sources, replaced where they changed
+	// (fileCheckFrequency alone only changes the file source's period).
 	ReloadSources
 	// ReloadEviction: the eviction manager's thresholds and periods.
 	ReloadEviction
@@ -34,6 +35,10 @@ const (
 	// ReloadImageGC: the image garbage collector's policy.
 	ReloadImageGC
 )
+
+func (r Reload) String() string {
+	return [...]string{"restart", "sources", "eviction", "logs", "imageGC"}[r]
+}
 
 // field declares one value of Config, once: everything else (loading from
 // the file, staticpodd's defaults, flags, origins, validation, what `config`
@@ -669,14 +674,15 @@ func LiveFields(group Reload) []string {
 	return keys
 }
 
-// IsLive reports whether a reload applies a change of key live.
-func IsLive(key string) bool {
+// ReloadOf says how a running daemon takes a change of key; Restart for a
+// key that is not one of Config's.
+func ReloadOf(key string) Reload {
 	for _, f := range fields {
 		if f.key == key {
-			return f.reload != Restart
+			return f.reload
 		}
 	}
-	return false
+	return Restart
 }
 
 // CopyLive sets every live field of dst, and its origin, from src: what

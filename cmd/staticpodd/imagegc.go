@@ -14,10 +14,6 @@ import (
 // ImageGCPeriod.
 const imageGCPeriod = 5 * time.Minute
 
-// imageGCFields are the configuration of image garbage collection, which a
-// reload changes live.
-var imageGCFields = []string{"imageGCHighThresholdPercent", "imageGCLowThresholdPercent", "imageMinimumGCAge", "imageMaximumGCAge"}
-
 // imageGCPolicy is the policy of the configuration that runs now, and
 // whether collection is on: the kubelet turns it off when
 // imageGCHighThresholdPercent is 100 and imageMaximumGCAge 0

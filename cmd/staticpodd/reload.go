@@ -3,29 +3,17 @@ package main
 import (
 	"maps"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 
 	"github.com/staticpodd/staticpodd/agent/config"
 )
 
-// A reload applies these groups of fields to the running daemon; a change
-// to any other field is reported as needing a restart (docs/configuration.md
-// says why for each).
-var (
-	// sourceFields: the manifest sources, replaced by applySources
-	// (fileCheckFrequency alone only changes the file source's period).
-	sourceFields = []string{"staticPodPath", "staticPodURL", "staticPodURLHeader", "fileCheckFrequency", "httpCheckFrequency"}
-	// evictionFields: the eviction manager's thresholds and periods.
-	evictionFields = []string{"evictionHard", "evictionSoft", "evictionSoftGracePeriod", "evictionMinimumReclaim",
-		"evictionPressureTransitionPeriod", "evictionMaxPodGracePeriod"}
-	// logFields: container log rotation, for running containers too.
-	logFields = []string{"containerLogMaxSize", "containerLogMaxFiles"}
-)
-
 // reloadConfig reads the configuration again with the flags of the start,
-// applies what can change live and reports the rest. A configuration that
+// applies what can change live and reports the rest: the table in
+// agent/config says which fields a reload applies, in which group
+// (config.Reload); a change to any other field is reported as needing a
+// restart (docs/configuration.md says why for each). A configuration that
 // does not load changes nothing: the running one stays, whole.
 func (d *daemon) reloadConfig() {
 	if d.flags == nil { // run --once: nothing to reload
@@ -39,36 +27,30 @@ func (d *daemon) reloadConfig() {
 		d.aux.setReload("configuration not reloaded: " + err.Error())
 		return
 	}
-	changed := changedFields(d.cfg, cfg)
-	is := func(group []string) bool {
-		return slices.ContainsFunc(changed, func(k string) bool { return slices.Contains(group, k) })
+	changed := config.Changed(d.cfg, cfg)
+	is := func(group config.Reload) bool {
+		return slices.ContainsFunc(changed, func(k string) bool { return config.ReloadOf(k) == group })
 	}
 	// Header values are shown redacted, so a changed token shows no change:
 	// applySources compares what the sources are made of.
 	for _, src := range d.applySources(cfg) {
 		d.logger.Info("reload: manifest source changed", "source", src)
 	}
-	if is(evictionFields) {
+	if is(config.ReloadEviction) {
 		d.agent.SetEviction(evictionThresholds(cfg))
 		if d.aux.mirror != nil {
 			d.aux.mirror.SetEvictionHard(cfg.EvictionHard)
 		}
 	}
-	if is(logFields) {
+	if is(config.ReloadLogs) {
 		if err := d.runtime.SetLogRotation(cfg.ContainerLogMaxSize, int(cfg.ContainerLogMaxFiles)); err != nil {
 			// New containers have the new rotation; some running ones may not.
 			d.logger.Warn("reload: log rotation not changed for every running container", "err", err)
 		}
 	}
-	live := map[string]bool{}
-	for _, group := range [][]string{sourceFields, evictionFields, logFields, imageGCFields} {
-		for _, k := range group {
-			live[k] = true
-		}
-	}
 	var restart []string
 	for _, key := range changed {
-		if live[key] {
+		if config.ReloadOf(key) != config.Restart {
 			d.logger.Info("reload: configuration change applied", "field", key)
 			continue
 		}
@@ -79,44 +61,13 @@ func (d *daemon) reloadConfig() {
 	// others, so that the next reload reports them again until a restart.
 	next := *d.cfg
 	next.Origins = maps.Clone(d.cfg.Origins)
-	next.StaticPodPath, next.StaticPodURL, next.StaticPodURLHeader = cfg.StaticPodPath, cfg.StaticPodURL, cfg.StaticPodURLHeader
-	next.FileCheckFrequency, next.HTTPCheckFrequency = cfg.FileCheckFrequency, cfg.HTTPCheckFrequency
-	next.EvictionHard, next.EvictionSoft, next.EvictionSoftGracePeriod = cfg.EvictionHard, cfg.EvictionSoft, cfg.EvictionSoftGracePeriod
-	next.EvictionMinimumReclaim, next.EvictionPressureTransitionPeriod = cfg.EvictionMinimumReclaim, cfg.EvictionPressureTransitionPeriod
-	next.EvictionMaxPodGracePeriod = cfg.EvictionMaxPodGracePeriod
-	next.ContainerLogMaxSize, next.ContainerLogMaxFiles = cfg.ContainerLogMaxSize, cfg.ContainerLogMaxFiles
-	next.ImageGCHighThresholdPercent, next.ImageGCLowThresholdPercent = cfg.ImageGCHighThresholdPercent, cfg.ImageGCLowThresholdPercent
-	next.ImageMinimumGCAge, next.ImageMaximumGCAge = cfg.ImageMinimumGCAge, cfg.ImageMaximumGCAge
-	for _, k := range slices.Concat(sourceFields, evictionFields, logFields, imageGCFields) {
-		if o, ok := cfg.Origins[k]; ok {
-			next.Origins[k] = o
-		} else {
-			delete(next.Origins, k)
-		}
-	}
+	config.CopyLive(&next, cfg)
 	d.cfg = &next
 	if len(restart) > 0 {
 		d.aux.setReload("restart to apply " + strings.Join(restart, ", "))
 	} else {
 		d.aux.setReload("")
 	}
-}
-
-// changedFields lists, sorted, the keys whose shown value differs between
-// old and new.
-func changedFields(old, new *config.Config) []string {
-	was := map[string]string{}
-	for _, e := range old.Entries() {
-		was[e.Key] = e.Value
-	}
-	var out []string
-	for _, e := range new.Entries() {
-		if v, ok := was[e.Key]; !ok || v != e.Value {
-			out = append(out, e.Key)
-		}
-	}
-	sort.Strings(out)
-	return out
 }
 
 // reloadNote is what the last reload left to say in STATUS=: a change that
