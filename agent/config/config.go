@@ -1,6 +1,8 @@
 // Package config loads staticpodd's configuration: a KubeletConfiguration file
 // (kubelet.config.k8s.io/v1beta1) with the kubelet's defaults, overridden by flags,
-// and remembers where every value came from.
+// and remembers where every value came from. Every value is declared once, in
+// the table of fields.go, which drives loading, defaults, flags, validation,
+// display and what a reload applies (docs/architecture.md, "Configuration").
 package config
 
 import (
