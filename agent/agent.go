@@ -16,6 +16,7 @@ import (
 
 	"github.com/staticpodd/staticpodd/agent/events"
 	"github.com/staticpodd/staticpodd/agent/eviction"
+	"github.com/staticpodd/staticpodd/agent/images"
 	"github.com/staticpodd/staticpodd/agent/manifest"
 	"github.com/staticpodd/staticpodd/agent/podspec"
 )
@@ -66,7 +67,7 @@ type Config struct {
 	Eviction EvictionConfig
 	// Images pulls the images of containers as their imagePullPolicy says;
 	// nil: nothing is pulled, a missing image waits with ErrImageNeverPull.
-	Images ImagePuller
+	Images images.Puller
 }
 
 // Agent runs static pods on a Runtime.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/staticpodd/staticpodd/agent/config"
 	"github.com/staticpodd/staticpodd/agent/events"
+	"github.com/staticpodd/staticpodd/agent/images"
 	"github.com/staticpodd/staticpodd/agent/manifest"
 	"github.com/staticpodd/staticpodd/agent/podspec"
 	"github.com/staticpodd/staticpodd/agent/status"
@@ -403,7 +404,8 @@ func (w *worker) start(ctx context.Context, pod *v1.Pod, act action) time.Time {
 		return time.Time{}
 	}
 	first := prev == nil && ci.last == nil && (ci.reason == "" || ci.reason == reasonCreating)
-	ok, retry, pulled := w.ensureImage(ctx, pod, c, spec.Image, first)
+	ok, retry, pulled := w.images.Ensure(ctx, images.Request{Pod: pod, Container: c, Image: spec.Image, First: first,
+		Waiting: func(reason, message string) { ci.reason, ci.message = reason, message }, Publish: func() { w.publish(pod) }})
 	if !ok {
 		return retry
 	}

@@ -9,9 +9,9 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/util/flowcontrol"
 
 	"github.com/staticpodd/staticpodd/agent/events"
+	"github.com/staticpodd/staticpodd/agent/images"
 	"github.com/staticpodd/staticpodd/agent/manifest"
 	"github.com/staticpodd/staticpodd/agent/podspec"
 )
@@ -53,11 +53,8 @@ type worker struct {
 	hookChecked map[string]bool
 	hookDone    chan hookResult
 	backoff     *backoff
-	// pullBackoff is the image pull back-off, by pod UID and image;
-	// pullErrs the last failed pull of each key it has an entry for.
-	pullBackoff *flowcontrol.Backoff
-	pullErrs    map[string]pullFailure
-	gen         *generation // per-container state of the desired UID
+	images      *images.Manager // pulls, with their back-off per pod and image
+	gen         *generation     // per-container state of the desired UID
 	timer       *time.Timer
 	prevState   *v1.PodStatus
 }
@@ -89,20 +86,20 @@ type ctrInfo struct {
 }
 
 func newWorker(a *Agent, key string, pods map[string]*podState) *worker {
+	logger := a.logger.With("pod", key)
 	return &worker{
-		key:         key,
-		a:           a,
-		logger:      a.logger.With("pod", key),
-		wake:        make(chan struct{}, 1),
-		exits:       make(chan podspec.ContainerStatus),
-		pods:        pods,
-		watching:    map[string]bool{},
-		probes:      map[string]*probing{},
-		health:      map[string]*health{},
-		stopping:    map[string]*v1.Pod{},
-		backoff:     newBackoff(backoffInitial, a.cfg.BackoffMax),
-		pullBackoff: flowcontrol.NewBackOff(pullBackoffInitial, pullBackoffMax),
-		pullErrs:    map[string]pullFailure{},
+		key:      key,
+		a:        a,
+		logger:   logger,
+		wake:     make(chan struct{}, 1),
+		exits:    make(chan podspec.ContainerStatus),
+		pods:     pods,
+		watching: map[string]bool{},
+		probes:   map[string]*probing{},
+		health:   map[string]*health{},
+		stopping: map[string]*v1.Pod{},
+		backoff:  newBackoff(backoffInitial, a.cfg.BackoffMax),
+		images:   images.NewManager(a.cfg.Images, a.events, a.nextResync, logger),
 
 		postStarts:  map[string]*hookRun{},
 		hookChecked: map[string]bool{},
@@ -519,9 +516,5 @@ func findContainer(pod *v1.Pod, name string) *v1.Container {
 // forgetBackoff drops the restart and pull back-offs of a pod.
 func (w *worker) forgetBackoff(uid string) {
 	w.backoff.forget(uid)
-	for k := range w.pullErrs {
-		if len(k) > len(uid) && k[:len(uid)+1] == uid+"_" {
-			w.forgetPull(k)
-		}
-	}
+	w.images.Forget(uid)
 }

@@ -95,7 +95,7 @@ func TestImportFences(t *testing.T) {
 var agentEdges = map[string][]string{
 	"agent": {
 		"agent/atomicfile", "agent/config", "agent/events", "agent/eviction", "agent/histogram",
-		"agent/lifecycle", "agent/manifest", "agent/podspec", "agent/podspec/logfiles",
+		"agent/images", "agent/lifecycle", "agent/manifest", "agent/podspec", "agent/podspec/logfiles",
 		"agent/prober", "agent/source", "agent/status",
 	},
 	"agent/atomicdir":        nil,
@@ -105,6 +105,7 @@ var agentEdges = map[string][]string{
 	"agent/eviction":         {"agent/podspec"},
 	"agent/histogram":        nil,
 	"agent/host":             nil,
+	"agent/images":           {"agent/events", "agent/eviction", "agent/podspec", "agent/status"},
 	"agent/lifecycle":        {"agent/podspec", "agent/prober"},
 	"agent/manifest":         {"agent/atomicdir", "agent/host", "agent/podspec", "agent/podspec/logfiles"},
 	"agent/mirror":           {"agent", "agent/events", "agent/host", "agent/manifest"},
