@@ -19,6 +19,7 @@ import (
 	"github.com/staticpodd/staticpodd/agent/images"
 	"github.com/staticpodd/staticpodd/agent/manifest"
 	"github.com/staticpodd/staticpodd/agent/podspec"
+	"github.com/staticpodd/staticpodd/agent/prober"
 )
 
 // Notifier hears how the agent is doing; sysd implements it for systemd.
@@ -77,9 +78,9 @@ type Agent struct {
 	conv  converter
 	marks postStartMarks
 	// probeMarks keep what running containers' probes said for the next daemon.
-	probeMarks probeMarks
+	probeMarks prober.Marks
 	// probeCounts count every probe made, by result, for /metrics/probes.
-	probeCounts probeCounts
+	probeCounts prober.Counts
 	// timings are the kubelet's pod start and pod worker histograms.
 	timings timings
 	logger  *slog.Logger
@@ -134,10 +135,10 @@ func New(cfg Config, rt Runtime, logger *slog.Logger) *Agent {
 		cfg.Notifier = nopNotifier{}
 	}
 	var marks postStartMarks = noMarks{}
-	var pmarks probeMarks = noProbeMarks{}
+	var pmarks prober.Marks = prober.NoMarks{}
 	if cfg.Paths.RootDir != "" {
 		marks = fileMarks{paths: cfg.Paths}
-		pmarks = fileProbeMarks{paths: cfg.Paths}
+		pmarks = prober.FileMarks{PodDir: cfg.Paths.PodDir}
 	}
 	if cfg.Events == nil {
 		cfg.Events = events.New(cfg.NodeName, events.DefaultCapacity, logger)

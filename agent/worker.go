@@ -14,6 +14,7 @@ import (
 	"github.com/staticpodd/staticpodd/agent/images"
 	"github.com/staticpodd/staticpodd/agent/manifest"
 	"github.com/staticpodd/staticpodd/agent/podspec"
+	"github.com/staticpodd/staticpodd/agent/prober"
 )
 
 // worker owns every pod UID that had one full name: the desired generation and
@@ -27,7 +28,7 @@ type worker struct {
 	wake   chan struct{}
 	exits  chan podspec.ContainerStatus
 
-	mu      sync.Mutex // guards desired, seq, evict, status, stopping, health
+	mu      sync.Mutex // guards desired, seq, evict, status, stopping
 	desired *v1.Pod    // nil: remove everything
 	seq     uint64     // the dispatch that set desired
 	// evict, when set, stops the pod of UID evictUID and keeps it stopped
@@ -37,8 +38,7 @@ type worker struct {
 	// pruned, when set, is closed once a sync removed the exited
 	// containers of the stopped pod (node-level reclaim).
 	pruned chan struct{}
-	status *v1.Pod            // desired with live status, for Pods
-	health map[string]*health // by container ID, what its probes said
+	status *v1.Pod // desired with live status, for Pods
 	// stopping are the other generations the worker still has, by UID, as
 	// Pods lists them while they stop: Terminating, with a deletionTimestamp.
 	stopping map[string]*v1.Pod
@@ -46,7 +46,7 @@ type worker struct {
 	// Owned by the worker goroutine.
 	pods     map[string]*podState // by UID
 	watching map[string]bool      // container IDs with a Wait goroutine
-	probes   map[string]*probing  // container IDs whose probes run
+	probes   *prober.Manager      // the probes of its running containers, and their results
 	// postStarts are the postStart hooks that run, by container ID, and
 	// hookChecked the containers whose postStart mark was looked for.
 	postStarts  map[string]*hookRun
@@ -87,7 +87,7 @@ type ctrInfo struct {
 
 func newWorker(a *Agent, key string, pods map[string]*podState) *worker {
 	logger := a.logger.With("pod", key)
-	return &worker{
+	w := &worker{
 		key:      key,
 		a:        a,
 		logger:   logger,
@@ -95,8 +95,6 @@ func newWorker(a *Agent, key string, pods map[string]*podState) *worker {
 		exits:    make(chan podspec.ContainerStatus),
 		pods:     pods,
 		watching: map[string]bool{},
-		probes:   map[string]*probing{},
-		health:   map[string]*health{},
 		stopping: map[string]*v1.Pod{},
 		backoff:  newBackoff(backoffInitial, a.cfg.BackoffMax),
 		images:   images.NewManager(a.cfg.Images, a.events, a.nextResync, logger),
@@ -105,6 +103,8 @@ func newWorker(a *Agent, key string, pods map[string]*podState) *worker {
 		hookChecked: map[string]bool{},
 		hookDone:    make(chan hookResult),
 	}
+	w.probes = newProbes(w)
+	return w
 }
 
 // update hands the worker a new desired pod (nil: remove it); the newest wins.
@@ -158,6 +158,7 @@ func (w *worker) desiredUID() string {
 func (w *worker) run(ctx context.Context) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	defer w.probes.Stop()
 	for _, st := range w.pods {
 		for _, c := range st.containers {
 			if c.State != podspec.StateExited {
