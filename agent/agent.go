@@ -17,6 +17,7 @@ import (
 	"github.com/staticpodd/staticpodd/agent/events"
 	"github.com/staticpodd/staticpodd/agent/eviction"
 	"github.com/staticpodd/staticpodd/agent/images"
+	"github.com/staticpodd/staticpodd/agent/lifecycle"
 	"github.com/staticpodd/staticpodd/agent/manifest"
 	"github.com/staticpodd/staticpodd/agent/podspec"
 	"github.com/staticpodd/staticpodd/agent/prober"
@@ -76,7 +77,7 @@ type Agent struct {
 	cfg   Config
 	rt    Runtime
 	conv  converter
-	marks postStartMarks
+	marks lifecycle.Marks
 	// probeMarks keep what running containers' probes said for the next daemon.
 	probeMarks prober.Marks
 	// probeCounts count every probe made, by result, for /metrics/probes.
@@ -134,10 +135,10 @@ func New(cfg Config, rt Runtime, logger *slog.Logger) *Agent {
 	if cfg.Notifier == nil {
 		cfg.Notifier = nopNotifier{}
 	}
-	var marks postStartMarks = noMarks{}
+	var marks lifecycle.Marks = lifecycle.NoMarks{}
 	var pmarks prober.Marks = prober.NoMarks{}
 	if cfg.Paths.RootDir != "" {
-		marks = fileMarks{paths: cfg.Paths}
+		marks = lifecycle.FileMarks{PodDir: cfg.Paths.PodDir}
 		pmarks = prober.FileMarks{PodDir: cfg.Paths.PodDir}
 	}
 	if cfg.Events == nil {

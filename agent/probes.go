@@ -49,7 +49,7 @@ func (w *worker) syncProbes(ctx context.Context, pod *v1.Pod) {
 			l, ok := latest[c.Name]
 			// Probed once its postStart hook is done, as the kubelet's
 			// prober sees a container once its pod worker has gone on.
-			if ok && prober.HasProbes(c) && l.State == podspec.StateRunning && l.Hash == w.gen.hashes[c.Name] && w.postStarts[l.ID] == nil {
+			if ok && prober.HasProbes(c) && l.State == podspec.StateRunning && l.Hash == w.gen.hashes[c.Name] && !w.hooks.Running(l.ID) {
 				want[l.ID] = c
 			}
 		}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/staticpodd/staticpodd/agent/events"
 	"github.com/staticpodd/staticpodd/agent/images"
+	"github.com/staticpodd/staticpodd/agent/lifecycle"
 	"github.com/staticpodd/staticpodd/agent/manifest"
 	"github.com/staticpodd/staticpodd/agent/podspec"
 	"github.com/staticpodd/staticpodd/agent/prober"
@@ -44,19 +45,15 @@ type worker struct {
 	stopping map[string]*v1.Pod
 
 	// Owned by the worker goroutine.
-	pods     map[string]*podState // by UID
-	watching map[string]bool      // container IDs with a Wait goroutine
-	probes   *prober.Manager      // the probes of its running containers, and their results
-	// postStarts are the postStart hooks that run, by container ID, and
-	// hookChecked the containers whose postStart mark was looked for.
-	postStarts  map[string]*hookRun
-	hookChecked map[string]bool
-	hookDone    chan hookResult
-	backoff     *backoff
-	images      *images.Manager // pulls, with their back-off per pod and image
-	gen         *generation     // per-container state of the desired UID
-	timer       *time.Timer
-	prevState   *v1.PodStatus
+	pods      map[string]*podState  // by UID
+	watching  map[string]bool       // container IDs with a Wait goroutine
+	probes    *prober.Manager       // the probes of its running containers, and their results
+	hooks     *lifecycle.PostStarts // the postStart hooks that run
+	backoff   *backoff
+	images    *images.Manager // pulls, with their back-off per pod and image
+	gen       *generation     // per-container state of the desired UID
+	timer     *time.Timer
+	prevState *v1.PodStatus
 }
 
 // generation is what the worker remembers about the desired UID beyond what the
@@ -98,10 +95,7 @@ func newWorker(a *Agent, key string, pods map[string]*podState) *worker {
 		stopping: map[string]*v1.Pod{},
 		backoff:  newBackoff(backoffInitial, a.cfg.BackoffMax),
 		images:   images.NewManager(a.cfg.Images, a.events, a.nextResync, logger),
-
-		postStarts:  map[string]*hookRun{},
-		hookChecked: map[string]bool{},
-		hookDone:    make(chan hookResult),
+		hooks:    lifecycle.NewPostStarts(a.marks, logger),
 	}
 	w.probes = newProbes(w)
 	return w
@@ -159,6 +153,7 @@ func (w *worker) run(ctx context.Context) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer w.probes.Stop()
+	defer w.hooks.Stop()
 	for _, st := range w.pods {
 		for _, c := range st.containers {
 			if c.State != podspec.StateExited {
@@ -188,7 +183,7 @@ func (w *worker) run(ctx context.Context) {
 					w.exited(c)
 				}
 			})
-		case r := <-w.hookDone:
+		case r := <-w.hooks.Done():
 			onFreshStack(func() { w.postStartDone(r) })
 		case <-timerC:
 			w.timer = nil
@@ -460,7 +455,7 @@ func (w *worker) record(st podspec.ContainerStatus) (podspec.ContainerStatus, bo
 				delete(w.watching, c.ID)
 				// Nothing left to run it in: it exited, and restarts (or
 				// not) as any exited container.
-				w.cancelPostStart(c.ID)
+				w.hooks.Cancel(c.ID)
 			}
 			return merged, was != podspec.StateExited && merged.State == podspec.StateExited
 		}

@@ -106,7 +106,7 @@ var agentEdges = map[string][]string{
 	"agent/histogram":        nil,
 	"agent/host":             nil,
 	"agent/images":           {"agent/events", "agent/eviction", "agent/podspec", "agent/status"},
-	"agent/lifecycle":        {"agent/podspec", "agent/prober"},
+	"agent/lifecycle":        {"agent/events", "agent/podspec", "agent/prober"},
 	"agent/manifest":         {"agent/atomicdir", "agent/host", "agent/podspec", "agent/podspec/logfiles"},
 	"agent/mirror":           {"agent", "agent/events", "agent/host", "agent/manifest"},
 	"agent/podspec":          nil,

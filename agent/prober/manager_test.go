@@ -73,7 +73,7 @@ func TestManagerResultsAndJoins(t *testing.T) {
 		if h, ok := m.Results().Get("c1"); !ok || h.Started || h.Ready {
 			t.Fatalf("before the startup probe passed: %+v %v, want not started, not ready", h, ok)
 		}
-		time.Sleep(10 * time.Second) // the startup probe passes, readiness runs at once
+		time.Sleep(21 * time.Second) // the startup probe passed at 10s, readiness at its next period
 		synctest.Wait()
 		if h, _ := m.Results().Get("c1"); !h.Started || !h.Ready || h.Failed != "" {
 			t.Fatalf("after the startup probe passed: %+v, want started and ready", h)
