@@ -302,7 +302,7 @@ func TestCmdSize(t *testing.T) {
 // client-go package outside this list, so nothing that talks to an API server
 // (apiServerClients) can arrive through one (TestClientGoFence).
 //
-// The image pull back-off (agent/pull.go) is flowcontrol.Backoff itself.
+// The image pull back-off (agent/images) is flowcontrol.Backoff itself.
 // agent/backoff.go, the crash-loop back-off, is still a hand copy: it renews
 // an entry at the exit a restart follows, where the kubelet's doBackOff renews
 // it at the restart (Next stamps Clock.Now()), so its 10-minute reset counts
