@@ -152,6 +152,7 @@ func (w *worker) desiredUID() string {
 func (w *worker) run(ctx context.Context) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	// The probes' and postStart hooks' goroutines end before the worker.
 	defer w.probes.Stop()
 	defer w.hooks.Stop()
 	for _, st := range w.pods {
