@@ -16,8 +16,11 @@ import (
 
 	"github.com/staticpodd/staticpodd/agent/events"
 	"github.com/staticpodd/staticpodd/agent/eviction"
+	"github.com/staticpodd/staticpodd/agent/images"
+	"github.com/staticpodd/staticpodd/agent/lifecycle"
 	"github.com/staticpodd/staticpodd/agent/manifest"
 	"github.com/staticpodd/staticpodd/agent/podspec"
+	"github.com/staticpodd/staticpodd/agent/prober"
 )
 
 // Notifier hears how the agent is doing; sysd implements it for systemd.
@@ -66,7 +69,7 @@ type Config struct {
 	Eviction EvictionConfig
 	// Images pulls the images of containers as their imagePullPolicy says;
 	// nil: nothing is pulled, a missing image waits with ErrImageNeverPull.
-	Images ImagePuller
+	Images images.Puller
 }
 
 // Agent runs static pods on a Runtime.
@@ -74,11 +77,11 @@ type Agent struct {
 	cfg   Config
 	rt    Runtime
 	conv  converter
-	marks postStartMarks
+	marks lifecycle.Marks
 	// probeMarks keep what running containers' probes said for the next daemon.
-	probeMarks probeMarks
+	probeMarks prober.Marks
 	// probeCounts count every probe made, by result, for /metrics/probes.
-	probeCounts probeCounts
+	probeCounts prober.Counts
 	// timings are the kubelet's pod start and pod worker histograms.
 	timings timings
 	logger  *slog.Logger
@@ -132,11 +135,11 @@ func New(cfg Config, rt Runtime, logger *slog.Logger) *Agent {
 	if cfg.Notifier == nil {
 		cfg.Notifier = nopNotifier{}
 	}
-	var marks postStartMarks = noMarks{}
-	var pmarks probeMarks = noProbeMarks{}
+	var marks lifecycle.Marks = lifecycle.NoMarks{}
+	var pmarks prober.Marks = prober.NoMarks{}
 	if cfg.Paths.RootDir != "" {
-		marks = fileMarks{paths: cfg.Paths}
-		pmarks = fileProbeMarks{paths: cfg.Paths}
+		marks = lifecycle.FileMarks{PodDir: cfg.Paths.PodDir}
+		pmarks = prober.FileMarks{PodDir: cfg.Paths.PodDir}
 	}
 	if cfg.Events == nil {
 		cfg.Events = events.New(cfg.NodeName, events.DefaultCapacity, logger)

@@ -13,6 +13,8 @@ import (
 
 	"github.com/staticpodd/staticpodd/agent/config"
 	"github.com/staticpodd/staticpodd/agent/events"
+	"github.com/staticpodd/staticpodd/agent/images"
+	"github.com/staticpodd/staticpodd/agent/lifecycle"
 	"github.com/staticpodd/staticpodd/agent/manifest"
 	"github.com/staticpodd/staticpodd/agent/podspec"
 	"github.com/staticpodd/staticpodd/agent/status"
@@ -72,7 +74,7 @@ func (w *worker) apply(ctx context.Context, pod *v1.Pod, acts []action) time.Tim
 		if ctx.Err() != nil {
 			return time.Time{}
 		}
-		if act.kind == actStart && w.postStarting(act.podUID) {
+		if act.kind == actStart && w.hooks.PodRunning(act.podUID) {
 			// A container just started runs its postStart hook: the
 			// others wait for it, as in the kubelet. Its end syncs again.
 			return retry
@@ -152,7 +154,7 @@ func (w *worker) killAll(ctx context.Context, pod *v1.Pod, acts []action, killSt
 			grace = max(act.grace-time.Since(killStart), manifest.MinimumGracePeriod)
 		}
 		sig := w.stopSignal(act.podUID, act.id)
-		w.cancelPostStart(act.id)
+		w.hooks.Cancel(act.id)
 		pre := w.preStopOf(act)
 		go func() {
 			st, gone, err := w.kill(ctx, act.id, sig, grace, pre)
@@ -180,10 +182,10 @@ func (w *worker) killAll(ctx context.Context, pod *v1.Pod, acts []action, killSt
 // manifest.MinimumGracePeriod (the kubelet's killContainer), SIGKILL, wait a bounded time. It
 // touches nothing of the worker's but its logger: killAll records the
 // outcome. gone: the runtime has no such container.
-func (w *worker) kill(ctx context.Context, id string, sig syscall.Signal, grace time.Duration, pre *preStop) (st podspec.ContainerStatus, gone bool, err error) {
+func (w *worker) kill(ctx context.Context, id string, sig syscall.Signal, grace time.Duration, pre *lifecycle.PreStop) (st podspec.ContainerStatus, gone bool, err error) {
 	if pre != nil {
 		began := time.Now()
-		if st, exited := w.runPreStop(ctx, id, pre, grace); exited {
+		if st, exited := pre.Run(ctx, id, grace); exited {
 			return st, false, nil
 		}
 		if ctx.Err() != nil {
@@ -280,8 +282,7 @@ func (w *worker) forget(id string) {
 		delete(ps.hookFailed, id)
 	}
 	delete(w.watching, id)
-	w.cancelPostStart(id)
-	delete(w.hookChecked, id)
+	w.hooks.Forget(id)
 }
 
 // teardown removes the sandbox and volumes of a pod whose containers are gone.
@@ -403,12 +404,13 @@ func (w *worker) start(ctx context.Context, pod *v1.Pod, act action) time.Time {
 		return time.Time{}
 	}
 	first := prev == nil && ci.last == nil && (ci.reason == "" || ci.reason == reasonCreating)
-	ok, retry, pulled := w.ensureImage(ctx, pod, c, spec.Image, first)
+	ok, retry, pulled := w.images.Ensure(ctx, images.Request{Pod: pod, Container: c, Image: spec.Image, First: first,
+		Waiting: func(reason, message string) { ci.reason, ci.message = reason, message }, Publish: func() { w.publish(pod) }})
 	if !ok {
 		return retry
 	}
 	marked := false
-	if hasPostStart(c) {
+	if lifecycle.HasPostStart(c) {
 		// Before the start: a daemon that dies at any point after it
 		// leaves the hook to run again.
 		if err := w.a.marks.Mark(act.podUID, c.Name, spec.Attempt); err != nil {
@@ -486,7 +488,7 @@ func (w *worker) start(ctx context.Context, pod *v1.Pod, act action) time.Time {
 		}
 	} else {
 		w.logger.Info("container started", "container", c.Name, "id", cs.ID, "attempt", cs.Attempt)
-		if hasPostStart(c) {
+		if lifecycle.HasPostStart(c) {
 			w.runPostStart(ctx, pod, c, cs)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/staticpodd/staticpodd/agent/images"
 	"github.com/staticpodd/staticpodd/agent/manifest"
 	"github.com/staticpodd/staticpodd/agent/podspec"
 )
@@ -36,7 +37,7 @@ func (p *fakePuller) Present(image string) (bool, error) {
 	return !p.rt.missing[image], nil
 }
 
-func (p *fakePuller) Pull(ctx context.Context, image string, o PullOptions) error {
+func (p *fakePuller) Pull(ctx context.Context, image string, o images.PullOptions) error {
 	progress := o.Progress
 	p.mu.Lock()
 	p.pulls = append(p.pulls, image)

@@ -286,7 +286,7 @@ func (w *worker) containerStatus(c *v1.Container, latest map[string]podspec.Cont
 		}
 	case l.State != podspec.StateExited:
 		started, ready := w.probeState(c, l.ID)
-		if w.postStarts[l.ID] != nil {
+		if w.hooks.Running(l.ID) {
 			started, ready = false, false // until its postStart hook is done
 		}
 		cs.Started, cs.Ready = &started, ready

@@ -9,11 +9,13 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/util/flowcontrol"
 
 	"github.com/staticpodd/staticpodd/agent/events"
+	"github.com/staticpodd/staticpodd/agent/images"
+	"github.com/staticpodd/staticpodd/agent/lifecycle"
 	"github.com/staticpodd/staticpodd/agent/manifest"
 	"github.com/staticpodd/staticpodd/agent/podspec"
+	"github.com/staticpodd/staticpodd/agent/prober"
 )
 
 // worker owns every pod UID that had one full name: the desired generation and
@@ -27,7 +29,7 @@ type worker struct {
 	wake   chan struct{}
 	exits  chan podspec.ContainerStatus
 
-	mu      sync.Mutex // guards desired, seq, evict, status, stopping, health
+	mu      sync.Mutex // guards desired, seq, evict, status, stopping
 	desired *v1.Pod    // nil: remove everything
 	seq     uint64     // the dispatch that set desired
 	// evict, when set, stops the pod of UID evictUID and keeps it stopped
@@ -37,29 +39,21 @@ type worker struct {
 	// pruned, when set, is closed once a sync removed the exited
 	// containers of the stopped pod (node-level reclaim).
 	pruned chan struct{}
-	status *v1.Pod            // desired with live status, for Pods
-	health map[string]*health // by container ID, what its probes said
+	status *v1.Pod // desired with live status, for Pods
 	// stopping are the other generations the worker still has, by UID, as
 	// Pods lists them while they stop: Terminating, with a deletionTimestamp.
 	stopping map[string]*v1.Pod
 
 	// Owned by the worker goroutine.
-	pods     map[string]*podState // by UID
-	watching map[string]bool      // container IDs with a Wait goroutine
-	probes   map[string]*probing  // container IDs whose probes run
-	// postStarts are the postStart hooks that run, by container ID, and
-	// hookChecked the containers whose postStart mark was looked for.
-	postStarts  map[string]*hookRun
-	hookChecked map[string]bool
-	hookDone    chan hookResult
-	backoff     *backoff
-	// pullBackoff is the image pull back-off, by pod UID and image;
-	// pullErrs the last failed pull of each key it has an entry for.
-	pullBackoff *flowcontrol.Backoff
-	pullErrs    map[string]pullFailure
-	gen         *generation // per-container state of the desired UID
-	timer       *time.Timer
-	prevState   *v1.PodStatus
+	pods      map[string]*podState  // by UID
+	watching  map[string]bool       // container IDs with a Wait goroutine
+	probes    *prober.Manager       // the probes of its running containers, and their results
+	hooks     *lifecycle.PostStarts // the postStart hooks that run
+	backoff   *backoff
+	images    *images.Manager // pulls, with their back-off per pod and image
+	gen       *generation     // per-container state of the desired UID
+	timer     *time.Timer
+	prevState *v1.PodStatus
 }
 
 // generation is what the worker remembers about the desired UID beyond what the
@@ -89,25 +83,22 @@ type ctrInfo struct {
 }
 
 func newWorker(a *Agent, key string, pods map[string]*podState) *worker {
-	return &worker{
-		key:         key,
-		a:           a,
-		logger:      a.logger.With("pod", key),
-		wake:        make(chan struct{}, 1),
-		exits:       make(chan podspec.ContainerStatus),
-		pods:        pods,
-		watching:    map[string]bool{},
-		probes:      map[string]*probing{},
-		health:      map[string]*health{},
-		stopping:    map[string]*v1.Pod{},
-		backoff:     newBackoff(backoffInitial, a.cfg.BackoffMax),
-		pullBackoff: flowcontrol.NewBackOff(pullBackoffInitial, pullBackoffMax),
-		pullErrs:    map[string]pullFailure{},
-
-		postStarts:  map[string]*hookRun{},
-		hookChecked: map[string]bool{},
-		hookDone:    make(chan hookResult),
+	logger := a.logger.With("pod", key)
+	w := &worker{
+		key:      key,
+		a:        a,
+		logger:   logger,
+		wake:     make(chan struct{}, 1),
+		exits:    make(chan podspec.ContainerStatus),
+		pods:     pods,
+		watching: map[string]bool{},
+		stopping: map[string]*v1.Pod{},
+		backoff:  newBackoff(backoffInitial, a.cfg.BackoffMax),
+		images:   images.NewManager(a.cfg.Images, a.events, a.nextResync, logger),
+		hooks:    lifecycle.NewPostStarts(a.marks, logger),
 	}
+	w.probes = newProbes(w)
+	return w
 }
 
 // update hands the worker a new desired pod (nil: remove it); the newest wins.
@@ -161,6 +152,9 @@ func (w *worker) desiredUID() string {
 func (w *worker) run(ctx context.Context) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	// The probes' and postStart hooks' goroutines end before the worker.
+	defer w.probes.Stop()
+	defer w.hooks.Stop()
 	for _, st := range w.pods {
 		for _, c := range st.containers {
 			if c.State != podspec.StateExited {
@@ -190,7 +184,7 @@ func (w *worker) run(ctx context.Context) {
 					w.exited(c)
 				}
 			})
-		case r := <-w.hookDone:
+		case r := <-w.hooks.Done():
 			onFreshStack(func() { w.postStartDone(r) })
 		case <-timerC:
 			w.timer = nil
@@ -462,7 +456,7 @@ func (w *worker) record(st podspec.ContainerStatus) (podspec.ContainerStatus, bo
 				delete(w.watching, c.ID)
 				// Nothing left to run it in: it exited, and restarts (or
 				// not) as any exited container.
-				w.cancelPostStart(c.ID)
+				w.hooks.Cancel(c.ID)
 			}
 			return merged, was != podspec.StateExited && merged.State == podspec.StateExited
 		}
@@ -519,9 +513,5 @@ func findContainer(pod *v1.Pod, name string) *v1.Container {
 // forgetBackoff drops the restart and pull back-offs of a pod.
 func (w *worker) forgetBackoff(uid string) {
 	w.backoff.forget(uid)
-	for k := range w.pullErrs {
-		if len(k) > len(uid) && k[:len(uid)+1] == uid+"_" {
-			w.forgetPull(k)
-		}
-	}
+	w.images.Forget(uid)
 }

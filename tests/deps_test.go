@@ -95,7 +95,7 @@ func TestImportFences(t *testing.T) {
 var agentEdges = map[string][]string{
 	"agent": {
 		"agent/atomicfile", "agent/config", "agent/events", "agent/eviction", "agent/histogram",
-		"agent/lifecycle", "agent/manifest", "agent/podspec", "agent/podspec/logfiles",
+		"agent/images", "agent/lifecycle", "agent/manifest", "agent/podspec", "agent/podspec/logfiles",
 		"agent/prober", "agent/source", "agent/status",
 	},
 	"agent/atomicdir":        nil,
@@ -105,7 +105,8 @@ var agentEdges = map[string][]string{
 	"agent/eviction":         {"agent/podspec"},
 	"agent/histogram":        nil,
 	"agent/host":             nil,
-	"agent/lifecycle":        {"agent/podspec", "agent/prober"},
+	"agent/images":           {"agent/events", "agent/eviction", "agent/podspec", "agent/status"},
+	"agent/lifecycle":        {"agent/events", "agent/podspec", "agent/prober"},
 	"agent/manifest":         {"agent/atomicdir", "agent/host", "agent/podspec", "agent/podspec/logfiles"},
 	"agent/mirror":           {"agent", "agent/events", "agent/host", "agent/manifest"},
 	"agent/podspec":          nil,
@@ -301,7 +302,7 @@ func TestCmdSize(t *testing.T) {
 // client-go package outside this list, so nothing that talks to an API server
 // (apiServerClients) can arrive through one (TestClientGoFence).
 //
-// The image pull back-off (agent/pull.go) is flowcontrol.Backoff itself.
+// The image pull back-off (agent/images) is flowcontrol.Backoff itself.
 // agent/backoff.go, the crash-loop back-off, is still a hand copy: it renews
 // an entry at the exit a restart follows, where the kubelet's doBackOff renews
 // it at the restart (Next stamps Clock.Now()), so its 10-minute reset counts

@@ -1,7 +1,11 @@
 // Package lifecycle runs a container's postStart and preStop hooks the way the
 // kubelet's handler runner does (pkg/kubelet/lifecycle/handlers.go): exec in
-// the container, httpGet to it, or sleep. How a hook reaches its container is
-// the caller's, through the same prober.Target probes use.
+// the container, httpGet to it, or sleep (Run). PostStarts are a pod worker's
+// postStart hooks that run, each in a goroutine it joins, with the marks that
+// run a hook again after a daemon restart cut it short; PreStop is a preStop
+// hook run in a container's kill, within its grace period. How a hook
+// reaches its container is the caller's, through the same prober.Target
+// probes use.
 package lifecycle
 
 import (

@@ -1,8 +1,11 @@
 // Package prober runs a container's startup, liveness and readiness probes the
 // way the kubelet does (pkg/kubelet/prober, pkg/probe): the four handlers, the
-// thresholds, the initial delay and the period. How a probe reaches its
-// container (a dialer into the pod's network namespace, an exec in the
-// container) is the caller's: the runtime's.
+// thresholds, the initial delay and the period (Do, Run). A pod worker's
+// Manager owns the goroutines of its containers' probes and writes what they
+// say into a Results cache the worker reads (the kubelet's prober.Manager and
+// results.Manager), with the marks that keep it across daemon restarts. How a
+// probe reaches its container (a dialer into the pod's network namespace, an
+// exec in the container) is the caller's: the runtime's.
 package prober
 
 import (

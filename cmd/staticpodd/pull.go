@@ -10,8 +10,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/staticpodd/staticpodd/agent"
 	"github.com/staticpodd/staticpodd/agent/config"
+	"github.com/staticpodd/staticpodd/agent/images"
 	"github.com/staticpodd/staticpodd/agent/podspec"
 	"github.com/staticpodd/staticpodd/oci/image"
 )
@@ -39,13 +39,13 @@ func newPuller(cfg *config.Config, store *image.Store, logger *slog.Logger) (*im
 		ProgressTimeout: cfg.ImagePullProgressTimeout}, logger), nil
 }
 
-// imagePuller is the agent's ImagePuller over the store and its puller.
+// imagePuller is the agent's images.Puller over the store and its puller.
 type imagePuller struct {
 	store  *image.Store
 	puller *image.Puller
 }
 
-var _ agent.ImagePuller = imagePuller{}
+var _ images.Puller = imagePuller{}
 
 func (p imagePuller) Present(ref string) (bool, error) {
 	_, err := p.store.Get(ref)
@@ -55,7 +55,7 @@ func (p imagePuller) Present(ref string) (bool, error) {
 	return err == nil, err
 }
 
-func (p imagePuller) Pull(ctx context.Context, ref string, o agent.PullOptions) error {
+func (p imagePuller) Pull(ctx context.Context, ref string, o images.PullOptions) error {
 	_, err := p.puller.PullWith(ctx, ref, image.PullOptions{Critical: o.Critical, Progress: func(pr image.Progress) {
 		if o.Progress != nil {
 			o.Progress(fmt.Sprintf("%d/%d layers, %s of %s", pr.LayersDone, pr.Layers, mib(pr.BytesDone), mib(pr.Bytes)))

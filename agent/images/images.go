@@ -1,0 +1,267 @@
+// Package images makes sure a container's image is in the store before the
+// container starts, as the kubelet's image manager does
+// (pkg/kubelet/images.EnsureImageExists): the imagePullPolicy, the pull
+// back-off per pod and image, and the last failure of each pull, for the
+// message of ImagePullBackOff. The store and its puller are the caller's
+// (oci/image, behind Puller).
+package images
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/util/flowcontrol"
+
+	"github.com/staticpodd/staticpodd/agent/events"
+	"github.com/staticpodd/staticpodd/agent/eviction"
+	"github.com/staticpodd/staticpodd/agent/podspec"
+	"github.com/staticpodd/staticpodd/agent/status"
+)
+
+// Waiting reasons of a container whose image is being pulled or failed to
+// be (the kubelet's images.ErrImagePull, images.ErrImagePullBackOff).
+const (
+	reasonImagePull        = status.ErrImagePull
+	reasonImagePullBackOff = status.ImagePullBackOff
+)
+
+// The kubelet's image pull back-off (pkg/kubelet/kubelet.go: imageBackOffPeriod,
+// MaxImageBackOff, flowcontrol.NewBackOff), per pod and image: 10s doubling to
+// 5m, started over by a failure more than 2×5m after the last one.
+const (
+	pullBackoffInitial = 10 * time.Second
+	pullBackoffMax     = 5 * time.Minute
+)
+
+// Puller brings the images pods name into the store the runtime starts
+// containers from.
+type Puller interface {
+	// Present tells whether image (a normalised reference) is in the store,
+	// without any network access.
+	Present(image string) (bool, error)
+	// Pull fetches image from its registry, or its mirrors, into the store;
+	// an image the store has under the registry's digest is not fetched
+	// again.
+	Pull(ctx context.Context, image string, o PullOptions) error
+}
+
+// PullOptions are how one image pull is made.
+type PullOptions struct {
+	// Progress, if not nil, is told how far the pull got, on the caller's
+	// goroutine.
+	Progress func(string)
+	// Critical: the pull is for a critical pod (eviction.Critical) and
+	// waits behind no other pull.
+	Critical bool
+}
+
+// Manager pulls the images of one pod worker's containers, and keeps their
+// pull back-off. It is used from the worker's goroutine only.
+type Manager struct {
+	puller Puller // nil: nothing is pulled
+	events *events.Recorder
+	logger *slog.Logger
+	// nextResync returns a channel closed at the agent's next Resync,
+	// which an image import makes.
+	nextResync func() <-chan struct{}
+
+	// backoff is the pull back-off, by pod UID and image; failures the last
+	// failed pull of each key it has an entry for.
+	backoff  *flowcontrol.Backoff
+	failures map[string]failure
+}
+
+// NewManager returns the image manager of one pod worker. Without a puller,
+// nothing is pulled: a missing image is the runtime's ErrImageNotPresent.
+func NewManager(p Puller, rec *events.Recorder, nextResync func() <-chan struct{}, logger *slog.Logger) *Manager {
+	return &Manager{
+		puller:     p,
+		events:     rec,
+		logger:     logger,
+		nextResync: nextResync,
+		backoff:    flowcontrol.NewBackOff(pullBackoffInitial, pullBackoffMax),
+		failures:   map[string]failure{},
+	}
+}
+
+// failure is the last failed pull of a key of the pull back-off: its error,
+// for ImagePullBackOff's message, and when its back-off began.
+type failure struct {
+	msg string
+	at  time.Time
+}
+
+// Request is one container's image to make sure of before its start.
+type Request struct {
+	Pod       *v1.Pod
+	Container *v1.Container
+	Image     string // the normalised reference
+	// First: the container has never run in this pod yet.
+	First bool
+	// Waiting sets why the container waits, shown in its status; Publish
+	// shows it at once (the pull's progress).
+	Waiting func(reason, message string)
+	Publish func()
+}
+
+// Ensure applies the container's imagePullPolicy before its start, as the
+// kubelet's imageManager.EnsureImageExists: Never and a present image with
+// IfNotPresent go on without network; Always, and IfNotPresent with the image
+// missing, pull, with a back-off per pod and image after a failure. It
+// returns false, with when to try again, if the container cannot start yet;
+// pulled says a pull brought the image.
+func (m *Manager) Ensure(ctx context.Context, r Request) (ok bool, retry time.Time, pulled bool) {
+	p, pod, c, image := m.puller, r.Pod, r.Container, r.Image
+	if p == nil || c.ImagePullPolicy == v1.PullNever {
+		return true, time.Time{}, false
+	}
+	ref := events.ContainerRef(pod, c.Name)
+	var arrived <-chan struct{}
+	if c.ImagePullPolicy != v1.PullAlways {
+		// Taken before the lookup: an import after it ends the pull below.
+		arrived = m.nextResync()
+		present, err := p.Present(image)
+		if err != nil {
+			// The kubelet's ErrImageInspect.
+			msg := fmt.Sprintf("Failed to inspect image %q: %v", c.Image, err)
+			r.Waiting("ImageInspectError", msg)
+			m.events.Eventf(ref, v1.EventTypeWarning, "InspectFailed", "%s", msg)
+			return false, time.Now().Add(pullBackoffInitial), false
+		}
+		if present {
+			return true, time.Time{}, false
+		}
+	}
+	key := string(pod.UID) + "_" + image
+	now := time.Now()
+	// The kubelet's imageManager.EnsureImageExists: IsInBackOffSinceUpdate.
+	if m.backoff.IsInBackOffSinceUpdate(key, now) {
+		msg := fmt.Sprintf("Back-off pulling image %q", c.Image)
+		m.events.Eventf(ref, v1.EventTypeNormal, events.BackOff, "%s", msg)
+		prev := m.failures[key]
+		if prev.msg != "" {
+			msg += ": " + reasonImagePull + ": " + prev.msg
+		}
+		r.Waiting(reasonImagePullBackOff, msg)
+		return false, prev.at.Add(m.backoff.Get(key)), false
+	}
+	for _, s := range pod.Spec.ImagePullSecrets {
+		// The kubelet's getPullSecretsForPod: a static pod's secrets are API
+		// objects it may not read (the node authorizer knows no mirror pod
+		// naming them, NodeRestriction refuses one); the pull goes on with the
+		// node's own credentials. staticpodd reads no API object at all.
+		if s.Name != "" {
+			m.logger.Warn("Unable to retrieve pull secret, the image pull may not succeed: a static pod cannot use imagePullSecrets; "+
+				"give the registry's credentials in a Docker config.json the daemon reads", "secret", s.Name, "container", c.Name)
+		}
+	}
+	m.events.Eventf(ref, v1.EventTypeNormal, events.Pulling, "Pulling image %q", c.Image)
+	m.logger.Info("pulling image", "container", c.Name, "image", image, "policy", c.ImagePullPolicy)
+	// A container never started yet waits ContainerCreating, with the pull's
+	// progress; one being restarted keeps the reason it waits with
+	// (CrashLoopBackOff, ErrImagePull...) until the start, as the kubelet's
+	// status keeps its reason cache's.
+	var progress func(string)
+	if r.First {
+		r.Waiting(status.ContainerCreating, fmt.Sprintf("Pulling image %q", c.Image))
+		r.Publish()
+		progress = func(s string) {
+			r.Waiting(status.ContainerCreating, fmt.Sprintf("Pulling image %q: %s", c.Image, s))
+			r.Publish()
+		}
+	}
+	began := time.Now()
+	pullCtx, cancel := context.WithCancelCause(ctx)
+	var watching sync.WaitGroup
+	defer watching.Wait()
+	defer cancel(nil)
+	if arrived != nil {
+		watching.Go(func() { cancelOnArrival(pullCtx, cancel, p, image, m.nextResync, arrived) })
+	}
+	err := p.Pull(pullCtx, image, PullOptions{Progress: progress, Critical: eviction.Critical(pod)})
+	if ctx.Err() != nil {
+		return false, time.Time{}, false
+	}
+	if err != nil && arrived != nil {
+		if present, perr := p.Present(image); perr == nil && present {
+			// Imported while the pull went on (or failed): IfNotPresent
+			// is satisfied, and the registry's answer no longer matters.
+			m.logger.Info("image present now; pull not needed", "container", c.Name, "image", image)
+			m.forget(key)
+			if r.First {
+				r.Waiting("", "")
+			}
+			return true, time.Time{}, false
+		}
+		if errors.Is(context.Cause(pullCtx), errImageArrived) {
+			return false, time.Now(), false // removed again at once: look again
+		}
+	}
+	if err != nil {
+		// A registry's error body is in it (go-containerregistry reads 64 KiB
+		// of one): kept, logged and shown cut to MaxOutput.
+		msg := podspec.Truncate(err.Error(), podspec.MaxOutput)
+		m.logger.Warn("image pull failed", "container", c.Name, "image", image, "err", msg)
+		m.events.Eventf(ref, v1.EventTypeWarning, events.Failed, "Failed to pull image %q: %s", c.Image, msg)
+		m.events.Eventf(ref, v1.EventTypeWarning, events.Failed, "Error: %s", reasonImagePull)
+		m.backoff.Next(key, m.backoff.Clock.Now())
+		// Taken after Next: the back-off runs until no earlier than this.
+		at := time.Now()
+		m.failures[key] = failure{msg: msg, at: at}
+		r.Waiting(reasonImagePull, msg)
+		return false, at.Add(m.backoff.Get(key)), false
+	}
+	m.events.Eventf(ref, v1.EventTypeNormal, events.Pulled, "Successfully pulled image %q in %v", c.Image, time.Since(began).Truncate(time.Millisecond))
+	if r.First {
+		r.Waiting("", "")
+	}
+	m.forget(key)
+	return true, time.Time{}, true
+}
+
+// Forget drops the pull back-off of every image of pod uid: the pod is gone,
+// or starts afresh.
+func (m *Manager) Forget(uid string) {
+	for k := range m.failures {
+		if strings.HasPrefix(k, uid+"_") {
+			m.forget(k)
+		}
+	}
+}
+
+// forget drops the pull back-off of key (pod UID and image). failures holds
+// a key exactly while the back-off has an entry for it, so that a pod's
+// entries can be found again when it goes.
+func (m *Manager) forget(key string) {
+	m.backoff.DeleteEntry(key)
+	delete(m.failures, key)
+}
+
+// errImageArrived ends a pull whose image came into the store another way.
+var errImageArrived = errors.New("image present in the store")
+
+// cancelOnArrival cancels a pull of image, with errImageArrived, once the
+// image is in the store: it looks at each Resync (which an import makes)
+// from arrived on, until ctx ends. Without it a worker whose pull hangs on
+// an unanswering registry would start its container only when the pull
+// gives up, though the import's Resync came long before.
+func cancelOnArrival(ctx context.Context, cancel context.CancelCauseFunc, p Puller, image string, next func() <-chan struct{}, arrived <-chan struct{}) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-arrived:
+		}
+		arrived = next() // before the lookup, as the first one
+		if present, err := p.Present(image); err == nil && present {
+			cancel(errImageArrived)
+			return
+		}
+	}
+}
