@@ -76,9 +76,14 @@ func TestPullDistributionRegistryPlainHTTPLoopback(t *testing.T) {
 		}
 		return nil
 	})
-	if cs := statusOf(d.Pod("plain")); cs.State.Running == nil || cs.Image != ref {
-		t.Errorf("status image %s, state %+v; want %s running", cs.Image, cs.State, ref)
-	}
+	// The container wrote its file before the worker published the start:
+	// the status follows.
+	d.Eventually(30*time.Second, "the status says the pulled image runs", func() error {
+		if cs := statusOf(d.Pod("plain")); cs.State.Running == nil || cs.Image != ref {
+			return fmt.Errorf("status image %s, state %+v; want %s running", cs.Image, cs.State, ref)
+		}
+		return nil
+	})
 	// The config and the version layer came from the registry, over HTTP.
 	if n := r.requests(`busybox/blobs/[^ ]+`) - blobs; n != 2 {
 		t.Errorf("%d blob GETs, want 2: the config and the version layer", n)

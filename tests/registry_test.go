@@ -419,6 +419,11 @@ capabilities = []
 			if string(b) != want {
 				return fmt.Errorf("it runs %q", b)
 			}
+			// The container writes its file before the worker publishes
+			// the start: what follows reads the status.
+			if st := statusOf(d.Pod(pod)).State; st.Running == nil {
+				return fmt.Errorf("it runs %q, status not yet running: %+v", b, st)
+			}
 			return nil
 		})
 	}
