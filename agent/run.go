@@ -194,14 +194,8 @@ func (a *Agent) reconcile(ctx context.Context, l *loop) {
 		byKey[key][uid] = st
 	}
 	for key, owned := range byKey {
+		// Listed as Terminating until they are gone.
 		w := a.startWorkerLocked(ctx, l, key, owned, nil, l.seq, nil)
-		w.mu.Lock()
-		for uid, st := range owned {
-			if p := orphanPod(uid, st); p != nil {
-				w.stopping[uid] = p // listed as Terminating until it is gone
-			}
-		}
-		w.mu.Unlock()
 		w.update(nil, l.seq)
 	}
 	l.stash = nil
@@ -280,10 +274,7 @@ func (n podName) is(p manifest.Pod) bool {
 // the adopted containers of a pod that is still wanted.
 func (a *Agent) startWorkerLocked(ctx context.Context, l *loop, key string, pods map[string]*podState, desired *v1.Pod, seq uint64, refused *stopRequest) *worker {
 	w := newWorker(a, key, pods)
-	w.desired, w.seq = desired, seq
-	if refused != nil {
-		w.evict, w.evictUID = refused, string(desired.UID)
-	}
+	w.seed(desired, seq, refused)
 	a.workers[key] = w
 	l.wg.Go(func() { w.run(ctx) })
 	return w
@@ -348,13 +339,12 @@ func problemMessage(p manifest.Problem) string {
 }
 
 // removeWorker forgets a worker that has nothing left to do, unless a new desired
-// pod reached it meanwhile.
+// pod reached it meanwhile. Desired pods are handed to workers under a.mu
+// (reconcile), so none can arrive between the check and the removal.
 func (a *Agent) removeWorker(w *worker) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.desired != nil {
+	if w.wanted() != nil {
 		return false
 	}
 	if a.workers[w.key] == w {
@@ -377,14 +367,7 @@ func (a *Agent) Pods() []v1.Pod {
 func (a *Agent) podsLocked() []v1.Pod {
 	var pods []v1.Pod
 	for _, w := range a.workers {
-		w.mu.Lock()
-		for _, p := range w.stopping {
-			pods = append(pods, *p.DeepCopy())
-		}
-		if w.status != nil {
-			pods = append(pods, *w.status.DeepCopy())
-		}
-		w.mu.Unlock()
+		w.eachListed(func(p *v1.Pod) { pods = append(pods, *p.DeepCopy()) })
 	}
 	slices.SortStableFunc(pods, func(x, y v1.Pod) int {
 		if c := strings.Compare(x.Namespace+"/"+x.Name, y.Namespace+"/"+y.Name); c != 0 {
@@ -441,14 +424,7 @@ func (a *Agent) retallyLocked(key string) {
 		return
 	}
 	var t podTally
-	w.mu.Lock()
-	for _, p := range w.stopping {
-		t.add(p, a.cfg.NodeName)
-	}
-	if w.status != nil {
-		t.add(w.status, a.cfg.NodeName)
-	}
-	w.mu.Unlock()
+	w.eachListed(func(p *v1.Pod) { t.add(p, a.cfg.NodeName) })
 	a.tally.addCounts(t, 1)
 	a.tallies[key] = t
 	if len(t.waiting) > 0 {

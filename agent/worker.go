@@ -149,13 +149,77 @@ func (w *worker) pruneDead() <-chan struct{} {
 	return ch
 }
 
-func (w *worker) desiredUID() string {
+// seed sets what a worker not yet running starts from: the pod it is to
+// run (nil: it stops the adopted pods it owns, listed Terminating meanwhile)
+// and, for a pod the eviction manager refused, the eviction that holds it.
+func (w *worker) seed(desired *v1.Pod, seq uint64, refused *stopRequest) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.desired == nil {
-		return ""
+	w.desired, w.seq = desired, seq
+	if refused != nil {
+		w.evict, w.evictUID = refused, string(desired.UID)
 	}
-	return string(w.desired.UID)
+	if desired == nil {
+		for uid, st := range w.pods {
+			if p := orphanPod(uid, st); p != nil {
+				w.stopping[uid] = p
+			}
+		}
+	}
+}
+
+// wanted is the pod the worker is to run; nil: none. Desired pods are
+// never changed once handed over, so it may be read without the lock.
+func (w *worker) wanted() *v1.Pod {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.desired
+}
+
+func (w *worker) desiredUID() string {
+	if p := w.wanted(); p != nil {
+		return string(p.UID)
+	}
+	return ""
+}
+
+// activePod is the desired pod unless its published status is terminal:
+// nothing of it runs then (the kubelet's activePods).
+func (w *worker) activePod() *v1.Pod {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	pod, status := w.desired, w.status
+	if pod != nil && status != nil && status.UID == pod.UID &&
+		(status.Status.Phase == v1.PodSucceeded || status.Status.Phase == v1.PodFailed) {
+		return nil
+	}
+	return pod
+}
+
+// eachListed calls f with every pod the worker lists: the older generations
+// it still stops, then the desired one with its live status. f runs under
+// the worker's lock (the stopping pods are refreshed in place) and must not
+// keep p.
+func (w *worker) eachListed(f func(p *v1.Pod)) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, p := range w.stopping {
+		f(p)
+	}
+	if w.status != nil {
+		f(w.status)
+	}
+}
+
+// published is a copy of the desired pod with its live status, as last
+// published; nil if none is.
+func (w *worker) published() *v1.Pod {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.status == nil {
+		return nil
+	}
+	return w.status.DeepCopy()
 }
 
 func (w *worker) run(ctx context.Context) {
