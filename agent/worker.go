@@ -46,6 +46,9 @@ type worker struct {
 	// Owned by the worker goroutine.
 	pods     map[string]*podState // by UID
 	watching map[string]bool      // container IDs with a Wait goroutine
+	// waiters are the Wait goroutines of watch: run cancels and joins them
+	// before it returns.
+	waiters sync.WaitGroup
 	probes   map[string]*probing  // container IDs whose probes run
 	// postStarts are the postStart hooks that run, by container ID, and
 	// hookChecked the containers whose postStart mark was looked for.
@@ -224,6 +227,7 @@ func (w *worker) published() *v1.Pod {
 
 func (w *worker) run(ctx context.Context) {
 	ctx, cancel := context.WithCancel(ctx)
+	defer w.waiters.Wait()
 	defer cancel()
 	for _, st := range w.pods {
 		for _, c := range st.containers {
@@ -468,7 +472,7 @@ func (w *worker) watch(ctx context.Context, id string) {
 		return
 	}
 	w.watching[id] = true
-	go func() {
+	w.waiters.Go(func() {
 		st, err := w.waitExit(ctx, id)
 		if err != nil {
 			return
@@ -477,7 +481,7 @@ func (w *worker) watch(ctx context.Context, id string) {
 		case w.exits <- st:
 		case <-ctx.Done():
 		}
-	}()
+	})
 }
 
 // waitExit waits for a container to exit, retrying a failing Wait every 10s. A
