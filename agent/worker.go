@@ -46,10 +46,10 @@ type worker struct {
 	// Owned by the worker goroutine.
 	pods     map[string]*podState // by UID
 	watching map[string]bool      // container IDs with a Wait goroutine
+	probes   map[string]*probing  // container IDs whose probes run
 	// waiters are the Wait goroutines of watch: run cancels and joins them
 	// before it returns.
 	waiters sync.WaitGroup
-	probes   map[string]*probing  // container IDs whose probes run
 	// postStarts are the postStart hooks that run, by container ID, and
 	// hookChecked the containers whose postStart mark was looked for.
 	postStarts  map[string]*hookRun
@@ -66,12 +66,18 @@ type worker struct {
 }
 
 // generation is what the worker remembers about the desired UID beyond what the
-// runtime reports: why containers wait, what they ran before.
+// runtime reports: where it is in its life, why containers wait, what they
+// ran before.
 type generation struct {
 	uid    string
 	policy v1.RestartPolicy
-	// stop is why the pod is stopped and kept stopped: past its deadline
-	// (for good) or evicted (until the agent lifts it).
+	// The generation's life, as the kubelet's podSyncStatus records it:
+	// syncedAt is its first sync, terminatingAt when it was told to stop,
+	// terminatedAt when nothing of it ran any more. Its state follows.
+	syncedAt, terminatingAt, terminatedAt time.Time
+	// stop is why the pod was told to stop, and how (grace, release): past
+	// its deadline (for good) or evicted (until the agent lifts it). Set
+	// with terminatingAt.
 	stop *stopRequest
 	// discard are the containers of the run an eviction ended, removed
 	// before the pod starts again.
@@ -282,44 +288,138 @@ func onFreshStack(f func()) {
 	<-done
 }
 
-// sync plans the desired pod against what the worker knows and applies the plan.
-func (w *worker) sync(ctx context.Context) {
-	w.mu.Lock()
-	pod, seq, evict, pruned := w.desired, w.seq, w.evict, w.pruned
-	w.pruned = nil
-	if pod == nil || string(pod.UID) != w.evictUID {
-		evict = nil
-	}
-	w.mu.Unlock()
-	if pruned != nil {
-		defer close(pruned)
-	}
+// mail is what the worker was told since its last sync.
+type mail struct {
+	pod *v1.Pod // the newest desired pod; nil: remove everything
+	seq uint64  // the dispatch that set pod
+	// evict is the eviction in force for pod, if any.
+	evict *stopRequest
+	// reclaimed, when set, is closed once the sync is done: node-level
+	// reclaim asked the pod to remove its exited containers.
+	reclaimed chan struct{}
+}
 
+// takeMail empties the mailbox: the desired pod stays, a reclaim is taken.
+func (w *worker) takeMail() mail {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	m := mail{pod: w.desired, seq: w.seq, evict: w.evict, reclaimed: w.pruned}
+	w.pruned = nil
+	if m.pod == nil || string(m.pod.UID) != w.evictUID {
+		m.evict = nil
+	}
+	return m
+}
+
+// sync takes the worker's mail, moves the desired generation through its
+// states, and syncs it in the one it is in; older generations are stopped
+// and removed first.
+func (w *worker) sync(ctx context.Context) {
+	m := w.takeMail()
+	if m.reclaimed != nil {
+		defer close(m.reclaimed)
+	}
+	pod := m.pod
 	var d *desiredPod
 	var deadline time.Time
 	if pod != nil {
-		d = w.resolve(pod)
-		if w.lifecycle(pod, evict) {
-			d = w.resolve(pod)
-		}
-		deadline = w.checkDeadline(d)
-		d.stop, d.discard = w.gen.stop, w.gen.discard
-		d.pruneDead = pruned != nil
-		if d.stop != nil || d.pruneDead {
-			w.keepFinal(string(pod.UID))
-		}
-		d.final = w.gen.final
-		if st := w.pods[string(pod.UID)]; st != nil {
-			st.grace = podGrace(pod)
-			if st.sandbox {
-				// The kubelet's volume manager remounts on every sync: a
-				// downwardAPI volume follows edited labels and annotations.
-				if err := w.a.conv.RefreshVolumes(pod); err != nil {
-					w.logger.Warn("cannot refresh the pod's volumes", "uid", pod.UID, "err", err)
-				}
-			}
-		}
+		d, deadline = w.advance(m)
+		w.refreshVolumes(pod)
 	}
+	w.beforeApply(ctx, pod)
+	var retry time.Time
+	switch {
+	case d == nil:
+		// Nothing is desired: every generation the worker has goes.
+		retry = w.apply(ctx, nil, plan(nil, w.pods))
+	case w.gen.state() == podSyncing:
+		retry = w.syncPod(ctx, d)
+	case w.gen.state() == podTerminating:
+		retry = w.syncTerminatingPod(ctx, d)
+	default:
+		retry = w.syncTerminatedPod(ctx, d)
+	}
+	if ctx.Err() != nil {
+		return
+	}
+	if d != nil && d.pruneDead {
+		w.pruneLogsOfReclaimed(pod)
+	}
+	w.syncProbes(ctx, pod)
+	if !deadline.IsZero() && (retry.IsZero() || deadline.Before(retry)) {
+		retry = deadline
+	}
+	w.setTimer(retry)
+	w.publish(pod)
+	w.a.synced(w.key, m.seq)
+}
+
+// syncPod runs the desired generation as its spec and restartPolicy say.
+func (w *worker) syncPod(ctx context.Context, d *desiredPod) time.Time {
+	return w.apply(ctx, d.pod, plan(d, w.pods))
+}
+
+// syncTerminatingPod stops the containers of a generation told to stop;
+// once none runs, the generation is terminated and synced as such.
+func (w *worker) syncTerminatingPod(ctx context.Context, d *desiredPod) time.Time {
+	if d.state(w.pods[w.gen.uid]) == podTerminated {
+		w.gen.terminatedAt = time.Now()
+		return w.syncTerminatedPod(ctx, d)
+	}
+	return w.apply(ctx, d.pod, plan(d, w.pods))
+}
+
+// syncTerminatedPod gives back what a terminated generation holds, if it
+// releases it (evicted), or what reclaim asks of one that keeps it.
+func (w *worker) syncTerminatedPod(ctx context.Context, d *desiredPod) time.Time {
+	return w.apply(ctx, d.pod, plan(d, w.pods))
+}
+
+// advance brings the desired generation to the state that what the worker
+// was told gives it: an eviction makes a syncing pod terminating, its lift
+// a new generation, a passed active deadline a terminating one. It returns
+// the pod to plan, and when its active deadline passes (zero: never, or
+// already).
+func (w *worker) advance(m mail) (*desiredPod, time.Time) {
+	pod := m.pod
+	d := w.resolve(pod)
+	switch {
+	case m.evict != nil && w.gen.stop == nil:
+		w.evicted(pod, m.evict)
+	case m.evict == nil && w.gen.stop != nil && w.gen.stop.reason == reasonEvicted:
+		w.evictionLifted(pod)
+		d = w.resolve(pod)
+	}
+	deadline := w.checkDeadline(d)
+	d.stop, d.discard = w.gen.stop, w.gen.discard
+	d.pruneDead = m.reclaimed != nil
+	if d.stop != nil || d.pruneDead {
+		w.keepFinal(string(pod.UID))
+	}
+	d.final = w.gen.final
+	return d, deadline
+}
+
+// refreshVolumes keeps the downwardAPI volumes of a pod with a sandbox up to
+// date: the kubelet's volume manager remounts on every sync, so a volume
+// follows edited labels and annotations.
+func (w *worker) refreshVolumes(pod *v1.Pod) {
+	st := w.pods[string(pod.UID)]
+	if st == nil {
+		return
+	}
+	st.grace = podGrace(pod)
+	if !st.sandbox {
+		return
+	}
+	if err := w.a.conv.RefreshVolumes(pod); err != nil {
+		w.logger.Warn("cannot refresh the pod's volumes", "uid", pod.UID, "err", err)
+	}
+}
+
+// beforeApply shows what the worker knows before it acts: hooks, then the
+// status, then the probes of what runs.
+func (w *worker) beforeApply(ctx context.Context, pod *v1.Pod) {
 	// Before the first publish: an adopted container whose postStart hook
 	// runs again is never shown started meanwhile.
 	w.syncPostStarts(ctx, pod)
@@ -329,26 +429,20 @@ func (w *worker) sync(ctx context.Context) {
 	w.syncProbes(ctx, pod)
 	w.markProbes(pod)
 	w.markHooks()
-	retry := w.apply(ctx, pod, plan(d, w.pods))
-	if ctx.Err() != nil {
+}
+
+// pruneLogsOfReclaimed removes the logs of the dead containers reclaim
+// removed, once the pod has none left (the kubelet's container GC removes
+// a removed container's logs).
+func (w *worker) pruneLogsOfReclaimed(pod *v1.Pod) {
+	if st := w.pods[string(pod.UID)]; st == nil || len(st.containers) > 0 {
 		return
 	}
-	if d != nil && d.pruneDead && w.pods[string(pod.UID)] != nil && len(w.pods[string(pod.UID)].containers) == 0 {
-		// The logs of the dead containers go with them (the kubelet's
-		// container GC removes a removed container's logs).
-		for _, c := range manifest.AllContainers(pod) {
-			if err := w.a.conv.PruneLogs(pod, c.Name, math.MaxInt); err != nil {
-				w.logger.Warn("remove logs of a stopped pod failed", "container", c.Name, "err", err)
-			}
+	for _, c := range manifest.AllContainers(pod) {
+		if err := w.a.conv.PruneLogs(pod, c.Name, math.MaxInt); err != nil {
+			w.logger.Warn("remove logs of a stopped pod failed", "container", c.Name, "err", err)
 		}
 	}
-	w.syncProbes(ctx, pod)
-	if !deadline.IsZero() && (retry.IsZero() || deadline.Before(retry)) {
-		retry = deadline
-	}
-	w.setTimer(retry)
-	w.publish(pod)
-	w.a.synced(w.key, seq)
 }
 
 // resolve returns pod with the hash of each container, computed once per UID.
@@ -357,13 +451,15 @@ func (w *worker) resolve(pod *v1.Pod) *desiredPod {
 		if w.gen != nil {
 			w.forgetBackoff(w.gen.uid)
 		}
+		now := time.Now()
 		w.gen = &generation{
 			uid:       string(pod.UID),
 			policy:    pod.Spec.RestartPolicy,
 			hashes:    map[string]string{},
 			convErr:   map[string]error{},
 			ctrs:      map[string]*ctrInfo{},
-			startTime: time.Now(),
+			syncedAt:  now,
+			startTime: now,
 		}
 		if st := w.pods[w.gen.uid]; st != nil {
 			w.gen.startTime = adoptedStart(st, w.gen.startTime)
@@ -387,33 +483,52 @@ func (w *worker) resolve(pod *v1.Pod) *desiredPod {
 	return &desiredPod{pod: pod, hashes: w.gen.hashes}
 }
 
-// lifecycle takes the eviction the worker was given: it makes a syncing pod
-// terminating, with the eviction's reason and grace; an eviction lifted makes
-// the pod start afresh, as a new generation whose old containers are
-// discarded (the kubelet would see a new pod). It reports whether the
-// generation was reset.
-func (w *worker) lifecycle(pod *v1.Pod, evict *stopRequest) bool {
+// state is where the generation is in its life.
+func (g *generation) state() podWorkState {
 	switch {
-	case evict != nil && w.gen.stop == nil:
-		w.gen.stop = evict
-		w.logger.Info("evicting pod", "reason", evict.reason, "message", evict.message, "grace", evict.grace)
-		w.a.events.Eventf(events.PodRef(pod), v1.EventTypeWarning, reasonEvicted, "%s", evict.message)
-	case evict == nil && w.gen.stop != nil && w.gen.stop.reason == reasonEvicted:
-		discard := map[string]bool{}
-		if st := w.pods[w.gen.uid]; st != nil {
-			for _, c := range st.containers {
-				discard[c.ID] = true
-			}
-		}
-		w.logger.Info("eviction lifted, starting pod again")
-		w.forgetBackoff(w.gen.uid)
-		w.gen = nil
-		w.resolve(pod)
-		w.gen.startTime = time.Now()
-		w.gen.discard = discard
-		return true
+	case !g.terminatedAt.IsZero():
+		return podTerminated
+	case !g.terminatingAt.IsZero():
+		return podTerminating
 	}
-	return false
+	return podSyncing
+}
+
+// terminate moves a syncing generation to terminating, for req; one already
+// told to stop keeps its first reason. It reports whether it moved.
+func (g *generation) terminate(req *stopRequest, now time.Time) bool {
+	if g.stop != nil {
+		return false
+	}
+	g.stop, g.terminatingAt = req, now
+	return true
+}
+
+// evicted makes the syncing desired generation terminating, with the
+// eviction's reason and grace.
+func (w *worker) evicted(pod *v1.Pod, evict *stopRequest) {
+	if !w.gen.terminate(evict, time.Now()) {
+		return
+	}
+	w.logger.Info("evicting pod", "reason", evict.reason, "message", evict.message, "grace", evict.grace)
+	w.a.events.Eventf(events.PodRef(pod), v1.EventTypeWarning, reasonEvicted, "%s", evict.message)
+}
+
+// evictionLifted makes an evicted pod start afresh, as a new generation
+// whose old containers are discarded (the kubelet would see a new pod).
+func (w *worker) evictionLifted(pod *v1.Pod) {
+	discard := map[string]bool{}
+	if st := w.pods[w.gen.uid]; st != nil {
+		for _, c := range st.containers {
+			discard[c.ID] = true
+		}
+	}
+	w.logger.Info("eviction lifted, starting pod again")
+	w.forgetBackoff(w.gen.uid)
+	w.gen = nil
+	w.resolve(pod)
+	w.gen.startTime = time.Now()
+	w.gen.discard = discard
 }
 
 // keepFinal remembers the newest instance of each container of the stopped
