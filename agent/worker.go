@@ -84,9 +84,13 @@ type generation struct {
 	discard map[string]bool
 	// final is the last status of each container of a stopped pod, shown
 	// once the containers are removed (an evicted pod releases them).
-	final     map[string]podspec.ContainerStatus
-	hashes    map[string]string
-	convErr   map[string]error
+	final   map[string]podspec.ContainerStatus
+	hashes  map[string]string
+	convErr map[string]error
+	// sandbox is the sandbox's runtime spec, converted from the pod
+	// sandboxOf (sandboxSpec).
+	sandbox   *podspec.Pod
+	sandboxOf *v1.Pod
 	ctrs      map[string]*ctrInfo
 	startTime time.Time
 }
