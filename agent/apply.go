@@ -128,7 +128,7 @@ func (w *worker) apply(ctx context.Context, pod *v1.Pod, acts []action) time.Tim
 func (w *worker) superseded(pod *v1.Pod) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.desired == nil || w.desired.UID != pod.UID
+	return w.box.desired == nil || w.box.desired.UID != pod.UID
 }
 
 // killAll stops the containers of acts side by side and records what

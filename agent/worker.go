@@ -27,17 +27,10 @@ type worker struct {
 	wake   chan struct{}
 	exits  chan podspec.ContainerStatus
 
-	mu      sync.Mutex // guards desired, seq, evict, status, stopping, health
-	desired *v1.Pod    // nil: remove everything
-	seq     uint64     // the dispatch that set desired
-	// evict, when set, stops the pod of UID evictUID and keeps it stopped
-	// until it is withdrawn (nil): the eviction manager's input.
-	evict    *stopRequest
-	evictUID string
-	// pruned, when set, is closed once a sync removed the exited
-	// containers of the stopped pod (node-level reclaim).
-	pruned chan struct{}
-	status *v1.Pod            // desired with live status, for Pods
+	mu  sync.Mutex // guards box, status, stopping, health
+	box mailbox
+	// status is the desired pod with its live status, for Pods.
+	status *v1.Pod
 	health map[string]*health // by container ID, what its probes said
 	// stopping are the other generations the worker still has, by UID, as
 	// Pods lists them while they stop: Terminating, with a deletionTimestamp.
@@ -63,6 +56,20 @@ type worker struct {
 	gen         *generation // per-container state of the desired UID
 	timer       *time.Timer
 	prevState   *v1.PodStatus
+}
+
+// mailbox is what the Agent last told a worker; a sync takes it (takeMail).
+// The newest desired pod wins: one that was never synced is simply replaced.
+type mailbox struct {
+	desired *v1.Pod // nil: remove everything
+	seq     uint64  // the dispatch that set desired
+	// evict, when set, stops the pod of UID evictUID and keeps it stopped
+	// until it is withdrawn (nil): the eviction manager's input.
+	evict    *stopRequest
+	evictUID string
+	// pruned, when set, is closed once a sync removed the exited
+	// containers of the stopped pod (node-level reclaim).
+	pruned chan struct{}
 }
 
 // generation is what the worker remembers about the desired UID beyond what the
@@ -126,7 +133,7 @@ func newWorker(a *Agent, key string, pods map[string]*podState) *worker {
 // update hands the worker a new desired pod (nil: remove it); the newest wins.
 func (w *worker) update(pod *v1.Pod, seq uint64) {
 	w.mu.Lock()
-	w.desired, w.seq = pod, seq
+	w.box.desired, w.box.seq = pod, seq
 	w.mu.Unlock()
 	w.nudge()
 }
@@ -143,7 +150,7 @@ func (w *worker) nudge() {
 // the eviction, and the pod starts afresh.
 func (w *worker) setEviction(uid string, req *stopRequest) {
 	w.mu.Lock()
-	w.evict, w.evictUID = req, uid
+	w.box.evict, w.box.evictUID = req, uid
 	w.mu.Unlock()
 	w.nudge()
 }
@@ -153,10 +160,10 @@ func (w *worker) setEviction(uid string, req *stopRequest) {
 // worker synced.
 func (w *worker) pruneDead() <-chan struct{} {
 	w.mu.Lock()
-	if w.pruned == nil {
-		w.pruned = make(chan struct{})
+	if w.box.pruned == nil {
+		w.box.pruned = make(chan struct{})
 	}
-	ch := w.pruned
+	ch := w.box.pruned
 	w.mu.Unlock()
 	w.nudge()
 	return ch
@@ -168,9 +175,9 @@ func (w *worker) pruneDead() <-chan struct{} {
 func (w *worker) seed(desired *v1.Pod, seq uint64, refused *stopRequest) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.desired, w.seq = desired, seq
+	w.box.desired, w.box.seq = desired, seq
 	if refused != nil {
-		w.evict, w.evictUID = refused, string(desired.UID)
+		w.box.evict, w.box.evictUID = refused, string(desired.UID)
 	}
 	if desired == nil {
 		for uid, st := range w.pods {
@@ -186,7 +193,7 @@ func (w *worker) seed(desired *v1.Pod, seq uint64, refused *stopRequest) {
 func (w *worker) wanted() *v1.Pod {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.desired
+	return w.box.desired
 }
 
 func (w *worker) desiredUID() string {
@@ -201,7 +208,7 @@ func (w *worker) desiredUID() string {
 func (w *worker) activePod() *v1.Pod {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	pod, status := w.desired, w.status
+	pod, status := w.box.desired, w.status
 	if pod != nil && status != nil && status.UID == pod.UID &&
 		(status.Status.Phase == v1.PodSucceeded || status.Status.Phase == v1.PodFailed) {
 		return nil
@@ -307,9 +314,9 @@ type mail struct {
 func (w *worker) takeMail() mail {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	m := mail{pod: w.desired, seq: w.seq, evict: w.evict, reclaimed: w.pruned}
-	w.pruned = nil
-	if m.pod == nil || string(m.pod.UID) != w.evictUID {
+	m := mail{pod: w.box.desired, seq: w.box.seq, evict: w.box.evict, reclaimed: w.box.pruned}
+	w.box.pruned = nil
+	if m.pod == nil || string(m.pod.UID) != w.box.evictUID {
 		m.evict = nil
 	}
 	return m
