@@ -310,7 +310,8 @@ type mail struct {
 	reclaimed chan struct{}
 }
 
-// takeMail empties the mailbox: the desired pod stays, a reclaim is taken.
+// takeMail reads the mailbox for a sync: the desired pod and the eviction
+// stay until replaced, a reclaim is taken.
 func (w *worker) takeMail() mail {
 	w.mu.Lock()
 	defer w.mu.Unlock()
