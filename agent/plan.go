@@ -257,12 +257,16 @@ func (d *desiredPod) view(st *podState) podView {
 }
 
 // state is where the desired pod is in its life, given what the worker has
-// of it: terminating while a container it was told to stop still runs.
-func (d *desiredPod) state(st *podState) podWorkState {
+// of it.
+func (d *desiredPod) state(st *podState) podWorkState { return d.stateIn(d.view(st)) }
+
+// stateIn is where the desired pod is in its life, as v shows it:
+// terminating while a container it was told to stop still runs.
+func (d *desiredPod) stateIn(v podView) podWorkState {
 	if d.stop == nil {
 		return podSyncing
 	}
-	for _, c := range d.view(st).latest {
+	for _, c := range v.latest {
 		if c.State != podspec.StateExited {
 			return podTerminating
 		}
@@ -275,7 +279,7 @@ func (d *desiredPod) state(st *podState) podWorkState {
 func runPod(d *desiredPod, st *podState) []action {
 	v := d.view(st)
 	acts := removeStrays(d, st, v)
-	switch d.state(st) {
+	switch d.stateIn(v) {
 	case podTerminating:
 		return append(acts, planTerminating(d, v)...)
 	case podTerminated:

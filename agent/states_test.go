@@ -9,6 +9,8 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/staticpodd/staticpodd/agent/podspec"
 )
 
 // The desired generation syncs, terminates when told to stop (here by an
@@ -89,5 +91,43 @@ func TestGenerationTerminateOnce(t *testing.T) {
 	}
 	if g.stop.reason != reasonEvicted || !g.terminatingAt.Equal(t0) {
 		t.Errorf("stop %+v at %v, want the eviction at %v", g.stop, g.terminatingAt, t0)
+	}
+}
+
+// A pod told to stop is terminating while the newest instance of any of its
+// containers runs, and terminated once none does; a container of a
+// discarded run, or one reclaim removed, does not count.
+func TestDesiredPodState(t *testing.T) {
+	pod := testPod("web", "u1", v1.RestartPolicyAlways, ctr("a", "busybox"), ctr("b", "busybox")).Pod
+	run := func(name, id string, attempt int, state podspec.State) podspec.ContainerStatus {
+		return podspec.ContainerStatus{ID: id, PodUID: "u1", Name: name, Attempt: attempt, State: state}
+	}
+	stop := &stopRequest{reason: reasonEvicted, release: true}
+	for _, tc := range []struct {
+		name string
+		d    desiredPod
+		st   *podState
+		want podWorkState
+	}{
+		{"running, not told to stop", desiredPod{pod: pod},
+			&podState{uid: "u1", containers: []podspec.ContainerStatus{run("a", "c1", 0, podspec.StateRunning)}}, podSyncing},
+		{"told to stop, nothing yet", desiredPod{pod: pod, stop: stop}, nil, podTerminated},
+		{"told to stop, one runs", desiredPod{pod: pod, stop: stop},
+			&podState{uid: "u1", containers: []podspec.ContainerStatus{
+				run("a", "c1", 0, podspec.StateExited), run("b", "c2", 0, podspec.StateRunning)}}, podTerminating},
+		{"told to stop, one made and never started", desiredPod{pod: pod, stop: stop},
+			&podState{uid: "u1", containers: []podspec.ContainerStatus{run("a", "c1", 0, podspec.StateCreated)}}, podTerminating},
+		{"told to stop, all exited", desiredPod{pod: pod, stop: stop},
+			&podState{uid: "u1", containers: []podspec.ContainerStatus{
+				run("a", "c1", 0, podspec.StateExited), run("b", "c2", 0, podspec.StateExited)}}, podTerminated},
+		{"told to stop, only a discarded run's container runs", desiredPod{pod: pod, stop: stop, discard: map[string]bool{"c1": true}},
+			&podState{uid: "u1", containers: []podspec.ContainerStatus{run("a", "c1", 0, podspec.StateRunning)}}, podTerminated},
+		{"told to stop, its containers removed by reclaim", desiredPod{pod: pod, stop: stop,
+			final: map[string]podspec.ContainerStatus{"a": run("a", "c1", 0, podspec.StateExited)}},
+			&podState{uid: "u1", sandbox: true}, podTerminated},
+	} {
+		if got := tc.d.state(tc.st); got != tc.want {
+			t.Errorf("%s: %s, want %s", tc.name, got, tc.want)
+		}
 	}
 }
