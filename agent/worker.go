@@ -14,6 +14,7 @@ import (
 	"github.com/staticpodd/staticpodd/agent/events"
 	"github.com/staticpodd/staticpodd/agent/manifest"
 	"github.com/staticpodd/staticpodd/agent/podspec"
+	"github.com/staticpodd/staticpodd/agent/prober"
 )
 
 // worker owns every pod UID that had one full name: the desired generation and
@@ -231,6 +232,24 @@ func (w *worker) eachListed(f func(p *v1.Pod)) {
 	}
 }
 
+// probeStatuses are the last results of the probes of the running
+// containers of the published pod.
+func (w *worker) probeStatuses() []prober.Status {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.probeStatusesLocked()
+}
+
+// publishedUID is the UID of the pod last published; "" if none is.
+func (w *worker) publishedUID() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.status == nil {
+		return ""
+	}
+	return string(w.status.UID)
+}
+
 // published is a copy of the desired pod with its live status, as last
 // published; nil if none is.
 func (w *worker) published() *v1.Pod {
@@ -244,8 +263,16 @@ func (w *worker) published() *v1.Pod {
 
 func (w *worker) run(ctx context.Context) {
 	ctx, cancel := context.WithCancel(ctx)
-	defer w.waiters.Wait()
-	defer cancel()
+	defer func() {
+		// Everything the worker runs beside its syncs ends with ctx: the
+		// probes (syncProbes stops and joins those it no longer wants; these
+		// are the ones it still had) and the waits for exits.
+		cancel()
+		for _, p := range w.probes {
+			<-p.done
+		}
+		w.waiters.Wait()
+	}()
 	for _, st := range w.pods {
 		for _, c := range st.containers {
 			if c.State != podspec.StateExited {
