@@ -172,16 +172,19 @@ func (a *Agent) reconcile(ctx context.Context, l *loop) {
 			w.update(nil, l.seq)
 		}
 	}
-	if !l.allSeen || a.readyAt != 0 {
-		return
+	if l.allSeen && a.readyAt == 0 {
+		a.firstFullReconcileLocked(ctx, l, pods)
 	}
-	// Every source has spoken: what nobody claimed is removed, and readiness
-	// waits for each desired pod's first sync.
-	// An adopted pod whose name the runtime recorded is stopped by the worker
-	// of that name, so a manifest of that name arriving while it stops goes to
-	// the same worker, which stops the old generation before it starts the new
-	// one, as for an edit. Only a pod with no recorded name has an orphan/<uid>
-	// worker of its own.
+}
+
+// firstFullReconcileLocked runs once every source has spoken: what nobody
+// claimed is removed, and readiness waits for each desired pod's first sync.
+// An adopted pod whose name the runtime recorded is stopped by the worker of
+// that name, so a manifest of that name arriving while it stops goes to the
+// same worker, which stops the old generation before it starts the new one,
+// as for an edit. Only a pod with no recorded name has an orphan/<uid>
+// worker of its own.
+func (a *Agent) firstFullReconcileLocked(ctx context.Context, l *loop, pods map[string]manifest.Pod) {
 	byKey := map[string]map[string]*podState{}
 	for uid, st := range l.stash {
 		key := l.names[uid].key()
