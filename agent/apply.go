@@ -130,7 +130,7 @@ func (w *worker) apply(ctx context.Context, pod *v1.Pod, acts []action) time.Tim
 func (w *worker) superseded(pod *v1.Pod) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.desired == nil || w.desired.UID != pod.UID
+	return w.box.desired == nil || w.box.desired.UID != pod.UID
 }
 
 // killAll stops the containers of acts side by side and records what
@@ -311,7 +311,7 @@ func (w *worker) sandbox(ctx context.Context, pod *v1.Pod) error {
 		st = &podState{uid: uid, grace: podGrace(pod)}
 		w.pods[uid] = st
 	}
-	sb := w.a.conv.Sandbox(pod)
+	sb := *w.sandboxSpec(pod)
 	sb.PidsLimit = w.a.cfg.PodPidsLimit
 	dns, warnings, err := manifest.PodDNS(pod, w.a.cfg.ResolvConf)
 	for _, msg := range warnings {
@@ -320,7 +320,7 @@ func (w *worker) sandbox(ctx context.Context, pod *v1.Pod) error {
 	}
 	sb.DNS = dns
 	if err == nil {
-		err = w.a.rt.CreateSandbox(ctx, sb)
+		err = w.a.rt.CreateSandbox(ctx, &sb)
 	}
 	if err != nil {
 		err = fmt.Errorf("create sandbox of pod %s: %w", uid, err)
@@ -346,21 +346,15 @@ func (w *worker) sandbox(ctx context.Context, pod *v1.Pod) error {
 }
 
 // start starts one container unless its back-off forbids it, and returns when to
-// try again if it could not start.
+// try again if it could not start. The pod is converted for the runtime once
+// per start: the container's spec here, the sandbox's once per pod handed over.
 func (w *worker) start(ctx context.Context, pod *v1.Pod, act action) time.Time {
 	st := w.pods[act.podUID]
 	c := findContainer(pod, act.container)
 	ci := w.info(act.container)
 	now := time.Now()
 	key := backoffKey(act.podUID, act.container, w.gen.hashes[act.container])
-
-	var prev *podspec.ContainerStatus
-	for i := range st.containers {
-		if st.containers[i].ID == act.prevID && act.prevID != "" {
-			p := st.containers[i]
-			prev = &p
-		}
-	}
+	prev := st.instance(act.prevID)
 	// The back-off runs from the last exit or failed start, whichever is newer.
 	// A failed start already counted itself; an exit counts when it is restarted,
 	// as in the kubelet's doBackOff.
@@ -368,39 +362,13 @@ func (w *worker) start(ctx context.Context, pod *v1.Pod, act action) time.Time {
 	if prev != nil && prev.FinishedAt.After(failedAt) {
 		failedAt, exited = prev.FinishedAt, true
 	}
-	ref := events.ContainerRef(pod, c.Name)
-	if !failedAt.IsZero() {
-		if until, d := w.backoff.wait(key, failedAt, now); !until.IsZero() {
-			if exited {
-				ci.reason = reasonCrashLoop
-				ci.message = fmt.Sprintf("back-off %s restarting failed container=%s pod=%s", d, c.Name, formatPod(pod))
-				// The kubelet's doBackOff, at each sync that finds it waiting.
-				w.a.events.Eventf(ref, v1.EventTypeWarning, events.BackOff,
-					"Back-off restarting failed container %s in pod %s", c.Name, formatPod(pod))
-			}
-			return until
-		}
+	if until := w.inBackoff(pod, c, ci, key, failedAt, exited, now); !until.IsZero() {
+		return until
 	}
-	// The exit counts in the back-off once the container really is restarted
-	// (the kubelet's doBackOff), not each time a missing image sends it back to
-	// wait, which doubled the delay on every retry; a failed start counts itself.
-	countExit := func() {
-		if exited {
-			w.backoff.next(key, failedAt)
-		}
-	}
-
-	// status.podIP(s) and status.hostIP(s) in env are the pod's addresses
-	// (the kubelet's makeEnvironmentVariables takes them from the sandbox).
-	withIPs := *pod
-	withIPs.Status = v1.PodStatus{}
-	if st := w.pods[string(pod.UID)]; st != nil {
-		w.addresses(pod, st, &withIPs.Status)
-	}
-	spec, err := w.a.conv.Container(&withIPs, c, act.attempt)
+	spec, err := w.containerSpec(pod, c, act.attempt)
 	if err != nil {
 		ci.reason, ci.message = reasonConfigError, err.Error()
-		w.a.events.Eventf(ref, v1.EventTypeWarning, events.Failed, "Error: %v", err)
+		w.a.events.Eventf(events.ContainerRef(pod, c.Name), v1.EventTypeWarning, events.Failed, "Error: %v", err)
 		return time.Time{}
 	}
 	first := prev == nil && ci.last == nil && (ci.reason == "" || ci.reason == reasonCreating)
@@ -409,64 +377,146 @@ func (w *worker) start(ctx context.Context, pod *v1.Pod, act action) time.Time {
 	if !ok {
 		return retry
 	}
+	cs, err := w.runContainer(ctx, pod, c, spec)
+	// A container whose process could not be started exists, exited with
+	// StartError: it is handled as one that exited at once.
+	startFailed := errors.Is(err, podspec.ErrStartFailed) && cs.ID != ""
+	if errors.Is(err, podspec.ErrImageNotPresent) || (err != nil && !startFailed) {
+		return w.startError(ctx, pod, c, ci, key, act.attempt, err)
+	}
+	// The kubelet records these around CreateContainer and StartContainer,
+	// which Start does at once.
+	ref := events.ContainerRef(pod, c.Name)
+	if !pulled {
+		w.a.events.Eventf(ref, v1.EventTypeNormal, events.Pulled, "Container image %q already present on machine", c.Image)
+	}
+	w.a.events.Eventf(ref, v1.EventTypeNormal, events.Created, "Container created")
+	w.a.events.Eventf(ref, v1.EventTypeNormal, events.Started, "Container started")
+	// The exit counts in the back-off once the container really is restarted
+	// (the kubelet's doBackOff), not each time a missing image sends it back to
+	// wait, which doubled the delay on every retry; a failed start counts itself.
+	if exited {
+		w.backoff.next(key, failedAt)
+	}
+	w.started(ctx, pod, c, ci, st, spec, cs, err, now)
+	if prev != nil {
+		w.replaced(ctx, pod, c, ci, *prev)
+	}
+	return time.Time{}
+}
+
+// instance is the container of st with ID id, if id is one.
+func (st *podState) instance(id string) *podspec.ContainerStatus {
+	for i := range st.containers {
+		if st.containers[i].ID == id && id != "" {
+			p := st.containers[i]
+			return &p
+		}
+	}
+	return nil
+}
+
+// inBackoff returns when container c, which failed at failedAt (exited:
+// its instance exited then, rather than failed to start), may start again;
+// zero: now. One that exited waits CrashLoopBackOff meanwhile.
+func (w *worker) inBackoff(pod *v1.Pod, c *v1.Container, ci *ctrInfo, key string, failedAt time.Time, exited bool, now time.Time) time.Time {
+	if failedAt.IsZero() {
+		return time.Time{}
+	}
+	until, d := w.backoff.wait(key, failedAt, now)
+	if !until.IsZero() && exited {
+		ci.reason = reasonCrashLoop
+		ci.message = fmt.Sprintf("back-off %s restarting failed container=%s pod=%s", d, c.Name, formatPod(pod))
+		// The kubelet's doBackOff, at each sync that finds it waiting.
+		w.a.events.Eventf(events.ContainerRef(pod, c.Name), v1.EventTypeWarning, events.BackOff,
+			"Back-off restarting failed container %s in pod %s", c.Name, formatPod(pod))
+	}
+	return until
+}
+
+// containerSpec converts container c of pod for the runtime, with the pod's
+// addresses: status.podIP(s) and status.hostIP(s) in env are the pod's (the
+// kubelet's makeEnvironmentVariables takes them from the sandbox).
+func (w *worker) containerSpec(pod *v1.Pod, c *v1.Container, attempt int) (*podspec.Container, error) {
+	withIPs := *pod
+	withIPs.Status = v1.PodStatus{}
+	if st := w.pods[string(pod.UID)]; st != nil {
+		w.addresses(pod, st, &withIPs.Status)
+	}
+	return w.a.conv.Container(&withIPs, c, attempt)
+}
+
+// sandboxSpec is the runtime's view of the desired pod's sandbox, converted
+// once per pod the worker is handed: a pod is never changed once handed
+// over, so its sandbox creation and every start share one.
+func (w *worker) sandboxSpec(pod *v1.Pod) *podspec.Pod {
+	if w.gen.sandboxOf != pod {
+		w.gen.sandboxOf, w.gen.sandbox = pod, w.a.conv.Sandbox(pod)
+	}
+	return w.gen.sandbox
+}
+
+// runContainer has the runtime start container c as spec says. A container
+// with a postStart hook is marked first: a daemon that dies at any point
+// after leaves the hook to run again; the mark goes if nothing started.
+func (w *worker) runContainer(ctx context.Context, pod *v1.Pod, c *v1.Container, spec *podspec.Container) (podspec.ContainerStatus, error) {
+	uid := string(pod.UID)
 	marked := false
 	if lifecycle.HasPostStart(c) {
-		// Before the start: a daemon that dies at any point after it
-		// leaves the hook to run again.
-		if err := w.a.marks.Mark(act.podUID, c.Name, spec.Attempt); err != nil {
+		if err := w.a.marks.Mark(uid, c.Name, spec.Attempt); err != nil {
 			w.logger.Warn("cannot mark postStart hook; a daemon restart during it would take it as done", "container", c.Name, "err", err)
 		}
 		marked = true
 	}
-	cs, err := w.a.rt.Start(ctx, w.a.conv.Sandbox(pod), spec)
+	cs, err := w.a.rt.Start(ctx, w.sandboxSpec(pod), spec)
 	if marked && (err != nil || cs.ID == "") {
-		if err := w.a.marks.Clear(act.podUID, c.Name, spec.Attempt); err != nil {
+		if err := w.a.marks.Clear(uid, c.Name, spec.Attempt); err != nil {
 			w.logger.Warn("cannot clear postStart mark", "container", c.Name, "err", err)
 		}
 	}
-	// A container whose process could not be started exists, exited with
-	// StartError: it is handled as one that exited at once.
-	startFailed := errors.Is(err, podspec.ErrStartFailed) && cs.ID != ""
-	switch {
-	case errors.Is(err, podspec.ErrImageNotPresent):
-		// Retried on Resync and every SyncFrequency, without back-off.
+	return cs, err
+}
+
+// startError takes a start that left no container, and returns when to try
+// again: a missing image waits for Resync and every SyncFrequency, without
+// back-off; any other failure counts in the back-off.
+func (w *worker) startError(ctx context.Context, pod *v1.Pod, c *v1.Container, ci *ctrInfo, key string, attempt int, err error) time.Time {
+	ref := events.ContainerRef(pod, c.Name)
+	if errors.Is(err, podspec.ErrImageNotPresent) {
 		ci.reason = reasonImageNeverPull
 		ci.message = w.imageMissing(c)
 		// The kubelet's image manager, then its startContainer.
 		w.a.events.Eventf(ref, v1.EventTypeWarning, events.ErrImageNeverPull, "%s", ci.message)
 		w.a.events.Eventf(ref, v1.EventTypeWarning, events.Failed, "Error: %s", reasonImageNeverPull)
 		return time.Time{}
-	case err != nil && !startFailed:
-		if ctx.Err() != nil {
-			return time.Time{}
-		}
-		// No container was left: the reasons of kuberuntime startContainer for a failed
-		// generateContainerConfig, CreateContainer and StartContainer.
-		ci.reason, ci.message = reasonCreateError, err.Error()
-		switch {
-		case errors.Is(err, podspec.ErrContainerConfig):
-			ci.reason = reasonConfigError
-		case errors.Is(err, podspec.ErrStartFailed):
-			ci.reason = reasonRunError
-		}
-		ci.failedAt = time.Now()
-		w.backoff.next(key, ci.failedAt)
-		w.logger.Warn("container start failed", "container", c.Name, "attempt", act.attempt, "err", err)
-		w.a.events.Eventf(ref, v1.EventTypeWarning, events.Failed, "Error: %v", err)
-		until, _ := w.backoff.wait(key, ci.failedAt, ci.failedAt)
-		return until
 	}
-	// The kubelet records these around CreateContainer and StartContainer,
-	// which Start does at once.
-	if !pulled {
-		w.a.events.Eventf(ref, v1.EventTypeNormal, events.Pulled, "Container image %q already present on machine", c.Image)
+	if ctx.Err() != nil {
+		return time.Time{}
 	}
-	w.a.events.Eventf(ref, v1.EventTypeNormal, events.Created, "Container created")
-	w.a.events.Eventf(ref, v1.EventTypeNormal, events.Started, "Container started")
+	// The reasons of kuberuntime startContainer for a failed
+	// generateContainerConfig, CreateContainer and StartContainer.
+	ci.reason, ci.message = reasonCreateError, err.Error()
+	switch {
+	case errors.Is(err, podspec.ErrContainerConfig):
+		ci.reason = reasonConfigError
+	case errors.Is(err, podspec.ErrStartFailed):
+		ci.reason = reasonRunError
+	}
+	ci.failedAt = time.Now()
+	w.backoff.next(key, ci.failedAt)
+	w.logger.Warn("container start failed", "container", c.Name, "attempt", attempt, "err", err)
+	w.a.events.Eventf(ref, v1.EventTypeWarning, events.Failed, "Error: %v", err)
+	until, _ := w.backoff.wait(key, ci.failedAt, ci.failedAt)
+	return until
+}
 
-	countExit()
+// started records container c, made as cs at now: running, or exited at
+// once with StartError (err), and watches it; a running one gets its
+// postStart hook.
+func (w *worker) started(ctx context.Context, pod *v1.Pod, c *v1.Container, ci *ctrInfo, st *podState, spec *podspec.Container, cs podspec.ContainerStatus, err error, now time.Time) {
+	startFailed := err != nil
 	labels := podspec.ContainerStatus{
-		PodUID: act.podUID, PodName: pod.Name, Name: c.Name, Attempt: spec.Attempt,
+		PodUID: st.uid, PodName: pod.Name, Name: c.Name, Attempt: spec.Attempt,
 		Hash: spec.Hash, Image: spec.Image, StartedAt: now, CreatedAt: now,
 	}
 	if startFailed {
@@ -494,18 +544,20 @@ func (w *worker) start(ctx context.Context, pod *v1.Pod, act action) time.Time {
 	}
 	// An exited one is reported at once, so the worker syncs again.
 	w.watch(ctx, cs.ID)
-	if prev != nil {
-		ci.last = prev
-		if err := w.destroy(ctx, act.podUID, prev.ID); err != nil {
-			// Kept in state: the next plan tries again.
-			w.logger.Warn("remove previous container failed", "container", prev.ID, "err", err)
-		}
-		// Logs of this run and the one before stay, for logs --previous.
-		if err := w.a.conv.PruneLogs(pod, c.Name, prev.Attempt); err != nil {
-			w.logger.Warn("prune old logs failed", "container", c.Name, "err", err)
-		}
+}
+
+// replaced removes prev, the instance of container c a start replaced, and
+// prunes the logs before it: those of this run and the one before stay, for
+// logs --previous.
+func (w *worker) replaced(ctx context.Context, pod *v1.Pod, c *v1.Container, ci *ctrInfo, prev podspec.ContainerStatus) {
+	ci.last = &prev
+	if err := w.destroy(ctx, string(pod.UID), prev.ID); err != nil {
+		// Kept in state: the next plan tries again.
+		w.logger.Warn("remove previous container failed", "container", prev.ID, "err", err)
 	}
-	return time.Time{}
+	if err := w.a.conv.PruneLogs(pod, c.Name, prev.Attempt); err != nil {
+		w.logger.Warn("prune old logs failed", "container", c.Name, "err", err)
+	}
 }
 
 // imageMissing is the message of a container whose image is not in the store:

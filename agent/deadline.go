@@ -19,8 +19,9 @@ func (w *worker) activeDeadline(pod *v1.Pod) time.Time {
 	return w.gen.startTime.Add(time.Duration(*s) * time.Second)
 }
 
-// checkDeadline marks d failed once its pod is past its active deadline, and
-// returns when that will be if it is not yet (zero: never, or already).
+// checkDeadline makes the generation of d terminating once its pod is past
+// its active deadline (it fails, DeadlineExceeded), and returns when that
+// will be if it is not yet (zero: never, or already).
 func (w *worker) checkDeadline(d *desiredPod) time.Time {
 	dl := w.activeDeadline(d.pod)
 	switch {
@@ -29,8 +30,7 @@ func (w *worker) checkDeadline(d *desiredPod) time.Time {
 	case time.Now().Before(dl):
 		return dl
 	}
-	if w.gen.stop == nil {
-		w.gen.stop = &stopRequest{reason: reasonDeadlineExceeded, message: messageDeadlineExceeded}
+	if w.gen.terminate(&stopRequest{reason: reasonDeadlineExceeded, message: messageDeadlineExceeded}, time.Now()) {
 		w.logger.Info("pod active longer than its activeDeadlineSeconds, stopping it for good",
 			"reason", reasonDeadlineExceeded, "activeDeadlineSeconds", *d.pod.Spec.ActiveDeadlineSeconds,
 			"startTime", w.gen.startTime)

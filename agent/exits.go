@@ -61,7 +61,7 @@ func exitSignal(code int) string {
 // "in 40s" (the crash-loop back-off), or "no: " and why.
 func (w *worker) nextRestart(c podspec.ContainerStatus, stopped bool) string {
 	w.mu.Lock()
-	pod := w.desired
+	pod := w.box.desired
 	w.mu.Unlock()
 	if pod == nil || string(pod.UID) != c.PodUID || w.gen == nil || w.gen.uid != c.PodUID {
 		return "no: the pod is being removed or replaced"
@@ -88,7 +88,7 @@ func (w *worker) nextRestart(c podspec.ContainerStatus, stopped bool) string {
 		hookFailed = st.hookFailed[c.ID]
 	}
 	switch {
-	case w.gen.stop != nil:
+	case w.gen.state() != podSyncing:
 		return "no: the pod is stopped (" + w.gen.stop.reason + ")"
 	case init && c.ExitCode == 0 && !unhealthy:
 		return "no: init container completed"
@@ -113,8 +113,8 @@ func (w *worker) podOf(uid string) *v1.Pod {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	switch {
-	case w.desired != nil && string(w.desired.UID) == uid:
-		return w.desired
+	case w.box.desired != nil && string(w.box.desired.UID) == uid:
+		return w.box.desired
 	case w.stopping[uid] != nil:
 		return w.stopping[uid]
 	case w.status != nil && string(w.status.UID) == uid:

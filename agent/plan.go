@@ -56,9 +56,9 @@ type action struct {
 type desiredPod struct {
 	pod    *v1.Pod
 	hashes map[string]string
-	// stop, when set, is the worker's lifecycle past syncing: the pod is
-	// terminating (then terminated) for stop.reason, its containers are
-	// stopped and none is started until the stop is withdrawn.
+	// stop, when set, is why and how the pod was told to stop: it is
+	// terminating while a container runs, then terminated (state); none
+	// is started until the stop is withdrawn.
 	stop *stopRequest
 	// discard are the containers, by ID, of a run that ended for good
 	// (an eviction since lifted): removed before the pod starts afresh.
@@ -195,214 +195,358 @@ func adoptedGrace(cs []podspec.ContainerStatus) time.Duration {
 	return max(g, manifest.MinimumGracePeriod)
 }
 
-// runPod plans the desired pod: clean up stray containers, run init containers one
-// by one to completion, then start or restart regular containers per restartPolicy.
-func runPod(d *desiredPod, st *podState) []action {
-	pod := d.pod
-	uid := string(pod.UID)
-	grace := podGrace(pod)
-	known := map[string]bool{}
-	for _, c := range pod.Spec.InitContainers {
-		known[c.Name] = true
-	}
-	for _, c := range pod.Spec.Containers {
-		known[c.Name] = true
-	}
+// podWorkState is where the desired generation of a worker is in its life,
+// as the kubelet's PodWorkerState: it syncs until it is told to stop
+// (evicted, past its active deadline), terminates while its containers stop,
+// and is terminated once none runs. Older generations are not in it: a
+// worker stops and removes them before anything of the desired one runs.
+type podWorkState int
 
-	var acts []action
-	// The containers of a run that ended for good go first: the pod starts
-	// afresh without them.
+const (
+	// podSyncing: the pod runs per its spec and restartPolicy (SyncPod).
+	podSyncing podWorkState = iota
+	// podTerminating: the pod was told to stop; its containers are
+	// stopped and none is started (TerminatingPod).
+	podTerminating
+	// podTerminated: nothing of the pod runs. An evicted pod gives back what
+	// it holds; one past its deadline keeps its exited containers for its
+	// status until node-level reclaim takes them (TerminatedPod).
+	podTerminated
+)
+
+func (s podWorkState) String() string {
+	return [...]string{"syncing", "terminating", "terminated"}[s]
+}
+
+// podView is what plan sees of the desired pod's containers: the kept ones
+// (those of a discarded run left out) and the newest instance of each name.
+type podView struct {
+	st *podState
+	// latest is the newest instance of each name, with the final status of
+	// one reclaim removed; real are the IDs the runtime has.
+	latest map[string]podspec.ContainerStatus
+	real   map[string]bool
+}
+
+// view is d's look at st (nil: the pod has nothing yet).
+func (d *desiredPod) view(st *podState) podView {
+	if st == nil {
+		st = &podState{uid: string(d.pod.UID)}
+	}
 	if len(d.discard) > 0 {
 		kept := make([]podspec.ContainerStatus, 0, len(st.containers))
 		for _, c := range st.containers {
 			if !d.discard[c.ID] {
 				kept = append(kept, c)
-				continue
 			}
-			if c.State != podspec.StateExited {
-				acts = append(acts, action{kind: actKill, podUID: uid, container: c.Name, id: c.ID, grace: grace})
-			}
-			acts = append(acts, action{kind: actDestroy, podUID: uid, container: c.Name, id: c.ID})
 		}
 		cp := *st
 		cp.containers = kept
 		st = &cp
 	}
-	// Containers of no spec, and older instances of a name: remove them.
-	latest := latestByName(st.containers)
+	v := podView{st: st, latest: latestByName(st.containers), real: map[string]bool{}}
 	for _, c := range st.containers {
-		if known[c.Name] && latest[c.Name].ID == c.ID {
-			continue
+		v.real[c.ID] = true
+	}
+	for name, c := range d.final {
+		if _, ok := v.latest[name]; !ok {
+			v.latest[name] = c // removed by reclaim once it had finished
 		}
+	}
+	return v
+}
+
+// state is where the desired pod is in its life, given what the worker has
+// of it.
+func (d *desiredPod) state(st *podState) podWorkState { return d.stateIn(d.view(st)) }
+
+// stateIn is where the desired pod is in its life, as v shows it:
+// terminating while a container it was told to stop still runs.
+func (d *desiredPod) stateIn(v podView) podWorkState {
+	if d.stop == nil {
+		return podSyncing
+	}
+	for _, c := range v.latest {
+		if c.State != podspec.StateExited {
+			return podTerminating
+		}
+	}
+	return podTerminated
+}
+
+// runPod plans the desired pod in its state, after removing what is left of
+// a discarded run and stray containers.
+func runPod(d *desiredPod, st *podState) []action {
+	v := d.view(st)
+	acts := removeStrays(d, st, v)
+	switch d.stateIn(v) {
+	case podTerminating:
+		return append(acts, planTerminating(d, v)...)
+	case podTerminated:
+		return planTerminated(d, v, acts)
+	}
+	return planSyncing(d, v, acts)
+}
+
+// removeStrays stops and removes the containers of a run that ended for good
+// (they go first: the pod starts afresh without them), containers of no
+// spec, and older instances of a name.
+func removeStrays(d *desiredPod, st *podState, v podView) []action {
+	uid, grace := string(d.pod.UID), podGrace(d.pod)
+	remove := func(c podspec.ContainerStatus) []action {
+		var acts []action
 		if c.State != podspec.StateExited {
 			acts = append(acts, action{kind: actKill, podUID: uid, container: c.Name, id: c.ID, grace: grace})
 		}
+		return append(acts, action{kind: actDestroy, podUID: uid, container: c.Name, id: c.ID})
+	}
+	var acts []action
+	if st != nil && len(d.discard) > 0 {
+		for _, c := range st.containers {
+			if d.discard[c.ID] {
+				acts = append(acts, remove(c)...)
+			}
+		}
+	}
+	known := map[string]bool{}
+	for _, c := range manifest.AllContainers(d.pod) {
+		known[c.Name] = true
+	}
+	for _, c := range v.st.containers {
+		if !known[c.Name] || v.latest[c.Name].ID != c.ID {
+			acts = append(acts, remove(c)...)
+		}
+	}
+	return acts
+}
+
+// stopGrace is the grace period of a stopped pod's containers: the stop's
+// override, else the pod's.
+func stopGrace(d *desiredPod) time.Duration {
+	if d.stop.grace > 0 {
+		return max(d.stop.grace, manifest.MinimumGracePeriod)
+	}
+	return podGrace(d.pod)
+}
+
+// planTerminating stops every container that runs, nothing starts (the
+// kubelet's terminal phase), what exited stays for its status; reclaim may
+// take the exited ones of a pod that keeps them.
+func planTerminating(d *desiredPod, v podView) []action {
+	acts := stopContainers(v.st, v.newest(), stopGrace(d))
+	if !d.stop.release {
+		acts = append(acts, reclaimExited(d, v)...)
+	}
+	return acts
+}
+
+// planTerminated: nothing of the pod runs. An evicted pod gives back what
+// it holds, as the kubelet's syncTerminatedPod, once its strays are gone:
+// its containers, then its sandbox, volumes (a memory-backed emptyDir is
+// memory) and logs. Any other keeps its exited containers, for reclaim.
+func planTerminated(d *desiredPod, v podView, strays []action) []action {
+	if !d.stop.release {
+		return append(strays, reclaimExited(d, v)...)
+	}
+	if len(strays) > 0 {
+		return strays
+	}
+	uid := string(d.pod.UID)
+	var acts []action
+	for _, c := range v.st.containers {
 		acts = append(acts, action{kind: actDestroy, podUID: uid, container: c.Name, id: c.ID})
 	}
-	real := map[string]bool{}
-	for _, c := range st.containers {
-		real[c.ID] = true
+	if v.st.sandbox || len(v.st.containers) > 0 {
+		acts = append(acts, action{kind: actTeardown, podUID: uid})
 	}
-	for name, c := range d.final {
-		if _, ok := latest[name]; !ok {
-			latest[name] = c // removed by reclaim once it had finished
-		}
-	}
+	return acts
+}
 
-	if d.stop != nil {
-		// Terminating: everything stops, nothing starts (the kubelet's
-		// terminal phase), what exited stays for its status.
-		if d.stop.grace > 0 {
-			grace = max(d.stop.grace, manifest.MinimumGracePeriod)
-		}
-		names := slices.Sorted(maps.Keys(latest))
-		running := make([]podspec.ContainerStatus, 0, len(names))
-		for _, n := range names {
-			running = append(running, latest[n])
-		}
-		acts = append(acts, stopContainers(st, running, grace)...)
-		if d.stop.release {
-			// Terminated: once everything has stopped, nothing is kept.
-			if len(acts) > 0 {
-				return acts
-			}
-			for _, c := range st.containers {
-				acts = append(acts, action{kind: actDestroy, podUID: uid, container: c.Name, id: c.ID})
-			}
-			if st.sandbox || len(st.containers) > 0 {
-				acts = append(acts, action{kind: actTeardown, podUID: uid})
-			}
-			return acts
-		}
-		if d.pruneDead {
-			for _, n := range names {
-				if c := latest[n]; c.State == podspec.StateExited && real[c.ID] {
-					acts = append(acts, action{kind: actDestroy, podUID: uid, container: c.Name, id: c.ID})
-				}
-			}
-		}
-		return acts
+// newest is the newest instance of each name, by name.
+func (v podView) newest() []podspec.ContainerStatus {
+	names := slices.Sorted(maps.Keys(v.latest))
+	out := make([]podspec.ContainerStatus, 0, len(names))
+	for _, n := range names {
+		out = append(out, v.latest[n])
 	}
-	var starts []action
-	// restart is a running container to stop and start again: its spec
-	// changed under the same UID, or a probe failed.
-	restart := func(c *v1.Container, l podspec.ContainerStatus) bool {
-		if h := d.hashes[c.Name]; h != "" && l.Hash != h {
-			// The spec changed under the same UID: restart whatever the policy.
-			acts = append(acts, action{kind: actKill, podUID: uid, container: c.Name, id: l.ID, grace: grace,
-				reason: fmt.Sprintf("Container %s definition changed, will be restarted", c.Name)})
-			starts = append(starts, startAction(d, uid, c.Name, &l))
-			return true
-		}
-		if st.hookFailed[l.ID] {
-			// The kubelet's startContainer kills it, then it restarts per
-			// restartPolicy as any exited container.
-			acts = append(acts, action{kind: actKill, podUID: uid, container: c.Name, id: l.ID, grace: grace,
-				reason: reasonFailedPostStart})
-			return true
-		}
-		if kind := st.unhealthy[l.ID]; kind != "" {
-			// The kubelet's computePodActions: killed, and restarted once it
-			// has exited, whatever its exit code, unless the policy is Never
-			// (a sidecar's is always Always).
-			acts = append(acts, action{kind: actKill, podUID: uid, container: c.Name, id: l.ID,
-				grace: probeGrace(pod, c, kind), reason: probeKillReason(pod, c, kind)})
-			return true
-		}
-		return false
+	return out
+}
+
+// reclaimExited removes, when node-level reclaim asks, the exited containers
+// of a pod that will not run them again (their writable layers).
+func reclaimExited(d *desiredPod, v podView) []action {
+	if !d.pruneDead {
+		return nil
 	}
+	var acts []action
+	for _, c := range v.newest() {
+		if c.State == podspec.StateExited && v.real[c.ID] {
+			acts = append(acts, action{kind: actDestroy, podUID: string(d.pod.UID), container: c.Name, id: c.ID})
+		}
+	}
+	return acts
+}
+
+// syncPlan is planSyncing's work in progress.
+type syncPlan struct {
+	d      *desiredPod
+	st     *podState
+	uid    string
+	grace  time.Duration
+	latest map[string]podspec.ContainerStatus
+	// acts are the kills first; starts the starts, after the sandbox.
+	acts, starts []action
+}
+
+// planSyncing runs init containers one by one to completion, then starts or
+// restarts regular containers per restartPolicy; a pod whose regular
+// containers have all finished for good stops its sidecars. Its steps come
+// after strays', the removal of stray containers.
+func planSyncing(d *desiredPod, v podView, strays []action) []action {
+	p := &syncPlan{d: d, st: v.st, uid: string(d.pod.UID), grace: podGrace(d.pod), latest: v.latest, acts: strays}
+	pod := d.pod
 	// Once a regular container has been made, the pod stays initialized:
 	// init containers do not run again, sidecars restart without holding
 	// anything back (the kubelet's hasAnyRegularContainerCreated).
-	initialized := slices.ContainsFunc(pod.Spec.Containers, func(c v1.Container) bool { _, ok := latest[c.Name]; return ok })
-	// Under Never or OnFailure, once every regular container has finished
-	// for good, the sidecars are stopped and not restarted.
-	finished := pod.Spec.RestartPolicy != v1.RestartPolicyAlways && len(pod.Spec.Containers) > 0 &&
+	initialized := slices.ContainsFunc(pod.Spec.Containers, func(c v1.Container) bool { _, ok := v.latest[c.Name]; return ok })
+	finished := p.finished()
+	if p.initContainers(initialized, finished) {
+		p.regularContainers()
+	}
+	if finished {
+		var sidecars []podspec.ContainerStatus
+		for _, c := range pod.Spec.InitContainers {
+			if l, ok := v.latest[c.Name]; ok && isSidecar(&c) {
+				sidecars = append(sidecars, l)
+			}
+		}
+		p.acts = append(p.acts, stopContainers(v.st, sidecars, p.grace)...)
+		if len(p.acts) == 0 {
+			// Finished for good and nothing runs nor goes: reclaim may
+			// remove them.
+			p.acts = reclaimExited(d, v)
+		}
+	}
+	starts := slices.DeleteFunc(p.starts, func(a action) bool { return d.hashes[a.container] == "" || v.st.postStarting })
+	if len(starts) > 0 && !v.st.sandbox {
+		p.acts = append(p.acts, action{kind: actSandbox, podUID: p.uid})
+	}
+	return append(p.acts, starts...)
+}
+
+// finished: under Never or OnFailure, every regular container has finished
+// for good, so the sidecars are stopped and not restarted.
+func (p *syncPlan) finished() bool {
+	pod := p.d.pod
+	return pod.Spec.RestartPolicy != v1.RestartPolicyAlways && len(pod.Spec.Containers) > 0 &&
 		!slices.ContainsFunc(pod.Spec.Containers, func(c v1.Container) bool {
-			l, ok := latest[c.Name]
+			l, ok := p.latest[c.Name]
 			return !ok || l.State != podspec.StateExited || shouldRestart(pod.Spec.RestartPolicy, l.ExitCode) ||
-				(st.unhealthy[l.ID] != "" && pod.Spec.RestartPolicy != v1.RestartPolicyNever)
+				(p.st.unhealthy[l.ID] != "" && pod.Spec.RestartPolicy != v1.RestartPolicyNever)
 		})
-	initDone := true
+}
+
+// kill stops container c's instance l, with reason when not the pod's stop.
+func (p *syncPlan) kill(c *v1.Container, l podspec.ContainerStatus, grace time.Duration, reason string) {
+	p.acts = append(p.acts, action{kind: actKill, podUID: p.uid, container: c.Name, id: l.ID, grace: grace, reason: reason})
+}
+
+// start starts container c, after prev when there is one.
+func (p *syncPlan) start(c *v1.Container, prev *podspec.ContainerStatus) {
+	p.starts = append(p.starts, startAction(p.d, p.uid, c.Name, prev))
+}
+
+// restart stops a running container to start it again, and reports
+// whether it did: its spec changed under the same UID, its postStart hook
+// or a probe failed.
+func (p *syncPlan) restart(c *v1.Container, l podspec.ContainerStatus) bool {
+	if h := p.d.hashes[c.Name]; h != "" && l.Hash != h {
+		// The spec changed under the same UID: restart whatever the policy.
+		p.kill(c, l, p.grace, fmt.Sprintf("Container %s definition changed, will be restarted", c.Name))
+		p.start(c, &l)
+		return true
+	}
+	if p.st.hookFailed[l.ID] {
+		// The kubelet's startContainer kills it, then it restarts per
+		// restartPolicy as any exited container.
+		p.kill(c, l, p.grace, reasonFailedPostStart)
+		return true
+	}
+	if kind := p.st.unhealthy[l.ID]; kind != "" {
+		// The kubelet's computePodActions: killed, and restarted once it
+		// has exited, whatever its exit code, unless the policy is Never
+		// (a sidecar's is always Always).
+		p.kill(c, l, probeGrace(p.d.pod, c, kind), probeKillReason(p.d.pod, c, kind))
+		return true
+	}
+	return false
+}
+
+// initContainers plans the init containers in order, and reports whether
+// they are done: each has completed, or is a sidecar that runs and has
+// started.
+func (p *syncPlan) initContainers(initialized, finished bool) bool {
+	pod := p.d.pod
 	for i := range pod.Spec.InitContainers {
 		c := &pod.Spec.InitContainers[i]
-		l, ok := latest[c.Name]
+		l, ok := p.latest[c.Name]
 		if isSidecar(c) {
 			switch {
 			case finished:
 				continue
 			case !ok:
-				starts = append(starts, startAction(d, uid, c.Name, nil))
+				p.start(c, nil)
 			case l.State == podspec.StateCreated:
-				acts = append(acts, action{kind: actKill, podUID: uid, container: c.Name, id: l.ID, grace: grace})
-				starts = append(starts, startAction(d, uid, c.Name, &l))
+				p.kill(c, l, p.grace, "")
+				p.start(c, &l)
 			case l.State == podspec.StateExited:
-				starts = append(starts, startAction(d, uid, c.Name, &l))
-			case restart(c, l):
-			case !st.unstarted[l.ID]:
+				p.start(c, &l)
+			case p.restart(c, l):
+			case !p.st.unstarted[l.ID]:
 				continue // running and started: the next one may go
 			}
 			if initialized {
 				continue
 			}
-			initDone = false
-			break
+			return false
 		}
 		if initialized || (ok && l.State == podspec.StateExited && l.ExitCode == 0) {
 			continue
 		}
-		initDone = false
 		switch {
 		case !ok:
-			starts = append(starts, startAction(d, uid, c.Name, nil))
+			p.start(c, nil)
 		case l.State != podspec.StateExited:
 			// running: wait for it
 		case pod.Spec.RestartPolicy != v1.RestartPolicyNever:
-			starts = append(starts, startAction(d, uid, c.Name, &l))
+			p.start(c, &l)
 		}
-		break
+		return false
 	}
-	if initDone {
-		for i := range pod.Spec.Containers {
-			c := &pod.Spec.Containers[i]
-			l, ok := latest[c.Name]
-			switch {
-			case !ok:
-				starts = append(starts, startAction(d, uid, c.Name, nil))
-			case l.State == podspec.StateCreated:
-				// Made but never started (a daemon died in between): start afresh.
-				acts = append(acts, action{kind: actKill, podUID: uid, container: c.Name, id: l.ID, grace: grace})
-				starts = append(starts, startAction(d, uid, c.Name, &l))
-			case l.State != podspec.StateExited:
-				restart(c, l)
-			case shouldRestart(pod.Spec.RestartPolicy, l.ExitCode),
-				st.unhealthy[l.ID] != "" && pod.Spec.RestartPolicy != v1.RestartPolicyNever:
-				starts = append(starts, startAction(d, uid, c.Name, &l))
-			}
-		}
-	}
-	if finished {
-		var sidecars []podspec.ContainerStatus
-		for _, c := range pod.Spec.InitContainers {
-			if l, ok := latest[c.Name]; ok && isSidecar(&c) {
-				sidecars = append(sidecars, l)
-			}
-		}
-		acts = append(acts, stopContainers(st, sidecars, grace)...)
-		if d.pruneDead && len(acts) == 0 {
-			// Finished for good and nothing runs: reclaim may remove them.
-			for _, n := range slices.Sorted(maps.Keys(latest)) {
-				if c := latest[n]; c.State == podspec.StateExited && real[c.ID] {
-					acts = append(acts, action{kind: actDestroy, podUID: uid, container: c.Name, id: c.ID})
-				}
-			}
+	return true
+}
+
+// regularContainers starts or restarts the regular containers per
+// restartPolicy.
+func (p *syncPlan) regularContainers() {
+	pod := p.d.pod
+	for i := range pod.Spec.Containers {
+		c := &pod.Spec.Containers[i]
+		l, ok := p.latest[c.Name]
+		switch {
+		case !ok:
+			p.start(c, nil)
+		case l.State == podspec.StateCreated:
+			// Made but never started (a daemon died in between): start afresh.
+			p.kill(c, l, p.grace, "")
+			p.start(c, &l)
+		case l.State != podspec.StateExited:
+			p.restart(c, l)
+		case shouldRestart(pod.Spec.RestartPolicy, l.ExitCode),
+			p.st.unhealthy[l.ID] != "" && pod.Spec.RestartPolicy != v1.RestartPolicyNever:
+			p.start(c, &l)
 		}
 	}
-	starts = slices.DeleteFunc(starts, func(a action) bool { return d.hashes[a.container] == "" || st.postStarting })
-	if len(starts) > 0 && !st.sandbox {
-		acts = append(acts, action{kind: actSandbox, podUID: uid})
-	}
-	return append(acts, starts...)
 }
 
 func startAction(d *desiredPod, uid, name string, prev *podspec.ContainerStatus) action {

@@ -273,13 +273,11 @@ func (a *Agent) ImagesInUse() []string {
 	defer a.mu.Unlock()
 	var refs []string
 	for _, w := range a.workers {
-		w.mu.Lock()
-		if w.desired != nil {
-			for _, c := range manifest.AllContainers(w.desired) {
+		if pod := w.wanted(); pod != nil {
+			for _, c := range manifest.AllContainers(pod) {
 				refs = append(refs, c.Image)
 			}
 		}
-		w.mu.Unlock()
 	}
 	return refs
 }
@@ -314,15 +312,9 @@ func (a *Agent) evictOne(sum *podspec.Summary, t eviction.Threshold, p eviction.
 	keys := map[string]string{}
 	a.mu.Lock()
 	for key, w := range a.workers {
-		w.mu.Lock()
-		pod, status := w.desired, w.status
-		w.mu.Unlock()
+		pod := w.activePod()
 		if pod == nil || evicted[key] == string(pod.UID) {
 			continue
-		}
-		if status != nil && status.UID == pod.UID &&
-			(status.Status.Phase == v1.PodSucceeded || status.Status.Phase == v1.PodFailed) {
-			continue // terminal: nothing of it runs (the kubelet's activePods)
 		}
 		keys[string(pod.UID)] = key
 		cands = append(cands, eviction.Candidate{Pod: pod, Stats: stats[string(pod.UID)]})

@@ -195,9 +195,7 @@ func (a *Agent) Probes() []prober.Status {
 	defer a.mu.Unlock()
 	var out []prober.Status
 	for _, w := range a.workers {
-		w.mu.Lock()
-		out = append(out, w.probeStatusesLocked()...)
-		w.mu.Unlock()
+		out = append(out, w.probeStatuses()...)
 	}
 	slices.SortStableFunc(out, func(x, y prober.Status) int {
 		return strings.Compare(x.Namespace+"/"+x.Pod+"/"+x.Container, y.Namespace+"/"+y.Pod+"/"+y.Container)
@@ -235,11 +233,9 @@ func (a *Agent) ProbeCounts() map[prober.CountKey]uint64 {
 	a.mu.Lock()
 	uids := map[string]bool{}
 	for _, w := range a.workers {
-		w.mu.Lock()
-		if w.status != nil {
-			uids[string(w.status.UID)] = true
+		if uid := w.publishedUID(); uid != "" {
+			uids[uid] = true
 		}
-		w.mu.Unlock()
 	}
 	a.mu.Unlock()
 	return a.probeCounts.Snapshot(func(uid string) bool { return uids[uid] })

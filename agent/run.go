@@ -172,16 +172,19 @@ func (a *Agent) reconcile(ctx context.Context, l *loop) {
 			w.update(nil, l.seq)
 		}
 	}
-	if !l.allSeen || a.readyAt != 0 {
-		return
+	if l.allSeen && a.readyAt == 0 {
+		a.firstFullReconcileLocked(ctx, l, pods)
 	}
-	// Every source has spoken: what nobody claimed is removed, and readiness
-	// waits for each desired pod's first sync.
-	// An adopted pod whose name the runtime recorded is stopped by the worker
-	// of that name, so a manifest of that name arriving while it stops goes to
-	// the same worker, which stops the old generation before it starts the new
-	// one, as for an edit. Only a pod with no recorded name has an orphan/<uid>
-	// worker of its own.
+}
+
+// firstFullReconcileLocked runs once every source has spoken: what nobody
+// claimed is removed, and readiness waits for each desired pod's first sync.
+// An adopted pod whose name the runtime recorded is stopped by the worker of
+// that name, so a manifest of that name arriving while it stops goes to the
+// same worker, which stops the old generation before it starts the new one,
+// as for an edit. Only a pod with no recorded name has an orphan/<uid>
+// worker of its own.
+func (a *Agent) firstFullReconcileLocked(ctx context.Context, l *loop, pods map[string]manifest.Pod) {
 	byKey := map[string]map[string]*podState{}
 	for uid, st := range l.stash {
 		key := l.names[uid].key()
@@ -194,14 +197,8 @@ func (a *Agent) reconcile(ctx context.Context, l *loop) {
 		byKey[key][uid] = st
 	}
 	for key, owned := range byKey {
+		// Listed as Terminating until they are gone.
 		w := a.startWorkerLocked(ctx, l, key, owned, nil, l.seq, nil)
-		w.mu.Lock()
-		for uid, st := range owned {
-			if p := orphanPod(uid, st); p != nil {
-				w.stopping[uid] = p // listed as Terminating until it is gone
-			}
-		}
-		w.mu.Unlock()
 		w.update(nil, l.seq)
 	}
 	l.stash = nil
@@ -280,10 +277,7 @@ func (n podName) is(p manifest.Pod) bool {
 // the adopted containers of a pod that is still wanted.
 func (a *Agent) startWorkerLocked(ctx context.Context, l *loop, key string, pods map[string]*podState, desired *v1.Pod, seq uint64, refused *stopRequest) *worker {
 	w := newWorker(a, key, pods)
-	w.desired, w.seq = desired, seq
-	if refused != nil {
-		w.evict, w.evictUID = refused, string(desired.UID)
-	}
+	w.seed(desired, seq, refused)
 	a.workers[key] = w
 	l.wg.Go(func() { w.run(ctx) })
 	return w
@@ -348,13 +342,12 @@ func problemMessage(p manifest.Problem) string {
 }
 
 // removeWorker forgets a worker that has nothing left to do, unless a new desired
-// pod reached it meanwhile.
+// pod reached it meanwhile. Desired pods are handed to workers under a.mu
+// (reconcile), so none can arrive between the check and the removal.
 func (a *Agent) removeWorker(w *worker) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.desired != nil {
+	if w.wanted() != nil {
 		return false
 	}
 	if a.workers[w.key] == w {
@@ -377,14 +370,7 @@ func (a *Agent) Pods() []v1.Pod {
 func (a *Agent) podsLocked() []v1.Pod {
 	var pods []v1.Pod
 	for _, w := range a.workers {
-		w.mu.Lock()
-		for _, p := range w.stopping {
-			pods = append(pods, *p.DeepCopy())
-		}
-		if w.status != nil {
-			pods = append(pods, *w.status.DeepCopy())
-		}
-		w.mu.Unlock()
+		w.eachListed(func(p *v1.Pod) { pods = append(pods, *p.DeepCopy()) })
 	}
 	slices.SortStableFunc(pods, func(x, y v1.Pod) int {
 		if c := strings.Compare(x.Namespace+"/"+x.Name, y.Namespace+"/"+y.Name); c != 0 {
@@ -441,14 +427,7 @@ func (a *Agent) retallyLocked(key string) {
 		return
 	}
 	var t podTally
-	w.mu.Lock()
-	for _, p := range w.stopping {
-		t.add(p, a.cfg.NodeName)
-	}
-	if w.status != nil {
-		t.add(w.status, a.cfg.NodeName)
-	}
-	w.mu.Unlock()
+	w.eachListed(func(p *v1.Pod) { t.add(p, a.cfg.NodeName) })
 	a.tally.addCounts(t, 1)
 	a.tallies[key] = t
 	if len(t.waiting) > 0 {

@@ -34,7 +34,7 @@ func (t timings) worker(op string) *histogram.H { return t.workers[op] }
 // syncOperation is what the next sync of w does.
 func (w *worker) syncOperation() string {
 	w.mu.Lock()
-	pod, stop := w.desired, w.evict
+	pod, stop := w.box.desired, w.box.evict
 	w.mu.Unlock()
 	switch {
 	case pod == nil || stop != nil:

@@ -64,11 +64,7 @@ func (pw *PodWatch) Next() []PodUpdate {
 	for name := range names {
 		u := PodUpdate{Name: name}
 		if w := pw.a.workers[name]; w != nil {
-			w.mu.Lock()
-			if w.status != nil {
-				u.Pod = w.status.DeepCopy()
-			}
-			w.mu.Unlock()
+			u.Pod = w.published()
 		}
 		out = append(out, u)
 	}

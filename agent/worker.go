@@ -29,24 +29,20 @@ type worker struct {
 	wake   chan struct{}
 	exits  chan podspec.ContainerStatus
 
-	mu      sync.Mutex // guards desired, seq, evict, status, stopping
-	desired *v1.Pod    // nil: remove everything
-	seq     uint64     // the dispatch that set desired
-	// evict, when set, stops the pod of UID evictUID and keeps it stopped
-	// until it is withdrawn (nil): the eviction manager's input.
-	evict    *stopRequest
-	evictUID string
-	// pruned, when set, is closed once a sync removed the exited
-	// containers of the stopped pod (node-level reclaim).
-	pruned chan struct{}
-	status *v1.Pod // desired with live status, for Pods
+	mu  sync.Mutex // guards box, status, stopping
+	box mailbox
+	// status is the desired pod with its live status, for Pods.
+	status *v1.Pod
 	// stopping are the other generations the worker still has, by UID, as
 	// Pods lists them while they stop: Terminating, with a deletionTimestamp.
 	stopping map[string]*v1.Pod
 
 	// Owned by the worker goroutine.
-	pods      map[string]*podState  // by UID
-	watching  map[string]bool       // container IDs with a Wait goroutine
+	pods     map[string]*podState // by UID
+	watching map[string]bool      // container IDs with a Wait goroutine
+	// waiters are the Wait goroutines of watch: run cancels and joins them
+	// before it returns.
+	waiters   sync.WaitGroup
 	probes    *prober.Manager       // the probes of its running containers, and their results
 	hooks     *lifecycle.PostStarts // the postStart hooks that run
 	backoff   *backoff
@@ -56,22 +52,46 @@ type worker struct {
 	prevState *v1.PodStatus
 }
 
+// mailbox is what the Agent last told a worker; a sync takes it (takeMail).
+// The newest desired pod wins: one that was never synced is simply replaced.
+type mailbox struct {
+	desired *v1.Pod // nil: remove everything
+	seq     uint64  // the dispatch that set desired
+	// evict, when set, stops the pod of UID evictUID and keeps it stopped
+	// until it is withdrawn (nil): the eviction manager's input.
+	evict    *stopRequest
+	evictUID string
+	// pruned, when set, is closed once a sync removed the exited
+	// containers of the stopped pod (node-level reclaim).
+	pruned chan struct{}
+}
+
 // generation is what the worker remembers about the desired UID beyond what the
-// runtime reports: why containers wait, what they ran before.
+// runtime reports: where it is in its life, why containers wait, what they
+// ran before.
 type generation struct {
 	uid    string
 	policy v1.RestartPolicy
-	// stop is why the pod is stopped and kept stopped: past its deadline
-	// (for good) or evicted (until the agent lifts it).
+	// The generation's life, as the kubelet's podSyncStatus records it:
+	// syncedAt is its first sync, terminatingAt when it was told to stop,
+	// terminatedAt when nothing of it ran any more. Its state follows.
+	syncedAt, terminatingAt, terminatedAt time.Time
+	// stop is why the pod was told to stop, and how (grace, release): past
+	// its deadline (for good) or evicted (until the agent lifts it). Set
+	// with terminatingAt.
 	stop *stopRequest
 	// discard are the containers of the run an eviction ended, removed
 	// before the pod starts again.
 	discard map[string]bool
 	// final is the last status of each container of a stopped pod, shown
 	// once the containers are removed (an evicted pod releases them).
-	final     map[string]podspec.ContainerStatus
-	hashes    map[string]string
-	convErr   map[string]error
+	final   map[string]podspec.ContainerStatus
+	hashes  map[string]string
+	convErr map[string]error
+	// sandbox is the sandbox's runtime spec, converted from the pod
+	// sandboxOf (sandboxSpec).
+	sandbox   *podspec.Pod
+	sandboxOf *v1.Pod
 	ctrs      map[string]*ctrInfo
 	startTime time.Time
 }
@@ -104,7 +124,7 @@ func newWorker(a *Agent, key string, pods map[string]*podState) *worker {
 // update hands the worker a new desired pod (nil: remove it); the newest wins.
 func (w *worker) update(pod *v1.Pod, seq uint64) {
 	w.mu.Lock()
-	w.desired, w.seq = pod, seq
+	w.box.desired, w.box.seq = pod, seq
 	w.mu.Unlock()
 	w.nudge()
 }
@@ -121,7 +141,7 @@ func (w *worker) nudge() {
 // the eviction, and the pod starts afresh.
 func (w *worker) setEviction(uid string, req *stopRequest) {
 	w.mu.Lock()
-	w.evict, w.evictUID = req, uid
+	w.box.evict, w.box.evictUID = req, uid
 	w.mu.Unlock()
 	w.nudge()
 }
@@ -131,30 +151,116 @@ func (w *worker) setEviction(uid string, req *stopRequest) {
 // worker synced.
 func (w *worker) pruneDead() <-chan struct{} {
 	w.mu.Lock()
-	if w.pruned == nil {
-		w.pruned = make(chan struct{})
+	if w.box.pruned == nil {
+		w.box.pruned = make(chan struct{})
 	}
-	ch := w.pruned
+	ch := w.box.pruned
 	w.mu.Unlock()
 	w.nudge()
 	return ch
 }
 
-func (w *worker) desiredUID() string {
+// seed sets what a worker not yet running starts from: the pod it is to
+// run (nil: it stops the adopted pods it owns, listed Terminating meanwhile)
+// and, for a pod the eviction manager refused, the eviction that holds it.
+func (w *worker) seed(desired *v1.Pod, seq uint64, refused *stopRequest) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.desired == nil {
+	w.box.desired, w.box.seq = desired, seq
+	if refused != nil {
+		w.box.evict, w.box.evictUID = refused, string(desired.UID)
+	}
+	if desired == nil {
+		for uid, st := range w.pods {
+			if p := orphanPod(uid, st); p != nil {
+				w.stopping[uid] = p
+			}
+		}
+	}
+}
+
+// wanted is the pod the worker is to run; nil: none. Desired pods are
+// never changed once handed over, so it may be read without the lock.
+func (w *worker) wanted() *v1.Pod {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.box.desired
+}
+
+func (w *worker) desiredUID() string {
+	if p := w.wanted(); p != nil {
+		return string(p.UID)
+	}
+	return ""
+}
+
+// activePod is the desired pod unless its published status is terminal:
+// nothing of it runs then (the kubelet's activePods).
+func (w *worker) activePod() *v1.Pod {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	pod, status := w.box.desired, w.status
+	if pod != nil && status != nil && status.UID == pod.UID &&
+		(status.Status.Phase == v1.PodSucceeded || status.Status.Phase == v1.PodFailed) {
+		return nil
+	}
+	return pod
+}
+
+// eachListed calls f with every pod the worker lists: the older generations
+// it still stops, then the desired one with its live status. f runs under
+// the worker's lock (the stopping pods are refreshed in place) and must not
+// keep p.
+func (w *worker) eachListed(f func(p *v1.Pod)) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, p := range w.stopping {
+		f(p)
+	}
+	if w.status != nil {
+		f(w.status)
+	}
+}
+
+// probeStatuses are the last results of the probes of the running
+// containers of the published pod.
+func (w *worker) probeStatuses() []prober.Status {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.probeStatusesLocked()
+}
+
+// publishedUID is the UID of the pod last published; "" if none is.
+func (w *worker) publishedUID() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.status == nil {
 		return ""
 	}
-	return string(w.desired.UID)
+	return string(w.status.UID)
+}
+
+// published is a copy of the desired pod with its live status, as last
+// published; nil if none is.
+func (w *worker) published() *v1.Pod {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.status == nil {
+		return nil
+	}
+	return w.status.DeepCopy()
 }
 
 func (w *worker) run(ctx context.Context) {
 	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	// The probes' and postStart hooks' goroutines end before the worker.
-	defer w.probes.Stop()
-	defer w.hooks.Stop()
+	defer func() {
+		// Everything the worker runs beside its syncs ends with ctx and is
+		// joined: the probes, the postStart hooks and the waits for exits.
+		cancel()
+		w.probes.Stop()
+		w.hooks.Stop()
+		w.waiters.Wait()
+	}()
 	for _, st := range w.pods {
 		for _, c := range st.containers {
 			if c.State != podspec.StateExited {
@@ -208,44 +314,139 @@ func onFreshStack(f func()) {
 	<-done
 }
 
-// sync plans the desired pod against what the worker knows and applies the plan.
-func (w *worker) sync(ctx context.Context) {
-	w.mu.Lock()
-	pod, seq, evict, pruned := w.desired, w.seq, w.evict, w.pruned
-	w.pruned = nil
-	if pod == nil || string(pod.UID) != w.evictUID {
-		evict = nil
-	}
-	w.mu.Unlock()
-	if pruned != nil {
-		defer close(pruned)
-	}
+// mail is what the worker was told since its last sync.
+type mail struct {
+	pod *v1.Pod // the newest desired pod; nil: remove everything
+	seq uint64  // the dispatch that set pod
+	// evict is the eviction in force for pod, if any.
+	evict *stopRequest
+	// reclaimed, when set, is closed once the sync is done: node-level
+	// reclaim asked the pod to remove its exited containers.
+	reclaimed chan struct{}
+}
 
+// takeMail reads the mailbox for a sync: the desired pod and the eviction
+// stay until replaced, a reclaim is taken.
+func (w *worker) takeMail() mail {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	m := mail{pod: w.box.desired, seq: w.box.seq, evict: w.box.evict, reclaimed: w.box.pruned}
+	w.box.pruned = nil
+	if m.pod == nil || string(m.pod.UID) != w.box.evictUID {
+		m.evict = nil
+	}
+	return m
+}
+
+// sync takes the worker's mail, moves the desired generation through its
+// states, and syncs it in the one it is in; older generations are stopped
+// and removed first.
+func (w *worker) sync(ctx context.Context) {
+	m := w.takeMail()
+	if m.reclaimed != nil {
+		defer close(m.reclaimed)
+	}
+	pod := m.pod
 	var d *desiredPod
 	var deadline time.Time
 	if pod != nil {
-		d = w.resolve(pod)
-		if w.lifecycle(pod, evict) {
-			d = w.resolve(pod)
-		}
-		deadline = w.checkDeadline(d)
-		d.stop, d.discard = w.gen.stop, w.gen.discard
-		d.pruneDead = pruned != nil
-		if d.stop != nil || d.pruneDead {
-			w.keepFinal(string(pod.UID))
-		}
-		d.final = w.gen.final
-		if st := w.pods[string(pod.UID)]; st != nil {
-			st.grace = podGrace(pod)
-			if st.sandbox {
-				// The kubelet's volume manager remounts on every sync: a
-				// downwardAPI volume follows edited labels and annotations.
-				if err := w.a.conv.RefreshVolumes(pod); err != nil {
-					w.logger.Warn("cannot refresh the pod's volumes", "uid", pod.UID, "err", err)
-				}
-			}
-		}
+		d, deadline = w.advance(m)
+		w.refreshVolumes(pod)
 	}
+	w.beforeApply(ctx, pod)
+	var retry time.Time
+	switch {
+	case d == nil:
+		// Nothing is desired: every generation the worker has goes.
+		retry = w.apply(ctx, nil, plan(nil, w.pods))
+	case w.gen.state() == podSyncing:
+		retry = w.syncPod(ctx, d)
+	case w.gen.state() == podTerminating:
+		retry = w.syncTerminatingPod(ctx, d)
+	default:
+		retry = w.syncTerminatedPod(ctx, d)
+	}
+	if ctx.Err() != nil {
+		return
+	}
+	if d != nil && d.pruneDead {
+		w.pruneLogsOfReclaimed(pod)
+	}
+	w.syncProbes(ctx, pod)
+	if !deadline.IsZero() && (retry.IsZero() || deadline.Before(retry)) {
+		retry = deadline
+	}
+	w.setTimer(retry)
+	w.publish(pod)
+	w.a.synced(w.key, m.seq)
+}
+
+// syncPod runs the desired generation as its spec and restartPolicy say.
+func (w *worker) syncPod(ctx context.Context, d *desiredPod) time.Time {
+	return w.apply(ctx, d.pod, plan(d, w.pods))
+}
+
+// syncTerminatingPod stops the containers of a generation told to stop;
+// once none runs, the generation is terminated and synced as such.
+func (w *worker) syncTerminatingPod(ctx context.Context, d *desiredPod) time.Time {
+	if d.state(w.pods[w.gen.uid]) == podTerminated {
+		w.gen.terminatedAt = time.Now()
+		return w.syncTerminatedPod(ctx, d)
+	}
+	return w.apply(ctx, d.pod, plan(d, w.pods))
+}
+
+// syncTerminatedPod gives back what a terminated generation holds, if it
+// releases it (evicted), or what reclaim asks of one that keeps it.
+func (w *worker) syncTerminatedPod(ctx context.Context, d *desiredPod) time.Time {
+	return w.apply(ctx, d.pod, plan(d, w.pods))
+}
+
+// advance brings the desired generation to the state that what the worker
+// was told gives it: an eviction makes a syncing pod terminating, its lift
+// a new generation, a passed active deadline a terminating one. It returns
+// the pod to plan, and when its active deadline passes (zero: never, or
+// already).
+func (w *worker) advance(m mail) (*desiredPod, time.Time) {
+	pod := m.pod
+	d := w.resolve(pod)
+	switch {
+	case m.evict != nil && w.gen.stop == nil:
+		w.evicted(pod, m.evict)
+	case m.evict == nil && w.gen.stop != nil && w.gen.stop.reason == reasonEvicted:
+		w.evictionLifted(pod)
+		d = w.resolve(pod)
+	}
+	deadline := w.checkDeadline(d)
+	d.stop, d.discard = w.gen.stop, w.gen.discard
+	d.pruneDead = m.reclaimed != nil
+	if d.stop != nil || d.pruneDead {
+		w.keepFinal(string(pod.UID))
+	}
+	d.final = w.gen.final
+	return d, deadline
+}
+
+// refreshVolumes keeps the downwardAPI volumes of a pod with a sandbox up to
+// date: the kubelet's volume manager remounts on every sync, so a volume
+// follows edited labels and annotations.
+func (w *worker) refreshVolumes(pod *v1.Pod) {
+	st := w.pods[string(pod.UID)]
+	if st == nil {
+		return
+	}
+	st.grace = podGrace(pod)
+	if !st.sandbox {
+		return
+	}
+	if err := w.a.conv.RefreshVolumes(pod); err != nil {
+		w.logger.Warn("cannot refresh the pod's volumes", "uid", pod.UID, "err", err)
+	}
+}
+
+// beforeApply shows what the worker knows before it acts: hooks, then the
+// status, then the probes of what runs.
+func (w *worker) beforeApply(ctx context.Context, pod *v1.Pod) {
 	// Before the first publish: an adopted container whose postStart hook
 	// runs again is never shown started meanwhile.
 	w.syncPostStarts(ctx, pod)
@@ -255,26 +456,20 @@ func (w *worker) sync(ctx context.Context) {
 	w.syncProbes(ctx, pod)
 	w.markProbes(pod)
 	w.markHooks()
-	retry := w.apply(ctx, pod, plan(d, w.pods))
-	if ctx.Err() != nil {
+}
+
+// pruneLogsOfReclaimed removes the logs of the dead containers reclaim
+// removed, once the pod has none left (the kubelet's container GC removes
+// a removed container's logs).
+func (w *worker) pruneLogsOfReclaimed(pod *v1.Pod) {
+	if st := w.pods[string(pod.UID)]; st == nil || len(st.containers) > 0 {
 		return
 	}
-	if d != nil && d.pruneDead && w.pods[string(pod.UID)] != nil && len(w.pods[string(pod.UID)].containers) == 0 {
-		// The logs of the dead containers go with them (the kubelet's
-		// container GC removes a removed container's logs).
-		for _, c := range manifest.AllContainers(pod) {
-			if err := w.a.conv.PruneLogs(pod, c.Name, math.MaxInt); err != nil {
-				w.logger.Warn("remove logs of a stopped pod failed", "container", c.Name, "err", err)
-			}
+	for _, c := range manifest.AllContainers(pod) {
+		if err := w.a.conv.PruneLogs(pod, c.Name, math.MaxInt); err != nil {
+			w.logger.Warn("remove logs of a stopped pod failed", "container", c.Name, "err", err)
 		}
 	}
-	w.syncProbes(ctx, pod)
-	if !deadline.IsZero() && (retry.IsZero() || deadline.Before(retry)) {
-		retry = deadline
-	}
-	w.setTimer(retry)
-	w.publish(pod)
-	w.a.synced(w.key, seq)
 }
 
 // resolve returns pod with the hash of each container, computed once per UID.
@@ -283,13 +478,15 @@ func (w *worker) resolve(pod *v1.Pod) *desiredPod {
 		if w.gen != nil {
 			w.forgetBackoff(w.gen.uid)
 		}
+		now := time.Now()
 		w.gen = &generation{
 			uid:       string(pod.UID),
 			policy:    pod.Spec.RestartPolicy,
 			hashes:    map[string]string{},
 			convErr:   map[string]error{},
 			ctrs:      map[string]*ctrInfo{},
-			startTime: time.Now(),
+			syncedAt:  now,
+			startTime: now,
 		}
 		if st := w.pods[w.gen.uid]; st != nil {
 			w.gen.startTime = adoptedStart(st, w.gen.startTime)
@@ -313,33 +510,52 @@ func (w *worker) resolve(pod *v1.Pod) *desiredPod {
 	return &desiredPod{pod: pod, hashes: w.gen.hashes}
 }
 
-// lifecycle takes the eviction the worker was given: it makes a syncing pod
-// terminating, with the eviction's reason and grace; an eviction lifted makes
-// the pod start afresh, as a new generation whose old containers are
-// discarded (the kubelet would see a new pod). It reports whether the
-// generation was reset.
-func (w *worker) lifecycle(pod *v1.Pod, evict *stopRequest) bool {
+// state is where the generation is in its life.
+func (g *generation) state() podWorkState {
 	switch {
-	case evict != nil && w.gen.stop == nil:
-		w.gen.stop = evict
-		w.logger.Info("evicting pod", "reason", evict.reason, "message", evict.message, "grace", evict.grace)
-		w.a.events.Eventf(events.PodRef(pod), v1.EventTypeWarning, reasonEvicted, "%s", evict.message)
-	case evict == nil && w.gen.stop != nil && w.gen.stop.reason == reasonEvicted:
-		discard := map[string]bool{}
-		if st := w.pods[w.gen.uid]; st != nil {
-			for _, c := range st.containers {
-				discard[c.ID] = true
-			}
-		}
-		w.logger.Info("eviction lifted, starting pod again")
-		w.forgetBackoff(w.gen.uid)
-		w.gen = nil
-		w.resolve(pod)
-		w.gen.startTime = time.Now()
-		w.gen.discard = discard
-		return true
+	case !g.terminatedAt.IsZero():
+		return podTerminated
+	case !g.terminatingAt.IsZero():
+		return podTerminating
 	}
-	return false
+	return podSyncing
+}
+
+// terminate moves a syncing generation to terminating, for req; one already
+// told to stop keeps its first reason. It reports whether it moved.
+func (g *generation) terminate(req *stopRequest, now time.Time) bool {
+	if g.stop != nil {
+		return false
+	}
+	g.stop, g.terminatingAt = req, now
+	return true
+}
+
+// evicted makes the syncing desired generation terminating, with the
+// eviction's reason and grace.
+func (w *worker) evicted(pod *v1.Pod, evict *stopRequest) {
+	if !w.gen.terminate(evict, time.Now()) {
+		return
+	}
+	w.logger.Info("evicting pod", "reason", evict.reason, "message", evict.message, "grace", evict.grace)
+	w.a.events.Eventf(events.PodRef(pod), v1.EventTypeWarning, reasonEvicted, "%s", evict.message)
+}
+
+// evictionLifted makes an evicted pod start afresh, as a new generation
+// whose old containers are discarded (the kubelet would see a new pod).
+func (w *worker) evictionLifted(pod *v1.Pod) {
+	discard := map[string]bool{}
+	if st := w.pods[w.gen.uid]; st != nil {
+		for _, c := range st.containers {
+			discard[c.ID] = true
+		}
+	}
+	w.logger.Info("eviction lifted, starting pod again")
+	w.forgetBackoff(w.gen.uid)
+	w.gen = nil
+	w.resolve(pod)
+	w.gen.startTime = time.Now()
+	w.gen.discard = discard
 }
 
 // keepFinal remembers the newest instance of each container of the stopped
@@ -398,7 +614,7 @@ func (w *worker) watch(ctx context.Context, id string) {
 		return
 	}
 	w.watching[id] = true
-	go func() {
+	w.waiters.Go(func() {
 		st, err := w.waitExit(ctx, id)
 		if err != nil {
 			return
@@ -407,7 +623,7 @@ func (w *worker) watch(ctx context.Context, id string) {
 		case w.exits <- st:
 		case <-ctx.Done():
 		}
-	}()
+	})
 }
 
 // waitExit waits for a container to exit, retrying a failing Wait every 10s. A
