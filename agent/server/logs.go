@@ -527,20 +527,19 @@ func (lr *logReader) drain(out *entryWriter, lf *logFile, final bool) error {
 // nextRun returns the first run after the one being read that has a log
 // file, or -1.
 func (lr *logReader) nextRun() (int, error) {
-	entries, err := logfiles.ReadContainerDir(lr.dir)
+	runs, err := logfiles.Runs(lr.dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return -1, nil
 	}
 	if err != nil {
 		return -1, fmt.Errorf("list %s: %w", lr.dir, err)
 	}
-	next := -1
-	for _, e := range entries {
-		if n, ok := logfiles.LogAttempt(e); ok && n > lr.attempt && (next < 0 || n < next) {
-			next = n
+	for _, n := range runs {
+		if n > lr.attempt {
+			return n, nil
 		}
 	}
-	return next, nil
+	return -1, nil
 }
 
 // wait returns when the log directory or a pod's status changed, or with

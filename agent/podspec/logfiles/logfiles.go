@@ -41,6 +41,25 @@ func LogAttempt(name string) (attempt int, ok bool) {
 	return n, true
 }
 
+// Runs returns the runs of a container that have files in its log directory
+// dir (an <attempt>.log, or only files rotation made of one), oldest first,
+// each once. The directory is read beneath the pod log directory through no
+// symlink (ReadContainerDir).
+func Runs(dir string) ([]int, error) {
+	names, err := ReadContainerDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var runs []int
+	for _, name := range names {
+		if n, ok := LogAttempt(name); ok {
+			runs = append(runs, n)
+		}
+	}
+	slices.Sort(runs)
+	return slices.Compact(runs), nil
+}
+
 // RotatedLog is a file rotation made of a log file.
 type RotatedLog struct {
 	Path       string // <log>.<stamp>, or <log>.<stamp>.gz when Compressed
