@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
-	"strconv"
 
 	v1 "k8s.io/api/core/v1"
 
@@ -32,18 +30,10 @@ func (a *Agent) LogFile(namespace, name, container string, previous bool) (strin
 	dir := filepath.Join(a.cfg.Paths.LogDir(pod), container)
 	// Beneath podLogsDir through no symlink: a container that mounts it
 	// may have swapped its directory for one to a host directory.
-	names, err := logfiles.ReadContainerDir(dir)
+	attempts, err := logfiles.Runs(dir)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return "", fmt.Errorf("logs of container %s of pod %s/%s: %w", container, namespace, name, err)
 	}
-	var attempts []int
-	for _, e := range names {
-		if n, ok := logfiles.LogAttempt(e); ok {
-			attempts = append(attempts, n)
-		}
-	}
-	slices.Sort(attempts)
-	attempts = slices.Compact(attempts)
 	i := len(attempts) - 1
 	if previous {
 		i--
@@ -55,7 +45,7 @@ func (a *Agent) LogFile(namespace, name, container string, previous bool) (strin
 		}
 		return "", fmt.Errorf("container %s of pod %s/%s has no %s: %w", container, namespace, name, what, ErrNoLogs)
 	}
-	return filepath.Join(dir, strconv.Itoa(attempts[i])+".log"), nil
+	return filepath.Join(dir, logfiles.LogFileName(attempts[i])), nil
 }
 
 // LogEnded reports whether the container whose log file is path, as LogFile

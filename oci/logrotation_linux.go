@@ -10,14 +10,18 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	mon "github.com/staticpodd/staticpodd/oci/monitor"
 )
 
 // SetLogRotation changes containerLogMaxSize and containerLogMaxFiles (a
 // reload): containers started from now on rotate their logs by them, and so
-// do the running ones. Each container's state dir gets rotationFile, which
-// its monitor reads at start and on the SIGHUP sent to it here; a monitor of
-// an older daemon (no RotationReload in its state) keeps the rotation it
-// started with. A maxSize of 0 or less turns rotation off.
+// do the running ones. Each container's state dir gets rotationFile (the
+// fixed form the C monitor reads with no parser), which its monitor reads at
+// start and on the SIGHUP sent to it here, and the same as JSON,
+// legacyRotationFile, which is what a monitor of an older staticpodd still
+// running reads; a monitor older still (no RotationReload in its state) keeps
+// the rotation it started with. A maxSize of 0 or less turns rotation off.
 func (r *Runtime) SetLogRotation(maxSize int64, maxFiles int) error {
 	rot := logRotation{MaxSize: maxSize, MaxFiles: maxFiles}
 	r.mu.Lock()
@@ -67,7 +71,8 @@ func (r *Runtime) writeRotation(id string, rot logRotation) (bool, error) {
 	if _, err := os.Stat(dir); err != nil {
 		return false, nil // removed
 	}
-	return true, writeJSON(filepath.Join(dir, rotationFile), rot)
+	return true, errors.Join(mon.WriteRotation(filepath.Join(dir, rotationFile), rot),
+		writeJSON(filepath.Join(dir, legacyRotationFile), rot))
 }
 
 // logRotation is what a container starting now rotates its log by.

@@ -20,8 +20,10 @@ import (
 //	containers/<id>/exit.json        exitRecord (written by the monitor at exit,
 //	                                 or when its container failed to start)
 //	containers/<id>/monitor.log      the monitor's own log
-//	containers/<id>/log-rotation.json logRotation set by a reload, read by
+//	containers/<id>/log-rotation     logRotation set by a reload, read by
 //	                                 the monitor at start and on SIGHUP
+//	containers/<id>/log-rotation.json the same as JSON, for the monitors of
+//	                                 an older staticpodd
 //	containers/<id>/termination-log  bound at the container's terminationMessagePath
 //	libcontainer/<id>/               libcontainer's state, removed by the monitor
 const (
@@ -36,6 +38,9 @@ const (
 	exitFile      = mon.ExitFile
 	monitorLog    = mon.LogFile
 	rotationFile  = mon.RotationFile
+	// legacyRotationFile is rotationFile as JSON, which the monitors of an
+	// older staticpodd read; written as long as one may still run.
+	legacyRotationFile = mon.LegacyRotationFile
 	// removingSuffix names a state dir being removed (see removeStateDir).
 	removingSuffix = ".removing"
 )

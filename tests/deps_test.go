@@ -308,10 +308,10 @@ func TestCmdSize(t *testing.T) {
 // it at the restart (Next stamps Clock.Now()), so its 10-minute reset counts
 // the back-off wait as well as the run; moving it onto flowcontrol changes when
 // a crash loop starts over, which is a change of behaviour to decide on its
-// own. agent/events/events.go's aggregation is a
-// hand copy of tools/record's EventCorrelator, which agent/mirror runs again;
-// tools/record imports k8s.io/client-go/rest (and through it transport), so it
-// is not on this list: choosing the one place correlation happens comes first.
+// own. agent/events, the one event correlator, aggregates and counts as
+// tools/record's EventCorrelator does, written out: tools/record imports
+// k8s.io/client-go/rest (and through it transport), so it is not on this list;
+// agent/mirror posts what agent/events made and runs no correlator of its own.
 var clientGoOutsideMirror = map[string]string{
 	"k8s.io/client-go/util/flowcontrol": "the kubelet's back-off (flowcontrol.Backoff); standard library, " +
 		"golang.org/x/time/rate and k8s.io/utils/clock only",

@@ -2,6 +2,13 @@
 // values with the kubelet's reasons and messages, aggregated as the kubelet's
 // recorder aggregates them (client-go tools/record), logged, kept in a bounded
 // ring in memory and published to subscribers.
+//
+// It is the daemon's one event correlator: what `staticpodd events` shows is
+// what agent/mirror posts to the API server, counts and combined events alike;
+// the mirror adds only delivery (client-go's spam filter, queue and retries).
+// The aggregation and counting are client-go's EventCorrelator's, written out
+// here because tools/record links client-go's REST client, which only
+// agent/mirror may (tests/deps_test.go).
 package events
 
 import (

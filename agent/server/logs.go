@@ -159,9 +159,9 @@ type logReader struct {
 	// after is the stamp of the newest rotated file of the run read or
 	// queued: rotation names a newer file with a greater one.
 	after string
-	queue []*logFile // rotated files to read, oldest first
-	cur   *logFile   // the live file as opened; nil if there was none
-	left  int64      // lines to write before stopping; -1: no limit
+	queue []*logfiles.File // rotated files to read, oldest first
+	cur   *logfiles.File   // the live file as opened; nil if there was none
+	left  int64            // lines to write before stopping; -1: no limit
 
 	watch   *fsnotify.Watcher      // the log directory, when following
 	ended   func(path string) bool // the run of path is the last and is over
@@ -210,7 +210,7 @@ func openLogs(ctx context.Context, path string, opts logOptions) (_ *logReader, 
 // and after its rotated files are listed, so no rotation falls between.
 // prev is the live file read before, whose own rotated name is not queued
 // again. It reports whether it found anything to read.
-func (lr *logReader) openRun(prev *logFile) (bool, error) {
+func (lr *logReader) openRun(prev *logfiles.File) (bool, error) {
 	var f *os.File
 	var inUse []logfiles.RotatedLog
 	for {
@@ -245,7 +245,7 @@ func (lr *logReader) openRun(prev *logFile) (bool, error) {
 	// have been compressed since. That name is gone only when the file was
 	// removed as one too many, which only a reader many rotations behind
 	// sees; then the first name, if not compressed, is of another file.
-	if prev != nil && len(newer) > 0 && !isOtherFile(prev.f, newer[0]) {
+	if prev != nil && len(newer) > 0 && !isOtherFile(prev, newer[0]) {
 		newer = newer[1:]
 	}
 	for _, rl := range newer {
@@ -259,7 +259,7 @@ func (lr *logReader) openRun(prev *logFile) (bool, error) {
 		}
 	}
 	if f != nil {
-		lf, err := newLogFile(lr.ctx, f, false)
+		lf, err := logfiles.NewFile(lr.ctx, f, false)
 		if err != nil {
 			f.Close()
 			return false, err
@@ -289,7 +289,7 @@ func statLog(path string) (os.FileInfo, error) {
 
 // openRotated opens a rotated file, or its compressed copy when it was
 // compressed meanwhile; nil when it was removed.
-func openRotated(ctx context.Context, rl logfiles.RotatedLog) (*logFile, error) {
+func openRotated(ctx context.Context, rl logfiles.RotatedLog) (*logfiles.File, error) {
 	path, gz := rl.Path, rl.Compressed
 	f, err := openLog(path)
 	if errors.Is(err, fs.ErrNotExist) && !gz {
@@ -302,7 +302,7 @@ func openRotated(ctx context.Context, rl logfiles.RotatedLog) (*logFile, error) 
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
-	lf, err := newLogFile(ctx, f, gz)
+	lf, err := logfiles.NewFile(ctx, f, gz)
 	if err != nil {
 		f.Close()
 		return nil, err
@@ -312,7 +312,7 @@ func openRotated(ctx context.Context, rl logfiles.RotatedLog) (*logFile, error) 
 
 // isOtherFile reports whether rl is known not to be f: an uncompressed file
 // that is not f. One compressed, or compressed meanwhile, may be f.
-func isOtherFile(f *os.File, rl logfiles.RotatedLog) bool {
+func isOtherFile(f *logfiles.File, rl logfiles.RotatedLog) bool {
 	if rl.Compressed {
 		return false
 	}
@@ -324,7 +324,9 @@ func isOtherFile(f *os.File, rl logfiles.RotatedLog) bool {
 	return err == nil && !os.SameFile(a, b)
 }
 
-func sameFile(f *os.File, path string) bool {
+// sameFile reports whether f, an *os.File or a *logfiles.File, is the file
+// at path now.
+func sameFile(f interface{ Stat() (os.FileInfo, error) }, path string) bool {
 	a, err := f.Stat()
 	if err != nil {
 		return false
@@ -343,40 +345,16 @@ func closeFile(f *os.File) {
 // the live file back through the rotated ones.
 func (lr *logReader) seekTail(n int64) error {
 	if lr.cur != nil {
-		fi, err := lr.cur.f.Stat()
+		found, err := lr.cur.Tail(n)
 		if err != nil {
-			return fmt.Errorf("read %s: %w", lr.live, err)
-		}
-		offset, found, err := tailStart(lr.cur.r, fi.Size(), n)
-		if err != nil {
-			return fmt.Errorf("read %s: %w", lr.live, err)
-		}
-		if err := lr.cur.seek(offset); err != nil {
 			return err
 		}
 		n -= found
 	}
 	i := len(lr.queue) - 1
 	for ; i >= 0 && n > 0; i-- {
-		lf := lr.queue[i]
-		if lf.gz {
-			lines, err := lf.countLines()
-			if err != nil {
-				return err
-			}
-			lf.skip = max(lines-n, 0)
-			n -= lines - lf.skip
-			continue
-		}
-		fi, err := lf.f.Stat()
+		found, err := lr.queue[i].Tail(n)
 		if err != nil {
-			return fmt.Errorf("read %s: %w", lf.f.Name(), err)
-		}
-		offset, found, err := tailStart(lf.r, fi.Size(), n)
-		if err != nil {
-			return fmt.Errorf("read %s: %w", lf.f.Name(), err)
-		}
-		if err := lf.seek(offset); err != nil {
 			return err
 		}
 		n -= found
@@ -404,7 +382,7 @@ func (lr *logReader) Close() {
 // copy writes the log to w: what is there, and with follow what comes, until
 // the container will write no more or ctx ends.
 func (lr *logReader) copy(ctx context.Context, w io.Writer) error {
-	out := newEntryWriter(w, lr.opts)
+	out := logfiles.NewEntryWriter(w, lr.opts.since, lr.opts.timestamps)
 	flusher, _ := w.(http.Flusher)
 	for {
 		for len(lr.queue) > 0 {
@@ -436,7 +414,7 @@ func (lr *logReader) copy(ctx context.Context, w io.Writer) error {
 		if err != nil {
 			return err
 		}
-		if lr.cur == nil || !sameFile(lr.cur.f, lr.live) {
+		if lr.cur == nil || !sameFile(lr.cur, lr.live) {
 			// Rotated (or gone): nothing more is written to it.
 			prev := lr.cur
 			lr.cur = nil
@@ -489,34 +467,30 @@ func (lr *logReader) copy(ctx context.Context, w io.Writer) error {
 
 // drain writes the whole lines lf has, and with final the unfinished one at
 // its end too.
-func (lr *logReader) drain(out *entryWriter, lf *logFile, final bool) error {
+func (lr *logReader) drain(out *logfiles.EntryWriter, lf *logfiles.File, final bool) error {
 	write := func(line []byte) error {
 		if lr.left == 0 {
 			return nil
 		}
-		ok, err := out.entry(line)
+		ok, err := out.Entry(line)
 		if ok && lr.left > 0 {
 			lr.left--
 		}
 		return err
 	}
 	for {
-		line, err := lf.line()
+		line, err := lf.Line()
 		if err == nil {
-			if lf.skip > 0 {
-				lf.skip--
-				continue
-			}
 			if err := write(line); err != nil {
 				return err
 			}
 			continue
 		}
 		if !errors.Is(err, io.EOF) {
-			return fmt.Errorf("read %s: %w", lf.f.Name(), err)
+			return fmt.Errorf("read %s: %w", lf.Name(), err)
 		}
 		if final {
-			if rest := lf.rest(); len(rest) > 0 {
+			if rest := lf.Rest(); len(rest) > 0 {
 				return write(rest)
 			}
 		}
@@ -527,20 +501,19 @@ func (lr *logReader) drain(out *entryWriter, lf *logFile, final bool) error {
 // nextRun returns the first run after the one being read that has a log
 // file, or -1.
 func (lr *logReader) nextRun() (int, error) {
-	entries, err := logfiles.ReadContainerDir(lr.dir)
+	runs, err := logfiles.Runs(lr.dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return -1, nil
 	}
 	if err != nil {
 		return -1, fmt.Errorf("list %s: %w", lr.dir, err)
 	}
-	next := -1
-	for _, e := range entries {
-		if n, ok := logfiles.LogAttempt(e); ok && n > lr.attempt && (next < 0 || n < next) {
-			next = n
+	for _, n := range runs {
+		if n > lr.attempt {
+			return n, nil
 		}
 	}
-	return next, nil
+	return -1, nil
 }
 
 // wait returns when the log directory or a pod's status changed, or with

@@ -48,6 +48,8 @@
 #define GZIP_GONE 3              // the gzip helper's exit code when its source is gone (gzipGone)
 #define STAMP_FORMAT "%Y%m%d-%H%M%S" // podspec.RotatedLogTimeFormat
 #define STAMP_MAX 64
+#define ROTATION_SIZE 16              // monitor.RotationSize
+#define MAX_ROTATION_FILES (1 << 20)  // monitor.maxRotationFiles
 
 struct rotated {
 	char stamp[STAMP_MAX];
@@ -553,33 +555,11 @@ static int set_rotation(long long msize, int mfiles) {
 	return 0;
 }
 
-// json_int finds "key": <integer> in s; a missing key is 0, as encoding/json
-// leaves it.
-static int json_int(const char *s, const char *key, long long *v) {
-	char k[32];
-	snprintf(k, sizeof k, "\"%s\"", key);
-	const char *p = strstr(s, k);
-	*v = 0;
-	if (!p)
-		return 0;
-	p += strlen(k);
-	while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')
-		p++;
-	if (*p++ != ':')
-		return -1;
-	char *end;
-	errno = 0;
-	*v = strtoll(p, &end, 10);
-	if (end == p || errno)
-		return -1;
-	while (*end == ' ' || *end == '\t' || *end == '\n' || *end == '\r')
-		end++;
-	return *end == ',' || *end == '}' ? 0 : -1;
-}
-
 // reload_rotation applies the rotation file (monitorProc.reloadRotation):
 // the daemon writes it and signals SIGHUP when a reload changed the log's
-// limits.
+// limits. Its fixed form (monitor.EncodeRotation): exactly ROTATION_SIZE
+// bytes, maxSize then maxFiles, each a little-endian int64; anything else
+// changes nothing.
 static void reload_rotation(int quiet) {
 	if (!rotation_file[0])
 		return;
@@ -589,20 +569,20 @@ static void reload_rotation(int quiet) {
 			say("WARN", "log rotation not changed", "err=\"read %s: %s\"", rotation_file, strerror(errno));
 		return;
 	}
-	char b[4096];
-	ssize_t n = read(fd, b, sizeof b - 1);
+	// One byte more than the form: a longer file reads longer.
+	unsigned char b[ROTATION_SIZE + 1];
+	ssize_t n = read(fd, b, sizeof b);
 	close(fd);
-	long long ms, mf;
-	if (n >= 0)
-		b[n] = '\0';
-	const char *first = b, *last = b + (n > 0 ? n : 0);
-	while (*first == ' ' || *first == '\t' || *first == '\n' || *first == '\r')
-		first++;
-	while (last > first && (last[-1] == ' ' || last[-1] == '\t' || last[-1] == '\n' || last[-1] == '\r'))
-		last--;
-	if (n < 0 || *first != '{' || last == first || last[-1] != '}' ||
-	    (!strstr(b, "\"maxSize\"") && !strstr(b, "\"maxFiles\"")) ||
-	    json_int(b, "maxSize", &ms) < 0 || json_int(b, "maxFiles", &mf) < 0 || mf > 1 << 20 || mf < -(1 << 20)) {
+	if (n != ROTATION_SIZE) {
+		say("WARN", "log rotation not changed", "err=\"decode %s\"", rotation_file);
+		return;
+	}
+	uint64_t v[2] = {0, 0};
+	for (int i = 0; i < 2; i++)
+		for (int k = 7; k >= 0; k--)
+			v[i] = v[i] << 8 | b[i * 8 + k];
+	long long ms = (long long)v[0], mf = (long long)v[1];
+	if (mf > MAX_ROTATION_FILES || mf < -MAX_ROTATION_FILES) {
 		say("WARN", "log rotation not changed", "err=\"decode %s\"", rotation_file);
 		return;
 	}

@@ -284,7 +284,7 @@ func slogDiscard() *slog.Logger { return slog.New(slog.DiscardHandler) }
 func TestRunningMonitorSighupAndChildStorm(t *testing.T) {
 	m := startRunningMonitor(t, `read x < "$GO"; i=0; while [ $i -lt 200 ]; do (echo orphan $i) & i=$((i+1)); done; i=0; while [ $i -lt 2000 ]; do echo "line $i"; i=$((i+1)); done; exit 9`, 0, 0)
 	m.running()
-	if err := WriteJSON(filepath.Join(m.dir, RotationFile), LogRotation{MaxSize: 4096, MaxFiles: 3}); err != nil {
+	if err := WriteRotation(filepath.Join(m.dir, RotationFile), LogRotation{MaxSize: 4096, MaxFiles: 3}); err != nil {
 		t.Fatal(err)
 	}
 	m.release()
@@ -325,10 +325,12 @@ func TestRunningMonitorTinyMaxSize(t *testing.T) {
 	}
 }
 
-// A rotation file that is not a JSON object changes nothing (it read as
-// "rotation off" before, and the log grew without bound): the refusal is
-// logged, and the output written after it is rotated at the container's
-// maxSize and maxFiles, the newest lines kept without a gap.
+// A rotation file that is not of its fixed form changes nothing (garbage
+// once read as "rotation off", and the log grew without bound): neither one
+// of another size nor one of the right size with a maxFiles no daemon
+// writes. Each refusal is logged, and the output written after it is rotated
+// at the container's maxSize and maxFiles, the newest lines kept without a
+// gap.
 func TestRunningMonitorGarbageRotationFile(t *testing.T) {
 	const maxSize, maxFiles, lines = 4096, 3, 600
 	m := startRunningMonitor(t, `read x < "$GO"; i=0; while [ $i -lt `+strconv.Itoa(lines)+` ]; do echo "line $i of the container's output"; i=$((i+1)); done`, maxSize, maxFiles)
@@ -336,8 +338,7 @@ func TestRunningMonitorGarbageRotationFile(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(m.dir, RotationFile), []byte("not json at all"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	var rot LogRotation
-	if _, err := ReadOptionalJSON(filepath.Join(m.dir, RotationFile), &rot); err == nil {
+	if rot, _, err := ReadRotation(filepath.Join(m.dir, RotationFile)); err == nil {
 		t.Errorf("Go's reading of the garbage rotation file = %+v, want an error", rot)
 	}
 	if err := m.cmd.Process.Signal(unix.SIGHUP); err != nil {
@@ -345,6 +346,18 @@ func TestRunningMonitorGarbageRotationFile(t *testing.T) {
 	}
 	m.eventually("the refusal logged", func() bool {
 		return strings.Contains(m.monitorLog(), `msg="log rotation not changed"`)
+	})
+	if err := os.WriteFile(filepath.Join(m.dir, RotationFile), []byte("0123456789abcdef"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if rot, _, err := ReadRotation(filepath.Join(m.dir, RotationFile)); err == nil {
+		t.Errorf("Go's reading of the %d-byte garbage rotation file = %+v, want an error", RotationSize, rot)
+	}
+	if err := m.cmd.Process.Signal(unix.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	m.eventually("the second refusal logged", func() bool {
+		return strings.Count(m.monitorLog(), `msg="log rotation not changed"`) == 2
 	})
 	if strings.Contains(m.monitorLog(), `msg="log rotation changed"`) {
 		t.Errorf("the garbage rotation file was taken:\n%s", m.monitorLog())

@@ -347,7 +347,7 @@ func TestRunningMonitorReloadsRotation(t *testing.T) {
 	m.eventually("the bad rotation file reported", func() bool {
 		return strings.Contains(m.monitorLog(), `msg="log rotation not changed"`)
 	})
-	if err := WriteJSON(rotFile, LogRotation{MaxSize: 1024, MaxFiles: 2}); err != nil {
+	if err := WriteRotation(rotFile, LogRotation{MaxSize: 1024, MaxFiles: 2}); err != nil {
 		t.Fatal(err)
 	}
 	_ = m.cmd.Process.Signal(unix.SIGHUP)

@@ -1,6 +1,7 @@
 package monitor
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -22,15 +23,19 @@ import (
 //	exit.json          ExitRecord, written by the monitor at exit, or when
 //	                   its container failed to start
 //	monitor.log        the monitor's own log
-//	log-rotation.json  LogRotation set by a reload, read by the monitor at
-//	                   start and on SIGHUP
+//	log-rotation       LogRotation set by a reload, in its fixed form
+//	                   (EncodeRotation), read by the monitor at start and on
+//	                   SIGHUP
+//	log-rotation.json  the same as JSON, for the monitors of an older
+//	                   staticpodd, which read that (LegacyRotationFile)
 const (
-	ContainerFile = "container.json"
-	SpecFile      = "config.json"
-	StateFile     = "state.json"
-	ExitFile      = "exit.json"
-	LogFile       = "monitor.log"
-	RotationFile  = "log-rotation.json"
+	ContainerFile      = "container.json"
+	SpecFile           = "config.json"
+	StateFile          = "state.json"
+	ExitFile           = "exit.json"
+	LogFile            = "monitor.log"
+	RotationFile       = "log-rotation"
+	LegacyRotationFile = "log-rotation.json"
 )
 
 // containerLog is what the monitor reads of the daemon's container record
@@ -61,6 +66,56 @@ type LogRotation struct {
 	// MaxFiles is how many files the log keeps, the live one included; at
 	// least 2.
 	MaxFiles int `json:"maxFiles"`
+}
+
+// RotationSize is the size of a rotation file: MaxSize, then MaxFiles, each
+// a little-endian int64 (monitor.c's ROTATION_SIZE). A fixed form, so that
+// the C monitor reads it with one read(2) and no parser.
+const RotationSize = 16
+
+// maxRotationFiles bounds MaxFiles in a rotation file either way: a larger
+// one is not a file a daemon wrote (monitor.c's read_rotation refuses it too).
+const maxRotationFiles = 1 << 20
+
+// EncodeRotation is rot in the fixed form of a rotation file.
+func EncodeRotation(rot LogRotation) []byte {
+	b := binary.LittleEndian.AppendUint64(make([]byte, 0, RotationSize), uint64(rot.MaxSize))
+	return binary.LittleEndian.AppendUint64(b, uint64(int64(rot.MaxFiles)))
+}
+
+// DecodeRotation reads a rotation file's content as monitor.c does: exactly
+// RotationSize bytes, with a MaxFiles within ±maxRotationFiles.
+func DecodeRotation(b []byte) (LogRotation, error) {
+	if len(b) != RotationSize {
+		return LogRotation{}, fmt.Errorf("log rotation of %d bytes, want %d", len(b), RotationSize)
+	}
+	size, files := int64(binary.LittleEndian.Uint64(b)), int64(binary.LittleEndian.Uint64(b[8:]))
+	if files > maxRotationFiles || files < -maxRotationFiles {
+		return LogRotation{}, fmt.Errorf("log rotation with maxFiles %d", files)
+	}
+	return LogRotation{MaxSize: size, MaxFiles: int(files)}, nil
+}
+
+// WriteRotation writes rot to path in the fixed form, atomically.
+func WriteRotation(path string, rot LogRotation) error {
+	if err := atomicfile.Write(path, EncodeRotation(rot)); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}
+
+// ReadRotation reads the rotation file path; a missing one is ok == false.
+func ReadRotation(path string) (rot LogRotation, ok bool, err error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return LogRotation{}, false, nil
+	} else if err != nil {
+		return LogRotation{}, false, err
+	}
+	if rot, err = DecodeRotation(b); err != nil {
+		return LogRotation{}, false, fmt.Errorf("decode %s: %w", path, err)
+	}
+	return rot, true, nil
 }
 
 // State is written by the monitor: first with its own identity, then

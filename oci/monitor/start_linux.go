@@ -240,8 +240,10 @@ func (m *monitorProc) run(st State, log *slog.Logger) error {
 		return fmt.Errorf("convert spec of container %s: %w", m.id, err)
 	}
 	rot := LogRotation{MaxSize: rec.LogMaxSize, MaxFiles: rec.LogMaxFiles}
-	if _, err := ReadOptionalJSON(filepath.Join(m.dir, RotationFile), &rot); err != nil {
+	if reloaded, ok, err := ReadRotation(filepath.Join(m.dir, RotationFile)); err != nil {
 		log.Warn("log rotation set by a reload not readable; using the container's", "err", err)
+	} else if ok {
+		rot = reloaded
 	}
 	logs, err := openCRILog(rec.LogPath, rot, log)
 	if err != nil {
@@ -290,8 +292,7 @@ func (m *monitorProc) reloadRotation(logs *criLog, stop <-chan struct{}, log *sl
 			return
 		case <-m.hup:
 		}
-		var rot LogRotation
-		ok, err := ReadOptionalJSON(filepath.Join(m.dir, RotationFile), &rot)
+		rot, ok, err := ReadRotation(filepath.Join(m.dir, RotationFile))
 		if err == nil && ok {
 			err = logs.setRotation(rot)
 		}

@@ -1,3 +1,17 @@
+// Package logfiles is the one home of containers' CRI log files: their names
+// (<attempt>.log, the rotated <attempt>.log.<stamp>[.gz] and the .tmp of a
+// compression), the order of a log's rotated files, listing a container's runs
+// and a log's files, opening them beneath the pod log directory through no
+// symlink (and only regular files), and reading them (File, EntryWriter: the
+// kubelet's reading of the CRI format, tails, gzipped files).
+//
+// The container monitor (oci/monitor) writes and rotates the files: its C half
+// (monitor.c, which names them as this package does) for the container's
+// running life, its Go writer (crilog.go) before and after it and as the
+// tests' oracle. agent/server serves them (/containerLogs, following a run
+// across rotations and restarts); the agent picks the file of a run (LogFile)
+// and prunes old runs' files. The monitor links this package: it imports the
+// standard library only (tests/deps_test.go).
 package logfiles
 
 import (
@@ -39,6 +53,25 @@ func LogAttempt(name string) (attempt int, ok bool) {
 		return 0, false
 	}
 	return n, true
+}
+
+// Runs returns the runs of a container that have files in its log directory
+// dir (an <attempt>.log, or only files rotation made of one), oldest first,
+// each once. The directory is read beneath the pod log directory through no
+// symlink (ReadContainerDir).
+func Runs(dir string) ([]int, error) {
+	names, err := ReadContainerDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var runs []int
+	for _, name := range names {
+		if n, ok := LogAttempt(name); ok {
+			runs = append(runs, n)
+		}
+	}
+	slices.Sort(runs)
+	return slices.Compact(runs), nil
 }
 
 // RotatedLog is a file rotation made of a log file.

@@ -1,6 +1,8 @@
 package logfiles
 
 import (
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -71,5 +73,29 @@ func TestRotatedLogs(t *testing.T) {
 	}
 	if _, _, err := RotatedLogs(filepath.Join(dir, "nothere", "0.log")); err == nil {
 		t.Error("RotatedLogs of a missing directory: no error")
+	}
+}
+
+// The runs of a container's log directory are every attempt with a file,
+// its live one or only rotated ones, oldest first, each once.
+func TestRuns(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "ns_pod_uid", "c")
+	if _, err := Runs(dir); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("Runs of a missing directory: %v, want it not to exist", err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"10.log", "2.log.20260102-150401.gz", "2.log.20260102-150402", "1.log", "1.log.20260102-150400", "03.log", "notes.txt"} {
+		if err := os.WriteFile(filepath.Join(dir, f), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runs, err := Runs(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []int{1, 2, 10}; !slices.Equal(runs, want) {
+		t.Errorf("runs %v, want %v", runs, want)
 	}
 }

@@ -1,4 +1,4 @@
-package server
+package logfiles
 
 import (
 	"bufio"
@@ -18,11 +18,11 @@ const (
 	timeFormatOut = "2006-01-02T15:04:05.000000000Z07:00" // RFC3339NanoFixed
 )
 
-// entryWriter writes what CRI log lines ("<time> <stream> <P|F> <content>")
+// EntryWriter writes what CRI log lines ("<time> <stream> <P|F> <content>")
 // hold, as the kubelet's ReadLogs does: the content of a full line (F) with
 // a newline, of a partial one (P) without; lines before since left out; with
 // timestamps, each line of output starting with its time.
-type entryWriter struct {
+type EntryWriter struct {
 	w          io.Writer
 	since      time.Time
 	timestamps bool
@@ -30,13 +30,15 @@ type entryWriter struct {
 	buf        []byte
 }
 
-func newEntryWriter(w io.Writer, o logOptions) *entryWriter {
-	return &entryWriter{w: w, since: o.since, timestamps: o.timestamps, lineStart: true}
+// NewEntryWriter returns an EntryWriter to w of the lines since (all when
+// zero), with timestamps or not.
+func NewEntryWriter(w io.Writer, since time.Time, timestamps bool) *EntryWriter {
+	return &EntryWriter{w: w, since: since, timestamps: timestamps, lineStart: true}
 }
 
-// entry writes line, a CRI log line with or without its newline. ok is false
+// Entry writes line, a CRI log line with or without its newline. ok is false
 // for a line that is not one, which is skipped as the kubelet skips it.
-func (e *entryWriter) entry(line []byte) (ok bool, err error) {
+func (e *EntryWriter) Entry(line []byte) (ok bool, err error) {
 	ts, rest, ok1 := bytes.Cut(line, []byte{' '})
 	stream, rest, ok2 := bytes.Cut(rest, []byte{' '})
 	tags, content, ok3 := bytes.Cut(rest, []byte{' '})
@@ -71,9 +73,9 @@ func (e *entryWriter) entry(line []byte) (ok bool, err error) {
 	return true, nil
 }
 
-// logFile is one open file of a container's log, read line by line. A line
+// File is one open file of a container's log, read line by line. A line
 // the writer has not finished yet is kept until it has.
-type logFile struct {
+type File struct {
 	f    *os.File
 	gz   bool
 	br   *bufio.Reader
@@ -106,8 +108,9 @@ func (c ctxFile) ReadAt(p []byte, off int64) (int, error) {
 	return c.f.ReadAt(p, off)
 }
 
-func newLogFile(ctx context.Context, f *os.File, gz bool) (*logFile, error) {
-	lf := &logFile{f: f, gz: gz, r: ctxFile{ctx, f}}
+// NewFile reads f, gzipped when gz, while ctx lasts. The File owns f.
+func NewFile(ctx context.Context, f *os.File, gz bool) (*File, error) {
+	lf := &File{f: f, gz: gz, r: ctxFile{ctx, f}}
 	if err := lf.rewind(); err != nil {
 		return nil, err
 	}
@@ -115,7 +118,7 @@ func newLogFile(ctx context.Context, f *os.File, gz bool) (*logFile, error) {
 }
 
 // rewind reads the file from its start again.
-func (lf *logFile) rewind() error {
+func (lf *File) rewind() error {
 	if _, err := lf.f.Seek(0, io.SeekStart); err != nil {
 		return fmt.Errorf("read %s: %w", lf.f.Name(), err)
 	}
@@ -133,7 +136,7 @@ func (lf *logFile) rewind() error {
 }
 
 // seek makes a plain file's next line the one at offset.
-func (lf *logFile) seek(offset int64) error {
+func (lf *File) seek(offset int64) error {
 	if _, err := lf.f.Seek(offset, io.SeekStart); err != nil {
 		return fmt.Errorf("read %s: %w", lf.f.Name(), err)
 	}
@@ -142,9 +145,20 @@ func (lf *logFile) seek(offset int64) error {
 	return nil
 }
 
-// line returns the next whole line, newline included, valid until the next
-// call; io.EOF when there is none (yet).
-func (lf *logFile) line() ([]byte, error) {
+// Line returns the next whole line, newline included, valid until the next
+// call; io.EOF when there is none (yet). Lines Tail skipped are not returned.
+func (lf *File) Line() ([]byte, error) {
+	for {
+		b, err := lf.line()
+		if err == nil && lf.skip > 0 {
+			lf.skip--
+			continue
+		}
+		return b, err
+	}
+}
+
+func (lf *File) line() ([]byte, error) {
 	if lf.took {
 		lf.part, lf.took = lf.part[:0], false
 	}
@@ -181,15 +195,45 @@ func appendCut(part, b []byte) []byte {
 	return append(part, b[:min(len(b), max(maxLineRead-len(part), 0))]...)
 }
 
-// rest returns the line left without its newline at the end of the file,
+// Rest returns the line left without its newline at the end of the file,
 // and forgets it: all there is of it once the file is no longer written.
-func (lf *logFile) rest() []byte {
+func (lf *File) Rest() []byte {
 	lf.took = true
 	return lf.part
 }
 
-func (lf *logFile) Close() error {
+// Name is the path the file was opened at.
+func (lf *File) Name() string { return lf.f.Name() }
+
+// Stat is the open file's.
+func (lf *File) Stat() (os.FileInfo, error) { return lf.f.Stat() }
+
+func (lf *File) Close() error {
 	return lf.f.Close()
+}
+
+// Tail makes the first of the file's last n lines the next Line, and
+// returns how many it found there: n, or fewer when the file holds fewer.
+// A gzipped file is counted through and its lines before skipped; a plain
+// one is read backwards from its end and read on from that line.
+func (lf *File) Tail(n int64) (found int64, err error) {
+	if lf.gz {
+		lines, err := lf.countLines()
+		if err != nil {
+			return 0, err
+		}
+		lf.skip = max(lines-n, 0)
+		return lines - lf.skip, nil
+	}
+	fi, err := lf.f.Stat()
+	if err != nil {
+		return 0, fmt.Errorf("read %s: %w", lf.f.Name(), err)
+	}
+	offset, found, err := tailStart(lf.r, fi.Size(), n)
+	if err != nil {
+		return 0, fmt.Errorf("read %s: %w", lf.f.Name(), err)
+	}
+	return found, lf.seek(offset)
 }
 
 // tailStart returns where the last n lines of the first size bytes of f
@@ -221,7 +265,7 @@ func tailStart(f io.ReaderAt, size, n int64) (offset, found int64, err error) {
 }
 
 // countLines counts the lines of a file read from its start, and rewinds it.
-func (lf *logFile) countLines() (int64, error) {
+func (lf *File) countLines() (int64, error) {
 	var n int64
 	buf := make([]byte, 64<<10)
 	for {
