@@ -17,7 +17,9 @@ import (
 	"github.com/staticpodd/staticpodd/agent/events"
 	"github.com/staticpodd/staticpodd/agent/eviction"
 	"github.com/staticpodd/staticpodd/agent/manifest"
+	"github.com/staticpodd/staticpodd/agent/poddir"
 	"github.com/staticpodd/staticpodd/agent/podspec"
+	"github.com/staticpodd/staticpodd/agent/volumes"
 )
 
 // Notifier hears how the agent is doing; sysd implements it for systemd.
@@ -211,18 +213,18 @@ func (m manifestConverter) Container(pod *v1.Pod, c *v1.Container, attempt int) 
 	return manifest.Container(pod, c, attempt, m.paths)
 }
 func (m manifestConverter) PrepareVolumes(pod *v1.Pod) error {
-	return manifest.PrepareVolumes(pod, m.paths)
+	return volumes.Prepare(pod, m.paths)
 }
 func (m manifestConverter) RefreshVolumes(pod *v1.Pod) error {
-	return manifest.RefreshVolumes(pod, m.paths)
+	return volumes.Refresh(pod, m.paths)
 }
 func (m manifestConverter) RemoveVolumes(uid string) error {
-	return manifest.RemoveVolumes(uid, m.paths)
+	return volumes.Remove(uid, poddir.Root(m.paths.RootDir))
 }
-func (m manifestConverter) RemoveLogs(uid string) error { return manifest.RemoveLogs(uid, m.paths) }
+func (m manifestConverter) RemoveLogs(uid string) error { return removePodLogs(uid, m.paths) }
 func (m manifestConverter) RemoveLeftovers(keep map[string]bool) ([]string, error) {
-	dirs, err := manifest.RemoveLeftoverPodDirs(keep, m.paths)
-	logs, lerr := manifest.RemoveLeftoverLogs(keep, m.paths)
+	dirs, err := volumes.RemoveLeftovers(keep, poddir.Root(m.paths.RootDir))
+	logs, lerr := removeLeftoverLogs(keep, m.paths)
 	for _, uid := range logs {
 		if !slices.Contains(dirs, uid) {
 			dirs = append(dirs, uid)
@@ -231,5 +233,5 @@ func (m manifestConverter) RemoveLeftovers(keep map[string]bool) ([]string, erro
 	return dirs, errors.Join(err, lerr)
 }
 func (m manifestConverter) PruneLogs(pod *v1.Pod, container string, keepFrom int) error {
-	return manifest.PruneLogs(pod, container, keepFrom, m.paths)
+	return pruneLogs(pod, container, keepFrom, m.paths)
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/staticpodd/staticpodd/agent/events"
 	"github.com/staticpodd/staticpodd/agent/lifecycle"
 	"github.com/staticpodd/staticpodd/agent/manifest"
+	"github.com/staticpodd/staticpodd/agent/poddir"
 	"github.com/staticpodd/staticpodd/agent/podspec"
 )
 
@@ -276,7 +277,7 @@ type postStartMarks interface {
 type fileMarks struct{ paths manifest.Paths }
 
 func (m fileMarks) file(uid, name string, attempt int) string {
-	return filepath.Join(m.paths.PodDir(uid), "poststart", fmt.Sprintf("%s.%d", name, attempt))
+	return poddir.Root(m.paths.RootDir).PostStartMark(uid, name, attempt)
 }
 
 func (m fileMarks) Mark(uid, name string, attempt int) error {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/staticpodd/staticpodd/agent/events"
 	"github.com/staticpodd/staticpodd/agent/manifest"
+	"github.com/staticpodd/staticpodd/agent/poddir"
 	"github.com/staticpodd/staticpodd/agent/podspec"
 	"github.com/staticpodd/staticpodd/agent/prober"
 )
@@ -254,7 +255,7 @@ type probeMarks interface {
 type fileProbeMarks struct{ paths manifest.Paths }
 
 func (m fileProbeMarks) file(uid, id, mark string) string {
-	return filepath.Join(m.paths.PodDir(uid), "probes", id+"."+mark)
+	return poddir.Root(m.paths.RootDir).ProbeMark(uid, id, mark)
 }
 
 func (m fileProbeMarks) Set(uid, id, mark string, on bool) error {

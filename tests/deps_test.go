@@ -95,8 +95,8 @@ func TestImportFences(t *testing.T) {
 var agentEdges = map[string][]string{
 	"agent": {
 		"agent/atomicfile", "agent/config", "agent/events", "agent/eviction", "agent/histogram",
-		"agent/lifecycle", "agent/manifest", "agent/podspec", "agent/podspec/logfiles",
-		"agent/prober", "agent/source", "agent/status",
+		"agent/lifecycle", "agent/manifest", "agent/poddir", "agent/podspec", "agent/podspec/logfiles",
+		"agent/prober", "agent/source", "agent/status", "agent/volumes",
 	},
 	"agent/atomicdir":        nil,
 	"agent/atomicfile":       nil,
@@ -106,8 +106,9 @@ var agentEdges = map[string][]string{
 	"agent/histogram":        nil,
 	"agent/host":             nil,
 	"agent/lifecycle":        {"agent/podspec", "agent/prober"},
-	"agent/manifest":         {"agent/atomicdir", "agent/host", "agent/podspec", "agent/podspec/logfiles"},
+	"agent/manifest":         {"agent/host", "agent/poddir", "agent/podspec"},
 	"agent/mirror":           {"agent", "agent/events", "agent/host", "agent/manifest"},
+	"agent/poddir":           nil,
 	"agent/podspec":          nil,
 	"agent/podspec/logfiles": nil,
 	"agent/prober":           {"agent/podspec"},
@@ -118,6 +119,9 @@ var agentEdges = map[string][]string{
 	"agent/source": {"agent/atomicfile", "agent/manifest", "agent/podspec"},
 	"agent/status": nil,
 	"agent/trim":   {"agent/events"},
+	// agent/volumes does on the host what agent/manifest decides, in the
+	// directories agent/poddir names; only the agent calls it.
+	"agent/volumes": {"agent/atomicdir", "agent/manifest", "agent/poddir"},
 }
 
 // TestAgentEdges holds the imports between agent/ packages to agentEdges.
@@ -176,6 +180,7 @@ var hostIO = []string{"os", "os/exec", "os/signal", "os/user", "syscall", "golan
 var purePackages = map[string]string{
 	"agent/eviction": "which signal crossed which threshold, and which pod goes first",
 	"agent/manifest": "parsing, naming, UIDs, hashes, defaults, validation, QoS, conversion to podspec",
+	"agent/poddir":   "the names of every path under <root-dir>/pods",
 	"agent/status":   "what a pod's status says of it (Classify), and the reasons it switches on",
 }
 
@@ -190,11 +195,9 @@ var pureFiles = map[string]string{
 // impureToday are the hostIO imports a pure package still has. The list only
 // shrinks: TestPurePackages fails on a new one and on one the code dropped.
 var impureToday = map[string][]string{
-	// agent/manifest still prepares volumes on the host (mounts tmpfs
-	// emptyDirs, chowns them to fsGroup, removes their and the logs' leftover
-	// directories, writes downward API files) and reads the node's files
-	// (resolv.conf, seccomp profiles; the node's memory through agent/host),
-	// until point 5 (issue 25) moves volume preparation out.
+	// agent/manifest still reads the node's files (resolv.conf, seccomp
+	// profiles; the node's memory through agent/host) until its callers
+	// pass them in (issue 25, point 5).
 	"agent/manifest": {"golang.org/x/sys/unix", "os", "syscall"},
 }
 

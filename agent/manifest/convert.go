@@ -21,7 +21,7 @@ const MinimumGracePeriod = 2 * time.Second
 
 // Paths are the host directories conversion needs.
 type Paths struct {
-	RootDir    string // volumes live under <RootDir>/pods/<uid>/volumes
+	RootDir    string // volumes live under <RootDir>/pods/<uid>/volumes (agent/poddir)
 	PodLogsDir string // default /var/log/pods
 	// SeccompDefault (the configuration's seccompDefault) makes
 	// RuntimeDefault the seccomp profile of containers that name none.
@@ -59,17 +59,6 @@ func (p Paths) memoryCapacity() (int64, error) {
 func (p Paths) nodeMemory() int64 {
 	n, _ := p.memoryCapacity()
 	return n
-}
-
-// PodDir is <RootDir>/pods/<uid>, where a pod's volumes live.
-func (p Paths) PodDir(uid string) string {
-	return filepath.Join(p.RootDir, "pods", uid)
-}
-
-// EmptyDir is the host directory of emptyDir volume name, as the kubelet lays it
-// out: <RootDir>/pods/<uid>/volumes/kubernetes.io~empty-dir/<name>.
-func (p Paths) EmptyDir(uid, name string) string {
-	return filepath.Join(p.PodDir(uid), "volumes", "kubernetes.io~empty-dir", name)
 }
 
 // LogDir is <PodLogsDir>/<namespace>_<name>_<uid>, the kubelet's pod log directory.

@@ -2,8 +2,6 @@ package manifest
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -229,73 +227,6 @@ func TestContainerImage(t *testing.T) {
 		if c.Image != want {
 			t.Errorf("image %q reaches the runtime as %q, want %q", in, c.Image, want)
 		}
-	}
-}
-
-func TestPrepareAndRemoveVolumes(t *testing.T) {
-	host := t.TempDir()
-	sock := filepath.Join(host, "missing.sock")
-	doc := `apiVersion: v1
-kind: Pod
-metadata: {name: p}
-spec:
-  volumes:
-  - {name: made, hostPath: {path: ` + host + `/made/dir, type: DirectoryOrCreate}}
-  - {name: file, hostPath: {path: ` + host + `/file.conf, type: FileOrCreate}}
-  - {name: any, hostPath: {path: ` + host + `/whatever}}
-  - {name: scratch, emptyDir: {}}
-  containers:
-  - name: c
-    image: i
-    volumeMounts: [{name: scratch, mountPath: /s, subPath: deep/er}]
-`
-	pod := mustParse(t, doc)
-	p := Paths{RootDir: t.TempDir(), PodLogsDir: t.TempDir()}
-	for range 2 { // idempotent
-		if err := PrepareVolumes(pod, p); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, path := range []string{host + "/made/dir", p.EmptyDir(string(pod.UID), "scratch")} {
-		if fi, err := os.Stat(path); err != nil || !fi.IsDir() {
-			t.Errorf("%s: want a directory, %v", path, err)
-		}
-	}
-	// subPaths are the runtime's to make, inside the volume, at start.
-	if _, err := os.Lstat(p.EmptyDir(string(pod.UID), "scratch") + "/deep"); !os.IsNotExist(err) {
-		t.Errorf("PrepareVolumes made a subPath directory: %v", err)
-	}
-	if fi, err := os.Stat(host + "/file.conf"); err != nil || !fi.Mode().IsRegular() {
-		t.Errorf("file.conf: want a file, %v", err)
-	}
-	if fi, _ := os.Stat(p.EmptyDir(string(pod.UID), "scratch")); fi.Mode().Perm() != 0o777 {
-		t.Errorf("emptyDir mode %v, want 0777", fi.Mode().Perm())
-	}
-	if err := RemoveVolumes(string(pod.UID), p); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(p.PodDir(string(pod.UID))); !os.IsNotExist(err) {
-		t.Errorf("pod dir still there: %v", err)
-	}
-	if _, err := os.Stat(host + "/made/dir"); err != nil {
-		t.Errorf("RemoveVolumes touched a hostPath: %v", err)
-	}
-	if err := RemoveVolumes(string(pod.UID), p); err != nil {
-		t.Errorf("second RemoveVolumes: %v", err)
-	}
-
-	for typ, path := range map[string]string{
-		"Directory": host + "/file.conf", "File": host + "/made", "Socket": sock,
-		"CharDevice": host + "/file.conf", "BlockDevice": "/dev/null",
-	} {
-		bad := mustParse(t, "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  volumes: [{name: v, hostPath: {path: "+path+", type: "+typ+"}}]\n  containers: [{name: c, image: i}]\n")
-		if err := PrepareVolumes(bad, p); err == nil || !strings.Contains(err.Error(), "hostPath type check failed") {
-			t.Errorf("%s on %s: err = %v", typ, path, err)
-		}
-	}
-	ok := mustParse(t, "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  volumes: [{name: v, hostPath: {path: /dev/null, type: CharDevice}}]\n  containers: [{name: c, image: i}]\n")
-	if err := PrepareVolumes(ok, p); err != nil {
-		t.Errorf("CharDevice /dev/null: %v", err)
 	}
 }
 

@@ -141,12 +141,12 @@ func TestNodeMemoryFromPaths(t *testing.T) {
 		src := &v1.DownwardAPIVolumeSource{Items: []v1.DownwardAPIVolumeFile{
 			{Path: "mem", ResourceFieldRef: &v1.ResourceFieldSelector{ContainerName: c.Name, Resource: "limits.memory"}},
 		}}
-		files, err := downwardAPIFiles(pod, src, p)
+		v, err := DownwardAPIValue(pod, &src.Items[0], p)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := string(files["mem"].Data); got != want {
-			t.Errorf("meminfo %s: downwardAPI file mem %q, want %q", path, got, want)
+		if v != want {
+			t.Errorf("meminfo %s: downwardAPI file mem %q, want %q", path, v, want)
 		}
 	}
 }
