@@ -210,13 +210,13 @@ type manifestConverter struct{ paths manifest.Paths }
 
 func (m manifestConverter) Sandbox(pod *v1.Pod) *podspec.Pod { return manifest.Sandbox(pod, m.paths) }
 func (m manifestConverter) Container(pod *v1.Pod, c *v1.Container, attempt int) (*podspec.Container, error) {
-	return manifest.Container(pod, c, attempt, m.paths)
+	return manifest.Container(pod, c, attempt, m.paths, containerHost(pod, c, m.paths))
 }
 func (m manifestConverter) PrepareVolumes(pod *v1.Pod) error {
-	return volumes.Prepare(pod, m.paths)
+	return volumes.Prepare(pod, poddir.Root(m.paths.RootDir), machine())
 }
 func (m manifestConverter) RefreshVolumes(pod *v1.Pod) error {
-	return volumes.Refresh(pod, m.paths)
+	return volumes.Refresh(pod, poddir.Root(m.paths.RootDir), machine())
 }
 func (m manifestConverter) RemoveVolumes(uid string) error {
 	return volumes.Remove(uid, poddir.Root(m.paths.RootDir))

@@ -95,7 +95,7 @@ func TestImportFences(t *testing.T) {
 var agentEdges = map[string][]string{
 	"agent": {
 		"agent/atomicfile", "agent/config", "agent/events", "agent/eviction", "agent/histogram",
-		"agent/lifecycle", "agent/manifest", "agent/poddir", "agent/podspec", "agent/podspec/logfiles",
+		"agent/host", "agent/lifecycle", "agent/manifest", "agent/poddir", "agent/podspec", "agent/podspec/logfiles",
 		"agent/prober", "agent/source", "agent/status", "agent/volumes",
 	},
 	"agent/atomicdir":        nil,
@@ -106,7 +106,7 @@ var agentEdges = map[string][]string{
 	"agent/histogram":        nil,
 	"agent/host":             nil,
 	"agent/lifecycle":        {"agent/podspec", "agent/prober"},
-	"agent/manifest":         {"agent/host", "agent/poddir", "agent/podspec"},
+	"agent/manifest":         {"agent/poddir", "agent/podspec"},
 	"agent/mirror":           {"agent", "agent/events", "agent/host", "agent/manifest"},
 	"agent/poddir":           nil,
 	"agent/podspec":          nil,
@@ -192,31 +192,16 @@ var pureFiles = map[string]string{
 	"agent/status.go": "a pod's v1.PodStatus from what its worker knows",
 }
 
-// impureToday are the hostIO imports a pure package still has. The list only
-// shrinks: TestPurePackages fails on a new one and on one the code dropped.
-var impureToday = map[string][]string{
-	// agent/manifest still reads the node's files (resolv.conf, seccomp
-	// profiles; the node's memory through agent/host) until its callers
-	// pass them in (issue 25, point 5).
-	"agent/manifest": {"golang.org/x/sys/unix", "os", "syscall"},
-}
-
 // TestPurePackages holds purePackages and pureFiles to imports that cannot
 // reach the host.
 func TestPurePackages(t *testing.T) {
 	const mod = "github.com/staticpodd/staticpodd/"
 	check := func(what string, imports []string) {
 		t.Helper()
-		known := impureToday[what]
 		for _, imp := range imports {
-			if slices.Contains(hostIO, imp) && !slices.Contains(known, imp) {
+			if slices.Contains(hostIO, imp) {
 				t.Errorf("%s imports %s: it is pure (purePackages, pureFiles in tests/deps_test.go); "+
 					"read the host in the caller and pass the values in", what, imp)
-			}
-		}
-		for _, k := range known {
-			if !slices.Contains(imports, k) {
-				t.Errorf("%s no longer imports %s: remove it from impureToday in tests/deps_test.go", what, k)
 			}
 		}
 	}
@@ -250,11 +235,6 @@ func TestPurePackages(t *testing.T) {
 			t.Fatalf("%s imports nothing: not the file it was", name)
 		}
 		check(name, imports)
-	}
-	for p := range impureToday {
-		if purePackages[p] == "" {
-			t.Errorf("impureToday names %s, which purePackages does not", p)
-		}
 	}
 }
 

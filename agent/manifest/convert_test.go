@@ -3,14 +3,40 @@ package manifest
 import (
 	"fmt"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/staticpodd/staticpodd/agent/host"
 	"github.com/staticpodd/staticpodd/agent/podspec"
 )
+
+// machine is what the daemon passes a conversion of this machine: its
+// memory, as the agent reads it.
+func machine(t *testing.T) Host {
+	t.Helper()
+	m, err := host.ReadMemory(host.Meminfo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Host{CPUs: runtime.NumCPU(), Memory: int64(m.Total)}
+}
+
+// hostFrom is what the agent passes a conversion when the machine's memory
+// is read from the meminfo file path.
+func hostFrom(path string) Host {
+	h := Host{CPUs: runtime.NumCPU()}
+	m, err := host.ReadMemory(path)
+	if err != nil {
+		h.MemoryErr = err
+	} else {
+		h.Memory = int64(m.Total)
+	}
+	return h
+}
 
 func mustParse(t *testing.T, doc string) *v1.Pod {
 	t.Helper()
@@ -71,7 +97,7 @@ func TestContainer(t *testing.T) {
 	pod := mustParse(t, envPod)
 	pod.Status.PodIP = "10.0.0.7"
 	p := Paths{RootDir: "/var/lib/staticpodd", PodLogsDir: "/var/log/pods"}
-	c, err := Container(pod, &pod.Spec.Containers[0], 3, p)
+	c, err := Container(pod, &pod.Spec.Containers[0], 3, p, machine(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +160,7 @@ func TestResourcesWithoutRequests(t *testing.T) {
 		{"{limits: {cpu: 1m}}", podspec.Resources{CPUShares: 2, CPUQuota: 1000, CPUPeriod: 100000}},
 	} {
 		pod := mustParse(t, "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers: [{name: c, image: i, resources: "+tc.res+"}]\n")
-		c, err := Container(pod, &pod.Spec.Containers[0], 0, Paths{RootDir: "/r", PodLogsDir: "/l"})
+		c, err := Container(pod, &pod.Spec.Containers[0], 0, Paths{RootDir: "/r", PodLogsDir: "/l"}, machine(t))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -149,7 +175,7 @@ func TestResourcesWithoutRequests(t *testing.T) {
 
 func TestRunAsNonRootWithRoot(t *testing.T) {
 	pod := mustParse(t, "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  securityContext: {runAsNonRoot: true}\n  containers: [{name: c, image: i, securityContext: {runAsUser: 0}}]\n")
-	if _, err := Container(pod, &pod.Spec.Containers[0], 0, Paths{}); err == nil || !strings.Contains(err.Error(), "container's runAsUser breaks non-root policy") {
+	if _, err := Container(pod, &pod.Spec.Containers[0], 0, Paths{}, machine(t)); err == nil || !strings.Contains(err.Error(), "container's runAsUser breaks non-root policy") {
 		t.Errorf("err = %v", err)
 	}
 }
@@ -177,7 +203,7 @@ func TestRunAsNonRoot(t *testing.T) {
 		}
 		doc += "}]\n"
 		pod := mustParse(t, doc)
-		c, err := Container(pod, &pod.Spec.Containers[0], 0, Paths{})
+		c, err := Container(pod, &pod.Spec.Containers[0], 0, Paths{}, machine(t))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -220,7 +246,7 @@ func TestContainerImage(t *testing.T) {
 		"busybox:1@" + digest:          "docker.io/library/busybox@" + digest,
 	} {
 		pod := &v1.Pod{Spec: v1.PodSpec{Containers: []v1.Container{{Name: "c", Image: in}}}}
-		c, err := Container(pod, &pod.Spec.Containers[0], 0, Paths{})
+		c, err := Container(pod, &pod.Spec.Containers[0], 0, Paths{}, machine(t))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -256,7 +282,7 @@ spec:
 		{"d/$(NOPE)/$(EMPTY)", "", "missing value for EMPTY, NOPE"},
 	} {
 		pod := mustParse(t, fmt.Sprintf(doc, tc.expr))
-		c, err := Container(pod, &pod.Spec.Containers[0], 0, Paths{RootDir: "/r"})
+		c, err := Container(pod, &pod.Spec.Containers[0], 0, Paths{RootDir: "/r"}, machine(t))
 		if tc.err != "" {
 			if err == nil || !strings.Contains(err.Error(), tc.err) || !strings.Contains(err.Error(), "volumeMount v") {
 				t.Errorf("%s: err = %v, want %q", tc.expr, err, tc.err)
@@ -295,14 +321,14 @@ spec:
       preStop: {sleep: {seconds: 5}}
 `)
 	p := Paths{RootDir: "/var/lib/staticpodd", PodLogsDir: "/var/log/pods"}
-	plain, err := Container(pod, &pod.Spec.Containers[0], 0, p)
+	plain, err := Container(pod, &pod.Spec.Containers[0], 0, p, machine(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if plain.StopSignal != 0 || plain.TerminationMessagePath != "/dev/termination-log" || plain.TerminationMessageFromLog {
 		t.Errorf("defaults: stop signal %d, message path %q, from log %v", plain.StopSignal, plain.TerminationMessagePath, plain.TerminationMessageFromLog)
 	}
-	custom, err := Container(pod, &pod.Spec.Containers[1], 0, p)
+	custom, err := Container(pod, &pod.Spec.Containers[1], 0, p, machine(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -331,7 +357,7 @@ spec:
     image: busybox
 `)
 	p := Paths{RootDir: "/var/lib/staticpodd", PodLogsDir: "/var/log/pods"}
-	hooked, err := Container(pod, &pod.Spec.Containers[0], 0, p)
+	hooked, err := Container(pod, &pod.Spec.Containers[0], 0, p, machine(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -340,7 +366,7 @@ spec:
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("restored %+v\nwant %+v", got, want)
 	}
-	plain, err := Container(pod, &pod.Spec.Containers[1], 0, p)
+	plain, err := Container(pod, &pod.Spec.Containers[1], 0, p, machine(t))
 	if err != nil {
 		t.Fatal(err)
 	}

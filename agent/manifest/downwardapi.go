@@ -21,7 +21,7 @@ var downwardAPIFieldPaths = []string{
 // kubelet's downwardapi CollectData reads it: a field of the pod
 // (metadata.labels and metadata.annotations as key="value" lines) or a
 // container's resource. Where it goes on the host is agent/volumes'.
-func DownwardAPIValue(pod *v1.Pod, it *v1.DownwardAPIVolumeFile, p Paths) (string, error) {
+func DownwardAPIValue(pod *v1.Pod, it *v1.DownwardAPIVolumeFile, h Host) (string, error) {
 	switch {
 	case it.FieldRef != nil:
 		switch it.FieldRef.FieldPath {
@@ -36,7 +36,7 @@ func DownwardAPIValue(pod *v1.Pod, it *v1.DownwardAPIVolumeFile, p Paths) (strin
 		if c == nil {
 			return "", fmt.Errorf("resourceFieldRef: no container %q", it.ResourceFieldRef.ContainerName)
 		}
-		return resourceField(c, it.ResourceFieldRef, p)
+		return resourceField(c, it.ResourceFieldRef, h)
 	}
 	return "", errors.New("neither fieldRef nor resourceFieldRef")
 }

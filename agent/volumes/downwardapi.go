@@ -15,7 +15,7 @@ import (
 
 // downwardAPIFiles is the kubelet's downwardapi CollectData: each item's
 // value, at its path, with its mode or the volume's defaultMode (0644).
-func downwardAPIFiles(pod *v1.Pod, src *v1.DownwardAPIVolumeSource, p manifest.Paths) (map[string]atomicdir.File, error) {
+func downwardAPIFiles(pod *v1.Pod, src *v1.DownwardAPIVolumeSource, h manifest.Host) (map[string]atomicdir.File, error) {
 	mode := fs.FileMode(v1.DownwardAPIVolumeSourceDefaultMode)
 	if src.DefaultMode != nil {
 		mode = fs.FileMode(*src.DefaultMode)
@@ -27,7 +27,7 @@ func downwardAPIFiles(pod *v1.Pod, src *v1.DownwardAPIVolumeSource, p manifest.P
 		if it.Mode != nil {
 			m = fs.FileMode(*it.Mode)
 		}
-		value, err := manifest.DownwardAPIValue(pod, it, p)
+		value, err := manifest.DownwardAPIValue(pod, it, h)
 		if err != nil {
 			return nil, fmt.Errorf("item %s: %w", it.Path, err)
 		}
@@ -39,12 +39,12 @@ func downwardAPIFiles(pod *v1.Pod, src *v1.DownwardAPIVolumeSource, p manifest.P
 // writeDownwardAPI writes the pod's downwardAPI volumes, each in the
 // kubelet's atomic layout, files owned by the pod's fsGroup if it has one;
 // a volume whose values did not change is left alone.
-func writeDownwardAPI(pod *v1.Pod, vol *v1.Volume, p manifest.Paths) error {
-	dir := poddir.Root(p.RootDir).DownwardAPI(string(pod.UID), vol.Name)
+func writeDownwardAPI(pod *v1.Pod, vol *v1.Volume, root poddir.Root, h manifest.Host) error {
+	dir := root.DownwardAPI(string(pod.UID), vol.Name)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("create downwardAPI volume: %w", err)
 	}
-	files, err := downwardAPIFiles(pod, vol.DownwardAPI, p)
+	files, err := downwardAPIFiles(pod, vol.DownwardAPI, h)
 	if err != nil {
 		return fmt.Errorf("downwardAPI: %w", err)
 	}
@@ -61,14 +61,14 @@ func writeDownwardAPI(pod *v1.Pod, vol *v1.Volume, p manifest.Paths) error {
 // Refresh rewrites the pod's downwardAPI volumes where their values
 // changed (a manifest with its own uid whose labels or annotations were
 // edited keeps running, as in the kubelet, and its volume follows).
-func Refresh(pod *v1.Pod, p manifest.Paths) error {
+func Refresh(pod *v1.Pod, root poddir.Root, h manifest.Host) error {
 	var errs []error
 	for i := range pod.Spec.Volumes {
 		vol := &pod.Spec.Volumes[i]
 		if vol.DownwardAPI == nil {
 			continue
 		}
-		if err := writeDownwardAPI(pod, vol, p); err != nil {
+		if err := writeDownwardAPI(pod, vol, root, h); err != nil {
 			errs = append(errs, fmt.Errorf("volume %s of pod %s: %w", vol.Name, pod.Name, err))
 		}
 	}

@@ -22,7 +22,7 @@ func TestMemoryEmptyDirIsSizedTmpfs(t *testing.T) {
 	dir := root.EmptyDir(string(pod.UID), "fast")
 	t.Cleanup(func() { _ = unmountIfMounted(dir) })
 	for range 2 {
-		if err := Prepare(pod, p); err != nil {
+		if err := Prepare(pod, root, manifest.Host{}); err != nil {
 			t.Fatal(err)
 		}
 	}

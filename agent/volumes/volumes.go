@@ -24,20 +24,21 @@ import (
 // start: emptyDir directories (a size-limited tmpfs for medium Memory),
 // downwardAPI volumes' files,
 // hostPath DirectoryOrCreate/FileOrCreate, and checks hostPath types as the
-// kubelet's hostPath checker does. It is idempotent. subPath directories are
+// kubelet's hostPath checker does. It is idempotent. h is what downwardAPI
+// items need of the machine (manifest.DownwardAPIValue). subPath directories are
 // made by the runtime, inside the volume, when the container starts.
-func Prepare(pod *v1.Pod, p manifest.Paths) error {
+func Prepare(pod *v1.Pod, root poddir.Root, h manifest.Host) error {
 	var errs []error
 	for i := range pod.Spec.Volumes {
 		vol := &pod.Spec.Volumes[i]
 		var err error
 		switch {
 		case vol.EmptyDir != nil:
-			err = prepareEmptyDir(pod, vol, p)
+			err = prepareEmptyDir(pod, vol, root)
 		case vol.HostPath != nil:
 			err = checkHostPath(vol.HostPath)
 		case vol.DownwardAPI != nil:
-			err = writeDownwardAPI(pod, vol, p)
+			err = writeDownwardAPI(pod, vol, root, h)
 		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("volume %s of pod %s: %w", vol.Name, pod.Name, err))
@@ -46,8 +47,8 @@ func Prepare(pod *v1.Pod, p manifest.Paths) error {
 	return errors.Join(errs...)
 }
 
-func prepareEmptyDir(pod *v1.Pod, vol *v1.Volume, p manifest.Paths) error {
-	dir := poddir.Root(p.RootDir).EmptyDir(string(pod.UID), vol.Name)
+func prepareEmptyDir(pod *v1.Pod, vol *v1.Volume, root poddir.Root) error {
+	dir := root.EmptyDir(string(pod.UID), vol.Name)
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return fmt.Errorf("create emptyDir: %w", err)
 	}

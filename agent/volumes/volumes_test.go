@@ -42,7 +42,7 @@ spec:
 	p := manifest.Paths{RootDir: t.TempDir(), PodLogsDir: t.TempDir()}
 	root := poddir.Root(p.RootDir)
 	for range 2 { // idempotent
-		if err := Prepare(pod, p); err != nil {
+		if err := Prepare(pod, root, manifest.Host{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -79,12 +79,12 @@ spec:
 		"CharDevice": host + "/file.conf", "BlockDevice": "/dev/null",
 	} {
 		bad := mustParse(t, "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  volumes: [{name: v, hostPath: {path: "+path+", type: "+typ+"}}]\n  containers: [{name: c, image: i}]\n")
-		if err := Prepare(bad, p); err == nil || !strings.Contains(err.Error(), "hostPath type check failed") {
+		if err := Prepare(bad, root, manifest.Host{}); err == nil || !strings.Contains(err.Error(), "hostPath type check failed") {
 			t.Errorf("%s on %s: err = %v", typ, path, err)
 		}
 	}
 	ok := mustParse(t, "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  volumes: [{name: v, hostPath: {path: /dev/null, type: CharDevice}}]\n  containers: [{name: c, image: i}]\n")
-	if err := Prepare(ok, p); err != nil {
+	if err := Prepare(ok, root, manifest.Host{}); err != nil {
 		t.Errorf("CharDevice /dev/null: %v", err)
 	}
 }
