@@ -19,8 +19,10 @@ import (
 	"github.com/staticpodd/staticpodd/agent/images"
 	"github.com/staticpodd/staticpodd/agent/lifecycle"
 	"github.com/staticpodd/staticpodd/agent/manifest"
+	"github.com/staticpodd/staticpodd/agent/poddir"
 	"github.com/staticpodd/staticpodd/agent/podspec"
 	"github.com/staticpodd/staticpodd/agent/prober"
+	"github.com/staticpodd/staticpodd/agent/volumes"
 )
 
 // Notifier hears how the agent is doing; sysd implements it for systemd.
@@ -138,8 +140,8 @@ func New(cfg Config, rt Runtime, logger *slog.Logger) *Agent {
 	var marks lifecycle.Marks = lifecycle.NoMarks{}
 	var pmarks prober.Marks = prober.NoMarks{}
 	if cfg.Paths.RootDir != "" {
-		marks = lifecycle.FileMarks{PodDir: cfg.Paths.PodDir}
-		pmarks = prober.FileMarks{PodDir: cfg.Paths.PodDir}
+		marks = lifecycle.FileMarks{File: poddir.Root(cfg.Paths.RootDir).PostStartMark}
+		pmarks = prober.FileMarks{File: poddir.Root(cfg.Paths.RootDir).ProbeMark}
 	}
 	if cfg.Events == nil {
 		cfg.Events = events.New(cfg.NodeName, events.DefaultCapacity, logger)
@@ -211,21 +213,21 @@ type manifestConverter struct{ paths manifest.Paths }
 
 func (m manifestConverter) Sandbox(pod *v1.Pod) *podspec.Pod { return manifest.Sandbox(pod, m.paths) }
 func (m manifestConverter) Container(pod *v1.Pod, c *v1.Container, attempt int) (*podspec.Container, error) {
-	return manifest.Container(pod, c, attempt, m.paths)
+	return manifest.Container(pod, c, attempt, m.paths, containerHost(pod, c, m.paths))
 }
 func (m manifestConverter) PrepareVolumes(pod *v1.Pod) error {
-	return manifest.PrepareVolumes(pod, m.paths)
+	return volumes.Prepare(pod, poddir.Root(m.paths.RootDir), machine())
 }
 func (m manifestConverter) RefreshVolumes(pod *v1.Pod) error {
-	return manifest.RefreshVolumes(pod, m.paths)
+	return volumes.Refresh(pod, poddir.Root(m.paths.RootDir), machine())
 }
 func (m manifestConverter) RemoveVolumes(uid string) error {
-	return manifest.RemoveVolumes(uid, m.paths)
+	return volumes.Remove(uid, poddir.Root(m.paths.RootDir))
 }
-func (m manifestConverter) RemoveLogs(uid string) error { return manifest.RemoveLogs(uid, m.paths) }
+func (m manifestConverter) RemoveLogs(uid string) error { return removePodLogs(uid, m.paths) }
 func (m manifestConverter) RemoveLeftovers(keep map[string]bool) ([]string, error) {
-	dirs, err := manifest.RemoveLeftoverPodDirs(keep, m.paths)
-	logs, lerr := manifest.RemoveLeftoverLogs(keep, m.paths)
+	dirs, err := volumes.RemoveLeftovers(keep, poddir.Root(m.paths.RootDir))
+	logs, lerr := removeLeftoverLogs(keep, m.paths)
 	for _, uid := range logs {
 		if !slices.Contains(dirs, uid) {
 			dirs = append(dirs, uid)
@@ -234,5 +236,5 @@ func (m manifestConverter) RemoveLeftovers(keep map[string]bool) ([]string, erro
 	return dirs, errors.Join(err, lerr)
 }
 func (m manifestConverter) PruneLogs(pod *v1.Pod, container string, keepFrom int) error {
-	return manifest.PruneLogs(pod, container, keepFrom, m.paths)
+	return pruneLogs(pod, container, keepFrom, m.paths)
 }

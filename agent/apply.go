@@ -313,7 +313,7 @@ func (w *worker) sandbox(ctx context.Context, pod *v1.Pod) error {
 	}
 	sb := *w.sandboxSpec(pod)
 	sb.PidsLimit = w.a.cfg.PodPidsLimit
-	dns, warnings, err := manifest.PodDNS(pod, w.a.cfg.ResolvConf)
+	dns, warnings, err := podDNS(pod, w.a.cfg.ResolvConf)
 	for _, msg := range warnings {
 		w.logger.Warn("pod DNS configuration cut to the limits", "uid", uid, "msg", msg)
 		w.a.events.Eventf(events.PodRef(pod), v1.EventTypeWarning, events.DNSConfigForming, "%s", msg)

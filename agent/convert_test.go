@@ -9,6 +9,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/staticpodd/staticpodd/agent/manifest"
+	"github.com/staticpodd/staticpodd/agent/poddir"
 )
 
 // The agent with the real manifest conversion: emptyDirs are made before the
@@ -26,7 +27,7 @@ func TestRealConversion(t *testing.T) {
 	if got := rt.Calls("start"); len(got) != 1 {
 		t.Fatalf("starts = %q; pod status %+v", got, w.status.Status)
 	}
-	if _, err := os.Stat(paths.EmptyDir("u1", "data")); err != nil {
+	if _, err := os.Stat(poddir.Root(paths.RootDir).EmptyDir("u1", "data")); err != nil {
 		t.Errorf("emptyDir not made before start: %v", err)
 	}
 	if h := w.pods["u1"].containers[0].Hash; h == "" {
@@ -35,7 +36,7 @@ func TestRealConversion(t *testing.T) {
 
 	w.update(nil, 2)
 	w.sync(t.Context())
-	if _, err := os.Stat(paths.PodDir("u1")); !os.IsNotExist(err) {
+	if _, err := os.Stat(poddir.Root(paths.RootDir).Pod("u1")); !os.IsNotExist(err) {
 		t.Errorf("pod dir after removal: %v, want gone", err)
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/staticpodd/staticpodd/agent/atomicfile"
 	"github.com/staticpodd/staticpodd/agent/manifest"
+	"github.com/staticpodd/staticpodd/agent/poddir"
 	"github.com/staticpodd/staticpodd/agent/source"
 )
 
@@ -29,7 +30,7 @@ import (
 //     (its last good pod) instead of stopping it (source.Store).
 //
 // All are written only once the pod's sandbox is made (Record) and go with
-// the pod's directory (manifest.RemoveVolumes): a generation that never
+// the pod's directory (volumes.Remove): a generation that never
 // starts, such as one of many quick edits, leaves nothing on disk.
 type SeenStore struct {
 	paths manifest.Paths
@@ -46,7 +47,7 @@ func NewSeenStore(paths manifest.Paths) *SeenStore {
 
 // manifestFile is where a started pod's manifest is kept.
 func (s *SeenStore) manifestFile(uid types.UID) string {
-	return filepath.Join(s.paths.PodDir(string(uid)), "manifest.json")
+	return poddir.Root(s.paths.RootDir).Manifest(string(uid))
 }
 
 // stored is manifest.json: the manifest a pod was made from and where it came from.
@@ -83,7 +84,7 @@ func (s *SeenStore) Offer(src string, set []source.Manifest) {
 
 // Stored is source.Store's: the manifests kept for src's started pods.
 func (s *SeenStore) Stored(src string) []source.Manifest {
-	dirs, err := os.ReadDir(filepath.Join(s.paths.RootDir, "pods"))
+	dirs, err := os.ReadDir(poddir.Root(s.paths.RootDir).Pods())
 	if err != nil {
 		return nil
 	}
@@ -123,27 +124,28 @@ func (s *SeenStore) keepManifest(m source.Manifest) error {
 }
 
 func (s *SeenStore) file(uid types.UID) string {
-	return filepath.Join(s.paths.PodDir(string(uid)), "seen")
+	return poddir.Root(s.paths.RootDir).Seen(string(uid))
 }
 
 // Seen is a manifest.SeenFunc: the recorded time of a pod that was started,
 // else the current time. It writes nothing.
 func (s *SeenStore) Seen(uid types.UID) time.Time {
-	return s.read(string(uid), "seen", time.Now())
+	return s.read(string(uid), poddir.Root.Seen, time.Now())
 }
 
 // Started is the recorded start time of a pod that was started, else t. It
 // writes nothing; Record does.
 func (s *SeenStore) Started(uid string, t time.Time) time.Time {
-	return s.read(uid, "started", t)
+	return s.read(uid, poddir.Root.Started, t)
 }
 
-// read returns the time in the pod's file name, or def when there is none.
-func (s *SeenStore) read(uid, name string, def time.Time) time.Time {
+// read returns the time in the pod's file (poddir.Root.Seen or Started), or
+// def when there is none.
+func (s *SeenStore) read(uid string, file func(poddir.Root, string) string, def time.Time) time.Time {
 	if !manifest.ValidUID(uid) {
 		return def // validation refuses the pod; never a path out of the root dir
 	}
-	if b, err := os.ReadFile(filepath.Join(s.paths.PodDir(uid), name)); err == nil {
+	if b, err := os.ReadFile(file(poddir.Root(s.paths.RootDir), uid)); err == nil {
 		if t, err := time.Parse(time.RFC3339Nano, string(b)); err == nil {
 			return t
 		}
@@ -175,13 +177,16 @@ func (s *SeenStore) Record(pod *v1.Pod, started time.Time) error {
 	if err != nil {
 		seen = time.Now()
 	}
-	for name, t := range map[string]time.Time{"seen": seen, "started": started} {
-		file := filepath.Join(s.paths.PodDir(string(pod.UID)), name)
-		if _, err := os.Stat(file); err == nil || !errors.Is(err, fs.ErrNotExist) {
+	root, uid := poddir.Root(s.paths.RootDir), string(pod.UID)
+	for name, r := range map[string]struct {
+		file string
+		t    time.Time
+	}{"seen": {root.Seen(uid), seen}, "started": {root.Started(uid), started}} {
+		if _, err := os.Stat(r.file); err == nil || !errors.Is(err, fs.ErrNotExist) {
 			errs = append(errs, err)
 			continue
 		}
-		if err := writeRecord(file, []byte(t.Format(time.RFC3339Nano))); err != nil {
+		if err := writeRecord(r.file, []byte(r.t.Format(time.RFC3339Nano))); err != nil {
 			errs = append(errs, fmt.Errorf("record %s of pod %s: %w", name, pod.UID, err))
 		}
 	}

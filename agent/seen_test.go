@@ -14,7 +14,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/staticpodd/staticpodd/agent/manifest"
+	"github.com/staticpodd/staticpodd/agent/poddir"
 	"github.com/staticpodd/staticpodd/agent/source"
+	"github.com/staticpodd/staticpodd/agent/volumes"
 )
 
 // A pod that was never started leaves no file; a started one's config.seen
@@ -26,7 +28,7 @@ func TestSeenRecordedOnlyForStartedPods(t *testing.T) {
 	if got := NewSeenStore(paths).Seen("u1"); got.Before(before) {
 		t.Errorf("seen of an unknown pod = %v, want the current time", got)
 	}
-	if _, err := os.Stat(paths.PodDir("u1")); !os.IsNotExist(err) {
+	if _, err := os.Stat(poddir.Root(paths.RootDir).Pod("u1")); !os.IsNotExist(err) {
 		t.Fatalf("Seen made the pod's directory (err %v): a pod never started would leave it", err)
 	}
 
@@ -54,7 +56,7 @@ func TestSeenRecordedOnlyForStartedPods(t *testing.T) {
 	if got := NewSeenStore(paths).Seen("u1"); !got.Equal(at) {
 		t.Errorf("seen after a second record = %v, want %v", got, at)
 	}
-	if err := manifest.RemoveVolumes("u1", paths); err != nil {
+	if err := volumes.Remove("u1", poddir.Root(paths.RootDir)); err != nil {
 		t.Fatal(err)
 	}
 	if got := NewSeenStore(paths).Seen("u1"); !got.After(at) {
@@ -99,7 +101,7 @@ func TestLastGoodPodOutlivesRestart(t *testing.T) {
 		t.Fatalf("first daemon: %+v", first)
 	}
 	pod := first.Pods[0]
-	if _, err := os.Stat(filepath.Join(paths.PodDir(string(pod.UID)), "manifest.json")); !os.IsNotExist(err) {
+	if _, err := os.Stat(filepath.Join(poddir.Root(paths.RootDir).Pod(string(pod.UID)), "manifest.json")); !os.IsNotExist(err) {
 		t.Fatalf("a pod not started yet has its manifest kept (err %v)", err)
 	}
 	if err := store.Record(pod.Pod, time.Now()); err != nil { // the worker made its sandbox
@@ -132,7 +134,7 @@ func TestLastGoodPodOutlivesRestart(t *testing.T) {
 	cancel()
 
 	// Removed: nothing is kept any more.
-	if err := manifest.RemoveVolumes(string(pod.UID), paths); err != nil {
+	if err := volumes.Remove(string(pod.UID), poddir.Root(paths.RootDir)); err != nil {
 		t.Fatal(err)
 	}
 	if kept := NewSeenStore(paths).Stored(manifest.SourceFile); len(kept) != 0 {
@@ -159,7 +161,7 @@ func TestManifestKeptForPodStartedBefore(t *testing.T) {
 	if len(kept) != 1 || kept[0].UID != "u1" || kept[0].Origin != "/m/a.yaml" || string(kept[0].Data) != "x" {
 		t.Errorf("kept %+v, want u1's only (u2 never started)", kept)
 	}
-	if _, err := os.Stat(paths.PodDir("u2")); !os.IsNotExist(err) {
+	if _, err := os.Stat(poddir.Root(paths.RootDir).Pod("u2")); !os.IsNotExist(err) {
 		t.Errorf("an offer made the directory of a pod never started (err %v)", err)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/staticpodd/staticpodd/agent/manifest"
+	"github.com/staticpodd/staticpodd/agent/poddir"
 	"github.com/staticpodd/staticpodd/agent/podspec"
 )
 
@@ -125,10 +126,10 @@ func TestFastEditsSkipStaleGenerations(t *testing.T) {
 		}
 		// Only generations that were started have a pod directory (u1's goes
 		// with RemoveVolumes, which the fake only records).
-		if _, err := os.Stat(paths.PodDir("u2")); !os.IsNotExist(err) {
-			t.Errorf("the stale generation left %s (err %v)", paths.PodDir("u2"), err)
+		if _, err := os.Stat(poddir.Root(paths.RootDir).Pod("u2")); !os.IsNotExist(err) {
+			t.Errorf("the stale generation left %s (err %v)", poddir.Root(paths.RootDir).Pod("u2"), err)
 		}
-		if _, err := os.Stat(filepath.Join(paths.PodDir("u3"), "seen")); err != nil {
+		if _, err := os.Stat(filepath.Join(poddir.Root(paths.RootDir).Pod("u3"), "seen")); err != nil {
 			t.Errorf("the running generation's config.seen is not recorded: %v", err)
 		}
 	})

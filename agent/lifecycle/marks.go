@@ -18,14 +18,14 @@ type Marks interface {
 	Marked(uid, container string, attempt int) bool
 }
 
-// FileMarks keeps marks as empty files in <pod-dir>/poststart/, which go
-// with the pod's directory.
+// FileMarks keeps marks as empty files in the pod's directory, which go
+// with it.
 type FileMarks struct {
-	PodDir func(uid string) string // the pod's directory, <RootDir>/pods/<uid>
+	File func(uid, container string, attempt int) string // where a mark lives (agent/poddir's PostStartMark)
 }
 
 func (m FileMarks) file(uid, name string, attempt int) string {
-	return filepath.Join(m.PodDir(uid), "poststart", fmt.Sprintf("%s.%d", name, attempt))
+	return m.File(uid, name, attempt)
 }
 
 func (m FileMarks) Mark(uid, name string, attempt int) error {

@@ -3,6 +3,8 @@ package manifest
 import (
 	"strings"
 	"testing"
+
+	"github.com/staticpodd/staticpodd/agent/poddir"
 )
 
 // metadata.uid is kept from the manifest, as the kubelet does, and names
@@ -14,7 +16,7 @@ func TestAttackManifestUIDLeavesRootDir(t *testing.T) {
 		data := "apiVersion: v1\nkind: Pod\nmetadata:\n  name: a\n  uid: \"" + uid + "\"\nspec:\n  containers:\n  - name: c\n    image: busybox:1.36\n"
 		pods, _, err := ParseFile([]byte(data), "/m/a.yaml", "n")
 		if err == nil {
-			t.Errorf("uid %q accepted: pod dir %s", uid, Paths{RootDir: "/var/lib/staticpodd"}.PodDir(string(pods[0].UID)))
+			t.Errorf("uid %q accepted: pod dir %s", uid, poddir.Root("/var/lib/staticpodd").Pod(string(pods[0].UID)))
 		} else if !strings.Contains(err.Error(), "metadata.uid") {
 			t.Errorf("uid %q: error %v does not name metadata.uid", uid, err)
 		}

@@ -1,16 +1,15 @@
 package manifest
 
 import (
+	"errors"
 	"fmt"
 	"path"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/staticpodd/staticpodd/agent/host"
 	"github.com/staticpodd/staticpodd/agent/podspec"
 )
 
@@ -21,7 +20,7 @@ const MinimumGracePeriod = 2 * time.Second
 
 // Paths are the host directories conversion needs.
 type Paths struct {
-	RootDir    string // volumes live under <RootDir>/pods/<uid>/volumes
+	RootDir    string // volumes live under <RootDir>/pods/<uid>/volumes (agent/poddir)
 	PodLogsDir string // default /var/log/pods
 	// SeccompDefault (the configuration's seccompDefault) makes
 	// RuntimeDefault the seccomp profile of containers that name none.
@@ -39,37 +38,42 @@ type Paths struct {
 	// (Linux 5.12), which recursiveReadOnly IfPossible then uses;
 	// Enabled is used whatever it says, and fails where it cannot be.
 	RecursiveReadOnly bool
-	// Meminfo is read for the machine's memory (MemTotal), which sets a
-	// Burstable container's oom_score_adj and stands in for a missing memory
-	// limit in a resourceFieldRef; "" is /proc/meminfo.
-	Meminfo string
 }
 
-// memoryCapacity is the machine's memory in bytes, from p.Meminfo: the
-// machine memory capacity cAdvisor reports to the kubelet.
-func (p Paths) memoryCapacity() (int64, error) {
-	m, err := host.ReadMemory(p.Meminfo)
-	if err != nil {
-		return 0, fmt.Errorf("machine memory: %w", err)
+// Host is what a conversion needs to know of the host, read by the caller
+// for each conversion and passed in: this package never touches the host
+// (tests/deps_test.go, purePackages). A read that failed comes as its error,
+// which the conversion returns where it needs the value, so a container is
+// refused for the same reason, in the same order of checks, as if it had
+// read the host itself.
+type Host struct {
+	// CPUs is how many CPUs the daemon may run on (runtime.NumCPU): they
+	// stand in for a missing CPU limit in a resourceFieldRef.
+	CPUs int
+	// Memory is the machine's memory in bytes (MemTotal: the machine memory
+	// capacity cAdvisor reports to the kubelet). It sets a Burstable
+	// container's oom_score_adj and stands in for a missing memory limit in
+	// a resourceFieldRef, where it reads 0 when unknown. MemoryErr is why it
+	// could not be read.
+	Memory    int64
+	MemoryErr error
+	// SeccompProfile is the container's Localhost seccomp profile, the file
+	// LocalhostSeccompProfile names read from Paths.SeccompRoot without
+	// leaving it (at most MaxSeccompProfile bytes); SeccompErr is why it
+	// could not be read.
+	SeccompProfile []byte
+	SeccompErr     error
+}
+
+// memoryCapacity is h.Memory, or why it is not known.
+func (h Host) memoryCapacity() (int64, error) {
+	if h.MemoryErr != nil {
+		return 0, fmt.Errorf("machine memory: %w", h.MemoryErr)
 	}
-	return int64(m.Total), nil
-}
-
-// nodeMemory is memoryCapacity, 0 when unknown.
-func (p Paths) nodeMemory() int64 {
-	n, _ := p.memoryCapacity()
-	return n
-}
-
-// PodDir is <RootDir>/pods/<uid>, where a pod's volumes live.
-func (p Paths) PodDir(uid string) string {
-	return filepath.Join(p.RootDir, "pods", uid)
-}
-
-// EmptyDir is the host directory of emptyDir volume name, as the kubelet lays it
-// out: <RootDir>/pods/<uid>/volumes/kubernetes.io~empty-dir/<name>.
-func (p Paths) EmptyDir(uid, name string) string {
-	return filepath.Join(p.PodDir(uid), "volumes", "kubernetes.io~empty-dir", name)
+	if h.Memory <= 0 {
+		return 0, errors.New("machine memory: not read")
+	}
+	return h.Memory, nil
 }
 
 // LogDir is <PodLogsDir>/<namespace>_<name>_<uid>, the kubelet's pod log directory.
@@ -144,9 +148,9 @@ func podHostname(pod *v1.Pod) string {
 // LogPath for the given attempt. It creates nothing on disk.
 //
 // status.podIP and status.hostIP in env come from pod.Status; set them before
-// converting when they are known.
-func Container(pod *v1.Pod, c *v1.Container, attempt int, p Paths) (*podspec.Container, error) {
-	env, err := containerEnv(pod, c, p)
+// converting when they are known. What it needs of the host comes in h.
+func Container(pod *v1.Pod, c *v1.Container, attempt int, p Paths, h Host) (*podspec.Container, error) {
+	env, err := containerEnv(pod, c, h)
 	if err != nil {
 		return nil, fmt.Errorf("container %s of pod %s: %w", c.Name, pod.Name, err)
 	}
@@ -154,11 +158,11 @@ func Container(pod *v1.Pod, c *v1.Container, attempt int, p Paths) (*podspec.Con
 	if err != nil {
 		return nil, fmt.Errorf("container %s of pod %s: %w", c.Name, pod.Name, err)
 	}
-	security, err := containerSecurity(pod, c, p)
+	security, err := containerSecurity(pod, c, p, h)
 	if err != nil {
 		return nil, fmt.Errorf("container %s of pod %s: %w", c.Name, pod.Name, err)
 	}
-	oomAdj, err := oomScoreAdj(pod, c, p.memoryCapacity)
+	oomAdj, err := oomScoreAdj(pod, c, h.memoryCapacity)
 	if err != nil {
 		return nil, fmt.Errorf("container %s of pod %s: %w", c.Name, pod.Name, err)
 	}
@@ -170,12 +174,6 @@ func Container(pod *v1.Pod, c *v1.Container, attempt int, p Paths) (*podspec.Con
 	if err != nil {
 		return nil, fmt.Errorf("container %s of pod %s: %w", c.Name, pod.Name, err)
 	}
-	var stop syscall.Signal
-	if l := c.Lifecycle; l != nil && l.StopSignal != nil {
-		if stop, err = podspec.ParseSignal(string(*l.StopSignal)); err != nil {
-			return nil, fmt.Errorf("container %s of pod %s: lifecycle.stopSignal: %w", c.Name, pod.Name, err)
-		}
-	}
 	msgPath := ""
 	if c.TerminationMessagePath != "" {
 		// The kubelet's MakeAbsolutePath.
@@ -186,7 +184,7 @@ func Container(pod *v1.Pod, c *v1.Container, attempt int, p Paths) (*podspec.Con
 		vars[e.Name] = e.Value
 	}
 	mapping := mappingFuncFor(vars)
-	return &podspec.Container{
+	out := &podspec.Container{
 		Name:        c.Name,
 		Image:       image,
 		Command:     expandAll(c.Command, mapping),
@@ -197,7 +195,6 @@ func Container(pod *v1.Pod, c *v1.Container, attempt int, p Paths) (*podspec.Con
 		Resources:   containerResources(c),
 		Security:    security,
 		OOMScoreAdj: &oomAdj,
-		StopSignal:  stop,
 
 		TerminationMessagePath:    msgPath,
 		TerminationMessageFromLog: c.TerminationMessagePolicy == v1.TerminationMessageFallbackToLogsOnError,
@@ -206,7 +203,13 @@ func Container(pod *v1.Pod, c *v1.Container, attempt int, p Paths) (*podspec.Con
 		LogPath:     filepath.Join(p.LogDir(pod), c.Name, fmt.Sprintf("%d.log", attempt)),
 		Annotations: stopAnnotations(c),
 		Hash:        hash,
-	}, nil
+	}
+	if l := c.Lifecycle; l != nil && l.StopSignal != nil {
+		if out.StopSignal, err = podspec.ParseSignal(string(*l.StopSignal)); err != nil {
+			return nil, fmt.Errorf("container %s of pod %s: lifecycle.stopSignal: %w", c.Name, pod.Name, err)
+		}
+	}
+	return out, nil
 }
 
 // expandAll expands $(VAR) in each element, keeping nil as nil (nil Command runs

@@ -2,17 +2,41 @@ package manifest
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/staticpodd/staticpodd/agent/host"
 	"github.com/staticpodd/staticpodd/agent/podspec"
 )
+
+// machine is what the daemon passes a conversion of this machine: its
+// memory, as the agent reads it.
+func machine(t *testing.T) Host {
+	t.Helper()
+	m, err := host.ReadMemory(host.Meminfo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Host{CPUs: runtime.NumCPU(), Memory: int64(m.Total)}
+}
+
+// hostFrom is what the agent passes a conversion when the machine's memory
+// is read from the meminfo file path.
+func hostFrom(path string) Host {
+	h := Host{CPUs: runtime.NumCPU()}
+	m, err := host.ReadMemory(path)
+	if err != nil {
+		h.MemoryErr = err
+	} else {
+		h.Memory = int64(m.Total)
+	}
+	return h
+}
 
 func mustParse(t *testing.T, doc string) *v1.Pod {
 	t.Helper()
@@ -73,7 +97,7 @@ func TestContainer(t *testing.T) {
 	pod := mustParse(t, envPod)
 	pod.Status.PodIP = "10.0.0.7"
 	p := Paths{RootDir: "/var/lib/staticpodd", PodLogsDir: "/var/log/pods"}
-	c, err := Container(pod, &pod.Spec.Containers[0], 3, p)
+	c, err := Container(pod, &pod.Spec.Containers[0], 3, p, machine(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +160,7 @@ func TestResourcesWithoutRequests(t *testing.T) {
 		{"{limits: {cpu: 1m}}", podspec.Resources{CPUShares: 2, CPUQuota: 1000, CPUPeriod: 100000}},
 	} {
 		pod := mustParse(t, "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers: [{name: c, image: i, resources: "+tc.res+"}]\n")
-		c, err := Container(pod, &pod.Spec.Containers[0], 0, Paths{RootDir: "/r", PodLogsDir: "/l"})
+		c, err := Container(pod, &pod.Spec.Containers[0], 0, Paths{RootDir: "/r", PodLogsDir: "/l"}, machine(t))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -151,7 +175,7 @@ func TestResourcesWithoutRequests(t *testing.T) {
 
 func TestRunAsNonRootWithRoot(t *testing.T) {
 	pod := mustParse(t, "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  securityContext: {runAsNonRoot: true}\n  containers: [{name: c, image: i, securityContext: {runAsUser: 0}}]\n")
-	if _, err := Container(pod, &pod.Spec.Containers[0], 0, Paths{}); err == nil || !strings.Contains(err.Error(), "container's runAsUser breaks non-root policy") {
+	if _, err := Container(pod, &pod.Spec.Containers[0], 0, Paths{}, machine(t)); err == nil || !strings.Contains(err.Error(), "container's runAsUser breaks non-root policy") {
 		t.Errorf("err = %v", err)
 	}
 }
@@ -179,7 +203,7 @@ func TestRunAsNonRoot(t *testing.T) {
 		}
 		doc += "}]\n"
 		pod := mustParse(t, doc)
-		c, err := Container(pod, &pod.Spec.Containers[0], 0, Paths{})
+		c, err := Container(pod, &pod.Spec.Containers[0], 0, Paths{}, machine(t))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -222,80 +246,13 @@ func TestContainerImage(t *testing.T) {
 		"busybox:1@" + digest:          "docker.io/library/busybox@" + digest,
 	} {
 		pod := &v1.Pod{Spec: v1.PodSpec{Containers: []v1.Container{{Name: "c", Image: in}}}}
-		c, err := Container(pod, &pod.Spec.Containers[0], 0, Paths{})
+		c, err := Container(pod, &pod.Spec.Containers[0], 0, Paths{}, machine(t))
 		if err != nil {
 			t.Fatal(err)
 		}
 		if c.Image != want {
 			t.Errorf("image %q reaches the runtime as %q, want %q", in, c.Image, want)
 		}
-	}
-}
-
-func TestPrepareAndRemoveVolumes(t *testing.T) {
-	host := t.TempDir()
-	sock := filepath.Join(host, "missing.sock")
-	doc := `apiVersion: v1
-kind: Pod
-metadata: {name: p}
-spec:
-  volumes:
-  - {name: made, hostPath: {path: ` + host + `/made/dir, type: DirectoryOrCreate}}
-  - {name: file, hostPath: {path: ` + host + `/file.conf, type: FileOrCreate}}
-  - {name: any, hostPath: {path: ` + host + `/whatever}}
-  - {name: scratch, emptyDir: {}}
-  containers:
-  - name: c
-    image: i
-    volumeMounts: [{name: scratch, mountPath: /s, subPath: deep/er}]
-`
-	pod := mustParse(t, doc)
-	p := Paths{RootDir: t.TempDir(), PodLogsDir: t.TempDir()}
-	for range 2 { // idempotent
-		if err := PrepareVolumes(pod, p); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, path := range []string{host + "/made/dir", p.EmptyDir(string(pod.UID), "scratch")} {
-		if fi, err := os.Stat(path); err != nil || !fi.IsDir() {
-			t.Errorf("%s: want a directory, %v", path, err)
-		}
-	}
-	// subPaths are the runtime's to make, inside the volume, at start.
-	if _, err := os.Lstat(p.EmptyDir(string(pod.UID), "scratch") + "/deep"); !os.IsNotExist(err) {
-		t.Errorf("PrepareVolumes made a subPath directory: %v", err)
-	}
-	if fi, err := os.Stat(host + "/file.conf"); err != nil || !fi.Mode().IsRegular() {
-		t.Errorf("file.conf: want a file, %v", err)
-	}
-	if fi, _ := os.Stat(p.EmptyDir(string(pod.UID), "scratch")); fi.Mode().Perm() != 0o777 {
-		t.Errorf("emptyDir mode %v, want 0777", fi.Mode().Perm())
-	}
-	if err := RemoveVolumes(string(pod.UID), p); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(p.PodDir(string(pod.UID))); !os.IsNotExist(err) {
-		t.Errorf("pod dir still there: %v", err)
-	}
-	if _, err := os.Stat(host + "/made/dir"); err != nil {
-		t.Errorf("RemoveVolumes touched a hostPath: %v", err)
-	}
-	if err := RemoveVolumes(string(pod.UID), p); err != nil {
-		t.Errorf("second RemoveVolumes: %v", err)
-	}
-
-	for typ, path := range map[string]string{
-		"Directory": host + "/file.conf", "File": host + "/made", "Socket": sock,
-		"CharDevice": host + "/file.conf", "BlockDevice": "/dev/null",
-	} {
-		bad := mustParse(t, "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  volumes: [{name: v, hostPath: {path: "+path+", type: "+typ+"}}]\n  containers: [{name: c, image: i}]\n")
-		if err := PrepareVolumes(bad, p); err == nil || !strings.Contains(err.Error(), "hostPath type check failed") {
-			t.Errorf("%s on %s: err = %v", typ, path, err)
-		}
-	}
-	ok := mustParse(t, "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  volumes: [{name: v, hostPath: {path: /dev/null, type: CharDevice}}]\n  containers: [{name: c, image: i}]\n")
-	if err := PrepareVolumes(ok, p); err != nil {
-		t.Errorf("CharDevice /dev/null: %v", err)
 	}
 }
 
@@ -325,7 +282,7 @@ spec:
 		{"d/$(NOPE)/$(EMPTY)", "", "missing value for EMPTY, NOPE"},
 	} {
 		pod := mustParse(t, fmt.Sprintf(doc, tc.expr))
-		c, err := Container(pod, &pod.Spec.Containers[0], 0, Paths{RootDir: "/r"})
+		c, err := Container(pod, &pod.Spec.Containers[0], 0, Paths{RootDir: "/r"}, machine(t))
 		if tc.err != "" {
 			if err == nil || !strings.Contains(err.Error(), tc.err) || !strings.Contains(err.Error(), "volumeMount v") {
 				t.Errorf("%s: err = %v, want %q", tc.expr, err, tc.err)
@@ -364,14 +321,14 @@ spec:
       preStop: {sleep: {seconds: 5}}
 `)
 	p := Paths{RootDir: "/var/lib/staticpodd", PodLogsDir: "/var/log/pods"}
-	plain, err := Container(pod, &pod.Spec.Containers[0], 0, p)
+	plain, err := Container(pod, &pod.Spec.Containers[0], 0, p, machine(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if plain.StopSignal != 0 || plain.TerminationMessagePath != "/dev/termination-log" || plain.TerminationMessageFromLog {
 		t.Errorf("defaults: stop signal %d, message path %q, from log %v", plain.StopSignal, plain.TerminationMessagePath, plain.TerminationMessageFromLog)
 	}
-	custom, err := Container(pod, &pod.Spec.Containers[1], 0, p)
+	custom, err := Container(pod, &pod.Spec.Containers[1], 0, p, machine(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -400,7 +357,7 @@ spec:
     image: busybox
 `)
 	p := Paths{RootDir: "/var/lib/staticpodd", PodLogsDir: "/var/log/pods"}
-	hooked, err := Container(pod, &pod.Spec.Containers[0], 0, p)
+	hooked, err := Container(pod, &pod.Spec.Containers[0], 0, p, machine(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -409,7 +366,7 @@ spec:
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("restored %+v\nwant %+v", got, want)
 	}
-	plain, err := Container(pod, &pod.Spec.Containers[1], 0, p)
+	plain, err := Container(pod, &pod.Spec.Containers[1], 0, p, machine(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,8 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
-	"io"
-	"os"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
@@ -19,30 +17,41 @@ const (
 	maxDNSNameservers     = 3
 	maxDNSSearchPaths     = 32
 	maxDNSSearchListChars = 2048
-	maxResolvConfLength   = 10 * 1 << 20
+	// MaxResolvConfSize bounds the resolver file: the caller reads at most
+	// one byte more, and a longer one is refused.
+	MaxResolvConfSize = 10 * 1 << 20
 )
+
+// ResolvConf is the node's resolver file (the kubelet's resolvConf) as the
+// caller read it for PodDNS: Path "" means a local resolver, Data is at
+// most MaxResolvConfSize+1 bytes of the file, and Err, when it could not be
+// read, is why, naming the file.
+type ResolvConf struct {
+	Path string
+	Data []byte
+	Err  error
+}
 
 // PodDNS is the DNS configuration of pod's /etc/resolv.conf, as the kubelet's
 // dns.Configurer.GetPodDNS makes it on a node without cluster DNS (staticpodd
 // has none): dnsPolicy ClusterFirst and ClusterFirstWithHostNet fall back to
 // Default, which is the resolver file resolvConf (the kubelet's resolvConf,
-// /etc/resolv.conf; "" means a local resolver: 127.0.0.1 and search "."), and
-// None starts from nothing; spec.dnsConfig is added to it. The kubelet's
-// limits apply: 3 nameservers, 32 search domains of at most 253 characters
-// and 2048 in all; what is cut is returned as warnings.
-func PodDNS(pod *v1.Pod, resolvConf string) (*podspec.DNSConfig, []string, error) {
+// /etc/resolv.conf; its Path "" means a local resolver: 127.0.0.1 and search
+// "."), and None starts from nothing; spec.dnsConfig is added to it. The
+// kubelet's limits apply: 3 nameservers, 32 search domains of at most 253
+// characters and 2048 in all; what is cut is returned as warnings.
+func PodDNS(pod *v1.Pod, resolvConf ResolvConf) (*podspec.DNSConfig, []string, error) {
 	dns := &podspec.DNSConfig{}
 	if pod.Spec.DNSPolicy != v1.DNSNone {
-		if resolvConf == "" {
+		switch {
+		case resolvConf.Path == "":
 			dns.Servers, dns.Searches = []string{"127.0.0.1"}, []string{"."}
-		} else {
-			f, err := os.Open(resolvConf)
-			if err != nil {
-				return nil, nil, fmt.Errorf("resolver configuration: %w", err)
-			}
-			defer f.Close()
-			if dns.Servers, dns.Searches, dns.Options, err = parseResolvConf(f); err != nil {
-				return nil, nil, fmt.Errorf("resolver configuration %s: %w", resolvConf, err)
+		case resolvConf.Err != nil:
+			return nil, nil, resolvConf.Err
+		default:
+			var err error
+			if dns.Servers, dns.Searches, dns.Options, err = parseResolvConf(resolvConf.Data); err != nil {
+				return nil, nil, fmt.Errorf("resolver configuration %s: %w", resolvConf.Path, err)
 			}
 		}
 	}
@@ -66,16 +75,12 @@ func PodDNS(pod *v1.Pod, resolvConf string) (*podspec.DNSConfig, []string, error
 // parseResolvConf is the kubelet's: nameservers accumulate, the last search
 // line wins (trailing dots dropped, "." left out), options accumulate with
 // the last value of each winning.
-func parseResolvConf(r io.Reader) (servers, searches, options []string, err error) {
-	data, err := io.ReadAll(io.LimitReader(r, maxResolvConfLength+1))
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	if len(data) > maxResolvConfLength {
-		return nil, nil, nil, fmt.Errorf("larger than %d bytes", maxResolvConfLength)
+func parseResolvConf(data []byte) (servers, searches, options []string, err error) {
+	if len(data) > MaxResolvConfSize {
+		return nil, nil, nil, fmt.Errorf("larger than %d bytes", MaxResolvConfSize)
 	}
 	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(nil, maxResolvConfLength)
+	sc.Buffer(nil, MaxResolvConfSize)
 	for sc.Scan() {
 		line := strings.TrimSpace(sc.Text())
 		if strings.HasPrefix(line, "#") {

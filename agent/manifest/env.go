@@ -3,7 +3,6 @@ package manifest
 import (
 	"fmt"
 	"math"
-	"runtime"
 	"strconv"
 	"strings"
 
@@ -17,7 +16,7 @@ import (
 // cluster: values are expanded against the variables defined before them;
 // valueFrom reads the pod's fields and the container's resources. Service links
 // are empty: there are no services.
-func containerEnv(pod *v1.Pod, c *v1.Container, p Paths) ([]podspec.EnvVar, error) {
+func containerEnv(pod *v1.Pod, c *v1.Container, h Host) ([]podspec.EnvVar, error) {
 	defined := map[string]string{}
 	mapping := mappingFuncFor(defined)
 	var out []podspec.EnvVar
@@ -33,7 +32,7 @@ func containerEnv(pod *v1.Pod, c *v1.Container, p Paths) ([]podspec.EnvVar, erro
 			}
 			value = v
 		case e.ValueFrom != nil && e.ValueFrom.ResourceFieldRef != nil:
-			v, err := resourceField(c, e.ValueFrom.ResourceFieldRef, p)
+			v, err := resourceField(c, e.ValueFrom.ResourceFieldRef, h)
 			if err != nil {
 				return nil, fmt.Errorf("env %s: %w", e.Name, err)
 			}
@@ -115,7 +114,7 @@ func subscript(path, prefix string) (string, bool) {
 // resourceField is the kubelet's ExtractContainerResourceValue: the value divided
 // by the divisor, rounded up. Without a limit, the node's capacity stands in for
 // it, as the kubelet's node allocatable does.
-func resourceField(c *v1.Container, ref *v1.ResourceFieldSelector, p Paths) (string, error) {
+func resourceField(c *v1.Container, ref *v1.ResourceFieldSelector, h Host) (string, error) {
 	divisor := ref.Divisor
 	if divisor.IsZero() {
 		divisor = resource.MustParse("1")
@@ -130,13 +129,13 @@ func resourceField(c *v1.Container, ref *v1.ResourceFieldSelector, p Paths) (str
 	case "cpu":
 		milli := q.MilliValue()
 		if !ok && kind == "limits" {
-			milli = int64(runtime.NumCPU()) * 1000
+			milli = int64(h.CPUs) * 1000
 		}
 		return strconv.FormatInt(int64(math.Ceil(float64(milli)/float64(divisor.MilliValue()))), 10), nil
 	case "memory", "ephemeral-storage":
 		v := q.Value()
 		if !ok && kind == "limits" && name == "memory" {
-			v = p.nodeMemory()
+			v = h.Memory
 		}
 		return strconv.FormatInt(int64(math.Ceil(float64(v)/float64(divisor.Value()))), 10), nil
 	}

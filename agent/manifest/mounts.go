@@ -8,12 +8,13 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/staticpodd/staticpodd/agent/poddir"
 	"github.com/staticpodd/staticpodd/agent/podspec"
 )
 
 // containerMounts turns c's volumeMounts into bind mounts: a hostPath binds the
 // host path, an emptyDir binds its directory under the pod's volume dir (for
-// medium Memory a tmpfs PrepareVolumes mounted there, so all containers of the pod
+// medium Memory a tmpfs volumes.Prepare mounted there, so all containers of the pod
 // share it, as with the kubelet).
 //
 // A subPath (or a subPathExpr, expanded with env) is not joined to the volume's
@@ -105,9 +106,9 @@ func volumeSource(pod *v1.Pod, vol *v1.Volume, p Paths) (string, error) {
 	case vol.HostPath != nil:
 		return vol.HostPath.Path, nil
 	case vol.EmptyDir != nil:
-		return p.EmptyDir(string(pod.UID), vol.Name), nil
+		return poddir.Root(p.RootDir).EmptyDir(string(pod.UID), vol.Name), nil
 	case vol.DownwardAPI != nil:
-		return p.DownwardAPI(string(pod.UID), vol.Name), nil
+		return poddir.Root(p.RootDir).DownwardAPI(string(pod.UID), vol.Name), nil
 	}
 	return "", fmt.Errorf("volume %s: only hostPath, emptyDir and downwardAPI are supported", vol.Name)
 }

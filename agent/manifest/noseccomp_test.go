@@ -33,7 +33,7 @@ func TestNoSeccompRefusesFilteredContainers(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			pod := mustParse(t, tc.doc)
 			c := &pod.Spec.Containers[0]
-			_, err := Container(pod, c, 0, Paths{RootDir: t.TempDir(), SeccompDefault: tc.seccompDefault, NoSeccomp: reason})
+			_, err := Container(pod, c, 0, Paths{RootDir: t.TempDir(), SeccompDefault: tc.seccompDefault, NoSeccomp: reason}, machine(t))
 			switch {
 			case tc.wantErr == "" && err != nil:
 				t.Errorf("Container: %v, want no error", err)
@@ -41,7 +41,7 @@ func TestNoSeccompRefusesFilteredContainers(t *testing.T) {
 				t.Errorf("Container: %v, want %q", err, tc.wantErr)
 			}
 			// With seccomp there, the same container converts.
-			if _, err := Container(pod, c, 0, Paths{RootDir: t.TempDir(), SeccompDefault: tc.seccompDefault}); err != nil {
+			if _, err := Container(pod, c, 0, Paths{RootDir: t.TempDir(), SeccompDefault: tc.seccompDefault}, machine(t)); err != nil {
 				t.Errorf("Container with seccomp: %v", err)
 			}
 			var fields []string

@@ -1,6 +1,12 @@
 // Package manifest reads static Pod manifests the way the kubelet does: YAML or
 // JSON, one Pod per file (or a Pod or PodList from a URL), named <name>-<node>,
-// with a UID and the kubernetes.io/config.* annotations, validated.
+// with a UID and the kubernetes.io/config.* annotations, validated; and
+// converts a pod into what the runtime takes (agent/podspec).
+//
+// It is pure: it touches neither files nor the kernel (tests/deps_test.go,
+// purePackages). What a conversion needs of the host comes in as values
+// (Host, ResolvConf), read by the agent; agent/volumes makes on the host
+// what a pod's volumes need, in the directories agent/poddir names.
 package manifest
 
 import (

@@ -93,17 +93,18 @@ func TestOOMScoreAdj(t *testing.T) {
 	}
 }
 
-// Container sets the kubelet's oom_score_adj from the meminfo file in Paths.
+// Container sets the kubelet's oom_score_adj from the machine's memory the
+// caller read from a meminfo file.
 func TestContainerOOMScoreAdj(t *testing.T) {
 	meminfo := filepath.Join(t.TempDir(), "meminfo")
 	body := "MemTotal:       16777216 kB\nMemFree:         1000000 kB\n"
 	if err := os.WriteFile(meminfo, []byte(body), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	p := Paths{RootDir: "/r", PodLogsDir: "/l", Meminfo: meminfo}
+	p := Paths{RootDir: "/r", PodLogsDir: "/l"}
 	for res, want := range map[string]int{"{requests: {memory: 4Gi}}": 750, "{}": 1000, "{limits: {memory: 1Gi, cpu: 1}}": -997} {
 		pod := qosPod(t, "", res)
-		c, err := Container(pod, &pod.Spec.Containers[0], 0, p)
+		c, err := Container(pod, &pod.Spec.Containers[0], 0, p, hostFrom(meminfo))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -112,8 +113,7 @@ func TestContainerOOMScoreAdj(t *testing.T) {
 		}
 	}
 	pod := qosPod(t, "", "{requests: {memory: 4Gi}}")
-	p.Meminfo = filepath.Join(t.TempDir(), "missing")
-	if _, err := Container(pod, &pod.Spec.Containers[0], 0, p); err == nil || !strings.Contains(err.Error(), "machine memory") {
+	if _, err := Container(pod, &pod.Spec.Containers[0], 0, p, hostFrom(filepath.Join(t.TempDir(), "missing"))); err == nil || !strings.Contains(err.Error(), "machine memory") {
 		t.Errorf("missing meminfo: err = %v", err)
 	}
 }
@@ -121,7 +121,7 @@ func TestContainerOOMScoreAdj(t *testing.T) {
 // A container without a memory limit sees the machine's memory in a
 // resourceFieldRef to limits.memory, in its env and its downwardAPI files,
 // read from the same meminfo file that sets its oom_score_adj.
-func TestNodeMemoryFromPaths(t *testing.T) {
+func TestNodeMemoryFromHost(t *testing.T) {
 	meminfo := filepath.Join(t.TempDir(), "meminfo")
 	if err := os.WriteFile(meminfo, []byte("MemTotal:        3072 kB\nMemFree: 1 kB\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -130,8 +130,8 @@ func TestNodeMemoryFromPaths(t *testing.T) {
 	c := &pod.Spec.Containers[0]
 	c.Env = []v1.EnvVar{{Name: "MEM", ValueFrom: &v1.EnvVarSource{ResourceFieldRef: &v1.ResourceFieldSelector{Resource: "limits.memory"}}}}
 	for path, want := range map[string]string{meminfo: "3145728", filepath.Join(t.TempDir(), "missing"): "0"} {
-		p := Paths{RootDir: "/r", PodLogsDir: "/l", Meminfo: path}
-		got, err := Container(pod, c, 0, p)
+		p, h := Paths{RootDir: "/r", PodLogsDir: "/l"}, hostFrom(path)
+		got, err := Container(pod, c, 0, p, h)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -141,12 +141,12 @@ func TestNodeMemoryFromPaths(t *testing.T) {
 		src := &v1.DownwardAPIVolumeSource{Items: []v1.DownwardAPIVolumeFile{
 			{Path: "mem", ResourceFieldRef: &v1.ResourceFieldSelector{ContainerName: c.Name, Resource: "limits.memory"}},
 		}}
-		files, err := downwardAPIFiles(pod, src, p)
+		v, err := DownwardAPIValue(pod, &src.Items[0], h)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := string(files["mem"].Data); got != want {
-			t.Errorf("meminfo %s: downwardAPI file mem %q, want %q", path, got, want)
+		if v != want {
+			t.Errorf("meminfo %s: downwardAPI file mem %q, want %q", path, v, want)
 		}
 	}
 }

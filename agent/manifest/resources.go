@@ -67,7 +67,7 @@ func containerResources(c *v1.Container) podspec.Resources {
 
 // containerSecurity merges the pod's security context under the container's; the
 // container wins where both set a value.
-func containerSecurity(pod *v1.Pod, c *v1.Container, p Paths) (podspec.Security, error) {
+func containerSecurity(pod *v1.Pod, c *v1.Container, p Paths, h Host) (podspec.Security, error) {
 	var s podspec.Security
 	var nonRoot *bool
 	if ps := pod.Spec.SecurityContext; ps != nil {
@@ -106,7 +106,7 @@ func containerSecurity(pod *v1.Pod, c *v1.Container, p Paths) (podspec.Security,
 		s.Unmasked = true
 	}
 	var err error
-	if s.Seccomp, err = seccomp(pod, c, p); err != nil {
+	if s.Seccomp, err = seccomp(pod, c, p, h); err != nil {
 		return s, err
 	}
 	if p.NoSeccomp != "" && needsSeccomp(s.Seccomp, s.Privileged) {

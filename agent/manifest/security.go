@@ -16,17 +16,43 @@ import (
 // directory: the kubelet's seccompProfileRoot, <root-dir>/seccomp.
 const SeccompDir = "seccomp"
 
+// SeccompRoot is <RootDir>/seccomp, where Localhost profiles are read from.
+func (p Paths) SeccompRoot() string { return pathJoin(p.RootDir, SeccompDir) }
+
+// seccompProfile is the profile that applies to c: its own, else the pod's.
+func seccompProfile(pod *v1.Pod, c *v1.Container) *v1.SeccompProfile {
+	if c.SecurityContext != nil && c.SecurityContext.SeccompProfile != nil {
+		return c.SecurityContext.SeccompProfile
+	}
+	if ps := pod.Spec.SecurityContext; ps != nil && ps.SeccompProfile != nil {
+		return ps.SeccompProfile
+	}
+	return nil
+}
+
+// LocalhostSeccompProfile names the Localhost seccomp profile c's
+// conversion needs in Host.SeccompProfile, a path relative to
+// Paths.SeccompRoot; false when c needs none, or names one that conversion
+// refuses without reading it.
+func LocalhostSeccompProfile(pod *v1.Pod, c *v1.Container) (string, bool) {
+	sp := seccompProfile(pod, c)
+	if sp == nil || sp.Type != v1.SeccompProfileTypeLocalhost || sp.LocalhostProfile == nil {
+		return "", false
+	}
+	name := *sp.LocalhostProfile
+	return name, validLocalhostProfile(name)
+}
+
+func validLocalhostProfile(name string) bool {
+	return name != "" && !path.IsAbs(name) && !hasBacksteps(name)
+}
+
 // seccomp is the kubelet's getSeccompProfile: the container's
 // seccompProfile, else the pod's, else RuntimeDefault when the
 // configuration's seccompDefault is true, else Unconfined. A Localhost
-// profile is read from <RootDir>/seccomp without leaving it.
-func seccomp(pod *v1.Pod, c *v1.Container, p Paths) (podspec.Seccomp, error) {
-	var sp *v1.SeccompProfile
-	if c.SecurityContext != nil && c.SecurityContext.SeccompProfile != nil {
-		sp = c.SecurityContext.SeccompProfile
-	} else if ps := pod.Spec.SecurityContext; ps != nil && ps.SeccompProfile != nil {
-		sp = ps.SeccompProfile
-	}
+// profile is the one the caller read into h.
+func seccomp(pod *v1.Pod, c *v1.Container, p Paths, h Host) (podspec.Seccomp, error) {
+	sp := seccompProfile(pod, c)
 	if sp == nil {
 		if p.SeccompDefault {
 			return podspec.Seccomp{Type: podspec.SeccompRuntimeDefault}, nil
@@ -43,24 +69,25 @@ func seccomp(pod *v1.Pod, c *v1.Container, p Paths) (podspec.Seccomp, error) {
 			return podspec.Seccomp{}, fmt.Errorf("seccompProfile: localhostProfile must be set if seccompProfile type is Localhost")
 		}
 		name := *sp.LocalhostProfile
-		if path.IsAbs(name) || hasBacksteps(name) {
+		if !validLocalhostProfile(name) {
 			return podspec.Seccomp{}, fmt.Errorf("seccompProfile: localhostProfile %q must be a relative path without '..'", name)
 		}
-		root := pathJoin(p.RootDir, SeccompDir)
-		data, err := readBeneath(root, name, maxSeccompProfile)
-		if err != nil {
-			return podspec.Seccomp{}, fmt.Errorf("seccompProfile: localhostProfile %s: %w", name, err)
+		if h.SeccompErr != nil {
+			return podspec.Seccomp{}, fmt.Errorf("seccompProfile: localhostProfile %s: %w", name, h.SeccompErr)
 		}
-		return podspec.Seccomp{Type: podspec.SeccompLocalhost, Name: name, Profile: data}, nil
+		if h.SeccompProfile == nil {
+			return podspec.Seccomp{}, fmt.Errorf("seccompProfile: localhostProfile %s: not read", name)
+		}
+		return podspec.Seccomp{Type: podspec.SeccompLocalhost, Name: name, Profile: h.SeccompProfile}, nil
 	}
 	return podspec.Seccomp{}, fmt.Errorf("seccompProfile: unknown type %q", sp.Type)
 }
 
 func pathJoin(dir, name string) string { return strings.TrimSuffix(dir, "/") + "/" + name }
 
-// maxSeccompProfile bounds what is read of a profile: Docker's default
+// MaxSeccompProfile bounds what is read of a profile: Docker's default
 // profile is 20 KiB.
-const maxSeccompProfile = 1 << 20
+const MaxSeccompProfile = 1 << 20
 
 // appArmor is the kubelet's apparmor.GetProfile in its annotation form: the
 // container's appArmorProfile, else the pod's deprecated per-container

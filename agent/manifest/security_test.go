@@ -1,8 +1,6 @@
 package manifest
 
 import (
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -77,95 +75,6 @@ func TestSecurityValidation(t *testing.T) {
 	}
 }
 
-func TestSeccompResolution(t *testing.T) {
-	root := t.TempDir()
-	dir := filepath.Join(root, SeccompDir)
-	outside := t.TempDir()
-	profile := `{"defaultAction":"SCMP_ACT_ALLOW"}`
-	for name, data := range map[string]string{
-		filepath.Join(dir, "audit.json"):         profile,
-		filepath.Join(dir, "sub", "strict.json"): profile,
-		filepath.Join(outside, "secret.json"):    "not for containers",
-	} {
-		if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(name, []byte(data), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for link, target := range map[string]string{
-		"inside.json":   "sub/strict.json",
-		"absolute.json": filepath.Join(outside, "secret.json"),
-		"climb.json":    "../../" + filepath.Base(outside) + "/secret.json",
-		"etc.json":      "/etc/passwd",
-		"dev.json":      "/dev/zero",
-	} {
-		if err := os.Symlink(target, filepath.Join(dir, link)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.Mkdir(filepath.Join(dir, "dir.json"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	p := Paths{RootDir: root}
-	pod := func(podLevel, containerLevel string) string {
-		s := "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\nspec:\n"
-		if podLevel != "" {
-			s += "  securityContext: {seccompProfile: " + podLevel + "}\n"
-		}
-		if containerLevel != "" {
-			return s + "  containers: [{name: c, image: i, securityContext: {seccompProfile: " + containerLevel + "}}]\n"
-		}
-		return s + "  containers: [{name: c, image: i}]\n"
-	}
-	for _, tc := range []struct {
-		name, doc      string
-		seccompDefault bool
-		want           podspec.SeccompType
-		wantName       string
-		wantErr        string
-	}{
-		{"none", pod("", ""), false, podspec.SeccompUnconfined, "", ""},
-		{"seccompDefault", pod("", ""), true, podspec.SeccompRuntimeDefault, "", ""},
-		{"explicit unconfined over seccompDefault", pod("{type: Unconfined}", ""), true, podspec.SeccompUnconfined, "", ""},
-		{"pod's", pod("{type: RuntimeDefault}", ""), false, podspec.SeccompRuntimeDefault, "", ""},
-		{"container's over pod's", pod("{type: RuntimeDefault}", "{type: Unconfined}"), false, podspec.SeccompUnconfined, "", ""},
-		{"localhost", pod("", "{type: Localhost, localhostProfile: audit.json}"), false, podspec.SeccompLocalhost, "audit.json", ""},
-		{"localhost in a subdirectory", pod("{type: Localhost, localhostProfile: sub/strict.json}", ""), false, podspec.SeccompLocalhost, "sub/strict.json", ""},
-		{"symlink inside", pod("", "{type: Localhost, localhostProfile: inside.json}"), false, podspec.SeccompLocalhost, "inside.json", ""},
-		{"missing", pod("", "{type: Localhost, localhostProfile: nope.json}"), false, "", "", "no such file"},
-		{"absolute symlink out", pod("", "{type: Localhost, localhostProfile: absolute.json}"), false, "", "", "leads out of the directory"},
-		{"relative symlink out", pod("", "{type: Localhost, localhostProfile: climb.json}"), false, "", "", "leads out of the directory"},
-		{"symlink to /etc", pod("", "{type: Localhost, localhostProfile: etc.json}"), false, "", "", "leads out of the directory"},
-		{"symlink to a device", pod("", "{type: Localhost, localhostProfile: dev.json}"), false, "", "", "leads out of the directory"},
-		{"directory", pod("", "{type: Localhost, localhostProfile: dir.json}"), false, "", "", "not a regular file"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			v1pod := mustParse(t, tc.doc)
-			p := p
-			p.SeccompDefault = tc.seccompDefault
-			c, err := Container(v1pod, &v1pod.Spec.Containers[0], 0, p)
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) || !strings.Contains(err.Error(), "seccompProfile") {
-					t.Fatalf("err = %v, want it to name seccompProfile and say %q", err, tc.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			got := c.Security.Seccomp
-			if got.Type != tc.want || got.Name != tc.wantName {
-				t.Errorf("seccomp %q %q, want %q %q", got.Type, got.Name, tc.want, tc.wantName)
-			}
-			if tc.want == podspec.SeccompLocalhost && string(got.Profile) != profile {
-				t.Errorf("profile %q, want %q", got.Profile, profile)
-			}
-		})
-	}
-}
-
 func TestSysctlAllowlist(t *testing.T) {
 	safe := SafeSysctls("6.1.0-18-amd64")
 	if !slices.Contains(safe, "net.ipv4.tcp_rmem") || !slices.Contains(safe, "kernel.shm_rmid_forced") {
@@ -202,7 +111,7 @@ func TestSysctlAllowlist(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pod := mustParse(t, tc.doc)
-			_, err := Container(pod, &pod.Spec.Containers[0], 0, p)
+			_, err := Container(pod, &pod.Spec.Containers[0], 0, p, machine(t))
 			got := Sandbox(pod, p).Sysctls
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
@@ -230,7 +139,7 @@ func TestSysctlAllowlist(t *testing.T) {
 
 func TestFSGroupIsASupplementalGroup(t *testing.T) {
 	pod := mustParse(t, "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\nspec:\n  securityContext: {fsGroup: 2000, supplementalGroups: [5, 6]}\n  containers: [{name: c, image: i}]\n")
-	c, err := Container(pod, &pod.Spec.Containers[0], 0, Paths{RootDir: t.TempDir()})
+	c, err := Container(pod, &pod.Spec.Containers[0], 0, Paths{RootDir: t.TempDir()}, machine(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,7 +158,7 @@ func TestMountPropagationAndRecursiveReadOnly(t *testing.T) {
 		"    - {name: v, mountPath: /e, mountPropagation: Bidirectional}\n"
 	pod := mustParse(t, doc)
 	for _, supported := range []bool{true, false} {
-		c, err := Container(pod, &pod.Spec.Containers[0], 0, Paths{RootDir: t.TempDir(), RecursiveReadOnly: supported})
+		c, err := Container(pod, &pod.Spec.Containers[0], 0, Paths{RootDir: t.TempDir(), RecursiveReadOnly: supported}, machine(t))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -265,7 +174,7 @@ func TestMountPropagationAndRecursiveReadOnly(t *testing.T) {
 	}
 	sub := mustParse(t, "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\nspec:\n  volumes: [{name: v, hostPath: {path: /mnt}}]\n"+
 		"  containers: [{name: c, image: i, volumeMounts: [{name: v, mountPath: /a, subPath: x, mountPropagation: HostToContainer}]}]\n")
-	if _, err := Container(sub, &sub.Spec.Containers[0], 0, Paths{RootDir: t.TempDir()}); err == nil || !strings.Contains(err.Error(), "mountPropagation HostToContainer with a subPath is not supported") {
+	if _, err := Container(sub, &sub.Spec.Containers[0], 0, Paths{RootDir: t.TempDir()}, machine(t)); err == nil || !strings.Contains(err.Error(), "mountPropagation HostToContainer with a subPath is not supported") {
 		t.Errorf("subPath with propagation: err %v", err)
 	}
 }

@@ -24,14 +24,14 @@ type Marks interface {
 	Marked(uid, id, mark string) bool
 }
 
-// FileMarks keeps probe marks as empty files
-// <pod-dir>/probes/<container-id>.<mark>, which go with the pod's directory.
+// FileMarks keeps probe marks as empty files in the pod's directory, which
+// go with it.
 type FileMarks struct {
-	PodDir func(uid string) string // the pod's directory, <RootDir>/pods/<uid>
+	File func(uid, id, mark string) string // where a mark lives (agent/poddir's ProbeMark)
 }
 
 func (m FileMarks) file(uid, id, mark string) string {
-	return filepath.Join(m.PodDir(uid), "probes", id+"."+mark)
+	return m.File(uid, id, mark)
 }
 
 func (m FileMarks) Set(uid, id, mark string, on bool) error {

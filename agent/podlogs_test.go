@@ -1,19 +1,22 @@
-package manifest
+package agent
 
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/staticpodd/staticpodd/agent/manifest"
 )
 
 // Only the current run's log and the one before it stay, each with the
 // files rotation made of it.
 func TestPruneLogs(t *testing.T) {
-	p := Paths{PodLogsDir: t.TempDir()}
+	p := manifest.Paths{PodLogsDir: t.TempDir()}
 	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web-node1", UID: "u1"}}
 	dir := filepath.Join(p.LogDir(pod), "c")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -26,7 +29,7 @@ func TestPruneLogs(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := PruneLogs(pod, "c", 2, p); err != nil {
+	if err := pruneLogs(pod, "c", 2, p); err != nil {
 		t.Fatal(err)
 	}
 	var left []string
@@ -37,7 +40,7 @@ func TestPruneLogs(t *testing.T) {
 	if got, want := strings.Join(left, " "), "2.log 2.log.20260102-150409.gz 2.log.20260102-150410 3.log notes.txt"; got != want {
 		t.Errorf("left %q, want %q", got, want)
 	}
-	if err := PruneLogs(pod, "nothere", 5, p); err != nil {
+	if err := pruneLogs(pod, "nothere", 5, p); err != nil {
 		t.Errorf("pruning a container without logs: %v", err)
 	}
 }
@@ -48,7 +51,7 @@ func TestPruneLogs(t *testing.T) {
 func TestPruneLogsNotThroughSwappedDir(t *testing.T) {
 	for _, which := range []string{"container", "pod"} {
 		t.Run(which, func(t *testing.T) {
-			p := Paths{PodLogsDir: t.TempDir()}
+			p := manifest.Paths{PodLogsDir: t.TempDir()}
 			pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web-node1", UID: "u1"}}
 			host := t.TempDir()
 			files := []string{"0.log", "0.log.20200101-000000", "c/0.log", "c/0.log.20200101-000000"}
@@ -69,9 +72,9 @@ func TestPruneLogsNotThroughSwappedDir(t *testing.T) {
 			if err := os.Symlink(host, swapped); err != nil {
 				t.Fatal(err)
 			}
-			err := PruneLogs(pod, "c", 5, p)
+			err := pruneLogs(pod, "c", 5, p)
 			t.Logf("prune: %v", err)
-			if err := RemoveLogs("u1", p); err != nil {
+			if err := removePodLogs("u1", p); err != nil {
 				t.Errorf("remove logs: %v", err)
 			}
 			for _, f := range files {
@@ -80,5 +83,39 @@ func TestPruneLogsNotThroughSwappedDir(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A daemon killed after it removed a pod's sandbox and directory but before
+// its logs left the log directory with nothing else of the pod (the chaos
+// soak found one after every pod was gone): the next daemon's sweep removes
+// it, and only log directories of unclaimed UIDs.
+func TestRemoveLeftoverLogsKeepsClaimed(t *testing.T) {
+	p := manifest.Paths{PodLogsDir: t.TempDir()}
+	for _, name := range []string{"default_web-node_kept", "default_web-node_stale", "kube-system_etcd-node_stale2", "not-a-pod-dir", "a_b"} {
+		if err := os.MkdirAll(filepath.Join(p.PodLogsDir, name, "main"), 0o750); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(p.PodLogsDir, "x_y_file"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	removed, err := removeLeftoverLogs(map[string]bool{"kept": true}, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slices.Sort(removed); !slices.Equal(removed, []string{"stale", "stale2"}) {
+		t.Errorf("removed %q, want stale and stale2", removed)
+	}
+	var left []string
+	entries, _ := os.ReadDir(p.PodLogsDir)
+	for _, e := range entries {
+		left = append(left, e.Name())
+	}
+	if want := []string{"a_b", "default_web-node_kept", "not-a-pod-dir", "x_y_file"}; !slices.Equal(left, want) {
+		t.Errorf("log dir holds %q, want %q", left, want)
+	}
+	if removed, err := removeLeftoverLogs(nil, manifest.Paths{PodLogsDir: filepath.Join(t.TempDir(), "none")}); err != nil || len(removed) != 0 {
+		t.Errorf("no log dir: removed %q, %v", removed, err)
 	}
 }

@@ -1,4 +1,4 @@
-package manifest
+package volumes
 
 import (
 	"os"
@@ -9,17 +9,20 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/staticpodd/staticpodd/agent/manifest"
+	"github.com/staticpodd/staticpodd/agent/poddir"
 	"github.com/staticpodd/staticpodd/tests/testroot"
 )
 
 func TestMemoryEmptyDirIsSizedTmpfs(t *testing.T) {
 	testroot.Require(t)
 	pod := mustParse(t, "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  volumes: [{name: fast, emptyDir: {medium: Memory, sizeLimit: 8Mi}}]\n  containers: [{name: c, image: i}]\n")
-	p := Paths{RootDir: t.TempDir(), PodLogsDir: t.TempDir()}
-	dir := p.EmptyDir(string(pod.UID), "fast")
+	p := manifest.Paths{RootDir: t.TempDir(), PodLogsDir: t.TempDir()}
+	root := poddir.Root(p.RootDir)
+	dir := root.EmptyDir(string(pod.UID), "fast")
 	t.Cleanup(func() { _ = unmountIfMounted(dir) })
 	for range 2 {
-		if err := PrepareVolumes(pod, p); err != nil {
+		if err := Prepare(pod, root, manifest.Host{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -36,10 +39,10 @@ func TestMemoryEmptyDirIsSizedTmpfs(t *testing.T) {
 	if len(found) != 1 || !strings.HasPrefix(found[0], "tmpfs ") || !strings.Contains(found[0], "size=8192k") {
 		t.Fatalf("mounts on %s = %q, want one tmpfs of 8Mi", dir, found)
 	}
-	if err := RemoveVolumes(string(pod.UID), p); err != nil {
+	if err := Remove(string(pod.UID), root); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(p.PodDir(string(pod.UID))); !os.IsNotExist(err) {
+	if _, err := os.Stat(root.Pod(string(pod.UID))); !os.IsNotExist(err) {
 		t.Errorf("pod dir left: %v", err)
 	}
 }
@@ -49,8 +52,8 @@ func TestMemoryEmptyDirIsSizedTmpfs(t *testing.T) {
 // mount shows is untouched.
 func TestRemoveLeftoverPodDirsNeverThroughAMount(t *testing.T) {
 	testroot.Require(t)
-	p := Paths{RootDir: t.TempDir()}
-	fast := p.EmptyDir("memory", "fast")
+	root := poddir.Root(t.TempDir())
+	fast := root.EmptyDir("memory", "fast")
 	if err := os.MkdirAll(fast, 0o750); err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +69,7 @@ func TestRemoveLeftoverPodDirsNeverThroughAMount(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(precious, "keep"), []byte("x"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	bound := filepath.Join(p.PodDir("bound"), "volume-subpaths", "x")
+	bound := filepath.Join(root.Pod("bound"), "volume-subpaths", "x")
 	if err := os.MkdirAll(bound, 0o750); err != nil {
 		t.Fatal(err)
 	}
@@ -79,14 +82,14 @@ func TestRemoveLeftoverPodDirsNeverThroughAMount(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	removed, err := RemoveLeftoverPodDirs(nil, p)
+	removed, err := RemoveLeftovers(nil, root)
 	if !slices.Equal(removed, []string{"memory"}) {
 		t.Errorf("removed %q, want only the pod whose tmpfs could be unmounted", removed)
 	}
 	if err == nil || !strings.Contains(err.Error(), realBound+" is still a mount point") {
 		t.Errorf("err = %v, want one naming the mount under the refused directory", err)
 	}
-	if _, err := os.Stat(p.PodDir("memory")); !os.IsNotExist(err) {
+	if _, err := os.Stat(root.Pod("memory")); !os.IsNotExist(err) {
 		t.Errorf("pod dir with a memory emptyDir left: %v", err)
 	}
 	if _, err := os.Stat(filepath.Join(precious, "keep")); err != nil {

@@ -1,37 +1,44 @@
-package manifest
+// Package volumes prepares a pod's volumes on the host and removes them with
+// the pod, as the kubelet's volume manager and its emptyDir, hostPath and
+// downwardAPI plugins do: it makes emptyDir directories (a size-limited tmpfs
+// for medium Memory) owned by the pod's fsGroup, writes downwardAPI volumes'
+// files, checks (and creates) hostPaths, and removes <root-dir>/pods/<uid>,
+// whose layout agent/poddir names, when the pod goes or when a daemon finds
+// it left over at start. What the volumes hold is decided by agent/manifest,
+// which touches nothing on the host.
+package volumes
 
 import (
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 
 	v1 "k8s.io/api/core/v1"
 
-	"golang.org/x/sys/unix"
-
-	"github.com/staticpodd/staticpodd/agent/podspec/logfiles"
+	"github.com/staticpodd/staticpodd/agent/manifest"
+	"github.com/staticpodd/staticpodd/agent/poddir"
 )
 
-// PrepareVolumes creates what pod's volumes need on the host before its containers
+// Prepare creates what pod's volumes need on the host before its containers
 // start: emptyDir directories (a size-limited tmpfs for medium Memory),
 // downwardAPI volumes' files,
 // hostPath DirectoryOrCreate/FileOrCreate, and checks hostPath types as the
-// kubelet's hostPath checker does. It is idempotent. subPath directories are
+// kubelet's hostPath checker does. It is idempotent. h is what downwardAPI
+// items need of the machine (manifest.DownwardAPIValue). subPath directories are
 // made by the runtime, inside the volume, when the container starts.
-func PrepareVolumes(pod *v1.Pod, p Paths) error {
+func Prepare(pod *v1.Pod, root poddir.Root, h manifest.Host) error {
 	var errs []error
 	for i := range pod.Spec.Volumes {
 		vol := &pod.Spec.Volumes[i]
 		var err error
 		switch {
 		case vol.EmptyDir != nil:
-			err = prepareEmptyDir(pod, vol, p)
+			err = prepareEmptyDir(pod, vol, root)
 		case vol.HostPath != nil:
 			err = checkHostPath(vol.HostPath)
 		case vol.DownwardAPI != nil:
-			err = writeDownwardAPI(pod, vol, p)
+			err = writeDownwardAPI(pod, vol, root, h)
 		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("volume %s of pod %s: %w", vol.Name, pod.Name, err))
@@ -40,8 +47,8 @@ func PrepareVolumes(pod *v1.Pod, p Paths) error {
 	return errors.Join(errs...)
 }
 
-func prepareEmptyDir(pod *v1.Pod, vol *v1.Volume, p Paths) error {
-	dir := p.EmptyDir(string(pod.UID), vol.Name)
+func prepareEmptyDir(pod *v1.Pod, vol *v1.Volume, root poddir.Root) error {
+	dir := root.EmptyDir(string(pod.UID), vol.Name)
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return fmt.Errorf("create emptyDir: %w", err)
 	}
@@ -129,81 +136,23 @@ func checkHostPath(h *v1.HostPathVolumeSource) error {
 	return fmt.Errorf("hostPath %s: unknown type %q", h.Path, t)
 }
 
-// RemoveVolumes deletes <RootDir>/pods/<uid> (emptyDirs, unmounting memory-backed
-// ones first); hostPaths are untouched.
-func RemoveVolumes(podUID string, p Paths) error {
-	dir := p.PodDir(podUID)
-	emptyDirs := filepath.Join(dir, "volumes", "kubernetes.io~empty-dir")
+// Remove deletes <root-dir>/pods/<uid> (emptyDirs, unmounting memory-backed
+// ones first, and everything else kept there of the pod); hostPaths are
+// untouched.
+func Remove(podUID string, root poddir.Root) error {
+	dir := root.Pod(podUID)
+	emptyDirs := root.EmptyDirs(podUID)
 	entries, err := os.ReadDir(emptyDirs)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("remove volumes of pod %s: %w", podUID, err)
 	}
 	for _, e := range entries {
-		if err := unmountIfMounted(filepath.Join(emptyDirs, e.Name())); err != nil {
+		if err := unmountIfMounted(root.EmptyDir(podUID, e.Name())); err != nil {
 			return fmt.Errorf("remove volumes of pod %s: %w", podUID, err)
 		}
 	}
 	if err := os.RemoveAll(dir); err != nil {
 		return fmt.Errorf("remove volumes of pod %s: %w", podUID, err)
-	}
-	return nil
-}
-
-// RemoveLogs deletes the pod's log directory, <PodLogsDir>/<ns>_<name>_<uid>, as
-// the kubelet does once a removed pod's containers are gone.
-func RemoveLogs(podUID string, p Paths) error {
-	if p.PodLogsDir == "" || podUID == "" {
-		return nil
-	}
-	dirs, err := filepath.Glob(filepath.Join(p.PodLogsDir, "*_"+podUID))
-	if err != nil {
-		return fmt.Errorf("remove logs of pod %s: %w", podUID, err)
-	}
-	for _, d := range dirs {
-		if err := os.RemoveAll(d); err != nil {
-			return fmt.Errorf("remove logs of pod %s: %w", podUID, err)
-		}
-	}
-	return nil
-}
-
-// PruneLogs deletes the log files of container runs before keepFrom, as the
-// kubelet's container garbage collection keeps only the current run and the one
-// before it (for logs --previous). A run's files are its <attempt>.log and
-// the files rotation made of it, as the kubelet's containerLogManager.Clean
-// removes them together.
-func PruneLogs(pod *v1.Pod, container string, keepFrom int, p Paths) error {
-	if p.PodLogsDir == "" {
-		return nil
-	}
-	dir := filepath.Join(p.LogDir(pod), container)
-	// Opened beneath podLogsDir through no symlink, and the files removed
-	// in it by name: a container that mounts podLogsDir may have swapped
-	// its directory for a symlink to a host directory.
-	d, err := logfiles.OpenContainerDir(dir)
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil
-		}
-		return fmt.Errorf("prune logs of container %s of pod %s: %w", container, pod.Name, err)
-	}
-	defer d.Close()
-	names, err := d.Readdirnames(-1)
-	if err != nil {
-		return fmt.Errorf("prune logs of container %s of pod %s: %w", container, pod.Name, err)
-	}
-	var errs []error
-	for _, name := range names {
-		n, ok := logfiles.LogAttempt(name)
-		if !ok || n >= keepFrom {
-			continue
-		}
-		if err := unix.Unlinkat(int(d.Fd()), name, 0); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			errs = append(errs, fmt.Errorf("remove %s: %w", filepath.Join(dir, name), err))
-		}
-	}
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("prune logs of container %s of pod %s: %w", container, pod.Name, err)
 	}
 	return nil
 }
