@@ -100,6 +100,7 @@ var agentEdges = map[string][]string{
 	},
 	"agent/atomicdir":        nil,
 	"agent/atomicfile":       nil,
+	"agent/component":        {"agent/config"},
 	"agent/config":           {"agent/eviction"},
 	"agent/events":           {"agent/podspec"},
 	"agent/eviction":         {"agent/podspec"},
