@@ -67,7 +67,7 @@ func (d *daemon) once(ctx context.Context, timeout time.Duration, out io.Writer)
 		return server.Serve(runCtx, sock, server.CLI(d.agent, httpLog), lim, httpLog.With("listener", "cli"))
 	})
 	updates := make(chan source.Update)
-	g.Go(func() error { return d.sources.run(runCtx, updates) })
+	g.Go(func() error { return d.sources.Run(runCtx, updates) })
 	g.Go(func() error { return d.agent.Run(runCtx, updates) })
 
 	d.logger.Info("run once: waiting for every pod to run", "timeout", timeout)

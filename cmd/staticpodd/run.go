@@ -121,7 +121,7 @@ type daemon struct {
 	runtime  *oci.Runtime
 	agent    *agent.Agent
 	seen     *agent.SeenStore
-	sources  *sourceSet    // the manifest sources: the file's, the URL's
+	sources  *source.Mux   // the manifest sources: the file's, the URL's
 	flags    *config.Flags // the flags of the start, for a reload; nil for run --once
 	gate     *readyGate    // --ready-when's; nil when READY=1 follows the first sync
 	lock     *os.File      // flock(2)ed <run-dir>/staticpodd.lock, held while the daemon runs
@@ -177,7 +177,7 @@ func (d *daemon) reload() {
 	}
 	d.reloadConfig()
 	d.collectImagesSoon() // with the thresholds a reload may have changed
-	d.sources.relist()
+	d.sources.Relist()
 	d.agent.Resync()
 	if ready {
 		d.status.Status(d.agent.Summary()) // not "Reloading" until the pods change
@@ -327,15 +327,15 @@ func newDaemon(ctx context.Context, cfg *config.Config, hooks testHooks, logger 
 	status := &statusLine{notifier: notifier, aux: aux}
 	d := &daemon{cfg: cfg, logger: logger, notifier: notifier, status: status, aux: aux, images: images, runtime: rt, lock: lock, collectImages: make(chan struct{}, 1), hooks: hooks}
 	d.seen = seen
-	d.sources = newSourceSet()
+	d.sources = source.NewMux()
 	var sourceNames []string
 	if cfg.StaticPodPath != "" {
-		d.sources.set(manifest.SourceFile, d.newFileSource(cfg, once))
+		d.sources.Set(manifest.SourceFile, d.newFileSource(cfg, once))
 		sourceNames = append(sourceNames, manifest.SourceFile)
 	}
 	if cfg.StaticPodURL != "" {
-		src := d.sources.set(manifest.SourceHTTP, d.newURLSource(cfg, once))
-		aux.url.Store(src.url)
+		src := d.sources.Set(manifest.SourceHTTP, d.newURLSource(cfg, once))
+		aux.url.Store(src.URL)
 		sourceNames = append(sourceNames, manifest.SourceHTTP)
 	} else {
 		d.forgetURL(cfg)
@@ -458,7 +458,7 @@ func (d *daemon) run(ctx context.Context) error {
 		return server.Serve(ctx, sock, server.CLI(served{d.agent, d.aux}, httpLog), cliLimits, httpLog.With("listener", "cli"))
 	})
 	updates := make(chan source.Update)
-	g.Go(func() error { return d.sources.run(ctx, updates) })
+	g.Go(func() error { return d.sources.Run(ctx, updates) })
 	g.Go(func() error { return d.agent.Run(ctx, updates) })
 	if d.gate != nil {
 		g.Go(func() error { d.gate.run(ctx, d.notifier.gate); return nil })
