@@ -104,6 +104,7 @@ var agentEdges = map[string][]string{
 	"agent/config":           {"agent/eviction"},
 	"agent/events":           {"agent/podspec"},
 	"agent/eviction":         {"agent/podspec"},
+	"agent/health":           {"agent/server", "agent/source"},
 	"agent/histogram":        nil,
 	"agent/host":             nil,
 	"agent/lifecycle":        {"agent/podspec", "agent/prober"},

@@ -96,7 +96,7 @@ func (d *daemon) nodeAPI(refused *atomic.Uint64) (http.Handler, *tls.Config, err
 func (d *daemon) serveNodeAPI(ctx context.Context, files uint64) {
 	addr := net.JoinHostPort(d.cfg.Address, strconv.Itoa(int(d.cfg.Port)))
 	lim := server.DefaultLimits(server.NodeMaxConns).FitFiles(files)
-	d.retry(ctx, d.nodePort, func(ctx context.Context) error {
+	d.aux.Retry(ctx, d.nodePort, func(ctx context.Context) error {
 		h, tc, err := d.nodeAPI(lim.HandshakesRefused)
 		if err != nil {
 			return fmt.Errorf("node API: %w", err)
@@ -107,7 +107,7 @@ func (d *daemon) serveNodeAPI(ctx context.Context, files uint64) {
 		}
 		d.logger.Info("serving the node API", "address", addr, "maxConns", lim.MaxConns,
 			"authorization", d.cfg.AuthorizationMode, "clientCA", d.cfg.ClientCAFile != "", "anonymous", d.cfg.AnonymousAuth)
-		d.setPart(d.nodePort, nil)
+		d.aux.SetPart(d.nodePort, nil)
 		return server.ServeTLS(ctx, l, h, tc, lim, d.logger.With("subsystem", "http", "listener", "node api"))
 	})
 }

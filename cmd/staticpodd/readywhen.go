@@ -9,6 +9,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/staticpodd/staticpodd/agent"
+	"github.com/staticpodd/staticpodd/agent/health"
 	"github.com/staticpodd/staticpodd/agent/prober"
 	"github.com/staticpodd/staticpodd/agent/status"
 )
@@ -165,7 +166,7 @@ type readyGate struct {
 	node     string
 	agent    *agent.Agent
 	notifier *readyNotifier
-	status   *statusLine
+	status   *health.Line
 	extend   time.Duration // each EXTEND_TIMEOUT_USEC's length
 }
 
@@ -184,12 +185,12 @@ func (g *readyGate) run(ctx context.Context, synced <-chan struct{}) {
 		changed := g.agent.Changed()
 		ok, waiting, progressing := g.when.check(g.agent.Pods(), g.agent.Probes(), g.node)
 		if ok {
-			g.status.setGate("")
+			g.status.SetGate("")
 			g.notifier.sendReady()
 			return
 		}
 		if waiting != last {
-			g.status.setGate(waiting)
+			g.status.SetGate(waiting)
 			last = waiting
 		}
 		if progressing {

@@ -5,7 +5,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 
 	"github.com/staticpodd/staticpodd/agent/config"
 )
@@ -36,7 +35,7 @@ func (d *daemon) reloadConfig() {
 	cfg, _, err := config.Load(d.flags.ConfigFile, *d.flags)
 	if err != nil {
 		d.logger.Error("reload: the configuration does not load; the running one stays", "err", err)
-		d.aux.setReload("configuration not reloaded: " + err.Error())
+		d.aux.SetReload("configuration not reloaded: " + err.Error())
 		return
 	}
 	changed := changedFields(d.cfg, cfg)
@@ -50,8 +49,8 @@ func (d *daemon) reloadConfig() {
 	}
 	if is(evictionFields) {
 		d.agent.SetEviction(evictionThresholds(cfg))
-		if d.aux.mirror != nil {
-			d.aux.mirror.SetEvictionHard(cfg.EvictionHard)
+		if d.mirror != nil {
+			d.mirror.SetEvictionHard(cfg.EvictionHard)
 		}
 	}
 	if is(logFields) {
@@ -96,9 +95,9 @@ func (d *daemon) reloadConfig() {
 	}
 	d.cfg = &next
 	if len(restart) > 0 {
-		d.aux.setReload("restart to apply " + strings.Join(restart, ", "))
+		d.aux.SetReload("restart to apply " + strings.Join(restart, ", "))
 	} else {
-		d.aux.setReload("")
+		d.aux.SetReload("")
 	}
 }
 
@@ -117,23 +116,4 @@ func changedFields(old, new *config.Config) []string {
 	}
 	sort.Strings(out)
 	return out
-}
-
-// reloadNote is what the last reload left to say in STATUS=: a change that
-// needs a restart, or a configuration that did not load.
-type reloadNote struct {
-	mu   sync.Mutex // guards note
-	note string
-}
-
-func (r *reloadNote) setReload(s string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.note = s
-}
-
-func (r *reloadNote) reloadNote() string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.note
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"net"
 	"net/netip"
 	"os"
@@ -25,6 +24,7 @@ import (
 	"github.com/staticpodd/staticpodd/agent"
 	"github.com/staticpodd/staticpodd/agent/config"
 	"github.com/staticpodd/staticpodd/agent/eviction"
+	"github.com/staticpodd/staticpodd/agent/health"
 	"github.com/staticpodd/staticpodd/agent/host"
 	"github.com/staticpodd/staticpodd/agent/manifest"
 	"github.com/staticpodd/staticpodd/agent/mirror"
@@ -115,19 +115,20 @@ type daemon struct {
 	cfg      *config.Config // what runs: a reload's new value of each live field
 	logger   *slog.Logger
 	notifier *readyNotifier
-	status   *statusLine // STATUS=: the agent's summary and the auxiliary parts' trouble
-	aux      *auxiliary
+	status   *health.Line // STATUS=: the agent's summary and the auxiliary parts' trouble
+	aux      *health.Parts
 	images   *image.Store
 	runtime  *oci.Runtime
 	agent    *agent.Agent
+	mirror   *mirror.Mirror // mirror pods and the Node; nil without a kubeconfig
 	seen     *agent.SeenStore
 	sources  *source.Mux   // the manifest sources: the file's, the URL's
 	flags    *config.Flags // the flags of the start, for a reload; nil for run --once
 	gate     *readyGate    // --ready-when's; nil when READY=1 follows the first sync
 	lock     *os.File      // flock(2)ed <run-dir>/staticpodd.lock, held while the daemon runs
-	readOnly *part         // the read-only port's listener
-	nodePort *part         // the node API's listener (port)
-	imports  *part         // the image import watcher
+	readOnly *health.Part  // the read-only port's listener
+	nodePort *health.Part  // the node API's listener (port)
+	imports  *health.Part  // the image import watcher
 	// collectImages asks the image garbage collector for a pass now (a
 	// reload); one slot.
 	collectImages chan struct{}
@@ -207,7 +208,7 @@ func runDaemon(cfg *config.Config, flags *config.Flags, hooks testHooks, when re
 					d.reload()
 					continue
 				}
-				if waiting := d.status.waitingFor(); waiting != "" && !d.notifier.ready.Load() {
+				if waiting := d.status.WaitingFor(); waiting != "" && !d.notifier.ready.Load() {
 					// Most likely systemd's start timeout: say what never came.
 					logger.Error("stopping before READY=1; pods keep running", "signal", s.String(), "reason", waiting)
 					d.notifier.StoppingBecause("never ready: " + waiting)
@@ -323,8 +324,8 @@ func newDaemon(ctx context.Context, cfg *config.Config, hooks testHooks, logger 
 	// WatchdogSec); pinging twice as often keeps timer jitter from skipping one.
 	watchdog := notifier.WatchdogInterval() / 2
 	seen := agent.NewSeenStore(paths)
-	aux := &auxiliary{}
-	status := &statusLine{notifier: notifier, aux: aux}
+	aux := &health.Parts{Logger: logger}
+	status := health.NewLine(notifier, aux)
 	d := &daemon{cfg: cfg, logger: logger, notifier: notifier, status: status, aux: aux, images: images, runtime: rt, lock: lock, collectImages: make(chan struct{}, 1), hooks: hooks}
 	d.seen = seen
 	d.sources = source.NewMux()
@@ -335,7 +336,7 @@ func newDaemon(ctx context.Context, cfg *config.Config, hooks testHooks, logger 
 	}
 	if cfg.StaticPodURL != "" {
 		src := d.sources.Set(manifest.SourceHTTP, d.newURLSource(cfg, once))
-		aux.url.Store(src.URL)
+		aux.URL.Store(src.URL)
 		sourceNames = append(sourceNames, manifest.SourceHTTP)
 	} else {
 		d.forgetURL(cfg)
@@ -356,7 +357,7 @@ func newDaemon(ctx context.Context, cfg *config.Config, hooks testHooks, logger 
 		Images:         imagePuller{store: images, puller: puller},
 	}, rt, logger)
 	if cfg.Kubeconfig != "" && !once {
-		aux.mirror = mirror.New(mirror.Config{
+		d.mirror = mirror.New(mirror.Config{
 			Kubeconfig:                cfg.Kubeconfig,
 			NodeName:                  cfg.NodeName,
 			NodeIP:                    nodeIP,
@@ -371,12 +372,13 @@ func newDaemon(ctx context.Context, cfg *config.Config, hooks testHooks, logger 
 			RootDir:                   cfg.RootDir,
 			EvictionHard:              cfg.EvictionHard,
 			Conditions:                d.agent,
-			OnChange:                  status.refresh,
+			OnChange:                  status.Refresh,
 		}, mirror.AgentPods{Agent: d.agent}, logger.With("subsystem", "mirror"))
+		aux.Mirror = d.mirror
 	}
-	d.readOnly = aux.add("read-only-port", "read-only port")
-	d.nodePort = aux.add("node-api", "node API (port)")
-	d.imports = aux.add("image-import", "image import watcher")
+	d.readOnly = aux.Add("read-only-port", "read-only port")
+	d.nodePort = aux.Add("node-api", "node API (port)")
+	d.imports = aux.Add("image-import", "image import watcher")
 	return d, nil
 }
 
@@ -466,7 +468,7 @@ func (d *daemon) run(ctx context.Context) error {
 
 	// Auxiliary parts: their failures are retried, never returned.
 	g.Go(func() error {
-		d.retry(ctx, d.imports, func(ctx context.Context) error {
+		d.aux.Retry(ctx, d.imports, func(ctx context.Context) error {
 			return d.images.WatchImports(ctx, importDir, func([]image.Image) { d.agent.Resync() })
 		})
 		return nil
@@ -477,8 +479,8 @@ func (d *daemon) run(ctx context.Context) error {
 		trim.WhenQuiet(ctx, d.agent.Events(), d.notifier.synced, func() { gc.Rest(); monitor.TrimMemory() }, gc.Wake)
 		return nil
 	})
-	if d.aux.mirror != nil {
-		g.Go(func() error { return d.aux.mirror.Run(ctx) })
+	if d.mirror != nil {
+		g.Go(func() error { return d.mirror.Run(ctx) })
 	}
 
 	if l := firstListener(passed[listenerReadOnly]); l != nil {
@@ -491,13 +493,13 @@ func (d *daemon) run(ctx context.Context) error {
 		addr := net.JoinHostPort(cfg.Address, strconv.Itoa(int(cfg.ReadOnlyPort)))
 		lim := server.DefaultLimits(server.ReadOnlyMaxConns).FitFiles(files)
 		g.Go(func() error {
-			d.retry(ctx, d.readOnly, func(ctx context.Context) error {
+			d.aux.Retry(ctx, d.readOnly, func(ctx context.Context) error {
 				l, err := net.Listen("tcp", addr)
 				if err != nil {
 					return err
 				}
 				d.logger.Info("serving the read-only port", "address", addr, "maxConns", lim.MaxConns)
-				d.setPart(d.readOnly, nil)
+				d.aux.SetPart(d.readOnly, nil)
 				return server.Serve(ctx, l, server.ReadOnly(served{d.agent, d.aux}, httpLog), lim, httpLog.With("listener", "read-only port"))
 			})
 			return nil
@@ -526,44 +528,6 @@ func firstListener(ls []net.Listener) net.Listener {
 		}
 	}
 	return nil
-}
-
-// retry runs auxiliary part p's run until ctx ends: each failure is logged
-// when it changes, shown in /healthz?verbose and STATUS=, and retried after
-// an exponential back-off with jitter (0.5s to 30s).
-func (d *daemon) retry(ctx context.Context, p *part, run func(context.Context) error) {
-	wait := time.Duration(0)
-	for {
-		err := run(ctx)
-		if ctx.Err() != nil {
-			return
-		}
-		if err == nil {
-			err = errors.New("stopped unexpectedly")
-		}
-		wait = min(max(wait*2, 500*time.Millisecond), 30*time.Second)
-		d.setPart(p, err)
-		t := time.NewTimer(time.Duration(float64(wait) * (0.75 + rand.Float64()/2)))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-t.C:
-		}
-	}
-}
-
-// setPart records how p does, and says so when that changed.
-func (d *daemon) setPart(p *part, err error) {
-	if !p.set(err) {
-		return
-	}
-	if err != nil {
-		d.logger.Error("auxiliary part failing; retrying", "part", p.name, "err", err)
-	} else {
-		d.logger.Info("auxiliary part working", "part", p.name)
-	}
-	d.status.refresh()
 }
 
 // openFileLimit is the daemon's limit on open files (the Go runtime raised

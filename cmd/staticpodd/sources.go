@@ -54,8 +54,8 @@ func (d *daemon) newURLSource(cfg *config.Config, once bool) *source.Running {
 		CAFile:   cfg.StaticPodURLCA,
 		SaveFile: urlSaveFile(cfg),
 		Seen:     d.seen.Seen,
-		OnChange: func(source.URLStatus) { d.status.refresh() },
-		Requests: &d.aux.urlRequests,
+		OnChange: func(source.URLStatus) { d.status.Refresh() },
+		Requests: &d.aux.URLRequests,
 	}, d.logger.With("source", "url"))
 	run := url.Run
 	if once {
@@ -96,12 +96,12 @@ func (d *daemon) applySources(cfg *config.Config) (changed []string) {
 	changed = append(changed, manifest.SourceHTTP)
 	if cfg.StaticPodURL == "" {
 		d.sources.Set(manifest.SourceHTTP, nil)
-		d.aux.url.Store(nil)
+		d.aux.URL.Store(nil)
 		d.forgetURL(cfg)
 	} else {
 		src := d.sources.Set(manifest.SourceHTTP, d.newURLSource(cfg, false))
-		d.aux.url.Store(src.URL)
+		d.aux.URL.Store(src.URL)
 	}
-	d.status.refresh()
+	d.status.Refresh()
 	return changed
 }
