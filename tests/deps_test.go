@@ -113,6 +113,7 @@ var agentEdges = map[string][]string{
 	"agent/podspec":          nil,
 	"agent/podspec/logfiles": nil,
 	"agent/prober":           {"agent/podspec"},
+	"agent/ready":            {"agent/health", "agent/prober", "agent/status"},
 	"agent/server": {
 		"agent/atomicfile", "agent/events", "agent/histogram", "agent/manifest", "agent/podspec",
 		"agent/podspec/logfiles", "agent/prober",

@@ -28,6 +28,7 @@ import (
 	"github.com/staticpodd/staticpodd/agent/host"
 	"github.com/staticpodd/staticpodd/agent/manifest"
 	"github.com/staticpodd/staticpodd/agent/mirror"
+	"github.com/staticpodd/staticpodd/agent/ready"
 	"github.com/staticpodd/staticpodd/agent/server"
 	"github.com/staticpodd/staticpodd/agent/source"
 	"github.com/staticpodd/staticpodd/agent/trim"
@@ -76,7 +77,7 @@ func newRunCmd() *cobra.Command {
 			if cmd.Flags().Changed("once-timeout") {
 				return fmt.Errorf("--once-timeout is for --once")
 			}
-			when, err := parseReadyWhen(readyWhenFlag)
+			when, err := ready.Parse(readyWhenFlag)
 			if err != nil {
 				return err
 			}
@@ -87,7 +88,7 @@ func newRunCmd() *cobra.Command {
 	hooks.register(cmd.Flags())
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "log at debug level")
 	cmd.Flags().BoolVar(&once, "once", false, "start every pod, wait until each runs (or has finished, for restartPolicy Never and OnFailure), print the results and exit, leaving the pods running")
-	cmd.Flags().StringVar(&readyWhenFlag, "ready-when", readySynced, "when to tell systemd READY=1: synced (every source read, first sync done), pods-running[:NAME,...] or pods-ready[:NAME,...] (the chosen pods, or all, are Running or Ready)")
+	cmd.Flags().StringVar(&readyWhenFlag, "ready-when", ready.Synced, "when to tell systemd READY=1: synced (every source read, first sync done), pods-running[:NAME,...] or pods-ready[:NAME,...] (the chosen pods, or all, are Running or Ready)")
 	cmd.Flags().DurationVar(&onceTimeout, "once-timeout", defaultOnceTimeout, "with --once, how long to wait for the pods")
 	return cmd
 }
@@ -124,7 +125,7 @@ type daemon struct {
 	seen     *agent.SeenStore
 	sources  *source.Mux   // the manifest sources: the file's, the URL's
 	flags    *config.Flags // the flags of the start, for a reload; nil for run --once
-	gate     *readyGate    // --ready-when's; nil when READY=1 follows the first sync
+	gate     *ready.Gate   // --ready-when's; nil when READY=1 follows the first sync
 	lock     *os.File      // flock(2)ed <run-dir>/staticpodd.lock, held while the daemon runs
 	readOnly *health.Part  // the read-only port's listener
 	nodePort *health.Part  // the node API's listener (port)
@@ -157,11 +158,11 @@ func (n *readyNotifier) Ready() {
 		n.gateOnce.Do(func() { close(n.gate) })
 		return
 	}
-	n.sendReady()
+	n.SendReady()
 }
 
-// sendReady says READY=1.
-func (n *readyNotifier) sendReady() {
+// SendReady says READY=1.
+func (n *readyNotifier) SendReady() {
 	n.ready.Store(true)
 	n.Notifier.Ready()
 }
@@ -182,11 +183,11 @@ func (d *daemon) reload() {
 	d.agent.Resync()
 	if ready {
 		d.status.Status(d.agent.Summary()) // not "Reloading" until the pods change
-		d.notifier.sendReady()
+		d.notifier.SendReady()
 	}
 }
 
-func runDaemon(cfg *config.Config, flags *config.Flags, hooks testHooks, when readyWhen, logger *slog.Logger) error {
+func runDaemon(cfg *config.Config, flags *config.Flags, hooks testHooks, when ready.When, logger *slog.Logger) error {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
 	d, err := newDaemon(ctx, cfg, hooks, logger, false)
@@ -194,9 +195,9 @@ func runDaemon(cfg *config.Config, flags *config.Flags, hooks testHooks, when re
 		return err
 	}
 	d.flags = flags
-	if when.gated() {
+	if when.Gated() {
 		d.notifier.gate = make(chan struct{})
-		d.gate = &readyGate{when: when, node: cfg.NodeName, agent: d.agent, notifier: d.notifier, status: d.status, extend: readyExtend}
+		d.gate = &ready.Gate{When: when, Node: cfg.NodeName, Pods: d.agent, Notifier: d.notifier, Status: d.status, Extend: readyExtend, Synced: d.notifier.gate}
 	}
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
@@ -463,7 +464,8 @@ func (d *daemon) run(ctx context.Context) error {
 	g.Go(func() error { return d.sources.Run(ctx, updates) })
 	g.Go(func() error { return d.agent.Run(ctx, updates) })
 	if d.gate != nil {
-		g.Go(func() error { d.gate.run(ctx, d.notifier.gate); return nil })
+		d.gate.Start(ctx) // never fails
+		defer d.gate.Stop()
 	}
 
 	// Auxiliary parts: their failures are retried, never returned.
