@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"maps"
@@ -26,7 +26,7 @@ var (
 // reloadConfig reads the configuration again with the flags of the start,
 // applies what can change live and reports the rest. A configuration that
 // does not load changes nothing: the running one stays, whole.
-func (d *daemon) reloadConfig() {
+func (d *System) reloadConfig() {
 	if d.flags == nil { // run --once: nothing to reload
 		return
 	}

@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"fmt"
@@ -34,7 +34,7 @@ func urlSaveFile(cfg *config.Config) string {
 
 // newFileSource is the file source of cfg; once: it reads the manifests once
 // (run --once).
-func (d *daemon) newFileSource(cfg *config.Config, once bool) *source.Running {
+func (d *System) newFileSource(cfg *config.Config, once bool) *source.Running {
 	file := source.NewFile(cfg.StaticPodPath, cfg.NodeName, cfg.FileCheckFrequency, d.seen.Seen, d.logger.With("source", "file"))
 	file.Store = d.seen // the last good pod of each manifest outlives a restart
 	run := file.Run
@@ -45,7 +45,7 @@ func (d *daemon) newFileSource(cfg *config.Config, once bool) *source.Running {
 }
 
 // newURLSource is the URL source of cfg; once: it reads the URL once.
-func (d *daemon) newURLSource(cfg *config.Config, once bool) *source.Running {
+func (d *System) newURLSource(cfg *config.Config, once bool) *source.Running {
 	url := source.NewURL(source.URLConfig{
 		URL:      cfg.StaticPodURL,
 		Header:   cfg.StaticPodURLHeader,
@@ -66,7 +66,7 @@ func (d *daemon) newURLSource(cfg *config.Config, once bool) *source.Running {
 
 // forgetURL removes the set saved for a URL no longer configured, so that it
 // never comes back with it later; failing to remove it stops nothing.
-func (d *daemon) forgetURL(cfg *config.Config) {
+func (d *System) forgetURL(cfg *config.Config) {
 	if err := os.RemoveAll(filepath.Dir(urlSaveFile(cfg))); err != nil {
 		d.logger.Warn("cannot remove the saved set of a former manifest URL", "err", err)
 	}
@@ -76,7 +76,7 @@ func (d *daemon) forgetURL(cfg *config.Config) {
 // whose path, URL, headers, CA or URL period changed is replaced, one no
 // longer configured is stopped and its pods with it, a new one is started.
 // It reports which sources changed.
-func (d *daemon) applySources(cfg *config.Config) (changed []string) {
+func (d *System) applySources(cfg *config.Config) (changed []string) {
 	switch {
 	case cfg.StaticPodPath == "":
 		d.sources.Set(manifest.SourceFile, nil)
