@@ -80,7 +80,7 @@ type System struct {
 	readOnly   *health.Part  // the read-only port's listener
 	nodePort   *health.Part  // the node API's listener (port)
 	imports    *health.Part  // the image import watcher
-	imageGC    *imageGC
+	imageGC    *imageGC      // the image garbage collector; run only, not run --once
 	// memNotifier wakes the eviction manager; nil until there are
 	// thresholds.
 	memNotifier atomic.Pointer[oci.MemoryNotifier]
@@ -166,6 +166,7 @@ func Run(cfg *config.Config, opts Options, logger *slog.Logger) error {
 	// Before the signals: every reload reaches it (Reconcile). It collects
 	// from the agent's first sync.
 	if err := d.components.Start(d.imageGC); err != nil {
+		d.components.Stop()
 		return err
 	}
 	if when := opts.ReadyWhen; when.Gated() {
@@ -174,7 +175,9 @@ func Run(cfg *config.Config, opts Options, logger *slog.Logger) error {
 	}
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	handled := make(chan struct{})
 	go func() {
+		defer close(handled)
 		for {
 			select {
 			case s := <-sigs:
@@ -199,8 +202,10 @@ func Run(cfg *config.Config, opts Options, logger *slog.Logger) error {
 	}()
 	err = d.run()
 	if errors.Is(context.Cause(ctx), errSignal) && (err == nil || errors.Is(err, context.Canceled)) {
-		return nil
+		err = nil
 	}
+	cancel(nil) // the signal handler ends, after a reload it is in
+	<-handled
 	return err
 }
 
