@@ -3,6 +3,10 @@
 // order, as k0s's component manager does. A component's Start returns once it
 // runs; the long-running work it started lives in goroutines it owns, which
 // its Stop ends and joins. Only the wiring (package daemon) knows them all.
+//
+// Unlike k0s's, a component has no Ready of its own: the daemon's readiness
+// is one fact, the agent's first sync (or agent/ready's gate), said once to
+// systemd, and how the auxiliary parts do is agent/health's.
 package component
 
 import (
