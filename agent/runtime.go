@@ -9,7 +9,7 @@ import (
 )
 
 // Runtime is what the agent needs from a container runtime. oci.Runtime implements
-// it; cmd/staticpodd asserts that. Every method is safe for concurrent use, and all
+// it; package daemon asserts that. Every method is safe for concurrent use, and all
 // of them work for containers started by an earlier daemon process (adoption).
 type Runtime interface {
 	// CreateSandbox makes the namespaces and cgroup a pod's containers share.

@@ -1,5 +1,6 @@
 // Package source delivers static pods from a file or directory and from a URL.
-// Each source sends its whole pod set every time something may have changed.
+// Each source sends its whole pod set every time something may have changed;
+// Mux runs the daemon's sources on one channel and replaces them on a reload.
 package source
 
 import (

@@ -13,7 +13,7 @@
 //     is Never or OnFailure (Finishes) is pending until then; a pod with
 //     restartPolicy Always runs once it has regular containers and each runs
 //     (Running). Message says why it failed or still waits.
-//   - --ready-when (cmd/staticpodd/readywhen.go): pods-running is met by
+//   - --ready-when (agent/ready): pods-running is met by
 //     phase Succeeded, or phase Running with every regular container running
 //     or terminated between restarts (Up); pods-ready by the PodReady
 //     condition (Ready). Not yet met, a pod has failed when its phase is

@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/staticpodd/staticpodd/agent/config"
+	"github.com/staticpodd/staticpodd/daemon"
 	"github.com/staticpodd/staticpodd/oci"
 )
 
@@ -37,7 +38,7 @@ func newCheckCmd() *cobra.Command {
 // startupChecks runs oci's checks for cfg, writes one line per failure to w
 // and fails if there was one.
 func startupChecks(cfg *config.Config, w io.Writer) error {
-	errs := oci.Check(checkConfig(cfg))
+	errs := oci.Check(daemon.CheckConfig(cfg))
 	if err := oci.CheckBuild(); err != nil {
 		errs = append(errs, err)
 	}
@@ -48,8 +49,4 @@ func startupChecks(cfg *config.Config, w io.Writer) error {
 		return fmt.Errorf("%d start-up check(s) failed", len(errs))
 	}
 	return nil
-}
-
-func checkConfig(cfg *config.Config) oci.CheckConfig {
-	return oci.CheckConfig{CgroupRoot: cfg.CgroupRoot, CgroupDriver: cfg.CgroupDriver, FailSwapOn: cfg.FailSwapOn}
 }

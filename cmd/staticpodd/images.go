@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/staticpodd/staticpodd/agent/config"
+	"github.com/staticpodd/staticpodd/daemon"
 	"github.com/staticpodd/staticpodd/oci"
 	"github.com/staticpodd/staticpodd/oci/image"
 )
@@ -47,7 +48,7 @@ func newImagesCmd(o *globalOptions) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			s, err := open(imageReserve(cfg))
+			s, err := open(daemon.ImageReserve(cfg))
 			if err != nil {
 				return err
 			}
@@ -291,13 +292,6 @@ func exportFile(ctx context.Context, s *image.Store, path string, refs []string)
 		return fmt.Errorf("export to %s: %w", path, err)
 	}
 	return nil
-}
-
-// imageReserve is the share of the image store's filesystem an import leaves
-// free: where image garbage collection starts, so that an import never makes
-// the collector remove images to make room for it.
-func imageReserve(cfg *config.Config) image.Option {
-	return image.WithReserve(100 - int(cfg.ImageGCHighThresholdPercent))
 }
 
 func shortID(id string) string {

@@ -17,10 +17,11 @@ import (
 	"github.com/staticpodd/staticpodd/agent/prober"
 	"github.com/staticpodd/staticpodd/agent/server"
 	"github.com/staticpodd/staticpodd/agent/status"
+	"github.com/staticpodd/staticpodd/daemon"
 )
 
 // socketName is the CLI socket under --run-dir.
-const socketName = "staticpodd.sock"
+const socketName = daemon.SocketName
 
 // newPsCmd is `staticpodd ps`: pods and containers as the running daemon sees
 // them, asked over <run-dir>/staticpodd.sock.

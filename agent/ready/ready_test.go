@@ -1,4 +1,4 @@
-package main
+package ready
 
 import (
 	"strings"
@@ -17,31 +17,31 @@ func TestParseReadyWhen(t *testing.T) {
 		names []string
 		err   string
 	}{
-		{in: "", cond: readySynced},
-		{in: "synced", cond: readySynced},
-		{in: "pods-running", cond: readyRunning},
-		{in: "pods-ready", cond: readyReady},
-		{in: "pods-ready:etcd,kube-system/kube-apiserver", cond: readyReady, names: []string{"etcd", "kube-system/kube-apiserver"}},
-		{in: "pods-ready: etcd , web", cond: readyReady, names: []string{"etcd", "web"}},
+		{in: "", cond: Synced},
+		{in: "synced", cond: Synced},
+		{in: "pods-running", cond: PodsRunning},
+		{in: "pods-ready", cond: PodsReady},
+		{in: "pods-ready:etcd,kube-system/kube-apiserver", cond: PodsReady, names: []string{"etcd", "kube-system/kube-apiserver"}},
+		{in: "pods-ready: etcd , web", cond: PodsReady, names: []string{"etcd", "web"}},
 		{in: "synced:etcd", err: "takes no pod names"},
 		{in: "pods-up", err: "want synced"},
 		{in: "pods-ready:", err: `pod name ""`},
 		{in: "pods-ready:a,,b", err: `pod name ""`},
 		{in: "pods-ready:a/b/c", err: "not [namespace/]name"},
 	} {
-		w, err := parseReadyWhen(tc.in)
+		w, err := Parse(tc.in)
 		if tc.err != "" {
 			if err == nil || !strings.Contains(err.Error(), tc.err) {
-				t.Errorf("parseReadyWhen(%q) error = %v, want one containing %q", tc.in, err, tc.err)
+				t.Errorf("Parse(%q) error = %v, want one containing %q", tc.in, err, tc.err)
 			}
 			continue
 		}
 		if err != nil {
-			t.Errorf("parseReadyWhen(%q): %v", tc.in, err)
+			t.Errorf("Parse(%q): %v", tc.in, err)
 			continue
 		}
 		if w.cond != tc.cond || strings.Join(w.names, "|") != strings.Join(tc.names, "|") {
-			t.Errorf("parseReadyWhen(%q) = %+v, want %s %v", tc.in, w, tc.cond, tc.names)
+			t.Errorf("Parse(%q) = %+v, want %s %v", tc.in, w, tc.cond, tc.names)
 		}
 	}
 }
@@ -94,7 +94,7 @@ func TestReadyWhenCheck(t *testing.T) {
 		{"running: missing image has failed", "pods-running", []v1.Pod{webNoImage}, false, "ErrImageNeverPull", false},
 		{"ready: no pods at all", "pods-ready", nil, true, "", false},
 	} {
-		w, err := parseReadyWhen(tc.when)
+		w, err := Parse(tc.when)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -107,7 +107,7 @@ func TestReadyWhenCheck(t *testing.T) {
 
 // A readiness probe that fails is not progress: the start timeout applies.
 func TestReadyWhenProbeFailing(t *testing.T) {
-	w, _ := parseReadyWhen("pods-ready:web")
+	w, _ := Parse("pods-ready:web")
 	web := pod("default", "web-n1", v1.PodRunning, false, running("httpd", false))
 	probes := []prober.Status{{Namespace: "default", Pod: "web-n1", Container: "httpd", Probe: prober.Liveness, Result: "success"}}
 	if ok, _, progressing := w.check([]v1.Pod{web}, probes, "n1"); ok || !progressing {

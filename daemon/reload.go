@@ -1,10 +1,9 @@
-package main
+package daemon
 
 import (
 	"maps"
 	"slices"
 	"strings"
-	"sync"
 
 	"github.com/staticpodd/staticpodd/agent/config"
 )
@@ -15,7 +14,7 @@ import (
 // (config.Reload); a change to any other field is reported as needing a
 // restart (docs/configuration.md says why for each). A configuration that
 // does not load changes nothing: the running one stays, whole.
-func (d *daemon) reloadConfig() {
+func (d *System) reloadConfig() {
 	if d.flags == nil { // run --once: nothing to reload
 		return
 	}
@@ -24,7 +23,7 @@ func (d *daemon) reloadConfig() {
 	cfg, _, err := config.Load(d.flags.ConfigFile, *d.flags)
 	if err != nil {
 		d.logger.Error("reload: the configuration does not load; the running one stays", "err", err)
-		d.aux.setReload("configuration not reloaded: " + err.Error())
+		d.aux.SetReload("configuration not reloaded: " + err.Error())
 		return
 	}
 	changed := config.Changed(d.cfg, cfg)
@@ -38,8 +37,8 @@ func (d *daemon) reloadConfig() {
 	}
 	if is(config.ReloadEviction) {
 		d.agent.SetEviction(evictionThresholds(cfg))
-		if d.aux.mirror != nil {
-			d.aux.mirror.SetEvictionHard(cfg.EvictionHard)
+		if d.mirror != nil {
+			d.mirror.SetEvictionHard(cfg.EvictionHard)
 		}
 	}
 	if is(config.ReloadLogs) {
@@ -64,27 +63,8 @@ func (d *daemon) reloadConfig() {
 	config.CopyLive(&next, cfg)
 	d.cfg = &next
 	if len(restart) > 0 {
-		d.aux.setReload("restart to apply " + strings.Join(restart, ", "))
+		d.aux.SetReload("restart to apply " + strings.Join(restart, ", "))
 	} else {
-		d.aux.setReload("")
+		d.aux.SetReload("")
 	}
-}
-
-// reloadNote is what the last reload left to say in STATUS=: a change that
-// needs a restart, or a configuration that did not load.
-type reloadNote struct {
-	mu   sync.Mutex // guards note
-	note string
-}
-
-func (r *reloadNote) setReload(s string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.note = s
-}
-
-func (r *reloadNote) reloadNote() string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.note
 }

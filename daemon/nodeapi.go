@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"context"
@@ -31,7 +31,7 @@ func nodeAPIServed(cfg *config.Config) bool {
 // nodeAPI is the node API's handler and TLS configuration, as the kubelet's
 // BuildAuth and InitializeTLS make them from the configuration; its /metrics
 // shows refused, the listener's count of handshakes refused per address.
-func (d *daemon) nodeAPI(refused *atomic.Uint64) (http.Handler, *tls.Config, error) {
+func (d *System) nodeAPI(refused *atomic.Uint64) (http.Handler, *tls.Config, error) {
 	cfg := d.cfg
 	if !nodeAPIServed(cfg) {
 		return nil, nil, errNodeAPIOff
@@ -45,7 +45,7 @@ func (d *daemon) nodeAPI(refused *atomic.Uint64) (http.Handler, *tls.Config, err
 	}
 	var reviewer *mirror.Reviewer
 	if cfg.Kubeconfig != "" {
-		reviewer = mirror.NewReviewer(cfg.Kubeconfig, versionString())
+		reviewer = mirror.NewReviewer(cfg.Kubeconfig, d.opts.Version)
 	}
 	if cfg.WebhookAuthn && reviewer != nil {
 		auth.Tokens = reviewer
@@ -93,10 +93,10 @@ func (d *daemon) nodeAPI(refused *atomic.Uint64) (http.Handler, *tls.Config, err
 // serveNodeAPI serves the node API on address:port until ctx ends; a
 // failure to set it up or to bind is shown as the node-api part's and tried
 // again with back-off, as the read-only port's.
-func (d *daemon) serveNodeAPI(ctx context.Context, files uint64) {
+func (d *System) serveNodeAPI(ctx context.Context, files uint64) {
 	addr := net.JoinHostPort(d.cfg.Address, strconv.Itoa(int(d.cfg.Port)))
 	lim := server.DefaultLimits(server.NodeMaxConns).FitFiles(files)
-	d.retry(ctx, d.nodePort, func(ctx context.Context) error {
+	d.aux.Retry(ctx, d.nodePort, func(ctx context.Context) error {
 		h, tc, err := d.nodeAPI(lim.HandshakesRefused)
 		if err != nil {
 			return fmt.Errorf("node API: %w", err)
@@ -107,7 +107,7 @@ func (d *daemon) serveNodeAPI(ctx context.Context, files uint64) {
 		}
 		d.logger.Info("serving the node API", "address", addr, "maxConns", lim.MaxConns,
 			"authorization", d.cfg.AuthorizationMode, "clientCA", d.cfg.ClientCAFile != "", "anonymous", d.cfg.AnonymousAuth)
-		d.setPart(d.nodePort, nil)
+		d.aux.SetPart(d.nodePort, nil)
 		return server.ServeTLS(ctx, l, h, tc, lim, d.logger.With("subsystem", "http", "listener", "node api"))
 	})
 }

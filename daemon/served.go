@@ -1,0 +1,36 @@
+package daemon
+
+import (
+	"github.com/staticpodd/staticpodd/agent"
+	"github.com/staticpodd/staticpodd/agent/health"
+	"github.com/staticpodd/staticpodd/agent/server"
+)
+
+// served is the agent as the HTTP server shows it, with the auxiliary parts
+// for /healthz?verbose.
+type served struct {
+	*agent.Agent
+	aux *health.Parts
+}
+
+func (s served) Checks() []server.Check { return s.aux.Checks() }
+
+// URLRequests is staticpodd_manifest_url_requests_total's figures.
+func (s served) URLRequests() (total, failed uint64, ok bool) {
+	if s.aux.URL.Load() == nil {
+		return 0, 0, false
+	}
+	failed = s.aux.URLRequests.Failed.Load() // before Total: never more than it
+	return s.aux.URLRequests.Total.Load(), failed, true
+}
+
+var _ server.Checker = served{}
+
+// agentNotifier is the agent's Notifier: systemd, with STATUS= composed by
+// health.Line.
+type agentNotifier struct {
+	*readyNotifier
+	line *health.Line
+}
+
+func (n agentNotifier) Status(s string) { n.line.Status(s) }
