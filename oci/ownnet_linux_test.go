@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/staticpodd/staticpodd/oci/stats"
 	"github.com/staticpodd/staticpodd/tests/testroot"
 )
 
@@ -116,7 +117,7 @@ func checkOwnNet(host, podName string, pod *os.File, addr string) error {
 	if got, _ := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", self.Fd())); got != host {
 		return fmt.Errorf("the daemon's own network namespace is %s, want the host's %s (the main thread is in %s)", got, host, podName)
 	}
-	stats, err := hostNetDev()
+	stats, err := stats.HostNetDev()
 	if err != nil {
 		return err
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/staticpodd/staticpodd/agent/podspec"
 	"github.com/staticpodd/staticpodd/oci/image"
+	"github.com/staticpodd/staticpodd/oci/stats"
 )
 
 // DefaultCgroupRoot is the cgroupfs parent of every pod cgroup.
@@ -120,5 +121,5 @@ type Runtime struct {
 	closed         bool
 	// layers caches the size of each container's writable layer, which a
 	// container with many files makes slow to walk (as cadvisor's du).
-	layers layerSizes
+	layers stats.Layers
 }

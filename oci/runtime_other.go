@@ -57,9 +57,6 @@ func (r *Runtime) NodeStats(context.Context) (podspec.NodeStats, error) {
 	return podspec.NodeStats{}, errors.ErrUnsupported
 }
 
-// layerSizes has nothing to cache where containers cannot run.
-type layerSizes struct{}
-
 // MemoryNotifier needs Linux's memory cgroups.
 type MemoryNotifier struct{}
 
