@@ -44,11 +44,8 @@ func (r *Runtime) Dial(context.Context, string, string, string) (net.Conn, error
 // The Runtime's fields name these; they have no use here.
 type (
 	monitor        struct{}
-	network        struct{}
 	pendingMonitor struct{}
-	podLock        struct{}
 	attachWarmer   struct{}
-	netCache       struct{}
 )
 
 func (r *Runtime) Stats(context.Context) (*podspec.Summary, error) { return nil, errors.ErrUnsupported }

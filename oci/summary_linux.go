@@ -53,8 +53,8 @@ func (r *Runtime) Stats(ctx context.Context) (*podspec.Summary, error) {
 		errs = append(errs, err)
 	}
 	for _, uid := range uids {
-		var pr podRecord
-		if err := readJSON(filepath.Join(r.podDir(uid), podFile), &pr); err != nil {
+		pr, err := r.sb.Record(uid)
+		if err != nil {
 			continue // being made or removed
 		}
 		ps := podspec.PodStats{UID: uid, Namespace: pr.Namespace, Name: pr.Name}
@@ -110,20 +110,10 @@ func (r *Runtime) writableBytes(id string, now time.Time) uint64 {
 
 // podNetDev is the interfaces of pod uid's network namespace, read from a
 // thread moved into it for the read, as Dial makes its sockets.
-func (r *Runtime) podNetDev(uid string) ([]podspec.InterfaceStats, error) {
-	pn, err := r.nets.pod(r, uid)
-	if err != nil {
-		return nil, err
-	}
-	if pn.hostNetwork {
-		return stats.HostNetDev()
-	}
-	var ifs []podspec.InterfaceStats
-	if err := r.inPodNet(pn, func() (err error) {
+func (r *Runtime) podNetDev(uid string) (ifs []podspec.InterfaceStats, err error) {
+	err = r.sb.InNetwork(uid, func() (err error) {
 		ifs, err = stats.ThreadNetDev()
 		return err
-	}); err != nil {
-		return nil, err
-	}
-	return ifs, nil
+	})
+	return ifs, err
 }
