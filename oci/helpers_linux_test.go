@@ -170,14 +170,17 @@ func (e *env) newRuntime() *Runtime {
 }
 
 // podDir is pod uid's sandbox directory, where the tests look at its
-// record (podFile) and namespaces (nsNet) as package sandbox lays them out.
+// record (podFile) and namespaces (nsNet) as package sandbox lays them out;
+// execsDir, in a container's state dir, holds the records package exec
+// keeps of its processes.
 func (r *Runtime) podDir(uid string) string {
 	return filepath.Join(r.cfg.RunDir, sandbox.Dir, uid)
 }
 
 const (
-	podFile = "pod.json"
-	nsNet   = "net"
+	podFile  = "pod.json"
+	nsNet    = "net"
+	execsDir = "exec"
 )
 
 func randHex(n int) string {
