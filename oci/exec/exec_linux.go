@@ -126,7 +126,7 @@ func Run(ctx context.Context, ctr *libcontainer.Container, p *specs.Process, es 
 // pid of each exec process running, which is also its process group.
 const execsDir = "exec"
 
-// execProcess converts the container's process to the one Exec runs, as runc
+// execProcess converts the container's process to the one Run runs, as runc
 // exec does (runc's newProcess): the container's user, groups, working
 // directory, rlimits and security settings, with cmd and env of es.
 func execProcess(p *specs.Process, es podspec.ExecSpec) (*libcontainer.Process, error) {
@@ -207,7 +207,7 @@ type execution struct {
 	exited chan struct{} // closed once the process has exited
 
 	// child holds the process's ends (and the console socket), closed once
-	// it started; ours the daemon's ends, closed when Exec returns.
+	// it started; ours the daemon's ends, closed when Run returns.
 	child, ours []*os.File
 	readers     []*os.File // ours that copy output
 	stdinW      *os.File   // the write end of its stdin pipe, without TTY
@@ -393,7 +393,7 @@ func (x *execution) kill(pid int) {
 }
 
 // close closes every file of the execution, which ends the copies, and
-// waits for them: none writes to the caller's writers once Exec returned.
+// waits for them: none writes to the caller's writers once Run returned.
 func (x *execution) close() {
 	for _, f := range append(x.child, x.ours...) {
 		_ = f.Close()

@@ -52,7 +52,8 @@ type Config struct {
 	Network *Network
 	// Warm, if not nil, is called once a pod's cgroup was made: its first
 	// container follows soon.
-	Warm   func()
+	Warm func()
+	// Logger is where the sandboxes' warnings go; nil: nowhere.
 	Logger *slog.Logger
 }
 
@@ -75,6 +76,9 @@ type Manager struct {
 
 // New returns a Manager of the sandboxes under cfg.RunDir.
 func New(cfg Config) *Manager {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
 	return &Manager{
 		cfg:      cfg,
 		log:      cfg.Logger,

@@ -70,7 +70,7 @@ func HostNetDev() ([]podspec.InterfaceStats, error) {
 
 // ThreadNetDev is the interfaces of the calling thread's network namespace,
 // to which the caller has locked its goroutine: a pod's, read from a thread
-// moved into it, as Dial makes its sockets.
+// moved into it, as the sandbox package's Dial makes its sockets.
 func ThreadNetDev() ([]podspec.InterfaceStats, error) {
 	b, err := os.ReadFile("/proc/thread-self/net/dev")
 	if err != nil {
