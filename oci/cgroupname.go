@@ -50,17 +50,6 @@ func sliceParts(cgroupRoot string, parts ...string) []string {
 	return out
 }
 
-// parentSlice is the slice a systemd slice name sits in: a-b-c.slice is in
-// a-b.slice; a.slice in -.slice.
-func parentSlice(slice string) string {
-	name := strings.TrimSuffix(slice, ".slice")
-	i := strings.LastIndexByte(name, '-')
-	if i <= 0 {
-		return "-.slice"
-	}
-	return name[:i] + ".slice"
-}
-
 // containerCgroupsPath is where container id's cgroup goes inside its pod's:
 // a directory under cgroupfs, a scope (slice:prefix:name, the OCI runtime
 // spec's form for systemd) under systemd.

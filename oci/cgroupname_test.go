@@ -29,18 +29,6 @@ func TestPodCgroupsPath(t *testing.T) {
 	}
 }
 
-func TestParentSlice(t *testing.T) {
-	for in, want := range map[string]string{
-		"staticpodd-kubepods-pod1.slice": "staticpodd-kubepods.slice",
-		"staticpodd-kubepods.slice":      "staticpodd.slice",
-		"staticpodd.slice":               "-.slice",
-	} {
-		if got := parentSlice(in); got != want {
-			t.Errorf("parentSlice(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
 func TestContainerCgroupsPath(t *testing.T) {
 	for _, tc := range []struct {
 		pod, want string

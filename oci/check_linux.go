@@ -15,6 +15,7 @@ import (
 	"github.com/opencontainers/cgroups"
 
 	"github.com/staticpodd/staticpodd/agent/host"
+	"github.com/staticpodd/staticpodd/oci/stats"
 )
 
 // checks are the start-up checks, in order: each is one clear line when it
@@ -55,8 +56,8 @@ func checkProcSys(CheckConfig) error {
 			errs = append(errs, fmt.Errorf("cannot read %s: %w", f, err))
 		}
 	}
-	if _, err := os.ReadDir(cgroupRootDir); err != nil {
-		errs = append(errs, fmt.Errorf("cannot read %s: %w", cgroupRootDir, err))
+	if _, err := os.ReadDir(stats.CgroupRootDir); err != nil {
+		errs = append(errs, fmt.Errorf("cannot read %s: %w", stats.CgroupRootDir, err))
 	}
 	return errors.Join(errs...)
 }
@@ -79,7 +80,7 @@ var requiredV2 = []string{"cpu", "cpuset", "memory", "pids"}
 // has Delegate=yes and the daemon runs in a leaf of it).
 func checkControllers(cfg CheckConfig) error {
 	if cgroups.IsCgroup2UnifiedMode() {
-		return checkControllersV2(cgroupRootDir, cfg)
+		return checkControllersV2(stats.CgroupRootDir, cfg)
 	}
 	var missing []string
 	for _, c := range requiredV1 {
@@ -161,8 +162,8 @@ func checkCgroupRoot(cfg CheckConfig) error {
 		root = DefaultCgroupRoot
 	}
 	probe := filepath.Join(root, "staticpodd-check-"+strconv.Itoa(os.Getpid()))
-	dirs := dirsOf(probe)
-	if !dirs.unified() {
+	dirs := stats.DirsOf(probe)
+	if !dirs.Unified() {
 		for _, c := range requiredV1 {
 			if mnt, err := cgroups.FindCgroupMountpoint("", c); err == nil {
 				dirs[c] = filepath.Join(mnt, probe)

@@ -21,6 +21,7 @@ import (
 
 	"github.com/staticpodd/staticpodd/agent/podspec"
 	"github.com/staticpodd/staticpodd/oci/image"
+	"github.com/staticpodd/staticpodd/oci/sandbox"
 	"github.com/staticpodd/staticpodd/rootfs/busybox"
 	"github.com/staticpodd/staticpodd/tests/testroot"
 )
@@ -37,9 +38,6 @@ func TestMain(m *testing.M) {
 	}
 	if os.Getenv(helperEnv) != "" {
 		os.Exit(runHelper())
-	}
-	if host := os.Getenv(leaderNetEnv); host != "" {
-		os.Exit(leaderInPodNet(host))
 	}
 	code := m.Run()
 	if busyboxDir != "" {
@@ -170,6 +168,20 @@ func (e *env) newRuntime() *Runtime {
 	rt.StartBackground(context.Background())
 	return rt
 }
+
+// podDir is pod uid's sandbox directory, where the tests look at its
+// record (podFile) and namespaces (nsNet) as package sandbox lays them out;
+// execsDir, in a container's state dir, holds the records package exec
+// keeps of its processes.
+func (r *Runtime) podDir(uid string) string {
+	return filepath.Join(r.cfg.RunDir, sandbox.Dir, uid)
+}
+
+const (
+	podFile  = "pod.json"
+	nsNet    = "net"
+	execsDir = "exec"
+)
 
 func randHex(n int) string {
 	b := make([]byte, n)

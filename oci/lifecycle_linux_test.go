@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Recover under a context that has ended does nothing and returns the
@@ -46,8 +48,8 @@ func TestRecoverHonoursCancelledContext(t *testing.T) {
 // Close ends the network check StartBackground runs and waits for it, and
 // for the spare monitor's start, and kills the spare; the pods' containers
 // keep running. The check of an adopted default-network sandbox ends with
-// its masquerade rule, behind the iptables semaphore the test holds: it
-// cannot pass, so its message says how it ended.
+// its masquerade rule, behind the iptables lock the test holds: it cannot
+// pass, so its message says how it ended.
 func TestCloseJoinsBackground(t *testing.T) {
 	e := newEnv(t)
 	e.withNetwork()
@@ -74,9 +76,9 @@ func TestCloseJoinsBackground(t *testing.T) {
 	if err := rt.Recover(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	// Held, the iptables semaphore keeps the check of the adopted sandbox
-	// waiting until its context ends.
-	rt.net.plugins <- struct{}{}
+	// Held, the machine's iptables lock (package sandbox's) keeps the check
+	// of the adopted sandbox waiting until its context ends.
+	lock := holdIptablesLock(t)
 	rt.StartBackground(context.Background())
 	spare := waitSpare(rt, 10*time.Second)
 	if spare == nil {
@@ -86,7 +88,7 @@ func TestCloseJoinsBackground(t *testing.T) {
 	if err := rt.Close(); err != nil {
 		t.Fatal(err)
 	}
-	<-rt.net.plugins
+	lock.Close()
 	select {
 	case <-rt.checked:
 	default:
@@ -128,4 +130,20 @@ func TestCloseJoinsBackground(t *testing.T) {
 		}
 	}
 	t.Errorf("containers after Close: %+v, want %s still %s", list, st.ID, st.State)
+}
+
+// holdIptablesLock takes the lock every staticpodd of the machine holds
+// while it changes iptables rules; closing the file releases it.
+func holdIptablesLock(t *testing.T) *os.File {
+	t.Helper()
+	f, err := os.OpenFile("/run/staticpodd-iptables.lock", os.O_RDWR|os.O_CREATE|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+		f.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f
 }

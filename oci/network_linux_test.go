@@ -5,9 +5,7 @@ package oci
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
@@ -16,7 +14,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -24,14 +21,13 @@ import (
 
 	"github.com/staticpodd/staticpodd/agent/podspec"
 	"github.com/staticpodd/staticpodd/tests/testnet"
-	"github.com/staticpodd/staticpodd/tests/testroot"
 )
 
 // withNetwork gives e's runtimes the built-in default network with Debian's
 // plugins, on a bridge and range of the test's own.
 func (e *env) withNetwork() testnet.Net {
 	e.t.Helper()
-	for _, p := range defaultNetworkPlugins {
+	for _, p := range []string{"bridge", "host-local", "portmap"} { // the default network's
 		if _, err := os.Stat(filepath.Join("/usr/lib/cni", p)); err != nil {
 			e.t.Fatalf("CNI plugin %s: %v (apt-get install -y containernetworking-plugins)", p, err)
 		}
@@ -85,7 +81,7 @@ func netLeftovers(t *testing.T, n testnet.Net, ipamDir, id string) []string {
 func TestPodNetwork(t *testing.T) {
 	e := newEnv(t)
 	n := e.withNetwork()
-	hostPort := int32(freeTCPPort(t))
+	hostPort := int32(testnet.FreeTCPPort(t))
 	a, b := e.pod(false), e.pod(false)
 	a.PortMappings = []podspec.PortMapping{{HostPort: hostPort, ContainerPort: 81, Protocol: "tcp"}}
 	e.sandbox(a)
@@ -174,7 +170,7 @@ func TestPartialSandboxNetworkDeleted(t *testing.T) {
 	e := newEnv(t)
 	n := e.withNetwork()
 	p := e.pod(false)
-	p.PortMappings = []podspec.PortMapping{{HostPort: int32(freeTCPPort(t)), ContainerPort: 81, Protocol: "tcp"}}
+	p.PortMappings = []podspec.PortMapping{{HostPort: int32(testnet.FreeTCPPort(t)), ContainerPort: 81, Protocol: "tcp"}}
 	e.sandbox(p)
 	if left := netLeftovers(t, n, e.cfg.Network.IPAMDir, p.UID); len(left) == 0 {
 		t.Fatal("the attached sandbox shows nothing on the host: the leak check would find nothing")
@@ -230,75 +226,9 @@ func TestAdoptedSandboxNetworkChecked(t *testing.T) {
 	}
 }
 
-// With no configuration and no plugins, a pod still gets its sandbox, with
-// loopback only, and its status says why.
-func TestNoPluginsLoopbackOnly(t *testing.T) {
-	e := newEnv(t)
-	e.withNetwork()
-	e.cfg.Network.BinDirs = []string{t.TempDir()}
-	e.rt = e.newRuntime()
-	p := e.pod(false)
-	e.sandbox(p)
-	st, err := e.rt.SandboxStatus(context.Background(), p.UID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(st.IPs) != 0 || !strings.Contains(st.Message, "no CNI plugin bridge, host-local, portmap") {
-		t.Errorf("status without plugins: %+v", st)
-	}
-	if err := e.rt.RemoveSandbox(context.Background(), p.UID); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// A CNI configuration file that does not parse is an error naming it.
-func TestBadCNIConfig(t *testing.T) {
-	e := newEnv(t)
-	e.withNetwork()
-	if err := os.MkdirAll(e.cfg.Network.ConfDir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	bad := filepath.Join(e.cfg.Network.ConfDir, "10-bad.conflist")
-	if err := os.WriteFile(bad, []byte(`{"cniVersion": "1.0.0", "name": `), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	p := e.pod(false)
-	err := e.rt.CreateSandbox(context.Background(), p)
-	if err == nil || !strings.Contains(err.Error(), bad) {
-		t.Errorf("sandbox with a broken CNI configuration: %v, want an error naming %s", err, bad)
-	}
-	if _, err := os.Stat(e.rt.podDir(p.UID)); !os.IsNotExist(err) {
-		t.Errorf("the failed sandbox is left: %v", err)
-	}
-}
-
-func freeTCPPort(t *testing.T) int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
-// A pod UID (a manifest may give its own) cannot add CNI_ARGS.
-func TestRuntimeConfArgs(t *testing.T) {
-	uid := "x;K8S_POD_NAME=other;IgnoreUnknown=0"
-	rec := netRecord{ID: cniContainerID(uid), Namespace: "default", Name: "web-node", UID: uid}
-	rt := rec.runtimeConf("/run/netns/x")
-	for _, kv := range rt.Args {
-		if strings.ContainsAny(kv[1], ";=") {
-			t.Errorf("CNI_ARGS %s=%q would add arguments", kv[0], kv[1])
-		}
-	}
-	if rt.ContainerID != rec.ID || rt.IfName != "eth0" || rt.CapabilityArgs != nil {
-		t.Errorf("runtime conf %+v", rt)
-	}
-}
-
 func masqueradeRuleThere(t *testing.T, n testnet.Net) bool {
 	t.Helper()
-	ok, err := masqRule{Bridge: n.Bridge, Subnet: n.Subnet.String()}.run(context.Background(), "-C")
+	ok, err := n.MasqueradeRule()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -384,7 +314,8 @@ func TestPodNetworkMasquerade(t *testing.T) {
 		if err != nil {
 			t.Fatalf("iptables-save: %v: %s", err, out)
 		}
-		if id := cniContainerID(p.UID); strings.Contains(string(out), id) {
+		// The pod's CNI container ID is its UID, which CNI accepts as it is.
+		if id := p.UID; strings.Contains(string(out), id) {
 			t.Errorf("a pod without hostPorts has iptables %s rules of its own:\n%s", table, out)
 		}
 	}
@@ -408,166 +339,5 @@ func TestPodNetworkMasquerade(t *testing.T) {
 	}
 	if left := netLeftovers(t, n, e.cfg.Network.IPAMDir, ""); len(left) > 0 {
 		t.Errorf("pod removed, left: %q", left)
-	}
-}
-
-// iptablesLog puts an iptables command first in PATH that logs each of its
-// runs to the returned file and then runs the real one.
-func iptablesLog(t *testing.T) string {
-	t.Helper()
-	real, err := masqRule{Subnet: "10.0.0.0/8"}.command()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	log := filepath.Join(dir, "runs")
-	script := fmt.Sprintf("#!/bin/sh\necho \"$*\" >> %s\nexec %s \"$@\"\n", log, real)
-	if err := os.WriteFile(filepath.Join(dir, "iptables"), []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv("PATH", dir+":"+os.Getenv("PATH"))
-	return log
-}
-
-func readRuns(t *testing.T, log string) []string {
-	t.Helper()
-	data, err := os.ReadFile(log)
-	if err != nil && !os.IsNotExist(err) {
-		t.Fatal(err)
-	}
-	return strings.FieldsFunc(string(data), func(r rune) bool { return r == '\n' })
-}
-
-// Only the range's first pod adds its masquerade rule, and only its last
-// one deletes it: a pod without hostPorts in between runs no iptables
-// command at all, so its start never waits for the machine's iptables lock.
-func TestPodNetworkLaterPodsRunNoIptables(t *testing.T) {
-	e := newEnv(t)
-	n := e.withNetwork()
-	log := iptablesLog(t)
-	first, second := e.pod(false), e.pod(false)
-	e.sandbox(first)
-	if runs := readRuns(t, log); len(runs) == 0 || !masqueradeRuleThere(t, n) {
-		t.Fatalf("the range's first pod ran %q and the masquerade rule is there: %v", runs, masqueradeRuleThere(t, n))
-	}
-	_ = os.Remove(log)
-	e.sandbox(second)
-	if err := e.rt.RemoveSandbox(context.Background(), second.UID); err != nil {
-		t.Fatal(err)
-	}
-	if runs := readRuns(t, log); len(runs) > 0 {
-		t.Errorf("a second pod without hostPorts, added and removed, ran iptables: %q", runs)
-	}
-	if err := e.rt.RemoveSandbox(context.Background(), first.UID); err != nil {
-		t.Fatal(err)
-	}
-	if masqueradeRuleThere(t, n) {
-		t.Errorf("the range's last pod removed, its masquerade rule is left")
-	}
-}
-
-// The machine-wide iptables lock is in a directory only root writes: in a
-// world-writable one (/run/lock is 1777), any local user could make the
-// file first and hold its flock, and every daemon's pods would wait for it
-// until their network's set-up timed out.
-func TestIptablesLockNotInWorldWritableDir(t *testing.T) {
-	testroot.Require(t)
-	probe := filepath.Join(filepath.Dir(iptablesLock), "staticpodd-probe-"+randHex(4))
-	cmd := exec.Command("/bin/sh", "-c", `: > "$1"`, "sh", probe)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
-	if out, err := cmd.CombinedOutput(); err == nil {
-		_ = os.Remove(probe)
-		t.Errorf("user nobody made %s beside the iptables lock %s: it could take the lock's place", probe, iptablesLock)
-	} else {
-		t.Logf("user nobody cannot make %s: %v: %s", probe, err, out)
-	}
-}
-
-// A set-up that waited for the machine's iptables lock until its deadline
-// says so, naming the lock, rather than only "context deadline exceeded".
-func TestIptablesLockWaitSaysWhy(t *testing.T) {
-	testroot.Require(t)
-	f, err := os.OpenFile(iptablesLock, os.O_RDWR|os.O_CREATE|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0o600)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
-		t.Fatal(err)
-	}
-	n := newNetwork(NetworkConfig{}, t.TempDir(), slog.New(slog.DiscardHandler))
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-	defer cancel()
-	err = n.exclusive(ctx, func() error {
-		t.Error("ran while another process held the lock")
-		return nil
-	})
-	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), iptablesLock) {
-		t.Errorf("waiting for a held iptables lock: %v, want the deadline and the lock's name", err)
-	}
-}
-
-// A hostPort over one of the daemon's own TCP listeners (the read-only port
-// here) is refused, naming it: portmap's DNAT would take the listener's
-// connections to the host's other addresses. UDP on that port, and TCP on
-// another address than the listener's, are not its.
-func TestHostPortOverOwnPortRefused(t *testing.T) {
-	e := newEnv(t)
-	e.withNetwork()
-	own := int32(freeTCPPort(t))
-	e.cfg.Network.OwnPorts = []OwnPort{{Name: "readOnlyPort", Address: "127.0.0.1", Port: own}}
-	e.rt = e.newRuntime()
-	p := e.pod(false)
-	p.PortMappings = []podspec.PortMapping{{HostPort: own, ContainerPort: 81, Protocol: "tcp"}}
-	err := e.rt.CreateSandbox(context.Background(), p)
-	if want := fmt.Sprintf("hostPort %d/TCP: staticpodd's own readOnlyPort listens there", own); err == nil || !strings.Contains(err.Error(), want) {
-		t.Errorf("a hostPort on the daemon's own port: %v, want %q", err, want)
-	}
-	if _, err := os.Stat(e.rt.podDir(p.UID)); !os.IsNotExist(err) {
-		t.Errorf("the refused pod's sandbox is left: %v", err)
-	}
-	for _, ok := range []podspec.PortMapping{
-		{HostPort: own, ContainerPort: 81, Protocol: "udp"},
-		{HostPort: own, ContainerPort: 81, Protocol: "tcp", HostIP: "127.0.0.2"},
-	} {
-		q := e.pod(false)
-		q.PortMappings = []podspec.PortMapping{ok}
-		e.sandbox(q)
-		if err := e.rt.RemoveSandbox(context.Background(), q.UID); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
-// One pod publishing one port twice on overlapping addresses ("" and
-// 0.0.0.0 are both every address; validation compares them as written) is
-// refused as two pods would be, not left to portmap's first rule.
-func TestHostPortTwiceInOnePodRefused(t *testing.T) {
-	e := newEnv(t)
-	e.withNetwork()
-	port := int32(freeTCPPort(t))
-	for _, second := range []string{"0.0.0.0", "127.0.0.1"} {
-		p := e.pod(false)
-		p.PortMappings = []podspec.PortMapping{
-			{HostPort: port, ContainerPort: 80, Protocol: "tcp"},
-			{HostPort: port, ContainerPort: 81, Protocol: "tcp", HostIP: second},
-		}
-		err := e.rt.CreateSandbox(context.Background(), p)
-		if want := fmt.Sprintf("hostPort %d/TCP: published twice by the pod", port); err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("hostIP \"\" and %q on one port: %v, want %q", second, err, want)
-		}
-		if _, err := os.Stat(e.rt.podDir(p.UID)); !os.IsNotExist(err) {
-			t.Errorf("the refused pod's sandbox is left: %v", err)
-		}
-	}
-	// Two addresses of their own do not overlap.
-	q := e.pod(false)
-	q.PortMappings = []podspec.PortMapping{
-		{HostPort: port, ContainerPort: 80, Protocol: "tcp", HostIP: "127.0.0.1"},
-		{HostPort: port, ContainerPort: 81, Protocol: "tcp", HostIP: "127.0.0.2"},
-	}
-	e.sandbox(q)
-	if err := e.rt.RemoveSandbox(context.Background(), q.UID); err != nil {
-		t.Fatal(err)
 	}
 }

@@ -11,6 +11,8 @@ import (
 	"sync"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/staticpodd/staticpodd/oci/stats"
 )
 
 // MemoryNotifier wakes the eviction manager when the node's memory usage
@@ -44,7 +46,7 @@ func (r *Runtime) NewMemoryNotifier() (*MemoryNotifier, error) {
 	if cg == "" {
 		cg = "/"
 	}
-	d := dirsOf(cg)
+	d := stats.DirsOf(cg)
 	n := &MemoryNotifier{events: make(chan struct{}, 1), stop: make(chan struct{})}
 	if dir, ok := d[""]; ok {
 		n.dir = dir

@@ -58,36 +58,5 @@ func (r *Runtime) removeOrphans(ctx context.Context) error {
 			r.log.Warn("remove orphaned container", "id", id, "err", err)
 		}
 	}
-	return r.removePartialSandboxes(ctx)
-}
-
-// removePartialSandboxes removes the sandboxes without pod.json, which is
-// written last and whose presence means complete: a creation cut short by
-// the daemon's death, or a removal. ListSandboxes does not list them, so no
-// worker would ever remove their namespace mounts, /dev/shm and cgroup (found
-// by the chaos soak: a sandbox left after every pod was removed). No
-// container is made in a sandbox before its pod.json is written. When ctx
-// ends it stops and returns ctx's cause.
-func (r *Runtime) removePartialSandboxes(ctx context.Context) error {
-	entries, err := os.ReadDir(filepath.Join(r.cfg.RunDir, podsDir))
-	if err != nil {
-		if !errors.Is(err, fs.ErrNotExist) {
-			r.log.Warn("list sandboxes for partial ones", "err", err)
-		}
-		return nil
-	}
-	for _, e := range entries {
-		if ctx.Err() != nil {
-			return context.Cause(ctx)
-		}
-		uid := e.Name()
-		if _, err := os.Stat(filepath.Join(r.podDir(uid), podFile)); !validName(uid) || !errors.Is(err, fs.ErrNotExist) {
-			continue
-		}
-		r.log.Info("remove the sandbox an interrupted creation or removal left", "pod", uid)
-		if err := r.removeSandbox(ctx, uid); err != nil {
-			r.log.Warn("remove partial sandbox", "pod", uid, "err", err)
-		}
-	}
-	return nil
+	return r.sb.RemovePartial(ctx)
 }

@@ -259,20 +259,3 @@ func TestGracePeriodKeptWithContainers(t *testing.T) {
 	}
 	checkClean(t, e, pod.UID, st.ID)
 }
-
-func TestPodLocksDoNotAccumulate(t *testing.T) {
-	e := newEnv(t)
-	for range 5 {
-		pod := e.pod(true)
-		e.sandbox(pod)
-		if err := e.rt.RemoveSandbox(context.Background(), pod.UID); err != nil {
-			t.Fatal(err)
-		}
-	}
-	e.rt.mu.Lock()
-	n := len(e.rt.podLocks)
-	e.rt.mu.Unlock()
-	if n != 0 {
-		t.Errorf("%d pod locks kept after every sandbox was removed", n)
-	}
-}

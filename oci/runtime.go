@@ -9,8 +9,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/staticpodd/staticpodd/agent/podspec"
 	"github.com/staticpodd/staticpodd/oci/image"
+	"github.com/staticpodd/staticpodd/oci/sandbox"
+	"github.com/staticpodd/staticpodd/oci/stats"
 )
 
 // DefaultCgroupRoot is the cgroupfs parent of every pod cgroup.
@@ -36,6 +37,14 @@ type ImageStore interface {
 	// Snapshots lists the keys prepared and not released.
 	Snapshots() ([]string, error)
 }
+
+// NetworkConfig is how pods without hostNetwork get their network, and
+// OwnPort one of the daemon's own listeners, which no hostPort may take
+// (see package sandbox).
+type (
+	NetworkConfig = sandbox.NetworkConfig
+	OwnPort       = sandbox.OwnPort
+)
 
 // Config configures a Runtime.
 type Config struct {
@@ -84,9 +93,6 @@ type Runtime struct {
 	// monitors holds the monitors this process started or adopted, by container
 	// ID; guarded by mu.
 	monitors map[string]*monitor
-	// podLocks serialise sandbox creation and removal per pod UID, present
-	// while someone holds or waits for one; guarded by mu.
-	podLocks map[string]*podLock
 	// starting holds the containers a Start is creating, removing those
 	// being removed: status must not take either for a container whose
 	// monitor was lost. Both guarded by mu.
@@ -103,11 +109,9 @@ type Runtime struct {
 	monitorFile *os.File
 
 	warmer attachWarmer
-	nets   netCache
-	net    *network // nil: no pod network
-	// sandboxes caches the status of each sandbox this process made or
-	// checked, by pod UID; guarded by mu.
-	sandboxes map[string]podspec.SandboxStatus
+	// sb makes, removes and reaches into the pods' sandboxes, on net.
+	sb  *sandbox.Manager
+	net *sandbox.Network // nil: no pod network
 	// checked is closed once the networks of the sandboxes found at start
 	// were checked.
 	checked chan struct{}
@@ -120,5 +124,5 @@ type Runtime struct {
 	closed         bool
 	// layers caches the size of each container's writable layer, which a
 	// container with many files makes slow to walk (as cadvisor's du).
-	layers layerSizes
+	layers stats.Layers
 }

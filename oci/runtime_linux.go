@@ -27,6 +27,7 @@ import (
 
 	"github.com/staticpodd/staticpodd/agent/podspec"
 	mon "github.com/staticpodd/staticpodd/oci/monitor"
+	"github.com/staticpodd/staticpodd/oci/sandbox"
 	"github.com/staticpodd/staticpodd/oci/spec"
 )
 
@@ -54,17 +55,23 @@ func New(cfg Config) (*Runtime, error) {
 		cfg:         cfg,
 		log:         cfg.Logger,
 		monitors:    map[string]*monitor{},
-		podLocks:    map[string]*podLock{},
 		starting:    map[string]bool{},
 		removing:    map[string]bool{},
 		monitorPath: selfExe,
-
-		sandboxes: map[string]podspec.SandboxStatus{},
 	}
 	r.checked = make(chan struct{})
 	if cfg.Network != nil {
-		r.net = newNetwork(*cfg.Network, cfg.RunDir, cfg.Logger)
+		r.net = sandbox.NewNetwork(*cfg.Network, cfg.RunDir, cfg.Logger)
 	}
+	r.sb = sandbox.New(sandbox.Config{
+		RunDir: cfg.RunDir,
+		CgroupsPath: func(uid string) string {
+			return podCgroupsPath(cfg.CgroupDriver, cfg.CgroupRoot, uid)
+		},
+		Network: r.net,
+		Warm:    r.warmer.warm,
+		Logger:  cfg.Logger,
+	})
 	return r, nil
 }
 
@@ -96,8 +103,8 @@ func (r *Runtime) Start(ctx context.Context, pod *podspec.Pod, c *podspec.Contai
 		fmt.Errorf("%w after %v", ErrStartTimeout, r.cfg.StartTimeout))
 	defer cancel()
 	r.warmer.warm()
-	var pr podRecord
-	if err := readJSON(filepath.Join(r.podDir(pod.UID), podFile), &pr); err != nil {
+	pr, err := r.sb.Record(pod.UID)
+	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			err = podspec.ErrNotExist
 		}
@@ -152,7 +159,7 @@ func (r *Runtime) startFailed(ctx context.Context, pm *pendingMonitor) (podspec.
 	return st, true
 }
 
-func (r *Runtime) start(ctx context.Context, pm *pendingMonitor, pod *podspec.Pod, c *podspec.Container, pr podRecord) (podspec.ContainerStatus, error) {
+func (r *Runtime) start(ctx context.Context, pm *pendingMonitor, pod *podspec.Pod, c *podspec.Container, pr sandbox.Record) (podspec.ContainerStatus, error) {
 	id, dir := pm.id, r.containerDir(pm.id)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return podspec.ContainerStatus{}, err
@@ -177,7 +184,7 @@ func (r *Runtime) start(ctx context.Context, pm *pendingMonitor, pod *podspec.Po
 		// mounted at the same path.
 		cs.Mounts = append(slices.Clip(mounts), podspec.Mount{Destination: c.TerminationMessagePath, Type: "bind", Source: src})
 	}
-	s, err := spec.Generate(pod, &cs, img.Config, rootfs, r.sandboxFor(pr, id))
+	s, err := spec.Generate(pod, &cs, img.Config, rootfs, r.sb.Join(pr, containerCgroupsPath(pr.CgroupsPath, id)))
 	if err != nil {
 		return podspec.ContainerStatus{}, fmt.Errorf("%w: %w", podspec.ErrContainerConfig, err)
 	}
@@ -233,30 +240,6 @@ func (r *Runtime) stopSignal(c *podspec.Container, image string) syscall.Signal 
 		r.log.Warn("image stop signal not understood, using SIGTERM", "container", c.Name, "image", c.Image, "err", err)
 	}
 	return syscall.SIGTERM
-}
-
-// sandboxFor names what container id joins in its pod's sandbox.
-func (r *Runtime) sandboxFor(pr podRecord, id string) spec.Sandbox {
-	dir := r.podDir(pr.UID)
-	sb := spec.Sandbox{
-		CgroupsPath:    containerCgroupsPath(pr.CgroupsPath, id),
-		HostsFile:      filepath.Join(dir, "hosts"),
-		HostnameFile:   filepath.Join(dir, "hostname"),
-		ResolvConfFile: filepath.Join(dir, "resolv.conf"),
-	}
-	if !pr.HostNetwork {
-		sb.NetNS = filepath.Join(dir, nsNet)
-		sb.UTSNS = filepath.Join(dir, nsUTS)
-	}
-	sb.ShmPath = "/dev/shm"
-	if !pr.HostIPC {
-		sb.IPCNS = filepath.Join(dir, nsIPC)
-		sb.ShmPath = filepath.Join(dir, shmDir)
-		if _, err := os.Stat(sb.ShmPath); err != nil {
-			sb.ShmPath = "" // a sandbox of an older daemon: a tmpfs of its own
-		}
-	}
-	return sb
 }
 
 // cleanup removes what a failed start left: libcontainer state, cgroup,
@@ -478,7 +461,7 @@ func (r *Runtime) remove(id string) error {
 	if ok, err := readOptionalJSON(filepath.Join(r.containerDir(id), specFile), &s); err != nil {
 		errs = append(errs, err)
 	} else if ok && s.Linux != nil && s.Linux.CgroupsPath != "" {
-		errs = append(errs, removeCgroup(s.Linux.CgroupsPath))
+		errs = append(errs, sandbox.RemoveCgroup(s.Linux.CgroupsPath))
 	}
 	errs = append(errs, r.cfg.Images.Release(id))
 	// Before the state dir goes: removing it through a bind still mounted

@@ -44,11 +44,8 @@ func (r *Runtime) Dial(context.Context, string, string, string) (net.Conn, error
 // The Runtime's fields name these; they have no use here.
 type (
 	monitor        struct{}
-	network        struct{}
 	pendingMonitor struct{}
-	podLock        struct{}
 	attachWarmer   struct{}
-	netCache       struct{}
 )
 
 func (r *Runtime) Stats(context.Context) (*podspec.Summary, error) { return nil, errors.ErrUnsupported }
@@ -56,9 +53,6 @@ func (r *Runtime) Stats(context.Context) (*podspec.Summary, error) { return nil,
 func (r *Runtime) NodeStats(context.Context) (podspec.NodeStats, error) {
 	return podspec.NodeStats{}, errors.ErrUnsupported
 }
-
-// layerSizes has nothing to cache where containers cannot run.
-type layerSizes struct{}
 
 // MemoryNotifier needs Linux's memory cgroups.
 type MemoryNotifier struct{}

@@ -5,15 +5,12 @@ import (
 	"time"
 
 	mon "github.com/staticpodd/staticpodd/oci/monitor"
+	"github.com/staticpodd/staticpodd/oci/sandbox"
 )
 
 // On-disk layout under RunDir:
 //
-//	pods/<uid>/pod.json              podRecord
-//	pods/<uid>/{net,ipc,uts}         bind mounts of the sandbox namespaces
-//	pods/<uid>/shm                   the pod's /dev/shm tmpfs (none with hostIPC)
-//	pods/<uid>/{hosts,hostname,resolv.conf}
-//	pods/<uid>/network.json          netRecord: the CNI attachment to DEL
+//	pods/<uid>/                      the pod's sandbox (package sandbox)
 //	containers/<id>/container.json   containerRecord (written by the daemon)
 //	containers/<id>/config.json      the OCI runtime spec
 //	containers/<id>/state.json       monitorState (written by the monitor)
@@ -27,11 +24,10 @@ import (
 //	containers/<id>/termination-log  bound at the container's terminationMessagePath
 //	libcontainer/<id>/               libcontainer's state, removed by the monitor
 const (
-	podsDir         = "pods"
+	podsDir         = sandbox.Dir
 	containersDir   = "containers"
 	libcontainerDir = "libcontainer"
 
-	podFile       = "pod.json"
 	containerFile = mon.ContainerFile
 	specFile      = mon.SpecFile
 	stateFile     = mon.StateFile
@@ -44,28 +40,6 @@ const (
 	// removingSuffix names a state dir being removed (see removeStateDir).
 	removingSuffix = ".removing"
 )
-
-// podRecord is what a sandbox remembers about its pod.
-type podRecord struct {
-	UID         string `json:"uid"`
-	Namespace   string `json:"namespace"`
-	Name        string `json:"name"`
-	Hostname    string `json:"hostname"`
-	HostNetwork bool   `json:"hostNetwork,omitempty"`
-	HostIPC     bool   `json:"hostIPC,omitempty"`
-	CgroupsPath string `json:"cgroupsPath"`
-	PidsLimit   int64  `json:"pidsLimit,omitempty"`
-	// The pod cgroup's limits, as the kubelet sets them per QoS class.
-	MemoryLimit int64  `json:"memoryLimit,omitempty"`
-	CPUShares   uint64 `json:"cpuShares,omitempty"`
-	CPUQuota    int64  `json:"cpuQuota,omitempty"`
-	CPUPeriod   uint64 `json:"cpuPeriod,omitempty"`
-	// The pod network: the pod's addresses on it and the network's name,
-	// or why the pod has none but its loopback.
-	IPs            []string `json:"ips,omitempty"`
-	Network        string   `json:"network,omitempty"`
-	NetworkMessage string   `json:"networkMessage,omitempty"`
-}
 
 // containerRecord carries the labels the agent needs to adopt a container.
 type containerRecord struct {
@@ -127,10 +101,6 @@ var (
 	readOptionalJSON     = mon.ReadOptionalJSON
 	isSystemdCgroupsPath = mon.IsSystemdCgroupsPath
 )
-
-func (r *Runtime) podDir(uid string) string {
-	return filepath.Join(r.cfg.RunDir, podsDir, uid)
-}
 
 func (r *Runtime) containerDir(id string) string {
 	return filepath.Join(r.cfg.RunDir, containersDir, id)

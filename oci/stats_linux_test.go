@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/staticpodd/staticpodd/oci/stats"
 )
 
 // TestStats measures a real container: 30 MiB in the pod's /dev/shm (shmem,
@@ -91,8 +93,8 @@ func TestMemoryNotifier(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer n.Close()
-	d := dirsOf(e.cfg.NodeCgroup)
-	u, err := readUsage(d)
+	d := stats.DirsOf(e.cfg.NodeCgroup)
+	u, err := stats.ReadUsage(d)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +103,7 @@ func TestMemoryNotifier(t *testing.T) {
 	}
 	select {
 	case <-n.Events():
-		if !d.unified() {
+		if !d.Unified() {
 			t.Fatal("notified before anything crossed the threshold")
 		}
 	default:

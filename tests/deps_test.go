@@ -87,6 +87,40 @@ func TestImportFences(t *testing.T) {
 	if checked == 0 {
 		t.Fatal("go list returned none of our packages")
 	}
+	behindFacade(t)
+}
+
+// ociBehindFacade are the packages behind oci.Runtime, each imported only
+// by packages of oci/: cmd/ wires the Runtime (and the image store), agent/
+// sees agent.Runtime.
+var ociBehindFacade = []string{"oci/exec", "oci/sandbox", "oci/stats"}
+
+// behindFacade checks that no package outside oci/ imports one of
+// ociBehindFacade.
+func behindFacade(t *testing.T) {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}}{{range .Imports}} {{.}}{{end}}", "../...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	const mod = "github.com/staticpodd/staticpodd/"
+	seen := 0
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(line)
+		rel := strings.TrimPrefix(f[0], mod)
+		for _, d := range f[1:] {
+			if !slices.Contains(ociBehindFacade, strings.TrimPrefix(d, mod)) {
+				continue
+			}
+			seen++
+			if rel != "oci" && !strings.HasPrefix(rel, "oci/") {
+				t.Errorf("%s imports %s: outside oci/ only oci.Runtime is seen", rel, d)
+			}
+		}
+	}
+	if seen < len(ociBehindFacade) {
+		t.Errorf("%d imports of %v found, want at least one each: is the list stale?", seen, ociBehindFacade)
+	}
 }
 
 // agentEdges are the imports allowed between agent/ packages: for each agent

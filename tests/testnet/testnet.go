@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/netip"
 	"os"
@@ -67,6 +68,34 @@ func Alloc(t testing.TB) Net {
 	}
 	t.Fatal("testnet: all 256 test networks are taken")
 	return Net{}
+}
+
+// FreeTCPPort is a TCP port free on 127.0.0.1 a moment ago, for a hostPort.
+func FreeTCPPort(t testing.TB) int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// MasqueradeRule reports whether the nat table holds the one masquerade
+// rule staticpodd adds for n's range while a pod is on its default network
+// (package oci/sandbox): traffic from the range that leaves by any
+// interface but the bridge goes out with the host's address.
+func (n Net) MasqueradeRule() (bool, error) {
+	args := []string{"--wait", "-t", "nat", "-C", "POSTROUTING", "-s", n.Subnet.String(), "!", "-o", n.Bridge,
+		"-m", "comment", "--comment", "staticpodd: masquerade " + n.Bridge, "-j", "MASQUERADE"}
+	out, err := exec.Command("iptables", args...).CombinedOutput()
+	var exit *exec.ExitError
+	if errors.As(err, &exit) && exit.ExitCode() == 1 && bytes.Contains(out, []byte("does a matching rule exist")) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("iptables %s: %w: %s", strings.Join(args, " "), err, bytes.TrimSpace(out))
+	}
+	return true, nil
 }
 
 // Leftovers lists what pods of n left on the host: with id "", any veth on

@@ -1,6 +1,6 @@
 //go:build linux && cgo
 
-package oci
+package sandbox
 
 import (
 	"errors"
@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/staticpodd/staticpodd/oci/stats"
 	"github.com/staticpodd/staticpodd/tests/testroot"
 )
 
@@ -24,6 +25,13 @@ import (
 // goroutine exits, in whatever namespaces it is). The value is the host's
 // network namespace, as readlink shows it.
 const leaderNetEnv = "OCI_TEST_LEADER_NET"
+
+func TestMain(m *testing.M) {
+	if host := os.Getenv(leaderNetEnv); host != "" {
+		os.Exit(leaderInPodNet(host))
+	}
+	os.Exit(m.Run())
+}
 
 func init() {
 	if os.Getenv(leaderNetEnv) != "" {
@@ -39,7 +47,12 @@ func init() {
 // host's.
 func TestOwnNetNotTheMainThreads(t *testing.T) {
 	testroot.Require(t)
-	host, err := os.Readlink("/proc/self/ns/net")
+	// The test binary's own namespace is a thread's that runs goroutines,
+	// as the daemon's is: an earlier test's sandbox may have left the main
+	// thread in a pod's (see openOwn).
+	runtime.LockOSThread()
+	host, err := os.Readlink("/proc/thread-self/ns/net")
+	runtime.UnlockOSThread()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,21 +121,21 @@ func checkLeaderInPodNet(host string) error {
 }
 
 func checkOwnNet(host, podName string, pod *os.File, addr string) error {
-	r := &Runtime{}
-	self, err := r.nets.own()
+	m := &Manager{}
+	self, err := m.nets.own()
 	if err != nil {
 		return err
 	}
 	if got, _ := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", self.Fd())); got != host {
 		return fmt.Errorf("the daemon's own network namespace is %s, want the host's %s (the main thread is in %s)", got, host, podName)
 	}
-	stats, err := hostNetDev()
+	ifs, err := stats.HostNetDev()
 	if err != nil {
 		return err
 	}
-	for _, s := range stats {
+	for _, s := range ifs {
 		if s.Name == "podonly0" {
-			return fmt.Errorf("the node's network stats are the main thread's namespace's: %+v", stats)
+			return fmt.Errorf("the node's network stats are the main thread's namespace's: %+v", ifs)
 		}
 	}
 
@@ -134,7 +147,7 @@ func checkOwnNet(host, podName string, pod *os.File, addr string) error {
 	errs := make([]error, 20)
 	for i := range errs {
 		wg.Go(func() {
-			errs[i] = r.inPodNet(pn, func() error {
+			errs[i] = m.inPodNet(pn, func() error {
 				if ns, _ := os.Readlink("/proc/thread-self/ns/net"); ns != podName {
 					return fmt.Errorf("inPodNet ran in %s, want %s", ns, podName)
 				}

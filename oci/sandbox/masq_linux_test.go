@@ -1,6 +1,6 @@
 //go:build linux && cgo
 
-package oci
+package sandbox
 
 import (
 	"context"

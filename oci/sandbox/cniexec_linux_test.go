@@ -1,6 +1,6 @@
 //go:build linux && cgo
 
-package oci
+package sandbox
 
 import (
 	"bytes"
@@ -55,7 +55,7 @@ func TestPluginOutputBounded(t *testing.T) {
 	saved := os.Stderr
 	os.Stderr = stderrFile
 	var logs bytes.Buffer
-	n := newNetwork(NetworkConfig{BinDirs: []string{bin}, CacheDir: t.TempDir()}, t.TempDir(), slog.New(slog.NewTextHandler(&logs, nil)))
+	n := NewNetwork(NetworkConfig{BinDirs: []string{bin}, CacheDir: t.TempDir()}, t.TempDir(), slog.New(slog.NewTextHandler(&logs, nil)))
 	os.Stderr = saved
 	rt := &libcni.RuntimeConf{ContainerID: "loud", NetNS: "/proc/self/ns/net", IfName: "eth0"}
 

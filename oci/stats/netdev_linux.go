@@ -1,6 +1,6 @@
 //go:build linux && cgo
 
-package oci
+package stats
 
 import (
 	"bufio"
@@ -58,34 +58,22 @@ func parseNetDev(b []byte) ([]podspec.InterfaceStats, error) {
 	return out, sc.Err()
 }
 
-// hostNetDev is the interfaces of the daemon's own network namespace: that
+// HostNetDev is the interfaces of the daemon's own network namespace: that
 // of a thread that runs goroutines, not the thread-group leader's, which
-// may be a pod's (see openOwn).
-func hostNetDev() ([]podspec.InterfaceStats, error) {
+// may be a pod's: the Go runtime parks a main thread whose locked goroutine
+// exits, in whatever namespaces it was.
+func HostNetDev() ([]podspec.InterfaceStats, error) {
 	runtime.LockOSThread()
-	b, err := os.ReadFile("/proc/thread-self/net/dev")
-	runtime.UnlockOSThread()
-	if err != nil {
-		return nil, err
-	}
-	return parseNetDev(b)
+	defer runtime.UnlockOSThread()
+	return ThreadNetDev()
 }
 
-// podNetDev is the interfaces of pod uid's network namespace, read from a
-// thread moved into it for the read, as Dial makes its sockets.
-func (r *Runtime) podNetDev(uid string) ([]podspec.InterfaceStats, error) {
-	pn, err := r.nets.pod(r, uid)
+// ThreadNetDev is the interfaces of the calling thread's network namespace,
+// to which the caller has locked its goroutine: a pod's, read from a thread
+// moved into it, as the sandbox package's Dial makes its sockets.
+func ThreadNetDev() ([]podspec.InterfaceStats, error) {
+	b, err := os.ReadFile("/proc/thread-self/net/dev")
 	if err != nil {
-		return nil, err
-	}
-	if pn.hostNetwork {
-		return hostNetDev()
-	}
-	var b []byte
-	if err := r.inPodNet(pn, func() (err error) {
-		b, err = os.ReadFile("/proc/thread-self/net/dev")
-		return err
-	}); err != nil {
 		return nil, err
 	}
 	return parseNetDev(b)

@@ -1,4 +1,4 @@
-package oci
+package stats
 
 import (
 	"os"
@@ -9,12 +9,12 @@ import (
 )
 
 func TestReadUsage(t *testing.T) {
-	v1 := cgDirs{
+	v1 := Dirs{
 		"memory":  "testdata/cgroup/v1/memory",
 		"cpuacct": "testdata/cgroup/v1/cpuacct",
 		"pids":    "testdata/cgroup/v1/pids",
 	}
-	v2 := cgDirs{"": "testdata/cgroup/v2"}
+	v2 := Dirs{"": "testdata/cgroup/v2"}
 	want := podspec.Usage{
 		MemoryUsage:      100 << 20,
 		MemoryWorkingSet: 80 << 20, // 100Mi − 20Mi inactive_file
@@ -23,26 +23,26 @@ func TestReadUsage(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name string
-		dirs cgDirs
+		dirs Dirs
 		cpu  uint64
 	}{
 		{"v1", v1, 123456789},
 		{"v2", v2, 123456000},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := readUsage(tc.dirs)
+			got, err := ReadUsage(tc.dirs)
 			if err != nil {
 				t.Fatal(err)
 			}
 			w := want
 			w.CPUUsageNanos = tc.cpu
 			if got != w {
-				t.Errorf("readUsage = %+v, want %+v", got, w)
+				t.Errorf("ReadUsage = %+v, want %+v", got, w)
 			}
 		})
 	}
 	t.Run("missing cgroup", func(t *testing.T) {
-		_, err := readUsage(cgDirs{"": filepath.Join(t.TempDir(), "gone")})
+		_, err := ReadUsage(Dirs{"": filepath.Join(t.TempDir(), "gone")})
 		if !os.IsNotExist(err) {
 			t.Errorf("err = %v, want not exist", err)
 		}
@@ -51,7 +51,7 @@ func TestReadUsage(t *testing.T) {
 		dir := t.TempDir()
 		os.WriteFile(filepath.Join(dir, "memory.current"), []byte("lots\n"), 0o644)
 		os.WriteFile(filepath.Join(dir, "memory.stat"), []byte("inactive_file x\nnoise\n"), 0o644)
-		if _, err := readUsage(cgDirs{"": dir}); err == nil {
+		if _, err := ReadUsage(Dirs{"": dir}); err == nil {
 			t.Error("want an error for a memory.current that is no number")
 		}
 	})
@@ -63,11 +63,11 @@ func TestReadUsage(t *testing.T) {
 }
 
 func TestReadLimits(t *testing.T) {
-	mem, pids, err := readLimits(cgDirs{"memory": "testdata/cgroup/v1/memory", "pids": "testdata/cgroup/v1/pids"})
+	mem, pids, err := ReadLimits(Dirs{"memory": "testdata/cgroup/v1/memory", "pids": "testdata/cgroup/v1/pids"})
 	if err != nil || mem != 256<<20 || pids != 100 {
 		t.Errorf("v1: %d %d %v", mem, pids, err)
 	}
-	mem, pids, err = readLimits(cgDirs{"": "testdata/cgroup/v2"})
+	mem, pids, err = ReadLimits(Dirs{"": "testdata/cgroup/v2"})
 	if err != nil || mem != 256<<20 || pids != 0 {
 		t.Errorf("v2: %d %d %v, want max pids as 0", mem, pids, err)
 	}

@@ -1,4 +1,9 @@
-package oci
+// Package stats measures what the node, its pods and their containers use,
+// as the kubelet's cadvisor does: cgroup files (usage, working set, limits),
+// /proc and statfs for the node, network device counters, log and writable
+// layer sizes. It reads the host only; package oci, which knows the pods and
+// containers, puts the summary together.
+package stats
 
 import (
 	"bytes"
@@ -13,19 +18,19 @@ import (
 	"github.com/staticpodd/staticpodd/agent/podspec"
 )
 
-// cgDirs names the directories of one cgroup: on cgroup v1 one per
+// Dirs names the directories of one cgroup: on cgroup v1 one per
 // controller (memory, cpuacct, pids), on v2 the one unified directory, as
 // libcontainer's managers' GetPaths return them (v2: key "").
-type cgDirs map[string]string
+type Dirs map[string]string
 
-func (d cgDirs) unified() bool { _, ok := d[""]; return ok }
+func (d Dirs) Unified() bool { _, ok := d[""]; return ok }
 
-// readUsage reads what a cgroup measures. Working set is usage −
+// ReadUsage reads what a cgroup measures. Working set is usage −
 // inactive_file, as cadvisor computes it for the kubelet (v1: the
 // hierarchical total_inactive_file; v2: inactive_file); RSS is v1's
 // total_rss and v2's anon. A controller that is missing leaves its values 0;
 // a cgroup that does not exist is an error wrapping os.ErrNotExist.
-func readUsage(d cgDirs) (podspec.Usage, error) {
+func ReadUsage(d Dirs) (podspec.Usage, error) {
 	var u podspec.Usage
 	var errs []error
 	keep := func(err error) {
@@ -84,8 +89,8 @@ func workingSet(usage, inactiveFile uint64) uint64 {
 	return usage - inactiveFile
 }
 
-// readLimits reads a cgroup's memory limit and process limit; 0 = none.
-func readLimits(d cgDirs) (memory, pids uint64, err error) {
+// ReadLimits reads a cgroup's memory limit and process limit; 0 = none.
+func ReadLimits(d Dirs) (memory, pids uint64, err error) {
 	var errs []error
 	memFile, memDir, pidsDir := "memory.limit_in_bytes", d["memory"], d["pids"]
 	if dir, ok := d[""]; ok {

@@ -1,6 +1,6 @@
 //go:build linux && cgo
 
-package oci
+package exec
 
 import "testing"
 

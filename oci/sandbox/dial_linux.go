@@ -1,6 +1,6 @@
 //go:build linux && cgo
 
-package oci
+package sandbox
 
 import (
 	"context"
@@ -28,8 +28,8 @@ import (
 // namespace afterwards, or dies with its goroutine if it cannot. addr's host
 // is resolved first, in the daemon's namespace, so that one socket is made
 // on that thread and no happy-eyeballs racer makes one elsewhere.
-func (r *Runtime) Dial(ctx context.Context, podUID, network, addr string) (net.Conn, error) {
-	pn, err := r.nets.pod(r, podUID)
+func (m *Manager) Dial(ctx context.Context, podUID, network, addr string) (net.Conn, error) {
+	pn, err := m.nets.pod(m, podUID)
 	if err != nil {
 		return nil, fmt.Errorf("dial %s in pod %s: %w", addr, podUID, err)
 	}
@@ -49,7 +49,7 @@ func (r *Runtime) Dial(ctx context.Context, podUID, network, addr string) (net.C
 		addr = net.JoinHostPort(ips[0].String(), port)
 	}
 	var c net.Conn
-	err = r.inPodNet(pn, func() (err error) {
+	err = m.inPodNet(pn, func() (err error) {
 		c, err = d.DialContext(ctx, network, addr)
 		return err
 	})
@@ -62,8 +62,8 @@ func (r *Runtime) Dial(ctx context.Context, podUID, network, addr string) (net.C
 // inPodNet runs fn on a thread moved into pn's network namespace, which goes
 // back to the daemon's namespace afterwards, or dies with its goroutine if it
 // cannot: nothing else ever runs in the pod's namespace by mistake.
-func (r *Runtime) inPodNet(pn *podNet, fn func() error) error {
-	self, err := r.nets.own()
+func (m *Manager) inPodNet(pn *podNet, fn func() error) error {
+	self, err := m.nets.own()
 	if err != nil {
 		return err
 	}
@@ -84,10 +84,29 @@ func (r *Runtime) inPodNet(pn *podNet, fn func() error) error {
 	return <-done
 }
 
+// InNetwork runs fn on a thread in pod podUID's network namespace, the
+// host's for a hostNetwork pod, as Dial makes its sockets: a thread moved
+// there for fn, which goes back to the daemon's namespace afterwards or
+// dies with its goroutine, or for the host's this goroutine locked to its
+// thread. It fails with an error wrapping podspec.ErrNotExist or
+// fs.ErrNotExist when the pod has no sandbox.
+func (m *Manager) InNetwork(podUID string, fn func() error) error {
+	pn, err := m.nets.pod(m, podUID)
+	if err != nil {
+		return err
+	}
+	if pn.hostNetwork {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		return fn()
+	}
+	return m.inPodNet(pn, fn)
+}
+
 // netCache keeps what Dial needs, so that a probe does not read the pod's
 // record and open two namespace files each time: the daemon's own network
 // namespace, and per pod its namespace, open, or that it has the host's.
-// removeSandbox drops a pod's, which closes the namespace.
+// remove drops a pod's, which closes the namespace.
 type netCache struct {
 	mu   sync.Mutex
 	self *os.File           // guarded by mu
@@ -142,14 +161,14 @@ func openOwn(name string) (*os.File, error) {
 	return os.Open("/proc/thread-self/" + name)
 }
 
-func (c *netCache) pod(r *Runtime, uid string) (*podNet, error) {
+func (c *netCache) pod(m *Manager, uid string) (*podNet, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if pn := c.pods[uid]; pn != nil {
 		return pn, nil
 	}
-	var pr podRecord
-	if err := readJSON(filepath.Join(r.podDir(uid), podFile), &pr); err != nil {
+	pr, err := m.Record(uid)
+	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			err = podspec.ErrNotExist
 		}
@@ -157,7 +176,7 @@ func (c *netCache) pod(r *Runtime, uid string) (*podNet, error) {
 	}
 	pn := &podNet{hostNetwork: pr.HostNetwork}
 	if !pr.HostNetwork {
-		f, err := os.Open(filepath.Join(r.podDir(uid), nsNet))
+		f, err := os.Open(filepath.Join(m.dir(uid), nsNet))
 		if err != nil {
 			return nil, err
 		}

@@ -1,6 +1,6 @@
 //go:build linux && cgo
 
-package oci
+package sandbox
 
 import (
 	"context"
@@ -52,8 +52,8 @@ type netRecord struct {
 	Masquerade *masqRule `json:"masquerade,omitempty"`
 }
 
-// network attaches sandboxes to the pod network with CNI.
-type network struct {
+// Network attaches sandboxes to the pod network with CNI.
+type Network struct {
 	cfg    NetworkConfig
 	cni    *libcni.CNIConfig
 	log    *slog.Logger
@@ -76,8 +76,10 @@ type network struct {
 	note   string // the last "no pod network" reason logged; guarded by noteMu
 }
 
-func newNetwork(cfg NetworkConfig, runDir string, log *slog.Logger) *network {
-	return &network{
+// NewNetwork returns the pod network cfg describes, for the sandboxes under
+// runDir (all of which it reads to keep two pods off one hostPort).
+func NewNetwork(cfg NetworkConfig, runDir string, log *slog.Logger) *Network {
+	return &Network{
 		cfg:     cfg,
 		cni:     libcni.NewCNIConfigWithCacheDir(cfg.BinDirs, cfg.CacheDir, newPluginExec(log)),
 		log:     log,
@@ -98,7 +100,7 @@ const iptablesLock = "/run/staticpodd-iptables.lock"
 // meanwhile. iptables-nft (Debian's iptables) does not take the xtables
 // lock, and a plugin that rewrites the nat table while another does can
 // fail half-way. Waiting for the lock counts in ctx.
-func (n *network) exclusive(ctx context.Context, fn func() error) error {
+func (n *Network) exclusive(ctx context.Context, fn func() error) error {
 	select {
 	case n.plugins <- struct{}{}:
 	case <-ctx.Done():
@@ -152,7 +154,7 @@ func touchesIptables(list *libcni.NetworkConfigList) bool {
 
 // runPlugins runs fn, a CNI operation on list, alone when list may change
 // iptables rules.
-func (n *network) runPlugins(ctx context.Context, list *libcni.NetworkConfigList, fn func() error) error {
+func (n *Network) runPlugins(ctx context.Context, list *libcni.NetworkConfigList, fn func() error) error {
 	if touchesIptables(list) {
 		return n.exclusive(ctx, fn)
 	}
@@ -163,7 +165,7 @@ func (n *network) runPlugins(ctx context.Context, list *libcni.NetworkConfigList
 // name (the kubelet's and containerd's choice), else the built-in default
 // network (with portmap when the pod has hostPorts). A nil list with a
 // reason: no pod network, loopback only.
-func (n *network) conf(hostPorts bool) (list *libcni.NetworkConfigList, source, reason string, err error) {
+func (n *Network) conf(hostPorts bool) (list *libcni.NetworkConfigList, source, reason string, err error) {
 	files, err := libcni.ConfFiles(n.cfg.ConfDir, []string{".conflist", ".conf", ".json"})
 	if err != nil {
 		return nil, "", "", fmt.Errorf("read CNI configuration directory %s: %w", n.cfg.ConfDir, err)
@@ -208,7 +210,7 @@ func (n *network) conf(hostPorts bool) (list *libcni.NetworkConfigList, source, 
 }
 
 // noPodNetwork logs reason once, and again only when it changes.
-func (n *network) noPodNetwork(reason string) {
+func (n *Network) noPodNetwork(reason string) {
 	n.noteMu.Lock()
 	defer n.noteMu.Unlock()
 	if reason != n.note {
@@ -247,7 +249,7 @@ func (rec *netRecord) runtimeConf(netns string) *libcni.RuntimeConf {
 // attach connects the sandbox in dir (its network namespace made) to the
 // pod network: ADD. The status has no IPs and says why when there is no pod
 // network to attach to.
-func (n *network) attach(ctx context.Context, dir string, pod *podspec.Pod) (podspec.SandboxStatus, error) {
+func (n *Network) attach(ctx context.Context, dir string, pod *podspec.Pod) (podspec.SandboxStatus, error) {
 	ports := portMappings(pod.PortMappings)
 	list, source, reason, err := n.conf(len(ports) > 0)
 	if err != nil {
@@ -287,7 +289,7 @@ func (n *network) attach(ctx context.Context, dir string, pod *podspec.Pod) (pod
 // record checks rec's hostPorts against every other sandbox's, writes rec
 // into dir, and adds the masquerade rule it needs unless this daemon did
 // already (a later pod of the range runs no iptables command).
-func (n *network) record(ctx context.Context, dir string, rec *netRecord) error {
+func (n *Network) record(ctx context.Context, dir string, rec *netRecord) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	// Within the pod too, by the same rule: validation compares a hostIP as
@@ -357,7 +359,7 @@ func (n *network) record(ctx context.Context, dir string, rec *netRecord) error 
 // second time). All under mu, as record: a pod being added meanwhile is
 // either seen here or adds the rule again after, and of two last pods
 // going at once, the second sees the first's record gone.
-func (n *network) forget(ctx context.Context, dir string, m *masqRule) error {
+func (n *Network) forget(ctx context.Context, dir string, m *masqRule) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if m != nil {
@@ -372,9 +374,9 @@ func (n *network) forget(ctx context.Context, dir string, m *masqRule) error {
 // in dir, or the error reading it; records removed meanwhile are skipped.
 // Records are written and removed under mu: a reader under mu sees each
 // whole or not at all.
-func (n *network) otherRecords(dir string) iter.Seq2[*netRecord, error] {
+func (n *Network) otherRecords(dir string) iter.Seq2[*netRecord, error] {
 	return func(yield func(*netRecord, error) bool) {
-		paths, _ := filepath.Glob(filepath.Join(n.runDir, podsDir, "*", netFile))
+		paths, _ := filepath.Glob(filepath.Join(n.runDir, Dir, "*", netFile))
 		for _, p := range paths {
 			if filepath.Dir(p) == dir {
 				continue
@@ -393,7 +395,7 @@ func (n *network) otherRecords(dir string) iter.Seq2[*netRecord, error] {
 
 // unmasquerade deletes m unless the attachment of another sandbox than
 // the one in dir still needs it. Under mu.
-func (n *network) unmasquerade(ctx context.Context, dir string, m *masqRule) error {
+func (n *Network) unmasquerade(ctx context.Context, dir string, m *masqRule) error {
 	for o, err := range n.otherRecords(dir) {
 		if err != nil {
 			return nil // unreadable: keep the rule, the next DEL looks again
@@ -459,7 +461,7 @@ func readAttachment(dir string) (*netRecord, *libcni.NetworkConfigList, error) {
 // detach runs DEL for the sandbox in dir, if an attachment was recorded.
 // The namespace is given when it is still there; a plugin cleans up its
 // host side without it.
-func (n *network) detach(ctx context.Context, dir string) error {
+func (n *Network) detach(ctx context.Context, dir string) error {
 	rec, list, err := readAttachment(dir)
 	if err != nil || rec == nil {
 		return err
@@ -478,7 +480,7 @@ func (n *network) detach(ctx context.Context, dir string) error {
 
 // check runs CHECK for the sandbox in dir, if an attachment was recorded
 // and its configuration allows it.
-func (n *network) check(ctx context.Context, dir string) error {
+func (n *Network) check(ctx context.Context, dir string) error {
 	rec, list, err := readAttachment(dir)
 	if err != nil || rec == nil {
 		return err

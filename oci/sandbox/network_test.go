@@ -1,4 +1,4 @@
-package oci
+package sandbox
 
 import (
 	"encoding/json"

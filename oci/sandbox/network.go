@@ -1,4 +1,4 @@
-package oci
+package sandbox
 
 import (
 	"crypto/sha256"

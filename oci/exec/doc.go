@@ -1,0 +1,8 @@
+// Package exec runs processes in running containers, as `runc exec` does:
+// the process joins the container through libcontainer, its standard
+// streams or terminal are copied to and from the caller, and a deadline
+// kills it with its process group. Each process running is recorded in its
+// container's state directory, so that the next daemon kills what a daemon
+// that died left (KillLeftovers). Package oci's Runtime finds the container
+// and calls it.
+package exec
