@@ -11,6 +11,7 @@ import (
 
 	"github.com/staticpodd/staticpodd/agent/events"
 	"github.com/staticpodd/staticpodd/agent/podspec"
+	"github.com/staticpodd/staticpodd/agent/status"
 )
 
 // reasonStartError is the runtime's reason for a container whose process
@@ -33,7 +34,7 @@ func (w *worker) exited(c podspec.ContainerStatus) {
 // whether and when it will be restarted, so that the daemon's log alone
 // tells why a pod restarts. stopped: the worker stopped it.
 func (w *worker) logExit(c podspec.ContainerStatus, stopped bool) {
-	attrs := []any{"container", c.Name, "id", c.ID, "exitCode", c.ExitCode, "reason", terminated(c).Reason}
+	attrs := []any{"container", c.Name, "id", c.ID, "exitCode", c.ExitCode, "reason", status.Terminated(c).Reason}
 	if sig := exitSignal(c.ExitCode); sig != "" {
 		attrs = append(attrs, "signal", sig)
 	}

@@ -1,8 +1,11 @@
-// Package status answers "is this pod OK?" from a pod's v1.PodStatus alone:
-// Classify, which run --once, --ready-when, the systemd STATUS line and
-// `staticpodd ps` all read, and the reasons (Evicted, DeadlineExceeded, the
-// waiting reasons) they switch on. It is pure: it reads values, never the
-// host.
+// Package status owns a static pod's status. Generate is the kubelet's
+// generateAPIPodStatus: a pod's v1.PodStatus from what its worker knows (the
+// runtime's containers, the generation it runs, its probes), with the shapes
+// of the older generations it still stops (Terminating, Orphan). Classify
+// answers "is this pod OK?" from a pod's v1.PodStatus alone, for run --once,
+// --ready-when, the systemd STATUS line and `staticpodd ps`; the reasons
+// (Evicted, DeadlineExceeded, the waiting reasons) are defined here once. It
+// is pure: it reads values, never the host.
 //
 // Each reader keeps its own question, as the kubelet's readers do, and
 // answers it with a switch on one Class:
