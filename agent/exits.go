@@ -113,13 +113,14 @@ func (w *worker) nextRestart(c podspec.ContainerStatus, stopped bool) string {
 func (w *worker) podOf(uid string) *v1.Pod {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	switch {
-	case w.desired != nil && string(w.desired.UID) == uid:
+	if w.desired != nil && string(w.desired.UID) == uid {
 		return w.desired
-	case w.stopping[uid] != nil:
-		return w.stopping[uid]
-	case w.status != nil && string(w.status.UID) == uid:
-		return w.status
+	}
+	if p := w.a.statuses.Stopping(w.key, uid); p != nil {
+		return p
+	}
+	if p := w.a.statuses.Desired(w.key); p != nil && string(p.UID) == uid {
+		return p
 	}
 	return nil
 }

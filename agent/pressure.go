@@ -315,7 +315,7 @@ func (a *Agent) evictOne(sum *podspec.Summary, t eviction.Threshold, p eviction.
 	a.mu.Lock()
 	for key, w := range a.workers {
 		w.mu.Lock()
-		pod, status := w.desired, w.status
+		pod, status := w.desired, a.statuses.Desired(key)
 		w.mu.Unlock()
 		if pod == nil || evicted[key] == string(pod.UID) {
 			continue

@@ -157,10 +157,10 @@ func (w *worker) report(u prober.Update) {
 	h := w.health[u.ContainerID]
 	var pod *v1.Pod
 	container := ""
-	if w.status != nil {
-		for _, cs := range w.status.Status.ContainerStatuses {
+	if p := w.a.statuses.Desired(w.key); p != nil {
+		for _, cs := range p.Status.ContainerStatuses {
 			if cs.ContainerID == containerIDPrefix+u.ContainerID {
-				pod, container = w.status, cs.Name
+				pod, container = p, cs.Name
 			}
 		}
 	}
@@ -347,7 +347,7 @@ func (w *worker) probeState(c *v1.Container, id string) (started, ready bool) {
 // probeStatusesLocked lists the last results of the probes of the running
 // containers of the published pod; w.mu held.
 func (w *worker) probeStatusesLocked() []prober.Status {
-	pod := w.status
+	pod := w.a.statuses.Desired(w.key)
 	if pod == nil {
 		return nil
 	}
@@ -429,12 +429,10 @@ func (p *probeCounts) add(k prober.CountKey) {
 func (a *Agent) ProbeCounts() map[prober.CountKey]uint64 {
 	a.mu.Lock()
 	uids := map[string]bool{}
-	for _, w := range a.workers {
-		w.mu.Lock()
-		if w.status != nil {
-			uids[string(w.status.UID)] = true
+	for key := range a.workers {
+		if p := a.statuses.Desired(key); p != nil {
+			uids[string(p.UID)] = true
 		}
-		w.mu.Unlock()
 	}
 	a.mu.Unlock()
 	a.probeCounts.mu.Lock()

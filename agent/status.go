@@ -1,8 +1,6 @@
 package agent
 
 import (
-	"fmt"
-	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -14,11 +12,11 @@ import (
 // containerIDPrefix makes runtime IDs look like the kubelet's <runtime>://<id>.
 const containerIDPrefix = status.ContainerIDPrefix
 
-// publish stores pod (nil: none is desired) with its live status for Pods and
-// the summary. Every other generation the worker still has is listed
-// Terminating, with a deletionTimestamp, as the API shows a pod being
-// deleted: the pod published before, or what an adopted pod's containers
-// tell, until nothing of it is left.
+// publish gives the status manager pod (nil: none is desired) with its live
+// status, for Pods, the watchers and the STATUS line. Every other generation
+// the worker still has is listed Terminating, with a deletionTimestamp, as
+// the API shows a pod being deleted: the pod published before, or what an
+// adopted pod's containers tell, until nothing of it is left.
 func (w *worker) publish(pod *v1.Pod) {
 	var out *v1.Pod
 	if pod != nil {
@@ -35,33 +33,34 @@ func (w *worker) publish(pod *v1.Pod) {
 		}
 		w.prevState = out.Status.DeepCopy()
 	}
-	desired := ""
-	if out != nil {
-		desired = string(out.UID)
-	}
-	w.mu.Lock()
-	if prev := w.status; prev != nil && string(prev.UID) != desired && w.pods[string(prev.UID)] != nil {
-		w.stopping[string(prev.UID)] = status.Terminating(prev, time.Now())
-	}
-	w.status = out
-	for uid, p := range w.stopping {
-		st := w.pods[uid]
-		if st == nil || uid == desired {
-			delete(w.stopping, uid)
-			continue
+	now := time.Now()
+	w.a.statuses.Update(w.key, func(prev *v1.Pod, stopping map[string]*v1.Pod) (*v1.Pod, map[string]*v1.Pod) {
+		desired := ""
+		if out != nil {
+			desired = string(out.UID)
 		}
-		status.RefreshTerminating(p, st.containers)
-	}
-	for uid, st := range w.pods {
-		if uid == desired || w.stopping[uid] != nil {
-			continue
+		if prev != nil && string(prev.UID) != desired && w.pods[string(prev.UID)] != nil {
+			stopping[string(prev.UID)] = status.Terminating(prev, now)
 		}
-		if p := orphanPod(uid, st); p != nil {
-			w.stopping[uid] = p
+		for uid, p := range stopping {
+			st := w.pods[uid]
+			if st == nil || uid == desired {
+				delete(stopping, uid)
+				continue
+			}
+			stopping[uid] = status.RefreshTerminating(p, st.containers)
 		}
-	}
-	w.mu.Unlock()
-	w.a.statusChanged(w.key)
+		for uid, st := range w.pods {
+			if uid == desired || stopping[uid] != nil {
+				continue
+			}
+			if p := orphanPod(uid, st); p != nil {
+				stopping[uid] = p
+			}
+		}
+		return out, stopping
+	})
+	w.a.summaryChanged()
 }
 
 // orphanPod is how the pod of UID uid that an earlier daemon ran, of which
@@ -126,85 +125,4 @@ func (g *generation) status() *status.Generation {
 		out.Containers[name] = c
 	}
 	return out
-}
-
-// podTally counts pods by what the STATUS line says of them. The agent
-// keeps one per worker and their sum, so that a change of one pod costs
-// the STATUS line that pod's work, not every pod's.
-type podTally struct {
-	pods, running, pending, succeeded, failed int
-	waiting                                   []string // "name: reason"
-}
-
-// add counts pod p (node: the suffix its static pod name carries).
-func (t *podTally) add(p *v1.Pod, node string) {
-	t.pods++
-	c := status.Classify(p)
-	if c.Waiting != "" {
-		t.waiting = append(t.waiting, strings.TrimSuffix(p.Name, "-"+node)+": "+c.Waiting)
-		return
-	}
-	switch c.Phase {
-	case v1.PodRunning:
-		t.running++
-	case v1.PodSucceeded:
-		t.succeeded++
-	case v1.PodFailed:
-		t.failed++
-	default:
-		t.pending++
-	}
-}
-
-// addCounts adds (sign 1) or takes away (sign -1) o's counts; the waiting
-// pods are kept per worker, not summed.
-func (t *podTally) addCounts(o podTally, sign int) {
-	t.pods += sign * o.pods
-	t.running += sign * o.running
-	t.pending += sign * o.pending
-	t.succeeded += sign * o.succeeded
-	t.failed += sign * o.failed
-}
-
-// summarize is the one-line STATUS for systemd:
-// "3 pods: 2 running, 1 waiting (etcd: CrashLoopBackOff)".
-func summarize(pods []v1.Pod, node string, problems int) string {
-	var t podTally
-	for i := range pods {
-		t.add(&pods[i], node)
-	}
-	return t.line(t.waiting, problems)
-}
-
-// line is the STATUS line of t's counts, with the waiting pods named in
-// order.
-func (t *podTally) line(waiting []string, problems int) string {
-	noun := "pods"
-	if t.pods == 1 {
-		noun = "pod"
-	}
-	s := fmt.Sprintf("%d %s", t.pods, noun)
-	var parts []string
-	add := func(n int, what string) {
-		if n > 0 {
-			parts = append(parts, fmt.Sprintf("%d %s", n, what))
-		}
-	}
-	add(t.running, "running")
-	if len(waiting) > 0 {
-		parts = append(parts, fmt.Sprintf("%d waiting (%s)", len(waiting), strings.Join(waiting, ", ")))
-	}
-	add(t.pending, "pending")
-	add(t.succeeded, "succeeded")
-	add(t.failed, "failed")
-	if len(parts) > 0 {
-		s += ": " + strings.Join(parts, ", ")
-	}
-	switch {
-	case problems == 1:
-		s += "; 1 manifest problem"
-	case problems > 1:
-		s += fmt.Sprintf("; %d manifest problems", problems)
-	}
-	return s
 }

@@ -10,40 +10,11 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/staticpodd/staticpodd/agent/manifest"
 	"github.com/staticpodd/staticpodd/agent/podspec"
 	"github.com/staticpodd/staticpodd/agent/status"
 )
-
-func TestSummarize(t *testing.T) {
-	pod := func(name string, phase v1.PodPhase, waiting string) v1.Pod {
-		p := v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name + "-" + testNode}, Status: v1.PodStatus{Phase: phase}}
-		if waiting != "" {
-			p.Status.ContainerStatuses = []v1.ContainerStatus{{State: v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: waiting}}}}
-		}
-		return p
-	}
-	for _, tc := range []struct {
-		pods     []v1.Pod
-		problems int
-		want     string
-	}{
-		{nil, 0, "0 pods"},
-		{[]v1.Pod{pod("web", v1.PodRunning, "")}, 0, "1 pod: 1 running"},
-		{[]v1.Pod{pod("api", v1.PodRunning, ""), pod("etcd", v1.PodRunning, reasonCrashLoop), pod("sched", v1.PodRunning, "")}, 0,
-			"3 pods: 2 running, 1 waiting (etcd: CrashLoopBackOff)"},
-		{[]v1.Pod{pod("a", v1.PodPending, reasonCreating), pod("b", v1.PodSucceeded, ""), pod("c", v1.PodFailed, "")}, 2,
-			"3 pods: 1 pending, 1 succeeded, 1 failed; 2 manifest problems"},
-		{[]v1.Pod{pod("a", v1.PodPending, reasonImageNeverPull), pod("b", v1.PodRunning, reasonCrashLoop)}, 0,
-			"2 pods: 2 waiting (a: ErrImageNeverPull, b: CrashLoopBackOff)"},
-	} {
-		if got := summarize(tc.pods, testNode, tc.problems); got != tc.want {
-			t.Errorf("summarize = %q, want %q", got, tc.want)
-		}
-	}
-}
 
 func TestPodStatusFields(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -197,22 +168,12 @@ func TestSummaryIncremental(t *testing.T) {
 		rt.crash["bad"] = 1
 		h := start(t, rt, Config{})
 		full := func() string {
+			pods := h.a.Pods()
 			h.a.mu.Lock()
 			defer h.a.mu.Unlock()
-			var pods []v1.Pod
-			for _, w := range h.a.workers {
-				w.mu.Lock()
-				for _, p := range w.stopping {
-					pods = append(pods, *p)
-				}
-				if w.status != nil {
-					pods = append(pods, *w.status)
-				}
-				w.mu.Unlock()
-			}
 			// The line names waiting pods in order.
 			slices.SortFunc(pods, func(a, b v1.Pod) int { return strings.Compare(a.Name, b.Name) })
-			s := summarize(pods, h.a.cfg.NodeName, len(h.a.problems))
+			s := status.Summarize(pods, h.a.cfg.NodeName, len(h.a.problems))
 			if c := h.a.Conditions(); len(c) > 0 {
 				s += "; node has " + joinConditions(c)
 			}

@@ -27,7 +27,7 @@ type worker struct {
 	wake   chan struct{}
 	exits  chan podspec.ContainerStatus
 
-	mu      sync.Mutex // guards desired, seq, evict, status, stopping, health
+	mu      sync.Mutex // guards desired, seq, evict, health
 	desired *v1.Pod    // nil: remove everything
 	seq     uint64     // the dispatch that set desired
 	// evict, when set, stops the pod of UID evictUID and keeps it stopped
@@ -37,11 +37,7 @@ type worker struct {
 	// pruned, when set, is closed once a sync removed the exited
 	// containers of the stopped pod (node-level reclaim).
 	pruned chan struct{}
-	status *v1.Pod            // desired with live status, for Pods
 	health map[string]*health // by container ID, what its probes said
-	// stopping are the other generations the worker still has, by UID, as
-	// Pods lists them while they stop: Terminating, with a deletionTimestamp.
-	stopping map[string]*v1.Pod
 
 	// Owned by the worker goroutine.
 	pods     map[string]*podState // by UID
@@ -99,7 +95,6 @@ func newWorker(a *Agent, key string, pods map[string]*podState) *worker {
 		watching:    map[string]bool{},
 		probes:      map[string]*probing{},
 		health:      map[string]*health{},
-		stopping:    map[string]*v1.Pod{},
 		backoff:     newBackoff(backoffInitial, a.cfg.BackoffMax),
 		pullBackoff: flowcontrol.NewBackOff(pullBackoffInitial, pullBackoffMax),
 		pullErrs:    map[string]pullFailure{},
@@ -173,7 +168,7 @@ func (w *worker) run(ctx context.Context) {
 		onFreshStack(func() { w.sync(ctx) })
 		w.a.timings.worker(op).Observe(time.Since(start).Seconds())
 		if len(w.pods) == 0 && w.a.removeWorker(w) {
-			w.a.statusChanged(w.key) // the pod is no longer listed
+			w.a.summaryChanged() // the pod is no longer listed
 			return
 		}
 		var timerC <-chan time.Time

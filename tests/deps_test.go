@@ -107,7 +107,7 @@ var agentEdges = map[string][]string{
 	"agent/host":             nil,
 	"agent/lifecycle":        {"agent/podspec", "agent/prober"},
 	"agent/manifest":         {"agent/atomicdir", "agent/host", "agent/podspec", "agent/podspec/logfiles"},
-	"agent/mirror":           {"agent", "agent/events", "agent/host", "agent/manifest"},
+	"agent/mirror":           {"agent", "agent/events", "agent/host", "agent/manifest", "agent/status"},
 	"agent/podspec":          nil,
 	"agent/podspec/logfiles": nil,
 	"agent/prober":           {"agent/podspec"},
@@ -176,7 +176,7 @@ var hostIO = []string{"os", "os/exec", "os/signal", "os/user", "syscall", "golan
 var purePackages = map[string]string{
 	"agent/eviction": "which signal crossed which threshold, and which pod goes first",
 	"agent/manifest": "parsing, naming, UIDs, hashes, defaults, validation, QoS, conversion to podspec",
-	"agent/status":   "a pod's v1.PodStatus from what its worker knows (Generate), what it says of the pod (Classify)",
+	"agent/status":   "a pod's v1.PodStatus from what its worker knows (Generate), what it says of the pod (Classify), its one cache (Manager)",
 }
 
 // pureFiles are pure code still inside package agent, held to the same rule

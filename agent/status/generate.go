@@ -503,23 +503,39 @@ func Terminating(p *v1.Pod, now time.Time) *v1.Pod {
 	return out
 }
 
-// RefreshTerminating shows the containers of terminating pod p that have
-// exited, of cs (the runtime's), since it was published as terminating.
-func RefreshTerminating(p *v1.Pod, cs []podspec.ContainerStatus) {
-	for _, list := range [][]v1.ContainerStatus{p.Status.InitContainerStatuses, p.Status.ContainerStatuses} {
+// RefreshTerminating is terminating pod p with the containers that have
+// exited, of cs (the runtime's), since it was published shown terminated;
+// p itself when none has. p is not changed.
+func RefreshTerminating(p *v1.Pod, cs []podspec.ContainerStatus) *v1.Pod {
+	lists := func(q *v1.Pod) [][]v1.ContainerStatus {
+		return [][]v1.ContainerStatus{q.Status.InitContainerStatuses, q.Status.ContainerStatuses}
+	}
+	var out *v1.Pod
+	for l, list := range lists(p) {
 		for i := range list {
-			s := &list[i]
-			id := strings.TrimPrefix(s.ContainerID, ContainerIDPrefix)
+			if list[i].State.Terminated != nil {
+				continue
+			}
+			id := strings.TrimPrefix(list[i].ContainerID, ContainerIDPrefix)
 			for _, c := range cs {
-				if c.ID != id || c.State != podspec.StateExited || s.State.Terminated != nil {
+				if c.ID != id || c.State != podspec.StateExited {
 					continue
 				}
+				if out == nil {
+					out = p.DeepCopy()
+				}
 				f := false
+				s := &lists(out)[l][i]
 				s.State = v1.ContainerState{Terminated: Terminated(c)}
 				s.Ready, s.Started = false, &f
+				break
 			}
 		}
 	}
+	if out == nil {
+		return p
+	}
+	return out
 }
 
 // Orphan is how a pod that an earlier daemon ran and no manifest wants any
