@@ -12,31 +12,32 @@ import (
 
 // Manager is the one owner of the published pod status, the kubelet's
 // status manager for a node with no API server of its own to write to: a
-// cache of each pod's status by UID, each with a version, that every reader
-// reads (/pods, the mirror, run --once, --ready-when, the systemd STATUS
-// line) and one change notification they all hear.
+// cache of each pod's status by UID, under the key of its worker with the
+// version of the key's last change, that every reader reads (/pods, the
+// mirror, run --once, --ready-when, the systemd STATUS line), and one
+// subscription they all hear it change by.
 //
 // The pods are kept by key, the worker that shows them (a full name
 // namespace/name, or a worker's own key for an orphan): the desired pod
 // with its live status, and the older generations it still stops,
-// Terminating. A pod in the cache is never changed in place: Set replaces
+// Terminating. A pod in the cache is never changed in place: Update replaces
 // it, so a reader may keep what Desired returns without a copy, and must not
 // change it.
 //
-// Set refuses an illegal transition, as the kubelet's
+// Update refuses an illegal transition, as the kubelet's
 // checkContainerStateTransition: a container instance that has terminated
 // never turns back to running. A static pod's containers leave the
 // terminated state by being made again, with a new ID (a pod whose eviction
 // is lifted starts again whatever its restartPolicy), so the rule is by
 // container ID, not by name and restartPolicy as the kubelet's. A refused
-// pod keeps its cached status and version, and the refusal is logged, as
-// the kubelet's "Status update on pod aborted".
+// pod keeps its cached status, and the refusal is logged, as the kubelet's
+// "Status update on pod aborted".
 type Manager struct {
 	node   string // the suffix of static pod names, which the STATUS line drops
 	logger *slog.Logger
 
-	mu      sync.Mutex // guards the fields below; a leaf: nothing is called while it is held
-	version uint64     // of the last accepted change, of any pod
+	mu      sync.Mutex // guards the fields below; taken last: nothing run under it takes a lock
+	version uint64     // of the last change, of any key
 	keys    map[string]*entry
 	// removed are the keys removed since a subscriber last looked, with the
 	// version of their removal.
