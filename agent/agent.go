@@ -22,6 +22,7 @@ import (
 	"github.com/staticpodd/staticpodd/agent/poddir"
 	"github.com/staticpodd/staticpodd/agent/podspec"
 	"github.com/staticpodd/staticpodd/agent/prober"
+	"github.com/staticpodd/staticpodd/agent/status"
 	"github.com/staticpodd/staticpodd/agent/volumes"
 )
 
@@ -82,6 +83,9 @@ type Agent struct {
 	marks lifecycle.Marks
 	// probeMarks keep what running containers' probes said for the next daemon.
 	probeMarks prober.Marks
+	// statuses is the one owner of the pods' published status: what Pods,
+	// Watch, Changed and the STATUS line read.
+	statuses *status.Manager
 	// probeCounts count every probe made, by result, for /metrics/probes.
 	probeCounts prober.Counts
 	// timings are the kubelet's pod start and pod worker histograms.
@@ -103,20 +107,13 @@ type Agent struct {
 	// nanoseconds; 0 before the first), for SyncLoopHealthCheck.
 	loopAt atomic.Int64
 
-	mu       sync.Mutex         // guards the fields below
-	workers  map[string]*worker // by pod full name namespace/name, or orphan/<uid>
-	problems []manifest.Problem
-	summary  string
-	// tally sums the pod counts of tallies, each worker's as of its last
-	// status change; waiting holds the waiting pods' names of each.
-	tally       podTally
-	tallies     map[string]podTally
-	waiting     map[string][]string
+	mu          sync.Mutex         // guards the fields below
+	workers     map[string]*worker // by pod full name namespace/name, or orphan/<uid>
+	problems    []manifest.Problem
+	summary     string          // the STATUS line last sent
 	readyAt     uint64          // dispatch sequence the first full reconcile waits for; 0 = not yet
 	readyWait   map[string]bool // workers that have not synced readyAt yet
 	notifyReady bool
-	changed     chan struct{} // closed, and replaced, on each status change
-	watches     map[*PodWatch]bool
 	problemSeen map[string]bool // manifest problems already recorded as events
 
 	pmu sync.Mutex // guards pr's fields; taken after mu when both are
@@ -163,9 +160,7 @@ func New(cfg Config, rt Runtime, logger *slog.Logger) *Agent {
 		started:    time.Now(),
 		workers:    map[string]*worker{},
 		summary:    "",
-		tallies:    map[string]podTally{},
-		waiting:    map[string][]string{},
-		changed:    make(chan struct{}),
+		statuses:   status.NewManager(cfg.NodeName, logger),
 		timings:    newTimings(),
 	}
 }

@@ -34,7 +34,7 @@ const (
 	reasonPodInit        = status.PodInitializing
 	// A container whose postStart hook failed waits with it until its
 	// restart (the kubelet's ErrPostStartHook).
-	reasonPostStartHookError = "PostStartHookError"
+	reasonPostStartHookError = status.PostStartHookError
 )
 
 // reasonFailedPostStart is why a container whose postStart hook failed is

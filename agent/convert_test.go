@@ -25,7 +25,7 @@ func TestRealConversion(t *testing.T) {
 	w.update(p.Pod, 1)
 	w.sync(t.Context())
 	if got := rt.Calls("start"); len(got) != 1 {
-		t.Fatalf("starts = %q; pod status %+v", got, w.status.Status)
+		t.Fatalf("starts = %q; pod status %+v", got, w.a.statuses.Desired(w.key).Status)
 	}
 	if _, err := os.Stat(poddir.Root(paths.RootDir).EmptyDir("u1", "data")); err != nil {
 		t.Errorf("emptyDir not made before start: %v", err)

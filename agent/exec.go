@@ -68,3 +68,11 @@ func describeState(pod *v1.Pod, cs *v1.ContainerStatus) string {
 	}
 	return "not running"
 }
+
+// cmp is s, or def when s is empty.
+func cmp(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}

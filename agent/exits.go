@@ -11,6 +11,7 @@ import (
 
 	"github.com/staticpodd/staticpodd/agent/events"
 	"github.com/staticpodd/staticpodd/agent/podspec"
+	"github.com/staticpodd/staticpodd/agent/status"
 )
 
 // reasonStartError is the runtime's reason for a container whose process
@@ -33,7 +34,7 @@ func (w *worker) exited(c podspec.ContainerStatus) {
 // whether and when it will be restarted, so that the daemon's log alone
 // tells why a pod restarts. stopped: the worker stopped it.
 func (w *worker) logExit(c podspec.ContainerStatus, stopped bool) {
-	attrs := []any{"container", c.Name, "id", c.ID, "exitCode", c.ExitCode, "reason", terminated(c).Reason}
+	attrs := []any{"container", c.Name, "id", c.ID, "exitCode", c.ExitCode, "reason", status.Terminated(c).Reason}
 	if sig := exitSignal(c.ExitCode); sig != "" {
 		attrs = append(attrs, "signal", sig)
 	}
@@ -112,13 +113,14 @@ func (w *worker) nextRestart(c podspec.ContainerStatus, stopped bool) string {
 func (w *worker) podOf(uid string) *v1.Pod {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	switch {
-	case w.box.desired != nil && string(w.box.desired.UID) == uid:
+	if w.box.desired != nil && string(w.box.desired.UID) == uid {
 		return w.box.desired
-	case w.stopping[uid] != nil:
-		return w.stopping[uid]
-	case w.status != nil && string(w.status.UID) == uid:
-		return w.status
+	}
+	if p := w.a.statuses.Stopping(w.key, uid); p != nil {
+		return p
+	}
+	if p := w.a.statuses.Desired(w.key); p != nil && string(p.UID) == uid {
+		return p
 	}
 	return nil
 }

@@ -56,7 +56,7 @@ func (a *Agent) onceResults() ([]OnceResult, bool) {
 	defer a.mu.Unlock()
 	settled := a.notifyReady
 	var results []OnceResult
-	for _, p := range a.podsLocked() {
+	for _, p := range a.statuses.Pods() {
 		if p.DeletionTimestamp != nil {
 			continue // not desired: an orphan or older generation being removed
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/staticpodd/staticpodd/agent/manifest"
 	"github.com/staticpodd/staticpodd/agent/podspec"
 	"github.com/staticpodd/staticpodd/agent/prober"
+	"github.com/staticpodd/staticpodd/agent/status"
 )
 
 // defaultGrace stops containers of a pod whose manifest is unknown (adopted
@@ -113,10 +114,13 @@ type podState struct {
 	hookFailed map[string]bool
 }
 
-// isSidecar reports whether c is a restartable init container.
-func isSidecar(c *v1.Container) bool {
-	return c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways
-}
+// The plan reads a pod's containers as its status does: which are sidecars,
+// which restart, which instance is the current one.
+var (
+	isSidecar     = status.IsSidecar
+	shouldRestart = status.ShouldRestart
+	latestByName  = status.LatestByName
+)
 
 // stopContainers stops the running containers of st the kubelet's way: the
 // others side by side, then the sidecars one by one, last first, with what
@@ -556,30 +560,6 @@ func startAction(d *desiredPod, uid, name string, prev *podspec.ContainerStatus)
 		a.prevID = prev.ID
 	}
 	return a
-}
-
-func shouldRestart(policy v1.RestartPolicy, exitCode int) bool {
-	switch policy {
-	case v1.RestartPolicyNever:
-		return false
-	case v1.RestartPolicyOnFailure:
-		return exitCode != 0
-	default:
-		return true
-	}
-}
-
-// latestByName returns, per container name, the instance with the highest attempt
-// (the newest created on a tie).
-func latestByName(cs []podspec.ContainerStatus) map[string]podspec.ContainerStatus {
-	m := map[string]podspec.ContainerStatus{}
-	for _, c := range cs {
-		l, ok := m[c.Name]
-		if !ok || c.Attempt > l.Attempt || (c.Attempt == l.Attempt && c.CreatedAt.After(l.CreatedAt)) {
-			m[c.Name] = c
-		}
-	}
-	return m
 }
 
 func podGrace(pod *v1.Pod) time.Duration {

@@ -90,17 +90,15 @@ func (w *worker) probeTarget(pod *v1.Pod, c *v1.Container, id string) *prober.Ta
 // Unhealthy event, with the kubelet's message.
 func (w *worker) probeUpdated(u prober.Update) {
 	if u.Result == prober.Failure {
-		w.mu.Lock()
 		var pod *v1.Pod
 		container := ""
-		if w.status != nil {
-			for _, cs := range w.status.Status.ContainerStatuses {
+		if p := w.a.statuses.Desired(w.key); p != nil {
+			for _, cs := range p.Status.ContainerStatuses {
 				if cs.ContainerID == containerIDPrefix+u.ContainerID {
-					pod, container = w.status, cs.Name
+					pod, container = p, cs.Name
 				}
 			}
 		}
-		w.mu.Unlock()
 		if pod != nil {
 			w.a.events.Eventf(events.ContainerRef(pod, container), v1.EventTypeWarning, events.Unhealthy,
 				"%s probe failed: %s", probeTypeName(u.Kind), u.Output)
@@ -168,10 +166,10 @@ func (w *worker) probeState(c *v1.Container, id string) (started, ready bool) {
 	return h.Started, h.Started && h.Ready
 }
 
-// probeStatusesLocked lists the last results of the probes of the running
-// containers of the published pod; w.mu held.
-func (w *worker) probeStatusesLocked() []prober.Status {
-	pod := w.status
+// probeStatuses are the last results of the probes of the running
+// containers of the published pod, which the status manager has.
+func (w *worker) probeStatuses() []prober.Status {
+	pod := w.a.statuses.Desired(w.key)
 	if pod == nil {
 		return nil
 	}

@@ -307,7 +307,7 @@ func (a *Agent) maybeReadyLocked() {
 		a.notifyReady = true
 		a.logger.Info("all sources seen and pods synced: ready")
 		a.cfg.Notifier.Ready()
-		a.changedLocked()
+		a.statuses.Touch()
 	}
 }
 
@@ -352,40 +352,16 @@ func (a *Agent) removeWorker(w *worker) bool {
 	}
 	if a.workers[w.key] == w {
 		delete(a.workers, w.key)
+		a.statuses.Remove(w.key)
 	}
 	delete(a.readyWait, w.key)
 	a.maybeReadyLocked()
 	return true
 }
 
-// Pods returns every desired pod with its live status, sorted by full name.
-func (a *Agent) Pods() []v1.Pod {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.podsLocked()
-}
-
-// podsLocked lists every worker's desired pod and the older generations it
-// still stops; of pods with one name, those terminating come first.
-func (a *Agent) podsLocked() []v1.Pod {
-	var pods []v1.Pod
-	for _, w := range a.workers {
-		w.eachListed(func(p *v1.Pod) { pods = append(pods, *p.DeepCopy()) })
-	}
-	slices.SortStableFunc(pods, func(x, y v1.Pod) int {
-		if c := strings.Compare(x.Namespace+"/"+x.Name, y.Namespace+"/"+y.Name); c != 0 {
-			return c
-		}
-		switch tx, ty := x.DeletionTimestamp, y.DeletionTimestamp; {
-		case tx != nil && ty == nil:
-			return -1
-		case tx == nil && ty != nil:
-			return 1
-		}
-		return strings.Compare(string(x.UID), string(y.UID))
-	})
-	return pods
-}
+// Pods returns every desired pod with its live status, and the older
+// generations still stopping, sorted by full name (status.Manager.Pods).
+func (a *Agent) Pods() []v1.Pod { return a.statuses.Pods() }
 
 // Problems returns the manifests that could not be used, and duplicates.
 func (a *Agent) Problems() []manifest.Problem {
@@ -404,62 +380,32 @@ func (a *Agent) Summary() string {
 // summaryLocked is the STATUS line: the pods, then the node conditions.
 // It costs the number of waiting pods, not of all pods.
 func (a *Agent) summaryLocked() string {
-	var waiting []string
-	for _, names := range a.waiting {
-		waiting = append(waiting, names...)
-	}
-	slices.Sort(waiting)
-	s := a.tally.line(waiting, len(a.problems))
+	s := a.statuses.Line(len(a.problems))
 	if c := a.Conditions(); len(c) > 0 {
 		s += "; node has " + joinConditions(c)
 	}
 	return s
 }
 
-// retallyLocked counts again the pods of worker key, whose status changed,
-// or takes them out when the worker is gone.
-func (a *Agent) retallyLocked(key string) {
-	a.tally.addCounts(a.tallies[key], -1)
-	delete(a.tallies, key)
-	delete(a.waiting, key)
-	w := a.workers[key]
-	if w == nil {
-		return
-	}
-	var t podTally
-	w.eachListed(func(p *v1.Pod) { t.add(p, a.cfg.NodeName) })
-	a.tally.addCounts(t, 1)
-	a.tallies[key] = t
-	if len(t.waiting) > 0 {
-		a.waiting[key] = t.waiting
-	}
-}
-
 func isOrphanKey(key string) bool { return strings.HasPrefix(key, orphanPrefix) }
 
 // Changed returns a channel that is closed at the next change of any pod's
-// status: subscribers read Pods then, instead of polling it.
-func (a *Agent) Changed() <-chan struct{} {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.changed
+// status, of the manifest problems or of the node's conditions: subscribers
+// read Pods then, instead of polling it.
+func (a *Agent) Changed() <-chan struct{} { return a.statuses.Changed() }
+
+// statusChanged tells the subscribers of Changed that the manifest problems
+// or the node's conditions changed, and the notifier the STATUS line; a
+// pod's change reaches them through the status manager.
+func (a *Agent) statusChanged() {
+	a.statuses.Touch()
+	a.summaryChanged()
 }
 
-func (a *Agent) changedLocked() {
-	close(a.changed)
-	a.changed = make(chan struct{})
-}
-
-// statusChanged tells subscribers that pods changed (those of the worker
-// keys given to watchers), and the notifier the summary when it changed.
-func (a *Agent) statusChanged(keys ...string) {
+// summaryChanged sends the notifier the STATUS line when it changed.
+func (a *Agent) summaryChanged() {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.changedLocked()
-	for _, k := range keys {
-		a.markLocked(k)
-		a.retallyLocked(k)
-	}
 	s := a.summaryLocked()
 	if s == a.summary {
 		return

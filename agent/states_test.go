@@ -61,7 +61,7 @@ func TestWorkerStates(t *testing.T) {
 		if n := rt.Len(); n != 0 {
 			t.Errorf("runtime holds %d, want what the evicted pod held released", n)
 		}
-		if p := w.published(); p.Status.Phase != v1.PodFailed || p.Status.Reason != reasonEvicted {
+		if p := w.a.statuses.Desired(w.key); p.Status.Phase != v1.PodFailed || p.Status.Reason != reasonEvicted {
 			t.Errorf("evicted pod: %s %q, want Failed Evicted", p.Status.Phase, p.Status.Reason)
 		}
 

@@ -10,96 +10,11 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/staticpodd/staticpodd/agent/manifest"
 	"github.com/staticpodd/staticpodd/agent/podspec"
+	"github.com/staticpodd/staticpodd/agent/status"
 )
-
-func TestPodPhase(t *testing.T) {
-	run := v1.ContainerStatus{State: v1.ContainerState{Running: &v1.ContainerStateRunning{}}}
-	ok := v1.ContainerStatus{State: v1.ContainerState{Terminated: &v1.ContainerStateTerminated{ExitCode: 0}}}
-	bad := v1.ContainerStatus{State: v1.ContainerState{Terminated: &v1.ContainerStateTerminated{ExitCode: 1}}}
-	creating := v1.ContainerStatus{State: v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: reasonCreating}}}
-	crashloop := v1.ContainerStatus{
-		State:                v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: reasonCrashLoop}},
-		LastTerminationState: v1.ContainerState{Terminated: &v1.ContainerStateTerminated{ExitCode: 1}},
-	}
-	started := run
-	started.Started = new(true)
-	unstarted := run
-	unstarted.Started = new(false)
-	for _, tc := range []struct {
-		name     string
-		policy   v1.RestartPolicy
-		init     []v1.ContainerStatus
-		ctrs     []v1.ContainerStatus
-		want     v1.PodPhase
-		sidecars int // the first init containers are sidecars
-	}{
-		{"sidecar started, main running", v1.RestartPolicyAlways, []v1.ContainerStatus{started}, []v1.ContainerStatus{run}, v1.PodRunning, 1},
-		{"sidecar not started yet", v1.RestartPolicyAlways, []v1.ContainerStatus{unstarted}, nil, v1.PodPending, 1},
-		{"sidecar crash looping after start-up", v1.RestartPolicyAlways, []v1.ContainerStatus{crashloop}, []v1.ContainerStatus{run}, v1.PodRunning, 1},
-		{"main done, sidecar still running, Never", v1.RestartPolicyNever, []v1.ContainerStatus{started}, []v1.ContainerStatus{ok}, v1.PodRunning, 1},
-		{"main done, sidecar stopped, Never", v1.RestartPolicyNever, []v1.ContainerStatus{bad}, []v1.ContainerStatus{ok}, v1.PodSucceeded, 1},
-		{"not started", v1.RestartPolicyAlways, nil, []v1.ContainerStatus{creating}, v1.PodPending, 0},
-		{"one of two started", v1.RestartPolicyAlways, nil, []v1.ContainerStatus{run, creating}, v1.PodPending, 0},
-		{"running", v1.RestartPolicyAlways, nil, []v1.ContainerStatus{run, run}, v1.PodRunning, 0},
-		{"crash looping counts as running", v1.RestartPolicyAlways, nil, []v1.ContainerStatus{crashloop}, v1.PodRunning, 0},
-		{"init running", v1.RestartPolicyAlways, []v1.ContainerStatus{run}, []v1.ContainerStatus{creating}, v1.PodPending, 0},
-		{"init failed, Never", v1.RestartPolicyNever, []v1.ContainerStatus{bad}, []v1.ContainerStatus{creating}, v1.PodFailed, 0},
-		{"init failed, OnFailure", v1.RestartPolicyOnFailure, []v1.ContainerStatus{bad}, []v1.ContainerStatus{creating}, v1.PodPending, 0},
-		{"all succeeded, OnFailure", v1.RestartPolicyOnFailure, nil, []v1.ContainerStatus{ok, ok}, v1.PodSucceeded, 0},
-		{"one failed, Never", v1.RestartPolicyNever, nil, []v1.ContainerStatus{ok, bad}, v1.PodFailed, 0},
-		{"one failed, OnFailure: restarting", v1.RestartPolicyOnFailure, nil, []v1.ContainerStatus{ok, bad}, v1.PodRunning, 0},
-		{"one still running, Never", v1.RestartPolicyNever, nil, []v1.ContainerStatus{ok, run}, v1.PodRunning, 0},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			pod := testPod("p", "u", tc.policy).Pod
-			pod.Spec.Containers = make([]v1.Container, len(tc.ctrs))
-			pod.Spec.InitContainers = make([]v1.Container, len(tc.init))
-			for i := range tc.sidecars {
-				pod.Spec.InitContainers[i].RestartPolicy = new(v1.ContainerRestartPolicyAlways)
-			}
-			// A regular container made: the pod is initialized.
-			initialized := slices.ContainsFunc(tc.ctrs, func(c v1.ContainerStatus) bool {
-				return c.State.Waiting == nil || c.State.Waiting.Reason != reasonCreating
-			})
-			s := v1.PodStatus{InitContainerStatuses: tc.init, ContainerStatuses: tc.ctrs}
-			if got := podPhase(pod, s, initialized); got != tc.want {
-				t.Errorf("phase = %s, want %s", got, tc.want)
-			}
-		})
-	}
-}
-
-func TestSummarize(t *testing.T) {
-	pod := func(name string, phase v1.PodPhase, waiting string) v1.Pod {
-		p := v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name + "-" + testNode}, Status: v1.PodStatus{Phase: phase}}
-		if waiting != "" {
-			p.Status.ContainerStatuses = []v1.ContainerStatus{{State: v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: waiting}}}}
-		}
-		return p
-	}
-	for _, tc := range []struct {
-		pods     []v1.Pod
-		problems int
-		want     string
-	}{
-		{nil, 0, "0 pods"},
-		{[]v1.Pod{pod("web", v1.PodRunning, "")}, 0, "1 pod: 1 running"},
-		{[]v1.Pod{pod("api", v1.PodRunning, ""), pod("etcd", v1.PodRunning, reasonCrashLoop), pod("sched", v1.PodRunning, "")}, 0,
-			"3 pods: 2 running, 1 waiting (etcd: CrashLoopBackOff)"},
-		{[]v1.Pod{pod("a", v1.PodPending, reasonCreating), pod("b", v1.PodSucceeded, ""), pod("c", v1.PodFailed, "")}, 2,
-			"3 pods: 1 pending, 1 succeeded, 1 failed; 2 manifest problems"},
-		{[]v1.Pod{pod("a", v1.PodPending, reasonImageNeverPull), pod("b", v1.PodRunning, reasonCrashLoop)}, 0,
-			"2 pods: 2 waiting (a: ErrImageNeverPull, b: CrashLoopBackOff)"},
-	} {
-		if got := summarize(tc.pods, testNode, tc.problems); got != tc.want {
-			t.Errorf("summarize = %q, want %q", got, tc.want)
-		}
-	}
-}
 
 func TestPodStatusFields(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -159,17 +74,6 @@ func TestPodStatusFields(t *testing.T) {
 			t.Errorf("crashed container status = %+v", a)
 		}
 	})
-}
-
-// A container that was made but is not known to run (its monitor had not yet
-// said so when a daemon died) is not reported running and ready.
-func TestCreatedContainerIsNotReady(t *testing.T) {
-	w := &worker{}
-	st := &podState{containers: []podspec.ContainerStatus{{ID: "c1", Name: "a", State: podspec.StateCreated}}}
-	cs := w.containerStatus(&v1.Container{Name: "a"}, latestByName(st.containers), st, "")
-	if cs.State.Waiting == nil || cs.State.Waiting.Reason != "ContainerCreating" || cs.State.Running != nil || cs.Ready || *cs.Started {
-		t.Errorf("status of a created container = %+v, ready %v", cs.State, cs.Ready)
-	}
 }
 
 // Termination messages share 12 KiB per pod, cut evenly among its
@@ -264,22 +168,12 @@ func TestSummaryIncremental(t *testing.T) {
 		rt.crash["bad"] = 1
 		h := start(t, rt, Config{})
 		full := func() string {
+			pods := h.a.Pods()
 			h.a.mu.Lock()
 			defer h.a.mu.Unlock()
-			var pods []v1.Pod
-			for _, w := range h.a.workers {
-				w.mu.Lock()
-				for _, p := range w.stopping {
-					pods = append(pods, *p)
-				}
-				if w.status != nil {
-					pods = append(pods, *w.status)
-				}
-				w.mu.Unlock()
-			}
 			// The line names waiting pods in order.
 			slices.SortFunc(pods, func(a, b v1.Pod) int { return strings.Compare(a.Name, b.Name) })
-			s := summarize(pods, h.a.cfg.NodeName, len(h.a.problems))
+			s := status.Summarize(pods, h.a.cfg.NodeName, len(h.a.problems))
 			if c := h.a.Conditions(); len(c) > 0 {
 				s += "; node has " + joinConditions(c)
 			}
@@ -327,7 +221,7 @@ func TestPodStatusPodIPs(t *testing.T) {
 			t.Errorf("pod without a network: podIP %q podIPs %v", ls.PodIP, ls.PodIPs)
 		}
 		for _, c := range ls.Conditions {
-			if c.Type == v1.PodReadyToStartContainers && (c.Status != v1.ConditionTrue || c.Reason != reasonNoPodNetwork || c.Message != "no CNI plugin bridge") {
+			if c.Type == v1.PodReadyToStartContainers && (c.Status != v1.ConditionTrue || c.Reason != status.NoPodNetwork || c.Message != "no CNI plugin bridge") {
 				t.Errorf("PodReadyToStartContainers of a pod without a network: %+v", c)
 			}
 		}

@@ -29,13 +29,8 @@ type worker struct {
 	wake   chan struct{}
 	exits  chan podspec.ContainerStatus
 
-	mu  sync.Mutex // guards box, status, stopping
+	mu  sync.Mutex // guards box
 	box mailbox
-	// status is the desired pod with its live status, for Pods.
-	status *v1.Pod
-	// stopping are the other generations the worker still has, by UID, as
-	// Pods lists them while they stop: Terminating, with a deletionTimestamp.
-	stopping map[string]*v1.Pod
 
 	// Owned by the worker goroutine.
 	pods     map[string]*podState // by UID
@@ -112,7 +107,6 @@ func newWorker(a *Agent, key string, pods map[string]*podState) *worker {
 		exits:    make(chan podspec.ContainerStatus),
 		pods:     pods,
 		watching: map[string]bool{},
-		stopping: map[string]*v1.Pod{},
 		backoff:  newBackoff(backoffInitial, a.cfg.BackoffMax),
 		images:   images.NewManager(a.cfg.Images, a.events, a.nextResync, logger),
 		hooks:    lifecycle.NewPostStarts(a.marks, logger),
@@ -161,21 +155,25 @@ func (w *worker) pruneDead() <-chan struct{} {
 }
 
 // seed sets what a worker not yet running starts from: the pod it is to
-// run (nil: it stops the adopted pods it owns, listed Terminating meanwhile)
-// and, for a pod the eviction manager refused, the eviction that holds it.
+// run (nil: it stops the adopted pods it owns, which the status manager
+// lists Terminating meanwhile) and, for a pod the eviction manager refused,
+// the eviction that holds it.
 func (w *worker) seed(desired *v1.Pod, seq uint64, refused *stopRequest) {
 	w.mu.Lock()
-	defer w.mu.Unlock()
 	w.box.desired, w.box.seq = desired, seq
 	if refused != nil {
 		w.box.evict, w.box.evictUID = refused, string(desired.UID)
 	}
+	w.mu.Unlock()
 	if desired == nil {
-		for uid, st := range w.pods {
-			if p := orphanPod(uid, st); p != nil {
-				w.stopping[uid] = p
+		w.a.statuses.Update(w.key, func(published *v1.Pod, stopping map[string]*v1.Pod) (*v1.Pod, map[string]*v1.Pod) {
+			for uid, st := range w.pods {
+				if p := orphanPod(uid, st); p != nil {
+					stopping[uid] = p
+				}
 			}
-		}
+			return published, stopping
+		})
 	}
 }
 
@@ -197,9 +195,7 @@ func (w *worker) desiredUID() string {
 // activePod is the desired pod unless its published status is terminal:
 // nothing of it runs then (the kubelet's activePods).
 func (w *worker) activePod() *v1.Pod {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	pod, status := w.box.desired, w.status
+	pod, status := w.wanted(), w.a.statuses.Desired(w.key)
 	if pod != nil && status != nil && status.UID == pod.UID &&
 		(status.Status.Phase == v1.PodSucceeded || status.Status.Phase == v1.PodFailed) {
 		return nil
@@ -207,48 +203,12 @@ func (w *worker) activePod() *v1.Pod {
 	return pod
 }
 
-// eachListed calls f with every pod the worker lists: the older generations
-// it still stops, then the desired one with its live status. f runs under
-// the worker's lock (the stopping pods are refreshed in place) and must not
-// keep p.
-func (w *worker) eachListed(f func(p *v1.Pod)) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for _, p := range w.stopping {
-		f(p)
-	}
-	if w.status != nil {
-		f(w.status)
-	}
-}
-
-// probeStatuses are the last results of the probes of the running
-// containers of the published pod.
-func (w *worker) probeStatuses() []prober.Status {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.probeStatusesLocked()
-}
-
 // publishedUID is the UID of the pod last published; "" if none is.
 func (w *worker) publishedUID() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.status == nil {
-		return ""
+	if p := w.a.statuses.Desired(w.key); p != nil {
+		return string(p.UID)
 	}
-	return string(w.status.UID)
-}
-
-// published is a copy of the desired pod with its live status, as last
-// published; nil if none is.
-func (w *worker) published() *v1.Pod {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.status == nil {
-		return nil
-	}
-	return w.status.DeepCopy()
+	return ""
 }
 
 func (w *worker) run(ctx context.Context) {
@@ -273,7 +233,7 @@ func (w *worker) run(ctx context.Context) {
 		onFreshStack(func() { w.sync(ctx) })
 		w.a.timings.worker(op).Observe(time.Since(start).Seconds())
 		if len(w.pods) == 0 && w.a.removeWorker(w) {
-			w.a.statusChanged(w.key) // the pod is no longer listed
+			w.a.summaryChanged() // the pod is no longer listed
 			return
 		}
 		var timerC <-chan time.Time

@@ -146,7 +146,7 @@ var agentEdges = map[string][]string{
 	"agent/images":           {"agent/events", "agent/eviction", "agent/podspec", "agent/status"},
 	"agent/lifecycle":        {"agent/events", "agent/podspec", "agent/prober"},
 	"agent/manifest":         {"agent/poddir", "agent/podspec"},
-	"agent/mirror":           {"agent", "agent/events", "agent/host", "agent/manifest"},
+	"agent/mirror":           {"agent", "agent/events", "agent/host", "agent/manifest", "agent/status"},
 	"agent/poddir":           nil,
 	"agent/podspec":          nil,
 	"agent/podspec/logfiles": nil,
@@ -157,7 +157,7 @@ var agentEdges = map[string][]string{
 		"agent/podspec/logfiles", "agent/prober",
 	},
 	"agent/source": {"agent/atomicfile", "agent/manifest", "agent/podspec"},
-	"agent/status": nil,
+	"agent/status": {"agent/manifest", "agent/podspec"},
 	"agent/trim":   {"agent/events"},
 	// agent/volumes does on the host what agent/manifest decides, in the
 	// directories agent/poddir names; only the agent calls it.
@@ -221,15 +221,14 @@ var purePackages = map[string]string{
 	"agent/eviction": "which signal crossed which threshold, and which pod goes first",
 	"agent/manifest": "parsing, naming, UIDs, hashes, defaults, validation, QoS, conversion to podspec",
 	"agent/poddir":   "the names of every path under <root-dir>/pods",
-	"agent/status":   "what a pod's status says of it (Classify), and the reasons it switches on",
+	"agent/status":   "a pod's v1.PodStatus from what its worker knows (Generate), what it says of the pod (Classify), its one cache (Manager)",
 }
 
 // pureFiles are pure code still inside package agent, held to the same rule
 // file by file until they become packages of their own (the pod worker's
-// phases and the status owner, docs/architecture.md).
+// phases, docs/architecture.md).
 var pureFiles = map[string]string{
-	"agent/plan.go":   "plan(desired, actual): the actions that bring a pod to its manifest",
-	"agent/status.go": "a pod's v1.PodStatus from what its worker knows",
+	"agent/plan.go": "plan(desired, actual): the actions that bring a pod to its manifest",
 }
 
 // TestPurePackages holds purePackages and pureFiles to imports that cannot

@@ -26,6 +26,7 @@ import (
 	"github.com/staticpodd/staticpodd/agent"
 	"github.com/staticpodd/staticpodd/agent/events"
 	"github.com/staticpodd/staticpodd/agent/manifest"
+	"github.com/staticpodd/staticpodd/agent/status"
 )
 
 // Pods is what the mirror needs of the agent.
@@ -40,7 +41,7 @@ type Pods interface {
 // implements it.
 type Watch interface {
 	C() <-chan struct{}
-	Next() []agent.PodUpdate
+	Next() []status.Update
 	// Synced is true once the agent has every source's pods: before, a
 	// mirror pod without a static pod is not taken for an orphan, so that a
 	// restarted daemon does not delete and make again every mirror pod.

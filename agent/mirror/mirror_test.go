@@ -23,9 +23,9 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	ktesting "k8s.io/client-go/testing"
 
-	"github.com/staticpodd/staticpodd/agent"
 	"github.com/staticpodd/staticpodd/agent/events"
 	"github.com/staticpodd/staticpodd/agent/manifest"
+	"github.com/staticpodd/staticpodd/agent/status"
 )
 
 // fakePods is the agent's side: static pods set by the test.
@@ -33,7 +33,7 @@ type fakePods struct {
 	mu       sync.Mutex
 	unsynced bool // Synced says false
 	ch       chan struct{}
-	next     []agent.PodUpdate
+	next     []status.Update
 	rec      *events.Recorder
 	taken    int // updates Next handed to the mirror
 	looks    int // calls of Synced: the mirror asking whether it may take a pod for an orphan
@@ -53,7 +53,7 @@ func (f *fakePods) Synced() bool {
 	f.looks++
 	return !f.unsynced
 }
-func (f *fakePods) Next() []agent.PodUpdate {
+func (f *fakePods) Next() []status.Update {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	out := f.next
@@ -71,7 +71,7 @@ func (f *fakePods) counts() (taken, looks int) {
 
 func (f *fakePods) set(name string, p *v1.Pod) {
 	f.mu.Lock()
-	f.next = append(f.next, agent.PodUpdate{Name: name, Pod: p})
+	f.next = append(f.next, status.Update{Name: name, Pod: p})
 	f.mu.Unlock()
 	select {
 	case f.ch <- struct{}{}:

@@ -17,8 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/util/flowcontrol"
 
-	"github.com/staticpodd/staticpodd/agent"
 	"github.com/staticpodd/staticpodd/agent/manifest"
+	"github.com/staticpodd/staticpodd/agent/status"
 )
 
 // AnnotationMirror marks a mirror pod; its value is the static pod's
@@ -104,7 +104,7 @@ func (s *podSync) run(ctx context.Context) {
 }
 
 // take records the agent's changed pods.
-func (s *podSync) take(updates []agent.PodUpdate) {
+func (s *podSync) take(updates []status.Update) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, u := range updates {

@@ -1,8 +1,15 @@
-// Package status answers "is this pod OK?" from a pod's v1.PodStatus alone:
-// Classify, which run --once, --ready-when, the systemd STATUS line and
-// `staticpodd ps` all read, and the reasons (Evicted, DeadlineExceeded, the
-// waiting reasons) they switch on. It is pure: it reads values, never the
-// host.
+// Package status owns a static pod's status, as the kubelet's
+// pkg/kubelet/status does. Generate is the kubelet's generateAPIPodStatus: a
+// pod's v1.PodStatus from what its worker knows (the runtime's containers,
+// the generation it runs, its probes), with the shapes of the older
+// generations it still stops (Terminating, Orphan). Manager is the one cache
+// of what is published, by pod UID under its worker's key, with a version:
+// it refuses illegal transitions, and every reader reads it, through one
+// subscription (Watch, Changed) and the STATUS line it keeps (Line).
+// Classify answers "is this pod OK?" from a pod's v1.PodStatus alone, for
+// run --once, --ready-when, the systemd STATUS line and `staticpodd ps`; the
+// reasons (Evicted, DeadlineExceeded, the waiting reasons) are defined here
+// once. It is pure: it reads values, never the host.
 //
 // Each reader keeps its own question, as the kubelet's readers do, and
 // answers it with a switch on one Class:
@@ -20,7 +27,7 @@
 //     Failed, or its first regular container that waits (with a reason) or
 //     has restarted does so for a hopeless reason or after a restart
 //     (Containers); a readiness probe's failure is read by the caller.
-//   - the STATUS line (agent/status.go's podTally): a pod whose container
+//   - the STATUS line (the Manager's tally): a pod whose container
 //     waits for something other than its turn is counted waiting, with that
 //     reason (Waiting); every other one by its phase.
 //   - `staticpodd ps`: the STATUS column as kubectl prints it (Display).

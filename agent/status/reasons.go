@@ -8,6 +8,10 @@ const Evicted = "Evicted"
 // activeDeadlineSeconds (pkg/kubelet/active_deadline.go).
 const DeadlineExceeded = "DeadlineExceeded"
 
+// NoPodNetwork is the PodReadyToStartContainers condition's reason when the
+// pod's sandbox has its loopback only (staticpodd's own).
+const NoPodNetwork = "NoPodNetwork"
+
 // Waiting reasons of a container, as the kubelet reports them
 // (pkg/kubelet/container/sync_result.go, pkg/kubelet/images/types.go).
 const (

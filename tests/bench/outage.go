@@ -18,10 +18,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/staticpodd/staticpodd/agent"
 	"github.com/staticpodd/staticpodd/agent/events"
 	"github.com/staticpodd/staticpodd/agent/manifest"
 	"github.com/staticpodd/staticpodd/agent/mirror"
+	"github.com/staticpodd/staticpodd/agent/status"
 )
 
 // outagePods are four static pods whose status changes every second, and
@@ -31,7 +31,7 @@ type outagePods struct {
 	ch  chan struct{}
 
 	mu   sync.Mutex
-	next []agent.PodUpdate
+	next []status.Update
 }
 
 func (o *outagePods) Watch() mirror.Watch      { return o }
@@ -39,7 +39,7 @@ func (o *outagePods) Events() *events.Recorder { return o.rec }
 func (o *outagePods) C() <-chan struct{}       { return o.ch }
 func (o *outagePods) Close()                   {}
 func (o *outagePods) Synced() bool             { return true }
-func (o *outagePods) Next() []agent.PodUpdate {
+func (o *outagePods) Next() []status.Update {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	out := o.next
@@ -57,7 +57,7 @@ func (o *outagePods) change(i int) {
 			Spec:   v1.PodSpec{NodeName: "node1", Containers: []v1.Container{{Name: "c", Image: "busybox"}}},
 			Status: v1.PodStatus{Phase: v1.PodRunning, Message: fmt.Sprint(i)},
 		}
-		o.next = append(o.next, agent.PodUpdate{Name: "kube-system/" + name, Pod: p})
+		o.next = append(o.next, status.Update{Name: "kube-system/" + name, Pod: p})
 		o.rec.Eventf(events.PodRef(p), v1.EventTypeNormal, events.Started, "tick %d", i)
 	}
 	o.mu.Unlock()

@@ -1,0 +1,374 @@
+package status
+
+import (
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+
+	v1 "k8s.io/api/core/v1"
+)
+
+// Manager is the one owner of the published pod status, the kubelet's
+// status manager for a node with no API server of its own to write to: a
+// cache of each pod's status by UID, under the key of its worker with the
+// version of the key's last change, that every reader reads (/pods, the
+// mirror, run --once, --ready-when, the systemd STATUS line), and one
+// subscription they all hear it change by.
+//
+// The pods are kept by key, the worker that shows them (a full name
+// namespace/name, or a worker's own key for an orphan): the desired pod
+// with its live status, and the older generations it still stops,
+// Terminating. A pod in the cache is never changed in place: Update replaces
+// it, so a reader may keep what Desired returns without a copy, and must not
+// change it.
+//
+// Update refuses an illegal transition, as the kubelet's
+// checkContainerStateTransition: a container instance that has terminated
+// never turns back to running. A static pod's containers leave the
+// terminated state by being made again, with a new ID (a pod whose eviction
+// is lifted starts again whatever its restartPolicy), so the rule is by
+// container ID, not by name and restartPolicy as the kubelet's. A refused
+// pod keeps its cached status, and the refusal is logged, as the kubelet's
+// "Status update on pod aborted".
+type Manager struct {
+	node   string // the suffix of static pod names, which the STATUS line drops
+	logger *slog.Logger
+
+	mu      sync.Mutex // guards the fields below; taken last: nothing run under it takes a lock
+	version uint64     // of the last change, of any key
+	keys    map[string]*entry
+	// removed are the keys removed since a subscriber last looked, with the
+	// version of their removal.
+	removed map[string]uint64
+	changed chan struct{} // closed, and replaced, at each change
+	watches map[*Watch]bool
+	// sum is the sum of the entries' tallies; waiting holds, by key, the
+	// waiting pods' names of each.
+	sum     tally
+	waiting map[string][]string
+}
+
+// entry is what one key shows.
+type entry struct {
+	// version is the Manager's at the last change of what the key shows
+	// (the kubelet's versionedPodStatus, by key).
+	version uint64
+	desired string             // UID of the desired pod; "" for none
+	pods    map[string]*v1.Pod // by UID: the desired pod and the older generations
+	tally   tally
+}
+
+// NewManager returns an empty Manager for the node named node.
+func NewManager(node string, logger *slog.Logger) *Manager {
+	return &Manager{
+		node: node, logger: logger,
+		keys: map[string]*entry{}, removed: map[string]uint64{}, changed: make(chan struct{}), watches: map[*Watch]bool{},
+		waiting: map[string][]string{},
+	}
+}
+
+// Desired is the desired pod of key with its status, nil for none. It is
+// the cache's: read it, do not change it.
+func (m *Manager) Desired(key string) *v1.Pod {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if e := m.keys[key]; e != nil {
+		return e.pods[e.desired]
+	}
+	return nil
+}
+
+// Stopping is the older generation of UID uid that key still stops, nil for
+// none. It is the cache's: read it, do not change it.
+func (m *Manager) Stopping(key, uid string) *v1.Pod {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if e := m.keys[key]; e != nil && uid != e.desired {
+		return e.pods[uid]
+	}
+	return nil
+}
+
+// Update replaces what key shows with what f returns, given what it shows
+// now: the desired pod (nil: none) and the older generations by UID, which
+// f may keep but not change (it returns a new pod for one that changed).
+// Each pod is checked against its cached status; one that makes an illegal
+// transition keeps its cached status. f runs with the Manager locked: it may
+// not call the Manager.
+func (m *Manager) Update(key string, f func(desired *v1.Pod, stopping map[string]*v1.Pod) (*v1.Pod, map[string]*v1.Pod)) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	old := m.keys[key]
+	var desired *v1.Pod
+	stopping := map[string]*v1.Pod{}
+	if old != nil {
+		for uid, p := range old.pods {
+			if uid == old.desired {
+				desired = p
+			} else {
+				stopping[uid] = p
+			}
+		}
+	}
+	desired, stopping = f(desired, stopping)
+	e := &entry{pods: make(map[string]*v1.Pod, len(stopping)+1)}
+	put := func(uid string, p *v1.Pod) {
+		if prev := old.pod(uid); prev != nil && prev != p {
+			if err := checkTransition(prev, p); err != nil {
+				m.logger.Error("Status update on pod aborted", "pod", key, "uid", uid, "err", err)
+				p = prev
+			}
+		}
+		e.pods[uid] = p
+	}
+	for uid, p := range stopping {
+		put(uid, p)
+	}
+	if desired != nil {
+		e.desired = string(desired.UID)
+		put(e.desired, desired)
+	}
+	m.setLocked(key, e)
+}
+
+// pod is e's pod of UID uid; nil for none, or when e is nil.
+func (e *entry) pod(uid string) *v1.Pod {
+	if e == nil {
+		return nil
+	}
+	return e.pods[uid]
+}
+
+// Remove forgets key: its worker is gone.
+func (m *Manager) Remove(key string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.setLocked(key, nil)
+}
+
+// setLocked makes e (nil: nothing) what key shows, counts its pods again and
+// tells the subscribers.
+func (m *Manager) setLocked(key string, e *entry) {
+	m.version++
+	if old := m.keys[key]; old != nil {
+		m.sum.addCounts(old.tally, -1)
+	}
+	delete(m.keys, key)
+	delete(m.waiting, key)
+	if e != nil {
+		e.version = m.version
+		for _, p := range e.pods {
+			e.tally.add(p, m.node)
+		}
+		m.keys[key] = e
+		m.sum.addCounts(e.tally, 1)
+		if len(e.tally.waiting) > 0 {
+			m.waiting[key] = e.tally.waiting
+		}
+	}
+	m.touchLocked()
+	if e == nil && len(m.watches) > 0 {
+		m.removed[key] = m.version // until every subscriber has seen it gone
+	} else {
+		delete(m.removed, key)
+	}
+	for w := range m.watches {
+		w.notify(key)
+	}
+}
+
+// Touch tells the subscribers of Changed that something they read with the
+// pods changed: the manifest problems, the node's conditions.
+func (m *Manager) Touch() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.touchLocked()
+}
+
+func (m *Manager) touchLocked() {
+	close(m.changed)
+	m.changed = make(chan struct{})
+}
+
+// Changed returns a channel that is closed at the next change: subscribers
+// read the pods then, instead of polling them.
+func (m *Manager) Changed() <-chan struct{} {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.changed
+}
+
+// Pods returns a copy of every pod, sorted by full name; of pods with one
+// name, those terminating come first, then by UID.
+func (m *Manager) Pods() []v1.Pod {
+	m.mu.Lock()
+	var pods []v1.Pod
+	for _, e := range m.keys {
+		for _, p := range e.pods {
+			pods = append(pods, *p.DeepCopy())
+		}
+	}
+	m.mu.Unlock()
+	slices.SortStableFunc(pods, func(x, y v1.Pod) int {
+		if c := strings.Compare(x.Namespace+"/"+x.Name, y.Namespace+"/"+y.Name); c != 0 {
+			return c
+		}
+		switch tx, ty := x.DeletionTimestamp, y.DeletionTimestamp; {
+		case tx != nil && ty == nil:
+			return -1
+		case tx == nil && ty != nil:
+			return 1
+		}
+		return strings.Compare(string(x.UID), string(y.UID))
+	})
+	return pods
+}
+
+// Line is the systemd STATUS line of the pods, with problems manifest
+// problems: "3 pods: 2 running, 1 waiting (etcd: CrashLoopBackOff)". It
+// costs the number of waiting pods, not of all pods.
+func (m *Manager) Line(problems int) string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var waiting []string
+	for _, names := range m.waiting {
+		waiting = append(waiting, names...)
+	}
+	slices.Sort(waiting)
+	return m.sum.line(waiting, problems)
+}
+
+// checkTransition is the kubelet's checkContainerStateTransition by
+// container instance: no container that had terminated in old runs in p.
+func checkTransition(old, p *v1.Pod) error {
+	if old == nil || p == nil {
+		return nil
+	}
+	ended := map[string]bool{}
+	for _, list := range [][]v1.ContainerStatus{old.Status.InitContainerStatuses, old.Status.ContainerStatuses} {
+		for _, cs := range list {
+			if t := cs.State.Terminated; t != nil && cs.ContainerID != "" {
+				ended[cs.ContainerID] = true
+			}
+		}
+	}
+	if len(ended) == 0 {
+		return nil
+	}
+	for _, list := range [][]v1.ContainerStatus{p.Status.InitContainerStatuses, p.Status.ContainerStatuses} {
+		for _, cs := range list {
+			if cs.State.Running != nil && ended[cs.ContainerID] {
+				return fmt.Errorf("terminated container %s (%s) attempted illegal transition to running", cs.Name, cs.ContainerID)
+			}
+		}
+	}
+	return nil
+}
+
+// Update is the new state of one pod, by full name namespace/name.
+type Update struct {
+	Name string // namespace/name
+	// Pod is the desired pod with its live status; nil when no source
+	// wants a pod of that name any more.
+	Pod *v1.Pod
+}
+
+// Watch hears which pods changed: it asks the Manager for the keys changed
+// after the version it last saw, and its channel tells when there are some.
+// Changes between two calls of Next coalesce; nothing is copied until the
+// subscriber asks, and the Manager never waits for a subscriber.
+type Watch struct {
+	m    *Manager
+	ch   chan struct{} // one slot: something changed
+	keep func(key string) bool
+
+	// Guarded by m.mu.
+	seen    uint64          // the Manager's version at the last Next
+	initial map[string]bool // keys the first Next lists whatever their version
+}
+
+// Watch subscribes to the changes of the keys keep accepts from now on, the
+// first Next listing those of initial too, changed or not: the keys the
+// subscriber should know from the start. Close it when done.
+func (m *Manager) Watch(initial []string, keep func(key string) bool) *Watch {
+	w := &Watch{m: m, ch: make(chan struct{}, 1), keep: keep, initial: map[string]bool{}}
+	for _, k := range initial {
+		w.initial[k] = true
+	}
+	w.ch <- struct{}{}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	w.seen = m.version
+	m.watches[w] = true
+	return w
+}
+
+// C receives when pods changed since the last Next.
+func (w *Watch) C() <-chan struct{} { return w.ch }
+
+// Next returns the pods changed since the last call, each with its current
+// state; a pod changed several times appears once.
+func (w *Watch) Next() []Update {
+	m := w.m
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []Update
+	for key, e := range m.keys {
+		if (e.version > w.seen || w.initial[key]) && w.keep(key) {
+			u := Update{Name: key}
+			if e.desired != "" {
+				u.Pod = e.pods[e.desired].DeepCopy()
+			}
+			out = append(out, u)
+		}
+		delete(w.initial, key)
+	}
+	for key, v := range m.removed {
+		if (v > w.seen || w.initial[key]) && w.keep(key) {
+			out = append(out, Update{Name: key})
+		}
+		delete(w.initial, key)
+	}
+	for key := range w.initial {
+		// Known to the subscriber, nothing published yet.
+		out = append(out, Update{Name: key})
+	}
+	w.initial = nil
+	w.seen = m.version
+	m.pruneLocked()
+	return out
+}
+
+// Close ends the subscription.
+func (w *Watch) Close() {
+	w.m.mu.Lock()
+	defer w.m.mu.Unlock()
+	delete(w.m.watches, w)
+	w.m.pruneLocked()
+}
+
+// notify tells w that key changed; m.mu held.
+func (w *Watch) notify(key string) {
+	if !w.keep(key) {
+		return
+	}
+	select {
+	case w.ch <- struct{}{}:
+	default:
+	}
+}
+
+// pruneLocked forgets the removed keys every subscriber has seen gone.
+func (m *Manager) pruneLocked() {
+	for key, v := range m.removed {
+		seen := true
+		for w := range m.watches {
+			seen = seen && w.seen >= v
+		}
+		if seen {
+			delete(m.removed, key)
+		}
+	}
+}

@@ -1,0 +1,127 @@
+package status
+
+import (
+	"bytes"
+	"log/slog"
+	"slices"
+	"strings"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+func mpod(name, uid string, cs ...v1.ContainerStatus) *v1.Pod {
+	return &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name + "-" + testNode, UID: types.UID(uid)},
+		Status:     v1.PodStatus{Phase: v1.PodRunning, ContainerStatuses: cs},
+	}
+}
+
+func instRunning(name, id string) v1.ContainerStatus {
+	return v1.ContainerStatus{Name: name, ContainerID: ContainerIDPrefix + id, State: v1.ContainerState{Running: &v1.ContainerStateRunning{}}}
+}
+
+func instExited(name, id string) v1.ContainerStatus {
+	return v1.ContainerStatus{Name: name, ContainerID: ContainerIDPrefix + id, State: v1.ContainerState{Terminated: &v1.ContainerStateTerminated{ExitCode: 1}}}
+}
+
+// set makes p the desired pod of key, with no older generation.
+func set(m *Manager, key string, p *v1.Pod) {
+	m.Update(key, func(*v1.Pod, map[string]*v1.Pod) (*v1.Pod, map[string]*v1.Pod) { return p, nil })
+}
+
+// A container instance that terminated never runs again: such an update
+// keeps the cached status and is logged; a new instance of the container
+// may run.
+func TestManagerRefusesIllegalTransition(t *testing.T) {
+	var log bytes.Buffer
+	m := NewManager(testNode, slog.New(slog.NewTextHandler(&log, nil)))
+	const key = "default/web-" + testNode
+	set(m, key, mpod("web", "u1", instRunning("a", "c1")))
+	set(m, key, mpod("web", "u1", instExited("a", "c1")))
+	set(m, key, mpod("web", "u1", instRunning("a", "c1")))
+	if got := m.Desired(key).Status.ContainerStatuses[0].State; got.Terminated == nil {
+		t.Errorf("a terminated container turned running: %+v", got)
+	}
+	if !strings.Contains(log.String(), "Status update on pod aborted") || !strings.Contains(log.String(), "c1") {
+		t.Errorf("the refusal was not logged: %q", log.String())
+	}
+	// Restarted: a new instance runs; the pod of another UID is another pod.
+	set(m, key, mpod("web", "u1", instRunning("a", "c2")))
+	if got := m.Desired(key).Status.ContainerStatuses[0]; got.State.Running == nil || got.ContainerID != ContainerIDPrefix+"c2" {
+		t.Errorf("a restarted container = %+v, want c2 running", got)
+	}
+	set(m, key, mpod("web", "u2", instRunning("a", "c1")))
+	if got := m.Desired(key); got.UID != "u2" {
+		t.Errorf("desired = %s, want the new generation u2", got.UID)
+	}
+}
+
+// A subscriber hears each changed key once per Next, the keys it knew at
+// the start, and a removed key as no pod; an orphan key it does not keep
+// is never listed.
+func TestManagerWatch(t *testing.T) {
+	m := NewManager(testNode, slog.New(slog.DiscardHandler))
+	web, db, orphan := "default/web-"+testNode, "default/db-"+testNode, "orphan/u9"
+	set(m, web, mpod("web", "u1"))
+	w := m.Watch([]string{web, db}, func(key string) bool { return !strings.HasPrefix(key, "orphan/") })
+	defer w.Close()
+	names := func() []string {
+		t.Helper()
+		select {
+		case <-w.C():
+		default:
+			t.Fatal("watch not signalled")
+		}
+		var out []string
+		for _, u := range w.Next() {
+			n := u.Name
+			if u.Pod == nil {
+				n += "=nil"
+			}
+			out = append(out, n)
+		}
+		slices.Sort(out)
+		return out
+	}
+	if got, want := names(), []string{db + "=nil", web}; !slices.Equal(got, want) {
+		t.Errorf("first Next = %q, want %q", got, want)
+	}
+	set(m, db, mpod("db", "u2"))
+	set(m, db, mpod("db", "u2"))
+	set(m, orphan, mpod("x", "u9"))
+	if got, want := names(), []string{db}; !slices.Equal(got, want) {
+		t.Errorf("Next = %q, want %q", got, want)
+	}
+	m.Remove(web)
+	if got, want := names(), []string{web + "=nil"}; !slices.Equal(got, want) {
+		t.Errorf("Next after a removal = %q, want %q", got, want)
+	}
+	if len(m.removed) != 0 {
+		t.Errorf("removed keys kept after every subscriber saw them: %v", m.removed)
+	}
+}
+
+// The STATUS line kept by increments follows updates and removals.
+func TestManagerLine(t *testing.T) {
+	m := NewManager(testNode, slog.New(slog.DiscardHandler))
+	crash := v1.ContainerStatus{Name: "a", State: v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: CrashLoopBackOff}}}
+	set(m, "default/web-"+testNode, mpod("web", "u1", instRunning("a", "c1")))
+	set(m, "default/etcd-"+testNode, mpod("etcd", "u2", crash))
+	m.Update("orphan/u3", func(*v1.Pod, map[string]*v1.Pod) (*v1.Pod, map[string]*v1.Pod) {
+		return nil, map[string]*v1.Pod{"u3": mpod("old", "u3", instRunning("a", "c3"))}
+	})
+	if got, want := m.Line(1), "3 pods: 2 running, 1 waiting (etcd: CrashLoopBackOff); 1 manifest problem"; got != want {
+		t.Errorf("Line = %q, want %q", got, want)
+	}
+	m.Remove("default/etcd-" + testNode)
+	m.Remove("orphan/u3")
+	if got, want := m.Line(0), "1 pod: 1 running"; got != want {
+		t.Errorf("Line = %q, want %q", got, want)
+	}
+	if got := len(m.Pods()); got != 1 {
+		t.Errorf("Pods lists %d pods, want 1", got)
+	}
+}
