@@ -31,7 +31,6 @@ const (
 	reasonCreateError    = status.CreateContainerError
 	reasonRunError       = status.RunContainerError
 	reasonCreating       = status.ContainerCreating
-	reasonPodInit        = status.PodInitializing
 	// A container whose postStart hook failed waits with it until its
 	// restart (the kubelet's ErrPostStartHook).
 	reasonPostStartHookError = status.PostStartHookError
