@@ -784,9 +784,12 @@ func liveImageGC() liveGroup {
 			}},
 			{"imageMinimumGCAge", func(t *testing.T) {
 				ld.reload(t, "imageMinimumGCAge: 1s")
+				// The images may be younger than 1s at the reload's pass:
+				// each reload (the same configuration) asks for another.
 				ld.Eventually(30*time.Second, "the unpinned unused images collected", func() error {
 					for _, ref := range junk[:3] {
 						if hasImage(ld.daemon, ref) {
+							reloadConfig(t, ld.daemon, ld.sock, ld.config)
 							return fmt.Errorf("%s still there", ref)
 						}
 					}
@@ -801,8 +804,11 @@ func liveImageGC() liveGroup {
 				usage(t, 30)
 				ld.CLI("images", "unpin", "example.com/pinned:v1")
 				ld.reload(t, "imageMaximumGCAge: 3s")
+				// Unused for less than 3s at the reload's pass: each reload
+				// (the same configuration) asks for another.
 				ld.Eventually(30*time.Second, "the image unused for 3s collected", func() error {
 					if hasImage(ld.daemon, "example.com/pinned:v1") {
+						reloadConfig(t, ld.daemon, ld.sock, ld.config)
 						return errStill
 					}
 					return nil
