@@ -408,7 +408,7 @@ func (r runtimeComponent) Start(ctx context.Context) error {
 	if err := r.rt.Recover(ctx); err != nil {
 		return err
 	}
-	r.rt.StartBackground(ctx)
+	r.rt.Start(ctx)
 	return nil
 }
 
