@@ -16,7 +16,9 @@ import (
 // in the order a reload applies them: the sources, the agent's eviction
 // thresholds and the mirror's evictionHard, the runtime's log rotation, the
 // image garbage collector. Run starts them before the signal handler, so
-// that every reload reaches them all.
+// that every reload reaches them all. Each keeps the configuration it last
+// applied (cfg), which its Reconcile compares the new one with: the reload
+// calls them one at a time, under cfgMu.
 func (d *System) reconcilers() []component.Component {
 	cs := []component.Component{
 		&liveSources{d: d, cfg: d.cfg},
@@ -35,10 +37,6 @@ type reconcileOnly struct{}
 
 func (reconcileOnly) Start(context.Context) error { return nil }
 func (reconcileOnly) Stop()                       {}
-
-// A reconciler's cfg is the configuration it last applied, which its
-// Reconcile compares the new one with; Manager.Reconcile calls it from the
-// reload, one at a time.
 
 // liveEviction gives the agent's eviction manager the thresholds and periods
 // of a reload that changed them.
