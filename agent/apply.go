@@ -384,7 +384,7 @@ func (w *worker) start(ctx context.Context, pod *v1.Pod, act action) time.Time {
 		return w.startError(ctx, pod, c, ci, key, act.attempt, err)
 	}
 	// The kubelet records these around CreateContainer and StartContainer,
-	// which Start does at once.
+	// which StartContainer does at once.
 	ref := events.ContainerRef(pod, c.Name)
 	if !pulled {
 		w.a.events.Eventf(ref, v1.EventTypeNormal, events.Pulled, "Container image %q already present on machine", c.Image)
@@ -467,7 +467,7 @@ func (w *worker) runContainer(ctx context.Context, pod *v1.Pod, c *v1.Container,
 		}
 		marked = true
 	}
-	cs, err := w.a.rt.Start(ctx, w.sandboxSpec(pod), spec)
+	cs, err := w.a.rt.StartContainer(ctx, w.sandboxSpec(pod), spec)
 	if marked && (err != nil || cs.ID == "") {
 		if err := w.a.marks.Clear(uid, c.Name, spec.Attempt); err != nil {
 			w.logger.Warn("cannot clear postStart mark", "container", c.Name, "err", err)

@@ -31,16 +31,16 @@ type fakeRuntime struct {
 	noNet     map[string]string       // why a sandbox has no pod network, by pod UID
 	next      int
 	missing   map[string]bool // images not in the store
-	// afterLookup, when set, runs in each Start that found its image
-	// missing, after the lookup and before Start returns, outside the lock:
+	// afterLookup, when set, runs in each StartContainer that found its image
+	// missing, after the lookup and before StartContainer returns, outside the lock:
 	// an image that arrives inside that window.
 	afterLookup func(image string)
 	crash       map[string]int    // container name -> exit code right after start
 	stubborn    map[string]bool   // container names that ignore SIGTERM
-	startErr    error             // every Start fails with it
+	startErr    error             // every StartContainer fails with it
 	execFail    map[string]string // container name -> why its process cannot start (StartError)
 	vanished    map[string]bool   // container IDs whose Wait says ErrNotExist
-	starts      []time.Time       // when each Start succeeded
+	starts      []time.Time       // when each StartContainer succeeded
 	// health is what an HTTP probe of a path gets from any container:
 	// the status code (404 when absent).
 	health   map[string]int
@@ -215,7 +215,7 @@ func (f *fakeRuntime) SandboxStatus(ctx context.Context, uid string) (podspec.Sa
 	return podspec.SandboxStatus{IPs: f.podIPs[uid], Message: f.noNet[uid]}, nil
 }
 
-func (f *fakeRuntime) Start(ctx context.Context, pod *podspec.Pod, c *podspec.Container) (podspec.ContainerStatus, error) {
+func (f *fakeRuntime) StartContainer(ctx context.Context, pod *podspec.Pod, c *podspec.Container) (podspec.ContainerStatus, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if !f.sandboxes[pod.UID] {
@@ -504,7 +504,7 @@ func (c *fakeConv) Sweeps() []string {
 	return slices.Clone(c.sweeps)
 }
 
-// Starts returns when each successful Start happened.
+// Starts returns when each successful StartContainer happened.
 func (f *fakeRuntime) Starts() []time.Time {
 	f.mu.Lock()
 	defer f.mu.Unlock()

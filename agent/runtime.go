@@ -25,9 +25,10 @@ type Runtime interface {
 	// it has none. The first call for an adopted sandbox checks its network.
 	SandboxStatus(ctx context.Context, podUID string) (podspec.SandboxStatus, error)
 
-	// Start creates and starts one container of pod and returns once its process
-	// has been told to exec. An image missing from the store is ErrImageNotPresent.
-	Start(ctx context.Context, pod *podspec.Pod, c *podspec.Container) (podspec.ContainerStatus, error)
+	// StartContainer creates and starts one container of pod and returns once
+	// its process has been told to exec. An image missing from the store is
+	// ErrImageNotPresent.
+	StartContainer(ctx context.Context, pod *podspec.Pod, c *podspec.Container) (podspec.ContainerStatus, error)
 	// Signal sends sig to the container's init process.
 	Signal(ctx context.Context, id string, sig syscall.Signal) error
 	// Wait blocks until the container has exited and its exit is recorded, or ctx

@@ -142,9 +142,6 @@ func (d *System) reload() {
 		d.notifier.Reloading()
 	}
 	d.reloadConfig()
-	// The components take what runs now; the image garbage collector runs
-	// a pass with the thresholds a reload may have changed.
-	d.components.Reconcile(d.config())
 	d.sources.Relist()
 	d.agent.Resync()
 	if ready {
@@ -163,11 +160,13 @@ func Run(cfg *config.Config, opts Options, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	// Before the signals: every reload reaches it (Reconcile). It collects
-	// from the agent's first sync.
-	if err := d.components.Start(d.imageGC); err != nil {
-		d.components.Stop()
-		return err
+	// Before the signals: every reload reaches them (Reconcile). The image
+	// garbage collector, last, collects from the agent's first sync.
+	for _, c := range d.reconcilers() {
+		if err := d.components.Start(c); err != nil {
+			d.components.Stop()
+			return err
+		}
 	}
 	if when := opts.ReadyWhen; when.Gated() {
 		d.notifier.gate = make(chan struct{})
@@ -400,15 +399,18 @@ func (l *runDirLock) Start(context.Context) (err error) {
 func (l *runDirLock) Stop() { l.f.Close() }
 
 // runtimeComponent is the runtime as a component: Start recovers what an
-// earlier daemon left and starts the runtime's own goroutines; Stop ends
-// them. Its pods and monitors keep running.
+// earlier daemon left (Recover) and starts the runtime's own goroutines
+// (Start); Stop ends them (Close). Its pods and monitors keep running.
+// The runtime's start is two steps, and a failure is Recover's, so the
+// runtime is no component of its own; its part of a reload is
+// liveLogRotation's.
 type runtimeComponent struct{ rt *oci.Runtime }
 
 func (r runtimeComponent) Start(ctx context.Context) error {
 	if err := r.rt.Recover(ctx); err != nil {
 		return err
 	}
-	r.rt.StartBackground(ctx)
+	r.rt.Start(ctx)
 	return nil
 }
 

@@ -39,8 +39,10 @@ type imageGC struct {
 	done   chan struct{}
 }
 
-// Reconcile takes the policy of the configuration that runs now (a reload)
-// and asks for a pass now, without waiting for it.
+func (*imageGC) Reloads() config.Reload { return config.ReloadImageGC }
+
+// Reconcile takes the policy of a reload's configuration and asks for a pass
+// now, without waiting for it: a reload is also how to ask for one.
 func (gc *imageGC) Reconcile(cfg *config.Config) {
 	gc.setPolicy(cfg)
 	gc.collectImagesSoon()

@@ -2,20 +2,21 @@ package daemon
 
 import (
 	"maps"
-	"slices"
 	"strings"
 
 	"github.com/staticpodd/staticpodd/agent/config"
 )
 
 // reloadConfig reads the configuration again with the flags of the start,
-// applies what can change live and reports the rest: the table in
-// agent/config says which fields a reload applies, in which group
-// (config.Reload); a change to any other field is reported as needing a
-// restart (docs/configuration.md says why for each). A configuration that
-// does not load changes nothing: the running one stays, whole.
+// has each component that owns a live group of agent/config's table apply
+// it (component.Reconciler, through Manager.Reconcile: the sources, the
+// eviction thresholds, the log rotation, the image garbage collector's
+// policy) and reports the fields that need a restart (docs/configuration.md
+// says why for each). A configuration that does not load changes nothing:
+// the running one stays, whole.
 func (d *System) reloadConfig() {
-	if d.flags == nil { // run --once: nothing to reload
+	if d.flags == nil { // nothing to read the configuration again with
+		d.imageGC.collectImagesSoon()
 		return
 	}
 	d.cfgMu.Lock()
@@ -24,31 +25,13 @@ func (d *System) reloadConfig() {
 	if err != nil {
 		d.logger.Error("reload: the configuration does not load; the running one stays", "err", err)
 		d.aux.SetReload("configuration not reloaded: " + err.Error())
+		// Still the pass every reload asks for, with the policy that runs.
+		d.imageGC.collectImagesSoon()
 		return
 	}
-	changed := config.Changed(d.cfg, cfg)
-	is := func(group config.Reload) bool {
-		return slices.ContainsFunc(changed, func(k string) bool { return config.ReloadOf(k) == group })
-	}
-	// Header values are shown redacted, so a changed token shows no change:
-	// applySources compares what the sources are made of.
-	for _, src := range d.applySources(cfg) {
-		d.logger.Info("reload: manifest source changed", "source", src)
-	}
-	if is(config.ReloadEviction) {
-		d.agent.SetEviction(evictionThresholds(cfg))
-		if d.mirror != nil {
-			d.mirror.SetEvictionHard(cfg.EvictionHard)
-		}
-	}
-	if is(config.ReloadLogs) {
-		if err := d.runtime.SetLogRotation(cfg.ContainerLogMaxSize, int(cfg.ContainerLogMaxFiles)); err != nil {
-			// New containers have the new rotation; some running ones may not.
-			d.logger.Warn("reload: log rotation not changed for every running container", "err", err)
-		}
-	}
+	d.components.Reconcile(cfg)
 	var restart []string
-	for _, key := range changed {
+	for _, key := range config.Changed(d.cfg, cfg) {
 		if config.ReloadOf(key) != config.Restart {
 			d.logger.Info("reload: configuration change applied", "field", key)
 			continue

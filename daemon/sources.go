@@ -72,36 +72,51 @@ func (d *System) forgetURL(cfg *config.Config) {
 	}
 }
 
-// applySources makes the running sources those of cfg (a reload): a source
-// whose path, URL, headers, CA or URL period changed is replaced, one no
-// longer configured is stopped and its pods with it, a new one is started.
-// It reports which sources changed.
-func (d *System) applySources(cfg *config.Config) (changed []string) {
+// liveSources makes the running sources those of a reload's configuration:
+// a source whose path, URL, headers, CA or URL period changed is replaced,
+// one no longer configured is stopped and its pods with it, a new one is
+// started; fileCheckFrequency alone only changes the file source's period.
+// Header values are shown redacted, so a changed token shows no change in
+// config.Changed: what the sources are made of is compared instead (their
+// keys). The Mux runs the sources as a component of its own (startAll).
+type liveSources struct {
+	reconcileOnly
+	d   *System
+	cfg *config.Config // the configuration the running sources are made of
+}
+
+func (*liveSources) Reloads() config.Reload { return config.ReloadSources }
+
+func (s *liveSources) Reconcile(cfg *config.Config) {
+	d, old := s.d, s.cfg
+	s.cfg = cfg
+	var changed []string
 	switch {
 	case cfg.StaticPodPath == "":
 		d.sources.Set(manifest.SourceFile, nil)
-	case fileSourceKey(cfg) == fileSourceKey(d.cfg):
+	case fileSourceKey(cfg) == fileSourceKey(old):
 		if src := d.sources.Get(manifest.SourceFile); src != nil {
 			src.File.SetPeriod(cfg.FileCheckFrequency)
 		}
 	default:
 		d.sources.Set(manifest.SourceFile, d.newFileSource(cfg, false))
 	}
-	if fileSourceKey(cfg) != fileSourceKey(d.cfg) {
+	if fileSourceKey(cfg) != fileSourceKey(old) {
 		changed = append(changed, manifest.SourceFile)
 	}
-	if urlSourceKey(cfg) == urlSourceKey(d.cfg) {
-		return changed
+	if urlSourceKey(cfg) != urlSourceKey(old) {
+		changed = append(changed, manifest.SourceHTTP)
+		if cfg.StaticPodURL == "" {
+			d.sources.Set(manifest.SourceHTTP, nil)
+			d.aux.URL.Store(nil)
+			d.forgetURL(cfg)
+		} else {
+			src := d.sources.Set(manifest.SourceHTTP, d.newURLSource(cfg, false))
+			d.aux.URL.Store(src.URL)
+		}
+		d.status.Refresh()
 	}
-	changed = append(changed, manifest.SourceHTTP)
-	if cfg.StaticPodURL == "" {
-		d.sources.Set(manifest.SourceHTTP, nil)
-		d.aux.URL.Store(nil)
-		d.forgetURL(cfg)
-	} else {
-		src := d.sources.Set(manifest.SourceHTTP, d.newURLSource(cfg, false))
-		d.aux.URL.Store(src.URL)
+	for _, src := range changed {
+		d.logger.Info("reload: manifest source changed", "source", src)
 	}
-	d.status.Refresh()
-	return changed
 }

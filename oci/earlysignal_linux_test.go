@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// A stop signal sent the moment Start returns (a liveness probe that fails
+// A stop signal sent the moment StartContainer returns (a liveness probe that fails
 // at once does this) reaches the container's own process, never
 // libcontainer's init before it became that process: the init, a Go
 // program and the PID namespace's init, would die of it with exit code 2,

@@ -488,7 +488,7 @@ func TestMissingImageKeepsSpareMonitor(t *testing.T) {
 	c := e.container(pod, "x", "true")
 	c.Image = "docker.io/library/missing:1"
 	for range 3 {
-		if _, err := e.rt.Start(context.Background(), pod, c); !errors.Is(err, podspec.ErrImageNotPresent) {
+		if _, err := e.rt.StartContainer(context.Background(), pod, c); !errors.Is(err, podspec.ErrImageNotPresent) {
 			t.Fatalf("Start = %v, want ErrImageNotPresent", err)
 		}
 	}

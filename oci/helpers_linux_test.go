@@ -165,7 +165,7 @@ func (e *env) newRuntime() *Runtime {
 	if err := rt.Recover(context.Background()); err != nil {
 		e.t.Fatal(err)
 	}
-	rt.StartBackground(context.Background())
+	rt.Start(context.Background())
 	return rt
 }
 
@@ -214,7 +214,7 @@ func (e *env) container(pod *podspec.Pod, name, script string) *podspec.Containe
 func (e *env) start(pod *podspec.Pod, c *podspec.Container) podspec.ContainerStatus {
 	e.t.Helper()
 	begin := time.Now()
-	st, err := e.rt.Start(context.Background(), pod, c)
+	st, err := e.rt.StartContainer(context.Background(), pod, c)
 	if err != nil {
 		// A container whose init failed is still there: destroyed here, so
 		// that the failing test's sandbox removal does not leave its

@@ -41,11 +41,10 @@ func (r *Runtime) Recover(ctx context.Context) error {
 	return nil
 }
 
-// StartBackground starts what runs beside the pods until ctx ends or Close
-// is called: CNI's CHECK of the networks of the sandboxes an earlier daemon
-// made. It is called once, after Recover. (Start is taken: it starts a
-// container.)
-func (r *Runtime) StartBackground(ctx context.Context) {
+// Start starts what runs beside the pods until ctx ends or Close is called:
+// CNI's CHECK of the networks of the sandboxes an earlier daemon made. It is
+// called once, after Recover.
+func (r *Runtime) Start(ctx context.Context) {
 	uids, err := r.ListSandboxes(ctx)
 	if err != nil || r.net == nil || len(uids) == 0 {
 		close(r.checked)

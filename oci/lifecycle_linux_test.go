@@ -45,7 +45,7 @@ func TestRecoverHonoursCancelledContext(t *testing.T) {
 	}
 }
 
-// Close ends the network check StartBackground runs and waits for it, and
+// Close ends the network check Start runs and waits for it, and
 // for the spare monitor's start, and kills the spare; the pods' containers
 // keep running. The check of an adopted default-network sandbox ends with
 // its masquerade rule, behind the iptables lock the test holds: it cannot
@@ -79,7 +79,7 @@ func TestCloseJoinsBackground(t *testing.T) {
 	// Held, the machine's iptables lock (package sandbox's) keeps the check
 	// of the adopted sandbox waiting until its context ends.
 	lock := holdIptablesLock(t)
-	rt.StartBackground(context.Background())
+	rt.Start(context.Background())
 	spare := waitSpare(rt, 10*time.Second)
 	if spare == nil {
 		t.Fatal("no spare monitor")

@@ -65,8 +65,8 @@ func (r *Runtime) writeRotation(id string, rot logRotation) (bool, error) {
 	if r.removing[id] {
 		return false, nil
 	}
-	// A Start that read the rotation before it changed made the dir before:
-	// its monitor reads this file as it starts.
+	// A StartContainer that read the rotation before it changed made the dir
+	// before: its monitor reads this file as it starts.
 	dir := r.containerDir(id)
 	if _, err := os.Stat(dir); err != nil {
 		return false, nil // removed

@@ -71,7 +71,7 @@ func TestStartRacesWithOtherPodsRemoval(t *testing.T) {
 				c.Name = "missing" + string(rune('a'+i))
 				c.Command = []string{"/no/such/binary"}
 			}
-			st, err := e.rt.Start(ctx, pod, c)
+			st, err := e.rt.StartContainer(ctx, pod, c)
 			if i%2 == 1 {
 				// Kept, exited with StartError, until destroyed.
 				if !errors.Is(err, podspec.ErrStartFailed) || st.ID == "" {

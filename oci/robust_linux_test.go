@@ -77,7 +77,7 @@ func TestStartThatHangsIsKilledAndCleanedUp(t *testing.T) {
 				time.AfterFunc(500*time.Millisecond, cancel)
 			}
 			begin := time.Now()
-			_, err := e.rt.Start(ctx, pod, e.container(pod, "hangs", "true"))
+			_, err := e.rt.StartContainer(ctx, pod, e.container(pod, "hangs", "true"))
 			took := time.Since(begin)
 			if !errors.Is(err, tc.want) {
 				t.Fatalf("Start = %v, want %v", err, tc.want)

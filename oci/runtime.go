@@ -93,7 +93,7 @@ type Runtime struct {
 	// monitors holds the monitors this process started or adopted, by container
 	// ID; guarded by mu.
 	monitors map[string]*monitor
-	// starting holds the containers a Start is creating, removing those
+	// starting holds the containers a StartContainer is creating, removing those
 	// being removed: status must not take either for a container whose
 	// monitor was lost. Both guarded by mu.
 	starting map[string]bool
@@ -115,8 +115,8 @@ type Runtime struct {
 	// checked is closed once the networks of the sandboxes found at start
 	// were checked.
 	checked chan struct{}
-	// background counts the goroutines StartBackground and refillSpare run;
-	// stopBackground, if not nil, ends StartBackground's; closed says Close
+	// background counts the goroutines Start and refillSpare run;
+	// stopBackground, if not nil, ends Start's; closed says Close
 	// was called, after which neither starts one. All but background
 	// guarded by mu.
 	background     sync.WaitGroup

@@ -33,7 +33,7 @@ import (
 
 // New returns a Runtime keeping its state under cfg.RunDir. It only holds
 // cfg: Recover, which must come before any other method, prepares the state
-// directory and adopts what an earlier daemon left there, StartBackground
+// directory and adopts what an earlier daemon left there, Start
 // starts the checks that run beside the pods, and Close stops them.
 func New(cfg Config) (*Runtime, error) {
 	if cfg.RunDir == "" {
@@ -81,21 +81,21 @@ func newID() string {
 	return hex.EncodeToString(b[:])
 }
 
-// ErrStartTimeout is the cause of a Start that took longer than
+// ErrStartTimeout is the cause of a StartContainer that took longer than
 // Config.StartTimeout.
 var ErrStartTimeout = errors.New("start timed out")
 
-// Start creates and starts container c of pod and returns once its process has
-// been told to exec. A start that outlives ctx or Config.StartTimeout is
-// killed and cleaned up. An image missing from the store is an error wrapping
-// podspec.ErrImageNotPresent.
+// StartContainer creates and starts container c of pod and returns once its
+// process has been told to exec. A start that outlives ctx or
+// Config.StartTimeout is killed and cleaned up. An image missing from the
+// store is an error wrapping podspec.ErrImageNotPresent.
 //
 // A failure once the monitor was told to go wraps podspec.ErrStartFailed. A
 // container whose process the monitor could not start (its command does not
 // exist or is not executable, say) is kept, exited with exit code 128 and
-// reason StartError, as containerd keeps it: Start returns its status with
-// the error, and Destroy removes it. Any other failed start leaves nothing.
-func (r *Runtime) Start(ctx context.Context, pod *podspec.Pod, c *podspec.Container) (podspec.ContainerStatus, error) {
+// reason StartError, as containerd keeps it: StartContainer returns its status
+// with the error, and Destroy removes it. Any other failed start leaves nothing.
+func (r *Runtime) StartContainer(ctx context.Context, pod *podspec.Pod, c *podspec.Container) (podspec.ContainerStatus, error) {
 	if err := ctx.Err(); err != nil {
 		return podspec.ContainerStatus{}, err
 	}
@@ -585,7 +585,7 @@ func (r *Runtime) status(ctx context.Context, id string) (podspec.ContainerStatu
 		}
 		switch err := r.monitorLost(id); {
 		case errors.Is(err, errStarting):
-			// Start has not returned yet; it reports and cleans up the failure.
+			// StartContainer has not returned yet; it reports and cleans up the failure.
 			st.State = podspec.StateCreated
 			return st, nil
 		case errors.Is(err, errRemoving):
@@ -604,7 +604,7 @@ var (
 
 // monitorLost records the exit of a container whose monitor died: the
 // container is killed, since nothing would copy its output or see its exit.
-// It declines (errStarting, errRemoving) for a container that Start or
+// It declines (errStarting, errRemoving) for a container that StartContainer or
 // remove is handling: their monitor ends without an exit of its own.
 func (r *Runtime) monitorLost(id string) error {
 	// Held while the exit is written, so that a remove starting meanwhile

@@ -199,7 +199,7 @@ func TestImageNotPresent(t *testing.T) {
 	e.sandbox(pod)
 	c := e.container(pod, "x", "true")
 	c.Image = "docker.io/library/missing:1"
-	_, err := e.rt.Start(context.Background(), pod, c)
+	_, err := e.rt.StartContainer(context.Background(), pod, c)
 	if !errors.Is(err, podspec.ErrImageNotPresent) {
 		t.Fatalf("Start = %v, want ErrImageNotPresent", err)
 	}
@@ -277,7 +277,7 @@ func runHelper() int {
 	if err := rt.Recover(ctx); err != nil {
 		return 3
 	}
-	rt.StartBackground(ctx)
+	rt.Start(ctx)
 	if err := rt.CreateSandbox(ctx, &a.Pod); err != nil {
 		os.Stderr.WriteString(err.Error())
 		return 4
@@ -292,7 +292,7 @@ func runHelper() int {
 		}
 		_ = json.NewEncoder(os.Stdout).Encode(stalledMonitor{ID: pm.id, MonitorPid: pm.m.pid})
 	}
-	st, err := rt.Start(ctx, &a.Pod, &a.Container)
+	st, err := rt.StartContainer(ctx, &a.Pod, &a.Container)
 	if err != nil {
 		os.Stderr.WriteString(err.Error())
 		return 5
@@ -456,7 +456,7 @@ func TestStartErrorKeepsExitedContainer(t *testing.T) {
 	} {
 		c := e.container(pod, tc.name, "")
 		c.Command = tc.command
-		st, err := e.rt.Start(ctx, pod, c)
+		st, err := e.rt.StartContainer(ctx, pod, c)
 		if !errors.Is(err, podspec.ErrStartFailed) {
 			t.Fatalf("%s: Start = %v, want ErrStartFailed", tc.name, err)
 		}

@@ -15,7 +15,7 @@ import (
 func New(cfg Config) (*Runtime, error) { return nil, errors.ErrUnsupported }
 
 func (r *Runtime) Recover(context.Context) error                     { return errors.ErrUnsupported }
-func (r *Runtime) StartBackground(context.Context)                   {}
+func (r *Runtime) Start(context.Context)                             {}
 func (r *Runtime) Close() error                                      { return nil }
 func (r *Runtime) CreateSandbox(context.Context, *podspec.Pod) error { return errors.ErrUnsupported }
 func (r *Runtime) RemoveSandbox(context.Context, string) error       { return errors.ErrUnsupported }
@@ -23,7 +23,7 @@ func (r *Runtime) ListSandboxes(context.Context) ([]string, error)   { return ni
 func (r *Runtime) SandboxStatus(context.Context, string) (podspec.SandboxStatus, error) {
 	return podspec.SandboxStatus{}, errors.ErrUnsupported
 }
-func (r *Runtime) Start(context.Context, *podspec.Pod, *podspec.Container) (podspec.ContainerStatus, error) {
+func (r *Runtime) StartContainer(context.Context, *podspec.Pod, *podspec.Container) (podspec.ContainerStatus, error) {
 	return podspec.ContainerStatus{}, errors.ErrUnsupported
 }
 func (r *Runtime) Signal(context.Context, string, syscall.Signal) error { return errors.ErrUnsupported }

@@ -124,7 +124,7 @@ if [ -n "$MOUNT" ]; then mkdir -p /vol/inner && mount -t tmpfs none /vol/inner &
 	private := t.TempDir()
 	c := e.container(pod, "private", "true")
 	c.Mounts = []podspec.Mount{{Destination: "/vol", Type: "bind", Source: private, Propagation: podspec.PropagationHostToContainer}}
-	_, err := e.rt.Start(context.Background(), pod, c)
+	_, err := e.rt.StartContainer(context.Background(), pod, c)
 	if err == nil || !strings.Contains(err.Error(), "neither a shared nor a slave mount") {
 		t.Fatalf("HostToContainer from a private mount: err %v", err)
 	}

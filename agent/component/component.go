@@ -29,8 +29,12 @@ type Component interface {
 }
 
 // Reconciler is a component that takes a new configuration live (a reload):
-// it applies what it can of cfg and keeps the rest.
+// it owns one live group of agent/config's table and applies that group's
+// fields of cfg; the other fields are not its own.
 type Reconciler interface {
+	// Reloads is the group Reconcile applies: every live group
+	// (config.LiveGroups) has a Reconciler.
+	Reloads() config.Reload
 	Reconcile(cfg *config.Config)
 }
 

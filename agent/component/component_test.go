@@ -20,6 +20,7 @@ func (r *recorder) Stop()                       { *r.log = append(*r.log, "stop 
 
 type reconciling struct{ recorder }
 
+func (r *reconciling) Reloads() config.Reload       { return config.ReloadLogs }
 func (r *reconciling) Reconcile(cfg *config.Config) { r.cfg = cfg }
 
 func TestManagerOrder(t *testing.T) {

@@ -674,6 +674,30 @@ func LiveFields(group Reload) []string {
 	return keys
 }
 
+// LiveGroups are the groups a reload applies live, each by the part of the
+// daemon that owns it: those of the table's fields, in the order of Reload.
+func LiveGroups() []Reload {
+	var groups []Reload
+	for _, f := range fields {
+		if f.reload != Restart && !slices.Contains(groups, f.reload) {
+			groups = append(groups, f.reload)
+		}
+	}
+	slices.Sort(groups)
+	return groups
+}
+
+// ChangedIn says whether a field of group shows a different value in new
+// than in old, as Changed compares them.
+func ChangedIn(old, new *Config, group Reload) bool {
+	for _, f := range fields {
+		if f.reload == group && f.value.show(old) != f.value.show(new) {
+			return true
+		}
+	}
+	return false
+}
+
 // ReloadOf says how a running daemon takes a change of key; Restart for a
 // key that is not one of Config's.
 func ReloadOf(key string) Reload {

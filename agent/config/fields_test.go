@@ -144,3 +144,45 @@ func TestCopyLive(t *testing.T) {
 		t.Errorf("after CopyLive, changed = %v, want only the fields that need a restart", got)
 	}
 }
+
+// LiveGroups are the groups of the table's live fields, each once; ChangedIn
+// says of a group what Changed and ReloadOf say of its fields.
+func TestLiveGroupsAndChangedIn(t *testing.T) {
+	if got := LiveGroups(); !slices.Equal(got, liveGroups) {
+		t.Errorf("LiveGroups() = %v, want %v", got, liveGroups)
+	}
+	old, _, err := Load("", Flags{HostnameOverride: "n"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range liveGroups {
+		if ChangedIn(old, old, g) {
+			t.Errorf("ChangedIn(old, old, %v) = true", g)
+		}
+		for _, k := range LiveFields(g) {
+			newc, _, err := Load("", Flags{HostnameOverride: "n"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, f := range fields {
+				if f.key == k {
+					f.value.copy(newc, mustLoad(t, liveChanges))
+				}
+			}
+			for _, other := range liveGroups {
+				if got := ChangedIn(old, newc, other); got != (other == g) {
+					t.Errorf("%s changed: ChangedIn(%v) = %v", k, other, got)
+				}
+			}
+		}
+	}
+}
+
+func mustLoad(t *testing.T, file string) *Config {
+	t.Helper()
+	c, _, err := Load(write(t, file), Flags{HostnameOverride: "n"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
