@@ -35,6 +35,8 @@ type Mux struct {
 	out     chan<- Update
 	errc    chan error          // the first error of a source's run
 	running map[string]*Running // by manifest.SourceFile, manifest.SourceHTTP
+	// wg counts the sources' goroutines, which Run joins before it returns.
+	wg sync.WaitGroup
 	// emptied are the sources removed before Run: Run sends their empty
 	// sets, which the agent may be waiting for.
 	emptied []string
@@ -46,8 +48,13 @@ func NewMux() *Mux {
 }
 
 // Run starts the sources and returns when ctx ends (nil) or one of them
-// fails (its error); the sources end with ctx.
+// fails (its error); either way every source has ended when it returns.
 func (s *Mux) Run(ctx context.Context, out chan<- Update) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer func() {
+		cancel()
+		s.wg.Wait()
+	}()
 	s.mu.Lock()
 	s.ctx, s.out = ctx, out
 	for _, src := range s.running {
@@ -74,7 +81,9 @@ func (s *Mux) Run(ctx context.Context, out chan<- Update) error {
 func (s *Mux) startLocked(src *Running) {
 	ctx, cancel := context.WithCancel(s.ctx)
 	src.cancel, src.done = cancel, make(chan struct{})
+	s.wg.Add(1)
 	go func() {
+		defer s.wg.Done()
 		defer close(src.done)
 		if err := src.Run(ctx, s.out); err != nil && ctx.Err() == nil {
 			select {
