@@ -30,7 +30,8 @@ type api interface {
 	Pods(namespace string) podsAPI
 	Nodes() nodesAPI
 	Leases(namespace string) leasesAPI
-	EventSink() record.EventSink
+	// EventSink posts events; every post ends with ctx.
+	EventSink(ctx context.Context) record.EventSink
 	CreateTokenReview(ctx context.Context, tr *authenticationv1.TokenReview, opts metav1.CreateOptions) (*authenticationv1.TokenReview, error)
 	CreateSubjectAccessReview(ctx context.Context, sar *authorizationv1.SubjectAccessReview, opts metav1.CreateOptions) (*authorizationv1.SubjectAccessReview, error)
 }
@@ -120,7 +121,7 @@ func (a *restAPI) Leases(ns string) leasesAPI {
 	return typed[coordinationv1.Lease]{a.coordination, a.params, ns, "leases"}
 }
 
-func (a *restAPI) EventSink() record.EventSink { return eventSink{a.core} }
+func (a *restAPI) EventSink(ctx context.Context) record.EventSink { return eventSink{a.core, ctx} }
 
 func (a *restAPI) CreateTokenReview(ctx context.Context, tr *authenticationv1.TokenReview, opts metav1.CreateOptions) (*authenticationv1.TokenReview, error) {
 	return typed[authenticationv1.TokenReview]{a.authentication, a.params, "", "tokenreviews"}.Create(ctx, tr, opts)
@@ -198,17 +199,21 @@ func listTimeout(opts metav1.ListOptions) time.Duration {
 }
 
 // eventSink posts events into their own namespace, as client-go's
-// EventSinkImpl does.
-type eventSink struct{ c rest.Interface }
+// EventSinkImpl does, each post ending with ctx: an API server that does not
+// answer holds no stop of the mirror's for its request timeout.
+type eventSink struct {
+	c   rest.Interface
+	ctx context.Context
+}
 
 func (s eventSink) Create(ev *v1.Event) (*v1.Event, error) {
-	return intoAny[v1.Event](s.c.Post().NamespaceIfScoped(ev.Namespace, ev.Namespace != "").Resource("events").Body(ev).Do(context.TODO()))
+	return intoAny[v1.Event](s.c.Post().NamespaceIfScoped(ev.Namespace, ev.Namespace != "").Resource("events").Body(ev).Do(s.ctx))
 }
 
 func (s eventSink) Update(ev *v1.Event) (*v1.Event, error) {
-	return intoAny[v1.Event](s.c.Put().NamespaceIfScoped(ev.Namespace, ev.Namespace != "").Resource("events").Name(ev.Name).Body(ev).Do(context.TODO()))
+	return intoAny[v1.Event](s.c.Put().NamespaceIfScoped(ev.Namespace, ev.Namespace != "").Resource("events").Name(ev.Name).Body(ev).Do(s.ctx))
 }
 
 func (s eventSink) Patch(ev *v1.Event, data []byte) (*v1.Event, error) {
-	return intoAny[v1.Event](s.c.Patch(types.StrategicMergePatchType).NamespaceIfScoped(ev.Namespace, ev.Namespace != "").Resource("events").Name(ev.Name).Body(data).Do(context.TODO()))
+	return intoAny[v1.Event](s.c.Patch(types.StrategicMergePatchType).NamespaceIfScoped(ev.Namespace, ev.Namespace != "").Resource("events").Name(ev.Name).Body(data).Do(s.ctx))
 }

@@ -30,7 +30,7 @@ import (
 // so that kubectl describe shows it.
 func (m *Mirror) runEvents(ctx context.Context, client api) {
 	queue := make(chan v1.Event, maxQueuedEvents)
-	w := newEventWriter(client.EventSink(), 5*time.Second)
+	w := newEventWriter(client.EventSink(ctx), 5*time.Second)
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	wg.Go(func() { w.run(ctx, queue) })

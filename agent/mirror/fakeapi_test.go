@@ -20,7 +20,7 @@ func (f fakeAPI) Nodes() nodesAPI        { return f.cs.CoreV1().Nodes() }
 func (f fakeAPI) Leases(ns string) leasesAPI {
 	return f.cs.CoordinationV1().Leases(ns)
 }
-func (f fakeAPI) EventSink() record.EventSink {
+func (f fakeAPI) EventSink(context.Context) record.EventSink {
 	return &typedcorev1.EventSinkImpl{Interface: f.cs.CoreV1().Events("")}
 }
 func (f fakeAPI) CreateTokenReview(ctx context.Context, tr *authenticationv1.TokenReview, opts metav1.CreateOptions) (*authenticationv1.TokenReview, error) {
