@@ -17,17 +17,18 @@ import (
 // (manifest.Host, the resolver file) is read here, at each conversion, and
 // passed in.
 
-// machine is what conversions need of the machine: its CPUs and its
-// memory, from host.Meminfo.
+// machine is what conversions need of the machine: its CPUs, and its
+// memory from host.Meminfo, read only by a conversion that needs it.
 func machine() manifest.Host {
-	h := manifest.Host{CPUs: runtime.NumCPU()}
+	return manifest.Host{CPUs: runtime.NumCPU(), Memory: machineMemory}
+}
+
+func machineMemory() (int64, error) {
 	m, err := host.ReadMemory(host.Meminfo)
 	if err != nil {
-		h.MemoryErr = err
-	} else {
-		h.Memory = int64(m.Total)
+		return 0, err
 	}
-	return h
+	return int64(m.Total), nil
 }
 
 // containerHost is what converting container c of pod needs of the host: the

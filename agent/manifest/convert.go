@@ -50,13 +50,12 @@ type Host struct {
 	// CPUs is how many CPUs the daemon may run on (runtime.NumCPU): they
 	// stand in for a missing CPU limit in a resourceFieldRef.
 	CPUs int
-	// Memory is the machine's memory in bytes (MemTotal: the machine memory
-	// capacity cAdvisor reports to the kubelet). It sets a Burstable
-	// container's oom_score_adj and stands in for a missing memory limit in
-	// a resourceFieldRef, where it reads 0 when unknown. MemoryErr is why it
-	// could not be read.
-	Memory    int64
-	MemoryErr error
+	// Memory reads the machine's memory in bytes (MemTotal: the machine
+	// memory capacity cAdvisor reports to the kubelet), called only by a
+	// conversion that needs it: a Burstable container's oom_score_adj, and a
+	// resourceFieldRef with no memory limit to stand for, where it reads 0
+	// when unknown. nil: not known.
+	Memory func() (int64, error)
 	// SeccompProfile is the container's Localhost seccomp profile, the file
 	// LocalhostSeccompProfile names read from Paths.SeccompRoot without
 	// leaving it (at most MaxSeccompProfile bytes); SeccompErr is why it
@@ -65,15 +64,19 @@ type Host struct {
 	SeccompErr     error
 }
 
-// memoryCapacity is h.Memory, or why it is not known.
+// memoryCapacity is the machine's memory, or why it is not known.
 func (h Host) memoryCapacity() (int64, error) {
-	if h.MemoryErr != nil {
-		return 0, fmt.Errorf("machine memory: %w", h.MemoryErr)
-	}
-	if h.Memory <= 0 {
+	if h.Memory == nil {
 		return 0, errors.New("machine memory: not read")
 	}
-	return h.Memory, nil
+	m, err := h.Memory()
+	if err != nil {
+		return 0, fmt.Errorf("machine memory: %w", err)
+	}
+	if m <= 0 {
+		return 0, errors.New("machine memory: not read")
+	}
+	return m, nil
 }
 
 // LogDir is <PodLogsDir>/<namespace>_<name>_<uid>, the kubelet's pod log directory.

@@ -22,20 +22,16 @@ func machine(t *testing.T) Host {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return Host{CPUs: runtime.NumCPU(), Memory: int64(m.Total)}
+	return Host{CPUs: runtime.NumCPU(), Memory: func() (int64, error) { return int64(m.Total), nil }}
 }
 
 // hostFrom is what the agent passes a conversion when the machine's memory
 // is read from the meminfo file path.
 func hostFrom(path string) Host {
-	h := Host{CPUs: runtime.NumCPU()}
-	m, err := host.ReadMemory(path)
-	if err != nil {
-		h.MemoryErr = err
-	} else {
-		h.Memory = int64(m.Total)
-	}
-	return h
+	return Host{CPUs: runtime.NumCPU(), Memory: func() (int64, error) {
+		m, err := host.ReadMemory(path)
+		return int64(m.Total), err
+	}}
 }
 
 func mustParse(t *testing.T, doc string) *v1.Pod {

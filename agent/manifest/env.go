@@ -135,7 +135,7 @@ func resourceField(c *v1.Container, ref *v1.ResourceFieldSelector, h Host) (stri
 	case "memory", "ephemeral-storage":
 		v := q.Value()
 		if !ok && kind == "limits" && name == "memory" {
-			v = h.Memory
+			v, _ = h.memoryCapacity() // 0 when unknown
 		}
 		return strconv.FormatInt(int64(math.Ceil(float64(v)/float64(divisor.Value()))), 10), nil
 	}
