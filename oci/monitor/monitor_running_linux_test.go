@@ -474,3 +474,52 @@ func statusKB(t *testing.T, pid int, field string) int64 {
 	t.Fatalf("no %s for %d", field, pid)
 	return 0
 }
+
+// What a container's leftovers write after its init exited is copied by the
+// exit recorder with the C monitor's writer (drainLog): rotated at maxSize,
+// the older rotated files compressed by the gzip helper (which the recorder
+// waits for by pid, reaping no orphan meanwhile), no line lost or reordered,
+// no temporary file left.
+func TestExitRecorderDrainsWithRotation(t *testing.T) {
+	const maxSize, maxFiles, lines = 4096, 4, 500
+	// Init exits at once; its orphan writes on, after the C monitor's
+	// bounded drain, until the recorder reads the pipes' end: in bursts,
+	// each more than maxSize, with time between them and after the last
+	// to compress.
+	m := startRunningMonitor(t, `(i=0; while [ $i -lt `+strconv.Itoa(lines)+` ]; do [ $((i%100)) = 0 ] && sleep 0.3; echo "line $i of the leftover's output"; i=$((i+1)); done; sleep 0.5) & exit 5`, maxSize, maxFiles)
+	if exit := m.exit(); exit.ExitCode != 5 {
+		t.Errorf("exit = %+v, want 5", exit)
+	}
+	rotated, _ := rotatedFiles(t, m.log)
+	if len(rotated) == 0 {
+		t.Fatalf("no rotated file; monitor log:\n%s", m.monitorLog())
+	}
+	var all string
+	for _, r := range rotated {
+		all += readMaybeGzip(t, r)
+	}
+	live, err := os.ReadFile(m.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Split(strings.TrimSuffix(criContent(t, all+string(live))["stdout"], "\n"), "\n")
+	first, err := strconv.Atoi(strings.Fields(got[0])[1])
+	if err != nil {
+		t.Fatalf("first kept line %q", got[0])
+	}
+	for i, line := range got {
+		if want := fmt.Sprintf("line %d of the leftover's output", first+i); line != want {
+			t.Fatalf("kept line %d = %q, want %q", i, line, want)
+		}
+	}
+	if first+len(got) != lines || first == 0 {
+		t.Errorf("kept lines %d to %d, want the newest up to %d, some rotated out", first, first+len(got)-1, lines-1)
+	}
+	if leftovers, _ := filepath.Glob(m.log + ".*.tmp"); len(leftovers) > 0 {
+		t.Errorf("temporary files left: %v", leftovers)
+	}
+	if _, plain := rotatedFiles(t, m.log); strings.Contains(m.monitorLog(), "cannot compress") ||
+		len(rotated) != maxFiles-1 || len(plain) != 1 || plain[0] != rotated[len(rotated)-1] {
+		t.Errorf("rotated files %v, want %d, all but the newest compressed; monitor log:\n%s", rotated, maxFiles-1, m.monitorLog())
+	}
+}
