@@ -523,3 +523,88 @@ func TestExitRecorderDrainsWithRotation(t *testing.T) {
 		t.Errorf("rotated files %v, want %d, all but the newest compressed; monitor log:\n%s", rotated, maxFiles-1, m.monitorLog())
 	}
 }
+
+// The C writer, the one that writes a container's log, writes what the Go
+// oracle (criLog) writes of the same output: the same entries of each stream,
+// split and tagged alike (long lines, empty ones, an unterminated last one),
+// across rotated and compressed files; as the C monitor, and through cgo in
+// the exit recorder (drainLog), for what a container's leftovers write after
+// its init exited.
+func TestCWriterMatchesOracle(t *testing.T) {
+	for _, tc := range []struct{ name, wrap string }{
+		{"running", "%s"},
+		{"after init", "(sleep 0.3; %s) & exit 0"},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testCWriterMatchesOracle(t, tc.wrap) })
+	}
+}
+
+func testCWriterMatchesOracle(t *testing.T, wrap string) {
+	const maxSize, maxFiles = 2048, 1000 // every file kept
+	long := strings.Repeat("y", 2*MaxLogLine+7)
+	workload := `i=0; while [ $i -lt 300 ]; do echo "out $i"; echo "err $i" >&2; i=$((i+1)); done; printf '%s\n\n\n' "` +
+		long + `"; echo tail >&2; printf 'no end'`
+	m := startRunningMonitor(t, fmt.Sprintf(wrap, workload), maxSize, maxFiles)
+	m.exit()
+
+	oracle := filepath.Join(t.TempDir(), "0.log")
+	l, err := openCRILog(oracle, LogRotation{MaxSize: maxSize, MaxFiles: maxFiles}, slogDiscard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("/bin/sh", "-c", workload)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	copied := make(chan error, 1)
+	go func() { copied <- l.copy("stderr", errs) }()
+	if err := errors.Join(l.copy("stdout", out), <-copied, cmd.Wait(), l.Close()); err != nil {
+		t.Fatal(err)
+	}
+
+	c, g := logEntries(t, m.log), logEntries(t, oracle)
+	for _, stream := range []string{"stdout", "stderr"} {
+		if !slices.Equal(c[stream], g[stream]) {
+			t.Errorf("%s: the C writer wrote %d entries, the oracle %d; they differ", stream, len(c[stream]), len(g[stream]))
+		}
+	}
+	if len(c["stdout"]) != 300+3+3 || len(c["stderr"]) != 300+1 {
+		t.Errorf("%d stdout and %d stderr entries, want 306 and 301", len(c["stdout"]), len(c["stderr"]))
+	}
+}
+
+// logEntries reads a log's files, rotated ones first, and returns each
+// stream's entries as "<tag> <content>", in order.
+func logEntries(t *testing.T, path string) map[string][]string {
+	t.Helper()
+	rotated, _ := rotatedFiles(t, path)
+	if len(rotated) == 0 {
+		t.Fatalf("%s never rotated", path)
+	}
+	var text string
+	for _, r := range rotated {
+		text += readMaybeGzip(t, r)
+	}
+	live, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text += string(live)
+	entries := map[string][]string{}
+	for _, line := range strings.Split(strings.TrimSuffix(text, "\n"), "\n") {
+		g := criEntry.FindStringSubmatch(line)
+		if g == nil {
+			t.Fatalf("not a CRI log entry: %q", line)
+		}
+		entries[g[2]] = append(entries[g[2]], g[3]+" "+g[4])
+	}
+	return entries
+}
