@@ -289,8 +289,8 @@ func (m *monitorProc) run(st State, log *slog.Logger) error {
 // daemon writes it and signals us when a reload changed the log settings.
 // The state was written with RotationReload before the log was made, so a
 // change made meanwhile is in the file read then or comes with a SIGHUP. The
-// log's writer applies rots as it starts (the C monitor reads the file once
-// more then, for a SIGHUP after the hand-over's).
+// log's writer takes rots as it starts: the hand-over passes it to the C
+// monitor, which reads the file once more, for a SIGHUP during the exec.
 func (m *monitorProc) reloadRotation(rots *rotation, stop <-chan struct{}, log *slog.Logger) {
 	for {
 		select {
