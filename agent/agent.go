@@ -5,8 +5,10 @@ package agent
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/netip"
+	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -21,6 +23,7 @@ import (
 	"github.com/staticpodd/staticpodd/agent/manifest"
 	"github.com/staticpodd/staticpodd/agent/poddir"
 	"github.com/staticpodd/staticpodd/agent/podspec"
+	"github.com/staticpodd/staticpodd/agent/podspec/logfiles"
 	"github.com/staticpodd/staticpodd/agent/prober"
 	"github.com/staticpodd/staticpodd/agent/status"
 	"github.com/staticpodd/staticpodd/agent/volumes"
@@ -219,10 +222,12 @@ func (m manifestConverter) RefreshVolumes(pod *v1.Pod) error {
 func (m manifestConverter) RemoveVolumes(uid string) error {
 	return volumes.Remove(uid, poddir.Root(m.paths.RootDir))
 }
-func (m manifestConverter) RemoveLogs(uid string) error { return removePodLogs(uid, m.paths) }
+func (m manifestConverter) RemoveLogs(uid string) error {
+	return logfiles.RemovePodLogs(m.paths.PodLogsDir, uid)
+}
 func (m manifestConverter) RemoveLeftovers(keep map[string]bool) ([]string, error) {
 	dirs, err := volumes.RemoveLeftovers(keep, poddir.Root(m.paths.RootDir))
-	logs, lerr := removeLeftoverLogs(keep, m.paths)
+	logs, lerr := logfiles.RemoveLeftoverPodLogs(m.paths.PodLogsDir, keep)
 	for _, uid := range logs {
 		if !slices.Contains(dirs, uid) {
 			dirs = append(dirs, uid)
@@ -231,5 +236,11 @@ func (m manifestConverter) RemoveLeftovers(keep map[string]bool) ([]string, erro
 	return dirs, errors.Join(err, lerr)
 }
 func (m manifestConverter) PruneLogs(pod *v1.Pod, container string, keepFrom int) error {
-	return pruneLogs(pod, container, keepFrom, m.paths)
+	if m.paths.PodLogsDir == "" {
+		return nil
+	}
+	if err := logfiles.PruneRuns(filepath.Join(m.paths.LogDir(pod), container), keepFrom); err != nil {
+		return fmt.Errorf("prune logs of container %s of pod %s: %w", container, pod.Name, err)
+	}
+	return nil
 }

@@ -530,3 +530,33 @@ func TestHandOverFailureRecordedAsKill(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A container in the host's PID namespace whose init exits while a child of
+// it writes on: the exit recorder kills what is left in its cgroup and copies
+// the rest of the output with the C writer to the pipes' end, and the exit is
+// init's.
+func TestHostPIDLeftoverWriterKilledAndDrained(t *testing.T) {
+	e := newEnv(t)
+	pod := e.pod(true)
+	pod.HostPID = true
+	e.sandbox(pod)
+	c := e.container(pod, "leaver",
+		"(while :; do echo left over; sleep 0.01; done) & sleep 0.3; echo init done; exit 3")
+	st := e.start(pod, c)
+	if got := e.wait(st.ID); got.ExitCode != 3 {
+		t.Errorf("exit %d %q, want 3 as init's status says", got.ExitCode, got.Message)
+	}
+	waitLog(t, c.LogPath, "stdout F init done")
+	b, err := os.ReadFile(c.LogPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), "stdout F left over\n") {
+		t.Errorf("log without the leftover's output:\n%s", b)
+	}
+	e.destroy(st.ID)
+	if err := e.rt.RemoveSandbox(context.Background(), pod.UID); err != nil {
+		t.Fatal(err)
+	}
+	checkClean(t, e, pod.UID, st.ID)
+}

@@ -27,8 +27,8 @@ import (
 // in the same process (same pid and start time, so adoption sees one
 // monitor throughout). It kills what is left of the container, copies what
 // the pipes still hold into the log in the directory open on <log-dir-fd>
-// (the one the monitor's start opened), records the exit and destroys the
-// container.
+// (the one the monitor's start opened) with the C monitor's writer
+// (drainLog), records the exit and destroys the container.
 const ExitArg = "__staticpodd_monitor_exit"
 
 // GzipArg is argv[1] of the C monitor's compression helper:
@@ -99,12 +99,6 @@ func runExit(args []string) int {
 	}
 	rot := LogRotation{MaxSize: maxSize, MaxFiles: int(maxFiles)}
 
-	// Orphans of a container without a PID namespace of its own are still
-	// reparented to this subreaper.
-	reaped := make(chan struct{})
-	close(reaped)
-	go reapOrphans(0, reaped)
-
 	ctr, loadErr := libcontainer.Load(m.root, m.id)
 	if loadErr == nil {
 		if state, err := ctr.State(); err == nil {
@@ -114,11 +108,14 @@ func runExit(args []string) int {
 		// open: kill them (a private PID namespace died with its init).
 		_ = SignalContainer(ctr, unix.SIGKILL)
 	}
-	if logs, oerr := openCRILogIn(logDir, args[3], rot, log); oerr != nil {
-		err = oerr
-	} else {
-		err = errors.Join(copyStreams(logs, out, errs), logs.Close())
-	}
+	// The rest of the output, with the C monitor's writer (its gzip helper
+	// is waited for by pid: nothing else reaps meanwhile).
+	err = errors.Join(drainLog(m.id, logDir, args[3], rot, out, errs), logDir.Close())
+	// Orphans of a container without a PID namespace of its own are still
+	// reparented to this subreaper: the ones killed above, reaped now.
+	reaped := make(chan struct{})
+	close(reaped)
+	go reapOrphans(0, reaped)
 	// The exit before the clean-up: a monitor that dies in between leaves
 	// libcontainer state, which the daemon removes with the container.
 	if werr := m.writeExit(exit); werr != nil {

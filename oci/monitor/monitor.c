@@ -1,6 +1,10 @@
-// The running half of a container's monitor. See monitor.go for why it is C
-// and how it is reached; crilog.go is the Go writer it mirrors, entry for
-// entry, and the tests hold the two to the same output.
+// The running half of a container's monitor, and the one writer of its CRI
+// log. See monitor.go for why it is C and how it is reached; the Go writer in
+// crilog_oracle_test.go is the tests' oracle, which it mirrors entry for
+// entry, and the tests hold the two to the same output. Where no C monitor
+// runs, the Go monitor calls staticpodd_drain_log (drain_linux.go), the same
+// writer run to the pipes' end: after a start that failed, and in the exit
+// recorder once it has killed what was left of the container.
 //
 // argv: <name> __staticpodd_monitor_running <id> <log> <log-dir-fd> <maxSize>
 //       <maxFiles> <rotation-file> <init-pid> <stdout-fd> <stderr-fd>
@@ -36,6 +40,7 @@
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -63,7 +68,7 @@ struct stream {
 	size_t held; // buf[:held] is the start of a line
 };
 
-static const char *ctr_id, *log_path, *log_name, *dir_fd_arg, *rotation_file, *gzip_arg;
+static const char *ctr_id, *log_path, *log_name, *dir_fd_arg, *rotation_file, *gzip_arg, *prog_name;
 static int dir_fd = -1; // the log's directory: every name below is in it
 static char **finish_argv;
 static int finish_argc;
@@ -83,8 +88,11 @@ static long wentries;
 // The gzip helper: at most one at a time, on the oldest uncompressed
 // rotated file but the newest.
 static pid_t gz_pid;
+static int gz_pidfd = -1; // gz_pid's, for staticpodd_drain_log, which takes no SIGCHLD
 static char gz_stamp[STAMP_MAX];
 static int gz_due, gz_failing;
+
+static int read_errno; // the first failed read of a pipe
 
 static pid_t init_pid;
 static int init_exited, init_status;
@@ -410,6 +418,8 @@ static int copy_read(struct stream *s) {
 	if (n < 0 && (errno == EAGAIN || errno == EINTR))
 		return -1;
 	int end = n <= 0;
+	if (n < 0 && !read_errno)
+		read_errno = errno;
 	if (n < 0)
 		say("ERROR", "monitor failed", "err=\"read %s: %s\"", s->name, strerror(errno));
 	if (n < 0)
@@ -600,26 +610,46 @@ static void gzip_spawn(int i) {
 		say("WARN", "cannot compress rotated container log", "path=%s err=\"%s\"", log_path, strerror(errno));
 		return;
 	}
+	char ms[24];
+	snprintf(ms, sizeof ms, "%lld", max_size);
+	char *argv[] = {(char *)prog_name, (char *)gzip_arg, (char *)dir_fd_arg, src, tmp, ms, NULL};
+	// Every signal blocked across the fork: called from a Go program
+	// (staticpodd_drain_log), the child must not run the Go runtime's
+	// handlers before its exec.
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
 	pid_t pid = fork();
-	if (pid < 0) {
-		say("WARN", "cannot compress rotated container log", "path=%s err=\"fork: %s\"", log_path, strerror(errno));
-		return;
-	}
 	if (pid == 0) {
 		// It goes with the monitor, and a SIGHUP meant for the monitor
 		// (a process group's) is not its end.
 		prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+		// The helper works in the log's directory, by number; the Go
+		// monitor opened it close-on-exec.
+		fcntl(dir_fd, F_SETFD, 0);
+		// Handlers (the Go runtime's) back to the default; an ignored
+		// signal stays ignored through the exec, as it did.
+		struct sigaction dfl, cur;
+		memset(&dfl, 0, sizeof dfl);
+		dfl.sa_handler = SIG_DFL;
+		for (int sig = 1; sig < NSIG; sig++)
+			if (sigaction(sig, NULL, &cur) == 0 && cur.sa_handler != SIG_IGN && cur.sa_handler != SIG_DFL)
+				sigaction(sig, &dfl, NULL);
 		signal(SIGHUP, SIG_IGN);
 		sigset_t none;
 		sigemptyset(&none);
 		sigprocmask(SIG_SETMASK, &none, NULL);
-		char ms[24];
-		snprintf(ms, sizeof ms, "%lld", max_size);
-		char *argv[] = {finish_argv[0], (char *)gzip_arg, (char *)dir_fd_arg, src, tmp, ms, NULL};
 		execv("/proc/self/exe", argv);
 		_exit(127);
 	}
+	int err = errno;
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (pid < 0) {
+		say("WARN", "cannot compress rotated container log", "path=%s err=\"fork: %s\"", log_path, strerror(err));
+		return;
+	}
 	gz_pid = pid;
+	gz_pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
 	snprintf(gz_stamp, sizeof gz_stamp, "%s", rot[i].stamp);
 }
 
@@ -648,6 +678,10 @@ static void gzip_done(int status) {
 	rotated_path(tmp, sizeof tmp, gz_stamp, ".tmp");
 	rotated_path(gz, sizeof gz, gz_stamp, ".gz");
 	gz_pid = 0;
+	if (gz_pidfd >= 0) {
+		close(gz_pidfd);
+		gz_pidfd = -1;
+	}
 	int ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
 	int i = find_rotated(gz_stamp);
 	if (WIFEXITED(status) && WEXITSTATUS(status) == GZIP_GONE) {
@@ -683,6 +717,23 @@ static void gzip_done(int status) {
 		gzip_next();
 	if (!gz_pid && gz_due)
 		gzip_start_pass();
+}
+
+// gzip_stop ends the helper as criLog.Close ends its compressor: the file it
+// was compressing stays as it is, and its .tmp goes.
+static void gzip_stop(void) {
+	if (!gz_pid)
+		return;
+	char tmp[PATH_MAX];
+	kill(gz_pid, SIGKILL);
+	waitpid(gz_pid, NULL, 0);
+	rotated_path(tmp, sizeof tmp, gz_stamp, ".tmp");
+	unlinkat(dir_fd, tmp, 0);
+	gz_pid = 0;
+	if (gz_pidfd >= 0) {
+		close(gz_pidfd);
+		gz_pidfd = -1;
+	}
 }
 
 static void reap(void) {
@@ -731,6 +782,7 @@ static void run(int argc, char **argv) {
 	int err_fd = (int)parse_ll(argv[10], "stderr fd");
 	gzip_arg = argv[11];
 	finish_argv = argv + 12;
+	prog_name = finish_argv[0];
 	finish_argc = argc - 12;
 
 	// Exec'd from /proc/self/exe, the kernel named it "exe": ps, top and the
@@ -832,14 +884,7 @@ static void run(int argc, char **argv) {
 		}
 		flush_held(&streams[i]);
 	}
-	if (gz_pid) {
-		char tmp[PATH_MAX];
-		kill(gz_pid, SIGKILL);
-		waitpid(gz_pid, NULL, 0);
-		rotated_path(tmp, sizeof tmp, gz_stamp, ".tmp");
-		unlinkat(dir_fd, tmp, 0);
-		gz_pid = 0;
-	}
+	gzip_stop();
 	close(log_fd);
 	// The pipes go on to the Go monitor; a closed one reads EOF there at once.
 	if (fcntl(out_fd, F_SETFD, 0) < 0 || fcntl(err_fd, F_SETFD, 0) < 0)
@@ -862,6 +907,89 @@ static void run(int argc, char **argv) {
 	signal(SIGHUP, SIG_IGN);
 	execv("/proc/self/exe", av);
 	die("exec the exit recorder");
+}
+
+// staticpodd_drain_log copies the pipes out_fd and err_fd into the log, the
+// file name in the directory dirfd (path names it in messages), until both
+// are at their end, rotating it at max_size with max_files as the C monitor
+// does and compressing the rotated files with the gzip helper (prog_arg0
+// gzip_arg, /proc/self/exe). It is the C monitor's writer where no C monitor
+// runs: called once per process from the Go monitor (drain_linux.go), after
+// a start that failed and in the exit recorder, which reap no child of their
+// own meanwhile (the helper is waited for by its pid). It returns 0; minus
+// an errno when the log could not be opened (nothing was read); or an errno
+// when a pipe could not be read (what was read is written). The pipes and
+// dirfd stay open.
+int staticpodd_drain_log(const char *id, const char *path, int dirfd, long long msize, int mfiles,
+			 int out_fd, int err_fd, const char *prog_arg0, const char *gz_arg) {
+	static char dirfd_str[16];
+	snprintf(dirfd_str, sizeof dirfd_str, "%d", dirfd);
+	ctr_id = id;
+	log_path = path;
+	const char *slash = strrchr(log_path, '/');
+	log_name = slash ? slash + 1 : log_path;
+	dir_fd = dirfd;
+	dir_fd_arg = dirfd_str;
+	rotation_file = "";
+	prog_name = prog_arg0;
+	gzip_arg = gz_arg;
+	struct stat dst;
+	if (fstat(dir_fd, &dst) < 0)
+		return -errno;
+	if (!S_ISDIR(dst.st_mode) || !*log_name)
+		return -ENOTDIR;
+	log_fd = open_live();
+	if (log_fd < 0)
+		return -errno;
+	struct stat st;
+	if (fstat(log_fd, &st) == 0 && S_ISREG(st.st_mode))
+		size = st.st_size;
+	if (set_rotation(msize, mfiles) < 0)
+		say("WARN", "cannot list rotated container logs", "path=%s err=\"%s\"", log_path, strerror(errno));
+	struct stream streams[2] = {{out_fd, "stdout", NULL, 0}, {err_fd, "stderr", NULL, 0}};
+	int rerr = 0;
+	for (int i = 0; i < 2; i++) {
+		int fl = fcntl(streams[i].fd, F_GETFL);
+		if (fl < 0 || fcntl(streams[i].fd, F_SETFL, fl | O_NONBLOCK) < 0) {
+			rerr = errno;
+			streams[i].fd = -1;
+		}
+		streams[i].buf = grow(NULL, COPY_BUFFER);
+	}
+	while (streams[0].fd >= 0 || streams[1].fd >= 0) {
+		struct pollfd p[3];
+		int np = 0;
+		for (int i = 0; i < 2; i++)
+			if (streams[i].fd >= 0)
+				p[np++] = (struct pollfd){streams[i].fd, POLLIN, 0};
+		int gz = gz_pidfd >= 0 ? np : -1;
+		if (gz >= 0)
+			p[np++] = (struct pollfd){gz_pidfd, POLLIN, 0};
+		if (poll(p, (nfds_t)np, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			rerr = errno;
+			break;
+		}
+		if (gz >= 0 && p[gz].revents) {
+			int status;
+			if (waitpid(gz_pid, &status, WNOHANG) == gz_pid)
+				gzip_done(status);
+		}
+		for (int k = 0; k < np; k++) {
+			if (k == gz || !p[k].revents)
+				continue;
+			struct stream *s = p[k].fd == out_fd ? &streams[0] : &streams[1];
+			if (copy_read(s) == 0)
+				s->fd = -1;
+		}
+	}
+	gzip_stop();
+	close(log_fd);
+	log_fd = -1;
+	free(streams[0].buf);
+	free(streams[1].buf);
+	return rerr ? rerr : read_errno;
 }
 
 // A constructor runs before the Go runtime starts, as libcontainer's nsexec

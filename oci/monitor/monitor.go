@@ -12,7 +12,10 @@
 // start time does not notice the exec), its children and its subreaper role,
 // copies the container's output into the CRI log and rotates it, and when
 // the container's init has exited execs the binary once more, into the Go
-// monitor's exit recorder. Importing this package links the constructor in.
+// monitor's exit recorder. Its log writer is the only one of a container's
+// log: where no C monitor runs (a start that failed, the exit recorder), the
+// Go monitor calls it through cgo (drainLog). Importing this package links
+// the constructor in.
 package monitor
 
 // #cgo CFLAGS: -O2 -Wall -Wextra -Wno-unused-parameter

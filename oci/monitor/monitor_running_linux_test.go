@@ -474,3 +474,137 @@ func statusKB(t *testing.T, pid int, field string) int64 {
 	t.Fatalf("no %s for %d", field, pid)
 	return 0
 }
+
+// What a container's leftovers write after its init exited is copied by the
+// exit recorder with the C monitor's writer (drainLog): rotated at maxSize,
+// the older rotated files compressed by the gzip helper (which the recorder
+// waits for by pid, reaping no orphan meanwhile), no line lost or reordered,
+// no temporary file left.
+func TestExitRecorderDrainsWithRotation(t *testing.T) {
+	const maxSize, maxFiles, lines = 4096, 4, 500
+	// Init exits at once; its orphan writes on, after the C monitor's
+	// bounded drain, until the recorder reads the pipes' end: in bursts,
+	// each more than maxSize, with time between them and after the last
+	// to compress.
+	m := startRunningMonitor(t, `(i=0; while [ $i -lt `+strconv.Itoa(lines)+` ]; do [ $((i%100)) = 0 ] && sleep 0.3; echo "line $i of the leftover's output"; i=$((i+1)); done; sleep 0.5) & exit 5`, maxSize, maxFiles)
+	if exit := m.exit(); exit.ExitCode != 5 {
+		t.Errorf("exit = %+v, want 5", exit)
+	}
+	rotated, _ := rotatedFiles(t, m.log)
+	if len(rotated) == 0 {
+		t.Fatalf("no rotated file; monitor log:\n%s", m.monitorLog())
+	}
+	var all string
+	for _, r := range rotated {
+		all += readMaybeGzip(t, r)
+	}
+	live, err := os.ReadFile(m.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Split(strings.TrimSuffix(criContent(t, all+string(live))["stdout"], "\n"), "\n")
+	first, err := strconv.Atoi(strings.Fields(got[0])[1])
+	if err != nil {
+		t.Fatalf("first kept line %q", got[0])
+	}
+	for i, line := range got {
+		if want := fmt.Sprintf("line %d of the leftover's output", first+i); line != want {
+			t.Fatalf("kept line %d = %q, want %q", i, line, want)
+		}
+	}
+	if first+len(got) != lines || first == 0 {
+		t.Errorf("kept lines %d to %d, want the newest up to %d, some rotated out", first, first+len(got)-1, lines-1)
+	}
+	if leftovers, _ := filepath.Glob(m.log + ".*.tmp"); len(leftovers) > 0 {
+		t.Errorf("temporary files left: %v", leftovers)
+	}
+	if _, plain := rotatedFiles(t, m.log); strings.Contains(m.monitorLog(), "cannot compress") ||
+		len(rotated) != maxFiles-1 || len(plain) != 1 || plain[0] != rotated[len(rotated)-1] {
+		t.Errorf("rotated files %v, want %d, all but the newest compressed; monitor log:\n%s", rotated, maxFiles-1, m.monitorLog())
+	}
+}
+
+// The C writer, the one that writes a container's log, writes what the Go
+// oracle (criLog) writes of the same output: the same entries of each stream,
+// split and tagged alike (long lines, empty ones, an unterminated last one),
+// across rotated and compressed files; as the C monitor, and through cgo in
+// the exit recorder (drainLog), for what a container's leftovers write after
+// its init exited.
+func TestCWriterMatchesOracle(t *testing.T) {
+	for _, tc := range []struct{ name, wrap string }{
+		{"running", "%s"},
+		{"after init", "(sleep 0.3; %s) & exit 0"},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testCWriterMatchesOracle(t, tc.wrap) })
+	}
+}
+
+func testCWriterMatchesOracle(t *testing.T, wrap string) {
+	const maxSize, maxFiles = 2048, 1000 // every file kept
+	long := strings.Repeat("y", 2*MaxLogLine+7)
+	workload := `i=0; while [ $i -lt 300 ]; do echo "out $i"; echo "err $i" >&2; i=$((i+1)); done; printf '%s\n\n\n' "` +
+		long + `"; echo tail >&2; printf 'no end'`
+	m := startRunningMonitor(t, fmt.Sprintf(wrap, workload), maxSize, maxFiles)
+	m.exit()
+
+	oracle := filepath.Join(t.TempDir(), "0.log")
+	l, err := openCRILog(oracle, LogRotation{MaxSize: maxSize, MaxFiles: maxFiles}, slogDiscard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("/bin/sh", "-c", workload)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	copied := make(chan error, 1)
+	go func() { copied <- l.copy("stderr", errs) }()
+	if err := errors.Join(l.copy("stdout", out), <-copied, cmd.Wait(), l.Close()); err != nil {
+		t.Fatal(err)
+	}
+
+	c, g := logEntries(t, m.log), logEntries(t, oracle)
+	for _, stream := range []string{"stdout", "stderr"} {
+		if !slices.Equal(c[stream], g[stream]) {
+			t.Errorf("%s: the C writer wrote %d entries, the oracle %d; they differ", stream, len(c[stream]), len(g[stream]))
+		}
+	}
+	if len(c["stdout"]) != 300+3+3 || len(c["stderr"]) != 300+1 {
+		t.Errorf("%d stdout and %d stderr entries, want 306 and 301", len(c["stdout"]), len(c["stderr"]))
+	}
+}
+
+// logEntries reads a log's files, rotated ones first, and returns each
+// stream's entries as "<tag> <content>", in order.
+func logEntries(t *testing.T, path string) map[string][]string {
+	t.Helper()
+	rotated, _ := rotatedFiles(t, path)
+	if len(rotated) == 0 {
+		t.Fatalf("%s never rotated", path)
+	}
+	var text string
+	for _, r := range rotated {
+		text += readMaybeGzip(t, r)
+	}
+	live, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text += string(live)
+	entries := map[string][]string{}
+	for _, line := range strings.Split(strings.TrimSuffix(text, "\n"), "\n") {
+		g := criEntry.FindStringSubmatch(line)
+		if g == nil {
+			t.Fatalf("not a CRI log entry: %q", line)
+		}
+		entries[g[2]] = append(entries[g[2]], g[3]+" "+g[4])
+	}
+	return entries
+}

@@ -245,14 +245,18 @@ func (m *monitorProc) run(st State, log *slog.Logger) error {
 	} else if ok {
 		rot = reloaded
 	}
-	logs, err := openCRILog(rec.LogPath, rot, log)
+	// The log's directory and its live file exist before the container does;
+	// only the C writer writes the file, from the hand-over, or drainLog.
+	logDir, err := makeLog(rec.LogPath)
 	if err != nil {
 		return err
 	}
-	defer logs.Close()
+	defer logDir.Close()
+	rots := &rotation{}
+	rots.set(rot)
 	stopHup := make(chan struct{})
 	defer close(stopHup)
-	go m.reloadRotation(logs, stopHup, log)
+	go m.reloadRotation(rots, stopHup, log)
 	if err := waitState(); err != nil {
 		return err
 	}
@@ -262,7 +266,7 @@ func (m *monitorProc) run(st State, log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("create container %s: %w", m.id, err)
 	}
-	exit, err := m.runContainer(ctr, proc, &st, logs, rec.LogPath)
+	exit, err := m.runContainer(ctr, proc, &st, logDir, rec.LogPath, rots)
 	if exit == nil && err != nil {
 		f := startFailure(err)
 		exit = &f
@@ -281,11 +285,13 @@ func (m *monitorProc) run(st State, log *slog.Logger) error {
 	return err
 }
 
-// reloadRotation applies RotationFile to logs on each SIGHUP until stop:
-// the daemon writes it and signals us when a reload changed the log settings.
-// The state was written with RotationReload before logs were opened, so a
-// change made meanwhile is in the file read at open or comes with a SIGHUP.
-func (m *monitorProc) reloadRotation(logs *criLog, stop <-chan struct{}, log *slog.Logger) {
+// reloadRotation takes RotationFile into rots on each SIGHUP until stop: the
+// daemon writes it and signals us when a reload changed the log settings.
+// The state was written with RotationReload before the log was made, so a
+// change made meanwhile is in the file read then or comes with a SIGHUP. The
+// log's writer takes rots as it starts: the hand-over passes it to the C
+// monitor, which reads the file once more, for a SIGHUP during the exec.
+func (m *monitorProc) reloadRotation(rots *rotation, stop <-chan struct{}, log *slog.Logger) {
 	for {
 		select {
 		case <-stop:
@@ -294,7 +300,7 @@ func (m *monitorProc) reloadRotation(logs *criLog, stop <-chan struct{}, log *sl
 		}
 		rot, ok, err := ReadRotation(filepath.Join(m.dir, RotationFile))
 		if err == nil && ok {
-			err = logs.setRotation(rot)
+			rots.set(rot)
 		}
 		if err != nil {
 			log.Warn("log rotation not changed", "err", err)
@@ -309,7 +315,7 @@ func (m *monitorProc) reloadRotation(logs *criLog, stop <-chan struct{}, log *sl
 // runContainer starts proc in ctr and reports it; on success it never
 // returns: the C monitor takes over (see handOver). A nil exit means the
 // container never started.
-func (m *monitorProc) runContainer(ctr *libcontainer.Container, proc *libcontainer.Process, st *State, logs *criLog, logPath string) (*ExitRecord, error) {
+func (m *monitorProc) runContainer(ctr *libcontainer.Container, proc *libcontainer.Process, st *State, logDir *os.File, logPath string, rots *rotation) (*ExitRecord, error) {
 	devNull, err := os.Open(os.DevNull)
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", os.DevNull, err)
@@ -340,7 +346,7 @@ func (m *monitorProc) runContainer(ctr *libcontainer.Container, proc *libcontain
 	_ = outW.Close()
 	_ = errW.Close()
 	if runErr != nil {
-		return nil, errors.Join(fmt.Errorf("run container %s: %w", m.id, runErr), copyStreams(logs, outR, errR))
+		return nil, errors.Join(fmt.Errorf("run container %s: %w", m.id, runErr), drainLog(m.id, logDir, logPath, rots.get(), outR, errR))
 	}
 	pid, err := proc.Pid()
 	if err != nil {
@@ -350,19 +356,16 @@ func (m *monitorProc) runContainer(ctr *libcontainer.Container, proc *libcontain
 	if err := WriteJSON(filepath.Join(m.dir, StateFile), st); err != nil {
 		// Without its pid in the state no daemon can adopt the container.
 		_ = SignalContainer(ctr, unix.SIGKILL)
-		return nil, errors.Join(err, copyStreams(logs, outR, errR))
+		return nil, errors.Join(err, drainLog(m.id, logDir, logPath, rots.get(), outR, errR))
 	}
 	m.sendReport(Report{Pid: pid, StartedAt: st.StartedAt})
-	rot := logs.rotation()
+	rot := rots.get()
 	// The C monitor, and the exit recorder after it, work in the log
 	// directory this monitor opened: the descriptor goes to them, never the
 	// path again.
-	dirFd, derr := unix.Dup(logs.dirFd())
-	if err := errors.Join(derr, logs.Close()); err != nil {
-		if derr == nil {
-			_ = unix.Close(dirFd)
-		}
-		return nil, fmt.Errorf("close log before handing over: %w", err)
+	dirFd, err := unix.Dup(int(logDir.Fd()))
+	if err != nil {
+		return nil, fmt.Errorf("pass on the log directory: %w", err)
 	}
 	herr := m.handOver(pid, logPath, dirFd, rot, outR, errR, oom)
 	_ = unix.Close(dirFd)
@@ -373,26 +376,13 @@ func (m *monitorProc) runContainer(ctr *libcontainer.Container, proc *libcontain
 	_, _ = proc.Wait()
 	exit := &ExitRecord{ExitCode: 128 + int(unix.SIGKILL), Signal: int(unix.SIGKILL), FinishedAt: time.Now(),
 		Message: "container killed: " + herr.Error()}
-	if logs, err := openCRILog(logPath, rot, m.log); err != nil {
-		herr = errors.Join(herr, err)
-	} else {
-		herr = errors.Join(herr, copyStreams(logs, outR, errR), logs.Close())
-	}
-	return exit, herr
+	return exit, errors.Join(herr, drainLog(m.id, logDir, logPath, rot, outR, errR))
 }
 
 // podOOM is the pod cgroup's OOM kill count before the container started.
 type podOOM struct {
 	before uint64
 	ok     bool
-}
-
-// copyStreams copies both pipes into logs until EOF, concurrently.
-func copyStreams(logs *criLog, out, errs *os.File) error {
-	copied := make(chan error, 1)
-	go func() { copied <- logs.copy("stderr", errs) }()
-	err := logs.copy("stdout", out)
-	return errors.Join(err, <-copied)
 }
 
 // handOver execs the C monitor (package monitor) in this process, which

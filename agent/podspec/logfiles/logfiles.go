@@ -5,13 +5,15 @@
 // symlink (and only regular files), and reading them (File, EntryWriter: the
 // kubelet's reading of the CRI format, tails, gzipped files).
 //
-// The container monitor (oci/monitor) writes and rotates the files: its C half
-// (monitor.c, which names them as this package does) for the container's
-// running life, its Go writer (crilog.go) before and after it and as the
-// tests' oracle. agent/server serves them (/containerLogs, following a run
+// The container monitor (oci/monitor) writes and rotates the files: its C
+// writer (monitor.c, which names them as this package does) for the
+// container's whole life, its Go writer only as the tests' oracle. agent/server serves them (/containerLogs, following a run
 // across rotations and restarts); the agent picks the file of a run (LogFile)
-// and prunes old runs' files. The monitor links this package: it imports the
-// standard library only (tests/deps_test.go).
+// and says when files go, which this package removes: a pod's log directories
+// (RemovePodLogs), the files of a container's old runs (PruneRuns), and the
+// directories of pods no daemon claims (RemoveLeftoverPodLogs). The monitor
+// links this package: it imports the standard library only
+// (tests/deps_test.go).
 package logfiles
 
 import (

@@ -1,4 +1,4 @@
-package agent
+package logfiles
 
 import (
 	"os"
@@ -6,19 +6,13 @@ import (
 	"slices"
 	"strings"
 	"testing"
-
-	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/staticpodd/staticpodd/agent/manifest"
 )
 
 // Only the current run's log and the one before it stay, each with the
 // files rotation made of it.
-func TestPruneLogs(t *testing.T) {
-	p := manifest.Paths{PodLogsDir: t.TempDir()}
-	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web-node1", UID: "u1"}}
-	dir := filepath.Join(p.LogDir(pod), "c")
+func TestPruneRuns(t *testing.T) {
+	podLogsDir := t.TempDir()
+	dir := filepath.Join(podLogsDir, "default_web-node1_u1", "c")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -29,7 +23,7 @@ func TestPruneLogs(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := pruneLogs(pod, "c", 2, p); err != nil {
+	if err := PruneRuns(dir, 2); err != nil {
 		t.Fatal(err)
 	}
 	var left []string
@@ -40,7 +34,7 @@ func TestPruneLogs(t *testing.T) {
 	if got, want := strings.Join(left, " "), "2.log 2.log.20260102-150409.gz 2.log.20260102-150410 3.log notes.txt"; got != want {
 		t.Errorf("left %q, want %q", got, want)
 	}
-	if err := pruneLogs(pod, "nothere", 5, p); err != nil {
+	if err := PruneRuns(filepath.Join(podLogsDir, "default_web-node1_u1", "nothere"), 5); err != nil {
 		t.Errorf("pruning a container without logs: %v", err)
 	}
 }
@@ -48,11 +42,11 @@ func TestPruneLogs(t *testing.T) {
 // A container's log directory, or its pod's, swapped for a symlink to a
 // host directory (by a container that mounts podLogsDir) is not pruned
 // through, and neither is a pod's log directory removed through one.
-func TestPruneLogsNotThroughSwappedDir(t *testing.T) {
+func TestPruneRunsNotThroughSwappedDir(t *testing.T) {
 	for _, which := range []string{"container", "pod"} {
 		t.Run(which, func(t *testing.T) {
-			p := manifest.Paths{PodLogsDir: t.TempDir()}
-			pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web-node1", UID: "u1"}}
+			podLogsDir := t.TempDir()
+			podDir := filepath.Join(podLogsDir, "default_web-node1_u1")
 			host := t.TempDir()
 			files := []string{"0.log", "0.log.20200101-000000", "c/0.log", "c/0.log.20200101-000000"}
 			for _, f := range files {
@@ -63,18 +57,18 @@ func TestPruneLogsNotThroughSwappedDir(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			swapped := filepath.Join(p.LogDir(pod), "c")
+			swapped := filepath.Join(podDir, "c")
 			if which == "pod" {
-				swapped = p.LogDir(pod)
-			} else if err := os.Mkdir(p.LogDir(pod), 0o755); err != nil {
+				swapped = podDir
+			} else if err := os.Mkdir(podDir, 0o755); err != nil {
 				t.Fatal(err)
 			}
 			if err := os.Symlink(host, swapped); err != nil {
 				t.Fatal(err)
 			}
-			err := pruneLogs(pod, "c", 5, p)
+			err := PruneRuns(filepath.Join(podDir, "c"), 5)
 			t.Logf("prune: %v", err)
-			if err := removePodLogs("u1", p); err != nil {
+			if err := RemovePodLogs(podLogsDir, "u1"); err != nil {
 				t.Errorf("remove logs: %v", err)
 			}
 			for _, f := range files {
@@ -90,17 +84,17 @@ func TestPruneLogsNotThroughSwappedDir(t *testing.T) {
 // its logs left the log directory with nothing else of the pod (the chaos
 // soak found one after every pod was gone): the next daemon's sweep removes
 // it, and only log directories of unclaimed UIDs.
-func TestRemoveLeftoverLogsKeepsClaimed(t *testing.T) {
-	p := manifest.Paths{PodLogsDir: t.TempDir()}
+func TestRemoveLeftoverPodLogsKeepsClaimed(t *testing.T) {
+	podLogsDir := t.TempDir()
 	for _, name := range []string{"default_web-node_kept", "default_web-node_stale", "kube-system_etcd-node_stale2", "not-a-pod-dir", "a_b"} {
-		if err := os.MkdirAll(filepath.Join(p.PodLogsDir, name, "main"), 0o750); err != nil {
+		if err := os.MkdirAll(filepath.Join(podLogsDir, name, "main"), 0o750); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := os.WriteFile(filepath.Join(p.PodLogsDir, "x_y_file"), nil, 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(podLogsDir, "x_y_file"), nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	removed, err := removeLeftoverLogs(map[string]bool{"kept": true}, p)
+	removed, err := RemoveLeftoverPodLogs(podLogsDir, map[string]bool{"kept": true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,14 +102,14 @@ func TestRemoveLeftoverLogsKeepsClaimed(t *testing.T) {
 		t.Errorf("removed %q, want stale and stale2", removed)
 	}
 	var left []string
-	entries, _ := os.ReadDir(p.PodLogsDir)
+	entries, _ := os.ReadDir(podLogsDir)
 	for _, e := range entries {
 		left = append(left, e.Name())
 	}
 	if want := []string{"a_b", "default_web-node_kept", "not-a-pod-dir", "x_y_file"}; !slices.Equal(left, want) {
 		t.Errorf("log dir holds %q, want %q", left, want)
 	}
-	if removed, err := removeLeftoverLogs(nil, manifest.Paths{PodLogsDir: filepath.Join(t.TempDir(), "none")}); err != nil || len(removed) != 0 {
+	if removed, err := RemoveLeftoverPodLogs(filepath.Join(t.TempDir(), "none"), nil); err != nil || len(removed) != 0 {
 		t.Errorf("no log dir: removed %q, %v", removed, err)
 	}
 }
