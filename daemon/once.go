@@ -17,7 +17,7 @@ import (
 	"github.com/staticpodd/staticpodd/agent/source"
 )
 
-// runOnce is `run --once`, the kubelet's --runonce for a machine's first
+// Once is `run --once`, the kubelet's --runonce for a machine's first
 // boot (a Type=oneshot unit): read the manifests once, start every pod, wait
 // until each runs or has finished or cannot start, print a line per pod and
 // exit, 0 only if all of them run or succeeded. The pods keep running: the

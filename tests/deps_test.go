@@ -91,7 +91,7 @@ func TestImportFences(t *testing.T) {
 }
 
 // ociBehindFacade are the packages behind oci.Runtime, each imported only
-// by packages of oci/: cmd/ wires the Runtime (and the image store), agent/
+// by packages of oci/: daemon wires the Runtime (and the image store), agent/
 // sees agent.Runtime.
 var ociBehindFacade = []string{"oci/exec", "oci/sandbox", "oci/stats"}
 

@@ -224,7 +224,7 @@ func scaleOurs(bin, image, dir string, round int, res *scaleResult) error {
 		time.Sleep(2 * time.Second) // the start-up's garbage collected, the spare settled
 		res.daemonBurst = memOf(d.cmd.Process.Pid)
 		// At rest: once the daemon has been quiet long enough to give back
-		// what the burst touched (10 s without a pod event, cmd/staticpodd
+		// what the burst touched (10 s without a pod event, agent/trim's
 		// trimQuiet), and its periodic work (housekeeping every 10 s, the
 		// relist every 20 s) has run since.
 		time.Sleep(restAfter)
