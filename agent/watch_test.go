@@ -19,8 +19,8 @@ func drain(t *testing.T, pw *PodWatch) map[string]*v1.Pod {
 		t.Fatal("watch not signalled")
 	}
 	out := map[string]*v1.Pod{}
-	for _, u := range pw.Next() {
-		out[u.Name] = u.Pod
+	for _, name := range pw.Next() {
+		out[name] = pw.Desired(name)
 	}
 	return out
 }

@@ -146,7 +146,7 @@ var agentEdges = map[string][]string{
 	"agent/images":           {"agent/events", "agent/eviction", "agent/podspec", "agent/status"},
 	"agent/lifecycle":        {"agent/events", "agent/podspec", "agent/prober"},
 	"agent/manifest":         {"agent/poddir", "agent/podspec"},
-	"agent/mirror":           {"agent", "agent/events", "agent/host", "agent/manifest", "agent/status"},
+	"agent/mirror":           {"agent", "agent/events", "agent/host", "agent/manifest"},
 	"agent/poddir":           nil,
 	"agent/podspec":          nil,
 	"agent/podspec/logfiles": nil,

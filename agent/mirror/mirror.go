@@ -26,7 +26,6 @@ import (
 	"github.com/staticpodd/staticpodd/agent"
 	"github.com/staticpodd/staticpodd/agent/events"
 	"github.com/staticpodd/staticpodd/agent/manifest"
-	"github.com/staticpodd/staticpodd/agent/status"
 )
 
 // Pods is what the mirror needs of the agent.
@@ -37,11 +36,18 @@ type Pods interface {
 	Events() *events.Recorder
 }
 
-// Watch is a subscription to the static pods' changes; *agent.PodWatch
-// implements it.
+// Watch is a subscription to the static pods' changes, and the way to
+// read them; *agent.PodWatch implements it.
 type Watch interface {
 	C() <-chan struct{}
-	Next() []status.Update
+	// Next returns the full names namespace/name of the pods changed since
+	// it was last called.
+	Next() []string
+	// Desired is the static pod of a full name with its live status as the
+	// status manager has it now, nil for none.
+	Desired(name string) *v1.Pod
+	// Keys are the full names of the static pods there are now.
+	Keys() []string
 	// Synced is true once the agent has every source's pods: before, a
 	// mirror pod without a static pod is not taken for an orphan, so that a
 	// restarted daemon does not delete and make again every mirror pod.

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -25,7 +27,6 @@ import (
 
 	"github.com/staticpodd/staticpodd/agent/events"
 	"github.com/staticpodd/staticpodd/agent/manifest"
-	"github.com/staticpodd/staticpodd/agent/status"
 )
 
 // fakePods is the agent's side: static pods set by the test.
@@ -33,14 +34,15 @@ type fakePods struct {
 	mu       sync.Mutex
 	unsynced bool // Synced says false
 	ch       chan struct{}
-	next     []status.Update
+	pods     map[string]*v1.Pod // by full name, as the status manager has them
+	next     []string
 	rec      *events.Recorder
 	taken    int // updates Next handed to the mirror
 	looks    int // calls of Synced: the mirror asking whether it may take a pod for an orphan
 }
 
 func newFakePods() *fakePods {
-	return &fakePods{ch: make(chan struct{}, 1), rec: events.New("node1", 0, slog.New(slog.NewTextHandler(io.Discard, nil)))}
+	return &fakePods{ch: make(chan struct{}, 1), pods: map[string]*v1.Pod{}, rec: events.New("node1", 0, slog.New(slog.NewTextHandler(io.Discard, nil)))}
 }
 
 func (f *fakePods) Watch() Watch             { return f }
@@ -53,7 +55,17 @@ func (f *fakePods) Synced() bool {
 	f.looks++
 	return !f.unsynced
 }
-func (f *fakePods) Next() []status.Update {
+func (f *fakePods) Desired(name string) *v1.Pod {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.pods[name]
+}
+func (f *fakePods) Keys() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Collect(maps.Keys(f.pods))
+}
+func (f *fakePods) Next() []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	out := f.next
@@ -71,7 +83,12 @@ func (f *fakePods) counts() (taken, looks int) {
 
 func (f *fakePods) set(name string, p *v1.Pod) {
 	f.mu.Lock()
-	f.next = append(f.next, status.Update{Name: name, Pod: p})
+	if p == nil {
+		delete(f.pods, name)
+	} else {
+		f.pods[name] = p
+	}
+	f.next = append(f.next, name)
 	f.mu.Unlock()
 	select {
 	case f.ch <- struct{}{}:

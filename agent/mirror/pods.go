@@ -18,7 +18,6 @@ import (
 	"k8s.io/client-go/util/flowcontrol"
 
 	"github.com/staticpodd/staticpodd/agent/manifest"
-	"github.com/staticpodd/staticpodd/agent/status"
 )
 
 // AnnotationMirror marks a mirror pod; its value is the static pod's
@@ -29,15 +28,16 @@ const AnnotationMirror = "kubernetes.io/config.mirror"
 // name dirty: the agent's watch (the static pod or its status changed), the
 // watch of this node's pods on the API server (someone changed or deleted a
 // mirror pod) and retries after a failure. One goroutine syncs dirty names,
-// so the API server's slowness delays only mirror pods.
+// so the API server's slowness delays only mirror pods. A sync reads the
+// static pod from the status manager, through the watch, when it runs: the
+// mirror keeps no copy of it, only what it knows of the API server's side.
 type podSync struct {
 	m      *Mirror
-	synced func() bool // the agent has all its sources' pods
+	pods   Watch // the agent's static pods; set by run before anything reads it
 	client api
 	watch  api // without the requests' timeout
 
 	mu       sync.Mutex          // guards the fields below
-	desired  map[string]*v1.Pod  // static pods by full name namespace/name
 	mirrors  map[string]*v1.Pod  // this node's mirror pods on the API server, by full name
 	dirty    map[string]bool     // names to sync
 	retry    map[string]*backoff // back-off of names whose last sync failed
@@ -61,7 +61,7 @@ const (
 func newPodSync(m *Mirror, client, watch api) *podSync {
 	return &podSync{
 		m: m, client: client, watch: watch,
-		desired: map[string]*v1.Pod{}, mirrors: map[string]*v1.Pod{}, dirty: map[string]bool{},
+		mirrors: map[string]*v1.Pod{}, dirty: map[string]bool{},
 		retry: map[string]*backoff{}, waiting: map[string]bool{}, patched: map[string]string{}, failures: map[string]error{},
 		kick:        make(chan struct{}, 1),
 		statusLimit: flowcontrol.NewTokenBucketRateLimiter(statusQPS, statusBurst),
@@ -71,7 +71,7 @@ func newPodSync(m *Mirror, client, watch api) *podSync {
 func (s *podSync) run(ctx context.Context) {
 	pw := s.m.pods.Watch()
 	defer pw.Close()
-	s.synced = pw.Synced
+	s.pods = pw
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	wg.Go(func() { s.watchMirrors(ctx) })
@@ -103,17 +103,12 @@ func (s *podSync) run(ctx context.Context) {
 	}
 }
 
-// take records the agent's changed pods.
-func (s *podSync) take(updates []status.Update) {
+// take marks the names of the agent's changed pods.
+func (s *podSync) take(names []string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, u := range updates {
-		if u.Pod == nil {
-			delete(s.desired, u.Name)
-		} else {
-			s.desired[u.Name] = u.Pod
-		}
-		s.markLocked(u.Name)
+	for _, name := range names {
+		s.markLocked(name)
 	}
 }
 
@@ -126,9 +121,10 @@ func (s *podSync) markLocked(name string) {
 }
 
 func (s *podSync) markAll() {
+	static := s.pods.Keys()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for name := range s.desired {
+	for _, name := range static {
 		s.markLocked(name)
 	}
 	for name := range s.mirrors {
@@ -217,14 +213,14 @@ func notYet(err error) bool {
 // sync makes the mirror pod of name match its static pod (the kubelet's
 // SyncPod mirror handling and its orphaned mirror pod cleanup).
 func (s *podSync) sync(ctx context.Context, name string) error {
+	desired := s.pods.Desired(name)
 	s.mu.Lock()
-	desired := s.desired[name]
 	mirror := s.mirrors[name]
 	s.mu.Unlock()
 	ns, podName, _ := strings.Cut(name, "/")
 	pods := s.client.Pods(ns)
 
-	if mirror != nil && desired == nil && !s.synced() {
+	if mirror != nil && desired == nil && !s.pods.Synced() {
 		// Maybe not an orphan: the agent may not have published the pod yet.
 		time.AfterFunc(time.Second, func() {
 			s.mu.Lock()
@@ -535,6 +531,7 @@ func (s *podSync) watchFrom(ctx context.Context, pods interface {
 
 // replace takes a fresh list of the node's pods.
 func (s *podSync) replace(items []v1.Pod) {
+	static := s.pods.Keys()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	old := s.mirrors
@@ -555,7 +552,7 @@ func (s *podSync) replace(items []v1.Pod) {
 			s.markLocked(name)
 		}
 	}
-	for name := range s.desired {
+	for _, name := range static {
 		if s.mirrors[name] == nil {
 			s.markLocked(name)
 		}

@@ -267,18 +267,13 @@ func checkTransition(old, p *v1.Pod) error {
 	return nil
 }
 
-// Update is the new state of one pod, by full name namespace/name.
-type Update struct {
-	Name string // namespace/name
-	// Pod is the desired pod with its live status; nil when no source
-	// wants a pod of that name any more.
-	Pod *v1.Pod
-}
-
 // Watch hears which pods changed: it asks the Manager for the keys changed
 // after the version it last saw, and its channel tells when there are some.
-// Changes between two calls of Next coalesce; nothing is copied until the
-// subscriber asks, and the Manager never waits for a subscriber.
+// Changes between two calls of Next coalesce, and the Manager never waits
+// for a subscriber. It tells which keys changed, not what they show: the
+// subscriber reads that from the cache when it acts on them (Desired), as
+// the kubelet's status manager reads its cache at sync time, so it keeps no
+// copy of the pods and never acts on a status older than the cache's.
 type Watch struct {
 	m    *Manager
 	ch   chan struct{} // one slot: something changed
@@ -308,36 +303,55 @@ func (m *Manager) Watch(initial []string, keep func(key string) bool) *Watch {
 // C receives when pods changed since the last Next.
 func (w *Watch) C() <-chan struct{} { return w.ch }
 
-// Next returns the pods changed since the last call, each with its current
-// state; a pod changed several times appears once.
-func (w *Watch) Next() []Update {
+// Next returns the keys changed since the last call, removed ones
+// included; a key changed several times appears once.
+func (w *Watch) Next() []string {
 	m := w.m
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var out []Update
+	var out []string
 	for key, e := range m.keys {
 		if (e.version > w.seen || w.initial[key]) && w.keep(key) {
-			u := Update{Name: key}
-			if e.desired != "" {
-				u.Pod = e.pods[e.desired].DeepCopy()
-			}
-			out = append(out, u)
+			out = append(out, key)
 		}
 		delete(w.initial, key)
 	}
 	for key, v := range m.removed {
 		if (v > w.seen || w.initial[key]) && w.keep(key) {
-			out = append(out, Update{Name: key})
+			out = append(out, key)
 		}
 		delete(w.initial, key)
 	}
 	for key := range w.initial {
 		// Known to the subscriber, nothing published yet.
-		out = append(out, Update{Name: key})
+		out = append(out, key)
 	}
 	w.initial = nil
 	w.seen = m.version
 	m.pruneLocked()
+	return out
+}
+
+// Desired is what key shows now, of the keys w keeps: its desired pod with
+// its status, nil for none. It is a copy, the subscriber's own.
+func (w *Watch) Desired(key string) *v1.Pod {
+	if !w.keep(key) {
+		return nil
+	}
+	return w.m.Desired(key).DeepCopy()
+}
+
+// Keys lists the keys w keeps that show a desired pod now.
+func (w *Watch) Keys() []string {
+	m := w.m
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []string
+	for key, e := range m.keys {
+		if e.desired != "" && w.keep(key) {
+			out = append(out, key)
+		}
+	}
 	return out
 }
 

@@ -76,9 +76,9 @@ func TestManagerWatch(t *testing.T) {
 			t.Fatal("watch not signalled")
 		}
 		var out []string
-		for _, u := range w.Next() {
-			n := u.Name
-			if u.Pod == nil {
+		for _, key := range w.Next() {
+			n := key
+			if w.Desired(key) == nil {
 				n += "=nil"
 			}
 			out = append(out, n)

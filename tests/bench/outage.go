@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,7 +23,6 @@ import (
 	"github.com/staticpodd/staticpodd/agent/events"
 	"github.com/staticpodd/staticpodd/agent/manifest"
 	"github.com/staticpodd/staticpodd/agent/mirror"
-	"github.com/staticpodd/staticpodd/agent/status"
 )
 
 // outagePods are four static pods whose status changes every second, and
@@ -31,7 +32,8 @@ type outagePods struct {
 	ch  chan struct{}
 
 	mu   sync.Mutex
-	next []status.Update
+	pods map[string]*v1.Pod // by full name
+	next []string
 }
 
 func (o *outagePods) Watch() mirror.Watch      { return o }
@@ -39,7 +41,17 @@ func (o *outagePods) Events() *events.Recorder { return o.rec }
 func (o *outagePods) C() <-chan struct{}       { return o.ch }
 func (o *outagePods) Close()                   {}
 func (o *outagePods) Synced() bool             { return true }
-func (o *outagePods) Next() []status.Update {
+func (o *outagePods) Desired(name string) *v1.Pod {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.pods[name]
+}
+func (o *outagePods) Keys() []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return slices.Collect(maps.Keys(o.pods))
+}
+func (o *outagePods) Next() []string {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	out := o.next
@@ -57,7 +69,8 @@ func (o *outagePods) change(i int) {
 			Spec:   v1.PodSpec{NodeName: "node1", Containers: []v1.Container{{Name: "c", Image: "busybox"}}},
 			Status: v1.PodStatus{Phase: v1.PodRunning, Message: fmt.Sprint(i)},
 		}
-		o.next = append(o.next, status.Update{Name: "kube-system/" + name, Pod: p})
+		o.pods["kube-system/"+name] = p
+		o.next = append(o.next, "kube-system/"+name)
 		o.rec.Eventf(events.PodRef(p), v1.EventTypeNormal, events.Started, "tick %d", i)
 	}
 	o.mu.Unlock()
@@ -188,7 +201,7 @@ func benchOutage(window time.Duration) error {
 		return err
 	}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	pods := &outagePods{rec: events.New("node1", 0, logger), ch: make(chan struct{}, 1)}
+	pods := &outagePods{rec: events.New("node1", 0, logger), ch: make(chan struct{}, 1), pods: map[string]*v1.Pod{}}
 	m := mirror.New(mirror.Config{Kubeconfig: kubeconfig, NodeName: "node1", RegisterNode: true, Version: "bench"}, pods, logger)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
