@@ -341,7 +341,7 @@ func (a *Agent) evictOne(sum *podspec.Summary, t eviction.Threshold, p eviction.
 	a.pr.evictions[string(t.Signal)]++
 	a.pmu.Unlock()
 	if w := a.worker(key); w != nil {
-		w.setEviction(uid, &stopRequest{reason: reasonEvicted, message: ev.Message, grace: ev.Grace, release: true})
+		w.setEviction(uid, &stopRequest{reason: reasonEvicted, message: ev.Message, grace: ev.Grace})
 	}
 }
 
@@ -362,7 +362,7 @@ func (a *Agent) admitLocked(key string, pod *v1.Pod) *stopRequest {
 		return nil
 	}
 	a.pr.evicted[key] = string(pod.UID)
-	return &stopRequest{reason: reasonEvicted, message: msg, release: true}
+	return &stopRequest{reason: reasonEvicted, message: msg}
 }
 
 func (p *pressure) conds() []v1.NodeConditionType {

@@ -71,15 +71,13 @@ type generation struct {
 	// syncedAt is its first sync, terminatingAt when it was told to stop,
 	// terminatedAt when nothing of it ran any more. Its state follows.
 	syncedAt, terminatingAt, terminatedAt time.Time
-	// stop is why the pod was told to stop, and how (grace, release): past
-	// its deadline (for good) or evicted (until the agent lifts it). Set
-	// with terminatingAt.
+	// stop is why the pod was told to stop, and how (grace): past its
+	// deadline (for good) or evicted (until the agent lifts it). Set with
+	// terminatingAt.
 	stop *stopRequest
-	// discard are the containers of the run an eviction ended, removed
-	// before the pod starts again.
-	discard map[string]bool
-	// final is the last status of each container of a stopped pod, shown
-	// once the containers are removed (an evicted pod releases them).
+	// final is the last status of each container of a stopped pod, or of
+	// one reclaim asked, shown once the containers are removed (an evicted
+	// pod releases them, reclaim removes them).
 	final   map[string]podspec.ContainerStatus
 	hashes  map[string]string
 	convErr map[string]error
@@ -319,9 +317,9 @@ func (w *worker) sync(ctx context.Context) {
 	case d == nil:
 		// Nothing is desired: every generation the worker has goes.
 		retry = w.apply(ctx, nil, plan(nil, w.pods))
-	case w.gen.state() == podSyncing:
+	case d.state == podSyncing:
 		retry = w.syncPod(ctx, d)
-	case w.gen.state() == podTerminating:
+	case d.state == podTerminating:
 		retry = w.syncTerminatingPod(ctx, d)
 	default:
 		retry = w.syncTerminatedPod(ctx, d)
@@ -329,7 +327,7 @@ func (w *worker) sync(ctx context.Context) {
 	if ctx.Err() != nil {
 		return
 	}
-	if d != nil && d.pruneDead {
+	if d != nil && d.reclaim {
 		w.pruneLogsOfReclaimed(pod)
 	}
 	w.syncProbes(ctx, pod)
@@ -349,8 +347,8 @@ func (w *worker) syncPod(ctx context.Context, d *desiredPod) time.Time {
 // syncTerminatingPod stops the containers of a generation told to stop;
 // once none runs, the generation is terminated and synced as such.
 func (w *worker) syncTerminatingPod(ctx context.Context, d *desiredPod) time.Time {
-	if d.state(w.pods[w.gen.uid]) == podTerminated {
-		w.gen.terminatedAt = time.Now()
+	w.gen.settle(d, w.pods[w.gen.uid], time.Now())
+	if d.state = w.gen.state(); d.state == podTerminated {
 		return w.syncTerminatedPod(ctx, d)
 	}
 	return w.apply(ctx, d.pod, plan(d, w.pods))
@@ -365,22 +363,22 @@ func (w *worker) syncTerminatedPod(ctx context.Context, d *desiredPod) time.Time
 // advance brings the desired generation to the state that what the worker
 // was told gives it: an eviction makes a syncing pod terminating, its lift
 // a new generation, a passed active deadline a terminating one. It returns
-// the pod to plan, and when its active deadline passes (zero: never, or
-// already).
+// the pod to plan, in that state and with what reclaim asks of this sync,
+// and when its active deadline passes (zero: never, or already).
 func (w *worker) advance(m mail) (*desiredPod, time.Time) {
 	pod := m.pod
 	d := w.resolve(pod)
 	switch {
 	case m.evict != nil && w.gen.stop == nil:
 		w.evicted(pod, m.evict)
-	case m.evict == nil && w.gen.stop != nil && w.gen.stop.reason == reasonEvicted:
+	case m.evict == nil && w.gen.stop != nil && w.gen.stop.evicted():
 		w.evictionLifted(pod)
 		d = w.resolve(pod)
 	}
 	deadline := w.checkDeadline(d)
-	d.stop, d.discard = w.gen.stop, w.gen.discard
-	d.pruneDead = m.reclaimed != nil
-	if d.stop != nil || d.pruneDead {
+	d.state, d.stop = w.gen.state(), w.gen.stop
+	d.reclaim = m.reclaimed != nil
+	if d.stop != nil || d.reclaim {
 		w.keepFinal(string(pod.UID))
 	}
 	d.final = w.gen.final
@@ -491,6 +489,14 @@ func (g *generation) terminate(req *stopRequest, now time.Time) bool {
 	return true
 }
 
+// settle makes a terminating generation terminated, at now, once nothing of
+// d runs in st (desiredPod.stopped).
+func (g *generation) settle(d *desiredPod, st *podState, now time.Time) {
+	if g.state() == podTerminating && d.stopped(st) {
+		g.terminatedAt = now
+	}
+}
+
 // evicted makes the syncing desired generation terminating, with the
 // eviction's reason and grace.
 func (w *worker) evicted(pod *v1.Pod, evict *stopRequest) {
@@ -502,12 +508,13 @@ func (w *worker) evicted(pod *v1.Pod, evict *stopRequest) {
 }
 
 // evictionLifted makes an evicted pod start afresh, as a new generation
-// whose old containers are discarded (the kubelet would see a new pod).
+// (the kubelet would see a new pod): the containers of the run the eviction
+// ended are marked ended, for plan to remove before anything starts.
 func (w *worker) evictionLifted(pod *v1.Pod) {
-	discard := map[string]bool{}
 	if st := w.pods[w.gen.uid]; st != nil {
+		st.ended = map[string]bool{}
 		for _, c := range st.containers {
-			discard[c.ID] = true
+			st.ended[c.ID] = true
 		}
 	}
 	w.logger.Info("eviction lifted, starting pod again")
@@ -515,7 +522,6 @@ func (w *worker) evictionLifted(pod *v1.Pod) {
 	w.gen = nil
 	w.resolve(pod)
 	w.gen.startTime = time.Now()
-	w.gen.discard = discard
 }
 
 // keepFinal remembers the newest instance of each container of the stopped
