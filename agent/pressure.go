@@ -234,7 +234,7 @@ func (a *Agent) reclaim(ctx context.Context, t eviction.Threshold) bool {
 	a.mu.Lock()
 	var waits []<-chan struct{}
 	for _, w := range a.workers {
-		waits = append(waits, w.pruneDead())
+		waits = append(waits, w.reclaim())
 	}
 	a.mu.Unlock()
 	timeout := time.NewTimer(podCleanupTimeout)

@@ -56,9 +56,10 @@ type mailbox struct {
 	// until it is withdrawn (nil): the eviction manager's input.
 	evict    *stopRequest
 	evictUID string
-	// pruned, when set, is closed once a sync removed the exited
-	// containers of the stopped pod (node-level reclaim).
-	pruned chan struct{}
+	// reclaim, when set, is node-level reclaim's request for the next
+	// sync, closed once that sync removed the exited containers of a pod
+	// that will not run them again.
+	reclaim chan struct{}
 }
 
 // generation is what the worker remembers about the desired UID beyond what the
@@ -138,15 +139,15 @@ func (w *worker) setEviction(uid string, req *stopRequest) {
 	w.nudge()
 }
 
-// pruneDead asks the worker to remove the exited containers of its pod if
-// it is stopped (evicted, past its deadline); the channel is closed once the
-// worker synced.
-func (w *worker) pruneDead() <-chan struct{} {
+// reclaim asks the worker to remove the exited containers of its pod if it
+// will not run them again (past its deadline, finished for good: planReclaim);
+// the channel is closed once the worker synced.
+func (w *worker) reclaim() <-chan struct{} {
 	w.mu.Lock()
-	if w.box.pruned == nil {
-		w.box.pruned = make(chan struct{})
+	if w.box.reclaim == nil {
+		w.box.reclaim = make(chan struct{})
 	}
-	ch := w.box.pruned
+	ch := w.box.reclaim
 	w.mu.Unlock()
 	w.nudge()
 	return ch
@@ -288,8 +289,8 @@ type mail struct {
 func (w *worker) takeMail() mail {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	m := mail{pod: w.box.desired, seq: w.box.seq, evict: w.box.evict, reclaimed: w.box.pruned}
-	w.box.pruned = nil
+	m := mail{pod: w.box.desired, seq: w.box.seq, evict: w.box.evict, reclaimed: w.box.reclaim}
+	w.box.reclaim = nil
 	if m.pod == nil || string(m.pod.UID) != w.box.evictUID {
 		m.evict = nil
 	}
