@@ -52,41 +52,45 @@ type action struct {
 	prevID    string // start: the exited container this one replaces
 }
 
-// desiredPod is the pod to run with the hash of each container's resolved spec.
-// A container without a hash could not be resolved and is not started.
+// desiredPod is the pod to run with the hash of each container's resolved spec,
+// in the state its worker recorded for it, and what this sync was asked. A
+// container without a hash could not be resolved and is not started.
 type desiredPod struct {
 	pod    *v1.Pod
 	hashes map[string]string
-	// stop, when set, is why and how the pod was told to stop: it is
-	// terminating while a container runs, then terminated (state); none
-	// is started until the stop is withdrawn.
+	// state is where the generation is in its life, as the worker recorded
+	// it (generation.state): plan plans that state, it does not move it.
+	state podWorkState
+	// stop is why and how the pod was told to stop; set unless syncing.
 	stop *stopRequest
-	// discard are the containers, by ID, of a run that ended for good
-	// (an eviction since lifted): removed before the pod starts afresh.
-	discard map[string]bool
-	// pruneDead: node-level reclaim asks a stopped or finished pod to
-	// remove its exited containers (their writable layers) too.
-	pruneDead bool
-	// final are the last instances of containers removed that way, by name:
-	// they count as exited, so nothing starts them again.
+	// final are the last instances of the pod's exited containers, by name,
+	// that the generation remembers: one reclaim removed counts as exited,
+	// so nothing starts it again.
 	final map[string]podspec.ContainerStatus
+	// reclaim is this sync's request from node-level reclaim: a pod that
+	// will not run its exited containers again removes them (their
+	// writable layers), planned once, by planReclaim.
+	reclaim bool
 }
 
 // stopRequest is why a pod is stopped and kept stopped, as the kubelet's pod
 // workers take a kill with a reason and a grace period override
 // (UpdatePodOptions.KillPodOptions): its active deadline passed
 // (reasonDeadlineExceeded, for good) or it was evicted (reasonEvicted, until
-// the pressure is gone).
+// the eviction is lifted).
 type stopRequest struct {
 	reason, message string
 	// grace overrides the pod's terminationGracePeriodSeconds when > 0.
 	grace time.Duration
-	// release: once its containers have stopped, the pod gives back what
-	// it holds, as the kubelet's terminated pod does (syncTerminatedPod):
-	// its containers, then its sandbox, volumes (a memory-backed emptyDir
-	// is memory) and logs are removed. An evicted pod does.
-	release bool
 }
+
+// evicted: the pod was stopped by the eviction manager. Once its containers
+// have stopped it gives back what it holds, as the kubelet's terminated pod
+// does (syncTerminatedPod): its containers, then its sandbox, volumes (a
+// memory-backed emptyDir is memory) and logs; when the eviction is lifted it
+// starts afresh as a new generation. A pod past its deadline is stopped for
+// good and keeps its exited containers for its status.
+func (r *stopRequest) evicted() bool { return r.reason == reasonEvicted }
 
 // podState is what the runtime has for one pod UID, as a worker knows it.
 type podState struct {
@@ -112,6 +116,11 @@ type podState struct {
 	// hookFailed are the containers, by ID, whose postStart hook failed:
 	// killed, then restarted per restartPolicy.
 	hookFailed map[string]bool
+	// ended are the containers, by ID, of a run that ended for good (an
+	// eviction, since lifted: the worker marks them when it lifts it).
+	// They are removed before the pod starts afresh, and do not count as
+	// its earlier instances.
+	ended map[string]bool
 }
 
 // The plan reads a pod's containers as its status does: which are sidecars,
@@ -202,8 +211,9 @@ func adoptedGrace(cs []podspec.ContainerStatus) time.Duration {
 // podWorkState is where the desired generation of a worker is in its life,
 // as the kubelet's PodWorkerState: it syncs until it is told to stop
 // (evicted, past its active deadline), terminates while its containers stop,
-// and is terminated once none runs. Older generations are not in it: a
-// worker stops and removes them before anything of the desired one runs.
+// and is terminated once none runs (desiredPod.stopped). The worker records
+// it (generation); plan reads it. Older generations are not in it: a worker
+// stops and removes them before anything of the desired one runs.
 type podWorkState int
 
 const (
@@ -223,7 +233,7 @@ func (s podWorkState) String() string {
 }
 
 // podView is what plan sees of the desired pod's containers: the kept ones
-// (those of a discarded run left out) and the newest instance of each name.
+// (those of an ended run left out) and the newest instance of each name.
 type podView struct {
 	st *podState
 	// latest is the newest instance of each name, with the final status of
@@ -237,10 +247,10 @@ func (d *desiredPod) view(st *podState) podView {
 	if st == nil {
 		st = &podState{uid: string(d.pod.UID)}
 	}
-	if len(d.discard) > 0 {
+	if len(st.ended) > 0 {
 		kept := make([]podspec.ContainerStatus, 0, len(st.containers))
 		for _, c := range st.containers {
-			if !d.discard[c.ID] {
+			if !st.ended[c.ID] {
 				kept = append(kept, c)
 			}
 		}
@@ -260,36 +270,34 @@ func (d *desiredPod) view(st *podState) podView {
 	return v
 }
 
-// state is where the desired pod is in its life, given what the worker has
-// of it.
-func (d *desiredPod) state(st *podState) podWorkState { return d.stateIn(d.view(st)) }
-
-// stateIn is where the desired pod is in its life, as v shows it:
-// terminating while a container it was told to stop still runs.
-func (d *desiredPod) stateIn(v podView) podWorkState {
-	if d.stop == nil {
-		return podSyncing
-	}
-	for _, c := range v.latest {
+// stopped reports whether nothing of the pod runs, given what the worker has
+// of it (st, nil: nothing): no newest instance of a container is running or
+// made, those of an ended run left out. It is the one rule by which the
+// worker moves a terminating generation to terminated.
+func (d *desiredPod) stopped(st *podState) bool {
+	for _, c := range d.view(st).latest {
 		if c.State != podspec.StateExited {
-			return podTerminating
+			return false
 		}
 	}
-	return podTerminated
+	return true
 }
 
-// runPod plans the desired pod in its state, after removing what is left of
-// a discarded run and stray containers.
+// runPod plans the desired pod in the state the worker recorded, after
+// removing what is left of an ended run and stray containers; then what
+// node-level reclaim asks, if it does.
 func runPod(d *desiredPod, st *podState) []action {
 	v := d.view(st)
 	acts := removeStrays(d, st, v)
-	switch d.stateIn(v) {
+	switch d.state {
 	case podTerminating:
-		return append(acts, planTerminating(d, v)...)
+		acts = append(acts, planTerminating(d, v)...)
 	case podTerminated:
-		return planTerminated(d, v, acts)
+		acts = planTerminated(d, v, acts)
+	default:
+		acts = planSyncing(d, v, acts)
 	}
-	return planSyncing(d, v, acts)
+	return append(acts, planReclaim(d, v, acts)...)
 }
 
 // removeStrays stops and removes the containers of a run that ended for good
@@ -305,9 +313,9 @@ func removeStrays(d *desiredPod, st *podState, v podView) []action {
 		return append(acts, action{kind: actDestroy, podUID: uid, container: c.Name, id: c.ID})
 	}
 	var acts []action
-	if st != nil && len(d.discard) > 0 {
+	if st != nil && len(st.ended) > 0 {
 		for _, c := range st.containers {
-			if d.discard[c.ID] {
+			if st.ended[c.ID] {
 				acts = append(acts, remove(c)...)
 			}
 		}
@@ -334,14 +342,9 @@ func stopGrace(d *desiredPod) time.Duration {
 }
 
 // planTerminating stops every container that runs, nothing starts (the
-// kubelet's terminal phase), what exited stays for its status; reclaim may
-// take the exited ones of a pod that keeps them.
+// kubelet's terminal phase), what exited stays for its status.
 func planTerminating(d *desiredPod, v podView) []action {
-	acts := stopContainers(v.st, v.newest(), stopGrace(d))
-	if !d.stop.release {
-		acts = append(acts, reclaimExited(d, v)...)
-	}
-	return acts
+	return stopContainers(v.st, v.newest(), stopGrace(d))
 }
 
 // planTerminated: nothing of the pod runs. An evicted pod gives back what
@@ -349,8 +352,8 @@ func planTerminating(d *desiredPod, v podView) []action {
 // its containers, then its sandbox, volumes (a memory-backed emptyDir is
 // memory) and logs. Any other keeps its exited containers, for reclaim.
 func planTerminated(d *desiredPod, v podView, strays []action) []action {
-	if !d.stop.release {
-		return append(strays, reclaimExited(d, v)...)
+	if !d.stop.evicted() {
+		return strays
 	}
 	if len(strays) > 0 {
 		return strays
@@ -376,10 +379,18 @@ func (v podView) newest() []podspec.ContainerStatus {
 	return out
 }
 
-// reclaimExited removes, when node-level reclaim asks, the exited containers
-// of a pod that will not run them again (their writable layers).
-func reclaimExited(d *desiredPod, v podView) []action {
-	if !d.pruneDead {
+// planReclaim removes, when node-level reclaim asks, the exited containers
+// (their writable layers) of a pod that will not run them again: one past its
+// deadline, stopping or stopped, or one finished for good with nothing left
+// to do, after the steps planned for its state. An evicted pod gives them
+// back anyway, and one that runs may start them again.
+func planReclaim(d *desiredPod, v podView, planned []action) []action {
+	switch {
+	case !d.reclaim:
+		return nil
+	case d.state == podSyncing && (len(planned) > 0 || !finishedForGood(d, v)):
+		return nil
+	case d.state != podSyncing && d.stop.evicted():
 		return nil
 	}
 	var acts []action
@@ -413,7 +424,7 @@ func planSyncing(d *desiredPod, v podView, strays []action) []action {
 	// init containers do not run again, sidecars restart without holding
 	// anything back (the kubelet's hasAnyRegularContainerCreated).
 	initialized := slices.ContainsFunc(pod.Spec.Containers, func(c v1.Container) bool { _, ok := v.latest[c.Name]; return ok })
-	finished := p.finished()
+	finished := finishedForGood(d, v)
 	if p.initContainers(initialized, finished) {
 		p.regularContainers()
 	}
@@ -425,11 +436,6 @@ func planSyncing(d *desiredPod, v podView, strays []action) []action {
 			}
 		}
 		p.acts = append(p.acts, stopContainers(v.st, sidecars, p.grace)...)
-		if len(p.acts) == 0 {
-			// Finished for good and nothing runs nor goes: reclaim may
-			// remove them.
-			p.acts = reclaimExited(d, v)
-		}
 	}
 	starts := slices.DeleteFunc(p.starts, func(a action) bool { return d.hashes[a.container] == "" || v.st.postStarting })
 	if len(starts) > 0 && !v.st.sandbox {
@@ -438,15 +444,16 @@ func planSyncing(d *desiredPod, v podView, strays []action) []action {
 	return append(p.acts, starts...)
 }
 
-// finished: under Never or OnFailure, every regular container has finished
-// for good, so the sidecars are stopped and not restarted.
-func (p *syncPlan) finished() bool {
-	pod := p.d.pod
+// finishedForGood: under Never or OnFailure, every regular container has finished
+// for good, so the sidecars are stopped and not restarted, and nothing
+// starts again.
+func finishedForGood(d *desiredPod, v podView) bool {
+	pod := d.pod
 	return pod.Spec.RestartPolicy != v1.RestartPolicyAlways && len(pod.Spec.Containers) > 0 &&
 		!slices.ContainsFunc(pod.Spec.Containers, func(c v1.Container) bool {
-			l, ok := p.latest[c.Name]
+			l, ok := v.latest[c.Name]
 			return !ok || l.State != podspec.StateExited || shouldRestart(pod.Spec.RestartPolicy, l.ExitCode) ||
-				(p.st.unhealthy[l.ID] != "" && pod.Spec.RestartPolicy != v1.RestartPolicyNever)
+				(v.st.unhealthy[l.ID] != "" && pod.Spec.RestartPolicy != v1.RestartPolicyNever)
 		})
 }
 

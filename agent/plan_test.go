@@ -213,7 +213,7 @@ func TestPlan(t *testing.T) {
 				always := v1.ContainerRestartPolicyAlways
 				d.pod.Spec.InitContainers = []v1.Container{{Name: "s", Image: "busybox", RestartPolicy: &always}}
 				d.hashes["s"] = "h-s"
-				d.stop = &stopRequest{reason: reasonDeadlineExceeded}
+				d.state, d.stop = podTerminating, &stopRequest{reason: reasonDeadlineExceeded}
 				return d
 			}(),
 			actual: pods(&podState{uid: "u1", sandbox: true, sidecars: []string{"s"}, containers: []podspec.ContainerStatus{
@@ -225,7 +225,7 @@ func TestPlan(t *testing.T) {
 			name: "evicted: stopped with the grace override, nothing restarts",
 			desired: func() *desiredPod {
 				d := desired("u1", v1.RestartPolicyAlways, nil, "a", "b")
-				d.stop = &stopRequest{reason: reasonEvicted, grace: 1e9, release: true}
+				d.state, d.stop = podTerminating, &stopRequest{reason: reasonEvicted, grace: 1e9}
 				return d
 			}(),
 			actual: pods(&podState{uid: "u1", sandbox: true, containers: []podspec.ContainerStatus{
@@ -237,7 +237,7 @@ func TestPlan(t *testing.T) {
 			name: "evicted and stopped: what it holds is released",
 			desired: func() *desiredPod {
 				d := desired("u1", v1.RestartPolicyAlways, nil, "a")
-				d.stop = &stopRequest{reason: reasonEvicted, grace: 30e9, release: true}
+				d.state, d.stop = podTerminated, &stopRequest{reason: reasonEvicted, grace: 30e9}
 				return d
 			}(),
 			actual: pods(&podState{uid: "u1", sandbox: true, containers: []podspec.ContainerStatus{exited("u1", "a", "c1", 3, 137)}}),
@@ -247,7 +247,7 @@ func TestPlan(t *testing.T) {
 			name: "evicted and released: nothing to do",
 			desired: func() *desiredPod {
 				d := desired("u1", v1.RestartPolicyAlways, nil, "a")
-				d.stop = &stopRequest{reason: reasonEvicted, release: true}
+				d.state, d.stop = podTerminated, &stopRequest{reason: reasonEvicted}
 				return d
 			}(),
 		},
@@ -255,8 +255,8 @@ func TestPlan(t *testing.T) {
 			name: "past its deadline, reclaim asks: its dead containers are removed, the running one stopped first",
 			desired: func() *desiredPod {
 				d := desired("u1", v1.RestartPolicyAlways, nil, "a", "b")
-				d.stop = &stopRequest{reason: reasonDeadlineExceeded, grace: 1e9}
-				d.pruneDead = true
+				d.state, d.stop = podTerminating, &stopRequest{reason: reasonDeadlineExceeded, grace: 1e9}
+				d.reclaim = true
 				return d
 			}(),
 			actual: pods(&podState{uid: "u1", sandbox: true, containers: []podspec.ContainerStatus{
@@ -268,7 +268,7 @@ func TestPlan(t *testing.T) {
 			name: "finished, reclaim asks: its exited containers are removed",
 			desired: func() *desiredPod {
 				d := desired("u1", v1.RestartPolicyOnFailure, []string{"i"}, "a", "b")
-				d.pruneDead = true
+				d.reclaim = true
 				return d
 			}(),
 			actual: pods(&podState{uid: "u1", sandbox: true, containers: []podspec.ContainerStatus{
@@ -289,7 +289,7 @@ func TestPlan(t *testing.T) {
 			name: "running, reclaim asks: nothing is removed",
 			desired: func() *desiredPod {
 				d := desired("u1", v1.RestartPolicyOnFailure, nil, "a", "b")
-				d.pruneDead = true
+				d.reclaim = true
 				return d
 			}(),
 			actual: pods(&podState{uid: "u1", sandbox: true, containers: []podspec.ContainerStatus{
@@ -297,13 +297,9 @@ func TestPlan(t *testing.T) {
 			}}),
 		},
 		{
-			name: "eviction lifted: the evicted run is removed, the pod starts afresh",
-			desired: func() *desiredPod {
-				d := desired("u1", v1.RestartPolicyNever, []string{"i"}, "a")
-				d.discard = map[string]bool{"c0": true, "c1": true}
-				return d
-			}(),
-			actual: pods(&podState{uid: "u1", sandbox: true, containers: []podspec.ContainerStatus{
+			name:    "eviction lifted: the evicted run is removed, the pod starts afresh",
+			desired: desired("u1", v1.RestartPolicyNever, []string{"i"}, "a"),
+			actual: pods(&podState{uid: "u1", sandbox: true, ended: map[string]bool{"c0": true, "c1": true}, containers: []podspec.ContainerStatus{
 				exited("u1", "i", "c0", 0, 0), exited("u1", "a", "c1", 3, 137),
 			}}),
 			want: []string{"destroy c0", "destroy c1", "start u1/i#0"},

@@ -234,7 +234,7 @@ func (a *Agent) reclaim(ctx context.Context, t eviction.Threshold) bool {
 	a.mu.Lock()
 	var waits []<-chan struct{}
 	for _, w := range a.workers {
-		waits = append(waits, w.pruneDead())
+		waits = append(waits, w.reclaim())
 	}
 	a.mu.Unlock()
 	timeout := time.NewTimer(podCleanupTimeout)
@@ -341,7 +341,7 @@ func (a *Agent) evictOne(sum *podspec.Summary, t eviction.Threshold, p eviction.
 	a.pr.evictions[string(t.Signal)]++
 	a.pmu.Unlock()
 	if w := a.worker(key); w != nil {
-		w.setEviction(uid, &stopRequest{reason: reasonEvicted, message: ev.Message, grace: ev.Grace, release: true})
+		w.setEviction(uid, &stopRequest{reason: reasonEvicted, message: ev.Message, grace: ev.Grace})
 	}
 }
 
@@ -362,7 +362,7 @@ func (a *Agent) admitLocked(key string, pod *v1.Pod) *stopRequest {
 		return nil
 	}
 	a.pr.evicted[key] = string(pod.UID)
-	return &stopRequest{reason: reasonEvicted, message: msg, release: true}
+	return &stopRequest{reason: reasonEvicted, message: msg}
 }
 
 func (p *pressure) conds() []v1.NodeConditionType {

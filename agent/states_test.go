@@ -43,7 +43,7 @@ func TestWorkerStates(t *testing.T) {
 
 		time.Sleep(time.Minute)
 		t1 := time.Now()
-		w.setEviction("u1", &stopRequest{reason: reasonEvicted, message: "low on memory", release: true})
+		w.setEviction("u1", &stopRequest{reason: reasonEvicted, message: "low on memory"})
 		w.sync(ctx)
 		if g := w.gen; g.state() != podTerminating || !g.terminatingAt.Equal(t1) || g.stop.reason != reasonEvicted {
 			t.Fatalf("evicted: %s, terminating %v, stop %+v", g.state(), g.terminatingAt, g.stop)
@@ -95,14 +95,14 @@ func TestGenerationTerminateOnce(t *testing.T) {
 }
 
 // A pod told to stop is terminating while the newest instance of any of its
-// containers runs, and terminated once none does; a container of a
-// discarded run, or one reclaim removed, does not count.
+// containers runs, and terminated once none does; a container of an ended
+// run, or one reclaim removed, does not count.
 func TestDesiredPodState(t *testing.T) {
 	pod := testPod("web", "u1", v1.RestartPolicyAlways, ctr("a", "busybox"), ctr("b", "busybox")).Pod
 	run := func(name, id string, attempt int, state podspec.State) podspec.ContainerStatus {
 		return podspec.ContainerStatus{ID: id, PodUID: "u1", Name: name, Attempt: attempt, State: state}
 	}
-	stop := &stopRequest{reason: reasonEvicted, release: true}
+	stop := &stopRequest{reason: reasonEvicted}
 	for _, tc := range []struct {
 		name string
 		d    desiredPod
@@ -120,13 +120,20 @@ func TestDesiredPodState(t *testing.T) {
 		{"told to stop, all exited", desiredPod{pod: pod, stop: stop},
 			&podState{uid: "u1", containers: []podspec.ContainerStatus{
 				run("a", "c1", 0, podspec.StateExited), run("b", "c2", 0, podspec.StateExited)}}, podTerminated},
-		{"told to stop, only a discarded run's container runs", desiredPod{pod: pod, stop: stop, discard: map[string]bool{"c1": true}},
-			&podState{uid: "u1", containers: []podspec.ContainerStatus{run("a", "c1", 0, podspec.StateRunning)}}, podTerminated},
+		{"told to stop, only a discarded run's container runs", desiredPod{pod: pod, stop: stop},
+			&podState{uid: "u1", ended: map[string]bool{"c1": true}, containers: []podspec.ContainerStatus{run("a", "c1", 0, podspec.StateRunning)}}, podTerminated},
 		{"told to stop, its containers removed by reclaim", desiredPod{pod: pod, stop: stop,
 			final: map[string]podspec.ContainerStatus{"a": run("a", "c1", 0, podspec.StateExited)}},
 			&podState{uid: "u1", sandbox: true}, podTerminated},
 	} {
-		if got := tc.d.state(tc.st); got != tc.want {
+		// The worker records the stop, then settles the generation by
+		// what it has of the pod.
+		var g generation
+		if tc.d.stop != nil {
+			g.terminate(tc.d.stop, time.Unix(100, 0))
+		}
+		g.settle(&tc.d, tc.st, time.Unix(101, 0))
+		if got := g.state(); got != tc.want {
 			t.Errorf("%s: %s, want %s", tc.name, got, tc.want)
 		}
 	}

@@ -56,9 +56,10 @@ type mailbox struct {
 	// until it is withdrawn (nil): the eviction manager's input.
 	evict    *stopRequest
 	evictUID string
-	// pruned, when set, is closed once a sync removed the exited
-	// containers of the stopped pod (node-level reclaim).
-	pruned chan struct{}
+	// reclaim, when set, is node-level reclaim's request for the next
+	// sync, closed once that sync removed the exited containers of a pod
+	// that will not run them again.
+	reclaim chan struct{}
 }
 
 // generation is what the worker remembers about the desired UID beyond what the
@@ -71,15 +72,13 @@ type generation struct {
 	// syncedAt is its first sync, terminatingAt when it was told to stop,
 	// terminatedAt when nothing of it ran any more. Its state follows.
 	syncedAt, terminatingAt, terminatedAt time.Time
-	// stop is why the pod was told to stop, and how (grace, release): past
-	// its deadline (for good) or evicted (until the agent lifts it). Set
-	// with terminatingAt.
+	// stop is why the pod was told to stop, and how (grace): past its
+	// deadline (for good) or evicted (until the agent lifts it). Set with
+	// terminatingAt.
 	stop *stopRequest
-	// discard are the containers of the run an eviction ended, removed
-	// before the pod starts again.
-	discard map[string]bool
-	// final is the last status of each container of a stopped pod, shown
-	// once the containers are removed (an evicted pod releases them).
+	// final is the last status of each container of a stopped pod, or of
+	// one reclaim asked, shown once the containers are removed (an evicted
+	// pod releases them, reclaim removes them).
 	final   map[string]podspec.ContainerStatus
 	hashes  map[string]string
 	convErr map[string]error
@@ -140,15 +139,15 @@ func (w *worker) setEviction(uid string, req *stopRequest) {
 	w.nudge()
 }
 
-// pruneDead asks the worker to remove the exited containers of its pod if
-// it is stopped (evicted, past its deadline); the channel is closed once the
-// worker synced.
-func (w *worker) pruneDead() <-chan struct{} {
+// reclaim asks the worker to remove the exited containers of its pod if it
+// will not run them again (past its deadline, finished for good: planReclaim);
+// the channel is closed once the worker synced.
+func (w *worker) reclaim() <-chan struct{} {
 	w.mu.Lock()
-	if w.box.pruned == nil {
-		w.box.pruned = make(chan struct{})
+	if w.box.reclaim == nil {
+		w.box.reclaim = make(chan struct{})
 	}
-	ch := w.box.pruned
+	ch := w.box.reclaim
 	w.mu.Unlock()
 	w.nudge()
 	return ch
@@ -290,8 +289,8 @@ type mail struct {
 func (w *worker) takeMail() mail {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	m := mail{pod: w.box.desired, seq: w.box.seq, evict: w.box.evict, reclaimed: w.box.pruned}
-	w.box.pruned = nil
+	m := mail{pod: w.box.desired, seq: w.box.seq, evict: w.box.evict, reclaimed: w.box.reclaim}
+	w.box.reclaim = nil
 	if m.pod == nil || string(m.pod.UID) != w.box.evictUID {
 		m.evict = nil
 	}
@@ -319,9 +318,9 @@ func (w *worker) sync(ctx context.Context) {
 	case d == nil:
 		// Nothing is desired: every generation the worker has goes.
 		retry = w.apply(ctx, nil, plan(nil, w.pods))
-	case w.gen.state() == podSyncing:
+	case d.state == podSyncing:
 		retry = w.syncPod(ctx, d)
-	case w.gen.state() == podTerminating:
+	case d.state == podTerminating:
 		retry = w.syncTerminatingPod(ctx, d)
 	default:
 		retry = w.syncTerminatedPod(ctx, d)
@@ -329,7 +328,7 @@ func (w *worker) sync(ctx context.Context) {
 	if ctx.Err() != nil {
 		return
 	}
-	if d != nil && d.pruneDead {
+	if d != nil && d.reclaim {
 		w.pruneLogsOfReclaimed(pod)
 	}
 	w.syncProbes(ctx, pod)
@@ -349,8 +348,8 @@ func (w *worker) syncPod(ctx context.Context, d *desiredPod) time.Time {
 // syncTerminatingPod stops the containers of a generation told to stop;
 // once none runs, the generation is terminated and synced as such.
 func (w *worker) syncTerminatingPod(ctx context.Context, d *desiredPod) time.Time {
-	if d.state(w.pods[w.gen.uid]) == podTerminated {
-		w.gen.terminatedAt = time.Now()
+	w.gen.settle(d, w.pods[w.gen.uid], time.Now())
+	if d.state = w.gen.state(); d.state == podTerminated {
 		return w.syncTerminatedPod(ctx, d)
 	}
 	return w.apply(ctx, d.pod, plan(d, w.pods))
@@ -365,22 +364,22 @@ func (w *worker) syncTerminatedPod(ctx context.Context, d *desiredPod) time.Time
 // advance brings the desired generation to the state that what the worker
 // was told gives it: an eviction makes a syncing pod terminating, its lift
 // a new generation, a passed active deadline a terminating one. It returns
-// the pod to plan, and when its active deadline passes (zero: never, or
-// already).
+// the pod to plan, in that state and with what reclaim asks of this sync,
+// and when its active deadline passes (zero: never, or already).
 func (w *worker) advance(m mail) (*desiredPod, time.Time) {
 	pod := m.pod
 	d := w.resolve(pod)
 	switch {
 	case m.evict != nil && w.gen.stop == nil:
 		w.evicted(pod, m.evict)
-	case m.evict == nil && w.gen.stop != nil && w.gen.stop.reason == reasonEvicted:
+	case m.evict == nil && w.gen.stop != nil && w.gen.stop.evicted():
 		w.evictionLifted(pod)
 		d = w.resolve(pod)
 	}
 	deadline := w.checkDeadline(d)
-	d.stop, d.discard = w.gen.stop, w.gen.discard
-	d.pruneDead = m.reclaimed != nil
-	if d.stop != nil || d.pruneDead {
+	d.state, d.stop = w.gen.state(), w.gen.stop
+	d.reclaim = m.reclaimed != nil
+	if d.stop != nil || d.reclaim {
 		w.keepFinal(string(pod.UID))
 	}
 	d.final = w.gen.final
@@ -491,6 +490,14 @@ func (g *generation) terminate(req *stopRequest, now time.Time) bool {
 	return true
 }
 
+// settle makes a terminating generation terminated, at now, once nothing of
+// d runs in st (desiredPod.stopped).
+func (g *generation) settle(d *desiredPod, st *podState, now time.Time) {
+	if g.state() == podTerminating && d.stopped(st) {
+		g.terminatedAt = now
+	}
+}
+
 // evicted makes the syncing desired generation terminating, with the
 // eviction's reason and grace.
 func (w *worker) evicted(pod *v1.Pod, evict *stopRequest) {
@@ -502,12 +509,13 @@ func (w *worker) evicted(pod *v1.Pod, evict *stopRequest) {
 }
 
 // evictionLifted makes an evicted pod start afresh, as a new generation
-// whose old containers are discarded (the kubelet would see a new pod).
+// (the kubelet would see a new pod): the containers of the run the eviction
+// ended are marked ended, for plan to remove before anything starts.
 func (w *worker) evictionLifted(pod *v1.Pod) {
-	discard := map[string]bool{}
 	if st := w.pods[w.gen.uid]; st != nil {
+		st.ended = map[string]bool{}
 		for _, c := range st.containers {
-			discard[c.ID] = true
+			st.ended[c.ID] = true
 		}
 	}
 	w.logger.Info("eviction lifted, starting pod again")
@@ -515,7 +523,6 @@ func (w *worker) evictionLifted(pod *v1.Pod) {
 	w.gen = nil
 	w.resolve(pod)
 	w.gen.startTime = time.Now()
-	w.gen.discard = discard
 }
 
 // keepFinal remembers the newest instance of each container of the stopped
