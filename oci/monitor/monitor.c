@@ -225,9 +225,27 @@ static int remove_rotated(int i) {
 	return remove_if_exists(p);
 }
 
-static void drop_oldest(void) {
-	memmove(rot, rot + 1, (size_t)(nrot - 1) * sizeof *rot);
-	nrot--;
+// drop_oldest forgets the n oldest rotated files, removed already.
+static void drop_oldest(int n) {
+	memmove(rot, rot + n, (size_t)(nrot - n) * sizeof *rot);
+	nrot -= n;
+}
+
+// trim_rotated removes the oldest rotated files until at most keep are
+// left, and forgets them at once (not one by one: the list may be long).
+static int trim_rotated(int keep) {
+	int n = 0;
+	int rc = 0;
+	while (nrot - n > keep) {
+		if (remove_rotated(n) < 0) {
+			rc = -1;
+			break;
+		}
+		n++;
+	}
+	if (n > 0)
+		drop_oldest(n);
+	return rc;
 }
 
 static void add_rotated(const char *stamp, int gz) {
@@ -338,12 +356,9 @@ static void next_stamp(char *b) {
 
 // rotate is criLog.rotateLocked.
 static void rotate(void) {
-	while (nrot > max_files - 2) {
-		if (remove_rotated(0) < 0) {
-			rotation_failed(errno);
-			return;
-		}
-		drop_oldest();
+	if (trim_rotated(max_files - 2) < 0) {
+		rotation_failed(errno);
+		return;
 	}
 	char stamp[STAMP_MAX], to[PATH_MAX];
 	next_stamp(stamp);
@@ -473,6 +488,10 @@ static int cmp_rotated(const void *a, const void *b) {
 	return strcmp(((const struct rotated *)a)->stamp, ((const struct rotated *)b)->stamp);
 }
 
+static int cmp_name(const void *a, const void *b) {
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
 static int has_suffix(const char *s, const char *suf) {
 	size_t n = strlen(s), k = strlen(suf);
 	return n >= k && strcmp(s + n - k, suf) == 0;
@@ -508,16 +527,19 @@ static int scan_rotated(void) {
 		nnames++;
 	}
 	closedir(d);
+	// Sorted once, so that a .gz twin is found by bisection: a container
+	// that plants many names in its log directory must not make this (and
+	// with it the start, or the recording of the exit) quadratic.
+	if (nnames > 1)
+		qsort(names, (size_t)nnames, sizeof *names, cmp_name);
 	nrot = 0;
 	for (int i = 0; i < nnames; i++) {
 		char *name = names[i], gz[PATH_MAX];
 		if ((size_t)snprintf(gz, sizeof gz, "%s.gz", name) >= sizeof gz)
 			continue; // not a name rotation could have made
 
-		int gz_exists = 0;
-		for (int j = 0; j < nnames; j++)
-			if (strcmp(names[j], gz) == 0)
-				gz_exists = 1;
+		const char *key = gz;
+		int gz_exists = bsearch(&key, names, (size_t)nnames, sizeof *names, cmp_name) != NULL;
 		const char *stamp = name + blen + 1;
 		if (has_suffix(name, ".tmp") || gz_exists) {
 			unlinkat(dir_fd, name, 0);
@@ -550,12 +572,7 @@ static int set_rotation(long long msize, int mfiles) {
 	max_files = mfiles;
 	rotate_at = msize;
 	if (was_on) {
-		while (nrot > max_files - 1) {
-			if (remove_rotated(0) < 0)
-				return -1;
-			drop_oldest();
-		}
-		return 0;
+		return trim_rotated(max_files - 1);
 	}
 	if (scan_rotated() < 0)
 		return -1;
