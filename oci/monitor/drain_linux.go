@@ -9,12 +9,16 @@ import "C"
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"sync"
 	"syscall"
 	"unsafe"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/staticpodd/staticpodd/agent/podspec/logfiles"
 )
@@ -36,6 +40,7 @@ func drainLog(id string, logDir *os.File, path string, rot LogRotation, out, err
 			C.free(unsafe.Pointer(p))
 		}
 	}()
+	closeOnExecAbove2()
 	errno := C.staticpodd_drain_log(cid, cpath, C.int(logDir.Fd()), C.longlong(rot.MaxSize), C.int(rot.MaxFiles),
 		C.int(out.Fd()), C.int(errs.Fd()), cname, cgz)
 	runtime.KeepAlive(logDir)
@@ -48,6 +53,28 @@ func drainLog(id string, logDir *os.File, path string, rot LogRotation, out, err
 		return fmt.Errorf("open log %s: %w", path, &os.PathError{Op: "open", Path: path, Err: syscall.Errno(-errno)})
 	default:
 		return fmt.Errorf("copy the output of container %s to %s: %w", id, path, syscall.Errno(errno))
+	}
+}
+
+// closeOnExecAbove2 keeps every descriptor the monitor holds from the gzip
+// helpers the drain starts: the container's pipes and the report pipe to the
+// daemon were passed on without close-on-exec. The drain is the monitor's
+// last work, so nothing it execs later needs them; the log directory's
+// descriptor reaches the helper anyway (its child clears close-on-exec on it
+// alone).
+func closeOnExecAbove2() {
+	if unix.CloseRange(3, math.MaxUint32, unix.CLOSE_RANGE_CLOEXEC) == nil {
+		return
+	}
+	// Before Linux 5.11.
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		if fd, err := strconv.Atoi(e.Name()); err == nil && fd > 2 {
+			unix.CloseOnExec(fd)
+		}
 	}
 }
 
