@@ -515,6 +515,15 @@ func TestExitRecorderDrainsWithRotation(t *testing.T) {
 	if first+len(got) != lines || first == 0 {
 		t.Errorf("kept lines %d to %d, want the newest up to %d, some rotated out", first, first+len(got)-1, lines-1)
 	}
+	// Where the drain rotates: a rotated file holds at most maxSize bytes,
+	// and was rotated because the next entry did not fit (an entry here,
+	// timestamp, stream, tag and line, is under 100 bytes).
+	const longest = 100
+	for _, r := range rotated {
+		if n := len(readMaybeGzip(t, r)); n > maxSize || n <= maxSize-longest {
+			t.Errorf("rotated file %s holds %d bytes, want more than %d and at most %d", r, n, maxSize-longest, maxSize)
+		}
+	}
 	if leftovers, _ := filepath.Glob(m.log + ".*.tmp"); len(leftovers) > 0 {
 		t.Errorf("temporary files left: %v", leftovers)
 	}
