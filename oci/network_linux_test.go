@@ -147,7 +147,7 @@ func TestPodNetwork(t *testing.T) {
 		if left := netLeftovers(t, n, e.cfg.Network.IPAMDir, p.pod.UID); len(left) > 0 {
 			t.Errorf("pod %s removed, left: %q", p.pod.Name, left)
 		}
-		if p.pod == a && !masqueradeRuleThere(t, n) {
+		if p.pod == a && !n.MasqueradeRule(t) {
 			t.Errorf("pod a removed, b still there: the range's masquerade rule is gone")
 		}
 	}
@@ -226,15 +226,6 @@ func TestAdoptedSandboxNetworkChecked(t *testing.T) {
 	}
 }
 
-func masqueradeRuleThere(t *testing.T, n testnet.Net) bool {
-	t.Helper()
-	ok, err := n.MasqueradeRule()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ok
-}
-
 // A pod reaches an address beyond the host with the host's address (the
 // range's one masquerade rule), and a pod without hostPorts changes no
 // iptables rule of its own: nothing in the nat or filter table names it.
@@ -306,7 +297,7 @@ func TestPodNetworkMasquerade(t *testing.T) {
 	p := e.pod(false)
 	e.sandbox(p)
 	c := e.start(p, e.container(p, "client", "sleep 3600"))
-	if !masqueradeRuleThere(t, n) {
+	if !n.MasqueradeRule(t) {
 		t.Errorf("no masquerade rule for %s while a pod is on it", n.Subnet)
 	}
 	for _, table := range []string{"nat", "filter"} {
@@ -334,7 +325,7 @@ func TestPodNetworkMasquerade(t *testing.T) {
 	if err := e.rt.RemoveSandbox(context.Background(), p.UID); err != nil {
 		t.Fatal(err)
 	}
-	if masqueradeRuleThere(t, n) {
+	if n.MasqueradeRule(t) {
 		t.Errorf("the range's last pod removed, its masquerade rule is left")
 	}
 	if left := netLeftovers(t, n, e.cfg.Network.IPAMDir, ""); len(left) > 0 {

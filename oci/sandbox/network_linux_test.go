@@ -107,15 +107,6 @@ func (e *env) remove(uid string) error {
 	return e.m.Remove(context.Background(), uid, func() error { return nil })
 }
 
-func masqueradeRuleThere(t *testing.T, n testnet.Net) bool {
-	t.Helper()
-	ok, err := n.MasqueradeRule()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ok
-}
-
 // With no configuration and no plugins, a pod still gets its sandbox, with
 // loopback only, and its status says why.
 func TestNoPluginsLoopbackOnly(t *testing.T) {
@@ -209,8 +200,8 @@ func TestPodNetworkLaterPodsRunNoIptables(t *testing.T) {
 	log := iptablesLog(t)
 	first, second := e.pod(false), e.pod(false)
 	e.sandbox(first)
-	if runs := readRuns(t, log); len(runs) == 0 || !masqueradeRuleThere(t, n) {
-		t.Fatalf("the range's first pod ran %q and the masquerade rule is there: %v", runs, masqueradeRuleThere(t, n))
+	if runs := readRuns(t, log); len(runs) == 0 || !n.MasqueradeRule(t) {
+		t.Fatalf("the range's first pod ran %q and the masquerade rule is there: %v", runs, n.MasqueradeRule(t))
 	}
 	_ = os.Remove(log)
 	e.sandbox(second)
@@ -223,7 +214,7 @@ func TestPodNetworkLaterPodsRunNoIptables(t *testing.T) {
 	if err := e.remove(first.UID); err != nil {
 		t.Fatal(err)
 	}
-	if masqueradeRuleThere(t, n) {
+	if n.MasqueradeRule(t) {
 		t.Errorf("the range's last pod removed, its masquerade rule is left")
 	}
 }

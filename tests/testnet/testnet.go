@@ -84,18 +84,20 @@ func FreeTCPPort(t testing.TB) int {
 // rule staticpodd adds for n's range while a pod is on its default network
 // (package oci/sandbox): traffic from the range that leaves by any
 // interface but the bridge goes out with the host's address.
-func (n Net) MasqueradeRule() (bool, error) {
+// A failing iptables fails t.
+func (n Net) MasqueradeRule(t testing.TB) bool {
+	t.Helper()
 	args := []string{"--wait", "-t", "nat", "-C", "POSTROUTING", "-s", n.Subnet.String(), "!", "-o", n.Bridge,
 		"-m", "comment", "--comment", "staticpodd: masquerade " + n.Bridge, "-j", "MASQUERADE"}
 	out, err := exec.Command("iptables", args...).CombinedOutput()
 	var exit *exec.ExitError
 	if errors.As(err, &exit) && exit.ExitCode() == 1 && bytes.Contains(out, []byte("does a matching rule exist")) {
-		return false, nil
+		return false
 	}
 	if err != nil {
-		return false, fmt.Errorf("iptables %s: %w: %s", strings.Join(args, " "), err, bytes.TrimSpace(out))
+		t.Fatalf("iptables %s: %v: %s", strings.Join(args, " "), err, bytes.TrimSpace(out))
 	}
-	return true, nil
+	return true
 }
 
 // Leftovers lists what pods of n left on the host: with id "", any veth on
