@@ -18,7 +18,7 @@ DEMO_ROOT := $(CURDIR)/$(OUT)/demo/root
 DEMO_RUN  := /run/staticpodd-demo
 
 .PHONY: all build images demo demo-clean test test-chaos unit e2e bench bench-nodeapi bench-pull bench-relist bench-outage bench-eviction bench-images fuzz vet clean \
-	deb rpm packages appliance test-systemd appliance-backports test-systemd-backports controlplane test-controlplane bench-controlplane test-conformance
+	deb rpm packages appliance test-systemd appliance-backports test-systemd-backports controlplane test-controlplane bench-controlplane test-conformance test-kubeadm
 
 all: build
 
@@ -174,6 +174,16 @@ test-controlplane: build images
 	$(GO) vet -tags controlplane $(CONTROLPLANE_TESTS) && \
 	STATICPODD_BIN=$(CURDIR)/$(BIN) STATICPODD_IMAGE=$(CURDIR)/$(IMAGE_TAR) STATICPODD_CONTROLPLANE_BIN=$$cpbin \
 		$(GO) test -tags controlplane -count=1 -timeout 30m -v $(CONTROLPLANE_TESTS)
+
+# The real kubeadm v1.37.2 (from the control-plane build's cache) drives
+# staticpodd through init, the node and its mirror pods, upgrade apply and
+# reset, each "machine" a network namespace and a private mount namespace of
+# the test's own (tests/kubeadm, build tag kubeadm). About 3 minutes.
+test-kubeadm: build images
+	cpbin=$$(bash $(CONTROLPLANE_BUILD)) && \
+	$(GO) vet -tags kubeadm ./tests/kubeadm && \
+	STATICPODD_BIN=$(CURDIR)/$(BIN) STATICPODD_IMAGE=$(CURDIR)/$(IMAGE_TAR) STATICPODD_CONTROLPLANE_BIN=$$cpbin \
+		$(GO) test -tags kubeadm -count=1 -timeout 20m -v ./tests/kubeadm
 
 # /pods of staticpodd against the real kubelet's on the same manifests
 # (tests/conformance, build tag conformance): the kubelet v1.37.2, built
