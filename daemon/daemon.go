@@ -79,6 +79,7 @@ type System struct {
 	gate       *ready.Gate   // --ready-when's; nil when READY=1 follows the first sync
 	readOnly   *health.Part  // the read-only port's listener
 	nodePort   *health.Part  // the node API's listener (port)
+	criPart    *health.Part  // the CRI socket's listener
 	imports    *health.Part  // the image import watcher
 	imageGC    *imageGC      // the image garbage collector; run only, not run --once
 	// memNotifier wakes the eviction manager; nil until there are
@@ -363,6 +364,7 @@ func newSystem(ctx context.Context, cfg *config.Config, opts Options, logger *sl
 	}
 	d.readOnly = aux.Add("read-only-port", "read-only port")
 	d.nodePort = aux.Add("node-api", "node API (port)")
+	d.criPart = aux.Add("cri", "CRI socket")
 	d.imports = aux.Add("image-import", "image import watcher")
 	d.imageGC = &imageGC{
 		store: images, agent: d.agent, logger: logger, importDir: importDir(cfg), synced: notifier.synced,
@@ -561,6 +563,7 @@ func (d *System) startAll() error {
 			return nil
 		}))
 	}
+	aux = append(aux, component.NewTask(func(ctx context.Context) error { d.serveCRI(ctx); return nil }))
 	if !nodeAPIServed(d.cfg) {
 		d.logger.Info("node API not served", "reason", errNodeAPIOff.Error())
 	} else {
