@@ -36,15 +36,8 @@ func (s streamRuntime) Exec(ctx context.Context, id string, cmd []string, in io.
 	if tty && resize != nil {
 		sizes := make(chan podspec.TermSize, 1)
 		spec.Resize = sizes
-		// The first size is the terminal's at start, before the process runs.
-		select {
-		case sz, ok := <-resize:
-			if ok {
-				spec.Size = podspec.TermSize{Width: sz.Width, Height: sz.Height}
-			}
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+		// The client's first size comes as a resize: a client that sends
+		// none gets the kernel's default.
 		go func() {
 			for {
 				select {
