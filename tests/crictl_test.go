@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -126,7 +127,7 @@ func parseTable(t *testing.T, out string) table {
 // crictl, the tool every kubeadm troubleshooting page reaches for, against
 // staticpodd's CRI socket: what a user sees of a static pod through info,
 // version, pods, ps, inspect, inspectp, logs -f, exec (with and without a
-// tty), stats, images, pull, rmi, stopp and rmp.
+// tty), stats, images, imagefsinfo, pull, inspecti, rmi, stopp and rmp.
 func TestCrictl(t *testing.T) {
 	t.Parallel()
 	bin := crictlBin(t)
@@ -331,6 +332,33 @@ spec:
 		if !found {
 			t.Fatalf("crictl images: %+v, want docker.io/library/busybox latest", imgs.rows)
 		}
+		var fs struct {
+			Status struct {
+				ImageFilesystems []struct {
+					FsID struct {
+						Mountpoint string `json:"mountpoint"`
+					} `json:"fsId"`
+					UsedBytes struct {
+						Value string `json:"value"`
+					} `json:"usedBytes"`
+					InodesUsed struct {
+						Value string `json:"value"`
+					} `json:"inodesUsed"`
+				} `json:"imageFilesystems"`
+			} `json:"status"`
+		}
+		out := c.run(t, "imagefsinfo")
+		if err := json.Unmarshal([]byte(out), &fs); err != nil || len(fs.Status.ImageFilesystems) != 1 {
+			t.Fatalf("crictl imagefsinfo: %v\n%s", err, out)
+		}
+		// busybox alone is about a megabyte and a few hundred inodes.
+		f := fs.Status.ImageFilesystems[0]
+		used, _ := strconv.ParseUint(f.UsedBytes.Value, 10, 64)
+		inodes, _ := strconv.ParseUint(f.InodesUsed.Value, 10, 64)
+		if f.FsID.Mountpoint != filepath.Join(d.RootDir, "images") || used < 512<<10 || used > 64<<20 || inodes < 10 || inodes > 100000 {
+			t.Errorf("crictl imagefsinfo: %s, %d bytes, %d inodes; want the store's directory and busybox's size\n%s", f.FsID.Mountpoint, used, inodes, out)
+		}
+
 		// A plain-HTTP registry on the loopback, which needs no hosts.toml.
 		r := startDistRegistryWith(t, registryBin(t), false)
 		base, err := tarball.ImageFromPath(testdaemon.Image, nil)
