@@ -397,6 +397,21 @@ spec:
 		if _, err := c.runErr("inspecti", ref); err == nil {
 			t.Errorf("crictl inspecti of the removed image succeeded")
 		}
+
+		// A registry behind basic auth (over TLS, which on the loopback
+		// needs no CA), and no Docker config: --creds opens it.
+		priv := startDistRegistryWith(t, registryBin(t), true)
+		priv.push(img, "private/busybox:crictl")
+		pref := priv.addr + "/private/busybox:crictl"
+		if out, err := c.runErr("pull", pref); err == nil || !strings.Contains(out, "UNAUTHORIZED") {
+			t.Errorf("crictl pull %s without credentials: %v, want UNAUTHORIZED\n%s", pref, err, out)
+		}
+		if out := c.run(t, "pull", "--creds", priv.user+":"+priv.pass, pref); !strings.Contains(out, "Image is up to date for "+want.String()) {
+			t.Errorf("crictl pull --creds %s: %q, want its ID %s", pref, out, want)
+		}
+		if row := imageRow(t, c, priv.addr+"/private/busybox"); row == nil || row["TAG"] != "crictl" {
+			t.Errorf("crictl images after pull --creds: %v", row)
+		}
 	})
 
 	// stopp and rmp, as kubeadm reset does: the pod stops, then goes.
