@@ -347,3 +347,19 @@ func TestImageFsInfo(t *testing.T) {
 		t.Fatalf("after the TTL: %v, %d walks; want a new one", err, f.usages)
 	}
 }
+
+// A pull without a deadline of its client's gets none of the server's
+// either: the puller bounds it. Any other call does.
+func TestPullImageHasNoCallTimeout(t *testing.T) {
+	for method, want := range map[string]bool{
+		runtimeapi.ImageService_PullImage_FullMethodName:   false,
+		runtimeapi.ImageService_ImageStatus_FullMethodName: true,
+	} {
+		deadline(t.Context(), nil, &grpc.UnaryServerInfo{FullMethod: method}, func(ctx context.Context, _ any) (any, error) {
+			if _, ok := ctx.Deadline(); ok != want {
+				t.Errorf("%s: deadline %v, want %v", method, ok, want)
+			}
+			return nil, nil
+		})
+	}
+}

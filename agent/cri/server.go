@@ -163,9 +163,12 @@ func (s *Server) Close() {
 // left by an earlier daemon is replaced, anything else that is there is not.
 func Listen(path string) (net.Listener, error) { return server.ListenUnix(path) }
 
-// deadline bounds every call whose client set no deadline of its own.
+// deadline bounds every call whose client set no deadline of its own, but
+// PullImage: the kubelet, kubeadm and crictl pull with none (a pull takes
+// as long as the image is large), and the puller bounds it (its progress
+// deadline and PullTimeout).
 func deadline(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
-	if _, ok := ctx.Deadline(); !ok {
+	if _, ok := ctx.Deadline(); !ok && info.FullMethod != runtimeapi.ImageService_PullImage_FullMethodName {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, callTimeout)
 		defer cancel()
