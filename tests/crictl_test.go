@@ -332,6 +332,13 @@ spec:
 		if !found {
 			t.Fatalf("crictl images: %+v, want docker.io/library/busybox latest", imgs.rows)
 		}
+		// A filter, as a user types it: the short name.
+		if rows := parseTable(t, c.run(t, "images", "busybox")).rows; len(rows) != 1 || rows[0]["IMAGE"] != "docker.io/library/busybox" {
+			t.Errorf("crictl images busybox: %+v, want busybox alone", rows)
+		}
+		if rows := parseTable(t, c.run(t, "images", "nginx")).rows; len(rows) != 0 {
+			t.Errorf("crictl images nginx: %+v, want none", rows)
+		}
 		var fs struct {
 			Status struct {
 				ImageFilesystems []struct {
