@@ -395,6 +395,18 @@ spec:
 		if out := c.run(t, "inspecti", ref); !strings.Contains(out, want.String()) || !strings.Contains(out, `"chainID"`) {
 			t.Errorf("crictl inspecti %s:\n%s", ref, out)
 		}
+		// By the repository digest it was pulled by, as crictl images --digests shows it.
+		md, err := img.Digest()
+		if err != nil {
+			t.Fatal(err)
+		}
+		byDigest := r.addr + "/tools/busybox@" + md.String()
+		if out := c.run(t, "images", "--digests"); !strings.Contains(out, md.Hex[:13]) {
+			t.Errorf("crictl images --digests shows no %s:\n%s", md, out)
+		}
+		if out := c.run(t, "inspecti", byDigest); !strings.Contains(out, want.String()) {
+			t.Errorf("crictl inspecti %s:\n%s", byDigest, out)
+		}
 		if out := c.run(t, "rmi", ref); !strings.Contains(out, "Deleted: "+ref) {
 			t.Errorf("crictl rmi %s: %q", ref, out)
 		}

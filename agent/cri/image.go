@@ -154,20 +154,40 @@ func (s *ImageService) list(f *runtimeapi.ImageFilter) ([]*runtimeapi.Image, err
 	return out, nil
 }
 
-// get finds the image ref names; none is nil, without error.
+// get finds the image ref names; none is nil, without error. A
+// repository digest an image was pulled by names it too, as in
+// containerd, where it is one of the image's references: the store keeps
+// it beside them.
 func (s *ImageService) get(ref string) (*Image, error) {
 	if err := checkRef(ref); err != nil {
 		return nil, err
 	}
 	img, err := s.store.Get(ref)
 	if errors.Is(err, podspec.ErrImageNotPresent) {
-		return nil, nil
+		return s.byRepoDigest(ref)
 	}
 	if err != nil {
 		// What is not a reference, nor an ID, nor a prefix of one.
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
 	return &img, nil
+}
+
+func (s *ImageService) byRepoDigest(ref string) (*Image, error) {
+	norm, err := podspec.NormalizeImage(ref)
+	if err != nil || !strings.Contains(norm, "@") {
+		return nil, nil
+	}
+	all, err := s.store.List()
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "list images: %v", err)
+	}
+	for _, img := range all {
+		if slices.Contains(img.RepoDigests, norm) {
+			return &img, nil
+		}
+	}
+	return nil, nil
 }
 
 func checkRef(ref string) error {

@@ -157,6 +157,10 @@ func TestListImagesAsContainerd(t *testing.T) {
 		{"docker.io/library/busybox:latest", []string{busyboxID}},
 		{pauseID[len("sha256:"):][:12], []string{pauseID}},
 		{"busybox:1.36", nil},
+		// The repository digest busybox was pulled by, and the short name of it.
+		{"docker.io/library/busybox@sha256:" + strings.Repeat("d", 64), []string{busyboxID}},
+		{"busybox@sha256:" + strings.Repeat("d", 64), []string{busyboxID}},
+		{"busybox@sha256:" + strings.Repeat("0", 64), nil},
 	} {
 		resp, err := s.ListImages(t.Context(), &runtimeapi.ListImagesRequest{Filter: &runtimeapi.ImageFilter{Image: &runtimeapi.ImageSpec{Image: tc.filter}}})
 		if err != nil {
