@@ -168,6 +168,10 @@ func TestCRI(t *testing.T) {
 	if _, err := c.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: sb.Id}); err != nil {
 		t.Fatal(err)
 	}
+	if got, err := c.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{}); err != nil || len(got.Items) != 1 ||
+		got.Items[0].State != runtimeapi.PodSandboxState_SANDBOX_NOTREADY {
+		t.Errorf("sandboxes after StopPodSandbox: %v, %v; want the pod's, NOTREADY", got, err)
+	}
 	if _, err := c.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: sb.Id}); err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"syscall"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -49,7 +51,18 @@ type runtimeService struct {
 	streams streaming.Server
 	// streamURL is the streaming server's, for Status' verbose info.
 	streamURL string
+
+	mu sync.Mutex
+	// stopped are the sandboxes StopPodSandbox removed, listed NOTREADY
+	// until RemovePodSandbox or until the pod is made again, as
+	// containerd lists a stopped sandbox: crictl stopp then rmp, and
+	// kubeadm reset's list after a stop, find them.
+	stopped map[string]*runtimeapi.PodSandbox
 }
+
+// maxStopped bounds the stopped sandboxes remembered: a node has at most
+// a few hundred pods.
+const maxStopped = 1024
 
 // The runtime's name and API version, as Version answers them.
 const (
@@ -95,11 +108,17 @@ func (r *runtimeService) RuntimeConfig(context.Context, *runtimeapi.RuntimeConfi
 }
 
 // view is one reading of the agent's state: the pods by UID, the
-// sandboxes, the containers.
+// sandboxes, the containers, and the sandboxes stopped through the CRI.
 type view struct {
 	pods       map[string]*v1.Pod
 	sandboxes  []string
 	containers []podspec.ContainerStatus
+	stopped    map[string]*runtimeapi.PodSandbox
+}
+
+// ids are the IDs of the sandboxes listed: the runtime's, then the stopped.
+func (v *view) ids() []string {
+	return append(slices.Clone(v.sandboxes), slices.Sorted(maps.Keys(v.stopped))...)
 }
 
 func (r *runtimeService) view(ctx context.Context) (*view, error) {
@@ -114,11 +133,24 @@ func (r *runtimeService) view(ctx context.Context) (*view, error) {
 	if v.containers, err = r.cfg.Agent.Containers(ctx); err != nil && v.containers == nil {
 		return nil, status.Errorf(codes.Internal, "list containers: %v", err)
 	}
+	v.stopped = map[string]*runtimeapi.PodSandbox{}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for uid, sb := range r.stopped {
+		if slices.Contains(v.sandboxes, uid) {
+			delete(r.stopped, uid) // made again from its manifest
+			continue
+		}
+		v.stopped[uid] = sb
+	}
 	return v, nil
 }
 
 // sandbox is the CRI's PodSandbox of uid.
 func (v *view) sandbox(uid string) *runtimeapi.PodSandbox {
+	if sb := v.stopped[uid]; sb != nil {
+		return sb
+	}
 	sb := &runtimeapi.PodSandbox{Id: uid, State: runtimeapi.PodSandboxState_SANDBOX_READY,
 		Metadata: &runtimeapi.PodSandboxMetadata{Uid: uid, Name: uid}}
 	if p := v.pods[uid]; p != nil {
@@ -173,7 +205,7 @@ func (r *runtimeService) ListPodSandbox(ctx context.Context, req *runtimeapi.Lis
 	}
 	f := req.GetFilter()
 	out := &runtimeapi.ListPodSandboxResponse{Items: []*runtimeapi.PodSandbox{}}
-	for _, uid := range v.sandboxes {
+	for _, uid := range v.ids() {
 		sb := v.sandbox(uid)
 		if f != nil && (f.Id != "" && !strings.HasPrefix(sb.Id, f.Id) ||
 			f.State != nil && f.State.State != sb.State || !matches(sb.Labels, f.LabelSelector)) {
@@ -196,7 +228,7 @@ func matches(labels, selector map[string]string) bool {
 // findSandbox resolves id, a sandbox ID or a unique prefix of one, as
 // containerd does.
 func (v *view) findSandbox(id string) (string, error) {
-	return unique("pod sandbox", id, v.sandboxes)
+	return unique("pod sandbox", id, v.ids())
 }
 
 func unique(what, id string, ids []string) (string, error) {
@@ -233,6 +265,10 @@ func (r *runtimeService) PodSandboxStatus(ctx context.Context, req *runtimeapi.P
 	sb := v.sandbox(uid)
 	st := &runtimeapi.PodSandboxStatus{Id: uid, Metadata: sb.Metadata, State: sb.State, CreatedAt: sb.CreatedAt,
 		Labels: sb.Labels, Annotations: sb.Annotations, Network: &runtimeapi.PodSandboxNetworkStatus{}}
+	if sb.State != runtimeapi.PodSandboxState_SANDBOX_READY {
+		// Stopped: no network, nothing running.
+		return &runtimeapi.PodSandboxStatusResponse{Status: st}, nil
+	}
 	net, netErr := r.cfg.Agent.SandboxStatus(ctx, uid)
 	for i, ip := range net.IPs {
 		if i == 0 {
@@ -241,18 +277,16 @@ func (r *runtimeService) PodSandboxStatus(ctx context.Context, req *runtimeapi.P
 		}
 		st.Network.AdditionalIps = append(st.Network.AdditionalIps, &runtimeapi.PodIP{Ip: ip.String()})
 	}
-	mode := runtimeapi.NamespaceMode_POD
-	if p := v.pods[uid]; p != nil && p.Spec.HostNetwork {
-		mode = runtimeapi.NamespaceMode_NODE
+	if p := v.pods[uid]; p != nil {
+		st.Linux = &runtimeapi.LinuxPodSandboxStatus{Namespaces: &runtimeapi.Namespace{Options: namespaces(&p.Spec)}}
 	}
-	st.Linux = &runtimeapi.LinuxPodSandboxStatus{Namespaces: &runtimeapi.Namespace{Options: &runtimeapi.NamespaceOption{Network: mode}}}
 	resp := &runtimeapi.PodSandboxStatusResponse{Status: st}
 	if req.Verbose {
 		info := map[string]any{"network": net.Network, "message": net.Message}
 		if netErr != nil {
 			info["networkError"] = netErr.Error()
 		}
-		var ids []string
+		ids := []string{}
 		for _, c := range v.containers {
 			if c.PodUID == uid {
 				ids = append(ids, c.ID)
@@ -263,6 +297,26 @@ func (r *runtimeService) PodSandboxStatus(ctx context.Context, req *runtimeapi.P
 		resp.Info = map[string]string{"info": string(b)}
 	}
 	return resp, nil
+}
+
+// namespaces are the kubelet's namespacesForPod: the node's with
+// hostNetwork, hostPID, hostIPC; else the pod's, and each container's own
+// PID namespace unless the pod shares one.
+func namespaces(spec *v1.PodSpec) *runtimeapi.NamespaceOption {
+	ns := &runtimeapi.NamespaceOption{Network: runtimeapi.NamespaceMode_POD, Pid: runtimeapi.NamespaceMode_CONTAINER, Ipc: runtimeapi.NamespaceMode_POD}
+	if spec.HostNetwork {
+		ns.Network = runtimeapi.NamespaceMode_NODE
+	}
+	if spec.HostIPC {
+		ns.Ipc = runtimeapi.NamespaceMode_NODE
+	}
+	switch {
+	case spec.HostPID:
+		ns.Pid = runtimeapi.NamespaceMode_NODE
+	case spec.ShareProcessNamespace != nil && *spec.ShareProcessNamespace:
+		ns.Pid = runtimeapi.NamespaceMode_POD
+	}
+	return ns
 }
 
 // container is the CRI's Container of c.
@@ -365,6 +419,9 @@ func (r *runtimeService) ContainerStatus(ctx context.Context, req *runtimeapi.Co
 	if !c.StartedAt.IsZero() {
 		st.StartedAt = c.StartedAt.UnixNano()
 	}
+	if c.StopSignal != 0 {
+		st.StopSignal = criSignal(c.StopSignal)
+	}
 	if !c.FinishedAt.IsZero() {
 		st.FinishedAt = c.FinishedAt.UnixNano()
 	}
@@ -374,7 +431,7 @@ func (r *runtimeService) ContainerStatus(ctx context.Context, req *runtimeapi.Co
 		info := map[string]any{"sandboxID": c.PodUID, "pid": c.Pid, "logPath": c.LogPath,
 			"image": c.Image, "imageID": c.ImageID, "restartCount": c.Attempt, "hash": c.Hash}
 		if c.StopSignal != 0 {
-			info["stopSignal"] = c.StopSignal.String()
+			info["stopSignal"] = podspec.SignalName(c.StopSignal)
 		}
 		if c.TerminationGracePeriod > 0 {
 			info["terminationGracePeriod"] = c.TerminationGracePeriod.String()
@@ -383,6 +440,15 @@ func (r *runtimeService) ContainerStatus(ctx context.Context, req *runtimeapi.Co
 		resp.Info = map[string]string{"info": string(b)}
 	}
 	return resp, nil
+}
+
+// signalNames turns the API's signal names into the CRI's Signal enum's:
+// SIGRTMIN+3 is SIGNAL_SIGRTMINPLUS3.
+var signalNames = strings.NewReplacer("+", "PLUS", "-", "MINUS")
+
+// criSignal is the CRI's Signal for sig; RUNTIME_DEFAULT for one it has not.
+func criSignal(sig syscall.Signal) runtimeapi.Signal {
+	return runtimeapi.Signal(runtimeapi.Signal_value["SIGNAL_"+signalNames.Replace(podspec.SignalName(sig))])
 }
 
 // stats is one measurement of the node, with its pods and containers by ID.
@@ -577,11 +643,16 @@ func (r *runtimeService) StopPodSandbox(ctx context.Context, req *runtimeapi.Sto
 	return &runtimeapi.StopPodSandboxResponse{}, nil
 }
 
-// RemovePodSandbox is StopPodSandbox: a stopped sandbox of staticpodd's is
-// removed already.
+// RemovePodSandbox is StopPodSandbox, which removed the sandbox already,
+// and forgets the stopped sandbox.
 func (r *runtimeService) RemovePodSandbox(ctx context.Context, req *runtimeapi.RemovePodSandboxRequest) (*runtimeapi.RemovePodSandboxResponse, error) {
 	if err := r.stopPod(ctx, req.PodSandboxId); err != nil {
 		return nil, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if uid, err := unique("pod sandbox", req.PodSandboxId, slices.Collect(maps.Keys(r.stopped))); err == nil {
+		delete(r.stopped, uid)
 	}
 	return &runtimeapi.RemovePodSandboxResponse{}, nil
 }
@@ -605,8 +676,18 @@ func (r *runtimeService) stopPod(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
+	sb := v.sandbox(uid)
 	if err := r.cfg.Agent.StopPod(ctx, uid); err != nil {
 		return status.Errorf(codes.Internal, "stop pod sandbox %s: %v", uid, err)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.stopped == nil {
+		r.stopped = map[string]*runtimeapi.PodSandbox{}
+	}
+	if len(r.stopped) < maxStopped {
+		r.stopped[uid] = &runtimeapi.PodSandbox{Id: uid, Metadata: sb.Metadata, State: runtimeapi.PodSandboxState_SANDBOX_NOTREADY,
+			CreatedAt: sb.CreatedAt, Labels: sb.Labels, Annotations: sb.Annotations}
 	}
 	return nil
 }

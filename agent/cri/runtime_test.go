@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -68,7 +69,7 @@ func newFakeAgent() *fakeAgent {
 			{ID: ctrID, PodUID: podUID, PodName: "etcd-node1", PodNamespace: "kube-system", Name: "etcd", Attempt: 1,
 				Hash: "1a2b", Image: "registry.k8s.io/etcd:3.6.0-0", ImageID: "sha256:aa", ImageRef: "sha256:aa",
 				State: podspec.StateRunning, Pid: 4242, CreatedAt: created.Add(2 * time.Second), StartedAt: created.Add(2 * time.Second),
-				LogPath: logPath, TerminationGracePeriod: 30 * time.Second},
+				LogPath: logPath, TerminationGracePeriod: 30 * time.Second, StopSignal: syscall.Signal(37)},
 		},
 	}
 }
@@ -242,6 +243,9 @@ func TestSandboxesAndContainers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if cst.Status.StopSignal != runtimeapi.Signal_SIGNAL_SIGRTMINPLUS3 {
+		t.Errorf("stop signal %v, want SIGRTMIN+3", cst.Status.StopSignal)
+	}
 	if cst.Status.LogPath != logPath || cst.Status.State != runtimeapi.ContainerState_CONTAINER_RUNNING || cst.Status.StartedAt == 0 {
 		t.Errorf("container status = %v", cst.Status)
 	}
@@ -363,7 +367,20 @@ func TestStopRemoveSandbox(t *testing.T) {
 	if _, err := c.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: podUID[:10]}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: podUID}); err != nil {
+	// Listed NOTREADY, as containerd lists a stopped sandbox, until removed.
+	sbs, err := c.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
+	if err != nil || len(sbs.Items) != 1 || sbs.Items[0].State != runtimeapi.PodSandboxState_SANDBOX_NOTREADY ||
+		sbs.Items[0].Metadata.Name != "etcd-node1" {
+		t.Errorf("sandboxes after StopPodSandbox: %v, %v; want etcd-node1 NOTREADY", sbs, err)
+	}
+	st, err := c.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: podUID})
+	if err != nil || st.Status.State != runtimeapi.PodSandboxState_SANDBOX_NOTREADY {
+		t.Errorf("status of a stopped sandbox: %v, %v", st, err)
+	}
+	if _, err := c.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: podUID}); err != nil {
+		t.Errorf("stop a stopped sandbox: %v", err)
+	}
+	if _, err := c.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: podUID[:4]}); err != nil {
 		t.Errorf("remove a stopped sandbox: %v", err)
 	}
 	if _, err := c.StopContainer(ctx, &runtimeapi.StopContainerRequest{ContainerId: ctrID}); err != nil {
@@ -372,7 +389,7 @@ func TestStopRemoveSandbox(t *testing.T) {
 	if len(a.stopped) != 1 || a.stopped[0] != podUID {
 		t.Errorf("pods stopped = %v, want the one, once", a.stopped)
 	}
-	sbs, err := c.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
+	sbs, err = c.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
 	if err != nil || len(sbs.Items) != 0 {
 		t.Errorf("sandboxes after removal: %v, %v", sbs, err)
 	}
