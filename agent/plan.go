@@ -84,13 +84,16 @@ type stopRequest struct {
 	grace time.Duration
 }
 
-// evicted: the pod was stopped by the eviction manager. Once its containers
-// have stopped it gives back what it holds, as the kubelet's terminated pod
-// does (syncTerminatedPod): its containers, then its sandbox, volumes (a
-// memory-backed emptyDir is memory) and logs; when the eviction is lifted it
-// starts afresh as a new generation. A pod past its deadline is stopped for
-// good and keeps its exited containers for its status.
-func (r *stopRequest) evicted() bool { return r.reason == reasonEvicted }
+// evicted: the pod was stopped by the eviction manager, or through the CRI
+// (StopPod). Once its containers have stopped it gives back what it holds,
+// as the kubelet's terminated pod does (syncTerminatedPod): its containers,
+// then its sandbox, volumes (a memory-backed emptyDir is memory) and logs;
+// when the eviction or hold is lifted it starts afresh as a new generation.
+// A pod past its deadline is stopped for good and keeps its exited
+// containers for its status.
+func (r *stopRequest) evicted() bool {
+	return r.reason == reasonEvicted || r.reason == reasonStoppedByRuntime
+}
 
 // podState is what the runtime has for one pod UID, as a worker knows it.
 type podState struct {

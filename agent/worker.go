@@ -505,7 +505,7 @@ func (w *worker) evicted(pod *v1.Pod, evict *stopRequest) {
 		return
 	}
 	w.logger.Info("evicting pod", "reason", evict.reason, "message", evict.message, "grace", evict.grace)
-	w.a.events.Eventf(events.PodRef(pod), v1.EventTypeWarning, reasonEvicted, "%s", evict.message)
+	w.a.events.Eventf(events.PodRef(pod), v1.EventTypeWarning, evict.reason, "%s", evict.message)
 }
 
 // evictionLifted makes an evicted pod start afresh, as a new generation

@@ -70,6 +70,7 @@ type System struct {
 	status     *health.Line // STATUS=: the agent's summary and the auxiliary parts' trouble
 	aux        *health.Parts
 	images     *image.Store
+	puller     *image.Puller
 	runtime    *oci.Runtime
 	agent      *agent.Agent
 	mirror     *mirror.Mirror // mirror pods and the Node; nil without a kubeconfig
@@ -79,6 +80,7 @@ type System struct {
 	gate       *ready.Gate   // --ready-when's; nil when READY=1 follows the first sync
 	readOnly   *health.Part  // the read-only port's listener
 	nodePort   *health.Part  // the node API's listener (port)
+	criPart    *health.Part  // the CRI socket's listener
 	imports    *health.Part  // the image import watcher
 	imageGC    *imageGC      // the image garbage collector; run only, not run --once
 	// memNotifier wakes the eviction manager; nil until there are
@@ -311,7 +313,7 @@ func newSystem(ctx context.Context, cfg *config.Config, opts Options, logger *sl
 	seen := agent.NewSeenStore(paths)
 	aux := &health.Parts{Logger: logger}
 	status := health.NewLine(notifier, aux)
-	d := &System{components: components, cfg: cfg, logger: logger, notifier: notifier, status: status, aux: aux, images: images, runtime: rt, flags: opts.Flags, opts: opts}
+	d := &System{components: components, cfg: cfg, logger: logger, notifier: notifier, status: status, aux: aux, images: images, puller: puller, runtime: rt, flags: opts.Flags, opts: opts}
 	d.seen = seen
 	d.sources = source.NewMux()
 	var sourceNames []string
@@ -363,6 +365,7 @@ func newSystem(ctx context.Context, cfg *config.Config, opts Options, logger *sl
 	}
 	d.readOnly = aux.Add("read-only-port", "read-only port")
 	d.nodePort = aux.Add("node-api", "node API (port)")
+	d.criPart = aux.Add("cri", "CRI socket")
 	d.imports = aux.Add("image-import", "image import watcher")
 	d.imageGC = &imageGC{
 		store: images, agent: d.agent, logger: logger, importDir: importDir(cfg), synced: notifier.synced,
@@ -561,6 +564,7 @@ func (d *System) startAll() error {
 			return nil
 		}))
 	}
+	aux = append(aux, component.NewTask(func(ctx context.Context) error { d.serveCRI(ctx); return nil }))
 	if !nodeAPIServed(d.cfg) {
 		d.logger.Info("node API not served", "reason", errNodeAPIOff.Error())
 	} else {

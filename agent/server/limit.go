@@ -69,3 +69,10 @@ func (c *limitConn) Close() error {
 	c.once.Do(c.release)
 	return err
 }
+
+// LimitListener is l serving at most n connections at once, as Serve's
+// listeners do with Limits.MaxConns: for servers other than net/http's (the
+// CRI socket's gRPC).
+func LimitListener(l net.Listener, n int, logger *slog.Logger) net.Listener {
+	return newLimitListener(l, n, logger)
+}

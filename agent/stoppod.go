@@ -1,0 +1,131 @@
+package agent
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"github.com/staticpodd/staticpodd/agent/podspec"
+)
+
+// reasonStoppedByRuntime is the pod status reason of a pod stopped through
+// the CRI (StopPodSandbox, RemovePodSandbox: kubeadm reset, crictl stopp),
+// while it is held stopped.
+const reasonStoppedByRuntime = "StoppedByRuntime"
+
+// stopHold is how long a pod stopped through the CRI stays stopped before
+// its worker makes it again from its manifest: the kubelet's first restart
+// back-off, which its containers would wait after containerd removed them.
+const stopHold = backoffInitial
+
+// stopPollPeriod is how often StopPod looks at the runtime between status
+// changes: the removal of a sandbox changes no status.
+const stopPollPeriod = 100 * time.Millisecond
+
+// Containers are every container the runtime has, running or exited.
+func (a *Agent) Containers(ctx context.Context) ([]podspec.ContainerStatus, error) {
+	return a.rt.List(ctx)
+}
+
+// Sandboxes are the UIDs of the pods that have a sandbox.
+func (a *Agent) Sandboxes(ctx context.Context) ([]string, error) { return a.rt.ListSandboxes(ctx) }
+
+// SandboxStatus is the sandbox of pod uid's place on the pod network.
+func (a *Agent) SandboxStatus(ctx context.Context, uid string) (podspec.SandboxStatus, error) {
+	return a.rt.SandboxStatus(ctx, uid)
+}
+
+// StopPod is the CRI's StopPodSandbox and RemovePodSandbox: the pod uid is
+// stopped now as an eviction stops it (its containers within its grace
+// period, then its containers, sandbox, volumes and logs removed), and it
+// returns once the runtime has nothing of it left. Like a pod whose sandbox
+// containerd removed under the kubelet, a pod whose manifest is still there
+// is made again, as a new run, after stopHold; one whose manifest is gone
+// (kubeadm reset removes them first) stays gone. A pod the eviction
+// manager holds stays held by it.
+func (a *Agent) StopPod(ctx context.Context, uid string) error {
+	if w := a.workerOf(uid); w != nil {
+		req := &stopRequest{reason: reasonStoppedByRuntime,
+			message: "The pod's sandbox was stopped through the CRI; it starts again from its manifest"}
+		if w.hold(uid, req) {
+			a.logger.Info("stopping pod through the CRI", "pod", w.key, "uid", uid, "hold", stopHold)
+			// Lifted once the pod is gone (or the caller left), after the
+			// hold: the pod starts afresh.
+			defer time.AfterFunc(stopHold, func() { w.lift(uid, req) })
+		}
+	}
+	tick := time.NewTicker(stopPollPeriod)
+	defer tick.Stop()
+	for {
+		changed := a.Changed()
+		gone, err := a.gone(ctx, uid)
+		if err != nil || gone {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-changed:
+		case <-tick.C:
+		}
+	}
+}
+
+// workerOf is the worker whose desired pod is uid; nil if none is (an
+// orphan, which its worker removes anyway).
+func (a *Agent) workerOf(uid string) *worker {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, w := range a.workers {
+		if w.desiredUID() == uid {
+			return w
+		}
+	}
+	return nil
+}
+
+// gone reports whether the runtime has neither a sandbox nor a container
+// of pod uid.
+func (a *Agent) gone(ctx context.Context, uid string) (bool, error) {
+	sbs, err := a.rt.ListSandboxes(ctx)
+	if err != nil {
+		return false, err
+	}
+	if slices.Contains(sbs, uid) {
+		return false, nil
+	}
+	cs, err := a.rt.List(ctx)
+	if err != nil {
+		return false, err
+	}
+	return !slices.ContainsFunc(cs, func(c podspec.ContainerStatus) bool { return c.PodUID == uid }), nil
+}
+
+// hold stops the pod of uid for req and keeps it stopped until lift, unless
+// a stop is in force already (an eviction, or an earlier hold); it reports
+// whether it set req.
+func (w *worker) hold(uid string, req *stopRequest) bool {
+	w.mu.Lock()
+	if w.box.evict != nil && w.box.evictUID == uid {
+		w.mu.Unlock()
+		return false
+	}
+	w.box.evict, w.box.evictUID = req, uid
+	w.mu.Unlock()
+	w.nudge()
+	return true
+}
+
+// lift ends the hold req, if it is still the stop in force: the pod starts
+// afresh, as after an eviction.
+func (w *worker) lift(uid string, req *stopRequest) {
+	w.mu.Lock()
+	if w.box.evict != req || w.box.evictUID != uid {
+		w.mu.Unlock()
+		return
+	}
+	w.box.evict, w.box.evictUID = nil, ""
+	w.mu.Unlock()
+	w.logger.Info("pod stopped through the CRI starts again", "uid", uid)
+	w.nudge()
+}
