@@ -59,12 +59,16 @@ type Config struct {
 	HTTPCheckFrequency time.Duration
 	SyncFrequency      time.Duration
 
-	Address           string
-	Port              int32
-	ReadOnlyPort      int32 // 0 = disabled
-	TLSCertFile       string
-	TLSPrivateKeyFile string
-	ClientCAFile      string // authentication.x509.clientCAFile
+	Address      string
+	Port         int32
+	ReadOnlyPort int32 // 0 = disabled
+	// HealthzPort and HealthzBindAddress are the kubelet's healthz port:
+	// GET /healthz, the ping check only; 0 = off.
+	HealthzPort        int32
+	HealthzBindAddress string
+	TLSCertFile        string
+	TLSPrivateKeyFile  string
+	ClientCAFile       string // authentication.x509.clientCAFile
 	// TLSMinVersion and TLSCipherSuites are tlsMinVersion and
 	// tlsCipherSuites, as Go names them (VersionTLS12, TLS_AES_128_GCM_SHA256).
 	TLSMinVersion   string
