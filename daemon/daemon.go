@@ -351,6 +351,7 @@ func newSystem(ctx context.Context, cfg *config.Config, opts Options, logger *sl
 			KubeletPort:               cfg.Port,
 			RegisterNode:              cfg.RegisterNode,
 			RegisterWithTaints:        cfg.RegisterWithTaints,
+			NodeLabels:                cfg.NodeLabels,
 			NodeStatusUpdateFrequency: cfg.NodeStatusUpdateFrequency,
 			NodeStatusReportFrequency: cfg.NodeStatusReportFrequency,
 			NodeLeaseDuration:         time.Duration(cfg.NodeLeaseDurationSeconds) * time.Second,
