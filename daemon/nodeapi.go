@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"path/filepath"
 	"strconv"
 	"sync/atomic"
 
@@ -56,7 +55,7 @@ func (d *System) nodeAPI(refused *atomic.Uint64) (http.Handler, *tls.Config, err
 	logger := d.logger.With("subsystem", "http", "listener", "node api")
 	t := server.TLS{
 		CertFile: cfg.TLSCertFile, KeyFile: cfg.TLSPrivateKeyFile,
-		PKIDir: filepath.Join(cfg.RootDir, "pki"), Host: cfg.NodeName,
+		PKIDir: cfg.CertDir, Host: cfg.NodeName,
 		RequestClientCerts: cfg.ClientCAFile != "", Logger: logger,
 	}
 	var err error

@@ -45,11 +45,24 @@ const (
 type Config struct {
 	ConfigFile string // --config; "" when none
 
-	NodeName   string // --hostname-override, else the hostname; lower-cased
-	NodeIP     string // --node-ip
+	NodeName string // --hostname-override, else the hostname; lower-cased
+	NodeIP   string // --node-ip
+	// NodeLabels are --node-labels: the Node's labels when staticpodd
+	// registers it, over the default ones, as the kubelet sets them.
+	NodeLabels map[string]string
 	Kubeconfig string // --kubeconfig; "" = no mirror pods
 	RootDir    string // --root-dir
 	RunDir     string // --run-dir
+	// CertDir is --cert-dir: the node API's self-signed serving
+	// certificate; default <root-dir>/pki (the kubelet personality's:
+	// the kubelet's /var/lib/kubelet/pki).
+	CertDir string
+	// ContainerRuntimeEndpoint and ImageServiceEndpoint are the kubelet's
+	// containerRuntimeEndpoint and imageServiceEndpoint: staticpodd is the
+	// runtime, so they may only name its own CRI socket (CRISocket); by
+	// default they do ("" for the image service: the same).
+	ContainerRuntimeEndpoint string
+	ImageServiceEndpoint     string
 
 	StaticPodPath      string      // staticPodPath, --pod-manifest-path
 	StaticPodURL       string      // staticPodURL, --manifest-url
@@ -59,12 +72,16 @@ type Config struct {
 	HTTPCheckFrequency time.Duration
 	SyncFrequency      time.Duration
 
-	Address           string
-	Port              int32
-	ReadOnlyPort      int32 // 0 = disabled
-	TLSCertFile       string
-	TLSPrivateKeyFile string
-	ClientCAFile      string // authentication.x509.clientCAFile
+	Address      string
+	Port         int32
+	ReadOnlyPort int32 // 0 = disabled
+	// HealthzPort and HealthzBindAddress are the kubelet's healthz port:
+	// GET /healthz, the ping check only; 0 = off.
+	HealthzPort        int32
+	HealthzBindAddress string
+	TLSCertFile        string
+	TLSPrivateKeyFile  string
+	ClientCAFile       string // authentication.x509.clientCAFile
 	// TLSMinVersion and TLSCipherSuites are tlsMinVersion and
 	// tlsCipherSuites, as Go names them (VersionTLS12, TLS_AES_128_GCM_SHA256).
 	TLSMinVersion   string
@@ -178,12 +195,20 @@ func Load(path string, flags Flags) (*Config, []string, error) {
 		}
 		resolveRelativePaths(&kc, filepath.Dir(path))
 	}
+	if len(flags.overlay) > 0 {
+		// The kubelet's flags of file fields win over the file, their
+		// paths already absolute; the merged document is decoded again.
+		var err error
+		if raw, err = overlay(raw, flags.overlay, &kc); err != nil {
+			return nil, nil, fmt.Errorf("config %s: %w", describe(path), err)
+		}
+	}
 	setDefaults(&kc)
-	warnings, err := ignoredWarnings(path, raw, &kc)
+	warnings, err := ignoredWarnings(path, raw, &kc, flags.overlay)
 	if err != nil {
 		return nil, nil, err
 	}
-	c, err := fromKubelet(path, raw, &kc)
+	c, err := fromKubelet(path, raw, &kc, flags.overlay)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -193,6 +218,17 @@ func Load(path string, flags Flags) (*Config, []string, error) {
 	if c.ReadOnlyPort != 0 && c.Origins["address"] == OriginDefault {
 		c.Address = DefaultReadOnlyAddress
 		c.Origins["address"] = originReadOnlyAddress
+	}
+	// Defaults that depend on other values, which flags may have set.
+	if c.ContainerRuntimeEndpoint == "" {
+		c.ContainerRuntimeEndpoint = "unix://" + c.CRISocket()
+	}
+	if c.Origins["certDir"] == OriginDefault {
+		c.CertDir = filepath.Join(c.RootDir, "pki")
+		if flags.kubelet {
+			c.CertDir = DefaultKubeletCertDir
+			c.Origins["certDir"] = OriginDefault + " (kubelet)"
+		}
 	}
 	if err := c.validate(); err != nil {
 		return nil, nil, fmt.Errorf("config %s: %w", describe(path), err)
@@ -242,18 +278,84 @@ func decodeFile(path string, kc *kubeletConfiguration) (map[string]any, error) {
 		return nil, fmt.Errorf("config %s: apiVersion %v, kind %v: want apiVersion %s, kind %s",
 			path, raw["apiVersion"], raw["kind"], APIVersion, Kind)
 	}
-	strict, err := sigsjson.UnmarshalStrict(js, kc, sigsjson.DisallowUnknownFields, sigsjson.DisallowDuplicateFields)
-	if err != nil {
+	if err := decodeStrict(js, kc); err != nil {
 		return nil, fmt.Errorf("config %s: %w", path, err)
 	}
-	if len(strict) > 0 {
-		errs := make([]error, 0, len(strict))
-		for _, e := range strict {
-			errs = append(errs, fmt.Errorf("config %s: %w", path, e))
-		}
-		return nil, errors.Join(errs...)
-	}
 	return raw, nil
+}
+
+func decodeStrict(js []byte, kc *kubeletConfiguration) error {
+	strict, err := sigsjson.UnmarshalStrict(js, kc, sigsjson.DisallowUnknownFields, sigsjson.DisallowDuplicateFields)
+	if err != nil {
+		return err
+	}
+	return errors.Join(strict...)
+}
+
+// overlay sets each override's field in the file's document raw (nil or
+// empty: no file), and decodes the result into kc, whose relative paths
+// the file's directory has resolved already: an override's path is
+// absolute, and a path the flags did not touch is taken from kc.
+func overlay(raw map[string]any, overrides []override, kc *kubeletConfiguration) (map[string]any, error) {
+	resolved, err := toMap(kc)
+	if err != nil {
+		return nil, err
+	}
+	merged := map[string]any{"apiVersion": APIVersion, "kind": Kind}
+	for k, v := range raw {
+		merged[k] = v
+	}
+	// The file's relative paths, as resolved against its directory.
+	for _, field := range []string{"staticPodPath", "tlsCertFile", "tlsPrivateKeyFile", "volumePluginDir", "podLogsDir", "resolvConf"} {
+		if _, ok := merged[field]; ok {
+			merged[field] = resolved[field]
+		}
+	}
+	if x509, ok := lookup(merged, "authentication.x509").(map[string]any); ok {
+		if _, ok := x509["clientCAFile"]; ok {
+			x509["clientCAFile"] = lookup(resolved, "authentication.x509.clientCAFile")
+		}
+	}
+	for _, o := range overrides {
+		cur := merged
+		parts := strings.Split(o.field, ".")
+		for _, part := range parts[:len(parts)-1] {
+			next, ok := cur[part].(map[string]any)
+			if !ok {
+				next = map[string]any{}
+				cur[part] = next
+			}
+			cur = next
+		}
+		cur[parts[len(parts)-1]] = o.value
+	}
+	js, err := json.Marshal(merged)
+	if err != nil {
+		return nil, err
+	}
+	// Back to generic JSON, as a file's document is: numbers as float64.
+	out := map[string]any{}
+	if err := json.Unmarshal(js, &out); err != nil {
+		return nil, err
+	}
+	*kc = kubeletConfiguration{}
+	if err := decodeStrict(js, kc); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// lookup is the value at the dotted field of a generic JSON document, or nil.
+func lookup(doc map[string]any, field string) any {
+	var cur any = doc
+	for _, part := range strings.Split(field, ".") {
+		m, ok := cur.(map[string]any)
+		if !ok {
+			return nil
+		}
+		cur = m[part]
+	}
+	return cur
 }
 
 // honoured are the KubeletConfiguration fields staticpodd gives their kubelet
@@ -275,7 +377,7 @@ var honoured = func() map[string]bool {
 
 // ignoredWarnings returns one warning per field the file sets, that staticpodd
 // does not honour, and whose value differs from the kubelet's default.
-func ignoredWarnings(path string, raw map[string]any, kc *kubeletConfiguration) ([]string, error) {
+func ignoredWarnings(path string, raw map[string]any, kc *kubeletConfiguration, overrides []override) ([]string, error) {
 	if len(raw) == 0 {
 		return nil, nil
 	}
@@ -291,6 +393,12 @@ func ignoredWarnings(path string, raw map[string]any, kc *kubeletConfiguration) 
 	}
 	var warnings []string
 	walkIgnored("", raw, eff, dm, func(field string) {
+		for _, o := range overrides {
+			if o.field == field {
+				warnings = append(warnings, fmt.Sprintf("--%s (%s) is set but staticpodd ignores it", o.flag, field))
+				return
+			}
+		}
 		warnings = append(warnings, fmt.Sprintf("config %s: %s is set but staticpodd ignores it", path, field))
 	})
 	sort.Strings(warnings)
@@ -357,7 +465,7 @@ func inFile(raw map[string]any, field string) bool {
 
 // fromKubelet is the configuration the defaulted file gives, with
 // staticpodd's defaults for the rest.
-func fromKubelet(path string, raw map[string]any, kc *kubeletConfiguration) (*Config, error) {
+func fromKubelet(path string, raw map[string]any, kc *kubeletConfiguration, overrides []override) (*Config, error) {
 	c := &Config{Origins: map[string]string{}}
 	for _, f := range fields {
 		if err := f.value.fromFile(c, kc); err != nil {
@@ -371,6 +479,11 @@ func fromKubelet(path string, raw map[string]any, kc *kubeletConfiguration) (*Co
 		if set {
 			c.Origins[f.key] = originFile + path
 		}
+		for _, o := range overrides {
+			if o.field == f.file {
+				c.Origins[f.key] = originFlag + o.flag
+			}
+		}
 	}
 	c.ConfigFile = path
 	if path != "" {
@@ -382,8 +495,14 @@ func fromKubelet(path string, raw map[string]any, kc *kubeletConfiguration) (*Co
 // applyFlags sets the values of the flags that were given, then those of
 // the environment variables whose flag was not.
 func (c *Config) applyFlags(fl *Flags) error {
+	// The kubelet bootstraps only when its --kubeconfig file is not there
+	// (kubeadm's kubelet.conf is, on a control-plane node, before the
+	// kubelet first starts); staticpodd cannot bootstrap.
 	if _, ok := fl.given(FlagBootstrapKubeconfig); ok {
-		return fmt.Errorf("--%s: TLS bootstrap is not supported; give --%s a kubeconfig with the node's own credentials (kubeadm's kubelet.conf)", FlagBootstrapKubeconfig, FlagKubeconfig)
+		kubeconfig, _ := fl.given(FlagKubeconfig)
+		if _, err := os.Stat(kubeconfig); kubeconfig == "" || err != nil {
+			return fmt.Errorf("--%s: TLS bootstrap is not supported; give --%s a kubeconfig with the node's own credentials (kubeadm's kubelet.conf)", FlagBootstrapKubeconfig, FlagKubeconfig)
+		}
 	}
 	for _, f := range fields {
 		var err error

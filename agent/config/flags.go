@@ -17,11 +17,15 @@ const (
 	FlagManifestURLCA     = "manifest-url-ca"
 	FlagHostnameOverride  = "hostname-override"
 	FlagNodeIP            = "node-ip"
+	FlagNodeLabels        = "node-labels"
 	FlagKubeconfig        = "kubeconfig"
 	// FlagBootstrapKubeconfig is the kubelet's TLS bootstrap; staticpodd
 	// refuses it with a reason rather than ignore it.
 	FlagBootstrapKubeconfig = "bootstrap-kubeconfig"
-	FlagRootDir             = "root-dir"
+	// FlagCertDir is where the node's certificates are: the node API's
+	// self-signed serving certificate when tlsCertFile is not given.
+	FlagCertDir = "cert-dir"
+	FlagRootDir = "root-dir"
 	// FlagRegistryConfigDir holds registry mirrors and TLS settings in
 	// containerd's hosts.toml layout.
 	FlagRegistryConfigDir = "registry-config-dir"
@@ -85,8 +89,10 @@ type Flags struct {
 	ManifestURLCA      string
 	HostnameOverride   string
 	NodeIP             string
+	NodeLabels         []string // 'key=value,...', repeatable
 	Kubeconfig         string
 	BootstrapKubecfg   string // refused: TLS bootstrap is not supported
+	CertDir            string
 	RegistryConfigDir  string
 	RootDir            string
 	RunDir             string
@@ -100,6 +106,12 @@ type Flags struct {
 	ImagePullProgressTimeout string
 
 	fs *pflag.FlagSet
+	// kubelet: the kubelet personality's (KubeletFlags.Resolve), whose
+	// defaults are the kubelet's where staticpodd's differ (--cert-dir).
+	kubelet bool
+	// overlay: the kubelet flags that set KubeletConfiguration fields,
+	// which win over the file's.
+	overlay []override
 }
 
 // Register adds the configuration flags to fs.

@@ -11,10 +11,21 @@ import (
 )
 
 func TestBootstrapKubeconfigIsRefusedWithAReason(t *testing.T) {
-	_, _, err := Load("", Flags{BootstrapKubecfg: "/etc/kubernetes/bootstrap-kubelet.conf", HostnameOverride: "n"})
-	if err == nil || !strings.Contains(err.Error(), "--bootstrap-kubeconfig: TLS bootstrap is not supported") ||
-		!strings.Contains(err.Error(), "--kubeconfig") {
-		t.Fatalf("Load with --bootstrap-kubeconfig = %v, want a refusal naming --kubeconfig", err)
+	missing := filepath.Join(t.TempDir(), "kubelet.conf")
+	for _, kubeconfig := range []string{"", missing} {
+		_, _, err := Load("", Flags{BootstrapKubecfg: "/etc/kubernetes/bootstrap-kubelet.conf", Kubeconfig: kubeconfig, HostnameOverride: "n"})
+		if err == nil || !strings.Contains(err.Error(), "--bootstrap-kubeconfig: TLS bootstrap is not supported") ||
+			!strings.Contains(err.Error(), "--kubeconfig") {
+			t.Fatalf("Load with --bootstrap-kubeconfig, --kubeconfig %q = %v, want a refusal naming --kubeconfig", kubeconfig, err)
+		}
+	}
+	// As the kubelet, no bootstrap is needed while the kubeconfig is there:
+	// kubeadm init writes kubelet.conf before it starts the kubelet.
+	if err := os.WriteFile(missing, []byte("{}"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := Load("", Flags{BootstrapKubecfg: "/etc/kubernetes/bootstrap-kubelet.conf", Kubeconfig: missing, HostnameOverride: "n"}); err != nil {
+		t.Fatalf("Load with --bootstrap-kubeconfig and an existing --kubeconfig: %v", err)
 	}
 }
 
