@@ -402,3 +402,50 @@ func TestCertDirSymlinkOutIsRefused(t *testing.T) {
 }
 
 func b64(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
+
+// An API server that accepts connections and never answers stalls nothing:
+// the client configuration is there at once, the missing certificate is
+// reported, and Close returns.
+func TestBootstrapAgainstAServerThatNeverAnswers(t *testing.T) {
+	ca := newTestCA(t)
+	hung := make(chan struct{})
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-hung:
+		case <-r.Context().Done():
+		}
+	}))
+	defer srv.Close()
+	defer close(hung)
+	dir := t.TempDir()
+	ca.pem = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+	s := &csrServer{t: t, ca: ca, srv: srv}
+	boot := s.kubeconfig(t, dir, "bootstrap-kubelet.conf", "{token: abcdef.0123456789abcdef}")
+	creds := NewCredentials(CredentialsConfig{Kubeconfig: filepath.Join(dir, "kubelet.conf"), BootstrapKubeconfig: boot,
+		CertDir: filepath.Join(dir, "pki"), NodeName: "n", Rotate: true}, testLogger())
+	var mu sync.Mutex
+	reported := map[string]error{}
+	creds.setReport(func(part string, err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		reported[part] = err
+	})
+	start := time.Now()
+	if _, err := creds.RESTConfig(); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took > 2*time.Second {
+		t.Errorf("RESTConfig took %v against a server that never answers", took)
+	}
+	waitFor(t, 5*time.Second, "the missing certificate reported", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		err := reported["client certificate"]
+		return err != nil && strings.Contains(err.Error(), "waiting for the certificate signing request")
+	})
+	start = time.Now()
+	creds.Close()
+	if took := time.Since(start); took > 2*time.Second {
+		t.Errorf("Close took %v", took)
+	}
+}
