@@ -5,6 +5,7 @@ package mirror
 import (
 	"context"
 	"crypto/x509"
+	"encoding/base64"
 	"encoding/pem"
 	"fmt"
 	"os"
@@ -233,4 +234,109 @@ current-context: tls-bootstrap-token-user@test
 		}
 		return running(p)
 	})
+}
+
+// kubeadm init's sequence: the daemon starts with kubelet.conf holding the
+// node's certificate embedded and rotateCertificates on; the certificate
+// is stored as kubelet-client-current.pem and rotated out with a CSR sent
+// with it (kubeadm:node-autoapprove-certificate-rotation); kubeadm's
+// kubelet-finalize phase then points kubelet.conf at that file and
+// restarts the daemon, which goes on with the rotated certificate.
+func TestKubeadmInitCertificateRotation(t *testing.T) {
+	c := kubeapi.New(t)
+	c.StartAPIServer()
+	c.WaitReady(90 * time.Second)
+	kubeadmBootstrapRBAC(t, c.Admin)
+	c.StartControllerManager()
+
+	d := testdaemon.New(t)
+	crtFile, keyFile := c.PKI.Issue(t, "kubelet-"+d.Name, "system:node:"+d.Name, []string{"system:nodes"}, false)
+	crt, err := os.ReadFile(crtFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := os.ReadFile(keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	embedded, _ := pem.Decode(crt)
+	kubeconfig := filepath.Join(d.Dir, "etc", "kubelet.conf")
+	if err := os.MkdirAll(filepath.Dir(kubeconfig), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(kubeconfig, []byte(fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters: [{name: test, cluster: {server: %q, certificate-authority: %q}}]
+users: [{name: node, user: {client-certificate-data: %s, client-key-data: %s}}]
+contexts: [{name: node, context: {cluster: test, user: node}}]
+current-context: node
+`, c.Server(), c.PKI.CA, base64.StdEncoding.EncodeToString(crt), base64.StdEncoding.EncodeToString(key))), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := os.OpenFile(d.Config, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprint(cfg, "rotateCertificates: true\nnodeLeaseDurationSeconds: 12\n")
+	cfg.Close()
+	certDir := filepath.Join(d.Dir, "pki")
+	d.Args = append(d.Args, "--kubeconfig", kubeconfig, "--cert-dir", certDir, "--node-ip", "127.0.0.1")
+	f := &fixture{t: t, c: c, d: d}
+	d.WriteManifest("web.yaml", sleeper("web", "1"))
+	d.Start()
+	f.waitMirror("web", 60*time.Second, "the mirror pod running", running)
+
+	var rotated *x509.Certificate
+	d.Eventually(60*time.Second, "the embedded certificate stored and rotated out", func() error {
+		cur, _, err := currentCert(certDir)
+		if err != nil {
+			return err
+		}
+		if string(cur.Raw) == string(mustParse(t, embedded.Bytes).Raw) {
+			return fmt.Errorf("kubelet-client-current.pem still the embedded certificate")
+		}
+		rotated = cur
+		return nil
+	})
+	if rotated.Subject.CommonName != "system:node:"+d.Name {
+		t.Errorf("rotated certificate subject %v", rotated.Subject)
+	}
+
+	// kubelet-finalize: kubelet.conf points at the store; restart.
+	pemPath := filepath.Join(certDir, "kubelet-client-current.pem")
+	if err := os.WriteFile(kubeconfig, []byte(fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters: [{name: test, cluster: {server: %q, certificate-authority: %q}}]
+users: [{name: node, user: {client-certificate: %q, client-key: %q}}]
+contexts: [{name: node, context: {cluster: test, user: node}}]
+current-context: node
+`, c.Server(), c.PKI.CA, pemPath, pemPath)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d.Stop()
+	d.Start()
+	restarted := time.Now()
+	ctx := context.Background()
+	d.Eventually(30*time.Second, "the Lease renewed after the restart", func() error {
+		l, err := c.Admin.CoordinationV1().Leases("kube-node-lease").Get(ctx, d.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if !l.Spec.RenewTime.Time.After(restarted) {
+			return fmt.Errorf("lease renewed %v", l.Spec.RenewTime.Time)
+		}
+		return nil
+	})
+	if cur, _, err := currentCert(certDir); err != nil || cur.SerialNumber.Cmp(rotated.SerialNumber) != 0 {
+		t.Errorf("after the restart the store holds %v (%v), want the rotated certificate %s kept", cur, err, rotated.SerialNumber)
+	}
+}
+
+func mustParse(t *testing.T, der []byte) *x509.Certificate {
+	t.Helper()
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cert
 }
