@@ -43,8 +43,8 @@ func (d *System) nodeAPI(refused *atomic.Uint64) (http.Handler, *tls.Config, err
 		NodeName:   cfg.NodeName,
 	}
 	var reviewer *mirror.Reviewer
-	if cfg.Kubeconfig != "" {
-		reviewer = mirror.NewReviewer(cfg.Kubeconfig, d.opts.Version)
+	if d.credentials != nil {
+		reviewer = mirror.NewReviewer(d.credentials)
 	}
 	if cfg.WebhookAuthn && reviewer != nil {
 		auth.Tokens = reviewer

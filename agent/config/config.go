@@ -38,6 +38,7 @@ const (
 	// originReadOnlyAddress: address is DefaultReadOnlyAddress, not the
 	// kubelet's default, because readOnlyPort is on.
 	originReadOnlyAddress = OriginDefault + " (loopback for the read-only port)"
+	originCertDir         = OriginDefault + " (<rootDir>/pki)"
 )
 
 // Config is the effective configuration staticpodd runs with. Field comments name
@@ -51,18 +52,24 @@ type Config struct {
 	// registers it, over the default ones, as the kubelet sets them.
 	NodeLabels map[string]string
 	Kubeconfig string // --kubeconfig; "" = no mirror pods
-	RootDir    string // --root-dir
-	RunDir     string // --run-dir
-	// CertDir is --cert-dir: the node API's self-signed serving
-	// certificate; default <root-dir>/pki (the kubelet personality's:
-	// the kubelet's /var/lib/kubelet/pki).
-	CertDir string
 	// ContainerRuntimeEndpoint and ImageServiceEndpoint are the kubelet's
 	// containerRuntimeEndpoint and imageServiceEndpoint: staticpodd is the
 	// runtime, so they may only name its own CRI socket (CRISocket); by
 	// default they do ("" for the image service: the same).
 	ContainerRuntimeEndpoint string
 	ImageServiceEndpoint     string
+	// BootstrapKubeconfig (--bootstrap-kubeconfig) holds the credentials
+	// that request the node's client certificate when Kubeconfig has none
+	// valid; the certificate is kept in CertDir (--cert-dir, default
+	// <RootDir>/pki, the kubelet personality's /var/lib/kubelet/pki), with
+	// the node API's self-signed serving certificate, and renewed before it
+	// expires with RotateCertificates (rotateCertificates), as the kubelet
+	// does.
+	BootstrapKubeconfig string
+	CertDir             string
+	RotateCertificates  bool
+	RootDir             string // --root-dir
+	RunDir              string // --run-dir
 
 	StaticPodPath      string      // staticPodPath, --pod-manifest-path
 	StaticPodURL       string      // staticPodURL, --manifest-url
@@ -215,6 +222,14 @@ func Load(path string, flags Flags) (*Config, []string, error) {
 	if err := c.applyFlags(&flags); err != nil {
 		return nil, nil, err
 	}
+	if c.CertDir == "" || c.Origins["certDir"] == OriginDefault {
+		c.CertDir = filepath.Join(c.RootDir, "pki")
+		c.Origins["certDir"] = originCertDir
+		if flags.kubelet {
+			c.CertDir = DefaultKubeletCertDir
+			c.Origins["certDir"] = OriginDefault + " (kubelet)"
+		}
+	}
 	if c.ReadOnlyPort != 0 && c.Origins["address"] == OriginDefault {
 		c.Address = DefaultReadOnlyAddress
 		c.Origins["address"] = originReadOnlyAddress
@@ -222,13 +237,6 @@ func Load(path string, flags Flags) (*Config, []string, error) {
 	// Defaults that depend on other values, which flags may have set.
 	if c.ContainerRuntimeEndpoint == "" {
 		c.ContainerRuntimeEndpoint = "unix://" + c.CRISocket()
-	}
-	if c.Origins["certDir"] == OriginDefault {
-		c.CertDir = filepath.Join(c.RootDir, "pki")
-		if flags.kubelet {
-			c.CertDir = DefaultKubeletCertDir
-			c.Origins["certDir"] = OriginDefault + " (kubelet)"
-		}
 	}
 	if err := c.validate(); err != nil {
 		return nil, nil, fmt.Errorf("config %s: %w", describe(path), err)
@@ -495,15 +503,6 @@ func fromKubelet(path string, raw map[string]any, kc *kubeletConfiguration, over
 // applyFlags sets the values of the flags that were given, then those of
 // the environment variables whose flag was not.
 func (c *Config) applyFlags(fl *Flags) error {
-	// The kubelet bootstraps only when its --kubeconfig file is not there
-	// (kubeadm's kubelet.conf is, on a control-plane node, before the
-	// kubelet first starts); staticpodd cannot bootstrap.
-	if _, ok := fl.given(FlagBootstrapKubeconfig); ok {
-		kubeconfig, _ := fl.given(FlagKubeconfig)
-		if _, err := os.Stat(kubeconfig); kubeconfig == "" || err != nil {
-			return fmt.Errorf("--%s: TLS bootstrap is not supported; give --%s a kubeconfig with the node's own credentials (kubeadm's kubelet.conf)", FlagBootstrapKubeconfig, FlagKubeconfig)
-		}
-	}
 	for _, f := range fields {
 		var err error
 		switch {
