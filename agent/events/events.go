@@ -47,6 +47,11 @@ const (
 	FreeDiskSpaceFailed = "FreeDiskSpaceFailed" // image GC freed less than the low threshold wants
 	ImageGCFailed       = "ImageGCFailed"
 	DNSConfigForming    = "DNSConfigForming"
+	NodeNotSchedulable  = "NodeNotSchedulable"
+	// StaticPodsOnly is staticpodd's own, as the kubelet's admission
+	// failures (OutOfcpu, NodeAffinity) name theirs: a pod the API server
+	// bound to the node, failed, since staticpodd runs only static pods.
+	StaticPodsOnly = "StaticPodsOnly"
 )
 
 // Component is the events' source and reporting controller.

@@ -53,7 +53,9 @@ func (m *Mirror) runEvents(ctx context.Context, client api) {
 	}
 	offer := func(ev v1.Event) {
 		ref := ev.InvolvedObject
-		if ref.Kind != "Pod" {
+		if ref.Kind != "Pod" || ref.ResourceVersion != "" {
+			// Not a static pod's (those have no resourceVersion): the
+			// node, or a pod of the API server's the rejecter failed.
 			post(ev, ref)
 			return
 		}
