@@ -148,11 +148,16 @@ func TestManyPodsBoundToTheNodeHoldBoundedMemory(t *testing.T) {
 }
 
 // The Node is registered unschedulable, and marked so again when someone
-// makes it schedulable.
+// makes it schedulable; its allocatable pods are its static pods still
+// running, which the scheduler counts.
 func TestNodeUnschedulable(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		client := fake.NewClientset()
 		pods := newFakePods()
+		pods.set("kube-system/web-node1", staticPod("h1", v1.PodRunning))
+		done := staticPod("h2", v1.PodSucceeded)
+		done.Name = "job-node1"
+		pods.set("kube-system/job-node1", done)
 		start(t, client, pods)
 		node := func() *v1.Node {
 			n, err := client.CoreV1().Nodes().Get(context.Background(), "node1", metav1.GetOptions{})
@@ -167,6 +172,9 @@ func TestNodeUnschedulable(t *testing.T) {
 		eventually(t, "the node registered", func() bool { return node() != nil })
 		if !node().Spec.Unschedulable {
 			t.Fatal("the node was registered schedulable")
+		}
+		if got := node().Status.Allocatable[v1.ResourcePods]; got.Value() != 1 {
+			t.Errorf("allocatable pods %s, want 1: the static pod running", got.String())
 		}
 		if _, err := client.CoreV1().Nodes().Patch(context.Background(), "node1", types.StrategicMergePatchType,
 			[]byte(`{"spec":{"unschedulable":null}}`), metav1.PatchOptions{}); err != nil {

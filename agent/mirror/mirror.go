@@ -218,15 +218,17 @@ func (m *Mirror) Run(ctx context.Context) error {
 		}
 	}
 	m.report("kubeconfig", nil)
-	var wg sync.WaitGroup
-	defer wg.Wait()
+	pw := m.pods.Watch()
+	defer pw.Close()
 	client := cs.api
-	wg.Go(func() { m.runNode(ctx, client) })
-	wg.Go(func() { m.runLease(ctx, client) })
-	ps := newPodSync(m, client, cs.watch)
+	ps := newPodSync(m, pw, client, cs.watch)
 	m.podsMu.Lock()
 	m.sync = ps
 	m.podsMu.Unlock()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(func() { m.runNode(ctx, client) })
+	wg.Go(func() { m.runLease(ctx, client) })
 	wg.Go(func() { ps.run(ctx) })
 	wg.Go(func() { m.runEvents(ctx, client) })
 	<-ctx.Done()
@@ -336,6 +338,24 @@ func sleep(ctx context.Context, d time.Duration) bool {
 // oneLine keeps an API error readable in STATUS=.
 func oneLine(err error) string {
 	return strings.Join(strings.Fields(err.Error()), " ")
+}
+
+// activeStaticPods counts the static pods that are neither Succeeded nor
+// Failed: the pods the scheduler counts on this node, their mirror pods.
+func (m *Mirror) activeStaticPods() int64 {
+	m.podsMu.Lock()
+	ps := m.sync
+	m.podsMu.Unlock()
+	if ps == nil {
+		return 0
+	}
+	var n int64
+	for _, key := range ps.pods.Keys() {
+		if p := ps.pods.Desired(key); p != nil && !terminal(p.Status.Phase) {
+			n++
+		}
+	}
+	return n
 }
 
 // mirrorUID is the UID of the mirror pod of static pod namespace/name with

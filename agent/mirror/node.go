@@ -219,6 +219,12 @@ func (m *Mirror) nodeStatus(cur *v1.Node) v1.NodeStatus {
 	s.DaemonEndpoints.KubeletEndpoint.Port = m.cfg.KubeletPort
 	s.Capacity = m.capacity()
 	s.Allocatable = allocatable(s.Capacity, m.evictionHardNow())
+	// No room for a pod the scheduler would place: it counts the mirror
+	// pods, so a pod that tolerates the unschedulable taint (one tolerating
+	// every taint) is not placed here either, but stays Pending with the
+	// scheduler's "Too many pods". A window while a static pod goes is
+	// closed by the rejecter.
+	s.Allocatable[v1.ResourcePods] = *resource.NewQuantity(min(m.activeStaticPods(), m.cfg.MaxPods), resource.DecimalSI)
 	s.NodeInfo = m.nodeInfo(cur)
 	s.Conditions = m.conditions()
 	return s

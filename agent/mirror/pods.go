@@ -33,7 +33,7 @@ const AnnotationMirror = "kubernetes.io/config.mirror"
 // mirror keeps no copy of it, only what it knows of the API server's side.
 type podSync struct {
 	m      *Mirror
-	pods   Watch // the agent's static pods; set by run before anything reads it
+	pods   Watch // the agent's static pods
 	client api
 	watch  api // without the requests' timeout
 	// rejects fails the node's pods that are not mirror pods, which the
@@ -61,9 +61,9 @@ const (
 	statusDelay = 200 * time.Millisecond
 )
 
-func newPodSync(m *Mirror, client, watch api) *podSync {
+func newPodSync(m *Mirror, pods Watch, client, watch api) *podSync {
 	return &podSync{
-		m: m, client: client, watch: watch, rejects: newRejecter(m, client),
+		m: m, pods: pods, client: client, watch: watch, rejects: newRejecter(m, client),
 		mirrors: map[string]*v1.Pod{}, dirty: map[string]bool{},
 		retry: map[string]*backoff{}, waiting: map[string]bool{}, patched: map[string]string{}, failures: map[string]error{},
 		kick:        make(chan struct{}, 1),
@@ -72,9 +72,7 @@ func newPodSync(m *Mirror, client, watch api) *podSync {
 }
 
 func (s *podSync) run(ctx context.Context) {
-	pw := s.m.pods.Watch()
-	defer pw.Close()
-	s.pods = pw
+	pw := s.pods
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	wg.Go(func() { s.watchMirrors(ctx) })
