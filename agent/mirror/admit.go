@@ -213,10 +213,13 @@ func (r *rejecter) reject(ctx context.Context, ref podRef) error {
 		}
 		r.m.logger.Info("failed a pod the API server bound to the node: staticpodd runs static pods only",
 			"pod", p.Namespace+"/"+p.Name, "uid", p.UID)
-		// The pod's own reference, with its resourceVersion, as the
-		// kubelet's recorder makes it: runEvents posts it at once.
-		r.m.pods.Events().Eventf(v1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: p.Namespace, Name: p.Name,
-			UID: p.UID, ResourceVersion: p.ResourceVersion}, v1.EventTypeWarning, events.StaticPodsOnly, "%s", rejectMessage(r.m.cfg.NodeName))
+		// The pod's own reference, as the kubelet's recorder makes it.
+		ev := events.Make(r.m.cfg.NodeName, v1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: p.Namespace, Name: p.Name,
+			UID: p.UID, ResourceVersion: p.ResourceVersion}, v1.EventTypeWarning, events.StaticPodsOnly, rejectMessage(r.m.cfg.NodeName))
+		select {
+		case r.m.apiPodEvents <- *ev:
+		default:
+		}
 	}
 	if p.DeletionTimestamp == nil {
 		return nil

@@ -53,9 +53,7 @@ func (m *Mirror) runEvents(ctx context.Context, client api) {
 	}
 	offer := func(ev v1.Event) {
 		ref := ev.InvolvedObject
-		if ref.Kind != "Pod" || ref.ResourceVersion != "" {
-			// Not a static pod's (those have no resourceVersion): the
-			// node, or a pod of the API server's the rejecter failed.
+		if ref.Kind != "Pod" {
 			post(ev, ref)
 			return
 		}
@@ -93,6 +91,8 @@ func (m *Mirror) runEvents(ctx context.Context, client api) {
 				}
 			}
 			pending = kept
+		case ev := <-m.apiPodEvents:
+			post(ev, ev.InvolvedObject)
 		case ev, ok := <-sub.C():
 			if !ok {
 				// Fell too far behind: take up again from what is kept now.

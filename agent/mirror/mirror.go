@@ -117,6 +117,12 @@ type Mirror struct {
 	podsMu sync.Mutex // guards sync
 	sync   *podSync   // nil until Run made it
 
+	// apiPodEvents are the events about the API server's pods the
+	// rejecter failed, which runEvents posts: not kept in the agent's
+	// ring, which a flood of them would empty of the static pods' events.
+	// Full, one is dropped, as the broadcaster drops.
+	apiPodEvents chan v1.Event
+
 	// evictionHard is cfg.EvictionHard, or what a reload set since.
 	evictionHard atomic.Pointer[map[string]string]
 }
@@ -162,7 +168,8 @@ func New(cfg Config, pods Pods, logger *slog.Logger) *Mirror {
 	if cfg.MaxPods <= 0 {
 		cfg.MaxPods = 110
 	}
-	m := &Mirror{cfg: cfg, pods: pods, logger: logger, health: map[string]problem{}, nodeSet: make(chan struct{})}
+	m := &Mirror{cfg: cfg, pods: pods, logger: logger, health: map[string]problem{}, nodeSet: make(chan struct{}),
+		apiPodEvents: make(chan v1.Event, rejectBurst)}
 	m.newClient = m.kubeconfigClient
 	return m
 }
