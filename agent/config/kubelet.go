@@ -144,15 +144,18 @@ var kubeletNotes = map[string]string{
 }
 
 // kubeletRefused are the kubelet's flags staticpodd cannot honour and will
-// not pretend to: given a value that asks for what it cannot do, the start
-// fails with why.
+// not pretend to: given a value that asks for something (not "" or
+// "false"), the start fails with why.
 var kubeletRefused = map[string]string{
-	"cloud-provider": "staticpodd has no cloud provider integration (a cloud controller manager would wait for a node.cloudprovider.kubernetes.io/uninitialized taint it never sets); leave it unset",
-	"config-dir":     "drop-in directories of KubeletConfiguration are not read; merge them into --config's file",
-	"runonce":        "use `staticpodd run --once`",
-	"image-credential-provider-config": "credential provider plugins are not run; staticpodd reads registry credentials from " +
-		"containerd's hosts.toml layout (--registry-config-dir)",
+	"cloud-provider":                    "staticpodd has no cloud provider integration (a cloud controller manager would wait for a node.cloudprovider.kubernetes.io/uninitialized taint it never sets); leave it unset",
+	"config-dir":                        "drop-in directories of KubeletConfiguration are not read; merge them into --config's file",
+	"runonce":                           "use `staticpodd run --once`",
+	"image-credential-provider-config":  noCredentialProviders,
+	"image-credential-provider-bin-dir": noCredentialProviders,
 }
+
+const noCredentialProviders = "credential provider plugins are not run; staticpodd reads registry credentials from " +
+	"containerd's hosts.toml layout (--registry-config-dir)"
 
 // KubeletFlags are the kubelet's command line: staticpodd's own flags,
 // whose names and meanings the kubelet shares (--config, --kubeconfig,
@@ -191,6 +194,7 @@ func (k *KubeletFlags) Register(fs *pflag.FlagSet) {
 	for name, why := range kubeletRefused {
 		str(name, "not supported: "+why)
 	}
+	fs.Lookup("runonce").NoOptDefVal = "true" // a bool in the kubelet
 	fs.StringVar(&k.Version, "version", "false", "print `Kubernetes <version>`, the kubelet's version staticpodd answers for, and exit")
 	fs.Lookup("version").NoOptDefVal = "true"
 	fs.IntVarP(&k.Verbosity, "v", "v", 0, "log verbosity, as klog's: 4 and above logs at debug level")
@@ -203,7 +207,7 @@ func (k *KubeletFlags) Resolve() (Flags, []string, error) {
 	f.kubelet = true
 	var warnings []string
 	for _, name := range sortedKeys(kubeletRefused) {
-		if v := k.values[name]; k.fs.Changed(name) && *v != "" {
+		if v := k.values[name]; k.fs.Changed(name) && *v != "" && *v != "false" {
 			return Flags{}, nil, fmt.Errorf("--%s=%s: %s", name, *v, kubeletRefused[name])
 		}
 	}

@@ -176,6 +176,7 @@ func TestKubeletFlagsRefused(t *testing.T) {
 		{[]string{"--cloud-provider=external"}, "--cloud-provider=external: staticpodd has no cloud provider integration"},
 		{[]string{"--config-dir=/etc/kubernetes/kubelet.conf.d"}, "--config-dir=/etc/kubernetes/kubelet.conf.d: drop-in directories"},
 		{[]string{"--container-runtime=remote"}, "unknown flag: --container-runtime"},
+		{[]string{"--runonce"}, "--runonce=true: use `staticpodd run --once`"},
 		{[]string{"--max-pods=many"}, `invalid argument "many" for --max-pods`},
 		{[]string{"--register-with-taints=a=b:Sometimes"}, `invalid taint effect "Sometimes"`},
 		{[]string{"--node-labels=node-role.kubernetes.io/control-plane="}, "unknown 'kubernetes.io' or 'k8s.io' labels [node-role.kubernetes.io/control-plane]"},
@@ -189,6 +190,9 @@ func TestKubeletFlagsRefused(t *testing.T) {
 	}
 	// Allowed ones: those a kubelet may set on its own Node.
 	if _, _, _, err := kubeletLoad(t, "--hostname-override=n", "--node-labels=node.kubernetes.io/exclude-from-external-load-balancers=,kubernetes.io/os=linux"); err != nil {
+		t.Error(err)
+	}
+	if _, _, _, err := kubeletLoad(t, "--hostname-override=n", "--runonce=false", "--cloud-provider="); err != nil {
 		t.Error(err)
 	}
 	// A plain path is a unix socket's, as the kubelet takes it.
