@@ -498,3 +498,23 @@ func (q *sizeQueue) Next() *remotecommand.TerminalSize {
 	q.sizes = q.sizes[1:]
 	return &s
 }
+
+// TestSilentConnectionsLetGo: clients that take every connection and never
+// speak are closed once the HTTP/2 preface is overdue, and the next client
+// is served.
+func TestSilentConnectionsLetGo(t *testing.T) {
+	c, sock := serve(t, newFakeAgent())
+	for range MaxConns + 4 {
+		conn, err := net.Dial("unix", sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*connectionTimeout)
+	defer cancel()
+	begin := time.Now()
+	if _, err := c.Version(ctx, &runtimeapi.VersionRequest{}, grpc.WaitForReady(true)); err != nil {
+		t.Fatalf("Version with every connection held by silent clients: %v after %s", err, time.Since(begin))
+	}
+}
