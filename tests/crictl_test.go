@@ -382,6 +382,24 @@ spec:
 		if err != nil {
 			t.Fatal(err)
 		}
+		// A pod that may not pull waits for the image; crictl pull brings it.
+		d.WriteManifest("never.yaml", fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata: {name: never}
+spec:
+  terminationGracePeriodSeconds: 2
+  containers:
+  - name: main
+    image: %s
+    imagePullPolicy: Never
+    command: ["sh", "-c", "trap 'exit 0' TERM; while true; do sleep 1 & wait $!; done"]
+`, ref))
+		d.Eventually(30*time.Second, "the pod waits ErrImageNeverPull", func() error {
+			if w := statusOf(d.Pod("never")).State.Waiting; w == nil || w.Reason != "ErrImageNeverPull" {
+				return fmt.Errorf("state %+v", statusOf(d.Pod("never")).State)
+			}
+			return nil
+		})
 		if out := c.run(t, "pull", ref); !strings.Contains(out, "Image is up to date for "+want.String()) {
 			t.Fatalf("crictl pull %s: %q, want its ID %s", ref, out, want)
 		}
@@ -407,6 +425,9 @@ spec:
 		if out := c.run(t, "inspecti", byDigest); !strings.Contains(out, want.String()) {
 			t.Errorf("crictl inspecti %s:\n%s", byDigest, out)
 		}
+		d.WaitRunning("never", 30*time.Second)
+		// rmi removes an image a running container uses, as containerd's;
+		// the container runs on.
 		if out := c.run(t, "rmi", ref); !strings.Contains(out, "Deleted: "+ref) {
 			t.Errorf("crictl rmi %s: %q", ref, out)
 		}
@@ -416,6 +437,16 @@ spec:
 		if _, err := c.runErr("inspecti", ref); err == nil {
 			t.Errorf("crictl inspecti of the removed image succeeded")
 		}
+		if cs := statusOf(d.Pod("never")); cs.State.Running == nil || cs.RestartCount != 0 {
+			t.Errorf("the container of the removed image: %+v, want it running on", cs)
+		}
+		d.RemoveManifest("never.yaml")
+		d.Eventually(30*time.Second, "the never pod is gone", func() error {
+			if d.Pod("never") != nil {
+				return errStill
+			}
+			return nil
+		})
 
 		// A registry behind basic auth (over TLS, which on the loopback
 		// needs no CA), and no Docker config: --creds opens it.
