@@ -122,21 +122,24 @@ func (c *Credentials) RESTConfig() (*rest.Config, error) {
 // Close stops the certificate manager and the transport's watch of it.
 func (c *Credentials) Close() {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if c.closed {
+		c.mu.Unlock()
 		return
 	}
 	c.closed = true
-	if c.manager != nil {
-		c.manager.Stop()
+	m := c.manager
+	// Unlocked: watchCertificate takes c.mu to report.
+	c.mu.Unlock()
+	if m != nil {
+		m.Stop()
 		close(c.stop)
 		<-c.done
 	}
 }
 
-// Certificate is the client certificate in use now; nil without one
+// certificate is the client certificate in use now; nil without one
 // (not managed, or not issued yet, or expired).
-func (c *Credentials) Certificate() *tls.Certificate {
+func (c *Credentials) certificate() *tls.Certificate {
 	c.mu.Lock()
 	m := c.manager
 	c.mu.Unlock()

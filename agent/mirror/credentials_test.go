@@ -271,8 +271,8 @@ func TestTLSBootstrap(t *testing.T) {
 		t.Errorf("kubeconfig mode %v %v", fi.Mode(), err)
 	}
 
-	waitFor(t, 10*time.Second, "a certificate", func() bool { return creds.Certificate() != nil })
-	leaf := creds.Certificate().Leaf
+	waitFor(t, 10*time.Second, "a certificate", func() bool { return creds.certificate() != nil })
+	leaf := creds.certificate().Leaf
 	if leaf.Subject.CommonName != "system:node:n" || len(leaf.Subject.Organization) != 1 || leaf.Subject.Organization[0] != "system:nodes" {
 		t.Errorf("certificate subject %v", leaf.Subject)
 	}
@@ -323,10 +323,10 @@ func TestRotationFromAnEmbeddedCertificate(t *testing.T) {
 	// The first request may go out before the rotation or after.
 	s.getNode(t, creds)
 	waitFor(t, 10*time.Second, "the embedded certificate rotated out", func() bool {
-		c := creds.Certificate()
+		c := creds.certificate()
 		return c != nil && c.Leaf.SerialNumber.Int64() != 7
 	})
-	want := creds.Certificate().Leaf.SerialNumber.String()
+	want := creds.certificate().Leaf.SerialNumber.String()
 	waitFor(t, 2*certificateCheckPeriod, "the server sees the new certificate", func() bool { return s.getNode(t, creds) == want })
 	if after, _ := os.ReadFile(kubeconfig); string(after) != string(before) {
 		t.Errorf("the kubeconfig was rewritten without a bootstrap kubeconfig")
@@ -367,8 +367,8 @@ func TestBootstrapOnlyWhenTheKubeconfigIsNotValid(t *testing.T) {
 				return
 			}
 			// Without rotation: one certificate, and the manager stops.
-			waitFor(t, 10*time.Second, "a certificate", func() bool { return creds.Certificate() != nil })
-			if got, want := s.getNode(t, creds), creds.Certificate().Leaf.SerialNumber.String(); got != want {
+			waitFor(t, 10*time.Second, "a certificate", func() bool { return creds.certificate() != nil })
+			if got, want := s.getNode(t, creds), creds.certificate().Leaf.SerialNumber.String(); got != want {
 				t.Errorf("the server saw %s, want %s", got, want)
 			}
 		})
