@@ -54,16 +54,18 @@ type Machine struct {
 	// Cgroup is the node agent's cgroupRoot, under which no cgroup may be left.
 	Cgroup string
 
-	nsDir string // a private mount on the host holding mnt
-	mnt   string // the mount namespace's nsfs file
-	bin   string
+	crictlConfig string
+	nsDir        string // a private mount on the host holding mnt
+	mnt          string // the mount namespace's nsfs file
+	bin          string
 }
 
 // NewMachine makes the machine name, whose address is addr in ns; ns is
 // closed with it. binDir holds kubeadm and kubectl, staticpodd is the binary
-// under test. The node agent is not started: kubeadm starts it, through
+// under test, on PATH as staticpodd and as kubelet (the staticpodd-kubeadm
+// package's /usr/bin/kubelet), crictl cri-tools'. The node agent is not started: kubeadm starts it, through
 // systemctl.
-func NewMachine(t *testing.T, name, addr string, ns *cluster.Netns, binDir, staticpodd string) *Machine {
+func NewMachine(t *testing.T, name, addr string, ns *cluster.Netns, binDir, staticpodd, crictl string) *Machine {
 	t.Helper()
 	id := testdaemon.RandHex(4)
 	m := &Machine{
@@ -84,9 +86,13 @@ func NewMachine(t *testing.T, name, addr string, ns *cluster.Netns, binDir, stat
 	must(os.MkdirAll(m.bin, 0o755))
 	self, err := filepath.Abs("systemctl")
 	must(err)
+	m.crictlConfig, err = filepath.Abs("../../packaging/kubeadm/crictl.yaml")
+	must(err)
 	links := map[string]string{
 		"systemctl":  self,
 		"staticpodd": staticpodd,
+		"kubelet":    staticpodd,
+		"crictl":     crictl,
 		"kubeadm":    filepath.Join(binDir, "kubeadm"),
 		"kubectl":    filepath.Join(binDir, "kubectl"),
 	}
@@ -155,6 +161,47 @@ func run(name string, args ...string) error {
 // Host is where the machine's path p (under one of MachinePaths) is on the host.
 func (m *Machine) Host(p string) string { return filepath.Join(m.Dir, "root", p) }
 
+// UnitExecStart is the command line, in sh, that systemd runs for a unit
+// whose drop-in is dropIn (the staticpodd-kubeadm package's 10-kubeadm.conf):
+// its Environment= and EnvironmentFile= (a "-" one may be missing) in order,
+// then its last ExecStart=, whose $VAR words split as systemd splits them,
+// its program found on PATH.
+func UnitExecStart(dropIn string) (string, error) {
+	b, err := os.ReadFile(dropIn)
+	if err != nil {
+		return "", err
+	}
+	var sh []string
+	var exec string
+	for _, line := range strings.Split(string(b), "\n") {
+		k, v, ok := strings.Cut(line, "=")
+		if !ok || strings.HasPrefix(line, "#") {
+			continue
+		}
+		switch k {
+		case "Environment":
+			// Environment="K=V words"
+			name, val, _ := strings.Cut(strings.Trim(v, `"`), "=")
+			sh = append(sh, fmt.Sprintf("%s='%s'", name, val))
+		case "EnvironmentFile":
+			if f, optional := strings.CutPrefix(v, "-"); optional {
+				sh = append(sh, fmt.Sprintf("if [ -f %[1]s ]; then . %[1]s; fi", f))
+			} else {
+				sh = append(sh, ". "+v)
+			}
+		case "ExecStart":
+			// The program by name, from the machine's PATH: the package
+			// installs it in /usr/bin, which the machine shares with the host.
+			prog, args, _ := strings.Cut(v, " ")
+			exec = strings.TrimSpace(filepath.Base(prog) + " " + args)
+		}
+	}
+	if exec == "" {
+		return "", fmt.Errorf("%s: no ExecStart", dropIn)
+	}
+	return strings.Join(append(sh, "exec "+exec), "\n"), nil
+}
+
 // SetExecStart writes the node agent's "unit": the command the systemctl
 // stand-in runs for kubelet.service, a line of sh.
 func (m *Machine) SetExecStart(line string) {
@@ -173,6 +220,8 @@ func (m *Machine) Command(ctx context.Context, args ...string) *exec.Cmd {
 		"HOME=/root",
 		"KUBECONFIG=/etc/kubernetes/admin.conf",
 		"SYSTEMCTL_STANDIN_DIR=" + m.Dir,
+		// The staticpodd-kubeadm package's /etc/crictl.yaml.
+		"CRI_CONFIG_FILE=" + m.crictlConfig,
 	}
 	return exec.CommandContext(ctx, "nsenter", append([]string{"--mount=" + m.mnt, "--net=" + m.Ns.Path, "--wdns=/root", "--",
 		"env", "-i"}, append(env, args...)...)...)
@@ -304,11 +353,24 @@ func (m *Machine) close() {
 	}
 }
 
-// RemovePods removes every pod of the machine as an operator would without
-// a CRI: the node agent started on no manifests removes the pods it finds,
-// and is stopped once their sandboxes are gone.
+// RemovePods removes every pod of the machine as its operator can without
+// a CRI that answers: staticpodd run (staticpodd.service's daemon, on the
+// machine's cgroupRoot) on the manifest directory, which kubeadm reset
+// emptied, removes the pods it finds, and is stopped once their sandboxes
+// are gone. The kubelet personality cannot: reset removed its config.yaml.
 func (m *Machine) RemovePods() {
 	m.t.Helper()
+	cfg := filepath.Join(m.Dir, "cleanup.yaml")
+	if err := os.WriteFile(cfg, []byte("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\ncgroupRoot: "+m.Cgroup+"\n"), 0o644); err != nil {
+		m.t.Fatal(err)
+	}
+	exec := filepath.Join(m.Dir, "kubelet.exec")
+	unit, err := os.ReadFile(exec)
+	if err != nil {
+		m.t.Fatal(err)
+	}
+	defer os.WriteFile(exec, unit, 0o644)
+	m.SetExecStart("exec " + CleanupCommand + " --config " + cfg + " --hostname-override " + m.Name)
 	m.Sh(time.Minute, "rm -f /etc/kubernetes/manifests/*.yaml && systemctl start kubelet")
 	defer m.ShErr(2*time.Minute, "systemctl stop kubelet")
 	deadline := time.Now().Add(2 * time.Minute)
@@ -324,6 +386,9 @@ func (m *Machine) RemovePods() {
 		time.Sleep(200 * time.Millisecond)
 	}
 }
+
+// CleanupCommand is the daemon RemovePods runs (the guide gives it).
+const CleanupCommand = "staticpodd run --pod-manifest-path /etc/kubernetes/manifests"
 
 // CgroupDirs are the existing directories of the node agent's cgroupRoot,
 // in every hierarchy.
