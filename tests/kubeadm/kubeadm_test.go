@@ -24,78 +24,6 @@ import (
 
 func TestMain(m *testing.M) { os.Exit(testdaemon.Main(m)) }
 
-// ignoredPreflight are the preflight errors kubeadm init and upgrade apply
-// are told to ignore against staticpodd, each a named exception of what does
-// not work yet. The test fails when one of them no longer fires, so that the
-// list only shrinks. The guide (docs/guides/kubeadm-air-gapped.md) gives the
-// same list.
-var ignoredPreflight = []string{
-	// kubeadm checks the CRI (status, version, the images through its image
-	// service) before it writes /var/lib/kubelet/config.yaml and starts the
-	// kubelet. Under the kubelet, containerd already serves the CRI then;
-	// under staticpodd the node agent is the runtime, and kubelet.service
-	// (staticpodd-kubeadm) does not run before that file exists: no socket.
-	"CRI", "ContainerRuntimeVersion", "ImagePull",
-	// This host's cgroup v1: kubeadm v1.37 refuses it for any kubelet
-	// (v1.35+) unless the check is skipped; not staticpodd's.
-	"SystemVerification",
-}
-
-// ignoredUpgradePreflight are those of kubeadm upgrade apply besides.
-var ignoredUpgradePreflight = []string{}
-
-// ignoring is the flag that ignores the preflight errors named, if any.
-func ignoring(names []string) string {
-	if len(names) == 0 {
-		return ""
-	}
-	return " --ignore-preflight-errors=" + strings.Join(names, ",")
-}
-
-// The guide's commands. Each is run as written here, on a machine, by
-// TestKubeadm; the guide's test (guide_test.go) checks that every command
-// in the guide is one of these.
-const (
-	guideImagesList   = "kubeadm config images list --kubernetes-version v1.37.2"
-	guideImagesExport = "staticpodd images export $(kubeadm config images list --kubernetes-version v1.37.2) -o kubeadm-images.tar"
-	guideImagesImport = "staticpodd images import kubeadm-images.tar"
-	guideImagesLs     = "staticpodd images ls"
-	guideInit         = "kubeadm init --config kubeadm.yaml"
-	guideGetAll       = "kubectl get nodes,pods -A -o wide"
-	guidePs           = "staticpodd ps"
-	guideEditConfig   = "kubectl -n kube-system edit configmap kubeadm-config"
-	guideUpgrade      = "kubeadm upgrade apply v1.37.2 --yes"
-	guideReset        = "kubeadm reset -f"
-)
-
-// The kubeadm configuration of the guide: the CRI socket of staticpodd,
-// the node's address, and cgroupfs for a machine whose init is not systemd.
-const kubeadmYAML = `apiVersion: kubeadm.k8s.io/v1beta4
-kind: InitConfiguration
-localAPIEndpoint:
-  advertiseAddress: %[1]s
-nodeRegistration:
-  name: %[2]s
-  criSocket: unix:///run/staticpodd/cri.sock
-  kubeletExtraArgs:
-  - name: node-ip
-    value: %[1]s
----
-apiVersion: kubeadm.k8s.io/v1beta4
-kind: ClusterConfiguration
-kubernetesVersion: v1.37.2
-clusterName: air-gapped
----
-apiVersion: kubelet.config.k8s.io/v1beta1
-kind: KubeletConfiguration
-cgroupDriver: cgroupfs
-`
-
-// machineKubelet is what the test adds to kubeadmYAML's KubeletConfiguration
-// on each machine: a cgroupRoot of its own, as machines share the host's
-// cgroups here.
-const machineKubelet = "cgroupRoot: %s\n"
-
 // initialized is the line kubeadm init prints when it is done.
 const initialized = "Your Kubernetes control-plane has initialized successfully!"
 
@@ -116,14 +44,7 @@ func TestKubeadm(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The images kubeadm names that no static pod runs (the addons' and the
-	// pause image): busybox under their names, for the preflight's image
-	// presence check. They never run on a staticpodd node.
-	for _, ref := range []string{"registry.k8s.io/kube-proxy:v1.37.2", "registry.k8s.io/coredns/coredns:v1.14.6", "registry.k8s.io/pause:3.10.2"} {
-		tar := filepath.Join(t.TempDir(), "image.tar")
-		testdaemon.BuildImage(t, tar, "-ref", ref)
-		tars = append(tars, tar)
-	}
+	tars = append(tars, addonImages(t)...)
 
 	// Step 1. The connected machine: the images are pulled
 	// (staticpodd images pull, which this offline test replaces by an import
@@ -150,7 +71,7 @@ func TestKubeadm(t *testing.T) {
 
 	// Step 2. kubeadm init.
 	writeFile(t, cp1.Host("/root/kubeadm.yaml"), fmt.Sprintf(kubeadmYAML, cp1.Addr, cp1.Name)+fmt.Sprintf(machineKubelet, cp1.Cgroup))
-	initLine := guideInit + ignoring(ignoredPreflight)
+	initLine := guideInitLine()
 	out, took := timedSh(t, cp1, 6*time.Minute, initLine, initialized)
 	t.Logf("%s$ %s\n%s", cp1.Name, initLine, out)
 	checkIgnored(t, out, ignoredPreflight)
@@ -178,6 +99,15 @@ func TestKubeadm(t *testing.T) {
 	node, mirrors := waitMirrors(t, cp1)
 	t.Logf("%s$ %s\n%s", cp1.Name, guideGetAll, cp1.Sh(time.Minute, guideGetAll))
 	t.Logf("%s$ %s\n%s", cp1.Name, guidePs, cp1.Sh(time.Minute, guidePs))
+	// Troubleshooting as kubeadm's pages do it: crictl on the CRI socket,
+	// with the staticpodd-kubeadm package's /etc/crictl.yaml.
+	for _, line := range []string{guideCrictlPods, guideCrictlPs, guideCrictlImages, guideCrictlLogs} {
+		out := cp1.Sh(time.Minute, line)
+		t.Logf("%s$ %s\n%s", cp1.Name, line, out)
+		if line != guideCrictlLogs && !strings.Contains(out, "kube-apiserver") {
+			t.Errorf("%s shows no kube-apiserver", line)
+		}
+	}
 	if !slices.ContainsFunc(node.Spec.Taints, func(tn v1.Taint) bool { return tn.Key == "node-role.kubernetes.io/control-plane" }) {
 		t.Errorf("node %s: no control-plane taint (mark-control-plane): %v", node.Name, node.Spec.Taints)
 	}
@@ -200,9 +130,10 @@ func TestKubeadm(t *testing.T) {
 	// in the cluster's configuration: kubeadm re-renders kube-apiserver's
 	// manifest and waits for its mirror pod's config.hash to change.
 	before := mirrors["kube-apiserver"].Annotations["kubernetes.io/config.hash"]
+	// The operator edits with their editor; the test's is sed.
 	edit := `KUBE_EDITOR='sed -i "s/^    apiServer: {}/    apiServer:\n      extraArgs:\n      - name: event-ttl\n        value: 2h0m0s/"' ` + guideEditConfig
 	cp1.Sh(time.Minute, edit)
-	upgradeLine := guideUpgrade + ignoring(append(slices.Clone(ignoredPreflight), ignoredUpgradePreflight...))
+	upgradeLine := guideUpgradeLine()
 	out, took = timedSh(t, cp1, 10*time.Minute, upgradeLine, "[upgrade] SUCCESS!")
 	t.Logf("%s$ %s\n%s", cp1.Name, upgradeLine, out)
 	checkIgnored(t, out, ignoredUpgradePreflight)
@@ -223,6 +154,25 @@ func TestKubeadm(t *testing.T) {
 	resetStep(t, cp1)
 }
 
+// addonImages are the images kubeadm names that no static pod runs (the
+// addons' and the pause image): busybox under their names, for the
+// preflight's image presence check. They never run on a staticpodd node;
+// containerd runs the pause image as its sandboxes' (a sleeper, as the real
+// one).
+func addonImages(t *testing.T) []string {
+	var tars []string
+	for _, ref := range []string{"registry.k8s.io/kube-proxy:v1.37.2", "registry.k8s.io/coredns/coredns:v1.14.6", "registry.k8s.io/pause:3.10.2"} {
+		tar := filepath.Join(t.TempDir(), "image.tar")
+		args := []string{"-ref", ref}
+		if strings.Contains(ref, "/pause:") {
+			args = append(args, "-cmd", `["sh","-c","trap 'exit 0' TERM INT; while :; do sleep 3600 & wait $!; done"]`)
+		}
+		testdaemon.BuildImage(t, tar, args...)
+		tars = append(tars, tar)
+	}
+	return tars
+}
+
 // newMachine is a machine named name in a network namespace of its own
 // holding cluster.Address, with staticpodd as its node agent.
 func newMachine(t *testing.T, bin, name string) *Machine {
@@ -235,7 +185,7 @@ func newMachine(t *testing.T, bin, name string) *Machine {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := NewMachine(t, name, cluster.Address, ns, bin, testdaemon.Bin, crictl)
+	m := NewMachine(t, name, cluster.Address, ns, bin, testdaemon.Bin, testdaemon.Bin, crictl)
 	unit, err := UnitExecStart("../../packaging/kubeadm/10-kubeadm.conf")
 	if err != nil {
 		t.Fatal(err)

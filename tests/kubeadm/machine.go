@@ -35,6 +35,9 @@ var MachinePaths = []string{
 	"/run/staticpodd",
 	"/var/lib/staticpodd",
 	"/var/log/pods",
+	// containerd's, for the machines that run the kubelet on it.
+	"/var/lib/containerd",
+	"/run/containerd",
 	// root's home: the guide's files (kubeadm.yaml, the images' archive)
 	// and kubectl's cache.
 	"/root",
@@ -62,10 +65,11 @@ type Machine struct {
 
 // NewMachine makes the machine name, whose address is addr in ns; ns is
 // closed with it. binDir holds kubeadm and kubectl, staticpodd is the binary
-// under test, on PATH as staticpodd and as kubelet (the staticpodd-kubeadm
-// package's /usr/bin/kubelet), crictl cri-tools'. The node agent is not started: kubeadm starts it, through
+// under test, kubelet the node agent on PATH as kubelet (staticpodd itself,
+// as the staticpodd-kubeadm package's /usr/bin/kubelet, or the real one),
+// crictl cri-tools'. The node agent is not started: kubeadm starts it, through
 // systemctl.
-func NewMachine(t *testing.T, name, addr string, ns *cluster.Netns, binDir, staticpodd, crictl string) *Machine {
+func NewMachine(t *testing.T, name, addr string, ns *cluster.Netns, binDir, staticpodd, kubelet, crictl string) *Machine {
 	t.Helper()
 	id := testdaemon.RandHex(4)
 	m := &Machine{
@@ -91,7 +95,7 @@ func NewMachine(t *testing.T, name, addr string, ns *cluster.Netns, binDir, stat
 	links := map[string]string{
 		"systemctl":  self,
 		"staticpodd": staticpodd,
-		"kubelet":    staticpodd,
+		"kubelet":    kubelet,
 		"crictl":     crictl,
 		"kubeadm":    filepath.Join(binDir, "kubeadm"),
 		"kubectl":    filepath.Join(binDir, "kubectl"),

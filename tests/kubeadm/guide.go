@@ -1,0 +1,98 @@
+//go:build linux
+
+package kubeadm
+
+import "strings"
+
+// ignoredPreflight are the preflight errors kubeadm init and upgrade apply
+// are told to ignore against staticpodd, each a named exception of what does
+// not work yet. The test fails when one of them no longer fires, so that the
+// list only shrinks. The guide (docs/guides/kubeadm-air-gapped.md) gives the
+// same list.
+var ignoredPreflight = []string{
+	// kubeadm checks the CRI (status, version, the images through its image
+	// service) before it writes /var/lib/kubelet/config.yaml and starts the
+	// kubelet. Under the kubelet, containerd already serves the CRI then;
+	// under staticpodd the node agent is the runtime, and kubelet.service
+	// (staticpodd-kubeadm) does not run before that file exists: no socket.
+	"CRI", "ContainerRuntimeVersion", "ImagePull",
+	// This host's cgroup v1: kubeadm v1.37 refuses it for any kubelet
+	// (v1.35+) unless the check is skipped; not staticpodd's.
+	"SystemVerification",
+}
+
+// ignoredUpgradePreflight are kubeadm upgrade apply's: the node agent, and
+// so the CRI socket, runs then; only the host's cgroup v1 is left.
+var ignoredUpgradePreflight = []string{"SystemVerification"}
+
+// ignoring is the flag that ignores the preflight errors named, if any.
+func ignoring(names []string) string {
+	if len(names) == 0 {
+		return ""
+	}
+	return " --ignore-preflight-errors=" + strings.Join(names, ",")
+}
+
+// The guide's commands. Each is run as written here, on a machine, by
+// TestKubeadm; the guide's test (guide_test.go) checks that every command
+// in the guide is one of these.
+const (
+	guideImagesList   = "kubeadm config images list --kubernetes-version v1.37.2"
+	guideImagesExport = "staticpodd images export $(kubeadm config images list --kubernetes-version v1.37.2) -o kubeadm-images.tar"
+	guideImagesImport = "staticpodd images import kubeadm-images.tar"
+	guideImagesLs     = "staticpodd images ls"
+	guideInit         = "kubeadm init --config kubeadm.yaml"
+	guideGetAll       = "kubectl get nodes,pods -A -o wide"
+	guidePs           = "staticpodd ps"
+	guideEditConfig   = "kubectl -n kube-system edit configmap kubeadm-config"
+	guideCrictlPods   = "crictl pods"
+	guideCrictlPs     = "crictl ps -a"
+	guideCrictlImages = "crictl images"
+	guideCrictlLogs   = "crictl logs --tail 5 $(crictl ps -q --name kube-apiserver)"
+	guideUpgrade      = "kubeadm upgrade apply v1.37.2 --yes"
+	guideReset        = "kubeadm reset -f"
+)
+
+// The kubeadm configuration of the guide: the CRI socket of staticpodd,
+// the node's address, and cgroupfs for a machine whose init is not systemd.
+const kubeadmYAML = `apiVersion: kubeadm.k8s.io/v1beta4
+kind: InitConfiguration
+localAPIEndpoint:
+  advertiseAddress: %[1]s
+nodeRegistration:
+  name: %[2]s
+  criSocket: unix:///run/staticpodd/cri.sock
+  kubeletExtraArgs:
+  - name: node-ip
+    value: %[1]s
+---
+apiVersion: kubeadm.k8s.io/v1beta4
+kind: ClusterConfiguration
+kubernetesVersion: v1.37.2
+clusterName: air-gapped
+---
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+cgroupDriver: cgroupfs
+`
+
+// machineKubelet is what the test adds to kubeadmYAML's KubeletConfiguration
+// on each machine: a cgroupRoot of its own, as machines share the host's
+// cgroups here.
+const machineKubelet = "cgroupRoot: %s\n"
+
+// guideInitLine and guideUpgradeLine are kubeadm init's and upgrade apply's
+// command lines, with the preflight errors they ignore.
+func guideInitLine() string { return guideInit + ignoring(ignoredPreflight) }
+
+func guideUpgradeLine() string {
+	return guideUpgrade + ignoring(ignoredUpgradePreflight)
+}
+
+// guideCommands are the command lines TestKubeadm runs as the guide gives
+// them; guide_test.go checks that the guide gives no other.
+func guideCommands() []string {
+	return []string{guideImagesList, guideImagesExport, guideImagesImport, guideImagesLs, guideInitLine(), guideGetAll,
+		guidePs, guideCrictlPods, guideCrictlPs, guideCrictlImages, guideCrictlLogs, guideEditConfig, guideUpgradeLine(),
+		guideReset, CleanupCommand}
+}
