@@ -179,11 +179,14 @@ test-controlplane: build images
 # staticpodd through init, the node and its mirror pods, upgrade apply and
 # reset, each "machine" a network namespace and a private mount namespace of
 # the test's own (tests/kubeadm, build tag kubeadm), with crictl (the CRI
-# test's build) for troubleshooting. About 3 minutes.
+# test's build) for troubleshooting; and, for the figures beside it, kubeadm
+# init with the real kubelet (the conformance test's build) on Debian's
+# containerd in the same kind of machine. About 3 minutes.
 test-kubeadm: build images
-	cpbin=$$(bash $(CONTROLPLANE_BUILD)) && crictl=$$(bash $(CRICTL_BUILD)) && \
+	cpbin=$$(bash $(CONTROLPLANE_BUILD)) && kubelet=$$(bash $(CONTROLPLANE_BUILD) kubelet) && crictl=$$(bash $(CRICTL_BUILD)) && \
 	$(GO) vet -tags kubeadm ./tests/kubeadm && \
-	STATICPODD_BIN=$(CURDIR)/$(BIN) STATICPODD_IMAGE=$(CURDIR)/$(IMAGE_TAR) STATICPODD_CONTROLPLANE_BIN=$$cpbin CRICTL=$$crictl/crictl \
+	STATICPODD_BIN=$(CURDIR)/$(BIN) STATICPODD_IMAGE=$(CURDIR)/$(IMAGE_TAR) STATICPODD_CONTROLPLANE_BIN=$$cpbin \
+		STATICPODD_KUBELET=$$kubelet/kubelet CRICTL=$$crictl/crictl \
 		$(GO) test -tags kubeadm -count=1 -timeout 20m -v ./tests/kubeadm
 
 # /pods of staticpodd against the real kubelet's on the same manifests

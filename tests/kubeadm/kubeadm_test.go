@@ -96,7 +96,7 @@ func TestKubeadm(t *testing.T) {
 
 	// Step 3. The node and the four mirror pods, with the kubelet's
 	// annotations.
-	node, mirrors := waitMirrors(t, cp1)
+	node, mirrors := waitMirrors(t, cp1, true)
 	t.Logf("%s$ %s\n%s", cp1.Name, guideGetAll, cp1.Sh(time.Minute, guideGetAll))
 	t.Logf("%s$ %s\n%s", cp1.Name, guidePs, cp1.Sh(time.Minute, guidePs))
 	// Troubleshooting as kubeadm's pages do it: crictl on the CRI socket,
@@ -140,7 +140,7 @@ func TestKubeadm(t *testing.T) {
 	if !strings.Contains(out, `Component "kube-apiserver" upgraded successfully!`) {
 		t.Errorf("kubeadm upgrade apply did not wait for kube-apiserver's new pod")
 	}
-	_, mirrors = waitMirrors(t, cp1)
+	_, mirrors = waitMirrors(t, cp1, true)
 	after := mirrors["kube-apiserver"].Annotations["kubernetes.io/config.hash"]
 	if after == before {
 		t.Errorf("kube-apiserver's config.hash is still %s after the upgrade", before)
@@ -236,10 +236,10 @@ func checkIgnored(t *testing.T, out string, ignored []string) {
 	}
 }
 
-// waitMirrors waits until m's Node is Ready and the four control-plane
-// pods have mirror pods as the kubelet makes them, and returns them by
-// component name.
-func waitMirrors(t *testing.T, m *Machine) (*v1.Node, map[string]v1.Pod) {
+// waitMirrors waits until m's Node is there (and Ready, if ready) and the
+// four control-plane pods have mirror pods as the kubelet makes them, and
+// returns them by component name.
+func waitMirrors(t *testing.T, m *Machine, ready bool) (*v1.Node, map[string]v1.Pod) {
 	t.Helper()
 	var node v1.Node
 	var mirrors map[string]v1.Pod
@@ -253,7 +253,7 @@ func waitMirrors(t *testing.T, m *Machine) (*v1.Node, map[string]v1.Pod) {
 			if err := json.Unmarshal([]byte(out), &node); err != nil {
 				return err
 			}
-			if !conditionTrue(node.Status.Conditions, v1.NodeReady) {
+			if ready && !conditionTrue(node.Status.Conditions, v1.NodeReady) {
 				return fmt.Errorf("node %s not Ready: %v", m.Name, node.Status.Conditions)
 			}
 			out, err = m.ShErr(30*time.Second, "kubectl -n kube-system get pods -o json")
