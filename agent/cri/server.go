@@ -163,11 +163,16 @@ func (s *Server) Close() {
 // left by an earlier daemon is replaced, anything else that is there is not.
 func Listen(path string) (net.Listener, error) { return server.ListenUnix(path) }
 
-// deadline bounds every call whose client set no deadline of its own.
+// deadline bounds every call whose client set no deadline of its own: by
+// callTimeout, or an ExecSync by its own timeout when that is longer.
 func deadline(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 	if _, ok := ctx.Deadline(); !ok {
+		timeout := callTimeout
+		if r, ok := req.(*runtimeapi.ExecSyncRequest); ok && r.Timeout > 0 {
+			timeout = max(timeout, execTimeout(r)+connectionTimeout)
+		}
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, callTimeout)
+		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
 	return h(ctx, req)
