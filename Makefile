@@ -18,7 +18,7 @@ DEMO_ROOT := $(CURDIR)/$(OUT)/demo/root
 DEMO_RUN  := /run/staticpodd-demo
 
 .PHONY: all build images demo demo-clean test test-chaos unit e2e bench bench-nodeapi bench-pull bench-relist bench-outage bench-eviction bench-images fuzz vet clean \
-	deb rpm packages appliance test-systemd appliance-backports test-systemd-backports controlplane test-controlplane bench-controlplane test-conformance
+	deb rpm packages appliance test-systemd appliance-backports test-systemd-backports controlplane test-controlplane bench-controlplane test-conformance test-cri
 
 all: build
 
@@ -186,6 +186,16 @@ test-conformance: build images
 	$(GO) vet -tags conformance ./tests/conformance && \
 	STATICPODD_BIN=$(CURDIR)/$(BIN) STATICPODD_IMAGE=$(CURDIR)/$(IMAGE_TAR) STATICPODD_KUBELET=$$kubelet/kubelet \
 		$(GO) test -tags conformance -count=1 -timeout 15m -v ./tests/conformance
+
+# crictl against staticpodd's CRI socket (tests/crictl_test.go): crictl
+# v1.37.0 is built statically from tests/crictl/build, once, into
+# $${XDG_CACHE_HOME:-$$HOME/.cache}/staticpodd/crictl/v1.37.0 (a minute and a
+# half the first time, nothing after); the test takes a few seconds.
+CRICTL_BUILD := tests/crictl/build.sh
+test-cri: build images
+	crictl=$$(bash $(CRICTL_BUILD)) && \
+	STATICPODD_BIN=$(CURDIR)/$(BIN) STATICPODD_IMAGE=$(CURDIR)/$(IMAGE_TAR) CRICTL=$$crictl/crictl \
+		$(GO) test -tags "$(GOTAGS_TEST)" -count=1 -timeout 5m -v -run 'TestCrictl' ./tests
 
 # From staticpodd's start to each control-plane process, /readyz, the mirror
 # pods and all Ready, and staticpodd's memory: median of 3 cold runs.

@@ -17,6 +17,7 @@ func (d *System) serveCRI(ctx context.Context) {
 	d.aux.Retry(ctx, d.criPart, func(ctx context.Context) error {
 		s, err := cri.New(cri.Config{
 			Agent:        d.agent,
+			Images:       cri.NewImageService(CRIImages{Store: d.images, Puller: d.puller, Pulled: d.agent.Resync}, logger),
 			Version:      d.opts.Version,
 			ManifestDir:  cfg.StaticPodPath,
 			CgroupDriver: cfg.CgroupDriver,

@@ -70,6 +70,7 @@ type System struct {
 	status     *health.Line // STATUS=: the agent's summary and the auxiliary parts' trouble
 	aux        *health.Parts
 	images     *image.Store
+	puller     *image.Puller
 	runtime    *oci.Runtime
 	agent      *agent.Agent
 	mirror     *mirror.Mirror // mirror pods and the Node; nil without a kubeconfig
@@ -312,7 +313,7 @@ func newSystem(ctx context.Context, cfg *config.Config, opts Options, logger *sl
 	seen := agent.NewSeenStore(paths)
 	aux := &health.Parts{Logger: logger}
 	status := health.NewLine(notifier, aux)
-	d := &System{components: components, cfg: cfg, logger: logger, notifier: notifier, status: status, aux: aux, images: images, runtime: rt, flags: opts.Flags, opts: opts}
+	d := &System{components: components, cfg: cfg, logger: logger, notifier: notifier, status: status, aux: aux, images: images, puller: puller, runtime: rt, flags: opts.Flags, opts: opts}
 	d.seen = seen
 	d.sources = source.NewMux()
 	var sourceNames []string

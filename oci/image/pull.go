@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
@@ -105,6 +106,12 @@ type PullOptions struct {
 	// Critical pulls (for a system-node-critical or system-cluster-critical
 	// pod) never wait for a slot, so no other pull holds them back.
 	Critical bool
+	// Auth, if not nil, is the credential of the image's own registry for
+	// this pull (the CRI's AuthConfig, which the kubelet fills from a pod's
+	// pull secrets). It stands in for the Docker config's entry for that
+	// registry and is never sent to another host, its mirrors included,
+	// which the Docker config answers for.
+	Auth *authn.AuthConfig
 }
 
 // NewPuller returns a Puller into s.
@@ -158,8 +165,14 @@ func (p *Puller) PullWith(ctx context.Context, ref string, o PullOptions) (Image
 		return Image{}, err
 	}
 	progress := o.Progress
+	// Pulls share one call only if they authenticate alike: one with
+	// credentials must not get the failure of an anonymous one.
+	key := norm
+	if o.Auth != nil {
+		key += "\x00" + authKey(o.Auth)
+	}
 	p.mu.Lock()
-	if c, ok := p.inflight[norm]; ok {
+	if c, ok := p.inflight[key]; ok {
 		p.mu.Unlock()
 		if o.Critical {
 			c.promote()
@@ -175,11 +188,11 @@ func (p *Puller) PullWith(ctx context.Context, ref string, o PullOptions) (Image
 	if o.Critical {
 		c.promote()
 	}
-	p.inflight[norm] = c
+	p.inflight[key] = c
 	p.mu.Unlock()
 	defer func() {
 		p.mu.Lock()
-		delete(p.inflight, norm)
+		delete(p.inflight, key)
 		p.mu.Unlock()
 		close(c.done)
 	}()
@@ -191,7 +204,7 @@ func (p *Puller) PullWith(ctx context.Context, ref string, o PullOptions) (Image
 	defer release()
 	pctx, cancel := context.WithTimeoutCause(ctx, p.cfg.PullTimeout, fmt.Errorf("pull not done after %v", p.cfg.PullTimeout))
 	defer cancel()
-	c.img, c.err = p.pull(pctx, norm, progress)
+	c.img, c.err = p.pull(pctx, norm, o.Auth, progress)
 	if c.err != nil && ctx.Err() == nil && pctx.Err() != nil {
 		c.err = context.Cause(pctx)
 	}
@@ -260,7 +273,7 @@ func (e boundedError) Error() string {
 
 func (e boundedError) Unwrap() error { return e.err }
 
-func (p *Puller) pull(ctx context.Context, norm string, progress func(Progress)) (Image, error) {
+func (p *Puller) pull(ctx context.Context, norm string, auth *authn.AuthConfig, progress func(Progress)) (Image, error) {
 	r, err := name.ParseReference(norm)
 	if err != nil {
 		return Image{}, err
@@ -280,11 +293,14 @@ func (p *Puller) pull(ctx context.Context, norm string, progress func(Progress))
 			ep.client.CloseIdleConnections()
 		}
 	}()
-	keys := p.cfg.Keyring
+	var keys authn.Keychain = p.cfg.Keyring
 	if len(p.cfg.CredentialPaths) > 0 {
 		if keys, err = LoadKeyring(p.cfg.CredentialPaths); err != nil {
 			return Image{}, err
 		}
+	}
+	if auth != nil {
+		keys = pullAuth{registry: registry, auth: authn.FromConfig(*auth), next: keys}
 	}
 	_, byDigest := r.(name.Digest)
 	var errs []error
@@ -315,7 +331,7 @@ func (p *Puller) pull(ctx context.Context, norm string, progress func(Progress))
 }
 
 // pullFrom pulls ref (by digest if digest is set) from one endpoint.
-func (p *Puller) pullFrom(ctx context.Context, ep endpoint, keys *Keyring, r name.Reference, digest, norm string, progress func(Progress)) (Image, error) {
+func (p *Puller) pullFrom(ctx context.Context, ep endpoint, keys authn.Keychain, r name.Reference, digest, norm string, progress func(Progress)) (Image, error) {
 	var ropts []name.Option
 	if ep.scheme == "http" {
 		ropts = append(ropts, name.Insecure)

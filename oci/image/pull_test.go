@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -517,5 +518,60 @@ func TestPullsLeaveNoConnectionOpen(t *testing.T) {
 			t.Fatalf("%d connections to the registry still open after the pulls", open.Load())
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// A pull's own credential (the CRI's AuthConfig) is used for the image's
+// registry in place of the Docker config's, and never sent to a mirror,
+// which gets the Docker config's; pulls with other credentials do not share
+// a call.
+func TestPullOwnCredentialOnlyToItsRegistry(t *testing.T) {
+	origin := newTestRegistry(t, false)
+	origin.push(t, "private/app:v1", testImage(t))
+	origin.user, origin.pass = "alice", "s3cret"
+	mirror := newTestRegistry(t, false)
+	mirror.push(t, "private/app:v2", testImage(t))
+	mirror.user, mirror.pass = "bob", "mirr0r"
+	var leaked atomic.Bool
+	spy := func(w http.ResponseWriter, r *http.Request, next http.Handler) {
+		if u, _, _ := r.BasicAuth(); u == "alice" {
+			leaked.Store(true)
+		}
+		next.ServeHTTP(w, r)
+	}
+	mirror.wrap.Store(&spy)
+	hosts := t.TempDir()
+	writeHosts(t, hosts, origin.host, fmt.Sprintf(`server = "http://%s"
+[host."http://%s"]
+  capabilities = ["pull", "resolve"]
+`, origin.host, mirror.host))
+	cfg := filepath.Join(t.TempDir(), "config.json")
+	creds := fmt.Sprintf(`{"auths":{%q:{"auth":%q},%q:{"auth":%q}}}`,
+		origin.host, base64.StdEncoding.EncodeToString([]byte("alice:wrong")),
+		mirror.host, base64.StdEncoding.EncodeToString([]byte("bob:mirr0r")))
+	if err := os.WriteFile(cfg, []byte(creds), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := openStore(t)
+	p := NewPuller(s, PullConfig{HostsDir: hosts, CredentialPaths: []string{cfg}}, discardLogger())
+	alice := &authn.AuthConfig{Username: "alice", Password: "s3cret"}
+
+	// v1 is at the origin only: the mirror fails it, the origin takes the
+	// pull's credential where the Docker config's is wrong.
+	if _, err := p.Pull(t.Context(), origin.host+"/private/app:v1", nil); err == nil || !strings.Contains(err.Error(), "UNAUTHORIZED") {
+		t.Fatalf("pull with the Docker config's wrong password: %v, want UNAUTHORIZED", err)
+	}
+	if _, err := p.PullWith(t.Context(), origin.host+"/private/app:v1", PullOptions{Auth: alice}); err != nil {
+		t.Fatalf("pull with its own credential: %v", err)
+	}
+	// v2 is at the mirror only, which the Docker config's bob opens.
+	if _, err := p.PullWith(t.Context(), origin.host+"/private/app:v2", PullOptions{Auth: alice}); err != nil {
+		t.Fatalf("pull through the mirror: %v", err)
+	}
+	if leaked.Load() {
+		t.Fatal("the mirror was sent the pull's own credential")
+	}
+	if authKey(alice) == authKey(&authn.AuthConfig{Username: "alice", Password: "other"}) {
+		t.Fatal("two credentials share a pull key")
 	}
 }

@@ -1,7 +1,9 @@
 package image
 
 import (
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -198,14 +200,45 @@ func (k *Keyring) Resolve(r authn.Resource) (authn.Authenticator, error) {
 	if rr, ok := r.(interface{ RepositoryStr() string }); ok {
 		repo = rr.RepositoryStr()
 	}
-	host := r.RegistryStr()
-	switch host {
-	case "index.docker.io", "registry-1.docker.io":
-		// Docker Hub, which config.json files key as https://index.docker.io/v1/.
-		host = "docker.io"
-	}
-	if c, ok := k.lookup(host, repo); ok {
+	if c, ok := k.lookup(registryHost(r), repo); ok {
 		return &authn.Basic{Username: c.user, Password: c.pass}, nil
 	}
 	return authn.Anonymous, nil
+}
+
+// registryHost is the registry a keychain is asked about, Docker Hub's hosts
+// spelled docker.io as config.json files and references key it
+// (https://index.docker.io/v1/).
+func registryHost(r authn.Resource) string {
+	switch host := r.RegistryStr(); host {
+	case "index.docker.io", "registry-1.docker.io":
+		return "docker.io"
+	default:
+		return host
+	}
+}
+
+// pullAuth is the keychain of a pull that brings its own credential
+// (PullOptions.Auth): that credential for the image's registry, next for
+// every other host.
+type pullAuth struct {
+	registry string // the image's registry, as registryHost spells it
+	auth     authn.Authenticator
+	next     authn.Keychain
+}
+
+func (k pullAuth) Resolve(r authn.Resource) (authn.Authenticator, error) {
+	if registryHost(r) == k.registry {
+		return k.auth, nil
+	}
+	return k.next.Resolve(r)
+}
+
+// authKey tells credentials apart without keeping them: a digest of a.
+func authKey(a *authn.AuthConfig) string {
+	h := sha256.New()
+	for _, f := range []string{a.Username, a.Password, a.Auth, a.IdentityToken, a.RegistryToken} {
+		fmt.Fprintf(h, "%d:%s", len(f), f)
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }

@@ -28,24 +28,52 @@ const maxWalkDepth = 256
 // symlink at any moment: each directory is opened relative to its parent's
 // descriptor with O_NOFOLLOW, so the walk never leaves dir.
 func dirBytes(dir string) (uint64, error) {
-	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if errors.Is(err, unix.ENOENT) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, &os.PathError{Op: "open", Path: dir, Err: err}
-	}
-	var n uint64
-	walkFD(fd, 0, &n) // closes fd
-	return n, nil
+	u, err := walkDir(dir)
+	return u.bytes, err
 }
 
-// walkFD adds to n the blocks of directory fd and of everything below it,
-// and closes fd. Entries that go meanwhile or cannot be read are not counted.
-func walkFD(fd, depth int, n *uint64) {
+// Usage is the space and the inodes the store takes on its filesystem: its
+// layers, the containers' writable layers and the imports in progress,
+// counted as dirBytes counts. The containers' mounted root filesystems,
+// other filesystems, are not entered (as du -x).
+func (s *Store) Usage() (bytes, inodes uint64, err error) {
+	u, err := walkDir(s.root)
+	return u.bytes, u.inodes, err
+}
+
+// usage is what a walk counted.
+type usage struct {
+	bytes, inodes uint64
+	dev           uint64 // the filesystem walked; directories on others are skipped
+}
+
+// walkDir walks dir as dirBytes describes.
+func walkDir(dir string) (usage, error) {
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if errors.Is(err, unix.ENOENT) {
+		return usage{}, nil
+	}
+	if err != nil {
+		return usage{}, &os.PathError{Op: "open", Path: dir, Err: err}
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return usage{}, &os.PathError{Op: "stat", Path: dir, Err: err}
+	}
+	u := usage{dev: st.Dev}
+	walkFD(fd, 0, &u) // closes fd
+	return u, nil
+}
+
+// walkFD adds to u the blocks and inodes of directory fd and of everything
+// below it, and closes fd. Entries that go meanwhile or cannot be read are
+// not counted.
+func walkFD(fd, depth int, u *usage) {
 	var st unix.Stat_t
 	if unix.Fstat(fd, &st) == nil {
-		*n += uint64(st.Blocks) * 512
+		u.bytes += uint64(st.Blocks) * 512
+		u.inodes++
 	}
 	names, err := readNames(fd)
 	if err != nil {
@@ -57,17 +85,18 @@ func walkFD(fd, depth int, n *uint64) {
 			continue
 		}
 		if st.Mode&unix.S_IFMT != unix.S_IFDIR {
-			*n += uint64(st.Blocks) * 512
+			u.bytes += uint64(st.Blocks) * 512
+			u.inodes++
 			continue
 		}
-		if depth >= maxWalkDepth {
+		if depth >= maxWalkDepth || st.Dev != u.dev {
 			continue
 		}
 		child, err := unix.Openat(fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 		if err != nil {
 			continue // replaced by a symlink or a file, or gone
 		}
-		walkFD(child, depth+1, n)
+		walkFD(child, depth+1, u)
 	}
 	unix.Close(fd)
 }

@@ -81,3 +81,45 @@ func TestDirBytesDirectorySwappedForSymlink(t *testing.T) {
 		}
 	}
 }
+
+// Usage counts the store's own files and inodes, and does not enter a
+// container's mounted root filesystem, which would count its image twice.
+func TestStoreUsageStaysOnItsFilesystem(t *testing.T) {
+	s := openStore(t)
+	layer := filepath.Join(s.layersDir(), "ab")
+	if err := os.MkdirAll(layer, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(layer, "f"), make([]byte, 1<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	before, inodes, err := s.Usage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// root, layers, layers/ab, f, l, snapshots, tmp (and the lock file).
+	if before < 1<<20 || before > 2<<20 || inodes < 7 || inodes > 16 {
+		t.Fatalf("Usage = %d bytes, %d inodes; want the 1 MiB file and a few dirs", before, inodes)
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a container's rootfs needs root")
+	}
+	rootfs := filepath.Join(s.snapshotsDir(), "k", "rootfs")
+	if err := os.MkdirAll(rootfs, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount("tmpfs", rootfs, "tmpfs", 0, "size=16m"); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Unmount(rootfs, unix.MNT_DETACH)
+	if err := os.WriteFile(filepath.Join(rootfs, "big"), make([]byte, 8<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	after, _, err := s.Usage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after > before+1<<20 {
+		t.Fatalf("Usage = %d bytes with a mounted rootfs, was %d: it entered the mount", after, before)
+	}
+}
