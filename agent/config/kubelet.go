@@ -2,8 +2,9 @@ package config
 
 import (
 	"fmt"
+	"maps"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -206,12 +207,12 @@ func (k *KubeletFlags) Resolve() (Flags, []string, error) {
 	f := k.Flags
 	f.kubelet = true
 	var warnings []string
-	for _, name := range sortedKeys(kubeletRefused) {
+	for _, name := range slices.Sorted(maps.Keys(kubeletRefused)) {
 		if v := k.values[name]; k.fs.Changed(name) && *v != "" && *v != "false" {
 			return Flags{}, nil, fmt.Errorf("--%s=%s: %s", name, *v, kubeletRefused[name])
 		}
 	}
-	for _, name := range sortedKeys(kubeletNotes) {
+	for _, name := range slices.Sorted(maps.Keys(kubeletNotes)) {
 		if k.fs.Changed(name) {
 			warnings = append(warnings, fmt.Sprintf("--%s=%s is ignored: %s", name, *k.values[name], kubeletNotes[name]))
 		}
@@ -231,15 +232,6 @@ func (k *KubeletFlags) Resolve() (Flags, []string, error) {
 		return Flags{}, nil, fmt.Errorf("invalid argument %q for --version: want true or false", k.Version)
 	}
 	return f, warnings, nil
-}
-
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 // override is a kubelet flag's value of a KubeletConfiguration field, as
