@@ -18,7 +18,7 @@ DEMO_ROOT := $(CURDIR)/$(OUT)/demo/root
 DEMO_RUN  := /run/staticpodd-demo
 
 .PHONY: all build images demo demo-clean test test-chaos unit e2e bench bench-nodeapi bench-pull bench-relist bench-outage bench-eviction bench-images fuzz vet clean \
-	deb rpm packages test-packages appliance test-systemd appliance-backports test-systemd-backports controlplane test-controlplane bench-controlplane test-conformance test-kubeadm test-cri
+	deb rpm packages test-packages appliance test-systemd test-systemd-kubeadm appliance-backports test-systemd-backports controlplane test-controlplane bench-controlplane test-conformance test-kubeadm test-cri
 
 all: build
 
@@ -319,6 +319,16 @@ test-systemd: appliance
 		$(NFPM) pkg --config $(NFPM_CONFIG) --packager deb --target $(UPGRADE_DEB)
 	rootfs/appliance/boot.sh $(APPLIANCE) tests/systemd/check.sh $(OUT)/appliance/share \
 		$(UPGRADE_DEB) $(IMAGE_TAR) tests/systemd/memhog.yaml
+
+# staticpodd-kubeadm under a real booted systemd, in one boot of the appliance: the
+# package takes the machine over from staticpodd.service without touching its pod, and
+# the real kubeadm's kubelet-start phase (which runs `systemctl restart kubelet`)
+# starts staticpodd as its kubelet (tests/systemd/check-kubeadm.sh). Needs kubeadm
+# (make controlplane).
+test-systemd-kubeadm: appliance
+	cpbin=$$(bash $(CONTROLPLANE_BUILD)) && \
+	rootfs/appliance/boot.sh $(APPLIANCE) tests/systemd/check-kubeadm.sh $(OUT)/appliance/share-kubeadm \
+		$(KUBEADM_DEB) $$cpbin/kubeadm tests/systemd/kubeadm.yaml
 
 # The same appliance with systemd from bookworm-backports (254), booted once for
 # what only systemd >= 253/254 has: Type=notify-reload, DelegateSubgroup= with

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -200,15 +201,18 @@ func Load(path string, flags Flags) (*Config, []string, error) {
 		if raw, err = decodeFile(path, &kc); err != nil {
 			return nil, nil, err
 		}
-		resolveRelativePaths(&kc, filepath.Dir(path))
 	}
 	if len(flags.overlay) > 0 {
-		// The kubelet's flags of file fields win over the file, their
-		// paths already absolute; the merged document is decoded again.
+		// The kubelet's flags of file fields win over the file; the merged
+		// document is decoded again.
 		var err error
 		if raw, err = overlay(raw, flags.overlay, &kc); err != nil {
 			return nil, nil, fmt.Errorf("config %s: %w", describe(path), err)
 		}
+	}
+	if path != "" {
+		// The flags' paths are absolute already (kindPath).
+		resolveRelativePaths(&kc, filepath.Dir(path))
 	}
 	setDefaults(&kc)
 	warnings, err := ignoredWarnings(path, raw, &kc, flags.overlay)
@@ -286,53 +290,43 @@ func decodeFile(path string, kc *kubeletConfiguration) (map[string]any, error) {
 		return nil, fmt.Errorf("config %s: apiVersion %v, kind %v: want apiVersion %s, kind %s",
 			path, raw["apiVersion"], raw["kind"], APIVersion, Kind)
 	}
-	if err := decodeStrict(js, kc); err != nil {
-		return nil, fmt.Errorf("config %s: %w", path, err)
+	if err := decodeStrict(js, kc, "config "+path+": "); err != nil {
+		return nil, err
 	}
 	return raw, nil
 }
 
-func decodeStrict(js []byte, kc *kubeletConfiguration) error {
+// decodeStrict decodes a KubeletConfiguration, refusing unknown and
+// duplicate fields; prefix starts every error.
+func decodeStrict(js []byte, kc *kubeletConfiguration, prefix string) error {
 	strict, err := sigsjson.UnmarshalStrict(js, kc, sigsjson.DisallowUnknownFields, sigsjson.DisallowDuplicateFields)
 	if err != nil {
-		return err
+		return fmt.Errorf("%s%w", prefix, err)
 	}
-	return errors.Join(strict...)
+	errs := make([]error, 0, len(strict))
+	for _, e := range strict {
+		errs = append(errs, fmt.Errorf("%s%w", prefix, e))
+	}
+	return errors.Join(errs...)
 }
 
 // overlay sets each override's field in the file's document raw (nil or
-// empty: no file), and decodes the result into kc, whose relative paths
-// the file's directory has resolved already: an override's path is
-// absolute, and a path the flags did not touch is taken from kc.
+// empty: no file), and decodes the result into kc.
 func overlay(raw map[string]any, overrides []override, kc *kubeletConfiguration) (map[string]any, error) {
-	resolved, err := toMap(kc)
-	if err != nil {
-		return nil, err
-	}
 	merged := map[string]any{"apiVersion": APIVersion, "kind": Kind}
 	for k, v := range raw {
 		merged[k] = v
-	}
-	// The file's relative paths, as resolved against its directory.
-	for _, field := range []string{"staticPodPath", "tlsCertFile", "tlsPrivateKeyFile", "volumePluginDir", "podLogsDir", "resolvConf"} {
-		if _, ok := merged[field]; ok {
-			merged[field] = resolved[field]
-		}
-	}
-	if x509, ok := lookup(merged, "authentication.x509").(map[string]any); ok {
-		if _, ok := x509["clientCAFile"]; ok {
-			x509["clientCAFile"] = lookup(resolved, "authentication.x509.clientCAFile")
-		}
 	}
 	for _, o := range overrides {
 		cur := merged
 		parts := strings.Split(o.field, ".")
 		for _, part := range parts[:len(parts)-1] {
-			next, ok := cur[part].(map[string]any)
-			if !ok {
-				next = map[string]any{}
-				cur[part] = next
+			// A copy of each level: raw stays the file's.
+			next := map[string]any{}
+			if m, ok := cur[part].(map[string]any); ok {
+				maps.Copy(next, m)
 			}
+			cur[part] = next
 			cur = next
 		}
 		cur[parts[len(parts)-1]] = o.value
@@ -347,23 +341,10 @@ func overlay(raw map[string]any, overrides []override, kc *kubeletConfiguration)
 		return nil, err
 	}
 	*kc = kubeletConfiguration{}
-	if err := decodeStrict(js, kc); err != nil {
+	if err := decodeStrict(js, kc, ""); err != nil {
 		return nil, err
 	}
 	return out, nil
-}
-
-// lookup is the value at the dotted field of a generic JSON document, or nil.
-func lookup(doc map[string]any, field string) any {
-	var cur any = doc
-	for _, part := range strings.Split(field, ".") {
-		m, ok := cur.(map[string]any)
-		if !ok {
-			return nil
-		}
-		cur = m[part]
-	}
-	return cur
 }
 
 // honoured are the KubeletConfiguration fields staticpodd gives their kubelet

@@ -2,8 +2,9 @@ package config
 
 import (
 	"fmt"
+	"maps"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -172,18 +173,27 @@ type KubeletFlags struct {
 
 	fs     *pflag.FlagSet
 	values map[string]*string // kubeletFileFlags, kubeletNotes and kubeletRefused, by flag
+	// repeated: the kubeletFileFlags of lists and maps, which add up when
+	// given again, as the kubelet's StringSlice and MapStringString do.
+	repeated map[string]*[]string
 }
 
 // Register adds the kubelet's flags to fs, staticpodd's own among them.
 func (k *KubeletFlags) Register(fs *pflag.FlagSet) {
 	k.fs = fs
 	k.Flags.Register(fs)
-	k.values = map[string]*string{}
+	k.values, k.repeated = map[string]*string{}, map[string]*[]string{}
 	str := func(name, help string) {
 		k.values[name] = fs.String(name, "", help)
 	}
 	for _, f := range kubeletFileFlags {
-		str(f.flag, "the KubeletConfiguration's "+f.field+"; wins over --config's file")
+		help := "the KubeletConfiguration's " + f.field + "; wins over --config's file"
+		switch f.kind {
+		case kindList, kindMap, kindMapLess, kindMapBool:
+			k.repeated[f.flag] = fs.StringArray(f.flag, nil, help+"; repeatable")
+		default:
+			str(f.flag, help)
+		}
 		if f.kind == kindBool {
 			fs.Lookup(f.flag).NoOptDefVal = "true"
 		}
@@ -206,12 +216,12 @@ func (k *KubeletFlags) Resolve() (Flags, []string, error) {
 	f := k.Flags
 	f.kubelet = true
 	var warnings []string
-	for _, name := range sortedKeys(kubeletRefused) {
+	for _, name := range slices.Sorted(maps.Keys(kubeletRefused)) {
 		if v := k.values[name]; k.fs.Changed(name) && *v != "" && *v != "false" {
 			return Flags{}, nil, fmt.Errorf("--%s=%s: %s", name, *v, kubeletRefused[name])
 		}
 	}
-	for _, name := range sortedKeys(kubeletNotes) {
+	for _, name := range slices.Sorted(maps.Keys(kubeletNotes)) {
 		if k.fs.Changed(name) {
 			warnings = append(warnings, fmt.Sprintf("--%s=%s is ignored: %s", name, *k.values[name], kubeletNotes[name]))
 		}
@@ -220,9 +230,14 @@ func (k *KubeletFlags) Resolve() (Flags, []string, error) {
 		if !k.fs.Changed(ff.flag) {
 			continue
 		}
-		v, err := ff.kind.parse(*k.values[ff.flag])
+		given := k.fs.Lookup(ff.flag).Value.String()
+		if vs, ok := k.repeated[ff.flag]; ok {
+			// A later pair wins over an earlier one of the same key.
+			given = strings.Join(*vs, ",")
+		}
+		v, err := ff.kind.parse(given)
 		if err != nil {
-			return Flags{}, nil, fmt.Errorf("invalid argument %q for --%s: %w", *k.values[ff.flag], ff.flag, err)
+			return Flags{}, nil, fmt.Errorf("invalid argument %q for --%s: %w", given, ff.flag, err)
 		}
 		f.overlay = append(f.overlay, override{flag: ff.flag, field: ff.field, value: v})
 	}
@@ -231,15 +246,6 @@ func (k *KubeletFlags) Resolve() (Flags, []string, error) {
 		return Flags{}, nil, fmt.Errorf("invalid argument %q for --version: want true or false", k.Version)
 	}
 	return f, warnings, nil
-}
-
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 // override is a kubelet flag's value of a KubeletConfiguration field, as

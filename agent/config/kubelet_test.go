@@ -121,6 +121,9 @@ func TestKubeletFlagsOverrideTheFile(t *testing.T) {
 		"--healthz-port=0", "--max-pods", "30", "--tls-cert-file=other.crt", "--anonymous-auth",
 		"--register-with-taints=a=b:NoSchedule,c:NoExecute", "--eviction-hard=memory.available<5%",
 		"--cgroup-driver=cgroupfs", "--cluster-dns=10.96.0.10", "--feature-gates=Foo=true",
+		"--allowed-unsafe-sysctls=net.core.somaxconn", "--allowed-unsafe-sysctls=kernel.msg*",
+		"--eviction-soft=memory.available<1Gi", "--eviction-soft=memory.available<2Gi,nodefs.available<5%",
+		"--eviction-soft-grace-period=memory.available=1m,nodefs.available=1m",
 		"--node-labels=a=1", "--node-labels=b=2,c")
 	if err != nil {
 		t.Fatal(err)
@@ -131,6 +134,9 @@ func TestKubeletFlagsOverrideTheFile(t *testing.T) {
 		"authentication.x509.clientCAFile": filepath.Join(dir, "ca.crt"),
 		"registerWithTaints":               "a=b:NoSchedule,c:NoExecute", "evictionHard": "memory.available=5%",
 		"nodeLabels": "a=1,b=2,c=",
+		// Repeated, lists add up and maps merge, a later key winning.
+		"allowedUnsafeSysctls": "net.core.somaxconn,kernel.msg*",
+		"evictionSoft":         "memory.available=2Gi,nodefs.available=5%",
 	} {
 		if got := show(cfg, key); got != want {
 			t.Errorf("%s = %q, want %q", key, got, want)
