@@ -51,6 +51,9 @@ const (
 	guideCrictlLogs   = "crictl logs --tail 5 $(crictl ps -q --name kube-apiserver)"
 	guideUpgrade      = "kubeadm upgrade apply v1.37.2 --yes"
 	guideReset        = "kubeadm reset -f"
+	guideUploadCerts  = "kubeadm init phase upload-certs --upload-certs --config kubeadm.yaml"
+	guideJoinCommand  = "kubeadm token create --print-join-command"
+	guideJoin         = `kubeadm join 192.0.2.10:6443 --token "$TOKEN" --discovery-token-ca-cert-hash "$HASH" --control-plane --certificate-key "$KEY" --node-name cp2 --apiserver-advertise-address 192.0.2.11 --cri-socket unix:///run/staticpodd/cri.sock`
 )
 
 // The kubeadm configuration of the guide: the CRI socket of staticpodd,
@@ -70,20 +73,21 @@ apiVersion: kubeadm.k8s.io/v1beta4
 kind: ClusterConfiguration
 kubernetesVersion: v1.37.2
 clusterName: air-gapped
+controlPlaneEndpoint: %[1]s:6443
 ---
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 cgroupDriver: cgroupfs
 `
 
-// machineKubelet is what the test adds to kubeadmYAML's KubeletConfiguration
-// on each machine: a cgroupRoot of its own, as machines share the host's
-// cgroups here.
-const machineKubelet = "cgroupRoot: %s\n"
 
 // guideInitLine and guideUpgradeLine are kubeadm init's and upgrade apply's
 // command lines, with the preflight errors they ignore.
 func guideInitLine() string { return guideInit + ignoring(ignoredPreflight) }
+
+// guideJoinLine is kubeadm join --control-plane's, with the preflight
+// errors it ignores: kubeadm init's.
+func guideJoinLine() string { return guideJoin + ignoring(ignoredPreflight) }
 
 func guideUpgradeLine() string {
 	return guideUpgrade + ignoring(ignoredUpgradePreflight)
@@ -93,6 +97,6 @@ func guideUpgradeLine() string {
 // them; guide_test.go checks that the guide gives no other.
 func guideCommands() []string {
 	return []string{guideImagesList, guideImagesExport, guideImagesImport, guideImagesLs, guideInitLine(), guideGetAll,
-		guidePs, guideCrictlPods, guideCrictlPs, guideCrictlImages, guideCrictlLogs, guideEditConfig, guideUpgradeLine(),
+		guidePs, guideUploadCerts, guideJoinCommand, guideJoinLine(), guideCrictlPods, guideCrictlPs, guideCrictlImages, guideCrictlLogs, guideEditConfig, guideUpgradeLine(),
 		guideReset, CleanupCommand}
 }

@@ -70,7 +70,7 @@ func TestKubeadm(t *testing.T) {
 	t.Logf("%s$ %s\n%s", cp1.Name, guideImagesLs, ls)
 
 	// Step 2. kubeadm init.
-	writeFile(t, cp1.Host("/root/kubeadm.yaml"), fmt.Sprintf(kubeadmYAML, cp1.Addr, cp1.Name)+fmt.Sprintf(machineKubelet, cp1.Cgroup))
+	writeFile(t, cp1.Host("/root/kubeadm.yaml"), fmt.Sprintf(kubeadmYAML, cp1.Addr, cp1.Name))
 	initLine := guideInitLine()
 	out, took := timedSh(t, cp1, 6*time.Minute, initLine, initialized)
 	t.Logf("%s$ %s\n%s", cp1.Name, initLine, out)
@@ -126,6 +126,38 @@ func TestKubeadm(t *testing.T) {
 	}
 	t.Logf("FIGURE node agent RSS after init: %.1f MiB (%s)", float64(stack)/(1<<20), strings.Join(names, ", "))
 
+	// Step 4. A second control-plane node joins with the bootstrap token:
+	// the certificates uploaded, the join command printed on cp1, and run
+	// on cp2, which TLS-bootstraps its client certificate and joins etcd.
+	cp2 := newMachineAt(t, bin, "cp2", "192.0.2.11")
+	if err := Connect(cp1, cp2); err != nil {
+		t.Fatal(err)
+	}
+	copyFile(t, connected.Host("/root/kubeadm-images.tar"), cp2.Host("/root/kubeadm-images.tar"))
+	cp2.Sh(5*time.Minute, guideImagesImport)
+	out = cp1.Sh(time.Minute, guideUploadCerts)
+	t.Logf("%s$ %s\n%s", cp1.Name, guideUploadCerts, out)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	key := strings.TrimSpace(lines[len(lines)-1])
+	join := strings.Fields(cp1.Stdout(time.Minute, guideJoinCommand))
+	token, hash := flagValue(join, "--token"), flagValue(join, "--discovery-token-ca-cert-hash")
+	if token == "" || hash == "" || len(key) != 64 {
+		t.Fatalf("no token, hash or certificate key: %q %q %q", join, hash, key)
+	}
+	joinLine := guideJoinLine()
+	out, took = timedSh(t, cp2, 8*time.Minute, fmt.Sprintf("export TOKEN=%s HASH=%s KEY=%s; %s", token, hash, key, joinLine),
+		"This node has joined the cluster and a new control plane instance was created")
+	t.Logf("%s$ %s\n%s", cp2.Name, joinLine, out)
+	checkIgnored(t, out, ignoredPreflight)
+	t.Logf("FIGURE kubeadm join --control-plane: %.1fs", took.Seconds())
+	waitMirrors(t, cp2, true)
+	if pem, err := os.Readlink(cp2.Host("/var/lib/kubelet/pki/kubelet-client-current.pem")); err != nil {
+		t.Errorf("cp2 has no TLS-bootstrapped client certificate: %v", err)
+	} else {
+		t.Logf("cp2's client certificate, from its CSR: %s", pem)
+	}
+	t.Logf("%s$ %s\n%s", cp1.Name, guideGetAll, cp1.Sh(time.Minute, guideGetAll))
+
 	// Step 5. upgrade apply to the same version with an extraArgs changed
 	// in the cluster's configuration: kubeadm re-renders kube-apiserver's
 	// manifest and waits for its mirror pod's config.hash to change.
@@ -150,7 +182,8 @@ func TestKubeadm(t *testing.T) {
 	}
 	t.Logf("FIGURE kubeadm upgrade apply: %.1fs (config.hash of kube-apiserver %s -> %s)", took.Seconds(), before, after)
 
-	// Step 6. reset.
+	// Step 6. reset, the joined node first (its etcd member goes).
+	resetStep(t, cp2)
 	resetStep(t, cp1)
 }
 
@@ -177,20 +210,30 @@ func addonImages(t *testing.T) []string {
 // holding cluster.Address, with staticpodd as its node agent.
 func newMachine(t *testing.T, bin, name string) *Machine {
 	t.Helper()
+	return newMachineAt(t, bin, name, cluster.Address)
+}
+
+// newMachineAt is newMachine with the address addr.
+func newMachineAt(t *testing.T, bin, name, addr string) *Machine {
+	t.Helper()
 	crictl := os.Getenv("CRICTL")
 	if crictl == "" {
 		t.Fatal("CRICTL is not set: make test-kubeadm builds crictl (tests/crictl/build.sh) and sets it")
 	}
-	ns, err := cluster.NewNetns("staticpodd-kubeadm-" + testdaemon.RandHex(4))
+	ns, err := cluster.NewNetnsAt("staticpodd-kubeadm-"+testdaemon.RandHex(4), addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := NewMachine(t, name, cluster.Address, ns, bin, testdaemon.Bin, testdaemon.Bin, crictl)
+	m := NewMachine(t, name, addr, ns, bin, testdaemon.Bin, testdaemon.Bin, crictl)
 	unit, err := UnitExecStart("../../packaging/kubeadm/10-kubeadm.conf")
 	if err != nil {
 		t.Fatal(err)
 	}
-	m.SetExecStart(unit)
+	// Each machine's pods under a cgroupRoot of its own, as machines here
+	// share one host's cgroups: the flag in KUBELET_EXTRA_ARGS, as the
+	// package's /etc/default/kubelet would give it (the machines share the
+	// host's /etc, which has none).
+	m.SetExecStart(strings.Replace(unit, "exec ", "KUBELET_EXTRA_ARGS=--cgroup-root="+m.Cgroup+"\nexec ", 1))
 	return m
 }
 
@@ -223,6 +266,16 @@ func timedSh(t *testing.T, m *Machine, timeout time.Duration, line, mark string)
 		t.Fatalf("%s$ %s: %v (printed %q: %v)\n%s\n%s", m.Name, line, err, mark, took != 0, out.String(), m.Log())
 	}
 	return out.String(), took
+}
+
+// flagValue is the word after flag in args, "" if none.
+func flagValue(args []string, flag string) string {
+	for i, a := range args[:len(args)-1] {
+		if a == flag {
+			return args[i+1]
+		}
+	}
+	return ""
 }
 
 // checkIgnored fails the test for an ignored preflight error that did not

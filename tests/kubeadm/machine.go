@@ -162,6 +162,25 @@ func run(name string, args ...string) error {
 	return nil
 }
 
+// Connect links the network namespaces of a and b with a veth pair and a
+// route to each other's address: two machines on one wire, and nothing else.
+func Connect(a, b *Machine) error {
+	ends := "k" + testdaemon.RandHex(3)
+	steps := [][]string{
+		{"link", "add", ends + "a", "netns", a.Ns.Name, "type", "veth", "peer", "name", ends + "b", "netns", b.Ns.Name},
+		{"-n", a.Ns.Name, "link", "set", ends + "a", "up"},
+		{"-n", b.Ns.Name, "link", "set", ends + "b", "up"},
+		{"-n", a.Ns.Name, "route", "add", b.Addr + "/32", "dev", ends + "a"},
+		{"-n", b.Ns.Name, "route", "add", a.Addr + "/32", "dev", ends + "b"},
+	}
+	for _, s := range steps {
+		if err := run("ip", s...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Host is where the machine's path p (under one of MachinePaths) is on the host.
 func (m *Machine) Host(p string) string { return filepath.Join(m.Dir, "root", p) }
 

@@ -32,13 +32,16 @@ type Netns struct {
 }
 
 // NewNetns makes the namespace name with lo up and Address on node0.
-func NewNetns(name string) (*Netns, error) {
+func NewNetns(name string) (*Netns, error) { return NewNetnsAt(name, Address) }
+
+// NewNetnsAt is NewNetns with addr in place of Address, for a second node.
+func NewNetnsAt(name, addr string) (*Netns, error) {
 	n := &Netns{Name: name, Path: "/run/netns/" + name}
 	steps := [][]string{
 		{"netns", "add", name},
 		{"-n", name, "link", "set", "lo", "up"},
 		{"-n", name, "link", "add", "node0", "type", "veth", "peer", "name", "node1"},
-		{"-n", name, "addr", "add", Address + "/32", "dev", "node0"},
+		{"-n", name, "addr", "add", addr + "/32", "dev", "node0"},
 		{"-n", name, "link", "set", "node1", "up"},
 		{"-n", name, "link", "set", "node0", "up"},
 	}
