@@ -80,7 +80,6 @@ kind: KubeletConfiguration
 cgroupDriver: cgroupfs
 `
 
-
 // guideInitLine and guideUpgradeLine are kubeadm init's and upgrade apply's
 // command lines, with the preflight errors they ignore.
 func guideInitLine() string { return guideInit + ignoring(ignoredPreflight) }
