@@ -126,6 +126,22 @@ func TestKubeadm(t *testing.T) {
 	}
 	t.Logf("FIGURE node agent RSS after init: %.1f MiB (%s)", float64(stack)/(1<<20), strings.Join(names, ", "))
 
+	// Step 7's decision: a pod the API server binds to a staticpodd node is
+	// failed with a reason, as the kubelet fails a pod it cannot admit.
+	cp1.Sh(time.Minute, `kubectl run bound --image=registry.k8s.io/pause:3.10.2 --overrides='{"spec":{"nodeName":"cp1"}}'`)
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		out := cp1.Stdout(time.Minute, "kubectl get pod bound -o jsonpath='{.status.phase} {.status.reason}'")
+		if out == "Failed StaticPodsOnly" {
+			t.Logf("a pod bound to cp1 through the API: %s", out)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a pod bound to cp1 through the API is %q, want Failed StaticPodsOnly", out)
+		}
+		time.Sleep(time.Second)
+	}
+
 	// Step 4. A second control-plane node joins with the bootstrap token:
 	// the certificates uploaded, the join command printed on cp1, and run
 	// on cp2, which TLS-bootstraps its client certificate and joins etcd.

@@ -182,6 +182,12 @@ func stopContainerd(t *testing.T, m *Machine) {
 			syscall9(p.PID)
 		}
 	}
+	// A killed process leaves its cgroup only once it has exited.
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if procs, _ := m.Procs(); len(procs) == 0 || (len(procs) == 1 && procs[0].Comm == "kubelet") {
+			break
+		}
+	}
 	for _, dir := range m.CgroupDirs() {
 		var dirs []string
 		filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
