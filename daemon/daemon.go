@@ -74,15 +74,18 @@ type System struct {
 	runtime    *oci.Runtime
 	agent      *agent.Agent
 	mirror     *mirror.Mirror // mirror pods and the Node; nil without a kubeconfig
-	seen       *agent.SeenStore
-	sources    *source.Mux   // the manifest sources: the file's, the URL's
-	flags      *config.Flags // the flags of the start, for a reload; nil for run --once
-	gate       *ready.Gate   // --ready-when's; nil when READY=1 follows the first sync
-	readOnly   *health.Part  // the read-only port's listener
-	nodePort   *health.Part  // the node API's listener (port)
-	criPart    *health.Part  // the CRI socket's listener
-	imports    *health.Part  // the image import watcher
-	imageGC    *imageGC      // the image garbage collector; run only, not run --once
+	// credentials are the mirror's and the node API's reviews'; nil
+	// without a kubeconfig.
+	credentials *mirror.Credentials
+	seen        *agent.SeenStore
+	sources     *source.Mux   // the manifest sources: the file's, the URL's
+	flags       *config.Flags // the flags of the start, for a reload; nil for run --once
+	gate        *ready.Gate   // --ready-when's; nil when READY=1 follows the first sync
+	readOnly    *health.Part  // the read-only port's listener
+	nodePort    *health.Part  // the node API's listener (port)
+	criPart     *health.Part  // the CRI socket's listener
+	imports     *health.Part  // the image import watcher
+	imageGC     *imageGC      // the image garbage collector; run only, not run --once
 	// memNotifier wakes the eviction manager; nil until there are
 	// thresholds.
 	memNotifier atomic.Pointer[oci.MemoryNotifier]
@@ -343,9 +346,19 @@ func newSystem(ctx context.Context, cfg *config.Config, opts Options, logger *sl
 		Eviction:       d.evictionConfig(),
 		Images:         imagePuller{store: images, puller: puller},
 	}, rt, logger)
+	if cfg.Kubeconfig != "" {
+		d.credentials = mirror.NewCredentials(mirror.CredentialsConfig{
+			Kubeconfig:          cfg.Kubeconfig,
+			BootstrapKubeconfig: cfg.BootstrapKubeconfig,
+			CertDir:             cfg.CertDir,
+			NodeName:            cfg.NodeName,
+			Rotate:              cfg.RotateCertificates,
+			Version:             opts.Version,
+		}, logger.With("subsystem", "credentials"))
+	}
 	if cfg.Kubeconfig != "" && !once {
 		d.mirror = mirror.New(mirror.Config{
-			Kubeconfig:                cfg.Kubeconfig,
+			Credentials:               d.credentials,
 			NodeName:                  cfg.NodeName,
 			NodeIP:                    nodeIP,
 			Version:                   opts.Version,

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"path/filepath"
 	"strconv"
 	"sync/atomic"
 
@@ -44,8 +43,8 @@ func (d *System) nodeAPI(refused *atomic.Uint64) (http.Handler, *tls.Config, err
 		NodeName:   cfg.NodeName,
 	}
 	var reviewer *mirror.Reviewer
-	if cfg.Kubeconfig != "" {
-		reviewer = mirror.NewReviewer(cfg.Kubeconfig, d.opts.Version)
+	if d.credentials != nil {
+		reviewer = mirror.NewReviewer(d.credentials)
 	}
 	if cfg.WebhookAuthn && reviewer != nil {
 		auth.Tokens = reviewer
@@ -56,7 +55,7 @@ func (d *System) nodeAPI(refused *atomic.Uint64) (http.Handler, *tls.Config, err
 	logger := d.logger.With("subsystem", "http", "listener", "node api")
 	t := server.TLS{
 		CertFile: cfg.TLSCertFile, KeyFile: cfg.TLSPrivateKeyFile,
-		PKIDir: filepath.Join(cfg.RootDir, "pki"), Host: cfg.NodeName,
+		PKIDir: cfg.CertDir, Host: cfg.NodeName,
 		RequestClientCerts: cfg.ClientCAFile != "", Logger: logger,
 	}
 	var err error

@@ -149,7 +149,7 @@ var agentEdges = map[string][]string{
 	"agent/images":           {"agent/events", "agent/eviction", "agent/podspec", "agent/status"},
 	"agent/lifecycle":        {"agent/events", "agent/podspec", "agent/prober"},
 	"agent/manifest":         {"agent/poddir", "agent/podspec"},
-	"agent/mirror":           {"agent", "agent/events", "agent/host", "agent/manifest"},
+	"agent/mirror":           {"agent", "agent/atomicfile", "agent/events", "agent/host", "agent/manifest"},
 	"agent/poddir":           nil,
 	"agent/podspec":          nil,
 	"agent/podspec/logfiles": nil,
@@ -529,6 +529,13 @@ var daemonModules = []string{
 	// The pod network: libcni (7 package inits, 0.02 ms and 5 KB of every
 	// re-exec's start-up, measured as above).
 	"github.com/containernetworking/cni",
+	// Linked since TLS bootstrap by client-go's typed clients (gentype
+	// links client-go/testing: json-patch; tools/cache: go-difflib) and
+	// kube-openapi's handler: 3 package inits, 0.03 ms together (the
+	// typed clientset's scheme, 3.0 ms, is the cost; see heavyPackages).
+	"github.com/emicklei/go-restful/v3",
+	"gopkg.in/evanphx/json-patch.v4",
+	"github.com/pmezard/go-difflib",
 }
 
 // heavyModules must not be linked into the binary, and why.
@@ -538,13 +545,17 @@ var heavyModules = map[string]string{
 	"go.opentelemetry.io/otel": "came only through k8s.io/component-base",
 }
 
-// heavyPackages must not be linked into the binary, and why.
-var heavyPackages = map[string]string{
-	"k8s.io/client-go/kubernetes": "client-go's typed clientset links every API group and registers them all " +
-		"in every re-exec (about 3 ms and 1.3 MB before main, and a third of the binary); " +
-		"agent/mirror's api is client-go's REST client with a scheme of the four groups it uses",
-	"k8s.io/client-go/kubernetes/scheme": "registers every API group at init (see k8s.io/client-go/kubernetes)",
-}
+// heavyPackages must not be linked into the binary, and why. Empty since
+// TLS bootstrap: client-go's certificate manager (util/certificate, the one
+// the kubelet uses, which agent/mirror's Credentials run) takes a
+// kubernetes.Interface, so k8s.io/client-go/kubernetes and its scheme, which
+// registers every API group at init, came back: 69 more package inits, 2.7
+// ms and 1.16 MB before main in every process of the binary (3.0 ms and 0.67
+// MB of it the scheme's), and the binary 41.4 -> 60.0 MB, measured with
+// GODEBUG=inittrace=1 staticpodd version, median of 7 runs
+// (docs/benchmarks.md). Container starts do not pay it: their processes run
+// the monitor's own program.
+var heavyPackages = map[string]string{}
 
 // TestDaemonPackages keeps heavyPackages out of the binary.
 func TestDaemonPackages(t *testing.T) {

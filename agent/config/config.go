@@ -38,6 +38,7 @@ const (
 	// originReadOnlyAddress: address is DefaultReadOnlyAddress, not the
 	// kubelet's default, because readOnlyPort is on.
 	originReadOnlyAddress = OriginDefault + " (loopback for the read-only port)"
+	originCertDir         = OriginDefault + " (<rootDir>/pki)"
 )
 
 // Config is the effective configuration staticpodd runs with. Field comments name
@@ -48,8 +49,16 @@ type Config struct {
 	NodeName   string // --hostname-override, else the hostname; lower-cased
 	NodeIP     string // --node-ip
 	Kubeconfig string // --kubeconfig; "" = no mirror pods
-	RootDir    string // --root-dir
-	RunDir     string // --run-dir
+	// BootstrapKubeconfig (--bootstrap-kubeconfig) holds the credentials
+	// that request the node's client certificate when Kubeconfig has none
+	// valid; the certificate is kept in CertDir (--cert-dir, default
+	// <RootDir>/pki), and renewed before it expires with
+	// RotateCertificates (rotateCertificates), as the kubelet does.
+	BootstrapKubeconfig string
+	CertDir             string
+	RotateCertificates  bool
+	RootDir             string // --root-dir
+	RunDir              string // --run-dir
 
 	StaticPodPath      string      // staticPodPath, --pod-manifest-path
 	StaticPodURL       string      // staticPodURL, --manifest-url
@@ -189,6 +198,10 @@ func Load(path string, flags Flags) (*Config, []string, error) {
 	}
 	if err := c.applyFlags(&flags); err != nil {
 		return nil, nil, err
+	}
+	if c.CertDir == "" {
+		c.CertDir = filepath.Join(c.RootDir, "pki")
+		c.Origins["certDir"] = originCertDir
 	}
 	if c.ReadOnlyPort != 0 && c.Origins["address"] == OriginDefault {
 		c.Address = DefaultReadOnlyAddress
@@ -382,9 +395,6 @@ func fromKubelet(path string, raw map[string]any, kc *kubeletConfiguration) (*Co
 // applyFlags sets the values of the flags that were given, then those of
 // the environment variables whose flag was not.
 func (c *Config) applyFlags(fl *Flags) error {
-	if _, ok := fl.given(FlagBootstrapKubeconfig); ok {
-		return fmt.Errorf("--%s: TLS bootstrap is not supported; give --%s a kubeconfig with the node's own credentials (kubeadm's kubelet.conf)", FlagBootstrapKubeconfig, FlagKubeconfig)
-	}
 	for _, f := range fields {
 		var err error
 		switch {

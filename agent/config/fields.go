@@ -271,6 +271,18 @@ var fields = []field{
 	{key: "kubeconfig", flag: FlagKubeconfig, help: "kubeconfig of an API server; enables mirror pods",
 		flagValue: func(f *Flags) *string { return &f.Kubeconfig },
 		value:     value[string]{at: func(c *Config) *string { return &c.Kubeconfig }, render: plain}},
+	{key: "bootstrapKubeconfig", flag: FlagBootstrapKubeconfig,
+		help:      "kubeconfig whose credentials request the node's client certificate (a CSR) when --kubeconfig has none valid; --kubeconfig is then written to use it (TLS bootstrap)",
+		flagValue: func(f *Flags) *string { return &f.BootstrapKubecfg },
+		value:     value[string]{at: func(c *Config) *string { return &c.BootstrapKubeconfig }, render: plain},
+		check: func(c *Config, p *problems) {
+			if c.BootstrapKubeconfig != "" && c.Kubeconfig == "" {
+				p.bad("needs --%s: the file TLS bootstrap writes", FlagKubeconfig)
+			}
+		}},
+	{key: "certDir", flag: FlagCertDir, help: "directory of the node's client certificate (kubelet-client-current.pem) and its serving one (default <root-dir>/pki)",
+		flagValue: func(f *Flags) *string { return &f.CertDir },
+		value:     value[string]{at: func(c *Config) *string { return &c.CertDir }, render: plain}},
 	{key: "rootDir", flag: FlagRootDir, shared: true, env: EnvRootDir,
 		flagValue: func(f *Flags) *string { return &f.RootDir },
 		value:     value[string]{at: func(c *Config) *string { return &c.RootDir }, render: plain, def: constant(DefaultRootDir)},
@@ -638,6 +650,9 @@ var fields = []field{
 			})},
 		check: notNegative(func(c *Config) time.Duration { return c.MaxContainerRestartPeriod })},
 
+	{key: "rotateCertificates", file: "rotateCertificates",
+		value: value[bool]{at: func(c *Config) *bool { return &c.RotateCertificates }, render: sprint[bool],
+			kubelet: kubelet(func(kc *kubeletConfiguration) bool { return kc.RotateCertificates })}},
 	{key: "registerNode", file: "registerNode",
 		value: value[bool]{at: func(c *Config) *bool { return &c.RegisterNode }, render: sprint[bool],
 			kubelet: kubelet(func(kc *kubeletConfiguration) bool { return *kc.RegisterNode })}},

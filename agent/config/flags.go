@@ -18,9 +18,12 @@ const (
 	FlagHostnameOverride  = "hostname-override"
 	FlagNodeIP            = "node-ip"
 	FlagKubeconfig        = "kubeconfig"
-	// FlagBootstrapKubeconfig is the kubelet's TLS bootstrap; staticpodd
-	// refuses it with a reason rather than ignore it.
+	// FlagBootstrapKubeconfig is the kubelet's TLS bootstrap: the
+	// credentials to request the node's client certificate with when
+	// --kubeconfig has none valid; FlagCertDir is where the certificate
+	// is kept (kubelet-client-current.pem).
 	FlagBootstrapKubeconfig = "bootstrap-kubeconfig"
+	FlagCertDir             = "cert-dir"
 	FlagRootDir             = "root-dir"
 	// FlagRegistryConfigDir holds registry mirrors and TLS settings in
 	// containerd's hosts.toml layout.
@@ -86,7 +89,8 @@ type Flags struct {
 	HostnameOverride   string
 	NodeIP             string
 	Kubeconfig         string
-	BootstrapKubecfg   string // refused: TLS bootstrap is not supported
+	BootstrapKubecfg   string
+	CertDir            string
 	RegistryConfigDir  string
 	RootDir            string
 	RunDir             string
@@ -114,7 +118,6 @@ func (f *Flags) Register(fs *pflag.FlagSet) {
 			fs.StringVar(d.flagValue(f), d.flag, "", d.help)
 		}
 	}
-	fs.StringVar(&f.BootstrapKubecfg, FlagBootstrapKubeconfig, "", "not supported: TLS bootstrap; give --kubeconfig with the node's credentials")
 }
 
 // given reports whether flag name was set on the command line, and its value.
@@ -125,9 +128,6 @@ func (f *Flags) given(name string) (string, bool) {
 		}
 	}
 	var v string
-	if name == FlagBootstrapKubeconfig {
-		v = f.BootstrapKubecfg
-	}
 	for _, d := range fields {
 		if d.flag == name && d.flagValue != nil {
 			v = *d.flagValue(f)

@@ -10,11 +10,30 @@ import (
 	v1 "k8s.io/api/core/v1"
 )
 
-func TestBootstrapKubeconfigIsRefusedWithAReason(t *testing.T) {
+func TestBootstrapKubeconfig(t *testing.T) {
 	_, _, err := Load("", Flags{BootstrapKubecfg: "/etc/kubernetes/bootstrap-kubelet.conf", HostnameOverride: "n"})
-	if err == nil || !strings.Contains(err.Error(), "--bootstrap-kubeconfig: TLS bootstrap is not supported") ||
-		!strings.Contains(err.Error(), "--kubeconfig") {
-		t.Fatalf("Load with --bootstrap-kubeconfig = %v, want a refusal naming --kubeconfig", err)
+	if err == nil || !strings.Contains(err.Error(), "bootstrapKubeconfig: needs --kubeconfig") {
+		t.Fatalf("Load with --bootstrap-kubeconfig alone = %v, want a refusal naming --kubeconfig", err)
+	}
+	c, _, err := Load("", Flags{BootstrapKubecfg: "/etc/kubernetes/bootstrap-kubelet.conf",
+		Kubeconfig: "/etc/kubernetes/kubelet.conf", RootDir: "/var/lib/x", HostnameOverride: "n"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.BootstrapKubeconfig != "/etc/kubernetes/bootstrap-kubelet.conf" || c.CertDir != "/var/lib/x/pki" || c.RotateCertificates {
+		t.Errorf("bootstrap %q certDir %q (origin %q) rotate %v", c.BootstrapKubeconfig, c.CertDir, c.Origin("certDir"), c.RotateCertificates)
+	}
+
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(path, []byte("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nrotateCertificates: true\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, warnings, err := Load(path, Flags{CertDir: "/var/lib/kubelet/pki", HostnameOverride: "n"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(warnings) != 0 || !c.RotateCertificates || c.CertDir != "/var/lib/kubelet/pki" || c.Origin("certDir") != "flag --cert-dir" {
+		t.Errorf("warnings %q rotate %v certDir %q (origin %q)", warnings, c.RotateCertificates, c.CertDir, c.Origin("certDir"))
 	}
 }
 

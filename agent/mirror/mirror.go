@@ -21,7 +21,6 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/staticpodd/staticpodd/agent"
 	"github.com/staticpodd/staticpodd/agent/events"
@@ -69,10 +68,13 @@ type NodeConditions interface {
 
 // Config is how the mirror reaches the API server and what it says there.
 type Config struct {
-	Kubeconfig string // a kubeconfig file, as the kubelet's --kubeconfig
-	NodeName   string
-	NodeIP     netip.Addr // the node's InternalIP; none when invalid
-	Hostname   string     // the node's Hostname address; default NodeName
+	// Credentials are the node's: its kubeconfig, or the client
+	// certificate TLS bootstrap and rotation keep (the kubelet's
+	// --kubeconfig, --bootstrap-kubeconfig, rotateCertificates).
+	Credentials *Credentials
+	NodeName    string
+	NodeIP      netip.Addr // the node's InternalIP; none when invalid
+	Hostname    string     // the node's Hostname address; default NodeName
 	// KubeletPort is the node API's port, the Node's
 	// status.daemonEndpoints.kubeletEndpoint.port: where the API server
 	// sends kubectl logs and nodes/proxy requests.
@@ -164,6 +166,9 @@ func New(cfg Config, pods Pods, logger *slog.Logger) *Mirror {
 	}
 	m := &Mirror{cfg: cfg, pods: pods, logger: logger, health: map[string]problem{}, nodeSet: make(chan struct{})}
 	m.newClient = m.kubeconfigClient
+	if cfg.Credentials != nil {
+		cfg.Credentials.setReport(m.report)
+	}
 	return m
 }
 
@@ -173,25 +178,22 @@ type clients struct {
 	api, watch api
 }
 
-// kubeconfigClient reads the kubeconfig, each time anew: kubeadm may write it
-// after staticpodd started.
+// kubeconfigClient makes the clients of the credentials, each time anew
+// until it works: kubeadm may write the kubeconfig after staticpodd started.
 func (m *Mirror) kubeconfigClient() (clients, error) {
-	rc, err := clientcmd.BuildConfigFromFlags("", m.cfg.Kubeconfig)
+	rc, err := m.cfg.Credentials.RESTConfig()
 	if err != nil {
-		return clients{}, fmt.Errorf("kubeconfig %s: %w", m.cfg.Kubeconfig, err)
+		return clients{}, err
 	}
-	// The kubelet's kubeAPIQPS and kubeAPIBurst defaults.
-	rc.QPS, rc.Burst = 50, 100
-	rc.UserAgent = "staticpodd/" + m.cfg.Version
 	watch, err := newRESTAPI(rc)
 	if err != nil {
-		return clients{}, fmt.Errorf("kubeconfig %s: %w", m.cfg.Kubeconfig, err)
+		return clients{}, err
 	}
 	// No request outlives a slow server for long.
 	rc.Timeout = requestTimeout
 	requests, err := newRESTAPI(rc)
 	if err != nil {
-		return clients{}, fmt.Errorf("kubeconfig %s: %w", m.cfg.Kubeconfig, err)
+		return clients{}, err
 	}
 	return clients{api: requests, watch: watch}, nil
 }
@@ -204,6 +206,11 @@ const requestTimeout = 10 * time.Second
 // back-off and shown by Status, never returned.
 func (m *Mirror) Run(ctx context.Context) error {
 	quietKlog(m.logger.With("from", "client-go"))
+	if m.cfg.Credentials != nil {
+		// The certificate manager and the transport's watch of it end
+		// with the mirror, the daemon's one long-lived client.
+		defer m.cfg.Credentials.Close()
+	}
 	var cs clients
 	bo := newBackoff(200*time.Millisecond, 10*time.Second)
 	for {

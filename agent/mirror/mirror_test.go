@@ -263,7 +263,8 @@ func TestOrphanDeletedThoughTheAPIServerSaysNotFound(t *testing.T) {
 func TestUnreachableAPIServerIsReportedNotFatal(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		pods := newFakePods()
-		m := New(Config{NodeName: "node1", Kubeconfig: "/nonexistent/kubeconfig"}, pods, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+		m := New(Config{NodeName: "node1", Credentials: NewCredentials(CredentialsConfig{Kubeconfig: "/nonexistent/kubeconfig"}, logger)}, pods, logger)
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		go func() { done <- m.Run(ctx) }()

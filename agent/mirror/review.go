@@ -8,7 +8,6 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/clientcmd"
 )
 
 // Reviewer asks the API server who a bearer token is (TokenReview) and
@@ -16,16 +15,17 @@ import (
 // authentication and authorization, as the kubelet's delegating
 // authenticator and authorizer do with its kubeconfig.
 type Reviewer struct {
-	kubeconfig, version string
+	creds *Credentials
 
 	mu  sync.Mutex // guards cli
 	cli api
 }
 
-// NewReviewer returns a reviewer that reads kubeconfig when first asked, and
-// again after a failure to: kubeadm may write it after staticpodd started.
-func NewReviewer(kubeconfig, version string) *Reviewer {
-	return &Reviewer{kubeconfig: kubeconfig, version: version}
+// NewReviewer returns a reviewer that makes its client of creds when first
+// asked, and again after a failure to: kubeadm may write the kubeconfig
+// after staticpodd started.
+func NewReviewer(creds *Credentials) *Reviewer {
+	return &Reviewer{creds: creds}
 }
 
 func (r *Reviewer) client() (api, error) {
@@ -34,16 +34,14 @@ func (r *Reviewer) client() (api, error) {
 	if r.cli != nil {
 		return r.cli, nil
 	}
-	rc, err := clientcmd.BuildConfigFromFlags("", r.kubeconfig)
+	rc, err := r.creds.RESTConfig()
 	if err != nil {
-		return nil, fmt.Errorf("kubeconfig %s: %w", r.kubeconfig, err)
+		return nil, err
 	}
-	rc.QPS, rc.Burst = 50, 100
-	rc.UserAgent = "staticpodd/" + r.version
 	rc.Timeout = requestTimeout
 	cli, err := newRESTAPI(rc)
 	if err != nil {
-		return nil, fmt.Errorf("kubeconfig %s: %w", r.kubeconfig, err)
+		return nil, err
 	}
 	r.cli = cli
 	return cli, nil

@@ -83,7 +83,7 @@ func TestReviewer(t *testing.T) {
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(sar)
 	})
-	r := NewReviewer(apiServer(t, mux), "test")
+	r := NewReviewer(NewCredentials(CredentialsConfig{Kubeconfig: apiServer(t, mux), Version: "test"}, nil))
 	ctx := context.Background()
 	u, ok, err := r.ReviewToken(ctx, "good")
 	if err != nil || !ok || u.Username != "alice" || len(u.Groups) != 1 {
@@ -101,7 +101,7 @@ func TestReviewer(t *testing.T) {
 		t.Errorf("alice nodes/log: %v %q %v", ok, reason, err)
 	}
 	// An API server that fails is an error, not a refusal: not cached.
-	down := NewReviewer(apiServer(t, http.NotFoundHandler()), "test")
+	down := NewReviewer(NewCredentials(CredentialsConfig{Kubeconfig: apiServer(t, http.NotFoundHandler()), Version: "test"}, nil))
 	if _, _, err := down.ReviewToken(ctx, "good"); err == nil {
 		t.Error("no error from an API server without the TokenReview API")
 	}

@@ -25,7 +25,7 @@ import (
 // tlsMinVersion, tlsCipherSuites and authentication.x509.clientCAFile.
 type TLS struct {
 	CertFile, KeyFile string // both or neither; neither: a self-signed one under PKIDir
-	PKIDir            string // <root-dir>/pki
+	PKIDir            string // --cert-dir, default <root-dir>/pki
 	Host              string // the node's name, in a self-signed certificate
 	MinVersion        uint16
 	CipherSuites      []uint16

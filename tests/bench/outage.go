@@ -202,7 +202,7 @@ func benchOutage(window time.Duration) error {
 	}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	pods := &outagePods{rec: events.New("node1", 0, logger), ch: make(chan struct{}, 1), pods: map[string]*v1.Pod{}}
-	m := mirror.New(mirror.Config{Kubeconfig: kubeconfig, NodeName: "node1", RegisterNode: true, Version: "bench"}, pods, logger)
+	m := mirror.New(mirror.Config{Credentials: mirror.NewCredentials(mirror.CredentialsConfig{Kubeconfig: kubeconfig, Version: "bench"}, logger), NodeName: "node1", RegisterNode: true, Version: "bench"}, pods, logger)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { m.Run(ctx); close(done) }()

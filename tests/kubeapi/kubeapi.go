@@ -192,6 +192,8 @@ type Cluster struct {
 	Port      int      // the API server's secure port
 	apiArgs   []string // to start it again
 	Admin     kubernetes.Interface
+	adminCrt  string
+	adminKey  string
 	// AuditLog holds one JSON line per write to a pod (create, update,
 	// patch, delete), at the Metadata level: who, what, the answer's code.
 	AuditLog string
@@ -233,6 +235,7 @@ func New(t testing.TB) *Cluster {
 
 	servCrt, servKey := c.PKI.Issue(t, "apiserver", "kube-apiserver", nil, true)
 	adminCrt, adminKey := c.PKI.Issue(t, "admin", "admin", []string{"system:masters"}, false)
+	c.adminCrt, c.adminKey = adminCrt, adminKey
 	saKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
@@ -277,6 +280,43 @@ rules:
 		t.Fatal(err)
 	}
 	return c
+}
+
+// EnableBootstrapTokens has the API server, started next, authenticate
+// bootstrap tokens (kubeadm's --enable-bootstrap-token-auth), for TLS
+// bootstrap.
+func (c *Cluster) EnableBootstrapTokens() {
+	c.apiArgs = append(c.apiArgs, "--enable-bootstrap-token-auth")
+}
+
+// StartControllerManager starts kube-controller-manager with the controllers
+// that approve and sign the nodes' client certificates (csrapproving,
+// csrsigning, with the cluster CA as kubeadm sets it up), serving nothing,
+// and extra args.
+func (c *Cluster) StartControllerManager(args ...string) *Proc {
+	c.t.Helper()
+	caKey, err := x509.MarshalECPrivateKey(c.PKI.caKey)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	keyFile := filepath.Join(c.dir, "ca.key")
+	writePEM(c.t, keyFile, "EC PRIVATE KEY", caKey)
+	kubeconfig := filepath.Join(c.dir, "controller-manager.conf")
+	cfg := fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters: [{name: test, cluster: {server: %q, certificate-authority: %q}}]
+users: [{name: admin, user: {client-certificate: %q, client-key: %q}}]
+contexts: [{name: admin, context: {cluster: test, user: admin}}]
+current-context: admin
+`, c.Server(), c.PKI.CA, c.adminCrt, c.adminKey)
+	if err := os.WriteFile(kubeconfig, []byte(cfg), 0o600); err != nil {
+		c.t.Fatal(err)
+	}
+	return startProc(c.t, c.dir, filepath.Join(c.bin, "kube-controller-manager"), append([]string{
+		"--kubeconfig", kubeconfig, "--leader-elect=false", "--secure-port=0",
+		"--controllers", "csrapproving,csrsigning",
+		"--cluster-signing-cert-file", c.PKI.CA, "--cluster-signing-key-file", keyFile,
+	}, args...)...)
 }
 
 // Server is the API server's URL.
