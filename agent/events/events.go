@@ -47,6 +47,11 @@ const (
 	FreeDiskSpaceFailed = "FreeDiskSpaceFailed" // image GC freed less than the low threshold wants
 	ImageGCFailed       = "ImageGCFailed"
 	DNSConfigForming    = "DNSConfigForming"
+	NodeNotSchedulable  = "NodeNotSchedulable"
+	// StaticPodsOnly is staticpodd's own, as the kubelet's admission
+	// failures (OutOfcpu, NodeAffinity) name theirs: a pod the API server
+	// bound to the node, failed, since staticpodd runs only static pods.
+	StaticPodsOnly = "StaticPodsOnly"
 )
 
 // Component is the events' source and reporting controller.
@@ -157,29 +162,39 @@ func (r *Recorder) Eventf(ref v1.ObjectReference, eventType, reason, format stri
 	if len(args) > 0 {
 		msg = fmt.Sprintf(format, args...)
 	}
-	r.record(ref, eventType, reason, podspec.Truncate(msg, podspec.MaxEventMessage))
+	r.record(ref, eventType, reason, msg)
 }
 
-func (r *Recorder) record(ref v1.ObjectReference, eventType, reason, msg string) {
+// Make is an event of node host about ref, seen once now, as a Recorder
+// makes it (client-go's makeEvent); the message is cut as Eventf cuts it.
+// The mirror posts such events about the API server's pods it fails without
+// keeping them: a flood of those must not push the static pods' events out
+// of the ring.
+func Make(host string, ref v1.ObjectReference, eventType, reason, msg string) *v1.Event {
 	now := metav1.NewTime(time.Now())
 	ns := ref.Namespace
 	if ns == "" {
 		ns = metav1.NamespaceDefault // client-go's makeEvent, for cluster-scoped objects
 	}
-	ev := &v1.Event{
+	return &v1.Event{
 		TypeMeta:            metav1.TypeMeta{APIVersion: "v1", Kind: "Event"},
 		ObjectMeta:          metav1.ObjectMeta{Name: fmt.Sprintf("%v.%x", ref.Name, now.UnixNano()), Namespace: ns},
 		InvolvedObject:      ref,
 		Reason:              reason,
-		Message:             msg,
-		Source:              v1.EventSource{Component: Component, Host: r.host},
+		Message:             podspec.Truncate(msg, podspec.MaxEventMessage),
+		Source:              v1.EventSource{Component: Component, Host: host},
 		FirstTimestamp:      now,
 		LastTimestamp:       now,
 		Count:               1,
 		Type:                eventType,
 		ReportingController: Component,
-		ReportingInstance:   r.host,
+		ReportingInstance:   host,
 	}
+}
+
+func (r *Recorder) record(ref v1.ObjectReference, eventType, reason, msg string) {
+	ev := Make(r.host, ref, eventType, reason, msg)
+	now := ev.FirstTimestamp
 
 	r.mu.Lock()
 	key := r.aggregateLocked(ev, now.Time)

@@ -91,6 +91,8 @@ func (m *Mirror) runEvents(ctx context.Context, client api) {
 				}
 			}
 			pending = kept
+		case ev := <-m.apiPodEvents:
+			post(ev, ev.InvolvedObject)
 		case ev, ok := <-sub.C():
 			if !ok {
 				// Fell too far behind: take up again from what is kept now.

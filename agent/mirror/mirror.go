@@ -119,6 +119,12 @@ type Mirror struct {
 	podsMu sync.Mutex // guards sync
 	sync   *podSync   // nil until Run made it
 
+	// apiPodEvents are the events about the API server's pods the
+	// rejecter failed, which runEvents posts: not kept in the agent's
+	// ring, which a flood of them would empty of the static pods' events.
+	// Full, one is dropped, as the broadcaster drops.
+	apiPodEvents chan v1.Event
+
 	// evictionHard is cfg.EvictionHard, or what a reload set since.
 	evictionHard atomic.Pointer[map[string]string]
 }
@@ -164,7 +170,8 @@ func New(cfg Config, pods Pods, logger *slog.Logger) *Mirror {
 	if cfg.MaxPods <= 0 {
 		cfg.MaxPods = 110
 	}
-	m := &Mirror{cfg: cfg, pods: pods, logger: logger, health: map[string]problem{}, nodeSet: make(chan struct{})}
+	m := &Mirror{cfg: cfg, pods: pods, logger: logger, health: map[string]problem{}, nodeSet: make(chan struct{}),
+		apiPodEvents: make(chan v1.Event, rejectBurst)}
 	m.newClient = m.kubeconfigClient
 	if cfg.Credentials != nil {
 		cfg.Credentials.setReport(m.report)
@@ -225,15 +232,17 @@ func (m *Mirror) Run(ctx context.Context) error {
 		}
 	}
 	m.report("kubeconfig", nil)
-	var wg sync.WaitGroup
-	defer wg.Wait()
+	pw := m.pods.Watch()
+	defer pw.Close()
 	client := cs.api
-	wg.Go(func() { m.runNode(ctx, client) })
-	wg.Go(func() { m.runLease(ctx, client) })
-	ps := newPodSync(m, client, cs.watch)
+	ps := newPodSync(m, pw, client, cs.watch)
 	m.podsMu.Lock()
 	m.sync = ps
 	m.podsMu.Unlock()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(func() { m.runNode(ctx, client) })
+	wg.Go(func() { m.runLease(ctx, client) })
 	wg.Go(func() { ps.run(ctx) })
 	wg.Go(func() { m.runEvents(ctx, client) })
 	<-ctx.Done()
@@ -343,6 +352,24 @@ func sleep(ctx context.Context, d time.Duration) bool {
 // oneLine keeps an API error readable in STATUS=.
 func oneLine(err error) string {
 	return strings.Join(strings.Fields(err.Error()), " ")
+}
+
+// activeStaticPods counts the static pods that are neither Succeeded nor
+// Failed: the pods the scheduler counts on this node, their mirror pods.
+func (m *Mirror) activeStaticPods() int64 {
+	m.podsMu.Lock()
+	ps := m.sync
+	m.podsMu.Unlock()
+	if ps == nil {
+		return 0
+	}
+	var n int64
+	for _, key := range ps.pods.Keys() {
+		if p := ps.pods.Desired(key); p != nil && !terminal(p.Status.Phase) {
+			n++
+		}
+	}
+	return n
 }
 
 // mirrorUID is the UID of the mirror pod of static pod namespace/name with

@@ -20,6 +20,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/staticpodd/staticpodd/agent/events"
 	"github.com/staticpodd/staticpodd/agent/host"
 )
 
@@ -61,6 +62,34 @@ func (m *Mirror) setNode(n *v1.Node) (newUID bool) {
 	return newUID
 }
 
+// forgetNode drops the Node known: it was deleted, and is registered again.
+func (m *Mirror) forgetNode() {
+	m.nodeMu.Lock()
+	defer m.nodeMu.Unlock()
+	m.node = nil
+	m.nodeSet = make(chan struct{})
+}
+
+// cordon marks the Node unschedulable again when someone made it schedulable
+// (kubectl uncordon, as the kubeadm upgrade guide's last step is): staticpodd
+// runs static pods only, so a pod the scheduler put here would only be failed
+// by the rejecter, and a ReplicaSet would make it again at once, forever.
+// It records NodeNotSchedulable, as the kubelet's recordNodeSchedulableEvent.
+func (m *Mirror) cordon(ctx context.Context, nodes nodesAPI, n *v1.Node) (*v1.Node, error) {
+	if n.Spec.Unschedulable {
+		return n, nil
+	}
+	cordoned, err := nodes.Patch(ctx, m.cfg.NodeName, types.StrategicMergePatchType, []byte(`{"spec":{"unschedulable":true}}`), metav1.PatchOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("mark node %s unschedulable: %s", m.cfg.NodeName, oneLine(err))
+	}
+	m.logger.Warn("the node was schedulable: marked it unschedulable, staticpodd runs only static pods", "node", m.cfg.NodeName)
+	m.pods.Events().Eventf(events.NodeRef(m.cfg.NodeName), v1.EventTypeNormal, events.NodeNotSchedulable,
+		"Node %s status is now: %s", m.cfg.NodeName, events.NodeNotSchedulable)
+	m.setNode(cordoned)
+	return cordoned, nil
+}
+
 // runNode registers the Node when it is missing (the kubelet's
 // registerWithAPIServer) and keeps its status (updateNodeStatus): computed
 // every NodeStatusUpdateFrequency, posted when it changed or
@@ -87,25 +116,31 @@ func (m *Mirror) runNode(ctx context.Context, client api) {
 func (m *Mirror) syncNode(ctx context.Context, client api, lastPosted *v1.NodeStatus, lastPost *time.Time) error {
 	nodes := client.Nodes()
 	m.nodeMu.Lock()
-	cur := m.node
+	known := m.node != nil
 	m.nodeMu.Unlock()
-	if cur == nil {
-		n, err := nodes.Get(ctx, m.cfg.NodeName, metav1.GetOptions{})
-		switch {
-		case apierrors.IsNotFound(err) && m.cfg.RegisterNode:
-			if n, err = nodes.Create(ctx, m.initialNode(), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-				return fmt.Errorf("register node %s: %s", m.cfg.NodeName, oneLine(err))
-			} else if err != nil {
-				return fmt.Errorf("register node %s: it appeared meanwhile; reading it next", m.cfg.NodeName)
-			}
-			m.logger.Info("registered the node", "node", m.cfg.NodeName, "uid", n.UID)
-		case apierrors.IsNotFound(err):
-			return fmt.Errorf("node %s is not registered and registerNode is false", m.cfg.NodeName)
-		case err != nil:
-			return fmt.Errorf("get node %s: %s", m.cfg.NodeName, oneLine(err))
+	// Read every round, from the API server's cache, as the kubelet's
+	// tryUpdateNodeStatus does: someone may have made it schedulable.
+	n, err := nodes.Get(ctx, m.cfg.NodeName, metav1.GetOptions{ResourceVersion: "0"})
+	switch {
+	case apierrors.IsNotFound(err) && known:
+		m.forgetNode()
+		return fmt.Errorf("get node %s: the node was deleted; registering it again", m.cfg.NodeName)
+	case apierrors.IsNotFound(err) && m.cfg.RegisterNode:
+		if n, err = nodes.Create(ctx, m.initialNode(), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("register node %s: %s", m.cfg.NodeName, oneLine(err))
+		} else if err != nil {
+			return fmt.Errorf("register node %s: it appeared meanwhile; reading it next", m.cfg.NodeName)
 		}
-		m.setNode(n)
-		cur = n
+		m.logger.Info("registered the node", "node", m.cfg.NodeName, "uid", n.UID)
+	case apierrors.IsNotFound(err):
+		return fmt.Errorf("node %s is not registered and registerNode is false", m.cfg.NodeName)
+	case err != nil:
+		return fmt.Errorf("get node %s: %s", m.cfg.NodeName, oneLine(err))
+	}
+	m.setNode(n)
+	cur, err := m.cordon(ctx, nodes, n)
+	if err != nil {
+		return err
 	}
 	status := m.nodeStatus(cur)
 	if statusEqual(*lastPosted, status) && time.Since(*lastPost) < m.cfg.NodeStatusReportFrequency {
@@ -126,13 +161,10 @@ func (m *Mirror) syncNode(ctx context.Context, client api, lastPosted *v1.NodeSt
 	if err != nil {
 		return fmt.Errorf("encode node status: %w", err)
 	}
-	n, err := nodes.Patch(ctx, m.cfg.NodeName, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
+	n, err = nodes.Patch(ctx, m.cfg.NodeName, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
 	if apierrors.IsNotFound(err) {
 		// Deleted behind our back: register it again at the next round.
-		m.nodeMu.Lock()
-		m.node = nil
-		m.nodeSet = make(chan struct{})
-		m.nodeMu.Unlock()
+		m.forgetNode()
 		return fmt.Errorf("update node %s status: the node was deleted; registering it again", m.cfg.NodeName)
 	}
 	if err != nil {
@@ -168,7 +200,10 @@ func (m *Mirror) initialNode() *v1.Node {
 				v1.LabelArchStable: runtime.GOARCH,
 			},
 		},
-		Spec: v1.NodeSpec{Taints: m.cfg.RegisterWithTaints},
+		// Unschedulable, as the kubelet registered with
+		// --register-schedulable=false: the scheduler places no pod on a
+		// node that runs static pods only.
+		Spec: v1.NodeSpec{Taints: m.cfg.RegisterWithTaints, Unschedulable: true},
 	}
 	n.Status = m.nodeStatus(n)
 	return n
@@ -184,6 +219,12 @@ func (m *Mirror) nodeStatus(cur *v1.Node) v1.NodeStatus {
 	s.DaemonEndpoints.KubeletEndpoint.Port = m.cfg.KubeletPort
 	s.Capacity = m.capacity()
 	s.Allocatable = allocatable(s.Capacity, m.evictionHardNow())
+	// No room for a pod the scheduler would place: it counts the mirror
+	// pods, so a pod that tolerates the unschedulable taint (one tolerating
+	// every taint) is not placed here either, but stays Pending with the
+	// scheduler's "Too many pods". A window while a static pod goes is
+	// closed by the rejecter.
+	s.Allocatable[v1.ResourcePods] = *resource.NewQuantity(min(m.activeStaticPods(), m.cfg.MaxPods), resource.DecimalSI)
 	s.NodeInfo = m.nodeInfo(cur)
 	s.Conditions = m.conditions()
 	return s

@@ -33,9 +33,12 @@ const AnnotationMirror = "kubernetes.io/config.mirror"
 // mirror keeps no copy of it, only what it knows of the API server's side.
 type podSync struct {
 	m      *Mirror
-	pods   Watch // the agent's static pods; set by run before anything reads it
+	pods   Watch // the agent's static pods
 	client api
 	watch  api // without the requests' timeout
+	// rejects fails the node's pods that are not mirror pods, which the
+	// watch of the node's pods offers it.
+	rejects *rejecter
 
 	mu       sync.Mutex          // guards the fields below
 	mirrors  map[string]*v1.Pod  // this node's mirror pods on the API server, by full name
@@ -58,9 +61,9 @@ const (
 	statusDelay = 200 * time.Millisecond
 )
 
-func newPodSync(m *Mirror, client, watch api) *podSync {
+func newPodSync(m *Mirror, pods Watch, client, watch api) *podSync {
 	return &podSync{
-		m: m, client: client, watch: watch,
+		m: m, pods: pods, client: client, watch: watch, rejects: newRejecter(m, client),
 		mirrors: map[string]*v1.Pod{}, dirty: map[string]bool{},
 		retry: map[string]*backoff{}, waiting: map[string]bool{}, patched: map[string]string{}, failures: map[string]error{},
 		kick:        make(chan struct{}, 1),
@@ -69,12 +72,11 @@ func newPodSync(m *Mirror, client, watch api) *podSync {
 }
 
 func (s *podSync) run(ctx context.Context) {
-	pw := s.m.pods.Watch()
-	defer pw.Close()
-	s.pods = pw
+	pw := s.pods
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	wg.Go(func() { s.watchMirrors(ctx) })
+	wg.Go(func() { s.rejects.run(ctx) })
 	wg.Go(func() {
 		for {
 			select {
@@ -468,15 +470,13 @@ func newerRV(a, b string) bool {
 // watchMirrors keeps s.mirrors the API server's mirror pods of this node: a
 // list, then a watch from its resourceVersion, again after any failure,
 // with back-off. Each change marks the pod's name for a sync, which makes a
-// deleted mirror pod again.
+// deleted mirror pod again. The node's other pods go to the rejecter.
 func (s *podSync) watchMirrors(ctx context.Context) {
 	bo := newBackoff(200*time.Millisecond, retryMax)
 	sel := fields.OneTermEqualSelector("spec.nodeName", s.m.cfg.NodeName).String()
 	pods := s.watch.Pods(metav1.NamespaceAll)
 	for ctx.Err() == nil {
-		lctx, cancel := context.WithTimeout(ctx, requestTimeout)
-		list, err := pods.List(lctx, metav1.ListOptions{FieldSelector: sel})
-		cancel()
+		mirrors, rv, err := s.list(ctx, pods, sel)
 		if err != nil {
 			if ctx.Err() == nil {
 				s.m.report("mirror pod watch", fmt.Errorf("list pods of node %s: %s", s.m.cfg.NodeName, oneLine(err)))
@@ -484,12 +484,46 @@ func (s *podSync) watchMirrors(ctx context.Context) {
 			sleep(ctx, bo.next())
 			continue
 		}
-		s.replace(list.Items)
-		err = s.watchFrom(ctx, pods, sel, list.ResourceVersion, bo)
+		s.replace(mirrors)
+		err = s.watchFrom(ctx, pods, sel, rv, bo)
 		if err != nil && ctx.Err() == nil {
 			s.m.report("mirror pod watch", err)
 			sleep(ctx, bo.next())
 		}
+	}
+}
+
+// listPageSize bounds what one page of the node's pods holds: the API server
+// may bind any number of pods to the node.
+const listPageSize = 100
+
+// list lists the node's pods a page at a time, keeping the mirror pods and
+// offering the others to the rejecter; it returns the mirror pods and the
+// list's resourceVersion.
+func (s *podSync) list(ctx context.Context, pods interface {
+	List(context.Context, metav1.ListOptions) (*v1.PodList, error)
+}, sel string) ([]v1.Pod, string, error) {
+	var mirrors []v1.Pod
+	opts := metav1.ListOptions{FieldSelector: sel, Limit: listPageSize}
+	for {
+		lctx, cancel := context.WithTimeout(ctx, requestTimeout)
+		page, err := pods.List(lctx, opts)
+		cancel()
+		if err != nil {
+			return nil, "", err
+		}
+		for i := range page.Items {
+			p := &page.Items[i]
+			if p.Annotations[AnnotationMirror] != "" {
+				mirrors = append(mirrors, *p)
+			} else {
+				s.rejects.offer(p)
+			}
+		}
+		if page.Continue == "" {
+			return mirrors, page.ResourceVersion, nil
+		}
+		opts.Continue = page.Continue
 	}
 }
 
@@ -510,6 +544,9 @@ func (s *podSync) watchFrom(ctx context.Context, pods interface {
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-s.rejects.relist:
+			// The rejecter dropped pods: list them again.
+			return nil
 		case ev, ok := <-w.ResultChan():
 			if !ok {
 				return nil
@@ -529,7 +566,7 @@ func (s *podSync) watchFrom(ctx context.Context, pods interface {
 	}
 }
 
-// replace takes a fresh list of the node's pods.
+// replace takes a fresh list of the node's mirror pods.
 func (s *podSync) replace(items []v1.Pod) {
 	static := s.pods.Keys()
 	s.mu.Lock()
@@ -538,9 +575,6 @@ func (s *podSync) replace(items []v1.Pod) {
 	s.mirrors = map[string]*v1.Pod{}
 	for i := range items {
 		p := &items[i]
-		if p.Annotations[AnnotationMirror] == "" {
-			continue
-		}
 		name := p.Namespace + "/" + p.Name
 		s.mirrors[name] = p
 		if o := old[name]; o == nil || o.ResourceVersion != p.ResourceVersion {
@@ -562,6 +596,9 @@ func (s *podSync) replace(items []v1.Pod) {
 // apply takes one watch event.
 func (s *podSync) apply(t watch.EventType, p *v1.Pod) {
 	if p.Annotations[AnnotationMirror] == "" {
+		if t != watch.Deleted {
+			s.rejects.offer(p)
+		}
 		return
 	}
 	s.mu.Lock()
