@@ -57,7 +57,8 @@ type podRef struct {
 
 // The rejecter's bounds: how many pods it holds a reference to, how fast it
 // fails them (each costs a get, a status patch and an event), and the back-off
-// of a failed try.
+// of a failed try and how many tries a pod gets (then it waits for its next
+// watch event or list).
 const (
 	maxRejectQueue = 256
 	rejectQPS      = 5
@@ -138,14 +139,12 @@ func (r *rejecter) done(ref podRef) {
 	}
 }
 
-// retry queues ref again after its back-off.
+// retry queues ref again after its back-off: a second doubling to
+// rejectRetryMax. It keeps its place in queued meanwhile, so that the
+// bound holds.
 func (r *rejecter) retry(ref podRef) {
 	ref.tries++
-	bo := newBackoff(time.Second, rejectRetryMax)
-	var d time.Duration
-	for range ref.tries {
-		d = bo.next()
-	}
+	d := jitter(min(time.Second<<(ref.tries-1), rejectRetryMax))
 	time.AfterFunc(d, func() {
 		r.mu.Lock()
 		defer r.mu.Unlock()

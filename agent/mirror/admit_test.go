@@ -2,6 +2,7 @@ package mirror
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -11,9 +12,11 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
+	ktesting "k8s.io/client-go/testing"
 
 	"github.com/staticpodd/staticpodd/agent/events"
 )
@@ -194,12 +197,38 @@ func TestNodeUnschedulable(t *testing.T) {
 		// At the next status update, NodeStatusUpdateFrequency later.
 		time.Sleep(10 * time.Second)
 		eventually(t, "the node unschedulable again", func() bool { return node().Spec.Unschedulable })
-		var found bool
-		for _, ev := range pods.rec.List() {
-			found = found || ev.Reason == events.NodeNotSchedulable && ev.InvolvedObject.Kind == "Node" && strings.Contains(ev.Message, "node1")
-		}
-		if !found {
-			t.Errorf("no %s event on the node: %+v", events.NodeNotSchedulable, pods.rec.List())
+		eventually(t, "the NodeNotSchedulable event", func() bool {
+			for _, ev := range pods.rec.List() {
+				if ev.Reason == events.NodeNotSchedulable && ev.InvolvedObject.Kind == "Node" && strings.Contains(ev.Message, "node1") {
+					return true
+				}
+			}
+			return false
+		})
+	})
+}
+
+// A refused status patch is tried again, after its back-off, and the failure
+// shows in the mirror's status meanwhile.
+func TestRejectionRetried(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		client := fake.NewClientset(apiPod("ds-pod", "node1"))
+		refused := 0
+		client.PrependReactor("patch", "pods", func(a ktesting.Action) (bool, runtime.Object, error) {
+			if a.GetSubresource() == "status" && refused < 2 {
+				refused++
+				return true, nil, apierrors.NewInternalError(errors.New("etcd is away"))
+			}
+			return false, nil, nil
+		})
+		m := start(t, client, newFakePods())
+		eventually(t, "the refusal reported", func() bool {
+			_, err := m.Status()
+			return err != nil && strings.Contains(err.Error(), "etcd is away")
+		})
+		eventually(t, "the pod failed at the third try", func() bool { return getPod(client, "ds-pod").Status.Phase == v1.PodFailed })
+		if _, err := m.Status(); err != nil {
+			t.Errorf("status after the pod failed: %v", err)
 		}
 	})
 }
