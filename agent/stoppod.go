@@ -41,7 +41,8 @@ func (a *Agent) SandboxStatus(ctx context.Context, uid string) (podspec.SandboxS
 // returns once the runtime has nothing of it left. Like a pod whose sandbox
 // containerd removed under the kubelet, a pod whose manifest is still there
 // is made again, as a new run, after stopHold; one whose manifest is gone
-// (kubeadm reset removes them first) stays gone. A pod the eviction
+// by then stays gone (kubeadm reset removes /etc/kubernetes/manifests right
+// after its StopPodSandbox and RemovePodSandbox calls). A pod the eviction
 // manager holds stays held by it.
 func (a *Agent) StopPod(ctx context.Context, uid string) error {
 	if w := a.workerOf(uid); w != nil {

@@ -49,12 +49,12 @@ func TestStopPod(t *testing.T) {
 			t.Errorf("pod after the hold: %s %q, want Running", p.Status.Phase, p.Status.Reason)
 		}
 
-		// kubeadm reset removes the manifests first: the pod stops, and
-		// StopPod finds nothing left.
-		h.send(nil)
+		// kubeadm reset's order: the sandbox stopped, then the manifest
+		// removed within the hold: the pod is not made again.
 		if err := h.a.StopPod(t.Context(), "u-web"); err != nil {
 			t.Fatal(err)
 		}
+		h.send(nil)
 		time.Sleep(stopHold)
 		synctest.Wait()
 		if got := rt.Running(); len(got) != 0 {

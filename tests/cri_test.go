@@ -191,26 +191,29 @@ func TestCRI(t *testing.T) {
 	if again.Status.ContainerStatuses[0].ContainerID == pod.Status.ContainerStatuses[0].ContainerID {
 		t.Errorf("the pod runs its old container again")
 	}
-	// kubeadm reset's order: the manifest goes, then the sandboxes.
+	// kubeadm reset's order: every sandbox stopped and removed, then the
+	// manifests, within the hold: the pod is not made again, and once the
+	// agent has let it go nothing can make it.
+	got, err := c.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
+	if err != nil || len(got.Items) != 1 {
+		t.Fatalf("sandboxes %v, %v; want the pod's", got, err)
+	}
+	if _, err := c.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: got.Items[0].Id}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: got.Items[0].Id}); err != nil {
+		t.Fatal(err)
+	}
 	d.RemoveManifest("web.yaml")
-	d.Eventually(time.Minute, "the pod is stopped and removed", func() error {
-		got, err := c.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
-		if err != nil {
-			return err
-		}
-		for _, sb := range got.Items {
-			if _, err := c.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: sb.Id}); err != nil {
-				return err
-			}
-			if _, err := c.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: sb.Id}); err != nil {
-				return err
-			}
-		}
-		if len(got.Items) > 0 {
-			return errors.New("sandboxes were listed")
+	d.Eventually(time.Minute, "the agent lets the pod go", func() error {
+		if p := d.Pod("web"); p != nil {
+			return errors.New("the pod is still listed")
 		}
 		return nil
 	})
+	if got, err := c.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{}); err != nil || len(got.Items) != 0 {
+		t.Errorf("sandboxes after reset: %v, %v", got, err)
+	}
 	d.AssertNoLeaks()
 }
 

@@ -746,10 +746,7 @@ func (r *runtimeService) ExecSync(ctx context.Context, req *runtimeapi.ExecSyncR
 	if err != nil {
 		return nil, err
 	}
-	timeout := execSyncTimeout
-	if req.Timeout > 0 {
-		timeout = time.Duration(req.Timeout) * time.Second
-	}
+	timeout := execTimeout(req)
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var stdout, stderr boundedBuffer
@@ -769,6 +766,18 @@ func (r *runtimeService) ExecSync(ctx context.Context, req *runtimeapi.ExecSyncR
 		return nil, execError(err)
 	}
 	return &runtimeapi.ExecSyncResponse{Stdout: stdout.b, Stderr: stderr.b, ExitCode: int32(code)}, nil
+}
+
+// maxExecSyncTimeout bounds the timeout an ExecSync asks for.
+const maxExecSyncTimeout = 24 * time.Hour
+
+// execTimeout is how long an ExecSync runs: its timeout, at most a day, or
+// execSyncTimeout without one.
+func execTimeout(req *runtimeapi.ExecSyncRequest) time.Duration {
+	if req.Timeout <= 0 {
+		return execSyncTimeout
+	}
+	return time.Duration(min(req.Timeout, int64(maxExecSyncTimeout/time.Second))) * time.Second
 }
 
 func execError(err error) error {

@@ -334,6 +334,9 @@ func TestExecSync(t *testing.T) {
 	if status.Code(err) != codes.DeadlineExceeded || time.Since(begin) > 30*time.Second {
 		t.Errorf("timed out exec: %v after %s", err, time.Since(begin))
 	}
+	if got := execTimeout(&runtimeapi.ExecSyncRequest{Timeout: 1 << 62}); got != maxExecSyncTimeout {
+		t.Errorf("a timeout of 2^62 s runs for %s, want %s", got, maxExecSyncTimeout)
+	}
 	r, err = c.ExecSync(ctx, &runtimeapi.ExecSyncRequest{ContainerId: ctrID, Cmd: []string{"nope"}})
 	if err != nil || r.ExitCode != 127 {
 		t.Errorf("command not found: %v, %v", r, err)

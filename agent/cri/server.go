@@ -163,14 +163,19 @@ func (s *Server) Close() {
 // left by an earlier daemon is replaced, anything else that is there is not.
 func Listen(path string) (net.Listener, error) { return server.ListenUnix(path) }
 
-// deadline bounds every call whose client set no deadline of its own, but
+// deadline bounds every call whose client set no deadline of its own: by
+// callTimeout, or an ExecSync by its own timeout when that is longer. But
 // PullImage: the kubelet, kubeadm and crictl pull with none (a pull takes
 // as long as the image is large), and the puller bounds it (its progress
 // deadline and PullTimeout).
 func deadline(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 	if _, ok := ctx.Deadline(); !ok && info.FullMethod != runtimeapi.ImageService_PullImage_FullMethodName {
+		timeout := callTimeout
+		if r, ok := req.(*runtimeapi.ExecSyncRequest); ok && r.Timeout > 0 {
+			timeout = max(timeout, execTimeout(r)+connectionTimeout)
+		}
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, callTimeout)
+		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
 	return h(ctx, req)
