@@ -1,11 +1,13 @@
 package mirror
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -122,21 +124,24 @@ func (c *Credentials) RESTConfig() (*rest.Config, error) {
 // Close stops the certificate manager and the transport's watch of it.
 func (c *Credentials) Close() {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if c.closed {
+		c.mu.Unlock()
 		return
 	}
 	c.closed = true
-	if c.manager != nil {
-		c.manager.Stop()
+	m := c.manager
+	// Unlocked: watchCertificate takes c.mu to report.
+	c.mu.Unlock()
+	if m != nil {
+		m.Stop()
 		close(c.stop)
 		<-c.done
 	}
 }
 
-// Certificate is the client certificate in use now; nil without one
+// certificate is the client certificate in use now; nil without one
 // (not managed, or not issued yet, or expired).
-func (c *Credentials) Certificate() *tls.Certificate {
+func (c *Credentials) certificate() *tls.Certificate {
 	c.mu.Lock()
 	m := c.manager
 	c.mu.Unlock()
@@ -352,11 +357,15 @@ func (c csrClientset) CertificatesV1beta1() certv1beta1client.CertificatesV1beta
 
 // csrRequestTimeout bounds each CSR request but the watch of its answer,
 // which the certificate manager bounds (15 minutes, then a new request).
-const csrRequestTimeout = 30 * time.Second
+// A var for the tests.
+var csrRequestTimeout = 30 * time.Second
 
 func newCSRClientset(cfg *rest.Config) (kubernetes.Interface, error) {
 	cfg = rest.CopyConfig(cfg)
 	cfg.UserAgent = "staticpodd-certificate-manager"
+	// Not cfg.Timeout: it would cut the watch too, which client-go's
+	// reflector would then start again and again.
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return timeoutUnlessWatch{rt} })
 	hc, err := rest.HTTPClientFor(cfg)
 	if err != nil {
 		return nil, err
@@ -370,6 +379,37 @@ func newCSRClientset(cfg *rest.Config) (kubernetes.Interface, error) {
 		return nil, err
 	}
 	return csrClientset{v1: v1, v1beta1: v1beta1}, nil
+}
+
+// timeoutUnlessWatch ends a request that is not a watch when
+// csrRequestTimeout has passed, its body read or not: the certificate
+// manager's requests carry a context that ends only when it stops, so a
+// server that never answers would hold its rotation loop for good.
+type timeoutUnlessWatch struct{ rt http.RoundTripper }
+
+func (t timeoutUnlessWatch) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.URL.Query().Get("watch") == "true" {
+		return t.rt.RoundTrip(req)
+	}
+	ctx, cancel := context.WithTimeout(req.Context(), csrRequestTimeout)
+	resp, err := t.rt.RoundTrip(req.WithContext(ctx))
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	resp.Body = cancelOnClose{resp.Body, cancel}
+	return resp, nil
+}
+
+type cancelOnClose struct {
+	io.ReadCloser
+	cancel context.CancelFunc
+}
+
+func (c cancelOnClose) Close() error {
+	err := c.ReadCloser.Close()
+	c.cancel()
+	return err
 }
 
 // rotatingTransport gives rc the kubelet's rotating transport

@@ -96,6 +96,7 @@ type csrServer struct {
 	srv *httptest.Server
 
 	mu      sync.Mutex
+	hang    int // CSR creations still to leave unanswered
 	csrs    map[string]*certificatesv1.CertificateSigningRequest
 	serials []string // of the client certificates of /api/v1/nodes requests
 	next    int64
@@ -125,6 +126,16 @@ func (s *csrServer) serve(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	switch {
 	case r.Method == http.MethodPost && r.URL.Path == csrPath:
+		s.mu.Lock()
+		hang := s.hang > 0
+		s.hang--
+		s.mu.Unlock()
+		if hang {
+			// Read whole, so that the server sees the client go.
+			io.Copy(io.Discard, r.Body)
+			<-r.Context().Done()
+			return
+		}
 		var csr certificatesv1.CertificateSigningRequest
 		decode(s.t, r, &csr)
 		block, _ := pem.Decode(csr.Spec.Request)
@@ -271,8 +282,8 @@ func TestTLSBootstrap(t *testing.T) {
 		t.Errorf("kubeconfig mode %v %v", fi.Mode(), err)
 	}
 
-	waitFor(t, 10*time.Second, "a certificate", func() bool { return creds.Certificate() != nil })
-	leaf := creds.Certificate().Leaf
+	waitFor(t, 10*time.Second, "a certificate", func() bool { return creds.certificate() != nil })
+	leaf := creds.certificate().Leaf
 	if leaf.Subject.CommonName != "system:node:n" || len(leaf.Subject.Organization) != 1 || leaf.Subject.Organization[0] != "system:nodes" {
 		t.Errorf("certificate subject %v", leaf.Subject)
 	}
@@ -323,10 +334,10 @@ func TestRotationFromAnEmbeddedCertificate(t *testing.T) {
 	// The first request may go out before the rotation or after.
 	s.getNode(t, creds)
 	waitFor(t, 10*time.Second, "the embedded certificate rotated out", func() bool {
-		c := creds.Certificate()
+		c := creds.certificate()
 		return c != nil && c.Leaf.SerialNumber.Int64() != 7
 	})
-	want := creds.Certificate().Leaf.SerialNumber.String()
+	want := creds.certificate().Leaf.SerialNumber.String()
 	waitFor(t, 2*certificateCheckPeriod, "the server sees the new certificate", func() bool { return s.getNode(t, creds) == want })
 	if after, _ := os.ReadFile(kubeconfig); string(after) != string(before) {
 		t.Errorf("the kubeconfig was rewritten without a bootstrap kubeconfig")
@@ -367,8 +378,8 @@ func TestBootstrapOnlyWhenTheKubeconfigIsNotValid(t *testing.T) {
 				return
 			}
 			// Without rotation: one certificate, and the manager stops.
-			waitFor(t, 10*time.Second, "a certificate", func() bool { return creds.Certificate() != nil })
-			if got, want := s.getNode(t, creds), creds.Certificate().Leaf.SerialNumber.String(); got != want {
+			waitFor(t, 10*time.Second, "a certificate", func() bool { return creds.certificate() != nil })
+			if got, want := s.getNode(t, creds), creds.certificate().Leaf.SerialNumber.String(); got != want {
 				t.Errorf("the server saw %s, want %s", got, want)
 			}
 		})
@@ -448,4 +459,24 @@ func TestBootstrapAgainstAServerThatNeverAnswers(t *testing.T) {
 	if took := time.Since(start); took > 2*time.Second {
 		t.Errorf("Close took %v", took)
 	}
+}
+
+// A CSR creation the server never answers is given up after
+// csrRequestTimeout, and the next try gets the certificate.
+func TestUnansweredCSRIsTriedAgain(t *testing.T) {
+	defer func(d time.Duration) { csrRequestTimeout = d }(csrRequestTimeout)
+	csrRequestTimeout = 200 * time.Millisecond
+	ca := newTestCA(t)
+	s := newCSRServer(t, ca)
+	s.hang = 1
+	dir := t.TempDir()
+	boot := s.kubeconfig(t, dir, "bootstrap-kubelet.conf", "{token: abcdef.0123456789abcdef}")
+	creds := NewCredentials(CredentialsConfig{Kubeconfig: filepath.Join(dir, "kubelet.conf"), BootstrapKubeconfig: boot,
+		CertDir: filepath.Join(dir, "pki"), NodeName: "n", Rotate: true}, testLogger())
+	defer creds.Close()
+	if _, err := creds.RESTConfig(); err != nil {
+		t.Fatal(err)
+	}
+	// The manager's back-off waits 2 s before its second try.
+	waitFor(t, 10*time.Second, "a certificate after an unanswered CSR", func() bool { return creds.certificate() != nil })
 }
