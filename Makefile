@@ -18,7 +18,7 @@ DEMO_ROOT := $(CURDIR)/$(OUT)/demo/root
 DEMO_RUN  := /run/staticpodd-demo
 
 .PHONY: all build images demo demo-clean test test-chaos unit e2e bench bench-nodeapi bench-pull bench-relist bench-outage bench-eviction bench-images fuzz vet clean \
-	deb rpm packages appliance test-systemd appliance-backports test-systemd-backports controlplane test-controlplane bench-controlplane test-conformance test-cri
+	deb rpm packages test-packages appliance test-systemd test-systemd-kubeadm appliance-backports test-systemd-backports controlplane test-controlplane bench-controlplane test-conformance test-cri
 
 all: build
 
@@ -233,6 +233,11 @@ PKG_ARCH    := $(shell $(GO) env GOARCH)
 NFPM        := $(OUT)/tools/nfpm
 PKG_STAGE   := $(OUT)/pkg/stage
 DEB         := $(OUT)/pkg/staticpodd_$(PKG_VERSION)_$(PKG_ARCH).deb
+# staticpodd-kubeadm, the companion package: kubelet.service running staticpodd as
+# kubeadm's kubelet (packaging/kubeadm). KUBELET_VERSION, which it provides, is the
+# built binary's answer to `kubelet --version`.
+KUBEADM_DEB := $(OUT)/pkg/staticpodd-kubeadm_$(PKG_VERSION)_$(PKG_ARCH).deb
+KUBELET_VERSION = $$($(BIN) kubelet --version | sed 's/^Kubernetes v//')
 
 $(NFPM): packaging/nfpm/go.mod packaging/nfpm/go.sum
 	cd packaging/nfpm && $(GO) build -o $(CURDIR)/$@ github.com/goreleaser/nfpm/v2/cmd/nfpm
@@ -266,12 +271,21 @@ pkg-stage: $(BIN) $(PKG_STAGE)/staticpodd.8.gz $(PKG_STAGE)/copyright $(NFPM_CON
 deb: $(NFPM) pkg-stage
 	VERSION=$(PKG_VERSION) ARCH=$(PKG_ARCH) \
 		$(NFPM) pkg --config $(NFPM_CONFIG) --packager deb --target $(DEB)
+	VERSION=$(PKG_VERSION) ARCH=$(PKG_ARCH) KUBELET_VERSION=$(KUBELET_VERSION) \
+		$(NFPM) pkg --config packaging/kubeadm/nfpm.yaml --packager deb --target $(KUBEADM_DEB)
 
 rpm: $(NFPM) pkg-stage
 	VERSION=$(PKG_VERSION) ARCH=$(PKG_ARCH) \
 		$(NFPM) pkg --config $(NFPM_CONFIG) --packager rpm --target $(OUT)/pkg/
+	VERSION=$(PKG_VERSION) ARCH=$(PKG_ARCH) KUBELET_VERSION=$(KUBELET_VERSION) \
+		$(NFPM) pkg --config packaging/kubeadm/nfpm.yaml --packager rpm --target $(OUT)/pkg/
 
 packages: deb rpm
+
+# Both packages of each kind, built, with what they must hold, and lintian's verdict
+# on the .debs (tests/packaging_test.go).
+test-packages: deb rpm
+	STATICPODD_PKG_DIR=$(CURDIR)/$(OUT)/pkg $(GO) test -count=1 -v -run 'TestPackagesBuilt|TestKubeletUnitIsStaticpoddsService|TestKubeadmDropInIsKubeadms' ./tests/
 
 # The appliance: Debian bookworm with systemd, the .deb installed and enabled, the
 # web example's manifest and its image in the import folder. Its debootstrap base
@@ -291,6 +305,16 @@ test-systemd: appliance
 		$(NFPM) pkg --config $(NFPM_CONFIG) --packager deb --target $(UPGRADE_DEB)
 	rootfs/appliance/boot.sh $(APPLIANCE) tests/systemd/check.sh $(OUT)/appliance/share \
 		$(UPGRADE_DEB) $(IMAGE_TAR) tests/systemd/memhog.yaml
+
+# staticpodd-kubeadm under a real booted systemd, in one boot of the appliance: the
+# package takes the machine over from staticpodd.service without touching its pod, and
+# the real kubeadm's kubelet-start phase (which runs `systemctl restart kubelet`)
+# starts staticpodd as its kubelet (tests/systemd/check-kubeadm.sh). Needs kubeadm
+# (make controlplane).
+test-systemd-kubeadm: appliance
+	cpbin=$$(bash $(CONTROLPLANE_BUILD)) && \
+	rootfs/appliance/boot.sh $(APPLIANCE) tests/systemd/check-kubeadm.sh $(OUT)/appliance/share-kubeadm \
+		$(KUBEADM_DEB) $$cpbin/kubeadm tests/systemd/kubeadm.yaml
 
 # The same appliance with systemd from bookworm-backports (254), booted once for
 # what only systemd >= 253/254 has: Type=notify-reload, DelegateSubgroup= with

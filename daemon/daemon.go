@@ -82,6 +82,7 @@ type System struct {
 	flags       *config.Flags // the flags of the start, for a reload; nil for run --once
 	gate        *ready.Gate   // --ready-when's; nil when READY=1 follows the first sync
 	readOnly    *health.Part  // the read-only port's listener
+	healthz     *health.Part  // the healthz port's listener
 	nodePort    *health.Part  // the node API's listener (port)
 	criPart     *health.Part  // the CRI socket's listener
 	imports     *health.Part  // the image import watcher
@@ -365,6 +366,7 @@ func newSystem(ctx context.Context, cfg *config.Config, opts Options, logger *sl
 			KubeletPort:               cfg.Port,
 			RegisterNode:              cfg.RegisterNode,
 			RegisterWithTaints:        cfg.RegisterWithTaints,
+			NodeLabels:                cfg.NodeLabels,
 			NodeStatusUpdateFrequency: cfg.NodeStatusUpdateFrequency,
 			NodeStatusReportFrequency: cfg.NodeStatusReportFrequency,
 			NodeLeaseDuration:         time.Duration(cfg.NodeLeaseDurationSeconds) * time.Second,
@@ -377,6 +379,7 @@ func newSystem(ctx context.Context, cfg *config.Config, opts Options, logger *sl
 		aux.Mirror = d.mirror
 	}
 	d.readOnly = aux.Add("read-only-port", "read-only port")
+	d.healthz = aux.Add("healthz-port", "healthz port")
 	d.nodePort = aux.Add("node-api", "node API (port)")
 	d.criPart = aux.Add("cri", "CRI socket")
 	d.imports = aux.Add("image-import", "image import watcher")
@@ -578,6 +581,25 @@ func (d *System) startAll() error {
 		}))
 	}
 	aux = append(aux, component.NewTask(func(ctx context.Context) error { d.serveCRI(ctx); return nil }))
+	if cfg.HealthzPort != 0 {
+		// The kubelet's healthz port, which kubeadm polls: opened after the
+		// agent has started, as the kubelet opens it after RunKubelet, and
+		// retried while its address is taken (the kubelet tries every 5s).
+		addr := net.JoinHostPort(cfg.HealthzBindAddress, strconv.Itoa(int(cfg.HealthzPort)))
+		lim := server.DefaultLimits(server.HealthzMaxConns).FitFiles(files)
+		aux = append(aux, component.NewTask(func(ctx context.Context) error {
+			d.aux.Retry(ctx, d.healthz, func(ctx context.Context) error {
+				l, err := net.Listen("tcp", addr)
+				if err != nil {
+					return err
+				}
+				d.logger.Info("serving the healthz port", "address", addr, "maxConns", lim.MaxConns)
+				d.aux.SetPart(d.healthz, nil)
+				return server.Serve(ctx, l, server.HealthzPort(), lim, httpLog.With("listener", "healthz port"))
+			})
+			return nil
+		}))
+	}
 	if !nodeAPIServed(d.cfg) {
 		d.logger.Info("node API not served", "reason", errNodeAPIOff.Error())
 	} else {
@@ -633,7 +655,7 @@ func kernelRelease() string {
 }
 
 // ownPorts are the TCP ports the daemon listens on: the node API's port when
-// it is served, the read-only port when it is on.
+// it is served, the read-only port and the healthz port when they are on.
 func ownPorts(cfg *config.Config) []oci.OwnPort {
 	var ps []oci.OwnPort
 	if nodeAPIServed(cfg) && cfg.Port != 0 {
@@ -641,6 +663,9 @@ func ownPorts(cfg *config.Config) []oci.OwnPort {
 	}
 	if cfg.ReadOnlyPort != 0 {
 		ps = append(ps, oci.OwnPort{Name: "readOnlyPort", Address: cfg.Address, Port: cfg.ReadOnlyPort})
+	}
+	if cfg.HealthzPort != 0 {
+		ps = append(ps, oci.OwnPort{Name: "healthzPort", Address: cfg.HealthzBindAddress, Port: cfg.HealthzPort})
 	}
 	return ps
 }

@@ -468,7 +468,7 @@ var daemonModules = []string{
 	"k8s.io/client-go",
 	"k8s.io/klog/v2",
 	"k8s.io/kube-openapi",
-	"k8s.io/kubelet", // stats/v1alpha1 only; never config/v1beta1 (heavyModules)
+	"k8s.io/kubelet", // stats/v1alpha1 and pkg/apis (well-known labels) only; never config/v1beta1 (heavyModules)
 	"k8s.io/utils",
 	"github.com/davecgh/go-spew",
 	"github.com/fxamacker/cbor/v2",

@@ -160,3 +160,48 @@ func TestReadOnlyPortInUseIsRetried(t *testing.T) {
 		t.Errorf("web after the port came back: %+v", p)
 	}
 }
+
+// The kubelet's healthz port, which kubeadm's wait-control-plane polls: "ok"
+// once the daemon runs. Taken, it is retried as the read-only port is,
+// and the daemon and its pods run on meanwhile.
+func TestHealthzPortServedAndRetried(t *testing.T) {
+	t.Parallel()
+	d := newDaemon(t)
+	addr := fmt.Sprintf("127.0.0.1:%d", d.HealthzPort)
+	taken, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Start()
+	d.WriteManifest("web.yaml", sleeper("web", ""))
+	d.WaitRunning("web", 30*time.Second)
+	get := func(url string) (string, error) {
+		resp, err := http.Get(url)
+		if err != nil {
+			return "", err
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		return fmt.Sprintf("%d %s", resp.StatusCode, b), err
+	}
+	readOnly := fmt.Sprintf("http://127.0.0.1:%d/healthz?verbose", d.Port)
+	d.Eventually(10*time.Second, "healthz names the healthz port's failure", func() error {
+		if v, err := get(readOnly); err != nil || !strings.Contains(v, "[-]healthz-port failed") || !strings.Contains(v, "address already in use") {
+			return fmt.Errorf("%v:\n%s", err, v)
+		}
+		return nil
+	})
+	taken.Close()
+	d.Eventually(60*time.Second, "the healthz port served once free", func() error {
+		if v, err := get("http://" + addr + "/healthz"); err != nil || v != "200 ok" {
+			return fmt.Errorf("%q, %v", v, err)
+		}
+		return nil
+	})
+	if v, err := get("http://" + addr + "/healthz?verbose"); err != nil || v != "200 [+]ping ok\nhealthz check passed\n" {
+		t.Errorf("healthz port ?verbose: %q, %v", v, err)
+	}
+	if v, _ := get(readOnly); !strings.Contains(v, "[+]healthz-port ok") {
+		t.Errorf("read-only port's healthz once served:\n%s", v)
+	}
+}

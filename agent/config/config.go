@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -46,8 +47,11 @@ const (
 type Config struct {
 	ConfigFile string // --config; "" when none
 
-	NodeName   string // --hostname-override, else the hostname; lower-cased
-	NodeIP     string // --node-ip
+	NodeName string // --hostname-override, else the hostname; lower-cased
+	NodeIP   string // --node-ip
+	// NodeLabels are --node-labels: the Node's labels when staticpodd
+	// registers it, over the default ones, as the kubelet sets them.
+	NodeLabels map[string]string
 	Kubeconfig string // --kubeconfig; "" = no mirror pods
 	// BootstrapKubeconfig (--bootstrap-kubeconfig) holds the credentials
 	// that request the node's client certificate when Kubeconfig has none
@@ -59,6 +63,12 @@ type Config struct {
 	RotateCertificates  bool
 	RootDir             string // --root-dir
 	RunDir              string // --run-dir
+	// ContainerRuntimeEndpoint and ImageServiceEndpoint are the kubelet's
+	// containerRuntimeEndpoint and imageServiceEndpoint: staticpodd is the
+	// runtime, so they may only name its own CRI socket (CRISocket); by
+	// default they do ("" for the image service: the same).
+	ContainerRuntimeEndpoint string
+	ImageServiceEndpoint     string
 
 	StaticPodPath      string      // staticPodPath, --pod-manifest-path
 	StaticPodURL       string      // staticPodURL, --manifest-url
@@ -68,12 +78,16 @@ type Config struct {
 	HTTPCheckFrequency time.Duration
 	SyncFrequency      time.Duration
 
-	Address           string
-	Port              int32
-	ReadOnlyPort      int32 // 0 = disabled
-	TLSCertFile       string
-	TLSPrivateKeyFile string
-	ClientCAFile      string // authentication.x509.clientCAFile
+	Address      string
+	Port         int32
+	ReadOnlyPort int32 // 0 = disabled
+	// HealthzPort and HealthzBindAddress are the kubelet's healthz port:
+	// GET /healthz, the ping check only; 0 = off.
+	HealthzPort        int32
+	HealthzBindAddress string
+	TLSCertFile        string
+	TLSPrivateKeyFile  string
+	ClientCAFile       string // authentication.x509.clientCAFile
 	// TLSMinVersion and TLSCipherSuites are tlsMinVersion and
 	// tlsCipherSuites, as Go names them (VersionTLS12, TLS_AES_128_GCM_SHA256).
 	TLSMinVersion   string
@@ -185,27 +199,46 @@ func Load(path string, flags Flags) (*Config, []string, error) {
 		if raw, err = decodeFile(path, &kc); err != nil {
 			return nil, nil, err
 		}
+	}
+	if len(flags.overlay) > 0 {
+		// The kubelet's flags of file fields win over the file; the merged
+		// document is decoded again.
+		var err error
+		if raw, err = overlay(raw, flags.overlay, &kc); err != nil {
+			return nil, nil, fmt.Errorf("config %s: %w", describe(path), err)
+		}
+	}
+	if path != "" {
+		// The flags' paths are absolute already (kindPath).
 		resolveRelativePaths(&kc, filepath.Dir(path))
 	}
 	setDefaults(&kc)
-	warnings, err := ignoredWarnings(path, raw, &kc)
+	warnings, err := ignoredWarnings(path, raw, &kc, flags.overlay)
 	if err != nil {
 		return nil, nil, err
 	}
-	c, err := fromKubelet(path, raw, &kc)
+	c, err := fromKubelet(path, raw, &kc, flags.overlay)
 	if err != nil {
 		return nil, nil, err
 	}
 	if err := c.applyFlags(&flags); err != nil {
 		return nil, nil, err
 	}
-	if c.CertDir == "" {
-		c.CertDir = filepath.Join(c.RootDir, "pki")
-		c.Origins["certDir"] = originCertDir
-	}
 	if c.ReadOnlyPort != 0 && c.Origins["address"] == OriginDefault {
 		c.Address = DefaultReadOnlyAddress
 		c.Origins["address"] = originReadOnlyAddress
+	}
+	// Defaults that depend on other values, which flags may have set.
+	if c.ContainerRuntimeEndpoint == "" {
+		c.ContainerRuntimeEndpoint = "unix://" + c.CRISocket()
+	}
+	if c.Origins["certDir"] == OriginDefault {
+		c.CertDir = filepath.Join(c.RootDir, "pki")
+		c.Origins["certDir"] = originCertDir
+		if flags.kubelet {
+			c.CertDir = DefaultKubeletCertDir
+			c.Origins["certDir"] = OriginDefault + " (kubelet)"
+		}
 	}
 	if err := c.validate(); err != nil {
 		return nil, nil, fmt.Errorf("config %s: %w", describe(path), err)
@@ -255,18 +288,61 @@ func decodeFile(path string, kc *kubeletConfiguration) (map[string]any, error) {
 		return nil, fmt.Errorf("config %s: apiVersion %v, kind %v: want apiVersion %s, kind %s",
 			path, raw["apiVersion"], raw["kind"], APIVersion, Kind)
 	}
-	strict, err := sigsjson.UnmarshalStrict(js, kc, sigsjson.DisallowUnknownFields, sigsjson.DisallowDuplicateFields)
-	if err != nil {
-		return nil, fmt.Errorf("config %s: %w", path, err)
-	}
-	if len(strict) > 0 {
-		errs := make([]error, 0, len(strict))
-		for _, e := range strict {
-			errs = append(errs, fmt.Errorf("config %s: %w", path, e))
-		}
-		return nil, errors.Join(errs...)
+	if err := decodeStrict(js, kc, "config "+path+": "); err != nil {
+		return nil, err
 	}
 	return raw, nil
+}
+
+// decodeStrict decodes a KubeletConfiguration, refusing unknown and
+// duplicate fields; prefix starts every error.
+func decodeStrict(js []byte, kc *kubeletConfiguration, prefix string) error {
+	strict, err := sigsjson.UnmarshalStrict(js, kc, sigsjson.DisallowUnknownFields, sigsjson.DisallowDuplicateFields)
+	if err != nil {
+		return fmt.Errorf("%s%w", prefix, err)
+	}
+	errs := make([]error, 0, len(strict))
+	for _, e := range strict {
+		errs = append(errs, fmt.Errorf("%s%w", prefix, e))
+	}
+	return errors.Join(errs...)
+}
+
+// overlay sets each override's field in the file's document raw (nil or
+// empty: no file), and decodes the result into kc.
+func overlay(raw map[string]any, overrides []override, kc *kubeletConfiguration) (map[string]any, error) {
+	merged := map[string]any{"apiVersion": APIVersion, "kind": Kind}
+	for k, v := range raw {
+		merged[k] = v
+	}
+	for _, o := range overrides {
+		cur := merged
+		parts := strings.Split(o.field, ".")
+		for _, part := range parts[:len(parts)-1] {
+			// A copy of each level: raw stays the file's.
+			next := map[string]any{}
+			if m, ok := cur[part].(map[string]any); ok {
+				maps.Copy(next, m)
+			}
+			cur[part] = next
+			cur = next
+		}
+		cur[parts[len(parts)-1]] = o.value
+	}
+	js, err := json.Marshal(merged)
+	if err != nil {
+		return nil, err
+	}
+	// Back to generic JSON, as a file's document is: numbers as float64.
+	out := map[string]any{}
+	if err := json.Unmarshal(js, &out); err != nil {
+		return nil, err
+	}
+	*kc = kubeletConfiguration{}
+	if err := decodeStrict(js, kc, ""); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // honoured are the KubeletConfiguration fields staticpodd gives their kubelet
@@ -288,7 +364,7 @@ var honoured = func() map[string]bool {
 
 // ignoredWarnings returns one warning per field the file sets, that staticpodd
 // does not honour, and whose value differs from the kubelet's default.
-func ignoredWarnings(path string, raw map[string]any, kc *kubeletConfiguration) ([]string, error) {
+func ignoredWarnings(path string, raw map[string]any, kc *kubeletConfiguration, overrides []override) ([]string, error) {
 	if len(raw) == 0 {
 		return nil, nil
 	}
@@ -304,6 +380,12 @@ func ignoredWarnings(path string, raw map[string]any, kc *kubeletConfiguration) 
 	}
 	var warnings []string
 	walkIgnored("", raw, eff, dm, func(field string) {
+		for _, o := range overrides {
+			if o.field == field {
+				warnings = append(warnings, fmt.Sprintf("--%s (%s) is set but staticpodd ignores it", o.flag, field))
+				return
+			}
+		}
 		warnings = append(warnings, fmt.Sprintf("config %s: %s is set but staticpodd ignores it", path, field))
 	})
 	sort.Strings(warnings)
@@ -370,7 +452,7 @@ func inFile(raw map[string]any, field string) bool {
 
 // fromKubelet is the configuration the defaulted file gives, with
 // staticpodd's defaults for the rest.
-func fromKubelet(path string, raw map[string]any, kc *kubeletConfiguration) (*Config, error) {
+func fromKubelet(path string, raw map[string]any, kc *kubeletConfiguration, overrides []override) (*Config, error) {
 	c := &Config{Origins: map[string]string{}}
 	for _, f := range fields {
 		if err := f.value.fromFile(c, kc); err != nil {
@@ -383,6 +465,11 @@ func fromKubelet(path string, raw map[string]any, kc *kubeletConfiguration) (*Co
 		c.Origins[f.key] = OriginDefault
 		if set {
 			c.Origins[f.key] = originFile + path
+		}
+		for _, o := range overrides {
+			if o.field == f.file {
+				c.Origins[f.key] = originFlag + o.flag
+			}
 		}
 	}
 	c.ConfigFile = path

@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
@@ -14,7 +15,9 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/validation"
 	utilsysctl "k8s.io/component-helpers/node/util/sysctl"
+	kubeletapis "k8s.io/kubelet/pkg/apis"
 )
 
 // Reload says how a running daemon takes a changed value: at its next start,
@@ -243,6 +246,52 @@ func oneOf(at func(*Config) string, a, b string) func(*Config, *problems) {
 	}
 }
 
+// checkNodeLabels is the kubelet's ValidateKubeletFlags for
+// --node-labels: valid keys and values, and of the kubernetes.io and
+// k8s.io namespaces only the labels a kubelet may set on its own Node (the
+// NodeRestriction admission plugin refuses the others).
+func checkNodeLabels(c *Config, p *problems) {
+	var unknown []string
+	for _, k := range slices.Sorted(maps.Keys(c.NodeLabels)) {
+		ns, _, _ := strings.Cut(k, "/")
+		if !strings.Contains(k, "/") {
+			ns = ""
+		}
+		kube := ns == "kubernetes.io" || strings.HasSuffix(ns, ".kubernetes.io") || ns == "k8s.io" || strings.HasSuffix(ns, ".k8s.io")
+		if kube && !kubeletapis.IsKubeletLabel(k) {
+			unknown = append(unknown, k)
+		}
+		for _, e := range validation.IsQualifiedName(k) {
+			p.bad("%q: %s", k, e)
+		}
+		for _, e := range validation.IsValidLabelValue(c.NodeLabels[k]) {
+			p.bad("%q=%q: %s", k, c.NodeLabels[k], e)
+		}
+	}
+	if len(unknown) > 0 {
+		p.bad("unknown 'kubernetes.io' or 'k8s.io' labels %v: labels in the 'kubernetes.io' namespace must begin with an allowed prefix (%s) or be in the specifically allowed set (%s)",
+			unknown, strings.Join(kubeletapis.KubeletLabelNamespaces(), ", "), strings.Join(kubeletapis.KubeletLabels(), ", "))
+	}
+}
+
+// ownCRISocket accepts an endpoint that names staticpodd's CRI socket,
+// unix:// or, as the kubelet falls back to unix, a plain path; "" too.
+func ownCRISocket(at func(*Config) string) func(*Config, *problems) {
+	return func(c *Config, p *problems) {
+		ep := at(c)
+		if ep == "" {
+			return
+		}
+		path, ok := strings.CutPrefix(ep, "unix://")
+		if !ok && strings.Contains(ep, "://") {
+			path = ""
+		}
+		if path == "" || filepath.Clean(path) != c.CRISocket() {
+			p.bad("%q: staticpodd is the container runtime, and serves the CRI at unix://%s (kubeadm: nodeRegistration.criSocket); no other runtime is used", ep, c.CRISocket())
+		}
+	}
+}
+
 // fields are every value of Config, in the order `staticpodd config` shows
 // them. Validation runs in this order too.
 var fields = []field{
@@ -268,6 +317,25 @@ var fields = []field{
 				}
 			}
 		}},
+	{key: "nodeLabels", flag: FlagNodeLabels, help: "labels of the Node when staticpodd registers it: key=value pairs separated by ','; repeatable",
+		flagList: func(f *Flags) *[]string { return &f.NodeLabels },
+		parseList: func(c *Config, vs []string) error {
+			// cliflag.ConfigurationMap: a pair without '=' is a key with an
+			// empty value; a later pair wins.
+			c.NodeLabels = map[string]string{}
+			for _, v := range vs {
+				for _, pair := range strings.Split(v, ",") {
+					if strings.TrimSpace(pair) == "" {
+						continue
+					}
+					k, val, _ := strings.Cut(pair, "=")
+					c.NodeLabels[strings.TrimSpace(k)] = strings.TrimSpace(val)
+				}
+			}
+			return nil
+		},
+		value: value[map[string]string]{at: func(c *Config) *map[string]string { return &c.NodeLabels }, render: kv},
+		check: checkNodeLabels},
 	{key: "kubeconfig", flag: FlagKubeconfig, help: "kubeconfig of an API server; enables mirror pods",
 		flagValue: func(f *Flags) *string { return &f.Kubeconfig },
 		value:     value[string]{at: func(c *Config) *string { return &c.Kubeconfig }, render: plain}},
@@ -280,9 +348,6 @@ var fields = []field{
 				p.bad("needs --%s: the file TLS bootstrap writes", FlagKubeconfig)
 			}
 		}},
-	{key: "certDir", flag: FlagCertDir, help: "directory of the node's client certificate (kubelet-client-current.pem) and its serving one (default <root-dir>/pki)",
-		flagValue: func(f *Flags) *string { return &f.CertDir },
-		value:     value[string]{at: func(c *Config) *string { return &c.CertDir }, render: plain}},
 	{key: "rootDir", flag: FlagRootDir, shared: true, env: EnvRootDir,
 		flagValue: func(f *Flags) *string { return &f.RootDir },
 		value:     value[string]{at: func(c *Config) *string { return &c.RootDir }, render: plain, def: constant(DefaultRootDir)},
@@ -291,6 +356,25 @@ var fields = []field{
 		flagValue: func(f *Flags) *string { return &f.RunDir },
 		value:     value[string]{at: func(c *Config) *string { return &c.RunDir }, render: plain, def: constant(DefaultRunDir)},
 		check:     absolute(func(c *Config) string { return c.RunDir })},
+	{key: "certDir", flag: FlagCertDir, help: "directory of the node's certificates: its client certificate (kubelet-client-current.pem) and the node API's self-signed serving one when tlsCertFile is not given (default <root-dir>/pki)",
+		flagValue: func(f *Flags) *string { return &f.CertDir },
+		value:     value[string]{at: func(c *Config) *string { return &c.CertDir }, render: plain},
+		check:     absolute(func(c *Config) string { return c.CertDir })},
+	{key: "containerRuntimeEndpoint", file: "containerRuntimeEndpoint",
+		value: value[string]{at: func(c *Config) *string { return &c.ContainerRuntimeEndpoint }, render: plain,
+			kubelet: kubelet(func(kc *kubeletConfiguration) string { return kc.ContainerRuntimeEndpoint })},
+		// The kubelet's default is containerd's socket; staticpodd's is its
+		// own, which Load fills in once the run dir is known.
+		fill: func(c *Config, _ *kubeletConfiguration, set bool) {
+			if !set {
+				c.ContainerRuntimeEndpoint = ""
+			}
+		},
+		check: ownCRISocket(func(c *Config) string { return c.ContainerRuntimeEndpoint })},
+	{key: "imageServiceEndpoint", file: "imageServiceEndpoint",
+		value: value[string]{at: func(c *Config) *string { return &c.ImageServiceEndpoint }, render: plain,
+			kubelet: kubelet(func(kc *kubeletConfiguration) string { return kc.ImageServiceEndpoint })},
+		check: ownCRISocket(func(c *Config) string { return c.ImageServiceEndpoint })},
 
 	{key: "staticPodPath", file: "staticPodPath", reload: ReloadSources,
 		flag: FlagPodManifestPath, help: "directory of static pod manifests, or one manifest file (staticPodPath; default " + DefaultStaticPodPath + ")",
@@ -386,6 +470,23 @@ var fields = []field{
 		check: func(c *Config, p *problems) {
 			if c.ReadOnlyPort < 0 || c.ReadOnlyPort > 65535 {
 				p.bad("%d is not between 0 and 65535", c.ReadOnlyPort)
+			}
+		}},
+	{key: "healthzPort", file: "healthzPort",
+		value: value[int32]{at: func(c *Config) *int32 { return &c.HealthzPort }, render: sprint[int32],
+			kubelet: kubelet(func(kc *kubeletConfiguration) int32 { return *kc.HealthzPort })},
+		// ValidateKubeletConfiguration's range; 0 turns the port off.
+		check: func(c *Config, p *problems) {
+			if c.HealthzPort < 0 || c.HealthzPort > 65535 {
+				p.bad("%d is not between 0 and 65535", c.HealthzPort)
+			}
+		}},
+	{key: "healthzBindAddress", file: "healthzBindAddress",
+		value: value[string]{at: func(c *Config) *string { return &c.HealthzBindAddress }, render: plain,
+			kubelet: kubelet(func(kc *kubeletConfiguration) string { return kc.HealthzBindAddress })},
+		check: func(c *Config, p *problems) {
+			if c.HealthzPort != 0 && net.ParseIP(c.HealthzBindAddress) == nil {
+				p.bad("%q is not an IP address", c.HealthzBindAddress)
 			}
 		}},
 	{key: "tlsCertFile", file: "tlsCertFile",

@@ -17,6 +17,7 @@ const (
 	FlagManifestURLCA     = "manifest-url-ca"
 	FlagHostnameOverride  = "hostname-override"
 	FlagNodeIP            = "node-ip"
+	FlagNodeLabels        = "node-labels"
 	FlagKubeconfig        = "kubeconfig"
 	// FlagBootstrapKubeconfig is the kubelet's TLS bootstrap: the
 	// credentials to request the node's client certificate with when
@@ -88,6 +89,7 @@ type Flags struct {
 	ManifestURLCA      string
 	HostnameOverride   string
 	NodeIP             string
+	NodeLabels         []string // 'key=value,...', repeatable
 	Kubeconfig         string
 	BootstrapKubecfg   string
 	CertDir            string
@@ -104,6 +106,12 @@ type Flags struct {
 	ImagePullProgressTimeout string
 
 	fs *pflag.FlagSet
+	// kubelet: the kubelet personality's (KubeletFlags.Resolve), whose
+	// defaults are the kubelet's where staticpodd's differ (--cert-dir).
+	kubelet bool
+	// overlay: the kubelet flags that set KubeletConfiguration fields,
+	// which win over the file's.
+	overlay []override
 }
 
 // Register adds the configuration flags to fs.

@@ -85,6 +85,9 @@ type Config struct {
 	RegisterNode bool
 	// RegisterWithTaints are the taints a registered Node starts with.
 	RegisterWithTaints []v1.Taint
+	// NodeLabels are labels a registered Node starts with, over the
+	// default ones (--node-labels).
+	NodeLabels map[string]string
 	// NodeStatusUpdateFrequency is how often the Node's status is computed
 	// and, when it changed, posted (default 10s); NodeStatusReportFrequency
 	// is how often it is posted even unchanged (default 5m).

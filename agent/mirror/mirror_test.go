@@ -109,7 +109,7 @@ func staticPod(hash string, phase v1.PodPhase) *v1.Pod {
 
 func start(t *testing.T, client kubernetes.Interface, pods *fakePods) *Mirror {
 	t.Helper()
-	m := New(Config{NodeName: "node1", RegisterNode: true, Version: "test"}, pods, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	m := New(Config{NodeName: "node1", RegisterNode: true, Version: "test", NodeLabels: map[string]string{"example.com/role": "cp"}}, pods, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	m.newClient = func() (clients, error) { return clients{api: fakeAPI{client}, watch: fakeAPI{client}}, nil }
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -152,7 +152,7 @@ func TestMirrorPodLifecycle(t *testing.T) {
 			node = n
 			return err == nil
 		})
-		for k, want := range map[string]string{v1.LabelHostname: "node1", v1.LabelOSStable: "linux"} {
+		for k, want := range map[string]string{v1.LabelHostname: "node1", v1.LabelOSStable: "linux", "example.com/role": "cp"} {
 			if node.Labels[k] != want {
 				t.Errorf("node label %s = %q, want %q", k, node.Labels[k], want)
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"runtime"
 	"strconv"
@@ -205,6 +206,9 @@ func (m *Mirror) initialNode() *v1.Node {
 		// node that runs static pods only.
 		Spec: v1.NodeSpec{Taints: m.cfg.RegisterWithTaints, Unschedulable: true},
 	}
+	// The kubelet's initialNode: --node-labels win over the defaults, and
+	// are set at registration only.
+	maps.Copy(n.Labels, m.cfg.NodeLabels)
 	n.Status = m.nodeStatus(n)
 	return n
 }

@@ -3,6 +3,7 @@ package server
 import (
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 )
@@ -115,4 +116,55 @@ func healthzCheck(a Agent) http.HandlerFunc {
 			_, _ = w.Write([]byte("ok"))
 		}
 	}
+}
+
+// HealthzMaxConns caps the connections of the healthz port: kubeadm's and a
+// load balancer's probes, one request each.
+const HealthzMaxConns = 16
+
+// HealthzPort returns the handler of the kubelet's healthz port
+// (healthzPort, healthzBindAddress): the kubelet installs
+// k8s.io/apiserver's healthz handler there with no checks of its own, which
+// makes it the ping check alone (cmd/kubelet/app/server.go). So it answers
+// "ok" for as long as the daemon serves, whatever the reconcile loop does,
+// and so does this; the syncloop check and the rest are the read-only
+// port's and the node API's /healthz. Any method is served, as there.
+func HealthzPort() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		var out strings.Builder
+		// ?exclude=NAME, as the apiserver's handler takes it; only ping
+		// can be excluded.
+		unknown := map[string]bool{}
+		for _, name := range q["exclude"] {
+			unknown[name] = true
+		}
+		if unknown["ping"] {
+			delete(unknown, "ping")
+			out.WriteString("[+]ping excluded: ok\n")
+		} else {
+			out.WriteString("[+]ping ok\n")
+		}
+		if len(unknown) > 0 {
+			names := make([]string, 0, len(unknown))
+			for name := range unknown {
+				names = append(names, fmt.Sprintf("%q", name))
+			}
+			slices.Sort(names)
+			fmt.Fprintf(&out, "warn: some health checks cannot be excluded: no matches for %s\n", strings.Join(names, ","))
+		}
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		if _, verbose := q["verbose"]; !verbose {
+			_, _ = w.Write([]byte("ok"))
+			return
+		}
+		out.WriteString("healthz check passed\n")
+		_, _ = w.Write([]byte(out.String()))
+	})
+	mux.HandleFunc("/healthz/ping", func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write([]byte("ok"))
+	})
+	return mux
 }

@@ -83,3 +83,33 @@ func TestHealthzSyncLoop(t *testing.T) {
 		}
 	}
 }
+
+// The healthz port answers as the kubelet's: k8s.io/apiserver's healthz
+// handler with the ping check alone, to any method, excludes included.
+func TestHealthzPort(t *testing.T) {
+	h := httptest.NewServer(HealthzPort())
+	defer h.Close()
+	for path, want := range map[string]string{
+		"/healthz":                             "200 ok",
+		"/healthz/ping":                        "200 ok",
+		"/healthz?verbose":                     "200 [+]ping ok\nhealthz check passed\n",
+		"/healthz?verbose&exclude=ping":        "200 [+]ping excluded: ok\nhealthz check passed\n",
+		"/healthz?verbose&exclude=b&exclude=a": "200 [+]ping ok\nwarn: some health checks cannot be excluded: no matches for \"a\",\"b\"\nhealthz check passed\n",
+		"/healthz?exclude=nothing":             "200 ok",
+		// The node's other checks are the read-only port's and node API's.
+		"/healthz/syncloop": "404 404 page not found\n",
+		"/pods":             "404 404 page not found\n",
+	} {
+		if code, _, body := get(t, h.Client(), h.URL+path); fmt.Sprintf("%d %s", code, body) != want {
+			t.Errorf("%s = %d %q, want %q", path, code, body, want)
+		}
+	}
+	resp, err := h.Client().Post(h.URL+"/healthz", "text/plain", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/plain; charset=utf-8" {
+		t.Errorf("POST /healthz = %d %s, want 200 text/plain", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+}

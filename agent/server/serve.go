@@ -83,9 +83,9 @@ func DefaultLimits(maxConns int) Limits {
 }
 
 // filesPerConnShare: a listener may hold at most 1/filesPerConnShare of the
-// open-file limit, so the three (CLI socket, read-only port, node API)
-// together leave more than half of the descriptors to the pods, their logs
-// and the image store.
+// open-file limit, so the four (CLI socket, read-only port, healthz port,
+// node API) together leave at least half of the descriptors to the pods,
+// their logs and the image store.
 const filesPerConnShare = 8
 
 // FitFiles returns l with MaxConns lowered, if need be, to an eighth of the

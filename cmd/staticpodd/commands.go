@@ -12,6 +12,7 @@ import (
 func addCommands(root *cobra.Command, o *globalOptions) {
 	root.AddCommand(
 		newRunCmd(),
+		newKubeletCmd(),
 		newPsCmd(o),
 		newLogsCmd(o),
 		newEventsCmd(o),

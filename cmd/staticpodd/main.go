@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"runtime"
 
 	"github.com/spf13/cobra"
@@ -67,7 +68,12 @@ func main() {
 	if oci.Reexec() {
 		return
 	}
-	if err := newRootCmd().Execute(); err != nil {
+	root := newRootCmd()
+	if filepath.Base(os.Args[0]) == config.KubeletName {
+		// Invoked through a symlink named kubelet: the kubelet personality.
+		root.SetArgs(append([]string{config.KubeletName}, os.Args[1:]...))
+	}
+	if err := root.Execute(); err != nil {
 		code := 1
 		var exit *exitError
 		if errors.As(err, &exit) {

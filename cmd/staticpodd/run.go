@@ -25,19 +25,11 @@ func newRunCmd() *cobra.Command {
 		Short: "Run the daemon: keep the static pods running",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			level := slog.LevelInfo
-			if verbose {
-				level = slog.LevelDebug
-			}
-			logger := sysd.Logger(level)
-			cfg, warnings, err := config.Load(flags.ConfigFile, flags)
+			logger := newLogger(verbose)
+			cfg, err := loadConfig(flags, logger)
 			if err != nil {
 				return err
 			}
-			for _, w := range warnings {
-				logger.Warn("configuration field ignored", "reason", w)
-			}
-			warnNotYetActedOn(cfg, logger)
 			opts := daemon.Options{Version: versionString(), NodeCgroup: hooks.nodeCgroup, NoMemoryNotifier: hooks.noMemoryNotifier}
 			if once {
 				return daemon.Once(cfg, opts, logger, onceTimeout, func(results []agent.OnceResult) error {
@@ -62,6 +54,26 @@ func newRunCmd() *cobra.Command {
 	cmd.Flags().StringVar(&readyWhenFlag, "ready-when", ready.Synced, "when to tell systemd READY=1: synced (every source read, first sync done), pods-running[:NAME,...] or pods-ready[:NAME,...] (the chosen pods, or all, are Running or Ready)")
 	cmd.Flags().DurationVar(&onceTimeout, "once-timeout", defaultOnceTimeout, "with --once, how long to wait for the pods")
 	return cmd
+}
+
+func newLogger(debug bool) *slog.Logger {
+	if debug {
+		return sysd.Logger(slog.LevelDebug)
+	}
+	return sysd.Logger(slog.LevelInfo)
+}
+
+// loadConfig is the daemon's configuration, its warnings logged.
+func loadConfig(flags config.Flags, logger *slog.Logger) (*config.Config, error) {
+	cfg, warnings, err := config.Load(flags.ConfigFile, flags)
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range warnings {
+		logger.Warn("configuration field ignored", "reason", w)
+	}
+	warnNotYetActedOn(cfg, logger)
+	return cfg, nil
 }
 
 // notYetActedOn are settings this build reads and checks but does not act on

@@ -120,6 +120,9 @@ type Daemon struct {
 	// it (a kubeconfig or authorization.mode AlwaysAllow); a free port so
 	// that daemons side by side never contend for 10250.
 	NodePort int
+	// HealthzPort is healthzPort, on 127.0.0.1: a free port, so that
+	// daemons side by side never contend for the kubelet's 10248.
+	HealthzPort int
 	// Net is the daemon's own default pod network (bridge and range), and
 	// CNIConfDir its CNI configuration directory, empty unless a test puts
 	// a configuration there.
@@ -172,8 +175,8 @@ func New(t *testing.T) *Daemon {
 		Net:        testnet.Alloc(t),
 		CNIConfDir: filepath.Join(dir, "net.d"),
 	}
-	ports := FreePorts(t, 2)
-	d.Port, d.NodePort = ports[0], ports[1]
+	ports := FreePorts(t, 3)
+	d.Port, d.NodePort, d.HealthzPort = ports[0], ports[1], ports[2]
 	for _, p := range []string{d.RootDir, d.Manifests, d.LogsDir, d.CNIConfDir} {
 		if err := os.MkdirAll(p, 0o755); err != nil {
 			t.Fatal(err)
@@ -187,10 +190,11 @@ syncFrequency: 5s
 address: 127.0.0.1
 readOnlyPort: %d
 port: %d
+healthzPort: %d
 podLogsDir: %s
 cgroupRoot: %s
 podPidsLimit: 100
-`, d.Manifests, d.Port, d.NodePort, d.LogsDir, d.Cgroup)
+`, d.Manifests, d.Port, d.NodePort, d.HealthzPort, d.LogsDir, d.Cgroup)
 	if err := os.WriteFile(d.Config, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
