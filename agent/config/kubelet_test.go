@@ -71,7 +71,6 @@ func TestKubeletPersonalityLoadsKubeadmFiles(t *testing.T) {
 	wantWarnings := []string{
 		"config " + file + ": clusterDNS is set but staticpodd ignores it",
 		"config " + file + ": clusterDomain is set but staticpodd ignores it",
-		"config " + file + ": rotateCertificates is set but staticpodd ignores it",
 	}
 	if !slices.Equal(warnings, wantWarnings) {
 		t.Errorf("warnings:\n%s\nwant:\n%s", strings.Join(warnings, "\n"), strings.Join(wantWarnings, "\n"))
@@ -189,7 +188,7 @@ func TestKubeletFlagsRefused(t *testing.T) {
 		{[]string{"--node-labels=node-role.kubernetes.io/control-plane="}, "unknown 'kubernetes.io' or 'k8s.io' labels [node-role.kubernetes.io/control-plane]"},
 		{[]string{"--node-labels=a b=c"}, `nodeLabels: "a b"`},
 		{[]string{"--version=raw"}, `invalid argument "raw" for --version`},
-		{[]string{"--bootstrap-kubeconfig=/b.conf", "--kubeconfig=/nonexistent/kubelet.conf"}, "--bootstrap-kubeconfig: TLS bootstrap is not supported"},
+		{[]string{"--bootstrap-kubeconfig=/b.conf"}, "bootstrapKubeconfig: needs --kubeconfig"},
 	} {
 		_, _, _, err := kubeletLoad(t, append(c.args, "--hostname-override=n")...)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
