@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"context"
-	"path/filepath"
 
 	"github.com/staticpodd/staticpodd/agent/cri"
 )
@@ -12,7 +11,7 @@ import (
 // part's and tried again with back-off, as the read-only port's.
 func (d *System) serveCRI(ctx context.Context) {
 	cfg := d.config()
-	path := filepath.Join(cfg.RunDir, cri.SocketName)
+	path := cfg.CRISocket()
 	logger := d.logger.With("subsystem", "cri")
 	d.aux.Retry(ctx, d.criPart, func(ctx context.Context) error {
 		s, err := cri.New(cri.Config{

@@ -188,6 +188,7 @@ func TestKubeletFlagsRefused(t *testing.T) {
 		{[]string{"--node-labels=node-role.kubernetes.io/control-plane="}, "unknown 'kubernetes.io' or 'k8s.io' labels [node-role.kubernetes.io/control-plane]"},
 		{[]string{"--node-labels=a b=c"}, `nodeLabels: "a b"`},
 		{[]string{"--version=raw"}, `invalid argument "raw" for --version`},
+		{[]string{"--bootstrap-kubeconfig=/b.conf"}, "bootstrapKubeconfig: needs --kubeconfig"},
 	} {
 		_, _, _, err := kubeletLoad(t, append(c.args, "--hostname-override=n")...)
 		if err == nil || !strings.Contains(err.Error(), c.want) {

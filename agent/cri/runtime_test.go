@@ -115,7 +115,7 @@ func serve(t *testing.T, a Agent) (runtimeapi.RuntimeServiceClient, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sock := filepath.Join(t.TempDir(), SocketName)
+	sock := filepath.Join(t.TempDir(), "cri.sock")
 	l, err := Listen(sock)
 	if err != nil {
 		t.Fatal(err)

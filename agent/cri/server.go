@@ -25,9 +25,6 @@ import (
 	"github.com/staticpodd/staticpodd/agent/server"
 )
 
-// SocketName is the CRI socket under --run-dir.
-const SocketName = "cri.sock"
-
 // Bounds of the CRI socket's clients.
 const (
 	// MaxConns is how many connections are served at once, as the CLI

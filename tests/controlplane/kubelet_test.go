@@ -178,7 +178,7 @@ exec ./kubelet $KUBELET_KUBECONFIG_ARGS $KUBELET_CONFIG_ARGS $KUBELET_KUBEADM_AR
 			warnings = append(warnings, line)
 		}
 	}
-	want := []string{"clusterDNS is set", "clusterDomain is set", "pod-infra-container-image", "rotateCertificates is set"}
+	want := []string{"clusterDNS is set", "clusterDomain is set", "pod-infra-container-image"}
 	if len(warnings) != len(want) {
 		t.Errorf("warnings:\n%s\nwant one for each of %q", strings.Join(warnings, "\n"), want)
 	}

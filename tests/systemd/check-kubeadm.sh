@@ -59,8 +59,8 @@ check "as kubelet, with kubeadm's drop-in and flags" [ "$(cmdline)" = "/usr/bin/
 --kubeconfig=/etc/kubernetes/kubelet.conf --config=/var/lib/kubelet/config.yaml --node-labels=example.com/role=edge " ]
 check "its journal is kubelet's" until_ok 10 sh -c 'journalctl -u kubelet | grep -q "serving the healthz port"'
 check "kubeadm's flags all taken: no unknown flag" sh -c '! journalctl -u kubelet | grep -q "unknown flag"'
-# clusterDNS, clusterDomain, rotateCertificates: the fields of kubeadm's config.yaml staticpodd does not honour.
-check "three fields of kubeadm's config.yaml ignored, no more" [ "$(journalctl -u kubelet | grep -c 'configuration field ignored')" = 3 ]
+# clusterDNS, clusterDomain: the fields of kubeadm's config.yaml staticpodd does not honour.
+check "two fields of kubeadm's config.yaml ignored, no more" [ "$(journalctl -u kubelet | grep -c 'configuration field ignored')" = 2 ]
 check "the web pod adopted, not restarted" [ "$(pgrep -x httpd | head -1)" = "$httpd" ]
 check "staticpodd ps sees it under kubelet.service" web_running
 check "systemctl reload kubelet" systemctl reload kubelet
