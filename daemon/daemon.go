@@ -78,6 +78,7 @@ type System struct {
 	flags      *config.Flags // the flags of the start, for a reload; nil for run --once
 	gate       *ready.Gate   // --ready-when's; nil when READY=1 follows the first sync
 	readOnly   *health.Part  // the read-only port's listener
+	healthz    *health.Part  // the healthz port's listener
 	nodePort   *health.Part  // the node API's listener (port)
 	imports    *health.Part  // the image import watcher
 	imageGC    *imageGC      // the image garbage collector; run only, not run --once
@@ -362,6 +363,7 @@ func newSystem(ctx context.Context, cfg *config.Config, opts Options, logger *sl
 		aux.Mirror = d.mirror
 	}
 	d.readOnly = aux.Add("read-only-port", "read-only port")
+	d.healthz = aux.Add("healthz-port", "healthz port")
 	d.nodePort = aux.Add("node-api", "node API (port)")
 	d.imports = aux.Add("image-import", "image import watcher")
 	d.imageGC = &imageGC{
@@ -561,6 +563,25 @@ func (d *System) startAll() error {
 			return nil
 		}))
 	}
+	if cfg.HealthzPort != 0 {
+		// The kubelet's healthz listener, which its supervisors (kubeadm,
+		// the node e2e suites) poll: the same /healthz as the read-only
+		// port's, retried the same way when the port is taken.
+		addr := net.JoinHostPort(cfg.HealthzBindAddress, strconv.Itoa(int(cfg.HealthzPort)))
+		lim := server.DefaultLimits(server.ReadOnlyMaxConns).FitFiles(files)
+		aux = append(aux, component.NewTask(func(ctx context.Context) error {
+			d.aux.Retry(ctx, d.healthz, func(ctx context.Context) error {
+				l, err := net.Listen("tcp", addr)
+				if err != nil {
+					return err
+				}
+				d.logger.Info("serving the healthz port", "address", addr, "maxConns", lim.MaxConns)
+				d.aux.SetPart(d.healthz, nil)
+				return server.Serve(ctx, l, server.Healthz(served{d.agent, d.aux}), lim, httpLog.With("listener", "healthz port"))
+			})
+			return nil
+		}))
+	}
 	if !nodeAPIServed(d.cfg) {
 		d.logger.Info("node API not served", "reason", errNodeAPIOff.Error())
 	} else {
@@ -616,7 +637,7 @@ func kernelRelease() string {
 }
 
 // ownPorts are the TCP ports the daemon listens on: the node API's port when
-// it is served, the read-only port when it is on.
+// it is served, the read-only port and the healthz port when they are on.
 func ownPorts(cfg *config.Config) []oci.OwnPort {
 	var ps []oci.OwnPort
 	if nodeAPIServed(cfg) && cfg.Port != 0 {
@@ -624,6 +645,9 @@ func ownPorts(cfg *config.Config) []oci.OwnPort {
 	}
 	if cfg.ReadOnlyPort != 0 {
 		ps = append(ps, oci.OwnPort{Name: "readOnlyPort", Address: cfg.Address, Port: cfg.ReadOnlyPort})
+	}
+	if cfg.HealthzPort != 0 {
+		ps = append(ps, oci.OwnPort{Name: "healthzPort", Address: cfg.HealthzBindAddress, Port: cfg.HealthzPort})
 	}
 	return ps
 }

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/staticpodd/staticpodd/tests/testdaemon"
 )
 
 // The report: idle keep-alive connections to the read-only port stayed open as
@@ -158,5 +160,62 @@ func TestReadOnlyPortInUseIsRetried(t *testing.T) {
 	}
 	if p := d.Pod("web"); p == nil || p.Status.Phase != v1.PodRunning {
 		t.Errorf("web after the port came back: %+v", p)
+	}
+}
+
+// healthzPort is the kubelet's healthz listener: /healthz alone, plain HTTP,
+// no authentication, on healthzBindAddress (what kubeadm and the node e2e
+// suites poll to know the node agent is up); it is retried while taken, as
+// the read-only port.
+func TestHealthzPort(t *testing.T) {
+	t.Parallel()
+	d := newDaemon(t)
+	port := testdaemon.FreePort(t)
+	taken, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := os.ReadFile(d.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg = append(cfg, fmt.Sprintf("healthzPort: %d\nhealthzBindAddress: 127.0.0.1\n", port)...)
+	if err := os.WriteFile(d.Config, cfg, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d.Start()
+	d.Eventually(10*time.Second, "healthz names the healthz port's failure", func() error {
+		resp, err := d.Client().Get(d.URL("/healthz?verbose"))
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if v := string(b); !strings.Contains(v, "[-]healthz-port failed") {
+			return fmt.Errorf("healthz:\n%s", v)
+		}
+		return nil
+	})
+	taken.Close()
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	d.Eventually(60*time.Second, "the healthz port served once free", func() error {
+		resp, err := http.Get(base + "/healthz")
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		if b, _ := io.ReadAll(resp.Body); resp.StatusCode != 200 || string(b) != "ok" {
+			return fmt.Errorf("/healthz: %d %q", resp.StatusCode, b)
+		}
+		return nil
+	})
+	// /healthz alone: not the read-only port's /pods.
+	resp, err := http.Get(base + "/pods")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Errorf("/pods on the healthz port: %d, want 404", resp.StatusCode)
 	}
 }

@@ -65,6 +65,11 @@ type Config struct {
 	TLSCertFile       string
 	TLSPrivateKeyFile string
 	ClientCAFile      string // authentication.x509.clientCAFile
+	// HealthzPort and HealthzBindAddress are the kubelet's healthz
+	// listener's: /healthz alone, plain HTTP. 0 = disabled, the default
+	// (the kubelet's is 10248).
+	HealthzPort        int32
+	HealthzBindAddress string
 	// TLSMinVersion and TLSCipherSuites are tlsMinVersion and
 	// tlsCipherSuites, as Go names them (VersionTLS12, TLS_AES_128_GCM_SHA256).
 	TLSMinVersion   string
@@ -147,6 +152,10 @@ type Config struct {
 	// Origins maps each Entry key to where its value came from: "default",
 	// "file <path>" or "flag --<name>".
 	Origins map[string]string
+	// kubelet is the file's KubeletConfiguration with the kubelet's
+	// defaults, which Kubelet (/configz) shows with the effective values
+	// over it.
+	kubelet *kubeletConfiguration
 }
 
 // Entry is one effective value, for display.
@@ -187,6 +196,7 @@ func Load(path string, flags Flags) (*Config, []string, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	c.kubelet = &kc
 	if err := c.applyFlags(&flags); err != nil {
 		return nil, nil, err
 	}

@@ -101,7 +101,9 @@ func setDefaults(obj *kubeletConfiguration) {
 		obj.EventBurst = 100
 	}
 	setBool(&obj.EnableDebuggingHandlers, true)
-	setInt32(&obj.HealthzPort, 10248)
+	// healthzPort: not the kubelet's 10248. Daemons side by side on one
+	// host would fight over one port, and /healthz is on the read-only port
+	// and the CLI socket already: the listener is served only when asked for.
 	setString(&obj.HealthzBindAddress, "127.0.0.1")
 	setInt32(&obj.OOMScoreAdj, -999) // qos.KubeletOOMScoreAdj
 	setDur(&obj.StreamingConnectionIdleTimeout, 4*time.Hour)

@@ -376,6 +376,27 @@ var fields = []field{
 				p.bad("%d is not between 0 and 65535", c.ReadOnlyPort)
 			}
 		}},
+	{key: "healthzPort", file: "healthzPort",
+		value: value[int32]{at: func(c *Config) *int32 { return &c.HealthzPort }, render: sprint[int32],
+			kubelet: kubelet(func(kc *kubeletConfiguration) int32 {
+				if kc.HealthzPort == nil {
+					return 0
+				}
+				return *kc.HealthzPort
+			})},
+		check: func(c *Config, p *problems) {
+			if c.HealthzPort < 0 || c.HealthzPort > 65535 {
+				p.bad("%d is not between 0 and 65535", c.HealthzPort)
+			}
+		}},
+	{key: "healthzBindAddress", file: "healthzBindAddress",
+		value: value[string]{at: func(c *Config) *string { return &c.HealthzBindAddress }, render: plain,
+			kubelet: kubelet(func(kc *kubeletConfiguration) string { return kc.HealthzBindAddress })},
+		check: func(c *Config, p *problems) {
+			if net.ParseIP(c.HealthzBindAddress) == nil {
+				p.bad("%q is not an IP address", c.HealthzBindAddress)
+			}
+		}},
 	{key: "tlsCertFile", file: "tlsCertFile",
 		value: value[string]{at: func(c *Config) *string { return &c.TLSCertFile }, render: plain,
 			kubelet: kubelet(func(kc *kubeletConfiguration) string { return kc.TLSCertFile })}},

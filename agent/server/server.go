@@ -57,6 +57,15 @@ func ReadOnly(a Agent, logger *slog.Logger) http.Handler {
 	return mux
 }
 
+// Healthz returns the handler of the healthz port (healthzPort): /healthz
+// alone, as the kubelet's healthz listener serves it, without
+// authentication.
+func Healthz(a Agent) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", healthz(a))
+	return mux
+}
+
 // CLI returns the handler of the CLI socket (mode 0600): the read-only port's,
 // plus /problems, /probes (whose output may echo a container's answers),
 // /events, container logs and exec, which may hold secrets or run anything
