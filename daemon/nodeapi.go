@@ -37,11 +37,12 @@ func (d *System) nodeAPI(refused *atomic.Uint64) (http.Handler, *tls.Config, err
 		return nil, nil, errNodeAPIOff
 	}
 	auth := &server.Auth{
-		Anonymous:  cfg.AnonymousAuth,
-		TokenTTL:   cfg.WebhookAuthnCacheTTL,
-		AllowedTTL: cfg.AuthzCacheAuthorized,
-		DeniedTTL:  cfg.AuthzCacheUnauthorized,
-		NodeName:   cfg.NodeName,
+		Anonymous:    cfg.AnonymousAuth,
+		NoTokenAuthn: !cfg.WebhookAuthn,
+		TokenTTL:     cfg.WebhookAuthnCacheTTL,
+		AllowedTTL:   cfg.AuthzCacheAuthorized,
+		DeniedTTL:    cfg.AuthzCacheUnauthorized,
+		NodeName:     cfg.NodeName,
 	}
 	var reviewer *mirror.Reviewer
 	if cfg.Kubeconfig != "" {
@@ -80,11 +81,11 @@ func (d *System) nodeAPI(refused *atomic.Uint64) (http.Handler, *tls.Config, err
 		Metrics:    server.NewMetrics(served{d.agent, d.aux}).CountHandshakesRefused(refused),
 		HostLogDir: hostLogDir,
 		Configz: func() any {
-			out := map[string]string{}
-			for _, e := range cfg.Entries() {
-				out[e.Key] = e.Value
+			m, err := cfg.Kubelet()
+			if err != nil {
+				logger.Error("/configz", "err", err)
 			}
-			return out
+			return m
 		},
 	}, logger)
 	return h, tc, nil
