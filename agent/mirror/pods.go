@@ -229,6 +229,18 @@ func (s *podSync) sync(ctx context.Context, name string) error {
 		})
 		return nil
 	}
+	if mirror != nil && mirror.DeletionTimestamp == nil && (desired == nil || mirror.Annotations[AnnotationMirror] != desired.Annotations[manifest.AnnotationHash]) {
+		// The kubelet keeps the mirror pod of a static pod that is still
+		// terminating, removed or replaced (deleteOrphanedMirrorPods skips
+		// it, and the new generation, whose sync replaces the mirror pod,
+		// starts only once the old one has stopped): it shows that pod's
+		// status until it has stopped, and the next sync replaces it.
+		for _, old := range s.pods.Stopping(name) {
+			if old.Annotations[manifest.AnnotationHash] == mirror.Annotations[AnnotationMirror] {
+				return s.patchStatus(ctx, pods, podName, mirror, old)
+			}
+		}
+	}
 	if mirror != nil && (desired == nil || mirror.Annotations[AnnotationMirror] != desired.Annotations[manifest.AnnotationHash] ||
 		mirror.DeletionTimestamp != nil) {
 		why := "orphaned"
