@@ -214,6 +214,31 @@ func TestMirrorPodLifecycle(t *testing.T) {
 	})
 }
 
+// The mirror pod's status is the static pod's: observedGeneration stays
+// unset, in the status and its conditions, whatever the mirror pod's own
+// generation (the API server's, which the kubelet does not report; the node
+// e2e "mirror pod updates" suite checks it is always empty).
+func TestMirrorPodStatusHasNoObservedGeneration(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := staticPod("h1", v1.PodRunning)
+		p.Status.Conditions = []v1.PodCondition{{Type: v1.PodReady, Status: v1.ConditionTrue}}
+		existing := mirrorPod(p, "node1", "")
+		existing.Generation = 3
+		client := fake.NewClientset(existing)
+		pods := newFakePods()
+		pods.set("kube-system/web-node1", p)
+		start(t, client, pods)
+		eventually(t, "the mirror pod's status", func() bool {
+			m := getMirror(client)
+			return m != nil && m.Status.Phase == v1.PodRunning
+		})
+		m := getMirror(client)
+		if m.Status.ObservedGeneration != 0 || len(m.Status.Conditions) != 1 || m.Status.Conditions[0].ObservedGeneration != 0 {
+			t.Errorf("mirror pod status observedGeneration %d, conditions %+v; want 0 everywhere", m.Status.ObservedGeneration, m.Status.Conditions)
+		}
+	})
+}
+
 // A static pod removed or replaced keeps its mirror pod, with its status,
 // while it stops within its grace period, as the kubelet does (the node e2e
 // MirrorPodWithGracePeriod suite): only once it has stopped is the mirror

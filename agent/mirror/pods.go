@@ -376,11 +376,10 @@ func mirrorPod(p *v1.Pod, node string, nodeUID types.UID) *v1.Pod {
 // changed since it was last patched there (the kubelet's status manager
 // syncPod, with its UID precondition).
 func (s *podSync) patchStatus(ctx context.Context, pods podsClient, name string, mirror, desired *v1.Pod) error {
+	// The static pod's status as it is: its observedGeneration and its
+	// conditions' stay unset, as the kubelet's (they come from the static
+	// pod's generation, which a manifest never has), not the mirror pod's.
 	status := *desired.Status.DeepCopy()
-	status.ObservedGeneration = mirror.Generation
-	for i := range status.Conditions {
-		status.Conditions[i].ObservedGeneration = mirror.Generation
-	}
 	js, err := json.Marshal(status)
 	if err != nil {
 		return fmt.Errorf("encode status: %w", err)
