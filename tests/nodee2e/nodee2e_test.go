@@ -289,6 +289,15 @@ var focus = map[string]string{
 	"standalone": `standalone_test\.go`,
 }
 
+// focusFlag selects what a run runs: the four files, or $NODE_E2E_FOCUS (a
+// ginkgo focus regexp) to try other Its against staticpodd.
+func focusFlag(mode string) string {
+	if f := os.Getenv("NODE_E2E_FOCUS"); f != "" {
+		return "--ginkgo.focus=" + f
+	}
+	return "--ginkgo.focus-file=" + focus[mode]
+}
+
 // run runs e2e_node.test in the namespace against e.node, with the flags
 // given after the common ones, and fails t if the suite fails.
 func (e *env) run(t *testing.T, standalone bool, extra ...string) {
@@ -325,7 +334,7 @@ func (e *env) run(t *testing.T, standalone bool, extra ...string) {
 		// run only with the gates on in the suite, as their own jobs set.
 		"--feature-gates=EnvFiles=true,ContainerRestartRules=true,RestartAllContainersOnContainerExits=true",
 		"--report-dir=" + report,
-		"--ginkgo.focus-file=" + focus[mode],
+		focusFlag(mode),
 		"--ginkgo.junit-report=" + filepath.Join(report, "junit.xml"),
 		"--ginkgo.no-color",
 		"--ginkgo.v",
