@@ -36,11 +36,12 @@ func (d *System) nodeAPI(refused *atomic.Uint64) (http.Handler, *tls.Config, err
 		return nil, nil, errNodeAPIOff
 	}
 	auth := &server.Auth{
-		Anonymous:  cfg.AnonymousAuth,
-		TokenTTL:   cfg.WebhookAuthnCacheTTL,
-		AllowedTTL: cfg.AuthzCacheAuthorized,
-		DeniedTTL:  cfg.AuthzCacheUnauthorized,
-		NodeName:   cfg.NodeName,
+		Anonymous:    cfg.AnonymousAuth,
+		NoTokenAuthn: !cfg.WebhookAuthn,
+		TokenTTL:     cfg.WebhookAuthnCacheTTL,
+		AllowedTTL:   cfg.AuthzCacheAuthorized,
+		DeniedTTL:    cfg.AuthzCacheUnauthorized,
+		NodeName:     cfg.NodeName,
 	}
 	var reviewer *mirror.Reviewer
 	if d.credentials != nil {
@@ -79,11 +80,11 @@ func (d *System) nodeAPI(refused *atomic.Uint64) (http.Handler, *tls.Config, err
 		Metrics:    server.NewMetrics(served{d.agent, d.aux}).CountHandshakesRefused(refused),
 		HostLogDir: hostLogDir,
 		Configz: func() any {
-			out := map[string]string{}
-			for _, e := range cfg.Entries() {
-				out[e.Key] = e.Value
+			m, err := cfg.Kubelet()
+			if err != nil {
+				logger.Error("/configz", "err", err)
 			}
-			return out
+			return m
 		},
 	}, logger)
 	return h, tc, nil

@@ -172,6 +172,10 @@ type Config struct {
 	// Origins maps each Entry key to where its value came from: "default",
 	// "file <path>" or "flag --<name>".
 	Origins map[string]string
+	// kubelet is the file's KubeletConfiguration with the kubelet's
+	// defaults, which Kubelet (/configz) shows with the effective values
+	// over it.
+	kubelet *kubeletConfiguration
 }
 
 // Entry is one effective value, for display.
@@ -223,6 +227,7 @@ func Load(path string, flags Flags) (*Config, []string, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	c.kubelet = &kc
 	if err := c.applyFlags(&flags); err != nil {
 		return nil, nil, err
 	}

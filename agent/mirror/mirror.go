@@ -45,6 +45,10 @@ type Watch interface {
 	// Desired is the static pod of a full name with its live status as the
 	// status manager has it now, nil for none.
 	Desired(name string) *v1.Pod
+	// Stopping are the older generations of a full name that are still
+	// being stopped (a removed or replaced static pod in its grace period),
+	// with their live status.
+	Stopping(name string) []*v1.Pod
 	// Keys are the full names of the static pods there are now.
 	Keys() []string
 	// Synced is true once the agent has every source's pods: before, a

@@ -35,6 +35,7 @@ type fakePods struct {
 	unsynced bool // Synced says false
 	ch       chan struct{}
 	pods     map[string]*v1.Pod // by full name, as the status manager has them
+	stopping map[string][]*v1.Pod
 	next     []string
 	rec      *events.Recorder
 	taken    int // updates Next handed to the mirror
@@ -60,6 +61,27 @@ func (f *fakePods) Desired(name string) *v1.Pod {
 	defer f.mu.Unlock()
 	return f.pods[name]
 }
+func (f *fakePods) Stopping(name string) []*v1.Pod {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.stopping[name]
+}
+
+// setStopping sets the older generations of name still stopping.
+func (f *fakePods) setStopping(name string, ps ...*v1.Pod) {
+	f.mu.Lock()
+	if f.stopping == nil {
+		f.stopping = map[string][]*v1.Pod{}
+	}
+	f.stopping[name] = ps
+	f.next = append(f.next, name)
+	f.mu.Unlock()
+	select {
+	case f.ch <- struct{}{}:
+	default:
+	}
+}
+
 func (f *fakePods) Keys() []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -188,6 +210,75 @@ func TestMirrorPodLifecycle(t *testing.T) {
 		eventually(t, "the lease", func() bool {
 			l, err := client.CoordinationV1().Leases(v1.NamespaceNodeLease).Get(context.Background(), "node1", metav1.GetOptions{})
 			return err == nil && l.Spec.RenewTime != nil && *l.Spec.HolderIdentity == "node1"
+		})
+	})
+}
+
+// The mirror pod's status is the static pod's: observedGeneration stays
+// unset, in the status and its conditions, whatever the mirror pod's own
+// generation (the API server's, which the kubelet does not report; the node
+// e2e "mirror pod updates" suite checks it is always empty).
+func TestMirrorPodStatusHasNoObservedGeneration(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := staticPod("h1", v1.PodRunning)
+		p.Status.Conditions = []v1.PodCondition{{Type: v1.PodReady, Status: v1.ConditionTrue}}
+		existing := mirrorPod(p, "node1", "")
+		existing.Generation = 3
+		client := fake.NewClientset(existing)
+		pods := newFakePods()
+		pods.set("kube-system/web-node1", p)
+		start(t, client, pods)
+		eventually(t, "the mirror pod's status", func() bool {
+			m := getMirror(client)
+			return m != nil && m.Status.Phase == v1.PodRunning
+		})
+		m := getMirror(client)
+		if m.Status.ObservedGeneration != 0 || len(m.Status.Conditions) != 1 || m.Status.Conditions[0].ObservedGeneration != 0 {
+			t.Errorf("mirror pod status observedGeneration %d, conditions %+v; want 0 everywhere", m.Status.ObservedGeneration, m.Status.Conditions)
+		}
+	})
+}
+
+// A static pod removed or replaced keeps its mirror pod, with its status,
+// while it stops within its grace period, as the kubelet does (the node e2e
+// MirrorPodWithGracePeriod suite): only once it has stopped is the mirror
+// pod deleted, or replaced by the new generation's.
+func TestMirrorPodKeptWhileItsPodStops(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		client := fake.NewClientset()
+		pods := newFakePods()
+		const name = "kube-system/web-node1"
+		pods.set(name, staticPod("h1", v1.PodRunning))
+		start(t, client, pods)
+		eventually(t, "the mirror pod", func() bool { p := getMirror(client); return p != nil && p.Status.Phase == v1.PodRunning })
+		uid := getMirror(client).UID
+		kept := func(what string) {
+			t.Helper()
+			time.Sleep(time.Second) // the mirror took the change (fake time)
+			if p := getMirror(client); p == nil || p.UID != uid || p.Status.Phase != v1.PodRunning {
+				t.Fatalf("%s: mirror pod %v, want uid %s Running", what, p, uid)
+			}
+		}
+
+		// Removed, still stopping: kept.
+		pods.setStopping(name, staticPod("h1", v1.PodRunning))
+		pods.set(name, nil)
+		kept("removed while it stops")
+		// Stopped: deleted.
+		pods.setStopping(name)
+		eventually(t, "the mirror pod deleted once its pod stopped", func() bool { return getMirror(client) == nil })
+
+		// Replaced while it stops: kept until then, then the new one's.
+		pods.set(name, staticPod("h1", v1.PodRunning))
+		eventually(t, "the mirror pod again", func() bool { return getMirror(client) != nil })
+		uid = getMirror(client).UID
+		pods.setStopping(name, staticPod("h1", v1.PodRunning))
+		pods.set(name, staticPod("h2", v1.PodPending))
+		kept("replaced while it stops")
+		pods.setStopping(name)
+		eventually(t, "the new generation's mirror pod", func() bool {
+			p := getMirror(client)
+			return p != nil && p.Annotations[AnnotationMirror] == "h2"
 		})
 	})
 }

@@ -231,6 +231,18 @@ func (s *podSync) sync(ctx context.Context, name string) error {
 		})
 		return nil
 	}
+	if mirror != nil && mirror.DeletionTimestamp == nil && (desired == nil || mirror.Annotations[AnnotationMirror] != desired.Annotations[manifest.AnnotationHash]) {
+		// The kubelet keeps the mirror pod of a static pod that is still
+		// terminating, removed or replaced (deleteOrphanedMirrorPods skips
+		// it, and the new generation, whose sync replaces the mirror pod,
+		// starts only once the old one has stopped): it shows that pod's
+		// status until it has stopped, and the next sync replaces it.
+		for _, old := range s.pods.Stopping(name) {
+			if old.Annotations[manifest.AnnotationHash] == mirror.Annotations[AnnotationMirror] {
+				return s.patchStatus(ctx, pods, podName, mirror, old)
+			}
+		}
+	}
 	if mirror != nil && (desired == nil || mirror.Annotations[AnnotationMirror] != desired.Annotations[manifest.AnnotationHash] ||
 		mirror.DeletionTimestamp != nil) {
 		why := "orphaned"
@@ -366,11 +378,10 @@ func mirrorPod(p *v1.Pod, node string, nodeUID types.UID) *v1.Pod {
 // changed since it was last patched there (the kubelet's status manager
 // syncPod, with its UID precondition).
 func (s *podSync) patchStatus(ctx context.Context, pods podsClient, name string, mirror, desired *v1.Pod) error {
+	// The static pod's status as it is: its observedGeneration and its
+	// conditions' stay unset, as the kubelet's (they come from the static
+	// pod's generation, which a manifest never has), not the mirror pod's.
 	status := *desired.Status.DeepCopy()
-	status.ObservedGeneration = mirror.Generation
-	for i := range status.Conditions {
-		status.Conditions[i].ObservedGeneration = mirror.Generation
-	}
 	js, err := json.Marshal(status)
 	if err != nil {
 		return fmt.Errorf("encode status: %w", err)

@@ -43,6 +43,11 @@ type Auth struct {
 	// answers are kept TokenTTL.
 	Tokens   TokenReviewer
 	TokenTTL time.Duration
+	// NoTokenAuthn: authentication.webhook.enabled is false, so, as in the
+	// kubelet, which then has no token authenticator, an Authorization
+	// header is not looked at: the request is what its certificate, or
+	// the lack of one, makes it.
+	NoTokenAuthn bool
 	// Access decides what an authenticated user may do; nil: AlwaysAllow.
 	// Its answers are kept AllowedTTL or DeniedTTL.
 	Access     AccessReviewer
@@ -110,7 +115,8 @@ type accessResult struct{ allowed bool }
 // DelegatingAuthenticatorConfig): the union of x509 and bearer token, then
 // anonymous only when neither saw any credentials. A certificate that does
 // not verify does not stop a valid token beside it, but is never
-// anonymous; a token presented and refused is a refusal.
+// anonymous; a token presented and refused is a refusal. With no token
+// authentication (NoTokenAuthn) a token is no credential at all.
 func (a *Auth) authenticate(r *http.Request, tokens *ttlCache[authResult], logger *slog.Logger) (authenticationv1.UserInfo, bool) {
 	badCert := false
 	if r.TLS != nil && len(r.TLS.PeerCertificates) > 0 && a.ClientCAs != nil {
@@ -121,7 +127,7 @@ func (a *Auth) authenticate(r *http.Request, tokens *ttlCache[authResult], logge
 			badCert = true
 		}
 	}
-	if h := r.Header.Get("Authorization"); h != "" {
+	if h := r.Header.Get("Authorization"); h != "" && !a.NoTokenAuthn {
 		token, found := strings.CutPrefix(h, "Bearer ")
 		token = strings.TrimSpace(token)
 		if !found || token == "" || a.Tokens == nil {

@@ -545,6 +545,35 @@ func TestNodeAPIAnonymous(t *testing.T) {
 	}
 }
 
+// With authentication.webhook.enabled false the kubelet has no token
+// authenticator: a bearer token is no credential, neither refused nor
+// checked, and the request is anonymous when that is on (the node e2e suite
+// sends its token to a standalone kubelet configured so); a certificate of
+// no client CA is still refused.
+func TestNodeAPITokenWithoutTokenAuthn(t *testing.T) {
+	ca := newCA(t, "ca")
+	addr, serving := nodeServer(t, testNodeAgent(t), &Auth{Anonymous: true, NoTokenAuthn: true, ClientCAs: StaticCAs(ca.pool), NodeName: "node1"}, t.TempDir(), DefaultLimits(8))
+	for name, c := range map[string]struct {
+		cl   *http.Client
+		want int
+	}{
+		"token alone":            {tlsClient(serving), 200},
+		"token and a CA's cert":  {tlsClient(serving, ca.client(t, "admin")), 200},
+		"token and another CA's": {tlsClient(serving, newCA(t, "other").client(t, "admin")), 401},
+	} {
+		req, _ := http.NewRequest(http.MethodGet, "https://"+addr+"/configz", nil)
+		req.Header.Set("Authorization", "Bearer anything")
+		resp, err := c.cl.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != c.want {
+			t.Errorf("%s: /configz = %d, want %d", name, resp.StatusCode, c.want)
+		}
+	}
+}
+
 // /logs/ serves what is beneath its directory and nothing else: no "..",
 // no symbolic link (to a file or a directory out of it), no FIFO that would
 // hang the request.

@@ -341,6 +341,28 @@ func (w *Watch) Desired(key string) *v1.Pod {
 	return w.m.Desired(key).DeepCopy()
 }
 
+// Stopping is what key shows now of the older generations it still stops,
+// of the keys w keeps: copies, the subscriber's own, in no order.
+func (w *Watch) Stopping(key string) []*v1.Pod {
+	if !w.keep(key) {
+		return nil
+	}
+	m := w.m
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e := m.keys[key]
+	if e == nil {
+		return nil
+	}
+	var out []*v1.Pod
+	for uid, p := range e.pods {
+		if uid != e.desired {
+			out = append(out, p.DeepCopy())
+		}
+	}
+	return out
+}
+
 // Keys lists the keys w keeps that show a desired pod now.
 func (w *Watch) Keys() []string {
 	m := w.m

@@ -46,6 +46,7 @@ func (o *outagePods) Desired(name string) *v1.Pod {
 	defer o.mu.Unlock()
 	return o.pods[name]
 }
+func (o *outagePods) Stopping(string) []*v1.Pod { return nil } // none is ever replaced
 func (o *outagePods) Keys() []string {
 	o.mu.Lock()
 	defer o.mu.Unlock()

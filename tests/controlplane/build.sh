@@ -22,12 +22,20 @@ bins=(etcd kube-apiserver kube-controller-manager kube-scheduler kubeadm kubectl
 pkgs=(./etcd k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager
 	k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubeadm k8s.io/kubernetes/cmd/kubectl)
 # "build.sh kubelet" builds the kubelet alone (for make test-conformance) into
-# a directory of its own beside bin, kept the same way.
-if [ "${1:-}" = kubelet ]; then
+# a directory of its own beside bin, kept the same way; "build.sh e2e_node"
+# the kubelet's node e2e test binary, e2e_node.test (for make test-node-e2e).
+case "${1:-}" in
+kubelet)
 	out=$cache/kubelet
 	bins=(kubelet)
 	pkgs=(k8s.io/kubernetes/cmd/kubelet)
-fi
+	;;
+e2e_node)
+	out=$cache/e2e_node
+	bins=(e2e_node.test)
+	pkgs=(k8s.io/kubernetes/test/e2e_node)
+	;;
+esac
 
 complete() {
 	local b
@@ -63,7 +71,12 @@ done
 cd "$here/build"
 echo "building ${bins[*]} $KUBE_VERSION into $out" >&2
 export CGO_ENABLED=0 GOFLAGS="${GOFLAGS:+$GOFLAGS }-p=2"
-nice -n 5 go build -trimpath -ldflags "$ldflags" -o "$tmp/" "${pkgs[@]}"
+if [ "${bins[0]}" = e2e_node.test ]; then
+	# A test binary: go test -c builds one package's at a time.
+	nice -n 5 go test -c -trimpath -ldflags "$ldflags" -o "$tmp/e2e_node.test" "${pkgs[@]}"
+else
+	nice -n 5 go build -trimpath -ldflags "$ldflags" -o "$tmp/" "${pkgs[@]}"
+fi
 
 if [ -x "$tmp/etcd" ]; then
 	# The etcd that kubeadm names is the release this module requires.
@@ -77,7 +90,7 @@ if [ -x "$tmp/etcd" ]; then
 		echo "build.sh: kubeadm reports version '$got', want $KUBE_VERSION" >&2
 		exit 1
 	fi
-else
+elif [ -x "$tmp/kubelet" ]; then
 	got=$("$tmp/kubelet" --version)
 	if [ "$got" != "Kubernetes $KUBE_VERSION" ]; then
 		echo "build.sh: the kubelet reports version '$got', want Kubernetes $KUBE_VERSION" >&2
