@@ -497,7 +497,8 @@ func (d *System) startAll() error {
 		return fmt.Errorf("create %s: %w", importDir, err)
 	}
 	// Sockets systemd passed (socket activation, see packaging/staticpodd.socket),
-	// by FileDescriptorName: "cli" and "read-only"; the daemon opens the others.
+	// by FileDescriptorName: "cli", "read-only" and "cri"; the daemon opens the
+	// others.
 	passed, err := sysd.NamedListeners()
 	if err != nil {
 		d.logger.Warn("socket activation: passed sockets not used", "err", err)
@@ -580,7 +581,8 @@ func (d *System) startAll() error {
 			return nil
 		}))
 	}
-	aux = append(aux, component.NewTask(func(ctx context.Context) error { d.serveCRI(ctx); return nil }))
+	criSock := firstListener(passed[listenerCRI])
+	aux = append(aux, component.NewTask(func(ctx context.Context) error { d.serveCRI(ctx, criSock); return nil }))
 	if cfg.HealthzPort != 0 {
 		// The kubelet's healthz port, which kubeadm polls: opened after the
 		// agent has started, as the kubelet opens it after RunKubelet, and
@@ -623,6 +625,10 @@ func (f onStop) Stop()                     { f() }
 const (
 	listenerCLI      = "cli"
 	listenerReadOnly = "read-only"
+	// listenerCRI: staticpodd-kubeadm's staticpodd-cri.socket, so that a CRI
+	// call starts kubelet.service (kubeadm reset calls the CRI after it has
+	// stopped the kubelet).
+	listenerCRI = "cri"
 )
 
 // firstListener is the first of ls, or nil: one socket is served per
