@@ -48,6 +48,8 @@ check "kubelet.service not started before kubeadm configures the node" is is-act
 check "the pod kept running" kill -0 "$httpd"
 check "staticpodd-cri.socket enabled" is is-enabled staticpodd-cri.socket enabled
 check "staticpodd-cri.socket listening" is is-active staticpodd-cri.socket active
+check "its socket is root's only" [ "$(stat -c %a:%U /run/staticpodd/cri.sock)" = 600:root ]
+check "in the run dir, root's only" [ "$(stat -c %a /run/staticpodd)" = 700 ]
 
 # kubeadm init's preflight calls the CRI (its status and version, the images)
 # before it has written /var/lib/kubelet/config.yaml: the call starts
