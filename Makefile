@@ -342,10 +342,12 @@ test-systemd: appliance
 		$(UPGRADE_DEB) $(IMAGE_TAR) tests/systemd/memhog.yaml
 
 # staticpodd-kubeadm under a real booted systemd, in one boot of the appliance: the
-# package takes the machine over from staticpodd.service without touching its pod, and
-# the real kubeadm's kubelet-start phase (which runs `systemctl restart kubelet`)
-# starts staticpodd as its kubelet (tests/systemd/check-kubeadm.sh). Needs kubeadm
-# (make controlplane).
+# package takes the machine over from staticpodd.service without touching its pod;
+# the real kubeadm's preflight reaches the CRI through staticpodd-cri.socket before the
+# kubelet has its config; its kubelet-start phase (which runs `systemctl restart
+# kubelet`) starts staticpodd as its kubelet; and kubeadm reset, which stops the
+# kubelet first, removes the pod through the CRI (tests/systemd/check-kubeadm.sh).
+# Needs kubeadm (make controlplane).
 test-systemd-kubeadm: appliance
 	cpbin=$$(bash $(CONTROLPLANE_BUILD)) && \
 	rootfs/appliance/boot.sh $(APPLIANCE) tests/systemd/check-kubeadm.sh $(OUT)/appliance/share-kubeadm \

@@ -103,6 +103,10 @@ type Agent struct {
 	// that an import brought meanwhile is given up.
 	resynced chan struct{}
 
+	// reconciled is closed by the first full reconcile: from then on every
+	// pod found running is owned by a worker (StopPod waits for it).
+	reconciled chan struct{}
+
 	// started is when the agent was made: probes of containers that ran
 	// before are spread over their first period.
 	started time.Time
@@ -160,6 +164,7 @@ func New(cfg Config, rt Runtime, logger *slog.Logger) *Agent {
 		events:     cfg.Events,
 		resync:     make(chan struct{}, 1),
 		resynced:   make(chan struct{}),
+		reconciled: make(chan struct{}),
 		started:    time.Now(),
 		workers:    map[string]*worker{},
 		summary:    "",

@@ -202,6 +202,7 @@ func (a *Agent) firstFullReconcileLocked(ctx context.Context, l *loop, pods map[
 		w.update(nil, l.seq)
 	}
 	l.stash = nil
+	close(a.reconciled)
 	a.readyAt = l.seq
 	a.readyWait = map[string]bool{}
 	for key := range pods {

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"time"
 
@@ -43,8 +44,17 @@ func (a *Agent) SandboxStatus(ctx context.Context, uid string) (podspec.SandboxS
 // is made again, as a new run, after stopHold; one whose manifest is gone
 // by then stays gone (kubeadm reset removes /etc/kubernetes/manifests right
 // after its StopPodSandbox and RemovePodSandbox calls). A pod the eviction
-// manager holds stays held by it.
+// manager holds stays held by it. A call that comes before every source
+// has been read (a CRI call that socket activation started the daemon for)
+// waits for the first full reconcile, which hands every pod found running to
+// a worker: before, a pod found running belongs to none, and its manifest
+// would make it again.
 func (a *Agent) StopPod(ctx context.Context, uid string) error {
+	select {
+	case <-a.reconciled:
+	case <-ctx.Done():
+		return fmt.Errorf("the pods found running are kept until every manifest source has been read: %w", context.Cause(ctx))
+	}
 	if w := a.workerOf(uid); w != nil {
 		req := &stopRequest{reason: reasonStoppedByRuntime,
 			message: "The pod's sandbox was stopped through the CRI; it starts again from its manifest"}

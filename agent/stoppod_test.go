@@ -1,6 +1,8 @@
 package agent
 
 import (
+	"context"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -8,6 +10,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/staticpodd/staticpodd/agent/manifest"
+	"github.com/staticpodd/staticpodd/agent/podspec"
 )
 
 // A pod stopped through the CRI (kubeadm reset's StopPodSandbox) is gone
@@ -59,6 +62,51 @@ func TestStopPod(t *testing.T) {
 		synctest.Wait()
 		if got := rt.Running(); len(got) != 0 {
 			t.Errorf("running %q without a manifest", got)
+		}
+	})
+}
+
+// A StopPod that comes before the sources have spoken (socket activation:
+// kubeadm reset's CRI call started the daemon) waits for the first full
+// reconcile, then stops the pod found running although its manifest is
+// still there; while no source has spoken, the pod is kept and the caller's
+// deadline ends the wait with an error.
+func TestStopPodBeforeTheSources(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		pod := testPod("web", "u1", v1.RestartPolicyAlways, ctr("a", "busybox"))
+		rt.adopt(podspec.ContainerStatus{ID: "old-a", PodUID: "u1", PodName: "web-node1", Name: "a",
+			Hash: hashOf(&pod.Spec.Containers[0]), Image: "busybox", State: podspec.StateRunning})
+		h := start(t, rt, Config{})
+		synctest.Wait()
+
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		err := h.a.StopPod(ctx, "u1")
+		cancel()
+		if err == nil || !strings.Contains(err.Error(), "kept until every manifest source has been read") {
+			t.Fatalf("StopPod before any source = %v, want the wait's end", err)
+		}
+		if got := rt.Running(); len(got) != 1 {
+			t.Fatalf("running %q, want the pod found running kept", got)
+		}
+
+		stopped := make(chan error, 1)
+		go func() { stopped <- h.a.StopPod(t.Context(), "u1") }()
+		synctest.Wait()
+		select {
+		case err := <-stopped:
+			t.Fatalf("StopPod returned %v before the sources had spoken", err)
+		default:
+		}
+		h.send([]manifest.Pod{pod})
+		if err := <-stopped; err != nil {
+			t.Fatal(err)
+		}
+		if gone, err := h.a.gone(t.Context(), "u1"); !gone || err != nil {
+			t.Fatalf("the runtime still has the pod after StopPod (%v)", err)
+		}
+		if got := rt.Calls("start"); len(got) != 0 {
+			t.Errorf("starts %q: the pod was made again within the hold", got)
 		}
 	})
 }

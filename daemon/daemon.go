@@ -332,6 +332,13 @@ func newSystem(ctx context.Context, cfg *config.Config, opts Options, logger *sl
 	} else {
 		d.forgetURL(cfg)
 	}
+	if cfg.MissingConfig != "" {
+		// The kubelet personality before kubeadm has written its
+		// configuration (config.Config.MissingConfig): the pods found running
+		// wait for the manifest source the configuration will name, which
+		// this run never has, instead of being removed as wanted by no source.
+		sourceNames = []string{manifest.SourceFile}
+	}
 	d.agent = agent.New(agent.Config{
 		NodeName:       cfg.NodeName,
 		NodeIP:         nodeIP,
@@ -497,7 +504,8 @@ func (d *System) startAll() error {
 		return fmt.Errorf("create %s: %w", importDir, err)
 	}
 	// Sockets systemd passed (socket activation, see packaging/staticpodd.socket),
-	// by FileDescriptorName: "cli" and "read-only"; the daemon opens the others.
+	// by FileDescriptorName: "cli", "read-only" and "cri"; the daemon opens the
+	// others.
 	passed, err := sysd.NamedListeners()
 	if err != nil {
 		d.logger.Warn("socket activation: passed sockets not used", "err", err)
@@ -580,7 +588,8 @@ func (d *System) startAll() error {
 			return nil
 		}))
 	}
-	aux = append(aux, component.NewTask(func(ctx context.Context) error { d.serveCRI(ctx); return nil }))
+	criSock := firstListener(passed[listenerCRI])
+	aux = append(aux, component.NewTask(func(ctx context.Context) error { d.serveCRI(ctx, criSock); return nil }))
 	if cfg.HealthzPort != 0 {
 		// The kubelet's healthz port, which kubeadm polls: opened after the
 		// agent has started, as the kubelet opens it after RunKubelet, and
@@ -600,8 +609,8 @@ func (d *System) startAll() error {
 			return nil
 		}))
 	}
-	if !nodeAPIServed(d.cfg) {
-		d.logger.Info("node API not served", "reason", errNodeAPIOff.Error())
+	if err := nodeAPIOff(d.cfg); err != nil {
+		d.logger.Info("node API not served", "reason", err.Error())
 	} else {
 		aux = append(aux, component.NewTask(func(ctx context.Context) error { d.serveNodeAPI(ctx, files); return nil }))
 	}
@@ -609,6 +618,14 @@ func (d *System) startAll() error {
 		if err := m.Start(c); err != nil {
 			return err
 		}
+	}
+	if cfg.MissingConfig != "" {
+		// The first sync waits for a source this run never has: ready now,
+		// so that systemd's start (a CRI call activating kubelet.service)
+		// completes.
+		d.logger.Warn(cfg.MissingConfig + " is not there yet (kubeadm init or join writes it): serving the CRI only")
+		d.notifier.SendReady()
+		d.status.Status("serving the CRI only: " + cfg.MissingConfig + " is not there yet")
 	}
 	return nil
 }
@@ -623,6 +640,10 @@ func (f onStop) Stop()                     { f() }
 const (
 	listenerCLI      = "cli"
 	listenerReadOnly = "read-only"
+	// listenerCRI: staticpodd-kubeadm's staticpodd-cri.socket, so that a CRI
+	// call starts kubelet.service (kubeadm reset calls the CRI after it has
+	// stopped the kubelet).
+	listenerCRI = "cri"
 )
 
 // firstListener is the first of ls, or nil: one socket is served per
@@ -658,7 +679,7 @@ func kernelRelease() string {
 // it is served, the read-only port and the healthz port when they are on.
 func ownPorts(cfg *config.Config) []oci.OwnPort {
 	var ps []oci.OwnPort
-	if nodeAPIServed(cfg) && cfg.Port != 0 {
+	if nodeAPIOff(cfg) == nil && cfg.Port != 0 {
 		ps = append(ps, oci.OwnPort{Name: "port", Address: cfg.Address, Port: cfg.Port})
 	}
 	if cfg.ReadOnlyPort != 0 {

@@ -21,10 +21,21 @@ const hostLogDir = "/var/log"
 // errNodeAPIOff: authorization.mode Webhook with nobody to ask.
 var errNodeAPIOff = errors.New("authorization.mode is Webhook and there is no --kubeconfig to send SubjectAccessReviews with: the node API (port) is not served; set authorization.mode: AlwaysAllow with authentication.x509.clientCAFile to serve it without an API server")
 
-// nodeAPIServed reports whether cfg has the node API served on port:
-// not under authorization.mode Webhook with no API server to ask.
-func nodeAPIServed(cfg *config.Config) bool {
-	return !(cfg.AuthorizationMode == "Webhook" && cfg.Kubeconfig == "")
+// errNodeAPIWaits: the kubelet personality before kubeadm has written its
+// configuration, whose authentication and authorization are not known yet.
+var errNodeAPIWaits = errors.New("the configuration file is not there yet: the node API (port) is not served until it is")
+
+// nodeAPIOff is why cfg has the node API not served on port, or nil when it
+// is served: not under authorization.mode Webhook with no API server to ask,
+// nor before the kubelet personality has its configuration.
+func nodeAPIOff(cfg *config.Config) error {
+	switch {
+	case cfg.MissingConfig != "":
+		return errNodeAPIWaits
+	case cfg.AuthorizationMode == "Webhook" && cfg.Kubeconfig == "":
+		return errNodeAPIOff
+	}
+	return nil
 }
 
 // nodeAPI is the node API's handler and TLS configuration, as the kubelet's
@@ -32,8 +43,8 @@ func nodeAPIServed(cfg *config.Config) bool {
 // shows refused, the listener's count of handshakes refused per address.
 func (d *System) nodeAPI(refused *atomic.Uint64) (http.Handler, *tls.Config, error) {
 	cfg := d.cfg
-	if !nodeAPIServed(cfg) {
-		return nil, nil, errNodeAPIOff
+	if err := nodeAPIOff(cfg); err != nil {
+		return nil, nil, err
 	}
 	auth := &server.Auth{
 		Anonymous:    cfg.AnonymousAuth,

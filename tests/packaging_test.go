@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/staticpodd/staticpodd/agent/config"
 )
 
 // unitFile reads a systemd unit or drop-in: section -> key -> values in
@@ -97,6 +99,41 @@ func TestKubeadmDropInIsKubeadms(t *testing.T) {
 	}
 	if len(d) != len(want) {
 		t.Errorf("10-kubeadm.conf sets %d keys, want %d: %v", len(d), len(want), d)
+	}
+}
+
+// staticpodd-cri.socket holds the CRI socket the daemon serves and crictl.yaml
+// names, for kubelet.service under the name the daemon takes it by, and
+// outlives the service: kubeadm reset calls the CRI after it has stopped the
+// kubelet.
+func TestCRISocketUnit(t *testing.T) {
+	u := unitFile(t, "../packaging/kubeadm/staticpodd-cri.socket")
+	path := filepath.Join(config.DefaultRunDir, config.CRISocketName)
+	want := map[string][]string{
+		"ListenStream":       {path},
+		"FileDescriptorName": {"cri"},
+		"SocketMode":         {"0600"},
+		"Service":            {"kubelet.service"},
+	}
+	for k, w := range want {
+		if !slices.Equal(u["Socket"][k], w) {
+			t.Errorf("staticpodd-cri.socket %s=%q, want %q", k, u["Socket"][k], w)
+		}
+	}
+	if p, ok := u["Unit"]["PartOf"]; ok {
+		t.Errorf("staticpodd-cri.socket PartOf=%q: stopping kubelet.service would close the CRI kubeadm reset calls next", p)
+	}
+	if c := u["Unit"]["Conflicts"]; !slices.Equal(c, []string{"staticpodd.service"}) {
+		t.Errorf("staticpodd-cri.socket Conflicts=%q, want staticpodd.service, which binds the path itself", c)
+	}
+	crictl, err := os.ReadFile("../packaging/kubeadm/crictl.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"runtime-endpoint", "image-endpoint"} {
+		if !strings.Contains(string(crictl), "\n"+k+": unix://"+path+"\n") {
+			t.Errorf("crictl.yaml's %s is not unix://%s", k, path)
+		}
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 	"net/http"
 	"os"
@@ -46,6 +47,10 @@ const (
 // the KubeletConfiguration field or flag each comes from.
 type Config struct {
 	ConfigFile string // --config; "" when none
+	// MissingConfig is the kubelet personality's --config file when it is
+	// not there yet (kubeadm init or join writes it): the daemon serves the
+	// CRI only (serveCRIOnly). "" otherwise.
+	MissingConfig string
 
 	NodeName string // --hostname-override, else the hostname; lower-cased
 	NodeIP   string // --node-ip
@@ -196,12 +201,21 @@ func Load(path string, flags Flags) (*Config, []string, error) {
 	}
 	kc := kubeletConfiguration{}
 	raw := map[string]any{}
+	missing := ""
 	if path != "" {
 		// Like the kubelet, name the file by its absolute path.
 		var err error
 		if path, err = filepath.Abs(path); err != nil {
 			return nil, nil, fmt.Errorf("config %s: %w", path, err)
 		}
+		if flags.kubelet {
+			if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+				missing, path = path, ""
+			}
+		}
+	}
+	if path != "" {
+		var err error
 		if raw, err = decodeFile(path, &kc); err != nil {
 			return nil, nil, err
 		}
@@ -247,10 +261,32 @@ func Load(path string, flags Flags) (*Config, []string, error) {
 	if c.ContainerRuntimeEndpoint == "" {
 		c.ContainerRuntimeEndpoint = "unix://" + c.CRISocket()
 	}
+	if missing != "" {
+		c.serveCRIOnly(missing)
+	}
 	if err := c.validate(); err != nil {
 		return nil, nil, fmt.Errorf("config %s: %w", describe(path), err)
 	}
 	return c, warnings, nil
+}
+
+// serveCRIOnly is the kubelet personality whose --config file is not there
+// yet: kubeadm calls the CRI (preflight: the runtime's status, its images)
+// before it writes /var/lib/kubelet/config.yaml and restarts the kubelet,
+// and staticpodd is that CRI. Where the kubelet fails (and systemd restarts
+// it), the daemon serves the CRI and nothing that needs the configuration:
+// no manifest source, no API server, no node API, healthz or read-only port.
+// The pods found running are kept as they are (the daemon waits for the
+// manifest source the configuration will name before it removes any).
+func (c *Config) serveCRIOnly(missing string) {
+	c.MissingConfig = missing
+	why := "off: --config " + missing + " is not there yet"
+	c.StaticPodPath, c.Origins["staticPodPath"] = "", why
+	c.StaticPodURL, c.Origins["staticPodURL"] = "", why
+	c.Kubeconfig, c.Origins["kubeconfig"] = "", why
+	c.BootstrapKubeconfig, c.Origins["bootstrapKubeconfig"] = "", why
+	c.HealthzPort, c.Origins["healthzPort"] = 0, why
+	c.ReadOnlyPort, c.Origins["readOnlyPort"] = 0, why
 }
 
 // resolveRelativePaths makes the file's relative paths relative to the file's

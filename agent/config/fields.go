@@ -298,6 +298,8 @@ var fields = []field{
 	{key: "configFile", flag: FlagConfig, help: "KubeletConfiguration file (kubelet.config.k8s.io/v1beta1)",
 		flagValue: func(f *Flags) *string { return &f.ConfigFile }, byLoad: true,
 		value: value[string]{at: func(c *Config) *string { return &c.ConfigFile }, render: plain}},
+	{key: "missingConfig", help: "the kubelet personality's --config file when it is not there yet: the CRI is served alone until it is",
+		value: value[string]{at: func(c *Config) *string { return &c.MissingConfig }, render: plain}},
 	{key: "nodeName", flag: FlagHostnameOverride, help: "node name (default: the hostname, lower-cased)",
 		flagValue: func(f *Flags) *string { return &f.HostnameOverride },
 		// The kubelet lower-cases the override as well as the hostname

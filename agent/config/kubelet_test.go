@@ -222,3 +222,52 @@ func TestKubeletFileFlagsNameFields(t *testing.T) {
 		}
 	}
 }
+
+// Before kubeadm has written --config's file, the kubelet personality loads
+// with it missing and turns off all that needs it (kubeadm's preflight calls
+// the CRI first); the run command, and a file that is there but bad, still
+// fail.
+func TestKubeletPersonalityWithoutItsConfigYet(t *testing.T) {
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "config.yaml")
+	kubeconfig := filepath.Join(dir, "kubelet.conf")
+	if err := os.WriteFile(kubeconfig, []byte("{}"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, _, _, err := kubeletLoad(t, "--bootstrap-kubeconfig=/etc/kubernetes/bootstrap-kubelet.conf", "--kubeconfig="+kubeconfig,
+		"--config="+missing, "--node-labels=role=cp", "--pod-manifest-path="+dir, "--healthz-port=10248")
+	if err != nil {
+		t.Fatal(err)
+	}
+	off := "off: --config " + missing + " is not there yet"
+	for key, want := range map[string]string{
+		"missingConfig": missing, "configFile": "", "staticPodPath": "", "staticPodURL": "", "kubeconfig": "",
+		"bootstrapKubeconfig": "", "healthzPort": "0", "readOnlyPort": "0", "nodeLabels": "role=cp",
+		"containerRuntimeEndpoint": "unix:///run/staticpodd/cri.sock",
+	} {
+		got := show(cfg, key)
+		if want == "" || want == "0" {
+			if o := cfg.Origin(key); key != "configFile" && key != "missingConfig" && o != off {
+				t.Errorf("%s from %q, want %q", key, o, off)
+			}
+			if got == "-" {
+				got = ""
+			}
+		}
+		if got != want {
+			t.Errorf("%s = %q, want %q", key, got, want)
+		}
+	}
+
+	// Run's --config names a file the admin wrote: missing is an error.
+	if _, _, err := Load(missing, Flags{ConfigFile: missing}); err == nil {
+		t.Error("staticpodd run loaded a missing --config")
+	}
+	// A file that is there is read as always, errors and all.
+	if err := os.WriteFile(missing, []byte("kind: Pod\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, err := kubeletLoad(t, "--config="+missing); err == nil {
+		t.Error("a bad --config file loaded")
+	}
+}
