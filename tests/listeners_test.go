@@ -14,7 +14,6 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/staticpodd/staticpodd/tests/testdaemon"
 )
 
 // The report: idle keep-alive connections to the read-only port stayed open as
