@@ -88,48 +88,7 @@ func TestKubeadmKubelet(t *testing.T) {
 	}
 	tars = append(tars, addonImages(t)...)
 
-	ns, err := cluster.NewNetns("staticpodd-kubeadm-" + testdaemon.RandHex(4))
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := NewMachine(t, "kubelet1", cluster.Address, ns, bin, testdaemon.Bin, kubelet, os.Getenv("CRICTL"))
-	unit, err := UnitExecStart("../../packaging/kubeadm/10-kubeadm.conf")
-	if err != nil {
-		t.Fatal(err)
-	}
-	m.SetExecStart(unit)
-	// The kubelet wants its cgroupRoot to exist.
-	for _, h := range append([]string{"/sys/fs/cgroup"}, globDirs("/sys/fs/cgroup/*")...) {
-		if _, err := os.Stat(filepath.Join(h, "cgroup.procs")); err == nil {
-			os.MkdirAll(filepath.Join(h, m.Cgroup), 0o755)
-		}
-	}
-
-	// containerd as its service would run it: started before kubeadm, and
-	// stopped (with what is left of its shims) after the test's reset.
-	netd := filepath.Join(m.Dir, "net.d")
-	writeFile(t, filepath.Join(m.Dir, "containerd.toml"), fmt.Sprintf(containerdTOML, netd))
-	if err := os.MkdirAll(netd, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	m.Sh(time.Minute, fmt.Sprintf("setsid containerd --config %[1]s/containerd.toml </dev/null >>%[1]s/containerd.log 2>&1 & echo $! >%[1]s/containerd.pid", m.Dir))
-	t.Cleanup(func() { stopContainerd(t, m) })
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if _, err := m.ShErr(10*time.Second, "ctr version"); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			b, _ := os.ReadFile(filepath.Join(m.Dir, "containerd.log"))
-			t.Fatalf("containerd does not answer:\n%s", b)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	for i, tar := range tars {
-		name := fmt.Sprintf("image-%d.tar", i)
-		copyFile(t, tar, m.Host("/root/"+name))
-		m.Sh(2*time.Minute, "ctr -n k8s.io images import "+name)
-	}
+	m := newKubeletMachine(t, bin, kubelet, "kubelet1", cluster.Address, tars, "")
 
 	writeFile(t, m.Host("/root/kubeadm.yaml"), fmt.Sprintf(kubeletKubeadmYAML, m.Addr, m.Name, m.Cgroup))
 	line := "kubeadm init --config kubeadm.yaml" + ignoring(kubeletIgnoredPreflight)
@@ -155,6 +114,57 @@ func TestKubeadmKubelet(t *testing.T) {
 	}
 	t.Logf("FIGURE kubelet+containerd: node agent stack RSS after init: %.1f MiB (%s)", float64(stack)/(1<<20), strings.Join(names, ", "))
 	t.Logf("%s$ %s\n%s", m.Name, guideReset, m.Sh(5*time.Minute, guideReset))
+}
+
+// newKubeletMachine is the machine name at addr with the real kubelet
+// (kubelet, the binary) on Debian's containerd, started as its service
+// would be, with the image archives tars imported; cni is added to
+// containerd's CRI cni section (TOML, "" for none).
+func newKubeletMachine(t *testing.T, bin, kubelet, name, addr string, tars []string, cni string) *Machine {
+	t.Helper()
+	ns, err := cluster.NewNetnsAt("staticpodd-kubeadm-"+testdaemon.RandHex(4), addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := NewMachine(t, name, addr, ns, bin, testdaemon.Bin, kubelet, os.Getenv("CRICTL"))
+	unit, err := UnitExecStart("../../packaging/kubeadm/10-kubeadm.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.SetExecStart(unit)
+	// The kubelet wants its cgroupRoot to exist.
+	for _, h := range append([]string{"/sys/fs/cgroup"}, globDirs("/sys/fs/cgroup/*")...) {
+		if _, err := os.Stat(filepath.Join(h, "cgroup.procs")); err == nil {
+			os.MkdirAll(filepath.Join(h, m.Cgroup), 0o755)
+		}
+	}
+
+	// containerd as its service would run it: started before kubeadm, and
+	// stopped (with what is left of its shims) after the test's reset.
+	netd := filepath.Join(m.Dir, "net.d")
+	writeFile(t, filepath.Join(m.Dir, "containerd.toml"), fmt.Sprintf(containerdTOML, netd)+cni)
+	if err := os.MkdirAll(netd, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	m.Sh(time.Minute, fmt.Sprintf("setsid containerd --config %[1]s/containerd.toml </dev/null >>%[1]s/containerd.log 2>&1 & echo $! >%[1]s/containerd.pid", m.Dir))
+	t.Cleanup(func() { stopContainerd(t, m) })
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, err := m.ShErr(10*time.Second, "ctr version"); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			b, _ := os.ReadFile(filepath.Join(m.Dir, "containerd.log"))
+			t.Fatalf("containerd does not answer:\n%s", b)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	for i, tar := range tars {
+		name := fmt.Sprintf("image-%d.tar", i)
+		copyFile(t, tar, m.Host("/root/"+name))
+		m.Sh(2*time.Minute, "ctr -n k8s.io images import "+name)
+	}
+	return m
 }
 
 // stopContainerd stops m's containerd, then kills any shim it left, and
