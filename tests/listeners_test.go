@@ -13,7 +13,6 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-
 )
 
 // The report: idle keep-alive connections to the read-only port stayed open as
