@@ -19,6 +19,15 @@ const reasonStoppedByRuntime = "StoppedByRuntime"
 // back-off, which its containers would wait after containerd removed them.
 const stopHold = backoffInitial
 
+// stopSandboxGrace is the grace a pod stopped through the CRI gets, whatever
+// its terminationGracePeriodSeconds: the CRI says the containers left in a
+// sandbox it stops "must be forcibly terminated", and containerd kills them
+// at once (stopContainer with timeout 0). The caller, kubeadm reset, gives
+// each StopPodSandbox 2 s; a kube-apiserver whose etcd is gone would take its
+// whole 30 s, and its manifest would bring the pods stopped before it back
+// meanwhile. The stop signal still goes first, then SIGKILL after this.
+const stopSandboxGrace = time.Second
+
 // stopPollPeriod is how often StopPod looks at the runtime between status
 // changes: the removal of a sandbox changes no status.
 const stopPollPeriod = 100 * time.Millisecond
@@ -56,7 +65,7 @@ func (a *Agent) StopPod(ctx context.Context, uid string) error {
 		return fmt.Errorf("the pods found running are kept until every manifest source has been read: %w", context.Cause(ctx))
 	}
 	if w := a.workerOf(uid); w != nil {
-		req := &stopRequest{reason: reasonStoppedByRuntime,
+		req := &stopRequest{reason: reasonStoppedByRuntime, grace: stopSandboxGrace,
 			message: "The pod's sandbox was stopped through the CRI; it starts again from its manifest"}
 		if w.hold(uid, req) {
 			a.logger.Info("stopping pod through the CRI", "pod", w.key, "uid", uid, "hold", stopHold)
