@@ -4,26 +4,22 @@ package kubeadm
 
 import "strings"
 
-// ignoredPreflight are the preflight errors kubeadm init and upgrade apply
-// are told to ignore against staticpodd, each a named exception of what does
-// not work yet. The test fails when one of them no longer fires, so that the
-// list only shrinks. The guide (docs/guides/kubeadm-air-gapped.md) gives the
-// same list.
+// ignoredPreflight are the preflight errors kubeadm init, join and upgrade
+// apply are told to ignore against staticpodd, each a named exception. The
+// test fails when one of them no longer fires, so that the list only
+// shrinks. The guide (docs/guides/kubeadm-air-gapped.md) gives the same list.
+// The CRI checks (CRI, ContainerRuntimeVersion, ImagePull) pass: kubeadm
+// calls the CRI before it has written /var/lib/kubelet/config.yaml, and
+// staticpodd-cri.socket starts kubelet.service, which serves the CRI only
+// until that file is there.
 var ignoredPreflight = []string{
-	// kubeadm checks the CRI (status, version, the images through its image
-	// service) before it writes /var/lib/kubelet/config.yaml and starts the
-	// kubelet. Under the kubelet, containerd already serves the CRI then;
-	// under staticpodd the node agent is the runtime, and kubelet.service
-	// (staticpodd-kubeadm) does not run before that file exists: no socket.
-	"CRI", "ContainerRuntimeVersion", "ImagePull",
 	// This host's cgroup v1: kubeadm v1.37 refuses it for any kubelet
 	// (v1.35+) unless the check is skipped; not staticpodd's.
 	"SystemVerification",
 }
 
-// ignoredUpgradePreflight are kubeadm upgrade apply's: the node agent, and
-// so the CRI socket, runs then; only the host's cgroup v1 is left.
-var ignoredUpgradePreflight = []string{"SystemVerification"}
+// ignoredUpgradePreflight are kubeadm upgrade apply's: the same.
+var ignoredUpgradePreflight = ignoredPreflight
 
 // ignoring is the flag that ignores the preflight errors named, if any.
 func ignoring(names []string) string {
@@ -50,7 +46,7 @@ const (
 	guideCrictlImages = "crictl images"
 	guideCrictlLogs   = "crictl logs --tail 5 $(crictl ps -q --name kube-apiserver)"
 	guideUpgrade      = "kubeadm upgrade apply v1.37.2 --yes"
-	guideReset        = "kubeadm reset -f"
+	guideReset        = "kubeadm reset -f --cri-socket unix:///run/staticpodd/cri.sock"
 	guideUploadCerts  = "kubeadm init phase upload-certs --upload-certs --config kubeadm.yaml"
 	guideJoinCommand  = "kubeadm token create --print-join-command"
 	guideJoin         = `kubeadm join 192.0.2.10:6443 --token "$TOKEN" --discovery-token-ca-cert-hash "$HASH" --control-plane --certificate-key "$KEY" --node-name cp2 --apiserver-advertise-address 192.0.2.11 --cri-socket unix:///run/staticpodd/cri.sock`
@@ -97,5 +93,5 @@ func guideUpgradeLine() string {
 func guideCommands() []string {
 	return []string{guideImagesList, guideImagesExport, guideImagesImport, guideImagesLs, guideInitLine(), guideGetAll,
 		guidePs, guideUploadCerts, guideJoinCommand, guideJoinLine(), guideCrictlPods, guideCrictlPs, guideCrictlImages, guideCrictlLogs, guideEditConfig, guideUpgradeLine(),
-		guideReset, CleanupCommand}
+		guideReset}
 }

@@ -113,7 +113,9 @@ func TestKubeadmKubelet(t *testing.T) {
 		}
 	}
 	t.Logf("FIGURE kubelet+containerd: node agent stack RSS after init: %.1f MiB (%s)", float64(stack)/(1<<20), strings.Join(names, ", "))
-	t.Logf("%s$ %s\n%s", m.Name, guideReset, m.Sh(5*time.Minute, guideReset))
+	// kubeadm detects containerd's socket (the guide's --cri-socket is staticpodd's).
+	const reset = "kubeadm reset -f"
+	t.Logf("%s$ %s\n%s", m.Name, reset, m.Sh(5*time.Minute, reset))
 }
 
 // newKubeletMachine is the machine name at addr with the real kubelet

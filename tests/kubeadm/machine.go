@@ -298,6 +298,14 @@ func (m *Machine) Log() string {
 	return b.String()
 }
 
+// AgentPID is the pid of the node agent the stand-in started (or of the
+// socket's holder), 0 if none.
+func (m *Machine) AgentPID() int {
+	b, _ := os.ReadFile(filepath.Join(m.Dir, "kubelet.pid"))
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	return pid
+}
+
 // Proc is a process on the machine (in its network namespace).
 type Proc struct {
 	PID  int
@@ -352,7 +360,7 @@ func (m *Machine) close() {
 	if _, err := os.Stat(m.mnt); err != nil {
 		return // NewMachine failed before the namespace existed
 	}
-	m.ShErr(2*time.Minute, "systemctl stop kubelet")
+	m.ShErr(2*time.Minute, "systemctl stop staticpodd-cri.socket; systemctl stop kubelet")
 	if pods, _ := os.ReadDir(m.Host("/run/staticpodd/pods")); len(pods) > 0 {
 		t.Errorf("machine %s: %d pods left by the test; removing them", m.Name, len(pods))
 		m.RemovePods()
@@ -394,7 +402,8 @@ func (m *Machine) RemovePods() {
 	}
 	defer os.WriteFile(exec, unit, 0o644)
 	m.SetExecStart("exec " + CleanupCommand + " --config " + cfg + " --hostname-override " + m.Name)
-	m.Sh(time.Minute, "rm -f /etc/kubernetes/manifests/*.yaml && systemctl start kubelet")
+	// The socket unit stopped first: it would start the kubelet personality.
+	m.Sh(time.Minute, "systemctl stop staticpodd-cri.socket; systemctl stop kubelet; rm -f /etc/kubernetes/manifests/*.yaml && systemctl start kubelet")
 	defer m.ShErr(2*time.Minute, "systemctl stop kubelet")
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
@@ -410,7 +419,7 @@ func (m *Machine) RemovePods() {
 	}
 }
 
-// CleanupCommand is the daemon RemovePods runs (the guide gives it).
+// CleanupCommand is the daemon RemovePods runs.
 const CleanupCommand = "staticpodd run --pod-manifest-path /etc/kubernetes/manifests"
 
 // CgroupDirs are the existing directories of the node agent's cgroupRoot,
