@@ -92,6 +92,10 @@ type stopRequest struct {
 // good and keeps its exited containers for its status.
 func (r *stopRequest) evicted() bool { return r.reason == reasonEvicted }
 
+// reasonRecreated stops a pod whose manifest was removed and written again,
+// to start it again: no reason the pod's status shows.
+const reasonRecreated = "Recreated"
+
 // podState is what the runtime has for one pod UID, as a worker knows it.
 type podState struct {
 	uid     string

@@ -60,6 +60,9 @@ type mailbox struct {
 	// sync, closed once that sync removed the exited containers of a pod
 	// that will not run them again.
 	reclaim chan struct{}
+	// recreate is the UID whose manifest was removed and written again
+	// since the last sync: that pod stops, then starts again.
+	recreate string
 }
 
 // generation is what the worker remembers about the desired UID beyond what the
@@ -88,6 +91,9 @@ type generation struct {
 	sandboxOf *v1.Pod
 	ctrs      map[string]*ctrInfo
 	startTime time.Time
+	// recreate: the manifest was removed and written again; once stopped,
+	// the pod starts again as a new generation of the same UID.
+	recreate bool
 }
 
 type ctrInfo struct {
@@ -118,6 +124,16 @@ func newWorker(a *Agent, key string, pods map[string]*podState) *worker {
 func (w *worker) update(pod *v1.Pod, seq uint64) {
 	w.mu.Lock()
 	w.box.desired, w.box.seq = pod, seq
+	w.mu.Unlock()
+	w.nudge()
+}
+
+// recreate says the manifest of the pod uid was removed and written again:
+// the pod stops and starts again, as the kubelet's pod worker does for a
+// REMOVE then ADD of one UID (restartRequested).
+func (w *worker) recreate(uid string) {
+	w.mu.Lock()
+	w.box.recreate = uid
 	w.mu.Unlock()
 	w.nudge()
 }
@@ -282,6 +298,8 @@ type mail struct {
 	// reclaimed, when set, is closed once the sync is done: node-level
 	// reclaim asked the pod to remove its exited containers.
 	reclaimed chan struct{}
+	// recreate: pod's manifest was removed and written again.
+	recreate bool
 }
 
 // takeMail reads the mailbox for a sync: the desired pod and the eviction
@@ -290,7 +308,8 @@ func (w *worker) takeMail() mail {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	m := mail{pod: w.box.desired, seq: w.box.seq, evict: w.box.evict, reclaimed: w.box.reclaim}
-	w.box.reclaim = nil
+	m.recreate = m.pod != nil && string(m.pod.UID) == w.box.recreate
+	w.box.reclaim, w.box.recreate = nil, ""
 	if m.pod == nil || string(m.pod.UID) != w.box.evictUID {
 		m.evict = nil
 	}
@@ -327,6 +346,9 @@ func (w *worker) sync(ctx context.Context) {
 	}
 	if ctx.Err() != nil {
 		return
+	}
+	if d != nil && w.gen.recreate && w.gen.state() == podTerminated {
+		w.nudge() // it starts again at the next sync
 	}
 	if d != nil && d.reclaim {
 		w.pruneLogsOfReclaimed(pod)
@@ -375,6 +397,15 @@ func (w *worker) advance(m mail) (*desiredPod, time.Time) {
 	case m.evict == nil && w.gen.stop != nil && w.gen.stop.evicted():
 		w.evictionLifted(pod)
 		d = w.resolve(pod)
+	case w.gen.recreate && w.gen.state() == podTerminated:
+		w.recreated(pod)
+		d = w.resolve(pod)
+	}
+	if m.recreate && m.evict == nil {
+		w.gen.recreate = true
+		if w.gen.terminate(&stopRequest{reason: reasonRecreated}, time.Now()) {
+			w.logger.Info("manifest removed and written again; stopping the pod to start it again")
+		}
 	}
 	deadline := w.checkDeadline(d)
 	d.state, d.stop = w.gen.state(), w.gen.stop
@@ -519,6 +550,18 @@ func (w *worker) evictionLifted(pod *v1.Pod) {
 		}
 	}
 	w.logger.Info("eviction lifted, starting pod again")
+	w.forgetBackoff(w.gen.uid)
+	w.gen = nil
+	w.resolve(pod)
+	w.gen.startTime = time.Now()
+}
+
+// recreated starts a pod stopped because its manifest was recreated again,
+// as a new generation of the same UID. Unlike an eviction's lift, its exited
+// containers stay: each starts again as their next attempt, restartCount 1
+// and on, as the kubelet's restarted pod does.
+func (w *worker) recreated(pod *v1.Pod) {
+	w.logger.Info("starting the pod of the recreated manifest again")
 	w.forgetBackoff(w.gen.uid)
 	w.gen = nil
 	w.resolve(pod)

@@ -688,3 +688,45 @@ func TestAdoptedGenerationStopsBeforeNewAfterRestart(t *testing.T) {
 		}
 	})
 }
+
+// A manifest removed and written again at once (manifest.Pod.Recreated grows)
+// stops the pod and starts it again, same UID, as the kubelet does for a
+// REMOVE then ADD of one UID: each container's next attempt, restartCount 1,
+// and the pod never shows Failed on the way. The same token again changes
+// nothing.
+func TestRecreatedManifestRestartsPod(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		h := start(t, rt, Config{})
+		pod := testPod("web", "u1", v1.RestartPolicyAlways, ctr("a", "busybox"), ctr("b", "busybox"))
+		h.send([]manifest.Pod{pod})
+		kinds := []string{"signal", "start", "rm"}
+		before := len(rt.Calls(kinds...))
+
+		pod.Recreated = 1
+		h.send([]manifest.Pod{pod})
+		got := rt.Calls(kinds...)[before:]
+		// Both stopped side by side, in any order; the old instances are
+		// destroyed once the new ones started, as for any restart.
+		slices.Sort(got[:2])
+		want := []string{"signal c1 terminated", "signal c2 terminated", "start u1/a#1", "start u1/b#1"}
+		if !slices.Equal(got, want) {
+			t.Fatalf("calls = %q, want %q", got, want)
+		}
+		p := h.pod("web")
+		if p.UID != "u1" || p.Status.Phase != v1.PodRunning || p.Status.Reason != "" {
+			t.Errorf("pod %s phase %s reason %q, want u1 Running with no reason", p.UID, p.Status.Phase, p.Status.Reason)
+		}
+		for _, cs := range p.Status.ContainerStatuses {
+			if cs.RestartCount != 1 || cs.State.Running == nil {
+				t.Errorf("container %s restartCount %d state %+v, want 1 and running", cs.Name, cs.RestartCount, cs.State)
+			}
+		}
+
+		before = len(rt.Calls(kinds...))
+		h.send([]manifest.Pod{pod})
+		if got := rt.Calls(kinds...)[before:]; len(got) != 0 {
+			t.Errorf("the same token again: calls %q, want none", got)
+		}
+	})
+}
