@@ -94,6 +94,11 @@ type generation struct {
 	// recreate: the manifest was removed and written again; once stopped,
 	// the pod starts again as a new generation of the same UID.
 	recreate bool
+	// firstAttempt, for a pod of a UID removed less than attemptsMemory
+	// ago, is the attempt each container starts as when none of it is
+	// left: its restarts count on, as the kubelet's do from the dead
+	// containers it still has.
+	firstAttempt map[string]int
 }
 
 type ctrInfo struct {
@@ -336,6 +341,7 @@ func (w *worker) sync(ctx context.Context) {
 	switch {
 	case d == nil:
 		// Nothing is desired: every generation the worker has goes.
+		w.rememberAttempts()
 		retry = w.apply(ctx, nil, plan(nil, w.pods))
 	case d.state == podSyncing:
 		retry = w.syncPod(ctx, d)
@@ -481,6 +487,7 @@ func (w *worker) resolve(pod *v1.Pod) *desiredPod {
 		if st := w.pods[w.gen.uid]; st != nil {
 			w.gen.startTime = adoptedStart(st, w.gen.startTime)
 		}
+		w.gen.firstAttempt = w.a.removed.take(w.gen.uid, now)
 		// The kubelet's startTime is when it first took the pod on: kept
 		// across daemon restarts, which a pod whose containers were all
 		// replaced since (a crash loop) could not tell otherwise.
@@ -497,7 +504,7 @@ func (w *worker) resolve(pod *v1.Pod) *desiredPod {
 			w.gen.hashes[c.Name] = spec.Hash
 		}
 	}
-	return &desiredPod{pod: pod, hashes: w.gen.hashes}
+	return &desiredPod{pod: pod, hashes: w.gen.hashes, firstAttempt: w.gen.firstAttempt}
 }
 
 // state is where the generation is in its life.
@@ -566,6 +573,20 @@ func (w *worker) recreated(pod *v1.Pod) {
 	w.gen = nil
 	w.resolve(pod)
 	w.gen.startTime = time.Now()
+}
+
+// rememberAttempts records, before the worker removes its pods, the attempt
+// each of their containers would start as next, for a pod of the same UID
+// that comes back (removedAttempts).
+func (w *worker) rememberAttempts() {
+	now := time.Now()
+	for uid, st := range w.pods {
+		next := map[string]int{}
+		for name, c := range latestByName(st.containers) {
+			next[name] = c.Attempt + 1
+		}
+		w.a.removed.remember(uid, next, now)
+	}
 }
 
 // keepFinal remembers the newest instance of each container of the stopped

@@ -730,3 +730,31 @@ func TestRecreatedManifestRestartsPod(t *testing.T) {
 		}
 	})
 }
+
+// A pod removed and back with the same UID within attemptsMemory counts its
+// restarts on, as the kubelet's do from the dead containers its GC has not
+// removed yet; after that, it starts afresh.
+func TestRemovedPodBackCountsRestartsOn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		h := start(t, rt, Config{})
+		pod := testPod("web", "u1", v1.RestartPolicyAlways, ctr("a", "busybox"))
+		h.send([]manifest.Pod{pod})
+		h.send(nil)
+		h.send([]manifest.Pod{pod})
+		if p := h.pod("web"); p.Status.ContainerStatuses[0].RestartCount != 1 {
+			t.Errorf("back at once: restartCount %d, want 1", p.Status.ContainerStatuses[0].RestartCount)
+		}
+		h.send(nil)
+		time.Sleep(attemptsMemory)
+		h.send([]manifest.Pod{pod})
+		if p := h.pod("web"); p.Status.ContainerStatuses[0].RestartCount != 0 {
+			t.Errorf("back after %s: restartCount %d, want 0", attemptsMemory, p.Status.ContainerStatuses[0].RestartCount)
+		}
+		starts := rt.Calls("start")
+		want := []string{"start u1/a#0", "start u1/a#1", "start u1/a#0"}
+		if !slices.Equal(starts, want) {
+			t.Errorf("starts %q, want %q", starts, want)
+		}
+	})
+}

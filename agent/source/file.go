@@ -69,11 +69,13 @@ type File struct {
 	// may still be being written, or one that disappeared, settles then.
 	recheckAt time.Time
 	// unlinked are the manifests (keys of files) unlinked since the last
-	// list, with the directory they were unlinked from; removed, those
-	// unlinked and not back yet, by when: one back within settleTime is
-	// recreated too.
-	unlinked map[string]unlink
+	// list; removed, those unlinked and not back yet, by when: one back
+	// within settleTime is recreated too.
+	unlinked map[string]bool
 	removed  map[string]time.Time
+	// realDir is, as of the last list, the real path of the manifest
+	// directory, or of the one holding the manifest file.
+	realDir string
 }
 
 // recreates counts the manifests found back after an unlink, in every
@@ -127,7 +129,7 @@ func NewFile(path, nodeName string, period time.Duration, seen manifest.SeenFunc
 		files:    map[string]*fileState{},
 		notes:    map[string]string{},
 		watches:  map[string]*watchDir{},
-		unlinked: map[string]unlink{},
+		unlinked: map[string]bool{},
 		removed:  map[string]time.Time{},
 	}
 }
@@ -215,11 +217,13 @@ func (f *File) Run(ctx context.Context, out chan<- Update) error {
 			case <-settle.C:
 				break wait
 			case ev := <-events:
+				// Before relevant: the unlinks of a directory deleted
+				// whole come after its watch is gone.
+				f.noteUnlink(ev)
 				if !f.relevant(ev) {
 					continue
 				}
 				f.logger.Debug("manifest event", "file", ev.Name, "op", ev.Op.String())
-				f.noteUnlink(ev)
 				f.drain(events)
 				break wait
 			case err := <-watchErrs:
@@ -262,44 +266,45 @@ func (f *File) drain(events <-chan fsnotify.Event) {
 	for {
 		select {
 		case ev := <-events:
-			if f.relevant(ev) {
-				f.noteUnlink(ev)
-			}
+			f.noteUnlink(ev)
 		default:
 			return
 		}
 	}
 }
 
-// unlink is where a manifest was unlinked from: the directory and its inode.
-// A manifest whose directory was replaced since (rm -rf, then made again
-// with the same files) was not unlinked alone: that settles as a rename does.
-type unlink struct {
-	dir   string
-	inode inode
-}
-
 // noteUnlink records that ev unlinked a manifest the source has: IN_DELETE
 // of its directory entry (fsnotify's Remove; a rename away is Rename). The
-// next list removes it at once, whether or not it is back by then.
+// next list removes it at once, or gives its pods a new Recreated token when
+// it is back: a directory deleted with its manifests (rm -rf) unlinks them.
 func (f *File) noteUnlink(ev fsnotify.Event) {
 	if !ev.Has(fsnotify.Remove) {
 		return
 	}
+	// By where the manifests were at the last list: the directory may be
+	// gone already, and its watch with it.
 	dir, base := filepath.Dir(ev.Name), filepath.Base(ev.Name)
-	wd := f.watches[dir]
-	if wd == nil {
+	if f.isDir && ev.Name == f.realDir {
+		// The directory itself went (rm -rf; seen by its parent's watch,
+		// which stays): every manifest in it was unlinked, whether or not
+		// their own events came before the directory's watch went.
+		for p, st := range f.files {
+			if len(st.pods) > 0 {
+				f.unlinked[p] = true
+			}
+		}
 		return
 	}
 	var key string
 	switch {
-	case f.isDir && resolve(f.abs).real == dir:
+	case dir != f.realDir:
+	case f.isDir:
 		key = filepath.Join(f.path, base)
-	case !f.isDir && base == filepath.Base(f.abs) && resolve(filepath.Dir(f.abs)).real == dir:
+	case base == filepath.Base(f.abs):
 		key = f.path
 	}
 	if st := f.files[key]; st != nil && len(st.pods) > 0 {
-		f.unlinked[key] = unlink{dir: dir, inode: wd.inode}
+		f.unlinked[key] = true
 	}
 }
 
@@ -439,6 +444,13 @@ func (f *File) list() Update {
 			}
 		}
 	}
+	dir := f.abs
+	if !f.isDir {
+		dir = filepath.Dir(f.abs)
+	}
+	if r := resolve(dir); r.real != "" {
+		f.realDir = r.real
+	}
 	f.recreated(present, now)
 	f.settleGone(present, now)
 	return f.update(f.paths())
@@ -452,19 +464,14 @@ func (f *File) list() Update {
 func (f *File) recreated(present map[string]bool, now time.Time) {
 	for p, at := range f.removed {
 		if st := f.files[p]; present[p] && st != nil && now.Sub(at) < settleTime {
-			f.unlinked[p] = unlink{}
+			f.unlinked[p] = true
 		}
 		if present[p] || now.Sub(at) >= settleTime {
 			delete(f.removed, p)
 		}
 	}
-	for p, u := range f.unlinked {
+	for p := range f.unlinked {
 		st := f.files[p]
-		if u.dir != "" {
-			if ino, err := inodeOf(u.dir); err != nil || ino != u.inode {
-				continue // the directory went: settleGone decides
-			}
-		}
 		switch {
 		case st == nil:
 		case present[p]:

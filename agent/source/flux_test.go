@@ -280,8 +280,10 @@ func TestSymlinkedManifestsIntoVersionedDirectory(t *testing.T) {
 }
 
 // The manifest directory deleted and made again at once, as a provisioning
-// tool or `rm -rf; cp -r` does, with the same manifests: no change. Made
-// again later than settleTime: the pods go, and come back with the files.
+// tool or `rm -rf; cp -r` does, with the same manifests: its manifests were
+// unlinked, so their pods are recreated (same UIDs, new Recreated tokens), as
+// the kubelet's IN_DELETEs restart them. Left away: the pods go, and come
+// back with the files.
 func TestDirectoryDeletedAndMadeAgain(t *testing.T) {
 	root := t.TempDir()
 	dir := filepath.Join(root, "manifests")
@@ -302,7 +304,9 @@ func TestDirectoryDeletedAndMadeAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	fill()
-	quiet(t, ch, 2*settleTime)
+	waitFor(t, ch, "both pods recreated", func(u Update) bool {
+		return hasPods("a-node1", "b-node1")(u) && u.Pods[0].Recreated > 0 && u.Pods[1].Recreated > 0
+	})
 
 	if err := os.RemoveAll(dir); err != nil {
 		t.Fatal(err)
