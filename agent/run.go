@@ -152,7 +152,9 @@ func (a *Agent) reconcile(ctx context.Context, l *loop) {
 
 	for key, p := range pods {
 		w := a.workers[key]
-		known := w != nil
+		// Only a generation already running restarts: a manifest written
+		// back with new content is an edit, its pod new anyway.
+		known := w != nil && w.desiredUID() == string(p.UID)
 		if w == nil {
 			claimed := a.claim(l, p)
 			var refused *stopRequest
@@ -171,7 +173,6 @@ func (a *Agent) reconcile(ctx context.Context, l *loop) {
 			l.handed[string(p.UID)] = true
 		}
 		w.update(p.Pod, l.seq)
-		// A pod new to its worker has nothing to start again.
 		if known && p.Recreated > l.recreated[p.UID] {
 			w.recreate(string(p.UID))
 		}

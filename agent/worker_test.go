@@ -728,6 +728,15 @@ func TestRecreatedManifestRestartsPod(t *testing.T) {
 		if got := rt.Calls(kinds...)[before:]; len(got) != 0 {
 			t.Errorf("the same token again: calls %q, want none", got)
 		}
+
+		// Written back with new content: an edit, the new generation
+		// started once, not stopped again for the token.
+		edited := testPod("web", "u2", v1.RestartPolicyAlways, ctr("a", "busybox"), ctr("b", "busybox:1"))
+		edited.Recreated = 2
+		h.send([]manifest.Pod{edited})
+		if got := rt.Calls("start u2"); !slices.Equal(got, []string{"start u2/a#0", "start u2/b#0"}) {
+			t.Errorf("the edit's starts %q, want a#0 and b#0 once", got)
+		}
 	})
 }
 
