@@ -152,9 +152,10 @@ func (a *Agent) reconcile(ctx context.Context, l *loop) {
 
 	for key, p := range pods {
 		w := a.workers[key]
-		// Only a generation already running restarts: a manifest written
-		// back with new content is an edit, its pod new anyway.
-		known := w != nil && w.desiredUID() == string(p.UID)
+		// Only the generation the worker has restarts (running, or being
+		// removed: the list ran between the rm and the write); a manifest
+		// written back with new content is an edit, its pod new anyway.
+		known := w != nil && (w.desiredUID() == "" || w.desiredUID() == string(p.UID))
 		if w == nil {
 			claimed := a.claim(l, p)
 			var refused *stopRequest
