@@ -125,6 +125,9 @@ type Agent struct {
 
 	pmu sync.Mutex // guards pr's fields; taken after mu when both are
 	pr  *pressure  // without thresholds: never under pressure
+
+	// removed are the next attempts of recently removed pods' containers.
+	removed removedAttempts
 }
 
 // New returns an agent that runs pods on rt.

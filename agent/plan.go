@@ -71,6 +71,9 @@ type desiredPod struct {
 	// will not run its exited containers again removes them (their
 	// writable layers), planned once, by planReclaim.
 	reclaim bool
+	// firstAttempt is the attempt a container with no instance left
+	// starts as (generation.firstAttempt); 0 when absent.
+	firstAttempt map[string]int
 }
 
 // stopRequest is why a pod is stopped and kept stopped, as the kubelet's pod
@@ -94,6 +97,10 @@ type stopRequest struct {
 func (r *stopRequest) evicted() bool {
 	return r.reason == reasonEvicted || r.reason == reasonStoppedByRuntime
 }
+
+// reasonRecreated stops a pod whose manifest was removed and written again,
+// to start it again: no reason the pod's status shows.
+const reasonRecreated = "Recreated"
 
 // podState is what the runtime has for one pod UID, as a worker knows it.
 type podState struct {
@@ -568,6 +575,8 @@ func startAction(d *desiredPod, uid, name string, prev *podspec.ContainerStatus)
 	if prev != nil {
 		a.attempt = prev.Attempt + 1
 		a.prevID = prev.ID
+	} else if d != nil {
+		a.attempt = d.firstAttempt[name]
 	}
 	return a
 }

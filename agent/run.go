@@ -9,6 +9,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/staticpodd/staticpodd/agent/events"
 	"github.com/staticpodd/staticpodd/agent/manifest"
@@ -25,7 +26,9 @@ type loop struct {
 	names   map[string]podName   // adopted pod UID -> its name, as the runtime recorded it
 	seq     uint64
 	allSeen bool
-	wg      sync.WaitGroup
+	// recreated is the newest Recreated token acted on, by pod UID.
+	recreated map[types.UID]uint64
+	wg        sync.WaitGroup
 
 	// Until the leftover sweep: every pod UID found at start and every UID
 	// handed to a worker, which no sweep may touch. nil once swept.
@@ -141,6 +144,7 @@ func (a *Agent) reconcile(ctx context.Context, l *loop) {
 		}
 	}
 	pods, problems := merge(l.sources, running)
+	recreated := make(map[types.UID]uint64, len(pods))
 	problems = append(problems, dropSharedUIDs(pods, workerUIDs)...)
 	a.problems = problems
 	a.recordProblemsLocked(problems)
@@ -148,6 +152,10 @@ func (a *Agent) reconcile(ctx context.Context, l *loop) {
 
 	for key, p := range pods {
 		w := a.workers[key]
+		// Only the generation the worker has restarts (running, or being
+		// removed: the list ran between the rm and the write); a manifest
+		// written back with new content is an edit, its pod new anyway.
+		known := w != nil && (w.desiredUID() == "" || w.desiredUID() == string(p.UID))
 		if w == nil {
 			claimed := a.claim(l, p)
 			var refused *stopRequest
@@ -166,7 +174,12 @@ func (a *Agent) reconcile(ctx context.Context, l *loop) {
 			l.handed[string(p.UID)] = true
 		}
 		w.update(p.Pod, l.seq)
+		if known && p.Recreated > l.recreated[p.UID] {
+			w.recreate(string(p.UID))
+		}
+		recreated[p.UID] = max(p.Recreated, l.recreated[p.UID])
 	}
+	l.recreated = recreated
 	for key, w := range a.workers {
 		if _, ok := pods[key]; !ok && !strings.HasPrefix(key, orphanPrefix) {
 			w.update(nil, l.seq)

@@ -107,7 +107,7 @@ func (g *generation) status() *status.Generation {
 	}
 	out := &status.Generation{UID: g.uid, Policy: g.policy, StartTime: g.startTime, Final: g.final,
 		Containers: make(map[string]status.Remembered, len(g.ctrs))}
-	if g.stop != nil {
+	if g.stop != nil && g.stop.reason != reasonRecreated {
 		out.Stop = &status.Stop{Reason: g.stop.reason, Message: g.stop.message}
 	}
 	for name, ci := range g.ctrs {

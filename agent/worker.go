@@ -60,6 +60,9 @@ type mailbox struct {
 	// sync, closed once that sync removed the exited containers of a pod
 	// that will not run them again.
 	reclaim chan struct{}
+	// recreate is the UID whose manifest was removed and written again
+	// since the last sync: that pod stops, then starts again.
+	recreate string
 }
 
 // generation is what the worker remembers about the desired UID beyond what the
@@ -88,6 +91,14 @@ type generation struct {
 	sandboxOf *v1.Pod
 	ctrs      map[string]*ctrInfo
 	startTime time.Time
+	// recreate: the manifest was removed and written again; once stopped,
+	// the pod starts again as a new generation of the same UID.
+	recreate bool
+	// firstAttempt, for a pod of a UID removed less than attemptsMemory
+	// ago, is the attempt each container starts as when none of it is
+	// left: its restarts count on, as the kubelet's do from the dead
+	// containers it still has.
+	firstAttempt map[string]int
 }
 
 type ctrInfo struct {
@@ -118,6 +129,16 @@ func newWorker(a *Agent, key string, pods map[string]*podState) *worker {
 func (w *worker) update(pod *v1.Pod, seq uint64) {
 	w.mu.Lock()
 	w.box.desired, w.box.seq = pod, seq
+	w.mu.Unlock()
+	w.nudge()
+}
+
+// recreate says the manifest of the pod uid was removed and written again:
+// the pod stops and starts again, as the kubelet's pod worker does for a
+// REMOVE then ADD of one UID (restartRequested).
+func (w *worker) recreate(uid string) {
+	w.mu.Lock()
+	w.box.recreate = uid
 	w.mu.Unlock()
 	w.nudge()
 }
@@ -282,6 +303,8 @@ type mail struct {
 	// reclaimed, when set, is closed once the sync is done: node-level
 	// reclaim asked the pod to remove its exited containers.
 	reclaimed chan struct{}
+	// recreate: pod's manifest was removed and written again.
+	recreate bool
 }
 
 // takeMail reads the mailbox for a sync: the desired pod and the eviction
@@ -290,7 +313,8 @@ func (w *worker) takeMail() mail {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	m := mail{pod: w.box.desired, seq: w.box.seq, evict: w.box.evict, reclaimed: w.box.reclaim}
-	w.box.reclaim = nil
+	m.recreate = m.pod != nil && string(m.pod.UID) == w.box.recreate
+	w.box.reclaim, w.box.recreate = nil, ""
 	if m.pod == nil || string(m.pod.UID) != w.box.evictUID {
 		m.evict = nil
 	}
@@ -317,6 +341,7 @@ func (w *worker) sync(ctx context.Context) {
 	switch {
 	case d == nil:
 		// Nothing is desired: every generation the worker has goes.
+		w.rememberAttempts()
 		retry = w.apply(ctx, nil, plan(nil, w.pods))
 	case d.state == podSyncing:
 		retry = w.syncPod(ctx, d)
@@ -327,6 +352,9 @@ func (w *worker) sync(ctx context.Context) {
 	}
 	if ctx.Err() != nil {
 		return
+	}
+	if d != nil && w.gen.recreate && w.gen.state() == podTerminated {
+		w.nudge() // it starts again at the next sync
 	}
 	if d != nil && d.reclaim {
 		w.pruneLogsOfReclaimed(pod)
@@ -375,6 +403,15 @@ func (w *worker) advance(m mail) (*desiredPod, time.Time) {
 	case m.evict == nil && w.gen.stop != nil && w.gen.stop.evicted():
 		w.evictionLifted(pod)
 		d = w.resolve(pod)
+	case w.gen.recreate && w.gen.state() == podTerminated:
+		w.recreated(pod)
+		d = w.resolve(pod)
+	}
+	if m.recreate && m.evict == nil {
+		w.gen.recreate = true
+		if w.gen.terminate(&stopRequest{reason: reasonRecreated}, time.Now()) {
+			w.logger.Info("manifest removed and written again; stopping the pod to start it again")
+		}
 	}
 	deadline := w.checkDeadline(d)
 	d.state, d.stop = w.gen.state(), w.gen.stop
@@ -450,6 +487,7 @@ func (w *worker) resolve(pod *v1.Pod) *desiredPod {
 		if st := w.pods[w.gen.uid]; st != nil {
 			w.gen.startTime = adoptedStart(st, w.gen.startTime)
 		}
+		w.gen.firstAttempt = w.a.removed.take(w.gen.uid, now)
 		// The kubelet's startTime is when it first took the pod on: kept
 		// across daemon restarts, which a pod whose containers were all
 		// replaced since (a crash loop) could not tell otherwise.
@@ -466,7 +504,7 @@ func (w *worker) resolve(pod *v1.Pod) *desiredPod {
 			w.gen.hashes[c.Name] = spec.Hash
 		}
 	}
-	return &desiredPod{pod: pod, hashes: w.gen.hashes}
+	return &desiredPod{pod: pod, hashes: w.gen.hashes, firstAttempt: w.gen.firstAttempt}
 }
 
 // state is where the generation is in its life.
@@ -523,6 +561,32 @@ func (w *worker) evictionLifted(pod *v1.Pod) {
 	w.gen = nil
 	w.resolve(pod)
 	w.gen.startTime = time.Now()
+}
+
+// recreated starts a pod stopped because its manifest was recreated again,
+// as a new generation of the same UID. Unlike an eviction's lift, its exited
+// containers stay: each starts again as their next attempt, restartCount 1
+// and on, as the kubelet's restarted pod does.
+func (w *worker) recreated(pod *v1.Pod) {
+	w.logger.Info("starting the pod of the recreated manifest again")
+	w.forgetBackoff(w.gen.uid)
+	w.gen = nil
+	w.resolve(pod)
+	w.gen.startTime = time.Now()
+}
+
+// rememberAttempts records, before the worker removes its pods, the attempt
+// each of their containers would start as next, for a pod of the same UID
+// that comes back (removedAttempts).
+func (w *worker) rememberAttempts() {
+	now := time.Now()
+	for uid, st := range w.pods {
+		next := map[string]int{}
+		for name, c := range latestByName(st.containers) {
+			next[name] = c.Attempt + 1
+		}
+		w.a.removed.remember(uid, next, now)
+	}
 }
 
 // keepFinal remembers the newest instance of each container of the stopped

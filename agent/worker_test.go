@@ -688,3 +688,82 @@ func TestAdoptedGenerationStopsBeforeNewAfterRestart(t *testing.T) {
 		}
 	})
 }
+
+// A manifest removed and written again at once (manifest.Pod.Recreated grows)
+// stops the pod and starts it again, same UID, as the kubelet does for a
+// REMOVE then ADD of one UID: each container's next attempt, restartCount 1,
+// and the pod never shows Failed on the way. The same token again changes
+// nothing.
+func TestRecreatedManifestRestartsPod(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		h := start(t, rt, Config{})
+		pod := testPod("web", "u1", v1.RestartPolicyAlways, ctr("a", "busybox"), ctr("b", "busybox"))
+		h.send([]manifest.Pod{pod})
+		kinds := []string{"signal", "start", "rm"}
+		before := len(rt.Calls(kinds...))
+
+		pod.Recreated = 1
+		h.send([]manifest.Pod{pod})
+		got := rt.Calls(kinds...)[before:]
+		// Both stopped side by side, in any order; the old instances are
+		// destroyed once the new ones started, as for any restart.
+		slices.Sort(got[:2])
+		want := []string{"signal c1 terminated", "signal c2 terminated", "start u1/a#1", "start u1/b#1"}
+		if !slices.Equal(got, want) {
+			t.Fatalf("calls = %q, want %q", got, want)
+		}
+		p := h.pod("web")
+		if p.UID != "u1" || p.Status.Phase != v1.PodRunning || p.Status.Reason != "" {
+			t.Errorf("pod %s phase %s reason %q, want u1 Running with no reason", p.UID, p.Status.Phase, p.Status.Reason)
+		}
+		for _, cs := range p.Status.ContainerStatuses {
+			if cs.RestartCount != 1 || cs.State.Running == nil {
+				t.Errorf("container %s restartCount %d state %+v, want 1 and running", cs.Name, cs.RestartCount, cs.State)
+			}
+		}
+
+		before = len(rt.Calls(kinds...))
+		h.send([]manifest.Pod{pod})
+		if got := rt.Calls(kinds...)[before:]; len(got) != 0 {
+			t.Errorf("the same token again: calls %q, want none", got)
+		}
+
+		// Written back with new content: an edit, the new generation
+		// started once, not stopped again for the token.
+		edited := testPod("web", "u2", v1.RestartPolicyAlways, ctr("a", "busybox"), ctr("b", "busybox:1"))
+		edited.Recreated = 2
+		h.send([]manifest.Pod{edited})
+		if got := rt.Calls("start u2"); !slices.Equal(got, []string{"start u2/a#0", "start u2/b#0"}) {
+			t.Errorf("the edit's starts %q, want a#0 and b#0 once", got)
+		}
+	})
+}
+
+// A pod removed and back with the same UID within attemptsMemory counts its
+// restarts on, as the kubelet's do from the dead containers its GC has not
+// removed yet; after that, it starts afresh.
+func TestRemovedPodBackCountsRestartsOn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		h := start(t, rt, Config{})
+		pod := testPod("web", "u1", v1.RestartPolicyAlways, ctr("a", "busybox"))
+		h.send([]manifest.Pod{pod})
+		h.send(nil)
+		h.send([]manifest.Pod{pod})
+		if p := h.pod("web"); p.Status.ContainerStatuses[0].RestartCount != 1 {
+			t.Errorf("back at once: restartCount %d, want 1", p.Status.ContainerStatuses[0].RestartCount)
+		}
+		h.send(nil)
+		time.Sleep(attemptsMemory)
+		h.send([]manifest.Pod{pod})
+		if p := h.pod("web"); p.Status.ContainerStatuses[0].RestartCount != 0 {
+			t.Errorf("back after %s: restartCount %d, want 0", attemptsMemory, p.Status.ContainerStatuses[0].RestartCount)
+		}
+		starts := rt.Calls("start")
+		want := []string{"start u1/a#0", "start u1/a#1", "start u1/a#0"}
+		if !slices.Equal(starts, want) {
+			t.Errorf("starts %q, want %q", starts, want)
+		}
+	})
+}

@@ -169,12 +169,18 @@ func (r *Runtime) start(ctx context.Context, pm *pendingMonitor, pod *podspec.Po
 	if err != nil {
 		return podspec.ContainerStatus{}, fmt.Errorf("prepare rootfs from %s: %w", c.Image, err)
 	}
+	// Read now, as the kubelet reads them when it makes the container: an
+	// init container before this one wrote them.
+	env, err := resolveEnvFiles(c.Env)
+	if err != nil {
+		return podspec.ContainerStatus{}, err
+	}
 	mounts, err := bindSubPaths(filepath.Join(dir, subPathsDir), c.Mounts)
 	if err != nil {
 		return podspec.ContainerStatus{}, err
 	}
 	cs := *c
-	cs.Mounts = mounts
+	cs.Mounts, cs.Env = mounts, env
 	if c.TerminationMessagePath != "" {
 		src, err := createTerminationLog(dir)
 		if err != nil {

@@ -144,6 +144,63 @@ func swapSymlink(t *testing.T, link, target string) {
 	}
 }
 
+// moveAway renames the manifest at path out of the manifest path, as an
+// editor's first step of a save does: its pod goes settleTime later.
+func moveAway(d *daemon, path string) {
+	d.T.Helper()
+	if err := os.Rename(path, filepath.Join(d.Dir, filepath.Base(path)+".away")); err != nil {
+		d.T.Fatal(err)
+	}
+}
+
+// A manifest unlinked and written again at once, as the kubelet's node e2e
+// "should successfully recreate when file is removed and recreated" does: the
+// pod is stopped and started again, same UID, its container's restart count
+// 1, as the kubelet's REMOVE then ADD. Unlinked alone, its pod goes at once.
+func TestManifestRemovedAndWrittenAgainRestartsPod(t *testing.T) {
+	t.Parallel()
+	d := newDaemon(t)
+	path := filepath.Join(d.Manifests, "web.yaml")
+	body := keeper("web", "busybox")
+	writeFile(t, path, body)
+	d.Start()
+	web := snapshot(d, "web")
+
+	d.RemoveManifest("web.yaml")
+	writeFile(t, path, body)
+	restartedOnce(d, web)
+
+	removed := time.Now()
+	d.RemoveManifest("web.yaml")
+	took := terminating(d, "web", removed)
+	t.Logf("unlinked: pod terminating %s after rm", took.Round(time.Millisecond))
+	if !strings.Contains(d.Output(), `msg="manifest removed"`) {
+		t.Errorf("no log line says the manifest was removed:\n%s", d.Output())
+	}
+}
+
+// restartedOnce waits until the pod r was is running again: same UID, its
+// container restarted once, the first one gone.
+func restartedOnce(d *daemon, r running) {
+	d.T.Helper()
+	d.Eventually(60*time.Second, r.name+" restarted once", func() error {
+		p := d.Pod(r.name)
+		if p == nil {
+			return fmt.Errorf("no pod")
+		}
+		if string(p.UID) != r.uid {
+			return fmt.Errorf("UID %s, want %s", p.UID, r.uid)
+		}
+		if cs := p.Status.ContainerStatuses; len(cs) != 1 || cs[0].RestartCount != 1 || cs[0].State.Running == nil {
+			return fmt.Errorf("container %+v", cs)
+		}
+		return nil
+	})
+	if procAlive(r.pid) {
+		d.T.Errorf("the first container of %s (pid %d) still runs", r.name, r.pid)
+	}
+}
+
 func writeFile(t *testing.T, path, body string) {
 	t.Helper()
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
@@ -157,9 +214,9 @@ func writeFile(t *testing.T, path, body string) {
 // An editor saving an unchanged manifest by moving it away and writing it
 // again (Emacs' first save, vim with backupcopy=no) leaves the pod alone: same
 // container, emptyDir kept. The kubelet stops such a pod for its grace period,
-// deletes its emptyDir and starts it again. A real removal afterwards is acted
-// on settleTime (500 ms) later. Both with a manifest directory and with
-// staticPodPath naming the file itself.
+// deletes its emptyDir and starts it again. A manifest moved away for good
+// afterwards is acted on settleTime (500 ms) later. Both with a manifest
+// directory and with staticPodPath naming the file itself.
 func TestEditorSaveLeavesPodAlone(t *testing.T) {
 	t.Parallel()
 	for _, mode := range []string{"directory", "single-file"} {
@@ -185,11 +242,11 @@ func TestEditorSaveLeavesPodAlone(t *testing.T) {
 				}
 			}
 			if mode == "single-file" {
-				// Removing the file itself is the signal: once the pod is
-				// terminating, the saves' settleTime has passed too.
+				// Moving the file itself away is the signal: once the pod
+				// is terminating, the saves' settleTime has passed too.
 				removed := time.Now()
-				d.RemoveManifest("web.yaml")
-				t.Logf("a real removal: pod terminating %s after rm", terminating(d, "web", removed).Round(time.Millisecond))
+				moveAway(d, path)
+				t.Logf("moved away for good: pod terminating %s after mv", terminating(d, "web", removed).Round(time.Millisecond))
 				// The status can say terminating before the daemon's log line
 				// has come through its pipe: wait for the real removal's line,
 				// then count (a save taken as a removal logs before it).
@@ -202,14 +259,14 @@ func TestEditorSaveLeavesPodAlone(t *testing.T) {
 				}
 				return
 			}
-			// A second pod removed after the saves: once it is terminating,
-			// web's settleTime has passed too.
+			// A second pod moved away after the saves: once it is
+			// terminating, web's settleTime has passed too.
 			d.WriteManifest("canary.yaml", sleeper("canary", ""))
 			d.WaitRunning("canary", 60*time.Second)
 			removed := time.Now()
-			d.RemoveManifest("canary.yaml")
+			moveAway(d, filepath.Join(d.Manifests, "canary.yaml"))
 			took := terminating(d, "canary", removed)
-			t.Logf("a real removal: pod terminating %s after rm", took.Round(time.Millisecond))
+			t.Logf("moved away for good: pod terminating %s after mv", took.Round(time.Millisecond))
 			if took > 2*time.Second {
 				t.Errorf("a removed manifest's pod was wanted for %s", took)
 			}
@@ -292,8 +349,9 @@ func TestSymlinkedManifestsRollOut(t *testing.T) {
 }
 
 // The manifest directory deleted and made again at once with the same
-// manifests changes nothing; deleted for longer than settleTime, its pods go
-// and come back with it. A directory missing at start is found when made,
+// manifests (rm -rf; cp -r) unlinked them: the pod is restarted, same UID,
+// restart count 1, as by the kubelet; deleted and left away, its pods go at
+// once and come back with it. A directory missing at start is found when made,
 // without waiting for a relist.
 func TestManifestDirectoryComesAndGoes(t *testing.T) {
 	t.Parallel()
@@ -314,14 +372,7 @@ func TestManifestDirectoryComesAndGoes(t *testing.T) {
 		t.Fatal(err)
 	}
 	fill()
-	// The signal that settleTime passed: a pod added after the recreation,
-	// then removed, is terminating.
-	writeFile(t, filepath.Join(dir, "canary.yaml"), sleeper("canary", ""))
-	d.WaitRunning("canary", 60*time.Second)
-	removed := time.Now()
-	os.Remove(filepath.Join(dir, "canary.yaml"))
-	terminating(d, "canary", removed)
-	web.untouched(d)
+	restartedOnce(d, web)
 
 	gone := time.Now()
 	if err := os.RemoveAll(dir); err != nil {

@@ -153,7 +153,7 @@ func podHostname(pod *v1.Pod) string {
 // status.podIP and status.hostIP in env come from pod.Status; set them before
 // converting when they are known. What it needs of the host comes in h.
 func Container(pod *v1.Pod, c *v1.Container, attempt int, p Paths, h Host) (*podspec.Container, error) {
-	env, err := containerEnv(pod, c, h)
+	env, err := containerEnv(pod, c, p, h)
 	if err != nil {
 		return nil, fmt.Errorf("container %s of pod %s: %w", c.Name, pod.Name, err)
 	}
@@ -184,7 +184,9 @@ func Container(pod *v1.Pod, c *v1.Container, attempt int, p Paths, h Host) (*pod
 	}
 	vars := make(map[string]string, len(env))
 	for _, e := range env {
-		vars[e.Name] = e.Value
+		if e.File == nil { // read when the container starts
+			vars[e.Name] = e.Value
+		}
 	}
 	mapping := mappingFuncFor(vars)
 	out := &podspec.Container{

@@ -370,3 +370,32 @@ spec:
 		t.Errorf("a container without preStop has annotations %v", plain.Annotations)
 	}
 }
+
+// A fileKeyRef is left for the runtime to read when the container starts,
+// from the named emptyDir of the pod.
+func TestContainerEnvFileKeyRef(t *testing.T) {
+	pods, _, err := ParseFile([]byte(`apiVersion: v1
+kind: Pod
+metadata: {name: p, uid: u1}
+spec:
+  volumes: [{name: config, emptyDir: {}}]
+  containers:
+  - name: c
+    image: busybox
+    env:
+    - {name: A, value: a}
+    - {name: B, valueFrom: {fileKeyRef: {volumeName: config, path: sub/config.env, key: K, optional: true}}}
+`), "/m/p.yaml", "n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := pods[0].Pod
+	c, err := Container(pod, &pod.Spec.Containers[0], 0, Paths{RootDir: "/r", PodLogsDir: "/l"}, machine(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := podspec.EnvFile{Dir: "/r/pods/u1/volumes/kubernetes.io~empty-dir/config", Path: "sub/config.env", Key: "K", Optional: true}
+	if len(c.Env) != 2 || c.Env[1].File == nil || *c.Env[1].File != want || c.Env[1].Value != "" {
+		t.Fatalf("env %+v, want B to come from %+v", c.Env, want)
+	}
+}

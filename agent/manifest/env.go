@@ -9,19 +9,32 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/staticpodd/staticpodd/agent/poddir"
 	"github.com/staticpodd/staticpodd/agent/podspec"
 )
+
+// findVolume is the pod's volume named name, or nil.
+func findVolume(pod *v1.Pod, name string) *v1.Volume {
+	for i := range pod.Spec.Volumes {
+		if pod.Spec.Volumes[i].Name == name {
+			return &pod.Spec.Volumes[i]
+		}
+	}
+	return nil
+}
 
 // containerEnv is the kubelet's makeEnvironmentVariables for a pod without a
 // cluster: values are expanded against the variables defined before them;
 // valueFrom reads the pod's fields and the container's resources. Service links
-// are empty: there are no services.
-func containerEnv(pod *v1.Pod, c *v1.Container, h Host) ([]podspec.EnvVar, error) {
+// are empty: there are no services. A fileKeyRef names its file in the
+// pod's emptyDir, which the runtime reads when the container starts.
+func containerEnv(pod *v1.Pod, c *v1.Container, p Paths, h Host) ([]podspec.EnvVar, error) {
 	defined := map[string]string{}
 	mapping := mappingFuncFor(defined)
 	var out []podspec.EnvVar
 	for _, e := range c.Env {
 		value := e.Value
+		var file *podspec.EnvFile
 		switch {
 		case value != "":
 			value = expand(value, mapping)
@@ -37,19 +50,36 @@ func containerEnv(pod *v1.Pod, c *v1.Container, h Host) ([]podspec.EnvVar, error
 				return nil, fmt.Errorf("env %s: %w", e.Name, err)
 			}
 			value = v
+		case e.ValueFrom != nil && e.ValueFrom.FileKeyRef != nil:
+			f := e.ValueFrom.FileKeyRef
+			vol := findVolume(pod, f.VolumeName)
+			if vol == nil || vol.EmptyDir == nil {
+				return nil, fmt.Errorf("env %s: cannot find the emptyDir volume %q referenced by fileKeyRef", e.Name, f.VolumeName)
+			}
+			file = &podspec.EnvFile{
+				Dir:      poddir.Root(p.RootDir).EmptyDir(string(pod.UID), vol.Name),
+				Path:     f.Path,
+				Key:      f.Key,
+				Optional: f.Optional != nil && *f.Optional,
+			}
 		case e.ValueFrom != nil:
 			return nil, fmt.Errorf("env %s: static pods may not reference configmaps or secrets", e.Name)
 		}
-		defined[e.Name] = value
+		if file != nil {
+			// Unknown until the container starts: $(NAME) stays as written.
+			delete(defined, e.Name)
+		} else {
+			defined[e.Name] = value
+		}
 		// A later definition of the same name replaces the earlier, in place.
 		replaced := false
 		for i := range out {
 			if out[i].Name == e.Name {
-				out[i].Value, replaced = value, true
+				out[i].Value, out[i].File, replaced = value, file, true
 			}
 		}
 		if !replaced {
-			out = append(out, podspec.EnvVar{Name: e.Name, Value: value})
+			out = append(out, podspec.EnvVar{Name: e.Name, Value: value, File: file})
 		}
 	}
 	return out, nil

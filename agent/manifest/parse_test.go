@@ -219,6 +219,12 @@ func TestParseErrors(t *testing.T) {
 		{"uid with a slash", head + "  uid: ../../etc\nspec:\n  containers: [{name: c, image: i}]\n", `metadata.uid: Invalid value: "../../etc": must be letters, digits`},
 		{"uid with a glob", head + "  uid: '*'\nspec:\n  containers: [{name: c, image: i}]\n", "metadata.uid"},
 		{"uid starting with a dot", head + "  uid: .hidden\nspec:\n  containers: [{name: c, image: i}]\n", "metadata.uid"},
+		{"fileKeyRef no key", head + "spec:\n  volumes: [{name: v, emptyDir: {}}]\n  containers: [{name: c, image: i, env: [{name: E, valueFrom: {fileKeyRef: {volumeName: v, path: f}}}]}]\n", "spec.containers[0].env[0].valueFrom.fileKeyRef.key: Required value"},
+		{"fileKeyRef bad key", head + "spec:\n  volumes: [{name: v, emptyDir: {}}]\n  containers: [{name: c, image: i, env: [{name: E, valueFrom: {fileKeyRef: {volumeName: v, path: f, key: 'a=b'}}}]}]\n", "spec.containers[0].env[0].valueFrom.fileKeyRef.key: Invalid value"},
+		{"fileKeyRef no volume", head + "spec:\n  volumes: [{name: v, emptyDir: {}}]\n  containers: [{name: c, image: i, env: [{name: E, valueFrom: {fileKeyRef: {volumeName: w, path: f, key: K}}}]}]\n", `spec.containers[0].env[0].valueFrom.fileKeyRef.volumeName: Not found: "w"`},
+		{"fileKeyRef not an emptyDir", head + "spec:\n  volumes: [{name: v, hostPath: {path: /tmp}}]\n  containers: [{name: c, image: i, env: [{name: E, valueFrom: {fileKeyRef: {volumeName: v, path: f, key: K}}}]}]\n", "fileKeyRef.volumeName: Invalid value: \"v\": referenced volume must be of type emptyDir"},
+		{"fileKeyRef no path", head + "spec:\n  volumes: [{name: v, emptyDir: {}}]\n  containers: [{name: c, image: i, env: [{name: E, valueFrom: {fileKeyRef: {volumeName: v, key: K}}}]}]\n", "fileKeyRef.path: Required value"},
+		{"fileKeyRef path out", head + "spec:\n  volumes: [{name: v, emptyDir: {}}]\n  containers: [{name: c, image: i, env: [{name: E, valueFrom: {fileKeyRef: {volumeName: v, path: a/../../x, key: K}}}]}]\n", `fileKeyRef.path: Invalid value: "a/../../x": must not contain '..'`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, _, err := ParseFile([]byte(tc.body), "/m/p.yaml", "n")

@@ -25,6 +25,11 @@ type Pod struct {
 
 	Source string // SourceFile or SourceHTTP
 	Origin string // the file path or the URL it came from
+	// Recreated, when it grows, says the manifest was removed and written
+	// again since: the pod is stopped and started again, same UID, as
+	// the kubelet does for a REMOVE then ADD. Zero for a manifest never
+	// recreated.
+	Recreated uint64
 }
 
 // Problem is a manifest that could not be used, with why. When the same origin

@@ -426,7 +426,7 @@ func (v *validator) container(p *field.Path, c *v1.Container, init, hostNetwork 
 		v.add(field.Invalid(p.Child("workingDir"), c.WorkingDir, "must be an absolute path"))
 	}
 	v.ports(p.Child("ports"), c.Ports, hostNetwork)
-	v.env(p, c)
+	v.env(p, c, volumes)
 	v.mounts(p.Child("volumeMounts"), c.VolumeMounts, volumes)
 	for i, m := range c.VolumeMounts {
 		v.mountPropagation(p.Child("volumeMounts").Index(i).Child("mountPropagation"), m.MountPropagation, c)
@@ -525,7 +525,7 @@ var resourceFields = []string{
 	"requests.cpu", "requests.memory", "requests.ephemeral-storage",
 }
 
-func (v *validator) env(p *field.Path, c *v1.Container) {
+func (v *validator) env(p *field.Path, c *v1.Container, volumes map[string]*v1.Volume) {
 	if len(c.EnvFrom) > 0 {
 		v.add(field.Forbidden(p.Child("envFrom"), "static pods may not reference configmaps or secrets"))
 	}
@@ -554,11 +554,38 @@ func (v *validator) env(p *field.Path, c *v1.Container) {
 			if !contains(resourceFields, r.Resource) {
 				v.add(field.NotSupported(fp.Child("resourceFieldRef", "resource"), r.Resource, resourceFields))
 			}
+		case from.FileKeyRef != nil:
+			v.fileKeyRef(fp.Child("fileKeyRef"), from.FileKeyRef, volumes)
 		case from.SecretKeyRef != nil, from.ConfigMapKeyRef != nil:
 			v.add(field.Forbidden(fp, "static pods may not reference configmaps or secrets"))
 		default:
-			v.add(field.Invalid(fp, "", "must specify one of: `fieldRef`, `resourceFieldRef`"))
+			v.add(field.Invalid(fp, "", "must specify one of: `fieldRef`, `resourceFieldRef`, `fileKeyRef`"))
 		}
+	}
+}
+
+// fileKeyRef checks a variable read from a file as the API does
+// (validateFileKeySelector, validateFileKeyRefVolumes): a key that is an
+// environment variable name, the name of an emptyDir of the pod, a path
+// without "..".
+func (v *validator) fileKeyRef(p *field.Path, f *v1.FileKeySelector, volumes map[string]*v1.Volume) {
+	if f.Key == "" {
+		v.add(field.Required(p.Child("key"), ""))
+	} else {
+		v.invalid(p.Child("key"), f.Key, validation.IsRelaxedEnvVarName(f.Key))
+	}
+	switch vol := volumes[f.VolumeName]; {
+	case f.VolumeName == "":
+		v.add(field.Required(p.Child("volumeName"), ""))
+	case vol == nil:
+		v.add(field.NotFound(p.Child("volumeName"), f.VolumeName))
+	case vol.EmptyDir == nil:
+		v.add(field.Invalid(p.Child("volumeName"), f.VolumeName, "referenced volume must be of type emptyDir"))
+	}
+	if f.Path == "" {
+		v.add(field.Required(p.Child("path"), ""))
+	} else if hasBacksteps(f.Path) {
+		v.add(field.Invalid(p.Child("path"), f.Path, "must not contain '..'"))
 	}
 }
 

@@ -151,6 +151,18 @@ type Container struct {
 type EnvVar struct {
 	Name  string
 	Value string
+	// File, when set, is where Value comes from, read when the container
+	// starts (env[].valueFrom.fileKeyRef): Value is empty until then.
+	File *EnvFile
+}
+
+// EnvFile is a variable's value in a file of key='value' lines an earlier
+// container wrote into an emptyDir (the kubelet's EnvFiles).
+type EnvFile struct {
+	Dir      string // the emptyDir's host directory: trusted
+	Path     string // inside Dir, as the pod gave it: hostile
+	Key      string
+	Optional bool // a missing key leaves the variable out
 }
 
 type Mount struct {

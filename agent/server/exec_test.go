@@ -75,7 +75,11 @@ func TestExecStreams(t *testing.T) {
 			return -1, err
 		}
 		fmt.Fprintf(spec.Stdout, "%s %q got %q", id, spec.Cmd, in)
-		fmt.Fprintf(spec.Stderr, "env %v tty %v", spec.Env, spec.TTY)
+		var env []string
+		for _, e := range spec.Env {
+			env = append(env, e.Name+"="+e.Value)
+		}
+		fmt.Fprintf(spec.Stderr, "env %v tty %v", env, spec.TTY)
 		return 3, nil
 	}
 	srv := httptest.NewServer(CLI(a, logger()))
@@ -97,7 +101,7 @@ func TestExecStreams(t *testing.T) {
 	if want := fmt.Sprintf("c1 [\"sh\" \"-c\" \"x\"] got %q", "hello "+big); st.ExitCode != 3 || st.Error != "" || out != want {
 		t.Errorf("status %+v, stdout %.80q; want exit 3 and %.80q", st, out, want)
 	}
-	if errOut != "env [{TERM xterm}] tty false" {
+	if errOut != "env [TERM=xterm] tty false" {
 		t.Errorf("stderr %q", errOut)
 	}
 }

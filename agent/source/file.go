@@ -28,9 +28,11 @@ import (
 // every inotify event and every period. Unlike the kubelet:
 //   - a manifest that turns invalid keeps its last good pod (reported as a
 //     Problem too), across daemon restarts when Store is set;
-//   - a manifest that disappears and comes back unchanged within settleTime
+//   - a manifest renamed away that comes back unchanged within settleTime
 //     (an editor saving by moving the old file away) changes nothing, and a
-//     file that cannot be read keeps what it gave;
+//     file that cannot be read keeps what it gave; one unlinked (rm) is
+//     removed at once, as for the kubelet, and when it is back by the next
+//     list its pods carry a new Recreated token: the pod restarts;
 //   - backups and editor leftovers are skipped with a warning;
 //   - what leads to the manifests is watched too: the directory holding the
 //     path (a single file, a directory made or deleted, a symlink swapped),
@@ -66,7 +68,19 @@ type File struct {
 	// recheckAt is when a list must run again: a file that failed while it
 	// may still be being written, or one that disappeared, settles then.
 	recheckAt time.Time
+	// unlinked are the manifests (keys of files) unlinked since the last
+	// list; removed, those unlinked and not back yet, by when: one back
+	// within settleTime is recreated too.
+	unlinked map[string]bool
+	removed  map[string]time.Time
+	// realDir is, as of the last list, the real path of the manifest
+	// directory, or of the one holding the manifest file.
+	realDir string
 }
+
+// recreates counts the manifests found back after an unlink, in every
+// source of the process: each return is a new, higher Recreated token.
+var recreates atomic.Uint64
 
 // settleTime is how long a manifest may be in flux before the source acts on
 // it. A file that fails to parse or read less than settleTime after its last
@@ -74,7 +88,9 @@ type File struct {
 // place) and is read again then; a manifest that disappears is taken as
 // removed once it has stayed away that long, so an editor that moves the file
 // away and writes it again (Emacs' first save, vim with backupcopy=no) does
-// not stop the pod. Good content is used at once.
+// not stop the pod. A manifest unlinked (rm, os.Remove: inotify's IN_DELETE)
+// is removed at once, as the kubelet does: nobody unlinks a file to save it.
+// Good content is used at once.
 const settleTime = 500 * time.Millisecond
 
 // fileState is what one manifest file gave the last time its content changed.
@@ -87,6 +103,9 @@ type fileState struct {
 	// gone is when the file was first found missing; zero while it is there.
 	gone     time.Time
 	restored bool // the Store was asked for a last good pod already
+	// recreated is the token its pods carry (manifest.Pod.Recreated): set
+	// when the file was unlinked and written again.
+	recreated uint64
 }
 
 // NewFile returns a source for path, a directory or one file, on node nodeName,
@@ -110,6 +129,8 @@ func NewFile(path, nodeName string, period time.Duration, seen manifest.SeenFunc
 		files:    map[string]*fileState{},
 		notes:    map[string]string{},
 		watches:  map[string]*watchDir{},
+		unlinked: map[string]bool{},
+		removed:  map[string]time.Time{},
 	}
 }
 
@@ -196,11 +217,14 @@ func (f *File) Run(ctx context.Context, out chan<- Update) error {
 			case <-settle.C:
 				break wait
 			case ev := <-events:
+				// Before relevant: the unlinks of a directory deleted
+				// whole come after its watch is gone.
+				f.noteUnlink(ev)
 				if !f.relevant(ev) {
 					continue
 				}
 				f.logger.Debug("manifest event", "file", ev.Name, "op", ev.Op.String())
-				drain(events)
+				f.drain(events)
 				break wait
 			case err := <-watchErrs:
 				if errors.Is(err, fsnotify.ErrEventOverflow) {
@@ -236,14 +260,51 @@ func (f *File) Once(ctx context.Context, out chan<- Update) error {
 	}
 }
 
-// drain takes the events already queued, so a burst causes one list.
-func drain(events <-chan fsnotify.Event) {
+// drain takes the events already queued, so a burst causes one list; the
+// unlinks among them are noted.
+func (f *File) drain(events <-chan fsnotify.Event) {
 	for {
 		select {
-		case <-events:
+		case ev := <-events:
+			f.noteUnlink(ev)
 		default:
 			return
 		}
+	}
+}
+
+// noteUnlink records that ev unlinked a manifest the source has: IN_DELETE
+// of its directory entry (fsnotify's Remove; a rename away is Rename). The
+// next list removes it at once, or gives its pods a new Recreated token when
+// it is back: a directory deleted with its manifests (rm -rf) unlinks them.
+func (f *File) noteUnlink(ev fsnotify.Event) {
+	if !ev.Has(fsnotify.Remove) {
+		return
+	}
+	// By where the manifests were at the last list: the directory may be
+	// gone already, and its watch with it.
+	dir, base := filepath.Dir(ev.Name), filepath.Base(ev.Name)
+	if f.isDir && ev.Name == f.realDir {
+		// The directory itself went (rm -rf; seen by its parent's watch,
+		// which stays): every manifest in it was unlinked, whether or not
+		// their own events came before the directory's watch went.
+		for p, st := range f.files {
+			if len(st.pods) > 0 {
+				f.unlinked[p] = true
+			}
+		}
+		return
+	}
+	var key string
+	switch {
+	case dir != f.realDir:
+	case f.isDir:
+		key = filepath.Join(f.path, base)
+	case base == filepath.Base(f.abs):
+		key = f.path
+	}
+	if st := f.files[key]; st != nil && len(st.pods) > 0 {
+		f.unlinked[key] = true
 	}
 }
 
@@ -309,7 +370,7 @@ func (f *File) fingerprint(paths []string) string {
 				d = digest(pod)
 			}
 			digests[pod.Pod] = d
-			fmt.Fprintf(&b, "pod %s %s %s\n", pod.Origin, pod.UID, d)
+			fmt.Fprintf(&b, "pod %s %s %s %d\n", pod.Origin, pod.UID, d, st.recreated)
 		}
 	}
 	for _, p := range paths {
@@ -383,8 +444,46 @@ func (f *File) list() Update {
 			}
 		}
 	}
+	dir := f.abs
+	if !f.isDir {
+		dir = filepath.Dir(f.abs)
+	}
+	if r := resolve(dir); r.real != "" {
+		f.realDir = r.real
+	}
+	f.recreated(present, now)
 	f.settleGone(present, now)
 	return f.update(f.paths())
+}
+
+// recreated gives the manifests unlinked since the last list that are back
+// a new Recreated token: the pod stops and starts again, as the kubelet's
+// REMOVE and ADD of one UID do. Those not back are removed at once; one back
+// within settleTime (the list ran between the unlink and the write) is
+// recreated too.
+func (f *File) recreated(present map[string]bool, now time.Time) {
+	for p, at := range f.removed {
+		if st := f.files[p]; present[p] && st != nil && now.Sub(at) < settleTime {
+			f.unlinked[p] = true
+		}
+		if present[p] || now.Sub(at) >= settleTime {
+			delete(f.removed, p)
+		}
+	}
+	for p := range f.unlinked {
+		st := f.files[p]
+		switch {
+		case st == nil:
+		case present[p]:
+			st.recreated = recreates.Add(1)
+			f.logger.Info("manifest unlinked and written again; restarting its pods", "file", p)
+		case len(st.pods) > 0:
+			f.logger.Info("manifest removed", "file", p, "pod", st.pods[0].Name)
+			delete(f.files, p)
+			f.removed[p] = now
+		}
+	}
+	clear(f.unlinked)
 }
 
 // settleGone marks the files that are not there as gone, and forgets those
@@ -641,6 +740,7 @@ func (f *File) update(paths []string) Update {
 		}
 		for _, pod := range st.pods {
 			pod.Pod = pod.Pod.DeepCopy()
+			pod.Recreated = st.recreated
 			manifest.Stamp(pod, seen)
 			u.Pods = append(u.Pods, pod)
 		}

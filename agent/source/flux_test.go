@@ -104,33 +104,86 @@ func TestEditorSaveIsNoChange(t *testing.T) {
 	}
 }
 
-// A manifest really removed leaves the set settleTime after it went, and not
-// before: the time an editor gets to write it back.
+// A manifest renamed away leaves the set settleTime after it went, and not
+// before: the time an editor gets to write it back. One unlinked (rm) leaves
+// it at once, as with the kubelet.
 func TestRemovalTakesSettleTime(t *testing.T) {
+	for _, mode := range []string{"directory", "single file"} {
+		for _, how := range []string{"renamed away", "unlinked"} {
+			t.Run(mode+"/"+how, func(t *testing.T) {
+				dir := t.TempDir()
+				path := filepath.Join(dir, "web.yaml")
+				writeFile(t, path, podYAML("web", "busybox"))
+				watched := dir
+				if mode == "single file" {
+					watched = path
+				}
+				ch, log := startLogged(t, watched, time.Hour)
+				next(t, ch)
+				removed := time.Now()
+				var err error
+				if how == "unlinked" {
+					err = os.Remove(path)
+				} else {
+					err = os.Rename(path, filepath.Join(t.TempDir(), "web.yaml"))
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				waitFor(t, ch, "no pods", hasPods())
+				took := time.Since(removed)
+				t.Logf("removal reached the pod set after %s", took.Round(time.Millisecond))
+				switch {
+				case how == "unlinked" && took >= settleTime:
+					t.Errorf("unlink took %s, want less than settleTime (%s)", took, settleTime)
+				case how == "renamed away" && (took < settleTime || took > settleTime+time.Second):
+					t.Errorf("removal took %s, want settleTime (%s) and at most a second more", took, settleTime)
+				}
+				if !strings.Contains(log.String(), `msg="manifest removed"`) {
+					t.Errorf("no log line says the manifest was removed:\n%s", log)
+				}
+			})
+		}
+	}
+}
+
+// A manifest unlinked and written again at once (the kubelet's node e2e
+// "should successfully recreate when file is removed and recreated") keeps
+// its pod, same UID, with a higher Recreated token each time: the agent
+// restarts the pod, as the kubelet's REMOVE then ADD does. An editor's save
+// (rename away and back) gives no token.
+func TestUnlinkedAndWrittenAgainIsRecreated(t *testing.T) {
 	for _, mode := range []string{"directory", "single file"} {
 		t.Run(mode, func(t *testing.T) {
 			dir := t.TempDir()
 			path := filepath.Join(dir, "web.yaml")
-			writeFile(t, path, podYAML("web", "busybox"))
+			body := podYAML("web", "busybox")
+			writeFile(t, path, body)
 			watched := dir
 			if mode == "single file" {
 				watched = path
 			}
-			ch, log := startLogged(t, watched, time.Hour)
-			next(t, ch)
-			removed := time.Now()
-			if err := os.Remove(path); err != nil {
-				t.Fatal(err)
+			ch, _ := startLogged(t, watched, time.Hour)
+			first := next(t, ch)
+			if !hasPods("web-node1")(first) || first.Pods[0].Recreated != 0 {
+				t.Fatalf("first update %s, recreated %d", describe(first), first.Pods[0].Recreated)
 			}
-			waitFor(t, ch, "no pods", hasPods())
-			took := time.Since(removed)
-			t.Logf("removal reached the pod set after %s", took.Round(time.Millisecond))
-			if took < settleTime || took > settleTime+time.Second {
-				t.Errorf("removal took %s, want settleTime (%s) and at most a second more", took, settleTime)
+			var token uint64
+			for i := range 2 {
+				if err := os.Remove(path); err != nil {
+					t.Fatal(err)
+				}
+				writeFile(t, path, body)
+				u := waitFor(t, ch, fmt.Sprintf("recreation %d", i+1), func(u Update) bool {
+					return len(u.Pods) == 1 && u.Pods[0].Recreated > token
+				})
+				if u.Pods[0].UID != first.Pods[0].UID {
+					t.Errorf("UID %s after recreation, want %s", u.Pods[0].UID, first.Pods[0].UID)
+				}
+				token = u.Pods[0].Recreated
 			}
-			if !strings.Contains(log.String(), `msg="manifest removed"`) {
-				t.Errorf("no log line says the manifest was removed:\n%s", log)
-			}
+			editorSave(t, path, body)
+			quiet(t, ch, 2*settleTime)
 		})
 	}
 }
@@ -227,8 +280,10 @@ func TestSymlinkedManifestsIntoVersionedDirectory(t *testing.T) {
 }
 
 // The manifest directory deleted and made again at once, as a provisioning
-// tool or `rm -rf; cp -r` does, with the same manifests: no change. Made
-// again later than settleTime: the pods go, and come back with the files.
+// tool or `rm -rf; cp -r` does, with the same manifests: its manifests were
+// unlinked, so their pods are recreated (same UIDs, new Recreated tokens), as
+// the kubelet's IN_DELETEs restart them. Left away: the pods go, and come
+// back with the files.
 func TestDirectoryDeletedAndMadeAgain(t *testing.T) {
 	root := t.TempDir()
 	dir := filepath.Join(root, "manifests")
@@ -249,7 +304,9 @@ func TestDirectoryDeletedAndMadeAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	fill()
-	quiet(t, ch, 2*settleTime)
+	waitFor(t, ch, "both pods recreated", func(u Update) bool {
+		return hasPods("a-node1", "b-node1")(u) && u.Pods[0].Recreated > 0 && u.Pods[1].Recreated > 0
+	})
 
 	if err := os.RemoveAll(dir); err != nil {
 		t.Fatal(err)
