@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/staticpodd/staticpodd/agent/podspec"
+	"github.com/staticpodd/staticpodd/agent/podspec/logfiles"
 )
 
 // resolveEnvFiles gives each variable read from a file (fileKeyRef) its
@@ -65,9 +66,6 @@ func readEnvFile(f *podspec.EnvFile) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("env file %q: %w", f.Path, err)
 	}
-	if !fi.Mode().IsRegular() {
-		return "", fmt.Errorf("env file %q: not a regular file (%s)", f.Path, fi.Mode().Type())
-	}
 	if fi.Size() > maxEnvFileSize {
 		return "", fmt.Errorf("env file %q: %w", f.Path, errEnvFileTooLarge)
 	}
@@ -80,8 +78,11 @@ func readEnvFile(f *podspec.EnvFile) (string, error) {
 
 // openInVolume opens p for reading inside root, which it never leaves: on
 // kernels with openat2 a symlink is resolved as if root were /, without one
-// (before 5.6) a symlink anywhere is refused. O_NONBLOCK: a FIFO the
-// container made there does not block the open.
+// (before 5.6) a symlink anywhere is refused. The container wrote the volume
+// and may have made a device node or a FIFO there (CAP_MKNOD), which the
+// daemon, host root outside the container's devices cgroup, must not open:
+// opening /dev/watchdog arms it. So p is looked up with O_PATH, which opens
+// nothing, and opened only when it is a regular file (logfiles.ReopenRegular).
 func openInVolume(root, p string) (*os.File, error) {
 	rel := strings.TrimPrefix(path.Clean("/"+p), "/")
 	if rel == "" {
@@ -92,7 +93,7 @@ func openInVolume(root, p string) (*os.File, error) {
 		return nil, fmt.Errorf("open volume: %w", err)
 	}
 	defer unix.Close(rootFd)
-	const flags = unix.O_RDONLY | unix.O_NONBLOCK | unix.O_NOCTTY | unix.O_CLOEXEC
+	const flags = unix.O_PATH | unix.O_CLOEXEC
 	how := unix.OpenHow{Flags: flags, Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS}
 	var fd int
 	for range 16 {
@@ -107,7 +108,12 @@ func openInVolume(root, p string) (*os.File, error) {
 	if err != nil {
 		return nil, resolveError(err)
 	}
-	return os.NewFile(uintptr(fd), path.Join(root, rel)), nil
+	defer unix.Close(fd)
+	rfd, err := logfiles.ReopenRegular(fd, unix.O_RDONLY|unix.O_NOCTTY)
+	if err != nil {
+		return nil, err
+	}
+	return os.NewFile(uintptr(rfd), path.Join(root, rel)), nil
 }
 
 // openNoSymlinksFile opens p below dirfd with flags, following no symlink.

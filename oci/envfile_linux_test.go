@@ -10,7 +10,10 @@ import (
 	"syscall"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/staticpodd/staticpodd/agent/podspec"
+	"github.com/staticpodd/staticpodd/agent/podspec/logfiles"
 )
 
 func TestResolveEnvFiles(t *testing.T) {
@@ -105,5 +108,37 @@ func TestEnvFileHostile(t *testing.T) {
 	got, err := resolveEnvFiles([]podspec.EnvVar{{Name: "X", File: &podspec.EnvFile{Dir: vol, Path: "in.env", Key: "KEY"}}})
 	if err != nil || got[0].Value != "inside" {
 		t.Errorf("got %+v, %v, want inside", got, err)
+	}
+}
+
+// A device node the container made in the volume (runc lets it mknod any) is
+// refused before the daemon, host root outside the container's devices
+// cgroup, opens it: opening /dev/watchdog arms it. /dev/null stands in,
+// planted at the path and behind a symlink the volume resolves to it.
+func TestEnvFileDeviceNodeNotOpened(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mknod needs root")
+	}
+	vol := t.TempDir()
+	if err := unix.Mknod(filepath.Join(vol, "null.env"), unix.S_IFCHR|0o644, int(unix.Mkdev(1, 3))); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(vol, "dev"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mknod(filepath.Join(vol, "dev", "watchdog"), unix.S_IFCHR|0o644, int(unix.Mkdev(1, 3))); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/dev/watchdog", filepath.Join(vol, "link.env")); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"null.env", "link.env"} {
+		fh, err := openInVolume(vol, p)
+		if err == nil {
+			fh.Close()
+		}
+		if !errors.Is(err, logfiles.ErrNotRegular) {
+			t.Errorf("openInVolume(%q) = %v, want %v before any open", p, err, logfiles.ErrNotRegular)
+		}
 	}
 }

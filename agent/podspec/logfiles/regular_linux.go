@@ -39,16 +39,17 @@ func OpenRegularAt(dirfd int, name string, flags int, mode uint32) (int, error) 
 		if err != nil {
 			return -1, err
 		}
-		fd, err := reopenRegular(p, flags)
+		fd, err := ReopenRegular(p, flags)
 		syscall.Close(p)
 		return fd, err
 	}
 	return -1, syscall.EEXIST
 }
 
-// reopenRegular opens the file that the O_PATH descriptor p refers to with
-// flags, when it is a regular file.
-func reopenRegular(p int, flags int) (int, error) {
+// ReopenRegular opens the file that the O_PATH descriptor p refers to with
+// flags, when it is a regular file: what a container wrote is looked up with
+// O_PATH and opened only through this.
+func ReopenRegular(p int, flags int) (int, error) {
 	var st syscall.Stat_t
 	if err := syscall.Fstat(p, &st); err != nil {
 		return -1, err
@@ -70,7 +71,7 @@ func openRegularBeneath(path string, depth int, flags int) (*os.File, error) {
 		return nil, err
 	}
 	defer p.Close()
-	fd, err := reopenRegular(int(p.Fd()), flags)
+	fd, err := ReopenRegular(int(p.Fd()), flags)
 	if err != nil {
 		return nil, &os.PathError{Op: "open", Path: path, Err: err}
 	}
