@@ -521,3 +521,36 @@ func TestSilentConnectionsLetGo(t *testing.T) {
 		t.Fatalf("Version with every connection held by silent clients: %v after %s", err, time.Since(begin))
 	}
 }
+
+// A client of the exec streaming server that keeps its connection open after
+// an answer would hold one of its slots for ever: the server closes every
+// connection after its one request.
+func TestStreamConnectionsNotKeptAlive(t *testing.T) {
+	c, _ := serve(t, newFakeAgent())
+	resp, err := c.Exec(context.Background(), &runtimeapi.ExecRequest{ContainerId: ctrID, Cmd: []string{"true"}, Stdout: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err := url.Parse(resp.Url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := net.Dial("tcp", u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := io.WriteString(conn, "GET /nothing HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	// The answer, then the end of the connection; a connection kept alive
+	// would only end at this deadline, an error.
+	conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+	b, err := io.ReadAll(conn)
+	if err != nil {
+		t.Fatalf("after %q: %v, want the connection closed after the answer", b, err)
+	}
+	if !strings.HasPrefix(string(b), "HTTP/1.1 404") {
+		t.Errorf("answer %q", b)
+	}
+}

@@ -103,11 +103,16 @@ func New(cfg Config) (*Server, error) {
 	s.streamHTTP = &http.Server{
 		Handler: s.streams,
 		// The streams are upgraded connections, which these do not bound
-		// once upgraded; they bound the upgrade request.
+		// once upgraded; they bound the upgrade request. An exec URL is
+		// for one request, so no client needs a kept-alive connection, and
+		// one left idle between requests would hold one of the MaxConns
+		// slots for ever (IdleTimeout 0): every exec would then wait.
 		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       10 * time.Second,
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
 	}
+	s.streamHTTP.SetKeepAlivesEnabled(false)
 	s.rt.streams, s.rt.streamURL = s.streams, "http://"+sc.Addr
 	s.grpc = grpc.NewServer(
 		grpc.MaxRecvMsgSize(maxRecvMsgSize),
