@@ -423,10 +423,28 @@ func resetStep(t *testing.T, m *Machine) {
 	// outlives that goes on stopping within its grace period (kube-apiserver's
 	// terminationGracePeriodSeconds, 30 s) after reset has returned, and is
 	// then removed, its manifest gone.
+	// A pod is gone once its state is and its processes (the containers,
+	// their monitors, which exit after they recorded the exit) have ended.
+	agent := m.AgentPID()
+	others := func() []string {
+		var left []string
+		procs, err := m.Procs()
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The node agent the socket started stays, as containerd does after
+		// a reset on the kubelet's nodes; nothing of its pods may.
+		for _, p := range procs {
+			if p.PID != agent {
+				left = append(left, fmt.Sprintf("process %d %s", p.PID, p.Comm))
+			}
+		}
+		return left
+	}
 	deadline := time.Now().Add(45 * time.Second)
 	for {
 		pods, _ := os.ReadDir(m.Host("/run/staticpodd/pods"))
-		if len(pods) == 0 {
+		if len(pods) == 0 && len(others()) == 0 {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -436,19 +454,7 @@ func resetStep(t *testing.T, m *Machine) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	t.Logf("FIGURE %s: kubeadm reset to no pod left: %.1fs", m.Name, time.Since(start).Seconds())
-	var left []string
-	procs, err := m.Procs()
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The node agent the socket started stays, as containerd does after a
-	// reset on the kubelet's nodes; nothing of its pods may.
-	agent := m.AgentPID()
-	for _, p := range procs {
-		if p.PID != agent {
-			left = append(left, fmt.Sprintf("process %d %s", p.PID, p.Comm))
-		}
-	}
+	left := others()
 	mounts := m.Sh(time.Minute, "cat /proc/self/mountinfo")
 	for _, line := range strings.Split(mounts, "\n") {
 		f := strings.Fields(line)
@@ -466,8 +472,12 @@ func resetStep(t *testing.T, m *Machine) {
 			left = append(left, "cgroup "+sub)
 		}
 	}
+	// Not /var/lib/etcd: kubeadm reset empties it before it stops the
+	// kubelet and the pods, under the kubelet and containerd too, and etcd,
+	// still running in between, may write its member directory again. That
+	// is etcd's data and kubeadm's order, not staticpodd's state.
 	for _, dir := range []string{"/run/staticpodd/pods", "/run/staticpodd/containers", "/run/staticpodd/libcontainer",
-		"/var/lib/staticpodd/pods", "/var/log/pods", "/etc/kubernetes/manifests", "/var/lib/etcd"} {
+		"/var/lib/staticpodd/pods", "/var/log/pods", "/etc/kubernetes/manifests"} {
 		ents, _ := os.ReadDir(m.Host(dir))
 		for _, e := range ents {
 			left = append(left, "state "+filepath.Join(dir, e.Name()))
