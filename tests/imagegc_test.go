@@ -179,6 +179,7 @@ imageMinimumGCAge: 1s
 		buildImage(t, p, "-ref", "example.com/"+name+":v1", "-pad", strconv.Itoa(24<<20))
 		d.CLI("images", "import", p)
 	}
+	imported := time.Now()
 	d.Start()
 	for _, name := range []string{"first", "second"} {
 		d.WriteManifest(name+".yaml", usingPod(name, "example.com/"+name+":v1"))
@@ -191,6 +192,10 @@ imageMinimumGCAge: 1s
 			return nil
 		})
 	}
+	// Every image past imageMinimumGCAge (1s, from its import), or the
+	// collector skips it as too young: a removed manifest's pod goes at
+	// once, so the pods can come and go within that second.
+	time.Sleep(time.Until(imported.Add(1100 * time.Millisecond)))
 	// 60% used: down to 55% wants 5% (12.8MiB), under one image's 24MiB.
 	size := statfsSize(t, mnt)
 	fill(t, filepath.Join(mnt, "fill"), available(t, mnt)-size*40/100)
