@@ -373,6 +373,7 @@ func newSystem(ctx context.Context, cfg *config.Config, opts Options, logger *sl
 			KubeletPort:               cfg.Port,
 			RegisterNode:              cfg.RegisterNode,
 			RegisterWithTaints:        cfg.RegisterWithTaints,
+			RegisterSchedulable:       cfg.RegisterSchedulable,
 			NodeLabels:                cfg.NodeLabels,
 			NodeStatusUpdateFrequency: cfg.NodeStatusUpdateFrequency,
 			NodeStatusReportFrequency: cfg.NodeStatusReportFrequency,

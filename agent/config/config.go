@@ -57,7 +57,10 @@ type Config struct {
 	// NodeLabels are --node-labels: the Node's labels when staticpodd
 	// registers it, over the default ones, as the kubelet sets them.
 	NodeLabels map[string]string
-	Kubeconfig string // --kubeconfig; "" = no mirror pods
+	// RegisterSchedulable (--register-schedulable) registers the Node
+	// schedulable and leaves it so; by default it is unschedulable.
+	RegisterSchedulable bool
+	Kubeconfig          string // --kubeconfig; "" = no mirror pods
 	// ContainerRuntimeEndpoint and ImageServiceEndpoint are the kubelet's
 	// containerRuntimeEndpoint and imageServiceEndpoint: staticpodd is the
 	// runtime, so they may only name its own CRI socket (CRISocket); by

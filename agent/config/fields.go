@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -756,6 +757,17 @@ var fields = []field{
 	{key: "rotateCertificates", file: "rotateCertificates",
 		value: value[bool]{at: func(c *Config) *bool { return &c.RotateCertificates }, render: sprint[bool],
 			kubelet: kubelet(func(kc *kubeletConfiguration) bool { return kc.RotateCertificates })}},
+	{key: "registerSchedulable", flag: FlagRegisterSchedulable, help: "register the Node schedulable and leave it so (the kubelet's removed --register-schedulable); default false: unschedulable, as a node that runs static pods only",
+		flagValue: func(f *Flags) *string { return &f.RegisterSchedulable },
+		value:     value[bool]{at: func(c *Config) *bool { return &c.RegisterSchedulable }, render: sprint[bool]},
+		parseFlag: func(c *Config, v string) error {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return fmt.Errorf("--%s %q: want true or false", FlagRegisterSchedulable, v)
+			}
+			c.RegisterSchedulable = b
+			return nil
+		}},
 	{key: "registerNode", file: "registerNode",
 		value: value[bool]{at: func(c *Config) *bool { return &c.RegisterNode }, render: sprint[bool],
 			kubelet: kubelet(func(kc *kubeletConfiguration) bool { return *kc.RegisterNode })}},

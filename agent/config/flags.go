@@ -18,7 +18,9 @@ const (
 	FlagHostnameOverride  = "hostname-override"
 	FlagNodeIP            = "node-ip"
 	FlagNodeLabels        = "node-labels"
-	FlagKubeconfig        = "kubeconfig"
+	// FlagRegisterSchedulable is the kubelet's removed --register-schedulable.
+	FlagRegisterSchedulable = "register-schedulable"
+	FlagKubeconfig          = "kubeconfig"
 	// FlagBootstrapKubeconfig is the kubelet's TLS bootstrap: the
 	// credentials to request the node's client certificate with when
 	// --kubeconfig has none valid; FlagCertDir is where the certificate
@@ -82,25 +84,26 @@ const (
 // flags into it. Without a FlagSet (Flags built by hand, in tests), a non-empty
 // field counts as given.
 type Flags struct {
-	ConfigFile         string
-	PodManifestPath    string
-	ManifestURL        string
-	ManifestURLHeaders []string // 'Key:Value', each may hold several comma-separated
-	ManifestURLCA      string
-	HostnameOverride   string
-	NodeIP             string
-	NodeLabels         []string // 'key=value,...', repeatable
-	Kubeconfig         string
-	BootstrapKubecfg   string
-	CertDir            string
-	RegistryConfigDir  string
-	RootDir            string
-	RunDir             string
-	CNIConfDir         string
-	CNIBinDir          string // comma-separated
-	CNICacheDir        string
-	PodCIDR            string
-	PodNetworkBridge   string
+	ConfigFile          string
+	PodManifestPath     string
+	ManifestURL         string
+	ManifestURLHeaders  []string // 'Key:Value', each may hold several comma-separated
+	ManifestURLCA       string
+	HostnameOverride    string
+	NodeIP              string
+	NodeLabels          []string // 'key=value,...', repeatable
+	RegisterSchedulable string   // "true" or "false"
+	Kubeconfig          string
+	BootstrapKubecfg    string
+	CertDir             string
+	RegistryConfigDir   string
+	RootDir             string
+	RunDir              string
+	CNIConfDir          string
+	CNIBinDir           string // comma-separated
+	CNICacheDir         string
+	PodCIDR             string
+	PodNetworkBridge    string
 
 	// ImagePullProgressTimeout is a duration, "" = the default.
 	ImagePullProgressTimeout string

@@ -208,6 +208,28 @@ func TestNodeUnschedulable(t *testing.T) {
 	})
 }
 
+// With --register-schedulable=true the Node is registered schedulable and
+// left so, as the kubelet registers its own.
+func TestNodeRegisteredSchedulable(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		client := fake.NewClientset()
+		startWith(t, Config{NodeName: "node1", RegisterNode: true, RegisterSchedulable: true, Version: "test"}, client, newFakePods())
+		var n *v1.Node
+		eventually(t, "the node registered", func() bool {
+			n, _ = client.CoreV1().Nodes().Get(context.Background(), "node1", metav1.GetOptions{})
+			return n != nil && n.Name != ""
+		})
+		if n.Spec.Unschedulable {
+			t.Fatal("the node was registered unschedulable")
+		}
+		// Two status updates later it is still schedulable.
+		time.Sleep(20 * time.Second)
+		if n, _ = client.CoreV1().Nodes().Get(context.Background(), "node1", metav1.GetOptions{}); n.Spec.Unschedulable {
+			t.Error("the node was cordoned")
+		}
+	})
+}
+
 // A refused status patch is tried again, after its back-off, and the failure
 // shows in the mirror's status meanwhile.
 func TestRejectionRetried(t *testing.T) {

@@ -87,6 +87,10 @@ type Config struct {
 	Version string
 	// RegisterNode creates the Node when it is missing (registerNode).
 	RegisterNode bool
+	// RegisterSchedulable registers the Node schedulable and does not
+	// cordon it again (--register-schedulable); by default it is
+	// unschedulable.
+	RegisterSchedulable bool
 	// RegisterWithTaints are the taints a registered Node starts with.
 	RegisterWithTaints []v1.Taint
 	// NodeLabels are labels a registered Node starts with, over the

@@ -131,7 +131,13 @@ func staticPod(hash string, phase v1.PodPhase) *v1.Pod {
 
 func start(t *testing.T, client kubernetes.Interface, pods *fakePods) *Mirror {
 	t.Helper()
-	m := New(Config{NodeName: "node1", RegisterNode: true, Version: "test", NodeLabels: map[string]string{"example.com/role": "cp"}}, pods, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	return startWith(t, Config{NodeName: "node1", RegisterNode: true, Version: "test", NodeLabels: map[string]string{"example.com/role": "cp"}}, client, pods)
+}
+
+// startWith is start with the mirror's configuration cfg.
+func startWith(t *testing.T, cfg Config, client kubernetes.Interface, pods *fakePods) *Mirror {
+	t.Helper()
+	m := New(cfg, pods, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	m.newClient = func() (clients, error) { return clients{api: fakeAPI{client}, watch: fakeAPI{client}}, nil }
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})

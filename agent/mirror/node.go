@@ -77,7 +77,7 @@ func (m *Mirror) forgetNode() {
 // by the rejecter, and a ReplicaSet would make it again at once, forever.
 // It records NodeNotSchedulable, as the kubelet's recordNodeSchedulableEvent.
 func (m *Mirror) cordon(ctx context.Context, nodes nodesAPI, n *v1.Node) (*v1.Node, error) {
-	if n.Spec.Unschedulable {
+	if n.Spec.Unschedulable || m.cfg.RegisterSchedulable {
 		return n, nil
 	}
 	cordoned, err := nodes.Patch(ctx, m.cfg.NodeName, types.StrategicMergePatchType, []byte(`{"spec":{"unschedulable":true}}`), metav1.PatchOptions{})
@@ -204,7 +204,7 @@ func (m *Mirror) initialNode() *v1.Node {
 		// Unschedulable, as the kubelet registered with
 		// --register-schedulable=false: the scheduler places no pod on a
 		// node that runs static pods only.
-		Spec: v1.NodeSpec{Taints: m.cfg.RegisterWithTaints, Unschedulable: true},
+		Spec: v1.NodeSpec{Taints: m.cfg.RegisterWithTaints, Unschedulable: !m.cfg.RegisterSchedulable},
 	}
 	// The kubelet's initialNode: --node-labels win over the defaults, and
 	// are set at registration only.
