@@ -231,8 +231,13 @@ func (c *checker) sampleStatus(pods []v1.Pod) {
 					continue // a run that could not start (a full disk): recorded as the kubelet does
 				}
 				// A container stopped by an eviction ends as a stop ends it:
-				// its TERM trap's code, or 137 after the grace period.
-				want := map[int32]bool{137: c.killed[k] > 0 || c.evicted[string(p.UID)], 0: c.evicted[string(p.UID)]}
+				// its TERM trap's code, or 137 after the grace period. So does
+				// one whose manifest was removed and added again: a removal
+				// stops the pod at once, as the kubelet's REMOVE, and the same
+				// UID added again starts it anew with that stop as its last
+				// state, as the kubelet's ADD.
+				stopped := c.evicted[string(p.UID)] || reused
+				want := map[int32]bool{137: c.killed[k] > 0 || stopped, 0: stopped}
 				switch {
 				case sp.shape == crashing:
 					want[crashCode] = true
