@@ -459,8 +459,10 @@ func resetStep(t *testing.T, m *Machine) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Errorf("%s: %d pods still there 45 s after kubeadm reset", m.Name, len(pods))
-			break
+			if len(pods) > 0 {
+				t.Errorf("%s: %d pods still there 45 s after kubeadm reset", m.Name, len(pods))
+			}
+			break // processes left are reported below
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
