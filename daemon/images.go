@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/staticpodd/staticpodd/agent/config"
 	"github.com/staticpodd/staticpodd/agent/images"
@@ -53,13 +54,23 @@ func (p imagePuller) Present(ref string) (bool, error) {
 }
 
 func (p imagePuller) Pull(ctx context.Context, ref string, o images.PullOptions) error {
+	var last time.Time
+	layers := -1
 	_, err := p.puller.PullWith(ctx, ref, image.PullOptions{Critical: o.Critical, Progress: func(pr image.Progress) {
-		if o.Progress != nil {
-			o.Progress(fmt.Sprintf("%d/%d layers, %s of %s", pr.LayersDone, pr.Layers, mib(pr.BytesDone), mib(pr.Bytes)))
+		// The pod's status is published at most every statusProgressPeriod,
+		// and when a layer is done.
+		if o.Progress == nil || (time.Since(last) < statusProgressPeriod && pr.LayersDone == layers) {
+			return
 		}
+		last, layers = time.Now(), pr.LayersDone
+		o.Progress(fmt.Sprintf("%d/%d layers, %s of %s", pr.LayersDone, pr.Layers, mib(pr.BytesDone), mib(pr.Bytes)))
 	}})
 	return err
 }
+
+// statusProgressPeriod is how often a pull's progress may change its pod's
+// status (the "Pulling image" message).
+const statusProgressPeriod = 2 * time.Second
 
 func mib(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
 

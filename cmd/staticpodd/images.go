@@ -20,6 +20,7 @@ import (
 	"github.com/staticpodd/staticpodd/daemon"
 	"github.com/staticpodd/staticpodd/oci"
 	"github.com/staticpodd/staticpodd/oci/image"
+	"github.com/staticpodd/staticpodd/oci/image/bar"
 )
 
 // newImagesCmd is `staticpodd images import|ls|rm|pin|unpin|export|pull`, working on the store under
@@ -54,11 +55,13 @@ func newImagesCmd(o *globalOptions) *cobra.Command {
 			}
 			for _, p := range args {
 				var imgs []image.Image
+				b := bar.New(cmd.ErrOrStderr(), "import "+p)
 				if p == "-" {
-					imgs, err = s.ImportReader(cmd.Context(), cmd.InOrStdin())
+					imgs, err = s.ImportReader(cmd.Context(), cmd.InOrStdin(), b.Option())
 				} else {
-					imgs, err = s.Import(cmd.Context(), p)
+					imgs, err = s.Import(cmd.Context(), p, b.Option())
 				}
+				b.Done()
 				if err != nil {
 					return err
 				}
@@ -244,10 +247,12 @@ func newImagesExportCmd(open func(...image.Option) (*image.Store, error)) *cobra
 			if err != nil {
 				return err
 			}
+			b := bar.New(cmd.ErrOrStderr(), "export "+out)
+			defer b.Done()
 			if out == "-" {
-				return s.Export(cmd.Context(), cmd.OutOrStdout(), args)
+				return s.Export(cmd.Context(), cmd.OutOrStdout(), args, b.Option())
 			}
-			return exportFile(cmd.Context(), s, out, args)
+			return exportFile(cmd.Context(), s, out, args, b.Option())
 		},
 	}
 	export.Flags().StringVarP(&out, "output", "o", "", "the archive to write (- for stdout)")
@@ -258,7 +263,7 @@ func newImagesExportCmd(open func(...image.Option) (*image.Store, error)) *cobra
 // renamed over path when complete: a rename replaces a symlink rather than
 // following it, and a path that is a symlink is refused before anything is
 // written.
-func exportFile(ctx context.Context, s *image.Store, path string, refs []string) (err error) {
+func exportFile(ctx context.Context, s *image.Store, path string, refs []string, opts ...image.TransferOption) (err error) {
 	if fi, err := os.Lstat(path); err == nil && !fi.Mode().IsRegular() {
 		return fmt.Errorf("export to %s: not a regular file (%s): refused", path, fi.Mode().Type())
 	}
@@ -273,7 +278,7 @@ func exportFile(ctx context.Context, s *image.Store, path string, refs []string)
 		}
 	}()
 	bw := bufio.NewWriterSize(f, 1<<20)
-	if err := s.Export(ctx, bw, refs); err != nil {
+	if err := s.Export(ctx, bw, refs, opts...); err != nil {
 		return err
 	}
 	if err := bw.Flush(); err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/staticpodd/staticpodd/agent/config"
 	"github.com/staticpodd/staticpodd/daemon"
 	"github.com/staticpodd/staticpodd/oci/image"
+	"github.com/staticpodd/staticpodd/oci/image/bar"
 )
 
 // newImagesPullCmd is `staticpodd images pull REF...`: a pull by hand, with
@@ -36,7 +37,9 @@ func newImagesPullCmd(o *globalOptions) *cobra.Command {
 				return err
 			}
 			for _, ref := range args {
-				img, err := p.Pull(cmd.Context(), ref, nil)
+				b := bar.New(cmd.ErrOrStderr(), "pull "+ref)
+				img, err := p.PullWith(cmd.Context(), ref, image.PullOptions{Progress: b.Update})
+				b.Done()
 				if err != nil {
 					return err
 				}

@@ -34,7 +34,7 @@ var (
 // openArchive finds the images in path: an OCI layout directory, or a tar (plain,
 // gzip or zstd, told apart by magic bytes) holding an OCI layout or a docker-archive.
 // It may write a decompressed copy or an unpacked layout under staging, charged to sp.
-func openArchive(p, staging string, sp *space) ([]source, error) {
+func openArchive(p, staging string, sp *space, m *meter) ([]source, error) {
 	fi, err := os.Stat(p)
 	if err != nil {
 		return nil, err
@@ -42,7 +42,7 @@ func openArchive(p, staging string, sp *space) ([]source, error) {
 	if fi.IsDir() {
 		return layoutImages(p)
 	}
-	tarPath, err := decompressed(p, staging, sp)
+	tarPath, err := decompressed(p, staging, sp, m)
 	if err != nil {
 		return nil, err
 	}
@@ -66,19 +66,25 @@ func openArchive(p, staging string, sp *space) ([]source, error) {
 
 // decompressed returns p itself if it is not compressed, or a decompressed copy of it
 // in staging.
-func decompressed(p, staging string, sp *space) (string, error) {
+func decompressed(p, staging string, sp *space, m *meter) (string, error) {
 	f, err := os.Open(p)
 	if err != nil {
 		return "", err
 	}
 	defer f.Close()
-	r, kind, err := decompress(f)
+	in := &archiveReader{r: f}
+	r, kind, err := decompress(in)
 	if err != nil {
 		return "", fmt.Errorf("read: %w", err)
 	}
 	defer r.Close()
 	if kind == "" {
 		return p, nil
+	}
+	if fi, err := f.Stat(); err == nil && m != nil {
+		m.phase("decompressing", fi.Size())
+		m.add(in.n) // what telling the compression read
+		in.m = m
 	}
 	out := filepath.Join(staging, "archive.tar")
 	w, err := os.Create(out)
@@ -90,6 +96,20 @@ func decompressed(p, staging string, sp *space) (string, error) {
 		return "", fmt.Errorf("decompress %s: %w", kind, truncated(err))
 	}
 	return out, w.Close()
+}
+
+// archiveReader counts what is read of an archive, and tells m once set.
+type archiveReader struct {
+	r io.Reader
+	n int64
+	m *meter
+}
+
+func (a *archiveReader) Read(b []byte) (int, error) {
+	n, err := a.r.Read(b)
+	a.n += int64(n)
+	a.m.add(int64(n))
+	return n, err
 }
 
 // extractLayout unpacks the OCI layout in the tar at p into dir: directories and

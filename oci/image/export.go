@@ -32,7 +32,7 @@ import (
 // OCI ones. A layer tar is a new diff ID unless the original was made the same
 // way, so the exported image gets a new config, and so a new image ID; its
 // references, config and content are the same. Layers are not compressed.
-func (s *Store) Export(ctx context.Context, w io.Writer, refs []string) error {
+func (s *Store) Export(ctx context.Context, w io.Writer, refs []string, opts ...TransferOption) error {
 	if len(refs) == 0 {
 		return errors.New("export: no image named")
 	}
@@ -46,7 +46,13 @@ func (s *Store) Export(ctx context.Context, w io.Writer, refs []string) error {
 	if err != nil {
 		return err
 	}
-	ex := &exporter{s: s, ctx: ctx, tw: tar.NewWriter(w), blobs: map[string]bool{}, layers: map[string]layerBlob{}}
+	m := newMeter(transferOpts(opts))
+	if m != nil {
+		layers, bytes := exportSize(idx, refs)
+		m.total(layers, bytes)
+		w = meterWriter{w, m}
+	}
+	ex := &exporter{s: s, ctx: ctx, tw: tar.NewWriter(w), blobs: map[string]bool{}, layers: map[string]layerBlob{}, m: m}
 	if err := ex.dir("blobs/"); err != nil {
 		return err
 	}
@@ -122,7 +128,31 @@ func (s *Store) Export(ctx context.Context, w io.Writer, refs []string) error {
 	if err := ex.tw.Close(); err != nil {
 		return fmt.Errorf("export: %w", err)
 	}
+	if m != nil {
+		m.report(true)
+	}
 	return nil
+}
+
+// exportSize is how many layers an export of refs writes, and about how
+// many bytes: the sum of their unpacked sizes, which their tars exceed by
+// their headers. A ref that names nothing counts nothing (Export says so).
+func exportSize(idx index, refs []string) (layers int, bytes int64) {
+	seen := map[string]bool{}
+	for _, ref := range refs {
+		i, err := find(idx, ref)
+		if err != nil {
+			continue
+		}
+		for _, l := range idx.Images[i].Layers {
+			if !seen[l] {
+				seen[l] = true
+				layers++
+				bytes += idx.LayerSizes[l]
+			}
+		}
+	}
+	return layers, bytes
 }
 
 // refName is what org.opencontainers.image.ref.name holds for a reference:
@@ -154,6 +184,7 @@ type exporter struct {
 	tw     *tar.Writer
 	blobs  map[string]bool      // digests written
 	layers map[string]layerBlob // by the store's diff ID
+	m      *meter               // nil: no progress told
 }
 
 // image writes img's layers, config and manifest, and returns its docker
@@ -245,6 +276,7 @@ func (ex *exporter) layer(l string) (layerBlob, error) {
 	lb := layerBlob{digest: "sha256:" + hex.EncodeToString(h.Sum(nil)), size: cw.n}
 	ex.layers[l] = lb
 	if ex.blobs[lb.digest] {
+		ex.m.layerDone()
 		return lb, nil
 	}
 	ex.blobs[lb.digest] = true
@@ -258,6 +290,7 @@ func (ex *exporter) layer(l string) (layerBlob, error) {
 	if got := "sha256:" + hex.EncodeToString(h2.Sum(nil)); got != lb.digest {
 		return layerBlob{}, fmt.Errorf("layer %s changed while exported (%s, then %s)", l, lb.digest, got)
 	}
+	ex.m.layerDone()
 	return lb, nil
 }
 

@@ -54,16 +54,16 @@ type stagedLayer struct {
 // archive reads back with the digests its manifests and configs promise, and
 // everything it writes (a decompressed copy of the archive, the layers) leaves the
 // reserve (WithReserve) free on the store's filesystem.
-func (s *Store) Import(ctx context.Context, path string) ([]Image, error) {
-	imgs, err := s.importPath(ctx, path)
+func (s *Store) Import(ctx context.Context, path string, opts ...TransferOption) ([]Image, error) {
+	imgs, err := s.importPath(ctx, path, newMeter(transferOpts(opts)))
 	if err != nil {
 		return nil, fmt.Errorf("import %s: %w", path, err)
 	}
 	return imgs, nil
 }
 
-func (s *Store) importPath(ctx context.Context, path string) ([]Image, error) {
-	return s.importStaged(ctx, func(string, *space) (string, error) { return path, nil })
+func (s *Store) importPath(ctx context.Context, path string, m *meter) ([]Image, error) {
+	return s.importStaged(ctx, func(string, *space) (string, error) { return path, nil }, m)
 }
 
 // ImportReader imports every image of the archive read from r (what Import
@@ -71,7 +71,8 @@ func (s *Store) importPath(ctx context.Context, path string) ([]Image, error) {
 // store's staging, charged to the reserve like a decompressed archive, so a
 // stream that is too big stops before it fills the filesystem. A stream cut
 // short, too big or not an archive leaves the store as it was.
-func (s *Store) ImportReader(ctx context.Context, r io.Reader) ([]Image, error) {
+func (s *Store) ImportReader(ctx context.Context, r io.Reader, opts ...TransferOption) ([]Image, error) {
+	m := newMeter(transferOpts(opts))
 	imgs, err := s.importStaged(ctx, func(staging string, sp *space) (string, error) {
 		p := filepath.Join(staging, "stream")
 		f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
@@ -79,6 +80,10 @@ func (s *Store) ImportReader(ctx context.Context, r io.Reader) ([]Image, error) 
 			return "", err
 		}
 		defer f.Close()
+		if m != nil {
+			m.phase("reading", 0)
+			r = meterReader{r, m}
+		}
 		n, err := io.Copy(spaceWriter{f, sp}, ctxReader{ctx, r})
 		if err != nil {
 			return "", fmt.Errorf("read stream: %w", err)
@@ -87,7 +92,7 @@ func (s *Store) ImportReader(ctx context.Context, r io.Reader) ([]Image, error) 
 			return "", errors.New("read stream: empty")
 		}
 		return p, f.Close()
-	})
+	}, m)
 	if err != nil {
 		return nil, fmt.Errorf("import from stream: %w", err)
 	}
@@ -109,7 +114,7 @@ func (c ctxReader) Read(p []byte) (int, error) {
 
 // importStaged imports the archive at the path open gives, which may write
 // into the staging dir it gets, charged to the space it gets.
-func (s *Store) importStaged(ctx context.Context, open func(staging string, sp *space) (string, error)) ([]Image, error) {
+func (s *Store) importStaged(ctx context.Context, open func(staging string, sp *space) (string, error), m *meter) ([]Image, error) {
 	staging, err := os.MkdirTemp(s.tmpDir(), stagingPrefix()+"import-")
 	if err != nil {
 		return nil, fmt.Errorf("make staging dir: %w", err)
@@ -125,14 +130,14 @@ func (s *Store) importStaged(ctx context.Context, open func(staging string, sp *
 		return nil, err
 	}
 
-	srcs, err := openArchive(path, staging, sp)
+	srcs, err := openArchive(path, staging, sp, m)
 	if err != nil {
 		return nil, err
 	}
 	if len(srcs) == 0 {
 		return nil, errors.New("no image in archive")
 	}
-	return s.stageAll(ctx, srcs, staging, sp, nil)
+	return s.stageAll(ctx, srcs, staging, sp, nil, m)
 }
 
 // importSources stages and commits srcs through a staging dir of its own
@@ -148,18 +153,22 @@ func (s *Store) importSources(ctx context.Context, prefix string, srcs []source,
 		return nil, err
 	}
 	defer sp.release()
-	return s.stageAll(ctx, srcs, staging, sp, edit)
+	return s.stageAll(ctx, srcs, staging, sp, edit, nil)
 }
 
-func (s *Store) stageAll(ctx context.Context, srcs []source, staging string, sp *space, edit func(*Image)) ([]Image, error) {
+func (s *Store) stageAll(ctx context.Context, srcs []source, staging string, sp *space, edit func(*Image), m *meter) ([]Image, error) {
 	known, err := s.readIndex()
 	if err != nil {
 		return nil, err
 	}
+	if m != nil {
+		m.phase("unpacking", 0)
+		m.total(s.layersToUnpack(srcs, known), 0)
+	}
 	layers := map[string]stagedLayer{}
 	var imgs []Image
 	for _, src := range srcs {
-		img, err := s.stage(ctx, src, staging, known, layers, sp)
+		img, err := s.stage(ctx, src, staging, known, layers, sp, m)
 		if err != nil {
 			return nil, err
 		}
@@ -171,9 +180,39 @@ func (s *Store) stageAll(ctx context.Context, srcs []source, staging string, sp 
 	return s.commit(imgs, layers)
 }
 
+// layersToUnpack counts the layers of srcs that stage will unpack: those
+// neither the store nor an earlier image of srcs has. A config that cannot
+// be read counts nothing here; stage says what is wrong with it.
+func (s *Store) layersToUnpack(srcs []source, known index) int {
+	seen := map[string]bool{}
+	n := 0
+	for _, src := range srcs {
+		raw, err := src.config()
+		if err != nil {
+			continue
+		}
+		var cfg imagespec.Image
+		if json.Unmarshal(raw, &cfg) != nil {
+			continue
+		}
+		for _, dd := range cfg.RootFS.DiffIDs {
+			d := string(dd)
+			if seen[d] {
+				continue
+			}
+			seen[d] = true
+			if _, ok := known.LayerSizes[d]; ok && s.hasLayer(d) {
+				continue
+			}
+			n++
+		}
+	}
+	return n
+}
+
 // stage reads an image's config and unpacks into staging, verifying their diff IDs,
 // the layers that neither the store nor layers already has.
-func (s *Store) stage(ctx context.Context, src source, staging string, known index, layers map[string]stagedLayer, sp *space) (Image, error) {
+func (s *Store) stage(ctx context.Context, src source, staging string, known index, layers map[string]stagedLayer, sp *space, m *meter) (Image, error) {
 	raw, err := src.config()
 	if err != nil {
 		return Image{}, fmt.Errorf("read image config: %w", err)
@@ -206,10 +245,11 @@ func (s *Store) stage(ctx context.Context, src source, staging string, known ind
 		if err := ctx.Err(); err != nil {
 			return Image{}, err
 		}
-		l, err := unpackFrom(ctx, src, d, filepath.Join(staging, "layers", d.Hex), sp)
+		l, err := unpackFrom(ctx, src, d, filepath.Join(staging, "layers", d.Hex), sp, m)
 		if err != nil {
 			return Image{}, fmt.Errorf("image %s: %w", id, err)
 		}
+		m.layerDone()
 		layers[diffID] = l
 		img.Size += l.size
 	}
@@ -217,16 +257,20 @@ func (s *Store) stage(ctx context.Context, src source, staging string, known ind
 }
 
 // unpackFrom unpacks the layer with diff ID d of src into dir and checks its digest.
-func unpackFrom(ctx context.Context, src source, d v1.Hash, dir string, sp *space) (stagedLayer, error) {
+func unpackFrom(ctx context.Context, src source, d v1.Hash, dir string, sp *space, m *meter) (stagedLayer, error) {
 	rc, err := src.layer(d)
 	if err != nil {
 		return stagedLayer{}, fmt.Errorf("read layer %s: %w", d, err)
 	}
 	defer rc.Close()
+	var r io.Reader = rc
+	if m != nil {
+		r = meterReader{rc, m}
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return stagedLayer{}, fmt.Errorf("unpack layer %s: %w", d, err)
 	}
-	size, digest, err := unpack(ctx, rc, dir, sp)
+	size, digest, err := unpack(ctx, r, dir, sp)
 	if err != nil {
 		return stagedLayer{}, fmt.Errorf("unpack layer %s: %w", d, err)
 	}

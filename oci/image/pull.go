@@ -101,7 +101,8 @@ func (c *pullCall) promote() { c.criticalOnce.Do(func() { close(c.critical) }) }
 
 // PullOptions are how one pull is made.
 type PullOptions struct {
-	// Progress, if not nil, is called as layers arrive.
+	// Progress, if not nil, is called as layers arrive: at most every
+	// 200 ms, and whenever a layer is done.
 	Progress func(Progress)
 	// Critical pulls (for a system-node-critical or system-cluster-critical
 	// pod) never wait for a slot, so no other pull holds them back.
@@ -140,10 +141,17 @@ func NewPuller(s *Store, cfg PullConfig, logger *slog.Logger) *Puller {
 	return &Puller{store: s, cfg: cfg, logger: logger, inflight: map[string]*pullCall{}, slots: map[string]*registrySlots{}}
 }
 
-// Progress is what a pull has done so far.
+// Progress is what a pull, import or export has done so far.
 type Progress struct {
+	// Phase is the step under way, for an import: "decompressing" a
+	// compressed archive (Bytes is its size) or "reading" a stream (Bytes
+	// 0), then "unpacking" its layers (Bytes 0: their size is known at the
+	// end). Empty for a pull or export.
+	Phase              string
 	Layers, LayersDone int
-	Bytes, BytesDone   int64 // compressed bytes of the layers to fetch
+	// Bytes and BytesDone count a pull's compressed layer bytes, an
+	// export's bytes written.
+	Bytes, BytesDone int64
 }
 
 // Pull fetches ref from its registry (or its mirrors) into the store and
@@ -430,27 +438,36 @@ func clean(err error) error {
 // pullProgress counts a pull's bytes and reports them, to the log at most
 // every few seconds.
 type pullProgress struct {
-	fn     func(Progress)
-	logger *slog.Logger
-	image  string
-	mu     sync.Mutex
-	p      Progress
-	done   atomic.Int64
-	last   time.Time
+	fn      func(Progress)
+	logger  *slog.Logger
+	image   string
+	mu      sync.Mutex
+	p       Progress
+	done    atomic.Int64
+	lastLog time.Time
+	lastFn  time.Time
 }
+
+// The pull's log line comes at most every pullLogPeriod; its progress
+// function, which may draw a terminal's bar, every pullProgressPeriod.
+const (
+	pullLogPeriod      = 2 * time.Second
+	pullProgressPeriod = 200 * time.Millisecond
+)
 
 func (pr *pullProgress) report(force bool) {
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
 	// The config's bytes count too: no more than the layers' total is shown.
 	pr.p.BytesDone = min(pr.done.Load(), pr.p.Bytes)
-	if !force && time.Since(pr.last) < 2*time.Second {
-		return
+	now := time.Now()
+	if force || now.Sub(pr.lastLog) >= pullLogPeriod {
+		pr.lastLog = now
+		pr.logger.Info("pulling image", "image", pr.image, "layers", fmt.Sprintf("%d/%d", pr.p.LayersDone, pr.p.Layers),
+			"bytes", fmt.Sprintf("%d/%d", pr.p.BytesDone, pr.p.Bytes))
 	}
-	pr.last = time.Now()
-	pr.logger.Info("pulling image", "image", pr.image, "layers", fmt.Sprintf("%d/%d", pr.p.LayersDone, pr.p.Layers),
-		"bytes", fmt.Sprintf("%d/%d", pr.p.BytesDone, pr.p.Bytes))
-	if pr.fn != nil {
+	if pr.fn != nil && (force || now.Sub(pr.lastFn) >= pullProgressPeriod) {
+		pr.lastFn = now
 		pr.fn(pr.p)
 	}
 }

@@ -161,7 +161,7 @@ func (iw *importWatch) try(ctx context.Context, name string) {
 	if prev, ok := iw.seen[name]; ok && prev.Size == before.Size() && prev.ModTime.Equal(before.ModTime()) {
 		return
 	}
-	imgs, err := iw.s.Import(ctx, p)
+	imgs, err := iw.s.Import(ctx, p, WithProgress(logProgress(logger), importLogPeriod))
 	if ctx.Err() != nil {
 		return
 	}
