@@ -128,6 +128,9 @@ func TestKubeadm(t *testing.T) {
 	}
 	t.Logf("FIGURE node agent RSS after init: %.1f MiB (%s)", float64(stack)/(1<<20), strings.Join(names, ", "))
 
+	// docs/guides/prometheus.md, on this node.
+	prometheusSteps(t, cp1)
+
 	// Step 7's decision: a pod the API server binds to a staticpodd node is
 	// failed with a reason, as the kubelet fails a pod it cannot admit.
 	cp1.Sh(time.Minute, `kubectl run bound --image=registry.k8s.io/pause:3.10.2 --overrides='{"spec":{"nodeName":"cp1"}}'`)
