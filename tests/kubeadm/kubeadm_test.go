@@ -128,8 +128,10 @@ func TestKubeadm(t *testing.T) {
 	}
 	t.Logf("FIGURE node agent RSS after init: %.1f MiB (%s)", float64(stack)/(1<<20), strings.Join(names, ", "))
 
-	// docs/guides/prometheus.md, on this node.
+	// docs/guides/prometheus.md, on this node; docs/guides/mirror-pods.md,
+	// an appliance reporting to it.
 	prometheusSteps(t, cp1)
+	mirrorGuideSteps(t, bin, cp1)
 
 	// Step 7's decision: a pod the API server binds to a staticpodd node is
 	// failed with a reason, as the kubelet fails a pod it cannot admit.

@@ -41,6 +41,10 @@ var MachinePaths = []string{
 	// root's home: the guide's files (kubeadm.yaml, the images' archive)
 	// and kubectl's cache.
 	"/root",
+	// The staticpodd package's configuration, for the machines that run it
+	// as staticpodd.service (the mirror pods guide's appliance).
+	"/etc/staticpodd",
+	"/etc/default",
 }
 
 // Machine is a node of the test: a network namespace (cluster.Netns) and a

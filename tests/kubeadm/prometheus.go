@@ -4,7 +4,7 @@ package kubeadm
 
 // The Prometheus guide's (docs/guides/prometheus.md) files and commands,
 // which TestKubeadm writes and runs on cp1, as written, after kubeadm init;
-// prometheus_test.go checks that the guide gives no other.
+// guides_test.go checks that the guide gives no other.
 const (
 	promRBAC = `apiVersion: v1
 kind: Namespace
