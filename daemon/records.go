@@ -71,8 +71,12 @@ func (c *Connector) Dial(ctx context.Context) (net.Conn, error) {
 		}
 		logger := slog.New(slog.NewTextHandler(c.w, &slog.HandlerOptions{Level: slog.LevelWarn}))
 		h, err := Records(ctx, c.rootDir, c.runDir, logger)
-		fmt.Fprintf(c.w, "staticpodd: daemon not running, from records under %s and %s "+
-			"(events: the containers' recorded creations and starts; no probe results or manifest problems)\n", c.runDir, c.rootDir)
+		state := "daemon not running"
+		if pid, held := oci.RunDirHolder(c.runDir); held {
+			state = fmt.Sprintf("daemon (pid %s) holds the run dir but does not answer on its socket (starting, stopping or stuck)", pid)
+		}
+		fmt.Fprintf(c.w, "staticpodd: %s, from records under %s and %s "+
+			"(events: the containers' recorded creations and starts; no probe results or manifest problems)\n", state, c.runDir, c.rootDir)
 		if err != nil {
 			fmt.Fprintf(c.w, "staticpodd: some records could not be read: %v\n", err)
 		}
