@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -78,6 +79,10 @@ spec:
 				t.Errorf("ps does not show %q:\n%s", want, out)
 			}
 		}
+		out, err = d.CLIErr("ps", "-o", "wide")
+		if err != nil || !strings.Contains(out, fromRecords) || !strings.Contains(out, "Terminated:Error(3)") {
+			t.Errorf("ps -o wide: %v\n%s", err, out)
+		}
 		// The records' statuses are the daemon's, as far as records go.
 		offline := podsJSON(t, d, fromRecords)
 		for _, name := range []string{"web", "job"} {
@@ -132,6 +137,34 @@ spec:
 		out, err = d.CLIErr("exec", "job", "--", "true")
 		if err == nil || !strings.Contains(out, "is not running: it is terminated (Error, exit code 3)") {
 			t.Errorf("exec in the exited job: %v\n%s", err, out)
+		}
+	})
+	t.Run("exec -it", func(t *testing.T) {
+		term := openPty(t, 90, 20)
+		cmd := execCmd(d, "-i", "-t", "web", "--", "sh")
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = term.slave, term.slave, term.slave
+		cmd.Env = append(os.Environ(), "TERM=vt100")
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		term.slave.Close()
+		exited := make(chan error, 1)
+		go func() { exited <- cmd.Wait() }()
+		defer func() {
+			if cmd.ProcessState == nil {
+				cmd.Process.Kill()
+				<-exited
+			}
+		}()
+		out := term.run(t, "tty; stty size; echo do''ne", "done")
+		if !strings.Contains(out, "\r\n/dev/pts/") || !strings.Contains(out, "\r\n20 90\r\n") {
+			t.Errorf("tty; stty size printed %q, want a /dev/pts terminal of 20 rows, 90 columns", out)
+		}
+		term.write(t, "exit 4\n")
+		var exit *exec.ExitError
+		if err := <-exited; !errors.As(err, &exit) || exit.ExitCode() != 4 {
+			t.Errorf("exec -it ended with %v, want exit status 4 from the shell", err)
 		}
 	})
 	// The next daemon adopts the pods as they are: the records were only read.
