@@ -220,7 +220,11 @@ func keptPod(rootDir, uid, fullName string) *v1.Pod {
 		} else if string(p.UID) != uid && (fullName != "" || len(parsed.Pods) > 1) {
 			continue
 		}
+		// The UID and config.hash are the daemon's, whose node name made
+		// them; config.seen is the recorded one, as the daemon stamps it.
 		p.UID = types.UID(uid)
+		p.Annotations[manifest.AnnotationHash] = uid
+		manifest.Stamp(p, NewSeenStore(manifest.Paths{RootDir: rootDir}).Seen)
 		return p.Pod
 	}
 	return nil

@@ -25,6 +25,7 @@ func TestRecords(t *testing.T) {
 	root, logs := t.TempDir(), t.TempDir()
 	const webUID, orphanUID = "0123456789abcdef0123456789abcdef", "fedcba9876543210fedcba9876543210"
 	started := time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC)
+	seen := started.Add(-time.Second)
 	b, err := json.Marshal(stored{Source: manifest.SourceFile, Origin: "/m/web.yaml", Manifest: []byte(`apiVersion: v1
 kind: Pod
 metadata: {name: web, namespace: shop}
@@ -37,6 +38,7 @@ spec:
 	}
 	pd := poddir.Root(root)
 	for file, data := range map[string][]byte{pd.Manifest(webUID): b, pd.Started(webUID): []byte(started.Format(time.RFC3339Nano)),
+		pd.Seen(webUID):                       []byte(seen.Format(time.RFC3339Nano)),
 		pd.ProbeMark(webUID, "web1", "ready"): nil} {
 		if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
 			t.Fatal(err)
@@ -79,6 +81,9 @@ spec:
 	gone, web := pods[0], pods[1]
 	if web.Name != "web-node1" || web.Namespace != "shop" || web.Spec.NodeName != "node1" || string(web.UID) != webUID {
 		t.Errorf("web is %s/%s on %q, uid %s", web.Namespace, web.Name, web.Spec.NodeName, web.UID)
+	}
+	if web.Annotations[manifest.AnnotationHash] != webUID || web.Annotations[manifest.AnnotationSeen] != seen.Format(time.RFC3339Nano) {
+		t.Errorf("web's annotations: %v", web.Annotations)
 	}
 	if web.Status.StartTime == nil || !web.Status.StartTime.Time.Equal(started) || web.Status.PodIP != "10.88.0.5" {
 		t.Errorf("web's start time %v, IP %q", web.Status.StartTime, web.Status.PodIP)
