@@ -159,6 +159,7 @@ func RecordedPods(rootDir string, containers []podspec.ContainerStatus, sandboxe
 			in.Network = &sb
 		}
 		pod.Status = status.Generate(in)
+		unknown(&pod.Status, cs)
 		out = append(out, *pod)
 	}
 	sort.Slice(out, func(i, j int) bool {
@@ -228,4 +229,19 @@ func keptPod(rootDir, uid, fullName string) *v1.Pod {
 		return p.Pod
 	}
 	return nil
+}
+
+// unknown shows a container whose monitor is gone with no exit recorded
+// (oci.Recorded's StateUnknown), which Generate takes for one being made, as
+// waiting with the kubelet's ContainerStatusUnknown and why: the next daemon
+// records its exit.
+func unknown(st *v1.PodStatus, cs []podspec.ContainerStatus) {
+	latest := status.LatestByName(cs)
+	for _, list := range [][]v1.ContainerStatus{st.InitContainerStatuses, st.ContainerStatuses} {
+		for i := range list {
+			if l, ok := latest[list[i].Name]; ok && l.State == podspec.StateUnknown && list[i].State.Waiting != nil {
+				list[i].State.Waiting = &v1.ContainerStateWaiting{Reason: "ContainerStatusUnknown", Message: l.Message}
+			}
+		}
+	}
 }

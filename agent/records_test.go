@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	v1 "k8s.io/api/core/v1"
-
 	"github.com/staticpodd/staticpodd/agent/manifest"
 	"github.com/staticpodd/staticpodd/agent/poddir"
 	"github.com/staticpodd/staticpodd/agent/podspec"
@@ -70,7 +68,9 @@ spec:
 		ctr(webUID, "web-node1", "shop", "main", "web1", 1, podspec.StateRunning, started.Add(time.Hour)),
 		ctr(orphanUID, "gone-node1", "default", "c", "gone0", 0, podspec.StateExited, started),
 		ctr("../escape", "x-node1", "default", "c", "x0", 0, podspec.StateRunning, started),
+		ctr(orphanUID, "gone-node1", "default", "lost", "lost0", 0, podspec.StateUnknown, started),
 	}
+	containers[len(containers)-1].Message = "its monitor is gone"
 	sandboxes := map[string]podspec.SandboxStatus{webUID: {IPs: []netip.Addr{netip.MustParseAddr("10.88.0.5")}}}
 	r := NewRecords(root, containers, sandboxes, nil, started.Add(2*time.Hour))
 
@@ -94,9 +94,11 @@ spec:
 		cs[0].ContainerID != status.ContainerIDPrefix+"web1" {
 		t.Errorf("web's container: %+v", cs)
 	}
-	if gone.Name != "gone-node1" || len(gone.Status.ContainerStatuses) != 1 ||
-		gone.Status.ContainerStatuses[0].State.Terminated == nil || gone.Status.Phase != v1.PodRunning {
+	if gone.Name != "gone-node1" || len(gone.Status.ContainerStatuses) != 2 ||
+		gone.Status.ContainerStatuses[0].State.Terminated == nil {
 		t.Errorf("the pod without a kept manifest: %+v", gone)
+	} else if w := gone.Status.ContainerStatuses[1].State.Waiting; w == nil || w.Reason != "ContainerStatusUnknown" || w.Message != "its monitor is gone" {
+		t.Errorf("the container whose monitor is gone: %+v", gone.Status.ContainerStatuses[1])
 	}
 
 	if f, err := r.LogFile("shop", "web-node1", "main", false); err != nil || f != filepath.Join(webLogs, "1.log") {
@@ -116,8 +118,9 @@ spec:
 	for _, e := range evs {
 		reasons = append(reasons, e.Reason+" "+e.InvolvedObject.Name+" "+e.LastTimestamp.UTC().Format(time.TimeOnly))
 	}
-	want := []string{"Created web-node1 03:00:00", "Created gone-node1 03:00:00", "Started web-node1 03:00:01",
-		"Started gone-node1 03:00:01", "Created web-node1 04:00:00", "Started web-node1 04:00:01"}
+	want := []string{"Created web-node1 03:00:00", "Created gone-node1 03:00:00", "Created gone-node1 03:00:00",
+		"Started web-node1 03:00:01", "Started gone-node1 03:00:01", "Started gone-node1 03:00:01",
+		"Created web-node1 04:00:00", "Started web-node1 04:00:01"}
 	if len(reasons) != len(want) {
 		t.Fatalf("events %q, want %q", reasons, want)
 	}
