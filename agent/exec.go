@@ -15,13 +15,11 @@ import (
 // container is an error wrapping podspec.ErrNotExist; a container that is not
 // running one wrapping podspec.ErrNotRunning, saying what it is instead.
 func (a *Agent) ExecTarget(namespace, name, container string) (string, error) {
-	var pod *v1.Pod
-	for _, p := range a.Pods() {
-		if p.Namespace == namespace && p.Name == name {
-			pod = &p
-			break
-		}
-	}
+	return a.published().execTarget(namespace, name, container)
+}
+
+func (v podSet) execTarget(namespace, name, container string) (string, error) {
+	pod := v.find(namespace, name)
 	if pod == nil {
 		return "", fmt.Errorf("pod %s/%s: %w", namespace, name, podspec.ErrNotExist)
 	}

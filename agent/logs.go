@@ -20,14 +20,22 @@ var ErrNoLogs = errors.New("no logs")
 // rotation makes <attempt>.log.<time>[.gz] of them (logfiles.RotatedLogs): a
 // run with only those still has its <attempt>.log returned.
 func (a *Agent) LogFile(namespace, name, container string, previous bool) (string, error) {
-	pod := a.findPod(namespace, name)
+	return a.published().logFile(namespace, name, container, previous)
+}
+
+func (v podSet) logFile(namespace, name, container string, previous bool) (string, error) {
+	pod := v.find(namespace, name)
 	if pod == nil {
 		return "", fmt.Errorf("pod %s/%s: %w", namespace, name, ErrNoLogs)
 	}
 	if findContainer(pod, container) == nil {
 		return "", fmt.Errorf("pod %s/%s has no container %q: %w", namespace, name, container, ErrNoLogs)
 	}
-	dir := filepath.Join(a.cfg.Paths.LogDir(pod), container)
+	podDir := v.logDir(pod)
+	if podDir == "" {
+		return "", fmt.Errorf("pod %s/%s has no log directory recorded: %w", namespace, name, ErrNoLogs)
+	}
+	dir := filepath.Join(podDir, container)
 	// Beneath podLogsDir through no symlink: a container that mounts it
 	// may have swapped its directory for one to a host directory.
 	attempts, err := logfiles.Runs(dir)
@@ -54,8 +62,12 @@ func (a *Agent) LogFile(namespace, name, container string, previous bool) (strin
 // or its restart policy saying so (as plan applies it). A followed log ends
 // then.
 func (a *Agent) LogEnded(namespace, name, container, path string) bool {
-	pod := a.findPod(namespace, name)
-	if pod == nil || filepath.Join(a.cfg.Paths.LogDir(pod), container) != filepath.Dir(path) {
+	return a.published().logEnded(namespace, name, container, path)
+}
+
+func (v podSet) logEnded(namespace, name, container, path string) bool {
+	pod := v.find(namespace, name)
+	if pod == nil || filepath.Join(v.logDir(pod), container) != filepath.Dir(path) {
 		return true
 	}
 	removing := pod.DeletionTimestamp != nil
@@ -72,8 +84,18 @@ func (a *Agent) LogEnded(namespace, name, container, path string) bool {
 	return false
 }
 
-func (a *Agent) findPod(namespace, name string) *v1.Pod {
-	for _, p := range a.Pods() {
+// podSet is what the CLI's questions about pods (LogFile, LogEnded,
+// ExecTarget) are answered from: the daemon's published pods, or a stopped
+// daemon's records (Records).
+type podSet struct {
+	pods   []v1.Pod
+	logDir func(*v1.Pod) string // where the pod's containers' log directories are
+}
+
+func (a *Agent) published() podSet { return podSet{pods: a.Pods(), logDir: a.cfg.Paths.LogDir} }
+
+func (v podSet) find(namespace, name string) *v1.Pod {
+	for _, p := range v.pods {
 		if p.Namespace == namespace && p.Name == name {
 			return &p
 		}

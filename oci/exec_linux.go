@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"path/filepath"
 
 	"github.com/opencontainers/runc/libcontainer"
@@ -49,6 +50,28 @@ func (r *Runtime) exec(ctx context.Context, id string, es podspec.ExecSpec) (int
 	// libcontainer attaches the process to the container's cgroups on Run's
 	// critical path, as for a start.
 	r.warmer.warm()
+	return execIn(ctx, r.containerDir(id), r.libcontainerRoot(), id, es, r.log)
+}
+
+// ExecRecorded runs es in running container id of runDir as Runtime.Exec
+// does, for the command line while no daemon runs: the process is a child
+// of the caller, recorded under the container's state dir like a daemon's
+// exec, so that a daemon started meanwhile kills it if it outlives its
+// caller (exec.KillLeftovers).
+func ExecRecorded(ctx context.Context, runDir, id string, es podspec.ExecSpec, log *slog.Logger) (int, error) {
+	if len(es.Cmd) == 0 {
+		return -1, fmt.Errorf("exec in container %s: no command", id)
+	}
+	code, err := execIn(ctx, filepath.Join(runDir, containersDir, id), filepath.Join(runDir, libcontainerDir), id, es, log)
+	if err != nil {
+		return code, fmt.Errorf("exec %q in container %s: %w", es.Cmd[0], id, err)
+	}
+	return code, nil
+}
+
+// execIn runs es in container id, whose state dir is dir and whose
+// libcontainer state is under root.
+func execIn(ctx context.Context, dir, root, id string, es podspec.ExecSpec, log *slog.Logger) (int, error) {
 	if es.Timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeoutCause(ctx, es.Timeout,
@@ -56,7 +79,7 @@ func (r *Runtime) exec(ctx context.Context, id string, es podspec.ExecSpec) (int
 		defer cancel()
 	}
 	var s specs.Spec
-	if err := readJSON(filepath.Join(r.containerDir(id), specFile), &s); err != nil {
+	if err := readJSON(filepath.Join(dir, specFile), &s); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			err = podspec.ErrNotExist
 		}
@@ -65,14 +88,14 @@ func (r *Runtime) exec(ctx context.Context, id string, es podspec.ExecSpec) (int
 	if s.Process == nil {
 		return -1, errors.New("its spec has no process")
 	}
-	ctr, err := libcontainer.Load(r.libcontainerRoot(), id)
+	ctr, err := libcontainer.Load(root, id)
 	if errors.Is(err, libcontainer.ErrNotExist) {
 		return -1, fmt.Errorf("%w: it has no process (not started yet, or exited)", podspec.ErrNotRunning)
 	}
 	if err != nil {
 		return -1, err
 	}
-	return ociexec.Run(ctx, ctr, s.Process, es, r.containerDir(id), r.log)
+	return ociexec.Run(ctx, ctr, s.Process, es, dir, log)
 }
 
 // killLeftoverExecs kills the exec processes that an earlier daemon left

@@ -67,6 +67,24 @@ func LockRunDir(runDir string) (*os.File, error) {
 	return f, nil
 }
 
+// RunDirHolder returns the pid written in runDir's lock while a process
+// holds it: a daemon starting, stopping or stuck when its socket does not
+// answer. It takes the lock shared for an instant only, which a daemon
+// taking it meanwhile waits out as a dead daemon's forking child's
+// (LockRunDir).
+func RunDirHolder(runDir string) (pid string, held bool) {
+	f, err := os.Open(filepath.Join(runDir, LockFile))
+	if err != nil {
+		return "", false
+	}
+	defer f.Close()
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB); err != nil {
+		b, _ := os.ReadFile(f.Name())
+		return strings.TrimSpace(string(b)), errors.Is(err, unix.EWOULDBLOCK)
+	}
+	return "", false
+}
+
 // alive reports whether process pid (a decimal string) exists; an empty or
 // malformed one does not.
 func alive(pid string) bool {

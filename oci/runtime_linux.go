@@ -559,7 +559,7 @@ func (r *Runtime) status(ctx context.Context, id string) (podspec.ContainerStatu
 			var ms monitorState
 			_, _ = readOptionalJSON(filepath.Join(dir, stateFile), &ms)
 			applyExit(exit, &st, ms)
-			r.addTerminationMessage(&st, rec)
+			addTerminationMessage(&st, rec, dir)
 			return st, nil
 		}
 		m, err := r.monitorOf(id)
@@ -692,7 +692,7 @@ func (rec containerRecord) status() podspec.ContainerStatus {
 // it wrote to its termination log, or the tail of its log if it failed
 // without writing one and asked for it (kuberuntime
 // convertToKubeContainerStatus). One that never started has no log to read.
-func (r *Runtime) addTerminationMessage(st *podspec.ContainerStatus, rec containerRecord) {
+func addTerminationMessage(st *podspec.ContainerStatus, rec containerRecord, dir string) {
 	if !rec.TerminationMessage && !rec.TerminationMessageFromLog {
 		return
 	}
@@ -700,7 +700,7 @@ func (r *Runtime) addTerminationMessage(st *podspec.ContainerStatus, rec contain
 	var msg string
 	if rec.TerminationMessage {
 		var err error
-		msg, err = readTerminationMessage(r.containerDir(rec.ID))
+		msg, err = readTerminationMessage(dir)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
 		case err != nil:

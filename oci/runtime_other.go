@@ -5,6 +5,7 @@ package oci
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net"
 	"syscall"
 
@@ -65,3 +66,16 @@ func (n *MemoryNotifier) SetThreshold(bytes uint64) error { return errors.ErrUns
 func (n *MemoryNotifier) Close() error                    { return nil }
 
 func (r *Runtime) SetLogRotation(int64, int) error { return errors.ErrUnsupported }
+
+// Recorded fails: containers need Linux and cgo.
+func Recorded(string) ([]podspec.ContainerStatus, error) { return nil, errors.ErrUnsupported }
+
+// ExecRecorded fails: containers need Linux and cgo.
+func ExecRecorded(context.Context, string, string, podspec.ExecSpec, *slog.Logger) (int, error) {
+	return -1, errors.ErrUnsupported
+}
+
+// RecordedSandboxes fails: containers need Linux and cgo.
+func RecordedSandboxes(context.Context, string) (map[string]podspec.SandboxStatus, error) {
+	return nil, errors.ErrUnsupported
+}

@@ -286,6 +286,23 @@ func (r *Recorder) log(ev v1.Event) {
 	r.logger.Log(context.Background(), level, "event", attrs...)
 }
 
+// Keep adds ev, made elsewhere, as it is: its times and count stay, it is
+// counted with no other and not logged. The command line shows a stopped
+// daemon's records so (agent.Records).
+func (r *Recorder) Keep(ev v1.Event) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.version++
+	ev.ResourceVersion = strconv.FormatUint(r.version, 10)
+	r.ring.PushBack(&ev)
+	for r.ring.Len() > r.capacity {
+		oldest := r.ring.Remove(r.ring.Front()).(*v1.Event)
+		delete(r.byKey, r.keyOf[oldest])
+		delete(r.keyOf, oldest)
+	}
+	r.publishLocked(ev)
+}
+
 // List returns the events kept, the least recently changed first.
 func (r *Recorder) List() []v1.Event {
 	r.mu.Lock()

@@ -9,28 +9,35 @@ import (
 	"io/fs"
 	"net"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/staticpodd/staticpodd/agent/config"
+	"github.com/staticpodd/staticpodd/daemon"
 )
 
 // daemonClient talks HTTP to the daemon over its unix socket.
 type daemonClient struct {
-	socket string
-	http   *http.Client
+	socket  string
+	connect func(context.Context) (net.Conn, error)
+	http    *http.Client
 }
 
 func newDaemonClient(socket string) *daemonClient {
-	return &daemonClient{
-		socket: socket,
-		http: &http.Client{
-			Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-				return (&net.Dialer{}).DialContext(ctx, "unix", socket)
-			}},
-		},
-	}
+	return newClient(socket, func(ctx context.Context) (net.Conn, error) { return (&net.Dialer{}).DialContext(ctx, "unix", socket) })
+}
+
+// client is the daemon's client that, while no daemon runs, reads the
+// records it left, saying so on w (daemon.Connector).
+func (o *globalOptions) client(w io.Writer) *daemonClient {
+	return newClient(filepath.Join(o.RunDir, socketName), daemon.NewConnector(o.RootDir, o.RunDir, w).Dial)
+}
+
+func newClient(socket string, connect func(context.Context) (net.Conn, error)) *daemonClient {
+	dial := func(ctx context.Context, _, _ string) (net.Conn, error) { return connect(ctx) }
+	return &daemonClient{socket: socket, connect: connect, http: &http.Client{Transport: &http.Transport{DialContext: dial}}}
 }
 
 // requestTimeout bounds a request that is not a stream.
@@ -89,7 +96,7 @@ func (c *daemonClient) open(ctx context.Context, path string) (*http.Response, e
 
 // dial opens a connection to the daemon's socket, for a protocol of its own.
 func (c *daemonClient) dial(ctx context.Context) (net.Conn, error) {
-	conn, err := (&net.Dialer{}).DialContext(ctx, "unix", c.socket)
+	conn, err := c.connect(ctx)
 	if notListening(err) {
 		return nil, c.notRunning()
 	}

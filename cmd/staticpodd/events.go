@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os/signal"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -38,7 +37,7 @@ func newEventsCmd(o *globalOptions) *cobra.Command {
 			if output != "" && output != "json" {
 				return fmt.Errorf("unknown output format %q: want json", output)
 			}
-			c := newDaemonClient(filepath.Join(o.RunDir, socketName))
+			c := o.client(cmd.ErrOrStderr())
 			out := cmd.OutOrStdout()
 			if !watch {
 				if output == "json" {

@@ -11,7 +11,6 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -54,7 +53,7 @@ func newExecCmd(o *globalOptions) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 			defer stop()
-			c := newDaemonClient(filepath.Join(o.RunDir, socketName))
+			c := o.client(cmd.ErrOrStderr())
 			pod, err := findPod(ctx, c, args[0], namespace)
 			if err != nil {
 				return err

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/url"
 	"os/signal"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"syscall"
@@ -38,7 +37,7 @@ func newLogsCmd(o *globalOptions) *cobra.Command {
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
-			c := newDaemonClient(filepath.Join(o.RunDir, socketName))
+			c := o.client(cmd.ErrOrStderr())
 			pod, err := findPod(ctx, c, args[0], namespace)
 			if err != nil {
 				return err

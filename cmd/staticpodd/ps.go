@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -35,7 +34,7 @@ func newPsCmd(o *globalOptions) *cobra.Command {
 			if output != "" && output != "wide" && output != "json" {
 				return fmt.Errorf("unknown output format %q: want wide or json", output)
 			}
-			c := newDaemonClient(filepath.Join(o.RunDir, socketName))
+			c := o.client(cmd.ErrOrStderr())
 			if output == "json" {
 				body, err := c.get(cmd.Context(), "/pods")
 				if err != nil {
