@@ -99,9 +99,12 @@ type Runtime struct {
 	starting map[string]bool
 	removing map[string]bool
 	// spare is a monitor started after a container start for the next one;
-	// refilling says one is being started. Both guarded by mu.
+	// refilling says one is being started; retired counts the times the
+	// spare was given up (see retireSpare), so that a start under way then
+	// is not kept. All guarded by mu.
 	spare     *pendingMonitor
 	refilling bool
+	retired   uint64
 
 	// monitorPath is what monitors are started from; monitorFile, if not
 	// nil, holds it open (see openMonitorExecutable).

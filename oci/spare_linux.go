@@ -2,6 +2,8 @@
 
 package oci
 
+import "context"
+
 // takeMonitor returns the spare monitor, or starts one for a new container ID
 // if there is none: it starts up while the caller prepares the container.
 func (r *Runtime) takeMonitor() (*pendingMonitor, error) {
@@ -28,17 +30,45 @@ func (r *Runtime) refillSpare() {
 		return
 	}
 	r.refilling = true
+	retired := r.retired
 	r.background.Add(1)
 	go func() {
 		defer r.background.Done()
 		pm, err := r.startMonitor(newID())
 		r.mu.Lock()
-		defer r.mu.Unlock()
 		r.refilling = false
 		if err != nil {
+			r.mu.Unlock()
 			r.log.Warn("start spare monitor", "err", err)
 			return
 		}
+		if r.retired != retired {
+			r.mu.Unlock()
+			pm.kill()
+			return
+		}
 		r.spare = pm
+		r.mu.Unlock()
 	}()
+}
+
+// retireSpare kills the spare monitor, and the one being started, once the
+// node has no sandbox left: no container will start before a pod is made
+// again, and a node whose pods are all gone (every manifest removed, or
+// kubeadm reset, after which the daemon the CRI socket started keeps
+// running) shows no monitor without a container. The next start starts its
+// own monitor, as the first start of a daemon does.
+func (r *Runtime) retireSpare(ctx context.Context) {
+	uids, err := r.sb.List(ctx)
+	if err != nil || len(uids) > 0 {
+		return
+	}
+	r.mu.Lock()
+	pm := r.spare
+	r.spare = nil
+	r.retired++
+	r.mu.Unlock()
+	if pm != nil {
+		pm.kill()
+	}
 }
