@@ -105,6 +105,10 @@ type Runtime struct {
 	spare     *pendingMonitor
 	refilling bool
 	retired   uint64
+	// retireTimer retires the spare once the node has had no sandbox for
+	// spareIdle (spareIdleForTest, when set). Guarded by mu.
+	retireTimer      *time.Timer
+	spareIdleForTest time.Duration
 
 	// monitorPath is what monitors are started from; monitorFile, if not
 	// nil, holds it open (see openMonitorExecutable).

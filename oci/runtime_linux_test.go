@@ -652,6 +652,7 @@ func TestMonitorNamedInProcessList(t *testing.T) {
 // container nothing would ask for, as long as that daemon lived.
 func TestSpareRetiredWithTheLastSandbox(t *testing.T) {
 	e := newEnv(t)
+	e.rt.spareIdleForTest = 50 * time.Millisecond
 	ctx := context.Background()
 	a, b := e.pod(false), e.pod(false)
 	e.sandbox(a)
@@ -673,9 +674,32 @@ func TestSpareRetiredWithTheLastSandbox(t *testing.T) {
 	if err := e.rt.RemoveSandbox(ctx, b.UID); err != nil {
 		t.Fatal(err)
 	}
-	if !pm.m.exited() {
-		t.Errorf("spare monitor %d still running after the last sandbox was removed", pm.m.pid)
+	// Kept a while for a pod made again soon, then retired.
+	if pm.m.exited() {
+		t.Errorf("spare monitor %d retired at once with the last sandbox: a pod made again soon would start without it", pm.m.pid)
 	}
+	poll(t, 10*time.Second, "spare monitor retired after the last sandbox was removed", pm.m.exited)
+
+	// A sandbox made within the idle time keeps the spare.
+	d := e.pod(false)
+	e.sandbox(d)
+	st = e.start(d, e.container(d, "once", "true"))
+	pm = spare(t, e.rt)
+	e.wait(st.ID)
+	e.destroy(st.ID)
+	if err := e.rt.RemoveSandbox(ctx, d.UID); err != nil {
+		t.Fatal(err)
+	}
+	d2 := e.pod(false)
+	e.sandbox(d2)
+	time.Sleep(4 * e.rt.spareIdleForTest) // past the idle time of d's removal
+	if pm.m.exited() {
+		t.Errorf("spare monitor %d retired while pod %s has a sandbox", pm.m.pid, d2.UID)
+	}
+	if err := e.rt.RemoveSandbox(ctx, d2.UID); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, 10*time.Second, "spare monitor retired after the last sandbox was removed", pm.m.exited)
 
 	// A spare being started as the last sandbox goes is not kept either.
 	c := e.pod(false)
@@ -684,17 +708,17 @@ func TestSpareRetiredWithTheLastSandbox(t *testing.T) {
 	if err := e.rt.RemoveSandbox(ctx, c.UID); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, 10*time.Second, "spare monitor started after the last sandbox was removed", func() bool {
+	poll(t, 10*time.Second, "no monitor process left after the last sandbox was removed", func() bool {
 		e.rt.mu.Lock()
-		defer e.rt.mu.Unlock()
-		return !e.rt.refilling && e.rt.spare == nil
+		idle := !e.rt.refilling && e.rt.spare == nil
+		e.rt.mu.Unlock()
+		return idle && len(monitorProcs(t, e.cfg.RunDir)) == 0
 	})
-	if left := monitorProcs(t, e.cfg.RunDir); len(left) > 0 {
-		t.Errorf("monitor processes left with no sandbox: %v", left)
-	}
-	checkClean(t, e, a.UID, st.ID)
+	checkClean(t, e, a.UID)
 	checkClean(t, e, b.UID)
 	checkClean(t, e, c.UID)
+	checkClean(t, e, d.UID, st.ID)
+	checkClean(t, e, d2.UID)
 }
 
 // monitorProcs are the pids of the monitors whose arguments name runDir.

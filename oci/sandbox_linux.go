@@ -22,8 +22,9 @@ func (r *Runtime) CreateSandbox(ctx context.Context, pod *podspec.Pod) error {
 }
 
 // RemoveSandbox unmounts and removes what CreateSandbox made, tolerating any
-// part of it missing. The pod's containers must be destroyed first. The last
-// sandbox's removal retires the spare monitor (see retireSpare).
+// part of it missing. The pod's containers must be destroyed first. The spare
+// monitor is retired a while after the last sandbox's removal (see
+// idleAfterRemoval).
 func (r *Runtime) RemoveSandbox(ctx context.Context, podUID string) error {
 	err := r.sb.Remove(ctx, podUID, func() error {
 		// The pod's own records only: the status of another pod's container
@@ -38,7 +39,7 @@ func (r *Runtime) RemoveSandbox(ctx context.Context, podUID string) error {
 	if err != nil {
 		return err
 	}
-	r.retireSpare(ctx)
+	r.idleAfterRemoval(ctx)
 	return nil
 }
 

@@ -2,7 +2,10 @@
 
 package oci
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // takeMonitor returns the spare monitor, or starts one for a new container ID
 // if there is none: it starts up while the caller prepares the container.
@@ -52,12 +55,53 @@ func (r *Runtime) refillSpare() {
 	}()
 }
 
-// retireSpare kills the spare monitor, and the one being started, once the
-// node has no sandbox left: no container will start before a pod is made
-// again, and a node whose pods are all gone (every manifest removed, or
-// kubeadm reset, after which the daemon the CRI socket started keeps
-// running) shows no monitor without a container. The next start starts its
-// own monitor, as the first start of a daemon does.
+// spareIdle is how long the spare monitor outlives the node's last sandbox:
+// a pod made again soon (a manifest written back, the next run of a
+// benchmark, a CRI client's RunPodSandbox) still finds it ready, and a node
+// left with no pod (every manifest removed, or kubeadm reset, after which
+// the daemon its CRI socket started keeps running) soon shows no monitor
+// without a container.
+const spareIdle = 5 * time.Second
+
+// idleAfterRemoval retires the spare monitor spareIdle after the removal
+// of the node's last sandbox, unless a sandbox exists by then.
+func (r *Runtime) idleAfterRemoval(ctx context.Context) {
+	if uids, err := r.sb.List(ctx); err != nil || len(uids) > 0 {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return
+	}
+	if r.retireTimer != nil {
+		r.retireTimer.Stop()
+	}
+	r.retireTimer = time.AfterFunc(r.spareIdleTime(), func() {
+		r.mu.Lock()
+		if r.closed {
+			r.mu.Unlock()
+			return
+		}
+		r.background.Add(1)
+		r.mu.Unlock()
+		defer r.background.Done()
+		r.retireSpare(context.Background())
+	})
+}
+
+// spareIdleTime is the runtime's: spareIdle, or the test's.
+func (r *Runtime) spareIdleTime() time.Duration {
+	if r.spareIdleForTest > 0 {
+		return r.spareIdleForTest
+	}
+	return spareIdle
+}
+
+// retireSpare kills the spare monitor, and the one being started, when the
+// node has no sandbox: no container will start before a pod is made again.
+// The next start starts its own monitor, as the first start of a daemon
+// does.
 func (r *Runtime) retireSpare(ctx context.Context) {
 	uids, err := r.sb.List(ctx)
 	if err != nil || len(uids) > 0 {
