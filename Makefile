@@ -182,17 +182,11 @@ test-controlplane: build images
 # test's build) for troubleshooting; and, for the figures beside it, kubeadm
 # init with the real kubelet (the conformance test's build) on Debian's
 # containerd in the same kind of machine. About 3 minutes.
-# KUBEADM_SKIP_KNOWN=1 (CI) turns the known failures below into logged
-# "KNOWN FAILURE" lines until they are fixed: reset-monitor, one container
-# monitor left running on the joined control-plane machine after kubeadm
-# reset (issue 31 stays open for it).
-KUBEADM_KNOWN_FAILURES := reset-monitor
 test-kubeadm: build images
 	cpbin=$$(bash $(CONTROLPLANE_BUILD)) && kubelet=$$(bash $(CONTROLPLANE_BUILD) kubelet) && crictl=$$(bash $(CRICTL_BUILD)) && \
 	$(GO) vet -tags kubeadm ./tests/kubeadm && \
 	STATICPODD_BIN=$(CURDIR)/$(BIN) STATICPODD_IMAGE=$(CURDIR)/$(IMAGE_TAR) STATICPODD_CONTROLPLANE_BIN=$$cpbin \
 		STATICPODD_KUBELET=$$kubelet/kubelet CRICTL=$$crictl/crictl \
-		STATICPODD_KUBEADM_KNOWN="$(if $(KUBEADM_SKIP_KNOWN),$(KUBEADM_KNOWN_FAILURES))" \
 		$(GO) test -tags kubeadm -count=1 -timeout 20m -v ./tests/kubeadm
 
 # /pods of staticpodd against the real kubelet's on the same manifests

@@ -79,6 +79,9 @@ func (r *Runtime) Close() error {
 	}
 	r.closed = true
 	stop := r.stopBackground
+	if r.retireTimer != nil {
+		r.retireTimer.Stop()
+	}
 	r.mu.Unlock()
 	if stop != nil {
 		stop()

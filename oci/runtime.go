@@ -99,9 +99,16 @@ type Runtime struct {
 	starting map[string]bool
 	removing map[string]bool
 	// spare is a monitor started after a container start for the next one;
-	// refilling says one is being started. Both guarded by mu.
+	// refilling says one is being started; retired counts the times the
+	// spare was given up (see retireSpare), so that a start under way then
+	// is not kept. All guarded by mu.
 	spare     *pendingMonitor
 	refilling bool
+	retired   uint64
+	// retireTimer retires the spare once the node has had no sandbox for
+	// spareIdle (spareIdleForTest, when set). Guarded by mu.
+	retireTimer      *time.Timer
+	spareIdleForTest time.Duration
 
 	// monitorPath is what monitors are started from; monitorFile, if not
 	// nil, holds it open (see openMonitorExecutable).

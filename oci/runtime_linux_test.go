@@ -644,3 +644,98 @@ func TestMonitorNamedInProcessList(t *testing.T) {
 		return comm(spare) == want
 	})
 }
+
+// The last sandbox's removal retires the spare monitor, and one being started
+// then: kubeadm reset stops and removes every pod through the CRI, and the
+// daemon its CRI socket started stays; the spare that a container start
+// (kube-apiserver or etcd restarting in between) had left waited for a
+// container nothing would ask for, as long as that daemon lived.
+func TestSpareRetiredWithTheLastSandbox(t *testing.T) {
+	e := newEnv(t)
+	e.rt.spareIdleForTest = 50 * time.Millisecond
+	ctx := context.Background()
+	a, b := e.pod(false), e.pod(false)
+	e.sandbox(a)
+	e.sandbox(b)
+	st := e.start(a, e.container(a, "once", "true"))
+	pm := spare(t, e.rt)
+	e.wait(st.ID)
+	e.destroy(st.ID)
+	if err := e.rt.RemoveSandbox(ctx, a.UID); err != nil {
+		t.Fatal(err)
+	}
+	// b is still there, and its next container wants the spare.
+	e.rt.mu.Lock()
+	kept := e.rt.spare == pm
+	e.rt.mu.Unlock()
+	if !kept || pm.m.exited() {
+		t.Fatalf("spare monitor %d given up while pod %s has a sandbox", pm.m.pid, b.UID)
+	}
+	if err := e.rt.RemoveSandbox(ctx, b.UID); err != nil {
+		t.Fatal(err)
+	}
+	// Kept a while for a pod made again soon, then retired.
+	if pm.m.exited() {
+		t.Errorf("spare monitor %d retired at once with the last sandbox: a pod made again soon would start without it", pm.m.pid)
+	}
+	poll(t, 10*time.Second, "spare monitor retired after the last sandbox was removed", pm.m.exited)
+
+	// A sandbox made within the idle time keeps the spare.
+	d := e.pod(false)
+	e.sandbox(d)
+	st = e.start(d, e.container(d, "once", "true"))
+	pm = spare(t, e.rt)
+	e.wait(st.ID)
+	e.destroy(st.ID)
+	if err := e.rt.RemoveSandbox(ctx, d.UID); err != nil {
+		t.Fatal(err)
+	}
+	d2 := e.pod(false)
+	e.sandbox(d2)
+	time.Sleep(4 * e.rt.spareIdleForTest) // past the idle time of d's removal
+	if pm.m.exited() {
+		t.Errorf("spare monitor %d retired while pod %s has a sandbox", pm.m.pid, d2.UID)
+	}
+	if err := e.rt.RemoveSandbox(ctx, d2.UID); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, 10*time.Second, "spare monitor retired after the last sandbox was removed", pm.m.exited)
+
+	// A spare being started as the last sandbox goes is not kept either.
+	c := e.pod(false)
+	e.sandbox(c)
+	e.rt.refillSpare()
+	if err := e.rt.RemoveSandbox(ctx, c.UID); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, 10*time.Second, "no monitor process left after the last sandbox was removed", func() bool {
+		e.rt.mu.Lock()
+		idle := !e.rt.refilling && e.rt.spare == nil
+		e.rt.mu.Unlock()
+		return idle && len(monitorProcs(t, e.cfg.RunDir)) == 0
+	})
+	checkClean(t, e, a.UID)
+	checkClean(t, e, b.UID)
+	checkClean(t, e, c.UID)
+	checkClean(t, e, d.UID, st.ID)
+	checkClean(t, e, d2.UID)
+}
+
+// monitorProcs are the pids of the monitors whose arguments name runDir.
+func monitorProcs(t *testing.T, runDir string) []int {
+	t.Helper()
+	dirs, err := filepath.Glob("/proc/[0-9]*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pids []int
+	for _, dir := range dirs {
+		cmdline, err := os.ReadFile(filepath.Join(dir, "cmdline"))
+		if err != nil || !strings.HasPrefix(string(cmdline), mon.Name+"\x00") || !strings.Contains(string(cmdline), "\x00"+runDir+"/") {
+			continue
+		}
+		pid, _ := strconv.Atoi(filepath.Base(dir))
+		pids = append(pids, pid)
+	}
+	return pids
+}

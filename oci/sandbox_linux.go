@@ -22,9 +22,11 @@ func (r *Runtime) CreateSandbox(ctx context.Context, pod *podspec.Pod) error {
 }
 
 // RemoveSandbox unmounts and removes what CreateSandbox made, tolerating any
-// part of it missing. The pod's containers must be destroyed first.
+// part of it missing. The pod's containers must be destroyed first. The spare
+// monitor is retired a while after the last sandbox's removal (see
+// idleAfterRemoval).
 func (r *Runtime) RemoveSandbox(ctx context.Context, podUID string) error {
-	return r.sb.Remove(ctx, podUID, func() error {
+	err := r.sb.Remove(ctx, podUID, func() error {
 		// The pod's own records only: the status of another pod's container
 		// is none of its business.
 		if c, err := r.anyContainerOf(podUID); err != nil {
@@ -34,6 +36,11 @@ func (r *Runtime) RemoveSandbox(ctx context.Context, podUID string) error {
 		}
 		return nil
 	})
+	if err != nil {
+		return err
+	}
+	r.idleAfterRemoval(ctx)
+	return nil
 }
 
 // anyContainerOf returns the record of a container of pod uid, or nil if it

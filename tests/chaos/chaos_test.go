@@ -292,7 +292,7 @@ func TestChaos(t *testing.T) {
 	}
 	d.Stop()
 	d.Eventually(10*time.Second, "no monitor left once the daemon stopped", func() error {
-		if m := monitors(d.RunDir); len(m) > 0 {
+		if m := d.Monitors(); len(m) > 0 {
 			return fmt.Errorf("monitors %v still run", m)
 		}
 		return nil

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -125,30 +124,6 @@ func monitorOf(runDir, id string) (int, error) {
 		return 0, fmt.Errorf("pid %d is not the monitor of %s: %q", st.MonitorPid, id, args)
 	}
 	return st.MonitorPid, nil
-}
-
-// monitors lists the pids of monitor processes (spares too) of the daemon
-// on runDir.
-func monitors(runDir string) []int {
-	var pids []int
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		var pid int
-		if _, err := fmt.Sscan(e.Name(), &pid); err != nil {
-			continue
-		}
-		f, err := os.Open(fmt.Sprintf("/proc/%d/cmdline", pid))
-		if err != nil {
-			continue
-		}
-		b, _ := io.ReadAll(io.LimitReader(f, 4096))
-		f.Close()
-		args := strings.Split(string(b), "\x00")
-		if args[0] == "staticpodd-monitor" && len(args) > 3 && strings.HasPrefix(args[3], runDir+"/") {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
 }
 
 // procStat returns the daemon's resident set in KiB and its open fds.

@@ -453,7 +453,7 @@ func resetStep(t *testing.T, m *Machine) {
 				t.Logf("%s: process %d %s has exited, not reaped yet by its parent %d", m.Name, p.PID, p.Comm, ppid)
 				continue
 			}
-			left = append(left, fmt.Sprintf("process %d %s", p.PID, p.Comm))
+			left = append(left, fmt.Sprintf("process %d %s: %s", p.PID, p.Comm, cmdline(p.PID)))
 		}
 		return left
 	}
@@ -509,27 +509,8 @@ func resetStep(t *testing.T, m *Machine) {
 		}
 	}
 	if len(left) > 0 {
-		// A known failure, until fixed: on the joined machine one container
-		// monitor is sometimes left running after reset. CI names it in
-		// STATICPODD_KUBEADM_KNOWN (make test-kubeadm KUBEADM_SKIP_KNOWN=1),
-		// which logs it instead; anything else left still fails.
-		if monitorsOnly(left) && slices.Contains(strings.Fields(os.Getenv("STATICPODD_KUBEADM_KNOWN")), "reset-monitor") {
-			t.Logf("KNOWN FAILURE reset-monitor: left on %s after kubeadm reset:\n%s", m.Name, strings.Join(left, "\n"))
-			return
-		}
 		t.Errorf("left on %s after kubeadm reset:\n%s", m.Name, strings.Join(left, "\n"))
 	}
-}
-
-// monitorsOnly reports whether every thing left is a container monitor's
-// process.
-func monitorsOnly(left []string) bool {
-	for _, l := range left {
-		if !strings.HasPrefix(l, "process ") || !strings.HasSuffix(l, " staticpodd-moni") {
-			return false
-		}
-	}
-	return true
 }
 
 func contextTimeout(d time.Duration) (context.Context, context.CancelFunc) {
@@ -550,4 +531,11 @@ func procState(pid int) (string, int) {
 	}
 	ppid, _ := strconv.Atoi(f[1])
 	return f[0], ppid
+}
+
+// cmdline is process pid's arguments, as ps prints them: a monitor's name
+// its container's ID.
+func cmdline(pid int) string {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	return strings.Join(strings.Split(strings.TrimRight(string(b), "\x00"), "\x00"), " ")
 }

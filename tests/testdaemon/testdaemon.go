@@ -12,12 +12,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -576,6 +578,14 @@ func (d *Daemon) WaitRunning(name string, timeout time.Duration) *v1.Pod {
 func (d *Daemon) AssertNoLeaks() {
 	d.T.Helper()
 	d.assertThreadsInHostNamespaces()
+	// Nor a monitor, not even the spare a running daemon keeps for its next
+	// start while it has a pod: with no pod left it has no container to run.
+	d.Eventually(10*time.Second, "no monitor left with no pod", func() error {
+		if m := d.Monitors(); len(m) > 0 {
+			return fmt.Errorf("monitors %v still run", m)
+		}
+		return nil
+	})
 	if left, err := d.Net.Leftovers(d.IPAMDir(), ""); err != nil {
 		d.T.Error(err)
 	} else if len(left) > 0 {
@@ -654,6 +664,30 @@ func (d *Daemon) NetArgs() []string {
 // IPAMDir is where the daemon's default network keeps its leases.
 func (d *Daemon) IPAMDir() string {
 	return filepath.Join(d.RunDir, "cni", "networks")
+}
+
+// Monitors are the pids of the container monitors of this daemon's run dir,
+// spare ones included.
+func (d *Daemon) Monitors() []int {
+	var pids []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		f, err := os.Open(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if err != nil {
+			continue
+		}
+		b, _ := io.ReadAll(io.LimitReader(f, 4096))
+		f.Close()
+		args := strings.Split(string(b), "\x00")
+		if args[0] == "staticpodd-monitor" && len(args) > 3 && strings.HasPrefix(args[3], d.RunDir+"/") {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }
 
 // ProcAlive reports whether pid exists and is not a zombie.
