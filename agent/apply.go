@@ -99,7 +99,16 @@ func (w *worker) apply(ctx context.Context, pod *v1.Pod, acts []action) time.Tim
 			err = w.killAll(ctx, pod, acts[i:j], killStart[act.podUID])
 			i = j - 1
 		case actDestroy:
+			var removed *podspec.ContainerStatus
+			if st := w.pods[act.podUID]; st != nil && act.restartAll {
+				removed = st.instance(act.id)
+			}
 			err = w.destroy(ctx, act.podUID, act.id)
+			if err == nil && removed != nil {
+				w.removedToRestartAll(*removed)
+				// The kubelet syncs again at once to start the pod afresh.
+				later(time.Now())
+			}
 		case actTeardown:
 			err = w.teardown(ctx, act.podUID)
 		case actSandbox:
@@ -272,6 +281,28 @@ func (w *worker) destroy(ctx context.Context, podUID, id string) error {
 	}
 	w.forget(id)
 	return nil
+}
+
+// removedToRestartAll remembers container c, removed to restart all its
+// pod's containers, as the kubelet shows it until it runs again: waiting,
+// RestartingAllContainers, its last termination that reason with exit code
+// 137, its restartCount one more; its next instance starts as the attempt
+// after c's, with no crash-loop back-off (the kubelet has no dead container
+// left to back off from).
+func (w *worker) removedToRestartAll(c podspec.ContainerStatus) {
+	g := w.gen
+	if g == nil || g.uid != c.PodUID {
+		return
+	}
+	if g.firstAttempt == nil {
+		g.firstAttempt = map[string]int{}
+	}
+	g.firstAttempt[c.Name] = c.Attempt + 1
+	g.restartedAll = true
+	ci := w.info(c.Name)
+	ci.reason, ci.message, ci.failedAt = status.RestartingAllContainers, status.RestartingAllContainersMessage, time.Time{}
+	ci.last = &podspec.ContainerStatus{Name: c.Name, PodUID: c.PodUID, State: podspec.StateExited,
+		ExitCode: status.RestartAllExitCode, Reason: status.RestartingAllContainers, Message: status.RestartingAllContainersMessage}
 }
 
 // forget drops a container from what the worker knows.
@@ -532,7 +563,7 @@ func (w *worker) started(ctx context.Context, pod *v1.Pod, c *v1.Container, ci *
 		// Until it is restarted (or in back-off), it waits with the kubelet's
 		// reason for a failed StartContainer; one that will not be restarted
 		// shows as terminated (kubelet convertToAPIContainerStatuses).
-		if shouldRestart(pod.Spec.RestartPolicy, cs.ExitCode) {
+		if shouldRestart(c, pod.Spec.RestartPolicy, cs.ExitCode) {
 			ci.reason, ci.message = reasonRunError, cs.Message
 		}
 	} else {
