@@ -68,10 +68,18 @@ func (w *worker) apply(ctx context.Context, pod *v1.Pod, acts []action) time.Tim
 			w.sandboxStatus(ctx, st) // an adopted sandbox's
 		}
 	}
+	resetChecked := false
 	for i := 0; i < len(acts); i++ {
 		act := acts[i]
 		if ctx.Err() != nil {
 			return time.Time{}
+		}
+		if act.restartAll && !resetChecked {
+			resetChecked = true
+			if until := w.restartAllBackoff(pod); !until.IsZero() {
+				later(until)
+				return retry
+			}
 		}
 		if act.kind == actStart && w.hooks.PodRunning(act.podUID) {
 			// A container just started runs its postStart hook: the
@@ -281,6 +289,41 @@ func (w *worker) destroy(ctx context.Context, podUID, id string) error {
 	}
 	w.forget(id)
 	return nil
+}
+
+// restartAllBackoff returns when the pod may restart all its containers
+// for the exits that ask it (zero: now), and counts the restart when it may.
+// The kubelet restarts them at once every time, so a container that exits
+// so at once would churn the whole pod without end: here each such exit
+// waits the crash-loop back-off of the container that exited (the first
+// not at all, then 10s, 20s... as its own restarts would).
+func (w *worker) restartAllBackoff(pod *v1.Pod) time.Time {
+	st := w.pods[string(pod.UID)]
+	if st == nil {
+		return time.Time{}
+	}
+	now := time.Now()
+	type exit struct {
+		key string
+		at  time.Time
+	}
+	var exits []exit
+	for name, l := range latestByName(st.containers) {
+		c := findContainer(pod, name)
+		if c == nil || l.State != podspec.StateExited || !status.RestartsAll(c, l.ExitCode) {
+			continue
+		}
+		key := backoffKey(st.uid, name, w.gen.hashes[name])
+		if until, d := w.backoff.wait(key, l.FinishedAt, now); !until.IsZero() {
+			w.logger.Info("restarting all containers after the back-off", "container", name, "exitCode", l.ExitCode, "backoff", d)
+			return until
+		}
+		exits = append(exits, exit{key, l.FinishedAt})
+	}
+	for _, e := range exits {
+		w.backoff.next(e.key, e.at)
+	}
+	return time.Time{}
 }
 
 // removedToRestartAll remembers container c, removed to restart all its

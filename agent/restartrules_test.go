@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 
@@ -161,4 +162,38 @@ func TestRestartAllContainersCondition(t *testing.T) {
 	}) {
 		t.Errorf("condition on a pod without rules: %+v", s.Conditions)
 	}
+}
+
+// A container that exits so at once again does not churn the pod: the
+// first reset is at once, the next waits the container's crash-loop
+// back-off (10s), where the kubelet would go again at once.
+func TestRestartAllContainersBacksOff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		h := start(t, rt, Config{})
+		h.send([]manifest.Pod{testPod("web", "u1", v1.RestartPolicyAlways, restartAllOn(ctr("source", "busybox"), 42), ctr("regular", "busybox"))})
+		rt.Exit("c1", 42)
+		synctest.Wait()
+		if got, want := rt.Calls("start"), []string{"start u1/source#0", "start u1/regular#0", "start u1/source#1", "start u1/regular#1"}; !slices.Equal(got, want) {
+			t.Fatalf("first reset: starts %q, want %q", got, want)
+		}
+		rt.Exit("c3", 42)
+		synctest.Wait()
+		if got := rt.Calls("destroy"); len(got) != 2 {
+			t.Fatalf("second reset at once: %q", got)
+		}
+		if c := condition(h.pod("web"), v1.AllContainersRestarting); c.Status != v1.ConditionTrue {
+			t.Errorf("waiting to restart all: %+v", c)
+		}
+		time.Sleep(9 * time.Second)
+		synctest.Wait()
+		if got := rt.Calls("destroy"); len(got) != 2 {
+			t.Fatalf("second reset before its back-off: %q", got)
+		}
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		if got := rt.Calls("start"); len(got) != 6 || got[4] != "start u1/source#2" {
+			t.Fatalf("second reset after 10s: starts %q", got)
+		}
+	})
 }
