@@ -223,8 +223,8 @@ test-cri: build images
 # also those that fail today, each an open bug listed there, to be fixed and
 # taken off this list. The JUnit reports go to _output/node-e2e.
 NODE_E2E_NOT_APPLICABLE := container is removed and kubelet restarts|container runtime is temporarily down|volume failing to unmount
-NODE_E2E_KNOWN_FAILURES := restart all containers on regular container exit
-NODE_E2E_SKIP ?= $(NODE_E2E_NOT_APPLICABLE)$(if $(NODE_E2E_SKIP_KNOWN),|$(NODE_E2E_KNOWN_FAILURES))
+NODE_E2E_KNOWN_FAILURES :=
+NODE_E2E_SKIP ?= $(NODE_E2E_NOT_APPLICABLE)$(if $(NODE_E2E_SKIP_KNOWN),$(if $(NODE_E2E_KNOWN_FAILURES),|$(NODE_E2E_KNOWN_FAILURES)))
 test-node-e2e: build images
 	cpbin=$$(bash $(CONTROLPLANE_BUILD)) && e2e=$$(bash $(CONTROLPLANE_BUILD) e2e_node) && \
 	$(GO) vet -tags nodee2e ./tests/nodee2e && \

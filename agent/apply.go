@@ -68,10 +68,18 @@ func (w *worker) apply(ctx context.Context, pod *v1.Pod, acts []action) time.Tim
 			w.sandboxStatus(ctx, st) // an adopted sandbox's
 		}
 	}
+	resetChecked := false
 	for i := 0; i < len(acts); i++ {
 		act := acts[i]
 		if ctx.Err() != nil {
 			return time.Time{}
+		}
+		if act.restartAll && !resetChecked {
+			resetChecked = true
+			if until := w.restartAllBackoff(pod); !until.IsZero() {
+				later(until)
+				return retry
+			}
 		}
 		if act.kind == actStart && w.hooks.PodRunning(act.podUID) {
 			// A container just started runs its postStart hook: the
@@ -99,7 +107,16 @@ func (w *worker) apply(ctx context.Context, pod *v1.Pod, acts []action) time.Tim
 			err = w.killAll(ctx, pod, acts[i:j], killStart[act.podUID])
 			i = j - 1
 		case actDestroy:
+			var removed *podspec.ContainerStatus
+			if st := w.pods[act.podUID]; st != nil && act.restartAll {
+				removed = st.instance(act.id)
+			}
 			err = w.destroy(ctx, act.podUID, act.id)
+			if err == nil && removed != nil {
+				w.removedToRestartAll(*removed)
+				// The kubelet syncs again at once to start the pod afresh.
+				later(time.Now())
+			}
 		case actTeardown:
 			err = w.teardown(ctx, act.podUID)
 		case actSandbox:
@@ -272,6 +289,63 @@ func (w *worker) destroy(ctx context.Context, podUID, id string) error {
 	}
 	w.forget(id)
 	return nil
+}
+
+// restartAllBackoff returns when the pod may restart all its containers
+// for the exits that ask it (zero: now), and counts the restart when it may.
+// The kubelet restarts them at once every time, so a container that exits
+// so at once would churn the whole pod without end: here each such exit
+// waits the crash-loop back-off of the container that exited (the first
+// not at all, then 10s, 20s... as its own restarts would).
+func (w *worker) restartAllBackoff(pod *v1.Pod) time.Time {
+	st := w.pods[string(pod.UID)]
+	if st == nil {
+		return time.Time{}
+	}
+	now := time.Now()
+	type exit struct {
+		key string
+		at  time.Time
+	}
+	var exits []exit
+	for name, l := range latestByName(st.containers) {
+		c := findContainer(pod, name)
+		if c == nil || l.State != podspec.StateExited || !status.RestartsAll(c, l.ExitCode) {
+			continue
+		}
+		key := backoffKey(st.uid, name, w.gen.hashes[name])
+		if until, d := w.backoff.wait(key, l.FinishedAt, now); !until.IsZero() {
+			w.logger.Info("restarting all containers after the back-off", "container", name, "exitCode", l.ExitCode, "backoff", d)
+			return until
+		}
+		exits = append(exits, exit{key, l.FinishedAt})
+	}
+	for _, e := range exits {
+		w.backoff.next(e.key, e.at)
+	}
+	return time.Time{}
+}
+
+// removedToRestartAll remembers container c, removed to restart all its
+// pod's containers, as the kubelet shows it until it runs again: waiting,
+// RestartingAllContainers, its last termination that reason with exit code
+// 137, its restartCount one more; its next instance starts as the attempt
+// after c's, with no crash-loop back-off (the kubelet has no dead container
+// left to back off from).
+func (w *worker) removedToRestartAll(c podspec.ContainerStatus) {
+	g := w.gen
+	if g == nil || g.uid != c.PodUID {
+		return
+	}
+	if g.firstAttempt == nil {
+		g.firstAttempt = map[string]int{}
+	}
+	g.firstAttempt[c.Name] = c.Attempt + 1
+	g.restartedAll = true
+	ci := w.info(c.Name)
+	ci.reason, ci.message, ci.failedAt = status.RestartingAllContainers, status.RestartingAllContainersMessage, time.Time{}
+	ci.last = &podspec.ContainerStatus{Name: c.Name, PodUID: c.PodUID, State: podspec.StateExited,
+		ExitCode: status.RestartAllExitCode, Reason: status.RestartingAllContainers, Message: status.RestartingAllContainersMessage}
 }
 
 // forget drops a container from what the worker knows.
@@ -532,7 +606,7 @@ func (w *worker) started(ctx context.Context, pod *v1.Pod, c *v1.Container, ci *
 		// Until it is restarted (or in back-off), it waits with the kubelet's
 		// reason for a failed StartContainer; one that will not be restarted
 		// shows as terminated (kubelet convertToAPIContainerStatuses).
-		if shouldRestart(pod.Spec.RestartPolicy, cs.ExitCode) {
+		if shouldRestart(c, pod.Spec.RestartPolicy, cs.ExitCode) {
 			ci.reason, ci.message = reasonRunError, cs.Message
 		}
 	} else {

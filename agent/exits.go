@@ -91,12 +91,14 @@ func (w *worker) nextRestart(c podspec.ContainerStatus, stopped bool) string {
 	switch {
 	case w.gen.state() != podSyncing:
 		return "no: the pod is stopped (" + w.gen.stop.reason + ")"
+	case !stopped && status.RestartsAll(spec, c.ExitCode):
+		return "now, with all the pod's containers: a RestartAllContainers rule matched"
 	case init && c.ExitCode == 0 && !unhealthy:
 		return "no: init container completed"
-	case policy == v1.RestartPolicyNever:
+	case unhealthy && !restartsAfterKill(spec, policy):
 		return "no: restartPolicy Never"
-	case policy == v1.RestartPolicyOnFailure && c.ExitCode == 0 && !unhealthy:
-		return "no: completed, restartPolicy OnFailure"
+	case !unhealthy && !shouldRestart(spec, policy, c.ExitCode):
+		return "no: " + noRestart(spec, policy, c.ExitCode)
 	case stopped && !unhealthy && !hookFailed:
 		// Killed for a failed postStart, it restarts per policy.
 		return "no: stopped"
@@ -106,6 +108,23 @@ func (w *worker) nextRestart(c podspec.ContainerStatus, stopped bool) string {
 		return fmt.Sprintf("in %s", d)
 	}
 	return "now"
+}
+
+// noRestart says why c, exited with exitCode, is not started again under
+// its restartPolicy, or the pod's (policy) if it has none.
+func noRestart(c *v1.Container, policy v1.RestartPolicy, exitCode int) string {
+	p := string(policy)
+	if c.RestartPolicy != nil {
+		p = string(*c.RestartPolicy)
+	}
+	why := "restartPolicy " + p
+	if exitCode == 0 && p == string(v1.RestartPolicyOnFailure) {
+		why = "completed, " + why
+	}
+	if len(c.RestartPolicyRules) > 0 {
+		why += ", no restartPolicyRules matched"
+	}
+	return why
 }
 
 // podOf is the pod a UID of the worker is: the desired one, or an older

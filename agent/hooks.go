@@ -122,10 +122,12 @@ func (w *worker) markHooks() {
 
 // preStopOf returns the preStop hook to run before the kill act, if its
 // container is running and the spec of its pod (the desired one, or an older
-// generation being stopped) has one.
+// generation being stopped) has one. A kill that restarts all the pod's
+// containers runs none: the kubelet kills them with no grace period, which
+// skips the hook.
 func (w *worker) preStopOf(act action) *lifecycle.PreStop {
 	st, pod := w.pods[act.podUID], w.podOf(act.podUID)
-	if st == nil || pod == nil {
+	if st == nil || pod == nil || act.restartAll {
 		return nil
 	}
 	running := false

@@ -71,14 +71,18 @@ func (v podSet) logEnded(namespace, name, container, path string) bool {
 		return true
 	}
 	removing := pod.DeletionTimestamp != nil
+	c := findContainer(pod, container)
+	if c == nil {
+		return false // no status either
+	}
 	for _, cs := range pod.Status.InitContainerStatuses {
 		if t := cs.State.Terminated; cs.Name == container && t != nil {
-			return removing || t.ExitCode == 0 || pod.Spec.RestartPolicy == v1.RestartPolicyNever
+			return removing || t.ExitCode == 0 || !shouldRestart(c, pod.Spec.RestartPolicy, int(t.ExitCode))
 		}
 	}
 	for _, cs := range pod.Status.ContainerStatuses {
 		if t := cs.State.Terminated; cs.Name == container && t != nil {
-			return removing || !shouldRestart(pod.Spec.RestartPolicy, int(t.ExitCode))
+			return removing || !shouldRestart(c, pod.Spec.RestartPolicy, int(t.ExitCode))
 		}
 	}
 	return false

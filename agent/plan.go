@@ -48,8 +48,12 @@ type action struct {
 	// remaining: the kill gets what is left of grace since the pod's first
 	// kill, not grace afresh (a sidecar stopped after the others).
 	remaining bool
-	attempt   int    // start
-	prevID    string // start: the exited container this one replaces
+	// restartAll: the kill or removal restarts all the pod's containers in
+	// place (planRestartAll): a kill runs no preStop hook, a removal is
+	// remembered for the container's next start and its status.
+	restartAll bool
+	attempt    int    // start
+	prevID     string // start: the exited container this one replaces
 }
 
 // desiredPod is the pod to run with the hash of each container's resolved spec,
@@ -136,9 +140,10 @@ type podState struct {
 // The plan reads a pod's containers as its status does: which are sidecars,
 // which restart, which instance is the current one.
 var (
-	isSidecar     = status.IsSidecar
-	shouldRestart = status.ShouldRestart
-	latestByName  = status.LatestByName
+	isSidecar         = status.IsSidecar
+	shouldRestart     = status.ContainerShouldRestart
+	restartsAfterKill = status.RestartsAfterKill
+	latestByName      = status.LatestByName
 )
 
 // stopContainers stops the running containers of st the kubelet's way: the
@@ -428,6 +433,9 @@ type syncPlan struct {
 // containers have all finished for good stops its sidecars. Its steps come
 // after strays', the removal of stray containers.
 func planSyncing(d *desiredPod, v podView, strays []action) []action {
+	if reset := planRestartAll(d, v); len(reset) > 0 {
+		return append(strays, reset...)
+	}
 	p := &syncPlan{d: d, st: v.st, uid: string(d.pod.UID), grace: podGrace(d.pod), latest: v.latest, acts: strays}
 	pod := d.pod
 	// Once a regular container has been made, the pod stays initialized:
@@ -454,17 +462,59 @@ func planSyncing(d *desiredPod, v podView, strays []action) []action {
 	return append(p.acts, starts...)
 }
 
-// finishedForGood: under Never or OnFailure, every regular container has finished
-// for good, so the sidecars are stopped and not restarted, and nothing
-// starts again.
+// finishedForGood: every regular container has finished for good (by its
+// restartPolicyRules, its restartPolicy or the pod's), so the sidecars are
+// stopped and not restarted, and nothing starts again.
 func finishedForGood(d *desiredPod, v podView) bool {
 	pod := d.pod
-	return pod.Spec.RestartPolicy != v1.RestartPolicyAlways && len(pod.Spec.Containers) > 0 &&
+	return len(pod.Spec.Containers) > 0 &&
 		!slices.ContainsFunc(pod.Spec.Containers, func(c v1.Container) bool {
 			l, ok := v.latest[c.Name]
-			return !ok || l.State != podspec.StateExited || shouldRestart(pod.Spec.RestartPolicy, l.ExitCode) ||
-				(v.st.unhealthy[l.ID] != "" && pod.Spec.RestartPolicy != v1.RestartPolicyNever)
+			return !ok || l.State != podspec.StateExited || shouldRestart(&c, pod.Spec.RestartPolicy, l.ExitCode) ||
+				(v.st.unhealthy[l.ID] != "" && restartsAfterKill(&c, pod.Spec.RestartPolicy))
 		})
+}
+
+// planRestartAll is the kubelet's RestartAllContainers (computePodActions
+// once the pod's AllContainersRestarting condition is true): when the
+// newest instance of a container exited with a code one of its
+// RestartAllContainers rules matches, every container of the pod is
+// stopped without its preStop hook or grace period (the least,
+// manifest.MinimumGracePeriod) and removed, one by one: regular containers,
+// then init containers, then the ones that exited so. The sandbox and
+// volumes stay; the next sync runs the pod again from its first init
+// container, each container as its next attempt. Nil when no rule matched.
+func planRestartAll(d *desiredPod, v podView) []action {
+	var sources, targets [2][]podspec.ContainerStatus // [0] regular, [1] init
+	triggered := false
+	for i, list := range [][]v1.Container{d.pod.Spec.Containers, d.pod.Spec.InitContainers} {
+		for j := range list {
+			l, ok := v.latest[list[j].Name]
+			if !ok || !v.real[l.ID] {
+				continue
+			}
+			if l.State == podspec.StateExited && status.RestartsAll(&list[j], l.ExitCode) {
+				sources[i] = append(sources[i], l)
+				triggered = true
+			} else {
+				targets[i] = append(targets[i], l)
+			}
+		}
+	}
+	if !triggered {
+		return nil
+	}
+	uid := string(d.pod.UID)
+	var acts []action
+	for _, l := range slices.Concat(targets[0], targets[1], sources[0], sources[1]) {
+		if l.State != podspec.StateExited {
+			// The kubelet's killContainer with the message "killing".
+			acts = append(acts, action{kind: actKill, podUID: uid, container: l.Name, id: l.ID,
+				grace: manifest.MinimumGracePeriod, reason: "killing", restartAll: true})
+		}
+		acts = append(acts, action{kind: actDestroy, podUID: uid, container: l.Name, id: l.ID, restartAll: true})
+	}
+	return acts
 }
 
 // kill stops container c's instance l, with reason when not the pod's stop.
@@ -539,7 +589,7 @@ func (p *syncPlan) initContainers(initialized, finished bool) bool {
 			p.start(c, nil)
 		case l.State != podspec.StateExited:
 			// running: wait for it
-		case pod.Spec.RestartPolicy != v1.RestartPolicyNever:
+		case shouldRestart(c, pod.Spec.RestartPolicy, l.ExitCode):
 			p.start(c, &l)
 		}
 		return false
@@ -563,8 +613,8 @@ func (p *syncPlan) regularContainers() {
 			p.start(c, &l)
 		case l.State != podspec.StateExited:
 			p.restart(c, l)
-		case shouldRestart(pod.Spec.RestartPolicy, l.ExitCode),
-			p.st.unhealthy[l.ID] != "" && pod.Spec.RestartPolicy != v1.RestartPolicyNever:
+		case shouldRestart(c, pod.Spec.RestartPolicy, l.ExitCode),
+			p.st.unhealthy[l.ID] != "" && restartsAfterKill(c, pod.Spec.RestartPolicy):
 			p.start(c, &l)
 		}
 	}

@@ -218,7 +218,7 @@ func probeGrace(pod *v1.Pod, c *v1.Container, kind prober.Kind) time.Duration {
 // probeKillReason is the kubelet's message for a container killed by a probe.
 func probeKillReason(pod *v1.Pod, c *v1.Container, kind prober.Kind) string {
 	msg := fmt.Sprintf("Container %s failed %s probe", c.Name, kind)
-	if pod.Spec.RestartPolicy != v1.RestartPolicyNever || isSidecar(c) {
+	if restartsAfterKill(c, pod.Spec.RestartPolicy) {
 		msg += ", will be restarted"
 	}
 	return msg

@@ -106,7 +106,7 @@ func (g *generation) status() *status.Generation {
 		return nil
 	}
 	out := &status.Generation{UID: g.uid, Policy: g.policy, StartTime: g.startTime, Final: g.final,
-		Containers: make(map[string]status.Remembered, len(g.ctrs))}
+		Containers: make(map[string]status.Remembered, len(g.ctrs)), RestartedAll: g.restartedAll}
 	if g.stop != nil && g.stop.reason != reasonRecreated {
 		out.Stop = &status.Stop{Reason: g.stop.reason, Message: g.stop.message}
 	}
@@ -114,7 +114,8 @@ func (g *generation) status() *status.Generation {
 		if ci == nil {
 			continue
 		}
-		out.Containers[name] = status.Remembered{Reason: ci.reason, Message: ci.message, Last: ci.last}
+		out.Containers[name] = status.Remembered{Reason: ci.reason, Message: ci.message, Last: ci.last,
+			RestartCount: g.firstAttempt[name]}
 	}
 	for name, err := range g.convErr {
 		if err == nil {

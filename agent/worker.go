@@ -16,6 +16,7 @@ import (
 	"github.com/staticpodd/staticpodd/agent/manifest"
 	"github.com/staticpodd/staticpodd/agent/podspec"
 	"github.com/staticpodd/staticpodd/agent/prober"
+	"github.com/staticpodd/staticpodd/agent/status"
 )
 
 // worker owns every pod UID that had one full name: the desired generation and
@@ -99,6 +100,9 @@ type generation struct {
 	// left: its restarts count on, as the kubelet's do from the dead
 	// containers it still has.
 	firstAttempt map[string]int
+	// restartedAll: the pod has restarted all its containers in place
+	// once at least (removedToRestartAll); it stays initialized.
+	restartedAll bool
 }
 
 type ctrInfo struct {
@@ -370,6 +374,16 @@ func (w *worker) sync(ctx context.Context) {
 
 // syncPod runs the desired generation as its spec and restartPolicy say.
 func (w *worker) syncPod(ctx context.Context, d *desiredPod) time.Time {
+	// The containers removed to restart all the pod's containers wait as
+	// RestartingAllContainers in the status published before this sync's
+	// steps only, as the kubelet's (the next status it generates has its
+	// AllContainersRestarting condition false): then PodInitializing or
+	// ContainerCreating.
+	for _, ci := range w.gen.ctrs {
+		if ci.reason == status.RestartingAllContainers {
+			ci.reason, ci.message = "", ""
+		}
+	}
 	return w.apply(ctx, d.pod, plan(d, w.pods))
 }
 

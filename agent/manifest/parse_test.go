@@ -172,6 +172,15 @@ func TestParseErrors(t *testing.T) {
 		{"subdomain", head + "spec:\n  subdomain: A_B\n  containers: [{name: c, image: i}]\n", "spec.subdomain: Invalid value"},
 		{"shared pid", head + "spec:\n  shareProcessNamespace: true\n  containers: [{name: c, image: i}]\n", "spec.shareProcessNamespace: Forbidden: not supported by staticpodd yet"},
 		{"restart policy", head + "spec:\n  restartPolicy: Sometimes\n  containers: [{name: c, image: i}]\n", "spec.restartPolicy"},
+		{"container restart policy", head + "spec:\n  containers: [{name: c, image: i, restartPolicy: Sometimes}]\n", `spec.containers[0].restartPolicy: Unsupported value: "Sometimes": supported values: "Always", "Never", "OnFailure"`},
+		{"restart rules without policy", head + "spec:\n  containers: [{name: c, image: i, restartPolicyRules: [{action: Restart, exitCodes: {operator: In, values: [1]}}]}]\n", "spec.containers[0].restartPolicy: Required value: must specify restartPolicy when restart rules are used"},
+		{"init restart rules without policy", head + "spec:\n  initContainers: [{name: j, image: i, restartPolicyRules: [{action: Restart, exitCodes: {operator: In, values: [1]}}]}]\n  containers: [{name: c, image: i}]\n", "spec.initContainers[0].restartPolicy: Required value"},
+		{"restart rule action", head + "spec:\n  containers: [{name: c, image: i, restartPolicy: Never, restartPolicyRules: [{action: Reboot, exitCodes: {operator: In, values: [1]}}]}]\n", `spec.containers[0].restartPolicyRules[0].action: Unsupported value: "Reboot": supported values: "Restart", "RestartAllContainers"`},
+		{"restart rule without exit codes", head + "spec:\n  containers: [{name: c, image: i, restartPolicy: Never, restartPolicyRules: [{action: Restart}]}]\n", "spec.containers[0].restartPolicyRules[0].exitCodes: Required value: must be specified"},
+		{"restart rule operator", head + "spec:\n  containers: [{name: c, image: i, restartPolicy: Never, restartPolicyRules: [{action: Restart, exitCodes: {operator: Above, values: [1]}}]}]\n", `spec.containers[0].restartPolicyRules[0].exitCodes.operator: Unsupported value: "Above": supported values: "In", "NotIn"`},
+		{"too many restart rules", head + "spec:\n  containers: [{name: c, image: i, restartPolicy: Never, restartPolicyRules: [" + strings.Repeat("{action: Restart, exitCodes: {operator: In, values: [1]}},", 21) + "]}]\n", "spec.containers[0].restartPolicyRules: Too many: 21: must have at most 20 items"},
+		{"too many exit codes", head + "spec:\n  containers: [{name: c, image: i, restartPolicy: Never, restartPolicyRules: [{action: Restart, exitCodes: {operator: In, values: [" + strings.Repeat("1,", 256) + "]}}]}]\n", "spec.containers[0].restartPolicyRules[0].exitCodes.values: Too many: 256: must have at most 255 items"},
+		{"init container probe under its own Never", head + "spec:\n  initContainers: [{name: j, image: i, restartPolicy: Never, readinessProbe: {exec: {command: [x]}}}]\n  containers: [{name: c, image: i}]\n", "spec.initContainers[0].readinessProbe: Forbidden: may not be set for init containers without restartPolicy=Always"},
 		{"duplicate volume", head + "spec:\n  volumes: [{name: v, emptyDir: {}}, {name: v, emptyDir: {}}]\n  containers: [{name: c, image: i}]\n", `spec.volumes[1].name: Duplicate value: "v"`},
 		{"missing volume", head + "spec:\n  containers: [{name: c, image: i, volumeMounts: [{name: nope, mountPath: /x}]}]\n", `spec.containers[0].volumeMounts[0].name: Not found: "nope"`},
 		{"relative mountPath", head + "spec:\n  volumes: [{name: v}]\n  containers: [{name: c, image: i, volumeMounts: [{name: v, mountPath: x}]}]\n", "volumeMounts[0].mountPath"},
@@ -498,5 +507,23 @@ func TestDocuments(t *testing.T) {
 		if got := documents([]byte(in)); got != want && (got > 1 || want > 1) {
 			t.Errorf("documents(%q) = %d, want %d", in, got, want)
 		}
+	}
+}
+
+// A container's own restartPolicy and restartPolicyRules, regular, init
+// or sidecar, are taken as the API server takes them (ContainerRestartRules
+// and RestartAllContainersOnContainerExits are on by default in v1.37).
+func TestParseContainerRestartRules(t *testing.T) {
+	rule := "restartPolicyRules: [{action: RestartAllContainers, exitCodes: {operator: In, values: [42]}}, {action: Restart, exitCodes: {operator: NotIn, values: [0, 1]}}]"
+	body := "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\nspec:\n  restartPolicy: Never\n" +
+		"  initContainers:\n  - {name: init, image: i, restartPolicy: OnFailure, " + rule + "}\n  - {name: side, image: i, restartPolicy: Always, " + rule + "}\n" +
+		"  containers:\n  - {name: c, image: i, restartPolicy: Never, " + rule + "}\n  - {name: d, image: i, restartPolicy: OnFailure}\n"
+	pods, _, err := ParseFile([]byte(body), "/m/p.yaml", "n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := pods[0].Spec.Containers[0]
+	if len(c.RestartPolicyRules) != 2 || c.RestartPolicyRules[0].Action != v1.ContainerRestartRuleActionRestartAllContainers {
+		t.Errorf("rules %+v", c.RestartPolicyRules)
 	}
 }

@@ -204,7 +204,7 @@ func (v *validator) lifecycle(p *field.Path, c *v1.Container, s *v1.PodSpec, ini
 		return
 	}
 	lp := p.Child("lifecycle")
-	if init && c.RestartPolicy == nil {
+	if init && !isSidecar(c) {
 		v.add(field.Forbidden(lp, "may not be set for init containers without restartPolicy=Always"))
 		return
 	}
@@ -410,13 +410,7 @@ func (v *validator) container(p *field.Path, c *v1.Container, init, hostNetwork 
 			v.add(field.Invalid(p.Child("image"), img, "not an image reference: "+msg))
 		}
 	}
-	if rp := c.RestartPolicy; rp != nil && (!init || *rp != v1.ContainerRestartPolicyAlways) {
-		if init {
-			v.add(field.NotSupported(p.Child("restartPolicy"), *rp, []v1.ContainerRestartPolicy{v1.ContainerRestartPolicyAlways}))
-		} else {
-			v.add(field.Forbidden(p.Child("restartPolicy"), "only an init container (a sidecar) may have one"))
-		}
-	}
+	v.restartPolicy(p, c.RestartPolicy, c.RestartPolicyRules)
 	switch c.ImagePullPolicy {
 	case v1.PullAlways, v1.PullIfNotPresent, v1.PullNever:
 	default:
@@ -446,7 +440,7 @@ func (v *validator) container(p *field.Path, c *v1.Container, init, hostNetwork 
 		}
 		pp := p.Child(pr.name)
 		v.probe(pp, pr.p)
-		if init && c.RestartPolicy == nil {
+		if init && !isSidecar(c) {
 			v.add(field.Forbidden(pp, "may not be set for init containers without restartPolicy=Always"))
 		}
 		// The API server's validateLivenessProbe, validateStartupProbe and
@@ -741,6 +735,63 @@ func (v *validator) dnsConfig(s *v1.PodSpec, p *field.Path) {
 		}
 		if o.Value != nil && strings.ContainsAny(*o.Value, " \t\r\n#;") {
 			v.add(field.Invalid(p.Child("options").Index(i).Child("value"), *o.Value, "must not contain spaces, line breaks, '#' or ';'"))
+		}
+	}
+}
+
+// The kubelet's limits on a container's restartPolicyRules.
+const (
+	maxRestartRules     = 20
+	maxRestartExitCodes = 255
+)
+
+// restartPolicy validates a container's own restartPolicy and its
+// restartPolicyRules, of any container (the API server's
+// validateContainerRestartPolicy and validateInitContainerRestartPolicy
+// with ContainerRestartRules and RestartAllContainersOnContainerExits, both
+// on by default in v1.37): a rule needs a restartPolicy, an action,
+// exit codes and their operator.
+func (v *validator) restartPolicy(p *field.Path, policy *v1.ContainerRestartPolicy, rules []v1.ContainerRestartRule) {
+	rp := p.Child("restartPolicy")
+	switch {
+	case policy == nil && len(rules) > 0:
+		v.add(field.Required(rp, "must specify restartPolicy when restart rules are used"))
+	case policy == nil:
+		return
+	default:
+		switch *policy {
+		case v1.ContainerRestartPolicyAlways, v1.ContainerRestartPolicyNever, v1.ContainerRestartPolicyOnFailure:
+		default:
+			v.add(field.NotSupported(rp, *policy, []v1.ContainerRestartPolicy{
+				v1.ContainerRestartPolicyAlways, v1.ContainerRestartPolicyNever, v1.ContainerRestartPolicyOnFailure}))
+		}
+	}
+	rulesPath := p.Child("restartPolicyRules")
+	if len(rules) > maxRestartRules {
+		v.add(field.TooMany(rulesPath, len(rules), maxRestartRules))
+		return // nor each rule: a hostile manifest gets a few lines, not thousands
+	}
+	for i, r := range rules {
+		ip := rulesPath.Index(i)
+		switch r.Action {
+		case v1.ContainerRestartRuleActionRestart, v1.ContainerRestartRuleActionRestartAllContainers:
+		default:
+			v.add(field.NotSupported(ip.Child("action"), r.Action, []v1.ContainerRestartRuleAction{
+				v1.ContainerRestartRuleActionRestart, v1.ContainerRestartRuleActionRestartAllContainers}))
+		}
+		if r.ExitCodes == nil {
+			v.add(field.Required(ip.Child("exitCodes"), "must be specified"))
+			continue
+		}
+		ep := ip.Child("exitCodes")
+		switch r.ExitCodes.Operator {
+		case v1.ContainerRestartRuleOnExitCodesOpIn, v1.ContainerRestartRuleOnExitCodesOpNotIn:
+		default:
+			v.add(field.NotSupported(ep.Child("operator"), r.ExitCodes.Operator, []v1.ContainerRestartRuleOnExitCodesOperator{
+				v1.ContainerRestartRuleOnExitCodesOpIn, v1.ContainerRestartRuleOnExitCodesOpNotIn}))
+		}
+		if len(r.ExitCodes.Values) > maxRestartExitCodes {
+			v.add(field.TooMany(ep.Child("values"), len(r.ExitCodes.Values), maxRestartExitCodes))
 		}
 	}
 }

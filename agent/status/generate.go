@@ -71,6 +71,9 @@ type Generation struct {
 	// Containers are, by name, why a container waits and the instance
 	// before its current one.
 	Containers map[string]Remembered
+	// RestartedAll: the pod has restarted all its containers in place
+	// (RestartAllContainers); once initialized it stays so meanwhile.
+	RestartedAll bool
 }
 
 // Stop is why an internal module stopped a pod: the pod's status.reason and
@@ -81,6 +84,10 @@ type Stop struct{ Reason, Message string }
 type Remembered struct {
 	Reason, Message string                   // why it waits, when it does
 	Last            *podspec.ContainerStatus // the instance before the current one
+	// RestartCount is the restartCount of a container none of whose
+	// instances is left but Last (removed to restart all the pod's
+	// containers): the attempt it starts as next.
+	RestartCount int
 }
 
 // Generate is the kubelet's generateAPIPodStatus for in.
@@ -136,7 +143,11 @@ func Generate(in Input) v1.PodStatus {
 		status.Phase, status.Reason, status.Message = v1.PodFailed, in.Gen.Stop.Reason, in.Gen.Stop.Message
 	}
 	status.Resources, status.AllocatedResources = podResourcesStatus(pod)
-	status.Conditions = conditions(pod, status, in.Sandbox, in.Prev, in.Now)
+	status.Conditions = conditions(pod, status, in.Sandbox, in.Prev, in.restartedAll())
+	if CouldRestartAll(pod) {
+		status.Conditions = append(status.Conditions, in.allContainersRestarting(status.Phase))
+	}
+	keepTransitions(status.Conditions, in.Prev, in.Now)
 	if n := in.Network; n != nil && n.Message != "" && in.Sandbox && !pod.Spec.HostNetwork {
 		// The pod runs without a pod network: say why where it shows.
 		for i := range status.Conditions {
@@ -193,6 +204,11 @@ func (in *Input) containerStatus(c *v1.Container, latest map[string]podspec.Cont
 			reason = or(notStarted, ContainerCreating)
 		}
 		cs.State.Waiting = &v1.ContainerStateWaiting{Reason: reason, Message: ci.Message}
+		if ci.Last != nil {
+			// Removed to restart all the pod's containers: it ran before.
+			cs.LastTerminationState.Terminated = Terminated(*ci.Last)
+			cs.RestartCount = int32(ci.RestartCount)
+		}
 		return cs
 	}
 	cs.ContainerID = ContainerIDPrefix + l.ID
@@ -245,7 +261,39 @@ func (in *Input) containerStatus(c *v1.Container, latest map[string]podspec.Cont
 // again: a container that will not is shown terminated, not waiting
 // (kubelet convertToAPIContainerStatuses).
 func (in *Input) restartable(c *v1.Container, l podspec.ContainerStatus) bool {
-	return IsSidecar(c) || (in.Gen != nil && ShouldRestart(in.Gen.Policy, l.ExitCode))
+	return IsSidecar(c) || (in.Gen != nil && ContainerShouldRestart(c, in.Gen.Policy, l.ExitCode))
+}
+
+// restartedAll reports whether the pod of in has restarted all its
+// containers in place (Generation.RestartedAll).
+func (in *Input) restartedAll() bool {
+	return in.Gen != nil && in.Gen.UID == string(in.Pod.UID) && in.Gen.RestartedAll
+}
+
+// allContainersRestarting is the kubelet's AllContainersRestarting
+// condition (GenerateAllContainersRestartingCondition): true while the
+// newest instance of a container that exited with a code one of its
+// RestartAllContainers rules matches is still there, before the pod's
+// containers are removed to start again; false in a terminal phase, for
+// that reason.
+func (in *Input) allContainersRestarting(phase v1.PodPhase) v1.PodCondition {
+	cond := v1.PodCondition{Type: v1.AllContainersRestarting, Status: v1.ConditionFalse}
+	switch phase {
+	case v1.PodSucceeded:
+		cond.Reason = podCompleted
+		return cond
+	case v1.PodFailed:
+		cond.Reason = podFailed
+		return cond
+	}
+	latest := LatestByName(in.Containers)
+	for _, c := range manifest.AllContainers(in.Pod) {
+		if l, ok := latest[c.Name]; ok && l.State == podspec.StateExited && RestartsAll(c, l.ExitCode) {
+			cond.Status, cond.Reason, cond.Message = v1.ConditionTrue, restartAllContainersStarted, restartAllContainersMessage
+			break
+		}
+	}
+	return cond
 }
 
 // podResourcesStatus is the pod's status.resources and
@@ -309,14 +357,18 @@ func Terminated(c podspec.ContainerStatus) *v1.ContainerStateTerminated {
 			reason = "Completed"
 		}
 	}
-	return &v1.ContainerStateTerminated{
-		ExitCode:    int32(c.ExitCode),
-		Reason:      reason,
-		Message:     c.Message,
-		StartedAt:   metav1.NewTime(c.StartedAt),
-		FinishedAt:  metav1.NewTime(c.FinishedAt),
-		ContainerID: ContainerIDPrefix + c.ID,
+	t := &v1.ContainerStateTerminated{
+		ExitCode:   int32(c.ExitCode),
+		Reason:     reason,
+		Message:    c.Message,
+		StartedAt:  metav1.NewTime(c.StartedAt),
+		FinishedAt: metav1.NewTime(c.FinishedAt),
 	}
+	if c.ID != "" {
+		// One removed to restart all has none, as the kubelet's.
+		t.ContainerID = ContainerIDPrefix + c.ID
+	}
+	return t
 }
 
 func or(s, def string) string {
@@ -326,11 +378,16 @@ func or(s, def string) string {
 	return s
 }
 
-// Phase is the kubelet's getPhase; initialized: a regular container has
-// been made.
+// Phase is the kubelet's getPhase (ContainerRestartRules on); initialized:
+// a regular container has been made.
 func Phase(pod *v1.Pod, s v1.PodStatus, initialized bool) v1.PodPhase {
 	var pendingInit, pendingSidecars, failedInit int
-	var waiting, running, stopped, succeeded int
+	var waiting, running, stopped, stoppedForGood, succeeded int
+	// restartable: an exit t of c is followed by a start, by c's rules and
+	// policies, or because all the pod's containers restart.
+	restartable := func(c *v1.Container, t *v1.ContainerStateTerminated) bool {
+		return t.Reason == RestartingAllContainers || ContainerShouldRestart(c, pod.Spec.RestartPolicy, int(t.ExitCode))
+	}
 	for i, c := range pod.Spec.InitContainers {
 		if i >= len(s.InitContainerStatuses) {
 			break
@@ -350,33 +407,49 @@ func Phase(pod *v1.Pod, s v1.PodStatus, initialized bool) v1.PodPhase {
 			}
 			continue
 		}
-		switch t := cs.State.Terminated; {
-		case t != nil && t.ExitCode == 0:
-		case t != nil:
-			failedInit++
-		case cs.State.Waiting != nil && cs.LastTerminationState.Terminated != nil && cs.LastTerminationState.Terminated.ExitCode != 0:
-			failedInit++
-		default:
+		var t *v1.ContainerStateTerminated
+		switch {
+		case cs.State.Terminated != nil:
+			t = cs.State.Terminated
+		case cs.State.Waiting != nil:
+			t = cs.LastTerminationState.Terminated
+		}
+		switch {
+		case t == nil:
 			pendingInit++
+		case t.Reason == RestartingAllContainers:
+			// Removed to restart all: it runs again, it did not fail.
+		case t.ExitCode == 0 && cs.State.Terminated != nil:
+		case t.ExitCode == 0:
+			pendingInit++ // waiting to run again
+		case !restartable(&c, t):
+			return v1.PodFailed
+		default:
+			failedInit++
 		}
 	}
 	for _, cs := range s.ContainerStatuses {
+		c := findSpec(pod.Spec.Containers, cs.Name)
+		var t *v1.ContainerStateTerminated
 		switch {
 		case cs.State.Running != nil:
 			running++
 		case cs.State.Terminated != nil:
-			stopped++
-			if cs.State.Terminated.ExitCode == 0 {
+			t = cs.State.Terminated
+			if t.ExitCode == 0 {
 				succeeded++
 			}
 		case cs.State.Waiting != nil && cs.LastTerminationState.Terminated != nil:
-			stopped++
+			t = cs.LastTerminationState.Terminated
 		default:
 			waiting++
 		}
-	}
-	if failedInit > 0 && pod.Spec.RestartPolicy == v1.RestartPolicyNever {
-		return v1.PodFailed
+		if t != nil {
+			stopped++
+			if c != nil && !restartable(c, t) {
+				stoppedForGood++
+			}
+		}
 	}
 	switch {
 	case pendingInit > 0 && !initialized, failedInit > 0 && !initialized,
@@ -385,24 +458,30 @@ func Phase(pod *v1.Pod, s v1.PodStatus, initialized bool) v1.PodPhase {
 	case running > 0:
 		return v1.PodRunning
 	case stopped > 0:
-		if pod.Spec.RestartPolicy == v1.RestartPolicyAlways {
-			return v1.PodRunning
+		if stopped != stoppedForGood {
+			return v1.PodRunning // one at least restarts
 		}
 		if stopped == succeeded {
 			return v1.PodSucceeded
 		}
-		if pod.Spec.RestartPolicy == v1.RestartPolicyNever {
-			return v1.PodFailed
-		}
-		return v1.PodRunning
+		return v1.PodFailed
 	}
 	return v1.PodPending
 }
 
+// findSpec is the container named name of list; nil if none.
+func findSpec(list []v1.Container, name string) *v1.Container {
+	if i := slices.IndexFunc(list, func(c v1.Container) bool { return c.Name == name }); i >= 0 {
+		return &list[i]
+	}
+	return nil
+}
+
 // conditions are the kubelet's pod conditions (generateAPIPodStatus with
-// pkg/kubelet/status/generate.go); a transition time moves only when the
-// condition's status does (from prev's), to now.
-func conditions(pod *v1.Pod, s v1.PodStatus, sandbox bool, prev *v1.PodStatus, now time.Time) []v1.PodCondition {
+// pkg/kubelet/status/generate.go) but AllContainersRestarting, without
+// their transition times. restartedAll: the pod restarted all its
+// containers in place, so it stays initialized if it was (prev).
+func conditions(pod *v1.Pod, s v1.PodStatus, sandbox bool, prev *v1.PodStatus, restartedAll bool) []v1.PodCondition {
 	statusOf := func(list []v1.ContainerStatus, name string) *v1.ContainerStatus {
 		if i := slices.IndexFunc(list, func(cs v1.ContainerStatus) bool { return cs.Name == name }); i >= 0 {
 			return &list[i]
@@ -430,6 +509,11 @@ func conditions(pod *v1.Pod, s v1.PodStatus, sandbox bool, prev *v1.PodStatus, n
 	case s.Phase == v1.PodSucceeded:
 		initialized.Reason = podCompleted
 	case regularRan || len(notInit) == 0:
+	case restartedAll && prev != nil && slices.ContainsFunc(prev.Conditions, func(c v1.PodCondition) bool {
+		return c.Type == v1.PodInitialized && c.Status == v1.ConditionTrue
+	}):
+		// Its init containers run again: it is not uninitialized
+		// (GeneratePodInitializedCondition with RestartAllContainers).
 	default:
 		initialized.Status, initialized.Reason = v1.ConditionFalse, "ContainersNotInitialized"
 		initialized.Message = fmt.Sprintf("containers with incomplete status: %v", notInit)
@@ -478,7 +562,12 @@ func conditions(pod *v1.Pod, s v1.PodStatus, sandbox bool, prev *v1.PodStatus, n
 	if !sandbox {
 		sb.Status, sb.Reason, sb.Message = v1.ConditionFalse, "PodSandboxNotReady", "no pod sandbox exists"
 	}
-	conds := []v1.PodCondition{sb, initialized, ready, ctrsReady, {Type: v1.PodScheduled, Status: v1.ConditionTrue}}
+	return []v1.PodCondition{sb, initialized, ready, ctrsReady, {Type: v1.PodScheduled, Status: v1.ConditionTrue}}
+}
+
+// keepTransitions sets the transition time of each of conds: it moves only
+// when the condition's status does (from prev's), to now.
+func keepTransitions(conds []v1.PodCondition, prev *v1.PodStatus, now time.Time) {
 	for i := range conds {
 		conds[i].LastTransitionTime = metav1.NewTime(now)
 		if prev == nil {
@@ -488,7 +577,6 @@ func conditions(pod *v1.Pod, s v1.PodStatus, sandbox bool, prev *v1.PodStatus, n
 			conds[i].LastTransitionTime = prev.Conditions[j].LastTransitionTime
 		}
 	}
-	return conds
 }
 
 // Terminating is p marked for deletion at now, with its grace period: an
