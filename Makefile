@@ -345,7 +345,7 @@ test-systemd: appliance
 	VERSION=$(PKG_VERSION).1 ARCH=$(PKG_ARCH) \
 		$(NFPM) pkg --config $(NFPM_CONFIG) --packager deb --target $(UPGRADE_DEB)
 	rootfs/appliance/boot.sh $(APPLIANCE) tests/systemd/check.sh $(OUT)/appliance/share \
-		$(UPGRADE_DEB) $(IMAGE_TAR) tests/systemd/memhog.yaml
+		$(UPGRADE_DEB) $(IMAGE_TAR) tests/systemd/memhog.yaml tests/systemd/journal.sh
 
 # staticpodd-kubeadm under a real booted systemd, in one boot of the appliance: the
 # package takes the machine over from staticpodd.service without touching its pod;
