@@ -22,9 +22,9 @@ import (
 type Agent interface {
 	Pods() []v1.Pod
 	Problems() []manifest.Problem
-	// LogFile is the CRI log file of a container: its newest run's, or the one
-	// before with previous.
-	LogFile(namespace, pod, container string, previous bool) (string, error)
+	// LogFile is the CRI log file of a container's run: the one the kubelet's
+	// logs show (its running or last run), or its last ended run with previous.
+	LogFile(ctx context.Context, namespace, pod, container string, previous bool) (string, error)
 	// Probes are the last results of the probes of running containers.
 	Probes() []prober.Status
 	// Events are what happened to pods, kept and to come.
