@@ -94,6 +94,9 @@ type issue struct {
 // check parses data from origin with the daemon's parser into c.
 func (c *checked) check(data []byte, node string) {
 	p := manifest.Check(data, c.Source, c.Origin, node)
+	for _, pod := range p.Pods {
+		p.Warnings = append(p.Warnings, manifest.PullAlwaysWarnings(pod, c.Origin)...)
+	}
 	// What this build's daemon would refuse to start (Parsed: no pods then).
 	if reason := oci.BuildFeatures().SeccompMissing(); reason != "" {
 		for _, pod := range p.Pods {
