@@ -17,7 +17,7 @@ import (
 	"github.com/staticpodd/staticpodd/agent/source"
 )
 
-func validateCmd(*globalOptions) *cobra.Command { return newValidateCmd() }
+func validateCmd(o *globalOptions) *cobra.Command { return newValidateCmd(o) }
 
 const seedPod = `apiVersion: v1
 kind: Pod
