@@ -110,3 +110,26 @@ func busyboxTar(t *testing.T) string {
 	}
 	return p
 }
+
+// validate names pods <name>-<node> after the running daemon's node name (its
+// --hostname-override), not the hostname; with no daemon, after the hostname.
+func TestValidateUsesDaemonNodeName(t *testing.T) {
+	dir, manifests := t.TempDir(), t.TempDir()
+	if err := os.WriteFile(filepath.Join(manifests, "web.yaml"), []byte("apiVersion: v1\nkind: Pod\nmetadata: {name: web}\nspec:\n  containers:\n  - {name: c, image: busybox:1.36}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	host, _ := os.Hostname()
+	out, err := execute(t, testRoot(validateCmd), "validate", "--run-dir", dir, manifests)
+	if want := "pod default/web-" + strings.ToLower(host); err != nil || !strings.Contains(out, want) {
+		t.Errorf("no daemon: %v, want %q:\n%s", err, want, out)
+	}
+	serveDaemon(t, dir) // its node is node1
+	out, err = execute(t, testRoot(validateCmd), "validate", "--run-dir", dir, manifests)
+	if err != nil || !strings.Contains(out, "pod default/web-node1,") {
+		t.Errorf("with the daemon of node1: %v\n%s", err, out)
+	}
+	out, err = execute(t, testRoot(validateCmd), "validate", "--run-dir", dir, "--hostname-override", "other", manifests)
+	if err != nil || !strings.Contains(out, "pod default/web-other,") {
+		t.Errorf("--hostname-override other: %v\n%s", err, out)
+	}
+}
