@@ -316,8 +316,15 @@ NFPM_CONFIG := $(OUT)/pkg/nfpm.yaml
 $(NFPM_CONFIG): packaging/nfpm.yaml $(PKG_STAGE)/license
 	sed "s|^license: .*|license: $$(cat $(PKG_STAGE)/license)|" packaging/nfpm.yaml > $@
 
+# The shell completion scripts (cobra's), which complete pod names from the
+# running daemon and image references from the store.
+COMPLETIONS := $(PKG_STAGE)/completion.bash $(PKG_STAGE)/completion.zsh $(PKG_STAGE)/completion.fish
+$(PKG_STAGE)/completion.%: $(BIN)
+	@mkdir -p $(dir $@)
+	$(BIN) completion $* > $@
+
 # pkg-stage: what nfpm.yaml takes from the build.
-pkg-stage: $(BIN) $(PKG_STAGE)/staticpodd.8.gz $(PKG_STAGE)/copyright $(NFPM_CONFIG)
+pkg-stage: $(BIN) $(PKG_STAGE)/staticpodd.8.gz $(PKG_STAGE)/copyright $(COMPLETIONS) $(NFPM_CONFIG)
 	@mkdir -p $(PKG_STAGE)
 	cp $(BIN) $(PKG_STAGE)/staticpodd
 

@@ -46,6 +46,8 @@ type Agent interface {
 type Problem struct {
 	Origin string `json:"origin"`
 	Error  string `json:"error"`
+	// Warning: the manifest is used all the same (manifest.Problem.Warning).
+	Warning bool `json:"warning,omitempty"`
 }
 
 // ReadOnly returns the handler of the read-only port: /healthz and /pods, as the
@@ -74,7 +76,7 @@ func CLI(a Agent, logger *slog.Logger) http.Handler {
 				// Manifest errors name their file already; say it once.
 				msg = strings.ReplaceAll(p.Err.Error(), p.Origin+": ", "")
 			}
-			out = append(out, Problem{Origin: p.Origin, Error: msg})
+			out = append(out, Problem{Origin: p.Origin, Error: msg, Warning: p.Warning})
 		}
 		writeJSON(w, logger, out)
 	})

@@ -166,7 +166,11 @@ func printPods(out io.Writer, pods []v1.Pod, problems []server.Problem, probes [
 		fmt.Fprintln(out)
 		fmt.Fprintln(out, "Manifest problems:")
 		for _, p := range problems {
-			fmt.Fprintf(out, "  %s: %s\n", describe.Escape(p.Origin), describe.Escape(p.Error))
+			kind := "" // an error: the manifest is not used
+			if p.Warning {
+				kind = "warning: " // used, not all of it
+			}
+			fmt.Fprintf(out, "  %s: %s%s\n", describe.Escape(p.Origin), kind, describe.Escape(p.Error))
 		}
 	}
 	return nil
