@@ -102,7 +102,7 @@ type fileState struct {
 	// warnings are what the parse of the current, usable content said of
 	// it (unknown fields ignored, a key given twice).
 	warnings []manifest.Warning
-	link bool           // the directory entry is a symlink
+	link     bool // the directory entry is a symlink
 	// gone is when the file was first found missing; zero while it is there.
 	gone     time.Time
 	restored bool // the Store was asked for a last good pod already
