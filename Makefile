@@ -16,8 +16,10 @@ LDFLAGS   := -s -w -extldflags -static -X main.version=$(VERSION)
 
 DEMO_ROOT := $(CURDIR)/$(OUT)/demo/root
 DEMO_RUN  := /run/staticpodd-demo
+# The built-in default network's bridge (--pod-network-bridge's default).
+DEMO_BRIDGE := staticpodd0
 
-.PHONY: all build images demo demo-clean test test-chaos unit e2e bench bench-nodeapi bench-pull bench-relist bench-outage bench-eviction bench-images fuzz vet clean \
+.PHONY: all build images demo demo-clean demo-clean-bridge test test-chaos unit e2e bench bench-nodeapi bench-pull bench-relist bench-outage bench-eviction bench-images fuzz vet clean \
 	deb rpm packages test-packages appliance test-systemd test-systemd-kubeadm appliance-backports test-systemd-backports controlplane test-controlplane bench-controlplane test-conformance test-kubeadm test-cri test-node-e2e
 
 all: build
@@ -90,6 +92,16 @@ demo-clean: build
 	kill $$pid; wait $$pid
 	rm -rf $(OUT)/demo $(DEMO_RUN)
 	-rmdir /sys/fs/cgroup/*/staticpodd-demo 2>/dev/null
+	@$(MAKE) --no-print-directory demo-clean-bridge
+
+# The default network's bridge, which the last pod's removal leaves (as a CNI
+# bridge plugin's DEL does); kept while another daemon's pod is on it.
+demo-clean-bridge:
+	@if [ -d /sys/class/net/$(DEMO_BRIDGE) ]; then \
+		if [ -n "$$(ls /sys/class/net/$(DEMO_BRIDGE)/brif 2>/dev/null)" ]; then \
+			echo "make demo-clean: bridge $(DEMO_BRIDGE) kept: pods of another staticpodd are on it" >&2; \
+		else ip link delete $(DEMO_BRIDGE) && echo "make demo-clean: bridge $(DEMO_BRIDGE) removed"; fi; \
+	fi
 
 # The whole suite: unit tests (the copyright generator's, a module of its own,
 # first), then root tests with real containers and the end-to-end tests of the
@@ -298,8 +310,15 @@ NFPM_CONFIG := $(OUT)/pkg/nfpm.yaml
 $(NFPM_CONFIG): packaging/nfpm.yaml $(PKG_STAGE)/license
 	sed "s|^license: .*|license: $$(cat $(PKG_STAGE)/license)|" packaging/nfpm.yaml > $@
 
+# The shell completion scripts (cobra's), which complete pod names from the
+# running daemon and image references from the store.
+COMPLETIONS := $(PKG_STAGE)/completion.bash $(PKG_STAGE)/completion.zsh $(PKG_STAGE)/completion.fish
+$(PKG_STAGE)/completion.%: $(BIN)
+	@mkdir -p $(dir $@)
+	$(BIN) completion $* > $@
+
 # pkg-stage: what nfpm.yaml takes from the build.
-pkg-stage: $(BIN) $(PKG_STAGE)/staticpodd.8.gz $(PKG_STAGE)/copyright $(NFPM_CONFIG)
+pkg-stage: $(BIN) $(PKG_STAGE)/staticpodd.8.gz $(PKG_STAGE)/copyright $(COMPLETIONS) $(NFPM_CONFIG)
 	@mkdir -p $(PKG_STAGE)
 	cp $(BIN) $(PKG_STAGE)/staticpodd
 
@@ -339,7 +358,7 @@ test-systemd: appliance
 	VERSION=$(PKG_VERSION).1 ARCH=$(PKG_ARCH) \
 		$(NFPM) pkg --config $(NFPM_CONFIG) --packager deb --target $(UPGRADE_DEB)
 	rootfs/appliance/boot.sh $(APPLIANCE) tests/systemd/check.sh $(OUT)/appliance/share \
-		$(UPGRADE_DEB) $(IMAGE_TAR) tests/systemd/memhog.yaml
+		$(UPGRADE_DEB) $(IMAGE_TAR) tests/systemd/memhog.yaml tests/systemd/journal.sh
 
 # staticpodd-kubeadm under a real booted systemd, in one boot of the appliance: the
 # package takes the machine over from staticpodd.service without touching its pod;

@@ -1,13 +1,17 @@
 package agent
 
 import (
+	"context"
 	"errors"
 	"fmt"
-	"os"
+	"io/fs"
 	"path/filepath"
+	"slices"
+	"strings"
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/staticpodd/staticpodd/agent/podspec"
 	"github.com/staticpodd/staticpodd/agent/podspec/logfiles"
 )
 
@@ -15,15 +19,18 @@ import (
 var ErrNoLogs = errors.New("no logs")
 
 // LogFile returns the CRI log file of container in the pod namespace/name (its
-// full name): the newest run's, or with previous the run before it, as
-// kubectl logs --previous. Files are <LogDir>/<container>/<attempt>.log, and
-// rotation makes <attempt>.log.<time>[.gz] of them (logfiles.RotatedLogs): a
-// run with only those still has its <attempt>.log returned.
-func (a *Agent) LogFile(namespace, name, container string, previous bool) (string, error) {
-	return a.published().logFile(namespace, name, container, previous)
+// full name): the run the kubelet's validateContainerLogStatus picks from the
+// container's status, which is the last run that ended (lastState) with
+// previous, else the running one, the one that ended, or the last one while the
+// container waits to start again (a crash loop's back-off). Files are
+// <LogDir>/<container>/<attempt>.log, and rotation makes
+// <attempt>.log.<time>[.gz] of them (logfiles.RotatedLogs): a run with only
+// those still has its <attempt>.log returned.
+func (a *Agent) LogFile(ctx context.Context, namespace, name, container string, previous bool) (string, error) {
+	return a.published().logFile(ctx, namespace, name, container, previous)
 }
 
-func (v podSet) logFile(namespace, name, container string, previous bool) (string, error) {
+func (v podSet) logFile(ctx context.Context, namespace, name, container string, previous bool) (string, error) {
 	pod := v.find(namespace, name)
 	if pod == nil {
 		return "", fmt.Errorf("pod %s/%s: %w", namespace, name, ErrNoLogs)
@@ -31,29 +38,107 @@ func (v podSet) logFile(namespace, name, container string, previous bool) (strin
 	if findContainer(pod, container) == nil {
 		return "", fmt.Errorf("pod %s/%s has no container %q: %w", namespace, name, container, ErrNoLogs)
 	}
+	id, err := logContainerID(pod, container, previous)
+	if err != nil {
+		return "", fmt.Errorf("%w: %w", err, ErrNoLogs)
+	}
 	podDir := v.logDir(pod)
 	if podDir == "" {
 		return "", fmt.Errorf("pod %s/%s has no log directory recorded: %w", namespace, name, ErrNoLogs)
 	}
 	dir := filepath.Join(podDir, container)
-	// Beneath podLogsDir through no symlink: a container that mounts it
-	// may have swapped its directory for one to a host directory.
-	attempts, err := logfiles.Runs(dir)
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
+	cs, err := v.containers(ctx)
+	if err != nil {
 		return "", fmt.Errorf("logs of container %s of pod %s/%s: %w", container, namespace, name, err)
 	}
-	i := len(attempts) - 1
-	if previous {
-		i--
-	}
-	if i < 0 {
-		what := "logs"
-		if previous {
-			what = "previous logs"
+	for _, c := range cs {
+		if c.ID == id {
+			return filepath.Join(dir, logfiles.LogFileName(c.Attempt)), nil
 		}
-		return "", fmt.Errorf("container %s of pod %s/%s has no %s: %w", container, namespace, name, what, ErrNoLogs)
 	}
-	return filepath.Join(dir, logfiles.LogFileName(attempts[i])), nil
+	// Not in the runtime: the instance the newest one replaced (the worker
+	// removes it then, keeping its logs), whose run is the newest below the
+	// newest instance's, its restart count. Beneath podLogsDir through no
+	// symlink: a container that mounts it may have swapped its directory
+	// for one to a host directory.
+	runs, err := logfiles.Runs(dir)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("logs of container %s of pod %s/%s: %w", container, namespace, name, err)
+	}
+	newest := restartCount(pod, container)
+	for _, r := range slices.Backward(runs) {
+		if r < newest {
+			return filepath.Join(dir, logfiles.LogFileName(r)), nil
+		}
+	}
+	return "", fmt.Errorf("container %s of pod %s/%s has no logs of its run %s: %w", container, namespace, name, id, ErrNoLogs)
+}
+
+// restartCount is the container's status's: its newest instance's run.
+func restartCount(pod *v1.Pod, container string) int {
+	for _, cs := range slices.Concat(pod.Status.ContainerStatuses, pod.Status.InitContainerStatuses) {
+		if cs.Name == container {
+			return int(cs.RestartCount)
+		}
+	}
+	return 0
+}
+
+// logContainerID is the ID of the container whose logs are asked for, as the
+// kubelet's validateContainerLogStatus (pkg/kubelet/kubelet_pods.go) picks it,
+// with its errors.
+func logContainerID(pod *v1.Pod, container string, previous bool) (string, error) {
+	var cs *v1.ContainerStatus
+	for _, c := range slices.Concat(pod.Status.ContainerStatuses, pod.Status.InitContainerStatuses) {
+		if c.Name == container {
+			cs = &c
+		}
+	}
+	podName := pod.Namespace + "/" + pod.Name
+	if cs == nil {
+		return "", fmt.Errorf("container %q in pod %q is not available", container, podName)
+	}
+	last := cs.LastTerminationState.Terminated
+	waiting, running, terminated := cs.State.Waiting, cs.State.Running, cs.State.Terminated
+	var id string
+	switch {
+	case previous:
+		if last == nil || last.ContainerID == "" {
+			return "", fmt.Errorf("previous terminated container %q in pod %q not found", container, podName)
+		}
+		id = last.ContainerID
+	case running != nil:
+		id = cs.ContainerID
+	case terminated != nil:
+		// The next run did not start: the one before it.
+		id = terminated.ContainerID
+		if id == "" && last != nil {
+			id = last.ContainerID
+		}
+		if id == "" {
+			return "", fmt.Errorf("container %q in pod %q is terminated", container, podName)
+		}
+	case last != nil:
+		if last.ContainerID == "" {
+			return "", fmt.Errorf("container %q in pod %q is terminated", container, podName)
+		}
+		id = last.ContainerID
+	case waiting != nil:
+		switch waiting.Reason {
+		case "ErrImagePull":
+			return "", fmt.Errorf("container %q in pod %q is waiting to start: image can't be pulled", container, podName)
+		case "ImagePullBackOff":
+			return "", fmt.Errorf("container %q in pod %q is waiting to start: trying and failing to pull image", container, podName)
+		}
+		return "", fmt.Errorf("container %q in pod %q is waiting to start: %v", container, podName, waiting.Reason)
+	default:
+		return "", fmt.Errorf("container %q in pod %q is waiting to start - no logs yet", container, podName)
+	}
+	// "staticpodd://<id>", as the status writes it.
+	if _, after, ok := strings.Cut(id, "://"); ok {
+		id = after
+	}
+	return id, nil
 }
 
 // LogEnded reports whether the container whose log file is path, as LogFile
@@ -94,9 +179,13 @@ func (v podSet) logEnded(namespace, name, container, path string) bool {
 type podSet struct {
 	pods   []v1.Pod
 	logDir func(*v1.Pod) string // where the pod's containers' log directories are
+	// containers are the runtime's (or the records') containers.
+	containers func(context.Context) ([]podspec.ContainerStatus, error)
 }
 
-func (a *Agent) published() podSet { return podSet{pods: a.Pods(), logDir: a.cfg.Paths.LogDir} }
+func (a *Agent) published() podSet {
+	return podSet{pods: a.Pods(), logDir: a.cfg.Paths.LogDir, containers: a.rt.List}
+}
 
 func (v podSet) find(namespace, name string) *v1.Pod {
 	for _, p := range v.pods {

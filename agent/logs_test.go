@@ -3,35 +3,80 @@ package agent
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/staticpodd/staticpodd/agent/manifest"
+	"github.com/staticpodd/staticpodd/agent/podspec/logfiles"
 )
 
-// A run whose live file is gone (a rotation cut short) but whose rotated
-// files are there is still a run.
-func TestLogFileCountsRunsOfRotatedFiles(t *testing.T) {
+// The run logs and logs --previous show is the one the kubelet's
+// validateContainerLogStatus picks: while a crash-looping container waits out
+// its back-off, both show the run that just crashed (lastState); once it runs
+// again, logs shows the new run and --previous the crashed one.
+func TestLogFileFollowsTheKubeletsChoice(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		paths := manifest.Paths{PodLogsDir: t.TempDir()}
-		h := start(t, newFakeRuntime(), Config{Paths: paths})
+		rt := newFakeRuntime()
+		h := start(t, rt, Config{Paths: paths})
 		p := testPod("web", "u1", v1.RestartPolicyAlways, ctr("a", "busybox"))
 		h.send([]manifest.Pod{p})
 		dir := filepath.Join(paths.LogDir(p.Pod), "a")
+		logFile := func(previous bool) (string, error) {
+			return h.a.LogFile(t.Context(), "default", "web-node1", "a", previous)
+		}
+		if got, err := logFile(false); err != nil || got != filepath.Join(dir, "0.log") {
+			t.Errorf("running: logs = %q, %v; want 0.log", got, err)
+		}
+		if _, err := logFile(true); err == nil || !strings.Contains(err.Error(), `previous terminated container "a" in pod "default/web-node1" not found`) {
+			t.Errorf("first run: logs --previous err %v, want the kubelet's not found", err)
+		}
+
+		rt.mu.Lock()
+		rt.crash["a"] = 1
+		rt.mu.Unlock()
+		rt.Exit("c1", 1)
+		// Crash until the back-off holds the container waiting.
+		for range 5 {
+			time.Sleep(time.Minute)
+			synctest.Wait()
+		}
+		st := h.pod("web").Status.ContainerStatuses[0]
+		if st.State.Waiting == nil || st.State.Waiting.Reason != "CrashLoopBackOff" || st.LastTerminationState.Terminated == nil {
+			t.Fatalf("container status %+v, want CrashLoopBackOff with a last state", st)
+		}
+		last := int(st.RestartCount)
+		// The monitor writes a run's log file; the fake runtime does not.
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		for _, f := range []string{"0.log", "0.log.20260102-030405.gz", "1.log.20260102-030406"} {
+		for _, f := range []string{logfiles.LogFileName(last - 1), logfiles.LogFileName(last) + ".20260102-030405.gz", logfiles.LogFileName(last + 1)} {
 			if err := os.WriteFile(filepath.Join(dir, f), nil, 0o644); err != nil {
 				t.Fatal(err)
 			}
 		}
-		for previous, want := range map[bool]string{false: "1.log", true: "0.log"} {
-			got, err := h.a.LogFile("default", "web-node1", "a", previous)
-			if err != nil || got != filepath.Join(dir, want) {
-				t.Errorf("LogFile(previous=%v) = %q, %v; want %s", previous, got, err, want)
+		crashed := filepath.Join(dir, logfiles.LogFileName(last))
+		for _, previous := range []bool{false, true} {
+			if got, err := logFile(previous); err != nil || got != crashed {
+				t.Errorf("CrashLoopBackOff: LogFile(previous=%v) = %q, %v; want the run that crashed, %s", previous, got, err, crashed)
+			}
+		}
+
+		rt.mu.Lock()
+		delete(rt.crash, "a")
+		rt.mu.Unlock()
+		time.Sleep(10 * time.Minute)
+		synctest.Wait()
+		if st := h.pod("web").Status.ContainerStatuses[0]; st.State.Running == nil {
+			t.Fatalf("container status %+v, want running again", st)
+		}
+		for previous, want := range map[bool]string{false: logfiles.LogFileName(last + 1), true: logfiles.LogFileName(last)} {
+			if got, err := logFile(previous); err != nil || got != filepath.Join(dir, want) {
+				t.Errorf("running again: LogFile(previous=%v) = %q, %v; want %s", previous, got, err, want)
 			}
 		}
 	})

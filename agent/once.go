@@ -65,6 +65,9 @@ func (a *Agent) onceResults() ([]OnceResult, bool) {
 		results = append(results, OnceResult{Pod: &p, Outcome: outcome, Message: msg})
 	}
 	for _, pr := range a.problems {
+		if pr.Warning {
+			continue // its pod runs, and is among the results
+		}
 		results = append(results, OnceResult{Problem: &pr, Outcome: OnceInvalid, Message: problemMessage(pr)})
 	}
 	return results, settled

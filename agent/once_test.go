@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -56,6 +57,8 @@ func TestWaitOnceSettles(t *testing.T) {
 		rt.missing["etcd:3.5"] = true
 		h := start(t, rt, Config{})
 		bad := manifest.Problem{Origin: "/m/bad.yaml", Err: errors.New("/m/bad.yaml: spec.containers: at least one container is required")}
+		// A warning: its pod (web) runs; it is no result of its own.
+		warned := manifest.Problem{Origin: "/m/web.yaml", Err: errors.New("/m/web.yaml: spec.containers[0].comand: unknown field, ignored"), Warning: true}
 		type result struct {
 			results []OnceResult
 			settled bool
@@ -69,7 +72,7 @@ func TestWaitOnceSettles(t *testing.T) {
 			testPod("web", "u1", v1.RestartPolicyAlways, ctr("a", "busybox")),
 			testPod("job", "u2", v1.RestartPolicyNever, ctr("b", "busybox")),
 			testPod("etcd", "u3", v1.RestartPolicyAlways, ctr("etcd", "etcd:3.5")),
-		}, bad)
+		}, bad, warned)
 		select {
 		case <-done:
 			t.Fatal("settled while the job still runs")
@@ -101,6 +104,16 @@ func TestWaitOnceSettles(t *testing.T) {
 			if got[k] != v {
 				t.Errorf("%s: %s, want %s", k, got[k], v)
 			}
+		}
+		var reasons []string
+		for _, e := range h.a.Events().List() {
+			if e.InvolvedObject.Kind == "Node" && e.Type == v1.EventTypeWarning {
+				reasons = append(reasons, e.Reason+": "+e.Message)
+			}
+		}
+		if !slices.Contains(reasons, "ManifestWarning: Manifest /m/web.yaml is used, but: spec.containers[0].comand: unknown field, ignored") ||
+			!slices.Contains(reasons, "FailedValidation: Error validating manifest /m/bad.yaml: spec.containers: at least one container is required") {
+			t.Errorf("node warning events %q, want the warning's and the error's", reasons)
 		}
 	})
 }

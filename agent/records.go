@@ -49,7 +49,8 @@ func NewRecords(rootDir string, containers []podspec.ContainerStatus, sandboxes 
 		}
 	}
 	r := &Records{
-		podSet: podSet{pods: pods, logDir: func(p *v1.Pod) string { return logDirs[string(p.UID)] }},
+		podSet: podSet{pods: pods, logDir: func(p *v1.Pod) string { return logDirs[string(p.UID)] },
+			containers: func(context.Context) ([]podspec.ContainerStatus, error) { return containers, nil }},
 		events: events.New("", 0, nil),
 		exec:   exec,
 	}
@@ -96,8 +97,8 @@ func (r *Records) Probes() []prober.Status { return nil }
 // Events are the containers' creations and starts, at their recorded times.
 func (r *Records) Events() *events.Recorder { return r.events }
 
-func (r *Records) LogFile(namespace, pod, container string, previous bool) (string, error) {
-	return r.logFile(namespace, pod, container, previous)
+func (r *Records) LogFile(ctx context.Context, namespace, pod, container string, previous bool) (string, error) {
+	return r.logFile(ctx, namespace, pod, container, previous)
 }
 
 func (r *Records) LogEnded(namespace, pod, container, path string) bool {

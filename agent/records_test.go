@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net/netip"
@@ -101,10 +102,10 @@ spec:
 		t.Errorf("the container whose monitor is gone: %+v", gone.Status.ContainerStatuses[1])
 	}
 
-	if f, err := r.LogFile("shop", "web-node1", "main", false); err != nil || f != filepath.Join(webLogs, "1.log") {
+	if f, err := r.LogFile(context.Background(), "shop", "web-node1", "main", false); err != nil || f != filepath.Join(webLogs, "1.log") {
 		t.Errorf("LogFile = %q, %v", f, err)
 	}
-	if f, err := r.LogFile("shop", "web-node1", "main", true); err != nil || f != filepath.Join(webLogs, "0.log") {
+	if f, err := r.LogFile(context.Background(), "shop", "web-node1", "main", true); err != nil || f != filepath.Join(webLogs, "0.log") {
 		t.Errorf("LogFile previous = %q, %v", f, err)
 	}
 	if id, err := r.ExecTarget("shop", "web-node1", "main"); err != nil || id != "web1" {

@@ -325,8 +325,9 @@ func (a *Agent) maybeReadyLocked() {
 	}
 }
 
-// recordProblemsLocked records a FailedValidation event for each manifest
-// problem that was not there at the last reconcile.
+// recordProblemsLocked records a FailedValidation event (ManifestWarning for a
+// warning) for each manifest problem that was not there at the last
+// reconcile.
 func (a *Agent) recordProblemsLocked(problems []manifest.Problem) {
 	seen := map[string]bool{}
 	for _, p := range problems {
@@ -338,6 +339,9 @@ func (a *Agent) recordProblemsLocked(problems []manifest.Problem) {
 		case p.Fetch:
 			a.events.Eventf(events.NodeRef(a.cfg.NodeName), v1.EventTypeWarning, events.FailedFetch,
 				"Error fetching manifests from %s: %s", p.Origin, msg)
+		case p.Warning:
+			a.events.Eventf(events.NodeRef(a.cfg.NodeName), v1.EventTypeWarning, events.ManifestWarning,
+				"Manifest %s is used, but: %s", p.Origin, msg)
 		default:
 			a.events.Eventf(events.NodeRef(a.cfg.NodeName), v1.EventTypeWarning, events.FailedValidation,
 				"Error validating manifest %s: %s", p.Origin, msg)

@@ -69,6 +69,7 @@ func (h *journalHandler) Handle(ctx context.Context, r slog.Record) error {
 	if m := vars["SLOG_MESSAGE"]; m != "" {
 		msg += ": " + m
 	}
+	msg += podContext(vars)
 	if err := h.send(msg, priority(r.Level), vars); err != nil {
 		return h.fallback.Handle(ctx, r)
 	}
@@ -126,6 +127,20 @@ func appendFields(fs []field, prefix string, a slog.Attr) []field {
 		}
 	}
 	return fs
+}
+
+// podContext is what a pod's record adds to its MESSAGE: ` pod="ns/name"
+// container="c"`, as the kubelet's lines read, since journalctl's default
+// output shows MESSAGE and no field. Quoted, so that a value's spaces or
+// control characters cannot pass for more of the line.
+func podContext(vars map[string]string) string {
+	var b strings.Builder
+	for _, f := range [...]struct{ field, key string }{{"POD", "pod"}, {"CONTAINER", "container"}} {
+		if v := vars[f.field]; v != "" {
+			b.WriteString(" " + f.key + "=" + strconv.Quote(v))
+		}
+	}
+	return b.String()
 }
 
 // reserved names are set by the handler itself; an attribute must not override them.

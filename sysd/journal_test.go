@@ -53,8 +53,8 @@ func TestJournalFields(t *testing.T) {
 		t.Fatalf("sent %d entries, want 1", len(s.entries))
 	}
 	e := s.entries[0]
-	if e.msg != "container started" || e.pri != journal.PriInfo {
-		t.Errorf("MESSAGE=%q PRIORITY=%d, want %q %d", e.msg, e.pri, "container started", journal.PriInfo)
+	if want := `container started pod="etcd-node1"`; e.msg != want || e.pri != journal.PriInfo {
+		t.Errorf("MESSAGE=%q PRIORITY=%d, want %q %d", e.msg, e.pri, want, journal.PriInfo)
 	}
 	if !strings.HasSuffix(e.vars["CODE_FILE"], "journal_test.go") ||
 		!strings.HasSuffix(e.vars["CODE_FUNC"], ".TestJournalFields") || e.vars["CODE_LINE"] == "" {
@@ -213,5 +213,76 @@ func TestJournalMessageAttribute(t *testing.T) {
 	}
 	if got := s.entries[0].vars["SLOG_MESSAGE"]; got != "Back-off restarting failed container" {
 		t.Errorf("SLOG_MESSAGE=%q", got)
+	}
+}
+
+// TestJournalMessageNamesPod: journalctl's default output shows MESSAGE only,
+// so a pod's record names its pod and container there, as the kubelet's lines
+// read; the fields stay.
+func TestJournalMessageNamesPod(t *testing.T) {
+	var s sink
+	log := newTestLogger(&s, new(bytes.Buffer))
+	log.With("pod", "kube-system/etcd-node1").Warn("probe failed", "container", "etcd", "probe", "liveness")
+	log.Info("event", "type", "Normal", "reason", "Created", "pod", "default/web-node1", "container", "httpd", "message", "Created container httpd")
+	log.With("pod", "default/web-node1").Info("pod synced")
+	log.Info("container exited", "container", "c\n\"x")
+	log.Info("no pod here", "file", "/etc/kubernetes/manifests/web.yaml")
+	want := []string{
+		`probe failed pod="kube-system/etcd-node1" container="etcd"`,
+		`event: Created container httpd pod="default/web-node1" container="httpd"`,
+		`pod synced pod="default/web-node1"`,
+		`container exited container="c\n\"x"`,
+		`no pod here`,
+	}
+	if len(s.entries) != len(want) {
+		t.Fatalf("sent %d entries, want %d", len(s.entries), len(want))
+	}
+	for i, e := range s.entries {
+		if e.msg != want[i] {
+			t.Errorf("MESSAGE=%q, want %q", e.msg, want[i])
+		}
+	}
+	if v := s.entries[0].vars; v["POD"] != "kube-system/etcd-node1" || v["CONTAINER"] != "etcd" || v["PROBE"] != "liveness" {
+		t.Errorf("fields %v, want POD, CONTAINER and PROBE kept", v)
+	}
+}
+
+// TestJournalDocumentedQueries: every `journalctl -u staticpodd FIELD=value...`
+// packaging/README.md shows matches the lines of the pod and container it
+// names (journalctl ANDs the fields of a query).
+func TestJournalDocumentedQueries(t *testing.T) {
+	var s sink
+	newTestLogger(&s, new(bytes.Buffer)).With("pod", "kube-system/etcd-node1").Warn("probe failed", "container", "etcd")
+	checkDocumentedQueries(t, s.entries[0].vars)
+}
+
+// checkDocumentedQueries checks that each query of packaging/README.md
+// matches a record with fields vars.
+func checkDocumentedQueries(t *testing.T, vars map[string]string) {
+	t.Helper()
+	doc, err := os.ReadFile("../packaging/README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	queries := 0
+	for _, line := range strings.Split(string(doc), "\n") {
+		args, ok := strings.CutPrefix(strings.TrimSpace(line), "journalctl -u staticpodd ")
+		if !ok {
+			continue
+		}
+		queries++
+		for _, a := range strings.Fields(args) {
+			name, value, ok := strings.Cut(a, "=")
+			if !ok {
+				t.Errorf("query %q: %q is no FIELD=value", line, a)
+				continue
+			}
+			if vars[name] != value {
+				t.Errorf("query %q: %s=%q matches nothing: the record has %s=%q", strings.TrimSpace(line), name, value, name, vars[name])
+			}
+		}
+	}
+	if queries < 3 {
+		t.Errorf("found %d journalctl queries in packaging/README.md, want the 3 it documents", queries)
 	}
 }

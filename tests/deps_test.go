@@ -140,7 +140,9 @@ var agentEdges = map[string][]string{
 	"agent/config":     {"agent/eviction"},
 	// agent/cri answers the CRI from the agent's state (an interface the
 	// agent implements), with the node API's listener bounds.
-	"agent/cri":              {"agent/podspec", "agent/server"},
+	"agent/cri": {"agent/podspec", "agent/server"},
+	// agent/describe formats what the CLI asked the daemon for.
+	"agent/describe":         {"agent/events", "agent/prober"},
 	"agent/events":           {"agent/podspec"},
 	"agent/eviction":         {"agent/podspec"},
 	"agent/health":           {"agent/server", "agent/source"},
@@ -221,6 +223,7 @@ var hostIO = []string{"os", "os/exec", "os/signal", "os/user", "syscall", "golan
 // so that table tests cover all they do and a decision never hides a side
 // effect: the caller reads the host and acts on the answer.
 var purePackages = map[string]string{
+	"agent/describe": "pods, their events and probes as the CLI prints them (ps POD, describe, events, completion)",
 	"agent/eviction": "which signal crossed which threshold, and which pod goes first",
 	"agent/manifest": "parsing, naming, UIDs, hashes, defaults, validation, QoS, conversion to podspec",
 	"agent/poddir":   "the names of every path under <root-dir>/pods",

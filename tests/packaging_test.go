@@ -191,6 +191,19 @@ func TestPackagesBuilt(t *testing.T) {
 		t.Errorf("crictl.yaml:\n%s", crictl)
 	}
 
+	// Shell completion, where each shell looks for a package's.
+	files = run("dpkg-deb", "-c", deb)
+	for _, w := range []string{"./usr/share/bash-completion/completions/staticpodd\n",
+		"./usr/share/zsh/vendor-completions/_staticpodd\n", "./usr/share/fish/vendor_completions.d/staticpodd.fish\n"} {
+		if !strings.Contains(files, w) {
+			t.Errorf("staticpodd.deb lacks %q", strings.TrimSpace(w))
+		}
+	}
+	bash := run("sh", "-c", "dpkg-deb --fsys-tarfile "+deb+" | tar -xO ./usr/share/bash-completion/completions/staticpodd")
+	if !strings.Contains(bash, "complete -o default -F __start_staticpodd staticpodd") {
+		t.Errorf("the bash completion is not cobra's for staticpodd:\n%.300s", bash)
+	}
+
 	krpm := one("staticpodd-kubeadm-*.rpm")
 	for query, want := range map[string][]string{
 		"--requires":  {"staticpodd = " + version},

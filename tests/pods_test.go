@@ -444,10 +444,19 @@ func TestCrashLoopBackOff(t *testing.T) {
 		}
 		return nil
 	})
-	// One log file per run: the current run's and the one before it.
+	// Waiting out its 40s back-off after run 4, both logs and logs --previous
+	// show run 4, the last that ended, as the kubelet's
+	// validateContainerLogStatus picks it (lastState).
+	d.Eventually(10*time.Second, "CrashLoopBackOff after run 4", func() error {
+		cs := d.Pod("crash").Status.ContainerStatuses[0]
+		if w := cs.State.Waiting; cs.RestartCount != 3 || w == nil || w.Reason != "CrashLoopBackOff" {
+			return fmt.Errorf("restartCount %d, state %+v", cs.RestartCount, cs.State)
+		}
+		return nil
+	})
 	cur, prev := d.CLI("logs", "crash"), d.CLI("logs", "crash", "--previous")
-	if cur != "run 4\n" || prev != "run 3\n" {
-		t.Errorf("logs = %q, logs --previous = %q; want \"run 4\", \"run 3\"", cur, prev)
+	if cur != "run 4\n" || prev != "run 4\n" {
+		t.Errorf("in CrashLoopBackOff after run 4: logs = %q, logs --previous = %q; want \"run 4\" for both, as the kubelet", cur, prev)
 	}
 	// As the kubelet, only those two runs keep their log files.
 	p := d.Pod("crash")

@@ -43,6 +43,9 @@ const (
 	FailedPreStopHook   = "FailedPreStopHook"
 	FailedValidation    = "FailedValidation"
 	FailedFetch         = "FailedFetch" // staticpodd's own: a manifest URL's request failed
+	// ManifestWarning is staticpodd's own: a manifest is used, but not all of
+	// it (an unknown field such as a misspelt comand: is ignored).
+	ManifestWarning     = "ManifestWarning"
 	Starting            = "Starting"
 	FreeDiskSpaceFailed = "FreeDiskSpaceFailed" // image GC freed less than the low threshold wants
 	ImageGCFailed       = "ImageGCFailed"

@@ -207,6 +207,9 @@ func (m *Manager) Ensure(ctx context.Context, r Request) (ok bool, retry time.Ti
 		// A registry's error body is in it (go-containerregistry reads 64 KiB
 		// of one): kept, logged and shown cut to MaxOutput.
 		msg := podspec.Truncate(err.Error(), podspec.MaxOutput)
+		if hint := presentAnyway(p, c, image); hint != "" {
+			msg += "; " + hint
+		}
 		m.logger.Warn("image pull failed", "container", c.Name, "image", image, "err", msg)
 		m.events.Eventf(ref, v1.EventTypeWarning, events.Failed, "Failed to pull image %q: %s", c.Image, msg)
 		m.events.Eventf(ref, v1.EventTypeWarning, events.Failed, "Error: %s", reasonImagePull)
@@ -223,6 +226,22 @@ func (m *Manager) Ensure(ctx context.Context, r Request) (ok bool, retry time.Ti
 	}
 	m.forget(key)
 	return true, time.Time{}, true
+}
+
+// presentAnyway says, when a pull with policy Always failed, that the image is
+// in the store all the same, and the fix: the kubelet's behaviour is kept
+// (Always pulls, :latest and untagged images default to it), but a node with
+// no registry (an imported image) otherwise reads only a DNS error.
+func presentAnyway(p Puller, c *v1.Container, image string) string {
+	if c.ImagePullPolicy != v1.PullAlways {
+		return ""
+	}
+	if present, err := p.Present(image); err != nil || !present {
+		return ""
+	}
+	return fmt.Sprintf("the image %q is in the node's image store, but imagePullPolicy Always "+
+		"(the default for an image tagged :latest or untagged) pulls it every start: "+
+		"set imagePullPolicy: IfNotPresent to run it without the registry", c.Image)
 }
 
 // Forget drops the pull back-off of every image of pod uid: the pod is gone,

@@ -15,13 +15,15 @@ import (
 	"github.com/staticpodd/staticpodd/agent/status"
 )
 
-// puller is a store without the image and a registry that answers err.
+// puller is a store, with the image when present, and a registry that
+// answers err.
 type puller struct {
-	err   error
-	pulls int
+	err     error
+	pulls   int
+	present bool
 }
 
-func (p *puller) Present(string) (bool, error) { return false, nil }
+func (p *puller) Present(string) (bool, error) { return p.present, nil }
 
 func (p *puller) Pull(ctx context.Context, image string, o PullOptions) error {
 	p.pulls++
@@ -63,4 +65,49 @@ func TestEnsureBackOff(t *testing.T) {
 			t.Fatalf("after Forget: ok %v pulled %v, %d pulls, reason %q", ok, pulled, p.pulls, reason)
 		}
 	})
+}
+
+// An air-gapped node: nginx:latest was imported, its policy is Always (the
+// kubelet's default for :latest), the registry cannot be reached. The
+// kubelet's behaviour is kept (it pulls, fails, backs off), and the failure
+// says the image is there and names the fix; with the image absent, or
+// another policy, the message is the registry's alone.
+func TestEnsureAlwaysImagePresentSaysSo(t *testing.T) {
+	for _, tc := range []struct {
+		policy  v1.PullPolicy
+		present bool
+		hint    bool
+	}{
+		{v1.PullAlways, true, true},
+		{v1.PullAlways, false, false},
+		{v1.PullIfNotPresent, false, false},
+	} {
+		p := &puller{err: errors.New(`Get "https://index.docker.io/v2/": dial tcp: lookup index.docker.io: no such host`), present: tc.present}
+		never := func() <-chan struct{} { return nil }
+		rec := events.New("node1", 100, slog.New(slog.DiscardHandler))
+		m := NewManager(p, rec, never, slog.New(slog.DiscardHandler))
+		pod := &v1.Pod{}
+		pod.Name, pod.Namespace, pod.UID = "web", "default", "u1"
+		c := &v1.Container{Name: "app", Image: "nginx:latest", ImagePullPolicy: tc.policy}
+		var reason, message string
+		req := Request{Pod: pod, Container: c, Image: "docker.io/library/nginx:latest",
+			Waiting: func(r, msg string) { reason, message = r, msg }, Publish: func() {}}
+		if ok, _, _ := m.Ensure(t.Context(), req); ok || p.pulls != 1 || reason != status.ErrImagePull {
+			t.Fatalf("%s, present %v: ok %v, %d pulls, reason %s: want the pull tried and failed", tc.policy, tc.present, ok, p.pulls, reason)
+		}
+		const fix = `the image "nginx:latest" is in the node's image store, but imagePullPolicy Always ` +
+			`(the default for an image tagged :latest or untagged) pulls it every start: set imagePullPolicy: IfNotPresent`
+		var failed string
+		for _, e := range rec.List() {
+			if e.Reason == events.Failed && strings.HasPrefix(e.Message, "Failed to pull image") {
+				failed = e.Message
+			}
+		}
+		if got := strings.Contains(failed, fix) && strings.Contains(message, fix); got != tc.hint {
+			t.Errorf("%s, present %v: event %q, waiting message %q: hint shown %v, want %v", tc.policy, tc.present, failed, message, got, tc.hint)
+		}
+		if !strings.Contains(failed, "no such host") {
+			t.Errorf("event %q lacks the registry's error", failed)
+		}
+	}
 }

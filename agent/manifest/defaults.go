@@ -232,3 +232,28 @@ func imageTag(image string) string {
 	}
 	return "latest"
 }
+
+// PullAlwaysWarnings are `staticpodd validate`'s warnings for the containers
+// whose image is pulled at every start because it is tagged :latest (or not
+// tagged): the kubelet's default, kept, but a node without the registry (an
+// imported image, an air-gapped node) cannot start them, and the daemon only
+// says so once a pull has failed.
+func PullAlwaysWarnings(p Pod, origin string) []Warning {
+	var out []Warning
+	for _, cs := range []struct {
+		kind string
+		list []v1.Container
+	}{{"initContainers", p.Spec.InitContainers}, {"containers", p.Spec.Containers}} {
+		for i, c := range cs.list {
+			if c.ImagePullPolicy != v1.PullAlways || imageTag(c.Image) != "latest" {
+				continue
+			}
+			out = append(out, Warning{Origin: origin,
+				Field: field.NewPath("spec", cs.kind).Index(i).Child("imagePullPolicy").String(),
+				Message: fmt.Sprintf("Always (the default for an image tagged :latest or untagged): %q is pulled at every start, "+
+					"and the container does not start while its registry cannot be reached, even with the image imported; "+
+					"set imagePullPolicy: IfNotPresent to use the image in the node's store", c.Image)})
+		}
+	}
+	return out
+}

@@ -40,4 +40,9 @@ type Problem struct {
 	// Fetch: the manifests could not be fetched (a URL's request failed),
 	// rather than read and found invalid.
 	Fetch bool
+	// Warning: the manifest is used all the same (an unknown field, such as
+	// a misspelt comand:, ignored), but it does not say what its author
+	// meant; shown with the problems and recorded as an event, never
+	// counted as a manifest that cannot be used.
+	Warning bool
 }

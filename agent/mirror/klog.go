@@ -27,7 +27,13 @@ func (d debugHandler) Enabled(ctx context.Context, _ slog.Level) bool {
 	return d.h.Enabled(ctx, slog.LevelDebug)
 }
 
+// Handle drops r unless debug is on: logr hands errors (client-go's "Unable
+// to write event" with the whole Event printed, every retry of an outage)
+// to its sink without asking Enabled first.
 func (d debugHandler) Handle(ctx context.Context, r slog.Record) error {
+	if !d.h.Enabled(ctx, slog.LevelDebug) {
+		return nil
+	}
 	r.Level = slog.LevelDebug
 	return d.h.Handle(ctx, r)
 }

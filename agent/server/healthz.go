@@ -66,7 +66,7 @@ func healthz(a Agent) http.HandlerFunc {
 					fmt.Fprintf(&b, "[+]%s ok\n", ch.Name)
 					continue
 				}
-				fmt.Fprintf(&b, "[-]%s failed since %s: %s\n", ch.Name, ch.Since.UTC().Format(time.RFC3339), oneLine(ch.Err.Error()))
+				fmt.Fprintf(&b, "[-]%s failed since %s:%s\n", ch.Name, ch.Since.UTC().Format(time.RFC3339), errorLines(ch.Err))
 			}
 		}
 		if nr, ok := a.(NodeReporter); ok {
@@ -83,6 +83,22 @@ func healthz(a Agent) http.HandlerFunc {
 		b.WriteString("healthz check passed\n")
 		_, _ = w.Write([]byte(b.String()))
 	}
+}
+
+// errorLines is err after a check's "[-]name failed since T:": on the same
+// line, its line breaks folded; errors joined (the mirror's lease, node and
+// pods failing at once) each on a line of its own, indented so that none
+// passes for a check, rather than run together.
+func errorLines(err error) string {
+	joined, ok := err.(interface{ Unwrap() []error })
+	if !ok || len(joined.Unwrap()) < 2 {
+		return " " + oneLine(err.Error())
+	}
+	var b strings.Builder
+	for _, e := range joined.Unwrap() {
+		b.WriteString("\n    " + oneLine(e.Error()))
+	}
+	return b.String()
 }
 
 func oneLine(s string) string {

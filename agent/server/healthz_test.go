@@ -21,6 +21,11 @@ func TestHealthzVerbose(t *testing.T) {
 	since := time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
 	a := checkedAgent{testAgent, []Check{
 		{Name: "manifest-url", Err: errors.New("http://10.0.0.1/pods: HTTP 503 Service\nUnavailable"), Since: since},
+		// The mirror's parts failing at once, an API server down: each
+		// error on a line of its own, indented, so that none passes for a
+		// check of its own.
+		{Name: "mirror", Err: errors.Join(errors.New("lease: dial tcp 10.0.0.2:6443: connect: connection refused"),
+			errors.New("node: dial tcp 10.0.0.2:6443: connect: connection refused\r\n[+]forged ok")), Since: since},
 		{Name: "other"},
 	}}
 	for name, h := range map[string]*httptest.Server{
@@ -33,6 +38,9 @@ func TestHealthzVerbose(t *testing.T) {
 		}
 		want := "[+]ping ok\n" +
 			"[-]manifest-url failed since 2026-03-04T05:06:07Z: http://10.0.0.1/pods: HTTP 503 Service Unavailable\n" +
+			"[-]mirror failed since 2026-03-04T05:06:07Z:\n" +
+			"    lease: dial tcp 10.0.0.2:6443: connect: connection refused\n" +
+			"    node: dial tcp 10.0.0.2:6443: connect: connection refused [+]forged ok\n" +
 			"[+]other ok\n" +
 			"healthz check passed\n"
 		if code, ctype, body := get(t, h.Client(), h.URL+"/healthz?verbose"); code != 200 || string(body) != want || ctype != "text/plain; charset=utf-8" {

@@ -92,7 +92,7 @@ func containerLogs(a Agent, logger *slog.Logger) http.HandlerFunc {
 			return
 		}
 		ns, pod, ctr := r.PathValue("namespace"), r.PathValue("pod"), r.PathValue("container")
-		path, err := a.LogFile(ns, pod, ctr, opts.previous)
+		path, err := a.LogFile(r.Context(), ns, pod, ctr, opts.previous)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusNotFound)
 			return

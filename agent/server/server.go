@@ -22,9 +22,9 @@ import (
 type Agent interface {
 	Pods() []v1.Pod
 	Problems() []manifest.Problem
-	// LogFile is the CRI log file of a container: its newest run's, or the one
-	// before with previous.
-	LogFile(namespace, pod, container string, previous bool) (string, error)
+	// LogFile is the CRI log file of a container's run: the one the kubelet's
+	// logs show (its running or last run), or its last ended run with previous.
+	LogFile(ctx context.Context, namespace, pod, container string, previous bool) (string, error)
 	// Probes are the last results of the probes of running containers.
 	Probes() []prober.Status
 	// Events are what happened to pods, kept and to come.
@@ -46,6 +46,8 @@ type Agent interface {
 type Problem struct {
 	Origin string `json:"origin"`
 	Error  string `json:"error"`
+	// Warning: the manifest is used all the same (manifest.Problem.Warning).
+	Warning bool `json:"warning,omitempty"`
 }
 
 // ReadOnly returns the handler of the read-only port: /healthz and /pods, as the
@@ -74,7 +76,7 @@ func CLI(a Agent, logger *slog.Logger) http.Handler {
 				// Manifest errors name their file already; say it once.
 				msg = strings.ReplaceAll(p.Err.Error(), p.Origin+": ", "")
 			}
-			out = append(out, Problem{Origin: p.Origin, Error: msg})
+			out = append(out, Problem{Origin: p.Origin, Error: msg, Warning: p.Warning})
 		}
 		writeJSON(w, logger, out)
 	})

@@ -47,7 +47,7 @@ func (f fakeAgent) Probes() []prober.Status { return f.probes }
 
 func (f fakeAgent) Pods() []v1.Pod               { return f.pods }
 func (f fakeAgent) Problems() []manifest.Problem { return f.problems }
-func (f fakeAgent) LogFile(ns, pod, ctr string, previous bool) (string, error) {
+func (f fakeAgent) LogFile(_ context.Context, ns, pod, ctr string, previous bool) (string, error) {
 	if f.logFile == "" || pod != "web-node1" {
 		return "", errors.New("no logs")
 	}

@@ -99,7 +99,10 @@ type fileState struct {
 	data []byte         // the content of the last good parse
 	pods []manifest.Pod // the last good parse; kept when the file turns bad
 	err  error          // why the current content is unusable, nil when it is fine
-	link bool           // the directory entry is a symlink
+	// warnings are what the parse of the current, usable content said of
+	// it (unknown fields ignored, a key given twice).
+	warnings []manifest.Warning
+	link     bool // the directory entry is a symlink
 	// gone is when the file was first found missing; zero while it is there.
 	gone     time.Time
 	restored bool // the Store was asked for a last good pod already
@@ -585,7 +588,7 @@ func (f *File) readFile(path string, link bool) bool {
 		f.logger.Warn("manifest warning", "file", path, "field", w.Field, "warning", w.Message)
 	}
 	if len(parsed.Errors) > 0 {
-		st.err = parsed.Err()
+		st.err, st.warnings = parsed.Err(), nil
 		f.restore(path)
 		attrs := []any{"file", path, "err", st.err}
 		if st.pods != nil {
@@ -594,7 +597,7 @@ func (f *File) readFile(path string, link bool) bool {
 		f.logger.Error("invalid manifest; ignoring it", attrs...)
 		return true
 	}
-	st.err, st.pods, st.data = nil, parsed.Pods, data
+	st.err, st.pods, st.data, st.warnings = nil, parsed.Pods, data, parsed.Warnings
 	return true
 }
 
@@ -619,7 +622,7 @@ func (f *File) failed(path string, err error, link bool) {
 		}
 		f.logger.Warn("cannot read manifest file; keeping its pods", attrs...)
 	}
-	st.err, st.sum = err, [sha256.Size]byte{}
+	st.err, st.sum, st.warnings = err, [sha256.Size]byte{}, nil
 	f.restore(path)
 }
 
@@ -746,6 +749,9 @@ func (f *File) update(paths []string) Update {
 		}
 		if st.err != nil {
 			u.Problems = append(u.Problems, manifest.Problem{Origin: p, Err: st.err})
+		}
+		for _, w := range st.warnings {
+			u.Problems = append(u.Problems, manifest.Problem{Origin: p, Err: errors.New(w.String()), Warning: true})
 		}
 	}
 	return u

@@ -14,11 +14,12 @@ func addCommands(root *cobra.Command, o *globalOptions) {
 		newRunCmd(),
 		newKubeletCmd(),
 		newPsCmd(o),
+		newDescribeCmd(o),
 		newLogsCmd(o),
 		newEventsCmd(o),
 		newExecCmd(o),
 		newImagesCmd(o),
-		newValidateCmd(),
+		newValidateCmd(o),
 		newCheckCmd(),
 		newConfigCmd(o),
 		newVersionCmd(),
@@ -27,6 +28,7 @@ func addCommands(root *cobra.Command, o *globalOptions) {
 	root.SetVersionTemplate("{{.Version}}\n")
 	root.Flags().Bool("version", false, "print the version") // no -v: the kubelet's -v is verbosity
 	requireSubcommand(root)
+	completePodArgs(root, o)
 }
 
 // requireSubcommand makes c and every command under it that only groups

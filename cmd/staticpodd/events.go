@@ -15,9 +15,8 @@ import (
 	"github.com/spf13/cobra"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/duration"
 
-	"github.com/staticpodd/staticpodd/agent/events"
+	"github.com/staticpodd/staticpodd/agent/describe"
 	"github.com/staticpodd/staticpodd/agent/server"
 )
 
@@ -70,30 +69,14 @@ func printEvents(out io.Writer, list []v1.Event, now time.Time) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(out, 0, 8, 3, ' ', 0)
-	fmt.Fprintln(tw, strings.Join(eventHeader, "\t"))
+	fmt.Fprintln(tw, strings.Join(describe.EventHeader, "\t"))
 	for _, e := range list {
-		fmt.Fprintln(tw, strings.Join(eventRow(e, now), "\t"))
+		fmt.Fprintln(tw, strings.Join(describe.EventRow(e, now), "\t"))
 	}
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("write events: %w", err)
 	}
 	return nil
-}
-
-var eventHeader = []string{"LAST SEEN", "TYPE", "REASON", "OBJECT", "CONTAINER", "MESSAGE"}
-
-// eventRow is an event as kubectl get events shows it, with the container:
-// LAST SEEN is "5m (x3 over 10m)" for an event seen three times.
-func eventRow(e v1.Event, now time.Time) []string {
-	last := "<unknown>"
-	if !e.LastTimestamp.IsZero() {
-		last = duration.HumanDuration(now.Sub(e.LastTimestamp.Time))
-	}
-	if e.Count > 1 && !e.FirstTimestamp.IsZero() {
-		last = fmt.Sprintf("%s (x%d over %s)", last, e.Count, duration.HumanDuration(now.Sub(e.FirstTimestamp.Time)))
-	}
-	obj := strings.ToLower(e.InvolvedObject.Kind) + "/" + e.InvolvedObject.Name
-	return []string{last, e.Type, e.Reason, obj, orNone(events.Container(e.InvolvedObject.FieldPath)), oneLine(e.Message, 300)}
 }
 
 // watchEvents prints the events the daemon keeps, then each new one, until
@@ -129,11 +112,11 @@ func watchEvents(ctx context.Context, c *daemonClient, out io.Writer, asJSON boo
 		}
 		if !printed {
 			printed = true
-			if err := writeRow(out, eventHeader); err != nil {
+			if err := describe.WriteWatchRow(out, describe.EventHeader); err != nil {
 				return err
 			}
 		}
-		if err := writeRow(out, eventRow(e, time.Now())); err != nil {
+		if err := describe.WriteWatchRow(out, describe.EventRow(e, time.Now())); err != nil {
 			return err
 		}
 	}
@@ -144,24 +127,4 @@ func watchEvents(ctx context.Context, c *daemonClient, out io.Writer, asJSON boo
 		return fmt.Errorf("read events from the daemon: %w", err)
 	}
 	return fmt.Errorf("the daemon ended the watch (it stopped?)")
-}
-
-// watchWidths are the columns of events -w but the last: rows are printed as
-// they come, so the widths are fixed and a longer cell is cut, ending in "…".
-// kubectl get -w widens its columns as rows come, leaving the header behind.
-var watchWidths = []int{18, 7, 20, 36, 16}
-
-// writeRow writes cells in the columns of watchWidths.
-func writeRow(out io.Writer, cells []string) error {
-	var b strings.Builder
-	for i, c := range cells[:len(cells)-1] {
-		if r := []rune(c); len(r) > watchWidths[i] {
-			c = string(r[:watchWidths[i]-1]) + "…"
-		}
-		fmt.Fprintf(&b, "%-*s   ", watchWidths[i], c)
-	}
-	b.WriteString(cells[len(cells)-1])
-	b.WriteByte('\n')
-	_, err := io.WriteString(out, b.String())
-	return err
 }

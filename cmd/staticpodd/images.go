@@ -193,6 +193,7 @@ func newImagesCmd(o *globalOptions) *cobra.Command {
 	}
 	cmd.AddCommand(newImagesExportCmd(open))
 	cmd.AddCommand(newImagesPullCmd(o))
+	completeImageRefs(cmd, o, open)
 	return cmd
 }
 

@@ -5,13 +5,14 @@ import (
 	"fmt"
 	"net/url"
 	"os/signal"
-	"slices"
 	"strconv"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/staticpodd/staticpodd/agent/describe"
 )
 
 // newLogsCmd is `staticpodd logs POD [-c NAME] [-f] [--previous] [--tail N]
@@ -85,33 +86,14 @@ func logQuery(follow, previous, timestamps bool, tail int64, since time.Duration
 	return q, nil
 }
 
-// findPod finds the pod called name, as the daemon or as its manifest names it.
+// findPod finds the pod called name, as the daemon or as its manifest names it
+// (describe.Find).
 func findPod(ctx context.Context, c *daemonClient, name, namespace string) (*v1.Pod, error) {
 	var list v1.PodList
 	if err := c.getJSON(ctx, "/pods", &list); err != nil {
 		return nil, err
 	}
-	var found []v1.Pod
-	for _, p := range list.Items {
-		if namespace != "" && p.Namespace != namespace {
-			continue
-		}
-		if p.Name == name || p.Name == name+"-"+p.Spec.NodeName {
-			found = append(found, p)
-		}
-	}
-	// During an edit the old generation is listed, Terminating, beside the
-	// new one: the new one is the pod.
-	if live := slices.DeleteFunc(slices.Clone(found), func(p v1.Pod) bool { return p.DeletionTimestamp != nil }); len(live) > 0 {
-		found = live
-	}
-	switch len(found) {
-	case 0:
-		return nil, fmt.Errorf("no pod %q", name)
-	case 1:
-		return &found[0], nil
-	}
-	return nil, fmt.Errorf("pod name %q is in several namespaces: choose one with -n", name)
+	return describe.Find(list.Items, name, namespace)
 }
 
 func containerNames(p *v1.Pod) []string {

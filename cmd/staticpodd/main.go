@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/staticpodd/staticpodd/agent/config"
+	"github.com/staticpodd/staticpodd/agent/describe"
 	"github.com/staticpodd/staticpodd/oci"
 )
 
@@ -89,6 +90,6 @@ func main() {
 // or a container.
 func printError(w io.Writer, err error) {
 	if err.Error() != "" {
-		fmt.Fprintln(w, "staticpodd:", escapeControlsBut(err.Error(), "\n\t"))
+		fmt.Fprintln(w, "staticpodd:", describe.EscapeBut(err.Error(), "\n\t"))
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/staticpodd/staticpodd/agent"
+	"github.com/staticpodd/staticpodd/agent/describe"
 )
 
 // defaultOnceTimeout is how long the kubelet's --runonce waited for a pod's
@@ -47,7 +48,7 @@ func printOnce(out io.Writer, results []agent.OnceResult) error {
 		fmt.Fprintln(out)
 		fmt.Fprintln(out, "Not running:")
 		for _, w := range why {
-			fmt.Fprintf(out, "  %s\n", oneLine(w, 2000))
+			fmt.Fprintf(out, "  %s\n", describe.OneLine(w, 2000))
 		}
 	}
 	return nil

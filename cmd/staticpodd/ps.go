@@ -6,13 +6,13 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
-	"unicode"
 
 	"github.com/spf13/cobra"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/duration"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
+	"github.com/staticpodd/staticpodd/agent/describe"
 	"github.com/staticpodd/staticpodd/agent/prober"
 	"github.com/staticpodd/staticpodd/agent/server"
 	"github.com/staticpodd/staticpodd/agent/status"
@@ -27,25 +27,26 @@ const socketName = daemon.SocketName
 func newPsCmd(o *globalOptions) *cobra.Command {
 	var output string
 	cmd := &cobra.Command{
-		Use:   "ps [-o wide|json]",
+		Use:   "ps [POD...] [-o wide|json|yaml]",
 		Short: "List pods and containers as the running daemon sees them",
-		Args:  cobra.NoArgs,
+		Args:  cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if output != "" && output != "wide" && output != "json" {
-				return fmt.Errorf("unknown output format %q: want wide or json", output)
+			if output != "" && output != "wide" && output != "json" && output != "yaml" {
+				return fmt.Errorf("unknown output format %q: want wide, json or yaml", output)
 			}
 			c := o.client(cmd.ErrOrStderr())
-			if output == "json" {
-				body, err := c.get(cmd.Context(), "/pods")
-				if err != nil {
-					return err
-				}
-				_, err = cmd.OutOrStdout().Write(append(body, '\n'))
-				return err
-			}
 			var list v1.PodList
 			if err := c.getJSON(cmd.Context(), "/pods", &list); err != nil {
 				return err
+			}
+			if len(args) > 0 {
+				var err error
+				if list.Items, err = describe.Select(list.Items, args); err != nil {
+					return err
+				}
+			}
+			if output == "json" || output == "yaml" {
+				return describe.Encode(cmd.OutOrStdout(), &list, output)
 			}
 			var problems []server.Problem
 			if err := c.getJSON(cmd.Context(), "/problems", &problems); err != nil {
@@ -66,7 +67,7 @@ func newPsCmd(o *globalOptions) *cobra.Command {
 			return printPods(cmd.OutOrStdout(), list.Items, problems, probes, &stats, output == "wide", time.Now())
 		},
 	}
-	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: wide or json")
+	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: wide, json or yaml")
 	return cmd
 }
 
@@ -124,7 +125,7 @@ func printPods(out io.Writer, pods []v1.Pod, problems []server.Problem, probes [
 						}
 					}
 					fmt.Fprintf(tw, "%s/%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", p.Namespace, p.Name, cs.Name, containerState(cs),
-						cs.RestartCount, probeSummary(probes, p, cs.Name), mem, rootfs, logs,
+						cs.RestartCount, describe.ProbeSummary(probes, p, cs.Name), mem, rootfs, logs,
 						orNone(strings.TrimPrefix(cs.ContainerID, "staticpodd://")), cs.Image)
 				}
 			}
@@ -157,14 +158,18 @@ func printPods(out io.Writer, pods []v1.Pod, problems []server.Problem, probes [
 		fmt.Fprintln(out, "Failing probes:")
 		for _, p := range failing {
 			fmt.Fprintf(out, "  %s/%s %s %s probe (%s ago): %s\n", p.Namespace, p.Pod, p.Container, p.Probe,
-				duration.HumanDuration(now.Sub(p.At)), oneLine(p.Output, 120))
+				duration.HumanDuration(now.Sub(p.At)), describe.OneLine(p.Output, 120))
 		}
 	}
 	if len(problems) > 0 {
 		fmt.Fprintln(out)
 		fmt.Fprintln(out, "Manifest problems:")
 		for _, p := range problems {
-			fmt.Fprintf(out, "  %s: %s\n", escapeControls(p.Origin), escapeControls(p.Error))
+			kind := "" // an error: the manifest is not used
+			if p.Warning {
+				kind = "warning: " // used, not all of it
+			}
+			fmt.Fprintf(out, "  %s: %s%s\n", describe.Escape(p.Origin), kind, describe.Escape(p.Error))
 		}
 	}
 	return nil
@@ -184,58 +189,6 @@ func containerState(cs v1.ContainerStatus) string {
 		return fmt.Sprintf("Terminated:%s(%d)", cs.State.Terminated.Reason, cs.State.Terminated.ExitCode)
 	}
 	return "Unknown"
-}
-
-// probeSummary is "startup:ok,liveness:ok,readiness:fail" for a container's
-// probes that have a result; <none> without.
-func probeSummary(probes []prober.Status, p v1.Pod, container string) string {
-	var parts []string
-	for _, s := range probes {
-		if s.Namespace == p.Namespace && s.Pod == p.Name && s.Container == container {
-			r := "ok"
-			if s.Result != "success" {
-				r = "fail"
-			}
-			parts = append(parts, string(s.Probe)+":"+r)
-		}
-	}
-	return orNone(strings.Join(parts, ","))
-}
-
-// oneLine folds s onto one line of at most n runes, its control characters
-// shown escaped: containers decide much of what it prints (kubectl's
-// printers.EscapeTerminal, for CVE-2021-25743).
-func oneLine(s string, n int) string {
-	s = escapeControls(strings.Join(strings.Fields(s), " "))
-	if r := []rune(s); len(r) > n {
-		s = string(r[:n-1]) + "…"
-	}
-	return s
-}
-
-// escapeControls writes each control character of s (C0, DEL, C1) as an
-// escape, so that a terminal shows it rather than obeys it.
-func escapeControls(s string) string { return escapeControlsBut(s, "") }
-
-// escapeControlsBut is escapeControls leaving the characters of keep ("\n\t"
-// for a text of several lines) as they are.
-func escapeControlsBut(s, keep string) string {
-	escape := func(r rune) bool { return unicode.IsControl(r) && !strings.ContainsRune(keep, r) }
-	if !strings.ContainsFunc(s, escape) {
-		return s
-	}
-	var b strings.Builder
-	for _, r := range s {
-		switch {
-		case !escape(r):
-			b.WriteRune(r)
-		case r < 0x80:
-			fmt.Fprintf(&b, "\\x%02x", r)
-		default:
-			fmt.Fprintf(&b, "\\u%04x", r)
-		}
-	}
-	return b.String()
 }
 
 func orNone(s string) string { return orDefault(s, "<none>") }

@@ -65,7 +65,7 @@ func (psAgent) Problems() []manifest.Problem {
 	return []manifest.Problem{{Origin: "/etc/kubernetes/manifests/bad.yaml", Err: errors.New("no containers")}}
 }
 
-func (psAgent) LogFile(ns, pod, ctr string, previous bool) (string, error) {
+func (psAgent) LogFile(_ context.Context, ns, pod, ctr string, previous bool) (string, error) {
 	return "", errors.New("no logs here")
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/staticpodd/staticpodd/agent/manifest"
+	"github.com/staticpodd/staticpodd/agent/server"
 	"github.com/staticpodd/staticpodd/agent/source"
 	"github.com/staticpodd/staticpodd/oci"
 )
@@ -22,7 +23,7 @@ import (
 // newValidateCmd is `staticpodd validate PATH|URL...`: the daemon's own parser and
 // validator over files and directories (not recursive, skipping what the daemon
 // skips), and over what URLs serve, fetched as the daemon fetches them. It prints every error and warning and fails on any error.
-func newValidateCmd() *cobra.Command {
+func newValidateCmd(o *globalOptions) *cobra.Command {
 	var node, output string
 	var urlOpts urlOptions
 	cmd := &cobra.Command{
@@ -34,11 +35,7 @@ func newValidateCmd() *cobra.Command {
 				return fmt.Errorf("unknown output format %q: want json", output)
 			}
 			if node == "" {
-				host, err := os.Hostname()
-				if err != nil {
-					return fmt.Errorf("node name: %w", err)
-				}
-				node = host
+				node = daemonNodeName(cmd.Context(), o)
 			}
 			paths, urls := splitURLs(args)
 			if output == "json" {
@@ -57,10 +54,22 @@ func newValidateCmd() *cobra.Command {
 			return pathErr
 		},
 	}
-	cmd.Flags().StringVar(&node, "hostname-override", "", "node name the pod names get (default: the hostname, lower-cased)")
+	cmd.Flags().StringVar(&node, "hostname-override", "", "node name the pod names get (default: the running daemon's, else the hostname, lower-cased)")
 	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: json (one object per manifest)")
 	urlOpts.register(cmd.Flags())
 	return cmd
+}
+
+// daemonNodeName is the node name of the daemon running on --run-dir (its
+// /stats/summary's), else the hostname, the daemon's default: a daemon given
+// --hostname-override names its pods <name>-<that name>.
+func daemonNodeName(ctx context.Context, o *globalOptions) string {
+	var s server.StatsSummary
+	if newDaemonClient(filepath.Join(o.RunDir, socketName)).getJSON(ctx, "/stats/summary", &s) == nil && s.Node.NodeName != "" {
+		return s.Node.NodeName
+	}
+	host, _ := os.Hostname()
+	return host
 }
 
 // checked is one manifest file (or URL) as validate reports it; `-o json`
@@ -94,6 +103,9 @@ type issue struct {
 // check parses data from origin with the daemon's parser into c.
 func (c *checked) check(data []byte, node string) {
 	p := manifest.Check(data, c.Source, c.Origin, node)
+	for _, pod := range p.Pods {
+		p.Warnings = append(p.Warnings, manifest.PullAlwaysWarnings(pod, c.Origin)...)
+	}
 	// What this build's daemon would refuse to start (Parsed: no pods then).
 	if reason := oci.BuildFeatures().SeccompMissing(); reason != "" {
 		for _, pod := range p.Pods {

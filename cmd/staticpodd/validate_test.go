@@ -17,7 +17,7 @@ import (
 	"github.com/staticpodd/staticpodd/agent/source"
 )
 
-func validateCmd(*globalOptions) *cobra.Command { return newValidateCmd() }
+func validateCmd(o *globalOptions) *cobra.Command { return newValidateCmd(o) }
 
 const seedPod = `apiVersion: v1
 kind: Pod
@@ -166,7 +166,8 @@ func TestValidateReportsAllAndJSON(t *testing.T) {
 	}
 	g, b := got[0], got[1]
 	if g.Source != "file" || len(g.Pods) != 1 || g.Pods[0].Name != "static-pod-node1" || g.Pods[0].Namespace != "default" ||
-		len(g.Pods[0].UID) != 32 || len(g.Errors) != 0 || len(g.Warnings) != 1 || g.Warnings[0].Field != "metadata.lables" {
+		len(g.Pods[0].UID) != 32 || len(g.Errors) != 0 || len(g.Warnings) != 2 || g.Warnings[0].Field != "metadata.lables" ||
+		g.Warnings[1].Field != "spec.containers[0].imagePullPolicy" { // nginx:latest: Always
 		t.Errorf("good entry: %+v", g)
 	}
 	if len(b.Pods) != 0 || len(b.Errors) != 1 || b.Errors[0].Field != "spec.containers[0].resources.limits[memory]" ||

@@ -2,8 +2,11 @@ package image
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -128,5 +131,24 @@ func TestEndpointsLoopbackDefaults(t *testing.T) {
 	eps, err := endpoints(dir, "127.0.0.1:5000", time.Second)
 	if err != nil || len(eps) != 1 || eps[0].fallback || eps[0].scheme != "https" {
 		t.Fatalf("with hosts.toml: %+v, %v; want https without fallback", eps, err)
+	}
+}
+
+// A registry that answers HTTPS in plain HTTP fails the pull with an error
+// that says how to speak HTTP to it: the hosts.toml to write, under
+// --registry-config-dir's directory, and the line it needs.
+func TestPullPlainHTTPErrorNamesHostsToml(t *testing.T) {
+	reg := newTestRegistry(t, false)
+	reg.push(t, "team/app:v1", testImage(t))
+	hosts := t.TempDir()
+	writeHosts(t, hosts, reg.host, fmt.Sprintf("server = %q\n", "https://"+reg.host)) // HTTPS said, no fallback
+	_, err := NewPuller(openStore(t), PullConfig{HostsDir: hosts}, discardLogger()).Pull(t.Context(), reg.host+"/team/app:v1", nil)
+	want := fmt.Sprintf("registry %s speaks plain HTTP: to pull from it over HTTP, write %s with the line server = %q (containerd's layout, read from --registry-config-dir",
+		reg.host, filepath.Join(hosts, reg.host, "hosts.toml"), "http://"+reg.host)
+	if err == nil || !strings.Contains(err.Error(), "HTTP response to HTTPS client") || !strings.Contains(err.Error(), want) {
+		t.Fatalf("pull = %v, want the HTTPS error and %q", err, want)
+	}
+	if err := plainHTTPHint(errors.New("dial tcp: connection refused"), hosts, reg.host); strings.Contains(err.Error(), "hosts.toml") {
+		t.Errorf("another error got the plain HTTP hint: %v", err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -335,7 +336,22 @@ func (p *Puller) pull(ctx context.Context, norm string, auth *authn.AuthConfig, 
 	if len(errs) == 0 {
 		return Image{}, fmt.Errorf("no host of %s can resolve a tag (hosts.toml capabilities)", registry)
 	}
-	return Image{}, errors.Join(errs...)
+	return Image{}, plainHTTPHint(errors.Join(errs...), p.cfg.HostsDir, registry)
+}
+
+// plainHTTPHint adds to err, when a registry answered HTTPS in plain HTTP, how
+// to speak plain HTTP to it: Go's transport says only what went wrong.
+func plainHTTPHint(err error, hostsDir, registry string) error {
+	if !strings.Contains(err.Error(), "server gave HTTP response to HTTPS client") {
+		return err
+	}
+	dir := "<--registry-config-dir>"
+	if hostsDir != "" {
+		dir = hostsDir
+	}
+	return fmt.Errorf("%w; registry %s speaks plain HTTP: to pull from it over HTTP, write %s with the line "+
+		`server = "http://%s"`+" (containerd's layout, read from --registry-config-dir at each pull)",
+		err, registry, filepath.Join(hostsDirFor(dir, registry), "hosts.toml"), registry)
 }
 
 // pullFrom pulls ref (by digest if digest is set) from one endpoint.

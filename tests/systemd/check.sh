@@ -137,6 +137,7 @@ if [ "$boot" = 1 ]; then
 	check "journal has CONTAINER= fields" grep -q '"CONTAINER":"httpd"' $j
 	check "journal has info priority records" grep -q '"PRIORITY":"6"' $j
 	check "journal has warning priority records" grep -q '"PRIORITY":"4"' $j
+	. $share/journal.sh && journal_queries
 
 	# systemctl restart: the new daemon adopts the container.
 	old=$(mainpid)
