@@ -8,6 +8,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/staticpodd/staticpodd/agent/describe"
+	"github.com/staticpodd/staticpodd/daemon"
 	"github.com/staticpodd/staticpodd/oci/image"
 )
 
@@ -27,7 +28,7 @@ func completePods(o *globalOptions) cobra.CompletionFunc {
 	return func(cmd *cobra.Command, _ []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
 		o.fromEnv(cmd.Flags()) // completion runs no PersistentPreRun
 		var list v1.PodList
-		if newDaemonClient(filepath.Join(o.RunDir, socketName)).getJSON(cmd.Context(), "/pods", &list) != nil {
+		if daemon.NewClient(filepath.Join(o.RunDir, socketName)).GetJSON(cmd.Context(), "/pods", &list) != nil {
 			return nil, cobra.ShellCompDirectiveNoFileComp
 		}
 		return describe.PodCompletions(list.Items, toComplete), cobra.ShellCompDirectiveNoFileComp

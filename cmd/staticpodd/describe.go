@@ -8,6 +8,7 @@ import (
 
 	"github.com/staticpodd/staticpodd/agent/describe"
 	"github.com/staticpodd/staticpodd/agent/prober"
+	"github.com/staticpodd/staticpodd/daemon"
 )
 
 // newDescribeCmd is `staticpodd describe POD`: one pod in full, as kubectl
@@ -19,15 +20,15 @@ func newDescribeCmd(o *globalOptions) *cobra.Command {
 		Short: "Show a pod in full: each container's last exit, probes and mounts, the network, the events",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c := o.client(cmd.ErrOrStderr())
+			c := daemon.NewRecordsClient(o.RootDir, o.RunDir, cmd.ErrOrStderr())
 			pod, err := findPod(cmd.Context(), c, args[0], namespace)
 			if err != nil {
 				return err
 			}
 			var evs v1.EventList
 			var probes []prober.Status
-			if err = c.getJSON(cmd.Context(), "/events", &evs); err == nil {
-				err = c.getJSON(cmd.Context(), "/probes", &probes)
+			if err = c.GetJSON(cmd.Context(), "/events", &evs); err == nil {
+				err = c.GetJSON(cmd.Context(), "/probes", &probes)
 			}
 			if err != nil {
 				return err

@@ -18,6 +18,7 @@ import (
 
 	"github.com/staticpodd/staticpodd/agent/describe"
 	"github.com/staticpodd/staticpodd/agent/server"
+	"github.com/staticpodd/staticpodd/daemon"
 )
 
 // newEventsCmd is `staticpodd events [-w] [-o json]`: what happened to pods,
@@ -36,11 +37,11 @@ func newEventsCmd(o *globalOptions) *cobra.Command {
 			if output != "" && output != "json" {
 				return fmt.Errorf("unknown output format %q: want json", output)
 			}
-			c := o.client(cmd.ErrOrStderr())
+			c := daemon.NewRecordsClient(o.RootDir, o.RunDir, cmd.ErrOrStderr())
 			out := cmd.OutOrStdout()
 			if !watch {
 				if output == "json" {
-					body, err := c.get(cmd.Context(), "/events")
+					body, err := c.Get(cmd.Context(), "/events")
 					if err != nil {
 						return err
 					}
@@ -48,7 +49,7 @@ func newEventsCmd(o *globalOptions) *cobra.Command {
 					return err
 				}
 				var list v1.EventList
-				if err := c.getJSON(cmd.Context(), "/events", &list); err != nil {
+				if err := c.GetJSON(cmd.Context(), "/events", &list); err != nil {
 					return err
 				}
 				return printEvents(out, list.Items, time.Now())
@@ -81,8 +82,8 @@ func printEvents(out io.Writer, list []v1.Event, now time.Time) error {
 
 // watchEvents prints the events the daemon keeps, then each new one, until
 // ctx ends or the daemon ends the watch.
-func watchEvents(ctx context.Context, c *daemonClient, out io.Writer, asJSON bool) error {
-	resp, err := c.open(ctx, "/events?watch=true")
+func watchEvents(ctx context.Context, c *daemon.Client, out io.Writer, asJSON bool) error {
+	resp, err := c.Open(ctx, "/events?watch=true")
 	if err != nil {
 		return err
 	}

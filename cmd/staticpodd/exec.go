@@ -19,6 +19,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/staticpodd/staticpodd/agent/server"
+	"github.com/staticpodd/staticpodd/daemon"
 )
 
 // exitError makes main exit with code, saying msg first unless it is empty.
@@ -53,7 +54,7 @@ func newExecCmd(o *globalOptions) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 			defer stop()
-			c := o.client(cmd.ErrOrStderr())
+			c := daemon.NewRecordsClient(o.RootDir, o.RunDir, cmd.ErrOrStderr())
 			pod, err := findPod(ctx, c, args[0], namespace)
 			if err != nil {
 				return err
@@ -138,8 +139,8 @@ func (e *execSession) sizeFrom() *os.File {
 // run streams the exec at path until the command exits, and returns its exit
 // status as an *exitError (nil for 0). Ending ctx (a signal) ends the
 // connection, which kills the command.
-func (e *execSession) run(ctx context.Context, c *daemonClient, path string) error {
-	conn, err := c.dial(ctx)
+func (e *execSession) run(ctx context.Context, c *daemon.Client, path string) error {
+	conn, err := c.Dial(ctx)
 	if err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/staticpodd/staticpodd/agent/describe"
+	"github.com/staticpodd/staticpodd/daemon"
 )
 
 // newLogsCmd is `staticpodd logs POD [-c NAME] [-f] [--previous] [--tail N]
@@ -38,7 +39,7 @@ func newLogsCmd(o *globalOptions) *cobra.Command {
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
-			c := o.client(cmd.ErrOrStderr())
+			c := daemon.NewRecordsClient(o.RootDir, o.RunDir, cmd.ErrOrStderr())
 			pod, err := findPod(ctx, c, args[0], namespace)
 			if err != nil {
 				return err
@@ -48,7 +49,7 @@ func newLogsCmd(o *globalOptions) *cobra.Command {
 			}
 			path := fmt.Sprintf("/containerLogs/%s/%s/%s?%s", url.PathEscape(pod.Namespace),
 				url.PathEscape(pod.Name), url.PathEscape(container), q.Encode())
-			return c.stream(ctx, path, cmd.OutOrStdout())
+			return c.Stream(ctx, path, cmd.OutOrStdout())
 		},
 	}
 	cmd.Flags().StringVarP(&container, "container", "c", "", "the container (default: the one annotation "+defaultContainerAnnotation+" names, else the first)")
@@ -88,9 +89,9 @@ func logQuery(follow, previous, timestamps bool, tail int64, since time.Duration
 
 // findPod finds the pod called name, as the daemon or as its manifest names it
 // (describe.Find).
-func findPod(ctx context.Context, c *daemonClient, name, namespace string) (*v1.Pod, error) {
+func findPod(ctx context.Context, c *daemon.Client, name, namespace string) (*v1.Pod, error) {
 	var list v1.PodList
-	if err := c.getJSON(ctx, "/pods", &list); err != nil {
+	if err := c.GetJSON(ctx, "/pods", &list); err != nil {
 		return nil, err
 	}
 	return describe.Find(list.Items, name, namespace)

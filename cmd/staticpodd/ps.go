@@ -34,9 +34,9 @@ func newPsCmd(o *globalOptions) *cobra.Command {
 			if output != "" && output != "wide" && output != "json" && output != "yaml" {
 				return fmt.Errorf("unknown output format %q: want wide, json or yaml", output)
 			}
-			c := o.client(cmd.ErrOrStderr())
+			c := daemon.NewRecordsClient(o.RootDir, o.RunDir, cmd.ErrOrStderr())
 			var list v1.PodList
-			if err := c.getJSON(cmd.Context(), "/pods", &list); err != nil {
+			if err := c.GetJSON(cmd.Context(), "/pods", &list); err != nil {
 				return err
 			}
 			if len(args) > 0 {
@@ -49,19 +49,19 @@ func newPsCmd(o *globalOptions) *cobra.Command {
 				return describe.Encode(cmd.OutOrStdout(), &list, output)
 			}
 			var problems []server.Problem
-			if err := c.getJSON(cmd.Context(), "/problems", &problems); err != nil {
+			if err := c.GetJSON(cmd.Context(), "/problems", &problems); err != nil {
 				return err
 			}
 			var probes []prober.Status
 			if output == "wide" {
-				if err := c.getJSON(cmd.Context(), "/probes", &probes); err != nil {
+				if err := c.GetJSON(cmd.Context(), "/probes", &probes); err != nil {
 					return err
 				}
 			}
 			// Usage and node conditions; a daemon that does not measure
 			// (an older one) leaves them out.
 			var stats server.StatsSummary
-			if err := c.getJSON(cmd.Context(), "/stats/summary", &stats); err != nil {
+			if err := c.GetJSON(cmd.Context(), "/stats/summary", &stats); err != nil {
 				stats = server.StatsSummary{}
 			}
 			return printPods(cmd.OutOrStdout(), list.Items, problems, probes, &stats, output == "wide", time.Now())

@@ -21,6 +21,7 @@ import (
 	"github.com/staticpodd/staticpodd/agent/podspec"
 	"github.com/staticpodd/staticpodd/agent/prober"
 	"github.com/staticpodd/staticpodd/agent/server"
+	"github.com/staticpodd/staticpodd/daemon"
 )
 
 type psAgent struct{}
@@ -196,7 +197,7 @@ func hasRow(out string, fields ...string) bool {
 func TestHealthzShowsPressure(t *testing.T) {
 	dir := t.TempDir()
 	serveDaemon(t, dir)
-	body, err := newDaemonClient(filepath.Join(dir, socketName)).get(t.Context(), "/healthz?verbose")
+	body, err := daemon.NewClient(filepath.Join(dir, socketName)).Get(t.Context(), "/healthz?verbose")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/staticpodd/staticpodd/agent/manifest"
 	"github.com/staticpodd/staticpodd/agent/server"
 	"github.com/staticpodd/staticpodd/agent/source"
+	"github.com/staticpodd/staticpodd/daemon"
 	"github.com/staticpodd/staticpodd/oci"
 )
 
@@ -65,7 +66,7 @@ func newValidateCmd(o *globalOptions) *cobra.Command {
 // --hostname-override names its pods <name>-<that name>.
 func daemonNodeName(ctx context.Context, o *globalOptions) string {
 	var s server.StatsSummary
-	if newDaemonClient(filepath.Join(o.RunDir, socketName)).getJSON(ctx, "/stats/summary", &s) == nil && s.Node.NodeName != "" {
+	if daemon.NewClient(filepath.Join(o.RunDir, socketName)).GetJSON(ctx, "/stats/summary", &s) == nil && s.Node.NodeName != "" {
 		return s.Node.NodeName
 	}
 	host, _ := os.Hostname()

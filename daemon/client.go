@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"context"
@@ -15,38 +15,41 @@ import (
 	"time"
 
 	"github.com/staticpodd/staticpodd/agent/config"
-	"github.com/staticpodd/staticpodd/daemon"
 )
 
-// daemonClient talks HTTP to the daemon over its unix socket.
-type daemonClient struct {
+// Client is the command line's: it talks HTTP to the daemon over its CLI
+// socket.
+type Client struct {
 	socket  string
 	connect func(context.Context) (net.Conn, error)
 	http    *http.Client
 }
 
-func newDaemonClient(socket string) *daemonClient {
+// NewClient is the client of the daemon whose CLI socket is socket.
+func NewClient(socket string) *Client {
 	return newClient(socket, func(ctx context.Context) (net.Conn, error) { return (&net.Dialer{}).DialContext(ctx, "unix", socket) })
 }
 
-// client is the daemon's client that, while no daemon runs, reads the
-// records it left, saying so on w (daemon.Connector).
-func (o *globalOptions) client(w io.Writer) *daemonClient {
-	return newClient(filepath.Join(o.RunDir, socketName), daemon.NewConnector(o.RootDir, o.RunDir, w).Dial)
+// NewRecordsClient is the client of the daemon of rootDir and runDir that,
+// while no daemon runs, reads the records it left, saying so on w
+// (Connector).
+func NewRecordsClient(rootDir, runDir string, w io.Writer) *Client {
+	return newClient(filepath.Join(runDir, SocketName), NewConnector(rootDir, runDir, w).Dial)
 }
 
-func newClient(socket string, connect func(context.Context) (net.Conn, error)) *daemonClient {
+func newClient(socket string, connect func(context.Context) (net.Conn, error)) *Client {
 	dial := func(ctx context.Context, _, _ string) (net.Conn, error) { return connect(ctx) }
-	return &daemonClient{socket: socket, connect: connect, http: &http.Client{Transport: &http.Transport{DialContext: dial}}}
+	return &Client{socket: socket, connect: connect, http: &http.Client{Transport: &http.Transport{DialContext: dial}}}
 }
 
 // requestTimeout bounds a request that is not a stream.
 const requestTimeout = 10 * time.Second
 
-func (c *daemonClient) get(ctx context.Context, path string) ([]byte, error) {
+// Get returns the daemon's answer for path.
+func (c *Client) Get(ctx context.Context, path string) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
-	resp, err := c.open(ctx, path)
+	resp, err := c.Open(ctx, path)
 	if err != nil {
 		return nil, err
 	}
@@ -58,10 +61,10 @@ func (c *daemonClient) get(ctx context.Context, path string) ([]byte, error) {
 	return body, nil
 }
 
-// stream copies the daemon's answer for path to w as it comes, until it ends
+// Stream copies the daemon's answer for path to w as it comes, until it ends
 // or ctx does.
-func (c *daemonClient) stream(ctx context.Context, path string, w io.Writer) error {
-	resp, err := c.open(ctx, path)
+func (c *Client) Stream(ctx context.Context, path string, w io.Writer) error {
+	resp, err := c.Open(ctx, path)
 	if err != nil {
 		return err
 	}
@@ -72,9 +75,9 @@ func (c *daemonClient) stream(ctx context.Context, path string, w io.Writer) err
 	return nil
 }
 
-// open sends GET path and returns a 200 response, or an error naming what the
+// Open sends GET path and returns a 200 response, or an error naming what the
 // daemon said.
-func (c *daemonClient) open(ctx context.Context, path string) (*http.Response, error) {
+func (c *Client) Open(ctx context.Context, path string) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://staticpodd"+path, nil)
 	if err != nil {
 		return nil, fmt.Errorf("request %s: %w", path, err)
@@ -94,8 +97,8 @@ func (c *daemonClient) open(ctx context.Context, path string) (*http.Response, e
 	return resp, nil
 }
 
-// dial opens a connection to the daemon's socket, for a protocol of its own.
-func (c *daemonClient) dial(ctx context.Context) (net.Conn, error) {
+// Dial opens a connection to the daemon's socket, for a protocol of its own.
+func (c *Client) Dial(ctx context.Context) (net.Conn, error) {
 	conn, err := c.connect(ctx)
 	if notListening(err) {
 		return nil, c.notRunning()
@@ -110,12 +113,13 @@ func notListening(err error) bool {
 	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ECONNREFUSED)
 }
 
-func (c *daemonClient) notRunning() error {
+func (c *Client) notRunning() error {
 	return fmt.Errorf("staticpodd is not running (nothing listens on %s; is --run-dir, or %s, right?)", c.socket, config.EnvRunDir)
 }
 
-func (c *daemonClient) getJSON(ctx context.Context, path string, v any) error {
-	body, err := c.get(ctx, path)
+// GetJSON decodes the daemon's JSON answer for path into v.
+func (c *Client) GetJSON(ctx context.Context, path string, v any) error {
+	body, err := c.Get(ctx, path)
 	if err != nil {
 		return err
 	}
