@@ -1,5 +1,6 @@
-// Package server serves the agent's view over HTTP: /healthz and /pods like the
-// kubelet's read-only port, and /problems, container logs and exec for the CLI.
+// Package server serves the agent's view over HTTP: /healthz, /pods, stats and
+// metrics like the kubelet's read-only port, the node API, and /problems,
+// container logs and exec for the CLI.
 package server
 
 import (
@@ -48,13 +49,16 @@ type Problem struct {
 	Error  string `json:"error"`
 }
 
-// ReadOnly returns the handler of the read-only port: /healthz and /pods, as the
-// kubelet's read-only port serves them, without authentication.
-// /healthz?verbose lists the auxiliary parts when a implements Checker.
-func ReadOnly(a Agent, logger *slog.Logger) http.Handler {
+// ReadOnly returns the handler of the read-only port, without authentication,
+// with what the kubelet's serves (its InstallAuthNotRequiredHandlers):
+// /healthz, /pods, /stats/summary, and /metrics, /metrics/cadvisor,
+// /metrics/probes and /metrics/resource from m (none with m nil), which the
+// node API shares. /healthz?verbose lists the auxiliary parts when a
+// implements Checker.
+func ReadOnly(a Agent, m *Metrics, logger *slog.Logger) http.Handler {
 	mux := http.NewServeMux()
-	readOnly(mux, a, logger)
-	return mux
+	readOnly(mux, a, m, logger)
+	return m.instrument(mux, "readonly")
 }
 
 // CLI returns the handler of the CLI socket (mode 0600): the read-only port's,
@@ -64,8 +68,7 @@ func ReadOnly(a Agent, logger *slog.Logger) http.Handler {
 // kubelet serves them only on its authenticated port).
 func CLI(a Agent, logger *slog.Logger) http.Handler {
 	mux := http.NewServeMux()
-	readOnly(mux, a, logger)
-	mux.HandleFunc("GET /stats/summary", statsSummary(a, logger))
+	readOnly(mux, a, nil, logger)
 	mux.HandleFunc("GET /problems", func(w http.ResponseWriter, r *http.Request) {
 		out := []Problem{}
 		for _, p := range a.Problems() {
@@ -95,7 +98,16 @@ func CLI(a Agent, logger *slog.Logger) http.Handler {
 	return mux
 }
 
-func readOnly(mux *http.ServeMux, a Agent, logger *slog.Logger) {
+// readOnly adds what the read-only port serves to mux: m's metrics, unless
+// m is nil.
+func readOnly(mux *http.ServeMux, a Agent, m *Metrics, logger *slog.Logger) {
+	mux.HandleFunc("GET /stats/summary", statsSummary(a, logger))
+	if m != nil {
+		mux.Handle("GET /metrics", m.handler(m.main, logger))
+		mux.Handle("GET /metrics/cadvisor", m.handler(m.cadvisor, logger))
+		mux.Handle("GET /metrics/probes", m.handler(m.probes, logger))
+		mux.Handle("GET /metrics/resource", m.handler(m.resource, logger))
+	}
 	mux.HandleFunc("GET /healthz", healthz(a))
 	mux.HandleFunc("GET /healthz/{name}", healthzCheck(a))
 	mux.HandleFunc("GET /pods", func(w http.ResponseWriter, r *http.Request) {
