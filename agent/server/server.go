@@ -6,6 +6,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -43,6 +44,35 @@ type Agent interface {
 	Changed() <-chan struct{}
 }
 
+// SandboxReporter is implemented by an Agent that tells each pod's place on
+// the pod network.
+type SandboxReporter interface {
+	SandboxStatus(ctx context.Context, uid string) (podspec.SandboxStatus, error)
+}
+
+// PodNetwork is a pod's network as JSON (/networks): the CNI network and
+// plugins it got, or why it has none, and, when the configuration changed
+// since, what a pod made now would get.
+type PodNetwork struct {
+	Namespace string               `json:"namespace"`
+	Pod       string               `json:"pod"`
+	Network   string               `json:"network,omitempty"`
+	Source    string               `json:"source,omitempty"`
+	Plugins   []string             `json:"plugins,omitempty"`
+	Message   string               `json:"message,omitempty"`
+	Chosen    *podspec.NetworkConf `json:"chosen,omitempty"`
+}
+
+// String is how ps -o wide shows n, on one line: the pod, its network, and
+// a warning when a pod made now would get another.
+func (n PodNetwork) String() string {
+	s := fmt.Sprintf("%s/%s: %s", n.Namespace, n.Pod, podspec.NetworkConf{Network: n.Network, Source: n.Source, Plugins: n.Plugins, Why: n.Message})
+	if n.Chosen != nil {
+		s += "; WARNING: the CNI configuration changed, a pod made now gets " + n.Chosen.String()
+	}
+	return s
+}
+
 // Problem is a manifest problem as JSON.
 type Problem struct {
 	Origin string `json:"origin"`
@@ -62,7 +92,8 @@ func ReadOnly(a Agent, m *Metrics, logger *slog.Logger) http.Handler {
 }
 
 // CLI returns the handler of the CLI socket (mode 0600): the read-only port's,
-// plus /problems, /probes (whose output may echo a container's answers),
+// plus /problems, /networks (which CNI configuration file each pod's network
+// came from), /probes (whose output may echo a container's answers),
 // /events, container logs and exec, which may hold secrets or run anything
 // in a container and so are never served without authentication (the
 // kubelet serves them only on its authenticated port).
@@ -85,6 +116,22 @@ func CLI(a Agent, logger *slog.Logger) http.Handler {
 		out := a.Probes()
 		if out == nil {
 			out = []prober.Status{}
+		}
+		writeJSON(w, logger, out)
+	})
+	mux.HandleFunc("GET /networks", func(w http.ResponseWriter, r *http.Request) {
+		out := []PodNetwork{}
+		sr, ok := a.(SandboxReporter)
+		for _, p := range a.Pods() {
+			if !ok || p.Spec.HostNetwork {
+				continue
+			}
+			st, err := sr.SandboxStatus(r.Context(), string(p.UID))
+			if err != nil {
+				continue // no sandbox (yet, or any more)
+			}
+			out = append(out, PodNetwork{Namespace: p.Namespace, Pod: p.Name, Network: st.Network, Source: st.Source,
+				Plugins: st.Plugins, Message: st.Message, Chosen: st.Chosen})
 		}
 		writeJSON(w, logger, out)
 	})
