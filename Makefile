@@ -351,13 +351,15 @@ appliance: deb images
 
 # The test under a real booted systemd (PID 1, cgroup v2): boots the appliance
 # under qemu and runs tests/systemd/check.sh inside; a second .deb of a later
-# version tests the upgrade. Needs debootstrap, qemu-system-x86, linux-image-amd64.
+# version tests the upgrade. Each power-off or reboot must end within SHUTDOWN_MAX
+# seconds (boot 1 reboots with web's httpd, which ignores SIGTERM, running), not
+# after systemd-shutdown's 90. Needs debootstrap, qemu-system-x86, linux-image-amd64.
 UPGRADE_DEB := $(OUT)/pkg/upgrade/staticpodd_$(PKG_VERSION).1_$(PKG_ARCH).deb
 test-systemd: appliance
 	@mkdir -p $(dir $(UPGRADE_DEB))
 	VERSION=$(PKG_VERSION).1 ARCH=$(PKG_ARCH) \
 		$(NFPM) pkg --config $(NFPM_CONFIG) --packager deb --target $(UPGRADE_DEB)
-	rootfs/appliance/boot.sh $(APPLIANCE) tests/systemd/check.sh $(OUT)/appliance/share \
+	SHUTDOWN_MAX=$${SHUTDOWN_MAX:-45} rootfs/appliance/boot.sh $(APPLIANCE) tests/systemd/check.sh $(OUT)/appliance/share \
 		$(UPGRADE_DEB) $(IMAGE_TAR) tests/systemd/memhog.yaml tests/systemd/journal.sh
 
 # staticpodd-kubeadm under a real booted systemd, in one boot of the appliance: the

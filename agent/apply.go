@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -65,7 +66,7 @@ func (w *worker) apply(ctx context.Context, pod *v1.Pod, acts []action) time.Tim
 	killStart := map[string]time.Time{}
 	if pod != nil {
 		if st := w.pods[string(pod.UID)]; st != nil {
-			w.sandboxStatus(ctx, st) // an adopted sandbox's
+			w.sandboxStatus(ctx, pod, st) // an adopted sandbox's
 		}
 	}
 	resetChecked := false
@@ -408,7 +409,13 @@ func (w *worker) sandbox(ctx context.Context, pod *v1.Pod) error {
 		return err
 	}
 	st.sandbox = true
-	w.sandboxStatus(ctx, st)
+	w.sandboxStatus(ctx, pod, st)
+	if n := st.network; n != nil && n.Network != "" {
+		// Which network and plugins the pod got: a file another package
+		// drops into the CNI configuration directory changes it.
+		w.logger.Info("pod attached to its network", "uid", uid, "network", n.Network, "cniConfig", n.Source, "plugins", strings.Join(n.Plugins, ","))
+		w.a.events.Eventf(events.PodRef(pod), v1.EventTypeNormal, events.NetworkAttached, "Attached to CNI %s", podspec.NetworkConf{Network: n.Network, Source: n.Source, Plugins: n.Plugins})
+	}
 	if s := w.a.cfg.Seen; s != nil {
 		// Best effort: without it, a restarted daemon says it saw the pod later.
 		if err := s.Record(pod, w.gen.startTime); err != nil {
@@ -666,8 +673,10 @@ func formatPod(pod *v1.Pod) string {
 // sandboxStatus learns st's place on the pod network: its pod IPs, or why
 // it has none (logged by the runtime, shown in the pod's status). It asks
 // at every sync (the runtime answers from memory), so that what the
-// runtime learns later (an adopted network's failed check) shows too.
-func (w *worker) sandboxStatus(ctx context.Context, st *podState) {
+// runtime learns later (an adopted network's failed check) shows too, and
+// warns, once for each change, when a pod made now would get another
+// network than pod's.
+func (w *worker) sandboxStatus(ctx context.Context, pod *v1.Pod, st *podState) {
 	if !st.sandbox {
 		return
 	}
@@ -676,5 +685,14 @@ func (w *worker) sandboxStatus(ctx context.Context, st *podState) {
 		w.logger.Warn("cannot read the pod's network status", "uid", st.uid, "err", err)
 		return
 	}
+	prev := st.network
 	st.network = &ns
+	if ns.Chosen == nil || (prev != nil && prev.Chosen != nil && prev.Chosen.String() == ns.Chosen.String()) {
+		return
+	}
+	has := podspec.NetworkConf{Network: ns.Network, Source: ns.Source, Plugins: ns.Plugins, Why: ns.Message}
+	w.logger.Warn("the CNI configuration changed under a running pod: it keeps its network until it is made again",
+		"uid", st.uid, "network", has.String(), "now", ns.Chosen.String())
+	w.a.events.Eventf(events.PodRef(pod), v1.EventTypeWarning, events.NetworkConfigChanged,
+		"The CNI configuration changed: the pod keeps %s until it is made again; a pod made now gets %s", has, ns.Chosen)
 }

@@ -10,6 +10,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/staticpodd/staticpodd/agent/manifest"
+	"github.com/staticpodd/staticpodd/agent/podspec"
 )
 
 // event returns the one event with reason, failing when there is not
@@ -210,6 +211,40 @@ func TestEventFetchProblem(t *testing.T) {
 		for _, e := range h.a.Events().List() {
 			if e.Reason == "FailedValidation" {
 				t.Errorf("a failed request recorded as %s: %s", e.Reason, e.Message)
+			}
+		}
+	})
+}
+
+// The network a pod got is an event; a change of the CNI configuration
+// under it is one warning, however many syncs see it, and a second change
+// is another.
+func TestEventsOfThePodNetwork(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		h := start(t, rt, Config{SyncFrequency: time.Second})
+		h.send([]manifest.Pod{testPod("web", "u1", v1.RestartPolicyAlways, ctr("a", "busybox"))})
+		h.pod("web")
+		if e := h.event("NetworkAttached"); e.Type != v1.EventTypeNormal ||
+			e.Message != `Attached to CNI network "staticpodd" from default (plugins bridge)` {
+			t.Errorf("NetworkAttached: %s %q", e.Type, e.Message)
+		}
+		for i, name := range []string{"podman", "other"} {
+			rt.mu.Lock()
+			rt.chosen = &podspec.NetworkConf{Network: name, Source: "/etc/cni/net.d/00-" + name + ".conflist", Plugins: []string{"bridge", "firewall"}}
+			rt.mu.Unlock()
+			time.Sleep(5 * time.Second) // five syncs
+			synctest.Wait()
+			var found []v1.Event
+			for _, e := range h.a.Events().List() {
+				if e.Reason == "NetworkConfigChanged" {
+					found = append(found, e)
+				}
+			}
+			want := `The CNI configuration changed: the pod keeps network "staticpodd" from default (plugins bridge) until it is made again; ` +
+				`a pod made now gets network "` + name + `" from /etc/cni/net.d/00-` + name + `.conflist (plugins bridge, firewall)`
+			if len(found) != i+1 || found[i].Count != 1 || found[i].Type != v1.EventTypeWarning || found[i].Message != want {
+				t.Fatalf("after change %d: %+v, want %d NetworkConfigChanged, the last once: %q", i+1, found, i+1, want)
 			}
 		}
 	})

@@ -29,6 +29,7 @@ type fakeRuntime struct {
 	sandboxes map[string]bool
 	podIPs    map[string][]netip.Addr // the IPs a sandbox gets, by pod UID
 	noNet     map[string]string       // why a sandbox has no pod network, by pod UID
+	chosen    *podspec.NetworkConf    // the network a pod made now gets, when not the sandboxes
 	next      int
 	missing   map[string]bool // images not in the store
 	// afterLookup, when set, runs in each StartContainer that found its image
@@ -212,7 +213,11 @@ func (f *fakeRuntime) SandboxStatus(ctx context.Context, uid string) (podspec.Sa
 	if !f.sandboxes[uid] {
 		return podspec.SandboxStatus{}, podspec.ErrNotExist
 	}
-	return podspec.SandboxStatus{IPs: f.podIPs[uid], Message: f.noNet[uid]}, nil
+	st := podspec.SandboxStatus{IPs: f.podIPs[uid], Message: f.noNet[uid], Chosen: f.chosen}
+	if st.Message == "" {
+		st.Network, st.Source, st.Plugins = "staticpodd", "default", []string{"bridge"}
+	}
+	return st, nil
 }
 
 func (f *fakeRuntime) StartContainer(ctx context.Context, pod *podspec.Pod, c *podspec.Container) (podspec.ContainerStatus, error) {

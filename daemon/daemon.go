@@ -550,6 +550,9 @@ func (d *System) startAll() error {
 		}
 	}
 
+	// One set of registries for the read-only port and the node API, as the
+	// kubelet's: /metrics counts the requests of both.
+	metrics := server.NewMetrics(served{d.agent, d.aux})
 	// Auxiliary parts: their failures are retried, never returned.
 	aux := []component.Component{
 		component.NewTask(func(ctx context.Context) error {
@@ -571,7 +574,7 @@ func (d *System) startAll() error {
 		lim := server.DefaultLimits(server.ReadOnlyMaxConns).FitFiles(files)
 		d.logger.Info("serving the read-only port on a socket systemd passed", "address", l.Addr().String(), "maxConns", lim.MaxConns)
 		aux = append(aux, component.NewTask(func(ctx context.Context) error {
-			return server.Serve(ctx, l, server.ReadOnly(served{d.agent, d.aux}, httpLog), lim, httpLog.With("listener", "read-only port"))
+			return server.Serve(ctx, l, server.ReadOnly(served{d.agent, d.aux}, metrics, httpLog), lim, httpLog.With("listener", "read-only port"))
 		}))
 	} else if cfg.ReadOnlyPort != 0 {
 		addr := net.JoinHostPort(cfg.Address, strconv.Itoa(int(cfg.ReadOnlyPort)))
@@ -584,7 +587,7 @@ func (d *System) startAll() error {
 				}
 				d.logger.Info("serving the read-only port", "address", addr, "maxConns", lim.MaxConns)
 				d.aux.SetPart(d.readOnly, nil)
-				return server.Serve(ctx, l, server.ReadOnly(served{d.agent, d.aux}, httpLog), lim, httpLog.With("listener", "read-only port"))
+				return server.Serve(ctx, l, server.ReadOnly(served{d.agent, d.aux}, metrics, httpLog), lim, httpLog.With("listener", "read-only port"))
 			})
 			return nil
 		}))
@@ -613,7 +616,7 @@ func (d *System) startAll() error {
 	if err := nodeAPIOff(d.cfg); err != nil {
 		d.logger.Info("node API not served", "reason", err.Error())
 	} else {
-		aux = append(aux, component.NewTask(func(ctx context.Context) error { d.serveNodeAPI(ctx, files); return nil }))
+		aux = append(aux, component.NewTask(func(ctx context.Context) error { d.serveNodeAPI(ctx, files, metrics); return nil }))
 	}
 	for _, c := range aux {
 		if err := m.Start(c); err != nil {

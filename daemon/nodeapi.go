@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"strconv"
-	"sync/atomic"
 
 	"github.com/staticpodd/staticpodd/agent/config"
 	"github.com/staticpodd/staticpodd/agent/mirror"
@@ -39,9 +38,9 @@ func nodeAPIOff(cfg *config.Config) error {
 }
 
 // nodeAPI is the node API's handler and TLS configuration, as the kubelet's
-// BuildAuth and InitializeTLS make them from the configuration; its /metrics
-// shows refused, the listener's count of handshakes refused per address.
-func (d *System) nodeAPI(refused *atomic.Uint64) (http.Handler, *tls.Config, error) {
+// BuildAuth and InitializeTLS make them from the configuration, serving
+// metrics, which the read-only port shares.
+func (d *System) nodeAPI(metrics *server.Metrics) (http.Handler, *tls.Config, error) {
 	cfg := d.cfg
 	if err := nodeAPIOff(cfg); err != nil {
 		return nil, nil, err
@@ -88,7 +87,7 @@ func (d *System) nodeAPI(refused *atomic.Uint64) (http.Handler, *tls.Config, err
 	}
 	h := server.Node(served{d.agent, d.aux}, server.NodeConfig{
 		Auth:       auth,
-		Metrics:    server.NewMetrics(served{d.agent, d.aux}).CountHandshakesRefused(refused),
+		Metrics:    metrics,
 		HostLogDir: hostLogDir,
 		Configz: func() any {
 			m, err := cfg.Kubelet()
@@ -104,11 +103,12 @@ func (d *System) nodeAPI(refused *atomic.Uint64) (http.Handler, *tls.Config, err
 // serveNodeAPI serves the node API on address:port until ctx ends; a
 // failure to set it up or to bind is shown as the node-api part's and tried
 // again with back-off, as the read-only port's.
-func (d *System) serveNodeAPI(ctx context.Context, files uint64) {
+func (d *System) serveNodeAPI(ctx context.Context, files uint64, metrics *server.Metrics) {
 	addr := net.JoinHostPort(d.cfg.Address, strconv.Itoa(int(d.cfg.Port)))
 	lim := server.DefaultLimits(server.NodeMaxConns).FitFiles(files)
+	metrics.CountHandshakesRefused(lim.HandshakesRefused)
 	d.aux.Retry(ctx, d.nodePort, func(ctx context.Context) error {
-		h, tc, err := d.nodeAPI(lim.HandshakesRefused)
+		h, tc, err := d.nodeAPI(metrics)
 		if err != nil {
 			return fmt.Errorf("node API: %w", err)
 		}

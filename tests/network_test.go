@@ -287,3 +287,62 @@ func TestPodNetworkKill9DuringAddAndDel(t *testing.T) {
 		t.Errorf("after the DEL cut short, left %q (%v)", left, err)
 	}
 }
+
+// Which CNI network and plugins a pod got is in the log, its events and ps
+// -o wide; a configuration file that another package drops into the
+// directory, sorting first, is warned about (log, event, ps) on the running
+// pod, which keeps its network, and the warning goes with the file.
+func TestPodNetworkSwitchIsSaid(t *testing.T) {
+	t.Parallel()
+	d := newDaemon(t)
+	d.WriteManifest("sw.yaml", sleeper("sw", ""))
+	d.Start()
+	pod := d.WaitRunning("sw", 30*time.Second)
+	got := `default/` + pod.Name + `: network "staticpodd" from default (plugins bridge)`
+	if out := d.CLI("ps", "-o", "wide"); !strings.Contains(out, "Pod networks:\n  "+got) || strings.Contains(out, "WARNING") {
+		t.Errorf("ps -o wide does not say which network the pod got:\n%s", out)
+	}
+	if out := d.CLI("events"); !strings.Contains(out, "NetworkAttached") || !strings.Contains(out, `Attached to CNI network "staticpodd" from default (plugins bridge)`) {
+		t.Errorf("no NetworkAttached event:\n%s", out)
+	}
+	d.Eventually(10*time.Second, "the log line", func() error {
+		if !strings.Contains(d.Output(), `msg="pod attached to its network"`) {
+			return errors.New("no log line naming the pod's network")
+		}
+		return nil
+	})
+
+	// As podman's package does: a file that sorts before every other.
+	other := filepath.Join(d.CNIConfDir, "00-other.conflist")
+	conf := `{"cniVersion": "1.0.0", "name": "other", "plugins": [{"type": "bridge", "bridge": "other0"}, {"type": "firewall"}]}`
+	if err := os.WriteFile(other, []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	now := `a pod made now gets network "other" from ` + other + ` (plugins bridge, firewall)`
+	d.Eventually(30*time.Second, "the warning event", func() error {
+		out := d.CLI("events")
+		if !strings.Contains(out, "NetworkConfigChanged") || !strings.Contains(out, now) {
+			return fmt.Errorf("no NetworkConfigChanged event:\n%s", out)
+		}
+		return nil
+	})
+	if out := d.CLI("ps", "-o", "wide"); !strings.Contains(out, got) || !strings.Contains(out, "WARNING: the CNI configuration changed, "+now) {
+		t.Errorf("ps -o wide does not warn of the change:\n%s", out)
+	}
+	if !strings.Contains(d.Output(), "the CNI configuration changed under a running pod") {
+		t.Error("no warning in the log")
+	}
+	if err := os.Remove(other); err != nil {
+		t.Fatal(err)
+	}
+	if out := d.CLI("ps", "-o", "wide"); strings.Contains(out, "WARNING") {
+		t.Errorf("the warning stays after the file went:\n%s", out)
+	}
+	d.RemoveManifest("sw.yaml")
+	d.Eventually(60*time.Second, "pod removed", func() error {
+		if d.Pod("sw") != nil {
+			return errStill
+		}
+		return nil
+	})
+}

@@ -133,8 +133,8 @@ spec:
 // The node API of a daemon with a client CA and AlwaysAllow: a client
 // certificate of that CA reads every endpoint in its consumers' formats; no
 // credentials, or a certificate of another CA (401, as the kubelet), read
-// nothing; the read-only
-// port never serves logs, metrics or configz.
+// nothing; the read-only port serves stats and metrics as the kubelet's
+// does, never logs, configz or exec.
 func TestNodeAPIClientCertificates(t *testing.T) {
 	t.Parallel()
 	d := newDaemon(t)
@@ -216,6 +216,54 @@ func TestNodeAPIClientCertificates(t *testing.T) {
 		if metricValue(fams, "container_cpu_usage_seconds_total", labels) < 0 {
 			return errors.New("no cpu")
 		}
+		if metricValue(fams, "container_memory_cache", labels) < 0 {
+			return errors.New("no container_memory_cache")
+		}
+		// Under its 500m limit the container's loop is counted in CFS periods,
+		// and so is the pod's cgroup, whose one container has a limit.
+		if v := metricValue(fams, "container_cpu_cfs_periods_total", labels); v < 1 {
+			return fmt.Errorf("container_cpu_cfs_periods_total = %v", v)
+		}
+		for _, name := range []string{"container_cpu_cfs_throttled_periods_total", "container_cpu_cfs_throttled_seconds_total"} {
+			if metricValue(fams, name, labels) < 0 {
+				return errors.New("no " + name)
+			}
+		}
+		if metricValue(fams, "container_cpu_cfs_periods_total", map[string]string{"pod": pod.Name, "container": ""}) < 1 {
+			return errors.New("no container_cpu_cfs_periods_total of the pod")
+		}
+		return nil
+	})
+	// The pod's network, from its namespace: a connection from the pod to
+	// the bridge's closed port 1 sends a SYN and receives a RST on eth0.
+	gw := d.Net.Subnet.Addr().Next()
+	d.CLI("exec", pod.Name, "--", "sh", "-c", fmt.Sprintf("wget -q -T 2 -O- http://%s:1/ 2>/dev/null; true", gw))
+	d.Eventually(30*time.Second, "cadvisor network series of the pod", func() error {
+		_, body, err := fetch(cl, base+"/metrics/cadvisor")
+		if err != nil {
+			return err
+		}
+		fams := parseMetrics(t, "/metrics/cadvisor", body)
+		eth0 := map[string]string{"pod": pod.Name, "namespace": "default", "container": "", "interface": "eth0"}
+		for _, name := range []string{"container_network_receive_packets_total", "container_network_transmit_packets_total"} {
+			if v := metricValue(fams, name, eth0); v < 1 {
+				return fmt.Errorf("%s = %v", name, v)
+			}
+			if f := fams[name]; f.GetType() != dto.MetricType_COUNTER {
+				t.Errorf("%s is a %v, want a counter, as cAdvisor's", name, f.GetType())
+			}
+		}
+		for _, name := range []string{"container_network_receive_bytes_total", "container_network_transmit_bytes_total"} {
+			if v := metricValue(fams, name, eth0); v < 40 {
+				return fmt.Errorf("%s = %v", name, v)
+			}
+		}
+		for _, name := range []string{"container_network_receive_errors_total", "container_network_transmit_errors_total",
+			"container_network_receive_packets_dropped_total", "container_network_transmit_packets_dropped_total"} {
+			if metricValue(fams, name, eth0) < 0 {
+				return errors.New("no " + name)
+			}
+		}
 		return nil
 	})
 	_, body, _ = fetch(cl, base+"/metrics/resource")
@@ -270,10 +318,39 @@ func TestNodeAPIClientCertificates(t *testing.T) {
 		t.Errorf("/configz = %d %q", code, body)
 	}
 
-	// The read-only port: /healthz and /pods only.
-	for _, p := range nodeAPIPaths[2:] {
+	// The read-only port: what the kubelet's serves without authentication,
+	// the same documents as the node API's; no logs, configz or exec.
+	ro := fmt.Sprintf("http://127.0.0.1:%d", d.Port)
+	for _, p := range nodeAPIPaths[:7] {
+		code, body, err := fetch(http.DefaultClient, ro+p)
+		if err != nil || code != http.StatusOK {
+			t.Errorf("read-only port: %s = %d %v, want 200", p, code, err)
+			continue
+		}
+		if strings.HasPrefix(p, "/metrics") {
+			parseMetrics(t, "read-only port "+p, body)
+		}
+	}
+	_, body, _ = fetch(http.DefaultClient, ro+"/metrics/cadvisor")
+	fams = parseMetrics(t, "read-only port /metrics/cadvisor", body)
+	if v := metricValue(fams, "container_spec_memory_limit_bytes", map[string]string{"pod": pod.Name, "container": "main"}); v != 64<<20 {
+		t.Errorf("read-only port: container_spec_memory_limit_bytes = %v", v)
+	}
+	if metricValue(fams, "container_network_receive_packets_total", map[string]string{"pod": pod.Name, "interface": "eth0"}) < 1 {
+		t.Error("read-only port: no container_network_receive_packets_total of the pod's eth0")
+	}
+	_, body, _ = fetch(http.DefaultClient, ro+"/stats/summary")
+	if err := json.Unmarshal(body, &sum); err != nil || sum.Node.NodeName != d.Name {
+		t.Errorf("read-only port: /stats/summary = %v %s", err, body)
+	}
+	_, body, _ = fetch(cl, base+"/metrics")
+	fams = parseMetrics(t, "/metrics", body)
+	if metricValue(fams, "kubelet_http_requests_total", map[string]string{"path": "stats", "server_type": "readonly"}) < 1 {
+		t.Error("the node API's /metrics does not count the read-only port's requests (server_type readonly)")
+	}
+	for _, p := range nodeAPIPaths[7:] {
 		p = strings.ReplaceAll(p, "%s", d.Name)
-		if code, _, err := fetch(http.DefaultClient, fmt.Sprintf("http://127.0.0.1:%d%s", d.Port, p)); err != nil || code != http.StatusNotFound {
+		if code, _, err := fetch(http.DefaultClient, ro+p); err != nil || code != http.StatusNotFound {
 			t.Errorf("read-only port: %s = %d %v, want 404", p, code, err)
 		}
 	}

@@ -23,7 +23,13 @@ import (
 	v1 "k8s.io/api/core/v1"
 	sigsjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
+
+	"github.com/staticpodd/staticpodd/sysd"
 )
+
+// systemdBooted says whether systemd is init, which an unset cgroupDriver
+// follows; the tests set both answers.
+var systemdBooted = sysd.Booted
 
 // The only apiVersion and kind a config file may have.
 const (
@@ -505,12 +511,12 @@ func fromKubelet(path string, raw map[string]any, kc *kubeletConfiguration, over
 			return nil, fmt.Errorf("config %s: %w", path, err)
 		}
 		set := f.file != "" && inFile(raw, f.file)
-		if f.fill != nil {
-			f.fill(c, kc, set)
-		}
 		c.Origins[f.key] = OriginDefault
 		if set {
 			c.Origins[f.key] = originFile + path
+		}
+		if f.fill != nil {
+			f.fill(c, kc, set)
 		}
 		for _, o := range overrides {
 			if o.field == f.file {

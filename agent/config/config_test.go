@@ -37,7 +37,6 @@ func TestLoadSeed(t *testing.T) {
 		{"nodeName", c.NodeName, "node-a", "flag --hostname-override"},
 		{"podLogsDir", c.PodLogsDir, "/var/log/pods", OriginDefault},
 		{"cgroupRoot", c.CgroupRoot, "/staticpodd", OriginDefault},
-		{"cgroupDriver", c.CgroupDriver, "cgroupfs", OriginDefault},
 		{"rootDir", c.RootDir, DefaultRootDir, OriginDefault},
 	}
 	for _, ck := range checks {
@@ -64,6 +63,43 @@ func TestLoadSeed(t *testing.T) {
 	for _, e := range c.Entries() {
 		if e.Origin == "" {
 			t.Errorf("entry %s has no origin", e.Key)
+		}
+	}
+}
+
+// TestCgroupDriverFollowsInit: an unset cgroupDriver is systemd where systemd
+// is init and cgroupfs elsewhere, and says so; a file or a flag that sets it
+// wins on either host.
+func TestCgroupDriverFollowsInit(t *testing.T) {
+	defer func(f func() bool) { systemdBooted = f }(systemdBooted)
+	unset := write(t, "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n")
+	set := write(t, "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\ncgroupDriver: cgroupfs\n")
+	for _, tc := range []struct {
+		booted       bool
+		path         string
+		args         []string
+		want, origin string
+	}{
+		{true, unset, nil, "systemd", "default (systemd is init)"},
+		{false, unset, nil, "cgroupfs", "default (systemd is not init)"},
+		{true, "", nil, "systemd", "default (systemd is init)"},
+		{true, set, nil, "cgroupfs", "file " + set},
+		{false, unset, []string{"--cgroup-driver=systemd"}, "systemd", "flag --cgroup-driver"},
+	} {
+		systemdBooted = func() bool { return tc.booted }
+		var c *Config
+		var err error
+		if tc.args != nil {
+			c, _, _, err = kubeletLoad(t, append([]string{"--config", tc.path}, tc.args...)...)
+		} else {
+			c, _, err = Load(tc.path, Flags{})
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.CgroupDriver != tc.want || c.Origin("cgroupDriver") != tc.origin {
+			t.Errorf("booted=%v file %q %v: cgroupDriver %q from %q, want %q from %q",
+				tc.booted, tc.path, tc.args, c.CgroupDriver, c.Origin("cgroupDriver"), tc.want, tc.origin)
 		}
 	}
 }

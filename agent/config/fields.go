@@ -60,7 +60,8 @@ type field struct {
 	// from the file).
 	value valuer
 	// fill, when set, gives staticpodd's default after the kubelet's
-	// (setDefaults); set says whether the file sets the field.
+	// (setDefaults), and may say in Origins where it came from; set says
+	// whether the file sets the field.
 	fill func(c *Config, kc *kubeletConfiguration, set bool)
 	// flag is the flag that sets the value, "" for none; flagValue is where
 	// Flags holds it (flagList for a repeatable one), and help its help
@@ -588,6 +589,20 @@ var fields = []field{
 	{key: "cgroupDriver", file: "cgroupDriver",
 		value: value[string]{at: func(c *Config) *string { return &c.CgroupDriver }, render: plain,
 			kubelet: kubelet(func(kc *kubeletConfiguration) string { return kc.CgroupDriver })},
+		// Unset, the driver is the host's: systemd where systemd is init. The
+		// kubelet's file default is cgroupfs, but the kubelet takes the driver
+		// from its runtime (getCgroupDriverFromCRI), and staticpodd is that
+		// runtime; under systemd, pods in scopes are what lets a power-off
+		// stop them within their grace period, not systemd-shutdown's 90s.
+		fill: func(c *Config, _ *kubeletConfiguration, set bool) {
+			if set {
+				return
+			}
+			c.CgroupDriver, c.Origins["cgroupDriver"] = "cgroupfs", OriginDefault+" (systemd is not init)"
+			if systemdBooted() {
+				c.CgroupDriver, c.Origins["cgroupDriver"] = "systemd", OriginDefault+" (systemd is init)"
+			}
+		},
 		check: oneOf(func(c *Config) string { return c.CgroupDriver }, "cgroupfs", "systemd")},
 
 	{key: "cniConfDir", flag: FlagCNIConfDir, help: "directory of CNI configuration: its first .conflist, .conf or .json file by name is the pod network (default " + DefaultCNIConfDir + "; none there: the built-in default network)",

@@ -55,6 +55,11 @@ const (
 	// failures (OutOfcpu, NodeAffinity) name theirs: a pod the API server
 	// bound to the node, failed, since staticpodd runs only static pods.
 	StaticPodsOnly = "StaticPodsOnly"
+	// NetworkAttached and NetworkConfigChanged are staticpodd's own, as
+	// the kubelet leaves the pod network to its runtime: which CNI network
+	// and plugins a pod got, and that a pod made now would get another.
+	NetworkAttached      = "NetworkAttached"
+	NetworkConfigChanged = "NetworkConfigChanged"
 )
 
 // Component is the events' source and reporting controller.

@@ -7,7 +7,9 @@ package podspec
 
 import (
 	"errors"
+	"fmt"
 	"net/netip"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -96,9 +98,39 @@ type SandboxStatus struct {
 	IPs []netip.Addr
 	// Network names the pod network the sandbox is attached to ("" for none).
 	Network string
+	// Source is the CNI configuration the network came from (a file of the
+	// configuration directory, or "default", the built-in network), and
+	// Plugins its plugins' types, in order; empty for a sandbox an earlier
+	// version made.
+	Source  string
+	Plugins []string
 	// Message says why a pod without hostNetwork has no network but its
 	// loopback, when that is so.
 	Message string
+	// Chosen is the network a pod made now would get, when that is no
+	// longer the sandbox's (another file of the configuration directory
+	// sorts first, or the file names another network or plugins); nil
+	// when it is the same. The sandbox keeps its network until it is made
+	// again.
+	Chosen *NetworkConf
+}
+
+// NetworkConf is a CNI network configuration: the network's name, where it
+// came from (as SandboxStatus.Source) and its plugins' types; an empty Name
+// is no pod network (Why says why).
+type NetworkConf struct {
+	Network string
+	Source  string
+	Plugins []string
+	Why     string
+}
+
+// String is "NAME from SOURCE (plugins a, b)", or why there is none.
+func (c NetworkConf) String() string {
+	if c.Network == "" {
+		return "no pod network: " + c.Why
+	}
+	return fmt.Sprintf("network %q from %s (plugins %s)", c.Network, c.Source, strings.Join(c.Plugins, ", "))
 }
 
 // Container is one container of a pod, fully resolved by the agent: command and args

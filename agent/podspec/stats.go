@@ -39,9 +39,9 @@ type NodeStats struct {
 // InterfaceStats is one network interface's counters, from /proc/net/dev
 // in the namespace it belongs to.
 type InterfaceStats struct {
-	Name              string
-	RxBytes, RxErrors uint64
-	TxBytes, TxErrors uint64
+	Name                                    string
+	RxBytes, RxPackets, RxErrors, RxDropped uint64
+	TxBytes, TxPackets, TxErrors, TxDropped uint64
 }
 
 // FsStats is one filesystem's space and inodes, from statfs.
@@ -79,5 +79,9 @@ type Usage struct {
 	MemoryUsage      uint64
 	MemoryWorkingSet uint64 // usage − inactive_file
 	MemoryRSS        uint64 // anonymous and swap cache memory
+	MemoryCache      uint64 // page cache: v2's file, v1's total_cache
 	Pids             uint64
+	// CFS bandwidth control (cpu.stat), counted only under a CPU quota:
+	// periods elapsed, periods throttled, and time throttled.
+	CPUPeriods, CPUThrottledPeriods, CPUThrottledNanos uint64
 }

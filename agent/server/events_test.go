@@ -36,7 +36,7 @@ func TestEventsList(t *testing.T) {
 		list.Items[0].InvolvedObject.FieldPath != "spec.containers{web}" {
 		t.Errorf("/events = %+v", list)
 	}
-	ro := httptest.NewServer(ReadOnly(fakeAgent{events: rec}, logger()))
+	ro := httptest.NewServer(ReadOnly(fakeAgent{events: rec}, nil, logger()))
 	defer ro.Close()
 	if code, _, _ := get(t, ro.Client(), ro.URL+"/events"); code != http.StatusNotFound {
 		t.Errorf("read-only /events = %d, want 404", code)

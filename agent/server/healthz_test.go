@@ -29,7 +29,7 @@ func TestHealthzVerbose(t *testing.T) {
 		{Name: "other"},
 	}}
 	for name, h := range map[string]*httptest.Server{
-		"read-only port": httptest.NewServer(ReadOnly(a, logger())),
+		"read-only port": httptest.NewServer(ReadOnly(a, nil, logger())),
 		"CLI socket":     httptest.NewServer(CLI(a, logger())),
 	} {
 		defer h.Close()
@@ -49,7 +49,7 @@ func TestHealthzVerbose(t *testing.T) {
 	}
 
 	// Without auxiliary parts.
-	h := httptest.NewServer(ReadOnly(testAgent, logger()))
+	h := httptest.NewServer(ReadOnly(testAgent, nil, logger()))
 	defer h.Close()
 	if _, _, body := get(t, h.Client(), h.URL+"/healthz?verbose=1"); string(body) != "[+]ping ok\nhealthz check passed\n" {
 		t.Errorf("/healthz?verbose=1 = %q", body)
@@ -67,7 +67,7 @@ func (l loopAgent) SyncLoopHealthCheck() error { return l.loopErr }
 // does; each check has its own /healthz/{name}.
 func TestHealthzSyncLoop(t *testing.T) {
 	a := loopAgent{checkedAgent{testAgent, []Check{{Name: "manifest-url", Err: errors.New("HTTP 503")}, {Name: "node-api"}}}, nil}
-	h := httptest.NewServer(ReadOnly(a, logger()))
+	h := httptest.NewServer(ReadOnly(a, nil, logger()))
 	defer h.Close()
 	for path, want := range map[string]string{
 		"/healthz": "200 ok", "/healthz/ping": "200 ok", "/healthz/syncloop": "200 ok", "/healthz/node-api": "200 ok",
@@ -79,7 +79,7 @@ func TestHealthzSyncLoop(t *testing.T) {
 		}
 	}
 	a.loopErr = errors.New("sync loop took longer than expected: last iteration began 6m0s ago")
-	h2 := httptest.NewServer(ReadOnly(a, logger()))
+	h2 := httptest.NewServer(ReadOnly(a, nil, logger()))
 	defer h2.Close()
 	for path, want := range map[string]string{
 		"/healthz":          "500 [+]ping ok\n[-]syncloop failed: reason withheld\nhealthz check failed\n",

@@ -14,6 +14,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/staticpodd/staticpodd/agent/histogram"
+	"github.com/staticpodd/staticpodd/agent/podspec"
 	"github.com/staticpodd/staticpodd/agent/prober"
 )
 
@@ -239,6 +240,23 @@ var (
 	descStartTime  = prometheus.NewDesc("container_start_time_seconds", "Start time of the container since unix epoch in seconds.", cadvisorLabels, nil)
 	descFsUsage    = prometheus.NewDesc("container_fs_usage_bytes", "Number of bytes that are consumed by the container on this filesystem.", append(cadvisorLabels, "device"), nil)
 	descScrapeErrs = prometheus.NewDesc("container_scrape_error", "1 if there was an error while getting container metrics, 0 otherwise", nil, nil)
+	descMemCache   = prometheus.NewDesc("container_memory_cache", "Number of bytes of page cache memory.", cadvisorLabels, nil)
+	// Under a CPU quota only, as cAdvisor (its condition: the spec's quota).
+	descCFSPeriods   = prometheus.NewDesc("container_cpu_cfs_periods_total", "Number of elapsed enforcement period intervals.", cadvisorLabels, nil)
+	descCFSThrottled = prometheus.NewDesc("container_cpu_cfs_throttled_periods_total", "Number of throttled period intervals.", cadvisorLabels, nil)
+	descCFSThrTime   = prometheus.NewDesc("container_cpu_cfs_throttled_seconds_total", "Total time duration the container has been throttled.", cadvisorLabels, nil)
+	// The pod's network namespace, per interface, on the pod's series: under
+	// containerd cAdvisor reports it for the sandbox only, whose container
+	// label is empty too.
+	netLabels      = append(append([]string{}, cadvisorLabels...), "interface")
+	descNetRxBytes = prometheus.NewDesc("container_network_receive_bytes_total", "Cumulative count of bytes received", netLabels, nil)
+	descNetRxPkts  = prometheus.NewDesc("container_network_receive_packets_total", "Cumulative count of packets received", netLabels, nil)
+	descNetRxDrop  = prometheus.NewDesc("container_network_receive_packets_dropped_total", "Cumulative count of packets dropped while receiving", netLabels, nil)
+	descNetRxErrs  = prometheus.NewDesc("container_network_receive_errors_total", "Cumulative count of errors encountered while receiving", netLabels, nil)
+	descNetTxBytes = prometheus.NewDesc("container_network_transmit_bytes_total", "Cumulative count of bytes transmitted", netLabels, nil)
+	descNetTxPkts  = prometheus.NewDesc("container_network_transmit_packets_total", "Cumulative count of packets transmitted", netLabels, nil)
+	descNetTxDrop  = prometheus.NewDesc("container_network_transmit_packets_dropped_total", "Cumulative count of packets dropped while transmitting", netLabels, nil)
+	descNetTxErrs  = prometheus.NewDesc("container_network_transmit_errors_total", "Cumulative count of errors encountered while transmitting", netLabels, nil)
 )
 
 // cpuPeriod is the CFS period the runtime sets (100ms, the kubelet's).
@@ -248,7 +266,9 @@ type cadvisorCollector struct{ a Agent }
 
 func (cadvisorCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descCPU, descMemUsage, descMemWS, descMemRSS, descProcesses, descMemLimit,
-		descCPUShares, descCPUQuota, descCPUPeriod, descStartTime, descFsUsage, descScrapeErrs} {
+		descCPUShares, descCPUQuota, descCPUPeriod, descStartTime, descFsUsage, descScrapeErrs, descMemCache,
+		descCFSPeriods, descCFSThrottled, descCFSThrTime, descNetRxBytes, descNetRxPkts, descNetRxDrop, descNetRxErrs,
+		descNetTxBytes, descNetTxPkts, descNetTxDrop, descNetTxErrs} {
 		ch <- d
 	}
 }
@@ -272,7 +292,15 @@ func (c cadvisorCollector) Collect(ch chan<- prometheus.Metric) {
 	type key struct{ ns, pod, container string }
 	specs := map[key]*v1.Container{}
 	statuses := map[key]v1.ContainerStatus{}
+	// podQuota: every container of the pod has a CPU limit, so its pod
+	// cgroup has a quota (the kubelet's ResourceConfigForPod).
+	podQuota := map[string]bool{}
 	for _, p := range c.a.Pods() {
+		quota := true
+		for _, ctr := range append(append([]v1.Container{}, p.Spec.InitContainers...), p.Spec.Containers...) {
+			quota = quota && ctr.Resources.Limits.Cpu().MilliValue() > 0
+		}
+		podQuota[string(p.UID)] = quota
 		for i := range p.Spec.Containers {
 			specs[key{p.Namespace, p.Name, p.Spec.Containers[i].Name}] = &p.Spec.Containers[i]
 		}
@@ -283,6 +311,14 @@ func (c cadvisorCollector) Collect(ch chan<- prometheus.Metric) {
 	at := s.Node.Time
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.NewMetricWithTimestamp(at, prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...))
+	}
+	counter := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.NewMetricWithTimestamp(at, prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...))
+	}
+	cfs := func(u podspec.Usage, labels []string) {
+		counter(descCFSPeriods, float64(u.CPUPeriods), labels...)
+		counter(descCFSThrottled, float64(u.CPUThrottledPeriods), labels...)
+		counter(descCFSThrTime, float64(u.CPUThrottledNanos)/1e9, labels...)
 	}
 	// The node: cAdvisor's root cgroup, id "/".
 	root := []string{"", "/", "", "", "", ""}
@@ -295,7 +331,22 @@ func (c cadvisorCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descMemUsage, float64(p.MemoryUsage), podLabels...)
 		gauge(descMemWS, float64(p.MemoryWorkingSet), podLabels...)
 		gauge(descMemRSS, float64(p.MemoryRSS), podLabels...)
+		gauge(descMemCache, float64(p.MemoryCache), podLabels...)
 		gauge(descProcesses, float64(p.Pids), podLabels...)
+		if podQuota[p.UID] {
+			cfs(p.Usage, podLabels)
+		}
+		for _, i := range p.Network {
+			l := append(podLabels[:len(podLabels):len(podLabels)], i.Name)
+			counter(descNetRxBytes, float64(i.RxBytes), l...)
+			counter(descNetRxPkts, float64(i.RxPackets), l...)
+			counter(descNetRxDrop, float64(i.RxDropped), l...)
+			counter(descNetRxErrs, float64(i.RxErrors), l...)
+			counter(descNetTxBytes, float64(i.TxBytes), l...)
+			counter(descNetTxPkts, float64(i.TxPackets), l...)
+			counter(descNetTxDrop, float64(i.TxDropped), l...)
+			counter(descNetTxErrs, float64(i.TxErrors), l...)
+		}
 		for _, cst := range p.Containers {
 			k := key{p.Namespace, p.Name, cst.Name}
 			st := statuses[k]
@@ -304,6 +355,7 @@ func (c cadvisorCollector) Collect(ch chan<- prometheus.Metric) {
 			gauge(descMemUsage, float64(cst.MemoryUsage), labels...)
 			gauge(descMemWS, float64(cst.MemoryWorkingSet), labels...)
 			gauge(descMemRSS, float64(cst.MemoryRSS), labels...)
+			gauge(descMemCache, float64(cst.MemoryCache), labels...)
 			gauge(descProcesses, float64(cst.Pids), labels...)
 			gauge(descFsUsage, float64(cst.RootfsBytes), append(labels, "rootfs")...)
 			if st.State.Running != nil {
@@ -321,6 +373,7 @@ func (c cadvisorCollector) Collect(ch chan<- prometheus.Metric) {
 				gauge(descCPUShares, float64(max(req*1024/1000, 2)), labels...)
 				if lim := spec.Resources.Limits.Cpu().MilliValue(); lim > 0 {
 					gauge(descCPUQuota, float64(max(lim*cpuPeriod/1000, 1000)), labels...)
+					cfs(cst.Usage, labels)
 				} else {
 					gauge(descCPUQuota, 0, labels...)
 				}

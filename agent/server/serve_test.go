@@ -121,7 +121,7 @@ func (c *client) closedByServer() error {
 // The report this guards against: 2000 idle keep-alive connections stayed
 // open as long as their clients liked.
 func TestIdleConnectionsAreClosed(t *testing.T) {
-	addr := serveOn(t, "tcp", ReadOnly(testAgent, logger()), short(0))
+	addr := serveOn(t, "tcp", ReadOnly(testAgent, nil, logger()), short(0))
 	var conns []*client
 	for range 50 {
 		c := dial(t, "tcp", addr)
@@ -140,7 +140,7 @@ func TestIdleConnectionsAreClosed(t *testing.T) {
 // A client that sends its headers slowly, or never finishes them, is cut off
 // after ReadHeaderTimeout however much it trickles.
 func TestSlowHeadersAreCut(t *testing.T) {
-	addr := serveOn(t, "tcp", ReadOnly(testAgent, logger()), short(0))
+	addr := serveOn(t, "tcp", ReadOnly(testAgent, nil, logger()), short(0))
 	for _, tc := range []struct {
 		name    string
 		sent    string
@@ -208,7 +208,7 @@ func TestUnreadResponseIsCut(t *testing.T) {
 
 // Connections beyond MaxConns are not served until one of those served closes.
 func TestConnectionsBeyondTheCapWait(t *testing.T) {
-	addr := serveOn(t, "tcp", ReadOnly(testAgent, logger()), DefaultLimits(3))
+	addr := serveOn(t, "tcp", ReadOnly(testAgent, nil, logger()), DefaultLimits(3))
 	var served []*client
 	for range 3 {
 		c := dial(t, "tcp", addr)
@@ -232,7 +232,7 @@ func TestConnectionsBeyondTheCapWait(t *testing.T) {
 // The CLI socket has a cap of its own: it answers while the read-only port
 // is full and clients wait in its backlog.
 func TestCLISocketAnswersWhileReadOnlyPortIsFull(t *testing.T) {
-	tcp := serveOn(t, "tcp", ReadOnly(testAgent, logger()), DefaultLimits(2))
+	tcp := serveOn(t, "tcp", ReadOnly(testAgent, nil, logger()), DefaultLimits(2))
 	sock := serveOn(t, "unix", CLI(testAgent, logger()), DefaultLimits(2))
 	for i := range 20 {
 		c := dial(t, "tcp", tcp)
@@ -331,7 +331,7 @@ func TestFitFiles(t *testing.T) {
 
 // Too much header is refused, not buffered.
 func TestHeadersOverTheLimitAreRefused(t *testing.T) {
-	addr := serveOn(t, "tcp", ReadOnly(testAgent, logger()), DefaultLimits(0))
+	addr := serveOn(t, "tcp", ReadOnly(testAgent, nil, logger()), DefaultLimits(0))
 	c := dial(t, "tcp", addr)
 	fmt.Fprintf(c, "GET /pods HTTP/1.1\r\nHost: staticpodd\r\nX-Big: %s\r\n\r\n", strings.Repeat("a", 128<<10))
 	c.SetReadDeadline(time.Now().Add(patience))

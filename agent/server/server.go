@@ -1,10 +1,12 @@
-// Package server serves the agent's view over HTTP: /healthz and /pods like the
-// kubelet's read-only port, and /problems, container logs and exec for the CLI.
+// Package server serves the agent's view over HTTP: /healthz, /pods, stats and
+// metrics like the kubelet's read-only port, the node API, and /problems,
+// container logs and exec for the CLI.
 package server
 
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -42,6 +44,35 @@ type Agent interface {
 	Changed() <-chan struct{}
 }
 
+// SandboxReporter is implemented by an Agent that tells each pod's place on
+// the pod network.
+type SandboxReporter interface {
+	SandboxStatus(ctx context.Context, uid string) (podspec.SandboxStatus, error)
+}
+
+// PodNetwork is a pod's network as JSON (/networks): the CNI network and
+// plugins it got, or why it has none, and, when the configuration changed
+// since, what a pod made now would get.
+type PodNetwork struct {
+	Namespace string               `json:"namespace"`
+	Pod       string               `json:"pod"`
+	Network   string               `json:"network,omitempty"`
+	Source    string               `json:"source,omitempty"`
+	Plugins   []string             `json:"plugins,omitempty"`
+	Message   string               `json:"message,omitempty"`
+	Chosen    *podspec.NetworkConf `json:"chosen,omitempty"`
+}
+
+// String is how ps -o wide shows n, on one line: the pod, its network, and
+// a warning when a pod made now would get another.
+func (n PodNetwork) String() string {
+	s := fmt.Sprintf("%s/%s: %s", n.Namespace, n.Pod, podspec.NetworkConf{Network: n.Network, Source: n.Source, Plugins: n.Plugins, Why: n.Message})
+	if n.Chosen != nil {
+		s += "; WARNING: the CNI configuration changed, a pod made now gets " + n.Chosen.String()
+	}
+	return s
+}
+
 // Problem is a manifest problem as JSON.
 type Problem struct {
 	Origin string `json:"origin"`
@@ -50,24 +81,27 @@ type Problem struct {
 	Warning bool `json:"warning,omitempty"`
 }
 
-// ReadOnly returns the handler of the read-only port: /healthz and /pods, as the
-// kubelet's read-only port serves them, without authentication.
-// /healthz?verbose lists the auxiliary parts when a implements Checker.
-func ReadOnly(a Agent, logger *slog.Logger) http.Handler {
+// ReadOnly returns the handler of the read-only port, without authentication,
+// with what the kubelet's serves (its InstallAuthNotRequiredHandlers):
+// /healthz, /pods, /stats/summary, and /metrics, /metrics/cadvisor,
+// /metrics/probes and /metrics/resource from m (none with m nil), which the
+// node API shares. /healthz?verbose lists the auxiliary parts when a
+// implements Checker.
+func ReadOnly(a Agent, m *Metrics, logger *slog.Logger) http.Handler {
 	mux := http.NewServeMux()
-	readOnly(mux, a, logger)
-	return mux
+	readOnly(mux, a, m, logger)
+	return m.instrument(mux, "readonly")
 }
 
 // CLI returns the handler of the CLI socket (mode 0600): the read-only port's,
-// plus /problems, /probes (whose output may echo a container's answers),
+// plus /problems, /networks (which CNI configuration file each pod's network
+// came from), /probes (whose output may echo a container's answers),
 // /events, container logs and exec, which may hold secrets or run anything
 // in a container and so are never served without authentication (the
 // kubelet serves them only on its authenticated port).
 func CLI(a Agent, logger *slog.Logger) http.Handler {
 	mux := http.NewServeMux()
-	readOnly(mux, a, logger)
-	mux.HandleFunc("GET /stats/summary", statsSummary(a, logger))
+	readOnly(mux, a, nil, logger)
 	mux.HandleFunc("GET /problems", func(w http.ResponseWriter, r *http.Request) {
 		out := []Problem{}
 		for _, p := range a.Problems() {
@@ -87,6 +121,22 @@ func CLI(a Agent, logger *slog.Logger) http.Handler {
 		}
 		writeJSON(w, logger, out)
 	})
+	mux.HandleFunc("GET /networks", func(w http.ResponseWriter, r *http.Request) {
+		out := []PodNetwork{}
+		sr, ok := a.(SandboxReporter)
+		for _, p := range a.Pods() {
+			if !ok || p.Spec.HostNetwork {
+				continue
+			}
+			st, err := sr.SandboxStatus(r.Context(), string(p.UID))
+			if err != nil {
+				continue // no sandbox (yet, or any more)
+			}
+			out = append(out, PodNetwork{Namespace: p.Namespace, Pod: p.Name, Network: st.Network, Source: st.Source,
+				Plugins: st.Plugins, Message: st.Message, Chosen: st.Chosen})
+		}
+		writeJSON(w, logger, out)
+	})
 	// A container's log, followed or not, is as long as the container made it
 	// and read as slowly as the client pages through it: a stream.
 	mux.Handle("GET /containerLogs/{namespace}/{pod}/{container}", stream(containerLogs(a, logger), logger))
@@ -97,7 +147,16 @@ func CLI(a Agent, logger *slog.Logger) http.Handler {
 	return mux
 }
 
-func readOnly(mux *http.ServeMux, a Agent, logger *slog.Logger) {
+// readOnly adds what the read-only port serves to mux: m's metrics, unless
+// m is nil.
+func readOnly(mux *http.ServeMux, a Agent, m *Metrics, logger *slog.Logger) {
+	mux.HandleFunc("GET /stats/summary", statsSummary(a, logger))
+	if m != nil {
+		mux.Handle("GET /metrics", m.handler(m.main, logger))
+		mux.Handle("GET /metrics/cadvisor", m.handler(m.cadvisor, logger))
+		mux.Handle("GET /metrics/probes", m.handler(m.probes, logger))
+		mux.Handle("GET /metrics/resource", m.handler(m.resource, logger))
+	}
 	mux.HandleFunc("GET /healthz", healthz(a))
 	mux.HandleFunc("GET /healthz/{name}", healthzCheck(a))
 	mux.HandleFunc("GET /pods", func(w http.ResponseWriter, r *http.Request) {

@@ -137,7 +137,7 @@ func TestEndpoints(t *testing.T) {
 		t.Errorf("/probes = %s (%v)", body, err)
 	}
 	// Probe output is a container's answer: not on the read-only port.
-	ro := httptest.NewServer(ReadOnly(testAgent, logger()))
+	ro := httptest.NewServer(ReadOnly(testAgent, nil, logger()))
 	defer ro.Close()
 	if code, _, _ := get(t, ro.Client(), ro.URL+"/probes"); code != http.StatusNotFound {
 		t.Errorf("read-only /probes = %d, want 404", code)
@@ -245,7 +245,7 @@ func TestContainerLogs(t *testing.T) {
 func TestReadOnlyPortServesNoLogs(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "0.log")
 	os.WriteFile(file, []byte("2026-11-30T06:00:00Z stdout F secret\n"), 0o600)
-	srv := httptest.NewServer(ReadOnly(fakeAgent{logFile: file}, logger()))
+	srv := httptest.NewServer(ReadOnly(fakeAgent{logFile: file}, nil, logger()))
 	defer srv.Close()
 	if code, _, _ := get(t, srv.Client(), srv.URL+"/pods"); code != http.StatusOK {
 		t.Errorf("/pods = %d, want 200", code)

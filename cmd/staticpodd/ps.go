@@ -53,10 +53,12 @@ func newPsCmd(o *globalOptions) *cobra.Command {
 				return err
 			}
 			var probes []prober.Status
+			var networks []server.PodNetwork
 			if output == "wide" {
 				if err := c.GetJSON(cmd.Context(), "/probes", &probes); err != nil {
 					return err
 				}
+				_ = c.getJSON(cmd.Context(), "/networks", &networks) // none from an older daemon
 			}
 			// Usage and node conditions; a daemon that does not measure
 			// (an older one) leaves them out.
@@ -64,7 +66,14 @@ func newPsCmd(o *globalOptions) *cobra.Command {
 			if err := c.GetJSON(cmd.Context(), "/stats/summary", &stats); err != nil {
 				stats = server.StatsSummary{}
 			}
-			return printPods(cmd.OutOrStdout(), list.Items, problems, probes, &stats, output == "wide", time.Now())
+			if err := printPods(cmd.OutOrStdout(), list.Items, problems, probes, &stats, output == "wide", time.Now()); err != nil || len(networks) == 0 {
+				return err
+			}
+			fmt.Fprint(cmd.OutOrStdout(), "\nPod networks:\n")
+			for _, n := range networks {
+				fmt.Fprintln(cmd.OutOrStdout(), "  "+escapeControls(n.String()))
+			}
+			return nil
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: wide, json or yaml")

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/netip"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/staticpodd/staticpodd/agent/podspec"
@@ -209,4 +210,21 @@ func resolvConf(d *podspec.DNSConfig) []byte {
 		b = fmt.Appendf(b, "options %s\n", strings.Join(d.Options, " "))
 	}
 	return b
+}
+
+// sameNetwork reports whether a pod made now, which would get now, would
+// be on st's network: the same network from the same configuration with
+// the same plugins (the built-in network's plugins vary with hostPorts), or
+// no pod network either way. A record of an earlier version, which kept no
+// source, is compared by the network's name.
+func sameNetwork(st podspec.SandboxStatus, now podspec.NetworkConf) bool {
+	switch {
+	case st.Network == "" || now.Network == "":
+		return st.Network == now.Network
+	case st.Source == "":
+		return st.Network == now.Network
+	case st.Source != now.Source || st.Network != now.Network:
+		return false
+	}
+	return st.Source == "default" || slices.Equal(st.Plugins, now.Plugins)
 }

@@ -283,7 +283,29 @@ func (n *Network) attach(ctx context.Context, dir string, pod *podspec.Pod) (pod
 	if err != nil {
 		return podspec.SandboxStatus{}, fmt.Errorf("add pod to network %s (%s): %w", list.Name, source, err)
 	}
-	return podspec.SandboxStatus{IPs: ips, Network: list.Name}, nil
+	return podspec.SandboxStatus{IPs: ips, Network: list.Name, Source: source, Plugins: pluginTypes(list)}, nil
+}
+
+// pluginTypes are the types of list's plugins, in order.
+func pluginTypes(list *libcni.NetworkConfigList) []string {
+	types := make([]string, 0, len(list.Plugins))
+	for _, p := range list.Plugins {
+		types = append(types, p.Network.Type)
+	}
+	return types
+}
+
+// chosen is the network a pod made now would get, as attach chooses it, or
+// why it would get none (a configuration that does not load included).
+func (n *Network) chosen() podspec.NetworkConf {
+	list, source, reason, err := n.conf(false)
+	switch {
+	case err != nil:
+		return podspec.NetworkConf{Why: err.Error()}
+	case list == nil:
+		return podspec.NetworkConf{Why: reason}
+	}
+	return podspec.NetworkConf{Network: list.Name, Source: source, Plugins: pluginTypes(list)}
 }
 
 // record checks rec's hostPorts against every other sandbox's, writes rec

@@ -135,3 +135,42 @@ func TestPodHosts(t *testing.T) {
 
 // testSubnet is a range of the default network's size.
 var testSubnet = netip.MustParsePrefix("10.86.0.0/16")
+
+// TestSameNetwork: a pod made now would be on a running pod's network only
+// with the same network from the same file and plugins; the built-in
+// network's plugins vary with hostPorts; no network is the same as none.
+func TestSameNetwork(t *testing.T) {
+	podman := podspec.NetworkConf{Network: "podman", Source: "/etc/cni/net.d/87-podman.conflist", Plugins: []string{"bridge", "portmap"}}
+	on := func(c podspec.NetworkConf) podspec.SandboxStatus {
+		return podspec.SandboxStatus{Network: c.Network, Source: c.Source, Plugins: c.Plugins, Message: c.Why}
+	}
+	builtin := podspec.NetworkConf{Network: DefaultNetworkName, Source: "default", Plugins: []string{"bridge"}}
+	withPorts := builtin
+	withPorts.Plugins = []string{"bridge", "portmap"}
+	otherPlugins := podman
+	otherPlugins.Plugins = []string{"bridge"}
+	otherFile := podman
+	otherFile.Source = "/etc/cni/net.d/00-first.conflist"
+	none := podspec.NetworkConf{Why: "no CNI configuration"}
+	oldRecord := podspec.SandboxStatus{Network: "podman"}
+	for _, tc := range []struct {
+		name string
+		st   podspec.SandboxStatus
+		now  podspec.NetworkConf
+		want bool
+	}{
+		{"same", on(podman), podman, true},
+		{"built-in, hostPorts or not", on(withPorts), builtin, true},
+		{"a file sorts first", on(podman), otherFile, false},
+		{"other plugins", on(podman), otherPlugins, false},
+		{"the built-in network gave way", on(builtin), podman, false},
+		{"a configuration that no longer loads", on(podman), none, false},
+		{"none either way", on(none), podspec.NetworkConf{Why: "another reason"}, true},
+		{"a network now where there was none", on(none), builtin, false},
+		{"an earlier version's record, by name", oldRecord, otherFile, true},
+	} {
+		if got := sameNetwork(tc.st, tc.now); got != tc.want {
+			t.Errorf("%s: sameNetwork = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

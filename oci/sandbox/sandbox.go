@@ -42,9 +42,12 @@ type Record struct {
 	CPUShares   uint64 `json:"cpuShares,omitempty"`
 	CPUQuota    int64  `json:"cpuQuota,omitempty"`
 	CPUPeriod   uint64 `json:"cpuPeriod,omitempty"`
-	// The pod network: the pod's addresses on it and the network's name,
-	// or why the pod has none but its loopback.
+	// The pod network: the pod's addresses on it, the network's name, the
+	// CNI configuration it came from and its plugins' types, or why the pod
+	// has none but its loopback.
 	IPs            []string `json:"ips,omitempty"`
 	Network        string   `json:"network,omitempty"`
+	NetworkSource  string   `json:"networkSource,omitempty"`
+	NetworkPlugins []string `json:"networkPlugins,omitempty"`
 	NetworkMessage string   `json:"networkMessage,omitempty"`
 }

@@ -197,7 +197,7 @@ func (m *Manager) createSandbox(ctx context.Context, dir string, pr Record, pod 
 		if err != nil {
 			return err
 		}
-		pr.Network, pr.NetworkMessage = st.Network, st.Message
+		pr.Network, pr.NetworkSource, pr.NetworkPlugins, pr.NetworkMessage = st.Network, st.Source, st.Plugins, st.Message
 		for _, ip := range st.IPs {
 			pr.IPs = append(pr.IPs, ip.String())
 		}
@@ -545,8 +545,22 @@ func (m *Manager) List(ctx context.Context) ([]string, error) {
 
 // Status tells pod uid's addresses on the pod network, or why it has none,
 // from its record; a sandbox adopted from an earlier daemon whose network
-// failed CNI's CHECK (see CheckNetworks) says so in Message.
+// failed CNI's CHECK (see CheckNetworks) says so in Message. Chosen tells
+// when a pod made now would get another network: the configuration
+// directory is read again at each call.
 func (m *Manager) Status(ctx context.Context, uid string) (podspec.SandboxStatus, error) {
+	st, err := m.status(uid)
+	if err != nil || m.net == nil || (st.Network == "" && st.Message == "") {
+		return st, err // hostNetwork: no network of its own
+	}
+	if now := m.net.chosen(); !sameNetwork(st, now) {
+		st.Chosen = &now
+	}
+	return st, nil
+}
+
+// status is pod uid's network status as recorded, kept in memory.
+func (m *Manager) status(uid string) (podspec.SandboxStatus, error) {
 	m.mu.Lock()
 	st, ok := m.statuses[uid]
 	m.mu.Unlock()
@@ -601,7 +615,7 @@ func (m *Manager) CheckNetworks(ctx context.Context, uids []string) {
 }
 
 func sandboxStatus(pr Record) podspec.SandboxStatus {
-	st := podspec.SandboxStatus{Network: pr.Network, Message: pr.NetworkMessage}
+	st := podspec.SandboxStatus{Network: pr.Network, Source: pr.NetworkSource, Plugins: pr.NetworkPlugins, Message: pr.NetworkMessage}
 	for _, s := range pr.IPs {
 		if ip, err := netip.ParseAddr(s); err == nil {
 			st.IPs = append(st.IPs, ip)

@@ -28,7 +28,8 @@ func (d Dirs) Unified() bool { _, ok := d[""]; return ok }
 // ReadUsage reads what a cgroup measures. Working set is usage −
 // inactive_file, as cadvisor computes it for the kubelet (v1: the
 // hierarchical total_inactive_file; v2: inactive_file); RSS is v1's
-// total_rss and v2's anon. A controller that is missing leaves its values 0;
+// total_rss and v2's anon, cache v1's total_cache and v2's file, as
+// cadvisor reads them; the CFS counters are cpu.stat's. A controller that is missing leaves its values 0;
 // a cgroup that does not exist is an error wrapping os.ErrNotExist.
 func ReadUsage(d Dirs) (podspec.Usage, error) {
 	var u podspec.Usage
@@ -45,13 +46,14 @@ func ReadUsage(d Dirs) (podspec.Usage, error) {
 		var err error
 		u.MemoryUsage, err = readUint(dir, "memory.current")
 		keep(err)
-		stat, err := readFlat(dir, "memory.stat", "anon", "inactive_file")
+		stat, err := readFlat(dir, "memory.stat", "anon", "inactive_file", "file")
 		keep(err)
-		u.MemoryRSS = stat[0]
+		u.MemoryRSS, u.MemoryCache = stat[0], stat[2]
 		u.MemoryWorkingSet = workingSet(u.MemoryUsage, stat[1])
-		cpu, err := readFlat(dir, "cpu.stat", "usage_usec")
+		cpu, err := readFlat(dir, "cpu.stat", "usage_usec", "nr_periods", "nr_throttled", "throttled_usec")
 		keep(err)
 		u.CPUUsageNanos = cpu[0] * 1000
+		u.CPUPeriods, u.CPUThrottledPeriods, u.CPUThrottledNanos = cpu[1], cpu[2], cpu[3]*1000
 		u.Pids, err = readUint(dir, "pids.current")
 		keep(err)
 		return u, errors.Join(errs...)
@@ -63,15 +65,20 @@ func ReadUsage(d Dirs) (podspec.Usage, error) {
 		var err error
 		u.MemoryUsage, err = readUint(dir, "memory.usage_in_bytes")
 		keep(err)
-		stat, err := readFlat(dir, "memory.stat", "total_rss", "total_inactive_file")
+		stat, err := readFlat(dir, "memory.stat", "total_rss", "total_inactive_file", "total_cache")
 		keep(err)
-		u.MemoryRSS = stat[0]
+		u.MemoryRSS, u.MemoryCache = stat[0], stat[2]
 		u.MemoryWorkingSet = workingSet(u.MemoryUsage, stat[1])
 	}
 	if dir := d["cpuacct"]; dir != "" {
 		var err error
 		u.CPUUsageNanos, err = readUint(dir, "cpuacct.usage")
 		keep(err)
+	}
+	if dir := d["cpu"]; dir != "" {
+		cpu, err := readFlat(dir, "cpu.stat", "nr_periods", "nr_throttled", "throttled_time")
+		keep(err)
+		u.CPUPeriods, u.CPUThrottledPeriods, u.CPUThrottledNanos = cpu[0], cpu[1], cpu[2]
 	}
 	if dir := d["pids"]; dir != "" {
 		var err error

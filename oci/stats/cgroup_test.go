@@ -12,6 +12,7 @@ func TestReadUsage(t *testing.T) {
 	v1 := Dirs{
 		"memory":  "testdata/cgroup/v1/memory",
 		"cpuacct": "testdata/cgroup/v1/cpuacct",
+		"cpu":     "testdata/cgroup/v1/cpu",
 		"pids":    "testdata/cgroup/v1/pids",
 	}
 	v2 := Dirs{"": "testdata/cgroup/v2"}
@@ -19,7 +20,10 @@ func TestReadUsage(t *testing.T) {
 		MemoryUsage:      100 << 20,
 		MemoryWorkingSet: 80 << 20, // 100Mi − 20Mi inactive_file
 		MemoryRSS:        60 << 20,
+		MemoryCache:      40 << 20, // v2's file, v1's total_cache
 		Pids:             7,
+		// cpu.stat: v2 counts throttled_usec, v1 throttled_time in ns.
+		CPUPeriods: 50, CPUThrottledPeriods: 5, CPUThrottledNanos: 2500000,
 	}
 	for _, tc := range []struct {
 		name string

@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"runtime"
 	"strconv"
@@ -19,13 +20,28 @@ import (
 // summary: loopback, and the host ends of containers' veth pairs.
 var netDevIgnored = []string{"lo", "veth", "docker", "nerdctl"}
 
-// parseNetDev reads /proc/net/dev's table: per interface, received bytes
-// and errors (the 1st and 3rd counters), sent bytes and errors (the 9th
-// and 11th).
+// A pod with CAP_NET_ADMIN makes as many interfaces in its network
+// namespace as it likes: a scrape reads at most netDevMax bytes of its
+// /proc/net/dev (about 500 interfaces) and keeps the first maxInterfaces
+// that cadvisor would list, so that neither the read nor the series a pod
+// puts on /metrics/cadvisor grow with what it does.
+const (
+	netDevMax     = 64 << 10
+	maxInterfaces = 32
+)
+
+// parseNetDev reads /proc/net/dev's table: per interface, the received
+// bytes, packets, errors and drops (the 1st to 4th counters) and the same
+// sent (the 9th to 12th). A last line cut short by netDevMax is left out.
 func parseNetDev(b []byte) ([]podspec.InterfaceStats, error) {
+	if len(b) >= netDevMax {
+		if i := bytes.LastIndexByte(b, '\n'); i >= 0 {
+			b = b[:i+1]
+		}
+	}
 	var out []podspec.InterfaceStats
 	sc := bufio.NewScanner(bytes.NewReader(b))
-	for n := 0; sc.Scan(); n++ {
+	for n := 0; sc.Scan() && len(out) < maxInterfaces; n++ {
 		if n < 2 {
 			continue // the two header lines
 		}
@@ -42,18 +58,20 @@ func parseNetDev(b []byte) ([]podspec.InterfaceStats, error) {
 			continue
 		}
 		f := strings.Fields(counters)
-		if len(f) < 11 {
+		if len(f) < 12 {
 			return nil, fmt.Errorf("net/dev line %d: %d counters", n+1, len(f))
 		}
-		var v [4]uint64
-		for i, col := range []int{0, 2, 8, 10} {
+		var v [8]uint64
+		for i, col := range []int{0, 1, 2, 3, 8, 9, 10, 11} {
 			x, err := strconv.ParseUint(f[col], 10, 64)
 			if err != nil {
 				return nil, fmt.Errorf("net/dev line %d: %w", n+1, err)
 			}
 			v[i] = x
 		}
-		out = append(out, podspec.InterfaceStats{Name: name, RxBytes: v[0], RxErrors: v[1], TxBytes: v[2], TxErrors: v[3]})
+		out = append(out, podspec.InterfaceStats{Name: name,
+			RxBytes: v[0], RxPackets: v[1], RxErrors: v[2], RxDropped: v[3],
+			TxBytes: v[4], TxPackets: v[5], TxErrors: v[6], TxDropped: v[7]})
 	}
 	return out, sc.Err()
 }
@@ -72,7 +90,12 @@ func HostNetDev() ([]podspec.InterfaceStats, error) {
 // to which the caller has locked its goroutine: a pod's, read from a thread
 // moved into it, as the sandbox package's Dial makes its sockets.
 func ThreadNetDev() ([]podspec.InterfaceStats, error) {
-	b, err := os.ReadFile("/proc/thread-self/net/dev")
+	f, err := os.Open("/proc/thread-self/net/dev")
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, netDevMax))
 	if err != nil {
 		return nil, err
 	}

@@ -23,7 +23,7 @@ const CgroupRootDir = "/sys/fs/cgroup"
 
 // The v1 controllers stats read, and where each is mounted (found once).
 var (
-	v1Controllers = []string{"memory", "cpuacct", "pids"}
+	v1Controllers = []string{"memory", "cpuacct", "cpu", "pids"}
 	v1MountsOnce  sync.Once
 	v1Mounts      map[string]string
 )

@@ -75,6 +75,28 @@ while :; do
 	accel=tcg,thread=single
 done
 
+# shutdown_took N LOG: how long boot N's power-off or reboot took, from the
+# check-driver's request (LOG's SHUTDOWN: line) to the kernel's last line, both
+# on the guest's kernel clock; fails when over SHUTDOWN_MAX seconds (if set).
+# systemd-shutdown waits up to 90s for a process that ignores SIGTERM.
+shutdown_took() {
+	local req end took
+	req=$(sed -n 's/^SHUTDOWN: [a-z]* requested at //p' "$2" | tail -1)
+	end=$(grep -a -o '^\[ *[0-9.]*\] reboot: \(Power down\|Restarting system\)' "$share/console.log" |
+		sed -n "${1}s/^\[ *\([0-9.]*\)\].*/\1/p")
+	if [ -z "$req" ] || [ -z "$end" ]; then
+		echo "SHUTDOWN boot=$1: not measured (request ${req:-missing}, kernel's last line ${end:-missing})"
+		return 0
+	fi
+	took=$(awk -v a="$req" -v b="$end" 'BEGIN { printf "%.1f", b - a }')
+	echo "SHUTDOWN boot=$1: took ${took}s (asked at ${req}s, the kernel's last line at ${end}s)"
+	[ -z "${SHUTDOWN_MAX:-}" ] && return 0
+	awk -v t="$took" -v m="$SHUTDOWN_MAX" 'BEGIN { exit !(t <= m) }' && return 0
+	echo "SHUTDOWN boot=$1: FAIL: over SHUTDOWN_MAX=${SHUTDOWN_MAX}s; what systemd waited for:"
+	grep -a -i -E 'waiting for process|timed out|sending sig' "$share/console.log" | tail -10
+	return 1
+}
+
 status=0
 n=0
 for log in "$share"/result-*.log; do
@@ -84,6 +106,7 @@ for log in "$share"/result-*.log; do
 	cat "$log"
 	last=$(grep '^CHECK-EXIT: ' "$log" | tail -1 | cut -d' ' -f2)
 	case $last in 0 | 10) ;; *) status=1 ;; esac
+	shutdown_took "$n" "$log" || status=1
 done
 if [ $n = 0 ]; then
 	echo "no result from the guest; the console's end:" >&2

@@ -93,10 +93,12 @@ check "subgroup: the unit's own cgroup holds no process" [ -z "$(cat $unit/cgrou
 mon=$(pgrep -f __staticpodd_monitor | head -1)
 check "subgroup: a monitor runs in <unit>/daemon too" sh -c "[ -n '$mon' ] && [ '$(cgroup_of ${mon:-1})' = $unit/daemon ]"
 
-# cgroupfs pods inside the unit: web goes, the root moves, web comes back.
+# cgroupfs pods inside the unit: web goes, the root and driver change, web comes back.
 mv /etc/kubernetes/manifests/web.yaml /tmp/web.yaml
 check "pods in the unit: web removed" until_ok 60 sh -c "! staticpodd ps | grep -q web"
 sed -i 's|^cgroupRoot: .*|cgroupRoot: /system.slice/staticpodd.service/pods|' $conf
+# (cgroupfs by name: unset, the driver is systemd here, where systemd is init.)
+echo "cgroupDriver: cgroupfs" >>$conf
 check "pods in the unit: restart with the new cgroupRoot" systemctl restart staticpodd
 mv /tmp/web.yaml /etc/kubernetes/manifests/web.yaml
 check "pods in the unit: web Ready again" until_ok 120 pod_ready $pod
