@@ -58,7 +58,7 @@ func newPsCmd(o *globalOptions) *cobra.Command {
 				if err := c.GetJSON(cmd.Context(), "/probes", &probes); err != nil {
 					return err
 				}
-				_ = c.getJSON(cmd.Context(), "/networks", &networks) // none from an older daemon
+				_ = c.GetJSON(cmd.Context(), "/networks", &networks) // none from an older daemon
 			}
 			// Usage and node conditions; a daemon that does not measure
 			// (an older one) leaves them out.
@@ -71,7 +71,7 @@ func newPsCmd(o *globalOptions) *cobra.Command {
 			}
 			fmt.Fprint(cmd.OutOrStdout(), "\nPod networks:\n")
 			for _, n := range networks {
-				fmt.Fprintln(cmd.OutOrStdout(), "  "+escapeControls(n.String()))
+				fmt.Fprintln(cmd.OutOrStdout(), "  "+describe.Escape(n.String()))
 			}
 			return nil
 		},
