@@ -53,11 +53,12 @@ die() { echo "build.sh: $*" >&2; exit 2; }
 base_only=no clean=no qemu=no
 deb='' rootfs='' hostname='' out=''
 manifests=() images=()
-# one_dir KIND DIR PATTERN...: the regular files of DIR matching a PATTERN, into $found.
+# one_dir WHAT DIR PATTERN...: the regular files of DIR matching a PATTERN, into
+# $found; none is an error naming WHAT.
 one_dir() {
-	local kind=$1 dir=$2 f p
+	local what=$1 dir=$2 f p
 	shift 2
-	[ -d "$dir" ] || die "$kind directory $dir: not a directory"
+	[ -d "$dir" ] || die "$dir: not a directory"
 	found=()
 	for f in "$dir"/*; do
 		[ -f "$f" ] || continue
@@ -65,7 +66,7 @@ one_dir() {
 			case $(basename "$f") in $p) found+=("$f"); break ;; esac
 		done
 	done
-	[ ${#found[@]} -gt 0 ] || die "$kind directory $dir: no file matching $*"
+	[ ${#found[@]} -gt 0 ] || die "$dir: no $what in it"
 }
 case ${1:-} in
 --base)
@@ -90,9 +91,9 @@ case ${1:-} in
 		case $opt in
 		--deb) deb=$val ;;
 		--rootfs) rootfs=$val ;;
-		--manifests) one_dir manifests "$val" '*.yaml' '*.yml' '*.json'; manifests+=("${found[@]}") ;;
+		--manifests) one_dir 'manifest (*.yaml, *.yml, *.json)' "$val" '*.yaml' '*.yml' '*.json'; manifests+=("${found[@]}") ;;
 		--manifest) manifests+=("$val") ;;
-		--images) one_dir images "$val" '[!.]*'; images+=("${found[@]}") ;;
+		--images) one_dir 'image archive' "$val" '*'; images+=("${found[@]}") ;;
 		--image) images+=("$val") ;;
 		--hostname) hostname=$val ;;
 		-o) out=$val ;;
