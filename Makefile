@@ -20,7 +20,7 @@ DEMO_RUN  := /run/staticpodd-demo
 DEMO_BRIDGE := staticpodd0
 
 .PHONY: all build images demo demo-clean demo-clean-bridge test test-chaos unit e2e bench bench-nodeapi bench-pull bench-relist bench-outage bench-eviction bench-images fuzz vet clean \
-	deb rpm packages test-packages appliance test-systemd test-systemd-kubeadm appliance-backports test-systemd-backports controlplane test-controlplane bench-controlplane test-conformance test-kubeadm test-cri test-node-e2e
+	deb rpm packages test-packages appliance test-systemd test-systemd-kubeadm test-guides appliance-backports test-systemd-backports controlplane test-controlplane bench-controlplane test-conformance test-kubeadm test-cri test-node-e2e
 
 all: build
 
@@ -373,6 +373,17 @@ test-systemd-kubeadm: appliance
 	cpbin=$$(bash $(CONTROLPLANE_BUILD)) && \
 	rootfs/appliance/boot.sh $(APPLIANCE) tests/systemd/check-kubeadm.sh $(OUT)/appliance/share-kubeadm \
 		$(KUBEADM_DEB) $$cpbin/kubeadm tests/systemd/kubeadm.yaml
+
+# The guides of docs/guides that need a machine of their own, each followed from a
+# clean start by tests/guides/run.sh, one boot each: install.md on the appliance's
+# Debian base alone (build.sh --clean: no staticpodd), where
+# tests/guides/install-check.sh runs its commands; appliance.md's commands on this
+# machine (a base debootstrapped from deb.debian.org, so network access, two
+# manifests, two images, build.sh --rootfs), then its image booted. Needs what
+# test-systemd needs. tests/guides/guide_test.go (in make test) keeps each guide's
+# commands the ones run.
+test-guides: deb images
+	tests/guides/run.sh $(DEB) $(IMAGE_TAR)
 
 # The same appliance with systemd from bookworm-backports (254), booted once for
 # what only systemd >= 253/254 has: Type=notify-reload, DelegateSubgroup= with

@@ -113,10 +113,10 @@ if [ $n = 0 ]; then
 	tail -30 "$share/console.log" >&2
 	echo "the guest's last heartbeats:" >&2
 	grep -a 'heartbeat:' "$share/console.log" | tail -3 >&2 || echo "(none)" >&2
-	[ $stalled = no ] || echo "test-systemd: FAIL (the guest froze: nothing on its console for ${stall}s)" >&2
+	[ $stalled = no ] || echo "$check: FAIL (the guest froze: nothing on its console for ${stall}s)" >&2
 	exit 1
 fi
 # The last boot must have finished with 0 (not asked for another boot).
 [ "$last" = 0 ] || status=1
-[ $status = 0 ] && echo "test-systemd: PASS ($n boots)" || echo "test-systemd: FAIL (see above; console in $share/console.log)"
+[ $status = 0 ] && echo "$check: PASS ($n boots)" || echo "$check: FAIL (see above; console in $share/console.log)"
 exit $status
