@@ -577,7 +577,7 @@ func (d *System) startAll() error {
 			return server.Serve(ctx, l, server.ReadOnly(served{d.agent, d.aux}, metrics, httpLog), lim, httpLog.With("listener", "read-only port"))
 		}))
 	} else if cfg.ReadOnlyPort != 0 {
-		addr := net.JoinHostPort(cfg.Address, strconv.Itoa(int(cfg.ReadOnlyPort)))
+		addr := net.JoinHostPort(cfg.ReadOnlyAddress(), strconv.Itoa(int(cfg.ReadOnlyPort)))
 		lim := server.DefaultLimits(server.ReadOnlyMaxConns).FitFiles(files)
 		aux = append(aux, component.NewTask(func(ctx context.Context) error {
 			d.aux.Retry(ctx, d.readOnly, func(ctx context.Context) error {
@@ -687,7 +687,7 @@ func ownPorts(cfg *config.Config) []oci.OwnPort {
 		ps = append(ps, oci.OwnPort{Name: "port", Address: cfg.Address, Port: cfg.Port})
 	}
 	if cfg.ReadOnlyPort != 0 {
-		ps = append(ps, oci.OwnPort{Name: "readOnlyPort", Address: cfg.Address, Port: cfg.ReadOnlyPort})
+		ps = append(ps, oci.OwnPort{Name: "readOnlyPort", Address: cfg.ReadOnlyAddress(), Port: cfg.ReadOnlyPort})
 	}
 	if cfg.HealthzPort != 0 {
 		ps = append(ps, oci.OwnPort{Name: "healthzPort", Address: cfg.HealthzBindAddress, Port: cfg.HealthzPort})

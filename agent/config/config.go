@@ -43,9 +43,9 @@ const (
 	originFile    = "file "
 	originFlag    = "flag --"
 	originEnv     = "env "
-	// originReadOnlyAddress: address is DefaultReadOnlyAddress, not the
-	// kubelet's default, because readOnlyPort is on.
-	originReadOnlyAddress = OriginDefault + " (loopback for the read-only port)"
+	// originReadOnlyAddress: address is the kubelet's default, for the node
+	// API, and the read-only port listens on DefaultReadOnlyAddress.
+	originReadOnlyAddress = OriginDefault + " (the read-only port on loopback)"
 	originCertDir         = OriginDefault + " (<rootDir>/pki)"
 )
 
@@ -263,7 +263,6 @@ func Load(path string, flags Flags) (*Config, []string, error) {
 		}
 	}
 	if c.ReadOnlyPort != 0 && c.Origins["address"] == OriginDefault {
-		c.Address = DefaultReadOnlyAddress
 		c.Origins["address"] = originReadOnlyAddress
 	}
 	// Defaults that depend on other values, which flags may have set.
@@ -601,4 +600,15 @@ func maxParallel(p *int32) int32 {
 		return 0
 	}
 	return *p
+}
+
+// ReadOnlyAddress is where the read-only port listens: address when one is
+// given (file, flag), else loopback (DefaultReadOnlyAddress), while the
+// node API, which authenticates every request, listens on address's
+// default, all interfaces, as the kubelet's does.
+func (c *Config) ReadOnlyAddress() string {
+	if c.Origins["address"] == originReadOnlyAddress {
+		return DefaultReadOnlyAddress
+	}
+	return c.Address
 }

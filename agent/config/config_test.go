@@ -136,12 +136,14 @@ func TestReadOnlyPortDefaultsToLoopback(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
-		name, body, address, origin string
+		name, body, address, origin, readOnly string
 	}{
-		{"port on, no address", head + "readOnlyPort: 10255\n", "127.0.0.1", "default (loopback for the read-only port)"},
-		{"port on, all interfaces asked for", head + "readOnlyPort: 10255\naddress: 0.0.0.0\n", "0.0.0.0", "file"},
-		{"seed with the port on", string(seed) + "readOnlyPort: 10255\n", "192.168.0.8", "file"},
-		{"port off", head, "0.0.0.0", OriginDefault},
+		// The node API, authenticated, on all interfaces as the kubelet's;
+		// the read-only port on loopback.
+		{"port on, no address", head + "readOnlyPort: 10255\n", "0.0.0.0", "default (the read-only port on loopback)", "127.0.0.1"},
+		{"port on, all interfaces asked for", head + "readOnlyPort: 10255\naddress: 0.0.0.0\n", "0.0.0.0", "file", "0.0.0.0"},
+		{"seed with the port on", string(seed) + "readOnlyPort: 10255\n", "192.168.0.8", "file", "192.168.0.8"},
+		{"port off", head, "0.0.0.0", OriginDefault, "0.0.0.0"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := write(t, tc.body)
@@ -155,6 +157,9 @@ func TestReadOnlyPortDefaultsToLoopback(t *testing.T) {
 			}
 			if c.Address != tc.address || c.Origin("address") != want {
 				t.Errorf("address %q from %q, want %q from %q", c.Address, c.Origin("address"), tc.address, want)
+			}
+			if got := c.ReadOnlyAddress(); got != tc.readOnly {
+				t.Errorf("read-only port on %q, want %q", got, tc.readOnly)
 			}
 		})
 	}

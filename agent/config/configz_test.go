@@ -59,9 +59,9 @@ staticPodURLHeader: {Authorization: ["Bearer secret"]}
 		kc.Authorization.Mode != "AlwaysAllow" {
 		t.Errorf("allowedUnsafeSysctls %v authentication %+v authorization %+v", kc.AllowedUnsafeSysctls, kc.Authentication, kc.Authorization)
 	}
-	// staticpodd's default, not the kubelet's: the read-only port's address
-	// is loopback; the healthz port is the kubelet's.
-	if kc.Address != "127.0.0.1" || kc.HealthzPort == nil || *kc.HealthzPort != 10248 {
+	// address is the node API's, the kubelet's default (the read-only port
+	// listens on loopback all the same); the healthz port is the kubelet's.
+	if kc.Address != "0.0.0.0" || kc.HealthzPort == nil || *kc.HealthzPort != 10248 {
 		t.Errorf("address %q healthzPort %v", kc.Address, kc.HealthzPort)
 	}
 	if strings.Contains(string(b), "secret") || strings.Contains(string(b), "pw@") {

@@ -26,10 +26,10 @@ const (
 	// never sit beside the host's own services and can be found and removed as one
 	// tree.
 	DefaultCgroupRoot = "/staticpodd"
-	// DefaultReadOnlyAddress is the address when readOnlyPort is on and no
+	// DefaultReadOnlyAddress is the read-only port's address when no
 	// address is given: loopback, because the port serves every pod's spec,
 	// env values included, without authentication. The kubelet's is 0.0.0.0,
-	// which stays the default while the port is off.
+	// which stays the node API's (authenticated) default.
 	DefaultReadOnlyAddress = "127.0.0.1"
 	// DefaultMaxContainerRestartPeriod is the kubelet's MaxContainerBackOff.
 	DefaultMaxContainerRestartPeriod = 300 * time.Second

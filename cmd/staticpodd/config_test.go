@@ -98,8 +98,9 @@ func TestConfigCommandShowsOrigins(t *testing.T) {
 	}
 }
 
-// With the read-only port on and no address, config shows that the address
-// is loopback by default, and why; the seed's own address stays as written.
+// With the read-only port on and no address, config shows why the read-only
+// port listens on loopback while address (the node API's) is the kubelet's;
+// the seed's own address stays as written.
 func TestConfigCommandShowsLoopbackDefault(t *testing.T) {
 	dir := t.TempDir()
 	bare := filepath.Join(dir, "bare.yaml")
@@ -107,7 +108,7 @@ func TestConfigCommandShowsLoopbackDefault(t *testing.T) {
 	os.WriteFile(bare, []byte("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nreadOnlyPort: 10255\n"), 0o644)
 	os.WriteFile(seed, []byte(seedConfig+"readOnlyPort: 10255\n"), 0o644)
 	for file, want := range map[string]string{
-		bare: "address 127.0.0.1 default (loopback for the read-only port)",
+		bare: "address 0.0.0.0 default (the read-only port on loopback)",
 		seed: "address 192.168.0.8 file " + seed,
 	} {
 		out, err := execute(t, testRoot(newConfigCmd), "config", "--config", file)

@@ -84,8 +84,9 @@ func prometheusSteps(t *testing.T, m *Machine) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("prometheus: targets up after 2 minutes: %v, want %v\n%s$ %s\n%s\nprometheus:\n%s",
-				up, jobs, m.Name, promQueryUp, m.Sh(time.Minute, promQueryUp), out.String())
+			t.Fatalf("prometheus: targets up after 2 minutes: %v, want %v\n%s$ %s\n%s\nits targets, with their last errors:\n%s\nprometheus:\n%s",
+				up, jobs, m.Name, promQueryUp, m.Sh(time.Minute, promQueryUp),
+				m.Sh(time.Minute, "curl -s http://127.0.0.1:9090/api/v1/targets"), out.String())
 		}
 		time.Sleep(time.Second)
 	}
