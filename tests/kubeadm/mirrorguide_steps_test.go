@@ -63,6 +63,12 @@ func mirrorGuideSteps(t *testing.T, bin string, cp1 *Machine) {
 	writeFile(t, edge.Host("/etc/default/staticpodd"), `STATICPODD_ARGS="--hostname-override edge1"`+"\n")
 	copyFile(t, testdaemon.Image, edge.Host("/root/busybox.tar"))
 	edge.Sh(time.Minute, "staticpodd images import busybox.tar")
+	// The directories the package's tmpfiles.d makes.
+	for _, dir := range []string{"/etc/kubernetes/manifests", "/var/lib/staticpodd", "/run/staticpodd", "/var/log/pods"} {
+		if err := os.MkdirAll(edge.Host(dir), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
 	writeFile(t, edge.Host("/etc/kubernetes/manifests/web.yaml"), edgeWeb)
 	edge.Sh(time.Minute, "systemctl start staticpodd")
 	waitOn(t, edge, time.Minute, "staticpodd ps | awk '$2 == \"web-edge1\" {print $4}'", "Running")
