@@ -36,7 +36,7 @@ func NewLocal(h http.Handler) *Local {
 
 // Dial connects to the handler.
 func (l *Local) Dial(ctx context.Context) (net.Conn, error) {
-	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	fds, err := socketpair()
 	if err != nil {
 		return nil, fmt.Errorf("socketpair: %w", err)
 	}
