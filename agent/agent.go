@@ -80,10 +80,11 @@ type Config struct {
 
 // Agent runs static pods on a Runtime.
 type Agent struct {
-	cfg   Config
-	rt    Runtime
-	conv  converter
-	marks lifecycle.Marks
+	cfg         Config
+	rt          Runtime
+	sharedStats sharedStats // StatsSummary's
+	conv        converter
+	marks       lifecycle.Marks
 	// probeMarks keep what running containers' probes said for the next daemon.
 	probeMarks prober.Marks
 	// statuses is the one owner of the pods' published status: what Pods,

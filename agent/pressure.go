@@ -431,8 +431,12 @@ func joinConditions(cs []v1.NodeConditionType) string {
 // NodeName is the node's name.
 func (a *Agent) NodeName() string { return a.cfg.NodeName }
 
-// StatsSummary is what the runtime measures of the node and its pods.
-func (a *Agent) StatsSummary(ctx context.Context) (*podspec.Summary, error) { return a.rt.Stats(ctx) }
+// StatsSummary is what the runtime measures of the node and its pods:
+// calls that come together share one measurement (sharedStats). Callers
+// only read the summary.
+func (a *Agent) StatsSummary(ctx context.Context) (*podspec.Summary, error) {
+	return a.sharedStats.get(ctx, a.rt.Stats)
+}
 
 // Evictions counts the pods the eviction manager evicted, by signal
 // (memory.available, nodefs.available, ...), since the daemon started.

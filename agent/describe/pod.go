@@ -23,8 +23,11 @@ import (
 // results, of every pod.
 func Pod(w io.Writer, pod v1.Pod, evs []v1.Event, probes []prober.Status, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 8, 1, ' ', 0)
+	// Every value is escaped: the API server lets control characters
+	// through many of a manifest's strings (a mount path, a hostPath, a
+	// probe's path), and the daemon's records hold them as given.
 	line := func(indent int, key, format string, args ...any) {
-		fmt.Fprintf(tw, "%s%s:\t%s\n", strings.Repeat("  ", indent), key, fmt.Sprintf(format, args...))
+		fmt.Fprintf(tw, "%s%s:\t%s\n", strings.Repeat("  ", indent), key, Escape(fmt.Sprintf(format, args...)))
 	}
 	line(0, "Name", "%s", pod.Name)
 	line(0, "Namespace", "%s", pod.Namespace)
@@ -81,13 +84,13 @@ func Pod(w io.Writer, pod v1.Pod, evs []v1.Event, probes []prober.Status, now ti
 		fmt.Fprintln(tw, "Conditions:")
 		fmt.Fprintln(tw, "  Type\tStatus")
 		for _, c := range pod.Status.Conditions {
-			fmt.Fprintf(tw, "  %s\t%s\n", c.Type, c.Status)
+			fmt.Fprintf(tw, "  %s\t%s\n", Escape(string(c.Type)), Escape(string(c.Status)))
 		}
 	}
 	if len(pod.Spec.Volumes) > 0 {
 		fmt.Fprintln(tw, "Volumes:")
 		for _, v := range pod.Spec.Volumes {
-			fmt.Fprintf(tw, "  %s:\t%s\n", v.Name, volumeSource(v))
+			fmt.Fprintf(tw, "  %s:\t%s\n", Escape(v.Name), Escape(volumeSource(v)))
 		}
 	}
 	if err := tw.Flush(); err != nil {
@@ -98,9 +101,9 @@ func Pod(w io.Writer, pod v1.Pod, evs []v1.Event, probes []prober.Status, now ti
 
 // container writes one container: state, last state, probes, mounts.
 func container(tw io.Writer, pod v1.Pod, c v1.Container, statuses []v1.ContainerStatus, probes []prober.Status, now time.Time) {
-	fmt.Fprintf(tw, "  %s:\n", c.Name)
+	fmt.Fprintf(tw, "  %s:\n", Escape(c.Name))
 	field := func(key, format string, args ...any) {
-		fmt.Fprintf(tw, "    %s:\t%s\n", key, fmt.Sprintf(format, args...))
+		fmt.Fprintf(tw, "    %s:\t%s\n", key, Escape(fmt.Sprintf(format, args...)))
 	}
 	var cs *v1.ContainerStatus
 	for i := range statuses {
@@ -154,7 +157,7 @@ func container(tw io.Writer, pod v1.Pod, c v1.Container, statuses []v1.Container
 		} else {
 			path += " (" + mode + ")"
 		}
-		fmt.Fprintf(tw, "      %s\n", path)
+		fmt.Fprintf(tw, "      %s\n", Escape(path))
 	}
 }
 
@@ -162,7 +165,7 @@ func container(tw io.Writer, pod v1.Pod, c v1.Container, statuses []v1.Container
 // code and reason first of all.
 func state(tw io.Writer, key string, s v1.ContainerState, now time.Time) {
 	sub := func(k, format string, args ...any) {
-		fmt.Fprintf(tw, "      %s:\t%s\n", k, fmt.Sprintf(format, args...))
+		fmt.Fprintf(tw, "      %s:\t%s\n", k, Escape(fmt.Sprintf(format, args...)))
 	}
 	switch {
 	case s.Running != nil:
@@ -268,8 +271,8 @@ func podEvents(w io.Writer, pod v1.Pod, evs []v1.Event, now time.Time) error {
 	fmt.Fprintln(tw, "  Type\tReason\tAge\tContainer\tMessage")
 	fmt.Fprintln(tw, "  ----\t------\t----\t---------\t-------")
 	for _, e := range mine {
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", e.Type, e.Reason, LastSeen(e, now),
-			orNone(events.Container(e.InvolvedObject.FieldPath)), OneLine(e.Message, 300))
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", Escape(e.Type), Escape(e.Reason), LastSeen(e, now),
+			Escape(orNone(events.Container(e.InvolvedObject.FieldPath))), OneLine(e.Message, 300))
 	}
 	return tw.Flush()
 }

@@ -101,3 +101,35 @@ func TestSelectAndCompletions(t *testing.T) {
 		t.Errorf("ImageCompletions = %v", c)
 	}
 }
+
+// A manifest's strings reach describe unvalidated (the API server lets
+// control characters through a mount path, a hostPath, a probe's path and
+// host): describe shows them escaped, never raw to the terminal.
+func TestDescribePodEscapesManifestStrings(t *testing.T) {
+	const esc = "\x1b]0;owned\x07\x1b[2J"
+	pod := v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "web-node1", Namespace: "default", UID: "u1",
+			Annotations: map[string]string{"kubernetes.io/config.source": "file" + esc}},
+		Spec: v1.PodSpec{
+			Containers: []v1.Container{{Name: "c", Image: "busybox" + esc,
+				LivenessProbe:  &v1.Probe{ProbeHandler: v1.ProbeHandler{HTTPGet: &v1.HTTPGetAction{Path: "/h" + esc, Host: "a" + esc, Port: intstr.FromInt32(80)}}},
+				ReadinessProbe: &v1.Probe{ProbeHandler: v1.ProbeHandler{TCPSocket: &v1.TCPSocketAction{Host: "b" + esc, Port: intstr.FromString("p" + esc)}}},
+				VolumeMounts:   []v1.VolumeMount{{Name: "v", MountPath: "/m" + esc, SubPath: "s" + esc}}}},
+			Volumes: []v1.Volume{{Name: "v", VolumeSource: v1.VolumeSource{HostPath: &v1.HostPathVolumeSource{Path: "/tmp/" + esc}}}}},
+		Status: v1.PodStatus{Reason: "Evicted" + esc, ContainerStatuses: []v1.ContainerStatus{{Name: "c", Image: "busybox" + esc, ImageID: "id" + esc,
+			State: v1.ContainerState{Terminated: &v1.ContainerStateTerminated{Reason: "Error" + esc}}}}},
+	}
+	var b bytes.Buffer
+	if err := Pod(&b, pod, nil, nil, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	if strings.ContainsAny(out, "\x1b\x07") {
+		t.Errorf("describe writes a manifest's control characters raw:\n%q", out)
+	}
+	for _, want := range []string{`/m\x1b]0;owned\x07\x1b[2J from v`, `HostPath /tmp/\x1b]0;owned`, `http-get http://a\x1b]0;owned`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("describe lacks %s:\n%s", want, out)
+		}
+	}
+}

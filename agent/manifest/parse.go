@@ -65,10 +65,27 @@ func ParseURL(data []byte, url, nodeName string) ([]Pod, []string, error) {
 	return p.Pods, p.warnings(), p.Err()
 }
 
+// MaxWarnings bounds the warnings Check returns for one manifest: the last
+// one says how many more there were. Its author decides how many unknown
+// fields it has, and each warning is a manifest problem, an event and a log
+// line of the daemon's: thousands would push every other event out of the
+// daemon's ring (events.DefaultCapacity) and fill ps and the journal.
+const MaxWarnings = 20
+
 // Check reads the manifest data from origin as ParseFile (source SourceFile)
-// or ParseURL (SourceHTTP) does, and returns everything it found. The daemon
-// and `staticpodd validate` both read manifests through it.
+// or ParseURL (SourceHTTP) does, and returns everything it found, at most
+// MaxWarnings warnings. The daemon and `staticpodd validate` both read
+// manifests through it.
 func Check(data []byte, source, origin, nodeName string) Parsed {
+	out := check(data, source, origin, nodeName)
+	if n := len(out.Warnings); n > MaxWarnings {
+		out.Warnings = append(out.Warnings[:MaxWarnings-1:MaxWarnings-1], Warning{Origin: origin,
+			Message: fmt.Sprintf("%d more warnings not shown", n-(MaxWarnings-1))})
+	}
+	return out
+}
+
+func check(data []byte, source, origin, nodeName string) Parsed {
 	var out Parsed
 	doc, js, dup, err := toGeneric(data, origin)
 	if err != nil {

@@ -527,3 +527,29 @@ func TestParseContainerRestartRules(t *testing.T) {
 		t.Errorf("rules %+v", c.RestartPolicyRules)
 	}
 }
+
+// A manifest's author decides how many unknown fields it has, and each
+// warning becomes a manifest problem, an event and a log line: a file of
+// thousands must not push every other event out of the daemon's ring nor
+// fill ps and the journal. The first warnings are kept, and how many more
+// there were.
+func TestWarningsBounded(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("apiVersion: v1\nkind: Pod\nmetadata: {name: web}\nspec:\n  containers:\n  - name: c\n    image: busybox:1\n")
+	for i := range 5000 {
+		fmt.Fprintf(&b, "    x%d: 1\n", i)
+	}
+	p := Check([]byte(b.String()), SourceFile, "/etc/kubernetes/manifests/web.yaml", "node1")
+	if len(p.Errors) > 0 || len(p.Pods) != 1 {
+		t.Fatalf("errors %v, %d pods; want the pod used", p.Errors, len(p.Pods))
+	}
+	if len(p.Warnings) > MaxWarnings {
+		t.Fatalf("%d warnings, want at most %d", len(p.Warnings), MaxWarnings)
+	}
+	if !strings.Contains(p.Warnings[0].String(), "x0: unknown field") {
+		t.Errorf("first warning %q, want the first unknown field", p.Warnings[0])
+	}
+	if last := p.Warnings[len(p.Warnings)-1].String(); !strings.Contains(last, fmt.Sprintf("%d more warnings", 5000-(MaxWarnings-1))) {
+		t.Errorf("last warning %q, want how many more there were", last)
+	}
+}

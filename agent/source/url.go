@@ -222,19 +222,11 @@ func (s *URL) poll(ctx context.Context) {
 	s.unsaved = body
 }
 
-// maxLoggedWarnings bounds the warning lines one body costs the log: the
-// server decides how many unknown fields it sends, and may send a new body
-// at every poll.
-const maxLoggedWarnings = 20
-
-// parse reads a body, logging its warnings.
+// parse reads a body, logging its warnings: at most manifest.MaxWarnings
+// lines, however many unknown fields the server sends, at every poll.
 func (s *URL) parse(body []byte) ([]manifest.Pod, error) {
 	pods, warnings, err := ParseURLBody(body, s.origin, s.cfg.NodeName)
-	for i, w := range warnings {
-		if i == maxLoggedWarnings {
-			s.logger.Warn("more manifest warnings not logged", "count", len(warnings)-i)
-			break
-		}
+	for _, w := range warnings {
 		s.logger.Warn("manifest warning", "warning", w)
 	}
 	return pods, err

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/staticpodd/staticpodd/agent/manifest"
 )
 
 // TestURLWarningsBounded: the server decides how many unknown fields its
@@ -21,10 +23,10 @@ func TestURLWarningsBounded(t *testing.T) {
 	r.collect(t)
 	s.waitHits(t, 2)
 	logs := r.logs.String()
-	if n := strings.Count(logs, "unknown field, ignored"); n == 0 || n > maxLoggedWarnings {
-		t.Errorf("%d warning lines for a body with 5000 unknown fields, want 1 to %d", n, maxLoggedWarnings)
+	if n := strings.Count(logs, "unknown field, ignored"); n == 0 || n > manifest.MaxWarnings {
+		t.Errorf("%d warning lines for a body with 5000 unknown fields, want 1 to %d", n, manifest.MaxWarnings)
 	}
-	if !strings.Contains(logs, "count=4980") {
+	if !strings.Contains(logs, "4981 more warnings not shown") {
 		t.Errorf("the log does not say how many warnings it left out:\n%.2000s", logs)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"iter"
 	"log/slog"
@@ -173,11 +174,15 @@ func (n *Network) conf(hostPorts bool) (list *libcni.NetworkConfigList, source, 
 	sort.Strings(files)
 	if len(files) > 0 {
 		f := files[0]
-		if strings.HasSuffix(f, ".conflist") {
-			list, err = libcni.NetworkConfFromFile(f)
-		} else {
+		var data []byte
+		data, err = readCNIConf(f)
+		switch {
+		case err != nil:
+		case strings.HasSuffix(f, ".conflist"):
+			list, err = conflist(f, data)
+		default:
 			var c *libcni.PluginConfig
-			if c, err = libcni.ConfFromFile(f); err == nil {
+			if c, err = libcni.ConfFromBytes(data); err == nil {
 				list, err = libcni.ConfListFromConf(c)
 			}
 		}
@@ -207,6 +212,64 @@ func (n *Network) conf(hostPorts bool) (list *libcni.NetworkConfigList, source, 
 		return nil, "", "", fmt.Errorf("default pod network: %w", err)
 	}
 	return list, "default", "", nil
+}
+
+// conflist is the network list of .conflist file path, whose content is
+// data, with the plugins of its network's directory beside it unless it
+// has them all inline, as libcni.NetworkConfFromFile reads it, each file
+// read by readCNIConf.
+func conflist(path string, data []byte) (*libcni.NetworkConfigList, error) {
+	list, err := libcni.NetworkConfFromBytes(data)
+	if err != nil || list.LoadOnlyInlinedPlugins {
+		return list, err
+	}
+	dir := filepath.Join(filepath.Dir(path), list.Name)
+	files, err := libcni.ConfFiles(dir, []string{".conf"})
+	if err != nil {
+		return nil, fmt.Errorf("read plugin configurations in %s: %w", dir, err)
+	}
+	for _, f := range files {
+		b, err := readCNIConf(f)
+		if err != nil {
+			return nil, fmt.Errorf("plugin configuration %s: %w", f, err)
+		}
+		p, err := libcni.NetworkPluginConfFromBytes(b)
+		if err != nil {
+			return nil, fmt.Errorf("plugin configuration %s: %w", f, err)
+		}
+		list.Plugins = append(list.Plugins, p)
+	}
+	return list, nil
+}
+
+// maxCNIConf bounds a CNI configuration file: a few KiB in practice.
+const maxCNIConf = 1 << 20
+
+// readCNIConf reads CNI configuration file path: a regular file of at most
+// maxCNIConf bytes, opened without blocking. The directory is read again
+// at each pod's status (chosen), at every sync, and a pod that mounts it
+// to install its network's configuration could otherwise put a FIFO there
+// that stalls every sync, or a link to /dev/zero.
+func readCNIConf(path string) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	switch {
+	case err != nil:
+		return nil, err
+	case !fi.Mode().IsRegular():
+		return nil, fmt.Errorf("not a regular file (%s)", fi.Mode().Type())
+	case fi.Size() > maxCNIConf:
+		return nil, fmt.Errorf("%d bytes, more than %d", fi.Size(), maxCNIConf)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxCNIConf+1))
+	if err == nil && len(b) > maxCNIConf {
+		err = fmt.Errorf("more than %d bytes", maxCNIConf)
+	}
+	return b, err
 }
 
 // noPodNetwork logs reason once, and again only when it changes.

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -322,5 +323,82 @@ func TestHostPortTwiceInOnePodRefused(t *testing.T) {
 	e.sandbox(q)
 	if err := e.remove(q.UID); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The CNI configuration directory is read again at each status (chosen),
+// so at every sync of every pod: a pod that mounts it to install its
+// network's configuration must not be able to stall those syncs with a
+// FIFO, nor have the daemon read a device or a huge file there.
+func TestCNIConfigNotRegularRefused(t *testing.T) {
+	dir := t.TempDir()
+	n := NewNetwork(NetworkConfig{ConfDir: dir}, t.TempDir(), slog.New(slog.DiscardHandler))
+	fifo := filepath.Join(dir, "10-fifo.conflist")
+	if err := unix.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		make func() error
+	}{
+		{"a FIFO", func() error { return nil }},
+		{"a link to a device", func() error { os.Remove(fifo); return os.Symlink("/dev/zero", fifo) }},
+		{"a huge file", func() error {
+			os.Remove(fifo)
+			f, err := os.Create(fifo)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			return f.Truncate(1 << 30)
+		}},
+	} {
+		if err := tc.make(); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan podspec.NetworkConf, 1)
+		go func() { done <- n.chosen() }()
+		select {
+		case got := <-done:
+			if got.Network != "" || !strings.Contains(got.Why, fifo) {
+				t.Errorf("%s as the CNI configuration: %+v, want an error naming it", tc.name, got)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s as the CNI configuration: chosen blocks", tc.name)
+		}
+	}
+}
+
+// A .conflist's plugins in its network's directory (CNI 1.3's
+// loadOnlyInlinedPlugins: false) are loaded, each read as the list is.
+func TestCNIConfigPluginDir(t *testing.T) {
+	dir := t.TempDir()
+	n := NewNetwork(NetworkConfig{ConfDir: dir}, t.TempDir(), slog.New(slog.DiscardHandler))
+	write := func(name, s string) {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("10-net.conflist", `{"cniVersion": "1.0.0", "name": "net", "plugins": [{"type": "bridge"}]}`)
+	write("net/20-portmap.conf", `{"type": "portmap"}`)
+	if got := n.chosen(); !slices.Equal(got.Plugins, []string{"bridge", "portmap"}) {
+		t.Errorf("chosen %+v, want bridge and portmap from net/", got)
+	}
+	fifo := filepath.Join(dir, "net", "30-fifo.conf")
+	if err := unix.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan podspec.NetworkConf, 1)
+	go func() { done <- n.chosen() }()
+	select {
+	case got := <-done:
+		if got.Network != "" || !strings.Contains(got.Why, fifo) {
+			t.Errorf("a FIFO among the plugins: %+v, want an error naming it", got)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a FIFO among the plugins: chosen blocks")
 	}
 }
