@@ -366,8 +366,9 @@ func TestHostileURLAnswers(t *testing.T) {
 		})
 		// /healthz?verbose says the same on its manifest-url line.
 		hz := mustGet(t, d.Client(), d.URL("/healthz?verbose"))
-		line := regexp.MustCompile(`(?m)^\[-\]manifest-url failed since \S+: ` + regexp.QuoteMeta(srv.URL()) + `: .*$`).FindString(hz)
-		if line == "" || !re.MatchString(line) {
+		// One line, or the check's line and one indented line per error.
+		line := regexp.MustCompile(`(?m)^\[-\]manifest-url failed since \S+:( .*|\n(    .*\n?)+)`).FindString(hz)
+		if !strings.Contains(line, srv.URL()+": ") || !re.MatchString(line) {
 			t.Errorf("%s: /healthz?verbose does not say %q:\n%s", uc.name, uc.problem, hz)
 		}
 		if pr != lastText {
