@@ -245,10 +245,10 @@ test-node-e2e: build images
 # The widened set (docs/kubelet-differences.md): the suite's other Its that a
 # node agent running static pods only can be judged by (the Node's lease and
 # status, /configz, the serving certificate and client CA reloaded from disk,
-# a static pod whose mirror pod is deleted while the agent is down), on a node
-# of its own with the same control plane. About 6 minutes.
-# NODE_E2E_WIDE=1 on test-node-e2e runs it between the mirror and the
-# standalone runs.
+# a static pod whose manifest is removed while the agent is down), on a node
+# of its own with the same control plane: about 3 minutes, 2 of them the
+# suite's. NODE_E2E_WIDE=1 on test-node-e2e (CI) runs it between the mirror
+# and the standalone runs.
 test-node-e2e-wide:
 	$(MAKE) test-node-e2e NODE_E2E_WIDE=1 NODE_E2E_RUN='-run TestNodeE2E/wide'
 
