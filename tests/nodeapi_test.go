@@ -270,8 +270,12 @@ func TestNodeAPIClientCertificates(t *testing.T) {
 		t.Errorf("/configz = %d %q", code, body)
 	}
 
-	// The read-only port: /healthz and /pods only.
-	for _, p := range nodeAPIPaths[2:] {
+	// The read-only port: /healthz, /pods and /stats/summary, as the
+	// kubelet's; the rest is the node API's only.
+	if code, body, err := fetch(http.DefaultClient, fmt.Sprintf("http://127.0.0.1:%d/stats/summary", d.Port)); err != nil || code != 200 || !strings.Contains(string(body), `"nodeName":"`+d.Name+`"`) {
+		t.Errorf("read-only port: /stats/summary = %d %v %.200q", code, err, body)
+	}
+	for _, p := range nodeAPIPaths[3:] {
 		p = strings.ReplaceAll(p, "%s", d.Name)
 		if code, _, err := fetch(http.DefaultClient, fmt.Sprintf("http://127.0.0.1:%d%s", d.Port, p)); err != nil || code != http.StatusNotFound {
 			t.Errorf("read-only port: %s = %d %v, want 404", p, code, err)

@@ -22,13 +22,12 @@ const NodeMaxConns = 128
 
 // Node returns the handler of the node API, the kubelet's authenticated
 // port: every request is authenticated and authorized (Auth.guard) before
-// anything else is read. It serves the read-only port's /healthz and /pods,
-// /stats/summary, /metrics, /metrics/cadvisor, /metrics/probes, /metrics/resource,
+// anything else is read. It serves the read-only port's /healthz, /pods and
+// /stats/summary, and /metrics, /metrics/cadvisor, /metrics/probes, /metrics/resource,
 // /containerLogs, /logs/ and /configz, with the kubelet's paths and formats.
 func Node(a Agent, cfg NodeConfig, logger *slog.Logger) http.Handler {
 	mux := http.NewServeMux()
 	readOnly(mux, a, logger)
-	mux.HandleFunc("GET /stats/summary", statsSummary(a, logger))
 	if m := cfg.Metrics; m != nil {
 		mux.Handle("GET /metrics", m.handler(m.main, logger))
 		mux.Handle("GET /metrics/cadvisor", m.handler(m.cadvisor, logger))

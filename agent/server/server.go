@@ -48,8 +48,9 @@ type Problem struct {
 	Error  string `json:"error"`
 }
 
-// ReadOnly returns the handler of the read-only port: /healthz and /pods, as the
-// kubelet's read-only port serves them, without authentication.
+// ReadOnly returns the handler of the read-only port: /healthz, /pods and
+// /stats/summary, as the kubelet's read-only port serves them, without
+// authentication.
 // /healthz?verbose lists the auxiliary parts when a implements Checker.
 func ReadOnly(a Agent, logger *slog.Logger) http.Handler {
 	mux := http.NewServeMux()
@@ -65,7 +66,6 @@ func ReadOnly(a Agent, logger *slog.Logger) http.Handler {
 func CLI(a Agent, logger *slog.Logger) http.Handler {
 	mux := http.NewServeMux()
 	readOnly(mux, a, logger)
-	mux.HandleFunc("GET /stats/summary", statsSummary(a, logger))
 	mux.HandleFunc("GET /problems", func(w http.ResponseWriter, r *http.Request) {
 		out := []Problem{}
 		for _, p := range a.Problems() {
@@ -95,9 +95,13 @@ func CLI(a Agent, logger *slog.Logger) http.Handler {
 	return mux
 }
 
+// readOnly installs what every listener serves. The kubelet's read-only
+// port has /stats/summary too (InstallAuthNotRequiredHandlers), where
+// monitoring agents and the node e2e suite's eviction tests read it.
 func readOnly(mux *http.ServeMux, a Agent, logger *slog.Logger) {
 	mux.HandleFunc("GET /healthz", healthz(a))
 	mux.HandleFunc("GET /healthz/{name}", healthzCheck(a))
+	mux.HandleFunc("GET /stats/summary", statsSummary(a, logger))
 	mux.HandleFunc("GET /pods", func(w http.ResponseWriter, r *http.Request) {
 		list := v1.PodList{
 			TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "PodList"},
