@@ -234,11 +234,7 @@ func startControlPlane(t *testing.T, node string) *env {
 		if err != nil {
 			t.Fatal(err)
 		}
-		m := string(b)
-		if c.Name == "kube-apiserver" {
-			m = withoutKubeletClientCert(m)
-		}
-		cp.WriteManifest(c.Name+".yaml", m)
+		cp.WriteManifest(c.Name+".yaml", asUpstream(c.Name, string(b)))
 	}
 	cp.Start()
 	ctx := context.Background()
@@ -266,24 +262,40 @@ func startControlPlane(t *testing.T, node string) *env {
 	return &env{root: root, ns: ns, cl: cl, token: strings.TrimSpace(string(token)), tars: buildImages(t, root)}
 }
 
-// withoutKubeletClientCert is kubeadm's kube-apiserver manifest without the
-// client certificate it talks to kubelets with (--kubelet-client-certificate
-// and -key), as the suite's own API server runs
-// (test/e2e_node/services/apiserver.go): the suite reads /configz through
-// the API server's node proxy, also after ReloadKubeletClientCAFileTest has
-// pointed the node agent's clientCAFile at a CA of its own. A kubelet refuses
-// a certificate that its CA did not sign, anonymous or not; no certificate is
-// anonymous, which the suite's node agent allows.
-func withoutKubeletClientCert(manifest string) string {
-	var kept []string
+// asUpstream is kubeadm's manifest of the control-plane component name,
+// changed where the suite's own control plane (test/e2e_node/services)
+// differs in what the suite relies on:
+//   - kube-apiserver presents no client certificate to kubelets
+//     (--kubelet-client-certificate, -key): the suite reads /configz through
+//     the API server's node proxy, also after ReloadKubeletClientCAFileTest
+//     has pointed the node agent's clientCAFile at a CA of its own, and a
+//     kubelet refuses a certificate its CA did not sign, anonymous or not;
+//     with no certificate the request is anonymous, which the suite's node
+//     agent allows;
+//   - the Node is tainted by none of its conditions: kube-apiserver runs
+//     without the TaintNodesByCondition admission plugin, as upstream's does
+//     (it would register the Node with node.kubernetes.io/not-ready), and
+//     kube-controller-manager without the node lifecycle controller
+//     (upstream runs no controller-manager, only a namespace controller),
+//     which would taint the Node by its conditions. The suite looks its node
+//     up among the untainted ones, also while SystemNodeCriticalPod holds it
+//     under the DiskPressure it waits for.
+func asUpstream(name, manifest string) string {
+	var out []string
 	for _, l := range strings.SplitAfter(manifest, "\n") {
 		f := strings.TrimSpace(l)
-		if strings.HasPrefix(f, "- --kubelet-client-certificate=") || strings.HasPrefix(f, "- --kubelet-client-key=") {
+		switch {
+		case name == "kube-apiserver" && (strings.HasPrefix(f, "- --kubelet-client-certificate=") || strings.HasPrefix(f, "- --kubelet-client-key=")):
 			continue
+		case name == "kube-apiserver" && f == "- kube-apiserver":
+			indent := l[:strings.Index(l, "-")]
+			l += indent + "- --disable-admission-plugins=TaintNodesByCondition\n"
+		case name == "kube-controller-manager" && strings.HasPrefix(f, "- --controllers="):
+			l = strings.TrimRight(l, "\n") + ",-node-lifecycle-controller\n"
 		}
-		kept = append(kept, l)
+		out = append(out, l)
 	}
-	return strings.Join(kept, "")
+	return strings.Join(out, "")
 }
 
 // configure writes the node agent's config: the suite's kubelet's
@@ -294,6 +306,7 @@ func configure(t *testing.T, d *testdaemon.Daemon) {
 kind: KubeletConfiguration
 staticPodPath: %s
 fileCheckFrequency: 10s
+evictionPressureTransitionPeriod: 30s
 address: 0.0.0.0
 readOnlyPort: 10255
 port: 10250
@@ -455,9 +468,12 @@ func (e *env) start(t *testing.T, name string, args ...string) {
 }
 
 // The API server of the run keeps every flag but the client certificate it
-// would present to the node agent.
-func TestWithoutKubeletClientCert(t *testing.T) {
-	in := `spec:
+// would present to the node agent and runs without TaintNodesByCondition; the
+// controller-manager runs all its controllers but the node lifecycle
+// controller.
+func TestAsUpstream(t *testing.T) {
+	for _, c := range []struct{ name, in, want string }{
+		{"kube-apiserver", `spec:
   containers:
   - command:
     - kube-apiserver
@@ -465,15 +481,25 @@ func TestWithoutKubeletClientCert(t *testing.T) {
     - --kubelet-client-key=/pki/apiserver-kubelet-client.key
     - --kubelet-preferred-address-types=InternalIP,ExternalIP,Hostname
     - --client-ca-file=/pki/ca.crt
-`
-	want := `spec:
+`, `spec:
   containers:
   - command:
     - kube-apiserver
+    - --disable-admission-plugins=TaintNodesByCondition
     - --kubelet-preferred-address-types=InternalIP,ExternalIP,Hostname
     - --client-ca-file=/pki/ca.crt
-`
-	if got := withoutKubeletClientCert(in); got != want {
-		t.Errorf("got\n%s\nwant\n%s", got, want)
+`},
+		{"kube-controller-manager", `    - kube-controller-manager
+    - --controllers=*,bootstrapsigner,tokencleaner
+    - --kubeconfig=/kubeconfig/controller-manager.conf
+`, `    - kube-controller-manager
+    - --controllers=*,bootstrapsigner,tokencleaner,-node-lifecycle-controller
+    - --kubeconfig=/kubeconfig/controller-manager.conf
+`},
+		{"etcd", "    - etcd\n    - --controllers=x\n", "    - etcd\n    - --controllers=x\n"},
+	} {
+		if got := asUpstream(c.name, c.in); got != c.want {
+			t.Errorf("%s: got\n%s\nwant\n%s", c.name, got, c.want)
+		}
 	}
 }
