@@ -16,6 +16,7 @@ import (
 	"math/big"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -277,6 +278,22 @@ func TestNodeAPIRefusesWithoutCredentials(t *testing.T) {
 		if strings.Contains(string(b), "PodList") {
 			t.Error("plain HTTP got /pods")
 		}
+	}
+}
+
+// The read-only port serves /stats/summary, as the kubelet's does, with no
+// credentials: the node e2e suite's eviction tests read the node's
+// filesystem there.
+func TestReadOnlyStatsSummary(t *testing.T) {
+	h := httptest.NewServer(ReadOnly(testNodeAgent(t), nil, logger()))
+	defer h.Close()
+	code, _, body := get(t, h.Client(), h.URL+"/stats/summary")
+	var sum statsapi.Summary
+	if err := json.Unmarshal(body, &sum); code != 200 || err != nil {
+		t.Fatalf("/stats/summary = %d, decode: %v\n%s", code, err, body)
+	}
+	if sum.Node.NodeName != "node1" || len(sum.Pods) != 1 || *sum.Pods[0].CPU.UsageCoreNanoSeconds != 3e9 {
+		t.Errorf("summary = %+v", sum)
 	}
 }
 
