@@ -2,10 +2,8 @@ package tests
 
 import (
 	"errors"
-	"os"
 	"os/exec"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -21,17 +19,7 @@ func TestExecTTYEndOfInput(t *testing.T) {
 	d.WaitRunning("web", 30*time.Second)
 
 	for try := range 3 {
-		term := openPty(t, 100, 30)
-		cmd := execCmd(d, "-i", "-t", "web", "--", "sh")
-		cmd.Stdin, cmd.Stdout, cmd.Stderr = term.slave, term.slave, term.slave
-		cmd.Env = append(os.Environ(), "TERM=vt100")
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		term.slave.Close()
-		exited := make(chan error, 1)
-		go func() { exited <- cmd.Wait() }()
+		term, cmd, exited := startExecTTY(t, d, 100, 30)
 		term.run(t, "echo do''ne", "done")
 		term.write(t, "\x04") // Ctrl-D: the end of the shell's input
 		select {

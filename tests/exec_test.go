@@ -105,23 +105,7 @@ func TestExecTTY(t *testing.T) {
 	d.WriteManifest("web.yaml", sleeper("web", ""))
 	d.WaitRunning("web", 30*time.Second)
 
-	term := openPty(t, 100, 30)
-	cmd := execCmd(d, "-i", "-t", "web", "--", "sh")
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = term.slave, term.slave, term.slave
-	cmd.Env = append(os.Environ(), "TERM=vt100")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	term.slave.Close()
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	defer func() {
-		if cmd.ProcessState == nil {
-			cmd.Process.Kill()
-			<-exited
-		}
-	}()
+	term, _, exited := startExecTTY(t, d, 100, 30)
 
 	// '' keeps the shell's echo of what is typed from looking like the answer.
 	out := term.run(t, "tty; stty size; echo $TERM; echo do''ne", "done")
@@ -216,6 +200,39 @@ type pty struct {
 	mu   sync.Mutex
 	out  []byte
 	more chan struct{} // receives when out grew, never blocks the reader
+}
+
+// startExecTTY starts `staticpodd exec -i -t web -- sh` on a new terminal of
+// width x height, as a login would: the terminal is its controlling one,
+// TERM=vt100. exited gets what Wait returns; the command is killed at the
+// test's end if it still runs.
+func startExecTTY(t *testing.T, d *testdaemon.Daemon, width, height uint16) (*pty, *exec.Cmd, <-chan error) {
+	t.Helper()
+	term := openPty(t, width, height)
+	cmd := execCmd(d, "-i", "-t", "web", "--", "sh")
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = term.slave, term.slave, term.slave
+	cmd.Env = append(os.Environ(), "TERM=vt100")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	term.slave.Close()
+	exited := make(chan error, 1)
+	done := make(chan struct{})
+	go func() {
+		err := cmd.Wait()
+		close(done)
+		exited <- err
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-done:
+		default:
+			cmd.Process.Kill()
+			<-done
+		}
+	})
+	return term, cmd, exited
 }
 
 // openPty opens a new terminal of width x height.

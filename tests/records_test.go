@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -140,23 +139,7 @@ spec:
 		}
 	})
 	t.Run("exec -it", func(t *testing.T) {
-		term := openPty(t, 90, 20)
-		cmd := execCmd(d, "-i", "-t", "web", "--", "sh")
-		cmd.Stdin, cmd.Stdout, cmd.Stderr = term.slave, term.slave, term.slave
-		cmd.Env = append(os.Environ(), "TERM=vt100")
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		term.slave.Close()
-		exited := make(chan error, 1)
-		go func() { exited <- cmd.Wait() }()
-		defer func() {
-			if cmd.ProcessState == nil {
-				cmd.Process.Kill()
-				<-exited
-			}
-		}()
+		term, _, exited := startExecTTY(t, d, 90, 20)
 		out := term.run(t, "tty; stty size; echo do''ne", "done")
 		if !strings.Contains(out, "\r\n/dev/pts/") || !strings.Contains(out, "\r\n20 90\r\n") {
 			t.Errorf("tty; stty size printed %q, want a /dev/pts terminal of 20 rows, 90 columns", out)
