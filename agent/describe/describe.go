@@ -78,6 +78,16 @@ func Select(pods []v1.Pod, names []string) ([]v1.Pod, error) {
 	return out, nil
 }
 
+// In reports whether namespace/name is one of pods: what ps POD... keeps of
+// the lines about pods (failing probes, pod networks).
+func In(pods []v1.Pod) func(namespace, name string) bool {
+	set := make(map[string]bool, len(pods))
+	for _, p := range pods {
+		set[p.Namespace+"/"+p.Name] = true
+	}
+	return func(namespace, name string) bool { return set[namespace+"/"+name] }
+}
+
 // Encode writes list as format, "json" (indented, as kubectl -o json) or
 // "yaml".
 func Encode(w io.Writer, list *v1.PodList, format string) error {

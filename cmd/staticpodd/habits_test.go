@@ -52,6 +52,15 @@ func TestPsFilterAndYAML(t *testing.T) {
 	if err != nil || !strings.Contains(out, `"name": "web-node1"`) || !strings.Contains(out, `"name": "etcd-node1"`) {
 		t.Errorf("ps -o json web etcd-node1: %v\n%s", err, out)
 	}
+	// -o wide: the failing probes of the pods asked for, none of another's.
+	out, err = runPs(t, dir, "web", "-o", "wide")
+	if err != nil || !strings.Contains(out, "Failing probes:\n  default/web-node1 httpd readiness probe") {
+		t.Errorf("ps web -o wide: no failing probe of web: %v\n%s", err, out)
+	}
+	out, err = runPs(t, dir, "etcd-node1", "-o", "wide")
+	if err != nil || strings.Contains(out, "Failing probes") || strings.Contains(out, "web-node1") {
+		t.Errorf("ps etcd-node1 -o wide shows web's failing probe: %v\n%s", err, out)
+	}
 	if _, err := runPs(t, dir, "web", "nosuch"); err == nil || err.Error() != `no pod "nosuch"` {
 		t.Errorf("ps web nosuch: err %v, want no pod \"nosuch\"", err)
 	}

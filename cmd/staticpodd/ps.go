@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -59,6 +60,9 @@ func newPsCmd(o *globalOptions) *cobra.Command {
 					return err
 				}
 				_ = c.GetJSON(cmd.Context(), "/networks", &networks) // none from an older daemon
+				in := describe.In(list.Items)                        // ps POD...: those pods' lines only
+				probes = slices.DeleteFunc(probes, func(p prober.Status) bool { return !in(p.Namespace, p.Pod) })
+				networks = slices.DeleteFunc(networks, func(n server.PodNetwork) bool { return !in(n.Namespace, n.Pod) })
 			}
 			// Usage and node conditions; a daemon that does not measure
 			// (an older one) leaves them out.
