@@ -291,7 +291,12 @@ func (p *pty) write(t *testing.T, s string) {
 }
 
 // run types line and returns what the terminal shows from then until a line
-// that is until.
+// that is until and the shell's next prompt after it. Waiting for the prompt
+// matters to what is typed next: busybox sh puts the terminal back in raw
+// mode before it prints its prompt, and a Ctrl-D that reaches a terminal
+// still in canonical mode is kept as an end-of-line marker, which raw mode
+// then reads as a NUL (shown as ^@) instead of ending the shell. A person
+// types after the prompt; so does this.
 func (p *pty) run(t *testing.T, line, until string) string {
 	t.Helper()
 	p.mu.Lock()
@@ -303,7 +308,9 @@ func (p *pty) run(t *testing.T, line, until string) string {
 		p.mu.Lock()
 		got := string(p.out[from:])
 		p.mu.Unlock()
-		if strings.Contains(got, "\r\n"+until+"\r\n") {
+		// The prompt is "/ # ", and then busybox asks where the cursor is
+		// (ESC [6n), with no answer needed.
+		if i := strings.Index(got, "\r\n"+until+"\r\n"); i >= 0 && strings.Contains(got[i:], "# ") {
 			return got
 		}
 		select {
