@@ -123,6 +123,8 @@ type Agent struct {
 	readyWait   map[string]bool // workers that have not synced readyAt yet
 	notifyReady bool
 	problemSeen map[string]bool // manifest problems already recorded as events
+	order       manifest.Order  // the desired pods' start order (order.go)
+	stopping    map[string]*stopping
 
 	pmu sync.Mutex // guards pr's fields; taken after mu when both are
 	pr  *pressure  // without thresholds: never under pressure

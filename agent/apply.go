@@ -121,6 +121,9 @@ func (w *worker) apply(ctx context.Context, pod *v1.Pod, acts []action) time.Tim
 		case actTeardown:
 			err = w.teardown(ctx, act.podUID)
 		case actSandbox:
+			if w.waitForDependencies(pod) {
+				return retry // nudged when a pod it starts after turns Ready
+			}
 			err = w.sandbox(ctx, pod)
 		case actStart:
 			retry := w.start(ctx, pod, act)

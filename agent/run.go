@@ -146,6 +146,7 @@ func (a *Agent) reconcile(ctx context.Context, l *loop) {
 	pods, problems := merge(l.sources, running)
 	recreated := make(map[types.UID]uint64, len(pods))
 	problems = append(problems, dropSharedUIDs(pods, workerUIDs)...)
+	problems = append(problems, a.checkOrderLocked(pods)...)
 	a.problems = problems
 	a.recordProblemsLocked(problems)
 	l.seq++
@@ -180,6 +181,7 @@ func (a *Agent) reconcile(ctx context.Context, l *loop) {
 		recreated[p.UID] = max(p.Recreated, l.recreated[p.UID])
 	}
 	l.recreated = recreated
+	a.trackStopsLocked(pods)
 	for key, w := range a.workers {
 		if _, ok := pods[key]; !ok && !strings.HasPrefix(key, orphanPrefix) {
 			w.update(nil, l.seq)
@@ -371,6 +373,7 @@ func (a *Agent) removeWorker(w *worker) bool {
 	if a.workers[w.key] == w {
 		delete(a.workers, w.key)
 		a.statuses.Remove(w.key)
+		a.forgetStopLocked(w.key)
 	}
 	delete(a.readyWait, w.key)
 	a.maybeReadyLocked()

@@ -60,6 +60,7 @@ func (w *worker) publish(pod *v1.Pod) {
 		}
 		return out, stopping
 	})
+	w.readinessShown(out)
 	w.a.summaryChanged()
 }
 

@@ -46,6 +46,9 @@ type worker struct {
 	gen       *generation     // per-container state of the desired UID
 	timer     *time.Timer
 	prevState *v1.PodStatus
+	// shownReady is whether the pod last published was Ready: the pods
+	// that start after it are nudged when it changes (readinessShown).
+	shownReady bool
 }
 
 // mailbox is what the Agent last told a worker; a sync takes it (takeMail).
@@ -103,6 +106,9 @@ type generation struct {
 	// restartedAll: the pod has restarted all its containers in place
 	// once at least (removedToRestartAll); it stays initialized.
 	restartedAll bool
+	// dependencyWait: the generation waited for the pods it starts after,
+	// and said so once (waitForDependencies).
+	dependencyWait bool
 }
 
 type ctrInfo struct {
@@ -344,7 +350,11 @@ func (w *worker) sync(ctx context.Context) {
 	var retry time.Time
 	switch {
 	case d == nil:
-		// Nothing is desired: every generation the worker has goes.
+		// Nothing is desired: every generation the worker has goes, in
+		// its turn among the pods stopping with it.
+		if retry = w.stopTurn(); !retry.IsZero() {
+			break
+		}
 		w.rememberAttempts()
 		retry = w.apply(ctx, nil, plan(nil, w.pods))
 	case d.state == podSyncing:

@@ -60,6 +60,13 @@ const (
 	// and plugins a pod got, and that a pod made now would get another.
 	NetworkAttached      = "NetworkAttached"
 	NetworkConfigChanged = "NetworkConfigChanged"
+	// WaitingForDependency is staticpodd's own: a pod waits for the static
+	// pods its start-after annotation names to be Ready before it starts.
+	WaitingForDependency = "WaitingForDependency"
+	// StoppingAfterDependents is staticpodd's own: a pod removed with the
+	// pods that start after it, or with pods of a lower priority, waits
+	// for them to stop first, at most its grace period.
+	StoppingAfterDependents = "StoppingAfterDependents"
 )
 
 // Component is the events' source and reporting controller.

@@ -27,6 +27,12 @@ const (
 	InvalidImageName           = "InvalidImageName"
 )
 
+// WaitingForDependency is staticpodd's own waiting reason of a container
+// whose pod starts after other static pods (manifest.AnnotationStartAfter)
+// that are not Ready yet, or never can be (a cycle, a name no manifest
+// defines): nothing of the pod is made meanwhile.
+const WaitingForDependency = "WaitingForDependency"
+
 // turn reports whether a container waiting for reason only waits for its
 // turn: it is being created, or waits for the init containers.
 func turn(reason string) bool { return reason == ContainerCreating || reason == PodInitializing }

@@ -1,0 +1,295 @@
+package agent
+
+import (
+	stdcmp "cmp"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/staticpodd/staticpodd/agent/events"
+	"github.com/staticpodd/staticpodd/agent/manifest"
+	"github.com/staticpodd/staticpodd/agent/status"
+)
+
+// Start order (manifest.AnnotationStartAfter): nothing of a pod is made
+// until every pod it starts after is Ready; once made, it keeps running
+// whatever becomes of them, as the kubelet keeps a pod whose dependency
+// crashed. Pods removed together stop in the reverse order: dependents
+// first, and lower priorities first, as the kubelet's graceful node
+// shutdown stops pods by priority (shutdownGracePeriodByPodPriority).
+
+// checkOrderLocked reads the start order of the merged pods, for the
+// workers, and returns a problem for each pod that cannot start whatever
+// happens: in a cycle, or naming a pod no manifest defines.
+func (a *Agent) checkOrderLocked(pods map[string]manifest.Pod) []manifest.Problem {
+	a.order = manifest.CheckOrder(pods, a.cfg.NodeName)
+	problems := make([]manifest.Problem, 0, len(a.order.Blocked))
+	for _, e := range a.order.Blocked {
+		problems = append(problems, manifest.Problem{Origin: e.Origin, Err: e})
+	}
+	slices.SortFunc(problems, func(x, y manifest.Problem) int { return strings.Compare(x.Origin, y.Origin) })
+	return problems
+}
+
+// startWait says why the pod of key cannot be made yet ("" once it can):
+// a pod it starts after is not Ready, or it is blocked for good.
+func (a *Agent) startWait(key string) (why string, blocked bool) {
+	a.mu.Lock()
+	e, after := a.order.Blocked[key], a.order.After[key]
+	a.mu.Unlock()
+	if e != nil {
+		return e.Reason, true
+	}
+	var waiting []string
+	for _, dep := range after {
+		if p := a.statuses.Desired(dep); p == nil || p.DeletionTimestamp != nil || !status.Classify(p).Ready {
+			waiting = append(waiting, dep[strings.IndexByte(dep, '/')+1:])
+		}
+	}
+	if len(waiting) == 0 {
+		return "", false
+	}
+	return strings.Join(waiting, ", ") + " not Ready", false
+}
+
+// waitForDependencies holds back the making of pod while startWait says
+// so: its containers wait as WaitingForDependency, with an event once per
+// generation. It reports whether the pod must wait.
+func (w *worker) waitForDependencies(pod *v1.Pod) bool {
+	why, blocked := w.a.startWait(w.key)
+	if why == "" {
+		for _, ci := range w.gen.ctrs {
+			if ci.reason == status.WaitingForDependency {
+				ci.reason, ci.message = "", ""
+			}
+		}
+		return false
+	}
+	for _, c := range manifest.AllContainers(pod) {
+		ci := w.info(c.Name)
+		ci.reason, ci.message = status.WaitingForDependency, why
+	}
+	if !w.gen.dependencyWait {
+		w.gen.dependencyWait = true
+		w.logger.Info("waiting for the pods it starts after", "why", why)
+		if blocked {
+			w.a.events.Eventf(events.PodRef(pod), v1.EventTypeWarning, events.WaitingForDependency, "Not starting: %s", why)
+		} else {
+			w.a.events.Eventf(events.PodRef(pod), v1.EventTypeNormal, events.WaitingForDependency, "Waiting to start: %s", why)
+		}
+	}
+	return true
+}
+
+// readinessShown nudges the pods that start after the worker's when its
+// readiness, as published, changed: one of them may start now.
+func (w *worker) readinessShown(p *v1.Pod) {
+	ready := p != nil && status.Classify(p).Ready
+	if ready == w.shownReady {
+		return
+	}
+	w.shownReady = ready
+	w.a.mu.Lock()
+	defer w.a.mu.Unlock()
+	for _, d := range w.a.order.Dependents[w.key] {
+		if dw := w.a.workers[d]; dw != nil {
+			dw.nudge()
+		}
+	}
+}
+
+// stopping is a pod no longer desired whose worker still stops it, with
+// what orders its stop among the others stopping.
+type stopping struct {
+	pod  *v1.Pod // the last desired generation
+	rank stopRank
+	// since is when its worker first waited for its turn; done, that it
+	// took it (or waited its grace period out).
+	since time.Time
+	done  bool
+}
+
+// stopRank orders stops: a pod stops after every pod stopping at the same
+// time with a lower rank. priority is the highest of its own and of those
+// of the pods that start after it, height the length of the longest chain
+// of such pods: a pod outranks every pod that starts after it.
+type stopRank struct {
+	priority int32
+	height   int
+}
+
+func (r stopRank) compare(o stopRank) int {
+	return stdcmp.Or(stdcmp.Compare(r.priority, o.priority), stdcmp.Compare(r.height, o.height))
+}
+
+// Priorities of the well-known classes (scheduling.SystemCriticalPriority),
+// for a static pod that names one without spec.priority, which only the
+// API server's admission would fill in.
+const (
+	systemClusterCritical = 2000000000
+	systemNodeCritical    = systemClusterCritical + 1000
+)
+
+// podPriority is pod's priority as the kubelet's shutdown manager reads it,
+// its class's when only priorityClassName is given.
+func podPriority(pod *v1.Pod) int32 {
+	switch {
+	case pod.Spec.Priority != nil:
+		return *pod.Spec.Priority
+	case pod.Spec.PriorityClassName == "system-node-critical":
+		return systemNodeCritical
+	case pod.Spec.PriorityClassName == "system-cluster-critical":
+		return systemClusterCritical
+	}
+	return 0
+}
+
+// trackStopsLocked records, before the workers of pods no longer desired
+// are told so, the pod each stops, and ranks every pod stopping; a pod
+// desired again is no longer stopping.
+func (a *Agent) trackStopsLocked(pods map[string]manifest.Pod) {
+	added := false
+	for key, w := range a.workers {
+		_, desired := pods[key]
+		switch {
+		case desired:
+			delete(a.stopping, key)
+		case a.stopping[key] == nil:
+			if p := w.wanted(); p != nil {
+				if a.stopping == nil {
+					a.stopping = map[string]*stopping{}
+				}
+				a.stopping[key] = &stopping{pod: p}
+				added = true
+			}
+		}
+	}
+	if added {
+		rankStops(a.stopping, a.cfg.NodeName)
+	}
+}
+
+// rankStops sets the rank of each pod in s (stopRank).
+func rankStops(s map[string]*stopping, node string) {
+	dependents := map[string][]string{}
+	for key, st := range s {
+		for _, name := range manifest.StartAfter(st.pod) {
+			if dep := st.pod.Namespace + "/" + name + "-" + node; s[dep] != nil && dep != key {
+				dependents[dep] = append(dependents[dep], key)
+			}
+		}
+	}
+	const (
+		unseen = iota
+		visiting
+		ranked
+	)
+	state := map[string]int{}
+	// A pod's rank takes each dependent's once that one is ranked:
+	// depth first, without recursion (10,000 pods in a chain cost no
+	// stack). A cycle (pods that never started, or started before their
+	// annotations made one) is cut where it closes.
+	takeRank := func(parent, child string) {
+		r, c := &s[parent].rank, s[child].rank
+		r.priority = max(r.priority, c.priority)
+		r.height = max(r.height, c.height+1)
+	}
+	type frame struct {
+		key string
+		i   int // the next dependent to look at
+	}
+	for root := range s {
+		if state[root] != unseen {
+			continue
+		}
+		calls := []frame{{key: root}}
+		state[root] = visiting
+		s[root].rank = stopRank{priority: podPriority(s[root].pod)}
+		for len(calls) > 0 {
+			f := &calls[len(calls)-1]
+			if f.i < len(dependents[f.key]) {
+				d := dependents[f.key][f.i]
+				f.i++
+				switch state[d] {
+				case unseen:
+					state[d] = visiting
+					s[d].rank = stopRank{priority: podPriority(s[d].pod)}
+					calls = append(calls, frame{key: d})
+				case ranked:
+					takeRank(f.key, d)
+				}
+				continue
+			}
+			calls = calls[:len(calls)-1]
+			state[f.key] = ranked
+			if len(calls) > 0 {
+				takeRank(calls[len(calls)-1].key, f.key)
+			}
+		}
+	}
+}
+
+// stopTurn is when the worker of key, whose pod is no longer desired, may
+// stop it: zero at once, when no pod stopping beside it ranks lower, else
+// the end of its grace period, when it stops all the same. The pods that
+// rank lower nudge it as they go (forgetStopLocked).
+func (w *worker) stopTurn() time.Time {
+	a := w.a
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	st := a.stopping[w.key]
+	if st == nil || st.done {
+		return time.Time{}
+	}
+	var first []string
+	for key, o := range a.stopping {
+		if key != w.key && a.workers[key] != nil && o.rank.compare(st.rank) < 0 {
+			first = append(first, key[strings.IndexByte(key, '/')+1:])
+		}
+	}
+	now := time.Now()
+	if st.since.IsZero() {
+		st.since = now
+		if len(first) > 0 {
+			slices.Sort(first)
+			w.logger.Info("stopping after the pods that start after it or rank lower", "first", first)
+			a.events.Eventf(events.PodRef(st.pod), v1.EventTypeNormal, events.StoppingAfterDependents,
+				"Stopping after %s, within its grace period", shortList(first))
+		}
+	}
+	until := st.since.Add(podGrace(st.pod))
+	if len(first) == 0 || !now.Before(until) {
+		if len(first) > 0 {
+			w.logger.Warn("stopping before pods that rank lower, which have not stopped within its grace period", "first", first)
+		}
+		st.done = true
+		return time.Time{}
+	}
+	return until
+}
+
+// forgetStopLocked forgets the worker of key, gone: the pods that waited
+// for it may take their turn.
+func (a *Agent) forgetStopLocked(key string) {
+	if _, ok := a.stopping[key]; !ok {
+		return
+	}
+	delete(a.stopping, key)
+	for k := range a.stopping {
+		if w := a.workers[k]; w != nil {
+			w.nudge()
+		}
+	}
+}
+
+// shortList joins names for an event, at most 8 of them.
+func shortList(names []string) string {
+	const most = 8
+	if len(names) > most {
+		return fmt.Sprintf("%s and %d more", strings.Join(names[:most], ", "), len(names)-most)
+	}
+	return strings.Join(names, ", ")
+}

@@ -1,0 +1,193 @@
+package agent
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/staticpodd/staticpodd/agent/manifest"
+	"github.com/staticpodd/staticpodd/agent/status"
+)
+
+func startAfter(p manifest.Pod, names string) manifest.Pod {
+	p.Annotations = map[string]string{manifest.AnnotationStartAfter: names}
+	return p
+}
+
+// callIndex is the index of the first call that starts with prefix; -1 if none.
+func callIndex(rt *fakeRuntime, prefix string) int {
+	return slices.IndexFunc(rt.Calls(), func(c string) bool { return strings.HasPrefix(c, prefix) })
+}
+
+// A pod that starts after another makes nothing, not even its sandbox,
+// until that one is Ready; it waits as WaitingForDependency in its status,
+// an event and the STATUS line; once started it keeps running when the
+// other stops being Ready.
+func TestStartAfterWaitsForReady(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		rt.SetHealth("/ready", 503)
+		h := start(t, rt, Config{})
+		dep := ctr("etcd", "busybox")
+		dep.ReadinessProbe = httpProbe("/ready", 10, 1)
+		h.send([]manifest.Pod{
+			testPod("etcd", "ua", v1.RestartPolicyAlways, dep),
+			startAfter(testPod("apiserver", "ub", v1.RestartPolicyAlways, ctr("api", "busybox")), "etcd"),
+		})
+
+		if i := callIndex(rt, "sandbox ub"); i >= 0 {
+			t.Fatalf("the dependent's sandbox was made before etcd was Ready: %q", rt.Calls())
+		}
+		w := h.pod("apiserver").Status.ContainerStatuses[0].State.Waiting
+		if w == nil || w.Reason != status.WaitingForDependency || w.Message != "etcd-node1 not Ready" {
+			t.Fatalf("dependent waits as %+v, want WaitingForDependency: etcd-node1 not Ready", w)
+		}
+		if e := h.event("WaitingForDependency"); e.Type != v1.EventTypeNormal || e.Message != "Waiting to start: etcd-node1 not Ready" {
+			t.Errorf("event %s %q", e.Type, e.Message)
+		}
+		if s := h.a.Summary(); !strings.Contains(s, "apiserver: WaitingForDependency") {
+			t.Errorf("STATUS line %q does not say the pod waits for its dependency", s)
+		}
+
+		rt.SetHealth("/ready", 200)
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		readyAt := condition(h.pod("etcd"), v1.PodReady)
+		if readyAt.Status != v1.ConditionTrue {
+			t.Fatalf("etcd not Ready: %+v", readyAt)
+		}
+		if at := rt.When("sandbox ub"); at.IsZero() || at.Before(readyAt.LastTransitionTime.Time) {
+			t.Fatalf("dependent's sandbox at %v, etcd Ready at %v: %q", at, readyAt.LastTransitionTime, rt.Calls())
+		}
+		if cs := h.pod("apiserver").Status.ContainerStatuses[0]; cs.State.Running == nil {
+			t.Fatalf("dependent not running once etcd is Ready: %+v", cs.State)
+		}
+		h.event("WaitingForDependency") // still the one
+
+		// etcd turns unready: the API server keeps running.
+		rt.SetHealth("/ready", 500)
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		if condition(h.pod("etcd"), v1.PodReady).Status == v1.ConditionTrue {
+			t.Fatal("etcd still Ready")
+		}
+		if got := rt.Calls("signal", "start ub"); len(got) != 1 {
+			t.Errorf("the dependent was stopped or restarted when etcd turned unready: %q", got)
+		}
+	})
+}
+
+// A cycle and a name no manifest defines are manifest problems; their pods
+// make nothing, and the other pods run.
+func TestStartAfterCycleAndUnknown(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		h := start(t, rt, Config{})
+		h.send([]manifest.Pod{
+			startAfter(testPod("a", "ua", v1.RestartPolicyAlways, ctr("c", "busybox")), "b"),
+			startAfter(testPod("b", "ub", v1.RestartPolicyAlways, ctr("c", "busybox")), "a"),
+			startAfter(testPod("c", "uc", v1.RestartPolicyAlways, ctr("c", "busybox")), "nosuch"),
+			testPod("d", "ud", v1.RestartPolicyAlways, ctr("c", "busybox")),
+		})
+		problems := map[string]string{}
+		for _, p := range h.a.Problems() {
+			problems[p.Origin] = problemMessage(p)
+		}
+		want := map[string]string{
+			"/etc/kubernetes/manifests/a.yaml": "start-after makes a cycle (a, b, a)",
+			"/etc/kubernetes/manifests/b.yaml": "start-after makes a cycle (a, b, a)",
+			"/etc/kubernetes/manifests/c.yaml": "no manifest defines pod nosuch in namespace default",
+		}
+		for origin, msg := range want {
+			if !strings.Contains(problems[origin], msg) || !strings.Contains(problems[origin], "metadata.annotations[staticpodd.io/start-after]") {
+				t.Errorf("problem of %s: %q, want it to name the field and say %q", origin, problems[origin], msg)
+			}
+		}
+		if len(problems) != len(want) {
+			t.Errorf("problems %q", problems)
+		}
+		for _, uid := range []string{"ua", "ub", "uc"} {
+			if i := callIndex(rt, "sandbox "+uid); i >= 0 {
+				t.Errorf("pod %s started: %q", uid, rt.Calls())
+			}
+		}
+		if cs := h.pod("d").Status.ContainerStatuses[0]; cs.State.Running == nil {
+			t.Errorf("the pod outside the cycle does not run: %+v", cs.State)
+		}
+		if w := h.pod("c").Status.ContainerStatuses[0].State.Waiting; w == nil || w.Reason != status.WaitingForDependency {
+			t.Errorf("pod c waits as %+v", w)
+		}
+
+		// The missing pod comes: c starts.
+		h.send([]manifest.Pod{
+			startAfter(testPod("a", "ua", v1.RestartPolicyAlways, ctr("c", "busybox")), "b"),
+			startAfter(testPod("b", "ub", v1.RestartPolicyAlways, ctr("c", "busybox")), "a"),
+			startAfter(testPod("c", "uc", v1.RestartPolicyAlways, ctr("c", "busybox")), "nosuch"),
+			testPod("d", "ud", v1.RestartPolicyAlways, ctr("c", "busybox")),
+			testPod("nosuch", "un", v1.RestartPolicyAlways, ctr("c", "busybox")),
+		})
+		if cs := h.pod("c").Status.ContainerStatuses[0]; cs.State.Running == nil {
+			t.Errorf("pod c does not run once the pod it names does: %+v", cs.State)
+		}
+	})
+}
+
+// Pods removed together stop dependents first, then by priority, lowest
+// first: each waits for those to be gone before its own stop begins.
+func TestStopOrderOfARemoval(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		rt.stubborn["slow"] = true // takes its whole grace period to stop
+		h := start(t, rt, Config{})
+		critical := testPod("etcd", "ue", v1.RestartPolicyAlways, ctr("c", "busybox"))
+		critical.Spec.PriorityClassName = "system-node-critical"
+		pods := []manifest.Pod{
+			critical,
+			startAfter(testPod("apiserver", "ua", v1.RestartPolicyAlways, ctr("slow", "busybox")), "etcd"),
+			testPod("web", "uw", v1.RestartPolicyAlways, ctr("slow", "busybox")),
+		}
+		h.send(pods)
+		time.Sleep(time.Second)
+		synctest.Wait()
+		for _, uid := range []string{"ue", "ua", "uw"} {
+			if callIndex(rt, "start "+uid) < 0 {
+				t.Fatalf("pod %s did not start: %q", uid, rt.Calls())
+			}
+		}
+		etcdCtr := containerOf(rt, "ue")
+		h.send(nil)
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if n := len(h.a.Pods()); n != 0 {
+			t.Fatalf("%d pods left", n)
+		}
+		etcdKill := callIndex(rt, "signal "+etcdCtr)
+		apiGone := callIndex(rt, "rmsandbox ua")
+		if etcdKill < 0 || apiGone < 0 || etcdKill < apiGone {
+			t.Errorf("etcd was stopped before the API server that starts after it was gone: %q", rt.Calls())
+		}
+		// etcd is system-node-critical, web has no priority: web goes first.
+		if webGone := callIndex(rt, "rmsandbox uw"); webGone < 0 || etcdKill < webGone {
+			t.Errorf("etcd was stopped before web, of a lower priority: %q", rt.Calls())
+		}
+		if e := h.event("StoppingAfterDependents"); !strings.Contains(e.Message, "apiserver-node1") || !strings.Contains(e.Message, "web-node1") {
+			t.Errorf("event %q", e.Message)
+		}
+	})
+}
+
+// containerOf is the ID of the first container started in pod uid.
+func containerOf(rt *fakeRuntime, uid string) string {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	for id, c := range rt.ctrs {
+		if c.st.PodUID == uid {
+			return id
+		}
+	}
+	return "none"
+}
