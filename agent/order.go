@@ -106,10 +106,13 @@ func (w *worker) readinessShown(p *v1.Pod) {
 type stopping struct {
 	pod  *v1.Pod // the last desired generation
 	rank stopRank
-	// since is when its worker first waited for its turn; done, that it
-	// took it (or waited its grace period out).
-	since time.Time
+	// until is how long its worker waits for its turn at most, set when
+	// it first waits (stopWait); done: it took its turn.
+	until time.Time
 	done  bool
+	// gather is when it stops waiting for the pods that start after it,
+	// still desired, to be removed too (gatherWindow).
+	gather time.Time
 }
 
 // stopRank orders stops: a pod stops after every pod stopping at the same
@@ -169,6 +172,13 @@ func (a *Agent) trackStopsLocked(pods map[string]manifest.Pod) {
 	}
 	if added {
 		rankStops(a.stopping, a.cfg.NodeName)
+		// A pod that waited for its dependents to be removed too takes
+		// its turn among them now.
+		for key := range a.stopping {
+			if w := a.workers[key]; w != nil {
+				w.nudge()
+			}
+		}
 	}
 }
 
@@ -232,10 +242,20 @@ func rankStops(s map[string]*stopping, node string) {
 	}
 }
 
+// gatherWindow is how long a pod removed while pods that start after it
+// are still desired waits for them to be removed too: a directory emptied
+// by rm is one unlink after the other, each its own update. Those removed
+// within it stop first; if they are not, it stops.
+const gatherWindow = time.Second
+
+// stopSlack is what a pod's stop takes beyond its grace period at most:
+// the kill after it, the removal of its containers and sandbox.
+const stopSlack = 10 * time.Second
+
 // stopTurn is when the worker of key, whose pod is no longer desired, may
-// stop it: zero at once, when no pod stopping beside it ranks lower, else
-// the end of its grace period, when it stops all the same. The pods that
-// rank lower nudge it as they go (forgetStopLocked).
+// stop it: zero at once, when no pod stopping beside it ranks lower; else
+// it waits for them to be gone (they nudge it as they go:
+// forgetStopLocked), at most stopWait, and then stops all the same.
 func (w *worker) stopTurn() time.Time {
 	a := w.a
 	a.mu.Lock()
@@ -244,31 +264,66 @@ func (w *worker) stopTurn() time.Time {
 	if st == nil || st.done {
 		return time.Time{}
 	}
-	var first []string
+	now := time.Now()
+	if st.until.IsZero() && a.dependentsDesiredLocked(st.pod) {
+		if st.gather.IsZero() {
+			st.gather = now.Add(gatherWindow)
+		}
+		if now.Before(st.gather) {
+			return st.gather
+		}
+	}
+	var first []*stopping
+	var names []string
 	for key, o := range a.stopping {
 		if key != w.key && a.workers[key] != nil && o.rank.compare(st.rank) < 0 {
-			first = append(first, key[strings.IndexByte(key, '/')+1:])
+			first = append(first, o)
+			names = append(names, key[strings.IndexByte(key, '/')+1:])
 		}
 	}
-	now := time.Now()
-	if st.since.IsZero() {
-		st.since = now
+	slices.Sort(names)
+	if st.until.IsZero() {
+		st.until = now.Add(stopWait(first))
 		if len(first) > 0 {
-			slices.Sort(first)
-			w.logger.Info("stopping after the pods that start after it or rank lower", "first", first)
+			w.logger.Info("stopping after the pods that start after it or rank lower", "first", names)
 			a.events.Eventf(events.PodRef(st.pod), v1.EventTypeNormal, events.StoppingAfterDependents,
-				"Stopping after %s, within its grace period", shortList(first))
+				"Stopping after %s", shortList(names))
 		}
 	}
-	until := st.since.Add(podGrace(st.pod))
-	if len(first) == 0 || !now.Before(until) {
+	if len(first) == 0 || !now.Before(st.until) {
 		if len(first) > 0 {
-			w.logger.Warn("stopping before pods that rank lower, which have not stopped within its grace period", "first", first)
+			w.logger.Warn("stopping before pods that should stop first: they took longer than their grace periods", "first", names)
 		}
 		st.done = true
 		return time.Time{}
 	}
-	return until
+	return st.until
+}
+
+// dependentsDesiredLocked reports whether a pod still desired starts after
+// pod.
+func (a *Agent) dependentsDesiredLocked(pod *v1.Pod) bool {
+	name := strings.TrimSuffix(pod.Name, "-"+a.cfg.NodeName)
+	for _, w := range a.workers {
+		if p := w.wanted(); p != nil && p.Namespace == pod.Namespace && slices.Contains(manifest.StartAfter(p), name) {
+			return true
+		}
+	}
+	return false
+}
+
+// stopWait is how long a pod waits for the pods that stop before it: each
+// rank among them stops in turn, within the longest grace period of them
+// and stopSlack, as the kubelet's shutdown manager gives each priority
+// group its own grace period, one group after the other.
+func stopWait(first []*stopping) time.Duration {
+	ranks := map[stopRank]bool{}
+	var longest time.Duration
+	for _, o := range first {
+		ranks[o.rank] = true
+		longest = max(longest, podGrace(o.pod))
+	}
+	return time.Duration(len(ranks)) * (longest + stopSlack)
 }
 
 // forgetStopLocked forgets the worker of key, gone: the pods that waited

@@ -191,3 +191,49 @@ func containerOf(rt *fakeRuntime, uid string) string {
 	}
 	return "none"
 }
+
+// A directory emptied one file after the other: the pod removed first
+// waits a moment for the pods that start after it, removed next, and stops
+// after them; removed alone, it stops after that moment.
+func TestStopOrderOfRemovalsInTurn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		rt.stubborn["slow"] = true
+		h := start(t, rt, Config{})
+		etcd := testPod("etcd", "ue", v1.RestartPolicyAlways, ctr("c", "busybox"))
+		api := startAfter(testPod("apiserver", "ua", v1.RestartPolicyAlways, ctr("slow", "busybox")), "etcd")
+		h.send([]manifest.Pod{etcd, api})
+		time.Sleep(time.Second)
+		synctest.Wait()
+		etcdCtr := containerOf(rt, "ue")
+
+		h.send([]manifest.Pod{api}) // etcd.yaml goes first
+		time.Sleep(100 * time.Millisecond)
+		synctest.Wait()
+		if i := callIndex(rt, "signal "+etcdCtr); i >= 0 {
+			t.Fatalf("etcd stopped at once while the API server was still desired: %q", rt.Calls())
+		}
+		h.send(nil)
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if etcdKill, apiGone := callIndex(rt, "signal "+etcdCtr), callIndex(rt, "rmsandbox ua"); apiGone < 0 || etcdKill < apiGone {
+			t.Errorf("etcd stopped before the API server removed after it was gone: %q", rt.Calls())
+		}
+
+		// Removed alone, a pod whose dependents stay stops after the moment.
+		h.send([]manifest.Pod{etcd, api})
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		etcdCtr = containerOf(rt, "ue")
+		removedAt := time.Now()
+		h.send([]manifest.Pod{api})
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if at := rt.When("signal " + etcdCtr + " terminated"); at.IsZero() || at.Sub(removedAt) > 2*time.Second {
+			t.Errorf("etcd removed alone stopped at %v, %v after its removal", at, at.Sub(removedAt))
+		}
+		if callIndex(rt, "signal "+containerOf(rt, "ua")) >= 0 {
+			t.Errorf("the API server, still desired, was stopped: %q", rt.Calls())
+		}
+	})
+}

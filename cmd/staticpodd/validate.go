@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -84,6 +86,7 @@ type checked struct {
 	Pods     []checkedPod `json:"pods"`
 	Warnings []issue      `json:"warnings"`
 	Errors   []issue      `json:"errors"`
+	parsed   []manifest.Pod
 }
 
 type checkedPod struct {
@@ -130,6 +133,7 @@ func (c *checked) add(p manifest.Parsed) {
 	for _, pod := range p.Pods {
 		c.Pods = append(c.Pods, checkedPod{Namespace: pod.Namespace, Name: pod.Name, UID: string(pod.UID)})
 	}
+	c.parsed = append(c.parsed, p.Pods...)
 }
 
 func (c *checked) fail(err error) {
@@ -221,7 +225,29 @@ func checkPaths(args []string, node string) []*checked {
 			owner[key] = c.Origin
 		}
 	}
+	checkOrder(all, node)
 	return all
+}
+
+// checkOrder adds what only the whole set of manifests tells, as the daemon
+// finds it: start-after cycles and names no valid manifest given defines.
+func checkOrder(all []*checked, node string) {
+	pods, byOrigin := map[string]manifest.Pod{}, map[string]*checked{}
+	for _, c := range all {
+		if c.Skipped != "" || len(c.Errors) > 0 {
+			continue
+		}
+		byOrigin[c.Origin] = c
+		for _, p := range c.parsed {
+			pods[p.Namespace+"/"+p.Name] = p
+		}
+	}
+	blocked := manifest.CheckOrder(pods, node).Blocked
+	for _, key := range slices.Sorted(maps.Keys(blocked)) {
+		e := blocked[key]
+		c := byOrigin[e.Origin]
+		c.Errors = append(c.Errors, issue{Field: e.Field, Value: e.Value, Reason: e.Reason})
+	}
 }
 
 func printChecked(w io.Writer, all []*checked) {
