@@ -61,6 +61,11 @@ func (a *Agent) onceResults() ([]OnceResult, bool) {
 			continue // not desired: an orphan or older generation being removed
 		}
 		outcome, msg := onceOutcome(&p)
+		if e := a.order.Blocked[p.Namespace+"/"+p.Name]; e != nil && outcome == OncePending {
+			// Its start order waits for what only a manifest mends: a
+			// cycle, a pod no manifest defines.
+			outcome, msg = OnceFailed, e.Reason
+		}
 		settled = settled && outcome != OncePending
 		results = append(results, OnceResult{Pod: &p, Outcome: outcome, Message: msg})
 	}

@@ -237,3 +237,41 @@ func TestStopOrderOfRemovalsInTurn(t *testing.T) {
 		}
 	})
 }
+
+// run --once waits for a pod that starts after another, and fails at once
+// a pod in a cycle, rather than waiting out its timeout.
+func TestWaitOnceStartOrder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		h := start(t, rt, Config{})
+		done := make(chan []OnceResult, 1)
+		go func() {
+			r, _ := h.a.WaitOnce(t.Context())
+			done <- r
+		}()
+		h.send([]manifest.Pod{
+			testPod("etcd", "ue", v1.RestartPolicyAlways, ctr("c", "busybox")),
+			startAfter(testPod("apiserver", "ua", v1.RestartPolicyAlways, ctr("c", "busybox")), "etcd"),
+			startAfter(testPod("a", "u1", v1.RestartPolicyAlways, ctr("c", "busybox")), "a"),
+		})
+		var results []OnceResult
+		select {
+		case results = <-done:
+		case <-time.After(time.Minute):
+			t.Fatal("run --once did not settle")
+		}
+		got := map[string]string{}
+		for _, r := range results {
+			if r.Pod != nil {
+				got[r.Pod.Name] = r.Outcome + ": " + r.Message
+			} else {
+				got[r.Problem.Origin] = r.Outcome
+			}
+		}
+		if got["etcd-node1"] != OnceRunning+": " || got["apiserver-node1"] != OnceRunning+": " ||
+			!strings.HasPrefix(got["a-node1"], OnceFailed+": start-after makes a cycle (a, a)") ||
+			got["/etc/kubernetes/manifests/a.yaml"] != OnceInvalid {
+			t.Errorf("results %q", got)
+		}
+	})
+}
