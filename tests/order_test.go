@@ -63,12 +63,17 @@ func TestStartAfterWaitsForReadiness(t *testing.T) {
 	want := "etcd-" + d.Name + " not Ready"
 	d.Eventually(20*time.Second, "ps shows the API server waiting for etcd", func() error {
 		out := d.CLI("ps")
+		status := false
 		for _, line := range strings.Split(out, "\n") {
-			if strings.Contains(line, "kube-apiserver") && strings.Contains(line, "WaitingForDependency") {
-				return nil
+			if f := strings.Fields(line); len(f) > 3 && f[1] == "kube-apiserver-"+d.Name && f[3] == "WaitingForDependency" {
+				status = true
 			}
 		}
-		return fmt.Errorf("ps:\n%s", out)
+		why := "  default/kube-apiserver-" + d.Name + " WaitingForDependency: " + want
+		if !status || !strings.Contains(out, "Waiting for other pods:\n"+why+"\n") {
+			return fmt.Errorf("ps:\n%s", out)
+		}
+		return nil
 	})
 	if p := d.Pod("kube-apiserver"); p == nil || len(p.Status.ContainerStatuses) != 1 ||
 		p.Status.ContainerStatuses[0].State.Waiting == nil || p.Status.ContainerStatuses[0].State.Waiting.Message != want {

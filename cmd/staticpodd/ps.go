@@ -174,6 +174,7 @@ func printPods(out io.Writer, pods []v1.Pod, problems []server.Problem, probes [
 				duration.HumanDuration(now.Sub(p.At)), describe.OneLine(p.Output, 120))
 		}
 	}
+	printDependencyWaits(out, pods)
 	if len(problems) > 0 {
 		fmt.Fprintln(out)
 		fmt.Fprintln(out, "Manifest problems:")
@@ -186,6 +187,25 @@ func printPods(out io.Writer, pods []v1.Pod, problems []server.Problem, probes [
 		}
 	}
 	return nil
+}
+
+// printDependencyWaits says what each pod that waits for the pods it starts
+// after (staticpodd.io/start-after) waits for: the STATUS column says only
+// WaitingForDependency.
+func printDependencyWaits(out io.Writer, pods []v1.Pod) {
+	header := false
+	for _, p := range pods {
+		for _, cs := range p.Status.ContainerStatuses {
+			if w := cs.State.Waiting; w != nil && w.Reason == status.WaitingForDependency {
+				if !header {
+					fmt.Fprint(out, "\nWaiting for other pods:\n")
+					header = true
+				}
+				fmt.Fprintf(out, "  %s/%s %s: %s\n", p.Namespace, p.Name, w.Reason, describe.OneLine(w.Message, 300))
+				break
+			}
+		}
+	}
 }
 
 // podStatus is the STATUS column as kubectl shows it: the reason a container
