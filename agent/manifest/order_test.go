@@ -38,6 +38,9 @@ func TestStartAfterSyntax(t *testing.T) {
 		{value: strings.Repeat("a", 254), err: "no more than 253"},
 		{value: strings.Repeat("a,", 33) + "a", err: "more than 32 pods"},
 		{value: strings.Repeat(",", 10000), err: "more than 32 pods"},
+		{value: tenThousandNames(), err: "more than 32 pods"},
+		{value: strings.Repeat("x", 200<<10), err: "no more than 253"},
+		{value: "etcd,\x00\u202e", err: "RFC 1123"},
 	} {
 		p := Check([]byte(orderManifest("web", tc.value)), SourceFile, "/m/web.yaml", orderNode)
 		if tc.err == "" {
@@ -58,6 +61,14 @@ func TestStartAfterSyntax(t *testing.T) {
 			t.Errorf("%.40q: an error of %d bytes", tc.value, len(err.Error()))
 		}
 	}
+}
+
+func tenThousandNames() string {
+	names := make([]string, 10000)
+	for i := range names {
+		names[i] = fmt.Sprintf("pod%d", i)
+	}
+	return strings.Join(names, ",")
 }
 
 func orderPods(t *testing.T, after map[string]string) map[string]Pod {
