@@ -66,7 +66,9 @@ func TestStartAfterWaitsForReady(t *testing.T) {
 		if cs := h.pod("apiserver").Status.ContainerStatuses[0]; cs.State.Running == nil {
 			t.Fatalf("dependent not running once etcd is Ready: %+v", cs.State)
 		}
-		h.event("WaitingForDependency") // still the one
+		if n := len(slices.DeleteFunc(h.reasons(), func(r string) bool { return r != "WaitingForDependency" })); n != 1 {
+			t.Errorf("%d WaitingForDependency events, want 1", n)
+		}
 
 		// etcd turns unready: the API server keeps running.
 		rt.SetHealth("/ready", 500)
@@ -77,6 +79,25 @@ func TestStartAfterWaitsForReady(t *testing.T) {
 		}
 		if got := rt.Calls("signal", "start ub"); len(got) != 1 {
 			t.Errorf("the dependent was stopped or restarted when etcd turned unready: %q", got)
+		}
+
+		// An edit of the API server: the old generation goes, the new one
+		// waits for etcd again, with an event of its own.
+		api := startAfter(testPod("apiserver", "ub2", v1.RestartPolicyAlways, ctr("api", "busybox:2")), "etcd")
+		h.send([]manifest.Pod{testPod("etcd", "ua", v1.RestartPolicyAlways, dep), api})
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		if callIndex(rt, "rmsandbox ub") < 0 || callIndex(rt, "sandbox ub2") >= 0 {
+			t.Fatalf("the edited API server did not wait for etcd: %q", rt.Calls())
+		}
+		if w := h.pod("apiserver").Status.ContainerStatuses[0].State.Waiting; w == nil || w.Reason != status.WaitingForDependency {
+			t.Errorf("the new generation waits as %+v", w)
+		}
+		rt.SetHealth("/ready", 200)
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		if callIndex(rt, "start ub2/api#0") < 0 {
+			t.Errorf("the new generation did not start once etcd was Ready again: %q", rt.Calls())
 		}
 	})
 }
