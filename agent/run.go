@@ -69,6 +69,8 @@ func (a *Agent) Run(ctx context.Context, updates <-chan source.Update) error {
 			l.sources[u.Source] = u
 			l.allSeen = a.seenAll(l)
 			a.reconcile(ctx, l)
+		case <-a.rerun:
+			a.reconcile(ctx, l)
 		case <-a.resync:
 			a.nudgeAll()
 		case <-syncTick.C:
@@ -145,6 +147,7 @@ func (a *Agent) reconcile(ctx context.Context, l *loop) {
 	}
 	pods, problems := merge(l.sources, running)
 	recreated := make(map[types.UID]uint64, len(pods))
+	problems = append(problems, a.substituteRollbacks(pods)...)
 	problems = append(problems, dropSharedUIDs(pods, workerUIDs)...)
 	a.problems = problems
 	a.recordProblemsLocked(problems)
@@ -399,6 +402,9 @@ func (a *Agent) Summary() string {
 // It costs the number of waiting pods, not of all pods.
 func (a *Agent) summaryLocked() string {
 	s := a.statuses.Line(len(a.problems))
+	if rb := a.rollouts.line(); rb != "" {
+		s += "; " + rb
+	}
 	if c := a.Conditions(); len(c) > 0 {
 		s += "; node has " + joinConditions(c)
 	}

@@ -60,6 +60,10 @@ const (
 	// and plugins a pod got, and that a pod made now would get another.
 	NetworkAttached      = "NetworkAttached"
 	NetworkConfigChanged = "NetworkConfigChanged"
+	// RolledBack is staticpodd's own: a new generation of a pod was not
+	// Ready within its staticpodd.io/rollback-after, or the operator ran
+	// `rollout undo`, and an earlier generation runs instead (or could not).
+	RolledBack = "RolledBack"
 )
 
 // Component is the events' source and reporting controller.
