@@ -226,7 +226,18 @@ func (w *worker) rolledBack(pod *v1.Pod, h *rollout.History, target *rollout.Gen
 		msg = fmt.Sprintf("Generation %s %s; no earlier generation that was Ready is kept, left running", pod.UID, reason)
 	}
 	w.logger.Warn("rollout failed", "uid", pod.UID, "reason", reason, "rolledBack", target != nil)
-	w.a.events.Eventf(events.PodRef(pod), v1.EventTypeWarning, events.RolledBack, "%s", msg)
+	w.a.events.Eventf(rolloutRef(pod, target), v1.EventTypeWarning, events.RolledBack, "%s", msg)
+}
+
+// rolloutRef is what a RolledBack event is about: the pod as it runs
+// after, the generation rolled back to (target), so that describe and the
+// mirror pod of that generation show why it runs.
+func rolloutRef(pod *v1.Pod, target *rollout.Generation) v1.ObjectReference {
+	ref := events.PodRef(pod)
+	if target != nil {
+		ref.UID = types.UID(target.UID)
+	}
+	return ref
 }
 
 // notReadyReason says why pod is not Ready: a container's waiting reason,
@@ -455,7 +466,7 @@ func (a *Agent) Undo(namespace, name string) (*rollout.Generation, error) {
 		return nil, err
 	}
 	if p := a.statuses.Desired(key); p != nil {
-		a.events.Eventf(events.PodRef(p), v1.EventTypeWarning, events.RolledBack,
+		a.events.Eventf(rolloutRef(p, t), v1.EventTypeWarning, events.RolledBack,
 			"Generation %s undone by the operator; rolling back to generation %s", p.UID, t.UID)
 	}
 	a.wakeReconcile()

@@ -8,6 +8,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	"github.com/staticpodd/staticpodd/agent/events"
 	"github.com/staticpodd/staticpodd/agent/manifest"
 	"github.com/staticpodd/staticpodd/agent/source"
@@ -30,10 +32,12 @@ func rolloutPod(t *testing.T, seen *SeenStore, ctrName, image string) manifest.P
 	return pod
 }
 
-func rolledBackEvents(h *harness) []string {
+// rolledBackEvents are the messages of the RolledBack events about the pod
+// of UID running.
+func rolledBackEvents(h *harness, running types.UID) []string {
 	var out []string
 	for _, e := range h.a.Events().List() {
-		if e.Reason == events.RolledBack {
+		if e.Reason == events.RolledBack && e.InvolvedObject.UID == running {
 			out = append(out, e.Message)
 		}
 	}
@@ -71,7 +75,7 @@ func TestRollbackAfterDeadline(t *testing.T) {
 		}
 		time.Sleep(29 * time.Second)
 		synctest.Wait()
-		if ev := rolledBackEvents(h); len(ev) != 0 {
+		if ev := rolledBackEvents(h, good.UID); len(ev) != 0 {
 			t.Fatalf("rolled back before the deadline: %q", ev)
 		}
 		time.Sleep(2 * time.Second)
@@ -79,7 +83,7 @@ func TestRollbackAfterDeadline(t *testing.T) {
 		if p := h.pod("web"); p.UID != good.UID {
 			t.Fatalf("running %s after the deadline, want the last Ready generation %s", p.UID, good.UID)
 		}
-		ev := rolledBackEvents(h)
+		ev := rolledBackEvents(h, good.UID)
 		if len(ev) != 1 || !strings.Contains(ev[0], "not Ready within 30s") || !strings.Contains(ev[0], "exit code 3") {
 			t.Fatalf("RolledBack events %q, want one with the exit code", ev)
 		}
@@ -115,7 +119,7 @@ func TestRollbackAfterDeadline(t *testing.T) {
 		if p := h.pod("web"); p.UID != good.UID {
 			t.Fatalf("running %s, want the rollback left running", p.UID)
 		}
-		if ev := rolledBackEvents(h); len(ev) != 2 || !strings.Contains(ev[1], "never loops") {
+		if ev := rolledBackEvents(h, good.UID); len(ev) != 2 || !strings.Contains(ev[1], "never loops") {
 			t.Fatalf("RolledBack events %q", ev)
 		}
 
@@ -160,6 +164,40 @@ func TestRolloutUndo(t *testing.T) {
 		}
 		if _, err := h.a.Undo("default", "nothing-node1"); err == nil {
 			t.Fatal("undo of an unknown pod")
+		}
+	})
+}
+
+// A history damaged on disk is reported, and the pod runs and starts a new
+// history; it never stops the pod or the agent.
+func TestRolloutHistoryDamaged(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		root := t.TempDir()
+		file := filepath.Join(root, "rollouts", "default_web-node1.json")
+		if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(file, []byte(`{"namespace":"default","name":"web-node1","generations":[{"uid":`), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		seen := NewSeenStore(manifest.Paths{RootDir: root})
+		h := start(t, rt, Config{Paths: manifest.Paths{RootDir: root}, Seen: seen})
+		pod := rolloutPod(t, seen, "web", "v1")
+		h.send([]manifest.Pod{pod})
+		if p := h.pod("web"); p.UID != pod.UID || !podReady(&p) {
+			t.Fatalf("pod %s not running Ready", p.UID)
+		}
+		var reported bool
+		for _, e := range h.a.Events().List() {
+			reported = reported || (e.Reason == events.FailedValidation && strings.Contains(e.Message, "rollout history "+file+" is damaged"))
+		}
+		if !reported {
+			t.Fatal("the damaged history was not reported")
+		}
+		hist, err := h.a.Rollout("default", "web-node1")
+		if err != nil || len(hist.Generations) != 1 || hist.Generations[0].UID != string(pod.UID) {
+			t.Fatalf("history not started afresh: %v %+v", err, hist)
 		}
 	})
 }
