@@ -122,6 +122,9 @@ func (r *Records) Rollout(namespace, name string) (rollout.History, error) {
 	return *h, err
 }
 
+// RolloutNames are the pods that have a rollout history on disk.
+func (r *Records) RolloutNames() ([]string, error) { return r.rollouts.Names() }
+
 // RollbackAfter is the recorded pod's staticpodd.io/rollback-after.
 func (r *Records) RollbackAfter(namespace, name string) time.Duration {
 	for i := range r.pods {

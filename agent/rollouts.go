@@ -86,7 +86,10 @@ func (r *rollouts) History(namespace, name string) (rollout.History, error) {
 // that was rolled back by the generation that runs instead, and returns a
 // problem for each such manifest: flagged until its content changes again.
 // A history that cannot be read is a problem too.
-func (r *rollouts) substitute(pods map[string]manifest.Pod, nodeName string, seen manifest.SeenFunc) []manifest.Problem {
+//
+// It returns too the manifests of the generations run instead, for the
+// SeenStore to keep with their state as a source's.
+func (r *rollouts) substitute(pods map[string]manifest.Pod, nodeName string, seen manifest.SeenFunc) (problems []manifest.Problem, running []source.Manifest) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for key := range r.byKey {
@@ -97,7 +100,6 @@ func (r *rollouts) substitute(pods map[string]manifest.Pod, nodeName string, see
 			delete(r.damaged, key)
 		}
 	}
-	var problems []manifest.Problem
 	for key, p := range pods {
 		h := r.historyLocked(p.Namespace, p.Name)
 		if err := r.damaged[key]; err != nil {
@@ -122,8 +124,11 @@ func (r *rollouts) substitute(pods map[string]manifest.Pod, nodeName string, see
 			"pod %s rolled back (%s) to generation %s: %s; the file is used again once its content changes",
 			key, rej.By, rej.Target, rej.Reason)})
 		pods[key] = manifest.Pod{Pod: pod, Source: p.Source, Origin: p.Origin}
+		if g := h.Find(rej.Target); g != nil {
+			running = append(running, source.Manifest{UID: pod.UID, Source: g.Source, Origin: g.Origin, Data: []byte(g.Manifest)})
+		}
 	}
-	return problems
+	return problems, running
 }
 
 // targetLocked is the pod of the generation that runs in place of rej.
@@ -335,12 +340,21 @@ func (a *Agent) sourceOf(uid string) *source.Manifest {
 // substituteRollbacks is reconcile's: each pod whose generation was rolled
 // back runs its target instead (rollouts.substitute).
 func (a *Agent) substituteRollbacks(pods map[string]manifest.Pod) []manifest.Problem {
-	var seen manifest.SeenFunc
-	if a.cfg.Seen != nil {
-		seen = a.cfg.Seen.Seen
+	if a.cfg.Seen == nil {
+		problems, _ := a.rollouts.substitute(pods, a.cfg.NodeName, nil)
+		return problems
 	}
-	return a.rollouts.substitute(pods, a.cfg.NodeName, seen)
+	problems, running := a.rollouts.substitute(pods, a.cfg.NodeName, a.cfg.Seen.Seen)
+	// Kept with the pod's state as any source's manifest: `ps` with the
+	// daemon down, and the last good pod of a file unusable at start.
+	a.cfg.Seen.Offer(rolledBackSource, running)
+	return problems
 }
+
+// rolledBackSource is what the SeenStore is offered the manifests of the
+// generations that run in place of rolled back ones as: they are kept with
+// the source and origin they came from.
+const rolledBackSource = "rollback"
 
 // wakeReconcile makes the reconcile loop merge the sources again.
 func (a *Agent) wakeReconcile() {
@@ -441,6 +455,14 @@ func (a *Agent) RolloutTrouble() (error, time.Time) {
 // of a history found damaged (it started afresh).
 func (a *Agent) Rollout(namespace, name string) (rollout.History, error) {
 	return a.rollouts.History(namespace, name)
+}
+
+// RolloutNames are the pods that have a rollout history on disk.
+func (a *Agent) RolloutNames() ([]string, error) {
+	if a.rollouts.store == nil {
+		return nil, nil
+	}
+	return a.rollouts.store.Names()
 }
 
 // RollbackAfter is the rollback-after of the desired pod namespace/name.

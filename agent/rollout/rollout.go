@@ -341,6 +341,51 @@ func (s *Store) Save(h *History) error {
 	return atomicfile.Write(file, b)
 }
 
+// Names are the pods, namespace/name, that have a history, at most
+// MaxNames of them.
+func (s *Store) Names() ([]string, error) {
+	entries, err := os.ReadDir(s.dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	var out []string
+	for _, e := range entries {
+		ns, name, ok := strings.Cut(strings.TrimSuffix(e.Name(), ".json"), "_")
+		if !ok || !strings.HasSuffix(e.Name(), ".json") || len(out) == MaxNames {
+			continue
+		}
+		if _, ferr := s.file(ns, name); ferr == nil {
+			out = append(out, ns+"/"+name)
+		}
+	}
+	return out, err
+}
+
+// MaxNames bounds Names.
+const MaxNames = 10000
+
+// Match is the one name of names (namespace/name) that arg names: the pod's
+// name, or its manifest's (the name without the node's suffix), each
+// optionally namespace/, in namespace when it is not "". It lets `rollout`
+// find a pod that no longer runs, from its history alone.
+func Match(names []string, arg, namespace string) (string, string, error) {
+	if ns, n, ok := strings.Cut(arg, "/"); ok {
+		namespace, arg = ns, n
+	}
+	var found []string
+	for _, full := range names {
+		ns, name, _ := strings.Cut(full, "/")
+		if (namespace == "" || ns == namespace) && (name == arg || strings.HasPrefix(name, arg+"-")) {
+			found = append(found, full)
+		}
+	}
+	if len(found) != 1 {
+		return "", "", fmt.Errorf("no pod %q (%d rollout histories match)", arg, len(found))
+	}
+	ns, name, _ := strings.Cut(found[0], "/")
+	return ns, name, nil
+}
+
 // Remove forgets the history of namespace/name.
 func (s *Store) Remove(namespace, name string) error {
 	file, err := s.file(namespace, name)
@@ -380,9 +425,11 @@ func (h *History) Status(rollbackAfter time.Duration) Status {
 	switch {
 	case c == nil:
 		return Status{StateNone, "no generation recorded"}
-	case h.Rejected != nil && h.Rejected.Target == c.UID:
-		msg := fmt.Sprintf("generation %s rolled back (%s) to %s: %s", h.Rejected.UID, h.Rejected.By, c.UID, h.Rejected.Reason)
-		if !c.FailedAt.IsZero() {
+	case h.Rejected != nil && (h.Rejected.Target == c.UID || h.Rejected.UID == c.UID):
+		// The target may not have started yet: the rejected generation
+		// is still stopping.
+		msg := fmt.Sprintf("generation %s rolled back (%s) to %s: %s", h.Rejected.UID, h.Rejected.By, h.Rejected.Target, h.Rejected.Reason)
+		if h.Rejected.Target == c.UID && !c.FailedAt.IsZero() {
 			msg += fmt.Sprintf("; the generation rolled back to failed too, and is left running: %s", c.Reason)
 		}
 		return Status{StateRolledBack, msg}

@@ -17,6 +17,8 @@ type RolloutKeeper interface {
 	Rollout(namespace, name string) (rollout.History, error)
 	// RollbackAfter is the pod's staticpodd.io/rollback-after, 0 if none.
 	RollbackAfter(namespace, name string) time.Duration
+	// RolloutNames are the pods, namespace/name, that have a history.
+	RolloutNames() ([]string, error)
 }
 
 // RolloutUndoer is implemented by an Agent that can roll a pod back at the
@@ -44,6 +46,22 @@ type Undone struct {
 var errNoUndo = errors.New("rollout undo needs the daemon running: it is what stops and starts pods")
 
 func rollouts(mux *http.ServeMux, a Agent, logger *slog.Logger) {
+	mux.HandleFunc("GET /rollouts", func(w http.ResponseWriter, r *http.Request) {
+		k, ok := a.(RolloutKeeper)
+		if !ok {
+			http.Error(w, "no rollout histories are kept", http.StatusNotFound)
+			return
+		}
+		names, err := k.RolloutNames()
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		if names == nil {
+			names = []string{}
+		}
+		writeJSON(w, logger, names)
+	})
 	mux.HandleFunc("GET /rollouts/{namespace}/{pod}", func(w http.ResponseWriter, r *http.Request) {
 		k, ok := a.(RolloutKeeper)
 		if !ok {

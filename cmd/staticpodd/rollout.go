@@ -11,17 +11,34 @@ import (
 	"github.com/staticpodd/staticpodd/daemon"
 )
 
+// rolloutPod is the namespace and name of the pod name names: a pod the
+// daemon (or its records) lists, else one with a rollout history only.
+func rolloutPod(cmd *cobra.Command, c *daemon.Client, name, namespace string) (string, string, error) {
+	pod, err := findPod(cmd.Context(), c, name, namespace)
+	if err == nil {
+		return pod.Namespace, pod.Name, nil
+	}
+	var names []string
+	if c.GetJSON(cmd.Context(), "/rollouts", &names) != nil {
+		return "", "", err
+	}
+	if ns, n, merr := rollout.Match(names, name, namespace); merr == nil {
+		return ns, n, nil
+	}
+	return "", "", err
+}
+
 // newRolloutCmd is `staticpodd rollout history|status|undo POD`: a pod's
 // generations (agent/rollout), as kubectl rollout shows a Deployment's.
 func newRolloutCmd(o *globalOptions) *cobra.Command {
 	var namespace string
 	get := func(cmd *cobra.Command, name string) (*server.Rollout, error) {
 		c := daemon.NewRecordsClient(o.RootDir, o.RunDir, cmd.ErrOrStderr())
-		pod, err := findPod(cmd.Context(), c, name, namespace)
+		ns, pod, err := rolloutPod(cmd, c, name, namespace)
 		if err != nil {
 			return nil, err
 		}
-		path := "/rollouts/" + pod.Namespace + "/" + pod.Name
+		path := "/rollouts/" + ns + "/" + pod
 		var r server.Rollout
 		if err := c.GetJSON(cmd.Context(), path, &r); err != nil {
 			return nil, err
@@ -63,15 +80,15 @@ func newRolloutCmd(o *globalOptions) *cobra.Command {
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c := daemon.NewRecordsClient(o.RootDir, o.RunDir, cmd.ErrOrStderr())
-			pod, err := findPod(cmd.Context(), c, args[0], namespace)
+			ns, pod, err := rolloutPod(cmd, c, args[0], namespace)
 			if err != nil {
 				return err
 			}
 			var u server.Undone
-			if err := c.PostJSON(cmd.Context(), "/rollouts/"+pod.Namespace+"/"+pod.Name+"/undo", &u); err != nil {
+			if err := c.PostJSON(cmd.Context(), "/rollouts/"+ns+"/"+pod+"/undo", &u); err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "pod %s/%s rolled back to generation %s\n", pod.Namespace, pod.Name, u.UID)
+			fmt.Fprintf(cmd.OutOrStdout(), "pod %s/%s rolled back to generation %s\n", ns, pod, u.UID)
 			return nil
 		},
 	}
