@@ -494,3 +494,35 @@ func (a *Agent) Undo(namespace, name string) (*rollout.Generation, error) {
 	a.wakeReconcile()
 	return t, nil
 }
+
+// pruneRollouts removes, once at start with the leftover pod directories,
+// the histories of pods no source has any more: the histories stay bounded
+// by the pods the node runs. A pod removed while the daemon runs keeps its
+// history until the next start, so that putting its manifest back brings
+// its rollouts back too.
+func (a *Agent) pruneRollouts(sources map[string]source.Update) {
+	if a.rollouts.store == nil {
+		return
+	}
+	names, err := a.rollouts.store.Names()
+	if err != nil {
+		a.logger.Warn("rollout histories not listed", "err", err)
+	}
+	keep := map[string]bool{}
+	for _, u := range sources {
+		for _, p := range u.Pods {
+			if p.Pod != nil {
+				keep[fullName(p)] = true
+			}
+		}
+	}
+	for _, n := range names {
+		if keep[n] {
+			continue
+		}
+		ns, name, _ := strings.Cut(n, "/")
+		if err := a.rollouts.store.Remove(ns, name); err != nil {
+			a.logger.Warn("rollout history of a pod no source has not removed", "pod", n, "err", err)
+		}
+	}
+}

@@ -201,3 +201,27 @@ func TestRolloutHistoryDamaged(t *testing.T) {
 		}
 	})
 }
+
+// At start, the histories of pods no source has are removed with the
+// leftover pod directories; the others stay.
+func TestRolloutHistoriesPruned(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		root := t.TempDir()
+		seen := NewSeenStore(manifest.Paths{RootDir: root})
+		dir := filepath.Join(root, "rollouts")
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range []string{"default_web-node1.json", "default_gone-node1.json"} {
+			if err := os.WriteFile(filepath.Join(dir, n), []byte("{}"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		h := start(t, newFakeRuntime(), Config{Paths: manifest.Paths{RootDir: root}, Seen: seen})
+		h.send([]manifest.Pod{rolloutPod(t, seen, "web", "v1")})
+		names, err := h.a.RolloutNames()
+		if err != nil || len(names) != 1 || names[0] != "default/web-node1" {
+			t.Fatalf("histories kept: %v %v", names, err)
+		}
+	})
+}

@@ -249,6 +249,7 @@ func (a *Agent) sweep(l *loop) {
 		}
 	}
 	l.adopted, l.handed = nil, nil
+	a.pruneRollouts(l.sources)
 	removed, err := a.conv.RemoveLeftovers(keep)
 	if len(removed) > 0 {
 		a.logger.Info("removed leftover pod directories", "count", len(removed))
