@@ -205,7 +205,7 @@ func (r *rollouts) observe(w *worker, pod, published *v1.Pod, now time.Time) (ti
 }
 
 // undo rolls namespace/name back to its previous Ready generation, at the
-// operator's request.
+// operator's request, and returns a copy of it.
 func (r *rollouts) undo(namespace, name string, now time.Time) (*rollout.Generation, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -214,7 +214,8 @@ func (r *rollouts) undo(namespace, name string, now time.Time) (*rollout.Generat
 	if err != nil {
 		return nil, err
 	}
-	return t, r.saveLocked(h)
+	g := *t
+	return &g, r.saveLocked(h)
 }
 
 // rolledBack says that the generation of pod was not Ready in time: rolled
