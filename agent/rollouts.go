@@ -192,7 +192,7 @@ func (r *rollouts) observe(w *worker, pod, published *v1.Pod, now time.Time) (ti
 		if target != nil {
 			by = rollout.ByDeadline
 		}
-		h.Fail(uid, now, reason, by, target)
+		h.Fail(uid, now, reason, imageIDs(published), by, target)
 		changed, rolled, dl = true, true, time.Time{}
 		w.rolledBack(pod, h, target, reason)
 	}

@@ -17,11 +17,11 @@ import (
 
 // rolloutPod parses a manifest of pod web whose one container is named
 // ctrName, as the file source does, and offers it to seen.
-func rolloutPod(t *testing.T, seen *SeenStore, ctrName, image string) manifest.Pod {
+func rolloutPod(t *testing.T, seen *SeenStore, ctrName, image string, extra ...string) manifest.Pod {
 	t.Helper()
 	const origin = "/etc/kubernetes/manifests/web.yaml"
 	data := "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\n  annotations:\n    staticpodd.io/rollback-after: 30s\n" +
-		"spec:\n  terminationGracePeriodSeconds: 5\n  containers:\n  - name: " + ctrName + "\n    image: " + image + "\n"
+		"spec:\n  terminationGracePeriodSeconds: 5\n  containers:\n  - name: " + ctrName + "\n    image: " + image + "\n" + strings.Join(extra, "")
 	p := manifest.Check([]byte(data), manifest.SourceFile, origin, testNode)
 	if err := p.Err(); err != nil {
 		t.Fatal(err)
@@ -222,6 +222,35 @@ func TestRolloutHistoriesPruned(t *testing.T) {
 		names, err := h.a.RolloutNames()
 		if err != nil || len(names) != 1 || names[0] != "default/web-node1" {
 			t.Fatalf("histories kept: %v %v", names, err)
+		}
+	})
+}
+
+// A generation whose readiness probe keeps failing is rolled back with
+// what the probe said; its image IDs are kept all the same.
+func TestRollbackSaysWhatTheProbeSaid(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		rt.SetHealth("/ready", 503)
+		root := t.TempDir()
+		seen := NewSeenStore(manifest.Paths{RootDir: root})
+		h := start(t, rt, Config{Paths: manifest.Paths{RootDir: root}, Seen: seen})
+		good := rolloutPod(t, seen, "web", "v1")
+		h.send([]manifest.Pod{good})
+		bad := rolloutPod(t, seen, "web", "v2", "    readinessProbe:\n      httpGet: {path: /ready, port: 8080}\n      periodSeconds: 1\n")
+		h.send([]manifest.Pod{bad})
+		time.Sleep(31 * time.Second)
+		synctest.Wait()
+		if p := h.pod("web"); p.UID != good.UID {
+			t.Fatalf("running %s, want %s", p.UID, good.UID)
+		}
+		ev := rolledBackEvents(h, good.UID)
+		if len(ev) != 1 || !strings.Contains(ev[0], "readiness probe of web: failure HTTP probe failed with statuscode: 503") {
+			t.Fatalf("RolledBack events %q", ev)
+		}
+		hist, _ := h.a.Rollout("default", "web-node1")
+		if g := hist.Find(string(bad.UID)); g == nil || g.Images["web"] != "sha256:v2" {
+			t.Fatalf("the failed generation's images are not kept: %+v", g)
 		}
 	})
 }

@@ -195,14 +195,18 @@ func (h *History) Target() *Generation {
 }
 
 // Fail records that the current generation uid failed at now for reason,
-// and, when by is set, that it is rolled back (by ByDeadline or ByUndo) to
+// with the images its containers ran unless known already (it was never
+// Ready), and, when by is set, that it is rolled back (by ByDeadline or ByUndo) to
 // target, which runs instead from now on. It reports whether h changed.
-func (h *History) Fail(uid string, now time.Time, reason, by string, target *Generation) bool {
+func (h *History) Fail(uid string, now time.Time, reason string, images map[string]string, by string, target *Generation) bool {
 	c := h.Current()
 	if c == nil || c.UID != uid || !c.FailedAt.IsZero() {
 		return false
 	}
 	c.FailedAt, c.Reason = now, Bound(reason, MaxReason)
+	if len(c.Images) == 0 {
+		c.Images = boundImages(images)
+	}
 	if by != "" && target != nil {
 		c.RolledBack = by
 		h.Rejected = &Rejected{UID: uid, Target: target.UID, By: by, Reason: c.Reason}

@@ -30,7 +30,7 @@ func TestRollbackNeverLoops(t *testing.T) {
 	if target == nil || target.UID != "a" {
 		t.Fatalf("target %+v, want a", target)
 	}
-	h.Fail("b", t0.Add(3*time.Minute), "container etcd CrashLoopBackOff, last exit code 1 (Error)", ByDeadline, target)
+	h.Fail("b", t0.Add(3*time.Minute), "container etcd CrashLoopBackOff, last exit code 1 (Error)", map[string]string{"etcd": "sha256:bbb"}, ByDeadline, target)
 	if h.Rejected == nil || h.Rejected.UID != "b" || h.Rejected.Target != "a" {
 		t.Fatalf("rejected %+v", h.Rejected)
 	}
@@ -63,7 +63,7 @@ func TestNoTargetWithoutReadyGeneration(t *testing.T) {
 	if h.Target() != nil {
 		t.Fatal("a was never Ready: nothing to roll back to")
 	}
-	h.Fail("b", t0.Add(time.Hour), "not Ready", "", nil)
+	h.Fail("b", t0.Add(time.Hour), "not Ready", nil, "", nil)
 	if h.Rejected != nil {
 		t.Fatal("a failure without a target rejects nothing")
 	}
@@ -87,7 +87,7 @@ func TestBounds(t *testing.T) {
 	if len(h.Generations) != MaxGenerations {
 		t.Fatalf("%d generations kept", len(h.Generations))
 	}
-	h.Fail(h.Current().UID, t0, strings.Repeat("é", MaxReason), "", nil)
+	h.Fail(h.Current().UID, t0, strings.Repeat("é", MaxReason), nil, "", nil)
 	if r := h.Current().Reason; len(r) > MaxReason || !strings.HasSuffix(r, "(cut)") {
 		t.Fatalf("reason of %d bytes: %q...", len(r), r[:20])
 	}
