@@ -11,36 +11,18 @@ import (
 	"github.com/staticpodd/staticpodd/daemon"
 )
 
-// rolloutPod is the namespace and name of the pod name names: a pod the
-// daemon (or its records) lists, else one with a rollout history only.
-func rolloutPod(cmd *cobra.Command, c *daemon.Client, name, namespace string) (string, string, error) {
-	pod, err := findPod(cmd.Context(), c, name, namespace)
-	if err == nil {
-		return pod.Namespace, pod.Name, nil
-	}
-	var names []string
-	if c.GetJSON(cmd.Context(), "/rollouts", &names) != nil {
-		return "", "", err
-	}
-	if ns, n, merr := rollout.Match(names, name, namespace); merr == nil {
-		return ns, n, nil
-	}
-	return "", "", err
-}
-
 // newRolloutCmd is `staticpodd rollout history|status|undo POD`: a pod's
 // generations (agent/rollout), as kubectl rollout shows a Deployment's.
 func newRolloutCmd(o *globalOptions) *cobra.Command {
 	var namespace string
 	get := func(cmd *cobra.Command, name string) (*server.Rollout, error) {
 		c := daemon.NewRecordsClient(o.RootDir, o.RunDir, cmd.ErrOrStderr())
-		ns, pod, err := rolloutPod(cmd, c, name, namespace)
+		ns, pod, err := c.RolloutTarget(cmd.Context(), name, namespace)
 		if err != nil {
 			return nil, err
 		}
-		path := "/rollouts/" + ns + "/" + pod
 		var r server.Rollout
-		if err := c.GetJSON(cmd.Context(), path, &r); err != nil {
+		if err := c.GetJSON(cmd.Context(), "/rollouts/"+ns+"/"+pod, &r); err != nil {
 			return nil, err
 		}
 		if r.Damaged != "" {
@@ -71,8 +53,8 @@ func newRolloutCmd(o *globalOptions) *cobra.Command {
 			if r.Status.Failed() {
 				return errors.New(r.Status.State + ": " + r.Status.Message)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s: %s\n", r.Status.State, r.Status.Message)
-			return nil
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s: %s\n", r.Status.State, r.Status.Message)
+			return err
 		},
 	}
 	undo := &cobra.Command{
@@ -80,7 +62,7 @@ func newRolloutCmd(o *globalOptions) *cobra.Command {
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c := daemon.NewRecordsClient(o.RootDir, o.RunDir, cmd.ErrOrStderr())
-			ns, pod, err := rolloutPod(cmd, c, args[0], namespace)
+			ns, pod, err := c.RolloutTarget(cmd.Context(), args[0], namespace)
 			if err != nil {
 				return err
 			}
@@ -88,8 +70,8 @@ func newRolloutCmd(o *globalOptions) *cobra.Command {
 			if err := c.PostJSON(cmd.Context(), "/rollouts/"+ns+"/"+pod+"/undo", &u); err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "pod %s/%s rolled back to generation %s\n", ns, pod, u.UID)
-			return nil
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "pod %s/%s rolled back to generation %s\n", ns, pod, u.UID)
+			return err
 		},
 	}
 	for _, c := range []*cobra.Command{history, status, undo} {
