@@ -423,6 +423,11 @@ func (r *rollouts) trouble() []rolloutTrouble {
 	defer r.mu.Unlock()
 	var out []rolloutTrouble
 	for key, h := range r.byKey {
+		// Without a rejection or a failure there is nothing to say: cheap
+		// for the many pods, as the STATUS= line is made often.
+		if c := h.Current(); h.Rejected == nil && (c == nil || c.FailedAt.IsZero()) {
+			continue
+		}
 		st := h.Status(0)
 		if !st.Failed() {
 			continue
