@@ -76,6 +76,7 @@ func newRolloutCmd(o *globalOptions) *cobra.Command {
 	}
 	for _, c := range []*cobra.Command{history, status, undo} {
 		c.Flags().StringVarP(&namespace, "namespace", "n", "", "the pod's namespace, when the name is ambiguous")
+		c.ValidArgsFunction = completePods(o)
 		cmd.AddCommand(c)
 	}
 	return cmd
