@@ -112,6 +112,10 @@ func (r *rollouts) substitute(pods map[string]manifest.Pod, nodeName string, see
 				problems = append(problems, manifest.Problem{Origin: p.Origin, Err: err})
 			}
 		}
+		if c := h.Current(); rej == nil && c != nil && c.UID == string(p.UID) && !c.FailedAt.IsZero() {
+			problems = append(problems, manifest.Problem{Origin: p.Origin, Err: fmt.Errorf(
+				"pod %s generation %s %s; no earlier generation that was Ready is kept: left running", key, c.UID, c.Reason)})
+		}
 		if rej == nil {
 			continue
 		}
@@ -120,9 +124,12 @@ func (r *rollouts) substitute(pods map[string]manifest.Pod, nodeName string, see
 			problems = append(problems, manifest.Problem{Origin: p.Origin, Err: err})
 			continue
 		}
-		problems = append(problems, manifest.Problem{Origin: p.Origin, Err: fmt.Errorf(
-			"pod %s rolled back (%s) to generation %s: %s; the file is used again once its content changes",
-			key, rej.By, rej.Target, rej.Reason)})
+		msg := fmt.Sprintf("pod %s rolled back (%s) to generation %s: %s; the file is used again once its content changes",
+			key, rej.By, rej.Target, rej.Reason)
+		if c := h.Current(); c != nil && c.UID == rej.Target && !c.FailedAt.IsZero() {
+			msg += fmt.Sprintf("; generation %s, brought back, %s too: left running (a rollback never loops)", c.UID, c.Reason)
+		}
+		problems = append(problems, manifest.Problem{Origin: p.Origin, Err: errors.New(msg)})
 		pods[key] = manifest.Pod{Pod: pod, Source: p.Source, Origin: p.Origin}
 		if g := h.Find(rej.Target); g != nil {
 			running = append(running, source.Manifest{UID: pod.UID, Source: g.Source, Origin: g.Origin, Data: []byte(g.Manifest)})
@@ -156,8 +163,9 @@ func (r *rollouts) targetLocked(key string, h *rollout.History, rej *rollout.Rej
 
 // observe records where the current generation of w's pod is, from its
 // published status: started, Ready, or past its rollback-after, when it is
-// rolled back (the reconcile loop is woken to run the target). It returns
-// when the generation's deadline passes, zero if none is pending.
+// rolled back or left running. It returns when the generation's deadline
+// passes, zero if none is pending, and whether it failed: the reconcile
+// loop must merge again, to run the target and flag the file.
 func (r *rollouts) observe(w *worker, pod, published *v1.Pod, now time.Time) (time.Time, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -183,7 +191,7 @@ func (r *rollouts) observe(w *worker, pod, published *v1.Pod, now time.Time) (ti
 	dl := h.Deadline(uid, manifest.RollbackAfter(pod))
 	switch {
 	case dl.IsZero() || now.Before(dl):
-	case podReady(published) && !readySince(published).After(dl.Add(-rollout.Settle(manifest.RollbackAfter(pod)))):
+	case podReady(published) && !readySince(published).After(now.Add(-rollout.Settle(manifest.RollbackAfter(pod)))):
 		changed, dl = h.Pass(uid, now) || changed, time.Time{}
 	default:
 		reason := fmt.Sprintf("not Ready within %s: %s", manifest.RollbackAfter(pod), w.notReadyReason(published))

@@ -122,6 +122,9 @@ func TestRollbackAfterDeadline(t *testing.T) {
 		if ev := rolledBackEvents(h, good.UID); len(ev) != 2 || !strings.Contains(ev[1], "never loops") {
 			t.Fatalf("RolledBack events %q", ev)
 		}
+		if pr := problemsOf(h); !strings.Contains(pr, "brought back, not Ready within 30s") || !strings.Contains(pr, "never loops") {
+			t.Fatalf("problems do not say the rollback failed too: %q", pr)
+		}
 
 		// An edit of the file lifts the flag.
 		delete(rt.crash, "web")
@@ -251,6 +254,34 @@ func TestRollbackSaysWhatTheProbeSaid(t *testing.T) {
 		hist, _ := h.a.Rollout("default", "web-node1")
 		if g := hist.Find(string(bad.UID)); g == nil || g.Images["web"] != "sha256:v2" {
 			t.Fatalf("the failed generation's images are not kept: %+v", g)
+		}
+	})
+}
+
+// A generation with no earlier Ready one to go back to is left running
+// when it fails its deadline, and its file is flagged all the same.
+func TestRolloutFailsWithoutTarget(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		rt.crash["broken"] = 2
+		root := t.TempDir()
+		seen := NewSeenStore(manifest.Paths{RootDir: root})
+		h := start(t, rt, Config{Paths: manifest.Paths{RootDir: root}, Seen: seen})
+		bad := rolloutPod(t, seen, "broken", "v1")
+		h.send([]manifest.Pod{bad})
+		time.Sleep(31 * time.Second)
+		synctest.Wait()
+		if p := h.pod("web"); p.UID != bad.UID {
+			t.Fatalf("running %s, want %s left running", p.UID, bad.UID)
+		}
+		if ev := rolledBackEvents(h, bad.UID); len(ev) != 1 || !strings.Contains(ev[0], "no earlier generation that was Ready is kept") {
+			t.Fatalf("RolledBack events %q", ev)
+		}
+		if pr := problemsOf(h); !strings.Contains(pr, "exit code 2") || !strings.Contains(pr, "left running") {
+			t.Fatalf("problems %q", pr)
+		}
+		if st, _ := h.a.Rollout("default", "web-node1"); !st.Status(30 * time.Second).Failed() {
+			t.Fatalf("status %+v", st.Status(30*time.Second))
 		}
 	})
 }
