@@ -131,6 +131,11 @@ type Agent struct {
 
 	// removed are the next attempts of recently removed pods' containers.
 	removed removedAttempts
+
+	// rollouts are the pods' generations (agent/rollout); rerun asks the
+	// reconcile loop to merge again when one is rolled back.
+	rollouts *rollouts
+	rerun    chan struct{}
 }
 
 // New returns an agent that runs pods on rt.
@@ -176,6 +181,8 @@ func New(cfg Config, rt Runtime, logger *slog.Logger) *Agent {
 		summary:    "",
 		statuses:   status.NewManager(cfg.NodeName, logger),
 		timings:    newTimings(),
+		rollouts:   newRollouts(cfg.Paths.RootDir),
+		rerun:      make(chan struct{}, 1),
 	}
 }
 

@@ -20,6 +20,7 @@ import (
 	"github.com/staticpodd/staticpodd/agent/poddir"
 	"github.com/staticpodd/staticpodd/agent/podspec"
 	"github.com/staticpodd/staticpodd/agent/prober"
+	"github.com/staticpodd/staticpodd/agent/rollout"
 	"github.com/staticpodd/staticpodd/agent/status"
 )
 
@@ -31,8 +32,9 @@ import (
 // manifest problems and the events the daemon kept in memory died with it.
 type Records struct {
 	podSet
-	events *events.Recorder
-	exec   func(ctx context.Context, id string, spec podspec.ExecSpec) (int, error)
+	events   *events.Recorder
+	exec     func(ctx context.Context, id string, spec podspec.ExecSpec) (int, error)
+	rollouts *rollout.Store
 }
 
 // NewRecords puts the records together as RecordedPods does.
@@ -51,8 +53,9 @@ func NewRecords(rootDir string, containers []podspec.ContainerStatus, sandboxes 
 	r := &Records{
 		podSet: podSet{pods: pods, logDir: func(p *v1.Pod) string { return logDirs[string(p.UID)] },
 			containers: func(context.Context) ([]podspec.ContainerStatus, error) { return containers, nil }},
-		events: events.New("", 0, nil),
-		exec:   exec,
+		events:   events.New("", 0, nil),
+		exec:     exec,
+		rollouts: rollout.NewStore(rootDir),
 	}
 	byPod := map[string]*v1.Pod{}
 	for i := range pods {
@@ -111,6 +114,25 @@ func (r *Records) ExecTarget(namespace, pod, container string) (string, error) {
 
 func (r *Records) Exec(ctx context.Context, id string, spec podspec.ExecSpec) (int, error) {
 	return r.exec(ctx, id, spec)
+}
+
+// Rollout is the pod's rollout history as the daemon left it.
+func (r *Records) Rollout(namespace, name string) (rollout.History, error) {
+	h, err := r.rollouts.Load(namespace, name)
+	return *h, err
+}
+
+// RolloutNames are the pods that have a rollout history on disk.
+func (r *Records) RolloutNames() ([]string, error) { return r.rollouts.Names() }
+
+// RollbackAfter is the recorded pod's staticpodd.io/rollback-after.
+func (r *Records) RollbackAfter(namespace, name string) time.Duration {
+	for i := range r.pods {
+		if p := &r.pods[i]; p.Namespace == namespace && p.Name == name {
+			return manifest.RollbackAfter(p)
+		}
+	}
+	return 0
 }
 
 // Changed never fires: nothing updates the records while no daemon runs.

@@ -69,6 +69,8 @@ func (a *Agent) Run(ctx context.Context, updates <-chan source.Update) error {
 			l.sources[u.Source] = u
 			l.allSeen = a.seenAll(l)
 			a.reconcile(ctx, l)
+		case <-a.rerun:
+			a.reconcile(ctx, l)
 		case <-a.resync:
 			a.nudgeAll()
 		case <-syncTick.C:
@@ -145,6 +147,7 @@ func (a *Agent) reconcile(ctx context.Context, l *loop) {
 	}
 	pods, problems := merge(l.sources, running)
 	recreated := make(map[types.UID]uint64, len(pods))
+	problems = append(problems, a.substituteRollbacks(pods)...)
 	problems = append(problems, dropSharedUIDs(pods, workerUIDs)...)
 	problems = append(problems, a.checkOrderLocked(pods)...)
 	a.problems = problems
@@ -248,6 +251,7 @@ func (a *Agent) sweep(l *loop) {
 		}
 	}
 	l.adopted, l.handed = nil, nil
+	a.pruneRollouts(l.sources)
 	removed, err := a.conv.RemoveLeftovers(keep)
 	if len(removed) > 0 {
 		a.logger.Info("removed leftover pod directories", "count", len(removed))
@@ -402,6 +406,9 @@ func (a *Agent) Summary() string {
 // It costs the number of waiting pods, not of all pods.
 func (a *Agent) summaryLocked() string {
 	s := a.statuses.Line(len(a.problems))
+	if rb := a.rollouts.line(); rb != "" {
+		s += "; " + rb
+	}
 	if c := a.Conditions(); len(c) > 0 {
 		s += "; node has " + joinConditions(c)
 	}

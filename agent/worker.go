@@ -377,8 +377,11 @@ func (w *worker) sync(ctx context.Context) {
 	if !deadline.IsZero() && (retry.IsZero() || deadline.Before(retry)) {
 		retry = deadline
 	}
-	w.setTimer(retry)
 	w.publish(pod)
+	if at := w.checkRollout(pod); !at.IsZero() && (retry.IsZero() || at.Before(retry)) {
+		retry = at
+	}
+	w.setTimer(retry)
 	w.a.synced(w.key, m.seq)
 }
 

@@ -13,7 +13,10 @@ type served struct {
 	aux *health.Parts
 }
 
-func (s served) Checks() []server.Check { return s.aux.Checks() }
+func (s served) Checks() []server.Check {
+	err, since := s.RolloutTrouble()
+	return append(s.aux.Checks(), server.Check{Name: "rollouts", Err: err, Since: since})
+}
 
 // URLRequests is staticpodd_manifest_url_requests_total's figures.
 func (s served) URLRequests() (total, failed uint64, ok bool) {

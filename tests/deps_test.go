@@ -132,7 +132,7 @@ var agentEdges = map[string][]string{
 	"agent": {
 		"agent/atomicfile", "agent/config", "agent/events", "agent/eviction", "agent/histogram",
 		"agent/host", "agent/images", "agent/lifecycle", "agent/manifest", "agent/poddir", "agent/podspec",
-		"agent/podspec/logfiles", "agent/prober", "agent/source", "agent/status", "agent/volumes",
+		"agent/podspec/logfiles", "agent/prober", "agent/rollout", "agent/source", "agent/status", "agent/volumes",
 	},
 	"agent/atomicdir":  nil,
 	"agent/atomicfile": nil,
@@ -157,9 +157,12 @@ var agentEdges = map[string][]string{
 	"agent/podspec/logfiles": nil,
 	"agent/prober":           {"agent/podspec"},
 	"agent/ready":            {"agent/health", "agent/prober", "agent/status"},
+	// agent/rollout keeps each pod name's generations, written as every
+	// record the daemon relies on after a restart.
+	"agent/rollout": {"agent/atomicfile"},
 	"agent/server": {
 		"agent/atomicfile", "agent/events", "agent/histogram", "agent/manifest", "agent/podspec",
-		"agent/podspec/logfiles", "agent/prober",
+		"agent/podspec/logfiles", "agent/prober", "agent/rollout",
 	},
 	"agent/source": {"agent/atomicfile", "agent/manifest", "agent/podspec"},
 	"agent/status": {"agent/manifest", "agent/podspec"},

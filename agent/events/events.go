@@ -67,6 +67,10 @@ const (
 	// pods that start after it, or with pods of a lower priority, waits
 	// for them to stop first, at most its grace period.
 	StoppingAfterDependents = "StoppingAfterDependents"
+	// RolledBack is staticpodd's own: a new generation of a pod was not
+	// Ready within its staticpodd.io/rollback-after, or the operator ran
+	// `rollout undo`, and an earlier generation runs instead (or could not).
+	RolledBack = "RolledBack"
 )
 
 // Component is the events' source and reporting controller.

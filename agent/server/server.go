@@ -144,6 +144,7 @@ func CLI(a Agent, logger *slog.Logger) http.Handler {
 	// Watched, they are a stream.
 	mux.Handle("GET /events", stream(eventsHandler(a, logger), logger))
 	mux.HandleFunc("POST /exec/{namespace}/{pod}/{container}", execHandler(a, logger))
+	rollouts(mux, a, logger)
 	return mux
 }
 

@@ -1,0 +1,287 @@
+package agent
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/staticpodd/staticpodd/agent/events"
+	"github.com/staticpodd/staticpodd/agent/manifest"
+	"github.com/staticpodd/staticpodd/agent/source"
+)
+
+// rolloutPod parses a manifest of pod web whose one container is named
+// ctrName, as the file source does, and offers it to seen.
+func rolloutPod(t *testing.T, seen *SeenStore, ctrName, image string, extra ...string) manifest.Pod {
+	t.Helper()
+	const origin = "/etc/kubernetes/manifests/web.yaml"
+	data := "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\n  annotations:\n    staticpodd.io/rollback-after: 30s\n" +
+		"spec:\n  terminationGracePeriodSeconds: 5\n  containers:\n  - name: " + ctrName + "\n    image: " + image + "\n" + strings.Join(extra, "")
+	p := manifest.Check([]byte(data), manifest.SourceFile, origin, testNode)
+	if err := p.Err(); err != nil {
+		t.Fatal(err)
+	}
+	pod := p.Pods[0]
+	manifest.Stamp(pod, seen.Seen)
+	seen.Offer(manifest.SourceFile, []source.Manifest{{UID: pod.UID, Source: manifest.SourceFile, Origin: origin, Data: []byte(data)}})
+	return pod
+}
+
+// rolledBackEvents are the messages of the RolledBack events about the pod
+// of UID running.
+func rolledBackEvents(h *harness, running types.UID) []string {
+	var out []string
+	for _, e := range h.a.Events().List() {
+		if e.Reason == events.RolledBack && e.InvolvedObject.UID == running {
+			out = append(out, e.Message)
+		}
+	}
+	return out
+}
+
+func problemsOf(h *harness) string {
+	var b strings.Builder
+	for _, p := range h.a.Problems() {
+		b.WriteString(p.Err.Error() + "\n")
+	}
+	return b.String()
+}
+
+// An edit whose pod is not Ready within its rollback-after is stopped, the
+// last Ready generation runs again, and the file is flagged until it
+// changes; if that generation fails too, it is left running.
+func TestRollbackAfterDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		rt.crash["broken"] = 3
+		root := t.TempDir()
+		seen := NewSeenStore(manifest.Paths{RootDir: root})
+		h := start(t, rt, Config{Paths: manifest.Paths{RootDir: root}, Seen: seen})
+
+		good := rolloutPod(t, seen, "web", "good")
+		h.send([]manifest.Pod{good})
+		if p := h.pod("web"); !podReady(&p) {
+			t.Fatalf("the first generation is not Ready: %+v", p.Status.Conditions)
+		}
+		bad := rolloutPod(t, seen, "broken", "good")
+		h.send([]manifest.Pod{bad})
+		if p := h.pod("web"); p.UID != bad.UID {
+			t.Fatalf("running %s, want the edit %s", p.UID, bad.UID)
+		}
+		time.Sleep(29 * time.Second)
+		synctest.Wait()
+		if ev := rolledBackEvents(h, good.UID); len(ev) != 0 {
+			t.Fatalf("rolled back before the deadline: %q", ev)
+		}
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		if p := h.pod("web"); p.UID != good.UID {
+			t.Fatalf("running %s after the deadline, want the last Ready generation %s", p.UID, good.UID)
+		}
+		ev := rolledBackEvents(h, good.UID)
+		if len(ev) != 1 || !strings.Contains(ev[0], "not Ready within 30s") || !strings.Contains(ev[0], "exit code 3") {
+			t.Fatalf("RolledBack events %q, want one with the exit code", ev)
+		}
+		if pr := problemsOf(h); !strings.Contains(pr, "rolled back (deadline) to generation "+string(good.UID)) {
+			t.Fatalf("problems %q", pr)
+		}
+		if s := h.a.Summary(); !strings.Contains(s, "rolled back: default/web-node1") {
+			t.Fatalf("STATUS %q", s)
+		}
+		if err, _ := h.a.RolloutTrouble(); err == nil {
+			t.Fatal("no rollout trouble for /healthz?verbose")
+		}
+		// The history outlives the agent: a new one reads it back.
+		hist, err := h.a.Rollout("default", "web-node1")
+		if err != nil || len(hist.Generations) != 2 || hist.Rejected == nil {
+			t.Fatalf("history %v %+v", err, hist)
+		}
+		if _, err := os.Stat(filepath.Join(root, "rollouts", "default_web-node1.json")); err != nil {
+			t.Fatal(err)
+		}
+
+		// The old generation fails too: no loop.
+		rt.mu.Lock()
+		rt.crash["web"] = 4
+		for id, c := range rt.ctrs {
+			if c.st.PodUID == string(good.UID) {
+				rt.exitLocked(rt.ctrs[id], 4)
+			}
+		}
+		rt.mu.Unlock()
+		time.Sleep(31 * time.Second)
+		synctest.Wait()
+		if p := h.pod("web"); p.UID != good.UID {
+			t.Fatalf("running %s, want the rollback left running", p.UID)
+		}
+		if ev := rolledBackEvents(h, good.UID); len(ev) != 2 || !strings.Contains(ev[1], "never loops") {
+			t.Fatalf("RolledBack events %q", ev)
+		}
+		if pr := problemsOf(h); !strings.Contains(pr, "brought back, not Ready within 30s") || !strings.Contains(pr, "never loops") {
+			t.Fatalf("problems do not say the rollback failed too: %q", pr)
+		}
+
+		// An edit of the file lifts the flag.
+		delete(rt.crash, "web")
+		fixed := rolloutPod(t, seen, "web", "fixed")
+		h.send([]manifest.Pod{fixed})
+		if p := h.pod("web"); p.UID != fixed.UID {
+			t.Fatalf("running %s, want the new edit %s", p.UID, fixed.UID)
+		}
+		if pr := problemsOf(h); pr != "" {
+			t.Fatalf("problems left: %q", pr)
+		}
+	})
+}
+
+// `rollout undo` brings back the previous Ready generation, flagged as a
+// rollback until the file changes.
+func TestRolloutUndo(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		root := t.TempDir()
+		seen := NewSeenStore(manifest.Paths{RootDir: root})
+		h := start(t, rt, Config{Paths: manifest.Paths{RootDir: root}, Seen: seen})
+		v1 := rolloutPod(t, seen, "web", "v1")
+		h.send([]manifest.Pod{v1})
+		v2 := rolloutPod(t, seen, "web", "v2")
+		h.send([]manifest.Pod{v2})
+		if p := h.pod("web"); p.UID != v2.UID || !podReady(&p) {
+			t.Fatalf("v2 not running Ready: %s", p.UID)
+		}
+		g, err := h.a.Undo("default", "web-node1")
+		if err != nil || g.UID != string(v1.UID) {
+			t.Fatalf("undo: %v %+v", err, g)
+		}
+		synctest.Wait()
+		if p := h.pod("web"); p.UID != v1.UID {
+			t.Fatalf("running %s after undo, want %s", p.UID, v1.UID)
+		}
+		if pr := problemsOf(h); !strings.Contains(pr, "rolled back (undo)") {
+			t.Fatalf("problems %q", pr)
+		}
+		if _, err := h.a.Undo("default", "nothing-node1"); err == nil {
+			t.Fatal("undo of an unknown pod")
+		}
+	})
+}
+
+// A history damaged on disk is reported, and the pod runs and starts a new
+// history; it never stops the pod or the agent.
+func TestRolloutHistoryDamaged(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		root := t.TempDir()
+		file := filepath.Join(root, "rollouts", "default_web-node1.json")
+		if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(file, []byte(`{"namespace":"default","name":"web-node1","generations":[{"uid":`), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		seen := NewSeenStore(manifest.Paths{RootDir: root})
+		h := start(t, rt, Config{Paths: manifest.Paths{RootDir: root}, Seen: seen})
+		pod := rolloutPod(t, seen, "web", "v1")
+		h.send([]manifest.Pod{pod})
+		if p := h.pod("web"); p.UID != pod.UID || !podReady(&p) {
+			t.Fatalf("pod %s not running Ready", p.UID)
+		}
+		var reported bool
+		for _, e := range h.a.Events().List() {
+			reported = reported || (e.Reason == events.FailedValidation && strings.Contains(e.Message, "rollout history "+file+" is damaged"))
+		}
+		if !reported {
+			t.Fatal("the damaged history was not reported")
+		}
+		hist, err := h.a.Rollout("default", "web-node1")
+		if err != nil || len(hist.Generations) != 1 || hist.Generations[0].UID != string(pod.UID) {
+			t.Fatalf("history not started afresh: %v %+v", err, hist)
+		}
+	})
+}
+
+// At start, the histories of pods no source has are removed with the
+// leftover pod directories; the others stay.
+func TestRolloutHistoriesPruned(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		root := t.TempDir()
+		seen := NewSeenStore(manifest.Paths{RootDir: root})
+		dir := filepath.Join(root, "rollouts")
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range []string{"default_web-node1.json", "default_gone-node1.json"} {
+			if err := os.WriteFile(filepath.Join(dir, n), []byte("{}"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		h := start(t, newFakeRuntime(), Config{Paths: manifest.Paths{RootDir: root}, Seen: seen})
+		h.send([]manifest.Pod{rolloutPod(t, seen, "web", "v1")})
+		names, err := h.a.RolloutNames()
+		if err != nil || len(names) != 1 || names[0] != "default/web-node1" {
+			t.Fatalf("histories kept: %v %v", names, err)
+		}
+	})
+}
+
+// A generation whose readiness probe keeps failing is rolled back with
+// what the probe said; its image IDs are kept all the same.
+func TestRollbackSaysWhatTheProbeSaid(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		rt.SetHealth("/ready", 503)
+		root := t.TempDir()
+		seen := NewSeenStore(manifest.Paths{RootDir: root})
+		h := start(t, rt, Config{Paths: manifest.Paths{RootDir: root}, Seen: seen})
+		good := rolloutPod(t, seen, "web", "v1")
+		h.send([]manifest.Pod{good})
+		bad := rolloutPod(t, seen, "web", "v2", "    readinessProbe:\n      httpGet: {path: /ready, port: 8080}\n      periodSeconds: 1\n")
+		h.send([]manifest.Pod{bad})
+		time.Sleep(31 * time.Second)
+		synctest.Wait()
+		if p := h.pod("web"); p.UID != good.UID {
+			t.Fatalf("running %s, want %s", p.UID, good.UID)
+		}
+		ev := rolledBackEvents(h, good.UID)
+		if len(ev) != 1 || !strings.Contains(ev[0], "readiness probe of web: failure HTTP probe failed with statuscode: 503") {
+			t.Fatalf("RolledBack events %q", ev)
+		}
+		hist, _ := h.a.Rollout("default", "web-node1")
+		if g := hist.Find(string(bad.UID)); g == nil || g.Images["web"] != "sha256:v2" {
+			t.Fatalf("the failed generation's images are not kept: %+v", g)
+		}
+	})
+}
+
+// A generation with no earlier Ready one to go back to is left running
+// when it fails its deadline, and its file is flagged all the same.
+func TestRolloutFailsWithoutTarget(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		rt.crash["broken"] = 2
+		root := t.TempDir()
+		seen := NewSeenStore(manifest.Paths{RootDir: root})
+		h := start(t, rt, Config{Paths: manifest.Paths{RootDir: root}, Seen: seen})
+		bad := rolloutPod(t, seen, "broken", "v1")
+		h.send([]manifest.Pod{bad})
+		time.Sleep(31 * time.Second)
+		synctest.Wait()
+		if p := h.pod("web"); p.UID != bad.UID {
+			t.Fatalf("running %s, want %s left running", p.UID, bad.UID)
+		}
+		if ev := rolledBackEvents(h, bad.UID); len(ev) != 1 || !strings.Contains(ev[0], "no earlier generation that was Ready is kept") {
+			t.Fatalf("RolledBack events %q", ev)
+		}
+		if pr := problemsOf(h); !strings.Contains(pr, "exit code 2") || !strings.Contains(pr, "left running") {
+			t.Fatalf("problems %q", pr)
+		}
+		if st, _ := h.a.Rollout("default", "web-node1"); !st.Status(30 * time.Second).Failed() {
+			t.Fatalf("status %+v", st.Status(30*time.Second))
+		}
+	})
+}
