@@ -84,6 +84,17 @@ func (w *worker) waitForDependencies(pod *v1.Pod) bool {
 	return true
 }
 
+// waitsForDependencies: the generation's containers wait for the pods it
+// starts after, so nothing of it has been made yet.
+func (w *worker) waitsForDependencies() bool {
+	for _, ci := range w.gen.ctrs {
+		if ci.reason == status.WaitingForDependency {
+			return true
+		}
+	}
+	return false
+}
+
 // readinessShown nudges the pods that start after the worker's when its
 // readiness, as published, changed: one of them may start now.
 func (w *worker) readinessShown(p *v1.Pod) {

@@ -385,6 +385,9 @@ func (w *worker) checkRollout(pod *v1.Pod) time.Time {
 			return time.Time{} // an older generation still stops: this one has not started
 		}
 	}
+	if w.waitsForDependencies() {
+		return time.Time{} // its clock starts when it may start (start-after)
+	}
 	published := w.a.statuses.Desired(w.key)
 	if published == nil || published.UID != pod.UID {
 		return time.Time{}
