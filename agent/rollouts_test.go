@@ -8,6 +8,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/staticpodd/staticpodd/agent/events"
@@ -282,6 +283,42 @@ func TestRolloutFailsWithoutTarget(t *testing.T) {
 		}
 		if st, _ := h.a.Rollout("default", "web-node1"); !st.Status(30 * time.Second).Failed() {
 			t.Fatalf("status %+v", st.Status(30*time.Second))
+		}
+	})
+}
+
+// A pod held back by start-after longer than its rollback-after is not
+// rolled back for it: its clock starts when it may start.
+func TestRolloutClockStartsAfterDependencies(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		rt.SetHealth("/ready", 503)
+		root := t.TempDir()
+		seen := NewSeenStore(manifest.Paths{RootDir: root})
+		h := start(t, rt, Config{Paths: manifest.Paths{RootDir: root}, Seen: seen})
+		dep := ctr("etcd", "busybox")
+		dep.ReadinessProbe = httpProbe("/ready", 10, 1)
+		web := rolloutPod(t, seen, "web", "good")
+		web.Annotations[manifest.AnnotationStartAfter] = "etcd"
+		etcd := testPod("etcd", "ua", v1.RestartPolicyAlways, dep)
+		h.send([]manifest.Pod{etcd, web})
+
+		time.Sleep(2 * time.Minute) // four times web's rollback-after
+		synctest.Wait()
+		if w := h.pod("web").Status.ContainerStatuses[0].State.Waiting; w == nil || w.Reason != "WaitingForDependency" {
+			t.Fatalf("web is %+v, want waiting for etcd", w)
+		}
+		rt.SetHealth("/ready", 200)
+		time.Sleep(40 * time.Second)
+		synctest.Wait()
+		if p := h.pod("web"); !podReady(&p) {
+			t.Fatalf("web not Ready once etcd is: %+v", p.Status.Conditions)
+		}
+		if ev := rolledBackEvents(h, web.UID); len(ev) != 0 {
+			t.Errorf("web's rollout failed for the time it waited for etcd: %q", ev)
+		}
+		if p := problemsOf(h); p != "" {
+			t.Errorf("problems: %s", p)
 		}
 	})
 }
