@@ -205,6 +205,9 @@ func TestKubeadm(t *testing.T) {
 	}
 	t.Logf("FIGURE kubeadm upgrade apply: %.1fs (config.hash of kube-apiserver %s -> %s)", took.Seconds(), before, after)
 
+	// Issue 28's scenario: a bad edit of kube-apiserver.yaml rolled back.
+	rollbackSteps(t, cp1)
+
 	// Step 6. reset, the joined node first (its etcd member goes).
 	resetStep(t, cp2)
 	resetStep(t, cp1)
