@@ -124,6 +124,9 @@ type Agent struct {
 	notifyReady bool
 	problemSeen map[string]bool // manifest problems already recorded as events
 
+	// debugs are the debug containers running (Debug).
+	debugs debugs
+
 	pmu sync.Mutex // guards pr's fields; taken after mu when both are
 	pr  *pressure  // without thresholds: never under pressure
 

@@ -113,6 +113,12 @@ func (r *Records) Exec(ctx context.Context, id string, spec podspec.ExecSpec) (i
 	return r.exec(ctx, id, spec)
 }
 
+// Debug refuses: a debug container lives as long as its request, and
+// without a daemon none would remove it after a client that died.
+func (r *Records) Debug(namespace, pod string, _ podspec.DebugRequest) (func(context.Context, podspec.ExecSpec) (int, error), error) {
+	return nil, fmt.Errorf("debug pod %s/%s: the daemon is not running; debug containers run only under it", namespace, pod)
+}
+
 // Changed never fires: nothing updates the records while no daemon runs.
 func (r *Records) Changed() <-chan struct{} { return nil }
 
