@@ -108,6 +108,9 @@ func (a *Agent) Debug(namespace, name string, req podspec.DebugRequest) (run fun
 			cancel(errPodRemoved)
 		}
 		a.debugs.mu.Unlock()
+		if ctx.Err() != nil {
+			return -1, context.Cause(ctx) // the client left, or the pod went
+		}
 		a.statuses.Touch()
 		c := (*v1.Container)(&ec.EphemeralContainerCommon)
 		m := images.NewManager(a.cfg.Images, a.events, a.nextResync, a.logger.With("pod", namespace+"/"+name, "debug", ec.Name))

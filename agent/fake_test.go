@@ -385,10 +385,15 @@ func (f *fakeRuntime) Debug(ctx context.Context, pod *podspec.Pod, c *podspec.Co
 	f.record("debug %s %s %s target=%s %s", pod.UID, c.Name, c.Image, target, strings.Join(spec.Cmd, " "))
 	fn := f.debugFunc
 	f.mu.Unlock()
+	code := 0
+	var err error
 	if fn != nil {
-		return fn(ctx)
+		code, err = fn(ctx)
 	}
-	return 0, nil
+	f.mu.Lock()
+	f.record("debugged %s %s", pod.UID, c.Name)
+	f.mu.Unlock()
+	return code, err
 }
 
 func (f *fakeRuntime) Exec(ctx context.Context, id string, spec podspec.ExecSpec) (int, error) {
