@@ -42,12 +42,39 @@ const debugDir = "debug"
 // image missing from the store is ErrImageNotPresent, a pod without a
 // sandbox ErrNotExist, a target not running ErrNotRunning.
 //
-// A daemon that dies meanwhile leaves the container; the next one removes it
-// as it starts (removeDebugLeftovers).
+// Close ends it too. A daemon that dies meanwhile leaves the container; the
+// next one removes it as it starts (removeDebugLeftovers).
 func (r *Runtime) Debug(ctx context.Context, pod *podspec.Pod, c *podspec.Container, target string, es podspec.ExecSpec) (int, error) {
 	if len(es.Cmd) == 0 {
 		return -1, fmt.Errorf("debug container %s: no command", c.Name)
 	}
+	id := newID()
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return -1, fmt.Errorf("debug container %s: %w", c.Name, errClosed)
+	}
+	if r.debugs == nil {
+		r.debugs = map[string]context.CancelCauseFunc{}
+	}
+	r.debugs[id] = cancel
+	r.debugging.Add(1)
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		delete(r.debugs, id)
+		r.mu.Unlock()
+		r.debugging.Done()
+	}()
+	return r.debug(ctx, id, pod, c, target, es)
+}
+
+// errClosed ends the debug containers of a Runtime being closed.
+var errClosed = errors.New("the runtime is closing: the daemon stops")
+
+func (r *Runtime) debug(ctx context.Context, id string, pod *podspec.Pod, c *podspec.Container, target string, es podspec.ExecSpec) (int, error) {
 	pr, err := r.sb.Record(pod.UID)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
@@ -69,7 +96,6 @@ func (r *Runtime) Debug(ctx context.Context, pod *podspec.Pod, c *podspec.Contai
 		}
 		pidNS = "/proc/" + strconv.Itoa(st.Pid) + "/ns/pid"
 	}
-	id := newID()
 	dir := filepath.Join(r.cfg.RunDir, debugDir, id)
 	defer func() {
 		if err := r.removeDebug(id); err != nil {
@@ -122,6 +148,18 @@ func (r *Runtime) Debug(ctx context.Context, pod *podspec.Pod, c *podspec.Contai
 	}
 	r.log.Info("debug container starting", "id", id, "pod", pod.Name, "container", c.Name, "image", c.Image, "target", target)
 	return ociexec.RunInit(ctx, ctr, s.Process, es, dir, r.log)
+}
+
+// stopDebugs ends the debug containers running and waits until they are
+// removed: they live only as long as their requests, which end with the
+// daemon. Called by Close, once no Debug can begin.
+func (r *Runtime) stopDebugs() {
+	r.mu.Lock()
+	for _, cancel := range r.debugs {
+		cancel(errClosed)
+	}
+	r.mu.Unlock()
+	r.debugging.Wait()
 }
 
 // removeDebug removes every trace of debug container id: its processes,

@@ -70,8 +70,9 @@ func (r *Runtime) Start(ctx context.Context) {
 
 // Close stops and waits for every goroutine the Runtime runs on its own
 // (the network check, the spare monitor's start, the cgroup warm-up), kills
-// the spare monitor, which has no container yet, and closes the monitor
-// program. Containers and their monitors keep running: they outlive the
+// the spare monitor, which has no container yet, ends and removes the debug
+// containers, which live only as long as their requests, and closes the
+// monitor program. Containers and their monitors keep running: they outlive the
 // daemon, and the next one adopts them. No other method may be called after
 // Close.
 func (r *Runtime) Close() error {
@@ -90,6 +91,7 @@ func (r *Runtime) Close() error {
 		stop()
 	}
 	r.background.Wait() // no Add after closed is set
+	r.stopDebugs()
 	r.warmer.wait()
 	r.mu.Lock()
 	spare, f := r.spare, r.monitorFile

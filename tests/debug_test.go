@@ -247,7 +247,8 @@ func TestDebugTTY(t *testing.T) {
 
 // TestDebugDaemonDies: a debug container whose daemon is killed (SIGKILL)
 // keeps running, as an exec does, and the next daemon removes it with every
-// trace of it, the pod left running.
+// trace of it, the pod left running; a daemon stopped (SIGTERM) removes its
+// debug containers itself.
 func TestDebugDaemonDies(t *testing.T) {
 	t.Parallel()
 	d := newDaemon(t)
@@ -288,5 +289,30 @@ func TestDebugDaemonDies(t *testing.T) {
 	})
 	if !procAlive(initPID) {
 		t.Errorf("the pod's container %d died too", initPID)
+	}
+
+	// A daemon stopped (SIGTERM) ends its debug containers and removes them
+	// before it exits; the pod runs on.
+	marker = "97" + strconv.Itoa(int(time.Now().UnixNano()%1000000))
+	cli = debugCmd(d, "web", "--image", "busybox", "--", "sleep", marker)
+	if err := cli.Start(); err != nil {
+		t.Fatal(err)
+	}
+	d.Eventually(10*time.Second, "the debug container's sleep runs", func() error {
+		if sleepPID = findCmdline("sleep\x00" + marker); sleepPID == 0 {
+			return errStill
+		}
+		return nil
+	})
+	d.Stop()
+	cli.Wait()
+	if procAlive(sleepPID) {
+		t.Errorf("the debug container's process %d outlived the daemon's stop", sleepPID)
+	}
+	if now := hostState(t, d); now != before {
+		t.Errorf("after the daemon's stop, host state\n%s\nwant\n%s", now, before)
+	}
+	if !procAlive(initPID) {
+		t.Errorf("the pod's container %d died with the daemon's stop", initPID)
 	}
 }
