@@ -113,6 +113,9 @@ func (a *Agent) Debug(namespace, name string, req podspec.DebugRequest) (run fun
 		}
 		a.statuses.Touch()
 		c := (*v1.Container)(&ec.EphemeralContainerCommon)
+		// The pull's events name the ephemeral container, as the kubelet's.
+		pod := pod.DeepCopy()
+		pod.Spec.EphemeralContainers = append(pod.Spec.EphemeralContainers, ec)
 		m := images.NewManager(a.cfg.Images, a.events, a.nextResync, a.logger.With("pod", namespace+"/"+name, "debug", ec.Name))
 		var why string
 		ok, _, _ := m.Ensure(ctx, images.Request{Pod: pod, Container: c, Image: image, First: true,
