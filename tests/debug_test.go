@@ -316,3 +316,34 @@ func TestDebugDaemonDies(t *testing.T) {
 		t.Errorf("the pod's container %d died with the daemon's stop", initPID)
 	}
 }
+
+// TestDebugPullsItsImage: a debug image the node lacks is pulled
+// (imagePullPolicy IfNotPresent) and kept; one that cannot be pulled is an
+// error naming it, with nothing left.
+func TestDebugPullsItsImage(t *testing.T) {
+	t.Parallel()
+	r := newPullRegistry(t)
+	d := pullDaemon(t, r)
+	r.push(testdaemon.Image, "tools/debug:1")
+	d.Start()
+	d.WriteManifest("web.yaml", debugPod)
+	d.WaitRunning("web", 30*time.Second)
+	before := hostState(t, d)
+	image := r.addr + "/tools/debug:1"
+	if out, errOut, code := debugOut(d, nil, "web", "--image", image, "--", "echo", "pulled"); out != "pulled\n" || code != 0 {
+		t.Errorf("debug with an image to pull: %q (stderr %q), exit %d; want it run", out, errOut, code)
+	}
+	if out := d.CLI("images", "ls"); !strings.Contains(out, r.addr+"/tools/debug") {
+		t.Errorf("the pulled debug image is not in the store:\n%s", out)
+	}
+	missing := r.addr + "/tools/none:1"
+	if _, errOut, code := debugOut(d, nil, "web", "--image", missing, "--", "true"); code == 0 || !strings.Contains(errOut, "image "+missing+": ErrImagePull") {
+		t.Errorf("debug with an image the registry lacks: exit %d, stderr %q; want an ErrImagePull error naming it", code, errOut)
+	}
+	d.Eventually(10*time.Second, "nothing left of the debug containers", func() error {
+		if now := hostState(t, d); now != before {
+			return fmt.Errorf("host state\n%s\nwant\n%s", now, before)
+		}
+		return nil
+	})
+}
