@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -142,6 +143,12 @@ func TestDebug(t *testing.T) {
 	if len(ec) != 1 || !strings.HasPrefix(ec[0].Name, "debugger-") || len(ec[0].Name) != len("debugger-xxxxx") ||
 		ec[0].Image != "busybox" || !ec[0].Stdin || es.Name != ec[0].Name || es.Ready {
 		t.Errorf("ephemeral container %+v, status %+v; want debugger-xxxxx, busybox, stdin, running and not ready", ec, es)
+	}
+	if out := d.CLI("ps", "-o", "wide", "web"); !regexp.MustCompile(`(?m)^default/` + pod.Name + ` +` + ec[0].Name + ` +Running `).MatchString(out) {
+		t.Errorf("ps -o wide does not show the debug container %s running:\n%s", ec[0].Name, out)
+	}
+	if out := d.CLI("describe", "web"); !strings.Contains(out, "Ephemeral Containers:\n  "+ec[0].Name+":\n") {
+		t.Errorf("describe does not show the debug container %s:\n%s", ec[0].Name, out)
 	}
 	if running.UID != pod.UID || running.Status.ContainerStatuses[0].ContainerID != main || running.Status.ContainerStatuses[0].RestartCount != 0 {
 		t.Errorf("the pod changed under the debug container: UID %s, containers %+v", running.UID, running.Status.ContainerStatuses)
