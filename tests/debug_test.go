@@ -284,6 +284,10 @@ func TestDebugDaemonDies(t *testing.T) {
 	if names := dirNames(t, filepath.Join(d.RunDir, "debug")); len(names) != 1 {
 		t.Fatalf("debug state %v, want the one of the container left", names)
 	}
+	// Without a daemon, nothing would remove a debug container: refused.
+	if _, errOut, code := debugOut(d, nil, "web", "--image", "busybox", "--", "true"); code == 0 || !strings.Contains(errOut, "the daemon is not running") {
+		t.Errorf("debug with no daemon: exit %d, stderr %q; want a refusal saying the daemon is not running", code, errOut)
+	}
 	d.Start()
 	d.Eventually(30*time.Second, "the next daemon removes the debug container", func() error {
 		if procAlive(sleepPID) {
