@@ -41,6 +41,7 @@ type debugs struct {
 // debugSession is one debug container while its request lasts.
 type debugSession struct {
 	uid     string
+	id      string // the runtime's, once it made the container; guarded by debugs.mu
 	spec    v1.EphemeralContainer
 	started time.Time
 	// cancel ends the container (nil until it runs); stopped says its pod
@@ -131,7 +132,12 @@ func (a *Agent) Debug(namespace, name string, req podspec.DebugRequest) (run fun
 			return -1, fmt.Errorf("%w: %w", podspec.ErrDebugInvalid, err)
 		}
 		es.Cmd = req.Cmd
-		code, err := a.rt.Debug(ctx, a.conv.Sandbox(pod), spec, target, es)
+		code, err := a.rt.Debug(ctx, a.conv.Sandbox(pod), spec, target, es, func(id string) {
+			a.debugs.mu.Lock()
+			s.id = id
+			a.debugs.mu.Unlock()
+			a.statuses.Touch()
+		})
 		if err != nil && errors.Is(context.Cause(ctx), errPodRemoved) {
 			err = fmt.Errorf("%w: %w", errPodRemoved, err)
 		}
@@ -252,12 +258,17 @@ func (d *debugs) withDebug(pods []v1.Pod) []v1.Pod {
 	for i := range pods {
 		p := &pods[i]
 		for _, s := range d.byUID[string(p.UID)] {
+			id := "" // until the runtime made it, as the kubelet's
+			if s.id != "" {
+				id = containerIDPrefix + s.id
+			}
 			p.Spec.EphemeralContainers = append(p.Spec.EphemeralContainers, s.spec)
 			p.Status.EphemeralContainerStatuses = append(p.Status.EphemeralContainerStatuses, v1.ContainerStatus{
-				Name:    s.spec.Name,
-				Image:   s.spec.Image,
-				State:   v1.ContainerState{Running: &v1.ContainerStateRunning{StartedAt: metav1.NewTime(s.started)}},
-				Started: &started,
+				Name:        s.spec.Name,
+				Image:       s.spec.Image,
+				ContainerID: id,
+				State:       v1.ContainerState{Running: &v1.ContainerStateRunning{StartedAt: metav1.NewTime(s.started)}},
+				Started:     &started,
 			})
 		}
 	}

@@ -48,7 +48,7 @@ func TestDebug(t *testing.T) {
 		ec, es := p.Spec.EphemeralContainers, p.Status.EphemeralContainerStatuses
 		if len(ec) != 1 || len(es) != 1 || !strings.HasPrefix(ec[0].Name, debugContainerPrefix) || len(ec[0].Name) != len(debugContainerPrefix)+5 ||
 			ec[0].Image != "tools:1" || ec[0].TargetContainerName != "main" || !ec[0].Stdin || !ec[0].TTY || ec[0].ImagePullPolicy != v1.PullIfNotPresent ||
-			es[0].Name != ec[0].Name || es[0].State.Running == nil || es[0].Ready {
+			es[0].Name != ec[0].Name || es[0].State.Running == nil || es[0].Ready || es[0].ContainerID != containerIDPrefix+"debug-"+ec[0].Name {
 			t.Errorf("ephemeral containers %+v, statuses %+v", ec, es)
 		}
 		if p.UID != before.UID || p.Status.ContainerStatuses[0].ContainerID != before.Status.ContainerStatuses[0].ContainerID {

@@ -44,7 +44,7 @@ const debugDir = "debug"
 //
 // Close ends it too. A daemon that dies meanwhile leaves the container; the
 // next one removes it as it starts (removeDebugLeftovers).
-func (r *Runtime) Debug(ctx context.Context, pod *podspec.Pod, c *podspec.Container, target string, es podspec.ExecSpec) (int, error) {
+func (r *Runtime) Debug(ctx context.Context, pod *podspec.Pod, c *podspec.Container, target string, es podspec.ExecSpec, created func(id string)) (int, error) {
 	if len(es.Cmd) == 0 {
 		return -1, fmt.Errorf("debug container %s: no command", c.Name)
 	}
@@ -68,13 +68,13 @@ func (r *Runtime) Debug(ctx context.Context, pod *podspec.Pod, c *podspec.Contai
 		r.mu.Unlock()
 		r.debugging.Done()
 	}()
-	return r.debug(ctx, id, pod, c, target, es)
+	return r.debug(ctx, id, pod, c, target, es, created)
 }
 
 // errClosed ends the debug containers of a Runtime being closed.
 var errClosed = errors.New("the runtime is closing: the daemon stops")
 
-func (r *Runtime) debug(ctx context.Context, id string, pod *podspec.Pod, c *podspec.Container, target string, es podspec.ExecSpec) (int, error) {
+func (r *Runtime) debug(ctx context.Context, id string, pod *podspec.Pod, c *podspec.Container, target string, es podspec.ExecSpec, created func(string)) (int, error) {
 	pr, err := r.sb.Record(pod.UID)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
@@ -147,6 +147,9 @@ func (r *Runtime) debug(ctx context.Context, id string, pod *podspec.Pod, c *pod
 		return -1, fmt.Errorf("create debug container %s: %w", c.Name, err)
 	}
 	r.log.Info("debug container starting", "id", id, "pod", pod.Name, "container", c.Name, "image", c.Image, "target", target)
+	if created != nil {
+		created(id)
+	}
 	return ociexec.RunInit(ctx, ctr, s.Process, es, dir, r.log)
 }
 

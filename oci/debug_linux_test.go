@@ -43,7 +43,7 @@ func TestDebug(t *testing.T) {
 		t.Helper()
 		var out bytes.Buffer
 		code, err := e.rt.Debug(context.Background(), pod, e.container(pod, "debugger-abcde", script), target,
-			podspec.ExecSpec{Cmd: []string{"sh", "-c", script}, Stdout: &out, Stderr: &out})
+			podspec.ExecSpec{Cmd: []string{"sh", "-c", script}, Stdout: &out, Stderr: &out}, nil)
 		if err != nil {
 			t.Fatalf("Debug: %v (output %q)", err, out.String())
 		}
@@ -57,13 +57,13 @@ func TestDebug(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "sleep 1000") {
 		t.Errorf("debug with target: exit %d, ps %q; want the target's sleep", code, out)
 	}
-	_, err = e.rt.Debug(context.Background(), pod, &podspec.Container{Name: "d", Image: "nope"}, "", podspec.ExecSpec{Cmd: []string{"true"}})
+	_, err = e.rt.Debug(context.Background(), pod, &podspec.Container{Name: "d", Image: "nope"}, "", podspec.ExecSpec{Cmd: []string{"true"}}, nil)
 	if !errors.Is(err, podspec.ErrImageNotPresent) {
 		t.Errorf("debug with a missing image: %v, want ErrImageNotPresent", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := e.rt.Debug(ctx, pod, e.container(pod, "d", "true"), "", podspec.ExecSpec{Cmd: []string{"true"}}); err == nil {
+	if _, err := e.rt.Debug(ctx, pod, e.container(pod, "d", "true"), "", podspec.ExecSpec{Cmd: []string{"true"}}, nil); err == nil {
 		t.Error("debug under an ended context ran")
 	}
 

@@ -144,7 +144,11 @@ func TestDebug(t *testing.T) {
 		ec[0].Image != "busybox" || !ec[0].Stdin || es.Name != ec[0].Name || es.Ready {
 		t.Errorf("ephemeral container %+v, status %+v; want debugger-xxxxx, busybox, stdin, running and not ready", ec, es)
 	}
-	if out := d.CLI("ps", "-o", "wide", "web"); !regexp.MustCompile(`(?m)^default/` + pod.Name + ` +` + ec[0].Name + ` +Running `).MatchString(out) {
+	id, _ := strings.CutPrefix(es.ContainerID, "staticpodd://")
+	if got := dirNames(t, filepath.Join(d.RunDir, "debug")); len(got) != 1 || got[0] != id {
+		t.Errorf("container ID %q, state dirs of debug containers %v; want the one of its ID", es.ContainerID, got)
+	}
+	if out := d.CLI("ps", "-o", "wide", "web"); !regexp.MustCompile(`(?m)^default/` + pod.Name + ` +` + ec[0].Name + ` +Running .* ` + id + ` +busybox$`).MatchString(out) {
 		t.Errorf("ps -o wide does not show the debug container %s running:\n%s", ec[0].Name, out)
 	}
 	if out := d.CLI("describe", "web"); !strings.Contains(out, "Ephemeral Containers:\n  "+ec[0].Name+":\n") {
