@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
 
+	"github.com/staticpodd/staticpodd/agent/events"
 	"github.com/staticpodd/staticpodd/agent/images"
 	"github.com/staticpodd/staticpodd/agent/podspec"
 )
@@ -41,7 +42,7 @@ type debugs struct {
 // debugSession is one debug container while its request lasts.
 type debugSession struct {
 	uid     string
-	id      string // the runtime's, once it made the container; guarded by debugs.mu
+	id      string // the runtime's, once the container runs; guarded by debugs.mu
 	spec    v1.EphemeralContainer
 	started time.Time
 	// cancel ends the container (nil until it runs); stopped says its pod
@@ -119,7 +120,7 @@ func (a *Agent) Debug(namespace, name string, req podspec.DebugRequest) (run fun
 		pod.Spec.EphemeralContainers = append(pod.Spec.EphemeralContainers, ec)
 		m := images.NewManager(a.cfg.Images, a.events, a.nextResync, a.logger.With("pod", namespace+"/"+name, "debug", ec.Name))
 		var why string
-		ok, _, _ := m.Ensure(ctx, images.Request{Pod: pod, Container: c, Image: image, First: true,
+		ok, _, pulled := m.Ensure(ctx, images.Request{Pod: pod, Container: c, Image: image, First: true,
 			Waiting: func(reason, message string) { why = reason + ": " + message }, Publish: func() {}})
 		if !ok {
 			if ctx.Err() != nil {
@@ -137,6 +138,13 @@ func (a *Agent) Debug(namespace, name string, req podspec.DebugRequest) (run fun
 			s.id = id
 			a.debugs.mu.Unlock()
 			a.statuses.Touch()
+			// The events of a start of the pod's own containers.
+			ref := events.ContainerRef(pod, ec.Name)
+			if !pulled {
+				a.events.Eventf(ref, v1.EventTypeNormal, events.Pulled, "Container image %q already present on machine", ec.Image)
+			}
+			a.events.Eventf(ref, v1.EventTypeNormal, events.Created, "Container created")
+			a.events.Eventf(ref, v1.EventTypeNormal, events.Started, "Container started")
 		})
 		if err != nil && errors.Is(context.Cause(ctx), errPodRemoved) {
 			err = fmt.Errorf("%w: %w", errPodRemoved, err)

@@ -57,6 +57,15 @@ func TestDebug(t *testing.T) {
 		if got, want := rt.Calls("debug "), []string{"debug u1 " + ec[0].Name + " tools:1 target=" + target + " sh"}; !slices.Equal(got, want) {
 			t.Errorf("runtime calls %q, want %q", got, want)
 		}
+		var got []string
+		for _, e := range h.a.Events().List() {
+			if e.InvolvedObject.FieldPath == "spec.ephemeralContainers{"+ec[0].Name+"}" {
+				got = append(got, e.Reason+": "+e.Message)
+			}
+		}
+		if want := []string{`Pulled: Container image "tools:1" already present on machine`, "Created: Container created", "Started: Container started"}; !slices.Equal(got, want) {
+			t.Errorf("the debug container's events %q, want %q", got, want)
+		}
 		close(release)
 		if code := <-done; code != 42 {
 			t.Errorf("exit code %d, want 42", code)

@@ -380,13 +380,13 @@ func (f *fakeRuntime) SetStats(node podspec.NodeStats, pods map[string]podspec.U
 	f.node, f.podUsage = node, pods
 }
 
-func (f *fakeRuntime) Debug(ctx context.Context, pod *podspec.Pod, c *podspec.Container, target string, spec podspec.ExecSpec, created func(string)) (int, error) {
+func (f *fakeRuntime) Debug(ctx context.Context, pod *podspec.Pod, c *podspec.Container, target string, spec podspec.ExecSpec, started func(string)) (int, error) {
 	f.mu.Lock()
 	f.record("debug %s %s %s target=%s %s", pod.UID, c.Name, c.Image, target, strings.Join(spec.Cmd, " "))
 	fn := f.debugFunc
 	f.mu.Unlock()
-	if created != nil {
-		created("debug-" + c.Name)
+	if started != nil {
+		started("debug-" + c.Name)
 	}
 	code := 0
 	var err error

@@ -55,10 +55,10 @@ type Runtime interface {
 	// namespace of running container target if not empty, with spec's
 	// command and streams, until the command exits or ctx ends, and removes
 	// it: it returns the command's exit code once nothing of the container
-	// is left. created, if not nil, is told the container's ID once it is
-	// made. A daemon that dies meanwhile leaves it to the next one's
-	// recovery.
-	Debug(ctx context.Context, pod *podspec.Pod, c *podspec.Container, target string, spec podspec.ExecSpec, created func(id string)) (int, error)
+	// is left. started, if not nil, is told the container's ID once its
+	// process runs. A daemon that dies meanwhile leaves it to the next
+	// one's recovery.
+	Debug(ctx context.Context, pod *podspec.Pod, c *podspec.Container, target string, spec podspec.ExecSpec, started func(id string)) (int, error)
 
 	// Stats measures the node (memory, processes, the filesystems of the root
 	// dir and its images) and each pod with a sandbox and its containers.

@@ -37,14 +37,14 @@ const debugDir = "debug"
 // PID namespace of its own; a fresh rootfs over c's image; a cgroup under
 // the pod's. Its process is es.Cmd, streamed as Exec streams one; it is the
 // daemon's child, with no monitor, since it lives only as long as the
-// request. Debug returns its exit code once it has exited, or once ctx ended
+// request; started, if not nil, is told the container's ID once it runs. Debug returns its exit code once it has exited, or once ctx ended
 // (then it is killed), and every trace of the container is gone by then. An
 // image missing from the store is ErrImageNotPresent, a pod without a
 // sandbox ErrNotExist, a target not running ErrNotRunning.
 //
 // Close ends it too. A daemon that dies meanwhile leaves the container; the
 // next one removes it as it starts (removeDebugLeftovers).
-func (r *Runtime) Debug(ctx context.Context, pod *podspec.Pod, c *podspec.Container, target string, es podspec.ExecSpec, created func(id string)) (int, error) {
+func (r *Runtime) Debug(ctx context.Context, pod *podspec.Pod, c *podspec.Container, target string, es podspec.ExecSpec, started func(id string)) (int, error) {
 	if len(es.Cmd) == 0 {
 		return -1, fmt.Errorf("debug container %s: no command", c.Name)
 	}
@@ -68,13 +68,13 @@ func (r *Runtime) Debug(ctx context.Context, pod *podspec.Pod, c *podspec.Contai
 		r.mu.Unlock()
 		r.debugging.Done()
 	}()
-	return r.debug(ctx, id, pod, c, target, es, created)
+	return r.debug(ctx, id, pod, c, target, es, started)
 }
 
 // errClosed ends the debug containers of a Runtime being closed.
 var errClosed = errors.New("the runtime is closing: the daemon stops")
 
-func (r *Runtime) debug(ctx context.Context, id string, pod *podspec.Pod, c *podspec.Container, target string, es podspec.ExecSpec, created func(string)) (int, error) {
+func (r *Runtime) debug(ctx context.Context, id string, pod *podspec.Pod, c *podspec.Container, target string, es podspec.ExecSpec, started func(string)) (int, error) {
 	pr, err := r.sb.Record(pod.UID)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
@@ -147,10 +147,11 @@ func (r *Runtime) debug(ctx context.Context, id string, pod *podspec.Pod, c *pod
 		return -1, fmt.Errorf("create debug container %s: %w", c.Name, err)
 	}
 	r.log.Info("debug container starting", "id", id, "pod", pod.Name, "container", c.Name, "image", c.Image, "target", target)
-	if created != nil {
-		created(id)
-	}
-	return ociexec.RunInit(ctx, ctr, s.Process, es, dir, r.log)
+	return ociexec.RunInit(ctx, ctr, s.Process, es, dir, r.log, func() {
+		if started != nil {
+			started(id)
+		}
+	})
 }
 
 // stopDebugs ends the debug containers running and waits until they are

@@ -2,6 +2,7 @@ package tests
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -153,6 +154,19 @@ func TestDebug(t *testing.T) {
 	}
 	if out := d.CLI("describe", "web"); !strings.Contains(out, "Ephemeral Containers:\n  "+ec[0].Name+":\n") {
 		t.Errorf("describe does not show the debug container %s:\n%s", ec[0].Name, out)
+	}
+	var evs v1.EventList
+	if err := json.Unmarshal([]byte(d.CLI("events", "-o", "json")), &evs); err != nil {
+		t.Fatal(err)
+	}
+	var reasons []string
+	for _, e := range evs.Items {
+		if e.InvolvedObject.FieldPath == "spec.ephemeralContainers{"+ec[0].Name+"}" {
+			reasons = append(reasons, e.Reason)
+		}
+	}
+	if want := []string{"Pulled", "Created", "Started"}; !slices.Equal(reasons, want) {
+		t.Errorf("events of the debug container %s: %v, want %v", ec[0].Name, reasons, want)
 	}
 	if running.UID != pod.UID || running.Status.ContainerStatuses[0].ContainerID != main || running.Status.ContainerStatuses[0].RestartCount != 0 {
 		t.Errorf("the pod changed under the debug container: UID %s, containers %+v", running.UID, running.Status.ContainerStatuses)
