@@ -37,10 +37,11 @@ const debugDir = "debug"
 // PID namespace of its own; a fresh rootfs over c's image; a cgroup under
 // the pod's. Its process is es.Cmd, streamed as Exec streams one; it is the
 // daemon's child, with no monitor, since it lives only as long as the
-// request; started, if not nil, is told the container's ID once it runs. Debug returns its exit code once it has exited, or once ctx ended
-// (then it is killed), and every trace of the container is gone by then. An
-// image missing from the store is ErrImageNotPresent, a pod without a
-// sandbox ErrNotExist, a target not running ErrNotRunning.
+// request; started, if not nil, is told the container's ID once it runs.
+// Debug returns its exit code once it has exited, or once ctx ended (then it
+// is killed), and every trace of the container is gone by then. An image
+// missing from the store is ErrImageNotPresent, a pod without a sandbox
+// ErrNotExist, a target not running ErrNotRunning.
 //
 // Close ends it too. A daemon that dies meanwhile leaves the container; the
 // next one removes it as it starts (removeDebugLeftovers).
@@ -87,14 +88,14 @@ func (r *Runtime) debug(ctx context.Context, id string, pod *podspec.Pod, c *pod
 	}
 	pidNS := ""
 	if target != "" {
-		st, err := r.status(ctx, target)
+		ns, err := r.targetPIDNamespace(ctx, target)
 		if err != nil {
 			return -1, fmt.Errorf("debug container %s of pod %s: target: %w", c.Name, pod.Name, err)
 		}
-		if st.State != podspec.StateRunning || st.Pid <= 0 {
-			return -1, fmt.Errorf("debug container %s of pod %s: target %s: %w", c.Name, pod.Name, st.Name, podspec.ErrNotRunning)
-		}
-		pidNS = "/proc/" + strconv.Itoa(st.Pid) + "/ns/pid"
+		defer ns.Close()
+		// The namespace held open, not the target's pid, which a target
+		// that exits meanwhile would give up to any process.
+		pidNS = "/proc/" + strconv.Itoa(os.Getpid()) + "/fd/" + strconv.Itoa(int(ns.Fd()))
 	}
 	dir := filepath.Join(r.cfg.RunDir, debugDir, id)
 	defer func() {
@@ -152,6 +153,28 @@ func (r *Runtime) debug(ctx context.Context, id string, pod *podspec.Pod, c *pod
 			started(id)
 		}
 	})
+}
+
+// targetPIDNamespace opens the PID namespace of running container id's init.
+// The init is checked to run still once its namespace is open: its pid was
+// not reused meanwhile, and the namespace is its.
+func (r *Runtime) targetPIDNamespace(ctx context.Context, id string) (*os.File, error) {
+	st, err := r.status(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if st.State != podspec.StateRunning || st.Pid <= 0 {
+		return nil, fmt.Errorf("%s: %w", st.Name, podspec.ErrNotRunning)
+	}
+	f, err := os.Open("/proc/" + strconv.Itoa(st.Pid) + "/ns/pid")
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w: %w", st.Name, podspec.ErrNotRunning, err)
+	}
+	if again, err := r.status(ctx, id); err != nil || again.State != podspec.StateRunning || again.Pid != st.Pid {
+		f.Close()
+		return nil, fmt.Errorf("%s: %w: it exited", st.Name, podspec.ErrNotRunning)
+	}
+	return f, nil
 }
 
 // stopDebugs ends the debug containers running and waits until they are

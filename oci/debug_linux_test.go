@@ -61,6 +61,12 @@ func TestDebug(t *testing.T) {
 	if !errors.Is(err, podspec.ErrImageNotPresent) {
 		t.Errorf("debug with a missing image: %v, want ErrImageNotPresent", err)
 	}
+	exited := e.start(pod, e.container(pod, "exited", "true"))
+	e.wait(exited.ID)
+	if _, err := e.rt.Debug(context.Background(), pod, e.container(pod, "d", "true"), exited.ID, podspec.ExecSpec{Cmd: []string{"true"}}, nil); !errors.Is(err, podspec.ErrNotRunning) {
+		t.Errorf("debug with an exited target: %v, want ErrNotRunning", err)
+	}
+	e.destroy(exited.ID)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if _, err := e.rt.Debug(ctx, pod, e.container(pod, "d", "true"), "", podspec.ExecSpec{Cmd: []string{"true"}}, nil); err == nil {
