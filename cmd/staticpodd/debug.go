@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"os"
 	"os/signal"
 	"syscall"
 
@@ -42,11 +41,7 @@ func newDebugCmd(o *globalOptions) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			e := &execSession{command: args[1:], stdin: stdin, tty: tty, stderr: cmd.ErrOrStderr()}
-			if tty && stdin && !isTerminal(os.Stdin) {
-				fmt.Fprintln(cmd.ErrOrStderr(), "Unable to use a TTY - input is not a terminal or the right kind of file")
-				e.tty = false
-			}
+			e := newExecSession(args[1:], stdin, tty, cmd.ErrOrStderr())
 			q := e.query()
 			q.Set("image", image)
 			if target != "" {
