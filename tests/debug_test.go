@@ -85,14 +85,15 @@ func hostState(t *testing.T, d *daemon) string {
 	return b.String()
 }
 
-// waitDebugging waits until pod web shows one running ephemeral container
-// and returns the pod.
+// waitDebugging waits until pod web shows one running ephemeral container,
+// with its container ID once its process runs, and returns the pod.
 func waitDebugging(d *daemon) *v1.Pod {
 	d.T.Helper()
 	var pod *v1.Pod
 	d.Eventually(30*time.Second, "the debug container in the pod's status", func() error {
 		pod = d.Pod("web")
-		if pod == nil || len(pod.Status.EphemeralContainerStatuses) != 1 || pod.Status.EphemeralContainerStatuses[0].State.Running == nil {
+		if pod == nil || len(pod.Status.EphemeralContainerStatuses) != 1 || pod.Status.EphemeralContainerStatuses[0].State.Running == nil ||
+			pod.Status.EphemeralContainerStatuses[0].ContainerID == "" {
 			return errStill
 		}
 		return nil
