@@ -44,7 +44,7 @@ type debugSession struct {
 	uid     string
 	id      string // the runtime's, once the container runs; guarded by debugs.mu
 	spec    v1.EphemeralContainer
-	started time.Time
+	started time.Time // when its process began to run; guarded by debugs.mu
 	// cancel ends the container (nil until it runs); stopped says its pod
 	// is being removed. Both guarded by debugs.mu.
 	cancel  context.CancelCauseFunc
@@ -135,7 +135,7 @@ func (a *Agent) Debug(namespace, name string, req podspec.DebugRequest) (run fun
 		es.Cmd = req.Cmd
 		code, err := a.rt.Debug(ctx, a.conv.Sandbox(pod), spec, target, es, func(id string) {
 			a.debugs.mu.Lock()
-			s.id = id
+			s.id, s.started = id, time.Now()
 			a.debugs.mu.Unlock()
 			a.statuses.Touch()
 			// The events of a start of the pod's own containers.
@@ -210,7 +210,7 @@ func (d *debugs) add(uid string, ec v1.EphemeralContainer) (*debugSession, error
 	if d.byUID == nil {
 		d.byUID = map[string][]*debugSession{}
 	}
-	s := &debugSession{uid: uid, spec: ec, started: time.Now(), done: make(chan struct{})}
+	s := &debugSession{uid: uid, spec: ec, done: make(chan struct{})}
 	d.byUID[uid] = append(d.byUID[uid], s)
 	d.n++
 	return s, nil
@@ -254,30 +254,26 @@ func (a *Agent) stopDebug(ctx context.Context, uid string) {
 }
 
 // withDebug adds to pods the debug containers running in them, as the
-// kubelet shows ephemeral containers: in spec.ephemeralContainers and,
-// running and not ready, in status.ephemeralContainerStatuses.
+// kubelet shows ephemeral containers: in spec.ephemeralContainers and in
+// status.ephemeralContainerStatuses, never ready, waiting with
+// ContainerCreating (its image's pull, its creation) until its process runs.
 func (d *debugs) withDebug(pods []v1.Pod) []v1.Pod {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.n == 0 {
 		return pods
 	}
-	started := true
 	for i := range pods {
 		p := &pods[i]
 		for _, s := range d.byUID[string(p.UID)] {
-			id := "" // until the runtime made it, as the kubelet's
-			if s.id != "" {
-				id = containerIDPrefix + s.id
-			}
 			p.Spec.EphemeralContainers = append(p.Spec.EphemeralContainers, s.spec)
-			p.Status.EphemeralContainerStatuses = append(p.Status.EphemeralContainerStatuses, v1.ContainerStatus{
-				Name:        s.spec.Name,
-				Image:       s.spec.Image,
-				ContainerID: id,
-				State:       v1.ContainerState{Running: &v1.ContainerStateRunning{StartedAt: metav1.NewTime(s.started)}},
-				Started:     &started,
-			})
+			cs := v1.ContainerStatus{Name: s.spec.Name, Image: s.spec.Image, Started: new(false),
+				State: v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: reasonCreating}}}
+			if s.id != "" {
+				cs.ContainerID, cs.Started = containerIDPrefix+s.id, new(true)
+				cs.State = v1.ContainerState{Running: &v1.ContainerStateRunning{StartedAt: metav1.NewTime(s.started)}}
+			}
+			p.Status.EphemeralContainerStatuses = append(p.Status.EphemeralContainerStatuses, cs)
 		}
 	}
 	return pods

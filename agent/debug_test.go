@@ -35,6 +35,10 @@ func TestDebug(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if es := h.pod("web").Status.EphemeralContainerStatuses; len(es) != 1 || es[0].State.Waiting == nil ||
+			es[0].State.Waiting.Reason != "ContainerCreating" || es[0].ContainerID != "" {
+			t.Errorf("debug container before it runs: %+v, want waiting with ContainerCreating", es)
+		}
 		done := make(chan int)
 		go func() {
 			code, err := run(context.Background(), podspec.ExecSpec{})
