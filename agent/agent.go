@@ -126,6 +126,9 @@ type Agent struct {
 	order       manifest.Order  // the desired pods' start order (order.go)
 	stopping    map[string]*stopping
 
+	// debugs are the debug containers running (Debug).
+	debugs debugs
+
 	pmu sync.Mutex // guards pr's fields; taken after mu when both are
 	pr  *pressure  // without thresholds: never under pressure
 

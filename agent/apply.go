@@ -364,6 +364,7 @@ func (w *worker) forget(id string) {
 
 // teardown removes the sandbox and volumes of a pod whose containers are gone.
 func (w *worker) teardown(ctx context.Context, podUID string) error {
+	w.a.stopDebug(ctx, podUID)
 	if err := w.a.rt.RemoveSandbox(ctx, podUID); err != nil {
 		return fmt.Errorf("remove sandbox of pod %s: %w", podUID, err)
 	}

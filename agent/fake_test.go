@@ -52,6 +52,8 @@ type fakeRuntime struct {
 	messages map[string]string
 	// execFunc, when set, runs every Exec, outside the lock.
 	execFunc func(ctx context.Context, c podspec.ContainerStatus, spec podspec.ExecSpec) (int, error)
+	// debugFunc, when set, is what a debug container does until it exits.
+	debugFunc func(ctx context.Context) (int, error)
 	// marks are the postStart marks, kept across agents as a root dir is.
 	marks *memMarks
 	// stats is what Stats returns for the node and, by pod UID, each pod
@@ -376,6 +378,25 @@ func (f *fakeRuntime) SetStats(node podspec.NodeStats, pods map[string]podspec.U
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.node, f.podUsage = node, pods
+}
+
+func (f *fakeRuntime) Debug(ctx context.Context, pod *podspec.Pod, c *podspec.Container, target string, spec podspec.ExecSpec, started func(string)) (int, error) {
+	f.mu.Lock()
+	f.record("debug %s %s %s target=%s %s", pod.UID, c.Name, c.Image, target, strings.Join(spec.Cmd, " "))
+	fn := f.debugFunc
+	f.mu.Unlock()
+	if started != nil {
+		started("debug-" + c.Name)
+	}
+	code := 0
+	var err error
+	if fn != nil {
+		code, err = fn(ctx)
+	}
+	f.mu.Lock()
+	f.record("debugged %s %s", pod.UID, c.Name)
+	f.mu.Unlock()
+	return code, err
 }
 
 func (f *fakeRuntime) Exec(ctx context.Context, id string, spec podspec.ExecSpec) (int, error) {

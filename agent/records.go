@@ -135,6 +135,12 @@ func (r *Records) RollbackAfter(namespace, name string) time.Duration {
 	return 0
 }
 
+// Debug refuses: a debug container lives as long as its request, and
+// without a daemon none would remove it after a client that died.
+func (r *Records) Debug(namespace, pod string, _ podspec.DebugRequest) (func(context.Context, podspec.ExecSpec) (int, error), error) {
+	return nil, fmt.Errorf("debug pod %s/%s: the daemon is not running; debug containers run only under it", namespace, pod)
+}
+
 // Changed never fires: nothing updates the records while no daemon runs.
 func (r *Records) Changed() <-chan struct{} { return nil }
 

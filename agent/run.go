@@ -386,7 +386,7 @@ func (a *Agent) removeWorker(w *worker) bool {
 
 // Pods returns every desired pod with its live status, and the older
 // generations still stopping, sorted by full name (status.Manager.Pods).
-func (a *Agent) Pods() []v1.Pod { return a.statuses.Pods() }
+func (a *Agent) Pods() []v1.Pod { return a.debugs.withDebug(a.statuses.Pods()) }
 
 // Problems returns the manifests that could not be used, and duplicates.
 func (a *Agent) Problems() []manifest.Problem {

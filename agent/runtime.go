@@ -51,6 +51,15 @@ type Runtime interface {
 	// ErrCommandNotFound or ErrCommandNotExecutable.
 	Exec(ctx context.Context, id string, spec podspec.ExecSpec) (int, error)
 
+	// Debug runs c in pod's sandbox as an ephemeral container, in the PID
+	// namespace of running container target if not empty, with spec's
+	// command and streams, until the command exits or ctx ends, and removes
+	// it: it returns the command's exit code once nothing of the container
+	// is left. started, if not nil, is told the container's ID once its
+	// process runs. A daemon that dies meanwhile leaves it to the next
+	// one's recovery.
+	Debug(ctx context.Context, pod *podspec.Pod, c *podspec.Container, target string, spec podspec.ExecSpec, started func(id string)) (int, error)
+
 	// Stats measures the node (memory, processes, the filesystems of the root
 	// dir and its images) and each pod with a sandbox and its containers.
 	// What it could measure is returned with the error of what it could not.

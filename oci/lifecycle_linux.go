@@ -10,8 +10,8 @@ import (
 )
 
 // Recover makes the state directory and cleans up what an earlier daemon
-// left: interrupted starts, removals and sandbox creations, and the exec
-// processes it ran. The containers themselves and their monitors are
+// left: interrupted starts, removals and sandbox creations, the exec
+// processes and debug containers it ran. The containers themselves and their monitors are
 // adopted as they are asked for. When ctx ends, Recover stops where it is
 // and returns ctx's cause; what is left is cleaned up by the next Recover.
 // (The kubelet's runtime state is containerd's, which cleans up as it
@@ -32,6 +32,9 @@ func (r *Runtime) Recover(ctx context.Context) error {
 	r.mu.Lock()
 	r.monitorPath, r.monitorFile = path, f
 	r.mu.Unlock()
+	if err := r.removeDebugLeftovers(ctx); err != nil {
+		return fmt.Errorf("recover runtime state: %w", err)
+	}
 	if err := r.removeOrphans(ctx); err != nil {
 		return fmt.Errorf("recover runtime state: %w", err)
 	}
@@ -67,8 +70,9 @@ func (r *Runtime) Start(ctx context.Context) {
 
 // Close stops and waits for every goroutine the Runtime runs on its own
 // (the network check, the spare monitor's start, the cgroup warm-up), kills
-// the spare monitor, which has no container yet, and closes the monitor
-// program. Containers and their monitors keep running: they outlive the
+// the spare monitor, which has no container yet, ends and removes the debug
+// containers, which live only as long as their requests, and closes the
+// monitor program. Containers and their monitors keep running: they outlive the
 // daemon, and the next one adopts them. No other method may be called after
 // Close.
 func (r *Runtime) Close() error {
@@ -87,6 +91,7 @@ func (r *Runtime) Close() error {
 		stop()
 	}
 	r.background.Wait() // no Add after closed is set
+	r.stopDebugs()
 	r.warmer.wait()
 	r.mu.Lock()
 	spare, f := r.spare, r.monitorFile

@@ -4,6 +4,7 @@
 package oci
 
 import (
+	"context"
 	"log/slog"
 	"os"
 	"sync"
@@ -129,6 +130,10 @@ type Runtime struct {
 	background     sync.WaitGroup
 	stopBackground func()
 	closed         bool
+	// debugs ends each debug container running, by ID (guarded by mu);
+	// debugging counts them, for Close to wait on.
+	debugs    map[string]context.CancelCauseFunc
+	debugging sync.WaitGroup
 	// layers caches the size of each container's writable layer, which a
 	// container with many files makes slow to walk (as cadvisor's du).
 	layers stats.Layers

@@ -35,6 +35,9 @@ func (r *Runtime) Destroy(context.Context, string) error { return errors.ErrUnsu
 func (r *Runtime) Exec(context.Context, string, podspec.ExecSpec) (int, error) {
 	return -1, errors.ErrUnsupported
 }
+func (r *Runtime) Debug(context.Context, *podspec.Pod, *podspec.Container, string, podspec.ExecSpec, func(string)) (int, error) {
+	return -1, errors.ErrUnsupported
+}
 func (r *Runtime) List(context.Context) ([]podspec.ContainerStatus, error) {
 	return nil, errors.ErrUnsupported
 }

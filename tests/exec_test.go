@@ -208,8 +208,13 @@ type pty struct {
 // test's end if it still runs.
 func startExecTTY(t *testing.T, d *testdaemon.Daemon, width, height uint16) (*pty, *exec.Cmd, <-chan error) {
 	t.Helper()
+	return startTTY(t, execCmd(d, "-i", "-t", "web", "--", "sh"), width, height)
+}
+
+// startTTY starts cmd as startExecTTY starts exec.
+func startTTY(t *testing.T, cmd *exec.Cmd, width, height uint16) (*pty, *exec.Cmd, <-chan error) {
+	t.Helper()
 	term := openPty(t, width, height)
-	cmd := execCmd(d, "-i", "-t", "web", "--", "sh")
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = term.slave, term.slave, term.slave
 	cmd.Env = append(os.Environ(), "TERM=vt100")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}

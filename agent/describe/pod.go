@@ -80,6 +80,13 @@ func Pod(w io.Writer, pod v1.Pod, evs []v1.Event, probes []prober.Status, now ti
 	for _, c := range pod.Spec.Containers {
 		container(tw, pod, c, pod.Status.ContainerStatuses, probes, now)
 	}
+	// staticpodd debug's containers, while they run, as kubectl shows them.
+	if len(pod.Spec.EphemeralContainers) > 0 {
+		fmt.Fprintln(tw, "Ephemeral Containers:")
+		for _, c := range pod.Spec.EphemeralContainers {
+			container(tw, pod, v1.Container(c.EphemeralContainerCommon), pod.Status.EphemeralContainerStatuses, probes, now)
+		}
+	}
 	if len(pod.Status.Conditions) > 0 {
 		fmt.Fprintln(tw, "Conditions:")
 		fmt.Fprintln(tw, "  Type\tStatus")

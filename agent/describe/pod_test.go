@@ -133,3 +133,24 @@ func TestDescribePodEscapesManifestStrings(t *testing.T) {
 		}
 	}
 }
+
+// A running debug container shows under Ephemeral Containers, as kubectl
+// describe shows one.
+func TestDescribeEphemeralContainer(t *testing.T) {
+	now := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
+	pod := v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "web-node1", Namespace: "default"},
+		Spec: v1.PodSpec{Containers: []v1.Container{{Name: "main", Image: "busybox"}},
+			EphemeralContainers: []v1.EphemeralContainer{{EphemeralContainerCommon: v1.EphemeralContainerCommon{Name: "debugger-abcde", Image: "tools:1"}, TargetContainerName: "main"}}},
+		Status: v1.PodStatus{EphemeralContainerStatuses: []v1.ContainerStatus{{Name: "debugger-abcde", Image: "tools:1",
+			State: v1.ContainerState{Running: &v1.ContainerStateRunning{StartedAt: metav1.NewTime(now.Add(-time.Minute))}}}}},
+	}
+	var b bytes.Buffer
+	if err := Pod(&b, pod, nil, nil, now); err != nil {
+		t.Fatal(err)
+	}
+	want := `(?m)^Ephemeral Containers:\n  debugger-abcde:\n    Image: +tools:1\n(.*\n)*    State: +Running\n      Started: .*\(60s ago\)$`
+	if !regexp.MustCompile(want).MatchString(b.String()) {
+		t.Errorf("describe printed\n%s\nwant it to match %s", b.String(), want)
+	}
+}

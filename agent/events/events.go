@@ -153,6 +153,11 @@ func ContainerRef(pod *v1.Pod, name string) v1.ObjectReference {
 			ref.FieldPath = "spec.initContainers{" + name + "}"
 		}
 	}
+	for _, c := range pod.Spec.EphemeralContainers {
+		if c.Name == name {
+			ref.FieldPath = "spec.ephemeralContainers{" + name + "}"
+		}
+	}
 	return ref
 }
 
@@ -161,10 +166,11 @@ func NodeRef(node string) v1.ObjectReference {
 	return v1.ObjectReference{Kind: "Node", Name: node, UID: types.UID(node)}
 }
 
-// Container is the container name of a field path spec.containers{name} or
-// spec.initContainers{name}; "" for anything else.
+// Container is the container name of a field path spec.containers{name},
+// spec.initContainers{name} or spec.ephemeralContainers{name}; "" for
+// anything else.
 func Container(fieldPath string) string {
-	for _, p := range []string{"spec.containers{", "spec.initContainers{"} {
+	for _, p := range []string{"spec.containers{", "spec.initContainers{", "spec.ephemeralContainers{"} {
 		if rest, ok := strings.CutPrefix(fieldPath, p); ok {
 			return strings.TrimSuffix(rest, "}")
 		}

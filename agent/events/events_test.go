@@ -58,7 +58,12 @@ func TestRefs(t *testing.T) {
 	if got := ContainerRef(pod, "setup").FieldPath; got != "spec.initContainers{setup}" {
 		t.Errorf("init container field path %q", got)
 	}
-	for path, want := range map[string]string{"spec.containers{web}": "web", "spec.initContainers{setup}": "setup", "": "", "metadata": ""} {
+	pod.Spec.EphemeralContainers = []v1.EphemeralContainer{{EphemeralContainerCommon: v1.EphemeralContainerCommon{Name: "debugger-abcde"}}}
+	if got := ContainerRef(pod, "debugger-abcde").FieldPath; got != "spec.ephemeralContainers{debugger-abcde}" {
+		t.Errorf("ephemeral container field path %q", got)
+	}
+	for path, want := range map[string]string{"spec.containers{web}": "web", "spec.initContainers{setup}": "setup",
+		"spec.ephemeralContainers{debugger-abcde}": "debugger-abcde", "": "", "metadata": ""} {
 		if got := Container(path); got != want {
 			t.Errorf("Container(%q) = %q, want %q", path, got, want)
 		}

@@ -30,102 +30,158 @@ const stdinQueue = 16
 // ExecStatus ends the connection. A client that leaves kills the command.
 func execHandler(a Agent, logger *slog.Logger) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if !headerHas(r.Header, "Connection", "upgrade") || !strings.EqualFold(r.Header.Get("Upgrade"), ExecProtocol) {
-			http.Error(w, "exec needs Connection: Upgrade and Upgrade: "+ExecProtocol, http.StatusUpgradeRequired)
+		spec, ok := execRequest(w, r)
+		if !ok {
 			return
-		}
-		q := r.URL.Query()
-		spec := podspec.ExecSpec{Cmd: q["command"], TTY: q.Get("tty") == "true"}
-		if len(spec.Cmd) == 0 {
-			http.Error(w, "exec: no command", http.StatusBadRequest)
-			return
-		}
-		for _, kv := range q["env"] {
-			name, value, ok := strings.Cut(kv, "=")
-			if !ok || name == "" {
-				http.Error(w, "exec: env "+strconv.Quote(kv)+" is not NAME=value", http.StatusBadRequest)
-				return
-			}
-			spec.Env = append(spec.Env, podspec.EnvVar{Name: name, Value: value})
-		}
-		if spec.TTY {
-			width, _ := strconv.ParseUint(q.Get("width"), 10, 16)
-			height, _ := strconv.ParseUint(q.Get("height"), 10, 16)
-			spec.Size = podspec.TermSize{Width: uint16(width), Height: uint16(height)}
 		}
 		ns, pod, ctr := r.PathValue("namespace"), r.PathValue("pod"), r.PathValue("container")
 		id, err := a.ExecTarget(ns, pod, ctr)
 		if err != nil {
-			code := http.StatusInternalServerError
-			switch {
-			case errors.Is(err, podspec.ErrNotExist):
-				code = http.StatusNotFound
-			case errors.Is(err, podspec.ErrNotRunning):
-				code = http.StatusConflict
-			}
-			http.Error(w, err.Error(), code)
+			http.Error(w, err.Error(), errorCode(err))
 			return
 		}
-		conn, brw, err := http.NewResponseController(w).Hijack()
-		if err != nil {
-			http.Error(w, "exec: "+err.Error(), http.StatusInternalServerError)
-			return
-		}
-		defer conn.Close()
-		// The server's timeouts are for requests; the exec lasts as long
-		// as its command.
-		_ = conn.SetDeadline(time.Time{})
-		_, _ = brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: " + ExecProtocol + "\r\n\r\n")
-		if err := brw.Flush(); err != nil {
-			return
-		}
-
-		ctx, cancel := context.WithCancelCause(context.Background())
-		defer cancel(nil)
-		out := NewFrameWriter(conn)
-		spec.Stdout = &leaveOnError{out.StreamWriter(StreamStdout), cancel}
-		spec.Stderr = &leaveOnError{out.StreamWriter(StreamStderr), cancel}
-		var stdin *io.PipeReader
-		stdinFrames := make(chan []byte, stdinQueue)
-		var stdinW *io.PipeWriter
-		if q.Get("stdin") == "true" {
-			stdin, stdinW = io.Pipe()
-			spec.Stdin = stdin
-			go feedStdin(ctx, stdinW, stdinFrames)
-		}
-		resize := make(chan podspec.TermSize, 1)
-		if spec.TTY {
-			spec.Resize = resize
-		}
-		go readClientFrames(ctx, cancel, brw.Reader, stdinFrames, resize, stdinW != nil)
-
-		begin := time.Now()
-		code, err := a.Exec(ctx, id, spec)
-		if stdin != nil {
-			_ = stdin.Close() // ends feedStdin
-		}
-		st := ExecStatus{ExitCode: code}
-		switch {
-		case err == nil:
-		case errors.Is(err, podspec.ErrCommandNotFound):
-			st = ExecStatus{ExitCode: 127, Error: err.Error()}
-		case errors.Is(err, podspec.ErrCommandNotExecutable):
-			st = ExecStatus{ExitCode: 126, Error: err.Error()}
-		default:
-			st = ExecStatus{ExitCode: 1, Error: err.Error()}
-		}
-		attrs := []any{"pod", ns + "/" + pod, "container", ctr, "command", spec.Cmd[0],
-			"exitCode", st.ExitCode, "duration", time.Since(begin)}
-		if err != nil {
-			attrs = append(attrs, "err", err)
-		}
-		logger.Info("exec ended", attrs...)
-		if context.Cause(ctx) != nil {
-			return // the client left
-		}
-		b, _ := json.Marshal(st)
-		_ = out.WriteFrame(StreamStatus, b)
+		streamExec(w, r, spec, logger.With("pod", ns+"/"+pod, "container", ctr), "exec ended",
+			func(ctx context.Context, spec podspec.ExecSpec) (int, error) { return a.Exec(ctx, id, spec) })
 	}
+}
+
+// debugHandler serves POST /debug/{namespace}/{pod}, staticpodd debug: the
+// query of an exec with &image= (the debug container's image) and
+// &target= (the container whose PID namespace it joins). It answers as
+// exec does, 400 for a request that cannot be run and 429 when the pod or
+// the node runs as many debug containers as it may; the debug container
+// is gone when the connection ends.
+func debugHandler(a Agent, logger *slog.Logger) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		spec, ok := execRequest(w, r)
+		if !ok {
+			return
+		}
+		q := r.URL.Query()
+		ns, pod := r.PathValue("namespace"), r.PathValue("pod")
+		req := podspec.DebugRequest{Image: q.Get("image"), Target: q.Get("target"), Cmd: spec.Cmd,
+			Stdin: q.Get("stdin") == "true", TTY: spec.TTY}
+		run, err := a.Debug(ns, pod, req)
+		if err != nil {
+			http.Error(w, err.Error(), errorCode(err))
+			return
+		}
+		streamExec(w, r, spec, logger.With("pod", ns+"/"+pod, "image", req.Image, "target", req.Target), "debug container ended", run)
+	}
+}
+
+// errorCode is the HTTP status of an error found before a command runs.
+func errorCode(err error) int {
+	switch {
+	case errors.Is(err, podspec.ErrNotExist):
+		return http.StatusNotFound
+	case errors.Is(err, podspec.ErrNotRunning):
+		return http.StatusConflict
+	case errors.Is(err, podspec.ErrDebugInvalid):
+		return http.StatusBadRequest
+	case errors.Is(err, podspec.ErrDebugLimit):
+		return http.StatusTooManyRequests
+	}
+	return http.StatusInternalServerError
+}
+
+// execRequest checks that r asks to upgrade to ExecProtocol and returns the
+// process its query asks for, without its streams; when it cannot, it
+// answered r and returns false.
+func execRequest(w http.ResponseWriter, r *http.Request) (podspec.ExecSpec, bool) {
+	if !headerHas(r.Header, "Connection", "upgrade") || !strings.EqualFold(r.Header.Get("Upgrade"), ExecProtocol) {
+		http.Error(w, "exec needs Connection: Upgrade and Upgrade: "+ExecProtocol, http.StatusUpgradeRequired)
+		return podspec.ExecSpec{}, false
+	}
+	q := r.URL.Query()
+	spec := podspec.ExecSpec{Cmd: q["command"], TTY: q.Get("tty") == "true"}
+	if len(spec.Cmd) == 0 {
+		http.Error(w, "exec: no command", http.StatusBadRequest)
+		return spec, false
+	}
+	for _, kv := range q["env"] {
+		name, value, ok := strings.Cut(kv, "=")
+		if !ok || name == "" {
+			http.Error(w, "exec: env "+strconv.Quote(kv)+" is not NAME=value", http.StatusBadRequest)
+			return spec, false
+		}
+		spec.Env = append(spec.Env, podspec.EnvVar{Name: name, Value: value})
+	}
+	if spec.TTY {
+		width, _ := strconv.ParseUint(q.Get("width"), 10, 16)
+		height, _ := strconv.ParseUint(q.Get("height"), 10, 16)
+		spec.Size = podspec.TermSize{Width: uint16(width), Height: uint16(height)}
+	}
+	return spec, true
+}
+
+// streamExec upgrades the connection of r and runs spec through run, with
+// the connection's frames as its streams, until it exits or the client
+// leaves; then it sends the ExecStatus, and logs msg.
+func streamExec(w http.ResponseWriter, r *http.Request, spec podspec.ExecSpec, logger *slog.Logger, msg string,
+	run func(ctx context.Context, spec podspec.ExecSpec) (int, error)) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	conn, brw, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		cancel(err)
+		_, _ = run(ctx, spec) // gives back what it holds
+		http.Error(w, "exec: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	defer conn.Close()
+	// The server's timeouts are for requests; the exec lasts as long
+	// as its command.
+	_ = conn.SetDeadline(time.Time{})
+	_, _ = brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: " + ExecProtocol + "\r\n\r\n")
+	if err := brw.Flush(); err != nil {
+		cancel(errClientLeft)
+		_, _ = run(ctx, spec)
+		return
+	}
+
+	out := NewFrameWriter(conn)
+	spec.Stdout = &leaveOnError{out.StreamWriter(StreamStdout), cancel}
+	spec.Stderr = &leaveOnError{out.StreamWriter(StreamStderr), cancel}
+	var stdin *io.PipeReader
+	stdinFrames := make(chan []byte, stdinQueue)
+	var stdinW *io.PipeWriter
+	if r.URL.Query().Get("stdin") == "true" {
+		stdin, stdinW = io.Pipe()
+		spec.Stdin = stdin
+		go feedStdin(ctx, stdinW, stdinFrames)
+	}
+	resize := make(chan podspec.TermSize, 1)
+	if spec.TTY {
+		spec.Resize = resize
+	}
+	go readClientFrames(ctx, cancel, brw.Reader, stdinFrames, resize, stdinW != nil)
+
+	begin := time.Now()
+	code, err := run(ctx, spec)
+	if stdin != nil {
+		_ = stdin.Close() // ends feedStdin
+	}
+	st := ExecStatus{ExitCode: code}
+	switch {
+	case err == nil:
+	case errors.Is(err, podspec.ErrCommandNotFound):
+		st = ExecStatus{ExitCode: 127, Error: err.Error()}
+	case errors.Is(err, podspec.ErrCommandNotExecutable):
+		st = ExecStatus{ExitCode: 126, Error: err.Error()}
+	default:
+		st = ExecStatus{ExitCode: 1, Error: err.Error()}
+	}
+	attrs := []any{"command", spec.Cmd[0], "exitCode", st.ExitCode, "duration", time.Since(begin)}
+	if err != nil {
+		attrs = append(attrs, "err", err)
+	}
+	logger.Info(msg, attrs...)
+	if context.Cause(ctx) != nil {
+		return // the client left
+	}
+	b, _ := json.Marshal(st)
+	_ = out.WriteFrame(StreamStatus, b)
 }
 
 // StartExec sends the exec request for path (/exec/..., with its query) over

@@ -36,6 +36,11 @@ type Agent interface {
 	ExecTarget(namespace, pod, container string) (string, error)
 	// Exec runs spec in container id and returns its exit code.
 	Exec(ctx context.Context, id string, spec podspec.ExecSpec) (int, error)
+	// Debug checks a debug container's request for pod namespace/name and
+	// takes its slot; run, which must be called once, runs it with spec's
+	// streams and removes it (see agent.Agent.Debug). Errors wrap
+	// podspec.ErrNotExist, ErrNotRunning, ErrDebugInvalid or ErrDebugLimit.
+	Debug(namespace, pod string, req podspec.DebugRequest) (run func(ctx context.Context, spec podspec.ExecSpec) (int, error), err error)
 	// LogEnded reports whether the container whose log file is path will
 	// write no more logs, in that run or a later one.
 	LogEnded(namespace, pod, container, path string) bool
@@ -96,7 +101,7 @@ func ReadOnly(a Agent, m *Metrics, logger *slog.Logger) http.Handler {
 // CLI returns the handler of the CLI socket (mode 0600): the read-only port's,
 // plus /problems, /networks (which CNI configuration file each pod's network
 // came from), /probes (whose output may echo a container's answers),
-// /events, container logs and exec, which may hold secrets or run anything
+// /events, container logs, exec and debug, which may hold secrets or run anything
 // in a container and so are never served without authentication (the
 // kubelet serves them only on its authenticated port).
 func CLI(a Agent, logger *slog.Logger) http.Handler {
@@ -145,6 +150,7 @@ func CLI(a Agent, logger *slog.Logger) http.Handler {
 	mux.Handle("GET /events", stream(eventsHandler(a, logger), logger))
 	mux.HandleFunc("POST /exec/{namespace}/{pod}/{container}", execHandler(a, logger))
 	rollouts(mux, a, logger)
+	mux.HandleFunc("POST /debug/{namespace}/{pod}", debugHandler(a, logger))
 	return mux
 }
 

@@ -68,6 +68,17 @@ func (f fakeAgent) ExecTarget(ns, pod, ctr string) (string, error) {
 	return "", fmt.Errorf("pod %s/%s: %w", ns, pod, podspec.ErrNotExist)
 }
 
+// Debug runs in pod web-node1 only, as exec does (f.exec, with id "debug").
+func (f fakeAgent) Debug(ns, pod string, req podspec.DebugRequest) (func(context.Context, podspec.ExecSpec) (int, error), error) {
+	if pod != "web-node1" {
+		return nil, fmt.Errorf("pod %s/%s: %w", ns, pod, podspec.ErrNotExist)
+	}
+	if req.Image == "" {
+		return nil, fmt.Errorf("%w: no image", podspec.ErrDebugInvalid)
+	}
+	return func(ctx context.Context, spec podspec.ExecSpec) (int, error) { return f.Exec(ctx, "debug", spec) }, nil
+}
+
 func (f fakeAgent) Exec(ctx context.Context, id string, spec podspec.ExecSpec) (int, error) {
 	if f.exec == nil {
 		return 0, nil

@@ -19,6 +19,7 @@ func addCommands(root *cobra.Command, o *globalOptions) {
 		newEventsCmd(o),
 		newExecCmd(o),
 		newRolloutCmd(o),
+		newDebugCmd(o),
 		newImagesCmd(o),
 		newValidateCmd(o),
 		newCheckCmd(),

@@ -66,11 +66,7 @@ func newExecCmd(o *globalOptions) *cobra.Command {
 			if note != "" {
 				fmt.Fprintln(cmd.ErrOrStderr(), note)
 			}
-			e := &execSession{command: args[1:], stdin: stdin, tty: tty, stderr: cmd.ErrOrStderr()}
-			if tty && stdin && !isTerminal(os.Stdin) {
-				fmt.Fprintln(cmd.ErrOrStderr(), "Unable to use a TTY - input is not a terminal or the right kind of file")
-				e.tty = false
-			}
+			e := newExecSession(args[1:], stdin, tty, cmd.ErrOrStderr())
 			path := fmt.Sprintf("/exec/%s/%s/%s?%s", url.PathEscape(pod.Namespace), url.PathEscape(pod.Name),
 				url.PathEscape(name), e.query().Encode())
 			return e.run(ctx, c, path)
@@ -107,6 +103,16 @@ type execSession struct {
 	command    []string
 	stdin, tty bool
 	stderr     io.Writer
+}
+
+// newExecSession is a session of command, without a terminal, as kubectl
+// says, when -t -i is asked for on an input that is not one.
+func newExecSession(command []string, stdin, tty bool, stderr io.Writer) *execSession {
+	if tty && stdin && !isTerminal(os.Stdin) {
+		fmt.Fprintln(stderr, "Unable to use a TTY - input is not a terminal or the right kind of file")
+		tty = false
+	}
+	return &execSession{command: command, stdin: stdin, tty: tty, stderr: stderr}
 }
 
 func (e *execSession) query() url.Values {

@@ -130,7 +130,7 @@ func printPods(out io.Writer, pods []v1.Pod, problems []server.Problem, probes [
 			fmt.Fprintln(tw)
 			fmt.Fprintln(tw, "POD\tCONTAINER\tSTATE\tRESTARTS\tPROBES\tMEMORY\tROOTFS\tLOGS\tCONTAINER ID\tIMAGE")
 			for _, p := range pods {
-				for _, cs := range append(append([]v1.ContainerStatus{}, p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...) {
+				for _, cs := range slices.Concat(p.Status.InitContainerStatuses, p.Status.ContainerStatuses, p.Status.EphemeralContainerStatuses) {
 					mem, rootfs, logs := "-", "-", "-"
 					for _, c := range byUID[string(p.UID)].Containers {
 						if c.Name == cs.Name {

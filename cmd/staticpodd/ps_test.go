@@ -85,6 +85,10 @@ func (psAgent) ExecTarget(ns, pod, ctr string) (string, error) {
 	return "", errors.New("no exec here")
 }
 
+func (psAgent) Debug(string, string, podspec.DebugRequest) (func(context.Context, podspec.ExecSpec) (int, error), error) {
+	return nil, errors.New("no debug here")
+}
+
 func (psAgent) Exec(context.Context, string, podspec.ExecSpec) (int, error) {
 	return -1, errors.New("no exec here")
 }

@@ -65,6 +65,26 @@ func Run(ctx context.Context, ctr *libcontainer.Container, p *specs.Process, es 
 	if err != nil {
 		return -1, err
 	}
+	return run(ctx, ctr, proc, es, stateDir, log, nil)
+}
+
+// RunInit runs ctr's init process, p with es's command, and streams it as Run
+// streams an exec: ctr is a container just created, not started, as `runc
+// run` in the foreground. started, if not nil, is called once the process
+// runs. The process is the caller's child: it never outlives ctx, and the
+// caller destroys ctr once RunInit returned.
+func RunInit(ctx context.Context, ctr *libcontainer.Container, p *specs.Process, es podspec.ExecSpec, stateDir string, log *slog.Logger, started func()) (int, error) {
+	proc, err := execProcess(p, es)
+	if err != nil {
+		return -1, err
+	}
+	proc.Init = true
+	return run(ctx, ctr, proc, es, stateDir, log, started)
+}
+
+// run starts proc in ctr and streams it until it exits or ctx ends; started,
+// if not nil, is called once it runs.
+func run(ctx context.Context, ctr *libcontainer.Container, proc *libcontainer.Process, es podspec.ExecSpec, stateDir string, log *slog.Logger, started func()) (int, error) {
 	x := &execution{spec: es, exited: make(chan struct{})}
 	defer x.close()
 	if err := x.setup(proc); err != nil {
@@ -74,7 +94,7 @@ func Run(ctx context.Context, ctr *libcontainer.Container, p *specs.Process, es 
 		return -1, context.Cause(ctx)
 	}
 	if err := ctr.Run(proc); err != nil {
-		if st, serr := ctr.Status(); serr == nil && st != libcontainer.Running {
+		if st, serr := ctr.Status(); serr == nil && st != libcontainer.Running && !proc.Init {
 			return -1, fmt.Errorf("%w: it is %s", podspec.ErrNotRunning, st)
 		}
 		return -1, commandError(err, es.Cmd[0])
@@ -93,6 +113,8 @@ func Run(ctx context.Context, ctr *libcontainer.Container, p *specs.Process, es 
 	startErr := x.started()
 	if startErr != nil {
 		x.kill(pid)
+	} else if started != nil {
+		started()
 	}
 	done := make(chan execResult, 1)
 	go func() {

@@ -618,7 +618,7 @@ func (d *Daemon) AssertNoLeaks() {
 	}
 	for _, dir := range []string{filepath.Join(d.RootDir, "pods"), filepath.Join(d.RootDir, "images", "snapshots"),
 		filepath.Join(d.RunDir, "containers"), filepath.Join(d.RunDir, "pods"), filepath.Join(d.RunDir, "libcontainer"),
-		d.LogsDir} {
+		filepath.Join(d.RunDir, "debug"), d.LogsDir} {
 		if ents, err := os.ReadDir(dir); err == nil && len(ents) > 0 {
 			names := []string{}
 			for _, e := range ents {
