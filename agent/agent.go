@@ -129,6 +129,11 @@ type Agent struct {
 
 	// removed are the next attempts of recently removed pods' containers.
 	removed removedAttempts
+
+	// restarts are staticpodd restart's markers; regenerate asks Run for a
+	// reconcile once one changed.
+	restarts   *restarts
+	regenerate chan struct{}
 }
 
 // New returns an agent that runs pods on rt.
@@ -167,6 +172,8 @@ func New(cfg Config, rt Runtime, logger *slog.Logger) *Agent {
 		logger:     logger,
 		events:     cfg.Events,
 		resync:     make(chan struct{}, 1),
+		restarts:   loadRestarts(cfg.Paths.RootDir, logger),
+		regenerate: make(chan struct{}, 1),
 		resynced:   make(chan struct{}),
 		reconciled: make(chan struct{}),
 		started:    time.Now(),

@@ -69,6 +69,8 @@ func (a *Agent) Run(ctx context.Context, updates <-chan source.Update) error {
 			l.sources[u.Source] = u
 			l.allSeen = a.seenAll(l)
 			a.reconcile(ctx, l)
+		case <-a.regenerate:
+			a.reconcile(ctx, l)
 		case <-a.resync:
 			a.nudgeAll()
 		case <-syncTick.C:
@@ -144,6 +146,7 @@ func (a *Agent) reconcile(ctx context.Context, l *loop) {
 		}
 	}
 	pods, problems := merge(l.sources, running)
+	a.restarts.apply(pods, l.allSeen, a.logger)
 	recreated := make(map[types.UID]uint64, len(pods))
 	problems = append(problems, dropSharedUIDs(pods, workerUIDs)...)
 	a.problems = problems

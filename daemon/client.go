@@ -78,7 +78,27 @@ func (c *Client) Stream(ctx context.Context, path string, w io.Writer) error {
 // Open sends GET path and returns a 200 response, or an error naming what the
 // daemon said.
 func (c *Client) Open(ctx context.Context, path string) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://staticpodd"+path, nil)
+	return c.do(ctx, http.MethodGet, path)
+}
+
+// PostJSON sends POST path, which changes something in the daemon, and
+// decodes its JSON answer into v.
+func (c *Client) PostJSON(ctx context.Context, path string, v any) error {
+	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	resp, err := c.do(ctx, http.MethodPost, path)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(v); err != nil {
+		return fmt.Errorf("decode %s from the daemon: %w", path, err)
+	}
+	return nil
+}
+
+func (c *Client) do(ctx context.Context, method, path string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, method, "http://staticpodd"+path, nil)
 	if err != nil {
 		return nil, fmt.Errorf("request %s: %w", path, err)
 	}

@@ -98,7 +98,8 @@ func ReadOnly(a Agent, m *Metrics, logger *slog.Logger) http.Handler {
 // came from), /probes (whose output may echo a container's answers),
 // /events, container logs and exec, which may hold secrets or run anything
 // in a container and so are never served without authentication (the
-// kubelet serves them only on its authenticated port).
+// kubelet serves them only on its authenticated port), and restart, which
+// stops a pod.
 func CLI(a Agent, logger *slog.Logger) http.Handler {
 	mux := http.NewServeMux()
 	readOnly(mux, a, nil, logger)
@@ -144,6 +145,7 @@ func CLI(a Agent, logger *slog.Logger) http.Handler {
 	// Watched, they are a stream.
 	mux.Handle("GET /events", stream(eventsHandler(a, logger), logger))
 	mux.HandleFunc("POST /exec/{namespace}/{pod}/{container}", execHandler(a, logger))
+	mux.HandleFunc("POST /restart/{namespace}/{pod}", restartHandler(a, logger))
 	return mux
 }
 

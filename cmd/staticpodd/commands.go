@@ -18,6 +18,7 @@ func addCommands(root *cobra.Command, o *globalOptions) {
 		newLogsCmd(o),
 		newEventsCmd(o),
 		newExecCmd(o),
+		newRestartCmd(o),
 		newImagesCmd(o),
 		newValidateCmd(o),
 		newCheckCmd(),
