@@ -131,7 +131,7 @@ func behindFacade(t *testing.T) {
 var agentEdges = map[string][]string{
 	"agent": {
 		"agent/atomicfile", "agent/config", "agent/events", "agent/eviction", "agent/histogram",
-		"agent/host", "agent/images", "agent/lifecycle", "agent/manifest", "agent/poddir", "agent/podspec",
+		"agent/host", "agent/hostfiles", "agent/images", "agent/lifecycle", "agent/manifest", "agent/poddir", "agent/podspec",
 		"agent/podspec/logfiles", "agent/prober", "agent/source", "agent/status", "agent/volumes",
 	},
 	"agent/atomicdir":  nil,
@@ -148,6 +148,7 @@ var agentEdges = map[string][]string{
 	"agent/health":           {"agent/server", "agent/source"},
 	"agent/histogram":        nil,
 	"agent/host":             nil,
+	"agent/hostfiles":        nil, // restart-on-change's files, watched and hashed
 	"agent/images":           {"agent/events", "agent/eviction", "agent/podspec", "agent/status"},
 	"agent/lifecycle":        {"agent/events", "agent/podspec", "agent/prober"},
 	"agent/manifest":         {"agent/poddir", "agent/podspec"},

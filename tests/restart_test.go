@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -123,5 +124,77 @@ func TestRestartVerb(t *testing.T) {
 	d.Stop()
 	if out, err := d.CLIErr("restart", "r"); err == nil || !strings.Contains(out, "staticpodd is not running") {
 		t.Errorf("restart without a daemon: %v %q", err, out)
+	}
+}
+
+// staticpodd.io/restart-on-change: an edit of a listed host file is a new
+// generation of the pod, made once however the editor writes the file (here
+// by renaming it away and writing it back); a file listed with =SIGHUP is
+// sent to the containers instead, with no restart. A daemon that restarts
+// reads the same contents, and keeps the pod.
+func TestRestartOnChange(t *testing.T) {
+	t.Parallel()
+	d := newDaemon(t)
+	dir := hostDir(t, d, "s")
+	etc := hostDir(t, d, "etc")
+	conf, hup := filepath.Join(etc, "x.conf"), filepath.Join(etc, "hup.conf")
+	writeHostFile := func(path, data string) {
+		t.Helper()
+		if err := os.WriteFile(path+".tmp", []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(path+".tmp", path); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeHostFile(conf, "v1")
+	writeHostFile(hup, "h1")
+	manifest := strings.Replace(podWithDir("w", dir, "trap 'echo got HUP' HUP; echo start >> /s/starts; "+forever("stop", "TERM"),
+		"terminationGracePeriodSeconds: 10"), "metadata: {name: w}",
+		fmt.Sprintf("metadata:\n  name: w\n  annotations: {staticpodd.io/restart-on-change: '%s, %s=SIGHUP'}", conf, hup), 1)
+	d.WriteManifest("w.yaml", manifest)
+	d.Start()
+	first := d.WaitRunning("w", 60*time.Second)
+	waitTrapped(d, first, "main")
+	waitCatches(d, first, "main", syscall.SIGHUP)
+
+	writeHostFile(hup, "h2")
+	d.Eventually(30*time.Second, "the container told of HUP", func() error {
+		if out := d.CLI("logs", "w"); !strings.Contains(out, "got HUP") {
+			return fmt.Errorf("logs %q", out)
+		}
+		return nil
+	})
+	if p := d.Pod("w"); p.UID != first.UID || p.Status.ContainerStatuses[0].RestartCount != 0 {
+		t.Errorf("signalled: UID %s, restarts %d; want %s, 0", p.UID, p.Status.ContainerStatuses[0].RestartCount, first.UID)
+	}
+
+	// An editor's save: the file renamed away, the new one written.
+	if err := os.Rename(conf, conf+"~"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(conf, []byte("v2"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	second := waitGeneration(d, "w", first.UID)
+	if got := readFile(filepath.Join(dir, "stop")); got != "term\n" {
+		t.Errorf("the old container got %q, want a graceful stop (term)", got)
+	}
+	waitFile(d, filepath.Join(dir, "starts"), "start\nstart\n", 30*time.Second)
+
+	d.Kill9()
+	d.Start()
+	d.Eventually(30*time.Second, "the pod adopted", func() error {
+		p := d.Pod("w")
+		if p == nil || len(p.Status.ContainerStatuses) == 0 || !p.Status.ContainerStatuses[0].Ready {
+			return errors.New("not listed ready yet")
+		}
+		if p.UID != second.UID {
+			t.Fatalf("after a daemon restart: UID %s, want %s", p.UID, second.UID)
+		}
+		return nil
+	})
+	if got := readFile(filepath.Join(dir, "starts")); got != "start\nstart\n" {
+		t.Errorf("starts %q, want 2: one per content of %s", got, conf)
 	}
 }

@@ -63,6 +63,7 @@ func (v *validator) meta(pod *v1.Pod, p *field.Path, named bool) {
 		v.add(e)
 	}
 	v.hostNames(pod, p)
+	v.restartOnChange(pod, p)
 }
 
 // maxFileName is NAME_MAX, the longest file name Linux filesystems take.
