@@ -198,3 +198,49 @@ func TestRestartOnChange(t *testing.T) {
 		t.Errorf("starts %q, want 2: one per content of %s", got, conf)
 	}
 }
+
+// A restarted pod whose manifest is invalid when the daemon starts runs on,
+// from the manifest kept with it, as the same generation.
+func TestRestartedLastGoodAtStart(t *testing.T) {
+	t.Parallel()
+	d := newDaemon(t)
+	dir := hostDir(t, d, "s")
+	body := restartable("g", dir)
+	d.WriteManifest("g.yaml", body)
+	d.Start()
+	first := d.WaitRunning("g", 60*time.Second)
+	waitTrapped(d, first, "main")
+	d.CLI("restart", "g")
+	second := waitGeneration(d, "g", first.UID)
+	d.Eventually(10*time.Second, "the manifest kept with the new generation", func() error {
+		_, err := os.Stat(filepath.Join(d.RootDir, "pods", string(second.UID), "manifest.json"))
+		return err
+	})
+	d.Kill9()
+	d.WriteManifest("g.yaml", strings.Replace(body, "terminationGracePeriodSeconds: 10", "terminationGracePeriodSeconds: 10\n  restartPolicy: Sometimes", 1))
+	old := time.Now().Add(-time.Hour) // not a file being written
+	os.Chtimes(filepath.Join(d.Manifests, "g.yaml"), old, old)
+	d.Start()
+	d.Eventually(30*time.Second, "the problem shown", func() error {
+		if out, _ := d.CLIErr("ps"); !strings.Contains(out, `Unsupported value: "Sometimes"`) {
+			return fmt.Errorf("ps:\n%s", out)
+		}
+		return nil
+	})
+	d.Eventually(30*time.Second, "the restarted generation running on", func() error {
+		p := d.Pod("g")
+		if p == nil || len(p.Status.ContainerStatuses) == 0 || !p.Status.ContainerStatuses[0].Ready {
+			return errors.New("not listed ready yet")
+		}
+		if p.UID != second.UID || p.Annotations[restartedAt] != second.Annotations[restartedAt] {
+			t.Fatalf("UID %s restartedAt %q, want %s %q", p.UID, p.Annotations[restartedAt], second.UID, second.Annotations[restartedAt])
+		}
+		if _, ok := p.Annotations["staticpodd.io/manifest-uid"]; ok {
+			t.Errorf("/pods shows the agent's own annotation: %v", p.Annotations)
+		}
+		return nil
+	})
+	if got := readFile(filepath.Join(dir, "starts")); got != "start\nstart\n" {
+		t.Errorf("starts %q, want 2", got)
+	}
+}

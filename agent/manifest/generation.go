@@ -5,12 +5,28 @@ import (
 	"encoding/hex"
 	"fmt"
 	"maps"
+
+	v1 "k8s.io/api/core/v1"
 )
 
 // AnnotationRestartedAt is the annotation kubectl rollout restart sets on a
 // pod template; staticpodd restart sets it on the pod it makes a new
 // generation of, so that users see why the pod's UID changed.
 const AnnotationRestartedAt = "kubectl.kubernetes.io/restartedAt"
+
+// AnnotationManifestUID keeps, on a pod Regenerate made, the UID its manifest
+// gives it, by which the manifest kept for the pod is found again (the
+// agent's SeenStore). The agent's own, as AnnotationContainerHashes: a
+// manifest's value is dropped, and /pods does not show it.
+const AnnotationManifestUID = "staticpodd.io/manifest-uid"
+
+// ManifestUID is the UID pod's manifest gives it, before any Regenerate.
+func ManifestUID(pod *v1.Pod) string {
+	if uid := pod.Annotations[AnnotationManifestUID]; uid != "" {
+		return uid
+	}
+	return string(pod.UID)
+}
 
 // Regenerate returns a copy of p that is another generation of the same
 // manifest: its UID (and config.hash, which the mirror pod carries) is the
@@ -36,6 +52,7 @@ func Regenerate(p Pod, salt string, annotations map[string]string) Pod {
 	}
 	maps.Copy(pod.Annotations, annotations)
 	pod.Annotations[AnnotationHash] = string(pod.UID)
+	pod.Annotations[AnnotationManifestUID] = ManifestUID(p.Pod)
 	p.Pod = pod
 	return p
 }
