@@ -33,9 +33,10 @@ const Absent = "absent"
 // periodic relist still sees every change.
 const maxDirs = 512
 
-// settle is how long after a directory's last event its files are read: an
+// settle is how long after a directory's first event its files are read: an
 // editor that renames a file away and writes it back, or a tool that
-// writes a temporary file and renames it over, is one change, not two.
+// writes a temporary file and renames it over, is one change, not two. Not
+// after the last event: a directory always busy would never be read.
 const settle = 200 * time.Millisecond
 
 // Digest returns the digest of the file at path: "sha256:<hex>" of its
@@ -162,14 +163,16 @@ func (w *Watcher) Run(ctx context.Context) {
 	defer tick.Stop()
 	settled := time.NewTimer(time.Hour)
 	settled.Stop()
-	dirty := map[string]bool{} // directories with events not read yet
+	dirty := map[string]bool{} // directories with events not read yet; settled runs while it has any
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case ev := <-events:
+			if len(dirty) == 0 {
+				settled.Reset(settle)
+			}
 			dirty[filepath.Dir(ev.Name)], dirty[ev.Name] = true, true
-			settled.Reset(settle)
 		case err := <-errs:
 			// A queue overflow lost events: read everything.
 			w.logger.Warn("watching restart-on-change files", "err", err)
