@@ -53,9 +53,10 @@ type Config struct {
 	Paths   manifest.Paths
 	// SyncFrequency re-syncs every pod (retrying missing images); default 1m.
 	SyncFrequency time.Duration
-	// FileCheckFrequency is how often the pods' restart-on-change files are
-	// read again, whatever inotify says, as manifests are; default 20s.
-	FileCheckFrequency time.Duration
+	// RelistPeriod is how often the pods' restart-on-change files are read
+	// again, whatever inotify says (fileCheckFrequency, as for manifests);
+	// default 20s.
+	RelistPeriod time.Duration
 	// BackoffMax caps the crash-loop back-off; default 5m.
 	BackoffMax time.Duration
 	// PodPidsLimit caps each pod's processes (the kubelet's podPidsLimit);
@@ -149,8 +150,8 @@ func New(cfg Config, rt Runtime, logger *slog.Logger) *Agent {
 	if cfg.SyncFrequency <= 0 {
 		cfg.SyncFrequency = time.Minute
 	}
-	if cfg.FileCheckFrequency <= 0 {
-		cfg.FileCheckFrequency = 20 * time.Second
+	if cfg.RelistPeriod <= 0 {
+		cfg.RelistPeriod = 20 * time.Second
 	}
 	if cfg.BackoffMax <= 0 {
 		cfg.BackoffMax = defaultBackoffMax
@@ -185,7 +186,7 @@ func New(cfg Config, rt Runtime, logger *slog.Logger) *Agent {
 		resync:     make(chan struct{}, 1),
 		restarts:   loadRestarts(cfg.Paths.RootDir, logger),
 		regenerate: make(chan struct{}, 1),
-		files:      hostfiles.New(cfg.FileCheckFrequency, logger),
+		files:      hostfiles.New(cfg.RelistPeriod, logger),
 		resynced:   make(chan struct{}),
 		reconciled: make(chan struct{}),
 		started:    time.Now(),

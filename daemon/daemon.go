@@ -340,20 +340,20 @@ func newSystem(ctx context.Context, cfg *config.Config, opts Options, logger *sl
 		sourceNames = []string{manifest.SourceFile}
 	}
 	d.agent = agent.New(agent.Config{
-		NodeName:           cfg.NodeName,
-		NodeIP:             nodeIP,
-		Sources:            sourceNames,
-		Paths:              paths,
-		SyncFrequency:      cfg.SyncFrequency,
-		FileCheckFrequency: cfg.FileCheckFrequency,
-		BackoffMax:         cfg.MaxContainerRestartPeriod,
-		PodPidsLimit:       cfg.PodPidsLimit,
-		ResolvConf:         cfg.ResolvConf,
-		WatchdogPeriod:     watchdog,
-		Notifier:           agentNotifier{readyNotifier: notifier, line: status},
-		Seen:               seen,
-		Eviction:           d.evictionConfig(),
-		Images:             imagePuller{store: images, puller: puller},
+		NodeName:       cfg.NodeName,
+		NodeIP:         nodeIP,
+		Sources:        sourceNames,
+		Paths:          paths,
+		SyncFrequency:  cfg.SyncFrequency,
+		RelistPeriod:   cfg.FileCheckFrequency,
+		BackoffMax:     cfg.MaxContainerRestartPeriod,
+		PodPidsLimit:   cfg.PodPidsLimit,
+		ResolvConf:     cfg.ResolvConf,
+		WatchdogPeriod: watchdog,
+		Notifier:       agentNotifier{readyNotifier: notifier, line: status},
+		Seen:           seen,
+		Eviction:       d.evictionConfig(),
+		Images:         imagePuller{store: images, puller: puller},
 	}, rt, logger)
 	if cfg.Kubeconfig != "" {
 		d.credentials = mirror.NewCredentials(mirror.CredentialsConfig{
