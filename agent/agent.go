@@ -18,6 +18,7 @@ import (
 
 	"github.com/staticpodd/staticpodd/agent/events"
 	"github.com/staticpodd/staticpodd/agent/eviction"
+	"github.com/staticpodd/staticpodd/agent/hostfiles"
 	"github.com/staticpodd/staticpodd/agent/images"
 	"github.com/staticpodd/staticpodd/agent/lifecycle"
 	"github.com/staticpodd/staticpodd/agent/manifest"
@@ -52,6 +53,10 @@ type Config struct {
 	Paths   manifest.Paths
 	// SyncFrequency re-syncs every pod (retrying missing images); default 1m.
 	SyncFrequency time.Duration
+	// RelistPeriod is how often the pods' restart-on-change files are read
+	// again, whatever inotify says (fileCheckFrequency, as for manifests);
+	// default 20s.
+	RelistPeriod time.Duration
 	// BackoffMax caps the crash-loop back-off; default 5m.
 	BackoffMax time.Duration
 	// PodPidsLimit caps each pod's processes (the kubelet's podPidsLimit);
@@ -139,12 +144,23 @@ type Agent struct {
 	// reconcile loop to merge again when one is rolled back.
 	rollouts *rollouts
 	rerun    chan struct{}
+	// restarts are staticpodd restart's markers; regenerate asks Run for a
+	// reconcile once one changed.
+	restarts   *restarts
+	regenerate chan struct{}
+	// files are the pods' restart-on-change files; onChange, their
+	// digests when their pods were last handed out.
+	files    *hostfiles.Watcher
+	onChange onChange
 }
 
 // New returns an agent that runs pods on rt.
 func New(cfg Config, rt Runtime, logger *slog.Logger) *Agent {
 	if cfg.SyncFrequency <= 0 {
 		cfg.SyncFrequency = time.Minute
+	}
+	if cfg.RelistPeriod <= 0 {
+		cfg.RelistPeriod = 20 * time.Second
 	}
 	if cfg.BackoffMax <= 0 {
 		cfg.BackoffMax = defaultBackoffMax
@@ -177,6 +193,9 @@ func New(cfg Config, rt Runtime, logger *slog.Logger) *Agent {
 		logger:     logger,
 		events:     cfg.Events,
 		resync:     make(chan struct{}, 1),
+		restarts:   loadRestarts(cfg.Paths.RootDir, logger),
+		regenerate: make(chan struct{}, 1),
+		files:      hostfiles.New(cfg.RelistPeriod, logger),
 		resynced:   make(chan struct{}),
 		reconciled: make(chan struct{}),
 		started:    time.Now(),

@@ -45,6 +45,8 @@ func (a *Agent) Run(ctx context.Context, updates <-chan source.Update) error {
 	}
 	defer l.wg.Wait()
 	l.wg.Go(func() { a.runPressure(ctx) })
+	l.wg.Go(func() { a.files.Run(ctx) })
+	defer a.onChange.wg.Wait()
 
 	syncTick := time.NewTicker(a.cfg.SyncFrequency)
 	defer syncTick.Stop()
@@ -70,6 +72,10 @@ func (a *Agent) Run(ctx context.Context, updates <-chan source.Update) error {
 			l.allSeen = a.seenAll(l)
 			a.reconcile(ctx, l)
 		case <-a.rerun:
+			a.reconcile(ctx, l)
+		case <-a.regenerate:
+			a.reconcile(ctx, l)
+		case <-a.files.Changed():
 			a.reconcile(ctx, l)
 		case <-a.resync:
 			a.nudgeAll()
@@ -146,6 +152,8 @@ func (a *Agent) reconcile(ctx context.Context, l *loop) {
 		}
 	}
 	pods, problems := merge(l.sources, running)
+	a.restarts.apply(pods, l.allSeen, a.logger)
+	a.applyWatchedFiles(ctx, pods)
 	recreated := make(map[types.UID]uint64, len(pods))
 	problems = append(problems, a.substituteRollbacks(pods)...)
 	problems = append(problems, dropSharedUIDs(pods, workerUIDs)...)

@@ -55,6 +55,9 @@ type stored struct {
 	Source   string `json:"source"`
 	Origin   string `json:"origin"`
 	Manifest []byte `json:"manifest"`
+	// UID is the UID the manifest gives its pod, when the pod has another
+	// (manifest.Regenerate: a restart, restart-on-change files).
+	UID types.UID `json:"uid,omitempty"`
 }
 
 // Offer is source.Store's: the manifests of source's pod set, replacing
@@ -78,7 +81,7 @@ func (s *SeenStore) Offer(src string, set []source.Manifest) {
 		}
 		// Best effort, as for seen: without it a restart while the manifest
 		// is invalid stops the pod, as the kubelet would.
-		_ = s.keepManifest(m)
+		_ = s.keepManifest(uid, m)
 	}
 }
 
@@ -102,23 +105,34 @@ func (s *SeenStore) Stored(src string) []source.Manifest {
 		if json.Unmarshal(b, &m) != nil || m.Source != src {
 			continue
 		}
-		out = append(out, source.Manifest{UID: uid, Source: m.Source, Origin: m.Origin, Data: m.Manifest, Seen: s.Seen(uid)})
+		// The manifest's own UID: parsed again, the manifest gives that one,
+		// and the agent makes the pod's again from it.
+		seen := s.Seen(uid)
+		if m.UID != "" {
+			uid = m.UID
+		}
+		out = append(out, source.Manifest{UID: uid, Source: m.Source, Origin: m.Origin, Data: m.Manifest, Seen: seen})
 	}
 	return out
 }
 
-// keepManifest writes m's manifest.json unless it exists, atomically.
-func (s *SeenStore) keepManifest(m source.Manifest) error {
-	file := s.manifestFile(m.UID)
+// keepManifest writes m as the manifest.json of pod uid unless it exists,
+// atomically.
+func (s *SeenStore) keepManifest(uid types.UID, m source.Manifest) error {
+	file := s.manifestFile(uid)
 	if _, err := os.Stat(file); err == nil || !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
-	b, err := json.Marshal(stored{Source: m.Source, Origin: m.Origin, Manifest: m.Data})
+	st := stored{Source: m.Source, Origin: m.Origin, Manifest: m.Data}
+	if m.UID != uid {
+		st.UID = m.UID
+	}
+	b, err := json.Marshal(st)
 	if err == nil {
 		err = writeRecord(file, b)
 	}
 	if err != nil {
-		return fmt.Errorf("keep the manifest of pod %s: %w", m.UID, err)
+		return fmt.Errorf("keep the manifest of pod %s: %w", uid, err)
 	}
 	return nil
 }
@@ -165,13 +179,13 @@ func (s *SeenStore) Record(pod *v1.Pod, started time.Time) error {
 	s.mu.Lock()
 	var offered *source.Manifest
 	for _, set := range s.offered {
-		if m, ok := set[pod.UID]; ok {
+		if m, ok := set[types.UID(manifest.ManifestUID(pod))]; ok {
 			offered = &m
 		}
 	}
 	s.mu.Unlock()
 	if offered != nil {
-		errs = append(errs, s.keepManifest(*offered))
+		errs = append(errs, s.keepManifest(pod.UID, *offered))
 	}
 	seen, err := time.Parse(time.RFC3339Nano, pod.Annotations[manifest.AnnotationSeen])
 	if err != nil {

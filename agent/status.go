@@ -23,6 +23,7 @@ func (w *worker) publish(pod *v1.Pod) {
 		out = pod.DeepCopy()
 		// The hashes of the containers as written are the agent's own business.
 		delete(out.Annotations, manifest.AnnotationContainerHashes)
+		delete(out.Annotations, manifest.AnnotationManifestUID)
 		out.Status = w.podStatus(pod)
 		// The kubelet's kubelet_pod_start_duration_seconds: a pod seen
 		// Pending turns Running, timed from when the agent first took it

@@ -345,6 +345,7 @@ func newSystem(ctx context.Context, cfg *config.Config, opts Options, logger *sl
 		Sources:        sourceNames,
 		Paths:          paths,
 		SyncFrequency:  cfg.SyncFrequency,
+		RelistPeriod:   cfg.FileCheckFrequency,
 		BackoffMax:     cfg.MaxContainerRestartPeriod,
 		PodPidsLimit:   cfg.PodPidsLimit,
 		ResolvConf:     cfg.ResolvConf,

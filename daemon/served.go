@@ -27,7 +27,10 @@ func (s served) URLRequests() (total, failed uint64, ok bool) {
 	return s.aux.URLRequests.Total.Load(), failed, true
 }
 
-var _ server.Checker = served{}
+var (
+	_ server.Checker   = served{}
+	_ server.Restarter = served{}
+)
 
 // agentNotifier is the agent's Notifier: systemd, with STATUS= composed by
 // health.Line.

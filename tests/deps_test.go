@@ -131,7 +131,7 @@ func behindFacade(t *testing.T) {
 var agentEdges = map[string][]string{
 	"agent": {
 		"agent/atomicfile", "agent/config", "agent/events", "agent/eviction", "agent/histogram",
-		"agent/host", "agent/images", "agent/lifecycle", "agent/manifest", "agent/poddir", "agent/podspec",
+		"agent/host", "agent/hostfiles", "agent/images", "agent/lifecycle", "agent/manifest", "agent/poddir", "agent/podspec",
 		"agent/podspec/logfiles", "agent/prober", "agent/rollout", "agent/source", "agent/status", "agent/volumes",
 	},
 	"agent/atomicdir":  nil,
@@ -148,6 +148,7 @@ var agentEdges = map[string][]string{
 	"agent/health":           {"agent/server", "agent/source"},
 	"agent/histogram":        nil,
 	"agent/host":             nil,
+	"agent/hostfiles":        nil, // restart-on-change's files, watched and hashed
 	"agent/images":           {"agent/events", "agent/eviction", "agent/podspec", "agent/status"},
 	"agent/lifecycle":        {"agent/events", "agent/podspec", "agent/prober"},
 	"agent/manifest":         {"agent/poddir", "agent/podspec"},
@@ -292,8 +293,11 @@ func TestPurePackages(t *testing.T) {
 // 25's count; once point 3 moved that behaviour into its packages (the source
 // mux to agent/source, part health to agent/health, the readiness gate to
 // agent/ready, the memory trim to agent/trim, the wiring, reload and the image
-// GC loop to daemon), it held 2,363, and the cap is that plus a small margin.
-const cmdMaxLines = 2450
+// GC loop to daemon), it held 2,363, and the cap was that plus a small margin
+// (2,450). Issue 28's verbs added three commands that only wire, their logic
+// in agent/rollout, agent and daemon: rollout history|status|undo (83 lines),
+// debug (59) and restart (50), to 2,600; the cap is that plus the same margin.
+const cmdMaxLines = 2650
 
 // TestCmdSize keeps daemon behaviour from growing in package main.
 func TestCmdSize(t *testing.T) {

@@ -314,6 +314,7 @@ func parsePod(doc map[string]any, js []byte, source, origin, nodeName string, ba
 		return Pod{}, warnings, []*Error{{Origin: origin, Field: pathString(base), Reason: err.Error()}}
 	}
 	pod.Annotations[AnnotationContainerHashes] = hashes
+	delete(pod.Annotations, AnnotationManifestUID)
 	return Pod{Pod: pod, Source: source, Origin: origin}, warnings, nil
 }
 

@@ -103,7 +103,8 @@ func ReadOnly(a Agent, m *Metrics, logger *slog.Logger) http.Handler {
 // came from), /probes (whose output may echo a container's answers),
 // /events, container logs, exec and debug, which may hold secrets or run anything
 // in a container and so are never served without authentication (the
-// kubelet serves them only on its authenticated port).
+// kubelet serves them only on its authenticated port), and restart, which
+// stops a pod.
 func CLI(a Agent, logger *slog.Logger) http.Handler {
 	mux := http.NewServeMux()
 	readOnly(mux, a, nil, logger)
@@ -151,6 +152,7 @@ func CLI(a Agent, logger *slog.Logger) http.Handler {
 	mux.HandleFunc("POST /exec/{namespace}/{pod}/{container}", execHandler(a, logger))
 	rollouts(mux, a, logger)
 	mux.HandleFunc("POST /debug/{namespace}/{pod}", debugHandler(a, logger))
+	mux.HandleFunc("POST /restart/{namespace}/{pod}", restartHandler(a, logger))
 	return mux
 }
 

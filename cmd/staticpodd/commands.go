@@ -20,6 +20,7 @@ func addCommands(root *cobra.Command, o *globalOptions) {
 		newExecCmd(o),
 		newRolloutCmd(o),
 		newDebugCmd(o),
+		newRestartCmd(o),
 		newImagesCmd(o),
 		newValidateCmd(o),
 		newCheckCmd(),

@@ -16,7 +16,7 @@ import (
 // daemon's pods for shell completion.
 func completePodArgs(root *cobra.Command, o *globalOptions) {
 	for _, c := range root.Commands() {
-		if slices.Contains([]string{"ps", "describe", "logs", "exec", "debug"}, c.Name()) {
+		if slices.Contains([]string{"ps", "describe", "logs", "exec", "debug", "restart"}, c.Name()) {
 			c.ValidArgsFunction = completePods(o)
 		}
 	}
