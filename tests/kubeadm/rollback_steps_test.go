@@ -46,15 +46,21 @@ func rollbackSteps(t *testing.T, m *Machine) {
 		return m.ShErr(30*time.Second, "staticpodd rollout status kube-apiserver")
 	}
 
-	// The annotation is an edit: a new generation, which must be Ready.
+	// The annotation is an edit: a new generation, which must be Ready,
+	// and stay Ready to its deadline to be one a rollback can go back to.
+	before := apiserverUID(t, m)
 	m.Sh(time.Minute, `sed -i 's|^  annotations:$|  annotations:\n    staticpodd.io/rollback-after: `+rollbackAfter.String()+`|' `+apiserverManifest)
 	m.Sh(time.Minute, "grep -q 'staticpodd.io/rollback-after' "+apiserverManifest)
-	startTime := waitFor("kube-apiserver ready with its rollback deadline", 5*time.Minute, func() bool {
-		out, err := status()
-		return err == nil && strings.HasPrefix(out, "ready") && ready()
+	var good string
+	startTime := waitFor("kube-apiserver's new generation serving", 5*time.Minute, func() bool {
+		good = apiserverUID(t, m)
+		return good != before && ready()
 	})
-	t.Logf("FIGURE kube-apiserver's new generation Ready in %.1fs (the annotation's edit to /readyz and rollout status ready)", startTime.Seconds())
-	good := apiserverUID(t, m)
+	passed := waitFor("kube-apiserver's new generation past its rollback deadline", rollbackAfter+time.Minute, func() bool {
+		out, err := status()
+		return err == nil && strings.HasPrefix(out, "ready")
+	})
+	t.Logf("FIGURE kube-apiserver's new generation: serving %.1fs after the annotation's edit, rollout status ready %.1fs later", startTime.Seconds(), passed.Seconds())
 
 	// The bad edit: a flag kube-apiserver does not know. It exits at once,
 	// and again at each restart, never Ready.
