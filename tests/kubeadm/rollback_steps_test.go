@@ -54,7 +54,7 @@ func rollbackSteps(t *testing.T, m *Machine) {
 	var good string
 	startTime := waitFor("kube-apiserver's new generation serving", 5*time.Minute, func() bool {
 		good = apiserverUID(t, m)
-		return good != before && ready()
+		return good != "" && good != before && ready()
 	})
 	passed := waitFor("kube-apiserver's new generation past its rollback deadline", rollbackAfter+time.Minute, func() bool {
 		out, err := status()
@@ -108,13 +108,16 @@ func rollbackSteps(t *testing.T, m *Machine) {
 }
 
 // apiserverUID is the UID of the kube-apiserver pod staticpodd runs: its
-// generation.
+// generation; "" while it runs none.
 func apiserverUID(t *testing.T, m *Machine) string {
 	t.Helper()
 	var list v1.PodList
 	out := m.Stdout(time.Minute, "staticpodd ps kube-apiserver -o json")
-	if err := json.Unmarshal([]byte(out), &list); err != nil || len(list.Items) != 1 {
-		t.Fatalf("staticpodd ps kube-apiserver -o json: %v, %d pods\n%s", err, len(list.Items), out)
+	if err := json.Unmarshal([]byte(out), &list); err != nil {
+		t.Fatalf("staticpodd ps kube-apiserver -o json: %v\n%s", err, out)
+	}
+	if len(list.Items) != 1 {
+		return ""
 	}
 	return string(list.Items[0].UID)
 }
