@@ -112,7 +112,10 @@ func rollbackSteps(t *testing.T, m *Machine) {
 func apiserverUID(t *testing.T, m *Machine) string {
 	t.Helper()
 	var list v1.PodList
-	out := m.Stdout(time.Minute, "staticpodd ps kube-apiserver -o json")
+	out, err := m.ShErr(time.Minute, "staticpodd ps kube-apiserver -o json")
+	if err != nil {
+		return "" // no pod of that name
+	}
 	if err := json.Unmarshal([]byte(out), &list); err != nil {
 		t.Fatalf("staticpodd ps kube-apiserver -o json: %v\n%s", err, out)
 	}
