@@ -374,7 +374,7 @@ test-systemd: appliance
 	VERSION=$(PKG_VERSION).1 ARCH=$(PKG_ARCH) \
 		$(NFPM) pkg --config $(NFPM_CONFIG) --packager deb --target $(UPGRADE_DEB)
 	SHUTDOWN_MAX=$${SHUTDOWN_MAX:-45} rootfs/appliance/boot.sh $(APPLIANCE) tests/systemd/check.sh $(OUT)/appliance/share \
-		$(UPGRADE_DEB) $(IMAGE_TAR) tests/systemd/memhog.yaml tests/systemd/journal.sh
+		$(UPGRADE_DEB) $(IMAGE_TAR) tests/systemd/memhog.yaml tests/systemd/journal.sh tests/systemd/order.sh
 
 # staticpodd-kubeadm under a real booted systemd, in one boot of the appliance: the
 # package takes the machine over from staticpodd.service without touching its pod;
