@@ -367,7 +367,10 @@ appliance: deb images
 # under qemu and runs tests/systemd/check.sh inside; a second .deb of a later
 # version tests the upgrade. Each power-off or reboot must end within SHUTDOWN_MAX
 # seconds (boot 1 reboots with web's httpd, which ignores SIGTERM, running), not
-# after systemd-shutdown's 90. Needs debootstrap, qemu-system-x86, linux-image-amd64.
+# after systemd-shutdown's 90. Start order (tests/systemd/order.sh): boot 1's reboot
+# stops two ordered pods' scopes dependent first; boot 2 starts control-plane
+# stand-ins with and without start-after and counts the API server's restarts.
+# Needs debootstrap, qemu-system-x86, linux-image-amd64.
 UPGRADE_DEB := $(OUT)/pkg/upgrade/staticpodd_$(PKG_VERSION).1_$(PKG_ARCH).deb
 test-systemd: appliance
 	@mkdir -p $(dir $(UPGRADE_DEB))
