@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -338,6 +339,34 @@ func TestStopOrderForTheRuntime(t *testing.T) {
 		}
 		if before, after := rt.StopOrder(etcd2); len(before) != 0 || !slices.Equal(after, []string{api}) {
 			t.Errorf("restarted etcd stops before %q after %q, want after [%s]", before, after, api)
+		}
+	})
+}
+
+// A pod that many pods start after orders its containers against at most
+// maxStopOrdered of theirs: a start never carries thousands of unit names.
+func TestStopOrderBounded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		h := start(t, rt, Config{})
+		pods := []manifest.Pod{testPod("etcd", "ua", v1.RestartPolicyAlways, ctr("etcd", "busybox"))}
+		for i := range maxStopOrdered + 10 {
+			name := fmt.Sprintf("client%d", i)
+			pods = append(pods, startAfter(testPod(name, "u"+name, v1.RestartPolicyAlways, ctr("c", "busybox")), "etcd"))
+		}
+		h.send(pods)
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		etcd := strings.TrimPrefix(h.pod("etcd").Status.ContainerStatuses[0].ContainerID, containerIDPrefix)
+		rt.Exit(etcd, 1)
+		time.Sleep(30 * time.Second)
+		synctest.Wait()
+		etcd2 := strings.TrimPrefix(h.pod("etcd").Status.ContainerStatuses[0].ContainerID, containerIDPrefix)
+		if etcd2 == etcd {
+			t.Fatal("etcd not restarted")
+		}
+		if _, after := rt.StopOrder(etcd2); len(after) != maxStopOrdered {
+			t.Errorf("restarted etcd ordered against %d containers, want %d", len(after), maxStopOrdered)
 		}
 	})
 }
