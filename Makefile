@@ -367,14 +367,17 @@ appliance: deb images
 # under qemu and runs tests/systemd/check.sh inside; a second .deb of a later
 # version tests the upgrade. Each power-off or reboot must end within SHUTDOWN_MAX
 # seconds (boot 1 reboots with web's httpd, which ignores SIGTERM, running), not
-# after systemd-shutdown's 90. Needs debootstrap, qemu-system-x86, linux-image-amd64.
+# after systemd-shutdown's 90. Start order (tests/systemd/order.sh): boot 1's reboot
+# stops two ordered pods' scopes dependent first; boot 2 starts control-plane
+# stand-ins with and without start-after and counts the API server's restarts.
+# Needs debootstrap, qemu-system-x86, linux-image-amd64.
 UPGRADE_DEB := $(OUT)/pkg/upgrade/staticpodd_$(PKG_VERSION).1_$(PKG_ARCH).deb
 test-systemd: appliance
 	@mkdir -p $(dir $(UPGRADE_DEB))
 	VERSION=$(PKG_VERSION).1 ARCH=$(PKG_ARCH) \
 		$(NFPM) pkg --config $(NFPM_CONFIG) --packager deb --target $(UPGRADE_DEB)
 	SHUTDOWN_MAX=$${SHUTDOWN_MAX:-45} rootfs/appliance/boot.sh $(APPLIANCE) tests/systemd/check.sh $(OUT)/appliance/share \
-		$(UPGRADE_DEB) $(IMAGE_TAR) tests/systemd/memhog.yaml tests/systemd/journal.sh
+		$(UPGRADE_DEB) $(IMAGE_TAR) tests/systemd/memhog.yaml tests/systemd/journal.sh tests/systemd/order.sh
 
 # staticpodd-kubeadm under a real booted systemd, in one boot of the appliance: the
 # package takes the machine over from staticpodd.service without touching its pod;

@@ -461,6 +461,7 @@ func (w *worker) start(ctx context.Context, pod *v1.Pod, act action) time.Time {
 	if !ok {
 		return retry
 	}
+	w.orderStops(spec)
 	cs, err := w.runContainer(ctx, pod, c, spec)
 	// A container whose process could not be started exists, exited with
 	// StartError: it is handled as one that exited at once.

@@ -42,6 +42,8 @@ type fakeRuntime struct {
 	execFail    map[string]string // container name -> why its process cannot start (StartError)
 	vanished    map[string]bool   // container IDs whose Wait says ErrNotExist
 	starts      []time.Time       // when each StartContainer succeeded
+	// stopOrder is each started container's StopBefore and StopAfter, by ID.
+	stopOrder map[string][2][]string
 	// health is what an HTTP probe of a path gets from any container:
 	// the status code (404 when absent).
 	health   map[string]int
@@ -264,6 +266,10 @@ func (f *fakeRuntime) StartContainer(ctx context.Context, pod *podspec.Pod, c *p
 		return fc.st, fmt.Errorf("start %s: %w: %s", c.Name, podspec.ErrStartFailed, msg)
 	}
 	f.starts = append(f.starts, now)
+	if f.stopOrder == nil {
+		f.stopOrder = map[string][2][]string{}
+	}
+	f.stopOrder[st.ID] = [2][]string{c.StopBefore, c.StopAfter}
 	f.record("start %s/%s#%d", pod.UID, c.Name, c.Attempt)
 	if code, ok := f.crash[c.Name]; ok {
 		f.exitLocked(fc, code)
@@ -542,4 +548,12 @@ func (f *fakeRuntime) Len() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return len(f.ctrs) + len(f.sandboxes)
+}
+
+// StopOrder is the StopBefore and StopAfter container id was started with.
+func (f *fakeRuntime) StopOrder(id string) (before, after []string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	o := f.stopOrder[id]
+	return o[0], o[1]
 }

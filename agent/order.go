@@ -11,6 +11,7 @@ import (
 
 	"github.com/staticpodd/staticpodd/agent/events"
 	"github.com/staticpodd/staticpodd/agent/manifest"
+	"github.com/staticpodd/staticpodd/agent/podspec"
 	"github.com/staticpodd/staticpodd/agent/status"
 )
 
@@ -358,4 +359,39 @@ func shortList(names []string) string {
 		return fmt.Sprintf("%s and %d more", strings.Join(names[:most], ", "), len(names)-most)
 	}
 	return strings.Join(names, ", ")
+}
+
+// maxStopOrdered bounds the containers one container is ordered against
+// (podspec.Container.StopBefore, StopAfter): a pod many pods start after
+// must not make a start carry thousands of unit names to systemd.
+const maxStopOrdered = 128
+
+// orderStops fills in, for the runtime, the running containers of the
+// pods the worker's pod starts after and of those that start after it:
+// whoever stops them all without the agent (systemd at power-off) then
+// stops the dependents first, as the agent does.
+func (w *worker) orderStops(c *podspec.Container) {
+	w.a.mu.Lock()
+	after, dependents := w.a.order.After[w.key], w.a.order.Dependents[w.key]
+	w.a.mu.Unlock()
+	c.StopBefore = w.a.runningContainers(after)
+	c.StopAfter = w.a.runningContainers(dependents)
+}
+
+// runningContainers are the IDs of the running containers of the desired
+// pods of keys, as last published, at most maxStopOrdered.
+func (a *Agent) runningContainers(keys []string) []string {
+	var ids []string
+	for _, key := range keys {
+		p := a.statuses.Desired(key)
+		if p == nil {
+			continue
+		}
+		for _, cs := range slices.Concat(p.Status.InitContainerStatuses, p.Status.ContainerStatuses) {
+			if cs.State.Running != nil && cs.ContainerID != "" && len(ids) < maxStopOrdered {
+				ids = append(ids, strings.TrimPrefix(cs.ContainerID, containerIDPrefix))
+			}
+		}
+	}
+	return ids
 }

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -293,6 +294,79 @@ func TestWaitOnceStartOrder(t *testing.T) {
 			!strings.HasPrefix(got["a-node1"], OnceFailed+": start-after makes a cycle (a, a)") ||
 			got["/etc/kubernetes/manifests/a.yaml"] != OnceInvalid {
 			t.Errorf("results %q", got)
+		}
+	})
+}
+
+// Each container is started with the running containers of the pods its
+// pod starts after (to stop before them) and of the pods that start after
+// it (to stop after them), so that systemd, stopping their scopes at
+// power-off, stops the dependents first: a dependency restarted after its
+// dependent started carries the order itself.
+func TestStopOrderForTheRuntime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		h := start(t, rt, Config{})
+		h.send([]manifest.Pod{
+			testPod("etcd", "ua", v1.RestartPolicyAlways, ctr("etcd", "busybox")),
+			startAfter(testPod("apiserver", "ub", v1.RestartPolicyAlways, ctr("api", "busybox")), "etcd"),
+		})
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		id := func(pod string) string {
+			cs := h.pod(pod).Status.ContainerStatuses[0]
+			if cs.State.Running == nil {
+				t.Fatalf("%s not running: %+v", pod, cs.State)
+			}
+			return strings.TrimPrefix(cs.ContainerID, containerIDPrefix)
+		}
+		etcd, api := id("etcd"), id("apiserver")
+		if before, after := rt.StopOrder(etcd); len(before) != 0 || len(after) != 0 {
+			t.Errorf("etcd, first, started ordered before %q after %q", before, after)
+		}
+		if before, after := rt.StopOrder(api); !slices.Equal(before, []string{etcd}) || len(after) != 0 {
+			t.Errorf("apiserver stops before %q after %q, want before [%s]", before, after, etcd)
+		}
+
+		// etcd exits and is restarted: its new container stops after the
+		// API server's, which was started before it.
+		rt.Exit(etcd, 1)
+		time.Sleep(30 * time.Second)
+		synctest.Wait()
+		etcd2 := id("etcd")
+		if etcd2 == etcd {
+			t.Fatal("etcd not restarted")
+		}
+		if before, after := rt.StopOrder(etcd2); len(before) != 0 || !slices.Equal(after, []string{api}) {
+			t.Errorf("restarted etcd stops before %q after %q, want after [%s]", before, after, api)
+		}
+	})
+}
+
+// A pod that many pods start after orders its containers against at most
+// maxStopOrdered of theirs: a start never carries thousands of unit names.
+func TestStopOrderBounded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		h := start(t, rt, Config{})
+		pods := []manifest.Pod{testPod("etcd", "ua", v1.RestartPolicyAlways, ctr("etcd", "busybox"))}
+		for i := range maxStopOrdered + 10 {
+			name := fmt.Sprintf("client%d", i)
+			pods = append(pods, startAfter(testPod(name, "u"+name, v1.RestartPolicyAlways, ctr("c", "busybox")), "etcd"))
+		}
+		h.send(pods)
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		etcd := strings.TrimPrefix(h.pod("etcd").Status.ContainerStatuses[0].ContainerID, containerIDPrefix)
+		rt.Exit(etcd, 1)
+		time.Sleep(30 * time.Second)
+		synctest.Wait()
+		etcd2 := strings.TrimPrefix(h.pod("etcd").Status.ContainerStatuses[0].ContainerID, containerIDPrefix)
+		if etcd2 == etcd {
+			t.Fatal("etcd not restarted")
+		}
+		if _, after := rt.StopOrder(etcd2); len(after) != maxStopOrdered {
+			t.Errorf("restarted etcd ordered against %d containers, want %d", len(after), maxStopOrdered)
 		}
 	})
 }

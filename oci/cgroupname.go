@@ -77,3 +77,43 @@ func scopeStopProperties(grace time.Duration, stop syscall.Signal) map[string]st
 		"org.systemd.property.KillSignal":      fmt.Sprintf("int32 %d", int32(stop)),
 	}
 }
+
+// scopeOrderProperties orders a container's scope against the scopes of
+// the containers it must stop before (stopBefore) and after (stopAfter),
+// for when systemd, not the daemon, stops them: at power-off, systemd
+// stops units in the reverse of their start order, so After= on a
+// dependency's scope stops this one first. The scope of a container made
+// later carries the order both ways (a dependency restarted after its
+// dependents gets Before= on theirs), so whichever of two containers
+// started last orders them. systemd takes After= and Before= on a
+// transient unit and accepts names of units that do not exist (one gone
+// since) without complaint. IDs that are not container IDs are dropped.
+func scopeOrderProperties(stopBefore, stopAfter []string) map[string]string {
+	props := map[string]string{}
+	for prop, ids := range map[string][]string{"After": stopBefore, "Before": stopAfter} {
+		var units []string
+		for _, id := range ids {
+			if isContainerID(id) {
+				units = append(units, fmt.Sprintf("%q", systemdScopePrefix+"-"+id+".scope"))
+			}
+		}
+		if len(units) > 0 {
+			props["org.systemd.property."+prop] = "[" + strings.Join(units, ", ") + "]"
+		}
+	}
+	return props
+}
+
+// isContainerID reports whether id is of the form newID makes: hex digits
+// only, so that it names a unit as it is.
+func isContainerID(id string) bool {
+	if id == "" || len(id) > 64 {
+		return false
+	}
+	for _, c := range id {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}

@@ -1,6 +1,7 @@
 package oci
 
 import (
+	"slices"
 	"syscall"
 	"testing"
 	"time"
@@ -74,5 +75,25 @@ func TestScopeStopProperties(t *testing.T) {
 		if err != nil || v.Value() != int32(tc.sig) {
 			t.Errorf("signal %v: KillSignal %v (%v), want int32 %d", tc.sig, v, err, tc.sig)
 		}
+	}
+}
+
+// The order of a container's scope against others' is systemd's After= and
+// Before=, lists of scope names that parse as D-Bus string arrays as
+// libcontainer reads them; what is not a container ID names no unit.
+func TestScopeOrderProperties(t *testing.T) {
+	a, b := "0123456789abcdef0123456789abcdef", "fedcba9876543210fedcba9876543210"
+	props := scopeOrderProperties([]string{a, "../../etc", `"],["x`}, []string{b, ""})
+	for prop, want := range map[string][]string{
+		"After":  {"staticpodd-" + a + ".scope"},
+		"Before": {"staticpodd-" + b + ".scope"},
+	} {
+		v, err := dbus.ParseVariant(props["org.systemd.property."+prop], dbus.Signature{})
+		if got, ok := v.Value().([]string); err != nil || !ok || !slices.Equal(got, want) {
+			t.Errorf("%s = %v (%v), want %q", prop, v, err, want)
+		}
+	}
+	if props := scopeOrderProperties(nil, []string{"not-an-id"}); len(props) != 0 {
+		t.Errorf("nothing to order against gives %v", props)
 	}
 }

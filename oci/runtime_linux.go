@@ -200,6 +200,7 @@ func (r *Runtime) start(ctx context.Context, pm *pendingMonitor, pod *podspec.Po
 			s.Annotations = map[string]string{}
 		}
 		maps.Copy(s.Annotations, scopeStopProperties(pod.TerminationGracePeriod, stopSignal))
+		maps.Copy(s.Annotations, scopeOrderProperties(c.StopBefore, c.StopAfter))
 	}
 	rec := containerRecord{
 		ID: id, PodUID: pod.UID, PodName: pod.Name, PodNS: pod.Namespace, Name: c.Name, Attempt: c.Attempt,

@@ -178,6 +178,14 @@ type Container struct {
 	// status, as CRI keeps a container's annotations: what the agent needs
 	// to stop it once its pod's manifest is gone (its preStop hook).
 	Annotations map[string]string
+
+	// StopBefore and StopAfter are IDs of running containers this one
+	// must stop before (those of the pods its pod starts after) and after
+	// (those of the pods that start after its pod) when the runtime's
+	// host stops them all without the agent: systemd at power-off, under
+	// the systemd cgroup driver. Unknown or gone IDs are harmless.
+	StopBefore []string
+	StopAfter  []string
 }
 
 type EnvVar struct {
