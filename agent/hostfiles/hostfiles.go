@@ -12,7 +12,6 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"sync"
 	"syscall"
@@ -41,25 +40,21 @@ const settle = 200 * time.Millisecond
 
 // Digest returns the digest of the file at path: "sha256:<hex>" of its
 // contents, Absent, or "unusable: <why>" (not a regular file, larger than
-// MaxSize, a loop of symlinks, no permission). It never blocks on a FIFO or
-// a device: the file is opened with O_NONBLOCK and read only if it is a
-// regular file, at most MaxSize+1 bytes, hashed as it is read.
+// MaxSize, a loop of symlinks, no permission). It never opens a FIFO or a
+// device (openRegular), and reads a regular file at most MaxSize+1 bytes,
+// hashed as it is read.
 func Digest(path string) string {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	f, fi, err := openRegular(path)
 	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
 		return Absent
 	}
 	if err != nil {
 		return unusable(err)
 	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return unusable(err)
-	}
-	if !fi.Mode().IsRegular() {
+	if f == nil {
 		return fmt.Sprintf("unusable: not a regular file (%s)", fi.Mode().Type())
 	}
+	defer f.Close()
 	if fi.Size() > MaxSize {
 		return fmt.Sprintf("unusable: larger than %d bytes", MaxSize)
 	}
