@@ -174,7 +174,10 @@ func (r *rollouts) observe(w *worker, pod, published *v1.Pod, now time.Time) (ti
 	var changed bool
 	if c := h.Current(); c == nil || c.UID != uid {
 		g := rollout.Generation{UID: uid, Source: pod.Annotations[manifest.AnnotationSource]}
-		if src := w.a.sourceOf(uid); src != nil {
+		// A generation Regenerate made (a restart, restart-on-change
+		// files) is its manifest's too: kept with it, it can be rolled
+		// back to.
+		if src := w.a.sourceOf(manifest.ManifestUID(pod)); src != nil {
 			g.Origin, g.Manifest = src.Origin, string(src.Data)
 		} else if old := h.Find(uid); old != nil {
 			g.Origin, g.Manifest, g.Source = old.Origin, old.Manifest, old.Source

@@ -13,6 +13,7 @@ import (
 
 	"github.com/staticpodd/staticpodd/agent/events"
 	"github.com/staticpodd/staticpodd/agent/manifest"
+	"github.com/staticpodd/staticpodd/agent/rollout"
 	"github.com/staticpodd/staticpodd/agent/source"
 )
 
@@ -319,6 +320,42 @@ func TestRolloutClockStartsAfterDependencies(t *testing.T) {
 		}
 		if p := problemsOf(h); p != "" {
 			t.Errorf("problems: %s", p)
+		}
+	})
+}
+
+// A generation that staticpodd restart (or a restart-on-change file) made
+// keeps its manifest in the history, and is rolled back to as any other:
+// after more restarts than the history keeps, a bad edit still has a
+// generation to go back to.
+func TestRollbackToRestartedGeneration(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		rt.crash["broken"] = 3
+		root := t.TempDir()
+		seen := NewSeenStore(manifest.Paths{RootDir: root})
+		h := start(t, rt, Config{Paths: manifest.Paths{RootDir: root}, Seen: seen})
+		h.send([]manifest.Pod{rolloutPod(t, seen, "web", "good")})
+		for range rollout.MaxGenerations {
+			if _, err := h.a.RestartPod("default", "web-node1"); err != nil {
+				t.Fatal(err)
+			}
+			synctest.Wait()
+			time.Sleep(time.Second)
+		}
+		p := h.pod("web")
+		if !podReady(&p) {
+			t.Fatalf("the restarted generation is not Ready: %+v", p.Status.Conditions)
+		}
+		goodUID := p.UID
+		if hist, _ := h.a.Rollout("default", "web-node1"); hist.Current().UID != string(goodUID) || hist.Current().Manifest == "" {
+			t.Fatalf("the restarted generation %s is kept without its manifest: %+v", goodUID, hist.Current())
+		}
+		h.send([]manifest.Pod{rolloutPod(t, seen, "broken", "good")})
+		time.Sleep(31 * time.Second)
+		synctest.Wait()
+		if p := h.pod("web"); p.UID != goodUID {
+			t.Fatalf("running %s after the deadline, want the last Ready generation %s; problems %q", p.UID, goodUID, problemsOf(h))
 		}
 	})
 }
