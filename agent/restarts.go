@@ -14,6 +14,7 @@ import (
 	"github.com/staticpodd/staticpodd/agent/atomicfile"
 	"github.com/staticpodd/staticpodd/agent/manifest"
 	"github.com/staticpodd/staticpodd/agent/podspec"
+	"github.com/staticpodd/staticpodd/agent/rollout"
 )
 
 // restartsFile, in the root dir, holds the restart markers.
@@ -136,6 +137,14 @@ func (a *Agent) RestartPod(namespace, name string) (string, error) {
 	a.mu.Unlock()
 	if !known {
 		return "", fmt.Errorf("pod %s: no manifest defines it: %w", key, podspec.ErrNotExist)
+	}
+	// A restart makes a new UID of what the file offers, which lifts a
+	// rejection as an edit does: the generation rolled back would run
+	// again, the file unchanged. kubectl rollout restart after an undo
+	// restarts the template undone to; here the operator edits the file.
+	if rej := a.rollouts.rejected(namespace, name); rej != nil {
+		return "", fmt.Errorf("pod %s: %w: rolled back (%s) to generation %s; a restart would run generation %s again: edit its manifest first",
+			key, rollout.ErrRolledBack, rej.By, rej.Target, rej.UID)
 	}
 	at, err := a.restarts.mark(key)
 	if err != nil {

@@ -138,6 +138,19 @@ func (r *rollouts) substitute(pods map[string]manifest.Pod, nodeName string, see
 	return problems, running
 }
 
+// rejected is the rejection in force for namespace/name, a copy; nil if
+// none.
+func (r *rollouts) rejected(namespace, name string) *rollout.Rejected {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	rej := r.historyLocked(namespace, name).Rejected
+	if rej == nil {
+		return nil
+	}
+	c := *rej
+	return &c
+}
+
 // targetLocked is the pod of the generation that runs in place of rej.
 func (r *rollouts) targetLocked(key string, h *rollout.History, rej *rollout.Rejected, nodeName string, seen manifest.SeenFunc) (*v1.Pod, error) {
 	if pod := r.subst[key]; pod != nil && string(pod.UID) == rej.Target {

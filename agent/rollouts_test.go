@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -356,6 +357,44 @@ func TestRollbackToRestartedGeneration(t *testing.T) {
 		synctest.Wait()
 		if p := h.pod("web"); p.UID != goodUID {
 			t.Fatalf("running %s after the deadline, want the last Ready generation %s; problems %q", p.UID, goodUID, problemsOf(h))
+		}
+	})
+}
+
+// staticpodd restart of a pod that runs a generation in place of the one
+// its file offers (rolled back, or undone) is refused, saying why: the
+// restart's new UID would lift the rejection and bring back the
+// generation the operator or the deadline refused, while its file is
+// unchanged.
+func TestRestartRefusedWhileRolledBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		root := t.TempDir()
+		seen := NewSeenStore(manifest.Paths{RootDir: root})
+		h := start(t, rt, Config{Paths: manifest.Paths{RootDir: root}, Seen: seen})
+		v1 := rolloutPod(t, seen, "web", "v1")
+		h.send([]manifest.Pod{v1})
+		v2 := rolloutPod(t, seen, "web", "v2")
+		h.send([]manifest.Pod{v2})
+		if _, err := h.a.Undo("default", "web-node1"); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		_, err := h.a.RestartPod("default", "web-node1")
+		if !errors.Is(err, rollout.ErrRolledBack) || !strings.Contains(err.Error(), "rolled back (undo) to generation "+string(v1.UID)) {
+			t.Fatalf("restart of a pod rolled back: %v", err)
+		}
+		synctest.Wait()
+		if p := h.pod("web"); p.UID != v1.UID {
+			t.Fatalf("running %s after a refused restart, want %s", p.UID, v1.UID)
+		}
+		if pr := problemsOf(h); !strings.Contains(pr, "rolled back (undo)") {
+			t.Fatalf("problems %q", pr)
+		}
+		// Once the file changes, the pod restarts again.
+		h.send([]manifest.Pod{rolloutPod(t, seen, "web", "v3")})
+		if _, err := h.a.RestartPod("default", "web-node1"); err != nil {
+			t.Fatalf("restart once the file changed: %v", err)
 		}
 	})
 }

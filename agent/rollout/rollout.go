@@ -479,3 +479,8 @@ func (h *History) Undo(now time.Time) (*Generation, error) {
 	}
 	return nil, errors.New("no earlier generation that was Ready, with its manifest, is kept")
 }
+
+// ErrRolledBack refuses what would lift a rejection in force without its
+// source's content changing: a restart's new UID would bring back the
+// generation rolled back.
+var ErrRolledBack = errors.New("the pod runs an earlier generation in place of its file's")
