@@ -204,13 +204,22 @@ func (r *rollouts) observe(w *worker, pod, published *v1.Pod, now time.Time) (ti
 		changed = h.Ready(uid, now, imageIDs(published)) || changed
 	}
 	var rolled bool
-	dl := h.Deadline(uid, manifest.RollbackAfter(pod))
+	d := manifest.RollbackAfter(pod)
+	dl := h.Deadline(uid, d)
+	if c := h.Current(); !dl.IsZero() && c.StartedAt.Before(w.a.started) {
+		// Started before this agent: its deadline may have passed while no
+		// daemon ran (stopped, killed, the node rebooted), and its probes
+		// have not answered this agent yet. It is judged rollback-after
+		// past the agent's start at the earliest: not Ready then, it
+		// never would have been.
+		dl = later(dl, w.a.started.Add(d))
+	}
 	switch {
 	case dl.IsZero() || now.Before(dl):
-	case podReady(published) && !readySince(published).After(now.Add(-rollout.Settle(manifest.RollbackAfter(pod)))):
+	case podReady(published) && !readySince(published).After(now.Add(-rollout.Settle(d))):
 		changed, dl = h.Pass(uid, now) || changed, time.Time{}
 	default:
-		reason := fmt.Sprintf("not Ready within %s: %s", manifest.RollbackAfter(pod), w.notReadyReason(published))
+		reason := fmt.Sprintf("not Ready within %s: %s", d, w.notReadyReason(published))
 		target := h.Target()
 		by := ""
 		if target != nil {
@@ -226,6 +235,13 @@ func (r *rollouts) observe(w *worker, pod, published *v1.Pod, now time.Time) (ti
 		}
 	}
 	return dl, rolled
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 // undo rolls namespace/name back to its previous Ready generation, at the

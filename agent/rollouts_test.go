@@ -398,3 +398,38 @@ func TestRestartRefusedWhileRolledBack(t *testing.T) {
 		}
 	})
 }
+
+// A daemon down when a generation's rollback-after passed (stopped, killed,
+// the node rebooted) finds it not Ready yet as it starts: its readiness
+// probe has not run again. The generation is given its probes' first
+// results before it is judged, not rolled back at once.
+func TestRolloutDeadlinePassedWhileDown(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		rt.SetHealth("/ready", 200)
+		root := t.TempDir()
+		seen := NewSeenStore(manifest.Paths{RootDir: root})
+		cfg := Config{Paths: manifest.Paths{RootDir: root}, Seen: seen}
+		h := start(t, rt, cfg)
+		probe := "    readinessProbe:\n      httpGet: {path: /ready, port: 8080}\n      initialDelaySeconds: 5\n      periodSeconds: 1\n"
+		h.send([]manifest.Pod{rolloutPod(t, seen, "web", "v1", probe)})
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		v2 := rolloutPod(t, seen, "web", "v2", probe)
+		h.send([]manifest.Pod{v2})
+		time.Sleep(10 * time.Second) // Ready, not judged yet
+		synctest.Wait()
+		if p := h.pod("web"); p.UID != v2.UID || !podReady(&p) {
+			t.Fatalf("v2 not running Ready: %s", p.UID)
+		}
+		h.stop()
+		time.Sleep(time.Minute) // its deadline passes while the daemon is down
+		h = start(t, rt, cfg)
+		h.send([]manifest.Pod{v2})
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		if p := h.pod("web"); p.UID != v2.UID {
+			t.Fatalf("running %s, want v2 %s, Ready again once its probe ran; RolledBack events %q", p.UID, v2.UID, rolledBackEvents(h, p.UID))
+		}
+	})
+}
