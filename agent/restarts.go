@@ -4,16 +4,19 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/staticpodd/staticpodd/agent/atomicfile"
 	"github.com/staticpodd/staticpodd/agent/manifest"
 	"github.com/staticpodd/staticpodd/agent/podspec"
+	"github.com/staticpodd/staticpodd/agent/rollout"
 )
 
 // restartsFile, in the root dir, holds the restart markers.
@@ -42,7 +45,7 @@ func loadRestarts(rootDir string, logger *slog.Logger) *restarts {
 		return r
 	}
 	r.path = filepath.Join(rootDir, restartsFile)
-	b, err := os.ReadFile(r.path) // the daemon's own file, in its 0700 root dir
+	b, err := readMarkers(r.path)
 	if err == nil {
 		err = json.Unmarshal(b, &r.at)
 	}
@@ -51,6 +54,28 @@ func loadRestarts(rootDir string, logger *slog.Logger) *restarts {
 		r.at = map[string]string{}
 	}
 	return r
+}
+
+// maxRestartsFile bounds the markers read back: a marker per pod, each a
+// name and a time, is far less.
+const maxRestartsFile = 4 << 20
+
+// readMarkers reads the daemon's own file, in its 0700 root dir, without
+// hanging on a FIFO put in its place or reading a device without end.
+func readMarkers(path string) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return nil, errors.New("not a regular file")
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxRestartsFile+1))
+	if err == nil && len(b) > maxRestartsFile {
+		err = fmt.Errorf("larger than %d bytes", maxRestartsFile)
+	}
+	return b, err
 }
 
 // saveLocked writes the markers; the caller holds r.mu.
@@ -136,6 +161,14 @@ func (a *Agent) RestartPod(namespace, name string) (string, error) {
 	a.mu.Unlock()
 	if !known {
 		return "", fmt.Errorf("pod %s: no manifest defines it: %w", key, podspec.ErrNotExist)
+	}
+	// A restart makes a new UID of what the file offers, which lifts a
+	// rejection as an edit does: the generation rolled back would run
+	// again, the file unchanged. kubectl rollout restart after an undo
+	// restarts the template undone to; here the operator edits the file.
+	if rej := a.rollouts.rejected(namespace, name); rej != nil {
+		return "", fmt.Errorf("pod %s: %w: rolled back (%s) to generation %s; a restart would run generation %s again: edit its manifest first",
+			key, rollout.ErrRolledBack, rej.By, rej.Target, rej.UID)
 	}
 	at, err := a.restarts.mark(key)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
@@ -87,6 +88,17 @@ func TestRestartsUnsaved(t *testing.T) {
 func TestRestartsUnreadable(t *testing.T) {
 	root := t.TempDir()
 	if err := os.WriteFile(filepath.Join(root, restartsFile), []byte("{not json"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if r := loadRestarts(root, slog.Default()); len(r.at) != 0 {
+		t.Errorf("markers %v", r.at)
+	}
+}
+
+// A FIFO in the markers' place is no marker, and does not hang the start.
+func TestRestartsFIFO(t *testing.T) {
+	root := t.TempDir()
+	if err := syscall.Mkfifo(filepath.Join(root, restartsFile), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if r := loadRestarts(root, slog.Default()); len(r.at) != 0 {

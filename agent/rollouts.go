@@ -138,6 +138,19 @@ func (r *rollouts) substitute(pods map[string]manifest.Pod, nodeName string, see
 	return problems, running
 }
 
+// rejected is the rejection in force for namespace/name, a copy; nil if
+// none.
+func (r *rollouts) rejected(namespace, name string) *rollout.Rejected {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	rej := r.historyLocked(namespace, name).Rejected
+	if rej == nil {
+		return nil
+	}
+	c := *rej
+	return &c
+}
+
 // targetLocked is the pod of the generation that runs in place of rej.
 func (r *rollouts) targetLocked(key string, h *rollout.History, rej *rollout.Rejected, nodeName string, seen manifest.SeenFunc) (*v1.Pod, error) {
 	if pod := r.subst[key]; pod != nil && string(pod.UID) == rej.Target {
@@ -174,7 +187,10 @@ func (r *rollouts) observe(w *worker, pod, published *v1.Pod, now time.Time) (ti
 	var changed bool
 	if c := h.Current(); c == nil || c.UID != uid {
 		g := rollout.Generation{UID: uid, Source: pod.Annotations[manifest.AnnotationSource]}
-		if src := w.a.sourceOf(uid); src != nil {
+		// A generation Regenerate made (a restart, restart-on-change
+		// files) is its manifest's too: kept with it, it can be rolled
+		// back to.
+		if src := w.a.sourceOf(manifest.ManifestUID(pod)); src != nil {
 			g.Origin, g.Manifest = src.Origin, string(src.Data)
 		} else if old := h.Find(uid); old != nil {
 			g.Origin, g.Manifest, g.Source = old.Origin, old.Manifest, old.Source
@@ -188,13 +204,22 @@ func (r *rollouts) observe(w *worker, pod, published *v1.Pod, now time.Time) (ti
 		changed = h.Ready(uid, now, imageIDs(published)) || changed
 	}
 	var rolled bool
-	dl := h.Deadline(uid, manifest.RollbackAfter(pod))
+	d := manifest.RollbackAfter(pod)
+	dl := h.Deadline(uid, d)
+	if c := h.Current(); !dl.IsZero() && c.StartedAt.Before(w.a.started) {
+		// Started before this agent: its deadline may have passed while no
+		// daemon ran (stopped, killed, the node rebooted), and its probes
+		// have not answered this agent yet. It is judged rollback-after
+		// past the agent's start at the earliest: not Ready then, it
+		// never would have been.
+		dl = later(dl, w.a.started.Add(d))
+	}
 	switch {
 	case dl.IsZero() || now.Before(dl):
-	case podReady(published) && !readySince(published).After(now.Add(-rollout.Settle(manifest.RollbackAfter(pod)))):
+	case podReady(published) && !readySince(published).After(now.Add(-rollout.Settle(d))):
 		changed, dl = h.Pass(uid, now) || changed, time.Time{}
 	default:
-		reason := fmt.Sprintf("not Ready within %s: %s", manifest.RollbackAfter(pod), w.notReadyReason(published))
+		reason := fmt.Sprintf("not Ready within %s: %s", d, w.notReadyReason(published))
 		target := h.Target()
 		by := ""
 		if target != nil {
@@ -210,6 +235,13 @@ func (r *rollouts) observe(w *worker, pod, published *v1.Pod, now time.Time) (ti
 		}
 	}
 	return dl, rolled
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 // undo rolls namespace/name back to its previous Ready generation, at the

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/staticpodd/staticpodd/agent/events"
 	"github.com/staticpodd/staticpodd/agent/manifest"
+	"github.com/staticpodd/staticpodd/agent/rollout"
 	"github.com/staticpodd/staticpodd/agent/source"
 )
 
@@ -319,6 +321,115 @@ func TestRolloutClockStartsAfterDependencies(t *testing.T) {
 		}
 		if p := problemsOf(h); p != "" {
 			t.Errorf("problems: %s", p)
+		}
+	})
+}
+
+// A generation that staticpodd restart (or a restart-on-change file) made
+// keeps its manifest in the history, and is rolled back to as any other:
+// after more restarts than the history keeps, a bad edit still has a
+// generation to go back to.
+func TestRollbackToRestartedGeneration(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		rt.crash["broken"] = 3
+		root := t.TempDir()
+		seen := NewSeenStore(manifest.Paths{RootDir: root})
+		h := start(t, rt, Config{Paths: manifest.Paths{RootDir: root}, Seen: seen})
+		h.send([]manifest.Pod{rolloutPod(t, seen, "web", "good")})
+		for range rollout.MaxGenerations {
+			if _, err := h.a.RestartPod("default", "web-node1"); err != nil {
+				t.Fatal(err)
+			}
+			synctest.Wait()
+			time.Sleep(time.Second)
+		}
+		p := h.pod("web")
+		if !podReady(&p) {
+			t.Fatalf("the restarted generation is not Ready: %+v", p.Status.Conditions)
+		}
+		goodUID := p.UID
+		if hist, _ := h.a.Rollout("default", "web-node1"); hist.Current().UID != string(goodUID) || hist.Current().Manifest == "" {
+			t.Fatalf("the restarted generation %s is kept without its manifest: %+v", goodUID, hist.Current())
+		}
+		h.send([]manifest.Pod{rolloutPod(t, seen, "broken", "good")})
+		time.Sleep(31 * time.Second)
+		synctest.Wait()
+		if p := h.pod("web"); p.UID != goodUID {
+			t.Fatalf("running %s after the deadline, want the last Ready generation %s; problems %q", p.UID, goodUID, problemsOf(h))
+		}
+	})
+}
+
+// staticpodd restart of a pod that runs a generation in place of the one
+// its file offers (rolled back, or undone) is refused, saying why: the
+// restart's new UID would lift the rejection and bring back the
+// generation the operator or the deadline refused, while its file is
+// unchanged.
+func TestRestartRefusedWhileRolledBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		root := t.TempDir()
+		seen := NewSeenStore(manifest.Paths{RootDir: root})
+		h := start(t, rt, Config{Paths: manifest.Paths{RootDir: root}, Seen: seen})
+		v1 := rolloutPod(t, seen, "web", "v1")
+		h.send([]manifest.Pod{v1})
+		v2 := rolloutPod(t, seen, "web", "v2")
+		h.send([]manifest.Pod{v2})
+		if _, err := h.a.Undo("default", "web-node1"); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		_, err := h.a.RestartPod("default", "web-node1")
+		if !errors.Is(err, rollout.ErrRolledBack) || !strings.Contains(err.Error(), "rolled back (undo) to generation "+string(v1.UID)) {
+			t.Fatalf("restart of a pod rolled back: %v", err)
+		}
+		synctest.Wait()
+		if p := h.pod("web"); p.UID != v1.UID {
+			t.Fatalf("running %s after a refused restart, want %s", p.UID, v1.UID)
+		}
+		if pr := problemsOf(h); !strings.Contains(pr, "rolled back (undo)") {
+			t.Fatalf("problems %q", pr)
+		}
+		// Once the file changes, the pod restarts again.
+		h.send([]manifest.Pod{rolloutPod(t, seen, "web", "v3")})
+		if _, err := h.a.RestartPod("default", "web-node1"); err != nil {
+			t.Fatalf("restart once the file changed: %v", err)
+		}
+	})
+}
+
+// A daemon down when a generation's rollback-after passed (stopped, killed,
+// the node rebooted) finds it not Ready yet as it starts: its readiness
+// probe has not run again. The generation is given its probes' first
+// results before it is judged, not rolled back at once.
+func TestRolloutDeadlinePassedWhileDown(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		rt.SetHealth("/ready", 200)
+		root := t.TempDir()
+		seen := NewSeenStore(manifest.Paths{RootDir: root})
+		cfg := Config{Paths: manifest.Paths{RootDir: root}, Seen: seen}
+		h := start(t, rt, cfg)
+		probe := "    readinessProbe:\n      httpGet: {path: /ready, port: 8080}\n      initialDelaySeconds: 5\n      periodSeconds: 1\n"
+		h.send([]manifest.Pod{rolloutPod(t, seen, "web", "v1", probe)})
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		v2 := rolloutPod(t, seen, "web", "v2", probe)
+		h.send([]manifest.Pod{v2})
+		time.Sleep(10 * time.Second) // Ready, not judged yet
+		synctest.Wait()
+		if p := h.pod("web"); p.UID != v2.UID || !podReady(&p) {
+			t.Fatalf("v2 not running Ready: %s", p.UID)
+		}
+		h.stop()
+		time.Sleep(time.Minute) // its deadline passes while the daemon is down
+		h = start(t, rt, cfg)
+		h.send([]manifest.Pod{v2})
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		if p := h.pod("web"); p.UID != v2.UID {
+			t.Fatalf("running %s, want v2 %s, Ready again once its probe ran; RolledBack events %q", p.UID, v2.UID, rolledBackEvents(h, p.UID))
 		}
 	})
 }

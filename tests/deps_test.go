@@ -148,7 +148,7 @@ var agentEdges = map[string][]string{
 	"agent/health":           {"agent/server", "agent/source"},
 	"agent/histogram":        nil,
 	"agent/host":             nil,
-	"agent/hostfiles":        nil, // restart-on-change's files, watched and hashed
+	"agent/hostfiles":        {"agent/podspec/logfiles"}, // restart-on-change's files, watched and hashed, opened as the log files are: regular files only
 	"agent/images":           {"agent/events", "agent/eviction", "agent/podspec", "agent/status"},
 	"agent/lifecycle":        {"agent/events", "agent/podspec", "agent/prober"},
 	"agent/manifest":         {"agent/poddir", "agent/podspec"},

@@ -271,6 +271,11 @@ func TestRolloutUndoAndHostile(t *testing.T) {
 	if ps := d.CLI("ps"); !strings.Contains(ps, "rolled back (undo)") {
 		t.Errorf("ps does not flag web.yaml after undo:\n%s", ps)
 	}
+	// A restart would lift the rejection and run v2 again: refused.
+	if out, err := d.CLIErr("restart", "web"); err == nil || !strings.Contains(out, "a restart would run generation "+v2uid+" again") {
+		t.Errorf("restart of a pod rolled back: %v\n%s", err, out)
+	}
+	awaitGeneration(d, v1uid, time.Second)
 
 	// Garbage values of rollback-after: refused, the running pod kept.
 	for _, v := range []string{"soon", "-1s", "1ns", strings.Repeat("9", 200000) + "h"} {

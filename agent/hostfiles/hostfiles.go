@@ -41,37 +41,42 @@ const settle = 200 * time.Millisecond
 
 // Digest returns the digest of the file at path: "sha256:<hex>" of its
 // contents, Absent, or "unusable: <why>" (not a regular file, larger than
-// MaxSize, a loop of symlinks, no permission). It never blocks on a FIFO or
-// a device: the file is opened with O_NONBLOCK and read only if it is a
-// regular file, at most MaxSize+1 bytes, hashed as it is read.
+// MaxSize, a loop of symlinks, no permission). It never opens a FIFO or a
+// device (openRegular), and reads a regular file at most MaxSize+1 bytes,
+// hashed as it is read.
 func Digest(path string) string {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	d, _ := digest(path)
+	return d
+}
+
+// digest is Digest, and the stamp of the regular file read (zero for
+// anything else): the same stamp later is the same contents.
+func digest(path string) (string, stamp) {
+	f, fi, err := openRegular(path)
 	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
-		return Absent
+		return Absent, stamp{}
 	}
 	if err != nil {
-		return unusable(err)
+		return unusable(err), stamp{}
+	}
+	if f == nil {
+		return fmt.Sprintf("unusable: not a regular file (%s)", fi.Mode().Type()), stamp{}
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return unusable(err)
-	}
-	if !fi.Mode().IsRegular() {
-		return fmt.Sprintf("unusable: not a regular file (%s)", fi.Mode().Type())
-	}
 	if fi.Size() > MaxSize {
-		return fmt.Sprintf("unusable: larger than %d bytes", MaxSize)
+		return fmt.Sprintf("unusable: larger than %d bytes", MaxSize), stamp{}
 	}
 	h := sha256.New()
 	n, err := io.Copy(h, io.LimitReader(f, MaxSize+1))
 	switch {
 	case err != nil:
-		return unusable(err)
+		return unusable(err), stamp{}
 	case n > MaxSize: // it grew while it was read
-		return fmt.Sprintf("unusable: larger than %d bytes", MaxSize)
+		return fmt.Sprintf("unusable: larger than %d bytes", MaxSize), stamp{}
 	}
-	return "sha256:" + hex.EncodeToString(h.Sum(nil))
+	// The stamp from before the read: a write during it changes the file's
+	// ctime after, and the next look reads it again.
+	return "sha256:" + hex.EncodeToString(h.Sum(nil)), stampOf(fi, time.Now())
 }
 
 // unusable is the digest of a file that cannot be read: the error without
@@ -94,14 +99,20 @@ type Watcher struct {
 	changed chan struct{}
 	wake    chan struct{}
 
-	mu      sync.Mutex        // guards digests
-	digests map[string]string // path -> its digest last read
+	mu      sync.Mutex       // guards digests
+	digests map[string]entry // path -> its digest last read
+}
+
+// entry is a file's digest, and the stamp of the file it was read from.
+type entry struct {
+	digest string
+	stamp  stamp
 }
 
 // New returns a watcher that relists every relist; Run runs it.
 func New(relist time.Duration, logger *slog.Logger) *Watcher {
 	return &Watcher{logger: logger, relist: relist, changed: make(chan struct{}, 1), wake: make(chan struct{}, 1),
-		digests: map[string]string{}}
+		digests: map[string]entry{}}
 }
 
 // Changed receives after a digest changed.
@@ -115,13 +126,13 @@ func (w *Watcher) Digests(paths []string) []string {
 	defer w.mu.Unlock()
 	added := false
 	for i, p := range paths {
-		d, ok := w.digests[p]
+		e, ok := w.digests[p]
 		if !ok {
-			d = Digest(p)
-			w.digests[p] = d
+			e.digest, e.stamp = digest(p)
+			w.digests[p] = e
 			added = true
 		}
-		out[i] = d
+		out[i] = e.digest
 	}
 	if added {
 		signal(w.wake)
@@ -234,26 +245,37 @@ func (w *Watcher) watch(fw *fsnotify.Watcher) {
 // nil), and says so on Changed when a digest changed.
 func (w *Watcher) reread(dirs map[string]bool) {
 	w.mu.Lock()
-	var paths []string
-	for p := range w.digests {
+	paths := map[string]stamp{}
+	for p, e := range w.digests {
 		if dirs == nil || dirs[filepath.Dir(p)] || dirs[p] {
-			paths = append(paths, p)
+			paths[p] = e.stamp
 		}
 	}
 	w.mu.Unlock()
 	// Read without the lock: Digests, under the agent's, must not wait on
-	// another file's read.
-	now := make(map[string]string, len(paths))
-	for _, p := range paths {
-		now[p] = Digest(p)
+	// another file's read. A regular file whose stamp is the one read is
+	// not read again: a directory busy with other files, or a relist, costs
+	// a stat per file, not a hash of up to MaxSize.
+	now := make(map[string]entry, len(paths))
+	for p, st := range paths {
+		if fi, err := os.Stat(p); err == nil && st != (stamp{}) && stampOf(fi, time.Time{}) == st {
+			continue
+		}
+		var e entry
+		e.digest, e.stamp = digest(p)
+		now[p] = e
 	}
 	w.mu.Lock()
 	changed := false
-	for p, d := range now {
-		if old, ok := w.digests[p]; ok && old != d {
-			w.digests[p] = d
+	for p, e := range now {
+		old, ok := w.digests[p]
+		if !ok {
+			continue
+		}
+		w.digests[p] = e
+		if old.digest != e.digest {
 			changed = true
-			w.logger.Info("restart-on-change file changed", "file", p, "digest", d)
+			w.logger.Info("restart-on-change file changed", "file", p, "digest", e.digest)
 		}
 	}
 	w.mu.Unlock()

@@ -116,10 +116,9 @@ func TestWatcherChanges(t *testing.T) {
 			case <-deadline:
 				t.Fatalf("%s: not seen", what)
 			}
-			if d := w.Digests([]string{conf, later})[i]; d != old {
-				if d != Digest(path) {
-					t.Fatalf("%s: digest %q, the file's %q", what, d, Digest(path))
-				}
+			// A look in the middle of a write (truncated, not written yet)
+			// is a change too; the write's events bring the next.
+			if d := w.Digests([]string{conf, later})[i]; d != old && d == Digest(path) {
 				return d
 			}
 		}
@@ -150,7 +149,7 @@ func TestWatcherKeep(t *testing.T) {
 	w := New(time.Hour, slog.New(slog.DiscardHandler))
 	w.Digests([]string{"/nonexistent/a", "/nonexistent/b"})
 	w.Keep(map[string]bool{"/nonexistent/b": true})
-	if len(w.digests) != 1 || w.digests["/nonexistent/b"] != Absent {
+	if len(w.digests) != 1 || w.digests["/nonexistent/b"].digest != Absent {
 		t.Errorf("digests %v", w.digests)
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 	"unicode/utf8"
 
@@ -286,13 +287,18 @@ func (s *Store) Load(namespace, name string) (*History, error) {
 	if err != nil {
 		return empty, err
 	}
-	f, err := os.Open(file)
+	// O_NONBLOCK: a FIFO in its place, opened for reading, would wait for
+	// a writer, and the reconcile loop with it.
+	f, err := os.OpenFile(file, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if errors.Is(err, fs.ErrNotExist) {
 		return empty, nil
 	} else if err != nil {
 		return empty, err
 	}
 	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return empty, fmt.Errorf("rollout history %s: not a regular file", file)
+	}
 	b, err := io.ReadAll(io.LimitReader(f, maxFile+1))
 	if err != nil {
 		return empty, fmt.Errorf("read rollout history %s: %w", file, err)
@@ -479,3 +485,8 @@ func (h *History) Undo(now time.Time) (*Generation, error) {
 	}
 	return nil, errors.New("no earlier generation that was Ready, with its manifest, is kept")
 }
+
+// ErrRolledBack refuses what would lift a rejection in force without its
+// source's content changing: a restart's new UID would bring back the
+// generation rolled back.
+var ErrRolledBack = errors.New("the pod runs an earlier generation in place of its file's")

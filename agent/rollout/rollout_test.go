@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -163,6 +164,17 @@ func TestStoreRoundTripAndDamage(t *testing.T) {
 	f.Close()
 	if _, err := s.Load("kube-system", "etcd-n1"); err == nil || !strings.Contains(err.Error(), "larger than") {
 		t.Errorf("huge file: %v", err)
+	}
+	// A FIFO or a device in its place is refused without being opened for
+	// reading: a FIFO without a writer would hang the reconcile loop.
+	if err := os.Remove(file); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(file, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Load("kube-system", "etcd-n1"); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+		t.Errorf("FIFO: %v", err)
 	}
 	for _, bad := range [][2]string{{"..", "x"}, {"a/b", "x"}, {"default", "../../etc"}, {"", "x"}, {"default", "x_y"}} {
 		if _, err := s.Load(bad[0], bad[1]); err == nil {

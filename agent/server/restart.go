@@ -6,13 +6,15 @@ import (
 	"net/http"
 
 	"github.com/staticpodd/staticpodd/agent/podspec"
+	"github.com/staticpodd/staticpodd/agent/rollout"
 )
 
 // Restarter is implemented by an Agent that makes a new generation of a pod
 // from the same manifest (staticpodd restart).
 type Restarter interface {
 	// RestartPod returns the pod's restartedAt; its error wraps
-	// podspec.ErrNotExist when no manifest defines the pod.
+	// podspec.ErrNotExist when no manifest defines the pod, and
+	// rollout.ErrRolledBack when it runs a generation rolled back to.
 	RestartPod(namespace, name string) (string, error)
 }
 
@@ -36,8 +38,11 @@ func restartHandler(a Agent, logger *slog.Logger) http.HandlerFunc {
 		at, err := ra.RestartPod(ns, pod)
 		if err != nil {
 			code := http.StatusInternalServerError
-			if errors.Is(err, podspec.ErrNotExist) {
+			switch {
+			case errors.Is(err, podspec.ErrNotExist):
 				code = http.StatusNotFound
+			case errors.Is(err, rollout.ErrRolledBack):
+				code = http.StatusConflict
 			}
 			http.Error(w, err.Error(), code)
 			return

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/staticpodd/staticpodd/agent/podspec"
+	"github.com/staticpodd/staticpodd/agent/rollout"
 )
 
 // restartAgent restarts web-node1 only.
@@ -16,6 +17,9 @@ type restartAgent struct{ fakeAgent }
 func (restartAgent) RestartPod(ns, pod string) (string, error) {
 	if ns == "default" && pod == "web-node1" {
 		return "2026-01-01T00:00:00Z", nil
+	}
+	if ns == "default" && pod == "rolledback-node1" {
+		return "", fmt.Errorf("pod %s/%s: %w", ns, pod, rollout.ErrRolledBack)
 	}
 	return "", fmt.Errorf("pod %s/%s: no manifest defines it: %w", ns, pod, podspec.ErrNotExist)
 }
@@ -31,6 +35,7 @@ func TestRestartEndpoint(t *testing.T) {
 	}{
 		{srv.URL + "/restart/default/web-node1", http.MethodPost, http.StatusOK},
 		{srv.URL + "/restart/default/nosuch", http.MethodPost, http.StatusNotFound},
+		{srv.URL + "/restart/default/rolledback-node1", http.MethodPost, http.StatusConflict},
 		{srv.URL + "/restart/default/web-node1", http.MethodGet, http.StatusMethodNotAllowed}, // a change: never a GET
 		{plain.URL + "/restart/default/web-node1", http.MethodPost, http.StatusNotImplemented},
 	} {
