@@ -105,7 +105,7 @@ func (r *rollouts) substitute(pods map[string]manifest.Pod, nodeName string, see
 		if err := r.damaged[key]; err != nil {
 			problems = append(problems, manifest.Problem{Origin: p.Origin, Err: fmt.Errorf("%w; it starts afresh", err)})
 		}
-		rej, changed := h.Offered(string(p.UID))
+		rej, changed := h.Offered(string(p.UID), manifest.ManifestUID(p.Pod))
 		if changed {
 			delete(r.subst, key)
 			if err := r.saveLocked(h); err != nil {
@@ -186,7 +186,7 @@ func (r *rollouts) observe(w *worker, pod, published *v1.Pod, now time.Time) (ti
 	uid := string(pod.UID)
 	var changed bool
 	if c := h.Current(); c == nil || c.UID != uid {
-		g := rollout.Generation{UID: uid, Source: pod.Annotations[manifest.AnnotationSource]}
+		g := rollout.Generation{UID: uid, Source: pod.Annotations[manifest.AnnotationSource], ManifestUID: manifest.ManifestUID(pod)}
 		// A generation Regenerate made (a restart, restart-on-change
 		// files) is its manifest's too: kept with it, it can be rolled
 		// back to.
@@ -194,6 +194,9 @@ func (r *rollouts) observe(w *worker, pod, published *v1.Pod, now time.Time) (ti
 			g.Origin, g.Manifest = src.Origin, string(src.Data)
 		} else if old := h.Find(uid); old != nil {
 			g.Origin, g.Manifest, g.Source = old.Origin, old.Manifest, old.Source
+		}
+		if old := h.Find(uid); old != nil && old.ManifestUID != "" {
+			g.ManifestUID = old.ManifestUID // a run of it again, brought back
 		}
 		if h.Rejected != nil && h.Rejected.Target == uid {
 			g.RollbackOf = h.Rejected.UID

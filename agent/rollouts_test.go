@@ -433,3 +433,43 @@ func TestRolloutDeadlinePassedWhileDown(t *testing.T) {
 		}
 	})
 }
+
+// The rolled back manifest offered again under another UID (a
+// restart-on-change file changed, which Regenerate mixes into the UID)
+// stays rolled back: only a change of the file's content lifts it.
+func TestRollbackHoldsAcrossASalt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		rt.crash["broken"] = 3
+		root := t.TempDir()
+		seen := NewSeenStore(manifest.Paths{RootDir: root})
+		h := start(t, rt, Config{Paths: manifest.Paths{RootDir: root}, Seen: seen})
+
+		good := rolloutPod(t, seen, "web", "good")
+		h.send([]manifest.Pod{good})
+		bad := rolloutPod(t, seen, "broken", "good")
+		h.send([]manifest.Pod{bad})
+		time.Sleep(31 * time.Second)
+		synctest.Wait()
+		if p := h.pod("web"); p.UID != good.UID {
+			t.Fatalf("running %s after the deadline, want the last Ready generation %s", p.UID, good.UID)
+		}
+
+		salted := manifest.Regenerate(bad, "files:/etc/web.conf=sha256:1\n", nil)
+		h.send([]manifest.Pod{salted})
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if p := h.pod("web"); p.UID != good.UID {
+			t.Fatalf("running %s once a watched file changed, want the rollback %s kept", p.UID, good.UID)
+		}
+		if pr := problemsOf(h); !strings.Contains(pr, "rolled back (deadline)") {
+			t.Fatalf("the file is no longer flagged: %q", pr)
+		}
+
+		fixed := rolloutPod(t, seen, "web", "fixed")
+		h.send([]manifest.Pod{fixed})
+		if p := h.pod("web"); p.UID != fixed.UID {
+			t.Fatalf("running %s, want the new edit %s", p.UID, fixed.UID)
+		}
+	})
+}

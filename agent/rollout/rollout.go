@@ -67,6 +67,9 @@ type Generation struct {
 	// RollbackOf is the UID of the generation whose rollback started this
 	// run: a run that never loops into another rollback.
 	RollbackOf string `json:"rollbackOf,omitempty"`
+	// ManifestUID is the UID of its manifest's content alone, without what
+	// staticpodd restart or restart-on-change files mix into UID.
+	ManifestUID string `json:"manifestUID,omitempty"`
 }
 
 // Rejected is a generation rolled back while its source still offers it:
@@ -77,6 +80,10 @@ type Rejected struct {
 	Target string `json:"target"`
 	By     string `json:"by"`
 	Reason string `json:"reason,omitempty"`
+	// ManifestUID is the rejected generation's manifest content: offered
+	// again under another UID (a restart, a restart-on-change file that
+	// changed), it stays rejected.
+	ManifestUID string `json:"manifestUID,omitempty"`
 }
 
 // History is what is kept of one pod name, oldest generation first.
@@ -210,21 +217,21 @@ func (h *History) Fail(uid string, now time.Time, reason string, images map[stri
 	}
 	if by != "" && target != nil {
 		c.RolledBack = by
-		h.Rejected = &Rejected{UID: uid, Target: target.UID, By: by, Reason: c.Reason}
+		h.Rejected = &Rejected{UID: uid, Target: target.UID, By: by, Reason: c.Reason, ManifestUID: c.ManifestUID}
 	}
 	return true
 }
 
-// Offered is what the source offers for the pod now: once it is neither
-// the rejected generation nor its target (the file's content changed
-// again), the rejection is lifted. It returns the rejection in force, nil
-// if none, and whether h changed.
-func (h *History) Offered(uid string) (*Rejected, bool) {
+// Offered is what the source offers for the pod now, the generation uid of
+// the manifest manifestUID: once it is not the rejected generation's
+// manifest (the file's content changed again), the rejection is lifted. It
+// returns the rejection in force, nil if none, and whether h changed.
+func (h *History) Offered(uid, manifestUID string) (*Rejected, bool) {
 	r := h.Rejected
 	switch {
 	case r == nil:
 		return nil, false
-	case r.UID == uid:
+	case r.UID == uid, r.ManifestUID != "" && r.ManifestUID == manifestUID:
 		return r, false
 	}
 	h.Rejected = nil
@@ -481,6 +488,9 @@ func (h *History) Undo(now time.Time) (*Generation, error) {
 		}
 		c.RolledBack = ByUndo
 		h.Rejected = &Rejected{UID: offered, Target: g.UID, By: ByUndo, Reason: "rollout undo by the operator"}
+		if o := h.Find(offered); o != nil {
+			h.Rejected.ManifestUID = o.ManifestUID
+		}
 		return g, nil
 	}
 	return nil, errors.New("no earlier generation that was Ready, with its manifest, is kept")

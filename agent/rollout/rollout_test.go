@@ -35,7 +35,7 @@ func TestRollbackNeverLoops(t *testing.T) {
 	if h.Rejected == nil || h.Rejected.UID != "b" || h.Rejected.Target != "a" {
 		t.Fatalf("rejected %+v", h.Rejected)
 	}
-	if r, _ := h.Offered("b"); r == nil {
+	if r, _ := h.Offered("b", ""); r == nil {
 		t.Fatal("the source still offers b: the rejection must hold")
 	}
 	// a runs again, as a rollback of b.
@@ -52,7 +52,7 @@ func TestRollbackNeverLoops(t *testing.T) {
 		t.Fatalf("generations %+v", h.Generations)
 	}
 	// The file changes: the rejection is lifted.
-	if r, changed := h.Offered("c"); r != nil || !changed || h.Rejected != nil {
+	if r, changed := h.Offered("c", ""); r != nil || !changed || h.Rejected != nil {
 		t.Fatalf("rejection not lifted: %+v", h.Rejected)
 	}
 }
@@ -203,5 +203,17 @@ func TestPass(t *testing.T) {
 	}
 	if Settle(90*time.Second) != 10*time.Second || Settle(6*time.Second) != 2*time.Second {
 		t.Fatal("settle")
+	}
+}
+
+// A rejection holds for its manifest under any UID, and lifts when the
+// manifest changes.
+func TestRejectionFollowsTheManifest(t *testing.T) {
+	h := History{Rejected: &Rejected{UID: "b", Target: "a", By: ByDeadline, ManifestUID: "m-b"}}
+	if r, changed := h.Offered("b-restarted", "m-b"); r == nil || changed {
+		t.Fatalf("the rejected manifest under a new UID lifted the rejection: %v %v", r, changed)
+	}
+	if r, changed := h.Offered("c", "m-c"); r != nil || !changed || h.Rejected != nil {
+		t.Fatalf("a new manifest did not lift the rejection: %v %v %+v", r, changed, h.Rejected)
 	}
 }
