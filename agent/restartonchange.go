@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/staticpodd/staticpodd/agent/manifest"
 	"github.com/staticpodd/staticpodd/agent/podspec"
@@ -15,7 +16,55 @@ import (
 // when its pod was last handed out. Only reconcile's goroutine uses it.
 type onChange struct {
 	signalled map[string]map[string]string
-	wg        sync.WaitGroup
+	// applied is, by pod full name, the digests mixed into its UID last
+	// and since when, and how long the next change waits.
+	applied map[string]appliedFiles
+	wake    *time.Timer // a reconcile when a held change may apply
+	wg      sync.WaitGroup
+}
+
+// appliedFiles is a pod's restart-on-change salt in force.
+type appliedFiles struct {
+	salt    string
+	at      time.Time
+	backoff time.Duration
+}
+
+// A pod's restart-on-change files make a new generation at most once per
+// back-off, which doubles from filesBackoff to filesBackoffMax while the
+// files keep changing and starts again after filesQuiet without a change:
+// the crash-loop back-off's figures. Without it a container that writes a
+// file it is restarted on (a hostPath) would restart as fast as it starts.
+const (
+	filesBackoff    = 10 * time.Second
+	filesBackoffMax = 5 * time.Minute
+	filesQuiet      = 10 * time.Minute
+)
+
+// hold returns the salt a pod runs with now, given the files' salt now,
+// and when a held change may apply (zero if none is held).
+func (o *onChange) hold(key, salt string, now time.Time, applied map[string]appliedFiles) (string, time.Time) {
+	prev, ok := o.applied[key]
+	switch {
+	case !ok:
+		// The first look (a daemon's start, a new pod): what runs is
+		// these contents' generation already.
+		applied[key] = appliedFiles{salt: salt, at: now}
+		return salt, time.Time{}
+	case prev.salt == salt:
+		applied[key] = prev
+		return salt, time.Time{}
+	}
+	if wait := prev.at.Add(prev.backoff); now.Before(wait) {
+		applied[key] = prev
+		return prev.salt, wait
+	}
+	next := min(max(2*prev.backoff, filesBackoff), filesBackoffMax)
+	if now.Sub(prev.at) > filesQuiet {
+		next = filesBackoff
+	}
+	applied[key] = appliedFiles{salt: salt, at: now, backoff: next}
+	return salt, time.Time{}
 }
 
 // applyWatchedFiles makes each pod with restart-on-change files the
@@ -28,6 +77,9 @@ type onChange struct {
 func (a *Agent) applyWatchedFiles(ctx context.Context, pods map[string]manifest.Pod) {
 	keep := map[string]bool{}
 	signalled := map[string]map[string]string{}
+	applied := map[string]appliedFiles{}
+	now := time.Now()
+	var wake time.Time
 	for key, p := range pods {
 		files, err := manifest.RestartOnChange(p.Pod)
 		if err != nil || len(files) == 0 {
@@ -54,14 +106,34 @@ func (a *Agent) applyWatchedFiles(ctx context.Context, pods map[string]manifest.
 				send = append(send, f)
 			}
 		}
-		p = manifest.Regenerate(p, salt.String(), nil)
+		s, held := a.onChange.hold(key, salt.String(), now, applied)
+		if !held.IsZero() {
+			a.logger.Info("restart-on-change file changed: the pod restarts once its back-off has passed", "pod", key, "at", held)
+			if wake.IsZero() || held.Before(wake) {
+				wake = held
+			}
+		}
+		p = manifest.Regenerate(p, s, nil)
 		pods[key] = p
 		if len(send) > 0 {
 			a.onChange.wg.Go(func() { a.signalPod(ctx, p, send) })
 		}
 	}
 	a.onChange.signalled = signalled
+	a.onChange.applied = applied
 	a.files.Keep(keep)
+	switch {
+	case wake.IsZero():
+	case a.onChange.wake == nil:
+		a.onChange.wake = time.AfterFunc(time.Until(wake), func() {
+			select {
+			case a.regenerate <- struct{}{}:
+			default: // one pending reconcile stands for any number
+			}
+		})
+	default:
+		a.onChange.wake.Reset(time.Until(wake))
+	}
 }
 
 // signalPod sends each file's signal to the main process of every running

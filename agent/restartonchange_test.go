@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -16,52 +17,60 @@ import (
 )
 
 // A pod's UID follows the contents of its restart-on-change files, and
-// only their contents; a file that signals instead leaves it alone.
+// only their contents, at most once per back-off; a file that signals
+// instead leaves it alone.
 func TestWatchedFilesUID(t *testing.T) {
-	dir := t.TempDir()
-	conf, key := filepath.Join(dir, "x.conf"), filepath.Join(dir, "x.key")
-	write := func(path, data string) {
-		t.Helper()
-		if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
+	synctest.Test(t, func(t *testing.T) {
+		dir := t.TempDir()
+		conf, key := filepath.Join(dir, "x.conf"), filepath.Join(dir, "x.key")
+		write := func(path, data string) {
+			t.Helper()
+			if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		write(conf, "a")
+		write(key, "k")
+		logger := slog.New(slog.DiscardHandler)
+		a := &Agent{logger: logger, rt: newFakeRuntime(), statuses: status.NewManager("n", logger), files: hostfiles.New(time.Hour, logger)}
+		defer a.onChange.wg.Wait()
+		uid := func() string {
+			t.Helper()
+			pods := map[string]manifest.Pod{"default/p-n": {Pod: &v1.Pod{ObjectMeta: metav1.ObjectMeta{
+				Name: "p-n", Namespace: "default", UID: "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+				Annotations: map[string]string{manifest.AnnotationRestartOnChange: conf + "," + key + "=SIGHUP"}}}}}
+			a.applyWatchedFiles(t.Context(), pods)
+			// What the watcher would read at its next look.
+			a.files = hostfiles.New(time.Hour, slog.New(slog.DiscardHandler))
+			return string(pods["default/p-n"].UID)
+		}
+		first := uid()
+		if first == "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa" || uid() != first {
+			t.Fatalf("UID %s, then %s", first, uid())
+		}
+		write(key, "k2") // signals; pod not published: nothing to signal
+		if u := uid(); u != first {
+			t.Errorf("a signal file's change changed the UID to %s", u)
+		}
+		write(conf, "b")
+		second := uid()
+		if second == first {
+			t.Errorf("an edit of the file kept UID %s", first)
+		}
+		write(conf, "a")
+		if u := uid(); u != second {
+			t.Errorf("a change at once after the last one: UID %s, want %s held back", u, second)
+		}
+		time.Sleep(filesBackoff)
+		if u := uid(); u != first {
+			t.Errorf("the first contents back, after the back-off: UID %s, want %s", u, first)
+		}
+		if err := os.Remove(conf); err != nil {
 			t.Fatal(err)
 		}
-	}
-	write(conf, "a")
-	write(key, "k")
-	logger := slog.New(slog.DiscardHandler)
-	a := &Agent{logger: logger, rt: newFakeRuntime(), statuses: status.NewManager("n", logger), files: hostfiles.New(time.Hour, logger)}
-	defer a.onChange.wg.Wait()
-	uid := func() string {
-		t.Helper()
-		pods := map[string]manifest.Pod{"default/p-n": {Pod: &v1.Pod{ObjectMeta: metav1.ObjectMeta{
-			Name: "p-n", Namespace: "default", UID: "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
-			Annotations: map[string]string{manifest.AnnotationRestartOnChange: conf + "," + key + "=SIGHUP"}}}}}
-		a.applyWatchedFiles(t.Context(), pods)
-		// What the watcher would read at its next look.
-		a.files = hostfiles.New(time.Hour, slog.New(slog.DiscardHandler))
-		return string(pods["default/p-n"].UID)
-	}
-	first := uid()
-	if first == "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa" || uid() != first {
-		t.Fatalf("UID %s, then %s", first, uid())
-	}
-	write(key, "k2") // signals; pod not published: nothing to signal
-	if u := uid(); u != first {
-		t.Errorf("a signal file's change changed the UID to %s", u)
-	}
-	write(conf, "b")
-	second := uid()
-	if second == first {
-		t.Errorf("an edit of the file kept UID %s", first)
-	}
-	write(conf, "a")
-	if u := uid(); u != first {
-		t.Errorf("the first contents back: UID %s, want %s", u, first)
-	}
-	if err := os.Remove(conf); err != nil {
-		t.Fatal(err)
-	}
-	if u, again := uid(), uid(); u == first || u != again {
-		t.Errorf("removed: UID %s then %s, want one new UID", u, again)
-	}
+		time.Sleep(2 * filesBackoff) // the back-off doubled
+		if u, again := uid(), uid(); u == first || u != again {
+			t.Errorf("removed: UID %s then %s, want one new UID", u, again)
+		}
+	})
 }

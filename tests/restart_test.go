@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -243,4 +244,41 @@ func TestRestartedLastGoodAtStart(t *testing.T) {
 	if got := readFile(filepath.Join(dir, "starts")); got != "start\nstart\n" {
 		t.Errorf("starts %q, want 2", got)
 	}
+}
+
+// TestRestartOnChangeBacksOff: a container that writes the file it is
+// restarted on, at each start, restarts with the crash loop's back-off
+// (10s, then 20s...), not as fast as it starts.
+func TestRestartOnChangeBacksOff(t *testing.T) {
+	t.Parallel()
+	d := newDaemon(t)
+	dir := hostDir(t, d, "s")
+	conf := filepath.Join(dir, "x.conf")
+	if err := os.WriteFile(conf, []byte("0"), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	manifest := strings.Replace(podWithDir("w", dir, "cut -d' ' -f1 /proc/uptime >> /s/starts; cat /proc/uptime > /s/x.conf; "+forever("stop", "TERM"), ""),
+		"metadata: {name: w}", fmt.Sprintf("metadata:\n  name: w\n  annotations: {staticpodd.io/restart-on-change: '%s'}", conf), 1)
+	d.WriteManifest("w.yaml", manifest)
+	d.Start()
+	var starts []float64
+	d.Eventually(2*time.Minute, "three starts", func() error {
+		starts = starts[:0]
+		for _, f := range strings.Fields(readFile(filepath.Join(dir, "starts"))) {
+			v, err := strconv.ParseFloat(f, 64)
+			if err != nil {
+				return err
+			}
+			starts = append(starts, v)
+		}
+		if len(starts) < 3 {
+			return fmt.Errorf("%d starts", len(starts))
+		}
+		return nil
+	})
+	// The first change applies at once; the next waits out the back-off.
+	if gap := starts[2] - starts[1]; gap < 9 {
+		t.Errorf("starts at %v: the third came %.1fs after the second, want the 10s back-off", starts, gap)
+	}
+	t.Logf("starts at %v (host uptime)", starts)
 }
