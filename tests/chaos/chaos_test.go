@@ -50,8 +50,10 @@ type soak struct {
 	rb        *spec           // the pod with rollback-after
 	rollbacks []time.Duration // from the bad edit to the generation that was Ready running again
 	restarts  int             // staticpodd restart
-	depStarts int             // runs of dependents checked against their dependency's readiness
-	histories int             // generations of the longest rollout history
+	// confChanges: of the file chaosleaf restarts on (restart-on-change)
+	confChanges int
+	depStarts   int // runs of dependents checked against their dependency's readiness
+	histories   int // generations of the longest rollout history
 }
 
 // failf fails the soak, naming the seed and the cycle, from any goroutine.
@@ -341,8 +343,8 @@ func TestChaos(t *testing.T) {
 	fmt.Printf("chaos: after kill -9 the socket or lock was held by a child between fork and exec %d times (of %d kills), longest %s\n",
 		len(s.forkWindows), s.kills, slices.Max(append(s.forkWindows, 0)))
 	fmt.Printf("chaos: evictions=%d refused-at-admission=%d (pods not critical; the critical ones were never)\n", evictions, refusals)
-	fmt.Printf("chaos: rollbacks=%d (worst %s from the bad edit) restarts=%d dependent-starts-checked=%d longest-rollout-history=%d\n",
-		len(s.rollbacks), slices.Max(append(s.rollbacks, 0)).Round(time.Millisecond), s.restarts, s.depStarts, s.histories)
+	fmt.Printf("chaos: rollbacks=%d (worst %s from the bad edit) restarts=%d restart-on-change-edits=%d dependent-starts-checked=%d longest-rollout-history=%d\n",
+		len(s.rollbacks), slices.Max(append(s.rollbacks, 0)).Round(time.Millisecond), s.restarts, s.confChanges, s.depStarts, s.histories)
 	fmt.Printf("chaos: CHAOS_SEED=%d cycles=%d pods=%d wall=%s faults=%v restarts-of-daemon=%d worst-adoption=%s "+
 		"final-converge=%s status-samples=%d processes-checked=%d log-lines-checked=%d daemon-idle rss=%dKiB->%dKiB fds=%d->%d\n",
 		seed, cycles, npods, time.Since(begin).Round(time.Second), s.faults, len(s.adoptions), worst.Round(time.Millisecond),

@@ -37,6 +37,7 @@ func (s *soak) addGenerationPods() {
 	dep, mid, leaf := mk("chaosdep"), mk("chaosmid"), mk("chaosleaf")
 	dep.readyMark, mid.readyMark = true, true
 	mid.after, leaf.after = dep, mid
+	leaf.onChange = filepath.Join(s.d.Dir, "chaosleaf.conf")
 	s.chain = []*spec{dep, mid, leaf}
 	s.rb = mk("chaosrb")
 	// Critical: an eviction would fail its rollout, which is not the
@@ -216,10 +217,35 @@ func (s *soak) orderFault() {
 	}
 }
 
-// restartFault runs staticpodd restart on a pod, then kills the daemon with
+// restartFault runs staticpodd restart on a pod, or one time in four
+// changes the file chaosleaf restarts on, then kills the daemon with
 // SIGKILL at once one time in two: the restart is kept, the pod neither
-// restarted again nor brought back to its generation before.
+// restarted again nor brought back to its generation before. The file may
+// change while no daemon runs, too.
 func (s *soak) restartFault() {
+	if leaf := s.chain[2]; s.rng.IntN(4) == 0 {
+		before := s.runningKept()
+		writeConf := func() {
+			s.logf("change %s, which %s restarts on", leaf.onChange, leaf.name)
+			if err := os.WriteFile(leaf.onChange, []byte(strconv.FormatUint(s.rng.Uint64(), 10)), 0o644); err != nil {
+				s.fatalf("%v", err)
+			}
+			s.confChanges++
+		}
+		down := s.rng.IntN(2) == 0
+		if !down {
+			writeConf()
+			if s.rng.IntN(2) == 0 {
+				return
+			}
+		}
+		s.kill9()
+		if down {
+			writeConf()
+		}
+		s.restartDaemon(before, map[*spec]bool{leaf: true})
+		return
+	}
 	var ps []*spec
 	for _, p := range s.pods {
 		if p.present && p != s.rb {
@@ -273,9 +299,11 @@ func (s *soak) checkStartOrder() {
 				s.failf("%s: %s line %q", p.name, depsFile, line)
 				continue
 			}
-			age, _ := strconv.Atoi(f[2])
+			if f[1] != "1" {
+				continue // a restart in the same life, or a later life: no wait
+			}
 			s.depStarts++
-			if f[1] == "1" && age > maxDepAge {
+			if age, _ := strconv.Atoi(f[2]); age > maxDepAge {
 				s.failf("%s (UID %s) started %ds after %s last passed its readiness probe (never, if that is the epoch): it starts after it",
 					p.name, f[0], age, p.after.name)
 			}

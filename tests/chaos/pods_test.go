@@ -53,6 +53,9 @@ type spec struct {
 	// /s/ready each time it passes, so that its dependents can tell.
 	after     *spec
 	readyMark bool
+	// onChange is a host file named by its staticpodd.io/restart-on-change:
+	// a change of its contents is a new generation.
+	onChange string
 }
 
 // badness is how a generation of a pod with rollback-after is never Ready.
@@ -136,8 +139,11 @@ func container(p *spec, name, cmd, extra string) string {
 func (p *spec) manifest() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "apiVersion: v1\nkind: Pod\nmetadata:\n  name: %s\n", p.name)
-	if p.rollbackAfter || p.after != nil {
+	if p.rollbackAfter || p.after != nil || p.onChange != "" {
 		b.WriteString("  annotations:\n")
+		if p.onChange != "" {
+			fmt.Fprintf(&b, "    staticpodd.io/restart-on-change: %s\n", p.onChange)
+		}
 		if p.rollbackAfter {
 			fmt.Fprintf(&b, "    staticpodd.io/rollback-after: %s\n", rollbackAfter)
 		}
