@@ -53,7 +53,10 @@ type soak struct {
 	// confChanges: of the file chaosleaf restarts on (restart-on-change)
 	confChanges int
 	depStarts   int // runs of dependents checked against their dependency's readiness
-	histories   int // generations of the longest rollout history
+	// minDepGen: by "name gen" of a dependent, the generation of the pod it
+	// starts after that was edited with it, which it must wait for
+	minDepGen map[string]int
+	histories int // generations of the longest rollout history
 }
 
 // failf fails the soak, naming the seed and the cycle, from any goroutine.
@@ -161,6 +164,7 @@ func TestChaos(t *testing.T) {
 
 	s.pods = make([]*spec, npods)
 	s.byFN = map[string]*spec{}
+	s.minDepGen = map[string]int{}
 	for i := range s.pods {
 		p := &spec{name: fmt.Sprintf("chaos%d", i), shape: shape(i % int(numShapes)), gen: 1,
 			marks: filepath.Join(d.Dir, "marks", fmt.Sprintf("chaos%d", i)), rate: 100, added: map[int]bool{}}

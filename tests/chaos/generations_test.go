@@ -188,7 +188,14 @@ func (s *soak) orderFault() {
 	switch s.rng.IntN(3) {
 	case 0:
 		edit(dep)
-		edit(mid)
+		if mid.present {
+			// Its new generation waits for the new one of the pod it
+			// starts after (added again, it is a UID that ran before).
+			edit(mid)
+			s.minDepGen[fmt.Sprintf("%s %d", mid.name, mid.gen)] = dep.gen
+		} else {
+			edit(mid)
+		}
 	case 1:
 		if dep.present {
 			s.remove(dep)
@@ -279,7 +286,8 @@ const maxDepAge = 20
 
 // checkStartOrder checks that the first run of each generation of a
 // dependent came while the pod it starts after was Ready: its readiness
-// probe had passed, at most maxDepAge seconds before.
+// probe had passed, at most maxDepAge seconds before, and for a dependent
+// edited with that pod, the probe of that pod's new generation.
 func (s *soak) checkStartOrder() {
 	for _, p := range s.chain {
 		if p.after == nil {
@@ -295,17 +303,25 @@ func (s *soak) checkStartOrder() {
 		}
 		for line := range strings.SplitSeq(strings.TrimSpace(string(b)), "\n") {
 			f := strings.Fields(line)
-			if len(f) != 3 {
+			if len(f) != 5 {
 				s.failf("%s: %s line %q", p.name, depsFile, line)
 				continue
 			}
-			if f[1] != "1" {
+			uid, gen, run, age, depGen := f[0], f[1], f[2], f[3], f[4]
+			if run != "1" {
 				continue // a restart in the same life, or a later life: no wait
 			}
 			s.depStarts++
-			if age, _ := strconv.Atoi(f[2]); age > maxDepAge {
-				s.failf("%s (UID %s) started %ds after %s last passed its readiness probe (never, if that is the epoch): it starts after it",
-					p.name, f[0], age, p.after.name)
+			s.logf("%s gen %s (UID %s) started %ss after %s's readiness probe passed, gen %s of it Ready by then", p.name, gen, uid, age, p.after.name, depGen)
+			if age, _ := strconv.Atoi(age); age > maxDepAge {
+				s.failf("%s gen %s (UID %s) started %ds after %s last passed its readiness probe (never, if that is the epoch): it starts after it",
+					p.name, gen, uid, age, p.after.name)
+			}
+			if want, ok := s.minDepGen[p.name+" "+gen]; ok {
+				if got, _ := strconv.Atoi(depGen); got < want {
+					s.failf("%s gen %s (UID %s) started when %s gen %d had not yet passed its readiness probe (gen %d had): they were edited together",
+						p.name, gen, uid, p.after.name, want, got)
+				}
 			}
 		}
 	}

@@ -49,8 +49,9 @@ type spec struct {
 	bad           map[int]badness
 	running       int
 	// after is the pod named by its staticpodd.io/start-after, whose marks
-	// dir it sees at /dep; readyMark: its readiness probe touches
-	// /s/ready each time it passes, so that its dependents can tell.
+	// dir it sees at /dep; readyMark: its readiness probe appends its
+	// generation to /s/ready each time it passes, so that its dependents
+	// can tell.
 	after     *spec
 	readyMark bool
 	// onChange is a host file named by its staticpodd.io/restart-on-change:
@@ -91,9 +92,10 @@ func (p *spec) waitsOn() bool {
 const rollbackAfter = "5s"
 
 // depsFile, in a dependent's marks, has a line per run of its container:
-// its UID, the run's number in that UID's life (its start marks so far),
-// and how many seconds before the run the probe of the pod it starts after
-// last passed (the mtime of that pod's /s/ready).
+// its UID and generation, the run's number in that UID's life (its start
+// marks so far), how many seconds before the run the probe of the pod it
+// starts after last passed (the mtime of that pod's /s/ready), and the
+// highest generation of that pod whose probe had passed by then.
 const depsFile = "deps"
 
 // kept reports whether a container of this shape stays up unless killed:
@@ -179,10 +181,11 @@ func (p *spec) manifest() string {
 		var extra, cmd string
 		if p.after != nil {
 			extra = "    - {name: dep, mountPath: /dep}\n"
-			cmd = `echo "$POD_UID $(grep -c "start $POD_UID" /s/main.marks) $(( $(date +%s) - $(stat -c %Y /dep/ready 2>/dev/null || echo 0) ))" >> /s/` + depsFile + "; "
+			cmd = `g=$(sort -n /dep/ready 2>/dev/null | tail -1); ` +
+				`echo "$POD_UID $CHAOS_GEN $(grep -c "start $POD_UID" /s/main.marks) $(( $(date +%s) - $(stat -c %Y /dep/ready 2>/dev/null || echo 0) )) ${g:-0}" >> /s/` + depsFile + "; "
 		}
 		if p.readyMark {
-			extra += "    readinessProbe:\n      exec: {command: [\"touch\", \"/s/ready\"]}\n      initialDelaySeconds: 1\n      periodSeconds: 1\n"
+			extra += fmt.Sprintf("    readinessProbe:\n      exec: {command: [\"sh\", \"-c\", \"echo %d >> /s/ready\"]}\n      initialDelaySeconds: 1\n      periodSeconds: 1\n", p.gen)
 		}
 		b.WriteString("  containers:\n" + container(p, "main", cmd+idle, extra))
 	case logger:
