@@ -146,6 +146,14 @@ func (s *soak) rolloutFault() {
 	if ps, _ := s.d.CLIErr("ps"); !strings.Contains(ps, "rolled back (deadline)") {
 		s.failf("%s rolled back, but ps does not flag its file:\n%s", p.name, ps)
 	}
+	// Why, with the exit code or the probe, in the history and the events.
+	why := map[badness]string{exitsNow: fmt.Sprintf("exit code %d", crashCode), neverReady: "readiness probe of main"}[how]
+	if h, _ := s.d.CLIErr("rollout", "history", p.name); !strings.Contains(h, why) {
+		s.failf("%s rolled back, but its rollout history does not say %q:\n%s", p.name, why, h)
+	}
+	if ev, _ := s.d.CLIErr("describe", p.name); !strings.Contains(ev, "RolledBack") {
+		s.failf("%s rolled back, but describe has no RolledBack event:\n%s", p.name, ev)
+	}
 	if s.rng.IntN(3) == 0 {
 		// A daemon that starts on a rolled-back pod keeps it so.
 		before := s.runningKept()
