@@ -354,14 +354,23 @@ func (c *checker) checkQuiet(pods []v1.Pod) {
 			if shape.kept(cs.Name) && int(cs.RestartCount) != c.killed[k]+c.failedStarts[k] {
 				c.s.failf("%s/%s (UID %s) restarted %d times; the soak killed its monitor %d times and %d runs failed to start", p.Name, cs.Name, p.UID, cs.RestartCount, c.killed[k], c.failedStarts[k])
 			}
-			b, _ := os.ReadFile(filepath.Join(sp.marks, cs.Name+".marks"))
-			runs := int32(strings.Count(string(b), "start "+string(p.UID)+"\n"))
 			// A run that failed to start (StartError) counts as a restart
 			// but never ran its command.
 			failed := int32(c.failedStarts[k])
 			lo, hi := cs.RestartCount-failed, cs.RestartCount+2
 			if shape.kept(cs.Name) && cs.State.Running != nil {
 				lo, hi = cs.RestartCount+1-failed, cs.RestartCount+1
+			}
+			// A container listed running may not have reached its shell's
+			// first line yet (a run that began a moment ago, on a busy
+			// machine): its mark is waited for.
+			var runs int32
+			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+				b, _ := os.ReadFile(filepath.Join(sp.marks, cs.Name+".marks"))
+				runs = int32(strings.Count(string(b), "start "+string(p.UID)+"\n"))
+				if runs >= lo || cs.State.Running == nil || time.Now().After(deadline) {
+					break
+				}
 			}
 			if runs < lo || runs > hi {
 				c.s.failf("%s/%s (UID %s) ran %d times by its own marks, but its restart count is %d, %d of them failed starts (state %+v)", p.Name, cs.Name, p.UID, runs, cs.RestartCount, failed, cs.State)
