@@ -113,7 +113,8 @@ test: build images vet
 
 # The chaos soak (tests/chaos): mixed pods under manifest churn while the
 # daemon, its monitors, its disk and its URL source are killed, stopped,
-# filled and cut off. The default is CI's short run (a few minutes); the long
+# filled and cut off, and pods are rolled back, started after others and
+# restarted. The default is CI's short run (a few minutes); the long
 # soak is CHAOS_CYCLES=100 CHAOS_PODS=30. When the control plane's binaries are
 # built (make controlplane), the daemon keeps mirror pods on their etcd and
 # kube-apiserver, which the soak kills and restarts; CHAOS_APISERVER=1 fails

@@ -45,6 +45,18 @@ type soak struct {
 	// socket or lock after its kill -9.
 	forkWindows []time.Duration
 	kills       int // of the daemon, with SIGKILL
+
+	chain     []*spec         // pods started after one another, the first first
+	rb        *spec           // the pod with rollback-after
+	rollbacks []time.Duration // from the bad edit to the generation that was Ready running again
+	restarts  int             // staticpodd restart
+	// confChanges: of the file chaosleaf restarts on (restart-on-change)
+	confChanges int
+	depStarts   int // runs of dependents checked against their dependency's readiness
+	// minDepGen: by "name gen" of a dependent, the generation of the pod it
+	// starts after that was edited with it, which it must wait for
+	minDepGen map[string]int
+	histories int // generations of the longest rollout history
 }
 
 // failf fails the soak, naming the seed and the cycle, from any goroutine.
@@ -152,6 +164,7 @@ func TestChaos(t *testing.T) {
 
 	s.pods = make([]*spec, npods)
 	s.byFN = map[string]*spec{}
+	s.minDepGen = map[string]int{}
 	for i := range s.pods {
 		p := &spec{name: fmt.Sprintf("chaos%d", i), shape: shape(i % int(numShapes)), gen: 1,
 			marks: filepath.Join(d.Dir, "marks", fmt.Sprintf("chaos%d", i)), rate: 100, added: map[int]bool{}}
@@ -167,6 +180,7 @@ func TestChaos(t *testing.T) {
 		s.pods[i] = p
 		s.byFN[p.name+"-"+d.Name] = p
 	}
+	s.addGenerationPods()
 	vethsBefore, err := veths()
 	if err != nil {
 		t.Fatal(err)
@@ -194,6 +208,8 @@ func TestChaos(t *testing.T) {
 		s.add(p)
 	}
 	s.converge(120 * time.Second)
+	// Its first generation has nothing to go back to: passed before any fault.
+	s.awaitRolloutReady(s.rb)
 
 	for c := 1; c <= cycles && !t.Failed(); c++ {
 		s.cycle.Store(int64(c))
@@ -220,6 +236,7 @@ func TestChaos(t *testing.T) {
 		s.fatalf("GET /pods: %v", err)
 	}
 	s.chk.checkQuiet(pods)
+	s.checkStartOrder()
 	if s.api != nil {
 		s.checkMirrors(time.Now().Add(-time.Minute))
 	}
@@ -265,6 +282,7 @@ func TestChaos(t *testing.T) {
 	if s.api != nil {
 		s.checkNoMirrors()
 	}
+	s.checkRecords()
 	stopSampler()
 	sampler.Wait()
 	time.Sleep(2 * time.Second) // settle the idle daemon, as for its baseline
@@ -329,6 +347,8 @@ func TestChaos(t *testing.T) {
 	fmt.Printf("chaos: after kill -9 the socket or lock was held by a child between fork and exec %d times (of %d kills), longest %s\n",
 		len(s.forkWindows), s.kills, slices.Max(append(s.forkWindows, 0)))
 	fmt.Printf("chaos: evictions=%d refused-at-admission=%d (pods not critical; the critical ones were never)\n", evictions, refusals)
+	fmt.Printf("chaos: rollbacks=%d (worst %s from the bad edit) restarts=%d restart-on-change-edits=%d dependent-starts-checked=%d longest-rollout-history=%d\n",
+		len(s.rollbacks), slices.Max(append(s.rollbacks, 0)).Round(time.Millisecond), s.restarts, s.confChanges, s.depStarts, s.histories)
 	fmt.Printf("chaos: CHAOS_SEED=%d cycles=%d pods=%d wall=%s faults=%v restarts-of-daemon=%d worst-adoption=%s "+
 		"final-converge=%s status-samples=%d processes-checked=%d log-lines-checked=%d daemon-idle rss=%dKiB->%dKiB fds=%d->%d\n",
 		seed, cycles, npods, time.Since(begin).Round(time.Second), s.faults, len(s.adoptions), worst.Round(time.Millisecond),
@@ -432,6 +452,9 @@ func (s *soak) urlPods() []*spec {
 // the pod.
 func (s *soak) churn() *spec {
 	p := s.pods[s.rng.IntN(len(s.pods))]
+	for p == s.rb {
+		p = s.pods[s.rng.IntN(len(s.pods))] // only the rollout fault edits it
+	}
 	switch r := s.rng.IntN(10); {
 	case !p.present:
 		s.add(p)
@@ -448,7 +471,7 @@ func (s *soak) churn() *spec {
 // sources, and undoes it.
 func (s *soak) fault() {
 	d := s.d
-	kinds := []string{"kill -9 daemon", "kill -9 monitor", "SIGSTOP daemon", "disk full", "URL server down"}
+	kinds := []string{"kill -9 daemon", "kill -9 monitor", "SIGSTOP daemon", "disk full", "URL server down", "rollout", "start order", "restart pod"}
 	if s.api != nil {
 		kinds = append(kinds, "API server restart")
 	}
@@ -463,34 +486,22 @@ func (s *soak) fault() {
 	case "kill -9 daemon":
 		before := s.runningKept()
 		s.kill9()
-		var changed *spec
+		changed := map[*spec]bool{}
 		if s.rng.IntN(2) == 0 {
-			changed = s.churn() // a manifest changes while no daemon runs
+			changed[s.churn()] = true // a manifest changes while no daemon runs
 		}
 		if s.rng.IntN(3) == 0 {
 			before = s.killMonitorWhileDown(before) // the next daemon must see it died
 		}
-		start := time.Now()
-		d.Start()
-		// Adopted: every kept container that ran before, of a pod whose
-		// manifest did not change meanwhile, is listed running again.
-		d.Eventually(60*time.Second, "every running container adopted", func() error {
-			pods, err := getPods(d)
-			if err != nil {
-				return err
-			}
-			now := runningIDs(pods)
-			for id, fn := range before {
-				if p := s.byFullName(fn); p != changed && !now[id] {
-					return fmt.Errorf("container %s of %s not listed running", id, fn)
-				}
-			}
-			return nil
-		})
-		s.adoptions = append(s.adoptions, time.Since(start))
-		s.logf("adopted in %s", time.Since(start).Round(time.Millisecond))
+		s.restartDaemon(before, changed)
 	case "kill -9 monitor":
-		s.killMonitor()
+		s.killMonitor(func(string) bool { return true })
+	case "rollout":
+		s.rolloutFault()
+	case "start order":
+		s.orderFault()
+	case "restart pod":
+		s.restartFault()
 	case "SIGSTOP daemon":
 		d.Signal(syscall.SIGSTOP)
 		time.Sleep(2 * time.Second)
@@ -544,7 +555,7 @@ func (s *soak) runningKept() map[string]string {
 	ids := map[string]string{}
 	for _, p := range pods {
 		sp := s.byFullName(p.Name)
-		if p.DeletionTimestamp != nil || sp == nil || !sp.present || listedGen(&p) != strconv.Itoa(sp.gen) {
+		if p.DeletionTimestamp != nil || sp == nil || !sp.present || listedGen(&p) != strconv.Itoa(sp.runningGen()) {
 			continue // being stopped, or about to be
 		}
 		for _, cs := range statuses(&p) {
@@ -600,7 +611,7 @@ func (s *soak) converge(timeout time.Duration) time.Duration {
 		}
 		for _, p := range s.pods {
 			if p.present {
-				want = append(want, fmt.Sprintf("%s-%s gen %d", p.name, s.d.Name, p.gen))
+				want = append(want, fmt.Sprintf("%s-%s gen %d", p.name, s.d.Name, p.runningGen()))
 			}
 		}
 		slices.Sort(got)
@@ -613,6 +624,9 @@ func (s *soak) converge(timeout time.Duration) time.Duration {
 		}
 		for _, p := range pods {
 			sp := s.byFullName(p.Name)
+			if sp.waitsOn() {
+				continue // it waits for a pod that is not there
+			}
 			for _, cs := range statuses(&p) {
 				if sp.shape.kept(cs.Name) && cs.State.Running == nil {
 					return fmt.Errorf("%s/%s not running: %+v", p.Name, cs.Name, cs.State)
@@ -624,9 +638,33 @@ func (s *soak) converge(timeout time.Duration) time.Duration {
 	return setAt
 }
 
+// restartDaemon starts the daemon after its kill -9 and waits until every
+// kept container that ran before (before, from runningKept), of a pod not
+// changed meanwhile, is adopted: listed running again.
+func (s *soak) restartDaemon(before map[string]string, changed map[*spec]bool) {
+	d := s.d
+	start := time.Now()
+	d.Start()
+	d.Eventually(60*time.Second, "every running container adopted", func() error {
+		pods, err := getPods(d)
+		if err != nil {
+			return err
+		}
+		now := runningIDs(pods)
+		for id, fn := range before {
+			if p := s.byFullName(fn); !changed[p] && !now[id] {
+				return fmt.Errorf("container %s of %s not listed running", id, fn)
+			}
+		}
+		return nil
+	})
+	s.adoptions = append(s.adoptions, time.Since(start))
+	s.logf("adopted in %s", time.Since(start).Round(time.Millisecond))
+}
+
 // killMonitor kills the monitor of a random running container of a pod not
-// being stopped, and records it.
-func (s *soak) killMonitor() {
+// being stopped whose full name passes pick, and records it.
+func (s *soak) killMonitor(pick func(fullName string) bool) {
 	pods, err := getPods(s.d)
 	if err != nil {
 		s.fatalf("GET /pods: %v", err)
@@ -637,7 +675,7 @@ func (s *soak) killMonitor() {
 	}
 	var ts []target
 	for _, p := range pods {
-		if p.DeletionTimestamp != nil {
+		if p.DeletionTimestamp != nil || !pick(p.Name) {
 			continue
 		}
 		for _, cs := range statuses(&p) {

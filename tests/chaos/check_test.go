@@ -52,11 +52,33 @@ type checker struct {
 	out       map[string]bool
 	evictions int // pods evicted by a threshold
 	refusals  int // pods refused at admission under pressure
+	// bad holds the generations ("name gen") the rollout fault made never
+	// Ready, and how; rollbacks counts the rollbacks it saw.
+	bad       map[string]badness
+	rollbacks int
+}
+
+// shapeOf is what generation gen of sp does: a generation whose container
+// exits at once is a crashing one. c.mu is held.
+func (c *checker) shapeOf(sp *spec, gen string) shape {
+	if c.bad[sp.name+" "+gen] == exitsNow {
+		return crashing
+	}
+	return sp.shape
+}
+
+// badGen records that generation gen of pod name is never Ready, and how,
+// before its manifest is written.
+func (c *checker) badGen(name string, gen int, how badness) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.bad[fmt.Sprintf("%s %d", name, gen)] = how
 }
 
 func newChecker(s *soak) *checker {
 	return &checker{s: s, killed: map[ckey]int{}, restarts: map[ckey]int32{}, reused: map[string]bool{},
-		failedStarts: map[ckey]int{}, failedSeen: map[string]bool{}, evicted: map[string]bool{}, out: map[string]bool{}}
+		failedStarts: map[ckey]int{}, failedSeen: map[string]bool{}, evicted: map[string]bool{}, out: map[string]bool{},
+		bad: map[string]badness{}}
 }
 
 // proc is one process of a container, as the process check saw it.
@@ -205,6 +227,7 @@ func (c *checker) sampleStatus(pods []v1.Pod) {
 			continue // its containers were stopped by the eviction
 		}
 		reused := c.reused[fmt.Sprintf("%s %s", sp.name, listedGen(&p))]
+		shape := c.shapeOf(sp, listedGen(&p))
 		for _, cs := range statuses(&p) {
 			k := ckey{string(p.UID), cs.Name}
 			if last := cs.LastTerminationState.Terminated; last != nil && last.Reason == "StartError" && !c.failedSeen[last.ContainerID] {
@@ -219,9 +242,9 @@ func (c *checker) sampleStatus(pods []v1.Pod) {
 				c.s.failf("restart count of %s/%s (UID %s) went down from %d to %d", p.Name, cs.Name, p.UID, c.restarts[k], cs.RestartCount)
 			}
 			c.restarts[k] = max(c.restarts[k], cs.RestartCount)
-			if sp.shape.kept(cs.Name) && !reused && int(cs.RestartCount) > c.killed[k]+c.failedStarts[k] {
+			if shape.kept(cs.Name) && !reused && int(cs.RestartCount) > c.killed[k]+c.failedStarts[k] {
 				c.s.failf("%s/%s (UID %s, shape %s) restarted %d times, but it never exits by itself, the soak killed its monitor %d times and %d runs failed to start; last state %+v",
-					p.Name, cs.Name, p.UID, sp.shape, cs.RestartCount, c.killed[k], c.failedStarts[k], cs.LastTerminationState.Terminated)
+					p.Name, cs.Name, p.UID, shape, cs.RestartCount, c.killed[k], c.failedStarts[k], cs.LastTerminationState.Terminated)
 			}
 			for _, term := range []*v1.ContainerStateTerminated{cs.State.Terminated, cs.LastTerminationState.Terminated} {
 				if term == nil {
@@ -239,16 +262,16 @@ func (c *checker) sampleStatus(pods []v1.Pod) {
 				stopped := c.evicted[string(p.UID)] || reused
 				want := map[int32]bool{137: c.killed[k] > 0 || stopped, 0: stopped}
 				switch {
-				case sp.shape == crashing:
+				case shape == crashing:
 					want[crashCode] = true
-				case sp.shape == exiting, cs.Name == "init":
+				case shape == exiting, cs.Name == "init":
 					want[0] = true
-				case sp.shape == unhealthy:
+				case shape == unhealthy:
 					want[0], want[137] = true, true // TERM on liveness failure, or KILL after the grace period
 				}
 				if !want[term.ExitCode] {
 					c.s.failf("%s/%s (UID %s, shape %s) recorded exit code %d (%s: %s), which it never exits with",
-						p.Name, cs.Name, p.UID, sp.shape, term.ExitCode, term.Reason, term.Message)
+						p.Name, cs.Name, p.UID, shape, term.ExitCode, term.Reason, term.Message)
 				}
 			}
 		}
@@ -325,19 +348,29 @@ func (c *checker) checkQuiet(pods []v1.Pod) {
 		if c.reused[fmt.Sprintf("%s %s", sp.name, listedGen(&p))] {
 			continue // its marks and kills are of several lives of this UID
 		}
+		shape := c.shapeOf(sp, listedGen(&p))
 		for _, cs := range statuses(&p) {
 			k := ckey{string(p.UID), cs.Name}
-			if sp.shape.kept(cs.Name) && int(cs.RestartCount) != c.killed[k]+c.failedStarts[k] {
+			if shape.kept(cs.Name) && int(cs.RestartCount) != c.killed[k]+c.failedStarts[k] {
 				c.s.failf("%s/%s (UID %s) restarted %d times; the soak killed its monitor %d times and %d runs failed to start", p.Name, cs.Name, p.UID, cs.RestartCount, c.killed[k], c.failedStarts[k])
 			}
-			b, _ := os.ReadFile(filepath.Join(sp.marks, cs.Name+".marks"))
-			runs := int32(strings.Count(string(b), "start "+string(p.UID)+"\n"))
 			// A run that failed to start (StartError) counts as a restart
 			// but never ran its command.
 			failed := int32(c.failedStarts[k])
 			lo, hi := cs.RestartCount-failed, cs.RestartCount+2
-			if sp.shape.kept(cs.Name) && cs.State.Running != nil {
+			if shape.kept(cs.Name) && cs.State.Running != nil {
 				lo, hi = cs.RestartCount+1-failed, cs.RestartCount+1
+			}
+			// A container listed running may not have reached its shell's
+			// first line yet (a run that began a moment ago, on a busy
+			// machine): its mark is waited for.
+			var runs int32
+			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+				b, _ := os.ReadFile(filepath.Join(sp.marks, cs.Name+".marks"))
+				runs = int32(strings.Count(string(b), "start "+string(p.UID)+"\n"))
+				if runs >= lo || cs.State.Running == nil || time.Now().After(deadline) {
+					break
+				}
 			}
 			if runs < lo || runs > hi {
 				c.s.failf("%s/%s (UID %s) ran %d times by its own marks, but its restart count is %d, %d of them failed starts (state %+v)", p.Name, cs.Name, p.UID, runs, cs.RestartCount, failed, cs.State)

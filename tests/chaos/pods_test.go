@@ -40,7 +40,63 @@ type spec struct {
 	marks       string       // host dir mounted at /s
 	rate        int          // logger: lines of 100 bytes per 0.1 s
 	added       map[int]bool // generations added so far
+
+	// rollbackAfter: the pod has staticpodd.io/rollback-after, and only
+	// the rollout fault edits it. bad holds its generations that are never
+	// Ready, and how; running is the generation that runs, which is not gen
+	// while gen was rolled back.
+	rollbackAfter bool
+	bad           map[int]badness
+	running       int
+	// after is the pod named by its staticpodd.io/start-after, whose marks
+	// dir it sees at /dep; readyMark: its readiness probe appends its
+	// generation to /s/ready each time it passes, so that its dependents
+	// can tell.
+	after     *spec
+	readyMark bool
+	// onChange is a host file named by its staticpodd.io/restart-on-change:
+	// a change of its contents is a new generation.
+	onChange string
 }
+
+// badness is how a generation of a pod with rollback-after is never Ready.
+type badness int
+
+const (
+	good       badness = iota
+	exitsNow           // its container exits crashCode at once, restarted with back-off
+	neverReady         // it runs, but its readiness probe never passes
+)
+
+// runningGen is the generation that runs while the manifest is present.
+func (p *spec) runningGen() int {
+	if p.running != 0 {
+		return p.running
+	}
+	return p.gen
+}
+
+// waitsOn reports whether a pod p starts after, directly or not, is absent:
+// then p may wait forever.
+func (p *spec) waitsOn() bool {
+	for d := p.after; d != nil; d = d.after {
+		if !d.present {
+			return true
+		}
+	}
+	return false
+}
+
+// rollbackAfter is the chaos pods' staticpodd.io/rollback-after, the
+// shortest the daemon takes.
+const rollbackAfter = "5s"
+
+// depsFile, in a dependent's marks, has a line per run of its container:
+// its UID and generation, the run's number in that UID's life (its start
+// marks so far), how many seconds before the run the probe of the pod it
+// starts after last passed (the mtime of that pod's /s/ready), and the
+// highest generation of that pod whose probe had passed by then.
+const depsFile = "deps"
 
 // kept reports whether a container of this shape stays up unless killed:
 // any restart of it must be a monitor the soak killed.
@@ -74,7 +130,7 @@ func env(p *spec, container string) string {
 // first, so that a stop however early ends it with the code of its shape.
 func container(p *spec, name, cmd, extra string) string {
 	code := 0
-	if p.shape == crashing {
+	if p.shape == crashing || p.bad[p.gen] == exitsNow {
 		code = crashCode
 	}
 	cmd = fmt.Sprintf("trap 'exit %d' TERM; ", code) + markCmd + cmd
@@ -84,7 +140,20 @@ func container(p *spec, name, cmd, extra string) string {
 // manifest is the pod's YAML: one document, or a PodList item when list.
 func (p *spec) manifest() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "apiVersion: v1\nkind: Pod\nmetadata: {name: %s}\nspec:\n  terminationGracePeriodSeconds: 2\n", p.name)
+	fmt.Fprintf(&b, "apiVersion: v1\nkind: Pod\nmetadata:\n  name: %s\n", p.name)
+	if p.rollbackAfter || p.after != nil || p.onChange != "" {
+		b.WriteString("  annotations:\n")
+		if p.onChange != "" {
+			fmt.Fprintf(&b, "    staticpodd.io/restart-on-change: %s\n", p.onChange)
+		}
+		if p.rollbackAfter {
+			fmt.Fprintf(&b, "    staticpodd.io/rollback-after: %s\n", rollbackAfter)
+		}
+		if p.after != nil {
+			fmt.Fprintf(&b, "    staticpodd.io/start-after: %s\n", p.after.name)
+		}
+	}
+	b.WriteString("spec:\n  terminationGracePeriodSeconds: 2\n")
 	if p.critical {
 		// As kubeadm's control plane: the priority too, which an API
 		// server's admission would resolve from the class for a mirror pod.
@@ -94,9 +163,31 @@ func (p *spec) manifest() string {
 		b.WriteString("  hostNetwork: true\n")
 	}
 	fmt.Fprintf(&b, "  volumes:\n  - name: s\n    hostPath: {path: %s}\n", p.marks)
+	if p.after != nil {
+		fmt.Fprintf(&b, "  - name: dep\n    hostPath: {path: %s}\n", p.after.marks)
+	}
+	switch {
+	case p.bad[p.gen] == exitsNow:
+		b.WriteString("  containers:\n" + container(p, "main", fmt.Sprintf("exit %d", crashCode), ""))
+		return b.String()
+	case p.bad[p.gen] == neverReady:
+		probe := "    readinessProbe:\n      exec: {command: [\"false\"]}\n      periodSeconds: 1\n"
+		b.WriteString("  containers:\n" + container(p, "main", idle, probe))
+		return b.String()
+	}
 	switch p.shape {
 	case stable:
-		b.WriteString("  containers:\n" + container(p, "main", idle, ""))
+		// extra continues the container's volumeMounts first.
+		var extra, cmd string
+		if p.after != nil {
+			extra = "    - {name: dep, mountPath: /dep}\n"
+			cmd = `g=$(sort -n /dep/ready 2>/dev/null | tail -1); ` +
+				`echo "$POD_UID $CHAOS_GEN $(grep -c "start $POD_UID" /s/main.marks) $(( $(date +%s) - $(stat -c %Y /dep/ready 2>/dev/null || echo 0) )) ${g:-0}" >> /s/` + depsFile + "; "
+		}
+		if p.readyMark {
+			extra += fmt.Sprintf("    readinessProbe:\n      exec: {command: [\"sh\", \"-c\", \"echo %d >> /s/ready\"]}\n      initialDelaySeconds: 1\n      periodSeconds: 1\n", p.gen)
+		}
+		b.WriteString("  containers:\n" + container(p, "main", cmd+idle, extra))
 	case logger:
 		// Batches of numbered lines of 100 bytes; after each batch the last
 		// number goes to /s/progress-<uid>, so the checker knows what was
