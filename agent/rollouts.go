@@ -156,9 +156,41 @@ func (r *rollouts) targetLocked(key string, h *rollout.History, rej *rollout.Rej
 	// manifest into it.
 	pod.UID = types.UID(g.UID)
 	pod.Annotations[manifest.AnnotationHash] = g.UID
+	runDigests(pod.Pod, g.Images)
 	manifest.Stamp(pod, seen)
 	r.subst[key] = pod.Pod
 	return pod.Pod, nil
+}
+
+// keptImages are the images the kept generations of the pods ran.
+func (r *rollouts) keptImages() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, h := range r.byKey {
+		for _, g := range h.Generations {
+			for _, id := range g.Images {
+				out = append(out, id)
+			}
+		}
+	}
+	return out
+}
+
+// runDigests makes the containers of pod, if it follows its tags, run the
+// digests its generation ran (images, by container), which the tags may
+// no longer name: a generation brought back is the one that was Ready.
+func runDigests(pod *v1.Pod, images map[string]string) {
+	if manifest.FollowTags(pod) == 0 {
+		return
+	}
+	for _, cs := range [][]v1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for i := range cs {
+			if d := images[cs[i].Name]; byTag(cs[i].Image) && sameRepo(cs[i].Image, d) {
+				cs[i].Image = d
+			}
+		}
+	}
 }
 
 // observe records where the current generation of w's pod is, from its
@@ -174,7 +206,13 @@ func (r *rollouts) observe(w *worker, pod, published *v1.Pod, now time.Time) (ti
 	var changed bool
 	if c := h.Current(); c == nil || c.UID != uid {
 		g := rollout.Generation{UID: uid, Source: pod.Annotations[manifest.AnnotationSource]}
-		if src := w.a.sourceOf(uid); src != nil {
+		src := w.a.sourceOf(uid)
+		if src == nil {
+			// A generation manifest.Regenerate made (a restart, a
+			// followed tag) is of the manifest its source offered.
+			src = w.a.sourceOf(manifest.ManifestUID(pod))
+		}
+		if src != nil {
 			g.Origin, g.Manifest = src.Origin, string(src.Data)
 		} else if old := h.Find(uid); old != nil {
 			g.Origin, g.Manifest, g.Source = old.Origin, old.Manifest, old.Source
