@@ -124,8 +124,12 @@ func (r *rollouts) substitute(pods map[string]manifest.Pod, nodeName string, see
 			problems = append(problems, manifest.Problem{Origin: p.Origin, Err: err})
 			continue
 		}
-		msg := fmt.Sprintf("pod %s rolled back (%s) to generation %s: %s; the file is used again once its content changes",
-			key, rej.By, rej.Target, rej.Reason)
+		again := "the file is used again once its content changes"
+		if manifest.FollowTags(p.Pod) > 0 {
+			again += ", or a followed tag names yet another digest"
+		}
+		msg := fmt.Sprintf("pod %s rolled back (%s) to generation %s: %s; %s",
+			key, rej.By, rej.Target, rej.Reason, again)
 		if c := h.Current(); c != nil && c.UID == rej.Target && !c.FailedAt.IsZero() {
 			msg += fmt.Sprintf("; generation %s, brought back, %s too: left running (a rollback never loops)", c.UID, c.Reason)
 		}
