@@ -42,6 +42,9 @@ type followed struct {
 	// Now is the digest the tag named when last resolved: a Now that is
 	// not Base is run by digest, as a generation of its own.
 	Now map[string]string `json:"now"`
+	// Tag is the image by tag Base and Now are of: an edit to another tag
+	// follows that one afresh.
+	Tag map[string]string `json:"tag"`
 }
 
 // follows are the digests of followed tags (manifest.AnnotationFollowTags)
@@ -80,7 +83,7 @@ func loadFollows(rootDir string, logger *slog.Logger) *follows {
 		f.at = map[string]*followed{}
 	}
 	for k, e := range f.at {
-		if e == nil || e.Base == nil || e.Now == nil {
+		if e == nil || e.Base == nil || e.Now == nil || e.Tag == nil {
 			delete(f.at, k)
 		}
 	}
@@ -133,7 +136,7 @@ func (f *follows) apply(pods map[string]manifest.Pod, complete bool, logger *slo
 		}
 		moved := map[string]string{}
 		for n, img := range fp.tags {
-			if d := e.Now[n]; d != "" && d != e.Base[n] && sameRepo(img, d) {
+			if d := e.Now[n]; d != "" && d != e.Base[n] && e.Tag[n] == img && sameRepo(img, d) {
 				moved[n] = d
 			}
 		}
@@ -170,6 +173,17 @@ func (f *follows) apply(pods map[string]manifest.Pod, complete bool, logger *slo
 			logger.Warn("forget the followed tag digests of removed pods", "err", err)
 		}
 	}
+}
+
+// statusImage is the image container n of pod's published status was
+// started from.
+func statusImage(pod *v1.Pod, n string) string {
+	for _, cs := range append(append([]v1.ContainerStatus(nil), pod.Status.InitContainerStatuses...), pod.Status.ContainerStatuses...) {
+		if cs.Name == n {
+			return cs.Image
+		}
+	}
+	return ""
 }
 
 // sameRepo tells whether repo digest d is of the repository of image ref.
@@ -267,27 +281,25 @@ func (a *Agent) checkTags(ctx context.Context, key string, fp followedPod) bool 
 	}
 	running := imageIDs(pod)
 	a.follow.mu.Lock()
-	var base, now map[string]string
+	base, now, tags := map[string]string{}, map[string]string{}, map[string]string{}
 	if e := a.follow.at[key]; e != nil {
-		base, now = maps.Clone(e.Base), maps.Clone(e.Now)
-	} else {
-		base, now = map[string]string{}, map[string]string{}
+		base, now, tags = maps.Clone(e.Base), maps.Clone(e.Now), maps.Clone(e.Tag)
 	}
 	a.follow.mu.Unlock()
 	complete, moved := true, false
 	for _, n := range slices.Sorted(maps.Keys(fp.tags)) {
 		tag := fp.tags[n]
-		if base[n] == "" || (!sameRepo(tag, base[n]) && !sameRepo(tag, now[n])) {
-			// First seen, or the manifest names another repository now:
-			// what runs is where the tag is followed from. An image with
-			// no digest of that repository (imported) has its image ID,
-			// and the registry's digest is new to it.
+		if base[n] == "" || tags[n] != tag {
+			// First seen, or the manifest names another tag now: what the
+			// generation of that tag runs is where it is followed from. An
+			// image with no digest of its repository (imported) has its
+			// image ID, and the registry's digest is new to it.
 			r := running[n]
-			if r == "" {
-				complete = false
+			if r == "" || statusImage(pod, n) != tag {
+				complete = false // not started yet, or the generation before
 				continue
 			}
-			base[n], now[n] = r, r
+			base[n], now[n], tags[n] = r, r, tag
 		}
 		d, err := a.cfg.Tags.Resolve(ctx, tag)
 		if err != nil {
@@ -315,10 +327,10 @@ func (a *Agent) checkTags(ctx context.Context, key string, fp followedPod) bool 
 		return true // removed meanwhile
 	}
 	prev, had := a.follow.at[key]
-	if had && maps.Equal(prev.Base, base) && maps.Equal(prev.Now, now) {
+	if had && maps.Equal(prev.Base, base) && maps.Equal(prev.Now, now) && maps.Equal(prev.Tag, tags) {
 		return complete
 	}
-	a.follow.at[key] = &followed{Base: base, Now: now}
+	a.follow.at[key] = &followed{Base: base, Now: now, Tag: tags}
 	if err := a.follow.saveLocked(); err != nil {
 		// A generation the disk does not keep would be rolled out again,
 		// or forgotten, by the next daemon: try again at the next check.

@@ -3,9 +3,12 @@ package agent
 import (
 	"io"
 	"log/slog"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/staticpodd/staticpodd/agent/manifest"
+	"github.com/staticpodd/staticpodd/agent/rollout"
 )
 
 func followPods(t *testing.T, doc string) map[string]manifest.Pod {
@@ -45,7 +48,8 @@ func TestFollowsApply(t *testing.T) {
 		t.Fatalf("followed tags %v: the image by digest follows nothing", fp.tags)
 	}
 	const base, moved = "reg.example/team/app@sha256:aa", "reg.example/team/app@sha256:bb"
-	f.at["default/web-node1"] = &followed{Base: map[string]string{"main": base}, Now: map[string]string{"main": moved}}
+	f.at["default/web-node1"] = &followed{Base: map[string]string{"main": base}, Now: map[string]string{"main": moved},
+		Tag: map[string]string{"main": "reg.example/team/app:v1"}}
 	if err := f.saveLocked(); err != nil {
 		t.Fatal(err)
 	}
@@ -68,6 +72,15 @@ func TestFollowsApply(t *testing.T) {
 	if pods["default/web-node1"].UID != orig {
 		t.Errorf("a digest of another repository was run")
 	}
+	// An edit to another tag of the repository does not run the old
+	// tag's digest.
+	f.at["default/web-node1"].Now["main"] = moved
+	pods = followPods(t, strings.Replace(followDoc, "app:v1", "app:v2", 1))
+	edited := pods["default/web-node1"].UID
+	f.apply(pods, true, logger)
+	if p := pods["default/web-node1"]; p.UID != edited || p.Pod.Spec.Containers[0].Image != "reg.example/team/app:v2" {
+		t.Errorf("an edit to tag v2 runs %s", p.Pod.Spec.Containers[0].Image)
+	}
 	// The pod gone from a complete set: its digests are forgotten, on disk too.
 	f.apply(map[string]manifest.Pod{}, true, logger)
 	if len(loadFollows(root, logger).at) != 0 {
@@ -88,5 +101,20 @@ func TestRunDigests(t *testing.T) {
 	runDigests(p, ran)
 	if p.Spec.Containers[0].Image != "reg.example/team/app:v1" {
 		t.Errorf("a pod that follows nothing runs %s", p.Spec.Containers[0].Image)
+	}
+}
+
+// Image GC keeps the images of every kept generation, which a rollback
+// runs again.
+func TestKeptImages(t *testing.T) {
+	r := newRollouts("")
+	r.byKey["default/web-node1"] = &rollout.History{Namespace: "default", Name: "web-node1", Generations: []rollout.Generation{
+		{UID: "a", Images: map[string]string{"main": "reg.example/team/app@sha256:aa"}},
+		{UID: "b", Images: map[string]string{"main": "reg.example/team/app@sha256:bb"}},
+	}}
+	got := r.keptImages()
+	slices.Sort(got)
+	if !slices.Equal(got, []string{"reg.example/team/app@sha256:aa", "reg.example/team/app@sha256:bb"}) {
+		t.Errorf("kept images %v", got)
 	}
 }

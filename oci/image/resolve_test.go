@@ -40,6 +40,11 @@ func TestResolveFollowsTheTag(t *testing.T) {
 	if err != nil || pulled.RepoDigests[0] != got {
 		t.Fatalf("pull records %v, %v; Resolve said %s", pulled.RepoDigests, err, got)
 	}
+	// The repo digest finds the image pulled by tag: what a generation
+	// rolled back to runs, and what image GC is told to keep.
+	if byDigest, err := p.store.Get(got); err != nil || byDigest.ID != pulled.ID {
+		t.Fatalf("Get(%s) = %s, %v; want the image pulled by tag, %s", got, byDigest.ID, err, pulled.ID)
+	}
 	img2 := testImage(t, baseEntries, []entry{{name: "v2.txt", body: "two"}})
 	reg.push(t, "team/app:v1", img2)
 	md2, _ := img2.Digest()
