@@ -286,7 +286,8 @@ func (a *Agent) checkTags(ctx context.Context, key string, fp followedPod) bool 
 		base, now, tags = maps.Clone(e.Base), maps.Clone(e.Now), maps.Clone(e.Tag)
 	}
 	a.follow.mu.Unlock()
-	complete, moved := true, false
+	complete := true
+	var moved [][4]string // container, tag, digest, digest before
 	for _, n := range slices.Sorted(maps.Keys(fp.tags)) {
 		tag := fp.tags[n]
 		if base[n] == "" || tags[n] != tag {
@@ -317,9 +318,8 @@ func (a *Agent) checkTags(ctx context.Context, key string, fp followedPod) bool 
 				continue
 			}
 		}
-		a.logger.Info("followed tag moved: a new generation", "pod", key, "container", n, "image", tag, "digest", d, "was", now[n])
-		a.events.Eventf(events.PodRef(pod), v1.EventTypeNormal, events.Pulled, "Following tag %s: new digest %s", tag, d)
-		now[n], moved = d, true
+		moved = append(moved, [4]string{n, tag, d, now[n]})
+		now[n] = d
 	}
 	a.follow.mu.Lock()
 	defer a.follow.mu.Unlock()
@@ -342,7 +342,12 @@ func (a *Agent) checkTags(ctx context.Context, key string, fp followedPod) bool 
 		}
 		return complete
 	}
-	if moved {
+	// Told once kept: a daemon killed before would resolve it again.
+	for _, m := range moved {
+		a.logger.Info("followed tag moved: a new generation", "pod", key, "container", m[0], "image", m[1], "digest", m[2], "was", m[3])
+		a.events.Eventf(events.PodRef(pod), v1.EventTypeNormal, events.Pulled, "Following tag %s: new digest %s", m[1], m[2])
+	}
+	if len(moved) > 0 {
 		select {
 		case a.regenerate <- struct{}{}:
 		default:

@@ -166,3 +166,51 @@ func TestFollowTagRollsOutAndBack(t *testing.T) {
 	d.Stop()
 	d.AssertNoLeaks()
 }
+
+// A kill -9 of the daemon just after a followed tag moved loses neither
+// the new digest nor the generation: the next daemon runs B once, and
+// rolls it out no second time.
+func TestFollowTagAcrossKill9(t *testing.T) {
+	t.Parallel()
+	r := newPullRegistry(t)
+	d := pullDaemon(t, r)
+	aTar, bTar := filepath.Join(d.Dir, "a.tar"), filepath.Join(d.Dir, "b.tar")
+	buildImage(t, aTar, "-ref", "app:a", "-cmd", loopCmd("A"))
+	buildImage(t, bTar, "-ref", "app:b", "-cmd", loopCmd("B"))
+	_, refA := r.push(aTar, "team/app:t")
+	d.Start()
+	d.WriteManifest("web.yaml", followManifest("web", r.addr+"/team/app:t"))
+	uidA := awaitImage(d, "web", refA, 60*time.Second)
+	_, refB := r.push(bTar, "team/app:t")
+	d.Eventually(30*time.Second, "the tag's move seen", func() error {
+		if !strings.Contains(d.Output(), "followed tag moved") {
+			return errStill
+		}
+		return nil
+	})
+	d.Kill9()
+	d.Start()
+	uidB := awaitImage(d, "web", refB, 60*time.Second, uidA)
+	heads := r.heads.Load()
+	d.Eventually(40*time.Second, "two more checks of the tag", func() error {
+		if n := r.heads.Load() - heads; n < 2 {
+			return fmt.Errorf("%d checks", n)
+		}
+		return nil
+	})
+	if got := awaitImage(d, "web", refB, time.Second); got != uidB {
+		t.Errorf("generation %s runs after more checks, want %s", got, uidB)
+	}
+	if strings.Contains(d.Output(), "followed tag moved") {
+		t.Errorf("the next daemon rolled the tag's move out again:\n%s", d.Output())
+	}
+	d.RemoveManifest("web.yaml")
+	d.Eventually(30*time.Second, "web removed", func() error {
+		if len(d.Pods()) > 0 {
+			return errStill
+		}
+		return nil
+	})
+	d.Stop()
+	d.AssertNoLeaks()
+}
