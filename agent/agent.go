@@ -81,6 +81,9 @@ type Config struct {
 	// Images pulls the images of containers as their imagePullPolicy says;
 	// nil: nothing is pulled, a missing image waits with ErrImageNeverPull.
 	Images images.Puller
+	// Tags resolves the tags of the pods that follow them
+	// (manifest.AnnotationFollowTags); nil: no tag is followed.
+	Tags TagResolver
 }
 
 // Agent runs static pods on a Runtime.
@@ -148,6 +151,8 @@ type Agent struct {
 	// reconcile once one changed.
 	restarts   *restarts
 	regenerate chan struct{}
+	// follow are the digests of followed tags (runFollow).
+	follow *follows
 	// files are the pods' restart-on-change files; onChange, their
 	// digests when their pods were last handed out.
 	files    *hostfiles.Watcher
@@ -194,6 +199,7 @@ func New(cfg Config, rt Runtime, logger *slog.Logger) *Agent {
 		events:     cfg.Events,
 		resync:     make(chan struct{}, 1),
 		restarts:   loadRestarts(cfg.Paths.RootDir, logger),
+		follow:     loadFollows(cfg.Paths.RootDir, logger),
 		regenerate: make(chan struct{}, 1),
 		files:      hostfiles.New(cfg.RelistPeriod, logger),
 		resynced:   make(chan struct{}),

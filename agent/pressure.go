@@ -266,8 +266,9 @@ wait:
 	return false
 }
 
-// ImagesInUse are the images of every pod a manifest lists, running or not:
-// what image garbage collection keeps.
+// ImagesInUse are the images of every pod a manifest lists, running or not,
+// and the images the kept generations of those pods ran: what image garbage
+// collection keeps, so that a rollback finds the digest it runs again.
 func (a *Agent) ImagesInUse() []string {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -279,7 +280,7 @@ func (a *Agent) ImagesInUse() []string {
 			}
 		}
 	}
-	return refs
+	return append(refs, a.rollouts.keptImages()...)
 }
 
 // cleanedUp reports whether the pod evicted last has no process left, or

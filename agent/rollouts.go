@@ -1,6 +1,8 @@
 package agent
 
 import (
+	"crypto/md5"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -105,7 +107,7 @@ func (r *rollouts) substitute(pods map[string]manifest.Pod, nodeName string, see
 		if err := r.damaged[key]; err != nil {
 			problems = append(problems, manifest.Problem{Origin: p.Origin, Err: fmt.Errorf("%w; it starts afresh", err)})
 		}
-		rej, changed := h.Offered(string(p.UID), manifest.ManifestUID(p.Pod))
+		rej, changed := h.Offered(string(p.UID), content(p.Pod))
 		if changed {
 			delete(r.subst, key)
 			if err := r.saveLocked(h); err != nil {
@@ -124,8 +126,12 @@ func (r *rollouts) substitute(pods map[string]manifest.Pod, nodeName string, see
 			problems = append(problems, manifest.Problem{Origin: p.Origin, Err: err})
 			continue
 		}
-		msg := fmt.Sprintf("pod %s rolled back (%s) to generation %s: %s; the file is used again once its content changes",
-			key, rej.By, rej.Target, rej.Reason)
+		again := "the file is used again once its content changes"
+		if manifest.FollowTags(p.Pod) > 0 {
+			again += ", or a followed tag names yet another digest"
+		}
+		msg := fmt.Sprintf("pod %s rolled back (%s) to generation %s: %s; %s",
+			key, rej.By, rej.Target, rej.Reason, again)
 		if c := h.Current(); c != nil && c.UID == rej.Target && !c.FailedAt.IsZero() {
 			msg += fmt.Sprintf("; generation %s, brought back, %s too: left running (a rollback never loops)", c.UID, c.Reason)
 		}
@@ -169,9 +175,54 @@ func (r *rollouts) targetLocked(key string, h *rollout.History, rej *rollout.Rej
 	// manifest into it.
 	pod.UID = types.UID(g.UID)
 	pod.Annotations[manifest.AnnotationHash] = g.UID
+	runDigests(pod.Pod, g.Images)
 	manifest.Stamp(pod, seen)
 	r.subst[key] = pod.Pod
 	return pod.Pod, nil
+}
+
+// keptImages are the images the kept generations of the pods ran.
+func (r *rollouts) keptImages() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, h := range r.byKey {
+		for _, g := range h.Generations {
+			for _, id := range g.Images {
+				out = append(out, id)
+			}
+		}
+	}
+	return out
+}
+
+// content is what pod runs, for a rollback to hold on (rollout.Rejected):
+// its manifest's content and its containers' images (a followed tag's
+// digest is not in the manifest), without the salts of staticpodd restart
+// and restart-on-change files.
+func content(pod *v1.Pod) string {
+	h := md5.New()
+	fmt.Fprintf(h, "manifest:%s\n", manifest.ManifestUID(pod))
+	for _, c := range manifest.AllContainers(pod) {
+		fmt.Fprintf(h, "image:%s=%s\n", c.Name, c.Image)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// runDigests makes the containers of pod, if it follows its tags, run the
+// digests its generation ran (images, by container), which the tags may
+// no longer name: a generation brought back is the one that was Ready.
+func runDigests(pod *v1.Pod, images map[string]string) {
+	if manifest.FollowTags(pod) == 0 {
+		return
+	}
+	for _, cs := range [][]v1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for i := range cs {
+			if d := images[cs[i].Name]; byTag(cs[i].Image) && sameRepo(cs[i].Image, d) {
+				cs[i].Image = d
+			}
+		}
+	}
 }
 
 // observe records where the current generation of w's pod is, from its
@@ -186,17 +237,20 @@ func (r *rollouts) observe(w *worker, pod, published *v1.Pod, now time.Time) (ti
 	uid := string(pod.UID)
 	var changed bool
 	if c := h.Current(); c == nil || c.UID != uid {
-		g := rollout.Generation{UID: uid, Source: pod.Annotations[manifest.AnnotationSource], ManifestUID: manifest.ManifestUID(pod)}
-		// A generation Regenerate made (a restart, restart-on-change
-		// files) is its manifest's too: kept with it, it can be rolled
-		// back to.
-		if src := w.a.sourceOf(manifest.ManifestUID(pod)); src != nil {
+		g := rollout.Generation{UID: uid, Source: pod.Annotations[manifest.AnnotationSource], Content: content(pod)}
+		src := w.a.sourceOf(uid)
+		if src == nil {
+			// A generation manifest.Regenerate made (a restart, a
+			// followed tag) is of the manifest its source offered.
+			src = w.a.sourceOf(manifest.ManifestUID(pod))
+		}
+		if src != nil {
 			g.Origin, g.Manifest = src.Origin, string(src.Data)
 		} else if old := h.Find(uid); old != nil {
 			g.Origin, g.Manifest, g.Source = old.Origin, old.Manifest, old.Source
 		}
-		if old := h.Find(uid); old != nil && old.ManifestUID != "" {
-			g.ManifestUID = old.ManifestUID // a run of it again, brought back
+		if old := h.Find(uid); old != nil && old.Content != "" {
+			g.Content = old.Content // a run of it again, brought back
 		}
 		if h.Rejected != nil && h.Rejected.Target == uid {
 			g.RollbackOf = h.Rejected.UID

@@ -46,6 +46,7 @@ func (a *Agent) Run(ctx context.Context, updates <-chan source.Update) error {
 	defer l.wg.Wait()
 	l.wg.Go(func() { a.runPressure(ctx) })
 	l.wg.Go(func() { a.files.Run(ctx) })
+	l.wg.Go(func() { a.runFollow(ctx) })
 	defer a.onChange.wg.Wait()
 
 	syncTick := time.NewTicker(a.cfg.SyncFrequency)
@@ -153,6 +154,7 @@ func (a *Agent) reconcile(ctx context.Context, l *loop) {
 	}
 	pods, problems := merge(l.sources, running)
 	a.restarts.apply(pods, l.allSeen, a.logger)
+	a.follow.apply(pods, l.allSeen, a.logger)
 	a.applyWatchedFiles(ctx, pods)
 	recreated := make(map[types.UID]uint64, len(pods))
 	problems = append(problems, a.substituteRollbacks(pods)...)

@@ -354,6 +354,7 @@ func newSystem(ctx context.Context, cfg *config.Config, opts Options, logger *sl
 		Seen:           seen,
 		Eviction:       d.evictionConfig(),
 		Images:         imagePuller{store: images, puller: puller},
+		Tags:           imagePuller{store: images, puller: puller},
 	}, rt, logger)
 	if cfg.Kubeconfig != "" {
 		d.credentials = mirror.NewCredentials(mirror.CredentialsConfig{

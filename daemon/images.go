@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/staticpodd/staticpodd/agent"
 	"github.com/staticpodd/staticpodd/agent/config"
 	"github.com/staticpodd/staticpodd/agent/images"
 	"github.com/staticpodd/staticpodd/agent/podspec"
@@ -43,7 +44,10 @@ type imagePuller struct {
 	puller *image.Puller
 }
 
-var _ images.Puller = imagePuller{}
+var (
+	_ images.Puller     = imagePuller{}
+	_ agent.TagResolver = imagePuller{}
+)
 
 func (p imagePuller) Present(ref string) (bool, error) {
 	_, err := p.store.Get(ref)
@@ -66,6 +70,12 @@ func (p imagePuller) Pull(ctx context.Context, ref string, o images.PullOptions)
 		o.Progress(fmt.Sprintf("%d/%d layers, %s of %s", pr.LayersDone, pr.Layers, mib(pr.BytesDone), mib(pr.Bytes)))
 	}})
 	return err
+}
+
+// Resolve is the agent's TagResolver: the digest a followed tag names at
+// its registry, asked as a pull of it would be.
+func (p imagePuller) Resolve(ctx context.Context, ref string) (string, error) {
+	return p.puller.Resolve(ctx, ref)
 }
 
 // statusProgressPeriod is how often a pull's progress may change its pod's

@@ -40,6 +40,12 @@ type pullRegistry struct {
 
 	// auth, when set, is the user:password every request must carry.
 	auth atomic.Pointer[string]
+	// hang, when set, makes every request whose path holds it wait for
+	// the client to go, answering nothing: a registry that hangs.
+	hang atomic.Pointer[string]
+	// heads counts the HEAD requests of team/app's manifests: how often its tag was
+	// resolved.
+	heads atomic.Int64
 
 	mu  sync.Mutex
 	srv *http.Server
@@ -89,6 +95,13 @@ func (r *pullRegistry) serve(w http.ResponseWriter, req *http.Request) {
 			fmt.Fprint(w, `{"errors":[{"code":"UNAUTHORIZED","message":"authentication required"}]}`)
 			return
 		}
+	}
+	if req.Method == http.MethodHead && strings.Contains(req.URL.Path, "/team/app/manifests/") {
+		r.heads.Add(1)
+	}
+	if h := r.hang.Load(); h != nil && strings.Contains(req.URL.Path, *h) {
+		<-req.Context().Done()
+		return
 	}
 	if r.stallAfter.Load() > 0 && req.Method == http.MethodGet && strings.Contains(req.URL.Path, "/blobs/") {
 		w = &stallWriter{ResponseWriter: w, r: r, req: req}

@@ -65,6 +65,7 @@ func (v *validator) meta(pod *v1.Pod, p *field.Path, named bool) {
 	v.hostNames(pod, p)
 	v.startAfter(pod, p)
 	v.rollout(pod, p)
+	v.followTags(pod, p)
 	v.restartOnChange(pod, p)
 }
 

@@ -67,9 +67,10 @@ type Generation struct {
 	// RollbackOf is the UID of the generation whose rollback started this
 	// run: a run that never loops into another rollback.
 	RollbackOf string `json:"rollbackOf,omitempty"`
-	// ManifestUID is the UID of its manifest's content alone, without what
-	// staticpodd restart or restart-on-change files mix into UID.
-	ManifestUID string `json:"manifestUID,omitempty"`
+	// Content names what it runs: its manifest's content and its
+	// containers' images, without what staticpodd restart or
+	// restart-on-change files mix into UID.
+	Content string `json:"content,omitempty"`
 }
 
 // Rejected is a generation rolled back while its source still offers it:
@@ -80,10 +81,11 @@ type Rejected struct {
 	Target string `json:"target"`
 	By     string `json:"by"`
 	Reason string `json:"reason,omitempty"`
-	// ManifestUID is the rejected generation's manifest content: offered
+	// Content is the rejected generation's (Generation.Content): offered
 	// again under another UID (a restart, a restart-on-change file that
-	// changed), it stays rejected.
-	ManifestUID string `json:"manifestUID,omitempty"`
+	// changed), it stays rejected; a followed tag that moved on is new
+	// content.
+	Content string `json:"content,omitempty"`
 }
 
 // History is what is kept of one pod name, oldest generation first.
@@ -217,21 +219,21 @@ func (h *History) Fail(uid string, now time.Time, reason string, images map[stri
 	}
 	if by != "" && target != nil {
 		c.RolledBack = by
-		h.Rejected = &Rejected{UID: uid, Target: target.UID, By: by, Reason: c.Reason, ManifestUID: c.ManifestUID}
+		h.Rejected = &Rejected{UID: uid, Target: target.UID, By: by, Reason: c.Reason, Content: c.Content}
 	}
 	return true
 }
 
 // Offered is what the source offers for the pod now, the generation uid of
-// the manifest manifestUID: once it is not the rejected generation's
-// manifest (the file's content changed again), the rejection is lifted. It
-// returns the rejection in force, nil if none, and whether h changed.
-func (h *History) Offered(uid, manifestUID string) (*Rejected, bool) {
+// content: once it is not the rejected generation's content (the file's
+// content changed again, a followed tag moved on), the rejection is lifted.
+// It returns the rejection in force, nil if none, and whether h changed.
+func (h *History) Offered(uid, content string) (*Rejected, bool) {
 	r := h.Rejected
 	switch {
 	case r == nil:
 		return nil, false
-	case r.UID == uid, r.ManifestUID != "" && r.ManifestUID == manifestUID:
+	case r.UID == uid, r.Content != "" && r.Content == content:
 		return r, false
 	}
 	h.Rejected = nil
@@ -489,7 +491,7 @@ func (h *History) Undo(now time.Time) (*Generation, error) {
 		c.RolledBack = ByUndo
 		h.Rejected = &Rejected{UID: offered, Target: g.UID, By: ByUndo, Reason: "rollout undo by the operator"}
 		if o := h.Find(offered); o != nil {
-			h.Rejected.ManifestUID = o.ManifestUID
+			h.Rejected.Content = o.Content
 		}
 		return g, nil
 	}

@@ -209,7 +209,7 @@ func TestPass(t *testing.T) {
 // A rejection holds for its manifest under any UID, and lifts when the
 // manifest changes.
 func TestRejectionFollowsTheManifest(t *testing.T) {
-	h := History{Rejected: &Rejected{UID: "b", Target: "a", By: ByDeadline, ManifestUID: "m-b"}}
+	h := History{Rejected: &Rejected{UID: "b", Target: "a", By: ByDeadline, Content: "m-b"}}
 	if r, changed := h.Offered("b-restarted", "m-b"); r == nil || changed {
 		t.Fatalf("the rejected manifest under a new UID lifted the rejection: %v %v", r, changed)
 	}

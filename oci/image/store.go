@@ -266,7 +266,9 @@ func find(idx index, ref string) (int, error) {
 	norm, nerr := Normalize(ref)
 	if nerr == nil {
 		for i, img := range idx.Images {
-			if slices.Contains(img.Refs, norm) {
+			// A repo digest names the image pulled by tag too: the
+			// manifest digest the tag named then.
+			if slices.Contains(img.Refs, norm) || slices.Contains(img.RepoDigests, norm) {
 				return i, nil
 			}
 		}

@@ -1,0 +1,120 @@
+package agent
+
+import (
+	"io"
+	"log/slog"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/staticpodd/staticpodd/agent/manifest"
+	"github.com/staticpodd/staticpodd/agent/rollout"
+)
+
+func followPods(t *testing.T, doc string) map[string]manifest.Pod {
+	t.Helper()
+	p := manifest.Check([]byte(doc), manifest.SourceFile, "/m/web.yaml", "node1")
+	if err := p.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return map[string]manifest.Pod{"default/web-node1": p.Pods[0]}
+}
+
+const followDoc = `apiVersion: v1
+kind: Pod
+metadata:
+  name: web
+  annotations: {staticpodd.io/follow-tags: 1h}
+spec:
+  initContainers:
+  - {name: init, image: "reg.example/init@sha256:0000000000000000000000000000000000000000000000000000000000000000"}
+  containers:
+  - {name: main, image: reg.example/team/app:v1}
+`
+
+// A followed tag's digest that moved runs by digest, in a generation of
+// its own, kept on disk; back at its base digest the pod is the manifest's.
+func TestFollowsApply(t *testing.T) {
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	root := t.TempDir()
+	f := loadFollows(root, logger)
+	pods := followPods(t, followDoc)
+	orig := pods["default/web-node1"].UID
+	f.apply(pods, true, logger)
+	if pods["default/web-node1"].UID != orig {
+		t.Fatal("a pod with no digest followed yet changed")
+	}
+	if fp := f.tags["default/web-node1"]; len(fp.tags) != 1 || fp.tags["main"] != "reg.example/team/app:v1" {
+		t.Fatalf("followed tags %v: the image by digest follows nothing", fp.tags)
+	}
+	const base, moved = "reg.example/team/app@sha256:aa", "reg.example/team/app@sha256:bb"
+	f.at["default/web-node1"] = &followed{Base: map[string]string{"main": base}, Now: map[string]string{"main": moved},
+		Tag: map[string]string{"main": "reg.example/team/app:v1"}}
+	if err := f.saveLocked(); err != nil {
+		t.Fatal(err)
+	}
+	// Read back from disk, as by the next daemon.
+	f = loadFollows(root, logger)
+	pods = followPods(t, followDoc)
+	f.apply(pods, true, logger)
+	p := pods["default/web-node1"]
+	if p.UID == orig || p.Pod.Spec.Containers[0].Image != moved || p.Pod.Spec.InitContainers[0].Image[:17] != "reg.example/init@" {
+		t.Fatalf("moved: UID %s (manifest's %s), images %s, %s", p.UID, orig, p.Pod.Spec.Containers[0].Image, p.Pod.Spec.InitContainers[0].Image)
+	}
+	if manifest.ManifestUID(p.Pod) != string(orig) {
+		t.Errorf("the generation does not name its manifest's UID")
+	}
+	// A digest of another repository (the manifest names another image
+	// now) is not run.
+	f.at["default/web-node1"].Now["main"] = "reg.example/other@sha256:cc"
+	pods = followPods(t, followDoc)
+	f.apply(pods, true, logger)
+	if pods["default/web-node1"].UID != orig {
+		t.Errorf("a digest of another repository was run")
+	}
+	// An edit to another tag of the repository does not run the old
+	// tag's digest.
+	f.at["default/web-node1"].Now["main"] = moved
+	pods = followPods(t, strings.Replace(followDoc, "app:v1", "app:v2", 1))
+	edited := pods["default/web-node1"].UID
+	f.apply(pods, true, logger)
+	if p := pods["default/web-node1"]; p.UID != edited || p.Pod.Spec.Containers[0].Image != "reg.example/team/app:v2" {
+		t.Errorf("an edit to tag v2 runs %s", p.Pod.Spec.Containers[0].Image)
+	}
+	// The pod gone from a complete set: its digests are forgotten, on disk too.
+	f.apply(map[string]manifest.Pod{}, true, logger)
+	if len(loadFollows(root, logger).at) != 0 {
+		t.Errorf("a removed pod's digests are kept")
+	}
+}
+
+// The generation a rollback brings back runs the digests it ran, which its
+// tags may name no longer; a pod that follows nothing runs its manifest.
+func TestRunDigests(t *testing.T) {
+	ran := map[string]string{"main": "reg.example/team/app@sha256:aa", "init": "reg.example/other@sha256:bb"}
+	p := followPods(t, followDoc)["default/web-node1"].Pod
+	runDigests(p, ran)
+	if p.Spec.Containers[0].Image != ran["main"] || p.Spec.InitContainers[0].Image == ran["init"] {
+		t.Errorf("images %s, %s", p.Spec.Containers[0].Image, p.Spec.InitContainers[0].Image)
+	}
+	p = followPods(t, "apiVersion: v1\nkind: Pod\nmetadata: {name: web}\nspec:\n  containers:\n  - {name: main, image: reg.example/team/app:v1}\n")["default/web-node1"].Pod
+	runDigests(p, ran)
+	if p.Spec.Containers[0].Image != "reg.example/team/app:v1" {
+		t.Errorf("a pod that follows nothing runs %s", p.Spec.Containers[0].Image)
+	}
+}
+
+// Image GC keeps the images of every kept generation, which a rollback
+// runs again.
+func TestKeptImages(t *testing.T) {
+	r := newRollouts("")
+	r.byKey["default/web-node1"] = &rollout.History{Namespace: "default", Name: "web-node1", Generations: []rollout.Generation{
+		{UID: "a", Images: map[string]string{"main": "reg.example/team/app@sha256:aa"}},
+		{UID: "b", Images: map[string]string{"main": "reg.example/team/app@sha256:bb"}},
+	}}
+	got := r.keptImages()
+	slices.Sort(got)
+	if !slices.Equal(got, []string{"reg.example/team/app@sha256:aa", "reg.example/team/app@sha256:bb"}) {
+		t.Errorf("kept images %v", got)
+	}
+}
