@@ -301,6 +301,17 @@ func TestRollbackSaysWhatTheProbeSaid(t *testing.T) {
 		if g := hist.Find(string(bad.UID)); g == nil || g.Images["web"] != "sha256:v2" {
 			t.Fatalf("the failed generation's images are not kept: %+v", g)
 		}
+		if c := rolledBackCondition(h.pod("web")); c == nil || !strings.Contains(c.Message, "statuscode: 503") {
+			t.Fatalf("RolledBack condition %+v", c)
+		}
+		// The file written back as it was: the same generation runs on,
+		// no longer in place of another.
+		h.send([]manifest.Pod{good})
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if p := h.pod("web"); p.UID != good.UID || rolledBackCondition(p) != nil {
+			t.Fatalf("running %s with conditions %+v after the file was written back", p.UID, p.Status.Conditions)
+		}
 	})
 }
 
