@@ -132,7 +132,9 @@ type Agent struct {
 	notifyReady bool
 	problemSeen map[string]bool // manifest problems already recorded as events
 	order       manifest.Order  // the desired pods' start order (order.go)
-	stopping    map[string]*stopping
+	// stopPriority is each desired pod's stop priority (stopPriorities).
+	stopPriority map[string]int32
+	stopping     map[string]*stopping
 
 	// debugs are the debug containers running (Debug).
 	debugs debugs

@@ -27,6 +27,7 @@ import (
 // happens: in a cycle, or naming a pod no manifest defines.
 func (a *Agent) checkOrderLocked(pods map[string]manifest.Pod) []manifest.Problem {
 	a.order = manifest.CheckOrder(pods, a.cfg.NodeName)
+	a.stopPriority = stopPriorities(pods, a.cfg.NodeName)
 	problems := make([]manifest.Problem, 0, len(a.order.Blocked))
 	for _, e := range a.order.Blocked {
 		problems = append(problems, manifest.Problem{Origin: e.Origin, Err: e})
@@ -366,27 +367,79 @@ func shortList(names []string) string {
 // must not make a start carry thousands of unit names to systemd.
 const maxStopOrdered = 128
 
+// stopPriorities is the priority each desired pod stops by (its stopRank's):
+// the highest of its own and of the pods that start after it, so that
+// ordering by priority never contradicts the start order.
+func stopPriorities(pods map[string]manifest.Pod, node string) map[string]int32 {
+	s := make(map[string]*stopping, len(pods))
+	for key, p := range pods {
+		s[key] = &stopping{pod: p.Pod}
+	}
+	rankStops(s, node)
+	out := make(map[string]int32, len(s))
+	for key, st := range s {
+		out[key] = st.rank.priority
+	}
+	return out
+}
+
 // orderStops fills in, for the runtime, the running containers of the
-// pods the worker's pod starts after and of those that start after it:
+// pods the worker's pod starts after and of those that start after it, then
+// of the pods of a higher and of a lower stop priority (stopPriorities):
 // whoever stops them all without the agent (systemd at power-off) then
-// stops the dependents first, as the agent does.
+// stops the dependents first and the lower priorities first, as the agent
+// does and as the kubelet's graceful node shutdown orders pods by priority.
+// The start order comes first and the nearest priorities next, so that
+// the bound (maxStopOrdered) drops what the transitivity of the order
+// between the others carries anyway.
 func (w *worker) orderStops(c *podspec.Container) {
 	w.a.mu.Lock()
 	after, dependents := w.a.order.After[w.key], w.a.order.Dependents[w.key]
+	higher, lower := byStopPriority(w.a.stopPriority, w.key)
 	w.a.mu.Unlock()
-	c.StopBefore = w.a.runningContainers(after)
-	c.StopAfter = w.a.runningContainers(dependents)
+	c.StopBefore = w.a.runningContainers(slices.Concat(after, higher))
+	c.StopAfter = w.a.runningContainers(slices.Concat(dependents, lower))
+}
+
+// byStopPriority are the pods of prio whose stop priority is higher than
+// that of key, lowest first, and those whose is lower, highest first.
+func byStopPriority(prio map[string]int32, key string) (higher, lower []string) {
+	own, ok := prio[key]
+	if !ok {
+		return nil, nil
+	}
+	for k, p := range prio {
+		switch {
+		case p > own:
+			higher = append(higher, k)
+		case p < own:
+			lower = append(lower, k)
+		}
+	}
+	nearest := func(sign int) func(x, y string) int {
+		return func(x, y string) int {
+			return stdcmp.Or(sign*stdcmp.Compare(prio[x], prio[y]), strings.Compare(x, y))
+		}
+	}
+	slices.SortFunc(higher, nearest(1))
+	slices.SortFunc(lower, nearest(-1))
+	return higher, lower
 }
 
 // runningContainers are the IDs of the running containers of the desired
-// pods of keys, as last published, at most maxStopOrdered.
+// pods of keys, as last published, each once, at most maxStopOrdered.
 func (a *Agent) runningContainers(keys []string) []string {
 	var ids []string
+	seen := map[string]bool{}
 	for _, key := range keys {
+		if len(ids) == maxStopOrdered {
+			break
+		}
 		p := a.statuses.Desired(key)
-		if p == nil {
+		if p == nil || seen[key] {
 			continue
 		}
+		seen[key] = true
 		for _, cs := range slices.Concat(p.Status.InitContainerStatuses, p.Status.ContainerStatuses) {
 			if cs.State.Running != nil && cs.ContainerID != "" && len(ids) < maxStopOrdered {
 				ids = append(ids, strings.TrimPrefix(cs.ContainerID, containerIDPrefix))

@@ -370,3 +370,126 @@ func TestStopOrderBounded(t *testing.T) {
 		}
 	})
 }
+
+func withPriority(p manifest.Pod, class string, prio *int32) manifest.Pod {
+	p.Spec.PriorityClassName, p.Spec.Priority = class, prio
+	return p
+}
+
+// Each container is ordered, for systemd at power-off, against the
+// running containers of the pods of another priority: after those of a
+// lower one, before those of a higher one, the nearest first, as the
+// kubelet's graceful node shutdown stops lower priorities first. Whichever
+// container starts last carries the order, as for the start order.
+func TestStopOrderByPriorityForTheRuntime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		h := start(t, rt, Config{})
+		mid := int32(1000)
+		pods := []manifest.Pod{testPod("low", "ua", v1.RestartPolicyAlways, ctr("c", "busybox"))}
+		id := func(pod string) string {
+			cs := h.pod(pod).Status.ContainerStatuses[0]
+			if cs.State.Running == nil {
+				t.Fatalf("%s not running: %+v", pod, cs.State)
+			}
+			return strings.TrimPrefix(cs.ContainerID, containerIDPrefix)
+		}
+		// Started one after the other: each sees the ones before it run.
+		for _, p := range []manifest.Pod{
+			withPriority(testPod("mid", "ub", v1.RestartPolicyAlways, ctr("c", "busybox")), "", &mid),
+			withPriority(testPod("crit", "uc", v1.RestartPolicyAlways, ctr("c", "busybox")), "system-node-critical", nil),
+			{},
+		} {
+			h.send(pods)
+			time.Sleep(5 * time.Second)
+			synctest.Wait()
+			if p.Pod != nil {
+				pods = append(pods, p)
+			}
+		}
+		low, m, crit := id("low"), id("mid"), id("crit")
+		for _, c := range []struct {
+			name, id      string
+			before, after []string
+		}{
+			{"low", low, nil, nil},
+			{"mid", m, nil, []string{low}},
+			{"crit", crit, nil, []string{m, low}},
+		} {
+			if before, after := rt.StopOrder(c.id); !slices.Equal(before, c.before) || !slices.Equal(after, c.after) {
+				t.Errorf("%s stops before %q after %q, want before %q after %q", c.name, before, after, c.before, c.after)
+			}
+		}
+
+		// low is restarted: its new container stops before the others.
+		rt.Exit(low, 1)
+		time.Sleep(30 * time.Second)
+		synctest.Wait()
+		low2 := id("low")
+		if low2 == low {
+			t.Fatal("low not restarted")
+		}
+		if before, after := rt.StopOrder(low2); !slices.Equal(before, []string{m, crit}) || len(after) != 0 {
+			t.Errorf("restarted low stops before %q after %q, want before [%s %s]", before, after, m, crit)
+		}
+	})
+}
+
+// A pod's stop priority is the highest of its own and of the pods that
+// start after it: a critical pod that starts after a default one stops
+// first all the same, and the two orders never make a cycle for systemd.
+func TestStopPrioritiesFollowStartOrder(t *testing.T) {
+	crit := int32(systemNodeCritical)
+	pods := map[string]manifest.Pod{}
+	for _, p := range []manifest.Pod{
+		testPod("etcd", "ua", v1.RestartPolicyAlways, ctr("c", "busybox")),
+		withPriority(startAfter(testPod("api", "ub", v1.RestartPolicyAlways, ctr("c", "busybox")), "etcd"), "", &crit),
+		testPod("web", "uc", v1.RestartPolicyAlways, ctr("c", "busybox")),
+		withPriority(testPod("cm", "ud", v1.RestartPolicyAlways, ctr("c", "busybox")), "system-cluster-critical", nil),
+	} {
+		pods["default/"+p.Name] = p
+	}
+	prio := stopPriorities(pods, testNode)
+	want := map[string]int32{"default/etcd-node1": crit, "default/api-node1": crit, "default/web-node1": 0,
+		"default/cm-node1": systemClusterCritical}
+	for key, p := range want {
+		if prio[key] != p {
+			t.Errorf("%s stop priority %d, want %d", key, prio[key], p)
+		}
+	}
+	higher, lower := byStopPriority(prio, "default/etcd-node1")
+	if len(higher) != 0 || !slices.Equal(lower, []string{"default/cm-node1", "default/web-node1"}) {
+		t.Errorf("etcd: higher %q lower %q", higher, lower)
+	}
+	higher, lower = byStopPriority(prio, "default/web-node1")
+	if !slices.Equal(higher, []string{"default/cm-node1", "default/api-node1", "default/etcd-node1"}) || len(lower) != 0 {
+		t.Errorf("web: higher %q lower %q", higher, lower)
+	}
+	if higher, lower := byStopPriority(prio, "default/gone-node1"); higher != nil || lower != nil {
+		t.Errorf("a pod not desired is ordered: %q %q", higher, lower)
+	}
+}
+
+// A critical pod among many of a lower priority orders its containers
+// against at most maxStopOrdered of theirs.
+func TestStopOrderByPriorityBounded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		h := start(t, rt, Config{})
+		var pods []manifest.Pod
+		for i := range maxStopOrdered + 10 {
+			name := fmt.Sprintf("web%d", i)
+			pods = append(pods, testPod(name, "u"+name, v1.RestartPolicyAlways, ctr("c", "busybox")))
+		}
+		h.send(pods)
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		h.send(append(pods, withPriority(testPod("crit", "uc", v1.RestartPolicyAlways, ctr("c", "busybox")), "system-node-critical", nil)))
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		crit := strings.TrimPrefix(h.pod("crit").Status.ContainerStatuses[0].ContainerID, containerIDPrefix)
+		if before, after := rt.StopOrder(crit); len(before) != 0 || len(after) != maxStopOrdered {
+			t.Errorf("crit ordered before %d and after %d containers, want after %d", len(before), len(after), maxStopOrdered)
+		}
+	})
+}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/staticpodd/staticpodd/agent/events"
@@ -126,16 +127,7 @@ func (r *rollouts) substitute(pods map[string]manifest.Pod, nodeName string, see
 			problems = append(problems, manifest.Problem{Origin: p.Origin, Err: err})
 			continue
 		}
-		again := "the file is used again once its content changes"
-		if manifest.FollowTags(p.Pod) > 0 {
-			again += ", or a followed tag names yet another digest"
-		}
-		msg := fmt.Sprintf("pod %s rolled back (%s) to generation %s: %s; %s",
-			key, rej.By, rej.Target, rej.Reason, again)
-		if c := h.Current(); c != nil && c.UID == rej.Target && !c.FailedAt.IsZero() {
-			msg += fmt.Sprintf("; generation %s, brought back, %s too: left running (a rollback never loops)", c.UID, c.Reason)
-		}
-		problems = append(problems, manifest.Problem{Origin: p.Origin, Err: errors.New(msg)})
+		problems = append(problems, manifest.Problem{Origin: p.Origin, Err: errors.New("pod " + key + " " + rejectionMessage(h, rej, manifest.FollowTags(p.Pod) > 0))})
 		pods[key] = manifest.Pod{Pod: pod, Source: p.Source, Origin: p.Origin}
 		if g := h.Find(rej.Target); g != nil {
 			running = append(running, source.Manifest{UID: pod.UID, Source: g.Source, Origin: g.Origin, Data: []byte(g.Manifest)})
@@ -313,6 +305,53 @@ func (r *rollouts) undo(namespace, name string, now time.Time) (*rollout.Generat
 	}
 	g := *t
 	return &g, r.saveLocked(h)
+}
+
+// rejectionMessage says why the generation rej.Target of h runs in place of
+// the one its source offers.
+func rejectionMessage(h *rollout.History, rej *rollout.Rejected, follows bool) string {
+	again := "the file is used again once its content changes"
+	if follows {
+		again += ", or a followed tag names yet another digest"
+	}
+	msg := fmt.Sprintf("rolled back (%s) to generation %s: %s; %s", rej.By, rej.Target, rej.Reason, again)
+	if c := h.Current(); c != nil && c.UID == rej.Target && !c.FailedAt.IsZero() {
+		msg += fmt.Sprintf("; generation %s, brought back, %s too: left running (a rollback never loops)", c.UID, c.Reason)
+	}
+	return msg
+}
+
+// ConditionRolledBack is the pod condition of a generation that runs in
+// place of one rolled back: a custom condition type with the project's
+// domain, as readiness gates' are, so that the pod's status and its mirror
+// pod (kubectl describe, -o jsonpath) say it, not only its events.
+const ConditionRolledBack v1.PodConditionType = "staticpodd.io/RolledBack"
+
+// maxConditionMessage bounds the condition's message: the reason in it
+// comes from probe output and exit codes, which the pod controls.
+const maxConditionMessage = rollout.MaxReason
+
+// condition is the RolledBack condition of the pod key: set while its
+// generation runs in place of a generation its source still offers, nil otherwise.
+// It lifts with the rejection, when the source's content changes again.
+func (r *rollouts) condition(key string, pod *v1.Pod) *v1.PodCondition {
+	uid := pod.UID
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	h := r.byKey[key]
+	if h == nil || h.Rejected == nil || h.Rejected.Target != string(uid) {
+		return nil
+	}
+	c := &v1.PodCondition{Type: ConditionRolledBack, Status: v1.ConditionTrue, Reason: events.RolledBack,
+		Message: rollout.Bound(rejectionMessage(h, h.Rejected, manifest.FollowTags(pod) > 0), maxConditionMessage)}
+	// The transition is when the rollback began: the run it started, kept
+	// on disk, so the time stays the same across daemon restarts.
+	if g := h.Current(); g != nil && g.UID == string(uid) && g.RollbackOf == h.Rejected.UID {
+		c.LastTransitionTime = metav1.NewTime(g.StartedAt)
+	} else if g := h.Find(h.Rejected.UID); g != nil {
+		c.LastTransitionTime = metav1.NewTime(g.FailedAt)
+	}
+	return c
 }
 
 // rolledBack says that the generation of pod was not Ready in time: rolled

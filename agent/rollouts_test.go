@@ -8,8 +8,10 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+	"unicode/utf8"
 
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/staticpodd/staticpodd/agent/events"
@@ -93,6 +95,11 @@ func TestRollbackAfterDeadline(t *testing.T) {
 		if pr := problemsOf(h); !strings.Contains(pr, "rolled back (deadline) to generation "+string(good.UID)) {
 			t.Fatalf("problems %q", pr)
 		}
+		// The pod's status says it too, so its mirror pod does.
+		if c := rolledBackCondition(h.pod("web")); c == nil || c.Status != v1.ConditionTrue || c.Reason != "RolledBack" ||
+			!strings.Contains(c.Message, "to generation "+string(good.UID)+": not Ready within 30s") || c.LastTransitionTime.IsZero() {
+			t.Fatalf("RolledBack condition %+v", c)
+		}
 		if s := h.a.Summary(); !strings.Contains(s, "rolled back: default/web-node1") {
 			t.Fatalf("STATUS %q", s)
 		}
@@ -139,7 +146,45 @@ func TestRollbackAfterDeadline(t *testing.T) {
 		if pr := problemsOf(h); pr != "" {
 			t.Fatalf("problems left: %q", pr)
 		}
+		if c := rolledBackCondition(h.pod("web")); c != nil {
+			t.Fatalf("RolledBack condition left after the edit: %+v", c)
+		}
 	})
+}
+
+func rolledBackCondition(p v1.Pod) *v1.PodCondition {
+	for i, c := range p.Status.Conditions {
+		if c.Type == ConditionRolledBack {
+			return &p.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+// The condition's message carries a reason the pod controls (its probe's
+// output): it is bounded, and only the generation run instead shows it.
+func TestRolledBackConditionBounded(t *testing.T) {
+	r := newRollouts("")
+	h := r.historyLocked("default", "web")
+	t0 := time.Unix(1000, 0)
+	h.Generations = []rollout.Generation{
+		{UID: "good", StartedAt: t0, ReadyAt: t0, Manifest: "x"},
+		{UID: "bad", StartedAt: t0.Add(time.Minute)},
+	}
+	h.Fail("bad", t0.Add(2*time.Minute), strings.Repeat("\xff\u00e9", 100_000), nil, rollout.ByDeadline, &h.Generations[0])
+	if c := r.condition("default/web", &v1.Pod{ObjectMeta: metav1.ObjectMeta{UID: "bad"}}); c != nil {
+		t.Fatalf("the rejected generation shows %+v", c)
+	}
+	c := r.condition("default/web", &v1.Pod{ObjectMeta: metav1.ObjectMeta{UID: "good"}})
+	if c == nil || len(c.Message) > maxConditionMessage || !utf8.ValidString(c.Message) || !strings.HasSuffix(c.Message, "(cut)") {
+		t.Fatalf("condition %+v", c)
+	}
+	if !c.LastTransitionTime.Time.Equal(t0.Add(2 * time.Minute)) {
+		t.Fatalf("transition %v, want when the generation failed", c.LastTransitionTime)
+	}
+	if _, changed := h.Offered("fixed", ""); !changed || r.condition("default/web", &v1.Pod{ObjectMeta: metav1.ObjectMeta{UID: "good"}}) != nil {
+		t.Fatal("the condition outlives the edit that lifts the rejection")
+	}
 }
 
 // `rollout undo` brings back the previous Ready generation, flagged as a
@@ -257,6 +302,17 @@ func TestRollbackSaysWhatTheProbeSaid(t *testing.T) {
 		hist, _ := h.a.Rollout("default", "web-node1")
 		if g := hist.Find(string(bad.UID)); g == nil || g.Images["web"] != "sha256:v2" {
 			t.Fatalf("the failed generation's images are not kept: %+v", g)
+		}
+		if c := rolledBackCondition(h.pod("web")); c == nil || !strings.Contains(c.Message, "statuscode: 503") {
+			t.Fatalf("RolledBack condition %+v", c)
+		}
+		// The file written back as it was: the same generation runs on,
+		// no longer in place of another.
+		h.send([]manifest.Pod{good})
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if p := h.pod("web"); p.UID != good.UID || rolledBackCondition(p) != nil {
+			t.Fatalf("running %s with conditions %+v after the file was written back", p.UID, p.Status.Conditions)
 		}
 	})
 }

@@ -25,6 +25,9 @@ func (w *worker) publish(pod *v1.Pod) {
 		delete(out.Annotations, manifest.AnnotationContainerHashes)
 		delete(out.Annotations, manifest.AnnotationManifestUID)
 		out.Status = w.podStatus(pod)
+		if c := w.a.rollouts.condition(w.key, pod); c != nil {
+			out.Status.Conditions = append(out.Status.Conditions, *c)
+		}
 		// The kubelet's kubelet_pod_start_duration_seconds: a pod seen
 		// Pending turns Running, timed from when the agent first took it
 		// (status.startTime). A pod found running at start is not counted.

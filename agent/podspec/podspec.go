@@ -180,10 +180,11 @@ type Container struct {
 	Annotations map[string]string
 
 	// StopBefore and StopAfter are IDs of running containers this one
-	// must stop before (those of the pods its pod starts after) and after
-	// (those of the pods that start after its pod) when the runtime's
-	// host stops them all without the agent: systemd at power-off, under
-	// the systemd cgroup driver. Unknown or gone IDs are harmless.
+	// must stop before (those of the pods its pod starts after, and of a
+	// higher priority) and after (those of the pods that start after its
+	// pod, and of a lower priority) when the runtime's host stops them all
+	// without the agent: systemd at power-off, under the systemd cgroup
+	// driver. Unknown or gone IDs are harmless.
 	StopBefore []string
 	StopAfter  []string
 }

@@ -9,6 +9,7 @@
 package kubeapi
 
 import (
+	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -301,7 +302,19 @@ func (c *Cluster) StartControllerManager(args ...string) *Proc {
 	}
 	keyFile := filepath.Join(c.dir, "ca.key")
 	writePEM(c.t, keyFile, "EC PRIVATE KEY", caKey)
-	kubeconfig := filepath.Join(c.dir, "controller-manager.conf")
+	kubeconfig := c.adminKubeconfig()
+	return startProc(c.t, c.dir, filepath.Join(c.bin, "kube-controller-manager"), append([]string{
+		"--kubeconfig", kubeconfig, "--leader-elect=false", "--secure-port=0",
+		"--controllers", "csrapproving,csrsigning",
+		"--cluster-signing-cert-file", c.PKI.CA, "--cluster-signing-key-file", keyFile,
+	}, args...)...)
+}
+
+// adminKubeconfig writes a kubeconfig with the admin's credentials and
+// returns its path.
+func (c *Cluster) adminKubeconfig() string {
+	c.t.Helper()
+	kubeconfig := filepath.Join(c.dir, "admin.conf")
 	cfg := fmt.Sprintf(`apiVersion: v1
 kind: Config
 clusters: [{name: test, cluster: {server: %q, certificate-authority: %q}}]
@@ -312,11 +325,20 @@ current-context: admin
 	if err := os.WriteFile(kubeconfig, []byte(cfg), 0o600); err != nil {
 		c.t.Fatal(err)
 	}
-	return startProc(c.t, c.dir, filepath.Join(c.bin, "kube-controller-manager"), append([]string{
-		"--kubeconfig", kubeconfig, "--leader-elect=false", "--secure-port=0",
-		"--controllers", "csrapproving,csrsigning",
-		"--cluster-signing-cert-file", c.PKI.CA, "--cluster-signing-key-file", keyFile,
-	}, args...)...)
+	return kubeconfig
+}
+
+// Kubectl runs the control plane's kubectl as the admin and returns its
+// stdout; an error carries its stderr.
+func (c *Cluster) Kubectl(args ...string) (string, error) {
+	cmd := exec.Command(filepath.Join(c.bin, "kubectl"), append([]string{"--kubeconfig", c.adminKubeconfig()}, args...)...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return string(out), fmt.Errorf("kubectl %s: %v: %s", strings.Join(args, " "), err, stderr.Bytes())
+	}
+	return string(out), nil
 }
 
 // Server is the API server's URL.

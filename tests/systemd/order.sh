@@ -2,8 +2,9 @@
 # check.sh (its say/ok/bad/check/until_ok/pod_ready/cgroup_of).
 #
 # Boot 1, systemd cgroup driver: stoporder_setup runs two pods, second
-# starting after first, and restarts first's container, so that its new scope
-# is made after second's; bootorder_install, with the daemon stopped, puts in
+# starting after first, then critical, of priority class system-node-critical,
+# and restarts first's container, so that its new scope is made after the
+# others'; bootorder_install, with the daemon stopped, puts in
 # place the pods of the next boot. Boot 1's reboot is systemd's: it stops the
 # containers' scopes, not the daemon. Boot 2: stoporder_check reads what they
 # logged as they stopped (a host path that outlives the reboot), and
@@ -14,7 +15,7 @@ uptime_s() { cut -d' ' -f1 /proc/uptime; }
 since() { awk -v a="$1" -v b="$(uptime_s)" 'BEGIN { printf "%.1f", b - a }'; }
 scope_of() { basename "$(cgroup_of "$1")"; }
 
-# stoporder_pod NAME [START_AFTER]: a pod that logs its start and, on SIGTERM,
+# stoporder_pod NAME [START_AFTER] [PRIORITY_CLASS]: a pod that logs its start and, on SIGTERM,
 # its stop to /var/lib/stoporder/stop.log; second takes 2s over its stop, so
 # that a first stopped at the same time logs before second's exit. The trap
 # ignores SIGTERM first: systemd signals a scope's processes until no new one
@@ -23,8 +24,9 @@ stoporder_pod() {
 	{
 		printf 'apiVersion: v1\nkind: Pod\nmetadata:\n  name: stoporder-%s\n' "$1"
 		[ -z "$2" ] || printf '  annotations: {staticpodd.io/start-after: stoporder-%s}\n' "$2"
+		printf 'spec:\n'
+		[ -z "$3" ] || printf '  priorityClassName: %s\n' "$3"
 		cat <<-POD
-		spec:
 		  hostNetwork: true
 		  terminationGracePeriodSeconds: 10
 		  volumes: [{name: log, hostPath: {path: /var/lib/stoporder, type: DirectoryOrCreate}}]
@@ -56,6 +58,13 @@ stoporder_setup() {
 	ascope=$(scope_of "$a") bscope=$(scope_of "$b")
 	say "stop order: first's scope $ascope, second's $bscope"
 	check "stop order: second's scope is After= first's" sh -c "systemctl show -p After --value $bscope | tr ' ' '\n' | grep -qx $ascope"
+	# critical, of a higher priority, starts last: its scope orders itself
+	# Before= the others', of the default priority.
+	stoporder_pod critical "" system-node-critical
+	check "stop order: critical is Ready" until_ok 60 pod_ready stoporder-critical-appliance
+	cscope=$(scope_of "$(pgrep -f 'critical start' | head -1)")
+	say "stop order: critical's scope $cscope: Before=$(systemctl show -p Before --value "$cscope")"
+	check "stop order: critical's scope is Before= first's and second's" sh -c "systemctl show -p Before --value $cscope | tr ' ' '\n' | grep -x -e $ascope -e $bscope | wc -l | grep -qx 2"
 	# first restarts after second started: its new scope orders itself
 	# Before= second's, which knows nothing of it.
 	kill -KILL "$a"
@@ -64,11 +73,13 @@ stoporder_setup() {
 	a2scope=$(scope_of "$(pgrep -f 'first start' | head -1)")
 	say "stop order: first's new scope $a2scope: Before=$(systemctl show -p Before --value "$a2scope")"
 	check "stop order: first's new scope is Before= second's" sh -c "systemctl show -p Before --value $a2scope | tr ' ' '\n' | grep -qx $bscope"
+	check "stop order: first's new scope is After= critical's" sh -c "systemctl show -p After --value $a2scope | tr ' ' '\n' | grep -qx $cscope"
 	say "TIMING stop order setup took $(since "$t0")s"
 }
 
 # stoporder_check: at boot 1's reboot, systemd stopped second's scope, then
-# first's (its restarted one): first's SIGTERM came after second's exit.
+# first's (its restarted one): first's SIGTERM came after second's exit; and
+# critical's last, after both had exited.
 stoporder_check() {
 	log=/var/lib/stoporder/stop.log
 	say "stop order: $log of the last power-off:"
@@ -76,6 +87,10 @@ stoporder_check() {
 	exit_line=$(grep -n ' second exit$' $log | tail -1 | cut -d: -f1)
 	term_line=$(grep -n ' first TERM$' $log | tail -1 | cut -d: -f1)
 	check "stop order: at power-off, second stopped, then first" [ "${term_line:-0}" -gt "${exit_line:-99999}" ]
+	first_exit=$(grep -n ' first exit$' $log | tail -1 | cut -d: -f1)
+	crit_term=$(grep -n ' critical TERM$' $log | tail -1 | cut -d: -f1)
+	check "stop order: at power-off, the system-node-critical pod stopped after the default ones" \
+		[ "${crit_term:-0}" -gt "${first_exit:-99999}" -a "${crit_term:-0}" -gt "${exit_line:-99999}" ]
 	gap=$(awk '/ second TERM$/ { s = $1 } / second exit$/ { e = $1 } / first TERM$/ { f = $1 } END { printf "%.1fs after second'"'"'s, %.1fs after second exited", f - s, f - e }' $log)
 	say "FIGURE stop order at power-off (systemd cgroup driver): first's SIGTERM came $gap (second takes 2s to stop)"
 }
