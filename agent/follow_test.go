@@ -1,11 +1,16 @@
 package agent
 
 import (
+	"bytes"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/staticpodd/staticpodd/agent/manifest"
 	"github.com/staticpodd/staticpodd/agent/rollout"
@@ -117,4 +122,40 @@ func TestKeptImages(t *testing.T) {
 	if !slices.Equal(got, []string{"reg.example/team/app@sha256:aa", "reg.example/team/app@sha256:bb"}) {
 		t.Errorf("kept images %v", got)
 	}
+}
+
+// follow.json is read as the rollout histories are: a FIFO in its place
+// does not hold the daemon's start waiting for a writer, and a file larger
+// than the digests could be is refused, not read whole.
+func TestLoadFollowsHostileFile(t *testing.T) {
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	t.Run("fifo", func(t *testing.T) {
+		root := t.TempDir()
+		if err := syscall.Mkfifo(filepath.Join(root, followFile), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan *follows, 1)
+		go func() { done <- loadFollows(root, logger) }()
+		select {
+		case f := <-done:
+			if len(f.at) != 0 {
+				t.Fatalf("digests from a FIFO: %v", f.at)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("loadFollows waits on a FIFO in place of follow.json")
+		}
+	})
+	t.Run("large", func(t *testing.T) {
+		root := t.TempDir()
+		// Valid JSON, all of it whitespace past the bound.
+		b := append(bytes.Repeat([]byte(" "), maxFollowFile), "{}"...)
+		if err := os.WriteFile(filepath.Join(root, followFile), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		var logs bytes.Buffer
+		f := loadFollows(root, slog.New(slog.NewTextHandler(&logs, nil)))
+		if len(f.at) != 0 || !strings.Contains(logs.String(), "larger than") {
+			t.Fatalf("a follow.json past %d bytes read: %v; logs: %s", maxFollowFile, f.at, logs.String())
+		}
+	})
 }
