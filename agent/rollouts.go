@@ -343,7 +343,7 @@ func (r *rollouts) condition(key string, pod *v1.Pod) *v1.PodCondition {
 		return nil
 	}
 	c := &v1.PodCondition{Type: ConditionRolledBack, Status: v1.ConditionTrue, Reason: events.RolledBack,
-		Message: rollout.Bound(rejectionMessage(h, h.Rejected, manifest.FollowTags(pod) > 0), maxConditionMessage)}
+		Message: rollout.OneLine(rollout.Bound(rejectionMessage(h, h.Rejected, manifest.FollowTags(pod) > 0), maxConditionMessage))}
 	// The transition is when the rollback began: the run it started, kept
 	// on disk, so the time stays the same across daemon restarts.
 	if g := h.Current(); g != nil && g.UID == string(uid) && g.RollbackOf == h.Rejected.UID {

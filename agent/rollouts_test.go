@@ -8,6 +8,7 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	v1 "k8s.io/api/core/v1"
@@ -528,4 +529,28 @@ func TestRollbackHoldsAcrossASalt(t *testing.T) {
 			t.Fatalf("running %s, want the new edit %s", p.UID, fixed.UID)
 		}
 	})
+}
+
+// The RolledBack condition's reason comes from what the pod wrote (probe
+// output): it reaches the API server, and kubectl describe's terminal, as
+// one line with no control characters (escape sequences, C1 controls).
+func TestRolledBackConditionNoControl(t *testing.T) {
+	r := newRollouts("")
+	h := r.historyLocked("default", "web")
+	t0 := time.Unix(1000, 0)
+	h.Generations = []rollout.Generation{
+		{UID: "good", StartedAt: t0, ReadyAt: t0, Manifest: "x"},
+		{UID: "bad", StartedAt: t0.Add(time.Minute)},
+	}
+	h.Fail("bad", t0.Add(2*time.Minute), "readiness probe of web: failure \x1b[2J\x1b]0;pwned\x07\r\nline two\u009b31m\x7f", nil, rollout.ByDeadline, &h.Generations[0])
+	c := r.condition("default/web", &v1.Pod{ObjectMeta: metav1.ObjectMeta{UID: "good"}})
+	if c == nil {
+		t.Fatal("no RolledBack condition")
+	}
+	if i := strings.IndexFunc(c.Message, unicode.IsControl); i >= 0 {
+		t.Fatalf("control character %q in the condition's message %q", c.Message[i:i+1], c.Message)
+	}
+	if !strings.Contains(c.Message, "line two") {
+		t.Fatalf("message %q lost the reason", c.Message)
+	}
 }

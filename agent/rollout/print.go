@@ -7,6 +7,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
 )
 
 // PrintHistory writes h as `staticpodd rollout history` shows it: one
@@ -44,7 +45,7 @@ func PrintHistory(out io.Writer, h History) error {
 			fmt.Fprintf(out, "generation %d: container %s ran %s\n", i+1, n, g.Images[n])
 		}
 		if g.Reason != "" {
-			fmt.Fprintf(out, "generation %d: %s\n", i+1, oneLine(g.Reason))
+			fmt.Fprintf(out, "generation %d: %s\n", i+1, OneLine(g.Reason))
 		}
 	}
 	return nil
@@ -57,11 +58,13 @@ func stamp(t time.Time) string {
 	return t.UTC().Format(time.RFC3339)
 }
 
-// oneLine keeps what a probe or a container wrote from breaking the table
-// or passing for a line of its own.
-func oneLine(s string) string {
+// OneLine keeps what a probe or a container wrote from breaking the table
+// or passing for a line of its own, and from reaching a terminal as an
+// escape sequence (C0 and C1 controls, DEL): in the table and the pod's
+// RolledBack condition, which kubectl describe prints as it is.
+func OneLine(s string) string {
 	return strings.Map(func(r rune) rune {
-		if r < ' ' || r == 0x7f {
+		if unicode.IsControl(r) {
 			return ' '
 		}
 		return r
