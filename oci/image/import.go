@@ -367,7 +367,8 @@ func (s *Store) commit(imgs []Image, layers map[string]stagedLayer) (_ []Image, 
 }
 
 // add records img in idx, merging refs into an existing image with the same ID and
-// moving refs off other images. It returns the image as recorded.
+// moving refs off other images: one left with neither a ref nor a repo digest
+// is dropped. It returns the image as recorded.
 func (idx *index) add(img Image) Image {
 	for i := range idx.Images {
 		other := &idx.Images[i]
@@ -377,7 +378,10 @@ func (idx *index) add(img Image) Image {
 		other.Refs = slices.DeleteFunc(other.Refs, func(r string) bool { return slices.Contains(img.Refs, r) })
 	}
 	idx.Images = slices.DeleteFunc(idx.Images, func(o Image) bool {
-		return o.ID != img.ID && len(o.Refs) == 0 && len(img.Refs) > 0
+		// A repo digest names the image still (find): a generation kept
+		// for a rollback runs it by digest, and image GC removes it
+		// once unused, as containerd keeps the image a tag moved off.
+		return o.ID != img.ID && len(o.Refs) == 0 && len(o.RepoDigests) == 0 && len(img.Refs) > 0
 	})
 	for i := range idx.Images {
 		if idx.Images[i].ID == img.ID {

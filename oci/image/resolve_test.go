@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -108,5 +109,43 @@ func TestResolveHostile(t *testing.T) {
 				t.Errorf("Resolve took %s", took)
 			}
 		})
+	}
+}
+
+// A tag that moved and is pulled again (another pod, a pull policy of
+// Always, `images pull`) leaves the image it named before in the store,
+// found by its repo digest, as containerd keeps it: a kept generation runs
+// it by digest, and image GC, which is told what the generations ran,
+// decides when it goes; only an image with no reference at all is dropped.
+func TestPullOfMovedTagKeepsTheImageByDigest(t *testing.T) {
+	reg := newTestRegistry(t, false)
+	img := testImage(t)
+	reg.push(t, "team/app:v1", img)
+	hosts := t.TempDir()
+	writeHosts(t, hosts, reg.host, fmt.Sprintf("server = %q\n", "http://"+reg.host))
+	p := NewPuller(openStore(t), PullConfig{HostsDir: hosts}, discardLogger())
+	ref := reg.host + "/team/app:v1"
+	old, err := p.Pull(t.Context(), ref, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img2 := testImage(t, baseEntries, []entry{{name: "v2.txt", body: "two"}})
+	reg.push(t, "team/app:v1", img2)
+	moved, err := p.Pull(t.Context(), ref, nil)
+	if err != nil || moved.ID == old.ID {
+		t.Fatalf("pull of the moved tag: %s, %v", moved.ID, err)
+	}
+	if got, err := p.store.Get(old.RepoDigests[0]); err != nil || got.ID != old.ID {
+		t.Fatalf("Get(%s) after the tag moved = %s, %v; want the image it named, %s", old.RepoDigests[0], got.ID, err, old.ID)
+	}
+	if got, err := p.store.Get(ref); err != nil || got.ID != moved.ID {
+		t.Fatalf("Get(%s) = %s, %v; want the image the tag names now, %s", ref, got.ID, err, moved.ID)
+	}
+	// Kept while a generation ran it; once none is kept, unused, it goes.
+	if _, removed, err := p.store.RemoveUnused([]string{ref, old.RepoDigests[0]}, ""); err != nil || len(removed) != 0 {
+		t.Fatalf("RemoveUnused with both kept removed %v, %v", removed, err)
+	}
+	if _, removed, err := p.store.RemoveUnused([]string{ref}, ""); err != nil || !slices.Equal(removed, []string{old.ID}) {
+		t.Fatalf("RemoveUnused removed %v, %v; want the image the tag named before, %s", removed, err, old.ID)
 	}
 }
