@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -247,8 +248,12 @@ func TestPullTagMovedUnderAlways(t *testing.T) {
 		}
 		return nil
 	})
-	if out := d.CLI("images", "ls"); strings.Contains(out, id1[7:19]) {
-		t.Errorf("the old image, left without a reference, is still listed:\n%s", out)
+	// The old image stays, named by its repo digest only, for image GC,
+	// as containerd keeps it: a generation kept for a rollback may run it.
+	if out := d.CLI("images", "ls"); !slices.ContainsFunc(strings.Split(out, "\n"), func(l string) bool {
+		return strings.HasPrefix(l, "<none>") && strings.Contains(l, id1[7:19])
+	}) {
+		t.Errorf("the old image is not listed with no reference:\n%s", out)
 	}
 	if out := d.Output(); !strings.Contains(out, "pulling image") {
 		t.Errorf("no pull progress in the log:\n%s", out)
