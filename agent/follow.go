@@ -318,6 +318,15 @@ func (a *Agent) checkTags(ctx context.Context, key string, fp followedPod) bool 
 	a.follow.mu.Unlock()
 	complete := true
 	var moved [][4]string // container, tag, digest, digest before
+	// Each tag is asked, and each digest pulled, once per check, however
+	// many containers name it: a manifest's count of containers does not
+	// multiply the registry's requests, nor the events of its errors.
+	type answer struct {
+		digest string
+		err    error
+	}
+	asked := map[string]answer{} // by tag
+	pulled := map[string]error{} // by digest
 	for _, n := range slices.Sorted(maps.Keys(fp.tags)) {
 		tag := fp.tags[n]
 		if base[n] == "" || tags[n] != tag {
@@ -332,21 +341,29 @@ func (a *Agent) checkTags(ctx context.Context, key string, fp followedPod) bool 
 			}
 			base[n], now[n], tags[n] = r, r, tag
 		}
-		d, err := a.cfg.Tags.Resolve(ctx, tag)
-		if err != nil {
-			a.logger.Warn("followed tag not resolved", "pod", key, "container", n, "image", tag, "err", err)
-			a.events.Eventf(events.PodRef(pod), v1.EventTypeWarning, events.Failed, "Following tag %s: %v", tag, err)
+		ans, done := asked[tag]
+		if !done {
+			ans.digest, ans.err = a.cfg.Tags.Resolve(ctx, tag)
+			if ans.err != nil {
+				a.logger.Warn("followed tag not resolved", "pod", key, "container", n, "image", tag, "err", ans.err)
+				a.events.Eventf(events.PodRef(pod), v1.EventTypeWarning, events.Failed, "Following tag %s: %v", tag, ans.err)
+			}
+			asked[tag] = ans
+		}
+		d := ans.digest
+		if ans.err != nil || d == now[n] {
 			continue
 		}
-		if d == now[n] {
-			continue
-		}
-		if a.cfg.Images != nil {
-			if err := a.cfg.Images.Pull(ctx, d, images.PullOptions{}); err != nil {
+		if _, done := pulled[d]; a.cfg.Images != nil && !done {
+			err := a.cfg.Images.Pull(ctx, d, images.PullOptions{})
+			if err != nil {
 				a.logger.Warn("new digest of followed tag not pulled", "pod", key, "container", n, "image", tag, "digest", d, "err", err)
 				a.events.Eventf(events.PodRef(pod), v1.EventTypeWarning, events.Failed, "Following tag %s: new digest %s not pulled: %v", tag, d, err)
-				continue
 			}
+			pulled[d] = err
+		}
+		if pulled[d] != nil {
+			continue
 		}
 		moved = append(moved, [4]string{n, tag, d, now[n]})
 		now[n] = d

@@ -2,15 +2,21 @@ package agent
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
+	"testing/synctest"
 	"time"
+
+	v1 "k8s.io/api/core/v1"
 
 	"github.com/staticpodd/staticpodd/agent/manifest"
 	"github.com/staticpodd/staticpodd/agent/rollout"
@@ -156,6 +162,41 @@ func TestLoadFollowsHostileFile(t *testing.T) {
 		f := loadFollows(root, slog.New(slog.NewTextHandler(&logs, nil)))
 		if len(f.at) != 0 || !strings.Contains(logs.String(), "larger than") {
 			t.Fatalf("a follow.json past %d bytes read: %v; logs: %s", maxFollowFile, f.at, logs.String())
+		}
+	})
+}
+
+// countingResolver names one digest for every tag and counts the asks.
+type countingResolver struct {
+	mu    sync.Mutex
+	calls map[string]int
+}
+
+func (r *countingResolver) Resolve(_ context.Context, image string) (string, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.calls[image]++
+	return "", errors.New("registry down")
+}
+
+// A pod whose many containers follow the same tag asks the registry once
+// per check, not once per container: a manifest of many containers at the
+// shortest interval does not multiply the requests, nor the events.
+func TestFollowAsksEachTagOncePerCheck(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		res := &countingResolver{calls: map[string]int{}}
+		h := start(t, rt, Config{Tags: res})
+		p := testPod("web", "u1", v1.RestartPolicyAlways,
+			ctr("a", "reg.example/app:v1", "sleep"), ctr("b", "reg.example/app:v1", "sleep"), ctr("c", "reg.example/app:v1", "sleep"))
+		p.Pod.Annotations = map[string]string{manifest.AnnotationFollowTags: "1m"}
+		h.send([]manifest.Pod{p})
+		time.Sleep(30 * time.Second)
+		synctest.Wait()
+		res.mu.Lock()
+		defer res.mu.Unlock()
+		if n := res.calls["reg.example/app:v1"]; n != 1 {
+			t.Fatalf("the tag of 3 containers was asked %d times in one check, want 1", n)
 		}
 	})
 }
