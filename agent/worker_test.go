@@ -803,5 +803,16 @@ func TestReclaimedNeverPodStaysFinishedAcrossRestart(t *testing.T) {
 		if cs := p.Status.ContainerStatuses; p.Status.Phase != v1.PodSucceeded || len(cs) != 1 || cs[0].State.Terminated == nil || cs[0].RestartCount != 0 {
 			t.Errorf("after the restart: %s %+v, want Succeeded with its completed run", p.Status.Phase, cs)
 		}
+
+		// Its manifest removed and written again: started again on
+		// purpose, the recorded final statuses forgotten.
+		pod.Recreated = 1
+		h.send([]manifest.Pod{pod})
+		if got := rt.Calls("start"); len(got) != 2 {
+			t.Errorf("start calls %q, want the recreated pod run again", got)
+		}
+		if _, err := os.Stat(poddir.Root(cfg.Paths.RootDir).Final("u1")); !os.IsNotExist(err) {
+			t.Errorf("final.json of the recreated pod: err %v, want removed", err)
+		}
 	})
 }
