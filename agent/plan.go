@@ -400,12 +400,7 @@ func (v podView) newest() []podspec.ContainerStatus {
 // to do, after the steps planned for its state. An evicted pod gives them
 // back anyway, and one that runs may start them again.
 func planReclaim(d *desiredPod, v podView, planned []action) []action {
-	switch {
-	case !d.reclaim:
-		return nil
-	case d.state == podSyncing && (len(planned) > 0 || !finishedForGood(d, v)):
-		return nil
-	case d.state != podSyncing && d.stop.evicted():
+	if !d.reclaim || len(planned) > 0 && d.state == podSyncing || !reclaimsFinished(d, v) {
 		return nil
 	}
 	var acts []action
@@ -415,6 +410,16 @@ func planReclaim(d *desiredPod, v podView, planned []action) []action {
 		}
 	}
 	return acts
+}
+
+// reclaimsFinished reports whether node-level reclaim may remove the exited
+// containers of d, as a pod done with them: stopping or stopped (not
+// evicted: an evicted pod gives them back anyway), or finished for good.
+func reclaimsFinished(d *desiredPod, v podView) bool {
+	if d.state == podSyncing {
+		return finishedForGood(d, v)
+	}
+	return !d.stop.evicted()
 }
 
 // syncPlan is planSyncing's work in progress.

@@ -447,6 +447,9 @@ func (w *worker) advance(m mail) (*desiredPod, time.Time) {
 		w.keepFinal(string(pod.UID))
 	}
 	d.final = w.gen.final
+	if d.reclaim && reclaimsFinished(d, d.view(w.pods[string(pod.UID)])) && !w.storeFinal() {
+		d.reclaim = false
+	}
 	return d, deadline
 }
 
@@ -515,6 +518,9 @@ func (w *worker) resolve(pod *v1.Pod) *desiredPod {
 			w.gen.startTime = adoptedStart(st, w.gen.startTime)
 		}
 		w.gen.firstAttempt = w.a.removed.take(w.gen.uid, now)
+		// What reclaim removed of a pod that had finished with it, before
+		// a daemon restart: it stays finished (storeFinal).
+		w.gen.final = w.loadFinal(w.gen.uid)
 		// The kubelet's startTime is when it first took the pod on: kept
 		// across daemon restarts, which a pod whose containers were all
 		// replaced since (a crash loop) could not tell otherwise.
@@ -585,6 +591,7 @@ func (w *worker) evictionLifted(pod *v1.Pod) {
 	}
 	w.logger.Info("eviction lifted, starting pod again")
 	w.forgetBackoff(w.gen.uid)
+	w.forgetFinal(w.gen.uid)
 	w.gen = nil
 	w.resolve(pod)
 	w.gen.startTime = time.Now()
@@ -597,6 +604,7 @@ func (w *worker) evictionLifted(pod *v1.Pod) {
 func (w *worker) recreated(pod *v1.Pod) {
 	w.logger.Info("starting the pod of the recreated manifest again")
 	w.forgetBackoff(w.gen.uid)
+	w.forgetFinal(w.gen.uid)
 	w.gen = nil
 	w.resolve(pod)
 	w.gen.startTime = time.Now()

@@ -767,3 +767,52 @@ func TestRemovedPodBackCountsRestartsOn(t *testing.T) {
 		}
 	})
 }
+
+// A restartPolicy Never pod that completed, its dead container removed by
+// node-level reclaim, does not run again when the next daemon takes it on
+// (a kill -9 in between: nothing but the disk carries over).
+func TestReclaimedNeverPodStaysFinishedAcrossRestart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		cfg := Config{Paths: manifest.Paths{RootDir: t.TempDir()}}
+		pod := testPod("job", "u1", v1.RestartPolicyNever, ctr("a", "busybox"))
+		h := start(t, rt, cfg)
+		h.send([]manifest.Pod{pod})
+		rt.Exit("c1", 0)
+		synctest.Wait()
+		h.a.mu.Lock()
+		var ws []*worker
+		for _, w := range h.a.workers {
+			ws = append(ws, w)
+		}
+		h.a.mu.Unlock()
+		for _, w := range ws {
+			<-w.reclaim()
+		}
+		if got := rt.Calls("destroy"); len(got) != 1 {
+			t.Fatalf("destroy calls %q, want the dead container reclaimed", got)
+		}
+		h.stop()
+
+		h = start(t, rt, cfg)
+		h.send([]manifest.Pod{pod})
+		if got := rt.Calls("start"); len(got) != 1 {
+			t.Errorf("start calls %q, want the Never pod run once", got)
+		}
+		p := h.pod("job")
+		if cs := p.Status.ContainerStatuses; p.Status.Phase != v1.PodSucceeded || len(cs) != 1 || cs[0].State.Terminated == nil || cs[0].RestartCount != 0 {
+			t.Errorf("after the restart: %s %+v, want Succeeded with its completed run", p.Status.Phase, cs)
+		}
+
+		// Its manifest removed and written again: started again on
+		// purpose, the recorded final statuses forgotten.
+		pod.Recreated = 1
+		h.send([]manifest.Pod{pod})
+		if got := rt.Calls("start"); len(got) != 2 {
+			t.Errorf("start calls %q, want the recreated pod run again", got)
+		}
+		if _, err := os.Stat(poddir.Root(cfg.Paths.RootDir).Final("u1")); !os.IsNotExist(err) {
+			t.Errorf("final.json of the recreated pod: err %v, want removed", err)
+		}
+	})
+}

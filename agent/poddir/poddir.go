@@ -72,6 +72,10 @@ func (r Root) Started(uid string) string { return filepath.Join(r.Pod(uid), "sta
 // Manifest is the file of the manifest the pod was made from.
 func (r Root) Manifest(uid string) string { return filepath.Join(r.Pod(uid), "manifest.json") }
 
+// Final is the file of the last statuses of the pod's containers that
+// node-level reclaim removed once the pod had finished with them.
+func (r Root) Final(uid string) string { return filepath.Join(r.Pod(uid), "final.json") }
+
 // PostStartMark is the mark of a postStart hook of container's run attempt
 // that has not succeeded yet.
 func (r Root) PostStartMark(uid, container string, attempt int) string {
