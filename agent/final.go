@@ -3,11 +3,10 @@ package agent
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
-	"io"
 	"io/fs"
 	"os"
 
+	"github.com/staticpodd/staticpodd/agent/atomicfile"
 	"github.com/staticpodd/staticpodd/agent/manifest"
 	"github.com/staticpodd/staticpodd/agent/poddir"
 	"github.com/staticpodd/staticpodd/agent/podspec"
@@ -47,19 +46,13 @@ func (w *worker) loadFinal(uid string) map[string]podspec.ContainerStatus {
 	if root == "" || !manifest.ValidUID(uid) {
 		return nil
 	}
-	f, err := os.Open(poddir.Root(root).Final(uid))
+	b, err := atomicfile.Read(poddir.Root(root).Final(uid), maxFinalFile)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
 	var final map[string]podspec.ContainerStatus
 	if err == nil {
-		defer f.Close()
-		var b []byte
-		if b, err = io.ReadAll(io.LimitReader(f, maxFinalFile+1)); err == nil && len(b) > maxFinalFile {
-			err = fmt.Errorf("larger than %d bytes", maxFinalFile)
-		} else if err == nil {
-			err = json.Unmarshal(b, &final)
-		}
+		err = json.Unmarshal(b, &final)
 	}
 	if err != nil {
 		w.logger.Warn("cannot read the final statuses of the pod's reclaimed containers", "uid", uid, "err", err)

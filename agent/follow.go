@@ -5,16 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"log/slog"
 	"maps"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -76,7 +73,7 @@ func loadFollows(rootDir string, logger *slog.Logger) *follows {
 		return f
 	}
 	f.path = filepath.Join(rootDir, followFile)
-	b, err := readFollowFile(f.path)
+	b, err := atomicfile.Read(f.path, maxFollowFile)
 	if err == nil {
 		err = json.Unmarshal(b, &f.at)
 	}
@@ -95,26 +92,6 @@ func loadFollows(rootDir string, logger *slog.Logger) *follows {
 // maxFollowFile bounds follow.json: three digests of at most a few hundred
 // bytes for each container that follows a tag, for thousands of pods.
 const maxFollowFile = 8 << 20
-
-// readFollowFile reads follow.json as the rollout histories are read: a
-// FIFO in its place, opened without O_NONBLOCK, would hold the daemon's
-// start waiting for a writer, and a file larger than the digests could be
-// is refused rather than read whole.
-func readFollowFile(path string) ([]byte, error) {
-	fd, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer fd.Close()
-	if fi, err := fd.Stat(); err != nil || !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s: not a regular file", path)
-	}
-	b, err := io.ReadAll(io.LimitReader(fd, maxFollowFile+1))
-	if err == nil && len(b) > maxFollowFile {
-		err = fmt.Errorf("%s: larger than %d bytes", path, maxFollowFile)
-	}
-	return b, err
-}
 
 func (f *follows) saveLocked() error {
 	if f.path == "" {

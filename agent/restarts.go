@@ -4,13 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/staticpodd/staticpodd/agent/atomicfile"
@@ -45,7 +42,7 @@ func loadRestarts(rootDir string, logger *slog.Logger) *restarts {
 		return r
 	}
 	r.path = filepath.Join(rootDir, restartsFile)
-	b, err := readMarkers(r.path)
+	b, err := atomicfile.Read(r.path, maxRestartsFile)
 	if err == nil {
 		err = json.Unmarshal(b, &r.at)
 	}
@@ -59,24 +56,6 @@ func loadRestarts(rootDir string, logger *slog.Logger) *restarts {
 // maxRestartsFile bounds the markers read back: a marker per pod, each a
 // name and a time, is far less.
 const maxRestartsFile = 4 << 20
-
-// readMarkers reads the daemon's own file, in its 0700 root dir, without
-// hanging on a FIFO put in its place or reading a device without end.
-func readMarkers(path string) ([]byte, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
-		return nil, errors.New("not a regular file")
-	}
-	b, err := io.ReadAll(io.LimitReader(f, maxRestartsFile+1))
-	if err == nil && len(b) > maxRestartsFile {
-		err = fmt.Errorf("larger than %d bytes", maxRestartsFile)
-	}
-	return b, err
-}
 
 // saveLocked writes the markers; the caller holds r.mu.
 func (r *restarts) saveLocked() error {

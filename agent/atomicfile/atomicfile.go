@@ -9,6 +9,7 @@ package atomicfile
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -168,4 +169,29 @@ func MkdirAll(dir string, perm fs.FileMode) error {
 // left by a writer that died before its rename.
 func IsTemp(name string) bool {
 	return strings.HasPrefix(name, ".") && strings.Contains(name, tempInfix)
+}
+
+// Read returns the content of the record at path, at most max bytes: an
+// error wrapping fs.ErrNotExist when there is none, and an error naming the
+// path when it is not a regular file or is larger. The open does not block
+// (O_NONBLOCK): a FIFO put in a record's place would otherwise hold its
+// reader, at a daemon's start or in its reconcile loop, waiting for a
+// writer; and a device is never read without end.
+func Read(path string, max int64) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s: not a regular file", path)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	if int64(len(b)) > max {
+		return nil, fmt.Errorf("%s: larger than %d bytes", path, max)
+	}
+	return b, nil
 }

@@ -1,8 +1,12 @@
 package atomicfile
 
 import (
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -87,5 +91,34 @@ func TestMkdirAll(t *testing.T) {
 	os.WriteFile(filepath.Join(top, "file"), nil, 0o600)
 	if err := MkdirAll(filepath.Join(top, "file", "x"), 0o700); err == nil {
 		t.Error("MkdirAll under a file succeeded")
+	}
+}
+
+// Read returns a record, and refuses without blocking or reading without
+// end what is not one: a FIFO (which no writer opens), a device, a file
+// larger than the bound; a missing record is fs.ErrNotExist.
+func TestRead(t *testing.T) {
+	dir := t.TempDir()
+	rec := filepath.Join(dir, "rec.json")
+	if err := Write(rec, []byte(`{"a":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := Read(rec, 7); err != nil || string(b) != `{"a":1}` {
+		t.Fatalf("Read = %q, %v", b, err)
+	}
+	if _, err := Read(rec, 6); err == nil || !strings.Contains(err.Error(), "larger than 6 bytes") {
+		t.Errorf("a record over the bound: %v", err)
+	}
+	if _, err := Read(filepath.Join(dir, "none"), 10); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a missing record: %v, want fs.ErrNotExist", err)
+	}
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{fifo, "/dev/zero", dir} {
+		if _, err := Read(p, 10); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+			t.Errorf("Read(%s) = %v, want not a regular file", p, err)
+		}
 	}
 }

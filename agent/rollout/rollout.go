@@ -14,12 +14,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 	"unicode/utf8"
 
@@ -296,24 +294,11 @@ func (s *Store) Load(namespace, name string) (*History, error) {
 	if err != nil {
 		return empty, err
 	}
-	// O_NONBLOCK: a FIFO in its place, opened for reading, would wait for
-	// a writer, and the reconcile loop with it.
-	f, err := os.OpenFile(file, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	b, err := atomicfile.Read(file, maxFile)
 	if errors.Is(err, fs.ErrNotExist) {
 		return empty, nil
 	} else if err != nil {
-		return empty, err
-	}
-	defer f.Close()
-	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
-		return empty, fmt.Errorf("rollout history %s: not a regular file", file)
-	}
-	b, err := io.ReadAll(io.LimitReader(f, maxFile+1))
-	if err != nil {
-		return empty, fmt.Errorf("read rollout history %s: %w", file, err)
-	}
-	if len(b) > maxFile {
-		return empty, fmt.Errorf("rollout history %s: larger than %d bytes", file, maxFile)
+		return empty, fmt.Errorf("rollout history: %w", err)
 	}
 	var h History
 	if err := json.Unmarshal(b, &h); err != nil {
