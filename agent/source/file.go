@@ -194,6 +194,10 @@ func (f *File) Run(ctx context.Context, out chan<- Update) error {
 		// a symlinked manifest leads somewhere new) is added after it, and
 		// the list runs again: a change made in between had no watch.
 		f.watch(w, f.links())
+		// Unlinks already queued are noted first: a list the ticker or a
+		// recheck woke before the select took an unlink's event would take
+		// the manifest for one renamed away, and wait settleTime.
+		f.drain(events)
 		u := f.list()
 		f.lists.Add(1)
 		if f.send(ctx, out, u) != nil {
@@ -221,9 +225,11 @@ func (f *File) Run(ctx context.Context, out chan<- Update) error {
 				break wait
 			case ev := <-events:
 				// Before relevant: the unlinks of a directory deleted
-				// whole come after its watch is gone.
-				f.noteUnlink(ev)
-				if !f.relevant(ev) {
+				// whole come after its watch is gone. An unlink noted
+				// is always listed at once: one that came while the
+				// last list ran left the manifest waiting as if renamed
+				// away.
+				if !f.noteUnlink(ev) && !f.relevant(ev) {
 					continue
 				}
 				f.logger.Debug("manifest event", "file", ev.Name, "op", ev.Op.String())
@@ -280,9 +286,10 @@ func (f *File) drain(events <-chan fsnotify.Event) {
 // of its directory entry (fsnotify's Remove; a rename away is Rename). The
 // next list removes it at once, or gives its pods a new Recreated token when
 // it is back: a directory deleted with its manifests (rm -rf) unlinks them.
-func (f *File) noteUnlink(ev fsnotify.Event) {
+// It reports whether it noted one.
+func (f *File) noteUnlink(ev fsnotify.Event) bool {
 	if !ev.Has(fsnotify.Remove) {
-		return
+		return false
 	}
 	// By where the manifests were at the last list: the directory may be
 	// gone already, and its watch with it.
@@ -291,12 +298,14 @@ func (f *File) noteUnlink(ev fsnotify.Event) {
 		// The directory itself went (rm -rf; seen by its parent's watch,
 		// which stays): every manifest in it was unlinked, whether or not
 		// their own events came before the directory's watch went.
+		noted := false
 		for p, st := range f.files {
 			if len(st.pods) > 0 {
 				f.unlinked[p] = true
+				noted = true
 			}
 		}
-		return
+		return noted
 	}
 	var key string
 	switch {
@@ -308,7 +317,9 @@ func (f *File) noteUnlink(ev fsnotify.Event) {
 	}
 	if st := f.files[key]; st != nil && len(st.pods) > 0 {
 		f.unlinked[key] = true
+		return true
 	}
+	return false
 }
 
 // links are the manifests that are symlinks.
