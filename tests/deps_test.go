@@ -135,6 +135,7 @@ var agentEdges = map[string][]string{
 		"agent/podspec/logfiles", "agent/prober", "agent/rollout", "agent/source", "agent/status", "agent/volumes",
 	},
 	"agent/atomicdir":  nil,
+	"agent/objects":    nil,
 	"agent/atomicfile": nil,
 	"agent/component":  {"agent/config"},
 	"agent/config":     {"agent/eviction"},
@@ -165,7 +166,7 @@ var agentEdges = map[string][]string{
 		"agent/atomicfile", "agent/events", "agent/histogram", "agent/manifest", "agent/podspec",
 		"agent/podspec/logfiles", "agent/prober", "agent/rollout",
 	},
-	"agent/source": {"agent/atomicfile", "agent/manifest", "agent/podspec"},
+	"agent/source": {"agent/atomicfile", "agent/manifest", "agent/objects", "agent/podspec"},
 	"agent/status": {"agent/manifest", "agent/podspec"},
 	"agent/trim":   {"agent/events"},
 	// agent/volumes does on the host what agent/manifest decides, in the
@@ -230,6 +231,7 @@ var purePackages = map[string]string{
 	"agent/describe": "pods, their events and probes as the CLI prints them (ps POD, describe, events, completion)",
 	"agent/eviction": "which signal crossed which threshold, and which pod goes first",
 	"agent/manifest": "parsing, naming, UIDs, hashes, defaults, validation, QoS, conversion to podspec",
+	"agent/objects":  "ConfigMaps and Secrets beside the pods: reading, validation, the set of them, what a pod gets of them",
 	"agent/poddir":   "the names of every path under <root-dir>/pods",
 	"agent/status":   "a pod's v1.PodStatus from what its worker knows (Generate), what it says of the pod (Classify), its one cache (Manager)",
 }

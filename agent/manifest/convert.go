@@ -62,6 +62,9 @@ type Host struct {
 	// could not be read.
 	SeccompProfile []byte
 	SeccompErr     error
+	// Objects are the ConfigMaps and Secrets the pod's env, envFrom and
+	// volumes name; nil: none.
+	Objects Objects
 }
 
 // memoryCapacity is the machine's memory, or why it is not known.

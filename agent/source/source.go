@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/staticpodd/staticpodd/agent/manifest"
+	"github.com/staticpodd/staticpodd/agent/objects"
 )
 
 // Update is the complete set of pods one source has now.
@@ -19,6 +20,9 @@ type Update struct {
 	Source   string // manifest.SourceFile or manifest.SourceHTTP
 	Pods     []manifest.Pod
 	Problems []manifest.Problem
+	// Objects are the ConfigMaps and Secrets the source has now, beside
+	// its pods.
+	Objects []*objects.Object
 
 	fingerprint string // the file source's, of what it says
 }
