@@ -1,7 +1,6 @@
 package manifest
 
 import (
-	"strings"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
@@ -91,8 +90,8 @@ func TestEnvMissingObjects(t *testing.T) {
 		if err == nil || err.Error() != tc.want {
 			t.Errorf("%+v: err = %v, want %q", tc.c, err, tc.want)
 		}
-		if strings.HasSuffix(tc.want, "not found") && !IsNotFound(err) {
-			t.Errorf("%v is not a NotFoundError", err)
+		if !IsMissing(err) {
+			t.Errorf("%v is not a MissingError", err)
 		}
 	}
 }
