@@ -124,3 +124,20 @@ func TestObjectVolumeHostilePaths(t *testing.T) {
 		t.Errorf("files written: %q", found)
 	}
 }
+
+// A projected volume's sources that fail say so together, as the kubelet's
+// aggregate; an optional one that is missing adds nothing.
+func TestProjectedVolumeErrors(t *testing.T) {
+	yes := true
+	pod := &v1.Pod{}
+	pod.UID, pod.Namespace = "u", "default"
+	pod.Spec.Volumes = []v1.Volume{{Name: "p", VolumeSource: v1.VolumeSource{Projected: &v1.ProjectedVolumeSource{Sources: []v1.VolumeProjection{
+		{ConfigMap: &v1.ConfigMapProjection{LocalObjectReference: v1.LocalObjectReference{Name: "a"}}},
+		{Secret: &v1.SecretProjection{LocalObjectReference: v1.LocalObjectReference{Name: "b"}}},
+		{ConfigMap: &v1.ConfigMapProjection{LocalObjectReference: v1.LocalObjectReference{Name: "c"}, Optional: &yes}},
+	}}}}}
+	err := Prepare(pod, poddir.Root(t.TempDir()), manifest.Host{Objects: fakeObjects{}})
+	if su := SetUpErrors(err); len(su) != 1 || su[0].Error() != `MountVolume.SetUp failed for volume "p" : [configmap "a" not found, secret "b" not found]` {
+		t.Errorf("err = %v", err)
+	}
+}
