@@ -273,3 +273,53 @@ spec:
 		return nil
 	})
 }
+
+// A daemon that restarts (kill -9, or a stop: pods keep running) adopts a
+// pod with a secret volume, keeps its tmpfs, and still brings the Secret's
+// edits into it.
+func TestSecretVolumeAcrossDaemonRestart(t *testing.T) {
+	t.Parallel()
+	d := newDaemon(t)
+	d.Start()
+	secret := func(v string) string {
+		return "apiVersion: v1\nkind: Secret\nmetadata: {name: tok}\nstringData: {token: " + v + "}\n"
+	}
+	d.WriteManifest("tok.yaml", secret("one"))
+	d.WriteManifest("app.yaml", `apiVersion: v1
+kind: Pod
+metadata: {name: app}
+spec:
+  terminationGracePeriodSeconds: 1
+  volumes: [{name: s, secret: {secretName: tok}}]
+  containers:
+  - name: main
+    image: busybox
+    volumeMounts: [{name: s, mountPath: /s}]
+    command: [sh, -c, "echo token=$(cat /s/token); until grep -q two /s/token; do sleep 0.1; done; echo token=$(cat /s/token); sleep 3600"]
+`)
+	pod := d.WaitRunning("app", 60*time.Second)
+	d.Kill9()
+	d.Start()
+	d.WaitRunning("app", 60*time.Second)
+	if got := memoryVolumes(t, d, pod.UID, "kubernetes.io~secret"); !slices.Equal(got, []string{"s"}) {
+		t.Errorf("tmpfs secret volumes after the restart %q, want [s]", got)
+	}
+	d.WriteManifest("tok.yaml", secret("two"))
+	d.Eventually(60*time.Second, "the edit in the container", func() error {
+		if logs := d.CLI("logs", "app"); logs != "token=one\ntoken=two\n" {
+			return fmt.Errorf("logged %q", logs)
+		}
+		return nil
+	})
+	if p := d.Pod("app"); p == nil || p.UID != pod.UID || p.Status.ContainerStatuses[0].ContainerID != pod.Status.ContainerStatuses[0].ContainerID {
+		t.Errorf("the pod was not adopted as it ran: %+v", p)
+	}
+	d.RemoveManifest("app.yaml")
+	d.Eventually(30*time.Second, "pod gone", func() error {
+		if len(d.Pods()) > 0 {
+			return errStill
+		}
+		return nil
+	})
+	d.AssertNoLeaks()
+}
