@@ -28,24 +28,26 @@ import (
 	"github.com/staticpodd/staticpodd/agent/podspec"
 )
 
+// FailedToRetrieveImagePullSecret is the kubelet's event when a pull failed
+// and some of the pod's imagePullSecrets were not found.
+const FailedToRetrieveImagePullSecret = "FailedToRetrieveImagePullSecret"
+
 // Reasons, as the kubelet's pkg/kubelet/events names them.
 const (
-	Created           = "Created"
-	Started           = "Started"
-	Failed            = "Failed"
-	Killing           = "Killing"
-	BackOff           = "BackOff"
-	Pulled            = "Pulled"
-	Pulling           = "Pulling"
-	ErrImageNeverPull = "ErrImageNeverPull"
-	// FailedToRetrieveImagePullSecret: a pull failed, and some of the
-	// pod's imagePullSecrets were not found.
-	FailedToRetrieveImagePullSecret = "FailedToRetrieveImagePullSecret"
-	Unhealthy                       = "Unhealthy"
-	FailedPostStartHook             = "FailedPostStartHook"
-	FailedPreStopHook               = "FailedPreStopHook"
-	FailedValidation                = "FailedValidation"
-	FailedFetch                     = "FailedFetch" // staticpodd's own: a manifest URL's request failed
+	Created             = "Created"
+	Started             = "Started"
+	Failed              = "Failed"
+	Killing             = "Killing"
+	BackOff             = "BackOff"
+	Pulled              = "Pulled"
+	Pulling             = "Pulling"
+	ErrImageNeverPull   = "ErrImageNeverPull"
+	Unhealthy           = "Unhealthy"
+	FailedPostStartHook = "FailedPostStartHook"
+	FailedPreStopHook   = "FailedPreStopHook"
+	FailedValidation    = "FailedValidation"
+	FailedMount         = "FailedMount" // a volume could not be set up: a ConfigMap or Secret is missing
+	FailedFetch         = "FailedFetch" // staticpodd's own: a manifest URL's request failed
 	// ManifestWarning is staticpodd's own: a manifest is used, but not all of
 	// it (an unknown field such as a misspelt comand: is ignored).
 	ManifestWarning     = "ManifestWarning"
