@@ -62,15 +62,17 @@ func lazyRegexp(expr string) func() *regexp.Regexp {
 const maxScanned = 4 << 10
 
 // ObjectWaits are the ConfigMaps and Secrets pod waits for: those its
-// containers' CreateContainerConfigError messages name; while it has no
-// container yet (all waiting ContainerCreating without a message), those its
-// latest FailedMount event names, or those of the volume it is about; while
+// containers' CreateContainerConfigError messages name; those the
+// MountVolume.SetUp failure its containers wait ContainerCreating with names
+// (or those of the volume it is about), else, while it has no container yet
+// (all waiting ContainerCreating without a message), its latest FailedMount
+// event's; while
 // a container's image pull fails, the image pull secrets its latest
 // FailedToRetrieveImagePullSecret event says were not found. evs may be nil
 // (the statuses' alone).
 func ObjectWaits(pod v1.Pod, evs []v1.Event) []ObjectWait {
 	var out []ObjectWait
-	created, pulling := false, false
+	created, pulling, mounts := false, false, false
 	for _, cs := range slices.Concat(pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses) {
 		w := cs.State.Waiting
 		if w == nil || (w.Reason != status.ContainerCreating && w.Reason != status.PodInitializing) || w.Message != "" {
@@ -84,6 +86,14 @@ func ObjectWaits(pod v1.Pod, evs []v1.Event) []ObjectWait {
 			if objs := named(pod.Namespace, w.Message); len(objs) > 0 {
 				out = append(out, ObjectWait{Container: cs.Name, Objects: objs, Reason: w.Reason, Message: w.Message})
 			}
+		case status.ContainerCreating, status.PodInitializing:
+			// The pod's volumes failed: every container says so, the pod's
+			// wait is said once.
+			if i := strings.Index(head(w.Message), "MountVolume.SetUp failed"); i >= 0 && !mounts {
+				if ow, ok := mountWait(pod, w.Reason, w.Message[i:]); ok {
+					out, mounts = append(out, ow), true
+				}
+			}
 		case status.ErrImagePull, status.ImagePullBackOff:
 			pulling = true
 		}
@@ -91,15 +101,9 @@ func ObjectWaits(pod v1.Pod, evs []v1.Event) []ObjectWait {
 	if len(pod.Status.ContainerStatuses) == 0 {
 		created = true // not reported yet: nothing to say
 	}
-	if e := latest(pod, evs, "FailedMount"); e != nil && !created {
-		objs := named(pod.Namespace, e.Message)
-		if len(objs) == 0 {
-			if m := mountOf().FindStringSubmatch(head(e.Message)); m != nil {
-				objs = volumeObjects(pod, m[1])
-			}
-		}
-		if len(objs) > 0 {
-			out = append(out, ObjectWait{Objects: objs, Reason: e.Reason, Message: e.Message})
+	if e := latest(pod, evs, events.FailedMount); e != nil && !created && !mounts {
+		if ow, ok := mountWait(pod, e.Reason, e.Message); ok {
+			out = append(out, ow)
 		}
 	}
 	if e := latest(pod, evs, events.FailedToRetrieveImagePullSecret); e != nil && pulling {
@@ -112,6 +116,18 @@ func ObjectWaits(pod v1.Pod, evs []v1.Event) []ObjectWait {
 		}
 	}
 	return out
+}
+
+// mountWait is the wait a FailedMount message says: the objects it names,
+// else those of the volume it is about.
+func mountWait(pod v1.Pod, reason, msg string) (ObjectWait, bool) {
+	objs := named(pod.Namespace, msg)
+	if len(objs) == 0 {
+		if m := mountOf().FindStringSubmatch(head(msg)); m != nil {
+			objs = volumeObjects(pod, m[1])
+		}
+	}
+	return ObjectWait{Objects: objs, Reason: reason, Message: msg}, len(objs) > 0
 }
 
 // head is the part of msg the patterns look at.

@@ -38,6 +38,7 @@ func TestObjectWaits(t *testing.T) {
 		name            string
 		reason, message string
 		events          []v1.Event
+		two             bool // a second container in the same state
 		want            string
 	}{
 		{name: "env secret", reason: "CreateContainerConfigError", message: `secret "db" not found`,
@@ -45,6 +46,10 @@ func TestObjectWaits(t *testing.T) {
 		{name: "env key", reason: "CreateContainerConfigError", message: "couldn't find key password in Secret kube-system/db",
 			want: "api: secret kube-system/db (CreateContainerConfigError: couldn't find key password in Secret kube-system/db)"},
 		{name: "other config error", reason: "CreateContainerConfigError", message: "container has runAsNonRoot and image will run as root"},
+		{name: "mount in the status, said once", reason: "ContainerCreating", two: true,
+			message: `prepare volumes of pod u1: MountVolume.SetUp failed for volume "certs" : secret "api-certs" not found`,
+			events:  []v1.Event{podEvent(waitingPod("", ""), "FailedMount", `MountVolume.SetUp failed for volume "certs" : secret "api-certs" not found`, t0)},
+			want:    `secret kube-system/api-certs (ContainerCreating: MountVolume.SetUp failed for volume "certs" : secret "api-certs" not found)`},
 		{name: "mount, newest event", reason: "ContainerCreating", events: []v1.Event{
 			podEvent(waitingPod("", ""), "FailedMount", `MountVolume.SetUp failed for volume "certs" : secret "api-certs" not found`, t0.Add(time.Second)),
 			podEvent(waitingPod("", ""), "FailedMount", `MountVolume.SetUp failed for volume "all" : configmap "old" not found`, t0),
@@ -69,6 +74,10 @@ func TestObjectWaits(t *testing.T) {
 			p := waitingPod(tc.reason, tc.message)
 			if tc.reason == "" {
 				p.Status.ContainerStatuses[0].State = v1.ContainerState{Running: &v1.ContainerStateRunning{}}
+			}
+			if tc.two {
+				p.Status.ContainerStatuses = append(p.Status.ContainerStatuses, p.Status.ContainerStatuses[0])
+				p.Status.ContainerStatuses[1].Name = "sidecar"
 			}
 			var got []string
 			for _, w := range ObjectWaits(p, tc.events) {
