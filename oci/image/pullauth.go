@@ -195,13 +195,9 @@ func splitPort(h string) (string, string) {
 // mirror host standing in for it), if any.
 func (k *Keyring) lookup(registry, repo string) (credential, bool) {
 	for _, c := range k.creds {
-		if !matchHost(c.host, registry) {
-			continue
+		if c.matches(registry, repo) {
+			return c, true
 		}
-		if c.path != "" && repo != c.path && !strings.HasPrefix(repo, c.path+"/") {
-			continue
-		}
-		return c, true
 	}
 	return credential{}, false
 }
@@ -211,11 +207,17 @@ func (k *Keyring) lookup(registry, repo string) (credential, bool) {
 func (k *Keyring) matches(registry, repo string) []credential {
 	var out []credential
 	for _, c := range k.creds {
-		if matchHost(c.host, registry) && (c.path == "" || repo == c.path || strings.HasPrefix(repo, c.path+"/")) {
+		if c.matches(registry, repo) {
 			out = append(out, c)
 		}
 	}
 	return out
+}
+
+// matches says whether c is for repository repo of registry: its host, and
+// its path if it has one, a prefix of repo's path segments.
+func (c credential) matches(registry, repo string) bool {
+	return matchHost(c.host, registry) && (c.path == "" || repo == c.path || strings.HasPrefix(repo, c.path+"/"))
 }
 
 // secretsKeyring is the keyring of a pod's pull secrets: the entries of all
