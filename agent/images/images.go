@@ -157,8 +157,10 @@ func (m *Manager) Ensure(ctx context.Context, r Request) (ok bool, retry time.Ti
 		return false, prev.at.Add(m.backoff.Get(key)), false
 	}
 	secrets, missing := pullSecrets(pod, r.Secret)
-	for _, name := range missing {
-		m.logger.Info("Unable to retrieve pull secret, the image pull may not succeed.", "secret", pod.Namespace+"/"+name, "container", c.Name)
+	// The names, as many as a manifest holds, in one bounded line.
+	missingNames := podspec.Truncate(strings.Join(missing, ", "), podspec.MaxOutput)
+	if len(missing) > 0 {
+		m.logger.Info("Unable to retrieve pull secret, the image pull may not succeed.", "namespace", pod.Namespace, "secrets", missingNames, "container", c.Name)
 	}
 	m.events.Eventf(ref, v1.EventTypeNormal, events.Pulling, "Pulling image %q", c.Image)
 	m.logger.Info("pulling image", "container", c.Name, "image", image, "policy", c.ImagePullPolicy)
@@ -215,7 +217,7 @@ func (m *Manager) Ensure(ctx context.Context, r Request) (ok bool, retry time.Ti
 		if len(missing) > 0 {
 			// The kubelet's, after a sync whose pull failed.
 			m.events.Eventf(events.PodRef(pod), v1.EventTypeWarning, events.FailedToRetrieveImagePullSecret,
-				"Unable to retrieve some image pull secrets (%s); attempting to pull the image may not succeed.", strings.Join(missing, ", "))
+				"Unable to retrieve some image pull secrets (%s); attempting to pull the image may not succeed.", missingNames)
 		}
 		m.backoff.Next(key, m.backoff.Clock.Now())
 		// Taken after Next: the back-off runs until no earlier than this.

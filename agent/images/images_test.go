@@ -3,6 +3,7 @@ package images
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -155,5 +156,24 @@ func TestEnsurePullSecrets(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("no %s event after a failed pull: %v", events.FailedToRetrieveImagePullSecret, rec.List())
+	}
+}
+
+// A pod naming thousands of missing pull secrets gets one bounded event.
+func TestEnsureMissingPullSecretsBounded(t *testing.T) {
+	p := &puller{err: errors.New("UNAUTHORIZED")}
+	rec := events.New("node1", 100, slog.New(slog.DiscardHandler))
+	m := NewManager(p, rec, func() <-chan struct{} { return nil }, slog.New(slog.DiscardHandler))
+	pod := &v1.Pod{}
+	pod.Name, pod.Namespace, pod.UID = "web", "kube-system", "u1"
+	for i := range 5000 {
+		pod.Spec.ImagePullSecrets = append(pod.Spec.ImagePullSecrets, v1.LocalObjectReference{Name: fmt.Sprintf("s%0250d", i)})
+	}
+	c := &v1.Container{Name: "app", Image: "example.com/app:1", ImagePullPolicy: v1.PullIfNotPresent}
+	m.Ensure(t.Context(), Request{Pod: pod, Container: c, Image: c.Image, Waiting: func(string, string) {}, Publish: func() {}})
+	for _, ev := range rec.List() {
+		if ev.Reason == events.FailedToRetrieveImagePullSecret && len(ev.Message) > 12<<10 {
+			t.Errorf("event of %d bytes", len(ev.Message))
+		}
 	}
 }
