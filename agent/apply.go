@@ -464,7 +464,8 @@ func (w *worker) start(ctx context.Context, pod *v1.Pod, act action) time.Time {
 	}
 	first := prev == nil && ci.last == nil && (ci.reason == "" || ci.reason == reasonCreating)
 	ok, retry, pulled := w.images.Ensure(ctx, images.Request{Pod: pod, Container: c, Image: spec.Image, First: first,
-		Waiting: func(reason, message string) { ci.reason, ci.message = reason, message }, Publish: func() { w.publish(pod) }})
+		Waiting: func(reason, message string) { ci.reason, ci.message = reason, message }, Publish: func() { w.publish(pod) },
+		Secret: w.a.objects.Load().Secret})
 	if !ok {
 		return retry
 	}

@@ -121,7 +121,7 @@ func (a *Agent) Debug(namespace, name string, req podspec.DebugRequest) (run fun
 		m := images.NewManager(a.cfg.Images, a.events, a.nextResync, a.logger.With("pod", namespace+"/"+name, "debug", ec.Name))
 		var why string
 		ok, _, pulled := m.Ensure(ctx, images.Request{Pod: pod, Container: c, Image: image, First: true,
-			Waiting: func(reason, message string) { why = reason + ": " + message }, Publish: func() {}})
+			Waiting: func(reason, message string) { why = reason + ": " + message }, Publish: func() {}, Secret: a.objects.Load().Secret})
 		if !ok {
 			if ctx.Err() != nil {
 				return -1, context.Cause(ctx)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/staticpodd/staticpodd/agent/images"
 	"github.com/staticpodd/staticpodd/agent/manifest"
+	"github.com/staticpodd/staticpodd/agent/objects"
 	"github.com/staticpodd/staticpodd/agent/podspec"
 )
 
@@ -26,7 +27,8 @@ type fakePuller struct {
 	pulls []string
 	// critical says, for each of pulls, whether it was a critical pod's.
 	critical []bool
-	block    chan struct{} // if set, a pull waits for it (or its context)
+	secrets  [][]podspec.PullSecret // the pull secrets of each of pulls
+	block    chan struct{}          // if set, a pull waits for it (or its context)
 	// blockOnly, if set, is the one image whose pulls wait for block.
 	blockOnly string
 }
@@ -42,6 +44,7 @@ func (p *fakePuller) Pull(ctx context.Context, image string, o images.PullOption
 	p.mu.Lock()
 	p.pulls = append(p.pulls, image)
 	p.critical = append(p.critical, o.Critical)
+	p.secrets = append(p.secrets, o.Secrets)
 	err, block := p.err, p.block
 	if p.blockOnly != "" && image != p.blockOnly {
 		block = nil
@@ -325,6 +328,41 @@ func TestPullBackOffStartsOverAndIsForgotten(t *testing.T) {
 		h.send([]manifest.Pod{testPod("app", "u1", v1.RestartPolicyAlways, c)})
 		if p.count() != 5 {
 			t.Fatalf("%d pulls once u1 is back, want 5 (its back-off forgotten with it)", p.count())
+		}
+	})
+}
+
+// A pod's imagePullSecrets are looked up in the object set of the sources'
+// latest updates, in its namespace, at each pull: a secret that arrives
+// later is used by the next pull.
+func TestPullWithPodSecrets(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		rt.missing["reg.example/app:v1"] = true
+		p := &fakePuller{rt: rt, err: errors.New("UNAUTHORIZED")}
+		h := start(t, rt, Config{Images: p, SyncFrequency: time.Hour})
+		c := ctr("app", "reg.example/app:v1")
+		c.ImagePullPolicy = v1.PullIfNotPresent
+		pod := testPod("app", "u1", v1.RestartPolicyAlways, c)
+		pod.Pod.Spec.ImagePullSecrets = []v1.LocalObjectReference{{Name: "regcred"}}
+		h.updates <- sourceUpdate(manifest.SourceFile, pod)
+		synctest.Wait()
+		if p.count() != 1 || len(p.secrets[0]) != 0 {
+			t.Fatalf("%d pulls, secrets %v; want one without secrets (none yet)", p.count(), p.secrets)
+		}
+		secret := &v1.Secret{Type: v1.SecretTypeDockerConfigJson, Data: map[string][]byte{v1.DockerConfigJsonKey: []byte(`{"auths":{}}`)}}
+		secret.Namespace, secret.Name = pod.Pod.Namespace, "regcred"
+		u := sourceUpdate(manifest.SourceFile, pod)
+		u.Objects = []*objects.Object{{Source: manifest.SourceFile, Origin: "/etc/kubernetes/manifests/regcred.yaml", Secret: secret}}
+		p.fail(nil)
+		h.updates <- u
+		synctest.Wait()
+		time.Sleep(10*time.Second + time.Millisecond) // the pull back-off
+		synctest.Wait()
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if len(p.pulls) != 2 || len(p.secrets[1]) != 1 || p.secrets[1][0].Name != secret.Namespace+"/regcred" {
+			t.Fatalf("%d pulls, secrets %v; want the second with %s/regcred", len(p.pulls), p.secrets, secret.Namespace)
 		}
 	})
 }

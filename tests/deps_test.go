@@ -142,7 +142,7 @@ var agentEdges = map[string][]string{
 	// agent implements), with the node API's listener bounds.
 	"agent/cri": {"agent/podspec", "agent/server"},
 	// agent/describe formats what the CLI asked the daemon for.
-	"agent/describe":         {"agent/events", "agent/prober"},
+	"agent/describe":         {"agent/events", "agent/prober", "agent/status"},
 	"agent/events":           {"agent/podspec"},
 	"agent/eviction":         {"agent/podspec"},
 	"agent/health":           {"agent/server", "agent/source"},

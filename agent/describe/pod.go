@@ -94,6 +94,12 @@ func Pod(w io.Writer, pod v1.Pod, evs []v1.Event, probes []prober.Status, now ti
 			fmt.Fprintf(tw, "  %s\t%s\n", Escape(string(c.Type)), Escape(string(c.Status)))
 		}
 	}
+	if waits := ObjectWaits(pod, evs); len(waits) > 0 {
+		fmt.Fprintln(tw, "Waiting For:")
+		for _, w := range waits {
+			fmt.Fprintf(tw, "  %s\n", w)
+		}
+	}
 	if len(pod.Spec.Volumes) > 0 {
 		fmt.Fprintln(tw, "Volumes:")
 		for _, v := range pod.Spec.Volumes {

@@ -28,6 +28,10 @@ import (
 	"github.com/staticpodd/staticpodd/agent/podspec"
 )
 
+// FailedToRetrieveImagePullSecret is the kubelet's event when a pull failed
+// and some of the pod's imagePullSecrets were not found.
+const FailedToRetrieveImagePullSecret = "FailedToRetrieveImagePullSecret"
+
 // Reasons, as the kubelet's pkg/kubelet/events names them.
 const (
 	Created             = "Created"

@@ -59,6 +59,8 @@ type PullOptions struct {
 	// Critical: the pull is for a critical pod (eviction.Critical) and
 	// waits behind no other pull.
 	Critical bool
+	// Secrets are the pod's image pull secrets found, in its order.
+	Secrets []podspec.PullSecret
 }
 
 // Manager pulls the images of one pod worker's containers, and keeps their
@@ -108,6 +110,9 @@ type Request struct {
 	// shows it at once (the pull's progress).
 	Waiting func(reason, message string)
 	Publish func()
+	// Secret looks up the Secret namespace/name the node has (the object
+	// set's), for the pod's imagePullSecrets; nil: none.
+	Secret func(namespace, name string) *v1.Secret
 }
 
 // Ensure applies the container's imagePullPolicy before its start, as the
@@ -151,15 +156,11 @@ func (m *Manager) Ensure(ctx context.Context, r Request) (ok bool, retry time.Ti
 		r.Waiting(reasonImagePullBackOff, msg)
 		return false, prev.at.Add(m.backoff.Get(key)), false
 	}
-	for _, s := range pod.Spec.ImagePullSecrets {
-		// The kubelet's getPullSecretsForPod: a static pod's secrets are API
-		// objects it may not read (the node authorizer knows no mirror pod
-		// naming them, NodeRestriction refuses one); the pull goes on with the
-		// node's own credentials. staticpodd reads no API object at all.
-		if s.Name != "" {
-			m.logger.Warn("Unable to retrieve pull secret, the image pull may not succeed: a static pod cannot use imagePullSecrets; "+
-				"give the registry's credentials in a Docker config.json the daemon reads", "secret", s.Name, "container", c.Name)
-		}
+	secrets, missing := pullSecrets(pod, r.Secret)
+	// The names, as many as a manifest holds, in one bounded line.
+	missingNames := podspec.Truncate(strings.Join(missing, ", "), podspec.MaxOutput)
+	if len(missing) > 0 {
+		m.logger.Info("Unable to retrieve pull secret, the image pull may not succeed.", "namespace", pod.Namespace, "secrets", missingNames, "container", c.Name)
 	}
 	m.events.Eventf(ref, v1.EventTypeNormal, events.Pulling, "Pulling image %q", c.Image)
 	m.logger.Info("pulling image", "container", c.Name, "image", image, "policy", c.ImagePullPolicy)
@@ -184,7 +185,7 @@ func (m *Manager) Ensure(ctx context.Context, r Request) (ok bool, retry time.Ti
 	if arrived != nil {
 		watching.Go(func() { cancelOnArrival(pullCtx, cancel, p, image, m.nextResync, arrived) })
 	}
-	err := p.Pull(pullCtx, image, PullOptions{Progress: progress, Critical: eviction.Critical(pod)})
+	err := p.Pull(pullCtx, image, PullOptions{Progress: progress, Critical: eviction.Critical(pod), Secrets: secrets})
 	if ctx.Err() != nil {
 		return false, time.Time{}, false
 	}
@@ -213,6 +214,11 @@ func (m *Manager) Ensure(ctx context.Context, r Request) (ok bool, retry time.Ti
 		m.logger.Warn("image pull failed", "container", c.Name, "image", image, "err", msg)
 		m.events.Eventf(ref, v1.EventTypeWarning, events.Failed, "Failed to pull image %q: %s", c.Image, msg)
 		m.events.Eventf(ref, v1.EventTypeWarning, events.Failed, "Error: %s", reasonImagePull)
+		if len(missing) > 0 {
+			// The kubelet's, after a sync whose pull failed.
+			m.events.Eventf(events.PodRef(pod), v1.EventTypeWarning, events.FailedToRetrieveImagePullSecret,
+				"Unable to retrieve some image pull secrets (%s); attempting to pull the image may not succeed.", missingNames)
+		}
 		m.backoff.Next(key, m.backoff.Clock.Now())
 		// Taken after Next: the back-off runs until no earlier than this.
 		at := time.Now()
@@ -226,6 +232,34 @@ func (m *Manager) Ensure(ctx context.Context, r Request) (ok bool, retry time.Ti
 	}
 	m.forget(key)
 	return true, time.Time{}, true
+}
+
+// pullSecrets are the Docker configs of pod's imagePullSecrets that lookup
+// finds, in the pod's order, and the names of those it does not, as the
+// kubelet's getPullSecretsForPod and secretsToTrackedDockerConfigs: an entry
+// without a name is skipped, and a Secret of another type, or without its
+// type's key, is not used (nor said).
+func pullSecrets(pod *v1.Pod, lookup func(namespace, name string) *v1.Secret) (found []podspec.PullSecret, missing []string) {
+	for _, ref := range pod.Spec.ImagePullSecrets {
+		if ref.Name == "" {
+			continue
+		}
+		var s *v1.Secret
+		if lookup != nil {
+			s = lookup(pod.Namespace, ref.Name)
+		}
+		if s == nil {
+			missing = append(missing, ref.Name)
+			continue
+		}
+		name := s.Namespace + "/" + s.Name
+		if b := s.Data[v1.DockerConfigJsonKey]; s.Type == v1.SecretTypeDockerConfigJson && len(b) > 0 {
+			found = append(found, podspec.PullSecret{Name: name, Config: b})
+		} else if b := s.Data[v1.DockerConfigKey]; s.Type == v1.SecretTypeDockercfg && len(b) > 0 {
+			found = append(found, podspec.PullSecret{Name: name, Config: b, Legacy: true})
+		}
+	}
+	return found, missing
 }
 
 // presentAnyway says, when a pull with policy Always failed, that the image is

@@ -3,6 +3,7 @@ package images
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -21,12 +22,14 @@ type puller struct {
 	err     error
 	pulls   int
 	present bool
+	last    PullOptions
 }
 
 func (p *puller) Present(string) (bool, error) { return p.present, nil }
 
 func (p *puller) Pull(ctx context.Context, image string, o PullOptions) error {
 	p.pulls++
+	p.last = o
 	return p.err
 }
 
@@ -108,6 +111,69 @@ func TestEnsureAlwaysImagePresentSaysSo(t *testing.T) {
 		}
 		if !strings.Contains(failed, "no such host") {
 			t.Errorf("event %q lacks the registry's error", failed)
+		}
+	}
+}
+
+// A pod's imagePullSecrets are looked up in its namespace and handed to the
+// pull in its order, dockerconfigjson and dockercfg alike; a Secret of
+// another type is passed over, a missing one named in the event the kubelet
+// records when the pull fails.
+func TestEnsurePullSecrets(t *testing.T) {
+	p := &puller{err: errors.New("UNAUTHORIZED")}
+	rec := events.New("node1", 100, slog.New(slog.DiscardHandler))
+	m := NewManager(p, rec, func() <-chan struct{} { return nil }, slog.New(slog.DiscardHandler))
+	secret := func(ns, name string, typ v1.SecretType, key string) *v1.Secret {
+		s := &v1.Secret{Type: typ, Data: map[string][]byte{key: []byte(name + "-config")}}
+		s.Namespace, s.Name = ns, name
+		return s
+	}
+	have := map[string]*v1.Secret{
+		"kube-system/json":   secret("kube-system", "json", v1.SecretTypeDockerConfigJson, v1.DockerConfigJsonKey),
+		"kube-system/legacy": secret("kube-system", "legacy", v1.SecretTypeDockercfg, v1.DockerConfigKey),
+		"kube-system/opaque": secret("kube-system", "opaque", v1.SecretTypeOpaque, v1.DockerConfigJsonKey),
+		"default/elsewhere":  secret("default", "elsewhere", v1.SecretTypeDockerConfigJson, v1.DockerConfigJsonKey),
+	}
+	pod := &v1.Pod{}
+	pod.Name, pod.Namespace, pod.UID = "web", "kube-system", "u1"
+	pod.Spec.ImagePullSecrets = []v1.LocalObjectReference{{Name: "legacy"}, {Name: ""}, {Name: "missing"}, {Name: "opaque"}, {Name: "elsewhere"}, {Name: "json"}}
+	c := &v1.Container{Name: "app", Image: "example.com/app:1", ImagePullPolicy: v1.PullIfNotPresent}
+	m.Ensure(t.Context(), Request{Pod: pod, Container: c, Image: c.Image, Waiting: func(string, string) {}, Publish: func() {},
+		Secret: func(ns, name string) *v1.Secret { return have[ns+"/"+name] }})
+	got := p.last.Secrets
+	if len(got) != 2 || got[0].Name != "kube-system/legacy" || !got[0].Legacy || string(got[0].Config) != "legacy-config" ||
+		got[1].Name != "kube-system/json" || got[1].Legacy || string(got[1].Config) != "json-config" {
+		t.Fatalf("pull secrets %v, want kube-system/legacy (dockercfg) then kube-system/json", got)
+	}
+	var found bool
+	for _, ev := range rec.List() {
+		if ev.Reason == events.FailedToRetrieveImagePullSecret {
+			found = true
+			if want := "Unable to retrieve some image pull secrets (missing, elsewhere); attempting to pull the image may not succeed."; ev.Message != want {
+				t.Errorf("event %q, want %q", ev.Message, want)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("no %s event after a failed pull: %v", events.FailedToRetrieveImagePullSecret, rec.List())
+	}
+}
+
+// A pod naming thousands of missing pull secrets gets one bounded event.
+func TestEnsureMissingPullSecretsBounded(t *testing.T) {
+	p := &puller{err: errors.New("UNAUTHORIZED")}
+	rec := events.New("node1", 100, slog.New(slog.DiscardHandler))
+	m := NewManager(p, rec, func() <-chan struct{} { return nil }, slog.New(slog.DiscardHandler))
+	pod := &v1.Pod{}
+	pod.Name, pod.Namespace, pod.UID = "web", "kube-system", "u1"
+	for i := range 5000 {
+		pod.Spec.ImagePullSecrets = append(pod.Spec.ImagePullSecrets, v1.LocalObjectReference{Name: fmt.Sprintf("s%0250d", i)})
+	}
+	c := &v1.Container{Name: "app", Image: "example.com/app:1", ImagePullPolicy: v1.PullIfNotPresent}
+	m.Ensure(t.Context(), Request{Pod: pod, Container: c, Image: c.Image, Waiting: func(string, string) {}, Publish: func() {}})
+	for _, ev := range rec.List() {
+		if ev.Reason == events.FailedToRetrieveImagePullSecret && len(ev.Message) > 12<<10 {
+			t.Errorf("event of %d bytes", len(ev.Message))
 		}
 	}
 }

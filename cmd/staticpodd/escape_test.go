@@ -36,7 +36,7 @@ func TestTerminalControlsEscaped(t *testing.T) {
 		Result: "failure", Output: hostileText, At: now}}
 	// A manifest URL's server decides the reason phrase a problem quotes.
 	problems := []server.Problem{{Origin: "https://example.com/pods", Error: "fetch: 500 " + hostileText}}
-	if err := printPods(&b, nil, problems, probes, nil, true, now); err != nil {
+	if err := printPods(&b, nil, problems, probes, nil, nil, true, now); err != nil {
 		t.Fatal(err)
 	}
 	out := b.String()

@@ -55,8 +55,12 @@ func newPsCmd(o *globalOptions) *cobra.Command {
 			}
 			var probes []prober.Status
 			var networks []server.PodNetwork
+			var evs v1.EventList // what the pods wait for, besides their statuses
 			if output == "wide" {
 				if err := c.GetJSON(cmd.Context(), "/probes", &probes); err != nil {
+					return err
+				}
+				if err := c.GetJSON(cmd.Context(), "/events", &evs); err != nil {
 					return err
 				}
 				_ = c.GetJSON(cmd.Context(), "/networks", &networks) // none from an older daemon
@@ -70,7 +74,7 @@ func newPsCmd(o *globalOptions) *cobra.Command {
 			if err := c.GetJSON(cmd.Context(), "/stats/summary", &stats); err != nil {
 				stats = server.StatsSummary{}
 			}
-			if err := printPods(cmd.OutOrStdout(), list.Items, problems, probes, &stats, output == "wide", time.Now()); err != nil || len(networks) == 0 {
+			if err := printPods(cmd.OutOrStdout(), list.Items, problems, probes, evs.Items, &stats, output == "wide", time.Now()); err != nil || len(networks) == 0 {
 				return err
 			}
 			fmt.Fprint(cmd.OutOrStdout(), "\nPod networks:\n")
@@ -84,7 +88,7 @@ func newPsCmd(o *globalOptions) *cobra.Command {
 	return cmd
 }
 
-func printPods(out io.Writer, pods []v1.Pod, problems []server.Problem, probes []prober.Status, stats *server.StatsSummary, wide bool, now time.Time) error {
+func printPods(out io.Writer, pods []v1.Pod, problems []server.Problem, probes []prober.Status, evs []v1.Event, stats *server.StatsSummary, wide bool, now time.Time) error {
 	if stats == nil {
 		stats = &server.StatsSummary{}
 	}
@@ -175,6 +179,7 @@ func printPods(out io.Writer, pods []v1.Pod, problems []server.Problem, probes [
 		}
 	}
 	printDependencyWaits(out, pods)
+	describe.PrintObjectWaits(out, pods, evs)
 	if len(problems) > 0 {
 		fmt.Fprintln(out)
 		fmt.Fprintln(out, "Manifest problems:")

@@ -20,6 +20,8 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
+
+	"github.com/staticpodd/staticpodd/agent/podspec"
 )
 
 // Bounds on what a registry may send before it is refused.
@@ -114,6 +116,13 @@ type PullOptions struct {
 	// registry and is never sent to another host, its mirrors included,
 	// which the Docker config answers for.
 	Auth *authn.AuthConfig
+	// Secrets are the Docker configs of the pod's imagePullSecrets, for a
+	// pull without Auth. As the kubelet's, each of their credentials that
+	// matches the image (the most specific first) is tried in turn, then the
+	// node's Docker config if it has one for the image; the first that pulls
+	// wins, and none matching is the node's config (or anonymous) alone.
+	// Like Auth, a secret's credential goes to the image's registry only.
+	Secrets []podspec.PullSecret
 }
 
 // NewPuller returns a Puller into s.
@@ -174,11 +183,16 @@ func (p *Puller) PullWith(ctx context.Context, ref string, o PullOptions) (Image
 		return Image{}, err
 	}
 	progress := o.Progress
+	auths, err := pullAuths(norm, o)
+	if err != nil {
+		return Image{}, fmt.Errorf("pull %s: %w", norm, err)
+	}
 	// Pulls share one call only if they authenticate alike: one with
-	// credentials must not get the failure of an anonymous one.
+	// credentials must not get the failure of an anonymous one, nor one
+	// pod's pull succeed with another pod's pull secret.
 	key := norm
-	if o.Auth != nil {
-		key += "\x00" + authKey(o.Auth)
+	for _, a := range auths {
+		key += "\x00" + authKey(a)
 	}
 	p.mu.Lock()
 	if c, ok := p.inflight[key]; ok {
@@ -213,7 +227,7 @@ func (p *Puller) PullWith(ctx context.Context, ref string, o PullOptions) (Image
 	defer release()
 	pctx, cancel := context.WithTimeoutCause(ctx, p.cfg.PullTimeout, fmt.Errorf("pull not done after %v", p.cfg.PullTimeout))
 	defer cancel()
-	c.img, c.err = p.pull(pctx, norm, o.Auth, progress)
+	c.img, c.err = p.pull(pctx, norm, auths, o.Auth == nil, progress)
 	if c.err != nil && ctx.Err() == nil && pctx.Err() != nil {
 		c.err = context.Cause(pctx)
 	}
@@ -282,15 +296,50 @@ func (e boundedError) Error() string {
 
 func (e boundedError) Unwrap() error { return e.err }
 
-func (p *Puller) pull(ctx context.Context, norm string, auth *authn.AuthConfig, progress func(Progress)) (Image, error) {
+// pullAuths are the credentials of the pull o of norm for its registry, to
+// try in turn before the node's own: Auth, or the matching entries of the
+// pull secrets.
+func pullAuths(norm string, o PullOptions) ([]*authn.AuthConfig, error) {
+	if o.Auth != nil {
+		return []*authn.AuthConfig{o.Auth}, nil
+	}
+	if len(o.Secrets) == 0 {
+		return nil, nil
+	}
+	keys, err := secretsKeyring(o.Secrets)
+	if err != nil {
+		return nil, err
+	}
+	r, err := name.ParseReference(norm)
+	if err != nil {
+		return nil, err
+	}
+	var out []*authn.AuthConfig
+	for _, c := range keys.matches(registryOf(r), r.Context().RepositoryStr()) {
+		out = append(out, &authn.AuthConfig{Username: c.user, Password: c.pass})
+	}
+	return out, nil
+}
+
+// registryOf is r's registry as Docker configs key it: Docker Hub's is docker.io.
+func registryOf(r name.Reference) string {
+	if registry := r.Context().RegistryStr(); registry != name.DefaultRegistry {
+		return registry
+	}
+	return "docker.io"
+}
+
+// pull fetches norm with each of auths in turn, then (if none was given,
+// or the node's config has credentials for the image) with the node's
+// Docker config alone: the first that succeeds wins, as the kubelet's
+// PullImage tries a pod's credentials. withNode says the node's config may
+// be tried after auths (not for a CRI pull's own AuthConfig).
+func (p *Puller) pull(ctx context.Context, norm string, auths []*authn.AuthConfig, withNode bool, progress func(Progress)) (Image, error) {
 	r, err := name.ParseReference(norm)
 	if err != nil {
 		return Image{}, err
 	}
-	registry := r.Context().RegistryStr()
-	if registry == name.DefaultRegistry {
-		registry = "docker.io"
-	}
+	registry := registryOf(r)
 	eps, err := endpoints(p.cfg.HostsDir, registry, p.cfg.Timeout)
 	if err != nil {
 		return Image{}, err
@@ -302,14 +351,20 @@ func (p *Puller) pull(ctx context.Context, norm string, auth *authn.AuthConfig, 
 			ep.client.CloseIdleConnections()
 		}
 	}()
-	var keys authn.Keychain = p.cfg.Keyring
+	node := p.cfg.Keyring
 	if len(p.cfg.CredentialPaths) > 0 {
-		if keys, err = LoadKeyring(p.cfg.CredentialPaths); err != nil {
+		if node, err = LoadKeyring(p.cfg.CredentialPaths); err != nil {
 			return Image{}, err
 		}
 	}
-	if auth != nil {
-		keys = pullAuth{registry: registry, auth: authn.FromConfig(*auth), next: keys}
+	var keychains []authn.Keychain
+	for _, a := range auths {
+		keychains = append(keychains, pullAuth{registry: registry, auth: authn.FromConfig(*a), next: node})
+	}
+	// The kubelet's UnionDockerKeyring: the node's credentials come after the
+	// pod's, and only if it has some for the image (or the pod none).
+	if len(auths) == 0 || (withNode && len(node.matches(registry, r.Context().RepositoryStr())) > 0) {
+		keychains = append(keychains, node)
 	}
 	_, byDigest := r.(name.Digest)
 	var errs []error
@@ -317,23 +372,27 @@ func (p *Puller) pull(ctx context.Context, norm string, auth *authn.AuthConfig, 
 	if byDigest {
 		digest = r.Identifier()
 	}
-	for _, ep := range eps {
-		if !ep.can(capPull) || (digest == "" && !ep.can(capResolve)) {
-			continue
+	tried := false
+	for _, keys := range keychains {
+		for _, ep := range eps {
+			if !ep.can(capPull) || (digest == "" && !ep.can(capResolve)) {
+				continue
+			}
+			tried = true
+			img, err := p.pullFrom(ctx, ep, keys, r, digest, norm, progress)
+			if err == nil {
+				return img, nil
+			}
+			if ctx.Err() != nil {
+				return Image{}, err
+			}
+			if len(eps) > 1 || len(keychains) > 1 {
+				p.logger.Warn("pull from registry host failed", "image", norm, "host", ep.String(), "err", err)
+			}
+			errs = append(errs, err)
 		}
-		img, err := p.pullFrom(ctx, ep, keys, r, digest, norm, progress)
-		if err == nil {
-			return img, nil
-		}
-		if ctx.Err() != nil {
-			return Image{}, err
-		}
-		if len(eps) > 1 {
-			p.logger.Warn("pull from registry host failed", "image", norm, "host", ep.String(), "err", err)
-		}
-		errs = append(errs, err)
 	}
-	if len(errs) == 0 {
+	if !tried {
 		return Image{}, fmt.Errorf("no host of %s can resolve a tag (hosts.toml capabilities)", registry)
 	}
 	return Image{}, plainHTTPHint(errors.Join(errs...), p.cfg.HostsDir, registry)

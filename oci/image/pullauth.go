@@ -14,6 +14,8 @@ import (
 	"strings"
 
 	"github.com/google/go-containerregistry/pkg/authn"
+
+	"github.com/staticpodd/staticpodd/agent/podspec"
 )
 
 // CredentialPaths are the Docker config files searched for registry
@@ -45,6 +47,7 @@ func CredentialPaths(rootDir string) []string {
 // credential is one entry of a Docker config: a registry (with an optional
 // path and * globs in the host's labels) and its basic-auth user and password.
 type credential struct {
+	key        string // the entry's key as parsed, host[/path]: the order of entries
 	host, path string
 	user, pass string
 }
@@ -92,14 +95,14 @@ func parseDockerConfig(b []byte, legacy bool) (*Keyring, error) {
 	var auths map[string]dockerAuth
 	if legacy {
 		if err := json.Unmarshal(b, &auths); err != nil {
-			return nil, err
+			return nil, jsonError(err)
 		}
 	} else {
 		var cfg struct {
 			Auths map[string]dockerAuth `json:"auths"`
 		}
 		if err := json.Unmarshal(b, &cfg); err != nil {
-			return nil, err
+			return nil, jsonError(err)
 		}
 		auths = cfg.Auths
 	}
@@ -126,9 +129,18 @@ func parseDockerConfig(b []byte, legacy bool) (*Keyring, error) {
 			user, pass = u, p
 		}
 		host, path := parseCredKey(key)
-		k.creds = append(k.creds, credential{host: host, path: path, user: user, pass: pass})
+		k.creds = append(k.creds, credential{key: host + "/" + path, host: host, path: path, user: user, pass: pass})
 	}
 	return k, nil
+}
+
+// jsonError is err of json.Unmarshal without the bytes it quotes: a syntax
+// error quotes a character of the file, which may be one of a password's.
+func jsonError(err error) error {
+	if se, ok := errors.AsType[*json.SyntaxError](err); ok {
+		return fmt.Errorf("not JSON: syntax error at byte %d", se.Offset)
+	}
+	return err
 }
 
 // parseCredKey splits a Docker config key (a host, host/path or URL) as the
@@ -183,15 +195,46 @@ func splitPort(h string) (string, string) {
 // mirror host standing in for it), if any.
 func (k *Keyring) lookup(registry, repo string) (credential, bool) {
 	for _, c := range k.creds {
-		if !matchHost(c.host, registry) {
-			continue
+		if c.matches(registry, repo) {
+			return c, true
 		}
-		if c.path != "" && repo != c.path && !strings.HasPrefix(repo, c.path+"/") {
-			continue
-		}
-		return c, true
 	}
 	return credential{}, false
+}
+
+// matches is every credential for repository repo of registry, the most
+// specific key first (the kubelet's BasicDockerKeyring.Lookup).
+func (k *Keyring) matches(registry, repo string) []credential {
+	var out []credential
+	for _, c := range k.creds {
+		if c.matches(registry, repo) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// matches says whether c is for repository repo of registry: its host, and
+// its path if it has one, a prefix of repo's path segments.
+func (c credential) matches(registry, repo string) bool {
+	return matchHost(c.host, registry) && (c.path == "" || repo == c.path || strings.HasPrefix(repo, c.path+"/"))
+}
+
+// secretsKeyring is the keyring of a pod's pull secrets: the entries of all
+// of them in one, as the kubelet's secretsToTrackedDockerConfigs adds them to
+// one BasicDockerKeyring, the most specific key first and, under one key,
+// the secrets in the pod's order. An error names the Secret, never a value.
+func secretsKeyring(secrets []podspec.PullSecret) (*Keyring, error) {
+	all := &Keyring{}
+	for _, s := range secrets {
+		k, err := parseDockerConfig(s.Config, s.Legacy)
+		if err != nil {
+			return nil, fmt.Errorf("image pull secret %s: %w", s.Name, err)
+		}
+		all.creds = append(all.creds, k.creds...)
+	}
+	slices.SortStableFunc(all.creds, func(a, b credential) int { return strings.Compare(b.key, a.key) })
+	return all, nil
 }
 
 // Resolve implements authn.Keychain for go-containerregistry.
