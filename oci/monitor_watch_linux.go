@@ -296,12 +296,14 @@ func awaitExit(pidfd *os.File) {
 }
 
 // monitorEnv is the daemon's environment minus what belongs to the daemon
-// alone (systemd notification and socket activation).
+// alone (systemd notification, socket activation, and the directory of its
+// credentials, which only the daemon reads).
 func monitorEnv(env []string) []string {
 	var out []string
 	for _, kv := range env {
 		switch k, _, _ := strings.Cut(kv, "="); k {
-		case "NOTIFY_SOCKET", "LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES", "WATCHDOG_USEC", "WATCHDOG_PID":
+		case "NOTIFY_SOCKET", "LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES", "WATCHDOG_USEC", "WATCHDOG_PID",
+			"CREDENTIALS_DIRECTORY":
 			continue
 		}
 		out = append(out, kv)

@@ -140,3 +140,12 @@ func filesHolding(t *testing.T, dir, s string) []string {
 	}
 	return hits
 }
+
+// TestMonitorEnvWithoutCredentials: the directory of the daemon's systemd
+// credentials is not passed on to its monitors.
+func TestMonitorEnvWithoutCredentials(t *testing.T) {
+	got := monitorEnv([]string{"PATH=/bin", "CREDENTIALS_DIRECTORY=/run/credentials/staticpodd.service", "NOTIFY_SOCKET=/run/n"})
+	if !slices.Equal(got, []string{"PATH=/bin"}) {
+		t.Errorf("monitorEnv = %q, want PATH only", got)
+	}
+}
