@@ -38,7 +38,7 @@ metadata: {name: web-secret}
 stringData: {password: pa55-word}
 `)
 	script := strings.Join([]string{
-		`echo greeting=$GREETING password=$PASSWORD cfg_greeting=$CFG_greeting cfg_1st=$(printenv CFG_1st)`,
+		`echo greeting=$GREETING password=$PASSWORD cfg_greeting=$CFG_greeting $(env | grep ^CFG_1st=)`,
 		`echo config=$(cat /config/greeting) bconf=$(cat /etc/b.conf) link=$(readlink /config/greeting)`,
 		`echo secret=$(cat /secret/password) mode=$(stat -L -c '%a %g' /secret/password)`,
 		`echo all=$(cat /all/cfg/greeting),$(cat /all/sec/pw),$(cat /all/name) pwmode=$(stat -L -c %a /all/sec/pw)`,
@@ -87,7 +87,7 @@ spec:
 		return nil
 	})
 	for _, want := range []string{
-		"greeting=hello password=pa55-word cfg_greeting=hello cfg_1st=digit",
+		"greeting=hello password=pa55-word cfg_greeting=hello CFG_1st=digit",
 		"config=hello bconf=x=1 link=..data/greeting",
 		"secret=pa55-word mode=440 2000", // 0400 with fsGroup's read added
 		"all=hello,pa55-word,web-" + d.Name + " pwmode=440",
@@ -171,7 +171,7 @@ spec:
 	}
 	d.WriteManifest("vol.yaml", pod("vol", `  volumes: [{name: v, configMap: {name: late}}]
   containers:
-  - {name: main, image: busybox, command: [sh, -c, "cat /v/k; sleep 3600"], volumeMounts: [{name: v, mountPath: /v}]}
+  - {name: main, image: busybox, command: [sh, -c, "echo K=$(cat /v/k); sleep 3600"], volumeMounts: [{name: v, mountPath: /v}]}
 `))
 	d.WriteManifest("env.yaml", pod("env", `  containers:
   - name: main
@@ -183,7 +183,7 @@ spec:
   containers:
   - name: main
     image: busybox
-    command: [sh, -c, "echo files=$(ls /v /s | wc -w) K=${K-unset}; sleep 3600"]
+    command: [sh, -c, "echo files=$( (ls /v; ls /s) | wc -w) K=${K-unset}; sleep 3600"]
     env: [{name: K, valueFrom: {secretKeyRef: {name: none, key: k, optional: true}}}]
     envFrom: [{configMapRef: {name: late, optional: true}}]
     volumeMounts: [{name: v, mountPath: /v}, {name: s, mountPath: /s}]
@@ -230,7 +230,7 @@ spec:
 	d.WaitRunning("vol", 30*time.Second)
 	d.WaitRunning("env", 30*time.Second)
 	d.Eventually(30*time.Second, "the pods read the ConfigMap", func() error {
-		if logs := d.CLI("logs", "vol"); logs != "here" {
+		if logs := d.CLI("logs", "vol"); logs != "K=here\n" {
 			return fmt.Errorf("vol logged %q", logs)
 		}
 		if logs := d.CLI("logs", "env"); logs != "K=here\n" {
