@@ -128,7 +128,12 @@ func (r *Runtime) debug(ctx context.Context, id string, pod *podspec.Pod, c *pod
 		}
 	}
 	s.Process.Terminal = es.TTY
-	if err := writeJSON(filepath.Join(dir, specFile), s); err != nil {
+	// The file without the values of sensitive variables (mon.SealEnv):
+	// only removeDebug reads it. The init gets s, with them.
+	sealed, proc := *s, *s.Process
+	proc.Env, _ = mon.SealEnv(s.Process.Env, sensitiveNames(c.Env))
+	sealed.Process = &proc
+	if err := writeJSON(filepath.Join(dir, specFile), &sealed); err != nil {
 		return -1, err
 	}
 	cfg, err := specconv.CreateLibcontainerConfig(&specconv.CreateOpts{

@@ -43,7 +43,8 @@ func resolveEnvFiles(env []podspec.EnvVar) ([]podspec.EnvVar, error) {
 			}
 			return nil, fmt.Errorf("%w: env %s: environment variable key %q not found in file %q", podspec.ErrContainerConfig, e.Name, e.File.Key, e.File.Path)
 		}
-		out = append(out, podspec.EnvVar{Name: e.Name, Value: value})
+		e.Value, e.File = value, nil
+		out = append(out, e)
 	}
 	if out == nil {
 		return env, nil

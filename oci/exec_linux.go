@@ -95,6 +95,9 @@ func execIn(ctx context.Context, dir, root, id string, es podspec.ExecSpec, log 
 	if err != nil {
 		return -1, err
 	}
+	if s.Process.Env, err = fillSecretEnv(dir, s.Process.Env); err != nil {
+		return -1, err
+	}
 	return ociexec.Run(ctx, ctr, s.Process, es, dir, log)
 }
 

@@ -149,12 +149,18 @@ func (r *Runtime) startMonitor(id string) (*pendingMonitor, error) {
 	return &pendingMonitor{id: id, m: m, proc: cmd.Process, goW: goW, rep: repR}, nil
 }
 
-// run tells the monitor that its container's spec and record are written and
-// returns once it reported the container's init process, or its failure. When
-// ctx ends first, it returns ctx's cause; the caller kills the monitor.
-func (p *pendingMonitor) run(ctx context.Context) (mon.Report, error) {
-	// A monitor that died already cannot read: its report pipe says so.
-	_, _ = p.goW.Write([]byte{1})
+// run tells the monitor that its container's spec and record are written,
+// hands it secretEnv (mon.EncodeSecretEnv: the values the spec lacks), and
+// returns once it reported the container's init process, or its failure.
+// When ctx ends first, it returns ctx's cause; the caller kills the monitor.
+func (p *pendingMonitor) run(ctx context.Context, secretEnv []byte) (mon.Report, error) {
+	// A monitor that died already cannot read: its report pipe says so. One
+	// that stopped reading is not waited for past ctx: a cut secretEnv is
+	// one the monitor refuses.
+	if d, ok := ctx.Deadline(); ok {
+		_ = p.goW.SetWriteDeadline(d)
+	}
+	_, _ = p.goW.Write(append([]byte{1}, secretEnv...))
 	_ = p.goW.Close()
 	type result struct {
 		data []byte
@@ -290,12 +296,14 @@ func awaitExit(pidfd *os.File) {
 }
 
 // monitorEnv is the daemon's environment minus what belongs to the daemon
-// alone (systemd notification and socket activation).
+// alone (systemd notification, socket activation, and the directory of its
+// credentials, which only the daemon reads).
 func monitorEnv(env []string) []string {
 	var out []string
 	for _, kv := range env {
 		switch k, _, _ := strings.Cut(kv, "="); k {
-		case "NOTIFY_SOCKET", "LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES", "WATCHDOG_USEC", "WATCHDOG_PID":
+		case "NOTIFY_SOCKET", "LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES", "WATCHDOG_USEC", "WATCHDOG_PID",
+			"CREDENTIALS_DIRECTORY":
 			continue
 		}
 		out = append(out, kv)

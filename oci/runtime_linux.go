@@ -202,6 +202,14 @@ func (r *Runtime) start(ctx context.Context, pm *pendingMonitor, pod *podspec.Po
 		maps.Copy(s.Annotations, scopeStopProperties(pod.TerminationGracePeriod, stopSignal))
 		maps.Copy(s.Annotations, scopeOrderProperties(c.StopBefore, c.StopAfter))
 	}
+	// The values of sensitive variables go to the monitor over its go pipe,
+	// never into the spec's file (see mon.SealEnv).
+	var secret []string
+	s.Process.Env, secret = mon.SealEnv(s.Process.Env, sensitiveNames(cs.Env))
+	secretEnv, err := mon.EncodeSecretEnv(secret)
+	if err != nil {
+		return podspec.ContainerStatus{}, fmt.Errorf("%w: %w", podspec.ErrContainerConfig, err)
+	}
 	rec := containerRecord{
 		ID: id, PodUID: pod.UID, PodName: pod.Name, PodNS: pod.Namespace, Name: c.Name, Attempt: c.Attempt,
 		Hash: c.Hash, Image: c.Image, ImageID: img.ID, ImageRef: img.StatusRef(c.Image), LogPath: c.LogPath, CreatedAt: time.Now(),
@@ -222,7 +230,7 @@ func (r *Runtime) start(ctx context.Context, pm *pendingMonitor, pod *podspec.Po
 	if ctx.Err() != nil {
 		return podspec.ContainerStatus{}, context.Cause(ctx)
 	}
-	rep, err := pm.run(ctx)
+	rep, err := pm.run(ctx, secretEnv)
 	if err != nil {
 		return podspec.ContainerStatus{}, fmt.Errorf("%w: %w", podspec.ErrStartFailed, err)
 	}
@@ -230,6 +238,22 @@ func (r *Runtime) start(ctx context.Context, pm *pendingMonitor, pod *podspec.Po
 	st.State, st.Pid, st.StartedAt = podspec.StateRunning, rep.Pid, rep.StartedAt
 	r.log.Debug("container started", "id", id, "pod", pod.Name, "container", c.Name, "pid", rep.Pid)
 	return st, nil
+}
+
+// sensitiveNames are the names of env's variables whose values came from a
+// Secret: a name that is sensitive anywhere in env is, whichever of its
+// entries wins.
+func sensitiveNames(env []podspec.EnvVar) map[string]bool {
+	var names map[string]bool
+	for _, e := range env {
+		if e.Sensitive {
+			if names == nil {
+				names = map[string]bool{}
+			}
+			names[e.Name] = true
+		}
+	}
+	return names
 }
 
 // stopSignal is what stops container c: its own stop signal, else its

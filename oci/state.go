@@ -12,7 +12,8 @@ import (
 //
 //	pods/<uid>/                      the pod's sandbox (package sandbox)
 //	containers/<id>/container.json   containerRecord (written by the daemon)
-//	containers/<id>/config.json      the OCI runtime spec
+//	containers/<id>/config.json      the OCI runtime spec, without the values of
+//	                                 its sensitive env (mon.SealEnv)
 //	containers/<id>/state.json       monitorState (written by the monitor)
 //	containers/<id>/exit.json        exitRecord (written by the monitor at exit,
 //	                                 or when its container failed to start)

@@ -192,11 +192,14 @@ type Container struct {
 type EnvVar struct {
 	Name  string
 	Value string
+	// Sensitive: Value came from a Secret. The runtime never writes it to
+	// a file, a log or an error (the name alone may be shown): the
+	// container's process gets it, and so does a process exec'd in the
+	// container, without it being at rest anywhere but in memory.
+	Sensitive bool
 	// File, when set, is where Value comes from, read when the container
 	// starts (env[].valueFrom.fileKeyRef): Value is empty until then.
 	File *EnvFile
-	// Sensitive: from a Secret: the runtime writes it to no file.
-	Sensitive bool
 }
 
 // EnvFile is a variable's value in a file of key='value' lines an earlier

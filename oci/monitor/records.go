@@ -18,7 +18,8 @@ import (
 // (the daemon's package oci keeps the rest of the layout):
 //
 //	container.json     the daemon's record; the monitor reads its log fields
-//	config.json        the OCI runtime spec
+//	config.json        the OCI runtime spec, without the values of its
+//	                   sensitive environment (see SealEnv)
 //	state.json         State, written by the monitor
 //	exit.json          ExitRecord, written by the monitor at exit, or when
 //	                   its container failed to start
@@ -129,6 +130,10 @@ type State struct {
 	RotationReload bool      `json:"rotationReload,omitempty"`
 	Pid            int       `json:"pid,omitempty"`
 	StartedAt      time.Time `json:"startedAt,omitzero"`
+	// SecretEnvFd is the monitor's descriptor of the sealed memfd that
+	// holds its container's sensitive environment (see SealEnv); 0: it
+	// has none.
+	SecretEnvFd int `json:"secretEnvFd,omitempty"`
 }
 
 // ExitRecord is the container's exit, or its failure to start, as its

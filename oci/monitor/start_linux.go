@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -32,8 +33,10 @@ import (
 // ahead of its container (see pendingMonitor): it waits until the daemon
 // writes a byte to the go pipe, which says <state-dir> holds the container's
 // spec and record, then sends its own log (stdout, stderr) to
-// <state-dir>/monitor.log. EOF on the go pipe means the container is not
-// wanted after all: the monitor exits.
+// <state-dir>/monitor.log. After the byte, up to EOF, come the values of the
+// container's sensitive environment (EncodeSecretEnv), which its spec lacks.
+// EOF on the go pipe before the byte means the container is not wanted after
+// all: the monitor exits.
 const StartArg = "__staticpodd_monitor"
 
 // Name is argv[0] of every monitor role: find them with
@@ -71,14 +74,22 @@ func runMonitor(args []string) int {
 	signal.Notify(m.hup, unix.SIGHUP)
 	log = log.With("container", m.id)
 	st, err := m.prepare()
-	if !m.wait(os.NewFile(4, "go")) {
+	secret, ok, werr := m.wait(os.NewFile(4, "go"))
+	if !ok {
 		return 0
+	}
+	if err == nil {
+		err = werr
 	}
 	if err == nil {
 		err = m.redirectLog()
 	}
+	var env []string
+	if err == nil && len(secret) > 0 {
+		env, st.SecretEnvFd, err = takeSecretEnv(secret)
+	}
 	if err == nil {
-		err = m.run(st, log)
+		err = m.run(st, env, log)
 	}
 	if err != nil {
 		if m.report != nil && !m.exitWritten {
@@ -164,24 +175,58 @@ const startMemoryLimit = 64 << 20
 // start-up touched.
 const spareAfter = time.Second
 
-// wait blocks until the daemon says go (true) or gives the container up (false).
-func (m *monitorProc) wait(goPipe *os.File) bool {
+// wait blocks until the daemon says go (true) or gives the container up
+// (false). With the go, it returns the container's sensitive environment, as
+// the daemon wrote it after the go byte (EncodeSecretEnv), or why it could
+// not be read.
+func (m *monitorProc) wait(goPipe *os.File) ([]byte, bool, error) {
 	defer goPipe.Close()
-	said := make(chan bool, 1)
+	type said struct {
+		secret []byte
+		ok     bool
+		err    error
+	}
+	ch := make(chan said, 1)
 	go func() {
 		var b [1]byte
-		n, _ := goPipe.Read(b[:])
-		said <- n == 1
+		if n, _ := goPipe.Read(b[:]); n != 1 {
+			ch <- said{}
+			return
+		}
+		secret, err := io.ReadAll(io.LimitReader(goPipe, MaxSecretEnv+1))
+		if err == nil && len(secret) > MaxSecretEnv {
+			err = fmt.Errorf("secret env: more than %d bytes", MaxSecretEnv)
+		}
+		ch <- said{secret, true, err}
 	}()
 	t := time.NewTimer(spareAfter)
 	defer t.Stop()
+	var s said
 	select {
-	case ok := <-said:
-		return ok
+	case s = <-ch:
 	case <-t.C:
 		trimMemory()
-		return <-said
+		s = <-ch
 	}
+	return s.secret, s.ok, s.err
+}
+
+// takeSecretEnv decodes the sensitive environment the daemon sent and keeps
+// it in a sealed memfd (keepSecretEnv). The monitor is made non-dumpable
+// first: a core dump of it would hold the values.
+func takeSecretEnv(b []byte) ([]string, int, error) {
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return nil, 0, fmt.Errorf("make the monitor non-dumpable: %w", err)
+	}
+	env, err := DecodeSecretEnv(b)
+	if err != nil {
+		return nil, 0, err
+	}
+	fd, err := keepSecretEnv(b)
+	if err != nil {
+		return nil, 0, err
+	}
+	return env, fd, nil
 }
 
 // redirectLog points the monitor's stdout and stderr at its container's
@@ -200,7 +245,9 @@ func (m *monitorProc) redirectLog() error {
 	return nil
 }
 
-func (m *monitorProc) run(st State, log *slog.Logger) error {
+// run runs the container of the spec in m.dir, with secret (NAME=value)
+// filled in for the bare names of its process's environment (FillEnv).
+func (m *monitorProc) run(st State, secret []string, log *slog.Logger) error {
 	// The state names this monitor, so that a new daemon can adopt it. Its
 	// fsync overlaps reading and converting the spec; it lands before the
 	// container's process exists.
@@ -226,10 +273,15 @@ func (m *monitorProc) run(st State, log *slog.Logger) error {
 	if s.Process == nil {
 		return fmt.Errorf("spec of container %s has no process", m.id)
 	}
+	env, err := FillEnv(s.Process.Env, secret)
+	if err != nil {
+		return fmt.Errorf("container %s: %w", m.id, err)
+	}
 	proc, err := NewProcess(s.Process)
 	if err != nil {
 		return fmt.Errorf("container %s: %w", m.id, err)
 	}
+	proc.Env = env
 	cfg, err := specconv.CreateLibcontainerConfig(&specconv.CreateOpts{
 		CgroupName: m.id,
 		// A scope of the pod's slice under the systemd cgroup driver.
@@ -367,7 +419,7 @@ func (m *monitorProc) runContainer(ctr *libcontainer.Container, proc *libcontain
 	if err != nil {
 		return nil, fmt.Errorf("pass on the log directory: %w", err)
 	}
-	herr := m.handOver(pid, logPath, dirFd, rot, outR, errR, oom)
+	herr := m.handOver(pid, logPath, dirFd, st.SecretEnvFd, rot, outR, errR, oom)
 	_ = unix.Close(dirFd)
 	// Nothing would copy its output or record its exit: the container, which
 	// the daemon was told runs, is killed, and its exit recorded as such, with
@@ -394,7 +446,10 @@ type podOOM struct {
 // SIGHUP in between would kill the process, and the C monitor takes both
 // from a signalfd. A SIGHUP that Go's handler took before the block is not
 // lost: the C monitor reads the rotation file as it starts.
-func (m *monitorProc) handOver(pid int, logPath string, dirFd int, rot LogRotation, out, errs *os.File, oom podOOM) error {
+//
+// secretFd, when not 0, is the container's sensitive environment
+// (keepSecretEnv), kept open by the C monitor for exec in the container.
+func (m *monitorProc) handOver(pid int, logPath string, dirFd, secretFd int, rot LogRotation, out, errs *os.File, oom podOOM) error {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	var set unix.Sigset_t
@@ -406,7 +461,11 @@ func (m *monitorProc) handOver(pid int, logPath string, dirFd int, rot LogRotati
 	}
 	defer unix.PthreadSigmask(unix.SIG_UNBLOCK, &set, nil)
 	outFd, errFd := int(out.Fd()), int(errs.Fd())
-	for _, fd := range []int{outFd, errFd, dirFd} {
+	pass := []int{outFd, errFd, dirFd}
+	if secretFd > 0 {
+		pass = append(pass, secretFd)
+	}
+	for _, fd := range pass {
 		if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFD, 0); err != nil {
 			return fmt.Errorf("pass on pipe %d: %w", fd, err)
 		}

@@ -21,8 +21,9 @@ func TestImageStringsBounded(t *testing.T) {
 		{"entrypoint", WithProcessArgs(long("/entry-", 1<<20)), `"/entry-aaa`},
 		{"entrypoint past PATH_MAX", WithProcessArgs(long("/entry-", 4096)), `"/entry-aaa`},
 		{"argument past MAX_ARG_STRLEN", WithProcessArgs("/bin/sh", long("arg-", 1<<20)), `"arg-aaa`},
-		{"env entry", WithEnv([]string{long("K=", 1<<20)}), `"K=aaa`},
-		{"env without a name", WithEnv([]string{long("=", 1<<20)}), `"=aaa`},
+		// An env entry's value may be a Secret's: its name alone is shown.
+		{"env entry", WithEnv([]string{long("K=", 1<<20)}), `env[0] "K": longer`},
+		{"env without a name", WithEnv([]string{long("=", 1<<20)}), `env[0]: empty name`},
 		{"absolute WorkingDir", WithCwd("", long("/wd-", 1<<20)), `"/wd-aaa`},
 		{"relative WorkingDir", WithCwd("", long("wd-", 1<<20)), `"wd-aaa`},
 		{"user", WithUser(rootfs, nil, nil, long("user-", 1<<20), nil), `"user-aaa`},
@@ -40,6 +41,9 @@ func TestImageStringsBounded(t *testing.T) {
 			}
 			if msg := err.Error(); len(msg) > 512 || !strings.Contains(msg, tt.want) {
 				t.Errorf("error of %d bytes, want at most 512 showing %s: %.300s", len(msg), tt.want, msg)
+			}
+			if msg := err.Error(); strings.HasPrefix(tt.name, "env") && strings.Contains(msg, "aaa") {
+				t.Errorf("error shows the env value: %.300s", msg)
 			}
 		})
 	}

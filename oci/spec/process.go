@@ -77,13 +77,15 @@ func WithEnv(env []string) SpecOpt {
 				at[envKey(e)] = i
 			}
 		}
+		// An error names the variable, never shows its value: a value may
+		// be a Secret's (podspec.EnvVar.Sensitive).
 		for i, kv := range env {
-			if len(kv) > maxArg {
-				return fmt.Errorf("env[%d] %s: longer than the kernel takes (%d bytes)", i, show(kv), maxArg)
-			}
 			k := envKey(kv)
 			if k == "" {
-				return fmt.Errorf("env[%d] %s: empty name", i, show(kv))
+				return fmt.Errorf("env[%d]: empty name", i)
+			}
+			if len(kv) > maxArg {
+				return fmt.Errorf("env[%d] %s: longer than the kernel takes (%d bytes)", i, show(k), maxArg)
 			}
 			if j, ok := at[k]; ok {
 				s.Process.Env[j] = kv
