@@ -227,16 +227,7 @@ func TestMirrorPodOfNodeLocalObjects(t *testing.T) {
 	// has come (an AlreadyExists, and the pod of the same hash taken as
 	// made): only a create that made a pod counts.
 	audit := c.Audit("default", "objects-"+node)
-	var creates, deletes int
-	for line := range strings.Lines(audit) {
-		f := strings.Fields(line)
-		switch {
-		case len(f) > 1 && f[1] == "create" && strings.Contains(line, "code=201"):
-			creates++
-		case len(f) > 1 && f[1] == "delete":
-			deletes++
-		}
-	}
+	creates, deletes := writes(audit)
 	if creates != 1 || deletes != 0 {
 		t.Errorf("%d creates and %d deletes of the mirror pod, want 1 and 0; audit:\n%s", creates, deletes, audit)
 	}
@@ -258,4 +249,19 @@ type testWriter struct{ t *testing.T }
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimSpace(string(p)))
 	return len(p), nil
+}
+
+// writes counts the pod creates that made a pod and the deletes in an
+// audit of kubeapi.Cluster.Audit.
+func writes(audit string) (creates, deletes int) {
+	for line := range strings.Lines(audit) {
+		f := strings.Fields(line)
+		switch {
+		case len(f) > 1 && f[1] == "create" && strings.Contains(line, "code=201"):
+			creates++
+		case len(f) > 1 && f[1] == "delete":
+			deletes++
+		}
+	}
+	return creates, deletes
 }
