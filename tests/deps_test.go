@@ -151,7 +151,7 @@ var agentEdges = map[string][]string{
 	"agent/hostfiles":        {"agent/podspec/logfiles"}, // restart-on-change's files, watched and hashed, opened as the log files are: regular files only
 	"agent/images":           {"agent/events", "agent/eviction", "agent/podspec", "agent/status"},
 	"agent/lifecycle":        {"agent/events", "agent/podspec", "agent/prober"},
-	"agent/manifest":         {"agent/poddir", "agent/podspec"},
+	"agent/manifest":         {"agent/objects", "agent/poddir", "agent/podspec"},
 	"agent/objects":          nil,
 	"agent/mirror":           {"agent", "agent/atomicfile", "agent/events", "agent/host", "agent/manifest"},
 	"agent/poddir":           nil,

@@ -108,7 +108,7 @@ func containerEnv(pod *v1.Pod, c *v1.Container, p Paths, h Host) ([]podspec.EnvV
 				if optional {
 					continue
 				}
-				return nil, fmt.Errorf("couldn't find key %s in ConfigMap %s/%s", ref.Key, pod.Namespace, ref.Name)
+				return nil, missingKey(ref.Key, "ConfigMap", pod.Namespace, ref.Name)
 			}
 			v.Value = value
 		case e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil:
@@ -126,7 +126,7 @@ func containerEnv(pod *v1.Pod, c *v1.Container, p Paths, h Host) ([]podspec.EnvV
 				if optional {
 					continue
 				}
-				return nil, fmt.Errorf("couldn't find key %s in Secret %s/%s", ref.Key, pod.Namespace, ref.Name)
+				return nil, missingKey(ref.Key, "Secret", pod.Namespace, ref.Name)
 			}
 			v.Value, v.Sensitive = string(value), true
 		case e.ValueFrom != nil && e.ValueFrom.FileKeyRef != nil:

@@ -14,40 +14,47 @@ type Objects interface {
 	Secret(namespace, name string) *v1.Secret
 }
 
-// NotFoundError is a ConfigMap or Secret the sources do not have, worded as
-// the kubelet's configmap and secret managers' NotFound: `configmap "x" not
-// found`.
-type NotFoundError struct {
-	Resource string // "configmap" or "secret"
-	Name     string
+// MissingError is what a pod needs of its ConfigMaps and Secrets that the
+// sources do not have (yet): the object, worded as the kubelet's configmap
+// and secret managers' NotFound (`configmap "x" not found`), or a key of
+// it, as makeEnvironmentVariables words it. The pod waits for it.
+type MissingError struct{ msg string }
+
+func (e *MissingError) Error() string { return e.msg }
+
+// IsMissing reports whether err is, or wraps, a MissingError.
+func IsMissing(err error) bool {
+	var m *MissingError
+	return errors.As(err, &m)
 }
 
-func (e *NotFoundError) Error() string { return fmt.Sprintf("%s %q not found", e.Resource, e.Name) }
+func notFound(resource, name string) error {
+	return &MissingError{fmt.Sprintf("%s %q not found", resource, name)}
+}
 
-// IsNotFound reports whether err is, or wraps, a NotFoundError.
-func IsNotFound(err error) bool {
-	var nf *NotFoundError
-	return errors.As(err, &nf)
+// missingKey is a key the ConfigMap or Secret (kind) namespace/name lacks.
+func missingKey(key, kind, namespace, name string) error {
+	return &MissingError{fmt.Sprintf("couldn't find key %s in %s %s/%s", key, kind, namespace, name)}
 }
 
 // LookupConfigMap is the ConfigMap namespace/name of objs (nil: none), or a
-// NotFoundError.
+// MissingError.
 func LookupConfigMap(objs Objects, namespace, name string) (*v1.ConfigMap, error) {
 	if objs != nil {
 		if cm := objs.ConfigMap(namespace, name); cm != nil {
 			return cm, nil
 		}
 	}
-	return nil, &NotFoundError{Resource: "configmap", Name: name}
+	return nil, notFound("configmap", name)
 }
 
 // LookupSecret is the Secret namespace/name of objs (nil: none), or a
-// NotFoundError.
+// MissingError.
 func LookupSecret(objs Objects, namespace, name string) (*v1.Secret, error) {
 	if objs != nil {
 		if s := objs.Secret(namespace, name); s != nil {
 			return s, nil
 		}
 	}
-	return nil, &NotFoundError{Resource: "secret", Name: name}
+	return nil, notFound("secret", name)
 }
