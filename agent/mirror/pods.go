@@ -358,7 +358,8 @@ func (s *podSync) create(ctx context.Context, pods podsClient, p *v1.Pod) (*v1.P
 	return created, nil
 }
 
-// mirrorPod is static pod p as its mirror pod.
+// mirrorPod is static pod p as its mirror pod, without the node-local
+// objects the API server would refuse.
 func mirrorPod(p *v1.Pod, node string, nodeUID types.UID) *v1.Pod {
 	mp := &v1.Pod{
 		ObjectMeta: *p.ObjectMeta.DeepCopy(),
@@ -369,6 +370,7 @@ func mirrorPod(p *v1.Pod, node string, nodeUID types.UID) *v1.Pod {
 		mp.Annotations = map[string]string{}
 	}
 	mp.Annotations[AnnotationMirror] = p.Annotations[manifest.AnnotationHash]
+	withoutNodeLocalObjects(mp)
 	controller := true
 	mp.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: node, UID: nodeUID, Controller: &controller}}
 	return mp
