@@ -26,28 +26,31 @@ import (
 // either.
 //
 // The value comes from a credential of the daemon's (systemd's
-// $CREDENTIALS_DIRECTORY, which the test makes), or from the Secret's
-// stringData in a file of the manifest dir.
+// $CREDENTIALS_DIRECTORY, which the test makes), in a file of the manifest
+// dir or from a URL, or from the Secret's stringData in a file of the
+// manifest dir.
 func TestSecretCanary(t *testing.T) {
-	t.Run("credential", func(t *testing.T) {
-		secretCanary(t, func(d *daemon, canary string) string {
-			creds := filepath.Join(d.Dir, "credentials")
-			if err := os.MkdirAll(creds, 0o700); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(filepath.Join(creds, "web-token"), []byte(canary), 0o400); err != nil {
-				t.Fatal(err)
-			}
-			d.Env = append(d.Env, "CREDENTIALS_DIRECTORY="+creds)
-			return `apiVersion: v1
+	credential := func(d *daemon, canary string) string {
+		creds := filepath.Join(d.Dir, "credentials")
+		if err := os.MkdirAll(creds, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(creds, "web-token"), []byte(canary), 0o400); err != nil {
+			t.Fatal(err)
+		}
+		d.Env = append(d.Env, "CREDENTIALS_DIRECTORY="+creds)
+		return `apiVersion: v1
 kind: Secret
 metadata:
   name: web
   annotations: {staticpodd.io/credentials: "token=web-token"}
 type: Opaque
 `
-		})
-	})
+	}
+	t.Run("credential", func(t *testing.T) { secretCanary(t, credential, false) })
+	// The URL's last good body is kept under the root dir, as served: with
+	// the credential's name, never its value.
+	t.Run("credential from a URL", func(t *testing.T) { secretCanary(t, credential, true) })
 	t.Run("stringData", func(t *testing.T) {
 		secretCanary(t, func(d *daemon, canary string) string {
 			return `apiVersion: v1
@@ -55,20 +58,25 @@ kind: Secret
 metadata: {name: web}
 stringData: {token: ` + canary + `}
 `
-		})
+		}, false)
 	})
 }
 
-// secretCanary runs the pod of TestSecretCanary with the Secret setup makes.
-func secretCanary(t *testing.T, setup func(d *daemon, canary string) (secretYAML string)) {
+// secretCanary runs the pod of TestSecretCanary with the Secret setup makes,
+// both in files of the manifest dir, or served by a URL as a List.
+func secretCanary(t *testing.T, setup func(d *daemon, canary string) (secretYAML string), viaURL bool) {
 	t.Parallel()
+	const emptyList = "apiVersion: v1\nkind: List\nitems: []\n"
+	var srv *manifestServer
+	if viaURL {
+		// Before the daemon: it serves the empty list for the daemon's
+		// cleanup, which waits for every pod to go.
+		srv = newManifestServer(t, emptyList)
+	}
 	d := newDaemon(t)
 	canary := "canary-" + testdaemon.RandHex(16)
 	secret := setup(d, canary)
-	d.Args = append(d.Args, "--verbose") // what it logs at debug level too
-	d.Start()
-	d.WriteManifest("secret.yaml", secret)
-	d.WriteManifest("web.yaml", sleeper("web", `    env:
+	pod := sleeper("web", `    env:
     - name: TOKEN
       valueFrom: {secretKeyRef: {name: web, key: token}}
     envFrom:
@@ -78,7 +86,20 @@ func secretCanary(t *testing.T, setup func(d *daemon, canary string) (secretYAML
   volumes:
   - name: secret
     secret: {secretName: web}
-`))
+`)
+	source := d.Manifests
+	if viaURL {
+		srv.Set("apiVersion: v1\nkind: List\nitems:\n" + listItem(secret) + listItem(pod))
+		t.Cleanup(func() { srv.Set(emptyList) })
+		useURL(t, d, srv.URL())
+		source = srv.URL()
+	}
+	d.Args = append(d.Args, "--verbose") // what it logs at debug level too
+	d.Start()
+	if !viaURL {
+		d.WriteManifest("secret.yaml", secret)
+		d.WriteManifest("web.yaml", pod)
+	}
 	d.WaitRunning("web", 30*time.Second)
 
 	// The container sees it, in its env and its volume, and so does exec.
@@ -98,7 +119,7 @@ func secretCanary(t *testing.T, setup func(d *daemon, canary string) (secretYAML
 	cli("events")
 	cli("logs", "web")
 	cli("config", "--config", d.Config)
-	cli("validate", "--hostname-override", d.Name, d.Manifests)
+	cli("validate", "--hostname-override", d.Name, source)
 	for _, path := range []string{"/pods", "/stats/summary", "/metrics"} {
 		resp, err := d.Client().Get(d.URL(path))
 		if err != nil {
@@ -137,6 +158,15 @@ func secretCanary(t *testing.T, setup func(d *daemon, canary string) (secretYAML
 			t.Errorf("%s holds the secret's value", hit)
 		}
 	}
+}
+
+// listItem is a YAML document as an item of a List's items.
+func listItem(doc string) string {
+	lines := strings.Split(strings.TrimSuffix(doc, "\n"), "\n")
+	for i := range lines {
+		lines[i] = "  " + lines[i]
+	}
+	return "- " + strings.TrimPrefix(strings.Join(lines, "\n"), "  ") + "\n"
 }
 
 // filesHoldingOnDisk lists the regular files under dir that contain s. The
