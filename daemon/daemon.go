@@ -220,11 +220,7 @@ func Run(cfg *config.Config, opts Options, logger *slog.Logger) error {
 // the manifests once (run --once). When it fails, the components it started
 // are stopped.
 func newSystem(ctx context.Context, cfg *config.Config, opts Options, logger *slog.Logger, once bool) (_ *System, err error) {
-	// Not dumpable, before it reads a Secret: no core dump of the daemon,
-	// and no ptrace, /proc/<pid>/{mem,environ,fd} of it, but by a process
-	// with CAP_SYS_PTRACE. Not inherited past an exec: its monitors and the
-	// processes it execs in containers are dumpable as ever.
-	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+	if err := notDumpable(); err != nil {
 		return nil, fmt.Errorf("make the daemon non-dumpable: %w", err)
 	}
 	// The daemon's RSS is what it touches, not 2 MiB around each touch:
