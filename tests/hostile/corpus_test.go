@@ -161,7 +161,8 @@ func hostileCorpus() []corpusCase {
 		{name: "duplicates/container-names", file: "dupctr.yaml", body: text(pod("dupctr", "", "  - {name: main, image: busybox}\n")), problem: `spec.containers\[1\].name: Duplicate value: "main"`},
 		{name: "duplicates/volume-names", file: "dupvol.yaml", body: text(pod("dupvol", "  volumes: [{name: v, emptyDir: {}}, {name: v, emptyDir: {}}]\n", "")), problem: `spec.volumes\[1\].name: Duplicate value: "v"`},
 		// Needs a cluster.
-		{name: "cluster/secret-volume", file: "secretvol.yaml", body: text(pod("secretvol", "  volumes: [{name: v, secret: {secretName: admin}}]\n", "")), problem: `spec.volumes\[0\]: Forbidden`},
+		{name: "cluster/service-account", file: "serviceaccount.yaml", body: text(pod("serviceaccount", "  serviceAccountName: admin\n", "")), problem: `spec.serviceAccountName: Forbidden`},
+		{name: "cluster/service-account-token", file: "satoken.yaml", body: text(pod("satoken", "  volumes: [{name: v, projected: {sources: [{serviceAccountToken: {path: t}}]}}]\n", "")), problem: `spec.volumes\[0\].projected.sources\[0\].serviceAccountToken: Forbidden`},
 		// Last: the largest file that is parsed, whose memory the daemon keeps
 		// for a while after.
 		{name: "huge/just-under-the-limit", file: "under.yaml", body: big(10*mib-100, "apiVersion: v1\nkind: Pod\nmetadata:\n  name: under\n  annotations:\n    pad: \"", 'x', "\"\nspec:\n  containers: [{name: c, image: busybox}]\n"), problem: `metadata.annotations: Too long: may not be more than 262144 bytes`},
