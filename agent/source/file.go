@@ -101,7 +101,7 @@ const settleTime = 500 * time.Millisecond
 
 // fileState is what one manifest file gave the last time its content changed.
 type fileState struct {
-	sum  [sha256.Size]byte
+	sum [sha256.Size]byte
 	// data is the content of the last good parse as the Store keeps it:
 	// without the values of its Secrets (manifest.WithoutSecretValues).
 	data []byte
