@@ -411,3 +411,24 @@ type storeOf struct {
 
 func (s storeOf) Offer(src string, set []Manifest) { s.to.Offer(src, set) }
 func (s storeOf) Stored(src string) []Manifest     { return s.from.Stored(src) }
+
+// A save file an older daemon wrote, with a Secret's values, is used
+// without them and saved again without them.
+func TestURLOldSaveFileCleaned(t *testing.T) {
+	const canary = "CANARY-old-save"
+	body := `{"apiVersion":"v1","kind":"List","items":[
+{"apiVersion":"v1","kind":"Pod","metadata":{"name":"a"},"spec":{"containers":[{"name":"c","image":"busybox"}]}},
+{"apiVersion":"v1","kind":"Secret","metadata":{"name":"keys"},"stringData":{"k":"` + canary + `"}}]}`
+	_, srv := newServed(t, 503, "")
+	save := filepath.Join(t.TempDir(), "last-good")
+	writeFile(t, save, saveHeader(srv.URL)+body)
+	r := startURL(t, URLConfig{URL: srv.URL, Period: fast, SaveFile: save})
+	if u := r.next(t); !hasProblem("HTTP 503", "a-node1")(u) || len(u.Objects) != 0 {
+		t.Fatalf("from the old save file: pods %v, objects %d, want the pod alone", podNames(u), len(u.Objects))
+	}
+	r.stop()
+	grepDir(t, filepath.Dir(save), canary)
+	if b, err := os.ReadFile(save); err != nil || !strings.Contains(string(b), `"name":"a"`) {
+		t.Errorf("saved again: %q, %v; want the pod kept", b, err)
+	}
+}

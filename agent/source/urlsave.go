@@ -47,19 +47,21 @@ func (s *URL) load() {
 			"savedFor", string(bytes.TrimPrefix(header, []byte(saveMagic))))
 		return
 	}
+	// Saved by an older daemon, the body may hold Secrets' values: they
+	// are not used, and it is saved again without them.
+	if keep := manifest.WithoutSecretValues(body, manifest.SourceHTTP); !bytes.Equal(keep, body) {
+		body, s.unsaved = keep, keep
+	}
 	parsed := s.parse(body)
 	if err := parsed.Err(); err != nil {
 		s.logger.Warn("the saved set of the manifest URL is not valid any more; not using it", "file", s.cfg.SaveFile, "err", err)
+		s.unsaved = nil
 		return
 	}
 	// received is the sum of the saved body: a server that serves again the
 	// body it was made from, Secrets with values included, sends them.
 	sum := sha256.Sum256(body)
 	s.good, s.received = newGoodSet(sum, parsed), sum
-	if keep := manifest.WithoutSecretValues(body, manifest.SourceHTTP); !bytes.Equal(keep, body) {
-		// Saved by an older daemon, with the values: saved again without.
-		s.unsaved = body
-	}
 	s.logger.Info("loaded the last good set of the manifest URL", "file", s.cfg.SaveFile, "pods", len(s.good.pods), "objects", len(s.good.objects))
 }
 
