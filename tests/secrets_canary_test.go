@@ -2,6 +2,8 @@ package tests
 
 import (
 	"bytes"
+	"encoding/base64"
+	"fmt"
 	"io"
 	"io/fs"
 	"net/http"
@@ -27,8 +29,11 @@ import (
 //
 // The value comes from a credential of the daemon's (systemd's
 // $CREDENTIALS_DIRECTORY, which the test makes), in a file of the manifest
-// dir or from a URL, or from the Secret's stringData in a file of the
-// manifest dir.
+// dir or from a URL, or from the Secret's stringData: in a file of the
+// manifest dir of its own, in the pod's file, or in a URL's List. The copies
+// of the pod's file and of the URL's body kept under the root dir, for a
+// restart with the manifest unusable, leave out a Secret with values: such a
+// restart adopts the pod as it runs.
 func TestSecretCanary(t *testing.T) {
 	credential := func(d *daemon, canary string) string {
 		creds := filepath.Join(d.Dir, "credentials")
@@ -47,25 +52,36 @@ metadata:
 type: Opaque
 `
 	}
-	t.Run("credential", func(t *testing.T) { secretCanary(t, credential, false) })
-	// The URL's last good body is kept under the root dir, as served: with
-	// the credential's name, never its value.
-	t.Run("credential from a URL", func(t *testing.T) { secretCanary(t, credential, true) })
-	t.Run("stringData", func(t *testing.T) {
-		secretCanary(t, func(d *daemon, canary string) string {
-			return `apiVersion: v1
+	stringData := func(d *daemon, canary string) string {
+		return `apiVersion: v1
 kind: Secret
 metadata: {name: web}
 stringData: {token: ` + canary + `}
 `
-		}, false)
-	})
+	}
+	t.Run("credential", func(t *testing.T) { secretCanary(t, credential, fileOfItsOwn) })
+	// The URL's last good body is kept under the root dir: with the
+	// credential's name, never its value.
+	t.Run("credential from a URL", func(t *testing.T) { secretCanary(t, credential, fromURL) })
+	t.Run("stringData", func(t *testing.T) { secretCanary(t, stringData, fileOfItsOwn) })
+	t.Run("stringData in the pod's file", func(t *testing.T) { secretCanary(t, stringData, podFile) })
+	t.Run("stringData from a URL", func(t *testing.T) { secretCanary(t, stringData, fromURL) })
 }
 
+// secretPlace is where secretCanary writes the Secret.
+type secretPlace int
+
+const (
+	fileOfItsOwn secretPlace = iota // a file of the manifest dir beside the pod's
+	podFile                         // a document of the pod's file
+	fromURL                         // an item of the List a URL serves, with the pod
+)
+
 // secretCanary runs the pod of TestSecretCanary with the Secret setup makes,
-// both in files of the manifest dir, or served by a URL as a List.
-func secretCanary(t *testing.T, setup func(d *daemon, canary string) (secretYAML string), viaURL bool) {
+// placed as where says.
+func secretCanary(t *testing.T, setup func(d *daemon, canary string) (secretYAML string), where secretPlace) {
 	t.Parallel()
+	viaURL := where == fromURL
 	const emptyList = "apiVersion: v1\nkind: List\nitems: []\n"
 	var srv *manifestServer
 	if viaURL {
@@ -96,9 +112,12 @@ func secretCanary(t *testing.T, setup func(d *daemon, canary string) (secretYAML
 	}
 	d.Args = append(d.Args, "--verbose") // what it logs at debug level too
 	d.Start()
-	if !viaURL {
+	switch where {
+	case fileOfItsOwn:
 		d.WriteManifest("secret.yaml", secret)
 		d.WriteManifest("web.yaml", pod)
+	case podFile:
+		d.WriteManifest("web.yaml", secret+"---\n"+pod)
 	}
 	d.WaitRunning("web", 30*time.Second)
 
@@ -145,6 +164,44 @@ func secretCanary(t *testing.T, setup func(d *daemon, canary string) (secretYAML
 		t.Errorf("exec after a restart: %q %q %d; want the value", out, errOut, code)
 	}
 	outputs["the restarted daemon's stderr"] = d.Output()
+
+	// Started again with the manifest unusable (the pod's file invalid,
+	// the server down), the daemon runs the pod from the copy kept under
+	// the root dir, which holds no Secret value: the container is adopted
+	// as it runs, its environment, which has the value, untouched.
+	running := d.Pod("web").Status.ContainerStatuses[0].ContainerID
+	d.Stop()
+	if viaURL {
+		srv.Down()
+		t.Cleanup(srv.Up) // for the daemon's cleanup, should the test stop first
+	} else {
+		d.WriteManifest("web.yaml", "apiVersion: v1\nkind: Pod\n")
+	}
+	d.Start()
+	d.Eventually(30*time.Second, "the pod adopted from its last good copy", func() error {
+		p := d.Pod("web")
+		if p == nil || len(p.Status.ContainerStatuses) != 1 {
+			return fmt.Errorf("pod %v", p)
+		}
+		if cs := p.Status.ContainerStatuses[0]; cs.ContainerID != running || cs.RestartCount != 0 || cs.State.Running == nil {
+			return fmt.Errorf("container %s, %d restarts, running %v; want %s adopted", cs.ContainerID, cs.RestartCount, cs.State.Running != nil, running)
+		}
+		return nil
+	})
+	if out, errOut, code := execOut(d, "", "web", "--", "sh", "-c", `echo "$TOKEN"`); out != canary+"\n" || code != 0 {
+		t.Errorf("exec after a restart from the last good copy: %q %q %d; want the value", out, errOut, code)
+	}
+	restored := "manifest unusable at start; running the last good pod kept with its state"
+	if viaURL {
+		restored = "loaded the last good set of the manifest URL"
+	}
+	if out := d.Output(); !strings.Contains(out, restored) {
+		t.Errorf("the daemon restarted with the manifest unusable does not say %q:\n%s", restored, out)
+	}
+	outputs["the daemon restarted with the manifest unusable: stderr"] = d.Output()
+	if viaURL {
+		srv.Up()
+	}
 	for what, out := range outputs {
 		t.Logf("%s: %d bytes", what, len(out))
 		if strings.Contains(out, canary) {
@@ -169,7 +226,24 @@ func listItem(doc string) string {
 	return "- " + strings.TrimPrefix(strings.Join(lines, "\n"), "  ") + "\n"
 }
 
-// filesHoldingOnDisk lists the regular files under dir that contain s. The
+// encodings are s and the parts of its base64 encoding that are s's alone,
+// at each of the three offsets it may start at: a record that keeps bytes
+// in JSON (a pod's manifest.json) holds them base64-encoded.
+func encodings(s string) [][]byte {
+	out := [][]byte{[]byte(s)}
+	for pad := range 3 {
+		enc := base64.StdEncoding.EncodeToString(append(make([]byte, pad), s...))
+		from := 0
+		if pad > 0 {
+			from = 4 // the first quantum mixes the padding in
+		}
+		out = append(out, []byte(enc[from:len(enc)-4])) // the last one what follows
+	}
+	return out
+}
+
+// filesHoldingOnDisk lists the regular files under dir that contain s, or
+// its base64 encoding. The
 // mounts under dir are not entered: the secret volume's tmpfs (memory, where
 // the value belongs), a pod's /dev/shm, its namespaces, its rootfs overlay;
 // each one skipped is logged.
@@ -185,6 +259,7 @@ func filesHoldingOnDisk(t *testing.T, dir, s string) []string {
 		return nil
 	}
 	var hits []string
+	forms := encodings(s)
 	err := filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
 		if err != nil {
 			return nil // gone meanwhile
@@ -200,8 +275,14 @@ func filesHoldingOnDisk(t *testing.T, dir, s string) []string {
 			return nil
 		}
 		b, err := os.ReadFile(p)
-		if err == nil && bytes.Contains(b, []byte(s)) {
-			hits = append(hits, p)
+		if err != nil {
+			return nil
+		}
+		for _, enc := range forms {
+			if bytes.Contains(b, enc) {
+				hits = append(hits, p)
+				break
+			}
 		}
 		return nil
 	})

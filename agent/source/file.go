@@ -101,8 +101,10 @@ const settleTime = 500 * time.Millisecond
 
 // fileState is what one manifest file gave the last time its content changed.
 type fileState struct {
-	sum  [sha256.Size]byte
-	data []byte         // the content of the last good parse
+	sum [sha256.Size]byte
+	// data is the content of the last good parse as the Store keeps it:
+	// without the values of its Secrets (manifest.WithoutSecretValues).
+	data []byte
 	pods []manifest.Pod // the last good parse; kept when the file turns bad
 	// objects are the ConfigMaps and Secrets of the last good parse, kept
 	// with its pods.
@@ -645,7 +647,10 @@ func (f *File) readFile(path string, link bool) bool {
 		f.logger.Error("invalid manifest; ignoring it", append([]any{"file", path, "err", st.err}, st.kept()...)...)
 		return true
 	}
-	st.err, st.pods, st.objects, st.good, st.data, st.warnings = nil, parsed.Pods, parsed.Objects, true, data, parsed.Warnings
+	// What the Store keeps, and rollouts with a generation: the file
+	// without the values of its Secrets, which are never at rest in clear.
+	keep := manifest.WithoutSecretValues(data, manifest.SourceFile)
+	st.err, st.pods, st.objects, st.good, st.data, st.warnings = nil, parsed.Pods, parsed.Objects, true, keep, parsed.Warnings
 	return true
 }
 
@@ -673,8 +678,10 @@ func (f *File) failed(path string, err error, link bool) {
 // restore gives a file that is there but unusable, and has no last good pod
 // in memory (the daemon restarted since), the last good pod the Store kept
 // with the pod's state: the one it ran last, with the ConfigMaps and Secrets
-// written beside it then. (The Store keeps the manifests of started pods: a
-// file of objects only has none kept.)
+// written beside it then, but those Secrets with values of their own, which
+// the Store never has (manifest.WithoutSecretValues): the pod's containers
+// to be made wait for them as for any missing object. (The Store keeps the
+// manifests of started pods: a file of objects only has none kept.)
 func (f *File) restore(path string) {
 	st := f.files[path]
 	if st == nil || st.good || st.restored || f.Store == nil {
@@ -683,22 +690,26 @@ func (f *File) restore(path string) {
 	st.restored = true
 	var best *Manifest
 	var parsed manifest.Parsed
+	var data []byte
 	kept := f.Store.Stored(manifest.SourceFile)
 	for i := range kept {
 		m := &kept[i]
 		if m.Origin != path || (best != nil && !m.Seen.After(best.Seen)) {
 			continue
 		}
-		p := manifest.Check(m.Data, manifest.SourceFile, path, f.nodeName)
+		// Kept by an older daemon, the copy may still hold Secret values:
+		// they are neither used nor offered on.
+		d := manifest.WithoutSecretValues(m.Data, manifest.SourceFile)
+		p := manifest.Check(d, manifest.SourceFile, path, f.nodeName)
 		if len(p.Errors) > 0 || len(p.Pods) != 1 || p.Pods[0].UID != m.UID {
 			continue // another node name, or no longer valid
 		}
-		best, parsed = m, p
+		best, parsed, data = m, p, d
 	}
 	if best == nil {
 		return
 	}
-	st.pods, st.objects, st.good, st.data = parsed.Pods, parsed.Objects, true, best.Data
+	st.pods, st.objects, st.good, st.data = parsed.Pods, parsed.Objects, true, data
 	f.logger.Warn("manifest unusable at start; running the last good pod kept with its state", "file", path,
 		"pod", parsed.Pods[0].Name, "uid", parsed.Pods[0].UID, "objects", len(parsed.Objects))
 }

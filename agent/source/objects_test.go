@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -283,5 +284,151 @@ func TestURLListObjects(t *testing.T) {
 	r := startURL(t, URLConfig{URL: srv.URL, Period: fast, SaveFile: save, Credentials: creds})
 	if u := r.next(t); !hasProblem("HTTP 503", "a-node1")(u) || !configValue("VALUE")(u) || object(u, "Secret", "keys") == nil {
 		t.Errorf("after a restart with the server down: pods %v, objects %d", podNames(u), len(u.Objects))
+	}
+}
+
+// grepDir fails t for each file under dir that holds canary.
+func grepDir(t *testing.T, dir, canary string) {
+	t.Helper()
+	err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		if err == nil && strings.Contains(string(b), canary) {
+			t.Errorf("%s holds the Secret's value:\n%s", path, b)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A URL List with a Secret's values inline is saved without that Secret:
+// after a restart with the server down the pod and the ConfigMap come back,
+// the Secret does not (its pods' containers wait for it); the body served
+// again brings it back, the pod unchanged.
+func TestURLSaveKeepsNoSecretValue(t *testing.T) {
+	const canary = "CANARY-url-inline"
+	body := `{"apiVersion":"v1","kind":"List","items":[
+{"apiVersion":"v1","kind":"Pod","metadata":{"name":"a"},"spec":{"containers":[{"name":"c","image":"busybox"}]}},
+{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"cfg"},"data":{"a":"VALUE"}},
+{"apiVersion":"v1","kind":"Secret","metadata":{"name":"keys"},"stringData":{"k":"` + canary + `"}}]}`
+	dir := t.TempDir()
+	save := filepath.Join(dir, "url", "last-good")
+	s, srv := newServed(t, 200, body)
+	first := startURL(t, URLConfig{URL: srv.URL, Period: fast, SaveFile: save})
+	u := first.waitFor(t, "the list", func(u Update) bool {
+		o := object(u, "Secret", "keys")
+		return withPods("a-node1")(u) && o != nil && string(o.Secret.Data["k"]) == canary
+	})
+	uid := u.Pods[0].UID
+	first.stop()
+	if _, err := os.Stat(save); err != nil {
+		t.Fatal(err)
+	}
+	grepDir(t, dir, canary)
+
+	s.set(503, "")
+	r := startURL(t, URLConfig{URL: srv.URL, Period: fast, SaveFile: save})
+	u = r.next(t)
+	if !hasProblem("HTTP 503", "a-node1")(u) || u.Pods[0].UID != uid || !configValue("VALUE")(u) || object(u, "Secret", "keys") != nil {
+		t.Fatalf("after a restart with the server down: pods %v, objects %d, want the pod and the ConfigMap alone", podNames(u), len(u.Objects))
+	}
+	s.set(200, body)
+	u = r.waitFor(t, "the Secret served again", func(u Update) bool { return object(u, "Secret", "keys") != nil })
+	if !withPods("a-node1")(u) || u.Pods[0].UID != uid {
+		t.Errorf("the Secret back changed the pods: %v", podNames(u))
+	}
+	r.stop()
+	grepDir(t, dir, canary)
+}
+
+// recordingStore is a Store in memory that keeps what it is offered.
+type recordingStore struct {
+	mu      sync.Mutex
+	offered []Manifest
+}
+
+func (s *recordingStore) Offer(_ string, set []Manifest) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.offered = append(s.offered, set...)
+}
+func (s *recordingStore) Stored(string) []Manifest { return nil }
+
+// The file source offers the Store its pods' manifests without the values
+// of Secrets written inline beside them, and a copy kept by an older daemon
+// with them is not offered on.
+func TestFileStoreKeepsNoSecretValue(t *testing.T) {
+	const canary = "CANARY-file-inline"
+	dir := t.TempDir()
+	path := filepath.Join(dir, "web.yaml")
+	good := podYAML("web", "busybox") + "---\n" + configMapYAML +
+		"---\napiVersion: v1\nkind: Secret\nmetadata: {name: keys}\nstringData: {k: " + canary + "}\n"
+	writeFile(t, path, good)
+	store := &recordingStore{}
+	ch, _ := startWith(t, dir, func(f *File) { f.Store = store })
+	u := waitFor(t, ch, "the pod", func(u Update) bool { return hasPods("web-node1")(u) && object(u, "Secret", "keys") != nil })
+	uid := u.Pods[0].UID
+	store.mu.Lock()
+	offered := store.offered
+	store.mu.Unlock()
+	if len(offered) == 0 {
+		t.Fatal("nothing offered")
+	}
+	for _, m := range offered {
+		if strings.Contains(string(m.Data), canary) {
+			t.Errorf("offered the Secret's value:\n%s", m.Data)
+		}
+	}
+
+	// An older daemon's copy, with the value: the pod and ConfigMap come
+	// back, the Secret does not, and the copy offered on has no value.
+	writeFile(t, path, "apiVersion: v1\nkind: Pod\n")
+	old := &memStore{kept: []Manifest{{UID: uid, Source: manifest.SourceFile, Origin: path, Data: []byte(good), Seen: seenAt}}}
+	rec := &recordingStore{}
+	ch2, _ := startWith(t, dir, func(f *File) { f.Store = storeOf{old, rec} })
+	u = waitFor(t, ch2, "the restored pod", hasPods("web-node1"))
+	if u.Pods[0].UID != uid || !configValue("VALUE")(u) || object(u, "Secret", "keys") != nil {
+		t.Errorf("restored: pods %s, objects %d, want the pod and the ConfigMap alone", describe(u), len(u.Objects))
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	for _, m := range rec.offered {
+		if strings.Contains(string(m.Data), canary) {
+			t.Errorf("offered on the Secret's value of an old copy:\n%s", m.Data)
+		}
+	}
+}
+
+// storeOf reads from one Store and offers to another.
+type storeOf struct {
+	from *memStore
+	to   *recordingStore
+}
+
+func (s storeOf) Offer(src string, set []Manifest) { s.to.Offer(src, set) }
+func (s storeOf) Stored(src string) []Manifest     { return s.from.Stored(src) }
+
+// A save file an older daemon wrote, with a Secret's values, is used
+// without them and saved again without them.
+func TestURLOldSaveFileCleaned(t *testing.T) {
+	const canary = "CANARY-old-save"
+	body := `{"apiVersion":"v1","kind":"List","items":[
+{"apiVersion":"v1","kind":"Pod","metadata":{"name":"a"},"spec":{"containers":[{"name":"c","image":"busybox"}]}},
+{"apiVersion":"v1","kind":"Secret","metadata":{"name":"keys"},"stringData":{"k":"` + canary + `"}}]}`
+	_, srv := newServed(t, 503, "")
+	save := filepath.Join(t.TempDir(), "last-good")
+	writeFile(t, save, saveHeader(srv.URL)+body)
+	r := startURL(t, URLConfig{URL: srv.URL, Period: fast, SaveFile: save})
+	if u := r.next(t); !hasProblem("HTTP 503", "a-node1")(u) || len(u.Objects) != 0 {
+		t.Fatalf("from the old save file: pods %v, objects %d, want the pod alone", podNames(u), len(u.Objects))
+	}
+	r.stop()
+	grepDir(t, filepath.Dir(save), canary)
+	if b, err := os.ReadFile(save); err != nil || !strings.Contains(string(b), `"name":"a"`) {
+		t.Errorf("saved again: %q, %v; want the pod kept", b, err)
 	}
 }

@@ -12,8 +12,9 @@ import (
 	"github.com/staticpodd/staticpodd/agent/manifest"
 )
 
-// The save file is one header line naming the URL, then the body as served.
-// It is at most manifest.MaxSize plus the header: only a body that parsed is
+// The save file is one header line naming the URL, then the body as served
+// but without the values of its Secrets (manifest.WithoutSecretValues):
+// those are never at rest in clear. It is at most manifest.MaxSize plus the header: only a body that parsed is
 // saved, and no body over MaxSize does.
 const saveMagic = "staticpodd manifest-url v1 "
 
@@ -46,11 +47,19 @@ func (s *URL) load() {
 			"savedFor", string(bytes.TrimPrefix(header, []byte(saveMagic))))
 		return
 	}
+	// Saved by an older daemon, the body may hold Secrets' values: they
+	// are not used, and it is saved again without them.
+	if keep := manifest.WithoutSecretValues(body, manifest.SourceHTTP); !bytes.Equal(keep, body) {
+		body, s.unsaved = keep, keep
+	}
 	parsed := s.parse(body)
 	if err := parsed.Err(); err != nil {
 		s.logger.Warn("the saved set of the manifest URL is not valid any more; not using it", "file", s.cfg.SaveFile, "err", err)
+		s.unsaved = nil
 		return
 	}
+	// received is the sum of the saved body: a server that serves again the
+	// body it was made from, Secrets with values included, sends them.
 	sum := sha256.Sum256(body)
 	s.good, s.received = newGoodSet(sum, parsed), sum
 	s.logger.Info("loaded the last good set of the manifest URL", "file", s.cfg.SaveFile, "pods", len(s.good.pods), "objects", len(s.good.objects))
@@ -65,7 +74,11 @@ func (s *URL) save() {
 	if s.cfg.SaveFile == "" || body == nil {
 		return
 	}
-	data := append([]byte(saveHeader(s.origin)), body...)
+	keep := manifest.WithoutSecretValues(body, manifest.SourceHTTP)
+	if keep == nil {
+		return // not a good body; unreachable: only good ones are saved
+	}
+	data := append([]byte(saveHeader(s.origin)), keep...)
 	if err := writeAtomic(s.cfg.SaveFile, data); err != nil {
 		if err.Error() != s.saveErr {
 			s.logger.Warn("cannot save the set of the manifest URL; a restart while the server is down will not find it", "err", err)

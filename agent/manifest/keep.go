@@ -1,0 +1,115 @@
+package manifest
+
+import (
+	"bytes"
+	"encoding/json"
+
+	"sigs.k8s.io/yaml"
+)
+
+// emptyList is what a URL body that was one Secret with values is kept as:
+// a good body that gives nothing.
+var emptyList = []byte(`{"apiVersion":"v1","kind":"List","items":[]}` + "\n")
+
+// WithoutSecretValues is the copy of a good manifest (data, read from
+// source) that may be kept on disk as its last good copy: every Secret that
+// has values of its own (data or stringData) is left out, whole, so that no
+// value written inline is ever at rest in clear beside the agent's state.
+// A Secret whose values all come from credentials (AnnotationCredentials)
+// is kept: it holds only their names, and the values are read again.
+//
+// A Secret is left out whole, not kept with its values removed: a pod run
+// from the copy then waits for it as for any missing object, instead of
+// starting with keys missing. Pods are not touched, so each keeps the UID
+// and digest it has from the manifest itself (computeUID reads the pod's
+// own document). A file's other documents are kept as written; a URL's
+// List whose items change is kept as JSON. data is returned as it is when
+// nothing is left out.
+func WithoutSecretValues(data []byte, source string) []byte {
+	docs, err := documents(data)
+	if err != nil {
+		return nil // not a good manifest: nothing to keep
+	}
+	if source == SourceHTTP {
+		docs = docs[:1] // the rest is not read (check)
+	}
+	var out [][]byte
+	changed := len(docs) > 1 && source == SourceHTTP
+	for _, d := range docs {
+		doc, ok := generic(d)
+		switch {
+		case !ok:
+			changed = true // not read as an object: nothing of it is kept
+		case secretValues(doc):
+			changed = true
+			if source == SourceHTTP {
+				out = append(out, emptyList)
+			}
+		case source == SourceHTTP && doc["kind"] == "List":
+			items, _ := doc["items"].([]any)
+			kept := make([]any, 0, len(items))
+			for _, it := range items {
+				if m, ok := it.(map[string]any); !ok || !secretValues(m) {
+					kept = append(kept, it)
+				}
+			}
+			if len(kept) == len(items) {
+				out = append(out, d)
+				continue
+			}
+			changed = true
+			doc["items"] = kept
+			js, err := json.Marshal(doc)
+			if err != nil {
+				return nil
+			}
+			out = append(out, append(js, '\n'))
+		default:
+			out = append(out, d)
+		}
+	}
+	if !changed {
+		return data
+	}
+	var b bytes.Buffer
+	for i, d := range out {
+		if i > 0 {
+			b.WriteString("---\n")
+		}
+		b.Write(d)
+		if !bytes.HasSuffix(d, []byte("\n")) {
+			b.WriteByte('\n')
+		}
+	}
+	return b.Bytes()
+}
+
+// generic reads one document as an object; ok is false when it is not one.
+// Two equal keys: the last one, as check reads them.
+func generic(doc []byte) (map[string]any, bool) {
+	js, err := yaml.YAMLToJSON(doc)
+	if err != nil {
+		return nil, false
+	}
+	var m map[string]any
+	if json.Unmarshal(js, &m) != nil || m == nil {
+		return nil, false
+	}
+	return m, true
+}
+
+// secretValues reports whether doc is a Secret with values of its own.
+func secretValues(doc map[string]any) bool {
+	if doc["kind"] != "Secret" {
+		return false
+	}
+	for _, f := range []string{"data", "stringData"} {
+		if m, ok := doc[f].(map[string]any); ok && len(m) == 0 {
+			continue
+		}
+		if doc[f] != nil {
+			return true
+		}
+	}
+	return false
+}
