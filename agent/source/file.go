@@ -213,6 +213,13 @@ func (f *File) Run(ctx context.Context, out chan<- Update) error {
 	settle := time.NewTimer(time.Hour)
 	settle.Stop()
 	defer settle.Stop()
+	// Whether the path is a directory decides whether its entries are
+	// watched; known before the first list, so that the first watch has
+	// them: a manifest unlinked right after the first update is then an
+	// event, as later ones are.
+	if fi, err := os.Stat(f.path); err == nil {
+		f.isDir = fi.IsDir()
+	}
 
 	for {
 		f.recheckAt = time.Time{}
