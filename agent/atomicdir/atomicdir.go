@@ -65,7 +65,10 @@ func Write(dir string, files map[string]File, gid int) (bool, error) {
 			// rename of ..data (a daemon killed) may have left a name
 			// out: made here, as the kubelet's AtomicWriter does
 			// (kubernetes/kubernetes#121472).
-			return false, linkNames(dir, clean)
+			if err := linkNames(dir, clean); err != nil {
+				return false, err
+			}
+			return false, removeOrphans(dir, old)
 		}
 	}
 	ts, err := os.MkdirTemp(dir, time.Now().UTC().Format("..2006_01_02_15_04_05."))
@@ -95,12 +98,28 @@ func Write(dir string, files map[string]File, gid int) (bool, error) {
 			return true, err
 		}
 	}
-	if old != "" {
-		if err := os.RemoveAll(filepath.Join(dir, old)); err != nil {
-			return true, err
-		}
+	return true, removeOrphans(dir, filepath.Base(ts))
+}
+
+// removeOrphans removes every timestamped directory of dir but current (the
+// one ..data names): the previous one, and any a write cut short left,
+// which may hold values since replaced (a rotated-out key that a container
+// could still list in its secret volume). The kubelet's AtomicWriter removes
+// only the previous one.
+func removeOrphans(dir, current string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
 	}
-	return true, nil
+	var errs []error
+	for _, e := range entries {
+		n := e.Name()
+		if !e.IsDir() || !strings.HasPrefix(n, "..") || n == current || n == dataDir || n == newDataDir {
+			continue
+		}
+		errs = append(errs, os.RemoveAll(filepath.Join(dir, n)))
+	}
+	return errors.Join(errs...)
 }
 
 // validate is the kubelet's validatePath.

@@ -156,3 +156,31 @@ func TestWriteUnchangedRestoresVisibleNames(t *testing.T) {
 		t.Errorf("..data moved to %s for an unchanged set", now)
 	}
 }
+
+// A write cut short after the rename of ..data leaves the previous
+// timestamped directory, with the previous values (a rotated-out key, in a
+// secret volume the container can list): the next write removes every
+// timestamped directory ..data does not name, even of an unchanged set.
+func TestWriteRemovesOrphanedDataDirs(t *testing.T) {
+	dir := t.TempDir()
+	files := map[string]File{"tls.key": {Data: []byte("new"), Mode: 0o400}}
+	if _, err := Write(dir, files, -1); err != nil {
+		t.Fatal(err)
+	}
+	orphan := filepath.Join(dir, "..2020_01_02_03_04_05.123456")
+	if err := os.Mkdir(orphan, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(orphan, "tls.key"), []byte("old"), 0o400); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Write(dir, files, -1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(orphan); !os.IsNotExist(err) {
+		t.Errorf("orphaned %s: %v, want it gone", orphan, err)
+	}
+	if got := read(t, filepath.Join(dir, "tls.key")); got != "new" {
+		t.Errorf("tls.key %q", got)
+	}
+}
