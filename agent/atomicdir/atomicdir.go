@@ -61,7 +61,14 @@ func Write(dir string, files map[string]File, gid int) (bool, error) {
 			return false, err
 		}
 		if same && len(stale) == 0 {
-			return false, nil
+			// The data is current, but a write cut short after the
+			// rename of ..data (a daemon killed) may have left a name
+			// out: made here, as the kubelet's AtomicWriter does
+			// (kubernetes/kubernetes#121472).
+			if err := linkNames(dir, clean); err != nil {
+				return false, err
+			}
+			return false, removeOrphans(dir, old)
 		}
 	}
 	ts, err := os.MkdirTemp(dir, time.Now().UTC().Format("..2006_01_02_15_04_05."))
@@ -83,26 +90,36 @@ func Write(dir string, files map[string]File, gid int) (bool, error) {
 		_ = os.RemoveAll(ts)
 		return false, err
 	}
-	for _, top := range topNames(clean) {
-		link := filepath.Join(dir, top)
-		if _, err := os.Lstat(link); err == nil {
-			continue
-		}
-		if err := os.Symlink(path.Join(dataDir, top), link); err != nil {
-			return true, err
-		}
+	if err := linkNames(dir, clean); err != nil {
+		return true, err
 	}
 	for _, n := range stale {
 		if err := os.Remove(filepath.Join(dir, n)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return true, err
 		}
 	}
-	if old != "" {
-		if err := os.RemoveAll(filepath.Join(dir, old)); err != nil {
-			return true, err
-		}
+	return true, removeOrphans(dir, filepath.Base(ts))
+}
+
+// removeOrphans removes every timestamped directory of dir but current (the
+// one ..data names): the previous one, and any a write cut short left,
+// which may hold values since replaced (a rotated-out key that a container
+// could still list in its secret volume). The kubelet's AtomicWriter removes
+// only the previous one.
+func removeOrphans(dir, current string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
 	}
-	return true, nil
+	var errs []error
+	for _, e := range entries {
+		n := e.Name()
+		if !e.IsDir() || !strings.HasPrefix(n, "..") || n == current || n == dataDir || n == newDataDir {
+			continue
+		}
+		errs = append(errs, os.RemoveAll(filepath.Join(dir, n)))
+	}
+	return errors.Join(errs...)
 }
 
 // validate is the kubelet's validatePath.
@@ -123,6 +140,21 @@ func validate(p string) error {
 		}
 		if len(part) > 255 {
 			return fmt.Errorf("invalid path %q: each element must be less than or equal to 255 characters", p)
+		}
+	}
+	return nil
+}
+
+// linkNames makes the visible symlink into ..data of each top-level name of
+// files that has none.
+func linkNames(dir string, files map[string]File) error {
+	for _, top := range topNames(files) {
+		link := filepath.Join(dir, top)
+		if _, err := os.Lstat(link); err == nil {
+			continue
+		}
+		if err := os.Symlink(path.Join(dataDir, top), link); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -121,3 +121,66 @@ func TestWriteGroup(t *testing.T) {
 		}
 	}
 }
+
+// A daemon killed between the rename of ..data and the visible symlinks
+// leaves the data current and a name missing: the next write of the same
+// set makes it, as the kubelet's AtomicWriter does since
+// kubernetes/kubernetes#121472.
+func TestWriteUnchangedRestoresVisibleNames(t *testing.T) {
+	dir := t.TempDir()
+	files := map[string]File{
+		"tls.crt": {Data: []byte("cert"), Mode: 0o644},
+		"tls.key": {Data: []byte("key"), Mode: 0o400},
+	}
+	if _, err := Write(dir, files, -1); err != nil {
+		t.Fatal(err)
+	}
+	ts, _ := os.Readlink(filepath.Join(dir, "..data"))
+	if err := os.Remove(filepath.Join(dir, "tls.key")); err != nil {
+		t.Fatal(err)
+	}
+	changed, err := Write(dir, files, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if changed {
+		t.Error("changed: the data did not")
+	}
+	if got, err := os.Readlink(filepath.Join(dir, "tls.key")); err != nil || got != "..data/tls.key" {
+		t.Errorf("tls.key -> %q (%v), want -> ..data/tls.key", got, err)
+	}
+	if got := read(t, filepath.Join(dir, "tls.key")); got != "key" {
+		t.Errorf("tls.key %q", got)
+	}
+	if now, _ := os.Readlink(filepath.Join(dir, "..data")); now != ts {
+		t.Errorf("..data moved to %s for an unchanged set", now)
+	}
+}
+
+// A write cut short after the rename of ..data leaves the previous
+// timestamped directory, with the previous values (a rotated-out key, in a
+// secret volume the container can list): the next write removes every
+// timestamped directory ..data does not name, even of an unchanged set.
+func TestWriteRemovesOrphanedDataDirs(t *testing.T) {
+	dir := t.TempDir()
+	files := map[string]File{"tls.key": {Data: []byte("new"), Mode: 0o400}}
+	if _, err := Write(dir, files, -1); err != nil {
+		t.Fatal(err)
+	}
+	orphan := filepath.Join(dir, "..2020_01_02_03_04_05.123456")
+	if err := os.Mkdir(orphan, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(orphan, "tls.key"), []byte("old"), 0o400); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Write(dir, files, -1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(orphan); !os.IsNotExist(err) {
+		t.Errorf("orphaned %s: %v, want it gone", orphan, err)
+	}
+	if got := read(t, filepath.Join(dir, "tls.key")); got != "new" {
+		t.Errorf("tls.key %q", got)
+	}
+}

@@ -194,11 +194,22 @@ func Container(pod *v1.Pod, c *v1.Container, attempt int, p Paths, h Host) (*pod
 		}
 	}
 	mapping := mappingFuncFor(vars)
+	// The command and args together, as execve(2) takes them with the
+	// environment.
+	left := MaxExpanded
+	command, err := expandAll(c.Command, mapping, &left)
+	if err != nil {
+		return nil, fmt.Errorf("container %s of pod %s: command: %w", c.Name, pod.Name, err)
+	}
+	args, err := expandAll(c.Args, mapping, &left)
+	if err != nil {
+		return nil, fmt.Errorf("container %s of pod %s: args: %w", c.Name, pod.Name, err)
+	}
 	out := &podspec.Container{
 		Name:        c.Name,
 		Image:       image,
-		Command:     expandAll(c.Command, mapping),
-		Args:        expandAll(c.Args, mapping),
+		Command:     command,
+		Args:        args,
 		Env:         env,
 		WorkingDir:  c.WorkingDir,
 		Mounts:      mounts,
@@ -223,14 +234,19 @@ func Container(pod *v1.Pod, c *v1.Container, attempt int, p Paths, h Host) (*pod
 }
 
 // expandAll expands $(VAR) in each element, keeping nil as nil (nil Command runs
-// the image's Entrypoint; an empty one does not).
-func expandAll(in []string, mapping func(string) string) []string {
+// the image's Entrypoint; an empty one does not), within the *left bytes
+// the command and args may still take (MaxExpanded), which it lowers.
+func expandAll(in []string, mapping func(string) string, left *int) ([]string, error) {
 	if in == nil {
-		return nil
+		return nil, nil
 	}
 	out := make([]string, len(in))
 	for i, s := range in {
-		out[i] = expand(s, mapping)
+		v, ok := expand(s, mapping, max(*left, 0))
+		if *left -= len(v) + 1; !ok || *left < 0 { // its NUL
+			return nil, errTooLarge(fmt.Sprintf("element %d", i))
+		}
+		out[i] = v
 	}
-	return out
+	return out, nil
 }

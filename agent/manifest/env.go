@@ -15,6 +15,20 @@ import (
 	"github.com/staticpodd/staticpodd/agent/podspec"
 )
 
+// MaxExpanded bounds what expansion builds for a container: its whole
+// environment, its command and args together, a subPathExpr. execve(2)
+// takes at most 6 MiB of arguments and environment together (3/4 of the
+// kernel's _STK_LIM, whatever the stack limit), so a container asking for
+// more cannot start anyway, and building it first would let a few KiB of
+// $(VAR) references to a large ConfigMap or Secret value cost GiBs.
+const MaxExpanded = 6 << 20
+
+// errTooLarge says that what a container asks for is more than a process
+// can be given.
+func errTooLarge(what string) error {
+	return fmt.Errorf("%s: more than a process can be given (%d bytes of environment and arguments together)", what, MaxExpanded)
+}
+
 // findVolume is the pod's volume named name, or nil.
 func findVolume(pod *v1.Pod, name string) *v1.Volume {
 	for i := range pod.Spec.Volumes {
@@ -47,9 +61,15 @@ func containerEnv(pod *v1.Pod, c *v1.Container, p Paths, h Host) ([]podspec.EnvV
 		return lookup(name)
 	}
 	var out []podspec.EnvVar
+	// left is what the environment may still take: every definition is
+	// counted, a replaced one too, so that building it is bounded.
+	left := MaxExpanded
 	// set defines v; a later definition of the same name replaces the
 	// earlier, in place.
-	set := func(v podspec.EnvVar) {
+	set := func(v podspec.EnvVar) error {
+		if left -= len(v.Name) + len(v.Value) + 2; left < 0 { // '=' and NUL
+			return errTooLarge("env " + v.Name)
+		}
 		if v.File != nil {
 			// Unknown until the container starts: $(NAME) stays as written.
 			delete(defined, v.Name)
@@ -60,10 +80,11 @@ func containerEnv(pod *v1.Pod, c *v1.Container, p Paths, h Host) ([]podspec.EnvV
 		for i := range out {
 			if out[i].Name == v.Name {
 				out[i] = v
-				return
+				return nil
 			}
 		}
 		out = append(out, v)
+		return nil
 	}
 	for _, from := range c.EnvFrom {
 		vars, err := envFrom(pod.Namespace, from, h.Objects)
@@ -71,7 +92,9 @@ func containerEnv(pod *v1.Pod, c *v1.Container, p Paths, h Host) ([]podspec.EnvV
 			return nil, err
 		}
 		for _, v := range vars {
-			set(v)
+			if err := set(v); err != nil {
+				return nil, err
+			}
 		}
 	}
 	for _, e := range c.Env {
@@ -79,7 +102,10 @@ func containerEnv(pod *v1.Pod, c *v1.Container, p Paths, h Host) ([]podspec.EnvV
 		switch {
 		case v.Value != "":
 			usedSensitive = false
-			v.Value = expand(v.Value, mapping)
+			var ok bool
+			if v.Value, ok = expand(v.Value, mapping, max(left, 0)); !ok {
+				return nil, errTooLarge("env " + e.Name)
+			}
 			v.Sensitive = usedSensitive
 		case e.ValueFrom != nil && e.ValueFrom.FieldRef != nil:
 			value, err := podField(pod, e.ValueFrom.FieldRef.FieldPath)
@@ -142,7 +168,9 @@ func containerEnv(pod *v1.Pod, c *v1.Container, p Paths, h Host) ([]podspec.EnvV
 				Optional: f.Optional != nil && *f.Optional,
 			}
 		}
-		set(v)
+		if err := set(v); err != nil {
+			return nil, err
+		}
 	}
 	return out, nil
 }

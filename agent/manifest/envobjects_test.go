@@ -1,6 +1,9 @@
 package manifest
 
 import (
+	"fmt"
+	"runtime"
+	"strings"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
@@ -92,6 +95,37 @@ func TestEnvMissingObjects(t *testing.T) {
 		}
 		if !IsMissing(err) {
 			t.Errorf("%v is not a MissingError", err)
+		}
+	}
+}
+
+// A container's environment larger than execve(2) takes (6 MiB of
+// arguments and environment together) is refused as it is built: a
+// manifest of a few KiB naming a 1 MiB ConfigMap value from thousands of
+// variables, or $(VAR) it many times, would otherwise cost GiBs first.
+func TestEnvBoundedAsItIsBuilt(t *testing.T) {
+	big := strings.Repeat("v", 1<<20)
+	objs := fakeObjects{cms: map[string]*v1.ConfigMap{"ns/cm": {Data: map[string]string{"v": big}}}}
+	ref := &v1.EnvVarSource{ConfigMapKeyRef: &v1.ConfigMapKeySelector{LocalObjectReference: v1.LocalObjectReference{Name: "cm"}, Key: "v"}}
+	many := v1.Container{Name: "c"}
+	for i := range 2000 {
+		many.Env = append(many.Env, v1.EnvVar{Name: fmt.Sprintf("E%d", i), ValueFrom: ref})
+	}
+	expands := v1.Container{Name: "c", Env: []v1.EnvVar{{Name: "E", ValueFrom: ref}}}
+	for i := range 200 {
+		expands.Env = append(expands.Env, v1.EnvVar{Name: fmt.Sprintf("X%d", i), Value: strings.Repeat("$(E)", 1000)})
+	}
+	for name, c := range map[string]v1.Container{"many references": many, "expansions": expands} {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		_, err := containerEnv(objectsPod(c), &c, Paths{}, Host{Objects: objs})
+		runtime.ReadMemStats(&after)
+		if err == nil || !strings.Contains(err.Error(), "more than a process can be given") {
+			t.Errorf("%s: %v, want the environment refused", name, err)
+		}
+		if got := after.TotalAlloc - before.TotalAlloc; got > 64<<20 {
+			t.Errorf("%s: %d MiB allocated to refuse it", name, got>>20)
 		}
 	}
 }

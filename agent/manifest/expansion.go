@@ -1,5 +1,6 @@
 // This file is copied from Kubernetes, third_party/forked/golang/expansion/expand.go
-// (forked from the Go project), with identifiers unexported. Its licence, from
+// (forked from the Go project), with identifiers unexported and expand's result
+// bounded (limit). Its licence, from
 // third_party/forked/golang/LICENSE:
 //
 // Copyright (c) 2009 The Go Authors. All rights reserved.
@@ -67,8 +68,12 @@ func mappingFuncFor(context ...map[string]string) func(string) string {
 
 // expand replaces variable references in the input string according to
 // the expansion spec using the given mapping function to resolve the
-// values of variables.
-func expand(input string, mapping func(string) string) string {
+// values of variables. It gives up (false) once the result would be more
+// than limit bytes.
+func expand(input string, mapping func(string) string, limit int) (string, bool) {
+	if len(input) > limit {
+		return "", false
+	}
 	var buf bytes.Buffer
 	checkpoint := 0
 	for cursor := 0; cursor < len(input); cursor++ {
@@ -85,7 +90,11 @@ func expand(input string, mapping func(string) string) string {
 				// We were able to read a variable name correctly;
 				// apply the mapping to the variable name and copy the
 				// bytes into the buffer
-				buf.WriteString(mapping(read))
+				value := mapping(read)
+				if buf.Len()+len(value) > limit {
+					return "", false
+				}
+				buf.WriteString(value)
 			} else {
 				// Not a variable name; copy the read bytes into the buffer
 				buf.WriteString(read)
@@ -102,7 +111,10 @@ func expand(input string, mapping func(string) string) string {
 
 	// Return the buffer and any remaining unwritten bytes in the
 	// input string.
-	return buf.String() + input[checkpoint:]
+	if buf.Len()+len(input)-checkpoint > limit {
+		return "", false
+	}
+	return buf.String() + input[checkpoint:], true
 }
 
 // tryReadVariableName attempts to read a variable name from the input

@@ -61,6 +61,9 @@ func containerMounts(pod *v1.Pod, c *v1.Container, env []podspec.EnvVar, p Paths
 	return mounts, nil
 }
 
+// maxSubPath is PATH_MAX: no longer subPath can be opened.
+const maxSubPath = 4096
+
 // subPath is m's subPath, or its subPathExpr expanded with env, as the
 // kubelet's makeMounts checks it: relative, without '..', every variable set.
 // "" binds the whole volume.
@@ -73,13 +76,17 @@ func subPath(m v1.VolumeMount, env []podspec.EnvVar) (string, error) {
 			vars[e.Name] = e.Value
 		}
 		var missing []string
-		sub = expand(m.SubPathExpr, func(key string) string {
+		var ok bool
+		sub, ok = expand(m.SubPathExpr, func(key string) string {
 			v, ok := vars[key]
 			if !ok || v == "" {
 				missing = append(missing, key)
 			}
 			return v
-		})
+		}, maxSubPath)
+		if !ok {
+			return "", fmt.Errorf("subPathExpr %q: expands to more than %d bytes, longer than a path can be", m.SubPathExpr, maxSubPath)
+		}
 		if len(missing) > 0 {
 			slices.Sort(missing)
 			return "", fmt.Errorf("subPathExpr %q: missing value for %s", m.SubPathExpr, strings.Join(slices.Compact(missing), ", "))

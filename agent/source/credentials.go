@@ -24,14 +24,34 @@ var errNoCredentialsDir = errors.New("no credentials directory: $CREDENTIALS_DIR
 func fillCredentials(dir string, objs []*objects.Object) ([]*objects.Object, []manifest.Problem) {
 	out := make([]*objects.Object, 0, len(objs))
 	var problems []manifest.Problem
-	read := func(name string, limit int64) ([]byte, error) {
+	// Each credential is read once a list, and its value shared by the
+	// Secrets that name it (nothing changes a Secret's data): a manifest
+	// of a few KiB naming a 1 MiB credential from a thousand Secrets
+	// would otherwise hold a GiB of copies.
+	type credential struct {
+		data []byte
+		err  error
+	}
+	read := map[string]credential{}
+	readOnce := func(name string, limit int64) ([]byte, error) {
 		if dir == "" {
 			return nil, errNoCredentialsDir
 		}
-		return ReadCredential(dir, name, limit)
+		c, ok := read[name]
+		if !ok {
+			c.data, c.err = ReadCredential(dir, name, maxSecretSize)
+			read[name] = c
+		}
+		if c.err != nil {
+			return nil, c.err
+		}
+		if int64(len(c.data)) > limit {
+			return nil, errTooLarge(dir, name, limit)
+		}
+		return c.data, nil
 	}
 	for _, o := range objs {
-		filled, err := objects.Fill(o, read)
+		filled, err := objects.Fill(o, readOnce)
 		if err != nil {
 			problems = append(problems, manifest.Problem{Origin: o.Origin,
 				Err: fmt.Errorf("%s: %w; the Secret is not given to pods until it can be read", o.Origin, err)})
@@ -40,6 +60,12 @@ func fillCredentials(dir string, objs []*objects.Object) ([]*objects.Object, []m
 		out = append(out, filled)
 	}
 	return out, problems
+}
+
+// errTooLarge is why a credential's value does not fit in what its Secret
+// has left of maxSecretSize.
+func errTooLarge(dir, name string, limit int64) error {
+	return fmt.Errorf("%s/%s: larger than the %d bytes the Secret has left of %d", dir, name, limit, maxSecretSize)
 }
 
 // CredentialReader reads credentials in dir with ReadCredential, for

@@ -37,7 +37,7 @@ func readCredential(dir, name string, limit int64) ([]byte, error) {
 	case st.Mode&unix.S_IFMT != unix.S_IFREG:
 		return nil, fmt.Errorf("%s/%s: not a regular file", dir, name)
 	case st.Size > limit:
-		return nil, fmt.Errorf("%s/%s: larger than the %d bytes the Secret has left of %d", dir, name, limit, maxSecretSize)
+		return nil, errTooLarge(dir, name, limit)
 	}
 	fd, err := unix.Open("/proc/self/fd/"+strconv.Itoa(p), unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -47,7 +47,7 @@ func readCredential(dir, name string, limit int64) ([]byte, error) {
 	defer f.Close()
 	data, err := utilio.ReadAtMost(f, limit+1)
 	if errors.Is(err, utilio.ErrLimitReached) {
-		return nil, fmt.Errorf("%s/%s: larger than the %d bytes the Secret has left of %d", dir, name, limit, maxSecretSize)
+		return nil, errTooLarge(dir, name, limit)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%s/%s: %w", dir, name, err)

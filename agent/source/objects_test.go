@@ -3,15 +3,20 @@ package source
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/staticpodd/staticpodd/agent/manifest"
 	"github.com/staticpodd/staticpodd/agent/objects"
@@ -430,5 +435,40 @@ func TestURLOldSaveFileCleaned(t *testing.T) {
 	grepDir(t, filepath.Dir(save), canary)
 	if b, err := os.ReadFile(save); err != nil || !strings.Contains(string(b), `"name":"a"`) {
 		t.Errorf("saved again: %q, %v; want the pod kept", b, err)
+	}
+}
+
+// A manifest of a few KiB whose Secrets all name one large credential (up
+// to 1 MiB, systemd's CREDENTIAL_SIZE_MAX) costs that credential once a
+// list, not once a Secret: 1000 of them would hold a GiB of copies.
+func TestCredentialReadOncePerList(t *testing.T) {
+	creds := t.TempDir()
+	big := strings.Repeat("k", 512<<10)
+	writeFile(t, filepath.Join(creds, "bundle"), big)
+	var objs []*objects.Object
+	for i := range 200 {
+		s := &v1.Secret{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("s%d", i),
+			Annotations: map[string]string{objects.AnnotationCredentials: "ca.crt=bundle"}}}
+		o, errs := objects.NewSecret(s, manifest.SourceFile, "/m.yaml", nil)
+		if len(errs) > 0 {
+			t.Fatal(errs)
+		}
+		objs = append(objs, o)
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	filled, problems := fillCredentials(creds, objs)
+	runtime.ReadMemStats(&after)
+	if len(problems) > 0 || len(filled) != len(objs) {
+		t.Fatalf("filled %d of %d, problems %v", len(filled), len(objs), problems)
+	}
+	for _, o := range filled {
+		if string(o.Secret.Data["ca.crt"]) != big {
+			t.Fatalf("%s: not the credential's value", o.Name())
+		}
+	}
+	if got := after.TotalAlloc - before.TotalAlloc; got > 16<<20 {
+		t.Errorf("filling 200 Secrets from one 512 KiB credential allocated %d MiB, want it read once", got>>20)
 	}
 }

@@ -1,6 +1,7 @@
 package volumes
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -20,7 +21,16 @@ func mountTmpfs(dir string, size int64) error {
 	if size > 0 {
 		opts += fmt.Sprintf(",size=%d", size)
 	}
-	if err := unix.Mount("tmpfs", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
+	// noswap: what a secret or projected volume holds is never written to
+	// a swap device either, as the kubelet's emptyDir mounts its tmpfs
+	// where the kernel has the option (6.4; not in a user namespace): a
+	// kernel without it refuses it, EINVAL, and the tmpfs is mounted as
+	// before.
+	err = unix.Mount("tmpfs", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts+",noswap")
+	if errors.Is(err, unix.EINVAL) {
+		err = unix.Mount("tmpfs", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts)
+	}
+	if err != nil {
 		return fmt.Errorf("mount tmpfs on %s: %w", dir, err)
 	}
 	return nil

@@ -1,12 +1,14 @@
 package volumes
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/moby/sys/mountinfo"
 	"golang.org/x/sys/unix"
 
 	"github.com/staticpodd/staticpodd/agent/manifest"
@@ -94,5 +96,42 @@ func TestRemoveLeftoverPodDirsNeverThroughAMount(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(precious, "keep")); err != nil {
 		t.Errorf("a file behind a mount in a leftover directory was removed: %v", err)
+	}
+}
+
+// A secret, projected or memory emptyDir volume's tmpfs is mounted noswap
+// where the kernel has it (6.4): a Secret's value swapped out would be on a
+// disk in clear. The kubelet's emptyDir (which its secret and projected
+// plugins wrap) mounts it so (swap.IsTmpfsNoswapOptionSupported).
+func TestMemoryVolumesAreNoswap(t *testing.T) {
+	testroot.Require(t)
+	var u unix.Utsname
+	if err := unix.Uname(&u); err != nil {
+		t.Fatal(err)
+	}
+	var major, minor int
+	if _, err := fmt.Sscanf(unix.ByteSliceToString(u.Release[:]), "%d.%d", &major, &minor); err != nil || major < 6 || major == 6 && minor < 4 {
+		t.Skipf("kernel %s: tmpfs has no noswap before 6.4", unix.ByteSliceToString(u.Release[:]))
+	}
+	pod := mustParse(t, "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  volumes:\n  - {name: fast, emptyDir: {medium: Memory}}\n  - {name: key, secret: {secretName: s, optional: true}}\n  - {name: both, projected: {sources: [{secret: {name: s, optional: true}}]}}\n  containers: [{name: c, image: i}]\n")
+	root := poddir.Root(t.TempDir())
+	uid := string(pod.UID)
+	t.Cleanup(func() { _ = Remove(uid, root) })
+	if err := Prepare(pod, root, manifest.Host{}); err != nil {
+		t.Fatal(err)
+	}
+	infos, err := mountinfo.GetMounts(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range []string{root.EmptyDir(uid, "fast"), root.Secret(uid, "key"), root.Projected(uid, "both")} {
+		i := slices.IndexFunc(infos, func(m *mountinfo.Info) bool { return m.Mountpoint == dir })
+		if i < 0 {
+			t.Errorf("%s: not mounted", dir)
+			continue
+		}
+		if m := infos[i]; m.FSType != "tmpfs" || !slices.Contains(strings.Split(m.VFSOptions, ","), "noswap") {
+			t.Errorf("%s: %s %s, want a tmpfs mounted noswap", dir, m.FSType, m.VFSOptions)
+		}
 	}
 }
