@@ -43,12 +43,15 @@ color blue
 // ConfigMap and a Secret in every way a pod can (configMap, secret and
 // projected volumes with items and modes, an optional missing one, env
 // valueFrom and envFrom with prefixes, optional missing references, a
-// subPath, fsGroup), under the real kubelet as a regular pod whose objects
+// subPath, fsGroup), and two pods waiting for a ConfigMap not there yet,
+// under the real kubelet as regular pods whose objects
 // come from a real API server, and under staticpodd as a static pod with the
 // same objects in a file beside it. The kubelet cannot do this with a static
 // pod, so the API path is the reference. Each pod reports what it sees; the
 // reports are compared entry by entry (AtomicWriter timestamps normalised),
-// differences not in objects-intended.txt fail. Then both sides' objects are
+// differences not in objects-intended.txt fail; the waiting pods' states
+// must be the same, and the time until they run once their ConfigMap is
+// created on both sides is measured. Then both sides' objects are
 // edited at the same instant, and the time until each mount shows the edit
 // is measured on each side; a second report compares the layout after the
 // update and shows env and subPath unchanged.
@@ -81,20 +84,10 @@ func TestObjectsAgainstKubelet(t *testing.T) {
 	putObjects(t, api.Admin, objectsYAML)
 	k := startKubelet(t, api.NodeKubeconfig(nodeName, api.Server()))
 	kubeletOut := outDir(t)
-	var pod v1.Pod
-	if err := yaml.UnmarshalStrict([]byte(strings.ReplaceAll(podYAML, "path: OUT", "path: "+kubeletOut)), &pod); err != nil {
-		t.Fatal(err)
+	bindPod(t, api.Admin, strings.ReplaceAll(podYAML, "path: OUT", "path: "+kubeletOut))
+	for _, late := range latePods {
+		bindPod(t, api.Admin, readFile(t, "testdata/objects/"+late+".yaml"))
 	}
-	// The static pod's name, so that both report the same metadata.name.
-	pod.Name += "-" + nodeName
-	pod.Spec.NodeName = nodeName
-	if _, err := api.Admin.CoreV1().Pods("default").Create(ctx, &pod, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	// Before the kubelet's cleanup, which waits for its pods to be gone.
-	t.Cleanup(func() {
-		api.Admin.CoreV1().Pods("default").Delete(context.Background(), pod.Name, metav1.DeleteOptions{})
-	})
 
 	// staticpodd's side: the same objects in a file beside the pod.
 	d := testdaemon.New(t)
@@ -103,6 +96,9 @@ func TestObjectsAgainstKubelet(t *testing.T) {
 	ourOut := outDir(t)
 	d.WriteManifest("objects.yaml", objectsYAML)
 	d.WriteManifest("pod.yaml", strings.ReplaceAll(podYAML, "path: OUT", "path: "+ourOut))
+	for _, late := range latePods {
+		d.WriteManifest(late+".yaml", readFile(t, "testdata/objects/"+late+".yaml"))
+	}
 
 	sides := func(what string) string {
 		return fmt.Sprintf("%s\nthe kubelet's pod: %s\nstaticpodd's pods: %s\nstaticpodd's output (end):\n%s\ncontainerd's and the kubelet's output (end):\n%s",
@@ -111,6 +107,47 @@ func TestObjectsAgainstKubelet(t *testing.T) {
 	theirs, ours := waitFiles(t, 3*time.Minute, filepath.Join(kubeletOut, "report"), filepath.Join(ourOut, "report"), sides)
 	t.Logf("both pods reported %.1fs after the test's start; the kubelet's pod's report:\n%s", time.Since(start).Seconds(), theirs)
 	compareReports(t, "report", intended, theirs, ours)
+
+	// The pods whose ConfigMap is missing wait as the kubelet's do, with
+	// its words, and start once it is created on both sides at once.
+	ourPods := func() []v1.Pod { return d.Pods() }
+	kubeletPods := func() []v1.Pod { return k.pods(t) }
+	waitAll(t, "the late pods waiting for their ConfigMap", time.Minute, ourPods, kubeletPods, map[string]func(*v1.Pod) error{
+		"late-env":    waiting("main", "CreateContainerConfigError"),
+		"late-volume": waiting("main", "ContainerCreating"),
+	})
+	for _, late := range latePods {
+		theirs, ours := containerStatus(podNamed(k.pods(t), late), "main"), containerStatus(podNamed(d.Pods(), late), "main")
+		t.Logf("%s waits: kubelet %s %q, staticpodd %s %q", late, theirs.State.Waiting.Reason, theirs.State.Waiting.Message, ours.State.Waiting.Reason, ours.State.Waiting.Message)
+		if *theirs.State.Waiting != *ours.State.Waiting {
+			t.Errorf("%s waits %+v under the kubelet, %+v under staticpodd", late, *theirs.State.Waiting, *ours.State.Waiting)
+		}
+	}
+	lateYAML := readFile(t, "testdata/objects/late.yaml")
+	arrival := time.Now()
+	putObjects(t, api.Admin, lateYAML)
+	d.WriteManifest("late.yaml", lateYAML)
+	started := map[string]time.Duration{}
+	for end := arrival.Add(3 * time.Minute); len(started) < 2*len(latePods); time.Sleep(50 * time.Millisecond) {
+		for side, pods := range map[string]func() []v1.Pod{"kubelet": kubeletPods, "staticpodd": ourPods} {
+			list := pods()
+			for _, late := range latePods {
+				if _, done := started[side+" "+late]; done {
+					continue
+				}
+				if p := podNamed(list, late); p != nil && containerReady("main")(p) == nil {
+					started[side+" "+late] = time.Since(arrival)
+				}
+			}
+		}
+		if time.Now().After(end) {
+			t.Fatal(sides(fmt.Sprintf("the late pods not running 3m after their ConfigMap was created (started: %v)", started)))
+		}
+	}
+	for _, late := range latePods {
+		t.Logf("FIGURE objects: %s running after its missing ConfigMap was created: kubelet %.2fs, staticpodd %.2fs",
+			late, started["kubelet "+late].Seconds(), started["staticpodd "+late].Seconds())
+	}
 
 	// The edit, on both sides at once: the API server's objects updated,
 	// staticpodd's file replaced.
@@ -158,6 +195,40 @@ func TestObjectsAgainstKubelet(t *testing.T) {
 		}
 	}
 	t.Logf("FIGURE objects: the comparison took %.1fs (API server, kubelet, both pods, the edit)", time.Since(start).Seconds())
+}
+
+// latePods are the pods of testdata/objects that wait for the ConfigMap of
+// late.yaml.
+var latePods = []string{"late-env", "late-volume"}
+
+// bindPod creates the pod of manifest on the API server, bound to the
+// kubelet's node under the name staticpodd gives the static pod, so that
+// both sides show the same metadata.name; it is deleted before the
+// kubelet's cleanup, which waits for its pods to be gone.
+func bindPod(t *testing.T, c kubernetes.Interface, manifest string) {
+	t.Helper()
+	var pod v1.Pod
+	if err := yaml.UnmarshalStrict([]byte(manifest), &pod); err != nil {
+		t.Fatal(err)
+	}
+	pod.Name += "-" + nodeName
+	pod.Spec.NodeName = nodeName
+	if _, err := c.CoreV1().Pods(pod.Namespace).Create(context.Background(), &pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		c.CoreV1().Pods(pod.Namespace).Delete(context.Background(), pod.Name, metav1.DeleteOptions{})
+	})
+}
+
+// podNamed is the pod of pods made from the manifest name, or nil.
+func podNamed(pods []v1.Pod, name string) *v1.Pod {
+	for i := range pods {
+		if pods[i].Name == name+"-"+nodeName {
+			return &pods[i]
+		}
+	}
+	return nil
 }
 
 func readFile(t *testing.T, name string) string {
