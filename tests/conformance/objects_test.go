@@ -45,7 +45,7 @@ color blue
 // ConfigMap and a Secret in every way a pod can (configMap, secret and
 // projected volumes with items and modes, an optional missing one, env
 // valueFrom and envFrom with prefixes, optional missing references, a
-// subPath, fsGroup), and two pods waiting for a ConfigMap not there yet,
+// subPath, fsGroup; and again as root without fsGroup), and two pods waiting for a ConfigMap not there yet,
 // under the real kubelet as regular pods whose objects
 // come from a real API server, and under staticpodd as a static pod with the
 // same objects in a file beside it. The kubelet cannot do this with a static
@@ -71,6 +71,13 @@ func TestObjectsAgainstKubelet(t *testing.T) {
 	}
 	objectsYAML := readFile(t, "testdata/objects/objects.yaml")
 	podYAML := readFile(t, "testdata/objects/pod.yaml")
+	// The same pod without its securityContext: run as root, no fsGroup,
+	// so that the volumes' owners and modes without one are compared too.
+	rootYAML := strings.Replace(podYAML, "  securityContext: {runAsUser: 1000, runAsGroup: 3000, fsGroup: 2000}\n", "", 1)
+	rootYAML = strings.Replace(rootYAML, "  name: objects\n", "  name: objects-root\n", 1)
+	if strings.Count(rootYAML, "\n") != strings.Count(podYAML, "\n")-1 || !strings.Contains(rootYAML, "objects-root") {
+		t.Fatal("pod.yaml's securityContext or name is not where the test derives objects-root from it")
+	}
 	start := time.Now()
 
 	// The kubelet's side: a real API server, the objects and the pod on
@@ -85,8 +92,9 @@ func TestObjectsAgainstKubelet(t *testing.T) {
 	}
 	putObjects(t, api.Admin, objectsYAML)
 	k := startKubelet(t, api.NodeKubeconfig(nodeName, api.Server()))
-	kubeletOut := outDir(t)
+	kubeletOut, kubeletRootOut := outDir(t), outDir(t)
 	bindPod(t, api.Admin, strings.ReplaceAll(podYAML, "path: OUT", "path: "+kubeletOut))
+	bindPod(t, api.Admin, strings.ReplaceAll(rootYAML, "path: OUT", "path: "+kubeletRootOut))
 	for _, late := range latePods {
 		bindPod(t, api.Admin, readFile(t, "testdata/objects/"+late+".yaml"))
 	}
@@ -95,9 +103,10 @@ func TestObjectsAgainstKubelet(t *testing.T) {
 	d := testdaemon.New(t)
 	d.Name = nodeName
 	d.Start()
-	ourOut := outDir(t)
+	ourOut, ourRootOut := outDir(t), outDir(t)
 	d.WriteManifest("objects.yaml", objectsYAML)
 	d.WriteManifest("pod.yaml", strings.ReplaceAll(podYAML, "path: OUT", "path: "+ourOut))
+	d.WriteManifest("pod-root.yaml", strings.ReplaceAll(rootYAML, "path: OUT", "path: "+ourRootOut))
 	for _, late := range latePods {
 		d.WriteManifest(late+".yaml", readFile(t, "testdata/objects/"+late+".yaml"))
 	}
@@ -108,7 +117,9 @@ func TestObjectsAgainstKubelet(t *testing.T) {
 	}
 	theirs, ours := waitFiles(t, 2*time.Minute, filepath.Join(kubeletOut, "report"), filepath.Join(ourOut, "report"), sides)
 	t.Logf("both pods reported %.1fs after the test's start; the kubelet's pod's report:\n%s", time.Since(start).Seconds(), theirs)
-	compareReports(t, "report", intended, theirs, ours)
+	compareReports(t, "objects", intended, theirs, ours)
+	theirs, ours = waitFiles(t, time.Minute, filepath.Join(kubeletRootOut, "report"), filepath.Join(ourRootOut, "report"), sides)
+	compareReports(t, "objects-root", intended, theirs, ours)
 
 	// The pods whose ConfigMap is missing wait as the kubelet's do, with
 	// its words, and start once it is created on both sides at once.
@@ -209,7 +220,7 @@ func TestObjectsAgainstKubelet(t *testing.T) {
 			}
 		}
 	}
-	compareReports(t, "report2", intended, theirs, ours)
+	compareReports(t, "objects-edited", intended, theirs, ours)
 	for _, in := range intended {
 		if in.Used == 0 {
 			t.Logf("objects-intended.txt:%d (%s %s) explained no difference in this run", in.Line, in.Pod, in.Field)
