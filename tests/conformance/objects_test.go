@@ -137,9 +137,9 @@ func TestObjectsAgainstKubelet(t *testing.T) {
 		}
 		ds := Compare(late, waitingFields(theirs.State.Waiting), waitingFields(ours.State.Waiting))
 		Explain(ds, intended)
-		for _, d := range ds {
-			if d.Explained == nil {
-				t.Errorf("%s: a difference from the kubelet that objects-intended.txt does not list", d)
+		for _, diff := range ds {
+			if diff.Explained == nil {
+				t.Errorf("%s: a difference from the kubelet that objects-intended.txt does not list", diff)
 			}
 		}
 	}
