@@ -33,17 +33,23 @@ func seeds(f *testing.F) {
 	}
 }
 
-// checkParsed holds what any input must give: errors or pods, never both;
+// checkParsed holds what any input must give: errors or pods and objects,
+// never both;
 // every error names the origin and says something; messages are valid UTF-8
 // (a log line or a terminal never gets raw bytes of the input); and a pod is
 // named, UID'd and stamped the way the rest of the daemon relies on.
 func checkParsed(t *testing.T, data []byte, p Parsed, origin string) {
 	t.Helper()
-	if len(p.Errors) > 0 && p.Pods != nil {
-		t.Fatalf("pods %d and errors %v", len(p.Pods), p.Err())
+	if len(p.Errors) > 0 && (p.Pods != nil || p.Objects != nil) {
+		t.Fatalf("pods %d, objects %d and errors %v", len(p.Pods), len(p.Objects), p.Err())
 	}
-	if len(p.Errors) == 0 && len(p.Pods) == 0 && !strings.Contains(string(data), "PodList") {
-		t.Fatalf("no error and no pod")
+	if len(p.Errors) == 0 && len(p.Pods) == 0 && len(p.Objects) == 0 && !strings.Contains(string(data), "List") {
+		t.Fatalf("no error, no pod and no object")
+	}
+	for _, o := range p.Objects {
+		if o.Origin != origin || o.Namespace() == "" || o.Name() == "" {
+			t.Fatalf("object %s %s/%s from %q", o.Kind(), o.Namespace(), o.Name(), o.Origin)
+		}
 	}
 	for _, e := range p.Errors {
 		if e.Origin != origin || e.Reason == "" {
@@ -130,7 +136,7 @@ func TestFuzzSeedsParse(t *testing.T) {
 			t.Errorf("%s: %v", p, got.Err())
 		}
 		for _, w := range got.Warnings {
-			if !strings.Contains(w.Message, "YAML documents") {
+			if !strings.Contains(w.Message, "only the first is used") {
 				t.Errorf("%s: warning %s", p, w)
 			}
 		}

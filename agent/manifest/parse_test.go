@@ -193,7 +193,13 @@ func TestParseErrors(t *testing.T) {
 		{"readiness grace", head + "spec:\n  containers: [{name: c, image: i, readinessProbe: {exec: {command: [x]}, terminationGracePeriodSeconds: 3}}]\n", "readinessProbe.terminationGracePeriodSeconds: Invalid value: 3: must not be set"},
 		{"relative hostPath", head + "spec:\n  volumes: [{name: v, hostPath: {path: data}}]\n  containers: [{name: c, image: i}]\n", "spec.volumes[0].hostPath.path"},
 		{"hostPath type", head + "spec:\n  volumes: [{name: v, hostPath: {path: /d, type: Dir}}]\n  containers: [{name: c, image: i}]\n", "spec.volumes[0].hostPath.type"},
-		{"secret volume", head + "spec:\n  volumes: [{name: v, secret: {secretName: s}}]\n  containers: [{name: c, image: i}]\n", "spec.volumes[0]: Forbidden: static pods may only use hostPath, emptyDir and downwardAPI"},
+		{"pvc volume", head + "spec:\n  volumes: [{name: v, persistentVolumeClaim: {claimName: s}}]\n  containers: [{name: c, image: i}]\n", "spec.volumes[0]: Forbidden: static pods may only use hostPath, emptyDir, downwardAPI, configMap, secret and projected volumes"},
+		{"secret volume without name", head + "spec:\n  volumes: [{name: v, secret: {}}]\n  containers: [{name: c, image: i}]\n", "spec.volumes[0].secret.secretName: Required value"},
+		{"secret volume mode", head + "spec:\n  volumes: [{name: v, secret: {secretName: s, defaultMode: 01000}}]\n  containers: [{name: c, image: i}]\n", "spec.volumes[0].secret.defaultMode: Invalid value: 512: must be a number between 0 and 0777"},
+		{"configMap item path", head + "spec:\n  volumes: [{name: v, configMap: {name: s, items: [{key: k, path: ../x}]}}]\n  containers: [{name: c, image: i}]\n", "spec.volumes[0].configMap.items[0].path"},
+		{"configMap item reserved", head + "spec:\n  volumes: [{name: v, configMap: {name: s, items: [{key: k, path: ..data}]}}]\n  containers: [{name: c, image: i}]\n", "must not start with '..'"},
+		{"projected duplicate path", head + "spec:\n  volumes: [{name: v, projected: {sources: [{configMap: {name: a, items: [{key: k, path: p}]}}, {secret: {name: b, items: [{key: k, path: p}]}}]}}]\n  containers: [{name: c, image: i}]\n", "spec.volumes[0].projected: Invalid value: \"p\": conflicting duplicate paths"},
+		{"projected token", head + "spec:\n  volumes: [{name: v, projected: {sources: [{serviceAccountToken: {path: t}}]}}]\n  containers: [{name: c, image: i}]\n", "spec.volumes[0].projected.sources[0].serviceAccountToken: Forbidden: static pods may not use service account tokens"},
 		{"port range", head + "spec:\n  containers: [{name: c, image: i, ports: [{containerPort: 70000}]}]\n", "spec.containers[0].ports[0].containerPort"},
 		{"bad quantity", head + "spec:\n  containers: [{name: c, image: i, resources: {limits: {memory: lots}}}]\n", `spec.containers[0].resources.limits[memory]: Invalid value: "lots": quantities must match`},
 		{"string for a number", head + "spec:\n  containers: [{name: c, image: i, ports: [{containerPort: http}]}]\n", `spec.containers[0].ports[0].containerPort: Invalid value: "http": must be an integer, not a string`},
@@ -211,7 +217,10 @@ func TestParseErrors(t *testing.T) {
 		{"container gid", head + "spec:\n  containers: [{name: c, image: i, securityContext: {runAsGroup: -1}}]\n", `spec.containers[0].securityContext.runAsGroup: Invalid value: -1`},
 		{"supplemental group", head + "spec:\n  securityContext: {supplementalGroups: [1, 3000000000]}\n  containers: [{name: c, image: i}]\n", `spec.securityContext.supplementalGroups[1]: Invalid value: 3000000000`},
 		{"env name", head + "spec:\n  containers: [{name: c, image: i, env: [{name: '1=x'}]}]\n", "spec.containers[0].env[0].name"},
-		{"secret env", head + "spec:\n  containers: [{name: c, image: i, env: [{name: X, valueFrom: {secretKeyRef: {name: s, key: k}}}]}]\n", "static pods may not reference configmaps or secrets"},
+		{"secret env key", head + "spec:\n  containers: [{name: c, image: i, env: [{name: X, valueFrom: {secretKeyRef: {name: s, key: 'a b'}}}]}]\n", "spec.containers[0].env[0].valueFrom.secretKeyRef.key: Invalid value: \"a b\""},
+		{"configMap env name", head + "spec:\n  containers: [{name: c, image: i, env: [{name: X, valueFrom: {configMapKeyRef: {name: S, key: k}}}]}]\n", "spec.containers[0].env[0].valueFrom.configMapKeyRef.name: Invalid value: \"S\""},
+		{"envFrom both", head + "spec:\n  containers: [{name: c, image: i, envFrom: [{configMapRef: {name: a}, secretRef: {name: b}}]}]\n", "spec.containers[0].envFrom: Invalid value: \"\": may not have more than one field specified at a time"},
+		{"envFrom prefix", head + "spec:\n  containers: [{name: c, image: i, envFrom: [{prefix: 'A=', configMapRef: {name: a}}]}]\n", "spec.containers[0].envFrom[0].prefix"},
 		{"service account", head + "spec:\n  serviceAccountName: sa\n  containers: [{name: c, image: i}]\n", "serviceaccounts"},
 		{"init container hook", head + "spec:\n  initContainers: [{name: i, image: i, lifecycle: {postStart: {exec: {command: [x]}}}}]\n  containers: [{name: c, image: i}]\n", "spec.initContainers[0].lifecycle: Forbidden: may not be set for init containers without restartPolicy=Always"},
 		{"hook without handler", head + "spec:\n  containers: [{name: c, image: i, lifecycle: {preStop: {}}}]\n", "spec.containers[0].lifecycle.preStop: Required value: must specify a handler type"},
@@ -323,15 +332,15 @@ func TestUIDFromAbsolutePath(t *testing.T) {
 	}
 }
 
-// A file with several YAML documents runs its first pod, as the kubelet does,
-// and says the others are not used instead of dropping them silently.
+// A file with several Pods runs its first, as the kubelet does, and says the
+// others are not used instead of dropping them silently.
 func TestMultiDocumentFileWarns(t *testing.T) {
 	data := []byte("apiVersion: v1\nkind: Pod\nmetadata: {name: a}\nspec:\n  containers: [{name: c, image: i}]\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: b}\nspec:\n  containers: [{name: c, image: i}]\n")
 	pods, warnings, err := ParseFile(data, "/m/two.yaml", "node1")
 	if err != nil || len(pods) != 1 || pods[0].Name != "a-node1" {
 		t.Fatalf("ParseFile = %v, %v", pods, err)
 	}
-	if len(warnings) != 1 || !strings.Contains(warnings[0], "/m/two.yaml: 2 YAML documents; only the first is used") {
+	if len(warnings) != 1 || !strings.Contains(warnings[0], "/m/two.yaml: 2 Pods; only the first is used") {
 		t.Errorf("warnings = %q", warnings)
 	}
 	_, warnings, _ = ParseFile([]byte("---\napiVersion: v1\nkind: Pod\nmetadata: {name: a}\nspec:\n  containers: [{name: c, image: i}]\n"), "/m/one.yaml", "node1")
@@ -504,7 +513,8 @@ func TestDocuments(t *testing.T) {
 		"a: 1\r\n---\r\nb: 2\r\n":       2,
 		"a: 1\n---\n\n---\nb: 2\n---\n": 2,
 	} {
-		if got := documents([]byte(in)); got != want && (got > 1 || want > 1) {
+		docs, err := documents([]byte(in))
+		if got := len(docs); err != nil || got != want && (got > 1 || want > 1) {
 			t.Errorf("documents(%q) = %d, want %d", in, got, want)
 		}
 	}

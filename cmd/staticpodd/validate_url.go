@@ -39,7 +39,8 @@ func splitURLs(args []string) (paths, urls []string) {
 
 // validateURLs fetches each URL as the daemon does (its timeout, size limit,
 // redirects and TLS trust) and checks the body with the daemon's parser: a
-// Pod or a PodList, taken whole or not at all.
+// Pod, a PodList or a List of Pods, ConfigMaps and Secrets, taken whole or
+// not at all.
 func validateURLs(ctx context.Context, w io.Writer, urls []string, node string, o urlOptions) error {
 	header, err := config.ParseHeaders(o.headers)
 	if err != nil {
@@ -55,11 +56,11 @@ func validateURLs(ctx context.Context, w io.Writer, urls []string, node string, 
 			bad++
 			continue
 		}
-		parsed, warnings, err := source.ParseURLBody(body, origin, node)
-		for _, warning := range warnings {
+		p := source.ParseURLBody(body, origin, node)
+		for _, warning := range p.Warnings {
 			fmt.Fprintf(w, "warning: %s\n", warning)
 		}
-		if err != nil {
+		if err := p.Err(); err != nil {
 			errs := manifest.Errors(err)
 			for _, e := range errs {
 				fmt.Fprintf(w, "error: %s\n", e)
@@ -71,7 +72,7 @@ func validateURLs(ctx context.Context, w io.Writer, urls []string, node string, 
 			bad += max(len(errs), 1)
 			continue
 		}
-		parsed, dropped := source.DropDuplicates(parsed)
+		parsed, dropped := source.DropDuplicates(p.Pods)
 		for _, e := range manifest.Errors(dropped) {
 			fmt.Fprintf(w, "error: %s\n", e)
 			bad++
@@ -79,6 +80,9 @@ func validateURLs(ctx context.Context, w io.Writer, urls []string, node string, 
 		for _, p := range parsed {
 			pods++
 			fmt.Fprintf(w, "ok: %s: pod %s/%s, uid %s\n", origin, p.Namespace, p.Name, p.UID)
+		}
+		for _, o := range p.Objects {
+			fmt.Fprintf(w, "ok: %s: %s %s/%s\n", origin, o.Kind(), o.Namespace(), o.Name())
 		}
 	}
 	fmt.Fprintf(w, "%d URL(s), %d pod(s), %d error(s)\n", len(urls), pods, bad)
@@ -109,10 +113,7 @@ func checkURLs(ctx context.Context, urls []string, node string, o urlOptions) ([
 			continue
 		}
 		if len(bytes.TrimSpace(body)) == 0 {
-			_, _, err := source.ParseURLBody(body, c.Origin, node)
-			for _, e := range manifest.Errors(err) {
-				c.Errors = append(c.Errors, issue{Field: e.Field, Value: e.Value, Reason: e.Reason})
-			}
+			c.add(source.ParseURLBody(body, c.Origin, node))
 			continue
 		}
 		p := manifest.Check(body, manifest.SourceHTTP, c.Origin, node)
