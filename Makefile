@@ -209,7 +209,7 @@ test-kubeadm: build images
 # (a few minutes the first time), runs standalone on a containerd of its own
 # (Debian's containerd package: containerd, ctr, runc); and what a pod sees
 # of its ConfigMaps and Secrets, with the kubelet registered to the
-# control-plane build's etcd and kube-apiserver (about 30 s more).
+# control-plane build's etcd and kube-apiserver (25 s more: 50 s in all).
 test-conformance: build images
 	cpbin=$$(bash $(CONTROLPLANE_BUILD)) && kubelet=$$(bash $(CONTROLPLANE_BUILD) kubelet) && \
 	$(GO) vet -tags conformance ./tests/conformance && \
