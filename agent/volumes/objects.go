@@ -189,10 +189,18 @@ func writeObjectVolume(pod *v1.Pod, vol *v1.Volume, root poddir.Root, h manifest
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return &SetUpError{Volume: vol.Name, Err: err}
 	}
+	// The kubelet sets these volumes up on an emptyDir it wraps: 0777, on
+	// a tmpfs 1777 (its mount's default, which the kubelet keeps), the
+	// pod's fsGroup's. The pod's users enter it as the kubelet's.
+	dirMode := fs.FileMode(0o777)
 	if memory {
 		if err := mountTmpfs(dir, manifest.MemoryVolumeSize(pod, h)); err != nil {
 			return &SetUpError{Volume: vol.Name, Err: err}
 		}
+		dirMode |= fs.ModeSticky
+	}
+	if err := ownVolumeDir(pod, dir, dirMode, "volume"); err != nil {
+		return &SetUpError{Volume: vol.Name, Err: err}
 	}
 	gid := -1
 	if sc := pod.Spec.SecurityContext; sc != nil && sc.FSGroup != nil {

@@ -70,21 +70,27 @@ func prepareEmptyDir(pod *v1.Pod, vol *v1.Volume, root poddir.Root) error {
 		}
 	}
 	// The kubelet makes emptyDirs world-writable so any container user can use them.
-	mode := fs.FileMode(0o777)
-	// With fsGroup, the kubelet's SetVolumeOwnership at the emptyDir's setup
-	// (always recursive: emptyDir passes no fsGroupChangePolicy), when it is
-	// still empty: group fsGroup, group rwx and setgid, so what containers
-	// create in it belongs to fsGroup. Only the volume's own directory is
-	// changed, never what a container put in it. hostPath volumes are left
-	// as they are, as by the kubelet.
+	return ownVolumeDir(pod, dir, 0o777, "emptyDir")
+}
+
+// ownVolumeDir gives the directory of a volume of pod, an emptyDir or one
+// the kubelet sets up on an emptyDir it wraps (configMap, secret,
+// projected), mode and, with fsGroup, the kubelet's SetVolumeOwnership at
+// the emptyDir's setup (always recursive: emptyDir passes no
+// fsGroupChangePolicy), when it is still empty: group fsGroup, group rwx and
+// setgid, so what containers create in it belongs to fsGroup. Only the
+// volume's own directory is changed, never what a container put in it.
+// hostPath volumes are left as they are, as by the kubelet. what names the
+// volume's kind in an error.
+func ownVolumeDir(pod *v1.Pod, dir string, mode fs.FileMode, what string) error {
 	if sc := pod.Spec.SecurityContext; sc != nil && sc.FSGroup != nil {
 		if err := os.Lchown(dir, -1, int(*sc.FSGroup)); err != nil {
-			return fmt.Errorf("chown emptyDir to fsGroup %d: %w", *sc.FSGroup, err)
+			return fmt.Errorf("chown %s to fsGroup %d: %w", what, *sc.FSGroup, err)
 		}
 		mode |= fs.ModeSetgid
 	}
 	if err := os.Chmod(dir, mode); err != nil {
-		return fmt.Errorf("chmod emptyDir: %w", err)
+		return fmt.Errorf("chmod %s: %w", what, err)
 	}
 	return nil
 }

@@ -71,7 +71,7 @@ func TestStatusAgainstKubelet(t *testing.T) {
 		}
 	}
 
-	k := startKubelet(t) // stopped after staticpodd, whose cleanup is registered next
+	k := startKubelet(t, "") // stopped after staticpodd, whose cleanup is registered next
 	d := testdaemon.New(t)
 	d.Name = nodeName
 	d.Start()

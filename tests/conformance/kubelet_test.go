@@ -39,8 +39,10 @@ type kubelet struct {
 
 // startKubelet starts containerd and the kubelet of STATICPODD_KUBELET with
 // the busybox image (and a pause image made from it) imported, and
-// registers their removal with everything they made.
-func startKubelet(t *testing.T) *kubelet {
+// registers their removal with everything they made. With a kubeconfig the
+// kubelet registers to that API server and runs the pods bound to its node
+// too; without one it is standalone.
+func startKubelet(t *testing.T, kubeconfig string) *kubelet {
 	t.Helper()
 	testroot.Require(t)
 	bin := os.Getenv("STATICPODD_KUBELET")
@@ -128,8 +130,12 @@ evictionHard: {}
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 `, k.manifests, ports[2], k.readOnly, k.healthz, kubeletCgroup, k.sock, filepath.Join(dir, "logs")))
-	k.kubelet, k.kubeletDone = k.spawn(t, bin, "--config", filepath.Join(dir, "kubelet.yaml"),
-		"--root-dir", filepath.Join(dir, "kubelet"), "--hostname-override", nodeName, "--v=1")
+	args := []string{"--config", filepath.Join(dir, "kubelet.yaml"),
+		"--root-dir", filepath.Join(dir, "kubelet"), "--hostname-override", nodeName, "--v=1"}
+	if kubeconfig != "" {
+		args = append(args, "--kubeconfig", kubeconfig)
+	}
+	k.kubelet, k.kubeletDone = k.spawn(t, bin, args...)
 	k.eventually(t, 60*time.Second, "the kubelet answers /healthz", func() error {
 		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/healthz", k.healthz))
 		if err != nil {
