@@ -145,8 +145,21 @@ func nodeAPIUnderFlood(t *testing.T, what string, refused int, flood func(addr s
 	f.Close()
 	d.Start()
 	addr := fmt.Sprintf("127.0.0.1:%d", d.NodePort)
+	// The node API is served, with the serving certificate it makes, after
+	// READY=1 (Start's return): the test waits for that certificate.
+	crt := filepath.Join(d.RootDir, "pki", "kubelet.crt")
+	d.Eventually(30*time.Second, "the node API serves", func() error {
+		if _, err := os.Stat(crt); err != nil {
+			return err
+		}
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			c.Close()
+		}
+		return err
+	})
 	client := func(timeout time.Duration) *http.Client {
-		pemBytes, err := os.ReadFile(filepath.Join(d.RootDir, "pki", "kubelet.crt"))
+		pemBytes, err := os.ReadFile(crt)
 		if err != nil {
 			t.Fatal(err)
 		}
