@@ -22,6 +22,7 @@ import (
 	"github.com/staticpodd/staticpodd/agent/images"
 	"github.com/staticpodd/staticpodd/agent/lifecycle"
 	"github.com/staticpodd/staticpodd/agent/manifest"
+	"github.com/staticpodd/staticpodd/agent/objects"
 	"github.com/staticpodd/staticpodd/agent/poddir"
 	"github.com/staticpodd/staticpodd/agent/podspec"
 	"github.com/staticpodd/staticpodd/agent/podspec/logfiles"
@@ -92,7 +93,10 @@ type Agent struct {
 	rt          Runtime
 	sharedStats sharedStats // StatsSummary's
 	conv        converter
-	marks       lifecycle.Marks
+	// objects are the ConfigMaps and Secrets of every source, merged
+	// (mergeObjects); each reconcile stores a new Set.
+	objects atomic.Pointer[objects.Set]
+	marks   lifecycle.Marks
 	// probeMarks keep what running containers' probes said for the next daemon.
 	probeMarks prober.Marks
 	// statuses is the one owner of the pods' published status: what Pods,
@@ -190,11 +194,10 @@ func New(cfg Config, rt Runtime, logger *slog.Logger) *Agent {
 	if cfg.Eviction.Housekeeping <= 0 {
 		cfg.Eviction.Housekeeping = DefaultHousekeeping
 	}
-	return &Agent{
+	a := &Agent{
 		pr:         &pressure{m: eviction.New(cfg.Eviction.Config, time.Now()), evicted: map[string]string{}, changed: make(chan struct{}, 1)},
 		cfg:        cfg,
 		rt:         rt,
-		conv:       manifestConverter{paths: cfg.Paths},
 		marks:      marks,
 		probeMarks: pmarks,
 		logger:     logger,
@@ -214,6 +217,8 @@ func New(cfg Config, rt Runtime, logger *slog.Logger) *Agent {
 		rollouts:   newRollouts(cfg.Paths.RootDir),
 		rerun:      make(chan struct{}, 1),
 	}
+	a.conv = manifestConverter{paths: cfg.Paths, objects: &a.objects}
+	return a
 }
 
 // Events is the agent's event recorder: what happened to pods, newest last.
@@ -255,17 +260,43 @@ type converter interface {
 	RemoveLeftovers(keep map[string]bool) ([]string, error)
 }
 
-type manifestConverter struct{ paths manifest.Paths }
+type manifestConverter struct {
+	paths manifest.Paths
+	// objects are the ConfigMaps and Secrets the sources have now (the
+	// reconcile loop stores each new Set).
+	objects *atomic.Pointer[objects.Set]
+}
+
+// host is what converting pod needs of the machine and of its objects.
+func (m manifestConverter) host() manifest.Host {
+	h := machine()
+	h.Objects = m.objectSet()
+	return h
+}
+
+// objectSet is the current Set, as manifest.Objects: nil when there is none
+// (a nil *objects.Set in the interface would not compare equal to nil).
+func (m manifestConverter) objectSet() manifest.Objects {
+	if m.objects == nil {
+		return nil
+	}
+	if s := m.objects.Load(); s != nil {
+		return s
+	}
+	return nil
+}
 
 func (m manifestConverter) Sandbox(pod *v1.Pod) *podspec.Pod { return manifest.Sandbox(pod, m.paths) }
 func (m manifestConverter) Container(pod *v1.Pod, c *v1.Container, attempt int) (*podspec.Container, error) {
-	return manifest.Container(pod, c, attempt, m.paths, containerHost(pod, c, m.paths))
+	h := containerHost(pod, c, m.paths)
+	h.Objects = m.objectSet()
+	return manifest.Container(pod, c, attempt, m.paths, h)
 }
 func (m manifestConverter) PrepareVolumes(pod *v1.Pod) error {
-	return volumes.Prepare(pod, poddir.Root(m.paths.RootDir), machine())
+	return volumes.Prepare(pod, poddir.Root(m.paths.RootDir), m.host())
 }
 func (m manifestConverter) RefreshVolumes(pod *v1.Pod) error {
-	return volumes.Refresh(pod, poddir.Root(m.paths.RootDir), machine())
+	return volumes.Refresh(pod, poddir.Root(m.paths.RootDir), m.host())
 }
 func (m manifestConverter) RemoveVolumes(uid string) error {
 	return volumes.Remove(uid, poddir.Root(m.paths.RootDir))

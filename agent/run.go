@@ -153,6 +153,9 @@ func (a *Agent) reconcile(ctx context.Context, l *loop) {
 		}
 	}
 	pods, problems := merge(l.sources, running)
+	objs, objProblems := mergeObjects(l.sources)
+	a.objects.Store(objs)
+	problems = append(problems, objProblems...)
 	a.restarts.apply(pods, l.allSeen, a.logger)
 	a.follow.apply(pods, l.allSeen, a.logger)
 	a.applyWatchedFiles(ctx, pods)

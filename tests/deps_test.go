@@ -131,11 +131,10 @@ func behindFacade(t *testing.T) {
 var agentEdges = map[string][]string{
 	"agent": {
 		"agent/atomicfile", "agent/config", "agent/events", "agent/eviction", "agent/histogram",
-		"agent/host", "agent/hostfiles", "agent/images", "agent/lifecycle", "agent/manifest", "agent/poddir", "agent/podspec",
+		"agent/host", "agent/hostfiles", "agent/images", "agent/lifecycle", "agent/manifest", "agent/objects", "agent/poddir", "agent/podspec",
 		"agent/podspec/logfiles", "agent/prober", "agent/rollout", "agent/source", "agent/status", "agent/volumes",
 	},
 	"agent/atomicdir":  nil,
-	"agent/objects":    nil,
 	"agent/atomicfile": nil,
 	"agent/component":  {"agent/config"},
 	"agent/config":     {"agent/eviction"},
@@ -152,7 +151,8 @@ var agentEdges = map[string][]string{
 	"agent/hostfiles":        {"agent/podspec/logfiles"}, // restart-on-change's files, watched and hashed, opened as the log files are: regular files only
 	"agent/images":           {"agent/events", "agent/eviction", "agent/podspec", "agent/status"},
 	"agent/lifecycle":        {"agent/events", "agent/podspec", "agent/prober"},
-	"agent/manifest":         {"agent/poddir", "agent/podspec"},
+	"agent/manifest":         {"agent/objects", "agent/poddir", "agent/podspec"},
+	"agent/objects":          nil,
 	"agent/mirror":           {"agent", "agent/atomicfile", "agent/events", "agent/host", "agent/manifest"},
 	"agent/poddir":           nil,
 	"agent/podspec":          nil,

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -17,6 +18,8 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	sigsjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
+
+	"github.com/staticpodd/staticpodd/agent/objects"
 )
 
 // MaxSize is the largest manifest read, the kubelet's maxConfigLength.
@@ -25,7 +28,10 @@ const MaxSize = 10 << 20
 // Parsed is what one manifest file or URL body gave: its pods when it can be
 // used, and every warning and every error found in it, each naming its field.
 type Parsed struct {
-	Pods     []Pod // nil when there is an error
+	Pods []Pod // nil when there is an error
+	// Objects are the ConfigMaps and Secrets beside the pods; nil when
+	// there is an error.
+	Objects  []*objects.Object
 	Warnings []Warning
 	Errors   []*Error
 }
@@ -87,10 +93,93 @@ func Check(data []byte, source, origin, nodeName string) Parsed {
 
 func check(data []byte, source, origin, nodeName string) Parsed {
 	var out Parsed
-	doc, js, dup, err := toGeneric(data, origin)
-	if err != nil {
-		out.Errors = []*Error{err}
+	if len(data) > MaxSize {
+		out.Errors = []*Error{{Origin: origin, Reason: fmt.Sprintf("larger than %d bytes", MaxSize)}}
 		return out
+	}
+	docs, err := documents(data)
+	if err != nil {
+		out.Errors = []*Error{{Origin: origin, Reason: "not YAML: " + err.Error()}}
+		return out
+	}
+	if source == SourceHTTP {
+		// The kubelet decodes a URL's body as one document: the rest of a
+		// stream is not read.
+		docs = docs[:1]
+	}
+	m := &multi{source: source, origin: origin, nodeName: nodeName, several: len(docs) > 1,
+		budget: MaxSize, seen: map[string]int{}}
+	for i, d := range docs {
+		m.doc = i + 1
+		m.document(d, &out)
+	}
+	if m.extraPods > 0 {
+		out.Warnings = append(out.Warnings, Warning{Origin: origin,
+			Message: fmt.Sprintf("%d Pods; only the first is used (one Pod per file, as the kubelet reads it)", m.extraPods+1)})
+	}
+	if len(out.Errors) > 0 {
+		// One file, or one list, is used whole or not at all: a pod
+		// does not start without the objects written beside it.
+		out.Pods, out.Objects = nil, nil
+	}
+	return out
+}
+
+// MaxObjects bounds the ConfigMaps and Secrets of one manifest file or URL
+// body: each is validated and kept, and a file of a million tiny ones
+// would cost more than any node needs.
+const MaxObjects = 1000
+
+// multi reads the documents of one manifest: for a file, any number of
+// ConfigMaps and Secrets and at most one Pod (a second is not used, as the
+// kubelet uses only a file's first document); for a URL, one document: a
+// Pod, a PodList, a List of Pods, ConfigMaps and Secrets, or one object.
+type multi struct {
+	source, origin, nodeName string
+	several                  bool // a file of more than one document
+	doc                      int  // the document read now, from 1
+	budget                   int64
+	extraPods                int
+	pod                      bool
+	objects                  int            // ConfigMap and Secret documents, valid or not
+	seen                     map[string]int // object keys, by the document of each
+}
+
+// errs turns field errors of the current document into errors of origin,
+// naming the document when the file has several.
+func (m *multi) errs(list field.ErrorList) []*Error { return m.named(fieldErrors(m.origin, list)) }
+
+func (m *multi) named(errs []*Error) []*Error {
+	if m.several {
+		for _, e := range errs {
+			if e.Field == "" {
+				e.Field = fmt.Sprintf("document %d", m.doc)
+			} else {
+				e.Field = fmt.Sprintf("document %d: %s", m.doc, e.Field)
+			}
+		}
+	}
+	return errs
+}
+
+func (m *multi) warnings(ws []Warning) []Warning {
+	if m.several {
+		for i := range ws {
+			if ws[i].Field == "" {
+				ws[i].Field = fmt.Sprintf("document %d", m.doc)
+			} else {
+				ws[i].Field = fmt.Sprintf("document %d: %s", m.doc, ws[i].Field)
+			}
+		}
+	}
+	return ws
+}
+
+func (m *multi) document(data []byte, out *Parsed) {
+	doc, js, dup, err := toGeneric(data, m.origin, &m.budget)
+	if err != nil {
+		out.Errors = append(out.Errors, m.named([]*Error{err})...)
+		return
 	}
 	if dup != nil {
 		msg := dup.Error()
@@ -99,80 +188,174 @@ func check(data []byte, source, origin, nodeName string) Parsed {
 		}
 		msg = strings.Join(strings.Fields(strings.ReplaceAll(msg, "\n", ";")), " ")
 		msg = strings.TrimPrefix(strings.ReplaceAll(msg, " ;", ";"), "; ")
-		out.Warnings = append(out.Warnings, Warning{Origin: origin, Message: msg + "; the last one is used, as the kubelet does"})
+		out.Warnings = append(out.Warnings, m.warnings([]Warning{{Origin: m.origin, Message: msg + "; the last one is used, as the kubelet does"}})...)
 	}
-	if source == SourceFile {
-		if n := documents(data); n > 1 {
-			out.Warnings = append(out.Warnings, Warning{Origin: origin,
-				Message: fmt.Sprintf("%d YAML documents; only the first is used (one Pod per file, as the kubelet reads it)", n)})
-		}
-	}
-	kinds := []string{"Pod"}
-	if source == SourceHTTP {
-		kinds = append(kinds, "PodList")
+	kinds := []string{"Pod", "ConfigMap", "Secret"}
+	if m.source == SourceHTTP {
+		kinds = append(kinds, "PodList", "List")
 	}
 	if errs := checkKind(doc, kinds); len(errs) > 0 {
-		out.Errors = fieldErrors(origin, errs)
-		return out
+		out.Errors = append(out.Errors, m.errs(errs)...)
+		return
 	}
-	if doc["kind"] == "Pod" {
-		pod, warnings, errs := parsePod(doc, js, source, origin, nodeName, nil)
-		out.Warnings = append(out.Warnings, warnings...)
-		if len(errs) > 0 {
-			out.Errors = errs
-			return out
+	switch kind := doc["kind"].(string); kind {
+	case "Pod":
+		if m.pod {
+			m.extraPods++
+			return
 		}
-		out.Pods = []Pod{pod}
-		return out
-	}
-	// A PodList: the kubelet takes all of it or none of it.
-	items, ok := doc["items"].([]any)
-	if !ok && doc["items"] != nil {
-		out.Errors = fieldErrors(origin, field.ErrorList{field.Invalid(field.NewPath("items"), doc["items"], "must be a list, not "+jsonKind(doc["items"]))})
-		return out
-	}
-	var pods []Pod
-	for i, item := range items {
-		p := field.NewPath("items").Index(i)
-		m, ok := item.(map[string]any)
-		if !ok {
-			out.Errors = append(out.Errors, fieldErrors(origin, field.ErrorList{field.Invalid(p, item, "must be an object, not "+jsonKind(item))})...)
-			continue
+		m.pod = true
+		pod, warnings, errs := parsePod(doc, js, m.source, m.origin, m.nodeName, nil)
+		out.Warnings = append(out.Warnings, m.warnings(warnings)...)
+		out.Errors = append(out.Errors, m.named(errs)...)
+		if len(errs) == 0 {
+			out.Pods = append(out.Pods, pod)
 		}
-		if k, ok := m["kind"]; ok && k != "Pod" {
-			out.Errors = append(out.Errors, fieldErrors(origin, field.ErrorList{field.NotSupported(p.Child("kind"), k, []string{"Pod"})})...)
-			continue
-		}
-		pod, warnings, errs := parsePod(m, nil, source, origin, nodeName, p)
-		out.Warnings = append(out.Warnings, warnings...)
-		out.Errors = append(out.Errors, errs...)
-		pods = append(pods, pod)
+	case "ConfigMap", "Secret":
+		m.object(kind, doc, js, nil, out)
+	default:
+		m.list(kind, doc, out)
 	}
-	if len(out.Errors) == 0 {
-		out.Pods = pods
-	}
-	return out
 }
 
-// documents counts the non-empty YAML documents in data, or says 1 when there
-// cannot be more than one: no line starts with "---", the only separator the
-// reader knows. Most manifests have none, and the reader copies every line
-// (for a 10 MiB manifest, 40 MiB of garbage to count one document).
-func documents(data []byte) int {
-	if !bytes.HasPrefix(data, []byte("---")) && !bytes.Contains(data, []byte("\n---")) {
-		return 1
+// list reads a PodList or a List: the kubelet takes all of a list or none
+// of it, and so do the objects of a List.
+func (m *multi) list(kind string, doc map[string]any, out *Parsed) {
+	items, ok := doc["items"].([]any)
+	if !ok && doc["items"] != nil {
+		out.Errors = append(out.Errors, m.errs(field.ErrorList{field.Invalid(field.NewPath("items"), doc["items"], "must be a list, not "+jsonKind(doc["items"]))})...)
+		return
 	}
+	kinds := []string{"Pod"}
+	if kind == "List" {
+		kinds = append(kinds, "ConfigMap", "Secret")
+	}
+	for i, item := range items {
+		p := field.NewPath("items").Index(i)
+		doc, ok := item.(map[string]any)
+		if !ok {
+			out.Errors = append(out.Errors, m.errs(field.ErrorList{field.Invalid(p, item, "must be an object, not "+jsonKind(item))})...)
+			continue
+		}
+		k, ok := doc["kind"]
+		switch {
+		case !ok && kind == "PodList": // a PodList's items are Pods
+			k = "Pod"
+		case !ok:
+			out.Errors = append(out.Errors, m.errs(field.ErrorList{field.Required(p.Child("kind"), "want "+strings.Join(kinds, " or "))})...)
+			continue
+		case !slices.Contains(kinds, fmt.Sprint(k)):
+			out.Errors = append(out.Errors, m.errs(field.ErrorList{field.NotSupported(p.Child("kind"), k, kinds)})...)
+			continue
+		}
+		if k != "Pod" {
+			m.object(k.(string), doc, nil, p, out)
+			continue
+		}
+		pod, warnings, errs := parsePod(doc, nil, m.source, m.origin, m.nodeName, p)
+		out.Warnings = append(out.Warnings, warnings...)
+		out.Errors = append(out.Errors, errs...)
+		if len(errs) == 0 {
+			out.Pods = append(out.Pods, pod)
+		}
+	}
+}
+
+// object reads one ConfigMap or Secret document (base: where it is in a
+// list) and validates it as the API server would (package objects).
+func (m *multi) object(kind string, doc map[string]any, js []byte, base *field.Path, out *Parsed) {
+	if m.objects++; m.objects > MaxObjects {
+		if m.objects == MaxObjects+1 {
+			out.Errors = append(out.Errors, &Error{Origin: m.origin, Reason: fmt.Sprintf("more than %d ConfigMaps and Secrets", MaxObjects)})
+		}
+		return
+	}
+	var o *objects.Object
+	var verrs field.ErrorList
+	if kind == "ConfigMap" {
+		cm := &v1.ConfigMap{}
+		warnings, errs, err := decode(doc, js, cm, m.origin, base)
+		out.Warnings = append(out.Warnings, m.warnings(warnings)...)
+		if err != nil {
+			out.Errors = append(out.Errors, m.named(append(fieldErrors(m.origin, errs), err))...)
+			return
+		}
+		o, verrs = objects.NewConfigMap(cm, m.source, m.origin, base)
+		verrs = append(errs, verrs...)
+	} else {
+		s := &v1.Secret{}
+		warnings, errs, err := decode(doc, js, s, m.origin, base)
+		out.Warnings = append(out.Warnings, m.warnings(warnings)...)
+		redact(errs, base)
+		if err != nil {
+			out.Errors = append(out.Errors, m.named(append(fieldErrors(m.origin, errs), err))...)
+			return
+		}
+		o, verrs = objects.NewSecret(s, m.source, m.origin, base)
+		verrs = append(errs, verrs...)
+	}
+	if len(verrs) > 0 {
+		out.Errors = append(out.Errors, m.errs(verrs)...)
+		return
+	}
+	if prev, dup := m.seen[o.Key()]; dup {
+		out.Errors = append(out.Errors, m.errs(field.ErrorList{field.Duplicate(base.Child("metadata", "name"),
+			fmt.Sprintf("%s %s/%s (also document %d)", kind, o.Namespace(), o.Name(), prev))})...)
+		return
+	}
+	m.seen[o.Key()] = m.doc
+	out.Objects = append(out.Objects, o)
+}
+
+// redact takes the values out of a Secret's type errors: a value of data
+// or stringData that is not what it must be is named by its key only.
+func redact(errs field.ErrorList, base *field.Path) {
+	for _, e := range errs {
+		for _, f := range []string{"data", "stringData"} {
+			if under(e.Field, base.Child(f).String()) && e.BadValue != nil {
+				e.BadValue = objects.Redacted
+			}
+		}
+	}
+}
+
+// documents splits data into its non-empty YAML documents. Most manifests
+// have one, and the reader copies every line (for a 10 MiB manifest, 40 MiB
+// of garbage to find it is one): without a line starting with "---", the
+// only separator the reader knows, data is one document.
+func documents(data []byte) ([][]byte, error) {
+	if !bytes.HasPrefix(data, []byte("---")) && !bytes.Contains(data, []byte("\n---")) {
+		return [][]byte{data}, nil
+	}
+	var docs [][]byte
 	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
-	n := 0
 	for {
 		doc, err := r.Read()
-		if err != nil {
-			return n
+		if errors.Is(err, io.EOF) {
+			break
 		}
-		if len(bytes.TrimSpace(doc)) > 0 && !bytes.Equal(bytes.TrimSpace(doc), []byte("---")) {
-			n++
+		if err != nil {
+			return nil, err
+		}
+		if t := bytes.TrimSpace(doc); len(t) > 0 && !bytes.Equal(t, []byte("---")) && !onlyComments(t) {
+			docs = append(docs, doc)
 		}
 	}
+	if len(docs) == 0 {
+		return [][]byte{data}, nil // empty: toGeneric says so
+	}
+	return docs, nil
+}
+
+// onlyComments reports whether a document holds nothing but comments, as a
+// header above the first "---" often does.
+func onlyComments(doc []byte) bool {
+	for line := range bytes.Lines(doc) {
+		if t := bytes.TrimSpace(line); len(t) > 0 && t[0] != '#' {
+			return false
+		}
+	}
+	return true
 }
 
 // uidPath is the path a file pod's UID is computed from: absolute and cleaned,
@@ -188,14 +371,13 @@ func uidPath(path string) (string, error) {
 
 // toGeneric turns YAML or JSON into its generic form, an object, and JSON.
 // dup says which keys were there twice.
-func toGeneric(data []byte, origin string) (doc map[string]any, js []byte, dup error, _ *Error) {
-	if len(data) > MaxSize {
-		return nil, nil, nil, &Error{Origin: origin, Reason: fmt.Sprintf("larger than %d bytes", MaxSize)}
-	}
+// budget is what YAML aliases may still expand to, shared by the documents
+// of one manifest.
+func toGeneric(data []byte, origin string, budget *int64) (doc map[string]any, js []byte, dup error, _ *Error) {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil, nil, nil, &Error{Origin: origin, Reason: "empty manifest"}
 	}
-	if err := checkExpansion(data); err != nil {
+	if err := checkExpansion(data, budget); err != nil {
 		return nil, nil, nil, &Error{Origin: origin, Reason: err.Error()}
 	}
 	js, err := yaml.YAMLToJSONStrict(data)
@@ -236,13 +418,14 @@ func checkKind(doc map[string]any, kinds []string) field.ErrorList {
 	return errs
 }
 
-var podType = reflect.TypeFor[v1.Pod]()
-
-// parsePod decodes one Pod document, then applies the kubelet's static pod
-// treatment. js is doc as JSON when the caller has it (nil: made here). base
-// names the document inside a list (items[2]); nil for a document of its own.
-// Every error is returned, not only the first.
-func parsePod(doc map[string]any, js []byte, source, origin, nodeName string, base *field.Path) (Pod, []Warning, []*Error) {
+// decode decodes the generic document doc into out (a pointer to an API
+// type), as JSON js when the caller has it (nil: made here). Unknown fields
+// are warnings; values of the wrong type are field errors, taken out of the
+// document so that the rest decodes and can be validated too. The *Error is
+// what the decoder refused when the type check let it through: out is of no
+// use then. base names the document inside a list (nil for a document of its
+// own).
+func decode(doc map[string]any, js []byte, out any, origin string, base *field.Path) ([]Warning, field.ErrorList, *Error) {
 	at := func(name string) *field.Path {
 		if base == nil {
 			return field.NewPath(name)
@@ -250,8 +433,9 @@ func parsePod(doc map[string]any, js []byte, source, origin, nodeName string, ba
 		return base.Child(name)
 	}
 	tc := &typeCheck{}
+	fields := jsonFields(reflect.TypeOf(out).Elem())
 	for k, v := range doc {
-		ft, ok := jsonFields(podType)[k]
+		ft, ok := fields[k]
 		if !ok {
 			tc.unknown = append(tc.unknown, at(k))
 			continue
@@ -269,15 +453,34 @@ func parsePod(doc map[string]any, js []byte, source, origin, nodeName string, ba
 	if js == nil || len(tc.errs) > 0 { // what the type check took out must go from the JSON too
 		js, err = json.Marshal(doc)
 	}
-	pod := &v1.Pod{}
 	if err == nil {
-		err = sigsjson.UnmarshalCaseSensitivePreserveInts(js, pod)
+		err = sigsjson.UnmarshalCaseSensitivePreserveInts(js, out)
 	}
-	js = nil        // a manifest may be 10 MiB: let it go
-	if err != nil { // the type check let through what the decoder refuses
-		return Pod{}, warnings, append(fieldErrors(origin, tc.errs), &Error{Origin: origin, Field: pathString(base), Reason: err.Error()})
+	if err != nil {
+		return warnings, tc.errs, &Error{Origin: origin, Field: pathString(base), Reason: err.Error()}
 	}
-	errs := tc.errs
+	return warnings, tc.errs, nil
+}
+
+// parsePod decodes one Pod document, then applies the kubelet's static pod
+// treatment. js is doc as JSON when the caller has it (nil: made here). base
+// names the document inside a list (items[2]); nil for a document of its own.
+// Every error is returned, not only the first.
+func parsePod(doc map[string]any, js []byte, source, origin, nodeName string, base *field.Path) (Pod, []Warning, []*Error) {
+	at := func(name string) *field.Path {
+		if base == nil {
+			return field.NewPath(name)
+		}
+		return base.Child(name)
+	}
+	pod := &v1.Pod{}
+	warnings, typeErrs, derr := decode(doc, js, pod, origin, base)
+	js = nil // a manifest may be 10 MiB: let it go
+	if derr != nil {
+		return Pod{}, warnings, append(fieldErrors(origin, typeErrs), derr)
+	}
+	var err error
+	errs := typeErrs
 	named := pod.Name != ""
 	if !named {
 		errs = append(errs, field.Required(at("metadata").Child("name"), ""))
@@ -302,7 +505,7 @@ func parsePod(doc map[string]any, js []byte, source, origin, nodeName string, ba
 	// What the type check took out would be reported again, as missing or
 	// zero: only the first word on a field counts.
 	for _, e := range validate(pod, base, named) {
-		if !slices.ContainsFunc(tc.errs, func(t *field.Error) bool { return under(e.Field, t.Field) }) {
+		if !slices.ContainsFunc(typeErrs, func(t *field.Error) bool { return under(e.Field, t.Field) }) {
 			errs = append(errs, e)
 		}
 	}
@@ -324,8 +527,9 @@ func parsePod(doc map[string]any, js []byte, source, origin, nodeName string, ba
 // and converting the document to JSON writes each of them out: a 1 MiB file
 // of 64 aliases of a 1 MiB string took half a GiB. Decoding without
 // converting shares what aliases point at, so walking it costs little, and
-// the walk stops as soon as it is over.
-func checkExpansion(data []byte) error {
+// the walk stops as soon as it is over. budget is shared by the documents
+// of one manifest: many documents may not each expand to MaxSize.
+func checkExpansion(data []byte, budget *int64) error {
 	if !bytes.Contains(data, []byte("*")) {
 		return nil // no alias: the JSON is about as large as the file
 	}
@@ -333,13 +537,12 @@ func checkExpansion(data []byte) error {
 	if err := goyaml.Unmarshal(data, &doc); err != nil {
 		return nil // YAMLToJSON says what is wrong with it
 	}
-	budget := int64(MaxSize)
 	var walk func(v any) bool
 	walk = func(v any) bool {
-		budget -= 8 // a node costs something, even empty
+		*budget -= 8 // a node costs something, even empty
 		switch v := v.(type) {
 		case string:
-			budget -= int64(len(v))
+			*budget -= int64(len(v))
 		case []any:
 			for _, e := range v {
 				if !walk(e) {
@@ -353,7 +556,7 @@ func checkExpansion(data []byte) error {
 				}
 			}
 		}
-		return budget >= 0
+		return *budget >= 0
 	}
 	if !walk(doc) {
 		return fmt.Errorf("YAML aliases expand it to more than %d bytes", MaxSize)

@@ -323,15 +323,15 @@ func TestUIDFromAbsolutePath(t *testing.T) {
 	}
 }
 
-// A file with several YAML documents runs its first pod, as the kubelet does,
-// and says the others are not used instead of dropping them silently.
+// A file with several Pods runs its first, as the kubelet does, and says the
+// others are not used instead of dropping them silently.
 func TestMultiDocumentFileWarns(t *testing.T) {
 	data := []byte("apiVersion: v1\nkind: Pod\nmetadata: {name: a}\nspec:\n  containers: [{name: c, image: i}]\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: b}\nspec:\n  containers: [{name: c, image: i}]\n")
 	pods, warnings, err := ParseFile(data, "/m/two.yaml", "node1")
 	if err != nil || len(pods) != 1 || pods[0].Name != "a-node1" {
 		t.Fatalf("ParseFile = %v, %v", pods, err)
 	}
-	if len(warnings) != 1 || !strings.Contains(warnings[0], "/m/two.yaml: 2 YAML documents; only the first is used") {
+	if len(warnings) != 1 || !strings.Contains(warnings[0], "/m/two.yaml: 2 Pods; only the first is used") {
 		t.Errorf("warnings = %q", warnings)
 	}
 	_, warnings, _ = ParseFile([]byte("---\napiVersion: v1\nkind: Pod\nmetadata: {name: a}\nspec:\n  containers: [{name: c, image: i}]\n"), "/m/one.yaml", "node1")
@@ -504,7 +504,8 @@ func TestDocuments(t *testing.T) {
 		"a: 1\r\n---\r\nb: 2\r\n":       2,
 		"a: 1\n---\n\n---\nb: 2\n---\n": 2,
 	} {
-		if got := documents([]byte(in)); got != want && (got > 1 || want > 1) {
+		docs, err := documents([]byte(in))
+		if got := len(docs); err != nil || got != want && (got > 1 || want > 1) {
 			t.Errorf("documents(%q) = %d, want %d", in, got, want)
 		}
 	}

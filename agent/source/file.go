@@ -21,6 +21,7 @@ import (
 	utilio "k8s.io/utils/io"
 
 	"github.com/staticpodd/staticpodd/agent/manifest"
+	"github.com/staticpodd/staticpodd/agent/objects"
 )
 
 // File delivers the static pods of a directory (one pod per file, not recursive)
@@ -54,6 +55,9 @@ type File struct {
 	// with its state, so that the last good pod of a manifest that is
 	// invalid when the daemon starts is found again.
 	Store Store
+	// Credentials, when set before Run, is the directory the values of
+	// Secrets' credentials are read from ($CREDENTIALS_DIRECTORY).
+	Credentials string
 
 	// Owned by Run's goroutine.
 	files   map[string]*fileState   // by path
@@ -62,9 +66,11 @@ type File struct {
 	watches map[string]*watchDir    // by real directory path
 	last    string                  // fingerprint of the last update sent
 	digests map[*v1.Pod]string      // digest of each parsed pod of the last list
-	sent    bool
-	missing bool // the path did not exist at the last list
-	isDir   bool // the path was a directory at the last list
+	// objectDigests is digests' of the parsed objects.
+	objectDigests map[*objects.Object]string
+	sent          bool
+	missing       bool // the path did not exist at the last list
+	isDir         bool // the path was a directory at the last list
 	// recheckAt is when a list must run again: a file that failed while it
 	// may still be being written, or one that disappeared, settles then.
 	recheckAt time.Time
@@ -98,7 +104,11 @@ type fileState struct {
 	sum  [sha256.Size]byte
 	data []byte         // the content of the last good parse
 	pods []manifest.Pod // the last good parse; kept when the file turns bad
-	err  error          // why the current content is unusable, nil when it is fine
+	// objects are the ConfigMaps and Secrets of the last good parse, kept
+	// with its pods.
+	objects []*objects.Object
+	good    bool  // pods and objects are those of a good parse (a file may have neither)
+	err     error // why the current content is unusable, nil when it is fine
 	// warnings are what the parse of the current, usable content said of
 	// it (unknown fields ignored, a key given twice).
 	warnings []manifest.Warning
@@ -109,6 +119,21 @@ type fileState struct {
 	// recreated is the token its pods carry (manifest.Pod.Recreated): set
 	// when the file was unlinked and written again.
 	recreated uint64
+}
+
+// has reports whether the file gives anything: pods or objects.
+func (st *fileState) has() bool { return len(st.pods) > 0 || len(st.objects) > 0 }
+
+// kept names what a file that turned bad keeps, for the log: its pod, or
+// how many objects.
+func (st *fileState) kept() []any {
+	switch {
+	case len(st.pods) > 0:
+		return []any{"kept", st.pods[0].Name}
+	case len(st.objects) > 0:
+		return []any{"keptObjects", len(st.objects)}
+	}
+	return nil
 }
 
 // NewFile returns a source for path, a directory or one file, on node nodeName,
@@ -300,7 +325,7 @@ func (f *File) noteUnlink(ev fsnotify.Event) bool {
 		// their own events came before the directory's watch went.
 		noted := false
 		for p, st := range f.files {
-			if len(st.pods) > 0 {
+			if st.has() {
 				f.unlinked[p] = true
 				noted = true
 			}
@@ -315,7 +340,7 @@ func (f *File) noteUnlink(ev fsnotify.Event) bool {
 	case base == filepath.Base(f.abs):
 		key = f.path
 	}
-	if st := f.files[key]; st != nil && len(st.pods) > 0 {
+	if st := f.files[key]; st != nil && st.has() {
 		f.unlinked[key] = true
 		return true
 	}
@@ -366,11 +391,13 @@ func (f *File) manifests() []Manifest {
 }
 
 // fingerprint says what the update of paths would: each pod's origin, UID
-// and digest, and each problem. A parsed pod is never changed (update stamps
-// copies), so its digest is computed once per parse and kept as long as a
-// list still has it: a relist that reads 100 unchanged manifests no longer
-// marshals 100 pods to find that nothing changed.
-func (f *File) fingerprint(paths []string) string {
+// and digest, each object's (objs, with their credentials' values), and each
+// problem (those of the files, and credProblems). A parsed pod is never
+// changed (update stamps copies), so its digest is computed once per parse
+// and kept as long as a list still has it: a relist that reads 100
+// unchanged manifests no longer marshals 100 pods to find that nothing
+// changed. So is an object's, unless its credentials' values make it anew.
+func (f *File) fingerprint(paths []string, objs []*objects.Object, credProblems []manifest.Problem) string {
 	var b strings.Builder
 	digests := make(map[*v1.Pod]string, len(f.digests))
 	for _, p := range paths {
@@ -387,12 +414,26 @@ func (f *File) fingerprint(paths []string) string {
 			fmt.Fprintf(&b, "pod %s %s %s %d\n", pod.Origin, pod.UID, d, st.recreated)
 		}
 	}
+	objectDigests := make(map[*objects.Object]string, len(objs))
+	for _, o := range objs {
+		d, ok := f.objectDigests[o]
+		if !ok {
+			d = objectDigest(o)
+		}
+		if len(o.Credentials) == 0 { // filled: made anew at every list
+			objectDigests[o] = d
+		}
+		fmt.Fprintf(&b, "object %s %s %s\n", o.Origin, o.Key(), d)
+	}
 	for _, p := range paths {
 		if st := f.files[p]; st != nil && st.err != nil {
 			fmt.Fprintf(&b, "problem %s %s\n", p, st.err)
 		}
 	}
-	f.digests = digests
+	for _, p := range credProblems {
+		fmt.Fprintf(&b, "problem %s %s\n", p.Origin, p.Err)
+	}
+	f.digests, f.objectDigests = digests, objectDigests
 	return b.String()
 }
 
@@ -491,8 +532,8 @@ func (f *File) recreated(present map[string]bool, now time.Time) {
 		case present[p]:
 			st.recreated = recreates.Add(1)
 			f.logger.Info("manifest unlinked and written again; restarting its pods", "file", p)
-		case len(st.pods) > 0:
-			f.logger.Info("manifest removed", "file", p, "pod", st.pods[0].Name)
+		case st.has():
+			f.logger.Info("manifest removed", append([]any{"file", p}, st.kept()...)...)
 			delete(f.files, p)
 			f.removed[p] = now
 		}
@@ -512,9 +553,9 @@ func (f *File) settleGone(present map[string]bool, now time.Time) {
 		if st.gone.IsZero() {
 			st.gone = now
 		}
-		if len(st.pods) == 0 || now.Sub(st.gone) >= settleTime {
-			if len(st.pods) > 0 {
-				f.logger.Info("manifest removed", "file", p, "pod", st.pods[0].Name, "goneFor", now.Sub(st.gone).Round(time.Millisecond))
+		if !st.has() || now.Sub(st.gone) >= settleTime {
+			if st.has() {
+				f.logger.Info("manifest removed", append([]any{"file", p, "goneFor", now.Sub(st.gone).Round(time.Millisecond)}, st.kept()...)...)
 			}
 			delete(f.files, p)
 			continue
@@ -585,7 +626,7 @@ func (f *File) readFile(path string, link bool) bool {
 	}
 	st := f.state(path, link)
 	sum := sha256.Sum256(data)
-	if sum == st.sum && (st.pods != nil || st.err != nil) {
+	if sum == st.sum && (st.good || st.err != nil) {
 		return true
 	}
 	parsed := manifest.Check(data, manifest.SourceFile, path, f.nodeName)
@@ -601,14 +642,10 @@ func (f *File) readFile(path string, link bool) bool {
 	if len(parsed.Errors) > 0 {
 		st.err, st.warnings = parsed.Err(), nil
 		f.restore(path)
-		attrs := []any{"file", path, "err", st.err}
-		if st.pods != nil {
-			attrs = append(attrs, "kept", st.pods[0].Name)
-		}
-		f.logger.Error("invalid manifest; ignoring it", attrs...)
+		f.logger.Error("invalid manifest; ignoring it", append([]any{"file", path, "err", st.err}, st.kept()...)...)
 		return true
 	}
-	st.err, st.pods, st.data, st.warnings = nil, parsed.Pods, data, parsed.Warnings
+	st.err, st.pods, st.objects, st.good, st.data, st.warnings = nil, parsed.Pods, parsed.Objects, true, data, parsed.Warnings
 	return true
 }
 
@@ -627,11 +664,7 @@ func (f *File) state(path string, link bool) *fileState {
 func (f *File) failed(path string, err error, link bool) {
 	st := f.state(path, link)
 	if st.err == nil || st.err.Error() != err.Error() {
-		attrs := []any{"file", path, "err", err}
-		if st.pods != nil {
-			attrs = append(attrs, "kept", st.pods[0].Name)
-		}
-		f.logger.Warn("cannot read manifest file; keeping its pods", attrs...)
+		f.logger.Warn("cannot read manifest file; keeping its pods", append([]any{"file", path, "err", err}, st.kept()...)...)
 	}
 	st.err, st.sum, st.warnings = err, [sha256.Size]byte{}, nil
 	f.restore(path)
@@ -639,32 +672,35 @@ func (f *File) failed(path string, err error, link bool) {
 
 // restore gives a file that is there but unusable, and has no last good pod
 // in memory (the daemon restarted since), the last good pod the Store kept
-// with the pod's state: the one it ran last.
+// with the pod's state: the one it ran last, with the ConfigMaps and Secrets
+// written beside it then. (The Store keeps the manifests of started pods: a
+// file of objects only has none kept.)
 func (f *File) restore(path string) {
 	st := f.files[path]
-	if st == nil || st.pods != nil || st.restored || f.Store == nil {
+	if st == nil || st.good || st.restored || f.Store == nil {
 		return
 	}
 	st.restored = true
 	var best *Manifest
-	var pods []manifest.Pod
+	var parsed manifest.Parsed
 	kept := f.Store.Stored(manifest.SourceFile)
 	for i := range kept {
 		m := &kept[i]
 		if m.Origin != path || (best != nil && !m.Seen.After(best.Seen)) {
 			continue
 		}
-		parsed := manifest.Check(m.Data, manifest.SourceFile, path, f.nodeName)
-		if len(parsed.Errors) > 0 || len(parsed.Pods) != 1 || parsed.Pods[0].UID != m.UID {
+		p := manifest.Check(m.Data, manifest.SourceFile, path, f.nodeName)
+		if len(p.Errors) > 0 || len(p.Pods) != 1 || p.Pods[0].UID != m.UID {
 			continue // another node name, or no longer valid
 		}
-		best, pods = m, parsed.Pods
+		best, parsed = m, p
 	}
 	if best == nil {
 		return
 	}
-	st.pods, st.data = pods, best.Data
-	f.logger.Warn("manifest unusable at start; running the last good pod kept with its state", "file", path, "pod", pods[0].Name, "uid", pods[0].UID)
+	st.pods, st.objects, st.good, st.data = parsed.Pods, parsed.Objects, true, best.Data
+	f.logger.Warn("manifest unusable at start; running the last good pod kept with its state", "file", path,
+		"pod", parsed.Pods[0].Name, "uid", parsed.Pods[0].UID, "objects", len(parsed.Objects))
 }
 
 // restoreAll, when the manifest path cannot be read before anything was
@@ -727,13 +763,24 @@ func readAtMost(path string, limit int64) ([]byte, error) {
 //
 // A pod keeps the config.seen time it first had for as long as it stays in the
 // set: the store only has a time for pods that were started.
+//
+// The objects are every file's (the last good ones of files that turned
+// bad), their credentials read again at each list: a credential changed
+// (systemctl restart with new ones, or a test) is a new Secret.
 func (f *File) update(paths []string) Update {
-	fp := f.fingerprint(paths)
+	var objs []*objects.Object
+	for _, p := range paths {
+		if st := f.files[p]; st != nil {
+			objs = append(objs, st.objects...)
+		}
+	}
+	objs, credProblems := fillCredentials(f.Credentials, objs)
+	fp := f.fingerprint(paths, objs, credProblems)
 	if f.sent && fp == f.last {
 		// What was sent stands: send drops it, and the pods need no copies.
 		return Update{Source: manifest.SourceFile, fingerprint: fp}
 	}
-	u := Update{Source: manifest.SourceFile, Pods: []manifest.Pod{}, fingerprint: fp}
+	u := Update{Source: manifest.SourceFile, Pods: []manifest.Pod{}, Objects: objs, fingerprint: fp}
 	seenAt := map[types.UID]time.Time{}
 	seen := func(uid types.UID) time.Time {
 		t, ok := f.seenAt[uid]
@@ -765,6 +812,7 @@ func (f *File) update(paths []string) Update {
 			u.Problems = append(u.Problems, manifest.Problem{Origin: p, Err: errors.New(w.String()), Warning: true})
 		}
 	}
+	u.Problems = append(u.Problems, credProblems...)
 	return u
 }
 

@@ -73,3 +73,19 @@ func digest(p manifest.Pod) string {
 	sum := sha256.Sum256(data)
 	return hex.EncodeToString(sum[:8])
 }
+
+// objectDigest stands for what an object says: its metadata and its data,
+// values included (a digest, not the values: it is kept in memory to tell
+// an edit, and never shown).
+func objectDigest(o *objects.Object) string {
+	var v any = o.ConfigMap
+	if o.Secret != nil {
+		v = o.Secret
+	}
+	data, err := json.Marshal(v)
+	if err != nil {
+		return ""
+	}
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])
+}

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/staticpodd/staticpodd/agent/manifest"
+	"github.com/staticpodd/staticpodd/agent/objects"
 )
 
 // DefaultURLPeriod is httpCheckFrequency's default, the kubelet's.
@@ -34,6 +35,9 @@ type URLConfig struct {
 	// Seen gives the first-seen time of a pod UID for kubernetes.io/config.seen
 	// (nil: the current time).
 	Seen manifest.SeenFunc
+	// Credentials is the directory the values of Secrets' credentials are
+	// read from ($CREDENTIALS_DIRECTORY); "" when there is none.
+	Credentials string
 	// OnChange, when set, is called from Run whenever Status changes.
 	OnChange func(URLStatus)
 	// Requests, when set, counts the requests made; one is shared by the
@@ -89,7 +93,20 @@ type URL struct {
 type goodSet struct {
 	sum     [sha256.Size]byte
 	pods    []manifest.Pod // not stamped with config.seen
-	dropped error          // list items left out as duplicates, nil if none
+	objects []*objects.Object
+	dropped error // list items left out as duplicates, nil if none
+	// credentials says whether a Secret of the set takes values from
+	// credentials: they are read again at every poll.
+	credentials bool
+}
+
+func newGoodSet(sum [sha256.Size]byte, p manifest.Parsed) goodSet {
+	pods, dropped := DropDuplicates(p.Pods)
+	g := goodSet{sum: sum, pods: pods, objects: p.Objects, dropped: dropped}
+	for _, o := range p.Objects {
+		g.credentials = g.credentials || len(o.Credentials) > 0
+	}
+	return g
 }
 
 // NewURL returns the source of cfg.URL. It reads nothing before Run.
@@ -205,46 +222,42 @@ func (s *URL) poll(ctx context.Context) {
 		return // the same bytes: nothing to parse, nothing new to send
 	}
 	s.received, s.dirty = sum, true
-	pods, err := s.parse(body)
-	if err != nil {
+	parsed := s.parse(body)
+	if err := parsed.Err(); err != nil {
 		s.bodyErr = err
 		s.logger.Error("unusable pods from the manifest URL; keeping the last good set",
 			"err", err, "kept", len(s.good.pods))
 		return
 	}
 	s.bodyErr = nil
-	pods, dropped := DropDuplicates(pods)
-	s.good = goodSet{sum: sum, pods: pods, dropped: dropped}
-	s.logger.Info("pods from the manifest URL", "pods", len(pods))
-	if dropped != nil {
-		s.logger.Warn("pods of the manifest URL left out", "err", dropped)
+	s.good = newGoodSet(sum, parsed)
+	s.logger.Info("pods from the manifest URL", "pods", len(s.good.pods), "objects", len(s.good.objects))
+	if s.good.dropped != nil {
+		s.logger.Warn("pods of the manifest URL left out", "err", s.good.dropped)
 	}
 	s.unsaved = body
 }
 
 // parse reads a body, logging its warnings: at most manifest.MaxWarnings
 // lines, however many unknown fields the server sends, at every poll.
-func (s *URL) parse(body []byte) ([]manifest.Pod, error) {
-	pods, warnings, err := ParseURLBody(body, s.origin, s.cfg.NodeName)
-	for _, w := range warnings {
-		s.logger.Warn("manifest warning", "warning", w)
+func (s *URL) parse(body []byte) manifest.Parsed {
+	p := ParseURLBody(body, s.origin, s.cfg.NodeName)
+	for _, w := range p.Warnings {
+		s.logger.Warn("manifest warning", "warning", w.String())
 	}
-	return pods, err
+	return p
 }
 
 // ParseURLBody reads the body a manifest URL served as the URL source does:
-// a Pod or a PodList, all of it or none, as the kubelet reads it, except that
-// an empty body is an error, not an empty set (an empty PodList is one).
-// origin is the URL as shown (Redact).
-func ParseURLBody(body []byte, origin, nodeName string) ([]manifest.Pod, []string, error) {
+// a Pod, a PodList or a List of Pods, ConfigMaps and Secrets, all of it or
+// none, as the kubelet reads a PodList, except that an empty body is an
+// error, not an empty set (an empty List is one). origin is the URL as shown
+// (Redact).
+func ParseURLBody(body []byte, origin, nodeName string) manifest.Parsed {
 	if len(bytes.TrimSpace(body)) == 0 {
-		return nil, nil, &manifest.Error{Origin: origin, Reason: "empty body; the last good set keeps running (an empty PodList removes it)"}
+		return manifest.Parsed{Errors: []*manifest.Error{{Origin: origin, Reason: "empty body; the last good set keeps running (an empty PodList removes it)"}}}
 	}
-	pods, warnings, err := manifest.ParseURL(body, origin, nodeName)
-	if pods == nil && err == nil {
-		pods = []manifest.Pod{}
-	}
-	return pods, warnings, err
+	return manifest.Check(body, manifest.SourceHTTP, origin, nodeName)
 }
 
 // fail records a failed request, logging it when failureLog says so.
@@ -302,16 +315,20 @@ func errText(err error) string {
 
 // send sends the set when it may have changed and differs from the last one
 // sent; the first is always sent, so the source counts as seen.
+//
+// A set with credentials reads them at every poll: a credential changed is a
+// new Secret.
 func (s *URL) send(ctx context.Context, out chan<- Update) error {
-	if s.sent && !s.dirty {
+	if s.sent && !s.dirty && !s.good.credentials {
 		return nil
 	}
-	fp := s.fingerprint()
+	objs, credProblems := fillCredentials(s.cfg.Credentials, s.good.objects)
+	fp := s.fingerprint(objs, credProblems)
 	if s.sent && fp == s.last {
 		s.dirty = false
 		return nil
 	}
-	u := s.update()
+	u := s.update(objs, credProblems)
 	select {
 	case out <- u:
 		s.sent, s.last, s.dirty = true, fp, false
@@ -322,22 +339,30 @@ func (s *URL) send(ctx context.Context, out chan<- Update) error {
 }
 
 // fingerprint says what an update would: the UIDs of the set with what
-// each pod says (a manifest may keep its own uid while it changes), and the
-// problem.
-func (s *URL) fingerprint() string {
+// each pod says (a manifest may keep its own uid while it changes), what
+// each object says (objs: with their credentials' values), and the problems.
+func (s *URL) fingerprint(objs []*objects.Object, credProblems []manifest.Problem) string {
 	var b strings.Builder
 	for _, p := range s.good.pods {
 		b.WriteString(string(p.UID) + "/" + digest(p))
 		b.WriteByte(' ')
 	}
+	for _, o := range objs {
+		b.WriteString(o.Key() + "/" + objectDigest(o))
+		b.WriteByte(' ')
+	}
 	b.WriteString(errText(s.problem()))
+	for _, p := range credProblems {
+		b.WriteString(" " + p.Err.Error())
+	}
 	return b.String()
 }
 
-// update is the good set, stamped with config.seen, and the problem if any.
-// A pod keeps its first config.seen time as long as it stays in the set.
-func (s *URL) update() Update {
-	u := Update{Source: manifest.SourceHTTP, Pods: make([]manifest.Pod, 0, len(s.good.pods))}
+// update is the good set, stamped with config.seen, its objects (objs:
+// with their credentials' values), and the problems if any. A pod keeps its
+// first config.seen time as long as it stays in the set.
+func (s *URL) update(objs []*objects.Object, credProblems []manifest.Problem) Update {
+	u := Update{Source: manifest.SourceHTTP, Pods: make([]manifest.Pod, 0, len(s.good.pods)), Objects: objs}
 	seenAt := make(map[types.UID]time.Time, len(s.good.pods))
 	for _, p := range s.good.pods {
 		t, ok := s.seenAt[p.UID]
@@ -356,6 +381,7 @@ func (s *URL) update() Update {
 	if err := s.problem(); err != nil {
 		u.Problems = []manifest.Problem{{Origin: s.origin, Err: err, Fetch: s.fetchErr != nil}}
 	}
+	u.Problems = append(u.Problems, credProblems...)
 	return u
 }
 

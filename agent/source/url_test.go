@@ -355,8 +355,8 @@ func TestURLFailuresKeepTheSet(t *testing.T) {
 	r.waitFor(t, "an empty body", hasProblem("empty body", "a-node1"))
 	s.set(200, "{")
 	r.waitFor(t, "garbage", hasProblem("not YAML or JSON", "a-node1"))
-	s.set(200, `{"apiVersion":"v1","kind":"Secret"}`)
-	r.waitFor(t, "a Secret", hasProblem(`kind: Unsupported value: "Secret"`, "a-node1"))
+	s.set(200, `{"apiVersion":"v1","kind":"Deployment"}`)
+	r.waitFor(t, "a Deployment", hasProblem(`kind: Unsupported value: "Deployment"`, "a-node1"))
 	s.set(404, "")
 	r.waitFor(t, "HTTP 404", hasProblem("HTTP 404 Not Found", "a-node1"))
 

@@ -46,15 +46,14 @@ func (s *URL) load() {
 			"savedFor", string(bytes.TrimPrefix(header, []byte(saveMagic))))
 		return
 	}
-	pods, err := s.parse(body)
-	if err != nil {
+	parsed := s.parse(body)
+	if err := parsed.Err(); err != nil {
 		s.logger.Warn("the saved set of the manifest URL is not valid any more; not using it", "file", s.cfg.SaveFile, "err", err)
 		return
 	}
 	sum := sha256.Sum256(body)
-	pods, dropped := DropDuplicates(pods)
-	s.good, s.received = goodSet{sum: sum, pods: pods, dropped: dropped}, sum
-	s.logger.Info("loaded the last good set of the manifest URL", "file", s.cfg.SaveFile, "pods", len(pods))
+	s.good, s.received = newGoodSet(sum, parsed), sum
+	s.logger.Info("loaded the last good set of the manifest URL", "file", s.cfg.SaveFile, "pods", len(s.good.pods), "objects", len(s.good.objects))
 }
 
 // save keeps the last good body, when it was not saved yet, for the next

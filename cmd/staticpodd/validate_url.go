@@ -55,11 +55,11 @@ func validateURLs(ctx context.Context, w io.Writer, urls []string, node string, 
 			bad++
 			continue
 		}
-		parsed, warnings, err := source.ParseURLBody(body, origin, node)
-		for _, warning := range warnings {
+		p := source.ParseURLBody(body, origin, node)
+		for _, warning := range p.Warnings {
 			fmt.Fprintf(w, "warning: %s\n", warning)
 		}
-		if err != nil {
+		if err := p.Err(); err != nil {
 			errs := manifest.Errors(err)
 			for _, e := range errs {
 				fmt.Fprintf(w, "error: %s\n", e)
@@ -71,7 +71,7 @@ func validateURLs(ctx context.Context, w io.Writer, urls []string, node string, 
 			bad += max(len(errs), 1)
 			continue
 		}
-		parsed, dropped := source.DropDuplicates(parsed)
+		parsed, dropped := source.DropDuplicates(p.Pods)
 		for _, e := range manifest.Errors(dropped) {
 			fmt.Fprintf(w, "error: %s\n", e)
 			bad++
@@ -109,10 +109,7 @@ func checkURLs(ctx context.Context, urls []string, node string, o urlOptions) ([
 			continue
 		}
 		if len(bytes.TrimSpace(body)) == 0 {
-			_, _, err := source.ParseURLBody(body, c.Origin, node)
-			for _, e := range manifest.Errors(err) {
-				c.Errors = append(c.Errors, issue{Field: e.Field, Value: e.Value, Reason: e.Reason})
-			}
+			c.add(source.ParseURLBody(body, c.Origin, node))
 			continue
 		}
 		p := manifest.Check(body, manifest.SourceHTTP, c.Origin, node)
