@@ -19,6 +19,7 @@ import (
 	"github.com/staticpodd/staticpodd/agent/manifest"
 	"github.com/staticpodd/staticpodd/agent/podspec"
 	"github.com/staticpodd/staticpodd/agent/status"
+	"github.com/staticpodd/staticpodd/agent/volumes"
 )
 
 // killWait bounds the wait for a container after SIGKILL.
@@ -403,6 +404,12 @@ func (w *worker) sandbox(ctx context.Context, pod *v1.Pod) error {
 	if err != nil {
 		err = fmt.Errorf("create sandbox of pod %s: %w", uid, err)
 	} else if err = w.a.conv.PrepareVolumes(pod); err != nil {
+		// The kubelet's volume manager says so at each try: the pod is
+		// tried again at the next sync, which a new ConfigMap or Secret
+		// brings at once (every source update reconciles every pod).
+		for _, su := range volumes.SetUpErrors(err) {
+			w.a.events.Eventf(events.PodRef(pod), v1.EventTypeWarning, events.FailedMount, "%s", su)
+		}
 		err = fmt.Errorf("prepare volumes of pod %s: %w", uid, err)
 	}
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/staticpodd/staticpodd/agent/manifest"
+	"github.com/staticpodd/staticpodd/agent/objects"
 	"github.com/staticpodd/staticpodd/agent/podspec"
 )
 
@@ -21,6 +22,9 @@ type onChange struct {
 	applied map[string]appliedFiles
 	wake    *time.Timer // a reconcile when a held change may apply
 	wg      sync.WaitGroup
+	// digestKey keys the digests of objects' data (objectDigest); read
+	// or made at its first use.
+	digestKey []byte
 }
 
 // appliedFiles is a pod's restart-on-change salt in force.
@@ -68,7 +72,8 @@ func (o *onChange) hold(key, salt string, now time.Time, applied map[string]appl
 }
 
 // applyWatchedFiles makes each pod with restart-on-change files the
-// generation of their contents (manifest.Regenerate with their digests) and
+// generation of their contents and of the data of the ConfigMaps and Secrets
+// it names (manifest.Regenerate with their digests) and
 // signals the pods whose signal files changed since the last reconcile. A
 // daemon that restarts reads the same contents again, hence the same UIDs:
 // only a change while it was down restarts a pod. A file's change while it
@@ -85,15 +90,23 @@ func (a *Agent) applyWatchedFiles(ctx context.Context, pods map[string]manifest.
 		if err != nil || len(files) == 0 {
 			continue // validation refused the manifest already
 		}
-		paths := make([]string, len(files))
-		for i, f := range files {
-			paths[i] = f.Path
-			keep[f.Path] = true
+		var paths []string
+		for _, f := range files {
+			if f.Kind == "" {
+				paths = append(paths, f.Path)
+				keep[f.Path] = true
+			}
 		}
 		digests := a.files.Digests(paths)
 		var salt strings.Builder
 		var send []manifest.WatchedFile
-		for i, f := range files {
+		i := -1
+		for _, f := range files {
+			if f.Kind != "" {
+				fmt.Fprintf(&salt, "%s:%s:%s\n", f.Kind, f.Path, a.objectDigest(objects.Key(f.Kind, p.Namespace, f.Path)))
+				continue
+			}
+			i++
 			if f.Signal == "" {
 				fmt.Fprintf(&salt, "file:%s:%s\n", f.Path, digests[i])
 				continue

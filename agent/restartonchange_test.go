@@ -13,6 +13,7 @@ import (
 
 	"github.com/staticpodd/staticpodd/agent/hostfiles"
 	"github.com/staticpodd/staticpodd/agent/manifest"
+	"github.com/staticpodd/staticpodd/agent/objects"
 	"github.com/staticpodd/staticpodd/agent/status"
 )
 
@@ -71,6 +72,65 @@ func TestWatchedFilesUID(t *testing.T) {
 		time.Sleep(2 * filesBackoff) // the back-off doubled
 		if u, again := uid(), uid(); u == first || u != again {
 			t.Errorf("removed: UID %s then %s, want one new UID", u, again)
+		}
+	})
+}
+
+// A pod whose restart-on-change names a ConfigMap and a Secret is a new
+// generation when their data change, and only then; the digest of a
+// Secret's data is keyed with the daemon's key, which a restarted daemon
+// reads back.
+func TestWatchedObjectsUID(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		root := t.TempDir()
+		logger := slog.New(slog.DiscardHandler)
+		newAgent := func() *Agent {
+			a := &Agent{logger: logger, rt: newFakeRuntime(), statuses: status.NewManager("n", logger), files: hostfiles.New(time.Hour, logger)}
+			a.cfg.Paths.RootDir = root
+			return a
+		}
+		a := newAgent()
+		defer a.onChange.wg.Wait()
+		set := func(cm string, secret string) {
+			a.objects.Store(objects.NewSet([]*objects.Object{
+				{ConfigMap: &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cfg", Namespace: "default"}, Data: map[string]string{"a": cm}}},
+				{Secret: &v1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "key", Namespace: "default"}, Data: map[string][]byte{"k": []byte(secret)}}},
+				{ConfigMap: &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "other", Namespace: "default"}, Data: map[string]string{"a": cm}}},
+			}))
+		}
+		uid := func() string {
+			t.Helper()
+			pods := map[string]manifest.Pod{"default/p-n": {Pod: &v1.Pod{ObjectMeta: metav1.ObjectMeta{
+				Name: "p-n", Namespace: "default", UID: "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+				Annotations: map[string]string{manifest.AnnotationRestartOnChange: "configmap/cfg, secret/key"}}}}}
+			a.applyWatchedFiles(t.Context(), pods)
+			return string(pods["default/p-n"].UID)
+		}
+		set("1", "s")
+		first := uid()
+		if first == "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa" || uid() != first {
+			t.Fatalf("UID %s, then %s", first, uid())
+		}
+		a.objects.Store(objects.NewSet([]*objects.Object{
+			{ConfigMap: &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cfg", Namespace: "default"}, Data: map[string]string{"a": "1"}}},
+			{Secret: &v1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "key", Namespace: "default"}, Data: map[string][]byte{"k": []byte("s")}}},
+		}))
+		if u := uid(); u != first {
+			t.Errorf("a change of an object the pod does not name made UID %s", u)
+		}
+		set("1", "s2")
+		second := uid()
+		if second == first {
+			t.Fatalf("a change of the Secret kept UID %s", first)
+		}
+		// A daemon started again reads the same key, hence the same UID.
+		a = newAgent()
+		set("1", "s2")
+		if u := uid(); u != second {
+			t.Errorf("a restarted daemon made UID %s, want %s", u, second)
+		}
+		if fi, err := os.Stat(filepath.Join(root, digestKeyFile)); err != nil || fi.Mode().Perm() != 0o600 {
+			t.Errorf("digest key: %v %v", fi, err)
 		}
 	})
 }

@@ -529,6 +529,13 @@ func (w *worker) resolve(pod *v1.Pod) *desiredPod {
 		}
 		for _, c := range manifest.AllContainers(pod) {
 			spec, err := w.a.conv.Container(pod, c, 0)
+			if manifest.IsMissing(err) {
+				// What it needs of the pod's ConfigMaps and Secrets may
+				// come later: the container waits for it at each start
+				// (CreateContainerConfigError), and starts once it is there.
+				h, herr := manifest.ContainerHash(pod, c)
+				spec, err = &podspec.Container{Hash: h}, herr
+			}
 			if err != nil {
 				w.gen.convErr[c.Name] = err
 				w.a.events.Eventf(events.ContainerRef(pod, c.Name), v1.EventTypeWarning, events.Failed, "Error: %v", err)

@@ -42,6 +42,7 @@ const (
 	FailedPostStartHook = "FailedPostStartHook"
 	FailedPreStopHook   = "FailedPreStopHook"
 	FailedValidation    = "FailedValidation"
+	FailedMount         = "FailedMount" // a volume could not be set up: a ConfigMap or Secret is missing
 	FailedFetch         = "FailedFetch" // staticpodd's own: a manifest URL's request failed
 	// ManifestWarning is staticpodd's own: a manifest is used, but not all of
 	// it (an unknown field such as a misspelt comand: is ignored).

@@ -158,7 +158,9 @@ func podHostname(pod *v1.Pod) string {
 func Container(pod *v1.Pod, c *v1.Container, attempt int, p Paths, h Host) (*podspec.Container, error) {
 	env, err := containerEnv(pod, c, p, h)
 	if err != nil {
-		return nil, fmt.Errorf("container %s of pod %s: %w", c.Name, pod.Name, err)
+		// As the kubelet's message of CreateContainerConfigError, which
+		// names neither: `configmap "x" not found`.
+		return nil, err
 	}
 	mounts, err := containerMounts(pod, c, env, p)
 	if err != nil {

@@ -2,7 +2,9 @@ package manifest
 
 import (
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -24,65 +26,160 @@ func findVolume(pod *v1.Pod, name string) *v1.Volume {
 }
 
 // containerEnv is the kubelet's makeEnvironmentVariables for a pod without a
-// cluster: values are expanded against the variables defined before them;
-// valueFrom reads the pod's fields and the container's resources. Service links
-// are empty: there are no services. A fileKeyRef names its file in the
-// pod's emptyDir, which the runtime reads when the container starts.
+// cluster: envFrom's variables first, then env's, which replace them;
+// values are expanded against the variables defined before them; valueFrom
+// reads the pod's fields, the container's resources and the pod's
+// ConfigMaps and Secrets (h.Objects). Service links are empty: there are no
+// services. A fileKeyRef names its file in the pod's emptyDir, which the
+// runtime reads when the container starts. A value from a Secret is marked
+// Sensitive.
 func containerEnv(pod *v1.Pod, c *v1.Container, p Paths, h Host) ([]podspec.EnvVar, error) {
 	defined := map[string]string{}
-	mapping := mappingFuncFor(defined)
+	// sensitive are the defined variables that hold a Secret's value: one
+	// whose value expands them holds it too.
+	sensitive := map[string]bool{}
+	usedSensitive := false
+	lookup := mappingFuncFor(defined)
+	mapping := func(name string) string {
+		if _, ok := defined[name]; ok && sensitive[name] {
+			usedSensitive = true
+		}
+		return lookup(name)
+	}
 	var out []podspec.EnvVar
+	// set defines v; a later definition of the same name replaces the
+	// earlier, in place.
+	set := func(v podspec.EnvVar) {
+		if v.File != nil {
+			// Unknown until the container starts: $(NAME) stays as written.
+			delete(defined, v.Name)
+		} else {
+			defined[v.Name] = v.Value
+		}
+		sensitive[v.Name] = v.Sensitive
+		for i := range out {
+			if out[i].Name == v.Name {
+				out[i] = v
+				return
+			}
+		}
+		out = append(out, v)
+	}
+	for _, from := range c.EnvFrom {
+		vars, err := envFrom(pod.Namespace, from, h.Objects)
+		if err != nil {
+			return nil, err
+		}
+		for _, v := range vars {
+			set(v)
+		}
+	}
 	for _, e := range c.Env {
-		value := e.Value
-		var file *podspec.EnvFile
+		v := podspec.EnvVar{Name: e.Name, Value: e.Value}
 		switch {
-		case value != "":
-			value = expand(value, mapping)
+		case v.Value != "":
+			usedSensitive = false
+			v.Value = expand(v.Value, mapping)
+			v.Sensitive = usedSensitive
 		case e.ValueFrom != nil && e.ValueFrom.FieldRef != nil:
-			v, err := podField(pod, e.ValueFrom.FieldRef.FieldPath)
+			value, err := podField(pod, e.ValueFrom.FieldRef.FieldPath)
 			if err != nil {
 				return nil, fmt.Errorf("env %s: %w", e.Name, err)
 			}
-			value = v
+			v.Value = value
 		case e.ValueFrom != nil && e.ValueFrom.ResourceFieldRef != nil:
-			v, err := resourceField(c, e.ValueFrom.ResourceFieldRef, h)
+			value, err := resourceField(c, e.ValueFrom.ResourceFieldRef, h)
 			if err != nil {
 				return nil, fmt.Errorf("env %s: %w", e.Name, err)
 			}
-			value = v
+			v.Value = value
+		case e.ValueFrom != nil && e.ValueFrom.ConfigMapKeyRef != nil:
+			ref := e.ValueFrom.ConfigMapKeyRef
+			optional := ref.Optional != nil && *ref.Optional
+			cm, err := LookupConfigMap(h.Objects, pod.Namespace, ref.Name)
+			if err != nil {
+				if optional {
+					continue
+				}
+				return nil, err
+			}
+			value, ok := cm.Data[ref.Key]
+			if !ok {
+				if optional {
+					continue
+				}
+				return nil, missingKey(ref.Key, "ConfigMap", pod.Namespace, ref.Name)
+			}
+			v.Value = value
+		case e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil:
+			ref := e.ValueFrom.SecretKeyRef
+			optional := ref.Optional != nil && *ref.Optional
+			s, err := LookupSecret(h.Objects, pod.Namespace, ref.Name)
+			if err != nil {
+				if optional {
+					continue
+				}
+				return nil, err
+			}
+			value, ok := s.Data[ref.Key]
+			if !ok {
+				if optional {
+					continue
+				}
+				return nil, missingKey(ref.Key, "Secret", pod.Namespace, ref.Name)
+			}
+			v.Value, v.Sensitive = string(value), true
 		case e.ValueFrom != nil && e.ValueFrom.FileKeyRef != nil:
 			f := e.ValueFrom.FileKeyRef
 			vol := findVolume(pod, f.VolumeName)
 			if vol == nil || vol.EmptyDir == nil {
 				return nil, fmt.Errorf("env %s: cannot find the emptyDir volume %q referenced by fileKeyRef", e.Name, f.VolumeName)
 			}
-			file = &podspec.EnvFile{
+			v.File = &podspec.EnvFile{
 				Dir:      poddir.Root(p.RootDir).EmptyDir(string(pod.UID), vol.Name),
 				Path:     f.Path,
 				Key:      f.Key,
 				Optional: f.Optional != nil && *f.Optional,
 			}
-		case e.ValueFrom != nil:
-			return nil, fmt.Errorf("env %s: static pods may not reference configmaps or secrets", e.Name)
 		}
-		if file != nil {
-			// Unknown until the container starts: $(NAME) stays as written.
-			delete(defined, e.Name)
-		} else {
-			defined[e.Name] = value
-		}
-		// A later definition of the same name replaces the earlier, in place.
-		replaced := false
-		for i := range out {
-			if out[i].Name == e.Name {
-				out[i].Value, out[i].File, replaced = value, file, true
-			}
-		}
-		if !replaced {
-			out = append(out, podspec.EnvVar{Name: e.Name, Value: value, File: file})
-		}
+		set(v)
 	}
 	return out, nil
+}
+
+// envFrom is the variables of one envFrom source, named with its prefix, in
+// the order of their keys (the kubelet's come from a map: any order is
+// its); nothing for a missing optional object. Every key becomes a
+// variable, as with the kubelet (the API's relaxed variable names).
+func envFrom(namespace string, from v1.EnvFromSource, objs Objects) ([]podspec.EnvVar, error) {
+	var vars []podspec.EnvVar
+	switch {
+	case from.ConfigMapRef != nil:
+		ref := from.ConfigMapRef
+		cm, err := LookupConfigMap(objs, namespace, ref.Name)
+		if err != nil {
+			if ref.Optional != nil && *ref.Optional {
+				return nil, nil
+			}
+			return nil, err
+		}
+		for _, k := range slices.Sorted(maps.Keys(cm.Data)) {
+			vars = append(vars, podspec.EnvVar{Name: from.Prefix + k, Value: cm.Data[k]})
+		}
+	case from.SecretRef != nil:
+		ref := from.SecretRef
+		s, err := LookupSecret(objs, namespace, ref.Name)
+		if err != nil {
+			if ref.Optional != nil && *ref.Optional {
+				return nil, nil
+			}
+			return nil, err
+		}
+		for _, k := range slices.Sorted(maps.Keys(s.Data)) {
+			vars = append(vars, podspec.EnvVar{Name: from.Prefix + k, Value: string(s.Data[k]), Sensitive: true})
+		}
+	}
+	return vars, nil
 }
 
 // podField is the downward API's ExtractFieldPathAsString for the fields a static

@@ -50,9 +50,10 @@ func containerMounts(pod *v1.Pod, c *v1.Container, env []podspec.EnvVar, p Paths
 			Type:        "bind",
 			Source:      source,
 			SubPath:     sub,
-			// The kubelet mounts downwardAPI volumes read-only, whatever
-			// the volumeMount says (since CVE-2017-1002102).
-			ReadOnly:          m.ReadOnly || vol.DownwardAPI != nil,
+			// The kubelet mounts downwardAPI, configMap, secret and
+			// projected volumes read-only, whatever the volumeMount says
+			// (since CVE-2017-1002102).
+			ReadOnly:          m.ReadOnly || vol.DownwardAPI != nil || vol.ConfigMap != nil || vol.Secret != nil || vol.Projected != nil,
 			RecursiveReadOnly: recursiveReadOnly(m, p.RecursiveReadOnly),
 			Propagation:       prop,
 		})
@@ -109,8 +110,14 @@ func volumeSource(pod *v1.Pod, vol *v1.Volume, p Paths) (string, error) {
 		return poddir.Root(p.RootDir).EmptyDir(string(pod.UID), vol.Name), nil
 	case vol.DownwardAPI != nil:
 		return poddir.Root(p.RootDir).DownwardAPI(string(pod.UID), vol.Name), nil
+	case vol.ConfigMap != nil:
+		return poddir.Root(p.RootDir).ConfigMap(string(pod.UID), vol.Name), nil
+	case vol.Secret != nil:
+		return poddir.Root(p.RootDir).Secret(string(pod.UID), vol.Name), nil
+	case vol.Projected != nil:
+		return poddir.Root(p.RootDir).Projected(string(pod.UID), vol.Name), nil
 	}
-	return "", fmt.Errorf("volume %s: only hostPath, emptyDir and downwardAPI are supported", vol.Name)
+	return "", fmt.Errorf("volume %s: only hostPath, emptyDir, downwardAPI, configMap, secret and projected are supported", vol.Name)
 }
 
 // propagation is m's mountPropagation. A subPath is bound by the runtime by

@@ -180,6 +180,19 @@ func podResources(pod *v1.Pod) podspec.Resources {
 	return r
 }
 
+// MemoryVolumeSize is the size of a memory-backed volume of pod that has no
+// sizeLimit of its own (a secret or projected volume): the kubelet's
+// calculateEmptyDirMemorySize, the machine's memory or the pod's memory
+// limit when it has one and it is less; 0 (the kernel's default) when
+// neither is known.
+func MemoryVolumeSize(pod *v1.Pod, h Host) int64 {
+	size, _ := h.memoryCapacity()
+	if lim := podResources(pod).MemoryLimit; lim > 0 && (size == 0 || lim < size) {
+		size = lim
+	}
+	return size
+}
+
 func isSidecar(c *v1.Container) bool {
 	return c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways
 }

@@ -15,9 +15,10 @@ func onChangePod(value string) *v1.Pod {
 }
 
 func TestRestartOnChange(t *testing.T) {
-	got, err := RestartOnChange(onChangePod(" /etc/kubernetes/scheduler.conf, /etc/x.conf=hup ,/etc/y=SIGRTMIN+3,/etc/z=15"))
+	got, err := RestartOnChange(onChangePod(" /etc/kubernetes/scheduler.conf, /etc/x.conf=hup ,/etc/y=SIGRTMIN+3,/etc/z=15, configmap/cfg,secret/key.pem"))
 	want := []WatchedFile{{Path: "/etc/kubernetes/scheduler.conf"}, {Path: "/etc/x.conf", Signal: "SIGHUP"},
-		{Path: "/etc/y", Signal: "SIGRTMIN+3"}, {Path: "/etc/z", Signal: "SIGTERM"}}
+		{Path: "/etc/y", Signal: "SIGRTMIN+3"}, {Path: "/etc/z", Signal: "SIGTERM"},
+		{Path: "cfg", Kind: "ConfigMap"}, {Path: "key.pem", Kind: "Secret"}}
 	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Errorf("got %+v, %v\nwant %+v", got, err, want)
 	}
@@ -35,6 +36,10 @@ func TestRestartOnChange(t *testing.T) {
 		"/a=SIGNOPE":                    `invalid signal "SIGNOPE"`,
 		"/a=0":                          `invalid signal "0"`,
 		"/" + strings.Repeat("a", 5000): "more than 4096",
+		"configmap/cfg=SIGHUP":          "a ConfigMap restarts the pod when it changes: no signal",
+		"secret/Key":                    `"secret/Key": not a Secret name`,
+		"configmap/":                    "not a ConfigMap name",
+		"secret/a,secret/a":             "listed twice",
 	} {
 		if _, err := RestartOnChange(onChangePod(value)); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%.40q: %v, want %q", value, err, want)

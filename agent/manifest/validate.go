@@ -328,11 +328,26 @@ func (v *validator) volumes(vols []v1.Volume, p *field.Path) map[string]*v1.Volu
 			}
 		case s.DownwardAPI != nil:
 			v.downwardAPI(vp.Child("downwardAPI"), s.DownwardAPI)
-		case s.Secret != nil, s.ConfigMap != nil, s.Projected != nil, s.PersistentVolumeClaim != nil,
-			s.CSI != nil, s.Ephemeral != nil, s.Image != nil:
-			v.add(field.Forbidden(vp, "static pods may only use hostPath, emptyDir and downwardAPI volumes: this one needs the API server"))
+		case s.ConfigMap != nil:
+			cp := vp.Child("configMap")
+			if s.ConfigMap.Name == "" {
+				v.add(field.Required(cp.Child("name"), ""))
+			}
+			v.mode(cp.Child("defaultMode"), s.ConfigMap.DefaultMode)
+			v.keyToPaths(cp.Child("items"), s.ConfigMap.Items, nil)
+		case s.Secret != nil:
+			sp := vp.Child("secret")
+			if s.Secret.SecretName == "" {
+				v.add(field.Required(sp.Child("secretName"), ""))
+			}
+			v.mode(sp.Child("defaultMode"), s.Secret.DefaultMode)
+			v.keyToPaths(sp.Child("items"), s.Secret.Items, nil)
+		case s.Projected != nil:
+			v.projected(vp.Child("projected"), s.Projected)
+		case s.PersistentVolumeClaim != nil, s.CSI != nil, s.Ephemeral != nil, s.Image != nil:
+			v.add(field.Forbidden(vp, "static pods may only use hostPath, emptyDir, downwardAPI, configMap, secret and projected volumes: this one needs the API server"))
 		default:
-			v.add(field.Forbidden(vp, "volume type not supported by staticpodd: use hostPath, emptyDir or downwardAPI"))
+			v.add(field.Forbidden(vp, "volume type not supported by staticpodd: use hostPath, emptyDir, downwardAPI, configMap, secret or projected"))
 		}
 	}
 	return byName
@@ -524,9 +539,7 @@ var resourceFields = []string{
 }
 
 func (v *validator) env(p *field.Path, c *v1.Container, volumes map[string]*v1.Volume) {
-	if len(c.EnvFrom) > 0 {
-		v.add(field.Forbidden(p.Child("envFrom"), "static pods may not reference configmaps or secrets"))
-	}
+	v.envFrom(p.Child("envFrom"), c.EnvFrom)
 	for i, e := range c.Env {
 		ep := p.Child("env").Index(i)
 		v.invalid(ep.Child("name"), e.Name, validation.IsEnvVarName(e.Name))
@@ -554,10 +567,12 @@ func (v *validator) env(p *field.Path, c *v1.Container, volumes map[string]*v1.V
 			}
 		case from.FileKeyRef != nil:
 			v.fileKeyRef(fp.Child("fileKeyRef"), from.FileKeyRef, volumes)
-		case from.SecretKeyRef != nil, from.ConfigMapKeyRef != nil:
-			v.add(field.Forbidden(fp, "static pods may not reference configmaps or secrets"))
+		case from.ConfigMapKeyRef != nil:
+			v.keySelector(fp.Child("configMapKeyRef"), from.ConfigMapKeyRef.Name, from.ConfigMapKeyRef.Key)
+		case from.SecretKeyRef != nil:
+			v.keySelector(fp.Child("secretKeyRef"), from.SecretKeyRef.Name, from.SecretKeyRef.Key)
 		default:
-			v.add(field.Invalid(fp, "", "must specify one of: `fieldRef`, `resourceFieldRef`, `fileKeyRef`"))
+			v.add(field.Invalid(fp, "", "must specify one of: `fieldRef`, `resourceFieldRef`, `configMapKeyRef`, `secretKeyRef` or `fileKeyRef`"))
 		}
 	}
 }

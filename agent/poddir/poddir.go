@@ -13,6 +13,9 @@
 //	  probes/<container-id>.<mark>           what a container's probes last said
 //	  volumes/kubernetes.io~empty-dir/<name>
 //	  volumes/kubernetes.io~downward-api/<name>
+//	  volumes/kubernetes.io~configmap/<name>
+//	  volumes/kubernetes.io~secret/<name>      a tmpfs
+//	  volumes/kubernetes.io~projected/<name>   a tmpfs
 package poddir
 
 import (
@@ -25,6 +28,9 @@ import (
 const (
 	emptyDirPlugin    = "kubernetes.io~empty-dir"
 	downwardAPIPlugin = "kubernetes.io~downward-api"
+	configMapPlugin   = "kubernetes.io~configmap"
+	secretPlugin      = "kubernetes.io~secret"
+	projectedPlugin   = "kubernetes.io~projected"
 )
 
 // Root is the daemon's root directory (--root-dir).
@@ -61,6 +67,34 @@ func (r Root) EmptyDir(uid, name string) string {
 // kubelet lays it out: <root-dir>/pods/<uid>/volumes/kubernetes.io~downward-api/<name>.
 func (r Root) DownwardAPI(uid, name string) string {
 	return filepath.Join(r.volumes(uid), downwardAPIPlugin, name)
+}
+
+// ConfigMap is the host directory of configMap volume name:
+// <root-dir>/pods/<uid>/volumes/kubernetes.io~configmap/<name>.
+func (r Root) ConfigMap(uid, name string) string {
+	return filepath.Join(r.volumes(uid), configMapPlugin, name)
+}
+
+// Secrets is the directory of the pod's secret volumes, each a tmpfs.
+func (r Root) Secrets(uid string) string {
+	return filepath.Join(r.volumes(uid), secretPlugin)
+}
+
+// Secret is the host directory of secret volume name:
+// <root-dir>/pods/<uid>/volumes/kubernetes.io~secret/<name>.
+func (r Root) Secret(uid, name string) string {
+	return filepath.Join(r.Secrets(uid), name)
+}
+
+// Projecteds is the directory of the pod's projected volumes, each a tmpfs.
+func (r Root) Projecteds(uid string) string {
+	return filepath.Join(r.volumes(uid), projectedPlugin)
+}
+
+// Projected is the host directory of projected volume name:
+// <root-dir>/pods/<uid>/volumes/kubernetes.io~projected/<name>.
+func (r Root) Projected(uid, name string) string {
+	return filepath.Join(r.Projecteds(uid), name)
 }
 
 // Seen is the file of the pod's kubernetes.io/config.seen time.

@@ -195,6 +195,8 @@ type EnvVar struct {
 	// File, when set, is where Value comes from, read when the container
 	// starts (env[].valueFrom.fileKeyRef): Value is empty until then.
 	File *EnvFile
+	// Sensitive: from a Secret: the runtime writes it to no file.
+	Sensitive bool
 }
 
 // EnvFile is a variable's value in a file of key='value' lines an earlier

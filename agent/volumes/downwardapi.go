@@ -58,18 +58,25 @@ func writeDownwardAPI(pod *v1.Pod, vol *v1.Volume, root poddir.Root, h manifest.
 	return nil
 }
 
-// Refresh rewrites the pod's downwardAPI volumes where their values
-// changed (a manifest with its own uid whose labels or annotations were
-// edited keeps running, as in the kubelet, and its volume follows).
+// Refresh rewrites the pod's downwardAPI, configMap, secret and projected
+// volumes where their values changed, each in one swap of its "..data"
+// (a manifest with its own uid whose labels or annotations were edited
+// keeps running, as in the kubelet, and its volume follows; so do its
+// volumes when h.Objects has new ConfigMaps or Secrets). A volume that
+// cannot be written keeps what it had.
 func Refresh(pod *v1.Pod, root poddir.Root, h manifest.Host) error {
 	var errs []error
 	for i := range pod.Spec.Volumes {
 		vol := &pod.Spec.Volumes[i]
-		if vol.DownwardAPI == nil {
-			continue
-		}
-		if err := writeDownwardAPI(pod, vol, root, h); err != nil {
-			errs = append(errs, fmt.Errorf("volume %s of pod %s: %w", vol.Name, pod.Name, err))
+		switch {
+		case vol.DownwardAPI != nil:
+			if err := writeDownwardAPI(pod, vol, root, h); err != nil {
+				errs = append(errs, fmt.Errorf("volume %s of pod %s: %w", vol.Name, pod.Name, err))
+			}
+		case vol.ConfigMap != nil, vol.Secret != nil, vol.Projected != nil:
+			if err := writeObjectVolume(pod, vol, root, h); err != nil {
+				errs = append(errs, err)
+			}
 		}
 	}
 	return errors.Join(errs...)

@@ -14,7 +14,7 @@ import (
 
 // RemoveLeftovers removes each <root-dir>/pods/<uid> directory whose UID
 // keep does not hold: what an earlier daemon left of pods it never finished
-// removing. Memory-backed emptyDirs are unmounted first; a directory that still
+// removing. Memory-backed volumes are unmounted first; a directory that still
 // has anything mounted at or under it is left as it is and named in the error,
 // since removing through a mount would delete what the mount shows. It returns
 // the UIDs whose directory it removed.
@@ -38,13 +38,12 @@ func RemoveLeftovers(keep map[string]bool, r poddir.Root) ([]string, error) {
 	}
 	var errs []error
 	for _, uid := range stale {
-		emptyDirs := r.EmptyDirs(uid)
-		vols, err := os.ReadDir(emptyDirs)
-		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		vols, err := memoryVolumes(r, uid)
+		if err != nil {
 			errs = append(errs, fmt.Errorf("leftover pod directory %s: %w", r.Pod(uid), err))
 		}
 		for _, v := range vols {
-			if err := unmountIfMounted(r.EmptyDir(uid, v.Name())); err != nil {
+			if err := unmountIfMounted(v); err != nil {
 				errs = append(errs, fmt.Errorf("leftover pod directory %s: %w", r.Pod(uid), err))
 			}
 		}

@@ -1,8 +1,9 @@
 // Package volumes prepares a pod's volumes on the host and removes them with
-// the pod, as the kubelet's volume manager and its emptyDir, hostPath and
-// downwardAPI plugins do: it makes emptyDir directories (a size-limited tmpfs
-// for medium Memory) owned by the pod's fsGroup, writes downwardAPI volumes'
-// files, checks (and creates) hostPaths, and removes <root-dir>/pods/<uid>,
+// the pod, as the kubelet's volume manager and its emptyDir, hostPath,
+// downwardAPI, configMap, secret and projected plugins do: it makes emptyDir
+// directories (a size-limited tmpfs for medium Memory) owned by the pod's
+// fsGroup, writes downwardAPI volumes' files and the files of the pod's
+// ConfigMaps and Secrets (secret and projected volumes on a tmpfs each), checks (and creates) hostPaths, and removes <root-dir>/pods/<uid>,
 // whose layout agent/poddir names, when the pod goes or when a daemon finds
 // it left over at start. What the volumes hold is decided by agent/manifest,
 // which touches nothing on the host.
@@ -22,7 +23,9 @@ import (
 
 // Prepare creates what pod's volumes need on the host before its containers
 // start: emptyDir directories (a size-limited tmpfs for medium Memory),
-// downwardAPI volumes' files,
+// downwardAPI volumes' files, configMap, secret and projected volumes' files
+// from h.Objects (a SetUpError each that cannot be written: a missing
+// object),
 // hostPath DirectoryOrCreate/FileOrCreate, and checks hostPath types as the
 // kubelet's hostPath checker does. It is idempotent. h is what downwardAPI
 // items need of the machine (manifest.DownwardAPIValue). subPath directories are
@@ -39,6 +42,11 @@ func Prepare(pod *v1.Pod, root poddir.Root, h manifest.Host) error {
 			err = checkHostPath(vol.HostPath)
 		case vol.DownwardAPI != nil:
 			err = writeDownwardAPI(pod, vol, root, h)
+		case vol.ConfigMap != nil, vol.Secret != nil, vol.Projected != nil:
+			if err = writeObjectVolume(pod, vol, root, h); err != nil {
+				errs = append(errs, err) // worded as the kubelet's event
+				continue
+			}
 		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("volume %s of pod %s: %w", vol.Name, pod.Name, err))
@@ -136,18 +144,17 @@ func checkHostPath(h *v1.HostPathVolumeSource) error {
 	return fmt.Errorf("hostPath %s: unknown type %q", h.Path, t)
 }
 
-// Remove deletes <root-dir>/pods/<uid> (emptyDirs, unmounting memory-backed
+// Remove deletes <root-dir>/pods/<uid> (volumes, unmounting memory-backed
 // ones first, and everything else kept there of the pod); hostPaths are
 // untouched.
 func Remove(podUID string, root poddir.Root) error {
 	dir := root.Pod(podUID)
-	emptyDirs := root.EmptyDirs(podUID)
-	entries, err := os.ReadDir(emptyDirs)
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+	vols, err := memoryVolumes(root, podUID)
+	if err != nil {
 		return fmt.Errorf("remove volumes of pod %s: %w", podUID, err)
 	}
-	for _, e := range entries {
-		if err := unmountIfMounted(root.EmptyDir(podUID, e.Name())); err != nil {
+	for _, v := range vols {
+		if err := unmountIfMounted(v); err != nil {
 			return fmt.Errorf("remove volumes of pod %s: %w", podUID, err)
 		}
 	}
