@@ -130,8 +130,12 @@ secret() {
 # rewrite NAME SECRET: kubeadm's manifest NAME.yaml from stdin, with each private
 # key flag pointing into a secret volume of SECRET at /etc/kubernetes/keys
 # instead of into /etc/kubernetes/pki; the certificates stay where they are.
+# One more change, for emulation: the startup probe allows 10 minutes, not
+# kubeadm's 4 (24 x 10s), which a busy machine's emulated API server has
+# taken to answer /livez.
 rewrite() {
-	sed -e 's#=/etc/kubernetes/pki/\(etcd/\)\{0,1\}\([a-z-]*\)\.key$#=/etc/kubernetes/keys/\2.key#' |
+	sed -e 's#=/etc/kubernetes/pki/\(etcd/\)\{0,1\}\([a-z-]*\)\.key$#=/etc/kubernetes/keys/\2.key#' \
+		-e '/^    startupProbe:$/,/^    [a-z]/ s/^      failureThreshold: 24$/      failureThreshold: 60/' |
 		awk -v secret="$2" '
 			{ print }
 			/^    volumeMounts:$/ { print "    - mountPath: /etc/kubernetes/keys\n      name: keys\n      readOnly: true" }
@@ -153,9 +157,10 @@ credentials_controlplane() {
 	t1=$(uptime_s)
 	check "credentials: etcd is Ready" until_ok 180 cp_ready etcd
 	say "TIMING credentials: etcd Ready $(since "$t1")s after its manifest"
-	check "credentials: kube-apiserver is Ready" until_ok 300 cp_ready kube-apiserver
+	check "credentials: kube-apiserver is Ready" until_ok 600 cp_ready kube-apiserver
 	say "TIMING credentials: kube-apiserver Ready $(since "$t1")s after its manifest"
 	staticpodd ps | grep -E '^NAMESPACE|kube-system'
+	cp_ready kube-apiserver || staticpodd logs --timestamps --tail 40 kube-apiserver-appliance
 
 	# The API server's serving certificate is the only one of the cluster's CA
 	# for server authentication, and the CA's key is gone: a TLS handshake
