@@ -7,13 +7,11 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"hash"
 	"io/fs"
 	"maps"
 	"path/filepath"
 	"slices"
-	"strings"
 
 	"github.com/staticpodd/staticpodd/agent/atomicfile"
 
@@ -27,28 +25,16 @@ import (
 // naming both origins, as two pods are (merge): the first by origin is
 // kept, so which one pods see does not depend on the order updates came in.
 func mergeObjects(updates map[string]source.Update) (*objects.Set, []manifest.Problem) {
-	byKey := map[string][]*objects.Object{}
+	var all []*objects.Object
 	for _, u := range updates {
-		for _, o := range u.Objects {
-			byKey[o.Key()] = append(byKey[o.Key()], o)
-		}
+		all = append(all, u.Objects...)
 	}
-	kept := make([]*objects.Object, 0, len(byKey))
-	var problems []manifest.Problem
-	for key, cands := range byKey {
-		slices.SortStableFunc(cands, func(a, b *objects.Object) int { return strings.Compare(a.Origin, b.Origin) })
-		kept = append(kept, cands[0])
-		kind, name, _ := strings.Cut(key, "/")
-		for _, other := range cands[1:] {
-			problems = append(problems, manifest.Problem{
-				Origin: other.Origin,
-				Err: fmt.Errorf("%s %s is defined both in %s and in %s; using the one from %s",
-					kind, name, cands[0].Origin, other.Origin, cands[0].Origin),
-			})
-		}
+	set, dups := objects.Merge(all)
+	problems := make([]manifest.Problem, 0, len(dups))
+	for _, d := range dups {
+		problems = append(problems, manifest.Problem{Origin: d.Dropped.Origin, Err: d})
 	}
-	slices.SortStableFunc(problems, func(a, b manifest.Problem) int { return strings.Compare(a.Origin, b.Origin) })
-	return objects.NewSet(kept), problems
+	return set, problems
 }
 
 // digestKeyFile, in the root dir, keys the digests of objects' data that a

@@ -37,6 +37,7 @@ func urlSaveFile(cfg *config.Config) string {
 func (d *System) newFileSource(cfg *config.Config, once bool) *source.Running {
 	file := source.NewFile(cfg.StaticPodPath, cfg.NodeName, cfg.FileCheckFrequency, d.seen.Seen, d.logger.With("source", "file"))
 	file.Store = d.seen // the last good pod of each manifest outlives a restart
+	file.Credentials = cfg.CredentialsDirectory
 	run := file.Run
 	if once {
 		run = file.Once
@@ -47,15 +48,16 @@ func (d *System) newFileSource(cfg *config.Config, once bool) *source.Running {
 // newURLSource is the URL source of cfg; once: it reads the URL once.
 func (d *System) newURLSource(cfg *config.Config, once bool) *source.Running {
 	url := source.NewURL(source.URLConfig{
-		URL:      cfg.StaticPodURL,
-		Header:   cfg.StaticPodURLHeader,
-		NodeName: cfg.NodeName,
-		Period:   cfg.HTTPCheckFrequency,
-		CAFile:   cfg.StaticPodURLCA,
-		SaveFile: urlSaveFile(cfg),
-		Seen:     d.seen.Seen,
-		OnChange: func(source.URLStatus) { d.status.Refresh() },
-		Requests: &d.aux.URLRequests,
+		URL:         cfg.StaticPodURL,
+		Header:      cfg.StaticPodURLHeader,
+		NodeName:    cfg.NodeName,
+		Period:      cfg.HTTPCheckFrequency,
+		CAFile:      cfg.StaticPodURLCA,
+		SaveFile:    urlSaveFile(cfg),
+		Credentials: cfg.CredentialsDirectory,
+		Seen:        d.seen.Seen,
+		OnChange:    func(source.URLStatus) { d.status.Refresh() },
+		Requests:    &d.aux.URLRequests,
 	}, d.logger.With("source", "url"))
 	run := url.Run
 	if once {

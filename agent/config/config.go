@@ -129,6 +129,12 @@ type Config struct {
 	CgroupRoot   string
 	CgroupDriver string // "cgroupfs" or "systemd"
 
+	// CredentialsDirectory is where the values of Secrets' credentials
+	// are read (staticpodd.io/credentials): --credentials-directory, else
+	// $CREDENTIALS_DIRECTORY, which systemd sets for a unit with
+	// credentials; "" = none.
+	CredentialsDirectory string
+
 	// The pod network (pods without hostNetwork), through CNI.
 	CNIConfDir  string   // --cni-conf-dir
 	CNIBinDirs  []string // --cni-bin-dir, comma-separated

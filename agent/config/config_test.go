@@ -355,6 +355,26 @@ func TestDirsFromEnvironment(t *testing.T) {
 	}
 }
 
+// credentialsDirectory is systemd's $CREDENTIALS_DIRECTORY unless the flag
+// gives another; a relative one is refused.
+func TestCredentialsDirectory(t *testing.T) {
+	t.Setenv(EnvCredentialsDirectory, "/run/credentials/staticpodd.service")
+	c, _, err := Load("", Flags{HostnameOverride: "n"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.CredentialsDirectory != "/run/credentials/staticpodd.service" || c.Origin("credentialsDirectory") != "env CREDENTIALS_DIRECTORY" {
+		t.Errorf("credentialsDirectory %q from %q, want systemd's", c.CredentialsDirectory, c.Origin("credentialsDirectory"))
+	}
+	c, _, err = Load("", Flags{HostnameOverride: "n", CredentialsDir: "/etc/test-creds"})
+	if err != nil || c.CredentialsDirectory != "/etc/test-creds" || c.Origin("credentialsDirectory") != "flag --credentials-directory" {
+		t.Errorf("credentialsDirectory %q from %q (%v), want the flag's", c.CredentialsDirectory, c.Origin("credentialsDirectory"), err)
+	}
+	if _, _, err := Load("", Flags{HostnameOverride: "n", CredentialsDir: "creds"}); err == nil || !strings.Contains(err.Error(), `credentialsDirectory: "creds" is not an absolute path`) {
+		t.Errorf("a relative directory: %v", err)
+	}
+}
+
 // A negative containerLogMaxSize turns rotation off, as in the kubelet.
 func TestNegativeLogSizeTurnsRotationOff(t *testing.T) {
 	p := write(t, "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\ncontainerLogMaxSize: \"-1\"\n")

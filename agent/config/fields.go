@@ -439,6 +439,15 @@ var fields = []field{
 				p.bad("--%s is given but there is no staticPodURL", FlagManifestURLCA)
 			}
 		}},
+	{key: "credentialsDirectory", flag: FlagCredentialsDirectory, env: EnvCredentialsDirectory,
+		help:      "directory of the credentials Secrets take values from (annotation staticpodd.io/credentials: key=credential, ...) (default $" + EnvCredentialsDirectory + ", which systemd sets for a unit with LoadCredential= or LoadCredentialEncrypted=)",
+		flagValue: func(f *Flags) *string { return &f.CredentialsDir },
+		value:     value[string]{at: func(c *Config) *string { return &c.CredentialsDirectory }, render: plain},
+		check: func(c *Config, p *problems) {
+			if c.CredentialsDirectory != "" && !filepath.IsAbs(c.CredentialsDirectory) {
+				p.bad("%q is not an absolute path", c.CredentialsDirectory)
+			}
+		}},
 	{key: "fileCheckFrequency", file: "fileCheckFrequency", reload: ReloadSources,
 		value: value[time.Duration]{at: func(c *Config) *time.Duration { return &c.FileCheckFrequency }, render: duration,
 			kubelet: kubelet(func(kc *kubeletConfiguration) time.Duration { return kc.FileCheckFrequency.Duration })},

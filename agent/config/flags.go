@@ -39,6 +39,9 @@ const (
 	FlagCNICacheDir      = "cni-cache-dir"
 	FlagPodCIDR          = "pod-cidr"
 	FlagPodNetworkBridge = "pod-network-bridge"
+	// FlagCredentialsDirectory is where Secrets' credentials are read
+	// (default $CREDENTIALS_DIRECTORY).
+	FlagCredentialsDirectory = "credentials-directory"
 )
 
 // FlagImagePullProgressTimeout is containerd's image_pull_progress_timeout:
@@ -75,6 +78,11 @@ const (
 	EnvRunDir  = "STATICPODD_RUN_DIR"
 )
 
+// EnvCredentialsDirectory is where systemd puts the credentials of the
+// daemon's unit (LoadCredential=, LoadCredentialEncrypted=,
+// SetCredentialEncrypted=): credentialsDirectory when no flag gives it.
+const EnvCredentialsDirectory = "CREDENTIALS_DIRECTORY"
+
 // Flags are the command-line values that configure the daemon. A flag overrides
 // the config file only when it was given.
 //
@@ -104,6 +112,7 @@ type Flags struct {
 	CNICacheDir         string
 	PodCIDR             string
 	PodNetworkBridge    string
+	CredentialsDir      string
 
 	// ImagePullProgressTimeout is a duration, "" = the default.
 	ImagePullProgressTimeout string

@@ -149,3 +149,17 @@ func TestCheckList(t *testing.T) {
 		t.Errorf("got %s, %v", got, p.Err())
 	}
 }
+
+// YAML aliases are bounded over all the documents of a file, not each: ten
+// documents that each expand a little under MaxSize are refused.
+func TestCheckExpansionAcrossDocuments(t *testing.T) {
+	doc := "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c%d}\ndata:\n  a: &big " + strings.Repeat("x", 600<<10) + "\n  b: *big\n"
+	var b strings.Builder
+	for i := range 10 {
+		fmt.Fprintf(&b, "---\n"+doc, i)
+	}
+	p := Check([]byte(b.String()), SourceFile, "/m/x.yaml", "node1")
+	if p.Err() == nil || !strings.Contains(p.Err().Error(), "YAML aliases expand it to more than") {
+		t.Errorf("errors %v, want the aliases refused", p.Err())
+	}
+}

@@ -42,6 +42,15 @@ func fillCredentials(dir string, objs []*objects.Object) ([]*objects.Object, []m
 	return out, problems
 }
 
+// CredentialReader reads credentials in dir with ReadCredential, for
+// objects.Fill; nil when dir is "" (none to read).
+func CredentialReader(dir string) func(name string, limit int64) ([]byte, error) {
+	if dir == "" {
+		return nil
+	}
+	return func(name string, limit int64) ([]byte, error) { return ReadCredential(dir, name, limit) }
+}
+
 // ReadCredential reads the credential name in dir: a regular file directly
 // in dir, not a symlink (none is followed: a credential cannot lead out of
 // the directory), at most limit bytes. name must be a valid credential name

@@ -16,7 +16,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/staticpodd/staticpodd/agent/config"
 	"github.com/staticpodd/staticpodd/agent/manifest"
+	"github.com/staticpodd/staticpodd/agent/objects"
 	"github.com/staticpodd/staticpodd/agent/server"
 	"github.com/staticpodd/staticpodd/agent/source"
 	"github.com/staticpodd/staticpodd/daemon"
@@ -27,7 +29,7 @@ import (
 // validator over files and directories (not recursive, skipping what the daemon
 // skips), and over what URLs serve, fetched as the daemon fetches them. It prints every error and warning and fails on any error.
 func newValidateCmd(o *globalOptions) *cobra.Command {
-	var node, output string
+	var node, output, credDir string
 	var urlOpts urlOptions
 	cmd := &cobra.Command{
 		Use:   "validate PATH|URL...",
@@ -42,14 +44,14 @@ func newValidateCmd(o *globalOptions) *cobra.Command {
 			}
 			paths, urls := splitURLs(args)
 			if output == "json" {
-				return validateJSON(cmd.Context(), cmd.OutOrStdout(), urls, paths, strings.ToLower(node), urlOpts)
+				return validateJSON(cmd.Context(), cmd.OutOrStdout(), urls, paths, strings.ToLower(node), credDir, urlOpts)
 			}
 			var urlErr, pathErr error
 			if len(urls) > 0 {
 				urlErr = validateURLs(cmd.Context(), cmd.OutOrStdout(), urls, strings.ToLower(node), urlOpts)
 			}
 			if len(paths) > 0 {
-				pathErr = validatePaths(cmd.OutOrStdout(), paths, strings.ToLower(node))
+				pathErr = validatePaths(cmd.OutOrStdout(), paths, strings.ToLower(node), credDir)
 			}
 			if urlErr != nil {
 				return urlErr
@@ -59,6 +61,7 @@ func newValidateCmd(o *globalOptions) *cobra.Command {
 	}
 	cmd.Flags().StringVar(&node, "hostname-override", "", "node name the pod names get (default: the running daemon's, else the hostname, lower-cased)")
 	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: json (one object per manifest)")
+	cmd.Flags().StringVar(&credDir, config.FlagCredentialsDirectory, os.Getenv(config.EnvCredentialsDirectory), "directory of the credentials Secrets take values from; none: they are not checked")
 	urlOpts.register(cmd.Flags())
 	return cmd
 }
@@ -87,6 +90,7 @@ type checked struct {
 	Warnings []issue      `json:"warnings"`
 	Errors   []issue      `json:"errors"`
 	parsed   []manifest.Pod
+	objects  []*objects.Object
 }
 
 type checkedPod struct {
@@ -134,14 +138,15 @@ func (c *checked) add(p manifest.Parsed) {
 		c.Pods = append(c.Pods, checkedPod{Namespace: pod.Namespace, Name: pod.Name, UID: string(pod.UID)})
 	}
 	c.parsed = append(c.parsed, p.Pods...)
+	c.objects = append(c.objects, p.Objects...)
 }
 
 func (c *checked) fail(err error) {
 	c.Errors = append(c.Errors, issue{Reason: err.Error()})
 }
 
-func validatePaths(w io.Writer, args []string, node string) error {
-	all := checkPaths(args, node)
+func validatePaths(w io.Writer, args []string, node, credDir string) error {
+	all := checkPaths(args, node, credDir)
 	files, pods, bad := 0, 0, 0
 	for _, c := range all {
 		if c.Skipped != "" {
@@ -163,12 +168,12 @@ func validatePaths(w io.Writer, args []string, node string) error {
 
 // validateJSON is `validate -o json`: one object per URL, then one per file,
 // in one list, whatever is wrong with them.
-func validateJSON(ctx context.Context, w io.Writer, urls, paths []string, node string, o urlOptions) error {
+func validateJSON(ctx context.Context, w io.Writer, urls, paths []string, node, credDir string, o urlOptions) error {
 	all, err := checkURLs(ctx, urls, node, o)
 	if err != nil {
 		return err
 	}
-	all = append(all, checkPaths(paths, node)...)
+	all = append(all, checkPaths(paths, node, credDir)...)
 	bad := 0
 	for _, c := range all { // [] rather than null: every key is always there
 		bad += len(c.Errors)
@@ -197,8 +202,9 @@ func validateJSON(ctx context.Context, w io.Writer, urls, paths []string, node s
 }
 
 // checkPaths reads and checks the manifests the daemon would read at each of
-// args, as the daemon reads them.
-func checkPaths(args []string, node string) []*checked {
+// args, as the daemon reads them, pods with the objects of them all and the
+// credentials in credDir ("": not checked).
+func checkPaths(args []string, node, credDir string) []*checked {
 	var all []*checked
 	for _, arg := range args {
 		all = append(all, manifestFiles(arg)...)
@@ -226,7 +232,33 @@ func checkPaths(args []string, node string) []*checked {
 		}
 	}
 	checkOrder(all, node)
+	checkObjects(all, credDir)
 	return all
+}
+
+// checkObjects checks the pods of the valid manifests with their objects,
+// as the daemon uses them together (objects.CheckAll).
+func checkObjects(all []*checked, credDir string) {
+	var pods []objects.PodOf
+	var objs []*objects.Object
+	byOrigin := map[string]*checked{}
+	for _, c := range all {
+		if c.Skipped == "" && len(c.Errors) == 0 {
+			byOrigin[c.Origin] = c
+			for _, p := range c.parsed {
+				pods = append(pods, objects.PodOf{Origin: c.Origin, Pod: p.Pod})
+			}
+			objs = append(objs, c.objects...)
+		}
+	}
+	for _, i := range objects.CheckAll(pods, objs, source.CredentialReader(credDir)) {
+		c := byOrigin[i.Origin]
+		if i.Warning {
+			c.Warnings = append(c.Warnings, issue{Field: i.Field, Reason: i.Reason})
+		} else {
+			c.Errors = append(c.Errors, issue{Field: i.Field, Reason: i.Reason})
+		}
+	}
 }
 
 // checkOrder adds what only the whole set of manifests tells, as the daemon
@@ -271,6 +303,9 @@ func printChecked(w io.Writer, all []*checked) {
 		if len(c.Errors) == 0 {
 			for _, p := range c.Pods {
 				fmt.Fprintf(w, "ok: %s: pod %s/%s, uid %s\n", c.Origin, p.Namespace, p.Name, p.UID)
+			}
+			for _, o := range c.objects {
+				fmt.Fprintf(w, "ok: %s: %s %s/%s\n", c.Origin, o.Kind(), o.Namespace(), o.Name())
 			}
 		}
 	}

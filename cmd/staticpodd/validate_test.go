@@ -179,3 +179,47 @@ func TestValidateReportsAllAndJSON(t *testing.T) {
 		t.Errorf("empty lists are not [] in:\n%s", out)
 	}
 }
+
+// validate checks the objects of the files given together: one defined
+// twice, a Secret's credentials read from --credentials-directory, or said
+// not checked without one.
+func TestValidateObjects(t *testing.T) {
+	dir, creds := t.TempDir(), t.TempDir()
+	cm := "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cfg}\ndata: {a: b}\n"
+	files := map[string]string{
+		"a.yaml":    cm,
+		"b.yaml":    cm,
+		"keys.yaml": "apiVersion: v1\nkind: Secret\nmetadata:\n  name: keys\n  annotations: {staticpodd.io/credentials: \"tls.key=apiserver.key\"}\n",
+	}
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv("CREDENTIALS_DIRECTORY", "")
+	out, err := execute(t, testRoot(validateCmd), "validate", "--hostname-override", "node1", dir)
+	if err == nil {
+		t.Errorf("validate passed a ConfigMap defined twice:\n%s", out)
+	}
+	for _, want := range []string{
+		"ok: " + dir + "/a.yaml: ConfigMap default/cfg",
+		"error: " + dir + "/b.yaml: metadata.name: ConfigMap default/cfg is defined both in " + dir + "/a.yaml and in " + dir + "/b.yaml",
+		"warning: " + dir + "/keys.yaml: metadata.annotations[staticpodd.io/credentials]: Secret default/keys: credentials not checked: no credentials directory given",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	os.Remove(filepath.Join(dir, "b.yaml"))
+	out, err = execute(t, testRoot(validateCmd), "validate", "--hostname-override", "node1", "--credentials-directory", creds, dir)
+	want := "error: " + dir + `/keys.yaml: metadata.annotations[staticpodd.io/credentials]: Secret default/keys: key "tls.key": credential "apiserver.key": ` + creds + "/apiserver.key: no such file or directory"
+	if err == nil || !strings.Contains(out, want) {
+		t.Errorf("a missing credential: %v\n%s\nwant %s", err, out, want)
+	}
+	if err := os.WriteFile(filepath.Join(creds, "apiserver.key"), []byte("KEY"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := execute(t, testRoot(validateCmd), "validate", "--hostname-override", "node1", "--credentials-directory", creds, dir); err != nil || strings.Contains(out, "KEY") {
+		t.Errorf("with the credential: %v\n%s", err, out)
+	}
+}

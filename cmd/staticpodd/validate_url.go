@@ -39,7 +39,8 @@ func splitURLs(args []string) (paths, urls []string) {
 
 // validateURLs fetches each URL as the daemon does (its timeout, size limit,
 // redirects and TLS trust) and checks the body with the daemon's parser: a
-// Pod or a PodList, taken whole or not at all.
+// Pod, a PodList or a List of Pods, ConfigMaps and Secrets, taken whole or
+// not at all.
 func validateURLs(ctx context.Context, w io.Writer, urls []string, node string, o urlOptions) error {
 	header, err := config.ParseHeaders(o.headers)
 	if err != nil {
@@ -79,6 +80,9 @@ func validateURLs(ctx context.Context, w io.Writer, urls []string, node string, 
 		for _, p := range parsed {
 			pods++
 			fmt.Fprintf(w, "ok: %s: pod %s/%s, uid %s\n", origin, p.Namespace, p.Name, p.UID)
+		}
+		for _, o := range p.Objects {
+			fmt.Fprintf(w, "ok: %s: %s %s/%s\n", origin, o.Kind(), o.Namespace(), o.Name())
 		}
 	}
 	fmt.Fprintf(w, "%d URL(s), %d pod(s), %d error(s)\n", len(urls), pods, bad)

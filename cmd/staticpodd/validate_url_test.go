@@ -39,6 +39,9 @@ func TestValidateURL(t *testing.T) {
 		w.Write([]byte(strings.Replace(urlPodList, "{name: c, image: busybox}]\n-", "{name: c}]\n-", 1)))
 	})
 	mux.HandleFunc("/empty", func(w http.ResponseWriter, r *http.Request) {})
+	mux.HandleFunc("/list", func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte("apiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, kind: ConfigMap, metadata: {name: cfg}}\n"))
+	})
 	mux.HandleFunc("/dup", func(w http.ResponseWriter, r *http.Request) {
 		w.Write([]byte(strings.Replace(urlPodList, "{name: b}", "{name: a}", 1)))
 	})
@@ -52,6 +55,11 @@ func TestValidateURL(t *testing.T) {
 	if err != nil || !strings.Contains(out, "ok: "+srv.URL+"/good: pod default/a-node1, uid ") ||
 		!strings.Contains(out, "pod default/b-node1") || !strings.HasSuffix(out, "1 URL(s), 2 pod(s), 0 error(s)\n") {
 		t.Errorf("a good list: %v\n%s", err, out)
+	}
+
+	out, err = execute(t, testRoot(validateCmd), "validate", "--hostname-override", "node1", "--manifest-url-ca", ca, srv.URL+"/list")
+	if err != nil || !strings.Contains(out, "ok: "+srv.URL+"/list: ConfigMap default/cfg\n") {
+		t.Errorf("a List of a ConfigMap: %v\n%s", err, out)
 	}
 
 	out, err = execute(t, testRoot(validateCmd), "validate", "--hostname-override", "node1",
