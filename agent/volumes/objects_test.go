@@ -86,3 +86,41 @@ spec:
 		t.Errorf("a volume that could not be set up left a directory: %v", err)
 	}
 }
+
+// Paths a manifest or an object controls never leave the volume, nor
+// replace its ..data: refused whole, nothing written.
+func TestObjectVolumeHostilePaths(t *testing.T) {
+	root := poddir.Root(t.TempDir())
+	for _, tc := range []struct {
+		items []v1.KeyToPath
+		data  map[string]string
+	}{
+		{[]v1.KeyToPath{{Key: "k", Path: "../../escape"}}, map[string]string{"k": "x"}},
+		{[]v1.KeyToPath{{Key: "k", Path: "/etc/escape"}}, map[string]string{"k": "x"}},
+		{[]v1.KeyToPath{{Key: "k", Path: "..data"}}, map[string]string{"k": "x"}},
+		{nil, map[string]string{"..data": "x"}},
+		{nil, map[string]string{"../escape": "x"}},
+	} {
+		pod := &v1.Pod{}
+		pod.UID, pod.Namespace = "u", "default"
+		pod.Spec.Volumes = []v1.Volume{{Name: "v", VolumeSource: v1.VolumeSource{ConfigMap: &v1.ConfigMapVolumeSource{
+			LocalObjectReference: v1.LocalObjectReference{Name: "cm"}, Items: tc.items}}}}
+		err := Prepare(pod, root, manifest.Host{Objects: fakeObjects{"default/cm": {Data: tc.data}}})
+		if len(SetUpErrors(err)) != 1 {
+			t.Errorf("%+v %v: err = %v, want a SetUpError", tc.items, tc.data, err)
+		}
+		if _, err := os.Lstat(filepath.Join(root.ConfigMap("u", "v"), "..data")); !os.IsNotExist(err) {
+			t.Errorf("%+v %v: ..data written: %v", tc.items, tc.data, err)
+		}
+	}
+	var found []string
+	_ = filepath.WalkDir(string(root), func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			found = append(found, p)
+		}
+		return nil
+	})
+	if len(found) != 0 {
+		t.Errorf("files written: %q", found)
+	}
+}
