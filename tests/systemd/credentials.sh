@@ -142,16 +142,23 @@ rewrite() {
 			/^  volumes:$/ { print "  - name: keys\n    secret:\n      secretName: " secret "\n      defaultMode: 0400" }'
 }
 
+# put FILE: stdin into the manifest FILE.
+put() {
+	cat >/etc/kubernetes/manifests/."$1" && mv /etc/kubernetes/manifests/."$1" /etc/kubernetes/manifests/"$1"
+}
+
 # credentials_controlplane: etcd and the API server from kubeadm's manifests,
 # rewritten, beside their Secrets; what they serve with.
 credentials_controlplane() {
 	t0=$(uptime_s)
 	check "credentials: etcd and kube-apiserver images imported" wait $import || cat $cred_dir/import.out
 	say "TIMING credentials: waited $(since "$t0")s more for the images"
-	rewrite kube-apiserver kube-apiserver-keys <$gen/kube-apiserver.yaml >/etc/kubernetes/manifests/kube-apiserver.yaml
-	rewrite etcd etcd-keys <$gen/etcd.yaml >/etc/kubernetes/manifests/etcd.yaml
-	secret kube-apiserver-keys "$apiserver_keys" >/etc/kubernetes/manifests/kube-apiserver-keys.yaml
-	secret etcd-keys "$etcd_keys" >/etc/kubernetes/manifests/etcd-keys.yaml
+	# Each file written whole (a dot-file the source ignores, renamed), the
+	# Secrets before the pods that use them.
+	secret etcd-keys "$etcd_keys" | put etcd-keys.yaml
+	secret kube-apiserver-keys "$apiserver_keys" | put kube-apiserver-keys.yaml
+	rewrite etcd etcd-keys <$gen/etcd.yaml | put etcd.yaml
+	rewrite kube-apiserver kube-apiserver-keys <$gen/kube-apiserver.yaml | put kube-apiserver.yaml
 	grep -E 'key|keys' /etc/kubernetes/manifests/kube-apiserver.yaml | sed 's/^/  kube-apiserver.yaml| /'
 	sed 's/^/  kube-apiserver-keys.yaml| /' /etc/kubernetes/manifests/kube-apiserver-keys.yaml
 	t1=$(uptime_s)
