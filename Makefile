@@ -385,7 +385,9 @@ appliance: deb images
 # stand-ins with and without start-after and counts the API server's restarts.
 # Boot 2 then runs kubeadm's etcd and kube-apiserver with their private keys
 # from Secrets whose values are LoadCredentialEncrypted= credentials, sealed in
-# the guest, no key ever on its disk (tests/systemd/credentials.sh).
+# the guest, no key ever on its disk (tests/systemd/credentials.sh): in
+# emulation on a busy machine, about 5 minutes more, hence the two boots'
+# BOOT_TIMEOUT of 30 minutes (boot.sh's default is 15).
 # Needs debootstrap, qemu-system-x86, linux-image-amd64, and kubeadm, kubectl,
 # etcd and kube-apiserver (make controlplane).
 UPGRADE_DEB := $(OUT)/pkg/upgrade/staticpodd_$(PKG_VERSION).1_$(PKG_ARCH).deb
@@ -394,7 +396,7 @@ test-systemd: appliance $(CONTROLPLANE_IMAGES)
 	VERSION=$(PKG_VERSION).1 ARCH=$(PKG_ARCH) \
 		$(NFPM) pkg --config $(NFPM_CONFIG) --packager deb --target $(UPGRADE_DEB)
 	cpbin=$$(bash $(CONTROLPLANE_BUILD)) && \
-	SHUTDOWN_MAX=$${SHUTDOWN_MAX:-45} rootfs/appliance/boot.sh $(APPLIANCE) tests/systemd/check.sh $(OUT)/appliance/share \
+	BOOT_TIMEOUT=$${BOOT_TIMEOUT:-1800} SHUTDOWN_MAX=$${SHUTDOWN_MAX:-45} rootfs/appliance/boot.sh $(APPLIANCE) tests/systemd/check.sh $(OUT)/appliance/share \
 		$(UPGRADE_DEB) $(IMAGE_TAR) tests/systemd/memhog.yaml tests/systemd/journal.sh tests/systemd/order.sh \
 		tests/systemd/credentials.sh $$cpbin/kubeadm $$cpbin/kubectl $(CONTROLPLANE_IMAGES)
 
