@@ -78,6 +78,7 @@ dump() {
 	journalctl -u staticpodd -b --no-pager | tail -40
 }
 . $share/order.sh
+. $share/credentials.sh
 
 say "boot $boot: PID1=$(cat /proc/1/comm) kernel=$(uname -r) cgroupfs=$(stat -fc %T /sys/fs/cgroup) systemd=$(systemctl --version | head -1)"
 check "systemd is PID 1" [ "$(cat /proc/1/comm)" = systemd ]
@@ -316,6 +317,12 @@ check "readiness gating: web-client started after READY" [ "$(systemctl show -p 
 pid=$(httpd_pid)
 
 limits cgroupfs
+
+# Control-plane keys from systemd credentials (credentials.sh), in place of the
+# boot-order stand-ins, which hold etcd's and the API server's ports.
+rm /etc/kubernetes/manifests/etcd*.yaml /etc/kubernetes/manifests/kube-*.yaml
+check "boot order: the stand-ins removed" until_ok 120 sh -c "! staticpodd ps | grep -q -E ' (etcd|kube-)'"
+credentials_check
 
 # Reload on this systemd (252): the package did not install the notify-reload
 # drop-in, and with it reload would have no command at all.
