@@ -125,30 +125,31 @@ func (a *Agent) applyWatchedFiles(ctx context.Context, pods map[string]manifest.
 				send = append(send, f)
 			}
 		}
+		var runs string
 		if _, looked := a.onChange.applied[key]; !looked && absent {
-			if uid := a.runningGeneration(p, running); uid != "" {
-				// The first look, an object the pod names is not there, and
-				// a generation of this manifest runs: it was made with that
-				// object (the kept copy a restarted daemon runs with the
-				// manifest unusable has no Secret with values of its own),
-				// so it stays, as it stays with a manifest unchanged. Nothing
-				// is applied: the next look is a first one again, and the
-				// object back with the same data gives this UID again.
-				p = manifest.Regenerate(p, salt.String(), nil) // a copy: the salt names the object
-				p.Pod.UID = types.UID(uid)
-				p.Pod.Annotations[manifest.AnnotationHash] = uid
-				pods[key] = p
-				continue
-			}
+			runs = a.runningGeneration(p, running)
 		}
-		s, held := a.onChange.hold(key, salt.String(), now, applied)
-		if !held.IsZero() {
-			a.logger.Info("restart-on-change file changed: the pod restarts once its back-off has passed", "pod", key, "at", held)
-			if wake.IsZero() || held.Before(wake) {
-				wake = held
+		if runs != "" {
+			// The first look, an object the pod names is not there, and a
+			// generation of this manifest runs: it was made with that
+			// object (the kept copy a restarted daemon runs with the
+			// manifest unusable has no Secret with values of its own), so
+			// it stays, as it stays with a manifest unchanged. Nothing is
+			// applied: the next look is a first one again, and the object
+			// back with the same data gives this UID again.
+			p = manifest.Regenerate(p, salt.String(), nil) // a copy: the salt names the object
+			p.Pod.UID = types.UID(runs)
+			p.Pod.Annotations[manifest.AnnotationHash] = runs
+		} else {
+			s, held := a.onChange.hold(key, salt.String(), now, applied)
+			if !held.IsZero() {
+				a.logger.Info("restart-on-change file changed: the pod restarts once its back-off has passed", "pod", key, "at", held)
+				if wake.IsZero() || held.Before(wake) {
+					wake = held
+				}
 			}
+			p = manifest.Regenerate(p, s, nil)
 		}
-		p = manifest.Regenerate(p, s, nil)
 		pods[key] = p
 		if len(send) > 0 {
 			a.onChange.wg.Go(func() { a.signalPod(ctx, p, send) })
