@@ -20,8 +20,11 @@ import (
 // pod's restart-on-change entries mix into its UID.
 const digestKeyFile = "object-digest.key"
 
+// absentDigest is objectDigest's for an object the current Set has not.
+const absentDigest = "absent"
+
 // objectDigest is a digest of the data of the object key in the current Set
-// ("absent" if it has none): what a restart-on-change entry "configmap/NAME"
+// (absentDigest if it has none): what a restart-on-change entry "configmap/NAME"
 // or "secret/NAME" mixes into the pod's UID. A pod's UID is shown to anyone
 // who lists pods and a plain digest of a short Secret would let them try
 // values against it: the digest is an HMAC with the daemon's own key, kept
@@ -30,7 +33,7 @@ const digestKeyFile = "object-digest.key"
 func (a *Agent) objectDigest(key string) string {
 	obj := a.objects.Load().Get(key)
 	if obj == nil {
-		return "absent"
+		return absentDigest
 	}
 	if a.onChange.digestKey == nil {
 		k, err := loadDigestKey(a.cfg.Paths.RootDir)

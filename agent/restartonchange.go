@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	"github.com/staticpodd/staticpodd/agent/manifest"
 	"github.com/staticpodd/staticpodd/agent/objects"
 	"github.com/staticpodd/staticpodd/agent/podspec"
@@ -78,8 +80,9 @@ func (o *onChange) hold(key, salt string, now time.Time, applied map[string]appl
 // daemon that restarts reads the same contents again, hence the same UIDs:
 // only a change while it was down restarts a pod. A file's change while it
 // was down does not signal: the first digest a daemon reads is where it
-// starts from.
-func (a *Agent) applyWatchedFiles(ctx context.Context, pods map[string]manifest.Pod) {
+// starts from. running holds the UIDs of the pods that run (or are found
+// running, not yet adopted).
+func (a *Agent) applyWatchedFiles(ctx context.Context, pods map[string]manifest.Pod, running map[string]bool) {
 	keep := map[string]bool{}
 	signalled := map[string]map[string]string{}
 	applied := map[string]appliedFiles{}
@@ -101,9 +104,12 @@ func (a *Agent) applyWatchedFiles(ctx context.Context, pods map[string]manifest.
 		var salt strings.Builder
 		var send []manifest.WatchedFile
 		i := -1
+		absent := false
 		for _, f := range files {
 			if f.Kind != "" {
-				fmt.Fprintf(&salt, "%s:%s:%s\n", f.Kind, f.Path, a.objectDigest(objects.Key(f.Kind, p.Namespace, f.Path)))
+				d := a.objectDigest(objects.Key(f.Kind, p.Namespace, f.Path))
+				absent = absent || d == absentDigest
+				fmt.Fprintf(&salt, "%s:%s:%s\n", f.Kind, f.Path, d)
 				continue
 			}
 			i++
@@ -119,14 +125,31 @@ func (a *Agent) applyWatchedFiles(ctx context.Context, pods map[string]manifest.
 				send = append(send, f)
 			}
 		}
-		s, held := a.onChange.hold(key, salt.String(), now, applied)
-		if !held.IsZero() {
-			a.logger.Info("restart-on-change file changed: the pod restarts once its back-off has passed", "pod", key, "at", held)
-			if wake.IsZero() || held.Before(wake) {
-				wake = held
-			}
+		var runs string
+		if _, looked := a.onChange.applied[key]; !looked && absent {
+			runs = a.runningGeneration(p, running)
 		}
-		p = manifest.Regenerate(p, s, nil)
+		if runs != "" {
+			// The first look, an object the pod names is not there, and a
+			// generation of this manifest runs: it was made with that
+			// object (the kept copy a restarted daemon runs with the
+			// manifest unusable has no Secret with values of its own), so
+			// it stays, as it stays with a manifest unchanged. Nothing is
+			// applied: the next look is a first one again, and the object
+			// back with the same data gives this UID again.
+			p = manifest.Regenerate(p, salt.String(), nil) // a copy: the salt names the object
+			p.Pod.UID = types.UID(runs)
+			p.Pod.Annotations[manifest.AnnotationHash] = runs
+		} else {
+			s, held := a.onChange.hold(key, salt.String(), now, applied)
+			if !held.IsZero() {
+				a.logger.Info("restart-on-change file changed: the pod restarts once its back-off has passed", "pod", key, "at", held)
+				if wake.IsZero() || held.Before(wake) {
+					wake = held
+				}
+			}
+			p = manifest.Regenerate(p, s, nil)
+		}
 		pods[key] = p
 		if len(send) > 0 {
 			a.onChange.wg.Go(func() { a.signalPod(ctx, p, send) })
@@ -147,6 +170,26 @@ func (a *Agent) applyWatchedFiles(ctx context.Context, pods map[string]manifest.
 	default:
 		a.onChange.wake.Reset(time.Until(wake))
 	}
+}
+
+// runningGeneration is the UID of the one pod of running that was made from
+// p's manifest (its kept manifest.json gives p's manifest UID), "" if none
+// or several.
+func (a *Agent) runningGeneration(p manifest.Pod, running map[string]bool) string {
+	if a.cfg.Seen == nil {
+		return ""
+	}
+	want, found := manifest.ManifestUID(p.Pod), ""
+	for uid := range running {
+		if a.cfg.Seen.ManifestUID(uid) != want {
+			continue
+		}
+		if found != "" {
+			return ""
+		}
+		found = uid
+	}
+	return found
 }
 
 // signalPod sends each file's signal to the main process of every running

@@ -158,7 +158,7 @@ func (a *Agent) reconcile(ctx context.Context, l *loop) {
 	problems = append(problems, objProblems...)
 	a.restarts.apply(pods, l.allSeen, a.logger)
 	a.follow.apply(pods, l.allSeen, a.logger)
-	a.applyWatchedFiles(ctx, pods)
+	a.applyWatchedFiles(ctx, pods, running)
 	recreated := make(map[types.UID]uint64, len(pods))
 	problems = append(problems, a.substituteRollbacks(pods)...)
 	problems = append(problems, dropSharedUIDs(pods, workerUIDs)...)

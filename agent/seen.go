@@ -97,12 +97,8 @@ func (s *SeenStore) Stored(src string) []source.Manifest {
 		if !d.IsDir() || !manifest.ValidUID(string(uid)) {
 			continue
 		}
-		b, err := os.ReadFile(s.manifestFile(uid))
-		if err != nil {
-			continue
-		}
-		var m stored
-		if json.Unmarshal(b, &m) != nil || m.Source != src {
+		m, ok := s.stored(uid)
+		if !ok || m.Source != src {
 			continue
 		}
 		// The manifest's own UID: parsed again, the manifest gives that one,
@@ -114,6 +110,29 @@ func (s *SeenStore) Stored(src string) []source.Manifest {
 		out = append(out, source.Manifest{UID: uid, Source: m.Source, Origin: m.Origin, Data: m.Manifest, Seen: seen})
 	}
 	return out
+}
+
+// stored reads the manifest.json of pod uid, a valid UID.
+func (s *SeenStore) stored(uid types.UID) (stored, bool) {
+	var m stored
+	b, err := os.ReadFile(s.manifestFile(uid))
+	return m, err == nil && json.Unmarshal(b, &m) == nil
+}
+
+// ManifestUID is the UID that the manifest kept for pod uid gives its pod
+// (manifest.ManifestUID), "" when none is kept.
+func (s *SeenStore) ManifestUID(uid string) string {
+	if !manifest.ValidUID(uid) {
+		return "" // never a path out of the root dir
+	}
+	m, ok := s.stored(types.UID(uid))
+	switch {
+	case !ok:
+		return ""
+	case m.UID != "":
+		return string(m.UID)
+	}
+	return uid
 }
 
 // keepManifest writes m as the manifest.json of pod uid unless it exists,

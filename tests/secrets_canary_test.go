@@ -33,7 +33,8 @@ import (
 // manifest dir of its own, in the pod's file, or in a URL's List. The copies
 // of the pod's file and of the URL's body kept under the root dir, for a
 // restart with the manifest unusable, leave out a Secret with values: such a
-// restart adopts the pod as it runs.
+// restart adopts the pod as it runs, even one whose restart-on-change names
+// the Secret.
 func TestSecretCanary(t *testing.T) {
 	credential := func(d *daemon, canary string) string {
 		creds := filepath.Join(d.Dir, "credentials")
@@ -66,6 +67,9 @@ stringData: {token: ` + canary + `}
 	t.Run("stringData", func(t *testing.T) { secretCanary(t, stringData, fileOfItsOwn) })
 	t.Run("stringData in the pod's file", func(t *testing.T) { secretCanary(t, stringData, podFile) })
 	t.Run("stringData from a URL", func(t *testing.T) { secretCanary(t, stringData, fromURL) })
+	// The pod's restart-on-change names the Secret: its absence from the
+	// kept copy is no change of the generation that runs.
+	t.Run("stringData in the pod's file with restart-on-change", func(t *testing.T) { secretCanary(t, stringData, podFileRestartOnChange) })
 }
 
 // secretPlace is where secretCanary writes the Secret.
@@ -75,6 +79,8 @@ const (
 	fileOfItsOwn secretPlace = iota // a file of the manifest dir beside the pod's
 	podFile                         // a document of the pod's file
 	fromURL                         // an item of the List a URL serves, with the pod
+	// as podFile, the pod's staticpodd.io/restart-on-change naming the Secret
+	podFileRestartOnChange
 )
 
 // secretCanary runs the pod of TestSecretCanary with the Secret setup makes,
@@ -103,6 +109,13 @@ func secretCanary(t *testing.T, setup func(d *daemon, canary string) (secretYAML
   - name: secret
     secret: {secretName: web}
 `)
+	if where == podFileRestartOnChange {
+		annotated := strings.Replace(pod, "  name: web\n", "  name: web\n  annotations: {staticpodd.io/restart-on-change: secret/web}\n", 1)
+		if annotated == pod {
+			t.Fatalf("no metadata to annotate in:\n%s", pod)
+		}
+		pod = annotated
+	}
 	source := d.Manifests
 	if viaURL {
 		srv.Set("apiVersion: v1\nkind: List\nitems:\n" + listItem(secret) + listItem(pod))
@@ -116,7 +129,7 @@ func secretCanary(t *testing.T, setup func(d *daemon, canary string) (secretYAML
 	case fileOfItsOwn:
 		d.WriteManifest("secret.yaml", secret)
 		d.WriteManifest("web.yaml", pod)
-	case podFile:
+	case podFile, podFileRestartOnChange:
 		d.WriteManifest("web.yaml", secret+"---\n"+pod)
 	}
 	d.WaitRunning("web", 30*time.Second)

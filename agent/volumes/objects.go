@@ -189,17 +189,14 @@ func writeObjectVolume(pod *v1.Pod, vol *v1.Volume, root poddir.Root, h manifest
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return &SetUpError{Volume: vol.Name, Err: err}
 	}
-	// The kubelet sets these volumes up on an emptyDir it wraps: 0777, on
-	// a tmpfs 1777 (its mount's default, which the kubelet keeps), the
-	// pod's fsGroup's. The pod's users enter it as the kubelet's.
-	dirMode := fs.FileMode(0o777)
+	// The kubelet sets these volumes up on an emptyDir it wraps, so the
+	// pod's users enter it as the kubelet's.
 	if memory {
 		if err := mountTmpfs(dir, manifest.MemoryVolumeSize(pod, h)); err != nil {
 			return &SetUpError{Volume: vol.Name, Err: err}
 		}
-		dirMode |= fs.ModeSticky
 	}
-	if err := ownVolumeDir(pod, dir, dirMode, "volume"); err != nil {
+	if err := ownVolumeDir(pod, dir, memory, "volume"); err != nil {
 		return &SetUpError{Volume: vol.Name, Err: err}
 	}
 	gid := -1

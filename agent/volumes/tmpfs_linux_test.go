@@ -41,6 +41,11 @@ func TestMemoryEmptyDirIsSizedTmpfs(t *testing.T) {
 	if len(found) != 1 || !strings.HasPrefix(found[0], "tmpfs ") || !strings.Contains(found[0], "size=8192k") {
 		t.Fatalf("mounts on %s = %q, want one tmpfs of 8Mi", dir, found)
 	}
+	// The kubelet's memory emptyDir keeps its tmpfs's 1777 (drwxrwxrwt):
+	// one container user cannot remove another's files.
+	if fi, err := os.Stat(dir); err != nil || fi.Mode()&^os.ModeDir != 0o777|os.ModeSticky {
+		t.Errorf("memory emptyDir: %v, %v; want mode trwxrwxrwx", fi.Mode(), err)
+	}
 	if err := Remove(string(pod.UID), root); err != nil {
 		t.Fatal(err)
 	}

@@ -60,7 +60,8 @@ func prepareEmptyDir(pod *v1.Pod, vol *v1.Volume, root poddir.Root) error {
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return fmt.Errorf("create emptyDir: %w", err)
 	}
-	if vol.EmptyDir.Medium == v1.StorageMediumMemory {
+	memory := vol.EmptyDir.Medium == v1.StorageMediumMemory
+	if memory {
 		var size int64
 		if l := vol.EmptyDir.SizeLimit; l != nil {
 			size = l.Value()
@@ -69,20 +70,26 @@ func prepareEmptyDir(pod *v1.Pod, vol *v1.Volume, root poddir.Root) error {
 			return err
 		}
 	}
-	// The kubelet makes emptyDirs world-writable so any container user can use them.
-	return ownVolumeDir(pod, dir, 0o777, "emptyDir")
+	return ownVolumeDir(pod, dir, memory, "emptyDir")
 }
 
 // ownVolumeDir gives the directory of a volume of pod, an emptyDir or one
 // the kubelet sets up on an emptyDir it wraps (configMap, secret,
-// projected), mode and, with fsGroup, the kubelet's SetVolumeOwnership at
-// the emptyDir's setup (always recursive: emptyDir passes no
-// fsGroupChangePolicy), when it is still empty: group fsGroup, group rwx and
-// setgid, so what containers create in it belongs to fsGroup. Only the
+// projected), the kubelet's emptyDir mode: 0777, so that any container user
+// can use it, and on a tmpfs (memory) 1777, its mount's default, which the
+// kubelet keeps (its setupDir chmods only when the permission bits differ),
+// so that one user cannot remove another's files. With fsGroup, it applies
+// the kubelet's SetVolumeOwnership at the emptyDir's setup (always
+// recursive: emptyDir passes no fsGroupChangePolicy), when it is still
+// empty: group fsGroup, group rwx and setgid, so what containers create in it belongs to fsGroup. Only the
 // volume's own directory is changed, never what a container put in it.
 // hostPath volumes are left as they are, as by the kubelet. what names the
 // volume's kind in an error.
-func ownVolumeDir(pod *v1.Pod, dir string, mode fs.FileMode, what string) error {
+func ownVolumeDir(pod *v1.Pod, dir string, memory bool, what string) error {
+	mode := fs.FileMode(0o777)
+	if memory {
+		mode |= fs.ModeSticky
+	}
 	if sc := pod.Spec.SecurityContext; sc != nil && sc.FSGroup != nil {
 		if err := os.Lchown(dir, -1, int(*sc.FSGroup)); err != nil {
 			return fmt.Errorf("chown %s to fsGroup %d: %w", what, *sc.FSGroup, err)
