@@ -85,17 +85,20 @@ func WithoutSecretValues(data []byte, source string) []byte {
 }
 
 // generic reads one document as an object; ok is false when it is not one.
-// Two equal keys: the last one, as check reads them.
+// Two equal keys: the last one, as check reads them. Numbers are kept as
+// written (decodeGeneric), not as float64: a List encoded again must give
+// the same pods, UIDs and quantities included.
 func generic(doc []byte) (map[string]any, bool) {
 	js, err := yaml.YAMLToJSON(doc)
 	if err != nil {
 		return nil, false
 	}
-	var m map[string]any
-	if json.Unmarshal(js, &m) != nil || m == nil {
+	v, err := decodeGeneric(js)
+	if err != nil {
 		return nil, false
 	}
-	return m, true
+	m, ok := v.(map[string]any)
+	return m, ok
 }
 
 // secretValues reports whether doc is a Secret with values of its own.
