@@ -35,3 +35,47 @@ func TestWithoutSecretValuesKeepsNumbers(t *testing.T) {
 		t.Errorf("restored memory limit %s, want %s", got, want)
 	}
 }
+
+// A Secret after a document's end ("...") in the same document is not read:
+// the parser takes the first document only. It is not used, and must not be
+// kept either.
+func TestWithoutSecretValuesAfterDocumentEnd(t *testing.T) {
+	pod := "apiVersion: v1\nkind: Pod\nmetadata: {name: web}\nspec:\n  containers: [{name: c, image: busybox}]\n"
+	secret := "apiVersion: v1\nkind: Secret\nmetadata: {name: s}\nstringData: {k: " + canary + "}\n"
+	list := `{"apiVersion":"v1","kind":"List","items":[` +
+		`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"web"},"spec":{"containers":[{"name":"c","image":"busybox"}]}}]}`
+	for _, tc := range []struct {
+		name, source, data string
+	}{
+		{"file", SourceFile, pod + "...\n" + secret},
+		{"file, end with a comment", SourceFile, pod + "... # end\n" + secret},
+		{"file, second document", SourceFile, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cfg}\n---\n" + pod + "...\n" + secret},
+		{"url", SourceHTTP, pod + "...\n" + secret},
+		{"url list", SourceHTTP, list + "\n...\n" + secret},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			orig := Check([]byte(tc.data), tc.source, "/m/web.yaml", "node1")
+			if err := orig.Err(); err != nil {
+				t.Fatal(err)
+			}
+			kept := WithoutSecretValues([]byte(tc.data), tc.source)
+			if strings.Contains(string(kept), canary) {
+				t.Fatalf("the kept copy holds a Secret's value:\n%s", kept)
+			}
+			p := Check(kept, tc.source, "/m/web.yaml", "node1")
+			if err := p.Err(); err != nil {
+				t.Fatalf("the kept copy is not valid: %v\n%s", err, kept)
+			}
+			if len(p.Pods) != 1 || p.Pods[0].UID != orig.Pods[0].UID || len(p.Objects) != len(orig.Objects) {
+				t.Fatalf("kept copy gives %d pods, %d objects, want the UID %s and %d objects:\n%s", len(p.Pods), len(p.Objects), orig.Pods[0].UID, len(orig.Objects), kept)
+			}
+			if again := WithoutSecretValues(kept, tc.source); string(again) != string(kept) {
+				t.Errorf("a kept copy kept again changed:\n%s\n---\n%s", kept, again)
+			}
+		})
+	}
+	// A "..." with nothing after it is kept as written.
+	if got := WithoutSecretValues([]byte(pod+"...\n# bye\n"), SourceFile); string(got) != pod+"...\n# bye\n" {
+		t.Errorf("a document ended by ... kept as %q", got)
+	}
+}

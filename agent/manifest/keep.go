@@ -53,12 +53,21 @@ func WithoutSecretValues(data []byte, source string) []byte {
 					kept = append(kept, it)
 				}
 			}
-			if len(kept) == len(items) {
+			if len(kept) == len(items) && !pastEnd(d) {
 				out = append(out, d)
 				continue
 			}
 			changed = true
 			doc["items"] = kept
+			js, err := json.Marshal(doc)
+			if err != nil {
+				return nil
+			}
+			out = append(out, append(js, '\n'))
+		case pastEnd(d):
+			// What follows a document's end is not read (a Secret there
+			// is not used): only what was read is kept, encoded again.
+			changed = true
 			js, err := json.Marshal(doc)
 			if err != nil {
 				return nil
@@ -82,6 +91,24 @@ func WithoutSecretValues(data []byte, source string) []byte {
 		}
 	}
 	return b.Bytes()
+}
+
+// pastEnd reports whether doc has a line that ends a YAML document ("...")
+// with more after it: the parser reads the first document of doc only, and
+// the rest, unread and unchecked, may be a Secret written in clear.
+func pastEnd(doc []byte) bool {
+	i := 0
+	for line := range bytes.Lines(doc) {
+		i += len(line)
+		rest, ok := bytes.CutPrefix(line, []byte("..."))
+		if !ok || len(bytes.TrimSpace(rest)) > 0 && rest[0] != ' ' && rest[0] != '\t' {
+			continue
+		}
+		if !onlyComments(doc[i:]) {
+			return true
+		}
+	}
+	return false
 }
 
 // generic reads one document as an object; ok is false when it is not one.
