@@ -187,7 +187,10 @@ credentials_controlplane() {
 		sh -c "tr '\0' '\n' </proc/$api/cmdline | grep -qx -- --tls-private-key-file=/etc/kubernetes/keys/apiserver.key"
 	check "credentials: the API server reads its service-account signing key from the secret volume" \
 		sh -c "tr '\0' '\n' </proc/$api/cmdline | grep -qx -- --service-account-signing-key-file=/etc/kubernetes/keys/sa.key"
-	check "credentials: the secret volume is a tmpfs" sh -c "awk '\$5 == \"/etc/kubernetes/keys\" { print \$9 }' /proc/$api/mountinfo | grep -qx tmpfs"
+	# mountinfo's type is the field after "-": the optional fields before it
+	# are zero or more (shared:, master:), and the source, after the type, is
+	# "tmpfs" too.
+	check "credentials: the secret volume is a tmpfs" sh -c "awk '\$5 == \"/etc/kubernetes/keys\" { for (i = 7; \$i != \"-\"; i++); print \$(i + 1) }' /proc/$api/mountinfo | grep -qx tmpfs"
 	say "credentials: the secret volume: $(ls -l /proc/"$api"/root/etc/kubernetes/keys/ | tr '\n' ' ')"
 	check "credentials: the keys are 0400" sh -c "[ \"\$(stat -L -c %a /proc/$api/root/etc/kubernetes/keys/apiserver.key)\" = 400 ]"
 	etcd=$(pgrep -x etcd | head -1)
