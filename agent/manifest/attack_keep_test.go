@@ -79,3 +79,27 @@ func TestWithoutSecretValuesAfterDocumentEnd(t *testing.T) {
 		t.Errorf("a document ended by ... kept as %q", got)
 	}
 }
+
+// A URL List encoded again is no larger than its body needs: json.Marshal's
+// HTML escaping writes each <, > and & as six bytes, and a 2 MiB body came
+// back over MaxSize, a save file the next daemon refuses.
+func TestWithoutSecretValuesSize(t *testing.T) {
+	list := `{"apiVersion":"v1","kind":"List","items":[
+{"apiVersion":"v1","kind":"Pod","metadata":{"name":"web"},"note":"` + strings.Repeat("<", 2<<20) + `","spec":{"containers":[{"name":"c","image":"busybox"}]}},
+{"apiVersion":"v1","kind":"Secret","metadata":{"name":"inline"},"stringData":{"k":"` + canary + `"}}]}`
+	orig := Check([]byte(list), SourceHTTP, "http://x/", "node1")
+	if err := orig.Err(); err != nil {
+		t.Fatal(err)
+	}
+	kept := WithoutSecretValues([]byte(list), SourceHTTP)
+	if len(kept) > len(list) {
+		t.Errorf("kept copy of %d bytes, more than the body's %d", len(kept), len(list))
+	}
+	p := Check(kept, SourceHTTP, "http://x/", "node1")
+	if err := p.Err(); err != nil {
+		t.Fatalf("kept copy not valid: %v", err)
+	}
+	if len(p.Pods) != 1 || p.Pods[0].UID != orig.Pods[0].UID {
+		t.Errorf("kept copy gives another pod")
+	}
+}

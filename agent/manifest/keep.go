@@ -59,20 +59,20 @@ func WithoutSecretValues(data []byte, source string) []byte {
 			}
 			changed = true
 			doc["items"] = kept
-			js, err := json.Marshal(doc)
+			js, err := encode(doc)
 			if err != nil {
 				return nil
 			}
-			out = append(out, append(js, '\n'))
+			out = append(out, js)
 		case pastEnd(d):
 			// What follows a document's end is not read (a Secret there
 			// is not used): only what was read is kept, encoded again.
 			changed = true
-			js, err := json.Marshal(doc)
+			js, err := encode(doc)
 			if err != nil {
 				return nil
 			}
-			out = append(out, append(js, '\n'))
+			out = append(out, js)
 		default:
 			out = append(out, d)
 		}
@@ -91,6 +91,19 @@ func WithoutSecretValues(data []byte, source string) []byte {
 		}
 	}
 	return b.Bytes()
+}
+
+// encode is doc as JSON, one line. <, > and & are written as they are, not
+// as json.Marshal's six-byte escapes: a body of them would be kept six
+// times its size, past MaxSize, a copy the next daemon refuses.
+func encode(doc map[string]any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(doc); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
 }
 
 // pastEnd reports whether doc has a line that ends a YAML document ("...")
