@@ -1,6 +1,7 @@
 package manifest
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -57,6 +58,9 @@ func TestWithoutSecretValuesAfterDocumentEnd(t *testing.T) {
 			orig := Check([]byte(tc.data), tc.source, "/m/web.yaml", "node1")
 			if err := orig.Err(); err != nil {
 				t.Fatal(err)
+			}
+			if !slices.ContainsFunc(orig.Warnings, func(w Warning) bool { return strings.Contains(w.Message, "is not read") }) {
+				t.Errorf("no warning that the Secret after ... is not read: %+v", orig.Warnings)
 			}
 			kept := WithoutSecretValues([]byte(tc.data), tc.source)
 			if strings.Contains(string(kept), canary) {
