@@ -81,6 +81,12 @@ func (m *multi) document(data []byte, out *Parsed) {
 		msg = strings.TrimPrefix(strings.ReplaceAll(msg, " ;", ";"), "; ")
 		out.Warnings = append(out.Warnings, m.warnings([]Warning{{Origin: m.origin, Message: msg + "; the last one is used, as the kubelet does"}})...)
 	}
+	if pastEnd(data) {
+		// As the kubelet's decoder, only the first document is read: a
+		// Secret written after "..." would be missing without a word.
+		out.Warnings = append(out.Warnings, m.warnings([]Warning{{Origin: m.origin,
+			Message: `what follows the document's end ("...") is not read; separate documents with "---"`}})...)
+	}
 	kinds := []string{"Pod", "ConfigMap", "Secret"}
 	if m.source == SourceHTTP {
 		kinds = append(kinds, "PodList", "List")

@@ -53,17 +53,26 @@ func WithoutSecretValues(data []byte, source string) []byte {
 					kept = append(kept, it)
 				}
 			}
-			if len(kept) == len(items) {
+			if len(kept) == len(items) && !pastEnd(d) {
 				out = append(out, d)
 				continue
 			}
 			changed = true
 			doc["items"] = kept
-			js, err := json.Marshal(doc)
+			js, err := encode(doc)
 			if err != nil {
 				return nil
 			}
-			out = append(out, append(js, '\n'))
+			out = append(out, js)
+		case pastEnd(d):
+			// What follows a document's end is not read (a Secret there
+			// is not used): only what was read is kept, encoded again.
+			changed = true
+			js, err := encode(doc)
+			if err != nil {
+				return nil
+			}
+			out = append(out, js)
 		default:
 			out = append(out, d)
 		}
@@ -84,18 +93,52 @@ func WithoutSecretValues(data []byte, source string) []byte {
 	return b.Bytes()
 }
 
+// encode is doc as JSON, one line. <, > and & are written as they are, not
+// as json.Marshal's six-byte escapes: a body of them would be kept six
+// times its size, past MaxSize, a copy the next daemon refuses.
+func encode(doc map[string]any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(doc); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
+// pastEnd reports whether doc has a line that ends a YAML document ("...")
+// with more after it: the parser reads the first document of doc only, and
+// the rest, unread and unchecked, may be a Secret written in clear.
+func pastEnd(doc []byte) bool {
+	i := 0
+	for line := range bytes.Lines(doc) {
+		i += len(line)
+		rest, ok := bytes.CutPrefix(line, []byte("..."))
+		if !ok || len(bytes.TrimSpace(rest)) > 0 && rest[0] != ' ' && rest[0] != '\t' {
+			continue
+		}
+		if !onlyComments(doc[i:]) {
+			return true
+		}
+	}
+	return false
+}
+
 // generic reads one document as an object; ok is false when it is not one.
-// Two equal keys: the last one, as check reads them.
+// Two equal keys: the last one, as check reads them. Numbers are kept as
+// written (decodeGeneric), not as float64: a List encoded again must give
+// the same pods, UIDs and quantities included.
 func generic(doc []byte) (map[string]any, bool) {
 	js, err := yaml.YAMLToJSON(doc)
 	if err != nil {
 		return nil, false
 	}
-	var m map[string]any
-	if json.Unmarshal(js, &m) != nil || m == nil {
+	v, err := decodeGeneric(js)
+	if err != nil {
 		return nil, false
 	}
-	return m, true
+	m, ok := v.(map[string]any)
+	return m, ok
 }
 
 // secretValues reports whether doc is a Secret with values of its own.

@@ -77,7 +77,7 @@ credentials_seal() {
 	mkdir -p $gen
 	check "credentials: kubeadm init --dry-run, into $gen (a tmpfs)" sh -c "KUBEADM_INIT_DRYRUN_DIR=$gen $share/kubeadm init \
 		--config $cred_dir/kubeadm.yaml --dry-run --skip-phases=preflight,kubeconfig/admin,kubeconfig/kubelet,kubeconfig/controller-manager,kubeconfig/scheduler,control-plane/controller-manager,control-plane/scheduler,kubelet-start,wait-control-plane,upload-config,upload-certs,mark-control-plane,bootstrap-token,kubelet-finalize,addon,show-join-command \
-		>$cred_dir/kubeadm.out 2>&1" || tail -20 $cred_dir/kubeadm.out
+		>$cred_dir/kubeadm.out 2>&1 || { tail -20 $cred_dir/kubeadm.out; exit 1; }"
 	say "TIMING credentials: kubeadm took $(since "$t0")s"
 	: >$cred_dir/patterns
 	: >$cred_dir/sums
@@ -151,7 +151,11 @@ put() {
 # rewritten, beside their Secrets; what they serve with.
 credentials_controlplane() {
 	t0=$(uptime_s)
-	check "credentials: etcd and kube-apiserver images imported" wait $import || cat $cred_dir/import.out
+	# (check's status is 0 whatever the command's: bad only records a failure.)
+	wait $import
+	imported=$?
+	check "credentials: etcd and kube-apiserver images imported" [ $imported = 0 ]
+	[ $imported = 0 ] || cat $cred_dir/import.out
 	say "TIMING credentials: waited $(since "$t0")s more for the images"
 	# Each file written whole (a dot-file the source ignores, renamed), the
 	# Secrets before the pods that use them.
@@ -187,7 +191,10 @@ credentials_controlplane() {
 		sh -c "tr '\0' '\n' </proc/$api/cmdline | grep -qx -- --tls-private-key-file=/etc/kubernetes/keys/apiserver.key"
 	check "credentials: the API server reads its service-account signing key from the secret volume" \
 		sh -c "tr '\0' '\n' </proc/$api/cmdline | grep -qx -- --service-account-signing-key-file=/etc/kubernetes/keys/sa.key"
-	check "credentials: the secret volume is a tmpfs" sh -c "awk '\$5 == \"/etc/kubernetes/keys\" { print \$9 }' /proc/$api/mountinfo | grep -qx tmpfs"
+	# mountinfo's type is the field after "-": the optional fields before it
+	# are zero or more (shared:, master:), and the source, after the type, is
+	# "tmpfs" too.
+	check "credentials: the secret volume is a tmpfs" sh -c "awk '\$5 == \"/etc/kubernetes/keys\" { for (i = 7; \$i != \"-\"; i++); print \$(i + 1) }' /proc/$api/mountinfo | grep -qx tmpfs"
 	say "credentials: the secret volume: $(ls -l /proc/"$api"/root/etc/kubernetes/keys/ | tr '\n' ' ')"
 	check "credentials: the keys are 0400" sh -c "[ \"\$(stat -L -c %a /proc/$api/root/etc/kubernetes/keys/apiserver.key)\" = 400 ]"
 	etcd=$(pgrep -x etcd | head -1)

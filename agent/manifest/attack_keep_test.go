@@ -1,0 +1,109 @@
+package manifest
+
+import (
+	"slices"
+	"strings"
+	"testing"
+)
+
+// A URL List kept without its Secrets is encoded again: its pods' numbers
+// must come out as written, or the restored pod is another pod (another
+// grace period, another UID) than the one the server served.
+func TestWithoutSecretValuesKeepsNumbers(t *testing.T) {
+	list := `{"apiVersion":"v1","kind":"List","items":[
+{"apiVersion":"v1","kind":"Pod","metadata":{"name":"web"},"spec":{"containers":[{"name":"c","image":"busybox","resources":{"limits":{"memory":123456789012345678}}}]}},
+{"apiVersion":"v1","kind":"Secret","metadata":{"name":"inline"},"stringData":{"k":"` + canary + `"}}]}`
+	orig := Check([]byte(list), SourceHTTP, "http://x/", "node1")
+	if err := orig.Err(); err != nil {
+		t.Fatal(err)
+	}
+	kept := WithoutSecretValues([]byte(list), SourceHTTP)
+	if strings.Contains(string(kept), canary) {
+		t.Fatalf("kept copy holds the value:\n%s", kept)
+	}
+	p := Check(kept, SourceHTTP, "http://x/", "node1")
+	if err := p.Err(); err != nil {
+		t.Fatalf("kept copy not valid: %v\n%s", err, kept)
+	}
+	if len(p.Pods) != 1 {
+		t.Fatalf("restored pods %d, want 1", len(p.Pods))
+	}
+	if p.Pods[0].UID != orig.Pods[0].UID {
+		t.Errorf("restored pod UID %s, want %s; kept:\n%s", p.Pods[0].UID, orig.Pods[0].UID, kept)
+	}
+	got, want := p.Pods[0].Spec.Containers[0].Resources.Limits.Memory(), orig.Pods[0].Spec.Containers[0].Resources.Limits.Memory()
+	if !got.Equal(*want) {
+		t.Errorf("restored memory limit %s, want %s", got, want)
+	}
+}
+
+// A Secret after a document's end ("...") in the same document is not read:
+// the parser takes the first document only. It is not used, and must not be
+// kept either.
+func TestWithoutSecretValuesAfterDocumentEnd(t *testing.T) {
+	pod := "apiVersion: v1\nkind: Pod\nmetadata: {name: web}\nspec:\n  containers: [{name: c, image: busybox}]\n"
+	secret := "apiVersion: v1\nkind: Secret\nmetadata: {name: s}\nstringData: {k: " + canary + "}\n"
+	list := `{"apiVersion":"v1","kind":"List","items":[` +
+		`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"web"},"spec":{"containers":[{"name":"c","image":"busybox"}]}}]}`
+	for _, tc := range []struct {
+		name, source, data string
+	}{
+		{"file", SourceFile, pod + "...\n" + secret},
+		{"file, end with a comment", SourceFile, pod + "... # end\n" + secret},
+		{"file, second document", SourceFile, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cfg}\n---\n" + pod + "...\n" + secret},
+		{"url", SourceHTTP, pod + "...\n" + secret},
+		{"url list", SourceHTTP, list + "\n...\n" + secret},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			orig := Check([]byte(tc.data), tc.source, "/m/web.yaml", "node1")
+			if err := orig.Err(); err != nil {
+				t.Fatal(err)
+			}
+			if !slices.ContainsFunc(orig.Warnings, func(w Warning) bool { return strings.Contains(w.Message, "is not read") }) {
+				t.Errorf("no warning that the Secret after ... is not read: %+v", orig.Warnings)
+			}
+			kept := WithoutSecretValues([]byte(tc.data), tc.source)
+			if strings.Contains(string(kept), canary) {
+				t.Fatalf("the kept copy holds a Secret's value:\n%s", kept)
+			}
+			p := Check(kept, tc.source, "/m/web.yaml", "node1")
+			if err := p.Err(); err != nil {
+				t.Fatalf("the kept copy is not valid: %v\n%s", err, kept)
+			}
+			if len(p.Pods) != 1 || p.Pods[0].UID != orig.Pods[0].UID || len(p.Objects) != len(orig.Objects) {
+				t.Fatalf("kept copy gives %d pods, %d objects, want the UID %s and %d objects:\n%s", len(p.Pods), len(p.Objects), orig.Pods[0].UID, len(orig.Objects), kept)
+			}
+			if again := WithoutSecretValues(kept, tc.source); string(again) != string(kept) {
+				t.Errorf("a kept copy kept again changed:\n%s\n---\n%s", kept, again)
+			}
+		})
+	}
+	// A "..." with nothing after it is kept as written.
+	if got := WithoutSecretValues([]byte(pod+"...\n# bye\n"), SourceFile); string(got) != pod+"...\n# bye\n" {
+		t.Errorf("a document ended by ... kept as %q", got)
+	}
+}
+
+// A URL List encoded again is no larger than its body needs: json.Marshal's
+// HTML escaping writes each <, > and & as six bytes, and a 2 MiB body came
+// back over MaxSize, a save file the next daemon refuses.
+func TestWithoutSecretValuesSize(t *testing.T) {
+	list := `{"apiVersion":"v1","kind":"List","items":[
+{"apiVersion":"v1","kind":"Pod","metadata":{"name":"web"},"note":"` + strings.Repeat("<", 2<<20) + `","spec":{"containers":[{"name":"c","image":"busybox"}]}},
+{"apiVersion":"v1","kind":"Secret","metadata":{"name":"inline"},"stringData":{"k":"` + canary + `"}}]}`
+	orig := Check([]byte(list), SourceHTTP, "http://x/", "node1")
+	if err := orig.Err(); err != nil {
+		t.Fatal(err)
+	}
+	kept := WithoutSecretValues([]byte(list), SourceHTTP)
+	if len(kept) > len(list) {
+		t.Errorf("kept copy of %d bytes, more than the body's %d", len(kept), len(list))
+	}
+	p := Check(kept, SourceHTTP, "http://x/", "node1")
+	if err := p.Err(); err != nil {
+		t.Fatalf("kept copy not valid: %v", err)
+	}
+	if len(p.Pods) != 1 || p.Pods[0].UID != orig.Pods[0].UID {
+		t.Errorf("kept copy gives another pod")
+	}
+}
