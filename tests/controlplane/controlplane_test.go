@@ -38,15 +38,19 @@ func TestMain(m *testing.M) { os.Exit(testdaemon.Main(m)) }
 // controlPlane is a daemon running kubeadm's control plane in a network
 // namespace of its own.
 type controlPlane struct {
-	t  *testing.T
-	d  *testdaemon.Daemon
-	cl *cluster.Cluster
-	ns *cluster.Netns
+	t    *testing.T
+	d    *testdaemon.Daemon
+	cl   *cluster.Cluster
+	ns   *cluster.Netns
+	keys *credentialKeys
 }
 
 // start generates the control plane's files with kubeadm, imports its images
 // and starts staticpodd on its manifests, with kubeadm's kubelet.conf as its
-// credentials, in a network namespace that holds cluster.Address.
+// credentials, in a network namespace that holds cluster.Address. The API
+// server and the controller manager read their private keys from Secrets
+// whose values are credentials (keysFromCredentials): the keys are in no
+// file of the pki.
 func start(t *testing.T) *controlPlane {
 	t.Helper()
 	bin, err := cluster.BinDir()
@@ -82,7 +86,9 @@ func start(t *testing.T) *controlPlane {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d.Args = append(d.Args, "--node-ip", cluster.Address, "--kubeconfig", cl.Kubeconfig("kubelet"))
+	keys := keysFromCredentials(t, cl)
+	d.Args = append(d.Args, "--node-ip", cluster.Address, "--kubeconfig", cl.Kubeconfig("kubelet"),
+		"--credentials-directory", keys.Dir)
 	// The node API on the node's address, trusting kubeadm's CA, which
 	// signed kube-apiserver's kubelet client certificate; authorization by
 	// SubjectAccessReview, the kubelet's default.
@@ -96,6 +102,10 @@ func start(t *testing.T) *controlPlane {
 		t.Fatal(err)
 	}
 	d.CLI(append([]string{"images", "import"}, tars...)...)
+	// The Secrets before the pods that use them.
+	for file, content := range keys.Secrets {
+		d.WriteManifest(file, content)
+	}
 	for _, c := range cluster.Components {
 		b, err := os.ReadFile(cl.Manifest(c.Name))
 		if err != nil {
@@ -104,7 +114,7 @@ func start(t *testing.T) *controlPlane {
 		d.WriteManifest(c.Name+".yaml", string(b))
 	}
 	d.Start()
-	return &controlPlane{t: t, d: d, cl: cl, ns: ns}
+	return &controlPlane{t: t, d: d, cl: cl, ns: ns, keys: keys}
 }
 
 // step runs one part of the test, on the test's goroutine (the daemon's
@@ -358,6 +368,17 @@ func TestControlPlane(t *testing.T) {
 	})
 
 	mirrors := cp.waitMirrors(time.Minute, "the four mirror pods")
+	first := mirrors["kube-apiserver"].UID
+
+	cp.step("KeysFromCredentials", func() {
+		// The API server serves with the key of its Secret: kubectl
+		// verified its certificate above (/readyz), and apiserver.key is
+		// nowhere else; it signs tokens with the sa.key of its Secret.
+		for component := range keyFlags {
+			cp.checkKeysFromSecret(component, local[component], mirrors[component])
+		}
+		cp.checkServiceAccountToken()
+	})
 
 	cp.step("NodeAPIThroughTheAPIServer", func() {
 		cp.checkNodeAPI(local)
@@ -535,6 +556,32 @@ func TestControlPlane(t *testing.T) {
 					t.Errorf("%s/%s: restart count %d after staticpodd's restart, %d before", name, cs.Name, cs.RestartCount, want)
 				}
 			}
+		}
+		mirrors = after
+	})
+
+	cp.step("MirrorPodsKept", func() {
+		// Through all of the above, the API server made each mirror pod
+		// the test did not replace once and never refused or deleted one:
+		// the API server's own, with its Secret, through its manifest
+		// broken, its kill and staticpodd's. The controller manager's was
+		// made again once, after the test deleted it.
+		for c, want := range map[string]int{"etcd": 1, "kube-apiserver": 1, "kube-controller-manager": 2} {
+			name := local[c].Name
+			w, err := cp.keys.writes(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("audit of the mirror pod %s:\n%s", name, w.log)
+			if w.created != want || w.refused != 0 {
+				t.Errorf("mirror pod %s: %d creates, %d refused, want %d and none", name, w.created, w.refused, want)
+			}
+			if n := w.deletedBy["system:node:"+d.Name]; c != "kube-controller-manager" && n != 0 {
+				t.Errorf("mirror pod %s: deleted %d times by staticpodd", name, n)
+			}
+		}
+		if mirrors["kube-apiserver"].UID != first {
+			t.Errorf("the API server's mirror pod is %s, was %s", mirrors["kube-apiserver"].UID, first)
 		}
 	})
 }
