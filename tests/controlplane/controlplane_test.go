@@ -576,8 +576,8 @@ func TestControlPlane(t *testing.T) {
 			if w.created != want || w.refused != 0 {
 				t.Errorf("mirror pod %s: %d creates, %d refused, want %d and none", name, w.created, w.refused, want)
 			}
-			if n := w.deletedBy["system:node:"+d.Name]; c != "kube-controller-manager" && n != 0 {
-				t.Errorf("mirror pod %s: deleted %d times by staticpodd", name, n)
+			if c != "kube-controller-manager" && w.deleted != 0 {
+				t.Errorf("mirror pod %s: deleted %d times", name, w.deleted)
 			}
 		}
 		if mirrors["kube-apiserver"].UID != first {
