@@ -22,6 +22,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	imagespec "github.com/opencontainers/image-spec/specs-go/v1"
@@ -29,6 +30,7 @@ import (
 
 	"github.com/staticpodd/staticpodd/agent/atomicfile"
 	"github.com/staticpodd/staticpodd/agent/podspec"
+	"github.com/staticpodd/staticpodd/oci/image/policy"
 )
 
 // Image is one image in the store.
@@ -50,6 +52,13 @@ type Image struct {
 	// RepoDigests are the repository@manifest-digest references the image was
 	// pulled by (docker.io/library/nginx@sha256:…); none for an imported one.
 	RepoDigests []string `json:",omitempty"`
+	// Digest is the manifest digest the image arrived with (pulled, or
+	// imported from an OCI layout): what signatures are over. "" for a
+	// docker-archive import, which has no manifest.
+	Digest string `json:",omitempty"`
+	// Verification is the image policy's last verdict on it (nil before a
+	// policy was ever set).
+	Verification *policy.Verdict `json:",omitempty"`
 }
 
 // Store is a local image store rooted at one directory.
@@ -71,6 +80,8 @@ type Store struct {
 	// key's hash), which run under the shared lock side by side with the
 	// Prepares of other keys.
 	keyMu [keyStripes]sync.Mutex
+	// policy decides what may enter the store (nil: everything).
+	policy atomic.Pointer[policy.Policy]
 }
 
 const keyStripes = 32

@@ -77,6 +77,9 @@ func inlineText(f licenceFile) string {
 // notice files, by the names pkg.go.dev looks for.
 func isLicenceName(name string) bool {
 	n := strings.ToUpper(name)
+	if strings.HasSuffix(n, ".GO") {
+		return false // Go source (go-openapi/spec's license.go), not a licence
+	}
 	for _, p := range []string{"LICENSE", "LICENCE", "COPYING", "UNLICENSE", "COPYRIGHT"} {
 		if strings.HasPrefix(n, p) {
 			return true

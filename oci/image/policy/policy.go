@@ -1,0 +1,121 @@
+// Package policy decides whether an image may enter the store: the
+// containers-policy.json(5) format operators already write for podman and
+// CRI-O (default, transports with docker scopes by registry and repository,
+// docker-archive and oci-archive for imports; requirements reject,
+// insecureAcceptAnything and sigstoreSigned), evaluated against the
+// signatures that travel with the image. Signatures are verified offline
+// against local public keys with the sigstore project's libraries: cosign's
+// simple-signing signatures (the tag scheme, sha256-<hex>.sig) and sigstore
+// bundles (OCI referrers). A policy names what it does not implement as an
+// error when it is read, never ignores it.
+package policy
+
+import (
+	"context"
+	"errors"
+)
+
+// The transports an image arrives by, as containers-transports(5) names them.
+const (
+	TransportDocker        = "docker"         // a registry pull
+	TransportDockerArchive = "docker-archive" // a docker save tarball
+	TransportOCIArchive    = "oci-archive"    // an OCI layout, tarred or not
+)
+
+// ErrSignatureValidationFailed is the CRI's error for a refused image
+// (k8s.io/cri-api/pkg/errors): a refusal's message starts with its text, so
+// that the kubelet's wording ("image pull failed for X because the signature
+// validation failed: …") and reason follow.
+var ErrSignatureValidationFailed = errors.New("SignatureValidationFailed")
+
+// Policy is a parsed containers-policy.json. A nil *Policy accepts everything
+// (no imagePolicyFile configured).
+type Policy struct {
+	// Origin is the file it was read from, for messages.
+	Origin string
+}
+
+// Load reads and parses the policy file at path.
+func Load(path string) (*Policy, error) {
+	return nil, errors.ErrUnsupported
+}
+
+// Parse parses a policy; origin names it in errors ("file F: field: reason").
+func Parse(data []byte, origin string) (*Policy, error) {
+	return nil, errors.ErrUnsupported
+}
+
+// Signature kinds.
+const (
+	KindCosign = "cosign" // a simple-signing payload and its signature
+	KindBundle = "bundle" // a sigstore bundle (JSON)
+)
+
+// Signature is one signature that travels with an image, as fetched.
+type Signature struct {
+	Kind string
+	// Payload is the simple-signing payload (KindCosign) or the bundle's
+	// JSON (KindBundle).
+	Payload []byte
+	// Signature is the raw signature of Payload (KindCosign only).
+	Signature []byte
+	// Source says where it came from, for messages ("tag sha256-….sig").
+	Source string
+}
+
+// Image is what a decision is made on.
+type Image struct {
+	Transport string
+	// Scope is what transports' scopes are matched against: for docker the
+	// normalised reference (registry/repo:tag or registry/repo@sha256:…),
+	// for the archives the archive's absolute path, or "" (stdin).
+	Scope string
+	// Reference is the docker reference the image is named by, matched
+	// against a signature's identity ("" for none).
+	Reference string
+	// Digest is the manifest digest (sha256:…) signatures are over; "" when
+	// the image has none (docker-archive).
+	Digest     string
+	Signatures []Signature
+}
+
+// Decision is a verdict's outcome.
+type Decision string
+
+const (
+	Accepted Decision = "accepted" // insecureAcceptAnything, or no policy
+	Verified Decision = "verified" // every requirement met by signatures
+	Rejected Decision = "rejected" // a requirement refused it
+)
+
+// Verdict is a policy's decision on an image.
+type Verdict struct {
+	Decision Decision `json:"decision"`
+	// By names the keys that verified it ("key cosign.pub"), when Verified.
+	By string `json:"by,omitempty"`
+	// Reason says why, when Rejected: bounded, without secrets.
+	Reason string `json:"reason,omitempty"`
+}
+
+// Err is nil unless v is Rejected: then an error whose text starts with
+// ErrSignatureValidationFailed's and that wraps it.
+func (v Verdict) Err() error {
+	if v.Decision != Rejected {
+		return nil
+	}
+	return errors.Join(ErrSignatureValidationFailed, errors.New(v.Reason))
+}
+
+// Evaluate decides on img. A nil policy accepts everything.
+func (p *Policy) Evaluate(ctx context.Context, img Image) Verdict {
+	if p == nil {
+		return Verdict{Decision: Accepted}
+	}
+	return Verdict{Decision: Rejected, Reason: "not implemented"}
+}
+
+// NeedsSignatures says whether a decision on images of this transport and
+// scope may read signatures, so that a caller fetches them only then.
+func (p *Policy) NeedsSignatures(transport, scope string) bool {
+	return false
+}
