@@ -16,6 +16,8 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	imagespec "github.com/opencontainers/image-spec/specs-go/v1"
+
+	"github.com/staticpodd/staticpodd/oci/image/policy"
 )
 
 // source is one image found in an archive, with the references the archive gives it.
@@ -24,6 +26,16 @@ type source struct {
 	config func() ([]byte, error)
 	// layer opens the uncompressed tar of the layer with that diff ID.
 	layer func(v1.Hash) (io.ReadCloser, error)
+	// admitted is how the image arrived and the policy's verdict on it
+	// (Store.admit), recorded with the image when it is committed.
+	admitted admitted
+}
+
+// admitted is an image the policy let in: what the decision was made on
+// (its manifest digest and signatures) and the verdict.
+type admitted struct {
+	img     policy.Image
+	verdict policy.Verdict
 }
 
 // imageSource reads an image through go-containerregistry (an OCI layout).
