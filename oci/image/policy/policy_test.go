@@ -7,8 +7,10 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/x509"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"encoding/pem"
 	"errors"
@@ -18,7 +20,9 @@ import (
 	"strings"
 	"testing"
 
+	sgsign "github.com/sigstore/sigstore-go/pkg/sign"
 	"github.com/sigstore/sigstore/pkg/signature"
+	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/staticpodd/staticpodd/oci/image/policy"
 	"github.com/staticpodd/staticpodd/oci/image/policy/sign"
@@ -291,6 +295,45 @@ func TestBundles(t *testing.T) {
 	noName := policy.Image{Transport: policy.TransportOCIArchive, Digest: digestA, Signatures: []policy.Signature{b}}
 	p = parse(t, `{"default": [{"type": "sigstoreSigned", "keyPath": "`+dir+`/a.pub"}]}`)
 	wantVerified(t, p.Evaluate(ctx, noName), "key a.pub")
+}
+
+// TestBundleContents: a bundle of a message signature over the manifest
+// (cosign sign-blob --new-bundle-format of it) is a signature of the
+// image; a bundle of another statement about it (an attestation) is not.
+func TestBundleContents(t *testing.T) {
+	kp, err := sgsign.NewEphemeralKeypair(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, err := kp.GetPublicKeyPem()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := parse(t, `{"default": [{"type": "sigstoreSigned", "keyData": "`+base64.StdEncoding.EncodeToString([]byte(pub))+`"}]}`)
+	manifest := []byte(`{"schemaVersion": 2}`)
+	sum := sha256.Sum256(manifest)
+	manifestDigest := "sha256:" + hex.EncodeToString(sum[:])
+	bundleOf := func(content sgsign.Content) policy.Signature {
+		t.Helper()
+		pb, err := sgsign.Bundle(content, kp, sgsign.BundleOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, err := protojson.Marshal(pb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return policy.Signature{Kind: policy.KindBundle, Payload: data, Source: "referrer"}
+	}
+	ctx := context.Background()
+	msg := bundleOf(&sgsign.PlainData{Data: manifest})
+	wantVerified(t, p.Evaluate(ctx, docker(refA, manifestDigest, msg)), "key keyData")
+	wantRejected(t, p.Evaluate(ctx, docker(refA, digestA, msg)), "not verified by key keyData")
+
+	statement := `{"_type": "https://in-toto.io/Statement/v1", "subject": [{"digest": {"sha256": "` + hex.EncodeToString(sum[:]) + `"}}],
+		"predicateType": "https://slsa.dev/provenance/v1", "predicate": {}}`
+	att := bundleOf(&sgsign.DSSEData{Data: []byte(statement), PayloadType: "application/vnd.in-toto+json"})
+	wantRejected(t, p.Evaluate(ctx, docker(refA, manifestDigest, att)), `a bundle of an attestation (predicate type "https://slsa.dev/provenance/v1"), not of a signature`)
 }
 
 func TestKeyPathsAndKeyData(t *testing.T) {
