@@ -2,7 +2,6 @@ package policy
 
 import (
 	"bytes"
-	"crypto"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -58,7 +57,7 @@ func Load(path string) (*Policy, error) {
 	return Parse(data, path)
 }
 
-// Parse parses a policy; origin names it in errors ("file F: field: reason").
+// Parse parses a policy; origin names it in errors ("F: JSON path: reason").
 // It is strict, as containers/image's parser is: an unknown or repeated
 // field, a requirement type or option this package does not implement, an
 // empty list of requirements or a scope that can never match is an error
@@ -295,8 +294,14 @@ func (p *parser) sigstoreSigned(r *requirement, path string, ms []member) error 
 	sources := 0
 	for _, m := range ms {
 		switch m.key {
+		case "type", "signedIdentity":
 		case "keyPath", "keyPaths", "keyData", "keyDatas":
 			sources++
+		default:
+			if why := notImplemented[m.key]; why != "" {
+				return p.errorf(field(path, m.key), "%s", why)
+			}
+			return p.errorf(field(path, m.key), "unknown field of %q", typeSigstoreSigned)
 		}
 	}
 	if sources != 1 {
@@ -335,11 +340,6 @@ func (p *parser) sigstoreSigned(r *requirement, path string, ms []member) error 
 			}
 		case "signedIdentity":
 			r.identity, err = p.identity(mpath, m.value)
-		default:
-			if why := notImplemented[m.key]; why != "" {
-				return p.errorf(mpath, "%s", why)
-			}
-			return p.errorf(mpath, "unknown field of %q", typeSigstoreSigned)
 		}
 		if err != nil {
 			return err
@@ -415,6 +415,7 @@ func (p *parser) identity(path string, data []byte) (*identity, error) {
 		return nil, err
 	}
 	id := &identity{}
+	var names []string // the type's fields, in the order they are reported missing
 	fields := map[string]*string{}
 	for _, m := range ms {
 		if m.key == "type" {
@@ -428,12 +429,12 @@ func (p *parser) identity(path string, data []byte) (*identity, error) {
 		return nil, p.errorf(field(path, "type"), "missing")
 	case matchExact, matchRepoDigestOrExact, matchRepository:
 	case exactReference:
-		fields["dockerReference"] = &id.reference
+		names, fields["dockerReference"] = []string{"dockerReference"}, &id.reference
 	case exactRepository:
-		fields["dockerRepository"] = &id.reference
+		names, fields["dockerRepository"] = []string{"dockerRepository"}, &id.reference
 	case remapIdentity:
-		fields["prefix"] = &id.prefix
-		fields["signedPrefix"] = &id.signedPrefix
+		names = []string{"prefix", "signedPrefix"}
+		fields["prefix"], fields["signedPrefix"] = &id.prefix, &id.signedPrefix
 	default:
 		return nil, p.errorf(field(path, "type"), "unknown signedIdentity type %s", quote(id.kind))
 	}
@@ -450,8 +451,10 @@ func (p *parser) identity(path string, data []byte) (*identity, error) {
 		}
 		delete(fields, m.key)
 	}
-	for f := range fields {
-		return nil, p.errorf(field(path, f), "missing")
+	for _, f := range names {
+		if _, ok := fields[f]; ok {
+			return nil, p.errorf(field(path, f), "missing")
+		}
 	}
 	switch id.kind {
 	case exactReference:
@@ -503,7 +506,3 @@ func validScope(transport, scope string) error {
 	}
 	return nil
 }
-
-// hashAlgorithm is the hash of cosign's simple-signing signatures
-// (containers/image hard-codes it too).
-const hashAlgorithm = crypto.SHA256
