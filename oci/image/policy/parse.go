@@ -30,14 +30,18 @@ const (
 	typeSigstoreSigned         = "sigstoreSigned"
 )
 
-// transportNames are the transports containers-transports(5) defines. Only
-// the three images arrive by here are ever consulted; the sections of the
-// others (a podman host's docker-daemon, containers-storage, …) are checked
-// like the rest, so that one file serves both.
-var transportNames = map[string]bool{
-	TransportDocker: true, TransportDockerArchive: true, TransportOCIArchive: true,
-	"containers-storage": true, "dir": true, "docker-daemon": true, "oci": true,
-	"ostree": true, "sif": true, "tarball": true, "atomic": true,
+// knownTransport says whether name is a transport containers-transports(5)
+// defines. Only the three images arrive by here are ever consulted; the
+// sections of the others (a podman host's docker-daemon,
+// containers-storage, …) are checked like the rest, so that one file
+// serves both. (A switch, not a map: package inits run at every re-exec.)
+func knownTransport(name string) bool {
+	switch name {
+	case TransportDocker, TransportDockerArchive, TransportOCIArchive,
+		"containers-storage", "dir", "docker-daemon", "oci", "ostree", "sif", "tarball", "atomic":
+		return true
+	}
+	return false
 }
 
 // Load reads and parses the policy file at path.
@@ -204,7 +208,7 @@ func (p *parser) transports(pol *Policy, data []byte) error {
 	}
 	for _, m := range ms {
 		path := field("transports", m.key)
-		if !transportNames[m.key] {
+		if !knownTransport(m.key) {
 			return p.errorf(path, "unknown transport (images arrive by %s, %s and %s)", TransportDocker, TransportDockerArchive, TransportOCIArchive)
 		}
 		scopes, err := p.object(path, m.value)
@@ -243,20 +247,24 @@ func (p *parser) requirements(path string, data []byte) (requirements, error) {
 	return reqs, nil
 }
 
-// notImplemented are what containers-policy.json(5) has that this package
-// does not: refused, not ignored, since ignoring a requirement accepts what
-// the operator meant to refuse.
-var notImplemented = map[string]string{
-	// requirement types
-	"signedBy":        "GPG signatures are not implemented; sign with cosign and require sigstoreSigned",
-	"signedBaseLayer": "not implemented",
-	// sigstoreSigned's options
-	"fulcio":              "keyless (Fulcio) verification is not implemented: it needs a trusted root; use keyPath",
-	"pki":                 "X.509 PKI verification is not implemented; use keyPath",
-	"rekorPublicKeyPath":  "transparency log (Rekor) verification is not implemented: verification is offline, by key",
-	"rekorPublicKeyPaths": "transparency log (Rekor) verification is not implemented: verification is offline, by key",
-	"rekorPublicKeyData":  "transparency log (Rekor) verification is not implemented: verification is offline, by key",
-	"rekorPublicKeyDatas": "transparency log (Rekor) verification is not implemented: verification is offline, by key",
+// notImplemented says why a requirement type or a sigstoreSigned option
+// of containers-policy.json(5) is refused ("" when it is not one): refused,
+// not ignored, since ignoring a requirement accepts what the operator meant
+// to refuse.
+func notImplemented(name string) string {
+	switch name {
+	case "signedBy":
+		return "GPG signatures are not implemented; sign with cosign and require sigstoreSigned"
+	case "signedBaseLayer":
+		return "not implemented"
+	case "fulcio":
+		return "keyless (Fulcio) verification is not implemented: it needs a trusted root; use keyPath"
+	case "pki":
+		return "X.509 PKI verification is not implemented; use keyPath"
+	case "rekorPublicKeyPath", "rekorPublicKeyPaths", "rekorPublicKeyData", "rekorPublicKeyDatas":
+		return "transparency log (Rekor) verification is not implemented: verification is offline, by key"
+	}
+	return ""
 }
 
 func (p *parser) requirement(r *requirement, path string, data []byte) error {
@@ -284,7 +292,7 @@ func (p *parser) requirement(r *requirement, path string, data []byte) error {
 	case typeSigstoreSigned:
 		return p.sigstoreSigned(r, path, ms)
 	}
-	if why, ok := notImplemented[r.kind]; ok {
+	if why := notImplemented(r.kind); why != "" {
 		return p.errorf(field(path, "type"), "%q: %s", r.kind, why)
 	}
 	return p.errorf(field(path, "type"), "unknown requirement type %s", quote(r.kind))
@@ -298,7 +306,7 @@ func (p *parser) sigstoreSigned(r *requirement, path string, ms []member) error 
 		case "keyPath", "keyPaths", "keyData", "keyDatas":
 			sources++
 		default:
-			if why := notImplemented[m.key]; why != "" {
+			if why := notImplemented(m.key); why != "" {
 				return p.errorf(field(path, m.key), "%s", why)
 			}
 			return p.errorf(field(path, m.key), "unknown field of %q", typeSigstoreSigned)
