@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"context"
 	"crypto/elliptic"
 	"encoding/base64"
 	"os"
@@ -230,4 +231,27 @@ func TestDockerNamespaces(t *testing.T) {
 	if got != want {
 		t.Fatalf("got %s, want %s", got, want)
 	}
+}
+
+// FuzzParse: whatever the file holds, Parse answers a policy or one
+// bounded line naming the file, and never panics.
+func FuzzParse(f *testing.F) {
+	for _, seed := range []string{
+		`{"default": [{"type": "insecureAcceptAnything"}]}`,
+		`{"default": [{"type": "reject"}], "transports": {"docker": {"quay.io/a": [{"type": "reject"}], "*.example.com": [{"type": "insecureAcceptAnything"}]}}}`,
+		`{"default": [{"type": "sigstoreSigned", "keyData": "eA==", "signedIdentity": {"type": "remapIdentity", "prefix": "quay.io", "signedPrefix": "a.io/b"}}]}`,
+		`{"transports": {"oci-archive": {"/a/b": [{"type": "reject"}]}}}`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		p, err := Parse(data, "policy.json")
+		if err != nil {
+			if p != nil || !strings.HasPrefix(err.Error(), "policy.json: ") || strings.Contains(err.Error(), "\n") || len(err.Error()) > 2*MaxReason {
+				t.Fatalf("error %q", err)
+			}
+			return
+		}
+		p.Evaluate(context.Background(), Image{Transport: TransportDocker, Scope: "quay.io/a/b:c", Digest: "sha256:" + strings.Repeat("a", 64)})
+	})
 }
