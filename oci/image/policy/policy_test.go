@@ -423,3 +423,38 @@ func TestLimits(t *testing.T) {
 	cancel()
 	wantRejected(t, p.Evaluate(canceled, docker(refA, digestA, cosign(t, s, refA, digestA))), "context canceled")
 }
+
+// FuzzEvaluate: hostile signatures (a bundle's JSON, a payload and its
+// signature) are refused with one bounded line, never a panic.
+func FuzzEvaluate(f *testing.F) {
+	dir := f.TempDir()
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		f.Fatal(err)
+	}
+	der, _ := x509.MarshalPKCS8PrivateKey(k)
+	s, err := sign.New(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), nil)
+	if err != nil {
+		f.Fatal(err)
+	}
+	pub, _ := s.PublicKeyPEM()
+	if err := os.WriteFile(filepath.Join(dir, "a.pub"), pub, 0o644); err != nil {
+		f.Fatal(err)
+	}
+	p, err := policy.Parse([]byte(`{"default": [{"type": "sigstoreSigned", "keyPath": "`+dir+`/a.pub"}]}`), "policy.json")
+	if err != nil {
+		f.Fatal(err)
+	}
+	b, _ := s.Bundle(digestA)
+	c, _ := s.Cosign(refA, digestA)
+	f.Add(b.Payload, c.Payload, c.Signature)
+	f.Fuzz(func(t *testing.T, bundleJSON, payload, sig []byte) {
+		img := docker(refA, digestB,
+			policy.Signature{Kind: policy.KindBundle, Payload: bundleJSON, Source: "b"},
+			policy.Signature{Kind: policy.KindCosign, Payload: payload, Signature: sig, Source: "c"})
+		v := p.Evaluate(context.Background(), img)
+		if v.Decision != policy.Rejected || len(v.Reason) > policy.MaxReason || strings.ContainsAny(v.Reason, "\n\r") {
+			t.Fatalf("verdict %+v", v)
+		}
+	})
+}
