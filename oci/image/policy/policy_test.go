@@ -127,6 +127,10 @@ func wantRejected(t *testing.T, v policy.Verdict, reason string) {
 	}
 }
 
+func TestZeroPolicyRefuses(t *testing.T) {
+	wantRejected(t, (&policy.Policy{}).Evaluate(context.Background(), docker(refA, digestA)), "has no requirements for default")
+}
+
 func TestNilPolicyAcceptsEverything(t *testing.T) {
 	var p *policy.Policy
 	if v := p.Evaluate(context.Background(), docker(refA, digestA)); v.Decision != policy.Accepted || v.Err() != nil {
