@@ -179,6 +179,7 @@ func (s *Store) stageAll(ctx context.Context, srcs []source, staging string, sp 
 	}
 	layers := map[string]stagedLayer{}
 	var imgs []Image
+	var adms []admitted
 	for _, src := range srcs {
 		img, err := s.stage(ctx, src, staging, known, layers, sp, m)
 		if err != nil {
@@ -188,8 +189,9 @@ func (s *Store) stageAll(ctx context.Context, srcs []source, staging string, sp 
 			edit(&img)
 		}
 		imgs = append(imgs, img)
+		adms = append(adms, src.admitted)
 	}
-	return s.commit(imgs, layers)
+	return s.commit(imgs, adms, layers)
 }
 
 // layersToUnpack counts the layers of srcs that stage will unpack: those
@@ -298,10 +300,11 @@ func (s *Store) hasLayer(diffID string) bool {
 }
 
 // commit moves staged layers into the store and records imgs in the index, under the
-// store lock. A reference an image takes moves off the image that had it; an image
+// store lock, each with how it was admitted (adms[i] for imgs[i]: recordLocked).
+// A reference an image takes moves off the image that had it; an image
 // left with no reference that way is forgotten. Until the index is written, every
 // step is undone on failure: the staged layers go back to staging, new links go.
-func (s *Store) commit(imgs []Image, layers map[string]stagedLayer) (_ []Image, err error) {
+func (s *Store) commit(imgs []Image, adms []admitted, layers map[string]stagedLayer) (_ []Image, err error) {
 	unlock, err := s.lock()
 	if err != nil {
 		return nil, err
@@ -354,11 +357,16 @@ func (s *Store) commit(imgs []Image, layers map[string]stagedLayer) (_ []Image, 
 	// An archive may list one image several times, once per reference.
 	out := make([]Image, 0, len(imgs))
 	now := time.Now().UTC()
-	for _, img := range imgs {
+	for k, img := range imgs {
 		img.Imported = now
 		img = idx.add(img)
-		if i := slices.IndexFunc(out, func(o Image) bool { return o.ID == img.ID }); i >= 0 {
-			out[i] = img
+		i := slices.IndexFunc(idx.Images, func(o Image) bool { return o.ID == img.ID })
+		if err := s.recordLocked(&idx, i, adms[k]); err != nil {
+			return nil, err
+		}
+		img = idx.Images[i]
+		if j := slices.IndexFunc(out, func(o Image) bool { return o.ID == img.ID }); j >= 0 {
+			out[j] = img
 		} else {
 			out = append(out, img)
 		}
@@ -407,6 +415,11 @@ func (idx *index) add(img Image) Image {
 			digests := append(slices.Clone(idx.Images[i].RepoDigests), img.RepoDigests...)
 			slices.Sort(digests)
 			img.RepoDigests = slices.Compact(digests)
+			if img.Verification == nil {
+				// How it arrived before stands until recordLocked
+				// records how it arrived now.
+				img.Digest, img.Transport, img.Verification = idx.Images[i].Digest, idx.Images[i].Transport, idx.Images[i].Verification
+			}
 			idx.Images[i] = img
 			return img
 		}
