@@ -236,9 +236,9 @@ var arrivals = []arrival{
 	}},
 }
 
-// storeState describes the store's files but those the arrival a changes
+// arrivalState describes the store's files but those the arrival a changes
 // even when it refuses (and so the store's directory's own mtime).
-func storeState(t *testing.T, s *Store, a arrival) string {
+func arrivalState(t *testing.T, s *Store, a arrival) string {
 	t.Helper()
 	state := treeDigest(t, s.Root(), a.skip...)
 	if len(a.skip) > 0 {
@@ -300,7 +300,7 @@ func TestImportPolicy(t *testing.T) {
 				if _, err := s.SetPolicy(archivePolicy(t, key.pub)); err != nil {
 					t.Fatal(err)
 				}
-				before := storeState(t, s, a)
+				before := arrivalState(t, s, a)
 
 				err := a.imp(t, s, archive)
 				if tc.want == "" {
@@ -317,7 +317,7 @@ func TestImportPolicy(t *testing.T) {
 					if a.name != "import-folder" && tc.refused != errors.Is(err, policy.ErrSignatureValidationFailed) {
 						t.Errorf("error %q: is SignatureValidationFailed = %v, want %v", err, !tc.refused, tc.refused)
 					}
-					if after := storeState(t, s, a); after != before {
+					if after := arrivalState(t, s, a); after != before {
 						t.Errorf("store changed:\n%s\nwant\n%s", after, before)
 					}
 					return
