@@ -625,3 +625,57 @@ func TestLayoutSignaturesHostile(t *testing.T) {
 		t.Errorf("kept %d signatures (%v), want %d", len(kept), err, policy.MaxSignatures+1)
 	}
 }
+
+// TestSetPolicyRecheckPulled: a pulled image is checked again under the
+// docker transport, by each of its references (or, with none left, its
+// repo digests), with the signatures it was pulled with; one the store got
+// before it recorded transports counts as pulled by its repo digest.
+func TestSetPolicyRecheckPulled(t *testing.T) {
+	key := newTestKey(t, "cosign")
+	s := openStore(t)
+	const (
+		signedID   = "sha256:1111111111111111111111111111111111111111111111111111111111111111"
+		unsignedID = "sha256:2222222222222222222222222222222222222222222222222222222222222222"
+		oldID      = "sha256:3333333333333333333333333333333333333333333333333333333333333333"
+		digest     = "sha256:4444444444444444444444444444444444444444444444444444444444444444"
+	)
+	sig, err := key.signer.Cosign("registry.example/team/app:v1", digest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.keepSignatures(digest, []policy.Signature{sig}); err != nil {
+		t.Fatal(err)
+	}
+	idx := index{Images: []Image{
+		{ID: signedID, Refs: []string{"registry.example/team/app:v1"}, RepoDigests: []string{"registry.example/team/app@" + digest}, Digest: digest, Transport: policy.TransportDocker},
+		// The tag moved off it: what names it still is its repo digest.
+		{ID: unsignedID, RepoDigests: []string{"registry.example/team/app@sha256:5555555555555555555555555555555555555555555555555555555555555555"},
+			Digest: "sha256:5555555555555555555555555555555555555555555555555555555555555555", Transport: policy.TransportDocker},
+		{ID: oldID, Refs: []string{"other.example/app:v1"}, RepoDigests: []string{"other.example/app@" + digest}},
+	}}
+	if err := s.writeIndexLocked(idx); err != nil {
+		t.Fatal(err)
+	}
+	p, err := policy.Parse(fmt.Appendf(nil, `{"default": [{"type": "insecureAcceptAnything"}], "transports": {"docker": {
+		"registry.example/team": [{"type": "sigstoreSigned", "keyPath": %q}], "other.example": [{"type": "reject"}]}}}`, key.pub), "policy.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused, err := s.SetPolicy(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]policy.Decision{signedID: policy.Verified, unsignedID: policy.Rejected, oldID: policy.Rejected}
+	imgs, err := s.List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, img := range imgs {
+		if v := img.Verification; v == nil || v.Decision != want[img.ID] {
+			t.Errorf("%s %v: %+v, want %s", img.ID[:16], img.Refs, v, want[img.ID])
+		}
+	}
+	if len(refused) != 2 {
+		t.Errorf("refused %d images, want 2", len(refused))
+	}
+}
