@@ -79,6 +79,9 @@ func TestImagePolicyBadFileFailsStart(t *testing.T) {
 	if out, err := d.CLIErr("validate", "--image-policy", bad); err == nil || !strings.Contains(out, want) {
 		t.Errorf("validate of the bad policy: %v\n%s", err, out)
 	}
+	if out, err := d.CLIErr("check", "--config", d.Config, "--image-policy", bad); err == nil || !strings.Contains(out, "check failed: "+want) {
+		t.Errorf("check with the bad policy: %v\n%s", err, out)
+	}
 	good := filepath.Join(d.Dir, "good.json")
 	writePolicy(t, good, rejectArchives)
 	if out := d.CLI("validate", "--image-policy", good); !strings.Contains(out, good+": valid image policy") {
