@@ -222,21 +222,13 @@ type imageJSON struct {
 // in full is in -o json.
 const maxVerificationWidth = 72
 
-// verification is the VERIFICATION column: the image policy's last verdict,
-// on one line of bounded width, or "-" for none yet (no policy was set since
-// the image arrived).
+// verification is the VERIFICATION column: the image policy's last verdict
+// on one line, or "-" before any policy was applied to the image.
 func verification(v *policy.Verdict) string {
 	if v == nil {
 		return "-"
 	}
-	s := string(v.Decision)
-	switch v.Decision {
-	case policy.Verified:
-		s = "verified by " + v.By
-	case policy.Rejected:
-		s = "rejected by policy: " + v.Reason
-	}
-	return describe.OneLine(s, maxVerificationWidth)
+	return describe.OneLine(v.String(), maxVerificationWidth)
 }
 
 // printImagesJSON writes {"images": [...]}, as crictl's ListImagesResponse.
