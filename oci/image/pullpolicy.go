@@ -11,6 +11,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	"github.com/staticpodd/staticpodd/oci/image/policy"
 )
@@ -108,11 +109,15 @@ func referrerSignatures(d name.Digest, opts []remote.Option, skipped *skips) ([]
 	var sigs []policy.Signature
 	n := 0
 	for _, desc := range im.Manifests {
-		if desc.ArtifactType != policy.ArtifactTypeBundle {
+		// Some registries list a referrer under its config's media type,
+		// not its artifactType: one with the empty config may be a bundle,
+		// which its manifest says.
+		maybe := desc.ArtifactType == "" || desc.ArtifactType == string(types.OCIEmptyJSON)
+		if desc.ArtifactType != policy.ArtifactTypeBundle && !maybe {
 			continue
 		}
 		if n == policy.MaxSignatures {
-			skipped.add("referrers", fmt.Errorf("more than %d sigstore bundles: the rest not read", policy.MaxSignatures))
+			skipped.add("referrers", fmt.Errorf("more than %d candidate sigstore bundles: the rest not read", policy.MaxSignatures))
 			break
 		}
 		n++
@@ -122,13 +127,25 @@ func referrerSignatures(d name.Digest, opts []remote.Option, skipped *skips) ([]
 			continue
 		}
 		if !desc.MediaType.IsImage() {
-			skipped.add(source, fmt.Errorf("a %s, not an image manifest", bound(string(desc.MediaType))))
+			if !maybe {
+				skipped.add(source, fmt.Errorf("a %s, not an image manifest", bound(string(desc.MediaType))))
+			}
 			continue
 		}
 		img, err := remote.Image(d.Context().Digest(desc.Digest.String()), opts...)
 		if err != nil {
 			skipped.add(source, clean(err))
 			continue
+		}
+		if maybe {
+			m, err := img.Manifest()
+			if err != nil {
+				skipped.add(source, clean(err))
+				continue
+			}
+			if m.ArtifactType != policy.ArtifactTypeBundle {
+				continue
+			}
 		}
 		sig, err := policy.ReadBundleArtifact(img, source)
 		if err != nil {
