@@ -5,7 +5,8 @@
 // On disk, under the store's root:
 //
 //	lock             flock(2)ed by every change, so the CLI and the daemon can share the store
-//	index.json       the images and their references, replaced atomically
+//	index.json       the images, their references and how each arrived (manifest
+//	                 digest, transport, the policy's verdict), replaced atomically
 //	layers/<hex>/    one unpacked layer per uncompressed digest (diff ID), an overlay lowerdir
 //	l/<short>        a short symlink to each layer dir, to keep overlay mount options short
 //	snapshots/<key>/ a container's upper, work and mounted rootfs directories
