@@ -69,7 +69,7 @@ func (p imagePuller) Pull(ctx context.Context, ref string, o images.PullOptions)
 		last, layers = time.Now(), pr.LayersDone
 		o.Progress(fmt.Sprintf("%d/%d layers, %s of %s", pr.LayersDone, pr.Layers, mib(pr.BytesDone), mib(pr.Bytes)))
 	}})
-	return err
+	return refusal(err)
 }
 
 // Resolve is the agent's TagResolver: the digest a followed tag names at

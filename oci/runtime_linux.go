@@ -26,6 +26,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/staticpodd/staticpodd/agent/podspec"
+	"github.com/staticpodd/staticpodd/oci/image/policy"
 	mon "github.com/staticpodd/staticpodd/oci/monitor"
 	"github.com/staticpodd/staticpodd/oci/sandbox"
 	"github.com/staticpodd/staticpodd/oci/spec"
@@ -166,6 +167,9 @@ func (r *Runtime) start(ctx context.Context, pm *pendingMonitor, pod *podspec.Po
 	}
 	rot := r.logRotation()
 	rootfs, img, err := r.cfg.Images.Prepare(id, c.Image)
+	if errors.Is(err, policy.ErrSignatureValidationFailed) {
+		return podspec.ContainerStatus{}, fmt.Errorf("%w: %s: %w", podspec.ErrImageRefused, c.Image, err)
+	}
 	if err != nil {
 		return podspec.ContainerStatus{}, fmt.Errorf("prepare rootfs from %s: %w", c.Image, err)
 	}

@@ -95,8 +95,23 @@ func NewManager(p Puller, rec *events.Recorder, nextResync func() <-chan struct{
 // failure is the last failed pull of a key of the pull back-off: its error,
 // for ImagePullBackOff's message, and when its back-off began.
 type failure struct {
-	msg string
-	at  time.Time
+	reason, msg string
+	at          time.Time
+}
+
+// PullFailure is the waiting reason and message of a container whose image
+// failed to come, from the error's text (msg) as the kubelet's
+// evalCRIPullErr makes them, the error having crossed the CRI: a policy's
+// refusal ("SignatureValidationFailed: DETAIL") is SignatureValidationFailed,
+// "image pull failed for IMAGE because the signature validation failed:
+// DETAIL"; any other, ErrImagePull with the text as it is. The runtime's
+// refusal of a present image at its start is said the same way.
+func PullFailure(image, msg string) (reason, message string) {
+	if detail, ok := strings.CutPrefix(msg, status.SignatureValidationFailed); ok {
+		return status.SignatureValidationFailed, podspec.Truncate(
+			fmt.Sprintf("image pull failed for %s because the signature validation failed%s", image, detail), podspec.MaxOutput)
+	}
+	return reasonImagePull, msg
 }
 
 // Request is one container's image to make sure of before its start.
@@ -151,7 +166,7 @@ func (m *Manager) Ensure(ctx context.Context, r Request) (ok bool, retry time.Ti
 		m.events.Eventf(ref, v1.EventTypeNormal, events.BackOff, "%s", msg)
 		prev := m.failures[key]
 		if prev.msg != "" {
-			msg += ": " + reasonImagePull + ": " + prev.msg
+			msg += ": " + prev.reason + ": " + prev.msg
 		}
 		r.Waiting(reasonImagePullBackOff, msg)
 		return false, prev.at.Add(m.backoff.Get(key)), false
@@ -213,18 +228,14 @@ func (m *Manager) Ensure(ctx context.Context, r Request) (ok bool, retry time.Ti
 		}
 		m.logger.Warn("image pull failed", "container", c.Name, "image", image, "err", msg)
 		m.events.Eventf(ref, v1.EventTypeWarning, events.Failed, "Failed to pull image %q: %s", c.Image, msg)
-		m.events.Eventf(ref, v1.EventTypeWarning, events.Failed, "Error: %s", reasonImagePull)
+		reason, msg := PullFailure(c.Image, msg)
+		m.events.Eventf(ref, v1.EventTypeWarning, events.Failed, "Error: %s", reason)
 		if len(missing) > 0 {
 			// The kubelet's, after a sync whose pull failed.
 			m.events.Eventf(events.PodRef(pod), v1.EventTypeWarning, events.FailedToRetrieveImagePullSecret,
 				"Unable to retrieve some image pull secrets (%s); attempting to pull the image may not succeed.", missingNames)
 		}
-		m.backoff.Next(key, m.backoff.Clock.Now())
-		// Taken after Next: the back-off runs until no earlier than this.
-		at := time.Now()
-		m.failures[key] = failure{msg: msg, at: at}
-		r.Waiting(reasonImagePull, msg)
-		return false, at.Add(m.backoff.Get(key)), false
+		return false, m.failed(key, r, reason, msg), false
 	}
 	m.events.Eventf(ref, v1.EventTypeNormal, events.Pulled, "Successfully pulled image %q in %v", c.Image, time.Since(began).Truncate(time.Millisecond))
 	if r.First {
@@ -232,6 +243,39 @@ func (m *Manager) Ensure(ctx context.Context, r Request) (ok bool, retry time.Ti
 	}
 	m.forget(key)
 	return true, time.Time{}, true
+}
+
+// failed counts a failure of r's image in its pull back-off, has the
+// container wait with reason and msg, and returns when to try again.
+func (m *Manager) failed(key string, r Request, reason, msg string) time.Time {
+	m.backoff.Next(key, m.backoff.Clock.Now())
+	// Taken after Next: the back-off runs until no earlier than this.
+	at := time.Now()
+	m.failures[key] = failure{reason: reason, msg: msg, at: at}
+	r.Waiting(reason, msg)
+	return at.Add(m.backoff.Get(key))
+}
+
+// Refused takes the runtime's refusal to start r's container from an image
+// the store has but the image policy refuses now (podspec.ErrImageRefused;
+// a policy turned on or changed since the image arrived): the container
+// waits as after a pull the policy refused, SignatureValidationFailed with
+// the kubelet's message, and tries again after the pull back-off. It
+// returns when.
+func (m *Manager) Refused(r Request, err error) time.Time {
+	pod, c := r.Pod, r.Container
+	text := err.Error()
+	if i := strings.Index(text, status.SignatureValidationFailed); i >= 0 {
+		text = text[i:]
+	} else {
+		text = status.SignatureValidationFailed + ": " + text
+	}
+	reason, msg := PullFailure(c.Image, podspec.Truncate(text, podspec.MaxOutput))
+	m.logger.Warn("image refused by the image policy", "container", c.Name, "image", r.Image, "err", text)
+	ref := events.ContainerRef(pod, c.Name)
+	m.events.Eventf(ref, v1.EventTypeWarning, events.Failed, "%s", msg)
+	m.events.Eventf(ref, v1.EventTypeWarning, events.Failed, "Error: %s", reason)
+	return m.failed(string(pod.UID)+"_"+r.Image, r, reason, msg)
 }
 
 // pullSecrets are the Docker configs of pod's imagePullSecrets that lookup
