@@ -49,77 +49,93 @@ func artifactType(desc v1.Descriptor, m *v1.Manifest) string {
 	return string(m.Config.MediaType)
 }
 
-// layoutSignatures collects the signatures an OCI layout carries, by the
-// manifest digest they are for: cosign signature images (tag scheme, or
+// layoutSignatures collects the signature manifests an OCI layout carries, by
+// the manifest digest they are for: cosign signature images (tag scheme, or
 // cosign save's sigs entry) and sigstore bundle referrers. An archive is
-// hostile: at most policy.MaxSignatures manifests of each kind are read per
-// digest, each bounded by policy's readers. A signature that cannot be read
-// is no signature; what was wrong with it is kept for the refusal's message.
+// hostile: at most policy.MaxSignatures manifests of each kind are kept per
+// digest, and only those for the layout's images are read (of), each bounded
+// by policy's readers. A signature that cannot be read is no signature; what
+// was wrong with it is kept for a refusal's message.
 type layoutSignatures struct {
-	ii    v1.ImageIndex
-	sigs  map[string][]policy.Signature
-	errs  map[string][]error
-	count map[string]int // manifests read, by digest and kind
+	ii      v1.ImageIndex
+	pending map[string][]pendingSignature
+	count   map[string]int // manifests kept, by digest and kind
+}
+
+type pendingSignature struct {
+	kind string
+	desc v1.Descriptor
+	img  v1.Image // a bundle referrer, read already to find its subject
 }
 
 func newLayoutSignatures(ii v1.ImageIndex) *layoutSignatures {
-	return &layoutSignatures{ii: ii, sigs: map[string][]policy.Signature{}, errs: map[string][]error{}, count: map[string]int{}}
+	return &layoutSignatures{ii: ii, pending: map[string][]pendingSignature{}, count: map[string]int{}}
 }
 
-// take counts one more signature manifest of kind for subject, and says
-// whether it is still within the bound.
-func (ls *layoutSignatures) take(subject, kind string) bool {
-	key := subject + " " + kind
+// add keeps a signature manifest of kind for subject, within the bound.
+func (ls *layoutSignatures) add(subject string, p pendingSignature) {
+	key := subject + " " + p.kind
 	if ls.count[key] >= policy.MaxSignatures {
-		return false
+		return
 	}
 	ls.count[key]++
-	return true
+	ls.pending[subject] = append(ls.pending[subject], p)
 }
 
 func (ls *layoutSignatures) addCosign(desc v1.Descriptor, subject string) {
-	if !desc.MediaType.IsImage() || !ls.take(subject, policy.KindCosign) {
-		return
+	if desc.MediaType.IsImage() {
+		ls.add(subject, pendingSignature{kind: policy.KindCosign, desc: desc})
 	}
-	source := "OCI layout signature image " + desc.Digest.String()
-	img, err := ls.ii.Image(desc.Digest)
+}
+
+func (ls *layoutSignatures) addBundle(img v1.Image, desc v1.Descriptor, subject string) {
+	ls.add(subject, pendingSignature{kind: policy.KindBundle, desc: desc, img: img})
+}
+
+// of reads the signatures for digest, at most policy.MaxSignatures of each
+// kind, and says what could not be read.
+func (ls *layoutSignatures) of(digest string) ([]policy.Signature, []error) {
+	var out []policy.Signature
+	var errs []error
+	for _, p := range ls.pending[digest] {
+		sigs, err := ls.read(p)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		out = append(out, sigs...)
+	}
+	var kept []policy.Signature
+	perKind := map[string]int{}
+	for _, sig := range out {
+		if perKind[sig.Kind] < policy.MaxSignatures {
+			perKind[sig.Kind]++
+			kept = append(kept, sig)
+		}
+	}
+	return kept, errs
+}
+
+func (ls *layoutSignatures) read(p pendingSignature) ([]policy.Signature, error) {
+	if p.kind == policy.KindBundle {
+		source := "OCI layout referrer " + p.desc.Digest.String()
+		sig, err := policy.ReadBundleArtifact(p.img, source)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", source, err)
+		}
+		return []policy.Signature{sig}, nil
+	}
+	source := "OCI layout signature image " + p.desc.Digest.String()
+	img, err := ls.ii.Image(p.desc.Digest)
 	if err == nil {
-		err = verifyManifest(img, desc.Digest)
+		err = verifyManifest(img, p.desc.Digest)
 	}
 	var sigs []policy.Signature
 	if err == nil {
 		sigs, err = policy.ReadSignatureImage(img, source)
 	}
 	if err != nil {
-		ls.errs[subject] = append(ls.errs[subject], fmt.Errorf("%s: %w", source, err))
-		return
+		return nil, fmt.Errorf("%s: %w", source, err)
 	}
-	ls.sigs[subject] = append(ls.sigs[subject], sigs...)
-}
-
-func (ls *layoutSignatures) addBundle(img v1.Image, desc v1.Descriptor, subject string) {
-	if !ls.take(subject, policy.KindBundle) {
-		return
-	}
-	source := "OCI layout referrer " + desc.Digest.String()
-	sig, err := policy.ReadBundleArtifact(img, source)
-	if err != nil {
-		ls.errs[subject] = append(ls.errs[subject], fmt.Errorf("%s: %w", source, err))
-		return
-	}
-	ls.sigs[subject] = append(ls.sigs[subject], sig)
-}
-
-// of returns the signatures for digest, at most policy.MaxSignatures of each
-// kind, and what could not be read.
-func (ls *layoutSignatures) of(digest string) ([]policy.Signature, []error) {
-	var out []policy.Signature
-	perKind := map[string]int{}
-	for _, sig := range ls.sigs[digest] {
-		if perKind[sig.Kind] < policy.MaxSignatures {
-			perKind[sig.Kind]++
-			out = append(out, sig)
-		}
-	}
-	return out, ls.errs[digest]
+	return sigs, nil
 }
