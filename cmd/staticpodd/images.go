@@ -17,10 +17,12 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/staticpodd/staticpodd/agent/config"
+	"github.com/staticpodd/staticpodd/agent/describe"
 	"github.com/staticpodd/staticpodd/daemon"
 	"github.com/staticpodd/staticpodd/oci"
 	"github.com/staticpodd/staticpodd/oci/image"
 	"github.com/staticpodd/staticpodd/oci/image/bar"
+	"github.com/staticpodd/staticpodd/oci/image/policy"
 )
 
 // newImagesCmd is `staticpodd images import|ls|rm|pin|unpin|export|pull`, working on the store under
@@ -31,10 +33,9 @@ func newImagesCmd(o *globalOptions) *cobra.Command {
 		Short: "Manage the local image store",
 	}
 	open := func(opts ...image.Option) (*image.Store, error) {
-		logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-		return image.Open(filepath.Join(o.RootDir, "images"), logger, opts...)
+		return image.Open(filepath.Join(o.RootDir, "images"), cliLogger(os.Stderr), opts...)
 	}
-	var configFile string
+	var configFile, policyFile string
 	imp := &cobra.Command{
 		Use:   "import FILE...",
 		Short: "Import OCI archives, OCI layout dirs or docker-archives (plain, gzip or zstd)",
@@ -42,14 +43,16 @@ func newImagesCmd(o *globalOptions) *cobra.Command {
 			"FILE - reads an archive from stdin.\n" +
 			"An import leaves 100 - imageGCHighThresholdPercent percent of the store's\n" +
 			"filesystem free (15% by default; --config reads the value run uses), and\n" +
-			"fails before it writes past that, with the store unchanged.",
+			"fails before it writes past that, with the store unchanged.\n" +
+			"Under the image policy (--image-policy, else $" + config.EnvImagePolicy + ", else\n" +
+			"the daemon's), an archive it refuses is not imported: the store is unchanged.",
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, _, err := config.Load(configFile, config.Flags{})
+			cfg, _, err := config.Load(configFile, config.Flags{RootDir: o.RootDir, ImagePolicy: policyFile})
 			if err != nil {
 				return err
 			}
-			s, err := open(daemon.ImageReserve(cfg))
+			s, _, err := daemon.OpenImages(cfg, cliLogger(cmd.ErrOrStderr()))
 			if err != nil {
 				return err
 			}
@@ -73,6 +76,7 @@ func newImagesCmd(o *globalOptions) *cobra.Command {
 		},
 	}
 	imp.Flags().StringVar(&configFile, config.FlagConfig, "", "KubeletConfiguration file, for imageGCHighThresholdPercent")
+	imp.Flags().StringVar(&policyFile, config.FlagImagePolicy, "", "image signature policy (containers-policy.json) the archives must meet (default $"+config.EnvImagePolicy+", else the daemon's)")
 	cmd.AddCommand(imp)
 	var digests bool
 	var output string
@@ -97,9 +101,9 @@ func newImagesCmd(o *globalOptions) *cobra.Command {
 				return printImagesJSON(cmd.OutOrStdout(), imgs, s.LastUsed)
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 8, 3, ' ', 0)
-			header := "REF\tID\tSIZE\tCREATED\tLAST USED\tPINNED"
+			header := "REF\tID\tSIZE\tCREATED\tLAST USED\tPINNED\tVERIFICATION"
 			if digests {
-				header = "REF\tDIGEST\tID\tSIZE\tCREATED\tLAST USED\tPINNED"
+				header = "REF\tDIGEST\tID\tSIZE\tCREATED\tLAST USED\tPINNED\tVERIFICATION"
 			}
 			fmt.Fprintln(tw, header)
 			for _, img := range imgs {
@@ -120,7 +124,7 @@ func newImagesCmd(o *globalOptions) *cobra.Command {
 					if digests {
 						row = append(row, repoDigestOf(r, img.RepoDigests))
 					}
-					row = append(row, shortID(img.ID), humanSize(img.Size), img.Created.UTC().Format(time.RFC3339), used, pinned)
+					row = append(row, shortID(img.ID), humanSize(img.Size), img.Created.UTC().Format(time.RFC3339), used, pinned, verification(img.Verification))
 					fmt.Fprintln(tw, strings.Join(row, "\t"))
 				}
 			}
@@ -207,6 +211,24 @@ type imageJSON struct {
 	Pinned      bool       `json:"pinned"`
 	Created     time.Time  `json:"created"`
 	LastUsed    *time.Time `json:"lastUsed"` // null: never
+	// Digest is the manifest digest it arrived with ("" for none: a
+	// docker-archive); Verification the image policy's last verdict on it
+	// (null: none yet).
+	Digest       string          `json:"digest,omitempty"`
+	Verification *policy.Verdict `json:"verification"`
+}
+
+// maxVerificationWidth bounds the VERIFICATION column: a refusal's reason
+// in full is in -o json.
+const maxVerificationWidth = 72
+
+// verification is the VERIFICATION column: the image policy's last verdict
+// on one line, or "-" before any policy was applied to the image.
+func verification(v *policy.Verdict) string {
+	if v == nil {
+		return "-"
+	}
+	return describe.OneLine(v.String(), maxVerificationWidth)
 }
 
 // printImagesJSON writes {"images": [...]}, as crictl's ListImagesResponse.
@@ -216,7 +238,7 @@ func printImagesJSON(w io.Writer, imgs []image.Image, lastUsed func(id string) t
 	}{Images: []imageJSON{}}
 	for _, img := range imgs {
 		j := imageJSON{ID: img.ID, RepoTags: append([]string{}, img.Refs...), RepoDigests: append([]string{}, img.RepoDigests...),
-			Size: img.Size, Pinned: img.Pinned, Created: img.Created.UTC()}
+			Size: img.Size, Pinned: img.Pinned, Created: img.Created.UTC(), Digest: img.Digest, Verification: img.Verification}
 		if t := lastUsed(img.ID); !t.IsZero() {
 			t = t.UTC()
 			j.LastUsed = &t
@@ -298,6 +320,11 @@ func exportFile(ctx context.Context, s *image.Store, path string, refs []string,
 		return fmt.Errorf("export to %s: %w", path, err)
 	}
 	return nil
+}
+
+// cliLogger is a CLI command's logger: warnings and errors, on w.
+func cliLogger(w io.Writer) *slog.Logger {
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelWarn}))
 }
 
 func shortID(id string) string {
