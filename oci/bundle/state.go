@@ -88,7 +88,9 @@ func RecordDir(rootDir, hex string) string { return filepath.Join(Dir(rootDir), 
 
 // ManifestsDir is the dir of the manifests of the bundle hex, as the file
 // source reads a directory.
-func ManifestsDir(rootDir, hex string) string { return filepath.Join(RecordDir(rootDir, hex), "manifests") }
+func ManifestsDir(rootDir, hex string) string {
+	return filepath.Join(RecordDir(rootDir, hex), "manifests")
+}
 
 // LockState takes bundles/lock (flock, exclusive), making bundles/ if need
 // be: every read-modify-write of state.json, and of the records it names,
