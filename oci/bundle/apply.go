@@ -114,7 +114,7 @@ func stage(ctx context.Context, src, dir string, opts ApplyOptions) (policy.Imag
 			return policy.Image{}, err
 		}
 		defer f.Close()
-		return policy.Image{Transport: policy.TransportOCIArchive, Scope: abs}, extract(f, dir, opts.MaxBytes)
+		return policy.Image{Transport: policy.TransportOCIArchive, Scope: abs}, extract(f, dir, opts.MaxBytes, false)
 	default:
 		return pullBundle(ctx, src, dir, opts)
 	}
@@ -149,7 +149,7 @@ func download(ctx context.Context, url, dir string, opts ApplyOptions) error {
 	// The layout written is bounded by MaxBytes too; so is what is read,
 	// compressed, so that a body that never ends does not read forever.
 	lr := &io.LimitedReader{R: resp.Body, N: opts.MaxBytes + 1}
-	if err := extract(lr, dir, opts.MaxBytes); err != nil {
+	if err := extract(lr, dir, opts.MaxBytes, false); err != nil {
 		return err
 	}
 	if lr.N == 0 {
