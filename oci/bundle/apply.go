@@ -19,6 +19,7 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	imagespec "github.com/opencontainers/image-spec/specs-go/v1"
 
@@ -44,6 +45,8 @@ type ApplyOptions struct {
 	// Client fetches an http(s) src (nil: a client with no redirect to
 	// another scheme and ctx's deadline).
 	Client *http.Client
+	// Remote are the options of a registry src's pulls (auth, transport).
+	Remote []remote.Option
 	// Now stamps Applied and Trial (nil: time.Now).
 	Now func() time.Time
 }
@@ -85,6 +88,11 @@ func Apply(ctx context.Context, store *image.Store, pol *policy.Policy, src stri
 	b, err := verify(ctx, dir, pol, subject)
 	if err != nil {
 		return Record{}, fmt.Errorf("bundle %s: %w", trunc(src), err)
+	}
+	if subject.Transport == policy.TransportDocker {
+		if err := b.pullImages(ctx, src, opts); err != nil {
+			return Record{}, fmt.Errorf("bundle %s: %w", trunc(src), err)
+		}
 	}
 	if opts.Check != nil {
 		if err := opts.Check(b.md, b.files); err != nil {
@@ -186,7 +194,10 @@ func verify(ctx context.Context, dir string, pol *policy.Policy, subject policy.
 	if len(idx.Manifests) > MaxBlobs {
 		return nil, fmt.Errorf("index.json: more than %d entries", MaxBlobs)
 	}
-	b := &verified{dir: dir, entries: idx.Manifests, subjects: map[string][]v1.Descriptor{}}
+	b := &verified{dir: dir, entries: idx.Manifests}
+	if err := b.findSubjects(); err != nil {
+		return nil, err
+	}
 	var bundleManifest *v1.Manifest
 	for i, desc := range idx.Manifests {
 		if !desc.MediaType.IsImage() {
@@ -195,13 +206,6 @@ func verify(ctx context.Context, dir string, pol *policy.Policy, subject policy.
 		m, err := readManifest(dir, desc.Digest.String())
 		if err != nil {
 			return nil, fmt.Errorf("index.json manifests[%d]: %w", i, err)
-		}
-		if m.Subject != nil {
-			s := m.Subject.Digest.String()
-			if len(b.subjects[s]) >= policy.MaxSignatures {
-				return nil, fmt.Errorf("more than %d manifests refer to %s", policy.MaxSignatures, s)
-			}
-			b.subjects[s] = append(b.subjects[s], desc)
 		}
 		if desc.ArtifactType != ArtifactType && m.ArtifactType != ArtifactType {
 			continue
@@ -257,6 +261,30 @@ func verify(ctx context.Context, dir string, pol *policy.Policy, subject policy.
 		return nil, fmt.Errorf("bundle manifests layer: %w", err)
 	}
 	return b, nil
+}
+
+// findSubjects finds the manifests of b.entries with a subject: the
+// signatures attached as referrers.
+func (b *verified) findSubjects() error {
+	b.subjects = map[string][]v1.Descriptor{}
+	for i, desc := range b.entries {
+		if !desc.MediaType.IsImage() {
+			continue
+		}
+		m, err := readManifest(b.dir, desc.Digest.String())
+		if err != nil {
+			return fmt.Errorf("index.json manifests[%d]: %w", i, err)
+		}
+		if m.Subject == nil {
+			continue
+		}
+		s := m.Subject.Digest.String()
+		if len(b.subjects[s]) >= policy.MaxSignatures {
+			return fmt.Errorf("more than %d manifests refer to %s", policy.MaxSignatures, s)
+		}
+		b.subjects[s] = append(b.subjects[s], desc)
+	}
+	return nil
 }
 
 // signer is how a record names the verdict on a bundle's signature.

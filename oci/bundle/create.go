@@ -210,6 +210,9 @@ type imageSource struct {
 	ref     name.Reference
 	norm    string
 	options []remote.Option
+	// left, if set, is what the images pulled may still weigh, as their
+	// manifests declare it (the registry's reads are held to those sizes).
+	left *int64
 }
 
 func (s imageSource) name() string { return s.src }
@@ -345,12 +348,70 @@ func (s imageSource) copyTo(ctx context.Context, out layout.Path, norm string, c
 	return d, nil
 }
 
+// declaredSize is what the manifests of desc say its blobs weigh.
+func declaredSize(desc *remote.Descriptor) (int64, error) {
+	var imgs []v1.Image
+	if desc.MediaType.IsIndex() {
+		ii, err := desc.ImageIndex()
+		if err != nil {
+			return 0, err
+		}
+		im, err := ii.IndexManifest()
+		if err != nil {
+			return 0, err
+		}
+		if len(im.Manifests) > MaxBlobs {
+			return 0, fmt.Errorf("index %s: more than %d manifests", desc.Digest, MaxBlobs)
+		}
+		for _, c := range im.Manifests {
+			img, err := ii.Image(c.Digest)
+			if err != nil {
+				return 0, err
+			}
+			imgs = append(imgs, img)
+		}
+	} else {
+		img, err := desc.Image()
+		if err != nil {
+			return 0, err
+		}
+		imgs = append(imgs, img)
+	}
+	n := desc.Size
+	for _, img := range imgs {
+		m, err := img.Manifest()
+		if err != nil {
+			return 0, err
+		}
+		if len(m.Layers) > MaxBlobs {
+			return 0, fmt.Errorf("manifest: more than %d layers", MaxBlobs)
+		}
+		n += m.Config.Size
+		for _, l := range m.Layers {
+			if l.Size < 0 {
+				return 0, errors.New("manifest: a negative size")
+			}
+			n += l.Size
+		}
+	}
+	return n, nil
+}
+
 // pull copies the registry's image, its cosign signature image and its
 // sigstore bundle referrers into out.
 func (s imageSource) pull(out layout.Path, names layout.Option, copied map[string]bool) (string, error) {
 	desc, err := remote.Get(s.ref, s.options...)
 	if err != nil {
 		return "", err
+	}
+	if s.left != nil {
+		n, err := declaredSize(desc)
+		if err != nil {
+			return "", err
+		}
+		if *s.left -= n; *s.left < 0 {
+			return "", errors.New("the bundle's images weigh more than the bundle may")
+		}
 	}
 	if desc.MediaType.IsIndex() {
 		ii, err := desc.ImageIndex()
@@ -389,29 +450,8 @@ func (s imageSource) pull(out layout.Path, names layout.Option, copied map[strin
 			return "", fmt.Errorf("signatures %s: %w", tag, err)
 		}
 	}
-	refs, err := remote.Referrers(repo.Digest(d), s.options...)
-	if err != nil {
-		return "", fmt.Errorf("referrers of %s: %w", d, err)
-	}
-	im, err := refs.IndexManifest()
-	if err != nil {
-		return "", fmt.Errorf("referrers of %s: %w", d, err)
-	}
-	n := 0
-	for _, r := range im.Manifests {
-		if r.ArtifactType != policy.ArtifactTypeBundle {
-			continue
-		}
-		if n++; n > policy.MaxSignatures {
-			return "", fmt.Errorf("referrers of %s: more than %d signatures", d, policy.MaxSignatures)
-		}
-		img, err := remote.Image(repo.Digest(r.Digest.String()), s.options...)
-		if err != nil {
-			return "", fmt.Errorf("referrer %s: %w", r.Digest, err)
-		}
-		if _, err := appendReferrer(out, img); err != nil {
-			return "", fmt.Errorf("referrer %s: %w", r.Digest, err)
-		}
+	if _, err := pullReferrers(out, repo.Digest(d), s.options); err != nil {
+		return "", err
 	}
 	return d, nil
 }
