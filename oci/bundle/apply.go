@@ -99,7 +99,13 @@ func Apply(ctx context.Context, store *image.Store, pol *policy.Policy, src stri
 			return Record{}, fmt.Errorf("bundle %s: %w", trunc(src), err)
 		}
 	}
-	rec, err := b.install(ctx, store, rootDir, filepath.Join(staging, "images"), opts)
+	// The images are judged as the bundle is: from its file, or from a
+	// stream (a URL's body, a registry's bundle), with no path.
+	scope := ""
+	if subject.Transport == policy.TransportOCIArchive {
+		scope = subject.Scope
+	}
+	rec, err := b.install(ctx, store, rootDir, filepath.Join(staging, "images"), scope, opts)
 	if err != nil {
 		return Record{}, fmt.Errorf("bundle %s (%s): %w", b.md.Name, b.digest, err)
 	}
@@ -432,7 +438,7 @@ func (b *verified) imagesLayout(dir string) (map[string]string, error) {
 }
 
 // install imports and pins b's images, records b and makes it Current.
-func (b *verified) install(ctx context.Context, store *image.Store, rootDir, imagesDir string, opts ApplyOptions) (Record, error) {
+func (b *verified) install(ctx context.Context, store *image.Store, rootDir, imagesDir, scope string, opts ApplyOptions) (Record, error) {
 	rec := Record{Name: b.md.Name, Digest: b.digest, Created: b.md.Created, Applied: opts.Now().UTC(),
 		Signer: b.signer, RollbackAfter: opts.RollbackAfter}
 	for _, f := range b.md.Manifests {
@@ -443,7 +449,7 @@ func (b *verified) install(ctx context.Context, store *image.Store, rootDir, ima
 		if err != nil {
 			return Record{}, err
 		}
-		imgs, err := store.Import(ctx, imagesDir)
+		imgs, err := store.ImportAs(ctx, imagesDir, scope)
 		if err != nil {
 			return Record{}, err
 		}
