@@ -52,7 +52,7 @@ type ApplyOptions struct {
 }
 
 // Apply verifies the bundle at src (a file, an http(s) URL or an OCI
-// reference) under pol, imports its images into store and pins them, and
+// reference) under pol, which must be the store's policy, imports its images into store and pins them, and
 // makes it the node's Current bundle (the one it replaces Previous, on
 // Trial): the record under rootDir/bundles and state.json. Everything is
 // verified before anything is imported: the bundle's signature (policy
@@ -63,6 +63,10 @@ type ApplyOptions struct {
 // takes all of them or none. A bundle refused at any step leaves the store
 // and state.json as they were.
 func Apply(ctx context.Context, store *image.Store, pol *policy.Policy, src string, rootDir string, opts ApplyOptions) (Record, error) {
+	if store.Policy() != pol {
+		// The store's import judges the images: one policy for all of it.
+		return Record{}, errors.New("bundle: the image store enforces another policy than the bundle's (Store.SetPolicy)")
+	}
 	if opts.MaxBytes <= 0 {
 		opts.MaxBytes = DefaultMaxBytes
 	}

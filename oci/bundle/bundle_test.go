@@ -14,6 +14,7 @@ import (
 	"io"
 	"log"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -74,7 +75,7 @@ func newKey(t *testing.T) key {
 // requiring is a policy that every image and bundle be signed by k.
 func requiring(t *testing.T, k key) *policy.Policy {
 	t.Helper()
-	req := fmt.Sprintf(`[{"type":"sigstoreSigned","keyPath":%q,"signedIdentity":{"type":"matchRepository"}}]`, k.pubPath)
+	req := fmt.Sprintf(`[{"type":"sigstoreSigned","keyPath":%q}]`, k.pubPath)
 	p, err := policy.Parse([]byte(`{"default":[{"type":"reject"}],"transports":{
 		"oci-archive":{"":`+req+`},"docker":{"":`+req+`}}}`), "policy.json")
 	if err != nil {
@@ -119,10 +120,13 @@ func digestOf(t *testing.T, img v1.Image) string {
 	return d.String()
 }
 
-func openStore(t *testing.T, root string) *image.Store {
+func openStore(t *testing.T, root string, pol *policy.Policy) *image.Store {
 	t.Helper()
 	s, err := image.Open(filepath.Join(root, "images"), slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.SetPolicy(pol); err != nil {
 		t.Fatal(err)
 	}
 	return s
@@ -175,8 +179,8 @@ func TestRoundTrip(t *testing.T) {
 	srv.Close() // apply is offline
 
 	root := t.TempDir()
-	store := openStore(t, root)
 	pol := requiring(t, k)
+	store := openStore(t, root, pol)
 	rec, err := Apply(ctx, store, pol, path, root, ApplyOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -196,7 +200,7 @@ func TestRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !got.Pinned || got.ID != i.ID || (got.Digest != "" && got.Digest != i.Digest) {
+		if !got.Pinned || got.ID != i.ID || got.Digest != i.Digest || got.Verification == nil || got.Verification.Decision != policy.Verified {
 			t.Errorf("store has %s as %+v, want pinned %s from %s", i.Ref, got, i.ID, i.Digest)
 		}
 	}
@@ -253,7 +257,7 @@ func TestSecondReplacesFirst(t *testing.T) {
 	k := newKey(t)
 	pol := requiring(t, k)
 	root := t.TempDir()
-	store := openStore(t, root)
+	store := openStore(t, root, pol)
 	var recs []Record
 	for i, ref := range []string{"example.com/a:1", "example.com/b:1", "example.com/c:1"} {
 		archive, _ := signedArchive(t, k, ref)
@@ -357,6 +361,38 @@ func TestRefusedWhole(t *testing.T) {
 				flip(t, filepath.Join(dir, "blobs", "sha256", m.Layers[0].Digest.Hex))
 			})
 		}, want: "tampered or corrupt"},
+		{name: "tampered manifest file, hashes rewritten", make: func(t *testing.T) string {
+			_, c := good(t, k)
+			return rewrite(t, c, func(dir string, idx *v1.IndexManifest) {
+				md := c.Metadata
+				md.Manifests = nil
+				layer, err := manifestsTar(map[string][]byte{"web.yaml": []byte("evil")}, &md)
+				if err != nil {
+					t.Fatal(err)
+				}
+				cfg, _ := json.Marshal(md)
+				m, err := readManifest(dir, c.Digest)
+				if err != nil {
+					t.Fatal(err)
+				}
+				m.Config, m.Layers[0] = blobDescriptor(MediaTypeMetadata, cfg), blobDescriptor(MediaTypeManifests, layer)
+				raw, _ := json.Marshal(m)
+				desc := blobDescriptor(m.MediaType, raw)
+				for _, b := range [][]byte{cfg, layer, raw} {
+					os.WriteFile(filepath.Join(dir, "blobs", "sha256", blobDescriptor("", b).Digest.Hex), b, 0o600)
+				}
+				for i := range idx.Manifests {
+					if idx.Manifests[i].Digest.String() == c.Digest {
+						idx.Manifests[i].Digest, idx.Manifests[i].Size = desc.Digest, desc.Size
+					}
+				}
+			})
+		}, want: "SignatureValidationFailed"},
+		{name: "image signed by another key", make: func(t *testing.T) string {
+			otherArchive, _ := signedArchive(t, other, "example.com/web:1")
+			p, _ := create(t, k, "edge", map[string][]byte{"web.yaml": podYAML}, []string{"example.com/web:1"}, otherArchive)
+			return p
+		}, want: "SignatureValidationFailed"},
 		{name: "path traversal", make: func(t *testing.T) string {
 			_, c := good(t, k)
 			return rewrite(t, c, func(dir string, idx *v1.IndexManifest) {
@@ -369,10 +405,11 @@ func TestRefusedWhole(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			root := t.TempDir()
-			store := openStore(t, root)
+			store := openStore(t, root, pol)
 			path := tc.make(t)
 			before := snapshot(t, store, root)
 			_, err := Apply(ctx, store, pol, path, root, tc.opts)
+			t.Log(err)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("apply: %v, want an error with %q", err, tc.want)
 			}
@@ -442,5 +479,60 @@ func flip(t *testing.T, p string) {
 	b[len(b)/2] ^= 0xff
 	if err := os.WriteFile(p, b, 0o600); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestApplyFromRegistryAndURL applies one bundle pushed to a registry, by
+// its reference, and served over HTTP, by its URL: the same bundle, the
+// same images, judged under the docker and oci-archive transports.
+func TestApplyFromRegistryAndURL(t *testing.T) {
+	ctx := context.Background()
+	k := newKey(t)
+	pol := requiring(t, k)
+	archive, imgs := signedArchive(t, k, "example.com/web:1")
+	path, c := create(t, k, "edge", map[string][]byte{"web.yaml": podYAML}, []string{"example.com/web:1"}, archive)
+
+	reg := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0)), registry.WithReferrersSupport(true)))
+	defer reg.Close()
+	ref, err := name.ParseReference(strings.TrimPrefix(reg.URL, "http://") + "/bundles/edge:v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Push(ctx, ref); err != nil {
+		t.Fatal(err)
+	}
+	files := httptest.NewServer(http.FileServer(http.Dir(filepath.Dir(path))))
+	defer files.Close()
+
+	for _, src := range []string{ref.String(), files.URL + "/" + filepath.Base(path)} {
+		root := t.TempDir()
+		store := openStore(t, root, pol)
+		rec, err := Apply(ctx, store, pol, src, root, ApplyOptions{})
+		if err != nil {
+			t.Fatalf("%s: %v", src, err)
+		}
+		want := digestOf(t, imgs["example.com/web:1"])
+		if rec.Digest != c.Digest || len(rec.Images) != 1 || rec.Images[0].Digest != want {
+			t.Errorf("%s: record %+v, want bundle %s with image %s", src, rec, c.Digest, want)
+		}
+		if img, err := store.Get("example.com/web:1"); err != nil || !img.Pinned || img.Digest != want {
+			t.Errorf("%s: store has %+v, %v", src, img, err)
+		}
+	}
+
+	// A reference to something else than a bundle is refused, store unchanged.
+	root := t.TempDir()
+	store := openStore(t, root, pol)
+	before := snapshot(t, store, root)
+	notBundle, _ := random.Image(64, 1)
+	other := ref.Context().Tag("image")
+	if err := remote.Write(other, notBundle); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Apply(ctx, store, pol, other.String(), root, ApplyOptions{}); err == nil || !strings.Contains(err.Error(), "not a bundle") {
+		t.Errorf("apply of an image: %v, want not a bundle", err)
+	}
+	if after := snapshot(t, store, root); after != before {
+		t.Errorf("refused, but changed:\n%s\nwas\n%s", after, before)
 	}
 }

@@ -135,6 +135,9 @@ func pullBundle(ctx context.Context, src, dir string, opts ApplyOptions) (policy
 	return policy.Image{Transport: policy.TransportDocker, Scope: ref.Name(), Reference: ref.Context().Name()}, nil
 }
 
+// emptyConfig is the OCI image spec's empty descriptor's media type.
+const emptyConfig = "application/vnd.oci.empty.v1+json"
+
 // pullReferrers copies the sigstore bundle referrers of d into lp, at most
 // policy.MaxSignatures.
 func pullReferrers(lp layout.Path, d name.Digest, ropts []remote.Option) (int, error) {
@@ -148,18 +151,24 @@ func pullReferrers(lp layout.Path, d name.Digest, ropts []remote.Option) (int, e
 	}
 	n := 0
 	for _, r := range im.Manifests {
-		if r.ArtifactType != policy.ArtifactTypeBundle {
+		// A registry that predates artifactType (go-containerregistry's
+		// own, for one) lists a referrer by its config's media type: for
+		// a sigstore bundle, the empty config's. Its manifest says.
+		if r.ArtifactType != policy.ArtifactTypeBundle && r.ArtifactType != emptyConfig {
 			continue
 		}
 		if n++; n > policy.MaxSignatures {
 			return n, fmt.Errorf("referrers of %s: more than %d signatures", d.DigestStr(), policy.MaxSignatures)
 		}
-		if r.Size > policy.MaxSignatureBytes {
-			return n, fmt.Errorf("referrer %s: more than %d bytes", r.Digest, policy.MaxSignatureBytes)
+		if r.Size > MaxJSONBytes {
+			return n, fmt.Errorf("referrer %s: more than %d bytes", r.Digest, MaxJSONBytes)
 		}
 		img, err := remote.Image(d.Context().Digest(r.Digest.String()), ropts...)
 		if err != nil {
 			return n, fmt.Errorf("referrer %s: %w", r.Digest, err)
+		}
+		if m, err := img.Manifest(); err != nil || m.ArtifactType != policy.ArtifactTypeBundle {
+			continue
 		}
 		if _, err := appendReferrer(lp, img); err != nil {
 			return n, fmt.Errorf("referrer %s: %w", r.Digest, err)
