@@ -338,7 +338,9 @@ func TestRefusedWhole(t *testing.T) {
 		{name: "unsigned", make: func(t *testing.T) string {
 			_, c := good(t, k)
 			return rewrite(t, c, func(dir string, idx *v1.IndexManifest) {
-				idx.Manifests = slices.DeleteFunc(idx.Manifests, func(d v1.Descriptor) bool { return d.ArtifactType == policy.ArtifactTypeBundle && d.Digest.String() != c.Digest })
+				idx.Manifests = slices.DeleteFunc(idx.Manifests, func(d v1.Descriptor) bool {
+					return d.ArtifactType == policy.ArtifactTypeBundle && d.Digest.String() != c.Digest
+				})
 			})
 		}, want: "SignatureValidationFailed"},
 		{name: "tampered layer", make: func(t *testing.T) string {
