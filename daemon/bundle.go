@@ -243,7 +243,7 @@ func checkBundleFiles(files map[string]manifestFile, allowSecretValues bool) ([]
 		for _, pod := range p.Pods {
 			for _, c := range manifest.AllContainers(pod.Pod) {
 				if !slices.ContainsFunc(uses, func(u imageUse) bool { return u.image == c.Image }) {
-					uses = append(uses, imageUse{file: f.path, pod: pod.Name, container: c.Name, image: c.Image})
+					uses = append(uses, imageUse{file: f.path, pod: strings.TrimSuffix(pod.Name, "-"+bundleNode), container: c.Name, image: c.Image})
 				}
 			}
 		}

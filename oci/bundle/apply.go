@@ -245,7 +245,7 @@ func verify(ctx context.Context, dir string, pol *policy.Policy, subject policy.
 	}
 	v := pol.Evaluate(ctx, subject)
 	if err := v.Err(); err != nil {
-		return nil, fmt.Errorf("bundle %s: %w", b.digest, err)
+		return nil, fmt.Errorf("%s: %w", b.digest, err)
 	}
 	b.signer = signer(v)
 
