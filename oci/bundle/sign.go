@@ -72,7 +72,7 @@ func SignArchive(ctx context.Context, path string, s Signer, opts SignOptions) (
 		if err != nil {
 			return nil, err
 		}
-		err = extract(f, dir, DefaultMaxBytes, true)
+		err = extract(ctx, f, dir, DefaultMaxBytes, true)
 		f.Close()
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)
