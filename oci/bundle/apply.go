@@ -429,6 +429,7 @@ func (b *verified) imagesLayout(dir string) (map[string]string, error) {
 	idx.SchemaVersion = 2
 	idx.MediaType = types.OCIImageIndex
 	norms := map[string]string{}
+	sigsOf := map[string]bool{}
 	for _, img := range b.md.Images {
 		norm, err := image.Normalize(img.Ref)
 		if err != nil {
@@ -449,6 +450,10 @@ func (b *verified) imagesLayout(dir string) (map[string]string, error) {
 		}
 		idx.Manifests = append(idx.Manifests, v1.Descriptor{MediaType: desc.MediaType, Digest: desc.Digest, Size: fi.Size(),
 			Annotations: map[string]string{"io.containerd.image.name": norm, imagespec.AnnotationRefName: norm}})
+		if sigsOf[img.Digest] {
+			continue // another name of the same image: its signatures are in
+		}
+		sigsOf[img.Digest] = true
 		tag, err := policy.SignatureTag(img.Digest)
 		if err != nil {
 			return nil, err

@@ -539,3 +539,36 @@ func TestApplyFromRegistryAndURL(t *testing.T) {
 		t.Errorf("refused, but changed:\n%s\nwas\n%s", after, before)
 	}
 }
+
+// TestTwoNamesOneImage applies a bundle whose manifests name one image
+// two ways: both names are the image's, pinned, its signatures read once.
+func TestTwoNamesOneImage(t *testing.T) {
+	ctx := context.Background()
+	k := newKey(t)
+	pol := requiring(t, k)
+	dir, imgs := signedArchive(t, k, "example.com/web:1")
+	lp, err := layout.FromPath(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lp.AppendImage(imgs["example.com/web:1"], layout.WithAnnotations(map[string]string{imagespec.AnnotationRefName: "example.com/web:stable"})); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := SignArchive(ctx, dir, k.signer, SignOptions{Identity: "example.com/web:stable"}); err != nil {
+		t.Fatal(err)
+	}
+	path, _ := create(t, k, "edge", map[string][]byte{"web.yaml": podYAML}, []string{"example.com/web:1", "example.com/web:stable"}, dir)
+	root := t.TempDir()
+	store := openStore(t, root, pol)
+	rec, err := Apply(ctx, store, pol, path, root, ApplyOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rec.Images) != 2 || rec.Images[0].ID != rec.Images[1].ID || rec.Images[0].Digest != rec.Images[1].Digest {
+		t.Fatalf("images %+v, want one image by two names", rec.Images)
+	}
+	img, err := store.Get("example.com/web:stable")
+	if err != nil || !img.Pinned || len(img.Refs) != 2 {
+		t.Errorf("store has %+v, %v", img, err)
+	}
+}
