@@ -2,9 +2,9 @@ package bundle
 
 import (
 	"archive/tar"
-	"context"
 	"bufio"
 	"compress/gzip"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
