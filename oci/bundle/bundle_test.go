@@ -572,3 +572,51 @@ func TestTwoNamesOneImage(t *testing.T) {
 		t.Errorf("store has %+v, %v", img, err)
 	}
 }
+
+// TestSignArchiveBundle signs a tarred archive with sigstore bundle
+// referrers (images sign --bundle -o OUT): the signed copy's image is
+// verified through its referrer; the archive signed is left as it was.
+func TestSignArchiveBundle(t *testing.T) {
+	ctx := context.Background()
+	k := newKey(t)
+	pol := requiring(t, k)
+	dir := filepath.Join(t.TempDir(), "images")
+	lp, err := layout.Write(dir, empty.Index)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, _ := random.Image(256, 1)
+	if err := lp.AppendImage(img, layout.WithAnnotations(map[string]string{"io.containerd.image.name": "example.com/web:1"})); err != nil {
+		t.Fatal(err)
+	}
+	in, out := filepath.Join(t.TempDir(), "in.tar"), filepath.Join(t.TempDir(), "out.tar")
+	f, err := os.Create(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := writeLayoutTar(dir, f, true); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	before, _ := os.ReadFile(in)
+	signed, err := SignArchive(ctx, in, k.signer, SignOptions{Bundle: true, Out: out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(signed) != 1 || signed[0].Digest != digestOf(t, img) || !strings.HasPrefix(signed[0].Source, "referrer sha256:") {
+		t.Fatalf("signed %+v", signed)
+	}
+	if after, _ := os.ReadFile(in); !bytes.Equal(before, after) {
+		t.Error("the archive signed into another file changed")
+	}
+	path, _ := create(t, k, "edge", map[string][]byte{"web.yaml": podYAML}, []string{"example.com/web:1"}, out)
+	root := t.TempDir()
+	store := openStore(t, root, pol)
+	if _, err := Apply(ctx, store, pol, path, root, ApplyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := store.Get("example.com/web:1")
+	if err != nil || got.Verification == nil || got.Verification.Decision != policy.Verified {
+		t.Errorf("store has %+v, %v", got, err)
+	}
+}
