@@ -466,10 +466,13 @@ func (w *worker) start(ctx context.Context, pod *v1.Pod, act action) time.Time {
 	req := images.Request{Pod: pod, Container: c, Image: spec.Image, First: first,
 		Waiting: func(reason, message string) { ci.reason, ci.message = reason, message }, Publish: func() { w.publish(pod) },
 		Secret: w.a.objects.Load().Secret}
-	ok, retry, pulled := w.images.Ensure(ctx, req)
+	ensured, ok, retry := w.images.Ensure(ctx, req)
 	if !ok {
 		return retry
 	}
+	pulled := ensured.Pulled
+	// The image made sure of is the one that runs, by its ID.
+	spec.ImageID = ensured.ImageID
 	w.orderStops(spec)
 	cs, err := w.runContainer(ctx, pod, c, spec)
 	if errors.Is(err, podspec.ErrImageRefused) {

@@ -42,13 +42,13 @@ const (
 // Puller brings the images pods name into the store the runtime starts
 // containers from.
 type Puller interface {
-	// Present tells whether image (a normalised reference) is in the store,
-	// without any network access.
-	Present(image string) (bool, error)
-	// Pull fetches image from its registry, or its mirrors, into the store;
-	// an image the store has under the registry's digest is not fetched
-	// again.
-	Pull(ctx context.Context, image string, o PullOptions) error
+	// Present returns the ID of the store's image that image (a normalised
+	// reference) names, "" for none, without any network access.
+	Present(image string) (id string, err error)
+	// Pull fetches image from its registry, or its mirrors, into the store,
+	// and returns the ID of the image it got; an image the store has under
+	// the registry's digest is not fetched again.
+	Pull(ctx context.Context, image string, o PullOptions) (id string, err error)
 }
 
 // PullOptions are how one image pull is made.
@@ -130,32 +130,44 @@ type Request struct {
 	Secret func(namespace, name string) *v1.Secret
 }
 
+// Ensured is the image Ensure made sure of.
+type Ensured struct {
+	// ImageID is the store's image the container is to run, as found or
+	// pulled (and verified) now: the one the container starts from, not
+	// whatever its reference names by then, which an import, a pull or a
+	// tag moved since may have changed. "" when nothing was looked up
+	// (imagePullPolicy Never, no puller): the runtime resolves the
+	// reference, once, at the start.
+	ImageID string
+	// Pulled: a pull brought it.
+	Pulled bool
+}
+
 // Ensure applies the container's imagePullPolicy before its start, as the
 // kubelet's imageManager.EnsureImageExists: Never and a present image with
 // IfNotPresent go on without network; Always, and IfNotPresent with the image
 // missing, pull, with a back-off per pod and image after a failure. It
-// returns false, with when to try again, if the container cannot start yet;
-// pulled says a pull brought the image.
-func (m *Manager) Ensure(ctx context.Context, r Request) (ok bool, retry time.Time, pulled bool) {
+// returns false, with when to try again, if the container cannot start yet.
+func (m *Manager) Ensure(ctx context.Context, r Request) (e Ensured, ok bool, retry time.Time) {
 	p, pod, c, image := m.puller, r.Pod, r.Container, r.Image
 	if p == nil || c.ImagePullPolicy == v1.PullNever {
-		return true, time.Time{}, false
+		return Ensured{}, true, time.Time{}
 	}
 	ref := events.ContainerRef(pod, c.Name)
 	var arrived <-chan struct{}
 	if c.ImagePullPolicy != v1.PullAlways {
 		// Taken before the lookup: an import after it ends the pull below.
 		arrived = m.nextResync()
-		present, err := p.Present(image)
+		id, err := p.Present(image)
 		if err != nil {
 			// The kubelet's ErrImageInspect.
 			msg := fmt.Sprintf("Failed to inspect image %q: %v", c.Image, err)
 			r.Waiting("ImageInspectError", msg)
 			m.events.Eventf(ref, v1.EventTypeWarning, "InspectFailed", "%s", msg)
-			return false, time.Now().Add(pullBackoffInitial), false
+			return Ensured{}, false, time.Now().Add(pullBackoffInitial)
 		}
-		if present {
-			return true, time.Time{}, false
+		if id != "" {
+			return Ensured{ImageID: id}, true, time.Time{}
 		}
 	}
 	key := string(pod.UID) + "_" + image
@@ -169,7 +181,7 @@ func (m *Manager) Ensure(ctx context.Context, r Request) (ok bool, retry time.Ti
 			msg += ": " + prev.reason + ": " + prev.msg
 		}
 		r.Waiting(reasonImagePullBackOff, msg)
-		return false, prev.at.Add(m.backoff.Get(key)), false
+		return Ensured{}, false, prev.at.Add(m.backoff.Get(key))
 	}
 	secrets, missing := pullSecrets(pod, r.Secret)
 	// The names, as many as a manifest holds, in one bounded line.
@@ -200,12 +212,12 @@ func (m *Manager) Ensure(ctx context.Context, r Request) (ok bool, retry time.Ti
 	if arrived != nil {
 		watching.Go(func() { cancelOnArrival(pullCtx, cancel, p, image, m.nextResync, arrived) })
 	}
-	err := p.Pull(pullCtx, image, PullOptions{Progress: progress, Critical: eviction.Critical(pod), Secrets: secrets})
+	id, err := p.Pull(pullCtx, image, PullOptions{Progress: progress, Critical: eviction.Critical(pod), Secrets: secrets})
 	if ctx.Err() != nil {
-		return false, time.Time{}, false
+		return Ensured{}, false, time.Time{}
 	}
 	if err != nil && arrived != nil {
-		if present, perr := p.Present(image); perr == nil && present {
+		if id, perr := p.Present(image); perr == nil && id != "" {
 			// Imported while the pull went on (or failed): IfNotPresent
 			// is satisfied, and the registry's answer no longer matters.
 			m.logger.Info("image present now; pull not needed", "container", c.Name, "image", image)
@@ -213,10 +225,10 @@ func (m *Manager) Ensure(ctx context.Context, r Request) (ok bool, retry time.Ti
 			if r.First {
 				r.Waiting("", "")
 			}
-			return true, time.Time{}, false
+			return Ensured{ImageID: id}, true, time.Time{}
 		}
 		if errors.Is(context.Cause(pullCtx), errImageArrived) {
-			return false, time.Now(), false // removed again at once: look again
+			return Ensured{}, false, time.Now() // removed again at once: look again
 		}
 	}
 	if err != nil {
@@ -235,14 +247,14 @@ func (m *Manager) Ensure(ctx context.Context, r Request) (ok bool, retry time.Ti
 			m.events.Eventf(events.PodRef(pod), v1.EventTypeWarning, events.FailedToRetrieveImagePullSecret,
 				"Unable to retrieve some image pull secrets (%s); attempting to pull the image may not succeed.", missingNames)
 		}
-		return false, m.failed(key, r, reason, msg), false
+		return Ensured{}, false, m.failed(key, r, reason, msg)
 	}
 	m.events.Eventf(ref, v1.EventTypeNormal, events.Pulled, "Successfully pulled image %q in %v", c.Image, time.Since(began).Truncate(time.Millisecond))
 	if r.First {
 		r.Waiting("", "")
 	}
 	m.forget(key)
-	return true, time.Time{}, true
+	return Ensured{ImageID: id, Pulled: true}, true, time.Time{}
 }
 
 // failed counts a failure of r's image in its pull back-off, has the
@@ -314,7 +326,7 @@ func presentAnyway(p Puller, c *v1.Container, image string) string {
 	if c.ImagePullPolicy != v1.PullAlways {
 		return ""
 	}
-	if present, err := p.Present(image); err != nil || !present {
+	if id, err := p.Present(image); err != nil || id == "" {
 		return ""
 	}
 	return fmt.Sprintf("the image %q is in the node's image store, but imagePullPolicy Always "+
@@ -356,7 +368,7 @@ func cancelOnArrival(ctx context.Context, cancel context.CancelCauseFunc, p Pull
 		case <-arrived:
 		}
 		arrived = next() // before the lookup, as the first one
-		if present, err := p.Present(image); err == nil && present {
+		if id, err := p.Present(image); err == nil && id != "" {
 			cancel(errImageArrived)
 			return
 		}

@@ -27,12 +27,20 @@ type puller struct {
 	last    PullOptions
 }
 
-func (p *puller) Present(string) (bool, error) { return p.present, nil }
+func (p *puller) Present(image string) (string, error) {
+	if !p.present {
+		return "", nil
+	}
+	return "sha256:" + image, nil
+}
 
-func (p *puller) Pull(ctx context.Context, image string, o PullOptions) error {
+func (p *puller) Pull(ctx context.Context, image string, o PullOptions) (string, error) {
 	p.pulls++
 	p.last = o
-	return p.err
+	if p.err != nil {
+		return "", p.err
+	}
+	return "sha256:" + image, nil
 }
 
 // A failed pull waits ErrImagePull until its back-off ends, ImagePullBackOff
@@ -50,24 +58,24 @@ func TestEnsureBackOff(t *testing.T) {
 		req := Request{Pod: pod, Container: c, Image: c.Image,
 			Waiting: func(r, msg string) { reason, message = r, msg }, Publish: func() {}}
 		t0 := time.Now()
-		ok, retry, _ := m.Ensure(t.Context(), req)
+		_, ok, retry := m.Ensure(t.Context(), req)
 		if ok || reason != status.ErrImagePull || message != "registry says no" || retry.Sub(t0) != 10*time.Second {
 			t.Fatalf("first failure: ok %v, %s %q, retry in %v", ok, reason, message, retry.Sub(t0))
 		}
 		time.Sleep(5 * time.Second)
-		ok, retry, _ = m.Ensure(t.Context(), req)
+		_, ok, retry = m.Ensure(t.Context(), req)
 		if ok || p.pulls != 1 || reason != status.ImagePullBackOff || !strings.HasSuffix(message, ": ErrImagePull: registry says no") || retry.Sub(t0) != 10*time.Second {
 			t.Fatalf("in back-off: ok %v, %d pulls, %s %q, retry at %v", ok, p.pulls, reason, message, retry.Sub(t0))
 		}
 		time.Sleep(5 * time.Second)
-		if _, retry, _ = m.Ensure(t.Context(), req); p.pulls != 2 || retry.Sub(time.Now()) != 20*time.Second {
+		if _, _, retry = m.Ensure(t.Context(), req); p.pulls != 2 || retry.Sub(time.Now()) != 20*time.Second {
 			t.Fatalf("second failure: %d pulls, next in %v, want 2 and 20s", p.pulls, retry.Sub(time.Now()))
 		}
 		m.Forget("u1")
 		p.err = nil
 		req.First = true // never ran: waits ContainerCreating during the pull, nothing after
-		if ok, _, pulled := m.Ensure(t.Context(), req); !ok || !pulled || p.pulls != 3 || reason != "" {
-			t.Fatalf("after Forget: ok %v pulled %v, %d pulls, reason %q", ok, pulled, p.pulls, reason)
+		if e, ok, _ := m.Ensure(t.Context(), req); !ok || !e.Pulled || e.ImageID != "sha256:example.com/app:1" || p.pulls != 3 || reason != "" {
+			t.Fatalf("after Forget: ok %v, %+v, %d pulls, reason %q; want the pulled image's ID", ok, e, p.pulls, reason)
 		}
 	})
 }
@@ -97,7 +105,7 @@ func TestEnsureAlwaysImagePresentSaysSo(t *testing.T) {
 		var reason, message string
 		req := Request{Pod: pod, Container: c, Image: "docker.io/library/nginx:latest",
 			Waiting: func(r, msg string) { reason, message = r, msg }, Publish: func() {}}
-		if ok, _, _ := m.Ensure(t.Context(), req); ok || p.pulls != 1 || reason != status.ErrImagePull {
+		if _, ok, _ := m.Ensure(t.Context(), req); ok || p.pulls != 1 || reason != status.ErrImagePull {
 			t.Fatalf("%s, present %v: ok %v, %d pulls, reason %s: want the pull tried and failed", tc.policy, tc.present, ok, p.pulls, reason)
 		}
 		const fix = `the image "nginx:latest" is in the node's image store, but imagePullPolicy Always ` +
@@ -196,7 +204,7 @@ func TestEnsureSignatureValidationFailed(t *testing.T) {
 		req := Request{Pod: pod, Container: c, Image: "docker.io/library/nginx:1.27",
 			Waiting: func(r, msg string) { reason, message = r, msg }, Publish: func() {}}
 		t0 := time.Now()
-		ok, retry, _ := m.Ensure(t.Context(), req)
+		_, ok, retry := m.Ensure(t.Context(), req)
 		const want = `image pull failed for nginx:1.27 because the signature validation failed: image docker.io/library/nginx@sha256:0123: no signature by key cosign.pub`
 		if ok || reason != status.SignatureValidationFailed || message != want || retry.Sub(t0) != 10*time.Second {
 			t.Fatalf("refused: ok %v, %s %q, retry in %v; want SignatureValidationFailed %q in 10s", ok, reason, message, retry.Sub(t0), want)
@@ -215,7 +223,7 @@ func TestEnsureSignatureValidationFailed(t *testing.T) {
 			t.Errorf("warning events %q, want %q", got, wantEvents)
 		}
 		time.Sleep(5 * time.Second)
-		if ok, _, _ = m.Ensure(t.Context(), req); ok || p.pulls != 1 || reason != status.ImagePullBackOff ||
+		if _, ok, _ = m.Ensure(t.Context(), req); ok || p.pulls != 1 || reason != status.ImagePullBackOff ||
 			message != `Back-off pulling image "nginx:1.27": SignatureValidationFailed: `+want {
 			t.Fatalf("in back-off: ok %v, %d pulls, %s %q", ok, p.pulls, reason, message)
 		}

@@ -144,6 +144,11 @@ func (c NetworkConf) String() string {
 type Container struct {
 	Name  string
 	Image string // normalised reference, docker.io/library/busybox:latest
+	// ImageID, when set, is the store's image (its ID) the agent made sure
+	// of before the start, pulled and verified: the runtime starts that
+	// one, not what Image names by then. "" for the runtime to look Image
+	// up itself.
+	ImageID string
 
 	// Command and Args follow Kubernetes: Command nil runs the image's Entrypoint;
 	// Args nil (with Command nil) runs the image's Cmd; Command set ignores both.
