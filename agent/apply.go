@@ -463,14 +463,21 @@ func (w *worker) start(ctx context.Context, pod *v1.Pod, act action) time.Time {
 		return time.Time{}
 	}
 	first := prev == nil && ci.last == nil && (ci.reason == "" || ci.reason == reasonCreating)
-	ok, retry, pulled := w.images.Ensure(ctx, images.Request{Pod: pod, Container: c, Image: spec.Image, First: first,
+	req := images.Request{Pod: pod, Container: c, Image: spec.Image, First: first,
 		Waiting: func(reason, message string) { ci.reason, ci.message = reason, message }, Publish: func() { w.publish(pod) },
-		Secret: w.a.objects.Load().Secret})
+		Secret: w.a.objects.Load().Secret}
+	ensured, ok, retry := w.images.Ensure(ctx, req)
 	if !ok {
 		return retry
 	}
+	pulled := ensured.Pulled
+	// The image made sure of is the one that runs, by its ID.
+	spec.ImageID = ensured.ImageID
 	w.orderStops(spec)
 	cs, err := w.runContainer(ctx, pod, c, spec)
+	if errors.Is(err, podspec.ErrImageRefused) {
+		return w.images.Refused(req, err)
+	}
 	// A container whose process could not be started exists, exited with
 	// StartError: it is handled as one that exited at once.
 	startFailed := errors.Is(err, podspec.ErrStartFailed) && cs.ID != ""

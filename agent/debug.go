@@ -120,7 +120,7 @@ func (a *Agent) Debug(namespace, name string, req podspec.DebugRequest) (run fun
 		pod.Spec.EphemeralContainers = append(pod.Spec.EphemeralContainers, ec)
 		m := images.NewManager(a.cfg.Images, a.events, a.nextResync, a.logger.With("pod", namespace+"/"+name, "debug", ec.Name))
 		var why string
-		ok, _, pulled := m.Ensure(ctx, images.Request{Pod: pod, Container: c, Image: image, First: true,
+		ensured, ok, _ := m.Ensure(ctx, images.Request{Pod: pod, Container: c, Image: image, First: true,
 			Waiting: func(reason, message string) { why = reason + ": " + message }, Publish: func() {}, Secret: a.objects.Load().Secret})
 		if !ok {
 			if ctx.Err() != nil {
@@ -132,6 +132,7 @@ func (a *Agent) Debug(namespace, name string, req podspec.DebugRequest) (run fun
 		if err != nil {
 			return -1, fmt.Errorf("%w: %w", podspec.ErrDebugInvalid, err)
 		}
+		spec.ImageID = ensured.ImageID
 		es.Cmd = req.Cmd
 		code, err := a.rt.Debug(ctx, a.conv.Sandbox(pod), spec, target, es, func(id string) {
 			a.debugs.mu.Lock()
@@ -140,7 +141,7 @@ func (a *Agent) Debug(namespace, name string, req podspec.DebugRequest) (run fun
 			a.statuses.Touch()
 			// The events of a start of the pod's own containers.
 			ref := events.ContainerRef(pod, ec.Name)
-			if !pulled {
+			if !ensured.Pulled {
 				a.events.Eventf(ref, v1.EventTypeNormal, events.Pulled, "Container image %q already present on machine", ec.Image)
 			}
 			a.events.Eventf(ref, v1.EventTypeNormal, events.Created, "Container created")

@@ -32,6 +32,9 @@ type fakeRuntime struct {
 	chosen    *podspec.NetworkConf    // the network a pod made now gets, when not the sandboxes
 	next      int
 	missing   map[string]bool // images not in the store
+	// ids are the store's image IDs by reference, where a test moves one
+	// (an import or a pull of a moved tag); else "sha256:" + the reference.
+	ids map[string]string
 	// afterLookup, when set, runs in each StartContainer that found its image
 	// missing, after the lookup and before StartContainer returns, outside the lock:
 	// an image that arrives inside that window.
@@ -251,7 +254,7 @@ func (f *fakeRuntime) StartContainer(ctx context.Context, pod *podspec.Pod, c *p
 	}
 	st := podspec.ContainerStatus{
 		ID: fmt.Sprintf("c%d", f.next), PodUID: pod.UID, PodName: pod.Name, Name: c.Name,
-		Attempt: c.Attempt, Hash: c.Hash, Image: c.Image, ImageID: "sha256:" + c.Image,
+		Attempt: c.Attempt, Hash: c.Hash, Image: c.Image, ImageID: f.startImageLocked(c),
 		State: podspec.StateRunning, Pid: 1000 + f.next, CreatedAt: now, StartedAt: now,
 		StopSignal: stop, Annotations: c.Annotations,
 	}
@@ -275,6 +278,23 @@ func (f *fakeRuntime) StartContainer(ctx context.Context, pod *podspec.Pod, c *p
 		f.exitLocked(fc, code)
 	}
 	return st, nil
+}
+
+// imageID is the ID of the store's image ref names now.
+func (f *fakeRuntime) imageID(ref string) string {
+	if id, ok := f.ids[ref]; ok {
+		return id
+	}
+	return "sha256:" + ref
+}
+
+// startImageLocked is the image c starts from, as the runtime's Prepare
+// finds it: the ID the agent made sure of, else what its reference names.
+func (f *fakeRuntime) startImageLocked(c *podspec.Container) string {
+	if c.ImageID != "" {
+		return c.ImageID
+	}
+	return f.imageID(c.Image)
 }
 
 func (f *fakeRuntime) exitLocked(c *fakeCtr, code int) {

@@ -31,15 +31,21 @@ type fakePuller struct {
 	block    chan struct{}          // if set, a pull waits for it (or its context)
 	// blockOnly, if set, is the one image whose pulls wait for block.
 	blockOnly string
+	// movedTo, if set, is the image ID the pulled reference names right
+	// after a pull returns: an import or another pull moved it meanwhile.
+	movedTo string
 }
 
-func (p *fakePuller) Present(image string) (bool, error) {
+func (p *fakePuller) Present(image string) (string, error) {
 	p.rt.mu.Lock()
 	defer p.rt.mu.Unlock()
-	return !p.rt.missing[image], nil
+	if p.rt.missing[image] {
+		return "", nil
+	}
+	return p.rt.imageID(image), nil
 }
 
-func (p *fakePuller) Pull(ctx context.Context, image string, o images.PullOptions) error {
+func (p *fakePuller) Pull(ctx context.Context, image string, o images.PullOptions) (string, error) {
 	progress := o.Progress
 	p.mu.Lock()
 	p.pulls = append(p.pulls, image)
@@ -57,19 +63,26 @@ func (p *fakePuller) Pull(ctx context.Context, image string, o images.PullOption
 		select {
 		case <-block:
 		case <-ctx.Done():
-			return ctx.Err()
+			return "", ctx.Err()
 		}
 		p.mu.Lock()
 		err = p.err
 		p.mu.Unlock()
 	}
 	if err != nil {
-		return err
+		return "", err
 	}
 	p.rt.mu.Lock()
+	defer p.rt.mu.Unlock()
 	delete(p.rt.missing, image)
-	p.rt.mu.Unlock()
-	return nil
+	id := p.rt.imageID(image)
+	if p.movedTo != "" {
+		if p.rt.ids == nil {
+			p.rt.ids = map[string]string{}
+		}
+		p.rt.ids[image] = p.movedTo
+	}
+	return id, nil
 }
 
 func (p *fakePuller) count() int {
@@ -363,6 +376,23 @@ func TestPullWithPodSecrets(t *testing.T) {
 		defer p.mu.Unlock()
 		if len(p.pulls) != 2 || len(p.secrets[1]) != 1 || p.secrets[1][0].Name != secret.Namespace+"/regcred" {
 			t.Fatalf("%d pulls, secrets %v; want the second with %s/regcred", len(p.pulls), p.secrets, secret.Namespace)
+		}
+	})
+}
+
+// Verified means the image that runs: the container starts from the image
+// its pull got (and the store verified), by ID, though its reference names
+// another by the start (an import, a tag moved), and its status says so.
+func TestStartsThePulledImage(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		rt.missing["app:v1"] = true
+		p := &fakePuller{rt: rt, movedTo: "sha256:moved"}
+		h := start(t, rt, Config{Images: p})
+		h.send([]manifest.Pod{testPod("app", "u1", v1.RestartPolicyAlways, ctr("app", "app:v1"))})
+		cs := h.pod("app").Status.ContainerStatuses[0]
+		if cs.State.Running == nil || cs.ImageID != "sha256:app:v1" {
+			t.Fatalf("status %+v, imageID %q: want running the pulled image sha256:app:v1, not the moved reference's", cs.State, cs.ImageID)
 		}
 	})
 }

@@ -461,6 +461,46 @@ func testStartErrorRetriedWithBackOff(t *testing.T, startErr error, reason strin
 	})
 }
 
+// An image in the store that the image policy refuses at the start (the
+// runtime's ErrImageRefused) waits SignatureValidationFailed with the
+// kubelet's message, not a generic start error, and is tried again after the
+// pull back-off: at 0s, 10s, 30s; once the policy accepts it, it runs.
+func TestImageRefusedAtStart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		rt.startErr = fmt.Errorf("start container a (c1) of pod web: %w: docker.io/library/busybox:latest: %w", podspec.ErrImageRefused,
+			errString("SignatureValidationFailed: oci-archive transport: refused by the policy (reject)"))
+		h := start(t, rt, Config{})
+		h.send([]manifest.Pod{testPod("web", "u1", v1.RestartPolicyAlways, ctr("a", "busybox"))})
+		cs := h.pod("web").Status.ContainerStatuses[0]
+		const want = "image pull failed for busybox because the signature validation failed: oci-archive transport: refused by the policy (reject)"
+		if w := cs.State.Waiting; w == nil || w.Reason != "SignatureValidationFailed" || w.Message != want {
+			t.Fatalf("state = %+v, want SignatureValidationFailed %q", cs.State, want)
+		}
+		var failed []string
+		for _, e := range h.a.events.List() {
+			if e.Type == v1.EventTypeWarning {
+				failed = append(failed, e.Reason+": "+e.Message)
+			}
+		}
+		if !slices.Equal(failed, []string{"Failed: " + want, "Failed: Error: SignatureValidationFailed"}) {
+			t.Errorf("warning events %q", failed)
+		}
+		time.Sleep(35 * time.Second)
+		if got := len(rt.Calls("start-failed")); got != 3 {
+			t.Errorf("%d refused starts in 35s, want 3 (0s, 10s, 30s)", got)
+		}
+		rt.mu.Lock()
+		rt.startErr = nil
+		rt.mu.Unlock()
+		time.Sleep(40 * time.Second)
+		synctest.Wait()
+		if len(rt.Running()) != 1 {
+			t.Errorf("not running once the policy accepts the image; calls %q", rt.Calls())
+		}
+	})
+}
+
 // A pod an earlier daemon ran and no manifest wants any more is listed as
 // Terminating, with what its labels tell, until it is gone.
 func TestOrphanListedAsTerminatingUntilGone(t *testing.T) {

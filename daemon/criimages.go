@@ -47,7 +47,7 @@ func (c CRIImages) Pull(ctx context.Context, ref string, auth *cri.Auth) (cri.Im
 	}
 	img, err := c.Puller.PullWith(ctx, ref, o)
 	if err != nil {
-		return cri.Image{}, err
+		return cri.Image{}, refusal(err)
 	}
 	if c.Pulled != nil {
 		c.Pulled()

@@ -1,9 +1,11 @@
 package daemon
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"strings"
 
 	"github.com/staticpodd/staticpodd/agent/config"
 	"github.com/staticpodd/staticpodd/oci/image"
@@ -85,3 +87,29 @@ func (d *System) reloadImagePolicy(cfg *config.Config) string {
 	logRefused(d.logger, refused)
 	return ""
 }
+
+// refusal is err as a CRI runtime gives an image policy's refusal: its text
+// from "SignatureValidationFailed" on, which the kubelet matches as a prefix
+// once the gRPC status is stripped (evalCRIPullErr), and the agent alike;
+// what the puller said before it (which pull) is the caller's to say. Any
+// other error is returned as it is.
+func refusal(err error) error {
+	if !errors.Is(err, policy.ErrSignatureValidationFailed) {
+		return err
+	}
+	text := err.Error()
+	i := strings.Index(text, policy.ErrSignatureValidationFailed.Error())
+	if i <= 0 {
+		return err
+	}
+	return refusedError{text: text[i:], err: err}
+}
+
+// refusedError is a refusal whose text starts with the CRI's error.
+type refusedError struct {
+	text string
+	err  error
+}
+
+func (e refusedError) Error() string { return e.text }
+func (e refusedError) Unwrap() error { return e.err }

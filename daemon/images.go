@@ -49,18 +49,18 @@ var (
 	_ agent.TagResolver = imagePuller{}
 )
 
-func (p imagePuller) Present(ref string) (bool, error) {
-	_, err := p.store.Get(ref)
+func (p imagePuller) Present(ref string) (string, error) {
+	img, err := p.store.Get(ref)
 	if errors.Is(err, podspec.ErrImageNotPresent) {
-		return false, nil
+		return "", nil
 	}
-	return err == nil, err
+	return img.ID, err
 }
 
-func (p imagePuller) Pull(ctx context.Context, ref string, o images.PullOptions) error {
+func (p imagePuller) Pull(ctx context.Context, ref string, o images.PullOptions) (string, error) {
 	var last time.Time
 	layers := -1
-	_, err := p.puller.PullWith(ctx, ref, image.PullOptions{Critical: o.Critical, Secrets: o.Secrets, Progress: func(pr image.Progress) {
+	img, err := p.puller.PullWith(ctx, ref, image.PullOptions{Critical: o.Critical, Secrets: o.Secrets, Progress: func(pr image.Progress) {
 		// The pod's status is published at most every statusProgressPeriod,
 		// and when a layer is done.
 		if o.Progress == nil || (time.Since(last) < statusProgressPeriod && pr.LayersDone == layers) {
@@ -69,7 +69,7 @@ func (p imagePuller) Pull(ctx context.Context, ref string, o images.PullOptions)
 		last, layers = time.Now(), pr.LayersDone
 		o.Progress(fmt.Sprintf("%d/%d layers, %s of %s", pr.LayersDone, pr.Layers, mib(pr.BytesDone), mib(pr.Bytes)))
 	}})
-	return err
+	return img.ID, refusal(err)
 }
 
 // Resolve is the agent's TagResolver: the digest a followed tag names at

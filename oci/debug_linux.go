@@ -112,7 +112,7 @@ func (r *Runtime) debug(ctx context.Context, id string, pod *podspec.Pod, c *pod
 	if err := writeJSON(filepath.Join(dir, specFile), specs.Spec{Linux: &specs.Linux{CgroupsPath: cgroupsPath}}); err != nil {
 		return -1, err
 	}
-	rootfs, img, err := r.cfg.Images.Prepare(id, c.Image)
+	rootfs, img, err := r.cfg.Images.Prepare(id, startImage(c))
 	if err != nil {
 		return -1, fmt.Errorf("prepare rootfs from %s: %w", c.Image, err)
 	}

@@ -26,6 +26,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/staticpodd/staticpodd/agent/podspec"
+	"github.com/staticpodd/staticpodd/oci/image/policy"
 	mon "github.com/staticpodd/staticpodd/oci/monitor"
 	"github.com/staticpodd/staticpodd/oci/sandbox"
 	"github.com/staticpodd/staticpodd/oci/spec"
@@ -159,13 +160,25 @@ func (r *Runtime) startFailed(ctx context.Context, pm *pendingMonitor) (podspec.
 	return st, true
 }
 
+// startImage is what c starts from: the image the agent made sure of, by
+// its ID, else what its reference names now.
+func startImage(c *podspec.Container) string {
+	if c.ImageID != "" {
+		return c.ImageID
+	}
+	return c.Image
+}
+
 func (r *Runtime) start(ctx context.Context, pm *pendingMonitor, pod *podspec.Pod, c *podspec.Container, pr sandbox.Record) (podspec.ContainerStatus, error) {
 	id, dir := pm.id, r.containerDir(pm.id)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return podspec.ContainerStatus{}, err
 	}
 	rot := r.logRotation()
-	rootfs, img, err := r.cfg.Images.Prepare(id, c.Image)
+	rootfs, img, err := r.cfg.Images.Prepare(id, startImage(c))
+	if errors.Is(err, policy.ErrSignatureValidationFailed) {
+		return podspec.ContainerStatus{}, fmt.Errorf("%w: %s: %w", podspec.ErrImageRefused, c.Image, err)
+	}
 	if err != nil {
 		return podspec.ContainerStatus{}, fmt.Errorf("prepare rootfs from %s: %w", c.Image, err)
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -301,6 +302,13 @@ func TestPullImageCredentials(t *testing.T) {
 	_, err := newTestImageService(f).PullImage(t.Context(), &runtimeapi.PullImageRequest{Image: &runtimeapi.ImageSpec{Image: "nope:1"}})
 	if status.Code(err) != codes.Unknown || !strings.Contains(err.Error(), "MANIFEST_UNKNOWN") {
 		t.Fatalf("failed pull: %v, want the puller's error", err)
+	}
+	// The image policy's refusal: the kubelet strips an Unknown status to
+	// its message, and reads SignatureValidationFailed from its start.
+	f.pullErr = errors.New("SignatureValidationFailed: docker.io/library/nope@sha256:0a: no signature by key cosign.pub")
+	_, err = newTestImageService(f).PullImage(t.Context(), &runtimeapi.PullImageRequest{Image: &runtimeapi.ImageSpec{Image: "nope:1"}})
+	if st, _ := status.FromError(err); st.Code() != codes.Unknown || st.Message() != f.pullErr.Error() {
+		t.Fatalf("refused pull: %v, want Unknown with the refusal as its message", err)
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()

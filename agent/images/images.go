@@ -42,13 +42,13 @@ const (
 // Puller brings the images pods name into the store the runtime starts
 // containers from.
 type Puller interface {
-	// Present tells whether image (a normalised reference) is in the store,
-	// without any network access.
-	Present(image string) (bool, error)
-	// Pull fetches image from its registry, or its mirrors, into the store;
-	// an image the store has under the registry's digest is not fetched
-	// again.
-	Pull(ctx context.Context, image string, o PullOptions) error
+	// Present returns the ID of the store's image that image (a normalised
+	// reference) names, "" for none, without any network access.
+	Present(image string) (id string, err error)
+	// Pull fetches image from its registry, or its mirrors, into the store,
+	// and returns the ID of the image it got; an image the store has under
+	// the registry's digest is not fetched again.
+	Pull(ctx context.Context, image string, o PullOptions) (id string, err error)
 }
 
 // PullOptions are how one image pull is made.
@@ -95,8 +95,23 @@ func NewManager(p Puller, rec *events.Recorder, nextResync func() <-chan struct{
 // failure is the last failed pull of a key of the pull back-off: its error,
 // for ImagePullBackOff's message, and when its back-off began.
 type failure struct {
-	msg string
-	at  time.Time
+	reason, msg string
+	at          time.Time
+}
+
+// PullFailure is the waiting reason and message of a container whose image
+// failed to come, from the error's text (msg) as the kubelet's
+// evalCRIPullErr makes them, the error having crossed the CRI: a policy's
+// refusal ("SignatureValidationFailed: DETAIL") is SignatureValidationFailed,
+// "image pull failed for IMAGE because the signature validation failed:
+// DETAIL"; any other, ErrImagePull with the text as it is. The runtime's
+// refusal of a present image at its start is said the same way.
+func PullFailure(image, msg string) (reason, message string) {
+	if detail, ok := strings.CutPrefix(msg, status.SignatureValidationFailed); ok {
+		return status.SignatureValidationFailed, podspec.Truncate(
+			fmt.Sprintf("image pull failed for %s because the signature validation failed%s", image, detail), podspec.MaxOutput)
+	}
+	return reasonImagePull, msg
 }
 
 // Request is one container's image to make sure of before its start.
@@ -115,32 +130,44 @@ type Request struct {
 	Secret func(namespace, name string) *v1.Secret
 }
 
+// Ensured is the image Ensure made sure of.
+type Ensured struct {
+	// ImageID is the store's image the container is to run, as found or
+	// pulled (and verified) now: the one the container starts from, not
+	// whatever its reference names by then, which an import, a pull or a
+	// tag moved since may have changed. "" when nothing was looked up
+	// (imagePullPolicy Never, no puller): the runtime resolves the
+	// reference, once, at the start.
+	ImageID string
+	// Pulled: a pull brought it.
+	Pulled bool
+}
+
 // Ensure applies the container's imagePullPolicy before its start, as the
 // kubelet's imageManager.EnsureImageExists: Never and a present image with
 // IfNotPresent go on without network; Always, and IfNotPresent with the image
 // missing, pull, with a back-off per pod and image after a failure. It
-// returns false, with when to try again, if the container cannot start yet;
-// pulled says a pull brought the image.
-func (m *Manager) Ensure(ctx context.Context, r Request) (ok bool, retry time.Time, pulled bool) {
+// returns false, with when to try again, if the container cannot start yet.
+func (m *Manager) Ensure(ctx context.Context, r Request) (e Ensured, ok bool, retry time.Time) {
 	p, pod, c, image := m.puller, r.Pod, r.Container, r.Image
 	if p == nil || c.ImagePullPolicy == v1.PullNever {
-		return true, time.Time{}, false
+		return Ensured{}, true, time.Time{}
 	}
 	ref := events.ContainerRef(pod, c.Name)
 	var arrived <-chan struct{}
 	if c.ImagePullPolicy != v1.PullAlways {
 		// Taken before the lookup: an import after it ends the pull below.
 		arrived = m.nextResync()
-		present, err := p.Present(image)
+		id, err := p.Present(image)
 		if err != nil {
 			// The kubelet's ErrImageInspect.
 			msg := fmt.Sprintf("Failed to inspect image %q: %v", c.Image, err)
 			r.Waiting("ImageInspectError", msg)
 			m.events.Eventf(ref, v1.EventTypeWarning, "InspectFailed", "%s", msg)
-			return false, time.Now().Add(pullBackoffInitial), false
+			return Ensured{}, false, time.Now().Add(pullBackoffInitial)
 		}
-		if present {
-			return true, time.Time{}, false
+		if id != "" {
+			return Ensured{ImageID: id}, true, time.Time{}
 		}
 	}
 	key := string(pod.UID) + "_" + image
@@ -151,10 +178,10 @@ func (m *Manager) Ensure(ctx context.Context, r Request) (ok bool, retry time.Ti
 		m.events.Eventf(ref, v1.EventTypeNormal, events.BackOff, "%s", msg)
 		prev := m.failures[key]
 		if prev.msg != "" {
-			msg += ": " + reasonImagePull + ": " + prev.msg
+			msg += ": " + prev.reason + ": " + prev.msg
 		}
 		r.Waiting(reasonImagePullBackOff, msg)
-		return false, prev.at.Add(m.backoff.Get(key)), false
+		return Ensured{}, false, prev.at.Add(m.backoff.Get(key))
 	}
 	secrets, missing := pullSecrets(pod, r.Secret)
 	// The names, as many as a manifest holds, in one bounded line.
@@ -185,12 +212,12 @@ func (m *Manager) Ensure(ctx context.Context, r Request) (ok bool, retry time.Ti
 	if arrived != nil {
 		watching.Go(func() { cancelOnArrival(pullCtx, cancel, p, image, m.nextResync, arrived) })
 	}
-	err := p.Pull(pullCtx, image, PullOptions{Progress: progress, Critical: eviction.Critical(pod), Secrets: secrets})
+	id, err := p.Pull(pullCtx, image, PullOptions{Progress: progress, Critical: eviction.Critical(pod), Secrets: secrets})
 	if ctx.Err() != nil {
-		return false, time.Time{}, false
+		return Ensured{}, false, time.Time{}
 	}
 	if err != nil && arrived != nil {
-		if present, perr := p.Present(image); perr == nil && present {
+		if id, perr := p.Present(image); perr == nil && id != "" {
 			// Imported while the pull went on (or failed): IfNotPresent
 			// is satisfied, and the registry's answer no longer matters.
 			m.logger.Info("image present now; pull not needed", "container", c.Name, "image", image)
@@ -198,10 +225,10 @@ func (m *Manager) Ensure(ctx context.Context, r Request) (ok bool, retry time.Ti
 			if r.First {
 				r.Waiting("", "")
 			}
-			return true, time.Time{}, false
+			return Ensured{ImageID: id}, true, time.Time{}
 		}
 		if errors.Is(context.Cause(pullCtx), errImageArrived) {
-			return false, time.Now(), false // removed again at once: look again
+			return Ensured{}, false, time.Now() // removed again at once: look again
 		}
 	}
 	if err != nil {
@@ -213,25 +240,54 @@ func (m *Manager) Ensure(ctx context.Context, r Request) (ok bool, retry time.Ti
 		}
 		m.logger.Warn("image pull failed", "container", c.Name, "image", image, "err", msg)
 		m.events.Eventf(ref, v1.EventTypeWarning, events.Failed, "Failed to pull image %q: %s", c.Image, msg)
-		m.events.Eventf(ref, v1.EventTypeWarning, events.Failed, "Error: %s", reasonImagePull)
+		reason, msg := PullFailure(c.Image, msg)
+		m.events.Eventf(ref, v1.EventTypeWarning, events.Failed, "Error: %s", reason)
 		if len(missing) > 0 {
 			// The kubelet's, after a sync whose pull failed.
 			m.events.Eventf(events.PodRef(pod), v1.EventTypeWarning, events.FailedToRetrieveImagePullSecret,
 				"Unable to retrieve some image pull secrets (%s); attempting to pull the image may not succeed.", missingNames)
 		}
-		m.backoff.Next(key, m.backoff.Clock.Now())
-		// Taken after Next: the back-off runs until no earlier than this.
-		at := time.Now()
-		m.failures[key] = failure{msg: msg, at: at}
-		r.Waiting(reasonImagePull, msg)
-		return false, at.Add(m.backoff.Get(key)), false
+		return Ensured{}, false, m.failed(key, r, reason, msg)
 	}
 	m.events.Eventf(ref, v1.EventTypeNormal, events.Pulled, "Successfully pulled image %q in %v", c.Image, time.Since(began).Truncate(time.Millisecond))
 	if r.First {
 		r.Waiting("", "")
 	}
 	m.forget(key)
-	return true, time.Time{}, true
+	return Ensured{ImageID: id, Pulled: true}, true, time.Time{}
+}
+
+// failed counts a failure of r's image in its pull back-off, has the
+// container wait with reason and msg, and returns when to try again.
+func (m *Manager) failed(key string, r Request, reason, msg string) time.Time {
+	m.backoff.Next(key, m.backoff.Clock.Now())
+	// Taken after Next: the back-off runs until no earlier than this.
+	at := time.Now()
+	m.failures[key] = failure{reason: reason, msg: msg, at: at}
+	r.Waiting(reason, msg)
+	return at.Add(m.backoff.Get(key))
+}
+
+// Refused takes the runtime's refusal to start r's container from an image
+// the store has but the image policy refuses now (podspec.ErrImageRefused;
+// a policy turned on or changed since the image arrived): the container
+// waits as after a pull the policy refused, SignatureValidationFailed with
+// the kubelet's message, and tries again after the pull back-off. It
+// returns when.
+func (m *Manager) Refused(r Request, err error) time.Time {
+	pod, c := r.Pod, r.Container
+	text := err.Error()
+	if i := strings.Index(text, status.SignatureValidationFailed); i >= 0 {
+		text = text[i:]
+	} else {
+		text = status.SignatureValidationFailed + ": " + text
+	}
+	reason, msg := PullFailure(c.Image, podspec.Truncate(text, podspec.MaxOutput))
+	m.logger.Warn("image refused by the image policy", "container", c.Name, "image", r.Image, "err", text)
+	ref := events.ContainerRef(pod, c.Name)
+	m.events.Eventf(ref, v1.EventTypeWarning, events.Failed, "%s", msg)
+	m.events.Eventf(ref, v1.EventTypeWarning, events.Failed, "Error: %s", reason)
+	return m.failed(string(pod.UID)+"_"+r.Image, r, reason, msg)
 }
 
 // pullSecrets are the Docker configs of pod's imagePullSecrets that lookup
@@ -270,7 +326,7 @@ func presentAnyway(p Puller, c *v1.Container, image string) string {
 	if c.ImagePullPolicy != v1.PullAlways {
 		return ""
 	}
-	if present, err := p.Present(image); err != nil || !present {
+	if id, err := p.Present(image); err != nil || id == "" {
 		return ""
 	}
 	return fmt.Sprintf("the image %q is in the node's image store, but imagePullPolicy Always "+
@@ -312,7 +368,7 @@ func cancelOnArrival(ctx context.Context, cancel context.CancelCauseFunc, p Pull
 		case <-arrived:
 		}
 		arrived = next() // before the lookup, as the first one
-		if present, err := p.Present(image); err == nil && present {
+		if id, err := p.Present(image); err == nil && id != "" {
 			cancel(errImageArrived)
 			return
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -13,6 +14,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/staticpodd/staticpodd/agent/events"
+	"github.com/staticpodd/staticpodd/agent/podspec"
 	"github.com/staticpodd/staticpodd/agent/status"
 )
 
@@ -25,12 +27,20 @@ type puller struct {
 	last    PullOptions
 }
 
-func (p *puller) Present(string) (bool, error) { return p.present, nil }
+func (p *puller) Present(image string) (string, error) {
+	if !p.present {
+		return "", nil
+	}
+	return "sha256:" + image, nil
+}
 
-func (p *puller) Pull(ctx context.Context, image string, o PullOptions) error {
+func (p *puller) Pull(ctx context.Context, image string, o PullOptions) (string, error) {
 	p.pulls++
 	p.last = o
-	return p.err
+	if p.err != nil {
+		return "", p.err
+	}
+	return "sha256:" + image, nil
 }
 
 // A failed pull waits ErrImagePull until its back-off ends, ImagePullBackOff
@@ -48,24 +58,24 @@ func TestEnsureBackOff(t *testing.T) {
 		req := Request{Pod: pod, Container: c, Image: c.Image,
 			Waiting: func(r, msg string) { reason, message = r, msg }, Publish: func() {}}
 		t0 := time.Now()
-		ok, retry, _ := m.Ensure(t.Context(), req)
+		_, ok, retry := m.Ensure(t.Context(), req)
 		if ok || reason != status.ErrImagePull || message != "registry says no" || retry.Sub(t0) != 10*time.Second {
 			t.Fatalf("first failure: ok %v, %s %q, retry in %v", ok, reason, message, retry.Sub(t0))
 		}
 		time.Sleep(5 * time.Second)
-		ok, retry, _ = m.Ensure(t.Context(), req)
+		_, ok, retry = m.Ensure(t.Context(), req)
 		if ok || p.pulls != 1 || reason != status.ImagePullBackOff || !strings.HasSuffix(message, ": ErrImagePull: registry says no") || retry.Sub(t0) != 10*time.Second {
 			t.Fatalf("in back-off: ok %v, %d pulls, %s %q, retry at %v", ok, p.pulls, reason, message, retry.Sub(t0))
 		}
 		time.Sleep(5 * time.Second)
-		if _, retry, _ = m.Ensure(t.Context(), req); p.pulls != 2 || retry.Sub(time.Now()) != 20*time.Second {
+		if _, _, retry = m.Ensure(t.Context(), req); p.pulls != 2 || retry.Sub(time.Now()) != 20*time.Second {
 			t.Fatalf("second failure: %d pulls, next in %v, want 2 and 20s", p.pulls, retry.Sub(time.Now()))
 		}
 		m.Forget("u1")
 		p.err = nil
 		req.First = true // never ran: waits ContainerCreating during the pull, nothing after
-		if ok, _, pulled := m.Ensure(t.Context(), req); !ok || !pulled || p.pulls != 3 || reason != "" {
-			t.Fatalf("after Forget: ok %v pulled %v, %d pulls, reason %q", ok, pulled, p.pulls, reason)
+		if e, ok, _ := m.Ensure(t.Context(), req); !ok || !e.Pulled || e.ImageID != "sha256:example.com/app:1" || p.pulls != 3 || reason != "" {
+			t.Fatalf("after Forget: ok %v, %+v, %d pulls, reason %q; want the pulled image's ID", ok, e, p.pulls, reason)
 		}
 	})
 }
@@ -95,7 +105,7 @@ func TestEnsureAlwaysImagePresentSaysSo(t *testing.T) {
 		var reason, message string
 		req := Request{Pod: pod, Container: c, Image: "docker.io/library/nginx:latest",
 			Waiting: func(r, msg string) { reason, message = r, msg }, Publish: func() {}}
-		if ok, _, _ := m.Ensure(t.Context(), req); ok || p.pulls != 1 || reason != status.ErrImagePull {
+		if _, ok, _ := m.Ensure(t.Context(), req); ok || p.pulls != 1 || reason != status.ErrImagePull {
 			t.Fatalf("%s, present %v: ok %v, %d pulls, reason %s: want the pull tried and failed", tc.policy, tc.present, ok, p.pulls, reason)
 		}
 		const fix = `the image "nginx:latest" is in the node's image store, but imagePullPolicy Always ` +
@@ -176,4 +186,80 @@ func TestEnsureMissingPullSecretsBounded(t *testing.T) {
 			t.Errorf("event of %d bytes", len(ev.Message))
 		}
 	}
+}
+
+// A pull the image policy refuses ("SignatureValidationFailed: …", the CRI's
+// error) waits SignatureValidationFailed with the kubelet's message
+// (evalCRIPullErr), records the kubelet's Failed events, and backs off as
+// ErrImagePull does, the back-off's message carrying the reason.
+func TestEnsureSignatureValidationFailed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := &puller{err: errors.New(`SignatureValidationFailed: image docker.io/library/nginx@sha256:0123: no signature by key cosign.pub`)}
+		rec := events.New("node1", 100, slog.New(slog.DiscardHandler))
+		m := NewManager(p, rec, func() <-chan struct{} { return nil }, slog.New(slog.DiscardHandler))
+		pod := &v1.Pod{}
+		pod.Name, pod.Namespace, pod.UID = "web", "default", "u1"
+		c := &v1.Container{Name: "app", Image: "nginx:1.27", ImagePullPolicy: v1.PullIfNotPresent}
+		var reason, message string
+		req := Request{Pod: pod, Container: c, Image: "docker.io/library/nginx:1.27",
+			Waiting: func(r, msg string) { reason, message = r, msg }, Publish: func() {}}
+		t0 := time.Now()
+		_, ok, retry := m.Ensure(t.Context(), req)
+		const want = `image pull failed for nginx:1.27 because the signature validation failed: image docker.io/library/nginx@sha256:0123: no signature by key cosign.pub`
+		if ok || reason != status.SignatureValidationFailed || message != want || retry.Sub(t0) != 10*time.Second {
+			t.Fatalf("refused: ok %v, %s %q, retry in %v; want SignatureValidationFailed %q in 10s", ok, reason, message, retry.Sub(t0), want)
+		}
+		var got []string
+		for _, e := range rec.List() {
+			if e.Type == v1.EventTypeWarning {
+				got = append(got, e.Reason+" "+e.Message)
+			}
+		}
+		wantEvents := []string{
+			`Failed Failed to pull image "nginx:1.27": SignatureValidationFailed: image docker.io/library/nginx@sha256:0123: no signature by key cosign.pub`,
+			"Failed Error: SignatureValidationFailed",
+		}
+		if !slices.Equal(got, wantEvents) {
+			t.Errorf("warning events %q, want %q", got, wantEvents)
+		}
+		time.Sleep(5 * time.Second)
+		if _, ok, _ = m.Ensure(t.Context(), req); ok || p.pulls != 1 || reason != status.ImagePullBackOff ||
+			message != `Back-off pulling image "nginx:1.27": SignatureValidationFailed: `+want {
+			t.Fatalf("in back-off: ok %v, %d pulls, %s %q", ok, p.pulls, reason, message)
+		}
+	})
+}
+
+// An image in the store that the policy refuses at the container's start
+// (the runtime's podspec.ErrImageRefused) waits as a refused pull does, and
+// its retries follow the pull back-off.
+func TestRefused(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := events.New("node1", 100, slog.New(slog.DiscardHandler))
+		m := NewManager(&puller{present: true}, rec, func() <-chan struct{} { return nil }, slog.New(slog.DiscardHandler))
+		pod := &v1.Pod{}
+		pod.Name, pod.Namespace, pod.UID = "web", "default", "u1"
+		c := &v1.Container{Name: "app", Image: "registry.k8s.io/pause:3.10", ImagePullPolicy: v1.PullIfNotPresent}
+		var reason, message string
+		req := Request{Pod: pod, Container: c, Image: c.Image,
+			Waiting: func(r, msg string) { reason, message = r, msg }, Publish: func() {}}
+		err := fmt.Errorf("start container app (c1) of pod web: %w: %s: %w", podspec.ErrImageRefused, c.Image,
+			errors.New("SignatureValidationFailed: oci-archive transport: reject"))
+		t0 := time.Now()
+		if retry := m.Refused(req, err); retry.Sub(t0) != 10*time.Second {
+			t.Errorf("first refusal: retry in %v, want 10s", retry.Sub(t0))
+		}
+		const want = "image pull failed for registry.k8s.io/pause:3.10 because the signature validation failed: oci-archive transport: reject"
+		if reason != status.SignatureValidationFailed || message != want {
+			t.Errorf("waiting %s %q, want SignatureValidationFailed %q", reason, message, want)
+		}
+		evs := rec.List()
+		if len(evs) != 2 || evs[0].Reason != events.Failed || evs[0].Message != want || evs[1].Message != "Error: SignatureValidationFailed" {
+			t.Errorf("events %+v", evs)
+		}
+		time.Sleep(10 * time.Second)
+		if retry := m.Refused(req, err); retry.Sub(time.Now()) != 20*time.Second {
+			t.Errorf("second refusal: retry in %v, want 20s", retry.Sub(time.Now()))
+		}
+	})
 }

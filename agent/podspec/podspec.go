@@ -32,6 +32,12 @@ var (
 	// with exit code 128 and reason StartError, as containerd does, until it
 	// is destroyed; otherwise nothing of it is left.
 	ErrStartFailed = errors.New("container process not started")
+	// ErrImageRefused: the image is in the store, but the image policy
+	// refuses it now (a policy set or changed since it arrived), and nothing
+	// of the container was made. The error's text gives the refusal from
+	// "SignatureValidationFailed" on: the kubelet's waiting reason of a
+	// pull its runtime's policy refused.
+	ErrImageRefused = errors.New("image refused by the image policy")
 )
 
 // Pod is what a runtime needs to make a pod's sandbox: the namespaces and cgroup
@@ -138,6 +144,11 @@ func (c NetworkConf) String() string {
 type Container struct {
 	Name  string
 	Image string // normalised reference, docker.io/library/busybox:latest
+	// ImageID, when set, is the store's image (its ID) the agent made sure
+	// of before the start, pulled and verified: the runtime starts that
+	// one, not what Image names by then. "" for the runtime to look Image
+	// up itself.
+	ImageID string
 
 	// Command and Args follow Kubernetes: Command nil runs the image's Entrypoint;
 	// Args nil (with Command nil) runs the image's Cmd; Command set ignores both.

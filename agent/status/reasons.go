@@ -25,6 +25,11 @@ const (
 	ErrImagePull               = "ErrImagePull"
 	ImagePullBackOff           = "ImagePullBackOff"
 	InvalidImageName           = "InvalidImageName"
+	// SignatureValidationFailed is the CRI's error for an image its
+	// runtime's signature policy refuses (k8s.io/cri-api/pkg/errors), which
+	// the kubelet's image manager gives as the reason (evalCRIPullErr): a
+	// pull's error, or the runtime's, whose text starts with it.
+	SignatureValidationFailed = "SignatureValidationFailed"
 )
 
 // WaitingForDependency is staticpodd's own waiting reason of a container
@@ -49,7 +54,7 @@ func mendless(reason string) bool {
 func hopeless(reason string) bool {
 	switch reason {
 	case CrashLoopBackOff, ErrImageNeverPull, CreateContainerError, CreateContainerConfigError,
-		RunContainerError, InvalidImageName, ErrImagePull, ImagePullBackOff:
+		RunContainerError, InvalidImageName, ErrImagePull, ImagePullBackOff, SignatureValidationFailed:
 		return true
 	}
 	return false

@@ -17,10 +17,12 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/staticpodd/staticpodd/agent/config"
+	"github.com/staticpodd/staticpodd/agent/describe"
 	"github.com/staticpodd/staticpodd/daemon"
 	"github.com/staticpodd/staticpodd/oci"
 	"github.com/staticpodd/staticpodd/oci/image"
 	"github.com/staticpodd/staticpodd/oci/image/bar"
+	"github.com/staticpodd/staticpodd/oci/image/policy"
 )
 
 // newImagesCmd is `staticpodd images import|ls|rm|pin|unpin|export|pull`, working on the store under
@@ -99,9 +101,9 @@ func newImagesCmd(o *globalOptions) *cobra.Command {
 				return printImagesJSON(cmd.OutOrStdout(), imgs, s.LastUsed)
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 8, 3, ' ', 0)
-			header := "REF\tID\tSIZE\tCREATED\tLAST USED\tPINNED"
+			header := "REF\tID\tSIZE\tCREATED\tLAST USED\tPINNED\tVERIFICATION"
 			if digests {
-				header = "REF\tDIGEST\tID\tSIZE\tCREATED\tLAST USED\tPINNED"
+				header = "REF\tDIGEST\tID\tSIZE\tCREATED\tLAST USED\tPINNED\tVERIFICATION"
 			}
 			fmt.Fprintln(tw, header)
 			for _, img := range imgs {
@@ -122,7 +124,7 @@ func newImagesCmd(o *globalOptions) *cobra.Command {
 					if digests {
 						row = append(row, repoDigestOf(r, img.RepoDigests))
 					}
-					row = append(row, shortID(img.ID), humanSize(img.Size), img.Created.UTC().Format(time.RFC3339), used, pinned)
+					row = append(row, shortID(img.ID), humanSize(img.Size), img.Created.UTC().Format(time.RFC3339), used, pinned, verification(img.Verification))
 					fmt.Fprintln(tw, strings.Join(row, "\t"))
 				}
 			}
@@ -209,6 +211,32 @@ type imageJSON struct {
 	Pinned      bool       `json:"pinned"`
 	Created     time.Time  `json:"created"`
 	LastUsed    *time.Time `json:"lastUsed"` // null: never
+	// Digest is the manifest digest it arrived with ("" for none: a
+	// docker-archive); Verification the image policy's last verdict on it
+	// (null: none yet).
+	Digest       string          `json:"digest,omitempty"`
+	Verification *policy.Verdict `json:"verification"`
+}
+
+// maxVerificationWidth bounds the VERIFICATION column: a refusal's reason
+// in full is in -o json.
+const maxVerificationWidth = 72
+
+// verification is the VERIFICATION column: the image policy's last verdict,
+// on one line of bounded width, or "-" for none yet (no policy was set since
+// the image arrived).
+func verification(v *policy.Verdict) string {
+	if v == nil {
+		return "-"
+	}
+	s := string(v.Decision)
+	switch v.Decision {
+	case policy.Verified:
+		s = "verified by " + v.By
+	case policy.Rejected:
+		s = "rejected by policy: " + v.Reason
+	}
+	return describe.OneLine(s, maxVerificationWidth)
 }
 
 // printImagesJSON writes {"images": [...]}, as crictl's ListImagesResponse.
@@ -218,7 +246,7 @@ func printImagesJSON(w io.Writer, imgs []image.Image, lastUsed func(id string) t
 	}{Images: []imageJSON{}}
 	for _, img := range imgs {
 		j := imageJSON{ID: img.ID, RepoTags: append([]string{}, img.Refs...), RepoDigests: append([]string{}, img.RepoDigests...),
-			Size: img.Size, Pinned: img.Pinned, Created: img.Created.UTC()}
+			Size: img.Size, Pinned: img.Pinned, Created: img.Created.UTC(), Digest: img.Digest, Verification: img.Verification}
 		if t := lastUsed(img.ID); !t.IsZero() {
 			t = t.UTC()
 			j.LastUsed = &t
