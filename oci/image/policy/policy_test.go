@@ -338,7 +338,7 @@ func TestArchives(t *testing.T) {
 		"docker-archive": {"": [{"type": "sigstoreSigned", "keyPath": "`+dir+`/a.pub"}]}}}`)
 	oci := policy.Image{Transport: policy.TransportOCIArchive, Reference: refA, Digest: digestA, Signatures: []policy.Signature{cosign(t, s, "quay.io/team/app", digestA)}}
 	wantVerified(t, p.Evaluate(ctx, oci), "key a.pub")
-	wantRejected(t, p.Evaluate(ctx, policy.Image{Transport: policy.TransportDockerArchive, Reference: refA}), "a docker archive carries no signatures; import an OCI archive")
+	wantRejected(t, p.Evaluate(ctx, policy.Image{Transport: policy.TransportDockerArchive, Reference: refA}), "docker-archive carries no signatures; use an OCI archive")
 	if !p.NeedsSignatures(policy.TransportOCIArchive, "") {
 		t.Fatal("oci-archive needs no signatures")
 	}

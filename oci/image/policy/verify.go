@@ -76,7 +76,7 @@ func loadKey(name string, pub crypto.PublicKey) (*key, error) {
 // signatures (one is enough, as in containers/image), or why none did.
 func (r *requirement) accepts(ctx context.Context, img Image) (string, error) {
 	if img.Transport == TransportDockerArchive {
-		return "", errors.New("a docker archive carries no signatures; import an OCI archive")
+		return "", errors.New("docker-archive carries no signatures; use an OCI archive")
 	}
 	if len(img.Signatures) == 0 {
 		return "", errors.New("no signature exists")
