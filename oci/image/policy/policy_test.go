@@ -112,7 +112,7 @@ func wantRejected(t *testing.T, v policy.Verdict, reason string) {
 		t.Fatalf("verdict %+v, want rejected with %q", v, reason)
 	}
 	err := v.Err()
-	if !errors.Is(err, policy.ErrSignatureValidationFailed) || !strings.HasPrefix(err.Error(), "SignatureValidationFailed: ") || strings.Contains(err.Error(), "\n") {
+	if !errors.Is(err, policy.ErrSignatureValidationFailed) || !strings.HasPrefix(err.Error(), "SignatureValidationFailed: ") || strings.ContainsAny(err.Error(), "\n\r") {
 		t.Fatalf("Err() = %q, want one line starting SignatureValidationFailed: wrapping ErrSignatureValidationFailed", err)
 	}
 	if len(v.Reason) > policy.MaxReason {
@@ -366,6 +366,8 @@ func TestLimits(t *testing.T) {
 	bad := cosign(t, s, refA, digestB)
 	bad.Source = strings.Repeat("x", 10000)
 	wantRejected(t, p.Evaluate(ctx, docker(refA, digestA, bad)), "xxx")
+	bad.Source = "tag\nforged: line"
+	wantRejected(t, p.Evaluate(ctx, docker(refA, digestA, bad)), "tag forged: line")
 
 	wantRejected(t, p.Evaluate(ctx, docker(refA, digestA, policy.Signature{Kind: "gpg"})), `unknown signature kind "gpg"`)
 
