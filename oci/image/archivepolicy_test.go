@@ -507,3 +507,32 @@ func TestSetPolicyRecheck(t *testing.T) {
 		s.Release("c4")
 	}
 }
+
+// TestPolicySetDuringArrival: an image admitted under one policy and
+// committed after a stricter one was set is decided on again, and refused,
+// with the store left as it was.
+func TestPolicySetDuringArrival(t *testing.T) {
+	testroot.Require(t)
+	key := newTestKey(t, "cosign")
+	img := testImage(t)
+	d, err := img.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := openStore(t)
+	src := layoutSource(img, []string{"registry.example/app:v1"})
+	src.admitted.img = policy.Image{Transport: policy.TransportOCIArchive, Reference: "registry.example/app:v1", Digest: d.String()}
+	if src.admitted.verdict, err = s.admit(context.Background(), src.admitted.img); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.SetPolicy(archivePolicy(t, key.pub)); err != nil {
+		t.Fatal(err)
+	}
+	before := treeDigest(t, s.Root())
+	if _, err := s.importSources(context.Background(), "test-", []source{src}, nil); !errors.Is(err, policy.ErrSignatureValidationFailed) {
+		t.Fatalf("import admitted before the policy: %v, want refused", err)
+	}
+	if after := treeDigest(t, s.Root()); after != before {
+		t.Errorf("store changed:\n%s\nwant\n%s", after, before)
+	}
+}
