@@ -253,11 +253,10 @@ func newSystem(ctx context.Context, cfg *config.Config, opts Options, logger *sl
 	}
 	// The image policy before anything can bring an image in: the import
 	// folder, a pull, the CRI.
-	images, refused, err := OpenImages(cfg, logger.With("subsystem", "images"))
+	images, err := openImages(cfg, logger.With("subsystem", "images"))
 	if err != nil {
 		return nil, err
 	}
-	logRefused(logger.With("subsystem", "images"), refused)
 	puller, err := NewPuller(cfg, images, logger.With("subsystem", "images"))
 	if err != nil {
 		return nil, err

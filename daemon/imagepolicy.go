@@ -3,10 +3,13 @@ package daemon
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
 
+	"github.com/staticpodd/staticpodd/agent/atomicfile"
 	"github.com/staticpodd/staticpodd/agent/config"
 	"github.com/staticpodd/staticpodd/oci/image"
 	"github.com/staticpodd/staticpodd/oci/image/policy"
@@ -16,35 +19,115 @@ import (
 // which accepts every image, without one. The error names the file, the
 // field of it and why.
 func ImagePolicy(cfg *config.Config) (*policy.Policy, error) {
-	if cfg.ImagePolicyFile == "" {
+	return loadPolicy(cfg.ImagePolicyFile)
+}
+
+func loadPolicy(path string) (*policy.Policy, error) {
+	if path == "" {
 		return nil, nil
 	}
-	p, err := policy.Load(cfg.ImagePolicyFile)
+	p, err := policy.Load(path)
 	if err != nil {
 		return nil, fmt.Errorf("imagePolicyFile: %w", err)
 	}
 	return p, nil
 }
 
-// OpenImages opens the image store under cfg's root dir with the import
-// reserve and the image policy of cfg, as the daemon does and every CLI
-// command that brings images in (import, pull, bundles): an image meets the
-// same policy whichever way it arrives. It also returns the images already
-// in the store the policy refuses.
+// policyRecord is where the daemon says, under its root dir, which policy
+// file it runs with (none: no such file), so that a CLI command bringing
+// images into its store without --image-policy or $STATICPODD_IMAGE_POLICY
+// meets the daemon's policy all the same.
+func policyRecord(rootDir string) string { return filepath.Join(rootDir, "image-policy-file") }
+
+// recordPolicy says that the daemon of cfg runs with its image policy file
+// now (at its start, and after a reload read it).
+func recordPolicy(cfg *config.Config) error {
+	path := policyRecord(cfg.RootDir)
+	if cfg.ImagePolicyFile == "" {
+		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		return nil
+	}
+	return atomicfile.Write(path, []byte(cfg.ImagePolicyFile+"\n"))
+}
+
+// cliPolicyFile is the policy file a CLI command of cfg applies: its own
+// (--image-policy, $STATICPODD_IMAGE_POLICY), else the one the daemon on
+// the same root dir last ran with, else none.
+func cliPolicyFile(cfg *config.Config) (string, error) {
+	if cfg.ImagePolicyFile != "" {
+		return cfg.ImagePolicyFile, nil
+	}
+	b, err := os.ReadFile(policyRecord(cfg.RootDir))
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("the daemon's image policy: %w", err)
+	}
+	path := strings.TrimSpace(string(b))
+	if !filepath.IsAbs(path) {
+		return "", fmt.Errorf("the daemon's image policy: %s names %q, not an absolute path", policyRecord(cfg.RootDir), path)
+	}
+	return path, nil
+}
+
+// OpenImages opens the image store under cfg's root dir for a CLI command
+// that brings images in (import, pull, bundles), with the import reserve
+// and the image policy every image arriving must meet: the command's own,
+// else the daemon's (policyRecord), so that an image meets the same policy
+// whichever way it arrives. The verdicts on the images already in the store
+// are the daemon's to make (at its start and reloads), not a command's,
+// which may run under another policy: it returns the images whose recorded
+// verdict is a refusal.
 func OpenImages(cfg *config.Config, logger *slog.Logger) (*image.Store, []image.Image, error) {
-	p, err := ImagePolicy(cfg)
+	path, err := cliPolicyFile(cfg)
 	if err != nil {
 		return nil, nil, err
+	}
+	p, err := loadPolicy(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	s, err := image.Open(filepath.Join(cfg.RootDir, "images"), logger, ImageReserve(cfg), image.WithPolicy(p))
+	if err != nil {
+		return nil, nil, err
+	}
+	imgs, err := s.List()
+	if err != nil {
+		return nil, nil, err
+	}
+	var refused []image.Image
+	for _, img := range imgs {
+		if v := img.Verification; v != nil && v.Decision == policy.Rejected {
+			refused = append(refused, img)
+		}
+	}
+	return s, refused, nil
+}
+
+// openImages is the daemon's store, under cfg's policy (a file that does
+// not load fails the start), every image in it checked against it; the
+// images it refuses are logged.
+func openImages(cfg *config.Config, logger *slog.Logger) (*image.Store, error) {
+	p, err := ImagePolicy(cfg)
+	if err != nil {
+		return nil, err
 	}
 	s, err := image.Open(filepath.Join(cfg.RootDir, "images"), logger, ImageReserve(cfg))
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	refused, err := s.SetPolicy(p)
 	if err != nil {
-		return nil, nil, fmt.Errorf("image policy %s: %w", cfg.ImagePolicyFile, err)
+		return nil, fmt.Errorf("image policy %s: %w", cfg.ImagePolicyFile, err)
 	}
-	return s, refused, nil
+	if err := recordPolicy(cfg); err != nil {
+		return nil, fmt.Errorf("record the image policy: %w", err)
+	}
+	logRefused(logger, refused)
+	return s, nil
 }
 
 // logRefused says which images of the store the policy now refuses: they
@@ -82,6 +165,9 @@ func (d *System) reloadImagePolicy(cfg *config.Config) string {
 	if err != nil {
 		d.logger.Error("reload: the image policy is not applied", "err", err)
 		return "image policy not reloaded: " + err.Error()
+	}
+	if err := recordPolicy(cfg); err != nil {
+		d.logger.Warn("reload: cannot record the image policy for the CLI", "err", err)
 	}
 	d.logger.Info("reload: image policy applied", "file", cfg.ImagePolicyFile, "refused", len(refused))
 	logRefused(d.logger, refused)
