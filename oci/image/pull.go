@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"path/filepath"
+	"reflect"
 	"runtime"
 	"slices"
 	"strings"
@@ -22,6 +23,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 
 	"github.com/staticpodd/staticpodd/agent/podspec"
+	"github.com/staticpodd/staticpodd/oci/image/policy"
 )
 
 // Bounds on what a registry may send before it is refused.
@@ -231,7 +233,11 @@ func (p *Puller) PullWith(ctx context.Context, ref string, o PullOptions) (Image
 	if c.err != nil && ctx.Err() == nil && pctx.Err() != nil {
 		c.err = context.Cause(pctx)
 	}
-	if c.err != nil {
+	switch {
+	case errors.Is(c.err, policy.ErrSignatureValidationFailed):
+		// The CRI's error text, which the kubelet matches at its start.
+		c.err = boundedError{c.err}
+	case c.err != nil:
 		c.err = fmt.Errorf("pull %s: %w", norm, boundedError{c.err})
 	}
 	return c.img, c.err
@@ -383,7 +389,10 @@ func (p *Puller) pull(ctx context.Context, norm string, auths []*authn.AuthConfi
 			if err == nil {
 				return img, nil
 			}
-			if ctx.Err() != nil {
+			// A refusal is the policy's decision on what the host
+			// resolved the reference to, not a host that failed: no
+			// other host is asked for something else to run.
+			if ctx.Err() != nil || errors.Is(err, policy.ErrSignatureValidationFailed) {
 				return Image{}, err
 			}
 			if len(eps) > 1 || len(keychains) > 1 {
@@ -437,6 +446,13 @@ func (p *Puller) pullFrom(ctx context.Context, ep endpoint, keys authn.Keychain,
 		remote.WithPlatform(*p.cfg.Platform),
 		remote.WithUserAgent("staticpodd"),
 	}
+	// One remote.Puller for the image and its signatures: they share the
+	// endpoint's token.
+	rp, err := remote.NewPuller(opts...)
+	if err != nil {
+		return Image{}, fmt.Errorf("%s: %w", ep, err)
+	}
+	opts = append(opts, remote.Reuse(rp))
 	desc, err := remote.Get(er, opts...)
 	if err != nil {
 		return Image{}, fmt.Errorf("%s: %w", ep, clean(err))
@@ -455,11 +471,10 @@ func (p *Puller) pullFrom(ctx context.Context, ep endpoint, keys authn.Keychain,
 	if len(m.Layers) > maxLayers {
 		return Image{}, fmt.Errorf("%s: %d layers: more than %d, refused", ep, len(m.Layers), maxLayers)
 	}
-	manifestDigest, err := img.Digest()
-	if err != nil {
-		return Image{}, fmt.Errorf("%s: %w", ep, clean(err))
-	}
-	repoDigest := r.Context().Name() + "@" + manifestDigest.String()
+	// The digest the reference resolved to (an index's for a multi-platform
+	// image, as containerd's repo digest and cosign's signatures have it)
+	// is what the policy verifies and the image is recorded and run by.
+	repoDigest := r.Context().Name() + "@" + desc.Digest.String()
 	if strings.HasPrefix(repoDigest, name.DefaultRegistry+"/") {
 		repoDigest = "docker.io/" + strings.TrimPrefix(repoDigest, name.DefaultRegistry+"/")
 	}
@@ -467,7 +482,13 @@ func (p *Puller) pullFrom(ctx context.Context, ep endpoint, keys authn.Keychain,
 	if d, err := Normalize(repoDigest); err == nil {
 		repoDigest = d
 	}
-	if img, ok, err := p.store.addRefs(m.Config.Digest.String(), refs, repoDigest); err != nil || ok {
+	// Decided before any blob is fetched or any reference moved: a refusal
+	// leaves the store as it was.
+	adm, err := p.admit(ctx, repo, norm, repoDigest, desc.Digest, opts)
+	if err != nil {
+		return Image{}, err
+	}
+	if img, ok, err := p.store.addRefs(m.Config.Digest.String(), refs, repoDigest, adm); err != nil || ok {
 		return img, err
 	}
 
@@ -479,6 +500,7 @@ func (p *Puller) pullFrom(ctx context.Context, ep endpoint, keys authn.Keychain,
 	rt.blobRead.Store(&pr.done)
 	pr.report(true)
 	src := imageSource(img, refs)
+	src.admitted = adm
 	config := src.config
 	src.config = func() ([]byte, error) {
 		b, err := config()
@@ -623,7 +645,8 @@ func (t *endpointTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		resp.Body = &countingBody{rc: resp.Body, n: n}
 		return resp, nil
 	}
-	if !strings.Contains(asked, "/manifests/") {
+	// A referrers list is an index, bounded as a manifest.
+	if !strings.Contains(asked, "/manifests/") && !strings.Contains(asked, "/referrers/") {
 		return resp, nil
 	}
 	host := bound(r.URL.Host)
@@ -678,9 +701,10 @@ func (b *limitedBody) Read(p []byte) (int, error) {
 func (b *limitedBody) Close() error { return b.rc.Close() }
 
 // addRefs gives the image with config digest id, if the store has it whole,
-// the references refs and the repository digest repoDigest, and returns it;
-// ok is false if the store does not have it.
-func (s *Store) addRefs(id string, refs []string, repoDigest string) (img Image, ok bool, err error) {
+// the references refs and the repository digest repoDigest, records how it
+// arrived this time (a), and returns it; ok is false if the store does not
+// have it.
+func (s *Store) addRefs(id string, refs []string, repoDigest string, a admitted) (img Image, ok bool, err error) {
 	unlock, err := s.lock()
 	if err != nil {
 		return Image{}, false, err
@@ -700,20 +724,30 @@ func (s *Store) addRefs(id string, refs []string, repoDigest string) (img Image,
 			return Image{}, false, nil
 		}
 	}
+	before := img
 	if !slices.Contains(img.RepoDigests, repoDigest) || slices.ContainsFunc(refs, func(r string) bool { return !slices.Contains(img.Refs, r) }) {
 		img.Refs = refs
 		img.RepoDigests = []string{repoDigest}
 		img = idx.add(img)
-		unused, err := s.pruneLocked(&idx)
-		if err != nil {
-			return Image{}, false, err
-		}
-		if err := s.writeIndexLocked(idx); err != nil {
-			return Image{}, false, err
-		}
-		if err := s.deleteLayers(unused); err != nil {
-			s.logger.Warn("cannot delete unused layers after pull", "err", err)
-		}
+		// add may have dropped images before it.
+		i = slices.IndexFunc(idx.Images, func(img Image) bool { return img.ID == id })
+	}
+	if err := s.recordLocked(&idx, i, a); err != nil {
+		return Image{}, false, err
+	}
+	img = idx.Images[i]
+	if reflect.DeepEqual(img, before) {
+		return img, true, nil
+	}
+	unused, err := s.pruneLocked(&idx)
+	if err != nil {
+		return Image{}, false, err
+	}
+	if err := s.writeIndexLocked(idx); err != nil {
+		return Image{}, false, err
+	}
+	if err := s.deleteLayers(unused); err != nil {
+		s.logger.Warn("cannot delete unused layers after pull", "err", err)
 	}
 	return img, true, nil
 }

@@ -13,6 +13,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -189,6 +190,15 @@ func TestPullIndexTakesHostPlatform(t *testing.T) {
 	want, _ := amd.ConfigName()
 	if got.ID != want.String() {
 		t.Fatalf("pulled %s, want the amd64 image %s", got.ID, want)
+	}
+	// The repo digest is the index's, the one the tag names, as
+	// containerd's; Resolve, which follow-tags compares it to, says the same.
+	id, _ := idx.Digest()
+	if want := reg.host + "/multi@" + id.String(); !slices.Equal(got.RepoDigests, []string{want}) {
+		t.Fatalf("RepoDigests %v, want the index's %s", got.RepoDigests, want)
+	}
+	if r, err := p.Resolve(t.Context(), reg.host+"/multi:1"); err != nil || r != got.RepoDigests[0] {
+		t.Fatalf("Resolve = %s, %v; want %s", r, err, got.RepoDigests[0])
 	}
 }
 

@@ -98,9 +98,10 @@ func (p *Puller) resolveFrom(ctx context.Context, ep endpoint, keys authn.Keycha
 		remote.WithUserAgent("staticpodd"),
 	}
 	// A HEAD request first: registries do not count it against pull rate
-	// limits. A tag that names an index needs its body: it resolves to the
-	// platform's image, the digest a pull of the tag records.
-	if d, err := remote.Head(tag, opts...); err == nil && !d.MediaType.IsIndex() && d.Digest.Hex != "" {
+	// limits. The digest is the one the tag names, an index's for a
+	// multi-platform image: the digest a pull of the tag verifies and
+	// records.
+	if d, err := remote.Head(tag, opts...); err == nil && d.Digest.Hex != "" {
 		return d.Digest.String(), nil
 	} else if ctx.Err() != nil {
 		return "", fmt.Errorf("%s: %w", ep, context.Cause(ctx))
@@ -108,17 +109,6 @@ func (p *Puller) resolveFrom(ctx context.Context, ep endpoint, keys authn.Keycha
 	desc, err := remote.Get(tag, opts...)
 	if err != nil {
 		return "", fmt.Errorf("%s: %w", ep, clean(err))
-	}
-	if desc.MediaType.IsIndex() {
-		img, err := desc.Image()
-		if err != nil {
-			return "", fmt.Errorf("%s: %w", ep, clean(err))
-		}
-		d, err := img.Digest()
-		if err != nil {
-			return "", fmt.Errorf("%s: %w", ep, clean(err))
-		}
-		return d.String(), nil
 	}
 	return desc.Digest.String(), nil
 }

@@ -163,10 +163,13 @@ func redirects(r *http.Request) int {
 // bound cuts a registry-chosen string at about maxStallLabel bytes, with
 // what is not printable (a line break, a terminal escape, a bidi override
 // from a token realm's or foreign layer's decoded path) escaped as Go does.
-func bound(s string) string {
+func bound(s string) string { return boundTo(s, maxStallLabel) }
+
+// boundTo is bound, cut at about n bytes.
+func boundTo(s string, n int) string {
 	var b strings.Builder
 	for _, r := range s {
-		if b.Len() >= maxStallLabel {
+		if b.Len() >= n {
 			b.WriteString("...")
 			break
 		}
