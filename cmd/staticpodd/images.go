@@ -196,7 +196,7 @@ func newImagesCmd(o *globalOptions) *cobra.Command {
 		})
 	}
 	cmd.AddCommand(newImagesExportCmd(open))
-	cmd.AddCommand(newImagesPullCmd(o))
+	cmd.AddCommand(newImagesPullCmd(o), newImagesSignCmd())
 	completeImageRefs(cmd, o, open)
 	return cmd
 }
