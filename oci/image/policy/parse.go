@@ -347,7 +347,6 @@ func (p *parser) sigstoreSigned(r *requirement, path string, ms []member) error 
 	}
 	if r.identity == nil {
 		r.identity = &identity{kind: matchRepoDigestOrExact}
-		r.identityDefault = true
 	}
 	return nil
 }

@@ -281,11 +281,16 @@ func TestBundles(t *testing.T) {
 	tampered.Payload = []byte(`{"mediaType": "application/vnd.dev.sigstore.bundle.v0.3+json"`)
 	wantRejected(t, p.Evaluate(ctx, docker(refA, digestA, tampered)), "invalid sigstore bundle")
 
-	// A bundle names no image: an explicit signedIdentity needs a signature
-	// that does.
-	strict := signedPolicy(t, `"keyPath": "`+dir+`/a.pub"`, `, "signedIdentity": {"type": "matchRepository"}`)
-	wantRejected(t, strict.Evaluate(ctx, docker(refA, digestA, b)), "carries no identity for signedIdentity matchRepository")
-	wantVerified(t, strict.Evaluate(ctx, docker(refA, digestA, b, cosign(t, s, refA, digestA))), "key a.pub")
+	// A bundle names no image: whatever signedIdentity says, only its
+	// digest and key are checked (cosign verify checks no more).
+	for _, id := range []string{`{"type": "matchRepository"}`, `{"type": "matchExact"}`, `{"type": "exactReference", "dockerReference": "quay.io/other/app:v1"}`} {
+		p := signedPolicy(t, `"keyPath": "`+dir+`/a.pub"`, `, "signedIdentity": `+id)
+		wantVerified(t, p.Evaluate(ctx, docker(refA, digestA, b)), "key a.pub")
+		wantRejected(t, p.Evaluate(ctx, docker(refA, digestB, b)), "not verified by key a.pub")
+	}
+	noName := policy.Image{Transport: policy.TransportOCIArchive, Digest: digestA, Signatures: []policy.Signature{b}}
+	p = parse(t, `{"default": [{"type": "sigstoreSigned", "keyPath": "`+dir+`/a.pub"}]}`)
+	wantVerified(t, p.Evaluate(ctx, noName), "key a.pub")
 }
 
 func TestKeyPathsAndKeyData(t *testing.T) {
