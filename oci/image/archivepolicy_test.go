@@ -236,6 +236,17 @@ var arrivals = []arrival{
 	}},
 }
 
+// arrivalState describes the store's files but those the arrival a changes
+// even when it refuses (and so the store's directory's own mtime).
+func arrivalState(t *testing.T, s *Store, a arrival) string {
+	t.Helper()
+	state := treeDigest(t, s.Root(), a.skip...)
+	if len(a.skip) > 0 {
+		_, state, _ = strings.Cut(state, "\n") // ".", the root, first
+	}
+	return state
+}
+
 // TestImportPolicy is the matrix of signatures × the ways an archive arrives:
 // the image signed by the key (in each form an OCI layout carries), unsigned,
 // signed by another key, a layer changed after signing, a signature for
@@ -289,7 +300,7 @@ func TestImportPolicy(t *testing.T) {
 				if _, err := s.SetPolicy(archivePolicy(t, key.pub)); err != nil {
 					t.Fatal(err)
 				}
-				before := treeDigest(t, s.Root(), a.skip...)
+				before := arrivalState(t, s, a)
 
 				err := a.imp(t, s, archive)
 				if tc.want == "" {
@@ -306,7 +317,7 @@ func TestImportPolicy(t *testing.T) {
 					if a.name != "import-folder" && tc.refused != errors.Is(err, policy.ErrSignatureValidationFailed) {
 						t.Errorf("error %q: is SignatureValidationFailed = %v, want %v", err, !tc.refused, tc.refused)
 					}
-					if after := treeDigest(t, s.Root(), a.skip...); after != before {
+					if after := arrivalState(t, s, a); after != before {
 						t.Errorf("store changed:\n%s\nwant\n%s", after, before)
 					}
 					return
