@@ -17,7 +17,7 @@ func newCheckCmd() *cobra.Command {
 	var flags config.Flags
 	cmd := &cobra.Command{
 		Use:   "check",
-		Short: "Run the start-up checks (cgroups, swap, /proc and /sys) without starting anything",
+		Short: "Run the start-up checks (cgroups, swap, /proc and /sys, the image policy) without starting anything",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, _, err := config.Load(flags.ConfigFile, flags)
@@ -40,6 +40,10 @@ func newCheckCmd() *cobra.Command {
 func startupChecks(cfg *config.Config, w io.Writer) error {
 	errs := oci.Check(daemon.CheckConfig(cfg))
 	if err := oci.CheckBuild(); err != nil {
+		errs = append(errs, err)
+	}
+	// The daemon does not start with an image policy that does not load.
+	if _, err := daemon.ImagePolicy(cfg); err != nil {
 		errs = append(errs, err)
 	}
 	for _, err := range errs {
