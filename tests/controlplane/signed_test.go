@@ -391,9 +391,9 @@ func importSigned(t *testing.T, d *testdaemon.Daemon, tars []string) map[string]
 		signed[c.Name] = imgs[0]
 		archives = append(archives, archive)
 	}
-	// etcd's last: the store, under the policy since the first import
-	// (which recorded its verdict on the image already there), has nothing
-	// of etcd's that a wrongly admitted copy could hide behind.
+	// etcd's last: the refused copies meet a store that holds verified
+	// images, which they must leave alone, and nothing of etcd's, so that
+	// a copy wrongly admitted would show as an image and a layer more.
 	if cluster.Components[0].Name != "etcd" {
 		t.Fatalf("components %+v: etcd is not first", cluster.Components)
 	}
