@@ -17,13 +17,10 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 	"testing"
 	"time"
 
-	v1 "github.com/google/go-containerregistry/pkg/v1"
-	godigest "github.com/opencontainers/go-digest"
 	imagespec "github.com/opencontainers/image-spec/specs-go/v1"
 	corev1 "k8s.io/api/core/v1"
 
@@ -33,10 +30,10 @@ import (
 	"github.com/staticpodd/staticpodd/tests/testdaemon"
 )
 
-// newSigner makes an ECDSA P-256 key pair in dir, as `cosign generate-key-pair`
-// would without a password: the private half (PKCS#8 PEM) loaded as a signer,
-// the public half written to <name>.pub, whose path it returns.
-func newSigner(t *testing.T, dir, name string) (*sign.Signer, string) {
+// newKey makes an ECDSA P-256 key pair in dir, as `cosign generate-key-pair`
+// would without a password: the private half (PKCS#8 PEM) in <name>.key, the
+// public half, as policy/sign derives it, in <name>.pub. It returns both paths.
+func newKey(t *testing.T, dir, name string) (priv, pub string) {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -46,7 +43,7 @@ func newSigner(t *testing.T, dir, name string) (*sign.Signer, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	priv := filepath.Join(dir, name+".key")
+	priv = filepath.Join(dir, name+".key")
 	if err := os.WriteFile(priv, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -54,18 +51,18 @@ func newSigner(t *testing.T, dir, name string) (*sign.Signer, string) {
 	if err != nil {
 		t.Fatalf("load the signing key: %v", err)
 	}
-	pub, err := s.PublicKeyPEM()
+	pubPEM, err := s.PublicKeyPEM()
 	if err != nil {
 		t.Fatal(err)
 	}
-	pubPath := filepath.Join(dir, name+".pub")
-	if err := os.WriteFile(pubPath, pub, 0o644); err != nil {
+	pub = filepath.Join(dir, name+".pub")
+	if err := os.WriteFile(pub, pubPEM, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return s, pubPath
+	return priv, pub
 }
 
-// signedImage is what signArchive signed: an image of an OCI archive.
+// signedImage is an image signArchive signed.
 type signedImage struct {
 	Ref    string // the index entry's org.opencontainers.image.ref.name
 	Digest string // its manifest digest, what the signature is over
@@ -75,65 +72,62 @@ type signedImage struct {
 	Layer string
 }
 
-// maxSmallBlob bounds what signArchive keeps in memory of an archive: the
+// maxSmallBlob bounds what smallEntries keeps in memory of an archive: the
 // index, manifests and configs, never a layer.
 const maxSmallBlob = 1 << 20
 
-// signArchive writes to dst the OCI archive src (a plain tar, as mkimage
-// writes it) with, for each image of its index, a cosign signature by s of
-// its manifest digest as the image its ref name names, as cosign's tag scheme
-// keeps it in a layout: a signature image whose index entry is named
-// sha256-<hex>.sig. With tamper, each image's last layer is changed after
-// signing (changeLayer), the manifest left as signed.
-func signArchive(t *testing.T, src, dst string, s *sign.Signer, tamper bool) []signedImage {
+// signArchive signs the images of the OCI archive src with the private key
+// key into dst, as a build machine does (`staticpodd images sign`: cosign's
+// tag-scheme signature of each manifest digest, as the image its ref name
+// names, added to the layout), and returns them. With tamper, each image's
+// last layer is then changed (changeLayer), the manifest left as signed.
+func signArchive(t *testing.T, d *testdaemon.Daemon, src, dst, key string, tamper bool) []signedImage {
 	t.Helper()
-	small, err := smallEntries(src)
+	signedTar := dst
+	if tamper {
+		signedTar = dst + ".signed"
+		defer os.Remove(signedTar)
+	}
+	d.CLI("images", "sign", "--key", key, src, "-o", signedTar)
+	small, err := smallEntries(signedTar)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var index imagespec.Index
 	if err := json.Unmarshal(small["index.json"], &index); err != nil {
-		t.Fatalf("%s: index.json: %v", src, err)
+		t.Fatalf("%s: index.json: %v", signedTar, err)
 	}
 	var signed []signedImage
 	tampered := map[string]bool{}
-	extra := map[string][]byte{} // blobs of the signature images, by entry name
+	sigTags := map[string]bool{}
+	for _, desc := range index.Manifests {
+		sigTags[desc.Annotations[imagespec.AnnotationRefName]] = true
+	}
 	for _, desc := range index.Manifests {
 		ref := desc.Annotations[imagespec.AnnotationRefName]
+		tag, err := policy.SignatureTag(desc.Digest.String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !sigTags[tag] {
+			continue // a signature image, or an image left unsigned
+		}
 		var m imagespec.Manifest
 		if err := json.Unmarshal(small[blobPath(desc.Digest.String())], &m); err != nil || len(m.Layers) == 0 {
-			t.Fatalf("%s: manifest %s of %s: %v (%d layers)", src, desc.Digest, ref, err, len(m.Layers))
+			t.Fatalf("%s: manifest %s of %s: %v (%d layers)", signedTar, desc.Digest, ref, err, len(m.Layers))
 		}
 		img := signedImage{Ref: ref, Digest: desc.Digest.String(), ID: m.Config.Digest.String(),
 			Layer: m.Layers[len(m.Layers)-1].Digest.String()}
 		signed = append(signed, img)
-		tampered[blobPath(img.Layer)] = tamper
-		sig, err := s.Cosign(ref, img.Digest)
-		if err != nil {
-			t.Fatalf("sign %s: %v", ref, err)
-		}
-		sigImg, err := policy.SignatureImage([]policy.Signature{sig})
-		if err != nil {
-			t.Fatal(err)
-		}
-		entry, err := addImageBlobs(extra, sigImg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tag, err := policy.SignatureTag(img.Digest)
-		if err != nil {
-			t.Fatal(err)
-		}
-		entry.Annotations = map[string]string{imagespec.AnnotationRefName: tag}
-		index.Manifests = append(index.Manifests, entry)
+		tampered[blobPath(img.Layer)] = true
 	}
-	idx, err := json.Marshal(index)
-	if err != nil {
-		t.Fatal(err)
+	if len(signed) == 0 {
+		t.Fatalf("images sign signed no image of %s: index %+v", src, index.Manifests)
 	}
-	extra["index.json"] = idx
-	if err := rewriteArchive(src, dst, extra, tampered); err != nil {
-		t.Fatal(err)
+	if tamper {
+		if err := rewriteArchive(signedTar, dst, tampered); err != nil {
+			t.Fatal(err)
+		}
 	}
 	return signed
 }
@@ -169,58 +163,9 @@ func smallEntries(path string) (map[string][]byte, error) {
 	}
 }
 
-// addImageBlobs puts img's manifest, config and layers into blobs by entry
-// name, and returns the index entry of its manifest.
-func addImageBlobs(blobs map[string][]byte, img v1.Image) (imagespec.Descriptor, error) {
-	raw, err := img.RawManifest()
-	if err != nil {
-		return imagespec.Descriptor{}, err
-	}
-	digest, err := img.Digest()
-	if err != nil {
-		return imagespec.Descriptor{}, err
-	}
-	mt, err := img.MediaType()
-	if err != nil {
-		return imagespec.Descriptor{}, err
-	}
-	blobs[blobPath(digest.String())] = raw
-	cfgName, err := img.ConfigName()
-	if err != nil {
-		return imagespec.Descriptor{}, err
-	}
-	cfg, err := img.RawConfigFile()
-	if err != nil {
-		return imagespec.Descriptor{}, err
-	}
-	blobs[blobPath(cfgName.String())] = cfg
-	layers, err := img.Layers()
-	if err != nil {
-		return imagespec.Descriptor{}, err
-	}
-	for _, l := range layers {
-		d, err := l.Digest()
-		if err != nil {
-			return imagespec.Descriptor{}, err
-		}
-		rc, err := l.Compressed()
-		if err != nil {
-			return imagespec.Descriptor{}, err
-		}
-		b, err := io.ReadAll(rc)
-		rc.Close()
-		if err != nil {
-			return imagespec.Descriptor{}, err
-		}
-		blobs[blobPath(d.String())] = b
-	}
-	return imagespec.Descriptor{MediaType: string(mt), Size: int64(len(raw)), Digest: godigest.Digest(digest.String())}, nil
-}
-
-// rewriteArchive copies the tar src to dst, replacing or adding the entries
-// of extra (sorted by name, after src's), with a byte of each entry named in
-// tamper changed.
-func rewriteArchive(src, dst string, extra map[string][]byte, tamper map[string]bool) error {
+// rewriteArchive copies the tar src to dst with each entry named in tamper
+// changed (changeLayer).
+func rewriteArchive(src, dst string, tamper map[string]bool) error {
 	in, err := os.Open(src)
 	if err != nil {
 		return err
@@ -232,7 +177,6 @@ func rewriteArchive(src, dst string, extra map[string][]byte, tamper map[string]
 	}
 	defer out.Close()
 	tr, tw := tar.NewReader(in), tar.NewWriter(out)
-	seen := map[string]bool{}
 	for {
 		h, err := tr.Next()
 		if err == io.EOF {
@@ -241,10 +185,6 @@ func rewriteArchive(src, dst string, extra map[string][]byte, tamper map[string]
 		if err != nil {
 			return fmt.Errorf("%s: %w", src, err)
 		}
-		if _, ok := extra[h.Name]; ok {
-			continue
-		}
-		seen[h.Name] = true
 		if !tamper[h.Name] {
 			if err := tw.WriteHeader(h); err != nil {
 				return err
@@ -263,22 +203,6 @@ func rewriteArchive(src, dst string, extra map[string][]byte, tamper map[string]
 			return err
 		}
 		if _, err := tw.Write(body); err != nil {
-			return err
-		}
-	}
-	names := make([]string, 0, len(extra))
-	for n := range extra {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		if seen[n] { // a blob the archive already has
-			continue
-		}
-		if err := tw.WriteHeader(&tar.Header{Name: n, Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(extra[n]))}); err != nil {
-			return err
-		}
-		if _, err := tw.Write(extra[n]); err != nil {
 			return err
 		}
 	}
@@ -361,7 +285,7 @@ func storeState(d *testdaemon.Daemon) string {
 
 // importSigned imports the control plane's images as an operator of an
 // air-gapped node would under an image policy: each OCI archive signed with
-// a key made here, and the policy that requires it (imagePolicyFile) given
+// a key made here (`staticpodd images sign`), and the policy that requires it (imagePolicyFile) given
 // to the daemon and to `images import` by $STATICPODD_IMAGE_POLICY. Before
 // etcd's, a copy of its archive signed by another key and one whose layer
 // was changed after signing are refused, with the store as it was: its
@@ -371,8 +295,8 @@ func importSigned(t *testing.T, d *testdaemon.Daemon, tars []string) map[string]
 	t.Helper()
 	start := time.Now()
 	dir := t.TempDir()
-	signer, pub := newSigner(t, dir, "controlplane")
-	other, _ := newSigner(t, dir, "other")
+	key, pub := newKey(t, dir, "controlplane")
+	other, _ := newKey(t, dir, "other")
 	policyFile := filepath.Join(dir, "policy.json")
 	if err := os.WriteFile(policyFile, []byte(imagePolicy(pub)), 0o644); err != nil {
 		t.Fatal(err)
@@ -384,7 +308,7 @@ func importSigned(t *testing.T, d *testdaemon.Daemon, tars []string) map[string]
 	var archives []string
 	for i, c := range cluster.Components {
 		archive := filepath.Join(dir, c.Name+".tar")
-		imgs := signArchive(t, tars[i], archive, signer, false)
+		imgs := signArchive(t, d, tars[i], archive, key, false)
 		if len(imgs) != 1 || imgs[0].Ref != c.Image {
 			t.Fatalf("%s: the OCI archive has %+v, want the one image %s", tars[i], imgs, c.Image)
 		}
@@ -401,14 +325,14 @@ func importSigned(t *testing.T, d *testdaemon.Daemon, tars []string) map[string]
 	before := storeState(d)
 	for _, bad := range []struct {
 		name   string
-		signer *sign.Signer
+		key    string
 		tamper bool
 	}{
 		{"signed by another key", other, false},
-		{"a layer changed after signing", signer, true},
+		{"a layer changed after signing", key, true},
 	} {
 		archive := filepath.Join(dir, "etcd-refused.tar")
-		img := signArchive(t, tars[0], archive, bad.signer, bad.tamper)[0]
+		img := signArchive(t, d, tars[0], archive, bad.key, bad.tamper)[0]
 		out, err := d.CLIErr("images", "import", archive)
 		if err == nil {
 			t.Errorf("etcd's archive %s imported under the policy:\n%s", bad.name, out)
