@@ -7,8 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
-	"github.com/google/go-containerregistry/pkg/v1"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/partial"
@@ -150,8 +151,9 @@ func SignatureImage(sigs []Signature) (v1.Image, error) {
 }
 
 // ReadBundleArtifact reads the sigstore bundle of a referrer manifest whose
-// artifact type is ArtifactTypeBundle (or, without one, whose config's
-// media type is, as the referrers API reads it), bounded: its one layer.
+// artifact type is a sigstore bundle's (ArtifactTypeBundle, or an older
+// version's; without one, its config's media type, as the referrers API
+// reads it), bounded: its one layer.
 func ReadBundleArtifact(img v1.Image, source string) (Signature, error) {
 	m, err := img.Manifest()
 	if err != nil {
@@ -161,14 +163,14 @@ func ReadBundleArtifact(img v1.Image, source string) (Signature, error) {
 	if at == "" {
 		at = string(m.Config.MediaType)
 	}
-	if at != ArtifactTypeBundle {
+	if !isBundleType(at) {
 		return Signature{}, fmt.Errorf("artifact type %s is not a sigstore bundle's", quote(at))
 	}
 	if len(m.Layers) != 1 {
 		return Signature{}, fmt.Errorf("%d layers: a sigstore bundle's referrer has one", len(m.Layers))
 	}
 	l := m.Layers[0]
-	if l.MediaType != ArtifactTypeBundle {
+	if !isBundleType(string(l.MediaType)) {
 		return Signature{}, fmt.Errorf("layer of media type %s, not a sigstore bundle", quote(string(l.MediaType)))
 	}
 	data, err := readBlob(img, l)
@@ -176,6 +178,14 @@ func ReadBundleArtifact(img v1.Image, source string) (Signature, error) {
 		return Signature{}, err
 	}
 	return Signature{Kind: KindBundle, Payload: data, Source: source}, nil
+}
+
+// isBundleType says whether t is a sigstore bundle's media type, of any
+// version (v0.3's, or v0.1's and v0.2's "…bundle+json;version=0.2"), as
+// cosign's reader takes them; the bundle's own mediaType decides what
+// sigstore-go accepts.
+func isBundleType(t string) bool {
+	return strings.HasPrefix(t, "application/vnd.dev.sigstore.bundle.v") || strings.HasPrefix(t, "application/vnd.dev.sigstore.bundle+json")
 }
 
 // BundleArtifact builds the referrer manifest that attaches a sigstore

@@ -216,6 +216,24 @@ func TestBundleArtifact(t *testing.T) {
 	if _, err := policy.ReadBundleArtifact(two, "x"); err == nil || !strings.Contains(err.Error(), "2 layers") {
 		t.Fatalf("two layers: %v", err)
 	}
+	// An older bundle version's media types are read; sigstore-go decides
+	// on the bundle itself.
+	older, err := mutate.Append(mutate.ConfigMediaType(empty.Image, "application/vnd.dev.sigstore.bundle+json;version=0.2"),
+		mutate.Addendum{Layer: static.NewLayer(b.Payload, "application/vnd.dev.sigstore.bundle+json;version=0.2")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := policy.ReadBundleArtifact(older, "x"); err != nil || string(got.Payload) != string(b.Payload) {
+		t.Fatalf("an older bundle's media types: %v", err)
+	}
+	sbom, err := mutate.Append(mutate.ConfigMediaType(empty.Image, policy.ArtifactTypeBundle),
+		mutate.Addendum{Layer: static.NewLayer(b.Payload, "application/spdx+json")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := policy.ReadBundleArtifact(sbom, "x"); err == nil || !strings.Contains(err.Error(), "not a sigstore bundle") {
+		t.Fatalf("a layer of another type: %v", err)
+	}
 	big, err := mutate.Append(mutate.ConfigMediaType(empty.Image, policy.ArtifactTypeBundle),
 		mutate.Addendum{Layer: static.NewLayer(make([]byte, policy.MaxSignatureBytes+1), policy.ArtifactTypeBundle)})
 	if err != nil {

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"context"
 	"crypto/elliptic"
 	"encoding/base64"
 	"os"
@@ -76,6 +77,7 @@ func TestParseErrors(t *testing.T) {
 		{signed(`"keyData": "` + base64.StdEncoding.EncodeToString(privPEM) + `"`), `default[0].keyData: not a PEM public key`},
 		{signed(`"keyDatas": []`), `default[0].keyDatas: empty`},
 		{signed(`"keyPath": "` + pub + `", "fulcio": {}`), `default[0].fulcio: keyless (Fulcio) verification is not implemented`},
+		{signed(`"fulcio": {"caPath": "/ca.pem"}, "rekorPublicKeyPath": "/r.pub"`), `default[0].fulcio: keyless (Fulcio) verification is not implemented`},
 		{signed(`"keyPath": "` + pub + `", "rekorPublicKeyPath": "/r.pub"`), `default[0].rekorPublicKeyPath: transparency log (Rekor) verification is not implemented`},
 		{signed(`"keyPath": "` + pub + `", "pki": {}`), `default[0].pki: X.509 PKI verification is not implemented`},
 		{signed(`"keyPath": "` + pub + `", "keyType": "GPGKeys"`), `default[0].keyType: unknown field of "sigstoreSigned"`},
@@ -83,6 +85,8 @@ func TestParseErrors(t *testing.T) {
 		{signed(`"keyPath": "` + pub + `", "signedIdentity": {}`), `default[0].signedIdentity.type: missing`},
 		{signed(`"keyPath": "` + pub + `", "signedIdentity": {"type": "matchExact", "dockerReference": "a:b"}`), `signedIdentity.dockerReference: unknown field of "matchExact"`},
 		{signed(`"keyPath": "` + pub + `", "signedIdentity": {"type": "exactReference"}`), `signedIdentity.dockerReference: missing`},
+		{signed(`"keyPath": "` + pub + `", "signedIdentity": {"type": "remapIdentity"}`), `signedIdentity.prefix: missing`},
+		{signed(`"keyPath": "` + pub + `", "signedIdentity": {"type": "remapIdentity", "prefix": "quay.io"}`), `signedIdentity.signedPrefix: missing`},
 		{signed(`"keyPath": "` + pub + `", "signedIdentity": {"type": "exactReference", "dockerReference": "quay.io/a"}`), `"quay.io/a" has neither a tag nor a digest`},
 		{signed(`"keyPath": "` + pub + `", "signedIdentity": {"type": "exactReference", "dockerReference": "Quay.io/a/B:1"}`), `signedIdentity.dockerReference: invalid image reference`},
 		{signed(`"keyPath": "` + pub + `", "signedIdentity": {"type": "exactRepository", "dockerRepository": "a//b"}`), `signedIdentity.dockerRepository: invalid image reference`},
@@ -227,4 +231,27 @@ func TestDockerNamespaces(t *testing.T) {
 	if got != want {
 		t.Fatalf("got %s, want %s", got, want)
 	}
+}
+
+// FuzzParse: whatever the file holds, Parse answers a policy or one
+// bounded line naming the file, and never panics.
+func FuzzParse(f *testing.F) {
+	for _, seed := range []string{
+		`{"default": [{"type": "insecureAcceptAnything"}]}`,
+		`{"default": [{"type": "reject"}], "transports": {"docker": {"quay.io/a": [{"type": "reject"}], "*.example.com": [{"type": "insecureAcceptAnything"}]}}}`,
+		`{"default": [{"type": "sigstoreSigned", "keyData": "eA==", "signedIdentity": {"type": "remapIdentity", "prefix": "quay.io", "signedPrefix": "a.io/b"}}]}`,
+		`{"transports": {"oci-archive": {"/a/b": [{"type": "reject"}]}}}`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		p, err := Parse(data, "policy.json")
+		if err != nil {
+			if p != nil || !strings.HasPrefix(err.Error(), "policy.json: ") || strings.Contains(err.Error(), "\n") || len(err.Error()) > 2*MaxReason {
+				t.Fatalf("error %q", err)
+			}
+			return
+		}
+		p.Evaluate(context.Background(), Image{Transport: TransportDocker, Scope: "quay.io/a/b:c", Digest: "sha256:" + strings.Repeat("a", 64)})
+	})
 }

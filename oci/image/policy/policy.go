@@ -141,6 +141,10 @@ func (p *Policy) Evaluate(ctx context.Context, img Image) Verdict {
 	if err != nil {
 		return rejected("%v", err)
 	}
+	if len(reqs) == 0 {
+		// Only a Policy not made by Parse has none: fail closed.
+		return rejected("the policy %s has no requirements for %s", quote(p.Origin), where)
+	}
 	if n := len(img.Signatures); n > 2*MaxSignatures {
 		return rejected("%d signatures, more than the %d read of an image", n, 2*MaxSignatures)
 	}

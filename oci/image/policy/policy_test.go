@@ -7,8 +7,10 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/x509"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"encoding/pem"
 	"errors"
@@ -18,7 +20,9 @@ import (
 	"strings"
 	"testing"
 
+	sgsign "github.com/sigstore/sigstore-go/pkg/sign"
 	"github.com/sigstore/sigstore/pkg/signature"
+	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/staticpodd/staticpodd/oci/image/policy"
 	"github.com/staticpodd/staticpodd/oci/image/policy/sign"
@@ -121,6 +125,10 @@ func wantRejected(t *testing.T, v policy.Verdict, reason string) {
 	if strings.Contains(v.Reason, "PUBLIC KEY") || strings.Contains(v.Reason, "PRIVATE KEY") {
 		t.Fatalf("reason quotes a key: %s", v.Reason)
 	}
+}
+
+func TestZeroPolicyRefuses(t *testing.T) {
+	wantRejected(t, (&policy.Policy{}).Evaluate(context.Background(), docker(refA, digestA)), "has no requirements for default")
 }
 
 func TestNilPolicyAcceptsEverything(t *testing.T) {
@@ -293,6 +301,45 @@ func TestBundles(t *testing.T) {
 	wantVerified(t, p.Evaluate(ctx, noName), "key a.pub")
 }
 
+// TestBundleContents: a bundle of a message signature over the manifest
+// (cosign sign-blob --new-bundle-format of it) is a signature of the
+// image; a bundle of another statement about it (an attestation) is not.
+func TestBundleContents(t *testing.T) {
+	kp, err := sgsign.NewEphemeralKeypair(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, err := kp.GetPublicKeyPem()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := parse(t, `{"default": [{"type": "sigstoreSigned", "keyData": "`+base64.StdEncoding.EncodeToString([]byte(pub))+`"}]}`)
+	manifest := []byte(`{"schemaVersion": 2}`)
+	sum := sha256.Sum256(manifest)
+	manifestDigest := "sha256:" + hex.EncodeToString(sum[:])
+	bundleOf := func(content sgsign.Content) policy.Signature {
+		t.Helper()
+		pb, err := sgsign.Bundle(content, kp, sgsign.BundleOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, err := protojson.Marshal(pb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return policy.Signature{Kind: policy.KindBundle, Payload: data, Source: "referrer"}
+	}
+	ctx := context.Background()
+	msg := bundleOf(&sgsign.PlainData{Data: manifest})
+	wantVerified(t, p.Evaluate(ctx, docker(refA, manifestDigest, msg)), "key keyData")
+	wantRejected(t, p.Evaluate(ctx, docker(refA, digestA, msg)), "not verified by key keyData")
+
+	statement := `{"_type": "https://in-toto.io/Statement/v1", "subject": [{"digest": {"sha256": "` + hex.EncodeToString(sum[:]) + `"}}],
+		"predicateType": "https://slsa.dev/provenance/v1", "predicate": {}}`
+	att := bundleOf(&sgsign.DSSEData{Data: []byte(statement), PayloadType: "application/vnd.in-toto+json"})
+	wantRejected(t, p.Evaluate(ctx, docker(refA, manifestDigest, att)), `a bundle of an attestation (predicate type "https://slsa.dev/provenance/v1"), not of a signature`)
+}
+
 func TestKeyPathsAndKeyData(t *testing.T) {
 	dir := t.TempDir()
 	a := newSigner(t, dir, "a.pub")
@@ -379,4 +426,39 @@ func TestLimits(t *testing.T) {
 	canceled, cancel := context.WithCancel(ctx)
 	cancel()
 	wantRejected(t, p.Evaluate(canceled, docker(refA, digestA, cosign(t, s, refA, digestA))), "context canceled")
+}
+
+// FuzzEvaluate: hostile signatures (a bundle's JSON, a payload and its
+// signature) are refused with one bounded line, never a panic.
+func FuzzEvaluate(f *testing.F) {
+	dir := f.TempDir()
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		f.Fatal(err)
+	}
+	der, _ := x509.MarshalPKCS8PrivateKey(k)
+	s, err := sign.New(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), nil)
+	if err != nil {
+		f.Fatal(err)
+	}
+	pub, _ := s.PublicKeyPEM()
+	if err := os.WriteFile(filepath.Join(dir, "a.pub"), pub, 0o644); err != nil {
+		f.Fatal(err)
+	}
+	p, err := policy.Parse([]byte(`{"default": [{"type": "sigstoreSigned", "keyPath": "`+dir+`/a.pub"}]}`), "policy.json")
+	if err != nil {
+		f.Fatal(err)
+	}
+	b, _ := s.Bundle(digestA)
+	c, _ := s.Cosign(refA, digestA)
+	f.Add(b.Payload, c.Payload, c.Signature)
+	f.Fuzz(func(t *testing.T, bundleJSON, payload, sig []byte) {
+		img := docker(refA, digestB,
+			policy.Signature{Kind: policy.KindBundle, Payload: bundleJSON, Source: "b"},
+			policy.Signature{Kind: policy.KindCosign, Payload: payload, Signature: sig, Source: "c"})
+		v := p.Evaluate(context.Background(), img)
+		if v.Decision != policy.Rejected || len(v.Reason) > policy.MaxReason || strings.ContainsAny(v.Reason, "\n\r") {
+			t.Fatalf("verdict %+v", v)
+		}
+	})
 }

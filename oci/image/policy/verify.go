@@ -28,6 +28,10 @@ import (
 // other statement is an attestation about the image, not its signature.
 const CosignSignPredicateType = "https://sigstore.dev/cosign/sign/v1"
 
+// hashAlgorithm is the hash of cosign's simple-signing signatures
+// (containers/image hard-codes it too).
+const hashAlgorithm = crypto.SHA256
+
 // requirement is one entry of a scope's list.
 type requirement struct {
 	kind string
