@@ -19,7 +19,9 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/partial"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	"github.com/staticpodd/staticpodd/oci/image/policy"
 	"github.com/staticpodd/staticpodd/oci/image/policy/sign"
@@ -545,5 +547,135 @@ func TestPolicySetDuringArrival(t *testing.T) {
 	}
 	if after := treeDigest(t, s.Root()); after != before {
 		t.Errorf("store changed:\n%s\nwant\n%s", after, before)
+	}
+}
+
+// TestLayoutSignaturesHostile: an archive naming more signatures than the
+// bound has only the bound read, and nothing but images is imported: not
+// signature images, attestations, bundles or other referrers.
+func TestLayoutSignaturesHostile(t *testing.T) {
+	testroot.Require(t)
+	key := newTestKey(t, "cosign")
+	const ref = "registry.example/app:v1"
+	img := testImage(t)
+	dir := t.TempDir()
+	digest := writeSignedLayout(t, dir, ref, img, signing{key: &key, form: "bundle"})
+	lp, err := layout.FromPath(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tag, err := policy.SignatureTag(digest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range policy.MaxSignatures + 8 {
+		sig, err := key.signer.Cosign(fmt.Sprintf("registry.example/app:v%d", i), digest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		si, err := policy.SignatureImage([]policy.Signature{sig})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := lp.AppendImage(si, layout.WithAnnotations(map[string]string{annotationRefName: tag})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	desc, err := partial.Descriptor(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Another referrer of the image: an SBOM.
+	sbom := mutate.Subject(mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), "application/spdx+json"), *desc).(v1.Image)
+	if err := lp.AppendImage(sbom); err != nil {
+		t.Fatal(err)
+	}
+	if err := lp.AppendImage(testImage(t, baseEntries), layout.WithAnnotations(map[string]string{annotationCosignKind: cosignKindAtts})); err != nil {
+		t.Fatal(err)
+	}
+
+	srcs, err := layoutImages(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(srcs) != 1 || srcs[0].admitted.img.Digest != digest {
+		t.Fatalf("layout has %d images, want the one", len(srcs))
+	}
+	kinds := map[string]int{}
+	for _, sig := range srcs[0].admitted.img.Signatures {
+		kinds[sig.Kind]++
+	}
+	if kinds[policy.KindCosign] != policy.MaxSignatures || kinds[policy.KindBundle] != 1 {
+		t.Errorf("read %v signatures, want %d cosign and 1 bundle", kinds, policy.MaxSignatures)
+	}
+
+	s := openStore(t)
+	if _, err := s.SetPolicy(archivePolicy(t, key.pub)); err != nil {
+		t.Fatal(err)
+	}
+	imgs, err := s.Import(context.Background(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if all, err := s.List(); err != nil || len(imgs) != 1 || len(all) != 1 {
+		t.Errorf("imported %d images, store has %d (%v): want one", len(imgs), len(all), err)
+	}
+	kept, err := s.readSignatures(digest)
+	if err != nil || len(kept) != policy.MaxSignatures+1 {
+		t.Errorf("kept %d signatures (%v), want %d", len(kept), err, policy.MaxSignatures+1)
+	}
+}
+
+// TestSetPolicyRecheckPulled: a pulled image is checked again under the
+// docker transport, by each of its references (or, with none left, its
+// repo digests), with the signatures it was pulled with; one the store got
+// before it recorded transports counts as pulled by its repo digest.
+func TestSetPolicyRecheckPulled(t *testing.T) {
+	key := newTestKey(t, "cosign")
+	s := openStore(t)
+	const (
+		signedID   = "sha256:1111111111111111111111111111111111111111111111111111111111111111"
+		unsignedID = "sha256:2222222222222222222222222222222222222222222222222222222222222222"
+		oldID      = "sha256:3333333333333333333333333333333333333333333333333333333333333333"
+		digest     = "sha256:4444444444444444444444444444444444444444444444444444444444444444"
+	)
+	sig, err := key.signer.Cosign("registry.example/team/app:v1", digest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.keepSignatures(digest, []policy.Signature{sig}); err != nil {
+		t.Fatal(err)
+	}
+	idx := index{Images: []Image{
+		{ID: signedID, Refs: []string{"registry.example/team/app:v1"}, RepoDigests: []string{"registry.example/team/app@" + digest}, Digest: digest, Transport: policy.TransportDocker},
+		// The tag moved off it: what names it still is its repo digest.
+		{ID: unsignedID, RepoDigests: []string{"registry.example/team/app@sha256:5555555555555555555555555555555555555555555555555555555555555555"},
+			Digest: "sha256:5555555555555555555555555555555555555555555555555555555555555555", Transport: policy.TransportDocker},
+		{ID: oldID, Refs: []string{"other.example/app:v1"}, RepoDigests: []string{"other.example/app@" + digest}},
+	}}
+	if err := s.writeIndexLocked(idx); err != nil {
+		t.Fatal(err)
+	}
+	p, err := policy.Parse(fmt.Appendf(nil, `{"default": [{"type": "insecureAcceptAnything"}], "transports": {"docker": {
+		"registry.example/team": [{"type": "sigstoreSigned", "keyPath": %q}], "other.example": [{"type": "reject"}]}}}`, key.pub), "policy.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused, err := s.SetPolicy(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]policy.Decision{signedID: policy.Verified, unsignedID: policy.Rejected, oldID: policy.Rejected}
+	imgs, err := s.List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, img := range imgs {
+		if v := img.Verification; v == nil || v.Decision != want[img.ID] {
+			t.Errorf("%s %v: %+v, want %s", img.ID[:16], img.Refs, v, want[img.ID])
+		}
+	}
+	if len(refused) != 2 {
+		t.Errorf("refused %d images, want 2", len(refused))
 	}
 }
