@@ -169,7 +169,9 @@ func (d *System) reloadImagePolicy(cfg *config.Config) string {
 	if err := recordPolicy(cfg); err != nil {
 		d.logger.Warn("reload: cannot record the image policy for the CLI", "err", err)
 	}
-	d.logger.Info("reload: image policy applied", "file", cfg.ImagePolicyFile, "refused", len(refused))
+	if cfg.ImagePolicyFile != "" {
+		d.logger.Info("reload: image policy applied", "file", cfg.ImagePolicyFile, "refused", len(refused))
+	}
 	logRefused(d.logger, refused)
 	return ""
 }

@@ -2,6 +2,7 @@ package tests
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -11,6 +12,12 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/staticpodd/staticpodd/tests/testdaemon"
 )
@@ -192,5 +199,35 @@ spec:
 	}
 	if out := d.CLI("images", "import", other); !strings.Contains(out, "example.com/other:1") {
 		t.Errorf("import under the accepting policy: %s", out)
+	}
+}
+
+// A PullImage through the CRI socket that the policy refuses fails as
+// CRI-O's and containerd's do: status Unknown, its message (what the
+// kubelet's CRI client keeps of an Unknown status) starting with
+// SignatureValidationFailed, and the store has no new image.
+func TestImagePolicyCRIPullRefused(t *testing.T) {
+	t.Parallel()
+	d := newDaemon(t)
+	pol := filepath.Join(d.Dir, "policy.json")
+	writePolicy(t, pol, `{"default":[{"type":"insecureAcceptAnything"}],"transports":{"docker":{"docker.io/library/busybox":[{"type":"reject"}]}}}`)
+	d.Args = append(d.Args, "--image-policy", pol)
+	d.Start()
+	before := storeState(t, d)
+	criClient(t, d) // waits for the socket
+	conn, err := grpc.NewClient("unix://"+filepath.Join(d.RunDir, "cri.sock"), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, err = runtimeapi.NewImageServiceClient(conn).PullImage(ctx, &runtimeapi.PullImageRequest{Image: &runtimeapi.ImageSpec{Image: "busybox:latest"}})
+	st, _ := status.FromError(err)
+	if st.Code() != codes.Unknown || !strings.HasPrefix(st.Message(), "SignatureValidationFailed: ") {
+		t.Fatalf("PullImage under a policy refusing it: %v; want Unknown, SignatureValidationFailed: …", err)
+	}
+	if after := storeState(t, d); after != before {
+		t.Errorf("a refused pull changed the store:\nbefore %s\nafter  %s", before, after)
 	}
 }

@@ -44,8 +44,8 @@ func newImagesCmd(o *globalOptions) *cobra.Command {
 			"An import leaves 100 - imageGCHighThresholdPercent percent of the store's\n" +
 			"filesystem free (15% by default; --config reads the value run uses), and\n" +
 			"fails before it writes past that, with the store unchanged.\n" +
-			"Under an image policy (--image-policy, else $" + config.EnvImagePolicy + "), an\n" +
-			"archive the policy refuses is not imported, and the store is unchanged.",
+			"Under the image policy (--image-policy, else $" + config.EnvImagePolicy + ", else\n" +
+			"the daemon's), an archive it refuses is not imported: the store is unchanged.",
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg, _, err := config.Load(configFile, config.Flags{RootDir: o.RootDir, ImagePolicy: policyFile})
@@ -76,7 +76,7 @@ func newImagesCmd(o *globalOptions) *cobra.Command {
 		},
 	}
 	imp.Flags().StringVar(&configFile, config.FlagConfig, "", "KubeletConfiguration file, for imageGCHighThresholdPercent")
-	imp.Flags().StringVar(&policyFile, config.FlagImagePolicy, "", "image signature policy (containers-policy.json) the archives must meet (default $"+config.EnvImagePolicy+")")
+	imp.Flags().StringVar(&policyFile, config.FlagImagePolicy, "", "image signature policy (containers-policy.json) the archives must meet (default $"+config.EnvImagePolicy+", else the daemon's)")
 	cmd.AddCommand(imp)
 	var digests bool
 	var output string
@@ -222,21 +222,13 @@ type imageJSON struct {
 // in full is in -o json.
 const maxVerificationWidth = 72
 
-// verification is the VERIFICATION column: the image policy's last verdict,
-// on one line of bounded width, or "-" for none yet (no policy was set since
-// the image arrived).
+// verification is the VERIFICATION column: the image policy's last verdict
+// on one line, or "-" before any policy was applied to the image.
 func verification(v *policy.Verdict) string {
 	if v == nil {
 		return "-"
 	}
-	s := string(v.Decision)
-	switch v.Decision {
-	case policy.Verified:
-		s = "verified by " + v.By
-	case policy.Rejected:
-		s = "rejected by policy: " + v.Reason
-	}
-	return describe.OneLine(s, maxVerificationWidth)
+	return describe.OneLine(v.String(), maxVerificationWidth)
 }
 
 // printImagesJSON writes {"images": [...]}, as crictl's ListImagesResponse.

@@ -47,7 +47,7 @@ func newImagesPullCmd(o *globalOptions) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&configFile, config.FlagConfig, "", "KubeletConfiguration file, for imageGCHighThresholdPercent and maxParallelImagePulls")
-	cmd.Flags().StringVar(&policyFile, config.FlagImagePolicy, "", "image signature policy (containers-policy.json) the images must meet (default $"+config.EnvImagePolicy+")")
+	cmd.Flags().StringVar(&policyFile, config.FlagImagePolicy, "", "image signature policy (containers-policy.json) the images must meet (default $"+config.EnvImagePolicy+", else the daemon's)")
 	cmd.Flags().StringVar(&registryDir, config.FlagRegistryConfigDir, "", "registry mirrors in containerd's hosts.toml layout (default "+config.DefaultRegistryConfigDir+")")
 	return cmd
 }

@@ -85,7 +85,7 @@ func tagSignatures(tag name.Tag, opts []remote.Option) ([]policy.Signature, erro
 		return nil, clean(err)
 	}
 	if !desc.MediaType.IsImage() {
-		return nil, fmt.Errorf("a %s, not an image manifest", bound(string(desc.MediaType)))
+		return nil, fmt.Errorf("media type %s, not an image manifest", bound(string(desc.MediaType)))
 	}
 	img, err := desc.Image()
 	if err != nil {
@@ -128,7 +128,7 @@ func referrerSignatures(d name.Digest, opts []remote.Option, skipped *skips) ([]
 		}
 		if !desc.MediaType.IsImage() {
 			if !maybe {
-				skipped.add(source, fmt.Errorf("a %s, not an image manifest", bound(string(desc.MediaType))))
+				skipped.add(source, fmt.Errorf("media type %s, not an image manifest", bound(string(desc.MediaType))))
 			}
 			continue
 		}
