@@ -1,24 +1,32 @@
 package tests
 
 import (
+	"bytes"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/x509"
+	"encoding/base64"
 	"encoding/pem"
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
 	"github.com/staticpodd/staticpodd/oci/image/policy"
 	"github.com/staticpodd/staticpodd/oci/image/policy/sign"
+	"github.com/staticpodd/staticpodd/tests/testdaemon"
 )
 
 // Under an image policy (--image-policy) that requires a key for a
@@ -130,4 +138,133 @@ func policyKey(t *testing.T, dir string) (*sign.Signer, string) {
 		t.Fatal(err)
 	}
 	return s, pubPath
+}
+
+// `staticpodd images pull` under --image-policy, from Docker's own registry
+// (distribution, which has no referrers API: a bundle is found through the
+// referrers tag) over TLS with basic auth: the signatures are read with the
+// pull's CA and credentials; the policy's scopes by repository decide. A
+// cosign signature of the repository and a sigstore bundle verify, an
+// unsigned image is refused with the store unchanged.
+func TestPullSignaturePolicyDistribution(t *testing.T) {
+	t.Parallel()
+	bin := registryBin(t)
+	d := newDaemon(t)
+	r := startDistRegistry(t, bin)
+	base, err := tarball.ImageFromPath(testdaemon.Image, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	image := func(repo string) (v1.Image, string) {
+		img, err := mutate.AppendLayers(base, fileLayer(t, map[string][]byte{"repo": []byte(repo)}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.push(img, repo+":v1")
+		dg, err := img.Digest()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return img, dg.String()
+	}
+	signer, pub := policyKey(t, d.Dir)
+	_, cosignDigest := image("team/cosign")
+	sig, err := signer.Cosign(r.addr+"/team/cosign", cosignDigest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sigImg, err := policy.SignatureImage([]policy.Signature{sig})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tag, err := policy.SignatureTag(cosignDigest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.push(sigImg, "team/cosign:"+tag)
+	bundled, bundleDigest := image("team/bundle")
+	bsig, err := signer.Bundle(bundleDigest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := bundled.RawManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mt, err := bundled.MediaType()
+	if err != nil {
+		t.Fatal(err)
+	}
+	art, err := policy.BundleArtifact(bsig.Payload, v1.Descriptor{MediaType: mt, Size: int64(len(raw)), Digest: v1.Hash{Algorithm: "sha256", Hex: strings.TrimPrefix(bundleDigest, "sha256:")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ad, err := art.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.push(art, "team/bundle@"+ad.String())
+	_, unsignedDigest := image("team/unsigned")
+
+	certs := filepath.Join(d.Dir, "certs.d")
+	caPEM, err := os.ReadFile(r.caFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(certs, r.addr), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for file, body := range map[string]string{
+		"hosts.toml": fmt.Sprintf("server = %q\nca = \"ca.pem\"\n", "https://"+r.addr),
+		"ca.pem":     string(caPEM),
+	} {
+		if err := os.WriteFile(filepath.Join(certs, r.addr, file), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	creds := fmt.Appendf(nil, `{"auths":{%q:{"auth":%q}}}`, r.addr, base64.StdEncoding.EncodeToString([]byte(r.user+":"+r.pass)))
+	if err := os.WriteFile(filepath.Join(d.RootDir, "config.json"), creds, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	policyFile := filepath.Join(d.Dir, "policy.json")
+	doc := fmt.Sprintf(`{"default": [{"type": "reject"}],
+ "transports": {"docker": {
+  %q: [{"type": "sigstoreSigned", "keyPath": %q}],
+  %q: [{"type": "sigstoreSigned", "keyPath": %q, "signedIdentity": {"type": "matchRepository"}}]}}}`,
+		r.addr, pub, r.addr+"/team/cosign", pub)
+	if err := os.WriteFile(policyFile, []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pull := func(ref string) (string, error) {
+		out, err := exec.Command(testdaemon.Bin, "images", "pull", ref, "--image-policy", policyFile,
+			"--root-dir", d.RootDir, "--run-dir", d.RunDir, "--registry-config-dir", certs).CombinedOutput()
+		return string(out), err
+	}
+	for repo, digest := range map[string]string{"team/cosign": cosignDigest, "team/bundle": bundleDigest} {
+		ref := r.addr + "/" + repo + ":v1"
+		if out, err := pull(ref); err != nil || !strings.Contains(out, r.addr+"/"+repo+"@"+digest) {
+			t.Errorf("images pull %s: %v\n%s", ref, err, out)
+		}
+	}
+	index := filepath.Join(d.RootDir, "images", "index.json")
+	before, err := os.ReadFile(index)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unsigned := r.addr + "/team/unsigned:v1"
+	out, err := pull(unsigned)
+	if err == nil || !strings.Contains(out, "SignatureValidationFailed: ") || !strings.Contains(out, r.addr+"/team/unsigned@"+unsignedDigest) {
+		t.Errorf("images pull %s: %v, want it refused\n%s", unsigned, err, out)
+	}
+	if after, err := os.ReadFile(index); err != nil || !bytes.Equal(after, before) {
+		t.Errorf("the refused pull changed the store's index (%v)", err)
+	}
+	ls := d.CLI("images", "ls")
+	for _, repo := range []string{"team/cosign", "team/bundle"} {
+		if !slices.ContainsFunc(strings.Split(ls, "\n"), func(l string) bool {
+			return strings.Contains(l, repo) && strings.Contains(l, "verified by")
+		}) {
+			t.Errorf("%s is not listed as verified:\n%s", repo, ls)
+		}
+	}
 }

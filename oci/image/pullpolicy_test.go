@@ -613,3 +613,75 @@ func TestPullPolicyStalledSignatures(t *testing.T) {
 		t.Fatalf("pull took %v", d)
 	}
 }
+
+// Signatures are read from the host that served the manifest, through its
+// hosts.toml path: a mirror of Docker Hub that carries them verifies; a
+// mirror before it with the image and no signature is refused, and the
+// pull asks no other host for something else to run.
+func TestPullPolicyFromMirror(t *testing.T) {
+	key := newTestKey(t, "cosign")
+	img := testImage(t)
+	d, err := img.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	signed := newTestRegistry(t, false)
+	signed.reg = registry.New(registry.Logger(log.New(io.Discard, "", 0)), registry.WithReferrersSupport(true))
+	signed.prefix = "/mirror/dockerhub"
+	signed.push(t, "library/app:v1", img)
+	sig, err := key.signer.Bundle(d.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	art, err := policy.BundleArtifact(sig.Payload, descriptorOf(t, img))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ad, err := art.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	signed.push(t, "library/app@"+ad.String(), art)
+	stale := newTestRegistry(t, false)
+	stale.push(t, "library/app:v1", img)
+
+	hosts := t.TempDir()
+	mirror := fmt.Sprintf(`
+[host."http://%s/mirror/dockerhub"]
+  capabilities = ["pull", "resolve"]
+  override_path = true
+`, signed.host)
+	writeHosts(t, hosts, "docker.io", `server = "https://127.0.0.1:1"`+mirror)
+	s := openStore(t)
+	if _, err := s.SetPolicy(requireKey(t, "docker.io", key)); err != nil {
+		t.Fatal(err)
+	}
+	p := NewPuller(s, PullConfig{HostsDir: hosts}, discardLogger())
+	got, err := p.Pull(t.Context(), "app:v1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Digest != d.String() || got.Verification == nil || got.Verification.Decision != policy.Verified {
+		t.Fatalf("pulled Digest %s, Verification %+v; want %s verified", got.Digest, got.Verification, d)
+	}
+
+	if err := s.Remove(got.ID); err != nil {
+		t.Fatal(err)
+	}
+	writeHosts(t, hosts, "docker.io", fmt.Sprintf(`server = "https://127.0.0.1:1"
+[host."http://%s"]
+  capabilities = ["pull", "resolve"]
+`, stale.host)+mirror)
+	signedBlobs := signed.blobs.Load()
+	before := stateOf(t, s)
+	_, err = p.Pull(t.Context(), "app:v1", nil)
+	if !strings.HasPrefix(fmt.Sprint(err), "SignatureValidationFailed: ") || !strings.Contains(err.Error(), "docker.io/library/app@"+d.String()) {
+		t.Fatalf("pull through the stale mirror: %v; want it refused", err)
+	}
+	if n := signed.blobs.Load(); n != signedBlobs {
+		t.Fatalf("the mirror after the refusing one was asked for %d blobs", n-signedBlobs)
+	}
+	if after := stateOf(t, s); !after.equal(before) {
+		t.Fatalf("refused pull changed the store:\nbefore %+v\nafter  %+v", before, after)
+	}
+}
