@@ -567,22 +567,7 @@ var daemonModules = []string{
 	// 3 ms and 1.5 MB of every re-exec's start-up, 4.9 MB of the stripped
 	// binary (GODEBUG=inittrace=1 staticpodd version, 3 runs alternating
 	// with and without). Containers do not pay it: they run the monitor's
-	// own program. The signer (oci/image/policy/sign, sigstore-go's sign
-	// and its Fulcio, Rekor and TUF clients) adds go-oidc, go-jose,
-	// go-cleanhttp, go-retryablehttp, go-minisign, pkg/browser, relic and
-	// go-tuf when the binary links it: it does for bundle create and images
-	// sign (a build machine's steps, in the one binary as the issue asks):
-	// 8 more package inits, 0.03-0.06 ms and 16 KB of every re-exec's
-	// start-up (GODEBUG=inittrace=1 staticpodd version, 3 runs, the inits
-	// of these modules summed).
-	"github.com/coreos/go-oidc/v3",
-	"github.com/go-jose/go-jose/v4",
-	"github.com/hashicorp/go-cleanhttp",
-	"github.com/hashicorp/go-retryablehttp",
-	"github.com/jedisct1/go-minisign",
-	"github.com/pkg/browser",
-	"github.com/sassoftware/relic",
-	"github.com/theupdateframework/go-tuf",
+	// own program.
 	"go.opentelemetry.io/otel",
 	"github.com/asaskevich/govalidator",
 	"github.com/blang/semver",
