@@ -12,8 +12,10 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -256,7 +258,8 @@ func imagePolicy(pub string) string {
 }
 
 // storeState is what a refused import must leave as it was: the store's
-// images (ID, references, digest and verdict each), its index and its layers.
+// images (ID, references, digest and verdict each), its index, its layers and
+// the signatures it keeps.
 func storeState(d *testdaemon.Daemon) string {
 	d.T.Helper()
 	var ls struct {
@@ -274,10 +277,19 @@ func storeState(d *testdaemon.Daemon) string {
 	if err != nil {
 		d.T.Fatal(err)
 	}
+	// The signatures images arrived with, by manifest digest.
+	sigs, err := os.ReadDir(filepath.Join(d.RootDir, "images", "signatures"))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		d.T.Fatal(err)
+	}
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "%d images, %d layers:", len(ls.Images), len(layers))
 	for _, l := range layers {
 		fmt.Fprintf(&b, " %s", l.Name())
+	}
+	fmt.Fprintf(&b, "\nsignatures of %d digests:", len(sigs))
+	for _, s := range sigs {
+		fmt.Fprintf(&b, " %s", s.Name())
 	}
 	fmt.Fprintf(&b, "\nimages ls:\n%s\nindex.json:\n%s\n", out, index)
 	return b.String()
