@@ -237,7 +237,7 @@ func layoutImages(dir string) ([]source, error) {
 				return nil, fmt.Errorf("read manifest %s: %w", desc.Digest, err)
 			}
 			if m.Subject != nil {
-				if artifactType(desc, m) == policy.ArtifactTypeBundle {
+				if isBundleReferrer(desc, m) {
 					sigs.addBundle(img, desc, m.Subject.Digest.String())
 				}
 				continue

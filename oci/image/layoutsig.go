@@ -3,6 +3,7 @@ package image
 import (
 	"fmt"
 	"regexp"
+	"strings"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
@@ -47,6 +48,13 @@ func artifactType(desc v1.Descriptor, m *v1.Manifest) string {
 		return desc.ArtifactType
 	}
 	return string(m.Config.MediaType)
+}
+
+// isBundleReferrer says whether a referrer may hold a sigstore bundle: its
+// artifact type is one of any bundle version (cosign reads them all);
+// policy.ReadBundleArtifact decides on the rest.
+func isBundleReferrer(desc v1.Descriptor, m *v1.Manifest) bool {
+	return strings.HasPrefix(artifactType(desc, m), "application/vnd.dev.sigstore.bundle")
 }
 
 // layoutSignatures collects the signature manifests an OCI layout carries, by
