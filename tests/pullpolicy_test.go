@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"encoding/base64"
+	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -34,7 +35,8 @@ import (
 // image there is unsigned waits SignatureValidationFailed with the
 // kubelet's message and an event, and nothing of the image enters the
 // store; a pod whose image is signed (cosign's tag scheme) runs, and its
-// status shows the digest that was verified.
+// status shows the digest that was verified; a tag moved to an unsigned
+// image after it was verified is refused at its next pull.
 func TestPullSignaturePolicy(t *testing.T) {
 	t.Parallel()
 	r := newPullRegistry(t)
@@ -42,7 +44,8 @@ func TestPullSignaturePolicy(t *testing.T) {
 	signedTar, unsignedTar := filepath.Join(d.Dir, "signed.tar"), filepath.Join(d.Dir, "unsigned.tar")
 	buildImage(t, signedTar, "-ref", "signed:v1", "-cmd", loopCmd("signed"))
 	buildImage(t, unsignedTar, "-ref", "unsigned:v1", "-cmd", loopCmd("unsigned"))
-	_, signedRef := r.push(signedTar, "team/signed:v1")
+	signedID, signedRef := r.push(signedTar, "team/signed:v1")
+	r.push(signedTar, "team/signed:latest")
 	unsignedID, _ := r.push(unsignedTar, "team/unsigned:v1")
 
 	signer, pub := policyKey(t, d.Dir)
@@ -80,6 +83,8 @@ func TestPullSignaturePolicy(t *testing.T) {
 	unsigned := r.addr + "/team/unsigned:v1"
 	d.WriteManifest("unsigned.yaml", appPod("unsigned", unsigned))
 	d.WriteManifest("signed.yaml", appPod("signed", r.addr+"/team/signed:v1"))
+	moving := r.addr + "/team/signed:latest"
+	d.WriteManifest("moving.yaml", appPod("moving", moving))
 	want := "image pull failed for " + unsigned + " because the signature validation failed: "
 	d.Eventually(60*time.Second, "the unsigned image refused", func() error {
 		w := statusOf(d.Pod("unsigned")).State.Waiting
@@ -95,6 +100,51 @@ func TestPullSignaturePolicy(t *testing.T) {
 	pod := d.WaitRunning("signed", 60*time.Second)
 	if cs := statusOf(pod); cs.ImageID != signedRef {
 		t.Errorf("signed pod's imageID %s, want the verified %s", cs.ImageID, signedRef)
+	}
+	d.WaitRunning("moving", 60*time.Second)
+
+	// The tag moves to the unsigned image: the restart of the container
+	// that ran the verified one pulls again under Always (:latest) and is
+	// refused; the tag still names the verified image in the store, and the
+	// other pod of that image is not touched.
+	r.push(unsignedTar, "team/signed:latest")
+	d.CLIErr("exec", "moving", "-c", "main", "--", "kill", "1")
+	wantMoved := "image pull failed for " + moving + " because the signature validation failed: "
+	d.Eventually(60*time.Second, "the moved tag refused", func() error {
+		cs := statusOf(d.Pod("moving"))
+		w := cs.State.Waiting
+		switch {
+		case cs.RestartCount == 0 && cs.State.Running != nil:
+			return errors.New("not restarted yet")
+		case w == nil:
+			return fmt.Errorf("state %+v", cs.State)
+		case w.Reason == "SignatureValidationFailed" && strings.HasPrefix(w.Message, wantMoved),
+			w.Reason == "ImagePullBackOff" && strings.Contains(w.Message, "SignatureValidationFailed: "+wantMoved):
+			return nil
+		default:
+			return fmt.Errorf("waiting %s: %s", w.Reason, w.Message)
+		}
+	})
+	var ls struct {
+		Images []struct {
+			ID       string   `json:"id"`
+			RepoTags []string `json:"repoTags"`
+		} `json:"images"`
+	}
+	if err := json.Unmarshal([]byte(d.CLI("images", "ls", "-o", "json")), &ls); err != nil {
+		t.Fatal(err)
+	}
+	named := "nothing"
+	for _, img := range ls.Images {
+		if slices.Contains(img.RepoTags, moving) {
+			named = img.ID
+		}
+	}
+	if named != signedID {
+		t.Errorf("%s names %s in the store, not the verified %s", moving, named, signedID)
+	}
+	if after := statusOf(d.Pod("signed")); after.ContainerID != statusOf(pod).ContainerID || after.RestartCount != 0 {
+		t.Errorf("the other pod of the verified image was touched: %+v", after)
 	}
 	// The kubelet's event carries the runtime's error as it is.
 	if out := d.CLI("events"); !strings.Contains(out, fmt.Sprintf("Failed to pull image %q: SignatureValidationFailed: ", unsigned)) {

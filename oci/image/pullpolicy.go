@@ -19,10 +19,12 @@ import (
 // Bounds on what a refusal says of the signatures that could not be read:
 // registries write the reasons.
 const (
-	maxSkipped      = 8
-	maxSkippedText  = 256
-	maxReferrerSize = maxManifestSize
+	maxSkipped     = 8
+	maxSkippedText = 256
 )
+
+// maxReferrerSize bounds a referrer's manifest, as any manifest's.
+const maxReferrerSize = maxManifestSize
 
 // admit decides whether the image that norm resolved to at an endpoint
 // (digest, in the endpoint's repository repo) may enter the store, on the
