@@ -43,9 +43,13 @@ type controlPlane struct {
 	cl   *cluster.Cluster
 	ns   *cluster.Netns
 	keys *credentialKeys
+	// signed are the images the control plane runs, as signed for the
+	// policy it runs under, by component name.
+	signed map[string]signedImage
 }
 
 // start generates the control plane's files with kubeadm, imports its images
+// signed, under an image policy that requires the signature (importSigned),
 // and starts staticpodd on its manifests, with kubeadm's kubelet.conf as its
 // credentials, in a network namespace that holds cluster.Address. The API
 // server and the controller manager read their private keys from Secrets
@@ -61,7 +65,7 @@ func start(t *testing.T) *controlPlane {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tars, err := cluster.Images(root, bin)
+	tars, err := cluster.OCIImages(root, bin)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +105,7 @@ func start(t *testing.T) *controlPlane {
 	if err := os.WriteFile(d.Config, cfg, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	d.CLI(append([]string{"images", "import"}, tars...)...)
+	signed := importSigned(t, d, tars)
 	// The Secrets before the pods that use them.
 	for file, content := range keys.Secrets {
 		d.WriteManifest(file, content)
@@ -114,7 +118,7 @@ func start(t *testing.T) *controlPlane {
 		d.WriteManifest(c.Name+".yaml", string(b))
 	}
 	d.Start()
-	return &controlPlane{t: t, d: d, cl: cl, ns: ns, keys: keys}
+	return &controlPlane{t: t, d: d, cl: cl, ns: ns, keys: keys, signed: signed}
 }
 
 // step runs one part of the test, on the test's goroutine (the daemon's
@@ -338,6 +342,9 @@ func TestControlPlane(t *testing.T) {
 		t.Fatalf("control-plane processes in the namespace: %v", got)
 	}
 	cp.checkProbes(local)
+	cp.step("ImagesVerified", func() {
+		cp.checkVerified(local)
+	})
 
 	// admin.conf's group is bound to cluster-admin as kubeadm init does it.
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

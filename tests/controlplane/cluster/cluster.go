@@ -76,10 +76,21 @@ func BinDir() (string, error) {
 
 // Images returns the image tarball of each component, in the order of
 // Components: busybox plus the component's binary at /usr/local/bin, under
-// the reference kubeadm's manifest names. It builds with rootfs/mkimage (from
-// the module at moduleRoot) those missing or older than their binary, into
-// CacheDir()/images.
+// the reference kubeadm's manifest names, as docker-archives. It builds with
+// rootfs/mkimage (from the module at moduleRoot) those missing or older than
+// their binary, into CacheDir()/images.
 func Images(moduleRoot, binDir string) ([]string, error) {
+	return images(moduleRoot, binDir, "docker", ".tar")
+}
+
+// OCIImages is Images as OCI archives (<name>.oci.tar): an OCI layout has the
+// manifest digest signatures are over, and carries them.
+func OCIImages(moduleRoot, binDir string) ([]string, error) {
+	return images(moduleRoot, binDir, "oci", ".oci.tar")
+}
+
+// images builds the component images in mkimage's format, named <name><ext>.
+func images(moduleRoot, binDir, format, ext string) ([]string, error) {
 	cache, err := CacheDir()
 	if err != nil {
 		return nil, err
@@ -91,7 +102,7 @@ func Images(moduleRoot, binDir string) ([]string, error) {
 	var tars []string
 	for _, c := range Components {
 		bin := filepath.Join(binDir, c.Name)
-		tar := filepath.Join(dir, c.Name+".tar")
+		tar := filepath.Join(dir, c.Name+ext)
 		tars = append(tars, tar)
 		bi, err := os.Stat(bin)
 		if err != nil {
@@ -103,7 +114,7 @@ func Images(moduleRoot, binDir string) ([]string, error) {
 			return nil, err
 		}
 		cmd := exec.Command("go", "run", "./rootfs/mkimage", "-busybox", "/bin/busybox", "-ref", c.Image,
-			"-add", bin+":/usr/local/bin/"+c.Name, "-cmd", c.Name, "-o", tar)
+			"-add", bin+":/usr/local/bin/"+c.Name, "-cmd", c.Name, "-format", format, "-o", tar)
 		cmd.Dir = moduleRoot
 		if out, err := cmd.CombinedOutput(); err != nil {
 			return nil, fmt.Errorf("build the image of %s: %v\n%s", c.Name, err, out)
