@@ -58,6 +58,7 @@ func (d *System) newURLSource(cfg *config.Config, once bool) *source.Running {
 		Seen:        d.seen.Seen,
 		OnChange:    func(source.URLStatus) { d.status.Refresh() },
 		Requests:    &d.aux.URLRequests,
+		Bundle:      d.urlBundle(cfg, once),
 	}, d.logger.With("source", "url"))
 	run := url.Run
 	if once {
@@ -117,6 +118,9 @@ func (s *liveSources) Reconcile(cfg *config.Config) {
 			d.aux.URL.Store(src.URL)
 		}
 		d.status.Refresh()
+	}
+	if d.trial != nil && bundleSourceKey(cfg) != bundleSourceKey(old) {
+		d.sources.Set(manifest.SourceBundle, d.newBundleSource(cfg))
 	}
 	for _, src := range changed {
 		d.logger.Info("reload: manifest source changed", "source", src)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -239,7 +240,7 @@ func (b *Bundle) read(set BundleSet) (bundleParse, error) {
 			errs = append(errs, fmt.Errorf("%s: %w", origin, err))
 			continue
 		}
-		parsed := manifest.Check(data, manifest.SourceBundle, origin, b.NodeName)
+		parsed := checkBundleFile(set.Name, e.Name(), data, b.NodeName)
 		if err := parsed.Err(); err != nil {
 			errs = append(errs, err)
 			continue
@@ -258,6 +259,33 @@ func (b *Bundle) read(set BundleSet) (bundleParse, error) {
 		return bundleParse{set: set}, errors.Join(errs...)
 	}
 	return out, nil
+}
+
+// checkBundleFile parses the manifest file of bundle name as the bundle
+// source does.
+func checkBundleFile(name, file string, data []byte, nodeName string) manifest.Parsed {
+	return manifest.Check(data, manifest.SourceBundle, bundleOrigin(name, file), nodeName)
+}
+
+// CheckBundle says whether the manifest files of bundle name (by file
+// name) give pods the bundle source runs on node nodeName: every error of
+// every file, nil when they all do. An applier checks a bundle with it
+// before anything of it is imported.
+func CheckBundle(name string, files map[string][]byte, nodeName string) error {
+	if len(files) > MaxBundleFiles {
+		return fmt.Errorf("bundle %s: more than %d manifests", name, MaxBundleFiles)
+	}
+	var errs []error
+	for _, file := range slices.Sorted(maps.Keys(files)) {
+		if skip, _ := manifest.Skip(file); skip {
+			errs = append(errs, fmt.Errorf("%s: a file name the bundle source skips", bundleOrigin(name, file)))
+			continue
+		}
+		if err := checkBundleFile(name, file, files[file], nodeName).Err(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // update is the set of the last usable bundle, with problems.
