@@ -253,10 +253,13 @@ func newSystem(ctx context.Context, cfg *config.Config, opts Options, logger *sl
 	if err := components.Start(&runDirLock{dir: cfg.RunDir}); err != nil {
 		return nil, err
 	}
-	images, err := image.Open(filepath.Join(cfg.RootDir, "images"), logger.With("subsystem", "images"), ImageReserve(cfg))
+	// The image policy before anything can bring an image in: the import
+	// folder, a pull, the CRI.
+	images, refused, err := OpenImages(cfg, logger.With("subsystem", "images"))
 	if err != nil {
 		return nil, err
 	}
+	logRefused(logger.With("subsystem", "images"), refused)
 	puller, err := NewPuller(cfg, images, logger.With("subsystem", "images"))
 	if err != nil {
 		return nil, err

@@ -13,7 +13,8 @@ import (
 // eviction thresholds, the log rotation, the image garbage collector's
 // policy) and reports the fields that need a restart (docs/configuration.md
 // says why for each). A configuration that does not load changes nothing:
-// the running one stays, whole.
+// the running one stays, whole. The image policy file is read again too; one
+// that does not load keeps the running policy, and says why in STATUS=.
 func (d *System) reloadConfig() {
 	if d.flags == nil { // nothing to read the configuration again with
 		d.imageGC.collectImagesSoon()
@@ -45,9 +46,14 @@ func (d *System) reloadConfig() {
 	next.Origins = maps.Clone(d.cfg.Origins)
 	config.CopyLive(&next, cfg)
 	d.cfg = &next
+	var trouble []string
 	if len(restart) > 0 {
-		d.aux.SetReload("restart to apply " + strings.Join(restart, ", "))
-	} else {
-		d.aux.SetReload("")
+		trouble = append(trouble, "restart to apply "+strings.Join(restart, ", "))
 	}
+	// The policy file is read again at every reload, its path being the
+	// start's (a flag).
+	if why := d.reloadImagePolicy(cfg); why != "" {
+		trouble = append(trouble, why)
+	}
+	d.aux.SetReload(strings.Join(trouble, "; "))
 }

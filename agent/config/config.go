@@ -164,6 +164,10 @@ type Config struct {
 	MaxParallelImagePulls int32
 	// RegistryConfigDir holds containerd's hosts.toml layout (--registry-config-dir).
 	RegistryConfigDir string
+	// ImagePolicyFile is the containers-policy.json(5) every image entering
+	// the store must meet (--image-policy, else $STATICPODD_IMAGE_POLICY);
+	// "" accepts every image.
+	ImagePolicyFile string
 	// ImagePullProgressTimeout is the progress deadline of a registry's
 	// response body (--image-pull-progress-timeout).
 	ImagePullProgressTimeout    time.Duration
@@ -344,6 +348,11 @@ func decodeFile(path string, kc *kubeletConfiguration) (map[string]any, error) {
 	if raw["apiVersion"] != APIVersion || raw["kind"] != Kind {
 		return nil, fmt.Errorf("config %s: apiVersion %v, kind %v: want apiVersion %s, kind %s",
 			path, raw["apiVersion"], raw["kind"], APIVersion, Kind)
+	}
+	if _, ok := raw["imagePolicyFile"]; ok {
+		// The name staticpodd gives the value, but the file is the
+		// kubelet's: say where it goes instead of "unknown field".
+		return nil, fmt.Errorf("config %s: imagePolicyFile is not a KubeletConfiguration field: give it with --%s or $%s", path, FlagImagePolicy, EnvImagePolicy)
 	}
 	if err := decodeStrict(js, kc, "config "+path+": "); err != nil {
 		return nil, err

@@ -375,6 +375,37 @@ func TestCredentialsDirectory(t *testing.T) {
 	}
 }
 
+// imagePolicyFile: --image-policy (made absolute), else
+// $STATICPODD_IMAGE_POLICY (absolute only), else none; the kubelet's file
+// cannot carry it, and says where it goes.
+func TestImagePolicyFile(t *testing.T) {
+	c, _, err := Load("", Flags{HostnameOverride: "n"})
+	if err != nil || c.ImagePolicyFile != "" || c.Origin("imagePolicyFile") != OriginDefault {
+		t.Fatalf("default: %q from %q (%v), want none", c.ImagePolicyFile, c.Origin("imagePolicyFile"), err)
+	}
+	t.Setenv(EnvImagePolicy, "/etc/containers/policy.json")
+	c, _, err = Load("", Flags{HostnameOverride: "n"})
+	if err != nil || c.ImagePolicyFile != "/etc/containers/policy.json" || c.Origin("imagePolicyFile") != "env "+EnvImagePolicy {
+		t.Errorf("env: %q from %q (%v)", c.ImagePolicyFile, c.Origin("imagePolicyFile"), err)
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, _, err = Load("", Flags{HostnameOverride: "n", ImagePolicy: "policy.json"})
+	if err != nil || c.ImagePolicyFile != filepath.Join(wd, "policy.json") || c.Origin("imagePolicyFile") != "flag --image-policy" {
+		t.Errorf("flag: %q from %q (%v), want it absolute, over the environment", c.ImagePolicyFile, c.Origin("imagePolicyFile"), err)
+	}
+	t.Setenv(EnvImagePolicy, "policy.json")
+	if _, _, err := Load("", Flags{HostnameOverride: "n"}); err == nil || !strings.Contains(err.Error(), `imagePolicyFile: "policy.json" is not an absolute path`) {
+		t.Errorf("a relative $%s: %v", EnvImagePolicy, err)
+	}
+	p := write(t, "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nimagePolicyFile: /etc/containers/policy.json\n")
+	if _, _, err := Load(p, Flags{HostnameOverride: "n"}); err == nil || !strings.Contains(err.Error(), "imagePolicyFile is not a KubeletConfiguration field: give it with --image-policy or $STATICPODD_IMAGE_POLICY") {
+		t.Errorf("in the file: %v", err)
+	}
+}
+
 // A negative containerLogMaxSize turns rotation off, as in the kubelet.
 func TestNegativeLogSizeTurnsRotationOff(t *testing.T) {
 	p := write(t, "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\ncontainerLogMaxSize: \"-1\"\n")

@@ -717,6 +717,31 @@ var fields = []field{
 			c.ImagePullProgressTimeout = d
 			return nil
 		}},
+	// Not a KubeletConfiguration field: the file is the kubelet's, decoded
+	// strictly, and the kubelet has no image policy (its runtime has).
+	{key: "imagePolicyFile", flag: FlagImagePolicy, env: EnvImagePolicy,
+		help:      "containers-policy.json(5) file every image must meet to enter the image store: pulls, imports, the import folder, bundles (default $" + EnvImagePolicy + "; none: every image is accepted)",
+		flagValue: func(f *Flags) *string { return &f.ImagePolicy },
+		value:     value[string]{at: func(c *Config) *string { return &c.ImagePolicyFile }, render: plain},
+		// A flag is relative to the working directory, which differs between
+		// the daemon (/ under systemd) and the CLI: kept absolute.
+		parseFlag: func(c *Config, v string) error {
+			if v == "" {
+				c.ImagePolicyFile = ""
+				return nil
+			}
+			abs, err := filepath.Abs(v)
+			if err != nil {
+				return fmt.Errorf("--%s %q: %w", FlagImagePolicy, v, err)
+			}
+			c.ImagePolicyFile = abs
+			return nil
+		},
+		check: func(c *Config, p *problems) {
+			if c.ImagePolicyFile != "" && !filepath.IsAbs(c.ImagePolicyFile) {
+				p.bad("%q is not an absolute path", c.ImagePolicyFile)
+			}
+		}},
 	{key: "imageGCHighThresholdPercent", file: "imageGCHighThresholdPercent", reload: ReloadImageGC,
 		value: value[int32]{at: func(c *Config) *int32 { return &c.ImageGCHighThresholdPercent }, render: sprint[int32],
 			kubelet: kubelet(func(kc *kubeletConfiguration) int32 { return *kc.ImageGCHighThresholdPercent })},

@@ -42,7 +42,15 @@ const (
 	// FlagCredentialsDirectory is where Secrets' credentials are read
 	// (default $CREDENTIALS_DIRECTORY).
 	FlagCredentialsDirectory = "credentials-directory"
+	// FlagImagePolicy is the image signature policy, a
+	// containers-policy.json(5) file.
+	FlagImagePolicy = "image-policy"
 )
+
+// EnvImagePolicy gives imagePolicyFile when --image-policy does not: set
+// for the daemon and the CLI alike (as STATICPODD_ROOT_DIR is), so that
+// `staticpodd images import` run by hand meets the daemon's policy.
+const EnvImagePolicy = "STATICPODD_IMAGE_POLICY"
 
 // FlagImagePullProgressTimeout is containerd's image_pull_progress_timeout:
 // the progress deadline of a registry's response body.
@@ -113,6 +121,7 @@ type Flags struct {
 	PodCIDR             string
 	PodNetworkBridge    string
 	CredentialsDir      string
+	ImagePolicy         string
 
 	// ImagePullProgressTimeout is a duration, "" = the default.
 	ImagePullProgressTimeout string

@@ -22,6 +22,7 @@ func addCommands(root *cobra.Command, o *globalOptions) {
 		newDebugCmd(o),
 		newRestartCmd(o),
 		newImagesCmd(o),
+		newBundleCmd(o),
 		newValidateCmd(o),
 		newCheckCmd(),
 		newConfigCmd(o),

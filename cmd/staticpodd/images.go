@@ -31,10 +31,9 @@ func newImagesCmd(o *globalOptions) *cobra.Command {
 		Short: "Manage the local image store",
 	}
 	open := func(opts ...image.Option) (*image.Store, error) {
-		logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-		return image.Open(filepath.Join(o.RootDir, "images"), logger, opts...)
+		return image.Open(filepath.Join(o.RootDir, "images"), cliLogger(os.Stderr), opts...)
 	}
-	var configFile string
+	var configFile, policyFile string
 	imp := &cobra.Command{
 		Use:   "import FILE...",
 		Short: "Import OCI archives, OCI layout dirs or docker-archives (plain, gzip or zstd)",
@@ -42,14 +41,16 @@ func newImagesCmd(o *globalOptions) *cobra.Command {
 			"FILE - reads an archive from stdin.\n" +
 			"An import leaves 100 - imageGCHighThresholdPercent percent of the store's\n" +
 			"filesystem free (15% by default; --config reads the value run uses), and\n" +
-			"fails before it writes past that, with the store unchanged.",
+			"fails before it writes past that, with the store unchanged.\n" +
+			"Under an image policy (--image-policy, else $" + config.EnvImagePolicy + "), an\n" +
+			"archive the policy refuses is not imported, and the store is unchanged.",
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, _, err := config.Load(configFile, config.Flags{})
+			cfg, _, err := config.Load(configFile, config.Flags{RootDir: o.RootDir, ImagePolicy: policyFile})
 			if err != nil {
 				return err
 			}
-			s, err := open(daemon.ImageReserve(cfg))
+			s, _, err := daemon.OpenImages(cfg, cliLogger(cmd.ErrOrStderr()))
 			if err != nil {
 				return err
 			}
@@ -73,6 +74,7 @@ func newImagesCmd(o *globalOptions) *cobra.Command {
 		},
 	}
 	imp.Flags().StringVar(&configFile, config.FlagConfig, "", "KubeletConfiguration file, for imageGCHighThresholdPercent")
+	imp.Flags().StringVar(&policyFile, config.FlagImagePolicy, "", "image signature policy (containers-policy.json) the archives must meet (default $"+config.EnvImagePolicy+")")
 	cmd.AddCommand(imp)
 	var digests bool
 	var output string
@@ -192,7 +194,7 @@ func newImagesCmd(o *globalOptions) *cobra.Command {
 		})
 	}
 	cmd.AddCommand(newImagesExportCmd(open))
-	cmd.AddCommand(newImagesPullCmd(o))
+	cmd.AddCommand(newImagesPullCmd(o), newImagesSignCmd())
 	completeImageRefs(cmd, o, open)
 	return cmd
 }
@@ -298,6 +300,11 @@ func exportFile(ctx context.Context, s *image.Store, path string, refs []string,
 		return fmt.Errorf("export to %s: %w", path, err)
 	}
 	return nil
+}
+
+// cliLogger is a CLI command's logger: warnings and errors, on w.
+func cliLogger(w io.Writer) *slog.Logger {
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelWarn}))
 }
 
 func shortID(id string) string {

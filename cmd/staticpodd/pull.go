@@ -2,8 +2,6 @@ package main
 
 import (
 	"fmt"
-	"log/slog"
-	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -17,18 +15,18 @@ import (
 // newImagesPullCmd is `staticpodd images pull REF...`: a pull by hand, with
 // the daemon's mirrors and credentials, into the store it shares.
 func newImagesPullCmd(o *globalOptions) *cobra.Command {
-	var configFile, registryDir string
+	var configFile, registryDir, policyFile string
 	cmd := &cobra.Command{
 		Use:   "pull REF...",
 		Short: "Pull images from their registries (or the mirrors of --registry-config-dir)",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, _, err := config.Load(configFile, config.Flags{RootDir: o.RootDir, RegistryConfigDir: registryDir})
+			cfg, _, err := config.Load(configFile, config.Flags{RootDir: o.RootDir, RegistryConfigDir: registryDir, ImagePolicy: policyFile})
 			if err != nil {
 				return err
 			}
-			logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-			s, err := image.Open(filepath.Join(o.RootDir, "images"), logger, daemon.ImageReserve(cfg))
+			logger := cliLogger(cmd.ErrOrStderr())
+			s, _, err := daemon.OpenImages(cfg, logger)
 			if err != nil {
 				return err
 			}
@@ -49,6 +47,7 @@ func newImagesPullCmd(o *globalOptions) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&configFile, config.FlagConfig, "", "KubeletConfiguration file, for imageGCHighThresholdPercent and maxParallelImagePulls")
+	cmd.Flags().StringVar(&policyFile, config.FlagImagePolicy, "", "image signature policy (containers-policy.json) the images must meet (default $"+config.EnvImagePolicy+")")
 	cmd.Flags().StringVar(&registryDir, config.FlagRegistryConfigDir, "", "registry mirrors in containerd's hosts.toml layout (default "+config.DefaultRegistryConfigDir+")")
 	return cmd
 }

@@ -29,15 +29,32 @@ import (
 // validator over files and directories (not recursive, skipping what the daemon
 // skips), and over what URLs serve, fetched as the daemon fetches them. It prints every error and warning and fails on any error.
 func newValidateCmd(o *globalOptions) *cobra.Command {
-	var node, output, credDir string
+	var node, output, credDir, policyFile string
 	var urlOpts urlOptions
 	cmd := &cobra.Command{
-		Use:   "validate PATH|URL...",
-		Short: "Check static pod manifests with the daemon's own parser",
-		Args:  cobra.MinimumNArgs(1),
+		Use:   "validate [--image-policy FILE] PATH|URL...",
+		Short: "Check static pod manifests with the daemon's own parser, and the image policy",
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 && policyFile == "" {
+				return errors.New("requires a manifest PATH or URL, or --image-policy FILE")
+			}
+			return nil
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if output != "" && output != "json" {
 				return fmt.Errorf("unknown output format %q: want json", output)
+			}
+			if policyFile != "" {
+				// The daemon's own reading of it: what would fail its start.
+				if _, err := daemon.ImagePolicy(&config.Config{ImagePolicyFile: policyFile}); err != nil {
+					return err
+				}
+				if output == "" {
+					fmt.Fprintf(cmd.OutOrStdout(), "%s: valid image policy\n", policyFile)
+				}
+			}
+			if len(args) == 0 {
+				return nil
 			}
 			if node == "" {
 				node = daemonNodeName(cmd.Context(), o)
@@ -62,6 +79,7 @@ func newValidateCmd(o *globalOptions) *cobra.Command {
 	cmd.Flags().StringVar(&node, "hostname-override", "", "node name the pod names get (default: the running daemon's, else the hostname, lower-cased)")
 	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: json (one object per manifest)")
 	cmd.Flags().StringVar(&credDir, config.FlagCredentialsDirectory, os.Getenv(config.EnvCredentialsDirectory), "directory of the credentials Secrets take values from; none: they are not checked")
+	cmd.Flags().StringVar(&policyFile, config.FlagImagePolicy, os.Getenv(config.EnvImagePolicy), "image signature policy (containers-policy.json) to check")
 	urlOpts.register(cmd.Flags())
 	return cmd
 }

@@ -19,6 +19,7 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	imagespec "github.com/opencontainers/image-spec/specs-go/v1"
 
@@ -44,12 +45,14 @@ type ApplyOptions struct {
 	// Client fetches an http(s) src (nil: a client with no redirect to
 	// another scheme and ctx's deadline).
 	Client *http.Client
+	// Remote are the options of a registry src's pulls (auth, transport).
+	Remote []remote.Option
 	// Now stamps Applied and Trial (nil: time.Now).
 	Now func() time.Time
 }
 
 // Apply verifies the bundle at src (a file, an http(s) URL or an OCI
-// reference) under pol, imports its images into store and pins them, and
+// reference) under pol, which must be the store's policy, imports its images into store and pins them, and
 // makes it the node's Current bundle (the one it replaces Previous, on
 // Trial): the record under rootDir/bundles and state.json. Everything is
 // verified before anything is imported: the bundle's signature (policy
@@ -60,6 +63,10 @@ type ApplyOptions struct {
 // takes all of them or none. A bundle refused at any step leaves the store
 // and state.json as they were.
 func Apply(ctx context.Context, store *image.Store, pol *policy.Policy, src string, rootDir string, opts ApplyOptions) (Record, error) {
+	if store.Policy() != pol {
+		// The store's import judges the images: one policy for all of it.
+		return Record{}, errors.New("bundle: the image store enforces another policy than the bundle's (Store.SetPolicy)")
+	}
 	if opts.MaxBytes <= 0 {
 		opts.MaxBytes = DefaultMaxBytes
 	}
@@ -86,12 +93,23 @@ func Apply(ctx context.Context, store *image.Store, pol *policy.Policy, src stri
 	if err != nil {
 		return Record{}, fmt.Errorf("bundle %s: %w", trunc(src), err)
 	}
+	if subject.Transport == policy.TransportDocker {
+		if err := b.pullImages(ctx, src, opts); err != nil {
+			return Record{}, fmt.Errorf("bundle %s: %w", trunc(src), err)
+		}
+	}
 	if opts.Check != nil {
 		if err := opts.Check(b.md, b.files); err != nil {
 			return Record{}, fmt.Errorf("bundle %s: %w", trunc(src), err)
 		}
 	}
-	rec, err := b.install(ctx, store, rootDir, filepath.Join(staging, "images"), opts)
+	// The images are judged as the bundle is: from its file, or from a
+	// stream (a URL's body, a registry's bundle), with no path.
+	scope := ""
+	if subject.Transport == policy.TransportOCIArchive {
+		scope = subject.Scope
+	}
+	rec, err := b.install(ctx, store, rootDir, filepath.Join(staging, "images"), scope, opts)
 	if err != nil {
 		return Record{}, fmt.Errorf("bundle %s (%s): %w", b.md.Name, b.digest, err)
 	}
@@ -114,7 +132,7 @@ func stage(ctx context.Context, src, dir string, opts ApplyOptions) (policy.Imag
 			return policy.Image{}, err
 		}
 		defer f.Close()
-		return policy.Image{Transport: policy.TransportOCIArchive, Scope: abs}, extract(f, dir, opts.MaxBytes)
+		return policy.Image{Transport: policy.TransportOCIArchive, Scope: abs}, extract(f, dir, opts.MaxBytes, false)
 	default:
 		return pullBundle(ctx, src, dir, opts)
 	}
@@ -149,7 +167,7 @@ func download(ctx context.Context, url, dir string, opts ApplyOptions) error {
 	// The layout written is bounded by MaxBytes too; so is what is read,
 	// compressed, so that a body that never ends does not read forever.
 	lr := &io.LimitedReader{R: resp.Body, N: opts.MaxBytes + 1}
-	if err := extract(lr, dir, opts.MaxBytes); err != nil {
+	if err := extract(lr, dir, opts.MaxBytes, false); err != nil {
 		return err
 	}
 	if lr.N == 0 {
@@ -186,7 +204,10 @@ func verify(ctx context.Context, dir string, pol *policy.Policy, subject policy.
 	if len(idx.Manifests) > MaxBlobs {
 		return nil, fmt.Errorf("index.json: more than %d entries", MaxBlobs)
 	}
-	b := &verified{dir: dir, entries: idx.Manifests, subjects: map[string][]v1.Descriptor{}}
+	b := &verified{dir: dir, entries: idx.Manifests}
+	if err := b.findSubjects(); err != nil {
+		return nil, err
+	}
 	var bundleManifest *v1.Manifest
 	for i, desc := range idx.Manifests {
 		if !desc.MediaType.IsImage() {
@@ -195,13 +216,6 @@ func verify(ctx context.Context, dir string, pol *policy.Policy, subject policy.
 		m, err := readManifest(dir, desc.Digest.String())
 		if err != nil {
 			return nil, fmt.Errorf("index.json manifests[%d]: %w", i, err)
-		}
-		if m.Subject != nil {
-			s := m.Subject.Digest.String()
-			if len(b.subjects[s]) >= policy.MaxSignatures {
-				return nil, fmt.Errorf("more than %d manifests refer to %s", policy.MaxSignatures, s)
-			}
-			b.subjects[s] = append(b.subjects[s], desc)
 		}
 		if desc.ArtifactType != ArtifactType && m.ArtifactType != ArtifactType {
 			continue
@@ -257,6 +271,30 @@ func verify(ctx context.Context, dir string, pol *policy.Policy, subject policy.
 		return nil, fmt.Errorf("bundle manifests layer: %w", err)
 	}
 	return b, nil
+}
+
+// findSubjects finds the manifests of b.entries with a subject: the
+// signatures attached as referrers.
+func (b *verified) findSubjects() error {
+	b.subjects = map[string][]v1.Descriptor{}
+	for i, desc := range b.entries {
+		if !desc.MediaType.IsImage() {
+			continue
+		}
+		m, err := readManifest(b.dir, desc.Digest.String())
+		if err != nil {
+			return fmt.Errorf("index.json manifests[%d]: %w", i, err)
+		}
+		if m.Subject == nil {
+			continue
+		}
+		s := m.Subject.Digest.String()
+		if len(b.subjects[s]) >= policy.MaxSignatures {
+			return fmt.Errorf("more than %d manifests refer to %s", policy.MaxSignatures, s)
+		}
+		b.subjects[s] = append(b.subjects[s], desc)
+	}
+	return nil
 }
 
 // signer is how a record names the verdict on a bundle's signature.
@@ -404,7 +442,7 @@ func (b *verified) imagesLayout(dir string) (map[string]string, error) {
 }
 
 // install imports and pins b's images, records b and makes it Current.
-func (b *verified) install(ctx context.Context, store *image.Store, rootDir, imagesDir string, opts ApplyOptions) (Record, error) {
+func (b *verified) install(ctx context.Context, store *image.Store, rootDir, imagesDir, scope string, opts ApplyOptions) (Record, error) {
 	rec := Record{Name: b.md.Name, Digest: b.digest, Created: b.md.Created, Applied: opts.Now().UTC(),
 		Signer: b.signer, RollbackAfter: opts.RollbackAfter}
 	for _, f := range b.md.Manifests {
@@ -415,7 +453,7 @@ func (b *verified) install(ctx context.Context, store *image.Store, rootDir, ima
 		if err != nil {
 			return Record{}, err
 		}
-		imgs, err := store.Import(ctx, imagesDir)
+		imgs, err := store.ImportAs(ctx, imagesDir, scope)
 		if err != nil {
 			return Record{}, err
 		}

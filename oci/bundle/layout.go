@@ -20,8 +20,9 @@ import (
 // index.json, blobs/sha256/<hex>, regular files and their dirs), so no name
 // in the tar reaches outside dir or anywhere but there; it hashes each blob
 // as it writes it and refuses one whose content is not its name; and it
-// stops at max bytes written and MaxBlobs blobs.
-func extract(r io.Reader, dir string, max int64) error {
+// stops at max bytes written and MaxBlobs blobs. Other entries are an error,
+// or, with skipOthers, left out (a docker-archive's beside the layout).
+func extract(r io.Reader, dir string, max int64, skipOthers bool) error {
 	br := bufio.NewReader(r)
 	if magic, _ := br.Peek(2); len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
 		zr, err := gzip.NewReader(br)
@@ -50,6 +51,8 @@ func extract(r io.Reader, dir string, max int64) error {
 		name := path.Clean(strings.TrimPrefix(hdr.Name, "./"))
 		switch {
 		case hdr.Typeflag == tar.TypeDir && (name == "." || name == "blobs" || name == "blobs/sha256"):
+			continue
+		case skipOthers && !layoutName(name):
 			continue
 		case hdr.Typeflag != tar.TypeReg:
 			return fmt.Errorf("tar entry %q: not a regular file of an OCI layout", trunc(hdr.Name))
@@ -85,6 +88,11 @@ func extract(r io.Reader, dir string, max int64) error {
 		return errors.New("not an OCI layout: no index.json")
 	}
 	return nil
+}
+
+func layoutName(name string) bool {
+	h, ok := strings.CutPrefix(name, "blobs/sha256/")
+	return name == "oci-layout" || name == "index.json" || ok && validHex(h)
 }
 
 // writeBlob writes r to the new file p; when want is not "", r's sha256

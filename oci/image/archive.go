@@ -4,8 +4,11 @@ import (
 	"archive/tar"
 	"bufio"
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"os"
 	"path"
@@ -18,6 +21,8 @@ import (
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
 	imagespec "github.com/opencontainers/image-spec/specs-go/v1"
+
+	"github.com/staticpodd/staticpodd/oci/image/policy"
 )
 
 // Annotations that name an image in an OCI index.
@@ -168,9 +173,13 @@ func writeRegular(target string, r io.Reader) error {
 	return w.Close()
 }
 
-// layoutImages lists the images of the OCI layout in dir, with their references. An
-// image index inside the layout (a multi-platform image) gives the image for this
-// machine's platform.
+// layoutImages lists the images of the OCI layout in dir, with their references,
+// each with the manifest digest it is named by in index.json and the signatures
+// the layout carries for that digest (layoutSignatures). An image index inside
+// the layout (a multi-platform image) gives the image for this machine's
+// platform; its signatures are those of the index, as cosign signs it.
+// Signatures and other referrers (a manifest with a subject) are not images:
+// they are never imported as such.
 func layoutImages(dir string) ([]source, error) {
 	lp, err := layout.FromPath(dir)
 	if err != nil {
@@ -184,8 +193,24 @@ func layoutImages(dir string) ([]source, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read OCI layout index: %w", err)
 	}
+	sigs := newLayoutSignatures(ii)
 	var srcs []source
+	// cosign save's image, whose signatures its sigs entry holds.
+	var cosignImage, cosignSigs *v1.Descriptor
 	for i, desc := range im.Manifests {
+		switch kind := desc.Annotations[annotationCosignKind]; {
+		case kind == cosignKindSigs:
+			cosignSigs = &im.Manifests[i]
+			continue
+		case kind == cosignKindAtts:
+			continue // attestations: not what a policy here checks
+		case kind == cosignKindImage || kind == cosignKindImageIndex:
+			cosignImage = &im.Manifests[i]
+		}
+		if subject, ok := signatureTagSubject(desc); ok {
+			sigs.addCosign(desc, subject)
+			continue
+		}
 		refs, err := descriptorRefs(desc)
 		if err != nil {
 			return nil, fmt.Errorf("OCI layout index.json manifests[%d]: %w", i, err)
@@ -202,12 +227,122 @@ func layoutImages(dir string) ([]source, error) {
 		if err != nil {
 			return nil, fmt.Errorf("read image %s: %w", desc.Digest, err)
 		}
-		if err := verifyManifest(img, desc.Digest); err != nil {
-			return nil, err
+		if desc.MediaType.IsImage() {
+			// (platformImage checks an index and the image it picks.)
+			if err := verifyManifest(img, desc.Digest); err != nil {
+				return nil, err
+			}
+			m, err := img.Manifest()
+			if err != nil {
+				return nil, fmt.Errorf("read manifest %s: %w", desc.Digest, err)
+			}
+			if m.Subject != nil {
+				if artifactType(desc, m) == policy.ArtifactTypeBundle {
+					sigs.addBundle(img, desc, m.Subject.Digest.String())
+				}
+				continue
+			}
 		}
-		srcs = append(srcs, imageSource(img, refs))
+		src := layoutSource(img, refs)
+		src.admitted.img = policy.Image{Transport: policy.TransportOCIArchive, Digest: desc.Digest.String()}
+		if len(refs) > 0 {
+			src.admitted.img.Reference = refs[0]
+		}
+		srcs = append(srcs, src)
+	}
+	if cosignSigs != nil {
+		// cosign save writes one image and its signatures; without its
+		// image entry, the only image of the layout is what they sign.
+		switch {
+		case cosignImage != nil:
+			sigs.addCosign(*cosignSigs, cosignImage.Digest.String())
+		case len(srcs) == 1:
+			sigs.addCosign(*cosignSigs, srcs[0].admitted.img.Digest)
+		}
+	}
+	for i := range srcs {
+		a := &srcs[i].admitted
+		a.img.Signatures, a.sigErrs = sigs.of(a.img.Digest)
 	}
 	return srcs, nil
+}
+
+// layoutSource reads an image of an OCI layout, each compressed layer checked
+// against the digest and size its manifest gives it as it is read: the
+// manifest (whose digest a signature is over) names the blobs by digest,
+// and a blob changed after signing is refused even if it unpacks.
+func layoutSource(img v1.Image, refs []string) source {
+	src := imageSource(img, refs)
+	src.layer = func(d v1.Hash) (io.ReadCloser, error) {
+		l, err := img.LayerByDiffID(d)
+		if err != nil {
+			return nil, err
+		}
+		digest, err := l.Digest()
+		if err != nil {
+			return nil, err
+		}
+		size, err := l.Size()
+		if err != nil {
+			return nil, err
+		}
+		if digest.Algorithm != "sha256" {
+			return nil, fmt.Errorf("layer blob %s: unsupported digest algorithm", digest)
+		}
+		rc, err := l.Compressed()
+		if err != nil {
+			return nil, err
+		}
+		return uncompressed(&verifiedReader{rc: rc, name: "layer blob " + digest.String(), want: digest.String(), size: size, h: sha256.New()}, "layer blob "+digest.String())
+	}
+	return src
+}
+
+// verifiedReader reads a blob and fails at its end, or as soon as it is longer
+// than promised, unless it has the digest and size its descriptor gives it.
+// Closing it reads what is left first, so that a reader stopping early (a tar
+// ends before its blob does) still checks the whole blob.
+type verifiedReader struct {
+	rc   io.ReadCloser
+	name string
+	want string
+	size int64
+	h    hash.Hash
+	n    int64
+	done bool
+	err  error
+}
+
+func (v *verifiedReader) Read(p []byte) (int, error) {
+	if v.err != nil {
+		return 0, v.err
+	}
+	n, err := v.rc.Read(p)
+	v.h.Write(p[:n])
+	v.n += int64(n)
+	if v.n > v.size {
+		v.err = fmt.Errorf("%s: longer than its %d bytes: corrupt archive", v.name, v.size)
+		return 0, v.err
+	}
+	if errors.Is(err, io.EOF) {
+		v.done = true
+		if got := "sha256:" + hex.EncodeToString(v.h.Sum(nil)); got != v.want || v.n != v.size {
+			v.err = fmt.Errorf("%s: content has digest %s: corrupt archive", v.name, got)
+			return n, v.err
+		}
+	}
+	return n, err
+}
+
+func (v *verifiedReader) Close() error {
+	if !v.done && v.err == nil {
+		_, _ = io.Copy(io.Discard, v)
+	}
+	cerr := v.rc.Close()
+	if v.err != nil {
+		return v.err
+	}
+	return cerr
 }
 
 // verifyManifest checks that img's manifest and config have the digests that name them.
@@ -238,6 +373,14 @@ func platformImage(ii v1.ImageIndex, h v1.Hash) (v1.Image, error) {
 	child, err := ii.ImageIndex(h)
 	if err != nil {
 		return nil, err
+	}
+	// The index is what a signature is over: its bytes must be those h names.
+	got, err := child.Digest()
+	if err != nil {
+		return nil, err
+	}
+	if got != h {
+		return nil, fmt.Errorf("index %s: content has digest %s: corrupt archive", h, got)
 	}
 	im, err := child.IndexManifest()
 	if err != nil {

@@ -14,6 +14,8 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
+
+	"github.com/staticpodd/staticpodd/oci/image/policy"
 )
 
 // maxJSON bounds what is read into memory from a docker-archive's manifest.json
@@ -167,9 +169,16 @@ func dockerImage(t tarIndex, desc tarball.Descriptor) (source, error) {
 			files[d] = desc.Layers[i]
 		}
 	}
+	// A docker-archive has no manifest digest, so nothing a signature
+	// could be over: a policy requiring one refuses it.
+	adm := admitted{img: policy.Image{Transport: policy.TransportDockerArchive}}
+	if len(refs) > 0 {
+		adm.img.Reference = refs[0]
+	}
 	return source{
-		refs:   refs,
-		config: func() ([]byte, error) { return raw, nil },
+		refs:     refs,
+		admitted: adm,
+		config:   func() ([]byte, error) { return raw, nil },
 		layer: func(d v1.Hash) (io.ReadCloser, error) {
 			file, ok := files[d]
 			if !ok {

@@ -32,6 +32,9 @@ import (
 // OCI ones. A layer tar is a new diff ID unless the original was made the same
 // way, so the exported image gets a new config, and so a new image ID; its
 // references, config and content are the same. Layers are not compressed.
+// The new manifest has a new digest, so the signatures an image arrived with,
+// which are over the old one, are not written: an exported image must be
+// signed again to pass a policy requiring a signature.
 func (s *Store) Export(ctx context.Context, w io.Writer, refs []string, opts ...TransferOption) error {
 	if len(refs) == 0 {
 		return errors.New("export: no image named")

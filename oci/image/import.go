@@ -36,6 +36,9 @@ type source struct {
 type admitted struct {
 	img     policy.Image
 	verdict policy.Verdict
+	// sigErrs say what was wrong with signatures that could not be read,
+	// for a refusal's message.
+	sigErrs []error
 }
 
 // imageSource reads an image through go-containerregistry (an OCI layout).
@@ -75,7 +78,21 @@ func (s *Store) Import(ctx context.Context, path string, opts ...TransferOption)
 }
 
 func (s *Store) importPath(ctx context.Context, path string, m *meter) ([]Image, error) {
-	return s.importStaged(ctx, func(string, *space) (string, error) { return path, nil }, m)
+	return s.importStaged(ctx, archiveScope(path), func(string, *space) (string, error) { return path, nil }, m)
+}
+
+// archiveScope is what a policy's oci-archive and docker-archive scopes are
+// matched against for the archive at path: its absolute path, symbolic links
+// resolved, as containers/image names an archive.
+func archiveScope(path string) string {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return path
+	}
+	if resolved, err := filepath.EvalSymlinks(abs); err == nil {
+		return resolved
+	}
+	return abs
 }
 
 // ImportReader imports every image of the archive read from r (what Import
@@ -85,7 +102,9 @@ func (s *Store) importPath(ctx context.Context, path string, m *meter) ([]Image,
 // short, too big or not an archive leaves the store as it was.
 func (s *Store) ImportReader(ctx context.Context, r io.Reader, opts ...TransferOption) ([]Image, error) {
 	m := newMeter(transferOpts(opts))
-	imgs, err := s.importStaged(ctx, func(staging string, sp *space) (string, error) {
+	// A stream has no path: only a policy's transport-wide ("") scope
+	// matches it.
+	imgs, err := s.importStaged(ctx, "", func(staging string, sp *space) (string, error) {
 		p := filepath.Join(staging, "stream")
 		f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 		if err != nil {
@@ -125,8 +144,12 @@ func (c ctxReader) Read(p []byte) (int, error) {
 }
 
 // importStaged imports the archive at the path open gives, which may write
-// into the staging dir it gets, charged to the space it gets.
-func (s *Store) importStaged(ctx context.Context, open func(staging string, sp *space) (string, error), m *meter) ([]Image, error) {
+// into the staging dir it gets, charged to the space it gets. Every image of
+// the archive must pass the policy (scope is the archive's, for the policy's
+// archive transports) before anything of it is staged: one refused image
+// refuses the whole archive, as one corrupt image does, so that an archive
+// is in the store whole or not at all.
+func (s *Store) importStaged(ctx context.Context, scope string, open func(staging string, sp *space) (string, error), m *meter) ([]Image, error) {
 	staging, err := os.MkdirTemp(s.tmpDir(), stagingPrefix()+"import-")
 	if err != nil {
 		return nil, fmt.Errorf("make staging dir: %w", err)
@@ -148,6 +171,11 @@ func (s *Store) importStaged(ctx context.Context, open func(staging string, sp *
 	}
 	if len(srcs) == 0 {
 		return nil, errors.New("no image in archive")
+	}
+	for i := range srcs {
+		if err := s.admitArchived(ctx, scope, &srcs[i]); err != nil {
+			return nil, err
+		}
 	}
 	return s.stageAll(ctx, srcs, staging, sp, nil, m)
 }
@@ -179,6 +207,7 @@ func (s *Store) stageAll(ctx context.Context, srcs []source, staging string, sp 
 	}
 	layers := map[string]stagedLayer{}
 	var imgs []Image
+	var adms []admitted
 	for _, src := range srcs {
 		img, err := s.stage(ctx, src, staging, known, layers, sp, m)
 		if err != nil {
@@ -188,8 +217,9 @@ func (s *Store) stageAll(ctx context.Context, srcs []source, staging string, sp 
 			edit(&img)
 		}
 		imgs = append(imgs, img)
+		adms = append(adms, src.admitted)
 	}
-	return s.commit(imgs, layers)
+	return s.commit(imgs, adms, layers)
 }
 
 // layersToUnpack counts the layers of srcs that stage will unpack: those
@@ -274,7 +304,12 @@ func unpackFrom(ctx context.Context, src source, d v1.Hash, dir string, sp *spac
 	if err != nil {
 		return stagedLayer{}, fmt.Errorf("read layer %s: %w", d, err)
 	}
-	defer rc.Close()
+	closed := false
+	defer func() {
+		if !closed {
+			rc.Close()
+		}
+	}()
 	var r io.Reader = rc
 	if m != nil {
 		r = meterReader{rc, m}
@@ -285,6 +320,12 @@ func unpackFrom(ctx context.Context, src source, d v1.Hash, dir string, sp *spac
 	size, digest, err := unpack(ctx, r, dir, sp)
 	if err != nil {
 		return stagedLayer{}, fmt.Errorf("unpack layer %s: %w", d, err)
+	}
+	// Closing checks what the source checks of the whole blob (an OCI
+	// layout's compressed digest: layoutSource).
+	closed = true
+	if err := rc.Close(); err != nil {
+		return stagedLayer{}, fmt.Errorf("layer %s: %w", d, err)
 	}
 	if digest != d.String() {
 		return stagedLayer{}, fmt.Errorf("layer %s: content has digest %s: corrupt archive", d, digest)
@@ -298,10 +339,11 @@ func (s *Store) hasLayer(diffID string) bool {
 }
 
 // commit moves staged layers into the store and records imgs in the index, under the
-// store lock. A reference an image takes moves off the image that had it; an image
+// store lock, each with how it was admitted (adms[i] for imgs[i]: recordLocked).
+// A reference an image takes moves off the image that had it; an image
 // left with no reference that way is forgotten. Until the index is written, every
 // step is undone on failure: the staged layers go back to staging, new links go.
-func (s *Store) commit(imgs []Image, layers map[string]stagedLayer) (_ []Image, err error) {
+func (s *Store) commit(imgs []Image, adms []admitted, layers map[string]stagedLayer) (_ []Image, err error) {
 	unlock, err := s.lock()
 	if err != nil {
 		return nil, err
@@ -354,11 +396,16 @@ func (s *Store) commit(imgs []Image, layers map[string]stagedLayer) (_ []Image, 
 	// An archive may list one image several times, once per reference.
 	out := make([]Image, 0, len(imgs))
 	now := time.Now().UTC()
-	for _, img := range imgs {
+	for k, img := range imgs {
 		img.Imported = now
 		img = idx.add(img)
-		if i := slices.IndexFunc(out, func(o Image) bool { return o.ID == img.ID }); i >= 0 {
-			out[i] = img
+		i := slices.IndexFunc(idx.Images, func(o Image) bool { return o.ID == img.ID })
+		if err := s.recordLocked(&idx, i, adms[k]); err != nil {
+			return nil, err
+		}
+		img = idx.Images[i]
+		if j := slices.IndexFunc(out, func(o Image) bool { return o.ID == img.ID }); j >= 0 {
+			out[j] = img
 		} else {
 			out = append(out, img)
 		}
@@ -407,6 +454,11 @@ func (idx *index) add(img Image) Image {
 			digests := append(slices.Clone(idx.Images[i].RepoDigests), img.RepoDigests...)
 			slices.Sort(digests)
 			img.RepoDigests = slices.Compact(digests)
+			if img.Verification == nil {
+				// How it arrived before stands until recordLocked
+				// records how it arrived now.
+				img.Digest, img.Transport, img.Verification = idx.Images[i].Digest, idx.Images[i].Transport, idx.Images[i].Verification
+			}
 			idx.Images[i] = img
 			return img
 		}

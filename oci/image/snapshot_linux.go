@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/staticpodd/staticpodd/agent/atomicfile"
+	"github.com/staticpodd/staticpodd/oci/image/policy"
 )
 
 // snapshotMeta is snapshots/<key>/meta.json: what a snapshot stacks, so its layers
@@ -67,6 +68,11 @@ func (s *Store) Prepare(key, ref string) (string, Image, error) {
 		return "", Image{}, fmt.Errorf("prepare snapshot %s: %w", key, err)
 	}
 	img := idx.Images[i]
+	if v := img.Verification; v != nil && v.Decision == policy.Rejected {
+		// Refused by the policy set after it arrived (SetPolicy): kept,
+		// for what already runs it, but nothing new starts from it.
+		return "", Image{}, fmt.Errorf("%w: image %s is rejected by the image policy: %s", policy.ErrSignatureValidationFailed, ref, v.Reason)
+	}
 	rootfs, err := s.prepareLocked(key, img)
 	if err != nil {
 		return "", Image{}, fmt.Errorf("prepare snapshot %s of %s: %w", key, ref, err)

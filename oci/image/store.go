@@ -5,10 +5,13 @@
 // On disk, under the store's root:
 //
 //	lock             flock(2)ed by every change, so the CLI and the daemon can share the store
-//	index.json       the images and their references, replaced atomically
+//	index.json       the images, their references and how each arrived (manifest
+//	                 digest, transport, the policy's verdict), replaced atomically
 //	layers/<hex>/    one unpacked layer per uncompressed digest (diff ID), an overlay lowerdir
 //	l/<short>        a short symlink to each layer dir, to keep overlay mount options short
 //	snapshots/<key>/ a container's upper, work and mounted rootfs directories
+//	signatures/<hex>.json the signatures an image's manifest digest <hex> arrived
+//	                 with (bounded), so a policy set later verifies it again offline
 //	tmp/             staging for imports in progress
 package image
 
@@ -56,8 +59,13 @@ type Image struct {
 	// imported from an OCI layout): what signatures are over. "" for a
 	// docker-archive import, which has no manifest.
 	Digest string `json:",omitempty"`
-	// Verification is the image policy's last verdict on it (nil before a
-	// policy was ever set).
+	// Transport is how it last arrived (policy.TransportDocker for a pull,
+	// policy.TransportOCIArchive or TransportDockerArchive for an import),
+	// which SetPolicy checks it under again.
+	Transport string `json:",omitempty"`
+	// Verification is the image policy's last verdict on it (nil for an
+	// image the store got before it recorded verdicts, until SetPolicy).
+	// A Rejected image stays in the store, but Prepare refuses it.
 	Verification *policy.Verdict `json:",omitempty"`
 }
 
@@ -103,7 +111,7 @@ func Open(root string, logger *slog.Logger, opts ...Option) (*Store, error) {
 	for _, o := range opts {
 		o(s)
 	}
-	for _, d := range []string{root, s.layersDir(), s.linksDir(), s.snapshotsDir(), s.tmpDir()} {
+	for _, d := range []string{root, s.layersDir(), s.linksDir(), s.snapshotsDir(), s.tmpDir(), s.signaturesDir()} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, fmt.Errorf("open image store %s: %w", root, err)
 		}
@@ -210,6 +218,11 @@ func (idx index) check() error {
 		if err := checkDigest(img.ID); err != nil {
 			return fmt.Errorf("image: %w", err)
 		}
+		if img.Digest != "" {
+			if err := checkDigest(img.Digest); err != nil {
+				return fmt.Errorf("image %s: manifest: %w", img.ID, err)
+			}
+		}
 		for _, l := range img.Layers {
 			if err := checkDigest(l); err != nil {
 				return fmt.Errorf("image %s: layer: %w", img.ID, err)
@@ -224,7 +237,8 @@ func (idx index) check() error {
 	return nil
 }
 
-// writeIndexLocked replaces index.json atomically: write, fsync, rename.
+// writeIndexLocked replaces index.json atomically: write, fsync, rename. The
+// signatures kept for manifest digests no image has any more go after.
 func (s *Store) writeIndexLocked(idx index) error {
 	slices.SortFunc(idx.Images, func(a, b Image) int { return strings.Compare(a.ID, b.ID) })
 	b, err := json.MarshalIndent(idx, "", "  ")
@@ -233,6 +247,11 @@ func (s *Store) writeIndexLocked(idx index) error {
 	}
 	if err := atomicfile.Write(s.indexPath(), b); err != nil {
 		return fmt.Errorf("write image index: %w", err)
+	}
+	// The index is written: signatures left over are not its business
+	// to fail on.
+	if err := s.pruneSignatures(idx); err != nil {
+		s.logger.Warn("cannot remove unused kept signatures", "err", err)
 	}
 	return nil
 }

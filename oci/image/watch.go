@@ -13,6 +13,7 @@ import (
 	"github.com/fsnotify/fsnotify"
 
 	"github.com/staticpodd/staticpodd/agent/atomicfile"
+	"github.com/staticpodd/staticpodd/oci/image/policy"
 )
 
 // importedFile is what the import folder remembers of a file it tried: the size and
@@ -172,10 +173,14 @@ func (iw *importWatch) try(ctx context.Context, name string) {
 		return
 	}
 	rec := importedFile{Size: before.Size(), ModTime: before.ModTime()}
-	if err != nil {
+	switch {
+	case errors.Is(err, policy.ErrSignatureValidationFailed):
+		rec.Err = err.Error()
+		logger.Warn("image import failed: refused by the image policy; retried when the file changes", "err", err)
+	case err != nil:
 		rec.Err = err.Error()
 		logger.Warn("image import failed; retried when the file changes", "err", err)
-	} else {
+	default:
 		logger.Info("imported images", "images", refsOf(imgs))
 		for _, img := range imgs {
 			rec.Images = append(rec.Images, img.ID)

@@ -13,6 +13,10 @@ package policy
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/staticpodd/staticpodd/agent/podspec"
 )
 
 // The transports an image arrives by, as containers-transports(5) names them.
@@ -29,20 +33,14 @@ const (
 var ErrSignatureValidationFailed = errors.New("SignatureValidationFailed")
 
 // Policy is a parsed containers-policy.json. A nil *Policy accepts everything
-// (no imagePolicyFile configured).
+// (no imagePolicyFile configured). Its keys are read when it is parsed: a
+// changed key file takes effect when the policy is read again.
 type Policy struct {
 	// Origin is the file it was read from, for messages.
 	Origin string
-}
 
-// Load reads and parses the policy file at path.
-func Load(path string) (*Policy, error) {
-	return nil, errors.ErrUnsupported
-}
-
-// Parse parses a policy; origin names it in errors ("file F: field: reason").
-func Parse(data []byte, origin string) (*Policy, error) {
-	return nil, errors.ErrUnsupported
+	def        requirements
+	transports map[string]map[string]requirements
 }
 
 // Signature kinds.
@@ -71,7 +69,10 @@ type Image struct {
 	// for the archives the archive's absolute path, or "" (stdin).
 	Scope string
 	// Reference is the docker reference the image is named by, matched
-	// against a signature's identity ("" for none).
+	// against a signature's identity ("" for none): the reference as it
+	// was asked for (registry/repo:tag or registry/repo@sha256:…), or the
+	// ref name an archive gives it. For the docker transport "" means
+	// Scope.
 	Reference string
 	// Digest is the manifest digest (sha256:…) signatures are over; "" when
 	// the image has none (docker-archive).
@@ -97,25 +98,86 @@ type Verdict struct {
 	Reason string `json:"reason,omitempty"`
 }
 
+// MaxReason bounds a verdict's reason: it ends up in a pod's status message
+// and events.
+const MaxReason = 512
+
 // Err is nil unless v is Rejected: then an error whose text starts with
 // ErrSignatureValidationFailed's and that wraps it.
 func (v Verdict) Err() error {
 	if v.Decision != Rejected {
 		return nil
 	}
-	return errors.Join(ErrSignatureValidationFailed, errors.New(v.Reason))
+	return &refusal{reason: v.Reason}
 }
 
-// Evaluate decides on img. A nil policy accepts everything.
+// refusal is a Rejected verdict's error: "SignatureValidationFailed: REASON"
+// on one line (errors.Join would put a newline into a status message).
+type refusal struct{ reason string }
+
+func (e *refusal) Error() string { return ErrSignatureValidationFailed.Error() + ": " + e.reason }
+func (e *refusal) Unwrap() error { return ErrSignatureValidationFailed }
+
+func rejected(format string, args ...any) Verdict {
+	return Verdict{Decision: Rejected, Reason: podspec.Truncate(fmt.Sprintf(format, args...), MaxReason)}
+}
+
+// Evaluate decides on img. A nil policy accepts everything. Every
+// requirement of the scope that matches img must be met, as
+// containers/image's IsRunningImageAllowed decides.
 func (p *Policy) Evaluate(ctx context.Context, img Image) Verdict {
 	if p == nil {
 		return Verdict{Decision: Accepted}
 	}
-	return Verdict{Decision: Rejected, Reason: "not implemented"}
+	reqs, where, err := p.requirementsFor(img.Transport, img.Scope)
+	if err != nil {
+		return rejected("%v", err)
+	}
+	if n := len(img.Signatures); n > 2*MaxSignatures {
+		return rejected("%d signatures, more than the %d read of an image", n, 2*MaxSignatures)
+	}
+	var by []string
+	for i := range reqs {
+		if err := ctx.Err(); err != nil {
+			return rejected("%v", err)
+		}
+		r := &reqs[i]
+		switch r.kind {
+		case typeInsecureAcceptAnything:
+		case typeReject:
+			return rejected("the policy rejects images of %s", where)
+		case typeSigstoreSigned:
+			key, err := r.accepts(ctx, img)
+			if err != nil {
+				return rejected("%s requires a signature: %v", index(where, i), err)
+			}
+			by = append(by, "key "+key)
+		}
+	}
+	if len(by) == 0 {
+		return Verdict{Decision: Accepted}
+	}
+	return Verdict{Decision: Verified, By: podspec.Truncate(strings.Join(by, ", "), MaxReason)}
 }
 
 // NeedsSignatures says whether a decision on images of this transport and
 // scope may read signatures, so that a caller fetches them only then.
 func (p *Policy) NeedsSignatures(transport, scope string) bool {
-	return false
+	if p == nil {
+		return false
+	}
+	reqs, _, err := p.requirementsFor(transport, scope)
+	if err != nil {
+		return false
+	}
+	signed := false
+	for _, r := range reqs {
+		switch r.kind {
+		case typeReject:
+			return false
+		case typeSigstoreSigned:
+			signed = true
+		}
+	}
+	return signed
 }

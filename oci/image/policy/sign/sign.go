@@ -1,36 +1,253 @@
 // Package sign makes the signatures policy verifies, on a build machine:
 // cosign's simple-signing signatures and sigstore bundles, with a private
-// key the operator holds.
+// key the operator holds. Both are made with the sigstore project's
+// libraries, in the formats cosign writes, so that cosign verifies them
+// too and policy verifies cosign's.
 package sign
 
 import (
+	"bytes"
+	"context"
+	"crypto"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	intoto "github.com/in-toto/attestation/go/v1"
+	protocommon "github.com/sigstore/protobuf-specs/gen/pb-go/common/v1"
+	"github.com/sigstore/sigstore-go/pkg/bundle"
+	sgsign "github.com/sigstore/sigstore-go/pkg/sign"
+	"github.com/sigstore/sigstore/pkg/cryptoutils"
+	"github.com/sigstore/sigstore/pkg/signature"
+	sigopts "github.com/sigstore/sigstore/pkg/signature/options"
+	"github.com/sigstore/sigstore/pkg/signature/payload"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/opencontainers/go-digest"
 
 	"github.com/staticpodd/staticpodd/oci/image/policy"
 )
 
+// maxKeyBytes bounds a private key file.
+const maxKeyBytes = 64 << 10
+
 // Signer signs with one private key.
-type Signer struct{}
+type Signer struct {
+	// simple signs cosign's simple-signing payloads: SHA-256, as cosign
+	// does and policy verifies.
+	simple signature.SignerVerifier
+	// keypair signs bundles with the key's default algorithm, as cosign's
+	// --key does (sigstore-go's Keypair over a SignerVerifier).
+	keypair *keypair
+	pub     crypto.PublicKey
+}
 
 // Load reads a private key: PKCS#8, EC or PKCS#1 PEM, or cosign's encrypted
 // key (password from the caller, e.g. $COSIGN_PASSWORD).
 func Load(path string, password []byte) (*Signer, error) {
-	return nil, errors.ErrUnsupported
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxKeyBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if len(data) > maxKeyBytes {
+		return nil, fmt.Errorf("%s: larger than %d bytes", path, maxKeyBytes)
+	}
+	s, err := New(data, password)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return s, nil
+}
+
+// New makes a Signer of a PEM private key, as Load reads it. Its errors
+// never quote the key.
+func New(pemData, password []byte) (*Signer, error) {
+	priv, err := cryptoutils.UnmarshalPEMToPrivateKey(pemData, func(bool) ([]byte, error) {
+		if password == nil {
+			return nil, errors.New("the key is encrypted and no password was given")
+		}
+		return password, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("not a usable private key: %s", keyError(err))
+	}
+	simple, err := signature.LoadSignerVerifier(priv, crypto.SHA256)
+	if err != nil {
+		return nil, fmt.Errorf("unsupported private key: %v", err)
+	}
+	def, err := signature.LoadDefaultSignerVerifier(priv)
+	if err != nil {
+		return nil, fmt.Errorf("unsupported private key: %v", err)
+	}
+	kp, err := newKeypair(def)
+	if err != nil {
+		return nil, err
+	}
+	return &Signer{simple: simple, keypair: kp, pub: kp.pub}, nil
+}
+
+// keyError is what a key parser said, on one line and short; the sigstore
+// and x509 parsers do not quote the key.
+func keyError(err error) string {
+	s := strings.ReplaceAll(err.Error(), "\n", " ")
+	if len(s) > 200 {
+		s = s[:200]
+	}
+	return s
 }
 
 // Cosign signs digest as the image named ref (the identity a policy's
 // signedIdentity matches), in cosign's simple-signing format.
 func (s *Signer) Cosign(ref, digest string) (policy.Signature, error) {
-	return policy.Signature{}, errors.ErrUnsupported
+	d, err := imageDigest(ref, digest)
+	if err != nil {
+		return policy.Signature{}, err
+	}
+	// The payload cosign itself makes (sigstore's payload.Cosign), with the
+	// identity claimed as cosign sign --sign-container-identity does: a
+	// policy's default signedIdentity wants the reference with its tag.
+	p, err := json.Marshal(payload.Cosign{Image: d, ClaimedIdentity: ref})
+	if err != nil {
+		return policy.Signature{}, err
+	}
+	sig, err := s.simple.SignMessage(bytes.NewReader(p))
+	if err != nil {
+		return policy.Signature{}, err
+	}
+	return policy.Signature{Kind: policy.KindCosign, Payload: p, Signature: sig, Source: "cosign signature"}, nil
 }
 
-// Bundle signs digest in a sigstore bundle (a message signature over the
-// digest), verifiable offline with the public key alone.
-func (s *Signer) Bundle(digest string) (policy.Signature, error) {
-	return policy.Signature{}, errors.ErrUnsupported
+// imageDigest is ref's repository at digest.
+func imageDigest(ref, d string) (name.Digest, error) {
+	if _, err := digest.Parse(d); err != nil {
+		return name.Digest{}, fmt.Errorf("digest %q: %w", d, err)
+	}
+	r, err := name.ParseReference(ref)
+	if err != nil {
+		return name.Digest{}, fmt.Errorf("image reference: %w", err)
+	}
+	return r.Context().Digest(d), nil
+}
+
+// Bundle signs digest in a sigstore bundle, verifiable offline with the
+// public key alone: a DSSE envelope of the in-toto statement cosign sign
+// --new-bundle-format makes (predicate type policy.CosignSignPredicateType,
+// subject the digest), without a transparency log entry or a timestamp.
+func (s *Signer) Bundle(d string) (policy.Signature, error) {
+	parsed, err := digest.Parse(d)
+	if err != nil {
+		return policy.Signature{}, fmt.Errorf("digest %q: %w", d, err)
+	}
+	statement := &intoto.Statement{
+		Type: intoto.StatementTypeUri,
+		Subject: []*intoto.ResourceDescriptor{{
+			Digest: map[string]string{parsed.Algorithm().String(): parsed.Encoded()},
+		}},
+		PredicateType: policy.CosignSignPredicateType,
+		Predicate:     &structpb.Struct{},
+	}
+	data, err := protojson.Marshal(statement)
+	if err != nil {
+		return policy.Signature{}, err
+	}
+	pb, err := sgsign.Bundle(&sgsign.DSSEData{Data: data, PayloadType: "application/vnd.in-toto+json"}, s.keypair, sgsign.BundleOptions{})
+	if err != nil {
+		return policy.Signature{}, err
+	}
+	b, err := bundle.NewBundle(pb)
+	if err != nil {
+		return policy.Signature{}, err
+	}
+	out, err := b.MarshalJSON()
+	if err != nil {
+		return policy.Signature{}, err
+	}
+	return policy.Signature{Kind: policy.KindBundle, Payload: out, Source: "sigstore bundle"}, nil
 }
 
 // PublicKeyPEM is the key's public half, as policy's keyPath reads it.
 func (s *Signer) PublicKeyPEM() ([]byte, error) {
-	return nil, errors.ErrUnsupported
+	return cryptoutils.MarshalPublicKeyToPEM(s.pub)
+}
+
+// keypair is sigstore-go's Keypair over a key loaded from a file, as
+// cosign's SignerVerifierKeypair is: the hint is the base64 SHA-256 of the
+// public key's DER, the algorithm the key's default.
+type keypair struct {
+	sv   signature.SignerVerifier
+	pub  crypto.PublicKey
+	hint []byte
+	alg  signature.AlgorithmDetails
+}
+
+func newKeypair(sv signature.SignerVerifier) (*keypair, error) {
+	pub, err := sv.PublicKey()
+	if err != nil {
+		return nil, err
+	}
+	der, err := x509.MarshalPKIXPublicKey(pub)
+	if err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256(der)
+	alg, err := signature.GetDefaultAlgorithmDetails(pub)
+	if err != nil {
+		return nil, fmt.Errorf("unsupported private key: %v", err)
+	}
+	return &keypair{sv: sv, pub: pub, hint: []byte(base64.StdEncoding.EncodeToString(sum[:])), alg: alg}, nil
+}
+
+func (k *keypair) GetHashAlgorithm() protocommon.HashAlgorithm { return k.alg.GetProtoHashType() }
+
+func (k *keypair) GetSigningAlgorithm() protocommon.PublicKeyDetails {
+	return k.alg.GetSignatureAlgorithm()
+}
+
+func (k *keypair) GetHint() []byte { return k.hint }
+
+func (k *keypair) GetKeyAlgorithm() string {
+	switch k.alg.GetKeyType() {
+	case signature.ECDSA:
+		return "ECDSA"
+	case signature.RSA:
+		return "RSA"
+	case signature.ED25519:
+		return "ED25519"
+	}
+	return ""
+}
+
+func (k *keypair) GetPublicKey() crypto.PublicKey { return k.pub }
+
+func (k *keypair) GetPublicKeyPem() (string, error) {
+	b, err := cryptoutils.MarshalPublicKeyToPEM(k.pub)
+	return string(b), err
+}
+
+// SignData signs data, returning the signature and the digest signed (none
+// for pure Ed25519, which hashes as it signs).
+func (k *keypair) SignData(ctx context.Context, data []byte) ([]byte, []byte, error) {
+	opts := []signature.SignOption{sigopts.WithContext(ctx)}
+	var sum []byte
+	if h := k.alg.GetHashType(); h != crypto.Hash(0) {
+		hh := h.New()
+		hh.Write(data)
+		sum = hh.Sum(nil)
+		opts = append(opts, sigopts.WithDigest(sum))
+	}
+	sig, err := k.sv.SignMessage(bytes.NewReader(data), opts...)
+	return sig, sum, err
 }

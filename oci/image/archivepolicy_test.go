@@ -1,0 +1,509 @@
+package image
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/partial"
+
+	"github.com/staticpodd/staticpodd/oci/image/policy"
+	"github.com/staticpodd/staticpodd/oci/image/policy/sign"
+	"github.com/staticpodd/staticpodd/tests/testroot"
+)
+
+// testKey is a signing key made for a test, and its public half's file.
+type testKey struct {
+	signer *sign.Signer
+	pub    string
+}
+
+func newTestKey(t *testing.T, name string) testKey {
+	t.Helper()
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := x509.MarshalPKCS8PrivateKey(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	priv := filepath.Join(dir, name+".key")
+	if err := os.WriteFile(priv, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err := sign.Load(priv, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, err := s.PublicKeyPEM()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk := testKey{signer: s, pub: filepath.Join(dir, name+".pub")}
+	if err := os.WriteFile(tk.pub, pub, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return tk
+}
+
+// archivePolicy requires the key at pub of every archive import.
+func archivePolicy(t *testing.T, pub string) *policy.Policy {
+	t.Helper()
+	req := fmt.Sprintf(`[{"type": "sigstoreSigned", "keyPath": %q}]`, pub)
+	p, err := policy.Parse([]byte(`{"default": [{"type": "reject"}], "transports": {
+		"oci-archive": {"": `+req+`}, "docker-archive": {"": `+req+`}}}`), "policy.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// signing is how a test archive's image is signed.
+type signing struct {
+	key *testKey // nil: unsigned
+	// form is where the layout carries the signature: "tag" (cosign's tag
+	// scheme), "bundle" (a sigstore bundle referrer) or "cosign-save"
+	// (cosign save's kind annotations).
+	form string
+	// digest is what is signed, if not the image's manifest digest.
+	digest string
+	// tamper replaces the image's top layer blob after signing.
+	tamper bool
+}
+
+// writeSignedLayout writes an OCI layout of img named ref into dir, with the
+// signature sg says, and returns the image's manifest digest.
+func writeSignedLayout(t *testing.T, dir, ref string, img v1.Image, sg signing) string {
+	t.Helper()
+	lp, err := layout.FromPath(dir)
+	if err != nil {
+		if lp, err = layout.Write(dir, empty.Index); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ann := map[string]string{annotationRefName: ref}
+	if sg.form == "cosign-save" {
+		ann[annotationCosignKind] = cosignKindImage
+	}
+	if err := lp.AppendImage(img, layout.WithAnnotations(ann)); err != nil {
+		t.Fatal(err)
+	}
+	d, err := img.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sg.key != nil {
+		target := d.String()
+		if sg.digest != "" {
+			target = sg.digest
+		}
+		norm, err := Normalize(ref)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch sg.form {
+		case "tag", "cosign-save":
+			sig, err := sg.key.signer.Cosign(norm, target)
+			if err != nil {
+				t.Fatal(err)
+			}
+			si, err := policy.SignatureImage([]policy.Signature{sig})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ann := map[string]string{annotationCosignKind: cosignKindSigs}
+			if sg.form == "tag" {
+				tag, err := policy.SignatureTag(d.String())
+				if err != nil {
+					t.Fatal(err)
+				}
+				ann = map[string]string{annotationRefName: tag}
+			}
+			if err := lp.AppendImage(si, layout.WithAnnotations(ann)); err != nil {
+				t.Fatal(err)
+			}
+		case "bundle":
+			sig, err := sg.key.signer.Bundle(target)
+			if err != nil {
+				t.Fatal(err)
+			}
+			desc, err := partial.Descriptor(img)
+			if err != nil {
+				t.Fatal(err)
+			}
+			art, err := policy.BundleArtifact(sig.Payload, *desc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := lp.AppendImage(art); err != nil {
+				t.Fatal(err)
+			}
+		default:
+			t.Fatalf("signing form %q", sg.form)
+		}
+	}
+	if sg.tamper {
+		layers, err := img.Layers()
+		if err != nil {
+			t.Fatal(err)
+		}
+		top, err := layers[len(layers)-1].Digest()
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Another layer, valid, that unpacks: only its digest tells.
+		evil, err := layerOf(t, []entry{{name: "etc/passwd", body: "root::0:0:root:/root:/bin/sh\n"}}).Compressed()
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := io.ReadAll(evil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "blobs", "sha256", top.Hex), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return d.String()
+}
+
+// arrival is one way an archive reaches the store: it returns the import's
+// error as the user sees it.
+type arrival struct {
+	name string
+	// imp imports the archive at p into s.
+	imp func(t *testing.T, s *Store, p string) error
+	// skip are the store's files that this arrival changes even when it
+	// refuses (the import folder remembers a failed file).
+	skip []string
+}
+
+var arrivals = []arrival{
+	{name: "file", imp: func(t *testing.T, s *Store, p string) error {
+		_, err := s.Import(context.Background(), p)
+		return err
+	}},
+	{name: "stdin", imp: func(t *testing.T, s *Store, p string) error {
+		f, err := os.Open(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		_, err = s.ImportReader(context.Background(), f)
+		return err
+	}},
+	{name: "import-folder", skip: []string{"import-state.json"}, imp: func(t *testing.T, s *Store, p string) error {
+		dir := t.TempDir()
+		name := filepath.Base(p)
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.ImportDir(context.Background(), dir); err != nil {
+			t.Fatal(err)
+		}
+		seen, err := s.readImportState()
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec, ok := seen[name]
+		if !ok {
+			t.Fatalf("import folder did not try %s", name)
+		}
+		if rec.Err != "" {
+			return errors.New(rec.Err)
+		}
+		return nil
+	}},
+}
+
+// TestImportPolicy is the matrix of signatures × the ways an archive arrives:
+// the image signed by the key (in each form an OCI layout carries), unsigned,
+// signed by another key, a layer changed after signing, a signature for
+// another digest. A refusal says why, and leaves the store as it was.
+func TestImportPolicy(t *testing.T) {
+	testroot.Require(t)
+	key := newTestKey(t, "cosign")
+	other := newTestKey(t, "other")
+	const ref = "registry.example/app:v1"
+	img := testImage(t)
+	elsewhere, err := testImage(t, baseEntries).Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name string
+		sg   signing
+		// want is the decision, or "" for a refusal whose error says
+		// wantErr.
+		want    policy.Decision
+		wantErr string
+		// refused is a refusal by the policy (SignatureValidationFailed),
+		// not a corrupt archive.
+		refused bool
+	}{
+		{name: "signed-tag", sg: signing{key: &key, form: "tag"}, want: policy.Verified},
+		{name: "signed-bundle", sg: signing{key: &key, form: "bundle"}, want: policy.Verified},
+		{name: "signed-cosign-save", sg: signing{key: &key, form: "cosign-save"}, want: policy.Verified},
+		{name: "unsigned", wantErr: "SignatureValidationFailed", refused: true},
+		{name: "other-key", sg: signing{key: &other, form: "tag"}, wantErr: "SignatureValidationFailed", refused: true},
+		{name: "tampered-layer", sg: signing{key: &key, form: "tag", tamper: true}, wantErr: "corrupt archive"},
+		{name: "other-digest", sg: signing{key: &key, form: "tag", digest: elsewhere.String()}, wantErr: "SignatureValidationFailed", refused: true},
+	}
+	for _, tc := range cases {
+		dir := t.TempDir()
+		digest := writeSignedLayout(t, dir, ref, img, tc.sg)
+		archive := filepath.Join(t.TempDir(), tc.name+".tar")
+		tarDir(t, dir, archive)
+		for _, a := range arrivals {
+			t.Run(tc.name+"/"+a.name, func(t *testing.T) {
+				s := openStore(t)
+				// What is there already stays: an image of its own.
+				if _, err := s.SetPolicy(nil); err != nil {
+					t.Fatal(err)
+				}
+				prior := filepath.Join(t.TempDir(), "prior.tar")
+				writeOCIArchive(t, prior, map[string]v1.Image{"prior:v1": testImage(t, baseEntries)})
+				if _, err := s.Import(context.Background(), prior); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := s.SetPolicy(archivePolicy(t, key.pub)); err != nil {
+					t.Fatal(err)
+				}
+				before := treeDigest(t, s.Root(), a.skip...)
+
+				err := a.imp(t, s, archive)
+				if tc.want == "" {
+					if err == nil {
+						t.Fatal("import succeeded")
+					}
+					t.Logf("error: %v", err)
+					if !strings.Contains(err.Error(), tc.wantErr) {
+						t.Errorf("error %q does not say %q", err, tc.wantErr)
+					}
+					if tc.refused && !strings.Contains(err.Error(), "registry.example/app:v1") {
+						t.Errorf("error %q does not name the image", err)
+					}
+					if a.name != "import-folder" && tc.refused != errors.Is(err, policy.ErrSignatureValidationFailed) {
+						t.Errorf("error %q: is SignatureValidationFailed = %v, want %v", err, !tc.refused, tc.refused)
+					}
+					if after := treeDigest(t, s.Root(), a.skip...); after != before {
+						t.Errorf("store changed:\n%s\nwant\n%s", after, before)
+					}
+					return
+				}
+				if err != nil {
+					t.Fatalf("import: %v", err)
+				}
+				got, err := s.Get(ref)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got.Digest != digest || got.Transport != policy.TransportOCIArchive {
+					t.Errorf("recorded digest %q transport %q, want %q %q", got.Digest, got.Transport, digest, policy.TransportOCIArchive)
+				}
+				if v := got.Verification; v == nil || v.Decision != tc.want || !strings.Contains(v.By, "cosign.pub") {
+					t.Errorf("verification %+v, want %s by cosign.pub", v, tc.want)
+				}
+				sigs, err := s.readSignatures(digest)
+				if err != nil || len(sigs) == 0 {
+					t.Errorf("kept signatures: %d, %v", len(sigs), err)
+				}
+				// The signature is not an image of its own.
+				if imgs, err := s.List(); err != nil || len(imgs) != 2 {
+					t.Errorf("store has %d images (%v), want prior and the import", len(imgs), err)
+				}
+			})
+		}
+	}
+}
+
+// TestImportPolicyWholeArchive: one refused image refuses an archive whole.
+func TestImportPolicyWholeArchive(t *testing.T) {
+	testroot.Require(t)
+	key := newTestKey(t, "cosign")
+	dir := t.TempDir()
+	writeSignedLayout(t, dir, "registry.example/signed:v1", testImage(t), signing{key: &key, form: "tag"})
+	writeSignedLayout(t, dir, "registry.example/unsigned:v1", testImage(t, baseEntries), signing{})
+	archive := filepath.Join(t.TempDir(), "two.tar")
+	tarDir(t, dir, archive)
+	s := openStore(t)
+	if _, err := s.SetPolicy(archivePolicy(t, key.pub)); err != nil {
+		t.Fatal(err)
+	}
+	before := treeDigest(t, s.Root())
+	_, err := s.Import(context.Background(), archive)
+	if !errors.Is(err, policy.ErrSignatureValidationFailed) || !strings.Contains(err.Error(), "registry.example/unsigned:v1") || !strings.Contains(err.Error(), "nothing of the archive was imported") {
+		t.Fatalf("import: %v, want the unsigned image refused and the archive with it", err)
+	}
+	if after := treeDigest(t, s.Root()); after != before {
+		t.Errorf("store changed:\n%s\nwant\n%s", after, before)
+	}
+}
+
+// TestImportPolicyDockerArchive: a docker-archive has nothing a signature is
+// over; a policy requiring one says so.
+func TestImportPolicyDockerArchive(t *testing.T) {
+	testroot.Require(t)
+	key := newTestKey(t, "cosign")
+	archive := filepath.Join(t.TempDir(), "docker.tar")
+	writeDockerArchive(t, archive, map[string]v1.Image{"registry.example/app:v1": testImage(t)})
+	s := openStore(t)
+	if _, err := s.SetPolicy(archivePolicy(t, key.pub)); err != nil {
+		t.Fatal(err)
+	}
+	before := treeDigest(t, s.Root())
+	_, err := s.Import(context.Background(), archive)
+	if !errors.Is(err, policy.ErrSignatureValidationFailed) || !strings.Contains(err.Error(), "docker-archive carries no signatures; use an OCI archive") {
+		t.Fatalf("import: %v", err)
+	}
+	if after := treeDigest(t, s.Root()); after != before {
+		t.Errorf("store changed:\n%s\nwant\n%s", after, before)
+	}
+	// Accepted where the policy accepts anything, and recorded so.
+	if _, err := s.SetPolicy(nil); err != nil {
+		t.Fatal(err)
+	}
+	imgs, err := s.Import(context.Background(), archive)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := imgs[0].Verification; v == nil || v.Decision != policy.Accepted || imgs[0].Transport != policy.TransportDockerArchive || imgs[0].Digest != "" {
+		t.Errorf("recorded %+v, transport %q, digest %q", v, imgs[0].Transport, imgs[0].Digest)
+	}
+}
+
+// TestImportPolicyScope: a file's scope is its absolute path (and the
+// directories above it); a stream has none but the transport's default.
+func TestImportPolicyScope(t *testing.T) {
+	testroot.Require(t)
+	key := newTestKey(t, "cosign")
+	dir := t.TempDir()
+	writeSignedLayout(t, dir, "registry.example/app:v1", testImage(t), signing{key: &key, form: "tag"})
+	trusted := t.TempDir()
+	archive := filepath.Join(trusted, "app.tar")
+	tarDir(t, dir, archive)
+	p, err := policy.Parse([]byte(fmt.Sprintf(`{"default": [{"type": "reject"}], "transports": {"oci-archive": {
+		%q: [{"type": "sigstoreSigned", "keyPath": %q}]}}}`, trusted, key.pub)), "policy.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := openStore(t)
+	if _, err := s.SetPolicy(p); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(archive)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := s.ImportReader(context.Background(), f); !errors.Is(err, policy.ErrSignatureValidationFailed) {
+		t.Errorf("import from a stream: %v, want refused (default: reject)", err)
+	}
+	// Through a symbolic link, the scope is still the file's.
+	link := filepath.Join(t.TempDir(), "link.tar")
+	if err := os.Symlink(archive, link); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Import(context.Background(), link); err != nil {
+		t.Errorf("import of a file under the trusted directory: %v", err)
+	}
+}
+
+// TestSetPolicyRecheck: images already in the store are checked again,
+// offline, when a policy is set; a refused one stays listed but nothing
+// starts from it, until a policy accepts it again.
+func TestSetPolicyRecheck(t *testing.T) {
+	testroot.Require(t)
+	key := newTestKey(t, "cosign")
+	s := openStore(t)
+	plain := filepath.Join(t.TempDir(), "plain.tar")
+	writeOCIArchive(t, plain, map[string]v1.Image{"registry.example/plain:v1": testImage(t, baseEntries)})
+	dir := t.TempDir()
+	writeSignedLayout(t, dir, "registry.example/signed:v1", testImage(t), signing{key: &key, form: "tag"})
+	signed := filepath.Join(t.TempDir(), "signed.tar")
+	tarDir(t, dir, signed)
+	for _, p := range []string{plain, signed} {
+		imgs, err := s.Import(context.Background(), p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v := imgs[0].Verification; v == nil || v.Decision != policy.Accepted {
+			t.Errorf("%s with no policy: %+v, want accepted", p, v)
+		}
+	}
+
+	refused, err := s.SetPolicy(archivePolicy(t, key.pub))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(refused) != 1 || refused[0].Refs[0] != "registry.example/plain:v1" {
+		t.Fatalf("refused %+v, want the unsigned image", refused)
+	}
+	got, err := s.Get("registry.example/plain:v1")
+	if err != nil {
+		t.Fatalf("refused image no longer listed: %v", err)
+	}
+	if v := got.Verification; v == nil || v.Decision != policy.Rejected || v.Reason == "" {
+		t.Errorf("verification %+v, want rejected with a reason", v)
+	}
+	if got, err := s.Get("registry.example/signed:v1"); err != nil || got.Verification == nil || got.Verification.Decision != policy.Verified {
+		t.Errorf("signed image: %+v, %v: want verified from its kept signatures", got.Verification, err)
+	}
+	_, _, err = s.Prepare("c1", "registry.example/plain:v1")
+	if err == nil {
+		s.Release("c1")
+		t.Fatal("Prepare of a refused image succeeded")
+	}
+	if !strings.HasPrefix(err.Error(), "SignatureValidationFailed: ") || !errors.Is(err, policy.ErrSignatureValidationFailed) {
+		t.Errorf("Prepare: %q, want a SignatureValidationFailed error", err)
+	}
+	if _, err := os.Stat(s.snapshotDir("c1")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("refused Prepare left a snapshot: %v", err)
+	}
+	if _, _, err := s.Prepare("c2", "registry.example/signed:v1"); err != nil {
+		t.Errorf("Prepare of the verified image: %v", err)
+	} else {
+		s.Release("c2")
+	}
+
+	// A store opened afresh (the CLI beside the daemon) sees the verdicts.
+	s2, err := Open(s.Root(), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s2.Prepare("c3", "registry.example/plain:v1"); !errors.Is(err, policy.ErrSignatureValidationFailed) {
+		t.Errorf("Prepare through another Store: %v", err)
+	}
+
+	if refused, err := s.SetPolicy(nil); err != nil || len(refused) != 0 {
+		t.Fatalf("SetPolicy(nil): %+v, %v", refused, err)
+	}
+	if got, err := s.Get("registry.example/plain:v1"); err != nil || got.Verification == nil || got.Verification.Decision != policy.Accepted {
+		t.Errorf("after the policy is gone: %+v, %v: want accepted", got.Verification, err)
+	}
+	if _, _, err := s.Prepare("c4", "registry.example/plain:v1"); err != nil {
+		t.Errorf("Prepare with no policy: %v", err)
+	} else {
+		s.Release("c4")
+	}
+}
