@@ -76,7 +76,7 @@ const urlBundleTimeout = 30 * time.Minute
 // urlBundle is how the URL source of cfg applies a bundle its URL serves:
 // staged in the URL's own directory, applied as `staticpodd bundle apply
 // URL` does, under the image policy, its manifests checked as the bundle
-// source reads them. None for run --once, which runs no bundle.
+// source reads them and their images in the bundle (CheckBundle). None for run --once, which runs no bundle.
 func (d *System) urlBundle(cfg *config.Config, once bool) *source.URLBundle {
 	if once || d.trial == nil {
 		return nil
@@ -94,7 +94,10 @@ func (d *System) urlBundle(cfg *config.Config, once bool) *source.URLBundle {
 				MaxBytes:      bundle.DefaultMaxBytes,
 				Client:        &http.Client{Transport: stagedBody(path)},
 				Check: func(md bundle.Metadata, files map[string][]byte) error {
-					return source.CheckBundle(md.Name, files, node)
+					if err := source.CheckBundle(md.Name, files, node); err != nil {
+						return err
+					}
+					return CheckBundle(md, files)
 				},
 			})
 			return err

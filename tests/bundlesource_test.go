@@ -1,9 +1,14 @@
 package tests
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"crypto/sha256"
+	"crypto/x509"
 	"encoding/hex"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"maps"
 	"os"
@@ -14,6 +19,7 @@ import (
 	"time"
 
 	"github.com/staticpodd/staticpodd/oci/bundle"
+	"github.com/staticpodd/staticpodd/tests/testdaemon"
 )
 
 // bundlePod is a pod named name that runs until stopped; its readiness
@@ -221,5 +227,86 @@ func TestBundleSourceTrial(t *testing.T) {
 	}
 	if !kept {
 		t.Errorf("no BundleReady event for C:\n%s", d.CLI("events"))
+	}
+}
+
+// writeSigningKey writes an ECDSA P-256 private key (PKCS#8 PEM) as bundle
+// create takes it.
+func writeSigningKey(t *testing.T, dir string) string {
+	t.Helper()
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := x509.MarshalPKCS8PrivateKey(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, "bundle.key")
+	if err := os.WriteFile(p, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// A manifest URL that serves a bundle (made by bundle create) has it
+// applied through bundle apply's verification and import: its pods run
+// from the bundle source, its images are the bundle's, the URL's own set
+// is empty, and it is applied once however often it is polled.
+func TestBundleFromManifestURL(t *testing.T) {
+	t.Parallel()
+	d := newBundleDaemon(t)
+	dir := t.TempDir()
+	const ref = "example.com/bundle/busybox:1"
+	archive := filepath.Join(dir, "busybox-oci.tar")
+	buildImage(t, archive, "-format", "oci", "-ref", ref)
+	manifests := filepath.Join(dir, "manifests")
+	if err := os.Mkdir(manifests, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	web := strings.Replace(bundlePod("web", "true"), "image: busybox", "image: "+ref, 1)
+	if err := os.WriteFile(filepath.Join(manifests, "web.yaml"), []byte(web), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "web-bundle.tar")
+	d.CLI("bundle", "create", "--name", "web", "--key", writeSigningKey(t, dir), "-o", out, "--image", archive, manifests)
+	body, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := testdaemon.NewManifestServer(t, string(body))
+	useURL(t, d, srv.URL())
+	d.Start()
+
+	pod := d.WaitRunning("web", 60*time.Second)
+	if src := pod.Annotations["kubernetes.io/config.source"]; src != "bundle" {
+		t.Errorf("web's config.source %q, want bundle", src)
+	}
+	st := bundleState(t, d)
+	rec, err := bundle.ReadRecord(d.RootDir, st.Current)
+	if err != nil || rec.Name != "web" || len(rec.Images) != 1 || rec.RollbackAfter <= 0 {
+		t.Fatalf("record of the bundle applied: %+v, %v", rec, err)
+	}
+	if id := pod.Status.ContainerStatuses[0].ImageID; !strings.Contains(id, rec.Images[0].Digest) && !strings.Contains(id, strings.TrimPrefix(rec.Images[0].ID, "sha256:")) {
+		t.Errorf("web runs image %s, not the bundle's %+v", id, rec.Images[0])
+	}
+	d.Eventually(40*time.Second, "the bundle kept once Ready", func() error {
+		if st := bundleState(t, d); !st.Trial.IsZero() {
+			return fmt.Errorf("state %+v", st)
+		}
+		return nil
+	})
+	served := srv.Served()
+	d.Eventually(10*time.Second, "three more polls", func() error {
+		if srv.Served() < served+3 {
+			return errStill
+		}
+		return nil
+	})
+	if n := strings.Count(d.Output(), "bundle from the manifest URL applied"); n != 1 {
+		t.Errorf("the bundle was applied %d times, want once", n)
+	}
+	if status := d.CLI("bundle", "status"); !strings.Contains(status, rec.Digest) {
+		t.Errorf("bundle status does not name %s:\n%s", rec.Digest, status)
 	}
 }
