@@ -214,6 +214,7 @@ func (t *bundleTrial) check() time.Time {
 		t.trouble("bundle trial: cannot read the bundle on trial", err)
 		return now.Add(bundleRetry)
 	}
+	t.logged = ""
 	if rec.RollbackAfter <= 0 {
 		return t.keep(st, rec, "applied without a rollback-after")
 	}

@@ -225,8 +225,7 @@ func (c *Client) fetch(ctx context.Context, rawURL string, header http.Header, s
 	r := io.Reader(resp.Body)
 	if stage != nil {
 		br := bufio.NewReaderSize(resp.Body, bundleSniff)
-		head, _ := br.Peek(bundleSniff) // what there is of it: a short body is no bundle
-		if IsBundleBody(resp.Header.Get("Content-Type"), head) {
+		if sniffBundle(resp.Header.Get("Content-Type"), br) {
 			deadline.Reset(stage.Timeout)
 			staged, err := stage.save(br, resp.ContentLength)
 			if err != nil && errors.Is(context.Cause(ctx), errFetchTimeout) {

@@ -1,6 +1,7 @@
 package source
 
 import (
+	"bufio"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -17,8 +18,23 @@ import (
 const MediaTypeLayoutTar = "application/vnd.oci.image.layout.v1+tar"
 
 // bundleSniff is how much of a body tells a bundle from a manifest: a tar
-// header's magic is at 257.
-const bundleSniff = 512
+// header's magic ends at 262.
+const bundleSniff = 262
+
+// sniffBundle is IsBundleBody of a body read through br, reading no more of
+// it than it needs: nothing when the content type says, the two bytes of
+// gzip's magic, else a tar header's first 262 bytes (or what there is of
+// them: a short body is no bundle).
+func sniffBundle(contentType string, br *bufio.Reader) bool {
+	if IsBundleBody(contentType, nil) {
+		return true
+	}
+	if head, _ := br.Peek(2); IsBundleBody("", head) {
+		return true
+	}
+	head, _ := br.Peek(bundleSniff)
+	return IsBundleBody("", head)
+}
 
 // errFetchTimeout is the cause of a request's end at its deadline.
 var errFetchTimeout = errors.New("request timed out")

@@ -168,3 +168,34 @@ func TestIsBundleBody(t *testing.T) {
 		}
 	}
 }
+
+// A bundle that trickles is cut off by its own timeout, counted from its
+// first bytes, and nothing is left staged.
+func TestURLBundleTimeout(t *testing.T) {
+	s, srv := newServed(t, 200, "")
+	f := &fakeApplier{}
+	dir := t.TempDir()
+	r := startURL(t, URLConfig{URL: srv.URL, Period: time.Hour,
+		Bundle: &URLBundle{Stage: BundleStage{Dir: dir, MaxBytes: 1 << 20, Timeout: 300 * time.Millisecond}, Apply: f.apply}})
+	r.next(t)
+	s.setHandler(func(w http.ResponseWriter, req *http.Request) {
+		w.Write([]byte("\x1f\x8b"))
+		for {
+			w.(http.Flusher).Flush()
+			select {
+			case <-req.Context().Done():
+				return
+			case <-time.After(50 * time.Millisecond):
+				w.Write([]byte("x"))
+			}
+		}
+	})
+	r.src.Relist()
+	r.waitFor(t, "the timeout", hasProblem("no complete body within 300ms"))
+	if f.count() != 0 {
+		t.Fatalf("a bundle cut off was applied")
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, ".url-bundle-*")); len(left) > 0 {
+		t.Errorf("staged files left: %v", left)
+	}
+}
