@@ -195,11 +195,16 @@ func TestBundleSourceTrial(t *testing.T) {
 	}
 
 	// C: Ready, but the daemon is restarted mid-trial; it is kept, and A
-	// released: its record removed, busybox (in A, not in C) unpinned.
+	// released: its record removed, busybox (in A, not in C) unpinned. Its
+	// pod ok is Ready only with the value of the ConfigMap written beside
+	// it, as in a directory.
 	d.Stop()
+	ok := strings.Replace(bundlePod("ok", `test "$V" = from-the-bundle`), "    readinessProbe:",
+		"    env: [{name: V, valueFrom: {configMapKeyRef: {name: conf, key: v}}}]\n    readinessProbe:", 1) +
+		"---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: conf\ndata:\n  v: from-the-bundle\n"
 	c := putBundle(t, d, "appliance", map[string]string{
 		"web.yaml": bundlePod("web", "true"),
-		"ok.yaml":  bundlePod("ok", "true"),
+		"ok.yaml":  ok,
 	}, 20*time.Second)
 	d.Start()
 	d.WaitRunning("ok", 30*time.Second)
