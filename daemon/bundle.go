@@ -16,6 +16,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
+	"github.com/staticpodd/staticpodd/agent/atomicfile"
 	"github.com/staticpodd/staticpodd/agent/config"
 	"github.com/staticpodd/staticpodd/agent/manifest"
 	"github.com/staticpodd/staticpodd/oci/bundle"
@@ -151,7 +152,7 @@ func readManifestPaths(paths []string) (map[string]manifestFile, error) {
 		if err := bundle.CheckFileName(base); err != nil {
 			return fmt.Errorf("%s: %w", p, err)
 		}
-		data, err := readAtMost(p, manifest.MaxSize)
+		data, err := atomicfile.Read(p, manifest.MaxSize)
 		if err != nil {
 			return err
 		}
@@ -186,22 +187,6 @@ func readManifestPaths(paths []string) (map[string]manifestFile, error) {
 		return nil, errors.New("no manifest file in the paths given")
 	}
 	return files, nil
-}
-
-func readAtMost(p string, max int64) ([]byte, error) {
-	f, err := os.Open(p)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, max+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(b)) > max {
-		return nil, fmt.Errorf("%s: larger than %d bytes", p, max)
-	}
-	return b, nil
 }
 
 // imageUse is one container's image in a bundle's manifests.
@@ -243,7 +228,7 @@ func checkBundleFiles(files map[string]manifestFile, allowSecretValues bool) ([]
 		for _, pod := range p.Pods {
 			for _, c := range manifest.AllContainers(pod.Pod) {
 				if !slices.ContainsFunc(uses, func(u imageUse) bool { return u.image == c.Image }) {
-					uses = append(uses, imageUse{file: f.path, pod: pod.Name, container: c.Name, image: c.Image})
+					uses = append(uses, imageUse{file: f.path, pod: strings.TrimSuffix(pod.Name, "-"+bundleNode), container: c.Name, image: c.Image})
 				}
 			}
 		}

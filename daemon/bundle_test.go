@@ -83,7 +83,7 @@ func TestCreateBundleRefuses(t *testing.T) {
 		want  string
 	}{
 		{name: "image not supplied", files: map[string]string{"web.yaml": bundlePod}, refs: []string{"example.com/web:1"},
-			want: "web.yaml: pod web-node container side: image example.com/side:1: no --image supplies it"},
+			want: "web.yaml: pod web container side: image example.com/side:1: no --image supplies it"},
 		{name: "secret value", files: map[string]string{"web.yaml": bundlePod, "s.yaml": "apiVersion: v1\nkind: Secret\nmetadata:\n  name: db\nstringData:\n  password: hunter2\n"},
 			refs: []string{"example.com/web:1", "example.com/side:1"}, want: "Secret default/db: key password has a value written in the manifest"},
 		{name: "bad manifest", files: map[string]string{"web.yaml": strings.Replace(bundlePod, "name: side", "name: Side_", 1)},

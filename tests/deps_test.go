@@ -567,29 +567,16 @@ var daemonModules = []string{
 	// 3 ms and 1.5 MB of every re-exec's start-up, 4.9 MB of the stripped
 	// binary (GODEBUG=inittrace=1 staticpodd version, 3 runs alternating
 	// with and without). Containers do not pay it: they run the monitor's
-	// own program. The signer (oci/image/policy/sign, sigstore-go's sign
-	// and its Fulcio, Rekor and TUF clients) adds go-oidc, go-jose,
-	// go-cleanhttp, go-retryablehttp, go-minisign, pkg/browser, relic and
-	// go-tuf when the binary links it: it does for bundle create and images
-	// sign (a build machine's steps, in the one binary as the issue asks):
-	// 8 more package inits, 0.03-0.06 ms and 16 KB of every re-exec's
-	// start-up (GODEBUG=inittrace=1 staticpodd version, 3 runs, the inits
-	// of these modules summed).
-	"github.com/coreos/go-oidc/v3",
-	"github.com/go-jose/go-jose/v4",
-	"github.com/hashicorp/go-cleanhttp",
-	"github.com/hashicorp/go-retryablehttp",
-	"github.com/jedisct1/go-minisign",
-	"github.com/pkg/browser",
-	"github.com/sassoftware/relic",
-	"github.com/theupdateframework/go-tuf",
+	// own program.
 	"go.opentelemetry.io/otel",
 	"github.com/asaskevich/govalidator",
 	"github.com/blang/semver",
 	"github.com/cenkalti/backoff/v5",
+	"github.com/coreos/go-oidc/v3",
 	"github.com/cyberphone/json-canonicalization",
 	"github.com/digitorus/pkcs7",
 	"github.com/digitorus/timestamp",
+	"github.com/go-jose/go-jose/v4",
 	"github.com/go-logr/stdr",
 	"github.com/go-openapi/analysis",
 	"github.com/go-openapi/errors",
@@ -602,10 +589,15 @@ var daemonModules = []string{
 	"github.com/go-viper/mapstructure/v2",
 	"github.com/google/certificate-transparency-go",
 	"github.com/grpc-ecosystem/grpc-gateway/v2",
+	"github.com/hashicorp/go-cleanhttp",
+	"github.com/hashicorp/go-retryablehttp",
 	"github.com/in-toto/attestation",
 	"github.com/in-toto/in-toto-golang",
+	"github.com/jedisct1/go-minisign",
 	"github.com/oklog/ulid/v2",
+	"github.com/pkg/browser",
 	"github.com/pkg/errors",
+	"github.com/sassoftware/relic",
 	"github.com/secure-systems-lab/go-securesystemslib",
 	"github.com/shibumi/go-pathspec",
 	"github.com/sigstore/protobuf-specs",
@@ -614,6 +606,7 @@ var daemonModules = []string{
 	"github.com/sigstore/sigstore",
 	"github.com/sigstore/sigstore-go",
 	"github.com/sigstore/timestamp-authority/v2",
+	"github.com/theupdateframework/go-tuf",
 	"github.com/theupdateframework/go-tuf/v2",
 	"github.com/transparency-dev/formats",
 	"github.com/transparency-dev/merkle",

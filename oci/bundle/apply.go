@@ -42,8 +42,9 @@ type ApplyOptions struct {
 	// file source will, so a bundle whose manifests cannot run is refused
 	// whole.
 	Check func(md Metadata, files map[string][]byte) error
-	// Client fetches an http(s) src (nil: a client with no redirect to
-	// another scheme and ctx's deadline).
+	// Client fetches an http(s) src (nil: one that gives up after an
+	// hour). Unless it has a redirect policy of its own, no redirect from
+	// https to http is followed.
 	Client *http.Client
 	// Remote are the options of a registry src's pulls (auth, transport).
 	Remote []remote.Option
@@ -122,20 +123,33 @@ func stage(ctx context.Context, src, dir string, opts ApplyOptions) (policy.Imag
 	switch {
 	case strings.HasPrefix(src, "https://") || strings.HasPrefix(src, "http://"):
 		return policy.Image{Transport: policy.TransportOCIArchive}, download(ctx, src, dir, opts)
-	case strings.HasPrefix(src, "/") || strings.HasPrefix(src, ".") || fileExists(src):
+	case fileExists(src) || !registryRef(src):
+		// A file is judged by its real path, as the store judges an
+		// archive (containers/image's oci-archive scope).
 		abs, err := filepath.Abs(src)
 		if err != nil {
 			return policy.Image{}, err
+		}
+		if real, err := filepath.EvalSymlinks(abs); err == nil {
+			abs = real
 		}
 		f, err := os.Open(abs)
 		if err != nil {
 			return policy.Image{}, err
 		}
 		defer f.Close()
-		return policy.Image{Transport: policy.TransportOCIArchive, Scope: abs}, extract(f, dir, opts.MaxBytes, false)
+		return policy.Image{Transport: policy.TransportOCIArchive, Scope: abs}, extract(ctx, f, dir, opts.MaxBytes, false)
 	default:
 		return pullBundle(ctx, src, dir, opts)
 	}
+}
+
+// registryRef says whether src names a registry explicitly (host.domain/…,
+// host:port/…, localhost/…): a bundle is never looked for on Docker Hub by
+// a file name that is missing.
+func registryRef(src string) bool {
+	host, _, ok := strings.Cut(src, "/")
+	return ok && (strings.ContainsAny(host, ".:") || host == "localhost")
 }
 
 func fileExists(p string) bool {
@@ -143,11 +157,26 @@ func fileExists(p string) bool {
 	return err == nil
 }
 
+// noDowngrade follows at most 10 redirects, none from https to http.
+func noDowngrade(req *http.Request, via []*http.Request) error {
+	if len(via) >= 10 {
+		return errors.New("stopped after 10 redirects")
+	}
+	if via[0].URL.Scheme == "https" && req.URL.Scheme != "https" {
+		return fmt.Errorf("redirect from https to %s refused", req.URL.Scheme)
+	}
+	return nil
+}
+
 // download reads the bundle at url (bounded by opts.MaxBytes) into dir.
 func download(ctx context.Context, url, dir string, opts ApplyOptions) error {
-	client := opts.Client
-	if client == nil {
-		client = &http.Client{Timeout: time.Hour}
+	client := &http.Client{Timeout: time.Hour}
+	if opts.Client != nil {
+		client = new(http.Client)
+		*client = *opts.Client
+	}
+	if client.CheckRedirect == nil {
+		client.CheckRedirect = noDowngrade
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
@@ -167,7 +196,7 @@ func download(ctx context.Context, url, dir string, opts ApplyOptions) error {
 	// The layout written is bounded by MaxBytes too; so is what is read,
 	// compressed, so that a body that never ends does not read forever.
 	lr := &io.LimitedReader{R: resp.Body, N: opts.MaxBytes + 1}
-	if err := extract(lr, dir, opts.MaxBytes, false); err != nil {
+	if err := extract(ctx, lr, dir, opts.MaxBytes, false); err != nil {
 		return err
 	}
 	if lr.N == 0 {
@@ -245,7 +274,7 @@ func verify(ctx context.Context, dir string, pol *policy.Policy, subject policy.
 	}
 	v := pol.Evaluate(ctx, subject)
 	if err := v.Err(); err != nil {
-		return nil, fmt.Errorf("bundle %s: %w", b.digest, err)
+		return nil, fmt.Errorf("%s: %w", b.digest, err)
 	}
 	b.signer = signer(v)
 
@@ -400,6 +429,7 @@ func (b *verified) imagesLayout(dir string) (map[string]string, error) {
 	idx.SchemaVersion = 2
 	idx.MediaType = types.OCIImageIndex
 	norms := map[string]string{}
+	sigsOf := map[string]bool{}
 	for _, img := range b.md.Images {
 		norm, err := image.Normalize(img.Ref)
 		if err != nil {
@@ -420,6 +450,10 @@ func (b *verified) imagesLayout(dir string) (map[string]string, error) {
 		}
 		idx.Manifests = append(idx.Manifests, v1.Descriptor{MediaType: desc.MediaType, Digest: desc.Digest, Size: fi.Size(),
 			Annotations: map[string]string{"io.containerd.image.name": norm, imagespec.AnnotationRefName: norm}})
+		if sigsOf[img.Digest] {
+			continue // another name of the same image: its signatures are in
+		}
+		sigsOf[img.Digest] = true
 		tag, err := policy.SignatureTag(img.Digest)
 		if err != nil {
 			return nil, err

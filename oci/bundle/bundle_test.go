@@ -122,7 +122,8 @@ func digestOf(t *testing.T, img v1.Image) string {
 
 func openStore(t *testing.T, root string, pol *policy.Policy) *image.Store {
 	t.Helper()
-	s, err := image.Open(filepath.Join(root, "images"), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	// No reserve: the machine the tests run on may be fuller than 15%.
+	s, err := image.Open(filepath.Join(root, "images"), slog.New(slog.NewTextHandler(io.Discard, nil)), image.WithReserve(0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -536,5 +537,86 @@ func TestApplyFromRegistryAndURL(t *testing.T) {
 	}
 	if after := snapshot(t, store, root); after != before {
 		t.Errorf("refused, but changed:\n%s\nwas\n%s", after, before)
+	}
+}
+
+// TestTwoNamesOneImage applies a bundle whose manifests name one image
+// two ways: both names are the image's, pinned, its signatures read once.
+func TestTwoNamesOneImage(t *testing.T) {
+	ctx := context.Background()
+	k := newKey(t)
+	pol := requiring(t, k)
+	dir, imgs := signedArchive(t, k, "example.com/web:1")
+	lp, err := layout.FromPath(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lp.AppendImage(imgs["example.com/web:1"], layout.WithAnnotations(map[string]string{imagespec.AnnotationRefName: "example.com/web:stable"})); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := SignArchive(ctx, dir, k.signer, SignOptions{Identity: "example.com/web:stable"}); err != nil {
+		t.Fatal(err)
+	}
+	path, _ := create(t, k, "edge", map[string][]byte{"web.yaml": podYAML}, []string{"example.com/web:1", "example.com/web:stable"}, dir)
+	root := t.TempDir()
+	store := openStore(t, root, pol)
+	rec, err := Apply(ctx, store, pol, path, root, ApplyOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rec.Images) != 2 || rec.Images[0].ID != rec.Images[1].ID || rec.Images[0].Digest != rec.Images[1].Digest {
+		t.Fatalf("images %+v, want one image by two names", rec.Images)
+	}
+	img, err := store.Get("example.com/web:stable")
+	if err != nil || !img.Pinned || len(img.Refs) != 2 {
+		t.Errorf("store has %+v, %v", img, err)
+	}
+}
+
+// TestSignArchiveBundle signs a tarred archive with sigstore bundle
+// referrers (images sign --bundle -o OUT): the signed copy's image is
+// verified through its referrer; the archive signed is left as it was.
+func TestSignArchiveBundle(t *testing.T) {
+	ctx := context.Background()
+	k := newKey(t)
+	pol := requiring(t, k)
+	dir := filepath.Join(t.TempDir(), "images")
+	lp, err := layout.Write(dir, empty.Index)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, _ := random.Image(256, 1)
+	if err := lp.AppendImage(img, layout.WithAnnotations(map[string]string{"io.containerd.image.name": "example.com/web:1"})); err != nil {
+		t.Fatal(err)
+	}
+	in, out := filepath.Join(t.TempDir(), "in.tar"), filepath.Join(t.TempDir(), "out.tar")
+	f, err := os.Create(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := writeLayoutTar(dir, f, true); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	before, _ := os.ReadFile(in)
+	signed, err := SignArchive(ctx, in, k.signer, SignOptions{Bundle: true, Out: out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(signed) != 1 || signed[0].Digest != digestOf(t, img) || !strings.HasPrefix(signed[0].Source, "referrer sha256:") {
+		t.Fatalf("signed %+v", signed)
+	}
+	if after, _ := os.ReadFile(in); !bytes.Equal(before, after) {
+		t.Error("the archive signed into another file changed")
+	}
+	path, _ := create(t, k, "edge", map[string][]byte{"web.yaml": podYAML}, []string{"example.com/web:1"}, out)
+	root := t.TempDir()
+	store := openStore(t, root, pol)
+	if _, err := Apply(ctx, store, pol, path, root, ApplyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := store.Get("example.com/web:1")
+	if err != nil || got.Verification == nil || got.Verification.Decision != policy.Verified {
+		t.Errorf("store has %+v, %v", got, err)
 	}
 }

@@ -254,7 +254,7 @@ func openSources(ctx context.Context, tmp string, opts CreateOptions) ([]imageSo
 			if err != nil {
 				return nil, err
 			}
-			err = extract(f, dir, DefaultMaxBytes, true)
+			err = extract(ctx, f, dir, DefaultMaxBytes, true)
 			f.Close()
 			if err != nil {
 				return nil, fmt.Errorf("--image %s: %w", src, err)

@@ -3,6 +3,9 @@ package bundle
 import (
 	"archive/tar"
 	"bytes"
+	"context"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -68,7 +71,7 @@ func TestExtractRefuses(t *testing.T) {
 			}
 			tw.Flush()
 			dir := t.TempDir()
-			err := extract(bytes.NewReader(b.Bytes()), dir, 1<<20, false)
+			err := extract(context.Background(), bytes.NewReader(b.Bytes()), dir, 1<<20, false)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("extract: %v, want %q", err, tc.want)
 			}
@@ -101,5 +104,47 @@ func TestMetadataRefuses(t *testing.T) {
 		if err := tc.md.check(); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
 		}
+	}
+}
+
+// TestExtractEndless stops a stream of entries that write nothing.
+func TestExtractEndless(t *testing.T) {
+	var b bytes.Buffer
+	tw := tar.NewWriter(&b)
+	for range MaxBlobs + 32 {
+		tw.WriteHeader(&tar.Header{Name: "blobs/", Typeflag: tar.TypeDir, Mode: 0o755})
+	}
+	tw.Close()
+	err := extract(context.Background(), &b, t.TempDir(), 1<<20, false)
+	if err == nil || !strings.Contains(err.Error(), "tar entries") {
+		t.Fatalf("extract: %v, want too many entries", err)
+	}
+}
+
+// TestDownloadBounded stops a body longer than the bundle may be, said or
+// not, and a redirect from https to http.
+func TestDownloadBounded(t *testing.T) {
+	ctx := context.Background()
+	endless := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/said" {
+			w.Header().Set("Content-Length", "100000")
+		}
+		tw := tar.NewWriter(w)
+		data := bytes.Repeat([]byte("x"), 100000)
+		tw.WriteHeader(&tar.Header{Name: "oci-layout", Typeflag: tar.TypeReg, Size: int64(len(data)), Mode: 0o644})
+		tw.Write(data)
+	}))
+	defer endless.Close()
+	for _, p := range []string{"/said", "/unsaid"} {
+		err := download(ctx, endless.URL+p, t.TempDir(), ApplyOptions{MaxBytes: 4096})
+		if err == nil || !strings.Contains(err.Error(), "4096") {
+			t.Errorf("%s: %v, want refused at 4096 bytes", p, err)
+		}
+	}
+	tls := httptest.NewTLSServer(http.RedirectHandler(endless.URL+"/said", http.StatusFound))
+	defer tls.Close()
+	_, err := stage(ctx, tls.URL, t.TempDir(), ApplyOptions{MaxBytes: 1 << 20, Client: tls.Client()})
+	if err == nil || !strings.Contains(err.Error(), "redirect from https to http refused") {
+		t.Errorf("https to http: %v", err)
 	}
 }

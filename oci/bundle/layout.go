@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bufio"
 	"compress/gzip"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -22,7 +23,7 @@ import (
 // as it writes it and refuses one whose content is not its name; and it
 // stops at max bytes written and MaxBlobs blobs. Other entries are an error,
 // or, with skipOthers, left out (a docker-archive's beside the layout).
-func extract(r io.Reader, dir string, max int64, skipOthers bool) error {
+func extract(ctx context.Context, r io.Reader, dir string, max int64, skipOthers bool) error {
 	br := bufio.NewReader(r)
 	if magic, _ := br.Peek(2); len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
 		zr, err := gzip.NewReader(br)
@@ -40,7 +41,15 @@ func extract(r io.Reader, dir string, max int64, skipOthers bool) error {
 	tr := tar.NewReader(r)
 	seen := map[string]bool{}
 	left := max
-	for {
+	for entries := 0; ; entries++ {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		// Every entry counts, those skipped too: a stream of them is no
+		// less endless for writing nothing.
+		if entries > MaxBlobs+16 {
+			return fmt.Errorf("more than %d tar entries", MaxBlobs+16)
+		}
 		hdr, err := tr.Next()
 		if errors.Is(err, io.EOF) {
 			break

@@ -72,7 +72,7 @@ func SignArchive(ctx context.Context, path string, s Signer, opts SignOptions) (
 		if err != nil {
 			return nil, err
 		}
-		err = extract(f, dir, DefaultMaxBytes, true)
+		err = extract(ctx, f, dir, DefaultMaxBytes, true)
 		f.Close()
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)
@@ -158,7 +158,7 @@ func signLayout(dir string, s Signer, opts SignOptions) ([]Signed, error) {
 		if opts.Bundle {
 			where, err = attachBundle(lp, s, desc)
 		} else {
-			where, err = addCosign(lp, im, s, norm, digest)
+			where, err = addCosign(lp, s, norm, digest)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("image %s: %w", norm, err)
@@ -198,8 +198,18 @@ func isSignatureEntry(dir string, desc v1.Descriptor) bool {
 
 // addCosign adds a cosign signature of digest as ref to its tag-scheme
 // signature image, keeping the signatures it has.
-func addCosign(lp layout.Path, im *v1.IndexManifest, s Signer, ref, digest string) (string, error) {
+func addCosign(lp layout.Path, s Signer, ref, digest string) (string, error) {
 	tag, err := policy.SignatureTag(digest)
+	if err != nil {
+		return "", err
+	}
+	// The index as it is now: an image named twice has its signature
+	// image replaced by the first name's signing.
+	ii, err := lp.ImageIndex()
+	if err != nil {
+		return "", err
+	}
+	im, err := ii.IndexManifest()
 	if err != nil {
 		return "", err
 	}

@@ -19,7 +19,9 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/partial"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	"github.com/staticpodd/staticpodd/oci/image/policy"
 	"github.com/staticpodd/staticpodd/oci/image/policy/sign"
@@ -236,6 +238,17 @@ var arrivals = []arrival{
 	}},
 }
 
+// arrivalState describes the store's files but those the arrival a changes
+// even when it refuses (and so the store's directory's own mtime).
+func arrivalState(t *testing.T, s *Store, a arrival) string {
+	t.Helper()
+	state := treeDigest(t, s.Root(), a.skip...)
+	if len(a.skip) > 0 {
+		_, state, _ = strings.Cut(state, "\n") // ".", the root, first
+	}
+	return state
+}
+
 // TestImportPolicy is the matrix of signatures × the ways an archive arrives:
 // the image signed by the key (in each form an OCI layout carries), unsigned,
 // signed by another key, a layer changed after signing, a signature for
@@ -289,7 +302,7 @@ func TestImportPolicy(t *testing.T) {
 				if _, err := s.SetPolicy(archivePolicy(t, key.pub)); err != nil {
 					t.Fatal(err)
 				}
-				before := treeDigest(t, s.Root(), a.skip...)
+				before := arrivalState(t, s, a)
 
 				err := a.imp(t, s, archive)
 				if tc.want == "" {
@@ -306,7 +319,7 @@ func TestImportPolicy(t *testing.T) {
 					if a.name != "import-folder" && tc.refused != errors.Is(err, policy.ErrSignatureValidationFailed) {
 						t.Errorf("error %q: is SignatureValidationFailed = %v, want %v", err, !tc.refused, tc.refused)
 					}
-					if after := treeDigest(t, s.Root(), a.skip...); after != before {
+					if after := arrivalState(t, s, a); after != before {
 						t.Errorf("store changed:\n%s\nwant\n%s", after, before)
 					}
 					return
@@ -505,5 +518,110 @@ func TestSetPolicyRecheck(t *testing.T) {
 		t.Errorf("Prepare with no policy: %v", err)
 	} else {
 		s.Release("c4")
+	}
+}
+
+// TestPolicySetDuringArrival: an image admitted under one policy and
+// committed after a stricter one was set is decided on again, and refused,
+// with the store left as it was.
+func TestPolicySetDuringArrival(t *testing.T) {
+	testroot.Require(t)
+	key := newTestKey(t, "cosign")
+	img := testImage(t)
+	d, err := img.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := openStore(t)
+	src := layoutSource(img, []string{"registry.example/app:v1"})
+	src.admitted.img = policy.Image{Transport: policy.TransportOCIArchive, Reference: "registry.example/app:v1", Digest: d.String()}
+	if src.admitted.verdict, err = s.admit(context.Background(), src.admitted.img); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.SetPolicy(archivePolicy(t, key.pub)); err != nil {
+		t.Fatal(err)
+	}
+	before := treeDigest(t, s.Root())
+	if _, err := s.importSources(context.Background(), "test-", []source{src}, nil); !errors.Is(err, policy.ErrSignatureValidationFailed) {
+		t.Fatalf("import admitted before the policy: %v, want refused", err)
+	}
+	if after := treeDigest(t, s.Root()); after != before {
+		t.Errorf("store changed:\n%s\nwant\n%s", after, before)
+	}
+}
+
+// TestLayoutSignaturesHostile: an archive naming more signatures than the
+// bound has only the bound read, and nothing but images is imported: not
+// signature images, attestations, bundles or other referrers.
+func TestLayoutSignaturesHostile(t *testing.T) {
+	testroot.Require(t)
+	key := newTestKey(t, "cosign")
+	const ref = "registry.example/app:v1"
+	img := testImage(t)
+	dir := t.TempDir()
+	digest := writeSignedLayout(t, dir, ref, img, signing{key: &key, form: "bundle"})
+	lp, err := layout.FromPath(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tag, err := policy.SignatureTag(digest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range policy.MaxSignatures + 8 {
+		sig, err := key.signer.Cosign(fmt.Sprintf("registry.example/app:v%d", i), digest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		si, err := policy.SignatureImage([]policy.Signature{sig})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := lp.AppendImage(si, layout.WithAnnotations(map[string]string{annotationRefName: tag})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	desc, err := partial.Descriptor(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Another referrer of the image: an SBOM.
+	sbom := mutate.Subject(mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), "application/spdx+json"), *desc).(v1.Image)
+	if err := lp.AppendImage(sbom); err != nil {
+		t.Fatal(err)
+	}
+	if err := lp.AppendImage(testImage(t, baseEntries), layout.WithAnnotations(map[string]string{annotationCosignKind: cosignKindAtts})); err != nil {
+		t.Fatal(err)
+	}
+
+	srcs, err := layoutImages(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(srcs) != 1 || srcs[0].admitted.img.Digest != digest {
+		t.Fatalf("layout has %d images, want the one", len(srcs))
+	}
+	kinds := map[string]int{}
+	for _, sig := range srcs[0].admitted.img.Signatures {
+		kinds[sig.Kind]++
+	}
+	if kinds[policy.KindCosign] != policy.MaxSignatures || kinds[policy.KindBundle] != 1 {
+		t.Errorf("read %v signatures, want %d cosign and 1 bundle", kinds, policy.MaxSignatures)
+	}
+
+	s := openStore(t)
+	if _, err := s.SetPolicy(archivePolicy(t, key.pub)); err != nil {
+		t.Fatal(err)
+	}
+	imgs, err := s.Import(context.Background(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if all, err := s.List(); err != nil || len(imgs) != 1 || len(all) != 1 {
+		t.Errorf("imported %d images, store has %d (%v): want one", len(imgs), len(all), err)
+	}
+	kept, err := s.readSignatures(digest)
+	if err != nil || len(kept) != policy.MaxSignatures+1 {
+		t.Errorf("kept %d signatures (%v), want %d", len(kept), err, policy.MaxSignatures+1)
 	}
 }

@@ -367,6 +367,25 @@ func (s *Store) commit(imgs []Image, adms []admitted, layers map[string]stagedLa
 	if idx.LayerSizes == nil {
 		idx.LayerSizes = map[string]int64{}
 	}
+	// Recorded first, in memory: an image the policy now refuses
+	// (recordLocked) leaves nothing to undo. An archive may list one image
+	// several times, once per reference.
+	out := make([]Image, 0, len(imgs))
+	now := time.Now().UTC()
+	for k, img := range imgs {
+		img.Imported = now
+		img = idx.add(img)
+		i := slices.IndexFunc(idx.Images, func(o Image) bool { return o.ID == img.ID })
+		if err := s.recordLocked(&idx, i, adms[k]); err != nil {
+			return nil, err
+		}
+		img = idx.Images[i]
+		if j := slices.IndexFunc(out, func(o Image) bool { return o.ID == img.ID }); j >= 0 {
+			out[j] = img
+		} else {
+			out = append(out, img)
+		}
+	}
 	for diffID, l := range layers {
 		if !s.hasLayer(diffID) {
 			dst := s.layerDir(diffID)
@@ -391,23 +410,6 @@ func (s *Store) commit(imgs []Image, adms []admitted, layers map[string]stagedLa
 				link := s.linkPath(diffID)
 				undo = append(undo, func() error { return os.Remove(link) })
 			}
-		}
-	}
-	// An archive may list one image several times, once per reference.
-	out := make([]Image, 0, len(imgs))
-	now := time.Now().UTC()
-	for k, img := range imgs {
-		img.Imported = now
-		img = idx.add(img)
-		i := slices.IndexFunc(idx.Images, func(o Image) bool { return o.ID == img.ID })
-		if err := s.recordLocked(&idx, i, adms[k]); err != nil {
-			return nil, err
-		}
-		img = idx.Images[i]
-		if j := slices.IndexFunc(out, func(o Image) bool { return o.ID == img.ID }); j >= 0 {
-			out[j] = img
-		} else {
-			out = append(out, img)
 		}
 	}
 	unused, err := s.pruneLocked(&idx)

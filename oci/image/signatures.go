@@ -2,6 +2,7 @@ package image
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -40,11 +41,20 @@ func (s *Store) signaturesPath(digest string) string {
 // idx afterwards; a signatures file whose image is not written is removed by
 // the next index write. An image that arrived without a decision (a zero a)
 // keeps what it had.
+//
+// The verdict is made again here, under the lock SetPolicy's recheck takes:
+// a policy set while the image was fetched or staged decides on it too, so
+// no arrival slips in under the policy it was admitted by. A refusal now is
+// an error: the caller writes nothing.
 func (s *Store) recordLocked(idx *index, i int, a admitted) error {
 	if a.verdict.Decision == "" {
 		return nil
 	}
 	img := &idx.Images[i]
+	v := s.Policy().Evaluate(context.Background(), a.img)
+	if err := v.Err(); err != nil {
+		return fmt.Errorf("image %s: %w", img.ID, err)
+	}
 	if a.img.Digest != "" {
 		if err := checkDigest(a.img.Digest); err != nil {
 			return fmt.Errorf("record image %s: manifest %w", img.ID, err)
@@ -55,7 +65,6 @@ func (s *Store) recordLocked(idx *index, i int, a admitted) error {
 	}
 	img.Digest = a.img.Digest
 	img.Transport = a.img.Transport
-	v := a.verdict
 	img.Verification = &v
 	return nil
 }

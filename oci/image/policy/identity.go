@@ -208,6 +208,10 @@ func (id *identity) matches(intended, signed string) error {
 		}
 	}
 	if !ok {
+		if sig.nameOnly() && (id.kind == matchRepoDigestOrExact || id.kind == matchExact) {
+			// What cosign sign writes unless told --sign-container-identity.
+			return fmt.Errorf("%w: it names the repository alone, as cosign sign does; such signatures need signedIdentity matchRepository", notAccepted)
+		}
 		return notAccepted
 	}
 	return nil

@@ -2,7 +2,6 @@ package policy
 
 import (
 	"bytes"
-	"crypto"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -31,14 +30,18 @@ const (
 	typeSigstoreSigned         = "sigstoreSigned"
 )
 
-// transportNames are the transports containers-transports(5) defines. Only
-// the three images arrive by here are ever consulted; the sections of the
-// others (a podman host's docker-daemon, containers-storage, …) are checked
-// like the rest, so that one file serves both.
-var transportNames = map[string]bool{
-	TransportDocker: true, TransportDockerArchive: true, TransportOCIArchive: true,
-	"containers-storage": true, "dir": true, "docker-daemon": true, "oci": true,
-	"ostree": true, "sif": true, "tarball": true, "atomic": true,
+// knownTransport says whether name is a transport containers-transports(5)
+// defines. Only the three images arrive by here are ever consulted; the
+// sections of the others (a podman host's docker-daemon,
+// containers-storage, …) are checked like the rest, so that one file
+// serves both. (A switch, not a map: package inits run at every re-exec.)
+func knownTransport(name string) bool {
+	switch name {
+	case TransportDocker, TransportDockerArchive, TransportOCIArchive,
+		"containers-storage", "dir", "docker-daemon", "oci", "ostree", "sif", "tarball", "atomic":
+		return true
+	}
+	return false
 }
 
 // Load reads and parses the policy file at path.
@@ -58,7 +61,7 @@ func Load(path string) (*Policy, error) {
 	return Parse(data, path)
 }
 
-// Parse parses a policy; origin names it in errors ("file F: field: reason").
+// Parse parses a policy; origin names it in errors ("F: JSON path: reason").
 // It is strict, as containers/image's parser is: an unknown or repeated
 // field, a requirement type or option this package does not implement, an
 // empty list of requirements or a scope that can never match is an error
@@ -205,7 +208,7 @@ func (p *parser) transports(pol *Policy, data []byte) error {
 	}
 	for _, m := range ms {
 		path := field("transports", m.key)
-		if !transportNames[m.key] {
+		if !knownTransport(m.key) {
 			return p.errorf(path, "unknown transport (images arrive by %s, %s and %s)", TransportDocker, TransportDockerArchive, TransportOCIArchive)
 		}
 		scopes, err := p.object(path, m.value)
@@ -244,20 +247,24 @@ func (p *parser) requirements(path string, data []byte) (requirements, error) {
 	return reqs, nil
 }
 
-// notImplemented are what containers-policy.json(5) has that this package
-// does not: refused, not ignored, since ignoring a requirement accepts what
-// the operator meant to refuse.
-var notImplemented = map[string]string{
-	// requirement types
-	"signedBy":        "GPG signatures are not implemented; sign with cosign and require sigstoreSigned",
-	"signedBaseLayer": "not implemented",
-	// sigstoreSigned's options
-	"fulcio":              "keyless (Fulcio) verification is not implemented: it needs a trusted root; use keyPath",
-	"pki":                 "X.509 PKI verification is not implemented; use keyPath",
-	"rekorPublicKeyPath":  "transparency log (Rekor) verification is not implemented: verification is offline, by key",
-	"rekorPublicKeyPaths": "transparency log (Rekor) verification is not implemented: verification is offline, by key",
-	"rekorPublicKeyData":  "transparency log (Rekor) verification is not implemented: verification is offline, by key",
-	"rekorPublicKeyDatas": "transparency log (Rekor) verification is not implemented: verification is offline, by key",
+// notImplemented says why a requirement type or a sigstoreSigned option
+// of containers-policy.json(5) is refused ("" when it is not one): refused,
+// not ignored, since ignoring a requirement accepts what the operator meant
+// to refuse.
+func notImplemented(name string) string {
+	switch name {
+	case "signedBy":
+		return "GPG signatures are not implemented; sign with cosign and require sigstoreSigned"
+	case "signedBaseLayer":
+		return "not implemented"
+	case "fulcio":
+		return "keyless (Fulcio) verification is not implemented: it needs a trusted root; use keyPath"
+	case "pki":
+		return "X.509 PKI verification is not implemented; use keyPath"
+	case "rekorPublicKeyPath", "rekorPublicKeyPaths", "rekorPublicKeyData", "rekorPublicKeyDatas":
+		return "transparency log (Rekor) verification is not implemented: verification is offline, by key"
+	}
+	return ""
 }
 
 func (p *parser) requirement(r *requirement, path string, data []byte) error {
@@ -285,7 +292,7 @@ func (p *parser) requirement(r *requirement, path string, data []byte) error {
 	case typeSigstoreSigned:
 		return p.sigstoreSigned(r, path, ms)
 	}
-	if why, ok := notImplemented[r.kind]; ok {
+	if why := notImplemented(r.kind); why != "" {
 		return p.errorf(field(path, "type"), "%q: %s", r.kind, why)
 	}
 	return p.errorf(field(path, "type"), "unknown requirement type %s", quote(r.kind))
@@ -295,8 +302,14 @@ func (p *parser) sigstoreSigned(r *requirement, path string, ms []member) error 
 	sources := 0
 	for _, m := range ms {
 		switch m.key {
+		case "type", "signedIdentity":
 		case "keyPath", "keyPaths", "keyData", "keyDatas":
 			sources++
+		default:
+			if why := notImplemented(m.key); why != "" {
+				return p.errorf(field(path, m.key), "%s", why)
+			}
+			return p.errorf(field(path, m.key), "unknown field of %q", typeSigstoreSigned)
 		}
 	}
 	if sources != 1 {
@@ -335,11 +348,6 @@ func (p *parser) sigstoreSigned(r *requirement, path string, ms []member) error 
 			}
 		case "signedIdentity":
 			r.identity, err = p.identity(mpath, m.value)
-		default:
-			if why := notImplemented[m.key]; why != "" {
-				return p.errorf(mpath, "%s", why)
-			}
-			return p.errorf(mpath, "unknown field of %q", typeSigstoreSigned)
 		}
 		if err != nil {
 			return err
@@ -347,7 +355,6 @@ func (p *parser) sigstoreSigned(r *requirement, path string, ms []member) error 
 	}
 	if r.identity == nil {
 		r.identity = &identity{kind: matchRepoDigestOrExact}
-		r.identityDefault = true
 	}
 	return nil
 }
@@ -416,6 +423,7 @@ func (p *parser) identity(path string, data []byte) (*identity, error) {
 		return nil, err
 	}
 	id := &identity{}
+	var names []string // the type's fields, in the order they are reported missing
 	fields := map[string]*string{}
 	for _, m := range ms {
 		if m.key == "type" {
@@ -429,12 +437,12 @@ func (p *parser) identity(path string, data []byte) (*identity, error) {
 		return nil, p.errorf(field(path, "type"), "missing")
 	case matchExact, matchRepoDigestOrExact, matchRepository:
 	case exactReference:
-		fields["dockerReference"] = &id.reference
+		names, fields["dockerReference"] = []string{"dockerReference"}, &id.reference
 	case exactRepository:
-		fields["dockerRepository"] = &id.reference
+		names, fields["dockerRepository"] = []string{"dockerRepository"}, &id.reference
 	case remapIdentity:
-		fields["prefix"] = &id.prefix
-		fields["signedPrefix"] = &id.signedPrefix
+		names = []string{"prefix", "signedPrefix"}
+		fields["prefix"], fields["signedPrefix"] = &id.prefix, &id.signedPrefix
 	default:
 		return nil, p.errorf(field(path, "type"), "unknown signedIdentity type %s", quote(id.kind))
 	}
@@ -451,8 +459,10 @@ func (p *parser) identity(path string, data []byte) (*identity, error) {
 		}
 		delete(fields, m.key)
 	}
-	for f := range fields {
-		return nil, p.errorf(field(path, f), "missing")
+	for _, f := range names {
+		if _, ok := fields[f]; ok {
+			return nil, p.errorf(field(path, f), "missing")
+		}
 	}
 	switch id.kind {
 	case exactReference:
@@ -504,7 +514,3 @@ func validScope(transport, scope string) error {
 	}
 	return nil
 }
-
-// hashAlgorithm is the hash of cosign's simple-signing signatures
-// (containers/image hard-codes it too).
-const hashAlgorithm = crypto.SHA256

@@ -118,8 +118,16 @@ type refusal struct{ reason string }
 func (e *refusal) Error() string { return ErrSignatureValidationFailed.Error() + ": " + e.reason }
 func (e *refusal) Unwrap() error { return ErrSignatureValidationFailed }
 
+// rejected is a refusal whose reason is one line, cut to MaxReason: it
+// quotes sources and library errors.
 func rejected(format string, args ...any) Verdict {
-	return Verdict{Decision: Rejected, Reason: podspec.Truncate(fmt.Sprintf(format, args...), MaxReason)}
+	reason := strings.Map(func(r rune) rune {
+		if r < ' ' || r == 0x7f {
+			return ' '
+		}
+		return r
+	}, fmt.Sprintf(format, args...))
+	return Verdict{Decision: Rejected, Reason: podspec.Truncate(reason, MaxReason)}
 }
 
 // Evaluate decides on img. A nil policy accepts everything. Every

@@ -7,8 +7,10 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/x509"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"encoding/pem"
 	"errors"
@@ -18,7 +20,9 @@ import (
 	"strings"
 	"testing"
 
+	sgsign "github.com/sigstore/sigstore-go/pkg/sign"
 	"github.com/sigstore/sigstore/pkg/signature"
+	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/staticpodd/staticpodd/oci/image/policy"
 	"github.com/staticpodd/staticpodd/oci/image/policy/sign"
@@ -112,7 +116,7 @@ func wantRejected(t *testing.T, v policy.Verdict, reason string) {
 		t.Fatalf("verdict %+v, want rejected with %q", v, reason)
 	}
 	err := v.Err()
-	if !errors.Is(err, policy.ErrSignatureValidationFailed) || !strings.HasPrefix(err.Error(), "SignatureValidationFailed: ") || strings.Contains(err.Error(), "\n") {
+	if !errors.Is(err, policy.ErrSignatureValidationFailed) || !strings.HasPrefix(err.Error(), "SignatureValidationFailed: ") || strings.ContainsAny(err.Error(), "\n\r") {
 		t.Fatalf("Err() = %q, want one line starting SignatureValidationFailed: wrapping ErrSignatureValidationFailed", err)
 	}
 	if len(v.Reason) > policy.MaxReason {
@@ -281,11 +285,55 @@ func TestBundles(t *testing.T) {
 	tampered.Payload = []byte(`{"mediaType": "application/vnd.dev.sigstore.bundle.v0.3+json"`)
 	wantRejected(t, p.Evaluate(ctx, docker(refA, digestA, tampered)), "invalid sigstore bundle")
 
-	// A bundle names no image: an explicit signedIdentity needs a signature
-	// that does.
-	strict := signedPolicy(t, `"keyPath": "`+dir+`/a.pub"`, `, "signedIdentity": {"type": "matchRepository"}`)
-	wantRejected(t, strict.Evaluate(ctx, docker(refA, digestA, b)), "carries no identity for signedIdentity matchRepository")
-	wantVerified(t, strict.Evaluate(ctx, docker(refA, digestA, b, cosign(t, s, refA, digestA))), "key a.pub")
+	// A bundle names no image: whatever signedIdentity says, only its
+	// digest and key are checked (cosign verify checks no more).
+	for _, id := range []string{`{"type": "matchRepository"}`, `{"type": "matchExact"}`, `{"type": "exactReference", "dockerReference": "quay.io/other/app:v1"}`} {
+		p := signedPolicy(t, `"keyPath": "`+dir+`/a.pub"`, `, "signedIdentity": `+id)
+		wantVerified(t, p.Evaluate(ctx, docker(refA, digestA, b)), "key a.pub")
+		wantRejected(t, p.Evaluate(ctx, docker(refA, digestB, b)), "not verified by key a.pub")
+	}
+	noName := policy.Image{Transport: policy.TransportOCIArchive, Digest: digestA, Signatures: []policy.Signature{b}}
+	p = parse(t, `{"default": [{"type": "sigstoreSigned", "keyPath": "`+dir+`/a.pub"}]}`)
+	wantVerified(t, p.Evaluate(ctx, noName), "key a.pub")
+}
+
+// TestBundleContents: a bundle of a message signature over the manifest
+// (cosign sign-blob --new-bundle-format of it) is a signature of the
+// image; a bundle of another statement about it (an attestation) is not.
+func TestBundleContents(t *testing.T) {
+	kp, err := sgsign.NewEphemeralKeypair(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, err := kp.GetPublicKeyPem()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := parse(t, `{"default": [{"type": "sigstoreSigned", "keyData": "`+base64.StdEncoding.EncodeToString([]byte(pub))+`"}]}`)
+	manifest := []byte(`{"schemaVersion": 2}`)
+	sum := sha256.Sum256(manifest)
+	manifestDigest := "sha256:" + hex.EncodeToString(sum[:])
+	bundleOf := func(content sgsign.Content) policy.Signature {
+		t.Helper()
+		pb, err := sgsign.Bundle(content, kp, sgsign.BundleOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, err := protojson.Marshal(pb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return policy.Signature{Kind: policy.KindBundle, Payload: data, Source: "referrer"}
+	}
+	ctx := context.Background()
+	msg := bundleOf(&sgsign.PlainData{Data: manifest})
+	wantVerified(t, p.Evaluate(ctx, docker(refA, manifestDigest, msg)), "key keyData")
+	wantRejected(t, p.Evaluate(ctx, docker(refA, digestA, msg)), "not verified by key keyData")
+
+	statement := `{"_type": "https://in-toto.io/Statement/v1", "subject": [{"digest": {"sha256": "` + hex.EncodeToString(sum[:]) + `"}}],
+		"predicateType": "https://slsa.dev/provenance/v1", "predicate": {}}`
+	att := bundleOf(&sgsign.DSSEData{Data: []byte(statement), PayloadType: "application/vnd.in-toto+json"})
+	wantRejected(t, p.Evaluate(ctx, docker(refA, manifestDigest, att)), `a bundle of an attestation (predicate type "https://slsa.dev/provenance/v1"), not of a signature`)
 }
 
 func TestKeyPathsAndKeyData(t *testing.T) {
@@ -366,6 +414,8 @@ func TestLimits(t *testing.T) {
 	bad := cosign(t, s, refA, digestB)
 	bad.Source = strings.Repeat("x", 10000)
 	wantRejected(t, p.Evaluate(ctx, docker(refA, digestA, bad)), "xxx")
+	bad.Source = "tag\nforged: line"
+	wantRejected(t, p.Evaluate(ctx, docker(refA, digestA, bad)), "tag forged: line")
 
 	wantRejected(t, p.Evaluate(ctx, docker(refA, digestA, policy.Signature{Kind: "gpg"})), `unknown signature kind "gpg"`)
 

@@ -28,16 +28,20 @@ import (
 // other statement is an attestation about the image, not its signature.
 const CosignSignPredicateType = "https://sigstore.dev/cosign/sign/v1"
 
+// hashAlgorithm is the hash of cosign's simple-signing signatures
+// (containers/image hard-codes it too).
+const hashAlgorithm = crypto.SHA256
+
 // requirement is one entry of a scope's list.
 type requirement struct {
 	kind string
 	// sigstoreSigned's:
-	keys     []*key
+	keys []*key
+	// identity is matched against the docker reference a simple-signing
+	// signature claims. A sigstore bundle claims none: it signs the digest
+	// alone, as cosign sign --new-bundle-format makes it, and cosign
+	// verify checks nothing more; signedIdentity does not apply to it.
 	identity *identity
-	// identityDefault: signedIdentity was left out. A sigstore bundle
-	// signs a digest alone, with no docker reference to match; it meets
-	// only such a requirement.
-	identityDefault bool
 }
 
 type requirements []requirement
@@ -235,13 +239,11 @@ func contains(s []string, v string) bool {
 }
 
 // verifyBundle checks a sigstore bundle with sigstore-go: signed by one of
-// the keys (not a certificate), over the image's digest, offline.
+// the keys (not a certificate), over the image's digest, offline. It names
+// no image, so signedIdentity is not checked (see requirement.identity).
 func (r *requirement) verifyBundle(img Image, sig Signature) (string, error) {
 	if len(sig.Payload) > MaxSignatureBytes {
 		return "", fmt.Errorf("larger than %d bytes", MaxSignatureBytes)
-	}
-	if !r.identityDefault {
-		return "", fmt.Errorf("a sigstore bundle signs a digest alone and carries no identity for signedIdentity %s to match", r.identity.kind)
 	}
 	var b bundle.Bundle
 	if err := b.UnmarshalJSON(sig.Payload); err != nil {

@@ -21,6 +21,7 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/name"
 	intoto "github.com/in-toto/attestation/go/v1"
+	"github.com/opencontainers/go-digest"
 	protocommon "github.com/sigstore/protobuf-specs/gen/pb-go/common/v1"
 	"github.com/sigstore/sigstore-go/pkg/bundle"
 	sgsign "github.com/sigstore/sigstore-go/pkg/sign"
@@ -30,8 +31,6 @@ import (
 	"github.com/sigstore/sigstore/pkg/signature/payload"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/structpb"
-
-	"github.com/opencontainers/go-digest"
 
 	"github.com/staticpodd/staticpodd/oci/image/policy"
 )
@@ -47,7 +46,6 @@ type Signer struct {
 	// keypair signs bundles with the key's default algorithm, as cosign's
 	// --key does (sigstore-go's Keypair over a SignerVerifier).
 	keypair *keypair
-	pub     crypto.PublicKey
 }
 
 // Load reads a private key: PKCS#8, EC or PKCS#1 PEM, or cosign's encrypted
@@ -96,7 +94,7 @@ func New(pemData, password []byte) (*Signer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Signer{simple: simple, keypair: kp, pub: kp.pub}, nil
+	return &Signer{simple: simple, keypair: kp}, nil
 }
 
 // keyError is what a key parser said, on one line and short; the sigstore
@@ -180,7 +178,7 @@ func (s *Signer) Bundle(d string) (policy.Signature, error) {
 
 // PublicKeyPEM is the key's public half, as policy's keyPath reads it.
 func (s *Signer) PublicKeyPEM() ([]byte, error) {
-	return cryptoutils.MarshalPublicKeyToPEM(s.pub)
+	return cryptoutils.MarshalPublicKeyToPEM(s.keypair.pub)
 }
 
 // keypair is sigstore-go's Keypair over a key loaded from a file, as
