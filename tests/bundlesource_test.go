@@ -87,19 +87,6 @@ func putBundle(t *testing.T, d *daemon, name string, files map[string]string, ro
 	return hx
 }
 
-// newBundleDaemon is newDaemon whose bundle, if any, is removed first when
-// the test ends (before the harness waits for every pod to be gone).
-func newBundleDaemon(t *testing.T) *daemon {
-	t.Helper()
-	d := newDaemon(t)
-	t.Cleanup(func() {
-		if err := os.Remove(filepath.Join(bundle.Dir(d.RootDir), "state.json")); err != nil && !os.IsNotExist(err) {
-			t.Error(err)
-		}
-	})
-	return d
-}
-
 func bundleState(t *testing.T, d *daemon) bundle.State {
 	t.Helper()
 	st, err := bundle.ReadState(d.RootDir)
@@ -136,7 +123,7 @@ func busyboxImage(t *testing.T, d *daemon) (bundle.Image, func() bool) {
 // mid-trial resumes the trial from the state.
 func TestBundleSourceTrial(t *testing.T) {
 	t.Parallel()
-	d := newBundleDaemon(t)
+	d := newDaemon(t)
 	d.Start()
 	img, pinned := busyboxImage(t, d)
 
@@ -260,7 +247,7 @@ func writeSigningKey(t *testing.T, dir string) string {
 // is empty, and it is applied once however often it is polled.
 func TestBundleFromManifestURL(t *testing.T) {
 	t.Parallel()
-	d := newBundleDaemon(t)
+	d := newDaemon(t)
 	dir := t.TempDir()
 	const ref = "example.com/bundle/busybox:1"
 	archive := filepath.Join(dir, "busybox-oci.tar")
