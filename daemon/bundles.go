@@ -135,7 +135,7 @@ func (p stagedBody) RoundTrip(req *http.Request) (*http.Response, error) {
 type bundleTrial struct {
 	rootDir string
 	store   *image.Store
-	agent   *agent.Agent
+	agent   trialAgent
 	logger  *slog.Logger
 	relist  func() // makes the bundle source read the state again
 	wake    chan struct{}
@@ -146,6 +146,17 @@ type bundleTrial struct {
 	// logged is the last trouble logged, not repeated at each wake.
 	logged string
 }
+
+// trialAgent is what the trial reads of the agent: its pods' published
+// statuses and their changes; and where it says what it did.
+type trialAgent interface {
+	Pods() []v1.Pod
+	Changed() <-chan struct{}
+	Events() *events.Recorder
+	NodeName() string
+}
+
+var _ trialAgent = (*agent.Agent)(nil)
 
 func newBundleTrial(rootDir string, store *image.Store, logger *slog.Logger) *bundleTrial {
 	return &bundleTrial{rootDir: rootDir, store: store, logger: logger, wake: make(chan struct{}, 1), now: time.Now}
