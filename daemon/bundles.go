@@ -27,14 +27,11 @@ import (
 	"github.com/staticpodd/staticpodd/oci/image"
 )
 
-// bundleSourceKey says what the bundle source is made from.
-func bundleSourceKey(cfg *config.Config) string {
-	return fmt.Sprintf("%q %s %q", cfg.RootDir, cfg.FileCheckFrequency, cfg.CredentialsDirectory)
-}
-
 // newBundleSource is the source of the bundle the node runs
 // (<root-dir>/bundles, written by `staticpodd bundle apply` and by the URL
-// source): its pods, as one set, and each set sent to the trial.
+// source): its pods, as one set, and each set sent to the trial. A reload
+// leaves it as it is: what it reads is the root dir's, and its relist
+// period (the start's fileCheckFrequency) only backs up inotify.
 func (d *System) newBundleSource(cfg *config.Config) *source.Running {
 	root := cfg.RootDir
 	b := source.NewBundle(source.BundleConfig{
@@ -48,7 +45,7 @@ func (d *System) newBundleSource(cfg *config.Config) *source.Running {
 		Credentials: cfg.CredentialsDirectory,
 		Sent:        d.trial.sent,
 	})
-	return &source.Running{Key: bundleSourceKey(cfg), Run: b.Run, Relist: b.Relist}
+	return &source.Running{Key: root, Run: b.Run, Relist: b.Relist}
 }
 
 // currentBundle is the bundle state.json says runs, with its record's name.

@@ -119,9 +119,6 @@ func (s *liveSources) Reconcile(cfg *config.Config) {
 		}
 		d.status.Refresh()
 	}
-	if d.trial != nil && bundleSourceKey(cfg) != bundleSourceKey(old) {
-		d.sources.Set(manifest.SourceBundle, d.newBundleSource(cfg))
-	}
 	for _, src := range changed {
 		d.logger.Info("reload: manifest source changed", "source", src)
 	}
