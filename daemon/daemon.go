@@ -39,6 +39,7 @@ import (
 	"github.com/staticpodd/staticpodd/agent/source"
 	"github.com/staticpodd/staticpodd/agent/trim"
 	"github.com/staticpodd/staticpodd/oci"
+	"github.com/staticpodd/staticpodd/oci/bundle"
 	"github.com/staticpodd/staticpodd/oci/image"
 	"github.com/staticpodd/staticpodd/oci/monitor"
 	"github.com/staticpodd/staticpodd/sysd"
@@ -78,7 +79,8 @@ type System struct {
 	// without a kubeconfig.
 	credentials *mirror.Credentials
 	seen        *agent.SeenStore
-	sources     *source.Mux   // the manifest sources: the file's, the URL's
+	sources     *source.Mux   // the manifest sources: the file's, the URL's, the bundle's
+	trial       *bundleTrial  // judges the bundle on trial; nil for run --once
 	flags       *config.Flags // the flags of the start, for a reload; nil for run --once
 	gate        *ready.Gate   // --ready-when's; nil when READY=1 follows the first sync
 	readOnly    *health.Part  // the read-only port's listener
@@ -330,6 +332,20 @@ func newSystem(ctx context.Context, cfg *config.Config, opts Options, logger *sl
 		d.sources.Set(manifest.SourceFile, d.newFileSource(cfg, once))
 		sourceNames = append(sourceNames, manifest.SourceFile)
 	}
+	// The bundle the node runs, if any (bundle apply, or a manifest URL
+	// that serves a bundle): not read by run --once, which runs the
+	// configured manifests only.
+	withBundles := !once && cfg.MissingConfig == ""
+	if withBundles {
+		d.trial = newBundleTrial(cfg.RootDir, images, logger.With("subsystem", "bundle"))
+		d.sources.Set(manifest.SourceBundle, d.newBundleSource(cfg))
+		d.trial.relist = func() {
+			if src := d.sources.Get(manifest.SourceBundle); src != nil {
+				src.Relist()
+			}
+		}
+		sourceNames = append(sourceNames, manifest.SourceBundle)
+	}
 	if cfg.StaticPodURL != "" {
 		src := d.sources.Set(manifest.SourceHTTP, d.newURLSource(cfg, once))
 		aux.URL.Store(src.URL)
@@ -361,6 +377,9 @@ func newSystem(ctx context.Context, cfg *config.Config, opts Options, logger *sl
 		Images:         imagePuller{store: images, puller: puller},
 		Tags:           imagePuller{store: images, puller: puller},
 	}, rt, logger)
+	if d.trial != nil {
+		d.trial.agent = d.agent
+	}
 	if cfg.Kubeconfig != "" {
 		d.credentials = mirror.NewCredentials(mirror.CredentialsConfig{
 			Kubeconfig:          cfg.Kubeconfig,
@@ -511,6 +530,10 @@ func (d *System) startAll() error {
 	if err := os.MkdirAll(importDir, 0o700); err != nil {
 		return fmt.Errorf("create %s: %w", importDir, err)
 	}
+	// Made before the bundle source watches it.
+	if err := os.MkdirAll(bundle.Dir(cfg.RootDir), 0o700); err != nil {
+		return fmt.Errorf("create %s: %w", bundle.Dir(cfg.RootDir), err)
+	}
 	// Sockets systemd passed (socket activation, see packaging/staticpodd.socket),
 	// by FileDescriptorName: "cli", "read-only" and "cri"; the daemon opens the
 	// others.
@@ -576,6 +599,9 @@ func (d *System) startAll() error {
 	}
 	if d.mirror != nil {
 		aux = append(aux, component.NewTask(d.mirror.Run))
+	}
+	if d.trial != nil {
+		aux = append(aux, component.NewTask(d.trial.run))
 	}
 	if l := firstListener(passed[listenerReadOnly]); l != nil {
 		lim := server.DefaultLimits(server.ReadOnlyMaxConns).FitFiles(files)

@@ -58,6 +58,7 @@ func (d *System) newURLSource(cfg *config.Config, once bool) *source.Running {
 		Seen:        d.seen.Seen,
 		OnChange:    func(source.URLStatus) { d.status.Refresh() },
 		Requests:    &d.aux.URLRequests,
+		Bundle:      d.urlBundle(cfg, once),
 	}, d.logger.With("source", "url"))
 	run := url.Run
 	if once {

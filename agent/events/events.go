@@ -76,6 +76,10 @@ const (
 	// Ready within its staticpodd.io/rollback-after, or the operator ran
 	// `rollout undo`, and an earlier generation runs instead (or could not).
 	RolledBack = "RolledBack"
+	// BundleReady is staticpodd's own: the signed bundle on trial was
+	// Ready in time (or applied without a rollback-after), and the bundle
+	// it replaced is released.
+	BundleReady = "BundleReady"
 )
 
 // Component is the events' source and reporting controller.

@@ -39,7 +39,7 @@ func applyStaticDefaults(pod *v1.Pod, source, nodeName string) {
 	}
 	pod.Annotations[AnnotationHash] = string(pod.UID)
 	pod.Annotations[AnnotationSource] = source
-	if source == SourceFile {
+	if source == SourceFile || source == SourceBundle {
 		addToleration(pod, v1.Toleration{Operator: v1.TolerationOpExists, Effect: v1.TaintEffectNoExecute})
 	}
 	pod.Status.Phase = v1.PodPending

@@ -17,14 +17,21 @@ import (
 const (
 	SourceFile = "file"
 	SourceHTTP = "http"
+	// SourceBundle is the pods of the signed bundle the node runs: read as
+	// a directory's files are (several documents, ConfigMaps and Secrets
+	// beside the pod, the NoExecute toleration), from an origin that names
+	// the bundle and the file ("bundle NAME/FILE") rather than a path, so
+	// that a pod keeps its UID from one bundle to the next when its
+	// manifest does not change.
+	SourceBundle = "bundle"
 )
 
 // Pod is one static pod as a source delivers it.
 type Pod struct {
 	*v1.Pod // named, UID'd, annotated, defaulted, validated
 
-	Source string // SourceFile or SourceHTTP
-	Origin string // the file path or the URL it came from
+	Source string // SourceFile, SourceHTTP or SourceBundle
+	Origin string // the file path, the URL or "bundle NAME/FILE" it came from
 	// Recreated, when it grows, says the manifest was removed and written
 	// again since: the pod is stopped and started again, same UID, as
 	// the kubelet does for a REMOVE then ADD. Zero for a manifest never

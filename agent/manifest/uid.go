@@ -17,6 +17,8 @@ import (
 //
 //	md5("host:<node>" "file:<path>" canonical)   for a file, by absolute path
 //	md5("url:<url>" canonical)                   for a URL, as the kubelet does
+//	md5("host:<node>" "bundle:<origin>" canonical) for a bundle's file, by
+//	                                             "bundle NAME/FILE"
 //
 // where canonical is the manifest document decoded into generic JSON (maps,
 // slices, numbers kept as written) and encoded again, which sorts object keys.
@@ -25,10 +27,14 @@ import (
 // kubelet's.
 func computeUID(doc any, source, origin, nodeName string) (string, error) {
 	h := md5.New()
-	if source == SourceFile {
+	switch source {
+	case SourceFile:
 		fmt.Fprintf(h, "host:%s", nodeName)
 		fmt.Fprintf(h, "file:%s", origin)
-	} else {
+	case SourceBundle:
+		fmt.Fprintf(h, "host:%s", nodeName)
+		fmt.Fprintf(h, "bundle:%s", origin)
+	default:
 		fmt.Fprintf(h, "url:%s", origin)
 	}
 	// json.Marshal's bytes, straight into the hash: Marshal would copy them

@@ -1,6 +1,7 @@
 package source
 
 import (
+	"bufio"
 	"context"
 	"crypto/sha256"
 	"crypto/tls"
@@ -178,13 +179,34 @@ func left(first *url.URL, hops []*http.Request) bool {
 // for one cause (no addresses, ports or URL in them: the caller names the
 // URL), so that a failure that repeats reads the same.
 func (c *Client) Fetch(ctx context.Context, rawURL string, header http.Header) ([]byte, error) {
+	body, _, err := c.fetch(ctx, rawURL, header, nil)
+	return body, err
+}
+
+// fetch is Fetch, which stages a body that is a bundle (IsBundleBody) in a
+// file when stage is set.
+func (c *Client) fetch(ctx context.Context, rawURL string, header http.Header, stage *BundleStage) ([]byte, *Staged, error) {
 	client, err := c.get()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	var deadline *time.Timer
+	if stage != nil {
+		// The timeout of a request is the client's, unless its body is a
+		// bundle, which has one of its own from its first bytes on: the
+		// client's bounds the request with ctx instead.
+		copied := *client
+		copied.Timeout = 0
+		client = &copied
+		var cancel context.CancelCauseFunc
+		ctx, cancel = context.WithCancelCause(ctx)
+		defer cancel(nil)
+		deadline = time.AfterFunc(c.timeout, func() { cancel(errFetchTimeout) })
+		defer deadline.Stop()
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, rawURL, nil)
 	if err != nil {
-		return nil, fmt.Errorf("bad URL: %w", unwrapURL(err))
+		return nil, nil, fmt.Errorf("bad URL: %w", unwrapURL(err))
 	}
 	req.Header = header.Clone()
 	if req.Header == nil {
@@ -192,25 +214,43 @@ func (c *Client) Fetch(ctx context.Context, rawURL string, header http.Header) (
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return nil, c.reason("", err)
+		return nil, nil, c.reason("", timedOut(ctx, err))
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		// As the kubelet: anything but 200 is a failure, 204 and 304 too.
 		// The reason phrase is the server's, up to the header limit long.
-		return nil, fmt.Errorf("HTTP %s", podspec.Truncate(resp.Status, podspec.MaxEventMessage))
+		return nil, nil, fmt.Errorf("HTTP %s", podspec.Truncate(resp.Status, podspec.MaxEventMessage))
+	}
+	r := io.Reader(resp.Body)
+	if stage != nil {
+		br := bufio.NewReaderSize(resp.Body, bundleSniff)
+		if sniffBundle(resp.Header.Get("Content-Type"), br) {
+			deadline.Reset(stage.Timeout)
+			staged, err := stage.save(br, resp.ContentLength)
+			if err != nil && errors.Is(context.Cause(ctx), errFetchTimeout) {
+				err = fmt.Errorf("bundle: no complete body within %s", stage.Timeout)
+			} else if err != nil {
+				err = c.reason("bundle: ", err)
+			}
+			if err != nil {
+				return nil, nil, err
+			}
+			return nil, staged, nil
+		}
+		r = br
 	}
 	if resp.ContentLength > manifest.MaxSize {
-		return nil, fmt.Errorf("body of %d bytes is larger than %d bytes", resp.ContentLength, manifest.MaxSize)
+		return nil, nil, fmt.Errorf("body of %d bytes is larger than %d bytes", resp.ContentLength, manifest.MaxSize)
 	}
-	body, larger, err := readBody(resp.Body, resp.ContentLength, manifest.MaxSize)
+	body, larger, err := readBody(r, resp.ContentLength, manifest.MaxSize)
 	if err != nil {
-		return nil, c.reason("read body: ", err)
+		return nil, nil, c.reason("read body: ", timedOut(ctx, err))
 	}
 	if larger {
-		return nil, fmt.Errorf("body larger than %d bytes; cut off there", manifest.MaxSize)
+		return nil, nil, fmt.Errorf("body larger than %d bytes; cut off there", manifest.MaxSize)
 	}
-	return body, nil
+	return body, nil, nil
 }
 
 // bodyChunk is what readBody reads at a time when the size is not known.

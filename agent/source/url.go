@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/staticpodd/staticpodd/agent/manifest"
 	"github.com/staticpodd/staticpodd/agent/objects"
+	"github.com/staticpodd/staticpodd/agent/podspec"
 )
 
 // DefaultURLPeriod is httpCheckFrequency's default, the kubelet's.
@@ -43,6 +45,19 @@ type URLConfig struct {
 	// Requests, when set, counts the requests made; one is shared by the
 	// sources a reload makes, so that the count goes on.
 	Requests *RequestCounts
+	// Bundle, when set, applies a bundle the URL serves instead of a
+	// manifest; nil reads every body as a manifest.
+	Bundle *URLBundle
+}
+
+// URLBundle is how the URL source applies a bundle its URL serves: the
+// daemon's (agent/ does not read bundles). Its pods are the bundle
+// source's; the URL source's own set is then empty.
+type URLBundle struct {
+	Stage BundleStage
+	// Apply verifies and applies the bundle staged at path, as served by
+	// the URL; an error leaves the node as it was.
+	Apply func(ctx context.Context, path string) error
 }
 
 // RequestCounts counts the requests of URL sources: all of them, and those
@@ -84,9 +99,13 @@ type URL struct {
 	unsaved  []byte // a good body not saved yet
 	saveErr  string
 	seenAt   map[types.UID]time.Time
-	dirty    bool   // the set or its problem may have changed since the last send
-	last     string // fingerprint of the last update sent
-	sent     bool
+	dirty    bool // the set or its problem may have changed since the last send
+	// bundle is the digest of the last bundle body applied or refused: the
+	// same one is not applied again, nor after a restart once applied (it
+	// may have been rolled back since).
+	bundle string
+	last   string // fingerprint of the last update sent
+	sent   bool
 }
 
 // goodSet is the last body that gave a usable set.
@@ -198,7 +217,17 @@ func (s *URL) Once(ctx context.Context, out chan<- Update) error {
 // poll reads the URL once and updates the state. A body with the same bytes
 // as the last one read is not parsed again.
 func (s *URL) poll(ctx context.Context) {
-	body, err := s.client.Fetch(ctx, s.cfg.URL, s.cfg.Header)
+	var body []byte
+	var staged *Staged
+	var err error
+	if s.cfg.Bundle != nil {
+		body, staged, err = s.client.fetch(ctx, s.cfg.URL, s.cfg.Header, &s.cfg.Bundle.Stage)
+	} else {
+		body, err = s.client.Fetch(ctx, s.cfg.URL, s.cfg.Header)
+	}
+	if staged != nil {
+		defer os.Remove(staged.Path)
+	}
 	if ctx.Err() != nil {
 		return
 	}
@@ -216,6 +245,15 @@ func (s *URL) poll(ctx context.Context) {
 		s.logger.Info("the manifest URL answers again", "failures", s.failures.count,
 			"failingFor", time.Since(s.failures.since).Round(time.Second))
 		s.fetchErr, s.failures, s.dirty = nil, failureLog{}, true
+	}
+	if staged != nil {
+		s.applyBundle(ctx, staged)
+		return
+	}
+	if s.bundle != "" {
+		// A manifest again: a bundle served later is applied again.
+		s.bundle = ""
+		s.forgetBundle()
 	}
 	sum := sha256.Sum256(body)
 	if sum == s.received {
@@ -237,6 +275,36 @@ func (s *URL) poll(ctx context.Context) {
 	}
 	s.unsaved = body
 }
+
+// applyBundle applies the bundle the URL serves, unless it is the one
+// applied or refused last. Applied, it replaces the URL's own set (none);
+// refused, the set stays and the problem says why, as for a body that is
+// not a usable manifest.
+func (s *URL) applyBundle(ctx context.Context, staged *Staged) {
+	if staged.Digest == s.bundle {
+		return
+	}
+	s.bundle, s.dirty = staged.Digest, true
+	if err := s.cfg.Bundle.Apply(ctx, staged.Path); err != nil {
+		if ctx.Err() != nil {
+			s.bundle = "" // stopped, not refused
+			return
+		}
+		s.bodyErr = &manifest.Error{Origin: s.origin, Reason: podspec.Truncate("bundle "+staged.Digest+": "+err.Error(), podspec.MaxEventMessage)}
+		s.logger.Error("bundle from the manifest URL not applied; keeping what runs", "digest", staged.Digest, "err", err)
+		return
+	}
+	s.logger.Info("bundle from the manifest URL applied", "digest", staged.Digest)
+	s.bodyErr = nil
+	// The bundle's pods are the bundle source's: the URL gives none, and
+	// a manifest it served before and serves again is read anew.
+	s.good, s.received = goodSet{}, [sha256.Size]byte{}
+	s.unsaved = []byte(emptyPodList)
+	s.saveBundle()
+}
+
+// emptyPodList is the set of a URL that serves a bundle, as saved.
+const emptyPodList = `{"apiVersion":"v1","kind":"PodList","items":[]}`
 
 // parse reads a body, logging its warnings: at most manifest.MaxWarnings
 // lines, however many unknown fields the server sends, at every poll.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"path/filepath"
 
 	"github.com/staticpodd/staticpodd/agent/atomicfile"
@@ -28,6 +29,11 @@ func saveHeader(origin string) string { return saveMagic + origin + "\n" }
 func (s *URL) load() {
 	if s.cfg.SaveFile == "" {
 		return
+	}
+	if b, err := readAtMost(s.bundleFile(), maxSaveHeader); err == nil {
+		if header, digest, ok := bytes.Cut(bytes.TrimSuffix(b, []byte("\n")), []byte("\n")); ok && string(header)+"\n" == saveHeader(s.origin) {
+			s.bundle = string(digest)
+		}
 	}
 	data, err := readAtMost(s.cfg.SaveFile, manifest.MaxSize+maxSaveHeader)
 	switch {
@@ -87,6 +93,33 @@ func (s *URL) save() {
 		return
 	}
 	s.saveErr = ""
+}
+
+// bundleFile keeps the digest of the last bundle the URL served and was
+// applied: the same one served after a restart is not applied again (it
+// may have been rolled back since).
+func (s *URL) bundleFile() string { return s.cfg.SaveFile + ".bundle" }
+
+// saveBundle keeps s.bundle for the next daemon; failing, the next daemon
+// applies the bundle again, which changes nothing unless it was rolled
+// back.
+func (s *URL) saveBundle() {
+	if s.cfg.SaveFile == "" {
+		return
+	}
+	if err := writeAtomic(s.bundleFile(), []byte(saveHeader(s.origin)+s.bundle+"\n")); err != nil {
+		s.logger.Warn("cannot save the digest of the bundle applied from the manifest URL", "err", err)
+	}
+}
+
+// forgetBundle removes what saveBundle kept.
+func (s *URL) forgetBundle() {
+	if s.cfg.SaveFile == "" {
+		return
+	}
+	if err := os.Remove(s.bundleFile()); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		s.logger.Warn("cannot remove the digest of the bundle applied from the manifest URL", "err", err)
+	}
 }
 
 // writeAtomic replaces path by data: a reader, or the next daemon after any

@@ -389,6 +389,9 @@ func (d *Daemon) cleanup() {
 	for _, e := range entries {
 		os.Remove(filepath.Join(d.Manifests, e.Name()))
 	}
+	// A bundle applied runs too (the bundle source): without a current
+	// bundle it runs none.
+	os.Remove(filepath.Join(d.RootDir, "bundles", "state.json"))
 	if !d.Running() {
 		d.Start()
 	}
