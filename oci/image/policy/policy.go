@@ -96,6 +96,9 @@ type Verdict struct {
 	By string `json:"by,omitempty"`
 	// Reason says why, when Rejected: bounded, without secrets.
 	Reason string `json:"reason,omitempty"`
+	// Unsigned says a requirement for a signature refused it because it
+	// came with none at all (rather than with signatures that failed).
+	Unsigned bool `json:"unsigned,omitempty"`
 }
 
 // MaxReason bounds a verdict's reason: it ends up in a pod's status message
@@ -161,7 +164,9 @@ func (p *Policy) Evaluate(ctx context.Context, img Image) Verdict {
 		case typeSigstoreSigned:
 			key, err := r.accepts(ctx, img)
 			if err != nil {
-				return rejected("%s requires a signature: %v", index(where, i), err)
+				v := rejected("%s requires a signature: %v", index(where, i), err)
+				v.Unsigned = len(img.Signatures) == 0
+				return v
 			}
 			by = append(by, "key "+key)
 		}

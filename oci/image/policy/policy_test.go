@@ -153,8 +153,16 @@ func TestCosignMatrix(t *testing.T) {
 		t.Fatal("a sigstoreSigned scope needs no signatures")
 	}
 	wantVerified(t, p.Evaluate(ctx, docker(refA, digestA, cosign(t, s, refA, digestA))), "key a.pub")
-	wantRejected(t, p.Evaluate(ctx, docker(refA, digestA)), `transports.docker."quay.io"[0] requires a signature: no signature exists`)
-	wantRejected(t, p.Evaluate(ctx, docker(refA, digestA, cosign(t, other, refA, digestA))), "cryptographic signature verification failed: not signed by key a.pub")
+	unsigned := p.Evaluate(ctx, docker(refA, digestA))
+	wantRejected(t, unsigned, `transports.docker."quay.io"[0] requires a signature: no signature exists`)
+	if !unsigned.Unsigned || !strings.HasPrefix(unsigned.String(), "unsigned, rejected by policy: ") {
+		t.Errorf("an image with no signature: Unsigned %v, shown %q", unsigned.Unsigned, unsigned.String())
+	}
+	otherKey := p.Evaluate(ctx, docker(refA, digestA, cosign(t, other, refA, digestA)))
+	wantRejected(t, otherKey, "cryptographic signature verification failed: not signed by key a.pub")
+	if otherKey.Unsigned || !strings.HasPrefix(otherKey.String(), "rejected by policy: ") {
+		t.Errorf("an image signed by another key: Unsigned %v, shown %q", otherKey.Unsigned, otherKey.String())
+	}
 	wantRejected(t, p.Evaluate(ctx, docker(refA, digestA, cosign(t, s, refA, digestB))), "signature for digest "+digestB+" does not match the image's "+digestA)
 
 	tampered := cosign(t, s, refA, digestB)
