@@ -6,6 +6,7 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/x509"
+	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -677,5 +678,69 @@ func TestSetPolicyRecheckPulled(t *testing.T) {
 	}
 	if len(refused) != 2 {
 		t.Errorf("refused %d images, want 2", len(refused))
+	}
+}
+
+// TestImportLayoutDirConfigSwapped: an OCI layout directory is read in
+// place, so whoever can write it can change a blob between the checks that
+// admit the image (its manifest's digest, the signature over it, the config
+// digest the manifest names) and the staging that records it. The config
+// recorded, what the container runs (entrypoint, env, user), must be the
+// one the signed manifest names, or the import fails.
+func TestImportLayoutDirConfigSwapped(t *testing.T) {
+	testroot.Require(t)
+	key := newTestKey(t, "cosign")
+	dir := t.TempDir()
+	const ref = "registry.example/app:v1"
+	img := testImage(t)
+	writeSignedLayout(t, dir, ref, img, signing{key: &key, form: "tag"})
+	m, err := img.Manifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := openStore(t)
+	if _, err := s.SetPolicy(archivePolicy(t, key.pub)); err != nil {
+		t.Fatal(err)
+	}
+	// importStaged's steps, with the attacker's write where it can land.
+	staging, err := os.MkdirTemp(s.tmpDir(), stagingPrefix()+"import-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(staging)
+	sp, err := s.newSpace()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sp.release()
+	srcs, err := openArchive(dir, staging, sp, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.admitArchived(context.Background(), archiveScope(dir), &srcs[0]); err != nil {
+		t.Fatalf("the signed image is refused: %v", err)
+	}
+	cfg, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg = cfg.DeepCopy()
+	cfg.Config.Entrypoint = []string{"/bin/evil"}
+	evil, err := json.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "blobs", "sha256", m.Config.Digest.Hex), evil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	imgs, err := s.stageAll(context.Background(), srcs, staging, sp, nil, nil)
+	if err == nil {
+		t.Fatalf("imported %s (config %s, entrypoint %q), not the signed manifest's config %s", imgs[0].Refs, imgs[0].ID, imgs[0].Config.Entrypoint, m.Config.Digest)
+	}
+	if !strings.Contains(err.Error(), "corrupt archive") {
+		t.Errorf("error %q does not say the archive is corrupt", err)
+	}
+	if imgs, err := s.List(); err != nil || len(imgs) != 0 {
+		t.Errorf("store has %d images (%v), want none", len(imgs), err)
 	}
 }
