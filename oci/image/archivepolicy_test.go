@@ -744,3 +744,60 @@ func TestImportLayoutDirConfigSwapped(t *testing.T) {
 		t.Errorf("store has %d images (%v), want none", len(imgs), err)
 	}
 }
+
+// TestImportFolderSymlinkScope: whoever can write the import folder decides
+// what is in it, links too. A link in it to an archive elsewhere is judged
+// as a file of the folder, not by the scope of where it points: a policy
+// that trusts archives the operator imports by hand ("") but requires a
+// signature of those dropped into the folder is not passed by a link.
+func TestImportFolderSymlinkScope(t *testing.T) {
+	testroot.Require(t)
+	key := newTestKey(t, "cosign")
+	folder := t.TempDir()
+	p, err := policy.Parse([]byte(fmt.Sprintf(`{"default": [{"type": "reject"}], "transports": {"oci-archive": {
+		%q: [{"type": "sigstoreSigned", "keyPath": %q}],
+		"": [{"type": "insecureAcceptAnything"}]}}}`, archiveScope(folder), key.pub)), "policy.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Unsigned, outside the folder: where the writer of the folder can
+	// also write (a temporary directory).
+	unsigned := filepath.Join(t.TempDir(), "unsigned.tar")
+	writeOCIArchive(t, unsigned, map[string]v1.Image{"registry.example/evil:v1": testImage(t)})
+	s := openStore(t)
+	if _, err := s.SetPolicy(p); err != nil {
+		t.Fatal(err)
+	}
+	// The same archive as a file of the folder is refused...
+	b, err := os.ReadFile(unsigned)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(folder, "copy.tar"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// ...and so is a link to it.
+	if err := os.Symlink(unsigned, filepath.Join(folder, "link.tar")); err != nil {
+		t.Fatal(err)
+	}
+	before := treeDigest(t, s.Root(), "import-state.json")
+	if err := s.ImportDir(context.Background(), folder); err != nil {
+		t.Fatal(err)
+	}
+	seen, err := s.readImportState()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"copy.tar", "link.tar"} {
+		rec, ok := seen[name]
+		if !ok {
+			t.Fatalf("import folder did not try %s", name)
+		}
+		if !strings.Contains(rec.Err, "SignatureValidationFailed") {
+			t.Errorf("%s: imported (%v, error %q), want refused as a file of the import folder", name, rec.Images, rec.Err)
+		}
+	}
+	if _, state, _ := strings.Cut(treeDigest(t, s.Root(), "import-state.json"), "\n"); !strings.HasSuffix(before, state) {
+		t.Errorf("store changed:\n%s\nwant\n%s", state, before)
+	}
+}
