@@ -801,3 +801,40 @@ func TestImportFolderSymlinkScope(t *testing.T) {
 		t.Errorf("store changed:\n%s\nwant\n%s", state, before)
 	}
 }
+
+// TestFindIDBeforeRef: the agent resolves a container's image once, to the
+// ID of the image it verified, and the runtime starts that ID (Prepare). An
+// ID is also a valid reference ("sha256:<hex>" is docker.io/library/sha256
+// tagged <hex>): an archive naming its image so must not take the place of
+// the image whose ID it spells.
+func TestFindIDBeforeRef(t *testing.T) {
+	testroot.Require(t)
+	s := openStore(t)
+	verified := filepath.Join(t.TempDir(), "verified.tar")
+	writeOCIArchive(t, verified, map[string]v1.Image{"registry.example/app:v1": testImage(t)})
+	imgs, err := s.Import(context.Background(), verified)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := imgs[0].ID
+	other := filepath.Join(t.TempDir(), "other.tar")
+	writeOCIArchive(t, other, map[string]v1.Image{id: testImage(t, baseEntries)})
+	if _, err := s.Import(context.Background(), other); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Get(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.ID != id {
+		t.Errorf("Get(%s) is image %s (refs %v), not the image of that ID", id, got.ID, got.Refs)
+	}
+	_, img, err := s.Prepare("c1", id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Release("c1")
+	if img.ID != id {
+		t.Errorf("Prepare(%s) starts image %s (refs %v), not the image of that ID", id, img.ID, img.Refs)
+	}
+}
