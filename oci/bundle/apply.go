@@ -86,6 +86,14 @@ func Apply(ctx context.Context, store *image.Store, pol *policy.Policy, src stri
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		return Record{}, err
 	}
+	// The bundle is staged beside the store (the root dir's filesystem, as
+	// a rule) before its signature can be checked: an unsigned one must not
+	// take that filesystem below the reserve an image import leaves.
+	room, err := store.Headroom()
+	if err != nil {
+		return Record{}, fmt.Errorf("bundle %s: %w", trunc(src), err)
+	}
+	opts.MaxBytes = min(opts.MaxBytes, room)
 	subject, err := stage(ctx, src, dir, opts)
 	if err != nil {
 		return Record{}, fmt.Errorf("bundle %s: %w", trunc(src), err)

@@ -86,7 +86,7 @@ func extract(ctx context.Context, r io.Reader, dir string, max int64, skipOthers
 			return fmt.Errorf("more than %d blobs", MaxBlobs)
 		}
 		if hdr.Size > left {
-			return fmt.Errorf("tar entry %s: more than %d bytes in all", name, max)
+			return fmt.Errorf("tar entry %s: more than %d bytes in all (the bundle's bound, or what its filesystem has free above the image store's reserve)", name, max)
 		}
 		left -= hdr.Size
 		if err := writeBlob(filepath.Join(dir, filepath.FromSlash(name)), io.LimitReader(tr, hdr.Size), want); err != nil {

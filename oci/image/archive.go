@@ -273,6 +273,23 @@ func layoutImages(dir string) ([]source, error) {
 // and a blob changed after signing is refused even if it unpacks.
 func layoutSource(img v1.Image, refs []string) source {
 	src := imageSource(img, refs)
+	// The config is read again when it is staged: a layout directory is
+	// read in place, and what was checked before (verifyManifest) may have
+	// been changed since. What is recorded is what the manifest names.
+	src.config = func() ([]byte, error) {
+		m, err := img.Manifest()
+		if err != nil {
+			return nil, err
+		}
+		raw, err := img.RawConfigFile()
+		if err != nil {
+			return nil, err
+		}
+		if got, _, err := v1.SHA256(bytes.NewReader(raw)); err != nil || got != m.Config.Digest {
+			return nil, fmt.Errorf("config %s: content has digest %s: corrupt archive", m.Config.Digest, got)
+		}
+		return raw, nil
+	}
 	src.layer = func(d v1.Hash) (io.ReadCloser, error) {
 		l, err := img.LayerByDiffID(d)
 		if err != nil {

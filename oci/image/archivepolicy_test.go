@@ -6,6 +6,7 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/x509"
+	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -677,5 +678,163 @@ func TestSetPolicyRecheckPulled(t *testing.T) {
 	}
 	if len(refused) != 2 {
 		t.Errorf("refused %d images, want 2", len(refused))
+	}
+}
+
+// TestImportLayoutDirConfigSwapped: an OCI layout directory is read in
+// place, so whoever can write it can change a blob between the checks that
+// admit the image (its manifest's digest, the signature over it, the config
+// digest the manifest names) and the staging that records it. The config
+// recorded, what the container runs (entrypoint, env, user), must be the
+// one the signed manifest names, or the import fails.
+func TestImportLayoutDirConfigSwapped(t *testing.T) {
+	testroot.Require(t)
+	key := newTestKey(t, "cosign")
+	dir := t.TempDir()
+	const ref = "registry.example/app:v1"
+	img := testImage(t)
+	writeSignedLayout(t, dir, ref, img, signing{key: &key, form: "tag"})
+	m, err := img.Manifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := openStore(t)
+	if _, err := s.SetPolicy(archivePolicy(t, key.pub)); err != nil {
+		t.Fatal(err)
+	}
+	// importStaged's steps, with the attacker's write where it can land.
+	staging, err := os.MkdirTemp(s.tmpDir(), stagingPrefix()+"import-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(staging)
+	sp, err := s.newSpace()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sp.release()
+	srcs, err := openArchive(dir, staging, sp, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.admitArchived(context.Background(), archiveScope(dir), &srcs[0]); err != nil {
+		t.Fatalf("the signed image is refused: %v", err)
+	}
+	cfg, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg = cfg.DeepCopy()
+	cfg.Config.Entrypoint = []string{"/bin/evil"}
+	evil, err := json.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "blobs", "sha256", m.Config.Digest.Hex), evil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	imgs, err := s.stageAll(context.Background(), srcs, staging, sp, nil, nil)
+	if err == nil {
+		t.Fatalf("imported %s (config %s, entrypoint %q), not the signed manifest's config %s", imgs[0].Refs, imgs[0].ID, imgs[0].Config.Entrypoint, m.Config.Digest)
+	}
+	if !strings.Contains(err.Error(), "corrupt archive") {
+		t.Errorf("error %q does not say the archive is corrupt", err)
+	}
+	if imgs, err := s.List(); err != nil || len(imgs) != 0 {
+		t.Errorf("store has %d images (%v), want none", len(imgs), err)
+	}
+}
+
+// TestImportFolderSymlinkScope: whoever can write the import folder decides
+// what is in it, links too. A link in it to an archive elsewhere is judged
+// as a file of the folder, not by the scope of where it points: a policy
+// that trusts archives the operator imports by hand ("") but requires a
+// signature of those dropped into the folder is not passed by a link.
+func TestImportFolderSymlinkScope(t *testing.T) {
+	testroot.Require(t)
+	key := newTestKey(t, "cosign")
+	folder := t.TempDir()
+	p, err := policy.Parse([]byte(fmt.Sprintf(`{"default": [{"type": "reject"}], "transports": {"oci-archive": {
+		%q: [{"type": "sigstoreSigned", "keyPath": %q}],
+		"": [{"type": "insecureAcceptAnything"}]}}}`, archiveScope(folder), key.pub)), "policy.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Unsigned, outside the folder: where the writer of the folder can
+	// also write (a temporary directory).
+	unsigned := filepath.Join(t.TempDir(), "unsigned.tar")
+	writeOCIArchive(t, unsigned, map[string]v1.Image{"registry.example/evil:v1": testImage(t)})
+	s := openStore(t)
+	if _, err := s.SetPolicy(p); err != nil {
+		t.Fatal(err)
+	}
+	// The same archive as a file of the folder is refused...
+	b, err := os.ReadFile(unsigned)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(folder, "copy.tar"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// ...and so is a link to it.
+	if err := os.Symlink(unsigned, filepath.Join(folder, "link.tar")); err != nil {
+		t.Fatal(err)
+	}
+	before := treeDigest(t, s.Root(), "import-state.json")
+	if err := s.ImportDir(context.Background(), folder); err != nil {
+		t.Fatal(err)
+	}
+	seen, err := s.readImportState()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"copy.tar", "link.tar"} {
+		rec, ok := seen[name]
+		if !ok {
+			t.Fatalf("import folder did not try %s", name)
+		}
+		if !strings.Contains(rec.Err, "SignatureValidationFailed") {
+			t.Errorf("%s: imported (%v, error %q), want refused as a file of the import folder", name, rec.Images, rec.Err)
+		}
+	}
+	if _, state, _ := strings.Cut(treeDigest(t, s.Root(), "import-state.json"), "\n"); !strings.HasSuffix(before, state) {
+		t.Errorf("store changed:\n%s\nwant\n%s", state, before)
+	}
+}
+
+// TestFindIDBeforeRef: the agent resolves a container's image once, to the
+// ID of the image it verified, and the runtime starts that ID (Prepare). An
+// ID is also a valid reference ("sha256:<hex>" is docker.io/library/sha256
+// tagged <hex>): an archive naming its image so must not take the place of
+// the image whose ID it spells.
+func TestFindIDBeforeRef(t *testing.T) {
+	testroot.Require(t)
+	s := openStore(t)
+	verified := filepath.Join(t.TempDir(), "verified.tar")
+	writeOCIArchive(t, verified, map[string]v1.Image{"registry.example/app:v1": testImage(t)})
+	imgs, err := s.Import(context.Background(), verified)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := imgs[0].ID
+	other := filepath.Join(t.TempDir(), "other.tar")
+	writeOCIArchive(t, other, map[string]v1.Image{id: testImage(t, baseEntries)})
+	if _, err := s.Import(context.Background(), other); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Get(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.ID != id {
+		t.Errorf("Get(%s) is image %s (refs %v), not the image of that ID", id, got.ID, got.Refs)
+	}
+	_, img, err := s.Prepare("c1", id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Release("c1")
+	if img.ID != id {
+		t.Errorf("Prepare(%s) starts image %s (refs %v), not the image of that ID", id, img.ID, img.Refs)
 	}
 }

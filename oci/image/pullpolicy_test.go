@@ -397,11 +397,18 @@ func TestPullPolicyPresentImageRefused(t *testing.T) {
 		t.Fatalf("refused pull changed the store:\nbefore %+v\nafter  %+v", before, after)
 	}
 
-	// Signed now, the same pull adds the reference and records the verdict.
+	// Signed now, the same pull adds the reference; the image is verified
+	// once each of its names is, as SetPolicy would judge it: v1 too.
 	signCosign(t, su.reg, "team/app:v2", su.key, su.digest, su.digest)
 	got, err := su.puller.Pull(t.Context(), su.reg.host+"/team/app:v2", nil)
-	if err != nil || !slices.Contains(got.Refs, su.reg.host+"/team/app:v2") || got.Verification == nil || got.Verification.Decision != policy.Verified {
-		t.Fatalf("pull of the signed tag: %+v, %v", got, err)
+	if err != nil || !slices.Contains(got.Refs, su.reg.host+"/team/app:v2") || got.Verification == nil || got.Verification.Decision != policy.Rejected ||
+		!strings.Contains(got.Verification.Reason, su.reg.host+"/team/app:v1") {
+		t.Fatalf("pull of the signed tag: %+v, %v; want it added, the image still refused under v1", got, err)
+	}
+	signCosign(t, su.reg, "team/app:v1", su.key, su.digest, su.digest)
+	got, err = su.puller.Pull(t.Context(), su.ref, nil)
+	if err != nil || got.Verification == nil || got.Verification.Decision != policy.Verified {
+		t.Fatalf("pull of v1 signed too: %+v, %v", got, err)
 	}
 }
 
@@ -683,5 +690,48 @@ func TestPullPolicyFromMirror(t *testing.T) {
 	}
 	if after := stateOf(t, s); !after.equal(before) {
 		t.Fatalf("refused pull changed the store:\nbefore %+v\nafter  %+v", before, after)
+	}
+}
+
+// TestPullPolicyLaxNameDoesNotClearRefusal: the policy judges a registry
+// image by the name it is pulled by, and the store keeps one verdict per
+// image. An image the policy refuses under its name (unsigned, or signed by
+// a key revoked since) must stay refused under that name when whoever
+// answers for a name the policy accepts anything of serves the same image:
+// otherwise that pull's verdict starts it under the strict name too.
+func TestPullPolicyLaxNameDoesNotClearRefusal(t *testing.T) {
+	su := newSignedSetup(t, true)
+	// In the store from before the policy, unsigned.
+	if _, err := su.store.SetPolicy(nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := su.puller.Pull(t.Context(), su.ref, nil); err != nil {
+		t.Fatal(err)
+	}
+	p, err := policy.Parse([]byte(fmt.Sprintf(`{"default": [{"type": "reject"}], "transports": {"docker": {
+		%q: [{"type": "sigstoreSigned", "keyPath": %q}],
+		%q: [{"type": "insecureAcceptAnything"}]}}}`, su.reg.host+"/team", su.key.pub, su.reg.host+"/lax")), "policy.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused, err := su.store.SetPolicy(p)
+	if err != nil || len(refused) != 1 {
+		t.Fatalf("SetPolicy refused %d images (%v), want the unsigned one", len(refused), err)
+	}
+	// The same image, under a name whose scope accepts anything.
+	su.reg.push(t, "lax/copy:v1", su.img)
+	if _, err := su.puller.Pull(t.Context(), su.reg.host+"/lax/copy:v1", nil); err != nil {
+		t.Fatal(err)
+	}
+	got, err := su.store.Get(su.ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := got.Verification; v == nil || v.Decision != policy.Rejected {
+		t.Errorf("%s: verification %+v after a pull of the same image by another name; want it still rejected", su.ref, v)
+	}
+	if _, _, err := su.store.Prepare("c1", su.ref); !errors.Is(err, policy.ErrSignatureValidationFailed) {
+		su.store.Release("c1")
+		t.Errorf("Prepare(%s): %v; want it refused", su.ref, err)
 	}
 }

@@ -65,6 +65,12 @@ func (s *Store) recordLocked(idx *index, i int, a admitted) error {
 	}
 	img.Digest = a.img.Digest
 	img.Transport = a.img.Transport
+	if a.img.Transport == policy.TransportDocker {
+		// The store keeps one verdict per image, and a registry image is
+		// judged by each name it has, as SetPolicy judges it: a pull by a
+		// name the policy accepts does not clear a refusal under another.
+		v = s.recheck(s.Policy(), *img)
+	}
 	img.Verification = &v
 	return nil
 }

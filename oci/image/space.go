@@ -3,6 +3,7 @@ package image
 import (
 	"fmt"
 	"io"
+	"math"
 	"sync"
 
 	"golang.org/x/sys/unix"
@@ -85,6 +86,20 @@ func statinodes(path string) (free, total uint64, err error) {
 		return 0, 0, fmt.Errorf("statfs %s: %w", path, err)
 	}
 	return st.Ffree, st.Files, nil
+}
+
+// Headroom is how many bytes may still be written on the store's filesystem
+// before it is left with less free than an import leaves (WithReserve), the
+// imports under way counted: what a caller staging an archive beside the
+// store (a bundle, before its signature can be checked) may write. It fails
+// if the filesystem is below the reserve already.
+func (s *Store) Headroom() (int64, error) {
+	sp, err := s.newSpace()
+	if err != nil {
+		return 0, err
+	}
+	defer sp.release()
+	return int64(min(sp.allowed-min(sp.allowed, sp.pre), math.MaxInt64)), nil
 }
 
 // newSpace looks at the free space of the store's filesystem, and fails if it is

@@ -293,6 +293,15 @@ func (s *Store) Get(ref string) (Image, error) {
 // find returns the index in idx.Images of the image ref names. A ref that is
 // neither a valid reference nor an ID (prefix) is an error saying why.
 func find(idx index, ref string) (int, error) {
+	// An ID in full is the image of that ID first: it is also a valid
+	// reference (docker.io/library/sha256:<hex>), which an archive may give
+	// another image, and the runtime starts a container by the ID of the
+	// image the agent verified.
+	if hex, ok := strings.CutPrefix(ref, "sha256:"); ok && len(hex) == 64 {
+		if i := slices.IndexFunc(idx.Images, func(img Image) bool { return img.ID == ref }); i >= 0 {
+			return i, nil
+		}
+	}
 	norm, nerr := Normalize(ref)
 	if nerr == nil {
 		for i, img := range idx.Images {

@@ -162,7 +162,10 @@ func (iw *importWatch) try(ctx context.Context, name string) {
 	if prev, ok := iw.seen[name]; ok && prev.Size == before.Size() && prev.ModTime.Equal(before.ModTime()) {
 		return
 	}
-	imgs, err := iw.s.Import(ctx, p, WithProgress(logProgress(logger), importLogPeriod))
+	// Judged as a file of the folder, whatever a link in it points to:
+	// whoever writes the folder would otherwise choose the policy's scope.
+	scope := filepath.Join(archiveScope(iw.dir), name)
+	imgs, err := iw.s.ImportAs(ctx, p, scope, WithProgress(logProgress(logger), importLogPeriod))
 	if ctx.Err() != nil {
 		return
 	}
