@@ -13,26 +13,38 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/staticpodd/staticpodd/oci/image/policy/sign"
 )
 
 // writeKey writes a new P-256 private key (PKCS#8 PEM) and its public key
-// into dir as name.key and name.pub.
-func writeKey(t *testing.T, dir, name string) (priv, pub string) {
+// into dir as name.key and name.pub, and returns their paths and the signer
+// of the private key.
+func writeKey(t *testing.T, dir, name string) (priv, pub string, s *sign.Signer) {
 	t.Helper()
 	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
-	der, _ := x509.MarshalPKCS8PrivateKey(k)
-	pder, _ := x509.MarshalPKIXPublicKey(&k.PublicKey)
+	der, err := x509.MarshalPKCS8PrivateKey(k)
+	if err != nil {
+		t.Fatal(err)
+	}
 	priv, pub = filepath.Join(dir, name+".key"), filepath.Join(dir, name+".pub")
 	if err := os.WriteFile(priv, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(pub, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pder}), 0o644); err != nil {
+	if s, err = sign.Load(priv, nil); err != nil {
 		t.Fatal(err)
 	}
-	return priv, pub
+	pubPEM, err := s.PublicKeyPEM()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(pub, pubPEM, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return priv, pub, s
 }
 
 // The build machine's steps and the node's, through the CLI: images sign
@@ -44,8 +56,8 @@ func TestBundleCLI(t *testing.T) {
 	t.Parallel()
 	d := newDaemon(t)
 	dir := t.TempDir()
-	key, pub := writeKey(t, dir, "cosign")
-	otherKey, _ := writeKey(t, dir, "other")
+	key, pub, _ := writeKey(t, dir, "cosign")
+	otherKey, _, _ := writeKey(t, dir, "other")
 	archive := filepath.Join(dir, "bundled.tar")
 	buildImage(t, archive, "-ref", "example.com/bundled:v1", "-format", "oci")
 	out := d.CLI("images", "sign", "--key", key, archive)

@@ -1,14 +1,9 @@
 package tests
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/sha256"
-	"crypto/x509"
 	"encoding/hex"
 	"encoding/json"
-	"encoding/pem"
 	"fmt"
 	"maps"
 	"os"
@@ -222,25 +217,6 @@ func TestBundleSourceTrial(t *testing.T) {
 	}
 }
 
-// writeSigningKey writes an ECDSA P-256 private key (PKCS#8 PEM) as bundle
-// create takes it.
-func writeSigningKey(t *testing.T, dir string) string {
-	t.Helper()
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	der, err := x509.MarshalPKCS8PrivateKey(k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := filepath.Join(dir, "bundle.key")
-	if err := os.WriteFile(p, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
 // A manifest URL that serves a bundle (made by bundle create) has it
 // applied through bundle apply's verification and import: its pods run
 // from the bundle source, its images are the bundle's, the URL's own set
@@ -261,7 +237,8 @@ func TestBundleFromManifestURL(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := filepath.Join(dir, "web-bundle.tar")
-	d.CLI("bundle", "create", "--name", "web", "--key", writeSigningKey(t, dir), "-o", out, "--image", archive, manifests)
+	key, _, _ := writeKey(t, dir, "bundle")
+	d.CLI("bundle", "create", "--name", "web", "--key", key, "-o", out, "--image", archive, manifests)
 	body, err := os.ReadFile(out)
 	if err != nil {
 		t.Fatal(err)

@@ -2,11 +2,6 @@ package tests
 
 import (
 	"archive/tar"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
@@ -21,37 +16,6 @@ import (
 	"github.com/staticpodd/staticpodd/oci/image/policy"
 	"github.com/staticpodd/staticpodd/oci/image/policy/sign"
 )
-
-// archiveKey makes a signing key under dir: its signer and its public key's
-// file, as a policy's keyPath names it.
-func archiveKey(t *testing.T, dir, name string) (*sign.Signer, string) {
-	t.Helper()
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	der, err := x509.MarshalPKCS8PrivateKey(k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	priv := filepath.Join(dir, name+".key")
-	if err := os.WriteFile(priv, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	s, err := sign.Load(priv, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pub, err := s.PublicKeyPEM()
-	if err != nil {
-		t.Fatal(err)
-	}
-	pubPath := filepath.Join(dir, name+".pub")
-	if err := os.WriteFile(pubPath, pub, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return s, pubPath
-}
 
 // signArchive writes to out the OCI archive in with a cosign signature of
 // its image, as ref, by s: an entry of its layout named by cosign's tag
@@ -187,8 +151,8 @@ func dropImport(t *testing.T, d *daemon, src, name string) {
 func TestImportFolderUnderPolicy(t *testing.T) {
 	t.Parallel()
 	d := newDaemon(t)
-	key, pub := archiveKey(t, d.Dir, "cosign")
-	other, _ := archiveKey(t, d.Dir, "other")
+	_, pub, key := writeKey(t, d.Dir, "cosign")
+	_, _, other := writeKey(t, d.Dir, "other")
 	pol := filepath.Join(d.Dir, "policy.json")
 	if err := os.WriteFile(pol, fmt.Appendf(nil, `{"default": [{"type": "insecureAcceptAnything"}],
 		"transports": {"oci-archive": {"": [{"type": "sigstoreSigned", "keyPath": %q}]}}}`, pub), 0o644); err != nil {

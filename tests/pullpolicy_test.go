@@ -2,13 +2,8 @@ package tests
 
 import (
 	"bytes"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"os"
@@ -26,7 +21,6 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
 	"github.com/staticpodd/staticpodd/oci/image/policy"
-	"github.com/staticpodd/staticpodd/oci/image/policy/sign"
 	"github.com/staticpodd/staticpodd/tests/testdaemon"
 )
 
@@ -48,7 +42,7 @@ func TestPullSignaturePolicy(t *testing.T) {
 	r.push(signedTar, "team/signed:latest")
 	unsignedID, _ := r.push(unsignedTar, "team/unsigned:v1")
 
-	signer, pub := policyKey(t, d.Dir)
+	_, pub, signer := writeKey(t, d.Dir, "cosign")
 	_, digest, _ := strings.Cut(signedRef, "@")
 	sig, err := signer.Cosign(r.addr+"/team/signed", digest)
 	if err != nil {
@@ -159,37 +153,6 @@ func TestPullSignaturePolicy(t *testing.T) {
 	}
 }
 
-// policyKey makes a signing key in dir, and returns its signer and the path
-// of its public key.
-func policyKey(t *testing.T, dir string) (*sign.Signer, string) {
-	t.Helper()
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	der, err := x509.MarshalPKCS8PrivateKey(k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	priv := filepath.Join(dir, "cosign.key")
-	if err := os.WriteFile(priv, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	s, err := sign.Load(priv, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pub, err := s.PublicKeyPEM()
-	if err != nil {
-		t.Fatal(err)
-	}
-	pubPath := filepath.Join(dir, "cosign.pub")
-	if err := os.WriteFile(pubPath, pub, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return s, pubPath
-}
-
 // `staticpodd images pull` under --image-policy, from Docker's own registry
 // (distribution, which has no referrers API: a bundle is found through the
 // referrers tag) over TLS with basic auth: the signatures are read with the
@@ -217,7 +180,7 @@ func TestPullSignaturePolicyDistribution(t *testing.T) {
 		}
 		return img, dg.String()
 	}
-	signer, pub := policyKey(t, d.Dir)
+	_, pub, signer := writeKey(t, d.Dir, "cosign")
 	_, cosignDigest := image("team/cosign")
 	sig, err := signer.Cosign(r.addr+"/team/cosign", cosignDigest)
 	if err != nil {
