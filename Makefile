@@ -19,7 +19,7 @@ DEMO_RUN  := /run/staticpodd-demo
 # The built-in default network's bridge (--pod-network-bridge's default).
 DEMO_BRIDGE := staticpodd0
 
-.PHONY: all build images demo demo-clean demo-clean-bridge test test-chaos unit e2e bench bench-nodeapi bench-pull bench-relist bench-outage bench-eviction bench-images fuzz vet clean \
+.PHONY: all build images demo demo-clean demo-clean-bridge test test-chaos unit e2e bench bench-nodeapi bench-pull bench-policy bench-relist bench-outage bench-eviction bench-images fuzz vet clean \
 	deb rpm packages test-packages appliance test-systemd test-systemd-kubeadm test-guides appliance-backports test-systemd-backports controlplane test-controlplane bench-controlplane test-conformance test-kubeadm test-cri test-node-e2e test-node-e2e-wide
 
 all: build
@@ -142,7 +142,7 @@ vet:
 # adoption after kill -9, teardown), each beside the same containers under
 # the runc CLI.
 BENCH_PODS ?= 10,100
-bench: build images bench-nodeapi bench-pull
+bench: build images bench-nodeapi bench-pull bench-policy
 	STATICPODD_BIN=$(CURDIR)/$(BIN) STATICPODD_IMAGE=$(CURDIR)/$(IMAGE_TAR) \
 		$(GO) run ./tests/bench -runs 30 -pods $(BENCH_PODS)
 
@@ -156,6 +156,11 @@ bench-nodeapi:
 # by podman; the store's unpack against tar -x of the same layers.
 bench-pull:
 	$(GO) test -run '^$$' -bench '^BenchmarkPull$$' -benchtime 3x -count 1 ./oci/image
+
+# What the image policy's decision costs an arrival: none, accept-anything,
+# a cosign signature and a sigstore bundle verified, four refused.
+bench-policy:
+	$(GO) test -run '^$$' -bench '^BenchmarkEvaluate$$' -benchmem -count 3 ./oci/image/policy
 
 # Only the idle daemon's CPU with 100 manifests, relisting every 20s and never.
 bench-relist: build

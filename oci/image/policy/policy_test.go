@@ -35,13 +35,13 @@ const (
 )
 
 // newSigner makes a P-256 key; its public half is written to dir/name.
-func newSigner(t *testing.T, dir, name string) *sign.Signer {
+func newSigner(t testing.TB, dir, name string) *sign.Signer {
 	t.Helper()
 	s, _ := newKey(t, dir, name)
 	return s
 }
 
-func newKey(t *testing.T, dir, name string) (*sign.Signer, *ecdsa.PrivateKey) {
+func newKey(t testing.TB, dir, name string) (*sign.Signer, *ecdsa.PrivateKey) {
 	t.Helper()
 	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -65,7 +65,7 @@ func newKey(t *testing.T, dir, name string) (*sign.Signer, *ecdsa.PrivateKey) {
 	return s, k
 }
 
-func parse(t *testing.T, doc string) *policy.Policy {
+func parse(t testing.TB, doc string) *policy.Policy {
 	t.Helper()
 	p, err := policy.Parse([]byte(doc), "policy.json")
 	if err != nil {
@@ -75,13 +75,13 @@ func parse(t *testing.T, doc string) *policy.Policy {
 }
 
 // signedPolicy requires keys of dir for quay.io, with extra fields.
-func signedPolicy(t *testing.T, keyField, extra string) *policy.Policy {
+func signedPolicy(t testing.TB, keyField, extra string) *policy.Policy {
 	t.Helper()
 	return parse(t, `{"default": [{"type": "reject"}], "transports": {"docker": {"quay.io": [
 		{"type": "sigstoreSigned", `+keyField+extra+`}]}}}`)
 }
 
-func cosign(t *testing.T, s *sign.Signer, ref, digest string) policy.Signature {
+func cosign(t testing.TB, s *sign.Signer, ref, digest string) policy.Signature {
 	t.Helper()
 	sig, err := s.Cosign(ref, digest)
 	if err != nil {
@@ -90,7 +90,7 @@ func cosign(t *testing.T, s *sign.Signer, ref, digest string) policy.Signature {
 	return sig
 }
 
-func bundleSig(t *testing.T, s *sign.Signer, digest string) policy.Signature {
+func bundleSig(t testing.TB, s *sign.Signer, digest string) policy.Signature {
 	t.Helper()
 	sig, err := s.Bundle(digest)
 	if err != nil {
