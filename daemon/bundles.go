@@ -349,25 +349,32 @@ func (t *bundleTrial) rollBack(st bundle.State, rec bundle.Record, reason string
 	now := t.now()
 	reason = rollout.Bound(reason, rollout.MaxReason)
 	node := events.NodeRef(t.agent.NodeName())
-	if st.Previous == "" {
+	none := "no bundle before it to roll back to"
+	var prev bundle.Record
+	var err error
+	if st.Previous != "" {
+		// One whose record cannot be read is none: the bundle source
+		// could not run it, and the failed one would be released under
+		// its running pods.
+		if prev, err = bundle.ReadRecord(t.rootDir, st.Previous); err != nil {
+			none = rollout.Bound("the bundle before it, "+st.Previous+", cannot be read: "+err.Error(), rollout.MaxReason)
+		}
+	}
+	if st.Previous == "" || err != nil {
 		err := t.change(st, func(cur bundle.State) (bundle.State, string) {
-			cur.Trial = time.Time{}
+			cur.Trial, cur.Previous = time.Time{}, ""
 			return cur, ""
 		})
 		if err != nil {
 			t.trouble("bundle trial: cannot end the trial", err)
 			return now.Add(bundleRetry)
 		}
-		t.logger.Warn("bundle not Ready in time; no bundle before it to roll back to: left running", "bundle", rec.Name, "digest", rec.Digest, "reason", reason)
+		t.logger.Warn("bundle not Ready in time; "+none+": left running", "bundle", rec.Name, "digest", rec.Digest, "reason", reason)
 		t.agent.Events().Eventf(node, v1.EventTypeWarning, events.RolledBack,
-			"Bundle %s (%s) %s; no bundle before it to roll back to: left running", rec.Name, rec.Digest, reason)
+			"Bundle %s (%s) %s; %s: left running", rec.Name, rec.Digest, reason, none)
 		return time.Time{}
 	}
-	prev, err := bundle.ReadRecord(t.rootDir, st.Previous)
-	prevName := st.Previous
-	if err == nil {
-		prevName = prev.Name + " (" + prev.Digest + ")"
-	}
+	prevName := prev.Name + " (" + prev.Digest + ")"
 	err = t.change(st, func(cur bundle.State) (bundle.State, string) {
 		return bundle.State{Current: cur.Previous, RolledBack: &bundle.RolledBack{Digest: rec.Digest, At: now.UTC(), Reason: reason}}, cur.Current
 	})
