@@ -8,8 +8,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"log/slog"
 	"mime"
 	"os"
+	"path/filepath"
 	"time"
 )
 
@@ -81,6 +84,21 @@ type Staged struct {
 	Digest string // sha256:…
 }
 
+// stagedPattern names the files save makes.
+const stagedPattern = ".url-bundle-"
+
+// removeLeft removes what a daemon stopped mid-download (killed, or its
+// machine down) left staged: each up to a bundle's size, which nothing
+// else would ever remove.
+func (s *BundleStage) removeLeft(logger *slog.Logger) {
+	left, _ := filepath.Glob(filepath.Join(s.Dir, stagedPattern+"*"))
+	for _, p := range left {
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			logger.Warn("cannot remove a bundle download left staged", "file", p, "err", err)
+		}
+	}
+}
+
 // save writes r (of size bytes, -1 when unknown) to a new file in s.Dir,
 // at most s.MaxBytes, and removes it on any failure.
 func (s *BundleStage) save(r io.Reader, size int64) (*Staged, error) {
@@ -100,7 +118,7 @@ func (s *BundleStage) save(r io.Reader, size int64) (*Staged, error) {
 	if size > limit {
 		return nil, fmt.Errorf("body of %d bytes is larger than %d bytes%s", size, limit, what)
 	}
-	f, err := os.CreateTemp(s.Dir, ".url-bundle-")
+	f, err := os.CreateTemp(s.Dir, stagedPattern)
 	if err != nil {
 		return nil, err
 	}

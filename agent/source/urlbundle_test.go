@@ -170,6 +170,23 @@ func TestURLBundleRoom(t *testing.T) {
 	}
 }
 
+// A download a daemon stopped mid-way left staged is removed by the next
+// one: nothing else would ever remove it.
+func TestURLBundleLeftStagedRemoved(t *testing.T) {
+	_, srv := newServed(t, 200, "")
+	dir := t.TempDir()
+	left := filepath.Join(dir, ".url-bundle-123")
+	if err := os.WriteFile(left, []byte("half a bundle"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := startURL(t, URLConfig{URL: srv.URL, Period: fast,
+		Bundle: &URLBundle{Stage: BundleStage{Dir: dir, MaxBytes: 1 << 20, Timeout: time.Minute}, Apply: (&fakeApplier{}).apply}})
+	r.next(t)
+	if _, err := os.Stat(left); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a download left staged by the daemon before: %v, want removed", err)
+	}
+}
+
 func TestIsBundleBody(t *testing.T) {
 	for _, c := range []struct {
 		ct   string
