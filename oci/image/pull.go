@@ -203,7 +203,10 @@ func (p *Puller) PullWith(ctx context.Context, ref string, o PullOptions) (Image
 	// credentials must not get the failure of an anonymous one, nor one
 	// pod's pull succeed with another pod's pull secret. Nor if they are
 	// judged as different names.
-	key := norm + "\x00" + judged
+	key := norm
+	if judged != norm {
+		key += "\x00as\x00" + judged
+	}
 	for _, a := range auths {
 		key += "\x00" + authKey(a)
 	}
