@@ -332,7 +332,9 @@ func (a *Agent) checkTags(ctx context.Context, key string, fp followedPod) bool 
 			continue
 		}
 		if _, done := pulled[d]; a.cfg.Images != nil && !done {
-			_, err := a.cfg.Images.Pull(ctx, d, images.PullOptions{})
+			// Judged as the tag the pod names, which a signature for
+			// another tag of the repository does not pass.
+			_, err := a.cfg.Images.Pull(ctx, d, images.PullOptions{As: tag})
 			if err != nil {
 				a.logger.Warn("new digest of followed tag not pulled", "pod", key, "container", n, "image", tag, "digest", d, "err", err)
 				a.events.Eventf(events.PodRef(pod), v1.EventTypeWarning, events.Failed, "Following tag %s: new digest %s not pulled: %v", tag, d, err)

@@ -200,3 +200,34 @@ func TestFollowAsksEachTagOncePerCheck(t *testing.T) {
 		}
 	})
 }
+
+// movingResolver names, for every tag, the digest to.
+type movingResolver struct{ to string }
+
+func (r movingResolver) Resolve(context.Context, string) (string, error) { return r.to, nil }
+
+// The new digest of a followed tag is pulled by digest but judged by the
+// image policy as the tag the pod names: a signature for another tag of
+// the repository must not let it in.
+func TestFollowPullsJudgedAsTheTag(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		p := &fakePuller{rt: rt}
+		moved := "reg.example/app@sha256:" + strings.Repeat("b", 64)
+		h := start(t, rt, Config{Images: p, Tags: movingResolver{to: moved}})
+		pod := testPod("web", "u1", v1.RestartPolicyAlways, ctr("a", "reg.example/app:v1", "sleep"))
+		pod.Pod.Annotations = map[string]string{manifest.AnnotationFollowTags: "1m"}
+		h.send([]manifest.Pod{pod})
+		time.Sleep(3 * time.Minute)
+		synctest.Wait()
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		i := slices.Index(p.pulls, moved)
+		if i < 0 {
+			t.Fatalf("pulls %v: the followed tag's new digest %s not pulled", p.pulls, moved)
+		}
+		if p.as[i] != "reg.example/app:v1" {
+			t.Fatalf("the new digest was pulled judged as %q, want as the tag reg.example/app:v1", p.as[i])
+		}
+	})
+}

@@ -28,6 +28,7 @@ type fakePuller struct {
 	// critical says, for each of pulls, whether it was a critical pod's.
 	critical []bool
 	secrets  [][]podspec.PullSecret // the pull secrets of each of pulls
+	as       []string               // the name each of pulls is judged as
 	block    chan struct{}          // if set, a pull waits for it (or its context)
 	// blockOnly, if set, is the one image whose pulls wait for block.
 	blockOnly string
@@ -51,6 +52,7 @@ func (p *fakePuller) Pull(ctx context.Context, image string, o images.PullOption
 	p.pulls = append(p.pulls, image)
 	p.critical = append(p.critical, o.Critical)
 	p.secrets = append(p.secrets, o.Secrets)
+	p.as = append(p.as, o.As)
 	err, block := p.err, p.block
 	if p.blockOnly != "" && image != p.blockOnly {
 		block = nil

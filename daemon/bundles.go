@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"math"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/staticpodd/staticpodd/agent"
@@ -81,7 +83,8 @@ func (d *System) urlBundle(cfg *config.Config, once bool) *source.URLBundle {
 	dir := filepath.Dir(urlSaveFile(cfg))
 	rootDir, node, origin := cfg.RootDir, cfg.NodeName, source.Redact(cfg.StaticPodURL)
 	return &source.URLBundle{
-		Stage: source.BundleStage{Dir: dir, MaxBytes: bundle.DefaultMaxBytes, Timeout: urlBundleTimeout},
+		Stage: source.BundleStage{Dir: dir, MaxBytes: bundle.DefaultMaxBytes, Timeout: urlBundleTimeout,
+			Room: stageRoom(dir, 100-int(cfg.ImageGCHighThresholdPercent))},
 		Apply: func(ctx context.Context, path string) error {
 			// Read from the staged file, not fetched again: what was
 			// fetched is what is verified. As a URL's, the signature's
@@ -99,6 +102,24 @@ func (d *System) urlBundle(cfg *config.Config, once bool) *source.URLBundle {
 			})
 			return err
 		},
+	}
+}
+
+// stageRoom is what the filesystem of dir can take now and keep percent
+// of itself free, the reserve an image import leaves (ImageReserve): a
+// bundle staged there is refused past it.
+func stageRoom(dir string, percent int) func() (int64, error) {
+	return func() (int64, error) {
+		var st unix.Statfs_t
+		if err := unix.Statfs(dir, &st); err != nil {
+			return 0, fmt.Errorf("statfs %s: %w", dir, err)
+		}
+		free, size := uint64(st.Bavail)*uint64(st.Bsize), uint64(st.Blocks)*uint64(st.Bsize)
+		reserve := size / 100 * uint64(min(max(percent, 0), 100))
+		if free <= reserve {
+			return 0, nil
+		}
+		return int64(min(free-reserve, math.MaxInt64)), nil
 	}
 }
 
@@ -328,25 +349,32 @@ func (t *bundleTrial) rollBack(st bundle.State, rec bundle.Record, reason string
 	now := t.now()
 	reason = rollout.Bound(reason, rollout.MaxReason)
 	node := events.NodeRef(t.agent.NodeName())
-	if st.Previous == "" {
+	none := "no bundle before it to roll back to"
+	var prev bundle.Record
+	var err error
+	if st.Previous != "" {
+		// One whose record cannot be read is none: the bundle source
+		// could not run it, and the failed one would be released under
+		// its running pods.
+		if prev, err = bundle.ReadRecord(t.rootDir, st.Previous); err != nil {
+			none = rollout.Bound("the bundle before it, "+st.Previous+", cannot be read: "+err.Error(), rollout.MaxReason)
+		}
+	}
+	if st.Previous == "" || err != nil {
 		err := t.change(st, func(cur bundle.State) (bundle.State, string) {
-			cur.Trial = time.Time{}
+			cur.Trial, cur.Previous = time.Time{}, ""
 			return cur, ""
 		})
 		if err != nil {
 			t.trouble("bundle trial: cannot end the trial", err)
 			return now.Add(bundleRetry)
 		}
-		t.logger.Warn("bundle not Ready in time; no bundle before it to roll back to: left running", "bundle", rec.Name, "digest", rec.Digest, "reason", reason)
+		t.logger.Warn("bundle not Ready in time; "+none+": left running", "bundle", rec.Name, "digest", rec.Digest, "reason", reason)
 		t.agent.Events().Eventf(node, v1.EventTypeWarning, events.RolledBack,
-			"Bundle %s (%s) %s; no bundle before it to roll back to: left running", rec.Name, rec.Digest, reason)
+			"Bundle %s (%s) %s; %s: left running", rec.Name, rec.Digest, reason, none)
 		return time.Time{}
 	}
-	prev, err := bundle.ReadRecord(t.rootDir, st.Previous)
-	prevName := st.Previous
-	if err == nil {
-		prevName = prev.Name + " (" + prev.Digest + ")"
-	}
+	prevName := prev.Name + " (" + prev.Digest + ")"
 	err = t.change(st, func(cur bundle.State) (bundle.State, string) {
 		return bundle.State{Current: cur.Previous, RolledBack: &bundle.RolledBack{Digest: rec.Digest, At: now.UTC(), Reason: reason}}, cur.Current
 	})

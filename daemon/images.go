@@ -60,7 +60,7 @@ func (p imagePuller) Present(ref string) (string, error) {
 func (p imagePuller) Pull(ctx context.Context, ref string, o images.PullOptions) (string, error) {
 	var last time.Time
 	layers := -1
-	img, err := p.puller.PullWith(ctx, ref, image.PullOptions{Critical: o.Critical, Secrets: o.Secrets, Progress: func(pr image.Progress) {
+	img, err := p.puller.PullWith(ctx, ref, image.PullOptions{Critical: o.Critical, Secrets: o.Secrets, As: o.As, Progress: func(pr image.Progress) {
 		// The pod's status is published at most every statusProgressPeriod,
 		// and when a layer is done.
 		if o.Progress == nil || (time.Since(last) < statusProgressPeriod && pr.LayersDone == layers) {

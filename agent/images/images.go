@@ -61,6 +61,10 @@ type PullOptions struct {
 	Critical bool
 	// Secrets are the pod's image pull secrets found, in its order.
 	Secrets []podspec.PullSecret
+	// As, for an image by digest, is the tag it was resolved from (a
+	// followed tag's new digest): the image policy judges it as that tag,
+	// as a pull of the tag would be.
+	As string
 }
 
 // Manager pulls the images of one pod worker's containers, and keeps their

@@ -173,6 +173,9 @@ func (s *URL) Status() URLStatus {
 // none. A request waits at most Timeout, so the first update comes within it.
 func (s *URL) Run(ctx context.Context, out chan<- Update) error {
 	s.load()
+	if b := s.cfg.Bundle; b != nil {
+		b.Stage.removeLeft(s.logger)
+	}
 	s.logger.Info("polling the manifest URL", "period", s.cfg.Period)
 	timer := time.NewTimer(0)
 	defer timer.Stop()

@@ -8,8 +8,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"log/slog"
 	"mime"
 	"os"
+	"path/filepath"
 	"time"
 )
 
@@ -68,6 +71,11 @@ type BundleStage struct {
 	Dir      string        // the staged file's directory
 	MaxBytes int64         // a larger body is refused
 	Timeout  time.Duration // of the body, from its first bytes
+	// Room, when set, is what the filesystem of Dir can take now and
+	// still keep its reserve free: a larger body is refused too. The
+	// server chooses the body, up to MaxBytes: it must not fill the disk
+	// the node's pods write to.
+	Room func() (int64, error)
 }
 
 // Staged is a bundle body in a file, by the digest of its bytes.
@@ -76,26 +84,51 @@ type Staged struct {
 	Digest string // sha256:…
 }
 
+// stagedPattern names the files save makes.
+const stagedPattern = ".url-bundle-"
+
+// removeLeft removes what a daemon stopped mid-download (killed, or its
+// machine down) left staged: each up to a bundle's size, which nothing
+// else would ever remove.
+func (s *BundleStage) removeLeft(logger *slog.Logger) {
+	left, _ := filepath.Glob(filepath.Join(s.Dir, stagedPattern+"*"))
+	for _, p := range left {
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			logger.Warn("cannot remove a bundle download left staged", "file", p, "err", err)
+		}
+	}
+}
+
 // save writes r (of size bytes, -1 when unknown) to a new file in s.Dir,
 // at most s.MaxBytes, and removes it on any failure.
 func (s *BundleStage) save(r io.Reader, size int64) (*Staged, error) {
-	if size > s.MaxBytes {
-		return nil, fmt.Errorf("body of %d bytes is larger than %d bytes", size, s.MaxBytes)
-	}
 	if err := os.MkdirAll(s.Dir, 0o700); err != nil {
 		return nil, err
 	}
-	f, err := os.CreateTemp(s.Dir, ".url-bundle-")
+	limit, what := s.MaxBytes, ""
+	if s.Room != nil {
+		room, err := s.Room()
+		if err != nil {
+			return nil, err
+		}
+		if room < limit {
+			limit, what = max(room, 0), " (what the filesystem can spare above its reserve)"
+		}
+	}
+	if size > limit {
+		return nil, fmt.Errorf("body of %d bytes is larger than %d bytes%s", size, limit, what)
+	}
+	f, err := os.CreateTemp(s.Dir, stagedPattern)
 	if err != nil {
 		return nil, err
 	}
 	h := sha256.New()
-	n, err := io.Copy(io.MultiWriter(f, h), io.LimitReader(r, s.MaxBytes+1))
+	n, err := io.Copy(io.MultiWriter(f, h), io.LimitReader(r, limit+1))
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
-	if err == nil && n > s.MaxBytes {
-		err = fmt.Errorf("body larger than %d bytes; cut off there", s.MaxBytes)
+	if err == nil && n > limit {
+		err = fmt.Errorf("body larger than %d bytes%s; cut off there", limit, what)
 	}
 	if err != nil {
 		os.Remove(f.Name())

@@ -150,6 +150,43 @@ func TestURLBundleBounds(t *testing.T) {
 	}
 }
 
+// A bundle is bounded by the room its filesystem has above its reserve
+// too: a server does not fill the node's disk with a body under MaxBytes.
+func TestURLBundleRoom(t *testing.T) {
+	s, srv := newServed(t, 200, "")
+	f := &fakeApplier{}
+	dir := t.TempDir()
+	room := func() (int64, error) { return 4096, nil }
+	r := startURL(t, URLConfig{URL: srv.URL, Period: fast,
+		Bundle: &URLBundle{Stage: BundleStage{Dir: dir, MaxBytes: 1 << 30, Timeout: time.Minute, Room: room}, Apply: f.apply}})
+	r.next(t)
+	s.set(200, tarOf(t, "blob", strings.Repeat("x", 8192)))
+	r.waitFor(t, "the room", hasProblem("larger than 4096 bytes (what the filesystem can spare above its reserve)"))
+	if f.count() != 0 {
+		t.Fatalf("a bundle larger than the room was applied")
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, ".url-bundle-*")); len(left) > 0 {
+		t.Errorf("staged files left: %v", left)
+	}
+}
+
+// A download a daemon stopped mid-way left staged is removed by the next
+// one: nothing else would ever remove it.
+func TestURLBundleLeftStagedRemoved(t *testing.T) {
+	_, srv := newServed(t, 200, "")
+	dir := t.TempDir()
+	left := filepath.Join(dir, ".url-bundle-123")
+	if err := os.WriteFile(left, []byte("half a bundle"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := startURL(t, URLConfig{URL: srv.URL, Period: fast,
+		Bundle: &URLBundle{Stage: BundleStage{Dir: dir, MaxBytes: 1 << 20, Timeout: time.Minute}, Apply: (&fakeApplier{}).apply}})
+	r.next(t)
+	if _, err := os.Stat(left); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a download left staged by the daemon before: %v, want removed", err)
+	}
+}
+
 func TestIsBundleBody(t *testing.T) {
 	for _, c := range []struct {
 		ct   string

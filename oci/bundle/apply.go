@@ -532,16 +532,38 @@ func (b *verified) install(ctx context.Context, store *image.Store, rootDir, ima
 		return Record{}, err
 	}
 	next := State{Current: h, Previous: st.Current, Trial: rec.Applied}
+	if st.Previous != "" && onTrial(rootDir, st) {
+		// The bundle replaced was never Ready: what comes back if this one
+		// fails is the last bundle kept, not it (which would come back
+		// with no trial left), nor the bundle being applied again.
+		next.Previous = st.Previous
+		if next.Previous == h {
+			next.Previous = ""
+		}
+	}
 	if err := WriteState(rootDir, next); err != nil {
 		return Record{}, err
 	}
-	if st.Previous != "" && st.Previous != next.Current && st.Previous != next.Previous {
-		// The bundle before the one replaced is no rollback target any more.
-		if err := Release(store, rootDir, st.Previous, next); err != nil {
-			return rec, fmt.Errorf("applied, but releasing bundle %s: %w", st.Previous, err)
+	for _, old := range []string{st.Current, st.Previous} {
+		if old != "" && old != next.Current && old != next.Previous {
+			// No rollback target any more.
+			if err := Release(store, rootDir, old, next); err != nil {
+				return rec, fmt.Errorf("applied, but releasing bundle %s: %w", old, err)
+			}
 		}
 	}
 	return rec, nil
+}
+
+// onTrial says whether st's Current bundle is still on trial: applied with
+// a rollback-after and not yet kept. One applied without is kept at once,
+// whenever the daemon gets to clear its trial.
+func onTrial(rootDir string, st State) bool {
+	if st.Trial.IsZero() {
+		return false
+	}
+	rec, err := ReadRecord(rootDir, st.Current)
+	return err == nil && rec.RollbackAfter > 0
 }
 
 // writeRecord writes bundles/<hex>/ for rec: its manifest files and

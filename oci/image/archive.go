@@ -432,6 +432,11 @@ func descriptorRefs(desc v1.Descriptor) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("annotation %s: %w", key, err)
 	}
+	// A name by digest names that manifest: a pod pinned to it must not
+	// get another image that an archive called so.
+	if _, d, ok := strings.Cut(norm, "@"); ok && d != desc.Digest.String() {
+		return nil, fmt.Errorf("annotation %s: %s names digest %s, not the image's %s", key, bound(norm), bound(d), desc.Digest)
+	}
 	return []string{norm}, nil
 }
 

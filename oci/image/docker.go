@@ -150,6 +150,12 @@ func dockerImage(t tarIndex, desc tarball.Descriptor) (source, error) {
 		if err != nil {
 			return source{}, fmt.Errorf("RepoTags[%d]: %w", i, err)
 		}
+		// A docker-archive has no manifest digest to name: a name by
+		// digest would give its image one it is not, and a pod pinned
+		// to that digest would run it.
+		if strings.Contains(norm, "@") {
+			return source{}, fmt.Errorf("RepoTags[%d]: %s names a digest; a docker-archive's image has none", i, bound(norm))
+		}
 		refs = append(refs, norm)
 	}
 	var cfg v1.ConfigFile

@@ -89,7 +89,7 @@ func TestPullRemoteNeverFallsBackToHTTP(t *testing.T) {
 				t.Fatal(err)
 			}
 			p := NewPuller(openStore(t), PullConfig{}, discardLogger())
-			_, err = p.pullFrom(t.Context(), eps[0], p.cfg.Keyring, r, "", ref, nil)
+			_, err = p.pullFrom(t.Context(), eps[0], p.cfg.Keyring, r, "", ref, ref, nil)
 			if err == nil || !strings.Contains(err.Error(), "HTTP response to HTTPS client") {
 				t.Fatalf("pull = %v, want a refusal to speak plain HTTP", err)
 			}

@@ -125,6 +125,12 @@ type PullOptions struct {
 	// wins, and none matching is the node's config (or anonymous) alone.
 	// Like Auth, a secret's credential goes to the image's registry only.
 	Secrets []podspec.PullSecret
+	// As, for a pull by digest, is the tag (of the same repository) the
+	// digest was resolved from, a followed tag's: the image policy judges
+	// the image as that tag names it (its scope, the identity its
+	// signature must claim), as a pull of the tag would; only the digest
+	// gets a reference.
+	As string
 }
 
 // NewPuller returns a Puller into s.
@@ -184,6 +190,10 @@ func (p *Puller) PullWith(ctx context.Context, ref string, o PullOptions) (Image
 	if err != nil {
 		return Image{}, err
 	}
+	judged, err := judgedAs(norm, o.As)
+	if err != nil {
+		return Image{}, fmt.Errorf("pull %s: %w", norm, err)
+	}
 	progress := o.Progress
 	auths, err := pullAuths(norm, o)
 	if err != nil {
@@ -191,8 +201,12 @@ func (p *Puller) PullWith(ctx context.Context, ref string, o PullOptions) (Image
 	}
 	// Pulls share one call only if they authenticate alike: one with
 	// credentials must not get the failure of an anonymous one, nor one
-	// pod's pull succeed with another pod's pull secret.
+	// pod's pull succeed with another pod's pull secret. Nor if they are
+	// judged as different names.
 	key := norm
+	if judged != norm {
+		key += "\x00as\x00" + judged
+	}
 	for _, a := range auths {
 		key += "\x00" + authKey(a)
 	}
@@ -229,7 +243,7 @@ func (p *Puller) PullWith(ctx context.Context, ref string, o PullOptions) (Image
 	defer release()
 	pctx, cancel := context.WithTimeoutCause(ctx, p.cfg.PullTimeout, fmt.Errorf("pull not done after %v", p.cfg.PullTimeout))
 	defer cancel()
-	c.img, c.err = p.pull(pctx, norm, auths, o.Auth == nil, progress)
+	c.img, c.err = p.pull(pctx, norm, judged, auths, o.Auth == nil, progress)
 	if c.err != nil && ctx.Err() == nil && pctx.Err() != nil {
 		c.err = context.Cause(pctx)
 	}
@@ -327,6 +341,27 @@ func pullAuths(norm string, o PullOptions) ([]*authn.AuthConfig, error) {
 	return out, nil
 }
 
+// judgedAs is the name the policy judges a pull of norm as: norm itself,
+// or as, a tag of its repository that norm, by digest, was resolved from.
+func judgedAs(norm, as string) (string, error) {
+	if as == "" {
+		return norm, nil
+	}
+	tag, err := Normalize(as)
+	if err != nil {
+		return "", err
+	}
+	repo, _, byDigest := strings.Cut(norm, "@")
+	tagRepo, _, _ := strings.Cut(tag, "@")
+	if i := strings.LastIndex(tagRepo, ":"); i > strings.LastIndex(tagRepo, "/") {
+		tagRepo = tagRepo[:i]
+	}
+	if !byDigest || strings.Contains(tag, "@") || tagRepo != repo {
+		return "", fmt.Errorf("judged as %s: not a tag of the repository of %s, by digest", bound(tag), norm)
+	}
+	return tag, nil
+}
+
 // registryOf is r's registry as Docker configs key it: Docker Hub's is docker.io.
 func registryOf(r name.Reference) string {
 	if registry := r.Context().RegistryStr(); registry != name.DefaultRegistry {
@@ -340,7 +375,7 @@ func registryOf(r name.Reference) string {
 // Docker config alone: the first that succeeds wins, as the kubelet's
 // PullImage tries a pod's credentials. withNode says the node's config may
 // be tried after auths (not for a CRI pull's own AuthConfig).
-func (p *Puller) pull(ctx context.Context, norm string, auths []*authn.AuthConfig, withNode bool, progress func(Progress)) (Image, error) {
+func (p *Puller) pull(ctx context.Context, norm, judged string, auths []*authn.AuthConfig, withNode bool, progress func(Progress)) (Image, error) {
 	r, err := name.ParseReference(norm)
 	if err != nil {
 		return Image{}, err
@@ -385,7 +420,7 @@ func (p *Puller) pull(ctx context.Context, norm string, auths []*authn.AuthConfi
 				continue
 			}
 			tried = true
-			img, err := p.pullFrom(ctx, ep, keys, r, digest, norm, progress)
+			img, err := p.pullFrom(ctx, ep, keys, r, digest, norm, judged, progress)
 			if err == nil {
 				return img, nil
 			}
@@ -422,8 +457,9 @@ func plainHTTPHint(err error, hostsDir, registry string) error {
 		err, registry, filepath.Join(hostsDirFor(dir, registry), "hosts.toml"), registry)
 }
 
-// pullFrom pulls ref (by digest if digest is set) from one endpoint.
-func (p *Puller) pullFrom(ctx context.Context, ep endpoint, keys authn.Keychain, r name.Reference, digest, norm string, progress func(Progress)) (Image, error) {
+// pullFrom pulls ref (by digest if digest is set) from one endpoint; the
+// policy judges it as judged names it.
+func (p *Puller) pullFrom(ctx context.Context, ep endpoint, keys authn.Keychain, r name.Reference, digest, norm, judged string, progress func(Progress)) (Image, error) {
 	var ropts []name.Option
 	if ep.scheme == "http" {
 		ropts = append(ropts, name.Insecure)
@@ -484,7 +520,7 @@ func (p *Puller) pullFrom(ctx context.Context, ep endpoint, keys authn.Keychain,
 	}
 	// Decided before any blob is fetched or any reference moved: a refusal
 	// leaves the store as it was.
-	adm, err := p.admit(ctx, repo, norm, repoDigest, desc.Digest, opts)
+	adm, err := p.admit(ctx, repo, judged, repoDigest, desc.Digest, opts)
 	if err != nil {
 		return Image{}, err
 	}

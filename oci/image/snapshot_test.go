@@ -229,3 +229,26 @@ func TestPrepareConcurrent(t *testing.T) {
 		t.Errorf("%d layers left once the removed image's snapshots are released", len(layers))
 	}
 }
+
+// A container starts from the image ID the agent pulled and verified; a
+// reference spelt like that ID ("sha256:<hex>" is repository
+// docker.io/library/sha256, tag <hex>), which a pod or an archive may give
+// an image of its own, does not stand in for it.
+func TestPrepareByIDIsNotAName(t *testing.T) {
+	testroot.Require(t)
+	s := openStore(t)
+	victim := testImage(t)
+	id, err := victim.ConfigName()
+	if err != nil {
+		t.Fatal(err)
+	}
+	importFixture(t, s, map[string]v1.Image{"registry.example/app:v1": victim, id.String(): testImage(t, baseEntries)})
+	_, img, err := s.Prepare("c1", id.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Release("c1") })
+	if img.ID != id.String() {
+		t.Fatalf("Prepare(%s) started image %s (refs %v), not the image of that ID", id, img.ID, img.Refs)
+	}
+}

@@ -293,14 +293,15 @@ func (s *Store) Get(ref string) (Image, error) {
 // find returns the index in idx.Images of the image ref names. A ref that is
 // neither a valid reference nor an ID (prefix) is an error saying why.
 func find(idx index, ref string) (int, error) {
-	// An ID in full is the image of that ID first: it is also a valid
-	// reference (docker.io/library/sha256:<hex>), which an archive may give
-	// another image, and the runtime starts a container by the ID of the
-	// image the agent verified.
-	if hex, ok := strings.CutPrefix(ref, "sha256:"); ok && len(hex) == 64 {
+	// A whole ID names that image alone, as containerd's ParseAnyReference
+	// takes it: the runtime starts a container from the ID its pull
+	// verified, and "sha256:<hex>" read as a name (docker.io/library/sha256,
+	// tag <hex>) could be another image's reference.
+	if sha256Digest.MatchString(ref) {
 		if i := slices.IndexFunc(idx.Images, func(img Image) bool { return img.ID == ref }); i >= 0 {
 			return i, nil
 		}
+		return -1, fmt.Errorf("image %s: %w", ref, podspec.ErrImageNotPresent)
 	}
 	norm, nerr := Normalize(ref)
 	if nerr == nil {
