@@ -133,9 +133,6 @@ func (a *Agent) adopt(ctx context.Context, l *loop) error {
 
 // reconcile merges the sources and hands each pod to its worker.
 func (a *Agent) reconcile(ctx context.Context, l *loop) {
-	if l.allSeen && l.adopted != nil {
-		a.sweep(l)
-	}
 	a.mu.Lock()
 	defer func() {
 		a.mu.Unlock()
@@ -165,6 +162,9 @@ func (a *Agent) reconcile(ctx context.Context, l *loop) {
 	problems = append(problems, a.checkOrderLocked(pods)...)
 	a.problems = problems
 	a.recordProblemsLocked(problems)
+	if l.allSeen && l.adopted != nil {
+		a.sweep(l, pods)
+	}
 	l.seq++
 
 	for key, p := range pods {
@@ -242,26 +242,26 @@ func (a *Agent) firstFullReconcileLocked(ctx context.Context, l *loop, pods map[
 	a.maybeReadyLocked()
 }
 
-// sweep removes, once, the <root-dir>/pods/<uid> directories that nothing
-// claims: an earlier daemon's leftovers (a pod removed while it was down, a
-// generation it never started). It runs when every source has delivered its
+// sweep removes, once, the <root-dir>/pods/<uid> directories and pod log
+// directories that nothing claims: an earlier daemon's leftovers (a pod
+// removed while it was down, a generation it never started, one it was
+// tearing down when it died). It runs when every source has delivered its
 // first snapshot and before that snapshot is handed to the workers, and keeps
-// every UID a source lists, every UID found running or with a sandbox at start
-// (a pod whose manifest is missing for a moment keeps its emptyDir until its
-// worker has stopped its containers and removes it), and every UID handed to a
-// worker before, which may be making its sandbox now. Workers only ever touch
-// UIDs in those sets, so nothing races the sweep.
-func (a *Agent) sweep(l *loop) {
+// the UID of every pod about to be handed (pods), every UID found running or
+// with a sandbox at start (a pod whose manifest is missing for a moment keeps
+// its emptyDir until its worker has stopped its containers and removes it),
+// and every UID handed to a worker before, which may be making its sandbox
+// now. Workers only ever touch UIDs in those sets, so nothing races the sweep.
+// A UID a source lists is not kept for itself: a pod that follows its tags,
+// or is rolled back, runs another generation, and the listed one, not running,
+// would keep what an earlier daemon left of it for good.
+func (a *Agent) sweep(l *loop, pods map[string]manifest.Pod) {
 	keep := l.adopted
 	for uid := range l.handed {
 		keep[uid] = true
 	}
-	for _, u := range l.sources {
-		for _, p := range u.Pods {
-			if p.Pod != nil {
-				keep[string(p.UID)] = true
-			}
-		}
+	for _, p := range pods {
+		keep[string(p.UID)] = true
 	}
 	l.adopted, l.handed = nil, nil
 	a.pruneRollouts(l.sources)

@@ -2,6 +2,8 @@ package agent
 
 import (
 	"fmt"
+	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -624,6 +626,35 @@ func TestLeftoversSweptOnceEverySourceSpoke(t *testing.T) {
 		h.send(nil)
 		if got := conv.Sweeps(); len(got) != 1 {
 			t.Errorf("swept again: %q", got)
+		}
+	})
+}
+
+// A pod that follows its tags runs the generation of the digest its tag
+// moved to, not its manifest's UID: the sweep at start keeps the generation
+// that runs, and not the manifest's UID, whose log directory an earlier
+// daemon killed while tearing that generation down would leave for good.
+func TestLeftoversSweptKeepTheFollowedGeneration(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		root := t.TempDir()
+		f := loadFollows(root, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		f.at["default/web-node1"] = &followed{Base: map[string]string{"a": "reg.example/app@sha256:" + strings.Repeat("a", 64)},
+			Now: map[string]string{"a": "reg.example/app@sha256:" + strings.Repeat("b", 64)}, Tag: map[string]string{"a": "reg.example/app:v1"}}
+		if err := f.saveLocked(); err != nil {
+			t.Fatal(err)
+		}
+		rt := newFakeRuntime()
+		h := start(t, rt, Config{Paths: manifest.Paths{RootDir: root}})
+		conv := h.a.conv.(*fakeConv)
+		p := testPod("web", "u1", v1.RestartPolicyAlways, ctr("a", "reg.example/app:v1", "sleep"))
+		p.Pod.Annotations = map[string]string{manifest.AnnotationFollowTags: "1h"}
+		h.send([]manifest.Pod{p})
+		gen := h.pod("web").UID
+		if gen == "u1" {
+			t.Fatal("the pod runs its manifest's UID, not the followed digest's generation")
+		}
+		if got, want := conv.Sweeps(), []string{string(gen)}; !slices.Equal(got, want) {
+			t.Fatalf("the sweep kept %q, want %q", got, want)
 		}
 	})
 }
