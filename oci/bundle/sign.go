@@ -14,7 +14,6 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/match"
 	imagespec "github.com/opencontainers/image-spec/specs-go/v1"
 
-	"github.com/staticpodd/staticpodd/agent/atomicfile"
 	"github.com/staticpodd/staticpodd/oci/image"
 	"github.com/staticpodd/staticpodd/oci/image/policy"
 )
@@ -108,7 +107,7 @@ func SignArchive(ctx context.Context, path string, s Signer, opts SignOptions) (
 	if err != nil {
 		return nil, err
 	}
-	return signed, atomicfile.MkdirAll(filepath.Dir(out), 0o755)
+	return signed, nil
 }
 
 func absOr(p, def string) string {

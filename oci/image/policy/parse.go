@@ -7,13 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 
 	"github.com/sigstore/sigstore/pkg/cryptoutils"
 
+	"github.com/staticpodd/staticpodd/agent/atomicfile"
 	"github.com/staticpodd/staticpodd/agent/podspec"
 )
 
@@ -46,17 +46,9 @@ func knownTransport(name string) bool {
 
 // Load reads and parses the policy file at path.
 func Load(path string) (*Policy, error) {
-	f, err := os.Open(path)
+	data, err := atomicfile.Read(path, maxPolicyBytes)
 	if err != nil {
 		return nil, err
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxPolicyBytes+1))
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	if len(data) > maxPolicyBytes {
-		return nil, fmt.Errorf("%s: larger than %d bytes", path, maxPolicyBytes)
 	}
 	return Parse(data, path)
 }
@@ -365,17 +357,9 @@ func (p *parser) keyFile(r *requirement, path, file string) error {
 	if !filepath.IsAbs(file) {
 		return p.errorf(path, "%s is not an absolute path", quote(file))
 	}
-	f, err := os.Open(file)
+	data, err := atomicfile.Read(file, maxKeyBytes)
 	if err != nil {
 		return p.errorf(path, "%v", err)
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxKeyBytes+1))
-	if err != nil {
-		return p.errorf(path, "%v", err)
-	}
-	if len(data) > maxKeyBytes {
-		return p.errorf(path, "%s: larger than %d bytes", file, maxKeyBytes)
 	}
 	k, err := newKey(filepath.Base(file), data)
 	if err != nil {

@@ -15,8 +15,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"strings"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -32,6 +30,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/staticpodd/staticpodd/agent/atomicfile"
 	"github.com/staticpodd/staticpodd/oci/image/policy"
 )
 
@@ -51,17 +50,9 @@ type Signer struct {
 // Load reads a private key: PKCS#8, EC or PKCS#1 PEM, or cosign's encrypted
 // key (password from the caller, e.g. $COSIGN_PASSWORD).
 func Load(path string, password []byte) (*Signer, error) {
-	f, err := os.Open(path)
+	data, err := atomicfile.Read(path, maxKeyBytes)
 	if err != nil {
 		return nil, err
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxKeyBytes+1))
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	if len(data) > maxKeyBytes {
-		return nil, fmt.Errorf("%s: larger than %d bytes", path, maxKeyBytes)
 	}
 	s, err := New(data, password)
 	if err != nil {
