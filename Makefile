@@ -379,10 +379,10 @@ rpm: $(NFPM) pkg-stage
 
 packages: deb rpm
 
-# Both packages of each kind, built, with what they must hold, and lintian's verdict
-# on the .debs (tests/packaging_test.go).
+# Both packages of each kind, built, with what they must hold, lintian's verdict
+# on the .debs (tests/packaging_test.go), and their size (tests/size_test.go).
 test-packages: deb rpm
-	STATICPODD_PKG_DIR=$(CURDIR)/$(OUT)/pkg $(GO) test -count=1 -v -run 'TestPackagesBuilt|TestKubeletUnitIsStaticpoddsService|TestKubeadmDropInIsKubeadms' ./tests/
+	STATICPODD_PKG_DIR=$(CURDIR)/$(OUT)/pkg $(GO) test -count=1 -v -run 'TestPackagesBuilt|TestPackageSize|TestKubeletUnitIsStaticpoddsService|TestKubeadmDropInIsKubeadms' ./tests/
 
 # The appliance: Debian bookworm with systemd, the .deb installed and enabled, the
 # web example's manifest and its image in the import folder. Its debootstrap base
