@@ -19,7 +19,7 @@ DEMO_RUN  := /run/staticpodd-demo
 # The built-in default network's bridge (--pod-network-bridge's default).
 DEMO_BRIDGE := staticpodd0
 
-.PHONY: all build images demo demo-clean demo-clean-bridge test test-chaos unit e2e bench bench-nodeapi bench-pull bench-policy bench-relist bench-outage bench-eviction bench-images fuzz vet clean \
+.PHONY: all build images demo demo-clean demo-clean-bridge test test-chaos unit e2e bench bench-size bench-nodeapi bench-pull bench-policy bench-relist bench-outage bench-eviction bench-images fuzz vet clean \
 	deb rpm packages test-packages appliance test-systemd test-systemd-kubeadm test-guides appliance-backports test-systemd-backports controlplane test-controlplane bench-controlplane test-conformance test-kubeadm test-cri test-node-e2e test-node-e2e-wide
 
 all: build
@@ -142,9 +142,18 @@ vet:
 # adoption after kill -9, teardown), each beside the same containers under
 # the runc CLI.
 BENCH_PODS ?= 10,100
-bench: build images bench-nodeapi bench-pull bench-policy
+bench: build images bench-nodeapi bench-pull bench-policy bench-size
 	STATICPODD_BIN=$(CURDIR)/$(BIN) STATICPODD_IMAGE=$(CURDIR)/$(IMAGE_TAR) \
 		$(GO) run ./tests/bench -runs 30 -pods $(BENCH_PODS)
+
+# What bin/staticpodd is made of: its symbols' bytes by Go module, the
+# embedded monitor, its sections. The same build linked without -s (the
+# symbol table only: same code, same layout) is what is attributed.
+SIZE_SYMS := $(OUT)/size/staticpodd.syms
+bench-size: build
+	@mkdir -p $(dir $(SIZE_SYMS))
+	CGO_ENABLED=1 $(GO) build -trimpath -tags "$(GOTAGS_BUILD) embedmonitor" -ldflags '$(filter-out -s,$(LDFLAGS))' -o $(SIZE_SYMS) ./cmd/staticpodd
+	$(GO) run ./tests/bench/size -bin $(BIN) -syms $(SIZE_SYMS)
 
 # The node API's bulk endpoints (/pods, /stats/summary, /metrics*) with 10 and
 # 100 pods, over TLS with a client certificate: latency, allocations, size.
@@ -370,10 +379,10 @@ rpm: $(NFPM) pkg-stage
 
 packages: deb rpm
 
-# Both packages of each kind, built, with what they must hold, and lintian's verdict
-# on the .debs (tests/packaging_test.go).
+# Both packages of each kind, built, with what they must hold, lintian's verdict
+# on the .debs (tests/packaging_test.go), and their size (tests/size_test.go).
 test-packages: deb rpm
-	STATICPODD_PKG_DIR=$(CURDIR)/$(OUT)/pkg $(GO) test -count=1 -v -run 'TestPackagesBuilt|TestKubeletUnitIsStaticpoddsService|TestKubeadmDropInIsKubeadms' ./tests/
+	STATICPODD_PKG_DIR=$(CURDIR)/$(OUT)/pkg $(GO) test -count=1 -v -run 'TestPackagesBuilt|TestPackageSize|TestKubeletUnitIsStaticpoddsService|TestKubeadmDropInIsKubeadms' ./tests/
 
 # The appliance: Debian bookworm with systemd, the .deb installed and enabled, the
 # web example's manifest and its image in the import folder. Its debootstrap base
