@@ -57,7 +57,12 @@ func benchMemory(bin, peer, image, counts string, rounds int, settle, rest time.
 		for r := range rounds {
 			for k := range sides {
 				i := (r + k) % len(sides)
-				sub := filepath.Join(dir, fmt.Sprintf("%d-%d-%d", n, r, i))
+				// Its base name is the daemon's run dir's (/run/NAME): unique
+				// among the benchmarks running at once.
+				sub, err := os.MkdirTemp(dir, fmt.Sprintf("staticpodd-bench-memory-%d-%d-%d-", n, r, i))
+				if err != nil {
+					return err
+				}
 				m, err := memoryRun(sides[i].bin, image, sub, n, settle, rest)
 				if err != nil {
 					return fmt.Errorf("%s, %d pods: %w", sides[i].name, n, err)
