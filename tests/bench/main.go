@@ -57,7 +57,7 @@ func main() {
 	imagePadMB := flag.Int("image-pad-mb", 100, "MB of random bytes in the round trip's image")
 	memoryPods := flag.String("memory-pods", "10,100", "pod counts at which the daemon's peak and rest memory are measured; empty skips it")
 	memoryPeer := flag.String("memory-peer", "", "another staticpodd binary (an older build) whose memory is measured in the same rounds, the two alternating")
-	memoryRounds := flag.Int("memory-rounds", 3, "rounds of the memory benchmark per pod count")
+	memoryRounds := flag.Int("memory-rounds", 2, "rounds of the memory benchmark per pod count")
 	memorySettle := flag.Duration("memory-settle", 0, "how long after the daemon answers the memory benchmark's pods come (its trim after the start: 10 s after its first sync)")
 	memoryRest := flag.Duration("memory-rest", time.Minute, "how long after the last pod ran the daemon counts as at rest")
 	only := flag.String("only", "", "comma-separated benchmarks to run: start, scale, memory, network, ready, probes, url, logs, relist, hostile, eviction, nodeapi, images, outage (default: all but outage)")
