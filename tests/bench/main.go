@@ -55,7 +55,12 @@ func main() {
 	scaleIdle := flag.Duration("scale-idle-window", 30*time.Second, "how long the idle CPU with the scale benchmark's pods is measured")
 	imageRuns := flag.Int("image-runs", 5, "runs of the image export + import round trip; 0 skips it")
 	imagePadMB := flag.Int("image-pad-mb", 100, "MB of random bytes in the round trip's image")
-	only := flag.String("only", "", "comma-separated benchmarks to run: start, scale, network, ready, probes, url, logs, relist, hostile, eviction, nodeapi, images, outage (default: all but outage)")
+	memoryPods := flag.String("memory-pods", "10,100", "pod counts at which the daemon's peak and rest memory are measured; empty skips it")
+	memoryPeer := flag.String("memory-peer", "", "another staticpodd binary (an older build) whose memory is measured in the same rounds, the two alternating")
+	memoryRounds := flag.Int("memory-rounds", 2, "rounds of the memory benchmark per pod count")
+	memorySettle := flag.Duration("memory-settle", 0, "how long after the daemon answers the memory benchmark's pods come (its trim after the start: 10 s after its first sync)")
+	memoryRest := flag.Duration("memory-rest", time.Minute, "how long after the last pod ran the daemon counts as at rest")
+	only := flag.String("only", "", "comma-separated benchmarks to run: start, scale, memory, network, ready, probes, url, logs, relist, hostile, eviction, nodeapi, images, outage (default: all but outage)")
 	flag.Parse()
 	removeCopy := func() {}
 	if *bin != "" {
@@ -65,6 +70,16 @@ func main() {
 			os.Exit(1)
 		}
 		*bin, removeCopy = copied, remove
+	}
+	if *memoryPeer != "" {
+		copied, remove, err := installedCopy(*memoryPeer)
+		if err != nil {
+			removeCopy()
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		removeBin := removeCopy
+		*memoryPeer, removeCopy = copied, func() { removeBin(); remove() }
 	}
 	defer removeCopy()
 	if *logsOnly {
@@ -94,6 +109,9 @@ func main() {
 				break
 			}
 		}
+	}
+	if err == nil && want("memory") && *memoryPods != "" {
+		err = benchMemory(*bin, *memoryPeer, *image, *memoryPods, *memoryRounds, *memorySettle, *memoryRest)
 	}
 	if err == nil && want("network") {
 		err = benchNetwork(*bin, *image, *runs)
@@ -355,7 +373,7 @@ cgroupRoot: /staticpodd-bench
 	if err := d.cmd.Start(); err != nil {
 		return nil, err
 	}
-	if err := poll(10*time.Second, func() bool { n, _ := d.countPods(); return n == 0 }); err != nil {
+	if err := poll(30*time.Second, func() bool { n, _ := d.countPods(); return n == 0 }); err != nil {
 		d.stop()
 		return nil, fmt.Errorf("daemon did not come up: %v\n%s", err, d.logs.String())
 	}
