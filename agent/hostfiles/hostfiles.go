@@ -170,8 +170,12 @@ func (w *Watcher) Run(ctx context.Context) {
 	}()
 	var events <-chan fsnotify.Event
 	var errs <-chan error
+	// The relist ticks only while there are files to read again: most
+	// daemons' pods name none, and an idle daemon's every wake-up costs.
 	tick := time.NewTicker(w.relist)
 	defer tick.Stop()
+	tick.Stop()
+	var tickc <-chan time.Time
 	settled := time.NewTimer(time.Hour)
 	settled.Stop()
 	dirty := map[string]bool{} // directories with events not read yet; settled runs while it has any
@@ -203,11 +207,26 @@ func (w *Watcher) Run(ctx context.Context) {
 			// What changed before the watch was added: read again.
 			w.watch(fw)
 			w.reread(nil)
-		case <-tick.C:
+		case <-tickc:
 			w.watch(fw)
 			w.reread(nil)
 		}
+		switch watching := w.watching(); {
+		case watching && tickc == nil:
+			tick.Reset(w.relist)
+			tickc = tick.C
+		case !watching && tickc != nil:
+			tick.Stop()
+			tickc = nil
+		}
 	}
+}
+
+// watching reports whether there is a file to watch.
+func (w *Watcher) watching() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.digests) > 0
 }
 
 // watch adds a watch on the directory of every path that has none (a
