@@ -55,7 +55,12 @@ func main() {
 	scaleIdle := flag.Duration("scale-idle-window", 30*time.Second, "how long the idle CPU with the scale benchmark's pods is measured")
 	imageRuns := flag.Int("image-runs", 5, "runs of the image export + import round trip; 0 skips it")
 	imagePadMB := flag.Int("image-pad-mb", 100, "MB of random bytes in the round trip's image")
-	only := flag.String("only", "", "comma-separated benchmarks to run: start, scale, network, ready, probes, url, logs, relist, hostile, eviction, nodeapi, images, outage (default: all but outage)")
+	idlePods := flag.Int("idle-pods", 100, "pods running while the idle daemon's wake-ups are counted; 0 skips it")
+	idleWindow := flag.Duration("idle-window", time.Minute, "how long the idle daemon's wake-ups and CPU are counted")
+	idleRounds := flag.Int("idle-rounds", 2, "rounds of the idle benchmark, the two binaries alternating")
+	idleOld := flag.String("idle-old", "", "a binary to measure beside -staticpodd in the idle benchmark (one built from main)")
+	idleTraced := flag.String("idle-traced", "", "label=binary,...: builds with the benchtrace tag whose idle wake-ups are named by source")
+	only := flag.String("only", "", "comma-separated benchmarks to run: start, scale, network, ready, probes, url, logs, relist, hostile, eviction, nodeapi, images, idle, outage (default: all but outage)")
 	flag.Parse()
 	removeCopy := func() {}
 	if *bin != "" {
@@ -124,6 +129,9 @@ func main() {
 	}
 	if err == nil && want("eviction") && *evictRuns > 0 {
 		err = benchEviction(*bin, *image, *evictRuns, *evictWindow)
+	}
+	if err == nil && want("idle") && *idlePods > 0 {
+		err = benchIdle(*bin, *idleOld, *image, *idlePods, *idleRounds, *idleWindow, *idleTraced)
 	}
 	if err == nil && want("images") && *imageRuns > 0 {
 		err = benchImages(*bin, *imageRuns, *imagePadMB)
