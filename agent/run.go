@@ -14,6 +14,7 @@ import (
 	"github.com/staticpodd/staticpodd/agent/events"
 	"github.com/staticpodd/staticpodd/agent/manifest"
 	"github.com/staticpodd/staticpodd/agent/source"
+	"github.com/staticpodd/staticpodd/agent/tick"
 )
 
 // orphanPrefix keys workers that only remove an adopted pod nobody wants.
@@ -49,13 +50,15 @@ func (a *Agent) Run(ctx context.Context, updates <-chan source.Update) error {
 	l.wg.Go(func() { a.runFollow(ctx) })
 	defer a.onChange.wg.Wait()
 
-	syncTick := time.NewTicker(a.cfg.SyncFrequency)
+	// On the shared clock: the resync wakes with the eviction manager's
+	// housekeeping and the relists (agent/tick).
+	syncTick := tick.New(a.cfg.SyncFrequency)
 	defer syncTick.Stop()
 	// Without a systemd watchdog there is no ping to send: the sync tick
 	// alone wakes the loop, often enough for SyncLoopHealthCheck.
 	var watchdogC <-chan time.Time
 	if a.cfg.WatchdogPeriod > 0 {
-		watchdog := time.NewTicker(a.cfg.WatchdogPeriod)
+		watchdog := tick.New(a.cfg.WatchdogPeriod)
 		defer watchdog.Stop()
 		watchdogC = watchdog.C
 	}

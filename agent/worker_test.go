@@ -303,12 +303,13 @@ func TestImageMissingRetriedEverySyncFrequency(t *testing.T) {
 		rt.mu.Lock()
 		delete(rt.missing, "etcd:3.5")
 		rt.mu.Unlock()
-		time.Sleep(29 * time.Second)
+		// The sync ticks at the multiples of its period on the daemon's
+		// shared clock (agent/tick): the next is within one period.
 		synctest.Wait()
 		if len(rt.Running()) != 0 {
 			t.Fatal("started before the sync tick")
 		}
-		time.Sleep(time.Second)
+		time.Sleep(30 * time.Second)
 		synctest.Wait()
 		if len(rt.Running()) != 1 {
 			t.Fatalf("not started on the sync tick; calls %q", rt.Calls())

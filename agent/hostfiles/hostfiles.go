@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+
+	"github.com/staticpodd/staticpodd/agent/tick"
 )
 
 // MaxSize is the most of a file that is hashed: kubeconfigs, keys and
@@ -172,9 +174,9 @@ func (w *Watcher) Run(ctx context.Context) {
 	var errs <-chan error
 	// The relist ticks only while there are files to read again: most
 	// daemons' pods name none, and an idle daemon's every wake-up costs.
-	tick := time.NewTicker(w.relist)
-	defer tick.Stop()
-	tick.Stop()
+	relist := tick.New(w.relist)
+	defer relist.Stop()
+	relist.Stop()
 	var tickc <-chan time.Time
 	settled := time.NewTimer(time.Hour)
 	settled.Stop()
@@ -213,10 +215,10 @@ func (w *Watcher) Run(ctx context.Context) {
 		}
 		switch watching := w.watching(); {
 		case watching && tickc == nil:
-			tick.Reset(w.relist)
-			tickc = tick.C
+			relist.Reset(w.relist)
+			tickc = relist.C
 		case !watching && tickc != nil:
-			tick.Stop()
+			relist.Stop()
 			tickc = nil
 		}
 	}
