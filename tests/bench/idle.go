@@ -31,6 +31,11 @@ import (
 // With -idle-old the binary built from main runs too, the two alternating
 // which goes first over -idle-rounds.
 
+type idleSide struct {
+	name, bin string
+	got       []idleSample
+}
+
 type idleSample struct {
 	daemonRuns, monitorRuns float64 // per minute
 	daemonCPU, monitorCPU   float64 // % of a core
@@ -43,15 +48,9 @@ func benchIdle(bin, old, image string, pods, rounds int, window time.Duration, t
 		return err
 	}
 	defer os.RemoveAll(dir)
-	sides := []struct {
-		name, bin string
-		got       []idleSample
-	}{{"new", bin, nil}}
+	sides := []idleSide{{name: "new", bin: bin}}
 	if old != "" {
-		sides = append(sides, struct {
-			name, bin string
-			got       []idleSample
-		}{"old (main)", old, nil})
+		sides = append(sides, idleSide{name: "old (main)", bin: old})
 	}
 	for r := range rounds {
 		for i := range sides {
@@ -64,6 +63,43 @@ func benchIdle(bin, old, image string, pods, rounds int, window time.Duration, t
 			s.got = append(s.got, got)
 		}
 	}
+	if rounds > 0 {
+		printIdle(sides, pods, rounds, window)
+	}
+	for _, lb := range strings.Split(traced, ",") {
+		if lb == "" {
+			continue
+		}
+		label, path, ok := strings.Cut(lb, "=")
+		if !ok {
+			return fmt.Errorf("-idle-traced %q: want label=binary", lb)
+		}
+		trace := filepath.Join(dir, label+".trace")
+		fmt.Fprintf(os.Stderr, "idle: traced %s, load %s\n", label, loadavg())
+		if _, err := idleRun(path, image, filepath.Join(dir, "traced-"+label), pods, window, trace); err != nil {
+			return fmt.Errorf("traced %s: %w", label, err)
+		}
+		srcs, err := wakeSources(trace)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("\nGoroutine wake-ups per minute by source, %s (%s, runtime trace of a %s window; the trace's own goroutines left out)\n\n| source | per minute |\n|---|---|\n", label, path, window)
+		for _, s := range srcs {
+			fmt.Printf("| %s | %.1f |\n", s.name, float64(s.n)/window.Minutes())
+		}
+		// What the window allocated, which is what the collector's cycles
+		// are for.
+		top, err := exec.Command("go", "tool", "pprof", "-top", "-nodecount=15", "-sample_index=alloc_space",
+			"-base", trace+".allocs0", trace+".allocs1").CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("go tool pprof: %v: %s", err, top)
+		}
+		fmt.Printf("\nAllocated in the window, %s (go tool pprof -top -sample_index=alloc_space):\n\n```\n%s```\n", label, top)
+	}
+	return nil
+}
+
+func printIdle(sides []idleSide, pods, rounds int, window time.Duration) {
 	fmt.Printf("\nIdle: %d pods running, at rest (%s after the burst), %s windows, %d rounds alternating; median (min–max); load average %s\n\n",
 		pods, restAfter, window, rounds, loadavg())
 	fmt.Printf("| figure |")
@@ -88,29 +124,6 @@ func benchIdle(bin, old, image string, pods, rounds int, window time.Duration, t
 	row(fmt.Sprintf("all %d monitors' wake-ups per minute", pods), "%.0f", func(g idleSample) float64 { return g.monitorRuns })
 	row("all monitors' CPU, % of a core", "%.4f", func(g idleSample) float64 { return g.monitorCPU })
 
-	for _, lb := range strings.Split(traced, ",") {
-		if lb == "" {
-			continue
-		}
-		label, path, ok := strings.Cut(lb, "=")
-		if !ok {
-			return fmt.Errorf("-idle-traced %q: want label=binary", lb)
-		}
-		trace := filepath.Join(dir, label+".trace")
-		fmt.Fprintf(os.Stderr, "idle: traced %s, load %s\n", label, loadavg())
-		if _, err := idleRun(path, image, filepath.Join(dir, "traced-"+label), pods, window, trace); err != nil {
-			return fmt.Errorf("traced %s: %w", label, err)
-		}
-		srcs, err := wakeSources(trace)
-		if err != nil {
-			return err
-		}
-		fmt.Printf("\nGoroutine wake-ups per minute by source, %s (%s, runtime trace of a %s window; the trace's own goroutines left out)\n\n| source | per minute |\n|---|---|\n", label, path, window)
-		for _, s := range srcs {
-			fmt.Printf("| %s | %.1f |\n", s.name, float64(s.n)/window.Minutes())
-		}
-	}
-	return nil
 }
 
 func loadavg() string {
@@ -231,7 +244,8 @@ type wakeSource struct {
 
 // wakeSources reads a runtime trace (go tool trace -d=parsed) and counts
 // the goroutines made runnable by no goroutine (G=-1: a timer fired, the
-// network poller saw a file ready, the runtime's own helpers), each named
+// network poller saw a file ready, the runtime's own helpers) or by a
+// time.AfterFunc's, each named
 // after the stack it was blocked in: the first function of this module in
 // it, else the first outside the runtime, else the goroutine's own
 // function. A goroutine blocked since before the trace began has no stack
@@ -248,6 +262,9 @@ func wakeSources(trace string) ([]wakeSource, error) {
 	count := map[string]int{}
 	pending := map[string]int{} // goroutine -> wake-ups not named yet
 	blocked := map[string]string{}
+	// Goroutines the runtime started on its own: a time.AfterFunc's (as
+	// agent/tick's); the goroutine such a one wakes is woken by the timer.
+	afterFunc := map[string]bool{}
 	sc := bufio.NewScanner(out)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	var stackOf string // the goroutine whose stack the lines that follow are
@@ -277,14 +294,19 @@ func wakeSources(trace string) ([]wakeSource, error) {
 			name()
 		default:
 			name()
+			if strings.Contains(line, ` RangeBegin `) && strings.Contains(line, `Name="GC concurrent mark phase"`) {
+				count[gcCycles]++
+			}
 			if !strings.Contains(line, " StateTransition ") {
 				continue
 			}
-			goid := field(line, "GoID=")
+			goid, by := field(line, "GoID="), field(line, " G=")
 			switch {
 			case strings.Contains(line, "->Waiting "):
 				stackOf = goid
-			case strings.Contains(line, " G=-1 ") && strings.Contains(line, " Waiting->Runnable "):
+			case by == "-1" && strings.Contains(line, " NotExist->Runnable "):
+				afterFunc[goid] = true
+			case (by == "-1" || afterFunc[by]) && strings.Contains(line, " Waiting->Runnable "):
 				if src, ok := blocked[goid]; ok {
 					count[src]++
 				} else {
@@ -315,7 +337,12 @@ func wakeSources(trace string) ([]wakeSource, error) {
 	return srcs, nil
 }
 
-const traceItself = "(the trace)"
+const (
+	traceItself = "(the trace)"
+	// gcCycles counts the collector's cycles, whose workers' wake-ups are
+	// runtime.gcBgMarkWorker's.
+	gcCycles = "(GC cycles, not wake-ups: each wakes the mark workers)"
+)
 
 func stackName(frames []string) string {
 	for _, f := range frames {
