@@ -56,7 +56,7 @@ func benchIdle(bin, old, image string, pods, rounds int, window time.Duration, t
 		for i := range sides {
 			s := &sides[(i+r)%len(sides)]
 			fmt.Fprintf(os.Stderr, "idle: round %d, %s, load %s\n", r, s.name, loadavg())
-			got, err := idleRun(s.bin, image, filepath.Join(dir, fmt.Sprintf("%s%d", s.name[:3], r)), pods, window, "")
+			got, err := idleRun(s.bin, image, filepath.Join(dir, fmt.Sprintf("idle-%s%d", s.name[:3], r)), pods, window, "")
 			if err != nil {
 				return fmt.Errorf("%s: %w", s.name, err)
 			}
@@ -76,7 +76,7 @@ func benchIdle(bin, old, image string, pods, rounds int, window time.Duration, t
 		}
 		trace := filepath.Join(dir, label+".trace")
 		fmt.Fprintf(os.Stderr, "idle: traced %s, load %s\n", label, loadavg())
-		if _, err := idleRun(path, image, filepath.Join(dir, "traced-"+label), pods, window, trace); err != nil {
+		if _, err := idleRun(path, image, filepath.Join(dir, "idle-traced-"+label), pods, window, trace); err != nil {
 			return fmt.Errorf("traced %s: %w", label, err)
 		}
 		srcs, err := wakeSources(trace)
@@ -135,7 +135,8 @@ func loadavg() string {
 	return strings.Join(f[:3], " ")
 }
 
-// idleRun starts a daemon on dir, runs pods pods, waits for rest and
+// idleRun starts a daemon on dir (its run dir /run/<base of dir>, so the
+// base names this benchmark's), runs pods pods, waits for rest and
 // measures the window. With trace set, the daemon (a benchtrace build)
 // traces the window into that file.
 func idleRun(bin, image, dir string, pods int, window time.Duration, trace string) (idleSample, error) {
