@@ -61,6 +61,7 @@ func benchIdle(bin, old, image string, pods, rounds int, window time.Duration, t
 				return fmt.Errorf("%s: %w", s.name, err)
 			}
 			s.got = append(s.got, got)
+			fmt.Fprintf(os.Stderr, "idle: %s: %+v\n", s.name, got)
 		}
 	}
 	if rounds > 0 {
@@ -83,9 +84,9 @@ func benchIdle(bin, old, image string, pods, rounds int, window time.Duration, t
 		if err != nil {
 			return err
 		}
-		fmt.Printf("\nGoroutine wake-ups per minute by source, %s (%s, runtime trace of a %s window; the trace's own goroutines left out)\n\n| source | per minute |\n|---|---|\n", label, path, window)
+		fmt.Printf("\nGoroutine wake-ups per minute by source, %s (%s, runtime trace of a %s window; the trace's own goroutines left out), and the time its goroutines ran (on a P, not in syscalls; woken by whatever)\n\n| source | wake-ups per minute | ran, ms per minute |\n|---|---|---|\n", label, path, window)
 		for _, s := range srcs {
-			fmt.Printf("| %s | %.1f |\n", s.name, float64(s.n)/window.Minutes())
+			fmt.Printf("| %s | %.1f | %.2f |\n", s.name, float64(s.n)/window.Minutes(), float64(s.run.Microseconds())/1000/window.Minutes())
 		}
 		// What the window allocated, which is what the collector's cycles
 		// are for.
@@ -241,6 +242,7 @@ func schedstat(pids []int) (runs int64, cpu time.Duration) {
 type wakeSource struct {
 	name string
 	n    int
+	run  time.Duration // running on a P, woken by whatever
 }
 
 // wakeSources reads a runtime trace (go tool trace -d=parsed) and counts
@@ -266,6 +268,9 @@ func wakeSources(trace string) ([]wakeSource, error) {
 	// Goroutines the runtime started on its own: a time.AfterFunc's (as
 	// agent/tick's); the goroutine such a one wakes is woken by the timer.
 	afterFunc := map[string]bool{}
+	// Each goroutine's time running (not in syscalls), named at the end
+	// after the last stack it blocked in.
+	ranSince, ran := map[string]int64{}, map[string]int64{}
 	sc := bufio.NewScanner(out)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	var stackOf string // the goroutine whose stack the lines that follow are
@@ -302,6 +307,15 @@ func wakeSources(trace string) ([]wakeSource, error) {
 				continue
 			}
 			goid, by := field(line, "GoID="), field(line, " G=")
+			at, _ := strconv.ParseInt(field(line, "Time="), 10, 64)
+			if from, to, ok := transition(line); ok && goid != "" {
+				if to == "Running" {
+					ranSince[goid] = at
+				} else if from == "Running" && ranSince[goid] != 0 {
+					ran[goid] += at - ranSince[goid]
+					ranSince[goid] = 0
+				}
+			}
 			switch {
 			case strings.Contains(line, "->Waiting "):
 				stackOf = goid
@@ -323,15 +337,35 @@ func wakeSources(trace string) ([]wakeSource, error) {
 	for _, n := range pending {
 		count["(woken once, never blocked again in the window)"] += n
 	}
+	runs := map[string]time.Duration{}
+	for g, ns := range ran {
+		src, ok := blocked[g]
+		switch {
+		case ok:
+		case afterFunc[g]:
+			src = "(time.AfterFunc callbacks)"
+		default:
+			src = "(never blocked in the window)"
+		}
+		runs[src] += time.Duration(ns)
+	}
 	var srcs []wakeSource
-	for k, n := range count {
-		if k != traceItself && n > 0 {
-			srcs = append(srcs, wakeSource{k, n})
+	for k := range count {
+		if _, ok := runs[k]; !ok {
+			runs[k] = 0
+		}
+	}
+	for k, d := range runs {
+		if k != traceItself && (count[k] > 0 || d > 0) {
+			srcs = append(srcs, wakeSource{k, count[k], d})
 		}
 	}
 	sort.Slice(srcs, func(i, j int) bool {
 		if srcs[i].n != srcs[j].n {
 			return srcs[i].n > srcs[j].n
+		}
+		if srcs[i].run != srcs[j].run {
+			return srcs[i].run > srcs[j].run
 		}
 		return srcs[i].name < srcs[j].name
 	})
@@ -366,6 +400,16 @@ func stackName(frames []string) string {
 		return frames[len(frames)-1]
 	}
 	return "(no stack)"
+}
+
+// transition is a StateTransition line's "From->To".
+func transition(line string) (from, to string, ok bool) {
+	for _, f := range strings.Fields(line) {
+		if a, b, found := strings.Cut(f, "->"); found && !strings.Contains(f, "=") {
+			return a, b, true
+		}
+	}
+	return "", "", false
 }
 
 // field is the value of key (with its "=") in a trace line.

@@ -363,7 +363,9 @@ cgroupRoot: /staticpodd-bench
 	if err := d.cmd.Start(); err != nil {
 		return nil, err
 	}
-	if err := poll(10*time.Second, func() bool { n, _ := d.countPods(); return n == 0 }); err != nil {
+	// A minute: on a machine shared with other work (load average in the
+	// hundreds) a start took more than 10 s.
+	if err := poll(time.Minute, func() bool { n, _ := d.countPods(); return n == 0 }); err != nil {
 		d.stop()
 		return nil, fmt.Errorf("daemon did not come up: %v\n%s", err, d.logs.String())
 	}
