@@ -116,7 +116,8 @@ func printIdle(sides []idleSide, pods, rounds int, window time.Duration) {
 				v = append(v, f(g))
 			}
 			slices.Sort(v)
-			fmt.Printf(" "+format+" ("+format+"–"+format+") |", v[len(v)/2], v[0], v[len(v)-1])
+			med := (v[(len(v)-1)/2] + v[len(v)/2]) / 2
+			fmt.Printf(" "+format+" ("+format+"–"+format+") |", med, v[0], v[len(v)-1])
 		}
 		fmt.Println()
 	}
