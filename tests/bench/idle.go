@@ -158,7 +158,19 @@ func idleRun(bin, image, dir string, pods int, window time.Duration, trace strin
 		return s, err
 	}
 	defer d.stop()
-	defer d.removePods()
+	// Every pod gone before the daemon stops, however long that takes on a
+	// loaded machine (removePods waits 30 s): a daemon stopped with pods
+	// left leaves their mounts under its run dir.
+	defer func() {
+		d.removePods()
+		pollEvery(100*time.Millisecond, 5*time.Minute, func() bool {
+			// Not nothingLeft: the cgroup root is every bench daemon's on
+			// the machine.
+			n, err := d.countPods()
+			pods, _ := os.ReadDir(filepath.Join(d.runDir, "pods"))
+			return err == nil && n == 0 && len(pods) == 0
+		})
+	}()
 	for i := range pods {
 		name := fmt.Sprintf("scale%03d.yaml", i)
 		staged := filepath.Join(dir, name)
