@@ -19,7 +19,7 @@ DEMO_RUN  := /run/staticpodd-demo
 # The built-in default network's bridge (--pod-network-bridge's default).
 DEMO_BRIDGE := staticpodd0
 
-.PHONY: all build images demo demo-clean demo-clean-bridge test test-chaos unit e2e bench bench-size bench-nodeapi bench-pull bench-policy bench-relist bench-outage bench-eviction bench-images fuzz vet clean \
+.PHONY: all build images demo demo-clean demo-clean-bridge test test-chaos unit e2e bench bench-size bench-nodeapi bench-pull bench-policy bench-relist bench-idle bench-outage bench-eviction bench-images fuzz vet clean \
 	deb rpm packages test-packages appliance test-systemd test-systemd-kubeadm test-guides appliance-backports test-systemd-backports controlplane test-controlplane bench-controlplane test-conformance test-kubeadm test-cri test-node-e2e test-node-e2e-wide
 
 all: build
@@ -296,6 +296,16 @@ bench-controlplane: build
 # Only the image export + import round trip, against skopeo copy.
 bench-images: build images
 	STATICPODD_BIN=$(CURDIR)/$(BIN) $(GO) run ./tests/bench -only images
+
+# Only the idle daemon with 100 pods: its and its monitors' wake-ups per minute
+# and CPU, beside IDLE_OLD (a binary built from main) when given, the two
+# alternating; each wake-up named by source from a benchtrace build (a runtime
+# trace of the window: daemon/benchtrace.go), of this tree and of the builds
+# IDLE_TRACED names (label=binary,...).
+bench-idle: build images
+	CGO_ENABLED=1 $(GO) build -trimpath -tags "$(GOTAGS_BUILD) embedmonitor benchtrace" -ldflags '$(LDFLAGS)' -o $(BIN).benchtrace ./cmd/staticpodd
+	STATICPODD_BIN=$(CURDIR)/$(BIN) STATICPODD_IMAGE=$(CURDIR)/$(IMAGE_TAR) \
+		$(GO) run ./tests/bench -only idle -idle-old '$(IDLE_OLD)' -idle-traced 'new=$(CURDIR)/$(BIN).benchtrace,$(IDLE_TRACED)'
 
 # Only eviction: detection latency of a 100 MB/s leak with the memory
 # notifier and with polling alone, and the eviction manager's idle CPU.

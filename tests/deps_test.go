@@ -134,7 +134,7 @@ var agentEdges = map[string][]string{
 	"agent": {
 		"agent/atomicfile", "agent/config", "agent/events", "agent/eviction", "agent/histogram",
 		"agent/host", "agent/hostfiles", "agent/images", "agent/lifecycle", "agent/manifest", "agent/objects", "agent/poddir", "agent/podspec",
-		"agent/podspec/logfiles", "agent/prober", "agent/rollout", "agent/source", "agent/status", "agent/volumes",
+		"agent/podspec/logfiles", "agent/prober", "agent/rollout", "agent/source", "agent/status", "agent/tick", "agent/volumes",
 	},
 	"agent/atomicdir":  nil,
 	"agent/atomicfile": nil,
@@ -150,7 +150,7 @@ var agentEdges = map[string][]string{
 	"agent/health":           {"agent/server", "agent/source"},
 	"agent/histogram":        nil,
 	"agent/host":             nil,
-	"agent/hostfiles":        {"agent/podspec/logfiles"}, // restart-on-change's files, watched and hashed, opened as the log files are: regular files only
+	"agent/hostfiles":        {"agent/podspec/logfiles", "agent/tick"}, // restart-on-change's files, watched and hashed, opened as the log files are: regular files only
 	"agent/images":           {"agent/events", "agent/eviction", "agent/podspec", "agent/status"},
 	"agent/lifecycle":        {"agent/events", "agent/podspec", "agent/prober"},
 	"agent/manifest":         {"agent/objects", "agent/poddir", "agent/podspec"},
@@ -168,9 +168,12 @@ var agentEdges = map[string][]string{
 		"agent/atomicfile", "agent/events", "agent/histogram", "agent/manifest", "agent/podspec",
 		"agent/podspec/logfiles", "agent/prober", "agent/rollout",
 	},
-	"agent/source": {"agent/atomicfile", "agent/manifest", "agent/objects", "agent/podspec"},
+	"agent/source": {"agent/atomicfile", "agent/manifest", "agent/objects", "agent/podspec", "agent/tick"},
 	"agent/status": {"agent/manifest", "agent/podspec"},
-	"agent/trim":   {"agent/events"},
+	// agent/tick is the one clock the periodic work ticks on, so that an
+	// idle daemon's periods wake it together.
+	"agent/tick": nil,
+	"agent/trim": {"agent/events"},
 	// agent/volumes does on the host what agent/manifest decides, in the
 	// directories agent/poddir names; only the agent calls it.
 	"agent/volumes": {"agent/atomicdir", "agent/manifest", "agent/poddir"},

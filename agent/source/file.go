@@ -22,6 +22,7 @@ import (
 
 	"github.com/staticpodd/staticpodd/agent/manifest"
 	"github.com/staticpodd/staticpodd/agent/objects"
+	"github.com/staticpodd/staticpodd/agent/tick"
 )
 
 // File delivers the static pods of a directory (one pod per file, not recursive)
@@ -208,7 +209,7 @@ func (f *File) Run(ctx context.Context, out chan<- Update) error {
 	if w != nil {
 		events, watchErrs = w.Events, w.Errors
 	}
-	ticker := time.NewTicker(f.period)
+	ticker := tick.New(f.period)
 	defer ticker.Stop()
 	settle := time.NewTimer(time.Hour)
 	settle.Stop()

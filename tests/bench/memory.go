@@ -209,10 +209,3 @@ func ratioSpread(fs []float64) string {
 	return fmt.Sprintf("%.2f, %.2f–%.2f", med, fs[0], fs[len(fs)-1])
 }
 
-func loadavg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "?"
-	}
-	return strings.Join(strings.Fields(string(b))[:3], " ")
-}
