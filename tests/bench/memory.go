@@ -208,4 +208,3 @@ func ratioSpread(fs []float64) string {
 	}
 	return fmt.Sprintf("%.2f, %.2f–%.2f", med, fs[0], fs[len(fs)-1])
 }
-
