@@ -2,6 +2,7 @@ package mirror
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"time"
@@ -62,8 +63,7 @@ func (m *Mirror) watchNode(ctx context.Context, client api) {
 		}
 		m.setNodeWatched(true)
 		m.report("node watch", nil)
-		bo.reset()
-		rv, err = m.followNode(ctx, w, rv)
+		rv, err = m.followNode(ctx, w, rv, bo)
 		w.Stop()
 		if err != nil && ctx.Err() == nil {
 			m.setNodeWatched(false)
@@ -77,17 +77,34 @@ func (m *Mirror) watchNode(ctx context.Context, client api) {
 // minWatchTimeout); each asks for up to twice as long.
 const watchTimeout = 5 * time.Minute
 
+// shortWatch is the error of a watch that the server closed within a
+// second with no event, which is watched again after the back-off (the
+// reflector's "very short watch"); a watch that lasted, or had an event,
+// resets the back-off.
+func shortWatch(bo *backoff, began time.Time, events int) error {
+	if events == 0 && time.Since(began) < time.Second {
+		return errors.New("the watch was closed at once, with no event")
+	}
+	bo.reset()
+	return nil
+}
+
 // followNode applies a watch's events until it ends, and returns the last
 // resourceVersion seen, "" after an error (the next watch lists first).
-func (m *Mirror) followNode(ctx context.Context, w watch.Interface, rv string) (string, error) {
+func (m *Mirror) followNode(ctx context.Context, w watch.Interface, rv string, bo *backoff) (string, error) {
+	began, events := time.Now(), 0
 	for {
 		select {
 		case <-ctx.Done():
 			return rv, nil
 		case ev, ok := <-w.ResultChan():
 			if !ok {
-				return rv, nil
+				return rv, shortWatch(bo, began, events)
 			}
+			if events == 0 {
+				bo.reset()
+			}
+			events++
 			if ev.Type == watch.Error {
 				return "", fmt.Errorf("watch node %s: %s", m.cfg.NodeName, oneLine(apierrors.FromObject(ev.Object)))
 			}

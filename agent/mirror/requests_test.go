@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -155,6 +156,47 @@ func TestNodeReadWithoutItsWatch(t *testing.T) {
 		})
 		if _, err := m.Status(); err == nil || !strings.Contains(err.Error(), "node watch") {
 			t.Errorf("status %v, want the node watch's failure", err)
+		}
+	})
+}
+
+// A watch of the node's pods that ends (its timeout) is followed by another
+// from the last resourceVersion it saw, without a list, as the reflector
+// watches again: the pods are listed once.
+func TestMirrorPodWatchResumesWithoutAList(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		client := fake.NewClientset()
+		first := watch.NewFake()
+		var mu sync.Mutex
+		var watches []string // the resourceVersion each watch asked from
+		client.PrependWatchReactor("pods", func(a ktesting.Action) (bool, watch.Interface, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			watches = append(watches, a.(ktesting.WatchAction).GetWatchRestrictions().ResourceVersion)
+			if len(watches) == 1 {
+				return true, first, nil
+			}
+			return true, watch.NewFake(), nil
+		})
+		start(t, client, newFakePods())
+		eventually(t, "the first watch", func() bool { mu.Lock(); defer mu.Unlock(); return len(watches) == 1 })
+		first.Action(watch.Bookmark, &v1.Pod{ObjectMeta: metav1.ObjectMeta{ResourceVersion: "42"}})
+		time.Sleep(time.Minute)
+		first.Stop()
+		eventually(t, "the second watch", func() bool { mu.Lock(); defer mu.Unlock(); return len(watches) == 2 })
+		mu.Lock()
+		if watches[1] != "42" {
+			t.Errorf("the second watch is from resourceVersion %q, want the bookmark's 42", watches[1])
+		}
+		mu.Unlock()
+		lists := 0
+		for _, a := range client.Actions() {
+			if a.GetVerb() == "list" && a.GetResource().Resource == "pods" {
+				lists++
+			}
+		}
+		if lists != 1 {
+			t.Errorf("the node's pods listed %d times, want once", lists)
 		}
 	})
 }
