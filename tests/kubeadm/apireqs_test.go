@@ -176,6 +176,18 @@ type requests struct {
 	agents []string // the user agents seen
 	count  map[reqKey]int
 	failed map[reqKey]int // of which answered with a status >= 400
+	// renewals are when the Lease's updates were received: their mean
+	// period is the renewal interval plus what each update took.
+	renewals []time.Time
+}
+
+// renewalPeriod is the mean time between two Lease updates, 0 if fewer
+// than two.
+func (r *requests) renewalPeriod() time.Duration {
+	if len(r.renewals) < 2 {
+		return 0
+	}
+	return r.renewals[len(r.renewals)-1].Sub(r.renewals[0]) / time.Duration(len(r.renewals)-1)
 }
 
 type reqKey struct{ verb, resource string }
@@ -242,6 +254,9 @@ func measureRequests(t *testing.T, m *Machine, settle, window time.Duration) *re
 			k := reqKey{verb: e.Verb, resource: resourceOf(&e)}
 			r.count[k]++
 			keys[e.AuditID] = k
+			if k == (reqKey{verb: "update", resource: "leases"}) {
+				r.renewals = append(r.renewals, e.RequestReceivedTimestamp)
+			}
 			agent, _, _ := strings.Cut(e.UserAgent, " ")
 			if !slices.Contains(r.agents, agent) {
 				r.agents = append(r.agents, agent)
@@ -298,6 +313,8 @@ func requestsTable(spd, kubelet *requests) string {
 		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", k.verb, k.resource, cell(spd, k), cell(kubelet, k))
 	}
 	fmt.Fprintf(&b, "| **all** | | **%.2f** | **%.2f** |\n", spd.perMinute(spd.total()), kubelet.perMinute(kubelet.total()))
+	fmt.Fprintf(&b, "Lease updates received every %.2f s (staticpodd), %.2f s (kubelet) on average\n",
+		spd.renewalPeriod().Seconds(), kubelet.renewalPeriod().Seconds())
 	return b.String()
 }
 
