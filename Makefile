@@ -20,7 +20,7 @@ DEMO_RUN  := /run/staticpodd-demo
 DEMO_BRIDGE := staticpodd0
 
 .PHONY: all build images demo demo-clean demo-clean-bridge test test-chaos unit e2e bench bench-size bench-nodeapi bench-pull bench-policy bench-relist bench-idle bench-outage bench-eviction bench-images fuzz vet clean \
-	deb rpm packages test-packages appliance test-systemd test-systemd-kubeadm test-guides appliance-backports test-systemd-backports controlplane test-controlplane bench-controlplane test-conformance test-kubeadm test-cri test-node-e2e test-node-e2e-wide
+	deb rpm packages test-packages appliance test-systemd test-systemd-kubeadm test-guides appliance-backports test-systemd-backports controlplane test-controlplane bench-controlplane test-conformance test-kubeadm test-cri test-node-e2e test-node-e2e-wide bench-apireqs
 
 all: build
 
@@ -292,6 +292,20 @@ test-node-e2e-wide:
 bench-controlplane: build
 	cpbin=$$(bash $(CONTROLPLANE_BUILD)) && \
 	STATICPODD_BIN=$(CURDIR)/$(BIN) STATICPODD_CONTROLPLANE_BIN=$$cpbin $(GO) run ./tests/controlplane/bench -runs 3
+
+# API server requests per minute of a node at steady state, staticpodd
+# against the kubelet v1.37.2 on Debian's containerd: kubeadm init on a
+# machine of each at once, counted from each API server's audit log
+# (tests/kubeadm/apireqs_test.go). APIREQS_RUNS runs of APIREQS_WINDOW each,
+# about 2 minutes more per run for init, the settling and the reset.
+APIREQS_RUNS ?= 2
+APIREQS_WINDOW ?= 3m
+bench-apireqs: build images
+	cpbin=$$(bash $(CONTROLPLANE_BUILD)) && kubelet=$$(bash $(CONTROLPLANE_BUILD) kubelet) && crictl=$$(bash $(CRICTL_BUILD)) && \
+	STATICPODD_BIN=$(CURDIR)/$(BIN) STATICPODD_IMAGE=$(CURDIR)/$(IMAGE_TAR) STATICPODD_CONTROLPLANE_BIN=$$cpbin \
+		STATICPODD_KUBELET=$$kubelet/kubelet CRICTL=$$crictl/crictl \
+		STATICPODD_APIREQS=1 STATICPODD_APIREQS_RUNS=$(APIREQS_RUNS) STATICPODD_APIREQS_WINDOW=$(APIREQS_WINDOW) \
+		$(GO) test -tags kubeadm -count=1 -timeout 60m -v -run '^TestAPIRequests$$' ./tests/kubeadm
 
 # Only the image export + import round trip, against skopeo copy.
 bench-images: build images
