@@ -38,6 +38,8 @@ func main() {
 	busybox := flag.String("busybox", "/bin/busybox", "busybox-static binary for the runc bundle")
 	probePods := flag.Int("probe-pods", 100, "pods whose probes' CPU cost is measured; 0 skips it")
 	probeWindow := flag.Duration("probe-window", 30*time.Second, "how long the probes' CPU is measured")
+	kubelet := flag.String("kubelet", os.Getenv("STATICPODD_KUBELET"), "the kubelet v1.37.2 binary the probe benchmark compares with (probes-kubelet; STATICPODD_KUBELET)")
+	probeRounds := flag.Int("probe-rounds", 2, "rounds of probes-kubelet, the sides alternating")
 	logMB := flag.Int("log-mb", 200, "MB of container output for the log copy measurement; 0 skips it")
 	logsOnly := flag.Bool("logs-only", false, "measure only the log copy (= -only logs)")
 	urlPods := flag.Int("url-pods", 100, "pods of the PodList whose polling's CPU cost is measured; 0 skips it")
@@ -55,7 +57,7 @@ func main() {
 	scaleIdle := flag.Duration("scale-idle-window", 30*time.Second, "how long the idle CPU with the scale benchmark's pods is measured")
 	imageRuns := flag.Int("image-runs", 5, "runs of the image export + import round trip; 0 skips it")
 	imagePadMB := flag.Int("image-pad-mb", 100, "MB of random bytes in the round trip's image")
-	only := flag.String("only", "", "comma-separated benchmarks to run: start, scale, network, ready, probes, url, logs, relist, hostile, eviction, nodeapi, images, outage (default: all but outage)")
+	only := flag.String("only", "", "comma-separated benchmarks to run: start (with exec), exec, scale, network, ready, probes, probes-kubelet, url, logs, relist, hostile, eviction, nodeapi, images, outage (default: all but outage)")
 	flag.Parse()
 	removeCopy := func() {}
 	if *bin != "" {
@@ -80,6 +82,10 @@ func main() {
 	if want("start") {
 		err = run(*runs, *bin, *image, *runc, *busybox)
 	}
+	// Also part of start: by name only.
+	if err == nil && slices.Contains(strings.Split(*only, ","), "exec") {
+		err = runExec(*runs, *bin, *image, *runc, *busybox)
+	}
 	if err == nil && want("scale") {
 		if *scalePods == "" {
 			*scalePods = "10,100"
@@ -103,6 +109,9 @@ func main() {
 	}
 	if err == nil && want("probes") && *probePods > 0 {
 		err = benchProbes(*bin, *image, *probePods, *probeWindow)
+	}
+	if err == nil && want("probes-kubelet") && *probePods > 0 && *kubelet != "" {
+		err = benchProbesKubelet(*bin, *image, *kubelet, *probePods, *probeRounds, *probeWindow)
 	}
 	if err == nil && want("url") {
 		err = benchURL(*bin, *image, *runs)
@@ -212,23 +221,45 @@ func run(runs int, bin, image, runc, busybox string) error {
 	fmt.Printf("| libcontainer in process, the floor (exec → exec) | %s | %s |\n", ms(fp50), ms(fp90))
 	fmt.Printf("| ratio staticpodd / runc | %.2f | %.2f |\n", float64(op50)/float64(rp50), float64(op90)/float64(rp90))
 	fmt.Printf("| ratio staticpodd / floor | %.2f | %.2f |\n", float64(op50)/float64(fp50), float64(op90)/float64(fp90))
-	ourExec, theirExec, err := benchExec(runs, bin, image, runc, busybox, dir)
-	if err != nil {
-		return fmt.Errorf("exec: %w", err)
+	if err := printExec(runs, bin, image, runc, busybox, dir); err != nil {
+		return err
 	}
-	ep50, ep90 := pct(ourExec, 50), pct(ourExec, 90)
-	rp50, rp90 = pct(theirExec, 50), pct(theirExec, 90)
-	fmt.Printf("\nexec of `true` in a running container, CLI start → CLI exit, %d runs each, alternating\n\n", runs)
-	fmt.Printf("| | p50 | p90 |\n|---|---|---|\n")
-	fmt.Printf("| staticpodd exec POD -- true | %s | %s |\n", ms(ep50), ms(ep90))
-	fmt.Printf("| runc exec ID true | %s | %s |\n", ms(rp50), ms(rp90))
-	fmt.Printf("| ratio staticpodd / runc | %.2f | %.2f |\n", float64(ep50)/float64(rp50), float64(ep90)/float64(rp90))
 	fmt.Printf("\nmemory, one running pod (RSS = anon + file pages shared with the binary):\n\n")
 	fmt.Printf("| process | RSS | of which anon |\n|---|---|---|\n")
 	fmt.Printf("| staticpodd daemon | %s | %s |\n", mib(mem.daemon.rss), mib(mem.daemon.anon))
 	for i, m := range mem.monitors {
 		fmt.Printf("| monitor %d | %s | %s |\n", i+1, mib(m.rss), mib(m.anon))
 	}
+	return nil
+}
+
+// runExec measures `staticpodd exec` against `runc exec` alone.
+func runExec(runs int, bin, image, runc, busybox string) error {
+	if bin == "" || image == "" {
+		return fmt.Errorf("need -staticpodd and -image (make bench sets both)")
+	}
+	dir, err := os.MkdirTemp("", "staticpodd-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	return printExec(runs, bin, image, runc, busybox, dir)
+}
+
+// printExec measures and prints benchExec.
+func printExec(runs int, bin, image, runc, busybox, dir string) error {
+	ourExec, theirExec, err := benchExec(runs, bin, image, runc, busybox, dir)
+	if err != nil {
+		return fmt.Errorf("exec: %w", err)
+	}
+	ep50, ep90 := pct(ourExec, 50), pct(ourExec, 90)
+	rp50, rp90 := pct(theirExec, 50), pct(theirExec, 90)
+	load, _ := os.ReadFile("/proc/loadavg")
+	fmt.Printf("\nexec of `true` in a running container, CLI start → CLI exit, %d runs each, alternating (loadavg %s)\n\n", runs, strings.TrimSpace(string(load)))
+	fmt.Printf("| | p50 | p90 |\n|---|---|---|\n")
+	fmt.Printf("| staticpodd exec POD -- true | %s | %s |\n", ms(ep50), ms(ep90))
+	fmt.Printf("| runc exec ID true | %s | %s |\n", ms(rp50), ms(rp90))
+	fmt.Printf("| ratio staticpodd / runc | %.2f | %.2f |\n", float64(ep50)/float64(rp50), float64(ep90)/float64(rp90))
 	return nil
 }
 
