@@ -248,7 +248,7 @@ func runExec(runs int, bin, image, runc, busybox string) error {
 
 // printExec measures and prints benchExec.
 func printExec(runs int, bin, image, runc, busybox, dir string) error {
-	ourExec, theirExec, err := benchExec(runs, bin, image, runc, busybox, dir)
+	ourExec, theirExec, cpu, err := benchExec(runs, bin, image, runc, busybox, dir)
 	if err != nil {
 		return fmt.Errorf("exec: %w", err)
 	}
@@ -260,6 +260,9 @@ func printExec(runs int, bin, image, runc, busybox, dir string) error {
 	fmt.Printf("| staticpodd exec POD -- true | %s | %s |\n", ms(ep50), ms(ep90))
 	fmt.Printf("| runc exec ID true | %s | %s |\n", ms(rp50), ms(rp90))
 	fmt.Printf("| ratio staticpodd / runc | %.2f | %.2f |\n", float64(ep50)/float64(rp50), float64(ep90)/float64(rp90))
+	fmt.Printf("\nCPU per exec (user + system, with the processes each reaped; the daemon's in clock ticks of 10 ms, summed over the runs):\n\n")
+	fmt.Printf("| staticpodd CLI | staticpodd daemon (exec helper, its init, `true`) | total | runc exec (its init, `true`) | ratio |\n|---|---|---|---|---|\n")
+	fmt.Printf("| %s | %s | %s | %s | %.2f |\n", ms(cpu.cli), ms(cpu.daemon), ms(cpu.cli+cpu.daemon), ms(cpu.runc), float64(cpu.cli+cpu.daemon)/float64(cpu.runc))
 	return nil
 }
 
@@ -602,14 +605,14 @@ func makeBundle(runc, busybox, dir, name string, args []string, sigDir string) (
 // in an equivalent running container (busybox, host network, private PID,
 // IPC, UTS and mount namespaces), each from the CLI's start to its exit,
 // alternating the two sides and which goes first.
-func benchExec(runs int, bin, image, runc, busybox, dir string) (ours, theirs []time.Duration, err error) {
+func benchExec(runs int, bin, image, runc, busybox, dir string) (ours, theirs []time.Duration, cpu execCPU, err error) {
 	sub, err := os.MkdirTemp(dir, "staticpodd-bench-exec-")
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, cpu, err
 	}
 	d, err := startDaemon(bin, image, sub)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, cpu, err
 	}
 	defer d.stop()
 	defer d.removePods()
@@ -624,55 +627,72 @@ spec:
   - {name: main, image: busybox, imagePullPolicy: IfNotPresent, command: ["sleep", "3600"]}
 `), 0o644)
 	if err := os.Rename(tmp, filepath.Join(d.manifests, "idle.yaml")); err != nil {
-		return nil, nil, err
+		return nil, nil, cpu, err
 	}
 	ourExec := func() *exec.Cmd {
 		return exec.Command(bin, append(append([]string{"exec"}, d.common...), "idle", "--", "true")...)
 	}
 	if err := poll(30*time.Second, func() bool { return ourExec().Run() == nil }); err != nil {
-		return nil, nil, fmt.Errorf("idle pod never ran: %v\n%s", err, d.logs.String())
+		return nil, nil, cpu, fmt.Errorf("idle pod never ran: %v\n%s", err, d.logs.String())
 	}
 
 	sig := filepath.Join(sub, "sig")
 	os.MkdirAll(sig, 0o755)
 	bundle, err := makeBundle(runc, busybox, sub, "bundle", []string{"sleep", "3600"}, sig)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, cpu, err
 	}
 	state := filepath.Join("/run", filepath.Base(sub)+"-runc")
 	defer os.RemoveAll(state)
 	const id = "bench-exec"
 	// No pipes: the detached container would hold them open.
 	if err := exec.Command(runc, "--root", state, "run", "-d", "--bundle", bundle, id).Run(); err != nil {
-		return nil, nil, fmt.Errorf("runc run: %v", err)
+		return nil, nil, cpu, fmt.Errorf("runc run: %v", err)
 	}
 	defer exec.Command(runc, "--root", state, "delete", "-f", id).Run()
 	theirExec := func() *exec.Cmd { return exec.Command(runc, "--root", state, "exec", id, "true") }
 
-	timed := func(cmd *exec.Cmd) (time.Duration, error) {
+	// CPU: each CLI's own, with what it reaped (runc's init and `true`),
+	// and for ours the daemon's, with the exec helper it reaped (and the
+	// helper's init and `true`), over the counted runs.
+	var ourCPU, theirCPU, daemonCPU time.Duration
+	timed := func(cmd *exec.Cmd, cpu *time.Duration) (time.Duration, error) {
 		t0 := time.Now()
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			return 0, fmt.Errorf("%s: %v: %s", strings.Join(cmd.Args, " "), err, out)
 		}
+		*cpu += cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 		return time.Since(t0), nil
 	}
+	daemon := []int{d.cmd.Process.Pid}
+	var d0 map[int]int64
 	for i := 0; i < runs+1; i++ { // the first of each warms caches and is not counted
+		if i == 1 {
+			ourCPU, theirCPU, d0 = 0, 0, treeCPU(daemon)
+		}
 		sides := []func() error{
-			func() error { t, err := timed(ourExec()); ours = append(ours, t); return err },
-			func() error { t, err := timed(theirExec()); theirs = append(theirs, t); return err },
+			func() error { t, err := timed(ourExec(), &ourCPU); ours = append(ours, t); return err },
+			func() error { t, err := timed(theirExec(), &theirCPU); theirs = append(theirs, t); return err },
 		}
 		if i%2 == 1 {
 			sides[0], sides[1] = sides[1], sides[0]
 		}
 		for _, side := range sides {
 			if err := side(); err != nil {
-				return nil, nil, err
+				return nil, nil, cpu, err
 			}
 		}
 	}
-	return ours[1:], theirs[1:], nil
+	daemonCPU = cpuBetween(d0, treeCPU(daemon))
+	cpu = execCPU{cli: ourCPU / time.Duration(runs), daemon: daemonCPU / time.Duration(runs), runc: theirCPU / time.Duration(runs)}
+	return ours[1:], theirs[1:], cpu, nil
 }
+
+// execCPU is the CPU an exec costs on average: our CLI, our daemon (with
+// its exec helper and what that reaped), and runc exec (with its init and
+// the command).
+type execCPU struct{ cli, daemon, runc time.Duration }
 
 func poll(timeout time.Duration, f func() bool) error {
 	return pollEvery(20*time.Millisecond, timeout, f)
