@@ -20,7 +20,7 @@ DEMO_RUN  := /run/staticpodd-demo
 DEMO_BRIDGE := staticpodd0
 
 .PHONY: all build images demo demo-clean demo-clean-bridge test test-chaos unit e2e bench bench-size bench-nodeapi bench-pull bench-policy bench-relist bench-idle bench-outage bench-eviction bench-images fuzz vet clean \
-	deb rpm packages test-packages appliance test-systemd test-systemd-kubeadm test-guides appliance-backports test-systemd-backports controlplane test-controlplane bench-controlplane test-conformance test-kubeadm test-cri test-node-e2e test-node-e2e-wide bench-apireqs
+	deb rpm packages test-packages appliance test-systemd test-systemd-kubeadm test-guides appliance-backports test-systemd-backports controlplane test-controlplane bench-controlplane test-conformance test-kubeadm test-cri test-node-e2e test-node-e2e-wide bench-apireqs bench-probes
 
 all: build
 
@@ -306,6 +306,15 @@ bench-apireqs: build images
 		STATICPODD_KUBELET=$$kubelet/kubelet CRICTL=$$crictl/crictl \
 		STATICPODD_APIREQS=1 STATICPODD_APIREQS_RUNS=$(APIREQS_RUNS) STATICPODD_APIREQS_WINDOW=$(APIREQS_WINDOW) \
 		$(GO) test -tags kubeadm -count=1 -timeout 60m -v -run '^TestAPIRequests$$' ./tests/kubeadm
+
+# Only the probes' CPU against the kubelet v1.37.2 on Debian's containerd
+# (100 hostNetwork pods, one exec, then httpGet, readiness probe each every
+# second), and staticpodd exec against runc exec; in a network namespace of
+# its own, as the pods' httpd listen on 127.0.0.1:20000 and up.
+bench-probes: build images
+	kdir=$$(bash $(CONTROLPLANE_BUILD) kubelet) && \
+	STATICPODD_BIN=$(CURDIR)/$(BIN) STATICPODD_IMAGE=$(CURDIR)/$(IMAGE_TAR) STATICPODD_KUBELET=$$kdir/kubelet \
+		unshare -n sh -c 'ip link set lo up && exec $(GO) run ./tests/bench -only exec,probes-kubelet'
 
 # Only the image export + import round trip, against skopeo copy.
 bench-images: build images

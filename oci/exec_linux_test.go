@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/staticpodd/staticpodd/agent/podspec"
+	mon "github.com/staticpodd/staticpodd/oci/monitor"
 )
 
 // execEnv is one running pod with a container to exec in.
@@ -310,18 +311,27 @@ func (w *lineWriter) await(t *testing.T, line string) {
 	}
 }
 
-// childWith returns the pid of the test process's child whose command line
-// has arg.
+// childWith returns the pid of the exec process whose command line has arg:
+// the child of an exec helper that this process started, which is how an
+// exec runs the monitor's program rather than this one (exec.Run).
 func childWith(t *testing.T, arg string) int {
 	t.Helper()
 	var found int
-	poll(t, 10*time.Second, "no child process has "+arg, func() bool {
+	poll(t, 10*time.Second, "no exec process has "+arg, func() bool {
 		found = findProc(func(pid int, ppid int, cmdline []string) bool {
-			return ppid == os.Getpid() && strings.Contains(strings.Join(cmdline, " "), arg)
+			return strings.Contains(strings.Join(cmdline, " "), arg) && isExecHelper(ppid)
 		})
 		return found != 0
 	})
 	return found
+}
+
+// isExecHelper tells whether pid is an exec helper that this process
+// started: the monitor's program in its exec role, this process's child.
+func isExecHelper(pid int) bool {
+	return findProc(func(p, ppid int, cmdline []string) bool {
+		return p == pid && ppid == os.Getpid() && len(cmdline) > 1 && cmdline[0] == mon.Name && cmdline[1] == mon.ExecArg
+	}) != 0
 }
 
 // childOf returns a child of pid.
