@@ -34,10 +34,14 @@ type rollouts struct {
 	// writes. A save is encoded under mu with the next number of saves,
 	// and written under wmu unless a later save of the same history was
 	// written first.
-	wmu      sync.Mutex
-	written  map[string]uint64 // guarded by wmu: the number of the last save written, by pod full name
-	inFlight atomic.Int64      // saves encoded and not yet written: written is cleared when none is
-	saves    uint64            // guarded by mu: the number of the last save encoded
+	wmu     sync.Mutex
+	written map[string]uint64 // guarded by wmu: the number of the last save written, by pod full name
+	// queued is guarded by wmu: the last save encoded and not yet written,
+	// by pod full name. A history read again (its pod was removed and put
+	// back) starts from it, not from the disk it has not reached yet.
+	queued   map[string]*pendingSave
+	inFlight atomic.Int64 // saves encoded and not yet written: written is cleared when none is
+	saves    uint64       // guarded by mu: the number of the last save encoded
 
 	mu      sync.Mutex                  // guards the fields below
 	byKey   map[string]*rollout.History // by pod full name
@@ -48,7 +52,7 @@ type rollouts struct {
 }
 
 func newRollouts(rootDir string) *rollouts {
-	r := &rollouts{byKey: map[string]*rollout.History{}, damaged: map[string]error{}, subst: map[string]*v1.Pod{}, written: map[string]uint64{}}
+	r := &rollouts{byKey: map[string]*rollout.History{}, damaged: map[string]error{}, subst: map[string]*v1.Pod{}, written: map[string]uint64{}, queued: map[string]*pendingSave{}}
 	if rootDir != "" {
 		r.store = rollout.NewStore(rootDir)
 	}
@@ -64,8 +68,16 @@ func (r *rollouts) historyLocked(namespace, name string) *rollout.History {
 	}
 	h := &rollout.History{Namespace: namespace, Name: name}
 	if r.store != nil {
+		r.wmu.Lock()
+		p := r.queued[key]
+		r.wmu.Unlock()
 		var err error
-		if h, err = r.store.Load(namespace, name); err != nil {
+		if p != nil {
+			err = rollout.Decode(p.data, h)
+		} else {
+			h, err = r.store.Load(namespace, name)
+		}
+		if err != nil {
 			r.damaged[key] = err
 		}
 	}
@@ -101,7 +113,13 @@ func (r *rollouts) encodeLocked(h *rollout.History) *pendingSave {
 	r.saves++
 	r.inFlight.Add(1)
 	b, err := rollout.Encode(h)
-	return &pendingSave{namespace: h.Namespace, name: h.Name, seq: r.saves, data: b, err: err}
+	p := &pendingSave{namespace: h.Namespace, name: h.Name, seq: r.saves, data: b, err: err}
+	if err == nil {
+		r.wmu.Lock()
+		r.queued[p.key()] = p
+		r.wmu.Unlock()
+	}
+	return p
 }
 
 // write writes p unless a later save of its history was written first;
@@ -117,6 +135,9 @@ func (r *rollouts) write(p *pendingSave) error {
 		// Failed too: an earlier save still on its way must not land
 		// in its place; the next change saves the history again.
 		r.written[p.key()] = p.seq
+	}
+	if r.queued[p.key()] == p {
+		delete(r.queued, p.key())
 	}
 	if r.inFlight.Add(-1) == 0 {
 		clear(r.written)

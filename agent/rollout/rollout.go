@@ -342,6 +342,9 @@ func (s *Store) Save(h *History) error {
 // encodes it under the lock and writes it (Write) after.
 func Encode(h *History) ([]byte, error) { return json.Marshal(h) }
 
+// Decode decodes into h what Encode encoded.
+func Decode(b []byte, h *History) error { return json.Unmarshal(b, h) }
+
 // Write writes the encoded history of namespace/name, atomically and
 // durably.
 func (s *Store) Write(namespace, name string, b []byte) error {
