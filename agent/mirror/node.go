@@ -59,6 +59,17 @@ func (m *Mirror) setNode(n *v1.Node) {
 	if cur := m.node; cur != nil && cur.UID == n.UID && newerRV(cur.ResourceVersion, n.ResourceVersion) {
 		return
 	}
+	m.replaceNodeLocked(n)
+}
+
+// replaceNode remembers the Node as listed, whatever is known.
+func (m *Mirror) replaceNode(n *v1.Node) {
+	m.nodeMu.Lock()
+	defer m.nodeMu.Unlock()
+	m.replaceNodeLocked(n)
+}
+
+func (m *Mirror) replaceNodeLocked(n *v1.Node) {
 	if m.node == nil {
 		close(m.nodeSet)
 	}
@@ -66,9 +77,14 @@ func (m *Mirror) setNode(n *v1.Node) {
 }
 
 // forgetNode drops the Node known: it was deleted, and is registered again.
+// The watch and the status loop may both tell it: forgetting it again keeps
+// the channel nodeUID's callers wait on.
 func (m *Mirror) forgetNode() {
 	m.nodeMu.Lock()
 	defer m.nodeMu.Unlock()
+	if m.node == nil {
+		return
+	}
 	m.node = nil
 	m.nodeSet = make(chan struct{})
 }

@@ -41,10 +41,19 @@ func (m *Mirror) watchNode(ctx context.Context, client api) {
 				sleep(ctx, bo.next())
 				continue
 			}
+			// The list is the Node as it is now, and replaces the one known
+			// however newer that looked, as the reflector's Replace: an API
+			// server restored from a backup gives older resourceVersions.
+			found := false
 			for i := range list.Items {
 				if list.Items[i].Name == m.cfg.NodeName {
-					m.setNode(&list.Items[i])
+					m.replaceNode(&list.Items[i])
+					found = true
 				}
+			}
+			if !found {
+				// The status loop registers it again.
+				m.forgetNode()
 			}
 			rv = list.ResourceVersion
 		}

@@ -3,6 +3,8 @@ package mirror
 import (
 	"context"
 	"errors"
+	"io"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -197,6 +199,79 @@ func TestMirrorPodWatchResumesWithoutAList(t *testing.T) {
 		}
 		if lists != 1 {
 			t.Errorf("the node's pods listed %d times, want once", lists)
+		}
+	})
+}
+
+// An API server restored from a backup (etcd's) gives the Node again with
+// an older resourceVersion: the list after the watch's "too old" error is
+// the Node as it is now, and replaces the one known however newer that
+// looked, as the reflector's Replace does. Here the restored Node is
+// schedulable again, and is cordoned again.
+func TestNodeRelistedAfterARestoreReplacesTheKnown(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		client := fake.NewClientset()
+		first := watch.NewFake()
+		var mu sync.Mutex
+		watches := 0
+		client.PrependWatchReactor("nodes", func(ktesting.Action) (bool, watch.Interface, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			watches++
+			if watches == 1 {
+				return true, first, nil
+			}
+			return false, nil, nil
+		})
+		start(t, client, newFakePods())
+		nodes := client.CoreV1().Nodes()
+		var n *v1.Node
+		eventually(t, "the node registered", func() bool {
+			var err error
+			n, err = nodes.Get(context.Background(), "node1", metav1.GetOptions{})
+			return err == nil && n.Spec.Unschedulable
+		})
+		// Before the backup's restore: the Node at a high resourceVersion.
+		before := n.DeepCopy()
+		before.ResourceVersion = "1000"
+		first.Modify(before)
+		// The restore: the Node schedulable, at a lower resourceVersion.
+		if _, err := nodes.Patch(context.Background(), "node1", types.StrategicMergePatchType,
+			[]byte(`{"metadata":{"resourceVersion":"7"},"spec":{"unschedulable":null}}`), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		first.Error(&apierrors.NewResourceExpired("too old resource version: 1000 (7)").ErrStatus)
+		eventually(t, "the node watched again", func() bool { mu.Lock(); defer mu.Unlock(); return watches >= 2 })
+		time.Sleep(20 * time.Second)
+		eventually(t, "the node unschedulable again", func() bool {
+			n, err := nodes.Get(context.Background(), "node1", metav1.GetOptions{})
+			return err == nil && n.Spec.Unschedulable
+		})
+	})
+}
+
+// The Node forgotten twice (the watch's deletion and the status loop's
+// NotFound both tell it) still wakes who waits for it when it is known
+// again.
+func TestNodeForgottenTwiceWakesItsWaiters(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := New(Config{NodeName: "node1"}, newFakePods(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+		node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node1", UID: "u2"}}
+		m.setNode(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node1", UID: "u1"}})
+		m.forgetNode()
+		got := make(chan types.UID, 1)
+		go func() { uid, _ := m.nodeUID(context.Background()); got <- uid }()
+		synctest.Wait()
+		m.forgetNode()
+		m.setNode(node)
+		synctest.Wait()
+		select {
+		case uid := <-got:
+			if uid != "u2" {
+				t.Errorf("node UID %q, want u2", uid)
+			}
+		default:
+			t.Fatal("the Node's waiter not woken when it was known again")
 		}
 	})
 }
