@@ -110,12 +110,13 @@ func (m *Mirror) followNode(ctx context.Context, w watch.Interface, rv string, b
 			if !ok {
 				return rv, shortWatch(bo, began, events)
 			}
-			if events == 0 {
-				bo.reset()
-			}
 			events++
 			if ev.Type == watch.Error {
 				return "", fmt.Errorf("watch node %s: %s", m.cfg.NodeName, oneLine(apierrors.FromObject(ev.Object)))
+			}
+			// An event, not an error one, says the watch works.
+			if events == 1 {
+				bo.reset()
 			}
 			n, ok := ev.Object.(*v1.Node)
 			if !ok || (ev.Type != watch.Bookmark && n.Name != m.cfg.NodeName) {

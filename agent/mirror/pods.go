@@ -576,12 +576,13 @@ func (s *podSync) watchFrom(ctx context.Context, pods interface {
 			if !ok {
 				return rv, shortWatch(bo, began, events)
 			}
-			if events == 0 {
-				bo.reset()
-			}
 			events++
 			if ev.Type == watch.Error {
 				return "", fmt.Errorf("watch pods of node %s: %s", s.m.cfg.NodeName, oneLine(apierrors.FromObject(ev.Object)))
+			}
+			// An event, not an error one, says the watch works.
+			if events == 1 {
+				bo.reset()
 			}
 			p, ok := ev.Object.(*v1.Pod)
 			if !ok {

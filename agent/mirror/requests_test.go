@@ -250,6 +250,37 @@ func TestNodeRelistedAfterARestoreReplacesTheKnown(t *testing.T) {
 	})
 }
 
+// A server whose every watch fails at once with an error event is watched
+// again after a back-off that grows, not every 200 ms: the error event is
+// no sign that the watch works.
+func TestWatchErrorEventsBackOff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		client := fake.NewClientset()
+		var mu sync.Mutex
+		watches := map[string]int{}
+		for _, res := range []string{"nodes", "pods"} {
+			client.PrependWatchReactor(res, func(ktesting.Action) (bool, watch.Interface, error) {
+				mu.Lock()
+				defer mu.Unlock()
+				watches[res]++
+				w := watch.NewFakeWithChanSize(1, false)
+				w.Error(&apierrors.NewInternalError(errors.New("etcd unavailable")).ErrStatus)
+				return true, w, nil
+			})
+		}
+		start(t, client, newFakePods())
+		time.Sleep(2 * time.Minute)
+		synctest.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		for res, n := range watches {
+			if n > 30 {
+				t.Errorf("%s watched %d times in 2 minutes of failing watches, want a back-off", res, n)
+			}
+		}
+	})
+}
+
 // The Node forgotten twice (the watch's deletion and the status loop's
 // NotFound both tell it) still wakes who waits for it when it is known
 // again.
