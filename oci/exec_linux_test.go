@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/staticpodd/staticpodd/agent/podspec"
 	mon "github.com/staticpodd/staticpodd/oci/monitor"
 )
@@ -177,6 +179,45 @@ func TestExecTimeoutKillsTheProcessGroup(t *testing.T) {
 	}
 	waitPidExit(t, sh, 5*time.Second)
 	waitPidExit(t, sleep, 5*time.Second)
+}
+
+// An exec helper that dies before its process (the OOM killer, an
+// operator's kill) takes the process with it: nobody else would reap or
+// kill it, and its record is gone with the exec.
+func TestExecHelperDeathKillsTheProcess(t *testing.T) {
+	x := runningContainer(t, nil)
+	marker := "exec-" + randHex(4)
+	lines := newLineWriter()
+	done := make(chan error, 1)
+	go func() {
+		_, err := x.rt.Exec(context.Background(), x.st.ID, podspec.ExecSpec{
+			Cmd: []string{"sh", "-c", "sleep 1000 & echo ready; wait", marker}, Stdout: lines,
+		})
+		done <- err
+	}()
+	lines.await(t, "ready")
+	sh := childWith(t, marker)
+	sleep := childOf(t, sh)
+	helper := findProc(func(pid, _ int, _ []string) bool { return isExecHelper(pid) && childOfPid(pid, sh) })
+	if helper == 0 {
+		t.Fatalf("no exec helper is the parent of %d", sh)
+	}
+	if err := unix.Kill(helper, unix.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err == nil {
+		t.Errorf("Exec whose helper was killed returned no error")
+	}
+	waitPidExit(t, sh, 5*time.Second)
+	waitPidExit(t, sleep, 5*time.Second)
+	if processGone(x.st.Pid) {
+		t.Errorf("the container's init was killed too")
+	}
+}
+
+// childOfPid tells whether child's parent is pid.
+func childOfPid(pid, child int) bool {
+	return findProc(func(p, ppid int, _ []string) bool { return p == child && ppid == pid }) != 0
 }
 
 // errFull is what a capped writer says once it has its fill.

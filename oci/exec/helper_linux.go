@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"syscall"
 
+	"github.com/opencontainers/runc/libcontainer"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 
@@ -33,6 +34,7 @@ type helperProcess struct {
 	cmd *exec.Cmd     // the helper, once started
 	ctl *os.File      // our end of its control socket
 	dec *json.Decoder // its reports
+	pid int           // the process's, as the helper reported it
 }
 
 func (hp *helperProcess) start(cio childIO) (int, error) {
@@ -93,6 +95,7 @@ func (hp *helperProcess) start(cio childIO) (int, error) {
 	case rep.Pid <= 0:
 		return -1, hp.failed(fmt.Errorf("the exec helper reported pid %d", rep.Pid))
 	}
+	hp.pid = rep.Pid
 	return rep.Pid, nil
 }
 
@@ -122,9 +125,26 @@ func (hp *helperProcess) wait() execResult {
 		err = fmt.Errorf("read the exec helper's report: %w (helper: %v)", err, werr)
 	}
 	if err != nil {
+		hp.killOrphan()
 		return execResult{code: -1, err: err}
 	}
 	return execResult{code: rep.Code}
+}
+
+// killOrphan SIGKILLs the process group of the process whose helper ended
+// without its exit (the OOM killer, an operator's kill): no one else would
+// kill or reap it, and its record goes with the exec. Only the container's
+// processes are looked at, as KillLeftovers does, so a reused pid outside
+// it is never signalled.
+func (hp *helperProcess) killOrphan() {
+	ctr, err := libcontainer.Load(hp.root, hp.id)
+	if err != nil {
+		return
+	}
+	pids, _ := ctr.Processes()
+	for _, pid := range pids {
+		killInGroups(pid, map[int]bool{hp.pid: true})
+	}
 }
 
 // kill asks the helper, which reaps the process, to kill it: the helper is
