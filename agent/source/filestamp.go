@@ -10,6 +10,11 @@ import "time"
 // before the read cannot be.
 const racyWindow = settleTime
 
+// coarseWindow is racyWindow for a file system that stamps whole seconds
+// (ext4's small inodes, many NFS servers; FAT two): a write later in the
+// second of a read keeps the stamp read with it.
+const coarseWindow = 2 * time.Second
+
 // fileStamp is what a stat says of a file's content: which file, how long,
 // and when it last changed. ok is false for a stamp that cannot vouch for
 // the content read with it.
@@ -23,7 +28,11 @@ type fileStamp struct {
 // settled is s, vouching for the content read at readAt (taken before the
 // stat) when the file had not changed for racyWindow then.
 func (s fileStamp) settled(readAt time.Time) fileStamp {
-	s.ok = s.ok && readAt.Sub(s.mtime) >= racyWindow && readAt.Sub(s.ctime) >= racyWindow
+	window := racyWindow
+	if s.mtime.Nanosecond() == 0 && s.ctime.Nanosecond() == 0 {
+		window = coarseWindow
+	}
+	s.ok = s.ok && readAt.Sub(s.mtime) >= window && readAt.Sub(s.ctime) >= window
 	return s
 }
 

@@ -8,7 +8,7 @@ import (
 )
 
 func TestStampVouchesOnlyForSettledContent(t *testing.T) {
-	changed := time.Unix(1000, 0)
+	changed := time.Unix(1000, 123456789)
 	s := fileStamp{dev: 1, ino: 2, size: 3, mtime: changed, ctime: changed, ok: true}
 	for _, c := range []struct {
 		name     string
@@ -66,4 +66,18 @@ func TestSameSizeRewriteRightAfterAListIsRead(t *testing.T) {
 		}
 		return false
 	})
+}
+
+// A file system that stamps whole seconds (ext4's small inodes, many NFS
+// servers; FAT two) keeps the stamp of a write later in the same second:
+// only a read two seconds after it is settled.
+func TestStampOfWholeSecondsSettlesLater(t *testing.T) {
+	changed := time.Unix(1000, 0)
+	s := fileStamp{dev: 1, ino: 2, size: 3, mtime: changed, ctime: changed, ok: true}
+	if stampCurrent(s.settled(changed.Add(time.Second-time.Millisecond)), s) {
+		t.Errorf("a read within the second of a whole-second stamp vouches for the content")
+	}
+	if !stampCurrent(s.settled(changed.Add(coarseWindow)), s) {
+		t.Errorf("a read %v after a whole-second stamp does not vouch for the content", coarseWindow)
+	}
 }
