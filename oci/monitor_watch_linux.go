@@ -6,8 +6,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -218,7 +220,9 @@ func adoptMonitor(st monitorState) (*monitor, error) {
 	// ENOENT: the pid names a thread now, not a process (the monitor's pid
 	// was recycled for a thread of another process): gone as well. A
 	// daemon restarted after its monitors died on a busy machine meets it.
-	if errors.Is(err, unix.ESRCH) || errors.Is(err, unix.ENOENT) {
+	// Kernels before pidfs said EINVAL for it, which they say for a flag
+	// they lack too: a thread is told by its thread group.
+	if errors.Is(err, unix.ESRCH) || errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EINVAL) && !leadsProcess(st.MonitorPid) {
 		return nil, nil
 	}
 	if err != nil {
@@ -239,6 +243,19 @@ func adoptMonitor(st monitorState) (*monitor, error) {
 		close(m.done)
 	}()
 	return m, nil
+}
+
+// leadsProcess says whether pid is a process rather than a thread of
+// another: a thread has a /proc entry too, though no listing shows it.
+// Unsure (/proc unreadable), it says so.
+func leadsProcess(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if errors.Is(err, fs.ErrNotExist) {
+		return false
+	}
+	_, tgid, found := strings.Cut(string(b), "\nTgid:\t")
+	tgid, _, _ = strings.Cut(tgid, "\n")
+	return err != nil || !found || tgid == strconv.Itoa(pid)
 }
 
 // openPidfd opens a non-blocking pidfd of process pid, so that awaitExit can

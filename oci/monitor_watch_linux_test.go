@@ -109,3 +109,20 @@ func TestAdoptMonitorWhosePidIsNowAThread(t *testing.T) {
 		t.Fatalf("adoptMonitor of thread %d = %v, %v; want nil, nil", tid, m, err)
 	}
 }
+
+// On kernels that say EINVAL for a thread's pid, adoptMonitor asks /proc
+// whether the pid still leads a process.
+func TestLeadsProcess(t *testing.T) {
+	if !leadsProcess(os.Getpid()) {
+		t.Errorf("this process does not lead a process")
+	}
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range tasks {
+		if n, err := strconv.Atoi(e.Name()); err == nil && n != os.Getpid() && leadsProcess(n) {
+			t.Errorf("thread %d leads a process", n)
+		}
+	}
+}
