@@ -63,4 +63,7 @@ func TestRolloutSaveInFlightSurvivesRemoveAndReturn(t *testing.T) {
 	if got.Find("uid-1") == nil || got.Find("uid-2") == nil {
 		t.Fatalf("kept %+v, want generations uid-1 and uid-2", got.Generations)
 	}
+	if len(r.queued) != 0 {
+		t.Errorf("with every save written, %d still queued", len(r.queued))
+	}
 }
