@@ -352,6 +352,10 @@ func (c *Cluster) StartEtcd() {
 	c.waitEtcd(30 * time.Second)
 }
 
+// EtcdDataDir is etcd's data directory: a copy made while etcd is killed
+// is a backup, put back in its place a restore.
+func (c *Cluster) EtcdDataDir() string { return filepath.Join(c.dir, "etcd") }
+
 // StartAPIServer starts the API server (again, after a kill).
 func (c *Cluster) StartAPIServer() {
 	c.APIServer = startProc(c.t, c.dir, filepath.Join(c.bin, "kube-apiserver"), c.apiArgs...)
