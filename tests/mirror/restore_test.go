@@ -79,3 +79,50 @@ func TestNodeAfterEtcdRestoredFromABackup(t *testing.T) {
 	})
 	f.waitMirror("web", 60*time.Second, "the mirror pod made again", running)
 }
+
+// An API server whose etcd is wiped: the Node is registered again, with
+// another UID, its Lease made again, and the mirror pod made again owned
+// by the new Node.
+func TestNodeAfterEtcdWiped(t *testing.T) {
+	f := newFixture(t)
+	d, c := f.d, f.c
+	ctx := context.Background()
+	d.WriteManifest("web.yaml", sleeper("web", "1"))
+	d.Start()
+	f.waitMirror("web", 30*time.Second, "the mirror pod running", running)
+	old, err := c.Admin.CoreV1().Nodes().Get(ctx, d.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	c.APIServer.Kill()
+	c.Etcd.Kill()
+	if err := os.RemoveAll(c.EtcdDataDir()); err != nil {
+		t.Fatal(err)
+	}
+	c.StartEtcd()
+	c.StartAPIServer()
+	c.WaitReady(90 * time.Second)
+	var node *v1.Node
+	d.Eventually(60*time.Second, "the node registered again", func() error {
+		n, err := c.Admin.CoreV1().Nodes().Get(ctx, d.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if n.UID == old.UID {
+			return errors.New("the old UID")
+		}
+		node = n
+		return nil
+	})
+	f.waitMirror("web", 60*time.Second, "the mirror pod made again, owned by the new Node", func(p *v1.Pod) error {
+		if len(p.OwnerReferences) != 1 || p.OwnerReferences[0].UID != node.UID {
+			return errors.New("not owned by the new Node")
+		}
+		return running(p)
+	})
+	d.Eventually(30*time.Second, "the lease made again", func() error {
+		_, err := c.Admin.CoordinationV1().Leases(v1.NamespaceNodeLease).Get(ctx, d.Name, metav1.GetOptions{})
+		return err
+	})
+}
