@@ -453,7 +453,7 @@ func scaleRunc(runc, busybox, dir string, round int, res *scaleResult) error {
 	id := func(i int) string { return fmt.Sprintf("scale%d-%03d", round, i) }
 	defer func() {
 		for i := range res.pods {
-			exec.Command(runc, "--root", state, "delete", "-f", id(i)).Run()
+			runcCommand(runc, "--root", state, "delete", "-f", id(i)).Run()
 		}
 	}()
 	all := func(f func(i int) error) error {
@@ -479,7 +479,7 @@ func scaleRunc(runc, busybox, dir string, round int, res *scaleResult) error {
 			return err
 		}
 		defer errFile.Close()
-		cmd := exec.Command(runc, "--root", state, "run", "-d", "--bundle", bundles[i], id(i))
+		cmd := runcCommand(runc, "--root", state, "run", "-d", "--bundle", bundles[i], id(i))
 		cmd.Stderr = errFile
 		if err := cmd.Run(); err != nil {
 			out, _ := os.ReadFile(errFile.Name())
@@ -496,12 +496,12 @@ func scaleRunc(runc, busybox, dir string, round int, res *scaleResult) error {
 
 	t0 = time.Now()
 	if err := all(func(i int) error {
-		if out, err := exec.Command(runc, "--root", state, "kill", id(i), "TERM").CombinedOutput(); err != nil {
+		if out, err := runcCommand(runc, "--root", state, "kill", id(i), "TERM").CombinedOutput(); err != nil {
 			return fmt.Errorf("runc kill %s: %v: %s", id(i), err, out)
 		}
 		// delete refuses a container still running: try until it has exited.
 		return pollEvery(5*time.Millisecond, time.Minute, func() bool {
-			return exec.Command(runc, "--root", state, "delete", id(i)).Run() == nil
+			return runcCommand(runc, "--root", state, "delete", id(i)).Run() == nil
 		})
 	}); err != nil {
 		return err
