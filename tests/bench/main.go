@@ -28,6 +28,7 @@ import (
 	"time"
 
 	bbtree "github.com/staticpodd/staticpodd/rootfs/busybox"
+	"golang.org/x/sys/unix"
 )
 
 func main() {
@@ -57,6 +58,7 @@ func main() {
 	imagePadMB := flag.Int("image-pad-mb", 100, "MB of random bytes in the round trip's image")
 	flag.BoolVar(&peer.systemd, "systemd-cgroup", false, "the systemd cgroup driver on every side: the daemon's cgroupDriver, runc --systemd-cgroup, the floor's scopes (where systemd is init: make bench-systemd)")
 	flag.StringVar(&peer.floor, "floor", "", "a prebuilt floor program (tests/bench/floor); empty builds it with go")
+	flag.BoolVar(&peer.trace, "trace-starts", false, "print each start's two ends on CLOCK_MONOTONIC, the journal's -o short-monotonic clock, to set beside systemd's unit events")
 	flag.IntVar(&peer.timeoutScale, "timeout-scale", 1, "multiplies every wait's limit: a guest in software emulation is tens of times slower")
 	only := flag.String("only", "", "comma-separated benchmarks to run: start, scale, network, ready, probes, url, logs, relist, hostile, eviction, nodeapi, images, outage (default: all but outage)")
 	flag.Parse()
@@ -157,6 +159,29 @@ var peer struct {
 	floor   string // -floor
 	// timeoutScale multiplies the limit of every wait (pollEvery, waitFIFO).
 	timeoutScale int
+	trace        bool // -trace-starts
+}
+
+// monoRef is a reading of CLOCK_MONOTONIC and the time it was taken, so
+// that the monotonic reading of any later time.Time is known.
+var monoRef = func() (r struct {
+	mono time.Duration
+	at   time.Time
+}) {
+	var ts unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	r.mono, r.at = time.Duration(ts.Nano()), time.Now()
+	return r
+}()
+
+// traceRun prints, under -trace-starts, when start i of side began and when
+// its container exec'd, in seconds on CLOCK_MONOTONIC.
+func traceRun(side string, i int, t0, t1 time.Time) {
+	if !peer.trace {
+		return
+	}
+	mono := func(t time.Time) float64 { return (monoRef.mono + t.Sub(monoRef.at)).Seconds() }
+	fmt.Fprintf(os.Stderr, "START %s %d: %.6f → exec %.6f\n", side, i, mono(t0), mono(t1))
 }
 
 // runcCommand is runc's command line args, after the global options every
@@ -480,6 +505,7 @@ func benchStart(runs int, bin, image, runc, busybox, dir, fifo string) (startRes
 		if err := poll(30*time.Second, func() bool { n, _ := d.countPods(); return n == 0 }); err != nil {
 			return 0, fmt.Errorf("staticpodd run %d: pod not removed: %v", i, err)
 		}
+		traceRun("staticpodd", i, t0, t1)
 		return t1.Sub(t0), nil
 	}
 	runcRun := func(i int) (time.Duration, error) {
@@ -495,6 +521,7 @@ func benchStart(runs int, bin, image, runc, busybox, dir, fifo string) (startRes
 		if err != nil {
 			return 0, fmt.Errorf("runc run %d: %v", i, err)
 		}
+		traceRun("runc", i, t0, t1)
 		return t1.Sub(t0), nil
 	}
 	floorRun := func(i int) (time.Duration, error) {
@@ -514,6 +541,7 @@ func benchStart(runs int, bin, image, runc, busybox, dir, fifo string) (startRes
 		if err != nil || werr != nil {
 			return 0, fmt.Errorf("floor run %d: %v %v: %s", i, err, werr, out.String())
 		}
+		traceRun("floor", i, t0, t1)
 		return t1.Sub(t0), nil
 	}
 	sides := []struct {

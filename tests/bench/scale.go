@@ -345,8 +345,15 @@ func (d *benchDaemon) nothingLeft() string {
 			return fmt.Sprintf("%d entries in %s", len(es), filepath.Join(d.runDir, sub))
 		}
 	}
-	// The pods' cgroups under the daemon's cgroup root, in every hierarchy.
-	cgs, _ := filepath.Glob("/sys/fs/cgroup/*/staticpodd-bench/*/")
+	// The pods' cgroups under the daemon's cgroup root: in every v1
+	// hierarchy, in the v2 tree, and as systemd's slices (oci's
+	// podCgroupsPath: staticpodd-bench-kubepods-pod<uid>.slice, whose
+	// parents systemd keeps).
+	var cgs []string
+	for _, pattern := range []string{"/sys/fs/cgroup/*/staticpodd-bench/*/", "/sys/fs/cgroup/staticpodd-bench/*/", "/sys/fs/cgroup/staticpodd.slice/staticpodd-bench.slice/staticpodd-bench-kubepods.slice/*/"} {
+		m, _ := filepath.Glob(pattern)
+		cgs = append(cgs, m...)
+	}
 	for _, cg := range cgs {
 		if fi, err := os.Stat(cg); err == nil && fi.IsDir() {
 			return "cgroup " + cg

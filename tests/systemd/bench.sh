@@ -7,7 +7,8 @@
 # for this boot only: the appliance carries neither. The guest is emulated:
 # only the ratios mean anything.
 # BENCH_ARGS (a file in the share, one line) are more arguments of the
-# benchmark.
+# benchmark. PID 1's lines about the benchmark's slices and scopes go to
+# units.log in the share.
 share=/mnt/host
 say() { echo "[$(cut -d' ' -f1 /proc/uptime)s] $*"; }
 # until_ok SECONDS COMMAND...: polls COMMAND every 0.2s until it succeeds.
@@ -45,5 +46,8 @@ TMPDIR=/bench /bench/bench -systemd-cgroup -staticpodd /usr/bin/staticpodd -imag
 	-runc /bench/runc -floor /bench/floor $args
 rc=$?
 say "load after: $(cat /proc/loadavg)"
+# systemd's side of every start, on the clock of -trace-starts' START lines:
+# when each pod's slice and each scope were made.
+journalctl -b -o short-monotonic --no-pager _PID=1 | grep -E 'staticpodd-|runc-' >$share/units.log
 say "bench exited $rc"
 exit $rc
