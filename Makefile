@@ -439,7 +439,7 @@ test-guides: deb images
 # BENCH_SYSTEMD_ARGS: the benchmark's arguments (its waits 20 times as long: the guest
 # is tens of times slower than the host). Needs what test-systemd needs,
 # and runc.
-BENCH_SYSTEMD_ARGS ?= -only start,scale -runs 10 -pods 100 -scale-rounds 2 -scale-idle-window 10s -timeout-scale 20
+BENCH_SYSTEMD_ARGS ?= -only start,scale -runs 10 -pods 100 -scale-rounds 2 -scale-idle-window 10s -timeout-scale 20 -runc-loop -trace-starts
 BENCH_SYSTEMD := $(OUT)/bench-systemd
 bench-systemd: appliance
 	@command -v runc >/dev/null || { echo "runc is missing: apt-get install -y runc" >&2; exit 1; }

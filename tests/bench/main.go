@@ -58,6 +58,7 @@ func main() {
 	imagePadMB := flag.Int("image-pad-mb", 100, "MB of random bytes in the round trip's image")
 	flag.BoolVar(&peer.systemd, "systemd-cgroup", false, "the systemd cgroup driver on every side: the daemon's cgroupDriver, runc --systemd-cgroup, the floor's scopes (where systemd is init: make bench-systemd)")
 	flag.StringVar(&peer.floor, "floor", "", "a prebuilt floor program (tests/bench/floor); empty builds it with go")
+	flag.BoolVar(&peer.runcLoop, "runc-loop", false, "the scale benchmark's runc runs its containers one after the other, as a shell loop, not all at once (make bench-systemd: 100 at once under --systemd-cgroup in the emulated guest overran libcontainer's 30 s wait for systemd's job)")
 	flag.BoolVar(&peer.trace, "trace-starts", false, "print each start's two ends on CLOCK_MONOTONIC, the journal's -o short-monotonic clock, to set beside systemd's unit events")
 	flag.IntVar(&peer.timeoutScale, "timeout-scale", 1, "multiplies every wait's limit: a guest in software emulation is tens of times slower")
 	only := flag.String("only", "", "comma-separated benchmarks to run: start, scale, network, ready, probes, url, logs, relist, hostile, eviction, nodeapi, images, outage (default: all but outage)")
@@ -160,6 +161,7 @@ var peer struct {
 	// timeoutScale multiplies the limit of every wait (pollEvery, waitFIFO).
 	timeoutScale int
 	trace        bool // -trace-starts
+	runcLoop     bool // -runc-loop
 }
 
 // monoRef is a reading of CLOCK_MONOTONIC and the time it was taken, so

@@ -93,10 +93,14 @@ func (r *scaleResult) print() {
 		fmt.Printf("| %s | %s | %s: %s | %.2f |\n", name, spread(ours), refName, spread(ref),
 			float64(median(ours))/float64(median(ref)))
 	}
-	row("all manifests dropped at once → every container running", r.burst, r.runcBurst, fmt.Sprintf("%d × runc run -d at once", r.pods))
+	how := "at once"
+	if peer.runcLoop {
+		how = "one after the other"
+	}
+	row("all manifests dropped at once → every container running", r.burst, r.runcBurst, fmt.Sprintf("%d × runc run -d %s", r.pods, how))
 	row("· of which to the first container running", r.burstFirst, nil, "—")
 	row("kill -9 of the daemon → all adopted, Running, no restart", r.adopt, nil, "—")
-	row("all manifests removed → nothing left (state, cgroups, mounts)", r.teardown, r.runcTeardown, fmt.Sprintf("%d × runc kill TERM + delete at once", r.pods))
+	row("all manifests removed → nothing left (state, cgroups, mounts)", r.teardown, r.runcTeardown, fmt.Sprintf("%d × runc kill TERM + delete %s", r.pods, how))
 	var sum int64
 	for _, p := range r.monitorPSS {
 		sum += p
@@ -464,6 +468,14 @@ func scaleRunc(runc, busybox, dir string, round int, res *scaleResult) error {
 		}
 	}()
 	all := func(f func(i int) error) error {
+		if peer.runcLoop {
+			for i := range res.pods {
+				if err := f(i); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
 		errs := make([]error, res.pods)
 		var wg sync.WaitGroup
 		for i := range res.pods {
