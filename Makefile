@@ -20,7 +20,7 @@ DEMO_RUN  := /run/staticpodd-demo
 DEMO_BRIDGE := staticpodd0
 
 .PHONY: all build images demo demo-clean demo-clean-bridge test test-chaos unit e2e bench bench-nodeapi bench-pull bench-policy bench-relist bench-outage bench-eviction bench-images fuzz vet clean \
-	deb rpm packages test-packages appliance test-systemd test-systemd-kubeadm test-guides appliance-backports test-systemd-backports bench-systemd controlplane test-controlplane bench-controlplane test-conformance test-kubeadm test-cri test-node-e2e test-node-e2e-wide
+	deb rpm packages test-packages appliance test-systemd test-systemd-kubeadm test-guides appliance-backports test-systemd-backports bench-systemd controlplane test-controlplane bench-controlplane test-conformance test-kubeadm test-cri test-node-e2e test-node-e2e-wide bench-size bench-idle bench-apireqs bench-probes
 
 all: build
 
@@ -142,9 +142,18 @@ vet:
 # adoption after kill -9, teardown), each beside the same containers under
 # the runc CLI.
 BENCH_PODS ?= 10,100
-bench: build images bench-nodeapi bench-pull bench-policy
+bench: build images bench-nodeapi bench-pull bench-policy bench-size
 	STATICPODD_BIN=$(CURDIR)/$(BIN) STATICPODD_IMAGE=$(CURDIR)/$(IMAGE_TAR) \
 		$(GO) run ./tests/bench -runs 30 -pods $(BENCH_PODS)
+
+# What bin/staticpodd is made of: its symbols' bytes by Go module, the
+# embedded monitor, its sections. The same build linked without -s (the
+# symbol table only: same code, same layout) is what is attributed.
+SIZE_SYMS := $(OUT)/size/staticpodd.syms
+bench-size: build
+	@mkdir -p $(dir $(SIZE_SYMS))
+	CGO_ENABLED=1 $(GO) build -trimpath -tags "$(GOTAGS_BUILD) embedmonitor" -ldflags '$(filter-out -s,$(LDFLAGS))' -o $(SIZE_SYMS) ./cmd/staticpodd
+	$(GO) run ./tests/bench/size -bin $(BIN) -syms $(SIZE_SYMS)
 
 # The node API's bulk endpoints (/pods, /stats/summary, /metrics*) with 10 and
 # 100 pods, over TLS with a client certificate: latency, allocations, size.
@@ -284,9 +293,42 @@ bench-controlplane: build
 	cpbin=$$(bash $(CONTROLPLANE_BUILD)) && \
 	STATICPODD_BIN=$(CURDIR)/$(BIN) STATICPODD_CONTROLPLANE_BIN=$$cpbin $(GO) run ./tests/controlplane/bench -runs 3
 
+# API server requests per minute of a node at steady state, staticpodd
+# against the kubelet v1.37.2 on Debian's containerd: kubeadm init on a
+# machine of each at once, counted from each API server's audit log
+# (tests/kubeadm/apireqs_test.go). APIREQS_RUNS runs of APIREQS_WINDOW each,
+# about 2 minutes more per run for init, the settling and the reset.
+APIREQS_RUNS ?= 2
+APIREQS_WINDOW ?= 3m
+bench-apireqs: build images
+	cpbin=$$(bash $(CONTROLPLANE_BUILD)) && kubelet=$$(bash $(CONTROLPLANE_BUILD) kubelet) && crictl=$$(bash $(CRICTL_BUILD)) && \
+	STATICPODD_BIN=$(CURDIR)/$(BIN) STATICPODD_IMAGE=$(CURDIR)/$(IMAGE_TAR) STATICPODD_CONTROLPLANE_BIN=$$cpbin \
+		STATICPODD_KUBELET=$$kubelet/kubelet CRICTL=$$crictl/crictl \
+		STATICPODD_APIREQS=1 STATICPODD_APIREQS_RUNS=$(APIREQS_RUNS) STATICPODD_APIREQS_WINDOW=$(APIREQS_WINDOW) \
+		$(GO) test -tags kubeadm -count=1 -timeout 60m -v -run '^TestAPIRequests$$' ./tests/kubeadm
+
+# Only the probes' CPU against the kubelet v1.37.2 on Debian's containerd
+# (100 hostNetwork pods, one exec, then httpGet, readiness probe each every
+# second), and staticpodd exec against runc exec; in a network namespace of
+# its own, as the pods' httpd listen on 127.0.0.1:20000 and up.
+bench-probes: build images
+	kdir=$$(bash $(CONTROLPLANE_BUILD) kubelet) && \
+	STATICPODD_BIN=$(CURDIR)/$(BIN) STATICPODD_IMAGE=$(CURDIR)/$(IMAGE_TAR) STATICPODD_KUBELET=$$kdir/kubelet \
+		unshare -n sh -c 'ip link set lo up && exec $(GO) run ./tests/bench -only exec,probes-kubelet'
+
 # Only the image export + import round trip, against skopeo copy.
 bench-images: build images
 	STATICPODD_BIN=$(CURDIR)/$(BIN) $(GO) run ./tests/bench -only images
+
+# Only the idle daemon with 100 pods: its and its monitors' wake-ups per minute
+# and CPU, beside IDLE_OLD (a binary built from main) when given, the two
+# alternating; each wake-up named by source from a benchtrace build (a runtime
+# trace of the window: daemon/benchtrace.go), of this tree and of the builds
+# IDLE_TRACED names (label=binary,...).
+bench-idle: build images
+	CGO_ENABLED=1 $(GO) build -trimpath -tags "$(GOTAGS_BUILD) embedmonitor benchtrace" -ldflags '$(LDFLAGS)' -o $(BIN).benchtrace ./cmd/staticpodd
+	STATICPODD_BIN=$(CURDIR)/$(BIN) STATICPODD_IMAGE=$(CURDIR)/$(IMAGE_TAR) \
+		$(GO) run ./tests/bench -only idle -idle-old '$(IDLE_OLD)' -idle-traced 'new=$(CURDIR)/$(BIN).benchtrace,$(IDLE_TRACED)'
 
 # Only eviction: detection latency of a 100 MB/s leak with the memory
 # notifier and with polling alone, and the eviction manager's idle CPU.
@@ -370,10 +412,10 @@ rpm: $(NFPM) pkg-stage
 
 packages: deb rpm
 
-# Both packages of each kind, built, with what they must hold, and lintian's verdict
-# on the .debs (tests/packaging_test.go).
+# Both packages of each kind, built, with what they must hold, lintian's verdict
+# on the .debs (tests/packaging_test.go), and their size (tests/size_test.go).
 test-packages: deb rpm
-	STATICPODD_PKG_DIR=$(CURDIR)/$(OUT)/pkg $(GO) test -count=1 -v -run 'TestPackagesBuilt|TestKubeletUnitIsStaticpoddsService|TestKubeadmDropInIsKubeadms' ./tests/
+	STATICPODD_PKG_DIR=$(CURDIR)/$(OUT)/pkg $(GO) test -count=1 -v -run 'TestPackagesBuilt|TestPackageSize|TestKubeletUnitIsStaticpoddsService|TestKubeadmDropInIsKubeadms' ./tests/
 
 # The appliance: Debian bookworm with systemd, the .deb installed and enabled, the
 # web example's manifest and its image in the import folder. Its debootstrap base

@@ -67,7 +67,9 @@ type Config struct {
 	// (the kubelet's resolvConf); "" gives them a local resolver.
 	ResolvConf string
 	// WatchdogPeriod is how often the reconcile loop pings Notifier.Watchdog when
-	// idle; default 5s. Set it to at most half of systemd's WatchdogSec.
+	// idle; at most half of systemd's WatchdogSec. 0: no systemd watchdog,
+	// and the loop wakes for no ping: an idle daemon's every wake-up costs
+	// (docs/benchmarks.md, Idle wake-ups).
 	WatchdogPeriod time.Duration
 	Notifier       Notifier // default: does nothing
 	// Seen records the config.seen time and status.startTime of each pod
@@ -175,9 +177,6 @@ func New(cfg Config, rt Runtime, logger *slog.Logger) *Agent {
 	}
 	if cfg.BackoffMax <= 0 {
 		cfg.BackoffMax = defaultBackoffMax
-	}
-	if cfg.WatchdogPeriod <= 0 {
-		cfg.WatchdogPeriod = 5 * time.Second
 	}
 	if cfg.Notifier == nil {
 		cfg.Notifier = nopNotifier{}

@@ -14,6 +14,7 @@ import (
 	"github.com/staticpodd/staticpodd/agent/eviction"
 	"github.com/staticpodd/staticpodd/agent/manifest"
 	"github.com/staticpodd/staticpodd/agent/podspec"
+	"github.com/staticpodd/staticpodd/agent/tick"
 )
 
 // DefaultHousekeeping is how often node pressure is checked without a
@@ -71,10 +72,10 @@ type pressure struct {
 // runPressure checks node pressure every housekeeping interval, and when the
 // notifier fires, while there are thresholds, until ctx ends.
 func (a *Agent) runPressure(ctx context.Context) {
-	var tick *time.Ticker
+	var housekeeping *tick.Ticker
 	defer func() {
-		if tick != nil {
-			tick.Stop()
+		if housekeeping != nil {
+			housekeeping.Stop()
 		}
 	}()
 	var notified <-chan struct{}
@@ -91,14 +92,14 @@ func (a *Agent) runPressure(ctx context.Context) {
 					a.pr.notifier, notified = n, n.Events()
 				}
 			}
-			if tick == nil {
-				tick = time.NewTicker(a.cfg.Eviction.Housekeeping)
+			if housekeeping == nil {
+				housekeeping = tick.New(a.cfg.Eviction.Housekeeping)
 			}
-			tickc = tick.C
+			tickc = housekeeping.C
 			a.housekeep(ctx)
-		} else if tick != nil {
-			tick.Stop()
-			tick = nil
+		} else if housekeeping != nil {
+			housekeeping.Stop()
+			housekeeping = nil
 		}
 		select {
 		case <-ctx.Done():

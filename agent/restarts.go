@@ -29,8 +29,11 @@ const restartsFile = "restarts.json"
 type restarts struct {
 	path string // "" keeps the markers in memory only (no root dir)
 
-	mu sync.Mutex        // guards at
+	mu sync.Mutex        // guards at and unsaved
 	at map[string]string // pod full name -> restartedAt
+	// unsaved: the file still holds markers that at has forgotten (a full
+	// disk refused the write); the next apply writes it again.
+	unsaved bool
 }
 
 // loadRestarts reads the markers under rootDir. A file that cannot be read
@@ -93,6 +96,7 @@ func (r *restarts) mark(key string) (string, error) {
 		}
 		return "", err
 	}
+	r.unsaved = false
 	return at, nil
 }
 
@@ -117,12 +121,16 @@ func (r *restarts) apply(pods map[string]manifest.Pod, complete bool, logger *sl
 			forgot = true
 		}
 	}
-	if forgot {
-		if err := r.saveLocked(); err != nil {
-			// In memory they are gone; on disk they come back at the next
-			// start only for a manifest of that name written back meanwhile.
+	if forgot || r.unsaved {
+		err := r.saveLocked()
+		if err != nil && !r.unsaved {
+			// In memory they are gone; on disk they stay until a later
+			// apply writes the file (each reconcile tries), and come back
+			// at a start before that only for a manifest of that name
+			// written back meanwhile.
 			logger.Warn("forget the restart markers of removed pods", "err", err)
 		}
+		r.unsaved = err != nil
 	}
 }
 

@@ -105,3 +105,33 @@ func TestRestartsFIFO(t *testing.T) {
 		t.Errorf("markers %v", r.at)
 	}
 }
+
+// Markers forgotten while the disk refused the write (full, say) leave the
+// file at the next apply that can write it, with no restart or removal
+// needed to trigger it.
+func TestRestartsForgetRetried(t *testing.T) {
+	base := t.TempDir()
+	root := filepath.Join(base, "root")
+	if err := os.Mkdir(root, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	r := loadRestarts(root, slog.Default())
+	if _, err := r.mark("default/a-n"); err != nil {
+		t.Fatal(err)
+	}
+	away := filepath.Join(base, "away")
+	if err := os.Rename(root, away); err != nil { // every write fails
+		t.Fatal(err)
+	}
+	r.apply(map[string]manifest.Pod{}, true, slog.Default())
+	if err := os.Rename(away, root); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(loadRestarts(root, slog.Default()).at); n != 1 {
+		t.Fatalf("the failed write changed the file: %d markers", n)
+	}
+	r.apply(map[string]manifest.Pod{}, true, slog.Default())
+	if n := len(loadRestarts(root, slog.Default()).at); n != 0 {
+		t.Errorf("%d markers kept on disk for removed pods after a write could succeed", n)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -27,6 +28,21 @@ import (
 type rollouts struct {
 	store *rollout.Store // nil: no root dir, nothing is kept
 
+	// The histories are written outside mu: each save is two fsyncs, and
+	// mu is taken by every pod's publish (the STATUS line) and start
+	// (observe), so a burst of pods waited in line for each other's disk
+	// writes. A save is encoded under mu with the next number of saves,
+	// and written under wmu unless a later save of the same history was
+	// written first.
+	wmu     sync.Mutex
+	written map[string]uint64 // guarded by wmu: the number of the last save written, by pod full name
+	// queued is guarded by wmu: the last save encoded and not yet written,
+	// by pod full name. A history read again (its pod was removed and put
+	// back) starts from it, not from the disk it has not reached yet.
+	queued   map[string]*pendingSave
+	inFlight atomic.Int64 // saves encoded and not yet written: written is cleared when none is
+	saves    uint64       // guarded by mu: the number of the last save encoded
+
 	mu      sync.Mutex                  // guards the fields below
 	byKey   map[string]*rollout.History // by pod full name
 	damaged map[string]error            // by pod full name
@@ -36,7 +52,7 @@ type rollouts struct {
 }
 
 func newRollouts(rootDir string) *rollouts {
-	r := &rollouts{byKey: map[string]*rollout.History{}, damaged: map[string]error{}, subst: map[string]*v1.Pod{}}
+	r := &rollouts{byKey: map[string]*rollout.History{}, damaged: map[string]error{}, subst: map[string]*v1.Pod{}, written: map[string]uint64{}, queued: map[string]*pendingSave{}}
 	if rootDir != "" {
 		r.store = rollout.NewStore(rootDir)
 	}
@@ -52,8 +68,16 @@ func (r *rollouts) historyLocked(namespace, name string) *rollout.History {
 	}
 	h := &rollout.History{Namespace: namespace, Name: name}
 	if r.store != nil {
+		r.wmu.Lock()
+		p := r.queued[key]
+		r.wmu.Unlock()
 		var err error
-		if h, err = r.store.Load(namespace, name); err != nil {
+		if p != nil {
+			err = rollout.Decode(p.data, h)
+		} else {
+			h, err = r.store.Load(namespace, name)
+		}
+		if err != nil {
 			r.damaged[key] = err
 		}
 	}
@@ -64,15 +88,89 @@ func (r *rollouts) historyLocked(namespace, name string) *rollout.History {
 // saveLocked writes h back; a history that cannot be written stays in
 // memory, and the error is the caller's to log.
 func (r *rollouts) saveLocked(h *rollout.History) error {
+	err := r.write(r.encodeLocked(h))
+	if err == nil {
+		delete(r.damaged, h.Namespace+"/"+h.Name)
+	}
+	return err
+}
+
+// pendingSave is a history encoded under mu, to be written after it.
+type pendingSave struct {
+	namespace, name string
+	seq             uint64
+	data            []byte
+	err             error // encoding failed
+}
+
+func (p *pendingSave) key() string { return p.namespace + "/" + p.name }
+
+// encodeLocked encodes h for write; nil when nothing is kept.
+func (r *rollouts) encodeLocked(h *rollout.History) *pendingSave {
 	if r.store == nil {
 		return nil
 	}
-	key := h.Namespace + "/" + h.Name
-	if err := r.store.Save(h); err != nil {
-		return fmt.Errorf("keep the rollout history of %s: %w", key, err)
+	r.saves++
+	r.inFlight.Add(1)
+	b, err := rollout.Encode(h)
+	p := &pendingSave{namespace: h.Namespace, name: h.Name, seq: r.saves, data: b, err: err}
+	if err == nil {
+		r.wmu.Lock()
+		r.queued[p.key()] = p
+		r.wmu.Unlock()
 	}
-	delete(r.damaged, key)
+	return p
+}
+
+// write writes p unless a later save of its history was written first;
+// the caller, holding mu again, forgets the history's damage on success.
+func (r *rollouts) write(p *pendingSave) error {
+	if p == nil {
+		return nil
+	}
+	r.wmu.Lock()
+	err := p.err
+	if err == nil && p.seq > r.written[p.key()] {
+		err = r.store.Write(p.namespace, p.name, p.data)
+		// Failed too: an earlier save still on its way must not land
+		// in its place; the next change saves the history again.
+		r.written[p.key()] = p.seq
+	}
+	if r.queued[p.key()] == p {
+		delete(r.queued, p.key())
+	}
+	if r.inFlight.Add(-1) == 0 {
+		clear(r.written)
+	}
+	r.wmu.Unlock()
+	if err != nil {
+		return fmt.Errorf("keep the rollout history of %s: %w", p.key(), err)
+	}
 	return nil
+}
+
+// writeAll writes saves after mu, returning the errors by pod full name.
+func (r *rollouts) writeAll(saves []*pendingSave) map[string]error {
+	var errs map[string]error
+	var ok []string
+	for _, p := range saves {
+		if err := r.write(p); err != nil {
+			if errs == nil {
+				errs = map[string]error{}
+			}
+			errs[p.key()] = err
+		} else if p != nil {
+			ok = append(ok, p.key())
+		}
+	}
+	if len(ok) > 0 {
+		r.mu.Lock()
+		for _, key := range ok {
+			delete(r.damaged, key)
+		}
+		r.mu.Unlock()
+	}
+	return errs
 }
 
 // History is a copy of the history of namespace/name, for `rollout`.
@@ -94,7 +192,16 @@ func (r *rollouts) History(namespace, name string) (rollout.History, error) {
 // SeenStore to keep with their state as a source's.
 func (r *rollouts) substitute(pods map[string]manifest.Pod, nodeName string, seen manifest.SeenFunc) (problems []manifest.Problem, running []source.Manifest) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
+	problems, running, saves := r.substituteLocked(pods, nodeName, seen)
+	r.mu.Unlock()
+	for key, err := range r.writeAll(saves) {
+		problems = append(problems, manifest.Problem{Origin: pods[key].Origin, Err: err})
+	}
+	return problems, running
+}
+
+// substituteLocked is substitute under mu; the histories to write after it.
+func (r *rollouts) substituteLocked(pods map[string]manifest.Pod, nodeName string, seen manifest.SeenFunc) (problems []manifest.Problem, running []source.Manifest, saves []*pendingSave) {
 	for key := range r.byKey {
 		if _, ok := pods[key]; !ok {
 			// Read again from disk if the pod comes back.
@@ -111,9 +218,7 @@ func (r *rollouts) substitute(pods map[string]manifest.Pod, nodeName string, see
 		rej, changed := h.Offered(string(p.UID), content(p.Pod))
 		if changed {
 			delete(r.subst, key)
-			if err := r.saveLocked(h); err != nil {
-				problems = append(problems, manifest.Problem{Origin: p.Origin, Err: err})
-			}
+			saves = append(saves, r.encodeLocked(h))
 		}
 		if c := h.Current(); rej == nil && c != nil && c.UID == string(p.UID) && !c.FailedAt.IsZero() {
 			problems = append(problems, manifest.Problem{Origin: p.Origin, Err: fmt.Errorf(
@@ -133,7 +238,7 @@ func (r *rollouts) substitute(pods map[string]manifest.Pod, nodeName string, see
 			running = append(running, source.Manifest{UID: pod.UID, Source: g.Source, Origin: g.Origin, Data: []byte(g.Manifest)})
 		}
 	}
-	return problems, running
+	return problems, running, saves
 }
 
 // rejected is the rejection in force for namespace/name, a copy; nil if
@@ -224,7 +329,19 @@ func runDigests(pod *v1.Pod, images map[string]string) {
 // loop must merge again, to run the target and flag the file.
 func (r *rollouts) observe(w *worker, pod, published *v1.Pod, now time.Time) (time.Time, bool) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
+	dl, rolled, save := r.observeLocked(w, pod, published, now)
+	r.mu.Unlock()
+	if errs := r.writeAll([]*pendingSave{save}); len(errs) > 0 {
+		for _, err := range errs {
+			w.logger.Warn("rollout history not kept", "err", err)
+		}
+	}
+	return dl, rolled
+}
+
+// observeLocked is observe under mu; the history to write after it, if
+// it changed.
+func (r *rollouts) observeLocked(w *worker, pod, published *v1.Pod, now time.Time) (time.Time, bool, *pendingSave) {
 	h := r.historyLocked(pod.Namespace, pod.Name)
 	uid := string(pod.UID)
 	var changed bool
@@ -278,12 +395,10 @@ func (r *rollouts) observe(w *worker, pod, published *v1.Pod, now time.Time) (ti
 		changed, rolled, dl = true, true, time.Time{}
 		w.rolledBack(pod, h, target, reason)
 	}
-	if changed {
-		if err := r.saveLocked(h); err != nil {
-			w.logger.Warn("rollout history not kept", "err", err)
-		}
+	if !changed {
+		return dl, rolled, nil
 	}
-	return dl, rolled
+	return dl, rolled, r.encodeLocked(h)
 }
 
 func later(a, b time.Time) time.Time {

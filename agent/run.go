@@ -14,6 +14,7 @@ import (
 	"github.com/staticpodd/staticpodd/agent/events"
 	"github.com/staticpodd/staticpodd/agent/manifest"
 	"github.com/staticpodd/staticpodd/agent/source"
+	"github.com/staticpodd/staticpodd/agent/tick"
 )
 
 // orphanPrefix keys workers that only remove an adopted pod nobody wants.
@@ -49,10 +50,18 @@ func (a *Agent) Run(ctx context.Context, updates <-chan source.Update) error {
 	l.wg.Go(func() { a.runFollow(ctx) })
 	defer a.onChange.wg.Wait()
 
-	syncTick := time.NewTicker(a.cfg.SyncFrequency)
+	// On the shared clock: the resync wakes with the eviction manager's
+	// housekeeping and the relists (agent/tick).
+	syncTick := tick.New(a.cfg.SyncFrequency)
 	defer syncTick.Stop()
-	watchdog := time.NewTicker(a.cfg.WatchdogPeriod)
-	defer watchdog.Stop()
+	// Without a systemd watchdog there is no ping to send: the sync tick
+	// alone wakes the loop, often enough for SyncLoopHealthCheck.
+	var watchdogC <-chan time.Time
+	if a.cfg.WatchdogPeriod > 0 {
+		watchdog := tick.New(a.cfg.WatchdogPeriod)
+		defer watchdog.Stop()
+		watchdogC = watchdog.C
+	}
 
 	l.allSeen = a.seenAll(l)
 	if l.allSeen {
@@ -82,7 +91,7 @@ func (a *Agent) Run(ctx context.Context, updates <-chan source.Update) error {
 			a.nudgeAll()
 		case <-syncTick.C:
 			a.nudgeAll()
-		case <-watchdog.C:
+		case <-watchdogC:
 		}
 	}
 }
@@ -458,7 +467,7 @@ func (a *Agent) summaryChanged() {
 // SyncLoopHealthCheck fails when the reconcile loop has not begun an
 // iteration for twice the sync frequency, at least five minutes, as the
 // kubelet's SyncLoopHealthCheck (its /healthz "syncloop" check). The loop
-// wakes at least every WatchdogPeriod, so only a wedged loop fails it.
+// wakes at least every SyncFrequency, so only a wedged loop fails it.
 func (a *Agent) SyncLoopHealthCheck() error {
 	at := a.loopAt.Load()
 	if at == 0 {

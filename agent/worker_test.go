@@ -22,7 +22,7 @@ import (
 func TestStartRunsPodAndReportsRunning(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rt := newFakeRuntime()
-		h := start(t, rt, Config{})
+		h := start(t, rt, Config{WatchdogPeriod: 5 * time.Second})
 		h.send([]manifest.Pod{testPod("web", "u1", v1.RestartPolicyAlways, ctr("a", "busybox"), ctr("b", "busybox"))})
 
 		want := []string{"sandbox u1", "volumes u1", "start u1/a#0", "start u1/b#0"}
@@ -51,6 +51,26 @@ func TestStartRunsPodAndReportsRunning(t *testing.T) {
 		time.Sleep(time.Minute)
 		if _, _, w := h.n.snapshot(); w < watchdogs+10 {
 			t.Errorf("watchdog pinged %d times in a quiet minute, want at least 10 (every 5s)", w-watchdogs)
+		}
+	})
+}
+
+// Without a systemd watchdog, an idle reconcile loop wakes for the sync
+// period only: each pass pings the (absent) watchdog, so the pings count
+// the passes.
+func TestIdleLoopWakesOnlyToSync(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		h := start(t, rt, Config{})
+		h.send([]manifest.Pod{testPod("web", "u1", v1.RestartPolicyAlways, ctr("a", "busybox"))})
+		if p := h.pod("web"); p.Status.Phase != v1.PodRunning {
+			t.Fatalf("phase = %s, want Running", p.Status.Phase)
+		}
+		_, _, before := h.n.snapshot()
+		time.Sleep(5 * time.Minute)
+		synctest.Wait()
+		if _, _, w := h.n.snapshot(); w-before > 5 {
+			t.Errorf("the reconcile loop ran %d times in 5 quiet minutes, want at most 5 (syncFrequency 1m)", w-before)
 		}
 	})
 }
@@ -283,12 +303,13 @@ func TestImageMissingRetriedEverySyncFrequency(t *testing.T) {
 		rt.mu.Lock()
 		delete(rt.missing, "etcd:3.5")
 		rt.mu.Unlock()
-		time.Sleep(29 * time.Second)
+		// The sync ticks at the multiples of its period on the daemon's
+		// shared clock (agent/tick): the next is within one period.
 		synctest.Wait()
 		if len(rt.Running()) != 0 {
 			t.Fatal("started before the sync tick")
 		}
-		time.Sleep(time.Second)
+		time.Sleep(30 * time.Second)
 		synctest.Wait()
 		if len(rt.Running()) != 1 {
 			t.Fatalf("not started on the sync tick; calls %q", rt.Calls())

@@ -228,6 +228,9 @@ func newSystem(ctx context.Context, cfg *config.Config, opts Options, logger *sl
 	// The daemon's RSS is what it touches, not 2 MiB around each touch:
 	// before the runtime copies the embedded monitor program out of it.
 	monitor.SmallPagesForExecutable()
+	// What the package initializers touched of the binary, before the pods
+	// of the first sync touch what they need of it.
+	monitor.DropInitPages()
 	// Before any pod starts, adopted or new: what would make pods fail.
 	if errs := oci.Check(CheckConfig(cfg)); len(errs) > 0 {
 		for _, err := range errs {

@@ -11,6 +11,7 @@ import (
 	"github.com/staticpodd/staticpodd/agent"
 	"github.com/staticpodd/staticpodd/agent/config"
 	"github.com/staticpodd/staticpodd/agent/events"
+	"github.com/staticpodd/staticpodd/agent/tick"
 	"github.com/staticpodd/staticpodd/oci/image"
 )
 
@@ -92,8 +93,8 @@ func (gc *imageGC) runImageGC(ctx context.Context) {
 	case <-gc.synced:
 	}
 	began := time.Now()
-	tick := time.NewTicker(imageGCPeriod)
-	defer tick.Stop()
+	every := tick.New(imageGCPeriod)
+	defer every.Stop()
 	failed := false
 	for {
 		if p, on := gc.imageGCPolicy(); on {
@@ -102,7 +103,7 @@ func (gc *imageGC) runImageGC(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-tick.C:
+		case <-every.C:
 		case <-gc.collect:
 		}
 	}

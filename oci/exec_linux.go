@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"os"
 	"path/filepath"
 
 	"github.com/opencontainers/runc/libcontainer"
@@ -31,7 +32,8 @@ import (
 // when the process outlived es.Timeout (or ctx): it is killed then, with its
 // process group (see exec.Run).
 //
-// The process is the daemon's child. If the daemon dies first, it loses its
+// The process is the child of an exec helper, the daemon's child, which
+// runs the monitor's program (see exec.Run). If the daemon dies first, it loses its
 // standard input (EOF), output (EPIPE) or terminal (SIGHUP), and keeps running
 // if it uses none of them; the next daemon kills it (see killLeftoverExecs),
 // and it dies with its container anyway.
@@ -50,7 +52,8 @@ func (r *Runtime) exec(ctx context.Context, id string, es podspec.ExecSpec) (int
 	// libcontainer attaches the process to the container's cgroups on Run's
 	// critical path, as for a start.
 	r.warmer.warm()
-	return execIn(ctx, r.containerDir(id), r.libcontainerRoot(), id, es, r.log)
+	h := ociexec.Helper{Path: r.monitorPath, Env: monitorEnv(os.Environ())}
+	return execIn(ctx, h, r.containerDir(id), r.libcontainerRoot(), id, es, r.log)
 }
 
 // ExecRecorded runs es in running container id of runDir as Runtime.Exec
@@ -62,7 +65,17 @@ func ExecRecorded(ctx context.Context, runDir, id string, es podspec.ExecSpec, l
 	if len(es.Cmd) == 0 {
 		return -1, fmt.Errorf("exec in container %s: no command", id)
 	}
-	code, err := execIn(ctx, filepath.Join(runDir, containersDir, id), filepath.Join(runDir, libcontainerDir), id, es, log)
+	// The monitor's program, as a daemon's execs run it: most often the
+	// very memfd the container's monitor runs from.
+	path, f, err := openMonitorExecutable(runDir, monitorBinary)
+	if err != nil {
+		log.Warn("exec from this binary: the monitor's program cannot run", "err", err)
+	}
+	if f != nil {
+		defer f.Close()
+	}
+	h := ociexec.Helper{Path: path, Env: monitorEnv(os.Environ())}
+	code, err := execIn(ctx, h, filepath.Join(runDir, containersDir, id), filepath.Join(runDir, libcontainerDir), id, es, log)
 	if err != nil {
 		return code, fmt.Errorf("exec %q in container %s: %w", es.Cmd[0], id, err)
 	}
@@ -70,8 +83,8 @@ func ExecRecorded(ctx context.Context, runDir, id string, es podspec.ExecSpec, l
 }
 
 // execIn runs es in container id, whose state dir is dir and whose
-// libcontainer state is under root.
-func execIn(ctx context.Context, dir, root, id string, es podspec.ExecSpec, log *slog.Logger) (int, error) {
+// libcontainer state is under root, through an exec helper run from h.
+func execIn(ctx context.Context, h ociexec.Helper, dir, root, id string, es podspec.ExecSpec, log *slog.Logger) (int, error) {
 	if es.Timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeoutCause(ctx, es.Timeout,
@@ -98,7 +111,7 @@ func execIn(ctx context.Context, dir, root, id string, es podspec.ExecSpec, log 
 	if s.Process.Env, err = fillSecretEnv(dir, s.Process.Env); err != nil {
 		return -1, err
 	}
-	return ociexec.Run(ctx, ctr, s.Process, es, dir, log)
+	return ociexec.Run(ctx, h, root, ctr, s.Process, es, dir, log)
 }
 
 // killLeftoverExecs kills the exec processes that an earlier daemon left

@@ -15,7 +15,10 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/staticpodd/staticpodd/agent/podspec"
+	mon "github.com/staticpodd/staticpodd/oci/monitor"
 )
 
 // execEnv is one running pod with a container to exec in.
@@ -178,6 +181,45 @@ func TestExecTimeoutKillsTheProcessGroup(t *testing.T) {
 	waitPidExit(t, sleep, 5*time.Second)
 }
 
+// An exec helper that dies before its process (the OOM killer, an
+// operator's kill) takes the process with it: nobody else would reap or
+// kill it, and its record is gone with the exec.
+func TestExecHelperDeathKillsTheProcess(t *testing.T) {
+	x := runningContainer(t, nil)
+	marker := "exec-" + randHex(4)
+	lines := newLineWriter()
+	done := make(chan error, 1)
+	go func() {
+		_, err := x.rt.Exec(context.Background(), x.st.ID, podspec.ExecSpec{
+			Cmd: []string{"sh", "-c", "sleep 1000 & echo ready; wait", marker}, Stdout: lines,
+		})
+		done <- err
+	}()
+	lines.await(t, "ready")
+	sh := childWith(t, marker)
+	sleep := childOf(t, sh)
+	helper := findProc(func(pid, _ int, _ []string) bool { return isExecHelper(pid) && childOfPid(pid, sh) })
+	if helper == 0 {
+		t.Fatalf("no exec helper is the parent of %d", sh)
+	}
+	if err := unix.Kill(helper, unix.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err == nil {
+		t.Errorf("Exec whose helper was killed returned no error")
+	}
+	waitPidExit(t, sh, 5*time.Second)
+	waitPidExit(t, sleep, 5*time.Second)
+	if processGone(x.st.Pid) {
+		t.Errorf("the container's init was killed too")
+	}
+}
+
+// childOfPid tells whether child's parent is pid.
+func childOfPid(pid, child int) bool {
+	return findProc(func(p, ppid int, _ []string) bool { return p == child && ppid == pid }) != 0
+}
+
 // errFull is what a capped writer says once it has its fill.
 var errFull = errors.New("full")
 
@@ -310,18 +352,27 @@ func (w *lineWriter) await(t *testing.T, line string) {
 	}
 }
 
-// childWith returns the pid of the test process's child whose command line
-// has arg.
+// childWith returns the pid of the exec process whose command line has arg:
+// the child of an exec helper that this process started, which is how an
+// exec runs the monitor's program rather than this one (exec.Run).
 func childWith(t *testing.T, arg string) int {
 	t.Helper()
 	var found int
-	poll(t, 10*time.Second, "no child process has "+arg, func() bool {
+	poll(t, 10*time.Second, "no exec process has "+arg, func() bool {
 		found = findProc(func(pid int, ppid int, cmdline []string) bool {
-			return ppid == os.Getpid() && strings.Contains(strings.Join(cmdline, " "), arg)
+			return strings.Contains(strings.Join(cmdline, " "), arg) && isExecHelper(ppid)
 		})
 		return found != 0
 	})
 	return found
+}
+
+// isExecHelper tells whether pid is an exec helper that this process
+// started: the monitor's program in its exec role, this process's child.
+func isExecHelper(pid int) bool {
+	return findProc(func(p, ppid int, cmdline []string) bool {
+		return p == pid && ppid == os.Getpid() && len(cmdline) > 1 && cmdline[0] == mon.Name && cmdline[1] == mon.ExecArg
+	}) != 0
 }
 
 // childOf returns a child of pid.

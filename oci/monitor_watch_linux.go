@@ -215,7 +215,10 @@ func adoptMonitor(st monitorState) (*monitor, error) {
 		return nil, nil
 	}
 	fd, err := openPidfd(st.MonitorPid)
-	if errors.Is(err, unix.ESRCH) {
+	// ENOENT: the pid names a thread now, not a process (the monitor's pid
+	// was recycled for a thread of another process): gone as well. A
+	// daemon restarted after its monitors died on a busy machine meets it.
+	if errors.Is(err, unix.ESRCH) || errors.Is(err, unix.ENOENT) {
 		return nil, nil
 	}
 	if err != nil {

@@ -86,3 +86,26 @@ func TestAdoptMonitorWhileFirstThreadExits(t *testing.T) {
 		t.Errorf("adoptMonitor of an exited process = %v, %v; want nil", m, err)
 	}
 }
+
+// A monitor whose pid now names a thread of another process (pidfd_open
+// says ENOENT for a thread that leads no process) is gone: the daemon
+// starts and adopts nothing in its place.
+func TestAdoptMonitorWhosePidIsNowAThread(t *testing.T) {
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tid := 0
+	for _, e := range tasks {
+		if n, err := strconv.Atoi(e.Name()); err == nil && n != os.Getpid() {
+			tid = n
+			break
+		}
+	}
+	if tid == 0 {
+		t.Skip("the test process has a single thread")
+	}
+	if m, err := adoptMonitor(monitorState{MonitorPid: tid, MonitorStart: 1}); err != nil || m != nil {
+		t.Fatalf("adoptMonitor of thread %d = %v, %v; want nil, nil", tid, m, err)
+	}
+}

@@ -134,7 +134,7 @@ var agentEdges = map[string][]string{
 	"agent": {
 		"agent/atomicfile", "agent/config", "agent/events", "agent/eviction", "agent/histogram",
 		"agent/host", "agent/hostfiles", "agent/images", "agent/lifecycle", "agent/manifest", "agent/objects", "agent/poddir", "agent/podspec",
-		"agent/podspec/logfiles", "agent/prober", "agent/rollout", "agent/source", "agent/status", "agent/volumes",
+		"agent/podspec/logfiles", "agent/prober", "agent/rollout", "agent/source", "agent/status", "agent/tick", "agent/volumes",
 	},
 	"agent/atomicdir":  nil,
 	"agent/atomicfile": nil,
@@ -150,7 +150,7 @@ var agentEdges = map[string][]string{
 	"agent/health":           {"agent/server", "agent/source"},
 	"agent/histogram":        nil,
 	"agent/host":             nil,
-	"agent/hostfiles":        {"agent/podspec/logfiles"}, // restart-on-change's files, watched and hashed, opened as the log files are: regular files only
+	"agent/hostfiles":        {"agent/podspec/logfiles", "agent/tick"}, // restart-on-change's files, watched and hashed, opened as the log files are: regular files only
 	"agent/images":           {"agent/events", "agent/eviction", "agent/podspec", "agent/status"},
 	"agent/lifecycle":        {"agent/events", "agent/podspec", "agent/prober"},
 	"agent/manifest":         {"agent/objects", "agent/poddir", "agent/podspec"},
@@ -168,9 +168,12 @@ var agentEdges = map[string][]string{
 		"agent/atomicfile", "agent/events", "agent/histogram", "agent/manifest", "agent/podspec",
 		"agent/podspec/logfiles", "agent/prober", "agent/rollout",
 	},
-	"agent/source": {"agent/atomicfile", "agent/manifest", "agent/objects", "agent/podspec"},
+	"agent/source": {"agent/atomicfile", "agent/manifest", "agent/objects", "agent/podspec", "agent/tick"},
 	"agent/status": {"agent/manifest", "agent/podspec"},
-	"agent/trim":   {"agent/events"},
+	// agent/tick is the one clock the periodic work ticks on, so that an
+	// idle daemon's periods wake it together.
+	"agent/tick": nil,
+	"agent/trim": {"agent/events"},
 	// agent/volumes does on the host what agent/manifest decides, in the
 	// directories agent/poddir names; only the agent calls it.
 	"agent/volumes": {"agent/atomicdir", "agent/manifest", "agent/poddir"},
@@ -563,22 +566,23 @@ var daemonModules = []string{
 	"github.com/mitchellh/colorstring",
 	"github.com/rivo/uniseg",
 	// Image signatures (oci/image/policy): sigstore-go's verifier and
-	// signer and what they link (Rekor's and the timestamp authority's
-	// generated types, go-openapi, protobuf-specs, in-toto, TUF,
-	// OpenTelemetry through go-openapi's client): 94 more package inits,
-	// 3 ms and 1.5 MB of every re-exec's start-up, 4.9 MB of the stripped
-	// binary (GODEBUG=inittrace=1 staticpodd version, 3 runs alternating
-	// with and without). Containers do not pay it: they run the monitor's
-	// own program.
+	// what it links (Rekor's and the timestamp authority's generated
+	// types, go-openapi, protobuf-specs, in-toto, OpenTelemetry through
+	// go-openapi's client): 94 more package inits, 3 ms and 1.5 MB of
+	// every re-exec's start-up, 4.9 MB of the stripped binary
+	// (GODEBUG=inittrace=1 staticpodd version, 3 runs alternating with and
+	// without). Containers do not pay it: they run the monitor's own
+	// program. Not sigstore-go's signer (pkg/sign), whose Fulcio, Rekor
+	// and timestamp clients brought OpenID Connect, go-jose, TUF, relic,
+	// minisign and retryablehttp for nothing a key signs: 17 package
+	// inits and 0.81 MB fewer without it (oci/image/policy/sign).
 	"go.opentelemetry.io/otel",
 	"github.com/asaskevich/govalidator",
 	"github.com/blang/semver",
 	"github.com/cenkalti/backoff/v5",
-	"github.com/coreos/go-oidc/v3",
 	"github.com/cyberphone/json-canonicalization",
 	"github.com/digitorus/pkcs7",
 	"github.com/digitorus/timestamp",
-	"github.com/go-jose/go-jose/v4",
 	"github.com/go-logr/stdr",
 	"github.com/go-openapi/analysis",
 	"github.com/go-openapi/errors",
@@ -591,15 +595,10 @@ var daemonModules = []string{
 	"github.com/go-viper/mapstructure/v2",
 	"github.com/google/certificate-transparency-go",
 	"github.com/grpc-ecosystem/grpc-gateway/v2",
-	"github.com/hashicorp/go-cleanhttp",
-	"github.com/hashicorp/go-retryablehttp",
 	"github.com/in-toto/attestation",
 	"github.com/in-toto/in-toto-golang",
-	"github.com/jedisct1/go-minisign",
 	"github.com/oklog/ulid/v2",
-	"github.com/pkg/browser",
 	"github.com/pkg/errors",
-	"github.com/sassoftware/relic",
 	"github.com/secure-systems-lab/go-securesystemslib",
 	"github.com/shibumi/go-pathspec",
 	"github.com/sigstore/protobuf-specs",
@@ -608,7 +607,6 @@ var daemonModules = []string{
 	"github.com/sigstore/sigstore",
 	"github.com/sigstore/sigstore-go",
 	"github.com/sigstore/timestamp-authority/v2",
-	"github.com/theupdateframework/go-tuf",
 	"github.com/theupdateframework/go-tuf/v2",
 	"github.com/transparency-dev/formats",
 	"github.com/transparency-dev/merkle",

@@ -177,6 +177,53 @@ func TestExecDaemonDies(t *testing.T) {
 	}
 }
 
+// TestExecRunsTheMonitorProgram checks who runs an exec: the process is the
+// child of an exec helper that runs the monitor's own program (the very
+// memfd the container's monitor runs from), so that libcontainer's setns
+// init, which re-executes the program of the process that starts it, is
+// that small program and not the daemon's binary.
+func TestExecRunsTheMonitorProgram(t *testing.T) {
+	t.Parallel()
+	d := newDaemon(t)
+	d.Start()
+	d.WriteManifest("web.yaml", sleeper("web", ""))
+	pod := d.WaitRunning("web", 30*time.Second)
+	monitorPID := ppid(containerPID(d, pod, "main"))
+	marker := "98" + strconv.Itoa(int(time.Now().UnixNano()%1000000))
+
+	cli := execCmd(d, "web", "--", "sleep", marker)
+	if err := cli.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var sleepPID int
+	d.Eventually(10*time.Second, "the exec'd sleep runs", func() error {
+		if sleepPID = findCmdline("sleep\x00" + marker); sleepPID == 0 {
+			return errStill
+		}
+		return nil
+	})
+	helper := ppid(sleepPID)
+	cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", helper))
+	if args := strings.Split(string(cmdline), "\x00"); len(args) < 2 || args[0] != "staticpodd-monitor" || args[1] != "__staticpodd_exec" {
+		t.Errorf("the exec'd process's parent %d runs %q; want the exec helper, staticpodd-monitor __staticpodd_exec", helper, args)
+	}
+	exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", helper))
+	if !strings.HasPrefix(exe, "/memfd:") || !strings.Contains(exe, "staticpodd-monitor") {
+		t.Errorf("the exec helper runs %q; want the monitor's program in its memfd", exe)
+	}
+	ours, err1 := os.Stat(fmt.Sprintf("/proc/%d/exe", helper))
+	theirs, err2 := os.Stat(fmt.Sprintf("/proc/%d/exe", monitorPID))
+	if err1 != nil || err2 != nil || !os.SameFile(ours, theirs) {
+		t.Errorf("the exec helper's program is not the container's monitor's (%v, %v)", err1, err2)
+	}
+	if err := syscall.Kill(sleepPID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if err := cli.Wait(); cli.ProcessState.ExitCode() != 137 {
+		t.Errorf("staticpodd exec of the killed sleep: %v; want exit 137", err)
+	}
+}
+
 // findCmdline returns a process whose command line is cmdline (arguments
 // separated by NULs), or 0.
 func findCmdline(cmdline string) int {

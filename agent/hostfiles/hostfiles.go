@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+
+	"github.com/staticpodd/staticpodd/agent/tick"
 )
 
 // MaxSize is the most of a file that is hashed: kubeconfigs, keys and
@@ -170,8 +172,12 @@ func (w *Watcher) Run(ctx context.Context) {
 	}()
 	var events <-chan fsnotify.Event
 	var errs <-chan error
-	tick := time.NewTicker(w.relist)
-	defer tick.Stop()
+	// The relist ticks only while there are files to read again: most
+	// daemons' pods name none, and an idle daemon's every wake-up costs.
+	relist := tick.New(w.relist)
+	defer relist.Stop()
+	relist.Stop()
+	var tickc <-chan time.Time
 	settled := time.NewTimer(time.Hour)
 	settled.Stop()
 	dirty := map[string]bool{} // directories with events not read yet; settled runs while it has any
@@ -203,11 +209,26 @@ func (w *Watcher) Run(ctx context.Context) {
 			// What changed before the watch was added: read again.
 			w.watch(fw)
 			w.reread(nil)
-		case <-tick.C:
+		case <-tickc:
 			w.watch(fw)
 			w.reread(nil)
 		}
+		switch watching := w.watching(); {
+		case watching && tickc == nil:
+			relist.Reset(w.relist)
+			tickc = relist.C
+		case !watching && tickc != nil:
+			relist.Stop()
+			tickc = nil
+		}
 	}
+}
+
+// watching reports whether there is a file to watch.
+func (w *Watcher) watching() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.digests) > 0
 }
 
 // watch adds a watch on the directory of every path that has none (a

@@ -49,6 +49,8 @@ type nodesAPI interface {
 	Get(ctx context.Context, name string, opts metav1.GetOptions) (*v1.Node, error)
 	Create(ctx context.Context, node *v1.Node, opts metav1.CreateOptions) (*v1.Node, error)
 	Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (*v1.Node, error)
+	List(ctx context.Context, opts metav1.ListOptions) (*v1.NodeList, error)
+	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
 }
 
 type leasesAPI interface {
@@ -115,7 +117,7 @@ func (a *restAPI) Pods(ns string) podsAPI {
 	return restPods{typed[v1.Pod]{a.core, a.params, ns, "pods"}}
 }
 
-func (a *restAPI) Nodes() nodesAPI { return typed[v1.Node]{a.core, a.params, "", "nodes"} }
+func (a *restAPI) Nodes() nodesAPI { return restNodes{typed[v1.Node]{a.core, a.params, "", "nodes"}} }
 
 func (a *restAPI) Leases(ns string) leasesAPI {
 	return typed[coordinationv1.Lease]{a.coordination, a.params, ns, "leases"}
@@ -177,16 +179,22 @@ func intoAny[T any](res rest.Result) (*T, error) {
 	return out, nil
 }
 
-// restPods adds the list and the watch.
-type restPods struct{ typed[v1.Pod] }
+// listed is a resource with its list (L) and its watch.
+type listed[T, L any] struct{ typed[T] }
 
-func (p restPods) List(ctx context.Context, opts metav1.ListOptions) (*v1.PodList, error) {
-	return intoAny[v1.PodList](p.scoped(p.c.Get()).VersionedParams(&opts, p.params).Timeout(listTimeout(opts)).Do(ctx))
+// restPods and restNodes are the two resources listed and watched.
+type (
+	restPods  = listed[v1.Pod, v1.PodList]
+	restNodes = listed[v1.Node, v1.NodeList]
+)
+
+func (r listed[T, L]) List(ctx context.Context, opts metav1.ListOptions) (*L, error) {
+	return intoAny[L](r.scoped(r.c.Get()).VersionedParams(&opts, r.params).Timeout(listTimeout(opts)).Do(ctx))
 }
 
-func (p restPods) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+func (r listed[T, L]) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 	opts.Watch = true
-	return p.scoped(p.c.Get()).VersionedParams(&opts, p.params).Timeout(listTimeout(opts)).Watch(ctx)
+	return r.scoped(r.c.Get()).VersionedParams(&opts, r.params).Timeout(listTimeout(opts)).Watch(ctx)
 }
 
 // listTimeout is the request timeout a list or watch asks for, as the typed

@@ -123,9 +123,11 @@ type Mirror struct {
 	healthMu sync.Mutex // guards health
 	health   map[string]problem
 
-	nodeMu  sync.Mutex // guards node
-	node    *v1.Node   // the Node as last read or written; nil until then
+	nodeMu  sync.Mutex // guards node, nodeSet and nodeWatched
+	node    *v1.Node   // the Node as last read, written or watched; nil until then
 	nodeSet chan struct{}
+	// nodeWatched: a watch of the Node runs, and keeps node current.
+	nodeWatched bool
 
 	podsMu sync.Mutex // guards sync
 	sync   *podSync   // nil until Run made it
@@ -252,6 +254,7 @@ func (m *Mirror) Run(ctx context.Context) error {
 	m.podsMu.Unlock()
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	wg.Go(func() { m.watchNode(ctx, cs.watch) })
 	wg.Go(func() { m.runNode(ctx, client) })
 	wg.Go(func() { m.runLease(ctx, client) })
 	wg.Go(func() { ps.run(ctx) })

@@ -50,23 +50,41 @@ func (m *Mirror) nodeUID(ctx context.Context) (types.UID, bool) {
 	}
 }
 
-// setNode remembers the Node; a new UID (the Node was deleted and made
-// again) is told to onNewUID.
-func (m *Mirror) setNode(n *v1.Node) (newUID bool) {
+// setNode remembers the Node, as read, written or watched, unless what it
+// knows of the same Node is newer: the watch and the status loop each give
+// it theirs, in either order.
+func (m *Mirror) setNode(n *v1.Node) {
 	m.nodeMu.Lock()
 	defer m.nodeMu.Unlock()
+	if cur := m.node; cur != nil && cur.UID == n.UID && newerRV(cur.ResourceVersion, n.ResourceVersion) {
+		return
+	}
+	m.replaceNodeLocked(n)
+}
+
+// replaceNode remembers the Node as listed, whatever is known.
+func (m *Mirror) replaceNode(n *v1.Node) {
+	m.nodeMu.Lock()
+	defer m.nodeMu.Unlock()
+	m.replaceNodeLocked(n)
+}
+
+func (m *Mirror) replaceNodeLocked(n *v1.Node) {
 	if m.node == nil {
 		close(m.nodeSet)
 	}
-	newUID = m.node != nil && m.node.UID != n.UID
 	m.node = n
-	return newUID
 }
 
 // forgetNode drops the Node known: it was deleted, and is registered again.
+// The watch and the status loop may both tell it: forgetting it again keeps
+// the channel nodeUID's callers wait on.
 func (m *Mirror) forgetNode() {
 	m.nodeMu.Lock()
 	defer m.nodeMu.Unlock()
+	if m.node == nil {
+		return
+	}
 	m.node = nil
 	m.nodeSet = make(chan struct{})
 }
@@ -116,29 +134,10 @@ func (m *Mirror) runNode(ctx context.Context, client api) {
 
 func (m *Mirror) syncNode(ctx context.Context, client api, lastPosted *v1.NodeStatus, lastPost *time.Time) error {
 	nodes := client.Nodes()
-	m.nodeMu.Lock()
-	known := m.node != nil
-	m.nodeMu.Unlock()
-	// Read every round, from the API server's cache, as the kubelet's
-	// tryUpdateNodeStatus does: someone may have made it schedulable.
-	n, err := nodes.Get(ctx, m.cfg.NodeName, metav1.GetOptions{ResourceVersion: "0"})
-	switch {
-	case apierrors.IsNotFound(err) && known:
-		m.forgetNode()
-		return fmt.Errorf("get node %s: the node was deleted; registering it again", m.cfg.NodeName)
-	case apierrors.IsNotFound(err) && m.cfg.RegisterNode:
-		if n, err = nodes.Create(ctx, m.initialNode(), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("register node %s: %s", m.cfg.NodeName, oneLine(err))
-		} else if err != nil {
-			return fmt.Errorf("register node %s: it appeared meanwhile; reading it next", m.cfg.NodeName)
-		}
-		m.logger.Info("registered the node", "node", m.cfg.NodeName, "uid", n.UID)
-	case apierrors.IsNotFound(err):
-		return fmt.Errorf("node %s is not registered and registerNode is false", m.cfg.NodeName)
-	case err != nil:
-		return fmt.Errorf("get node %s: %s", m.cfg.NodeName, oneLine(err))
+	n, err := m.readNode(ctx, nodes)
+	if err != nil {
+		return err
 	}
-	m.setNode(n)
 	cur, err := m.cordon(ctx, nodes, n)
 	if err != nil {
 		return err
@@ -174,6 +173,38 @@ func (m *Mirror) syncNode(ctx context.Context, client api, lastPosted *v1.NodeSt
 	m.setNode(n)
 	*lastPosted, *lastPost = status, time.Now()
 	return nil
+}
+
+// readNode is the Node as the watch keeps it or, while no watch runs, read
+// from the API server's cache, as the kubelet's tryUpdateNodeStatus reads
+// its lister: someone may have made it schedulable. A missing Node is
+// registered.
+func (m *Mirror) readNode(ctx context.Context, nodes nodesAPI) (*v1.Node, error) {
+	if n := m.watchedNode(); n != nil {
+		return n, nil
+	}
+	m.nodeMu.Lock()
+	known := m.node != nil
+	m.nodeMu.Unlock()
+	n, err := nodes.Get(ctx, m.cfg.NodeName, metav1.GetOptions{ResourceVersion: "0"})
+	switch {
+	case apierrors.IsNotFound(err) && known:
+		m.forgetNode()
+		return nil, fmt.Errorf("get node %s: the node was deleted; registering it again", m.cfg.NodeName)
+	case apierrors.IsNotFound(err) && m.cfg.RegisterNode:
+		if n, err = nodes.Create(ctx, m.initialNode(), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return nil, fmt.Errorf("register node %s: %s", m.cfg.NodeName, oneLine(err))
+		} else if err != nil {
+			return nil, fmt.Errorf("register node %s: it appeared meanwhile; reading it next", m.cfg.NodeName)
+		}
+		m.logger.Info("registered the node", "node", m.cfg.NodeName, "uid", n.UID)
+	case apierrors.IsNotFound(err):
+		return nil, fmt.Errorf("node %s is not registered and registerNode is false", m.cfg.NodeName)
+	case err != nil:
+		return nil, fmt.Errorf("get node %s: %s", m.cfg.NodeName, oneLine(err))
+	}
+	m.setNode(n)
+	return n, nil
 }
 
 // statusEqual compares two computed statuses, without heartbeat times.
@@ -338,29 +369,55 @@ func (m *Mirror) runLease(ctx context.Context, client api) {
 	}
 	interval := m.cfg.NodeLeaseDuration / 4
 	bo := newBackoff(200*time.Millisecond, interval)
+	var latest *coordinationv1.Lease
 	for {
 		wait := interval
-		if err := m.renewLease(ctx, client); err != nil {
+		l, err := m.renewLease(ctx, client, latest)
+		if err != nil {
 			m.report("lease", err)
 			wait = bo.next()
 		} else {
 			m.report("lease", nil)
 			bo.reset()
 		}
+		latest = l
 		if !sleep(ctx, wait) {
 			return
 		}
 	}
 }
 
-func (m *Mirror) renewLease(ctx context.Context, client api) error {
+// renewLease renews the Lease and returns it as written, nil after a
+// failure. With latest, the Lease as last written, it is updated from that
+// without reading it first, as the kubelet's lease controller does: nobody
+// else writes a node's Lease, so that is one request a renewal instead of
+// two, and only a conflict (someone did write it) or a failure costs the
+// read.
+func (m *Mirror) renewLease(ctx context.Context, client api, latest *coordinationv1.Lease) (*coordinationv1.Lease, error) {
 	leases := client.Leases(v1.NamespaceNodeLease)
-	now := metav1.NewMicroTime(time.Now())
 	m.nodeMu.Lock()
 	node := m.node
 	m.nodeMu.Unlock()
+	renew := func(l *coordinationv1.Lease) (*coordinationv1.Lease, error) {
+		l = l.DeepCopy()
+		now := metav1.NewMicroTime(time.Now())
+		l.Spec.HolderIdentity = ptr.To(m.cfg.NodeName)
+		l.Spec.LeaseDurationSeconds = ptr.To(int32(m.cfg.NodeLeaseDuration / time.Second))
+		l.Spec.RenewTime = &now
+		if node != nil && len(l.OwnerReferences) == 0 {
+			l.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID}}
+		}
+		return leases.Update(ctx, l, metav1.UpdateOptions{})
+	}
+	if latest != nil {
+		if l, err := renew(latest); err == nil {
+			return l, nil
+		}
+		// Written or deleted by someone else, or failed: read it again.
+	}
 	l, err := leases.Get(ctx, m.cfg.NodeName, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
+		now := metav1.NewMicroTime(time.Now())
 		l = &coordinationv1.Lease{
 			ObjectMeta: metav1.ObjectMeta{Name: m.cfg.NodeName, Namespace: v1.NamespaceNodeLease},
 			Spec: coordinationv1.LeaseSpec{
@@ -372,24 +429,20 @@ func (m *Mirror) renewLease(ctx context.Context, client api) error {
 		if node != nil {
 			l.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID}}
 		}
-		if _, err := leases.Create(ctx, l, metav1.CreateOptions{}); err != nil {
-			return fmt.Errorf("create lease %s/%s: %s", v1.NamespaceNodeLease, m.cfg.NodeName, oneLine(err))
+		created, err := leases.Create(ctx, l, metav1.CreateOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("create lease %s/%s: %s", v1.NamespaceNodeLease, m.cfg.NodeName, oneLine(err))
 		}
-		return nil
+		return created, nil
 	}
 	if err != nil {
-		return fmt.Errorf("get lease %s/%s: %s", v1.NamespaceNodeLease, m.cfg.NodeName, oneLine(err))
+		return nil, fmt.Errorf("get lease %s/%s: %s", v1.NamespaceNodeLease, m.cfg.NodeName, oneLine(err))
 	}
-	l.Spec.HolderIdentity = ptr.To(m.cfg.NodeName)
-	l.Spec.LeaseDurationSeconds = ptr.To(int32(m.cfg.NodeLeaseDuration / time.Second))
-	l.Spec.RenewTime = &now
-	if node != nil && len(l.OwnerReferences) == 0 {
-		l.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID}}
+	updated, err := renew(l)
+	if err != nil {
+		return nil, fmt.Errorf("renew lease %s/%s: %s", v1.NamespaceNodeLease, m.cfg.NodeName, oneLine(err))
 	}
-	if _, err := leases.Update(ctx, l, metav1.UpdateOptions{}); err != nil {
-		return fmt.Errorf("renew lease %s/%s: %s", v1.NamespaceNodeLease, m.cfg.NodeName, oneLine(err))
-	}
-	return nil
+	return updated, nil
 }
 
 // kernelVersion is uname -r, "" if unknown.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"sync"
 	"time"
@@ -481,24 +482,32 @@ func newerRV(a, b string) bool {
 }
 
 // watchMirrors keeps s.mirrors the API server's mirror pods of this node: a
-// list, then a watch from its resourceVersion, again after any failure,
-// with back-off. Each change marks the pod's name for a sync, which makes a
-// deleted mirror pod again. The node's other pods go to the rejecter.
+// list, then a watch from its resourceVersion, and when the watch times out
+// another from the last resourceVersion seen (bookmarks keep it recent), as
+// the kubelet's reflector does: the node's pods are listed again only after
+// an error, or when the rejecter asks. Each change marks the pod's name for
+// a sync, which makes a deleted mirror pod again. The node's other pods go
+// to the rejecter.
 func (s *podSync) watchMirrors(ctx context.Context) {
 	bo := newBackoff(200*time.Millisecond, retryMax)
 	sel := fields.OneTermEqualSelector("spec.nodeName", s.m.cfg.NodeName).String()
 	pods := s.watch.Pods(metav1.NamespaceAll)
+	rv := ""
 	for ctx.Err() == nil {
-		mirrors, rv, err := s.list(ctx, pods, sel)
-		if err != nil {
-			if ctx.Err() == nil {
-				s.m.report("mirror pod watch", fmt.Errorf("list pods of node %s: %s", s.m.cfg.NodeName, oneLine(err)))
+		if rv == "" {
+			mirrors, listed, err := s.list(ctx, pods, sel)
+			if err != nil {
+				if ctx.Err() == nil {
+					s.m.report("mirror pod watch", fmt.Errorf("list pods of node %s: %s", s.m.cfg.NodeName, oneLine(err)))
+				}
+				sleep(ctx, bo.next())
+				continue
 			}
-			sleep(ctx, bo.next())
-			continue
+			s.replace(mirrors)
+			rv = listed
 		}
-		s.replace(mirrors)
-		err = s.watchFrom(ctx, pods, sel, rv, bo)
+		var err error
+		rv, err = s.watchFrom(ctx, pods, sel, rv, bo)
 		if err != nil && ctx.Err() == nil {
 			s.m.report("mirror pod watch", err)
 			sleep(ctx, bo.next())
@@ -540,41 +549,49 @@ func (s *podSync) list(ctx context.Context, pods interface {
 	}
 }
 
-// watchFrom applies watch events until the watch ends; nil when it ended
-// on its own timeout.
+// watchFrom applies watch events until the watch ends, and returns the
+// last resourceVersion seen to watch again from, "" to list again first
+// (after an error, or when the rejecter asks).
 func (s *podSync) watchFrom(ctx context.Context, pods interface {
 	Watch(context.Context, metav1.ListOptions) (watch.Interface, error)
-}, sel, rv string, bo *backoff) error {
-	timeout := int64(5 * 60)
+}, sel, rv string, bo *backoff) (string, error) {
+	// The reflector's: a random timeout, so that nodes started together do
+	// not all watch again at once.
+	timeout := int64((watchTimeout + rand.N(watchTimeout)) / time.Second)
 	w, err := pods.Watch(ctx, metav1.ListOptions{FieldSelector: sel, ResourceVersion: rv, TimeoutSeconds: &timeout, AllowWatchBookmarks: true})
 	if err != nil {
-		return fmt.Errorf("watch pods of node %s: %s", s.m.cfg.NodeName, oneLine(err))
+		return "", fmt.Errorf("watch pods of node %s: %s", s.m.cfg.NodeName, oneLine(err))
 	}
 	defer w.Stop()
 	s.m.report("mirror pod watch", nil)
-	bo.reset()
+	began, events := time.Now(), 0
 	for {
 		select {
 		case <-ctx.Done():
-			return nil
+			return rv, nil
 		case <-s.rejects.relist:
 			// The rejecter dropped pods: list them again.
-			return nil
+			return "", nil
 		case ev, ok := <-w.ResultChan():
 			if !ok {
-				return nil
+				return rv, shortWatch(bo, began, events)
 			}
-			switch ev.Type {
-			case watch.Error:
-				return fmt.Errorf("watch pods of node %s: %s", s.m.cfg.NodeName, oneLine(apierrors.FromObject(ev.Object)))
-			case watch.Bookmark:
-				continue
+			events++
+			if ev.Type == watch.Error {
+				return "", fmt.Errorf("watch pods of node %s: %s", s.m.cfg.NodeName, oneLine(apierrors.FromObject(ev.Object)))
+			}
+			// An event, not an error one, says the watch works.
+			if events == 1 {
+				bo.reset()
 			}
 			p, ok := ev.Object.(*v1.Pod)
 			if !ok {
 				continue
 			}
-			s.apply(ev.Type, p)
+			rv = p.ResourceVersion
+			if ev.Type != watch.Bookmark {
+				s.apply(ev.Type, p)
+			}
 		}
 	}
 }

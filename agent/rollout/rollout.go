@@ -331,11 +331,24 @@ func (h *History) check(namespace, name string) error {
 
 // Save writes h, atomically and durably.
 func (s *Store) Save(h *History) error {
-	file, err := s.file(h.Namespace, h.Name)
+	b, err := Encode(h)
 	if err != nil {
 		return err
 	}
-	b, err := json.Marshal(h)
+	return s.Write(h.Namespace, h.Name, b)
+}
+
+// Encode is h as Save writes it: a caller that guards h with a lock
+// encodes it under the lock and writes it (Write) after.
+func Encode(h *History) ([]byte, error) { return json.Marshal(h) }
+
+// Decode decodes into h what Encode encoded.
+func Decode(b []byte, h *History) error { return json.Unmarshal(b, h) }
+
+// Write writes the encoded history of namespace/name, atomically and
+// durably.
+func (s *Store) Write(namespace, name string, b []byte) error {
+	file, err := s.file(namespace, name)
 	if err != nil {
 		return err
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/staticpodd/staticpodd/agent/manifest"
 	"github.com/staticpodd/staticpodd/agent/objects"
+	"github.com/staticpodd/staticpodd/agent/tick"
 )
 
 // MaxBundleFiles bounds the manifests of one bundle the source reads; a
@@ -131,7 +132,7 @@ func (b *Bundle) Run(ctx context.Context, out chan<- Update) error {
 		}
 		events, watchErrs = w.Events, w.Errors
 	}
-	ticker := time.NewTicker(b.Period)
+	ticker := tick.New(b.Period)
 	defer ticker.Stop()
 	for {
 		if err := b.send(ctx, out, b.list()); err != nil {

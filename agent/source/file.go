@@ -22,6 +22,7 @@ import (
 
 	"github.com/staticpodd/staticpodd/agent/manifest"
 	"github.com/staticpodd/staticpodd/agent/objects"
+	"github.com/staticpodd/staticpodd/agent/tick"
 )
 
 // File delivers the static pods of a directory (one pod per file, not recursive)
@@ -82,6 +83,10 @@ type File struct {
 	// realDir is, as of the last list, the real path of the manifest
 	// directory, or of the one holding the manifest file.
 	realDir string
+	// readAll makes the next list read every manifest, whatever its stat
+	// says: the periodic relist and Relist do, for a file system whose stat
+	// may lag its content (a network one's attribute cache).
+	readAll bool
 }
 
 // recreates counts the manifests found back after an unlink, in every
@@ -102,6 +107,9 @@ const settleTime = 500 * time.Millisecond
 // fileState is what one manifest file gave the last time its content changed.
 type fileState struct {
 	sum [sha256.Size]byte
+	// stamp is the file's stat when the content of sum was read; a zero
+	// stamp is never current (stampCurrent).
+	stamp fileStamp
 	// data is the content of the last good parse as the Store keeps it:
 	// without the values of its Secrets (manifest.WithoutSecretValues).
 	data []byte
@@ -208,7 +216,7 @@ func (f *File) Run(ctx context.Context, out chan<- Update) error {
 	if w != nil {
 		events, watchErrs = w.Events, w.Errors
 	}
-	ticker := time.NewTicker(f.period)
+	ticker := tick.New(f.period)
 	defer ticker.Stop()
 	settle := time.NewTimer(time.Hour)
 	settle.Stop()
@@ -234,6 +242,7 @@ func (f *File) Run(ctx context.Context, out chan<- Update) error {
 		f.drain(events)
 		u := f.list()
 		f.lists.Add(1)
+		f.readAll = false
 		if f.send(ctx, out, u) != nil {
 			return nil // ctx ended while sending: not an error
 		}
@@ -250,8 +259,10 @@ func (f *File) Run(ctx context.Context, out chan<- Update) error {
 			case <-ctx.Done():
 				return nil
 			case <-ticker.C:
+				f.readAll = true
 				break wait
 			case <-f.relist:
+				f.readAll = true
 				break wait
 			case d := <-f.periodc:
 				ticker.Reset(d)
@@ -609,13 +620,25 @@ func (f *File) paths() []string {
 // warnings and errors once per content. A failure of a file changed less than
 // settleTime ago leaves its state as it was and asks for a recheck. It reports
 // whether the file is there.
+//
+// A file whose stat is still the one its last read had, and had long enough
+// before that read that no write can hide under it (stampCurrent), is not
+// read again but by the periodic relist (readAll): a burst of manifests,
+// each an event and a list, would otherwise read every manifest already
+// there again at each one.
 func (f *File) readFile(path string, link bool) bool {
+	readAt := time.Now()
 	fi, err := os.Stat(path)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return false
 		}
 		f.failed(path, err, link)
+		return true
+	}
+	stamp := stampOf(fi)
+	if st := f.files[path]; st != nil && !f.readAll && (st.good || st.err != nil) && stampCurrent(st.stamp, stamp) {
+		st.link = link
 		return true
 	}
 	data, err := readAtMost(path, manifest.MaxSize)
@@ -636,6 +659,7 @@ func (f *File) readFile(path string, link bool) bool {
 	st := f.state(path, link)
 	sum := sha256.Sum256(data)
 	if sum == st.sum && (st.good || st.err != nil) {
+		st.stamp = stamp.settled(readAt)
 		return true
 	}
 	parsed := manifest.Check(data, manifest.SourceFile, path, f.nodeName)
@@ -644,7 +668,7 @@ func (f *File) readFile(path string, link bool) bool {
 		f.restore(path)
 		return true
 	}
-	st.sum = sum
+	st.sum, st.stamp = sum, stamp.settled(readAt)
 	for _, w := range parsed.Warnings {
 		f.logger.Warn("manifest warning", "file", path, "field", w.Field, "warning", w.Message)
 	}
@@ -678,7 +702,7 @@ func (f *File) failed(path string, err error, link bool) {
 	if st.err == nil || st.err.Error() != err.Error() {
 		f.logger.Warn("cannot read manifest file; keeping its pods", append([]any{"file", path, "err", err}, st.kept()...)...)
 	}
-	st.err, st.sum, st.warnings = err, [sha256.Size]byte{}, nil
+	st.err, st.sum, st.stamp, st.warnings = err, [sha256.Size]byte{}, fileStamp{}, nil
 	f.restore(path)
 }
 

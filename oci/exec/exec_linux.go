@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/opencontainers/runc/libcontainer"
-	"github.com/opencontainers/runc/libcontainer/configs"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 
@@ -34,21 +33,35 @@ const execDrain = 200 * time.Millisecond
 // waited for once killed.
 const killWait = 10 * time.Second
 
-// Run runs a process in ctr, a running container whose process is p, as
-// `runc exec` does: it joins the container's namespaces and cgroup as the
-// container's user, groups, working directory, capabilities, no_new_privs,
-// AppArmor profile, SELinux label and seccomp filter, with the container's
-// environment and es.Env over it. It returns the process's exit code
-// (128+n when killed by signal n) once it has exited and its output has
-// been copied. While it runs, its pid is recorded in the container's state
-// directory stateDir, for KillLeftovers.
+// Helper is the program that runs the exec helper (mon.ExecArg): the
+// monitor's own program, or a binary with the monitor's roles (Reexec), and
+// the environment it runs with.
+type Helper struct {
+	Path string
+	Env  []string
+}
+
+// Run runs a process in ctr, a running container whose process is p and
+// whose libcontainer state is under root, as `runc exec` does: it joins the
+// container's namespaces and cgroup as the container's user, groups, working
+// directory, capabilities, no_new_privs, AppArmor profile, SELinux label and
+// seccomp filter, with the container's environment and es.Env over it. It
+// returns the process's exit code (128+n when killed by signal n) once it
+// has exited and its output has been copied. While it runs, its pid is
+// recorded in the container's state directory stateDir, for KillLeftovers.
+//
+// The process is started by an exec helper run from h (see mon.ExecArg),
+// whose child it is: libcontainer's setns init re-executes the program of
+// the process that starts it, so it runs h's program, not the caller's.
+// The process's standard streams or terminal are the caller's to copy all
+// the same.
 //
 // It fails with podspec.ErrNotRunning for a container without a running
 // process, podspec.ErrCommandNotFound or podspec.ErrCommandNotExecutable
 // when the command cannot be started, and ctx's cause when the process
 // outlived ctx: it is killed then, with its process group, and waited for
 // at most killWait.
-func Run(ctx context.Context, ctr *libcontainer.Container, p *specs.Process, es podspec.ExecSpec, stateDir string, log *slog.Logger) (int, error) {
+func Run(ctx context.Context, h Helper, root string, ctr *libcontainer.Container, p *specs.Process, es podspec.ExecSpec, stateDir string, log *slog.Logger) (int, error) {
 	// A container started a moment ago may still be in runc's init, or in
 	// its execve, which libcontainer takes for a dead process (see
 	// initExecing): wait for the exec to be done, a second at most.
@@ -61,11 +74,10 @@ func Run(ctx context.Context, ctr *libcontainer.Container, p *specs.Process, es 
 	} else if st != libcontainer.Running {
 		return -1, fmt.Errorf("%w: it is %s", podspec.ErrNotRunning, st)
 	}
-	proc, err := execProcess(p, es)
-	if err != nil {
-		return -1, err
-	}
-	return run(ctx, ctr, proc, es, stateDir, log, nil)
+	ps := *p
+	ps.Args, ps.Env = es.Cmd, mergeEnv(p.Env, es.Env)
+	hp := &helperProcess{helper: h, root: root, id: ctr.ID(), spec: ps, es: es}
+	return run(ctx, hp, es, stateDir, ctr.ID(), log, nil)
 }
 
 // RunInit runs ctr's init process, p with es's command, and streams it as Run
@@ -74,32 +86,47 @@ func Run(ctx context.Context, ctr *libcontainer.Container, p *specs.Process, es 
 // runs. The process is the caller's child: it never outlives ctx, and the
 // caller destroys ctr once RunInit returned.
 func RunInit(ctx context.Context, ctr *libcontainer.Container, p *specs.Process, es podspec.ExecSpec, stateDir string, log *slog.Logger, started func()) (int, error) {
-	proc, err := execProcess(p, es)
+	ps := *p
+	ps.Args, ps.Env = es.Cmd, mergeEnv(p.Env, es.Env)
+	proc, err := mon.ExecProcess(&ps, es.TTY, es.Size.Width, es.Size.Height)
 	if err != nil {
 		return -1, err
 	}
 	proc.Init = true
-	return run(ctx, ctr, proc, es, stateDir, log, started)
+	return run(ctx, &ownProcess{ctr: ctr, proc: proc, cmd: es.Cmd[0]}, es, stateDir, ctr.ID(), log, started)
 }
 
-// run starts proc in ctr and streams it until it exits or ctx ends; started,
-// if not nil, is called once it runs.
-func run(ctx context.Context, ctr *libcontainer.Container, proc *libcontainer.Process, es podspec.ExecSpec, stateDir string, log *slog.Logger, started func()) (int, error) {
+// process is how run starts, waits for and kills the process it streams.
+type process interface {
+	// start starts it with the process's ends of its streams and returns
+	// its pid, which is also its process group.
+	start(cio childIO) (int, error)
+	// wait returns its exit once it has exited and been reaped.
+	wait() execResult
+	// kill SIGKILLs it and its process group, unless it has been reaped.
+	kill()
+}
+
+// childIO is what a process gets of its streams: each nil for none, stdout
+// and stderr the same file for combined output; the console socket for a
+// TTY.
+type childIO struct {
+	stdin, stdout, stderr, console *os.File
+}
+
+// run starts p and streams it until it exits or ctx ends; started, if not
+// nil, is called once it runs. id names the container in the log.
+func run(ctx context.Context, p process, es podspec.ExecSpec, stateDir, id string, log *slog.Logger, started func()) (int, error) {
 	x := &execution{spec: es, exited: make(chan struct{})}
 	defer x.close()
-	if err := x.setup(proc); err != nil {
+	cio, err := x.setup()
+	if err != nil {
 		return -1, err
 	}
 	if err := ctx.Err(); err != nil {
 		return -1, context.Cause(ctx)
 	}
-	if err := ctr.Run(proc); err != nil {
-		if st, serr := ctr.Status(); serr == nil && st != libcontainer.Running && !proc.Init {
-			return -1, fmt.Errorf("%w: it is %s", podspec.ErrNotRunning, st)
-		}
-		return -1, commandError(err, es.Cmd[0])
-	}
-	pid, err := proc.Pid()
+	pid, err := p.start(cio)
 	if err != nil {
 		return -1, err
 	}
@@ -108,17 +135,18 @@ func run(ctx context.Context, ctr *libcontainer.Container, proc *libcontainer.Pr
 		err = os.WriteFile(record, nil, 0o600)
 	}
 	if err != nil {
-		log.Warn("record exec process", "id", ctr.ID(), "pid", pid, "err", err)
+		log.Warn("record exec process", "id", id, "pid", pid, "err", err)
 	}
 	startErr := x.started()
 	if startErr != nil {
-		x.kill(pid)
+		p.kill()
 	} else if started != nil {
 		started()
 	}
 	done := make(chan execResult, 1)
 	go func() {
-		res := x.wait(proc, pid)
+		res := p.wait()
+		x.exit()
 		_ = os.Remove(record)
 		done <- res
 	}()
@@ -127,7 +155,7 @@ func run(ctx context.Context, ctr *libcontainer.Container, proc *libcontainer.Pr
 	select {
 	case res = <-done:
 	case <-ctx.Done():
-		x.kill(pid)
+		p.kill()
 		t := time.NewTimer(killWait)
 		defer t.Stop()
 		select {
@@ -144,36 +172,77 @@ func run(ctx context.Context, ctr *libcontainer.Container, proc *libcontainer.Pr
 	return res.code, res.err
 }
 
+// ownProcess is a process this one starts through libcontainer, as its
+// child: a debug container's init.
+type ownProcess struct {
+	ctr  *libcontainer.Container
+	proc *libcontainer.Process
+	cmd  string // the command, for errors
+	pid  int
+
+	mu     sync.Mutex // guards reaped
+	reaped bool
+}
+
+func (o *ownProcess) start(cio childIO) (int, error) {
+	// Assigned only when set: a nil *os.File in an io.Reader or Writer is
+	// not a nil interface.
+	if cio.stdin != nil {
+		o.proc.Stdin = cio.stdin
+	}
+	if cio.stdout != nil {
+		o.proc.Stdout = cio.stdout
+	}
+	if cio.stderr != nil {
+		o.proc.Stderr = cio.stderr
+	}
+	o.proc.ConsoleSocket = cio.console
+	if err := o.ctr.Run(o.proc); err != nil {
+		return -1, commandError(err, o.cmd)
+	}
+	pid, err := o.proc.Pid()
+	o.pid = pid
+	return pid, err
+}
+
+// wait reaps the process only under mu, so that kill never signals a
+// reused pid or process group.
+func (o *ownProcess) wait() execResult {
+	var info unix.Siginfo
+	for {
+		err := unix.Waitid(unix.P_PID, o.pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+		if !errors.Is(err, unix.EINTR) {
+			break
+		}
+	}
+	o.mu.Lock()
+	ps, err := o.proc.Wait()
+	o.reaped = true
+	o.mu.Unlock()
+	if ps == nil {
+		return execResult{code: -1, err: fmt.Errorf("wait for process %d: %w", o.pid, err)}
+	}
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return execResult{code: 128 + int(ws.Signal())}
+	}
+	return execResult{code: ps.ExitCode()}
+}
+
+// kill SIGKILLs the process and its process group (libcontainer's init made
+// it a session leader), unless it has been reaped already.
+func (o *ownProcess) kill() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.reaped {
+		return
+	}
+	_ = unix.Kill(-o.pid, unix.SIGKILL)
+	_ = unix.Kill(o.pid, unix.SIGKILL) // in case it left its group
+}
+
 // execsDir, in a container's state dir, has an empty file named after the
 // pid of each exec process running, which is also its process group.
 const execsDir = "exec"
-
-// execProcess converts the container's process to the one Run runs, as runc
-// exec does (runc's newProcess): the container's user, groups, working
-// directory, rlimits and security settings, with cmd and env of es.
-func execProcess(p *specs.Process, es podspec.ExecSpec) (*libcontainer.Process, error) {
-	lp, err := mon.NewProcess(p)
-	if err != nil {
-		return nil, err
-	}
-	lp.Init = false
-	lp.Args = es.Cmd
-	lp.Env = mergeEnv(p.Env, es.Env)
-	lp.AppArmorProfile = p.ApparmorProfile
-	lp.Label = p.SelinuxLabel
-	lp.Scheduler = p.Scheduler
-	lp.IOPriority = p.IOPriority
-	if c := p.Capabilities; c != nil {
-		lp.Capabilities = &configs.Capabilities{
-			Bounding: c.Bounding, Effective: c.Effective, Inheritable: c.Inheritable,
-			Permitted: c.Permitted, Ambient: c.Ambient,
-		}
-	}
-	if es.TTY {
-		lp.ConsoleWidth, lp.ConsoleHeight = es.Size.Width, es.Size.Height
-	}
-	return lp, nil
-}
 
 // mergeEnv sets extra over env (NAME=value entries), by name, in order.
 func mergeEnv(env []string, extra []podspec.EnvVar) []string {
@@ -236,55 +305,54 @@ type execution struct {
 	console     *os.File   // our end of the console socket, with TTY
 	pty         *os.File   // the terminal's master, once received
 	copies      sync.WaitGroup
-
-	mu     sync.Mutex // guards reaped
-	reaped bool
 }
 
-// setup gives proc its standard streams, or a console socket for a TTY.
-func (x *execution) setup(proc *libcontainer.Process) error {
+// setup makes the process's standard streams, or a console socket for a
+// TTY, and returns the process's ends.
+func (x *execution) setup() (childIO, error) {
+	var cio childIO
 	if x.spec.TTY {
 		fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 		if err != nil {
-			return fmt.Errorf("console socket: %w", err)
+			return cio, fmt.Errorf("console socket: %w", err)
 		}
 		x.console = os.NewFile(uintptr(fds[0]), "console-socket")
 		child := os.NewFile(uintptr(fds[1]), "console-socket-child")
 		x.ours = append(x.ours, x.console)
 		x.child = append(x.child, child)
-		proc.ConsoleSocket = child
-		return nil
+		cio.console = child
+		return cio, nil
 	}
 	if x.spec.Stdin != nil {
 		r, w, err := os.Pipe()
 		if err != nil {
-			return fmt.Errorf("stdin pipe: %w", err)
+			return cio, fmt.Errorf("stdin pipe: %w", err)
 		}
 		x.child, x.ours, x.stdinW = append(x.child, r), append(x.ours, w), w
-		proc.Stdin = r
+		cio.stdin = r
 	}
 	for _, o := range []struct {
 		w   io.Writer
-		set *io.Writer
-	}{{x.spec.Stdout, &proc.Stdout}, {x.spec.Stderr, &proc.Stderr}} {
+		set **os.File
+	}{{x.spec.Stdout, &cio.stdout}, {x.spec.Stderr, &cio.stderr}} {
 		if o.w == nil {
-			continue // exec.Cmd gives it /dev/null
+			continue // the process gets /dev/null
 		}
-		if o.set == &proc.Stderr && sameWriter(x.spec.Stdout, x.spec.Stderr) {
+		if o.set == &cio.stderr && sameWriter(x.spec.Stdout, x.spec.Stderr) {
 			// One pipe for both, as os/exec does: the caller's writer
 			// gets one write at a time, in the order they were made.
-			proc.Stderr = proc.Stdout
+			cio.stderr = cio.stdout
 			continue
 		}
 		r, w, err := os.Pipe()
 		if err != nil {
-			return fmt.Errorf("output pipe: %w", err)
+			return cio, fmt.Errorf("output pipe: %w", err)
 		}
 		x.child, x.ours, x.readers = append(x.child, w), append(x.ours, r), append(x.readers, r)
 		*o.set = w
 		x.copies.Go(func() { x.copyOut(r, o.w) })
 	}
-	return nil
+	return cio, nil
 }
 
 // sameWriter says whether a and b are the same writer (os/exec's
@@ -375,43 +443,13 @@ func (x *execution) copyOut(r *os.File, w io.Writer) {
 	}
 }
 
-// wait returns the exit of the process pid once it has exited. It reaps it
-// only under mu, so that kill never signals a reused pid or process group.
-func (x *execution) wait(proc *libcontainer.Process, pid int) execResult {
-	var info unix.Siginfo
-	for {
-		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
-		if !errors.Is(err, unix.EINTR) {
-			break
-		}
-	}
+// exit says the process has exited: its output is read until nothing
+// comes for execDrain.
+func (x *execution) exit() {
 	close(x.exited)
 	for _, r := range x.readers {
 		_ = r.SetReadDeadline(time.Now().Add(execDrain))
 	}
-	x.mu.Lock()
-	ps, err := proc.Wait()
-	x.reaped = true
-	x.mu.Unlock()
-	if ps == nil {
-		return execResult{code: -1, err: fmt.Errorf("wait for process %d: %w", pid, err)}
-	}
-	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		return execResult{code: 128 + int(ws.Signal())}
-	}
-	return execResult{code: ps.ExitCode()}
-}
-
-// kill SIGKILLs the process pid and its process group (setns init made it a
-// session leader), unless it has been reaped already.
-func (x *execution) kill(pid int) {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	if x.reaped {
-		return
-	}
-	_ = unix.Kill(-pid, unix.SIGKILL)
-	_ = unix.Kill(pid, unix.SIGKILL) // in case it left its group
 }
 
 // close closes every file of the execution, which ends the copies, and

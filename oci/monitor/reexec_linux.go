@@ -16,9 +16,9 @@ import (
 )
 
 // Reexec runs the process roles a monitor's binary is executed in:
-// libcontainer's container init ("init") and the monitor's Go roles (its
+// libcontainer's container init ("init"), the monitor's Go roles (its
 // start, its exit, its gzip helper; the running one is C and never gets
-// here). A main must call it first thing; it returns false for any other
+// here) and the exec helper. A main must call it first thing; it returns false for any other
 // command line and never returns otherwise.
 func Reexec() bool {
 	if len(os.Args) < 2 {
@@ -39,6 +39,9 @@ func Reexec() bool {
 	case GzipArg:
 		nameProcess()
 		os.Exit(runGzip(os.Args[2:]))
+	case ExecArg:
+		nameProcess()
+		os.Exit(runExec(os.Args[2:]))
 	}
 	return false
 }

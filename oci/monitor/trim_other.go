@@ -7,3 +7,6 @@ func TrimMemory() {}
 
 // SmallPagesForExecutable does nothing off Linux.
 func SmallPagesForExecutable() {}
+
+// DropInitPages does nothing off Linux.
+func DropInitPages() {}

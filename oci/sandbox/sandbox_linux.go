@@ -17,7 +17,6 @@ import (
 	"sync"
 
 	"github.com/opencontainers/cgroups"
-	"github.com/opencontainers/cgroups/manager"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
@@ -216,7 +215,7 @@ func (m *Manager) createSandbox(ctx context.Context, dir string, pr Record, pod 
 		}
 	}
 	res := podCgroupResources(pr)
-	mgr, err := manager.New(cgroupConfig(pr.CgroupsPath, res))
+	mgr, err := newCgroupManager(cgroupConfig(pr.CgroupsPath, res))
 	if err != nil {
 		return fmt.Errorf("pod cgroup %s: %w", pr.CgroupsPath, err)
 	}
@@ -511,7 +510,7 @@ func parentSlice(slice string) string {
 // killing what is left in it (a start that was given up on can leave a
 // process); a missing one is not an error.
 func RemoveCgroup(cgPath string) error {
-	mgr, err := manager.New(cgroupConfig(cgPath, &cgroups.Resources{SkipDevices: true}))
+	mgr, err := newCgroupManager(cgroupConfig(cgPath, &cgroups.Resources{SkipDevices: true}))
 	if err != nil {
 		return fmt.Errorf("cgroup %s: %w", cgPath, err)
 	}

@@ -39,6 +39,8 @@ func main() {
 	busybox := flag.String("busybox", "/bin/busybox", "busybox-static binary for the runc bundle")
 	probePods := flag.Int("probe-pods", 100, "pods whose probes' CPU cost is measured; 0 skips it")
 	probeWindow := flag.Duration("probe-window", 30*time.Second, "how long the probes' CPU is measured")
+	kubelet := flag.String("kubelet", os.Getenv("STATICPODD_KUBELET"), "the kubelet v1.37.2 binary the probe benchmark compares with (probes-kubelet; STATICPODD_KUBELET)")
+	probeRounds := flag.Int("probe-rounds", 2, "rounds of probes-kubelet, the sides alternating")
 	logMB := flag.Int("log-mb", 200, "MB of container output for the log copy measurement; 0 skips it")
 	logsOnly := flag.Bool("logs-only", false, "measure only the log copy (= -only logs)")
 	urlPods := flag.Int("url-pods", 100, "pods of the PodList whose polling's CPU cost is measured; 0 skips it")
@@ -61,7 +63,17 @@ func main() {
 	flag.BoolVar(&peer.runcLoop, "runc-loop", false, "the scale benchmark's runc runs its containers one after the other, as a shell loop, not all at once (make bench-systemd: 100 at once under --systemd-cgroup in the emulated guest overran libcontainer's 30 s wait for systemd's job)")
 	flag.BoolVar(&peer.trace, "trace-starts", false, "print each start's two ends on CLOCK_MONOTONIC, the journal's -o short-monotonic clock, to set beside systemd's unit events")
 	flag.IntVar(&peer.timeoutScale, "timeout-scale", 1, "multiplies every wait's limit: a guest in software emulation is tens of times slower")
-	only := flag.String("only", "", "comma-separated benchmarks to run: start, scale, network, ready, probes, url, logs, relist, hostile, eviction, nodeapi, images, outage (default: all but outage)")
+	memoryPods := flag.String("memory-pods", "10,100", "pod counts at which the daemon's peak and rest memory are measured; empty skips it")
+	memoryPeer := flag.String("memory-peer", "", "another staticpodd binary (an older build) whose memory is measured in the same rounds, the two alternating")
+	memoryRounds := flag.Int("memory-rounds", 2, "rounds of the memory benchmark per pod count")
+	memorySettle := flag.Duration("memory-settle", 0, "how long after the daemon answers the memory benchmark's pods come (its trim after the start: 10 s after its first sync)")
+	memoryRest := flag.Duration("memory-rest", time.Minute, "how long after the last pod ran the daemon counts as at rest")
+	idlePods := flag.Int("idle-pods", 100, "pods running while the idle daemon's wake-ups are counted; 0 skips it")
+	idleWindow := flag.Duration("idle-window", time.Minute, "how long the idle daemon's wake-ups and CPU are counted")
+	idleRounds := flag.Int("idle-rounds", 2, "rounds of the idle benchmark, the two binaries alternating")
+	idleOld := flag.String("idle-old", "", "a binary to measure beside -staticpodd in the idle benchmark (one built from main)")
+	idleTraced := flag.String("idle-traced", "", "label=binary,...: builds with the benchtrace tag whose idle wake-ups are named by source")
+	only := flag.String("only", "", "comma-separated benchmarks to run: start (with exec), exec, scale, memory, network, ready, probes, probes-kubelet, url, logs, relist, hostile, eviction, nodeapi, images, idle, outage (default: all but outage)")
 	flag.Parse()
 	if peer.timeoutScale < 1 {
 		fmt.Fprintln(os.Stderr, "bench: -timeout-scale: want 1 or more")
@@ -76,6 +88,16 @@ func main() {
 		}
 		*bin, removeCopy = copied, remove
 	}
+	if *memoryPeer != "" {
+		copied, remove, err := installedCopy(*memoryPeer)
+		if err != nil {
+			removeCopy()
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		removeBin := removeCopy
+		*memoryPeer, removeCopy = copied, func() { removeBin(); remove() }
+	}
 	defer removeCopy()
 	if *logsOnly {
 		*only = "logs"
@@ -89,6 +111,10 @@ func main() {
 	var err error
 	if want("start") {
 		err = run(*runs, *bin, *image, *runc, *busybox)
+	}
+	// Also part of start: by name only.
+	if err == nil && slices.Contains(strings.Split(*only, ","), "exec") {
+		err = runExec(*runs, *bin, *image, *runc, *busybox)
 	}
 	if err == nil && want("scale") {
 		if *scalePods == "" {
@@ -105,6 +131,9 @@ func main() {
 			}
 		}
 	}
+	if err == nil && want("memory") && *memoryPods != "" {
+		err = benchMemory(*bin, *memoryPeer, *image, *memoryPods, *memoryRounds, *memorySettle, *memoryRest)
+	}
 	if err == nil && want("network") {
 		err = benchNetwork(*bin, *image, *runs)
 	}
@@ -113,6 +142,9 @@ func main() {
 	}
 	if err == nil && want("probes") && *probePods > 0 {
 		err = benchProbes(*bin, *image, *probePods, *probeWindow)
+	}
+	if err == nil && want("probes-kubelet") && *probePods > 0 && *kubelet != "" {
+		err = benchProbesKubelet(*bin, *image, *kubelet, *probePods, *probeRounds, *probeWindow)
 	}
 	if err == nil && want("url") {
 		err = benchURL(*bin, *image, *runs)
@@ -134,6 +166,9 @@ func main() {
 	}
 	if err == nil && want("eviction") && *evictRuns > 0 {
 		err = benchEviction(*bin, *image, *evictRuns, *evictWindow)
+	}
+	if err == nil && want("idle") && *idlePods > 0 {
+		err = benchIdle(*bin, *idleOld, *image, *idlePods, *idleRounds, *idleWindow, *idleTraced)
 	}
 	if err == nil && want("images") && *imageRuns > 0 {
 		err = benchImages(*bin, *imageRuns, *imagePadMB)
@@ -264,23 +299,48 @@ func run(runs int, bin, image, runc, busybox string) error {
 	fmt.Printf("| libcontainer in process, the floor (exec → exec) | %s | %s |\n", ms(fp50), ms(fp90))
 	fmt.Printf("| ratio staticpodd / runc | %.2f | %.2f |\n", float64(op50)/float64(rp50), float64(op90)/float64(rp90))
 	fmt.Printf("| ratio staticpodd / floor | %.2f | %.2f |\n", float64(op50)/float64(fp50), float64(op90)/float64(fp90))
-	ourExec, theirExec, err := benchExec(runs, bin, image, runc, busybox, dir)
-	if err != nil {
-		return fmt.Errorf("exec: %w", err)
+	if err := printExec(runs, bin, image, runc, busybox, dir); err != nil {
+		return err
 	}
-	ep50, ep90 := pct(ourExec, 50), pct(ourExec, 90)
-	rp50, rp90 = pct(theirExec, 50), pct(theirExec, 90)
-	fmt.Printf("\nexec of `true` in a running container, CLI start → CLI exit, %d runs each, alternating\n\n", runs)
-	fmt.Printf("| | p50 | p90 |\n|---|---|---|\n")
-	fmt.Printf("| staticpodd exec POD -- true | %s | %s |\n", ms(ep50), ms(ep90))
-	fmt.Printf("| runc exec ID true | %s | %s |\n", ms(rp50), ms(rp90))
-	fmt.Printf("| ratio staticpodd / runc | %.2f | %.2f |\n", float64(ep50)/float64(rp50), float64(ep90)/float64(rp90))
 	fmt.Printf("\nmemory, one running pod (RSS = anon + file pages shared with the binary):\n\n")
 	fmt.Printf("| process | RSS | of which anon |\n|---|---|---|\n")
 	fmt.Printf("| staticpodd daemon | %s | %s |\n", mib(mem.daemon.rss), mib(mem.daemon.anon))
 	for i, m := range mem.monitors {
 		fmt.Printf("| monitor %d | %s | %s |\n", i+1, mib(m.rss), mib(m.anon))
 	}
+	return nil
+}
+
+// runExec measures `staticpodd exec` against `runc exec` alone.
+func runExec(runs int, bin, image, runc, busybox string) error {
+	if bin == "" || image == "" {
+		return fmt.Errorf("need -staticpodd and -image (make bench sets both)")
+	}
+	dir, err := os.MkdirTemp("", "staticpodd-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	return printExec(runs, bin, image, runc, busybox, dir)
+}
+
+// printExec measures and prints benchExec.
+func printExec(runs int, bin, image, runc, busybox, dir string) error {
+	ourExec, theirExec, cpu, err := benchExec(runs, bin, image, runc, busybox, dir)
+	if err != nil {
+		return fmt.Errorf("exec: %w", err)
+	}
+	ep50, ep90 := pct(ourExec, 50), pct(ourExec, 90)
+	rp50, rp90 := pct(theirExec, 50), pct(theirExec, 90)
+	load, _ := os.ReadFile("/proc/loadavg")
+	fmt.Printf("\nexec of `true` in a running container, CLI start → CLI exit, %d runs each, alternating (loadavg %s)\n\n", runs, strings.TrimSpace(string(load)))
+	fmt.Printf("| | p50 | p90 |\n|---|---|---|\n")
+	fmt.Printf("| staticpodd exec POD -- true | %s | %s |\n", ms(ep50), ms(ep90))
+	fmt.Printf("| runc exec ID true | %s | %s |\n", ms(rp50), ms(rp90))
+	fmt.Printf("| ratio staticpodd / runc | %.2f | %.2f |\n", float64(ep50)/float64(rp50), float64(ep90)/float64(rp90))
+	fmt.Printf("\nCPU per exec (user + system, with the processes each reaped; the daemon's in clock ticks of 10 ms, summed over the runs):\n\n")
+	fmt.Printf("| staticpodd CLI | staticpodd daemon (exec helper, its init, `true`) | total | runc exec (its init, `true`) | ratio |\n|---|---|---|---|---|\n")
+	fmt.Printf("| %s | %s | %s | %s | %.2f |\n", ms(cpu.cli), ms(cpu.daemon), ms(cpu.cli+cpu.daemon), ms(cpu.runc), float64(cpu.cli+cpu.daemon)/float64(cpu.runc))
 	return nil
 }
 
@@ -408,7 +468,9 @@ cgroupRoot: /staticpodd-bench
 	if err := d.cmd.Start(); err != nil {
 		return nil, err
 	}
-	if err := poll(10*time.Second, func() bool { n, _ := d.countPods(); return n == 0 }); err != nil {
+	// A minute: on a machine shared with other work (load average in the
+	// hundreds) a start took more than 10 s.
+	if err := poll(time.Minute, func() bool { n, _ := d.countPods(); return n == 0 }); err != nil {
 		d.stop()
 		return nil, fmt.Errorf("daemon did not come up: %v\n%s", err, d.logs.String())
 	}
@@ -644,14 +706,14 @@ func makeBundle(runc, busybox, dir, name string, args []string, sigDir string) (
 // in an equivalent running container (busybox, host network, private PID,
 // IPC, UTS and mount namespaces), each from the CLI's start to its exit,
 // alternating the two sides and which goes first.
-func benchExec(runs int, bin, image, runc, busybox, dir string) (ours, theirs []time.Duration, err error) {
+func benchExec(runs int, bin, image, runc, busybox, dir string) (ours, theirs []time.Duration, cpu execCPU, err error) {
 	sub, err := os.MkdirTemp(dir, "staticpodd-bench-exec-")
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, cpu, err
 	}
 	d, err := startDaemon(bin, image, sub)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, cpu, err
 	}
 	defer d.stop()
 	defer d.removePods()
@@ -666,55 +728,72 @@ spec:
   - {name: main, image: busybox, imagePullPolicy: IfNotPresent, command: ["sleep", "3600"]}
 `), 0o644)
 	if err := os.Rename(tmp, filepath.Join(d.manifests, "idle.yaml")); err != nil {
-		return nil, nil, err
+		return nil, nil, cpu, err
 	}
 	ourExec := func() *exec.Cmd {
 		return exec.Command(bin, append(append([]string{"exec"}, d.common...), "idle", "--", "true")...)
 	}
 	if err := poll(30*time.Second, func() bool { return ourExec().Run() == nil }); err != nil {
-		return nil, nil, fmt.Errorf("idle pod never ran: %v\n%s", err, d.logs.String())
+		return nil, nil, cpu, fmt.Errorf("idle pod never ran: %v\n%s", err, d.logs.String())
 	}
 
 	sig := filepath.Join(sub, "sig")
 	os.MkdirAll(sig, 0o755)
 	bundle, err := makeBundle(runc, busybox, sub, "bundle", []string{"sleep", "3600"}, sig)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, cpu, err
 	}
 	state := filepath.Join("/run", filepath.Base(sub)+"-runc")
 	defer os.RemoveAll(state)
 	const id = "bench-exec"
 	// No pipes: the detached container would hold them open.
 	if err := runcCommand(runc, "--root", state, "run", "-d", "--bundle", bundle, id).Run(); err != nil {
-		return nil, nil, fmt.Errorf("runc run: %v", err)
+		return nil, nil, cpu, fmt.Errorf("runc run: %v", err)
 	}
 	defer runcCommand(runc, "--root", state, "delete", "-f", id).Run()
 	theirExec := func() *exec.Cmd { return runcCommand(runc, "--root", state, "exec", id, "true") }
 
-	timed := func(cmd *exec.Cmd) (time.Duration, error) {
+	// CPU: each CLI's own, with what it reaped (runc's init and `true`),
+	// and for ours the daemon's, with the exec helper it reaped (and the
+	// helper's init and `true`), over the counted runs.
+	var ourCPU, theirCPU, daemonCPU time.Duration
+	timed := func(cmd *exec.Cmd, cpu *time.Duration) (time.Duration, error) {
 		t0 := time.Now()
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			return 0, fmt.Errorf("%s: %v: %s", strings.Join(cmd.Args, " "), err, out)
 		}
+		*cpu += cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 		return time.Since(t0), nil
 	}
+	daemon := []int{d.cmd.Process.Pid}
+	var d0 map[int]int64
 	for i := 0; i < runs+1; i++ { // the first of each warms caches and is not counted
+		if i == 1 {
+			ourCPU, theirCPU, d0 = 0, 0, treeCPU(daemon)
+		}
 		sides := []func() error{
-			func() error { t, err := timed(ourExec()); ours = append(ours, t); return err },
-			func() error { t, err := timed(theirExec()); theirs = append(theirs, t); return err },
+			func() error { t, err := timed(ourExec(), &ourCPU); ours = append(ours, t); return err },
+			func() error { t, err := timed(theirExec(), &theirCPU); theirs = append(theirs, t); return err },
 		}
 		if i%2 == 1 {
 			sides[0], sides[1] = sides[1], sides[0]
 		}
 		for _, side := range sides {
 			if err := side(); err != nil {
-				return nil, nil, err
+				return nil, nil, cpu, err
 			}
 		}
 	}
-	return ours[1:], theirs[1:], nil
+	daemonCPU = cpuBetween(d0, treeCPU(daemon))
+	cpu = execCPU{cli: ourCPU / time.Duration(runs), daemon: daemonCPU / time.Duration(runs), runc: theirCPU / time.Duration(runs)}
+	return ours[1:], theirs[1:], cpu, nil
 }
+
+// execCPU is the CPU an exec costs on average: our CLI, our daemon (with
+// its exec helper and what that reaped), and runc exec (with its init and
+// the command).
+type execCPU struct{ cli, daemon, runc time.Duration }
 
 func poll(timeout time.Duration, f func() bool) error {
 	return pollEvery(20*time.Millisecond, timeout, f)

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -283,4 +284,230 @@ spec:
 	fmt.Printf("\ncontainer exec → pod Ready, readiness probe passing at once (tcpSocket, period 10 s), %d runs:\n\n", runs)
 	fmt.Printf("| p50 | p90 |\n|---|---|\n| %s | %s |\n", ms(pct(ds, 50)), ms(pct(ds, 90)))
 	return nil
+}
+
+// probePod is a hostNetwork pod of busybox with a readiness probe every
+// second: exec runs `true` in the container; http GETs / of the httpd the
+// container runs on 127.0.0.1:port, a fresh connection each.
+func probePod(kind, name string, port int) string {
+	m := fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata: {name: %s}
+spec:
+  hostNetwork: true
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: main
+    image: busybox
+    imagePullPolicy: IfNotPresent
+`, name)
+	if kind == "exec" {
+		return m + `    command: ["sleep", "1000000"]
+    readinessProbe:
+      exec: {command: ["true"]}
+      periodSeconds: 1
+`
+	}
+	return m + fmt.Sprintf(`    command: ["sh", "-c", "mkdir -p /tmp/www && echo ok > /tmp/www/index.html && exec httpd -f -p 127.0.0.1:%d -h /tmp/www"]
+    readinessProbe:
+      httpGet: {host: 127.0.0.1, path: /, port: %d}
+      periodSeconds: 1
+`, port, port)
+}
+
+// treeCPU is the CPU, in clock ticks, that each of pids has used with its
+// reaped children's (utime, stime, cutime, cstime): an exec probe's
+// short-lived processes count once their parent reaped them.
+func treeCPU(pids []int) map[int]int64 {
+	ticks := map[int]int64{}
+	for _, pid := range pids {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+2:]))
+		for _, i := range []int{11, 12, 13, 14} {
+			v, _ := strconv.ParseInt(f[i], 10, 64)
+			ticks[pid] += v
+		}
+	}
+	return ticks
+}
+
+// cpuBetween is the CPU the processes there at both ends used between them.
+func cpuBetween(t0, t1 map[int]int64) time.Duration {
+	var total int64
+	for pid, c1 := range t1 {
+		if c0, ok := t0[pid]; ok {
+			total += c1 - c0
+		}
+	}
+	return time.Duration(total) * time.Second / 100 // USER_HZ
+}
+
+// probeSide is one node agent under the probe benchmark: how to give it
+// manifests, count its ready pods, list the processes whose CPU is its,
+// and stop it.
+type probeSide struct {
+	name      string
+	manifests string
+	running   func() (n int, err error)
+	ready     func() (n int, err error)
+	pids      func() []int
+	stop      func()
+}
+
+func runningOf(pods []v1.Pod) int {
+	n := 0
+	for _, p := range pods {
+		if len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].State.Running != nil {
+			n++
+		}
+	}
+	return n
+}
+
+func readyOf(pods []v1.Pod) int {
+	n := 0
+	for _, p := range pods {
+		for _, c := range p.Status.Conditions {
+			if c.Type == v1.PodReady && c.Status == v1.ConditionTrue {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// measureProbes drops n pods of kind on side, waits until all run, and
+// returns the CPU, in % of one core, of the side's processes over window,
+// and how many pods were Ready at its end.
+func measureProbes(side *probeSide, kind string, n int, window time.Duration) (float64, int, error) {
+	for i := range n {
+		tmp := filepath.Join(filepath.Dir(side.manifests), "tmp.yaml")
+		os.WriteFile(tmp, []byte(probePod(kind, fmt.Sprintf("p%d", i), 20000+i)), 0o644)
+		if err := os.Rename(tmp, filepath.Join(side.manifests, fmt.Sprintf("p%d.yaml", i))); err != nil {
+			return 0, 0, err
+		}
+	}
+	// Running, not Ready: on a loaded machine probes time out (after
+	// their 1 s), and cost as much as those that pass.
+	if err := pollEvery(time.Second, 10*time.Minute, func() bool { r, _ := side.running(); return r == n }); err != nil {
+		r, _ := side.running()
+		return 0, 0, fmt.Errorf("%s: %d of %d pods running: %v", side.name, r, n, err)
+	}
+	time.Sleep(10 * time.Second) // let the starts settle
+	pids := side.pids()
+	c0, t0 := treeCPU(pids), time.Now()
+	time.Sleep(window)
+	c1, t1 := treeCPU(pids), time.Now()
+	ready, _ := side.ready()
+	return float64(cpuBetween(c0, c1)) / float64(t1.Sub(t0)) * 100, ready, nil
+}
+
+// benchProbesKubelet measures the node agent's CPU with n pods, each with
+// one readiness probe every second, exec then httpGet: staticpodd (daemon,
+// monitors, exec helpers and what they reap) against the kubelet v1.37.2 on
+// Debian's containerd (kubelet, containerd, shims and what they reap), one
+// side at a time, the sides alternating over rounds.
+func benchProbesKubelet(bin, image, kubeletBin string, n, rounds int, window time.Duration) error {
+	if kubeletBin == "" {
+		return fmt.Errorf("probes-kubelet: need -kubelet (bash tests/controlplane/build.sh kubelet prints its directory)")
+	}
+	ours := func() (*probeSide, error) {
+		dir, err := os.MkdirTemp("", "staticpodd-bench-probes-")
+		if err != nil {
+			return nil, err
+		}
+		d, err := startProbeDaemon(bin, image, dir)
+		if err != nil {
+			os.RemoveAll(dir)
+			return nil, err
+		}
+		return &probeSide{
+			name: "staticpodd", manifests: d.manifests,
+			running: func() (int, error) { p, err := d.pods(); return runningOf(p), err },
+			ready:   func() (int, error) { p, err := d.pods(); return readyOf(p), err },
+			// Exec helpers come and go: the daemon reaps them, so their
+			// CPU is its cutime.
+			pids: func() []int {
+				return append([]int{d.cmd.Process.Pid}, slices.DeleteFunc(monitorPids(d.runDir), isExecHelper)...)
+			},
+			stop: func() { d.stop(); os.RemoveAll(dir) },
+		}, nil
+	}
+	theirs := func() (*probeSide, error) {
+		k, err := startBenchKubelet(kubeletBin, image)
+		if err != nil {
+			return nil, err
+		}
+		return &probeSide{
+			name: "kubelet", manifests: k.manifests,
+			running: func() (int, error) { p, err := k.pods(); return runningOf(p), err },
+			ready:   func() (int, error) { p, err := k.pods(); return readyOf(p), err },
+			pids: func() []int {
+				return append([]int{k.kubelet.Process.Pid, k.containerd.Process.Pid}, k.shims()...)
+			},
+			stop: k.stop,
+		}, nil
+	}
+	type row struct{ ours, theirs []float64 }
+	rows := map[string]*row{"exec": {}, "http": {}}
+	for r := range rounds {
+		for _, kind := range []string{"exec", "http"} {
+			sides := []func() (*probeSide, error){ours, theirs}
+			if r%2 == 1 {
+				sides[0], sides[1] = sides[1], sides[0]
+			}
+			for _, start := range sides {
+				side, err := start()
+				if err != nil {
+					return err
+				}
+				load, _ := os.ReadFile("/proc/loadavg")
+				cpu, ready, err := measureProbes(side, kind, n, window)
+				side.stop()
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(os.Stderr, "probes-kubelet: round %d, %s probes, %s: %.2f%% of a core, %d of %d pods Ready at the end (loadavg before %s)\n",
+					r+1, kind, side.name, cpu, ready, n, strings.TrimSpace(string(load)))
+				if side.name == "staticpodd" {
+					rows[kind].ours = append(rows[kind].ours, cpu)
+				} else {
+					rows[kind].theirs = append(rows[kind].theirs, cpu)
+				}
+			}
+		}
+	}
+	fmt.Printf("\nnode agent CPU with %d hostNetwork busybox pods, one readiness probe each every 1 s, over %s, %d rounds, the sides alternating (%% of one core; median, min–max):\n\n", n, window, rounds)
+	fmt.Printf("| probes | staticpodd (daemon, monitors, exec helpers) | kubelet v1.37.2 + containerd (kubelet, containerd, shims) | ratio |\n|---|---|---|---|\n")
+	for _, kind := range []string{"exec", "http"} {
+		o, t := rows[kind].ours, rows[kind].theirs
+		fmt.Printf("| %s | %s | %s | %.2f |\n", kind, spreadPct(o), spreadPct(t), medianPct(o)/medianPct(t))
+	}
+	return nil
+}
+
+func medianPct(v []float64) float64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if len(s) == 0 {
+		return 0
+	}
+	return s[len(s)/2]
+}
+
+// spreadPct is "median (min–max)" of v, in %.
+func spreadPct(v []float64) string {
+	if len(v) == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f%% (%.2f–%.2f)", medianPct(v), slices.Min(v), slices.Max(v))
+}
+
+// isExecHelper tells whether pid is an exec helper (its argv[1]).
+func isExecHelper(pid int) bool {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	return bytes.HasPrefix(b, []byte("staticpodd-monitor\x00__staticpodd_exec\x00"))
 }

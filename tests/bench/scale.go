@@ -98,6 +98,16 @@ func (r *scaleResult) print() {
 		how = "one after the other"
 	}
 	row("all manifests dropped at once → every container running", r.burst, r.runcBurst, fmt.Sprintf("%d × runc run -d %s", r.pods, how))
+	// The per-pod cost is what shows a curve: flat from 10 to 1000 pods
+	// when nothing the daemon does per pod grows with the pods it has.
+	perPod := func(ds []time.Duration) []time.Duration {
+		out := make([]time.Duration, len(ds))
+		for i, d := range ds {
+			out[i] = d / time.Duration(r.pods)
+		}
+		return out
+	}
+	row("· per pod (the burst ÷ the pods)", perPod(r.burst), perPod(r.runcBurst), "runc, per pod")
 	row("· of which to the first container running", r.burstFirst, nil, "—")
 	row("kill -9 of the daemon → all adopted, Running, no restart", r.adopt, nil, "—")
 	row("all manifests removed → nothing left (state, cgroups, mounts)", r.teardown, r.runcTeardown, fmt.Sprintf("%d × runc kill TERM + delete %s", r.pods, how))
