@@ -28,6 +28,7 @@ import (
 	"time"
 
 	bbtree "github.com/staticpodd/staticpodd/rootfs/busybox"
+	"golang.org/x/sys/unix"
 )
 
 func main() {
@@ -57,6 +58,11 @@ func main() {
 	scaleIdle := flag.Duration("scale-idle-window", 30*time.Second, "how long the idle CPU with the scale benchmark's pods is measured")
 	imageRuns := flag.Int("image-runs", 5, "runs of the image export + import round trip; 0 skips it")
 	imagePadMB := flag.Int("image-pad-mb", 100, "MB of random bytes in the round trip's image")
+	flag.BoolVar(&peer.systemd, "systemd-cgroup", false, "the systemd cgroup driver on every side: the daemon's cgroupDriver, runc --systemd-cgroup, the floor's scopes (where systemd is init: make bench-systemd)")
+	flag.StringVar(&peer.floor, "floor", "", "a prebuilt floor program (tests/bench/floor); empty builds it with go")
+	flag.BoolVar(&peer.runcLoop, "runc-loop", false, "the scale benchmark's runc runs its containers one after the other, as a shell loop, not all at once (make bench-systemd: 100 at once under --systemd-cgroup in the emulated guest overran libcontainer's 30 s wait for systemd's job)")
+	flag.BoolVar(&peer.trace, "trace-starts", false, "print each start's two ends on CLOCK_MONOTONIC, the journal's -o short-monotonic clock, to set beside systemd's unit events")
+	flag.IntVar(&peer.timeoutScale, "timeout-scale", 1, "multiplies every wait's limit: a guest in software emulation is tens of times slower")
 	memoryPods := flag.String("memory-pods", "10,100", "pod counts at which the daemon's peak and rest memory are measured; empty skips it")
 	memoryPeer := flag.String("memory-peer", "", "another staticpodd binary (an older build) whose memory is measured in the same rounds, the two alternating")
 	memoryRounds := flag.Int("memory-rounds", 2, "rounds of the memory benchmark per pod count")
@@ -69,6 +75,10 @@ func main() {
 	idleTraced := flag.String("idle-traced", "", "label=binary,...: builds with the benchtrace tag whose idle wake-ups are named by source")
 	only := flag.String("only", "", "comma-separated benchmarks to run: start (with exec), exec, scale, memory, network, ready, probes, probes-kubelet, url, logs, relist, hostile, eviction, nodeapi, images, idle, outage (default: all but outage)")
 	flag.Parse()
+	if peer.timeoutScale < 1 {
+		fmt.Fprintln(os.Stderr, "bench: -timeout-scale: want 1 or more")
+		os.Exit(2)
+	}
 	removeCopy := func() {}
 	if *bin != "" {
 		copied, remove, err := installedCopy(*bin)
@@ -176,6 +186,48 @@ func main() {
 		removeCopy()
 		os.Exit(1)
 	}
+}
+
+// peer is how the sides run that are not staticpodd, and the cgroup driver
+// all sides share.
+var peer struct {
+	systemd bool   // -systemd-cgroup
+	floor   string // -floor
+	// timeoutScale multiplies the limit of every wait (pollEvery, waitFIFO).
+	timeoutScale int
+	trace        bool // -trace-starts
+	runcLoop     bool // -runc-loop
+}
+
+// monoRef is a reading of CLOCK_MONOTONIC and the time it was taken, so
+// that the monotonic reading of any later time.Time is known.
+var monoRef = func() (r struct {
+	mono time.Duration
+	at   time.Time
+}) {
+	var ts unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	r.mono, r.at = time.Duration(ts.Nano()), time.Now()
+	return r
+}()
+
+// traceRun prints, under -trace-starts, when start i of side began and when
+// its container exec'd, in seconds on CLOCK_MONOTONIC.
+func traceRun(side string, i int, t0, t1 time.Time) {
+	if !peer.trace {
+		return
+	}
+	mono := func(t time.Time) float64 { return (monoRef.mono + t.Sub(monoRef.at)).Seconds() }
+	fmt.Fprintf(os.Stderr, "START %s %d: %.6f → exec %.6f\n", side, i, mono(t0), mono(t1))
+}
+
+// runcCommand is runc's command line args, after the global options every
+// side shares.
+func runcCommand(runc string, args ...string) *exec.Cmd {
+	if peer.systemd {
+		args = append([]string{"--systemd-cgroup"}, args...)
+	}
+	return exec.Command(runc, args...)
 }
 
 // installedCopy copies the binary under test into a new temporary directory
@@ -334,6 +386,7 @@ func pct(ds []time.Duration, p int) time.Duration {
 // waitFIFO opens fifo for reading, which returns once a writer opened it, and
 // returns when that happened.
 func waitFIFO(fifo string, timeout time.Duration) (time.Time, error) {
+	timeout *= time.Duration(peer.timeoutScale)
 	done := make(chan time.Time, 1)
 	go func() {
 		f, err := os.Open(fifo)
@@ -405,7 +458,7 @@ address: 127.0.0.1
 readOnlyPort: %d
 podLogsDir: %s
 cgroupRoot: /staticpodd-bench
-`, d.manifests, port, filepath.Join(dir, "logs"))+config), 0o644)
+`, d.manifests, port, filepath.Join(dir, "logs"))+cgroupDriverLine()+config), 0o644)
 	d.common = []string{"--root-dir", root, "--run-dir", d.runDir}
 	if out, err := exec.Command(bin, append([]string{"images", "import", image}, d.common...)...).CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("import: %v: %s", err, out)
@@ -422,6 +475,16 @@ cgroupRoot: /staticpodd-bench
 		return nil, fmt.Errorf("daemon did not come up: %v\n%s", err, d.logs.String())
 	}
 	return d, nil
+}
+
+// cgroupDriverLine is the config's cgroupDriver under -systemd-cgroup,
+// named so that a host where systemd is not init fails rather than measures
+// cgroupfs; else none: the host decides, as the packaged file leaves it.
+func cgroupDriverLine() string {
+	if peer.systemd {
+		return "cgroupDriver: systemd\n"
+	}
+	return ""
 }
 
 func (d *benchDaemon) countPods() (int, error) {
@@ -478,7 +541,7 @@ func benchStart(runs int, bin, image, runc, busybox, dir, fifo string) (startRes
 	if err != nil {
 		return res, err
 	}
-	floorBin, err := buildFloor(dir)
+	floorBin, err := floorProgram(dir)
 	if err != nil {
 		return res, err
 	}
@@ -506,25 +569,31 @@ func benchStart(runs int, bin, image, runc, busybox, dir, fifo string) (startRes
 		if err := poll(30*time.Second, func() bool { n, _ := d.countPods(); return n == 0 }); err != nil {
 			return 0, fmt.Errorf("staticpodd run %d: pod not removed: %v", i, err)
 		}
+		traceRun("staticpodd", i, t0, t1)
 		return t1.Sub(t0), nil
 	}
 	runcRun := func(i int) (time.Duration, error) {
 		id := fmt.Sprintf("bench-%d", i)
-		cmd := exec.Command(runc, "--root", runcState, "run", "-d", "--bundle", bundle, id)
+		cmd := runcCommand(runc, "--root", runcState, "run", "-d", "--bundle", bundle, id)
 		t0 := time.Now()
 		if err := cmd.Start(); err != nil {
 			return 0, err
 		}
 		t1, err := waitFIFO(fifo, 30*time.Second)
 		cmd.Wait()
-		exec.Command(runc, "--root", runcState, "delete", "-f", id).Run()
+		runcCommand(runc, "--root", runcState, "delete", "-f", id).Run()
 		if err != nil {
 			return 0, fmt.Errorf("runc run %d: %v", i, err)
 		}
+		traceRun("runc", i, t0, t1)
 		return t1.Sub(t0), nil
 	}
 	floorRun := func(i int) (time.Duration, error) {
-		cmd := exec.Command(floorBin, floorState, bundle, fmt.Sprintf("floor-%d", i))
+		args := []string{floorState, bundle, fmt.Sprintf("floor-%d", i)}
+		if peer.systemd {
+			args = append([]string{"-systemd-cgroup"}, args...)
+		}
+		cmd := exec.Command(floorBin, args...)
 		var out bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &out
 		t0 := time.Now()
@@ -536,6 +605,7 @@ func benchStart(runs int, bin, image, runc, busybox, dir, fifo string) (startRes
 		if err != nil || werr != nil {
 			return 0, fmt.Errorf("floor run %d: %v %v: %s", i, err, werr, out.String())
 		}
+		traceRun("floor", i, t0, t1)
 		return t1.Sub(t0), nil
 	}
 	sides := []struct {
@@ -574,8 +644,11 @@ func benchStart(runs int, bin, image, runc, busybox, dir, fifo string) (startRes
 	return res, err
 }
 
-// buildFloor builds tests/bench/floor into dir.
-func buildFloor(dir string) (string, error) {
+// floorProgram is -floor, or else tests/bench/floor built into dir.
+func floorProgram(dir string) (string, error) {
+	if peer.floor != "" {
+		return peer.floor, nil
+	}
 	mod, err := exec.Command("go", "env", "GOMOD").Output()
 	if err != nil {
 		return "", fmt.Errorf("go env GOMOD: %w", err)
@@ -674,11 +747,11 @@ spec:
 	defer os.RemoveAll(state)
 	const id = "bench-exec"
 	// No pipes: the detached container would hold them open.
-	if err := exec.Command(runc, "--root", state, "run", "-d", "--bundle", bundle, id).Run(); err != nil {
+	if err := runcCommand(runc, "--root", state, "run", "-d", "--bundle", bundle, id).Run(); err != nil {
 		return nil, nil, cpu, fmt.Errorf("runc run: %v", err)
 	}
-	defer exec.Command(runc, "--root", state, "delete", "-f", id).Run()
-	theirExec := func() *exec.Cmd { return exec.Command(runc, "--root", state, "exec", id, "true") }
+	defer runcCommand(runc, "--root", state, "delete", "-f", id).Run()
+	theirExec := func() *exec.Cmd { return runcCommand(runc, "--root", state, "exec", id, "true") }
 
 	// CPU: each CLI's own, with what it reaped (runc's init and `true`),
 	// and for ours the daemon's, with the exec helper it reaped (and the
@@ -727,7 +800,10 @@ func poll(timeout time.Duration, f func() bool) error {
 }
 
 // pollEvery calls f every interval until it returns true or timeout passes.
+// pollEvery calls f every every until it returns true, for at most timeout
+// times -timeout-scale.
 func pollEvery(every, timeout time.Duration, f func() bool) error {
+	timeout *= time.Duration(peer.timeoutScale)
 	tick := time.NewTicker(every)
 	defer tick.Stop()
 	deadline := time.After(timeout)

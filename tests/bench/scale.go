@@ -93,7 +93,11 @@ func (r *scaleResult) print() {
 		fmt.Printf("| %s | %s | %s: %s | %.2f |\n", name, spread(ours), refName, spread(ref),
 			float64(median(ours))/float64(median(ref)))
 	}
-	row("all manifests dropped at once → every container running", r.burst, r.runcBurst, fmt.Sprintf("%d × runc run -d at once", r.pods))
+	how := "at once"
+	if peer.runcLoop {
+		how = "one after the other"
+	}
+	row("all manifests dropped at once → every container running", r.burst, r.runcBurst, fmt.Sprintf("%d × runc run -d %s", r.pods, how))
 	// The per-pod cost is what shows a curve: flat from 10 to 1000 pods
 	// when nothing the daemon does per pod grows with the pods it has.
 	perPod := func(ds []time.Duration) []time.Duration {
@@ -106,7 +110,7 @@ func (r *scaleResult) print() {
 	row("· per pod (the burst ÷ the pods)", perPod(r.burst), perPod(r.runcBurst), "runc, per pod")
 	row("· of which to the first container running", r.burstFirst, nil, "—")
 	row("kill -9 of the daemon → all adopted, Running, no restart", r.adopt, nil, "—")
-	row("all manifests removed → nothing left (state, cgroups, mounts)", r.teardown, r.runcTeardown, fmt.Sprintf("%d × runc kill TERM + delete at once", r.pods))
+	row("all manifests removed → nothing left (state, cgroups, mounts)", r.teardown, r.runcTeardown, fmt.Sprintf("%d × runc kill TERM + delete %s", r.pods, how))
 	var sum int64
 	for _, p := range r.monitorPSS {
 		sum += p
@@ -355,8 +359,15 @@ func (d *benchDaemon) nothingLeft() string {
 			return fmt.Sprintf("%d entries in %s", len(es), filepath.Join(d.runDir, sub))
 		}
 	}
-	// The pods' cgroups under the daemon's cgroup root, in every hierarchy.
-	cgs, _ := filepath.Glob("/sys/fs/cgroup/*/staticpodd-bench/*/")
+	// The pods' cgroups under the daemon's cgroup root: in every v1
+	// hierarchy, in the v2 tree, and as systemd's slices (oci's
+	// podCgroupsPath: staticpodd-bench-kubepods-pod<uid>.slice, whose
+	// parents systemd keeps).
+	var cgs []string
+	for _, pattern := range []string{"/sys/fs/cgroup/*/staticpodd-bench/*/", "/sys/fs/cgroup/staticpodd-bench/*/", "/sys/fs/cgroup/staticpodd.slice/staticpodd-bench.slice/staticpodd-bench-kubepods.slice/*/"} {
+		m, _ := filepath.Glob(pattern)
+		cgs = append(cgs, m...)
+	}
 	for _, cg := range cgs {
 		if fi, err := os.Stat(cg); err == nil && fi.IsDir() {
 			return "cgroup " + cg
@@ -463,10 +474,18 @@ func scaleRunc(runc, busybox, dir string, round int, res *scaleResult) error {
 	id := func(i int) string { return fmt.Sprintf("scale%d-%03d", round, i) }
 	defer func() {
 		for i := range res.pods {
-			exec.Command(runc, "--root", state, "delete", "-f", id(i)).Run()
+			runcCommand(runc, "--root", state, "delete", "-f", id(i)).Run()
 		}
 	}()
 	all := func(f func(i int) error) error {
+		if peer.runcLoop {
+			for i := range res.pods {
+				if err := f(i); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
 		errs := make([]error, res.pods)
 		var wg sync.WaitGroup
 		for i := range res.pods {
@@ -489,7 +508,7 @@ func scaleRunc(runc, busybox, dir string, round int, res *scaleResult) error {
 			return err
 		}
 		defer errFile.Close()
-		cmd := exec.Command(runc, "--root", state, "run", "-d", "--bundle", bundles[i], id(i))
+		cmd := runcCommand(runc, "--root", state, "run", "-d", "--bundle", bundles[i], id(i))
 		cmd.Stderr = errFile
 		if err := cmd.Run(); err != nil {
 			out, _ := os.ReadFile(errFile.Name())
@@ -506,12 +525,12 @@ func scaleRunc(runc, busybox, dir string, round int, res *scaleResult) error {
 
 	t0 = time.Now()
 	if err := all(func(i int) error {
-		if out, err := exec.Command(runc, "--root", state, "kill", id(i), "TERM").CombinedOutput(); err != nil {
+		if out, err := runcCommand(runc, "--root", state, "kill", id(i), "TERM").CombinedOutput(); err != nil {
 			return fmt.Errorf("runc kill %s: %v: %s", id(i), err, out)
 		}
 		// delete refuses a container still running: try until it has exited.
 		return pollEvery(5*time.Millisecond, time.Minute, func() bool {
-			return exec.Command(runc, "--root", state, "delete", id(i)).Run() == nil
+			return runcCommand(runc, "--root", state, "delete", id(i)).Run() == nil
 		})
 	}); err != nil {
 		return err

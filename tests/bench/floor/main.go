@@ -1,9 +1,11 @@
 // Command floor starts the container of an OCI bundle with libcontainer in
 // process, as staticpodd's monitor does, and nothing else: no daemon, no
 // manifest, no image store. It is the floor of start latency for a design
-// built on libcontainer: `floor ROOT BUNDLE ID` creates container ID under
-// the libcontainer state dir ROOT, runs it, waits for it to exit and
-// destroys it.
+// built on libcontainer: `floor [-systemd-cgroup] ROOT BUNDLE ID` creates
+// container ID under the libcontainer state dir ROOT, runs it, waits for it
+// to exit and destroys it. -systemd-cgroup puts it in a scope systemd makes
+// over D-Bus (runc --systemd-cgroup's system.slice/runc-ID.scope), where
+// the default is a cgroup it makes itself.
 package main
 
 import (
@@ -23,13 +25,21 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == "init" {
 		libcontainer.Init() // the container's init re-exec; does not return
 	}
-	if err := run(os.Args[1], os.Args[2], os.Args[3]); err != nil {
+	args, systemd := os.Args[1:], false
+	if len(args) > 0 && args[0] == "-systemd-cgroup" {
+		args, systemd = args[1:], true
+	}
+	if len(args) != 3 {
+		fmt.Fprintln(os.Stderr, "usage: floor [-systemd-cgroup] ROOT BUNDLE ID")
+		os.Exit(2)
+	}
+	if err := run(args[0], args[1], args[2], systemd); err != nil {
 		fmt.Fprintln(os.Stderr, "floor:", err)
 		os.Exit(1)
 	}
 }
 
-func run(root, bundle, id string) error {
+func run(root, bundle, id string, systemd bool) error {
 	raw, err := os.ReadFile(filepath.Join(bundle, "config.json"))
 	if err != nil {
 		return err
@@ -39,7 +49,7 @@ func run(root, bundle, id string) error {
 		return err
 	}
 	spec.Root.Path = filepath.Join(bundle, spec.Root.Path)
-	cfg, err := specconv.CreateLibcontainerConfig(&specconv.CreateOpts{CgroupName: id, Spec: &spec})
+	cfg, err := specconv.CreateLibcontainerConfig(&specconv.CreateOpts{CgroupName: id, UseSystemdCgroup: systemd, Spec: &spec})
 	if err != nil {
 		return err
 	}
