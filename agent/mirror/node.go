@@ -89,6 +89,16 @@ func (m *Mirror) forgetNode() {
 	m.nodeSet = make(chan struct{})
 }
 
+// forgetNodeOf forgets the Node known if it is the one of uid.
+func (m *Mirror) forgetNodeOf(uid types.UID) {
+	m.nodeMu.Lock()
+	known := m.node != nil && m.node.UID == uid
+	m.nodeMu.Unlock()
+	if known {
+		m.forgetNode()
+	}
+}
+
 // cordon marks the Node unschedulable again when someone made it schedulable
 // (kubectl uncordon, as the kubeadm upgrade guide's last step is): staticpodd
 // runs static pods only, so a pod the scheduler put here would only be failed

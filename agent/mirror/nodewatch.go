@@ -126,8 +126,9 @@ func (m *Mirror) followNode(ctx context.Context, w watch.Interface, rv string, b
 			switch ev.Type {
 			case watch.Bookmark:
 			case watch.Deleted:
-				// The status loop registers it again.
-				m.forgetNode()
+				// The status loop registers it again, unless it already
+				// did: a late deletion of the Node it replaced is no news.
+				m.forgetNodeOf(n.UID)
 			default:
 				m.setNode(n)
 			}

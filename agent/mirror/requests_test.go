@@ -306,3 +306,19 @@ func TestNodeForgottenTwiceWakesItsWaiters(t *testing.T) {
 		}
 	})
 }
+
+// A deletion of the Node the watch tells late, once the status loop has
+// registered the Node again (another UID), leaves the new one known.
+func TestNodeLateDeletionKeepsTheNewNode(t *testing.T) {
+	m := New(Config{NodeName: "node1"}, newFakePods(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	m.setNode(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node1", UID: "u2", ResourceVersion: "20"}})
+	w := watch.NewFakeWithChanSize(1, false)
+	w.Delete(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node1", UID: "u1", ResourceVersion: "10"}})
+	w.Stop()
+	if _, err := m.followNode(context.Background(), w, "", newBackoff(time.Millisecond, time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+	if n := func() *v1.Node { m.nodeMu.Lock(); defer m.nodeMu.Unlock(); return m.node }(); n == nil || n.UID != "u2" {
+		t.Errorf("the node known after a late deletion of the old one: %v, want u2", n)
+	}
+}
