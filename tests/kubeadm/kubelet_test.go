@@ -194,22 +194,7 @@ func stopContainerd(t *testing.T, m *Machine) {
 			syscall9(p.PID)
 		}
 	}
-	// A killed process leaves its cgroup only once it has exited.
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		if procs, _ := m.Procs(); len(procs) == 0 || (len(procs) == 1 && procs[0].Comm == "kubelet") {
-			break
-		}
-	}
-	for _, dir := range m.CgroupDirs() {
-		var dirs []string
-		filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
-			if err == nil && d.IsDir() {
-				dirs = append(dirs, p)
-			}
-			return nil
-		})
-		for i := len(dirs) - 1; i > 0; i-- {
-			os.Remove(dirs[i])
-		}
+	if err := m.RemoveCgroups(true); err != nil {
+		t.Error(err)
 	}
 }

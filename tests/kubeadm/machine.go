@@ -380,9 +380,9 @@ func (m *Machine) close() {
 	}
 	var errs []error
 	errs = append(errs, run("umount", m.mnt), run("umount", m.nsDir), os.RemoveAll(m.nsDir), m.Ns.Close())
-	for _, dir := range m.CgroupDirs() {
-		os.Remove(dir) // the empty parent the node agent made for its pods
-	}
+	// Whatever the node agent left under its cgroupRoot: a pod's process
+	// in a network namespace of its own is not among Procs.
+	errs = append(errs, m.RemoveCgroups(false))
 	if err := errors.Join(errs...); err != nil {
 		t.Error(err)
 	}
@@ -425,6 +425,45 @@ func (m *Machine) RemovePods() {
 
 // CleanupCommand is the daemon RemovePods runs.
 const CleanupCommand = "staticpodd run --pod-manifest-path /etc/kubernetes/manifests"
+
+// RemoveCgroups kills what is left in the node agent's cgroups under
+// m.Cgroup and removes them, deepest first; keepRoot keeps m.Cgroup itself,
+// which a node agent still running expects. It waits on the cgroups
+// themselves (a killed process leaves its cgroup once it has exited) and
+// says which are left after a minute.
+func (m *Machine) RemoveCgroups(keepRoot bool) error {
+	var left []string
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		left = left[:0]
+		for _, root := range m.CgroupDirs() {
+			var dirs []string
+			filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+				if err == nil && d.IsDir() && (p != root || !keepRoot) {
+					dirs = append(dirs, p)
+				}
+				return nil
+			})
+			for i := len(dirs) - 1; i >= 0; i-- {
+				if err := os.Remove(dirs[i]); err == nil || errors.Is(err, os.ErrNotExist) {
+					continue
+				}
+				procs, _ := os.ReadFile(filepath.Join(dirs[i], "cgroup.procs"))
+				for _, f := range strings.Fields(string(procs)) {
+					if pid, _ := strconv.Atoi(f); pid > 0 {
+						syscall9(pid)
+					}
+				}
+				left = append(left, dirs[i])
+			}
+		}
+		if len(left) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("machine %s: cgroups left: %s", m.Name, strings.Join(left, ", "))
+		}
+	}
+}
 
 // CgroupDirs are the existing directories of the node agent's cgroupRoot,
 // in every hierarchy.
