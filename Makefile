@@ -151,12 +151,18 @@ bench: build images bench-nodeapi bench-pull bench-policy bench-size
 
 # What bin/staticpodd is made of: its symbols' bytes by Go module, the
 # embedded monitor, its sections. The same build linked without -s (the
-# symbol table only: same code, same layout) is what is attributed.
+# symbol table only: same code, same layout) is what is attributed; its
+# linker's dependency dump (-dumpdep, to stderr) says whether anything made
+# it keep every method. Removed first: go build links nothing, and dumps
+# nothing, for an output that is up to date.
 SIZE_SYMS := $(OUT)/size/staticpodd.syms
+SIZE_DEPS := $(OUT)/size/staticpodd.dumpdep
 bench-size: build
 	@mkdir -p $(dir $(SIZE_SYMS))
-	CGO_ENABLED=1 $(GO) build -trimpath -tags "$(GOTAGS_BUILD) embedmonitor" -ldflags '$(filter-out -s,$(LDFLAGS))' -o $(SIZE_SYMS) ./cmd/staticpodd
-	$(GO) run ./tests/bench/size -bin $(BIN) -syms $(SIZE_SYMS)
+	rm -f $(SIZE_SYMS)
+	CGO_ENABLED=1 $(GO) build -trimpath -tags "$(GOTAGS_BUILD) embedmonitor" -ldflags '$(filter-out -s,$(LDFLAGS)) -dumpdep' -o $(SIZE_SYMS) ./cmd/staticpodd 2>$(SIZE_DEPS) || \
+		{ grep -v -- ' -> ' $(SIZE_DEPS) >&2; exit 1; }
+	$(GO) run ./tests/bench/size -bin $(BIN) -syms $(SIZE_SYMS) -dumpdep $(SIZE_DEPS)
 
 # The node API's bulk endpoints (/pods, /stats/summary, /metrics*) with 10 and
 # 100 pods, over TLS with a client certificate: latency, allocations, size.
