@@ -9,7 +9,10 @@ GOTAGS    := seccomp
 # testhooks: the monitor's pause points (oci/monitor/pause_testhooks.go), which
 # the oci tests stop a monitor at; never in a build that ships.
 GOTAGS_TEST := $(GOTAGS) testhooks
-GOTAGS_BUILD  := netgo osusergo $(GOTAGS)
+# grpcnotrace: gRPC without golang.org/x/net/trace (request tracing, which the
+# CRI server never turns on), whose html/template would make the linker keep
+# every exported method of every type: 15 MB (docs/benchmarks.md, "Binary size").
+GOTAGS_BUILD  := netgo osusergo grpcnotrace $(GOTAGS)
 GOFLAGS_BUILD := -trimpath -tags "$(GOTAGS_BUILD)"
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -s -w -extldflags -static -X main.version=$(VERSION)
@@ -148,12 +151,18 @@ bench: build images bench-nodeapi bench-pull bench-policy bench-size
 
 # What bin/staticpodd is made of: its symbols' bytes by Go module, the
 # embedded monitor, its sections. The same build linked without -s (the
-# symbol table only: same code, same layout) is what is attributed.
+# symbol table only: same code, same layout) is what is attributed; its
+# linker's dependency dump (-dumpdep, to stderr) says whether anything made
+# it keep every method. Removed first: go build links nothing, and dumps
+# nothing, for an output that is up to date.
 SIZE_SYMS := $(OUT)/size/staticpodd.syms
+SIZE_DEPS := $(OUT)/size/staticpodd.dumpdep
 bench-size: build
 	@mkdir -p $(dir $(SIZE_SYMS))
-	CGO_ENABLED=1 $(GO) build -trimpath -tags "$(GOTAGS_BUILD) embedmonitor" -ldflags '$(filter-out -s,$(LDFLAGS))' -o $(SIZE_SYMS) ./cmd/staticpodd
-	$(GO) run ./tests/bench/size -bin $(BIN) -syms $(SIZE_SYMS)
+	rm -f $(SIZE_SYMS)
+	CGO_ENABLED=1 $(GO) build -trimpath -tags "$(GOTAGS_BUILD) embedmonitor" -ldflags '$(filter-out -s,$(LDFLAGS)) -dumpdep' -o $(SIZE_SYMS) ./cmd/staticpodd 2>$(SIZE_DEPS) || \
+		{ grep -v -- ' -> ' $(SIZE_DEPS) >&2; exit 1; }
+	$(GO) run ./tests/bench/size -bin $(BIN) -syms $(SIZE_SYMS) -dumpdep $(SIZE_DEPS)
 
 # The node API's bulk endpoints (/pods, /stats/summary, /metrics*) with 10 and
 # 100 pods, over TLS with a client certificate: latency, allocations, size.
@@ -398,9 +407,23 @@ pkg-stage: $(BIN) $(PKG_STAGE)/staticpodd.8.gz $(PKG_STAGE)/copyright $(COMPLETI
 	@mkdir -p $(PKG_STAGE)
 	cp $(BIN) $(PKG_STAGE)/staticpodd
 
+# staticpodd's .deb: nfpm lays it out (uncompressed), then dpkg-deb builds it
+# again from the same tree, compressed as xz -9e: 11.8 MB where nfpm's own
+# pure-Go xz made 16.6 of the same files (docs/benchmarks.md, "Binary size").
+# xz -9's 64 MiB window spans the whole binary, the embedded monitor's copy of
+# libcontainer, the standard library and libc included; unpacking it takes 65
+# MiB of memory (xz -6: 9). $(call nfpm_deb,VERSION,TARGET)
+define nfpm_deb
+	rm -rf $(2).tmp && mkdir -p $(2).tmp
+	VERSION=$(1) ARCH=$(PKG_ARCH) \
+		$(NFPM) pkg --config $(NFPM_CONFIG) --packager deb --target $(2).tmp/nfpm.deb
+	dpkg-deb --raw-extract $(2).tmp/nfpm.deb $(2).tmp/root
+	dpkg-deb --root-owner-group -Zxz -z9 -Sextreme --build $(2).tmp/root $(2)
+	rm -rf $(2).tmp
+endef
+
 deb: $(NFPM) pkg-stage
-	VERSION=$(PKG_VERSION) ARCH=$(PKG_ARCH) \
-		$(NFPM) pkg --config $(NFPM_CONFIG) --packager deb --target $(DEB)
+	$(call nfpm_deb,$(PKG_VERSION),$(DEB))
 	VERSION=$(PKG_VERSION) ARCH=$(PKG_ARCH) KUBELET_VERSION=$(KUBELET_VERSION) \
 		$(NFPM) pkg --config packaging/kubeadm/nfpm.yaml --packager deb --target $(KUBEADM_DEB)
 
@@ -442,8 +465,7 @@ appliance: deb images
 UPGRADE_DEB := $(OUT)/pkg/upgrade/staticpodd_$(PKG_VERSION).1_$(PKG_ARCH).deb
 test-systemd: appliance $(CONTROLPLANE_IMAGES)
 	@mkdir -p $(dir $(UPGRADE_DEB))
-	VERSION=$(PKG_VERSION).1 ARCH=$(PKG_ARCH) \
-		$(NFPM) pkg --config $(NFPM_CONFIG) --packager deb --target $(UPGRADE_DEB)
+	$(call nfpm_deb,$(PKG_VERSION).1,$(UPGRADE_DEB))
 	cpbin=$$(bash $(CONTROLPLANE_BUILD)) && \
 	BOOT_TIMEOUT=$${BOOT_TIMEOUT:-1800} SHUTDOWN_MAX=$${SHUTDOWN_MAX:-45} rootfs/appliance/boot.sh $(APPLIANCE) tests/systemd/check.sh $(OUT)/appliance/share \
 		$(UPGRADE_DEB) $(IMAGE_TAR) tests/systemd/memhog.yaml tests/systemd/journal.sh tests/systemd/order.sh \

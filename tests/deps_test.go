@@ -394,7 +394,7 @@ func apiServerClient(pkg string) bool {
 // already linked into the daemon (allowing it grows nothing), and all it links
 // of client-go is on the list too, so none of apiServerClients comes with it.
 func TestClientGoFence(t *testing.T) {
-	out, err := exec.Command("go", "list", "-deps", "-tags", "netgo osusergo seccomp", "../cmd/staticpodd").Output()
+	out, err := exec.Command("go", "list", "-deps", "-tags", "netgo osusergo grpcnotrace seccomp", "../cmd/staticpodd").Output()
 	if err != nil {
 		t.Fatalf("go list: %v", err)
 	}
@@ -625,21 +625,25 @@ var heavyModules = map[string]string{
 		"agent/config decodes into its generated copy of the kubelet's types instead",
 }
 
-// heavyPackages must not be linked into the binary, and why. Empty since
-// TLS bootstrap: client-go's certificate manager (util/certificate, the one
-// the kubelet uses, which agent/mirror's Credentials run) takes a
-// kubernetes.Interface, so k8s.io/client-go/kubernetes and its scheme, which
-// registers every API group at init, came back: 69 more package inits, 2.7
-// ms and 1.16 MB before main in every process of the binary (3.0 ms and 0.67
-// MB of it the scheme's), and the binary 41.4 -> 60.0 MB, measured with
+// heavyPackages must not be linked into the binary, and why. Since TLS
+// bootstrap, k8s.io/client-go/kubernetes and its scheme are linked again:
+// client-go's certificate manager (util/certificate, the one the kubelet
+// uses, which agent/mirror's Credentials run) takes a kubernetes.Interface,
+// and the scheme registers every API group at init: 69 more package inits,
+// 2.7 ms and 1.16 MB before main in every process of the binary (3.0 ms and
+// 0.67 MB of it the scheme's), and the binary 41.4 -> 60.0 MB, measured with
 // GODEBUG=inittrace=1 staticpodd version, median of 7 runs
 // (docs/benchmarks.md). Container starts do not pay it: their processes run
 // the monitor's own program.
-var heavyPackages = map[string]string{}
+var heavyPackages = map[string]string{
+	"golang.org/x/net/trace": "gRPC's request tracing (the release build's grpcnotrace tag leaves it out): " +
+		"its html/template executes templates, so the linker keeps every exported method of every type " +
+		"in case a template calls it by name, 15 MB of the binary (docs/benchmarks.md, \"Binary size\")",
+}
 
 // TestDaemonPackages keeps heavyPackages out of the binary.
 func TestDaemonPackages(t *testing.T) {
-	out, err := exec.Command("go", "list", "-deps", "-tags", "netgo osusergo seccomp", "../cmd/staticpodd").Output()
+	out, err := exec.Command("go", "list", "-deps", "-tags", "netgo osusergo grpcnotrace seccomp", "../cmd/staticpodd").Output()
 	if err != nil {
 		t.Fatalf("go list: %v", err)
 	}
@@ -657,7 +661,7 @@ func TestDaemonPackages(t *testing.T) {
 // TestDaemonModules pins the set of modules linked into the binary (as make
 // build builds it, with its tags), so that a heavy one cannot creep in unnoticed.
 func TestDaemonModules(t *testing.T) {
-	out, err := exec.Command("go", "list", "-deps", "-tags", "netgo osusergo seccomp",
+	out, err := exec.Command("go", "list", "-deps", "-tags", "netgo osusergo grpcnotrace seccomp",
 		"-f", "{{if .Module}}{{.Module.Path}}{{end}}", "../cmd/staticpodd").Output()
 	if err != nil {
 		t.Fatalf("go list: %v", err)
@@ -716,7 +720,7 @@ var libcontainerRoles = []string{
 func TestMonitorModules(t *testing.T) {
 	deps := func(pkgs ...string) []string {
 		t.Helper()
-		args := append([]string{"list", "-deps", "-tags", "netgo osusergo seccomp",
+		args := append([]string{"list", "-deps", "-tags", "netgo osusergo grpcnotrace seccomp",
 			"-f", "{{if .Module}}{{.Module.Path}} {{.ImportPath}}{{end}}"}, pkgs...)
 		out, err := exec.Command("go", args...).Output()
 		if err != nil {

@@ -21,7 +21,7 @@ import (
 
 // shippedTags and shippedPackages are what the Makefile builds into the .deb
 // and .rpm: the daemon with GOTAGS_BUILD plus embedmonitor, and the monitor.
-const shippedTags = "netgo osusergo seccomp embedmonitor"
+const shippedTags = "netgo osusergo grpcnotrace seccomp embedmonitor"
 
 var shippedPackages = []string{"../cmd/staticpodd", "../oci/monitor/exe"}
 

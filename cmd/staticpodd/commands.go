@@ -28,10 +28,22 @@ func addCommands(root *cobra.Command, o *globalOptions) {
 		newConfigCmd(o),
 		newVersionCmd(),
 	)
-	root.Version = strings.TrimSuffix(versionText(), "\n") // --version, as the kubelet, crictl and podman take it
-	root.SetVersionTemplate("{{.Version}}\n")
-	root.Flags().Bool("version", false, "print the version") // no -v: the kubelet's -v is verbosity
+	// --version, as the kubelet, crictl and podman take it; no -v: the
+	// kubelet's -v is verbosity. Answered here rather than through cobra's
+	// Version, whose output only a template changes: a text/template
+	// executed anywhere in the binary makes the linker keep every exported
+	// method of every type (it cannot tell which one a template calls by
+	// name), 15 MB of this binary (docs/benchmarks.md, "Binary size").
+	root.Flags().Bool("version", false, "print the version")
 	requireSubcommand(root)
+	group := root.RunE
+	root.RunE = func(cmd *cobra.Command, args []string) error {
+		if v, _ := cmd.Flags().GetBool("version"); v {
+			fmt.Fprint(cmd.OutOrStdout(), versionText())
+			return nil
+		}
+		return group(cmd, args)
+	}
 	completePodArgs(root, o)
 }
 

@@ -21,7 +21,7 @@ import (
 // The packages the Makefile builds into the .deb and .rpm, and its tags.
 const (
 	defaultPackages = "./cmd/staticpodd ./oci/monitor/exe"
-	defaultTags     = "netgo osusergo seccomp embedmonitor"
+	defaultTags     = "netgo osusergo grpcnotrace seccomp embedmonitor"
 )
 
 func main() {

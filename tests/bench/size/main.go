@@ -3,17 +3,22 @@
 // tables apart), the embedded monitor program, and the ELF sections of the
 // binary as packaged.
 //
-//	size -bin bin/staticpodd -syms STATICPODD_WITH_SYMBOLS [-top 40]
+//	size -bin bin/staticpodd -syms STATICPODD_WITH_SYMBOLS [-dumpdep FILE] [-top 40]
 //
 // -bin is the release build (stripped, as packaged); -syms the same build
 // linked without -s, whose symbol table (the one `go tool nm -size` prints)
-// is what is attributed. Symbols of the bss take no file space and are left
+// is what is attributed. -dumpdep is what that link printed with
+// -ldflags=-dumpdep: the report then says whether a function that looks
+// methods up by name (reflect's Method, MethodByName: text/template's field
+// evaluation) is reached, which makes the linker keep every exported method
+// of every type, and from where. Symbols of the bss take no file space and are left
 // out. The function tables (.gopclntab) have no per-symbol sizes: they are
 // shared out by each module's share of the code, an estimate the report
 // marks as such.
 package main
 
 import (
+	"bufio"
 	"cmp"
 	"debug/buildinfo"
 	"debug/elf"
@@ -34,11 +39,82 @@ func main() {
 	bin := flag.String("bin", "bin/staticpodd", "the binary as packaged")
 	syms := flag.String("syms", "", "the same build with its symbol table (linked without -s)")
 	top := flag.Int("top", 40, "modules listed; the rest are summed")
+	dumpdep := flag.String("dumpdep", "", "what the -syms link printed with -ldflags=-dumpdep")
 	flag.Parse()
-	if err := report(*bin, *syms, *top); err != nil {
+	err := report(*bin, *syms, *top)
+	if err == nil && *dumpdep != "" {
+		err = reflectMethods(*dumpdep)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "size:", err)
 		os.Exit(1)
 	}
+}
+
+// reflectMethods reads the linker's dependency dump (lines "A -> B", each
+// symbol marked <ReflectMethod> if it looks methods up by name) and prints
+// each such function the program reaches with the path that first reached
+// it. One is enough for the linker to keep every exported method of every
+// type a value of which is converted to an interface (15 MB of this binary
+// on 2026-12-05): the first found is the cause; others may follow from the
+// methods it kept.
+func reflectMethods(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	clean := func(s string) string {
+		s, _, _ = strings.Cut(strings.TrimSpace(s), " <")
+		return s
+	}
+	parent := map[string]string{} // the symbol that first reached each
+	var found []string
+	seen := map[string]bool{}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	for sc.Scan() {
+		a, b, ok := strings.Cut(sc.Text(), " -> ")
+		if !ok {
+			continue
+		}
+		for _, s := range []string{a, b} {
+			if strings.Contains(s, "<ReflectMethod>") && !seen[clean(s)] {
+				seen[clean(s)] = true
+				found = append(found, clean(s))
+			}
+		}
+		if _, ok := parent[clean(b)]; !ok {
+			parent[clean(b)] = clean(a)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return err
+	}
+	if len(parent) == 0 {
+		return fmt.Errorf("%s: no dependency in it: link with -ldflags=-dumpdep, the output removed first", path)
+	}
+	fmt.Println()
+	if len(found) == 0 {
+		fmt.Println("methods looked up by name: none reached, so the linker drops every method nothing calls")
+		return nil
+	}
+	fmt.Println("methods looked up by name: reached, so the linker keeps every exported method of every type")
+	fmt.Println("(about 15 MB here). The first function found that does it, and the path that first reached it:")
+	chain := []string{found[0]}
+	for s := found[0]; len(chain) < 24; {
+		p, ok := parent[s]
+		if !ok || p == s || p == "_" {
+			break
+		}
+		chain, s = append(chain, p), p
+	}
+	fmt.Printf("  %s\n", strings.Join(chain, "\n    <- "))
+	if len(found) > 1 {
+		fmt.Printf("and %d more, which may only follow from the methods it kept: %s\n",
+			len(found)-1, strings.Join(found[1:min(len(found), 6)], ", "))
+	}
+	return nil
 }
 
 // row is one line of the report.
