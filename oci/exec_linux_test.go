@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -137,42 +138,33 @@ func TestExecJoinsTheContainer(t *testing.T) {
 func TestExecTimeoutKillsTheProcessGroup(t *testing.T) {
 	x := runningContainer(t, nil)
 	marker := "exec-" + randHex(4)
-	lines := newLineWriter()
-	done := make(chan error, 1)
-	begin := time.Now()
-	go func() {
-		// sleep is sh's child, not sh itself: the whole group must go.
-		_, err := x.rt.Exec(context.Background(), x.st.ID, podspec.ExecSpec{
-			Cmd: []string{"sh", "-c", "echo ready; sleep 1000; echo never", marker}, Stdout: lines, Timeout: time.Second,
-		})
-		done <- err
-	}()
-	lines.await(t, "ready")
-	sh := childWith(t, marker)
-	sleep := childOf(t, sh)
-	err := <-done
+	// sleep is sh's child, not sh itself: the whole group must go. On a
+	// loaded machine the timeout may come before sh said anything, or even
+	// before it started: what the exec left is looked for once it returned,
+	// not found while it runs (which raced with the timeout's kill).
+	_, err := x.rt.Exec(context.Background(), x.st.ID, podspec.ExecSpec{
+		Cmd: []string{"sh", "-c", "sleep 1000 & echo ready; wait; echo never", marker}, Timeout: time.Second,
+	})
 	if !errors.Is(err, podspec.ErrExecTimeout) {
 		t.Fatalf("Exec = %v, want ErrExecTimeout", err)
 	}
-	if d := time.Since(begin); d > 10*time.Second {
-		t.Errorf("Exec with a 1s timeout returned after %v", d)
-	}
-	waitPidExit(t, sh, 5*time.Second)
-	waitPidExit(t, sleep, 5*time.Second)
-	if _, err := os.Stat(x.rt.containerDir(x.st.ID) + "/" + execsDir + "/" + strconv.Itoa(sh)); err == nil {
-		t.Errorf("the record of exec process %d is still there", sh)
+	waitNoneLeft(t, x, func(cmdline string) bool { return strings.Contains(cmdline, marker) || cmdline == "sleep 1000" })
+	if recs, _ := os.ReadDir(x.rt.containerDir(x.st.ID) + "/" + execsDir); len(recs) > 0 {
+		t.Errorf("exec records still there: %v", recs)
 	}
 
-	// A cancelled context does the same.
+	done := make(chan error, 1)
+	marker = "exec-" + randHex(4)
+	// A cancelled context does the same, to the processes found running.
 	ctx, cancel := context.WithCancel(context.Background())
-	lines = newLineWriter()
+	lines := newLineWriter()
 	go func() {
 		_, err := x.rt.Exec(ctx, x.st.ID, podspec.ExecSpec{Cmd: []string{"sh", "-c", "echo ready; sleep 1000; echo never", marker}, Stdout: lines})
 		done <- err
 	}()
 	lines.await(t, "ready")
-	sh = childWith(t, marker)
-	sleep = childOf(t, sh)
+	sh := childWith(t, marker)
+	sleep := childOf(t, sh)
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("Exec = %v, want context.Canceled", err)
@@ -350,6 +342,44 @@ func (w *lineWriter) await(t *testing.T, line string) {
 			t.Fatalf("output %q never had line %q", got, line)
 		}
 	}
+}
+
+// waitNoneLeft waits until no process in x's container whose command line
+// matches is alive (a zombie has exited).
+func waitNoneLeft(t *testing.T, x *execEnv, match func(cmdline string) bool) {
+	t.Helper()
+	var procs string
+	for _, line := range strings.Split(procInfo(t, x.st.Pid, "cgroup"), "\n") {
+		f := strings.SplitN(line, ":", 3)
+		if len(f) != 3 {
+			continue
+		}
+		if _, err := os.Stat("/sys/fs/cgroup/cgroup.controllers"); err == nil && f[1] == "" {
+			procs = filepath.Join("/sys/fs/cgroup", f[2], "cgroup.procs") // v2
+		} else if f[1] == "pids" {
+			procs = filepath.Join("/sys/fs/cgroup/pids", f[2], "cgroup.procs")
+		}
+	}
+	var left []string
+	poll(t, 10*time.Second, "exec processes still alive in the container", func() bool {
+		left = nil
+		b, err := os.ReadFile(procs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, pid := range strings.Fields(string(b)) {
+			cmd, _ := os.ReadFile("/proc/" + pid + "/cmdline")
+			stat, _ := os.ReadFile("/proc/" + pid + "/stat")
+			s := string(stat)
+			if i := strings.LastIndexByte(s, ')'); i > 0 && strings.HasPrefix(s[i+1:], " Z") {
+				continue
+			}
+			if c := strings.ReplaceAll(strings.TrimRight(string(cmd), "\x00"), "\x00", " "); match(c) {
+				left = append(left, pid+" "+c)
+			}
+		}
+		return len(left) == 0
+	})
 }
 
 // childWith returns the pid of the exec process whose command line has arg:

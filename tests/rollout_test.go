@@ -254,9 +254,13 @@ func TestRolloutUndoAndHostile(t *testing.T) {
 		t.Fatal(err)
 	}
 	d.Start()
-	d.WriteManifest("web.yaml", webManifest(flags, "5s", failsOnFlag+" # v1"))
+	// Undo, not the trial, is tested: a rollback-after no generation
+	// reaches while the test runs, not one a loaded machine's start can
+	// miss (5s: v2 not yet Ready was rolled back before the undo).
+	const trialOff = "1h"
+	d.WriteManifest("web.yaml", webManifest(flags, trialOff, failsOnFlag+" # v1"))
 	v1uid := string(d.WaitRunning("web", 30*time.Second).UID)
-	d.WriteManifest("web.yaml", webManifest(flags, "5s", failsOnFlag+" # v2"))
+	d.WriteManifest("web.yaml", webManifest(flags, trialOff, failsOnFlag+" # v2"))
 	v2uid := awaitEdit(d, v1uid)
 	d.Eventually(20*time.Second, "v2 Ready", func() error {
 		if out := d.CLI("rollout", "status", "web"); !strings.Contains(out, v2uid+" Ready") {
@@ -311,7 +315,7 @@ func TestRolloutUndoAndHostile(t *testing.T) {
 	if out := d.CLI("rollout", "history", "web"); !strings.Contains(out, "damaged") {
 		t.Errorf("rollout history of a tampered file does not say so:\n%s", out)
 	}
-	d.WriteManifest("web.yaml", webManifest(flags, "5s", failsOnFlag+" # v3"))
+	d.WriteManifest("web.yaml", webManifest(flags, trialOff, failsOnFlag+" # v3"))
 	d.Start()
 	v3 := awaitEdit(d, v1uid, v2uid)
 	d.Eventually(15*time.Second, "the damage reported", func() error {

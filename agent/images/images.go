@@ -101,6 +101,7 @@ func NewManager(p Puller, rec *events.Recorder, nextResync func() <-chan struct{
 type failure struct {
 	reason, msg string
 	at          time.Time
+	refused     bool // the start was refused (Refused), not the pull
 }
 
 // PullFailure is the waiting reason and message of a container whose image
@@ -154,6 +155,14 @@ type Ensured struct {
 // returns false, with when to try again, if the container cannot start yet.
 func (m *Manager) Ensure(ctx context.Context, r Request) (e Ensured, ok bool, retry time.Time) {
 	p, pod, c, image := m.puller, r.Pod, r.Container, r.Image
+	key := string(pod.UID) + "_" + image
+	// A start the image policy refused waits out the pull back-off whatever
+	// wakes the worker meanwhile (a sync, a status publish): nothing below
+	// would, the image being present or not pulled at all.
+	if f := m.failures[key]; f.refused && m.backoff.IsInBackOffSinceUpdate(key, time.Now()) {
+		r.Waiting(f.reason, f.msg)
+		return Ensured{}, false, f.at.Add(m.backoff.Get(key))
+	}
 	if p == nil || c.ImagePullPolicy == v1.PullNever {
 		return Ensured{}, true, time.Time{}
 	}
@@ -174,7 +183,6 @@ func (m *Manager) Ensure(ctx context.Context, r Request) (e Ensured, ok bool, re
 			return Ensured{ImageID: id}, true, time.Time{}
 		}
 	}
-	key := string(pod.UID) + "_" + image
 	now := time.Now()
 	// The kubelet's imageManager.EnsureImageExists: IsInBackOffSinceUpdate.
 	if m.backoff.IsInBackOffSinceUpdate(key, now) {
@@ -291,7 +299,12 @@ func (m *Manager) Refused(r Request, err error) time.Time {
 	ref := events.ContainerRef(pod, c.Name)
 	m.events.Eventf(ref, v1.EventTypeWarning, events.Failed, "%s", msg)
 	m.events.Eventf(ref, v1.EventTypeWarning, events.Failed, "Error: %s", reason)
-	return m.failed(string(pod.UID)+"_"+r.Image, r, reason, msg)
+	key := string(pod.UID) + "_" + r.Image
+	retry := m.failed(key, r, reason, msg)
+	f := m.failures[key]
+	f.refused = true
+	m.failures[key] = f
+	return retry
 }
 
 // pullSecrets are the Docker configs of pod's imagePullSecrets that lookup

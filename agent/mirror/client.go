@@ -88,6 +88,7 @@ func newRESTAPI(cfg *rest.Config) (*restAPI, error) {
 		c := rest.CopyConfig(cfg)
 		c.GroupVersion, c.APIPath = &gv, path
 		c.NegotiatedSerializer = codecs.WithoutConversion()
+		c.Wrap(boundResponses)
 		if c.UserAgent == "" {
 			c.UserAgent = rest.DefaultKubernetesUserAgent()
 		}

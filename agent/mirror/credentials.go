@@ -366,6 +366,7 @@ func newCSRClientset(cfg *rest.Config) (kubernetes.Interface, error) {
 	// Not cfg.Timeout: it would cut the watch too, which client-go's
 	// reflector would then start again and again.
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return timeoutUnlessWatch{rt} })
+	cfg.Wrap(boundResponses)
 	hc, err := rest.HTTPClientFor(cfg)
 	if err != nil {
 		return nil, err
@@ -388,7 +389,7 @@ func newCSRClientset(cfg *rest.Config) (kubernetes.Interface, error) {
 type timeoutUnlessWatch struct{ rt http.RoundTripper }
 
 func (t timeoutUnlessWatch) RoundTrip(req *http.Request) (*http.Response, error) {
-	if req.URL.Query().Get("watch") == "true" {
+	if isWatch(req) {
 		return t.rt.RoundTrip(req)
 	}
 	ctx, cancel := context.WithTimeout(req.Context(), csrRequestTimeout)

@@ -3,6 +3,7 @@
 package exec
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -37,7 +38,7 @@ type helperProcess struct {
 	pid int           // the process's, as the helper reported it
 }
 
-func (hp *helperProcess) start(cio childIO) (int, error) {
+func (hp *helperProcess) start(ctx context.Context, cio childIO) (int, error) {
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return -1, fmt.Errorf("exec helper's socket: %w", err)
@@ -77,6 +78,20 @@ func (hp *helperProcess) start(cio childIO) (int, error) {
 		return -1, fmt.Errorf("start the exec helper: %w", err)
 	}
 	hp.cmd, hp.ctl = cmd, ctl
+	// The start is bounded by ctx, as the process is: a helper that does
+	// not report (its setns init frozen as it joins the cgroup of a pod
+	// whose cgroup is frozen, a stopped helper) is killed when ctx ends,
+	// and our end of the socket shut, which ends the wait for its report
+	// though its children hold its end (the frozen init, which exits once
+	// thawed); failed reaps it. Killed after it reported, wait finds it
+	// gone and kills the process (killOrphan).
+	stop := context.AfterFunc(ctx, func() {
+		_ = cmd.Process.Kill()
+		if rc, err := ctl.SyscallConn(); err == nil {
+			_ = rc.Control(func(fd uintptr) { _ = unix.Shutdown(int(fd), unix.SHUT_RDWR) })
+		}
+	})
+	defer stop()
 	hp.dec = json.NewDecoder(io.LimitReader(ctl, maxHelperReports))
 	var rep mon.ExecReport
 	if err := json.NewEncoder(ctl).Encode(&req); err != nil {
