@@ -115,6 +115,9 @@ type Runtime struct {
 	// nil, holds it open (see openMonitorExecutable).
 	monitorPath string
 	monitorFile *os.File
+	// execs starts execs, from monitorPath; made at the first. Guarded by
+	// mu.
+	execs *execServer
 
 	warmer attachWarmer
 	// sb makes, removes and reaches into the pods' sandboxes, on net.
