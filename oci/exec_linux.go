@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/opencontainers/runc/libcontainer"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
@@ -58,13 +59,22 @@ func (r *Runtime) exec(ctx context.Context, id string, es podspec.ExecSpec) (int
 // execServer starts a Runtime's execs.
 type execServer = ociexec.Server
 
+// execServerIdle is how long the exec server is kept once no exec runs:
+// probes a few seconds apart reuse it, and a node without exec probes runs
+// none.
+const execServerIdle = 30 * time.Second
+
 // execer returns the runtime's exec server, which runs the monitor's
 // program (see exec.Server).
 func (r *Runtime) execer() *execServer {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.execs == nil {
-		r.execs = ociexec.NewServer(ociexec.Helper{Path: r.monitorPath, Env: monitorEnv(os.Environ())}, r.libcontainerRoot())
+		idle := execServerIdle
+		if r.execIdleForTest > 0 {
+			idle = r.execIdleForTest
+		}
+		r.execs = ociexec.NewServer(ociexec.Helper{Path: r.monitorPath, Env: monitorEnv(os.Environ())}, r.libcontainerRoot(), idle)
 	}
 	return r.execs
 }
@@ -88,7 +98,8 @@ func ExecRecorded(ctx context.Context, runDir, id string, es podspec.ExecSpec, l
 		defer f.Close()
 	}
 	root := filepath.Join(runDir, libcontainerDir)
-	s := ociexec.NewServer(ociexec.Helper{Path: path, Env: monitorEnv(os.Environ())}, root)
+	// A server for this one exec: Close lets it exit after it.
+	s := ociexec.NewServer(ociexec.Helper{Path: path, Env: monitorEnv(os.Environ())}, root, execServerIdle)
 	defer s.Close()
 	code, err := execIn(ctx, s, filepath.Join(runDir, containersDir, id), root, id, es, log)
 	if err != nil {

@@ -548,3 +548,41 @@ func countProcs(match func(pid int, cmdline []string) bool) int {
 	})
 	return n
 }
+
+// The exec server exits once no exec came for its idle time (a node without
+// execs runs none), not while one runs, and the next exec starts another.
+func TestExecServerExitsWhenIdle(t *testing.T) {
+	x := runningContainer(t, nil)
+	x.rt.execIdleForTest = time.Millisecond
+	server := func() int {
+		return findProc(func(pid, _ int, cmdline []string) bool {
+			return isExecServer(pid) && slices.Contains(cmdline, x.rt.libcontainerRoot())
+		})
+	}
+	stdin, feed := io.Pipe()
+	lines := newLineWriter()
+	done := make(chan error, 1)
+	go func() {
+		_, err := x.rt.Exec(context.Background(), x.st.ID, podspec.ExecSpec{Cmd: []string{"sh", "-c", "echo ready; read x"}, Stdout: lines, Stdin: stdin})
+		done <- err
+	}()
+	lines.await(t, "ready")
+	first := server()
+	if first == 0 {
+		t.Fatal("no exec server runs during an exec")
+	}
+	// Another exec comes and goes meanwhile: the server stays for the
+	// first.
+	x.run(t, podspec.ExecSpec{Cmd: []string{"true"}})
+	if s := server(); s != first {
+		t.Fatalf("exec server after a second exec: %d, want %d", s, first)
+	}
+	feed.Close()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	waitPidExit(t, first, 20*time.Second)
+
+	x.run(t, podspec.ExecSpec{Cmd: []string{"true"}})
+	poll(t, 20*time.Second, "the next exec's server never exited", func() bool { return server() == 0 })
+}

@@ -26,18 +26,15 @@ import (
 // lines, the first with an error cut to the monitor's bound.
 const maxServerReports = 64 << 10
 
-// serverIdle is how long an exec server is kept once no exec runs: probes a
-// few seconds apart reuse it, and a node without exec probes runs none.
-const serverIdle = 30 * time.Second
-
 // Server starts execs through an exec server (mon.ExecArg) run from a
 // Helper: started at the first exec, and told to exit once no exec ran for
-// serverIdle, so that frequent execs (probes) pay for no process start of
+// a while, so that frequent execs (probes) pay for no process start of
 // their own beyond the setns init's. The zero value is not usable: see
 // NewServer.
 type Server struct {
 	helper Helper
-	root   string // the containers' libcontainer root
+	root   string        // the containers' libcontainer root
+	idle   time.Duration // how long a server is kept without an exec
 
 	mu     sync.Mutex
 	cur    *serverProc // the one new execs go to; nil for none
@@ -45,9 +42,10 @@ type Server struct {
 }
 
 // NewServer returns a Server for the containers whose libcontainer state is
-// under root, whose exec servers run from h.
-func NewServer(h Helper, root string) *Server {
-	return &Server{helper: h, root: root}
+// under root, whose exec servers run from h and exit once no exec ran for
+// idle.
+func NewServer(h Helper, root string, idle time.Duration) *Server {
+	return &Server{helper: h, root: root, idle: idle}
 }
 
 // Close tells the running exec server, if any, to exit once its processes
@@ -67,7 +65,7 @@ type serverProc struct {
 	ctl   *os.File      // our end of its control socket
 	done  chan struct{} // closed once it exited and was reaped
 	execs int           // in flight; guarded by the Server's mu
-	idle  *time.Timer   // retires it after serverIdle without an exec
+	idle  *time.Timer   // retires it after the Server's idle without an exec
 }
 
 // retire closes the control socket: the server exits once its processes
@@ -108,7 +106,7 @@ func (s *Server) acquire() (*serverProc, error) {
 }
 
 // release ends an exec on p: once none is in flight, p is retired after
-// serverIdle (at once if it is no longer the current one).
+// the Server's idle (at once if it is no longer the current one).
 func (s *Server) release(p *serverProc) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -119,7 +117,7 @@ func (s *Server) release(p *serverProc) {
 		p.retire()
 		return
 	}
-	p.idle = time.AfterFunc(serverIdle, func() {
+	p.idle = time.AfterFunc(s.idle, func() {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		if s.cur == p && p.execs == 0 {
