@@ -494,7 +494,8 @@ func TestExecServerGivesAContainerNothingOfAnother(t *testing.T) {
 	hostile := &execEnv{env: e, pod: pod, st: st}
 
 	// A's exec runs on, with a secret in its environment and streams of
-	// its own.
+	// its own (the exit after cat keeps sh from exec'ing it, which would
+	// take the marker off its command line).
 	marker := "exec-" + randHex(4)
 	lines := newLineWriter()
 	stdin, feed := io.Pipe()
@@ -502,7 +503,7 @@ func TestExecServerGivesAContainerNothingOfAnother(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		_, err := a.rt.Exec(context.Background(), a.st.ID, podspec.ExecSpec{
-			Cmd: []string{"sh", "-c", "echo ready; cat", marker}, Stdout: lines, Stdin: stdin,
+			Cmd: []string{"sh", "-c", "echo ready; cat; exit 0", marker}, Stdout: lines, Stdin: stdin,
 			Env: []podspec.EnvVar{{Name: "A_SECRET", Value: "s3cret-" + marker}},
 		})
 		done <- err
