@@ -76,7 +76,7 @@ func Run(ctx context.Context, s *Server, ctr *libcontainer.Container, p *specs.P
 	}
 	ps := *p
 	ps.Args, ps.Env = es.Cmd, mergeEnv(p.Env, es.Env)
-	hp := &helperProcess{ctx: ctx, server: s, id: ctr.ID(), spec: ps, es: es}
+	hp := &helperProcess{server: s, id: ctr.ID(), spec: ps, es: es}
 	return run(ctx, hp, es, stateDir, ctr.ID(), log, nil)
 }
 
@@ -99,8 +99,9 @@ func RunInit(ctx context.Context, ctr *libcontainer.Container, p *specs.Process,
 // process is how run starts, waits for and kills the process it streams.
 type process interface {
 	// start starts it with the process's ends of its streams and returns
-	// its pid, which is also its process group.
-	start(cio childIO) (int, error)
+	// its pid, which is also its process group. When ctx ends first, what
+	// it started is killed and it returns.
+	start(ctx context.Context, cio childIO) (int, error)
 	// wait returns its exit once it has exited and been reaped.
 	wait() execResult
 	// kill SIGKILLs it and its process group, unless it has been reaped.
@@ -126,8 +127,11 @@ func run(ctx context.Context, p process, es podspec.ExecSpec, stateDir, id strin
 	if err := ctx.Err(); err != nil {
 		return -1, context.Cause(ctx)
 	}
-	pid, err := p.start(cio)
+	pid, err := p.start(ctx, cio)
 	if err != nil {
+		if ctx.Err() != nil {
+			return -1, fmt.Errorf("%w (while starting: %v)", context.Cause(ctx), err)
+		}
 		return -1, err
 	}
 	record := filepath.Join(stateDir, execsDir, strconv.Itoa(pid))
@@ -184,7 +188,9 @@ type ownProcess struct {
 	reaped bool
 }
 
-func (o *ownProcess) start(cio childIO) (int, error) {
+// start is not bounded by ctx: libcontainer starts the init in this
+// process, and its caller (a debug container's run) ends with the container.
+func (o *ownProcess) start(_ context.Context, cio childIO) (int, error) {
 	// Assigned only when set: a nil *os.File in an io.Reader or Writer is
 	// not a nil interface.
 	if cio.stdin != nil {

@@ -193,7 +193,6 @@ func (p *serverProc) send(ctx context.Context, conn *os.File, files []*os.File) 
 // helperProcess is a process that an exec server starts in the container
 // and reaps.
 type helperProcess struct {
-	ctx    context.Context // bounds the start
 	server *Server
 	id     string
 	spec   specs.Process // the exec's
@@ -205,7 +204,10 @@ type helperProcess struct {
 	pid  int           // the process's, as the server reported it
 }
 
-func (hp *helperProcess) start(cio childIO) (int, error) {
+// start is bounded by ctx: a server or a container that hangs the start (a
+// setns init frozen as it joins the cgroup of a frozen pod) does not hold
+// the caller, and the server is asked to kill what it started.
+func (hp *helperProcess) start(ctx context.Context, cio childIO) (int, error) {
 	sp, err := hp.server.acquire()
 	if err != nil {
 		return -1, err
@@ -235,27 +237,24 @@ func (hp *helperProcess) start(cio childIO) (int, error) {
 		ID: hp.id, Process: hp.spec, TTY: hp.es.TTY, Width: hp.es.Size.Width, Height: hp.es.Size.Height,
 		Stdin: fd(cio.stdin), Stdout: fd(cio.stdout), Stderr: fd(cio.stderr), Console: fd(cio.console),
 	}
-	// Until the process runs, the caller's deadline holds: a server or a
-	// container that hangs its start does not hold the caller.
-	if d, ok := hp.ctx.Deadline(); ok {
-		_ = conn.SetDeadline(d)
-	}
-	stop := context.AfterFunc(hp.ctx, func() { _ = conn.SetDeadline(time.Now()) })
+	// Once ctx has ended (not at its deadline, which may come a moment
+	// before ctx says so), the start's reads and writes fail.
+	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Now()) })
 	defer stop()
-	if err := sp.send(hp.ctx, theirs, files); err != nil {
-		return -1, hp.failed(fmt.Errorf("hand the exec server the exec: %w", hp.cause(err)))
+	if err := sp.send(ctx, theirs, files); err != nil {
+		return -1, hp.failed(fmt.Errorf("hand the exec server the exec: %w", err))
 	}
 	hp.dec = json.NewDecoder(io.LimitReader(conn, maxServerReports))
 	var rep mon.ExecReport
 	if err := json.NewEncoder(conn).Encode(&req); err != nil {
-		return -1, hp.failed(fmt.Errorf("send the exec server the request: %w", hp.cause(err)))
+		return -1, hp.failed(fmt.Errorf("send the exec server the request: %w", err))
 	}
 	if err := hp.dec.Decode(&rep); err != nil {
-		return -1, hp.failed(fmt.Errorf("read the exec server's report: %w", hp.cause(err)))
+		return -1, hp.failed(fmt.Errorf("read the exec server's report: %w", err))
 	}
 	if !stop() {
 		// ctx ended as the report came: the process may run, and must not.
-		return -1, hp.failed(context.Cause(hp.ctx))
+		return -1, hp.failed(context.Cause(ctx))
 	}
 	_ = conn.SetDeadline(time.Time{})
 	switch {
@@ -270,14 +269,6 @@ func (hp *helperProcess) start(cio childIO) (int, error) {
 	}
 	hp.pid = rep.Pid
 	return rep.Pid, nil
-}
-
-// cause is ctx's cause for an error that its deadline made, else err.
-func (hp *helperProcess) cause(err error) error {
-	if hp.ctx.Err() != nil {
-		return context.Cause(hp.ctx)
-	}
-	return err
 }
 
 // failed ends an exec whose process's start could not be seen through: the
