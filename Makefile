@@ -319,11 +319,12 @@ bench-apireqs: build images
 # Only the probes' CPU against the kubelet v1.37.2 on Debian's containerd
 # (100 hostNetwork pods, one exec, then httpGet, readiness probe each every
 # second), and staticpodd exec against runc exec; in a network namespace of
-# its own, as the pods' httpd listen on 127.0.0.1:20000 and up.
+# its own, as the pods' httpd listen on 127.0.0.1:20000 and up. PROBES_OLD=BIN adds
+# an older staticpodd as a third side of the same rounds.
 bench-probes: build images
 	kdir=$$(bash $(CONTROLPLANE_BUILD) kubelet) && \
 	STATICPODD_BIN=$(CURDIR)/$(BIN) STATICPODD_IMAGE=$(CURDIR)/$(IMAGE_TAR) STATICPODD_KUBELET=$$kdir/kubelet \
-		unshare -n sh -c 'ip link set lo up && exec $(GO) run ./tests/bench -only exec,probes-kubelet'
+		unshare -n sh -c 'ip link set lo up && exec $(GO) run ./tests/bench -only exec,probes-kubelet $(if $(PROBES_OLD),-probe-old $(PROBES_OLD))'
 
 # Only the image export + import round trip, against skopeo copy.
 bench-images: build images

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/opencontainers/runc/libcontainer"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
@@ -32,8 +33,8 @@ import (
 // when the process outlived es.Timeout (or ctx): it is killed then, with its
 // process group (see exec.Run).
 //
-// The process is the child of an exec helper, the daemon's child, which
-// runs the monitor's program (see exec.Run). If the daemon dies first, it loses its
+// The process is the child of the exec server, the daemon's child, which
+// runs the monitor's program (see exec.Server). If the daemon dies first, it loses its
 // standard input (EOF), output (EPIPE) or terminal (SIGHUP), and keeps running
 // if it uses none of them; the next daemon kills it (see killLeftoverExecs),
 // and it dies with its container anyway.
@@ -52,8 +53,30 @@ func (r *Runtime) exec(ctx context.Context, id string, es podspec.ExecSpec) (int
 	// libcontainer attaches the process to the container's cgroups on Run's
 	// critical path, as for a start.
 	r.warmer.warm()
-	h := ociexec.Helper{Path: r.monitorPath, Env: monitorEnv(os.Environ())}
-	return execIn(ctx, h, r.containerDir(id), r.libcontainerRoot(), id, es, r.log)
+	return execIn(ctx, r.execer(), r.containerDir(id), r.libcontainerRoot(), id, es, r.log)
+}
+
+// execServer starts a Runtime's execs.
+type execServer = ociexec.Server
+
+// execServerIdle is how long the exec server is kept once no exec runs:
+// probes a few seconds apart reuse it, and a node without exec probes runs
+// none.
+const execServerIdle = 30 * time.Second
+
+// execer returns the runtime's exec server, which runs the monitor's
+// program (see exec.Server).
+func (r *Runtime) execer() *execServer {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.execs == nil {
+		idle := execServerIdle
+		if r.execIdleForTest > 0 {
+			idle = r.execIdleForTest
+		}
+		r.execs = ociexec.NewServer(ociexec.Helper{Path: r.monitorPath, Env: monitorEnv(os.Environ())}, r.libcontainerRoot(), idle)
+	}
+	return r.execs
 }
 
 // ExecRecorded runs es in running container id of runDir as Runtime.Exec
@@ -74,8 +97,11 @@ func ExecRecorded(ctx context.Context, runDir, id string, es podspec.ExecSpec, l
 	if f != nil {
 		defer f.Close()
 	}
-	h := ociexec.Helper{Path: path, Env: monitorEnv(os.Environ())}
-	code, err := execIn(ctx, h, filepath.Join(runDir, containersDir, id), filepath.Join(runDir, libcontainerDir), id, es, log)
+	root := filepath.Join(runDir, libcontainerDir)
+	// A server for this one exec: Close lets it exit after it.
+	s := ociexec.NewServer(ociexec.Helper{Path: path, Env: monitorEnv(os.Environ())}, root, execServerIdle)
+	defer s.Close()
+	code, err := execIn(ctx, s, filepath.Join(runDir, containersDir, id), root, id, es, log)
 	if err != nil {
 		return code, fmt.Errorf("exec %q in container %s: %w", es.Cmd[0], id, err)
 	}
@@ -83,22 +109,22 @@ func ExecRecorded(ctx context.Context, runDir, id string, es podspec.ExecSpec, l
 }
 
 // execIn runs es in container id, whose state dir is dir and whose
-// libcontainer state is under root, through an exec helper run from h.
-func execIn(ctx context.Context, h ociexec.Helper, dir, root, id string, es podspec.ExecSpec, log *slog.Logger) (int, error) {
+// libcontainer state is under root, through s.
+func execIn(ctx context.Context, s *ociexec.Server, dir, root, id string, es podspec.ExecSpec, log *slog.Logger) (int, error) {
 	if es.Timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeoutCause(ctx, es.Timeout,
 			fmt.Errorf("%w after %v", podspec.ErrExecTimeout, es.Timeout))
 		defer cancel()
 	}
-	var s specs.Spec
-	if err := readJSON(filepath.Join(dir, specFile), &s); err != nil {
+	var spec specs.Spec
+	if err := readJSON(filepath.Join(dir, specFile), &spec); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			err = podspec.ErrNotExist
 		}
 		return -1, err
 	}
-	if s.Process == nil {
+	if spec.Process == nil {
 		return -1, errors.New("its spec has no process")
 	}
 	ctr, err := libcontainer.Load(root, id)
@@ -108,10 +134,10 @@ func execIn(ctx context.Context, h ociexec.Helper, dir, root, id string, es pods
 	if err != nil {
 		return -1, err
 	}
-	if s.Process.Env, err = fillSecretEnv(dir, s.Process.Env); err != nil {
+	if spec.Process.Env, err = fillSecretEnv(dir, spec.Process.Env); err != nil {
 		return -1, err
 	}
-	return ociexec.Run(ctx, h, root, ctr, s.Process, es, dir, log)
+	return ociexec.Run(ctx, s, ctr, spec.Process, es, dir, log)
 }
 
 // killLeftoverExecs kills the exec processes that an earlier daemon left

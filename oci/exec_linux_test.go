@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -173,10 +174,10 @@ func TestExecTimeoutKillsTheProcessGroup(t *testing.T) {
 	waitPidExit(t, sleep, 5*time.Second)
 }
 
-// An exec helper that dies before its process (the OOM killer, an
+// An exec server that dies before its process (the OOM killer, an
 // operator's kill) takes the process with it: nobody else would reap or
 // kill it, and its record is gone with the exec.
-func TestExecHelperDeathKillsTheProcess(t *testing.T) {
+func TestExecServerDeathKillsTheProcess(t *testing.T) {
 	x := runningContainer(t, nil)
 	marker := "exec-" + randHex(4)
 	lines := newLineWriter()
@@ -190,15 +191,15 @@ func TestExecHelperDeathKillsTheProcess(t *testing.T) {
 	lines.await(t, "ready")
 	sh := childWith(t, marker)
 	sleep := childOf(t, sh)
-	helper := findProc(func(pid, _ int, _ []string) bool { return isExecHelper(pid) && childOfPid(pid, sh) })
-	if helper == 0 {
-		t.Fatalf("no exec helper is the parent of %d", sh)
+	server := findProc(func(pid, _ int, _ []string) bool { return isExecServer(pid) && childOfPid(pid, sh) })
+	if server == 0 {
+		t.Fatalf("no exec server is the parent of %d", sh)
 	}
-	if err := unix.Kill(helper, unix.SIGKILL); err != nil {
+	if err := unix.Kill(server, unix.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-done; err == nil {
-		t.Errorf("Exec whose helper was killed returned no error")
+		t.Errorf("Exec whose server was killed returned no error")
 	}
 	waitPidExit(t, sh, 5*time.Second)
 	waitPidExit(t, sleep, 5*time.Second)
@@ -383,23 +384,23 @@ func waitNoneLeft(t *testing.T, x *execEnv, match func(cmdline string) bool) {
 }
 
 // childWith returns the pid of the exec process whose command line has arg:
-// the child of an exec helper that this process started, which is how an
+// the child of an exec server that this process started, which is how an
 // exec runs the monitor's program rather than this one (exec.Run).
 func childWith(t *testing.T, arg string) int {
 	t.Helper()
 	var found int
 	poll(t, 10*time.Second, "no exec process has "+arg, func() bool {
 		found = findProc(func(pid int, ppid int, cmdline []string) bool {
-			return strings.Contains(strings.Join(cmdline, " "), arg) && isExecHelper(ppid)
+			return strings.Contains(strings.Join(cmdline, " "), arg) && isExecServer(ppid)
 		})
 		return found != 0
 	})
 	return found
 }
 
-// isExecHelper tells whether pid is an exec helper that this process
+// isExecServer tells whether pid is an exec server that this process
 // started: the monitor's program in its exec role, this process's child.
-func isExecHelper(pid int) bool {
+func isExecServer(pid int) bool {
 	return findProc(func(p, ppid int, cmdline []string) bool {
 		return p == pid && ppid == os.Getpid() && len(cmdline) > 1 && cmdline[0] == mon.Name && cmdline[1] == mon.ExecArg
 	}) != 0
@@ -498,4 +499,121 @@ func TestExecCombinedOutput(t *testing.T) {
 	if want := "out1\nerr1\nout2\nerr2\nout3\nerr3\n"; code != 0 || err != nil || both.String() != want {
 		t.Errorf("Exec = %d, %v, output %q; want %q", code, err, both.String(), want)
 	}
+}
+
+// One exec server runs the execs of every container: a hostile container's
+// exec, running beside another container's, gets nothing of it nor of the
+// server (no descriptor, no environment, no view of the server), and the
+// server is one, long-lived, process.
+func TestExecServerGivesAContainerNothingOfAnother(t *testing.T) {
+	a := runningContainer(t, nil)
+	e := a.env
+	pod := e.pod(false)
+	e.sandbox(pod)
+	c := e.container(pod, "hostile", "echo up; while :; do sleep 1; done")
+	st := e.start(pod, c)
+	waitLog(t, c.LogPath, "stdout F up")
+	t.Cleanup(func() {
+		_ = e.rt.Signal(context.Background(), st.ID, 9)
+		e.wait(st.ID)
+		e.destroy(st.ID)
+		if err := e.rt.RemoveSandbox(context.Background(), pod.UID); err != nil {
+			t.Error(err)
+		}
+	})
+	hostile := &execEnv{env: e, pod: pod, st: st}
+
+	// A's exec runs on, with a secret in its environment and streams of
+	// its own (the exit after cat keeps sh from exec'ing it, which would
+	// take the marker off its command line).
+	marker := "exec-" + randHex(4)
+	lines := newLineWriter()
+	stdin, feed := io.Pipe()
+	defer feed.Close()
+	done := make(chan error, 1)
+	go func() {
+		_, err := a.rt.Exec(context.Background(), a.st.ID, podspec.ExecSpec{
+			Cmd: []string{"sh", "-c", "echo ready; cat; exit 0", marker}, Stdout: lines, Stdin: stdin,
+			Env: []podspec.EnvVar{{Name: "A_SECRET", Value: "s3cret-" + marker}},
+		})
+		done <- err
+	}()
+	lines.await(t, "ready")
+	sh := childWith(t, marker)
+
+	_, out, _ := hostile.run(t, podspec.ExecSpec{Cmd: []string{"sh", "-c",
+		`ls /proc/self/fd; echo ppid=$PPID; env; cat /proc/1/environ 2>/dev/null | tr '\0' '\n'; echo end`}})
+	if fds := strings.Fields(out[:strings.Index(out, "ppid=")]); !slices.Equal(fds, []string{"0", "1", "2", "3"}) {
+		t.Errorf("the hostile exec's descriptors (ls's own is 3): %q", fds)
+	}
+	if !strings.Contains(out, "ppid=0\n") {
+		t.Errorf("the hostile exec sees its parent, the exec server, in its PID namespace: %q", out)
+	}
+	if strings.Contains(out, "s3cret") || strings.Contains(out, marker) {
+		t.Errorf("the hostile exec sees the other container's exec: %q", out)
+	}
+
+	// A's process is the child of the server that ran the hostile exec
+	// too: the one the runtime keeps.
+	if server := findProc(func(pid, _ int, _ []string) bool { return isExecServer(pid) && childOfPid(pid, sh) }); server == 0 {
+		t.Errorf("no exec server is the parent of %d", sh)
+	} else if n := countProcs(func(pid int, cmdline []string) bool {
+		return isExecServer(pid) && slices.Contains(cmdline, e.rt.libcontainerRoot())
+	}); n != 1 {
+		t.Errorf("%d exec servers run for this runtime, want the one", n)
+	}
+	feed.Close()
+	if err := <-done; err != nil {
+		t.Errorf("A's exec: %v", err)
+	}
+}
+
+// countProcs counts the processes that match.
+func countProcs(match func(pid int, cmdline []string) bool) int {
+	n := 0
+	findProc(func(pid, _ int, cmdline []string) bool {
+		if match(pid, cmdline) {
+			n++
+		}
+		return false
+	})
+	return n
+}
+
+// The exec server exits once no exec came for its idle time (a node without
+// execs runs none), not while one runs, and the next exec starts another.
+func TestExecServerExitsWhenIdle(t *testing.T) {
+	x := runningContainer(t, nil)
+	x.rt.execIdleForTest = time.Millisecond
+	server := func() int {
+		return findProc(func(pid, _ int, cmdline []string) bool {
+			return isExecServer(pid) && slices.Contains(cmdline, x.rt.libcontainerRoot())
+		})
+	}
+	stdin, feed := io.Pipe()
+	lines := newLineWriter()
+	done := make(chan error, 1)
+	go func() {
+		_, err := x.rt.Exec(context.Background(), x.st.ID, podspec.ExecSpec{Cmd: []string{"sh", "-c", "echo ready; read x"}, Stdout: lines, Stdin: stdin})
+		done <- err
+	}()
+	lines.await(t, "ready")
+	first := server()
+	if first == 0 {
+		t.Fatal("no exec server runs during an exec")
+	}
+	// Another exec comes and goes meanwhile: the server stays for the
+	// first.
+	x.run(t, podspec.ExecSpec{Cmd: []string{"true"}})
+	if s := server(); s != first {
+		t.Fatalf("exec server after a second exec: %d, want %d", s, first)
+	}
+	feed.Close()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	waitPidExit(t, first, 20*time.Second)
+
+	x.run(t, podspec.ExecSpec{Cmd: []string{"true"}})
+	poll(t, 20*time.Second, "the next exec's server never exited", func() bool { return server() == 0 })
 }

@@ -94,9 +94,12 @@ func (r *Runtime) Close() error {
 	r.stopDebugs()
 	r.warmer.wait()
 	r.mu.Lock()
-	spare, f := r.spare, r.monitorFile
+	spare, f, execs := r.spare, r.monitorFile, r.execs
 	r.spare, r.monitorFile = nil, nil
 	r.mu.Unlock()
+	if execs != nil {
+		execs.Close()
+	}
 	if spare != nil {
 		spare.kill()
 	}

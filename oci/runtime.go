@@ -115,6 +115,11 @@ type Runtime struct {
 	// nil, holds it open (see openMonitorExecutable).
 	monitorPath string
 	monitorFile *os.File
+	// execs starts execs, from monitorPath; made at the first. Its server
+	// exits after execServerIdle without an exec (execIdleForTest, when
+	// set). Guarded by mu.
+	execs           *execServer
+	execIdleForTest time.Duration
 
 	warmer attachWarmer
 	// sb makes, removes and reaches into the pods' sandboxes, on net.

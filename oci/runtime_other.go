@@ -82,3 +82,6 @@ func ExecRecorded(context.Context, string, string, podspec.ExecSpec, *slog.Logge
 func RecordedSandboxes(context.Context, string) (map[string]podspec.SandboxStatus, error) {
 	return nil, errors.ErrUnsupported
 }
+
+// execServer starts a Runtime's execs where there are some.
+type execServer struct{}

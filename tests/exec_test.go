@@ -178,10 +178,11 @@ func TestExecDaemonDies(t *testing.T) {
 }
 
 // TestExecRunsTheMonitorProgram checks who runs an exec: the process is the
-// child of an exec helper that runs the monitor's own program (the very
+// child of an exec server that runs the monitor's own program (the very
 // memfd the container's monitor runs from), so that libcontainer's setns
 // init, which re-executes the program of the process that starts it, is
-// that small program and not the daemon's binary.
+// that small program and not the daemon's binary; and the next exec is the
+// same server's, which paid for no start of its own.
 func TestExecRunsTheMonitorProgram(t *testing.T) {
 	t.Parallel()
 	d := newDaemon(t)
@@ -202,19 +203,19 @@ func TestExecRunsTheMonitorProgram(t *testing.T) {
 		}
 		return nil
 	})
-	helper := ppid(sleepPID)
-	cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", helper))
+	server := ppid(sleepPID)
+	cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", server))
 	if args := strings.Split(string(cmdline), "\x00"); len(args) < 2 || args[0] != "staticpodd-monitor" || args[1] != "__staticpodd_exec" {
-		t.Errorf("the exec'd process's parent %d runs %q; want the exec helper, staticpodd-monitor __staticpodd_exec", helper, args)
+		t.Errorf("the exec'd process's parent %d runs %q; want the exec server, staticpodd-monitor __staticpodd_exec", server, args)
 	}
-	exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", helper))
+	exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", server))
 	if !strings.HasPrefix(exe, "/memfd:") || !strings.Contains(exe, "staticpodd-monitor") {
-		t.Errorf("the exec helper runs %q; want the monitor's program in its memfd", exe)
+		t.Errorf("the exec server runs %q; want the monitor's program in its memfd", exe)
 	}
-	ours, err1 := os.Stat(fmt.Sprintf("/proc/%d/exe", helper))
+	ours, err1 := os.Stat(fmt.Sprintf("/proc/%d/exe", server))
 	theirs, err2 := os.Stat(fmt.Sprintf("/proc/%d/exe", monitorPID))
 	if err1 != nil || err2 != nil || !os.SameFile(ours, theirs) {
-		t.Errorf("the exec helper's program is not the container's monitor's (%v, %v)", err1, err2)
+		t.Errorf("the exec server's program is not the container's monitor's (%v, %v)", err1, err2)
 	}
 	if err := syscall.Kill(sleepPID, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
@@ -222,6 +223,25 @@ func TestExecRunsTheMonitorProgram(t *testing.T) {
 	if err := cli.Wait(); cli.ProcessState.ExitCode() != 137 {
 		t.Errorf("staticpodd exec of the killed sleep: %v; want exit 137", err)
 	}
+
+	marker += "1"
+	cli = execCmd(d, "web", "--", "sleep", marker)
+	if err := cli.Start(); err != nil {
+		t.Fatal(err)
+	}
+	d.Eventually(10*time.Second, "the second exec'd sleep runs", func() error {
+		if sleepPID = findCmdline("sleep\x00" + marker); sleepPID == 0 {
+			return errStill
+		}
+		return nil
+	})
+	if p := ppid(sleepPID); p != server {
+		t.Errorf("the second exec's parent is %d, not the exec server %d of the first", p, server)
+	}
+	if err := syscall.Kill(sleepPID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = cli.Wait()
 }
 
 // findCmdline returns a process whose command line is cmdline (arguments

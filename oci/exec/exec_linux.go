@@ -33,7 +33,7 @@ const execDrain = 200 * time.Millisecond
 // waited for once killed.
 const killWait = 10 * time.Second
 
-// Helper is the program that runs the exec helper (mon.ExecArg): the
+// Helper is the program that runs the exec server (mon.ExecArg): the
 // monitor's own program, or a binary with the monitor's roles (Reexec), and
 // the environment it runs with.
 type Helper struct {
@@ -42,7 +42,7 @@ type Helper struct {
 }
 
 // Run runs a process in ctr, a running container whose process is p and
-// whose libcontainer state is under root, as `runc exec` does: it joins the
+// whose libcontainer state is under s's root, as `runc exec` does: it joins the
 // container's namespaces and cgroup as the container's user, groups, working
 // directory, capabilities, no_new_privs, AppArmor profile, SELinux label and
 // seccomp filter, with the container's environment and es.Env over it. It
@@ -50,9 +50,9 @@ type Helper struct {
 // has exited and its output has been copied. While it runs, its pid is
 // recorded in the container's state directory stateDir, for KillLeftovers.
 //
-// The process is started by an exec helper run from h (see mon.ExecArg),
-// whose child it is: libcontainer's setns init re-executes the program of
-// the process that starts it, so it runs h's program, not the caller's.
+// The process is started by s's exec server (see mon.ExecArg), whose child
+// it is: libcontainer's setns init re-executes the program of the process
+// that starts it, so it runs the server's program, not the caller's.
 // The process's standard streams or terminal are the caller's to copy all
 // the same.
 //
@@ -61,7 +61,7 @@ type Helper struct {
 // when the command cannot be started, and ctx's cause when the process
 // outlived ctx: it is killed then, with its process group, and waited for
 // at most killWait.
-func Run(ctx context.Context, h Helper, root string, ctr *libcontainer.Container, p *specs.Process, es podspec.ExecSpec, stateDir string, log *slog.Logger) (int, error) {
+func Run(ctx context.Context, s *Server, ctr *libcontainer.Container, p *specs.Process, es podspec.ExecSpec, stateDir string, log *slog.Logger) (int, error) {
 	// A container started a moment ago may still be in runc's init, or in
 	// its execve, which libcontainer takes for a dead process (see
 	// initExecing): wait for the exec to be done, a second at most.
@@ -76,7 +76,7 @@ func Run(ctx context.Context, h Helper, root string, ctr *libcontainer.Container
 	}
 	ps := *p
 	ps.Args, ps.Env = es.Cmd, mergeEnv(p.Env, es.Env)
-	hp := &helperProcess{helper: h, root: root, id: ctr.ID(), spec: ps, es: es}
+	hp := &helperProcess{server: s, id: ctr.ID(), spec: ps, es: es}
 	return run(ctx, hp, es, stateDir, ctr.ID(), log, nil)
 }
 

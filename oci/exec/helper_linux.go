@@ -10,7 +10,9 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"sync"
 	"syscall"
+	"time"
 
 	"github.com/opencontainers/runc/libcontainer"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
@@ -20,124 +22,278 @@ import (
 	mon "github.com/staticpodd/staticpodd/oci/monitor"
 )
 
-// maxHelperReports bounds what is read of an exec helper's reports: two
-// short JSON lines, the first with an error cut to the monitor's bound.
-const maxHelperReports = 64 << 10
+// maxServerReports bounds what is read of an exec's reports: two short JSON
+// lines, the first with an error cut to the monitor's bound.
+const maxServerReports = 64 << 10
 
-// helperProcess is a process that an exec helper (mon.ExecArg) starts in
-// the container and reaps.
-type helperProcess struct {
-	helper   Helper
-	root, id string
-	spec     specs.Process // the exec's
-	es       podspec.ExecSpec
+// Server starts execs through an exec server (mon.ExecArg) run from a
+// Helper: started at the first exec, and told to exit once no exec ran for
+// a while, so that frequent execs (probes) pay for no process start of
+// their own beyond the setns init's. The zero value is not usable: see
+// NewServer.
+type Server struct {
+	helper Helper
+	root   string        // the containers' libcontainer root
+	idle   time.Duration // how long a server is kept without an exec
 
-	cmd *exec.Cmd     // the helper, once started
-	ctl *os.File      // our end of its control socket
-	dec *json.Decoder // its reports
-	pid int           // the process's, as the helper reported it
+	mu     sync.Mutex
+	cur    *serverProc // the one new execs go to; nil for none
+	closed bool
 }
 
-func (hp *helperProcess) start(ctx context.Context, cio childIO) (int, error) {
-	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return -1, fmt.Errorf("exec helper's socket: %w", err)
+// NewServer returns a Server for the containers whose libcontainer state is
+// under root, whose exec servers run from h and exit once no exec ran for
+// idle.
+func NewServer(h Helper, root string, idle time.Duration) *Server {
+	return &Server{helper: h, root: root, idle: idle}
+}
+
+// Close tells the running exec server, if any, to exit once its processes
+// have exited; an exec after Close starts one that exits after it.
+func (s *Server) Close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	if s.cur != nil {
+		s.cur.retire()
+		s.cur = nil
 	}
-	ctl, theirs := os.NewFile(uintptr(fds[0]), "exec-control"), os.NewFile(uintptr(fds[1]), "exec-control-child")
+}
+
+// serverProc is one exec server process.
+type serverProc struct {
+	ctl   *os.File      // our end of its control socket
+	done  chan struct{} // closed once it exited and was reaped
+	execs int           // in flight; guarded by the Server's mu
+	idle  *time.Timer   // retires it after the Server's idle without an exec
+}
+
+// retire closes the control socket: the server exits once its processes
+// have.
+func (p *serverProc) retire() {
+	if p.idle != nil {
+		p.idle.Stop()
+	}
+	_ = p.ctl.Close()
+}
+
+// acquire returns the running exec server, or starts one, counting an exec
+// in flight on it until release.
+func (s *Server) acquire() (*serverProc, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if p := s.cur; p != nil {
+		select {
+		case <-p.done:
+			s.cur = nil
+		default:
+			if p.idle != nil {
+				p.idle.Stop()
+			}
+			p.execs++
+			return p, nil
+		}
+	}
+	p, err := s.start()
+	if err != nil {
+		return nil, err
+	}
+	p.execs++
+	if !s.closed {
+		s.cur = p
+	}
+	return p, nil
+}
+
+// release ends an exec on p: once none is in flight, p is retired after
+// the Server's idle (at once if it is no longer the current one).
+func (s *Server) release(p *serverProc) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if p.execs--; p.execs > 0 {
+		return
+	}
+	if s.cur != p {
+		p.retire()
+		return
+	}
+	p.idle = time.AfterFunc(s.idle, func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.cur == p && p.execs == 0 {
+			s.cur = nil
+			p.retire()
+		}
+	})
+}
+
+// start starts an exec server.
+func (s *Server) start() (*serverProc, error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("exec server's socket: %w", err)
+	}
+	ctl, theirs := os.NewFile(uintptr(fds[0]), "exec-control"), os.NewFile(uintptr(fds[1]), "exec-control-server")
 	defer theirs.Close()
-	cmd := exec.Command(hp.helper.Path, mon.ExecArg, hp.root, hp.id)
+	cmd := exec.Command(s.helper.Path, mon.ExecArg, s.root)
 	cmd.Args[0] = mon.Name
 	cmd.Dir = "/"
-	cmd.Env = hp.helper.Env
-	// libcontainer's log, and what a helper that fails before it can
-	// report says, go where the caller's own do (until the process runs:
+	cmd.Env = s.helper.Env
+	// libcontainer's log, and what a server says as it fails, go where
+	// the caller's own do (until the caller closes the control socket:
 	// see mon.ExecArg).
 	cmd.Stderr = os.Stderr
 	// Its own session: a signal to the caller's process group (the
-	// terminal's ^C of `staticpodd exec`) leaves the process reaped.
+	// terminal's ^C of `staticpodd exec`) leaves its processes reaped.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	cmd.ExtraFiles = []*os.File{theirs}
+	if err := cmd.Start(); err != nil {
+		_ = ctl.Close()
+		return nil, fmt.Errorf("start the exec server: %w", err)
+	}
+	p := &serverProc{ctl: ctl, done: make(chan struct{})}
+	go func() {
+		_ = cmd.Wait()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+// send hands p one exec: conn, its socket, then files, before ctx ends.
+// Execs share the control socket, so a send does not wait on it with a
+// deadline of its own: a server whose socket is full (one that no longer
+// reads) is polled until ctx ends.
+func (p *serverProc) send(ctx context.Context, conn *os.File, files []*os.File) error {
+	fds := []int{int(conn.Fd())}
+	for _, f := range files {
+		fds = append(fds, int(f.Fd()))
+	}
+	rc, err := p.ctl.SyscallConn()
+	if err != nil {
+		return err
+	}
+	for {
+		var serr error
+		if err := rc.Control(func(fd uintptr) {
+			serr = unix.Sendmsg(int(fd), []byte{0}, unix.UnixRights(fds...), nil, unix.MSG_DONTWAIT)
+		}); err != nil {
+			return err
+		}
+		if !errors.Is(serr, unix.EAGAIN) {
+			return serr
+		}
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+// helperProcess is a process that an exec server starts in the container
+// and reaps.
+type helperProcess struct {
+	server *Server
+	id     string
+	spec   specs.Process // the exec's
+	es     podspec.ExecSpec
+
+	sp   *serverProc   // the server, once acquired
+	conn *os.File      // our end of the exec's socket
+	dec  *json.Decoder // its reports
+	pid  int           // the process's, as the server reported it
+}
+
+// start is bounded by ctx: a server or a container that hangs the start (a
+// setns init frozen as it joins the cgroup of a frozen pod) does not hold
+// the caller, and the server is asked to kill what it started.
+func (hp *helperProcess) start(ctx context.Context, cio childIO) (int, error) {
+	sp, err := hp.server.acquire()
+	if err != nil {
+		return -1, err
+	}
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0)
+	if err != nil {
+		hp.server.release(sp)
+		return -1, fmt.Errorf("exec's socket: %w", err)
+	}
+	conn, theirs := os.NewFile(uintptr(fds[0]), "exec"), os.NewFile(uintptr(fds[1]), "exec-server")
+	defer theirs.Close()
+	hp.sp, hp.conn = sp, conn
+	var files []*os.File
 	fd := func(f *os.File) int {
 		if f == nil {
 			return 0
 		}
-		for i, e := range cmd.ExtraFiles {
+		for i, e := range files {
 			if e == f {
-				return 3 + i
+				return 1 + i
 			}
 		}
-		cmd.ExtraFiles = append(cmd.ExtraFiles, f)
-		return 2 + len(cmd.ExtraFiles)
+		files = append(files, f)
+		return len(files)
 	}
 	req := mon.ExecRequest{
-		Process: hp.spec, TTY: hp.es.TTY, Width: hp.es.Size.Width, Height: hp.es.Size.Height,
+		ID: hp.id, Process: hp.spec, TTY: hp.es.TTY, Width: hp.es.Size.Width, Height: hp.es.Size.Height,
 		Stdin: fd(cio.stdin), Stdout: fd(cio.stdout), Stderr: fd(cio.stderr), Console: fd(cio.console),
 	}
-	if err := cmd.Start(); err != nil {
-		_ = ctl.Close()
-		return -1, fmt.Errorf("start the exec helper: %w", err)
-	}
-	hp.cmd, hp.ctl = cmd, ctl
-	// The start is bounded by ctx, as the process is: a helper that does
-	// not report (its setns init frozen as it joins the cgroup of a pod
-	// whose cgroup is frozen, a stopped helper) is killed when ctx ends,
-	// and our end of the socket shut, which ends the wait for its report
-	// though its children hold its end (the frozen init, which exits once
-	// thawed); failed reaps it. Killed after it reported, wait finds it
-	// gone and kills the process (killOrphan).
-	stop := context.AfterFunc(ctx, func() {
-		_ = cmd.Process.Kill()
-		if rc, err := ctl.SyscallConn(); err == nil {
-			_ = rc.Control(func(fd uintptr) { _ = unix.Shutdown(int(fd), unix.SHUT_RDWR) })
-		}
-	})
+	// Once ctx has ended (not at its deadline, which may come a moment
+	// before ctx says so), the start's reads and writes fail.
+	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Now()) })
 	defer stop()
-	hp.dec = json.NewDecoder(io.LimitReader(ctl, maxHelperReports))
+	if err := sp.send(ctx, theirs, files); err != nil {
+		return -1, hp.failed(fmt.Errorf("hand the exec server the exec: %w", err))
+	}
+	hp.dec = json.NewDecoder(io.LimitReader(conn, maxServerReports))
 	var rep mon.ExecReport
-	if err := json.NewEncoder(ctl).Encode(&req); err != nil {
-		return -1, hp.failed(fmt.Errorf("send the exec helper its request: %w", err))
+	if err := json.NewEncoder(conn).Encode(&req); err != nil {
+		return -1, hp.failed(fmt.Errorf("send the exec server the request: %w", err))
 	}
 	if err := hp.dec.Decode(&rep); err != nil {
-		return -1, hp.failed(fmt.Errorf("read the exec helper's report: %w", err))
+		return -1, hp.failed(fmt.Errorf("read the exec server's report: %w", err))
 	}
+	if !stop() {
+		// ctx ended as the report came: the process may run, and must not.
+		return -1, hp.failed(context.Cause(ctx))
+	}
+	_ = conn.SetDeadline(time.Time{})
 	switch {
 	case rep.NotRunning != "":
-		_ = hp.finish()
+		hp.finish()
 		return -1, fmt.Errorf("%w: it is %s", podspec.ErrNotRunning, rep.NotRunning)
 	case rep.Error != "":
-		_ = hp.finish()
+		hp.finish()
 		return -1, commandError(errors.New(rep.Error), hp.es.Cmd[0])
 	case rep.Pid <= 0:
-		return -1, hp.failed(fmt.Errorf("the exec helper reported pid %d", rep.Pid))
+		return -1, hp.failed(fmt.Errorf("the exec server reported pid %d", rep.Pid))
 	}
 	hp.pid = rep.Pid
 	return rep.Pid, nil
 }
 
-// failed ends a helper that could not say what it started: it is killed
-// (its process, if any, is then its next daemon's to kill) and reaped.
+// failed ends an exec whose process's start could not be seen through: the
+// server is told to kill the process if it started one (its pid is
+// otherwise its next daemon's to kill).
 func (hp *helperProcess) failed(err error) error {
-	_ = hp.cmd.Process.Kill()
-	if werr := hp.finish(); werr != nil {
-		err = fmt.Errorf("%w (helper: %v)", err, werr)
-	}
+	hp.kill()
+	hp.finish()
 	return err
 }
 
-// finish reaps the helper.
-func (hp *helperProcess) finish() error {
-	err := hp.cmd.Wait()
-	_ = hp.ctl.Close()
-	return err
+// finish closes the exec's socket and releases its server.
+func (hp *helperProcess) finish() {
+	_ = hp.conn.Close()
+	hp.server.release(hp.sp)
 }
 
 func (hp *helperProcess) wait() execResult {
 	var rep mon.ExecReport
 	err := hp.dec.Decode(&rep)
-	if werr := hp.finish(); err == nil && !rep.Exited {
-		err = fmt.Errorf("the exec helper reported no exit: %s (helper: %v)", rep.Error, werr)
+	hp.finish()
+	if err == nil && !rep.Exited {
+		err = fmt.Errorf("the exec server reported no exit: %s", rep.Error)
 	} else if err != nil {
-		err = fmt.Errorf("read the exec helper's report: %w (helper: %v)", err, werr)
+		err = fmt.Errorf("read the exec server's report: %w", err)
 	}
 	if err != nil {
 		hp.killOrphan()
@@ -146,13 +302,13 @@ func (hp *helperProcess) wait() execResult {
 	return execResult{code: rep.Code}
 }
 
-// killOrphan SIGKILLs the process group of the process whose helper ended
+// killOrphan SIGKILLs the process group of the process whose server ended
 // without its exit (the OOM killer, an operator's kill): no one else would
 // kill or reap it, and its record goes with the exec. Only the container's
 // processes are looked at, as KillLeftovers does, so a reused pid outside
 // it is never signalled.
 func (hp *helperProcess) killOrphan() {
-	ctr, err := libcontainer.Load(hp.root, hp.id)
+	ctr, err := libcontainer.Load(hp.server.root, hp.id)
 	if err != nil {
 		return
 	}
@@ -162,8 +318,11 @@ func (hp *helperProcess) killOrphan() {
 	}
 }
 
-// kill asks the helper, which reaps the process, to kill it: the helper is
-// not reaped before wait, so its pid is its own.
+// kill asks the server, which reaps the process, to kill it. A server that
+// does not take the request at once (its socket full, or gone) is not waited
+// for: wait then sees the end of its reports.
 func (hp *helperProcess) kill() {
-	_ = hp.cmd.Process.Signal(unix.SIGTERM)
+	b, _ := json.Marshal(mon.ExecKill{Kill: true})
+	_ = hp.conn.SetWriteDeadline(time.Now().Add(time.Second))
+	_, _ = hp.conn.Write(append(b, '\n'))
 }

@@ -18,7 +18,7 @@ import (
 // Reexec runs the process roles a monitor's binary is executed in:
 // libcontainer's container init ("init"), the monitor's Go roles (its
 // start, its exit, its gzip helper; the running one is C and never gets
-// here) and the exec helper. A main must call it first thing; it returns false for any other
+// here) and the exec server. A main must call it first thing; it returns false for any other
 // command line and never returns otherwise.
 func Reexec() bool {
 	if len(os.Args) < 2 {

@@ -41,6 +41,7 @@ func main() {
 	probeWindow := flag.Duration("probe-window", 30*time.Second, "how long the probes' CPU is measured")
 	kubelet := flag.String("kubelet", os.Getenv("STATICPODD_KUBELET"), "the kubelet v1.37.2 binary the probe benchmark compares with (probes-kubelet; STATICPODD_KUBELET)")
 	probeRounds := flag.Int("probe-rounds", 2, "rounds of probes-kubelet, the sides alternating")
+	probeOld := flag.String("probe-old", "", "another staticpodd binary (an older build) measured as a third side of probes-kubelet, in the same rounds")
 	logMB := flag.Int("log-mb", 200, "MB of container output for the log copy measurement; 0 skips it")
 	logsOnly := flag.Bool("logs-only", false, "measure only the log copy (= -only logs)")
 	urlPods := flag.Int("url-pods", 100, "pods of the PodList whose polling's CPU cost is measured; 0 skips it")
@@ -144,7 +145,7 @@ func main() {
 		err = benchProbes(*bin, *image, *probePods, *probeWindow)
 	}
 	if err == nil && want("probes-kubelet") && *probePods > 0 && *kubelet != "" {
-		err = benchProbesKubelet(*bin, *image, *kubelet, *probePods, *probeRounds, *probeWindow)
+		err = benchProbesKubelet(*bin, *probeOld, *image, *kubelet, *probePods, *probeRounds, *probeWindow)
 	}
 	if err == nil && want("url") {
 		err = benchURL(*bin, *image, *runs)
@@ -339,7 +340,7 @@ func printExec(runs int, bin, image, runc, busybox, dir string) error {
 	fmt.Printf("| runc exec ID true | %s | %s |\n", ms(rp50), ms(rp90))
 	fmt.Printf("| ratio staticpodd / runc | %.2f | %.2f |\n", float64(ep50)/float64(rp50), float64(ep90)/float64(rp90))
 	fmt.Printf("\nCPU per exec (user + system, with the processes each reaped; the daemon's in clock ticks of 10 ms, summed over the runs):\n\n")
-	fmt.Printf("| staticpodd CLI | staticpodd daemon (exec helper, its init, `true`) | total | runc exec (its init, `true`) | ratio |\n|---|---|---|---|---|\n")
+	fmt.Printf("| staticpodd CLI | staticpodd daemon (exec server or helper, its init, `true`) | total | runc exec (its init, `true`) | ratio |\n|---|---|---|---|---|\n")
 	fmt.Printf("| %s | %s | %s | %s | %.2f |\n", ms(cpu.cli), ms(cpu.daemon), ms(cpu.cli+cpu.daemon), ms(cpu.runc), float64(cpu.cli+cpu.daemon)/float64(cpu.runc))
 	return nil
 }
@@ -766,11 +767,18 @@ spec:
 		*cpu += cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 		return time.Since(t0), nil
 	}
-	daemon := []int{d.cmd.Process.Pid}
+	// The daemon, and its exec server (started by the first exec): an older
+	// build's one-shot exec helpers are the daemon's reaped children.
+	daemon := func() []int {
+		return append([]int{d.cmd.Process.Pid}, slices.DeleteFunc(monitorPids(d.runDir), func(pid int) bool {
+			b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+			return !bytes.HasPrefix(b, []byte("staticpodd-monitor\x00__staticpodd_exec\x00"))
+		})...)
+	}
 	var d0 map[int]int64
 	for i := 0; i < runs+1; i++ { // the first of each warms caches and is not counted
 		if i == 1 {
-			ourCPU, theirCPU, d0 = 0, 0, treeCPU(daemon)
+			ourCPU, theirCPU, d0 = 0, 0, treeCPU(daemon())
 		}
 		sides := []func() error{
 			func() error { t, err := timed(ourExec(), &ourCPU); ours = append(ours, t); return err },
@@ -785,13 +793,13 @@ spec:
 			}
 		}
 	}
-	daemonCPU = cpuBetween(d0, treeCPU(daemon))
+	daemonCPU = cpuBetween(d0, treeCPU(daemon()))
 	cpu = execCPU{cli: ourCPU / time.Duration(runs), daemon: daemonCPU / time.Duration(runs), runc: theirCPU / time.Duration(runs)}
 	return ours[1:], theirs[1:], cpu, nil
 }
 
 // execCPU is the CPU an exec costs on average: our CLI, our daemon (with
-// its exec helper and what that reaped), and runc exec (with its init and
+// its exec server, or an older build's exec helper, and what that reaped), and runc exec (with its init and
 // the command).
 type execCPU struct{ cli, daemon, runc time.Duration }
 

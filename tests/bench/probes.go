@@ -407,34 +407,39 @@ func measureProbes(side *probeSide, kind string, n int, window time.Duration) (f
 
 // benchProbesKubelet measures the node agent's CPU with n pods, each with
 // one readiness probe every second, exec then httpGet: staticpodd (daemon,
-// monitors, exec helpers and what they reap) against the kubelet v1.37.2 on
-// Debian's containerd (kubelet, containerd, shims and what they reap), one
-// side at a time, the sides alternating over rounds.
-func benchProbesKubelet(bin, image, kubeletBin string, n, rounds int, window time.Duration) error {
+// monitors, the exec server and what they reap) against the kubelet v1.37.2
+// on Debian's containerd (kubelet, containerd, shims and what they reap),
+// one side at a time, the sides alternating over rounds; with old, an older
+// staticpodd as a third side.
+func benchProbesKubelet(bin, old, image, kubeletBin string, n, rounds int, window time.Duration) error {
 	if kubeletBin == "" {
 		return fmt.Errorf("probes-kubelet: need -kubelet (bash tests/controlplane/build.sh kubelet prints its directory)")
 	}
-	ours := func() (*probeSide, error) {
-		dir, err := os.MkdirTemp("", "staticpodd-bench-probes-")
-		if err != nil {
-			return nil, err
+	ours := func(name, bin string) func() (*probeSide, error) {
+		return func() (*probeSide, error) {
+			dir, err := os.MkdirTemp("", "staticpodd-bench-probes-")
+			if err != nil {
+				return nil, err
+			}
+			d, err := startProbeDaemon(bin, image, dir)
+			if err != nil {
+				os.RemoveAll(dir)
+				return nil, err
+			}
+			return &probeSide{
+				name: name, manifests: d.manifests,
+				running: func() (int, error) { p, err := d.pods(); return runningOf(p), err },
+				ready:   func() (int, error) { p, err := d.pods(); return readyOf(p), err },
+				// One-shot exec helpers (older builds) come and go: the
+				// daemon reaps them, so their CPU is its cutime. An exec
+				// server lives through the window, and its inits' CPU is
+				// its cutime.
+				pids: func() []int {
+					return append([]int{d.cmd.Process.Pid}, slices.DeleteFunc(monitorPids(d.runDir), isOneShotExecHelper)...)
+				},
+				stop: func() { d.stop(); os.RemoveAll(dir) },
+			}, nil
 		}
-		d, err := startProbeDaemon(bin, image, dir)
-		if err != nil {
-			os.RemoveAll(dir)
-			return nil, err
-		}
-		return &probeSide{
-			name: "staticpodd", manifests: d.manifests,
-			running: func() (int, error) { p, err := d.pods(); return runningOf(p), err },
-			ready:   func() (int, error) { p, err := d.pods(); return readyOf(p), err },
-			// Exec helpers come and go: the daemon reaps them, so their
-			// CPU is its cutime.
-			pids: func() []int {
-				return append([]int{d.cmd.Process.Pid}, slices.DeleteFunc(monitorPids(d.runDir), isExecHelper)...)
-			},
-			stop: func() { d.stop(); os.RemoveAll(dir) },
-		}, nil
 	}
 	theirs := func() (*probeSide, error) {
 		k, err := startBenchKubelet(kubeletBin, image)
@@ -451,40 +456,48 @@ func benchProbesKubelet(bin, image, kubeletBin string, n, rounds int, window tim
 			stop: k.stop,
 		}, nil
 	}
-	type row struct{ ours, theirs []float64 }
-	rows := map[string]*row{"exec": {}, "http": {}}
+	starts := []func() (*probeSide, error){ours("staticpodd", bin), theirs}
+	if old != "" {
+		starts = append(starts, ours("staticpodd-old", old))
+	}
+	// cpu[kind][side] are the rounds' figures.
+	cpu := map[string]map[string][]float64{"exec": {}, "http": {}}
 	for r := range rounds {
 		for _, kind := range []string{"exec", "http"} {
-			sides := []func() (*probeSide, error){ours, theirs}
-			if r%2 == 1 {
-				sides[0], sides[1] = sides[1], sides[0]
-			}
-			for _, start := range sides {
-				side, err := start()
+			for i := range starts {
+				// Each round starts with the next side.
+				side, err := starts[(i+r)%len(starts)]()
 				if err != nil {
 					return err
 				}
 				load, _ := os.ReadFile("/proc/loadavg")
-				cpu, ready, err := measureProbes(side, kind, n, window)
+				c, ready, err := measureProbes(side, kind, n, window)
 				side.stop()
 				if err != nil {
 					return err
 				}
 				fmt.Fprintf(os.Stderr, "probes-kubelet: round %d, %s probes, %s: %.2f%% of a core, %d of %d pods Ready at the end (loadavg before %s)\n",
-					r+1, kind, side.name, cpu, ready, n, strings.TrimSpace(string(load)))
-				if side.name == "staticpodd" {
-					rows[kind].ours = append(rows[kind].ours, cpu)
-				} else {
-					rows[kind].theirs = append(rows[kind].theirs, cpu)
-				}
+					r+1, kind, side.name, c, ready, n, strings.TrimSpace(string(load)))
+				cpu[kind][side.name] = append(cpu[kind][side.name], c)
 			}
 		}
 	}
 	fmt.Printf("\nnode agent CPU with %d hostNetwork busybox pods, one readiness probe each every 1 s, over %s, %d rounds, the sides alternating (%% of one core; median, min–max):\n\n", n, window, rounds)
-	fmt.Printf("| probes | staticpodd (daemon, monitors, exec helpers) | kubelet v1.37.2 + containerd (kubelet, containerd, shims) | ratio |\n|---|---|---|---|\n")
+	head := "| probes | staticpodd (daemon, monitors, exec server) | kubelet v1.37.2 + containerd (kubelet, containerd, shims) | ratio |"
+	sep := "|---|---|---|---|"
+	if old != "" {
+		head += " staticpodd-old | ratio new / old |"
+		sep += "---|---|"
+	}
+	fmt.Printf("%s\n%s\n", head, sep)
 	for _, kind := range []string{"exec", "http"} {
-		o, t := rows[kind].ours, rows[kind].theirs
-		fmt.Printf("| %s | %s | %s | %.2f |\n", kind, spreadPct(o), spreadPct(t), medianPct(o)/medianPct(t))
+		o, t := cpu[kind]["staticpodd"], cpu[kind]["kubelet"]
+		fmt.Printf("| %s | %s | %s | %.2f |", kind, spreadPct(o), spreadPct(t), medianPct(o)/medianPct(t))
+		if old != "" {
+			b := cpu[kind]["staticpodd-old"]
+			fmt.Printf(" %s | %.2f |", spreadPct(b), medianPct(o)/medianPct(b))
+		}
+		fmt.Println()
 	}
 	return nil
 }
@@ -506,8 +519,10 @@ func spreadPct(v []float64) string {
 	return fmt.Sprintf("%.2f%% (%.2f–%.2f)", medianPct(v), slices.Min(v), slices.Max(v))
 }
 
-// isExecHelper tells whether pid is an exec helper (its argv[1]).
-func isExecHelper(pid int) bool {
+// isOneShotExecHelper tells whether pid is an older build's exec helper,
+// which ran one exec (`__staticpodd_exec <root> <id>`), not an exec server
+// (`__staticpodd_exec <root>`).
+func isOneShotExecHelper(pid int) bool {
 	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-	return bytes.HasPrefix(b, []byte("staticpodd-monitor\x00__staticpodd_exec\x00"))
+	return bytes.HasPrefix(b, []byte("staticpodd-monitor\x00__staticpodd_exec\x00")) && bytes.Count(b, []byte{0}) == 4
 }
