@@ -55,7 +55,7 @@ func (m *monitor) kill(reason string) {
 	if err != nil {
 		return
 	}
-	// Control fails once awaitExit closed the pidfd: the monitor is gone.
+	// Control fails once onExit closed the pidfd: the monitor is gone.
 	_ = rc.Control(func(fd uintptr) {
 		_ = unix.PidfdSendSignal(int(fd), unix.SIGKILL, nil, 0)
 	})
@@ -142,12 +142,11 @@ func (r *Runtime) startMonitor(id string) (*pendingMonitor, error) {
 		return nil, fmt.Errorf("watch monitor of container %s: %w", id, err)
 	}
 	m := newMonitor(cmd.Process.Pid, stat.StartTime, pidfd)
-	go func() {
-		// Waited for in the netpoller, not a blocked thread; then reaped.
-		awaitExit(pidfd)
+	// Waited for in the netpoller, not a blocked thread; then reaped.
+	onExit(pidfd, func() {
 		_ = cmd.Wait() // the exit file, not the monitor's status, tells the story
 		close(m.done)
-	}()
+	})
 	return &pendingMonitor{id: id, m: m, proc: cmd.Process, goW: goW, rep: repR}, nil
 }
 
@@ -238,10 +237,7 @@ func adoptMonitor(st monitorState) (*monitor, error) {
 		return nil, nil
 	}
 	m := newMonitor(st.MonitorPid, st.MonitorStart, fd)
-	go func() {
-		awaitExit(fd)
-		close(m.done)
-	}()
+	onExit(fd, func() { close(m.done) })
 	return m, nil
 }
 

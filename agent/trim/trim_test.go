@@ -21,11 +21,11 @@ func TestTrimWhenQuiet(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rec := events.New("node1", 0, slog.New(slog.DiscardHandler))
 		synced := make(chan struct{})
-		var trims, wakes atomic.Int32
+		var trims, drops, wakes atomic.Int32
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan struct{})
 		go func() {
-			WhenQuiet(ctx, rec, synced, func() { trims.Add(1) }, func() { wakes.Add(1) })
+			WhenQuiet(ctx, rec, synced, func() { trims.Add(1) }, func() { drops.Add(1) }, func() { wakes.Add(1) })
 			close(done)
 		}()
 		event := func() {
@@ -37,7 +37,14 @@ func TestTrimWhenQuiet(t *testing.T) {
 		if n := trims.Load(); n != 0 {
 			t.Fatalf("%d trims before the first sync, want 0", n)
 		}
+		if n := drops.Load(); n != 0 {
+			t.Fatalf("%d drops before the first sync, want 0", n)
+		}
 		close(synced)
+		synctest.Wait()
+		if n := drops.Load(); n != 1 {
+			t.Fatalf("%d drops once the first sync is done, want 1", n)
+		}
 		// A burst: an event every second for a minute.
 		for range 60 {
 			time.Sleep(time.Second)
@@ -51,10 +58,13 @@ func TestTrimWhenQuiet(t *testing.T) {
 		if n := trims.Load(); n != 1 {
 			t.Fatalf("%d trims after the burst, want 1", n)
 		}
-		time.Sleep(time.Hour) // quiet: nothing more to give back
+		time.Sleep(time.Hour) // quiet: what the periodic work touched, given back every dropEvery
 		synctest.Wait()
 		if n := trims.Load(); n != 1 {
 			t.Fatalf("%d trims after an hour of quiet, want still 1", n)
+		}
+		if n := drops.Load() - 1; n != int32(time.Hour/dropEvery) {
+			t.Fatalf("%d drops in an hour of rest, want %d", n, time.Hour/dropEvery)
 		}
 		if n := wakes.Load(); n != 0 {
 			t.Fatalf("%d wakes before an event after the trim, want 0", n)
@@ -63,6 +73,15 @@ func TestTrimWhenQuiet(t *testing.T) {
 		event()
 		if n := wakes.Load(); n != 1 {
 			t.Fatalf("%d wakes after two events after the trim, want 1", n)
+		}
+		// Awake, nothing is dropped until the next trim.
+		dropped := drops.Load()
+		for range 2 * dropEvery / (trimQuiet - time.Second) {
+			time.Sleep(trimQuiet - time.Second)
+			event()
+		}
+		if n := drops.Load() - dropped; n != 0 {
+			t.Fatalf("%d drops while awake, want 0", n)
 		}
 		time.Sleep(trimQuiet + time.Second)
 		synctest.Wait()

@@ -60,6 +60,12 @@ func trimMemory() {
 // heap they left is small, and a collection now would only delay the start.
 func DropInitPages() { dropExePages() }
 
+// DropExecutablePages gives back, as trimMemory does, the pages of the
+// executable, but not the heap: for the daemon at rest, the pages its
+// periodic work touched since the last trim or drop. They stay in the page
+// cache, reclaimable, and map again from it at their next touch.
+func DropExecutablePages() { dropExePages() }
+
 // dropExePages unmaps the clean pages of the executable's read-only
 // mappings; they map again from the page cache as they are used.
 func dropExePages() {

@@ -8,5 +8,8 @@ func TrimMemory() {}
 // SmallPagesForExecutable does nothing off Linux.
 func SmallPagesForExecutable() {}
 
+// DropExecutablePages does nothing off Linux.
+func DropExecutablePages() {}
+
 // DropInitPages does nothing off Linux.
 func DropInitPages() {}

@@ -68,6 +68,7 @@ func main() {
 	memoryPeer := flag.String("memory-peer", "", "another staticpodd binary (an older build) whose memory is measured in the same rounds, the two alternating")
 	memoryRounds := flag.Int("memory-rounds", 2, "rounds of the memory benchmark per pod count")
 	memorySettle := flag.Duration("memory-settle", 0, "how long after the daemon answers the memory benchmark's pods come (its trim after the start: 10 s after its first sync)")
+	memoryBreakdown := flag.Bool("memory-breakdown", false, "print where the daemon's RSS at rest goes: the binary's pages by section, anonymous memory, and with a -tags benchprofile build the Go runtime's accounts and goroutines")
 	memoryRest := flag.Duration("memory-rest", time.Minute, "how long after the last pod ran the daemon counts as at rest")
 	idlePods := flag.Int("idle-pods", 100, "pods running while the idle daemon's wake-ups are counted; 0 skips it")
 	idleWindow := flag.Duration("idle-window", time.Minute, "how long the idle daemon's wake-ups and CPU are counted")
@@ -133,7 +134,7 @@ func main() {
 		}
 	}
 	if err == nil && want("memory") && *memoryPods != "" {
-		err = benchMemory(*bin, *memoryPeer, *image, *memoryPods, *memoryRounds, *memorySettle, *memoryRest)
+		err = benchMemory(*bin, *memoryPeer, *image, *memoryPods, *memoryRounds, *memorySettle, *memoryRest, *memoryBreakdown)
 	}
 	if err == nil && want("network") {
 		err = benchNetwork(*bin, *image, *runs)

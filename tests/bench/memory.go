@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -29,9 +30,21 @@ type memRun struct {
 	start, peak, rest procMem       // before the drop, its highest, at rest
 	peakAt            time.Duration // drop → the peak
 	running           time.Duration // drop → every container ran
+	breakdown         memBreakdown  // at rest, with -memory-breakdown
+	// From memRestAfter after the last pod ran (after the daemon's trim) to
+	// the rest reading: the highest RSS sampled, so that a figure at rest
+	// that a periodic drop happened to precede shows what the rest holds
+	// between drops; and the daemon's CPU over that window.
+	restHigh procMem
+	restCPU  time.Duration
+	restFor  time.Duration
 }
 
-func benchMemory(bin, peer, image, counts string, rounds int, settle, rest time.Duration) error {
+// memRestAfter is when, after the last pod ran, the rest window starts: the
+// daemon trims 10 s after the last event.
+const memRestAfter = 15 * time.Second
+
+func benchMemory(bin, peer, image, counts string, rounds int, settle, rest time.Duration, breakdown bool) error {
 	if bin == "" || image == "" {
 		return fmt.Errorf("need -staticpodd and -image (make bench sets both)")
 	}
@@ -63,27 +76,33 @@ func benchMemory(bin, peer, image, counts string, rounds int, settle, rest time.
 				if err != nil {
 					return err
 				}
-				m, err := memoryRun(sides[i].bin, image, sub, n, settle, rest)
+				m, err := memoryRun(sides[i].bin, image, sub, n, settle, rest, breakdown)
 				if err != nil {
 					return fmt.Errorf("%s, %d pods: %w", sides[i].name, n, err)
 				}
 				runs[i] = append(runs[i], m)
+				if breakdown {
+					fmt.Printf("\n%s, %d pods, round %d, at rest: RSS %s (anon %s)\n", sides[i].name, n, r+1, mib(m.rest.rss), mib(m.rest.anon))
+					m.breakdown.print(os.Stdout)
+				}
 			}
 		}
 		fmt.Printf("\ndaemon memory, %d pods dropped at once %s after the daemon answered, %d rounds (the sides alternating which goes first); RSS (of which anon), median and min–max over the rounds; load average at the end: %s\n\n", n, settle, rounds, loadavg())
-		fmt.Printf("| daemon | all running after | RSS before the drop | peak RSS (its time after the drop) | at rest, %s after the last pod ran | peak / rest |\n|---|---|---|---|---|---|\n", rest)
+		fmt.Printf("| daemon | all running after | RSS before the drop | peak RSS (its time after the drop) | at rest, %s after the last pod ran | highest from %s after to the rest | CPU over that window | peak / rest |\n|---|---|---|---|---|---|---|---|\n", rest, memRestAfter)
 		for i, s := range sides {
 			rs := runs[i]
 			ratios := make([]float64, len(rs))
 			for j, m := range rs {
 				ratios[j] = float64(m.peak.rss) / float64(m.rest.rss)
 			}
-			fmt.Printf("| %s | %s | %s | %s (%s) | %s | %s |\n", s.name,
+			fmt.Printf("| %s | %s | %s | %s (%s) | %s | %s | %s | %s |\n", s.name,
 				spread(collect(rs, func(m memRun) time.Duration { return m.running })),
 				memSpread(rs, func(m memRun) procMem { return m.start }),
 				memSpread(rs, func(m memRun) procMem { return m.peak }),
 				spread(collect(rs, func(m memRun) time.Duration { return m.peakAt })),
 				memSpread(rs, func(m memRun) procMem { return m.rest }),
+				memSpread(rs, func(m memRun) procMem { return m.restHigh }),
+				spread(collect(rs, func(m memRun) time.Duration { return m.restCPU })),
 				ratioSpread(ratios))
 		}
 	}
@@ -92,8 +111,9 @@ func benchMemory(bin, peer, image, counts string, rounds int, settle, rest time.
 
 // memoryRun starts a daemon of bin under sub, drops n pods at once settle
 // after it answered, and samples its memory until it has rested for rest
-// after the last pod ran.
-func memoryRun(bin, image, sub string, n int, settle, rest time.Duration) (memRun, error) {
+// after the last pod ran. breakdown: take its memory at rest apart, with the
+// Go runtime's accounts if bin was built with -tags benchprofile.
+func memoryRun(bin, image, sub string, n int, settle, rest time.Duration, breakdown bool) (memRun, error) {
 	var m memRun
 	sig := filepath.Join(sub, "sig")
 	staged := filepath.Join(sub, "staged")
@@ -101,6 +121,17 @@ func memoryRun(bin, image, sub string, n int, settle, rest time.Duration) (memRu
 		if err := os.MkdirAll(p, 0o755); err != nil {
 			return m, err
 		}
+	}
+	pprof := ""
+	if breakdown {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return m, err
+		}
+		pprof = l.Addr().String()
+		l.Close()
+		os.Setenv("STATICPODD_BENCH_PPROF", pprof) // read by a benchprofile build alone
+		defer os.Unsetenv("STATICPODD_BENCH_PPROF")
 	}
 	d, err := startDaemon(bin, image, sub)
 	if err != nil {
@@ -135,9 +166,32 @@ func memoryRun(bin, image, sub string, n int, settle, rest time.Duration) (memRu
 	}); err != nil {
 		return m, fmt.Errorf("burst: %v", err)
 	}
-	time.Sleep(rest)
-	m.rest = memOf(d.cmd.Process.Pid)
+	pid := d.cmd.Process.Pid
+	var cpu0 time.Duration
+	var high *memSampler
+	if rest > memRestAfter {
+		time.Sleep(memRestAfter)
+		high, m.restFor = sampleMem(pid), rest-memRestAfter
+		cpu0, _ = cpuOf(pid)
+		time.Sleep(rest - memRestAfter)
+	} else {
+		time.Sleep(rest)
+	}
+	m.rest = memOf(pid)
 	m.peak, m.peakAt = s.stop(), s.at.Sub(t0)
+	if high != nil {
+		m.restHigh = high.stop()
+		cpu1, _ := cpuOf(pid)
+		m.restCPU = cpu1 - cpu0
+	}
+	if breakdown {
+		if !strings.Contains(bin, "benchprofile") {
+			pprof = ""
+		}
+		if m.breakdown, err = breakdownOf(d.cmd.Process.Pid, d.cmd.Path, pprof); err != nil {
+			return m, fmt.Errorf("breakdown: %w", err)
+		}
+	}
 	return m, nil
 }
 
