@@ -41,18 +41,6 @@ const trimBurst = 20
 // few as before (docs/benchmarks.md).
 const restGCPercent = 50
 
-// dropEvery is how often, while the daemon rests, it gives back again the
-// executable's pages that its periodic work (the relist, housekeeping, the
-// collector's stack scans, the minute's resync) touched since. Each touch
-// maps 64 KiB (the kernel's fault-around), and what is touched once a few
-// minutes adds up: with 10 pods the file-backed RSS went from 3.7 MiB after
-// the trim to 9.5 MiB 10 s later, 14 MiB at 70 s and 15.6 MiB at 140 s, of
-// which a minute's work touches again about 6 MiB (91 page faults a minute,
-// docs/benchmarks.md). A drop costs a read of /proc/self/smaps and the
-// faults that map again what the next half minute uses (the daemon's CPU
-// at rest, measured with and without: docs/benchmarks.md).
-const dropEvery = 30 * time.Second
-
 // RestGC lowers the collector's target while the daemon rests and puts it
 // back as it wakes. A GOGC in the environment is the operator's, and left
 // as it is. Not safe for concurrent use: WhenQuiet's goroutine calls it.
@@ -86,8 +74,8 @@ func (g *RestGC) Wake() {
 // (the kernel maps it 64 KiB at a time) and grow the heap, and neither the
 // kernel nor Go gives that back to a process that is idle and not short of
 // memory: with 10 pods it was half the daemon's RSS (docs/benchmarks.md).
-// drop is called once the first sync is done, and every dropEvery while the
-// daemon rests after a trim. The first event after a trim calls wake.
+// drop is called once the first sync is done. The first event after a trim
+// calls wake.
 func WhenQuiet(ctx context.Context, rec *events.Recorder, synced <-chan struct{}, trim, drop, wake func()) {
 	select {
 	case <-ctx.Done():
@@ -104,9 +92,6 @@ func WhenQuiet(ctx context.Context, rec *events.Recorder, synced <-chan struct{}
 	defer func() { sub.Close() }()
 	quiet := time.NewTimer(trimQuiet)
 	defer quiet.Stop()
-	again := time.NewTimer(dropEvery) // while resting
-	again.Stop()
-	defer again.Stop()
 	armed := true
 	burst := 0         // events since the last quiet spell
 	var last time.Time // of the last trim
@@ -121,7 +106,6 @@ func WhenQuiet(ctx context.Context, rec *events.Recorder, synced <-chan struct{}
 			}
 			quiet.Reset(trimQuiet)
 			if !armed {
-				again.Stop()
 				wake()
 			}
 			armed = true
@@ -137,12 +121,6 @@ func WhenQuiet(ctx context.Context, rec *events.Recorder, synced <-chan struct{}
 			}
 			trim()
 			last, armed, burst = time.Now(), false, 0
-			again.Reset(dropEvery)
-		case <-again.C:
-			if !armed {
-				drop()
-				again.Reset(dropEvery)
-			}
 		}
 	}
 }
