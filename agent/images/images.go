@@ -102,6 +102,8 @@ type failure struct {
 	reason, msg string
 	at          time.Time
 	refused     bool // the start was refused (Refused), not the pull
+	// resynced, of a refused start: closed at the first Resync after it.
+	resynced <-chan struct{}
 }
 
 // PullFailure is the waiting reason and message of a container whose image
@@ -158,8 +160,10 @@ func (m *Manager) Ensure(ctx context.Context, r Request) (e Ensured, ok bool, re
 	key := string(pod.UID) + "_" + image
 	// A start the image policy refused waits out the pull back-off whatever
 	// wakes the worker meanwhile (a sync, a status publish): nothing below
-	// would, the image being present or not pulled at all.
-	if f := m.failures[key]; f.refused && m.backoff.IsInBackOffSinceUpdate(key, time.Now()) {
+	// would, the image being present or not pulled at all. But a Resync (a
+	// reload, which may have fixed the policy; an import) has it try again
+	// now, as every waiting pod.
+	if f := m.failures[key]; f.refused && m.backoff.IsInBackOffSinceUpdate(key, time.Now()) && !closed(f.resynced) {
 		r.Waiting(f.reason, f.msg)
 		return Ensured{}, false, f.at.Add(m.backoff.Get(key))
 	}
@@ -300,11 +304,21 @@ func (m *Manager) Refused(r Request, err error) time.Time {
 	m.events.Eventf(ref, v1.EventTypeWarning, events.Failed, "%s", msg)
 	m.events.Eventf(ref, v1.EventTypeWarning, events.Failed, "Error: %s", reason)
 	key := string(pod.UID) + "_" + r.Image
+	resynced := m.nextResync()
 	retry := m.failed(key, r, reason, msg)
 	f := m.failures[key]
-	f.refused = true
+	f.refused, f.resynced = true, resynced
 	m.failures[key] = f
 	return retry
+}
+
+func closed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
 }
 
 // pullSecrets are the Docker configs of pod's imagePullSecrets that lookup

@@ -263,3 +263,33 @@ func TestRefused(t *testing.T) {
 		}
 	})
 }
+
+// A start the image policy refused waits out its back-off whatever wakes
+// the worker, but a Resync (a reload, which may have fixed the policy, or
+// an import) has it try again at once, as every waiting pod does.
+func TestRefusedTriesAgainAtResync(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		resynced := make(chan struct{})
+		m := NewManager(&puller{present: true}, events.New("node1", 100, slog.New(slog.DiscardHandler)),
+			func() <-chan struct{} { return resynced }, slog.New(slog.DiscardHandler))
+		pod := &v1.Pod{}
+		pod.Name, pod.Namespace, pod.UID = "web", "default", "u1"
+		c := &v1.Container{Name: "app", Image: "registry.k8s.io/pause:3.10", ImagePullPolicy: v1.PullIfNotPresent}
+		req := Request{Pod: pod, Container: c, Image: c.Image, Waiting: func(string, string) {}, Publish: func() {}}
+		err := fmt.Errorf("%w: %s: %w", podspec.ErrImageRefused, c.Image, errors.New("SignatureValidationFailed: reject"))
+		m.Refused(req, err)
+		if _, ok, _ := m.Ensure(t.Context(), req); ok {
+			t.Fatal("a refused start tried again before its back-off ended")
+		}
+		close(resynced)
+		resynced = make(chan struct{})
+		if _, ok, retry := m.Ensure(t.Context(), req); !ok {
+			t.Fatalf("a refused start waits after a resync, until %v", retry)
+		}
+		// Refused again: it waits again, until the next resync.
+		m.Refused(req, err)
+		if _, ok, _ := m.Ensure(t.Context(), req); ok {
+			t.Fatal("a start refused again after a resync tried again at once")
+		}
+	})
+}

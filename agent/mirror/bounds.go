@@ -83,17 +83,19 @@ func (b *limitedBody) Read(p []byte) (int, error) {
 // jsonEvents fails its Read once one JSON value of the stream (an event)
 // exceeds watchEventLimit. It follows the values' structure (strings,
 // their escapes, nesting), not lines: JSON may hold any whitespace, so
-// only a value's end ends what is counted. client-go's framer buffers the
-// current value and at most one read past it, so its memory stays within
-// about twice the bound.
+// only a value's end ends what is counted. The whitespace before a value
+// is counted as the value's: client-go's framer (encoding/json's Decoder)
+// holds it with the value. That framer buffers the current value and at
+// most one read past it, so its memory stays within about twice the bound.
 type jsonEvents struct {
 	io.ReadCloser
 	what string
-	// n is the bytes of the current value so far; depth, inString and
-	// escaped where the scan is in it.
-	n                 int64
-	depth             int
-	inString, escaped bool
+	// n is the bytes of the current value so far, with the whitespace
+	// before it; depth, inString, escaped and bare (a number or literal at
+	// the top level) where the scan is in it.
+	n                       int64
+	depth                   int
+	inString, escaped, bare bool
 }
 
 func (j *jsonEvents) Read(p []byte) (int, error) {
@@ -114,17 +116,22 @@ func (j *jsonEvents) Read(p []byte) (int, error) {
 				}
 			}
 		case c == '"':
-			j.inString = true
+			j.inString, j.bare = true, false
 		case c == '{' || c == '[':
 			j.depth++
+			j.bare = false
 		case c == '}' || c == ']':
 			// An unbalanced one is the decoder's error to give.
 			if j.depth--; j.depth <= 0 {
 				j.depth, j.n = 0, 0
 			}
 		case j.depth == 0 && (c == ' ' || c == '\t' || c == '\n' || c == '\r'):
-			// Between values; a bare number or literal goes on counting.
-			j.n = 0
+			// Ends a bare value; else before the next value, and its.
+			if j.bare {
+				j.bare, j.n = false, 0
+			}
+		case j.depth == 0:
+			j.bare = true
 		}
 		if j.n > watchEventLimit {
 			return i, fmt.Errorf("an event of the API server's watch %s exceeds %d MiB: refused", j.what, watchEventLimit>>20)

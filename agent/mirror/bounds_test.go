@@ -164,8 +164,10 @@ func TestEndlessObjectsFromTheAPIServerBounded(t *testing.T) {
 }
 
 // The watch's bound counts each event alone, whatever its strings hold
-// (braces, escaped quotes) and wherever its whitespace is, and counts a
-// bare value at the top level too.
+// (braces, escaped quotes) and wherever its whitespace is, counts the
+// whitespace before an event as the event's (client-go's decoder holds it
+// with the event: endless whitespace would grow it without end), and
+// counts a bare value at the top level too.
 func TestWatchEventBoundFollowsJSON(t *testing.T) {
 	defer func(l int64) { watchEventLimit = l }(watchEventLimit)
 	watchEventLimit = 40
@@ -179,6 +181,10 @@ func TestWatchEventBoundFollowsJSON(t *testing.T) {
 		{`{"a":"x"}` + `"` + strings.Repeat("x", 100) + `"`, false},
 		{`{"a":"x"} ` + strings.Repeat("1", 100), false},
 		{`{"a":"\"}` + strings.Repeat("x", 100) + `"}`, false},
+		// Whitespace between events is held by client-go's decoder with
+		// the next event, so it counts as that event's.
+		{`{"a":"x"}` + strings.Repeat(" ", 100), false},
+		{`{"a":"x"}` + strings.Repeat("\n", 100) + `{"b":1}`, false},
 	} {
 		j := &jsonEvents{ReadCloser: io.NopCloser(strings.NewReader(c.stream)), what: "GET /x"}
 		_, err := io.Copy(io.Discard, j)
