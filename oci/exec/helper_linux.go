@@ -238,21 +238,38 @@ func (hp *helperProcess) start(ctx context.Context, cio childIO) (int, error) {
 		Stdin: fd(cio.stdin), Stdout: fd(cio.stdout), Stderr: fd(cio.stderr), Console: fd(cio.console),
 	}
 	// Once ctx has ended (not at its deadline, which may come a moment
-	// before ctx says so), the start's reads and writes fail.
-	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Now()) })
-	defer stop()
+	// before ctx says so), the start's reads and writes fail. halt stops
+	// that, or waits until it is done, and says whether ctx ended: the
+	// kill a failed start writes must not meet a deadline set after it.
+	cut := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		_ = conn.SetDeadline(time.Now())
+		close(cut)
+	})
+	halt := sync.OnceValue(func() bool {
+		if stop() {
+			return false
+		}
+		<-cut
+		return true
+	})
+	defer halt()
+	failed := func(err error) error {
+		halt()
+		return hp.failed(err)
+	}
 	if err := sp.send(ctx, theirs, files); err != nil {
-		return -1, hp.failed(fmt.Errorf("hand the exec server the exec: %w", err))
+		return -1, failed(fmt.Errorf("hand the exec server the exec: %w", err))
 	}
 	hp.dec = json.NewDecoder(io.LimitReader(conn, maxServerReports))
 	var rep mon.ExecReport
 	if err := json.NewEncoder(conn).Encode(&req); err != nil {
-		return -1, hp.failed(fmt.Errorf("send the exec server the request: %w", err))
+		return -1, failed(fmt.Errorf("send the exec server the request: %w", err))
 	}
 	if err := hp.dec.Decode(&rep); err != nil {
-		return -1, hp.failed(fmt.Errorf("read the exec server's report: %w", err))
+		return -1, failed(fmt.Errorf("read the exec server's report: %w", err))
 	}
-	if !stop() {
+	if halt() {
 		// ctx ended as the report came: the process may run, and must not.
 		return -1, hp.failed(context.Cause(ctx))
 	}
