@@ -127,6 +127,20 @@ func (s *Server) release(p *serverProc) {
 	})
 }
 
+// forget makes the execs after one that p failed before ctx ended start a new
+// server: p died (it closes its sockets a moment before it can be reaped,
+// which acquire sees), or no longer serves.
+func (s *Server) forget(ctx context.Context, p *serverProc) {
+	if ctx.Err() != nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cur == p {
+		s.cur = nil
+	}
+}
+
 // start starts an exec server.
 func (s *Server) start() (*serverProc, error) {
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
@@ -218,7 +232,6 @@ func (hp *helperProcess) start(ctx context.Context, cio childIO) (int, error) {
 		return -1, fmt.Errorf("exec's socket: %w", err)
 	}
 	conn, theirs := os.NewFile(uintptr(fds[0]), "exec"), os.NewFile(uintptr(fds[1]), "exec-server")
-	defer theirs.Close()
 	hp.sp, hp.conn = sp, conn
 	var files []*os.File
 	fd := func(f *os.File) int {
@@ -258,7 +271,12 @@ func (hp *helperProcess) start(ctx context.Context, cio childIO) (int, error) {
 		halt()
 		return hp.failed(err)
 	}
-	if err := sp.send(ctx, theirs, files); err != nil {
+	err = sp.send(ctx, theirs, files)
+	// Ours closed at once: the message holds the server's, so a server that
+	// dies before it answers ends the reads below (EOF), not ctx alone.
+	_ = theirs.Close()
+	if err != nil {
+		hp.server.forget(ctx, sp)
 		return -1, failed(fmt.Errorf("hand the exec server the exec: %w", err))
 	}
 	hp.dec = json.NewDecoder(io.LimitReader(conn, maxServerReports))
@@ -267,6 +285,7 @@ func (hp *helperProcess) start(ctx context.Context, cio childIO) (int, error) {
 		return -1, failed(fmt.Errorf("send the exec server the request: %w", err))
 	}
 	if err := hp.dec.Decode(&rep); err != nil {
+		hp.server.forget(ctx, sp)
 		return -1, failed(fmt.Errorf("read the exec server's report: %w", err))
 	}
 	if halt() {
