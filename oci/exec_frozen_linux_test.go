@@ -23,8 +23,8 @@ const frozenStartMargin = 5 * time.Second
 // An exec into a container whose pod cgroup is frozen (the freezer of an
 // ancestor: libcontainer still says Running, but the exec's init freezes
 // as it joins the container's cgroup, and the exec server waits for it for
-// ever) ends at its timeout; once thawed, nothing of it is left in the
-// container, and execs work again.
+// ever) ends at its timeout; once thawed, the process it started (one that
+// would run for long) is killed, and execs work again.
 func TestExecStartIntoAFrozenPodEndsAtItsTimeout(t *testing.T) {
 	x := runningContainer(t, nil)
 	ctrCgroup := ""
@@ -58,7 +58,7 @@ func TestExecStartIntoAFrozenPodEndsAtItsTimeout(t *testing.T) {
 	done := make(chan error, 1)
 	begin := time.Now()
 	go func() {
-		_, err := x.rt.Exec(context.Background(), x.st.ID, podspec.ExecSpec{Cmd: []string{"true"}, Timeout: time.Second})
+		_, err := x.rt.Exec(context.Background(), x.st.ID, podspec.ExecSpec{Cmd: []string{"sleep", "1000"}, Timeout: time.Second})
 		done <- err
 	}()
 	select {

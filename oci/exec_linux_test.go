@@ -617,3 +617,34 @@ func TestExecServerExitsWhenIdle(t *testing.T) {
 	x.run(t, podspec.ExecSpec{Cmd: []string{"true"}})
 	poll(t, 20*time.Second, "the next exec's server never exited", func() bool { return server() == 0 })
 }
+
+// An exec without a daemon (the command line's) runs through an exec server
+// of its own, which exits with it: it leaves no process and no record, also
+// when its command outlives its timeout.
+func TestExecRecordedLeavesNothing(t *testing.T) {
+	x := runningContainer(t, nil)
+	servers := func() int {
+		return countProcs(func(pid int, cmdline []string) bool {
+			return isExecServer(pid) && slices.Contains(cmdline, x.rt.libcontainerRoot())
+		})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var out bytes.Buffer
+	if code, err := ExecRecorded(ctx, x.cfg.RunDir, x.st.ID, podspec.ExecSpec{Cmd: []string{"echo", "hi"}, Stdout: &out}, x.rt.log); err != nil || code != 0 || out.String() != "hi\n" {
+		t.Errorf("ExecRecorded = %d, %v, stdout %q; want 0, hi", code, err, out.String())
+	}
+	poll(t, 20*time.Second, "the exec server of an exec without a daemon never exited", func() bool { return servers() == 0 })
+
+	marker := "recorded-" + randHex(4)
+	_, err := ExecRecorded(ctx, x.cfg.RunDir, x.st.ID, podspec.ExecSpec{Cmd: []string{"sh", "-c", "sleep 1000; exit 0", marker}, Timeout: time.Second}, x.rt.log)
+	if !errors.Is(err, podspec.ErrExecTimeout) {
+		t.Errorf("ExecRecorded of a command outliving its timeout = %v, want ErrExecTimeout", err)
+	}
+	poll(t, 20*time.Second, "the timed-out exec's process or server still ran", func() bool {
+		return servers() == 0 && countProcs(func(_ int, cmdline []string) bool { return slices.Contains(cmdline, marker) }) == 0
+	})
+	if recs, _ := os.ReadDir(x.rt.containerDir(x.st.ID) + "/" + execsDir); len(recs) > 0 {
+		t.Errorf("exec records left: %v", recs)
+	}
+}

@@ -127,6 +127,20 @@ func (s *Server) release(p *serverProc) {
 	})
 }
 
+// forget makes the execs after one that p failed before ctx ended start a new
+// server: p died (it closes its sockets a moment before it can be reaped,
+// which acquire sees), or no longer serves.
+func (s *Server) forget(ctx context.Context, p *serverProc) {
+	if ctx.Err() != nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cur == p {
+		s.cur = nil
+	}
+}
+
 // start starts an exec server.
 func (s *Server) start() (*serverProc, error) {
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
@@ -218,7 +232,6 @@ func (hp *helperProcess) start(ctx context.Context, cio childIO) (int, error) {
 		return -1, fmt.Errorf("exec's socket: %w", err)
 	}
 	conn, theirs := os.NewFile(uintptr(fds[0]), "exec"), os.NewFile(uintptr(fds[1]), "exec-server")
-	defer theirs.Close()
 	hp.sp, hp.conn = sp, conn
 	var files []*os.File
 	fd := func(f *os.File) int {
@@ -238,21 +251,44 @@ func (hp *helperProcess) start(ctx context.Context, cio childIO) (int, error) {
 		Stdin: fd(cio.stdin), Stdout: fd(cio.stdout), Stderr: fd(cio.stderr), Console: fd(cio.console),
 	}
 	// Once ctx has ended (not at its deadline, which may come a moment
-	// before ctx says so), the start's reads and writes fail.
-	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Now()) })
-	defer stop()
-	if err := sp.send(ctx, theirs, files); err != nil {
-		return -1, hp.failed(fmt.Errorf("hand the exec server the exec: %w", err))
+	// before ctx says so), the start's reads and writes fail. halt stops
+	// that, or waits until it is done, and says whether ctx ended: the
+	// kill a failed start writes must not meet a deadline set after it.
+	cut := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		_ = conn.SetDeadline(time.Now())
+		close(cut)
+	})
+	halt := sync.OnceValue(func() bool {
+		if stop() {
+			return false
+		}
+		<-cut
+		return true
+	})
+	defer halt()
+	failed := func(err error) error {
+		halt()
+		return hp.failed(err)
+	}
+	err = sp.send(ctx, theirs, files)
+	// Ours closed at once: the message holds the server's, so a server that
+	// dies before it answers ends the reads below (EOF), not ctx alone.
+	_ = theirs.Close()
+	if err != nil {
+		hp.server.forget(ctx, sp)
+		return -1, failed(fmt.Errorf("hand the exec server the exec: %w", err))
 	}
 	hp.dec = json.NewDecoder(io.LimitReader(conn, maxServerReports))
 	var rep mon.ExecReport
 	if err := json.NewEncoder(conn).Encode(&req); err != nil {
-		return -1, hp.failed(fmt.Errorf("send the exec server the request: %w", err))
+		return -1, failed(fmt.Errorf("send the exec server the request: %w", err))
 	}
 	if err := hp.dec.Decode(&rep); err != nil {
-		return -1, hp.failed(fmt.Errorf("read the exec server's report: %w", err))
+		hp.server.forget(ctx, sp)
+		return -1, failed(fmt.Errorf("read the exec server's report: %w", err))
 	}
-	if !stop() {
+	if halt() {
 		// ctx ended as the report came: the process may run, and must not.
 		return -1, hp.failed(context.Cause(ctx))
 	}
