@@ -21,49 +21,15 @@ func TestEventsWatch(t *testing.T) {
 	t.Parallel()
 	d := newDaemon(t)
 	d.Start()
-	watch := exec.Command(testdaemon.Bin, "events", "-w")
-	watch.Env = append(os.Environ(), "STATICPODD_RUN_DIR="+d.RunDir)
-	stdout, err := watch.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	watch.Stderr = os.Stderr
-	if err := watch.Start(); err != nil {
-		t.Fatal(err)
-	}
-	lines := make(chan string)
-	go func() {
-		defer close(lines)
-		s := bufio.NewScanner(stdout)
-		for s.Scan() {
-			lines <- s.Text()
-		}
-	}()
-	defer func() {
-		watch.Process.Signal(syscall.SIGINT)
-		for range lines {
-		}
-		if err := watch.Wait(); err != nil {
-			t.Errorf("events -w after SIGINT: %v, want a clean exit", err)
-		}
-	}()
+	w := watchEvents(t, d)
 	// waitLine waits for a line with every one of want, failing at the timeout.
 	waitLine := func(want ...string) string {
 		t.Helper()
-		timeout := time.After(60 * time.Second)
-		for {
-			select {
-			case l, ok := <-lines:
-				if !ok {
-					t.Fatalf("events -w ended before a line with %q", want)
-				}
-				if containsAll(l, want...) {
-					return l
-				}
-			case <-timeout:
-				t.Fatalf("no line with %q from events -w within 60s", want)
-			}
+		l, ok := w.line(60*time.Second, want...)
+		if !ok {
+			t.Fatalf("no line with %q from events -w within 60s", want)
 		}
+		return l
 	}
 	waitLine("LAST SEEN", "TYPE", "REASON", "OBJECT", "CONTAINER", "MESSAGE")
 
@@ -121,4 +87,64 @@ func TestStartTimeSurvivesDaemonRestart(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// eventsWatch is `staticpodd events -w` on a test daemon, its lines read as
+// they come.
+type eventsWatch struct {
+	t     *testing.T
+	lines chan string
+}
+
+// watchEvents runs `staticpodd events -w` on d until the test ends, when it
+// is interrupted and must exit cleanly.
+func watchEvents(t *testing.T, d *daemon) *eventsWatch {
+	t.Helper()
+	watch := exec.Command(testdaemon.Bin, "events", "-w")
+	watch.Env = append(os.Environ(), "STATICPODD_RUN_DIR="+d.RunDir)
+	stdout, err := watch.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	watch.Stderr = os.Stderr
+	if err := watch.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w := &eventsWatch{t: t, lines: make(chan string)}
+	go func() {
+		defer close(w.lines)
+		s := bufio.NewScanner(stdout)
+		for s.Scan() {
+			w.lines <- s.Text()
+		}
+	}()
+	t.Cleanup(func() {
+		_ = watch.Process.Signal(syscall.SIGINT)
+		for range w.lines {
+		}
+		if err := watch.Wait(); err != nil {
+			t.Errorf("events -w after SIGINT: %v, want a clean exit", err)
+		}
+	})
+	return w
+}
+
+// line waits up to timeout for a line with every one of want; false if none
+// came. The watch ending first fails the test.
+func (w *eventsWatch) line(timeout time.Duration, want ...string) (string, bool) {
+	w.t.Helper()
+	end := time.After(timeout)
+	for {
+		select {
+		case l, ok := <-w.lines:
+			if !ok {
+				w.t.Fatalf("events -w ended before a line with %q", want)
+			}
+			if containsAll(l, want...) {
+				return l, true
+			}
+		case <-end:
+			return "", false
+		}
+	}
 }

@@ -1,17 +1,12 @@
 package tests
 
 import (
-	"bufio"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
-
-	"github.com/staticpodd/staticpodd/tests/testdaemon"
 )
 
 // frozenProbeMargin is how long past its period and timeout an exec probe
@@ -71,48 +66,8 @@ spec:
 		})
 	}
 
-	watch := exec.Command(testdaemon.Bin, "events", "-w")
-	watch.Env = append(os.Environ(), "STATICPODD_RUN_DIR="+d.RunDir)
-	stdout, err := watch.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	watch.Stderr = os.Stderr
-	if err := watch.Start(); err != nil {
-		t.Fatal(err)
-	}
-	lines := make(chan string)
-	go func() {
-		defer close(lines)
-		s := bufio.NewScanner(stdout)
-		for s.Scan() {
-			lines <- s.Text()
-		}
-	}()
-	defer func() {
-		_ = watch.Process.Signal(syscall.SIGINT)
-		for range lines {
-		}
-		_ = watch.Wait()
-	}()
-	waitLine := func(timeout time.Duration, want ...string) (string, bool) {
-		t.Helper()
-		end := time.After(timeout)
-		for {
-			select {
-			case l, ok := <-lines:
-				if !ok {
-					t.Fatalf("events -w ended before a line with %q", want)
-				}
-				if containsAll(l, want...) {
-					return l, true
-				}
-			case <-end:
-				return "", false
-			}
-		}
-	}
-	if _, ok := waitLine(30*time.Second, "LAST SEEN", "TYPE", "REASON"); !ok {
+	w := watchEvents(t, d)
+	if _, ok := w.line(30*time.Second, "LAST SEEN", "TYPE", "REASON"); !ok {
 		t.Fatal("no header from events -w")
 	}
 
@@ -127,7 +82,7 @@ spec:
 	// The first probe after the freeze starts within a period, and fails
 	// at its timeout.
 	bound := 2*time.Second + time.Second + frozenProbeMargin
-	line, ok := waitLine(time.Minute, "Unhealthy", "Readiness probe failed", "command timed out after 1s")
+	line, ok := w.line(time.Minute, "Unhealthy", "Readiness probe failed", "command timed out after 1s")
 	if !ok {
 		t.Fatalf("no Unhealthy event for the exec probe into the frozen pod within a minute:\n%s", d.CLI("ps", "-o", "wide"))
 	}
