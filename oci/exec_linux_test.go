@@ -37,13 +37,20 @@ func runningContainer(t *testing.T, setup func(*podspec.Container)) *execEnv {
 	e := newEnv(t)
 	pod := e.pod(false)
 	e.sandbox(pod)
-	c := e.container(pod, "main", "echo up; while :; do sleep 1; done")
+	return runningIn(t, e, pod, "main", setup)
+}
+
+// runningIn starts in pod (whose sandbox e made) a container name that runs
+// until killed; setup changes it first. The test's end removes it and the
+// sandbox.
+func runningIn(t *testing.T, e *env, pod *podspec.Pod, name string, setup func(*podspec.Container)) *execEnv {
+	t.Helper()
+	c := e.container(pod, name, "echo up; while :; do sleep 1; done")
 	if setup != nil {
 		setup(c)
 	}
 	st := e.start(pod, c)
 	waitLog(t, c.LogPath, "stdout F up")
-	x := &execEnv{env: e, pod: pod, st: st}
 	t.Cleanup(func() {
 		_ = e.rt.Signal(context.Background(), st.ID, 9)
 		e.wait(st.ID)
@@ -52,7 +59,7 @@ func runningContainer(t *testing.T, setup func(*podspec.Container)) *execEnv {
 			t.Error(err)
 		}
 	})
-	return x
+	return &execEnv{env: e, pod: pod, st: st}
 }
 
 // run execs cmd and returns its exit code, stdout and stderr.
@@ -510,18 +517,7 @@ func TestExecServerGivesAContainerNothingOfAnother(t *testing.T) {
 	e := a.env
 	pod := e.pod(false)
 	e.sandbox(pod)
-	c := e.container(pod, "hostile", "echo up; while :; do sleep 1; done")
-	st := e.start(pod, c)
-	waitLog(t, c.LogPath, "stdout F up")
-	t.Cleanup(func() {
-		_ = e.rt.Signal(context.Background(), st.ID, 9)
-		e.wait(st.ID)
-		e.destroy(st.ID)
-		if err := e.rt.RemoveSandbox(context.Background(), pod.UID); err != nil {
-			t.Error(err)
-		}
-	})
-	hostile := &execEnv{env: e, pod: pod, st: st}
+	hostile := runningIn(t, e, pod, "hostile", nil)
 
 	// A's exec runs on, with a secret in its environment and streams of
 	// its own (the exit after cat keeps sh from exec'ing it, which would
