@@ -222,14 +222,27 @@ type helperProcess struct {
 // setns init frozen as it joins the cgroup of a frozen pod) does not hold
 // the caller, and the server is asked to kill what it started.
 func (hp *helperProcess) start(ctx context.Context, cio childIO) (int, error) {
+	pid, gone, err := hp.try(ctx, cio)
+	if gone && ctx.Err() == nil {
+		// The server died before it took the exec (killed a moment before
+		// it could be reaped, which acquire would have seen): nothing of
+		// the exec started, and a new server takes it.
+		pid, _, err = hp.try(ctx, cio)
+	}
+	return pid, err
+}
+
+// try is one start on the running (or a new) server; gone says that the
+// server went away before it took the exec, which then did not start.
+func (hp *helperProcess) try(ctx context.Context, cio childIO) (_ int, gone bool, _ error) {
 	sp, err := hp.server.acquire()
 	if err != nil {
-		return -1, err
+		return -1, false, err
 	}
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0)
 	if err != nil {
 		hp.server.release(sp)
-		return -1, fmt.Errorf("exec's socket: %w", err)
+		return -1, false, fmt.Errorf("exec's socket: %w", err)
 	}
 	conn, theirs := os.NewFile(uintptr(fds[0]), "exec"), os.NewFile(uintptr(fds[1]), "exec-server")
 	hp.sp, hp.conn = sp, conn
@@ -277,34 +290,37 @@ func (hp *helperProcess) start(ctx context.Context, cio childIO) (int, error) {
 	_ = theirs.Close()
 	if err != nil {
 		hp.server.forget(ctx, sp)
-		return -1, failed(fmt.Errorf("hand the exec server the exec: %w", err))
+		return -1, true, failed(fmt.Errorf("hand the exec server the exec: %w", err))
 	}
 	hp.dec = json.NewDecoder(io.LimitReader(conn, maxServerReports))
 	var rep mon.ExecReport
 	if err := json.NewEncoder(conn).Encode(&req); err != nil {
-		return -1, failed(fmt.Errorf("send the exec server the request: %w", err))
+		// The server holds the exec's socket but closed it before it read
+		// a request: it went away, and started nothing of the exec.
+		hp.server.forget(ctx, sp)
+		return -1, true, failed(fmt.Errorf("send the exec server the request: %w", err))
 	}
 	if err := hp.dec.Decode(&rep); err != nil {
 		hp.server.forget(ctx, sp)
-		return -1, failed(fmt.Errorf("read the exec server's report: %w", err))
+		return -1, false, failed(fmt.Errorf("read the exec server's report: %w", err))
 	}
 	if halt() {
 		// ctx ended as the report came: the process may run, and must not.
-		return -1, hp.failed(context.Cause(ctx))
+		return -1, false, hp.failed(context.Cause(ctx))
 	}
 	_ = conn.SetDeadline(time.Time{})
 	switch {
 	case rep.NotRunning != "":
 		hp.finish()
-		return -1, fmt.Errorf("%w: it is %s", podspec.ErrNotRunning, rep.NotRunning)
+		return -1, false, fmt.Errorf("%w: it is %s", podspec.ErrNotRunning, rep.NotRunning)
 	case rep.Error != "":
 		hp.finish()
-		return -1, commandError(errors.New(rep.Error), hp.es.Cmd[0])
+		return -1, false, commandError(errors.New(rep.Error), hp.es.Cmd[0])
 	case rep.Pid <= 0:
-		return -1, hp.failed(fmt.Errorf("the exec server reported pid %d", rep.Pid))
+		return -1, false, hp.failed(fmt.Errorf("the exec server reported pid %d", rep.Pid))
 	}
 	hp.pid = rep.Pid
-	return rep.Pid, nil
+	return rep.Pid, false, nil
 }
 
 // failed ends an exec whose process's start could not be seen through: the
