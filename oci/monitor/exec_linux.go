@@ -129,6 +129,10 @@ func runExec(args []string) int {
 		}
 		execs.Go(func() { serveExec(root, files) })
 	}
+	// After an error other than the daemon's close, the daemon's sends
+	// must fail (it then starts another server), not wait on a socket no
+	// one reads.
+	_ = unix.Close(3)
 	// The daemon is gone, or done with this server. Holding its stderr for
 	// as long as the processes run would keep open what a supervisor reads
 	// the daemon's output from.

@@ -4,6 +4,7 @@ package monitor
 
 import (
 	"os"
+	"os/signal"
 	"unsafe"
 
 	// Registers the device-rules cgroup manager; without it libcontainer refuses
@@ -32,18 +33,33 @@ func Reexec() bool {
 		libcontainer.Init() // does not return
 	case StartArg:
 		nameProcess()
+		survivePipes()
 		os.Exit(runMonitor(os.Args[2:]))
 	case ExitArg:
 		nameProcess()
+		survivePipes()
 		os.Exit(runExit(os.Args[2:]))
 	case GzipArg:
 		nameProcess()
+		survivePipes()
 		os.Exit(runGzip(os.Args[2:]))
 	case ExecArg:
 		nameProcess()
+		survivePipes()
 		os.Exit(runExec(os.Args[2:]))
 	}
 	return false
+}
+
+// survivePipes makes a write to a closed pipe or socket on stdout or stderr
+// (the daemon's, whose reader went away: journald restarted, a terminal
+// closed) fail with EPIPE rather than kill the process with SIGPIPE, as Go
+// does by default for those two descriptors: a role that dies of it would
+// leave its processes unreaped and its records unwritten. A handler, not
+// SIG_IGN: the processes it starts (a container's exec) get SIGPIPE's
+// default back at their exec.
+func survivePipes() {
+	signal.Notify(make(chan os.Signal, 1), unix.SIGPIPE)
 }
 
 // nameProcess gives the process Name (cut to the kernel's 15 bytes) in ps,
