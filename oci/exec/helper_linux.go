@@ -294,11 +294,19 @@ func (hp *helperProcess) try(ctx context.Context, cio childIO) (_ int, gone bool
 	}
 	hp.dec = json.NewDecoder(io.LimitReader(conn, maxServerReports))
 	var rep mon.ExecReport
-	if err := json.NewEncoder(conn).Encode(&req); err != nil {
-		// The server holds the exec's socket but closed it before it read
-		// a request: it went away, and started nothing of the exec.
+	b, err := json.Marshal(&req)
+	if err != nil {
+		return -1, false, failed(fmt.Errorf("the exec request: %w", err))
+	}
+	if n, err := conn.Write(append(b, '\n')); err != nil {
+		// The server holds the exec's socket but closed it (it went away)
+		// before the request was all on it. Until its last byte was, the
+		// server read no request and started nothing of the exec; once it
+		// was, the server may have started it (the newline, which the
+		// server does not wait for, can be left to a later write): then
+		// it is not handed to another server.
 		hp.server.forget(ctx, sp)
-		return -1, true, failed(fmt.Errorf("send the exec server the request: %w", err))
+		return -1, n < len(b), failed(fmt.Errorf("send the exec server the request: %w", err))
 	}
 	if err := hp.dec.Decode(&rep); err != nil {
 		hp.server.forget(ctx, sp)
