@@ -85,7 +85,10 @@ func (s *Server) acquire() (*serverProc, error) {
 	if p := s.cur; p != nil {
 		select {
 		case <-p.done:
+			// Died (killed, or its own error): its socket and idle timer
+			// go with it, not when the collector finds them.
 			s.cur = nil
+			p.retire()
 		default:
 			if p.idle != nil {
 				p.idle.Stop()
