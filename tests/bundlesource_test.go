@@ -272,7 +272,10 @@ func TestBundleFromManifestURL(t *testing.T) {
 		}
 		return nil
 	})
-	if n := strings.Count(d.Output(), "bundle from the manifest URL applied"); n != 1 {
+	applied := d.WaitOutput(10*time.Second, "the bundle applied", func(out string) bool {
+		return strings.Contains(out, "bundle from the manifest URL applied")
+	})
+	if n := strings.Count(applied, "bundle from the manifest URL applied"); n != 1 {
 		t.Errorf("the bundle was applied %d times, want once", n)
 	}
 	if status := d.CLI("bundle", "status"); !strings.Contains(status, rec.Digest) {

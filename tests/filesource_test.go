@@ -176,12 +176,7 @@ func TestManifestRemovedAndWrittenAgainRestartsPod(t *testing.T) {
 	t.Logf("unlinked: pod terminating %s after rm", took.Round(time.Millisecond))
 	// The status can say terminating before the daemon's log line has come
 	// through its pipe.
-	d.Eventually(10*time.Second, "a log line says the manifest was removed", func() error {
-		if !strings.Contains(d.Output(), `msg="manifest removed"`) {
-			return fmt.Errorf("not logged yet")
-		}
-		return nil
-	})
+	d.WaitLine(10*time.Second, `msg="manifest removed"`)
 }
 
 // restartedOnce waits until the pod r was is running again: same UID, its
@@ -204,6 +199,18 @@ func restartedOnce(d *daemon, r running) {
 	if procAlive(r.pid) {
 		d.T.Errorf("the first container of %s (pid %d) still runs", r.name, r.pid)
 	}
+}
+
+// removalLogged reports whether the daemon's output out has the line saying
+// that the manifest file was removed.
+func removalLogged(out, file string) bool {
+	for line := range strings.Lines(out) {
+		if strings.Contains(line, `msg="manifest removed"`) &&
+			(strings.Contains(line, " file="+file+" ") || strings.HasSuffix(line, " file="+file+"\n")) {
+			return true
+		}
+	}
+	return false
 }
 
 func writeFile(t *testing.T, path, body string) {
@@ -255,12 +262,11 @@ func TestEditorSaveLeavesPodAlone(t *testing.T) {
 				// The status can say terminating before the daemon's log line
 				// has come through its pipe: wait for the real removal's line,
 				// then count (a save taken as a removal logs before it).
-				logged := func() bool { return strings.Contains(d.Output(), `msg="manifest removed"`) }
-				for deadline := time.Now().Add(10 * time.Second); !logged() && time.Now().Before(deadline); {
-					time.Sleep(20 * time.Millisecond)
-				}
-				if strings.Count(d.Output(), `msg="manifest removed"`) != 1 {
-					t.Errorf("the saves were taken as removals:\n%s", d.Output())
+				out := d.WaitOutput(10*time.Second, "the removal logged", func(out string) bool {
+					return strings.Contains(out, `msg="manifest removed"`)
+				})
+				if strings.Count(out, `msg="manifest removed"`) != 1 {
+					t.Errorf("the saves were taken as removals:\n%s", out)
 				}
 				return
 			}
@@ -276,8 +282,13 @@ func TestEditorSaveLeavesPodAlone(t *testing.T) {
 				t.Errorf("a removed manifest's pod was wanted for %s", took)
 			}
 			web.untouched(d)
-			if strings.Contains(d.Output(), `file=`+path+` pod=web`) {
-				t.Errorf("web was taken as removed:\n%s", d.Output())
+			// A save taken as web's removal would have been logged before
+			// canary's removal: wait for that line, then look for web's.
+			d.WaitOutput(10*time.Second, "canary's removal logged", func(out string) bool {
+				return removalLogged(out, filepath.Join(d.Manifests, "canary.yaml"))
+			})
+			if out := d.Output(); removalLogged(out, path) {
+				t.Errorf("web was taken as removed:\n%s", out)
 			}
 		})
 	}
@@ -432,9 +443,7 @@ func TestInotifyOverflowConverges(t *testing.T) {
 	if took > 2*time.Second {
 		t.Errorf("took %s to converge after an overflow", took)
 	}
-	if !strings.Contains(d.Output(), "inotify queue overflowed") {
-		t.Errorf("no overflow logged:\n%s", d.Output())
-	}
+	d.WaitLine(10*time.Second, "inotify queue overflowed")
 	d.WaitRunning("b", 60*time.Second)
 }
 
@@ -513,9 +522,8 @@ func TestLastGoodPodSurvivesRestart(t *testing.T) {
 		return nil
 	})
 	web.untouched(d)
-	if !strings.Contains(d.Output(), "running the last good pod kept with its state") {
-		t.Errorf("the daemon does not say it runs the kept pod:\n%s", d.Output())
-	}
+	// The daemon says it runs the kept pod.
+	d.WaitLine(10*time.Second, "running the last good pod kept with its state")
 	d.WriteManifest("web.yaml", body)
 	d.Eventually(10*time.Second, "the problem gone", func() error {
 		if out, _ := d.CLIErr("ps"); strings.Contains(out, "Sometimes") {

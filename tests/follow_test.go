@@ -182,12 +182,7 @@ func TestFollowTagAcrossKill9(t *testing.T) {
 	d.WriteManifest("web.yaml", followManifest("web", r.addr+"/team/app:t"))
 	uidA := awaitImage(d, "web", refA, 60*time.Second)
 	_, refB := r.push(bTar, "team/app:t")
-	d.Eventually(30*time.Second, "the tag's move seen", func() error {
-		if !strings.Contains(d.Output(), "followed tag moved") {
-			return errStill
-		}
-		return nil
-	})
+	d.WaitLine(30*time.Second, "followed tag moved")
 	d.Kill9()
 	d.Start()
 	uidB := awaitImage(d, "web", refB, 60*time.Second, uidA)

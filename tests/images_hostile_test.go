@@ -302,11 +302,8 @@ spec:
 	if err := os.Rename(tmp, dst); err != nil {
 		t.Fatal(err)
 	}
-	d.Eventually(20*time.Second, "the import failure logged", func() error {
-		if out := d.Output(); !strings.Contains(out, "image import failed") || !strings.Contains(out, `entry .wh...: whiteout of \"..\"`) {
-			return fmt.Errorf("not yet")
-		}
-		return nil
+	d.WaitOutput(20*time.Second, "the import failure logged", func(out string) bool {
+		return strings.Contains(out, "image import failed") && strings.Contains(out, `entry .wh...: whiteout of \"..\"`)
 	})
 	if got := digest(); got != want {
 		t.Errorf("the store changed:\n%s\nwant\n%s", got, want)

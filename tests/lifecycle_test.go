@@ -106,12 +106,9 @@ func TestPostStartFailure(t *testing.T) {
 	if got := readFile(filepath.Join(dir, "stop")); got != "term\n" {
 		t.Errorf("the container got %q, want a graceful stop (term)", got)
 	}
-	out := d.Output()
 	for _, want := range []string{`msg="postStart hook failed, killing container"`, "reason=FailedPostStartHook container=main",
 		`exited with 3: broken hook`} {
-		if !strings.Contains(out, want) {
-			t.Errorf("daemon log lacks %q:\n%s", want, out)
-		}
+		d.WaitLine(10*time.Second, want)
 	}
 }
 
@@ -237,8 +234,11 @@ func TestPreStopHTTPGet(t *testing.T) {
 	if want := []string{"GET /drain?now=1 kube-lifecycle/1.37 yes"}; !slices.Equal(got, want) {
 		t.Errorf("the server got %q, want %q", got, want)
 	}
-	if strings.Contains(d.Output(), "FailedPreStopHook") {
-		t.Errorf("a 503 made the hook fail:\n%s", d.Output())
+	// A failed hook is logged before the container is stopped: once its
+	// exit is logged, the log says whether the hook failed.
+	d.WaitLine(30*time.Second, `msg="container exited" pod=default/web-`+d.Name+" container=main")
+	if out := d.Output(); strings.Contains(out, "FailedPreStopHook") {
+		t.Errorf("a 503 made the hook fail:\n%s", out)
 	}
 }
 
@@ -437,8 +437,11 @@ func TestActiveDeadlineSeconds(t *testing.T) {
 		}
 		return nil
 	})
-	if n := strings.Count(d.Output(), `msg="container started"`); n != 1 {
-		t.Errorf("%d container starts, want 1: restarted after its deadline\n%s", n, d.Output())
+	out := d.WaitOutput(10*time.Second, "the start logged", func(out string) bool {
+		return strings.Contains(out, `msg="container started"`)
+	})
+	if n := strings.Count(out, `msg="container started"`); n != 1 {
+		t.Errorf("%d container starts, want 1: restarted after its deadline\n%s", n, out)
 	}
 }
 

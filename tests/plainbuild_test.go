@@ -109,7 +109,9 @@ func TestPlainBuild(t *testing.T) {
 		if refusals != 1 {
 			t.Errorf("%d events of the refusal, want 1: %+v", refusals, events.Items)
 		}
-		out := d.Output()
+		out := d.WaitOutput(10*time.Second, "the build's warning", func(out string) bool {
+			return strings.Contains(out, "containers that need what this build lacks will not start")
+		})
 		if n := strings.Count(out, "containers that need what this build lacks will not start"); n != 1 {
 			t.Errorf("the daemon warned %d times of its build, want once:\n%s", n, out)
 		}

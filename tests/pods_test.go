@@ -1,7 +1,6 @@
 package tests
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -256,12 +255,7 @@ func TestStoppingGenerationAcrossDaemonRestart(t *testing.T) {
 		return nil
 	})
 	d.WriteManifest("gen.yaml", gen(2))
-	d.Eventually(30*time.Second, "the daemon has the new generation", func() error {
-		if !strings.Contains(d.Output(), "new pod generation; it starts once the previous one has stopped") {
-			return errors.New("not yet")
-		}
-		return nil
-	})
+	d.WaitLine(30*time.Second, "new pod generation; it starts once the previous one has stopped")
 	if b, _ := os.ReadFile(events); strings.Contains(string(b), "start 2") {
 		t.Fatalf("the new generation started while the old one still ran: %q", b)
 	}

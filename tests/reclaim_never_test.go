@@ -65,12 +65,7 @@ spec:
 
 	d.Kill9()
 	d.Start()
-	d.Eventually(60*time.Second, "the next daemon ready", func() error {
-		if !strings.Contains(d.Output(), "pods synced: ready") {
-			return errors.New("not yet")
-		}
-		return nil
-	})
+	d.WaitLine(60*time.Second, "pods synced: ready") // the next daemon ready
 	d.Eventually(60*time.Second, "done listed Succeeded by the next daemon", func() error {
 		p := d.Pod("done")
 		if p == nil || p.Status.Phase != v1.PodSucceeded {

@@ -314,9 +314,8 @@ func liveEviction() liveGroup {
 				ld.reload(t, "evictionMaxPodGracePeriod: 4")
 				ld.WriteManifest("q.yaml", evictable("q", "Burstable")) // admitted under MemoryPressure
 				waitEvicted(ld.daemon, "q", 60*time.Second)
-				if out := ld.Output(); !regexp.MustCompile(`evicting pod" pod=\S*q\S* .*grace=4s`).MatchString(out) {
-					t.Errorf("q not evicted with grace=4s:\n%s", out)
-				}
+				evicted := regexp.MustCompile(`evicting pod" pod=\S*q\S* .*grace=4s`)
+				ld.WaitOutput(10*time.Second, "q evicted with grace=4s", evicted.MatchString)
 			}},
 		},
 	}

@@ -154,8 +154,11 @@ func TestURLSource(t *testing.T) {
 	if err := webUnchanged(); err != nil {
 		t.Error(err)
 	}
-	if n := strings.Count(d.Output(), "cannot read pods from the manifest URL"); n != 1 {
-		t.Errorf("the failure was logged %d times over several polls, want once:\n%s", n, d.Output())
+	failed := d.WaitOutput(10*time.Second, "the failure logged", func(out string) bool {
+		return strings.Contains(out, "cannot read pods from the manifest URL")
+	})
+	if n := strings.Count(failed, "cannot read pods from the manifest URL"); n != 1 {
+		t.Errorf("the failure was logged %d times over several polls, want once:\n%s", n, failed)
 	}
 
 	// Back with a change: applied.
@@ -205,9 +208,8 @@ func TestURLSource(t *testing.T) {
 	if !procAlive(pid) || mainContainer(t, d.Pod("web")).RestartCount != 0 {
 		t.Error("web's container did not survive the restart as it was")
 	}
-	if !strings.Contains(d.Output(), "loaded the last good set of the manifest URL") {
-		t.Errorf("the daemon did not say where the pods came from:\n%s", d.Output())
-	}
+	// The daemon says where the pods came from.
+	d.WaitLine(10*time.Second, "loaded the last good set of the manifest URL")
 
 	// An empty PodList removes the URL's pods.
 	srv.Set(sleeperList("4"))
