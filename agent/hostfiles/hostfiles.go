@@ -20,6 +20,7 @@ import (
 
 	"github.com/fsnotify/fsnotify"
 
+	"github.com/staticpodd/staticpodd/agent/filestamp"
 	"github.com/staticpodd/staticpodd/agent/tick"
 )
 
@@ -34,6 +35,10 @@ const Absent = "absent"
 // maxDirs bounds the directories watched with inotify; beyond them, the
 // periodic relist still sees every change.
 const maxDirs = 512
+
+// racy is how recent a change may be for a file's stamp not to be trusted
+// (filestamp.Stamp.Settled). A variable for the tests only.
+var racy = 2 * time.Second
 
 // settle is how long after a directory's first event its files are read: an
 // editor that renames a file away and writes it back, or a tool that
@@ -53,32 +58,34 @@ func Digest(path string) string {
 
 // digest is Digest, and the stamp of the regular file read (zero for
 // anything else): the same stamp later is the same contents.
-func digest(path string) (string, stamp) {
+func digest(path string) (string, filestamp.Stamp) {
+	readAt := time.Now()
 	f, fi, err := openRegular(path)
 	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
-		return Absent, stamp{}
+		return Absent, filestamp.Stamp{}
 	}
 	if err != nil {
-		return unusable(err), stamp{}
+		return unusable(err), filestamp.Stamp{}
 	}
 	if f == nil {
-		return fmt.Sprintf("unusable: not a regular file (%s)", fi.Mode().Type()), stamp{}
+		return fmt.Sprintf("unusable: not a regular file (%s)", fi.Mode().Type()), filestamp.Stamp{}
 	}
 	defer f.Close()
 	if fi.Size() > MaxSize {
-		return fmt.Sprintf("unusable: larger than %d bytes", MaxSize), stamp{}
+		return fmt.Sprintf("unusable: larger than %d bytes", MaxSize), filestamp.Stamp{}
 	}
 	h := sha256.New()
 	n, err := io.Copy(h, io.LimitReader(f, MaxSize+1))
 	switch {
 	case err != nil:
-		return unusable(err), stamp{}
+		return unusable(err), filestamp.Stamp{}
 	case n > MaxSize: // it grew while it was read
-		return fmt.Sprintf("unusable: larger than %d bytes", MaxSize), stamp{}
+		return fmt.Sprintf("unusable: larger than %d bytes", MaxSize), filestamp.Stamp{}
 	}
 	// The stamp from before the read: a write during it changes the file's
-	// ctime after, and the next look reads it again.
-	return "sha256:" + hex.EncodeToString(h.Sum(nil)), stampOf(fi, time.Now())
+	// ctime after, and the next look reads it again. One changed within
+	// racy before the read vouches for nothing: read again at the next look.
+	return "sha256:" + hex.EncodeToString(h.Sum(nil)), filestamp.Of(fi).Settled(readAt, racy)
 }
 
 // unusable is the digest of a file that cannot be read: the error without
@@ -108,7 +115,7 @@ type Watcher struct {
 // entry is a file's digest, and the stamp of the file it was read from.
 type entry struct {
 	digest string
-	stamp  stamp
+	stamp  filestamp.Stamp
 }
 
 // New returns a watcher that relists every relist; Run runs it.
@@ -266,7 +273,7 @@ func (w *Watcher) watch(fw *fsnotify.Watcher) {
 // nil), and says so on Changed when a digest changed.
 func (w *Watcher) reread(dirs map[string]bool) {
 	w.mu.Lock()
-	paths := map[string]stamp{}
+	paths := map[string]filestamp.Stamp{}
 	for p, e := range w.digests {
 		if dirs == nil || dirs[filepath.Dir(p)] || dirs[p] {
 			paths[p] = e.stamp
@@ -279,7 +286,7 @@ func (w *Watcher) reread(dirs map[string]bool) {
 	// a stat per file, not a hash of up to MaxSize.
 	now := make(map[string]entry, len(paths))
 	for p, st := range paths {
-		if fi, err := os.Stat(p); err == nil && st != (stamp{}) && stampOf(fi, time.Time{}) == st {
+		if fi, err := os.Stat(p); err == nil && filestamp.Current(st, filestamp.Of(fi)) {
 			continue
 		}
 		var e entry

@@ -4,7 +4,6 @@ import (
 	"io/fs"
 	"os"
 	"syscall"
-	"time"
 
 	"github.com/staticpodd/staticpodd/agent/podspec/logfiles"
 )
@@ -37,35 +36,4 @@ func openRegular(path string) (*os.File, fs.FileInfo, error) {
 		return nil, nil, &fs.PathError{Op: "open", Path: path, Err: err}
 	}
 	return os.NewFile(uintptr(fd), path), fi, nil
-}
-
-// stamp tells a file's contents apart without reading them: its inode,
-// size and change times. A write changes the ctime, which no one but the
-// kernel sets, and a file renamed over is another inode.
-type stamp struct {
-	dev, ino     uint64
-	size         int64
-	mtime, ctime syscall.Timespec
-}
-
-// racy is how recent a change may be for its stamp not to be trusted: a
-// file's times may have the clock's tick as their resolution, so a second
-// write within the tick of the first, of the same size, would have the same
-// stamp (git's "racily clean" entries). A variable for the tests only.
-var racy = 2 * time.Second
-
-// stampOf is fi's stamp; zero, when read is not zero, for a file changed
-// within racy before read (or after it, the clock set back): such a file
-// is read again at the next look.
-func stampOf(fi fs.FileInfo, read time.Time) stamp {
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok {
-		return stamp{}
-	}
-	if !read.IsZero() {
-		if age := read.Sub(time.Unix(st.Ctim.Unix())); age < racy {
-			return stamp{}
-		}
-	}
-	return stamp{dev: uint64(st.Dev), ino: st.Ino, size: st.Size, mtime: st.Mtim, ctime: st.Ctim}
 }

@@ -6,7 +6,6 @@ import (
 	"io/fs"
 	"os"
 	"syscall"
-	"time"
 )
 
 // openRegular opens the file at path when it is a regular file; for
@@ -24,8 +23,3 @@ func openRegular(path string) (*os.File, fs.FileInfo, error) {
 	}
 	return f, fi, nil
 }
-
-// stamp is zero elsewhere: every look reads the file.
-type stamp struct{}
-
-func stampOf(fs.FileInfo, time.Time) stamp { return stamp{} }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -20,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	utilio "k8s.io/utils/io"
 
+	"github.com/staticpodd/staticpodd/agent/filestamp"
 	"github.com/staticpodd/staticpodd/agent/manifest"
 	"github.com/staticpodd/staticpodd/agent/objects"
 	"github.com/staticpodd/staticpodd/agent/tick"
@@ -51,6 +53,9 @@ type File struct {
 	// lists counts Run's lists of the manifests, sent or not: what a
 	// test waits for before it says a relist changed nothing.
 	lists atomic.Uint64
+	// reads counts the manifests read (opened and hashed), for the tests:
+	// a relist of unchanged manifests reads none.
+	reads atomic.Uint64
 
 	// Store, when set before Run, keeps the manifest of each started pod
 	// with its state, so that the last good pod of a manifest that is
@@ -84,10 +89,21 @@ type File struct {
 	// directory, or of the one holding the manifest file.
 	realDir string
 	// readAll makes the next list read every manifest, whatever its stat
-	// says: the periodic relist and Relist do, for a file system whose stat
-	// may lag its content (a network one's attribute cache).
+	// says: Relist does, and the periodic relist once every fullRelist, for
+	// a file system whose stat may not follow its content (a FUSE one that
+	// makes its times up, a network one's attribute cache). Every other
+	// periodic relist reads only the manifests whose stat changed.
 	readAll bool
+	// fullAt is when the periodic relist next reads every manifest.
+	fullAt time.Time
 }
+
+// fullRelist is how often the periodic relist reads every manifest, whatever
+// its stat says; the others read only the manifests whose stat (device,
+// inode, size, mtime, ctime: filestamp) changed. A write always moves the
+// ctime, so this is for file systems whose stat does not tell (a FUSE one
+// that makes its times up), which are then as late as this at worst.
+const fullRelist = 10 * time.Minute
 
 // recreates counts the manifests found back after an unlink, in every
 // source of the process: each return is a new, higher Recreated token.
@@ -108,8 +124,8 @@ const settleTime = 500 * time.Millisecond
 type fileState struct {
 	sum [sha256.Size]byte
 	// stamp is the file's stat when the content of sum was read; a zero
-	// stamp is never current (stampCurrent).
-	stamp fileStamp
+	// stamp is never current (filestamp.Current).
+	stamp filestamp.Stamp
 	// data is the content of the last good parse as the Store keeps it:
 	// without the values of its Secrets (manifest.WithoutSecretValues).
 	data []byte
@@ -240,6 +256,9 @@ func (f *File) Run(ctx context.Context, out chan<- Update) error {
 		// recheck woke before the select took an unlink's event would take
 		// the manifest for one renamed away, and wait settleTime.
 		f.drain(events)
+		if f.readAll || f.fullAt.IsZero() {
+			f.fullAt = time.Now().Add(fullRelist)
+		}
 		u := f.list()
 		f.lists.Add(1)
 		f.readAll = false
@@ -258,8 +277,12 @@ func (f *File) Run(ctx context.Context, out chan<- Update) error {
 			select {
 			case <-ctx.Done():
 				return nil
-			case <-ticker.C:
-				f.readAll = true
+			case now := <-ticker.C:
+				// An idle daemon's relist reads nothing: 100 manifests
+				// read and hashed every 20 s were most of its CPU at rest.
+				if !now.Before(f.fullAt) {
+					f.readAll = true
+				}
 				break wait
 			case <-f.relist:
 				f.readAll = true
@@ -419,6 +442,7 @@ func (f *File) manifests() []Manifest {
 // changed. So is an object's, unless its credentials' values make it anew.
 func (f *File) fingerprint(paths []string, objs []*objects.Object, credProblems []manifest.Problem) string {
 	var b strings.Builder
+	b.Grow(len(f.last)) // the last one's size: one allocation at rest
 	digests := make(map[*v1.Pod]string, len(f.digests))
 	for _, p := range paths {
 		st := f.files[p]
@@ -431,7 +455,16 @@ func (f *File) fingerprint(paths []string, objs []*objects.Object, credProblems 
 				d = digest(pod)
 			}
 			digests[pod.Pod] = d
-			fmt.Fprintf(&b, "pod %s %s %s %d\n", pod.Origin, pod.UID, d, st.recreated)
+			// As fmt's "pod %s %s %s %d\n", without its allocations per pod.
+			b.WriteString("pod ")
+			b.WriteString(pod.Origin)
+			b.WriteByte(' ')
+			b.WriteString(string(pod.UID))
+			b.WriteByte(' ')
+			b.WriteString(d)
+			b.WriteByte(' ')
+			b.WriteString(strconv.FormatUint(st.recreated, 10))
+			b.WriteByte('\n')
 		}
 	}
 	objectDigests := make(map[*objects.Object]string, len(objs))
@@ -476,7 +509,7 @@ func (f *File) list() Update {
 	case !fi.IsDir():
 		delete(f.notes, f.path)
 		f.missing, f.isDir = false, false
-		if f.readFile(f.path, false) {
+		if f.readFile(f.path, false, fi, now) {
 			present[f.path] = true
 		}
 	default:
@@ -496,6 +529,7 @@ func (f *File) list() Update {
 				}
 				continue
 			}
+			statAt := time.Now()
 			fi, err := os.Stat(p) // follows symlinks, as the kubelet does
 			switch {
 			case vanished(p, err):
@@ -513,7 +547,7 @@ func (f *File) list() Update {
 				f.noteOnce(p, "irregular", "ignoring a manifest path that is not a regular file", "file", p, "mode", fi.Mode().String())
 			default:
 				delete(f.notes, p)
-				if f.readFile(p, e.Type()&fs.ModeSymlink != 0) {
+				if f.readFile(p, e.Type()&fs.ModeSymlink != 0, fi, statAt) {
 					present[p] = true
 				}
 			}
@@ -622,25 +656,24 @@ func (f *File) paths() []string {
 // whether the file is there.
 //
 // A file whose stat is still the one its last read had, and had long enough
-// before that read that no write can hide under it (stampCurrent), is not
-// read again but by the periodic relist (readAll): a burst of manifests,
-// each an event and a list, would otherwise read every manifest already
-// there again at each one.
-func (f *File) readFile(path string, link bool) bool {
-	readAt := time.Now()
-	fi, err := os.Stat(path)
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return false
-		}
-		f.failed(path, err, link)
-		return true
-	}
-	stamp := stampOf(fi)
-	if st := f.files[path]; st != nil && !f.readAll && (st.good || st.err != nil) && stampCurrent(st.stamp, stamp) {
+// before that read that no write can hide under it (filestamp.Current), is not
+// read again but by Relist and one periodic relist in fullRelist (readAll):
+// a burst of manifests, each an event and a list, would otherwise read every
+// manifest already there again at each one, and each relist of an idle
+// daemon all of them. The stat follows a symlink, as the read does: a
+// symlinked manifest whose target is rewritten, or that leads to another
+// file, has another stamp.
+//
+// fi is the list's stat of path (following symlinks), taken at statAt or
+// after: the one stat a relist makes of a manifest that did not change.
+func (f *File) readFile(path string, link bool, fi fs.FileInfo, statAt time.Time) bool {
+	readAt := statAt
+	stamp := filestamp.Of(fi)
+	if st := f.files[path]; st != nil && !f.readAll && (st.good || st.err != nil) && filestamp.Current(st.stamp, stamp) {
 		st.link = link
 		return true
 	}
+	f.reads.Add(1)
 	data, err := readAtMost(path, manifest.MaxSize)
 	if errors.Is(err, fs.ErrNotExist) { // removed between listing and reading
 		return false
@@ -659,7 +692,7 @@ func (f *File) readFile(path string, link bool) bool {
 	st := f.state(path, link)
 	sum := sha256.Sum256(data)
 	if sum == st.sum && (st.good || st.err != nil) {
-		st.stamp = stamp.settled(readAt)
+		st.stamp = stamp.Settled(readAt, racyWindow)
 		return true
 	}
 	parsed := manifest.Check(data, manifest.SourceFile, path, f.nodeName)
@@ -668,7 +701,7 @@ func (f *File) readFile(path string, link bool) bool {
 		f.restore(path)
 		return true
 	}
-	st.sum, st.stamp = sum, stamp.settled(readAt)
+	st.sum, st.stamp = sum, stamp.Settled(readAt, racyWindow)
 	for _, w := range parsed.Warnings {
 		f.logger.Warn("manifest warning", "file", path, "field", w.Field, "warning", w.Message)
 	}
@@ -702,7 +735,7 @@ func (f *File) failed(path string, err error, link bool) {
 	if st.err == nil || st.err.Error() != err.Error() {
 		f.logger.Warn("cannot read manifest file; keeping its pods", append([]any{"file", path, "err", err}, st.kept()...)...)
 	}
-	st.err, st.sum, st.stamp, st.warnings = err, [sha256.Size]byte{}, fileStamp{}, nil
+	st.err, st.sum, st.stamp, st.warnings = err, [sha256.Size]byte{}, filestamp.Stamp{}, nil
 	f.restore(path)
 }
 

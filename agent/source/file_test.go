@@ -15,6 +15,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/staticpodd/staticpodd/agent/filestamp"
 	"github.com/staticpodd/staticpodd/agent/manifest"
 )
 
@@ -434,22 +435,37 @@ func mkfifo(t *testing.T, path string) {
 }
 
 // BenchmarkRelist is one relist of a directory of 100 unchanged manifests:
-// every file is read and hashed, none parsed.
+// the periodic one (stat) stats every file and reads none; the full one
+// (read), Relist's and one periodic relist in fullRelist, reads and hashes
+// every file, parsing none.
 func BenchmarkRelist(b *testing.B) {
 	dir := b.TempDir()
+	var paths []string
 	for i := range 100 {
-		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("pod-%03d.yaml", i)), []byte(podYAML(fmt.Sprintf("pod-%03d", i), "busybox")), 0o644); err != nil {
+		p := filepath.Join(dir, fmt.Sprintf("pod-%03d.yaml", i))
+		if err := os.WriteFile(p, []byte(podYAML(fmt.Sprintf("pod-%03d", i), "busybox")), 0o644); err != nil {
 			b.Fatal(err)
 		}
+		paths = append(paths, p)
 	}
-	src := NewFile(dir, "node1", time.Hour, func(types.UID) time.Time { return seenAt }, slog.New(slog.DiscardHandler))
-	if u := src.list(); len(u.Pods) != 100 {
-		b.Fatalf("%d pods", len(u.Pods))
-	}
-	b.ResetTimer()
-	src.sent, src.last = true, src.list().fingerprint // as after Run's first send
-	for b.Loop() {
-		src.list()
+	time.Sleep(filestamp.Coarse) // until a read vouches for the files' content
+	for _, c := range []struct {
+		name    string
+		readAll bool
+	}{{"stat", false}, {"read", true}} {
+		b.Run(c.name, func(b *testing.B) {
+			src := NewFile(dir, "node1", time.Hour, func(types.UID) time.Time { return seenAt }, slog.New(slog.DiscardHandler))
+			if u := src.list(); len(u.Pods) != 100 {
+				b.Fatalf("%d pods", len(u.Pods))
+			}
+			src.sent, src.last = true, src.list().fingerprint // as after Run's first send
+			from := src.reads.Load()
+			for b.Loop() {
+				src.readAll = c.readAll
+				src.list()
+			}
+			b.ReportMetric(float64(src.reads.Load()-from)/float64(b.N), "files-read/op")
+		})
 	}
 }
 

@@ -1,4 +1,4 @@
-package source
+package filestamp
 
 import (
 	"io/fs"
@@ -6,13 +6,13 @@ import (
 	"time"
 )
 
-func stampOf(fi fs.FileInfo) fileStamp {
+func stampOf(fi fs.FileInfo) Stamp {
 	st, ok := fi.Sys().(*syscall.Stat_t)
 	if !ok {
-		return fileStamp{}
+		return Stamp{}
 	}
-	return fileStamp{
-		dev: st.Dev, ino: st.Ino, size: st.Size,
+	return Stamp{
+		dev: uint64(st.Dev), ino: st.Ino, size: st.Size,
 		mtime: time.Unix(st.Mtim.Unix()), ctime: time.Unix(st.Ctim.Unix()),
 		ok: true,
 	}

@@ -1,0 +1,7 @@
+//go:build !linux
+
+package filestamp
+
+import "io/fs"
+
+func stampOf(fs.FileInfo) Stamp { return Stamp{} }
