@@ -11,9 +11,12 @@ import (
 )
 
 // Coarse is the least window for a file system that stamps whole seconds
-// (ext4's small inodes, many NFS servers; FAT two): a write later in the
-// second of a read keeps the stamp read with it.
-const Coarse = 2 * time.Second
+// (ext4's small inodes, many NFS servers; FAT two, its ctime its mtime): a
+// write later in the second of a read keeps the stamp read with it. It is
+// FAT's two seconds and more than the tick the kernel's clock lags by: a
+// read 2 s after a FAT stamp of 10 s, at 12 s, is followed by a write that
+// the kernel's clock, a few ms behind, stamps 11.99 s, truncated to 10 s.
+const Coarse = 3 * time.Second
 
 // Stamp is what a stat says of a file's content: which file, how long, and
 // when it last changed. A write changes the ctime, which no one but the
