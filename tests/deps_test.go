@@ -147,10 +147,11 @@ var agentEdges = map[string][]string{
 	"agent/describe":         {"agent/events", "agent/prober", "agent/status"},
 	"agent/events":           {"agent/podspec"},
 	"agent/eviction":         {"agent/podspec"},
+	"agent/filestamp":        nil, // a file's stat as a change detector: the manifest source's and restart-on-change's
 	"agent/health":           {"agent/server", "agent/source"},
 	"agent/histogram":        nil,
 	"agent/host":             nil,
-	"agent/hostfiles":        {"agent/podspec/logfiles", "agent/tick"}, // restart-on-change's files, watched and hashed, opened as the log files are: regular files only
+	"agent/hostfiles":        {"agent/filestamp", "agent/podspec/logfiles", "agent/tick"}, // restart-on-change's files, watched and hashed, opened as the log files are: regular files only
 	"agent/images":           {"agent/events", "agent/eviction", "agent/podspec", "agent/status"},
 	"agent/lifecycle":        {"agent/events", "agent/podspec", "agent/prober"},
 	"agent/manifest":         {"agent/objects", "agent/poddir", "agent/podspec"},
@@ -168,7 +169,7 @@ var agentEdges = map[string][]string{
 		"agent/atomicfile", "agent/events", "agent/histogram", "agent/manifest", "agent/podspec",
 		"agent/podspec/logfiles", "agent/prober", "agent/rollout",
 	},
-	"agent/source": {"agent/atomicfile", "agent/manifest", "agent/objects", "agent/podspec", "agent/tick"},
+	"agent/source": {"agent/atomicfile", "agent/filestamp", "agent/manifest", "agent/objects", "agent/podspec", "agent/tick"},
 	"agent/status": {"agent/manifest", "agent/podspec"},
 	// agent/tick is the one clock the periodic work ticks on, so that an
 	// idle daemon's periods wake it together.
