@@ -486,11 +486,13 @@ func TestExitRecorderDrainsWithRotation(t *testing.T) {
 	// bounded drain, until the recorder reads the pipes' end: in bursts,
 	// each more than maxSize, with time between them to compress. The
 	// drain stops the gzip helper when the pipes end, as criLog.Close
-	// does, so the orphan holds them until the helper has compressed all
-	// but the newest rotated file (30s at most), rather than for a time a
-	// loaded machine may not compress in.
+	// does, so the orphan holds them until the recorder has written its
+	// last line to the live file (the pipes hold all it wrote, so a loaded
+	// recorder may rotate long after the orphan is done) and the helper has
+	// compressed all but the newest rotated file (30s at most), rather than
+	// for a time a loaded machine may not compress in.
 	m := startRunningMonitor(t, `(i=0; while [ $i -lt `+strconv.Itoa(lines)+` ]; do [ $((i%100)) = 0 ] && sleep 0.3; echo "line $i of the leftover's output"; i=$((i+1)); done; `+
-		`n=0; while { [ "$(ls "$LOG".*.gz 2>/dev/null | wc -l)" -lt `+strconv.Itoa(maxFiles-2)+` ] || ls "$LOG".*.tmp >/dev/null 2>&1; } && [ $n -lt 600 ]; do sleep 0.05; n=$((n+1)); done) & exit 5`, maxSize, maxFiles)
+		`n=0; while { ! grep -q "line `+strconv.Itoa(lines-1)+` of" "$LOG" 2>/dev/null || [ "$(ls "$LOG".*.gz 2>/dev/null | wc -l)" -lt `+strconv.Itoa(maxFiles-2)+` ] || ls "$LOG".*.tmp >/dev/null 2>&1; } && [ $n -lt 600 ]; do sleep 0.05; n=$((n+1)); done) & exit 5`, maxSize, maxFiles)
 	if exit := m.exit(); exit.ExitCode != 5 {
 		t.Errorf("exit = %+v, want 5", exit)
 	}
