@@ -238,17 +238,6 @@ func (hp *helperProcess) start(ctx context.Context, cio childIO) (int, error) {
 // try is one start on the running (or a new) server; gone says that the
 // server went away before it took the exec, which then did not start.
 func (hp *helperProcess) try(ctx context.Context, cio childIO) (_ int, gone bool, _ error) {
-	sp, err := hp.server.acquire()
-	if err != nil {
-		return -1, false, err
-	}
-	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0)
-	if err != nil {
-		hp.server.release(sp)
-		return -1, false, fmt.Errorf("exec's socket: %w", err)
-	}
-	conn, theirs := os.NewFile(uintptr(fds[0]), "exec"), os.NewFile(uintptr(fds[1]), "exec-server")
-	hp.sp, hp.conn = sp, conn
 	var files []*os.File
 	fd := func(f *os.File) int {
 		if f == nil {
@@ -266,6 +255,26 @@ func (hp *helperProcess) try(ctx context.Context, cio childIO) (_ int, gone bool
 		ID: hp.id, Process: hp.spec, TTY: hp.es.TTY, Width: hp.es.Size.Width, Height: hp.es.Size.Height,
 		Stdin: fd(cio.stdin), Stdout: fd(cio.stdout), Stderr: fd(cio.stderr), Console: fd(cio.console),
 	}
+	b, err := json.Marshal(&req)
+	if err != nil {
+		return -1, false, fmt.Errorf("the exec request: %w", err)
+	}
+	if len(b) > mon.MaxExecRequest {
+		// The server would refuse it and close the exec's socket, which
+		// says nothing of why (and would cost a server start a try).
+		return -1, false, fmt.Errorf("the exec request (the container's environment with the exec's command and environment) is %d bytes as JSON, over the exec server's bound of %d", len(b), mon.MaxExecRequest)
+	}
+	sp, err := hp.server.acquire()
+	if err != nil {
+		return -1, false, err
+	}
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0)
+	if err != nil {
+		hp.server.release(sp)
+		return -1, false, fmt.Errorf("exec's socket: %w", err)
+	}
+	conn, theirs := os.NewFile(uintptr(fds[0]), "exec"), os.NewFile(uintptr(fds[1]), "exec-server")
+	hp.sp, hp.conn = sp, conn
 	// Once ctx has ended (not at its deadline, which may come a moment
 	// before ctx says so), the start's reads and writes fail. halt stops
 	// that, or waits until it is done, and says whether ctx ended: the
@@ -297,10 +306,6 @@ func (hp *helperProcess) try(ctx context.Context, cio childIO) (_ int, gone bool
 	}
 	hp.dec = json.NewDecoder(io.LimitReader(conn, maxServerReports))
 	var rep mon.ExecReport
-	b, err := json.Marshal(&req)
-	if err != nil {
-		return -1, false, failed(fmt.Errorf("the exec request: %w", err))
-	}
 	if n, err := conn.Write(append(b, '\n')); err != nil {
 		// The server holds the exec's socket but closed it (it went away)
 		// before the request was all on it. Until its last byte was, the
