@@ -3,7 +3,6 @@ package config
 import (
 	"errors"
 	"fmt"
-	"maps"
 	"net"
 	"net/http"
 	"net/url"
@@ -16,9 +15,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	"k8s.io/apimachinery/pkg/util/validation"
 	utilsysctl "k8s.io/component-helpers/node/util/sysctl"
-	kubeletapis "k8s.io/kubelet/pkg/apis"
 )
 
 // Reload says how a running daemon takes a changed value: at its next start,
@@ -88,211 +85,9 @@ type field struct {
 	reload Reload
 }
 
-// valuer is a Config field of some type.
-type valuer interface {
-	show(c *Config) string
-	copy(dst, src *Config)
-	// fromFile sets the value from the defaulted file, if a file field
-	// gives it.
-	fromFile(c *Config, kc *kubeletConfiguration) error
-	// setString sets a string value from a flag; false for other types.
-	setString(c *Config, v string) bool
-	// addr is the field's address in c, for the test that every Config
-	// field has exactly one row.
-	addr(c *Config) any
-}
-
-// value is a Config field of type T: at gives its address, render shows it,
-// kubelet (if any) reads it from the defaulted file, and def is the
-// default of a value no file field gives.
-type value[T any] struct {
-	at      func(*Config) *T
-	render  func(T) string
-	kubelet func(*kubeletConfiguration) (T, error)
-	def     func() T
-}
-
-func (v value[T]) show(c *Config) string { return v.render(*v.at(c)) }
-func (v value[T]) copy(dst, src *Config) { *v.at(dst) = *v.at(src) }
-func (v value[T]) addr(c *Config) any    { return v.at(c) }
-
-func (v value[T]) fromFile(c *Config, kc *kubeletConfiguration) error {
-	switch {
-	case v.kubelet != nil:
-		x, err := v.kubelet(kc)
-		if err != nil {
-			return err
-		}
-		*v.at(c) = x
-	case v.def != nil:
-		*v.at(c) = v.def()
-	}
-	return nil
-}
-
-func (v value[T]) setString(c *Config, s string) bool {
-	p, ok := any(v.at(c)).(*string)
-	if ok {
-		*p = s
-	}
-	return ok
-}
-
-// kubelet reads a value from the defaulted KubeletConfiguration.
-func kubelet[T any](f func(*kubeletConfiguration) T) func(*kubeletConfiguration) (T, error) {
-	return func(kc *kubeletConfiguration) (T, error) { return f(kc), nil }
-}
-
-// constant is a default of ours.
-func constant[T any](v T) func() T { return func() T { return v } }
-
 // Renderings of values for `staticpodd config`.
 
-func plain(s string) string { return s }
-
-func sprint[T any](v T) string { return fmt.Sprint(v) }
-
-func duration(d time.Duration) string { return d.String() }
-
-func commas(s []string) string { return strings.Join(s, ",") }
-
-func kv(m map[string]string) string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	parts := make([]string, 0, len(keys))
-	for _, k := range keys {
-		parts = append(parts, fmt.Sprintf("%s=%v", k, m[k]))
-	}
-	return strings.Join(parts, ",")
-}
-
-// redactedHeader shows header names only: values are often credentials
-// (Authorization), and the config is printed and logged.
-func redactedHeader(h http.Header) string {
-	keys := make([]string, 0, len(h))
-	for k := range h {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	parts := make([]string, 0, len(keys))
-	for _, k := range keys {
-		parts = append(parts, k+"=(redacted)")
-	}
-	return strings.Join(parts, ",")
-}
-
-// redactURL hides a password in a URL ("xxxxx").
-func redactURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil || u.User == nil {
-		return raw
-	}
-	return u.Redacted()
-}
-
-func taints(ts []v1.Taint) string {
-	parts := make([]string, 0, len(ts))
-	for _, t := range ts {
-		parts = append(parts, t.ToString())
-	}
-	return strings.Join(parts, ",")
-}
-
-func quantity(n int64) string { return resource.NewQuantity(n, resource.BinarySI).String() }
-
-// problems collects the errors of validation, each prefixed with the key of
-// the field being checked.
-type problems struct {
-	key  string
-	errs []error
-}
-
-func (p *problems) bad(format string, args ...any) {
-	p.errs = append(p.errs, fmt.Errorf("%s: %s", p.key, fmt.Sprintf(format, args...)))
-}
-
 // Checks shared by several fields.
-
-func notNegative(at func(*Config) time.Duration) func(*Config, *problems) {
-	return func(c *Config, p *problems) {
-		if d := at(c); d < 0 {
-			p.bad("%v is negative", d)
-		}
-	}
-}
-
-func absolute(at func(*Config) string) func(*Config, *problems) {
-	return func(c *Config, p *problems) {
-		if dir := at(c); !filepath.IsAbs(dir) {
-			p.bad("%q is not an absolute path", dir)
-		}
-	}
-}
-
-func percent(at func(*Config) int32) func(*Config, *problems) {
-	return func(c *Config, p *problems) {
-		if v := at(c); v < 0 || v > 100 {
-			p.bad("%d is not between 0 and 100", v)
-		}
-	}
-}
-
-func oneOf(at func(*Config) string, a, b string) func(*Config, *problems) {
-	return func(c *Config, p *problems) {
-		if v := at(c); v != a && v != b {
-			p.bad("%q is neither %s nor %s", v, a, b)
-		}
-	}
-}
-
-// checkNodeLabels is the kubelet's ValidateKubeletFlags for
-// --node-labels: valid keys and values, and of the kubernetes.io and
-// k8s.io namespaces only the labels a kubelet may set on its own Node (the
-// NodeRestriction admission plugin refuses the others).
-func checkNodeLabels(c *Config, p *problems) {
-	var unknown []string
-	for _, k := range slices.Sorted(maps.Keys(c.NodeLabels)) {
-		ns, _, _ := strings.Cut(k, "/")
-		if !strings.Contains(k, "/") {
-			ns = ""
-		}
-		kube := ns == "kubernetes.io" || strings.HasSuffix(ns, ".kubernetes.io") || ns == "k8s.io" || strings.HasSuffix(ns, ".k8s.io")
-		if kube && !kubeletapis.IsKubeletLabel(k) {
-			unknown = append(unknown, k)
-		}
-		for _, e := range validation.IsQualifiedName(k) {
-			p.bad("%q: %s", k, e)
-		}
-		for _, e := range validation.IsValidLabelValue(c.NodeLabels[k]) {
-			p.bad("%q=%q: %s", k, c.NodeLabels[k], e)
-		}
-	}
-	if len(unknown) > 0 {
-		p.bad("unknown 'kubernetes.io' or 'k8s.io' labels %v: labels in the 'kubernetes.io' namespace must begin with an allowed prefix (%s) or be in the specifically allowed set (%s)",
-			unknown, strings.Join(kubeletapis.KubeletLabelNamespaces(), ", "), strings.Join(kubeletapis.KubeletLabels(), ", "))
-	}
-}
-
-// ownCRISocket accepts an endpoint that names staticpodd's CRI socket,
-// unix:// or, as the kubelet falls back to unix, a plain path; "" too.
-func ownCRISocket(at func(*Config) string) func(*Config, *problems) {
-	return func(c *Config, p *problems) {
-		ep := at(c)
-		if ep == "" {
-			return
-		}
-		path, ok := strings.CutPrefix(ep, "unix://")
-		if !ok && strings.Contains(ep, "://") {
-			path = ""
-		}
-		if path == "" || filepath.Clean(path) != c.CRISocket() {
-			p.bad("%q: staticpodd is the container runtime, and serves the CRI at unix://%s (kubeadm: nodeRegistration.criSocket); no other runtime is used", ep, c.CRISocket())
-		}
-	}
-}
 
 // fields are every value of Config, in the order `staticpodd config` shows
 // them. Validation runs in this order too.
