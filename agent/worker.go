@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"math"
 	"sync"
@@ -678,115 +677,6 @@ func (w *worker) setTimer(at time.Time) {
 	}
 	if !at.IsZero() {
 		w.timer = time.NewTimer(time.Until(at))
-	}
-}
-
-// watch starts a goroutine that reports the container's exit to the worker.
-func (w *worker) watch(ctx context.Context, id string) {
-	if w.watching[id] {
-		return
-	}
-	w.watching[id] = true
-	w.waiters.Go(func() {
-		st, err := w.waitExit(ctx, id)
-		if err != nil {
-			return
-		}
-		select {
-		case w.exits <- st:
-		case <-ctx.Done():
-		}
-	})
-}
-
-// waitExit waits for a container to exit, retrying a failing Wait every 10s. A
-// container that vanished is reported exited as the kubelet does
-// (ContainerStatusUnknown, 137), so its pod worker can go on.
-func (w *worker) waitExit(ctx context.Context, id string) (podspec.ContainerStatus, error) {
-	for {
-		st, err := w.a.rt.Wait(ctx, id)
-		switch {
-		case err == nil:
-			if st.ID == "" {
-				st.ID = id
-			}
-			return st, nil
-		case ctx.Err() != nil:
-			return st, ctx.Err()
-		case errors.Is(err, podspec.ErrNotExist):
-			return podspec.ContainerStatus{ID: id, State: podspec.StateExited, ExitCode: 137,
-				Reason: "ContainerStatusUnknown", Message: "The container could not be located", FinishedAt: time.Now()}, nil
-		}
-		w.logger.Warn("wait for container failed, retrying", "container", id, "err", err)
-		t := time.NewTimer(backoffInitial)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return podspec.ContainerStatus{}, ctx.Err()
-		case <-t.C:
-		}
-	}
-}
-
-// record takes a new runtime status for a container the worker knows, and
-// returns it with what was known before, and whether it has exited now.
-func (w *worker) record(st podspec.ContainerStatus) (podspec.ContainerStatus, bool) {
-	for _, ps := range w.pods {
-		for i := range ps.containers {
-			c := &ps.containers[i]
-			if c.ID != st.ID {
-				continue
-			}
-			was := c.State
-			merged := st
-			keepLabels(&merged, *c)
-			*c = merged
-			if merged.State == podspec.StateExited {
-				delete(w.watching, c.ID)
-				// Nothing left to run it in: it exited, and restarts (or
-				// not) as any exited container.
-				w.hooks.Cancel(c.ID)
-			}
-			return merged, was != podspec.StateExited && merged.State == podspec.StateExited
-		}
-	}
-	return st, false
-}
-
-// keepLabels fills what a runtime status left empty from what was known before.
-func keepLabels(st *podspec.ContainerStatus, old podspec.ContainerStatus) {
-	if st.PodUID == "" {
-		st.PodUID = old.PodUID
-	}
-	if st.PodName == "" {
-		st.PodName = old.PodName
-	}
-	if st.Name == "" {
-		st.Name = old.Name
-	}
-	if st.Hash == "" {
-		st.Hash = old.Hash
-	}
-	if st.Attempt == 0 {
-		st.Attempt = old.Attempt
-	}
-	if st.Image == "" {
-		st.Image = old.Image
-	}
-	if st.ImageID == "" {
-		st.ImageID, st.ImageRef = old.ImageID, old.ImageRef
-	}
-	if st.StartedAt.IsZero() {
-		st.StartedAt = old.StartedAt
-	}
-	if st.CreatedAt.IsZero() {
-		st.CreatedAt = old.CreatedAt
-	}
-	if st.StopSignal == 0 {
-		st.StopSignal = old.StopSignal
-	}
-	if st.Annotations == nil {
-		st.Annotations = old.Annotations
 	}
 }
 
