@@ -451,14 +451,6 @@ func criSignal(sig syscall.Signal) runtimeapi.Signal {
 	return runtimeapi.Signal(runtimeapi.Signal_value["SIGNAL_"+signalNames.Replace(podspec.SignalName(sig))])
 }
 
-func (v *view) ctrs() []*runtimeapi.Container {
-	out := make([]*runtimeapi.Container, len(v.containers))
-	for i, c := range v.containers {
-		out[i] = v.container(c)
-	}
-	return out
-}
-
 // ReopenContainerLog: staticpodd's container monitor rotates its log file
 // itself (containerLogMaxSize) and reopens it then, so there is nothing to
 // reopen; like containerd it refuses a container that does not run.

@@ -166,3 +166,11 @@ func (r *runtimeService) ListPodSandboxStats(ctx context.Context, req *runtimeap
 	}
 	return out, nil
 }
+
+func (v *view) ctrs() []*runtimeapi.Container {
+	out := make([]*runtimeapi.Container, len(v.containers))
+	for i, c := range v.containers {
+		out[i] = v.container(c)
+	}
+	return out
+}

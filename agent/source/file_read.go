@@ -17,6 +17,10 @@ import (
 	"github.com/staticpodd/staticpodd/agent/objects"
 )
 
+// racyWindow is how long before a read a manifest must have last changed
+// for its stat to stand for the content read (filestamp.Stamp.Settled).
+const racyWindow = settleTime
+
 // fileState is what one manifest file gave the last time its content changed.
 type fileState struct {
 	sum [sha256.Size]byte
