@@ -284,8 +284,19 @@ func (d *Daemon) start() {
 		d.stderr.retire() // wakes WaitOutput to read the new daemon's output
 	}
 	d.stderr = &lockedBuffer{}
-	cmd.Stdout = d.stderr
-	cmd.Stderr = d.stderr
+	var out io.Writer = d.stderr
+	var logFile *os.File
+	if dir := os.Getenv("STATICPODD_TEST_DAEMON_LOGS"); dir != "" {
+		// Every daemon's whole output, restarts included, kept for after
+		// the test: a failure shows only the end of the last one's.
+		f, err := os.OpenFile(filepath.Join(dir, d.Name+".log"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+		if err != nil {
+			d.T.Fatal(err)
+		}
+		logFile, out = f, io.MultiWriter(d.stderr, f)
+	}
+	cmd.Stdout = out
+	cmd.Stderr = out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Env = append(os.Environ(), d.Env...)
 	if err := cmd.Start(); err != nil {
@@ -293,7 +304,13 @@ func (d *Daemon) start() {
 	}
 	d.cmd = cmd
 	d.exited = make(chan struct{})
-	go func(exited chan struct{}) { cmd.Wait(); close(exited) }(d.exited)
+	go func(exited chan struct{}) {
+		cmd.Wait()
+		if logFile != nil {
+			logFile.Close()
+		}
+		close(exited)
+	}(d.exited)
 	// Not under d.mu: Eventually shows Output when it fails.
 	d.mu.Unlock()
 	defer d.mu.Lock()
