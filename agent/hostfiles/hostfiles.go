@@ -149,14 +149,20 @@ func (w *Watcher) Digests(paths []string) []string {
 	return out
 }
 
-// Keep stops watching every path not in keep.
+// Keep stops watching every path not in keep: their directories' watches
+// go, and the inotify instance with the last of them.
 func (w *Watcher) Keep(keep map[string]bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	dropped := false
 	for p := range w.digests {
 		if !keep[p] {
 			delete(w.digests, p)
+			dropped = true
 		}
+	}
+	if dropped {
+		signal(w.wake)
 	}
 }
 
@@ -168,7 +174,8 @@ func signal(c chan struct{}) {
 }
 
 // Run watches until ctx ends. Its inotify instance is made when there is a
-// first file to watch: a daemon whose pods name none holds none. Without
+// first file to watch, and closed once Keep dropped the last: a daemon whose
+// pods name none holds none. Without
 // inotify, it relists only.
 func (w *Watcher) Run(ctx context.Context) {
 	var fw *fsnotify.Watcher
@@ -205,6 +212,16 @@ func (w *Watcher) Run(ctx context.Context) {
 			w.reread(dirty)
 			clear(dirty)
 		case <-w.wake:
+			if !w.watching() {
+				// No pod names a file any more: hold nothing.
+				if fw != nil {
+					fw.Close()
+					fw, events, errs = nil, nil, nil
+				}
+				clear(dirty)
+				settled.Stop()
+				break
+			}
 			if fw == nil {
 				var err error
 				if fw, err = fsnotify.NewWatcher(); err != nil {

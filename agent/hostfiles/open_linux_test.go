@@ -1,6 +1,7 @@
 package hostfiles
 
 import (
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -124,5 +125,60 @@ func readOpens(t *testing.T, in int, marker string) []string {
 			}
 			out = append(out, name)
 		}
+	}
+}
+
+// inotifyFDs returns this process's open inotify instances, by fd.
+func inotifyFDs(t *testing.T) map[string]bool {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fds := map[string]bool{}
+	for _, e := range ents {
+		if target, err := os.Readlink("/proc/self/fd/" + e.Name()); err == nil && target == "anon_inode:inotify" {
+			fds[e.Name()] = true
+		}
+	}
+	return fds
+}
+
+// A daemon whose pods stopped naming files holds no inotify instance, nor
+// a watch on a host directory: the last path Keep drops closes it, and a
+// path named again opens one anew.
+func TestWatcherClosesItsInotifyWithTheLastFile(t *testing.T) {
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "x.conf")
+	if err := os.WriteFile(conf, []byte("a"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	w := New(time.Hour, slog.New(slog.DiscardHandler))
+	go w.Run(t.Context())
+	before := inotifyFDs(t)
+	// waitFor waits until this process's inotify instances, those before
+	// aside, are n; it returns them.
+	waitFor := func(what string, n int) map[string]bool {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			mine := inotifyFDs(t)
+			for fd := range before {
+				delete(mine, fd)
+			}
+			if len(mine) == n {
+				return mine
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: %d inotify instances of the watcher, want %d", what, len(mine), n)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	for round := range 2 {
+		w.Digests([]string{conf})
+		waitFor(fmt.Sprintf("round %d: a file to watch", round), 1)
+		w.Keep(nil)
+		waitFor(fmt.Sprintf("round %d: no file left", round), 0)
 	}
 }
