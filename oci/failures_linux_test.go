@@ -221,6 +221,36 @@ func TestStartOfEarlierDaemonEnds(t *testing.T) {
 	}
 }
 
+// A container whose monitor died with the daemon that was starting it,
+// before the container's process ran, is a start that failed (StartError,
+// 128, as the kubelet records one), not a container killed: it never ran.
+func TestStartCutShortByMonitorDeathIsAStartError(t *testing.T) {
+	e := newEnv(t)
+	pod := e.pod(false)
+	c := e.container(pod, "c", "exec sleep 600")
+	sm := startStalledInDaemon(t, e, pod, c, false)
+	if err := syscall.Kill(sm.MonitorPid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitPidExit(t, sm.MonitorPid, 5*time.Second)
+	b := e.newRuntime() // the next daemon
+	ctx := context.Background()
+	list, err := b.List(ctx)
+	if err != nil || len(list) != 1 {
+		t.Fatalf("List = %+v, %v; want one container", list, err)
+	}
+	if st := list[0]; st.State != podspec.StateExited || st.ExitCode != 128 || st.Reason != reasonStartError || !strings.Contains(st.Message, "never ran") {
+		t.Errorf("status %s %d %s %q; want exited 128 %s, saying it never ran", st.State, st.ExitCode, st.Reason, st.Message, reasonStartError)
+	}
+	if err := b.Destroy(ctx, sm.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.RemoveSandbox(ctx, pod.UID); err != nil {
+		t.Fatal(err)
+	}
+	checkClean(t, e, pod.UID, sm.ID)
+}
+
 // mountedUnder says whether anything is mounted under dir.
 func mountedUnder(t *testing.T, dir string) bool {
 	t.Helper()

@@ -665,11 +665,19 @@ func (r *Runtime) monitorLost(id string) error {
 		return errRemoving // removed just before we took mu
 	}
 	msg := "container monitor died; container killed"
+	killed := false
 	if m := r.monitors[id]; m != nil && m.reason() != "" {
-		msg = m.reason() // the daemon killed it
+		msg, killed = m.reason(), true // the daemon killed it
 	}
-	r.log.Warn("container monitor died, killing container", "id", id, "message", msg)
-	if ctr, err := libcontainer.Load(r.libcontainerRoot(), id); err == nil {
+	// A container whose process never ran (its monitor died before it told
+	// runc's init to exec it: a daemon killed in the middle of its start)
+	// is a start that failed, as the kubelet records one, not a kill; unless
+	// the daemon killed it, which says why.
+	var ms monitorState
+	_, _ = readOptionalJSON(filepath.Join(r.containerDir(id), stateFile), &ms)
+	ctr, err := libcontainer.Load(r.libcontainerRoot(), id)
+	neverRan := !killed && ms.Pid == 0 && (errors.Is(err, libcontainer.ErrNotExist) || err == nil && execPending(r.libcontainerRoot(), id))
+	if err == nil {
 		_ = mon.SignalContainer(ctr, unix.SIGKILL)
 	}
 	exit := exitRecord{
@@ -678,7 +686,20 @@ func (r *Runtime) monitorLost(id string) error {
 		FinishedAt: time.Now(),
 		Message:    msg,
 	}
+	if neverRan {
+		msg = "container monitor died before the container's process started; it never ran"
+		exit = exitRecord{ExitCode: 128, Reason: reasonStartError, FinishedAt: exit.FinishedAt, Message: msg}
+	}
+	r.log.Warn("container monitor died, killing container", "id", id, "message", msg)
 	return writeJSON(filepath.Join(r.containerDir(id), exitFile), exit)
+}
+
+// execPending reports whether container id's init has not been told to
+// exec the container's process: runc's start removes the exec FIFO of its
+// state once it has.
+func execPending(root, id string) bool {
+	_, err := os.Lstat(filepath.Join(root, id, "exec.fifo"))
+	return err == nil
 }
 
 // monitorOf returns the monitor of container id, adopting it if an earlier
