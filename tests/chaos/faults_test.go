@@ -183,6 +183,29 @@ func fdList(pid int) string {
 	return b.String()
 }
 
+// execServerHandles counts the pidfds pid holds on a live exec server of
+// the daemon whose run dir is runDir.
+func execServerHandles(pid int, runDir string) int {
+	n := 0
+	ents, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	for _, e := range ents {
+		if l, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, e.Name())); l != "anon_inode:[pidfd]" {
+			continue
+		}
+		info, _ := os.ReadFile(fmt.Sprintf("/proc/%d/fdinfo/%s", pid, e.Name()))
+		for _, line := range strings.Split(string(info), "\n") {
+			if v, ok := strings.CutPrefix(line, "Pid:"); ok {
+				cmd, _ := os.ReadFile("/proc/" + strings.TrimSpace(v) + "/cmdline")
+				args := strings.Split(string(cmd), "\x00")
+				if len(args) > 2 && args[0] == "staticpodd-monitor" && args[1] == "__staticpodd_exec" && strings.HasPrefix(args[2], runDir+"/") {
+					n++
+				}
+			}
+		}
+	}
+	return n
+}
+
 // holder is a process holding a file or a listening unix socket.
 type holder struct {
 	path      string // what it holds
