@@ -115,6 +115,8 @@ func runExec(args []string) int {
 	debug.SetMemoryLimit(execServerMemoryLimit)
 	warmUp()
 	root := args[0]
+	strays := newStrayReaper(strayAfter)
+	go strays.run(nil)
 	var execs sync.WaitGroup
 	for {
 		files, err := recvExec(3)
@@ -127,7 +129,7 @@ func runExec(args []string) int {
 		if files == nil {
 			continue // a message without the exec's socket
 		}
-		execs.Go(func() { serveExec(root, files) })
+		execs.Go(func() { serveExec(root, files, strays) })
 	}
 	// After an error other than the daemon's close, the daemon's sends
 	// must fail (it then starts another server), not wait on a socket no
@@ -193,8 +195,9 @@ func recvExec(ctl int) ([]*os.File, error) {
 }
 
 // serveExec runs one exec: files[0] is its socket, the rest the files its
-// request names. The process's exit is reported once it has been reaped.
-func serveExec(root string, files []*os.File) {
+// request names. The process's exit is reported once it has been reaped;
+// strays leaves it to serveExec until then.
+func serveExec(root string, files []*os.File, strays *strayReaper) {
 	conn := files[0]
 	defer conn.Close()
 	defer func() {
@@ -240,6 +243,8 @@ func serveExec(root string, files []*os.File) {
 		fail(err)
 		return
 	}
+	strays.wait(pid)
+	defer strays.done(pid)
 	// The daemon may be gone: the process runs on, and is reaped.
 	_ = enc.Encode(ExecReport{Pid: pid})
 

@@ -1,0 +1,170 @@
+//go:build linux && cgo
+
+package monitor
+
+import (
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/opencontainers/runc/libcontainer/system"
+	"golang.org/x/sys/unix"
+)
+
+// strayAfter is how long a child of the exec server that nothing waits for
+// may stay a zombie before the server reaps it. The children libcontainer
+// waits for are reaped at once: its waits are under way, or a few
+// instructions away, when they exit.
+const strayAfter = 2 * time.Second
+
+// strayReaper reaps the exec server's zombie children that nothing waits
+// for. libcontainer's setns init is three processes, each a child of the
+// server (the later two cloned with CLONE_PARENT); when the start fails
+// before the first has told the server the others' pids (a container whose
+// init exits meanwhile: its PID namespace kills the last one, which was in
+// it), libcontainer waits for the first only. The last stays a zombie of the
+// server, and a PID namespace's init does not finish exiting while a
+// process of the namespace waits to be reaped: the container's exit would
+// wait, seen by no one, for the server's own exit (found by the chaos soak:
+// a stopped pod's container outlived SIGTERM and SIGKILL for a minute).
+type strayReaper struct {
+	after time.Duration
+
+	mu     sync.Mutex
+	waited map[int]bool // pids serveExec waits for
+
+	seen map[int]zombie // the loop's only
+}
+
+// zombie is a child seen a zombie: its start time (a pid reused is another
+// process) and when it was first seen so.
+type zombie struct {
+	start uint64
+	at    time.Time
+}
+
+func newStrayReaper(after time.Duration) *strayReaper {
+	return &strayReaper{after: after, waited: map[int]bool{}, seen: map[int]zombie{}}
+}
+
+// wait marks pid as waited for, until done.
+func (r *strayReaper) wait(pid int) {
+	r.mu.Lock()
+	r.waited[pid] = true
+	r.mu.Unlock()
+}
+
+func (r *strayReaper) done(pid int) {
+	r.mu.Lock()
+	delete(r.waited, pid)
+	r.mu.Unlock()
+}
+
+func (r *strayReaper) isWaited(pid int) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.waited[pid]
+}
+
+// run looks for strays at every SIGCHLD, and again while one is pending,
+// until stop is closed (never, for nil).
+func (r *strayReaper) run(stop <-chan struct{}) {
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, unix.SIGCHLD)
+	defer signal.Stop(sig)
+	again := time.NewTimer(time.Hour)
+	again.Stop()
+	for {
+		select {
+		case <-sig:
+		case <-again.C:
+		case <-stop:
+			return
+		}
+		if r.sweep(time.Now()) {
+			again.Reset(r.after)
+		}
+	}
+}
+
+// sweep reaps the zombie children nothing waits for that have been zombies
+// for r.after, and reports whether others are pending.
+func (r *strayReaper) sweep(now time.Time) bool {
+	zombies := map[int]uint64{}
+	for _, pid := range children() {
+		st, err := system.Stat(pid)
+		if err != nil || st.State != system.Zombie || r.isWaited(pid) {
+			continue
+		}
+		zombies[pid] = st.StartTime
+	}
+	for pid, z := range r.seen {
+		if start, ok := zombies[pid]; !ok || start != z.start {
+			delete(r.seen, pid)
+		}
+	}
+	for pid, start := range zombies {
+		z, ok := r.seen[pid]
+		switch {
+		case !ok:
+			r.seen[pid] = zombie{start: start, at: now}
+		case now.Sub(z.at) >= r.after && !r.isWaited(pid):
+			_, _ = unix.Wait4(pid, nil, unix.WNOHANG, nil)
+			delete(r.seen, pid)
+		}
+	}
+	return len(r.seen) > 0
+}
+
+// children returns this process's children: from each thread's children
+// file, or, on a kernel without them, from every process's parent.
+func children() []int {
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		return nil
+	}
+	var pids []int
+	for _, t := range tasks {
+		b, err := os.ReadFile(filepath.Join("/proc/self/task", t.Name(), "children"))
+		if os.IsNotExist(err) {
+			return childrenByParent()
+		}
+		for _, f := range strings.Fields(string(b)) {
+			if pid, err := strconv.Atoi(f); err == nil {
+				pids = append(pids, pid)
+			}
+		}
+	}
+	return pids
+}
+
+// childrenByParent scans every process for those whose parent is this one.
+func childrenByParent() []int {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	self := os.Getpid()
+	var pids []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// After the command, in parentheses: the state, then the parent.
+		if i := strings.LastIndexByte(string(b), ')'); i > 0 {
+			if f := strings.Fields(string(b[i+1:])); len(f) > 1 && f[1] == strconv.Itoa(self) {
+				pids = append(pids, pid)
+			}
+		}
+	}
+	return pids
+}

@@ -1,0 +1,68 @@
+//go:build linux && cgo
+
+package monitor
+
+import (
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/opencontainers/runc/libcontainer/system"
+)
+
+// The exec server reaps a child that nothing waits for once it has been a
+// zombie a while, and leaves alone one that serveExec waits for: its exit
+// code is the exec's.
+func TestStrayChildrenAreReapedWaitedOnesLeft(t *testing.T) {
+	start := func() *exec.Cmd {
+		t.Helper()
+		cmd := exec.Command("true")
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		return cmd
+	}
+	stray, waited := start(), start()
+	r := newStrayReaper(100 * time.Millisecond)
+	r.wait(waited.Process.Pid)
+	stop := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() { r.run(stop); close(stopped) }()
+	defer func() { close(stop); <-stopped }()
+	zombie := func(pid int) bool {
+		st, err := system.Stat(pid)
+		return err == nil && st.State == system.Zombie
+	}
+	if !slices.Contains(children(), stray.Process.Pid) {
+		t.Fatalf("children() = %v, without %d", children(), stray.Process.Pid)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if _, err := os.Stat("/proc/" + strconv.Itoa(stray.Process.Pid)); os.IsNotExist(err) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("stray %d not reaped", stray.Process.Pid)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !zombie(waited.Process.Pid) {
+		t.Fatalf("the child serveExec waits for (%d) was reaped under it", waited.Process.Pid)
+	}
+	if err := waited.Wait(); err != nil {
+		t.Fatalf("the waited child's own wait: %v", err)
+	}
+	r.done(waited.Process.Pid)
+	// Without children files, the scan of every process's parent.
+	if got := childrenByParent(); slices.Contains(got, waited.Process.Pid) || slices.Contains(got, stray.Process.Pid) {
+		t.Errorf("childrenByParent() = %v after both were reaped", got)
+	}
+	third := start()
+	defer third.Wait() // before the reaper stops: it waits for it
+	if got := childrenByParent(); !slices.Contains(got, third.Process.Pid) {
+		t.Errorf("childrenByParent() = %v, without %d", got, third.Process.Pid)
+	}
+}
