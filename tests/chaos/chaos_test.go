@@ -48,6 +48,10 @@ type soak struct {
 
 	chain     []*spec         // pods started after one another, the first first
 	rb        *spec           // the pod with rollback-after
+	// churned are the pods the cycle's churn changed: a manifest removed
+	// and written back restarts its pod, which the daemon may have begun
+	// in the moment before a fault.
+	churned map[*spec]bool
 	rollbacks []time.Duration // from the bad edit to the generation that was Ready running again
 	restarts  int             // staticpodd restart
 	// confChanges: of the file chaosleaf restarts on (restart-on-change)
@@ -213,8 +217,9 @@ func TestChaos(t *testing.T) {
 
 	for c := 1; c <= cycles && !t.Failed(); c++ {
 		s.cycle.Store(int64(c))
+		s.churned = map[*spec]bool{}
 		for range 1 + s.rng.IntN(3) {
-			s.churn()
+			s.churned[s.churn()] = true
 		}
 		s.fault()
 		time.Sleep(time.Duration(500+s.rng.IntN(2500)) * time.Millisecond)
@@ -566,7 +571,7 @@ func (s *soak) runningKept() map[string]string {
 	ids := map[string]string{}
 	for _, p := range pods {
 		sp := s.byFullName(p.Name)
-		if p.DeletionTimestamp != nil || sp == nil || !sp.present || listedGen(&p) != strconv.Itoa(sp.runningGen()) {
+		if p.DeletionTimestamp != nil || sp == nil || !sp.present || listedGen(&p) != strconv.Itoa(sp.runningGen()) || s.churned[sp] {
 			continue // being stopped, or about to be
 		}
 		for _, cs := range statuses(&p) {
