@@ -70,8 +70,9 @@ func (r *strayReaper) isWaited(pid int) bool {
 	return r.waited[pid]
 }
 
-// run looks for strays at every SIGCHLD, and again while one is pending,
-// until stop is closed (never, for nil).
+// run looks for strays at once, at every SIGCHLD, and again while one is
+// pending, until stop is closed (never, for nil). The first look is for the
+// children that exited before SIGCHLD was asked for: theirs came unseen.
 func (r *strayReaper) run(stop <-chan struct{}) {
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, unix.SIGCHLD)
@@ -79,14 +80,14 @@ func (r *strayReaper) run(stop <-chan struct{}) {
 	again := time.NewTimer(time.Hour)
 	again.Stop()
 	for {
+		if r.sweep(time.Now()) {
+			again.Reset(r.after)
+		}
 		select {
 		case <-sig:
 		case <-again.C:
 		case <-stop:
 			return
-		}
-		if r.sweep(time.Now()) {
-			again.Reset(r.after)
 		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/opencontainers/runc/libcontainer/system"
+	"golang.org/x/sys/unix"
 )
 
 // The exec server reaps a child that nothing waits for once it has been a
@@ -26,6 +27,19 @@ func TestStrayChildrenAreReapedWaitedOnesLeft(t *testing.T) {
 		return cmd
 	}
 	stray, waited := start(), start()
+	// Both exited before the reaper asks for SIGCHLD: it looks at once.
+	for _, cmd := range []*exec.Cmd{stray, waited} {
+		var info unix.Siginfo
+		for {
+			err := unix.Waitid(unix.P_PID, cmd.Process.Pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+			if err == nil {
+				break
+			}
+			if err != unix.EINTR {
+				t.Fatal(err)
+			}
+		}
+	}
 	r := newStrayReaper(100 * time.Millisecond)
 	r.wait(waited.Process.Pid)
 	stop := make(chan struct{})
