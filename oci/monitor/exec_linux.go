@@ -223,6 +223,9 @@ func serveExec(root string, files []*os.File, strays *strayReaper) {
 		fail(err)
 		return
 	}
+	// Until serveExec waits for its process, what the start leaves a
+	// zombie (the process itself, if it exited at once) is not a stray.
+	run := strays.begin()
 	err = ctr.Run(proc)
 	// The process has its own copies: the daemon sees EOF once it closed
 	// them.
@@ -231,6 +234,7 @@ func serveExec(root string, files []*os.File, strays *strayReaper) {
 	}
 	files = files[:1]
 	if err != nil {
+		strays.end(run) // libcontainer waited for what it waits for
 		rep := ExecReport{Error: cutMessage(err.Error())}
 		if st, serr := ctr.Status(); serr == nil && st != libcontainer.Running {
 			rep.NotRunning = st.String()
@@ -240,11 +244,13 @@ func serveExec(root string, files []*os.File, strays *strayReaper) {
 	}
 	pid, err := proc.Pid()
 	if err != nil {
+		strays.end(run)
 		fail(err)
 		return
 	}
 	strays.wait(pid)
 	defer strays.done(pid)
+	strays.end(run)
 	// The daemon may be gone: the process runs on, and is reaped.
 	_ = enc.Encode(ExecReport{Pid: pid})
 

@@ -21,6 +21,12 @@ import (
 // instructions away, when they exit.
 const strayAfter = 2 * time.Second
 
+// strayAfterRun is how long a zombie child may wait for an exec's start that
+// was under way when it was first seen (and may be its own, still to wait
+// for it) before the server reaps it all the same: a start stuck that long
+// has lost its process anyway, and others' containers must not wait on it.
+const strayAfterRun = 30 * time.Second
+
 // strayReaper reaps the exec server's zombie children that nothing waits
 // for. libcontainer's setns init is three processes, each a child of the
 // server (the later two cloned with CLONE_PARENT); when the start fails
@@ -36,19 +42,69 @@ type strayReaper struct {
 
 	mu     sync.Mutex
 	waited map[int]bool // pids serveExec waits for
+	// The execs' starts (ctr.Run until serveExec marks its pid), by
+	// number: a start's processes, the one serveExec is to wait for
+	// among them, may exit before it returns, and are not strays until
+	// it has.
+	started  uint64
+	starting map[uint64]bool
 
 	seen map[int]zombie // the loop's only
 }
 
 // zombie is a child seen a zombie: its start time (a pid reused is another
-// process) and when it was first seen so.
+// process), when it was first seen so, and the last exec start begun then
+// (a start begun later did not make it).
 type zombie struct {
 	start uint64
 	at    time.Time
+	run   uint64
 }
 
 func newStrayReaper(after time.Duration) *strayReaper {
-	return &strayReaper{after: after, waited: map[int]bool{}, seen: map[int]zombie{}}
+	return &strayReaper{after: after, waited: map[int]bool{},
+		starting: map[uint64]bool{}, seen: map[int]zombie{}}
+}
+
+// begin marks an exec's start under way, until end: the zombies seen
+// meanwhile may be its own, and are left to it.
+func (r *strayReaper) begin() uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.started++
+	r.starting[r.started] = true
+	return r.started
+}
+
+func (r *strayReaper) end(run uint64) {
+	r.mu.Lock()
+	delete(r.starting, run)
+	r.mu.Unlock()
+}
+
+// reapable reports whether z, unwaited for, is a stray to reap at now.
+func (r *strayReaper) reapable(z zombie, now time.Time) bool {
+	age := now.Sub(z.at)
+	if age < r.after {
+		return false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if age < strayAfterRun {
+		for run := range r.starting {
+			if run <= z.run {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// lastStarted is the number of the last exec start begun.
+func (r *strayReaper) lastStarted() uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.started
 }
 
 // wait marks pid as waited for, until done.
@@ -108,12 +164,13 @@ func (r *strayReaper) sweep(now time.Time) bool {
 			delete(r.seen, pid)
 		}
 	}
+	run := r.lastStarted()
 	for pid, start := range zombies {
 		z, ok := r.seen[pid]
 		switch {
 		case !ok:
-			r.seen[pid] = zombie{start: start, at: now}
-		case now.Sub(z.at) >= r.after && !r.isWaited(pid):
+			r.seen[pid] = zombie{start: start, at: now, run: run}
+		case r.reapable(z, now) && !r.isWaited(pid):
 			_, _ = unix.Wait4(pid, nil, unix.WNOHANG, nil)
 			delete(r.seen, pid)
 		}

@@ -80,3 +80,68 @@ func TestStrayChildrenAreReapedWaitedOnesLeft(t *testing.T) {
 		t.Errorf("childrenByParent() = %v, without %d", got, third.Process.Pid)
 	}
 }
+
+// An exec's process that exits before its start returns (a command that
+// exits at once, its start held up: a loaded node) is the exec's, not a
+// stray, however long the start takes: serveExec reports its exit code. A
+// zombie seen while a start was under way is reaped once that start has
+// ended, or once it has been one for strayAfterRun.
+func TestStrayReaperLeavesTheProcessOfAStartUnderWay(t *testing.T) {
+	exited := func() *exec.Cmd {
+		t.Helper()
+		cmd := exec.Command("sh", "-c", "exit 7")
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		var info unix.Siginfo
+		for {
+			err := unix.Waitid(unix.P_PID, cmd.Process.Pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+			if err == nil {
+				return cmd
+			}
+			if err != unix.EINTR {
+				t.Fatal(err)
+			}
+		}
+	}
+	gone := func(pid int) bool {
+		_, err := os.Stat("/proc/" + strconv.Itoa(pid))
+		return os.IsNotExist(err)
+	}
+	r := newStrayReaper(time.Second)
+	run := r.begin() // ctr.Run under way
+	own := exited()  // its process, exited already
+	stray := exited()
+	now := time.Now()
+	r.sweep(now)
+	later := r.begin() // a start begun after: none of its doing
+	r.sweep(now.Add(5 * time.Second))
+	if gone(own.Process.Pid) {
+		t.Fatalf("the process %d of a start under way was reaped as a stray", own.Process.Pid)
+	}
+	// The start returns, serveExec waits for its process.
+	r.wait(own.Process.Pid)
+	r.end(run)
+	err := own.Wait()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 7 {
+		t.Fatalf("the exec's own wait: %v, want exit status 7", err)
+	}
+	r.done(own.Process.Pid)
+	r.sweep(now.Add(6 * time.Second))
+	if !gone(stray.Process.Pid) {
+		t.Fatalf("stray %d not reaped once the starts under way when it was seen ended", stray.Process.Pid)
+	}
+	// A start that never returns holds a zombie seen meanwhile for
+	// strayAfterRun only.
+	stuck := exited()
+	r.sweep(now)
+	r.sweep(now.Add(5 * time.Second))
+	if gone(stuck.Process.Pid) {
+		t.Fatalf("zombie %d reaped while a start begun before it was seen was under way", stuck.Process.Pid)
+	}
+	r.sweep(now.Add(strayAfterRun))
+	if !gone(stuck.Process.Pid) {
+		t.Fatalf("zombie %d not reaped after strayAfterRun", stuck.Process.Pid)
+	}
+	r.end(later)
+}
