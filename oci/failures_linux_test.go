@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/opencontainers/runc/libcontainer"
 	"github.com/opencontainers/runc/libcontainer/system"
 	"golang.org/x/sys/unix"
 
@@ -62,6 +64,18 @@ func goByteWaiting(pid int) bool {
 // creates the container.
 func startStalledInDaemon(t *testing.T, e *env, pod *podspec.Pod, c *podspec.Container, stopSpare bool) stalledMonitor {
 	t.Helper()
+	point := mon.PauseRun
+	if stopSpare {
+		point = ""
+	}
+	return startStalledAt(t, e, pod, c, point)
+}
+
+// startStalledAt is startStalledInDaemon with the monitor stopped at pause
+// point (mon.PauseRun, mon.PauseExec), or, with point "", as a spare.
+func startStalledAt(t *testing.T, e *env, pod *podspec.Pod, c *podspec.Container, point string) stalledMonitor {
+	t.Helper()
+	stopSpare := point == ""
 	args, err := json.Marshal(helperArgs{
 		Cfg:   Config{RunDir: e.cfg.RunDir, RootDir: e.cfg.RootDir, CgroupRoot: e.cfg.CgroupRoot},
 		Lower: e.store.lower, StoreDir: e.store.dir, Pod: *pod, Container: *c,
@@ -74,7 +88,7 @@ func startStalledInDaemon(t *testing.T, e *env, pod *podspec.Pod, c *podspec.Con
 	cmd.Env = append(os.Environ(), helperEnv+"="+string(args))
 	if !stopSpare {
 		requirePauseHooks(t)
-		cmd.Env = append(cmd.Env, monitorPauseEnv+"="+mon.PauseRun)
+		cmd.Env = append(cmd.Env, monitorPauseEnv+"="+point)
 	}
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
@@ -97,7 +111,7 @@ func startStalledInDaemon(t *testing.T, e *env, pod *podspec.Pod, c *podspec.Con
 	if stopSpare {
 		poll(t, 10*time.Second, "the daemon never told the monitor to go", func() bool { return goByteWaiting(sm.MonitorPid) })
 	} else {
-		poll(t, 10*time.Second, "the monitor never stopped before its container's start", func() bool {
+		poll(t, 10*time.Second, "the monitor never stopped at "+point, func() bool {
 			_, err := os.Stat(filepath.Join(e.rt.containerDir(sm.ID), stateFile))
 			return err == nil && stopped(sm.MonitorPid)
 		})
@@ -224,31 +238,92 @@ func TestStartOfEarlierDaemonEnds(t *testing.T) {
 // A container whose monitor died with the daemon that was starting it,
 // before the container's process ran, is a start that failed (StartError,
 // 128, as the kubelet records one), not a container killed: it never ran.
+// One whose init had been told to exec its process when its monitor died
+// ran: it is a container killed, though runc's exec FIFO, which the monitor
+// removes once it told the init, is still there.
 func TestStartCutShortByMonitorDeathIsAStartError(t *testing.T) {
-	e := newEnv(t)
-	pod := e.pod(false)
-	c := e.container(pod, "c", "exec sleep 600")
-	sm := startStalledInDaemon(t, e, pod, c, false)
-	if err := syscall.Kill(sm.MonitorPid, syscall.SIGKILL); err != nil {
+	for _, tc := range []struct {
+		name  string
+		point string // where the monitor stops, then dies
+		told  bool   // the init was told to exec before the monitor died
+		code  int
+		want  string // in the message
+	}{
+		{"before the container was made", mon.PauseRun, false, 128, "never ran"},
+		{"its init waiting on the exec FIFO", mon.PauseExec, false, 128, "never ran"},
+		{"its init told to exec", mon.PauseExec, true, 137, "container monitor died; container killed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			pod := e.pod(false)
+			c := e.container(pod, "c", "exec sleep 600")
+			sm := startStalledAt(t, e, pod, c, tc.point)
+			if tc.point == mon.PauseExec {
+				poll(t, 10*time.Second, "no exec FIFO", func() bool {
+					_, err := os.Lstat(filepath.Join(e.rt.libcontainerRoot(), sm.ID, "exec.fifo"))
+					return err == nil
+				})
+			}
+			if tc.told {
+				tellInitToExec(t, e, sm.ID)
+			}
+			if err := syscall.Kill(sm.MonitorPid, syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			waitPidExit(t, sm.MonitorPid, 5*time.Second)
+			b := e.newRuntime() // the next daemon
+			ctx := context.Background()
+			list, err := b.List(ctx)
+			if err != nil || len(list) != 1 {
+				t.Fatalf("List = %+v, %v; want one container", list, err)
+			}
+			st := list[0]
+			wantReason := "Error"
+			if tc.code == 128 {
+				wantReason = reasonStartError
+			}
+			if st.State != podspec.StateExited || st.ExitCode != tc.code || st.Reason != wantReason || !strings.Contains(st.Message, tc.want) {
+				t.Errorf("status %s %d %s %q; want exited %d %s with %q", st.State, st.ExitCode, st.Reason, st.Message, tc.code, wantReason, tc.want)
+			}
+			if err := b.Destroy(ctx, sm.ID); err != nil {
+				t.Fatal(err)
+			}
+			if err := b.RemoveSandbox(ctx, pod.UID); err != nil {
+				t.Fatal(err)
+			}
+			checkClean(t, e, pod.UID, sm.ID)
+		})
+	}
+}
+
+// tellInitToExec does what runc's exec does for a monitor stopped at
+// mon.PauseExec, but for removing the FIFO after: it reads the exec FIFO of
+// container id, which lets its init exec the container's process, and
+// waits until the process runs.
+func tellInitToExec(t *testing.T, e *env, id string) {
+	t.Helper()
+	ctr, err := libcontainer.Load(e.rt.libcontainerRoot(), id)
+	if err != nil {
 		t.Fatal(err)
 	}
-	waitPidExit(t, sm.MonitorPid, 5*time.Second)
-	b := e.newRuntime() // the next daemon
-	ctx := context.Background()
-	list, err := b.List(ctx)
-	if err != nil || len(list) != 1 {
-		t.Fatalf("List = %+v, %v; want one container", list, err)
-	}
-	if st := list[0]; st.State != podspec.StateExited || st.ExitCode != 128 || st.Reason != reasonStartError || !strings.Contains(st.Message, "never ran") {
-		t.Errorf("status %s %d %s %q; want exited 128 %s, saying it never ran", st.State, st.ExitCode, st.Reason, st.Message, reasonStartError)
-	}
-	if err := b.Destroy(ctx, sm.ID); err != nil {
+	ls, err := ctr.State()
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := b.RemoveSandbox(ctx, pod.UID); err != nil {
+	fifo, err := os.Open(filepath.Join(e.rt.libcontainerRoot(), id, "exec.fifo"))
+	if err != nil {
 		t.Fatal(err)
 	}
-	checkClean(t, e, pod.UID, sm.ID)
+	b, err := io.ReadAll(fifo)
+	fifo.Close()
+	if err != nil || len(b) == 0 {
+		t.Fatalf("exec FIFO: read %q, %v", b, err)
+	}
+	comm := filepath.Join("/proc", strconv.Itoa(ls.InitProcessPid), "comm")
+	poll(t, 10*time.Second, "the container's process never ran", func() bool {
+		b, err := os.ReadFile(comm)
+		return err == nil && string(b) == "sleep\n"
+	})
 }
 
 // mountedUnder says whether anything is mounted under dir.

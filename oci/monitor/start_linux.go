@@ -45,10 +45,12 @@ const Name = "staticpodd-monitor"
 
 // The points where a test stops a monitor to see what the daemon does with
 // one that stands still there (pauseAt): PauseRun once it wrote its state and
-// before it creates the container, PauseDestroy once it recorded the exit and
-// before it destroys the container.
+// before it creates the container, PauseExec once the container's init waits
+// on runc's exec FIFO and before the monitor opens it, PauseDestroy once it
+// recorded the exit and before it destroys the container.
 const (
 	PauseRun     = "run"
+	PauseExec    = "exec"
 	PauseDestroy = "destroy"
 )
 
@@ -391,10 +393,15 @@ func (m *monitorProc) runContainer(ctr *libcontainer.Container, proc *libcontain
 	if state, err := ctr.State(); err == nil {
 		oom.before, oom.ok = podOOMKills(state.CgroupPaths)
 	}
-	// Run returns once the init process was told to exec. What the
-	// container writes meanwhile waits in the pipes (64 KiB each) for the C
-	// monitor.
-	runErr := ctr.Run(proc)
+	// ctr.Run, in its two steps (each under the container's lock, as Run
+	// takes it), so that a test can stop between them: Exec returns once
+	// the init process was told to exec. What the container writes
+	// meanwhile waits in the pipes (64 KiB each) for the C monitor.
+	runErr := ctr.Start(proc)
+	if runErr == nil {
+		pauseAt(PauseExec)
+		runErr = ctr.Exec()
+	}
 	_ = outW.Close()
 	_ = errW.Close()
 	if runErr != nil {
