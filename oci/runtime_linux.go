@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/opencontainers/runc/libcontainer"
+	"github.com/opencontainers/runc/libcontainer/system"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 
@@ -676,7 +677,7 @@ func (r *Runtime) monitorLost(id string) error {
 	var ms monitorState
 	_, _ = readOptionalJSON(filepath.Join(r.containerDir(id), stateFile), &ms)
 	ctr, err := libcontainer.Load(r.libcontainerRoot(), id)
-	neverRan := !killed && ms.Pid == 0 && (errors.Is(err, libcontainer.ErrNotExist) || err == nil && execPending(r.libcontainerRoot(), id))
+	neverRan := !killed && ms.Pid == 0 && (errors.Is(err, libcontainer.ErrNotExist) || err == nil && execPending(r.libcontainerRoot(), id, ctr))
 	if err == nil {
 		_ = mon.SignalContainer(ctr, unix.SIGKILL)
 	}
@@ -694,13 +695,51 @@ func (r *Runtime) monitorLost(id string) error {
 	return writeJSON(filepath.Join(r.containerDir(id), exitFile), exit)
 }
 
-// execPending reports whether container id's init has not been told to
-// exec the container's process: runc's start removes the exec FIFO of its
-// state once it has.
-func execPending(root, id string) bool {
-	_, err := os.Lstat(filepath.Join(root, id, "exec.fifo"))
-	return err == nil
+// execPending reports whether the init of container id (ctr) still waits
+// to be told to exec the container's process, and never will be, its
+// monitor dead: runc's exec FIFO is there and the init, alive, holds it.
+// The FIFO alone says nothing: the monitor removes it once the init wrote to
+// it, and the init, which closes its handle on the FIFO once it wrote,
+// execs the process whether or not the monitor lives on. An init gone is
+// not known to have waited: it may have run and exited.
+func execPending(root, id string, ctr *libcontainer.Container) bool {
+	fifo, err := os.Lstat(filepath.Join(root, id, "exec.fifo"))
+	if err != nil || fifo.Mode().Type() != fs.ModeNamedPipe {
+		return false
+	}
+	ls, err := ctr.State()
+	if err != nil || ls.InitProcessPid <= 0 {
+		return false
+	}
+	pid := ls.InitProcessPid
+	same := func() bool { // the init, not a process with its pid since
+		st, err := system.Stat(pid)
+		return err == nil && st.StartTime == ls.InitProcessStartTime && st.State != system.Zombie
+	}
+	if !same() {
+		return false
+	}
+	fdDir := filepath.Join("/proc", strconv.Itoa(pid), "fd")
+	d, err := os.Open(fdDir)
+	if err != nil {
+		return false
+	}
+	// runc's init holds a few fds; the bound is for a process that is not it.
+	names, _ := d.Readdirnames(maxInitFds)
+	d.Close()
+	holds := false
+	for _, n := range names {
+		// Stat follows the fd's link to its file without opening it.
+		if fi, err := os.Stat(filepath.Join(fdDir, n)); err == nil && os.SameFile(fi, fifo) {
+			holds = true
+			break
+		}
+	}
+	return holds && same()
 }
+
+// maxInitFds bounds the fds of a container's init execPending looks at.
+const maxInitFds = 64
 
 // monitorOf returns the monitor of container id, adopting it if an earlier
 // daemon started it; nil if there is none.
