@@ -183,10 +183,12 @@ func fdList(pid int) string {
 	return b.String()
 }
 
-// execServerHandles counts the pidfds pid holds on a live exec server of
-// the daemon whose run dir is runDir.
+// execServerHandles counts the live exec servers of the daemon whose run dir
+// is runDir that pid holds a pidfd on: the one handle the daemon keeps on
+// each until it retires. A second handle on one server is a leak: it is
+// not counted.
 func execServerHandles(pid int, runDir string) int {
-	n := 0
+	servers := map[string]bool{}
 	ents, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
 	for _, e := range ents {
 		if l, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, e.Name())); l != "anon_inode:[pidfd]" {
@@ -198,12 +200,12 @@ func execServerHandles(pid int, runDir string) int {
 				cmd, _ := os.ReadFile("/proc/" + strings.TrimSpace(v) + "/cmdline")
 				args := strings.Split(string(cmd), "\x00")
 				if len(args) > 2 && args[0] == "staticpodd-monitor" && args[1] == "__staticpodd_exec" && strings.HasPrefix(args[2], runDir+"/") {
-					n++
+					servers[strings.TrimSpace(v)] = true
 				}
 			}
 		}
 	}
-	return n
+	return len(servers)
 }
 
 // holder is a process holding a file or a listening unix socket.
