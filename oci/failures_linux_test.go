@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -264,6 +263,21 @@ func TestStartCutShortByMonitorDeathIsAStartError(t *testing.T) {
 					return err == nil
 				})
 			}
+			if tc.point == mon.PauseExec {
+				ctr, err := libcontainer.Load(e.rt.libcontainerRoot(), sm.ID)
+				if err != nil {
+					t.Fatal(err)
+				}
+				ls, err := ctr.State()
+				if err != nil {
+					t.Fatal(err)
+				}
+				// runc's init, not the container's process yet: the
+				// monitor stopped before it opened the FIFO.
+				if st, err := system.Stat(ls.InitProcessPid); err != nil || st.State == system.Zombie || st.Name != "runc:[2:INIT]" {
+					t.Fatalf("the init (pid %d) is not waiting on the exec FIFO: %+v %v", ls.InitProcessPid, st, err)
+				}
+			}
 			if tc.told {
 				tellInitToExec(t, e, sm.ID)
 			}
@@ -310,15 +324,20 @@ func tellInitToExec(t *testing.T, e *env, id string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fifo, err := os.Open(filepath.Join(e.rt.libcontainerRoot(), id, "exec.fifo"))
+	// Opened without blocking, as a reader: the init's open returns, it
+	// writes and closes. Read until that close (EOF after the byte).
+	fd, err := unix.Open(filepath.Join(e.rt.libcontainerRoot(), id, "exec.fifo"), unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := io.ReadAll(fifo)
-	fifo.Close()
-	if err != nil || len(b) == 0 {
-		t.Fatalf("exec FIFO: read %q, %v", b, err)
-	}
+	defer unix.Close(fd)
+	var got []byte
+	poll(t, 10*time.Second, "the init never wrote to the exec FIFO", func() bool {
+		var b [16]byte
+		n, err := unix.Read(fd, b[:])
+		got = append(got, b[:max(n, 0)]...)
+		return n == 0 && err == nil && len(got) > 0 // EOF after the byte
+	})
 	comm := filepath.Join("/proc", strconv.Itoa(ls.InitProcessPid), "comm")
 	poll(t, 10*time.Second, "the container's process never ran", func() bool {
 		b, err := os.ReadFile(comm)
