@@ -729,8 +729,14 @@ func execPending(root, id string, ctr *libcontainer.Container) bool {
 	d.Close()
 	holds := false
 	for _, n := range names {
-		// Stat follows the fd's link to its file without opening it.
-		if fi, err := os.Stat(filepath.Join(fdDir, n)); err == nil && os.SameFile(fi, fifo) {
+		// The link's name first, which touches no file system: only a
+		// FIFO's is stat'ed, which follows the link to its file without
+		// opening it.
+		fd := filepath.Join(fdDir, n)
+		if l, err := os.Readlink(fd); err != nil || filepath.Base(l) != "exec.fifo" {
+			continue
+		}
+		if fi, err := os.Stat(fd); err == nil && os.SameFile(fi, fifo) {
 			holds = true
 			break
 		}
