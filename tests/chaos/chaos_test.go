@@ -48,10 +48,7 @@ type soak struct {
 
 	chain     []*spec         // pods started after one another, the first first
 	rb        *spec           // the pod with rollback-after
-	// churned are the pods the cycle's churn changed: a manifest removed
-	// and written back restarts its pod, which the daemon may have begun
-	// in the moment before a fault.
-	churned map[*spec]bool
+	churned   map[*spec]bool  // the cycle's churn changed them: see runningKept
 	rollbacks []time.Duration // from the bad edit to the generation that was Ready running again
 	restarts  int             // staticpodd restart
 	// confChanges: of the file chaosleaf restarts on (restart-on-change)
@@ -571,6 +568,9 @@ func (s *soak) runningKept() map[string]string {
 	ids := map[string]string{}
 	for _, p := range pods {
 		sp := s.byFullName(p.Name)
+		// A pod the cycle's churn changed may be stopped already: a
+		// manifest removed and written back restarts its pod, which the
+		// daemon may have begun in the moment before a fault.
 		if p.DeletionTimestamp != nil || sp == nil || !sp.present || listedGen(&p) != strconv.Itoa(sp.runningGen()) || s.churned[sp] {
 			continue // being stopped, or about to be
 		}
