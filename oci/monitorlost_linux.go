@@ -79,8 +79,14 @@ func (r *Runtime) monitorLost(id string) error {
 // execs the process whether or not the monitor lives on. An init gone is
 // not known to have waited: it may have run and exited.
 func execPending(root, id string, ctr *libcontainer.Container) bool {
-	fifo, err := os.Lstat(filepath.Join(root, id, "exec.fifo"))
+	fifoPath := filepath.Join(root, id, "exec.fifo")
+	fifo, err := os.Lstat(fifoPath)
 	if err != nil || fifo.Mode().Type() != fs.ModeNamedPipe {
+		return false
+	}
+	// As /proc names the init's handle on it: the daemon's own directory,
+	// its links resolved.
+	if fifoPath, err = filepath.EvalSymlinks(fifoPath); err != nil {
 		return false
 	}
 	ls, err := ctr.State()
@@ -105,14 +111,13 @@ func execPending(root, id string, ctr *libcontainer.Container) bool {
 	d.Close()
 	holds := false
 	for _, n := range names {
-		// The link's name first, which touches no file system: only a
-		// FIFO's is stat'ed, which follows the link to its file without
-		// opening it.
-		fd := filepath.Join(fdDir, n)
-		if l, err := os.Readlink(fd); err != nil || filepath.Base(l) != "exec.fifo" {
-			continue
-		}
-		if fi, err := os.Stat(fd); err == nil && os.SameFile(fi, fifo) {
+		// The link's name only, which touches no file system: a stat
+		// through it would reach whatever file the process holds, one on a
+		// FUSE mount it serves among them, and hang the daemon with its
+		// lock held. A process that ran and names a file so is its own
+		// container's, which is killed all the same: the record is all it
+		// could change.
+		if l, err := os.Readlink(filepath.Join(fdDir, n)); err == nil && l == fifoPath {
 			holds = true
 			break
 		}
