@@ -3,7 +3,6 @@
 package oci
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -16,7 +15,6 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -403,23 +401,7 @@ func (r *Runtime) signalInit(id string, sig syscall.Signal) error {
 }
 
 // procParent reads pid's parent and state from /proc/<pid>/stat.
-func procParent(pid int) (ppid int, state byte, ok bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, 0, false
-	}
-	// The fields after the command, which is in parentheses: state, ppid.
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0, 0, false
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 2 || len(f[0]) != 1 {
-		return 0, 0, false
-	}
-	ppid, err = strconv.Atoi(f[1])
-	return ppid, f[0][0], err == nil
-}
+var procParent = mon.ProcParent
 
 // Wait blocks until the container has exited and its exit is recorded, or ctx
 // ends.

@@ -3,6 +3,7 @@
 package monitor
 
 import (
+	"bytes"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -218,16 +219,28 @@ func childrenByParent() []int {
 		if err != nil {
 			continue
 		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		// After the command, in parentheses: the state, then the parent.
-		if i := strings.LastIndexByte(string(b), ')'); i > 0 {
-			if f := strings.Fields(string(b[i+1:])); len(f) > 1 && f[1] == strconv.Itoa(self) {
-				pids = append(pids, pid)
-			}
+		if ppid, _, ok := ProcParent(pid); ok && ppid == self {
+			pids = append(pids, pid)
 		}
 	}
 	return pids
+}
+
+// ProcParent reads pid's parent and state from /proc/<pid>/stat.
+func ProcParent(pid int) (ppid int, state byte, ok bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, 0, false
+	}
+	// The fields after the command, which is in parentheses: state, ppid.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, 0, false
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 2 || len(f[0]) != 1 {
+		return 0, 0, false
+	}
+	ppid, err = strconv.Atoi(f[1])
+	return ppid, f[0][0], err == nil
 }
