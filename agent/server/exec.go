@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/staticpodd/staticpodd/agent/describe"
 	"github.com/staticpodd/staticpodd/agent/podspec"
 )
 
@@ -40,7 +41,49 @@ func execHandler(a Agent, logger *slog.Logger) http.HandlerFunc {
 			http.Error(w, err.Error(), errorCode(err))
 			return
 		}
-		streamExec(w, r, spec, logger.With("pod", ns+"/"+pod, "container", ctr), "exec ended",
+		streamExec(w, r, spec, logger.With("pod", ns+"/"+pod, "container", ctr), "exec ended", "",
+			func(ctx context.Context, spec podspec.ExecSpec) (int, error) { return a.Exec(ctx, id, spec) })
+	}
+}
+
+// NoteHeader is the header of an exec's 101 answer that carries kubectl's
+// note on the container it chose ("Defaulted container ...").
+const NoteHeader = "Staticpodd-Note"
+
+// execByNameHandler serves POST /exec?pod=NAME, staticpodd exec's one
+// request: execHandler's query, with &namespace= and &container= optional.
+// The pod is the one NAME names as the CLI shows it (describe.Find: the
+// pod's name, its manifest's, either as namespace/name), the container the
+// one kubectl would pick (describe.ExecContainer), and its note, if any,
+// comes in the 101 answer's NoteHeader. Finding them here, not in the CLI,
+// spares the CLI a second request and decoding every pod of the node.
+func execByNameHandler(a Agent, logger *slog.Logger) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		spec, ok := execRequest(w, r)
+		if !ok {
+			return
+		}
+		q := r.URL.Query()
+		if q.Get("pod") == "" {
+			http.Error(w, "exec: no pod", http.StatusBadRequest)
+			return
+		}
+		pod, err := describe.Find(a.Pods(), q.Get("pod"), q.Get("namespace"))
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusNotFound)
+			return
+		}
+		ctr, note, err := describe.ExecContainer(pod, q.Get("container"))
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusNotFound)
+			return
+		}
+		id, err := a.ExecTarget(pod.Namespace, pod.Name, ctr)
+		if err != nil {
+			http.Error(w, err.Error(), errorCode(err))
+			return
+		}
+		streamExec(w, r, spec, logger.With("pod", pod.Namespace+"/"+pod.Name, "container", ctr), "exec ended", note,
 			func(ctx context.Context, spec podspec.ExecSpec) (int, error) { return a.Exec(ctx, id, spec) })
 	}
 }
@@ -66,7 +109,7 @@ func debugHandler(a Agent, logger *slog.Logger) http.HandlerFunc {
 			http.Error(w, err.Error(), errorCode(err))
 			return
 		}
-		streamExec(w, r, spec, logger.With("pod", ns+"/"+pod, "image", req.Image, "target", req.Target), "debug container ended", run)
+		streamExec(w, r, spec, logger.With("pod", ns+"/"+pod, "image", req.Image, "target", req.Target), "debug container ended", "", run)
 	}
 }
 
@@ -117,8 +160,9 @@ func execRequest(w http.ResponseWriter, r *http.Request) (podspec.ExecSpec, bool
 
 // streamExec upgrades the connection of r and runs spec through run, with
 // the connection's frames as its streams, until it exits or the client
-// leaves; then it sends the ExecStatus, and logs msg.
-func streamExec(w http.ResponseWriter, r *http.Request, spec podspec.ExecSpec, logger *slog.Logger, msg string,
+// leaves; then it sends the ExecStatus, and logs msg. A note other than ""
+// goes in the 101 answer's NoteHeader, its control characters dropped.
+func streamExec(w http.ResponseWriter, r *http.Request, spec podspec.ExecSpec, logger *slog.Logger, msg, note string,
 	run func(ctx context.Context, spec podspec.ExecSpec) (int, error)) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
@@ -133,7 +177,16 @@ func streamExec(w http.ResponseWriter, r *http.Request, spec podspec.ExecSpec, l
 	// The server's timeouts are for requests; the exec lasts as long
 	// as its command.
 	_ = conn.SetDeadline(time.Time{})
-	_, _ = brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: " + ExecProtocol + "\r\n\r\n")
+	_, _ = brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: " + ExecProtocol + "\r\n")
+	if note = strings.Map(func(r rune) rune {
+		if r < ' ' || r == 0x7f {
+			return -1
+		}
+		return r
+	}, note); note != "" {
+		_, _ = brw.WriteString(NoteHeader + ": " + note + "\r\n")
+	}
+	_, _ = brw.WriteString("\r\n")
 	if err := brw.Flush(); err != nil {
 		cancel(errClientLeft)
 		_, _ = run(ctx, spec)
@@ -184,31 +237,41 @@ func streamExec(w http.ResponseWriter, r *http.Request, spec podspec.ExecSpec, l
 	_ = out.WriteFrame(StreamStatus, b)
 }
 
-// StartExec sends the exec request for path (/exec/..., with its query) over
+// StartExec sends the exec request for path (/exec..., with its query) over
 // conn and reads the answer. On 101 it returns the reader of the frames that
-// follow; otherwise an error saying what the daemon answered.
-func StartExec(conn io.ReadWriter, path string) (*bufio.Reader, error) {
+// follow and the answer's header; otherwise an error saying what the daemon
+// answered.
+func StartExec(conn io.ReadWriter, path string) (*bufio.Reader, http.Header, error) {
 	req, err := http.NewRequest(http.MethodPost, "http://staticpodd"+path, nil)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	req.Header.Set("Connection", "Upgrade")
 	req.Header.Set("Upgrade", ExecProtocol)
 	if err := req.Write(conn); err != nil {
-		return nil, fmt.Errorf("send exec request: %w", err)
+		return nil, nil, fmt.Errorf("send exec request: %w", err)
 	}
 	br := bufio.NewReader(conn)
 	resp, err := http.ReadResponse(br, req)
 	if err != nil {
-		return nil, fmt.Errorf("read exec answer: %w", err)
+		return nil, nil, fmt.Errorf("read exec answer: %w", err)
 	}
 	if resp.StatusCode != http.StatusSwitchingProtocols {
 		defer resp.Body.Close()
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		return nil, errors.New(strings.TrimSpace(string(body)))
+		return nil, nil, &RefusedError{Code: resp.StatusCode, Msg: strings.TrimSpace(string(body))}
 	}
-	return br, nil
+	return br, resp.Header, nil
 }
+
+// RefusedError is an exec the daemon answered with other than 101: its
+// status, and the message it gave.
+type RefusedError struct {
+	Code int
+	Msg  string
+}
+
+func (e *RefusedError) Error() string { return e.Msg }
 
 // readClientFrames reads the client's frames until the connection ends,
 // which cancels the exec: the client has left.

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -14,6 +15,8 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+
+	v1 "k8s.io/api/core/v1"
 
 	"github.com/staticpodd/staticpodd/agent/podspec"
 )
@@ -32,7 +35,7 @@ func dialExec(t *testing.T, srv *httptest.Server, path string) (*execClient, err
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	r, err := StartExec(conn, path)
+	r, _, err := StartExec(conn, path)
 	if err != nil {
 		return nil, err
 	}
@@ -184,5 +187,87 @@ func TestExecClientLeaves(t *testing.T) {
 	c.conn.Close()
 	if err := <-cancelled; err != errClientLeft {
 		t.Errorf("Exec's context ended with %v, want %v", err, errClientLeft)
+	}
+}
+
+// TestExecByName: POST /exec?pod= finds the pod by any name the CLI takes
+// and the container kubectl would pick, with kubectl's note in the answer's
+// header, and answers what it cannot find with the CLI's messages.
+func TestExecByName(t *testing.T) {
+	a := testAgent
+	web := a.pods[0]
+	web.Spec = v1.PodSpec{NodeName: "node1", Containers: []v1.Container{{Name: "web"}, {Name: "stopped"}}}
+	other := *web.DeepCopy()
+	other.Namespace = "other"
+	evil := *web.DeepCopy()
+	evil.Name, evil.Spec.Containers = "evil-node1", []v1.Container{{Name: "a\r\nX-Injected: 1"}, {Name: "b"}}
+	a.pods = []v1.Pod{web, other, evil}
+	a.exec = func(ctx context.Context, id string, spec podspec.ExecSpec) (int, error) {
+		fmt.Fprintf(spec.Stdout, "%s %q", id, spec.Cmd)
+		return 0, nil
+	}
+	srv := httptest.NewServer(CLI(a, logger()))
+	defer srv.Close()
+	byName := func(q url.Values) string {
+		q.Set("command", "true")
+		return "/exec?" + q.Encode()
+	}
+	for _, tc := range []struct {
+		q          url.Values
+		note, err  string
+		errCode    int
+		wantOutput string
+	}{
+		{q: url.Values{"pod": {"web"}, "namespace": {"default"}}, note: `Defaulted container "web" out of: web, stopped`, wantOutput: `c1 ["true"]`},
+		{q: url.Values{"pod": {"default/web-node1"}, "container": {"web"}}, wantOutput: `c1 ["true"]`},
+		{q: url.Values{"pod": {"web"}}, errCode: http.StatusNotFound, err: `pod name "web" is in several namespaces: choose one with -n`},
+		{q: url.Values{"pod": {"nope"}}, errCode: http.StatusNotFound, err: `no pod "nope"`},
+		{q: url.Values{"pod": {"web"}, "namespace": {"default"}, "container": {"nope"}}, errCode: http.StatusNotFound,
+			err: `pod web-node1 has no container "nope"; it has web, stopped`},
+		{q: url.Values{"pod": {"web"}, "namespace": {"default"}, "container": {"stopped"}}, errCode: http.StatusConflict,
+			err: "container stopped is terminated: container is not running"},
+		{q: url.Values{}, errCode: http.StatusBadRequest, err: "exec: no pod"},
+	} {
+		conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, header, err := StartExec(conn, byName(tc.q))
+		if tc.err != "" {
+			var refused *RefusedError
+			if !errors.As(err, &refused) || refused.Code != tc.errCode || refused.Msg != tc.err {
+				t.Errorf("%v: %v; want %d %q", tc.q, err, tc.errCode, tc.err)
+			}
+			conn.Close()
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%v: %v", tc.q, err)
+		}
+		if got := header.Get(NoteHeader); got != tc.note {
+			t.Errorf("%v: note %q, want %q", tc.q, got, tc.note)
+		}
+		st, out, _ := (&execClient{conn: conn, r: r}).result(t)
+		if st.ExitCode != 0 || out != tc.wantOutput {
+			t.Errorf("%v: %+v %q; want exit 0 and %q", tc.q, st, out, tc.wantOutput)
+		}
+		conn.Close()
+	}
+	// A note is one header line, whatever the names it quotes hold.
+	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := io.WriteString(conn, "POST "+byName(url.Values{"pod": {"evil"}})+" HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: "+ExecProtocol+"\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusSwitchingProtocols || resp.Header.Get("X-Injected") != "" ||
+		resp.Header.Get(NoteHeader) != `Defaulted container "a\r\nX-Injected: 1" out of: aX-Injected: 1, b` {
+		t.Errorf("answer %d, header %q", resp.StatusCode, resp.Header)
 	}
 }

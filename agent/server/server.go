@@ -150,6 +150,7 @@ func CLI(a Agent, logger *slog.Logger) http.Handler {
 	// Watched, they are a stream.
 	mux.Handle("GET /events", stream(eventsHandler(a, logger), logger))
 	mux.HandleFunc("POST /exec/{namespace}/{pod}/{container}", execHandler(a, logger))
+	mux.HandleFunc("POST /exec", execByNameHandler(a, logger))
 	rollouts(mux, a, logger)
 	mux.HandleFunc("POST /debug/{namespace}/{pod}", debugHandler(a, logger))
 	mux.HandleFunc("POST /restart/{namespace}/{pod}", restartHandler(a, logger))

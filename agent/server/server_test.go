@@ -57,11 +57,13 @@ func (f fakeAgent) LogEnded(ns, pod, ctr, path string) bool { return false }
 func (f fakeAgent) Changed() <-chan struct{}                { return nil }
 
 // ExecTarget knows container web of web-node1 as c1, running, and its
-// container stopped as not running.
+// container stopped as not running; any container of evil-node1 as c2.
 func (f fakeAgent) ExecTarget(ns, pod, ctr string) (string, error) {
 	switch {
 	case pod == "web-node1" && ctr == "web":
 		return "c1", nil
+	case pod == "evil-node1":
+		return "c2", nil
 	case pod == "web-node1" && ctr == "stopped":
 		return "", fmt.Errorf("container stopped is terminated: %w", podspec.ErrNotRunning)
 	}

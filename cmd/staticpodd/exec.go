@@ -8,16 +8,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"net/url"
 	"os"
 	"os/signal"
 	"strconv"
-	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
-	v1 "k8s.io/api/core/v1"
 
+	"github.com/staticpodd/staticpodd/agent/describe"
 	"github.com/staticpodd/staticpodd/agent/server"
 	"github.com/staticpodd/staticpodd/daemon"
 )
@@ -42,7 +42,7 @@ func newExecCmd(o *globalOptions) *cobra.Command {
 			"container's namespaces, cgroup, user, environment and security settings.\n" +
 			"POD is the pod's name as the daemon shows it (<name>-<node>) or as its\n" +
 			"manifest names it (<name>). Without -c, the container is the one the\n" +
-			"pod's " + defaultContainerAnnotation + " annotation names, else the first.\n" +
+			"pod's " + describe.DefaultContainerAnnotation + " annotation names, else the first.\n" +
 			"staticpodd exits with the command's exit status: 127 if it was not\n" +
 			"found, 126 if it could not be executed.",
 		Args: func(cmd *cobra.Command, args []string) error {
@@ -55,18 +55,33 @@ func newExecCmd(o *globalOptions) *cobra.Command {
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 			defer stop()
 			c := daemon.NewRecordsClient(o.RootDir, o.RunDir, cmd.ErrOrStderr())
+			e := newExecSession(args[1:], stdin, tty, cmd.ErrOrStderr())
+			// One request: the daemon finds the pod and its container.
+			q := e.query()
+			q.Set("pod", args[0])
+			if namespace != "" {
+				q.Set("namespace", namespace)
+			}
+			if container != "" {
+				q.Set("container", container)
+			}
+			err := e.run(ctx, c, "/exec?"+q.Encode())
+			if refused := (*server.RefusedError)(nil); !errors.As(err, &refused) || refused.Code != http.StatusNotFound ||
+				refused.Msg != "404 page not found" {
+				return err
+			}
+			// A daemon from before POST /exec: find them here.
 			pod, err := findPod(ctx, c, args[0], namespace)
 			if err != nil {
 				return err
 			}
-			name, note, err := execContainer(pod, container)
+			name, note, err := describe.ExecContainer(pod, container)
 			if err != nil {
 				return err
 			}
 			if note != "" {
 				fmt.Fprintln(cmd.ErrOrStderr(), note)
 			}
-			e := newExecSession(args[1:], stdin, tty, cmd.ErrOrStderr())
 			path := fmt.Sprintf("/exec/%s/%s/%s?%s", url.PathEscape(pod.Namespace), url.PathEscape(pod.Name),
 				url.PathEscape(name), e.query().Encode())
 			return e.run(ctx, c, path)
@@ -77,25 +92,6 @@ func newExecCmd(o *globalOptions) *cobra.Command {
 	cmd.Flags().BoolVarP(&stdin, "stdin", "i", false, "pass standard input to the command")
 	cmd.Flags().BoolVarP(&tty, "tty", "t", false, "run the command on a terminal (with -i: this one, in raw mode)")
 	return cmd
-}
-
-// execContainer picks the container to exec in, as kubectl's
-// podcmd.FindOrDefaultContainerByName does, and returns kubectl's note when it
-// chose the first of several.
-func execContainer(pod *v1.Pod, name string) (container, note string, err error) {
-	if name != "" {
-		for _, c := range append(pod.Spec.Containers, pod.Spec.InitContainers...) {
-			if c.Name == name {
-				return name, "", nil
-			}
-		}
-		return "", "", fmt.Errorf("pod %s has no container %q; it has %s", pod.Name, name, allContainerNames(pod))
-	}
-	var warn strings.Builder
-	if container = defaultContainer(pod, &warn); container == "" {
-		return "", "", fmt.Errorf("pod %s has no containers", pod.Name)
-	}
-	return container, strings.TrimSuffix(warn.String(), "\n"), nil
 }
 
 // execSession is one exec through the daemon.
@@ -151,9 +147,12 @@ func (e *execSession) run(ctx context.Context, c *daemon.Client, path string) er
 		return err
 	}
 	defer conn.Close()
-	frames, err := server.StartExec(conn, path)
+	frames, header, err := server.StartExec(conn, path)
 	if err != nil {
 		return err
+	}
+	if note := header.Get(server.NoteHeader); note != "" {
+		fmt.Fprintln(e.stderr, note)
 	}
 	if e.tty && e.stdin {
 		restore, err := makeRaw(os.Stdin)

@@ -45,14 +45,14 @@ func newLogsCmd(o *globalOptions) *cobra.Command {
 				return err
 			}
 			if container == "" {
-				container = defaultContainer(pod, cmd.ErrOrStderr())
+				container = describe.DefaultContainer(pod, cmd.ErrOrStderr())
 			}
 			path := fmt.Sprintf("/containerLogs/%s/%s/%s?%s", url.PathEscape(pod.Namespace),
 				url.PathEscape(pod.Name), url.PathEscape(container), q.Encode())
 			return c.Stream(ctx, path, cmd.OutOrStdout())
 		},
 	}
-	cmd.Flags().StringVarP(&container, "container", "c", "", "the container (default: the one annotation "+defaultContainerAnnotation+" names, else the first)")
+	cmd.Flags().StringVarP(&container, "container", "c", "", "the container (default: the one annotation "+describe.DefaultContainerAnnotation+" names, else the first)")
 	cmd.Flags().StringVarP(&namespace, "namespace", "n", "", "the pod's namespace, when the name is ambiguous")
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing as the container writes")
 	cmd.Flags().BoolVarP(&previous, "previous", "p", false, "the logs of the run before the current one")

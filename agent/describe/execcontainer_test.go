@@ -1,4 +1,4 @@
-package main
+package describe
 
 import (
 	"testing"
@@ -11,7 +11,7 @@ func TestExecContainer(t *testing.T) {
 	pod := func(annotation string, init []string, names ...string) *v1.Pod {
 		p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-node1"}}
 		if annotation != "" {
-			p.Annotations = map[string]string{defaultContainerAnnotation: annotation}
+			p.Annotations = map[string]string{DefaultContainerAnnotation: annotation}
 		}
 		for _, n := range names {
 			p.Spec.Containers = append(p.Spec.Containers, v1.Container{Name: n})
@@ -42,7 +42,7 @@ func TestExecContainer(t *testing.T) {
 			err: `pod web-node1 has no container "c"; it has a, b, setup (init)`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, note, err := execContainer(tc.pod, tc.flag)
+			got, note, err := ExecContainer(tc.pod, tc.flag)
 			if tc.err != "" {
 				if err == nil || err.Error() != tc.err {
 					t.Fatalf("err = %v, want %q", err, tc.err)

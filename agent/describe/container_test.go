@@ -1,4 +1,4 @@
-package main
+package describe
 
 import (
 	"bytes"
@@ -31,10 +31,10 @@ func TestDefaultContainer(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			pod := &v1.Pod{Spec: v1.PodSpec{InitContainers: tc.init, Containers: tc.ctrs}}
 			if tc.annotation != "" {
-				pod.ObjectMeta = metav1.ObjectMeta{Annotations: map[string]string{defaultContainerAnnotation: tc.annotation}}
+				pod.ObjectMeta = metav1.ObjectMeta{Annotations: map[string]string{DefaultContainerAnnotation: tc.annotation}}
 			}
 			var note bytes.Buffer
-			if got := defaultContainer(pod, &note); got != tc.want || note.String() != tc.note {
+			if got := DefaultContainer(pod, &note); got != tc.want || note.String() != tc.note {
 				t.Errorf("got %q, note %q; want %q, note %q", got, note.String(), tc.want, tc.note)
 			}
 		})
