@@ -18,6 +18,7 @@ import (
 	"github.com/opencontainers/runc/libcontainer/system"
 	"golang.org/x/sys/unix"
 
+	"github.com/staticpodd/staticpodd/oci/cgroupv1mounts"
 	mon "github.com/staticpodd/staticpodd/oci/monitor"
 )
 
@@ -118,6 +119,10 @@ func (r *Runtime) startMonitor(id string) (*pendingMonitor, error) {
 	cmd.Dir = "/"
 	cmd.ExtraFiles = []*os.File{repW, goR}
 	cmd.Env = monitorEnv(os.Environ())
+	if mounts := cgroupv1mounts.Encoded(); mounts != "" {
+		// Read once here, not again by each monitor.
+		cmd.Env = append(cmd.Env, cgroupv1mounts.Env+"="+mounts)
+	}
 	// Its own session: signals to the daemon's process group never reach it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	err = cmd.Start()
@@ -313,13 +318,14 @@ func awaitExit(pidfd *os.File) {
 
 // monitorEnv is the daemon's environment minus what belongs to the daemon
 // alone (systemd notification, socket activation, and the directory of its
-// credentials, which only the daemon reads).
+// credentials, which only the daemon reads), and cgroup mounts that are the
+// daemon's to give (cgroupv1mounts).
 func monitorEnv(env []string) []string {
 	var out []string
 	for _, kv := range env {
 		switch k, _, _ := strings.Cut(kv, "="); k {
 		case "NOTIFY_SOCKET", "LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES", "WATCHDOG_USEC", "WATCHDOG_PID",
-			"CREDENTIALS_DIRECTORY":
+			"CREDENTIALS_DIRECTORY", cgroupv1mounts.Env:
 			continue
 		}
 		out = append(out, kv)

@@ -14,6 +14,8 @@ import (
 	// nsenter's C constructor runs before the Go runtime in "init" re-execs.
 	_ "github.com/opencontainers/runc/libcontainer/nsenter"
 	"golang.org/x/sys/unix"
+
+	"github.com/staticpodd/staticpodd/oci/cgroupv1mounts"
 )
 
 // Reexec runs the process roles a monitor's binary is executed in:
@@ -34,6 +36,7 @@ func Reexec() bool {
 	case StartArg:
 		nameProcess()
 		survivePipes()
+		seedCgroupMounts()
 		os.Exit(runMonitor(os.Args[2:]))
 	case ExitArg:
 		nameProcess()
@@ -72,5 +75,15 @@ func nameProcess() {
 	name, err := unix.BytePtrFromString(Name)
 	if err == nil {
 		_ = unix.Prctl(unix.PR_SET_NAME, uintptr(unsafe.Pointer(name)), 0, 0, 0)
+	}
+}
+
+// seedCgroupMounts takes the cgroup v1 mounts the daemon read
+// (cgroupv1mounts.Env), so that creating the container does not read the
+// host's mount table again, and keeps them from what the monitor starts.
+func seedCgroupMounts() {
+	if mounts, ok := os.LookupEnv(cgroupv1mounts.Env); ok {
+		_ = os.Unsetenv(cgroupv1mounts.Env)
+		cgroupv1mounts.Seed(mounts)
 	}
 }
