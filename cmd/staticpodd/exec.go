@@ -147,8 +147,15 @@ func (e *execSession) run(ctx context.Context, c *daemon.Client, path string) er
 		return err
 	}
 	defer conn.Close()
+	// Ending ctx closes the connection, also while the daemon has not
+	// answered yet (stuck, or this connection waiting in its backlog).
+	stop := context.AfterFunc(ctx, func() { conn.Close() })
+	defer stop()
 	frames, header, err := server.StartExec(conn, path)
 	if err != nil {
+		if ctx.Err() != nil {
+			return &exitError{code: 130, msg: "interrupted before the daemon answered"}
+		}
 		return err
 	}
 	if note := header.Get(server.NoteHeader); note != "" {
@@ -161,8 +168,6 @@ func (e *execSession) run(ctx context.Context, c *daemon.Client, path string) er
 		}
 		defer restore()
 	}
-	stop := context.AfterFunc(ctx, func() { conn.Close() })
-	defer stop()
 	w := server.NewFrameWriter(conn)
 	if e.stdin {
 		go sendStdin(w, os.Stdin)

@@ -1,0 +1,142 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/staticpodd/staticpodd/agent/podspec"
+	"github.com/staticpodd/staticpodd/agent/server"
+)
+
+// execAgent has one running pod, web-node1, with containers web and side;
+// an exec in web exits with 3.
+type execAgent struct{ psAgent }
+
+func (execAgent) Pods() []v1.Pod {
+	return []v1.Pod{{
+		ObjectMeta: metav1.ObjectMeta{Name: "web-node1", Namespace: "default", UID: "u-web"},
+		Spec:       v1.PodSpec{NodeName: "node1", Containers: []v1.Container{{Name: "web"}, {Name: "side"}}},
+	}}
+}
+
+func (execAgent) ExecTarget(ns, pod, ctr string) (string, error) {
+	if ns == "default" && pod == "web-node1" && ctr == "web" {
+		return "c1", nil
+	}
+	return "", podspec.ErrNotExist
+}
+
+func (execAgent) Exec(context.Context, string, podspec.ExecSpec) (int, error) { return 3, nil }
+
+// serveExecDaemon serves h on <dir>/staticpodd.sock.
+func serveExecDaemon(t *testing.T, dir string, h http.Handler) {
+	t.Helper()
+	l, err := server.ListenUnix(filepath.Join(dir, socketName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: h}
+	go srv.Serve(l)
+	t.Cleanup(func() { srv.Close() })
+}
+
+func runExec(ctx context.Context, runDir string, args ...string) (string, error) {
+	cmd := newExecCmd(&globalOptions{RunDir: runDir, RootDir: runDir})
+	var stderr bytes.Buffer
+	cmd.SetOut(io.Discard)
+	cmd.SetErr(&stderr)
+	cmd.SetArgs(args)
+	cmd.SilenceErrors, cmd.SilenceUsage = true, true
+	err := cmd.ExecuteContext(ctx)
+	return stderr.String(), err
+}
+
+// TestExecOldDaemon: a daemon from before POST /exec (404 page not found)
+// gets the lookup and the kubelet API's path from the CLI, with the same
+// note and exit status as a new one.
+func TestExecOldDaemon(t *testing.T) {
+	cli := server.CLI(execAgent{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	for _, tc := range []struct {
+		name string
+		h    http.Handler
+	}{
+		{"new", cli},
+		{"old", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/exec" {
+				http.NotFound(w, r)
+				return
+			}
+			cli.ServeHTTP(w, r)
+		})},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			serveExecDaemon(t, dir, tc.h)
+			stderr, err := runExec(context.Background(), dir, "web", "--", "true")
+			var exit *exitError
+			if !errors.As(err, &exit) || exit.code != 3 {
+				t.Errorf("err %v, want exit status 3", err)
+			}
+			if want := `Defaulted container "web" out of: web, side` + "\n"; stderr != want {
+				t.Errorf("stderr %q, want %q", stderr, want)
+			}
+			if _, err := runExec(context.Background(), dir, "nope", "--", "true"); err == nil || err.Error() != `no pod "nope"` {
+				t.Errorf("unknown pod: %v", err)
+			}
+		})
+	}
+}
+
+// TestExecInterrupted: while the daemon has not answered the exec (it is
+// stuck, or every connection it serves is taken and this one waits in the
+// listen backlog), a signal ends staticpodd exec, as it ends the lookup of
+// the pod that came first before.
+func TestExecInterrupted(t *testing.T) {
+	dir := t.TempDir()
+	l, err := server.ListenUnix(filepath.Join(dir, socketName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		// Read the request, never answer it.
+		conn, err := l.Accept()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		buf := make([]byte, 4096)
+		if _, err := conn.Read(buf); err == nil {
+			cancel() // the user's ^C, once the request is sent
+		}
+		_, _ = io.Copy(io.Discard, conn)
+	}()
+	done := make(chan error, 1)
+	go func() {
+		_, err := runExec(ctx, dir, "web", "--", "true")
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		var exit *exitError
+		if !errors.As(err, &exit) || exit.code != 130 || !strings.Contains(exit.msg, "interrupted") {
+			t.Errorf("err %v, want exit status 130, interrupted", err)
+		}
+	case <-time.After(30 * time.Second):
+		// Only a bound for the failure: the pass waits on the command.
+		t.Fatal("staticpodd exec still waits for the daemon's answer 30s after it was interrupted")
+	}
+}
