@@ -159,7 +159,7 @@ func (e *execSession) run(ctx context.Context, c *daemon.Client, path string) er
 		return err
 	}
 	if note := header.Get(server.NoteHeader); note != "" {
-		fmt.Fprintln(e.stderr, note)
+		fmt.Fprintln(e.stderr, describe.Escape(note))
 	}
 	if e.tty && e.stdin {
 		restore, err := makeRaw(os.Stdin)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -138,5 +139,38 @@ func TestExecInterrupted(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		// Only a bound for the failure: the pass waits on the command.
 		t.Fatal("staticpodd exec still waits for the daemon's answer 30s after it was interrupted")
+	}
+}
+
+// TestExecNoteEscaped: the note comes from whatever answers on the socket;
+// staticpodd prints it as it prints the daemon's errors, its terminal
+// controls shown, not obeyed (the daemon drops only C0 controls and DEL
+// from it, not a C1 CSI).
+func TestExecNoteEscaped(t *testing.T) {
+	dir := t.TempDir()
+	l, err := server.ListenUnix(filepath.Join(dir, socketName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		conn, err := l.Accept()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		if _, err := http.ReadRequest(bufio.NewReader(conn)); err != nil {
+			return
+		}
+		_, _ = io.WriteString(conn, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: "+server.ExecProtocol+
+			"\r\n"+server.NoteHeader+": Defaulted container \"a\" out of: a\u009b2J, b\r\n\r\n")
+		_ = server.NewFrameWriter(conn).WriteFrame(server.StreamStatus, []byte(`{"exitCode":0}`))
+	}()
+	stderr, err := runExec(context.Background(), dir, "web", "--", "true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `Defaulted container "a" out of: a\u009b2J, b` + "\n"; stderr != want {
+		t.Errorf("stderr %q, want %q", stderr, want)
 	}
 }
