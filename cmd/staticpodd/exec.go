@@ -14,6 +14,7 @@ import (
 	"os/signal"
 	"strconv"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -94,6 +95,11 @@ func newExecCmd(o *globalOptions) *cobra.Command {
 	return cmd
 }
 
+// execAnswerTimeout bounds the wait for the daemon's answer to an exec (its
+// 101, or why not): that of any request that is not a stream, such as the
+// lookup of the pod that came first before the daemon found it.
+var execAnswerTimeout = 10 * time.Second
+
 // execSession is one exec through the daemon.
 type execSession struct {
 	command    []string
@@ -151,13 +157,18 @@ func (e *execSession) run(ctx context.Context, c *daemon.Client, path string) er
 	// answered yet (stuck, or this connection waiting in its backlog).
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
 	defer stop()
+	_ = conn.SetReadDeadline(time.Now().Add(execAnswerTimeout))
 	frames, header, err := server.StartExec(conn, path)
 	if err != nil {
 		if ctx.Err() != nil {
 			return &exitError{code: 130, msg: "interrupted before the daemon answered"}
 		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			return fmt.Errorf("the daemon did not answer the exec within %v", execAnswerTimeout)
+		}
 		return err
 	}
+	_ = conn.SetReadDeadline(time.Time{}) // the command's output comes as it comes
 	if note := header.Get(server.NoteHeader); note != "" {
 		fmt.Fprintln(e.stderr, describe.Escape(note))
 	}

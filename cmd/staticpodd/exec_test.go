@@ -174,3 +174,40 @@ func TestExecNoteEscaped(t *testing.T) {
 		t.Errorf("stderr %q, want %q", stderr, want)
 	}
 }
+
+// TestExecDaemonSilent: a daemon that takes the exec and never answers it
+// (stuck, or this connection waiting in its backlog) fails staticpodd exec
+// after execAnswerTimeout, as the lookup of the pod did when it came first,
+// instead of keeping a script waiting for ever.
+func TestExecDaemonSilent(t *testing.T) {
+	dir := t.TempDir()
+	l, err := server.ListenUnix(filepath.Join(dir, socketName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		conn, err := l.Accept()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		_, _ = io.Copy(io.Discard, conn)
+	}()
+	defer func(d time.Duration) { execAnswerTimeout = d }(execAnswerTimeout)
+	execAnswerTimeout = time.Nanosecond // past once the request is sent: no wait
+	done := make(chan error, 1)
+	go func() {
+		_, err := runExec(context.Background(), dir, "web", "--", "true")
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "did not answer") {
+			t.Errorf("err %v, want the daemon did not answer", err)
+		}
+	case <-time.After(30 * time.Second):
+		// Only a bound for the failure: the pass waits on the command.
+		t.Fatal("staticpodd exec still waits for a daemon that does not answer")
+	}
+}
