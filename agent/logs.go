@@ -187,11 +187,21 @@ func (a *Agent) published() podSet {
 	return podSet{pods: a.Pods(), logDir: a.cfg.Paths.LogDir, containers: a.rt.List}
 }
 
+// find is the pod namespace/name: during an edit, the new generation, not
+// the old one listed Terminating beside it (as describe.Find picks).
 func (v podSet) find(namespace, name string) *v1.Pod {
-	for _, p := range v.pods {
-		if p.Namespace == namespace && p.Name == name {
-			return &p
+	var found *v1.Pod
+	for i := range v.pods {
+		p := &v.pods[i]
+		if p.Namespace != namespace || p.Name != name {
+			continue
+		}
+		if p.DeletionTimestamp == nil {
+			return p
+		}
+		if found == nil {
+			found = p
 		}
 	}
-	return nil
+	return found
 }

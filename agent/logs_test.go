@@ -9,6 +9,8 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/staticpodd/staticpodd/agent/manifest"
 	"github.com/staticpodd/staticpodd/agent/podspec/logfiles"
@@ -160,4 +162,33 @@ func TestLogEndedInitContainer(t *testing.T) {
 			t.Error("a succeeded init container's log has not ended")
 		}
 	})
+}
+
+// During an edit the old generation is listed Terminating beside the new
+// one, under the same name, in either order: exec, logs, debug and the
+// restart-on-change signals act on the new one.
+func TestPodSetFindsTheNewGeneration(t *testing.T) {
+	gen := func(uid string, terminating bool) v1.Pod {
+		p := v1.Pod{}
+		p.Namespace, p.Name, p.UID = "default", "web-node1", types.UID(uid)
+		if terminating {
+			now := metav1.Now()
+			p.DeletionTimestamp = &now
+		}
+		return p
+	}
+	for _, pods := range [][]v1.Pod{
+		{gen("old", true), gen("new", false)},
+		{gen("new", false), gen("old", true)},
+	} {
+		if p := (podSet{pods: pods}).find("default", "web-node1"); p == nil || p.UID != "new" {
+			t.Errorf("find in %v = %v, want the new generation", []types.UID{pods[0].UID, pods[1].UID}, p)
+		}
+	}
+	if p := (podSet{pods: []v1.Pod{gen("old", true)}}).find("default", "web-node1"); p == nil || p.UID != "old" {
+		t.Errorf("find with only the terminating generation = %v, want it", p)
+	}
+	if p := (podSet{pods: []v1.Pod{gen("new", false)}}).find("other", "web-node1"); p != nil {
+		t.Errorf("find in another namespace = %v, want none", p)
+	}
 }
