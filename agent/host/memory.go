@@ -5,12 +5,16 @@
 package host
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"strconv"
-	"strings"
+	"sync"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Meminfo is the kernel's file of memory facts.
@@ -42,36 +46,116 @@ func ReadMemory(path string) (Memory, error) {
 	if path == "" {
 		path = Meminfo
 	}
-	data, err := os.ReadFile(path)
+	buf := readBufs.Get().(*[]byte)
+	defer readBufs.Put(buf)
+	data, err := readAll(path, (*buf)[:0])
+	if cap(data) <= readBufMax {
+		*buf = data // grown, if it had to, and small enough to keep
+	}
 	if err != nil {
 		return Memory{}, err
 	}
-	return parseMemory(path, string(data))
+	return parseMemory(path, data)
 }
 
-func parseMemory(path, data string) (Memory, error) {
+// readBufMax is the most of a buffer ReadMemory keeps for its next read:
+// the kernel's meminfo is about 1.5 KiB.
+const readBufMax = 16 << 10
+
+// readBufs are ReadMemory's buffers: the eviction manager's housekeeping
+// reads meminfo every 10 s, and a buffer, a copy as a string and a slice of
+// its lines each time were most of what it allocated.
+var readBufs = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return &b }}
+
+// readAll reads the file at path into buf, grown as it must be, as
+// os.ReadFile does.
+func readAll(path string, buf []byte) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return buf, err
+	}
+	defer f.Close()
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := f.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				err = nil
+			}
+			return buf, err
+		}
+	}
+}
+
+// parseMemory parses data in place: lines as strings.Split(data, "\n")
+// gives them, fields as strings.Fields splits them.
+func parseMemory(path string, data []byte) (Memory, error) {
 	var m Memory
-	fields := map[string]*uint64{"MemTotal": &m.Total, "MemFree": &m.Free, "MemAvailable": &m.Available}
-	seen := map[string]bool{}
-	for _, line := range strings.Split(data, "\n") {
-		key, rest, ok := strings.Cut(line, ":")
-		dst := fields[key]
-		if !ok || dst == nil || seen[key] {
+	var seen [3]bool
+	for more := true; more; {
+		var line []byte
+		line, data, more = bytes.Cut(data, []byte{'\n'})
+		key, rest, ok := bytes.Cut(line, []byte{':'})
+		if !ok {
 			continue
 		}
-		seen[key] = true
-		f := strings.Fields(rest)
-		if len(f) == 0 || len(f) > 2 || (len(f) == 2 && f[1] != "kB") {
+		var k int
+		var dst *uint64
+		switch string(key) {
+		case "MemTotal":
+			k, dst = 0, &m.Total
+		case "MemFree":
+			k, dst = 1, &m.Free
+		case "MemAvailable":
+			k, dst = 2, &m.Available
+		default:
+			continue
+		}
+		if seen[k] {
+			continue
+		}
+		seen[k] = true
+		f0, rest := nextField(rest)
+		f1, rest := nextField(rest)
+		f2, _ := nextField(rest)
+		if f0 == nil || f2 != nil || (f1 != nil && string(f1) != "kB") {
 			return Memory{}, fmt.Errorf("%s: bad %s line %q", path, key, line)
 		}
-		kb, err := strconv.ParseUint(f[0], 10, 64)
-		if err != nil || kb > maxKB || (key == "MemTotal" && kb == 0) {
+		kb, err := strconv.ParseUint(string(f0), 10, 64)
+		if err != nil || kb > maxKB || (k == 0 && kb == 0) {
 			return Memory{}, fmt.Errorf("%s: bad %s line %q", path, key, line)
 		}
 		*dst = kb * 1024
 	}
-	if !seen["MemTotal"] {
+	if !seen[0] {
 		return Memory{}, errors.New(path + ": no MemTotal")
 	}
 	return m, nil
+}
+
+// nextField is the first of the fields strings.Fields would split b into
+// (runs of what unicode.IsSpace calls space) and what follows it; nil when
+// b holds no more.
+func nextField(b []byte) (field, rest []byte) {
+	start := -1
+	for i := 0; i < len(b); {
+		c, size := rune(b[i]), 1
+		if c >= utf8.RuneSelf {
+			c, size = utf8.DecodeRune(b[i:])
+		}
+		space := unicode.IsSpace(c)
+		if start < 0 && !space {
+			start = i
+		} else if start >= 0 && space {
+			return b[start:i], b[i:]
+		}
+		i += size
+	}
+	if start < 0 {
+		return nil, nil
+	}
+	return b[start:], nil
 }

@@ -5,12 +5,15 @@ package stats
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"runtime"
 	"strconv"
-	"strings"
+	"sync"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/staticpodd/staticpodd/agent/podspec"
 )
@@ -33,6 +36,10 @@ const (
 // parseNetDev reads /proc/net/dev's table: per interface, the received
 // bytes, packets, errors and drops (the 1st to 4th counters) and the same
 // sent (the 9th to 12th). A last line cut short by netDevMax is left out.
+// It parses b in place (the housekeeping reads the table every 10 s): lines
+// as bufio.Scanner's ScanLines splits them (a trailing \r dropped; a line
+// longer than bufio.MaxScanTokenSize is an error) and counters as
+// strings.Fields splits them, with no copy of either.
 func parseNetDev(b []byte) ([]podspec.InterfaceStats, error) {
 	if len(b) >= netDevMax {
 		if i := bytes.LastIndexByte(b, '\n'); i >= 0 {
@@ -40,41 +47,109 @@ func parseNetDev(b []byte) ([]podspec.InterfaceStats, error) {
 		}
 	}
 	var out []podspec.InterfaceStats
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for n := 0; sc.Scan() && len(out) < maxInterfaces; n++ {
+	for n := 0; ; n++ {
+		line, rest, err := scanLine(b)
+		if err != nil {
+			return out, err
+		}
+		if line == nil || len(out) >= maxInterfaces {
+			break
+		}
+		b = rest
 		if n < 2 {
 			continue // the two header lines
 		}
-		name, counters, ok := strings.Cut(sc.Text(), ":")
+		name, counters, ok := bytes.Cut(line, []byte{':'})
 		if !ok {
 			return nil, fmt.Errorf("net/dev line %d: no interface name", n+1)
 		}
-		name = strings.TrimSpace(name)
+		name = bytes.TrimSpace(name)
 		ignored := false
 		for _, p := range netDevIgnored {
-			ignored = ignored || strings.HasPrefix(name, p)
+			ignored = ignored || bytes.HasPrefix(name, []byte(p))
 		}
 		if ignored {
 			continue
 		}
-		f := strings.Fields(counters)
-		if len(f) < 12 {
-			return nil, fmt.Errorf("net/dev line %d: %d counters", n+1, len(f))
+		var f [12][]byte
+		nf := 0
+		for c := counters; ; nf++ {
+			var field []byte
+			if field, c = nextField(c); field == nil {
+				break
+			}
+			if nf < len(f) {
+				f[nf] = field
+			}
+		}
+		if nf < 12 {
+			return nil, fmt.Errorf("net/dev line %d: %d counters", n+1, nf)
 		}
 		var v [8]uint64
 		for i, col := range []int{0, 1, 2, 3, 8, 9, 10, 11} {
-			x, err := strconv.ParseUint(f[col], 10, 64)
+			x, err := strconv.ParseUint(string(f[col]), 10, 64)
 			if err != nil {
 				return nil, fmt.Errorf("net/dev line %d: %w", n+1, err)
 			}
 			v[i] = x
 		}
-		out = append(out, podspec.InterfaceStats{Name: name,
+		out = append(out, podspec.InterfaceStats{Name: string(name),
 			RxBytes: v[0], RxPackets: v[1], RxErrors: v[2], RxDropped: v[3],
 			TxBytes: v[4], TxPackets: v[5], TxErrors: v[6], TxDropped: v[7]})
 	}
-	return out, sc.Err()
+	return out, nil
 }
+
+// scanLine splits the first line off b as a bufio.Scanner with ScanLines
+// and its default buffer would: the line without its \n and one trailing
+// \r; a last line without \n if not empty; nil at the end. As the
+// Scanner's, a line that with its \n does not fit bufio.MaxScanTokenSize
+// bytes (a last one without \n: that is as long) is bufio.ErrTooLong.
+func scanLine(b []byte) (line, rest []byte, err error) {
+	if len(b) == 0 {
+		return nil, nil, nil
+	}
+	i := bytes.IndexByte(b, '\n')
+	switch {
+	case i < 0 && len(b) >= bufio.MaxScanTokenSize, i >= bufio.MaxScanTokenSize:
+		return nil, nil, bufio.ErrTooLong
+	case i < 0:
+		line, rest = b, b[len(b):]
+	default:
+		line, rest = b[:i], b[i+1:]
+	}
+	if len(line) > 0 && line[len(line)-1] == '\r' {
+		line = line[:len(line)-1]
+	}
+	return line, rest, nil
+}
+
+// nextField is the first of the fields strings.Fields would split b into
+// (runs of what unicode.IsSpace calls space) and what follows it; nil when
+// b holds no more.
+func nextField(b []byte) (field, rest []byte) {
+	start := -1
+	for i := 0; i < len(b); {
+		c, size := rune(b[i]), 1
+		if c >= utf8.RuneSelf {
+			c, size = utf8.DecodeRune(b[i:])
+		}
+		space := unicode.IsSpace(c)
+		if start < 0 && !space {
+			start = i
+		} else if start >= 0 && space {
+			return b[start:i], b[i:]
+		}
+		i += size
+	}
+	if start < 0 {
+		return nil, nil
+	}
+	return b[start:], nil
+}
+
+// netDevBufs are ThreadNetDev's buffers.
+var netDevBufs = sync.Pool{New: func() any { return new([netDevMax]byte) }}
 
 // HostNetDev is the interfaces of the daemon's own network namespace: that
 // of a thread that runs goroutines, not the thread-group leader's, which
@@ -88,16 +163,19 @@ func HostNetDev() ([]podspec.InterfaceStats, error) {
 
 // ThreadNetDev is the interfaces of the calling thread's network namespace,
 // to which the caller has locked its goroutine: a pod's, read from a thread
-// moved into it, as the sandbox package's Dial makes its sockets.
+// moved into it, as the sandbox package's Dial makes its sockets. It reads
+// at most netDevMax bytes, into a pooled buffer.
 func ThreadNetDev() ([]podspec.InterfaceStats, error) {
 	f, err := os.Open("/proc/thread-self/net/dev")
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, netDevMax))
-	if err != nil {
+	buf := netDevBufs.Get().(*[netDevMax]byte)
+	defer netDevBufs.Put(buf)
+	n, err := io.ReadFull(f, buf[:])
+	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
 		return nil, err
 	}
-	return parseNetDev(b)
+	return parseNetDev(buf[:n])
 }
