@@ -40,6 +40,7 @@ type idleSample struct {
 	daemonRuns, monitorRuns float64 // per minute
 	daemonCPU, monitorCPU   float64 // % of a core
 	monitors                int
+	rssKiB, anonKiB         float64 // the daemon's VmRSS and RssAnon at the window's end
 }
 
 func benchIdle(bin, old, image string, pods, rounds int, window time.Duration, traced string) error {
@@ -125,6 +126,8 @@ func printIdle(sides []idleSide, pods, rounds int, window time.Duration) {
 	row("daemon CPU, % of a core", "%.4f", func(g idleSample) float64 { return g.daemonCPU })
 	row(fmt.Sprintf("all %d monitors' wake-ups per minute", pods), "%.0f", func(g idleSample) float64 { return g.monitorRuns })
 	row("all monitors' CPU, % of a core", "%.4f", func(g idleSample) float64 { return g.monitorCPU })
+	row("daemon VmRSS at the window's end, MiB", "%.1f", func(g idleSample) float64 { return g.rssKiB / 1024 })
+	row("daemon RssAnon at the window's end, MiB", "%.1f", func(g idleSample) float64 { return g.anonKiB / 1024 })
 
 }
 
@@ -203,6 +206,7 @@ func idleRun(bin, image, dir string, pods int, window time.Duration, trace strin
 	dRuns, dCPU := schedstat([]int{pid})
 	mRuns, mCPU := schedstat(monitors)
 	el := time.Since(t0)
+	s.rssKiB, s.anonKiB = float64(statusKiB(pid, "VmRSS")), float64(statusKiB(pid, "RssAnon"))
 	if trace != "" {
 		if err := d.cmd.Process.Signal(syscall.SIGUSR2); err != nil {
 			return s, err
