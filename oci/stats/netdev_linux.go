@@ -148,8 +148,12 @@ func nextField(b []byte) (field, rest []byte) {
 	return b[start:], nil
 }
 
-// netDevBufs are ThreadNetDev's buffers.
-var netDevBufs = sync.Pool{New: func() any { return new([netDevMax]byte) }}
+// netDevBufs are ThreadNetDev's buffers, grown as a table needs up to
+// netDevMax; one of at most netDevBufMax is kept for the next read (the
+// host's table of a few interfaces is well under 1 KiB).
+var netDevBufs = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return &b }}
+
+const netDevBufMax = 16 << 10
 
 // HostNetDev is the interfaces of the daemon's own network namespace: that
 // of a thread that runs goroutines, not the thread-group leader's, which
@@ -164,18 +168,32 @@ func HostNetDev() ([]podspec.InterfaceStats, error) {
 // ThreadNetDev is the interfaces of the calling thread's network namespace,
 // to which the caller has locked its goroutine: a pod's, read from a thread
 // moved into it, as the sandbox package's Dial makes its sockets. It reads
-// at most netDevMax bytes, into a pooled buffer.
+// at most netDevMax bytes (as io.ReadAll of an io.LimitReader did), into a
+// pooled buffer.
 func ThreadNetDev() ([]podspec.InterfaceStats, error) {
 	f, err := os.Open("/proc/thread-self/net/dev")
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	buf := netDevBufs.Get().(*[netDevMax]byte)
+	buf := netDevBufs.Get().(*[]byte)
 	defer netDevBufs.Put(buf)
-	n, err := io.ReadFull(f, buf[:])
-	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
-		return nil, err
+	b := (*buf)[:0]
+	for len(b) < netDevMax {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		n, err := f.Read(b[len(b):min(cap(b), netDevMax)])
+		b = b[:len(b)+n]
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
 	}
-	return parseNetDev(buf[:n])
+	if cap(b) <= netDevBufMax {
+		*buf = b
+	}
+	return parseNetDev(b)
 }
