@@ -45,7 +45,12 @@ func init() {
 	}()
 }
 
+// writeAllocs writes the allocations profile after a collection: the
+// profile is as of the last completed one, so without it the difference
+// of the two ends counted what was allocated between the cycles before
+// each end, not between the ends.
 func writeAllocs(path string) {
+	runtime.GC()
 	f, err := os.Create(path)
 	if err != nil {
 		return
