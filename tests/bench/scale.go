@@ -48,6 +48,8 @@ type scaleResult struct {
 	pods                    int
 	burst, runcBurst        []time.Duration
 	burstFirst              []time.Duration // to the first container's file
+	burstDaemonCPU          []time.Duration // the daemon and its monitors, during the burst
+	burstPodsCPU            []time.Duration // the pods' cgroups (inits, containers), during the burst
 	teardown, runcTeardown  []time.Duration
 	adopt                   []time.Duration
 	daemon, daemonBurst     procMem // at rest, and 2 s after the burst
@@ -109,6 +111,8 @@ func (r *scaleResult) print() {
 	}
 	row("· per pod (the burst ÷ the pods)", perPod(r.burst), perPod(r.runcBurst), "runc, per pod")
 	row("· of which to the first container running", r.burstFirst, nil, "—")
+	row("· CPU of the burst per pod: the daemon and its monitors", perPod(r.burstDaemonCPU), nil, "—")
+	row("· CPU of the burst per pod: the pods' cgroups (libcontainer's inits, the containers)", perPod(r.burstPodsCPU), nil, "—")
 	row("kill -9 of the daemon → all adopted, Running, no restart", r.adopt, nil, "—")
 	row("all manifests removed → nothing left (state, cgroups, mounts)", r.teardown, r.runcTeardown, fmt.Sprintf("%d × runc kill TERM + delete %s", r.pods, how))
 	var sum int64
@@ -202,6 +206,12 @@ func scaleOurs(bin, image, dir string, round int, res *scaleResult) error {
 	if err != nil {
 		return err
 	}
+	acct, err := newBurstCPU(d.cmd.Process.Pid)
+	if err != nil {
+		d.stop()
+		return fmt.Errorf("count the burst's CPU: %v", err)
+	}
+	defer acct.remove() // once the daemon and its monitors are gone
 	defer d.stop()
 	defer d.removePods()
 	for i := range res.pods {
@@ -210,6 +220,7 @@ func scaleOurs(bin, image, dir string, round int, res *scaleResult) error {
 		}
 	}
 
+	daemon0, pods0 := acct.usage()
 	// Burst.
 	t0 := time.Now()
 	for i := range res.pods {
@@ -222,6 +233,9 @@ func scaleOurs(bin, image, dir string, round int, res *scaleResult) error {
 		return fmt.Errorf("burst of %d pods: %v\n%s", res.pods, err, d.logs.String())
 	}
 	res.burst = append(res.burst, time.Since(t0))
+	daemon1, pods1 := acct.usage()
+	res.burstDaemonCPU = append(res.burstDaemonCPU, daemon1-daemon0)
+	res.burstPodsCPU = append(res.burstPodsCPU, pods1-pods0)
 	res.burstFirst = append(res.burstFirst, firstFile(sig).Sub(t0))
 	// The status says Running a moment after the process ran.
 	var before map[string]string
