@@ -43,6 +43,14 @@ const Env = "STATICPODD_CGROUP_V1_MOUNTS"
 // about a dozen.
 const maxMounts = 64
 
+// maxEncoded bounds Env's value: execve(2) refuses a string of the
+// environment longer than 128 KiB, and a monitor that cannot be started
+// starts no container. A host's dozen hierarchies take 2 KB; mountpoints
+// near PATH_MAX (a hierarchy bound into a pod's volume with bidirectional
+// propagation shows on the host) take more, and then each monitor reads
+// the mount table itself, as without Env.
+const maxEncoded = 64 << 10
+
 // Encoded is this host's cgroup v1 mounts as libcontainer reads them, in
 // Env's form, or "" on a cgroup v2 host or when they cannot be read.
 var Encoded = sync.OnceValue(func() string {
@@ -54,7 +62,7 @@ var Encoded = sync.OnceValue(func() string {
 		return ""
 	}
 	b, err := json.Marshal(mounts)
-	if err != nil {
+	if err != nil || len(b) > maxEncoded {
 		return ""
 	}
 	return string(b)
@@ -66,6 +74,9 @@ var Encoded = sync.OnceValue(func() string {
 // whether it took it.
 func Seed(encoded string) bool {
 	var mounts []*mountinfo.Info
+	if len(encoded) > maxEncoded {
+		return false
+	}
 	if err := json.Unmarshal([]byte(encoded), &mounts); err != nil || len(mounts) == 0 || len(mounts) > maxMounts {
 		return false
 	}

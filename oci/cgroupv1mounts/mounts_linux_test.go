@@ -26,6 +26,9 @@ type childResult struct {
 }
 
 func TestMain(m *testing.M) {
+	if dir := os.Getenv(longChildEnv); dir != "" {
+		longChild(dir)
+	}
 	if os.Getenv(childEnv) != "" {
 		var r childResult
 		if mounts, ok := os.LookupEnv(Env); ok {
