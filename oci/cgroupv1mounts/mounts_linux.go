@@ -27,14 +27,23 @@ import (
 
 // The cgroups package's cache of the cgroup mounts (its v1_utils.go, as of
 // opencontainers/cgroups v0.1.0): readCgroupMountinfo fills it once, with
-// mountinfo.GetMounts(mountinfo.FSTypeFilter("cgroup")). A version without
-// them fails to link rather than seed nothing.
+// mountinfo.GetMounts(mountinfo.FSTypeFilter("cgroup")). A linkname of a
+// variable declares it as well as names it: with a version that renamed
+// them, these link all the same, as this package's alone, and seed
+// nothing; Seed checks that libcontainer's reader returns what it wrote.
 //
 //go:linkname readMountinfoOnce github.com/opencontainers/cgroups.readMountinfoOnce
 var readMountinfoOnce sync.Once
 
 //go:linkname cgroupMountinfo github.com/opencontainers/cgroups.cgroupMountinfo
 var cgroupMountinfo []*mountinfo.Info
+
+// readCgroupMountinfo is the cgroups package's reader of that cache. A
+// function without a body can only be a name for another's: a version of
+// the package without it fails to link.
+//
+//go:linkname readCgroupMountinfo github.com/opencontainers/cgroups.readCgroupMountinfo
+func readCgroupMountinfo() ([]*mountinfo.Info, error)
 
 // Env carries the mounts from the daemon to a monitor, as JSON.
 const Env = "STATICPODD_CGROUP_V1_MOUNTS"
@@ -89,5 +98,12 @@ func Seed(encoded string) bool {
 	readMountinfoOnce.Do(func() {
 		cgroupMountinfo, took = mounts, true
 	})
-	return took
+	if !took {
+		return false
+	}
+	// Taken by the cache libcontainer reads, not by variables of this
+	// package's alone (which would have the reader read the mount table
+	// now, as it would have without the seed).
+	got, err := readCgroupMountinfo()
+	return err == nil && len(got) == len(mounts) && &got[0] == &mounts[0]
 }
