@@ -99,6 +99,11 @@ func TestSeededMonitorMakesTheSameManagerWithoutMountinfo(t *testing.T) {
 		t.Fatal(err)
 	}
 	alone := child(t)
+	if alone.Read < int64(len(mountinfo))/2 {
+		// Then the seed saves nothing here, and its being ignored would
+		// pass unseen.
+		t.Skipf("unseeded, libcontainer read %d bytes, not the %d-byte mount table: it finds every hierarchy at its default path on this host", alone.Read, len(mountinfo))
+	}
 	seeded := child(t, Env+"="+mounts)
 	if !seeded.Seeded {
 		t.Fatalf("the child refused the mounts %s", mounts)
