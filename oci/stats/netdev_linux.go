@@ -148,12 +148,12 @@ func nextField(b []byte) (field, rest []byte) {
 	return b[start:], nil
 }
 
-// netDevBufs are ThreadNetDev's buffers, grown as a table needs up to
-// netDevMax; one of at most netDevBufMax is kept for the next read (the
-// host's table of a few interfaces is well under 1 KiB).
+// netDevBufs are ThreadNetDev's buffers, doubled as a table needs up to
+// netDevMax and kept so for the next read: the host's table has a line for
+// the host end of each pod's veth pair (about 130 bytes each: 20 KiB with
+// 150 pods), and a buffer dropped at a bound below that was grown again on
+// every read. A pod's large table leaves at most netDevMax in the pool.
 var netDevBufs = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return &b }}
-
-const netDevBufMax = 16 << 10
 
 // HostNetDev is the interfaces of the daemon's own network namespace: that
 // of a thread that runs goroutines, not the thread-group leader's, which
@@ -181,7 +181,7 @@ func ThreadNetDev() ([]podspec.InterfaceStats, error) {
 	b := (*buf)[:0]
 	for len(b) < netDevMax {
 		if len(b) == cap(b) {
-			b = append(b, 0)[:len(b)]
+			b = append(make([]byte, 0, min(max(2*cap(b), 4<<10), netDevMax)), b...)
 		}
 		n, err := f.Read(b[len(b):min(cap(b), netDevMax)])
 		b = b[:len(b)+n]
@@ -192,8 +192,6 @@ func ThreadNetDev() ([]podspec.InterfaceStats, error) {
 			return nil, err
 		}
 	}
-	if cap(b) <= netDevBufMax {
-		*buf = b
-	}
+	*buf = b
 	return parseNetDev(b)
 }
