@@ -75,3 +75,63 @@ func TestThreadNetDevAllocsManyPods(t *testing.T) {
 		t.Errorf("%v allocations per read of a %d-byte table with %d interfaces kept, want at most %v", r.allocs, r.table, r.got, max)
 	}
 }
+
+// TestThreadNetDevHugeTable: a pod with CAP_NET_ADMIN fills its namespace
+// with 600 interfaces (a table past netDevMax); a read of it is no error and
+// gives maxInterfaces of them, from the table's start.
+func TestThreadNetDevHugeTable(t *testing.T) {
+	testroot.Require(t)
+	type result struct {
+		table int
+		got   []string
+		err   error
+	}
+	done := make(chan result, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked, as above
+		var r result
+		defer func() { done <- r }()
+		if r.err = unix.Unshare(unix.CLONE_NEWNET); r.err != nil {
+			return
+		}
+		h, err := netlink.NewHandle()
+		if r.err = err; err != nil {
+			return
+		}
+		defer h.Close()
+		for i := range 300 {
+			v := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: fmt.Sprintf("p%012xa", i)},
+				PeerName: fmt.Sprintf("p%012xb", i)}
+			if r.err = h.LinkAdd(v); r.err != nil {
+				return
+			}
+		}
+		b, err := os.ReadFile("/proc/thread-self/net/dev")
+		if r.err = err; err != nil {
+			return
+		}
+		r.table = len(b)
+		ifs, err := ThreadNetDev()
+		if r.err = err; err != nil {
+			return
+		}
+		for _, i := range ifs {
+			r.got = append(r.got, i.Name)
+		}
+	}()
+	r := <-done
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if r.table <= netDevMax {
+		t.Fatalf("the table is %d bytes, not past netDevMax", r.table)
+	}
+	if len(r.got) != maxInterfaces {
+		t.Errorf("%d interfaces of a %d-byte table, want %d: %v", len(r.got), r.table, maxInterfaces, r.got)
+	}
+	for _, n := range r.got {
+		if len(n) != 14 || n[0] != 'p' {
+			t.Errorf("interface %q: not one of the namespace's", n)
+		}
+	}
+}
