@@ -165,8 +165,10 @@ var agentEdges = map[string][]string{
 	// agent/rollout keeps each pod name's generations, written as every
 	// record the daemon relies on after a restart.
 	"agent/rollout": {"agent/atomicfile"},
+	// agent/server finds the pod and container of staticpodd exec's one
+	// request as the CLI names them (agent/describe).
 	"agent/server": {
-		"agent/atomicfile", "agent/events", "agent/histogram", "agent/manifest", "agent/podspec",
+		"agent/atomicfile", "agent/describe", "agent/events", "agent/histogram", "agent/manifest", "agent/podspec",
 		"agent/podspec/logfiles", "agent/prober", "agent/rollout",
 	},
 	"agent/source": {"agent/atomicfile", "agent/filestamp", "agent/manifest", "agent/objects", "agent/podspec", "agent/tick"},
@@ -704,6 +706,9 @@ var monitorPackages = []string{
 	"github.com/staticpodd/staticpodd/oci/monitor/exe",
 	"github.com/staticpodd/staticpodd/agent/atomicfile",
 	"github.com/staticpodd/staticpodd/agent/podspec/logfiles",
+	// The cgroup v1 mounts the daemon hands each monitor, seeded into
+	// libcontainer's cache.
+	"github.com/staticpodd/staticpodd/oci/cgroupv1mounts",
 }
 
 // libcontainerRoles are the packages of runc's that the monitor needs, whose
