@@ -118,9 +118,9 @@ func parseMemory(path string, data []byte) (Memory, error) {
 			continue
 		}
 		seen[k] = true
-		f0, rest := nextField(rest)
-		f1, rest := nextField(rest)
-		f2, _ := nextField(rest)
+		f0, rest := NextField(rest)
+		f1, rest := NextField(rest)
+		f2, _ := NextField(rest)
 		if f0 == nil || f2 != nil || (f1 != nil && string(f1) != "kB") {
 			return Memory{}, fmt.Errorf("%s: bad %s line %q", path, key, line)
 		}
@@ -136,10 +136,10 @@ func parseMemory(path string, data []byte) (Memory, error) {
 	return m, nil
 }
 
-// nextField is the first of the fields strings.Fields would split b into
+// NextField is the first of the fields strings.Fields would split b into
 // (runs of what unicode.IsSpace calls space) and what follows it; nil when
 // b holds no more.
-func nextField(b []byte) (field, rest []byte) {
+func NextField(b []byte) (field, rest []byte) {
 	start := -1
 	for i := 0; i < len(b); {
 		c, size := rune(b[i]), 1

@@ -12,9 +12,8 @@ import (
 	"runtime"
 	"strconv"
 	"sync"
-	"unicode"
-	"unicode/utf8"
 
+	"github.com/staticpodd/staticpodd/agent/host"
 	"github.com/staticpodd/staticpodd/agent/podspec"
 )
 
@@ -75,7 +74,7 @@ func parseNetDev(b []byte) ([]podspec.InterfaceStats, error) {
 		nf := 0
 		for c := counters; ; nf++ {
 			var field []byte
-			if field, c = nextField(c); field == nil {
+			if field, c = host.NextField(c); field == nil {
 				break
 			}
 			if nf < len(f) {
@@ -122,30 +121,6 @@ func scanLine(b []byte) (line, rest []byte, err error) {
 		line = line[:len(line)-1]
 	}
 	return line, rest, nil
-}
-
-// nextField is the first of the fields strings.Fields would split b into
-// (runs of what unicode.IsSpace calls space) and what follows it; nil when
-// b holds no more.
-func nextField(b []byte) (field, rest []byte) {
-	start := -1
-	for i := 0; i < len(b); {
-		c, size := rune(b[i]), 1
-		if c >= utf8.RuneSelf {
-			c, size = utf8.DecodeRune(b[i:])
-		}
-		space := unicode.IsSpace(c)
-		if start < 0 && !space {
-			start = i
-		} else if start >= 0 && space {
-			return b[start:i], b[i:]
-		}
-		i += size
-	}
-	if start < 0 {
-		return nil, nil
-	}
-	return b[start:], nil
 }
 
 // netDevBufs are ThreadNetDev's buffers, doubled as a table needs up to
