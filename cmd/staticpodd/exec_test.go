@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -50,6 +51,44 @@ func serveExecDaemon(t *testing.T, dir string, h http.Handler) {
 	srv := &http.Server{Handler: h}
 	go srv.Serve(l)
 	t.Cleanup(func() { srv.Close() })
+}
+
+// serveOneConn answers the first connection on <dir>/staticpodd.sock with
+// handle, which owns the connection but need not close it.
+func serveOneConn(t *testing.T, dir string, handle func(net.Conn)) {
+	t.Helper()
+	l, err := server.ListenUnix(filepath.Join(dir, socketName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		conn, err := l.Accept()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		handle(conn)
+	}()
+}
+
+// runExecBounded is runExec of `web -- true` that fails the test, saying
+// what it waited for, if the command has not ended 30 s on: only a bound
+// for the failure, the pass waits on the command.
+func runExecBounded(t *testing.T, ctx context.Context, dir, waitsFor string) error {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() {
+		_, err := runExec(ctx, dir, "web", "--", "true")
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(30 * time.Second):
+		t.Fatalf("staticpodd exec still waits %s", waitsFor)
+		return nil
+	}
 }
 
 func runExec(ctx context.Context, runDir string, args ...string) (string, error) {
@@ -105,40 +144,20 @@ func TestExecOldDaemon(t *testing.T) {
 // the pod that came first before.
 func TestExecInterrupted(t *testing.T) {
 	dir := t.TempDir()
-	l, err := server.ListenUnix(filepath.Join(dir, socketName))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	go func() {
+	serveOneConn(t, dir, func(conn net.Conn) {
 		// Read the request, never answer it.
-		conn, err := l.Accept()
-		if err != nil {
-			return
-		}
-		defer conn.Close()
 		buf := make([]byte, 4096)
 		if _, err := conn.Read(buf); err == nil {
 			cancel() // the user's ^C, once the request is sent
 		}
 		_, _ = io.Copy(io.Discard, conn)
-	}()
-	done := make(chan error, 1)
-	go func() {
-		_, err := runExec(ctx, dir, "web", "--", "true")
-		done <- err
-	}()
-	select {
-	case err := <-done:
-		var exit *exitError
-		if !errors.As(err, &exit) || exit.code != 130 || !strings.Contains(exit.msg, "interrupted") {
-			t.Errorf("err %v, want exit status 130, interrupted", err)
-		}
-	case <-time.After(30 * time.Second):
-		// Only a bound for the failure: the pass waits on the command.
-		t.Fatal("staticpodd exec still waits for the daemon's answer 30s after it was interrupted")
+	})
+	err := runExecBounded(t, ctx, dir, "for the daemon's answer 30s after it was interrupted")
+	var exit *exitError
+	if !errors.As(err, &exit) || exit.code != 130 || !strings.Contains(exit.msg, "interrupted") {
+		t.Errorf("err %v, want exit status 130, interrupted", err)
 	}
 }
 
@@ -148,24 +167,14 @@ func TestExecInterrupted(t *testing.T) {
 // from it, not a C1 CSI).
 func TestExecNoteEscaped(t *testing.T) {
 	dir := t.TempDir()
-	l, err := server.ListenUnix(filepath.Join(dir, socketName))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	go func() {
-		conn, err := l.Accept()
-		if err != nil {
-			return
-		}
-		defer conn.Close()
+	serveOneConn(t, dir, func(conn net.Conn) {
 		if _, err := http.ReadRequest(bufio.NewReader(conn)); err != nil {
 			return
 		}
 		_, _ = io.WriteString(conn, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: "+server.ExecProtocol+
 			"\r\n"+server.NoteHeader+": Defaulted container \"a\" out of: a\u009b2J, b\r\n\r\n")
 		_ = server.NewFrameWriter(conn).WriteFrame(server.StreamStatus, []byte(`{"exitCode":0}`))
-	}()
+	})
 	stderr, err := runExec(context.Background(), dir, "web", "--", "true")
 	if err != nil {
 		t.Fatal(err)
@@ -181,33 +190,11 @@ func TestExecNoteEscaped(t *testing.T) {
 // instead of keeping a script waiting for ever.
 func TestExecDaemonSilent(t *testing.T) {
 	dir := t.TempDir()
-	l, err := server.ListenUnix(filepath.Join(dir, socketName))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	go func() {
-		conn, err := l.Accept()
-		if err != nil {
-			return
-		}
-		defer conn.Close()
-		_, _ = io.Copy(io.Discard, conn)
-	}()
+	serveOneConn(t, dir, func(conn net.Conn) { _, _ = io.Copy(io.Discard, conn) })
 	defer func(d time.Duration) { execAnswerTimeout = d }(execAnswerTimeout)
 	execAnswerTimeout = time.Nanosecond // past once the request is sent: no wait
-	done := make(chan error, 1)
-	go func() {
-		_, err := runExec(context.Background(), dir, "web", "--", "true")
-		done <- err
-	}()
-	select {
-	case err := <-done:
-		if err == nil || !strings.Contains(err.Error(), "did not answer") {
-			t.Errorf("err %v, want the daemon did not answer", err)
-		}
-	case <-time.After(30 * time.Second):
-		// Only a bound for the failure: the pass waits on the command.
-		t.Fatal("staticpodd exec still waits for a daemon that does not answer")
+	if err := runExecBounded(t, context.Background(), dir, "for a daemon that does not answer"); err == nil ||
+		!strings.Contains(err.Error(), "did not answer") {
+		t.Errorf("err %v, want the daemon did not answer", err)
 	}
 }
