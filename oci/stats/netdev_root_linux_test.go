@@ -14,6 +14,41 @@ import (
 	"github.com/staticpodd/staticpodd/tests/testroot"
 )
 
+// inNetnsWithVeths runs fn on a thread of its own in a new network
+// namespace holding the veth pairs names gives, and returns the size of
+// that namespace's net/dev table with what fn returned.
+func inNetnsWithVeths(pairs int, names func(i int) (string, string), fn func() error) (table int, err error) {
+	done := make(chan error, 1)
+	go func() {
+		// Never unlocked: the thread, left in the new namespace, ends with
+		// the goroutine.
+		runtime.LockOSThread()
+		done <- func() error {
+			if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
+				return err
+			}
+			h, err := netlink.NewHandle()
+			if err != nil {
+				return err
+			}
+			defer h.Close()
+			for i := range pairs {
+				name, peer := names(i)
+				if err := h.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: name}, PeerName: peer}); err != nil {
+					return err
+				}
+			}
+			b, err := os.ReadFile("/proc/thread-self/net/dev")
+			if err != nil {
+				return err
+			}
+			table = len(b)
+			return fn()
+		}()
+	}()
+	return table, <-done
+}
+
 // TestThreadNetDevAllocsManyPods: on a node with more pods than the
 // kubelet's default 110, each with the host end of its veth pair in the
 // host's namespace, the housekeeping's read of the host's table (20 KiB
@@ -25,54 +60,23 @@ func TestThreadNetDevAllocsManyPods(t *testing.T) {
 		t.Skip("sync.Pool drops a quarter of its Puts under the race detector")
 	}
 	const veths = 150
-	type result struct {
-		table  int
-		got    int
-		allocs float64
-		err    error
-	}
-	done := make(chan result, 1)
-	go func() {
-		// Never unlocked: the thread, left in the new namespace, ends with
-		// the goroutine.
-		runtime.LockOSThread()
-		var r result
-		defer func() { done <- r }()
-		if r.err = unix.Unshare(unix.CLONE_NEWNET); r.err != nil {
-			return
-		}
-		h, err := netlink.NewHandle()
-		if r.err = err; err != nil {
-			return
-		}
-		defer h.Close()
-		for i := range veths / 2 {
-			v := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: fmt.Sprintf("veth%08x", 2*i)},
-				PeerName: fmt.Sprintf("veth%08x", 2*i+1)}
-			if r.err = h.LinkAdd(v); r.err != nil {
-				return
-			}
-		}
-		b, err := os.ReadFile("/proc/thread-self/net/dev")
-		if r.err = err; err != nil {
-			return
-		}
-		r.table = len(b)
-		got, err := ThreadNetDev()
-		if r.err = err; err != nil {
-			return
-		}
-		r.got = len(got)
-		r.allocs = testing.AllocsPerRun(20, func() { _, _ = ThreadNetDev() })
-	}()
-	r := <-done
-	if r.err != nil {
-		t.Fatal(r.err)
+	var got int
+	var allocs float64
+	table, err := inNetnsWithVeths(veths/2, func(i int) (string, string) {
+		return fmt.Sprintf("veth%08x", 2*i), fmt.Sprintf("veth%08x", 2*i+1)
+	}, func() error {
+		ifs, err := ThreadNetDev()
+		got = len(ifs)
+		allocs = testing.AllocsPerRun(20, func() { _, _ = ThreadNetDev() })
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 	// As TestThreadNetDevAllocs: os.Open's file and its name, the slice of
 	// interfaces as it grows, a name each.
-	if max := float64(4 + 2*r.got + 1); r.allocs > max {
-		t.Errorf("%v allocations per read of a %d-byte table with %d interfaces kept, want at most %v", r.allocs, r.table, r.got, max)
+	if max := float64(4 + 2*got + 1); allocs > max {
+		t.Errorf("%v allocations per read of a %d-byte table with %d interfaces kept, want at most %v", allocs, table, got, max)
 	}
 }
 
@@ -81,55 +85,26 @@ func TestThreadNetDevAllocsManyPods(t *testing.T) {
 // gives maxInterfaces of them, from the table's start.
 func TestThreadNetDevHugeTable(t *testing.T) {
 	testroot.Require(t)
-	type result struct {
-		table int
-		got   []string
-		err   error
-	}
-	done := make(chan result, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked, as above
-		var r result
-		defer func() { done <- r }()
-		if r.err = unix.Unshare(unix.CLONE_NEWNET); r.err != nil {
-			return
-		}
-		h, err := netlink.NewHandle()
-		if r.err = err; err != nil {
-			return
-		}
-		defer h.Close()
-		for i := range 300 {
-			v := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: fmt.Sprintf("p%012xa", i)},
-				PeerName: fmt.Sprintf("p%012xb", i)}
-			if r.err = h.LinkAdd(v); r.err != nil {
-				return
-			}
-		}
-		b, err := os.ReadFile("/proc/thread-self/net/dev")
-		if r.err = err; err != nil {
-			return
-		}
-		r.table = len(b)
+	var got []string
+	table, err := inNetnsWithVeths(300, func(i int) (string, string) {
+		return fmt.Sprintf("p%012xa", i), fmt.Sprintf("p%012xb", i)
+	}, func() error {
 		ifs, err := ThreadNetDev()
-		if r.err = err; err != nil {
-			return
-		}
 		for _, i := range ifs {
-			r.got = append(r.got, i.Name)
+			got = append(got, i.Name)
 		}
-	}()
-	r := <-done
-	if r.err != nil {
-		t.Fatal(r.err)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
-	if r.table <= netDevMax {
-		t.Fatalf("the table is %d bytes, not past netDevMax", r.table)
+	if table <= netDevMax {
+		t.Fatalf("the table is %d bytes, not past netDevMax", table)
 	}
-	if len(r.got) != maxInterfaces {
-		t.Errorf("%d interfaces of a %d-byte table, want %d: %v", len(r.got), r.table, maxInterfaces, r.got)
+	if len(got) != maxInterfaces {
+		t.Errorf("%d interfaces of a %d-byte table, want %d: %v", len(got), table, maxInterfaces, got)
 	}
-	for _, n := range r.got {
+	for _, n := range got {
 		if len(n) != 14 || n[0] != 'p' {
 			t.Errorf("interface %q: not one of the namespace's", n)
 		}
