@@ -559,7 +559,6 @@ var daemonModules = []string{
 	// kube-openapi's handler: 3 package inits, 0.03 ms together (the
 	// typed clientset's scheme, 3.0 ms, is the cost; see heavyPackages).
 	"github.com/emicklei/go-restful/v3",
-	"gopkg.in/evanphx/json-patch.v4",
 	"github.com/pmezard/go-difflib",
 	// The CLI's progress bar for pulls, imports and exports (oci/image/bar):
 	// 2 package inits with init work, 0.04 ms and 24 KB of every re-exec's
@@ -628,17 +627,12 @@ var heavyModules = map[string]string{
 		"agent/config decodes into its generated copy of the kubelet's types instead",
 }
 
-// heavyPackages must not be linked into the binary, and why. Since TLS
-// bootstrap, k8s.io/client-go/kubernetes and its scheme are linked again:
-// client-go's certificate manager (util/certificate, the one the kubelet
-// uses, which agent/mirror's Credentials run) takes a kubernetes.Interface,
-// and the scheme registers every API group at init: 69 more package inits,
-// 2.7 ms and 1.16 MB before main in every process of the binary (3.0 ms and
-// 0.67 MB of it the scheme's), and the binary 41.4 -> 60.0 MB, measured with
-// GODEBUG=inittrace=1 staticpodd version, median of 7 runs
-// (docs/benchmarks.md). Container starts do not pay it: their processes run
-// the monitor's own program.
+// heavyPackages must not be linked into the binary, and why.
 var heavyPackages = map[string]string{
+	"k8s.io/client-go/kubernetes": "the clientset links a typed client of every API group, and through them " +
+		"kubernetes/scheme, which registers every group at init in every process of the binary; " +
+		"agent/mirror/certificate is client-go's certificate manager on a client of CSRs alone (docs/benchmarks.md)",
+	"k8s.io/client-go/kubernetes/scheme": "registers every API group at init (see k8s.io/client-go/kubernetes)",
 	"golang.org/x/net/trace": "gRPC's request tracing (the release build's grpcnotrace tag leaves it out): " +
 		"its html/template executes templates, so the linker keeps every exported method of every type " +
 		"in case a template calls it by name, 15 MB of the binary (docs/benchmarks.md, \"Binary size\")",

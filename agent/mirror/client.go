@@ -8,6 +8,7 @@ import (
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
+	certificatesv1 "k8s.io/api/certificates/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -59,12 +60,13 @@ type leasesAPI interface {
 	Update(ctx context.Context, lease *coordinationv1.Lease, opts metav1.UpdateOptions) (*coordinationv1.Lease, error)
 }
 
-// clientScheme holds the four groups the mirror client uses; made at first
-// use, not in a package init that every re-exec would pay.
+// clientScheme holds the groups the node's clients use: the mirror
+// client's four and the certificate manager's CSRs; made at first use, not
+// in a package init that every re-exec would pay.
 var clientScheme = sync.OnceValue(func() *runtime.Scheme {
 	s := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{v1.AddToScheme, coordinationv1.AddToScheme,
-		authenticationv1.AddToScheme, authorizationv1.AddToScheme} {
+		authenticationv1.AddToScheme, authorizationv1.AddToScheme, certificatesv1.AddToScheme} {
 		if err := add(s); err != nil {
 			panic(err) // the groups' own registration: a programming error
 		}
@@ -79,21 +81,22 @@ type restAPI struct {
 	params                                            runtime.ParameterCodec
 }
 
+// groupClient is the REST client of one group of cfg, as the group's typed
+// client's NewForConfig makes it, answers bounded (boundResponses).
+func groupClient(cfg *rest.Config, gv schema.GroupVersion, path string) (rest.Interface, error) {
+	c := rest.CopyConfig(cfg)
+	c.GroupVersion, c.APIPath = &gv, path
+	c.NegotiatedSerializer = serializer.NewCodecFactory(clientScheme()).WithoutConversion()
+	c.Wrap(boundResponses)
+	if c.UserAgent == "" {
+		c.UserAgent = rest.DefaultKubernetesUserAgent()
+	}
+	return rest.RESTClientFor(c)
+}
+
 // newRESTAPI makes the clients of cfg, as kubernetes.NewForConfig would
 // for these groups.
 func newRESTAPI(cfg *rest.Config) (*restAPI, error) {
-	s := clientScheme()
-	codecs := serializer.NewCodecFactory(s)
-	group := func(gv schema.GroupVersion, path string) (rest.Interface, error) {
-		c := rest.CopyConfig(cfg)
-		c.GroupVersion, c.APIPath = &gv, path
-		c.NegotiatedSerializer = codecs.WithoutConversion()
-		c.Wrap(boundResponses)
-		if c.UserAgent == "" {
-			c.UserAgent = rest.DefaultKubernetesUserAgent()
-		}
-		return rest.RESTClientFor(c)
-	}
 	var a restAPI
 	var err error
 	for _, g := range []struct {
@@ -106,11 +109,11 @@ func newRESTAPI(cfg *rest.Config) (*restAPI, error) {
 		{&a.authentication, authenticationv1.SchemeGroupVersion, "/apis"},
 		{&a.authorization, authorizationv1.SchemeGroupVersion, "/apis"},
 	} {
-		if *g.dst, err = group(g.gv, g.path); err != nil {
+		if *g.dst, err = groupClient(cfg, g.gv, g.path); err != nil {
 			return nil, fmt.Errorf("client of %s: %w", g.gv, err)
 		}
 	}
-	a.params = runtime.NewParameterCodec(s)
+	a.params = runtime.NewParameterCodec(clientScheme())
 	return &a, nil
 }
 
@@ -183,10 +186,11 @@ func intoAny[T any](res rest.Result) (*T, error) {
 // listed is a resource with its list (L) and its watch.
 type listed[T, L any] struct{ typed[T] }
 
-// restPods and restNodes are the two resources listed and watched.
+// restPods, restNodes and restCSRs are the resources listed and watched.
 type (
 	restPods  = listed[v1.Pod, v1.PodList]
 	restNodes = listed[v1.Node, v1.NodeList]
+	restCSRs  = listed[certificatesv1.CertificateSigningRequest, certificatesv1.CertificateSigningRequestList]
 )
 
 func (r listed[T, L]) List(ctx context.Context, opts metav1.ListOptions) (*L, error) {

@@ -17,19 +17,17 @@ import (
 	"time"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
-	"k8s.io/client-go/kubernetes"
-	certv1client "k8s.io/client-go/kubernetes/typed/certificates/v1"
-	certv1beta1client "k8s.io/client-go/kubernetes/typed/certificates/v1beta1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/client-go/transport"
 	certutil "k8s.io/client-go/util/cert"
-	"k8s.io/client-go/util/certificate"
 	"k8s.io/client-go/util/connrotation"
 
 	"github.com/staticpodd/staticpodd/agent/atomicfile"
+	"github.com/staticpodd/staticpodd/agent/mirror/certificate"
 )
 
 // CredentialsConfig says where the node's credentials to the API server
@@ -169,7 +167,7 @@ func (c *Credentials) start() error {
 	if err != nil {
 		return fmt.Errorf("client certificate store %s: %w", c.cfg.CertDir, err)
 	}
-	newClientset := func(current *tls.Certificate) (kubernetes.Interface, error) {
+	newClient := func(current *tls.Certificate) (certificate.CSRClient, error) {
 		// As the kubelet's buildClientCertificateManager: with a valid
 		// certificate, request the next with it (the node's own
 		// credentials); without, with the bootstrap ones.
@@ -177,10 +175,10 @@ func (c *Credentials) start() error {
 		if current != nil {
 			cfg = clientConfig
 		}
-		return newCSRClientset(cfg)
+		return newCSRClient(cfg)
 	}
 	m, err := certificate.NewManager(&certificate.Config{
-		ClientsetFn: newClientset,
+		ClientsetFn: newClient,
 		// NewKubeletClientCertificateManager's template, signer and usages.
 		Template: &x509.CertificateRequest{
 			Subject: pkix.Name{
@@ -340,46 +338,24 @@ func checkCertDir(dir string) error {
 	return nil
 }
 
-// csrClientset is the clientset the certificate manager asks for: it only
-// uses the certificates groups (k8s.io/client-go/util/certificate/csr), so
-// only they are made; kubernetes.NewForConfig would make, and link, a client
-// of every group.
-type csrClientset struct {
-	kubernetes.Interface // nil: any other group is a programming error
-	v1                   certv1client.CertificatesV1Interface
-	v1beta1              certv1beta1client.CertificatesV1beta1Interface
-}
-
-func (c csrClientset) CertificatesV1() certv1client.CertificatesV1Interface { return c.v1 }
-func (c csrClientset) CertificatesV1beta1() certv1beta1client.CertificatesV1beta1Interface {
-	return c.v1beta1
-}
-
 // csrRequestTimeout bounds each CSR request but the watch of its answer,
 // which the certificate manager bounds (15 minutes, then a new request).
 // A var for the tests.
 var csrRequestTimeout = 30 * time.Second
 
-func newCSRClientset(cfg *rest.Config) (kubernetes.Interface, error) {
+// newCSRClient is the certificate manager's client of
+// certificates.k8s.io/v1 CertificateSigningRequests.
+func newCSRClient(cfg *rest.Config) (certificate.CSRClient, error) {
 	cfg = rest.CopyConfig(cfg)
 	cfg.UserAgent = "staticpodd-certificate-manager"
 	// Not cfg.Timeout: it would cut the watch too, which client-go's
 	// reflector would then start again and again.
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return timeoutUnlessWatch{rt} })
-	cfg.Wrap(boundResponses)
-	hc, err := rest.HTTPClientFor(cfg)
+	c, err := groupClient(cfg, certificatesv1.SchemeGroupVersion, "/apis")
 	if err != nil {
 		return nil, err
 	}
-	v1, err := certv1client.NewForConfigAndClient(cfg, hc)
-	if err != nil {
-		return nil, err
-	}
-	v1beta1, err := certv1beta1client.NewForConfigAndClient(cfg, hc)
-	if err != nil {
-		return nil, err
-	}
-	return csrClientset{v1: v1, v1beta1: v1beta1}, nil
+	return restCSRs{typed[certificatesv1.CertificateSigningRequest]{c, runtime.NewParameterCodec(clientScheme()), "", "certificatesigningrequests"}}, nil
 }
 
 // timeoutUnlessWatch ends a request that is not a watch when
