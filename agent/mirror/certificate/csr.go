@@ -17,8 +17,9 @@ limitations under the License.
 // Modified for staticpodd: from k8s.io/client-go v0.37.2,
 // util/certificate/csr/csr.go, with the clientset replaced by CSRClient,
 // the certificates.k8s.io/v1beta1 fallbacks removed (v1 is served since
-// Kubernetes 1.19, and a node agent is never newer than its API server), and
-// the deprecated RequestCertificate removed.
+// Kubernetes 1.19, and a node agent is never newer than its API server),
+// the deprecated RequestCertificate removed, and WaitForCertificate's list
+// and watch keeping only the CSR waited for (onlyNamed, namedWatch).
 
 package certificate
 
@@ -29,6 +30,7 @@ import (
 	"encoding/pem"
 	"fmt"
 	"reflect"
+	"sync"
 	"time"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
@@ -142,11 +144,19 @@ func WaitForCertificate(ctx context.Context, client CSRClient, reqName string, r
 			lw = cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
 				ListFunc: func(options metav1.ListOptions) (runtime.Object, error) {
 					options.FieldSelector = fieldSelector
-					return client.List(ctx, options)
+					list, err := client.List(ctx, options)
+					if err != nil {
+						return nil, err
+					}
+					return onlyNamed(list, reqName), nil
 				},
 				WatchFunc: func(options metav1.ListOptions) (watch.Interface, error) {
 					options.FieldSelector = fieldSelector
-					return client.Watch(ctx, options)
+					w, err := client.Watch(ctx, options)
+					if err != nil {
+						return nil, err
+					}
+					return newNamedWatch(w, reqName), nil
 				},
 			}, client)
 			break
@@ -283,4 +293,64 @@ func parseCSR(pemData []byte) (*x509.CertificateRequest, error) {
 		return nil, fmt.Errorf("PEM block type must be CERTIFICATE REQUEST")
 	}
 	return x509.ParseCertificateRequest(block.Bytes)
+}
+
+// onlyNamed is list with only the CSRs named name: the field selector asks
+// the API server for that one alone, and one that sends others (it ignores
+// the selector, or is hostile) has them dropped here rather than held in the
+// reflector's store.
+func onlyNamed(list *certificatesv1.CertificateSigningRequestList, name string) *certificatesv1.CertificateSigningRequestList {
+	kept := list.Items[:0]
+	for _, csr := range list.Items {
+		if csr.Name == name {
+			kept = append(kept, csr)
+		}
+	}
+	clear(list.Items[len(kept):])
+	list.Items = kept
+	return list
+}
+
+// namedWatch passes on the events of w about the CSR named name, its
+// bookmarks and its errors, and drops the rest. client-go's reflector
+// holds what a streamed list sends (sendInitialEvents) until the
+// initial-events-end bookmark, by name: an API server that streamed CSRs of
+// other names would grow that store without bound for as long as the wait
+// lasts (15 minutes). Unlike watch.Filter, its goroutine ends when Stop is
+// called while nobody reads.
+type namedWatch struct {
+	w    watch.Interface
+	name string
+	out  chan watch.Event
+	stop chan struct{}
+	once sync.Once
+}
+
+func newNamedWatch(w watch.Interface, name string) watch.Interface {
+	nw := &namedWatch{w: w, name: name, out: make(chan watch.Event), stop: make(chan struct{})}
+	go nw.loop()
+	return nw
+}
+
+func (nw *namedWatch) loop() {
+	defer close(nw.out)
+	for ev := range nw.w.ResultChan() {
+		if ev.Type != watch.Bookmark && ev.Type != watch.Error {
+			if o, ok := ev.Object.(metav1.Object); ok && o.GetName() != nw.name {
+				continue
+			}
+		}
+		select {
+		case nw.out <- ev:
+		case <-nw.stop:
+			return
+		}
+	}
+}
+
+func (nw *namedWatch) ResultChan() <-chan watch.Event { return nw.out }
+
+func (nw *namedWatch) Stop() {
+	nw.once.Do(func() { close(nw.stop) })
+	nw.w.Stop()
 }
