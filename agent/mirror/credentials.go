@@ -7,7 +7,6 @@ import (
 	"crypto/x509/pkix"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -17,6 +16,7 @@ import (
 	"time"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/rest"
@@ -348,45 +348,39 @@ var csrRequestTimeout = 30 * time.Second
 func newCSRClient(cfg *rest.Config) (certificate.CSRClient, error) {
 	cfg = rest.CopyConfig(cfg)
 	cfg.UserAgent = "staticpodd-certificate-manager"
-	// Not cfg.Timeout: it would cut the watch too, which client-go's
-	// reflector would then start again and again.
-	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return timeoutUnlessWatch{rt} })
 	c, err := groupClient(cfg, certificatesv1.SchemeGroupVersion, "/apis")
 	if err != nil {
 		return nil, err
 	}
-	return restCSRs{typed[certificatesv1.CertificateSigningRequest]{c, runtime.NewParameterCodec(clientScheme()), "", "certificatesigningrequests"}}, nil
+	return boundedCSRs{restCSRs{typed[certificatesv1.CertificateSigningRequest]{c, runtime.NewParameterCodec(clientScheme()), "", "certificatesigningrequests"}}}, nil
 }
 
-// timeoutUnlessWatch ends a request that is not a watch when
-// csrRequestTimeout has passed, its body read or not: the certificate
-// manager's requests carry a context that ends only when it stops, so a
-// server that never answers would hold its rotation loop for good.
-type timeoutUnlessWatch struct{ rt http.RoundTripper }
+// boundedCSRs ends each request that is not a watch when csrRequestTimeout
+// has passed, its answer read or not, with the REST client's tries again
+// and its waits between them: the certificate manager's requests carry a
+// context that ends only when it stops, so a server that never answers, or
+// answers 429 or 5xx with a Retry-After of hours (which client-go's REST
+// client sleeps, up to 10 times), would hold its rotation loop for good.
+// Not cfg.Timeout: it would cut the watch too, which client-go's reflector
+// would then start again and again.
+type boundedCSRs struct{ restCSRs }
 
-func (t timeoutUnlessWatch) RoundTrip(req *http.Request) (*http.Response, error) {
-	if isWatch(req) {
-		return t.rt.RoundTrip(req)
-	}
-	ctx, cancel := context.WithTimeout(req.Context(), csrRequestTimeout)
-	resp, err := t.rt.RoundTrip(req.WithContext(ctx))
-	if err != nil {
-		cancel()
-		return nil, err
-	}
-	resp.Body = cancelOnClose{resp.Body, cancel}
-	return resp, nil
+func (b boundedCSRs) Create(ctx context.Context, csr *certificatesv1.CertificateSigningRequest, opts metav1.CreateOptions) (*certificatesv1.CertificateSigningRequest, error) {
+	ctx, cancel := context.WithTimeout(ctx, csrRequestTimeout)
+	defer cancel()
+	return b.restCSRs.Create(ctx, csr, opts)
 }
 
-type cancelOnClose struct {
-	io.ReadCloser
-	cancel context.CancelFunc
+func (b boundedCSRs) Get(ctx context.Context, name string, opts metav1.GetOptions) (*certificatesv1.CertificateSigningRequest, error) {
+	ctx, cancel := context.WithTimeout(ctx, csrRequestTimeout)
+	defer cancel()
+	return b.restCSRs.Get(ctx, name, opts)
 }
 
-func (c cancelOnClose) Close() error {
-	err := c.ReadCloser.Close()
-	c.cancel()
-	return err
+func (b boundedCSRs) List(ctx context.Context, opts metav1.ListOptions) (*certificatesv1.CertificateSigningRequestList, error) {
+	ctx, cancel := context.WithTimeout(ctx, csrRequestTimeout)
+	defer cancel()
+	return b.restCSRs.List(ctx, opts)
 }
 
 // rotatingTransport gives rc the kubelet's rotating transport

@@ -97,6 +97,7 @@ type csrServer struct {
 
 	mu      sync.Mutex
 	hang    int // CSR creations still to leave unanswered
+	later   int // CSR creations still to answer with a Retry-After of an hour
 	csrs    map[string]*certificatesv1.CertificateSigningRequest
 	serials []string // of the client certificates of /api/v1/nodes requests
 	next    int64
@@ -134,6 +135,18 @@ func (s *csrServer) serve(w http.ResponseWriter, r *http.Request) {
 			// Read whole, so that the server sees the client go.
 			io.Copy(io.Discard, r.Body)
 			<-r.Context().Done()
+			return
+		}
+		s.mu.Lock()
+		later := s.later > 0
+		s.later--
+		s.mu.Unlock()
+		if later {
+			io.Copy(io.Discard, r.Body)
+			w.Header().Set("Retry-After", "3600")
+			w.WriteHeader(http.StatusTooManyRequests)
+			json.NewEncoder(w).Encode(&metav1.Status{TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"},
+				Status: metav1.StatusFailure, Reason: metav1.StatusReasonTooManyRequests, Code: http.StatusTooManyRequests})
 			return
 		}
 		var csr certificatesv1.CertificateSigningRequest
@@ -479,4 +492,26 @@ func TestUnansweredCSRIsTriedAgain(t *testing.T) {
 	}
 	// The manager's back-off waits 2 s before its second try.
 	waitFor(t, 10*time.Second, "a certificate after an unanswered CSR", func() bool { return creds.certificate() != nil })
+}
+
+// A CSR creation answered "try again in an hour" (429 with a Retry-After,
+// which client-go's REST client obeys, up to 10 times, before it returns)
+// is given up after csrRequestTimeout as one never answered, and the next
+// try gets the certificate.
+func TestCSRRetryAfterIsBounded(t *testing.T) {
+	defer func(d time.Duration) { csrRequestTimeout = d }(csrRequestTimeout)
+	csrRequestTimeout = 200 * time.Millisecond
+	ca := newTestCA(t)
+	s := newCSRServer(t, ca)
+	s.later = 1
+	dir := t.TempDir()
+	boot := s.kubeconfig(t, dir, "bootstrap-kubelet.conf", "{token: abcdef.0123456789abcdef}")
+	creds := NewCredentials(CredentialsConfig{Kubeconfig: filepath.Join(dir, "kubelet.conf"), BootstrapKubeconfig: boot,
+		CertDir: filepath.Join(dir, "pki"), NodeName: "n", Rotate: true}, testLogger())
+	defer creds.Close()
+	if _, err := creds.RESTConfig(); err != nil {
+		t.Fatal(err)
+	}
+	// The manager's back-off waits 2 s before its second try.
+	waitFor(t, 10*time.Second, "a certificate after a CSR creation answered with an hour's Retry-After", func() bool { return creds.certificate() != nil })
 }
