@@ -95,12 +95,17 @@ type csrServer struct {
 	ca  *testCA
 	srv *httptest.Server
 
-	mu      sync.Mutex
-	hang    int // CSR creations still to leave unanswered
-	later   int // CSR creations still to answer with a Retry-After of an hour
-	csrs    map[string]*certificatesv1.CertificateSigningRequest
-	serials []string // of the client certificates of /api/v1/nodes requests
-	next    int64
+	mu    sync.Mutex
+	hang  int // CSR creations still to leave unanswered
+	later int // CSR creations still to answer with a Retry-After of an hour
+	// noWatchList: refuse a streamed list (sendInitialEvents), as an API
+	// server without the WatchList feature does; streamed and watched
+	// count the watches asked with it and without.
+	noWatchList       bool
+	streamed, watched int
+	csrs              map[string]*certificatesv1.CertificateSigningRequest
+	serials           []string // of the client certificates of /api/v1/nodes requests
+	next              int64
 }
 
 func newCSRServer(t *testing.T, ca *testCA) *csrServer {
@@ -171,6 +176,28 @@ func (s *csrServer) serve(w http.ResponseWriter, r *http.Request) {
 		// The CSR as it is (client-go lists by a watch that sends the
 		// initial events, ended by a bookmark), then nothing more.
 		name := strings.TrimPrefix(r.URL.Query().Get("fieldSelector"), "metadata.name=")
+		q := r.URL.Query()
+		stream := q.Get("sendInitialEvents") == "true"
+		s.mu.Lock()
+		if stream {
+			s.streamed++
+		} else {
+			s.watched++
+		}
+		refuse := stream && s.noWatchList
+		s.mu.Unlock()
+		if stream && (q.Get("resourceVersionMatch") != "NotOlderThan" || q.Get("allowWatchBookmarks") != "true") {
+			s.t.Errorf("streamed list without its parameters: %s", r.URL.RawQuery)
+		}
+		if refuse {
+			// kube-apiserver's answer (ValidateListOptions) with the
+			// feature off.
+			w.WriteHeader(http.StatusUnprocessableEntity)
+			json.NewEncoder(w).Encode(&metav1.Status{TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"},
+				Status: metav1.StatusFailure, Reason: metav1.StatusReasonInvalid, Code: http.StatusUnprocessableEntity,
+				Message: "ListOptions.meta.k8s.io \"\" is invalid: sendInitialEvents: Forbidden: sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled"})
+			return
+		}
 		w.WriteHeader(http.StatusOK)
 		enc := json.NewEncoder(w)
 		s.mu.Lock()
@@ -514,4 +541,37 @@ func TestCSRRetryAfterIsBounded(t *testing.T) {
 	}
 	// The manager's back-off waits 2 s before its second try.
 	waitFor(t, 10*time.Second, "a certificate after a CSR creation answered with an hour's Retry-After", func() bool { return creds.certificate() != nil })
+}
+
+// The certificate's wait streams its list (client-go's WatchListClient)
+// from an API server that can, and lists then watches from one that
+// refuses the streamed list (one without the WatchList feature).
+func TestCSRWaitWithAndWithoutWatchList(t *testing.T) {
+	for _, noWatchList := range []bool{false, true} {
+		t.Run(fmt.Sprintf("noWatchList=%v", noWatchList), func(t *testing.T) {
+			ca := newTestCA(t)
+			s := newCSRServer(t, ca)
+			s.noWatchList = noWatchList
+			dir := t.TempDir()
+			boot := s.kubeconfig(t, dir, "bootstrap-kubelet.conf", "{token: abcdef.0123456789abcdef}")
+			creds := NewCredentials(CredentialsConfig{Kubeconfig: filepath.Join(dir, "kubelet.conf"), BootstrapKubeconfig: boot,
+				CertDir: filepath.Join(dir, "pki"), NodeName: "n", Rotate: true}, testLogger())
+			defer creds.Close()
+			if _, err := creds.RESTConfig(); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, 10*time.Second, "a certificate", func() bool { return creds.certificate() != nil })
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			if s.streamed == 0 {
+				t.Errorf("no streamed list asked for")
+			}
+			if noWatchList && s.watched == 0 {
+				t.Errorf("the streamed list refused, and no watch without it")
+			}
+			if !noWatchList && s.watched != 0 {
+				t.Errorf("%d watches without a streamed list, from a server that streams them", s.watched)
+			}
+		})
+	}
 }
