@@ -156,12 +156,15 @@ var agentEdges = map[string][]string{
 	"agent/lifecycle":        {"agent/events", "agent/podspec", "agent/prober"},
 	"agent/manifest":         {"agent/objects", "agent/poddir", "agent/podspec"},
 	"agent/objects":          nil,
-	"agent/mirror":           {"agent", "agent/atomicfile", "agent/events", "agent/host", "agent/manifest"},
+	"agent/mirror":           {"agent", "agent/atomicfile", "agent/events", "agent/host", "agent/manifest", "agent/mirror/certificate"},
 	"agent/poddir":           nil,
 	"agent/podspec":          nil,
 	"agent/podspec/logfiles": nil,
 	"agent/prober":           {"agent/podspec"},
 	"agent/ready":            {"agent/health", "agent/prober", "agent/status"},
+	// agent/mirror/certificate is client-go's certificate manager, copied to
+	// take a client of CSRs alone: it imports no agent package.
+	"agent/mirror/certificate": nil,
 	// agent/rollout keeps each pod name's generations, written as every
 	// record the daemon relies on after a restart.
 	"agent/rollout": {"agent/atomicfile"},
