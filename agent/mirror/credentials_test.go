@@ -103,6 +103,8 @@ type csrServer struct {
 	// count the watches asked with it and without.
 	noWatchList       bool
 	streamed, watched int
+	expired           bool // issue certificates that expired a minute ago
+	created           int  // CSRs created
 	csrs              map[string]*certificatesv1.CertificateSigningRequest
 	serials           []string // of the client certificates of /api/v1/nodes requests
 	next              int64
@@ -167,7 +169,12 @@ func (s *csrServer) serve(w http.ResponseWriter, r *http.Request) {
 		csr.Name = fmt.Sprintf("csr-%d", s.next)
 		csr.UID = types.UID("uid-" + csr.Name)
 		csr.Status.Conditions = []certificatesv1.CertificateSigningRequestCondition{{Type: certificatesv1.CertificateApproved, Status: v1.ConditionTrue}}
-		csr.Status.Certificate = s.ca.sign(s.t, s.next, req.Subject, req.PublicKey, time.Now().Add(-time.Minute), time.Now().Add(time.Hour), false)
+		notBefore, notAfter := time.Now().Add(-time.Minute), time.Now().Add(time.Hour)
+		if s.expired {
+			notBefore, notAfter = time.Now().Add(-2*time.Hour), time.Now().Add(-time.Minute)
+		}
+		csr.Status.Certificate = s.ca.sign(s.t, s.next, req.Subject, req.PublicKey, notBefore, notAfter, false)
+		s.created++
 		s.csrs[csr.Name] = &csr
 		s.mu.Unlock()
 		w.WriteHeader(http.StatusCreated)
@@ -573,5 +580,37 @@ func TestCSRWaitWithAndWithoutWatchList(t *testing.T) {
 				t.Errorf("%d watches without a streamed list, from a server that streams them", s.watched)
 			}
 		})
+	}
+}
+
+// A certificate the API server issues already expired is not stored: it
+// would replace the current one in the store, and the manager, finding it
+// due for rotation at once, would send a CSR and write a new file in the
+// certificate directory every second for as long as the signer does so.
+// Refused, the request is tried again after the manager's back-off.
+func TestExpiredIssuedCertificateNotStored(t *testing.T) {
+	ca := newTestCA(t)
+	s := newCSRServer(t, ca)
+	s.expired = true
+	dir := t.TempDir()
+	certDir := filepath.Join(dir, "pki")
+	boot := s.kubeconfig(t, dir, "bootstrap-kubelet.conf", "{token: abcdef.0123456789abcdef}")
+	creds := NewCredentials(CredentialsConfig{Kubeconfig: filepath.Join(dir, "kubelet.conf"), BootstrapKubeconfig: boot,
+		CertDir: certDir, NodeName: "n", Rotate: true}, testLogger())
+	defer creds.Close()
+	if _, err := creds.RESTConfig(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 20*time.Second, "a second CSR", func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.created >= 2
+	})
+	files, err := filepath.Glob(filepath.Join(certDir, "kubelet-client-*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) != 0 {
+		t.Errorf("expired certificates stored: %v", files)
 	}
 }

@@ -16,7 +16,8 @@ limitations under the License.
 
 // Modified for staticpodd: from k8s.io/client-go v0.37.2,
 // util/certificate/certificate_manager.go, with ClientsetFunc returning a
-// CSRClient (csr.go) instead of a clientset.
+// CSRClient (csr.go) instead of a clientset, and rotateCerts refusing a
+// certificate issued already expired (notExpired).
 
 package certificate
 
@@ -628,6 +629,18 @@ func (m *manager) rotateCerts(ctx context.Context) (bool, error) {
 		return false, nil
 	}
 
+	// Modified for staticpodd: a certificate issued already expired is
+	// refused, not stored: it would replace the current one, and be due for
+	// rotation at once, so that a signer issuing such certificates had a CSR
+	// sent and a file written in the store every second (run's period).
+	if err := notExpired(crtPEM, m.now()); err != nil {
+		utilruntime.HandleErrorWithContext(ctx, err, "Certificate issued is not valid")
+		if m.certificateRenewFailure != nil {
+			m.certificateRenewFailure.Inc()
+		}
+		return false, nil
+	}
+
 	cert, err := m.certStore.Update(crtPEM, keyPEM)
 	if err != nil {
 		utilruntime.HandleErrorWithContext(ctx, err, "Unable to store the new cert/key pair")
@@ -847,6 +860,19 @@ func validateKeyStrength(key crypto.Signer) error {
 			return fmt.Errorf("ECDSA key curve %s (%d bits) is below the minimum of %d",
 				k.Curve.Params().Name, bits, minECDSAKeyBits)
 		}
+	}
+	return nil
+}
+
+// notExpired fails if the leaf of certPEM, the certificate issued, has
+// expired at now, or does not parse.
+func notExpired(certPEM []byte, now time.Time) error {
+	certs, err := cert.ParseCertsPEM(certPEM)
+	if err != nil {
+		return fmt.Errorf("certificate issued: %w", err)
+	}
+	if leaf := certs[0]; now.After(leaf.NotAfter) {
+		return fmt.Errorf("certificate issued expired at %s, before it was received (%s)", leaf.NotAfter.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))
 	}
 	return nil
 }
