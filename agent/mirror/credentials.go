@@ -48,7 +48,7 @@ type CredentialsConfig struct {
 //
 // With neither TLS bootstrap nor rotation, it is the kubeconfig, read anew
 // at each call until a client works. Otherwise client-go's certificate
-// manager (k8s.io/client-go/util/certificate) keeps the node's client
+// manager (copied into agent/mirror/certificate) keeps the node's client
 // certificate in CertDir, requesting it with a CSR (bootstrap) and again
 // before it expires (rotation), and the configuration's transport presents
 // whatever certificate the manager has now, closing its connections when it
