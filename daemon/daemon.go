@@ -124,6 +124,11 @@ type readyNotifier struct {
 }
 
 // Ready is the agent's: every source seen and the first sync done.
+
+// The agent waits for container exits without a goroutine per container
+// when its runtime can call it back.
+var _ agent.ExitNotifier = (*oci.Runtime)(nil)
+
 func (n *readyNotifier) Ready() {
 	n.syncedOnce.Do(func() { close(n.synced) })
 	if n.gate != nil {

@@ -3,8 +3,10 @@
 package oci
 
 import (
+	"context"
 	"os/exec"
 	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -69,5 +71,89 @@ func TestOnExitReportsEachExitOnce(t *testing.T) {
 		case <-time.After(time.Minute):
 			t.Fatalf("the exit of process %d was not reported", ws[i].cmd.Process.Pid)
 		}
+	}
+}
+
+// afterExit calls each function once, when the monitor's process exits or
+// the function's context ends, whichever is first; it holds no goroutine per
+// function while the process runs; and one asked for after the exit is
+// called at once.
+func TestAfterExitCallsEachOnceWithoutAGoroutinePerWait(t *testing.T) {
+	cmd := exec.Command("sleep", "3600")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill() }()
+	pidfd, err := openPidfd(cmd.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := newMonitor(cmd.Process.Pid, 0, pidfd)
+	onExit(pidfd, func() {
+		_ = cmd.Wait()
+		m.markExited()
+	})
+
+	const n = 100
+	var calls [n]atomic.Int32
+	called := make(chan int, 2*n)
+	ctxs := make([]context.CancelFunc, n)
+	before := runtime.NumGoroutine()
+	for i := range n {
+		ctx, cancel := context.WithCancel(context.Background())
+		ctxs[i] = cancel
+		m.afterExit(ctx, func() {
+			calls[i].Add(1)
+			called <- i
+		})
+	}
+	if g := runtime.NumGoroutine() - before; g > 0 {
+		t.Errorf("%d more goroutines with %d waits on a running process, want none", g, n)
+	}
+	// The first ten end by their context, the process still running.
+	for i := range 10 {
+		ctxs[i]()
+		select {
+		case j := <-called:
+			if j != i {
+				t.Fatalf("cancelling wait %d called wait %d", i, j)
+			}
+		case <-time.After(time.Minute):
+			t.Fatalf("wait %d not called when its context ended", i)
+		}
+	}
+	for i := range n {
+		if c := calls[i].Load(); i >= 10 && c != 0 {
+			t.Fatalf("wait %d called %d times while the process runs", i, c)
+		}
+	}
+
+	_ = cmd.Process.Kill()
+	for range n - 10 {
+		select {
+		case <-called:
+		case <-time.After(time.Minute):
+			t.Fatal("not every wait was called at the exit")
+		}
+	}
+	<-m.done
+	// A late context end calls nothing again.
+	for _, cancel := range ctxs {
+		cancel()
+	}
+	late := make(chan struct{})
+	m.afterExit(context.Background(), func() { close(late) })
+	select {
+	case <-late:
+	case <-time.After(time.Minute):
+		t.Fatal("a wait asked for after the exit was not called")
+	}
+	for i := range n {
+		if c := calls[i].Load(); c != 1 {
+			t.Errorf("wait %d called %d times, want once", i, c)
+		}
+	}
+	if m.waiters != nil {
+		t.Errorf("%d waits still held after the exit", len(m.waiters))
 	}
 }

@@ -37,10 +37,65 @@ type monitor struct {
 	// killedFor says why the daemon killed the monitor, for the exit that
 	// monitorLost records; guarded by mu.
 	killedFor string
+	// gone is set, and waiters emptied, as the monitor's exit is seen;
+	// waiters are afterExit's, each called by whoever takes it out of the
+	// map: the exit or its context's end. Guarded by mu.
+	gone    bool
+	waiters map[*exitWaiter]struct{}
+}
+
+// exitWaiter is one afterExit: f, and the release of its context's hook.
+type exitWaiter struct {
+	f    func()
+	stop func() bool
 }
 
 func newMonitor(pid int, start uint64, pidfd *os.File) *monitor {
 	return &monitor{pid: pid, start: start, pidfd: pidfd, done: make(chan struct{})}
+}
+
+// afterExit calls f once, in a goroutine of its own, when the monitor has
+// exited or ctx has ended, whichever comes first (at once if either has).
+// Until then it holds no goroutine: a container that runs costs its pod's
+// worker a map entry here, not a goroutine parked on done.
+func (m *monitor) afterExit(ctx context.Context, f func()) {
+	w := &exitWaiter{f: f}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.gone {
+		go f()
+		return
+	}
+	if m.waiters == nil {
+		m.waiters = map[*exitWaiter]struct{}{}
+	}
+	m.waiters[w] = struct{}{}
+	// Registered under mu, so markExited sees stop set. Called in a
+	// goroutine of its own, at once if ctx has ended already.
+	w.stop = context.AfterFunc(ctx, func() {
+		m.mu.Lock()
+		_, mine := m.waiters[w]
+		delete(m.waiters, w)
+		m.mu.Unlock()
+		if mine {
+			f()
+		}
+	})
+}
+
+// markExited records the monitor's exit: every afterExit waiting is called,
+// then done is closed.
+func (m *monitor) markExited() {
+	m.mu.Lock()
+	m.gone = true
+	ws := m.waiters
+	m.waiters = nil
+	m.mu.Unlock()
+	for w := range ws {
+		w.stop() // the context's hook; its call, if it started, finds nothing
+		go w.f()
+	}
+	close(m.done)
 }
 
 // kill SIGKILLs the monitor through its pidfd and remembers why, so that
@@ -150,7 +205,7 @@ func (r *Runtime) startMonitor(id string) (*pendingMonitor, error) {
 	// Waited for in the netpoller, not a blocked thread; then reaped.
 	onExit(pidfd, func() {
 		_ = cmd.Wait() // the exit file, not the monitor's status, tells the story
-		close(m.done)
+		m.markExited()
 	})
 	return &pendingMonitor{id: id, m: m, proc: cmd.Process, goW: goW, rep: repR}, nil
 }
@@ -242,7 +297,7 @@ func adoptMonitor(st monitorState) (*monitor, error) {
 		return nil, nil
 	}
 	m := newMonitor(st.MonitorPid, st.MonitorStart, fd)
-	onExit(fd, func() { close(m.done) })
+	onExit(fd, m.markExited)
 	return m, nil
 }
 

@@ -429,6 +429,21 @@ func (r *Runtime) Wait(ctx context.Context, id string) (podspec.ContainerStatus,
 	}
 }
 
+// AfterExit calls f once, in a goroutine of its own, when the monitor of
+// container id has exited or ctx has ended, whichever comes first; at once
+// when the container has no monitor that lives (exited, never started, or
+// not known: Wait then says which). A caller that waits for many containers
+// this way, and calls Wait only from f, holds no goroutine per container
+// while they run.
+func (r *Runtime) AfterExit(ctx context.Context, id string, f func()) {
+	m, err := r.monitorOf(id)
+	if err != nil || m == nil {
+		go f()
+		return
+	}
+	m.afterExit(ctx, f)
+}
+
 // Destroy removes an exited container. It refuses a running one.
 func (r *Runtime) Destroy(ctx context.Context, id string) error {
 	st, err := r.status(ctx, id)

@@ -31,7 +31,8 @@ func (r *Runtime) Signal(context.Context, string, syscall.Signal) error { return
 func (r *Runtime) Wait(context.Context, string) (podspec.ContainerStatus, error) {
 	return podspec.ContainerStatus{}, errors.ErrUnsupported
 }
-func (r *Runtime) Destroy(context.Context, string) error { return errors.ErrUnsupported }
+func (r *Runtime) AfterExit(_ context.Context, _ string, f func()) { go f() }
+func (r *Runtime) Destroy(context.Context, string) error           { return errors.ErrUnsupported }
 func (r *Runtime) Exec(context.Context, string, podspec.ExecSpec) (int, error) {
 	return -1, errors.ErrUnsupported
 }
