@@ -684,3 +684,41 @@ func TestHostPIDLeftoverWriterKilledAndDrained(t *testing.T) {
 	}
 	checkClean(t, e, pod.UID, st.ID)
 }
+
+// A container whose exit is recorded is due for AfterExit, as it is for
+// Wait, though its monitor has not exited yet (it is cleaning up): a wait
+// asked for then is not held until the clean-up ends.
+func TestAfterExitOnceTheExitIsRecorded(t *testing.T) {
+	e := newEnv(t)
+	requirePauseHooks(t)
+	t.Setenv(monitorPauseEnv, mon.PauseDestroy)
+	e.rt = e.newRuntime()
+	pod := e.pod(false)
+	e.sandbox(pod)
+	st := e.start(pod, e.container(pod, "c", "exit 3"))
+	var ms monitorState
+	if err := readJSON(filepath.Join(e.rt.containerDir(st.ID), stateFile), &ms); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(ms.MonitorPid, syscall.SIGCONT) })
+	poll(t, 10*time.Second, "the monitor never stopped before its clean-up", func() bool { return stopped(ms.MonitorPid) })
+
+	called := make(chan struct{})
+	e.rt.AfterExit(context.Background(), st.ID, func() { close(called) })
+	select {
+	case <-called:
+	case <-time.After(10 * time.Second):
+		t.Error("AfterExit did not call back for a container whose exit is recorded, its monitor cleaning up")
+	}
+	if got := e.wait(st.ID); got.ExitCode != 3 {
+		t.Errorf("exit %d, want 3", got.ExitCode)
+	}
+	if err := syscall.Kill(ms.MonitorPid, syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	e.destroy(st.ID)
+	if err := e.rt.RemoveSandbox(context.Background(), pod.UID); err != nil {
+		t.Fatal(err)
+	}
+	checkClean(t, e, pod.UID, st.ID)
+}

@@ -431,11 +431,16 @@ func (r *Runtime) Wait(ctx context.Context, id string) (podspec.ContainerStatus,
 
 // AfterExit calls f once, in a goroutine of its own, when the monitor of
 // container id has exited or ctx has ended, whichever comes first; at once
-// when the container has no monitor that lives (exited, never started, or
-// not known: Wait then says which). A caller that waits for many containers
-// this way, and calls Wait only from f, holds no goroutine per container
-// while they run.
+// when the container's exit is recorded (its monitor may still be cleaning
+// up: Wait returns the exit then), or it has no monitor that lives (exited,
+// never started, or not known: Wait then says which). A caller that waits
+// for many containers this way, and calls Wait only from f, holds no
+// goroutine per container while they run.
 func (r *Runtime) AfterExit(ctx context.Context, id string, f func()) {
+	if _, err := os.Lstat(filepath.Join(r.containerDir(id), exitFile)); err == nil {
+		go f()
+		return
+	}
 	m, err := r.monitorOf(id)
 	if err != nil || m == nil {
 		go f()
