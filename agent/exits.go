@@ -146,13 +146,16 @@ func (w *worker) podOf(uid string) *v1.Pod {
 	return nil
 }
 
-// watch starts a goroutine that reports the container's exit to the worker.
+// watch reports the container's exit to the worker, once it is due.
 func (w *worker) watch(ctx context.Context, id string) {
 	if w.watching[id] {
 		return
 	}
 	w.watching[id] = true
 	wait := func() {
+		if ctx.Err() != nil {
+			return // the worker stops: no exit to hand it
+		}
 		st, err := w.waitExit(ctx, id)
 		if err != nil {
 			return

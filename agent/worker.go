@@ -34,7 +34,7 @@ type worker struct {
 
 	// Owned by the worker goroutine.
 	pods     map[string]*podState // by UID
-	watching map[string]bool      // container IDs with a Wait goroutine
+	watching map[string]bool      // container IDs whose exit is watched
 	// waiters are the Wait goroutines of watch: run cancels and joins them
 	// before it returns.
 	waiters   sync.WaitGroup

@@ -123,12 +123,11 @@ type readyNotifier struct {
 	syncedOnce sync.Once
 }
 
-// Ready is the agent's: every source seen and the first sync done.
-
 // The agent waits for container exits without a goroutine per container
 // when its runtime can call it back.
 var _ agent.ExitNotifier = (*oci.Runtime)(nil)
 
+// Ready is the agent's: every source seen and the first sync done.
 func (n *readyNotifier) Ready() {
 	n.syncedOnce.Do(func() { close(n.synced) })
 	if n.gate != nil {
