@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +14,9 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 )
 
 // The idle benchmark (-only idle): n hostNetwork busybox pods running, the
@@ -41,6 +45,10 @@ type idleSample struct {
 	daemonCPU, monitorCPU   float64 // % of a core
 	monitors                int
 	rssKiB, anonKiB         float64 // the daemon's VmRSS and RssAnon at the window's end
+	// From the daemon's own /metrics, per minute: what it allocated (bytes,
+	// objects) and the collector's cycles. What it allocated drives the
+	// collector and does not depend on the machine's load.
+	allocBytes, allocObjects, gcCycles float64
 }
 
 func benchIdle(bin, old, image string, pods, rounds int, window time.Duration, traced string) error {
@@ -97,6 +105,21 @@ func benchIdle(bin, old, image string, pods, rounds int, window time.Duration, t
 			return fmt.Errorf("go tool pprof: %v: %s", err, top)
 		}
 		fmt.Printf("\nAllocated in the window, %s (go tool pprof -top -sample_index=alloc_space):\n\n```\n%s```\n", label, top)
+		// The trace's own buffers lead the list above: this module's
+		// frames alone, by what they and their callees allocated.
+		top, err = exec.Command("go", "tool", "pprof", "-top", "-cum", "-nodecount=40", "-sample_index=alloc_space",
+			"-focus=github.com/staticpodd/", "-base", trace+".allocs0", trace+".allocs1").CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("go tool pprof: %v: %s", err, top)
+		}
+		fmt.Printf("\nAllocated in the window by this module's code, %s (go tool pprof -top -cum -focus=github.com/staticpodd/ -sample_index=alloc_space):\n\n```\n%s```\n", label, top)
+		if keep := os.Getenv("STATICPODD_BENCH_KEEP"); keep != "" {
+			for _, f := range []string{".allocs0", ".allocs1"} {
+				if b, err := os.ReadFile(trace + f); err == nil {
+					os.WriteFile(filepath.Join(keep, label+f), b, 0o644)
+				}
+			}
+		}
 	}
 	return nil
 }
@@ -126,6 +149,9 @@ func printIdle(sides []idleSide, pods, rounds int, window time.Duration) {
 	row("daemon CPU, % of a core", "%.4f", func(g idleSample) float64 { return g.daemonCPU })
 	row(fmt.Sprintf("all %d monitors' wake-ups per minute", pods), "%.0f", func(g idleSample) float64 { return g.monitorRuns })
 	row("all monitors' CPU, % of a core", "%.4f", func(g idleSample) float64 { return g.monitorCPU })
+	row("daemon allocated per minute, KiB (its /metrics)", "%.0f", func(g idleSample) float64 { return g.allocBytes / 1024 })
+	row("daemon allocated per minute, objects (its /metrics)", "%.0f", func(g idleSample) float64 { return g.allocObjects })
+	row("daemon GC cycles per minute (its /metrics)", "%.1f", func(g idleSample) float64 { return g.gcCycles })
 	row("daemon VmRSS at the window's end, MiB", "%.1f", func(g idleSample) float64 { return g.rssKiB / 1024 })
 	row("daemon RssAnon at the window's end, MiB", "%.1f", func(g idleSample) float64 { return g.anonKiB / 1024 })
 
@@ -194,6 +220,19 @@ func idleRun(bin, image, dir string, pods int, window time.Duration, trace strin
 	pid := d.cmd.Process.Pid
 	monitors := slices.DeleteFunc(monitorPids(d.runDir), isSpare)
 	s.monitors = len(monitors)
+	base := strings.TrimSuffix(d.podsURL, "/pods")
+	// Two scrapes back to back: what the second counted past the first is
+	// about what one scrape allocates, taken off the window's figure, whose
+	// first scrape's encoding falls inside it. (A traced run's figures
+	// count the trace's too, and are not shown.)
+	g0a, err := readGoMetrics(base)
+	if err != nil {
+		return s, err
+	}
+	g0, err := readGoMetrics(base)
+	if err != nil {
+		return s, err
+	}
 	if trace != "" {
 		if err := d.cmd.Process.Signal(syscall.SIGUSR2); err != nil {
 			return s, err
@@ -225,6 +264,13 @@ func idleRun(bin, image, dir string, pods int, window time.Duration, trace strin
 			return s, fmt.Errorf("trace: %v", err)
 		}
 	}
+	g1, err := readGoMetrics(base)
+	if err != nil {
+		return s, err
+	}
+	s.allocBytes = max(0, g1.allocBytes-g0.allocBytes-(g0.allocBytes-g0a.allocBytes)) / el.Minutes()
+	s.allocObjects = max(0, g1.mallocs-g0.mallocs-(g0.mallocs-g0a.mallocs)) / el.Minutes()
+	s.gcCycles = (g1.gcs - g0.gcs) / el.Minutes()
 	s.daemonRuns = float64(dRuns-dRuns0) / el.Minutes()
 	s.monitorRuns = float64(mRuns-mRuns0) / el.Minutes()
 	s.daemonCPU = 100 * float64(dCPU-dCPU0) / float64(el)
@@ -437,4 +483,35 @@ func field(line, key string) string {
 	}
 	v, _, _ = strings.Cut(v, " ")
 	return v
+}
+
+type goMetrics struct{ allocBytes, mallocs, gcs float64 }
+
+// readGoMetrics reads the daemon's go_memstats_alloc_bytes_total,
+// go_memstats_mallocs_total and go_gc_duration_seconds_count from its
+// /metrics on base (the read-only port).
+func readGoMetrics(base string) (goMetrics, error) {
+	var g goMetrics
+	resp, err := http.Get(base + "/metrics")
+	if err != nil {
+		return g, err
+	}
+	defer resp.Body.Close()
+	p := expfmt.NewTextParser(model.LegacyValidation)
+	fams, err := p.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		return g, err
+	}
+	for name, v := range map[string]*float64{"go_memstats_alloc_bytes_total": &g.allocBytes, "go_memstats_mallocs_total": &g.mallocs, "go_gc_duration_seconds_count": &g.gcs} {
+		f := fams[strings.TrimSuffix(name, "_count")]
+		if f == nil || len(f.Metric) == 0 {
+			return g, fmt.Errorf("%s/metrics has no %s", base, name)
+		}
+		if m := f.Metric[0]; m.GetSummary() != nil {
+			*v = float64(m.GetSummary().GetSampleCount())
+		} else {
+			*v = m.GetCounter().GetValue()
+		}
+	}
+	return g, nil
 }
