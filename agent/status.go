@@ -19,23 +19,33 @@ const containerIDPrefix = status.ContainerIDPrefix
 // adopted pod's containers tell, until nothing of it is left.
 func (w *worker) publish(pod *v1.Pod) {
 	var out *v1.Pod
-	if pod != nil {
-		out = pod.DeepCopy()
-		// The hashes of the containers as written are the agent's own business.
-		delete(out.Annotations, manifest.AnnotationContainerHashes)
-		delete(out.Annotations, manifest.AnnotationManifestUID)
-		out.Status = w.podStatus(pod)
-		if c := w.a.rollouts.condition(w.key, pod); c != nil {
-			out.Status.Conditions = append(out.Status.Conditions, *c)
+	if pod == nil {
+		w.statusCache = nil
+	} else {
+		st := w.podState(pod)
+		rc := w.a.rollouts.condition(w.key, pod)
+		// A resync of a pod of which nothing changed publishes the same
+		// pod again, without generating its status (statusCache).
+		if out = w.cachedStatus(pod, st, rc); out == nil {
+			out = pod.DeepCopy()
+			// The hashes of the containers as written are the agent's own business.
+			delete(out.Annotations, manifest.AnnotationContainerHashes)
+			delete(out.Annotations, manifest.AnnotationManifestUID)
+			gen, prev := w.gen.status(), w.prevState
+			out.Status = w.podStatus(pod, st, gen)
+			if rc != nil {
+				out.Status.Conditions = append(out.Status.Conditions, *rc)
+			}
+			// The kubelet's kubelet_pod_start_duration_seconds: a pod seen
+			// Pending turns Running, timed from when the agent first took it
+			// (status.startTime). A pod found running at start is not counted.
+			if prev != nil && prev.Phase == v1.PodPending && out.Status.Phase == v1.PodRunning &&
+				w.gen != nil && w.gen.uid == string(pod.UID) && !w.gen.startTime.IsZero() {
+				w.a.timings.podStart.Observe(time.Since(w.gen.startTime).Seconds())
+			}
+			w.prevState = out.Status.DeepCopy()
+			w.rememberStatus(pod, st, gen, rc, prev, out)
 		}
-		// The kubelet's kubelet_pod_start_duration_seconds: a pod seen
-		// Pending turns Running, timed from when the agent first took it
-		// (status.startTime). A pod found running at start is not counted.
-		if w.prevState != nil && w.prevState.Phase == v1.PodPending && out.Status.Phase == v1.PodRunning &&
-			w.gen != nil && w.gen.uid == string(pod.UID) && !w.gen.startTime.IsZero() {
-			w.a.timings.podStart.Observe(time.Since(w.gen.startTime).Seconds())
-		}
-		w.prevState = out.Status.DeepCopy()
 	}
 	now := time.Now()
 	w.a.statuses.Update(w.key, func(prev *v1.Pod, stopping map[string]*v1.Pod) (*v1.Pod, map[string]*v1.Pod) {
@@ -80,9 +90,8 @@ func (w *worker) addresses(pod *v1.Pod, st *podState, s *v1.PodStatus) {
 	status.Addresses(pod, w.a.cfg.NodeIP, st.sandbox, st.network, s)
 }
 
-// podStatus is the status of pod as the worker knows it: what the runtime
-// has of its UID, the generation the worker runs, its probes and hooks.
-func (w *worker) podStatus(pod *v1.Pod) v1.PodStatus {
+// podState is what the runtime has of pod's UID (empty for nothing).
+func (w *worker) podState(pod *v1.Pod) *podState {
 	var st *podState
 	if w.pods != nil {
 		st = w.pods[string(pod.UID)]
@@ -90,10 +99,17 @@ func (w *worker) podStatus(pod *v1.Pod) v1.PodStatus {
 	if st == nil {
 		st = &podState{}
 	}
+	return st
+}
+
+// podStatus is the status of pod as the worker knows it: what the runtime
+// has of its UID (st), the generation the worker runs (gen, w.gen's
+// status), its probes and hooks.
+func (w *worker) podStatus(pod *v1.Pod, st *podState, gen *status.Generation) v1.PodStatus {
 	return status.Generate(status.Input{
 		Pod: pod, Containers: st.containers, Sandbox: st.sandbox, Network: st.network,
 		NodeIP: w.a.cfg.NodeIP,
-		Gen:    w.gen.status(),
+		Gen:    gen,
 		Probe: func(c *v1.Container, id string) (started, ready bool) {
 			if w.hooks.Running(id) {
 				return false, false // until its postStart hook is done

@@ -256,7 +256,7 @@ func TestStatusWaitingReasons(t *testing.T) {
 func TestStatusNoSandbox(t *testing.T) {
 	w := &worker{a: &Agent{}}
 	pod := testPod("web", "u1", v1.RestartPolicyAlways, ctr("a", "busybox")).Pod
-	s := w.podStatus(pod)
+	s := w.podStatus(pod, w.podState(pod), w.gen.status())
 	wantCondition(t, s, v1.PodReadyToStartContainers, v1.ConditionFalse, "PodSandboxNotReady", "no pod sandbox exists")
 	if w := s.ContainerStatuses[0].State.Waiting; w == nil || w.Reason != "ContainerCreating" {
 		t.Errorf("container of a pod without init containers: %+v, want waiting ContainerCreating", s.ContainerStatuses[0].State)

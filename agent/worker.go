@@ -45,6 +45,9 @@ type worker struct {
 	gen       *generation     // per-container state of the desired UID
 	timer     *time.Timer
 	prevState *v1.PodStatus
+	// statusCache is what the status published last was made of: a resync
+	// that changed none of it publishes the same pod again.
+	statusCache *statusCache
 	// shownReady is whether the pod last published was Ready: the pods
 	// that start after it are nudged when it changes (readinessShown).
 	shownReady bool

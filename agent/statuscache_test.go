@@ -1,0 +1,123 @@
+package agent
+
+import (
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+
+	"github.com/staticpodd/staticpodd/agent/manifest"
+)
+
+const webKey = "default/web-" + testNode
+
+// published is the pod the status manager has for key: the cache's own.
+func (h *harness) published(key string) *v1.Pod {
+	return h.a.statuses.Desired(key)
+}
+
+// worker is the agent's worker of key, nil for none.
+func (h *harness) worker(key string) *worker {
+	h.a.mu.Lock()
+	defer h.a.mu.Unlock()
+	return h.a.workers[key]
+}
+
+// A resync of a pod of which nothing changed publishes the pod it published
+// before, the same status; a probe result and a restart after such
+// resyncs are published as before: Ready with its transition time, the
+// restart count, the last termination.
+func TestResyncUnchangedThenChanged(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		rt.SetHealth("/ready", 503)
+		h := start(t, rt, Config{SyncFrequency: time.Second})
+		c := ctr("web", "busybox")
+		c.ReadinessProbe = httpProbe("/ready", 10, 1)
+		h.send([]manifest.Pod{testPod("web", "u1", v1.RestartPolicyAlways, c)})
+		time.Sleep(3 * time.Second) // resyncs
+		synctest.Wait()
+		before := h.published(webKey)
+		time.Sleep(3 * time.Second)
+		synctest.Wait()
+		after := h.published(webKey)
+		if before != after {
+			t.Errorf("a resync that changed nothing published another pod:\n%+v\n%+v", before.Status, after.Status)
+		}
+		if cs := after.Status.ContainerStatuses[0]; cs.Ready || cs.State.Running == nil || condition(*after, v1.PodReady).Status != v1.ConditionFalse {
+			t.Fatalf("before a passing probe: %+v", after.Status)
+		}
+		notReadySince := condition(*after, v1.PodReady).LastTransitionTime
+
+		// A probe result.
+		rt.SetHealth("/ready", 200)
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		p := h.pod("web")
+		if !p.Status.ContainerStatuses[0].Ready || condition(p, v1.PodReady).Status != v1.ConditionTrue {
+			t.Fatalf("after a passing probe: %+v", p.Status)
+		}
+		readySince := condition(p, v1.PodReady).LastTransitionTime
+		if !readySince.After(notReadySince.Time) {
+			t.Errorf("Ready transition time %v did not move past %v", readySince, notReadySince)
+		}
+		time.Sleep(3 * time.Second)
+		synctest.Wait()
+		if q := h.pod("web"); !equality.Semantic.DeepEqual(p, q) {
+			t.Errorf("resyncs changed the status of a pod that did not change:\n%+v\n%+v", p.Status, q.Status)
+		}
+
+		// A restart.
+		id := strings.TrimPrefix(p.Status.ContainerStatuses[0].ContainerID, containerIDPrefix)
+		rt.Exit(id, 3)
+		time.Sleep(30 * time.Second)
+		synctest.Wait()
+		p = h.pod("web")
+		cs := p.Status.ContainerStatuses[0]
+		if cs.RestartCount != 1 || cs.State.Running == nil || cs.LastTerminationState.Terminated == nil ||
+			cs.LastTerminationState.Terminated.ExitCode != 3 || cs.ContainerID == containerIDPrefix+id {
+			t.Fatalf("after an exit: %+v", cs)
+		}
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		if q := h.pod("web"); !equality.Semantic.DeepEqual(p.Status.ContainerStatuses, q.Status.ContainerStatuses) {
+			t.Errorf("resyncs changed the containers of a pod that did not change:\n%+v\n%+v", p.Status, q.Status)
+		}
+	})
+}
+
+// The worker's status cache is of its desired pod only: a new generation
+// replaces it, and a pod no longer desired drops it with its worker.
+func TestStatusCacheFollowsThePod(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		h := start(t, rt, Config{SyncFrequency: time.Second})
+		h.send([]manifest.Pod{testPod("web", "u1", v1.RestartPolicyAlways, ctr("a", "busybox"))})
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		w := h.worker(webKey)
+		if w == nil || w.statusCache == nil || string(w.statusCache.pod.UID) != "u1" || w.statusCache.published != h.published(webKey) {
+			t.Fatalf("worker %p: cache %+v, want one of u1 with the published pod", w, w.statusCache)
+		}
+
+		h.send([]manifest.Pod{testPod("web", "u2", v1.RestartPolicyAlways, ctr("a", "busybox:2"))})
+		time.Sleep(30 * time.Second)
+		synctest.Wait()
+		if w.statusCache == nil || string(w.statusCache.pod.UID) != "u2" || w.statusCache.published != h.published(webKey) {
+			t.Fatalf("after a new generation: cache %+v, want one of u2 with the published pod", w.statusCache)
+		}
+
+		h.send(nil)
+		time.Sleep(30 * time.Second)
+		synctest.Wait()
+		if h.worker(webKey) != nil || h.published(webKey) != nil {
+			t.Fatalf("pod removed: worker or status left")
+		}
+		if w.statusCache != nil {
+			t.Errorf("pod removed: its worker kept a status cache %+v", w.statusCache)
+		}
+	})
+}
