@@ -113,6 +113,12 @@ func (m *Manager) Update(key string, f func(desired *v1.Pod, stopping map[string
 		}
 	}
 	desired, stopping = f(desired, stopping)
+	if old.same(desired, stopping) {
+		// The same pods (a resync that changed nothing): a change all the
+		// same, as before, without counting them again.
+		m.changedLocked(key, old)
+		return
+	}
 	e := &entry{pods: make(map[string]*v1.Pod, len(stopping)+1)}
 	put := func(uid string, p *v1.Pod) {
 		if prev := old.pod(uid); prev != nil && prev != p {
@@ -133,6 +139,19 @@ func (m *Manager) Update(key string, f func(desired *v1.Pod, stopping map[string
 	m.setLocked(key, e)
 }
 
+// same reports whether e shows desired and stopping, the same pods.
+func (e *entry) same(desired *v1.Pod, stopping map[string]*v1.Pod) bool {
+	if e == nil || desired == nil || e.desired != string(desired.UID) || e.pods[e.desired] != desired || len(e.pods) != len(stopping)+1 {
+		return false
+	}
+	for uid, p := range stopping {
+		if uid == e.desired || e.pods[uid] != p {
+			return false
+		}
+	}
+	return true
+}
+
 // pod is e's pod of UID uid; nil for none, or when e is nil.
 func (e *entry) pod(uid string) *v1.Pod {
 	if e == nil {
@@ -151,14 +170,12 @@ func (m *Manager) Remove(key string) {
 // setLocked makes e (nil: nothing) what key shows, counts its pods again and
 // tells the subscribers.
 func (m *Manager) setLocked(key string, e *entry) {
-	m.version++
 	if old := m.keys[key]; old != nil {
 		m.sum.addCounts(old.tally, -1)
 	}
 	delete(m.keys, key)
 	delete(m.waiting, key)
 	if e != nil {
-		e.version = m.version
 		for _, p := range e.pods {
 			e.tally.add(p, m.node)
 		}
@@ -167,6 +184,16 @@ func (m *Manager) setLocked(key string, e *entry) {
 		if len(e.tally.waiting) > 0 {
 			m.waiting[key] = e.tally.waiting
 		}
+	}
+	m.changedLocked(key, e)
+}
+
+// changedLocked tells the subscribers that key changed, to show e (nil:
+// nothing), which is counted already.
+func (m *Manager) changedLocked(key string, e *entry) {
+	m.version++
+	if e != nil {
+		e.version = m.version
 	}
 	m.touchLocked()
 	if e == nil && len(m.watches) > 0 {

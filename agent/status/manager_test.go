@@ -125,3 +125,53 @@ func TestManagerLine(t *testing.T) {
 		t.Errorf("Pods lists %d pods, want 1", got)
 	}
 }
+
+// Publishing the same pods again (a resync that changed nothing) is a
+// change to the subscribers, as any, and counts them once.
+func TestManagerSamePodsAgain(t *testing.T) {
+	m := NewManager(testNode, slog.New(slog.DiscardHandler))
+	web := "default/web-" + testNode
+	crash := v1.ContainerStatus{Name: "a", State: v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: CrashLoopBackOff}}}
+	desired, old := mpod("web", "u2", crash), mpod("web", "u1", instRunning("a", "c1"))
+	again := func(*v1.Pod, map[string]*v1.Pod) (*v1.Pod, map[string]*v1.Pod) {
+		return desired, map[string]*v1.Pod{"u1": old}
+	}
+	m.Update(web, again)
+	w := m.Watch(nil, func(string) bool { return true })
+	defer w.Close()
+	<-w.C()
+	w.Next()
+	for i := range 3 {
+		changed := m.Changed()
+		m.Update(web, func(d *v1.Pod, s map[string]*v1.Pod) (*v1.Pod, map[string]*v1.Pod) {
+			if d != desired || len(s) != 1 || s["u1"] != old {
+				t.Fatalf("Update %d was given %p %v, want the pods of the last", i, d, s)
+			}
+			return again(d, s)
+		})
+		select {
+		case <-changed:
+		default:
+			t.Fatalf("Update %d: Changed not closed", i)
+		}
+		select {
+		case <-w.C():
+		default:
+			t.Fatalf("Update %d: watch not signalled", i)
+		}
+		if got := w.Next(); !slices.Equal(got, []string{web}) {
+			t.Errorf("Update %d: Next = %q, want %q", i, got, web)
+		}
+		if got, want := m.Line(0), "2 pods: 1 running, 1 waiting (web: CrashLoopBackOff)"; got != want {
+			t.Errorf("Update %d: Line = %q, want %q", i, got, want)
+		}
+		if m.Desired(web) != desired || m.Stopping(web, "u1") != old {
+			t.Errorf("Update %d: pods not kept", i)
+		}
+	}
+	// The same desired pod without the older generation is a new entry.
+	set(m, web, desired)
+	if got, want := m.Line(0), "1 pod: 1 waiting (web: CrashLoopBackOff)"; got != want {
+		t.Errorf("Line = %q, want %q", got, want)
+	}
+}
