@@ -10,6 +10,7 @@ import (
 	"github.com/staticpodd/staticpodd/agent/events"
 	"github.com/staticpodd/staticpodd/agent/lifecycle"
 	"github.com/staticpodd/staticpodd/agent/podspec"
+	"github.com/staticpodd/staticpodd/agent/status"
 )
 
 // The worker decides when a container's hooks run; agent/lifecycle runs
@@ -88,8 +89,9 @@ func (w *worker) syncPostStarts(ctx context.Context, pod *v1.Pod) {
 	if st == nil {
 		return
 	}
-	for _, l := range latestByName(st.containers) {
-		if l.State != podspec.StateRunning || !w.hooks.Check(l.ID) {
+	for i := range st.containers {
+		l := st.containers[i]
+		if status.LatestIndex(st.containers, l.Name) != i || l.State != podspec.StateRunning || !w.hooks.Check(l.ID) {
 			continue
 		}
 		c := findContainer(pod, l.Name)

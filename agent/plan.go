@@ -472,12 +472,17 @@ func planSyncing(d *desiredPod, v podView, strays []action) []action {
 // stopped and not restarted, and nothing starts again.
 func finishedForGood(d *desiredPod, v podView) bool {
 	pod := d.pod
-	return len(pod.Spec.Containers) > 0 &&
-		!slices.ContainsFunc(pod.Spec.Containers, func(c v1.Container) bool {
-			l, ok := v.latest[c.Name]
-			return !ok || l.State != podspec.StateExited || shouldRestart(&c, pod.Spec.RestartPolicy, l.ExitCode) ||
-				(v.st.unhealthy[l.ID] != "" && restartsAfterKill(&c, pod.Spec.RestartPolicy))
-		})
+	// By index: a copy of each container, its address taken, was made on
+	// the heap at every sync.
+	for i := range pod.Spec.Containers {
+		c := &pod.Spec.Containers[i]
+		l, ok := v.latest[c.Name]
+		if !ok || l.State != podspec.StateExited || shouldRestart(c, pod.Spec.RestartPolicy, l.ExitCode) ||
+			(v.st.unhealthy[l.ID] != "" && restartsAfterKill(c, pod.Spec.RestartPolicy)) {
+			return false
+		}
+	}
+	return len(pod.Spec.Containers) > 0
 }
 
 // planRestartAll is the kubelet's RestartAllContainers (computePodActions
@@ -490,6 +495,19 @@ func finishedForGood(d *desiredPod, v podView) bool {
 // volumes stay; the next sync runs the pod again from its first init
 // container, each container as its next attempt. Nil when no rule matched.
 func planRestartAll(d *desiredPod, v podView) []action {
+	// Whether a rule matched, first: what the plan lists is made only then.
+	matched := func(list []v1.Container) bool {
+		for j := range list {
+			l, ok := v.latest[list[j].Name]
+			if ok && v.real[l.ID] && l.State == podspec.StateExited && status.RestartsAll(&list[j], l.ExitCode) {
+				return true
+			}
+		}
+		return false
+	}
+	if !matched(d.pod.Spec.Containers) && !matched(d.pod.Spec.InitContainers) {
+		return nil
+	}
 	var sources, targets [2][]podspec.ContainerStatus // [0] regular, [1] init
 	triggered := false
 	for i, list := range [][]v1.Container{d.pod.Spec.Containers, d.pod.Spec.InitContainers} {

@@ -15,6 +15,7 @@ import (
 	"github.com/staticpodd/staticpodd/agent/manifest"
 	"github.com/staticpodd/staticpodd/agent/podspec"
 	"github.com/staticpodd/staticpodd/agent/prober"
+	"github.com/staticpodd/staticpodd/agent/status"
 )
 
 // The worker decides which of its containers are probed; its prober.Manager
@@ -31,39 +32,59 @@ func newProbes(w *worker) *prober.Manager {
 // the desired one, and stops every other probe (all of them when pod is nil,
 // the pod being removed: probes never kill a container that is stopping).
 func (w *worker) syncProbes(ctx context.Context, pod *v1.Pod) {
-	want := map[string]*v1.Container{}
-	var latest map[string]podspec.ContainerStatus
+	var want map[string]*v1.Container // made only for a container with probes
 	var st *podState
 	if pod != nil && w.gen != nil && w.gen.uid == string(pod.UID) {
 		st = w.pods[string(pod.UID)]
 	}
 	if st != nil {
-		latest = latestByName(st.containers)
-		var probed []*v1.Container // sidecars and regular containers: init containers run to completion
-		for _, c := range manifest.AllContainers(pod) {
-			if isSidecar(c) || !slices.ContainsFunc(pod.Spec.InitContainers, func(i v1.Container) bool { return i.Name == c.Name }) {
-				probed = append(probed, c)
+		// Sidecars and regular containers: init containers run to completion.
+		probe := func(c *v1.Container) {
+			if !prober.HasProbes(c) {
+				return
 			}
-		}
-		for _, c := range probed {
-			l, ok := latest[c.Name]
+			i := status.LatestIndex(st.containers, c.Name)
+			if i < 0 {
+				return
+			}
+			l := &st.containers[i]
 			// Probed once its postStart hook is done, as the kubelet's
 			// prober sees a container once its pod worker has gone on.
-			if ok && prober.HasProbes(c) && l.State == podspec.StateRunning && l.Hash == w.gen.hashes[c.Name] && !w.hooks.Running(l.ID) {
+			if l.State == podspec.StateRunning && l.Hash == w.gen.hashes[c.Name] && !w.hooks.Running(l.ID) {
+				if want == nil {
+					want = map[string]*v1.Container{}
+				}
 				want[l.ID] = c
+			}
+		}
+		for i := range pod.Spec.InitContainers {
+			if c := &pod.Spec.InitContainers[i]; isSidecar(c) {
+				probe(c)
+			}
+		}
+		for i := range pod.Spec.Containers {
+			if c := &pod.Spec.Containers[i]; isSidecar(c) || !slices.ContainsFunc(pod.Spec.InitContainers, func(i v1.Container) bool { return i.Name == c.Name }) {
+				probe(c)
 			}
 		}
 	}
 	w.probes.Sync(ctx, want, func(id string, c *v1.Container) prober.Spec {
-		return prober.Spec{Pod: pod, ID: id, StartedAt: latest[c.Name].StartedAt, Target: w.probeTarget(pod, c, id)}
-	})
-	known := map[string]bool{}
-	for _, st := range w.pods {
-		for _, c := range st.containers {
-			known[c.ID] = true
+		var startedAt time.Time
+		if i := status.LatestIndex(st.containers, c.Name); i >= 0 {
+			startedAt = st.containers[i].StartedAt
 		}
-	}
-	w.probes.Prune(known)
+		return prober.Spec{Pod: pod, ID: id, StartedAt: startedAt, Target: w.probeTarget(pod, c, id)}
+	})
+	w.probes.Prune(func(id string) bool {
+		for _, st := range w.pods {
+			for i := range st.containers {
+				if st.containers[i].ID == id {
+					return true
+				}
+			}
+		}
+		return false
+	})
 }
 
 // probeTarget is how probes reach container c (runtime ID id) of pod: the

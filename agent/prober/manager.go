@@ -145,9 +145,9 @@ func (m *Manager) report(u Update) {
 	m.cfg.Updated(u)
 }
 
-// Prune forgets what the probes said of the containers known does not
-// name, and their marks: the worker no longer has them.
-func (m *Manager) Prune(known map[string]bool) {
+// Prune forgets what the probes said of the containers known reports not
+// known, and their marks: the worker no longer has them.
+func (m *Manager) Prune(known func(id string) bool) {
 	for id, uid := range m.results.prune(known) {
 		_ = m.cfg.Marks.Set(uid, id, MarkStarted, false)
 		_ = m.cfg.Marks.Set(uid, id, MarkReady, false)

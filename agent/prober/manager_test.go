@@ -101,7 +101,7 @@ func TestManagerResultsAndJoins(t *testing.T) {
 		if _, ok := m.Results().Get("c1"); !ok {
 			t.Error("results of c1 dropped before Prune")
 		}
-		m.Prune(map[string]bool{})
+		m.Prune(func(string) bool { return false })
 		if _, ok := m.Results().Get("c1"); ok || len(marks.list()) != 0 {
 			t.Errorf("after Prune: results kept %v, marks %v", ok, marks.list())
 		}

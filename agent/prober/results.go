@@ -92,14 +92,14 @@ func (r *Results) set(u Update) (podUID, mark string, ok bool) {
 	return e.podUID, mark, true
 }
 
-// prune drops the entries of the containers known does not name, and
+// prune drops the entries of the containers known reports not known, and
 // returns them, container ID to pod UID.
-func (r *Results) prune(known map[string]bool) map[string]string {
+func (r *Results) prune(known func(id string) bool) map[string]string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var gone map[string]string
 	for id, e := range r.m {
-		if !known[id] {
+		if !known(id) {
 			delete(r.m, id)
 			if gone == nil {
 				gone = map[string]string{}

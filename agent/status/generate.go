@@ -683,6 +683,22 @@ func ShouldRestart(policy v1.RestartPolicy, exitCode int) bool {
 	}
 }
 
+// LatestIndex is the index in cs of the instance of container name that
+// LatestByName gives, -1 for none; it allocates nothing.
+func LatestIndex(cs []podspec.ContainerStatus, name string) int {
+	at := -1
+	for i := range cs {
+		c := &cs[i]
+		if c.Name != name {
+			continue
+		}
+		if at < 0 || c.Attempt > cs[at].Attempt || (c.Attempt == cs[at].Attempt && c.CreatedAt.After(cs[at].CreatedAt)) {
+			at = i
+		}
+	}
+	return at
+}
+
 // LatestByName returns, per container name, the instance with the highest attempt
 // (the newest created on a tie).
 func LatestByName(cs []podspec.ContainerStatus) map[string]podspec.ContainerStatus {

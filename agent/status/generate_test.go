@@ -3,6 +3,7 @@ package status
 import (
 	"slices"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 
@@ -74,5 +75,30 @@ func TestCreatedContainerIsNotReady(t *testing.T) {
 	cs := s.ContainerStatuses[0]
 	if cs.State.Waiting == nil || cs.State.Waiting.Reason != "ContainerCreating" || cs.State.Running != nil || cs.Ready || *cs.Started {
 		t.Errorf("status of a created container = %+v, ready %v", cs.State, cs.Ready)
+	}
+}
+
+// LatestIndex picks the instance LatestByName does: the highest attempt,
+// the newest created on a tie, the first of equals.
+func TestLatestIndex(t *testing.T) {
+	at := func(s int) time.Time { return time.Unix(int64(s), 0) }
+	cs := []podspec.ContainerStatus{
+		{ID: "a0", Name: "a", Attempt: 0, CreatedAt: at(1)},
+		{ID: "b1", Name: "b", Attempt: 1, CreatedAt: at(1)},
+		{ID: "a2", Name: "a", Attempt: 2, CreatedAt: at(2)},
+		{ID: "a2b", Name: "a", Attempt: 2, CreatedAt: at(3)},
+		{ID: "a1", Name: "a", Attempt: 1, CreatedAt: at(9)},
+		{ID: "b1b", Name: "b", Attempt: 1, CreatedAt: at(1)},
+	}
+	latest := LatestByName(cs)
+	for _, name := range []string{"a", "b", "c"} {
+		i := LatestIndex(cs, name)
+		l, ok := latest[name]
+		if (i >= 0) != ok || ok && cs[i].ID != l.ID {
+			t.Errorf("LatestIndex(%s) = %d, LatestByName has %q (%v)", name, i, l.ID, ok)
+		}
+	}
+	if i := LatestIndex(cs, "a"); i != 3 {
+		t.Errorf("LatestIndex(a) = %d, want 3", i)
 	}
 }
