@@ -100,7 +100,7 @@ func (w *worker) waitsForDependencies() bool {
 // readinessShown nudges the pods that start after the worker's when its
 // readiness, as published, changed: one of them may start now.
 func (w *worker) readinessShown(p *v1.Pod) {
-	ready := p != nil && status.Classify(p).Ready
+	ready := p != nil && status.Ready(p)
 	if ready == w.shownReady {
 		return
 	}

@@ -45,7 +45,6 @@ package status
 import (
 	"cmp"
 	"fmt"
-	"slices"
 
 	v1 "k8s.io/api/core/v1"
 )
@@ -117,7 +116,8 @@ func Classify(p *v1.Pod) Class {
 		c.Reason = s.Reason
 	}
 	waitSeen := false
-	for _, cs := range slices.Concat(s.InitContainerStatuses, s.ContainerStatuses) {
+	for i := range len(s.InitContainerStatuses) + len(s.ContainerStatuses) {
+		cs := containerAt(s, i)
 		if w := cs.State.Waiting; w != nil {
 			if c.Stuck == "" && mendless(w.Reason) {
 				c.Stuck = cs.Name + ": " + w.Reason + ": " + w.Message
@@ -129,7 +129,7 @@ func Classify(p *v1.Pod) Class {
 			}
 		}
 		if c.Message == "" {
-			c.Message = message(cs)
+			c.Message = message(*cs)
 		}
 	}
 	for _, cs := range s.ContainerStatuses {
@@ -145,13 +145,28 @@ func Classify(p *v1.Pod) Class {
 		}
 		c.Containers = append(c.Containers, ct)
 	}
-	for _, cond := range s.Conditions {
-		if cond.Type == v1.PodReady {
-			c.Ready = cond.Status == v1.ConditionTrue
-			break
+	c.Ready = Ready(p)
+	return c
+}
+
+// Ready reports whether p's Ready condition is true (Class.Ready), without
+// classifying the rest.
+func Ready(p *v1.Pod) bool {
+	for i := range p.Status.Conditions {
+		if cond := &p.Status.Conditions[i]; cond.Type == v1.PodReady {
+			return cond.Status == v1.ConditionTrue
 		}
 	}
-	return c
+	return false
+}
+
+// containerAt is the status of the i-th of s's init containers then its
+// containers.
+func containerAt(s *v1.PodStatus, i int) *v1.ContainerStatus {
+	if i < len(s.InitContainerStatuses) {
+		return &s.InitContainerStatuses[i]
+	}
+	return &s.ContainerStatuses[i-len(s.InitContainerStatuses)]
 }
 
 // message says why a container does not run: its waiting reason, or how it
