@@ -70,9 +70,16 @@ type File struct {
 	digests map[*v1.Pod]string      // digest of each parsed pod of the last list
 	// objectDigests is digests' of the parsed objects.
 	objectDigests map[*objects.Object]string
-	sent          bool
-	missing       bool // the path did not exist at the last list
-	isDir         bool // the path was a directory at the last list
+	// The maps and the buffer the next list's fingerprint is made in:
+	// swapped with digests and objectDigests, and kept, so that a relist
+	// that finds nothing changed allocates none of them.
+	nextDigests       map[*v1.Pod]string
+	nextObjectDigests map[*objects.Object]string
+	fpBuf             []byte
+	present           map[string]bool // list's, kept for the next
+	sent              bool
+	missing           bool // the path did not exist at the last list
+	isDir             bool // the path was a directory at the last list
 	// recheckAt is when a list must run again: a file that failed while it
 	// may still be being written, or one that disappeared, settles then.
 	recheckAt time.Time
@@ -395,9 +402,13 @@ func (f *File) manifests() []Manifest {
 // unchanged manifests no longer marshals 100 pods to find that nothing
 // changed. So is an object's, unless its credentials' values make it anew.
 func (f *File) fingerprint(paths []string, objs []*objects.Object, credProblems []manifest.Problem) string {
-	var b strings.Builder
-	b.Grow(len(f.last)) // the last one's size: one allocation at rest
-	digests := make(map[*v1.Pod]string, len(f.digests))
+	b := f.fpBuf[:0]
+	if f.nextDigests == nil {
+		f.nextDigests, f.nextObjectDigests = map[*v1.Pod]string{}, map[*objects.Object]string{}
+	}
+	digests, objectDigests := f.nextDigests, f.nextObjectDigests
+	clear(digests)
+	clear(objectDigests)
 	for _, p := range paths {
 		st := f.files[p]
 		if st == nil {
@@ -410,18 +421,17 @@ func (f *File) fingerprint(paths []string, objs []*objects.Object, credProblems 
 			}
 			digests[pod.Pod] = d
 			// As fmt's "pod %s %s %s %d\n", without its allocations per pod.
-			b.WriteString("pod ")
-			b.WriteString(pod.Origin)
-			b.WriteByte(' ')
-			b.WriteString(string(pod.UID))
-			b.WriteByte(' ')
-			b.WriteString(d)
-			b.WriteByte(' ')
-			b.WriteString(strconv.FormatUint(st.recreated, 10))
-			b.WriteByte('\n')
+			b = append(b, "pod "...)
+			b = append(b, pod.Origin...)
+			b = append(b, ' ')
+			b = append(b, pod.UID...)
+			b = append(b, ' ')
+			b = append(b, d...)
+			b = append(b, ' ')
+			b = strconv.AppendUint(b, st.recreated, 10)
+			b = append(b, '\n')
 		}
 	}
-	objectDigests := make(map[*objects.Object]string, len(objs))
 	for _, o := range objs {
 		d, ok := f.objectDigests[o]
 		if !ok {
@@ -430,24 +440,35 @@ func (f *File) fingerprint(paths []string, objs []*objects.Object, credProblems 
 		if len(o.Credentials) == 0 { // filled: made anew at every list
 			objectDigests[o] = d
 		}
-		fmt.Fprintf(&b, "object %s %s %s\n", o.Origin, o.Key(), d)
+		b = fmt.Appendf(b, "object %s %s %s\n", o.Origin, o.Key(), d)
 	}
 	for _, p := range paths {
 		if st := f.files[p]; st != nil && st.err != nil {
-			fmt.Fprintf(&b, "problem %s %s\n", p, st.err)
+			b = fmt.Appendf(b, "problem %s %s\n", p, st.err)
 		}
 	}
 	for _, p := range credProblems {
-		fmt.Fprintf(&b, "problem %s %s\n", p.Origin, p.Err)
+		b = fmt.Appendf(b, "problem %s %s\n", p.Origin, p.Err)
 	}
-	f.digests, f.objectDigests = digests, objectDigests
-	return b.String()
+	f.digests, f.nextDigests = digests, f.digests
+	f.objectDigests, f.nextObjectDigests = objectDigests, f.objectDigests
+	f.fpBuf = b
+	if string(b) == f.last {
+		return f.last // as at rest: nothing to copy
+	}
+	return string(b)
 }
 
 // list reads the path and returns the update it makes.
 func (f *File) list() Update {
 	now := time.Now()
-	present := map[string]bool{} // the files that are there, readable or not
+	// The files that are there, readable or not; the map is kept for the
+	// next list.
+	if f.present == nil {
+		f.present = map[string]bool{}
+	}
+	present := f.present
+	clear(present)
 	fi, err := os.Stat(f.path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):

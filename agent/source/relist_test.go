@@ -157,3 +157,33 @@ func TestRelistByStatSeesEveryChange(t *testing.T) {
 		t.Errorf("after db was removed: %s", describe(u))
 	}
 }
+
+// The fingerprint of a relist that finds nothing changed is made in the
+// buffer and maps of the last one: it allocates nothing, and is the one
+// sent last.
+func TestIdleFingerprintAllocatesNothing(t *testing.T) {
+	dir := t.TempDir()
+	for i := range 10 {
+		writeFile(t, filepath.Join(dir, fmt.Sprintf("pod-%d.yaml", i)), podYAML(fmt.Sprintf("pod-%d", i), "busybox"))
+	}
+	src := NewFile(dir, "node1", time.Hour, func(types.UID) time.Time { return seenAt }, slog.New(slog.DiscardHandler))
+	u := src.list()
+	if len(u.Pods) != 10 {
+		t.Fatalf("first list %s", describe(u))
+	}
+	src.sent, src.last = true, u.fingerprint
+	paths := src.paths()
+	src.fingerprint(paths, nil, nil) // the spare maps made once
+	if n := testing.AllocsPerRun(20, func() {
+		if fp := src.fingerprint(paths, nil, nil); fp != src.last {
+			t.Fatalf("fingerprint of nothing changed %q, want %q", fp, src.last)
+		}
+	}); n != 0 {
+		t.Errorf("fingerprint of 10 unchanged manifests: %.0f allocations, want none", n)
+	}
+	// A change is still one.
+	writeFile(t, filepath.Join(dir, "pod-3.yaml"), podYAML("pod-3", "busybox:2"))
+	if u := src.list(); u.fingerprint == src.last || len(u.Pods) != 10 {
+		t.Errorf("after a change: fingerprint unchanged, or %s", describe(u))
+	}
+}
