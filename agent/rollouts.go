@@ -366,7 +366,8 @@ func (r *rollouts) observeLocked(w *worker, pod, published *v1.Pod, now time.Tim
 		}
 		changed = h.Start(g, now)
 	}
-	if podReady(published) {
+	if h.AwaitsReady(uid) && podReady(published) {
+		// The image IDs only then: every sync of a Ready pod came by.
 		changed = h.Ready(uid, now, imageIDs(published)) || changed
 	}
 	var rolled bool

@@ -141,12 +141,19 @@ func (h *History) Start(g Generation, now time.Time) bool {
 // Ready records that the current generation, uid, is Ready at now with
 // images; it reports whether h changed (only its first Ready counts).
 func (h *History) Ready(uid string, now time.Time, images map[string]string) bool {
-	c := h.Current()
-	if c == nil || c.UID != uid || !c.ReadyAt.IsZero() || !c.FailedAt.IsZero() {
+	if !h.AwaitsReady(uid) {
 		return false
 	}
+	c := h.Current()
 	c.ReadyAt, c.Images = now, boundImages(images)
 	return true
+}
+
+// AwaitsReady reports whether Ready would record uid Ready: it is the
+// current generation, not Ready yet and not failed.
+func (h *History) AwaitsReady(uid string) bool {
+	c := h.Current()
+	return c != nil && c.UID == uid && c.ReadyAt.IsZero() && c.FailedAt.IsZero()
 }
 
 // Deadline is when the current generation uid is judged, given its

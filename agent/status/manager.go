@@ -42,7 +42,7 @@ type Manager struct {
 	// removed are the keys removed since a subscriber last looked, with the
 	// version of their removal.
 	removed map[string]uint64
-	changed chan struct{} // closed, and replaced, at each change
+	changed chan struct{} // closed at the next change; nil: none asked for since the last
 	watches map[*Watch]bool
 	// sum is the sum of the entries' tallies; waiting holds, by key, the
 	// waiting pods' names of each.
@@ -64,7 +64,7 @@ type entry struct {
 func NewManager(node string, logger *slog.Logger) *Manager {
 	return &Manager{
 		node: node, logger: logger,
-		keys: map[string]*entry{}, removed: map[string]uint64{}, changed: make(chan struct{}), watches: map[*Watch]bool{},
+		keys: map[string]*entry{}, removed: map[string]uint64{}, watches: map[*Watch]bool{},
 		waiting: map[string][]string{},
 	}
 }
@@ -215,8 +215,12 @@ func (m *Manager) Touch() {
 }
 
 func (m *Manager) touchLocked() {
-	close(m.changed)
-	m.changed = make(chan struct{})
+	// Made by Changed only, when asked for: a change nobody waits for
+	// (each resync at rest) makes none.
+	if m.changed != nil {
+		close(m.changed)
+		m.changed = nil
+	}
 }
 
 // Changed returns a channel that is closed at the next change: subscribers
@@ -224,6 +228,9 @@ func (m *Manager) touchLocked() {
 func (m *Manager) Changed() <-chan struct{} {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.changed == nil {
+		m.changed = make(chan struct{})
+	}
 	return m.changed
 }
 

@@ -175,3 +175,41 @@ func TestManagerSamePodsAgain(t *testing.T) {
 		t.Errorf("Line = %q, want %q", got, want)
 	}
 }
+
+// Changed is closed at the next change, for every caller since the last,
+// whether or not anyone asked before the changes that went before.
+func TestManagerChanged(t *testing.T) {
+	m := NewManager(testNode, slog.New(slog.DiscardHandler))
+	web := "default/web-" + testNode
+	closed := func(c <-chan struct{}) bool {
+		select {
+		case <-c:
+			return true
+		default:
+			return false
+		}
+	}
+	set(m, web, mpod("web", "u1")) // nobody asked
+	set(m, web, mpod("web", "u1"))
+	c1, c2 := m.Changed(), m.Changed()
+	if closed(c1) || closed(c2) {
+		t.Fatal("Changed closed before a change")
+	}
+	set(m, web, mpod("web", "u2"))
+	if !closed(c1) || !closed(c2) {
+		t.Fatal("Changed not closed at a change")
+	}
+	c3 := m.Changed()
+	if closed(c3) {
+		t.Fatal("Changed asked after a change is closed")
+	}
+	m.Touch()
+	if !closed(c3) {
+		t.Fatal("Changed not closed at Touch")
+	}
+	c4 := m.Changed()
+	m.Remove(web)
+	if !closed(c4) {
+		t.Fatal("Changed not closed at a removal")
+	}
+}
