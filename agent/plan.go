@@ -252,9 +252,18 @@ func (s podWorkState) String() string {
 type podView struct {
 	st *podState
 	// latest is the newest instance of each name, with the final status of
-	// one reclaim removed; real are the IDs the runtime has.
+	// one reclaim removed.
 	latest map[string]podspec.ContainerStatus
-	real   map[string]bool
+}
+
+// real reports whether the runtime has the container of ID id (kept).
+func (v podView) real(id string) bool {
+	for i := range v.st.containers {
+		if v.st.containers[i].ID == id {
+			return true
+		}
+	}
+	return false
 }
 
 // view is d's look at st (nil: the pod has nothing yet).
@@ -273,10 +282,7 @@ func (d *desiredPod) view(st *podState) podView {
 		cp.containers = kept
 		st = &cp
 	}
-	v := podView{st: st, latest: latestByName(st.containers), real: map[string]bool{}}
-	for _, c := range st.containers {
-		v.real[c.ID] = true
-	}
+	v := podView{st: st, latest: latestByName(st.containers)}
 	for name, c := range d.final {
 		if _, ok := v.latest[name]; !ok {
 			v.latest[name] = c // removed by reclaim once it had finished
@@ -405,7 +411,7 @@ func planReclaim(d *desiredPod, v podView, planned []action) []action {
 	}
 	var acts []action
 	for _, c := range v.newest() {
-		if c.State == podspec.StateExited && v.real[c.ID] {
+		if c.State == podspec.StateExited && v.real(c.ID) {
 			acts = append(acts, action{kind: actDestroy, podUID: string(d.pod.UID), container: c.Name, id: c.ID})
 		}
 	}
@@ -499,7 +505,7 @@ func planRestartAll(d *desiredPod, v podView) []action {
 	matched := func(list []v1.Container) bool {
 		for j := range list {
 			l, ok := v.latest[list[j].Name]
-			if ok && v.real[l.ID] && l.State == podspec.StateExited && status.RestartsAll(&list[j], l.ExitCode) {
+			if ok && v.real(l.ID) && l.State == podspec.StateExited && status.RestartsAll(&list[j], l.ExitCode) {
 				return true
 			}
 		}
@@ -513,7 +519,7 @@ func planRestartAll(d *desiredPod, v podView) []action {
 	for i, list := range [][]v1.Container{d.pod.Spec.Containers, d.pod.Spec.InitContainers} {
 		for j := range list {
 			l, ok := v.latest[list[j].Name]
-			if !ok || !v.real[l.ID] {
+			if !ok || !v.real(l.ID) {
 				continue
 			}
 			if l.State == podspec.StateExited && status.RestartsAll(&list[j], l.ExitCode) {
