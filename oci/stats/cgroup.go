@@ -13,7 +13,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"sync"
 
 	"github.com/staticpodd/staticpodd/agent/podspec"
 )
@@ -169,11 +168,30 @@ func readFlat(dir, file string, keys ...string) (v flat, err error) {
 // KiB (v1's memory.stat is the largest, about 1.5 KiB).
 const smallFileMax = 16 << 10
 
-// readBufs are readSmall's buffers (one byte more than it reads, to tell a
-// file of smallFileMax bytes from a larger one): the housekeeping reads
-// every pod's and container's cgroup files every few seconds, and a buffer
-// each was most of what an idle daemon allocated.
-var readBufs = sync.Pool{New: func() any { return new([smallFileMax + 1]byte) }}
+// readBufs are readSmall's spare buffers (one byte more than it reads, to
+// tell a file of smallFileMax bytes from a larger one): the housekeeping
+// reads every pod's and container's cgroup files every few seconds, and a
+// buffer each was most of what an idle daemon allocated. Two are kept
+// whatever the collector does (a sync.Pool dropped them at every other
+// cycle, and the next housekeeping made them again); more readers at once
+// make their own, and drop them.
+var readBufs = make(chan *[smallFileMax + 1]byte, 2)
+
+func getReadBuf() *[smallFileMax + 1]byte {
+	select {
+	case b := <-readBufs:
+		return b
+	default:
+		return new([smallFileMax + 1]byte)
+	}
+}
+
+func putReadBuf(b *[smallFileMax + 1]byte) {
+	select {
+	case readBufs <- b:
+	default:
+	}
+}
 
 // readSmall calls use with the content of path, which use must not keep.
 // An error names the path; a missing file wraps os.ErrNotExist.
@@ -183,8 +201,8 @@ func readSmall(path string, use func([]byte) error) error {
 		return err
 	}
 	defer f.Close()
-	buf := readBufs.Get().(*[smallFileMax + 1]byte)
-	defer readBufs.Put(buf)
+	buf := getReadBuf()
+	defer putReadBuf(buf)
 	n, err := io.ReadFull(f, buf[:])
 	switch {
 	case err == nil:

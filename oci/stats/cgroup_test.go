@@ -3,6 +3,7 @@ package stats
 import (
 	"os"
 	"path/filepath"
+	"runtime"
 	"testing"
 
 	"github.com/staticpodd/staticpodd/agent/podspec"
@@ -74,5 +75,33 @@ func TestReadLimits(t *testing.T) {
 	mem, pids, err = ReadLimits(Dirs{"": "testdata/cgroup/v2"})
 	if err != nil || mem != 256<<20 || pids != 0 {
 		t.Errorf("v2: %d %d %v, want max pids as 0", mem, pids, err)
+	}
+}
+
+// readSmall's buffer outlives the collector's cycles: the housekeeping
+// every 10 s, with a cycle or two between, read into a new 16 KiB buffer
+// each time the pool had been emptied.
+func TestReadSmallKeepsItsBufferAcrossCycles(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "memory.current")
+	if err := os.WriteFile(p, []byte("12345\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	read := func() {
+		if err := readSmall(p, func(b []byte) error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	const reads = 8
+	for range reads {
+		runtime.GC()
+		runtime.GC()
+		read()
+	}
+	runtime.ReadMemStats(&after)
+	if got := after.TotalAlloc - before.TotalAlloc; got >= smallFileMax {
+		t.Errorf("%d reads, each after two cycles, allocated %d bytes, want less than one buffer (%d)", reads, got, smallFileMax)
 	}
 }
