@@ -121,3 +121,28 @@ func TestStatusCacheFollowsThePod(t *testing.T) {
 		}
 	})
 }
+
+// A publish that finds nothing changed allocates nothing: what the daemon
+// allocated at rest was mostly each resync's status, made and copied anew.
+func TestCachedStatusAllocatesNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		h := start(t, rt, Config{SyncFrequency: time.Hour})
+		c := ctr("web", "busybox")
+		c.ReadinessProbe = httpProbe("/ready", 10, 1)
+		h.send([]manifest.Pod{testPod("web", "u1", v1.RestartPolicyAlways, ctr("init", "busybox"), c)})
+		w := h.worker(webKey)
+		pod := w.wanted()
+		if w.statusCache == nil || w.statusCache.published != h.published(webKey) {
+			t.Fatalf("no status cache after the first syncs")
+		}
+		st, rc := w.podState(pod), w.a.rollouts.condition(w.key, pod)
+		var got *v1.Pod
+		if n := testing.AllocsPerRun(20, func() { got = w.cachedStatus(pod, st, rc) }); n != 0 {
+			t.Errorf("cachedStatus of a pod that did not change: %.0f allocations, want none", n)
+		}
+		if got != h.published(webKey) {
+			t.Errorf("cachedStatus = %p, want the pod published %p", got, h.published(webKey))
+		}
+	})
+}

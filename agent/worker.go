@@ -684,9 +684,13 @@ func (w *worker) setTimer(at time.Time) {
 }
 
 func findContainer(pod *v1.Pod, name string) *v1.Container {
-	for _, c := range manifest.AllContainers(pod) {
-		if c.Name == name {
-			return c
+	// In place, init containers first as manifest.AllContainers lists
+	// them: each publish looks up its running containers so.
+	for _, list := range [2][]v1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for i := range list {
+			if list[i].Name == name {
+				return &list[i]
+			}
 		}
 	}
 	return nil
