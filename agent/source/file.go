@@ -407,8 +407,6 @@ func (f *File) fingerprint(paths []string, objs []*objects.Object, credProblems 
 		f.nextDigests, f.nextObjectDigests = map[*v1.Pod]string{}, map[*objects.Object]string{}
 	}
 	digests, objectDigests := f.nextDigests, f.nextObjectDigests
-	clear(digests)
-	clear(objectDigests)
 	for _, p := range paths {
 		st := f.files[p]
 		if st == nil {
@@ -452,6 +450,10 @@ func (f *File) fingerprint(paths []string, objs []*objects.Object, credProblems 
 	}
 	f.digests, f.nextDigests = digests, f.digests
 	f.objectDigests, f.nextObjectDigests = objectDigests, f.objectDigests
+	// The spares keep their room, not the pods and objects of the list
+	// before: those of a changed manifest go now.
+	clear(f.nextDigests)
+	clear(f.nextObjectDigests)
 	f.fpBuf = b
 	if string(b) == f.last {
 		return f.last // as at rest: nothing to copy

@@ -186,4 +186,9 @@ func TestIdleFingerprintAllocatesNothing(t *testing.T) {
 	if u := src.list(); u.fingerprint == src.last || len(u.Pods) != 10 {
 		t.Errorf("after a change: fingerprint unchanged, or %s", describe(u))
 	}
+	// The spare map keeps no pod of the list before: not the changed
+	// manifest's old one.
+	if n := len(src.nextDigests); n != 0 || len(src.digests) != 10 {
+		t.Errorf("after a change: %d digests kept in the spare map, %d in use; want 0 and 10", n, len(src.digests))
+	}
 }
