@@ -35,7 +35,10 @@ func New(d time.Duration) *Ticker {
 	}
 	c := make(chan time.Time, 1)
 	tk := &Ticker{C: c, c: c, period: d}
+	// Under mu: fire, which reads t, may run before New returns.
+	tk.mu.Lock()
 	tk.t = time.AfterFunc(Until(time.Now(), d), tk.fire)
+	tk.mu.Unlock()
 	return tk
 }
 
