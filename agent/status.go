@@ -32,7 +32,14 @@ func (w *worker) publish(pod *v1.Pod) {
 			delete(out.Annotations, manifest.AnnotationContainerHashes)
 			delete(out.Annotations, manifest.AnnotationManifestUID)
 			gen, prev := w.gen.status(), w.prevState
+			// What the probes say, before the status reads it: a result
+			// that comes meanwhile (they run beside the worker) differs
+			// from the cache's at the next publish, which generates again.
+			probes := w.probesSeen(pod, st)
 			out.Status = w.podStatus(pod, st, gen)
+			if statusGenerated != nil {
+				statusGenerated(&out.Status, prev)
+			}
 			if rc != nil {
 				out.Status.Conditions = append(out.Status.Conditions, *rc)
 			}
@@ -44,7 +51,7 @@ func (w *worker) publish(pod *v1.Pod) {
 				w.a.timings.podStart.Observe(time.Since(w.gen.startTime).Seconds())
 			}
 			w.prevState = out.Status.DeepCopy()
-			w.rememberStatus(pod, st, gen, rc, prev, out)
+			w.rememberStatus(pod, st, gen, rc, prev, probes, out)
 		}
 	}
 	now := time.Now()

@@ -43,6 +43,11 @@ type statusCache struct {
 	rollout    *v1.PodCondition
 }
 
+// statusGenerated, when set (by tests only, before the agent runs), is
+// called with each status publish generates and the one before it, on the
+// worker's goroutine: what runs beside the worker may change meanwhile.
+var statusGenerated func(s, prev *v1.PodStatus)
+
 // probeSeen is what the status read of one running container's probes and
 // postStart hook.
 type probeSeen struct {
@@ -94,9 +99,17 @@ func (w *worker) cachedStatus(pod *v1.Pod, st *podState, rc *v1.PodCondition) *v
 	return c.published
 }
 
-// rememberStatus makes the cache what publishing pod read (gen, st, rc)
-// and published (out), its status generated from prev.
-func (w *worker) rememberStatus(pod *v1.Pod, st *podState, gen *status.Generation, rc *v1.PodCondition, prev *v1.PodStatus, out *v1.Pod) {
+// probesSeen is what seenProbes calls its func with, in its order.
+func (w *worker) probesSeen(pod *v1.Pod, st *podState) []probeSeen {
+	var out []probeSeen
+	w.seenProbes(pod, st, func(p probeSeen) bool { out = append(out, p); return true })
+	return out
+}
+
+// rememberStatus makes the cache what publishing pod read (gen, st, rc,
+// and probes, taken before the status) and published (out), its status
+// generated from prev.
+func (w *worker) rememberStatus(pod *v1.Pod, st *podState, gen *status.Generation, rc *v1.PodCondition, prev *v1.PodStatus, probes []probeSeen, out *v1.Pod) {
 	c := &statusCache{pod: pod, prev: w.prevState, published: out,
 		containers: slices.Clone(st.containers), sandbox: st.sandbox, nodeIP: w.a.cfg.NodeIP,
 		network: copySandboxStatus(st.network), gen: copyGeneration(gen)}
@@ -105,7 +118,7 @@ func (w *worker) rememberStatus(pod *v1.Pod, st *podState, gen *status.Generatio
 		r := *rc
 		c.rollout = &r
 	}
-	w.seenProbes(pod, st, func(p probeSeen) bool { c.probes = append(c.probes, p); return true })
+	c.probes = probes
 	w.statusCache = c
 }
 

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"strings"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -143,6 +144,49 @@ func TestCachedStatusAllocatesNothing(t *testing.T) {
 		}
 		if got != h.published(webKey) {
 			t.Errorf("cachedStatus = %p, want the pod published %p", got, h.published(webKey))
+		}
+	})
+}
+
+// A probe result that comes while a status is generated (the probes run
+// beside the worker) is published at the sync it wakes: the status cache
+// does not take the result read after the status for the one it shows.
+func TestProbeResultWhileGeneratingIsPublished(t *testing.T) {
+	var armed atomic.Bool
+	fired := false
+	var rt *fakeRuntime
+	statusGenerated = func(s, prev *v1.PodStatus) {
+		// A status of the pod at rest, the same as the one before: the
+		// readiness probe passes now, and runs before the cache is made.
+		if prev != nil && statusEqual(s, prev) && armed.CompareAndSwap(true, false) {
+			fired = true
+			rt.SetHealth("/ready", 200)
+			time.Sleep(11 * time.Second)
+		}
+	}
+	defer func() { statusGenerated = nil }()
+	synctest.Test(t, func(t *testing.T) {
+		rt = newFakeRuntime()
+		rt.SetHealth("/ready", 503)
+		h := start(t, rt, Config{SyncFrequency: time.Second})
+		c := ctr("web", "busybox")
+		c.ReadinessProbe = httpProbe("/ready", 10, 1)
+		h.send([]manifest.Pod{testPod("web", "u1", v1.RestartPolicyAlways, c)})
+		time.Sleep(15 * time.Second) // the probe failed once; resyncs
+		synctest.Wait()
+		if p := h.pod("web"); condition(p, v1.PodReady).Status != v1.ConditionFalse {
+			t.Fatalf("before a passing probe: %+v", p.Status)
+		}
+		armed.Store(true)
+		// The same pod again: its status is generated again, the same.
+		h.send([]manifest.Pod{testPod("web", "u1", v1.RestartPolicyAlways, c)})
+		time.Sleep(20 * time.Second)
+		synctest.Wait()
+		if !fired {
+			t.Fatal("no status of the pod at rest was generated again")
+		}
+		if p := h.pod("web"); !p.Status.ContainerStatuses[0].Ready || condition(p, v1.PodReady).Status != v1.ConditionTrue {
+			t.Errorf("a passing probe not published after resyncs: %+v", p.Status)
 		}
 	})
 }
