@@ -508,46 +508,36 @@ func TestBootstrapAgainstAServerThatNeverAnswers(t *testing.T) {
 	}
 }
 
-// A CSR creation the server never answers is given up after
-// csrRequestTimeout, and the next try gets the certificate.
+// A CSR creation the server never answers, or answers "try again in an
+// hour" (429 with a Retry-After, which client-go's REST client obeys, up to
+// 10 times, before it returns), is given up after csrRequestTimeout, and the
+// next try gets the certificate.
 func TestUnansweredCSRIsTriedAgain(t *testing.T) {
-	defer func(d time.Duration) { csrRequestTimeout = d }(csrRequestTimeout)
-	csrRequestTimeout = 200 * time.Millisecond
-	ca := newTestCA(t)
-	s := newCSRServer(t, ca)
-	s.hang = 1
-	dir := t.TempDir()
-	boot := s.kubeconfig(t, dir, "bootstrap-kubelet.conf", "{token: abcdef.0123456789abcdef}")
-	creds := NewCredentials(CredentialsConfig{Kubeconfig: filepath.Join(dir, "kubelet.conf"), BootstrapKubeconfig: boot,
-		CertDir: filepath.Join(dir, "pki"), NodeName: "n", Rotate: true}, testLogger())
-	defer creds.Close()
-	if _, err := creds.RESTConfig(); err != nil {
-		t.Fatal(err)
+	for _, tc := range []struct {
+		name        string
+		hang, later int
+	}{
+		{"never answered", 1, 0},
+		{"answered with an hour's Retry-After", 0, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			defer func(d time.Duration) { csrRequestTimeout = d }(csrRequestTimeout)
+			csrRequestTimeout = 200 * time.Millisecond
+			ca := newTestCA(t)
+			s := newCSRServer(t, ca)
+			s.hang, s.later = tc.hang, tc.later
+			dir := t.TempDir()
+			boot := s.kubeconfig(t, dir, "bootstrap-kubelet.conf", "{token: abcdef.0123456789abcdef}")
+			creds := NewCredentials(CredentialsConfig{Kubeconfig: filepath.Join(dir, "kubelet.conf"), BootstrapKubeconfig: boot,
+				CertDir: filepath.Join(dir, "pki"), NodeName: "n", Rotate: true}, testLogger())
+			defer creds.Close()
+			if _, err := creds.RESTConfig(); err != nil {
+				t.Fatal(err)
+			}
+			// The manager's back-off waits 2 s before its second try.
+			waitFor(t, 10*time.Second, "a certificate after a CSR creation "+tc.name, func() bool { return creds.certificate() != nil })
+		})
 	}
-	// The manager's back-off waits 2 s before its second try.
-	waitFor(t, 10*time.Second, "a certificate after an unanswered CSR", func() bool { return creds.certificate() != nil })
-}
-
-// A CSR creation answered "try again in an hour" (429 with a Retry-After,
-// which client-go's REST client obeys, up to 10 times, before it returns)
-// is given up after csrRequestTimeout as one never answered, and the next
-// try gets the certificate.
-func TestCSRRetryAfterIsBounded(t *testing.T) {
-	defer func(d time.Duration) { csrRequestTimeout = d }(csrRequestTimeout)
-	csrRequestTimeout = 200 * time.Millisecond
-	ca := newTestCA(t)
-	s := newCSRServer(t, ca)
-	s.later = 1
-	dir := t.TempDir()
-	boot := s.kubeconfig(t, dir, "bootstrap-kubelet.conf", "{token: abcdef.0123456789abcdef}")
-	creds := NewCredentials(CredentialsConfig{Kubeconfig: filepath.Join(dir, "kubelet.conf"), BootstrapKubeconfig: boot,
-		CertDir: filepath.Join(dir, "pki"), NodeName: "n", Rotate: true}, testLogger())
-	defer creds.Close()
-	if _, err := creds.RESTConfig(); err != nil {
-		t.Fatal(err)
-	}
-	// The manager's back-off waits 2 s before its second try.
-	waitFor(t, 10*time.Second, "a certificate after a CSR creation answered with an hour's Retry-After", func() bool { return creds.certificate() != nil })
 }
 
 // The certificate's wait streams its list (client-go's WatchListClient)
