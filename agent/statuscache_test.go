@@ -1,6 +1,8 @@
 package agent
 
 import (
+	"net/netip"
+	"reflect"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -11,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 
 	"github.com/staticpodd/staticpodd/agent/manifest"
+	"github.com/staticpodd/staticpodd/agent/podspec"
 )
 
 const webKey = "default/web-" + testNode
@@ -189,4 +192,88 @@ func TestProbeResultWhileGeneratingIsPublished(t *testing.T) {
 			t.Errorf("a passing probe not published after resyncs: %+v", p.Status)
 		}
 	})
+}
+
+// setSome gives v, a field of any kind these structs have, a value other
+// than its zero one.
+func setSome(t *testing.T, v reflect.Value) {
+	t.Helper()
+	switch v.Kind() {
+	case reflect.String:
+		v.SetString("x")
+	case reflect.Int, reflect.Int64:
+		v.SetInt(7)
+	case reflect.Bool:
+		v.SetBool(true)
+	case reflect.Map:
+		m := reflect.MakeMap(v.Type())
+		k, e := reflect.New(v.Type().Key()).Elem(), reflect.New(v.Type().Elem()).Elem()
+		setSome(t, k)
+		setSome(t, e)
+		m.SetMapIndex(k, e)
+		v.Set(m)
+	case reflect.Slice:
+		s := reflect.MakeSlice(v.Type(), 1, 1)
+		setSome(t, s.Index(0))
+		v.Set(s)
+	case reflect.Pointer:
+		p := reflect.New(v.Type().Elem())
+		setSome(t, p.Elem())
+		v.Set(p)
+	case reflect.Struct:
+		switch x := v.Addr().Interface().(type) {
+		case *time.Time:
+			*x = time.Unix(7, 0)
+		case *netip.Addr:
+			*x = netip.MustParseAddr("192.0.2.7")
+		default:
+			for i := range v.NumField() {
+				setSome(t, v.Field(i))
+			}
+		}
+	default:
+		t.Fatalf("no value for a field of kind %s (%s): teach setSome", v.Kind(), v.Type())
+	}
+}
+
+// The status cache compares every field of what status.Generate reads of
+// the runtime: a field added to podspec.ContainerStatus, SandboxStatus or
+// NetworkConf and left out of its comparison (or of the sandbox's copy)
+// would let a resync publish a status the field has changed.
+func TestStatusCacheComparesEveryField(t *testing.T) {
+	ct := reflect.TypeFor[podspec.ContainerStatus]()
+	for i := range ct.NumField() {
+		var a, b podspec.ContainerStatus
+		setSome(t, reflect.ValueOf(&b).Elem().Field(i))
+		if containerStatusEqual(a, b) {
+			t.Errorf("containerStatusEqual does not compare ContainerStatus.%s", ct.Field(i).Name)
+		}
+	}
+	st := reflect.TypeFor[podspec.SandboxStatus]()
+	for i := range st.NumField() {
+		a, b := &podspec.SandboxStatus{}, &podspec.SandboxStatus{}
+		setSome(t, reflect.ValueOf(b).Elem().Field(i))
+		if sandboxStatusEqual(a, b) {
+			t.Errorf("sandboxStatusEqual does not compare SandboxStatus.%s", st.Field(i).Name)
+		}
+	}
+	nt := reflect.TypeFor[podspec.NetworkConf]()
+	for i := range nt.NumField() {
+		a, b := &podspec.SandboxStatus{Chosen: &podspec.NetworkConf{}}, &podspec.SandboxStatus{Chosen: &podspec.NetworkConf{}}
+		setSome(t, reflect.ValueOf(b.Chosen).Elem().Field(i))
+		if sandboxStatusEqual(a, b) {
+			t.Errorf("sandboxStatusEqual does not compare SandboxStatus.Chosen.%s", nt.Field(i).Name)
+		}
+	}
+	// The copy shares nothing the runtime may change in place.
+	var s podspec.SandboxStatus
+	setSome(t, reflect.ValueOf(&s).Elem())
+	c := copySandboxStatus(&s)
+	if !sandboxStatusEqual(c, &s) {
+		t.Fatal("copySandboxStatus is not equal to what it copied")
+	}
+	s.IPs[0], s.Plugins[0], s.Chosen.Plugins[0], s.Chosen.Why = netip.MustParseAddr("192.0.2.8"), "y", "y", "y"
+	if sandboxStatusEqual(c, &s) {
+		t.Error("copySandboxStatus shares a slice or the chosen network with what it copied")
+	}
 }
