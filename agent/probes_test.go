@@ -2,6 +2,7 @@ package agent
 
 import (
 	"slices"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -10,6 +11,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/staticpodd/staticpodd/agent/manifest"
+	"github.com/staticpodd/staticpodd/agent/poddir"
+	"github.com/staticpodd/staticpodd/agent/podspec"
+	"github.com/staticpodd/staticpodd/agent/prober"
 )
 
 func httpProbe(path string, period, failures int32) *v1.Probe {
@@ -191,6 +195,56 @@ func TestStartupProbeGates(t *testing.T) {
 		synctest.Wait()
 		if n := len(rt.Calls("signal")); n != 1 {
 			t.Errorf("signals %q after 3 failed start-up probes, want one SIGTERM", rt.Calls("signal"))
+		}
+	})
+}
+
+// A container found running at start whose probes had passed (their marks
+// kept by the daemon before) is never published unstarted or unready, not
+// even by the first status of the new daemon, made before its probes run:
+// an API server watching the mirror pod sees no flap across the restart (the
+// node e2e suite's "MirrorPod when kubelet restarts should not change
+// container status").
+func TestAdoptedReadyContainerNeverPublishedUnready(t *testing.T) {
+	var generated, unready atomic.Int32
+	statusGenerated = func(s, _ *v1.PodStatus) {
+		for _, cs := range s.ContainerStatuses {
+			if cs.State.Running == nil {
+				continue
+			}
+			generated.Add(1)
+			if !cs.Ready || cs.Started == nil || !*cs.Started {
+				unready.Add(1)
+			}
+		}
+	}
+	defer func() { statusGenerated = nil }()
+	root := t.TempDir()
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		rt.SetHealth("/ready", 200)
+		c := ctr("web", "busybox")
+		c.StartupProbe = httpProbe("/ready", 10, 1)
+		c.ReadinessProbe = httpProbe("/ready", 10, 1)
+		pod := testPod("web", "u1", v1.RestartPolicyAlways, c)
+		started := time.Now().Add(-time.Hour)
+		rt.adopt(podspec.ContainerStatus{ID: "old-web", PodUID: "u1", PodName: "web-node1", Name: "web",
+			Hash: hashOf(&pod.Spec.Containers[0]), Image: "busybox", State: podspec.StateRunning, StartedAt: started, CreatedAt: started})
+		marks := prober.FileMarks{File: poddir.Root(root).ProbeMark}
+		for _, m := range []string{prober.MarkStarted, prober.MarkReady} {
+			if err := marks.Set("u1", "old-web", m, true); err != nil {
+				t.Fatal(err)
+			}
+		}
+		h := start(t, rt, Config{Paths: manifest.Paths{RootDir: root}})
+		h.send([]manifest.Pod{pod})
+		time.Sleep(30 * time.Second) // the probes run, after their jitter
+		synctest.Wait()
+		if p := h.pod("web"); condition(p, v1.PodReady).Status != v1.ConditionTrue {
+			t.Fatalf("web not Ready: %+v", p.Status)
+		}
+		if generated.Load() == 0 || unready.Load() != 0 {
+			t.Errorf("%d of the %d statuses generated of the adopted container show it unstarted or unready", unready.Load(), generated.Load())
 		}
 	})
 }
