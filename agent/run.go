@@ -14,6 +14,7 @@ import (
 	"github.com/staticpodd/staticpodd/agent/events"
 	"github.com/staticpodd/staticpodd/agent/manifest"
 	"github.com/staticpodd/staticpodd/agent/source"
+	"github.com/staticpodd/staticpodd/agent/status"
 	"github.com/staticpodd/staticpodd/agent/tick"
 )
 
@@ -409,6 +410,12 @@ func (a *Agent) removeWorker(w *worker) bool {
 // Pods returns every desired pod with its live status, and the older
 // generations still stopping, sorted by full name (status.Manager.Pods).
 func (a *Agent) Pods() []v1.Pod { return a.debugs.withDebug(a.statuses.Pods()) }
+
+// PodFigures calls f with what the metrics read of each pod, in the order of
+// Pods, without a copy of any pod (status.Manager.Figures): fig is f's only
+// while it runs. The figures have no debug container (Pods lists them as
+// ephemeral containers, which the metrics do not count).
+func (a *Agent) PodFigures(f func(fig *status.Figures)) { a.statuses.Figures(f) }
 
 // Problems returns the manifests that could not be used, and duplicates.
 func (a *Agent) Problems() []manifest.Problem {

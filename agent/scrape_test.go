@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -110,22 +111,86 @@ func scrape(t testing.TB, h http.Handler, path string) string {
 	return rec.Body.String()
 }
 
+// discardWriter is a response writer that keeps nothing of the body: a
+// scrape's cost without the client's.
+type discardWriter struct{ h http.Header }
+
+func (d discardWriter) Header() http.Header         { return d.h }
+func (d discardWriter) Write(b []byte) (int, error) { return len(b), nil }
+func (d discardWriter) WriteHeader(int)             {}
+
+// scraper returns a scrape of path from an agent at rest with n busy pods,
+// its body discarded.
+func scraper(n int, path string) func() {
+	pods, sum := busyPods(n)
+	a := restingAgent(pods, sum)
+	h := server.ReadOnly(a, server.NewMetrics(a), slog.New(slog.DiscardHandler))
+	req := httptest.NewRequest(http.MethodGet, path, nil)
+	w := discardWriter{http.Header{}}
+	return func() { h.ServeHTTP(w, req) }
+}
+
 // BenchmarkScrape measures one scrape of each metrics endpoint that reads
 // the pods, from an agent at rest with 100 pods of two containers, its
-// stats measured in memory: what a scrape costs beyond reading cgroups.
+// stats measured in memory: what a scrape costs beyond reading cgroups and
+// sending the body.
 //
 //	go test -run '^$' -bench BenchmarkScrape -benchmem ./agent/
 func BenchmarkScrape(b *testing.B) {
-	pods, sum := busyPods(100)
-	a := restingAgent(pods, sum)
-	h := server.ReadOnly(a, server.NewMetrics(a), slog.New(slog.DiscardHandler))
 	for _, path := range scrapePaths {
 		b.Run(path[1:], func(b *testing.B) {
+			scrape := scraper(100, path)
 			b.ReportAllocs()
 			for b.Loop() {
-				scrape(b, h, path)
+				scrape()
 			}
 		})
+	}
+}
+
+// perPod is what a scrape of path allocates for each pod more, in objects
+// and bytes: from 1 pod to 100.
+func perPod(path string) (allocs, bytes float64) {
+	measure := func(n int) (float64, float64) {
+		scrape := scraper(n, path)
+		scrape()
+		allocs := testing.AllocsPerRun(10, scrape)
+		var m0, m1 runtime.MemStats
+		runtime.ReadMemStats(&m0)
+		for range 10 {
+			scrape()
+		}
+		runtime.ReadMemStats(&m1)
+		return allocs, float64(m1.TotalAlloc-m0.TotalAlloc) / 10
+	}
+	a1, b1 := measure(1)
+	a100, b100 := measure(100)
+	return (a100 - a1) / 99, (b100 - b1) / 99
+}
+
+// A scrape allocates for each pod its metrics, not a copy of the pod: with
+// busy pods (two containers each, 4 conditions, probes, limits) a scrape
+// of /metrics that copied them cost 10.8 KB and 93 objects a pod, its
+// own 3 series of a pod 2.5 KB and 57 objects (2026-12-06). The bounds are
+// about halfway.
+func TestScrapeAllocationPerPod(t *testing.T) {
+	for _, c := range []struct {
+		path              string
+		allocs, kilobytes float64
+	}{
+		// Measured when written, with a copy of every pod / without:
+		// /metrics 93 / 57 objects, 10.8 / 2.5 KB; /metrics/resource
+		// 187 / 149, 14.4 / 6.6 KB; /metrics/cadvisor 1192 / 1155, 57.3 /
+		// 48.0 KB (its 44 series a pod are most of it).
+		{"/metrics", 75, 6},
+		{"/metrics/resource", 168, 10},
+		{"/metrics/cadvisor", 1173, 52},
+	} {
+		allocs, bytes := perPod(c.path)
+		t.Logf("%s: %.1f objects and %.2f KB a pod", c.path, allocs, bytes/1000)
+		if allocs > c.allocs || bytes > c.kilobytes*1000 {
+			t.Errorf("a scrape of %s allocates %.1f objects and %.2f KB a pod, want at most %.0f and %.0f KB", c.path, allocs, bytes/1000, c.allocs, c.kilobytes)
+		}
 	}
 }
 

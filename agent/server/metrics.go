@@ -11,11 +11,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	v1 "k8s.io/api/core/v1"
 
 	"github.com/staticpodd/staticpodd/agent/histogram"
 	"github.com/staticpodd/staticpodd/agent/podspec"
 	"github.com/staticpodd/staticpodd/agent/prober"
+	"github.com/staticpodd/staticpodd/agent/status"
 )
 
 // EvictionCounter is implemented by an Agent that counts its evictions by
@@ -41,6 +41,17 @@ type URLRequestCounter interface {
 // ProbeCounter is implemented by an Agent that counts the probes it makes.
 type ProbeCounter interface {
 	ProbeCounts() map[prober.CountKey]uint64
+}
+
+// MetricsAgent is an Agent whose metrics are served: a scrape reads its
+// pods through PodFigures, never Pods, which copies every pod with its
+// status.
+type MetricsAgent interface {
+	Agent
+	// PodFigures calls f with what the metrics read of each pod, in the
+	// order of Pods, without a copy of any pod: fig is f's only while it
+	// runs (agent.Agent.PodFigures).
+	PodFigures(f func(fig *status.Figures))
 }
 
 // Metrics are the Prometheus registries of the node API: /metrics,
@@ -72,7 +83,7 @@ const scrapeTimeout = 10 * time.Second
 // used where the meaning is the same (pkg/kubelet/metrics, the server's
 // metrics, cAdvisor's container_* and the prober's prober_probe_total);
 // staticpodd_* are its own.
-func NewMetrics(a Agent) *Metrics {
+func NewMetrics(a MetricsAgent) *Metrics {
 	m := &Metrics{main: prometheus.NewRegistry(), cadvisor: prometheus.NewRegistry(), probes: prometheus.NewRegistry(), resource: prometheus.NewRegistry()}
 	// pkg/kubelet/server/metrics: server_type is readonly or readwrite.
 	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -153,7 +164,7 @@ var (
 )
 
 // agentCollector reads /metrics' pod figures from the agent's status.
-type agentCollector struct{ a Agent }
+type agentCollector struct{ a MetricsAgent }
 
 func (agentCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descRunningPods, descContainers, descDesired, descNodeName, descProblems, descRestarts, descReady, descEvictions, descPodStart, descPodWorker, descURLRequests} {
@@ -161,42 +172,43 @@ func (agentCollector) Describe(ch chan<- *prometheus.Desc) {
 	}
 }
 
+// containerStates are kubelet_running_containers' container_state, by
+// status.StateKind; unknown is never counted, as the kubelet's.
+var containerStates = [...]string{status.StateNone: "unknown", status.StateRunning: "running", status.StateExited: "exited", status.StateCreated: "created"}
+
 func (c agentCollector) Collect(ch chan<- prometheus.Metric) {
-	pods := c.a.Pods()
-	running := 0
-	states := map[string]int{"running": 0, "exited": 0, "created": 0, "unknown": 0}
-	for i := range pods {
-		p := &pods[i]
+	pods, running := 0, 0
+	var states [len(containerStates)]int
+	c.a.PodFigures(func(p *status.Figures) {
+		pods++
 		podRunning := false
-		all := append(append([]v1.ContainerStatus{}, p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...)
-		for _, cs := range all {
-			switch {
-			case cs.State.Running != nil:
-				states["running"]++
-				podRunning = true
-			case cs.State.Terminated != nil:
-				states["exited"]++
-			case cs.State.Waiting != nil && cs.ContainerID != "":
-				states["created"]++
+		for _, list := range [2][]status.ContainerFigures{p.InitStatuses, p.Statuses} {
+			for i := range list {
+				cs := &list[i]
+				switch cs.State {
+				case status.StateRunning:
+					podRunning = true
+					states[cs.State]++
+				case status.StateExited, status.StateCreated:
+					states[cs.State]++
+				}
+				ch <- prometheus.MustNewConstMetric(descRestarts, prometheus.GaugeValue, float64(cs.RestartCount), p.Namespace, p.Name, p.UID, cs.Name)
 			}
-			ch <- prometheus.MustNewConstMetric(descRestarts, prometheus.GaugeValue, float64(cs.RestartCount), p.Namespace, p.Name, string(p.UID), cs.Name)
 		}
 		if podRunning {
 			running++
 		}
 		ready := 0.0
-		for _, cond := range p.Status.Conditions {
-			if cond.Type == v1.PodReady && cond.Status == v1.ConditionTrue {
-				ready = 1
-			}
+		if p.Ready {
+			ready = 1
 		}
-		ch <- prometheus.MustNewConstMetric(descReady, prometheus.GaugeValue, ready, p.Namespace, p.Name, string(p.UID))
-	}
+		ch <- prometheus.MustNewConstMetric(descReady, prometheus.GaugeValue, ready, p.Namespace, p.Name, p.UID)
+	})
 	ch <- prometheus.MustNewConstMetric(descRunningPods, prometheus.GaugeValue, float64(running))
 	for s, n := range states {
-		ch <- prometheus.MustNewConstMetric(descContainers, prometheus.GaugeValue, float64(n), s)
+		ch <- prometheus.MustNewConstMetric(descContainers, prometheus.GaugeValue, float64(n), containerStates[s])
 	}
-	ch <- prometheus.MustNewConstMetric(descDesired, prometheus.GaugeValue, float64(len(pods)), "true")
+	ch <- prometheus.MustNewConstMetric(descDesired, prometheus.GaugeValue, float64(pods), "true")
 	ch <- prometheus.MustNewConstMetric(descDesired, prometheus.GaugeValue, 0, "false")
 	if nr, ok := c.a.(NodeReporter); ok {
 		ch <- prometheus.MustNewConstMetric(descNodeName, prometheus.GaugeValue, 1, nr.NodeName())
@@ -262,7 +274,7 @@ var (
 // cpuPeriod is the CFS period the runtime sets (100ms, the kubelet's).
 const cpuPeriod = 100000
 
-type cadvisorCollector struct{ a Agent }
+type cadvisorCollector struct{ a MetricsAgent }
 
 func (cadvisorCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descCPU, descMemUsage, descMemWS, descMemRSS, descProcesses, descMemLimit,
@@ -289,25 +301,38 @@ func (c cadvisorCollector) Collect(ch chan<- prometheus.Metric) {
 	if s == nil {
 		return
 	}
+	// What the pods' status and spec say of each container, by name: of
+	// two pods of one name (an older generation stopping beside the new),
+	// the one Pods lists last.
 	type key struct{ ns, pod, container string }
-	specs := map[key]*v1.Container{}
-	statuses := map[key]v1.ContainerStatus{}
-	// podQuota: every container of the pod has a CPU limit, so its pod
-	// cgroup has a quota (the kubelet's ResourceConfigForPod).
-	podQuota := map[string]bool{}
-	for _, p := range c.a.Pods() {
-		quota := true
-		for _, ctr := range append(append([]v1.Container{}, p.Spec.InitContainers...), p.Spec.Containers...) {
-			quota = quota && ctr.Resources.Limits.Cpu().MilliValue() > 0
-		}
-		podQuota[string(p.UID)] = quota
-		for i := range p.Spec.Containers {
-			specs[key{p.Namespace, p.Name, p.Spec.Containers[i].Name}] = &p.Spec.Containers[i]
-		}
-		for _, cs := range p.Status.ContainerStatuses {
-			statuses[key{p.Namespace, p.Name, cs.Name}] = cs
-		}
+	type figures struct {
+		image                             string
+		running                           bool
+		started                           time.Time
+		spec                              bool // the figures below are the spec's
+		memoryLimit, cpuRequest, cpuLimit int64
 	}
+	n := 0
+	for i := range s.Pods {
+		n += len(s.Pods[i].Containers)
+	}
+	containers := make(map[key]figures, n)
+	podQuota := make(map[string]bool, len(s.Pods))
+	c.a.PodFigures(func(p *status.Figures) {
+		podQuota[p.UID] = p.CPUQuota
+		for _, sp := range p.Specs {
+			k := key{p.Namespace, p.Name, sp.Name}
+			f := containers[k]
+			f.spec, f.memoryLimit, f.cpuRequest, f.cpuLimit = true, sp.MemoryLimit, sp.CPURequestMilli, sp.CPULimitMilli
+			containers[k] = f
+		}
+		for _, cs := range p.Statuses {
+			k := key{p.Namespace, p.Name, cs.Name}
+			f := containers[k]
+			f.image, f.running, f.started = cs.Image, cs.State == status.StateRunning, cs.StartedAt
+			containers[k] = f
+		}
+	})
 	at := s.Node.Time
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.NewMetricWithTimestamp(at, prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...))
@@ -348,9 +373,8 @@ func (c cadvisorCollector) Collect(ch chan<- prometheus.Metric) {
 			counter(descNetTxErrs, float64(i.TxErrors), l...)
 		}
 		for _, cst := range p.Containers {
-			k := key{p.Namespace, p.Name, cst.Name}
-			st := statuses[k]
-			labels := []string{cst.Name, cst.ID, st.Image, cst.ID, p.Namespace, p.Name}
+			f := containers[key{p.Namespace, p.Name, cst.Name}]
+			labels := []string{cst.Name, cst.ID, f.image, cst.ID, p.Namespace, p.Name}
 			ch <- prometheus.NewMetricWithTimestamp(at, prometheus.MustNewConstMetric(descCPU, prometheus.CounterValue, float64(cst.CPUUsageNanos)/1e9, append(labels, "total")...))
 			gauge(descMemUsage, float64(cst.MemoryUsage), labels...)
 			gauge(descMemWS, float64(cst.MemoryWorkingSet), labels...)
@@ -358,20 +382,19 @@ func (c cadvisorCollector) Collect(ch chan<- prometheus.Metric) {
 			gauge(descMemCache, float64(cst.MemoryCache), labels...)
 			gauge(descProcesses, float64(cst.Pids), labels...)
 			gauge(descFsUsage, float64(cst.RootfsBytes), append(labels, "rootfs")...)
-			if st.State.Running != nil {
-				gauge(descStartTime, float64(st.State.Running.StartedAt.Unix()), labels...)
+			if f.running {
+				gauge(descStartTime, float64(f.started.Unix()), labels...)
 			}
-			if spec := specs[k]; spec != nil {
+			if f.spec {
 				// The limits the runtime sets from the spec (the kubelet's
 				// MilliCPUToShares and MilliCPUToQuota); 0 is none.
-				mem := spec.Resources.Limits.Memory().Value()
-				gauge(descMemLimit, float64(mem), labels...)
-				req := spec.Resources.Requests.Cpu().MilliValue()
+				gauge(descMemLimit, float64(f.memoryLimit), labels...)
+				req := f.cpuRequest
 				if req == 0 {
-					req = spec.Resources.Limits.Cpu().MilliValue()
+					req = f.cpuLimit
 				}
 				gauge(descCPUShares, float64(max(req*1024/1000, 2)), labels...)
-				if lim := spec.Resources.Limits.Cpu().MilliValue(); lim > 0 {
+				if lim := f.cpuLimit; lim > 0 {
 					gauge(descCPUQuota, float64(max(lim*cpuPeriod/1000, 1000)), labels...)
 					cfs(cst.Usage, labels)
 				} else {
@@ -386,7 +409,7 @@ func (c cadvisorCollector) Collect(ch chan<- prometheus.Metric) {
 var descProbes = prometheus.NewDesc("prober_probe_total", "Cumulative number of a liveness, readiness or startup probe for a container by result.",
 	[]string{"probe_type", "result", "container", "pod", "namespace", "pod_uid"}, nil)
 
-type probeCollector struct{ a Agent }
+type probeCollector struct{ a MetricsAgent }
 
 func (probeCollector) Describe(ch chan<- *prometheus.Desc) { ch <- descProbes }
 
@@ -419,7 +442,7 @@ var (
 	descRScrape2  = prometheus.NewDesc("resource_scrape_error", "1 if there was an error while getting container metrics, 0 otherwise", nil, nil)
 )
 
-type resourceCollector struct{ a Agent }
+type resourceCollector struct{ a MetricsAgent }
 
 func (resourceCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descRNodeCPU, descRNodeMem, descRCtrCPU, descRCtrMem, descRCtrStart, descRPodCPU, descRPodMem, descRScrape, descRScrape2} {
@@ -450,21 +473,24 @@ func (c resourceCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	emit(descRNodeCPU, prometheus.CounterValue, float64(s.Node.CPUUsageNanos)/1e9)
 	emit(descRNodeMem, prometheus.GaugeValue, float64(s.Node.MemoryWorkingSet))
-	started := map[string]time.Time{}
-	for _, p := range c.a.Pods() {
-		for _, cs := range p.Status.ContainerStatuses {
-			if cs.State.Running != nil {
-				started[p.Namespace+"/"+p.Name+"/"+cs.Name] = cs.State.Running.StartedAt.Time
+	// When each running container started, by name: of two pods of one
+	// name, the last Pods lists that has it running.
+	type key struct{ ns, pod, container string }
+	started := map[key]time.Time{}
+	c.a.PodFigures(func(p *status.Figures) {
+		for _, cs := range p.Statuses {
+			if cs.State == status.StateRunning {
+				started[key{p.Namespace, p.Name, cs.Name}] = cs.StartedAt
 			}
 		}
-	}
+	})
 	for _, p := range s.Pods {
 		emit(descRPodCPU, prometheus.CounterValue, float64(p.CPUUsageNanos)/1e9, p.Name, p.Namespace)
 		emit(descRPodMem, prometheus.GaugeValue, float64(p.MemoryWorkingSet), p.Name, p.Namespace)
 		for _, cst := range p.Containers {
 			emit(descRCtrCPU, prometheus.CounterValue, float64(cst.CPUUsageNanos)/1e9, cst.Name, p.Name, p.Namespace)
 			emit(descRCtrMem, prometheus.GaugeValue, float64(cst.MemoryWorkingSet), cst.Name, p.Name, p.Namespace)
-			if t, ok := started[p.Namespace+"/"+p.Name+"/"+cst.Name]; ok {
+			if t, ok := started[key{p.Namespace, p.Name, cst.Name}]; ok {
 				ch <- prometheus.MustNewConstMetric(descRCtrStart, prometheus.GaugeValue, float64(t.UnixNano())/1e9, cst.Name, p.Name, p.Namespace)
 			}
 		}

@@ -141,7 +141,7 @@ func testNodeAgent(t *testing.T) nodeAgent {
 // nodeServer serves the node API on loopback with a self-signed serving
 // certificate under a temporary root dir; it returns the address and the
 // pool that trusts the serving certificate.
-func nodeServer(t *testing.T, a Agent, auth *Auth, hostLogs string, lim Limits) (string, *x509.CertPool) {
+func nodeServer(t *testing.T, a MetricsAgent, auth *Auth, hostLogs string, lim Limits) (string, *x509.CertPool) {
 	t.Helper()
 	pki := filepath.Join(t.TempDir(), "pki")
 	tc, err := TLS{PKIDir: pki, Host: "node1", RequestClientCerts: auth.ClientCAs != nil}.Config()

@@ -23,6 +23,7 @@ import (
 	"github.com/staticpodd/staticpodd/agent/manifest"
 	"github.com/staticpodd/staticpodd/agent/podspec"
 	"github.com/staticpodd/staticpodd/agent/prober"
+	"github.com/staticpodd/staticpodd/agent/status"
 )
 
 var _ Agent = (*agent.Agent)(nil)
@@ -45,8 +46,11 @@ func (f fakeAgent) Events() *events.Recorder {
 
 func (f fakeAgent) Probes() []prober.Status { return f.probes }
 
-func (f fakeAgent) Pods() []v1.Pod               { return f.pods }
-func (f fakeAgent) Problems() []manifest.Problem { return f.problems }
+func (f fakeAgent) Pods() []v1.Pod { return f.pods }
+
+// PodFigures reads f.pods as the agent's status manager reads its own.
+func (f fakeAgent) PodFigures(fn func(*status.Figures)) { status.FiguresOf(f.pods, fn) }
+func (f fakeAgent) Problems() []manifest.Problem        { return f.problems }
 func (f fakeAgent) LogFile(_ context.Context, ns, pod, ctr string, previous bool) (string, error) {
 	if f.logFile == "" || pod != "web-node1" {
 		return "", errors.New("no logs")

@@ -1,6 +1,7 @@
 package status
 
 import (
+	"cmp"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -237,27 +238,90 @@ func (m *Manager) Changed() <-chan struct{} {
 // Pods returns a copy of every pod, sorted by full name; of pods with one
 // name, those terminating come first, then by UID.
 func (m *Manager) Pods() []v1.Pod {
+	shown := m.sorted()
+	if len(shown) == 0 {
+		return nil
+	}
+	pods := make([]v1.Pod, len(shown))
+	for i, p := range shown {
+		p.DeepCopyInto(&pods[i])
+	}
+	return pods
+}
+
+// Figures calls f with what the metrics read of each pod (Figures.Read), in
+// the order of Pods, without a copy of any pod. fig is f's only while it
+// runs: the next pod's figures are read into it. f runs with the Manager
+// unlocked.
+func (m *Manager) Figures(f func(fig *Figures)) {
+	var fig Figures
+	for _, p := range m.sorted() {
+		fig.Read(p)
+		f(&fig)
+	}
+}
+
+// sorted lists the cached pods in the order of Pods. They are the cache's,
+// which no one changes (Update replaces a pod), so they are read after the
+// Manager is unlocked; they must not be changed.
+func (m *Manager) sorted() []*v1.Pod {
 	m.mu.Lock()
-	var pods []v1.Pod
+	n := 0
+	for _, e := range m.keys {
+		n += len(e.pods)
+	}
+	pods := make([]*v1.Pod, 0, n)
 	for _, e := range m.keys {
 		for _, p := range e.pods {
-			pods = append(pods, *p.DeepCopy())
+			pods = append(pods, p)
 		}
 	}
 	m.mu.Unlock()
-	slices.SortStableFunc(pods, func(x, y v1.Pod) int {
-		if c := strings.Compare(x.Namespace+"/"+x.Name, y.Namespace+"/"+y.Name); c != 0 {
-			return c
+	slices.SortStableFunc(pods, comparePods)
+	return pods
+}
+
+// comparePods orders x and y by full name; of pods with one name, those
+// terminating come first, then by UID.
+func comparePods(x, y *v1.Pod) int {
+	if c := compareFullNames(x.Namespace, x.Name, y.Namespace, y.Name); c != 0 {
+		return c
+	}
+	switch tx, ty := x.DeletionTimestamp, y.DeletionTimestamp; {
+	case tx != nil && ty == nil:
+		return -1
+	case tx == nil && ty != nil:
+		return 1
+	}
+	return strings.Compare(string(x.UID), string(y.UID))
+}
+
+// compareFullNames is strings.Compare(ns1+"/"+n1, ns2+"/"+n2), without
+// making either string.
+func compareFullNames(ns1, n1, ns2, n2 string) int {
+	l1, l2 := len(ns1)+1+len(n1), len(ns2)+1+len(n2)
+	at := func(ns, n string, i int) byte {
+		switch {
+		case i < len(ns):
+			return ns[i]
+		case i == len(ns):
+			return '/'
 		}
-		switch tx, ty := x.DeletionTimestamp, y.DeletionTimestamp; {
-		case tx != nil && ty == nil:
-			return -1
-		case tx == nil && ty != nil:
+		return n[i-len(ns)-1]
+	}
+	i := 0
+	if ns1 == ns2 {
+		i = len(ns1) + 1 // the same up to the slash
+	}
+	for ; i < min(l1, l2); i++ {
+		if b1, b2 := at(ns1, n1, i), at(ns2, n2, i); b1 != b2 {
+			if b1 < b2 {
+				return -1
+			}
 			return 1
 		}
-		return strings.Compare(string(x.UID), string(y.UID))
-	})
-	return pods
+	}
+	return cmp.Compare(l1, l2)
 }
 
 // Line is the systemd STATUS line of the pods, with problems manifest
