@@ -22,6 +22,8 @@ import (
 
 // Agent is what the server shows; *agent.Agent implements it.
 type Agent interface {
+	// Pods is every pod with its status, sorted by full name: a list of
+	// the caller's own, which /pods changes.
 	Pods() []v1.Pod
 	Problems() []manifest.Problem
 	// LogFile is the CRI log file of a container's run: the one the kubelet's

@@ -13,6 +13,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
@@ -46,7 +47,9 @@ func (f fakeAgent) Events() *events.Recorder {
 
 func (f fakeAgent) Probes() []prober.Status { return f.probes }
 
-func (f fakeAgent) Pods() []v1.Pod { return f.pods }
+// Pods is a list of the caller's own, as the agent's (a copy): /pods
+// changes its items.
+func (f fakeAgent) Pods() []v1.Pod { return slices.Clone(f.pods) }
 
 // PodFigures reads f.pods as the agent's status manager reads its own.
 func (f fakeAgent) PodFigures(fn func(*status.Figures)) { status.FiguresOf(f.pods, fn) }
