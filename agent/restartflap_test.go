@@ -1,0 +1,158 @@
+package agent
+
+import (
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/staticpodd/staticpodd/agent/manifest"
+)
+
+// e2eProbe is the probe of the node e2e suite's "MirrorPod when kubelet
+// restarts" pod: an exec of /bin/true, after a second, every second.
+func e2eProbe() *v1.Probe {
+	return &v1.Probe{ProbeHandler: v1.ProbeHandler{Exec: &v1.ExecAction{Command: []string{"/bin/true"}}},
+		InitialDelaySeconds: 1, PeriodSeconds: 1}
+}
+
+// statusRecorder keeps every status the agent generates.
+type statusRecorder struct {
+	mu  sync.Mutex
+	all []v1.PodStatus
+}
+
+func recordStatuses(t *testing.T) *statusRecorder {
+	r := &statusRecorder{}
+	statusGenerated = func(s, _ *v1.PodStatus) {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.all = append(r.all, *s.DeepCopy())
+	}
+	t.Cleanup(func() { statusGenerated = nil })
+	return r
+}
+
+func (r *statusRecorder) take() []v1.PodStatus {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := r.all
+	r.all = nil
+	return out
+}
+
+// restartUnder runs pod under one daemon until it settled (wait), stops
+// that daemon, starts another on what it left (the runtime, the root dir)
+// and lets it run wait again. It returns the status the first daemon
+// showed last and every status the second one generated.
+func restartUnder(t *testing.T, root string, rt *fakeRuntime, pod manifest.Pod, wait time.Duration) (v1.PodStatus, []v1.PodStatus) {
+	t.Helper()
+	paths := manifest.Paths{RootDir: root}
+	h1 := start(t, rt, Config{Paths: paths, Seen: NewSeenStore(paths)})
+	h1.send([]manifest.Pod{pod})
+	time.Sleep(wait)
+	synctest.Wait()
+	before := h1.pod(pod.Name[:len(pod.Name)-len("-"+testNode)]).Status
+	if condition(v1.Pod{Status: before}, v1.PodReady).Status != v1.ConditionTrue {
+		t.Fatalf("not Ready before the restart: %+v", before)
+	}
+	h1.stop()
+	time.Sleep(11 * time.Second) // as the e2e test waits
+
+	rec := recordStatuses(t)
+	h2 := start(t, rt, Config{Paths: paths, Seen: NewSeenStore(paths)})
+	h2.send([]manifest.Pod{pod})
+	time.Sleep(wait)
+	synctest.Wait()
+	all := rec.take()
+	if len(all) == 0 {
+		t.Fatal("no status generated after the restart")
+	}
+	if got := rt.Calls("signal"); len(got) != 0 {
+		t.Errorf("runtime calls = %q, want no container stopped", got)
+	}
+	return before, all
+}
+
+// flap is what the node e2e test fails on in a status a watcher sees after
+// a daemon restart, "" for nothing: a phase not Running, a container
+// restarted, not started or not ready.
+func flap(s v1.PodStatus) string {
+	if s.Phase != v1.PodRunning {
+		return "phase " + string(s.Phase)
+	}
+	for _, list := range [][]v1.ContainerStatus{s.InitContainerStatuses, s.ContainerStatuses} {
+		for _, cs := range list {
+			if cs.State.Terminated != nil && cs.State.Terminated.ExitCode == 0 {
+				continue // an init container that completed
+			}
+			switch {
+			case cs.RestartCount > 0:
+				return cs.Name + " restarted"
+			case cs.Started == nil || !*cs.Started:
+				return cs.Name + " not started"
+			case !cs.Ready:
+				return cs.Name + " not ready"
+			}
+		}
+	}
+	return ""
+}
+
+// The pods of the e2e test's kind, with what else a container may have
+// across a daemon restart: no status the new daemon makes shows one of
+// them restarted, unstarted or unready.
+func TestDaemonRestartNoFlap(t *testing.T) {
+	withPostStart := func(c v1.Container) v1.Container {
+		c.Lifecycle = &v1.Lifecycle{PostStart: &v1.LifecycleHandler{Exec: &v1.ExecAction{Command: []string{"/bin/true"}}}}
+		return c
+	}
+	probed := func(name string) v1.Container {
+		c := ctr(name, "busybox", "sleep", "3600")
+		c.StartupProbe, c.ReadinessProbe = e2eProbe(), e2eProbe()
+		return c
+	}
+	always := v1.ContainerRestartPolicyAlways
+	cases := map[string]func() manifest.Pod{
+		"postStart": func() manifest.Pod {
+			return testPod("static", "u1", v1.RestartPolicyAlways, withPostStart(probed("container")))
+		},
+		"liveness": func() manifest.Pod {
+			c := probed("container")
+			c.LivenessProbe = e2eProbe()
+			return testPod("static", "u1", v1.RestartPolicyAlways, c)
+		},
+		"readiness only": func() manifest.Pod {
+			c := probed("container")
+			c.StartupProbe = nil
+			return testPod("static", "u1", v1.RestartPolicyAlways, c)
+		},
+		"sidecar and init": func() manifest.Pod {
+			p := testPod("static", "u1", v1.RestartPolicyAlways, probed("container"))
+			side := probed("side")
+			side.RestartPolicy = &always
+			p.Spec.InitContainers = []v1.Container{ctr("init", "busybox", "true"), side}
+			return p
+		},
+		"two containers": func() manifest.Pod {
+			return testPod("static", "u1", v1.RestartPolicyAlways, probed("a"), withPostStart(probed("b")))
+		},
+	}
+	for name, pod := range cases {
+		t.Run(name, func(t *testing.T) {
+			root := t.TempDir()
+			synctest.Test(t, func(t *testing.T) {
+				rt := newFakeRuntime()
+				rt.crash["init"] = 0
+				_, all := restartUnder(t, root, rt, pod(), 20*time.Second)
+				for i, s := range all {
+					if why := flap(s); why != "" {
+						t.Errorf("status %d of %d after the restart: %s: %+v", i+1, len(all), why, s)
+					}
+				}
+			})
+		})
+	}
+}
