@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"encoding/json"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -43,11 +44,28 @@ func (r *statusRecorder) take() []v1.PodStatus {
 	return out
 }
 
+// shown is what a watcher of the mirror pod sees of a status, its times
+// to the second as the API server keeps them.
+func shown(t *testing.T, s v1.PodStatus) string {
+	t.Helper()
+	s = *s.DeepCopy()
+	b, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var round v1.PodStatus
+	if err := json.Unmarshal(b, &round); err != nil {
+		t.Fatal(err)
+	}
+	b, _ = json.Marshal(round)
+	return string(b)
+}
+
 // restartUnder runs pod under one daemon until it settled (wait), stops
 // that daemon, starts another on what it left (the runtime, the root dir)
 // and lets it run wait again. It returns the status the first daemon
 // showed last and every status the second one generated.
-func restartUnder(t *testing.T, root string, rt *fakeRuntime, pod manifest.Pod, wait time.Duration) (v1.PodStatus, []v1.PodStatus) {
+func restartUnder(t *testing.T, root string, rt *fakeRuntime, pod manifest.Pod, wait time.Duration) (v1.PodStatus, []v1.PodStatus, *harness) {
 	t.Helper()
 	paths := manifest.Paths{RootDir: root}
 	h1 := start(t, rt, Config{Paths: paths, Seen: NewSeenStore(paths)})
@@ -73,7 +91,7 @@ func restartUnder(t *testing.T, root string, rt *fakeRuntime, pod manifest.Pod, 
 	if got := rt.Calls("signal"); len(got) != 0 {
 		t.Errorf("runtime calls = %q, want no container stopped", got)
 	}
-	return before, all
+	return before, all, h2
 }
 
 // flap is what the node e2e test fails on in a status a watcher sees after
@@ -99,6 +117,56 @@ func flap(s v1.PodStatus) string {
 		}
 	}
 	return ""
+}
+
+// A daemon restart under a running, Ready pod with startup and readiness
+// probes (the node e2e suite's "MirrorPod when kubelet restarts should not
+// change container status"): every status the new daemon makes of the pod
+// is the one the daemon before it showed last, field for field.
+func TestDaemonRestartKeepsStatus(t *testing.T) {
+	root := t.TempDir()
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		c := ctr("container", "busybox", "sleep", "3600")
+		c.StartupProbe, c.ReadinessProbe = e2eProbe(), e2eProbe()
+		pod := testPod("static", "u1", v1.RestartPolicyAlways, c)
+		before, all, h2 := restartUnder(t, root, rt, pod, 20*time.Second)
+		want := shown(t, before)
+		for i, s := range all {
+			if got := shown(t, s); got != want {
+				t.Errorf("status %d of %d after the restart:\n got %s\nwant %s", i+1, len(all), got, want)
+			}
+		}
+
+		// A condition that moves after the restart moves, and the next
+		// daemon keeps its new time.
+		rt.mu.Lock()
+		rt.execCode = 1
+		rt.mu.Unlock()
+		time.Sleep(20 * time.Second)
+		synctest.Wait()
+		unready := h2.pod("static").Status
+		ready := condition(v1.Pod{Status: unready}, v1.PodReady)
+		if ready.Status != v1.ConditionFalse || !ready.LastTransitionTime.After(condition(v1.Pod{Status: before}, v1.PodReady).LastTransitionTime.Time) {
+			t.Fatalf("Ready after the readiness probe failed = %+v", ready)
+		}
+		h2.stop()
+		time.Sleep(11 * time.Second)
+		rec := recordStatuses(t)
+		paths := manifest.Paths{RootDir: root}
+		h3 := start(t, rt, Config{Paths: paths, Seen: NewSeenStore(paths)})
+		h3.send([]manifest.Pod{pod})
+		first := rec.take()
+		if len(first) == 0 {
+			t.Fatal("no status generated after the second restart")
+		}
+		for _, typ := range []v1.PodConditionType{v1.PodReady, v1.ContainersReady, v1.PodInitialized} {
+			got, want := condition(v1.Pod{Status: first[0]}, typ), condition(v1.Pod{Status: unready}, typ)
+			if got.Status != want.Status || got.LastTransitionTime.Unix() != want.LastTransitionTime.Unix() {
+				t.Errorf("%s after the second restart = %s since %v, want %s since %v", typ, got.Status, got.LastTransitionTime, want.Status, want.LastTransitionTime)
+			}
+		}
+	})
 }
 
 // The pods of the e2e test's kind, with what else a container may have
@@ -146,7 +214,7 @@ func TestDaemonRestartNoFlap(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				rt := newFakeRuntime()
 				rt.crash["init"] = 0
-				_, all := restartUnder(t, root, rt, pod(), 20*time.Second)
+				_, all, _ := restartUnder(t, root, rt, pod(), 20*time.Second)
 				for i, s := range all {
 					if why := flap(s); why != "" {
 						t.Errorf("status %d of %d after the restart: %s: %+v", i+1, len(all), why, s)

@@ -51,6 +51,7 @@ func (w *worker) publish(pod *v1.Pod) {
 				w.a.timings.podStart.Observe(time.Since(w.gen.startTime).Seconds())
 			}
 			w.prevState = out.Status.DeepCopy()
+			w.keepConditions(pod, st, out.Status.Conditions)
 			w.rememberStatus(pod, st, gen, rc, prev, probes, out)
 		}
 	}

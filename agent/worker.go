@@ -51,6 +51,11 @@ type worker struct {
 	// shownReady is whether the pod last published was Ready: the pods
 	// that start after it are nudged when it changes (readinessShown).
 	shownReady bool
+	// kept is what keepConditions last wrote, of the pod of UID uid.
+	kept struct {
+		uid   string
+		conds []v1.PodCondition
+	}
 }
 
 // mailbox is what the Agent last told a worker; a sync takes it (takeMail).
@@ -521,6 +526,15 @@ func (w *worker) resolve(pod *v1.Pod) *desiredPod {
 		}
 		if st := w.pods[w.gen.uid]; st != nil {
 			w.gen.startTime = adoptedStart(st, w.gen.startTime)
+			// The first status of a pod found running at start is made
+			// from the conditions the daemon before published: each
+			// keeps its transition time unless it moves.
+			if w.prevState == nil {
+				if conds := w.loadConditions(w.gen.uid); conds != nil {
+					w.prevState = &v1.PodStatus{Conditions: conds}
+					w.kept.uid, w.kept.conds = w.gen.uid, conds
+				}
+			}
 		}
 		w.gen.firstAttempt = w.a.removed.take(w.gen.uid, now)
 		// What reclaim removed of a pod that had finished with it, before

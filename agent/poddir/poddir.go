@@ -110,6 +110,10 @@ func (r Root) Manifest(uid string) string { return filepath.Join(r.Pod(uid), "ma
 // node-level reclaim removed once the pod had finished with them.
 func (r Root) Final(uid string) string { return filepath.Join(r.Pod(uid), "final.json") }
 
+// Conditions is the file of the conditions of the pod's status last
+// published, with their transition times.
+func (r Root) Conditions(uid string) string { return filepath.Join(r.Pod(uid), "conditions.json") }
+
 // PostStartMark is the mark of a postStart hook of container's run attempt
 // that has not succeeded yet.
 func (r Root) PostStartMark(uid, container string, attempt int) string {
