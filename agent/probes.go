@@ -32,6 +32,30 @@ func newProbes(w *worker) *prober.Manager {
 // the desired one, and stops every other probe (all of them when pod is nil,
 // the pod being removed: probes never kill a container that is stopping).
 func (w *worker) syncProbes(ctx context.Context, pod *v1.Pod) {
+	want, spec := w.wantedProbes(pod)
+	w.probes.Sync(ctx, want, spec)
+	w.probes.Prune(func(id string) bool {
+		for _, st := range w.pods {
+			for i := range st.containers {
+				if st.containers[i].ID == id {
+					return true
+				}
+			}
+		}
+		return false
+	})
+}
+
+// startProbes starts the probes syncProbes would, and stops none: a probe
+// that winds down slowly (an exec slow to die) holds up nothing.
+func (w *worker) startProbes(ctx context.Context, pod *v1.Pod) {
+	want, spec := w.wantedProbes(pod)
+	w.probes.Start(ctx, want, spec)
+}
+
+// wantedProbes are the containers syncProbes probes, by runtime ID, and the
+// spec of their probes.
+func (w *worker) wantedProbes(pod *v1.Pod) (map[string]*v1.Container, func(id string, c *v1.Container) prober.Spec) {
 	var want map[string]*v1.Container // made only for a container with probes
 	var st *podState
 	if pod != nil && w.gen != nil && w.gen.uid == string(pod.UID) {
@@ -68,23 +92,13 @@ func (w *worker) syncProbes(ctx context.Context, pod *v1.Pod) {
 			}
 		}
 	}
-	w.probes.Sync(ctx, want, func(id string, c *v1.Container) prober.Spec {
+	return want, func(id string, c *v1.Container) prober.Spec {
 		var startedAt time.Time
 		if i := status.LatestIndex(st.containers, c.Name); i >= 0 {
 			startedAt = st.containers[i].StartedAt
 		}
 		return prober.Spec{Pod: pod, ID: id, StartedAt: startedAt, Target: w.probeTarget(pod, c, id)}
-	})
-	w.probes.Prune(func(id string) bool {
-		for _, st := range w.pods {
-			for i := range st.containers {
-				if st.containers[i].ID == id {
-					return true
-				}
-			}
-		}
-		return false
-	})
+	}
 }
 
 // probeTarget is how probes reach container c (runtime ID id) of pod: the

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"context"
 	"encoding/json"
 	"sync"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/staticpodd/staticpodd/agent/manifest"
+	"github.com/staticpodd/staticpodd/agent/podspec"
 )
 
 // e2eProbe is the probe of the node e2e suite's "MirrorPod when kubelet
@@ -223,4 +225,46 @@ func TestDaemonRestartNoFlap(t *testing.T) {
 			})
 		})
 	}
+}
+
+// A pod whose manifest is removed while one of its probes is in flight is
+// shown Terminating at once: the worker does not wait for that probe to wind
+// down (an exec slow to die once cancelled) before it says so.
+func TestRemovedPodShownTerminatingWhileProbeWindsDown(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		var slow sync.Mutex
+		slowing := false
+		rt.execFunc = func(ctx context.Context, _ podspec.ContainerStatus, _ podspec.ExecSpec) (int, error) {
+			slow.Lock()
+			s := slowing
+			slow.Unlock()
+			if s {
+				<-ctx.Done()
+				time.Sleep(5 * time.Second) // dies slowly
+			}
+			return 0, nil
+		}
+		c := ctr("container", "busybox", "sleep", "3600")
+		c.ReadinessProbe = e2eProbe()
+		c.ReadinessProbe.TimeoutSeconds = 30
+		pod := testPod("static", "u1", v1.RestartPolicyAlways, c)
+		h := start(t, rt, Config{})
+		h.send([]manifest.Pod{pod})
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		if condition(h.pod("static"), v1.PodReady).Status != v1.ConditionTrue {
+			t.Fatalf("not Ready: %+v", h.pod("static").Status)
+		}
+		slow.Lock()
+		slowing = true
+		slow.Unlock()
+		time.Sleep(2 * time.Second) // a probe is in flight
+		synctest.Wait()
+		removed := time.Now()
+		h.send(nil)
+		if p := h.pod("static"); p.DeletionTimestamp == nil {
+			t.Errorf("pod removed %v ago not shown Terminating while its probe winds down", time.Since(removed))
+		}
+	})
 }

@@ -478,18 +478,22 @@ func (w *worker) refreshVolumes(pod *v1.Pod) {
 }
 
 // beforeApply shows what the worker knows before it acts: hooks, then the
-// probes of what runs, then the status.
+// probes of what runs, then the status; then it stops the probes of what
+// no longer runs.
 func (w *worker) beforeApply(ctx context.Context, pod *v1.Pod) {
 	// Before the first publish: an adopted container whose postStart hook
 	// runs again is never shown started meanwhile.
 	w.syncPostStarts(ctx, pod)
 	// Before the first publish too: an adopted container's probes take up
 	// what the daemon before kept of them (their marks), so a Ready pod is
-	// never shown unready across a daemon restart.
-	w.syncProbes(ctx, pod)
+	// never shown unready across a daemon restart. Only started: the
+	// probes no longer wanted are stopped after the publish, which a probe
+	// slow to stop does not hold up.
+	w.startProbes(ctx, pod)
 	// A new generation shows at once, waiting while an older one stops, and
 	// a pod no longer desired shows Terminating until nothing of it is left.
 	w.publish(pod)
+	w.syncProbes(ctx, pod)
 	w.markProbes(pod)
 	w.markHooks()
 }

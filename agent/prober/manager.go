@@ -77,6 +77,13 @@ func (m *Manager) Sync(ctx context.Context, want map[string]*v1.Container, spec 
 			delete(m.running, id)
 		}
 	}
+	m.Start(ctx, want, spec)
+}
+
+// Start starts the probes of each container of want that has none, as spec
+// describes it, and stops none: what Sync does without waiting for a probe
+// to stop.
+func (m *Manager) Start(ctx context.Context, want map[string]*v1.Container, spec func(id string, c *v1.Container) Spec) {
 	for id, c := range want {
 		if m.running[id] == nil {
 			m.start(ctx, spec(id, c))
