@@ -651,6 +651,7 @@ func (w *worker) started(ctx context.Context, pod *v1.Pod, c *v1.Container, ci *
 // logs --previous.
 func (w *worker) replaced(ctx context.Context, pod *v1.Pod, c *v1.Container, ci *ctrInfo, prev podspec.ContainerStatus) {
 	ci.last = &prev
+	w.storeLast()
 	if err := w.destroy(ctx, string(pod.UID), prev.ID); err != nil {
 		// Kept in state: the next plan tries again.
 		w.logger.Warn("remove previous container failed", "container", prev.ID, "err", err)

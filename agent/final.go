@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io/fs"
 	"os"
+	"slices"
 
 	"github.com/staticpodd/staticpodd/agent/atomicfile"
 	"github.com/staticpodd/staticpodd/agent/manifest"
@@ -76,5 +77,69 @@ func (w *worker) forgetFinal(uid string) {
 	}
 	if err := os.Remove(poddir.Root(root).Final(uid)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		w.logger.Warn("cannot remove the final statuses of the pod's reclaimed containers", "uid", uid, "err", err)
+	}
+}
+
+// maxLastFile bounds what loadLast reads of a pod's last.json: a few hundred
+// bytes per container.
+const maxLastFile = 1 << 20
+
+// storeLast writes the instance each container of the generation replaced
+// last (ctrInfo.last) to the pod's last.json, before it is removed: the
+// daemon after this one shows it as the container's lastState, as the
+// kubelet, which keeps the dead container, does across its restarts.
+func (w *worker) storeLast() {
+	root := w.a.cfg.Paths.RootDir
+	if root == "" || w.gen == nil || !manifest.ValidUID(w.gen.uid) {
+		return
+	}
+	last := map[string]podspec.ContainerStatus{}
+	for name, ci := range w.gen.ctrs {
+		if ci != nil && ci.last != nil && ci.last.ID != "" {
+			last[name] = *ci.last
+		}
+	}
+	b, err := json.Marshal(last)
+	if err == nil {
+		err = writeRecord(poddir.Root(root).Last(w.gen.uid), b)
+	}
+	if err != nil {
+		w.logger.Warn("cannot record the replaced instance of a container for the next daemon", "err", err)
+	}
+}
+
+// loadLast sets, for pod uid found running at start (st), the instance
+// each container replaced last as storeLast recorded it: only the instance
+// right before the one st has, and only where st has not kept it.
+func (w *worker) loadLast(uid string, st *podState) {
+	root := w.a.cfg.Paths.RootDir
+	if root == "" || !manifest.ValidUID(uid) {
+		return
+	}
+	b, err := atomicfile.Read(poddir.Root(root).Last(uid), maxLastFile)
+	if errors.Is(err, fs.ErrNotExist) {
+		return
+	}
+	var last map[string]podspec.ContainerStatus
+	if err == nil {
+		err = json.Unmarshal(b, &last)
+	}
+	if err != nil {
+		w.logger.Warn("cannot read the replaced instances of the pod's containers", "uid", uid, "err", err)
+		return
+	}
+	latest := latestByName(st.containers)
+	for name, c := range last {
+		cur, ok := latest[name]
+		if !ok || c.State != podspec.StateExited || c.PodUID != uid || c.Name != name || c.ID == "" || c.ID == cur.ID ||
+			c.Attempt+1 != cur.Attempt {
+			continue
+		}
+		if slices.ContainsFunc(st.containers, func(k podspec.ContainerStatus) bool {
+			return k.Name == name && k.ID != cur.ID && k.State == podspec.StateExited
+		}) {
+			continue // the runtime kept an instance before: it is the last
+		}
+		w.info(name).last = &c
 	}
 }

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -265,6 +266,52 @@ func TestRemovedPodShownTerminatingWhileProbeWindsDown(t *testing.T) {
 		h.send(nil)
 		if p := h.pod("static"); p.DeletionTimestamp == nil {
 			t.Errorf("pod removed %v ago not shown Terminating while its probe winds down", time.Since(removed))
+		}
+	})
+}
+
+// A container that restarted (its instance before replaced and removed)
+// keeps its lastState across a daemon restart, as the kubelet's, which
+// keeps the dead container, does: the new daemon shows the status the one
+// before it showed last.
+func TestDaemonRestartKeepsLastState(t *testing.T) {
+	root := t.TempDir()
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		c := ctr("container", "busybox", "sleep", "3600")
+		c.StartupProbe, c.ReadinessProbe = e2eProbe(), e2eProbe()
+		pod := testPod("static", "u1", v1.RestartPolicyAlways, c)
+		paths := manifest.Paths{RootDir: root}
+		h1 := start(t, rt, Config{Paths: paths, Seen: NewSeenStore(paths)})
+		h1.send([]manifest.Pod{pod})
+		time.Sleep(20 * time.Second)
+		synctest.Wait()
+		first := h1.pod("static").Status.ContainerStatuses[0].ContainerID
+		rt.Exit(strings.TrimPrefix(first, containerIDPrefix), 1)
+		time.Sleep(40 * time.Second)
+		synctest.Wait()
+		before := h1.pod("static").Status
+		if cs := before.ContainerStatuses[0]; cs.RestartCount != 1 || cs.LastTerminationState.Terminated == nil ||
+			cs.LastTerminationState.Terminated.ContainerID != first || !cs.Ready {
+			t.Fatalf("before the restart: %+v", cs)
+		}
+		h1.stop()
+		time.Sleep(11 * time.Second)
+
+		rec := recordStatuses(t)
+		h2 := start(t, rt, Config{Paths: paths, Seen: NewSeenStore(paths)})
+		h2.send([]manifest.Pod{pod})
+		time.Sleep(20 * time.Second)
+		synctest.Wait()
+		want := shown(t, before)
+		all := rec.take()
+		if len(all) == 0 {
+			t.Fatal("no status generated after the restart")
+		}
+		for i, s := range all {
+			if got := shown(t, s); got != want {
+				t.Errorf("status %d of %d after the restart:\n got %s\nwant %s", i+1, len(all), got, want)
+			}
 		}
 	})
 }

@@ -530,10 +530,13 @@ func (w *worker) resolve(pod *v1.Pod) *desiredPod {
 		}
 		if st := w.pods[w.gen.uid]; st != nil {
 			w.gen.startTime = adoptedStart(st, w.gen.startTime)
-			// The first status of a pod found running at start is made
-			// from the conditions the daemon before published: each
-			// keeps its transition time unless it moves.
 			if w.prevState == nil {
+				// Found running at start (nothing published yet): the
+				// instances the daemon before replaced are its
+				// containers' lastState, and its first status is made
+				// from the conditions that daemon published, each
+				// keeping its transition time unless it moves.
+				w.loadLast(w.gen.uid, st)
 				if conds := w.loadConditions(w.gen.uid); conds != nil {
 					w.prevState = &v1.PodStatus{Conditions: conds}
 					w.kept.uid, w.kept.conds = w.gen.uid, conds

@@ -110,6 +110,10 @@ func (r Root) Manifest(uid string) string { return filepath.Join(r.Pod(uid), "ma
 // node-level reclaim removed once the pod had finished with them.
 func (r Root) Final(uid string) string { return filepath.Join(r.Pod(uid), "final.json") }
 
+// Last is the file of the last instance of each of the pod's containers
+// that a restart replaced (and removed): its lastState.
+func (r Root) Last(uid string) string { return filepath.Join(r.Pod(uid), "last.json") }
+
 // Conditions is the file of the conditions of the pod's status last
 // published, with their transition times.
 func (r Root) Conditions(uid string) string { return filepath.Join(r.Pod(uid), "conditions.json") }
