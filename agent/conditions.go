@@ -59,21 +59,29 @@ func sameTransition(a, b v1.PodCondition) bool {
 // loadConditions returns the conditions keepConditions kept of pod uid;
 // nil if none.
 func (w *worker) loadConditions(uid string) []v1.PodCondition {
-	root := w.a.cfg.Paths.RootDir
-	if root == "" || !manifest.ValidUID(uid) {
-		return nil
+	conds, err := keptConditions(w.a.cfg.Paths.RootDir, uid)
+	if err != nil {
+		w.logger.Warn("cannot read the pod's conditions kept by the daemon before", "uid", uid, "err", err)
 	}
-	b, err := atomicfile.Read(poddir.Root(root).Conditions(uid), maxConditionsFile)
+	return conds
+}
+
+// keptConditions reads the conditions kept of pod uid under rootDir; nil,
+// and no error, if none are.
+func keptConditions(rootDir, uid string) ([]v1.PodCondition, error) {
+	if rootDir == "" || !manifest.ValidUID(uid) {
+		return nil, nil
+	}
+	b, err := atomicfile.Read(poddir.Root(rootDir).Conditions(uid), maxConditionsFile)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil
+		return nil, nil
 	}
 	var conds []v1.PodCondition
 	if err == nil {
 		err = json.Unmarshal(b, &conds)
 	}
 	if err != nil {
-		w.logger.Warn("cannot read the pod's conditions kept by the daemon before", "uid", uid, "err", err)
-		return nil
+		return nil, err
 	}
 	conds = slices.DeleteFunc(conds, func(c v1.PodCondition) bool {
 		return c.Type == "" || c.Status == "" || c.LastTransitionTime.IsZero()
@@ -81,5 +89,5 @@ func (w *worker) loadConditions(uid string) []v1.PodCondition {
 	if len(conds) > maxKeptConditions {
 		conds = conds[:maxKeptConditions]
 	}
-	return conds
+	return conds, nil
 }

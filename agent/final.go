@@ -109,37 +109,46 @@ func (w *worker) storeLast() {
 }
 
 // loadLast sets, for pod uid found running at start (st), the instance
-// each container replaced last as storeLast recorded it: only the instance
-// right before the one st has, and only where st has not kept it.
+// each container replaced last as storeLast recorded it (keptLast).
 func (w *worker) loadLast(uid string, st *podState) {
-	root := w.a.cfg.Paths.RootDir
-	if root == "" || !manifest.ValidUID(uid) {
-		return
+	last, err := keptLast(w.a.cfg.Paths.RootDir, uid, st.containers)
+	if err != nil {
+		w.logger.Warn("cannot read the replaced instances of the pod's containers", "uid", uid, "err", err)
 	}
-	b, err := atomicfile.Read(poddir.Root(root).Last(uid), maxLastFile)
+	for name, c := range last {
+		w.info(name).last = &c
+	}
+}
+
+// keptLast reads, under rootDir, the instance each container of pod uid
+// replaced last as storeLast recorded it, by container name: only the
+// instance right before the latest one the runtime has (cs), and only
+// where the runtime did not keep an earlier instance, which is the last
+// then. Nil, and no error, if none is recorded.
+func keptLast(rootDir, uid string, cs []podspec.ContainerStatus) (map[string]podspec.ContainerStatus, error) {
+	if rootDir == "" || !manifest.ValidUID(uid) {
+		return nil, nil
+	}
+	b, err := atomicfile.Read(poddir.Root(rootDir).Last(uid), maxLastFile)
 	if errors.Is(err, fs.ErrNotExist) {
-		return
+		return nil, nil
 	}
 	var last map[string]podspec.ContainerStatus
 	if err == nil {
 		err = json.Unmarshal(b, &last)
 	}
 	if err != nil {
-		w.logger.Warn("cannot read the replaced instances of the pod's containers", "uid", uid, "err", err)
-		return
+		return nil, err
 	}
-	latest := latestByName(st.containers)
+	latest := latestByName(cs)
 	for name, c := range last {
 		cur, ok := latest[name]
 		if !ok || c.State != podspec.StateExited || c.PodUID != uid || c.Name != name || c.ID == "" || c.ID == cur.ID ||
-			c.Attempt+1 != cur.Attempt {
-			continue
-		}
-		if slices.ContainsFunc(st.containers, func(k podspec.ContainerStatus) bool {
+			c.Attempt+1 != cur.Attempt || slices.ContainsFunc(cs, func(k podspec.ContainerStatus) bool {
 			return k.Name == name && k.ID != cur.ID && k.State == podspec.StateExited
 		}) {
-			continue // the runtime kept an instance before: it is the last
+			delete(last, name)
 		}
-		w.info(name).last = &c
 	}
+	return last, nil
 }

@@ -174,9 +174,22 @@ func RecordedPods(rootDir string, containers []podspec.ContainerStatus, sandboxe
 			continue
 		}
 		sb, hasSandbox := sandboxes[uid]
+		gen := &status.Generation{UID: uid, Policy: pod.Spec.RestartPolicy, StartTime: seen.Started(uid, time.Time{}),
+			Containers: map[string]status.Remembered{}}
+		// What the daemon kept for its successor: the instances its
+		// containers' restarts replaced, and its conditions' transitions.
+		last, _ := keptLast(rootDir, uid, cs)
+		for name, c := range last {
+			gen.Containers[name] = status.Remembered{Last: &c}
+		}
+		var prev *v1.PodStatus
+		if conds, _ := keptConditions(rootDir, uid); conds != nil {
+			prev = &v1.PodStatus{Conditions: conds}
+		}
 		in := status.Input{
 			Pod: pod, Containers: cs, Sandbox: hasSandbox,
-			Gen: &status.Generation{UID: uid, Policy: pod.Spec.RestartPolicy, StartTime: seen.Started(uid, time.Time{})},
+			Gen:  gen,
+			Prev: prev,
 			Probe: func(c *v1.Container, id string) (started, ready bool) {
 				started = c.StartupProbe == nil || marks.Marked(uid, id, prober.MarkStarted)
 				ready = c.ReadinessProbe == nil || marks.Marked(uid, id, prober.MarkReady)

@@ -315,3 +315,46 @@ func TestDaemonRestartKeepsLastState(t *testing.T) {
 		}
 	})
 }
+
+// With the daemon stopped, its records show a pod's conditions since when
+// the daemon showed them, and a restarted container's lastState, as the
+// daemon showed them last.
+func TestRecordsShowKeptConditionsAndLastState(t *testing.T) {
+	root := t.TempDir()
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		c := ctr("container", "busybox", "sleep", "3600")
+		pod := testPod("static", "u1", v1.RestartPolicyAlways, c)
+		paths := manifest.Paths{RootDir: root}
+		h := start(t, rt, Config{Paths: paths, Seen: NewSeenStore(paths)})
+		h.send([]manifest.Pod{pod})
+		time.Sleep(20 * time.Second)
+		synctest.Wait()
+		rt.Exit("c1", 1)
+		time.Sleep(40 * time.Second)
+		synctest.Wait()
+		before := h.pod("static").Status
+		h.stop()
+		time.Sleep(time.Hour)
+
+		cs, err := rt.List(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		pods := RecordedPods(root, cs, map[string]podspec.SandboxStatus{"u1": {}}, time.Now())
+		if len(pods) != 1 {
+			t.Fatalf("recorded pods: %+v", pods)
+		}
+		got := pods[0].Status
+		for _, typ := range []v1.PodConditionType{v1.PodReady, v1.PodInitialized, v1.PodScheduled} {
+			g, w := condition(v1.Pod{Status: got}, typ), condition(v1.Pod{Status: before}, typ)
+			if g.Status != w.Status || g.LastTransitionTime.Unix() != w.LastTransitionTime.Unix() {
+				t.Errorf("%s recorded %s since %v, the daemon showed %s since %v", typ, g.Status, g.LastTransitionTime, w.Status, w.LastTransitionTime)
+			}
+		}
+		if g, w := got.ContainerStatuses[0].LastTerminationState, before.ContainerStatuses[0].LastTerminationState; w.Terminated == nil ||
+			g.Terminated == nil || g.Terminated.ContainerID != w.Terminated.ContainerID || g.Terminated.ExitCode != w.Terminated.ExitCode {
+			t.Errorf("lastState recorded %+v, the daemon showed %+v", g, w)
+		}
+	})
+}
