@@ -65,11 +65,6 @@ func (w *worker) apply(ctx context.Context, pod *v1.Pod, acts []action) time.Tim
 	// The grace period of a pod's stop counts from its first kill: sidecars,
 	// stopped after the others, get what is left of it (at least manifest.MinimumGracePeriod).
 	killStart := map[string]time.Time{}
-	if pod != nil {
-		if st := w.pods[string(pod.UID)]; st != nil {
-			w.sandboxStatus(ctx, pod, st) // an adopted sandbox's
-		}
-	}
 	resetChecked := false
 	for i := 0; i < len(acts); i++ {
 		act := acts[i]

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"net/netip"
 	"strings"
 	"sync"
 	"testing"
@@ -355,6 +356,26 @@ func TestRecordsShowKeptConditionsAndLastState(t *testing.T) {
 		if g, w := got.ContainerStatuses[0].LastTerminationState, before.ContainerStatuses[0].LastTerminationState; w.Terminated == nil ||
 			g.Terminated == nil || g.Terminated.ContainerID != w.Terminated.ContainerID || g.Terminated.ExitCode != w.Terminated.ExitCode {
 			t.Errorf("lastState recorded %+v, the daemon showed %+v", g, w)
+		}
+	})
+}
+
+// The first status a restarted daemon makes of a pod found running has the
+// pod's IPs: no status shows the pod off the network across the restart
+// (an endpoint dropped for it meanwhile).
+func TestDaemonRestartKeepsPodIP(t *testing.T) {
+	root := t.TempDir()
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		rt.podIPs = map[string][]netip.Addr{"u1": {netip.MustParseAddr("10.88.0.5")}}
+		c := ctr("container", "busybox", "sleep", "3600")
+		c.StartupProbe, c.ReadinessProbe = e2eProbe(), e2eProbe()
+		before, all, _ := restartUnder(t, root, rt, testPod("static", "u1", v1.RestartPolicyAlways, c), 20*time.Second)
+		want := shown(t, before)
+		for i, s := range all {
+			if got := shown(t, s); got != want {
+				t.Errorf("status %d of %d after the restart:\n got %s\nwant %s", i+1, len(all), got, want)
+			}
 		}
 	})
 }

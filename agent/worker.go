@@ -477,9 +477,9 @@ func (w *worker) refreshVolumes(pod *v1.Pod) {
 	}
 }
 
-// beforeApply shows what the worker knows before it acts: hooks, then the
-// probes of what runs, then the status; then it stops the probes of what
-// no longer runs.
+// beforeApply shows what the worker knows before it acts: hooks, the probes
+// of what runs and the sandbox's network, then the status; then it stops
+// the probes of what no longer runs.
 func (w *worker) beforeApply(ctx context.Context, pod *v1.Pod) {
 	// Before the first publish: an adopted container whose postStart hook
 	// runs again is never shown started meanwhile.
@@ -490,6 +490,13 @@ func (w *worker) beforeApply(ctx context.Context, pod *v1.Pod) {
 	// probes no longer wanted are stopped after the publish, which a probe
 	// slow to stop does not hold up.
 	w.startProbes(ctx, pod)
+	// And where the pod is on the network: an adopted sandbox's pod IPs
+	// are shown by the first status too.
+	if pod != nil {
+		if st := w.pods[string(pod.UID)]; st != nil {
+			w.sandboxStatus(ctx, pod, st)
+		}
+	}
 	// A new generation shows at once, waiting while an older one stops, and
 	// a pod no longer desired shows Terminating until nothing of it is left.
 	w.publish(pod)
