@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/staticpodd/staticpodd/agent/events"
+	"github.com/staticpodd/staticpodd/agent/lifecycle"
 	"github.com/staticpodd/staticpodd/agent/manifest"
 	"github.com/staticpodd/staticpodd/agent/poddir"
 	"github.com/staticpodd/staticpodd/agent/podspec"
@@ -164,6 +165,7 @@ func RecordedPods(rootDir string, containers []podspec.ContainerStatus, sandboxe
 	}
 	seen := NewSeenStore(manifest.Paths{RootDir: rootDir})
 	marks := prober.FileMarks{File: poddir.Root(rootDir).ProbeMark}
+	hooks := lifecycle.FileMarks{File: poddir.Root(rootDir).PostStartMark}
 	var out []v1.Pod
 	for uid, cs := range byUID {
 		if !manifest.ValidUID(uid) {
@@ -191,6 +193,12 @@ func RecordedPods(rootDir string, containers []podspec.ContainerStatus, sandboxe
 			Gen:  gen,
 			Prev: prev,
 			Probe: func(c *v1.Container, id string) (started, ready bool) {
+				// One whose postStart hook the daemon did not see done:
+				// the next daemon runs it again, not started meanwhile.
+				if i := slices.IndexFunc(cs, func(k podspec.ContainerStatus) bool { return k.ID == id }); i >= 0 &&
+					!strings.ContainsAny(c.Name, "/.") && hooks.Marked(uid, c.Name, cs[i].Attempt) {
+					return false, false
+				}
 				started = c.StartupProbe == nil || marks.Marked(uid, id, prober.MarkStarted)
 				ready = c.ReadinessProbe == nil || marks.Marked(uid, id, prober.MarkReady)
 				return started, started && ready

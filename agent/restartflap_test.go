@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +15,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/staticpodd/staticpodd/agent/manifest"
+	"github.com/staticpodd/staticpodd/agent/poddir"
 	"github.com/staticpodd/staticpodd/agent/podspec"
 )
 
@@ -378,4 +381,35 @@ func TestDaemonRestartKeepsPodIP(t *testing.T) {
 			}
 		}
 	})
+}
+
+// With the daemon stopped during a container's postStart hook, its records
+// show the container not started and not ready, as the next daemon shows
+// it while it runs the hook again.
+func TestRecordsShowContainerInPostStartUnstarted(t *testing.T) {
+	root := t.TempDir()
+	at := time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC)
+	cs := []podspec.ContainerStatus{
+		{ID: "c1", PodUID: "u1", PodName: "web-node1", PodNamespace: "default", Name: "main", Attempt: 2,
+			State: podspec.StateRunning, CreatedAt: at, StartedAt: at},
+		{ID: "c2", PodUID: "u1", PodName: "web-node1", PodNamespace: "default", Name: "side", Attempt: 0,
+			State: podspec.StateRunning, CreatedAt: at, StartedAt: at},
+	}
+	file := poddir.Root(root).PostStartMark("u1", "main", 2)
+	if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	pods := RecordedPods(root, cs, map[string]podspec.SandboxStatus{"u1": {}}, at.Add(time.Hour))
+	if len(pods) != 1 || len(pods[0].Status.ContainerStatuses) != 2 {
+		t.Fatalf("recorded pods: %+v", pods)
+	}
+	for _, s := range pods[0].Status.ContainerStatuses {
+		started := s.Started != nil && *s.Started
+		if want := s.Name == "side"; started != want || s.Ready != want {
+			t.Errorf("%s recorded started %v, ready %v; want %v", s.Name, started, s.Ready, want)
+		}
+	}
 }
