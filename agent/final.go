@@ -3,6 +3,7 @@ package agent
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"slices"
@@ -123,8 +124,12 @@ func (w *worker) loadLast(uid string, st *podState) {
 // keptLast reads, under rootDir, the instance each container of pod uid
 // replaced last as storeLast recorded it, by container name: only the
 // instance right before the latest one the runtime has (cs), and only
-// where the runtime did not keep an earlier instance, which is the last
-// then. Nil, and no error, if none is recorded.
+// where the runtime has neither that instance (its destroy failed: the
+// runtime's own is shown) nor an earlier exited one, which is the last
+// then. Nil, and no error, if none is recorded; an entry the daemon cannot
+// have written (another container's, or an instance the runtime has
+// under another name) is left out and counted in the error, with the
+// others returned.
 func keptLast(rootDir, uid string, cs []podspec.ContainerStatus) (map[string]podspec.ContainerStatus, error) {
 	if rootDir == "" || !manifest.ValidUID(uid) {
 		return nil, nil
@@ -141,14 +146,26 @@ func keptLast(rootDir, uid string, cs []podspec.ContainerStatus) (map[string]pod
 		return nil, err
 	}
 	latest := latestByName(cs)
+	var refused []string
 	for name, c := range last {
 		cur, ok := latest[name]
-		if !ok || c.State != podspec.StateExited || c.PodUID != uid || c.Name != name || c.ID == "" || c.ID == cur.ID ||
-			c.Attempt+1 != cur.Attempt || slices.ContainsFunc(cs, func(k podspec.ContainerStatus) bool {
-			return k.Name == name && k.ID != cur.ID && k.State == podspec.StateExited
-		}) {
+		switch {
+		case c.State != podspec.StateExited || c.PodUID != uid || c.Name != name || c.ID == "" ||
+			slices.ContainsFunc(cs, func(k podspec.ContainerStatus) bool { return k.ID == c.ID && k.Name != name }):
+			refused = append(refused, name)
 			delete(last, name)
+		case !ok || c.Attempt+1 != cur.Attempt || slices.ContainsFunc(cs, func(k podspec.ContainerStatus) bool {
+			return k.ID == c.ID || k.Name == name && k.ID != cur.ID && k.State == podspec.StateExited
+		}):
+			delete(last, name) // not the instance right before the latest one
 		}
 	}
-	return last, nil
+	if len(refused) > 0 {
+		// Named by the first in order, so that a file of many says so in
+		// one short line.
+		slices.Sort(refused)
+		err = fmt.Errorf("%s: %d entries are not instances of their containers that a restart replaced, container %s the first",
+			poddir.Root(rootDir).Last(uid), len(refused), podspec.Quote(refused[0]))
+	}
+	return last, err
 }

@@ -413,3 +413,62 @@ func TestRecordsShowContainerInPostStartUnstarted(t *testing.T) {
 		}
 	}
 }
+
+// A last.json whose entry for a container names an instance the runtime
+// still has, of another container, is not that container's replaced
+// instance: the daemon after a restart shows no lastState from it, and
+// says why it refused it.
+func TestDaemonRestartRefusesLastStateOfAnotherContainer(t *testing.T) {
+	root := t.TempDir()
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		pod := testPod("static", "u1", v1.RestartPolicyAlways, ctr("a", "busybox", "sleep", "3600"), ctr("b", "busybox", "sleep", "3600"))
+		paths := manifest.Paths{RootDir: root}
+		h1 := start(t, rt, Config{Paths: paths, Seen: NewSeenStore(paths)})
+		h1.send([]manifest.Pod{pod})
+		time.Sleep(20 * time.Second)
+		synctest.Wait()
+		ids := map[string]string{}
+		for _, cs := range h1.pod("static").Status.ContainerStatuses {
+			ids[cs.Name] = strings.TrimPrefix(cs.ContainerID, containerIDPrefix)
+		}
+		rt.Exit(ids["a"], 1)
+		time.Sleep(40 * time.Second)
+		synctest.Wait()
+		h1.stop()
+
+		// last.json says a's instance before the running one is b's.
+		file := poddir.Root(root).Last("u1")
+		b, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var last map[string]podspec.ContainerStatus
+		if err := json.Unmarshal(b, &last); err != nil {
+			t.Fatal(err)
+		}
+		a := last["a"]
+		if a.ID != ids["a"] {
+			t.Fatalf("last.json before: %s", b)
+		}
+		a.ID = ids["b"]
+		last["a"] = a
+		if b, err = json.Marshal(last); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(file, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+
+		h2 := start(t, rt, Config{Paths: paths, Seen: NewSeenStore(paths)})
+		h2.send([]manifest.Pod{pod})
+		for _, cs := range h2.pod("static").Status.ContainerStatuses {
+			if t1 := cs.LastTerminationState.Terminated; t1 != nil && t1.ContainerID == containerIDPrefix+ids["b"] {
+				t.Errorf("%s shows lastState of b's running instance: %+v", cs.Name, t1)
+			}
+		}
+		if !strings.Contains(h2.logs.String(), "cannot read the replaced instances") {
+			t.Errorf("no warning of the refused lastState:\n%s", h2.logs.String())
+		}
+	})
+}
