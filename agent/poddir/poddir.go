@@ -3,12 +3,15 @@
 // (kubelet_getters.go: getPodsDir, getPodDir, getPodVolumesDir,
 // getPodVolumeDir) are. It only names; agent/volumes makes a pod's volumes
 // there and removes the whole directory with the pod, and the agent writes
-// its records (seen, started, manifest.json, the probe and postStart marks)
-// at the names given here. Paths only, no I/O (tests/deps_test.go,
-// purePackages).
+// its records (seen, started, manifest.json, final.json, last.json,
+// conditions.json, the probe and postStart marks) at the names given here.
+// Paths only, no I/O (tests/deps_test.go, purePackages).
 //
 //	<root-dir>/pods/<uid>/
 //	  seen, started, manifest.json           SeenStore's records
+//	  final.json                             reclaimed containers' last statuses
+//	  last.json                              the instances restarts replaced
+//	  conditions.json                        the conditions last kept, with their times
 //	  poststart/<container>.<attempt>        a postStart hook not done yet
 //	  probes/<container-id>.<mark>           what a container's probes last said
 //	  volumes/kubernetes.io~empty-dir/<name>
