@@ -11,9 +11,9 @@ import (
 // Manager runs the probes of one pod worker's containers, one Run per
 // container instance, and writes what they say into its Results (the
 // kubelet's prober.Manager). Which containers are probed is the worker's
-// decision, made on its goroutine: Sync, Stop and Prune are called from
-// that goroutine only. Every probe goroutine is joined by Sync when its
-// container is no longer probed, and by Stop.
+// decision, made on its goroutine: Start, Sync, Stop and Prune are called
+// from that goroutine only. Every probe goroutine is joined by Sync when
+// its container is no longer probed, and by Stop; Start joins none.
 type Manager struct {
 	cfg     ManagerConfig
 	results *Results
