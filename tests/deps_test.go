@@ -169,10 +169,11 @@ var agentEdges = map[string][]string{
 	// record the daemon relies on after a restart.
 	"agent/rollout": {"agent/atomicfile"},
 	// agent/server finds the pod and container of staticpodd exec's one
-	// request as the CLI names them (agent/describe).
+	// request as the CLI names them (agent/describe), and its metrics read
+	// the status manager's pods through agent/status' Figures, not a copy.
 	"agent/server": {
 		"agent/atomicfile", "agent/describe", "agent/events", "agent/histogram", "agent/manifest", "agent/podspec",
-		"agent/podspec/logfiles", "agent/prober", "agent/rollout",
+		"agent/podspec/logfiles", "agent/prober", "agent/rollout", "agent/status",
 	},
 	"agent/source": {"agent/atomicfile", "agent/filestamp", "agent/manifest", "agent/objects", "agent/podspec", "agent/tick"},
 	"agent/status": {"agent/manifest", "agent/podspec"},
