@@ -1,10 +1,7 @@
 package agent
 
 import (
-	"fmt"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -15,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/staticpodd/staticpodd/agent/podspec"
-	"github.com/staticpodd/staticpodd/agent/server"
 )
 
 // hostilePods are pods a scrape must show as it always did, beside
@@ -162,26 +158,5 @@ func TestScrapeOutputHostile(t *testing.T) {
 	if got := a.Pods(); len(got) != len(pods) {
 		t.Fatalf("the agent shows %d pods, want %d", len(got), len(pods))
 	}
-	h := server.ReadOnly(a, server.NewMetrics(a), slog.New(slog.DiscardHandler))
-	var b strings.Builder
-	for _, path := range scrapePaths {
-		text := scrape(t, h, path)
-		if path == "/metrics" {
-			text = agentFamilies(text)
-		}
-		fmt.Fprintf(&b, "==> GET %s\n%s", path, text)
-	}
-	golden := filepath.Join("testdata", "scrape_hostile.golden")
-	if *updateGolden {
-		if err := os.WriteFile(golden, []byte(b.String()), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := b.String(); got != string(want) {
-		t.Errorf("the scrape differs from %s:\n%s", golden, lineDiff(string(want), got))
-	}
+	checkScrapeGolden(t, a, "scrape_hostile.golden")
 }

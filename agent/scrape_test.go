@@ -348,6 +348,14 @@ func TestScrapeOutput(t *testing.T) {
 	if got := a.Pods(); len(got) != len(pods) {
 		t.Fatalf("the agent shows %d pods, want %d", len(got), len(pods))
 	}
+	checkScrapeGolden(t, a, "scrape.golden")
+}
+
+// checkScrapeGolden compares the text of every scrape path of a (of
+// /metrics, the agent's own families) with testdata/name, which
+// -update-golden writes.
+func checkScrapeGolden(t *testing.T, a *Agent, name string) {
+	t.Helper()
 	h := server.ReadOnly(a, server.NewMetrics(a), slog.New(slog.DiscardHandler))
 	var b strings.Builder
 	for _, path := range scrapePaths {
@@ -357,7 +365,7 @@ func TestScrapeOutput(t *testing.T) {
 		}
 		fmt.Fprintf(&b, "==> GET %s\n%s", path, text)
 	}
-	golden := filepath.Join("testdata", "scrape.golden")
+	golden := filepath.Join("testdata", name)
 	if *updateGolden {
 		if err := os.MkdirAll("testdata", 0o755); err != nil {
 			t.Fatal(err)
