@@ -22,7 +22,7 @@ import (
 // kept in the pod's directory (conditions.json), written when one moves,
 // and read as the status before of the first status of a pod found
 // running at start. They are written as the probe marks are, without
-// fsync (replaceFile).
+// fsync (atomicfile.Replace).
 
 // maxConditionsFile bounds what loadConditions reads of conditions.json.
 const maxConditionsFile = 64 << 10
@@ -44,39 +44,16 @@ func (w *worker) keepConditions(pod *v1.Pod, st *podState, conds []v1.PodConditi
 	}
 	b, err := json.Marshal(conds)
 	if err == nil {
-		err = replaceFile(poddir.Root(root).Conditions(uid), b)
+		path := poddir.Root(root).Conditions(uid)
+		if err = os.MkdirAll(filepath.Dir(path), 0o700); err == nil {
+			err = atomicfile.Replace(path, b)
+		}
 	}
 	if err != nil {
 		w.logger.Warn("cannot keep the pod's conditions for the next daemon", "err", err)
 		return
 	}
 	w.kept.uid, w.kept.conds = uid, slices.Clone(conds)
-}
-
-// replaceFile replaces path with data through a temp file renamed over it,
-// so that a reader sees the old content or the new, with no fsync: the
-// conditions move with every readiness flap, and a power cut that loses
-// their last move only makes the next daemon's transition times its own.
-func replaceFile(path string, data []byte) error {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
-	}
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-") // atomicfile.IsTemp's
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(data)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(f.Name(), path)
-	}
-	if err != nil {
-		_ = os.Remove(f.Name())
-	}
-	return err
 }
 
 // sameTransition reports whether a and b are the same condition with the

@@ -82,6 +82,20 @@ func Write(path string, data []byte) error {
 // ".<name>.tmp-<random>" (IsTemp), which no reader of path takes for it.
 // The error is the file system's, which names the file.
 func WriteMode(path string, data []byte, perm fs.FileMode) error {
+	return write(path, data, perm, true)
+}
+
+// Replace replaces path with data, mode 0600, as Write does but without
+// its fsyncs: a reader sees the old content or the new, never a part, and
+// a power cut may leave the old. For a record rewritten often whose last
+// change may be lost (a pod's kept conditions, which move with every
+// readiness flap).
+func Replace(path string, data []byte) error {
+	return write(path, data, 0o600, false)
+}
+
+// write is WriteMode, with the fsyncs of file and directory when durable.
+func write(path string, data []byte, perm fs.FileMode, durable bool) error {
 	dir := filepath.Dir(path)
 	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+tempInfix)
 	if err != nil {
@@ -97,13 +111,17 @@ func WriteMode(path string, data []byte, perm fs.FileMode) error {
 	}
 	if err == nil {
 		step(Written, path)
-		err = f.Sync()
+		if durable {
+			err = f.Sync()
+		}
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	if err == nil {
-		step(Synced, path)
+		if durable {
+			step(Synced, path)
+		}
 		err = os.Rename(tmp, path)
 	}
 	if err != nil {
@@ -111,6 +129,9 @@ func WriteMode(path string, data []byte, perm fs.FileMode) error {
 		return err
 	}
 	step(Renamed, path)
+	if !durable {
+		return nil
+	}
 	if err := syncDir(dir); err != nil {
 		return fmt.Errorf("sync directory of %s: %w", path, err)
 	}

@@ -122,3 +122,29 @@ func TestRead(t *testing.T) {
 		}
 	}
 }
+
+// Replace replaces the content whole, without the fsync steps, and leaves
+// no temp file.
+func TestReplace(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "conditions.json")
+	var steps []Step
+	defer SetTestHook(func(s Step, _ string) { steps = append(steps, s) })()
+	for _, data := range []string{"first, longer", "second"} {
+		if err := Replace(path, []byte(data)); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := Read(path, 1<<10); err != nil || string(got) != data {
+			t.Fatalf("after Replace(%q): %q, %v", data, got, err)
+		}
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil || len(entries) != 1 {
+		t.Fatalf("directory holds %v (%v), want the file alone", entries, err)
+	}
+	for _, s := range steps {
+		if s == Synced || s == DirSynced {
+			t.Fatalf("Replace took step %v", s)
+		}
+	}
+}
