@@ -284,17 +284,7 @@ func TestDebugDaemonDies(t *testing.T) {
 	initPID := containerPID(d, pod, "main")
 	before := hostState(t, d)
 	marker := "98" + strconv.Itoa(int(time.Now().UnixNano()%1000000))
-	cli := debugCmd(d, "web", "--image", "busybox", "--", "sleep", marker)
-	if err := cli.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var sleepPID int
-	d.Eventually(10*time.Second, "the debug container's sleep runs", func() error {
-		if sleepPID = findCmdline("sleep\x00" + marker); sleepPID == 0 {
-			return errStill
-		}
-		return nil
-	})
+	cli, sleepPID := startDebugSleep(d, marker)
 	d.Kill9()
 	cli.Wait()
 	if !procAlive(sleepPID) {
@@ -324,16 +314,7 @@ func TestDebugDaemonDies(t *testing.T) {
 	// A daemon stopped (SIGTERM) ends its debug containers and removes them
 	// before it exits; the pod runs on.
 	marker = "97" + strconv.Itoa(int(time.Now().UnixNano()%1000000))
-	cli = debugCmd(d, "web", "--image", "busybox", "--", "sleep", marker)
-	if err := cli.Start(); err != nil {
-		t.Fatal(err)
-	}
-	d.Eventually(10*time.Second, "the debug container's sleep runs", func() error {
-		if sleepPID = findCmdline("sleep\x00" + marker); sleepPID == 0 {
-			return errStill
-		}
-		return nil
-	})
+	cli, sleepPID = startDebugSleep(d, marker)
 	d.Stop()
 	cli.Wait()
 	if procAlive(sleepPID) {
@@ -345,6 +326,31 @@ func TestDebugDaemonDies(t *testing.T) {
 	if !procAlive(initPID) {
 		t.Errorf("the pod's container %d died with the daemon's stop", initPID)
 	}
+}
+
+// startDebugSleep starts `staticpodd debug web -- sleep marker` and returns
+// it with the pid of its sleep once that runs. A client that exits first
+// fails the test with what it said.
+func startDebugSleep(d *daemon, marker string) (*exec.Cmd, int) {
+	d.T.Helper()
+	cli := debugCmd(d, "web", "--image", "busybox", "--", "sleep", marker)
+	var stderr lockedBuffer
+	cli.Stderr = &stderr
+	if err := cli.Start(); err != nil {
+		d.T.Fatal(err)
+	}
+	var pid int
+	d.Eventually(30*time.Second, "the debug container's sleep runs", func() error {
+		if pid = findCmdline("sleep\x00" + marker); pid != 0 {
+			return nil
+		}
+		// Exited, not yet waited for: a zombie.
+		if st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", cli.Process.Pid)); err == nil && bytes.Contains(st, []byte(") Z ")) {
+			d.T.Fatalf("staticpodd debug exited before its sleep ran; stderr %q\ndaemon output:\n%s", stderr.String(), d.OutputTail())
+		}
+		return fmt.Errorf("not yet; the client's stderr so far %q", stderr.String())
+	})
+	return cli, pid
 }
 
 // TestDebugPullsItsImage: a debug image the node lacks is pulled
