@@ -121,6 +121,9 @@ type Agent struct {
 	// reconciled is closed by the first full reconcile: from then on every
 	// pod found running is owned by a worker (StopPod waits for it).
 	reconciled chan struct{}
+	// listing is closed once every pod of the first full reconcile is
+	// published (Listed).
+	listing *listing
 
 	// started is when the agent was made: probes of containers that ran
 	// before are spread over their first period.
@@ -208,6 +211,7 @@ func New(cfg Config, rt Runtime, logger *slog.Logger) *Agent {
 		files:      hostfiles.New(cfg.RelistPeriod, logger),
 		resynced:   make(chan struct{}),
 		reconciled: make(chan struct{}),
+		listing:    newListing(),
 		started:    time.Now(),
 		workers:    map[string]*worker{},
 		summary:    "",

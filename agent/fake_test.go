@@ -65,6 +65,8 @@ type fakeRuntime struct {
 	// with a sandbox (zero usage for a pod not in it).
 	node     podspec.NodeStats
 	podUsage map[string]podspec.Usage
+	// sandboxGate, when set, holds every SandboxStatus until it is closed.
+	sandboxGate chan struct{}
 }
 
 // memMarks are postStart marks in memory.
@@ -215,6 +217,12 @@ func (f *fakeRuntime) ListSandboxes(ctx context.Context) ([]string, error) {
 }
 
 func (f *fakeRuntime) SandboxStatus(ctx context.Context, uid string) (podspec.SandboxStatus, error) {
+	f.mu.Lock()
+	gate := f.sandboxGate
+	f.mu.Unlock()
+	if gate != nil {
+		<-gate
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if !f.sandboxes[uid] {

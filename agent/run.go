@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -244,6 +245,7 @@ func (a *Agent) firstFullReconcileLocked(ctx context.Context, l *loop, pods map[
 	}
 	l.stash = nil
 	close(a.reconciled)
+	a.listing.reconciled(slices.Collect(maps.Keys(a.workers)))
 	a.readyAt = l.seq
 	a.readyWait = map[string]bool{}
 	for key := range pods {

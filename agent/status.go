@@ -83,6 +83,7 @@ func (w *worker) publish(pod *v1.Pod) {
 		return out, stopping
 	})
 	w.readinessShown(out)
+	w.a.listing.published(w.key)
 	w.a.summaryChanged()
 }
 

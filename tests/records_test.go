@@ -222,3 +222,40 @@ func equalState(a, b v1.ContainerState) bool {
 	jb, _ := json.Marshal(b)
 	return bytes.Equal(ja, jb)
 }
+
+// While a daemon starts again, every answer of the command line lists the
+// pods that run: from the records until it answers on its socket, then from
+// the daemon, which answers once it lists every pod it found, never with
+// "No pods." before its first sync. Asked through each restart, so that one
+// of the answers comes in the window, if any.
+func TestCLIListsThePodsWhileTheDaemonStarts(t *testing.T) {
+	t.Parallel()
+	d := newDaemon(t)
+	d.Start()
+	d.WriteManifest("web.yaml", debugPod)
+	d.WaitRunning("web", 30*time.Second)
+	for i := range 3 {
+		d.Kill9()
+		var daemonAnswers int
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for {
+				out, err := d.CLIErr("ps")
+				if err != nil || !strings.Contains(out, "web-"+d.Name) {
+					t.Errorf("restart %d: ps said (%v)\n%s\nwant the pod web listed", i, err, out)
+					return
+				}
+				if !strings.Contains(out, fromRecords) && !strings.Contains(out, "does not answer on its socket") {
+					daemonAnswers++
+					return // the daemon's own answer
+				}
+			}
+		}()
+		d.Start()
+		<-done
+		if daemonAnswers != 1 {
+			t.Errorf("restart %d: no answer came from the daemon", i)
+		}
+	}
+}

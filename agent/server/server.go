@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -55,6 +56,43 @@ type Agent interface {
 // the pod network.
 type SandboxReporter interface {
 	SandboxStatus(ctx context.Context, uid string) (podspec.SandboxStatus, error)
+}
+
+// Lister is implemented by an Agent that, just started, does not list every
+// pod at once (agent.Agent.Listed): the channel is closed once it does.
+type Lister interface {
+	Listed() <-chan struct{}
+}
+
+// listWaitMax bounds how long a command line request waits for a daemon just
+// started to list its pods: one whose pod's first sync is stuck answers
+// with what it has, within the client's own deadline (10 s).
+var listWaitMax = 5 * time.Second
+
+// afterListed serves h once a, if a Lister, lists every pod it started
+// with: `staticpodd ps` (exec, logs, debug) right after a restart would
+// otherwise be told of no pod, while the pods run on.
+func afterListed(a Agent, h http.Handler) http.Handler {
+	l, ok := a.(Lister)
+	if !ok {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-l.Listed():
+		default:
+			t := time.NewTimer(listWaitMax)
+			select {
+			case <-l.Listed():
+			case <-t.C:
+			case <-r.Context().Done():
+				t.Stop()
+				return
+			}
+			t.Stop()
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // PodNetwork is a pod's network as JSON (/networks): the CNI network and
@@ -156,7 +194,7 @@ func CLI(a Agent, logger *slog.Logger) http.Handler {
 	rollouts(mux, a, logger)
 	mux.HandleFunc("POST /debug/{namespace}/{pod}", debugHandler(a, logger))
 	mux.HandleFunc("POST /restart/{namespace}/{pod}", restartHandler(a, logger))
-	return mux
+	return afterListed(a, mux)
 }
 
 // readOnly adds what the read-only port serves to mux: m's metrics, unless
