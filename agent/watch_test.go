@@ -20,7 +20,7 @@ func drain(t *testing.T, pw *PodWatch) map[string]*v1.Pod {
 	}
 	out := map[string]*v1.Pod{}
 	for _, name := range pw.Next() {
-		out[name] = pw.Desired(name)
+		out[name] = pw.Desired(name).Copy()
 	}
 	return out
 }

@@ -2,6 +2,7 @@ package mirror
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sync"
 	"time"
@@ -199,7 +200,11 @@ func (r *rejecter) reject(ctx context.Context, ref podRef) error {
 		return nil
 	}
 	if !terminal(p.Status.Phase) {
-		patch, err := statusPatch(p, rejectedStatus(p, r.m.cfg.NodeName, metav1.Now()))
+		js, err := json.Marshal(rejectedStatus(p, r.m.cfg.NodeName, metav1.Now()))
+		if err != nil {
+			return fmt.Errorf("encode status: %w", err)
+		}
+		patch, err := statusPatch(p, js)
 		if err != nil {
 			return err
 		}

@@ -25,6 +25,7 @@ import (
 	"github.com/staticpodd/staticpodd/agent"
 	"github.com/staticpodd/staticpodd/agent/events"
 	"github.com/staticpodd/staticpodd/agent/manifest"
+	"github.com/staticpodd/staticpodd/agent/status"
 )
 
 // Pods is what the mirror needs of the agent.
@@ -43,12 +44,16 @@ type Watch interface {
 	// it was last called.
 	Next() []string
 	// Desired is the static pod of a full name with its live status as the
-	// status manager has it now, nil for none.
-	Desired(name string) *v1.Pod
+	// status manager has it now, the zero Shared for none. It is the status
+	// manager's own pod, shared with every reader: the mirror reads it
+	// through Shared's methods, which change nothing, and copies it (Copy)
+	// to make a mirror pod of it. Since it never changes, the mirror may
+	// keep it, and one it kept that is Same is the same status.
+	Desired(name string) status.Shared
 	// Stopping are the older generations of a full name that are still
 	// being stopped (a removed or replaced static pod in its grace period),
-	// with their live status.
-	Stopping(name string) []*v1.Pod
+	// with their live status: shared, as Desired's.
+	Stopping(name string) []status.Shared
 	// Keys are the full names of the static pods there are now.
 	Keys() []string
 	// Synced is true once the agent has every source's pods: before, a
@@ -379,7 +384,7 @@ func (m *Mirror) activeStaticPods() int64 {
 	}
 	var n int64
 	for _, key := range ps.pods.Keys() {
-		if p := ps.pods.Desired(key); p != nil && !terminal(p.Status.Phase) {
+		if p := ps.pods.Desired(key); !p.IsZero() && !terminal(p.Phase()) {
 			n++
 		}
 	}

@@ -27,6 +27,7 @@ import (
 
 	"github.com/staticpodd/staticpodd/agent/events"
 	"github.com/staticpodd/staticpodd/agent/manifest"
+	"github.com/staticpodd/staticpodd/agent/status"
 )
 
 // fakePods is the agent's side: static pods set by the test.
@@ -56,15 +57,22 @@ func (f *fakePods) Synced() bool {
 	f.looks++
 	return !f.unsynced
 }
-func (f *fakePods) Desired(name string) *v1.Pod {
+
+// Desired shares the pod set last, which the test makes anew for each set,
+// as a worker publishes a new pod for each change.
+func (f *fakePods) Desired(name string) status.Shared {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.pods[name]
+	return status.Share(f.pods[name])
 }
-func (f *fakePods) Stopping(name string) []*v1.Pod {
+func (f *fakePods) Stopping(name string) []status.Shared {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.stopping[name]
+	var out []status.Shared
+	for _, p := range f.stopping[name] {
+		out = append(out, status.Share(p))
+	}
+	return out
 }
 
 // setStopping sets the older generations of name still stopping.
@@ -228,7 +236,7 @@ func TestMirrorPodStatusHasNoObservedGeneration(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p := staticPod("h1", v1.PodRunning)
 		p.Status.Conditions = []v1.PodCondition{{Type: v1.PodReady, Status: v1.ConditionTrue}}
-		existing := mirrorPod(p, "node1", "")
+		existing := mirrorPod(status.Share(p), "node1", "")
 		existing.Generation = 3
 		client := fake.NewClientset(existing)
 		pods := newFakePods()
@@ -453,7 +461,7 @@ func TestMirrorPodsKeptUntilTheAgentSynced(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		old := mirrorPod(staticPod("h1", v1.PodRunning), "node1", n.UID)
+		old := mirrorPod(status.Share(staticPod("h1", v1.PodRunning)), "node1", n.UID)
 		old.UID = "m1"
 		if _, err := client.CoreV1().Pods("kube-system").Create(ctx, old, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)

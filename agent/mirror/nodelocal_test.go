@@ -13,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	ktesting "k8s.io/client-go/testing"
+
+	"github.com/staticpodd/staticpodd/agent/status"
 )
 
 // nodeLocalPod is a static pod that uses ConfigMaps and Secrets of the
@@ -105,7 +107,7 @@ func TestMirrorPodWithoutNodeLocalObjects(t *testing.T) {
 		if !equality.Semantic.DeepEqual(mp.Spec, want) {
 			t.Errorf("mirror pod spec:\n%+v\nwant:\n%+v", mp.Spec, want)
 		}
-		if !equality.Semantic.DeepEqual(pods.Desired("kube-system/web-node1").Spec, nodeLocalPod().Spec) {
+		if !equality.Semantic.DeepEqual(pods.Desired("kube-system/web-node1").Copy().Spec, nodeLocalPod().Spec) {
 			t.Error("making the mirror pod changed the static pod's spec")
 		}
 
@@ -138,7 +140,7 @@ func TestMirrorPodOfPodWithoutNodeLocalObjects(t *testing.T) {
 	p := staticPod("h1", v1.PodRunning)
 	p.Annotations[AnnotationNodeLocalObjects] = "volume x: secret forged"
 	p.Spec.Volumes = nodeLocalPod().Spec.Volumes[3:]
-	mp := mirrorPod(p, "node1", "uid")
+	mp := mirrorPod(status.Share(p), "node1", "uid")
 	if !equality.Semantic.DeepEqual(mp.Spec, p.Spec) {
 		t.Errorf("mirror pod spec:\n%+v\nwant the static pod's:\n%+v", mp.Spec, p.Spec)
 	}
@@ -148,7 +150,7 @@ func TestMirrorPodOfPodWithoutNodeLocalObjects(t *testing.T) {
 
 	p = nodeLocalPod()
 	p.Annotations[AnnotationNodeLocalObjects] = "volume x: secret forged"
-	if got := mirrorPod(p, "node1", "uid").Annotations[AnnotationNodeLocalObjects]; got != nodeLocalAnnotation {
+	if got := mirrorPod(status.Share(p), "node1", "uid").Annotations[AnnotationNodeLocalObjects]; got != nodeLocalAnnotation {
 		t.Errorf("annotation %s:\n%s\nwant:\n%s", AnnotationNodeLocalObjects, got, nodeLocalAnnotation)
 	}
 }
@@ -160,7 +162,7 @@ func TestNodeLocalAnnotationHostileAndBounded(t *testing.T) {
 	p := staticPod("h1", v1.PodRunning)
 	p.Spec.Containers[0].Env = []v1.EnvVar{{Name: "A: configMap x\nimagePullSecrets: secret y", ValueFrom: &v1.EnvVarSource{
 		SecretKeyRef: &v1.SecretKeySelector{LocalObjectReference: v1.LocalObjectReference{Name: "s"}, Key: "k"}}}}
-	got := mirrorPod(p, "node1", "uid").Annotations[AnnotationNodeLocalObjects]
+	got := mirrorPod(status.Share(p), "node1", "uid").Annotations[AnnotationNodeLocalObjects]
 	if want := `env c "A: configMap x\nimagePullSecrets: secret y": secret s key k`; got != want {
 		t.Errorf("annotation %q, want %q", got, want)
 	}
@@ -171,7 +173,7 @@ func TestNodeLocalAnnotationHostileAndBounded(t *testing.T) {
 		p.Spec.Containers[0].Env = append(p.Spec.Containers[0].Env, v1.EnvVar{Name: fmt.Sprintf("VAR_%d_%s", i, strings.Repeat("x", 40)),
 			ValueFrom: &v1.EnvVarSource{SecretKeyRef: &v1.SecretKeySelector{LocalObjectReference: v1.LocalObjectReference{Name: "s"}, Key: "k"}}})
 	}
-	mp := mirrorPod(p, "node1", "uid")
+	mp := mirrorPod(status.Share(p), "node1", "uid")
 	got = mp.Annotations[AnnotationNodeLocalObjects]
 	if len(got) > maxNodeLocalAnnotation {
 		t.Errorf("annotation of %d bytes, over %d", len(got), maxNodeLocalAnnotation)

@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/util/flowcontrol"
 
 	"github.com/staticpodd/staticpodd/agent/manifest"
+	"github.com/staticpodd/staticpodd/agent/status"
 )
 
 // AnnotationMirror marks a mirror pod; its value is the static pod's
@@ -46,12 +47,22 @@ type podSync struct {
 	dirty    map[string]bool     // names to sync
 	retry    map[string]*backoff // back-off of names whose last sync failed
 	waiting  map[string]bool     // names in their back-off: synced when it ends, not before
-	patched  map[string]string   // the status last patched, as JSON, by mirror pod UID
+	patched  map[string]patched  // the status last patched, by mirror pod UID
 	failures map[string]error    // the last failure of each name
 	kick     chan struct{}       // one slot: something is dirty
 	// statusLimit rate-limits status patches, on top of the client's QPS:
 	// a pod whose status flaps (a probe) cannot crowd out the others.
 	statusLimit flowcontrol.RateLimiter
+}
+
+// patched is what was last patched onto a mirror pod: the status, as JSON,
+// and the static pod it is the status of, the status manager's own (kept:
+// it never changes). A sync that finds the pod Same again, as a resync of
+// a pod of which nothing changed does, has nothing to patch and nothing
+// to encode; one kept per mirror pod, forgotten with it.
+type patched struct {
+	pod  status.Shared
+	json string
 }
 
 // Status patches: statusQPS a second, statusBurst at once; a patch over the
@@ -66,7 +77,7 @@ func newPodSync(m *Mirror, pods Watch, client, watch api) *podSync {
 	return &podSync{
 		m: m, pods: pods, client: client, watch: watch, rejects: newRejecter(m, client),
 		mirrors: map[string]*v1.Pod{}, dirty: map[string]bool{},
-		retry: map[string]*backoff{}, waiting: map[string]bool{}, patched: map[string]string{}, failures: map[string]error{},
+		retry: map[string]*backoff{}, waiting: map[string]bool{}, patched: map[string]patched{}, failures: map[string]error{},
 		kick:        make(chan struct{}, 1),
 		statusLimit: flowcontrol.NewTokenBucketRateLimiter(statusQPS, statusBurst),
 	}
@@ -216,14 +227,15 @@ func notYet(err error) bool {
 // sync makes the mirror pod of name match its static pod (the kubelet's
 // SyncPod mirror handling and its orphaned mirror pod cleanup).
 func (s *podSync) sync(ctx context.Context, name string) error {
+	// The status manager's own pod, shared: read, never changed, copied
+	// only to make a mirror pod of it (status.Shared).
 	desired := s.pods.Desired(name)
 	s.mu.Lock()
 	mirror := s.mirrors[name]
 	s.mu.Unlock()
 	ns, podName, _ := strings.Cut(name, "/")
-	pods := s.client.Pods(ns)
 
-	if mirror != nil && desired == nil && !s.pods.Synced() {
+	if mirror != nil && desired.IsZero() && !s.pods.Synced() {
 		// Maybe not an orphan: the agent may not have published the pod yet.
 		time.AfterFunc(time.Second, func() {
 			s.mu.Lock()
@@ -232,44 +244,45 @@ func (s *podSync) sync(ctx context.Context, name string) error {
 		})
 		return nil
 	}
-	if mirror != nil && mirror.DeletionTimestamp == nil && (desired == nil || mirror.Annotations[AnnotationMirror] != desired.Annotations[manifest.AnnotationHash]) {
+	hash := desired.Annotation(manifest.AnnotationHash)
+	if mirror != nil && mirror.DeletionTimestamp == nil && (desired.IsZero() || mirror.Annotations[AnnotationMirror] != hash) {
 		// The kubelet keeps the mirror pod of a static pod that is still
 		// terminating, removed or replaced (deleteOrphanedMirrorPods skips
 		// it, and the new generation, whose sync replaces the mirror pod,
 		// starts only once the old one has stopped): it shows that pod's
 		// status until it has stopped, and the next sync replaces it.
 		for _, old := range s.pods.Stopping(name) {
-			if old.Annotations[manifest.AnnotationHash] == mirror.Annotations[AnnotationMirror] {
-				return s.patchStatus(ctx, pods, podName, mirror, old)
+			if old.Annotation(manifest.AnnotationHash) == mirror.Annotations[AnnotationMirror] {
+				return s.patchStatus(ctx, podName, mirror, old)
 			}
 		}
 	}
-	if mirror != nil && (desired == nil || mirror.Annotations[AnnotationMirror] != desired.Annotations[manifest.AnnotationHash] ||
+	if mirror != nil && (desired.IsZero() || mirror.Annotations[AnnotationMirror] != hash ||
 		mirror.DeletionTimestamp != nil) {
 		why := "orphaned"
-		if desired != nil {
+		if !desired.IsZero() {
 			why = "outdated"
 			if mirror.DeletionTimestamp != nil {
 				why = "being deleted"
 			}
 		}
-		if err := s.deleteMirror(ctx, pods, mirror); err != nil {
+		if err := s.deleteMirror(ctx, s.client.Pods(ns), mirror); err != nil {
 			return err
 		}
 		s.m.logger.Info("deleted mirror pod", "pod", name, "uid", mirror.UID, "why", why)
 		mirror = nil
 	}
-	if desired == nil {
+	if desired.IsZero() {
 		return nil
 	}
 	if mirror == nil {
-		created, err := s.create(ctx, pods, desired)
+		created, err := s.create(ctx, s.client.Pods(ns), desired)
 		if err != nil {
 			return err
 		}
 		mirror = created
 	}
-	return s.patchStatus(ctx, pods, podName, mirror, desired)
+	return s.patchStatus(ctx, podName, mirror, desired)
 }
 
 // deleteMirror deletes a mirror pod at once, only if it is still the one
@@ -332,7 +345,7 @@ type podsClient interface {
 // CreateMirrorPod): p with the mirror annotation and one controller
 // reference to the Node. An existing pod of the same name and hash is
 // taken as made.
-func (s *podSync) create(ctx context.Context, pods podsClient, p *v1.Pod) (*v1.Pod, error) {
+func (s *podSync) create(ctx context.Context, pods podsClient, p status.Shared) (*v1.Pod, error) {
 	uid, ok := s.m.nodeUID(ctx)
 	if !ok {
 		return nil, ctx.Err()
@@ -360,39 +373,49 @@ func (s *podSync) create(ctx context.Context, pods podsClient, p *v1.Pod) (*v1.P
 }
 
 // mirrorPod is static pod p as its mirror pod, without the node-local
-// objects the API server would refuse.
-func mirrorPod(p *v1.Pod, node string, nodeUID types.UID) *v1.Pod {
-	mp := &v1.Pod{
-		ObjectMeta: *p.ObjectMeta.DeepCopy(),
-		Spec:       *p.Spec.DeepCopy(),
-	}
+// objects the API server would refuse: made of a copy of p, whose status it
+// does not take (patchStatus sets it).
+func mirrorPod(p status.Shared, node string, nodeUID types.UID) *v1.Pod {
+	mp := p.Copy()
+	mp.TypeMeta, mp.Status = metav1.TypeMeta{}, v1.PodStatus{}
 	mp.UID, mp.ResourceVersion, mp.DeletionTimestamp, mp.DeletionGracePeriodSeconds = "", "", nil, nil
 	if mp.Annotations == nil {
 		mp.Annotations = map[string]string{}
 	}
-	mp.Annotations[AnnotationMirror] = p.Annotations[manifest.AnnotationHash]
+	mp.Annotations[AnnotationMirror] = p.Annotation(manifest.AnnotationHash)
 	withoutNodeLocalObjects(mp)
 	controller := true
 	mp.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: node, UID: nodeUID, Controller: &controller}}
 	return mp
 }
 
-// patchStatus patches the static pod's status onto its mirror pod when it
-// changed since it was last patched there (the kubelet's status manager
-// syncPod, with its UID precondition).
-func (s *podSync) patchStatus(ctx context.Context, pods podsClient, name string, mirror, desired *v1.Pod) error {
+// patchStatus patches the status of static pod desired onto its mirror pod
+// name when it changed since it was last patched there (the kubelet's status
+// manager syncPod, with its UID precondition). The very pod last patched
+// there costs nothing: not even its status is encoded.
+func (s *podSync) patchStatus(ctx context.Context, name string, mirror *v1.Pod, desired status.Shared) error {
+	uid := string(mirror.UID)
+	s.mu.Lock()
+	last, known := s.patched[uid]
+	s.mu.Unlock()
+	if known && last.pod.Same(desired) {
+		return nil
+	}
 	// The static pod's status as it is: its observedGeneration and its
 	// conditions' stay unset, as the kubelet's (they come from the static
 	// pod's generation, which a manifest never has), not the mirror pod's.
-	status := *desired.Status.DeepCopy()
-	js, err := json.Marshal(status)
+	js, err := desired.StatusJSON()
 	if err != nil {
 		return fmt.Errorf("encode status: %w", err)
 	}
-	s.mu.Lock()
-	same := s.patched[string(mirror.UID)] == string(js)
-	s.mu.Unlock()
-	if same {
+	if known && last.json == string(js) {
+		// Another pod with the same status (published again, not changed):
+		// kept instead, so that its next sync finds it Same.
+		s.mu.Lock()
+		if cur, ok := s.patched[uid]; ok && cur.json == last.json {
+			s.patched[uid] = patched{pod: desired, json: cur.json}
+		}
+		s.mu.Unlock()
 		return nil
 	}
 	if !s.statusLimit.TryAccept() {
@@ -404,11 +427,11 @@ func (s *podSync) patchStatus(ctx context.Context, pods podsClient, name string,
 		})
 		return nil
 	}
-	patch, err := statusPatch(mirror, status)
+	patch, err := statusPatch(mirror, js)
 	if err != nil {
 		return err
 	}
-	updated, err := pods.Patch(ctx, name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
+	updated, err := s.client.Pods(mirror.Namespace).Patch(ctx, name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
 	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 		// Gone or replaced meanwhile: the watch tells, and the next sync makes it again.
 		s.forget(mirror)
@@ -418,22 +441,24 @@ func (s *podSync) patchStatus(ctx context.Context, pods podsClient, name string,
 		return fmt.Errorf("patch mirror pod status (uid %s): %s", mirror.UID, oneLine(err))
 	}
 	s.mu.Lock()
-	s.patched[string(mirror.UID)] = string(js)
+	s.patched[uid] = patched{pod: desired, json: string(js)}
 	s.mu.Unlock()
 	s.see(updated)
 	return nil
 }
 
-// statusPatch is the strategic merge patch from mirror's status to status,
-// with the mirror's UID as precondition (statusutil.PatchPodStatus).
-func statusPatch(mirror *v1.Pod, status v1.PodStatus) ([]byte, error) {
-	type obj struct {
+// statusPatch is the strategic merge patch from mirror's status to the
+// status encoded in status, with the mirror's UID as precondition
+// (statusutil.PatchPodStatus).
+func statusPatch(mirror *v1.Pod, status json.RawMessage) ([]byte, error) {
+	type obj[S any] struct {
 		Metadata struct {
 			UID types.UID `json:"uid"`
 		} `json:"metadata"`
-		Status v1.PodStatus `json:"status"`
+		Status S `json:"status"`
 	}
-	var oldObj, newObj obj
+	var oldObj obj[v1.PodStatus]
+	var newObj obj[json.RawMessage]
 	oldObj.Metadata.UID, oldObj.Status = mirror.UID, mirror.Status
 	newObj.Metadata.UID, newObj.Status = mirror.UID, status
 	oldJS, err := json.Marshal(oldObj)
@@ -611,7 +636,12 @@ func (s *podSync) replace(items []v1.Pod) {
 			s.markLocked(name)
 		}
 	}
-	for name := range old {
+	for name, p := range old {
+		if cur := s.mirrors[name]; cur == nil || cur.UID != p.UID {
+			// Gone while the watch did not tell: what was patched onto
+			// it goes with it (a mirror pod made again has a new UID).
+			delete(s.patched, string(p.UID))
+		}
 		if s.mirrors[name] == nil {
 			s.markLocked(name)
 		}

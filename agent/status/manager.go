@@ -370,8 +370,9 @@ func checkTransition(old, p *v1.Pod) error {
 // Changes between two calls of Next coalesce, and the Manager never waits
 // for a subscriber. It tells which keys changed, not what they show: the
 // subscriber reads that from the cache when it acts on them (Desired), as
-// the kubelet's status manager reads its cache at sync time, so it keeps no
-// copy of the pods and never acts on a status older than the cache's.
+// the kubelet's status manager reads its cache at sync time, so it never
+// acts on a status older than the cache's; what it reads is the cache's own
+// pod, shared (Shared), not a copy.
 type Watch struct {
 	m    *Manager
 	ch   chan struct{} // one slot: something changed
@@ -431,17 +432,19 @@ func (w *Watch) Next() []string {
 }
 
 // Desired is what key shows now, of the keys w keeps: its desired pod with
-// its status, nil for none. It is a copy, the subscriber's own.
-func (w *Watch) Desired(key string) *v1.Pod {
+// its status, the zero Shared for none. It is the Manager's own pod, not a
+// copy: a resync that changed nothing costs the subscriber no copy, and the
+// pod shown again is Same as the one shown before.
+func (w *Watch) Desired(key string) Shared {
 	if !w.keep(key) {
-		return nil
+		return Shared{}
 	}
-	return w.m.Desired(key).DeepCopy()
+	return Share(w.m.Desired(key))
 }
 
 // Stopping is what key shows now of the older generations it still stops,
-// of the keys w keeps: copies, the subscriber's own, in no order.
-func (w *Watch) Stopping(key string) []*v1.Pod {
+// of the keys w keeps, in no order: the Manager's own pods, as Desired's.
+func (w *Watch) Stopping(key string) []Shared {
 	if !w.keep(key) {
 		return nil
 	}
@@ -452,10 +455,10 @@ func (w *Watch) Stopping(key string) []*v1.Pod {
 	if e == nil {
 		return nil
 	}
-	var out []*v1.Pod
+	var out []Shared
 	for uid, p := range e.pods {
 		if uid != e.desired {
-			out = append(out, p.DeepCopy())
+			out = append(out, Share(p))
 		}
 	}
 	return out

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
@@ -78,7 +79,7 @@ func TestManagerWatch(t *testing.T) {
 		var out []string
 		for _, key := range w.Next() {
 			n := key
-			if w.Desired(key) == nil {
+			if w.Desired(key).IsZero() {
 				n += "=nil"
 			}
 			out = append(out, n)
@@ -211,5 +212,52 @@ func TestManagerChanged(t *testing.T) {
 	m.Remove(web)
 	if !closed(c4) {
 		t.Fatal("Changed not closed at a removal")
+	}
+}
+
+// A watch shares the pods the Manager holds: the pod published again is
+// Same as the one read before, a changed one is not, and nothing the
+// Manager does changes a pod it was given, not even one whose illegal
+// transition it refuses.
+func TestWatchSharesUnchangedPods(t *testing.T) {
+	m := NewManager(testNode, slog.New(slog.DiscardHandler))
+	web := "default/web-" + testNode
+	w := m.Watch(nil, func(string) bool { return true })
+	defer w.Close()
+	p := mpod("web", "u1", instExited("a", "c1"))
+	pristine := p.DeepCopy()
+	set(m, web, p)
+	first := w.Desired(web)
+	if first.IsZero() || first.UID() != "u1" || first.Phase() != v1.PodRunning {
+		t.Fatalf("Desired = %v, want u1 running", first.Copy())
+	}
+	m.Update(web, func(d *v1.Pod, s map[string]*v1.Pod) (*v1.Pod, map[string]*v1.Pod) { return d, s })
+	if !w.Desired(web).Same(first) {
+		t.Error("the same pod published again is not Same")
+	}
+	refused := mpod("web", "u1", instRunning("a", "c1"))
+	set(m, web, refused)
+	if !w.Desired(web).Same(first) {
+		t.Error("a refused transition did not keep the pod shown")
+	}
+	q := mpod("web", "u1", instExited("a", "c1"), instRunning("b", "c2"))
+	set(m, web, q)
+	if w.Desired(web).Same(first) || !w.Desired(web).Same(Share(q)) {
+		t.Error("a changed pod is Same as the one before, or not the one given")
+	}
+	r := mpod("web", "u2")
+	m.Update(web, func(d *v1.Pod, s map[string]*v1.Pod) (*v1.Pod, map[string]*v1.Pod) {
+		s[string(d.UID)] = d
+		return r, s
+	})
+	if st := w.Stopping(web); len(st) != 1 || !st[0].Same(Share(q)) {
+		t.Errorf("Stopping = %v, want the older generation as given", st)
+	}
+	if !equality.Semantic.DeepEqual(p, pristine) || first.Copy() == nil || !equality.Semantic.DeepEqual(first.Copy(), pristine) {
+		t.Error("the Manager changed a pod it was given")
+	}
+	m.Remove(web)
+	if !w.Desired(web).IsZero() || w.Desired(web).Same(first) {
+		t.Error("a removed key shows a pod")
 	}
 }

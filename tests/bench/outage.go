@@ -23,6 +23,7 @@ import (
 	"github.com/staticpodd/staticpodd/agent/events"
 	"github.com/staticpodd/staticpodd/agent/manifest"
 	"github.com/staticpodd/staticpodd/agent/mirror"
+	"github.com/staticpodd/staticpodd/agent/status"
 )
 
 // outagePods are four static pods whose status changes every second, and
@@ -41,12 +42,12 @@ func (o *outagePods) Events() *events.Recorder { return o.rec }
 func (o *outagePods) C() <-chan struct{}       { return o.ch }
 func (o *outagePods) Close()                   {}
 func (o *outagePods) Synced() bool             { return true }
-func (o *outagePods) Desired(name string) *v1.Pod {
+func (o *outagePods) Desired(name string) status.Shared {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return o.pods[name]
+	return status.Share(o.pods[name]) // change makes new pods
 }
-func (o *outagePods) Stopping(string) []*v1.Pod { return nil } // none is ever replaced
+func (o *outagePods) Stopping(string) []status.Shared { return nil } // none is ever replaced
 func (o *outagePods) Keys() []string {
 	o.mu.Lock()
 	defer o.mu.Unlock()

@@ -21,6 +21,7 @@ import (
 
 	"github.com/staticpodd/staticpodd/agent/events"
 	"github.com/staticpodd/staticpodd/agent/mirror"
+	"github.com/staticpodd/staticpodd/agent/status"
 	"github.com/staticpodd/staticpodd/tests/kubeapi"
 )
 
@@ -35,13 +36,19 @@ type onePod struct {
 	next []string
 }
 
-func (o *onePod) Watch() mirror.Watch         { return o }
-func (o *onePod) Events() *events.Recorder    { return o.rec }
-func (o *onePod) C() <-chan struct{}          { return o.ch }
-func (o *onePod) Close()                      {}
-func (o *onePod) Synced() bool                { return true }
-func (o *onePod) Stopping(string) []*v1.Pod   { return nil }
-func (o *onePod) Desired(name string) *v1.Pod { o.mu.Lock(); defer o.mu.Unlock(); return o.pods[name] }
+func (o *onePod) Watch() mirror.Watch             { return o }
+func (o *onePod) Events() *events.Recorder        { return o.rec }
+func (o *onePod) C() <-chan struct{}              { return o.ch }
+func (o *onePod) Close()                          {}
+func (o *onePod) Synced() bool                    { return true }
+func (o *onePod) Stopping(string) []status.Shared { return nil }
+
+// Desired shares the pod set last: set is given a new pod each time.
+func (o *onePod) Desired(name string) status.Shared {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return status.Share(o.pods[name])
+}
 func (o *onePod) Keys() []string {
 	o.mu.Lock()
 	defer o.mu.Unlock()
