@@ -204,7 +204,7 @@ func (r *rejecter) reject(ctx context.Context, ref podRef) error {
 		if err != nil {
 			return fmt.Errorf("encode status: %w", err)
 		}
-		patch, err := statusPatch(p, js)
+		patch, _, err := statusPatch(p, js)
 		if err != nil {
 			return err
 		}

@@ -60,9 +60,17 @@ type podSync struct {
 // it never changes). A sync that finds the pod Same again, as a resync of
 // a pod of which nothing changed does, has nothing to patch and nothing
 // to encode; one kept per mirror pod, forgotten with it.
+//
+// rv is the mirror pod's resourceVersion that the patch made (or found its
+// status in): a mirror pod at another one was written since by someone else
+// (the node lifecycle controller marking it not ready, kubectl, a status
+// patch whose answer was lost), and its status is compared again with the
+// static pod's, as the kubelet's status manager compares the mirror pod it
+// reads with its own (needsReconcile), not only with what it sent.
 type patched struct {
 	pod  status.Shared
 	json string
+	rv   string
 }
 
 // Status patches: statusQPS a second, statusBurst at once; a patch over the
@@ -398,6 +406,9 @@ func (s *podSync) patchStatus(ctx context.Context, name string, mirror *v1.Pod, 
 	s.mu.Lock()
 	last, known := s.patched[uid]
 	s.mu.Unlock()
+	// What was patched is what the mirror pod shows only while no one else
+	// wrote it since.
+	known = known && last.rv == mirror.ResourceVersion
 	if known && last.pod.Same(desired) {
 		return nil
 	}
@@ -412,9 +423,21 @@ func (s *podSync) patchStatus(ctx context.Context, name string, mirror *v1.Pod, 
 		// Another pod with the same status (published again, not changed):
 		// kept instead, so that its next sync finds it Same.
 		s.mu.Lock()
-		if cur, ok := s.patched[uid]; ok && cur.json == last.json {
-			s.patched[uid] = patched{pod: desired, json: cur.json}
+		if cur, ok := s.patched[uid]; ok && cur.json == last.json && cur.rv == last.rv {
+			s.patched[uid] = patched{pod: desired, json: cur.json, rv: cur.rv}
 		}
+		s.mu.Unlock()
+		return nil
+	}
+	patch, changed, err := statusPatch(mirror, js)
+	if err != nil {
+		return err
+	}
+	if !changed {
+		// The mirror pod shows the status already (patched by an earlier
+		// daemon, or by a patch whose answer was lost): nothing to send.
+		s.mu.Lock()
+		s.patched[uid] = patched{pod: desired, json: string(js), rv: mirror.ResourceVersion}
 		s.mu.Unlock()
 		return nil
 	}
@@ -427,10 +450,6 @@ func (s *podSync) patchStatus(ctx context.Context, name string, mirror *v1.Pod, 
 		})
 		return nil
 	}
-	patch, err := statusPatch(mirror, js)
-	if err != nil {
-		return err
-	}
 	updated, err := s.client.Pods(mirror.Namespace).Patch(ctx, name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
 	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 		// Gone or replaced meanwhile: the watch tells, and the next sync makes it again.
@@ -441,7 +460,7 @@ func (s *podSync) patchStatus(ctx context.Context, name string, mirror *v1.Pod, 
 		return fmt.Errorf("patch mirror pod status (uid %s): %s", mirror.UID, oneLine(err))
 	}
 	s.mu.Lock()
-	s.patched[uid] = patched{pod: desired, json: string(js)}
+	s.patched[uid] = patched{pod: desired, json: string(js), rv: updated.ResourceVersion}
 	s.mu.Unlock()
 	s.see(updated)
 	return nil
@@ -449,8 +468,8 @@ func (s *podSync) patchStatus(ctx context.Context, name string, mirror *v1.Pod, 
 
 // statusPatch is the strategic merge patch from mirror's status to the
 // status encoded in status, with the mirror's UID as precondition
-// (statusutil.PatchPodStatus).
-func statusPatch(mirror *v1.Pod, status json.RawMessage) ([]byte, error) {
+// (statusutil.PatchPodStatus); changed is false when it changes nothing.
+func statusPatch(mirror *v1.Pod, status json.RawMessage) (patch []byte, changed bool, err error) {
 	type obj[S any] struct {
 		Metadata struct {
 			UID types.UID `json:"uid"`
@@ -463,23 +482,25 @@ func statusPatch(mirror *v1.Pod, status json.RawMessage) ([]byte, error) {
 	newObj.Metadata.UID, newObj.Status = mirror.UID, status
 	oldJS, err := json.Marshal(oldObj)
 	if err != nil {
-		return nil, fmt.Errorf("encode status: %w", err)
+		return nil, false, fmt.Errorf("encode status: %w", err)
 	}
 	newJS, err := json.Marshal(newObj)
 	if err != nil {
-		return nil, fmt.Errorf("encode status: %w", err)
+		return nil, false, fmt.Errorf("encode status: %w", err)
 	}
-	patch, err := strategicpatch.CreateTwoWayMergePatch(oldJS, newJS, v1.Pod{})
+	patch, err = strategicpatch.CreateTwoWayMergePatch(oldJS, newJS, v1.Pod{})
 	if err != nil {
-		return nil, fmt.Errorf("status patch: %w", err)
+		return nil, false, fmt.Errorf("status patch: %w", err)
 	}
 	// The UID is unchanged, so the diff left it out: put it in as the precondition.
 	var m map[string]any
 	if err := json.Unmarshal(patch, &m); err != nil {
-		return nil, fmt.Errorf("status patch: %w", err)
+		return nil, false, fmt.Errorf("status patch: %w", err)
 	}
+	changed = len(m) > 0
 	m["metadata"] = map[string]any{"uid": string(mirror.UID)}
-	return json.Marshal(m)
+	patch, err = json.Marshal(m)
+	return patch, changed, err
 }
 
 // see records a mirror pod as the API server returned it, unless the watch

@@ -428,3 +428,64 @@ func TestRestingMirrorForgetsGoneMirrorPods(t *testing.T) {
 		t.Errorf("%d mirror pods remembered patched after two went, want 1", n)
 	}
 }
+
+// notReady is mirror pod p with its Ready and ContainersReady conditions
+// False, as the node lifecycle controller marks the pods of a node whose
+// Lease lapsed (MarkPodsNotReady), a status update of its own.
+func notReady(p *v1.Pod) *v1.Pod {
+	q := p.DeepCopy()
+	for i := range q.Status.Conditions {
+		if c := &q.Status.Conditions[i]; c.Type == v1.PodReady || c.Type == v1.ContainersReady {
+			c.Status = v1.ConditionFalse
+		}
+	}
+	return q
+}
+
+func podReady(p *v1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == v1.PodReady {
+			return c.Status == v1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// A mirror pod's status changed on the API server by someone else (the node
+// lifecycle controller marking it not ready while the node's Lease lapsed,
+// kubectl, another controller) is patched back to the static pod's, which
+// did not change: the kubelet's status manager compares the mirror pod's
+// status with its own (needsReconcile) and patches it again. The mirror
+// compared the static pod's status only with what it had patched itself,
+// so the mirror pod stayed not ready for as long as the static pod did not
+// change.
+func TestRestingMirrorPatchesBackAStatusChangedByAnother(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		client := fake.NewClientset()
+		mirrorUIDs(client)
+		pods := newManagerPods()
+		p := restingPod(1)
+		pods.publish(p)
+		startManaged(t, client, pods)
+		eventually(t, "the mirror pod with its status", func() bool {
+			m := getStatic(client, p.Name)
+			return m != nil && m.Status.Phase == v1.PodRunning && podReady(m)
+		})
+		synctest.Wait()
+		m := notReady(getStatic(client, p.Name))
+		// The API server gives each write a resourceVersion of its own; the
+		// fake keeps the one it is given.
+		m.ResourceVersion = "1000"
+		if _, err := client.CoreV1().Pods("kube-system").UpdateStatus(context.Background(), m, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		for range 2 {
+			pods.publish(p) // a worker's resync: the same pod again
+			time.Sleep(time.Minute)
+			synctest.Wait()
+		}
+		if m := getStatic(client, p.Name); !podReady(m) {
+			t.Errorf("the mirror pod stays not ready after two resyncs of its ready static pod: %v", m.Status.Conditions)
+		}
+	})
+}
