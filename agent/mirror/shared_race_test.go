@@ -23,7 +23,8 @@ import (
 // someone deletes it or changes its status, count the pods for the Node.
 // A reader copies every shared pod the whole time, so that the race
 // detector (go test -race) reports any write; and each pod is compared at
-// the end with a copy made before it was shared.
+// the end with a copy made before it was shared. What the mirror keeps of
+// the pods it patched is the one mirror pod left's at the end.
 func TestMirrorNeverWritesTheSharedPods(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		client := fake.NewClientset()
@@ -115,6 +116,18 @@ func TestMirrorNeverWritesTheSharedPods(t *testing.T) {
 		m.activeStaticPods()
 		pods.m.Remove(bare.Namespace + "/" + bare.Name)
 		eventually(t, "the orphaned mirror pod deleted", func() bool { return getStatic(client, bare.Name) == nil })
+		// What was patched is kept for the one mirror pod left, and only
+		// for it: not for the ones deleted, replaced or orphaned.
+		m.podsMu.Lock()
+		s := m.sync
+		m.podsMu.Unlock()
+		left := getStatic(client, p.Name)
+		eventually(t, "one mirror pod remembered patched", func() bool {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			_, ok := s.patched[string(left.UID)]
+			return ok && len(s.patched) == 1
+		})
 
 		stopReading()
 		mu.Lock()
