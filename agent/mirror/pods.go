@@ -436,9 +436,7 @@ func (s *podSync) patchStatus(ctx context.Context, name string, mirror *v1.Pod, 
 	if !changed {
 		// The mirror pod shows the status already (patched by an earlier
 		// daemon, or by a patch whose answer was lost): nothing to send.
-		s.mu.Lock()
-		s.patched[uid] = patched{pod: desired, json: string(js), rv: mirror.ResourceVersion}
-		s.mu.Unlock()
+		s.keepPatched(mirror, patched{pod: desired, json: string(js), rv: mirror.ResourceVersion})
 		return nil
 	}
 	if !s.statusLimit.TryAccept() {
@@ -459,11 +457,25 @@ func (s *podSync) patchStatus(ctx context.Context, name string, mirror *v1.Pod, 
 	if err != nil {
 		return fmt.Errorf("patch mirror pod status (uid %s): %s", mirror.UID, oneLine(err))
 	}
-	s.mu.Lock()
-	s.patched[uid] = patched{pod: desired, json: string(js), rv: updated.ResourceVersion}
-	s.mu.Unlock()
-	s.see(updated)
+	if s.keepPatched(mirror, patched{pod: desired, json: string(js), rv: updated.ResourceVersion}) {
+		s.see(updated)
+	}
 	return nil
+}
+
+// keepPatched keeps what was patched onto mirror pod mirror, unless the
+// mirror pod is no longer the one known by its name: the watch told it
+// deleted (or a relist did not have it) while the patch was under way, and
+// what its answer says would bring it back, kept for good, and the next
+// syncs would find its status patched instead of making it again.
+func (s *podSync) keepPatched(mirror *v1.Pod, p patched) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if cur := s.mirrors[mirror.Namespace+"/"+mirror.Name]; cur == nil || cur.UID != mirror.UID {
+		return false
+	}
+	s.patched[string(mirror.UID)] = p
+	return true
 }
 
 // statusPatch is the strategic merge patch from mirror's status to the

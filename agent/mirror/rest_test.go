@@ -489,3 +489,67 @@ func TestRestingMirrorPatchesBackAStatusChangedByAnother(t *testing.T) {
 		}
 	})
 }
+
+// A mirror pod deleted while its status patch is under way (kubectl
+// delete, the garbage collector), the watch telling of the delete before
+// the patch's answer is taken, is made again: the answer of the patch
+// does not bring back, as there, the mirror pod the watch said was gone,
+// nor what was patched onto it. It did both, and the next syncs found the
+// very pod patched there already: no mirror pod until the static pod's
+// status changed.
+func TestRestingMirrorRemakesAMirrorPodDeletedDuringItsPatch(t *testing.T) {
+	client := fake.NewClientset()
+	mirrorUIDs(client)
+	pods := newManagerPods()
+	p := restingPod(1)
+	pods.publish(p)
+	m := New(Config{NodeName: "node1"}, pods, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	m.setNode(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node1", UID: "node-uid"}})
+	w := pods.Watch()
+	defer w.Close()
+	s := newPodSync(m, w, fakeAPI{client}, fakeAPI{client})
+	s.statusLimit = flowcontrol.NewFakeAlwaysRateLimiter()
+	resync(s)
+	first := getStatic(client, p.Name)
+	if first == nil || first.Status.Phase != v1.PodRunning {
+		t.Fatalf("mirror pod after the first sync: %v", first)
+	}
+
+	var mu sync.Mutex
+	deleteDuringPatch := true
+	client.PrependReactor("patch", "pods", func(a ktesting.Action) (bool, runtime.Object, error) {
+		mu.Lock()
+		del := deleteDuringPatch && a.GetSubresource() == "status"
+		deleteDuringPatch = deleteDuringPatch && !del
+		mu.Unlock()
+		if !del {
+			return false, nil, nil
+		}
+		handled, obj, err := ktesting.ObjectReaction(client.Tracker())(a)
+		gone := obj.(*v1.Pod).DeepCopy()
+		if err := client.Tracker().Delete(v1.SchemeGroupVersion.WithResource("pods"), gone.Namespace, gone.Name); err != nil {
+			t.Error(err)
+		}
+		s.apply(watch.Deleted, gone) // the watch's event, taken first
+		return handled, obj, err
+	})
+	q := withMessage(p, "changed")
+	pods.publish(q)
+	resync(s)
+	if getStatic(client, p.Name) != nil {
+		t.Fatal("the mirror pod was not deleted during its patch")
+	}
+	for range 2 {
+		pods.publish(q) // a worker's resync: the same pod again
+		resync(s)
+	}
+	again := getStatic(client, p.Name)
+	if again == nil || again.UID == first.UID || again.Status.Message != "changed" {
+		t.Fatalf("mirror pod after two resyncs: %v, want one made again with the status", again)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.patched[string(first.UID)]; ok || len(s.patched) != 1 {
+		t.Errorf("%d mirror pods remembered patched, the deleted one among them: %v", len(s.patched), ok)
+	}
+}
