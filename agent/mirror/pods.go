@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/util/flowcontrol"
 
+	"github.com/staticpodd/staticpodd/agent"
 	"github.com/staticpodd/staticpodd/agent/manifest"
 	"github.com/staticpodd/staticpodd/agent/status"
 )
@@ -429,7 +431,7 @@ func (s *podSync) patchStatus(ctx context.Context, name string, mirror *v1.Pod, 
 		s.mu.Unlock()
 		return nil
 	}
-	patch, changed, err := statusPatch(mirror, js)
+	patch, changed, err := statusPatch(mirror, withConditionsOfOthers(js, mirror.Status.Conditions))
 	if err != nil {
 		return err
 	}
@@ -476,6 +478,50 @@ func (s *podSync) keepPatched(mirror *v1.Pod, p patched) bool {
 	}
 	s.patched[string(mirror.UID)] = p
 	return true
+}
+
+// ownConditions are the conditions of a static pod's status that the agent
+// makes (the kubelet's PodConditionsByKubelet, with the feature-gated ones,
+// and the agent's own): the others on a mirror pod are someone else's.
+var ownConditions = []v1.PodConditionType{
+	v1.PodScheduled, v1.PodReady, v1.PodInitialized, v1.ContainersReady,
+	v1.PodResizeInProgress, v1.PodResizePending, v1.PodReadyToStartContainers,
+	v1.AllContainersRestarting, agent.ConditionRolledBack,
+}
+
+// withConditionsOfOthers is status, JSON, with the conditions of mirror's
+// that others own, as the kubelet's mergePodStatus keeps them: a patch that
+// leaves them out would remove them. The conditions keep mirror's order
+// (the status's in the place of mirror's of their type, its new ones
+// after), which a patch would change too. status itself when mirror has
+// none of others, or when it cannot be read (the patch then removes them).
+func withConditionsOfOthers(status json.RawMessage, mirror []v1.PodCondition) json.RawMessage {
+	if !slices.ContainsFunc(mirror, func(c v1.PodCondition) bool { return !slices.Contains(ownConditions, c.Type) }) {
+		return status
+	}
+	var st v1.PodStatus
+	if err := json.Unmarshal(status, &st); err != nil {
+		return status
+	}
+	conds := make([]v1.PodCondition, 0, len(mirror)+len(st.Conditions))
+	for _, c := range mirror {
+		if i := slices.IndexFunc(st.Conditions, func(o v1.PodCondition) bool { return o.Type == c.Type }); i >= 0 {
+			conds = append(conds, st.Conditions[i])
+		} else if !slices.Contains(ownConditions, c.Type) {
+			conds = append(conds, c)
+		}
+	}
+	for _, c := range st.Conditions {
+		if !slices.ContainsFunc(conds, func(o v1.PodCondition) bool { return o.Type == c.Type }) {
+			conds = append(conds, c)
+		}
+	}
+	st.Conditions = conds
+	js, err := json.Marshal(&st)
+	if err != nil {
+		return status
+	}
+	return js
 }
 
 // statusPatch is the strategic merge patch from mirror's status to the

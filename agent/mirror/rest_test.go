@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -22,6 +23,7 @@ import (
 	ktesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/util/flowcontrol"
 
+	"github.com/staticpodd/staticpodd/agent"
 	"github.com/staticpodd/staticpodd/agent/events"
 	"github.com/staticpodd/staticpodd/agent/manifest"
 	"github.com/staticpodd/staticpodd/agent/status"
@@ -552,4 +554,76 @@ func TestRestingMirrorRemakesAMirrorPodDeletedDuringItsPatch(t *testing.T) {
 	if _, ok := s.patched[string(first.UID)]; ok || len(s.patched) != 1 {
 		t.Errorf("%d mirror pods remembered patched, the deleted one among them: %v", len(s.patched), ok)
 	}
+}
+
+// A condition of another owner on a mirror pod (a controller's, a
+// readiness gate's, DisruptionTarget) stays there: the mirror's patches,
+// from a changed status of the static pod or patching back a status
+// written by someone else, leave it, as the kubelet's (mergePodStatus
+// keeps the conditions it does not own). They removed it at every patch,
+// and patching back a status written by someone else would fight the
+// controller that keeps it.
+func TestRestingMirrorKeepsTheConditionsOfOthers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		client := fake.NewClientset()
+		mirrorUIDs(client)
+		patches := statusPatches(client)
+		pods := newManagerPods()
+		p := restingPod(1)
+		pods.publish(p)
+		startManaged(t, client, pods)
+		eventually(t, "the mirror pod with its status", func() bool {
+			m := getStatic(client, p.Name)
+			return m != nil && m.Status.Phase == v1.PodRunning
+		})
+		synctest.Wait()
+		const foo = v1.PodConditionType("example.com/Foo")
+		hasFoo := func(m *v1.Pod) bool {
+			for _, c := range m.Status.Conditions {
+				if c.Type == foo && c.Status == v1.ConditionTrue {
+					return true
+				}
+			}
+			return false
+		}
+		m := getStatic(client, p.Name)
+		m.Status.Conditions = append(m.Status.Conditions, v1.PodCondition{Type: foo, Status: v1.ConditionTrue})
+		m.ResourceVersion = "1000"
+		if _, err := client.CoreV1().Pods("kube-system").UpdateStatus(context.Background(), m, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		before := patches()
+		for range 2 {
+			pods.publish(p)
+			time.Sleep(time.Minute)
+			synctest.Wait()
+		}
+		if n := patches() - before; n != 0 {
+			t.Errorf("%d status patches for a condition of another owner, want none", n)
+		}
+		if !hasFoo(getStatic(client, p.Name)) {
+			t.Fatalf("the condition of another owner was removed at a resync: %v", getStatic(client, p.Name).Status.Conditions)
+		}
+		pods.publish(withMessage(p, "changed"))
+		eventually(t, "the changed status patched", func() bool { return getStatic(client, p.Name).Status.Message == "changed" })
+		if !hasFoo(getStatic(client, p.Name)) {
+			t.Errorf("the condition of another owner was removed by a patch: %v", getStatic(client, p.Name).Status.Conditions)
+		}
+		// A condition of the agent's own that goes from the static pod's
+		// status goes from the mirror pod's too.
+		rolled := withMessage(p, "rolled back")
+		rolled.Status.Conditions = append(rolled.Status.Conditions, v1.PodCondition{Type: agent.ConditionRolledBack, Status: v1.ConditionTrue})
+		pods.publish(rolled)
+		has := func(t v1.PodConditionType) bool {
+			return slices.ContainsFunc(getStatic(client, p.Name).Status.Conditions, func(c v1.PodCondition) bool { return c.Type == t })
+		}
+		eventually(t, "the rollback shown", func() bool { return has(agent.ConditionRolledBack) && has(foo) })
+		pods.publish(withMessage(p, "undone"))
+		eventually(t, "the rollback gone", func() bool {
+			return getStatic(client, p.Name).Status.Message == "undone" && !has(agent.ConditionRolledBack)
+		})
+		if !hasFoo(getStatic(client, p.Name)) {
+			t.Errorf("the condition of another owner was removed by a patch: %v", getStatic(client, p.Name).Status.Conditions)
+		}
+	})
 }
