@@ -406,11 +406,11 @@ func mirrorPod(p status.Shared, node string, nodeUID types.UID) *v1.Pod {
 func (s *podSync) patchStatus(ctx context.Context, name string, mirror *v1.Pod, desired status.Shared) error {
 	uid := string(mirror.UID)
 	s.mu.Lock()
-	last, known := s.patched[uid]
+	last, patchedBefore := s.patched[uid]
 	s.mu.Unlock()
 	// What was patched is what the mirror pod shows only while no one else
 	// wrote it since.
-	known = known && last.rv == mirror.ResourceVersion
+	known := patchedBefore && last.rv == mirror.ResourceVersion
 	if known && last.pod.Same(desired) {
 		return nil
 	}
@@ -435,9 +435,12 @@ func (s *podSync) patchStatus(ctx context.Context, name string, mirror *v1.Pod, 
 	if err != nil {
 		return err
 	}
-	if !changed {
-		// The mirror pod shows the status already (patched by an earlier
-		// daemon, or by a patch whose answer was lost): nothing to send.
+	if !changed && patchedBefore {
+		// Written since by someone else (or by a patch whose answer was
+		// lost), and it shows the status all the same: nothing to send.
+		// A mirror pod never patched is patched, changed or not: that
+		// tells, by a NotFound, of one taken for there (found made, see)
+		// that was deleted as it was found.
 		s.keepPatched(mirror, patched{pod: desired, json: string(js), rv: mirror.ResourceVersion})
 		return nil
 	}

@@ -627,3 +627,67 @@ func TestRestingMirrorKeepsTheConditionsOfOthers(t *testing.T) {
 		}
 	})
 }
+
+// A mirror pod found made already (a restarted daemon, before its watch
+// listed the node's pods), then deleted before it is taken (kubectl, the
+// garbage collector), the watch telling of the delete first, is made again:
+// what the read of it answered does not bring it back among the mirror
+// pods known, where the next syncs would find it with the status it shows.
+func TestRestingMirrorRemakesAMirrorPodDeletedAsItIsFound(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) { remakesAMirrorPodDeletedAsItIsFound(t) })
+}
+
+func remakesAMirrorPodDeletedAsItIsFound(t *testing.T) {
+	client := fake.NewClientset()
+	mirrorUIDs(client)
+	pods := newManagerPods()
+	p := restingPod(1)
+	pods.publish(p)
+	newSync := func() *podSync {
+		m := New(Config{NodeName: "node1"}, pods, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		m.setNode(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node1", UID: "node-uid"}})
+		w := pods.Watch()
+		t.Cleanup(w.Close)
+		s := newPodSync(m, w, fakeAPI{client}, fakeAPI{client})
+		s.statusLimit = flowcontrol.NewFakeAlwaysRateLimiter()
+		return s
+	}
+	resync(newSync())
+	first := getStatic(client, p.Name)
+	if first == nil || first.Status.Phase != v1.PodRunning {
+		t.Fatalf("mirror pod after the first sync: %v", first)
+	}
+
+	s := newSync() // the daemon restarted
+	var mu sync.Mutex
+	deleteAtGet := true
+	client.PrependReactor("get", "pods", func(a ktesting.Action) (bool, runtime.Object, error) {
+		mu.Lock()
+		del := deleteAtGet
+		deleteAtGet = false
+		mu.Unlock()
+		if !del {
+			return false, nil, nil
+		}
+		handled, obj, err := ktesting.ObjectReaction(client.Tracker())(a)
+		gone := obj.(*v1.Pod).DeepCopy()
+		if err := client.Tracker().Delete(v1.SchemeGroupVersion.WithResource("pods"), gone.Namespace, gone.Name); err != nil {
+			t.Error(err)
+		}
+		s.apply(watch.Deleted, gone) // the watch's event, taken first
+		return handled, obj, err
+	})
+	resync(s)
+	if getStatic(client, p.Name) != nil {
+		t.Fatal("the mirror pod was not deleted as it was found")
+	}
+	for range 2 {
+		time.Sleep(retryMax) // any back-off over
+		pods.publish(p)      // a worker's resync: the same pod again
+		resync(s)
+	}
+	again := getStatic(client, p.Name)
+	if again == nil || again.UID == first.UID || again.Status.Phase != v1.PodRunning {
+		t.Fatalf("mirror pod after two resyncs, %v apart: %v, want one made again with the status", retryMax, again)
+	}
+}
