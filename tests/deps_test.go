@@ -156,7 +156,7 @@ var agentEdges = map[string][]string{
 	"agent/lifecycle":        {"agent/events", "agent/podspec", "agent/prober"},
 	"agent/manifest":         {"agent/objects", "agent/poddir", "agent/podspec"},
 	"agent/objects":          nil,
-	"agent/mirror":           {"agent", "agent/atomicfile", "agent/events", "agent/host", "agent/manifest", "agent/mirror/certificate"},
+	"agent/mirror":           {"agent", "agent/atomicfile", "agent/events", "agent/host", "agent/manifest", "agent/mirror/certificate", "agent/status"},
 	"agent/poddir":           nil,
 	"agent/podspec":          nil,
 	"agent/podspec/logfiles": nil,
