@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -78,4 +80,46 @@ func TestCLIWaitsForTheFirstListing(t *testing.T) {
 	if resp.StatusCode != 200 {
 		t.Errorf("status %d from a daemon that never lists, want its answer after the wait", resp.StatusCode)
 	}
+}
+
+// The wait is for a daemon just started: once listWaitMax has passed since
+// the socket began to serve, a daemon that has still not listed its pods
+// (one run before kubeadm wrote its configuration, whose sources never
+// speak; a pod whose first sync is stuck) answers every request at once,
+// rather than each after listWaitMax, for as long as it runs.
+func TestCLIWaitsOnlyWhileTheDaemonStarts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		stuck := listingAgent{fakeAgent{pods: []v1.Pod{{ObjectMeta: metav1.ObjectMeta{Name: "web-node1", Namespace: "default"}}}}, make(chan struct{})}
+		h := CLI(stuck, logger())
+		ask := func() *httptest.ResponseRecorder {
+			rec := httptest.NewRecorder()
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				h.ServeHTTP(rec, httptest.NewRequest("GET", "/pods", nil))
+			}()
+			synctest.Wait()
+			select {
+			case <-done:
+				return rec
+			default:
+			}
+			<-done // after listWaitMax, on the bubble's clock
+			return nil
+		}
+		if ask() != nil {
+			t.Fatal("a daemon just started answered before it listed its pods")
+		}
+		// listWaitMax has passed since the first request, made as the
+		// socket began to serve: no request waits any more.
+		for i := range 3 {
+			rec := ask()
+			if rec == nil {
+				t.Fatalf("request %d waited listWaitMax again, %s after the daemon started", i+2, listWaitMax)
+			}
+			if rec.Code != 200 || !strings.Contains(rec.Body.String(), "web-node1") {
+				t.Fatalf("request %d: %d %s", i+2, rec.Code, rec.Body)
+			}
+		}
+	})
 }

@@ -64,24 +64,32 @@ type Lister interface {
 	Listed() <-chan struct{}
 }
 
-// listWaitMax bounds how long a command line request waits for a daemon just
-// started to list its pods: one whose pod's first sync is stuck answers
-// with what it has, within the client's own deadline (10 s).
+// listWaitMax is how long after the CLI socket begins to serve its requests
+// wait for a daemon just started to list its pods: one whose pod's first
+// sync is stuck, or whose sources never speak (the kubelet personality
+// before kubeadm wrote its configuration), answers with what it has,
+// within the client's own deadline (10 s), and at once from then on.
 var listWaitMax = 5 * time.Second
 
 // afterListed serves h once a, if a Lister, lists every pod it started
-// with: `staticpodd ps` (exec, logs, debug) right after a restart would
-// otherwise be told of no pod, while the pods run on.
+// with, or once listWaitMax has passed since the handler was made:
+// `staticpodd ps` (exec, logs, debug) right after a restart would otherwise
+// be told of no pod, while the pods run on.
 func afterListed(a Agent, h http.Handler) http.Handler {
 	l, ok := a.(Lister)
 	if !ok {
 		return h
 	}
+	until := time.Now().Add(listWaitMax)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-l.Listed():
 		default:
-			t := time.NewTimer(listWaitMax)
+			wait := time.Until(until)
+			if wait <= 0 {
+				break
+			}
+			t := time.NewTimer(wait)
 			select {
 			case <-l.Listed():
 			case <-t.C:
