@@ -392,17 +392,7 @@ func contains(s, sub string) bool { return strings.Contains(s, sub) }
 func TestStatusPatchesRateLimitedNewestWins(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		client := fake.NewClientset()
-		var mu sync.Mutex
-		patches := 0
-		client.PrependReactor("patch", "pods", func(a ktesting.Action) (bool, runtime.Object, error) {
-			if a.GetSubresource() == "status" {
-				mu.Lock()
-				patches++
-				mu.Unlock()
-			}
-			return false, nil, nil
-		})
-		count := func() int { mu.Lock(); defer mu.Unlock(); return patches }
+		count := statusPatches(client)
 		pods := newFakePods()
 		p := staticPod("h1", v1.PodRunning)
 		pods.set("kube-system/web-node1", p)
@@ -430,7 +420,7 @@ func TestStatusPatchesRateLimitedNewestWins(t *testing.T) {
 		}
 		settled := count()
 		taken, _ := pods.counts()
-		pods.set("kube-system/web-node1", getMirrorStatusAsStatic(p, "299"))
+		pods.set("kube-system/web-node1", withMessage(p, "299"))
 		// Past the status delay and a full resync: every timer that could
 		// patch has fired once every goroutine is idle again.
 		time.Sleep(time.Minute + statusDelay)
@@ -442,12 +432,6 @@ func TestStatusPatchesRateLimitedNewestWins(t *testing.T) {
 			t.Errorf("an unchanged status was patched again")
 		}
 	})
-}
-
-func getMirrorStatusAsStatic(p *v1.Pod, msg string) *v1.Pod {
-	q := p.DeepCopy()
-	q.Status.Message = msg
-	return q
 }
 
 // A restarted daemon does not take the mirror pods it finds for orphans

@@ -168,6 +168,59 @@ func statusPatches(client *fake.Clientset) func() int {
 	return func() int { mu.Lock(); defer mu.Unlock(); return n }
 }
 
+// newTestSync is the pod sync of a mirror of pods on client, on node1,
+// every status patched at the first pass (not 20 and the rest later).
+func newTestSync(tb testing.TB, pods *managerPods, client *fake.Clientset) *podSync {
+	tb.Helper()
+	m := New(Config{NodeName: "node1"}, pods, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	m.setNode(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node1", UID: "node-uid"}})
+	w := pods.Watch()
+	tb.Cleanup(w.Close)
+	s := newPodSync(m, w, fakeAPI{client}, fakeAPI{client})
+	s.statusLimit = flowcontrol.NewFakeAlwaysRateLimiter()
+	return s
+}
+
+// startResting publishes one resting pod, starts a mirror of it on client
+// (whose reactors the caller set) and waits for its mirror pod Running
+// and Ready; it returns the status manager and the pod.
+func startResting(t *testing.T, client *fake.Clientset) (*managerPods, *v1.Pod) {
+	t.Helper()
+	pods := newManagerPods()
+	p := restingPod(1)
+	pods.publish(p)
+	startManaged(t, client, pods)
+	eventually(t, "the mirror pod with its status", func() bool {
+		m := getStatic(client, p.Name)
+		return m != nil && m.Status.Phase == v1.PodRunning && podReady(m)
+	})
+	return pods, p
+}
+
+// deleteInside makes the fake API server delete a pod inside the first
+// request of verb on pods (on subresource, "" for the pod itself), and s
+// take the watch's event of the delete before the request's answer.
+func deleteInside(t *testing.T, client *fake.Clientset, s *podSync, verb, subresource string) {
+	var mu sync.Mutex
+	armed := true
+	client.PrependReactor(verb, "pods", func(a ktesting.Action) (bool, runtime.Object, error) {
+		mu.Lock()
+		del := armed && a.GetSubresource() == subresource
+		armed = armed && !del
+		mu.Unlock()
+		if !del {
+			return false, nil, nil
+		}
+		handled, obj, err := ktesting.ObjectReaction(client.Tracker())(a)
+		gone := obj.(*v1.Pod).DeepCopy()
+		if err := client.Tracker().Delete(v1.SchemeGroupVersion.WithResource("pods"), gone.Namespace, gone.Name); err != nil {
+			t.Error(err)
+		}
+		s.apply(watch.Deleted, gone) // the watch's event, taken first
+		return handled, obj, err
+	})
+}
+
 // restingSync is the mirror's pod sync of n static pods at rest: their
 // mirror pods made on a fake API server and their status patched once.
 func restingSync(tb testing.TB, n int) (*podSync, *fake.Clientset) {
@@ -178,16 +231,10 @@ func restingSync(tb testing.TB, n int) (*podSync, *fake.Clientset) {
 	for i := range n {
 		pods.publish(restingPod(i))
 	}
-	m := New(Config{NodeName: "node1"}, pods, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	m.setNode(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node1", UID: "node-uid"}})
-	w := pods.Watch()
-	tb.Cleanup(w.Close)
-	s := newPodSync(m, w, fakeAPI{client}, fakeAPI{client})
-	m.podsMu.Lock()
-	m.sync = s
-	m.podsMu.Unlock()
-	// Every status patched at the first pass, not 20 and the rest later.
-	s.statusLimit = flowcontrol.NewFakeAlwaysRateLimiter()
+	s := newTestSync(tb, pods, client)
+	s.m.podsMu.Lock()
+	s.m.sync = s
+	s.m.podsMu.Unlock()
 	resync(s)
 	for i := range n {
 		p, err := client.CoreV1().Pods("kube-system").Get(context.Background(), restingPod(i).Name, metav1.GetOptions{})
@@ -296,14 +343,7 @@ func TestRestingMirrorPatchesWhatChanges(t *testing.T) {
 		client := fake.NewClientset()
 		mirrorUIDs(client)
 		patches := statusPatches(client)
-		pods := newManagerPods()
-		p := restingPod(1)
-		pods.publish(p)
-		startManaged(t, client, pods)
-		eventually(t, "the mirror pod with its status", func() bool {
-			m := getStatic(client, p.Name)
-			return m != nil && m.Status.Phase == v1.PodRunning
-		})
+		pods, p := startResting(t, client)
 		settled := patches()
 		for range 5 {
 			pods.publish(p) // a worker's resync: the same pod again
@@ -368,14 +408,7 @@ func TestRestingMirrorRetriesAFailedPatch(t *testing.T) {
 		})
 		fail := func(n int) { mu.Lock(); failing = n; mu.Unlock() }
 		failed := func() bool { mu.Lock(); defer mu.Unlock(); return failing == 0 }
-		pods := newManagerPods()
-		p := restingPod(1)
-		pods.publish(p)
-		startManaged(t, client, pods)
-		eventually(t, "the mirror pod with its status", func() bool {
-			m := getStatic(client, p.Name)
-			return m != nil && m.Status.Phase == v1.PodRunning
-		})
+		pods, p := startResting(t, client)
 
 		fail(3)
 		q := withMessage(p, "changed")
@@ -465,14 +498,7 @@ func TestRestingMirrorPatchesBackAStatusChangedByAnother(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		client := fake.NewClientset()
 		mirrorUIDs(client)
-		pods := newManagerPods()
-		p := restingPod(1)
-		pods.publish(p)
-		startManaged(t, client, pods)
-		eventually(t, "the mirror pod with its status", func() bool {
-			m := getStatic(client, p.Name)
-			return m != nil && m.Status.Phase == v1.PodRunning && podReady(m)
-		})
+		pods, p := startResting(t, client)
 		synctest.Wait()
 		m := notReady(getStatic(client, p.Name))
 		// The API server gives each write a resourceVersion of its own; the
@@ -505,36 +531,14 @@ func TestRestingMirrorRemakesAMirrorPodDeletedDuringItsPatch(t *testing.T) {
 	pods := newManagerPods()
 	p := restingPod(1)
 	pods.publish(p)
-	m := New(Config{NodeName: "node1"}, pods, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	m.setNode(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node1", UID: "node-uid"}})
-	w := pods.Watch()
-	defer w.Close()
-	s := newPodSync(m, w, fakeAPI{client}, fakeAPI{client})
-	s.statusLimit = flowcontrol.NewFakeAlwaysRateLimiter()
+	s := newTestSync(t, pods, client)
 	resync(s)
 	first := getStatic(client, p.Name)
 	if first == nil || first.Status.Phase != v1.PodRunning {
 		t.Fatalf("mirror pod after the first sync: %v", first)
 	}
 
-	var mu sync.Mutex
-	deleteDuringPatch := true
-	client.PrependReactor("patch", "pods", func(a ktesting.Action) (bool, runtime.Object, error) {
-		mu.Lock()
-		del := deleteDuringPatch && a.GetSubresource() == "status"
-		deleteDuringPatch = deleteDuringPatch && !del
-		mu.Unlock()
-		if !del {
-			return false, nil, nil
-		}
-		handled, obj, err := ktesting.ObjectReaction(client.Tracker())(a)
-		gone := obj.(*v1.Pod).DeepCopy()
-		if err := client.Tracker().Delete(v1.SchemeGroupVersion.WithResource("pods"), gone.Namespace, gone.Name); err != nil {
-			t.Error(err)
-		}
-		s.apply(watch.Deleted, gone) // the watch's event, taken first
-		return handled, obj, err
-	})
+	deleteInside(t, client, s, "patch", "status")
 	q := withMessage(p, "changed")
 	pods.publish(q)
 	resync(s)
@@ -568,14 +572,7 @@ func TestRestingMirrorKeepsTheConditionsOfOthers(t *testing.T) {
 		client := fake.NewClientset()
 		mirrorUIDs(client)
 		patches := statusPatches(client)
-		pods := newManagerPods()
-		p := restingPod(1)
-		pods.publish(p)
-		startManaged(t, client, pods)
-		eventually(t, "the mirror pod with its status", func() bool {
-			m := getStatic(client, p.Name)
-			return m != nil && m.Status.Phase == v1.PodRunning
-		})
+		pods, p := startResting(t, client)
 		synctest.Wait()
 		const foo = v1.PodConditionType("example.com/Foo")
 		hasFoo := func(m *v1.Pod) bool {
@@ -643,15 +640,7 @@ func remakesAMirrorPodDeletedAsItIsFound(t *testing.T) {
 	pods := newManagerPods()
 	p := restingPod(1)
 	pods.publish(p)
-	newSync := func() *podSync {
-		m := New(Config{NodeName: "node1"}, pods, slog.New(slog.NewTextHandler(io.Discard, nil)))
-		m.setNode(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node1", UID: "node-uid"}})
-		w := pods.Watch()
-		t.Cleanup(w.Close)
-		s := newPodSync(m, w, fakeAPI{client}, fakeAPI{client})
-		s.statusLimit = flowcontrol.NewFakeAlwaysRateLimiter()
-		return s
-	}
+	newSync := func() *podSync { return newTestSync(t, pods, client) }
 	resync(newSync())
 	first := getStatic(client, p.Name)
 	if first == nil || first.Status.Phase != v1.PodRunning {
@@ -659,24 +648,7 @@ func remakesAMirrorPodDeletedAsItIsFound(t *testing.T) {
 	}
 
 	s := newSync() // the daemon restarted
-	var mu sync.Mutex
-	deleteAtGet := true
-	client.PrependReactor("get", "pods", func(a ktesting.Action) (bool, runtime.Object, error) {
-		mu.Lock()
-		del := deleteAtGet
-		deleteAtGet = false
-		mu.Unlock()
-		if !del {
-			return false, nil, nil
-		}
-		handled, obj, err := ktesting.ObjectReaction(client.Tracker())(a)
-		gone := obj.(*v1.Pod).DeepCopy()
-		if err := client.Tracker().Delete(v1.SchemeGroupVersion.WithResource("pods"), gone.Namespace, gone.Name); err != nil {
-			t.Error(err)
-		}
-		s.apply(watch.Deleted, gone) // the watch's event, taken first
-		return handled, obj, err
-	})
+	deleteInside(t, client, s, "get", "")
 	resync(s)
 	if getStatic(client, p.Name) != nil {
 		t.Fatal("the mirror pod was not deleted as it was found")
