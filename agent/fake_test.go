@@ -346,6 +346,27 @@ func (f *fakeRuntime) Signal(ctx context.Context, id string, sig syscall.Signal)
 	return nil
 }
 
+// AfterExit calls fn once the container has exited, or ctx ended, or at
+// once for one it does not have (or whose state vanished), as
+// oci.Runtime's does once the monitor has exited: the worker's Wait then
+// returns at once.
+func (f *fakeRuntime) AfterExit(ctx context.Context, id string, fn func()) {
+	f.mu.Lock()
+	c, gone := f.ctrs[id], f.vanished[id]
+	f.mu.Unlock()
+	if c == nil || gone {
+		go fn()
+		return
+	}
+	go func() {
+		select {
+		case <-c.done:
+		case <-ctx.Done():
+		}
+		fn()
+	}()
+}
+
 func (f *fakeRuntime) Wait(ctx context.Context, id string) (podspec.ContainerStatus, error) {
 	f.mu.Lock()
 	c := f.ctrs[id]
