@@ -14,6 +14,7 @@ import (
 
 	"github.com/staticpodd/staticpodd/agent/manifest"
 	"github.com/staticpodd/staticpodd/agent/podspec"
+	"github.com/staticpodd/staticpodd/agent/status"
 )
 
 const webKey = "default/web-" + testNode
@@ -275,5 +276,48 @@ func TestStatusCacheComparesEveryField(t *testing.T) {
 	s.IPs[0], s.Plugins[0], s.Chosen.Plugins[0], s.Chosen.Why = netip.MustParseAddr("192.0.2.8"), "y", "y", "y"
 	if sandboxStatusEqual(c, &s) {
 		t.Error("copySandboxStatus shares a slice or the chosen network with what it copied")
+	}
+}
+
+// sameStatus tells whether the generation would give the status.Generation
+// the cache kept, without making one: every field of status.Generation,
+// Remembered and Stop that differs must make it say no, or a field added
+// to them and left out of it would let a resync publish a stale status.
+func TestSameStatusComparesEveryField(t *testing.T) {
+	last := podspec.ContainerStatus{ID: "old", Name: "a", State: podspec.StateExited, ExitCode: 1}
+	g := &generation{uid: "u1", policy: v1.RestartPolicyAlways, startTime: time.Unix(1, 0),
+		stop:         &stopRequest{reason: "Evicted", message: "low on memory"},
+		final:        map[string]podspec.ContainerStatus{"a": last},
+		ctrs:         map[string]*ctrInfo{"a": {reason: "CrashLoopBackOff", message: "back-off", last: &last}},
+		firstAttempt: map[string]int{"a": 2},
+	}
+	if !g.sameStatus(g.status()) {
+		t.Fatal("sameStatus says a generation's own status differs")
+	}
+	gt := reflect.TypeFor[status.Generation]()
+	for i := range gt.NumField() {
+		s := copyGeneration(g.status())
+		setSome(t, reflect.ValueOf(s).Elem().Field(i))
+		if g.sameStatus(s) {
+			t.Errorf("sameStatus does not compare Generation.%s", gt.Field(i).Name)
+		}
+	}
+	rt := reflect.TypeFor[status.Remembered]()
+	for i := range rt.NumField() {
+		s := copyGeneration(g.status())
+		r := s.Containers["a"]
+		setSome(t, reflect.ValueOf(&r).Elem().Field(i))
+		s.Containers["a"] = r
+		if g.sameStatus(s) {
+			t.Errorf("sameStatus does not compare Generation.Containers[].%s", rt.Field(i).Name)
+		}
+	}
+	st := reflect.TypeFor[status.Stop]()
+	for i := range st.NumField() {
+		s := copyGeneration(g.status())
+		setSome(t, reflect.ValueOf(s.Stop).Elem().Field(i))
+		if g.sameStatus(s) {
+			t.Errorf("sameStatus does not compare Generation.Stop.%s", st.Field(i).Name)
+		}
 	}
 }
