@@ -8,6 +8,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/staticpodd/staticpodd/agent/manifest"
 	"github.com/staticpodd/staticpodd/agent/podspec"
@@ -246,6 +247,35 @@ func TestEventsOfThePodNetwork(t *testing.T) {
 			if len(found) != i+1 || found[i].Count != 1 || found[i].Type != v1.EventTypeWarning || found[i].Message != want {
 				t.Fatalf("after change %d: %+v, want %d NetworkConfigChanged, the last once: %q", i+1, found, i+1, want)
 			}
+		}
+	})
+}
+
+// A liveness probe on a named port the container does not have could not be
+// made: it is thrown away, as the kubelet's, so the container is never
+// restarted for it; an Unhealthy event says so once, with the kubelet's
+// message.
+func TestErroredLivenessProbeRestartsNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		h := start(t, rt, Config{})
+		c := ctr("web", "busybox")
+		c.LivenessProbe = httpProbe("/live", 1, 1)
+		c.LivenessProbe.HTTPGet.Port = intstr.FromString("nope")
+		h.send([]manifest.Pod{testPod("web", "u1", v1.RestartPolicyAlways, c)})
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		un := h.event("Unhealthy")
+		if un.Type != v1.EventTypeWarning || un.Count != 1 ||
+			un.Message != `Liveness probe errored and resulted in unknown state: port "nope" not found` ||
+			un.InvolvedObject.FieldPath != "spec.containers{web}" {
+			t.Errorf("Unhealthy event = %+v", un)
+		}
+		if got := rt.Calls("start"); len(got) != 1 {
+			t.Errorf("starts %q, want the container started once and never restarted", got)
+		}
+		if cs := h.pod("web").Status.ContainerStatuses[0]; cs.RestartCount != 0 || cs.State.Running == nil {
+			t.Errorf("container %+v, want running, never restarted", cs)
 		}
 	})
 }

@@ -25,7 +25,7 @@ import (
 // newProbes is the probe manager of worker w.
 func newProbes(w *worker) *prober.Manager {
 	return prober.NewManager(prober.ManagerConfig{Marks: w.a.probeMarks, Boot: w.a.started, Counts: &w.a.probeCounts,
-		Logger: w.logger, Updated: w.probeUpdated})
+		Logger: w.logger, Updated: w.probeUpdated, Errored: w.probeErrored})
 }
 
 // syncProbes runs the probes of each running container of pod whose spec is
@@ -140,6 +140,21 @@ func (w *worker) probeUpdated(u prober.Update) {
 		}
 	}
 	w.nudge()
+}
+
+// probeErrored records, from a probe's goroutine, that a probe of container
+// id could not be made and its result was thrown away: an Unhealthy event
+// with the kubelet's message, once each time the probe starts to err.
+func (w *worker) probeErrored(id string, k prober.Kind, err error) {
+	if p := w.a.statuses.Desired(w.key); p != nil {
+		for _, cs := range p.Status.ContainerStatuses {
+			if cs.ContainerID == containerIDPrefix+id {
+				w.a.events.Eventf(events.ContainerRef(p, cs.Name), v1.EventTypeWarning, events.Unhealthy,
+					"%s probe errored and resulted in unknown state: %s", probeTypeName(k), err)
+				return
+			}
+		}
+	}
 }
 
 // probeTypeName is how the kubelet's events name a probe: Liveness,

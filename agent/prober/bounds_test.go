@@ -143,25 +143,30 @@ func TestProbeOutputBounded(t *testing.T) {
 	}
 }
 
-// TestProbeErrorBounded: a probe that could not be made counts as a failure
-// whose output is the error's text, which may quote the container (an exec
-// that failed in it); what is reported, kept and logged is at most maxOutput.
+// TestProbeErrorBounded: a probe that could not be made is thrown away, and
+// the error's text, which may quote the container (an exec that failed in
+// it), is what Errored is told and what is logged, at most maxOutput of it.
 func TestProbeErrorBounded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		huge := "exec failed: " + strings.Repeat("e", 1<<20)
 		exec := func(context.Context, []string, io.Writer) (int, error) { return -1, errors.New(huge) }
 		var logged bytes.Buffer
 		u := &updates{t0: time.Now()}
+		var errs []error
 		cfg := Config{Target: &Target{Exec: exec}, Liveness: execProbe("live", 1, 1, 1), ContainerID: "c1",
-			StartedAt: time.Now(), Report: u.report, Logger: slog.New(slog.NewTextHandler(&logged, nil))}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+			StartedAt: time.Now(), Report: u.report, Logger: slog.New(slog.NewTextHandler(&logged, nil)),
+			Errored: func(_ Kind, err error) { errs = append(errs, err) }}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		Run(ctx, cfg)
-		if len(u.list) != 1 || u.list[0].Result != Failure || !strings.HasPrefix(u.list[0].Output, "exec failed: eee") {
-			t.Fatalf("updates %v, want one failure quoting the error", u)
+		if len(u.list) != 0 {
+			t.Errorf("updates %v, want none: an errored probe is thrown away", u)
 		}
-		if n := len(u.list[0].Output); n > maxOutput {
-			t.Errorf("reported output of %d bytes, want at most %d", n, maxOutput)
+		if len(errs) != 1 || !strings.HasPrefix(errs[0].Error(), "exec failed: eee") {
+			t.Fatalf("errored %d times, want once, quoting the error", len(errs))
+		}
+		if n := len(errs[0].Error()); n > maxOutput {
+			t.Errorf("error of %d bytes, want at most %d", n, maxOutput)
 		}
 		if n := logged.Len(); n > 4*maxOutput {
 			t.Errorf("logged %d bytes, want at most %d", n, 4*maxOutput)

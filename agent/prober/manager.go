@@ -41,6 +41,10 @@ type ManagerConfig struct {
 	// cache took (none for a container it no longer has), after its mark
 	// is kept. It must not block for long.
 	Updated func(Update)
+	// Errored, when set, is called, from a probe's goroutine, when a probe
+	// of the container of ID id starts to err (Config.Errored). It must
+	// not block for long.
+	Errored func(id string, k Kind, err error)
 }
 
 // NewManager returns a manager that probes nothing yet.
@@ -127,6 +131,9 @@ func (m *Manager) start(ctx context.Context, s Spec) {
 			m.cfg.Counts.Add(CountKey{Namespace: pod.Namespace, Pod: pod.Name, UID: uid, Container: c.Name, Probe: k, Result: r})
 		},
 		Logger: m.cfg.Logger.With("container", c.Name, "id", id),
+	}
+	if m.cfg.Errored != nil {
+		cfg.Errored = func(k Kind, err error) { m.cfg.Errored(id, k, err) }
 	}
 	pctx, cancel := context.WithCancel(ctx)
 	p := &probing{cancel: cancel, done: make(chan struct{})}

@@ -158,8 +158,9 @@ func HTTPRequest(ctx context.Context, g *v1.HTTPGetAction, c *v1.Container, host
 
 // Do runs probe p once against t, bounded by p's timeoutSeconds, and says
 // what happened in output (the kubelet's prober.runProbe). err is a probe that
-// could not be made at all (a named port the container does not have); the
-// kubelet counts it as a failure.
+// could not be made at all (a named port the container does not have, an
+// exec the runtime could not run), whose result Run throws away as the
+// kubelet's prober does.
 func Do(ctx context.Context, p *v1.Probe, t *Target) (r Result, output string, err error) {
 	r, output, err = do(ctx, p, t)
 	// Each handler reads a bounded part of what the container says, but an
@@ -235,6 +236,10 @@ func doExec(ctx context.Context, e *v1.ExecAction, t *Target, timeout time.Durat
 	case ctx.Err() != nil:
 		// The kubelet's remote.ErrCommandTimedOut.
 		return Failure, fmt.Sprintf("command timed out after %v", timeout), nil
+	case errors.Is(err, podspec.ErrCommandNotFound), errors.Is(err, podspec.ErrCommandNotExecutable):
+		// What containerd's runc answers the kubelet: exit status 127 or
+		// 126, the error on stderr; a probe made, and failed.
+		return Failure, out.String() + err.Error(), nil
 	case err != nil:
 		return Unknown, "", err
 	case code != 0:

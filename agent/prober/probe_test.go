@@ -16,6 +16,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/staticpodd/staticpodd/agent/podspec"
 )
 
 func hostTarget(c *v1.Container) *Target {
@@ -146,6 +148,15 @@ func TestExecProbe(t *testing.T) {
 			<-ctx.Done()
 			return -1, ctx.Err()
 		}, Failure, "command timed out after 1s"},
+		// A command the container does not have is a failed probe, as
+		// containerd's exit status 127 is to the kubelet: not an error
+		// thrown away, which would never restart a container for it.
+		{"not found", func(ctx context.Context, cmd []string, out io.Writer) (int, error) {
+			return -1, fmt.Errorf("%w: exec: \"check\": executable file not found in $PATH", podspec.ErrCommandNotFound)
+		}, Failure, `command not found: exec: "check": executable file not found in $PATH`},
+		{"not executable", func(ctx context.Context, cmd []string, out io.Writer) (int, error) {
+			return -1, fmt.Errorf("%w: permission denied", podspec.ErrCommandNotExecutable)
+		}, Failure, "command cannot be executed: permission denied"},
 	} {
 		target.Exec = tc.exec
 		if r, out, err := Do(context.Background(), probe, target); r != tc.want || out != tc.out || err != nil {

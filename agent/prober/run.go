@@ -2,6 +2,7 @@ package prober
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"math/rand/v2"
 	"sync"
@@ -76,6 +77,10 @@ type Config struct {
 	// Observe, when set, is called with the result of every probe made,
 	// for the prober_probe_total counter; it must not block.
 	Observe func(Kind, Result)
+	// Errored, when set, is called when a probe starts to err: it could
+	// not be made at all (the kubelet's "probe errored"); it is called
+	// again only after a probe made in between. It must not block.
+	Errored func(Kind, error)
 	Logger  *slog.Logger
 }
 
@@ -121,7 +126,8 @@ type loop struct {
 	reported   Result // what Report last said; Unknown before the first
 	passed     bool   // reported Success once
 	loggedAt   time.Time
-	suppressed int // failures not logged since loggedAt
+	suppressed int  // failures not logged since loggedAt
+	erring     bool // the last probe could not be made
 }
 
 func seconds(s, def int32) time.Duration {
@@ -185,17 +191,30 @@ func (l *loop) once(ctx context.Context) bool {
 		return true
 	}
 	begin := time.Now()
-	r, out, err := Do(ctx, l.spec, l.cfg.Target)
+	var r Result
+	var out string
+	var err error
+	// A probe that could not be made (a named port the container does not
+	// have, an exec the runtime could not run: the container gone, the
+	// exec server lost as the daemon is killed) is tried again at once,
+	// maxRetries times in all, and then thrown away, as the kubelet's
+	// prober does (runProbeWithRetries, then worker.doProbe's "Prober
+	// error, throw away the result"): it counts for neither threshold, so
+	// it neither clears a ready container's readiness nor restarts one.
+	for range maxRetries {
+		if r, out, err = Do(ctx, l.spec, l.cfg.Target); err == nil || ctx.Err() != nil {
+			break
+		}
+	}
 	took := time.Since(begin)
 	if ctx.Err() != nil {
 		return false
 	}
 	if err != nil {
-		// The kubelet counts a probe it could not make as a failure. The
-		// error may quote the container (an exec that failed in it): it is
-		// cut as any output is.
-		r, out = Failure, podspec.Truncate(err.Error(), maxOutput)
+		l.logError(err)
+		return true
 	}
+	l.erring = false
 	if l.cfg.Observe != nil {
 		l.cfg.Observe(l.kind, r)
 	}
@@ -231,6 +250,30 @@ func (l *loop) once(ctx context.Context) bool {
 		return false
 	}
 	return true
+}
+
+// maxRetries is how many times a probe that could not be made is tried
+// before it is thrown away: the kubelet's maxProbeRetries.
+const maxRetries = 3
+
+// logError logs a probe that could not be made, at most once a
+// failureLogEvery (the error may quote the container: it is cut as any
+// output is), and calls Errored when the probe starts to err.
+func (l *loop) logError(err error) {
+	msg := podspec.Truncate(err.Error(), maxOutput)
+	if !l.erring {
+		l.erring = true
+		if l.cfg.Errored != nil {
+			l.cfg.Errored(l.kind, errors.New(msg))
+		}
+	}
+	now := time.Now()
+	if !l.loggedAt.IsZero() && now.Sub(l.loggedAt) < failureLogEvery {
+		l.suppressed++
+		return
+	}
+	l.log.Info("probe errored; its result is thrown away", "err", msg, "not_logged", l.suppressed)
+	l.loggedAt, l.suppressed = now, 0
 }
 
 // logFailure logs a failed probe below its threshold at most once a

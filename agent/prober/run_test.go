@@ -2,6 +2,7 @@ package prober
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -36,6 +37,9 @@ func (s *script) exec(ctx context.Context, cmd []string, out io.Writer) (int, er
 	code := codes[0]
 	if len(codes) > 1 {
 		s.results[name] = codes[1:]
+	}
+	if code < 0 {
+		return -1, errors.New("connection to the exec server lost") // an exec that could not be run
 	}
 	return code, nil
 }
@@ -171,6 +175,49 @@ func TestJitter(t *testing.T) {
 		}
 		if !spread {
 			t.Errorf("every first probe at %v: no jitter", firsts[0])
+		}
+	})
+}
+
+// A probe that could not be made (an exec the runtime could not run: the
+// container gone, the exec server lost as the daemon is killed) is tried
+// three times at once, then thrown away as the kubelet's prober does: a
+// ready container stays ready, a live one is not restarted, and probing
+// goes on. Errored is told once each time a probe starts to err; what the
+// probes say then counts as before.
+func TestErroredProbeIsThrownAway(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const e = -1
+		s := newScript(map[string][]int{
+			"live":  {e, e, e, e, e, e, 0, e, e, e, 1},
+			"ready": {e, e, e, e, e, e, e, e, e, 1},
+		})
+		var mu sync.Mutex
+		var errored []string
+		u := run(t, Config{Target: &Target{Exec: s.exec}, Ready: true,
+			Liveness: execProbe("live", 1, 1, 1), Readiness: execProbe("ready", 1, 1, 1),
+			Errored: func(k Kind, err error) {
+				mu.Lock()
+				defer mu.Unlock()
+				errored = append(errored, fmt.Sprintf("%s@%v: %v", k, time.Since(s.start), err))
+			}}, 3500*time.Millisecond)
+		// Probes at 0, 1, 2 and 3 s. Liveness: two thrown away, a success,
+		// one thrown away. Readiness, ready as the daemon before left it:
+		// three thrown away, then a failure past its threshold of 1.
+		if got, want := u.String(), "liveness=success@2s readiness=failure@3s "; got != want {
+			t.Errorf("updates %q, want %q", got, want)
+		}
+		if got := len(s.probed["live"]); got != 10 {
+			t.Errorf("liveness tried %d times, want 10 (three at each errored probe)", got)
+		}
+		sort.Strings(errored)
+		want := []string{
+			"liveness@0s: connection to the exec server lost",
+			"liveness@3s: connection to the exec server lost",
+			"readiness@0s: connection to the exec server lost",
+		}
+		if fmt.Sprint(errored) != fmt.Sprint(want) {
+			t.Errorf("errored %q, want %q", errored, want)
 		}
 	})
 }
