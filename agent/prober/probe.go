@@ -236,11 +236,11 @@ func doExec(ctx context.Context, e *v1.ExecAction, t *Target, timeout time.Durat
 	case ctx.Err() != nil:
 		// The kubelet's remote.ErrCommandTimedOut.
 		return Failure, fmt.Sprintf("command timed out after %v", timeout), nil
-	case errors.Is(err, podspec.ErrCommandNotFound), errors.Is(err, podspec.ErrCommandNotExecutable):
-		// What containerd's runc answers the kubelet: exit status 127 or
-		// 126, the error on stderr; a probe made, and failed.
-		return Failure, out.String() + err.Error(), nil
 	case err != nil:
+		// A command the container does not have, or cannot execute, is
+		// such an error too: containerd's ExecSync fails ("failed to start
+		// exec"), with no exit status, and the kubelet's exec prober makes
+		// it an error whose result is thrown away (kubernetes#106682).
 		return Unknown, "", err
 	case code != 0:
 		return Failure, out.String(), nil

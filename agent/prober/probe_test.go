@@ -148,24 +148,25 @@ func TestExecProbe(t *testing.T) {
 			<-ctx.Done()
 			return -1, ctx.Err()
 		}, Failure, "command timed out after 1s"},
-		// A command the container does not have is a failed probe, as
-		// containerd's exit status 127 is to the kubelet: not an error
-		// thrown away, which would never restart a container for it.
-		{"not found", func(ctx context.Context, cmd []string, out io.Writer) (int, error) {
-			return -1, fmt.Errorf("%w: exec: \"check\": executable file not found in $PATH", podspec.ErrCommandNotFound)
-		}, Failure, `command not found: exec: "check": executable file not found in $PATH`},
-		{"not executable", func(ctx context.Context, cmd []string, out io.Writer) (int, error) {
-			return -1, fmt.Errorf("%w: permission denied", podspec.ErrCommandNotExecutable)
-		}, Failure, "command cannot be executed: permission denied"},
 	} {
 		target.Exec = tc.exec
 		if r, out, err := Do(context.Background(), probe, target); r != tc.want || out != tc.out || err != nil {
 			t.Errorf("%s: %v %.40q %v, want %v %.40q", tc.name, r, out, err, tc.want, tc.out)
 		}
 	}
-	target.Exec = func(context.Context, []string, io.Writer) (int, error) { return 0, errors.New("no such container") }
-	if r, _, err := Do(context.Background(), probe, target); r != Unknown || err == nil {
-		t.Errorf("exec error: %v %v", r, err)
+	// An exec the runtime could not run, a command the container does not
+	// have or cannot execute among them, is an error: containerd's ExecSync
+	// fails for it, with no exit status, and the kubelet's prober throws
+	// the probe away.
+	for _, e := range []error{
+		errors.New("no such container"),
+		fmt.Errorf("%w: exec: \"check\": executable file not found in $PATH", podspec.ErrCommandNotFound),
+		fmt.Errorf("%w: permission denied", podspec.ErrCommandNotExecutable),
+	} {
+		target.Exec = func(context.Context, []string, io.Writer) (int, error) { return -1, e }
+		if r, out, err := Do(context.Background(), probe, target); r != Unknown || out != "" || !errors.Is(err, e) {
+			t.Errorf("exec error %q: %v %q %v, want an error", e, r, out, err)
+		}
 	}
 }
 
