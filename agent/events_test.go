@@ -279,3 +279,27 @@ func TestErroredLivenessProbeRestartsNothing(t *testing.T) {
 		}
 	})
 }
+
+// A liveness probe whose answer's body is cut short errs, as the kubelet's
+// DoHTTPProbe: thrown away, so the container is never restarted for it, and
+// the Unhealthy event names the failure state the kubelet's does.
+func TestLivenessProbeCutBodyRestartsNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		rt.SetHealth("/live", -1)
+		h := start(t, rt, Config{})
+		c := ctr("web", "busybox")
+		c.LivenessProbe = httpProbe("/live", 1, 1)
+		h.send([]manifest.Pod{testPod("web", "u1", v1.RestartPolicyAlways, c)})
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		un := h.event("Unhealthy")
+		if un.Type != v1.EventTypeWarning || un.Count != 1 ||
+			un.Message != `Liveness probe errored and resulted in failure state: unexpected EOF` {
+			t.Errorf("Unhealthy event = %+v", un)
+		}
+		if got := rt.Calls("start"); len(got) != 1 {
+			t.Errorf("starts %q, want the container started once and never restarted", got)
+		}
+	})
+}

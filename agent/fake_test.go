@@ -48,7 +48,7 @@ type fakeRuntime struct {
 	// stopOrder is each started container's StopBefore and StopAfter, by ID.
 	stopOrder map[string][2][]string
 	// health is what an HTTP probe of a path gets from any container:
-	// the status code (404 when absent).
+	// the status code (404 when absent; -1: a 200 whose body is cut short).
 	health   map[string]int
 	dials    []string // pod UID and address of each Dial
 	execCode int      // every Exec's exit code
@@ -151,6 +151,10 @@ func (f *fakeRuntime) Dial(ctx context.Context, podUID, network, addr string) (n
 		f.mu.Unlock()
 		if !ok {
 			code = http.StatusNotFound
+		}
+		if code == -1 {
+			fmt.Fprint(server, "HTTP/1.1 200 OK\r\nContent-Length: 100\r\nConnection: close\r\n\r\nshort")
+			return
 		}
 		fmt.Fprintf(server, "HTTP/1.1 %d %s\r\nContent-Length: 0\r\nConnection: close\r\n\r\n", code, http.StatusText(code))
 	}()

@@ -145,12 +145,12 @@ func (w *worker) probeUpdated(u prober.Update) {
 // probeErrored records, from a probe's goroutine, that a probe of container
 // id could not be made and its result was thrown away: an Unhealthy event
 // with the kubelet's message, once each time the probe starts to err.
-func (w *worker) probeErrored(id string, k prober.Kind, err error) {
+func (w *worker) probeErrored(id string, k prober.Kind, r prober.Result, err error) {
 	if p := w.a.statuses.Desired(w.key); p != nil {
 		for _, cs := range p.Status.ContainerStatuses {
 			if cs.ContainerID == containerIDPrefix+id {
 				w.a.events.Eventf(events.ContainerRef(p, cs.Name), v1.EventTypeWarning, events.Unhealthy,
-					"%s probe errored and resulted in unknown state: %s", probeTypeName(k), err)
+					"%s probe errored and resulted in %s state: %s", probeTypeName(k), r, err)
 				return
 			}
 		}

@@ -155,7 +155,7 @@ func TestProbeErrorBounded(t *testing.T) {
 		var errs []error
 		cfg := Config{Target: &Target{Exec: exec}, Liveness: execProbe("live", 1, 1, 1), ContainerID: "c1",
 			StartedAt: time.Now(), Report: u.report, Logger: slog.New(slog.NewTextHandler(&logged, nil)),
-			Errored: func(_ Kind, err error) { errs = append(errs, err) }}
+			Errored: func(_ Kind, _ Result, err error) { errs = append(errs, err) }}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		Run(ctx, cfg)

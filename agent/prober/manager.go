@@ -44,7 +44,7 @@ type ManagerConfig struct {
 	// Errored, when set, is called, from a probe's goroutine, when a probe
 	// of the container of ID id starts to err (Config.Errored). It must
 	// not block for long.
-	Errored func(id string, k Kind, err error)
+	Errored func(id string, k Kind, r Result, err error)
 }
 
 // NewManager returns a manager that probes nothing yet.
@@ -133,7 +133,7 @@ func (m *Manager) start(ctx context.Context, s Spec) {
 		Logger: m.cfg.Logger.With("container", c.Name, "id", id),
 	}
 	if m.cfg.Errored != nil {
-		cfg.Errored = func(k Kind, err error) { m.cfg.Errored(id, k, err) }
+		cfg.Errored = func(k Kind, r Result, err error) { m.cfg.Errored(id, k, r, err) }
 	}
 	pctx, cancel := context.WithCancel(ctx)
 	p := &probing{cancel: cancel, done: make(chan struct{})}

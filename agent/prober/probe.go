@@ -159,8 +159,10 @@ func HTTPRequest(ctx context.Context, g *v1.HTTPGetAction, c *v1.Container, host
 // Do runs probe p once against t, bounded by p's timeoutSeconds, and says
 // what happened in output (the kubelet's prober.runProbe). err is a probe that
 // could not be made at all (a named port the container does not have, an
-// exec the runtime could not run), whose result Run throws away as the
-// kubelet's prober does.
+// exec the runtime could not run, an HTTP answer whose body could not be
+// read), whose result Run throws away as the kubelet's prober does; r is
+// then the state the kubelet's event names (unknown, or failure for the
+// body).
 func Do(ctx context.Context, p *v1.Probe, t *Target) (r Result, output string, err error) {
 	r, output, err = do(ctx, p, t)
 	// Each handler reads a bounded part of what the container says, but an
@@ -284,7 +286,10 @@ func doHTTP(ctx context.Context, g *v1.HTTPGetAction, t *Target) (Result, string
 	defer res.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(res.Body, maxOutput))
 	if err != nil {
-		return Failure, "", nil
+		// A body cut short, or still coming at the timeout: the kubelet's
+		// DoHTTPProbe returns the read's error with a failure, which its
+		// prober throws away ("errored and resulted in failure state").
+		return Failure, "", err
 	}
 	if res.StatusCode >= http.StatusOK && res.StatusCode < http.StatusBadRequest {
 		if res.StatusCode >= http.StatusMultipleChoices {

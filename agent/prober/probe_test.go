@@ -1,6 +1,7 @@
 package prober
 
 import (
+	"bufio"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -107,6 +108,30 @@ func TestHTTPProbe(t *testing.T) {
 	// A named port the container does not have is an error, not a probe.
 	if _, _, err := Do(context.Background(), &v1.Probe{ProbeHandler: v1.ProbeHandler{HTTPGet: &v1.HTTPGetAction{Port: intstr.FromString("nope")}}}, hostTarget(c)); err == nil || !strings.Contains(err.Error(), `port "nope" not found`) {
 		t.Errorf("unknown named port: %v", err)
+	}
+}
+
+// An HTTP answer whose body is cut short (or still coming at the timeout)
+// is an error, with a failure, as the kubelet's DoHTTPProbe returns it: its
+// prober throws the probe away, whatever the status.
+func TestHTTPProbeBodyError(t *testing.T) {
+	for _, status := range []int{200, 500} {
+		target := &Target{Container: &v1.Container{}, Host: "127.0.0.1",
+			Dial: func(context.Context, string, string) (net.Conn, error) {
+				client, server := net.Pipe()
+				go func() {
+					defer server.Close()
+					if _, err := http.ReadRequest(bufio.NewReader(server)); err != nil {
+						return
+					}
+					fmt.Fprintf(server, "HTTP/1.1 %d X\r\nContent-Length: 100\r\n\r\nshort", status)
+				}()
+				return client, nil
+			}}
+		probe := &v1.Probe{TimeoutSeconds: 1, ProbeHandler: v1.ProbeHandler{HTTPGet: &v1.HTTPGetAction{Port: intstr.FromInt32(80)}}}
+		if r, out, err := Do(context.Background(), probe, target); r != Failure || out != "" || !errors.Is(err, io.ErrUnexpectedEOF) {
+			t.Errorf("status %d, body cut short: %v %q %v, want a failure with the error", status, r, out, err)
+		}
 	}
 }
 

@@ -78,9 +78,10 @@ type Config struct {
 	// for the prober_probe_total counter; it must not block.
 	Observe func(Kind, Result)
 	// Errored, when set, is called when a probe starts to err: it could
-	// not be made at all (the kubelet's "probe errored"); it is called
-	// again only after a probe made in between. It must not block.
-	Errored func(Kind, error)
+	// not be made at all (the kubelet's "probe errored"), with the result
+	// Do gave with the error; it is called again only after a probe made
+	// in between. It must not block.
+	Errored func(Kind, Result, error)
 	Logger  *slog.Logger
 }
 
@@ -211,7 +212,7 @@ func (l *loop) once(ctx context.Context) bool {
 		return false
 	}
 	if err != nil {
-		l.logError(err)
+		l.logError(r, err)
 		return true
 	}
 	l.erring = false
@@ -259,12 +260,12 @@ const maxRetries = 3
 // logError logs a probe that could not be made, at most once a
 // failureLogEvery (the error may quote the container: it is cut as any
 // output is), and calls Errored when the probe starts to err.
-func (l *loop) logError(err error) {
+func (l *loop) logError(r Result, err error) {
 	msg := podspec.Truncate(err.Error(), maxOutput)
 	if !l.erring {
 		l.erring = true
 		if l.cfg.Errored != nil {
-			l.cfg.Errored(l.kind, errors.New(msg))
+			l.cfg.Errored(l.kind, r, errors.New(msg))
 		}
 	}
 	now := time.Now()

@@ -196,10 +196,10 @@ func TestErroredProbeIsThrownAway(t *testing.T) {
 		var errored []string
 		u := run(t, Config{Target: &Target{Exec: s.exec}, Ready: true,
 			Liveness: execProbe("live", 1, 1, 1), Readiness: execProbe("ready", 1, 1, 1),
-			Errored: func(k Kind, err error) {
+			Errored: func(k Kind, r Result, err error) {
 				mu.Lock()
 				defer mu.Unlock()
-				errored = append(errored, fmt.Sprintf("%s@%v: %v", k, time.Since(s.start), err))
+				errored = append(errored, fmt.Sprintf("%s@%v: %v %v", k, time.Since(s.start), r, err))
 			}}, 3500*time.Millisecond)
 		// Probes at 0, 1, 2 and 3 s. Liveness: two thrown away, a success,
 		// one thrown away. Readiness, ready as the daemon before left it:
@@ -212,9 +212,9 @@ func TestErroredProbeIsThrownAway(t *testing.T) {
 		}
 		sort.Strings(errored)
 		want := []string{
-			"liveness@0s: connection to the exec server lost",
-			"liveness@3s: connection to the exec server lost",
-			"readiness@0s: connection to the exec server lost",
+			"liveness@0s: unknown connection to the exec server lost",
+			"liveness@3s: unknown connection to the exec server lost",
+			"readiness@0s: unknown connection to the exec server lost",
 		}
 		if fmt.Sprint(errored) != fmt.Sprint(want) {
 			t.Errorf("errored %q, want %q", errored, want)
