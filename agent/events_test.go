@@ -3,6 +3,7 @@ package agent
 import (
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -300,6 +301,44 @@ func TestLivenessProbeCutBodyRestartsNothing(t *testing.T) {
 		}
 		if got := rt.Calls("start"); len(got) != 1 {
 			t.Errorf("starts %q, want the container started once and never restarted", got)
+		}
+	})
+}
+
+// A probe that errs at its first try, before the status that shows its
+// container running is published (probes start just before it), still gets
+// its Unhealthy event: it is recorded once a streak, so a first one lost
+// would be lost for as long as the probe errs.
+func TestProbeErroredBeforeThePublishHasItsEvent(t *testing.T) {
+	var waited atomic.Bool
+	statusGenerated = func(s, _ *v1.PodStatus) {
+		for _, cs := range s.ContainerStatuses {
+			// The first status that shows the container running waits,
+			// before it is published, until its probe has erred: the
+			// bubble's clock moves only once every other goroutine waits
+			// (the probe's for its next period).
+			if cs.State.Running != nil && waited.CompareAndSwap(false, true) {
+				time.Sleep(time.Millisecond)
+			}
+		}
+	}
+	defer func() { statusGenerated = nil }()
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		h := start(t, rt, Config{})
+		c := ctr("web", "busybox")
+		c.LivenessProbe = httpProbe("/live", 1, 1)
+		c.LivenessProbe.HTTPGet.Port = intstr.FromString("nope")
+		h.send([]manifest.Pod{testPod("web", "u1", v1.RestartPolicyAlways, c)})
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		if !waited.Load() {
+			t.Fatal("the container was never published running")
+		}
+		un := h.event("Unhealthy")
+		if un.Message != `Liveness probe errored and resulted in unknown state: port "nope" not found` ||
+			un.InvolvedObject.FieldPath != "spec.containers{web}" || un.InvolvedObject.Name != "web-node1" {
+			t.Errorf("Unhealthy event = %+v", un)
 		}
 	})
 }

@@ -143,18 +143,14 @@ func (w *worker) probeUpdated(u prober.Update) {
 }
 
 // probeErrored records, from a probe's goroutine, that a probe of container
-// id could not be made and its result was thrown away: an Unhealthy event
-// with the kubelet's message, once each time the probe starts to err.
-func (w *worker) probeErrored(id string, k prober.Kind, r prober.Result, err error) {
-	if p := w.a.statuses.Desired(w.key); p != nil {
-		for _, cs := range p.Status.ContainerStatuses {
-			if cs.ContainerID == containerIDPrefix+id {
-				w.a.events.Eventf(events.ContainerRef(p, cs.Name), v1.EventTypeWarning, events.Unhealthy,
-					"%s probe errored and resulted in %s state: %s", probeTypeName(k), r, err)
-				return
-			}
-		}
-	}
+// c of pod could not be made and its result was thrown away: an Unhealthy
+// event with the kubelet's message, once each time the probe starts to err.
+// The event names the container from the probe's own pod, not from the
+// published status, which may not show the container yet: a first error
+// lost would be lost for as long as the probe errs.
+func (w *worker) probeErrored(pod *v1.Pod, c string, k prober.Kind, r prober.Result, err error) {
+	w.a.events.Eventf(events.ContainerRef(pod, c), v1.EventTypeWarning, events.Unhealthy,
+		"%s probe errored and resulted in %s state: %s", probeTypeName(k), r, err)
 }
 
 // probeTypeName is how the kubelet's events name a probe: Liveness,

@@ -42,9 +42,10 @@ type ManagerConfig struct {
 	// is kept. It must not block for long.
 	Updated func(Update)
 	// Errored, when set, is called, from a probe's goroutine, when a probe
-	// of the container of ID id starts to err (Config.Errored). It must
-	// not block for long.
-	Errored func(id string, k Kind, r Result, err error)
+	// of container c of pod starts to err (Config.Errored), the pod and
+	// the container those its Spec named: it may be before any status
+	// shows the container. It must not block for long.
+	Errored func(pod *v1.Pod, c string, k Kind, r Result, err error)
 }
 
 // NewManager returns a manager that probes nothing yet.
@@ -133,7 +134,7 @@ func (m *Manager) start(ctx context.Context, s Spec) {
 		Logger: m.cfg.Logger.With("container", c.Name, "id", id),
 	}
 	if m.cfg.Errored != nil {
-		cfg.Errored = func(k Kind, r Result, err error) { m.cfg.Errored(id, k, r, err) }
+		cfg.Errored = func(k Kind, r Result, err error) { m.cfg.Errored(pod, c.Name, k, r, err) }
 	}
 	pctx, cancel := context.WithCancel(ctx)
 	p := &probing{cancel: cancel, done: make(chan struct{})}
