@@ -352,3 +352,50 @@ spec:
 		return errStill
 	})
 }
+
+// An exec probe naming a command the image does not have errs, as under the
+// kubelet with containerd (whose ExecSync fails to start such an exec): it
+// is thrown away, so a liveness probe with failureThreshold 1 never restarts
+// the container, and one Unhealthy event says it errored.
+func TestProbeOfAMissingCommandRestartsNothing(t *testing.T) {
+	t.Parallel()
+	d := newDaemon(t)
+	d.WriteManifest("miss.yaml", `apiVersion: v1
+kind: Pod
+metadata: {name: miss}
+spec:
+  terminationGracePeriodSeconds: 2
+  containers:
+  - name: main
+    image: busybox
+    command: ["sh", "-c", "trap 'exit 0' TERM; while true; do sleep 1 & wait $!; done"]
+    livenessProbe:
+      exec: {command: ["/nope"]}
+      periodSeconds: 1
+      failureThreshold: 1
+    readinessProbe:
+      exec: {command: ["sh", "-c", "echo x >> /tmp/probed"]}
+      periodSeconds: 1
+`)
+	d.Start()
+	// Each line is a period of probing of this container instance (a
+	// restarted container starts over with no file).
+	d.Eventually(60*time.Second, "five periods of probes", func() error {
+		p := d.Pod("miss")
+		if p == nil || len(p.Status.ContainerStatuses) == 0 || p.Status.ContainerStatuses[0].State.Running == nil {
+			return fmt.Errorf("miss not running yet")
+		}
+		if n := strings.Count(d.CLI("exec", "miss", "-c", "main", "--", "sh", "-c", "cat /tmp/probed 2>/dev/null; true"), "x"); n < 5 {
+			return fmt.Errorf("%d periods", n)
+		}
+		return nil
+	})
+	if cs := d.Pod("miss").Status.ContainerStatuses[0]; cs.RestartCount != 0 {
+		t.Errorf("main restarted %d times for a probe that could not be made", cs.RestartCount)
+	}
+	ev := d.CLI("events")
+	if n := strings.Count(ev, "Liveness probe errored and resulted in unknown state: "); n != 1 ||
+		!strings.Contains(ev, "command not found") || strings.Contains(ev, "Liveness probe failed") {
+		t.Errorf("events, want one Unhealthy saying the liveness probe errored:\n%s", ev)
+	}
+}
