@@ -591,7 +591,9 @@ func (r *runtimeService) ExecSync(ctx context.Context, req *runtimeapi.ExecSyncR
 	switch {
 	case err == nil:
 	case errors.Is(err, podspec.ErrCommandNotFound):
-		// What containerd's runc answers: the shell's 127, the error in stderr.
+		// The shell's 127, the error in stderr, as `staticpodd exec`
+		// answers; containerd answers an error here (failed to exec in
+		// container), docs/kubelet-differences.md.
 		return &runtimeapi.ExecSyncResponse{Stdout: stdout.b, Stderr: append(stderr.b, err.Error()...), ExitCode: 127}, nil
 	case errors.Is(err, podspec.ErrCommandNotExecutable):
 		return &runtimeapi.ExecSyncResponse{Stdout: stdout.b, Stderr: append(stderr.b, err.Error()...), ExitCode: 126}, nil
