@@ -342,3 +342,41 @@ func TestProbeErroredBeforeThePublishHasItsEvent(t *testing.T) {
 		}
 	})
 }
+
+// A probe that fails before the first status showing its container is
+// published still has its Unhealthy event: the event names the container
+// from the probe's own pod, as an erring probe's does.
+func TestProbeFailedBeforeThePublishHasItsEvent(t *testing.T) {
+	var waited atomic.Bool
+	var rt *fakeRuntime
+	statusGenerated = func(s, _ *v1.PodStatus) {
+		for _, cs := range s.ContainerStatuses {
+			// The first status that shows the container running waits,
+			// before it is published, until its probe has failed; the
+			// probe's later runs pass, so that failure is the only one.
+			if cs.State.Running != nil && waited.CompareAndSwap(false, true) {
+				time.Sleep(time.Millisecond)
+				rt.SetHealth("/live", 200)
+			}
+		}
+	}
+	defer func() { statusGenerated = nil }()
+	synctest.Test(t, func(t *testing.T) {
+		rt = newFakeRuntime()
+		rt.SetHealth("/live", 500)
+		h := start(t, rt, Config{})
+		c := ctr("web", "busybox")
+		c.LivenessProbe = httpProbe("/live", 1, 1)
+		h.send([]manifest.Pod{testPod("web", "u1", v1.RestartPolicyAlways, c)})
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		if !waited.Load() {
+			t.Fatal("the container was never published running")
+		}
+		un := h.event("Unhealthy")
+		if un.Message != "Liveness probe failed: HTTP probe failed with statuscode: 500" ||
+			un.InvolvedObject.FieldPath != "spec.containers{web}" || un.InvolvedObject.Name != "web-node1" {
+			t.Errorf("Unhealthy event = %+v", un)
+		}
+	})
+}

@@ -120,24 +120,15 @@ func (w *worker) probeTarget(pod *v1.Pod, c *v1.Container, id string) *prober.Ta
 	}
 }
 
-// probeUpdated takes a probe's update, which the results cache has, from its
-// goroutine, and wakes the worker. A probe that turned failing is an
-// Unhealthy event, with the kubelet's message.
-func (w *worker) probeUpdated(u prober.Update) {
+// probeUpdated takes a probe's update of container c of pod, which the
+// results cache has, from its goroutine, and wakes the worker. A probe that
+// turned failing is an Unhealthy event, with the kubelet's message, naming
+// the container from the probe's own pod: the published status may not
+// show the container yet.
+func (w *worker) probeUpdated(pod *v1.Pod, c string, u prober.Update) {
 	if u.Result == prober.Failure {
-		var pod *v1.Pod
-		container := ""
-		if p := w.a.statuses.Desired(w.key); p != nil {
-			for _, cs := range p.Status.ContainerStatuses {
-				if cs.ContainerID == containerIDPrefix+u.ContainerID {
-					pod, container = p, cs.Name
-				}
-			}
-		}
-		if pod != nil {
-			w.a.events.Eventf(events.ContainerRef(pod, container), v1.EventTypeWarning, events.Unhealthy,
-				"%s probe failed: %s", probeTypeName(u.Kind), u.Output)
-		}
+		w.a.events.Eventf(events.ContainerRef(pod, c), v1.EventTypeWarning, events.Unhealthy,
+			"%s probe failed: %s", probeTypeName(u.Kind), u.Output)
 	}
 	w.nudge()
 }

@@ -39,8 +39,9 @@ type ManagerConfig struct {
 	Logger *slog.Logger
 	// Updated is called, from a probe's goroutine, with each update the
 	// cache took (none for a container it no longer has), after its mark
-	// is kept. It must not block for long.
-	Updated func(Update)
+	// is kept, and the pod and container its Spec named: it may be before
+	// any status shows the container. It must not block for long.
+	Updated func(pod *v1.Pod, c string, u Update)
 	// Errored, when set, is called, from a probe's goroutine, when a probe
 	// of container c of pod starts to err (Config.Errored), the pod and
 	// the container those its Spec named: it may be before any status
@@ -127,7 +128,7 @@ func (m *Manager) start(ctx context.Context, s Spec) {
 		Jitter:  adopted,
 		Started: wasStarted,
 		Ready:   wasReady,
-		Report:  m.report,
+		Report:  func(u Update) { m.report(pod, c.Name, u) },
 		Observe: func(k Kind, r Result) {
 			m.cfg.Counts.Add(CountKey{Namespace: pod.Namespace, Pod: pod.Name, UID: uid, Container: c.Name, Probe: k, Result: r})
 		},
@@ -145,9 +146,9 @@ func (m *Manager) start(ctx context.Context, s Spec) {
 	}()
 }
 
-// report takes a probe's update, from its goroutine, into the cache, keeps
-// its mark for the next daemon, and tells the worker.
-func (m *Manager) report(u Update) {
+// report takes a probe's update of container c of pod, from its goroutine,
+// into the cache, keeps its mark for the next daemon, and tells the worker.
+func (m *Manager) report(pod *v1.Pod, c string, u Update) {
 	podUID, mark, ok := m.results.set(u)
 	if !ok {
 		return
@@ -157,7 +158,7 @@ func (m *Manager) report(u Update) {
 			m.cfg.Logger.Warn("cannot keep a probe's result for the next daemon", "id", u.ContainerID, "err", err)
 		}
 	}
-	m.cfg.Updated(u)
+	m.cfg.Updated(pod, c, u)
 }
 
 // Prune forgets what the probes said of the containers known reports not

@@ -56,7 +56,7 @@ func TestManagerResultsAndJoins(t *testing.T) {
 		var mu sync.Mutex
 		var got []Update
 		m := NewManager(ManagerConfig{Marks: marks, Boot: time.Now(), Counts: &counts, Logger: slog.New(slog.DiscardHandler),
-			Updated: func(u Update) {
+			Updated: func(_ *v1.Pod, _ string, u Update) {
 				mu.Lock()
 				got = append(got, u)
 				mu.Unlock()
@@ -120,7 +120,7 @@ func TestManagerAdoptsMarks(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		marks := &memMarks{m: map[string]bool{"u1/old.started": true, "u1/old.ready": true, "u1/new.started": true, "u1/new.ready": true}}
 		boot := time.Now()
-		m := NewManager(ManagerConfig{Marks: marks, Boot: boot, Counts: &Counts{}, Logger: slog.New(slog.DiscardHandler), Updated: func(Update) {}})
+		m := NewManager(ManagerConfig{Marks: marks, Boot: boot, Counts: &Counts{}, Logger: slog.New(slog.DiscardHandler), Updated: func(*v1.Pod, string, Update) {}})
 		defer m.Stop()
 		s := newScript(map[string][]int{"startup": {1}, "ready": {1}})
 		c := &v1.Container{Name: "web", StartupProbe: execProbe("startup", 10, 1, 3), ReadinessProbe: execProbe("ready", 10, 1, 3)}
