@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -703,7 +704,9 @@ func (v *validator) probe(p *field.Path, pr *v1.Probe) {
 
 // dnsSearchPattern is a DNS-1123 subdomain that may hold underscores, as the
 // API server takes a search domain (ValidateDNS1123SubdomainWithUnderScore).
-var dnsSearchPattern = regexp.MustCompile(`^[a-z0-9_]([-a-z0-9_]*[a-z0-9_])?(\.[a-z0-9_]([-a-z0-9_]*[a-z0-9_])?)*$`)
+var dnsSearchPattern = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^[a-z0-9_]([-a-z0-9_]*[a-z0-9_])?(\.[a-z0-9_]([-a-z0-9_]*[a-z0-9_])?)*$`)
+})
 
 // dnsConfig is the API server's validatePodDNSConfig, and more: an option's
 // name and value go into resolv.conf as they are, so they may hold no space
@@ -741,7 +744,7 @@ func (v *validator) dnsConfig(s *v1.PodSpec, p *field.Path) {
 			continue
 		}
 		search = strings.TrimSuffix(search, ".")
-		if len(search) > validation.DNS1123SubdomainMaxLength || !dnsSearchPattern.MatchString(search) {
+		if len(search) > validation.DNS1123SubdomainMaxLength || !dnsSearchPattern().MatchString(search) {
 			v.add(field.Invalid(p.Child("searches").Index(i), search, "a lowercase RFC 1123 subdomain (underscores allowed) of at most 253 characters"))
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -36,8 +37,8 @@ func (v *validator) podSecurity(s *v1.PodSpec, p *field.Path) {
 		switch {
 		case sys.Name == "":
 			v.add(field.Required(sp, ""))
-		case len(sys.Name) > sysctlMaxLength || !sysctlName.MatchString(sys.Name):
-			v.add(field.Invalid(sp, sys.Name, fmt.Sprintf("must have at most %d characters and match regex %s", sysctlMaxLength, sysctlName)))
+		case len(sys.Name) > sysctlMaxLength || !sysctlName().MatchString(sys.Name):
+			v.add(field.Invalid(sp, sys.Name, fmt.Sprintf("must have at most %d characters and match regex %s", sysctlMaxLength, sysctlName())))
 		case names[sys.Name]:
 			v.add(field.Duplicate(sp, sys.Name))
 		}
@@ -55,7 +56,9 @@ func (v *validator) podSecurity(s *v1.PodSpec, p *field.Path) {
 // The API's sysctl name (IsValidSysctlName).
 const sysctlMaxLength = 253
 
-var sysctlName = regexp.MustCompile(`^([a-z0-9]([-_a-z0-9]*[a-z0-9])?[\./])*[a-z0-9]([-_a-z0-9]*[a-z0-9])?$`)
+var sysctlName = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^([a-z0-9]([-_a-z0-9]*[a-z0-9])?[\./])*[a-z0-9]([-_a-z0-9]*[a-z0-9])?$`)
+})
 
 // containerSecurity checks a container's securityContext as the API
 // server's ValidateSecurityContext, with hostUsers always true (staticpodd

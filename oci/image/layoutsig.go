@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
@@ -24,13 +25,15 @@ const (
 // signatureTag matches cosign's tag scheme in a reference name: the tag
 // sha256-<hex>.sig names the signatures of the manifest sha256:<hex>, alone
 // (a layout's ref name) or after a repository (containerd's image name).
-var signatureTag = regexp.MustCompile(`(?:^|:)sha256-([0-9a-f]{64})\.sig$`)
+var signatureTag = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`(?:^|:)sha256-([0-9a-f]{64})\.sig$`)
+})
 
 // signatureTagSubject says which digest an index entry named by cosign's tag
 // scheme holds the signatures of.
 func signatureTagSubject(desc v1.Descriptor) (string, bool) {
 	for _, key := range []string{annotationContainerdName, annotationRefName} {
-		if m := signatureTag.FindStringSubmatch(desc.Annotations[key]); m != nil {
+		if m := signatureTag().FindStringSubmatch(desc.Annotations[key]); m != nil {
 			return "sha256:" + m[1], true
 		}
 	}

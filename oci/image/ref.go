@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/staticpodd/staticpodd/agent/podspec"
 )
@@ -17,13 +18,13 @@ func Normalize(ref string) (string, error) {
 	return podspec.NormalizeImage(ref)
 }
 
-var sha256Digest = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
+var sha256Digest = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^sha256:[0-9a-f]{64}$`) })
 
 // checkDigest refuses a digest that is not sha256:<64 lowercase hex digits>: the
 // store makes paths of layer digests (layers/<hex>, l/<hex[:12]>), so nothing
 // else may reach them.
 func checkDigest(d string) error {
-	if !sha256Digest.MatchString(d) {
+	if !sha256Digest().MatchString(d) {
 		return fmt.Errorf("invalid digest %q: want sha256:<64 lowercase hex digits>", d)
 	}
 	return nil

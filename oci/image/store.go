@@ -297,7 +297,7 @@ func find(idx index, ref string) (int, error) {
 	// takes it: the runtime starts a container from the ID its pull
 	// verified, and "sha256:<hex>" read as a name (docker.io/library/sha256,
 	// tag <hex>) could be another image's reference.
-	if sha256Digest.MatchString(ref) {
+	if sha256Digest().MatchString(ref) {
 		if i := slices.IndexFunc(idx.Images, func(img Image) bool { return img.ID == ref }); i >= 0 {
 			return i, nil
 		}
