@@ -29,7 +29,7 @@ all: build
 
 build: $(BIN)
 
-SOURCES := $(shell find cmd daemon agent oci sysd \( -name '*.go' -not -name '*_test.go' \) -o -name '*.[ch]') go.mod go.sum
+SOURCES := $(shell find cmd daemon agent oci sysd third_party \( -name '*.go' -not -name '*_test.go' \) -o -name '*.[ch]') go.mod go.sum
 
 # The program a container's monitor and init run as (oci/monitor/exe), built
 # first and embedded in the daemon (the embedmonitor tag): one binary to
