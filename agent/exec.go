@@ -18,6 +18,12 @@ func (a *Agent) ExecTarget(namespace, name, container string) (string, error) {
 	return a.published().execTarget(namespace, name, container)
 }
 
+// ExecTargetOf is ExecTarget for pod, one that Pods listed (the exec by name
+// found it there): an exec pays for one copy of the node's pods, not two.
+func (a *Agent) ExecTargetOf(pod *v1.Pod, container string) (string, error) {
+	return podSet{pods: []v1.Pod{*pod}}.execTarget(pod.Namespace, pod.Name, container)
+}
+
 func (v podSet) execTarget(namespace, name, container string) (string, error) {
 	pod := v.find(namespace, name)
 	if pod == nil {

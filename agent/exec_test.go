@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"testing/synctest"
 
@@ -51,6 +52,22 @@ func TestExecTarget(t *testing.T) {
 			_, err := h.a.ExecTarget(tc.ns, tc.pod, tc.ctr)
 			if !errors.Is(err, tc.want) || err.Error() != tc.msg {
 				t.Errorf("ExecTarget(%s, %s, %s) = %v; want %q, wrapping %v", tc.ns, tc.pod, tc.ctr, err, tc.msg, tc.want)
+			}
+		}
+
+		// ExecTargetOf, given a pod Pods listed, answers as ExecTarget.
+		pods := h.a.Pods()
+		if len(pods) != 2 {
+			t.Fatalf("Pods listed %d pods, want 2", len(pods))
+		}
+		for i := range pods {
+			p := &pods[i]
+			for _, c := range []string{"main", "crashy", "once", "nope"} {
+				want, wantErr := h.a.ExecTarget(p.Namespace, p.Name, c)
+				got, err := h.a.ExecTargetOf(p, c)
+				if got != want || fmt.Sprint(err) != fmt.Sprint(wantErr) || !errors.Is(err, errors.Unwrap(wantErr)) {
+					t.Errorf("ExecTargetOf(%s, %s) = %q, %v; ExecTarget says %q, %v", p.Name, c, got, err, want, wantErr)
+				}
 			}
 		}
 	})

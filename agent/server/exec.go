@@ -14,6 +14,8 @@ import (
 	"strings"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
+
 	"github.com/staticpodd/staticpodd/agent/describe"
 	"github.com/staticpodd/staticpodd/agent/podspec"
 )
@@ -50,6 +52,12 @@ func execHandler(a Agent, logger *slog.Logger) http.HandlerFunc {
 // note on the container it chose ("Defaulted container ...").
 const NoteHeader = "Staticpodd-Note"
 
+// podExecTargeter is an Agent whose ExecTarget can take the pod it found in
+// Pods, instead of listing (copying) every pod again to find it.
+type podExecTargeter interface {
+	ExecTargetOf(pod *v1.Pod, container string) (string, error)
+}
+
 // execByNameHandler serves POST /exec?pod=NAME, staticpodd exec's one
 // request: execHandler's query, with &namespace= and &container= optional.
 // The pod is the one NAME names as the CLI shows it (describe.Find: the
@@ -78,7 +86,12 @@ func execByNameHandler(a Agent, logger *slog.Logger) http.HandlerFunc {
 			http.Error(w, err.Error(), http.StatusNotFound)
 			return
 		}
-		id, err := a.ExecTarget(pod.Namespace, pod.Name, ctr)
+		var id string
+		if t, ok := a.(podExecTargeter); ok {
+			id, err = t.ExecTargetOf(pod, ctr)
+		} else {
+			id, err = a.ExecTarget(pod.Namespace, pod.Name, ctr)
+		}
 		if err != nil {
 			http.Error(w, err.Error(), errorCode(err))
 			return

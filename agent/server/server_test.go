@@ -29,6 +29,10 @@ import (
 
 var _ Agent = (*agent.Agent)(nil)
 
+// The exec by name hands the agent the pod it found: one copy of the node's
+// pods an exec, not two.
+var _ podExecTargeter = (*agent.Agent)(nil)
+
 type fakeAgent struct {
 	pods     []v1.Pod
 	problems []manifest.Problem
