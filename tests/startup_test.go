@@ -102,3 +102,35 @@ func TestGovalidatorIsEmail(t *testing.T) {
 		}
 	}
 }
+
+// TestRemoteInstallRefusalDocumented: the go command refuses `go install
+// MODULE/cmd/staticpodd@VERSION` for a module whose go.mod has a replace
+// directive ("must not contain directives that would cause it to be
+// interpreted differently than if it were the main module"), so while go.mod
+// has one, the build section of docs/configuration.md must say to build from
+// a clone.
+func TestRemoteInstallRefusalDocumented(t *testing.T) {
+	mod, err := os.ReadFile("../go.mod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var replaces []string
+	for line := range strings.Lines(string(mod)) {
+		if f := strings.Fields(line); len(f) > 0 && f[0] == "replace" {
+			replaces = append(replaces, strings.TrimSpace(line))
+		}
+	}
+	if len(replaces) == 0 {
+		return
+	}
+	doc, err := os.ReadFile("../docs/configuration.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, _ := strings.Cut(string(doc), "\n### What a plain `go build` lacks\n")
+	section, _, _ = strings.Cut(section, "\n#")
+	if !strings.Contains(section, "go install github.com/staticpodd/staticpodd/cmd/staticpodd@") {
+		t.Errorf("go.mod has %q, which makes the go command refuse a remote go install; "+
+			"docs/configuration.md (What a plain `go build` lacks) does not say so", replaces)
+	}
+}
