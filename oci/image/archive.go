@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
@@ -88,8 +89,7 @@ func decompressed(p, staging string, sp *space, m *meter) (string, error) {
 	}
 	if fi, err := f.Stat(); err == nil && m != nil {
 		m.phase("decompressing", fi.Size())
-		m.add(in.n) // what telling the compression read
-		in.m = m
+		in.meter(m)
 	}
 	out := filepath.Join(staging, "archive.tar")
 	w, err := os.Create(out)
@@ -103,18 +103,34 @@ func decompressed(p, staging string, sp *space, m *meter) (string, error) {
 	return out, w.Close()
 }
 
-// archiveReader counts what is read of an archive, and tells m once set.
+// archiveReader counts what is read of an archive, and tells m once set. A
+// zstd decoder reads it from a goroutine of its own, from the moment it is
+// made: mu guards the count and the meter.
 type archiveReader struct {
-	r io.Reader
-	n int64
-	m *meter
+	r  io.Reader
+	mu sync.Mutex
+	n  int64
+	m  *meter
 }
 
 func (a *archiveReader) Read(b []byte) (int, error) {
 	n, err := a.r.Read(b)
+	a.mu.Lock()
 	a.n += int64(n)
-	a.m.add(int64(n))
+	m := a.m
+	a.mu.Unlock()
+	// Once m is set, what was counted before it is told already.
+	m.add(int64(n))
 	return n, err
+}
+
+// meter tells m what was read so far (telling the compression), and every
+// read after.
+func (a *archiveReader) meter(m *meter) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	m.add(a.n)
+	a.m = m
 }
 
 // extractLayout unpacks the OCI layout in the tar at p into dir: directories and
