@@ -295,6 +295,7 @@ func linkedModules(t *testing.T) (map[string]string, []string) {
 			Module                    *struct {
 				Path, Version string
 				Main          bool
+				Replace       *struct{ Path, Version string }
 			}
 		}
 		if err := dec.Decode(&p); errors.Is(err, io.EOF) {
@@ -305,7 +306,12 @@ func linkedModules(t *testing.T) (map[string]string, []string) {
 		switch {
 		case p.Module == nil:
 		case !p.Module.Main:
+			// A module go.mod replaces is linked as its replacement, which
+			// the copyright file names as the generator does: "v => path v".
 			mods[p.Module.Path] = p.Module.Version
+			if r := p.Module.Replace; r != nil {
+				mods[p.Module.Path] = strings.TrimSpace(p.Module.Version + " => " + r.Path + " " + r.Version)
+			}
 		default:
 			for _, f := range append(append(p.GoFiles, p.CgoFiles...), p.CFiles...) {
 				path := filepath.Join(p.Dir, f)
@@ -339,17 +345,18 @@ func hasCopyrightHeader(t *testing.T, path string) bool {
 	return false
 }
 
-// moduleGraph is `go list -m all`: each module path and its selected version.
+// moduleGraph is `go list -m all`: each module path and its selected version,
+// with its replacement after " => " when go.mod replaces it.
 func moduleGraph(t *testing.T) map[string]string {
 	t.Helper()
-	out, err := exec.Command("go", "list", "-m", "-f", "{{.Path}} {{.Version}}", "all").Output()
+	out, err := exec.Command("go", "list", "-m", "-f", "{{.Path}} {{.Version}}{{with .Replace}} => {{.Path}} {{.Version}}{{end}}", "all").Output()
 	if err != nil {
 		t.Fatalf("go list -m all: %v", err)
 	}
 	sel := map[string]string{}
 	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
 		path, version, _ := strings.Cut(l, " ")
-		sel[path] = version
+		sel[path] = strings.TrimSpace(version)
 	}
 	return sel
 }
