@@ -7,6 +7,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"runtime"
+	"strconv"
 )
 
 // Only in a benchmark's build (-tags benchprofile): the daemon's pprof
@@ -20,6 +21,11 @@ func init() {
 	}
 	runtime.SetBlockProfileRate(100_000) // one event per 100 µs blocked
 	runtime.SetMutexProfileFraction(10)
+	// STATICPODD_BENCH_MEMPROFILERATE: sample the heap finer than one
+	// allocation per 512 KiB, to take the memory a pod keeps apart by item.
+	if r, err := strconv.Atoi(os.Getenv("STATICPODD_BENCH_MEMPROFILERATE")); err == nil && r > 0 {
+		runtime.MemProfileRate = r
+	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
