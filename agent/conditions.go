@@ -53,7 +53,8 @@ func (w *worker) keepConditions(pod *v1.Pod, st *podState, conds []v1.PodConditi
 		w.logger.Warn("cannot keep the pod's conditions for the next daemon", "err", err)
 		return
 	}
-	w.kept.uid, w.kept.conds = uid, slices.Clone(conds)
+	// conds are the published status's, which never change: kept as they are.
+	w.kept.uid, w.kept.conds = uid, conds
 }
 
 // sameTransition reports whether a and b are the same condition with the

@@ -50,7 +50,10 @@ func (w *worker) publish(pod *v1.Pod) {
 				w.gen != nil && w.gen.uid == string(pod.UID) && !w.gen.startTime.IsZero() {
 				w.a.timings.podStart.Observe(time.Since(w.gen.startTime).Seconds())
 			}
-			w.prevState = out.Status.DeepCopy()
+			// The status published: out never changes once published
+			// (status.Share), so the next generation reads it there
+			// instead of a copy of its own, a few KiB a pod at rest.
+			w.prevState = &out.Status
 			w.keepConditions(pod, st, out.Status.Conditions)
 			w.rememberStatus(pod, st, gen, rc, prev, probes, out)
 		}
