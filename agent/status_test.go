@@ -246,3 +246,37 @@ func TestWaitingMessageBounded(t *testing.T) {
 		}
 	})
 }
+
+// The published pod leaves out the agent's own annotations, and takes them
+// from neither the pod it was made of nor the next status: the pod handed
+// to the worker is shared with the published one, never changed by it.
+func TestPublishedPodSharesNothingItChanges(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		h := start(t, rt, Config{})
+		p := testPod("web", "u1", v1.RestartPolicyAlways, ctr("a", "busybox"))
+		p.Annotations = map[string]string{
+			manifest.AnnotationContainerHashes: "a=1", manifest.AnnotationManifestUID: "m1", "team": "web",
+		}
+		h.send([]manifest.Pod{p})
+
+		pub := h.pod("web")
+		if _, ok := pub.Annotations[manifest.AnnotationContainerHashes]; ok {
+			t.Errorf("published annotations %v hold the containers' hashes", pub.Annotations)
+		}
+		if _, ok := pub.Annotations[manifest.AnnotationManifestUID]; ok {
+			t.Errorf("published annotations %v hold the manifest's UID", pub.Annotations)
+		}
+		if pub.Annotations["team"] != "web" || pub.Spec.Containers[0].Image != "busybox" {
+			t.Errorf("published pod = %+v, want the manifest's annotation and spec", pub.ObjectMeta)
+		}
+		want := map[string]string{manifest.AnnotationContainerHashes: "a=1", manifest.AnnotationManifestUID: "m1", "team": "web"}
+		if len(p.Annotations) != len(want) || p.Annotations[manifest.AnnotationContainerHashes] != "a=1" ||
+			p.Annotations[manifest.AnnotationManifestUID] != "m1" || p.Annotations["team"] != "web" {
+			t.Errorf("the desired pod's annotations became %v, want %v", p.Annotations, want)
+		}
+		if p.Status.Phase != "" || len(p.Status.Conditions) != 0 {
+			t.Errorf("the desired pod's status became %+v, want none", p.Status)
+		}
+	})
+}
