@@ -161,7 +161,7 @@ func (w *worker) watch(ctx context.Context, id string) {
 			return
 		}
 		select {
-		case w.exits <- st:
+		case w.exits <- &st:
 		case <-ctx.Done():
 		}
 	}
