@@ -74,9 +74,7 @@ func TestURLServesABundle(t *testing.T) {
 	if f.count() != 1 || f.applied[0] != bundleA {
 		t.Fatalf("applied %d bundles, want bundle A once", f.count())
 	}
-	if left, _ := filepath.Glob(filepath.Join(dir, "url", ".url-bundle-*")); len(left) > 0 {
-		t.Errorf("staged files left: %v", left)
-	}
+	waitNoStaged(t, filepath.Join(dir, "url"))
 
 	// Restarted: the same bundle is not applied again (it may have been
 	// rolled back since), and the URL's saved set is empty.
@@ -136,9 +134,7 @@ func TestURLBundleBounds(t *testing.T) {
 	if f.count() != 0 {
 		t.Fatalf("a bundle over the bound was applied")
 	}
-	if left, _ := filepath.Glob(filepath.Join(dir, ".url-bundle-*")); len(left) > 0 {
-		t.Errorf("staged files left: %v", left)
-	}
+	waitNoStaged(t, dir)
 
 	s.setHandler(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", MediaTypeLayoutTar)
@@ -165,9 +161,7 @@ func TestURLBundleRoom(t *testing.T) {
 	if f.count() != 0 {
 		t.Fatalf("a bundle larger than the room was applied")
 	}
-	if left, _ := filepath.Glob(filepath.Join(dir, ".url-bundle-*")); len(left) > 0 {
-		t.Errorf("staged files left: %v", left)
-	}
+	waitNoStaged(t, dir)
 }
 
 // A download a daemon stopped mid-way left staged is removed by the next
@@ -232,7 +226,25 @@ func TestURLBundleTimeout(t *testing.T) {
 	if f.count() != 0 {
 		t.Fatalf("a bundle cut off was applied")
 	}
-	if left, _ := filepath.Glob(filepath.Join(dir, ".url-bundle-*")); len(left) > 0 {
-		t.Errorf("staged files left: %v", left)
+	waitNoStaged(t, dir)
+}
+
+// waitNoStaged waits until dir holds no staged bundle: the source fetches
+// every period, and a fetch in flight stages its body while it runs, so a
+// look at one instant may see that one. A file left behind stays, under a
+// name of its own, and the wait fails naming it.
+func waitNoStaged(t *testing.T, dir string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		left, _ := filepath.Glob(filepath.Join(dir, stagedPattern+"*"))
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("staged files left: %v", left)
+			return
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
