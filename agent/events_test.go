@@ -305,78 +305,70 @@ func TestLivenessProbeCutBodyRestartsNothing(t *testing.T) {
 	})
 }
 
+// holdFirstRunningStatus makes the first status generated that shows a
+// container running wait, before it is published, until every other
+// goroutine of the bubble waits (a probe's for its next period: the clock
+// moves only then), then calls then, if set. It reports whether it held one.
+func holdFirstRunningStatus(t *testing.T, then func()) *atomic.Bool {
+	var held atomic.Bool
+	statusGenerated = func(s, _ *v1.PodStatus) {
+		for _, cs := range s.ContainerStatuses {
+			if cs.State.Running != nil && held.CompareAndSwap(false, true) {
+				time.Sleep(time.Millisecond)
+				if then != nil {
+					then()
+				}
+			}
+		}
+	}
+	t.Cleanup(func() { statusGenerated = nil })
+	return &held
+}
+
+// probeEventBeforeThePublish runs pod web with liveness probe live under a
+// status held as holdFirstRunningStatus says, and checks its one Unhealthy
+// event says want of container web.
+func probeEventBeforeThePublish(t *testing.T, rt *fakeRuntime, held *atomic.Bool, live *v1.Probe, want string) {
+	h := start(t, rt, Config{})
+	c := ctr("web", "busybox")
+	c.LivenessProbe = live
+	h.send([]manifest.Pod{testPod("web", "u1", v1.RestartPolicyAlways, c)})
+	time.Sleep(10 * time.Second)
+	synctest.Wait()
+	if !held.Load() {
+		t.Fatal("the container was never published running")
+	}
+	un := h.event("Unhealthy")
+	if un.Message != want || un.InvolvedObject.FieldPath != "spec.containers{web}" || un.InvolvedObject.Name != "web-node1" {
+		t.Errorf("Unhealthy event = %+v", un)
+	}
+}
+
 // A probe that errs at its first try, before the status that shows its
 // container running is published (probes start just before it), still gets
 // its Unhealthy event: it is recorded once a streak, so a first one lost
 // would be lost for as long as the probe errs.
 func TestProbeErroredBeforeThePublishHasItsEvent(t *testing.T) {
-	var waited atomic.Bool
-	statusGenerated = func(s, _ *v1.PodStatus) {
-		for _, cs := range s.ContainerStatuses {
-			// The first status that shows the container running waits,
-			// before it is published, until its probe has erred: the
-			// bubble's clock moves only once every other goroutine waits
-			// (the probe's for its next period).
-			if cs.State.Running != nil && waited.CompareAndSwap(false, true) {
-				time.Sleep(time.Millisecond)
-			}
-		}
-	}
-	defer func() { statusGenerated = nil }()
+	held := holdFirstRunningStatus(t, nil)
 	synctest.Test(t, func(t *testing.T) {
-		rt := newFakeRuntime()
-		h := start(t, rt, Config{})
-		c := ctr("web", "busybox")
-		c.LivenessProbe = httpProbe("/live", 1, 1)
-		c.LivenessProbe.HTTPGet.Port = intstr.FromString("nope")
-		h.send([]manifest.Pod{testPod("web", "u1", v1.RestartPolicyAlways, c)})
-		time.Sleep(10 * time.Second)
-		synctest.Wait()
-		if !waited.Load() {
-			t.Fatal("the container was never published running")
-		}
-		un := h.event("Unhealthy")
-		if un.Message != `Liveness probe errored and resulted in unknown state: port "nope" not found` ||
-			un.InvolvedObject.FieldPath != "spec.containers{web}" || un.InvolvedObject.Name != "web-node1" {
-			t.Errorf("Unhealthy event = %+v", un)
-		}
+		live := httpProbe("/live", 1, 1)
+		live.HTTPGet.Port = intstr.FromString("nope")
+		probeEventBeforeThePublish(t, newFakeRuntime(), held, live,
+			`Liveness probe errored and resulted in unknown state: port "nope" not found`)
 	})
 }
 
 // A probe that fails before the first status showing its container is
 // published still has its Unhealthy event: the event names the container
-// from the probe's own pod, as an erring probe's does.
+// from the probe's own pod, as an erring probe's does. The probe's later
+// runs pass, so that failure is the only one.
 func TestProbeFailedBeforeThePublishHasItsEvent(t *testing.T) {
-	var waited atomic.Bool
 	var rt *fakeRuntime
-	statusGenerated = func(s, _ *v1.PodStatus) {
-		for _, cs := range s.ContainerStatuses {
-			// The first status that shows the container running waits,
-			// before it is published, until its probe has failed; the
-			// probe's later runs pass, so that failure is the only one.
-			if cs.State.Running != nil && waited.CompareAndSwap(false, true) {
-				time.Sleep(time.Millisecond)
-				rt.SetHealth("/live", 200)
-			}
-		}
-	}
-	defer func() { statusGenerated = nil }()
+	held := holdFirstRunningStatus(t, func() { rt.SetHealth("/live", 200) })
 	synctest.Test(t, func(t *testing.T) {
 		rt = newFakeRuntime()
 		rt.SetHealth("/live", 500)
-		h := start(t, rt, Config{})
-		c := ctr("web", "busybox")
-		c.LivenessProbe = httpProbe("/live", 1, 1)
-		h.send([]manifest.Pod{testPod("web", "u1", v1.RestartPolicyAlways, c)})
-		time.Sleep(10 * time.Second)
-		synctest.Wait()
-		if !waited.Load() {
-			t.Fatal("the container was never published running")
-		}
-		un := h.event("Unhealthy")
-		if un.Message != "Liveness probe failed: HTTP probe failed with statuscode: 500" ||
-			un.InvolvedObject.FieldPath != "spec.containers{web}" || un.InvolvedObject.Name != "web-node1" {
-			t.Errorf("Unhealthy event = %+v", un)
-		}
+		probeEventBeforeThePublish(t, rt, held, httpProbe("/live", 1, 1),
+			"Liveness probe failed: HTTP probe failed with statuscode: 500")
 	})
 }
