@@ -71,6 +71,25 @@ func Stamp(p Pod, seen SeenFunc) {
 	p.Annotations[AnnotationSeen] = t.Format(time.RFC3339Nano)
 }
 
+// Stamped is p stamped with config.seen t: p itself when it carries that
+// stamp already, else a copy of p stamped (a source hands its pods to the
+// agent, which shares them, so a pod once handed is never changed). A
+// source that keeps what Stamped returns hands the same pod at every update
+// while its manifest and its first-seen time stay, rather than a copy of
+// each pod of its set at each: one copy a pod, not one an update.
+func Stamped(p Pod, t time.Time) (Pod, bool) {
+	v := t.Format(time.RFC3339Nano)
+	if s, ok := p.Annotations[AnnotationSeen]; ok && s == v {
+		return p, false
+	}
+	p.Pod = p.Pod.DeepCopy()
+	if p.Annotations == nil {
+		p.Annotations = map[string]string{}
+	}
+	p.Annotations[AnnotationSeen] = v
+	return p, true
+}
+
 // setAPIDefaults applies the defaults the API server gives a v1 Pod
 // (pkg/apis/core/v1/defaults.go and the +default markers of k8s.io/api).
 // It returns, as the API server's warnings do (pkg/api/pod/warnings.go), what

@@ -304,19 +304,18 @@ func (b *Bundle) update(problems []manifest.Problem) Update {
 	}
 	u.fingerprint = fp.String()
 	seenAt := map[types.UID]time.Time{}
-	for _, pod := range b.good.pods {
-		pod.Pod = pod.Pod.DeepCopy()
-		manifest.Stamp(pod, func(uid types.UID) time.Time {
-			t, ok := b.seenAt[uid]
-			if !ok {
-				t = time.Now()
-				if b.Seen != nil {
-					t = b.Seen(uid)
-				}
+	for i, pod := range b.good.pods {
+		t, ok := b.seenAt[pod.UID]
+		if !ok {
+			t = time.Now()
+			if b.Seen != nil {
+				t = b.Seen(pod.UID)
 			}
-			seenAt[uid] = t
-			return t
-		})
+		}
+		seenAt[pod.UID] = t
+		// Kept stamped: the next update hands the same pod again.
+		pod, _ = manifest.Stamped(pod, t)
+		b.good.pods[i].Pod = pod.Pod
 		u.Pods = append(u.Pods, pod)
 	}
 	b.seenAt = seenAt

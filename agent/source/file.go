@@ -668,10 +668,18 @@ func (f *File) update(paths []string) Update {
 		if st == nil {
 			continue
 		}
-		for _, pod := range st.pods {
-			pod.Pod = pod.Pod.DeepCopy()
+		for i, pod := range st.pods {
+			// The stamped pod replaces the parsed one: the next update
+			// hands the same pod again, and the parse's garbage goes.
+			pod, copied := manifest.Stamped(pod, seen(pod.UID))
+			if copied {
+				if d, ok := f.digests[st.pods[i].Pod]; ok { // config.seen is not in it
+					delete(f.digests, st.pods[i].Pod)
+					f.digests[pod.Pod] = d
+				}
+				st.pods[i].Pod = pod.Pod
+			}
 			pod.Recreated = st.recreated
-			manifest.Stamp(pod, seen)
 			u.Pods = append(u.Pods, pod)
 		}
 		if st.err != nil {

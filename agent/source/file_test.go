@@ -7,12 +7,14 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/staticpodd/staticpodd/agent/filestamp"
@@ -498,4 +500,62 @@ func TestRelistSendsOnlyChanges(t *testing.T) {
 		t.Errorf("changed pod: uid %q, annotations %v; want its own uid, stamped", p.UID, p.Annotations)
 	}
 	noUpdateOverLists(t, ch, src, 15)
+}
+
+// A pod handed to the agent is handed again, the same pod, while its
+// manifest and its first-seen time stay: an update copies only the pods it
+// has not handed before, so that a directory filled one manifest at a time
+// costs a copy a pod, not a copy of the whole set at each file. And a pod
+// once handed never changes: the agent shares it.
+func TestUnchangedPodHandedAgainNotCopied(t *testing.T) {
+	dir := t.TempDir()
+	src := NewFile(dir, "node1", time.Hour, nil, slog.New(slog.DiscardHandler))
+	const n = 50
+	for i := range n {
+		writeFile(t, filepath.Join(dir, fmt.Sprintf("p%02d.yaml", i)), podYAML(fmt.Sprintf("p%02d", i), "busybox:1.36"))
+	}
+	first := src.list()
+	if len(first.Pods) != n {
+		t.Fatalf("first list = %s", describe(first))
+	}
+	kept := make([]*v1.Pod, n)
+	for i, p := range first.Pods {
+		kept[i] = p.DeepCopy()
+	}
+
+	// One manifest fewer: the update hands the other 49 as it handed them.
+	if err := os.Remove(filepath.Join(dir, "p00.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	// (A manifest gone is let go once it stayed gone a moment: an editor
+	// renames it away and back.)
+	var u Update
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		u = src.list()
+		if len(u.Pods) == n-1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the removed manifest's pod is still listed: %s", describe(u))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for i := range n - 1 {
+		if u.Pods[i].Pod != first.Pods[i+1].Pod {
+			t.Errorf("%s: handed anew (a copy) though its manifest did not change", first.Pods[i+1].Name)
+		}
+	}
+
+	// A pod that left the set and came back without being read again gets
+	// a new first-seen time, on a copy: the one handed before is unchanged.
+	src.seenAt = nil
+	again := src.list()
+	if again.Pods[0].Pod == first.Pods[1].Pod {
+		t.Fatal("a pod given a new config.seen was changed in place, not copied")
+	}
+	for i, p := range first.Pods {
+		if !reflect.DeepEqual(p.Pod, kept[i]) {
+			t.Errorf("%s changed after it was handed: %v, was %v", p.Name, p.Annotations, kept[i].Annotations)
+		}
+	}
 }

@@ -111,7 +111,7 @@ type URL struct {
 // goodSet is the last body that gave a usable set.
 type goodSet struct {
 	sum     [sha256.Size]byte
-	pods    []manifest.Pod // not stamped with config.seen
+	pods    []manifest.Pod // stamped with config.seen once handed (manifest.Stamped)
 	objects []*objects.Object
 	dropped error // list items left out as duplicates, nil if none
 	// credentials says whether a Secret of the set takes values from
@@ -435,7 +435,7 @@ func (s *URL) fingerprint(objs []*objects.Object, credProblems []manifest.Proble
 func (s *URL) update(objs []*objects.Object, credProblems []manifest.Problem) Update {
 	u := Update{Source: manifest.SourceHTTP, Pods: make([]manifest.Pod, 0, len(s.good.pods)), Objects: objs}
 	seenAt := make(map[types.UID]time.Time, len(s.good.pods))
-	for _, p := range s.good.pods {
+	for i, p := range s.good.pods {
 		t, ok := s.seenAt[p.UID]
 		if !ok {
 			t = time.Now()
@@ -444,8 +444,9 @@ func (s *URL) update(objs []*objects.Object, credProblems []manifest.Problem) Up
 			}
 		}
 		seenAt[p.UID] = t
-		p.Pod = p.Pod.DeepCopy()
-		manifest.Stamp(p, func(types.UID) time.Time { return t })
+		// Kept stamped: the next update hands the same pod again.
+		p, _ = manifest.Stamped(p, t)
+		s.good.pods[i].Pod = p.Pod
 		u.Pods = append(u.Pods, p)
 	}
 	s.seenAt = seenAt

@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
@@ -21,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/staticpodd/staticpodd/agent/manifest"
@@ -746,5 +748,26 @@ func TestURLRequestCounts(t *testing.T) {
 	once()
 	if total, failed := counts.Total.Load(), counts.Failed.Load(); total != 3 || failed != 2 {
 		t.Errorf("%d requests, %d failed; want 3, 2 failed", total, failed)
+	}
+}
+
+// The URL's pods are handed again, the same pods, while the good set stays:
+// an update that only says the server failed copies no pod, and a pod
+// handed is never changed after.
+func TestURLKeptSetHandedAgainNotCopied(t *testing.T) {
+	s, srv := newServed(t, 200, urlList("a", "b"))
+	r := startURL(t, URLConfig{URL: srv.URL, Period: fast})
+	first := r.waitFor(t, "a and b", withPods("a-node1", "b-node1"))
+	kept := []*v1.Pod{first.Pods[0].DeepCopy(), first.Pods[1].DeepCopy()}
+
+	s.set(503, "busy")
+	u := r.waitFor(t, "HTTP 503", hasProblem(srv.URL+": HTTP 503 Service Unavailable", "a-node1", "b-node1"))
+	for i := range first.Pods {
+		if u.Pods[i].Pod != first.Pods[i].Pod {
+			t.Errorf("%s: handed anew (a copy) though the set did not change", first.Pods[i].Name)
+		}
+		if !reflect.DeepEqual(first.Pods[i].Pod, kept[i]) {
+			t.Errorf("%s changed after it was handed", first.Pods[i].Name)
+		}
 	}
 }
