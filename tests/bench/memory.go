@@ -206,12 +206,18 @@ type memSampler struct {
 
 func sampleMem(pid int) *memSampler {
 	s := &memSampler{done: make(chan struct{})}
+	trace := os.Getenv("STATICPODD_BENCH_MEMTRACE") != "" // each sample to stderr
+	t0 := time.Now()
 	s.wg.Go(func() {
 		tick := time.NewTicker(memSampleEvery)
 		defer tick.Stop()
 		for {
-			if m := memOf(pid); m.rss > s.peak.rss {
+			m := memOf(pid)
+			if m.rss > s.peak.rss {
 				s.peak, s.at = m, time.Now()
+			}
+			if trace {
+				fmt.Fprintf(os.Stderr, "memtrace pid %d %6d ms rss %s anon %s\n", pid, time.Since(t0).Milliseconds(), mib(m.rss), mib(m.anon))
 			}
 			select {
 			case <-s.done:
