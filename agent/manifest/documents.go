@@ -69,9 +69,11 @@ func (m *multi) warnings(ws []Warning) []Warning {
 func (m *multi) document(data []byte, out *Parsed) {
 	doc, js, dup, err := toGeneric(data, m.origin, &m.budget)
 	if err != nil {
+		out.read = false
 		out.Errors = append(out.Errors, m.named([]*Error{err})...)
 		return
 	}
+	out.keep = out.keep || leftOut(doc, data, m.source)
 	if dup != nil {
 		msg := dup.Error()
 		if _, after, ok := strings.Cut(msg, "unmarshal errors:"); ok {

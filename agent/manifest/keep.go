@@ -93,6 +93,25 @@ func WithoutSecretValues(data []byte, source string) []byte {
 	return b.Bytes()
 }
 
+// leftOut reports whether WithoutSecretValues leaves out or encodes again
+// any of doc, read from the document data of a manifest from source: what
+// its loop over the documents tells apart, for a document read as an object.
+func leftOut(doc map[string]any, data []byte, source string) bool {
+	if secretValues(doc) || pastEnd(data) {
+		return true
+	}
+	if source != SourceHTTP || doc["kind"] != "List" {
+		return false
+	}
+	items, _ := doc["items"].([]any)
+	for _, it := range items {
+		if m, ok := it.(map[string]any); ok && secretValues(m) {
+			return true
+		}
+	}
+	return false
+}
+
 // encode is doc as JSON, one line. <, > and & are written as they are, not
 // as json.Marshal's six-byte escapes: a body of them would be kept six
 // times its size, past MaxSize, a copy the next daemon refuses.

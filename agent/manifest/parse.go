@@ -31,6 +31,22 @@ type Parsed struct {
 	Objects  []*objects.Object
 	Warnings []Warning
 	Errors   []*Error
+	// read says every document was read as an object, and keep that
+	// WithoutSecretValues would change the manifest: check knows both from
+	// its own reading of the documents.
+	read, keep bool
+	source     string // the source check read the manifest as
+}
+
+// WithoutSecretValues is WithoutSecretValues(data, source) for the data p
+// was parsed from, without reading it again when the parse saw that
+// nothing would be left out: a manifest of a Pod alone, most of them, is
+// kept as it is.
+func (p Parsed) WithoutSecretValues(data []byte, source string) []byte {
+	if p.read && !p.keep && len(p.Errors) == 0 && source == p.source {
+		return data
+	}
+	return WithoutSecretValues(data, source)
 }
 
 // Err joins the errors, nil when there are none.
@@ -99,6 +115,9 @@ func check(data []byte, source, origin, nodeName string) Parsed {
 		out.Errors = []*Error{{Origin: origin, Reason: "not YAML: " + err.Error()}}
 		return out
 	}
+	// As WithoutSecretValues reads them: a URL's documents after the first
+	// are left out of what is kept.
+	out.read, out.keep, out.source = true, source == SourceHTTP && len(docs) > 1, source
 	if source == SourceHTTP {
 		// The kubelet decodes a URL's body as one document: the rest of a
 		// stream is not read.

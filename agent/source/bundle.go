@@ -249,7 +249,7 @@ func (b *Bundle) read(set BundleSet) (bundleParse, error) {
 		for _, w := range parsed.Warnings {
 			out.warnings = append(out.warnings, manifest.Problem{Origin: origin, Err: errors.New(w.String()), Warning: true})
 		}
-		keep := manifest.WithoutSecretValues(data, manifest.SourceBundle)
+		keep := parsed.WithoutSecretValues(data, manifest.SourceBundle)
 		for _, p := range parsed.Pods {
 			out.manifests = append(out.manifests, Manifest{UID: p.UID, Source: manifest.SourceBundle, Origin: origin, Data: keep})
 		}

@@ -126,7 +126,7 @@ func (f *File) readFile(path string, link bool, fi fs.FileInfo, statAt time.Time
 	}
 	// What the Store keeps, and rollouts with a generation: the file
 	// without the values of its Secrets, which are never at rest in clear.
-	keep := manifest.WithoutSecretValues(data, manifest.SourceFile)
+	keep := parsed.WithoutSecretValues(data, manifest.SourceFile)
 	st.err, st.pods, st.objects, st.good, st.data, st.warnings = nil, parsed.Pods, parsed.Objects, true, keep, parsed.Warnings
 	return true
 }
