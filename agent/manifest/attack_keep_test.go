@@ -107,3 +107,38 @@ func TestWithoutSecretValuesSize(t *testing.T) {
 		t.Errorf("kept copy gives another pod")
 	}
 }
+
+// A URL's body is read as one document: a Secret in a document after the
+// first is not used, and must not be kept either, whatever the first is.
+func TestWithoutSecretValuesURLDocumentsAfterFirst(t *testing.T) {
+	pod := "apiVersion: v1\nkind: Pod\nmetadata: {name: web}\nspec:\n  containers: [{name: c, image: busybox}]\n"
+	secret := "apiVersion: v1\nkind: Secret\nmetadata: {name: s}\nstringData: {k: " + canary + "}\n"
+	list := `{"apiVersion":"v1","kind":"List","items":[` +
+		`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"web"},"spec":{"containers":[{"name":"c","image":"busybox"}]}}]}` + "\n"
+	for _, data := range []string{
+		pod + "---\n" + secret,
+		list + "---\n" + secret,
+		pod + "---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: cfg}\n---\n" + secret,
+	} {
+		orig := Check([]byte(data), SourceHTTP, "http://x/", "node1")
+		if err := orig.Err(); err != nil || len(orig.Pods) != 1 {
+			t.Fatalf("%q: %v, %d pods", data, err, len(orig.Pods))
+		}
+		for name, kept := range map[string][]byte{
+			"WithoutSecretValues":        WithoutSecretValues([]byte(data), SourceHTTP),
+			"Parsed.WithoutSecretValues": orig.WithoutSecretValues([]byte(data), SourceHTTP),
+		} {
+			if strings.Contains(string(kept), canary) {
+				t.Errorf("%s: the kept copy holds a Secret's value:\n%s", name, kept)
+				continue
+			}
+			p := Check(kept, SourceHTTP, "http://x/", "node1")
+			if err := p.Err(); err != nil || len(p.Pods) != 1 || p.Pods[0].UID != orig.Pods[0].UID {
+				t.Errorf("%s: the kept copy gives %d pods, %v, want the UID %s:\n%s", name, len(p.Pods), err, orig.Pods[0].UID, kept)
+			}
+			if again := WithoutSecretValues(kept, SourceHTTP); string(again) != string(kept) {
+				t.Errorf("%s: a kept copy kept again changed:\n%s\n---\n%s", name, kept, again)
+			}
+		}
+	}
+}

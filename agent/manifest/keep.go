@@ -30,11 +30,13 @@ func WithoutSecretValues(data []byte, source string) []byte {
 	if err != nil {
 		return nil // not a good manifest: nothing to keep
 	}
+	// A URL's documents after the first are not read (check), and not
+	// kept: one of them may be a Secret written in clear.
+	changed := len(docs) > 1 && source == SourceHTTP
 	if source == SourceHTTP {
-		docs = docs[:1] // the rest is not read (check)
+		docs = docs[:1]
 	}
 	var out [][]byte
-	changed := len(docs) > 1 && source == SourceHTTP
 	for _, d := range docs {
 		doc, ok := generic(d)
 		switch {

@@ -350,6 +350,31 @@ func TestURLSaveKeepsNoSecretValue(t *testing.T) {
 	grepDir(t, dir, canary)
 }
 
+// A URL body is read as one document: a Secret written in a second
+// document is not used, and is not saved either.
+func TestURLSaveKeepsNoSecretAfterFirstDocument(t *testing.T) {
+	const canary = "CANARY-url-second-document"
+	body := "apiVersion: v1\nkind: Pod\nmetadata: {name: a}\nspec:\n  containers: [{name: c, image: busybox}]\n" +
+		"---\napiVersion: v1\nkind: Secret\nmetadata: {name: keys}\nstringData: {k: " + canary + "}\n"
+	dir := t.TempDir()
+	save := filepath.Join(dir, "url", "last-good")
+	s, srv := newServed(t, 200, body)
+	first := startURL(t, URLConfig{URL: srv.URL, Period: fast, SaveFile: save})
+	u := first.waitFor(t, "the pod", withPods("a-node1"))
+	uid := u.Pods[0].UID
+	first.stop()
+	if _, err := os.Stat(save); err != nil {
+		t.Fatal(err)
+	}
+	grepDir(t, dir, canary)
+
+	s.set(503, "")
+	r := startURL(t, URLConfig{URL: srv.URL, Period: fast, SaveFile: save})
+	if u := r.next(t); !hasProblem("HTTP 503", "a-node1")(u) || u.Pods[0].UID != uid {
+		t.Errorf("after a restart with the server down: pods %v, want a-node1 with UID %s", podNames(u), uid)
+	}
+}
+
 // recordingStore is a Store in memory that keeps what it is offered.
 type recordingStore struct {
 	mu      sync.Mutex
