@@ -142,3 +142,47 @@ func TestWithoutSecretValuesURLDocumentsAfterFirst(t *testing.T) {
 		}
 	}
 }
+
+// YAML breaks lines at a lone CR, a NEL and the Unicode line and paragraph
+// separators as at a LF: a "---" or "..." after one of them ends the
+// document the parser reads, and a "#" line ends at one. A Secret written
+// after such a break is either read (and left out of the kept copy) or not
+// read (and not kept either): never kept in clear.
+func TestWithoutSecretValuesOtherLineBreaks(t *testing.T) {
+	pod := "apiVersion: v1\nkind: Pod\nmetadata: {name: web}\nspec:\n  containers: [{name: c, image: busybox}]\n"
+	secret := "apiVersion: v1\nkind: Secret\nmetadata: {name: s}\nstringData: {k: " + canary + "}\n"
+	flow := "{apiVersion: v1, kind: Secret, metadata: {name: s}, stringData: {k: " + canary + "}}\n"
+	podFlow := "{apiVersion: v1, kind: Pod, metadata: {name: web}, spec: {containers: [{name: c, image: busybox}]}}"
+	for _, brk := range []string{"\r", "\u0085", "\u2028", "\u2029"} {
+		all := func(s string) string { return strings.ReplaceAll(s, "\n", brk) }
+		for _, data := range []string{
+			all(pod + "---\n" + secret),
+			all(pod + "...\n" + secret),
+			all(pod + "--- # two\n" + secret),
+			pod + "---\n# a comment" + brk + flow,
+			"# a comment" + brk + flow + "---\n" + pod,
+			all(pod) + "--- " + flow,
+			"# a comment" + brk + "--- " + podFlow + brk + "--- " + flow,
+		} {
+			for _, source := range []string{SourceFile, SourceHTTP, SourceBundle} {
+				orig := Check([]byte(data), source, "/m/web.yaml", "node1")
+				if orig.Err() != nil {
+					continue // not kept
+				}
+				for name, kept := range map[string][]byte{
+					"WithoutSecretValues":        WithoutSecretValues([]byte(data), source),
+					"Parsed.WithoutSecretValues": orig.WithoutSecretValues([]byte(data), source),
+				} {
+					if strings.Contains(string(kept), canary) {
+						t.Errorf("%s, %q: %s keeps a Secret's value:\n%q", source, data, name, kept)
+						continue
+					}
+					p := Check(kept, source, "/m/web.yaml", "node1")
+					if err := p.Err(); err != nil || len(p.Pods) != len(orig.Pods) || len(p.Pods) == 1 && p.Pods[0].UID != orig.Pods[0].UID {
+						t.Errorf("%s, %q: %s: the kept copy gives %d pods, %v, want %d:\n%q", source, data, name, len(p.Pods), err, len(orig.Pods), kept)
+					}
+				}
+			}
+		}
+	}
+}

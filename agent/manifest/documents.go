@@ -87,7 +87,7 @@ func (m *multi) document(data []byte, out *Parsed) {
 		// As the kubelet's decoder, only the first document is read: a
 		// Secret written after "..." would be missing without a word.
 		out.Warnings = append(out.Warnings, m.warnings([]Warning{{Origin: m.origin,
-			Message: `what follows the document's end ("...") is not read; separate documents with "---"`}})...)
+			Message: `what follows the document's end ("...", or "---" after a line break other than LF) is not read; separate documents with "---" lines`}})...)
 	}
 	kinds := []string{"Pod", "ConfigMap", "Secret"}
 	if m.source == SourceHTTP {
@@ -247,9 +247,10 @@ func documents(data []byte) ([][]byte, error) {
 }
 
 // onlyComments reports whether a document holds nothing but comments, as a
-// header above the first "---" often does.
+// header above the first "---" often does. A comment ends at any of YAML's
+// line breaks (yamlLines), a lone CR included: what follows one is read.
 func onlyComments(doc []byte) bool {
-	for line := range bytes.Lines(doc) {
+	for _, line := range yamlLines(doc) {
 		if t := bytes.TrimSpace(line); len(t) > 0 && t[0] != '#' {
 			return false
 		}

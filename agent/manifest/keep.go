@@ -3,6 +3,7 @@ package manifest
 import (
 	"bytes"
 	"encoding/json"
+	"iter"
 
 	"sigs.k8s.io/yaml"
 )
@@ -128,21 +129,75 @@ func encode(doc map[string]any) ([]byte, error) {
 }
 
 // pastEnd reports whether doc has a line that ends a YAML document ("...")
-// with more after it: the parser reads the first document of doc only, and
-// the rest, unread and unchecked, may be a Secret written in clear.
+// or starts another ("---", after something of the first) with more after
+// it: the parser reads the first document of doc only, and the rest,
+// unread and unchecked, may be a Secret written in clear. A line is as YAML
+// breaks them (yamlLines): the reader that splits a manifest into its
+// documents knows LF only, and a "---" after a lone CR is not seen by it.
 func pastEnd(doc []byte) bool {
-	i := 0
-	for line := range bytes.Lines(doc) {
-		i += len(line)
-		rest, ok := bytes.CutPrefix(line, []byte("..."))
-		if !ok || len(bytes.TrimSpace(rest)) > 0 && rest[0] != ' ' && rest[0] != '\t' {
-			continue
+	content := false // something of a document before the line
+	for next, line := range yamlLines(doc) {
+		rest, end := bytes.CutPrefix(line, []byte("..."))
+		start := false
+		if !end {
+			rest, start = bytes.CutPrefix(line, []byte("---"))
 		}
-		if !onlyComments(doc[i:]) {
-			return true
+		marker := len(rest) == 0 || rest[0] == ' ' || rest[0] == '\t'
+		switch {
+		case end && marker:
+			if !onlyComments(doc[next:]) {
+				return true
+			}
+		case start && marker:
+			if content && !(onlyComments(rest) && onlyComments(doc[next:])) {
+				return true
+			}
+			content = content || !onlyComments(rest)
+		default:
+			// A directive (%YAML) comes before a document's start.
+			if t := bytes.TrimSpace(line); len(t) > 0 && t[0] != '#' && t[0] != '%' {
+				content = true
+			}
 		}
 	}
 	return false
+}
+
+// yamlLines yields each line of doc as YAML breaks them, without its
+// break, and the offset of what follows it: LF, CR LF, a lone CR, NEL
+// (U+0085), and the line and paragraph separators (U+2028, U+2029).
+func yamlLines(doc []byte) iter.Seq2[int, []byte] {
+	return func(yield func(int, []byte) bool) {
+		start := 0
+		for i := 0; i < len(doc); {
+			n := 0
+			switch c := doc[i]; {
+			case c == '\n':
+				n = 1
+			case c == '\r':
+				n = 1
+				if i+1 < len(doc) && doc[i+1] == '\n' {
+					n = 2
+				}
+			case c == 0xC2 && i+1 < len(doc) && doc[i+1] == 0x85:
+				n = 2
+			case c == 0xE2 && i+2 < len(doc) && doc[i+1] == 0x80 && (doc[i+2] == 0xA8 || doc[i+2] == 0xA9):
+				n = 3
+			}
+			if n == 0 {
+				i++
+				continue
+			}
+			if !yield(i+n, doc[start:i]) {
+				return
+			}
+			i += n
+			start = i
+		}
+		if start < len(doc) {
+			yield(len(doc), doc[start:])
+		}
+	}
 }
 
 // generic reads one document as an object; ok is false when it is not one.
