@@ -186,3 +186,54 @@ func TestWithoutSecretValuesOtherLineBreaks(t *testing.T) {
 		}
 	}
 }
+
+// A document whose root is a flow collection ends where the collection
+// does: the parser does not read, nor refuse, what follows it, a second
+// JSON object as well as anything else. A Secret there is not used, and
+// must not be kept either.
+func TestWithoutSecretValuesAfterFlowRoot(t *testing.T) {
+	podJS := `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"web"},"spec":{"containers":[{"name":"c","image":"busybox"}]}}`
+	podFlow := "{apiVersion: v1, kind: Pod, metadata: {name: web}, spec: {containers: [{name: c, image: busybox}]}}"
+	listJS := `{"apiVersion":"v1","kind":"List","items":[` + podJS + `]}`
+	secJS := `{"apiVersion":"v1","kind":"Secret","metadata":{"name":"s"},"stringData":{"k":"` + canary + `"}}`
+	for _, data := range []string{
+		podJS + "\n" + secJS + "\n",
+		podJS + secJS,
+		podJS + " " + secJS,
+		"# a header\n" + podJS + "\n" + secJS,
+		podFlow + "\n" + secJS,
+		"&a " + podFlow + "\n" + secJS,
+		"!!map " + podJS + "\n" + secJS,
+		listJS + "\n" + secJS,
+		"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cfg}\n---\n" + podJS + "\n" + secJS,
+	} {
+		for _, source := range []string{SourceFile, SourceHTTP, SourceBundle} {
+			orig := Check([]byte(data), source, "/m/web.yaml", "node1")
+			if orig.Err() != nil {
+				continue // not kept
+			}
+			for name, kept := range map[string][]byte{
+				"WithoutSecretValues":        WithoutSecretValues([]byte(data), source),
+				"Parsed.WithoutSecretValues": orig.WithoutSecretValues([]byte(data), source),
+			} {
+				if strings.Contains(string(kept), canary) {
+					t.Errorf("%s, %q: %s keeps a Secret's value:\n%q", source, data, name, kept)
+					continue
+				}
+				p := Check(kept, source, "/m/web.yaml", "node1")
+				if err := p.Err(); err != nil || len(p.Pods) != len(orig.Pods) || len(p.Pods) == 1 && p.Pods[0].UID != orig.Pods[0].UID || len(p.Objects) != len(orig.Objects) {
+					t.Errorf("%s, %q: %s: the kept copy gives %d pods, %d objects, %v; want %d, %d:\n%q", source, data, name, len(p.Pods), len(p.Objects), err, len(orig.Pods), len(orig.Objects), kept)
+				}
+				if again := WithoutSecretValues(kept, source); string(again) != string(kept) {
+					t.Errorf("%s: a kept copy kept again changed:\n%s\n---\n%s", name, kept, again)
+				}
+			}
+		}
+	}
+	// A manifest that is JSON alone is kept as written.
+	for _, data := range []string{podJS, podJS + "\n", "# a header\n" + podJS, listJS} {
+		if got := WithoutSecretValues([]byte(data), SourceHTTP); string(got) != data {
+			t.Errorf("%q kept as %q", data, got)
+		}
+	}
+}

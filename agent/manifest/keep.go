@@ -56,7 +56,7 @@ func WithoutSecretValues(data []byte, source string) []byte {
 					kept = append(kept, it)
 				}
 			}
-			if len(kept) == len(items) && !pastEnd(d) {
+			if len(kept) == len(items) && !pastEnd(d) && !unreadTail(d) {
 				out = append(out, d)
 				continue
 			}
@@ -67,7 +67,7 @@ func WithoutSecretValues(data []byte, source string) []byte {
 				return nil
 			}
 			out = append(out, js)
-		case pastEnd(d):
+		case pastEnd(d) || unreadTail(d):
 			// What follows a document's end is not read (a Secret there
 			// is not used): only what was read is kept, encoded again.
 			changed = true
@@ -100,7 +100,7 @@ func WithoutSecretValues(data []byte, source string) []byte {
 // any of doc, read from the document data of a manifest from source: what
 // its loop over the documents tells apart, for a document read as an object.
 func leftOut(doc map[string]any, data []byte, source string) bool {
-	if secretValues(doc) || pastEnd(data) {
+	if secretValues(doc) || pastEnd(data) || unreadTail(data) {
 		return true
 	}
 	if source != SourceHTTP || doc["kind"] != "List" {
@@ -159,6 +159,32 @@ func pastEnd(doc []byte) bool {
 				content = true
 			}
 		}
+	}
+	return false
+}
+
+// unreadTail reports whether the parser may have read only the start of
+// doc: a document whose root is a flow collection ({...} or [...]), or
+// starts with a tag or an anchor, ends where that node does, and what
+// follows it (another JSON object, a Secret) is neither read nor refused.
+// A document that is JSON alone is read whole; any other such document is
+// kept as what was read of it, encoded again.
+func unreadTail(doc []byte) bool {
+	start := 0
+	for next, line := range yamlLines(doc) {
+		t := bytes.TrimSpace(line)
+		if rest, ok := bytes.CutPrefix(t, []byte("---")); ok && (len(rest) == 0 || rest[0] == ' ' || rest[0] == '\t') {
+			t = bytes.TrimSpace(rest)
+		}
+		if len(t) == 0 || t[0] == '#' || t[0] == '%' {
+			start = next
+			continue
+		}
+		switch t[0] {
+		case '{', '[', '!', '&', '"', '\'', '|', '>':
+			return !json.Valid(doc[start:])
+		}
+		return false
 	}
 	return false
 }
