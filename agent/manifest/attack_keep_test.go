@@ -206,6 +206,11 @@ func TestWithoutSecretValuesAfterFlowRoot(t *testing.T) {
 		"!!map " + podJS + "\n" + secJS,
 		listJS + "\n" + secJS,
 		"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cfg}\n---\n" + podJS + "\n" + secJS,
+		"\ufeff" + podJS + "\n" + secJS,
+		// An indented root ends at a line less indented.
+		"  apiVersion: v1\n  kind: Pod\n  metadata: {name: web}\n  spec:\n    containers: [{name: c, image: busybox}]\n" + secJS,
+		"\ufeff  apiVersion: v1\n  kind: Pod\n  metadata: {name: web}\n  spec:\n    containers: [{name: c, image: busybox}]\n" +
+			"apiVersion: v1\nkind: Secret\nmetadata: {name: s}\nstringData: {k: " + canary + "}\n",
 	} {
 		for _, source := range []string{SourceFile, SourceHTTP, SourceBundle} {
 			orig := Check([]byte(data), source, "/m/web.yaml", "node1")

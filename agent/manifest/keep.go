@@ -165,20 +165,27 @@ func pastEnd(doc []byte) bool {
 
 // unreadTail reports whether the parser may have read only the start of
 // doc: a document whose root is a flow collection ({...} or [...]), or
-// starts with a tag or an anchor, ends where that node does, and what
-// follows it (another JSON object, a Secret) is neither read nor refused.
+// starts with a tag or an anchor, or is indented, ends where that node
+// does, and what follows it (another JSON object, a Secret at the first
+// column) is neither read nor refused.
 // A document that is JSON alone is read whole; any other such document is
 // kept as what was read of it, encoded again.
 func unreadTail(doc []byte) bool {
 	start := 0
 	for next, line := range yamlLines(doc) {
-		t := bytes.TrimSpace(line)
+		line = bytes.TrimPrefix(line, []byte("\ufeff")) // the parser skips a byte order mark
+		t, marker := bytes.TrimSpace(line), false
 		if rest, ok := bytes.CutPrefix(t, []byte("---")); ok && (len(rest) == 0 || rest[0] == ' ' || rest[0] == '\t') {
-			t = bytes.TrimSpace(rest)
+			t, marker = bytes.TrimSpace(rest), true
 		}
 		if len(t) == 0 || t[0] == '#' || t[0] == '%' {
 			start = next
 			continue
+		}
+		if !marker && (line[0] == ' ' || line[0] == '\t') {
+			// An indented root ends at the first line less indented,
+			// and what follows is not read either.
+			return true
 		}
 		switch t[0] {
 		case '{', '[', '!', '&', '"', '\'', '|', '>':
