@@ -53,6 +53,8 @@ func TestWithoutSecretValuesAfterDocumentEnd(t *testing.T) {
 		{"file, second document", SourceFile, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cfg}\n---\n" + pod + "...\n" + secret},
 		{"url", SourceHTTP, pod + "...\n" + secret},
 		{"url list", SourceHTTP, list + "\n...\n" + secret},
+		{"file, a directive after the document", SourceFile, pod + "%YAML 1.1\n" + secret},
+		{"url, a directive after the document", SourceHTTP, pod + "%TAG ! tag:x,2000:\n" + secret},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			orig := Check([]byte(tc.data), tc.source, "/m/web.yaml", "node1")

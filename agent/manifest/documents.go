@@ -87,7 +87,7 @@ func (m *multi) document(data []byte, out *Parsed) {
 		// As the kubelet's decoder, only the first document is read: a
 		// Secret written after "..." would be missing without a word.
 		out.Warnings = append(out.Warnings, m.warnings([]Warning{{Origin: m.origin,
-			Message: `what follows the document's end ("...", or "---" after a line break other than LF) is not read; separate documents with "---" lines`}})...)
+			Message: `what follows the document's end ("...", a directive such as %YAML, or "---" after a line break other than LF) is not read; separate documents with "---" lines`}})...)
 	}
 	kinds := []string{"Pod", "ConfigMap", "Secret"}
 	if m.source == SourceHTTP {

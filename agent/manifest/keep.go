@@ -129,8 +129,8 @@ func encode(doc map[string]any) ([]byte, error) {
 }
 
 // pastEnd reports whether doc has a line that ends a YAML document ("...")
-// or starts another ("---", after something of the first) with more after
-// it: the parser reads the first document of doc only, and the rest,
+// or starts another ("---" or a directive such as "%YAML", after
+// something of the first) with more after it: the parser reads the first document of doc only, and the rest,
 // unread and unchecked, may be a Secret written in clear. A line is as YAML
 // breaks them (yamlLines): the reader that splits a manifest into its
 // documents knows LF only, and a "---" after a lone CR is not seen by it.
@@ -153,9 +153,14 @@ func pastEnd(doc []byte) bool {
 				return true
 			}
 			content = content || !onlyComments(rest)
+		case len(line) > 0 && line[0] == '%':
+			// A directive (%YAML) comes before a document's start:
+			// after something of a document, it ends that document.
+			if content {
+				return true
+			}
 		default:
-			// A directive (%YAML) comes before a document's start.
-			if t := bytes.TrimSpace(line); len(t) > 0 && t[0] != '#' && t[0] != '%' {
+			if t := bytes.TrimSpace(line); len(t) > 0 && t[0] != '#' {
 				content = true
 			}
 		}
