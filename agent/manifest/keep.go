@@ -129,11 +129,13 @@ func encode(doc map[string]any) ([]byte, error) {
 }
 
 // pastEnd reports whether doc has a line that ends a YAML document ("...")
-// or starts another ("---" or a directive such as "%YAML", after
-// something of the first) with more after it: the parser reads the first document of doc only, and the rest,
-// unread and unchecked, may be a Secret written in clear. A line is as YAML
-// breaks them (yamlLines): the reader that splits a manifest into its
-// documents knows LF only, and a "---" after a lone CR is not seen by it.
+// or starts another ("---" or a directive such as "%YAML", after something
+// of the first) with more after it: the parser reads the first document of
+// doc only, and the rest, unread and unchecked, may be a Secret written in
+// clear. A line is as YAML breaks them (yamlLines): the reader that splits
+// a manifest into its documents knows LF only, and a "---" after a lone CR
+// is not seen by it. A marker line is as lenient as "..." followed by any
+// blank: one more seen than the parser sees only encodes a copy again.
 func pastEnd(doc []byte) bool {
 	content := false // something of a document before the line
 	for next, line := range yamlLines(doc) {
@@ -142,7 +144,7 @@ func pastEnd(doc []byte) bool {
 		if !end {
 			rest, start = bytes.CutPrefix(line, []byte("---"))
 		}
-		marker := len(rest) == 0 || rest[0] == ' ' || rest[0] == '\t'
+		marker := len(bytes.TrimSpace(rest)) == 0 || rest[0] == ' ' || rest[0] == '\t'
 		switch {
 		case end && marker:
 			if !onlyComments(doc[next:]) {
