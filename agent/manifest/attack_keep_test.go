@@ -166,25 +166,7 @@ func TestWithoutSecretValuesOtherLineBreaks(t *testing.T) {
 			all(pod) + "--- " + flow,
 			"# a comment" + brk + "--- " + podFlow + brk + "--- " + flow,
 		} {
-			for _, source := range []string{SourceFile, SourceHTTP, SourceBundle} {
-				orig := Check([]byte(data), source, "/m/web.yaml", "node1")
-				if orig.Err() != nil {
-					continue // not kept
-				}
-				for name, kept := range map[string][]byte{
-					"WithoutSecretValues":        WithoutSecretValues([]byte(data), source),
-					"Parsed.WithoutSecretValues": orig.WithoutSecretValues([]byte(data), source),
-				} {
-					if strings.Contains(string(kept), canary) {
-						t.Errorf("%s, %q: %s keeps a Secret's value:\n%q", source, data, name, kept)
-						continue
-					}
-					p := Check(kept, source, "/m/web.yaml", "node1")
-					if err := p.Err(); err != nil || len(p.Pods) != len(orig.Pods) || len(p.Pods) == 1 && p.Pods[0].UID != orig.Pods[0].UID {
-						t.Errorf("%s, %q: %s: the kept copy gives %d pods, %v, want %d:\n%q", source, data, name, len(p.Pods), err, len(orig.Pods), kept)
-					}
-				}
-			}
+			keptHasNoSecretValue(t, data, false) // a Secret read is left out whole
 		}
 	}
 }
@@ -214,33 +196,43 @@ func TestWithoutSecretValuesAfterFlowRoot(t *testing.T) {
 		"\ufeff  apiVersion: v1\n  kind: Pod\n  metadata: {name: web}\n  spec:\n    containers: [{name: c, image: busybox}]\n" +
 			"apiVersion: v1\nkind: Secret\nmetadata: {name: s}\nstringData: {k: " + canary + "}\n",
 	} {
-		for _, source := range []string{SourceFile, SourceHTTP, SourceBundle} {
-			orig := Check([]byte(data), source, "/m/web.yaml", "node1")
-			if orig.Err() != nil {
-				continue // not kept
-			}
-			for name, kept := range map[string][]byte{
-				"WithoutSecretValues":        WithoutSecretValues([]byte(data), source),
-				"Parsed.WithoutSecretValues": orig.WithoutSecretValues([]byte(data), source),
-			} {
-				if strings.Contains(string(kept), canary) {
-					t.Errorf("%s, %q: %s keeps a Secret's value:\n%q", source, data, name, kept)
-					continue
-				}
-				p := Check(kept, source, "/m/web.yaml", "node1")
-				if err := p.Err(); err != nil || len(p.Pods) != len(orig.Pods) || len(p.Pods) == 1 && p.Pods[0].UID != orig.Pods[0].UID || len(p.Objects) != len(orig.Objects) {
-					t.Errorf("%s, %q: %s: the kept copy gives %d pods, %d objects, %v; want %d, %d:\n%q", source, data, name, len(p.Pods), len(p.Objects), err, len(orig.Pods), len(orig.Objects), kept)
-				}
-				if again := WithoutSecretValues(kept, source); string(again) != string(kept) {
-					t.Errorf("%s: a kept copy kept again changed:\n%s\n---\n%s", name, kept, again)
-				}
-			}
-		}
+		keptHasNoSecretValue(t, data, true)
 	}
 	// A manifest that is JSON alone is kept as written.
 	for _, data := range []string{podJS, podJS + "\n", "# a header\n" + podJS, listJS} {
 		if got := WithoutSecretValues([]byte(data), SourceHTTP); string(got) != data {
 			t.Errorf("%q kept as %q", data, got)
+		}
+	}
+}
+
+// keptHasNoSecretValue checks, for each source that accepts data, that the
+// copy kept of it (by WithoutSecretValues and by the parse's own answer)
+// holds no Secret's value, gives the same pods and objects (UID included),
+// and is kept again as it is; sameObjects: the same objects too, where no
+// Secret with values is read.
+func keptHasNoSecretValue(t *testing.T, data string, sameObjects bool) {
+	t.Helper()
+	for _, source := range []string{SourceFile, SourceHTTP, SourceBundle} {
+		orig := Check([]byte(data), source, "/m/web.yaml", "node1")
+		if orig.Err() != nil {
+			continue // not kept
+		}
+		for name, kept := range map[string][]byte{
+			"WithoutSecretValues":        WithoutSecretValues([]byte(data), source),
+			"Parsed.WithoutSecretValues": orig.WithoutSecretValues([]byte(data), source),
+		} {
+			if strings.Contains(string(kept), canary) {
+				t.Errorf("%s, %q: %s keeps a Secret's value:\n%q", source, data, name, kept)
+				continue
+			}
+			p := Check(kept, source, "/m/web.yaml", "node1")
+			if err := p.Err(); err != nil || len(p.Pods) != len(orig.Pods) || len(p.Pods) == 1 && p.Pods[0].UID != orig.Pods[0].UID || sameObjects && len(p.Objects) != len(orig.Objects) {
+				t.Errorf("%s, %q: %s: the kept copy gives %d pods, %d objects, %v; want %d, %d:\n%q", source, data, name, len(p.Pods), len(p.Objects), err, len(orig.Pods), len(orig.Objects), kept)
+			}
+			if again := WithoutSecretValues(kept, source); string(again) != string(kept) {
+				t.Errorf("%s, %q: %s: a kept copy kept again changed:\n%s\n---\n%s", source, data, name, kept, again)
+			}
 		}
 	}
 }
