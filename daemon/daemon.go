@@ -600,7 +600,7 @@ func (d *System) startAll() error {
 		}),
 		component.NewTask(func(ctx context.Context) error {
 			var gc trim.RestGC
-			trim.WhenQuiet(ctx, d.agent.Events(), d.notifier.synced, func() { gc.Rest(); monitor.TrimMemory() }, monitor.DropExecutablePages, gc.Wake)
+			trim.WhenQuiet(ctx, d.agent.Events(), d.notifier.synced, func() { monitor.TrimMemory(); gc.Rest() }, monitor.DropExecutablePages, gc.Wake)
 			return nil
 		}),
 	}

@@ -5,8 +5,12 @@ package trim
 
 import (
 	"context"
+	"math"
 	"os"
+	"runtime"
 	"runtime/debug"
+	"runtime/metrics"
+	"sync"
 	"time"
 
 	"github.com/staticpodd/staticpodd/agent/events"
@@ -43,13 +47,32 @@ const restGCPercent = 50
 
 // RestGC lowers the collector's target while the daemon rests and puts it
 // back as it wakes. A GOGC in the environment is the operator's, and left
-// as it is. Not safe for concurrent use: WhenQuiet's goroutine calls it.
+// as it is.
+//
+// At rest the target is not a GOGC but a memory limit with GOGC off, put
+// where GOGC=restGCPercent would have put the heap's goal and moved there
+// again after every cycle: the runtime forces a cycle every two minutes while
+// GOGC is on, whether or not anything was allocated, and that cycle, which
+// marks the whole live heap and every stack, was most of an idle daemon's CPU
+// (docs/benchmarks.md). Under the limit the collector runs when the heap has
+// grown by what GOGC=50 allows, and not for the clock. A GOMEMLIMIT in the
+// environment is the operator's too: then the daemon rests at GOGC=50.
 type RestGC struct {
-	busy    int // the GOGC to put back
+	mu      sync.Mutex
+	busy    int   // the GOGC to put back
+	limit   int64 // the memory limit to put back
 	resting bool
+	byLimit bool   // resting with GOGC off and a limit that follows the heap
+	gen     uint64 // of the rest: a cycle's hook of an earlier one does nothing
+	samples []metrics.Sample
 }
 
+// Rest lowers the target. It is called right after a full collection (the
+// trim's), when the heap is swept: what the heap's spans hold beside its
+// objects is then only what the live objects leave unused.
 func (g *RestGC) Rest() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
 	if g.resting || os.Getenv("GOGC") != "" {
 		return
 	}
@@ -59,13 +82,105 @@ func (g *RestGC) Rest() {
 		return
 	}
 	g.resting = true
+	g.gen++
+	if os.Getenv("GOMEMLIMIT") != "" {
+		return
+	}
+	g.byLimit = true
+	g.limit = debug.SetMemoryLimit(g.restLimit(g.read()))
+	debug.SetGCPercent(-1)
+	g.afterNextCycle(g.gen)
 }
 
 func (g *RestGC) Wake() {
-	if g.resting {
-		debug.SetGCPercent(g.busy)
-		g.resting = false
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.resting {
+		return
 	}
+	debug.SetGCPercent(g.busy)
+	if g.byLimit {
+		debug.SetMemoryLimit(g.limit)
+	}
+	g.resting, g.byLimit = false, false
+}
+
+// afterNextCycle moves the limit after the collector's next cycle, while the
+// rest of gen lasts: an object nothing refers to is found so in that cycle,
+// and its finalizer runs after it.
+func (g *RestGC) afterNextCycle(gen uint64) {
+	runtime.SetFinalizer(&cycleMark{}, func(*cycleMark) {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		if g.resting && g.byLimit && g.gen == gen {
+			debug.SetMemoryLimit(g.restLimit(g.read()))
+			g.afterNextCycle(gen)
+		}
+	})
+}
+
+// cycleMark is the object afterNextCycle leaves for the collector: not
+// pointer-free, so that it is never one of the runtime's tiny allocations,
+// which share a block and are found unreachable together, or never.
+type cycleMark struct{ _ *byte }
+
+// heapFigures is what restLimit needs of the runtime's memory.
+type heapFigures struct {
+	other   uint64 // mapped, not released, and not the heap's spans: stacks, metadata
+	unused  uint64 // the heap's spans not used by objects
+	live    uint64 // marked by the last cycle
+	scanned uint64 // the stacks and globals GOGC counts beside the live heap
+}
+
+// The runtime's names of what heapFigures holds.
+var heapMetrics = []string{
+	"/memory/classes/total:bytes",
+	"/memory/classes/heap/released:bytes",
+	"/memory/classes/heap/free:bytes",
+	"/memory/classes/heap/objects:bytes",
+	"/memory/classes/heap/unused:bytes",
+	"/gc/heap/live:bytes",
+	"/gc/scan/stack:bytes",
+	"/gc/scan/globals:bytes",
+}
+
+func (g *RestGC) read() heapFigures {
+	if g.samples == nil {
+		for _, name := range heapMetrics {
+			g.samples = append(g.samples, metrics.Sample{Name: name})
+		}
+	}
+	metrics.Read(g.samples)
+	v := make([]uint64, len(g.samples))
+	for i, s := range g.samples {
+		if s.Value.Kind() == metrics.KindUint64 {
+			v[i] = s.Value.Uint64()
+		}
+	}
+	total, released, free, objects, unused := v[0], v[1], v[2], v[3], v[4]
+	return heapFigures{
+		other:   total - min(total, released+free+objects+unused),
+		unused:  unused,
+		live:    v[5],
+		scanned: v[6] + v[7],
+	}
+}
+
+// restLimit is the memory limit whose heap goal is GOGC=restGCPercent's
+// after the cycle that marked h.live. GOGC's goal is the live heap plus GOGC
+// percent of it, the stacks and the globals, at least GOGC percent of 4 MiB.
+// The runtime's goal under a limit is the limit less all it has mapped and
+// not released that is neither the free heap nor objects (the other memory,
+// and the spans' unused part), less 3% and at least 1 MiB of headroom
+// (runtime/mgcpacer.go, memoryLimitHeapGoal). The spans' unused part is taken
+// as it was at the rest's start, per live byte: after a cycle, until they are
+// swept, the spans count their garbage as objects, and a limit taken from
+// the spans as they are then would grow by that garbage from one cycle to the
+// next, or fall short of the live heap.
+func (g *RestGC) restLimit(h heapFigures) int64 {
+	goal := max(h.live+(h.live+h.scanned)*restGCPercent/100, 4<<20*restGCPercent/100)
+	headroom := max(goal*3/97, 1<<20)
+	return int64(min(h.other+h.unused+goal+headroom, math.MaxInt64))
 }
 
 // WhenQuiet calls trim once the daemon's first sync is done and no event

@@ -3,7 +3,9 @@ package trim
 import (
 	"context"
 	"log/slog"
+	"math"
 	"os"
+	"runtime"
 	"runtime/debug"
 	"sync/atomic"
 	"testing"
@@ -116,27 +118,56 @@ func TestTrimWhenQuiet(t *testing.T) {
 	})
 }
 
-// At rest the collector targets restGCPercent, and the GOGC it had comes
-// back as the daemon wakes; an operator's GOGC is never changed.
+// At rest the collector's GOGC is off, with a memory limit in its place,
+// and the GOGC and the limit it had come back as the daemon wakes; an
+// operator's GOGC is never changed, and with an operator's GOMEMLIMIT the
+// daemon rests at GOGC=restGCPercent.
 func TestRestGC(t *testing.T) {
 	t.Setenv("GOGC", "")
 	os.Unsetenv("GOGC")
+	t.Setenv("GOMEMLIMIT", "")
+	os.Unsetenv("GOMEMLIMIT")
 	old := debug.SetGCPercent(100)
 	defer debug.SetGCPercent(old)
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(-1))
 	var g RestGC
+	runtime.GC()
 	g.Rest()
 	g.Rest() // twice: the GOGC to put back is still 100
-	if got := debug.SetGCPercent(restGCPercent); got != restGCPercent {
-		t.Errorf("resting GOGC %d, want %d", got, restGCPercent)
+	if got := debug.SetGCPercent(-1); got != -1 {
+		t.Errorf("resting GOGC %d, want off", got)
+	}
+	if got := debug.SetMemoryLimit(-1); got == math.MaxInt64 {
+		t.Errorf("resting with no memory limit, want one")
 	}
 	g.Wake()
 	if got := debug.SetGCPercent(100); got != 100 {
 		t.Errorf("GOGC %d after wake, want 100 back", got)
 	}
+	if got := debug.SetMemoryLimit(-1); got != math.MaxInt64 {
+		t.Errorf("memory limit %d after wake, want none back", got)
+	}
 	g.Wake() // awake already: nothing changes
 	if got := debug.SetGCPercent(100); got != 100 {
 		t.Errorf("GOGC %d after a second wake, want 100", got)
 	}
+
+	t.Setenv("GOMEMLIMIT", "1GiB")
+	debug.SetMemoryLimit(1 << 30)
+	g.Rest()
+	if got := debug.SetGCPercent(restGCPercent); got != restGCPercent {
+		t.Errorf("GOMEMLIMIT in the environment, resting GOGC %d, want %d", got, restGCPercent)
+	}
+	if got := debug.SetMemoryLimit(-1); got != 1<<30 {
+		t.Errorf("GOMEMLIMIT=1GiB in the environment, resting with a limit of %d, want it kept", got)
+	}
+	g.Wake()
+	if got := debug.SetGCPercent(100); got != 100 {
+		t.Errorf("GOGC %d after wake, want 100 back", got)
+	}
+	t.Setenv("GOMEMLIMIT", "")
+	os.Unsetenv("GOMEMLIMIT")
+	debug.SetMemoryLimit(math.MaxInt64)
 
 	t.Setenv("GOGC", "400")
 	debug.SetGCPercent(400)
@@ -144,8 +175,80 @@ func TestRestGC(t *testing.T) {
 	if got := debug.SetGCPercent(400); got != 400 {
 		t.Errorf("GOGC=400 in the environment, resting at %d, want 400 kept", got)
 	}
+	if got := debug.SetMemoryLimit(-1); got != math.MaxInt64 {
+		t.Errorf("GOGC=400 in the environment, resting with a limit of %d, want none", got)
+	}
 	g.Wake()
 	if got := debug.SetGCPercent(400); got != 400 {
 		t.Errorf("GOGC=400 in the environment, %d after wake, want 400", got)
+	}
+}
+
+// A daemon at rest whose live heap grows (a client that holds more and
+// more, slowly or at once) is collected as at GOGC=50: its limit follows the
+// live heap after each cycle, so that the heap stays within about 1.5 times
+// what is live, and the collector neither stops nor runs without end
+// against a limit the live heap has outgrown.
+func TestRestGCFollowsTheLiveHeap(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		every int // chunks of garbage for each chunk kept
+	}{
+		{"slowly", 8},
+		{"at once", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("GOGC", "")
+			os.Unsetenv("GOGC")
+			t.Setenv("GOMEMLIMIT", "")
+			os.Unsetenv("GOMEMLIMIT")
+			defer debug.SetGCPercent(debug.SetGCPercent(100))
+			defer debug.SetMemoryLimit(debug.SetMemoryLimit(math.MaxInt64))
+			var g RestGC
+			runtime.GC()
+			g.Rest()
+			defer g.Wake()
+			start := debug.SetMemoryLimit(-1)
+
+			const chunk, live = 64 << 10, 64 << 20
+			var kept [][]byte
+			var garbage []byte
+			var ms runtime.MemStats
+			runtime.ReadMemStats(&ms)
+			before := ms.NumGC
+			var peak uint64 // the heap's spans in use
+			for i := range live / chunk * 8 {
+				garbage = make([]byte, chunk) // 448 MiB of garbage in all
+				garbage[0] = 1
+				if len(kept) < live/chunk && (tc.every == 0 || i%tc.every == 0) {
+					kept = append(kept, make([]byte, chunk))
+				}
+				if i%64 == 0 {
+					runtime.ReadMemStats(&ms)
+					peak = max(peak, ms.HeapInuse)
+				}
+			}
+			runtime.ReadMemStats(&ms)
+			n := ms.NumGC - before
+			limit := debug.SetMemoryLimit(-1)
+			runtime.KeepAlive(kept)
+			t.Logf("%d cycles; heap in use up to %d MiB with %d MiB kept; limit %d MiB at the start, %d MiB at the end", n, peak>>20, live>>20, start>>20, limit>>20)
+			if n < 10 {
+				t.Errorf("%d cycles while 448 MiB of garbage was made, want the collector to run", n)
+			}
+			// GOGC=50 collects each time the heap has grown by half of
+			// what is live: some 60 cycles here (53 to 69 measured); a
+			// limit the live heap has outgrown collects at every
+			// allocation that reaches it.
+			if n > 200 {
+				t.Errorf("%d cycles while 448 MiB of garbage was made, want about 60: the limit did not follow the live heap", n)
+			}
+			if peak > live*5/2 {
+				t.Errorf("heap in use up to %d MiB with %d MiB live, want about 1.5 times", peak>>20, live>>20)
+			}
+			if limit < live || limit > live*5/2 {
+				t.Errorf("limit %d MiB with %d MiB live, want about 1.5 times", limit>>20, live>>20)
+			}
+		})
 	}
 }
