@@ -107,16 +107,21 @@ func (g *RestGC) Wake() {
 
 // afterNextCycle moves the limit after the collector's next cycle, while the
 // rest of gen lasts: an object nothing refers to is found so in that cycle,
-// and its finalizer runs after it.
+// and its cleanup runs after it. A cleanup, not a finalizer: finalizers run
+// one after another on a single goroutine, and one that blocks (the close of
+// a file on a mount that hangs) would keep the limit where it was while the
+// live heap outgrows it, and the collector would then run without end.
 func (g *RestGC) afterNextCycle(gen uint64) {
-	runtime.SetFinalizer(&cycleMark{}, func(*cycleMark) {
-		g.mu.Lock()
-		defer g.mu.Unlock()
-		if g.resting && g.byLimit && g.gen == gen {
-			debug.SetMemoryLimit(g.restLimit(g.read()))
-			g.afterNextCycle(gen)
-		}
-	})
+	runtime.AddCleanup(&cycleMark{}, g.cycled, gen)
+}
+
+func (g *RestGC) cycled(gen uint64) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.resting && g.byLimit && g.gen == gen {
+		debug.SetMemoryLimit(g.restLimit(g.read()))
+		g.afterNextCycle(gen)
+	}
 }
 
 // cycleMark is the object afterNextCycle leaves for the collector: not

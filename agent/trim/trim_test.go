@@ -191,11 +191,16 @@ func TestRestGC(t *testing.T) {
 // against a limit the live heap has outgrown.
 func TestRestGCFollowsTheLiveHeap(t *testing.T) {
 	for _, tc := range []struct {
-		name  string
-		every int // chunks of garbage for each chunk kept
+		name    string
+		every   int  // chunks of garbage for each chunk kept
+		blocked bool // another finalizer of the process never returns
 	}{
-		{"slowly", 8},
-		{"at once", 0},
+		{"slowly", 8, false},
+		{"at once", 0, false},
+		// A finalizer runs on the one goroutine that runs them all: one
+		// that blocks (the close of a file on a mount that hangs) must not
+		// keep the limit where the rest began.
+		{"beside a blocked finalizer", 8, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Setenv("GOGC", "")
@@ -204,6 +209,9 @@ func TestRestGCFollowsTheLiveHeap(t *testing.T) {
 			os.Unsetenv("GOMEMLIMIT")
 			defer debug.SetGCPercent(debug.SetGCPercent(100))
 			defer debug.SetMemoryLimit(debug.SetMemoryLimit(math.MaxInt64))
+			if tc.blocked {
+				blockFinalizers(t)
+			}
 			var g RestGC
 			runtime.GC()
 			g.Rest()
@@ -250,5 +258,25 @@ func TestRestGCFollowsTheLiveHeap(t *testing.T) {
 				t.Errorf("limit %d MiB with %d MiB live, want about 1.5 times", limit>>20, live>>20)
 			}
 		})
+	}
+}
+
+// blockFinalizers blocks the goroutine that runs finalizers until t ends.
+func blockFinalizers(t *testing.T) {
+	type blocker struct{ _ *byte }
+	release, blocked := make(chan struct{}), make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	runtime.SetFinalizer(&blocker{}, func(*blocker) {
+		close(blocked)
+		<-release
+	})
+	for {
+		runtime.GC()
+		select {
+		case <-blocked:
+			return
+		default:
+			runtime.Gosched()
+		}
 	}
 }
