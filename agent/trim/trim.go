@@ -177,11 +177,15 @@ func (g *RestGC) read() heapFigures {
 // The runtime's goal under a limit is the limit less all it has mapped and
 // not released that is neither the free heap nor objects (the other memory,
 // and the spans' unused part), less 3% and at least 1 MiB of headroom
-// (runtime/mgcpacer.go, memoryLimitHeapGoal). The spans' unused part is taken
-// as it was at the rest's start, per live byte: after a cycle, until they are
-// swept, the spans count their garbage as objects, and a limit taken from
-// the spans as they are then would grow by that garbage from one cycle to the
-// next, or fall short of the live heap.
+// (runtime/mgcpacer.go, memoryLimitHeapGoal). It is taken from the live heap
+// the cycle marked, not from the objects the spans hold after it: until they
+// are swept the spans count their garbage as objects, and a limit taken from
+// them would grow by that garbage from one cycle to the next. The spans'
+// unused part is counted as it is: a limit without it would fall short of a
+// heap whose free slots are of sizes no longer allocated, and the collector
+// would run without end. A fragmented heap may so fill its free slots beside
+// the half of the live heap that GOGC=50 allows: it rests at more than
+// GOGC=50's heap, with fewer cycles.
 func (g *RestGC) restLimit(h heapFigures) int64 {
 	goal := max(h.live+(h.live+h.scanned)*restGCPercent/100, 4<<20*restGCPercent/100)
 	headroom := max(goal*3/97, 1<<20)
