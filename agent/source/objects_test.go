@@ -17,6 +17,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/staticpodd/staticpodd/agent/manifest"
 	"github.com/staticpodd/staticpodd/agent/objects"
@@ -320,24 +321,10 @@ func TestURLSaveKeepsNoSecretValue(t *testing.T) {
 {"apiVersion":"v1","kind":"Pod","metadata":{"name":"a"},"spec":{"containers":[{"name":"c","image":"busybox"}]}},
 {"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"cfg"},"data":{"a":"VALUE"}},
 {"apiVersion":"v1","kind":"Secret","metadata":{"name":"keys"},"stringData":{"k":"` + canary + `"}}]}`
-	dir := t.TempDir()
-	save := filepath.Join(dir, "url", "last-good")
-	s, srv := newServed(t, 200, body)
-	first := startURL(t, URLConfig{URL: srv.URL, Period: fast, SaveFile: save})
-	u := first.waitFor(t, "the list", func(u Update) bool {
+	s, dir, uid, r, u := savedThenDown(t, body, canary, func(u Update) bool {
 		o := object(u, "Secret", "keys")
 		return withPods("a-node1")(u) && o != nil && string(o.Secret.Data["k"]) == canary
 	})
-	uid := u.Pods[0].UID
-	first.stop()
-	if _, err := os.Stat(save); err != nil {
-		t.Fatal(err)
-	}
-	grepDir(t, dir, canary)
-
-	s.set(503, "")
-	r := startURL(t, URLConfig{URL: srv.URL, Period: fast, SaveFile: save})
-	u = r.next(t)
 	if !hasProblem("HTTP 503", "a-node1")(u) || u.Pods[0].UID != uid || !configValue("VALUE")(u) || object(u, "Secret", "keys") != nil {
 		t.Fatalf("after a restart with the server down: pods %v, objects %d, want the pod and the ConfigMap alone", podNames(u), len(u.Objects))
 	}
@@ -356,23 +343,32 @@ func TestURLSaveKeepsNoSecretAfterFirstDocument(t *testing.T) {
 	const canary = "CANARY-url-second-document"
 	body := "apiVersion: v1\nkind: Pod\nmetadata: {name: a}\nspec:\n  containers: [{name: c, image: busybox}]\n" +
 		"---\napiVersion: v1\nkind: Secret\nmetadata: {name: keys}\nstringData: {k: " + canary + "}\n"
+	_, _, uid, _, u := savedThenDown(t, body, canary, withPods("a-node1"))
+	if !hasProblem("HTTP 503", "a-node1")(u) || u.Pods[0].UID != uid {
+		t.Errorf("after a restart with the server down: pods %v, want a-node1 with UID %s", podNames(u), uid)
+	}
+}
+
+// savedThenDown serves body to a URL source with a save file until ready,
+// stops it, checks that nothing under the save file's directory holds
+// canary, and starts the source again with the server answering 503: it
+// returns the server, the directory, the pod's UID, the source started again
+// and its first update.
+func savedThenDown(t *testing.T, body, canary string, ready func(Update) bool) (*served, string, types.UID, *urlRun, Update) {
+	t.Helper()
 	dir := t.TempDir()
 	save := filepath.Join(dir, "url", "last-good")
 	s, srv := newServed(t, 200, body)
 	first := startURL(t, URLConfig{URL: srv.URL, Period: fast, SaveFile: save})
-	u := first.waitFor(t, "the pod", withPods("a-node1"))
-	uid := u.Pods[0].UID
+	uid := first.waitFor(t, "the first list", ready).Pods[0].UID
 	first.stop()
 	if _, err := os.Stat(save); err != nil {
 		t.Fatal(err)
 	}
 	grepDir(t, dir, canary)
-
 	s.set(503, "")
 	r := startURL(t, URLConfig{URL: srv.URL, Period: fast, SaveFile: save})
-	if u := r.next(t); !hasProblem("HTTP 503", "a-node1")(u) || u.Pods[0].UID != uid {
-		t.Errorf("after a restart with the server down: pods %v, want a-node1 with UID %s", podNames(u), uid)
-	}
+	return s, dir, uid, r, r.next(t)
 }
 
 // recordingStore is a Store in memory that keeps what it is offered.
