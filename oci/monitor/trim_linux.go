@@ -14,8 +14,11 @@ import (
 // TrimMemory is trimMemory for the daemon, which calls it when it has been
 // quiet for a while after its start or a burst of pod changes: what they
 // touched and freed is given back, and what the quiet daemon uses comes
-// back as it is used.
-func TrimMemory() { trimMemory() }
+// back as it is used. The executable's pages go as pageOutExePages says.
+func TrimMemory() {
+	debug.FreeOSMemory()
+	pageOutExePages()
+}
 
 // SmallPagesForExecutable asks the kernel to map this process's executable
 // 4 KiB at a time (MADV_NOHUGEPAGE on its read-only mappings), never 2 MiB at
@@ -58,19 +61,45 @@ func trimMemory() {
 // the daemon runs from then on is a fraction (10 pods dropped as the daemon
 // answered peaked at 38 MiB with it, 54 without: docs/benchmarks.md). The
 // heap they left is small, and a collection now would only delay the start.
-func DropInitPages() { dropExePages() }
+func DropInitPages() { pageOutExePages() }
 
-// DropExecutablePages gives back, as trimMemory does, the pages of the
-// executable, but not the heap: for the daemon at rest, the pages its
-// periodic work touched since the last trim or drop. They stay in the page
-// cache, reclaimable, and map again from it at their next touch.
-func DropExecutablePages() { dropExePages() }
+// DropExecutablePages gives back, as TrimMemory does, the pages of the
+// executable, but not the heap: for the daemon once its first sync is done,
+// what its start touched of the binary.
+func DropExecutablePages() { pageOutExePages() }
 
 // dropExePages unmaps the clean pages of the executable's read-only
-// mappings; they map again from the page cache as they are used.
+// mappings; they map again from the page cache as they are used. For a
+// monitor, whose executable is the sealed memfd every monitor maps.
 func dropExePages() {
 	for _, m := range readOnlyExeMappings() {
 		if !m.anonymous {
+			_, _, _ = unix.Syscall(unix.SYS_MADVISE, m.start, m.end-m.start, unix.MADV_DONTNEED)
+		}
+	}
+}
+
+// pageOutExePages gives back the clean pages of the executable's read-only
+// mappings as dropExePages does, and first asks the kernel to reclaim those
+// no other process maps (MADV_PAGEOUT): for the daemon, whose binary is a
+// file. Unmapping alone gives back little when the page cache holds the
+// binary in large folios, as a kernel with large folios for the file
+// system keeps a file that was written or read (an install, an upgrade, a
+// copy; ext4 has them since Linux 6.16): a touch of any page after the drop
+// maps its whole folio again (Linux 6.18 maps a large folio whole on a
+// fault), so an idle daemon with no pod was back to 14 MiB of the binary
+// within a second of its trim, and 31-33 MiB of it after its start, where
+// the same binary read in by faults alone (small folios) rests at 3 MiB
+// (docs/benchmarks.md). Reclaimed, the pages are read again as they are
+// touched, a page and what the kernel reads around it at a time, and a
+// process that maps the binary then (a CLI command) reads what it touches
+// from the disk once. A page mapped by another process is only unmapped from
+// this one. Best effort: a kernel without MADV_PAGEOUT (before 5.4) only
+// unmaps.
+func pageOutExePages() {
+	for _, m := range readOnlyExeMappings() {
+		if !m.anonymous {
+			_, _, _ = unix.Syscall(unix.SYS_MADVISE, m.start, m.end-m.start, unix.MADV_PAGEOUT)
 			_, _, _ = unix.Syscall(unix.SYS_MADVISE, m.start, m.end-m.start, unix.MADV_DONTNEED)
 		}
 	}
@@ -88,6 +117,7 @@ func DropExePages(p unsafe.Pointer, n int) {
 	for _, m := range readOnlyExeMappings() {
 		lo, hi := max(start, m.start), min(end, m.end)
 		if !m.anonymous && lo < hi {
+			_, _, _ = unix.Syscall(unix.SYS_MADVISE, lo, hi-lo, unix.MADV_PAGEOUT)
 			_, _, _ = unix.Syscall(unix.SYS_MADVISE, lo, hi-lo, unix.MADV_DONTNEED)
 		}
 	}

@@ -5,11 +5,20 @@ package monitor
 import (
 	"bufio"
 	"bytes"
+	"encoding/binary"
+	"fmt"
+	"io"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/staticpodd/staticpodd/tests/testroot"
 )
 
 // readMem reads mapping m of this process.
@@ -142,4 +151,148 @@ func TestSmallPagesForExecutable(t *testing.T) {
 		}
 	}
 	t.Logf("read-only mappings of the binary: %d kB resident after reading all of them", rss)
+}
+
+// pageOutChildEnv makes the test binary TestPageOutExePages's child: it maps
+// its executable whole, gives its pages back the way the variable names
+// ("drop": dropExePages, "pageout": pageOutExePages), touches one byte in
+// every pageOutStride of it, and prints the kB its read-only mappings then
+// hold and how many of their mapped pages belong to large folios.
+const pageOutChildEnv = "STATICPODD_TEST_PAGEOUT_CHILD"
+
+const pageOutStride = 512 << 10
+
+// A page cache that holds the binary in large folios (a file written or read
+// whole on ext4 since Linux 6.16; Linux 6.18 maps a large folio whole on a
+// fault) gives a drop by MADV_DONTNEED little to keep: any touch maps the
+// touched page's whole folio again. pageOutExePages has the kernel reclaim
+// what no other process maps, so that it comes back in small folios, a page
+// and its neighbours at a time. The binary is a copy of this test's, read
+// whole with read(2) as cat or a package's checksum reads it, then run as
+// the child twice, once with each way of giving pages back.
+func TestPageOutExePages(t *testing.T) {
+	if mode := os.Getenv(pageOutChildEnv); mode != "" {
+		pageOutChild(mode)
+		return
+	}
+	testroot.Require(t) // the child reads /proc/kpageflags
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	exe := filepath.Join(t.TempDir(), "pageout.test")
+	b, err := os.ReadFile(self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(exe, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	type result struct{ rss, large int64 }
+	got := map[string]result{}
+	for _, mode := range []string{"drop", "pageout"} {
+		readWhole(t, exe)
+		cmd := exec.Command(exe, "-test.run=^TestPageOutExePages$")
+		cmd.Env = append(os.Environ(), pageOutChildEnv+"="+mode)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("child (%s): %v\n%s", mode, err, out)
+		}
+		var r result
+		if _, err := fmt.Sscanf(string(out), "rss %d large %d\n", &r.rss, &r.large); err != nil {
+			t.Fatalf("child (%s) said %q: %v", mode, out, err)
+		}
+		got[mode] = r
+	}
+	drop, pageout := got["drop"], got["pageout"]
+	t.Logf("%d MB binary read whole, then mapped whole, given back and touched every %d KiB: "+
+		"after MADV_DONTNEED %d kB mapped (%d pages of large folios), after pageOutExePages %d kB (%d)",
+		len(b)>>20, pageOutStride>>10, drop.rss, drop.large, pageout.rss, pageout.large)
+	if drop.large == 0 {
+		t.Skip("the page cache holds this binary in small folios here: nothing to show")
+	}
+	if pageout.large > 0 {
+		t.Errorf("after pageOutExePages, %d mapped pages of the binary are still of large folios", pageout.large)
+	}
+	if pageout.rss >= drop.rss {
+		t.Errorf("after pageOutExePages %d kB of the binary mapped again, not less than the %d kB after dropExePages", pageout.rss, drop.rss)
+	}
+}
+
+// readWhole takes path out of the page cache and reads it whole with
+// read(2), as cat does: the kernel's readahead then caches it in the largest
+// folios it makes.
+func readWhole(t *testing.T, path string) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.Copy(io.Discard, f); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func pageOutChild(mode string) {
+	fail := func(err error) {
+		fmt.Println("error", err)
+		os.Exit(1)
+	}
+	ms := readOnlyExeMappings()
+	mem, err := os.Open("/proc/self/mem")
+	if err != nil {
+		fail(err)
+	}
+	var one [1]byte
+	touch := func(stride uintptr) {
+		for _, m := range ms {
+			for p := m.start; p < m.end; p += stride {
+				_, _ = mem.ReadAt(one[:], int64(p))
+			}
+		}
+	}
+	touch(4096) // all of it, as a start's package initializers do
+	switch mode {
+	case "drop":
+		dropExePages()
+	case "pageout":
+		pageOutExePages()
+	}
+	touch(pageOutStride)
+	pagemap, err := os.Open("/proc/self/pagemap")
+	if err != nil {
+		fail(err)
+	}
+	flags, err := os.Open("/proc/kpageflags") // needs CAP_SYS_ADMIN
+	if err != nil {
+		fail(err)
+	}
+	var mapped, large int64
+	var e [8]byte
+	for _, m := range ms {
+		for p := m.start; p < m.end; p += 4096 {
+			if _, err := pagemap.ReadAt(e[:], int64(p/4096*8)); err != nil {
+				fail(err)
+			}
+			v := binary.LittleEndian.Uint64(e[:])
+			if v>>63 == 0 { // not present
+				continue
+			}
+			mapped++
+			pfn := v & (1<<55 - 1)
+			if _, err := flags.ReadAt(e[:], int64(pfn*8)); err != nil {
+				fail(err)
+			}
+			// KPF_COMPOUND_HEAD, KPF_COMPOUND_TAIL
+			if f := binary.LittleEndian.Uint64(e[:]); f&(1<<15|1<<16) != 0 {
+				large++
+			}
+		}
+	}
+	fmt.Printf("rss %d large %d\n", mapped*4, large)
+	os.Exit(0)
 }
