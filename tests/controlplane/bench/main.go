@@ -42,12 +42,16 @@ func main() {
 	runs := flag.Int("runs", 3, "cold runs")
 	bin := flag.String("staticpodd", os.Getenv("STATICPODD_BIN"), "staticpodd binary")
 	mirrors := flag.Bool("mirrors", true, "give staticpodd kubeadm's kubelet.conf, and wait for the mirror pods")
+	flag.DurationVar(&rest, "rest", time.Minute, "how long after all is Ready the daemon's memory at rest is read (0: not read)")
 	flag.Parse()
 	if err := run(*runs, *bin, *mirrors); err != nil {
 		fmt.Fprintln(os.Stderr, "bench-controlplane:", err)
 		os.Exit(1)
 	}
 }
+
+// rest is how long after all is Ready the daemon is taken to be at rest.
+var rest time.Duration
 
 // result is one run's times from staticpodd's start, and its memory.
 type result struct {
@@ -62,6 +66,9 @@ type result struct {
 	pss        int64         // the same, each shared page divided among its sharers
 	daemonRSS  int64
 	monitors   int
+	// The daemon's alone, rest after all was Ready: RSS, and of it the
+	// anonymous pages and the file's (the binary's code and data).
+	restRSS, restAnon, restFile int64
 }
 
 func run(runs int, bin string, mirrors bool) error {
@@ -119,6 +126,19 @@ func run(runs int, bin string, mirrors bool) error {
 	slices.Sort(pss)
 	fmt.Printf("  %-28s %.1f MiB\n", "RSS staticpodd + monitors", float64(rss[len(rss)/2])/(1<<20))
 	fmt.Printf("  %-28s %.1f MiB\n", "PSS staticpodd + monitors", float64(pss[len(pss)/2])/(1<<20))
+	if rest > 0 {
+		medMiB := func(f func(result) int64) float64 {
+			var v []int64
+			for _, r := range results {
+				v = append(v, f(r))
+			}
+			slices.Sort(v)
+			return float64(v[len(v)/2]) / (1 << 20)
+		}
+		fmt.Printf("  %-28s %.1f MiB (anonymous %.1f, file %.1f)\n", fmt.Sprintf("staticpodd at rest (%s)", rest),
+			medMiB(func(r result) int64 { return r.restRSS }), medMiB(func(r result) int64 { return r.restAnon }),
+			medMiB(func(r result) int64 { return r.restFile }))
+	}
 	return nil
 }
 
@@ -133,6 +153,10 @@ func (r result) line(mirrors bool) string {
 	}
 	fmt.Fprintf(&b, "Ready in staticpodd %s, RSS %.1f MiB (staticpodd %.1f MiB + %d monitors), PSS %.1f MiB",
 		sec(r.localReady), float64(r.rss)/(1<<20), float64(r.daemonRSS)/(1<<20), r.monitors, float64(r.pss)/(1<<20))
+	if rest > 0 {
+		fmt.Fprintf(&b, "; staticpodd %s later %.1f MiB (anonymous %.1f, file %.1f)", rest,
+			float64(r.restRSS)/(1<<20), float64(r.restAnon)/(1<<20), float64(r.restFile)/(1<<20))
+	}
 	return b.String()
 }
 
@@ -191,9 +215,21 @@ func once(bin, cpBin string, tars []string, mirrors bool, i int) (r result, err 
 	}
 	r, err = measure(d, ns, client, server, node, mirrors)
 	if err != nil {
-		err = fmt.Errorf("%w\nstaticpodd output:\n%s", err, d.out.String())
+		return r, fmt.Errorf("%w\nstaticpodd output:\n%s", err, d.out.String())
 	}
-	return r, err
+	if rest > 0 {
+		// At rest: the pods Ready, the mirror pods and the Node kept up
+		// to date, the Lease renewed; nothing else happens.
+		time.Sleep(rest)
+		if err := d.cmd.Process.Signal(syscall.Signal(0)); err != nil {
+			return r, fmt.Errorf("staticpodd gone while at rest: %w\n%s", err, d.out.String())
+		}
+		pid := d.cmd.Process.Pid
+		r.restRSS = memOf(pid, "VmRSS:", "status")
+		r.restAnon = memOf(pid, "RssAnon:", "status")
+		r.restFile = memOf(pid, "RssFile:", "status")
+	}
+	return r, nil
 }
 
 // measure polls every 10 ms until all is Ready; exec times come from the
