@@ -60,13 +60,17 @@ func trimMemory() {
 // kernel's fault-around mapped nearly every page of it for them, where what
 // the daemon runs from then on is a fraction (10 pods dropped as the daemon
 // answered peaked at 38 MiB with it, 54 without: docs/benchmarks.md). The
-// heap they left is small, and a collection now would only delay the start.
-func DropInitPages() { pageOutExePages() }
+// heap they left is small, and a collection now would only delay the start;
+// and the pages are only unmapped, not reclaimed as TrimMemory has them, for
+// the same reason.
+func DropInitPages() { dropExePages() }
 
-// DropExecutablePages gives back, as TrimMemory does, the pages of the
-// executable, but not the heap: for the daemon once its first sync is done,
-// what its start touched of the binary.
-func DropExecutablePages() { pageOutExePages() }
+// DropExecutablePages gives back the pages of the executable, but not the
+// heap: for the daemon once its first sync is done, what its start touched of
+// the binary. They are only unmapped, not reclaimed as TrimMemory has them:
+// the pods of the first sync are starting, and what they need of the binary
+// is better found in the page cache than read again from the disk.
+func DropExecutablePages() { dropExePages() }
 
 // dropExePages unmaps the clean pages of the executable's read-only
 // mappings; they map again from the page cache as they are used. For a
@@ -81,20 +85,20 @@ func dropExePages() {
 
 // pageOutExePages gives back the clean pages of the executable's read-only
 // mappings as dropExePages does, and first asks the kernel to reclaim those
-// no other process maps (MADV_PAGEOUT): for the daemon, whose binary is a
-// file. Unmapping alone gives back little when the page cache holds the
-// binary in large folios, as a kernel with large folios for the file
-// system keeps a file that was written or read (an install, an upgrade, a
-// copy; ext4 has them since Linux 6.16): a touch of any page after the drop
+// no other process maps (MADV_PAGEOUT): for the daemon at rest, whose binary
+// is a file. Unmapping alone gives back little when the page cache holds the
+// binary in large folios, as a file system with large folios keeps a file
+// read whole (cat, a checksum) or written as Go's linker writes its output
+// (ext4 on Linux 6.18 does): a touch of any page after the drop
 // maps its whole folio again (Linux 6.18 maps a large folio whole on a
-// fault), so an idle daemon with no pod was back to 14 MiB of the binary
-// within a second of its trim, and 31-33 MiB of it after its start, where
-// the same binary read in by faults alone (small folios) rests at 3 MiB
-// (docs/benchmarks.md). Reclaimed, the pages are read again as they are
-// touched, a page and what the kernel reads around it at a time, and a
-// process that maps the binary then (a CLI command) reads what it touches
-// from the disk once. A page mapped by another process is only unmapped from
-// this one. Best effort: a kernel without MADV_PAGEOUT (before 5.4) only
+// fault). So an idle daemon with no pod rested with 20.0 MiB of its binary
+// mapped where the same binary read in by faults alone (small folios) rests
+// with 7.9 MiB, and one running kubeadm's control plane with 28.1 MiB against
+// 19.7 (docs/benchmarks.md). Reclaimed, the pages are read again as they are
+// touched, a page and what the kernel reads around it at a time, in small
+// folios; a process that maps the binary then (a CLI command) reads what it
+// touches from the disk once. A page another process maps is only unmapped
+// from this one. Best effort: a kernel without MADV_PAGEOUT (before 5.4) only
 // unmaps.
 func pageOutExePages() {
 	for _, m := range readOnlyExeMappings() {
@@ -117,7 +121,6 @@ func DropExePages(p unsafe.Pointer, n int) {
 	for _, m := range readOnlyExeMappings() {
 		lo, hi := max(start, m.start), min(end, m.end)
 		if !m.anonymous && lo < hi {
-			_, _, _ = unix.Syscall(unix.SYS_MADVISE, lo, hi-lo, unix.MADV_PAGEOUT)
 			_, _, _ = unix.Syscall(unix.SYS_MADVISE, lo, hi-lo, unix.MADV_DONTNEED)
 		}
 	}

@@ -162,9 +162,8 @@ const pageOutChildEnv = "STATICPODD_TEST_PAGEOUT_CHILD"
 
 const pageOutStride = 512 << 10
 
-// A page cache that holds the binary in large folios (a file written or read
-// whole on ext4 since Linux 6.16; Linux 6.18 maps a large folio whole on a
-// fault) gives a drop by MADV_DONTNEED little to keep: any touch maps the
+// A page cache that holds the binary in large folios (a file read whole, on
+// ext4 with Linux 6.18, which also maps a large folio whole on a fault) gives a drop by MADV_DONTNEED little to keep: any touch maps the
 // touched page's whole folio again. pageOutExePages has the kernel reclaim
 // what no other process maps, so that it comes back in small folios, a page
 // and its neighbours at a time. The binary is a copy of this test's, read
