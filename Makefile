@@ -297,7 +297,8 @@ test-node-e2e-wide:
 	$(MAKE) test-node-e2e NODE_E2E_WIDE=1 NODE_E2E_RUN='-run TestNodeE2E/wide'
 
 # From staticpodd's start to each control-plane process, /readyz, the mirror
-# pods and all Ready, and staticpodd's memory: median of 3 cold runs.
+# pods and all Ready, and staticpodd's memory then and 60 s later, at rest:
+# median of 3 cold runs.
 bench-controlplane: build
 	cpbin=$$(bash $(CONTROLPLANE_BUILD)) && \
 	STATICPODD_BIN=$(CURDIR)/$(BIN) STATICPODD_CONTROLPLANE_BIN=$$cpbin $(GO) run ./tests/controlplane/bench -runs 3
