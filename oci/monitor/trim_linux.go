@@ -96,11 +96,12 @@ func dropExePages() {
 // idle daemon with no pod rested with 20.0 MiB of its binary mapped where
 // the same binary read in by faults alone (small folios) rests with 7.9 MiB,
 // and one running kubeadm's control plane with 28.1 MiB against 19.7
-// (docs/benchmarks.md, "The binary's pages in large folios"). Reclaimed, the
-// pages are read again as they are touched, a page and what the kernel reads
-// around it at a time, in small folios: by the daemon, by a process that maps
-// the binary then (a CLI command), and by the daemon's next start, each from
-// the disk once. The kernel reclaims a file's pages so only for a process
+// (docs/benchmarks.md, "The binary's pages in large folios"). Only what is
+// mapped is reclaimed, what the daemon touched since its last drop; the pages
+// of its start stay cached for the next start. Reclaimed, the pages are read
+// again as they are touched, a page and what the kernel reads around it at a
+// time, in small folios, by the daemon or a process that maps the binary then
+// (a CLI command), from the disk once. The kernel reclaims a file's pages so only for a process
 // that owns the file or may write it (root does); a page another process
 // maps is only unmapped from this one. Best effort: a kernel without
 // MADV_PAGEOUT (before 5.4) only unmaps, and a folio the kernel passes over
