@@ -77,10 +77,16 @@ func DropExecutablePages() { dropExePages() }
 // monitor, whose executable is the sealed memfd every monitor maps (or the
 // daemon's binary, when the memfd cannot be used), and for the daemon's
 // drops at start and after its first sync.
-func dropExePages() {
+func dropExePages() { adviseExePages(unix.MADV_DONTNEED) }
+
+// adviseExePages gives each madvise advice in turn to every read-only
+// mapping of the executable that holds no private copy of a page.
+func adviseExePages(advice ...int) {
 	for _, m := range readOnlyExeMappings() {
 		if !m.anonymous {
-			_, _, _ = unix.Syscall(unix.SYS_MADVISE, m.start, m.end-m.start, unix.MADV_DONTNEED)
+			for _, a := range advice {
+				_, _, _ = unix.Syscall(unix.SYS_MADVISE, m.start, m.end-m.start, uintptr(a))
+			}
 		}
 	}
 }
@@ -101,19 +107,12 @@ func dropExePages() {
 // of its start stay cached for the next start. Reclaimed, the pages are read
 // again as they are touched, a page and what the kernel reads around it at a
 // time, in small folios, by the daemon or a process that maps the binary then
-// (a CLI command), from the disk once. The kernel reclaims a file's pages so only for a process
-// that owns the file or may write it (root does); a page another process
-// maps is only unmapped from this one. Best effort: a kernel without
-// MADV_PAGEOUT (before 5.4) only unmaps, and a folio the kernel passes over
-// (one it cannot take at that moment) maps whole again.
-func pageOutExePages() {
-	for _, m := range readOnlyExeMappings() {
-		if !m.anonymous {
-			_, _, _ = unix.Syscall(unix.SYS_MADVISE, m.start, m.end-m.start, unix.MADV_PAGEOUT)
-			_, _, _ = unix.Syscall(unix.SYS_MADVISE, m.start, m.end-m.start, unix.MADV_DONTNEED)
-		}
-	}
-}
+// (a CLI command), from the disk once. The kernel reclaims a file's pages so
+// only for a process that owns the file or may write it (root does); a page
+// another process maps is only unmapped from this one. Best effort: a kernel
+// without MADV_PAGEOUT (before 5.4) only unmaps, and a folio the kernel
+// passes over (one it cannot take at that moment) maps whole again.
+func pageOutExePages() { adviseExePages(unix.MADV_PAGEOUT, unix.MADV_DONTNEED) }
 
 // DropExePages gives back, as trimMemory does, the pages of this process's
 // executable that lie wholly within the n bytes at p, where they are in a
