@@ -228,6 +228,9 @@ func once(bin, cpBin string, tars []string, mirrors bool, i int) (r result, err 
 		r.restRSS = memOf(pid, "VmRSS:", "status")
 		r.restAnon = memOf(pid, "RssAnon:", "status")
 		r.restFile = memOf(pid, "RssFile:", "status")
+		if r.restRSS == 0 { // exited, not yet reaped: no memory lines
+			return r, fmt.Errorf("staticpodd's memory at rest unreadable (exited?)\n%s", d.out.String())
+		}
 	}
 	return r, nil
 }
