@@ -75,7 +75,7 @@ func main() {
 	idleRounds := flag.Int("idle-rounds", 2, "rounds of the idle benchmark, the two binaries alternating")
 	idleOld := flag.String("idle-old", "", "a binary to measure beside -staticpodd in the idle benchmark (one built from main)")
 	idleTraced := flag.String("idle-traced", "", "label=binary,...: builds with the benchtrace tag whose idle wake-ups are named by source")
-	only := flag.String("only", "", "comma-separated benchmarks to run: start (with exec), exec, scale, memory, network, ready, probes, probes-kubelet, url, logs, relist, hostile, eviction, nodeapi, images, idle, outage (default: all but outage)")
+	only := flag.String("only", "", "comma-separated benchmarks to run: start (with exec), exec, scale, memory, network, ready, probes, probes-kubelet, probe-floor (the floor of an httpGet probe taken apart; by name only), url, logs, relist, hostile, eviction, nodeapi, images, idle, outage (default: all but outage)")
 	flag.Parse()
 	if peer.timeoutScale < 1 {
 		fmt.Fprintln(os.Stderr, "bench: -timeout-scale: want 1 or more")
@@ -117,6 +117,10 @@ func main() {
 	// Also part of start: by name only.
 	if err == nil && slices.Contains(strings.Split(*only, ","), "exec") {
 		err = runExec(*runs, *bin, *image, *runc, *busybox)
+	}
+	// By name only: it is the probes' floor taken apart.
+	if err == nil && slices.Contains(strings.Split(*only, ","), "probe-floor") {
+		err = benchProbeFloor(max(*probePods, 1), 15*time.Second)
 	}
 	if err == nil && want("scale") {
 		if *scalePods == "" {

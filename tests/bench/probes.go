@@ -480,6 +480,17 @@ func benchProbesKubelet(bin, old, image, kubeletBin string, n, rounds int, windo
 					r+1, kind, side.name, c, ready, n, strings.TrimSpace(string(load)))
 				cpu[kind][side.name] = append(cpu[kind][side.name], c)
 			}
+			if kind == "http" {
+				// The floor of any prober that, as the kubelet's, opens a
+				// fresh connection for each probe: a bare loop making the
+				// same GETs, measured in the same round.
+				f, err := probeFloor(n, window)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(os.Stderr, "probes-kubelet: round %d, http floor (a bare Go loop, %d GETs/s): %.2f%% of a core\n", r+1, n, f)
+				cpu[kind]["floor"] = append(cpu[kind]["floor"], f)
+			}
 		}
 	}
 	fmt.Printf("\nnode agent CPU with %d hostNetwork busybox pods, one readiness probe each every 1 s, over %s, %d rounds, the sides alternating (%% of one core; median, min–max):\n\n", n, window, rounds)
@@ -499,6 +510,9 @@ func benchProbesKubelet(bin, old, image, kubeletBin string, n, rounds int, windo
 		}
 		fmt.Println()
 	}
+	f, t := cpu["http"]["floor"], cpu["http"]["kubelet"]
+	fmt.Printf("\nthe floor of an httpGet probe on a fresh connection (a bare Go loop making %d GETs a second to busybox httpd on the loopback, nothing else, in the same rounds): %s of a core; staticpodd's http %.2f of it, the kubelet's %.2f; a fifth of the kubelet's is %.2f of the floor\n",
+		n, spreadPct(f), medianPct(cpu["http"]["staticpodd"])/medianPct(f), medianPct(t)/medianPct(f), medianPct(t)/5/medianPct(f))
 	return nil
 }
 
