@@ -1,13 +1,9 @@
 package main
 
 import (
-	"bufio"
+	"bytes"
 	"fmt"
 	"net"
-	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"syscall"
 	"time"
 )
@@ -15,36 +11,16 @@ import (
 // benchProbeFloor says where the floor of an httpGet probe goes (the
 // probeFloor of probes and probes-kubelet): n operations a second from one
 // process doing nothing else, each kind for window, in two passes, with the
-// user and system time each costs. Every kind includes the wake-up of the
-// loop's ticker, measured alone as "tick".
+// CPU each costs. Every kind includes the wake-up of the loop's ticker,
+// measured alone as "tick". An operation that fails is an error.
 func benchProbeFloor(n int, window time.Duration) error {
-	dir, err := os.MkdirTemp("", "staticpodd-bench-probefloor-")
+	addr, stop, err := startFloorHTTPD()
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
-	if err := os.WriteFile(filepath.Join(dir, "index.html"), []byte("ok\n"), 0o644); err != nil {
-		return err
-	}
-	l, err := net.Listen("tcp4", "127.0.0.1:0")
+	defer stop()
+	tcp, err := net.ResolveTCPAddr("tcp4", addr)
 	if err != nil {
-		return err
-	}
-	tcp := l.Addr().(*net.TCPAddr)
-	addr := tcp.String()
-	l.Close()
-	httpd := exec.Command("busybox", "httpd", "-f", "-p", addr, "-h", dir)
-	if err := httpd.Start(); err != nil {
-		return fmt.Errorf("busybox httpd: %w", err)
-	}
-	defer func() { httpd.Process.Kill(); httpd.Wait() }()
-	if err := poll(5*time.Second, func() bool {
-		c, err := net.Dial("tcp", addr)
-		if err == nil {
-			c.Close()
-		}
-		return err == nil
-	}); err != nil {
 		return err
 	}
 	sa := &syscall.SockaddrInet4{Port: tcp.Port, Addr: [4]byte{127, 0, 0, 1}}
@@ -62,46 +38,57 @@ func benchProbeFloor(n int, window time.Duration) error {
 		}
 		return fd, nil
 	}
+	var answer [4096]byte
 	kinds := []struct {
 		name, what string
-		op         func()
+		op         func() error
 	}{
-		{"tick", "the ticker's wake-up, nothing else", func() {}},
-		{"raw connect", "a blocking socket's connect and close, by system calls", func() {
-			if fd, err := rawConnect(); err == nil {
-				syscall.Close(fd)
-			}
-		}},
-		{"net.Dial", "net.Dial and Close", func() {
-			if c, err := net.Dial("tcp", addr); err == nil {
-				c.Close()
-			}
-		}},
-		{"raw GET", "connect, write the request, read to EOF, close, by system calls", func() {
+		{"tick", "the ticker's wake-up, nothing else", func() error { return nil }},
+		{"raw connect", "a blocking socket's connect and close, by system calls", func() error {
 			fd, err := rawConnect()
 			if err != nil {
-				return
+				return err
 			}
-			defer syscall.Close(fd)
-			syscall.Write(fd, request)
-			var b [4096]byte
-			for {
-				if k, err := syscall.Read(fd, b[:]); k <= 0 || err != nil {
-					return
-				}
-			}
+			return syscall.Close(fd)
 		}},
-		{"GET", "net.Dial, the request, http.ReadResponse, Close (probeFloor's)", func() {
+		{"net.Dial", "net.Dial and Close", func() error {
 			c, err := net.Dial("tcp", addr)
 			if err != nil {
-				return
+				return err
 			}
-			defer c.Close()
-			c.Write(request)
-			if res, err := http.ReadResponse(bufio.NewReader(c), nil); err == nil {
-				res.Body.Close()
-			}
+			return c.Close()
 		}},
+		{"raw GET", "connect, write the request, read to EOF, close, by system calls", func() error {
+			fd, err := rawConnect()
+			if err != nil {
+				return err
+			}
+			defer syscall.Close(fd)
+			if k, err := syscall.Write(fd, request); err != nil || k != len(request) {
+				return fmt.Errorf("write: %d of %d bytes: %v", k, len(request), err)
+			}
+			got := 0
+			for {
+				k, err := syscall.Read(fd, answer[got:])
+				if err == syscall.EINTR {
+					continue
+				}
+				if err != nil {
+					return err
+				}
+				if k == 0 {
+					break
+				}
+				if got += k; got == len(answer) {
+					return fmt.Errorf("answer longer than %d bytes", len(answer))
+				}
+			}
+			if !bytes.HasPrefix(answer[:got], []byte("HTTP/1.1 200")) || !bytes.HasSuffix(answer[:got], []byte(floorBody)) {
+				return fmt.Errorf("answer %q", answer[:min(got, 200)])
+			}
+			return nil
+		}},
+		{"GET", "net.Dial, the request, http.ReadResponse, the body, Close (probeFloor's)", func() error { return floorGET(addr) }},
 	}
 	usage := func() (user, sys time.Duration) {
 		var ru syscall.Rusage
@@ -117,7 +104,10 @@ func benchProbeFloor(n int, window time.Duration) error {
 			ops := 0
 			for end := time.Now().Add(window); time.Now().Before(end); ops++ {
 				<-tick.C
-				k.op()
+				if err := k.op(); err != nil {
+					tick.Stop()
+					return fmt.Errorf("probe-floor: %s: %v", k.name, err)
+				}
 			}
 			u1, s1 := usage()
 			tick.Stop()
@@ -125,7 +115,7 @@ func benchProbeFloor(n int, window time.Duration) error {
 			costs[i].sys = append(costs[i].sys, float64(s1-s0)/float64(ops)/1e3)
 		}
 	}
-	fmt.Printf("\nthe floor of an httpGet probe: %d operations a second from one process doing nothing else, %s of each kind, two passes (µs of CPU per operation, each pass; loadavg %s)\n\n", n, window, loadavg())
+	fmt.Printf("\nthe floor of an httpGet probe: %d operations a second from one process doing nothing else, %s of each kind, two passes (µs of CPU per operation, each pass; user and system as the kernel samples them, at its ticks; loadavg %s)\n\n", n, window, loadavg())
 	fmt.Printf("| kind | what | user | system | total |\n|---|---|---|---|---|\n")
 	for i, k := range kinds {
 		c := costs[i]

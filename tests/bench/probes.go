@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -165,56 +166,99 @@ func benchProbes(bin, image string, n int, window time.Duration) error {
 }
 
 // probeFloor is the CPU, in %% of one core, that n HTTP GETs a second cost a
-// process that does nothing else: connect, request, read the answer, close,
-// as an httpGet probe must (no keep-alive, as the kubelet's). It is what
-// the kernel's loopback TCP and the least HTTP cost on this machine, the
-// floor under any prober.
+// process that does nothing else: a wake-up of its ticker, then connect,
+// request, read the answer, close, as an httpGet probe does (no keep-alive,
+// as the kubelet's). It is what the kernel's loopback TCP and the least HTTP
+// cost on this machine: the floor under a prober that wakes for each probe
+// and opens a fresh connection for it. A GET that fails is an error, not a
+// cheaper probe.
 func probeFloor(n int, window time.Duration) (float64, error) {
-	dir, err := os.MkdirTemp("", "staticpodd-bench-floor-")
+	addr, stop, err := startFloorHTTPD()
 	if err != nil {
 		return 0, err
 	}
-	defer os.RemoveAll(dir)
-	os.WriteFile(filepath.Join(dir, "index.html"), []byte("ok\n"), 0o644)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	addr := l.Addr().String()
-	l.Close()
-	httpd := exec.Command("busybox", "httpd", "-f", "-p", addr, "-h", dir)
-	if err := httpd.Start(); err != nil {
-		return 0, fmt.Errorf("busybox httpd: %w", err)
-	}
-	defer func() { httpd.Process.Kill(); httpd.Wait() }()
-	if err := poll(5*time.Second, func() bool {
-		c, err := net.Dial("tcp", addr)
-		if err == nil {
-			c.Close()
-		}
-		return err == nil
-	}); err != nil {
-		return 0, err
-	}
-	get := func() {
-		c, err := net.Dial("tcp", addr)
-		if err != nil {
-			return
-		}
-		defer c.Close()
-		fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", addr)
-		if res, err := http.ReadResponse(bufio.NewReader(c), nil); err == nil {
-			res.Body.Close()
-		}
-	}
+	defer stop()
 	tick := time.NewTicker(time.Second / time.Duration(n))
 	defer tick.Stop()
+	failed, ops := 0, 0
+	var last error
 	c0, t0 := selfCPU(), time.Now()
-	for end := t0.Add(window); time.Now().Before(end); {
+	for end := t0.Add(window); time.Now().Before(end); ops++ {
 		<-tick.C
-		get()
+		if err := floorGET(addr); err != nil {
+			failed, last = failed+1, err
+		}
 	}
-	return float64(selfCPU()-c0) / float64(time.Since(t0)) * 100, nil
+	cpu := float64(selfCPU()-c0) / float64(time.Since(t0)) * 100
+	if failed > 0 {
+		return 0, fmt.Errorf("probe floor: %d of %d GETs failed, the last: %v", failed, ops, last)
+	}
+	return cpu, nil
+}
+
+// floorBody is what the floor's httpd serves, and every GET must read.
+const floorBody = "staticpodd probe floor\n"
+
+// startFloorHTTPD starts busybox httpd on a free port of the loopback,
+// serving floorBody, and returns its address once a GET got floorBody from
+// it: a port taken between its choice and httpd's bind is found so, and
+// another port tried.
+func startFloorHTTPD() (addr string, stop func(), err error) {
+	dir, err := os.MkdirTemp("", "staticpodd-bench-floor-")
+	if err != nil {
+		return "", nil, err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "index.html"), []byte(floorBody), 0o644); err != nil {
+		os.RemoveAll(dir)
+		return "", nil, err
+	}
+	for try := 0; ; try++ {
+		l, err := net.Listen("tcp4", "127.0.0.1:0")
+		if err != nil {
+			os.RemoveAll(dir)
+			return "", nil, err
+		}
+		addr = l.Addr().String()
+		l.Close()
+		httpd := exec.Command("busybox", "httpd", "-f", "-p", addr, "-h", dir)
+		if err := httpd.Start(); err != nil {
+			os.RemoveAll(dir)
+			return "", nil, fmt.Errorf("busybox httpd: %w", err)
+		}
+		stop = func() { httpd.Process.Kill(); httpd.Wait(); os.RemoveAll(dir) }
+		if err = poll(5*time.Second, func() bool { return floorGET(addr) == nil }); err == nil {
+			return addr, stop, nil
+		}
+		stop()
+		if try == 4 {
+			return "", nil, fmt.Errorf("busybox httpd on %s: no GET got its page: %v", addr, err)
+		}
+	}
+}
+
+// floorGET is one GET of the floor's page on a fresh connection.
+func floorGET(addr string) error {
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if _, err := fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", addr); err != nil {
+		return err
+	}
+	res, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(res.Body, 1024))
+	if err != nil {
+		return err
+	}
+	if res.StatusCode != http.StatusOK || string(b) != floorBody {
+		return fmt.Errorf("GET %s: %s, %q", addr, res.Status, b)
+	}
+	return nil
 }
 
 // selfCPU is the user and system time this process has used.
@@ -412,6 +456,9 @@ func measureProbes(side *probeSide, kind string, n int, window time.Duration) (f
 // one side at a time, the sides alternating over rounds; with old, an older
 // staticpodd as a third side.
 func benchProbesKubelet(bin, old, image, kubeletBin string, n, rounds int, window time.Duration) error {
+	if rounds < 1 {
+		return fmt.Errorf("probes-kubelet: -probe-rounds %d: want 1 or more", rounds)
+	}
 	if kubeletBin == "" {
 		return fmt.Errorf("probes-kubelet: need -kubelet (bash tests/controlplane/build.sh kubelet prints its directory)")
 	}
@@ -519,8 +566,11 @@ func benchProbesKubelet(bin, old, image, kubeletBin string, n, rounds int, windo
 func medianPct(v []float64) float64 {
 	s := slices.Clone(v)
 	slices.Sort(s)
-	if len(s) == 0 {
+	switch {
+	case len(s) == 0:
 		return 0
+	case len(s)%2 == 0:
+		return (s[len(s)/2-1] + s[len(s)/2]) / 2
 	}
 	return s[len(s)/2]
 }
