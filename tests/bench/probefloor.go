@@ -83,7 +83,8 @@ func benchProbeFloor(n int, window time.Duration) error {
 					return fmt.Errorf("answer longer than %d bytes", len(answer))
 				}
 			}
-			if !bytes.HasPrefix(answer[:got], []byte("HTTP/1.1 200")) || !bytes.HasSuffix(answer[:got], []byte(floorBody)) {
+			status, _, _ := bytes.Cut(answer[:got], []byte("\r\n"))
+			if !bytes.HasPrefix(status, []byte("HTTP/1.")) || !bytes.Contains(status, []byte(" 200 ")) || !bytes.HasSuffix(answer[:got], []byte(floorBody)) {
 				return fmt.Errorf("answer %q", answer[:min(got, 200)])
 			}
 			return nil
