@@ -245,13 +245,19 @@ func TestRestGCFollowsTheLiveHeap(t *testing.T) {
 				t.Errorf("%d cycles while 448 MiB of garbage was made, want the collector to run", n)
 			}
 			// GOGC=50 collects each time the heap has grown by half of
-			// what is live: some 60 cycles here (53 to 69 measured); a
-			// limit the live heap has outgrown collects at every
-			// allocation that reaches it.
-			if n > 150 {
+			// what is live: some 60 cycles here (53 to 69 measured on a
+			// quiet machine; up to 346 with its cores held by other work,
+			// where the goroutine of the cleanup that moves the limit gets
+			// its turn late, while this loop only allocates); a limit the
+			// live heap has outgrown collects at every allocation that
+			// reaches it: 4220 cycles with a limit that never moves.
+			if n > 1000 {
 				t.Errorf("%d cycles while 448 MiB of garbage was made, want about 60: the limit did not follow the live heap", n)
 			}
-			if peak > live*5/2 {
+			// About 1.5 times (up to 201 MiB measured with the cores
+			// held by other work); no limit at all would let the garbage
+			// grow the heap towards its 448 MiB.
+			if peak > live*4 {
 				t.Errorf("heap in use up to %d MiB with %d MiB live, want about 1.5 times", peak>>20, live>>20)
 			}
 			if limit < live || limit > live*5/2 {
