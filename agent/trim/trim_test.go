@@ -226,7 +226,7 @@ func TestRestGCFollowsTheLiveHeap(t *testing.T) {
 			before := ms.NumGC
 			var peak uint64 // the heap's spans in use
 			for i := range live / chunk * 8 {
-				garbage = make([]byte, chunk) // 448 MiB of garbage in all
+				garbage = make([]byte, chunk) // 512 MiB of garbage in all
 				garbage[0] = 1
 				if len(kept) < live/chunk && (tc.every == 0 || i%tc.every == 0) {
 					kept = append(kept, make([]byte, chunk))
@@ -242,21 +242,26 @@ func TestRestGCFollowsTheLiveHeap(t *testing.T) {
 			runtime.KeepAlive(kept)
 			t.Logf("%d cycles; heap in use up to %d MiB with %d MiB kept; limit %d MiB at the start, %d MiB at the end", n, peak>>20, live>>20, start>>20, limit>>20)
 			if n < 10 {
-				t.Errorf("%d cycles while 448 MiB of garbage was made, want the collector to run", n)
+				t.Errorf("%d cycles while 512 MiB of garbage was made, want the collector to run", n)
 			}
 			// GOGC=50 collects each time the heap has grown by half of
 			// what is live: some 60 cycles here (53 to 69 measured on a
-			// quiet machine; up to 346 with its cores held by other work,
-			// where the goroutine of the cleanup that moves the limit gets
-			// its turn late, while this loop only allocates); a limit the
-			// live heap has outgrown collects at every allocation that
-			// reaches it: 4220 cycles with a limit that never moves.
+			// quiet machine). The rest's limit follows it one cleanup
+			// after each cycle, which the runtime runs only once the
+			// cycle's sweep is done: with the cores held by other work
+			// the background sweeper is late, and this loop, which only
+			// allocates, made up to 346 cycles at the limits of earlier
+			// ones. The bound lets that pass, and with it a limit that
+			// followed at a far smaller margin than GOGC=50's (about
+			// GOGC=5); a limit that does not follow at all fails the
+			// check of the final limit below (4220 cycles in one run of
+			// a limit that never moved, 162 to 393 in others).
 			if n > 1000 {
-				t.Errorf("%d cycles while 448 MiB of garbage was made, want about 60: the limit did not follow the live heap", n)
+				t.Errorf("%d cycles while 512 MiB of garbage was made, want about 60: the limit did not follow the live heap", n)
 			}
 			// About 1.5 times (up to 201 MiB measured with the cores
 			// held by other work); no limit at all would let the garbage
-			// grow the heap towards its 448 MiB.
+			// grow the heap towards its 512 MiB.
 			if peak > live*4 {
 				t.Errorf("heap in use up to %d MiB with %d MiB live, want about 1.5 times", peak>>20, live>>20)
 			}
