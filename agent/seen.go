@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -138,22 +139,31 @@ func (s *SeenStore) ManifestUID(uid string) string {
 // keepManifest writes m as the manifest.json of pod uid unless it exists,
 // atomically.
 func (s *SeenStore) keepManifest(uid types.UID, m source.Manifest) error {
-	file := s.manifestFile(uid)
-	if _, err := os.Stat(file); err == nil || !errors.Is(err, fs.ErrNotExist) {
-		return err
+	f, ok, err := s.manifestRecord(uid, m)
+	if err == nil && ok {
+		err = writeRecord(s.manifestFile(uid), f.Data)
+	}
+	if err != nil {
+		return fmt.Errorf("keep the manifest of pod %s: %w", uid, err)
+	}
+	return nil
+}
+
+// manifestRecord is manifest.json of pod uid, made from m, unless the pod
+// has one already (ok false).
+func (s *SeenStore) manifestRecord(uid types.UID, m source.Manifest) (f atomicfile.File, ok bool, err error) {
+	if _, err := os.Stat(s.manifestFile(uid)); err == nil || !errors.Is(err, fs.ErrNotExist) {
+		return f, false, err
 	}
 	st := stored{Source: m.Source, Origin: m.Origin, Manifest: m.Data}
 	if m.UID != uid {
 		st.UID = m.UID
 	}
 	b, err := json.Marshal(st)
-	if err == nil {
-		err = writeRecord(file, b)
-	}
 	if err != nil {
-		return fmt.Errorf("keep the manifest of pod %s: %w", uid, err)
+		return f, false, err
 	}
-	return nil
+	return atomicfile.File{Name: filepath.Base(s.manifestFile(uid)), Data: b}, true, nil
 }
 
 func (s *SeenStore) file(uid types.UID) string {
@@ -188,8 +198,10 @@ func (s *SeenStore) read(uid string, file func(poddir.Root, string) string, def 
 
 // Record writes pod's config.seen annotation and its start time to their
 // files, each unless it exists, and the manifest its source offered for it
-// to manifest.json. The writes are atomic and durable (atomicfile), so Seen,
-// Started and Stored never read half a file, even after a power cut.
+// to manifest.json, unless it has one. The writes are atomic and durable,
+// together (atomicfile.WriteFiles: they wait on the disk about twice, not
+// once a file and once its directory), so Seen, Started and Stored never
+// read half a file, even after a power cut.
 func (s *SeenStore) Record(pod *v1.Pod, started time.Time) error {
 	if !manifest.ValidUID(string(pod.UID)) {
 		return fmt.Errorf("record pod %q: invalid UID", pod.UID)
@@ -203,24 +215,41 @@ func (s *SeenStore) Record(pod *v1.Pod, started time.Time) error {
 		}
 	}
 	s.mu.Unlock()
+	var files []atomicfile.File
 	if offered != nil {
-		errs = append(errs, s.keepManifest(pod.UID, *offered))
+		if f, ok, err := s.manifestRecord(pod.UID, *offered); err != nil {
+			errs = append(errs, fmt.Errorf("keep the manifest of pod %s: %w", pod.UID, err))
+		} else if ok {
+			files = append(files, f)
+		}
 	}
 	seen, err := time.Parse(time.RFC3339Nano, pod.Annotations[manifest.AnnotationSeen])
 	if err != nil {
 		seen = time.Now()
 	}
 	root, uid := poddir.Root(s.paths.RootDir), string(pod.UID)
-	for name, r := range map[string]struct {
+	for _, r := range []struct {
 		file string
 		t    time.Time
-	}{"seen": {root.Seen(uid), seen}, "started": {root.Started(uid), started}} {
+	}{{root.Seen(uid), seen}, {root.Started(uid), started}} {
 		if _, err := os.Stat(r.file); err == nil || !errors.Is(err, fs.ErrNotExist) {
 			errs = append(errs, err)
 			continue
 		}
-		if err := writeRecord(r.file, []byte(r.t.Format(time.RFC3339Nano))); err != nil {
-			errs = append(errs, fmt.Errorf("record %s of pod %s: %w", name, pod.UID, err))
+		files = append(files, atomicfile.File{Name: filepath.Base(r.file), Data: []byte(r.t.Format(time.RFC3339Nano))})
+	}
+	if len(files) > 0 {
+		dir := root.Pod(uid)
+		err := atomicfile.MkdirAll(dir, 0o700)
+		if err == nil {
+			err = atomicfile.WriteFiles(dir, files)
+		}
+		if err != nil {
+			names := make([]string, len(files))
+			for i, f := range files {
+				names[i] = f.Name
+			}
+			errs = append(errs, fmt.Errorf("record %s of pod %s: %w", strings.Join(names, ", "), pod.UID, err))
 		}
 	}
 	return errors.Join(errs...)

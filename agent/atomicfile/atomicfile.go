@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 )
@@ -136,6 +137,92 @@ func write(path string, data []byte, perm fs.FileMode, durable bool) error {
 		return fmt.Errorf("sync directory of %s: %w", path, err)
 	}
 	step(DirSynced, path)
+	return nil
+}
+
+// File is one file of WriteFiles: its name in the directory, and its content.
+type File struct {
+	Name string
+	Data []byte
+}
+
+// WriteFiles replaces each of files in dir, mode 0600, as Write does one,
+// durably, but with fewer waits on the disk: every temp file is written,
+// then all are fsynced at once, each is renamed over its file, and the
+// directory is fsynced once. A journaling file system commits the fsyncs
+// that wait together in one transaction (ext4's and XFS's group commit), so
+// the three records of a pod's first start wait on the disk about twice
+// rather than six times. Each file is whole, old or new, whatever happens;
+// a power cut during WriteFiles may keep any of them, each whole, and one
+// after it returned keeps all. On an error before the renames nothing is
+// replaced and the temp files are removed; an error at a rename leaves the
+// files before it replaced. A name is a file's name in dir, not a path.
+func WriteFiles(dir string, files []File) error {
+	for _, f := range files {
+		if f.Name == "" || f.Name == "." || f.Name == ".." || strings.ContainsRune(f.Name, '/') {
+			return fmt.Errorf("write %q in %s: not a file name", f.Name, dir)
+		}
+	}
+	tmps := make([]*os.File, 0, len(files))
+	removeTemps := func(from int) {
+		for _, t := range tmps[from:] {
+			_ = t.Close()
+			_ = os.Remove(t.Name())
+		}
+	}
+	for _, f := range files {
+		path := filepath.Join(dir, f.Name)
+		t, err := os.CreateTemp(dir, "."+f.Name+tempInfix)
+		if err != nil {
+			removeTemps(0)
+			return err
+		}
+		tmps = append(tmps, t)
+		step(Created, path)
+		if _, err := t.Write(f.Data); err != nil {
+			removeTemps(0)
+			return err
+		}
+		step(Written, path)
+	}
+	errs := make([]error, len(tmps))
+	var wg sync.WaitGroup
+	for i, t := range tmps {
+		if i > 0 {
+			wg.Go(func() { errs[i] = t.Sync() })
+		}
+	}
+	if len(tmps) > 0 {
+		errs[0] = tmps[0].Sync()
+	}
+	wg.Wait()
+	for i, t := range tmps {
+		if err := t.Close(); errs[i] == nil {
+			errs[i] = err
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		removeTemps(0)
+		return err
+	}
+	for i, t := range tmps {
+		path := filepath.Join(dir, files[i].Name)
+		step(Synced, path)
+		if err := os.Rename(t.Name(), path); err != nil {
+			removeTemps(i)
+			return err
+		}
+		step(Renamed, path)
+	}
+	if len(tmps) == 0 {
+		return nil
+	}
+	if err := syncDir(dir); err != nil {
+		return fmt.Errorf("sync directory %s: %w", dir, err)
+	}
+	for _, f := range files {
+		step(DirSynced, filepath.Join(dir, f.Name))
+	}
 	return nil
 }
 

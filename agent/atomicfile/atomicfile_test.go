@@ -148,3 +148,90 @@ func TestReplace(t *testing.T) {
 		}
 	}
 }
+
+// WriteFiles replaces every file, new or old, mode 0600, and leaves no
+// temp file; each file goes through every step of Write, and every fsync
+// of a file comes before the first rename (so that they wait on the disk
+// together) and the directory's after the last.
+func TestWriteFiles(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "a"), []byte("old a"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var steps []string
+	defer SetTestHook(func(s Step, p string) {
+		steps = append(steps, filepath.Base(p)+" "+s.String())
+	})()
+	if err := WriteFiles(dir, []File{{"a", []byte("new a")}, {"b", []byte("new b")}, {"c", nil}}); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]string{"a": "new a", "b": "new b", "c": ""} {
+		got, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil || string(got) != want {
+			t.Errorf("%s = %q, %v; want %q", name, got, err, want)
+		}
+		if fi, err := os.Stat(filepath.Join(dir, name)); err != nil || fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s: mode %v, %v; want 0600", name, fi, err)
+		}
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 3 {
+		t.Errorf("%d entries in the directory, want a, b and c", len(entries))
+	}
+	want := "[a created a written b created b written c created c written " +
+		"a synced a renamed b synced b renamed c synced c renamed " +
+		"a dirsynced b dirsynced c dirsynced]"
+	if got := "[" + strings.Join(steps, " ") + "]"; got != want {
+		t.Errorf("steps\n%s\nwant\n%s", got, want)
+	}
+	if err := WriteFiles(dir, nil); err != nil {
+		t.Errorf("no files: %v", err)
+	}
+}
+
+// A name that is not a file's name in the directory is refused before
+// anything is written.
+func TestWriteFilesRefusesPaths(t *testing.T) {
+	for _, name := range []string{"", ".", "..", "../x", "x/y", "/x"} {
+		dir := t.TempDir()
+		if err := WriteFiles(dir, []File{{"ok", []byte("x")}, {name, []byte("x")}}); err == nil || !strings.Contains(err.Error(), "not a file name") {
+			t.Errorf("%q: %v; want refused as not a file name", name, err)
+		}
+		if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+			t.Errorf("%q: %d entries written", name, len(entries))
+		}
+	}
+}
+
+// A rename that fails (the second target is a non-empty directory) leaves
+// the first file replaced, whole, the second target as it was, and no temp
+// file.
+func TestWriteFilesFailureAtARename(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "b", "x"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	err := WriteFiles(dir, []File{{"a", []byte("new a")}, {"b", []byte("new b")}, {"c", []byte("new c")}})
+	if err == nil {
+		t.Fatal("WriteFiles over a non-empty directory succeeded")
+	}
+	if got, err := os.ReadFile(filepath.Join(dir, "a")); err != nil || string(got) != "new a" {
+		t.Errorf("a = %q, %v; want new a", got, err)
+	}
+	if fi, err := os.Stat(filepath.Join(dir, "b")); err != nil || !fi.IsDir() {
+		t.Errorf("b changed: %v %v", fi, err)
+	}
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if e.Name() != "a" && e.Name() != "b" {
+			t.Errorf("left %s", e.Name())
+		}
+	}
+}
+
+// A directory that does not exist fails the write, leaving nothing.
+func TestWriteFilesMissingDir(t *testing.T) {
+	if err := WriteFiles(filepath.Join(t.TempDir(), "no"), []File{{"a", []byte("x")}}); err == nil {
+		t.Fatal("WriteFiles into a missing directory succeeded")
+	}
+}

@@ -14,9 +14,13 @@ import (
 
 // The child's environment: the step it stops at and the file it writes.
 const (
-	childStep = "ATOMICFILE_TEST_KILL_AT"
-	childPath = "ATOMICFILE_TEST_PATH"
+	childStep  = "ATOMICFILE_TEST_KILL_AT"
+	childPath  = "ATOMICFILE_TEST_PATH"
+	childFiles = "ATOMICFILE_TEST_FILES" // set: WriteFiles of the file and otherName beside it
 )
+
+// otherName is the second file of the child's WriteFiles.
+const otherName = "other.json"
 
 // Contents large enough that a part of either is not the whole of it.
 var (
@@ -30,8 +34,9 @@ var (
 func TestMain(m *testing.M) {
 	if at := os.Getenv(childStep); at != "" {
 		n, _ := strconv.Atoi(at)
-		SetTestHook(func(s Step, _ string) {
-			if s == Step(n) {
+		path := os.Getenv(childPath)
+		SetTestHook(func(s Step, p string) {
+			if s == Step(n) && p == path {
 				fmt.Println(s)
 				// Until SIGKILL: the parent never writes to stdin (a
 				// blocked read, unlike select{}, is no deadlock to the
@@ -40,7 +45,13 @@ func TestMain(m *testing.M) {
 				os.Exit(4)
 			}
 		})
-		if err := Write(os.Getenv(childPath), newData); err != nil {
+		write := func() error { return Write(path, newData) }
+		if os.Getenv(childFiles) != "" {
+			write = func() error {
+				return WriteFiles(filepath.Dir(path), []File{{filepath.Base(path), newData}, {otherName, newData}})
+			}
+		}
+		if err := write(); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(2)
 		}
@@ -53,79 +64,100 @@ func TestMain(m *testing.M) {
 // the old content up to the rename, the new one from it, never a part or
 // nothing; what else it leaves is a temp file that IsTemp names, which no
 // reader of the file takes for it, and the next Write succeeds over it.
+// The same for WriteFiles of two files, killed at each step of the first:
+// each file is whole, old or new, and what else is left are temp files.
 func TestKillAtEachStep(t *testing.T) {
-	for _, first := range []bool{false, true} {
-		for s := Created; s <= DirSynced; s++ {
-			t.Run(fmt.Sprintf("%s, first write %v", s, first), func(t *testing.T) {
-				dir := t.TempDir()
-				path := filepath.Join(dir, "record.json")
-				if !first {
-					if err := Write(path, oldData); err != nil {
-						t.Fatal(err)
-					}
-				}
-				cmd := exec.Command(os.Args[0])
-				cmd.Env = append(os.Environ(), childStep+"="+strconv.Itoa(int(s)), childPath+"="+path)
-				cmd.Stderr = os.Stderr
-				stdin, err := cmd.StdinPipe()
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer stdin.Close()
-				out, err := cmd.StdoutPipe()
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := cmd.Start(); err != nil {
-					t.Fatal(err)
-				}
-				line, err := bufio.NewReader(out).ReadString('\n')
-				if err != nil || line != s.String()+"\n" {
-					cmd.Process.Kill()
-					cmd.Wait()
-					t.Fatalf("the writer did not stop at %s: %q, %v", s, line, err)
-				}
-				cmd.Process.Signal(syscall.SIGKILL)
-				cmd.Wait()
-				if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
-					t.Fatalf("the writer ended by itself (%v), not by SIGKILL at %s", cmd.ProcessState, s)
-				}
-
-				got, err := os.ReadFile(path)
-				switch {
-				case s >= Renamed && !bytes.Equal(got, newData):
-					t.Errorf("killed after the rename: %d bytes, %v; want the new %d", len(got), err, len(newData))
-				case s < Renamed && first && !os.IsNotExist(err):
-					t.Errorf("killed before the first rename: %d bytes, %v; want no file", len(got), err)
-				case s < Renamed && !first && !bytes.Equal(got, oldData):
-					t.Errorf("killed before the rename: %d bytes, %v; want the old %d", len(got), err, len(oldData))
-				}
-				ents, err := os.ReadDir(dir)
-				if err != nil {
-					t.Fatal(err)
-				}
-				litter := 0
-				for _, e := range ents {
-					switch {
-					case e.Name() == "record.json":
-					case IsTemp(e.Name()):
-						litter++
-					default:
-						t.Errorf("left %s, which is neither the file nor a temp file", e.Name())
-					}
-				}
-				if want := map[bool]int{true: 1, false: 0}[s < Renamed]; litter != want {
-					t.Errorf("%d temp files left, want %d", litter, want)
-				}
-				if err := Write(path, oldData); err != nil {
-					t.Fatalf("the next Write: %v", err)
-				}
-				if got, _ := os.ReadFile(path); !bytes.Equal(got, oldData) {
-					t.Errorf("the next Write left %d bytes", len(got))
-				}
-			})
+	for _, files := range []bool{false, true} {
+		for _, first := range []bool{false, true} {
+			for s := Created; s <= DirSynced; s++ {
+				killAt(t, s, first, files)
+			}
 		}
 	}
+}
+
+func killAt(t *testing.T, s Step, first, files bool) {
+	t.Run(fmt.Sprintf("%s, first write %v, WriteFiles %v", s, first, files), func(t *testing.T) {
+		dir := t.TempDir()
+		path := filepath.Join(dir, "record.json")
+		if !first {
+			if err := Write(path, oldData); err != nil {
+				t.Fatal(err)
+			}
+		}
+		cmd := exec.Command(os.Args[0])
+		cmd.Env = append(os.Environ(), childStep+"="+strconv.Itoa(int(s)), childPath+"="+path)
+		if files {
+			cmd.Env = append(cmd.Env, childFiles+"=1")
+		}
+		cmd.Stderr = os.Stderr
+		stdin, err := cmd.StdinPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer stdin.Close()
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		line, err := bufio.NewReader(out).ReadString('\n')
+		if err != nil || line != s.String()+"\n" {
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Fatalf("the writer did not stop at %s: %q, %v", s, line, err)
+		}
+		cmd.Process.Signal(syscall.SIGKILL)
+		cmd.Wait()
+		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+			t.Fatalf("the writer ended by itself (%v), not by SIGKILL at %s", cmd.ProcessState, s)
+		}
+
+		got, err := os.ReadFile(path)
+		switch {
+		case s >= Renamed && !bytes.Equal(got, newData):
+			t.Errorf("killed after the rename: %d bytes, %v; want the new %d", len(got), err, len(newData))
+		case s < Renamed && first && !os.IsNotExist(err):
+			t.Errorf("killed before the first rename: %d bytes, %v; want no file", len(got), err)
+		case s < Renamed && !first && !bytes.Equal(got, oldData):
+			t.Errorf("killed before the rename: %d bytes, %v; want the old %d", len(got), err, len(oldData))
+		}
+		ents, err := os.ReadDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		litter := 0
+		for _, e := range ents {
+			switch {
+			case e.Name() == "record.json":
+			case files && e.Name() == otherName:
+				if got, err := os.ReadFile(filepath.Join(dir, otherName)); !bytes.Equal(got, newData) {
+					t.Errorf("%s: %d bytes, %v; want the new %d or none", otherName, len(got), err, len(newData))
+				}
+			case IsTemp(e.Name()):
+				litter++
+			default:
+				t.Errorf("left %s, which is neither the file nor a temp file", e.Name())
+			}
+		}
+		// WriteFiles: the other file's temp is made after the
+		// first's is written, and renamed after the first's rename.
+		want := map[bool]int{true: 1, false: 0}[s < Renamed]
+		if files && s >= Synced && s <= Renamed {
+			want++
+		}
+		if litter != want {
+			t.Errorf("%d temp files left, want %d", litter, want)
+		}
+		if err := Write(path, oldData); err != nil {
+			t.Fatalf("the next Write: %v", err)
+		}
+		if got, _ := os.ReadFile(path); !bytes.Equal(got, oldData) {
+			t.Errorf("the next Write left %d bytes", len(got))
+		}
+	})
 }
 
 // Every Write goes through every step, both fsyncs included, in order.

@@ -216,7 +216,13 @@ func (s *Store) usedDir() string { return filepath.Join(s.root, "used") }
 func (s *Store) usedPath(id string) string { return filepath.Join(s.usedDir(), digestHex(id)) }
 
 // touch records now as the last use of the image id, atomically: two
-// writers leave one time or the other, a crash the old one or the new.
+// writers leave one time or the other, a crash of the daemon the old one or
+// the new. Not durably: it is written at every container's start, where
+// its fsyncs were two waits on the disk before the container could run; a
+// power cut may keep an older time, or for an image's first use an empty
+// file, which LastUsed reads as never used. The time only orders image
+// GC's candidates, which exclude the images containers use, and the
+// kubelet keeps it in memory only, losing it at every restart.
 func (s *Store) touch(id string, now time.Time) error {
 	if checkDigest(id) != nil {
 		return fmt.Errorf("record use of image %q: not an image ID", id)
@@ -224,7 +230,7 @@ func (s *Store) touch(id string, now time.Time) error {
 	if err := os.MkdirAll(s.usedDir(), 0o700); err != nil {
 		return fmt.Errorf("record use of image %s: %w", id, err)
 	}
-	if err := atomicfile.Write(s.usedPath(id), []byte(now.UTC().Format(time.RFC3339Nano))); err != nil {
+	if err := atomicfile.Replace(s.usedPath(id), []byte(now.UTC().Format(time.RFC3339Nano))); err != nil {
 		return fmt.Errorf("record use of image %s: %w", id, err)
 	}
 	return nil
