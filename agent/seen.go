@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
@@ -201,7 +200,9 @@ func (s *SeenStore) read(uid string, file func(poddir.Root, string) string, def 
 // to manifest.json, unless it has one. The writes are atomic and durable,
 // together (atomicfile.WriteFiles: they wait on the disk about twice, not
 // once a file and once its directory), so Seen, Started and Stored never
-// read half a file, even after a power cut.
+// read half a file, even after a power cut; when they cannot be written
+// together, each is written alone, so that one that cannot be (a file size
+// limit, say) keeps none of the others from being written.
 func (s *SeenStore) Record(pod *v1.Pod, started time.Time) error {
 	if !manifest.ValidUID(string(pod.UID)) {
 		return fmt.Errorf("record pod %q: invalid UID", pod.UID)
@@ -215,12 +216,17 @@ func (s *SeenStore) Record(pod *v1.Pod, started time.Time) error {
 		}
 	}
 	s.mu.Unlock()
-	var files []atomicfile.File
+	// Each record that is missing, with what its write's error says.
+	type record struct {
+		atomicfile.File
+		what string
+	}
+	var recs []record
 	if offered != nil {
 		if f, ok, err := s.manifestRecord(pod.UID, *offered); err != nil {
 			errs = append(errs, fmt.Errorf("keep the manifest of pod %s: %w", pod.UID, err))
 		} else if ok {
-			files = append(files, f)
+			recs = append(recs, record{f, "keep the manifest of pod " + string(pod.UID)})
 		}
 	}
 	seen, err := time.Parse(time.RFC3339Nano, pod.Annotations[manifest.AnnotationSeen])
@@ -229,27 +235,39 @@ func (s *SeenStore) Record(pod *v1.Pod, started time.Time) error {
 	}
 	root, uid := poddir.Root(s.paths.RootDir), string(pod.UID)
 	for _, r := range []struct {
-		file string
-		t    time.Time
-	}{{root.Seen(uid), seen}, {root.Started(uid), started}} {
+		name, file string
+		t          time.Time
+	}{{"seen", root.Seen(uid), seen}, {"started", root.Started(uid), started}} {
 		if _, err := os.Stat(r.file); err == nil || !errors.Is(err, fs.ErrNotExist) {
 			errs = append(errs, err)
 			continue
 		}
-		files = append(files, atomicfile.File{Name: filepath.Base(r.file), Data: []byte(r.t.Format(time.RFC3339Nano))})
+		recs = append(recs, record{atomicfile.File{Name: filepath.Base(r.file), Data: []byte(r.t.Format(time.RFC3339Nano))},
+			fmt.Sprintf("record %s of pod %s", r.name, uid)})
 	}
-	if len(files) > 0 {
-		dir := root.Pod(uid)
-		err := atomicfile.MkdirAll(dir, 0o700)
-		if err == nil {
-			err = atomicfile.WriteFiles(dir, files)
-		}
-		if err != nil {
-			names := make([]string, len(files))
-			for i, f := range files {
-				names[i] = f.Name
+	if len(recs) == 0 {
+		return errors.Join(errs...)
+	}
+	dir := root.Pod(uid)
+	files := make([]atomicfile.File, len(recs))
+	for i, r := range recs {
+		files[i] = r.File
+	}
+	err = atomicfile.MkdirAll(dir, 0o700)
+	if err == nil {
+		err = atomicfile.WriteFiles(dir, files)
+	}
+	if err != nil {
+		// One by one, as before they were written together: one that
+		// cannot be written (a full disk, a file size limit) keeps none
+		// of the others from being written.
+		for _, r := range recs {
+			if _, serr := os.Stat(filepath.Join(dir, r.Name)); serr == nil {
+				continue // renamed before the error
 			}
-			errs = append(errs, fmt.Errorf("record %s of pod %s: %w", strings.Join(names, ", "), pod.UID, err))
+			if err := writeRecord(filepath.Join(dir, r.Name), r.Data); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", r.what, err))
+			}
 		}
 	}
 	return errors.Join(errs...)

@@ -4,6 +4,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -48,5 +49,43 @@ func TestSeenRecordsAreDurable(t *testing.T) {
 		if synced != 1 || dirSynced != 1 {
 			t.Errorf("%s: steps %v; want it fsynced once and its directory once", name, got)
 		}
+	}
+}
+
+// A record that cannot be written (here manifest.json, past a file size
+// limit) keeps none of the others from being written: seen and started
+// are written alone when the three cannot be written together, and the
+// error names the one that failed.
+func TestRecordWritesTheOthersWhenOneFails(t *testing.T) {
+	paths := manifest.Paths{RootDir: t.TempDir()}
+	store := NewSeenStore(paths)
+	big := []byte(strings.Repeat("x", 256<<10))
+	store.Offer(manifest.SourceFile, []source.Manifest{{UID: "u1", Source: manifest.SourceFile, Origin: "/m/a.yaml", Data: big}})
+	seen := time.Date(2026, 12, 7, 9, 0, 0, 0, time.UTC)
+	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{UID: "u1", Annotations: map[string]string{manifest.AnnotationSeen: seen.Format(time.RFC3339Nano)}}}
+	var old syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_FSIZE, &old); err != nil {
+		t.Fatal(err)
+	}
+	limit := old
+	limit.Cur = 64 << 10
+	if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &limit); err != nil {
+		t.Fatal(err)
+	}
+	err := store.Record(pod, seen.Add(time.Second))
+	if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &old); err != nil {
+		t.Fatal(err)
+	}
+	if err == nil || !strings.Contains(err.Error(), "keep the manifest of pod u1") {
+		t.Errorf("Record: %v; want the manifest's failure", err)
+	}
+	if got := store.Seen("u1"); !got.Equal(seen) {
+		t.Errorf("seen %v, want %v", got, seen)
+	}
+	if got := store.Started("u1", time.Time{}); !got.Equal(seen.Add(time.Second)) {
+		t.Errorf("started %v, want %v", got, seen.Add(time.Second))
+	}
+	if _, ok := store.stored("u1"); ok {
+		t.Error("a manifest.json was kept past the file size limit")
 	}
 }

@@ -156,12 +156,17 @@ type File struct {
 // a power cut during WriteFiles may keep any of them, each whole, and one
 // after it returned keeps all. On an error before the renames nothing is
 // replaced and the temp files are removed; an error at a rename leaves the
-// files before it replaced. A name is a file's name in dir, not a path.
+// files before it replaced (the directory fsynced, best effort). A name is
+// a file's name in dir: not a path, not a temp file's name (IsTemp), not
+// longer than maxName, and once only.
 func WriteFiles(dir string, files []File) error {
+	seen := make(map[string]bool, len(files))
 	for _, f := range files {
-		if f.Name == "" || f.Name == "." || f.Name == ".." || strings.ContainsRune(f.Name, '/') {
-			return fmt.Errorf("write %q in %s: not a file name", f.Name, dir)
+		if f.Name == "" || f.Name == "." || f.Name == ".." || strings.ContainsAny(f.Name, "/\x00") ||
+			len(f.Name) > maxName || IsTemp(f.Name) || seen[f.Name] {
+			return fmt.Errorf("write %q in %s: not a file name, or named twice", f.Name, dir)
 		}
+		seen[f.Name] = true
 	}
 	tmps := make([]*os.File, 0, len(files))
 	removeTemps := func(from int) {
@@ -185,15 +190,19 @@ func WriteFiles(dir string, files []File) error {
 		}
 		step(Written, path)
 	}
+	// Each fsync in a goroutine of its own, so that they wait together.
 	errs := make([]error, len(tmps))
-	var wg sync.WaitGroup
-	for i, t := range tmps {
-		if i > 0 {
-			wg.Go(func() { errs[i] = t.Sync() })
+	syncOne := func(i int) {
+		if errs[i] = tmps[i].Sync(); errs[i] == nil {
+			step(Synced, filepath.Join(dir, files[i].Name))
 		}
 	}
+	var wg sync.WaitGroup
+	for i := 1; i < len(tmps); i++ {
+		wg.Go(func() { syncOne(i) })
+	}
 	if len(tmps) > 0 {
-		errs[0] = tmps[0].Sync()
+		syncOne(0)
 	}
 	wg.Wait()
 	for i, t := range tmps {
@@ -207,9 +216,11 @@ func WriteFiles(dir string, files []File) error {
 	}
 	for i, t := range tmps {
 		path := filepath.Join(dir, files[i].Name)
-		step(Synced, path)
 		if err := os.Rename(t.Name(), path); err != nil {
 			removeTemps(i)
+			if i > 0 {
+				_ = syncDir(dir)
+			}
 			return err
 		}
 		step(Renamed, path)
@@ -225,6 +236,10 @@ func WriteFiles(dir string, files []File) error {
 	}
 	return nil
 }
+
+// maxName is the longest name WriteFiles takes: its temp file's name adds
+// the dot, the infix and up to ten digits, within a file system's 255.
+const maxName = 255 - 1 - len(tempInfix) - 10
 
 // syncDir fsyncs a directory. A file system that cannot (EINVAL: some FUSE
 // and network ones) offers nothing better, and is no error.

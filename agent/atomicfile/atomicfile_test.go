@@ -5,9 +5,12 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
+	"time"
 )
 
 func TestWriteReplaces(t *testing.T) {
@@ -150,17 +153,20 @@ func TestReplace(t *testing.T) {
 }
 
 // WriteFiles replaces every file, new or old, mode 0600, and leaves no
-// temp file; each file goes through every step of Write, and every fsync
-// of a file comes before the first rename (so that they wait on the disk
-// together) and the directory's after the last.
+// temp file; each file goes through every step of Write, every file's
+// fsync returns before the first rename, and the directory's comes after
+// the last.
 func TestWriteFiles(t *testing.T) {
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "a"), []byte("old a"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	var mu sync.Mutex
 	var steps []string
 	defer SetTestHook(func(s Step, p string) {
+		mu.Lock()
 		steps = append(steps, filepath.Base(p)+" "+s.String())
+		mu.Unlock()
 	})()
 	if err := WriteFiles(dir, []File{{"a", []byte("new a")}, {"b", []byte("new b")}, {"c", nil}}); err != nil {
 		t.Fatal(err)
@@ -178,10 +184,16 @@ func TestWriteFiles(t *testing.T) {
 	if len(entries) != 3 {
 		t.Errorf("%d entries in the directory, want a, b and c", len(entries))
 	}
-	want := "[a created a written b created b written c created c written " +
-		"a synced a renamed b synced b renamed c synced c renamed " +
-		"a dirsynced b dirsynced c dirsynced]"
-	if got := "[" + strings.Join(steps, " ") + "]"; got != want {
+	mu.Lock()
+	defer mu.Unlock()
+	// The fsyncs return in any order, all before the renames.
+	synced := steps[6:9]
+	slices.Sort(synced)
+	got := strings.Join(steps[:6], " ") + " | " + strings.Join(synced, " ") + " | " + strings.Join(steps[9:], " ")
+	want := "a created a written b created b written c created c written | " +
+		"a synced b synced c synced | " +
+		"a renamed b renamed c renamed a dirsynced b dirsynced c dirsynced"
+	if got != want {
 		t.Errorf("steps\n%s\nwant\n%s", got, want)
 	}
 	if err := WriteFiles(dir, nil); err != nil {
@@ -189,17 +201,54 @@ func TestWriteFiles(t *testing.T) {
 	}
 }
 
-// A name that is not a file's name in the directory is refused before
+// The files' fsyncs wait together: the first file's fsync is held until
+// the second's has returned, which a WriteFiles syncing one file after the
+// other never gets to.
+func TestWriteFilesSyncsTogether(t *testing.T) {
+	dir := t.TempDir()
+	bSynced := make(chan struct{})
+	defer SetTestHook(func(s Step, p string) {
+		if s != Synced {
+			return
+		}
+		switch filepath.Base(p) {
+		case "b":
+			close(bSynced)
+		case "a":
+			select {
+			case <-bSynced:
+			case <-time.After(time.Minute):
+				t.Error("a's fsync returned and b's was not done a minute later: the fsyncs are not made together")
+			}
+		}
+	})()
+	if err := WriteFiles(dir, []File{{"a", []byte("a")}, {"b", []byte("b")}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A name that is not a file's name in the directory, a temp file's name,
+// one too long for its temp file, or one given twice, is refused before
 // anything is written.
-func TestWriteFilesRefusesPaths(t *testing.T) {
-	for _, name := range []string{"", ".", "..", "../x", "x/y", "/x"} {
+func TestWriteFilesRefusesNames(t *testing.T) {
+	long := strings.Repeat("n", maxName+1)
+	for _, files := range [][]File{
+		{{"", nil}}, {{".", nil}}, {{"..", nil}}, {{"../x", nil}}, {{"x/y", nil}}, {{"/x", nil}},
+		{{"x\x00y", nil}}, {{".x.tmp-1", nil}}, {{long, nil}}, {{"x", nil}, {"x", nil}},
+	} {
 		dir := t.TempDir()
-		if err := WriteFiles(dir, []File{{"ok", []byte("x")}, {name, []byte("x")}}); err == nil || !strings.Contains(err.Error(), "not a file name") {
-			t.Errorf("%q: %v; want refused as not a file name", name, err)
+		files = append([]File{{"ok", []byte("x")}}, files...)
+		if err := WriteFiles(dir, files); err == nil || !strings.Contains(err.Error(), "not a file name") {
+			t.Errorf("%q: %v; want refused as not a file name", files[1].Name, err)
 		}
 		if entries, _ := os.ReadDir(dir); len(entries) != 0 {
-			t.Errorf("%q: %d entries written", name, len(entries))
+			t.Errorf("%q: %d entries written", files[1].Name, len(entries))
 		}
+	}
+	// The longest name taken has a temp file too.
+	dir := t.TempDir()
+	if err := WriteFiles(dir, []File{{strings.Repeat("n", maxName), []byte("x")}}); err != nil {
+		t.Errorf("a name of %d bytes: %v", maxName, err)
 	}
 }
 

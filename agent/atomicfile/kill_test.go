@@ -19,8 +19,12 @@ const (
 	childFiles = "ATOMICFILE_TEST_FILES" // set: WriteFiles of the file and otherName beside it
 )
 
-// otherName is the second file of the child's WriteFiles.
-const otherName = "other.json"
+// The files of the child's WriteFiles, in their order; with Write, only the
+// first.
+const (
+	recordName = "record.json"
+	otherName  = "other.json"
+)
 
 // Contents large enough that a part of either is not the whole of it.
 var (
@@ -48,7 +52,7 @@ func TestMain(m *testing.M) {
 		write := func() error { return Write(path, newData) }
 		if os.Getenv(childFiles) != "" {
 			write = func() error {
-				return WriteFiles(filepath.Dir(path), []File{{filepath.Base(path), newData}, {otherName, newData}})
+				return WriteFiles(filepath.Dir(path), []File{{recordName, newData}, {otherName, newData}})
 			}
 		}
 		if err := write(); err != nil {
@@ -64,29 +68,40 @@ func TestMain(m *testing.M) {
 // the old content up to the rename, the new one from it, never a part or
 // nothing; what else it leaves is a temp file that IsTemp names, which no
 // reader of the file takes for it, and the next Write succeeds over it.
-// The same for WriteFiles of two files, killed at each step of the first:
-// each file is whole, old or new, and what else is left are temp files.
+// The same for WriteFiles of two files, killed at each step of either:
+// each file is whole, the old content up to its rename and the new from
+// it, and what else is left are temp files.
 func TestKillAtEachStep(t *testing.T) {
-	for _, files := range []bool{false, true} {
+	for _, target := range []string{"", recordName, otherName} { // "": Write
 		for _, first := range []bool{false, true} {
 			for s := Created; s <= DirSynced; s++ {
-				killAt(t, s, first, files)
+				killAt(t, s, first, target)
 			}
 		}
 	}
 }
 
-func killAt(t *testing.T, s Step, first, files bool) {
-	t.Run(fmt.Sprintf("%s, first write %v, WriteFiles %v", s, first, files), func(t *testing.T) {
+// killAt kills the writer at step s of the file target (WriteFiles of both
+// files; "" for Write of the record), before which the files held oldData
+// unless first.
+func killAt(t *testing.T, s Step, first bool, target string) {
+	files := target != ""
+	t.Run(fmt.Sprintf("%s of %q, first write %v, WriteFiles %v", s, target, first, files), func(t *testing.T) {
 		dir := t.TempDir()
-		path := filepath.Join(dir, "record.json")
+		path := filepath.Join(dir, recordName)
+		killed := path
+		if files {
+			killed = filepath.Join(dir, target)
+		}
 		if !first {
-			if err := Write(path, oldData); err != nil {
-				t.Fatal(err)
+			for _, name := range []string{recordName, otherName} {
+				if err := Write(filepath.Join(dir, name), oldData); err != nil {
+					t.Fatal(err)
+				}
 			}
 		}
 		cmd := exec.Command(os.Args[0])
-		cmd.Env = append(os.Environ(), childStep+"="+strconv.Itoa(int(s)), childPath+"="+path)
+		cmd.Env = append(os.Environ(), childStep+"="+strconv.Itoa(int(s)), childPath+"="+killed)
 		if files {
 			cmd.Env = append(cmd.Env, childFiles+"=1")
 		}
@@ -115,14 +130,27 @@ func killAt(t *testing.T, s Step, first, files bool) {
 			t.Fatalf("the writer ended by itself (%v), not by SIGKILL at %s", cmd.ProcessState, s)
 		}
 
-		got, err := os.ReadFile(path)
-		switch {
-		case s >= Renamed && !bytes.Equal(got, newData):
-			t.Errorf("killed after the rename: %d bytes, %v; want the new %d", len(got), err, len(newData))
-		case s < Renamed && first && !os.IsNotExist(err):
-			t.Errorf("killed before the first rename: %d bytes, %v; want no file", len(got), err)
-		case s < Renamed && !first && !bytes.Equal(got, oldData):
-			t.Errorf("killed before the rename: %d bytes, %v; want the old %d", len(got), err, len(oldData))
+		// Each file: its new content once renamed, else its old, or none
+		// before a first write.
+		renamed := map[string]bool{}
+		switch target {
+		case "":
+			renamed[recordName] = s >= Renamed
+		case recordName: // the other is renamed after it, its directory synced last
+			renamed[recordName], renamed[otherName] = s >= Renamed, s == DirSynced
+		case otherName: // the record is renamed before it
+			renamed[recordName], renamed[otherName] = s >= Renamed, s >= Renamed
+		}
+		for name, isNew := range renamed {
+			got, err := os.ReadFile(filepath.Join(dir, name))
+			switch {
+			case isNew && !bytes.Equal(got, newData):
+				t.Errorf("%s: %d bytes, %v; want the new %d", name, len(got), err, len(newData))
+			case !isNew && first && !os.IsNotExist(err):
+				t.Errorf("%s: %d bytes, %v; want no file", name, len(got), err)
+			case !isNew && !first && !bytes.Equal(got, oldData):
+				t.Errorf("%s: %d bytes, %v; want the old %d", name, len(got), err, len(oldData))
+			}
 		}
 		ents, err := os.ReadDir(dir)
 		if err != nil {
@@ -131,23 +159,20 @@ func killAt(t *testing.T, s Step, first, files bool) {
 		litter := 0
 		for _, e := range ents {
 			switch {
-			case e.Name() == "record.json":
-			case files && e.Name() == otherName:
-				if got, err := os.ReadFile(filepath.Join(dir, otherName)); !bytes.Equal(got, newData) {
-					t.Errorf("%s: %d bytes, %v; want the new %d or none", otherName, len(got), err, len(newData))
-				}
+			case e.Name() == recordName || e.Name() == otherName:
 			case IsTemp(e.Name()):
 				litter++
 			default:
-				t.Errorf("left %s, which is neither the file nor a temp file", e.Name())
+				t.Errorf("left %s, which is neither a file nor a temp file", e.Name())
 			}
 		}
-		// WriteFiles: the other file's temp is made after the
-		// first's is written, and renamed after the first's rename.
-		want := map[bool]int{true: 1, false: 0}[s < Renamed]
-		if files && s >= Synced && s <= Renamed {
-			want++
-		}
+		// The temp files are made one after the other, the record's
+		// first, and renamed in the same order after all are synced.
+		want := map[string]map[Step]int{
+			"":         {Created: 1, Written: 1, Synced: 1, Renamed: 0, DirSynced: 0},
+			recordName: {Created: 1, Written: 1, Synced: 2, Renamed: 1, DirSynced: 0},
+			otherName:  {Created: 2, Written: 2, Synced: 2, Renamed: 0, DirSynced: 0},
+		}[target][s]
 		if litter != want {
 			t.Errorf("%d temp files left, want %d", litter, want)
 		}

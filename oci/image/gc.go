@@ -220,9 +220,14 @@ func (s *Store) usedPath(id string) string { return filepath.Join(s.usedDir(), d
 // the new. Not durably: it is written at every container's start, where
 // its fsyncs were two waits on the disk before the container could run; a
 // power cut may keep an older time, or for an image's first use an empty
-// file, which LastUsed reads as never used. The time only orders image
-// GC's candidates, which exclude the images containers use, and the
-// kubelet keeps it in memory only, losing it at every restart.
+// file, which LastUsed reads as never used. The time orders image GC's
+// candidates and, with imageMaximumGCAge, removes those unused for longer;
+// candidates exclude the images of containers (their snapshots' meta.json
+// is durable) and of current manifests, and a collection sets the time of
+// those to now. So a power cut can make an image used just before it and
+// by no manifest after it look older, as the kubelet's own record does:
+// it keeps the time in memory only, and an image never used since its
+// start is, to its imageMaximumGCAge, as old as can be.
 func (s *Store) touch(id string, now time.Time) error {
 	if checkDigest(id) != nil {
 		return fmt.Errorf("record use of image %q: not an image ID", id)
