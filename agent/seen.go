@@ -198,8 +198,9 @@ func (s *SeenStore) read(uid string, file func(poddir.Root, string) string, def 
 // Record writes pod's config.seen annotation and its start time to their
 // files, each unless it exists, and the manifest its source offered for it
 // to manifest.json, unless it has one. The writes are atomic and durable,
-// together (atomicfile.WriteFiles: they wait on the disk about twice, not
-// once a file and once its directory), so Seen, Started and Stored never
+// together, with the directory made for them (atomicfile.MkdirWriteFiles:
+// they wait on the disk about twice, not once a file, once its directory and
+// once the directory's parent), so Seen, Started and Stored never
 // read half a file, even after a power cut; when they cannot be written
 // together, each is written alone, so that one that cannot be (a file size
 // limit, say) keeps none of the others from being written.
@@ -253,11 +254,7 @@ func (s *SeenStore) Record(pod *v1.Pod, started time.Time) error {
 	for i, r := range recs {
 		files[i] = r.File
 	}
-	err = atomicfile.MkdirAll(dir, 0o700)
-	if err == nil {
-		err = atomicfile.WriteFiles(dir, files)
-	}
-	if err != nil {
+	if err := atomicfile.MkdirWriteFiles(dir, 0o700, files); err != nil {
 		// One by one, as before they were written together: one that
 		// cannot be written (a full disk, a file size limit) keeps none
 		// of the others from being written.

@@ -2,6 +2,7 @@ package atomicfile
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -282,5 +283,75 @@ func TestWriteFilesFailureAtARename(t *testing.T) {
 func TestWriteFilesMissingDir(t *testing.T) {
 	if err := WriteFiles(filepath.Join(t.TempDir(), "no"), []File{{"a", []byte("x")}}); err == nil {
 		t.Fatal("WriteFiles into a missing directory succeeded")
+	}
+}
+
+// MkdirWriteFiles makes the directory and its missing parents, mode perm,
+// then writes the files as WriteFiles does; into a directory that exists,
+// it is WriteFiles.
+func TestMkdirWriteFiles(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "pods", "uid")
+	var mu sync.Mutex
+	steps := map[string][]Step{}
+	restore := SetTestHook(func(s Step, p string) {
+		mu.Lock()
+		steps[p] = append(steps[p], s)
+		mu.Unlock()
+	})
+	if err := MkdirWriteFiles(dir, 0o700, []File{{"seen", []byte("t1")}, {"started", []byte("t2")}}); err != nil {
+		t.Fatal(err)
+	}
+	restore()
+	// Each directory made has its parent fsynced (its DirSynced step);
+	// each file every step of Write.
+	for p, want := range map[string]string{
+		filepath.Join(root, "pods"): "[dirsynced]", dir: "[dirsynced]",
+		filepath.Join(dir, "seen"):    "[created written synced renamed dirsynced]",
+		filepath.Join(dir, "started"): "[created written synced renamed dirsynced]",
+	} {
+		if got := fmt.Sprint(steps[p]); got != want {
+			t.Errorf("%s: steps %s, want %s", p, got, want)
+		}
+	}
+	for _, d := range []string{filepath.Join(root, "pods"), dir} {
+		if fi, err := os.Stat(d); err != nil || !fi.IsDir() || fi.Mode().Perm() != 0o700 {
+			t.Errorf("%s: %v, %v; want a directory, mode 0700", d, fi, err)
+		}
+	}
+	for name, want := range map[string]string{"seen": "t1", "started": "t2"} {
+		if got, err := os.ReadFile(filepath.Join(dir, name)); err != nil || string(got) != want {
+			t.Errorf("%s = %q, %v; want %q", name, got, err, want)
+		}
+	}
+	if err := MkdirWriteFiles(dir, 0o700, []File{{"seen", []byte("t3")}}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(filepath.Join(dir, "seen")); string(got) != "t3" {
+		t.Errorf("seen = %q after the second write, want t3", got)
+	}
+	assertOnlyNames(t, dir, "seen", "started")
+	// A parent that is a file: nothing made, the error says so.
+	file := filepath.Join(root, "file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := MkdirWriteFiles(filepath.Join(file, "uid"), 0o700, []File{{"seen", nil}}); err == nil {
+		t.Error("MkdirWriteFiles under a file succeeded")
+	}
+}
+
+func assertOnlyNames(t *testing.T, dir string, names ...string) {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range entries {
+		got = append(got, e.Name())
+	}
+	if !slices.Equal(got, names) {
+		t.Errorf("%s holds %v, want %v", dir, got, names)
 	}
 }
