@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -254,13 +255,25 @@ func (s *SeenStore) Record(pod *v1.Pod, started time.Time) error {
 	for i, r := range recs {
 		files[i] = r.File
 	}
-	if err := atomicfile.MkdirWriteFiles(dir, 0o700, files); err != nil {
+	err = atomicfile.MkdirWriteFiles(dir, 0o700, files)
+	var syncErr *atomicfile.SyncError
+	switch {
+	case err == nil:
+	case errors.As(err, &syncErr):
+		// An fsync failed: what it was for may not be on disk, and a
+		// write again would prove nothing.
+		names := make([]string, len(recs))
+		for i, r := range recs {
+			names[i] = r.Name
+		}
+		errs = append(errs, fmt.Errorf("record %s of pod %s: %w", strings.Join(names, ", "), uid, err))
+	default:
 		// One by one, as before they were written together: one that
 		// cannot be written (a full disk, a file size limit) keeps none
 		// of the others from being written.
 		for _, r := range recs {
 			if _, serr := os.Stat(filepath.Join(dir, r.Name)); serr == nil {
-				continue // renamed before the error
+				continue // renamed before the error; the next write fsyncs the directory
 			}
 			if err := writeRecord(filepath.Join(dir, r.Name), r.Data); err != nil {
 				errs = append(errs, fmt.Errorf("%s: %w", r.what, err))

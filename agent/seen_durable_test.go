@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"errors"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -87,5 +88,27 @@ func TestRecordWritesTheOthersWhenOneFails(t *testing.T) {
 	}
 	if _, ok := store.stored("u1"); ok {
 		t.Error("a manifest.json was kept past the file size limit")
+	}
+}
+
+// An fsync that fails (the disk said EIO) fails Record with it, and the
+// records are not written again one by one: after a failed fsync a write
+// again proves nothing (Linux may have marked the failed pages clean).
+func TestRecordReportsAFailedFsync(t *testing.T) {
+	paths := manifest.Paths{RootDir: t.TempDir()}
+	store := NewSeenStore(paths)
+	defer atomicfile.SetSyncFault(func(p string) error {
+		if strings.Contains(filepath.Base(p), ".seen.tmp-") {
+			return syscall.EIO
+		}
+		return nil
+	})()
+	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{UID: "u1", Annotations: map[string]string{manifest.AnnotationSeen: time.Now().Format(time.RFC3339Nano)}}}
+	err := store.Record(pod, time.Now())
+	if !errors.Is(err, syscall.EIO) || !strings.Contains(err.Error(), "record seen, started of pod u1") {
+		t.Errorf("Record: %v; want the failed fsync, naming the records", err)
+	}
+	if got := store.Started("u1", time.Time{}); !got.IsZero() {
+		t.Errorf("started written again after the failed fsync: %v", got)
 	}
 }

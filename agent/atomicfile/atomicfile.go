@@ -24,11 +24,12 @@ import (
 type Step int
 
 const (
-	Created   Step = iota // the temp file exists, empty
-	Written               // the data is in the temp file
-	Synced                // the temp file is fsynced
-	Renamed               // the temp file replaced the target
-	DirSynced             // the directory is fsynced: done (for a directory MkdirAll or MkdirWriteFiles made, its parent)
+	Created      Step = iota // the temp file exists, empty
+	Written                  // the data is in the temp file
+	Synced                   // the temp file is fsynced
+	Renamed                  // the temp file replaced the target
+	DirSynced                // the directory is fsynced: done
+	ParentSynced             // a directory MkdirAll or MkdirWriteFiles made: its parent is fsynced
 )
 
 func (s Step) String() string {
@@ -43,6 +44,8 @@ func (s Step) String() string {
 		return "renamed"
 	case DirSynced:
 		return "dirsynced"
+	case ParentSynced:
+		return "parentsynced"
 	}
 	return fmt.Sprintf("Step(%d)", int(s))
 }
@@ -52,9 +55,10 @@ const tempInfix = ".tmp-"
 
 var hook atomic.Pointer[func(Step, string)]
 
-// SetTestHook makes every Write call f(step, path) at each step, until
-// restore is called. For tests (counting fsyncs, killing a writer halfway);
-// nil f removes the hook.
+// SetTestHook makes every Write, WriteFiles and MkdirAll call f(step, path)
+// at each step, until restore is called; WriteFiles calls it from several
+// goroutines at once. For tests (counting fsyncs, killing a writer
+// halfway); nil f removes the hook.
 func SetTestHook(f func(step Step, path string)) (restore func()) {
 	var old *func(Step, string)
 	if f == nil {
@@ -63,6 +67,39 @@ func SetTestHook(f func(step Step, path string)) (restore func()) {
 		old = hook.Swap(&f)
 	}
 	return func() { hook.Store(old) }
+}
+
+// SyncError is an fsync that failed, of a file or of a directory: what it
+// was to make durable may not be, and writing it again proves nothing
+// (Linux may have marked the failed pages clean).
+type SyncError struct {
+	Path string
+	Err  error
+}
+
+func (e *SyncError) Error() string { return "sync " + e.Path + ": " + e.Err.Error() }
+func (e *SyncError) Unwrap() error { return e.Err }
+
+var syncFault atomic.Pointer[func(string) error]
+
+// SetSyncFault makes every fsync of path fail with f(path) when that is not
+// nil, until restore is called. For tests (a disk that fails an fsync).
+func SetSyncFault(f func(path string) error) (restore func()) {
+	old := syncFault.Swap(&f)
+	return func() { syncFault.Store(old) }
+}
+
+// fsync fsyncs f, named path.
+func fsync(f *os.File, path string) error {
+	if fault := syncFault.Load(); fault != nil && *fault != nil {
+		if err := (*fault)(path); err != nil {
+			return &SyncError{path, err}
+		}
+	}
+	if err := f.Sync(); err != nil {
+		return &SyncError{path, err}
+	}
+	return nil
 }
 
 func step(s Step, path string) {
@@ -114,7 +151,7 @@ func write(path string, data []byte, perm fs.FileMode, durable bool) error {
 	if err == nil {
 		step(Written, path)
 		if durable {
-			err = f.Sync()
+			err = fsync(f, tmp)
 		}
 	}
 	if cerr := f.Close(); err == nil {
@@ -161,7 +198,11 @@ type File struct {
 // a file's name in dir: not a path, not a temp file's name (IsTemp), not
 // longer than maxName, and once only.
 func WriteFiles(dir string, files []File) error {
-	return writeFiles(dir, files, nil)
+	if err := checkNames(dir, files); err != nil {
+		return err
+	}
+	_, err := writeFiles(dir, files, nil)
+	return err
 }
 
 // MkdirWriteFiles is WriteFiles into dir, which it makes first if missing,
@@ -169,16 +210,35 @@ func WriteFiles(dir string, files []File) error {
 // parents of the directories it made wait together with the files' (a
 // pod's first records then wait on the disk twice, not three times).
 func MkdirWriteFiles(dir string, perm fs.FileMode, files []File) error {
+	if err := checkNames(dir, files); err != nil {
+		return err
+	}
 	made, err := mkdirAll(dir, perm)
 	if err != nil {
 		return err
 	}
-	return writeFiles(dir, files, made)
+	synced, err := writeFiles(dir, files, made)
+	if err != nil && !synced {
+		// Failed before the fsyncs: the directories made stay, their
+		// names durable, as MkdirAll leaves them, for a writer after.
+		err = errors.Join(err, syncParents(made))
+	}
+	return err
 }
 
-// writeFiles is WriteFiles, fsyncing the parents of the directories made
-// (each then DirSynced) with the files.
-func writeFiles(dir string, files []File, made []string) error {
+// syncParents fsyncs the parent of each directory of made, outermost first.
+func syncParents(made []string) error {
+	for _, d := range made {
+		if err := syncDir(filepath.Dir(d)); err != nil {
+			return fmt.Errorf("sync directory of %s: %w", d, err)
+		}
+		step(ParentSynced, d)
+	}
+	return nil
+}
+
+// checkNames refuses the names of files that WriteFiles does not take.
+func checkNames(dir string, files []File) error {
 	seen := make(map[string]bool, len(files))
 	for _, f := range files {
 		if f.Name == "" || f.Name == "." || f.Name == ".." || strings.ContainsAny(f.Name, "/\x00") ||
@@ -187,6 +247,13 @@ func writeFiles(dir string, files []File, made []string) error {
 		}
 		seen[f.Name] = true
 	}
+	return nil
+}
+
+// writeFiles is WriteFiles of checked names, fsyncing the parents of the
+// directories made (each then ParentSynced) with the files; synced says
+// whether it got to those fsyncs.
+func writeFiles(dir string, files []File, made []string) (synced bool, err error) {
 	tmps := make([]*os.File, 0, len(files))
 	removeTemps := func(from int) {
 		for _, t := range tmps[from:] {
@@ -199,13 +266,13 @@ func writeFiles(dir string, files []File, made []string) error {
 		t, err := os.CreateTemp(dir, "."+f.Name+tempInfix)
 		if err != nil {
 			removeTemps(0)
-			return err
+			return false, err
 		}
 		tmps = append(tmps, t)
 		step(Created, path)
 		if _, err := t.Write(f.Data); err != nil {
 			removeTemps(0)
-			return err
+			return false, err
 		}
 		step(Written, path)
 	}
@@ -217,11 +284,11 @@ func writeFiles(dir string, files []File, made []string) error {
 			if errs[i] = syncDir(filepath.Dir(d)); errs[i] != nil {
 				errs[i] = fmt.Errorf("sync directory of %s: %w", d, errs[i])
 			} else {
-				step(DirSynced, d)
+				step(ParentSynced, d)
 			}
 			return
 		}
-		if errs[i] = tmps[i].Sync(); errs[i] == nil {
+		if errs[i] = fsync(tmps[i], tmps[i].Name()); errs[i] == nil {
 			step(Synced, filepath.Join(dir, files[i].Name))
 		}
 	}
@@ -240,7 +307,7 @@ func writeFiles(dir string, files []File, made []string) error {
 	}
 	if err := errors.Join(errs...); err != nil {
 		removeTemps(0)
-		return err
+		return true, err
 	}
 	for i, t := range tmps {
 		path := filepath.Join(dir, files[i].Name)
@@ -249,20 +316,20 @@ func writeFiles(dir string, files []File, made []string) error {
 			if i > 0 {
 				_ = syncDir(dir)
 			}
-			return err
+			return true, err
 		}
 		step(Renamed, path)
 	}
 	if len(tmps) == 0 {
-		return nil
+		return true, nil
 	}
 	if err := syncDir(dir); err != nil {
-		return fmt.Errorf("sync directory %s: %w", dir, err)
+		return true, fmt.Errorf("sync directory %s: %w", dir, err)
 	}
 	for _, f := range files {
 		step(DirSynced, filepath.Join(dir, f.Name))
 	}
-	return nil
+	return true, nil
 }
 
 // maxName is the longest name WriteFiles takes: its temp file's name adds
@@ -276,7 +343,7 @@ func syncDir(dir string) error {
 	if err != nil {
 		return err
 	}
-	err = d.Sync()
+	err = fsync(d, dir)
 	if cerr := d.Close(); err == nil {
 		err = cerr
 	}
@@ -294,13 +361,7 @@ func MkdirAll(dir string, perm fs.FileMode) error {
 	if err != nil {
 		return err
 	}
-	for _, d := range made {
-		if err := syncDir(filepath.Dir(d)); err != nil {
-			return fmt.Errorf("sync directory of %s: %w", d, err)
-		}
-		step(DirSynced, d)
-	}
-	return nil
+	return syncParents(made)
 }
 
 // mkdirAll is os.MkdirAll, returning the directories it made, the

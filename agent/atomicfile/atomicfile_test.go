@@ -287,32 +287,22 @@ func TestWriteFilesMissingDir(t *testing.T) {
 }
 
 // MkdirWriteFiles makes the directory and its missing parents, mode perm,
-// then writes the files as WriteFiles does; into a directory that exists,
-// it is WriteFiles.
+// then writes the files as WriteFiles does, each directory made having its
+// parent fsynced (ParentSynced) before the first rename; into a directory
+// that exists, it is WriteFiles.
 func TestMkdirWriteFiles(t *testing.T) {
 	root := t.TempDir()
 	dir := filepath.Join(root, "pods", "uid")
 	var mu sync.Mutex
-	steps := map[string][]Step{}
+	var steps []string
 	restore := SetTestHook(func(s Step, p string) {
 		mu.Lock()
-		steps[p] = append(steps[p], s)
+		steps = append(steps, s.String()+" "+strings.TrimPrefix(p, root+"/"))
 		mu.Unlock()
 	})
+	defer restore()
 	if err := MkdirWriteFiles(dir, 0o700, []File{{"seen", []byte("t1")}, {"started", []byte("t2")}}); err != nil {
 		t.Fatal(err)
-	}
-	restore()
-	// Each directory made has its parent fsynced (its DirSynced step);
-	// each file every step of Write.
-	for p, want := range map[string]string{
-		filepath.Join(root, "pods"): "[dirsynced]", dir: "[dirsynced]",
-		filepath.Join(dir, "seen"):    "[created written synced renamed dirsynced]",
-		filepath.Join(dir, "started"): "[created written synced renamed dirsynced]",
-	} {
-		if got := fmt.Sprint(steps[p]); got != want {
-			t.Errorf("%s: steps %s, want %s", p, got, want)
-		}
 	}
 	for _, d := range []string{filepath.Join(root, "pods"), dir} {
 		if fi, err := os.Stat(d); err != nil || !fi.IsDir() || fi.Mode().Perm() != 0o700 {
@@ -324,12 +314,26 @@ func TestMkdirWriteFiles(t *testing.T) {
 			t.Errorf("%s = %q, %v; want %q", name, got, err, want)
 		}
 	}
+	mu.Lock()
+	firstRename := slices.IndexFunc(steps, func(s string) bool { return strings.HasPrefix(s, "renamed ") })
+	for _, made := range []string{"pods", "pods/uid"} {
+		if i := slices.Index(steps, "parentsynced "+made); i < 0 || i > firstRename {
+			t.Errorf("%s: its parent's fsync at step %d, the first rename at %d: %v", made, i, firstRename, steps)
+		}
+	}
+	steps = nil
+	mu.Unlock()
 	if err := MkdirWriteFiles(dir, 0o700, []File{{"seen", []byte("t3")}}); err != nil {
 		t.Fatal(err)
 	}
 	if got, _ := os.ReadFile(filepath.Join(dir, "seen")); string(got) != "t3" {
 		t.Errorf("seen = %q after the second write, want t3", got)
 	}
+	mu.Lock()
+	if want := "[created pods/uid/seen written pods/uid/seen synced pods/uid/seen renamed pods/uid/seen dirsynced pods/uid/seen]"; fmt.Sprint(steps) != want {
+		t.Errorf("into a directory that exists: %v, want %s", steps, want)
+	}
+	mu.Unlock()
 	assertOnlyNames(t, dir, "seen", "started")
 	// A parent that is a file: nothing made, the error says so.
 	file := filepath.Join(root, "file")
@@ -339,6 +343,96 @@ func TestMkdirWriteFiles(t *testing.T) {
 	if err := MkdirWriteFiles(filepath.Join(file, "uid"), 0o700, []File{{"seen", nil}}); err == nil {
 		t.Error("MkdirWriteFiles under a file succeeded")
 	}
+	// A bad name: refused before any directory is made.
+	if err := MkdirWriteFiles(filepath.Join(root, "other"), 0o700, []File{{"../x", nil}}); err == nil {
+		t.Error("MkdirWriteFiles of ../x succeeded")
+	}
+	if _, err := os.Stat(filepath.Join(root, "other")); !os.IsNotExist(err) {
+		t.Errorf("a directory made for a refused name: %v", err)
+	}
+}
+
+// The parents' fsyncs wait together with the files': the parent's fsync of
+// the directory made is held until a file's fsync has returned, which a
+// MkdirWriteFiles fsyncing the parents before the files (as MkdirAll then
+// WriteFiles would) never gets to.
+func TestMkdirWriteFilesSyncsParentsWithFiles(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "uid")
+	fileSynced := make(chan struct{})
+	defer SetTestHook(func(s Step, p string) {
+		switch {
+		case s == Synced:
+			close(fileSynced)
+		case s == ParentSynced && p == dir:
+			select {
+			case <-fileSynced:
+			case <-time.After(time.Minute):
+				t.Error("the directory's parent was fsynced and no file's fsync had returned a minute later: not made together")
+			}
+		}
+	})()
+	if err := MkdirWriteFiles(dir, 0o700, []File{{"a", []byte("a")}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// An fsync that fails (here the parent of the directory made) fails the
+// write with a SyncError naming the directory; no file is replaced and no
+// temp file is left.
+func TestMkdirWriteFilesSyncFailure(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "uid")
+	defer SetSyncFault(func(p string) error {
+		if p == root {
+			return syscall.EIO
+		}
+		return nil
+	})()
+	err := MkdirWriteFiles(dir, 0o700, []File{{"a", []byte("a")}, {"b", []byte("b")}})
+	var se *SyncError
+	if !errors.As(err, &se) || se.Path != root || !errors.Is(err, syscall.EIO) || !strings.Contains(err.Error(), dir) {
+		t.Fatalf("err = %v; want a SyncError of %s, EIO, naming %s", err, root, dir)
+	}
+	assertOnlyNames(t, dir)
+}
+
+// A write that fails before the fsyncs (a file size limit) leaves the
+// directories made with their parents fsynced, as MkdirAll leaves them,
+// and no temp file.
+func TestMkdirWriteFilesFailureBeforeTheFsyncs(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "pods", "uid")
+	var mu sync.Mutex
+	var synced []string
+	defer SetTestHook(func(s Step, p string) {
+		if s == ParentSynced {
+			mu.Lock()
+			synced = append(synced, strings.TrimPrefix(p, root+"/"))
+			mu.Unlock()
+		}
+	})()
+	var old syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_FSIZE, &old); err != nil {
+		t.Fatal(err)
+	}
+	limit := old
+	limit.Cur = 64 << 10
+	if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &limit); err != nil {
+		t.Fatal(err)
+	}
+	err := MkdirWriteFiles(dir, 0o700, []File{{"a", []byte("a")}, {"big", make([]byte, 256<<10)}})
+	if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &old); err != nil {
+		t.Fatal(err)
+	}
+	if err == nil {
+		t.Fatal("a write past the file size limit succeeded")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if fmt.Sprint(synced) != "[pods pods/uid]" {
+		t.Errorf("parents fsynced of %v, want [pods pods/uid]", synced)
+	}
+	assertOnlyNames(t, dir)
 }
 
 func assertOnlyNames(t *testing.T, dir string, names ...string) {
@@ -347,11 +441,11 @@ func assertOnlyNames(t *testing.T, dir string, names ...string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got []string
+	got := []string{}
 	for _, e := range entries {
 		got = append(got, e.Name())
 	}
-	if !slices.Equal(got, names) {
+	if !slices.Equal(got, append([]string{}, names...)) {
 		t.Errorf("%s holds %v, want %v", dir, got, names)
 	}
 }

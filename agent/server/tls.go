@@ -112,7 +112,9 @@ func ensureSelfSigned(certFile, keyFile, host string) error {
 	if (errC != nil && !errors.Is(errC, fs.ErrNotExist)) || (errK != nil && !errors.Is(errK, fs.ErrNotExist)) {
 		return fmt.Errorf("self-signed certificate: %w", errors.Join(errC, errK))
 	}
-	if err := os.MkdirAll(filepath.Dir(certFile), 0o700); err != nil {
+	// Its name durable too: else a power cut could take the directory
+	// with the key and certificate fsynced in it.
+	if err := atomicfile.MkdirAll(filepath.Dir(certFile), 0o700); err != nil {
 		return fmt.Errorf("create %s: %w", filepath.Dir(certFile), err)
 	}
 	certPEM, keyPEM, err := selfSigned(host, time.Now())
