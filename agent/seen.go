@@ -255,13 +255,15 @@ func (s *SeenStore) Record(pod *v1.Pod, started time.Time) error {
 	for i, r := range recs {
 		files[i] = r.File
 	}
-	err = atomicfile.MkdirWriteFiles(dir, 0o700, files)
+	err = atomicfile.MkdirWriteFiles(s.paths.RootDir, dir, 0o700, files)
 	var syncErr *atomicfile.SyncError
 	switch {
 	case err == nil:
 	case errors.As(err, &syncErr):
-		// An fsync failed: what it was for may not be on disk, and a
-		// write again would prove nothing.
+		// An fsync failed: what it was for may not be on disk, and the
+		// same pages written again would prove nothing. What was renamed
+		// stays, for a restart of the daemon to find; the error says a
+		// power cut may not keep it.
 		names := make([]string, len(recs))
 		for i, r := range recs {
 			names[i] = r.Name
@@ -270,13 +272,16 @@ func (s *SeenStore) Record(pod *v1.Pod, started time.Time) error {
 	default:
 		// One by one, as before they were written together: one that
 		// cannot be written (a full disk, a file size limit) keeps none
-		// of the others from being written.
+		// of the others from being written; until an fsync fails.
 		for _, r := range recs {
 			if _, serr := os.Stat(filepath.Join(dir, r.Name)); serr == nil {
-				continue // renamed before the error; the next write fsyncs the directory
+				continue // renamed before the error, its directory fsynced
 			}
 			if err := writeRecord(filepath.Join(dir, r.Name), r.Data); err != nil {
 				errs = append(errs, fmt.Errorf("%s: %w", r.what, err))
+				if errors.As(err, &syncErr) {
+					break
+				}
 			}
 		}
 	}

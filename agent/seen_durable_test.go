@@ -60,23 +60,13 @@ func TestSeenRecordsAreDurable(t *testing.T) {
 func TestRecordWritesTheOthersWhenOneFails(t *testing.T) {
 	paths := manifest.Paths{RootDir: t.TempDir()}
 	store := NewSeenStore(paths)
-	big := []byte(strings.Repeat("x", 256<<10))
+	big := make([]byte, 9<<20)
 	store.Offer(manifest.SourceFile, []source.Manifest{{UID: "u1", Source: manifest.SourceFile, Origin: "/m/a.yaml", Data: big}})
 	seen := time.Date(2026, 12, 7, 9, 0, 0, 0, time.UTC)
 	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{UID: "u1", Annotations: map[string]string{manifest.AnnotationSeen: seen.Format(time.RFC3339Nano)}}}
-	var old syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_FSIZE, &old); err != nil {
-		t.Fatal(err)
-	}
-	limit := old
-	limit.Cur = 64 << 10
-	if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &limit); err != nil {
-		t.Fatal(err)
-	}
+	restore := limitFileSize(t, 8<<20)
 	err := store.Record(pod, seen.Add(time.Second))
-	if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &old); err != nil {
-		t.Fatal(err)
-	}
+	restore()
 	if err == nil || !strings.Contains(err.Error(), "keep the manifest of pod u1") {
 		t.Errorf("Record: %v; want the manifest's failure", err)
 	}
@@ -111,4 +101,56 @@ func TestRecordReportsAFailedFsync(t *testing.T) {
 	if got := store.Started("u1", time.Time{}); !got.IsZero() {
 		t.Errorf("started written again after the failed fsync: %v", got)
 	}
+}
+
+// In the one-by-one fallback too, an fsync that fails stops the writes:
+// manifest.json past a file size limit sends Record to the fallback, where
+// seen's fsync fails; started is not written after it.
+func TestRecordFallbackStopsAtAFailedFsync(t *testing.T) {
+	paths := manifest.Paths{RootDir: t.TempDir()}
+	store := NewSeenStore(paths)
+	store.Offer(manifest.SourceFile, []source.Manifest{{UID: "u1", Source: manifest.SourceFile, Origin: "/m/a.yaml", Data: make([]byte, 9<<20)}})
+	defer atomicfile.SetSyncFault(func(p string) error {
+		if strings.Contains(filepath.Base(p), ".seen.tmp-") {
+			return syscall.EIO
+		}
+		return nil
+	})()
+	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{UID: "u1", Annotations: map[string]string{manifest.AnnotationSeen: time.Now().Format(time.RFC3339Nano)}}}
+	restore := limitFileSize(t, 8<<20)
+	err := store.Record(pod, time.Now())
+	restore()
+	if !errors.Is(err, syscall.EIO) || !strings.Contains(err.Error(), "keep the manifest of pod u1") {
+		t.Errorf("Record: %v; want the manifest's failure and seen's failed fsync", err)
+	}
+	if got := store.Started("u1", time.Time{}); !got.IsZero() {
+		t.Errorf("started written after seen's failed fsync: %v", got)
+	}
+}
+
+// limitFileSize sets the process's file size limit (RLIMIT_FSIZE: a write
+// past it fails with EFBIG; Go ignores SIGXFSZ) until restore, or the
+// test's end: high enough for what else the test process writes meanwhile
+// (its test log).
+func limitFileSize(t *testing.T, max uint64) (restore func()) {
+	t.Helper()
+	var old syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_FSIZE, &old); err != nil {
+		t.Fatal(err)
+	}
+	limit := old
+	limit.Cur = max
+	if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &limit); err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	restore = func() {
+		once.Do(func() {
+			if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &old); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	t.Cleanup(restore)
+	return restore
 }

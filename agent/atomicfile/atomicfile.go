@@ -77,13 +77,22 @@ type SyncError struct {
 	Err  error
 }
 
-func (e *SyncError) Error() string { return "sync " + e.Path + ": " + e.Err.Error() }
+func (e *SyncError) Error() string {
+	var pe *fs.PathError
+	if errors.As(e.Err, &pe) && pe.Path == e.Path {
+		return e.Err.Error() // "sync PATH: ..." already
+	}
+	return "sync " + e.Path + ": " + e.Err.Error()
+}
 func (e *SyncError) Unwrap() error { return e.Err }
 
 var syncFault atomic.Pointer[func(string) error]
 
-// SetSyncFault makes every fsync of path fail with f(path) when that is not
-// nil, until restore is called. For tests (a disk that fails an fsync).
+// SetSyncFault makes every fsync fail with f(path) when that is not nil,
+// until restore is called; path is the temp file's for a file's fsync, the
+// directory's for a directory's. f is called before the fsync, so a test
+// can also see which fsyncs are under way at once. For tests (a disk that
+// fails an fsync).
 func SetSyncFault(f func(path string) error) (restore func()) {
 	old := syncFault.Swap(&f)
 	return func() { syncFault.Store(old) }
@@ -205,30 +214,46 @@ func WriteFiles(dir string, files []File) error {
 	return err
 }
 
-// MkdirWriteFiles is WriteFiles into dir, which it makes first if missing,
-// with its missing parents, mode perm, as MkdirAll: the fsyncs of the
-// parents of the directories it made wait together with the files' (a
-// pod's first records then wait on the disk twice, not three times).
-func MkdirWriteFiles(dir string, perm fs.FileMode, files []File) error {
+// MkdirWriteFiles is WriteFiles into dir, a directory under top, which it
+// makes first if missing, with its missing parents, mode perm, as MkdirAll;
+// and so that dir's name is durable whoever made it (another writer may
+// have made it with os.MkdirAll), it fsyncs the parent of every directory
+// from top, exclusive, to dir, and of any it made, in the same wait as the
+// files' fsyncs (a pod's first records then wait on the disk twice, not
+// three times).
+func MkdirWriteFiles(top, dir string, perm fs.FileMode, files []File) error {
 	if err := checkNames(dir, files); err != nil {
 		return err
+	}
+	rel, err := filepath.Rel(top, dir)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+		return fmt.Errorf("write in %s: not under %s", dir, top)
 	}
 	made, err := mkdirAll(dir, perm)
 	if err != nil {
 		return err
 	}
-	synced, err := writeFiles(dir, files, made)
+	dirs := made
+	if rel != "." {
+		d := filepath.Clean(top)
+		for _, part := range strings.Split(rel, "/") {
+			if d = filepath.Join(d, part); !slices.Contains(dirs, d) {
+				dirs = append(dirs, d)
+			}
+		}
+	}
+	synced, err := writeFiles(dir, files, dirs)
 	if err != nil && !synced {
-		// Failed before the fsyncs: the directories made stay, their
-		// names durable, as MkdirAll leaves them, for a writer after.
-		err = errors.Join(err, syncParents(made))
+		// Failed before the fsyncs: the directories stay, their names
+		// durable, as MkdirAll leaves them, for a writer after.
+		err = errors.Join(err, syncParents(dirs))
 	}
 	return err
 }
 
-// syncParents fsyncs the parent of each directory of made, outermost first.
-func syncParents(made []string) error {
-	for _, d := range made {
+// syncParents fsyncs the parent of each directory of dirs, in order.
+func syncParents(dirs []string) error {
+	for _, d := range dirs {
 		if err := syncDir(filepath.Dir(d)); err != nil {
 			return fmt.Errorf("sync directory of %s: %w", d, err)
 		}
@@ -250,10 +275,10 @@ func checkNames(dir string, files []File) error {
 	return nil
 }
 
-// writeFiles is WriteFiles of checked names, fsyncing the parents of the
-// directories made (each then ParentSynced) with the files; synced says
-// whether it got to those fsyncs.
-func writeFiles(dir string, files []File, made []string) (synced bool, err error) {
+// writeFiles is WriteFiles of checked names, fsyncing the parents of dirs
+// (each then ParentSynced) with the files; synced says whether it got to
+// those fsyncs.
+func writeFiles(dir string, files []File, dirs []string) (synced bool, err error) {
 	tmps := make([]*os.File, 0, len(files))
 	removeTemps := func(from int) {
 		for _, t := range tmps[from:] {
@@ -277,10 +302,10 @@ func writeFiles(dir string, files []File, made []string) (synced bool, err error
 		step(Written, path)
 	}
 	// Each fsync in a goroutine of its own, so that they wait together.
-	errs := make([]error, len(tmps)+len(made))
+	errs := make([]error, len(tmps)+len(dirs))
 	syncOne := func(i int) {
 		if i >= len(tmps) {
-			d := made[i-len(tmps)]
+			d := dirs[i-len(tmps)]
 			if errs[i] = syncDir(filepath.Dir(d)); errs[i] != nil {
 				errs[i] = fmt.Errorf("sync directory of %s: %w", d, errs[i])
 			} else {
@@ -314,7 +339,8 @@ func writeFiles(dir string, files []File, made []string) (synced bool, err error
 		if err := os.Rename(t.Name(), path); err != nil {
 			removeTemps(i)
 			if i > 0 {
-				_ = syncDir(dir)
+				// The renames before it are kept: durably, or said.
+				err = errors.Join(err, syncDir(dir))
 			}
 			return true, err
 		}

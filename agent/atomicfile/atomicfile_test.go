@@ -301,7 +301,7 @@ func TestMkdirWriteFiles(t *testing.T) {
 		mu.Unlock()
 	})
 	defer restore()
-	if err := MkdirWriteFiles(dir, 0o700, []File{{"seen", []byte("t1")}, {"started", []byte("t2")}}); err != nil {
+	if err := MkdirWriteFiles(root, dir, 0o700, []File{{"seen", []byte("t1")}, {"started", []byte("t2")}}); err != nil {
 		t.Fatal(err)
 	}
 	for _, d := range []string{filepath.Join(root, "pods"), dir} {
@@ -323,14 +323,18 @@ func TestMkdirWriteFiles(t *testing.T) {
 	}
 	steps = nil
 	mu.Unlock()
-	if err := MkdirWriteFiles(dir, 0o700, []File{{"seen", []byte("t3")}}); err != nil {
+	if err := MkdirWriteFiles(root, dir, 0o700, []File{{"seen", []byte("t3")}}); err != nil {
 		t.Fatal(err)
 	}
 	if got, _ := os.ReadFile(filepath.Join(dir, "seen")); string(got) != "t3" {
 		t.Errorf("seen = %q after the second write, want t3", got)
 	}
+	// Into a directory that exists (made by another, say with
+	// os.MkdirAll): the parents are fsynced all the same, before the rename.
 	mu.Lock()
-	if want := "[created pods/uid/seen written pods/uid/seen synced pods/uid/seen renamed pods/uid/seen dirsynced pods/uid/seen]"; fmt.Sprint(steps) != want {
+	// The fsyncs of the file and of the parents end in any order.
+	slices.Sort(steps[2:5])
+	if want := "[created pods/uid/seen written pods/uid/seen parentsynced pods parentsynced pods/uid synced pods/uid/seen renamed pods/uid/seen dirsynced pods/uid/seen]"; fmt.Sprint(steps) != want {
 		t.Errorf("into a directory that exists: %v, want %s", steps, want)
 	}
 	mu.Unlock()
@@ -340,11 +344,15 @@ func TestMkdirWriteFiles(t *testing.T) {
 	if err := os.WriteFile(file, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := MkdirWriteFiles(filepath.Join(file, "uid"), 0o700, []File{{"seen", nil}}); err == nil {
+	if err := MkdirWriteFiles(root, filepath.Join(file, "uid"), 0o700, []File{{"seen", nil}}); err == nil {
 		t.Error("MkdirWriteFiles under a file succeeded")
 	}
+	// A directory not under top: refused.
+	if err := MkdirWriteFiles(filepath.Join(root, "pods"), filepath.Join(root, "other"), 0o700, []File{{"x", nil}}); err == nil || !strings.Contains(err.Error(), "not under") {
+		t.Errorf("a directory not under top: %v", err)
+	}
 	// A bad name: refused before any directory is made.
-	if err := MkdirWriteFiles(filepath.Join(root, "other"), 0o700, []File{{"../x", nil}}); err == nil {
+	if err := MkdirWriteFiles(root, filepath.Join(root, "other"), 0o700, []File{{"../x", nil}}); err == nil {
 		t.Error("MkdirWriteFiles of ../x succeeded")
 	}
 	if _, err := os.Stat(filepath.Join(root, "other")); !os.IsNotExist(err) {
@@ -352,26 +360,38 @@ func TestMkdirWriteFiles(t *testing.T) {
 	}
 }
 
-// The parents' fsyncs wait together with the files': the parent's fsync of
-// the directory made is held until a file's fsync has returned, which a
-// MkdirWriteFiles fsyncing the parents before the files (as MkdirAll then
-// WriteFiles would) never gets to.
+// The parents' fsyncs wait together with the files': the file's fsync and
+// its directory's parent's are both under way before either may go on
+// (each, as it starts, waits for the other to start), which fsyncs made one
+// after the other, in either order, never get to.
 func TestMkdirWriteFilesSyncsParentsWithFiles(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "uid")
-	fileSynced := make(chan struct{})
-	defer SetTestHook(func(s Step, p string) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "uid")
+	var started sync.WaitGroup
+	started.Add(2)
+	both := make(chan struct{})
+	go func() { started.Wait(); close(both) }()
+	var once [2]sync.Once
+	defer SetSyncFault(func(p string) error {
+		i := -1
 		switch {
-		case s == Synced:
-			close(fileSynced)
-		case s == ParentSynced && p == dir:
-			select {
-			case <-fileSynced:
-			case <-time.After(time.Minute):
-				t.Error("the directory's parent was fsynced and no file's fsync had returned a minute later: not made together")
-			}
+		case p == root:
+			i = 0
+		case strings.HasPrefix(filepath.Base(p), ".a.tmp-"):
+			i = 1
 		}
+		if i < 0 {
+			return nil
+		}
+		once[i].Do(started.Done)
+		select {
+		case <-both:
+		case <-time.After(time.Minute):
+			t.Errorf("the fsync of %s waited a minute for the other to start: not made together", p)
+		}
+		return nil
 	})()
-	if err := MkdirWriteFiles(dir, 0o700, []File{{"a", []byte("a")}}); err != nil {
+	if err := MkdirWriteFiles(root, dir, 0o700, []File{{"a", []byte("a")}}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -388,7 +408,7 @@ func TestMkdirWriteFilesSyncFailure(t *testing.T) {
 		}
 		return nil
 	})()
-	err := MkdirWriteFiles(dir, 0o700, []File{{"a", []byte("a")}, {"b", []byte("b")}})
+	err := MkdirWriteFiles(root, dir, 0o700, []File{{"a", []byte("a")}, {"b", []byte("b")}})
 	var se *SyncError
 	if !errors.As(err, &se) || se.Path != root || !errors.Is(err, syscall.EIO) || !strings.Contains(err.Error(), dir) {
 		t.Fatalf("err = %v; want a SyncError of %s, EIO, naming %s", err, root, dir)
@@ -411,19 +431,9 @@ func TestMkdirWriteFilesFailureBeforeTheFsyncs(t *testing.T) {
 			mu.Unlock()
 		}
 	})()
-	var old syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_FSIZE, &old); err != nil {
-		t.Fatal(err)
-	}
-	limit := old
-	limit.Cur = 64 << 10
-	if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &limit); err != nil {
-		t.Fatal(err)
-	}
-	err := MkdirWriteFiles(dir, 0o700, []File{{"a", []byte("a")}, {"big", make([]byte, 256<<10)}})
-	if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &old); err != nil {
-		t.Fatal(err)
-	}
+	restore := limitFileSize(t, 8<<20)
+	err := MkdirWriteFiles(root, dir, 0o700, []File{{"a", []byte("a")}, {"big", make([]byte, 9<<20)}})
+	restore()
 	if err == nil {
 		t.Fatal("a write past the file size limit succeeded")
 	}
@@ -448,4 +458,56 @@ func assertOnlyNames(t *testing.T, dir string, names ...string) {
 	if !slices.Equal(got, append([]string{}, names...)) {
 		t.Errorf("%s holds %v, want %v", dir, got, names)
 	}
+}
+
+// limitFileSize sets the process's file size limit (RLIMIT_FSIZE: a write
+// past it fails with EFBIG; Go ignores SIGXFSZ) until restore, or the
+// test's end. High enough for what else the test process writes meanwhile
+// (its test log).
+func limitFileSize(t *testing.T, max uint64) (restore func()) {
+	t.Helper()
+	var old syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_FSIZE, &old); err != nil {
+		t.Fatal(err)
+	}
+	limit := old
+	limit.Cur = max
+	if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &limit); err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	restore = func() {
+		once.Do(func() {
+			if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &old); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	t.Cleanup(restore)
+	return restore
+}
+
+// A file's fsync that fails fails Write with a SyncError naming the temp
+// file; the target keeps its old content and no temp file is left.
+func TestWriteSyncFailure(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "state.json")
+	if err := Write(path, []byte("old")); err != nil {
+		t.Fatal(err)
+	}
+	defer SetSyncFault(func(p string) error {
+		if strings.HasPrefix(filepath.Base(p), ".state.json.tmp-") {
+			return syscall.EIO
+		}
+		return nil
+	})()
+	err := Write(path, []byte("new"))
+	var se *SyncError
+	if !errors.As(err, &se) || !errors.Is(err, syscall.EIO) || !strings.HasPrefix(filepath.Base(se.Path), ".state.json.tmp-") {
+		t.Fatalf("err = %v; want a SyncError of the temp file, EIO", err)
+	}
+	if got, _ := os.ReadFile(path); string(got) != "old" {
+		t.Errorf("content %q after a failed fsync, want old", got)
+	}
+	assertOnlyNames(t, dir, "state.json")
 }
