@@ -199,12 +199,13 @@ func (s *SeenStore) read(uid string, file func(poddir.Root, string) string, def 
 // Record writes pod's config.seen annotation and its start time to their
 // files, each unless it exists, and the manifest its source offered for it
 // to manifest.json, unless it has one. The writes are atomic and durable,
-// together, with the directory made for them (atomicfile.MkdirWriteFiles:
+// together, with the names of pods/<uid> and pods/ (atomicfile.MkdirWriteFiles:
 // they wait on the disk about twice, not once a file, once its directory and
-// once the directory's parent), so Seen, Started and Stored never
-// read half a file, even after a power cut; when they cannot be written
-// together, each is written alone, so that one that cannot be (a file size
-// limit, say) keeps none of the others from being written.
+// once the directory's parent), so Seen, Started and Stored never read half
+// a file, even after a power cut; when they cannot be written together, each
+// is written alone, so that one that cannot be (a file size limit, say)
+// keeps none of the others from being written, until an fsync fails: that
+// is returned, and nothing is written again.
 func (s *SeenStore) Record(pod *v1.Pod, started time.Time) error {
 	if !manifest.ValidUID(string(pod.UID)) {
 		return fmt.Errorf("record pod %q: invalid UID", pod.UID)
@@ -261,9 +262,9 @@ func (s *SeenStore) Record(pod *v1.Pod, started time.Time) error {
 	case err == nil:
 	case errors.As(err, &syncErr):
 		// An fsync failed: what it was for may not be on disk, and the
-		// same pages written again would prove nothing. What was renamed
-		// stays, for a restart of the daemon to find; the error says a
-		// power cut may not keep it.
+		// same pages written again would prove nothing. Whatever of them
+		// was renamed stays, for a restart of the daemon to find; the
+		// error names them all, as any may not survive a power cut.
 		names := make([]string, len(recs))
 		for i, r := range recs {
 			names[i] = r.Name
@@ -275,7 +276,7 @@ func (s *SeenStore) Record(pod *v1.Pod, started time.Time) error {
 		// of the others from being written; until an fsync fails.
 		for _, r := range recs {
 			if _, serr := os.Stat(filepath.Join(dir, r.Name)); serr == nil {
-				continue // renamed before the error, its directory fsynced
+				continue // renamed before the error; its directory fsynced, or that failed as a SyncError
 			}
 			if err := writeRecord(filepath.Join(dir, r.Name), r.Data); err != nil {
 				errs = append(errs, fmt.Errorf("%s: %w", r.what, err))

@@ -2,6 +2,8 @@ package agent
 
 import (
 	"errors"
+	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -23,12 +25,17 @@ import (
 // was written.
 func TestSeenRecordsAreDurable(t *testing.T) {
 	paths := manifest.Paths{RootDir: t.TempDir()}
+	// Made as a pod's volumes make it, before its records: its name, and
+	// pods/'s, are made durable with the records all the same.
+	if err := os.MkdirAll(filepath.Join(paths.RootDir, "pods", "u1"), 0o700); err != nil {
+		t.Fatal(err)
+	}
 	var mu sync.Mutex
 	steps := map[string][]atomicfile.Step{}
 	defer atomicfile.SetTestHook(func(s atomicfile.Step, path string) {
 		if strings.HasPrefix(path, paths.RootDir) {
 			mu.Lock()
-			steps[filepath.Base(path)] = append(steps[filepath.Base(path)], s)
+			steps[strings.TrimPrefix(path, paths.RootDir+"/")] = append(steps[strings.TrimPrefix(path, paths.RootDir+"/")], s)
 			mu.Unlock()
 		}
 	})()
@@ -40,8 +47,13 @@ func TestSeenRecordsAreDurable(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
+	for _, dir := range []string{"pods", "pods/u1"} {
+		if fmt.Sprint(steps[dir]) != fmt.Sprint([]atomicfile.Step{atomicfile.ParentSynced}) {
+			t.Errorf("%s: steps %v; want its parent fsynced", dir, steps[dir])
+		}
+	}
 	for _, name := range []string{"seen", "started", "manifest.json"} {
-		got := steps[name]
+		got := steps["pods/u1/"+name]
 		var synced, dirSynced int
 		for _, s := range got {
 			synced += map[bool]int{true: 1}[s == atomicfile.Synced]

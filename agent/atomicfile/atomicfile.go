@@ -220,7 +220,10 @@ func WriteFiles(dir string, files []File) error {
 // have made it with os.MkdirAll), it fsyncs the parent of every directory
 // from top, exclusive, to dir, and of any it made, in the same wait as the
 // files' fsyncs (a pod's first records then wait on the disk twice, not
-// three times).
+// three times); when the write fails before those fsyncs, the parents are
+// fsynced one after the other before it returns. top's own name is the
+// caller's (dir == top: no parent fsynced). top and dir are clean paths
+// with no symlink between them: the chain is worked out from their text.
 func MkdirWriteFiles(top, dir string, perm fs.FileMode, files []File) error {
 	if err := checkNames(dir, files); err != nil {
 		return err
@@ -367,7 +370,7 @@ const maxName = 255 - 1 - len(tempInfix) - 10
 func syncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
-		return err
+		return &SyncError{dir, err} // not synced: what it was for may not be durable
 	}
 	err = fsync(d, dir)
 	if cerr := d.Close(); err == nil {

@@ -255,26 +255,41 @@ func TestWriteFilesRefusesNames(t *testing.T) {
 
 // A rename that fails (the second target is a non-empty directory) leaves
 // the first file replaced, whole, the second target as it was, and no temp
-// file.
+// file; the directory is fsynced for the first's rename, and when that
+// fsync fails too the error is a SyncError, which says the first may not
+// be on disk.
 func TestWriteFilesFailureAtARename(t *testing.T) {
-	dir := t.TempDir()
-	if err := os.MkdirAll(filepath.Join(dir, "b", "x"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	err := WriteFiles(dir, []File{{"a", []byte("new a")}, {"b", []byte("new b")}, {"c", []byte("new c")}})
-	if err == nil {
-		t.Fatal("WriteFiles over a non-empty directory succeeded")
-	}
-	if got, err := os.ReadFile(filepath.Join(dir, "a")); err != nil || string(got) != "new a" {
-		t.Errorf("a = %q, %v; want new a", got, err)
-	}
-	if fi, err := os.Stat(filepath.Join(dir, "b")); err != nil || !fi.IsDir() {
-		t.Errorf("b changed: %v %v", fi, err)
-	}
-	entries, _ := os.ReadDir(dir)
-	for _, e := range entries {
-		if e.Name() != "a" && e.Name() != "b" {
-			t.Errorf("left %s", e.Name())
+	for _, syncFails := range []bool{false, true} {
+		dir := t.TempDir()
+		if err := os.MkdirAll(filepath.Join(dir, "b", "x"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		restore := SetSyncFault(func(p string) error {
+			if syncFails && p == dir {
+				return syscall.EIO
+			}
+			return nil
+		})
+		err := WriteFiles(dir, []File{{"a", []byte("new a")}, {"b", []byte("new b")}, {"c", []byte("new c")}})
+		restore()
+		if err == nil {
+			t.Fatal("WriteFiles over a non-empty directory succeeded")
+		}
+		var se *SyncError
+		if got := errors.As(err, &se); got != syncFails || syncFails && !errors.Is(err, syscall.EIO) {
+			t.Errorf("directory fsync failing %v: err %v, a SyncError %v", syncFails, err, got)
+		}
+		if got, err := os.ReadFile(filepath.Join(dir, "a")); err != nil || string(got) != "new a" {
+			t.Errorf("a = %q, %v; want new a", got, err)
+		}
+		if fi, err := os.Stat(filepath.Join(dir, "b")); err != nil || !fi.IsDir() {
+			t.Errorf("b changed: %v %v", fi, err)
+		}
+		entries, _ := os.ReadDir(dir)
+		for _, e := range entries {
+			if e.Name() != "a" && e.Name() != "b" {
+				t.Errorf("left %s", e.Name())
+			}
 		}
 	}
 }
