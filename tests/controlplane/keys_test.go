@@ -183,9 +183,10 @@ rules:
 // podWrites counts, in the audit log, the creates of the pod
 // kube-system/name that made it, those refused, and its deletes. Two
 // refusals are not counted: a conflict (a create of a pod that is there
-// changes nothing), and the one of the API server's first moments, before
-// it has made its system PriorityClasses, which kubeadm's pods name (the
-// kubelet's first creates meet it too).
+// changes nothing), and those of the API server's first moments, before
+// it has made the kube-system namespace (404, namespaces "kube-system" not
+// found) or its system PriorityClasses, which kubeadm's pods name (the
+// kubelet's first creates meet them too).
 type podWrites struct {
 	created, refused, deleted int
 	log                       string // the entries, a line each
@@ -226,7 +227,8 @@ func (k *credentialKeys) writes(name string) (*podWrites, error) {
 		case ev.Verb == "create" && ev.ResponseStatus.Code == 201:
 			w.created++
 		case ev.Verb == "create" && ev.ResponseStatus.Code != 409 &&
-			!strings.Contains(ev.ResponseStatus.Message, "no PriorityClass with name system-node-critical was found"):
+			!strings.Contains(ev.ResponseStatus.Message, "no PriorityClass with name system-node-critical was found") &&
+			!(ev.ResponseStatus.Code == 404 && ev.ResponseStatus.Message == `namespaces "kube-system" not found`):
 			w.refused++
 		case ev.Verb == "delete" && ev.ResponseStatus.Code == 200:
 			w.deleted++
