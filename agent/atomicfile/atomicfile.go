@@ -257,11 +257,19 @@ func MkdirWriteFiles(top, dir string, perm fs.FileMode, files []File) error {
 // syncParents fsyncs the parent of each directory of dirs, in order.
 func syncParents(dirs []string) error {
 	for _, d := range dirs {
-		if err := syncDir(filepath.Dir(d)); err != nil {
-			return fmt.Errorf("sync directory of %s: %w", d, err)
+		if err := syncParent(d); err != nil {
+			return err
 		}
-		step(ParentSynced, d)
 	}
+	return nil
+}
+
+// syncParent fsyncs the parent of directory d, so that d's name is durable.
+func syncParent(d string) error {
+	if err := syncDir(filepath.Dir(d)); err != nil {
+		return fmt.Errorf("sync directory of %s: %w", d, err)
+	}
+	step(ParentSynced, d)
 	return nil
 }
 
@@ -308,12 +316,7 @@ func writeFiles(dir string, files []File, dirs []string) (synced bool, err error
 	errs := make([]error, len(tmps)+len(dirs))
 	syncOne := func(i int) {
 		if i >= len(tmps) {
-			d := dirs[i-len(tmps)]
-			if errs[i] = syncDir(filepath.Dir(d)); errs[i] != nil {
-				errs[i] = fmt.Errorf("sync directory of %s: %w", d, errs[i])
-			} else {
-				step(ParentSynced, d)
-			}
+			errs[i] = syncParent(dirs[i-len(tmps)])
 			return
 		}
 		if errs[i] = fsync(tmps[i], tmps[i].Name()); errs[i] == nil {
