@@ -66,6 +66,7 @@ func (w *worker) apply(ctx context.Context, pod *v1.Pod, acts []action) time.Tim
 	// stopped after the others, get what is left of it (at least manifest.MinimumGracePeriod).
 	killStart := map[string]time.Time{}
 	resetChecked := false
+	defer w.joinRecording()
 	for i := 0; i < len(acts); i++ {
 		act := acts[i]
 		if ctx.Err() != nil {
@@ -423,12 +424,25 @@ func (w *worker) sandbox(ctx context.Context, pod *v1.Pod) error {
 		w.a.events.Eventf(events.PodRef(pod), v1.EventTypeNormal, events.NetworkAttached, "Attached to CNI %s", podspec.NetworkConf{Network: n.Network, Source: n.Source, Plugins: n.Plugins})
 	}
 	if s := w.a.cfg.Seen; s != nil {
-		// Best effort: without it, a restarted daemon says it saw the pod later.
-		if err := s.Record(pod, w.gen.startTime); err != nil {
+		// Best effort: without it, a restarted daemon says it saw the pod
+		// later. Written while the pod's first container starts: nothing
+		// of the start reads them, and their waits on the disk (two, for a
+		// pod's first start) would come before its container could run.
+		// apply joins it before it returns, so that nothing else the worker
+		// does (a teardown removing the pod's directory) meets it.
+		w.recording = s.RecordAsync(pod, w.gen.startTime, func(err error) {
 			w.logger.Warn("cannot record when the pod was first seen", "uid", uid, "err", err)
-		}
+		})
 	}
 	return nil
+}
+
+// joinRecording waits for the records sandbox began writing, if any.
+func (w *worker) joinRecording() {
+	if w.recording != nil {
+		<-w.recording
+		w.recording = nil
+	}
 }
 
 // start starts one container unless its back-off forbids it, and returns when to

@@ -67,6 +67,8 @@ type fakeRuntime struct {
 	podUsage map[string]podspec.Usage
 	// sandboxGate, when set, holds every SandboxStatus until it is closed.
 	sandboxGate chan struct{}
+	// onStart, when set, is called at each StartContainer, before anything else.
+	onStart func(c *podspec.Container)
 }
 
 // memMarks are postStart marks in memory.
@@ -240,6 +242,9 @@ func (f *fakeRuntime) SandboxStatus(ctx context.Context, uid string) (podspec.Sa
 }
 
 func (f *fakeRuntime) StartContainer(ctx context.Context, pod *podspec.Pod, c *podspec.Container) (podspec.ContainerStatus, error) {
+	if f.onStart != nil {
+		f.onStart(c)
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if !f.sandboxes[pod.UID] {

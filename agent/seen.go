@@ -207,10 +207,31 @@ func (s *SeenStore) read(uid string, file func(poddir.Root, string) string, def 
 // keeps none of the others from being written, until an fsync fails: that
 // is returned, and nothing is written again.
 func (s *SeenStore) Record(pod *v1.Pod, started time.Time) error {
-	if !manifest.ValidUID(string(pod.UID)) {
-		return fmt.Errorf("record pod %q: invalid UID", pod.UID)
+	return s.prepareRecord(pod, started)()
+}
+
+// RecordAsync is Record in a goroutine of its own, with failed called with
+// its error, if any; the channel is closed once it is done. What it needs of
+// pod is taken before it returns: the caller may change pod at once.
+func (s *SeenStore) RecordAsync(pod *v1.Pod, started time.Time, failed func(error)) <-chan struct{} {
+	write := s.prepareRecord(pod, started)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := write(); err != nil {
+			failed(err)
+		}
+	}()
+	return done
+}
+
+// prepareRecord takes what Record needs of pod and the manifest offered for
+// it, and returns the writes.
+func (s *SeenStore) prepareRecord(pod *v1.Pod, started time.Time) func() error {
+	uid := pod.UID
+	if !manifest.ValidUID(string(uid)) {
+		return func() error { return fmt.Errorf("record pod %q: invalid UID", uid) }
 	}
-	var errs []error
 	s.mu.Lock()
 	var offered *source.Manifest
 	for _, set := range s.offered {
@@ -219,6 +240,16 @@ func (s *SeenStore) Record(pod *v1.Pod, started time.Time) error {
 		}
 	}
 	s.mu.Unlock()
+	seen, err := time.Parse(time.RFC3339Nano, pod.Annotations[manifest.AnnotationSeen])
+	if err != nil {
+		seen = time.Now()
+	}
+	return func() error { return s.record(uid, offered, seen, started) }
+}
+
+// record is Record's writes, for pod uid (a valid UID), seen at seen.
+func (s *SeenStore) record(podUID types.UID, offered *source.Manifest, seen, started time.Time) error {
+	var errs []error
 	// Each record that is missing, with what its write's error says.
 	type record struct {
 		atomicfile.File
@@ -226,17 +257,13 @@ func (s *SeenStore) Record(pod *v1.Pod, started time.Time) error {
 	}
 	var recs []record
 	if offered != nil {
-		if f, ok, err := s.manifestRecord(pod.UID, *offered); err != nil {
-			errs = append(errs, fmt.Errorf("keep the manifest of pod %s: %w", pod.UID, err))
+		if f, ok, err := s.manifestRecord(podUID, *offered); err != nil {
+			errs = append(errs, fmt.Errorf("keep the manifest of pod %s: %w", podUID, err))
 		} else if ok {
-			recs = append(recs, record{f, "keep the manifest of pod " + string(pod.UID)})
+			recs = append(recs, record{f, "keep the manifest of pod " + string(podUID)})
 		}
 	}
-	seen, err := time.Parse(time.RFC3339Nano, pod.Annotations[manifest.AnnotationSeen])
-	if err != nil {
-		seen = time.Now()
-	}
-	root, uid := poddir.Root(s.paths.RootDir), string(pod.UID)
+	root, uid := poddir.Root(s.paths.RootDir), string(podUID)
 	for _, r := range []struct {
 		name, file string
 		t          time.Time
@@ -256,7 +283,7 @@ func (s *SeenStore) Record(pod *v1.Pod, started time.Time) error {
 	for i, r := range recs {
 		files[i] = r.File
 	}
-	err = atomicfile.MkdirWriteFiles(s.paths.RootDir, dir, 0o700, files)
+	err := atomicfile.MkdirWriteFiles(s.paths.RootDir, dir, 0o700, files)
 	var syncErr *atomicfile.SyncError
 	switch {
 	case err == nil:

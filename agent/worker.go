@@ -56,6 +56,10 @@ type worker struct {
 		uid   string
 		conds []v1.PodCondition
 	}
+	// recording, while not nil, is closed once the pod's records that
+	// sandbox began writing are written (SeenStore.RecordAsync); apply
+	// waits for it before it returns.
+	recording <-chan struct{}
 }
 
 // mailbox is what the Agent last told a worker; a sync takes it (takeMail).
