@@ -8,6 +8,8 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -69,6 +71,9 @@ type fakeRuntime struct {
 	sandboxGate chan struct{}
 	// onStart, when set, is called at each StartContainer, before anything else.
 	onStart func(c *podspec.Container)
+	// rootDir, when set, is the root dir whose pods/<uid> RemoveVolumes
+	// removes, as volumes.Remove does.
+	rootDir string
 }
 
 // memMarks are postStart marks in memory.
@@ -562,6 +567,9 @@ func (c *fakeConv) RemoveVolumes(uid string) error {
 	c.rt.mu.Lock()
 	defer c.rt.mu.Unlock()
 	c.rt.record("rmvolumes %s", uid)
+	if c.rt.rootDir != "" {
+		return os.RemoveAll(filepath.Join(c.rt.rootDir, "pods", uid))
+	}
 	return nil
 }
 

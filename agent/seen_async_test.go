@@ -20,15 +20,19 @@ import (
 // starts: the start does not wait for their fsyncs, which would come before
 // its container could run. The sync that started it waits for them before
 // it does anything else: a removal of the pod meanwhile tears it down only
-// once they are written.
+// once they are written, and leaves no pods/<uid> behind (the records'
+// writes would make it again).
 func TestRecordsWrittenWhileTheContainerStarts(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		paths := manifest.Paths{RootDir: t.TempDir()}
 		rt := newFakeRuntime()
+		rt.rootDir = paths.RootDir
 		started := make(chan struct{})
 		var once sync.Once
 		rt.onStart = func(*podspec.Container) { once.Do(func() { close(started) }) }
 		release := make(chan struct{})
+		var released sync.Once
+		t.Cleanup(func() { released.Do(func() { close(release) }) }) // a failure lets the writes end
 		var held sync.Once
 		defer atomicfile.SetSyncFault(func(p string) error {
 			if strings.Contains(filepath.Base(p), ".seen.tmp-") {
@@ -56,10 +60,13 @@ func TestRecordsWrittenWhileTheContainerStarts(t *testing.T) {
 		if slices.Contains(rt.Calls(), "rmsandbox u1") {
 			t.Fatalf("calls %q: the pod torn down while its records were written", rt.Calls())
 		}
-		close(release)
+		released.Do(func() { close(release) })
 		synctest.Wait()
 		if !slices.Contains(rt.Calls(), "rmsandbox u1") {
 			t.Errorf("calls %q: the pod not torn down once its records were written", rt.Calls())
+		}
+		if left, err := os.ReadDir(filepath.Join(paths.RootDir, "pods", "u1")); !os.IsNotExist(err) {
+			t.Errorf("pods/u1 left after the pod was removed: %v, %v", left, err)
 		}
 	})
 }
