@@ -130,7 +130,18 @@ func Write(path string, data []byte) error {
 // ".<name>.tmp-<random>" (IsTemp), which no reader of path takes for it.
 // The error is the file system's, which names the file.
 func WriteMode(path string, data []byte, perm fs.FileMode) error {
-	return write(path, data, perm, true)
+	return write(path, data, perm, syncAll)
+}
+
+// WriteContent replaces path with data, mode 0600, as Write does but without
+// the directory's fsync: the content is on disk before the rename, and the
+// rename is not waited for. After a power cut path is whole, new or old, or
+// absent where it did not exist before: for a record whose absence its
+// readers take for "never written", safely (a snapshot's meta.json: a
+// snapshot without one is half made, and a power cut leaves nothing
+// mounted). One wait on the disk where Write makes two.
+func WriteContent(path string, data []byte) error {
+	return write(path, data, 0o600, syncContent)
 }
 
 // Replace replaces path with data, mode 0600, as Write does but without
@@ -139,11 +150,20 @@ func WriteMode(path string, data []byte, perm fs.FileMode) error {
 // change may be lost (a pod's kept conditions, which move with every
 // readiness flap).
 func Replace(path string, data []byte) error {
-	return write(path, data, 0o600, false)
+	return write(path, data, 0o600, syncNone)
 }
 
-// write is WriteMode, with the fsyncs of file and directory when durable.
-func write(path string, data []byte, perm fs.FileMode, durable bool) error {
+// syncLevel is which fsyncs write makes.
+type syncLevel int
+
+const (
+	syncNone    syncLevel = iota // none (Replace)
+	syncContent                  // the temp file's, before the rename (WriteContent)
+	syncAll                      // the temp file's and the directory's after the rename (Write)
+)
+
+// write is WriteMode, with the fsyncs of file and directory that level says.
+func write(path string, data []byte, perm fs.FileMode, level syncLevel) error {
 	dir := filepath.Dir(path)
 	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+tempInfix)
 	if err != nil {
@@ -159,7 +179,7 @@ func write(path string, data []byte, perm fs.FileMode, durable bool) error {
 	}
 	if err == nil {
 		step(Written, path)
-		if durable {
+		if level >= syncContent {
 			err = fsync(f, tmp)
 		}
 	}
@@ -167,7 +187,7 @@ func write(path string, data []byte, perm fs.FileMode, durable bool) error {
 		err = cerr
 	}
 	if err == nil {
-		if durable {
+		if level >= syncContent {
 			step(Synced, path)
 		}
 		err = os.Rename(tmp, path)
@@ -177,7 +197,7 @@ func write(path string, data []byte, perm fs.FileMode, durable bool) error {
 		return err
 	}
 	step(Renamed, path)
-	if !durable {
+	if level < syncAll {
 		return nil
 	}
 	if err := syncDir(dir); err != nil {

@@ -153,6 +153,43 @@ func TestReplace(t *testing.T) {
 	}
 }
 
+// WriteContent replaces the file as Write does, its content fsynced before
+// the rename, but does not fsync the directory after it.
+func TestWriteContent(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "meta.json")
+	var steps []Step
+	defer SetTestHook(func(s Step, _ string) { steps = append(steps, s) })()
+	for _, data := range []string{"first, longer", "second"} {
+		steps = nil
+		if err := WriteContent(path, []byte(data)); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := Read(path, 1<<10); err != nil || string(got) != data {
+			t.Fatalf("after WriteContent(%q): %q, %v", data, got, err)
+		}
+		if want := []Step{Created, Written, Synced, Renamed}; !slices.Equal(steps, want) {
+			t.Fatalf("WriteContent took steps %v, want %v", steps, want)
+		}
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("mode %v (%v), want 0600", fi.Mode(), err)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil || len(entries) != 1 {
+		t.Fatalf("directory holds %v (%v), want the file alone", entries, err)
+	}
+	// A failed fsync of its content leaves the file as it was.
+	defer SetSyncFault(func(string) error { return syscall.EIO })()
+	var se *SyncError
+	if err := WriteContent(path, []byte("third")); !errors.As(err, &se) {
+		t.Fatalf("WriteContent with its fsync failing: %v, want a SyncError", err)
+	}
+	if got, err := Read(path, 1<<10); err != nil || string(got) != "second" {
+		t.Fatalf("after a failed WriteContent: %q, %v; want the old content", got, err)
+	}
+}
+
 // WriteFiles replaces every file, new or old, mode 0600, and leaves no
 // temp file; each file goes through every step of Write, every file's
 // fsync returns before the first rename, and the directory's comes after

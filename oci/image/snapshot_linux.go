@@ -102,7 +102,13 @@ func (s *Store) prepareLocked(key string, img Image) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		if err := atomicfile.Write(filepath.Join(dir, "meta.json"), b); err != nil {
+		// Whole before its rename, which comes before the mount: a
+		// snapshot without it is half made (snapshotMetas), which it is
+		// after a power cut (nothing is mounted then), so its name is not
+		// waited for (atomicfile.WriteContent: one wait on the disk where
+		// Write makes two, before the container can run). Nor are the
+		// snapshot directory's own names.
+		if err := atomicfile.WriteContent(filepath.Join(dir, "meta.json"), b); err != nil {
 			return "", err
 		}
 		// A container is made from the image: its last use, for image GC.

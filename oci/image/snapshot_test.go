@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/staticpodd/staticpodd/agent/atomicfile"
 	"github.com/staticpodd/staticpodd/agent/podspec"
 	"github.com/staticpodd/staticpodd/tests/testroot"
 )
@@ -139,6 +141,47 @@ func TestPrepareRelease(t *testing.T) {
 	}
 	if n := countDir(t, s.layersDir()) + countDir(t, s.snapshotsDir()); n != 0 {
 		t.Errorf("%d layer and snapshot dirs left after release, want 0", n)
+	}
+}
+
+// A snapshot's meta.json is whole on disk before its rename, and renamed
+// before the rootfs is mounted; its name is not fsynced (a snapshot without
+// one is half made, as TestReleaseHalfMadeSnapshot releases it, and a power
+// cut leaves nothing mounted): one wait on the disk, not two, before the
+// container can run.
+func TestSnapshotMetaWholeBeforeItsMount(t *testing.T) {
+	testroot.Require(t)
+	s := openStore(t)
+	importFixture(t, s, map[string]v1.Image{"app:v1": testImage(t)})
+	var mu sync.Mutex
+	var steps []atomicfile.Step
+	mountedAtRename := false
+	defer atomicfile.SetTestHook(func(st atomicfile.Step, path string) {
+		if filepath.Base(path) != "meta.json" {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		steps = append(steps, st)
+		if st == atomicfile.Renamed {
+			mountedAtRename, _ = isMountPoint(filepath.Join(filepath.Dir(path), "rootfs"))
+		}
+	})()
+	rootfs, _, err := s.Prepare("c1", "app:v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Release("c1")
+	mu.Lock()
+	defer mu.Unlock()
+	if want := []atomicfile.Step{atomicfile.Created, atomicfile.Written, atomicfile.Synced, atomicfile.Renamed}; !slices.Equal(steps, want) {
+		t.Errorf("meta.json's steps %v, want %v", steps, want)
+	}
+	if mountedAtRename {
+		t.Error("the rootfs was mounted before meta.json was renamed")
+	}
+	if m, _ := isMountPoint(rootfs); !m {
+		t.Error("the rootfs is not mounted")
 	}
 }
 
