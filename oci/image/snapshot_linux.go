@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -93,13 +94,11 @@ func (s *Store) prepareLocked(key string, img Image) (string, error) {
 	switch {
 	case errors.Is(err, os.ErrNotExist):
 		meta = snapshotMeta{Image: img.ID, Layers: img.Layers}
-		for _, d := range []string{"upper", "work", "rootfs", "empty"} {
-			if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
-				return "", err
-			}
-		}
 		b, err := json.Marshal(meta)
 		if err != nil {
+			return "", err
+		}
+		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return "", err
 		}
 		// Whole before its rename, which comes before the mount: a
@@ -107,13 +106,25 @@ func (s *Store) prepareLocked(key string, img Image) (string, error) {
 		// after a power cut (nothing is mounted then), so its name is not
 		// waited for (atomicfile.WriteContent: one wait on the disk where
 		// Write makes two, before the container can run). Nor are the
-		// snapshot directory's own names.
-		if err := atomicfile.WriteContent(filepath.Join(dir, "meta.json"), b); err != nil {
-			return "", err
+		// snapshot directory's own names. The overlay's directories and
+		// the image's last use are made while it waits on the disk.
+		metaWritten := make(chan error, 1)
+		go func() { metaWritten <- atomicfile.WriteContent(filepath.Join(dir, "meta.json"), b) }()
+		var errs []error
+		for _, d := range []string{"upper", "work", "rootfs", "empty"} {
+			if err := os.Mkdir(filepath.Join(dir, d), 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+				errs = append(errs, err)
+				break
+			}
 		}
-		// A container is made from the image: its last use, for image GC.
-		if err := s.touch(img.ID, time.Now()); err != nil {
-			s.logger.Warn("cannot record the last use of an image", "image", img.ID, "err", err)
+		if len(errs) == 0 {
+			// A container is made from the image: its last use, for image GC.
+			if err := s.touch(img.ID, time.Now()); err != nil {
+				s.logger.Warn("cannot record the last use of an image", "image", img.ID, "err", err)
+			}
+		}
+		if err := errors.Join(append(errs, <-metaWritten)...); err != nil {
+			return "", err
 		}
 	case err != nil:
 		return "", err

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/staticpodd/staticpodd/agent/atomicfile"
@@ -167,11 +168,22 @@ func TestSnapshotMetaWholeBeforeItsMount(t *testing.T) {
 			mountedAtRename, _ = isMountPoint(filepath.Join(filepath.Dir(path), "rootfs"))
 		}
 	})()
-	rootfs, _, err := s.Prepare("c1", "app:v1")
+	before := time.Now()
+	rootfs, img, err := s.Prepare("c1", "app:v1")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Release("c1")
+	// Made while meta.json's content waited on the disk: the image's last
+	// use, for image GC, and the overlay's directories.
+	if lu := s.LastUsed(img.ID); lu.Before(before.Add(-time.Second)) {
+		t.Errorf("the image's last use %v, want the Prepare's (%v)", lu, before)
+	}
+	for _, d := range []string{"upper", "work", "empty"} {
+		if fi, err := os.Stat(filepath.Join(s.snapshotDir("c1"), d)); err != nil || !fi.IsDir() {
+			t.Errorf("the snapshot's %s: %v", d, err)
+		}
+	}
 	mu.Lock()
 	defer mu.Unlock()
 	if want := []atomicfile.Step{atomicfile.Created, atomicfile.Written, atomicfile.Synced, atomicfile.Renamed}; !slices.Equal(steps, want) {
