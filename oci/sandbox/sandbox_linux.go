@@ -179,51 +179,27 @@ func (m *Manager) createSandbox(ctx context.Context, dir string, pr Record, pod 
 	if err := os.MkdirAll(dir, 0o711); err != nil {
 		return err
 	}
-	var flags int
-	if !pr.HostNetwork {
-		flags |= unix.CLONE_NEWNET | unix.CLONE_NEWUTS
-	}
-	if !pr.HostIPC {
-		flags |= unix.CLONE_NEWIPC
-	}
-	if flags != 0 {
-		if err := makeNamespaces(dir, flags, pr.Hostname); err != nil {
-			return err
+	// The pod's cgroup is made beside its namespaces, files and /dev/shm:
+	// neither needs the other, and each takes a few hundred microseconds of
+	// a pod's start (libcontainer's cgroup manager writes every v1
+	// hierarchy, cpuset's ancestors included). A network attachment waits
+	// for it, as the kubelet makes a pod's cgroup before its sandbox. It is
+	// joined before createSandbox returns, whatever failed: Create then
+	// removes the sandbox whole, cgroup included, as before.
+	cgroupMade := make(chan error, 1)
+	cg := pr // createParts writes pr's network fields meanwhile
+	go func() { cgroupMade <- m.createCgroup(cg) }()
+	var cgroupErr error
+	joined := false
+	join := func() error {
+		if !joined {
+			cgroupErr, joined = <-cgroupMade, true
 		}
+		return cgroupErr
 	}
-	if !pr.HostNetwork && m.net != nil {
-		st, err := m.net.attach(ctx, dir, pod)
-		if err != nil {
-			return err
-		}
-		pr.Network, pr.NetworkSource, pr.NetworkPlugins, pr.NetworkMessage = st.Network, st.Source, st.Plugins, st.Message
-		for _, ip := range st.IPs {
-			pr.IPs = append(pr.IPs, ip.String())
-		}
-	}
-	if err := writeSandboxFiles(dir, pr, pod.DNS); err != nil {
+	err := m.createParts(ctx, dir, &pr, pod, join)
+	if err := errors.Join(err, join()); err != nil {
 		return err
-	}
-	if !pr.HostIPC {
-		// One /dev/shm for all the pod's containers, as they share IPC.
-		shm := filepath.Join(dir, shmDir)
-		if err := os.Mkdir(shm, 0o755); err != nil {
-			return err
-		}
-		if err := unix.Mount("shm", shm, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, shmOptions); err != nil {
-			return fmt.Errorf("mount /dev/shm tmpfs at %s: %w", shm, err)
-		}
-	}
-	res := podCgroupResources(pr)
-	mgr, err := newCgroupManager(cgroupConfig(pr.CgroupsPath, res))
-	if err != nil {
-		return fmt.Errorf("pod cgroup %s: %w", pr.CgroupsPath, err)
-	}
-	if err := mgr.Apply(-1); err != nil {
-		return fmt.Errorf("create pod cgroup %s: %w", pr.CgroupsPath, err)
-	}
-	if err := mgr.Set(res); err != nil {
-		return fmt.Errorf("set limits of pod cgroup %s: %w", pr.CgroupsPath, err)
 	}
 	// The pod's first container follows soon. Not earlier: creating a cgroup
 	// waits while the attach holds the cgroup mutex.
@@ -237,6 +213,66 @@ func (m *Manager) createSandbox(ctx context.Context, dir string, pr Record, pod 
 	m.mu.Lock()
 	m.statuses[pr.UID] = sandboxStatus(pr)
 	m.mu.Unlock()
+	return nil
+}
+
+// createCgroup makes the pod's cgroup, with its limits.
+func (m *Manager) createCgroup(pr Record) error {
+	res := podCgroupResources(pr)
+	mgr, err := newCgroupManager(cgroupConfig(pr.CgroupsPath, res))
+	if err != nil {
+		return fmt.Errorf("pod cgroup %s: %w", pr.CgroupsPath, err)
+	}
+	if err := mgr.Apply(-1); err != nil {
+		return fmt.Errorf("create pod cgroup %s: %w", pr.CgroupsPath, err)
+	}
+	if err := mgr.Set(res); err != nil {
+		return fmt.Errorf("set limits of pod cgroup %s: %w", pr.CgroupsPath, err)
+	}
+	return nil
+}
+
+// createParts makes the sandbox's namespaces, its network attachment
+// (recorded in pr) once cgroupMade returned nil, its files and its /dev/shm.
+func (m *Manager) createParts(ctx context.Context, dir string, pr *Record, pod *podspec.Pod, cgroupMade func() error) error {
+	var flags int
+	if !pr.HostNetwork {
+		flags |= unix.CLONE_NEWNET | unix.CLONE_NEWUTS
+	}
+	if !pr.HostIPC {
+		flags |= unix.CLONE_NEWIPC
+	}
+	if flags != 0 {
+		if err := makeNamespaces(dir, flags, pr.Hostname); err != nil {
+			return err
+		}
+	}
+	if !pr.HostNetwork && m.net != nil {
+		if err := cgroupMade(); err != nil {
+			return err
+		}
+		st, err := m.net.attach(ctx, dir, pod)
+		if err != nil {
+			return err
+		}
+		pr.Network, pr.NetworkSource, pr.NetworkPlugins, pr.NetworkMessage = st.Network, st.Source, st.Plugins, st.Message
+		for _, ip := range st.IPs {
+			pr.IPs = append(pr.IPs, ip.String())
+		}
+	}
+	if err := writeSandboxFiles(dir, *pr, pod.DNS); err != nil {
+		return err
+	}
+	if !pr.HostIPC {
+		// One /dev/shm for all the pod's containers, as they share IPC.
+		shm := filepath.Join(dir, shmDir)
+		if err := os.Mkdir(shm, 0o755); err != nil {
+			return err
+		}
+		if err := unix.Mount("shm", shm, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, shmOptions); err != nil {
+			return fmt.Errorf("mount /dev/shm tmpfs at %s: %w", shm, err)
+		}
+	}
 	return nil
 }
 
