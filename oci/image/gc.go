@@ -222,8 +222,9 @@ func (s *Store) usedPath(id string) string { return filepath.Join(s.usedDir(), d
 // power cut may keep an older time, or for an image's first use an empty
 // file, which LastUsed reads as never used. The time orders image GC's
 // candidates and, with imageMaximumGCAge, removes those unused for longer;
-// candidates exclude the images of containers (their snapshots' meta.json
-// is durable) and of current manifests, and a collection sets the time of
+// candidates exclude the images of containers (their snapshots' meta.json,
+// whole on disk before the container runs; a power cut may lose its name,
+// with the container) and of current manifests, and a collection sets the time of
 // those to now. So a power cut can make an image used just before it and
 // by no manifest after it look older, as the kubelet's own record does:
 // it keeps the time in memory only, and an image never used since its

@@ -33,15 +33,17 @@ import (
 // testRegistry is a real OCI registry on 127.0.0.1 (go-containerregistry's),
 // behind a handler that counts requests and can be made to misbehave.
 type testRegistry struct {
-	srv     *httptest.Server
-	host    string
-	blobs   atomic.Int64 // blob GETs served
-	wrap    atomic.Pointer[func(http.ResponseWriter, *http.Request, http.Handler)]
-	reg     http.Handler
-	user    string
-	pass    string
-	prefix  string // a path the API is served under, for override_path
-	tlsCert string // PEM of the server's certificate, with TLS
+	srv   *httptest.Server
+	host  string
+	blobs atomic.Int64 // blob GETs served
+	wrap  atomic.Pointer[func(http.ResponseWriter, *http.Request, http.Handler)]
+	// connState, when set, sees each connection's state changes.
+	connState atomic.Pointer[func(net.Conn, http.ConnState)]
+	reg       http.Handler
+	user      string
+	pass      string
+	prefix    string // a path the API is served under, for override_path
+	tlsCert   string // PEM of the server's certificate, with TLS
 }
 
 func newTestRegistry(t *testing.T, tls bool) *testRegistry {
@@ -73,11 +75,18 @@ func newTestRegistry(t *testing.T, tls bool) *testRegistry {
 		}
 		r.reg.ServeHTTP(w, req)
 	})
+	r.srv = httptest.NewUnstartedServer(h)
+	// Set before the server serves: a test's hook goes through connState.
+	r.srv.Config.ConnState = func(c net.Conn, s http.ConnState) {
+		if f := r.connState.Load(); f != nil {
+			(*f)(c, s)
+		}
+	}
 	if tls {
-		r.srv = httptest.NewTLSServer(h)
+		r.srv.StartTLS()
 		r.tlsCert = string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: r.srv.Certificate().Raw}))
 	} else {
-		r.srv = httptest.NewServer(h)
+		r.srv.Start()
 	}
 	t.Cleanup(r.srv.Close)
 	r.host = strings.TrimPrefix(strings.TrimPrefix(r.srv.URL, "http://"), "https://")
@@ -506,7 +515,7 @@ func TestPullMaxParallel(t *testing.T) {
 func TestPullsLeaveNoConnectionOpen(t *testing.T) {
 	reg := newTestRegistry(t, false)
 	var open atomic.Int64
-	reg.srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+	count := func(_ net.Conn, s http.ConnState) {
 		switch s {
 		case http.StateNew:
 			open.Add(1)
@@ -514,6 +523,7 @@ func TestPullsLeaveNoConnectionOpen(t *testing.T) {
 			open.Add(-1)
 		}
 	}
+	reg.connState.Store(&count)
 	reg.push(t, "team/app:v1", testImage(t))
 	hosts := t.TempDir()
 	writeHosts(t, hosts, reg.host, fmt.Sprintf("server = %q\n", "http://"+reg.host))

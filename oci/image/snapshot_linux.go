@@ -112,7 +112,7 @@ func (s *Store) prepareLocked(key string, img Image) (string, error) {
 		go func() { metaWritten <- atomicfile.WriteContent(filepath.Join(dir, "meta.json"), b) }()
 		var errs []error
 		for _, d := range []string{"upper", "work", "rootfs", "empty"} {
-			if err := os.Mkdir(filepath.Join(dir, d), 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+			if err := mkdirOrDir(filepath.Join(dir, d)); err != nil {
 				errs = append(errs, err)
 				break
 			}
@@ -140,6 +140,19 @@ func (s *Store) prepareLocked(key string, img Image) (string, error) {
 		return "", err
 	}
 	return rootfs, nil
+}
+
+// mkdirOrDir makes directory p, mode 0755, unless a directory (not a
+// symlink to one) is there, as os.MkdirAll of a directory whose parent exists.
+func mkdirOrDir(p string) error {
+	err := os.Mkdir(p, 0o755)
+	if errors.Is(err, fs.ErrExist) {
+		if fi, lerr := os.Lstat(p); lerr == nil && fi.IsDir() {
+			return nil
+		}
+		return &fs.PathError{Op: "mkdir", Path: p, Err: unix.ENOTDIR}
+	}
+	return err
 }
 
 func (s *Store) mountOverlay(dir string, layers []string) error {

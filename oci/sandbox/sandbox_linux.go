@@ -179,27 +179,30 @@ func (m *Manager) createSandbox(ctx context.Context, dir string, pr Record, pod 
 	if err := os.MkdirAll(dir, 0o711); err != nil {
 		return err
 	}
-	// The pod's cgroup is made beside its namespaces, files and /dev/shm:
-	// neither needs the other, and each takes a few hundred microseconds of
-	// a pod's start (libcontainer's cgroup manager writes every v1
-	// hierarchy, cpuset's ancestors included). A network attachment waits
-	// for it, as the kubelet makes a pod's cgroup before its sandbox. It is
-	// joined before createSandbox returns, whatever failed: Create then
-	// removes the sandbox whole, cgroup included, as before.
-	cgroupMade := make(chan error, 1)
-	cg := pr // createParts writes pr's network fields meanwhile
-	go func() { cgroupMade <- m.createCgroup(cg) }()
-	var cgroupErr error
-	joined := false
-	join := func() error {
-		if !joined {
-			cgroupErr, joined = <-cgroupMade, true
+	// Without a network attachment, the pod's cgroup is made beside its
+	// namespaces, files and /dev/shm: neither needs the other, and each
+	// takes a few hundred microseconds of a pod's start (libcontainer's
+	// cgroup manager writes every v1 hierarchy, cpuset's ancestors
+	// included). It is joined before createSandbox returns, whatever
+	// failed: Create then removes the sandbox whole, cgroup included. With
+	// one, it is made after the attachment, as before: a daemon killed
+	// during a CNI ADD (up to cniTimeout) leaves no cgroup that a restart
+	// with another cgroupDriver or cgroupRoot would not find.
+	if !pr.HostNetwork && m.net != nil {
+		if err := m.createParts(ctx, dir, &pr, pod); err != nil {
+			return err
 		}
-		return cgroupErr
-	}
-	err := m.createParts(ctx, dir, &pr, pod, join)
-	if err := errors.Join(err, join()); err != nil {
-		return err
+		if err := m.createCgroup(pr); err != nil {
+			return err
+		}
+	} else {
+		cgroupMade := make(chan error, 1)
+		cg := pr // createParts is handed pr to write
+		go func() { cgroupMade <- m.createCgroup(cg) }()
+		err := m.createParts(ctx, dir, &pr, pod)
+		if err := errors.Join(err, <-cgroupMade); err != nil {
+			return err
+		}
 	}
 	// The pod's first container follows soon. Not earlier: creating a cgroup
 	// waits while the attach holds the cgroup mutex.
@@ -233,8 +236,8 @@ func (m *Manager) createCgroup(pr Record) error {
 }
 
 // createParts makes the sandbox's namespaces, its network attachment
-// (recorded in pr) once cgroupMade returned nil, its files and its /dev/shm.
-func (m *Manager) createParts(ctx context.Context, dir string, pr *Record, pod *podspec.Pod, cgroupMade func() error) error {
+// (recorded in pr), its files and its /dev/shm.
+func (m *Manager) createParts(ctx context.Context, dir string, pr *Record, pod *podspec.Pod) error {
 	var flags int
 	if !pr.HostNetwork {
 		flags |= unix.CLONE_NEWNET | unix.CLONE_NEWUTS
@@ -248,9 +251,6 @@ func (m *Manager) createParts(ctx context.Context, dir string, pr *Record, pod *
 		}
 	}
 	if !pr.HostNetwork && m.net != nil {
-		if err := cgroupMade(); err != nil {
-			return err
-		}
 		st, err := m.net.attach(ctx, dir, pod)
 		if err != nil {
 			return err
