@@ -26,23 +26,7 @@ func TestPartialSandboxRemovedAtStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.rt = e.newRuntime()
-	if _, err := os.Stat(e.rt.podDir(partial.UID)); !errors.Is(err, fs.ErrNotExist) {
-		t.Errorf("the partial sandbox's dir is still there: %v", err)
-	}
-	mi, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(string(mi), "\n") {
-		if f := strings.Fields(line); len(f) > 4 && strings.Contains(f[4], partial.UID) {
-			t.Errorf("the partial sandbox's mount %s is left", f[4])
-		}
-	}
-	for _, dir := range cgroupDirs(t, filepath.Join(e.cfg.CgroupRoot, "pod"+partial.UID)) {
-		if _, err := os.Stat(dir); err == nil {
-			t.Errorf("the partial sandbox's cgroup %s is left", dir)
-		}
-	}
+	e.sandboxGone(partial.UID, "partial")
 	uids, err := e.rt.ListSandboxes(t.Context())
 	if err != nil {
 		t.Fatal(err)
@@ -56,7 +40,7 @@ func TestPartialSandboxRemovedAtStart(t *testing.T) {
 }
 
 // The pod's cgroup is made beside the sandbox's namespaces, files and
-// /dev/shm: when either fails, the sandbox fails whole and nothing of it
+// /dev/shm (a pod without a network attachment): when either fails, the sandbox fails whole and nothing of it
 // is left, neither the cgroup made beside a namespace that failed (a
 // hostname the kernel refuses) nor the mounts made beside a cgroup that
 // failed (a CPU quota under the kernel's minimum of 1 ms).
@@ -73,22 +57,30 @@ func TestFailedSandboxLeavesNothing(t *testing.T) {
 			t.Errorf("pod with hostname %q, CPU quota %d: sandbox made", p.Hostname, p.Resources.CPUQuota)
 			continue
 		}
-		if _, err := os.Stat(e.rt.podDir(p.UID)); !errors.Is(err, fs.ErrNotExist) {
-			t.Errorf("the failed sandbox's dir is still there: %v", err)
+		e.sandboxGone(p.UID, "failed")
+	}
+}
+
+// sandboxGone fails the test if anything of pod uid's sandbox is left: its
+// dir, a mount (namespaces, /dev/shm), its cgroup. what names the sandbox
+// in the errors.
+func (e *env) sandboxGone(uid, what string) {
+	e.t.Helper()
+	if _, err := os.Stat(e.rt.podDir(uid)); !errors.Is(err, fs.ErrNotExist) {
+		e.t.Errorf("the %s sandbox's dir is still there: %v", what, err)
+	}
+	mi, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(mi), "\n") {
+		if f := strings.Fields(line); len(f) > 4 && strings.Contains(f[4], uid) {
+			e.t.Errorf("the %s sandbox's mount %s is left", what, f[4])
 		}
-		mi, err := os.ReadFile("/proc/self/mountinfo")
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, line := range strings.Split(string(mi), "\n") {
-			if f := strings.Fields(line); len(f) > 4 && strings.Contains(f[4], p.UID) {
-				t.Errorf("the failed sandbox's mount %s is left", f[4])
-			}
-		}
-		for _, dir := range cgroupDirs(t, filepath.Join(e.cfg.CgroupRoot, "pod"+p.UID)) {
-			if _, err := os.Stat(dir); err == nil {
-				t.Errorf("the failed sandbox's cgroup %s is left", dir)
-			}
+	}
+	for _, dir := range cgroupDirs(e.t, filepath.Join(e.cfg.CgroupRoot, "pod"+uid)) {
+		if _, err := os.Stat(dir); err == nil {
+			e.t.Errorf("the %s sandbox's cgroup %s is left", what, dir)
 		}
 	}
 }
