@@ -121,7 +121,7 @@ func (w *worker) apply(ctx context.Context, pod *v1.Pod, acts []action) time.Tim
 			if w.waitForDependencies(pod) {
 				return retry // nudged when a pod it starts after turns Ready
 			}
-			err = w.sandbox(ctx, pod)
+			err = w.sandbox(ctx, pod, firstImage(pod, acts[i+1:]))
 		case actStart:
 			retry := w.start(ctx, pod, act)
 			if c := findContainer(pod, act.container); retry.IsZero() && c != nil && isSidecar(c) && w.info(c.Name).reason == "" {
@@ -379,7 +379,25 @@ func (w *worker) teardown(ctx context.Context, podUID string) error {
 	return nil
 }
 
-func (w *worker) sandbox(ctx context.Context, pod *v1.Pod) error {
+// firstImage is the image of the container the steps after a sandbox's
+// start first, if they start one first ("" otherwise): the runtime may
+// prepare it while it makes the sandbox (podspec.Pod.FirstImage).
+func firstImage(pod *v1.Pod, next []action) string {
+	if len(next) == 0 || next[0].kind != actStart {
+		return ""
+	}
+	c := findContainer(pod, next[0].container)
+	if c == nil {
+		return ""
+	}
+	ref, err := podspec.NormalizeImage(c.Image)
+	if err != nil {
+		return ""
+	}
+	return ref
+}
+
+func (w *worker) sandbox(ctx context.Context, pod *v1.Pod, first string) error {
 	uid := string(pod.UID)
 	st := w.pods[uid]
 	if st == nil {
@@ -388,6 +406,7 @@ func (w *worker) sandbox(ctx context.Context, pod *v1.Pod) error {
 	}
 	sb := *w.sandboxSpec(pod)
 	sb.PidsLimit = w.a.cfg.PodPidsLimit
+	sb.FirstImage = first
 	dns, warnings, err := podDNS(pod, w.a.cfg.ResolvConf)
 	for _, msg := range warnings {
 		w.logger.Warn("pod DNS configuration cut to the limits", "uid", uid, "msg", msg)

@@ -71,6 +71,8 @@ type fakeRuntime struct {
 	sandboxGate chan struct{}
 	// onStart, when set, is called at each StartContainer, before anything else.
 	onStart func(c *podspec.Container)
+	// firstImages are the FirstImage each CreateSandbox was given, by pod UID.
+	firstImages map[string]string
 	// rootDir, when set, is the root dir whose pods/<uid> RemoveVolumes
 	// removes, as volumes.Remove does.
 	rootDir string
@@ -201,6 +203,10 @@ func (f *fakeRuntime) CreateSandbox(ctx context.Context, pod *podspec.Pod) error
 	defer f.mu.Unlock()
 	f.record("sandbox %s", pod.UID)
 	f.sandboxes[pod.UID] = true
+	if f.firstImages == nil {
+		f.firstImages = map[string]string{}
+	}
+	f.firstImages[pod.UID] = pod.FirstImage
 	return nil
 }
 

@@ -91,6 +91,13 @@ func (s overlayStore) Prepare(key, ref string) (string, image.Image, error) {
 			return "", image.Image{}, err
 		}
 	}
+	// A key prepared before is mounted already, as image.Store.Prepare
+	// finds it (the snapshot a sandbox's ahead prepared).
+	var st, parent unix.Stat_t
+	if unix.Lstat(merged, &st) == nil && unix.Lstat(filepath.Dir(merged), &parent) == nil && st.Dev != parent.Dev {
+		img, err := s.Get(ref)
+		return merged, img, err
+	}
 	opts := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s", s.lower, upper, work)
 	if err := unix.Mount("overlay", merged, "overlay", 0, opts); err != nil {
 		return "", image.Image{}, fmt.Errorf("mount overlay %s: %w", merged, err)

@@ -91,6 +91,15 @@ func (r *Runtime) Close() error {
 		stop()
 	}
 	r.background.Wait() // no Add after closed is set
+	r.mu.Lock()
+	var uids []string
+	for uid := range r.aheads {
+		uids = append(uids, uid)
+	}
+	r.mu.Unlock()
+	for _, uid := range uids {
+		r.dropAhead(uid)
+	}
 	r.stopDebugs()
 	r.warmer.wait()
 	r.mu.Lock()

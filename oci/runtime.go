@@ -110,6 +110,10 @@ type Runtime struct {
 	// spareIdle (spareIdleForTest, when set). Guarded by mu.
 	retireTimer      *time.Timer
 	spareIdleForTest time.Duration
+	// aheads are the first containers' monitors and snapshots being
+	// prepared while their sandboxes are made, by pod UID (see ahead).
+	// Guarded by mu.
+	aheads map[string]*ahead
 
 	// monitorPath is what monitors are started from; monitorFile, if not
 	// nil, holds it open (see openMonitorExecutable).

@@ -111,12 +111,24 @@ func (r *Runtime) StartContainer(ctx context.Context, pod *podspec.Pod, c *podsp
 	}
 	// Before the spare monitor is taken: a pod waiting for its image would
 	// otherwise use one up at every retry.
-	if _, err := r.cfg.Images.Get(c.Image); err != nil {
+	img, err := r.cfg.Images.Get(c.Image)
+	if err != nil {
+		// What was prepared with the sandbox is not kept while the pod
+		// waits for its image: it may come back as another.
+		r.dropAhead(pod.UID)
 		return podspec.ContainerStatus{}, fmt.Errorf("start container %s of pod %s: %w", c.Name, pod.Name, err)
 	}
-	pm, err := r.takeMonitor()
-	if err != nil {
-		return podspec.ContainerStatus{}, fmt.Errorf("start container %s of pod %s: %w", c.Name, pod.Name, err)
+	imageID := c.ImageID
+	if imageID == "" {
+		imageID = img.ID
+	}
+	// The monitor and snapshot prepared while the sandbox was made, if
+	// they are this container's.
+	pm := r.claimAhead(pod, c, imageID)
+	if pm == nil {
+		if pm, err = r.takeMonitor(); err != nil {
+			return podspec.ContainerStatus{}, fmt.Errorf("start container %s of pod %s: %w", c.Name, pod.Name, err)
+		}
 	}
 	defer r.refillSpare()
 	id := pm.id

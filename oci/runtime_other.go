@@ -51,6 +51,7 @@ type (
 	monitor        struct{}
 	pendingMonitor struct{}
 	attachWarmer   struct{}
+	ahead          struct{}
 )
 
 func (r *Runtime) Stats(context.Context) (*podspec.Summary, error) { return nil, errors.ErrUnsupported }

@@ -18,7 +18,16 @@ import (
 // CreateSandbox makes the namespaces, files and cgroup pod's containers share
 // (see package sandbox). It is a no-op for an existing sandbox.
 func (r *Runtime) CreateSandbox(ctx context.Context, pod *podspec.Pod) error {
-	return r.sb.Create(ctx, pod)
+	if pod.FirstImage != "" {
+		if !r.sb.Exists(pod.UID) {
+			r.prepareAhead(pod.UID, pod.FirstImage)
+		}
+	}
+	if err := r.sb.Create(ctx, pod); err != nil {
+		r.dropAhead(pod.UID)
+		return err
+	}
+	return nil
 }
 
 // RemoveSandbox unmounts and removes what CreateSandbox made, tolerating any
@@ -26,6 +35,7 @@ func (r *Runtime) CreateSandbox(ctx context.Context, pod *podspec.Pod) error {
 // monitor is retired a while after the last sandbox's removal (see
 // idleAfterRemoval).
 func (r *Runtime) RemoveSandbox(ctx context.Context, podUID string) error {
+	r.dropAhead(podUID)
 	err := r.sb.Remove(ctx, podUID, func() error {
 		// The pod's own records only: the status of another pod's container
 		// is none of its business.

@@ -77,6 +77,13 @@ type Pod struct {
 	PortMappings []PortMapping
 	// DNS is the pod's /etc/resolv.conf; nil: a copy of the host's.
 	DNS *DNSConfig
+
+	// FirstImage, when the sandbox is asked for, is the image (a
+	// normalised reference) of the container that starts first after it,
+	// if the caller knows it: a runtime may prepare that container while it
+	// makes the sandbox. A hint only: the container may never come, or
+	// with another image.
+	FirstImage string
 }
 
 // DNSConfig is a resolv.conf: its nameserver lines, search line and

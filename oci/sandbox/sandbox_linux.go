@@ -140,6 +140,16 @@ func validName(s string) bool {
 	return s != "" && s != "." && s != ".." && !strings.ContainsAny(s, "/\x00")
 }
 
+// Exists reports whether pod uid's sandbox is complete (its record written):
+// Create would do nothing.
+func (m *Manager) Exists(uid string) bool {
+	if !validName(uid) {
+		return false
+	}
+	_, err := os.Stat(filepath.Join(m.dir(uid), recordFile))
+	return err == nil
+}
+
 // Create makes the namespaces, files and cgroup pod's containers share.
 // It is a no-op for an existing sandbox.
 func (m *Manager) Create(ctx context.Context, pod *podspec.Pod) error {
