@@ -12,11 +12,14 @@ import (
 // snapshot (directories, meta.json, the overlay mount; about a millisecond
 // of a start) does not need the sandbox, and the monitor's ID, the
 // container's and the snapshot's key, is known before the container is
-// asked for. StartContainer takes it for a container of that image;
-// anything else drops it (dropAhead): its monitor killed, its snapshot
-// released. A daemon that dies meanwhile leaves a snapshot without a
-// container, which the next one removes (removeOrphans), and a monitor
-// whose go pipe closes.
+// asked for. StartContainer takes it for a container of that image ID;
+// a container of another image, an image the store lacks at the start, a
+// failed or removed sandbox and Close drop it (dropAhead): its monitor
+// killed, its snapshot released. A pod that waits between its sandbox and
+// its first start (its volumes, its image's pull) keeps it meanwhile: one
+// idle monitor and one mounted snapshot at most a pod. A daemon that dies
+// meanwhile leaves a snapshot without a container, which the next one
+// removes (removeOrphans), and a monitor whose go pipe closes.
 type ahead struct {
 	pm   *pendingMonitor // nil if none could be started
 	ref  string          // what was prepared: FirstImage

@@ -82,25 +82,32 @@ func (s overlayStore) paths(key string) (upper, work, merged string) {
 }
 
 func (s overlayStore) Prepare(key, ref string) (string, image.Image, error) {
+	upper, work, merged := s.paths(key)
+	// A key prepared before is mounted already, as image.Store.Prepare
+	// finds it (the snapshot a sandbox's ahead prepared), and is refused
+	// for another image, as image.Store refuses it.
+	marker := filepath.Join(s.dir, key, "image")
+	if b, err := os.ReadFile(marker); err == nil {
+		if string(b) != ref {
+			return "", image.Image{}, fmt.Errorf("snapshot exists for image %s", b)
+		}
+		img, err := s.Get(ref)
+		return merged, img, err
+	}
 	if ref != testImage {
 		return "", image.Image{}, fmt.Errorf("image %s: %w", ref, podspec.ErrImageNotPresent)
 	}
-	upper, work, merged := s.paths(key)
 	for _, d := range []string{upper, work, merged} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return "", image.Image{}, err
 		}
 	}
-	// A key prepared before is mounted already, as image.Store.Prepare
-	// finds it (the snapshot a sandbox's ahead prepared).
-	var st, parent unix.Stat_t
-	if unix.Lstat(merged, &st) == nil && unix.Lstat(filepath.Dir(merged), &parent) == nil && st.Dev != parent.Dev {
-		img, err := s.Get(ref)
-		return merged, img, err
-	}
 	opts := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s", s.lower, upper, work)
 	if err := unix.Mount("overlay", merged, "overlay", 0, opts); err != nil {
 		return "", image.Image{}, fmt.Errorf("mount overlay %s: %w", merged, err)
+	}
+	if err := os.WriteFile(marker, []byte(ref), 0o600); err != nil {
+		return "", image.Image{}, err
 	}
 	img, err := s.Get(ref)
 	return merged, img, err

@@ -69,8 +69,10 @@ func (r *Runtime) Start(ctx context.Context) {
 }
 
 // Close stops and waits for every goroutine the Runtime runs on its own
-// (the network check, the spare monitor's start, the cgroup warm-up), kills
-// the spare monitor, which has no container yet, ends and removes the debug
+// (the network check, the spare monitor's start, the cgroup warm-up, what
+// is prepared beside a sandbox), kills the spare monitor, which has no
+// container yet, drops what was prepared beside a sandbox and not taken
+// (its monitor killed, its snapshot released), ends and removes the debug
 // containers, which live only as long as their requests, and closes the
 // monitor program. Containers and their monitors keep running: they outlive the
 // daemon, and the next one adopts them. No other method may be called after
