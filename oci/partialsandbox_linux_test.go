@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/staticpodd/staticpodd/agent/podspec"
 )
 
@@ -83,4 +85,51 @@ func (e *env) sandboxGone(uid, what string) {
 			e.t.Errorf("the %s sandbox's cgroup %s is left", what, dir)
 		}
 	}
+}
+
+// A removal that cannot remove the pod's cgroup (here one of its directories
+// is a mount point: rmdir says EBUSY) fails and keeps the sandbox's
+// directory, without its record: a partial sandbox, not listed, which the
+// next daemon removes whole once it can. Create removes nothing where a
+// sandbox has no directory, so none may be left without one.
+func TestFailedRemovalLeavesAPartialSandbox(t *testing.T) {
+	e := newEnv(t)
+	p := e.pod(false)
+	e.sandbox(p)
+	var pinned string
+	for _, dir := range cgroupDirs(t, filepath.Join(e.cfg.CgroupRoot, "pod"+p.UID)) {
+		if _, err := os.Stat(dir); err == nil {
+			pinned = dir
+			break
+		}
+	}
+	if pinned == "" {
+		t.Fatal("the pod's cgroup has no directory")
+	}
+	if err := unix.Mount("tmpfs", pinned, "tmpfs", 0, ""); err != nil {
+		t.Fatal(err)
+	}
+	unpin := func() {
+		if err := unix.Unmount(pinned, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
+			t.Error(err)
+		}
+	}
+	defer unpin()
+	if err := e.rt.RemoveSandbox(t.Context(), p.UID); err == nil {
+		t.Fatal("removal with the cgroup pinned succeeded")
+	} else {
+		t.Logf("removal with %s pinned: %v", pinned, err)
+	}
+	if _, err := os.Stat(e.rt.podDir(p.UID)); err != nil {
+		t.Errorf("the failed removal took the sandbox's directory: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(e.rt.podDir(p.UID), podFile)); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the failed removal kept the sandbox's record: %v", err)
+	}
+	if uids, err := e.rt.ListSandboxes(t.Context()); err != nil || len(uids) != 0 {
+		t.Errorf("sandboxes after the failed removal: %v, %v; want none listed", uids, err)
+	}
+	unpin()
+	e.rt = e.newRuntime()
+	e.sandboxGone(p.UID, "partial")
 }

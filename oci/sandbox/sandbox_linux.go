@@ -162,8 +162,14 @@ func (m *Manager) Create(ctx context.Context, pod *podspec.Pod) error {
 		return nil
 	}
 	// A daemon that died half-way through left parts: start from nothing.
-	if err := m.remove(ctx, pod.UID); err != nil {
-		return fmt.Errorf("create sandbox of pod %s: remove partial sandbox: %w", pod.Name, err)
+	// Nothing of a sandbox is made before its directory, nor left without
+	// it (remove takes it last, once the rest is gone): a pod's first start
+	// does not pay for removing what was never made (libcontainer's cgroup
+	// manager, with the systemd driver a call to systemd).
+	if _, err := os.Lstat(dir); !errors.Is(err, fs.ErrNotExist) {
+		if err := m.remove(ctx, pod.UID); err != nil {
+			return fmt.Errorf("create sandbox of pod %s: remove partial sandbox: %w", pod.Name, err)
+		}
 	}
 	pr := Record{
 		UID: pod.UID, Namespace: pod.Namespace, Name: pod.Name, Hostname: pod.Hostname,
@@ -460,11 +466,21 @@ func (m *Manager) remove(ctx context.Context, uid string) error {
 	if ok, err := readOptionalJSON(filepath.Join(dir, recordFile), &pr); err == nil && ok && pr.CgroupsPath != "" {
 		cg = pr.CgroupsPath
 	}
-	errs = append(errs, RemoveCgroup(cg))
-	if err := os.RemoveAll(dir); err != nil {
+	if err := RemoveCgroup(cg); err != nil {
 		errs = append(errs, err)
 	}
-	return errors.Join(errs...)
+	// The directory goes last, and only once the rest is gone: Create
+	// removes nothing where there is none. A removal that failed leaves
+	// it, without its record: a partial sandbox, which the next Create,
+	// the next try of this removal or the next daemon's RemovePartial
+	// removes again.
+	if len(errs) > 0 {
+		if err := os.Remove(filepath.Join(dir, recordFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, err)
+		}
+		return errors.Join(errs...)
+	}
+	return os.RemoveAll(dir)
 }
 
 // Join names what a container joins in the sandbox of pr, the record of
