@@ -137,11 +137,14 @@ func (s *SeenStore) ManifestUID(uid string) string {
 }
 
 // keepManifest writes m as the manifest.json of pod uid unless it exists,
-// atomically.
+// atomically, into the pod's directory, which it never makes: Offer runs
+// beside the pod's worker, whose teardown may have removed the directory
+// since Offer found the pod's seen file, and a manifest.json written after
+// it would be left for ever.
 func (s *SeenStore) keepManifest(uid types.UID, m source.Manifest) error {
 	f, ok, err := s.manifestRecord(uid, m)
 	if err == nil && ok {
-		err = writeRecord(s.manifestFile(uid), f.Data)
+		err = atomicfile.Write(s.manifestFile(uid), f.Data)
 	}
 	if err != nil {
 		return fmt.Errorf("keep the manifest of pod %s: %w", uid, err)

@@ -206,3 +206,29 @@ func TestPodTimings(t *testing.T) {
 		}
 	})
 }
+
+// Offer keeps the manifest of a started pod it lists, beside the pod's
+// worker: the worker's teardown may remove the pod's directory between
+// Offer's look at the seen file and its write. The write never makes the
+// directory again, which nothing would ever remove.
+func TestKeptManifestNeverMakesThePodsDirectory(t *testing.T) {
+	paths := manifest.Paths{RootDir: t.TempDir()}
+	store := NewSeenStore(paths)
+	m := source.Manifest{UID: "u1", Source: manifest.SourceFile, Origin: "/etc/kubernetes/manifests/web.yaml", Data: []byte("{}")}
+	if err := store.keepManifest("u1", m); err == nil {
+		t.Error("a manifest was kept for a pod without a directory")
+	}
+	if _, err := os.Stat(poddir.Root(paths.RootDir).Pod("u1")); !os.IsNotExist(err) {
+		t.Fatalf("keeping a manifest made the pod's directory (err %v): nothing would remove it", err)
+	}
+	// A pod with its directory gets it.
+	if err := os.MkdirAll(poddir.Root(paths.RootDir).Pod("u1"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.keepManifest("u1", m); err != nil {
+		t.Fatal(err)
+	}
+	if got := store.ManifestUID("u1"); got != "u1" {
+		t.Errorf("the kept manifest's UID = %q, want u1", got)
+	}
+}
