@@ -8,12 +8,14 @@ import (
 	"sync"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/staticpodd/staticpodd/agent/atomicfile"
 	"github.com/staticpodd/staticpodd/agent/manifest"
 	"github.com/staticpodd/staticpodd/agent/podspec"
+	"github.com/staticpodd/staticpodd/agent/source"
 )
 
 // A pod's records (seen, started) are written while its first container
@@ -67,6 +69,38 @@ func TestRecordsWrittenWhileTheContainerStarts(t *testing.T) {
 		}
 		if left, err := os.ReadDir(filepath.Join(paths.RootDir, "pods", "u1")); !os.IsNotExist(err) {
 			t.Errorf("pods/u1 left after the pod was removed: %v, %v", left, err)
+		}
+	})
+}
+
+// A daemon killed between a pod's sandbox and its records (written while the
+// pod's first container starts) leaves the pod running without them: the
+// next daemon adopts it and writes them, its start time the one its
+// containers say, and the manifest its source offers; records that exist
+// are kept.
+func TestAdoptedPodGetsItsMissingRecords(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		paths := manifest.Paths{RootDir: t.TempDir()}
+		rt := newFakeRuntime()
+		pod := testPod("web", "u1", v1.RestartPolicyAlways, ctr("a", "busybox"))
+		started := time.Now().Add(-time.Hour)
+		rt.adopt(podspec.ContainerStatus{ID: "old-a", PodUID: "u1", PodName: "web-node1", Name: "a",
+			Hash: hashOf(&pod.Spec.Containers[0]), Image: "busybox", State: podspec.StateRunning, StartedAt: started, CreatedAt: started})
+		store := NewSeenStore(paths)
+		store.Offer(manifest.SourceFile, []source.Manifest{{UID: "u1", Source: manifest.SourceFile, Origin: "/m/web.yaml", Data: []byte("kind: Pod")}})
+		h := start(t, rt, Config{Paths: paths, Seen: store})
+		h.send([]manifest.Pod{pod})
+		if got := rt.Calls("start", "sandbox"); len(got) != 0 {
+			t.Fatalf("adopted pod touched: %q", got)
+		}
+		if got := NewSeenStore(paths).Started("u1", time.Now()); !got.Equal(started) {
+			t.Errorf("start time recorded for the adopted pod = %v, want its container's %v", got, started)
+		}
+		if _, err := os.Stat(filepath.Join(paths.RootDir, "pods", "u1", "seen")); err != nil {
+			t.Errorf("seen of the adopted pod: %v", err)
+		}
+		if kept := NewSeenStore(paths).Stored(manifest.SourceFile); len(kept) != 1 || string(kept[0].Data) != "kind: Pod" {
+			t.Errorf("manifest kept for the adopted pod: %+v", kept)
 		}
 	})
 }

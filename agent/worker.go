@@ -618,6 +618,15 @@ func (w *worker) resolve(pod *v1.Pod) *desiredPod {
 		// replaced since (a crash loop) could not tell otherwise.
 		if w.a.cfg.Seen != nil {
 			w.gen.startTime = w.a.cfg.Seen.Started(w.gen.uid, w.gen.startTime)
+			if st := w.pods[w.gen.uid]; st != nil && st.sandbox {
+				// A pod found with its sandbox: a daemon killed between
+				// the sandbox and its records (written beside the first
+				// start) left them missing, and nothing else writes them.
+				// Each that exists is kept.
+				if err := w.a.cfg.Seen.Record(pod, w.gen.startTime); err != nil {
+					w.logger.Warn("cannot record when the pod was first seen", "uid", w.gen.uid, "err", err)
+				}
+			}
 		}
 		for _, c := range manifest.AllContainers(pod) {
 			spec, err := w.a.conv.Container(pod, c, 0)
