@@ -18,7 +18,8 @@ import (
 // A sandbox whose pod.json is missing (its creation or removal was cut short
 // by the daemon's death) is not listed, so nothing else would remove it: the
 // next runtime removes it at start, its namespace and /dev/shm mounts and its
-// cgroup with it. A complete sandbox beside it stays.
+// cgroup with it, even when it was started with another cgroupRoot. A
+// complete sandbox beside it stays.
 func TestPartialSandboxRemovedAtStart(t *testing.T) {
 	e := newEnv(t)
 	partial, whole := e.pod(false), e.pod(false)
@@ -27,8 +28,12 @@ func TestPartialSandboxRemovedAtStart(t *testing.T) {
 	if err := os.Remove(filepath.Join(e.rt.podDir(partial.UID), podFile)); err != nil {
 		t.Fatal(err)
 	}
+	oldRoot := e.cfg.CgroupRoot
+	e.cfg.CgroupRoot += "-new"
+	t.Cleanup(func() { removeCgroupEverywhere(t, e.cfg.CgroupRoot) })
 	e.rt = e.newRuntime()
 	e.sandboxGone(partial.UID, "partial")
+	e.cgroupGone(oldRoot, partial.UID, "partial")
 	uids, err := e.rt.ListSandboxes(t.Context())
 	if err != nil {
 		t.Fatal(err)
@@ -80,22 +85,23 @@ func (e *env) sandboxGone(uid, what string) {
 			e.t.Errorf("the %s sandbox's mount %s is left", what, f[4])
 		}
 	}
-	for _, dir := range cgroupDirs(e.t, filepath.Join(e.cfg.CgroupRoot, "pod"+uid)) {
-		if _, err := os.Stat(dir); err == nil {
-			e.t.Errorf("the %s sandbox's cgroup %s is left", what, dir)
-		}
-	}
+	e.cgroupGone(e.cfg.CgroupRoot, uid, what)
 }
 
 // A removal that cannot remove the pod's cgroup (here one of its directories
 // is a mount point: rmdir says EBUSY) fails and keeps the sandbox's
 // directory, without its record: a partial sandbox, not listed, which the
-// next daemon removes whole once it can. Create removes nothing where a
-// sandbox has no directory, so none may be left without one.
+// next daemon removes whole once it can, even with another cgroupRoot, and
+// even for a sandbox an older daemon made, whose cgroup's path only its
+// record held. Create removes nothing where a sandbox has no directory, so
+// none may be left without one.
 func TestFailedRemovalLeavesAPartialSandbox(t *testing.T) {
 	e := newEnv(t)
 	p := e.pod(false)
 	e.sandbox(p)
+	if err := os.Remove(filepath.Join(e.rt.podDir(p.UID), "cgroup")); err != nil {
+		t.Fatal(err) // as an older daemon made it
+	}
 	var pinned string
 	for _, dir := range cgroupDirs(t, filepath.Join(e.cfg.CgroupRoot, "pod"+p.UID)) {
 		if _, err := os.Stat(dir); err == nil {
@@ -130,6 +136,51 @@ func TestFailedRemovalLeavesAPartialSandbox(t *testing.T) {
 		t.Errorf("sandboxes after the failed removal: %v, %v; want none listed", uids, err)
 	}
 	unpin()
+	oldRoot := e.cfg.CgroupRoot
+	e.cfg.CgroupRoot += "-new"
+	t.Cleanup(func() { removeCgroupEverywhere(t, e.cfg.CgroupRoot) })
 	e.rt = e.newRuntime()
 	e.sandboxGone(p.UID, "partial")
+	e.cgroupGone(oldRoot, p.UID, "partial")
+}
+
+// cgroupGone fails the test if pod uid's cgroup under cgroupRoot root is left.
+func (e *env) cgroupGone(root, uid, what string) {
+	e.t.Helper()
+	for _, dir := range cgroupDirs(e.t, filepath.Join(root, "pod"+uid)) {
+		if _, err := os.Stat(dir); err == nil {
+			e.t.Errorf("the %s sandbox's cgroup %s, under cgroupRoot %s, is left", what, dir, root)
+		}
+	}
+}
+
+// A pod cgroup left without its sandbox's directory (an older daemon's
+// removal took the directory even when the cgroup stayed) is removed by the
+// pod's next Create: the new sandbox does not take over what is in it.
+func TestCreateRemovesACgroupLeftWithoutItsSandbox(t *testing.T) {
+	e := newEnv(t)
+	p := e.pod(false)
+	var stale []string
+	for _, dir := range cgroupDirs(t, filepath.Join(e.cfg.CgroupRoot, "pod"+p.UID, "stale")) {
+		if strings.HasPrefix(dir, "/sys/fs/cgroup/unified/") {
+			continue // a hybrid host's cgroup2, which the v1 driver does not use
+		}
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		stale = append(stale, dir)
+	}
+	if len(stale) == 0 {
+		t.Fatal("no stale cgroup made")
+	}
+	e.sandbox(p)
+	for _, dir := range stale {
+		if _, err := os.Stat(dir); err == nil {
+			t.Errorf("the stale cgroup %s is in the new sandbox's", dir)
+		}
+	}
+	if err := e.rt.RemoveSandbox(t.Context(), p.UID); err != nil {
+		t.Fatal(err)
+	}
+	e.sandboxGone(p.UID, "removed")
 }

@@ -15,6 +15,7 @@ package sandbox
 // On-disk layout under the run directory:
 //
 //	pods/<uid>/pod.json              Record
+//	pods/<uid>/cgroup                the pod cgroup's path, until the cgroup is removed
 //	pods/<uid>/{net,ipc,uts}         bind mounts of the sandbox namespaces
 //	pods/<uid>/shm                   the pod's /dev/shm tmpfs (none with hostIPC)
 //	pods/<uid>/{hosts,hostname,resolv.conf}
@@ -25,6 +26,12 @@ const (
 	// recordFile holds the sandbox's Record, written last: its presence
 	// means the sandbox is complete.
 	recordFile = "pod.json"
+	// cgroupFile holds the path of the pod's cgroup, written before the
+	// cgroup is made and kept until it is removed: a sandbox cut short
+	// before its record, or whose removal failed after its record went,
+	// still names its cgroup, whatever cgroupDriver or cgroupRoot the next
+	// daemon has.
+	cgroupFile = "cgroup"
 )
 
 // Record is what a sandbox remembers about its pod.

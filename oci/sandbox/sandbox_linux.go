@@ -165,11 +165,15 @@ func (m *Manager) Create(ctx context.Context, pod *podspec.Pod) error {
 	// Nothing of a sandbox is made before its directory, nor left without
 	// it (remove takes it last, once the rest is gone): a pod's first start
 	// does not pay for removing what was never made (libcontainer's cgroup
-	// manager, with the systemd driver a call to systemd).
+	// manager, with the systemd driver a call to systemd). Only a cgroup
+	// an older daemon's failed removal left without its directory is
+	// looked for, by its directories alone.
 	if _, err := os.Lstat(dir); !errors.Is(err, fs.ErrNotExist) {
 		if err := m.remove(ctx, pod.UID); err != nil {
 			return fmt.Errorf("create sandbox of pod %s: remove partial sandbox: %w", pod.Name, err)
 		}
+	} else if err := removeCgroupIfAny(m.cfg.CgroupsPath(pod.UID)); err != nil {
+		return fmt.Errorf("create sandbox of pod %s: %w", pod.Name, err)
 	}
 	pr := Record{
 		UID: pod.UID, Namespace: pod.Namespace, Name: pod.Name, Hostname: pod.Hostname,
@@ -208,13 +212,13 @@ func (m *Manager) createSandbox(ctx context.Context, dir string, pr Record, pod 
 		if err := m.createParts(ctx, dir, &pr, pod); err != nil {
 			return err
 		}
-		if err := m.createCgroup(pr); err != nil {
+		if err := m.createCgroup(dir, pr); err != nil {
 			return err
 		}
 	} else {
 		cgroupMade := make(chan error, 1)
 		cg := pr // createParts is handed pr to write
-		go func() { cgroupMade <- m.createCgroup(cg) }()
+		go func() { cgroupMade <- m.createCgroup(dir, cg) }()
 		err := m.createParts(ctx, dir, &pr, pod)
 		if err := errors.Join(err, <-cgroupMade); err != nil {
 			return err
@@ -235,8 +239,14 @@ func (m *Manager) createSandbox(ctx context.Context, dir string, pr Record, pod 
 	return nil
 }
 
-// createCgroup makes the pod's cgroup, with its limits.
-func (m *Manager) createCgroup(pr Record) error {
+// createCgroup makes the pod's cgroup, with its limits, once its path is
+// in the sandbox's directory dir (cgroupFile). Not fsynced: a cgroup does
+// not outlive the machine, and a killed daemon's writes are in the page
+// cache.
+func (m *Manager) createCgroup(dir string, pr Record) error {
+	if err := os.WriteFile(filepath.Join(dir, cgroupFile), []byte(pr.CgroupsPath), 0o600); err != nil {
+		return err
+	}
 	res := podCgroupResources(pr)
 	mgr, err := newCgroupManager(cgroupConfig(pr.CgroupsPath, res))
 	if err != nil {
@@ -452,6 +462,24 @@ func (m *Manager) remove(ctx context.Context, uid string) error {
 			return err
 		}
 	}
+	// The cgroup the sandbox was made with, which a daemon started with
+	// another cgroupDriver or cgroupRoot would not name again: cgroupFile,
+	// else (a sandbox of an older daemon) the record's, kept in cgroupFile
+	// before the record goes.
+	cg, err := recordedCgroup(dir)
+	if err != nil {
+		return err
+	}
+	if cg == "" {
+		cg = m.cfg.CgroupsPath(uid)
+	}
+	// The record first: a removal cut short or failed from here on leaves
+	// a partial sandbox, listed by nothing, which the next try, Create or
+	// the next daemon's RemovePartial removes; not one that looks whole
+	// with its namespaces gone.
+	if err := os.Remove(filepath.Join(dir, recordFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
 	var errs []error
 	for _, name := range []string{nsNet, nsIPC, nsUTS, shmDir} {
 		err := unix.Unmount(filepath.Join(dir, name), unix.MNT_DETACH)
@@ -459,28 +487,36 @@ func (m *Manager) remove(ctx context.Context, uid string) error {
 			errs = append(errs, fmt.Errorf("unmount %s: %w", name, err))
 		}
 	}
-	// The cgroup the sandbox was made with, which a daemon started with
-	// another cgroupDriver or cgroupRoot would not name again.
-	cg := m.cfg.CgroupsPath(uid)
-	var pr Record
-	if ok, err := readOptionalJSON(filepath.Join(dir, recordFile), &pr); err == nil && ok && pr.CgroupsPath != "" {
-		cg = pr.CgroupsPath
-	}
 	if err := RemoveCgroup(cg); err != nil {
 		errs = append(errs, err)
 	}
 	// The directory goes last, and only once the rest is gone: Create
-	// removes nothing where there is none. A removal that failed leaves
-	// it, without its record: a partial sandbox, which the next Create,
-	// the next try of this removal or the next daemon's RemovePartial
-	// removes again.
+	// removes nothing where there is none.
 	if len(errs) > 0 {
-		if err := os.Remove(filepath.Join(dir, recordFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			errs = append(errs, err)
-		}
 		return errors.Join(errs...)
 	}
 	return os.RemoveAll(dir)
+}
+
+// recordedCgroup is the path of the cgroup of the sandbox in dir, "" when
+// none is recorded. A path found only in the record (a sandbox made before
+// cgroupFile) is written to cgroupFile, which outlives the record.
+func recordedCgroup(dir string) (string, error) {
+	b, err := os.ReadFile(filepath.Join(dir, cgroupFile))
+	switch {
+	case err == nil && len(b) > 0:
+		return string(b), nil
+	case err != nil && !errors.Is(err, fs.ErrNotExist):
+		return "", err
+	}
+	var pr Record
+	if ok, err := readOptionalJSON(filepath.Join(dir, recordFile), &pr); err != nil || !ok || pr.CgroupsPath == "" {
+		return "", nil
+	}
+	if err := os.WriteFile(filepath.Join(dir, cgroupFile), []byte(pr.CgroupsPath), 0o600); err != nil {
+		return "", err
+	}
+	return pr.CgroupsPath, nil
 }
 
 // Join names what a container joins in the sandbox of pr, the record of
@@ -585,6 +621,22 @@ func RemoveCgroup(cgPath string) error {
 	}
 	if err := mgr.Destroy(); err != nil {
 		return fmt.Errorf("remove cgroup %s: %w", cgPath, err)
+	}
+	return nil
+}
+
+// removeCgroupIfAny removes the cgroup at cgPath if any of its directories
+// is there: looking costs a stat a hierarchy, where RemoveCgroup reads and
+// removes in each (and with the systemd driver asks systemd to stop it).
+func removeCgroupIfAny(cgPath string) error {
+	mgr, err := newCgroupManager(cgroupConfig(cgPath, &cgroups.Resources{SkipDevices: true}))
+	if err != nil {
+		return fmt.Errorf("cgroup %s: %w", cgPath, err)
+	}
+	for _, p := range mgr.GetPaths() {
+		if _, err := os.Lstat(p); !errors.Is(err, fs.ErrNotExist) {
+			return RemoveCgroup(cgPath)
+		}
 	}
 	return nil
 }
