@@ -144,6 +144,9 @@ type Agent struct {
 	// stopPriority is each desired pod's stop priority (stopPriorities).
 	stopPriority map[string]int32
 	stopping     map[string]*stopping
+	// uidWaits: the last reconcile kept a pod out until a worker of another
+	// name lets its UID go (waitForHeldUIDsLocked).
+	uidWaits bool
 
 	// debugs are the debug containers running (Debug).
 	debugs debugs

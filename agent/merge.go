@@ -63,6 +63,52 @@ func merge(updates map[string]source.Update, running map[string]bool) (map[strin
 	return pods, problems
 }
 
+// waitForHeldUIDsLocked keeps out of pods, for now, each pod whose UID a
+// worker of another name runs or stops and no longer wants: a manifest
+// renamed with its explicit metadata.uid kept. Two workers would drive one
+// UID (one sandbox, one pods/<uid> directory): the old one's teardown would
+// take what the new one made. The pod starts once that worker is gone
+// (removeWorker runs the reconcile again), as an edit's new generation
+// starts once the old one has stopped. workerUIDs are the workers' desired
+// UIDs before this reconcile; a.stopping holds those no longer desired, and
+// an orphan worker's key names the UID it stops.
+func (a *Agent) waitForHeldUIDsLocked(pods map[string]manifest.Pod, workerUIDs map[string]string) []manifest.Problem {
+	held := make(map[string]string, len(workerUIDs)+len(a.stopping))
+	for key, uid := range workerUIDs {
+		held[uid] = key
+	}
+	for key, s := range a.stopping {
+		if s.pod != nil && a.workers[key] != nil {
+			held[string(s.pod.UID)] = key
+		}
+	}
+	for key := range a.workers {
+		if uid, ok := strings.CutPrefix(key, orphanPrefix); ok {
+			held[uid] = key // an adopted pod of no known name, stopping
+		}
+	}
+	a.uidWaits = false
+	var problems []manifest.Problem
+	for key, p := range pods {
+		other, ok := held[string(p.UID)]
+		if !ok || other == key {
+			continue
+		}
+		if q, wanted := pods[other]; wanted && q.UID == p.UID {
+			continue // both wanted: dropSharedUIDs kept one
+		}
+		problems = append(problems, manifest.Problem{
+			Origin: p.Origin,
+			Err: fmt.Errorf("pod %s has metadata.uid %s, as pod %s, which is stopping; it starts once that one has stopped",
+				key, p.UID, other),
+		})
+		delete(pods, key)
+		a.uidWaits = true
+	}
+	slices.SortStableFunc(problems, func(a, b manifest.Problem) int { return strings.Compare(a.Origin, b.Origin) })
+	return problems
+}
+
 // dropSharedUIDs keeps one of the pods of different names that have one
 // UID (a manifest may set its own metadata.uid) and returns a problem for
 // each other, which it removes from pods: a UID names the pod's sandbox,

@@ -170,6 +170,7 @@ func (a *Agent) reconcile(ctx context.Context, l *loop) {
 	recreated := make(map[types.UID]uint64, len(pods))
 	problems = append(problems, a.substituteRollbacks(pods)...)
 	problems = append(problems, dropSharedUIDs(pods, workerUIDs)...)
+	problems = append(problems, a.waitForHeldUIDsLocked(pods, workerUIDs)...)
 	problems = append(problems, a.checkOrderLocked(pods)...)
 	a.problems = problems
 	a.recordProblemsLocked(problems)
@@ -403,6 +404,13 @@ func (a *Agent) removeWorker(w *worker) bool {
 		delete(a.workers, w.key)
 		a.statuses.Remove(w.key)
 		a.forgetStopLocked(w.key)
+		if a.uidWaits {
+			// A pod waiting for this worker's UID may start now.
+			select {
+			case a.rerun <- struct{}{}:
+			default:
+			}
+		}
 	}
 	delete(a.readyWait, w.key)
 	a.maybeReadyLocked()

@@ -758,3 +758,73 @@ func TestReclaimedNeverPodStaysFinishedAcrossRestart(t *testing.T) {
 		}
 	})
 }
+
+// A manifest renamed with its explicit metadata.uid kept is a pod of a new
+// name with the UID of one still running: the new pod waits, with a problem
+// saying why, until the old one has stopped and is torn down, so that the
+// old pod's teardown (its sandbox, its directory with the records) never
+// takes what the new one made, and two workers never drive one UID.
+func TestRenamedPodKeepingItsUIDStartsOnceTheOldHasStopped(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		rt.stubborn["a"] = true // the old pod takes its grace period to stop
+		h := start(t, rt, Config{})
+		h.send([]manifest.Pod{testPod("web", "u1", v1.RestartPolicyAlways, ctr("a", "busybox"))})
+		if got := rt.Running(); len(got) != 1 {
+			t.Fatalf("running %q, want the first pod's container", got)
+		}
+		rt.mu.Lock()
+		rt.calls = nil
+		rt.mu.Unlock()
+		h.send([]manifest.Pod{testPod("site", "u1", v1.RestartPolicyAlways, ctr("a", "busybox"))})
+		synctest.Wait()
+		if got := rt.Calls("sandbox", "start"); len(got) != 0 {
+			t.Fatalf("calls %q while the old pod stops: the renamed one did not wait", got)
+		}
+		if got := h.a.Problems(); len(got) != 1 || !strings.Contains(got[0].Err.Error(), "metadata.uid u1") {
+			t.Errorf("problems while the renamed pod waits = %v, want one saying why", got)
+		}
+		time.Sleep(6 * time.Second) // the old pod's grace period
+		synctest.Wait()
+		got := rt.Calls("signal", "destroy", "rmsandbox", "rmvolumes", "sandbox", "start")
+		want := []string{"signal", "signal", "destroy", "rmsandbox u1", "rmvolumes u1", "sandbox u1", "start u1/a#1"}
+		if len(got) != len(want) {
+			t.Fatalf("calls = %q, want the old pod torn down, then the new one started: %q", got, want)
+		}
+		for i := range want {
+			if !strings.HasPrefix(got[i], want[i]) {
+				t.Fatalf("calls = %q, want the old pod torn down, then the new one started: %q", got, want)
+			}
+		}
+		if p := h.pod("site"); p.Status.Phase != v1.PodRunning {
+			t.Errorf("renamed pod's phase = %q, want Running", p.Status.Phase)
+		}
+	})
+}
+
+// The same for an adopted pod of no recorded name, which an orphan worker
+// stops when no manifest claims it at the daemon's start: a manifest with
+// its UID that comes back meanwhile waits for it.
+func TestPodWaitsForTheOrphanOfItsUID(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		rt.stubborn["x"] = true
+		rt.adopt(podspec.ContainerStatus{ID: "gone", PodUID: "u0", Name: "x", Image: "busybox",
+			State: podspec.StateRunning, TerminationGracePeriod: 5 * time.Second})
+		h := start(t, rt, Config{})
+		h.send(nil)
+		synctest.Wait()
+		h.send([]manifest.Pod{testPod("web", "u0", v1.RestartPolicyAlways, ctr("x", "busybox"))})
+		synctest.Wait()
+		if got := rt.Calls("sandbox", "start"); len(got) != 0 {
+			t.Fatalf("calls %q while the orphan stops: the pod of its UID did not wait", got)
+		}
+		time.Sleep(6 * time.Second)
+		synctest.Wait()
+		got := rt.Calls("destroy", "rmsandbox", "sandbox", "start")
+		want := []string{"destroy gone", "rmsandbox u0", "sandbox u0", "start u0/x#1"} // its restarts count on
+		if !slices.Equal(got, want) {
+			t.Fatalf("calls = %q, want %q", got, want)
+		}
+	})
+}
