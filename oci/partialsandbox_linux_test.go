@@ -184,3 +184,63 @@ func TestCreateRemovesACgroupLeftWithoutItsSandbox(t *testing.T) {
 	}
 	e.sandboxGone(p.UID, "removed")
 }
+
+// The cgroup a removal removes (killing every process in it) is one its pod
+// could have: a cgroup file or record naming another (here a sibling of the
+// pod's cgroup, with a process in it) is not taken, and the pod's own cgroup
+// goes. And a sandbox of an older daemon, whose cgroup's path only its record
+// holds, is removed even where that path cannot be written to the cgroup
+// file (a full run dir; here a directory in the file's place), by a daemon
+// with another cgroupRoot: its record then goes last.
+func TestRemovalTakesOnlyItsPodsCgroup(t *testing.T) {
+	e := newEnv(t)
+	p := e.pod(false)
+	e.sandbox(p)
+	victim := filepath.Join(e.cfg.CgroupRoot, "victim")
+	var dirs []string
+	for _, dir := range cgroupDirs(t, victim) {
+		if strings.HasPrefix(dir, "/sys/fs/cgroup/unified/") {
+			continue
+		}
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		dirs = append(dirs, dir)
+	}
+	defer func() {
+		for _, dir := range dirs {
+			_ = os.Remove(dir)
+		}
+	}()
+	if err := os.WriteFile(filepath.Join(e.rt.podDir(p.UID), "cgroup"), []byte(victim), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.rt.RemoveSandbox(t.Context(), p.UID); err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range dirs {
+		if _, err := os.Stat(dir); err != nil {
+			t.Errorf("the cgroup %s a cgroup file named was removed: %v", dir, err)
+		}
+	}
+	e.sandboxGone(p.UID, "removed")
+
+	old := e.pod(false)
+	e.sandbox(old)
+	cgFile := filepath.Join(e.rt.podDir(old.UID), "cgroup")
+	if err := os.Remove(cgFile); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(cgFile, 0o700); err != nil { // cannot be written
+		t.Fatal(err)
+	}
+	oldRoot := e.cfg.CgroupRoot
+	e.cfg.CgroupRoot += "-new"
+	t.Cleanup(func() { removeCgroupEverywhere(t, e.cfg.CgroupRoot) })
+	e.rt = e.newRuntime()
+	if err := e.rt.RemoveSandbox(t.Context(), old.UID); err != nil {
+		t.Fatalf("removal of an older daemon's sandbox whose cgroup file cannot be written: %v", err)
+	}
+	e.sandboxGone(old.UID, "older daemon's")
+	e.cgroupGone(oldRoot, old.UID, "older daemon's")
+}

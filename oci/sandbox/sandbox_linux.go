@@ -10,8 +10,10 @@ import (
 	"log/slog"
 	"net/netip"
 	"os"
+	"path"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -452,7 +454,10 @@ func (m *Manager) remove(ctx context.Context, uid string) error {
 	// otherwise keep the namespace (and so the network) alive for ever.
 	m.nets.forget(uid)
 	defer m.nets.forget(uid)
+	// Likewise the status: a Status call during CNI's DEL reads pod.json
+	// again, and its entry would outlive the sandbox.
 	m.forgetStatus(uid)
+	defer m.forgetStatus(uid)
 	dir := m.dir(uid)
 	// DEL first, while the namespace is there for the plugins to clean up
 	// in. A DEL that fails keeps the sandbox (and its record of the
@@ -466,19 +471,21 @@ func (m *Manager) remove(ctx context.Context, uid string) error {
 	// another cgroupDriver or cgroupRoot would not name again: cgroupFile,
 	// else (a sandbox of an older daemon) the record's, kept in cgroupFile
 	// before the record goes.
-	cg, err := recordedCgroup(dir)
-	if err != nil {
-		return err
-	}
+	cg, kept := m.recordedCgroup(dir, uid)
 	if cg == "" {
-		cg = m.cfg.CgroupsPath(uid)
+		cg, kept = m.cfg.CgroupsPath(uid), true
 	}
 	// The record first: a removal cut short or failed from here on leaves
 	// a partial sandbox, listed by nothing, which the next try, Create or
 	// the next daemon's RemovePartial removes; not one that looks whole
-	// with its namespaces gone.
-	if err := os.Remove(filepath.Join(dir, recordFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return err
+	// with its namespaces gone. Unless the cgroup's path is in the record
+	// alone (cgroupFile could not be written: a full run dir, which only
+	// this removal may free): then it goes with the directory, as it did
+	// before cgroupFile.
+	if kept {
+		if err := os.Remove(filepath.Join(dir, recordFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
 	}
 	var errs []error
 	for _, name := range []string{nsNet, nsIPC, nsUTS, shmDir} {
@@ -498,25 +505,51 @@ func (m *Manager) remove(ctx context.Context, uid string) error {
 	return os.RemoveAll(dir)
 }
 
-// recordedCgroup is the path of the cgroup of the sandbox in dir, "" when
-// none is recorded. A path found only in the record (a sandbox made before
-// cgroupFile) is written to cgroupFile, which outlives the record.
-func recordedCgroup(dir string) (string, error) {
+// recordedCgroup is the path of the cgroup of pod uid's sandbox in dir, ""
+// when none is recorded; kept says it is in cgroupFile. A path found only
+// in the record (a sandbox made before cgroupFile) is written to
+// cgroupFile, which outlives the record, when it can be. A recorded path
+// that no cgroupDriver or cgroupRoot gives the pod is not taken: removing
+// a cgroup kills every process in it.
+func (m *Manager) recordedCgroup(dir, uid string) (cg string, kept bool) {
 	b, err := os.ReadFile(filepath.Join(dir, cgroupFile))
-	switch {
-	case err == nil && len(b) > 0:
-		return string(b), nil
-	case err != nil && !errors.Is(err, fs.ErrNotExist):
-		return "", err
+	if err == nil {
+		if p := string(b); podCgroupPath(uid, p) {
+			return p, true
+		}
+		m.log.Warn("the sandbox's cgroup file names no cgroup of its pod; not taken", "pod", uid, "cgroup", shortString(b))
 	}
 	var pr Record
 	if ok, err := readOptionalJSON(filepath.Join(dir, recordFile), &pr); err != nil || !ok || pr.CgroupsPath == "" {
-		return "", nil
+		return "", false
+	}
+	if !podCgroupPath(uid, pr.CgroupsPath) {
+		m.log.Warn("the sandbox's record names no cgroup of its pod; not taken", "pod", uid, "cgroup", shortString([]byte(pr.CgroupsPath)))
+		return "", false
 	}
 	if err := os.WriteFile(filepath.Join(dir, cgroupFile), []byte(pr.CgroupsPath), 0o600); err != nil {
-		return "", err
+		return pr.CgroupsPath, false
 	}
-	return pr.CgroupsPath, nil
+	return pr.CgroupsPath, true
+}
+
+// podCgroupPath says whether p is a path a cgroupDriver and a cgroupRoot
+// give pod uid's cgroup (oci.podCgroupsPath): a cgroupfs path, clean, that
+// ends in pod<uid>, or a systemd slice ending in -pod<uid>.slice (the
+// kubelet's escaping: "-" as "_").
+func podCgroupPath(uid, p string) bool {
+	if isSystemdCgroupsPath(p) {
+		return !strings.ContainsAny(p, "/:") && strings.HasSuffix(p, "-pod"+strings.ReplaceAll(uid, "-", "_")+".slice")
+	}
+	return p != "" && path.Clean(p) == p && path.Base(p) == "pod"+uid && !slices.Contains(strings.Split(p, "/"), "..")
+}
+
+// shortString is b for a log line: at most 128 bytes, quoted.
+func shortString(b []byte) string {
+	if len(b) > 128 {
+		return strconv.Quote(string(b[:128])) + "..."
+	}
+	return strconv.Quote(string(b))
 }
 
 // Join names what a container joins in the sandbox of pr, the record of
