@@ -144,8 +144,11 @@ type Agent struct {
 	// stopPriority is each desired pod's stop priority (stopPriorities).
 	stopPriority map[string]int32
 	stopping     map[string]*stopping
-	// uidWaits: the last reconcile kept a pod out until a worker of another
-	// name lets its UID go (waitForHeldUIDsLocked).
+	// held are, by pod UID, the keys of the workers that hold it (a state in
+	// worker.pods) until its teardown; uidWaits: the last reconcile kept a
+	// pod out until a worker of another name lets its UID go
+	// (waitForHeldUIDsLocked).
+	held     map[string]map[string]bool
 	uidWaits bool
 
 	// debugs are the debug containers running (Debug).

@@ -374,6 +374,7 @@ func (w *worker) teardown(ctx context.Context, podUID string) error {
 		return fmt.Errorf("remove logs of pod %s: %w", podUID, err)
 	}
 	delete(w.pods, podUID)
+	w.a.releaseUID(podUID, w.key)
 	w.forgetBackoff(podUID)
 	w.logger.Info("pod removed", "uid", podUID)
 	return nil
@@ -403,6 +404,7 @@ func (w *worker) sandbox(ctx context.Context, pod *v1.Pod, first string) error {
 	if st == nil {
 		st = &podState{uid: uid, grace: podGrace(pod)}
 		w.pods[uid] = st
+		w.a.holdUID(uid, w.key)
 	}
 	sb := *w.sandboxSpec(pod)
 	sb.PidsLimit = w.a.cfg.PodPidsLimit

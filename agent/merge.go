@@ -64,49 +64,84 @@ func merge(updates map[string]source.Update, running map[string]bool) (map[strin
 }
 
 // waitForHeldUIDsLocked keeps out of pods, for now, each pod whose UID a
-// worker of another name runs or stops and no longer wants: a manifest
-// renamed with its explicit metadata.uid kept. Two workers would drive one
-// UID (one sandbox, one pods/<uid> directory): the old one's teardown would
-// take what the new one made. The pod starts once that worker is gone
-// (removeWorker runs the reconcile again), as an edit's new generation
-// starts once the old one has stopped. workerUIDs are the workers' desired
-// UIDs before this reconcile; a.stopping holds those no longer desired, and
-// an orphan worker's key names the UID it stops.
+// worker of another name still wants or holds (its containers, its sandbox
+// or its directory not yet torn down): a manifest renamed with its explicit
+// metadata.uid kept, or another pod given an old one's UID. Two workers
+// would drive one UID (one sandbox, one pods/<uid> directory): the old one's
+// teardown would take what the new one made. The pod starts once that
+// worker let the UID go (releaseUID runs the reconcile again), as an edit's
+// new generation starts once the old one has stopped. workerUIDs are the
+// workers' desired UIDs before this reconcile.
 func (a *Agent) waitForHeldUIDsLocked(pods map[string]manifest.Pod, workerUIDs map[string]string) []manifest.Problem {
-	held := make(map[string]string, len(workerUIDs)+len(a.stopping))
-	for key, uid := range workerUIDs {
-		held[uid] = key
-	}
-	for key, s := range a.stopping {
-		if s.pod != nil && a.workers[key] != nil {
-			held[string(s.pod.UID)] = key
+	holder := func(uid string) []string {
+		var keys []string
+		for key, u := range workerUIDs {
+			if u == uid {
+				keys = append(keys, key)
+			}
 		}
-	}
-	for key := range a.workers {
-		if uid, ok := strings.CutPrefix(key, orphanPrefix); ok {
-			held[uid] = key // an adopted pod of no known name, stopping
+		for key := range a.held[uid] {
+			keys = append(keys, key)
 		}
+		return keys
 	}
 	a.uidWaits = false
 	var problems []manifest.Problem
 	for key, p := range pods {
-		other, ok := held[string(p.UID)]
-		if !ok || other == key {
-			continue
+		for _, other := range holder(string(p.UID)) {
+			if other == key {
+				continue
+			}
+			if q, wanted := pods[other]; wanted && q.UID == p.UID {
+				continue // both wanted: dropSharedUIDs kept one
+			}
+			problems = append(problems, manifest.Problem{
+				Origin: p.Origin,
+				Err: fmt.Errorf("pod %s has metadata.uid %s, as pod %s, which is stopping; it starts once that one has stopped",
+					key, p.UID, other),
+			})
+			delete(pods, key)
+			a.uidWaits = true
+			break
 		}
-		if q, wanted := pods[other]; wanted && q.UID == p.UID {
-			continue // both wanted: dropSharedUIDs kept one
-		}
-		problems = append(problems, manifest.Problem{
-			Origin: p.Origin,
-			Err: fmt.Errorf("pod %s has metadata.uid %s, as pod %s, which is stopping; it starts once that one has stopped",
-				key, p.UID, other),
-		})
-		delete(pods, key)
-		a.uidWaits = true
 	}
 	slices.SortStableFunc(problems, func(a, b manifest.Problem) int { return strings.Compare(a.Origin, b.Origin) })
 	return problems
+}
+
+// holdUID records that worker key holds pod uid: it has a state for it
+// (worker.pods), until its teardown.
+func (a *Agent) holdUID(uid, key string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.holdUIDLocked(uid, key)
+}
+
+func (a *Agent) holdUIDLocked(uid, key string) {
+	if a.held == nil {
+		a.held = map[string]map[string]bool{}
+	}
+	if a.held[uid] == nil {
+		a.held[uid] = map[string]bool{}
+	}
+	a.held[uid][key] = true
+}
+
+// releaseUID records that worker key let pod uid go (its teardown is done),
+// and reconciles again when a pod waits for a UID.
+func (a *Agent) releaseUID(uid, key string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	delete(a.held[uid], key)
+	if len(a.held[uid]) == 0 {
+		delete(a.held, uid)
+	}
+	if a.uidWaits {
+		select {
+		case a.rerun <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // dropSharedUIDs keeps one of the pods of different names that have one

@@ -170,8 +170,10 @@ func (a *Agent) reconcile(ctx context.Context, l *loop) {
 	recreated := make(map[types.UID]uint64, len(pods))
 	problems = append(problems, a.substituteRollbacks(pods)...)
 	problems = append(problems, dropSharedUIDs(pods, workerUIDs)...)
-	problems = append(problems, a.waitForHeldUIDsLocked(pods, workerUIDs)...)
 	problems = append(problems, a.checkOrderLocked(pods)...)
+	// After the order's check: a pod that starts after a waiting one waits
+	// for it, as for one not ready yet.
+	problems = append(problems, a.waitForHeldUIDsLocked(pods, workerUIDs)...)
 	a.problems = problems
 	a.recordProblemsLocked(problems)
 	if l.allSeen && l.adopted != nil {
@@ -179,6 +181,10 @@ func (a *Agent) reconcile(ctx context.Context, l *loop) {
 	}
 	l.seq++
 
+	wantedUIDs := make(map[string]bool, len(pods))
+	for _, p := range pods {
+		wantedUIDs[string(p.UID)] = true
+	}
 	for key, p := range pods {
 		w := a.workers[key]
 		// Only the generation the worker has restarts (running, or being
@@ -186,7 +192,7 @@ func (a *Agent) reconcile(ctx context.Context, l *loop) {
 		// written back with new content is an edit, its pod new anyway.
 		known := w != nil && (w.desiredUID() == "" || w.desiredUID() == string(p.UID))
 		if w == nil {
-			claimed := a.claim(l, p)
+			claimed := a.claim(l, p, wantedUIDs)
 			var refused *stopRequest
 			if len(claimed) == 0 {
 				// New to the node, not adopted: admitted as the kubelet does
@@ -289,10 +295,13 @@ func (a *Agent) sweep(l *loop, pods map[string]manifest.Pod) {
 
 // claim takes from the stash the adopted pods a new worker for p owns: p's own UID
 // and older generations with the same full name, which it stops first.
-func (a *Agent) claim(l *loop, p manifest.Pod) map[string]*podState {
+//
+// A UID another wanted pod has (a manifest renamed while the daemon was
+// down, its metadata.uid kept) is that pod's, not the name's.
+func (a *Agent) claim(l *loop, p manifest.Pod, wanted map[string]bool) map[string]*podState {
 	pods := map[string]*podState{}
 	for uid, st := range l.stash {
-		if uid == string(p.UID) || l.names[uid].is(p) {
+		if uid == string(p.UID) || (l.names[uid].is(p) && !wanted[uid]) {
 			pods[uid] = st
 			delete(l.stash, uid)
 		}
@@ -323,6 +332,9 @@ func (n podName) is(p manifest.Pod) bool {
 // the adopted containers of a pod that is still wanted.
 func (a *Agent) startWorkerLocked(ctx context.Context, l *loop, key string, pods map[string]*podState, desired *v1.Pod, seq uint64, refused *stopRequest) *worker {
 	w := newWorker(a, key, pods)
+	for uid := range pods {
+		a.holdUIDLocked(uid, key)
+	}
 	w.seed(desired, seq, refused)
 	a.workers[key] = w
 	l.wg.Go(func() { w.run(ctx) })
@@ -404,13 +416,6 @@ func (a *Agent) removeWorker(w *worker) bool {
 		delete(a.workers, w.key)
 		a.statuses.Remove(w.key)
 		a.forgetStopLocked(w.key)
-		if a.uidWaits {
-			// A pod waiting for this worker's UID may start now.
-			select {
-			case a.rerun <- struct{}{}:
-			default:
-			}
-		}
 	}
 	delete(a.readyWait, w.key)
 	a.maybeReadyLocked()

@@ -828,3 +828,90 @@ func TestPodWaitsForTheOrphanOfItsUID(t *testing.T) {
 		}
 	})
 }
+
+// A pod given the UID of another that is edited to a new one (web u1 → u2,
+// a new site u1, in one update) waits for web's worker to tear u1 down, not
+// only while web still wants u1: another reconcile meanwhile starts nothing
+// of it, and the teardown's end starts it, with no other update.
+func TestPodWaitsForAUIDItsHolderNoLongerWants(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		rt.stubborn["a"] = true
+		h := start(t, rt, Config{})
+		h.send([]manifest.Pod{testPod("web", "u1", v1.RestartPolicyAlways, ctr("a", "busybox"))})
+		rt.mu.Lock()
+		rt.calls = nil
+		rt.mu.Unlock()
+		set := []manifest.Pod{
+			testPod("web", "u2", v1.RestartPolicyAlways, ctr("a", "busybox")),
+			testPod("site", "u1", v1.RestartPolicyAlways, ctr("a", "busybox")),
+		}
+		h.send(set)
+		time.Sleep(time.Second)
+		h.send(set) // another reconcile while web's worker stops u1
+		synctest.Wait()
+		if got := rt.Calls("sandbox u1", "start u1"); len(got) != 0 {
+			t.Fatalf("calls %q while web's worker stops u1", got)
+		}
+		time.Sleep(10 * time.Second) // the grace period
+		synctest.Wait()
+		got := rt.Calls("rmsandbox u1", "sandbox u1", "start u1", "start u2")
+		if i, j := slices.Index(got, "rmsandbox u1"), slices.Index(got, "sandbox u1"); i < 0 || j < i {
+			t.Fatalf("calls %q: want u1 torn down, then made again for site", got)
+		}
+		if !slices.Contains(got, "start u2/a#0") || !slices.Contains(got, "start u1/a#0") {
+			t.Errorf("calls %q: want web's u2 and site's u1 started", got)
+		}
+		if len(h.a.Problems()) != 0 {
+			t.Errorf("problems once site started: %v", h.a.Problems())
+		}
+	})
+}
+
+// An adopted pod of a recorded name whose manifest is gone is stopped by a
+// worker of that name that never wanted it: a pod with its UID waits for it
+// too.
+func TestPodWaitsForAnAdoptedPodOfItsUIDStopping(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		rt.stubborn["a"] = true
+		rt.adopt(podspec.ContainerStatus{ID: "old", PodUID: "u1", PodName: "web-node1", PodNamespace: "default", Name: "a",
+			Image: "busybox", State: podspec.StateRunning, TerminationGracePeriod: 5 * time.Second})
+		h := start(t, rt, Config{})
+		h.send(nil)
+		synctest.Wait()
+		h.send([]manifest.Pod{testPod("site", "u1", v1.RestartPolicyAlways, ctr("a", "busybox"))})
+		synctest.Wait()
+		if got := rt.Calls("sandbox", "start"); len(got) != 0 {
+			t.Fatalf("calls %q while the adopted pod stops", got)
+		}
+		time.Sleep(6 * time.Second)
+		synctest.Wait()
+		want := []string{"destroy old", "rmsandbox u1", "sandbox u1", "start u1/a#1"}
+		if got := rt.Calls("destroy", "rmsandbox", "sandbox", "start"); !slices.Equal(got, want) {
+			t.Fatalf("calls = %q, want %q", got, want)
+		}
+	})
+}
+
+// A manifest renamed while the daemon was down, its metadata.uid kept, and a
+// new manifest of the old name: the running pod is the renamed one's (its
+// UID), not the name's, whatever the order the reconcile meets them in; it
+// is never torn down under the pod that adopts it.
+func TestRenamedWhileDownAdoptedByItsUID(t *testing.T) {
+	for range 20 {
+		synctest.Test(t, func(t *testing.T) {
+			rt := newFakeRuntime()
+			pod := testPod("site", "u1", v1.RestartPolicyAlways, ctr("a", "busybox"))
+			rt.adopt(podspec.ContainerStatus{ID: "old", PodUID: "u1", PodName: "web-node1", PodNamespace: "default", Name: "a",
+				Hash: hashOf(&pod.Spec.Containers[0]), Image: "busybox", State: podspec.StateRunning})
+			h := start(t, rt, Config{})
+			h.send([]manifest.Pod{testPod("web", "u2", v1.RestartPolicyAlways, ctr("a", "busybox")), pod})
+			synctest.Wait()
+			want := []string{"sandbox u2", "start u2/a#0"}
+			if got := rt.Calls("signal", "destroy", "rmsandbox", "sandbox", "start"); !slices.Equal(got, want) {
+				t.Fatalf("calls = %q, want the adopted u1 kept for site and u2 started for web: %q", got, want)
+			}
+		})
+	}
+}
