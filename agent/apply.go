@@ -436,7 +436,7 @@ func (w *worker) sandbox(ctx context.Context, pod *v1.Pod, first string) error {
 		}
 		return err
 	}
-	st.sandbox = true
+	st.sandbox, st.unprepared = true, false
 	w.sandboxStatus(ctx, pod, st)
 	if n := st.network; n != nil && n.Network != "" {
 		// Which network and plugins the pod got: a file another package

@@ -110,6 +110,11 @@ const reasonRecreated = "Recreated"
 type podState struct {
 	uid     string
 	sandbox bool
+	// unprepared: a sandbox found at the daemon's start with no container
+	// in it, whose volumes may never have been prepared (their preparation
+	// failed, a missing Secret, or the daemon died before it): the next
+	// start prepares them first, as for a sandbox made now.
+	unprepared bool
 	// network is the sandbox's place on the pod network, once known.
 	network    *podspec.SandboxStatus
 	grace      time.Duration // to stop its containers when it is no longer desired
@@ -467,7 +472,7 @@ func planSyncing(d *desiredPod, v podView, strays []action) []action {
 		p.acts = append(p.acts, stopContainers(v.st, sidecars, p.grace)...)
 	}
 	starts := slices.DeleteFunc(p.starts, func(a action) bool { return d.hashes[a.container] == "" || v.st.postStarting })
-	if len(starts) > 0 && !v.st.sandbox {
+	if len(starts) > 0 && (!v.st.sandbox || v.st.unprepared) {
 		p.acts = append(p.acts, action{kind: actSandbox, podUID: p.uid})
 	}
 	return append(p.acts, starts...)

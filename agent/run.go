@@ -129,8 +129,12 @@ func (a *Agent) adopt(ctx context.Context, l *loop) error {
 	for _, uid := range sbs {
 		get(uid).sandbox = true
 	}
+	for _, st := range l.stash {
+		st.unprepared = st.sandbox // until a container says otherwise
+	}
 	for _, c := range cs {
 		st := get(c.PodUID)
+		st.unprepared = false
 		st.containers = append(st.containers, c)
 		if c.PodName != "" {
 			l.names[c.PodUID] = podName{c.PodNamespace, c.PodName}

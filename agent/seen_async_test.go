@@ -104,3 +104,24 @@ func TestAdoptedPodGetsItsMissingRecords(t *testing.T) {
 		}
 	})
 }
+
+// A sandbox found at the daemon's start with no container in it may never
+// have had its volumes prepared (a Secret that had not come, or a daemon
+// killed between the two): the pod's first start prepares them, as for a
+// sandbox made now, and its records are written then, not at adoption.
+func TestAdoptedEmptySandboxPreparesItsVolumes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		paths := manifest.Paths{RootDir: t.TempDir()}
+		rt := newFakeRuntime()
+		rt.sandboxes["u1"] = true
+		h := start(t, rt, Config{Paths: paths, Seen: NewSeenStore(paths)})
+		h.send([]manifest.Pod{testPod("web", "u1", v1.RestartPolicyAlways, ctr("a", "busybox"))})
+		want := []string{"sandbox u1", "volumes u1", "start u1/a#0"}
+		if got := rt.Calls("sandbox", "volumes", "start"); !slices.Equal(got, want) {
+			t.Fatalf("calls = %q, want %q", got, want)
+		}
+		if _, err := os.Stat(filepath.Join(paths.RootDir, "pods", "u1", "started")); err != nil {
+			t.Errorf("started record: %v", err)
+		}
+	})
+}

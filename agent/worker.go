@@ -618,7 +618,7 @@ func (w *worker) resolve(pod *v1.Pod) *desiredPod {
 		// replaced since (a crash loop) could not tell otherwise.
 		if w.a.cfg.Seen != nil {
 			w.gen.startTime = w.a.cfg.Seen.Started(w.gen.uid, w.gen.startTime)
-			if st := w.pods[w.gen.uid]; st != nil && st.sandbox {
+			if st := w.pods[w.gen.uid]; st != nil && st.sandbox && !st.unprepared {
 				// A pod found with its sandbox: a daemon killed between
 				// the sandbox and its records (written beside the first
 				// start) left them missing, and nothing else writes them.
