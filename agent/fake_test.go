@@ -43,6 +43,7 @@ type fakeRuntime struct {
 	afterLookup func(image string)
 	crash       map[string]int    // container name -> exit code right after start
 	stubborn    map[string]bool   // container names that ignore SIGTERM
+	volumesErr  error             // what RemoveVolumes returns, while not nil
 	startErr    error             // every StartContainer fails with it
 	execFail    map[string]string // container name -> why its process cannot start (StartError)
 	vanished    map[string]bool   // container IDs whose Wait says ErrNotExist
@@ -573,6 +574,9 @@ func (c *fakeConv) RemoveVolumes(uid string) error {
 	c.rt.mu.Lock()
 	defer c.rt.mu.Unlock()
 	c.rt.record("rmvolumes %s", uid)
+	if c.rt.volumesErr != nil {
+		return c.rt.volumesErr
+	}
 	if c.rt.rootDir != "" {
 		return os.RemoveAll(filepath.Join(c.rt.rootDir, "pods", uid))
 	}

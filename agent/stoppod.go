@@ -105,8 +105,17 @@ func (a *Agent) workerOf(uid string) *worker {
 }
 
 // gone reports whether the runtime has neither a sandbox nor a container
-// of pod uid.
+// of pod uid, and no worker still tears it down.
 func (a *Agent) gone(ctx context.Context, uid string) (bool, error) {
+	// A worker holds the pod until its teardown is done whole: a sandbox
+	// being removed, or whose volumes or logs could not be, is listed no
+	// longer (its record goes first) but is not gone.
+	a.mu.Lock()
+	held := len(a.held[uid]) > 0
+	a.mu.Unlock()
+	if held {
+		return false, nil
+	}
 	sbs, err := a.rt.ListSandboxes(ctx)
 	if err != nil {
 		return false, err

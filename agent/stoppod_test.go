@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -62,6 +63,35 @@ func TestStopPod(t *testing.T) {
 		synctest.Wait()
 		if got := rt.Running(); len(got) != 0 {
 			t.Errorf("running %q without a manifest", got)
+		}
+	})
+}
+
+// StopPod returns once the pod is torn down whole, not once its sandbox is
+// no longer listed: a teardown that fails after the sandbox (its volumes
+// cannot be removed) keeps the call waiting, and it ends with the caller's
+// deadline; once a retry of the teardown succeeds, the next call returns.
+func TestStopPodWaitsForTheWholeTeardown(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		h := start(t, rt, Config{})
+		h.send([]manifest.Pod{testPod("web", "u-web", v1.RestartPolicyAlways, ctr("c", "busybox"))})
+		rt.mu.Lock()
+		rt.volumesErr = errors.New("device or resource busy")
+		rt.mu.Unlock()
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+		defer cancel()
+		if err := h.a.StopPod(ctx, "u-web"); err == nil {
+			t.Fatal("StopPod returned while the pod's volumes were not removed")
+		}
+		if got := rt.Calls("rmsandbox"); len(got) == 0 {
+			t.Fatalf("calls %q: the sandbox was not removed", rt.Calls())
+		}
+		rt.mu.Lock()
+		rt.volumesErr = nil
+		rt.mu.Unlock()
+		if err := h.a.StopPod(t.Context(), "u-web"); err != nil {
+			t.Fatal(err)
 		}
 	})
 }
