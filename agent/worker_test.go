@@ -802,33 +802,6 @@ func TestRenamedPodKeepingItsUIDStartsOnceTheOldHasStopped(t *testing.T) {
 	})
 }
 
-// The same for an adopted pod of no recorded name, which an orphan worker
-// stops when no manifest claims it at the daemon's start: a manifest with
-// its UID that comes back meanwhile waits for it.
-func TestPodWaitsForTheOrphanOfItsUID(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		rt := newFakeRuntime()
-		rt.stubborn["x"] = true
-		rt.adopt(podspec.ContainerStatus{ID: "gone", PodUID: "u0", Name: "x", Image: "busybox",
-			State: podspec.StateRunning, TerminationGracePeriod: 5 * time.Second})
-		h := start(t, rt, Config{})
-		h.send(nil)
-		synctest.Wait()
-		h.send([]manifest.Pod{testPod("web", "u0", v1.RestartPolicyAlways, ctr("x", "busybox"))})
-		synctest.Wait()
-		if got := rt.Calls("sandbox", "start"); len(got) != 0 {
-			t.Fatalf("calls %q while the orphan stops: the pod of its UID did not wait", got)
-		}
-		time.Sleep(6 * time.Second)
-		synctest.Wait()
-		got := rt.Calls("destroy", "rmsandbox", "sandbox", "start")
-		want := []string{"destroy gone", "rmsandbox u0", "sandbox u0", "start u0/x#1"} // its restarts count on
-		if !slices.Equal(got, want) {
-			t.Fatalf("calls = %q, want %q", got, want)
-		}
-	})
-}
-
 // A pod given the UID of another that is edited to a new one (web u1 → u2,
 // a new site u1, in one update) waits for web's worker to tear u1 down, not
 // only while web still wants u1: another reconcile meanwhile starts nothing
@@ -868,30 +841,32 @@ func TestPodWaitsForAUIDItsHolderNoLongerWants(t *testing.T) {
 	})
 }
 
-// An adopted pod of a recorded name whose manifest is gone is stopped by a
-// worker of that name that never wanted it: a pod with its UID waits for it
-// too.
+// An adopted pod whose manifest is gone is stopped by a worker that never
+// wanted it, of its recorded name or, with none recorded, an orphan worker:
+// a pod with its UID that comes meanwhile waits for it too.
 func TestPodWaitsForAnAdoptedPodOfItsUIDStopping(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		rt := newFakeRuntime()
-		rt.stubborn["a"] = true
-		rt.adopt(podspec.ContainerStatus{ID: "old", PodUID: "u1", PodName: "web-node1", PodNamespace: "default", Name: "a",
-			Image: "busybox", State: podspec.StateRunning, TerminationGracePeriod: 5 * time.Second})
-		h := start(t, rt, Config{})
-		h.send(nil)
-		synctest.Wait()
-		h.send([]manifest.Pod{testPod("site", "u1", v1.RestartPolicyAlways, ctr("a", "busybox"))})
-		synctest.Wait()
-		if got := rt.Calls("sandbox", "start"); len(got) != 0 {
-			t.Fatalf("calls %q while the adopted pod stops", got)
-		}
-		time.Sleep(6 * time.Second)
-		synctest.Wait()
-		want := []string{"destroy old", "rmsandbox u1", "sandbox u1", "start u1/a#1"}
-		if got := rt.Calls("destroy", "rmsandbox", "sandbox", "start"); !slices.Equal(got, want) {
-			t.Fatalf("calls = %q, want %q", got, want)
-		}
-	})
+	for _, recorded := range []string{"web-node1", ""} {
+		synctest.Test(t, func(t *testing.T) {
+			rt := newFakeRuntime()
+			rt.stubborn["a"] = true
+			rt.adopt(podspec.ContainerStatus{ID: "old", PodUID: "u1", PodName: recorded, PodNamespace: "default", Name: "a",
+				Image: "busybox", State: podspec.StateRunning, TerminationGracePeriod: 5 * time.Second})
+			h := start(t, rt, Config{})
+			h.send(nil)
+			synctest.Wait()
+			h.send([]manifest.Pod{testPod("site", "u1", v1.RestartPolicyAlways, ctr("a", "busybox"))})
+			synctest.Wait()
+			if got := rt.Calls("sandbox", "start"); len(got) != 0 {
+				t.Fatalf("recorded name %q: calls %q while the adopted pod stops", recorded, got)
+			}
+			time.Sleep(6 * time.Second)
+			synctest.Wait()
+			want := []string{"destroy old", "rmsandbox u1", "sandbox u1", "start u1/a#1"} // its restarts count on
+			if got := rt.Calls("destroy", "rmsandbox", "sandbox", "start"); !slices.Equal(got, want) {
+				t.Fatalf("recorded name %q: calls = %q, want %q", recorded, got, want)
+			}
+		})
+	}
 }
 
 // A manifest renamed while the daemon was down, its metadata.uid kept, and a

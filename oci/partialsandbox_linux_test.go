@@ -28,10 +28,7 @@ func TestPartialSandboxRemovedAtStart(t *testing.T) {
 	if err := os.Remove(filepath.Join(e.rt.podDir(partial.UID), podFile)); err != nil {
 		t.Fatal(err)
 	}
-	oldRoot := e.cfg.CgroupRoot
-	e.cfg.CgroupRoot += "-new"
-	t.Cleanup(func() { removeCgroupEverywhere(t, e.cfg.CgroupRoot) })
-	e.rt = e.newRuntime()
+	oldRoot := e.restartWithAnotherCgroupRoot()
 	e.sandboxGone(partial.UID, "partial")
 	e.cgroupGone(oldRoot, partial.UID, "partial")
 	uids, err := e.rt.ListSandboxes(t.Context())
@@ -136,12 +133,20 @@ func TestFailedRemovalLeavesAPartialSandbox(t *testing.T) {
 		t.Errorf("sandboxes after the failed removal: %v, %v; want none listed", uids, err)
 	}
 	unpin()
-	oldRoot := e.cfg.CgroupRoot
-	e.cfg.CgroupRoot += "-new"
-	t.Cleanup(func() { removeCgroupEverywhere(t, e.cfg.CgroupRoot) })
-	e.rt = e.newRuntime()
+	oldRoot := e.restartWithAnotherCgroupRoot()
 	e.sandboxGone(p.UID, "partial")
 	e.cgroupGone(oldRoot, p.UID, "partial")
+}
+
+// restartWithAnotherCgroupRoot starts the runtime again, as a daemon whose
+// cgroupRoot was changed, and returns the old one.
+func (e *env) restartWithAnotherCgroupRoot() string {
+	e.t.Helper()
+	old, root := e.cfg.CgroupRoot, e.cfg.CgroupRoot+"-new"
+	e.t.Cleanup(func() { removeCgroupEverywhere(e.t, old) }) // newEnv's removes the new one
+	e.cfg.CgroupRoot = root
+	e.rt = e.newRuntime()
+	return old
 }
 
 // cgroupGone fails the test if pod uid's cgroup under cgroupRoot root is left.
@@ -234,10 +239,7 @@ func TestRemovalTakesOnlyItsPodsCgroup(t *testing.T) {
 	if err := os.Mkdir(cgFile, 0o700); err != nil { // cannot be written
 		t.Fatal(err)
 	}
-	oldRoot := e.cfg.CgroupRoot
-	e.cfg.CgroupRoot += "-new"
-	t.Cleanup(func() { removeCgroupEverywhere(t, e.cfg.CgroupRoot) })
-	e.rt = e.newRuntime()
+	oldRoot := e.restartWithAnotherCgroupRoot()
 	if err := e.rt.RemoveSandbox(t.Context(), old.UID); err != nil {
 		t.Fatalf("removal of an older daemon's sandbox whose cgroup file cannot be written: %v", err)
 	}
