@@ -121,6 +121,9 @@ func (w *worker) apply(ctx context.Context, pod *v1.Pod, acts []action) time.Tim
 			if w.waitForDependencies(pod) {
 				return retry // nudged when a pod it starts after turns Ready
 			}
+			if !w.holdUID(pod) {
+				return time.Time{} // superseded since the check above, as there
+			}
 			err = w.sandbox(ctx, pod, firstImage(pod, acts[i+1:]))
 		case actStart:
 			retry := w.start(ctx, pod, act)
@@ -404,7 +407,6 @@ func (w *worker) sandbox(ctx context.Context, pod *v1.Pod, first string) error {
 	if st == nil {
 		st = &podState{uid: uid, grace: podGrace(pod)}
 		w.pods[uid] = st
-		w.a.holdUID(uid, w.key)
 	}
 	sb := *w.sandboxSpec(pod)
 	sb.PidsLimit = w.a.cfg.PodPidsLimit
@@ -436,9 +438,10 @@ func (w *worker) sandbox(ctx context.Context, pod *v1.Pod, first string) error {
 		}
 		return err
 	}
+	adopted := st.unprepared
 	st.sandbox, st.unprepared = true, false
 	w.sandboxStatus(ctx, pod, st)
-	if n := st.network; n != nil && n.Network != "" {
+	if n := st.network; n != nil && n.Network != "" && !adopted {
 		// Which network and plugins the pod got: a file another package
 		// drops into the CNI configuration directory changes it.
 		w.logger.Info("pod attached to its network", "uid", uid, "network", n.Network, "cniConfig", n.Source, "plugins", strings.Join(n.Plugins, ","))
@@ -456,6 +459,24 @@ func (w *worker) sandbox(ctx context.Context, pod *v1.Pod, first string) error {
 		})
 	}
 	return nil
+}
+
+// holdUID registers pod's UID as held by this worker before its sandbox is
+// made (Agent.waitForHeldUIDsLocked), if the worker still wants pod: under
+// the agent's lock, so that a reconcile that gave the UID to a pod of
+// another name meanwhile either saw the hold or sees this worker refuse.
+func (w *worker) holdUID(pod *v1.Pod) bool {
+	uid := string(pod.UID)
+	if w.pods[uid] != nil {
+		return true // held since its adoption or its first sandbox
+	}
+	w.a.mu.Lock()
+	defer w.a.mu.Unlock()
+	if w.desiredUID() != uid {
+		return false
+	}
+	w.a.holdUIDLocked(uid, w.key)
+	return true
 }
 
 // joinRecording waits for the records sandbox began writing, if any.

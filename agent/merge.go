@@ -70,30 +70,16 @@ func merge(updates map[string]source.Update, running map[string]bool) (map[strin
 // would drive one UID (one sandbox, one pods/<uid> directory): the old one's
 // teardown would take what the new one made. The pod starts once that
 // worker let the UID go (releaseUID runs the reconcile again), as an edit's
-// new generation starts once the old one has stopped. workerUIDs are the
-// workers' desired UIDs before this reconcile.
-func (a *Agent) waitForHeldUIDsLocked(pods map[string]manifest.Pod, workerUIDs map[string]string) []manifest.Problem {
-	holder := func(uid string) []string {
-		var keys []string
-		for key, u := range workerUIDs {
-			if u == uid {
-				keys = append(keys, key)
-			}
-		}
-		for key := range a.held[uid] {
-			keys = append(keys, key)
-		}
-		return keys
-	}
+// new generation starts once the old one has stopped. A worker that only
+// wanted the UID, with nothing of it made, holds nothing: it takes the UID
+// before its sandbox only if it still wants it (worker.holdUID).
+func (a *Agent) waitForHeldUIDsLocked(pods map[string]manifest.Pod) []manifest.Problem {
 	a.uidWaits = false
 	var problems []manifest.Problem
 	for key, p := range pods {
-		for _, other := range holder(string(p.UID)) {
+		for other := range a.held[string(p.UID)] {
 			if other == key {
 				continue
-			}
-			if q, wanted := pods[other]; wanted && q.UID == p.UID {
-				continue // both wanted: dropSharedUIDs kept one
 			}
 			problems = append(problems, manifest.Problem{
 				Origin: p.Origin,
@@ -109,14 +95,8 @@ func (a *Agent) waitForHeldUIDsLocked(pods map[string]manifest.Pod, workerUIDs m
 	return problems
 }
 
-// holdUID records that worker key holds pod uid: it has a state for it
-// (worker.pods), until its teardown.
-func (a *Agent) holdUID(uid, key string) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.holdUIDLocked(uid, key)
-}
-
+// holdUIDLocked records that worker key holds pod uid: it has a state for
+// it (worker.pods), until its teardown (releaseUID).
 func (a *Agent) holdUIDLocked(uid, key string) {
 	if a.held == nil {
 		a.held = map[string]map[string]bool{}

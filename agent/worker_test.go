@@ -890,3 +890,43 @@ func TestRenamedWhileDownAdoptedByItsUID(t *testing.T) {
 		})
 	}
 }
+
+// A worker that only wanted a UID, nothing of it made (its pod waits for a
+// pod it starts after), holds nothing: a pod given that UID, by a rename or
+// beside an edit of the first to another UID, starts at once, and the first
+// worker never takes the UID back.
+func TestPodDoesNotWaitForAUIDOnlyWanted(t *testing.T) {
+	for _, edited := range []bool{false, true} {
+		synctest.Test(t, func(t *testing.T) {
+			rt := newFakeRuntime()
+			rt.SetHealth("/ready", 503)
+			h := start(t, rt, Config{})
+			dep := ctr("etcd", "busybox")
+			dep.ReadinessProbe = httpProbe("/ready", 10, 1)
+			etcd := testPod("etcd", "ua", v1.RestartPolicyAlways, dep)
+			h.send([]manifest.Pod{etcd, startAfter(testPod("web", "u1", v1.RestartPolicyAlways, ctr("a", "busybox")), "etcd")})
+			synctest.Wait()
+			if got := rt.Calls("sandbox u1"); len(got) != 0 {
+				t.Fatalf("web made its sandbox before etcd was ready: %q", got)
+			}
+			set := []manifest.Pod{etcd, testPod("site", "u1", v1.RestartPolicyAlways, ctr("a", "busybox"))}
+			if edited {
+				set = append(set, startAfter(testPod("web", "u2", v1.RestartPolicyAlways, ctr("a", "busybox")), "etcd"))
+			}
+			h.send(set)
+			synctest.Wait()
+			if got := rt.Calls("sandbox u1", "start u1"); !slices.Equal(got, []string{"sandbox u1", "start u1/a#0"}) {
+				t.Fatalf("web edited %v: calls %q, want site started at once", edited, got)
+			}
+			rt.SetHealth("/ready", 200) // etcd ready: web (u2) may start, never u1 again
+			time.Sleep(time.Minute)
+			synctest.Wait()
+			if got := rt.Calls("sandbox u1", "start u1"); len(got) != 2 {
+				t.Errorf("web edited %v: calls %q: u1 made again", edited, got)
+			}
+			if len(h.a.Problems()) != 0 {
+				t.Errorf("web edited %v: problems %v", edited, h.a.Problems())
+			}
+		})
+	}
+}
