@@ -73,10 +73,26 @@ func merge(updates map[string]source.Update, running map[string]bool) (map[strin
 // new generation starts once the old one has stopped. A worker that only
 // wanted the UID, with nothing of it made, holds nothing: it takes the UID
 // before its sandbox only if it still wants it (worker.holdUID).
-func (a *Agent) waitForHeldUIDsLocked(pods map[string]manifest.Pod) []manifest.Problem {
+//
+// Before the first full reconcile, a pod found running (l.stash) is claimed
+// by the worker made for the pod of its UID; a worker that exists already
+// for another UID does not claim it, and the pod waits as well: the full
+// reconcile gives it to a worker of its recorded name, or an orphan one,
+// which stops it.
+func (a *Agent) waitForHeldUIDsLocked(pods map[string]manifest.Pod, stash map[string]*podState) []manifest.Problem {
 	a.uidWaits = false
 	var problems []manifest.Problem
 	for key, p := range pods {
+		if w := a.workers[key]; w != nil && w.desiredUID() != string(p.UID) && stash[string(p.UID)] != nil {
+			problems = append(problems, manifest.Problem{
+				Origin: p.Origin,
+				Err: fmt.Errorf("pod %s has metadata.uid %s, as a pod found running, which is stopped first; it starts once that one has stopped",
+					key, p.UID),
+			})
+			delete(pods, key)
+			a.uidWaits = true
+			continue
+		}
 		for other := range a.held[string(p.UID)] {
 			if other == key {
 				continue

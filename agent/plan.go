@@ -194,11 +194,7 @@ func plan(desired *desiredPod, actual map[string]*podState) []action {
 	if desired == nil {
 		return acts
 	}
-	cur := actual[string(desired.pod.UID)]
-	if cur == nil {
-		cur = &podState{uid: string(desired.pod.UID)}
-	}
-	return append(acts, runPod(desired, cur)...)
+	return append(acts, runPod(desired, actual[string(desired.pod.UID)])...)
 }
 
 // removePod stops every container of st, removes them, then the sandbox. An
@@ -313,13 +309,17 @@ func (d *desiredPod) stopped(st *podState) bool {
 // removing what is left of an ended run and stray containers; then what
 // node-level reclaim asks, if it does.
 func runPod(d *desiredPod, st *podState) []action {
+	held := st != nil
+	if st == nil {
+		st = &podState{uid: string(d.pod.UID)}
+	}
 	v := d.view(st)
 	acts := removeStrays(d, st, v)
 	switch d.state {
 	case podTerminating:
 		acts = append(acts, planTerminating(d, v)...)
 	case podTerminated:
-		acts = planTerminated(d, v, acts)
+		acts = planTerminated(d, v, held, acts)
 	default:
 		acts = planSyncing(d, v, acts)
 	}
@@ -376,8 +376,9 @@ func planTerminating(d *desiredPod, v podView) []action {
 // planTerminated: nothing of the pod runs. An evicted pod gives back what
 // it holds, as the kubelet's syncTerminatedPod, once its strays are gone:
 // its containers, then its sandbox, volumes (a memory-backed emptyDir is
-// memory) and logs. Any other keeps its exited containers, for reclaim.
-func planTerminated(d *desiredPod, v podView, strays []action) []action {
+// memory) and logs; held: the worker has a state for it. Any other keeps
+// its exited containers, for reclaim.
+func planTerminated(d *desiredPod, v podView, held bool, strays []action) []action {
 	if !d.stop.evicted() {
 		return strays
 	}
@@ -389,7 +390,9 @@ func planTerminated(d *desiredPod, v podView, strays []action) []action {
 	for _, c := range v.st.containers {
 		acts = append(acts, action{kind: actDestroy, podUID: uid, container: c.Name, id: c.ID})
 	}
-	if v.st.sandbox || len(v.st.containers) > 0 {
+	// Whatever the worker holds of it, a sandbox it could not finish (its
+	// DNS, its volumes) included: the teardown lets the UID go.
+	if held || v.st.sandbox || len(v.st.containers) > 0 {
 		acts = append(acts, action{kind: actTeardown, podUID: uid})
 	}
 	return acts

@@ -244,6 +244,16 @@ func TestPlan(t *testing.T) {
 			want:   []string{"destroy c1", "teardown u1"},
 		},
 		{
+			name: "evicted, its sandbox never made: what the worker holds is released",
+			desired: func() *desiredPod {
+				d := desired("u1", v1.RestartPolicyAlways, nil, "a")
+				d.state, d.stop = podTerminated, &stopRequest{reason: reasonEvicted}
+				return d
+			}(),
+			actual: pods(&podState{uid: "u1"}),
+			want:   []string{"teardown u1"},
+		},
+		{
 			name: "evicted and released: nothing to do",
 			desired: func() *desiredPod {
 				d := desired("u1", v1.RestartPolicyAlways, nil, "a")

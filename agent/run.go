@@ -177,7 +177,7 @@ func (a *Agent) reconcile(ctx context.Context, l *loop) {
 	problems = append(problems, a.checkOrderLocked(pods)...)
 	// After the order's check: a pod that starts after a waiting one waits
 	// for it, as for one not ready yet.
-	problems = append(problems, a.waitForHeldUIDsLocked(pods)...)
+	problems = append(problems, a.waitForHeldUIDsLocked(pods, l.stash)...)
 	a.problems = problems
 	a.recordProblemsLocked(problems)
 	if l.allSeen && l.adopted != nil {

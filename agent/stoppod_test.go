@@ -96,6 +96,22 @@ func TestStopPodWaitsForTheWholeTeardown(t *testing.T) {
 	})
 }
 
+// A pod whose sandbox could not be made (here its DNS configuration cannot
+// be read) has nothing in the runtime, but its worker holds its UID: StopPod
+// tears that down too, and returns.
+func TestStopPodOfAPodWithoutItsSandbox(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		h := start(t, rt, Config{ResolvConf: "/nonexistent/resolv.conf"})
+		h.send([]manifest.Pod{testPod("web", "u1", v1.RestartPolicyAlways, ctr("a", "busybox"))})
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+		defer cancel()
+		if err := h.a.StopPod(ctx, "u1"); err != nil {
+			t.Fatalf("StopPod of a pod with nothing in the runtime: %v", err)
+		}
+	})
+}
+
 // A StopPod that comes before the sources have spoken (socket activation:
 // kubeadm reset's CRI call started the daemon) waits for the first full
 // reconcile, then stops the pod found running although its manifest is

@@ -930,3 +930,35 @@ func TestPodDoesNotWaitForAUIDOnlyWanted(t *testing.T) {
 		})
 	}
 }
+
+// Before the first full reconcile, a worker that exists already (its pod
+// from one source) and is then given, by another source, the UID of a pod
+// found running does not claim that pod: the pod of its UID waits until the
+// full reconcile's worker of its recorded name has stopped it, never driven
+// by two workers.
+func TestPodWaitsForARunningPodAWorkerDidNotClaim(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		rt.stubborn["a"] = true
+		rt.adopt(podspec.ContainerStatus{ID: "old", PodUID: "u1", PodName: "old-node1", PodNamespace: "default", Name: "a",
+			Image: "busybox", State: podspec.StateRunning, TerminationGracePeriod: 5 * time.Second})
+		h := start(t, rt, Config{Sources: []string{manifest.SourceFile, manifest.SourceHTTP}})
+		web2 := testPod("web", "u2", v1.RestartPolicyAlways, ctr("b", "busybox"))
+		web2.Origin = "/z/web.yaml"
+		h.updates <- sourceUpdate(manifest.SourceFile, web2)
+		synctest.Wait()
+		web1 := testPod("web", "u1", v1.RestartPolicyAlways, ctr("b", "busybox"))
+		web1.Source, web1.Origin = manifest.SourceHTTP, "/a/web.yaml"
+		h.updates <- sourceUpdate(manifest.SourceHTTP, web1) // preferred: its UID runs
+		synctest.Wait()
+		if got := rt.Calls("sandbox u1", "start u1"); len(got) != 0 {
+			t.Fatalf("calls %q while the pod found running stops", got)
+		}
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		got := rt.Calls("destroy old", "rmsandbox u1", "sandbox u1", "start u1")
+		if want := []string{"destroy old", "rmsandbox u1", "sandbox u1", "start u1/b#0"}; !slices.Equal(got, want) {
+			t.Fatalf("calls = %q, want %q", got, want)
+		}
+	})
+}
