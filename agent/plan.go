@@ -75,6 +75,10 @@ type desiredPod struct {
 	// will not run its exited containers again removes them (their
 	// writable layers), planned once, by planReclaim.
 	reclaim bool
+	// released: an eviction or the CRI's stop holds the pod now; a pod
+	// terminated for another reason (its active deadline) gives back what
+	// it holds as an evicted one does.
+	released bool
 	// firstAttempt is the attempt a container with no instance left
 	// starts as (generation.firstAttempt); 0 when absent.
 	firstAttempt map[string]int
@@ -376,10 +380,11 @@ func planTerminating(d *desiredPod, v podView) []action {
 // planTerminated: nothing of the pod runs. An evicted pod gives back what
 // it holds, as the kubelet's syncTerminatedPod, once its strays are gone:
 // its containers, then its sandbox, volumes (a memory-backed emptyDir is
-// memory) and logs; held: the worker has a state for it. Any other keeps
-// its exited containers, for reclaim.
+// memory) and logs; held: the worker has a state for it. So does one an
+// eviction or the CRI's stop holds after it terminated for another reason
+// (released). Any other keeps its exited containers, for reclaim.
 func planTerminated(d *desiredPod, v podView, held bool, strays []action) []action {
-	if !d.stop.evicted() {
+	if !d.stop.evicted() && !d.released {
 		return strays
 	}
 	if len(strays) > 0 {

@@ -112,6 +112,33 @@ func TestStopPodOfAPodWithoutItsSandbox(t *testing.T) {
 	})
 }
 
+// A pod stopped for good by its active deadline keeps its sandbox (as the
+// kubelet's does), but the CRI's stop takes it: StopPod tears it down, and
+// returns.
+func TestStopPodOfAPodPastItsDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		h := start(t, rt, Config{})
+		p := testPod("web", "u1", v1.RestartPolicyAlways, ctr("a", "busybox"))
+		deadline := int64(1)
+		p.Pod.Spec.ActiveDeadlineSeconds = &deadline
+		h.send([]manifest.Pod{p})
+		time.Sleep(20 * time.Second)
+		synctest.Wait()
+		if got := rt.Calls("rmsandbox"); len(got) != 0 {
+			t.Fatalf("calls %q: the sandbox of a pod past its deadline removed before StopPod", got)
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+		defer cancel()
+		if err := h.a.StopPod(ctx, "u1"); err != nil {
+			t.Fatalf("StopPod of a pod past its deadline: %v; calls %q", err, rt.Calls())
+		}
+		if p := h.pod("web"); p.Status.Reason != "DeadlineExceeded" {
+			t.Errorf("pod's reason after StopPod = %q, want DeadlineExceeded kept", p.Status.Reason)
+		}
+	})
+}
+
 // A StopPod that comes before the sources have spoken (socket activation:
 // kubeadm reset's CRI call started the daemon) waits for the first full
 // reconcile, then stops the pod found running although its manifest is

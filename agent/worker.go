@@ -508,6 +508,7 @@ func (w *worker) advance(m mail) (*desiredPod, time.Time) {
 	}
 	deadline := w.checkDeadline(d)
 	d.state, d.stop = w.gen.state(), w.gen.stop
+	d.released = m.evict != nil
 	d.reclaim = m.reclaimed != nil
 	if d.stop != nil || d.reclaim {
 		w.keepFinal(string(pod.UID))
