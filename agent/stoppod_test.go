@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -135,6 +136,38 @@ func TestStopPodOfAPodPastItsDeadline(t *testing.T) {
 		}
 		if p := h.pod("web"); p.Status.Reason != "DeadlineExceeded" {
 			t.Errorf("pod's reason after StopPod = %q, want DeadlineExceeded kept", p.Status.Reason)
+		}
+	})
+}
+
+// A pod stopping because its manifest was removed and written again starts
+// again once stopped, but not while the CRI's stop holds it: StopPod returns
+// once it is torn down, and nothing of it comes back before the hold ends.
+func TestStopPodOfARecreatedPod(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		rt.stubborn["a"] = true
+		h := start(t, rt, Config{})
+		pod := testPod("web", "u1", v1.RestartPolicyAlways, ctr("a", "busybox"))
+		h.send([]manifest.Pod{pod})
+		pod.Recreated = 1
+		h.send([]manifest.Pod{pod})
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+		defer cancel()
+		if err := h.a.StopPod(ctx, "u1"); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if got := rt.Calls("sandbox", "start"); !slices.Equal(got, []string{"sandbox u1", "start u1/a#0"}) {
+			t.Fatalf("calls %q: the pod came back under the CRI's stop", got)
+		}
+		if got := rt.Calls("rmsandbox"); len(got) != 1 {
+			t.Errorf("sandbox removals %q, want one", got)
+		}
+		time.Sleep(stopHold)
+		synctest.Wait()
+		if got := rt.Running(); len(got) != 1 {
+			t.Errorf("running %q once the hold ended, want the pod made again", got)
 		}
 	})
 }

@@ -433,8 +433,8 @@ func (w *worker) sync(ctx context.Context) {
 	if ctx.Err() != nil {
 		return
 	}
-	if d != nil && w.gen.recreate && w.gen.state() == podTerminated {
-		w.nudge() // it starts again at the next sync
+	if d != nil && w.gen.recreate && w.gen.state() == podTerminated && m.evict == nil {
+		w.nudge() // it starts again at the next sync; a hold's lift nudges it
 	}
 	if d != nil && d.reclaim {
 		w.pruneLogsOfReclaimed(pod)
@@ -496,7 +496,9 @@ func (w *worker) advance(m mail) (*desiredPod, time.Time) {
 	case m.evict == nil && w.gen.stop != nil && w.gen.stop.evicted():
 		w.evictionLifted(pod)
 		d = w.resolve(pod)
-	case w.gen.recreate && w.gen.state() == podTerminated:
+	case w.gen.recreate && w.gen.state() == podTerminated && m.evict == nil:
+		// Not while an eviction or the CRI's stop holds it: it starts again
+		// once the hold is lifted.
 		w.recreated(pod)
 		d = w.resolve(pod)
 	}
