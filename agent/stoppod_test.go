@@ -164,6 +164,9 @@ func TestStopPodOfARecreatedPod(t *testing.T) {
 		if got := rt.Calls("rmsandbox"); len(got) != 1 {
 			t.Errorf("sandbox removals %q, want one", got)
 		}
+		if p := h.pod("web"); p.Status.Phase != v1.PodFailed || p.Status.Reason != reasonStoppedByRuntime {
+			t.Errorf("pod under the CRI's stop: %s %q, want Failed %s", p.Status.Phase, p.Status.Reason, reasonStoppedByRuntime)
+		}
 		time.Sleep(stopHold)
 		synctest.Wait()
 		if got := rt.Running(); len(got) != 1 {
