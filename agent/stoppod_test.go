@@ -80,9 +80,7 @@ func TestStopPodWaitsForTheWholeTeardown(t *testing.T) {
 		rt.mu.Lock()
 		rt.volumesErr = errors.New("device or resource busy")
 		rt.mu.Unlock()
-		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
-		defer cancel()
-		if err := h.a.StopPod(ctx, "u-web"); err == nil {
+		if err := h.stopPodWithin(5*time.Second, "u-web"); err == nil {
 			t.Fatal("StopPod returned while the pod's volumes were not removed")
 		}
 		if got := rt.Calls("rmsandbox"); len(got) == 0 {
@@ -105,9 +103,7 @@ func TestStopPodOfAPodWithoutItsSandbox(t *testing.T) {
 		rt := newFakeRuntime()
 		h := start(t, rt, Config{ResolvConf: "/nonexistent/resolv.conf"})
 		h.send([]manifest.Pod{testPod("web", "u1", v1.RestartPolicyAlways, ctr("a", "busybox"))})
-		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-		defer cancel()
-		if err := h.a.StopPod(ctx, "u1"); err != nil {
+		if err := h.stopPodWithin(30*time.Second, "u1"); err != nil {
 			t.Fatalf("StopPod of a pod with nothing in the runtime: %v", err)
 		}
 	})
@@ -129,9 +125,7 @@ func TestStopPodOfAPodPastItsDeadline(t *testing.T) {
 		if got := rt.Calls("rmsandbox"); len(got) != 0 {
 			t.Fatalf("calls %q: the sandbox of a pod past its deadline removed before StopPod", got)
 		}
-		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-		defer cancel()
-		if err := h.a.StopPod(ctx, "u1"); err != nil {
+		if err := h.stopPodWithin(30*time.Second, "u1"); err != nil {
 			t.Fatalf("StopPod of a pod past its deadline: %v; calls %q", err, rt.Calls())
 		}
 		if p := h.pod("web"); p.Status.Reason != "DeadlineExceeded" {
@@ -152,9 +146,7 @@ func TestStopPodOfARecreatedPod(t *testing.T) {
 		h.send([]manifest.Pod{pod})
 		pod.Recreated = 1
 		h.send([]manifest.Pod{pod})
-		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-		defer cancel()
-		if err := h.a.StopPod(ctx, "u1"); err != nil {
+		if err := h.stopPodWithin(30*time.Second, "u1"); err != nil {
 			t.Fatal(err)
 		}
 		synctest.Wait()
@@ -218,4 +210,11 @@ func TestStopPodBeforeTheSources(t *testing.T) {
 			t.Errorf("starts %q: the pod was made again within the hold", got)
 		}
 	})
+}
+
+// stopPodWithin is StopPod with a deadline d (fake time, in a bubble).
+func (h *harness) stopPodWithin(d time.Duration, uid string) error {
+	ctx, cancel := context.WithTimeout(h.t.Context(), d)
+	defer cancel()
+	return h.a.StopPod(ctx, uid)
 }
