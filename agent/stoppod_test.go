@@ -134,6 +134,36 @@ func TestStopPodOfAPodPastItsDeadline(t *testing.T) {
 	})
 }
 
+// A manifest removed and written again while the CRI's stop holds a pod
+// past its active deadline starts the pod again once the hold ends, as it
+// would have without the hold.
+func TestRecreatedUnderAHoldStartsOnItsLift(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		h := start(t, rt, Config{})
+		p := testPod("web", "u1", v1.RestartPolicyAlways, ctr("a", "busybox"))
+		deadline := int64(1)
+		p.Pod.Spec.ActiveDeadlineSeconds = &deadline
+		h.send([]manifest.Pod{p})
+		time.Sleep(20 * time.Second)
+		synctest.Wait()
+		if err := h.stopPodWithin(30*time.Second, "u1"); err != nil {
+			t.Fatal(err)
+		}
+		p.Recreated = 1
+		h.send([]manifest.Pod{p})
+		synctest.Wait()
+		if got := rt.Running(); len(got) != 0 {
+			t.Fatalf("running %q under the hold", got)
+		}
+		time.Sleep(stopHold)
+		synctest.Wait()
+		if got := rt.Running(); len(got) != 1 {
+			t.Errorf("running %q once the hold ended, want the recreated pod started again", got)
+		}
+	})
+}
+
 // A pod stopping because its manifest was removed and written again starts
 // again once stopped, but not while the CRI's stop holds it: StopPod returns
 // once it is torn down, and nothing of it comes back before the hold ends.

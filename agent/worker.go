@@ -508,9 +508,12 @@ func (w *worker) advance(m mail) (*desiredPod, time.Time) {
 		w.recreated(pod)
 		d = w.resolve(pod)
 	}
-	if m.recreate && m.evict == nil {
+	if m.recreate {
+		// Under a hold, remembered for its lift: a pod the hold stopped for
+		// another reason than an eviction (its active deadline) starts
+		// again then, as it would have without the hold.
 		w.gen.recreate = true
-		if w.gen.terminate(&stopRequest{reason: reasonRecreated}, time.Now()) {
+		if m.evict == nil && w.gen.terminate(&stopRequest{reason: reasonRecreated}, time.Now()) {
 			w.logger.Info("manifest removed and written again; stopping the pod to start it again")
 		}
 	}
