@@ -64,8 +64,8 @@ func merge(updates map[string]source.Update, running map[string]bool) (map[strin
 }
 
 // waitForHeldUIDsLocked keeps out of pods, for now, each pod whose UID a
-// worker of another name still wants or holds (its containers, its sandbox
-// or its directory not yet torn down): a manifest renamed with its explicit
+// worker of another name holds (its containers, its sandbox or its
+// directory not yet torn down): a manifest renamed with its explicit
 // metadata.uid kept, or another pod given an old one's UID. Two workers
 // would drive one UID (one sandbox, one pods/<uid> directory): the old one's
 // teardown would take what the new one made. The pod starts once that
