@@ -513,7 +513,7 @@ func (m *Manager) remove(ctx context.Context, uid string) error {
 // a cgroup kills every process in it.
 func (m *Manager) recordedCgroup(dir, uid string) (cg string, kept bool) {
 	b, err := os.ReadFile(filepath.Join(dir, cgroupFile))
-	if err == nil {
+	if err == nil && len(b) > 0 { // empty: written before a power cut, on a run dir on a disk
 		if p := string(b); podCgroupPath(uid, p) {
 			return p, true
 		}
