@@ -114,14 +114,7 @@ func TestStopPodOfAPodWithoutItsSandbox(t *testing.T) {
 // returns.
 func TestStopPodOfAPodPastItsDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		rt := newFakeRuntime()
-		h := start(t, rt, Config{})
-		p := testPod("web", "u1", v1.RestartPolicyAlways, ctr("a", "busybox"))
-		deadline := int64(1)
-		p.Pod.Spec.ActiveDeadlineSeconds = &deadline
-		h.send([]manifest.Pod{p})
-		time.Sleep(20 * time.Second)
-		synctest.Wait()
+		h, rt, _ := startPastItsDeadline(t)
 		if got := rt.Calls("rmsandbox"); len(got) != 0 {
 			t.Fatalf("calls %q: the sandbox of a pod past its deadline removed before StopPod", got)
 		}
@@ -139,14 +132,7 @@ func TestStopPodOfAPodPastItsDeadline(t *testing.T) {
 // would have without the hold.
 func TestRecreatedUnderAHoldStartsOnItsLift(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		rt := newFakeRuntime()
-		h := start(t, rt, Config{})
-		p := testPod("web", "u1", v1.RestartPolicyAlways, ctr("a", "busybox"))
-		deadline := int64(1)
-		p.Pod.Spec.ActiveDeadlineSeconds = &deadline
-		h.send([]manifest.Pod{p})
-		time.Sleep(20 * time.Second)
-		synctest.Wait()
+		h, rt, p := startPastItsDeadline(t)
 		if err := h.stopPodWithin(30*time.Second, "u1"); err != nil {
 			t.Fatal(err)
 		}
@@ -247,4 +233,19 @@ func (h *harness) stopPodWithin(d time.Duration, uid string) error {
 	ctx, cancel := context.WithTimeout(h.t.Context(), d)
 	defer cancel()
 	return h.a.StopPod(ctx, uid)
+}
+
+// startPastItsDeadline runs pod web (u1) with an active deadline of 1 s,
+// until it has passed: the pod is stopped for good, its sandbox kept.
+func startPastItsDeadline(t *testing.T) (*harness, *fakeRuntime, manifest.Pod) {
+	t.Helper()
+	rt := newFakeRuntime()
+	h := start(t, rt, Config{})
+	p := testPod("web", "u1", v1.RestartPolicyAlways, ctr("a", "busybox"))
+	deadline := int64(1)
+	p.Pod.Spec.ActiveDeadlineSeconds = &deadline
+	h.send([]manifest.Pod{p})
+	time.Sleep(20 * time.Second)
+	synctest.Wait()
+	return h, rt, p
 }
