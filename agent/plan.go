@@ -395,9 +395,10 @@ func planTerminated(d *desiredPod, v podView, held bool, strays []action) []acti
 	for _, c := range v.st.containers {
 		acts = append(acts, action{kind: actDestroy, podUID: uid, container: c.Name, id: c.ID})
 	}
-	// Whatever the worker holds of it, a sandbox it could not finish (its
-	// DNS, its volumes) included: the teardown lets the UID go.
-	if held || v.st.sandbox || len(v.st.containers) > 0 {
+	// Whatever the worker holds of it (a state: a sandbox, containers, or
+	// a sandbox it could not finish, its DNS or its volumes): the teardown
+	// lets the UID go.
+	if held {
 		acts = append(acts, action{kind: actTeardown, podUID: uid})
 	}
 	return acts

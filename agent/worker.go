@@ -453,9 +453,7 @@ func (w *worker) advance(m mail) (*desiredPod, time.Time) {
 		// A pod stopping only to start again (its manifest removed and
 		// written again) takes the hold's stop instead: its reason, its
 		// grace; it starts again once the hold is lifted.
-		if w.gen.stop != nil {
-			w.gen.stop = nil
-		}
+		w.gen.stop = nil
 		w.evicted(pod, m.evict)
 	case m.evict == nil && w.gen.stop != nil && w.gen.stop.evicted():
 		w.evictionLifted(pod)
