@@ -176,8 +176,10 @@ func (w *worker) killAll(ctx context.Context, pod *v1.Pod, acts []action, killSt
 		sig := w.stopSignal(act.podUID, act.id)
 		w.hooks.Cancel(act.id)
 		pre := w.preStopOf(act)
+		clock := w.newKillClock(act.podUID, grace)
 		go func() {
-			st, gone, err := w.kill(ctx, act.id, sig, grace, pre)
+			defer w.endKillClock(clock)
+			st, gone, err := w.kill(ctx, act.id, sig, clock, pre)
 			results <- result{act.id, st, gone, err}
 		}()
 	}
@@ -198,33 +200,44 @@ func (w *worker) killAll(ctx context.Context, pod *v1.Pod, acts []action, killSt
 
 // kill stops a running container the Nomad way, after its preStop hook if
 // pre is one: its stop signal (SIGTERM unless it or its image says
-// otherwise), wait up to grace, less what the hook took but at least
-// manifest.MinimumGracePeriod (the kubelet's killContainer), SIGKILL, wait a bounded time. It
+// otherwise), wait until clock's deadline, but at least
+// manifest.MinimumGracePeriod after the hook (the kubelet's killContainer),
+// SIGKILL, wait a bounded time. A stop of the pod with a shorter grace
+// period brings the deadline forward while it waits (cutKillsLocked). It
 // touches nothing of the worker's but its logger: killAll records the
 // outcome. gone: the runtime has no such container.
-func (w *worker) kill(ctx context.Context, id string, sig syscall.Signal, grace time.Duration, pre *lifecycle.PreStop) (st podspec.ContainerStatus, gone bool, err error) {
+func (w *worker) kill(ctx context.Context, id string, sig syscall.Signal, clock *killClock, pre *lifecycle.PreStop) (st podspec.ContainerStatus, gone bool, err error) {
 	if pre != nil {
-		began := time.Now()
-		if st, exited := pre.Run(ctx, id, grace); exited {
+		hctx, done := w.killWait(ctx, clock, time.Time{})
+		st, exited := pre.Run(hctx, id, w.left(clock))
+		done()
+		if exited {
 			return st, false, nil
 		}
 		if ctx.Err() != nil {
 			return st, false, ctx.Err()
 		}
-		grace = max(grace-time.Since(began), manifest.MinimumGracePeriod)
 	}
-	w.logger.Info("stopping container", "id", id, "signal", sig, "grace", grace)
+	// The stop signal gets manifest.MinimumGracePeriod after a hook.
+	var floor time.Time
+	if pre != nil {
+		floor = time.Now().Add(manifest.MinimumGracePeriod)
+	}
+	wctx, done := w.killWait(ctx, clock, floor)
+	defer done()
+	signalled := time.Now()
+	w.logger.Info("stopping container", "id", id, "signal", sig, "grace", w.left(clock).Round(time.Millisecond))
 	if err := w.a.rt.Signal(ctx, id, sig); errors.Is(err, podspec.ErrNotExist) {
 		return st, true, nil
 	}
 	// A failed stop signal (the container just exited, say) still waits: Wait tells.
-	if st, err := w.waitFor(ctx, id, grace); err == nil {
+	if st, err := w.waitExited(wctx, id); err == nil {
 		return st, false, nil
 	}
 	if ctx.Err() != nil {
 		return st, false, ctx.Err()
 	}
-	w.logger.Warn("container outlived its stop signal, killing it", "id", id, "signal", sig, "grace", grace)
+	w.logger.Warn("container outlived its stop signal, killing it", "id", id, "signal", sig, "grace", time.Since(signalled).Round(time.Millisecond))
 	if err := w.a.rt.Signal(ctx, id, syscall.SIGKILL); errors.Is(err, podspec.ErrNotExist) {
 		return st, true, nil
 	}
@@ -277,6 +290,11 @@ func (w *worker) killingEvent(desired *v1.Pod, act action) {
 func (w *worker) waitFor(ctx context.Context, id string, d time.Duration) (podspec.ContainerStatus, error) {
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
+	return w.waitExited(ctx, id)
+}
+
+// waitExited waits until container id has exited, or ctx ends.
+func (w *worker) waitExited(ctx context.Context, id string) (podspec.ContainerStatus, error) {
 	st, err := w.a.rt.Wait(ctx, id)
 	if err == nil && st.ID == "" {
 		st.ID = id

@@ -64,9 +64,9 @@ func (a *Agent) StopPod(ctx context.Context, uid string) error {
 	case <-ctx.Done():
 		return fmt.Errorf("the pods found running are kept until every manifest source has been read: %w", context.Cause(ctx))
 	}
+	req := &stopRequest{reason: reasonStoppedByRuntime, grace: stopSandboxGrace,
+		message: "The pod's sandbox was stopped through the CRI; it starts again from its manifest"}
 	if w := a.workerOf(uid); w != nil {
-		req := &stopRequest{reason: reasonStoppedByRuntime, grace: stopSandboxGrace,
-			message: "The pod's sandbox was stopped through the CRI; it starts again from its manifest"}
 		if w.hold(uid, req) {
 			a.logger.Info("stopping pod through the CRI", "pod", w.key, "uid", uid, "hold", stopHold)
 			// Lifted once the pod is gone (or the caller left), after the
@@ -74,6 +74,9 @@ func (a *Agent) StopPod(ctx context.Context, uid string) error {
 			defer time.AfterFunc(stopHold, func() { w.lift(uid, req) })
 		}
 	}
+	// A pod no longer desired (its manifest removed, or edited to another
+	// UID) is stopping with its own grace period: cut that short too.
+	a.cutKills(uid, req)
 	tick := time.NewTicker(stopPollPeriod)
 	defer tick.Stop()
 	for {
@@ -88,6 +91,18 @@ func (a *Agent) StopPod(ctx context.Context, uid string) error {
 		case <-changed:
 		case <-tick.C:
 		}
+	}
+}
+
+// cutKills brings forward every kill of pod uid's containers to end within
+// req's grace period, whichever worker runs it.
+func (a *Agent) cutKills(uid string, req *stopRequest) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, w := range a.workers {
+		w.mu.Lock()
+		w.cutKillsLocked(uid, req)
+		w.mu.Unlock()
 	}
 }
 
@@ -132,9 +147,11 @@ func (a *Agent) gone(ctx context.Context, uid string) (bool, error) {
 
 // hold stops the pod of uid for req and keeps it stopped until lift, unless
 // a stop is in force already (an eviction, or an earlier hold); it reports
-// whether it set req.
+// whether it set req. Either way a kill of the pod that runs ends within
+// req's grace period.
 func (w *worker) hold(uid string, req *stopRequest) bool {
 	w.mu.Lock()
+	w.cutKillsLocked(uid, req)
 	if w.box.evict != nil && w.box.evictUID == uid {
 		w.mu.Unlock()
 		return false

@@ -249,3 +249,96 @@ func startPastItsDeadline(t *testing.T) (*harness, *fakeRuntime, manifest.Pod) {
 	synctest.Wait()
 	return h, rt, p
 }
+
+// A stop already under way with the pod's own long grace period (its
+// manifest removed and written again, or removed) is cut short by the CRI's
+// stop: the container that ignores its stop signal gets SIGKILL
+// stopSandboxGrace (raised to the kubelet's minimum) after StopPod, not the
+// pod's 60 s after the stop began, and StopPod returns then; the stop signal
+// is not sent again.
+func TestStopPodCutsAStopUnderWay(t *testing.T) {
+	for _, removed := range []bool{false, true} {
+		t.Run(map[bool]string{false: "recreated", true: "removed"}[removed], func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				rt := newFakeRuntime()
+				rt.stubborn["a"] = true
+				h := start(t, rt, Config{})
+				pod := testPod("web", "u1", v1.RestartPolicyAlways, ctr("a", "busybox"))
+				sixty := int64(60)
+				pod.Spec.TerminationGracePeriodSeconds = &sixty
+				h.send([]manifest.Pod{pod})
+				if removed {
+					h.send(nil)
+				} else {
+					pod.Recreated = 1
+					h.send([]manifest.Pod{pod})
+				}
+				if got := rt.Calls("signal"); !slices.Equal(got, []string{"signal c1 terminated"}) {
+					t.Fatalf("signals %q, want the pod's stop under way", got)
+				}
+				time.Sleep(5 * time.Second)
+				t1 := time.Now()
+				if err := h.stopPodWithin(10*time.Second, "u1"); err != nil {
+					t.Fatalf("StopPod during a 60 s stop: %v", err)
+				}
+				if at := rt.When("signal c1 killed"); at.Sub(t1) != manifest.MinimumGracePeriod {
+					t.Errorf("SIGKILL %v after StopPod, want %v (calls %q)", at.Sub(t1), manifest.MinimumGracePeriod, rt.Calls())
+				}
+				if got := rt.Calls("signal"); !slices.Equal(got, []string{"signal c1 terminated", "signal c1 killed"}) {
+					t.Errorf("signals %q, want one stop signal, then SIGKILL", got)
+				}
+			})
+		})
+	}
+}
+
+// An eviction (a hard threshold's 1 s) cuts a stop under way, its preStop
+// hook included: the hook is given up at the eviction's grace period, and
+// the container then gets the kubelet's minimum after its stop signal. An
+// eviction with a longer grace period than is left leaves the stop as it
+// was.
+func TestEvictionCutsAStopUnderWay(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		hook       []string
+		grace      time.Duration // the eviction's
+		term, kill time.Duration // after the eviction
+	}{
+		{"hook", []string{"hang"}, time.Second, 2 * time.Second, 4 * time.Second},
+		{"signal", nil, time.Second, -5 * time.Second, 2 * time.Second},
+		{"longer", nil, 2 * time.Minute, -5 * time.Second, 55 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				rt := newFakeRuntime()
+				rt.execFunc = scriptedExec
+				rt.stubborn["a"] = true
+				h := start(t, rt, Config{})
+				c := ctr("a", "busybox")
+				if tc.hook != nil {
+					c = withHooks(c, nil, tc.hook)
+				}
+				pod := testPod("web", "u1", v1.RestartPolicyAlways, c)
+				sixty := int64(60)
+				pod.Spec.TerminationGracePeriodSeconds = &sixty
+				h.send([]manifest.Pod{pod})
+				pod.Recreated = 1
+				h.send([]manifest.Pod{pod})
+				time.Sleep(5 * time.Second)
+				t1 := time.Now()
+				h.a.workerOf("u1").setEviction("u1", &stopRequest{reason: reasonEvicted, message: "low on memory", grace: tc.grace})
+				time.Sleep(2 * time.Minute)
+				synctest.Wait()
+				if at := rt.When("signal c1 terminated"); at.IsZero() || at.Sub(t1) != tc.term {
+					t.Errorf("stop signal %v after the eviction, want %v (calls %q)", at.Sub(t1), tc.term, rt.Calls())
+				}
+				if at := rt.When("signal c1 killed"); at.IsZero() || at.Sub(t1) != tc.kill {
+					t.Errorf("SIGKILL %v after the eviction, want %v (calls %q)", at.Sub(t1), tc.kill, rt.Calls())
+				}
+				if p := h.pod("web"); p.Status.Reason != reasonEvicted {
+					t.Errorf("pod's reason %q, want %s", p.Status.Reason, reasonEvicted)
+				}
+			})
+		})
+	}
+}

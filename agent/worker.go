@@ -29,8 +29,11 @@ type worker struct {
 	wake   chan struct{}
 	exits  chan *podspec.ContainerStatus // a pointer: park receives it with a small frame
 
-	mu  sync.Mutex // guards box
+	mu  sync.Mutex // guards box and kills
 	box mailbox
+	// kills are the clocks of the kills that run, which a stop with a
+	// shorter grace period brings forward.
+	kills map[*killClock]struct{}
 
 	// Owned by the worker goroutine.
 	pods     map[string]*podState // by UID
@@ -131,10 +134,12 @@ func (w *worker) nudge() {
 }
 
 // setEviction stops the pod of uid for req and keeps it stopped; nil lifts
-// the eviction, and the pod starts afresh.
+// the eviction, and the pod starts afresh. A kill of the pod already running
+// with a longer grace period ends within req's.
 func (w *worker) setEviction(uid string, req *stopRequest) {
 	w.mu.Lock()
 	w.box.evict, w.box.evictUID = req, uid
+	w.cutKillsLocked(uid, req)
 	w.mu.Unlock()
 	w.nudge()
 }

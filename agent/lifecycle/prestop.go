@@ -55,8 +55,8 @@ func (p *PreStop) Run(ctx context.Context, id string, grace time.Duration) (st p
 	default:
 	}
 	switch {
-	case ctx.Err() != nil:
-	case errors.Is(hctx.Err(), context.DeadlineExceeded):
+	case ctx.Err() != nil && !errors.Is(context.Cause(ctx), context.DeadlineExceeded):
+	case errors.Is(context.Cause(hctx), context.DeadlineExceeded):
 		p.Logger.Info("preStop hook not completed in grace period", "grace", grace)
 	case err != nil:
 		p.Logger.Warn("preStop hook failed", "reason", events.FailedPreStopHook, "message", msg)
