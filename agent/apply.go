@@ -386,6 +386,11 @@ func (w *worker) teardown(ctx context.Context, podUID string) error {
 	if err := w.a.rt.RemoveSandbox(ctx, podUID); err != nil {
 		return fmt.Errorf("remove sandbox of pod %s: %w", podUID, err)
 	}
+	if st := w.pods[podUID]; st != nil {
+		// Should what follows fail, and the pod start again (a hold
+		// lifted), it makes its sandbox first.
+		st.sandbox, st.network = false, nil
+	}
 	if err := w.a.conv.RemoveVolumes(podUID); err != nil {
 		return fmt.Errorf("remove volumes of pod %s: %w", podUID, err)
 	}
