@@ -400,6 +400,9 @@ func (w *worker) teardown(ctx context.Context, podUID string) error {
 		return fmt.Errorf("remove logs of pod %s: %w", podUID, err)
 	}
 	delete(w.pods, podUID)
+	w.mu.Lock()
+	w.forgetCutLocked(podUID)
+	w.mu.Unlock()
 	w.a.releaseUID(podUID, w.key)
 	w.forgetBackoff(podUID)
 	w.logger.Info("pod removed", "uid", podUID)

@@ -24,16 +24,32 @@ type killClock struct {
 	timer *time.Timer
 }
 
-// newKillClock starts the clock of a kill of a container of pod uid.
+// newKillClock starts the clock of a kill of a container of pod uid: its
+// grace period, or less if the pod was told to stop sooner (cuts) since,
+// though at least manifest.MinimumGracePeriod (a sidecar whose turn comes
+// after the cut has passed, as the kubelet's killContainer gives it).
 func (w *worker) newKillClock(uid string, grace time.Duration) *killClock {
-	c := &killClock{uid: uid, deadline: time.Now().Add(grace)}
+	now := time.Now()
+	c := &killClock{uid: uid, deadline: now.Add(grace)}
 	w.mu.Lock()
+	if cut, ok := w.cuts[uid]; ok {
+		if end := later(cut, now.Add(manifest.MinimumGracePeriod)); end.Before(c.deadline) {
+			c.deadline = end
+		}
+	}
 	if w.kills == nil {
 		w.kills = map[*killClock]struct{}{}
 	}
 	w.kills[c] = struct{}{}
 	w.mu.Unlock()
 	return c
+}
+
+// forgetCutLocked ends what cutKillsLocked said of pod uid: its teardown
+// is done, or the stop that cut it was lifted and the pod runs again;
+// w.mu held.
+func (w *worker) forgetCutLocked(uid string) {
+	delete(w.cuts, uid)
 }
 
 // endKillClock forgets c once its kill is over.
@@ -72,14 +88,22 @@ func (w *worker) left(c *killClock) time.Duration {
 }
 
 // cutKillsLocked brings the kills of pod uid's containers that would end
-// later than req's grace period from now forward to it; w.mu held. A
-// request without a grace period of its own (the pod's) cuts nothing.
+// later than req's grace period from now forward to it, those that run and
+// those that begin later (cuts: a sync that took its mail before the cut, a
+// sidecar's turn, a pod waiting for its turn to stop); w.mu held. A request
+// without a grace period of its own (the pod's) cuts nothing.
 func (w *worker) cutKillsLocked(uid string, req *stopRequest) {
 	if req == nil || req.grace <= 0 {
 		return
 	}
 	grace := max(req.grace, manifest.MinimumGracePeriod)
 	end, cut := time.Now().Add(grace), false
+	if prev, ok := w.cuts[uid]; !ok || end.Before(prev) {
+		if w.cuts == nil {
+			w.cuts = map[string]time.Time{}
+		}
+		w.cuts[uid] = end
+	}
 	for c := range w.kills {
 		if c.uid != uid || !end.Before(c.deadline) {
 			continue

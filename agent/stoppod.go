@@ -95,14 +95,17 @@ func (a *Agent) StopPod(ctx context.Context, uid string) error {
 }
 
 // cutKills brings forward every kill of pod uid's containers to end within
-// req's grace period, whichever worker runs it.
+// req's grace period, whichever worker holds the pod (one whose manifest
+// is gone stops it with its own grace period, maybe after its turn).
 func (a *Agent) cutKills(uid string, req *stopRequest) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	for _, w := range a.workers {
-		w.mu.Lock()
-		w.cutKillsLocked(uid, req)
-		w.mu.Unlock()
+	for key := range a.held[uid] {
+		if w := a.workers[key]; w != nil {
+			w.mu.Lock()
+			w.cutKillsLocked(uid, req)
+			w.mu.Unlock()
+		}
 	}
 }
 
@@ -171,6 +174,7 @@ func (w *worker) lift(uid string, req *stopRequest) {
 		return
 	}
 	w.box.evict, w.box.evictUID = nil, ""
+	w.forgetCutLocked(uid)
 	w.mu.Unlock()
 	w.logger.Info("pod stopped through the CRI starts again", "uid", uid)
 	w.nudge()

@@ -32,8 +32,10 @@ type worker struct {
 	mu  sync.Mutex // guards box and kills
 	box mailbox
 	// kills are the clocks of the kills that run, which a stop with a
-	// shorter grace period brings forward.
+	// shorter grace period brings forward; cuts is, by pod UID, when such
+	// a stop wants every kill of the pod over, for the kills to come.
 	kills map[*killClock]struct{}
+	cuts  map[string]time.Time
 
 	// Owned by the worker goroutine.
 	pods     map[string]*podState // by UID
@@ -138,6 +140,9 @@ func (w *worker) nudge() {
 // with a longer grace period ends within req's.
 func (w *worker) setEviction(uid string, req *stopRequest) {
 	w.mu.Lock()
+	if req == nil {
+		w.forgetCutLocked(w.box.evictUID)
+	}
 	w.box.evict, w.box.evictUID = req, uid
 	w.cutKillsLocked(uid, req)
 	w.mu.Unlock()

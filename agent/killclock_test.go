@@ -1,0 +1,207 @@
+package agent
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/staticpodd/staticpodd/agent/manifest"
+)
+
+// A pod with a sidecar whose 60 s stop is under way (its manifest removed)
+// is stopped through the CRI while its app container still ignores its
+// SIGTERM: the app gets SIGKILL 2 s after StopPod, and the sidecar, stopped
+// after it, gets the kubelet's minimum then, not what is left of the pod's
+// 60 s.
+func TestStopPodCutsTheSidecarsStopToo(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		rt.stubborn["app"] = true
+		rt.stubborn["proxy"] = true
+		h := start(t, rt, Config{})
+		pod := withInit(testPod("web", "u1", v1.RestartPolicyAlways, ctr("app", "busybox")), sidecar("proxy"))
+		sixty := int64(60)
+		pod.Spec.TerminationGracePeriodSeconds = &sixty
+		h.send([]manifest.Pod{pod})
+		time.Sleep(time.Second)
+		synctest.Wait()
+		h.send(nil)
+		time.Sleep(5 * time.Second)
+		t1 := time.Now()
+		if err := h.stopPodWithin(2*time.Minute, "u1"); err != nil {
+			t.Fatalf("StopPod: %v", err)
+		}
+		// The kubelet: the app is killed again with 2 s, the sidecar's turn
+		// comes then, and it gets the 2 s minimum.
+		for call, want := range map[string]time.Duration{"signal c2 killed": 2 * time.Second, "signal c1 terminated": 2 * time.Second, "signal c1 killed": 4 * time.Second} {
+			if at := rt.When(call); at.IsZero() || at.Sub(t1) != want {
+				t.Errorf("%s %v after StopPod, want %v (calls %q)", call, at.Sub(t1), want, rt.Calls("signal"))
+			}
+		}
+	})
+}
+
+// The CRI's stop comes while the worker's sync that begins the pod's 60 s
+// stop (its manifest removed and written again) has taken its mail but not
+// yet begun the kill (here: held in the SandboxStatus of beforeApply). The
+// kill still ends within the hold's grace period.
+func TestStopPodBeforeTheKillBegins(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		rt.stubborn["a"] = true
+		h := start(t, rt, Config{})
+		pod := testPod("web", "u1", v1.RestartPolicyAlways, ctr("a", "busybox"))
+		sixty := int64(60)
+		pod.Spec.TerminationGracePeriodSeconds = &sixty
+		h.send([]manifest.Pod{pod})
+		rt.mu.Lock()
+		rt.sandboxGate = make(chan struct{})
+		rt.mu.Unlock()
+		pod.Recreated = 1
+		h.send([]manifest.Pod{pod}) // the worker is held in SandboxStatus
+		w := h.a.workerOf("u1")
+		for {
+			// Until the sync held is the one that took the recreate.
+			w.mu.Lock()
+			taken := w.box.recreate == ""
+			w.mu.Unlock()
+			if taken {
+				break
+			}
+			rt.mu.Lock()
+			close(rt.sandboxGate)
+			rt.sandboxGate = make(chan struct{})
+			rt.mu.Unlock()
+			w.nudge()
+			synctest.Wait()
+		}
+		if got := rt.Calls("signal"); len(got) != 0 {
+			t.Fatalf("signals %q before the kill", got)
+		}
+		t1 := time.Now()
+		done := make(chan error, 1)
+		go func() { done <- h.stopPodWithin(2*time.Minute, "u1") }()
+		synctest.Wait()
+		rt.mu.Lock()
+		close(rt.sandboxGate)
+		rt.sandboxGate = nil
+		rt.mu.Unlock()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if at := rt.When("signal c1 killed"); at.IsZero() || at.Sub(t1) != manifest.MinimumGracePeriod {
+			t.Errorf("SIGKILL %v after StopPod, want %v (calls %q)", at.Sub(t1), manifest.MinimumGracePeriod, rt.Calls("signal"))
+		}
+	})
+}
+
+// A preStop hook cut by StopPod is given up at the stop's grace period
+// (raised to the minimum), logged as not completed in its grace period,
+// with no FailedPreStopHook event; the container then gets the minimum
+// after its stop signal.
+func TestStopPodCutsAHookQuietly(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		rt.execFunc = scriptedExec
+		rt.stubborn["a"] = true
+		h := start(t, rt, Config{})
+		pod := testPod("web", "u1", v1.RestartPolicyAlways, withHooks(ctr("a", "busybox"), nil, []string{"hang"}))
+		sixty := int64(60)
+		pod.Spec.TerminationGracePeriodSeconds = &sixty
+		h.send([]manifest.Pod{pod})
+		h.send(nil)
+		time.Sleep(5 * time.Second)
+		t1 := time.Now()
+		if err := h.stopPodWithin(time.Minute, "u1"); err != nil {
+			t.Fatal(err)
+		}
+		if at := rt.When("signal c1 killed"); at.IsZero() || at.Sub(t1) != 2*manifest.MinimumGracePeriod {
+			t.Errorf("SIGKILL %v after StopPod, want the hook given up at %v and %v more (calls %q)", at.Sub(t1), manifest.MinimumGracePeriod, manifest.MinimumGracePeriod, rt.Calls("signal"))
+		}
+		if slices.Contains(h.reasons(), "FailedPreStopHook") {
+			t.Errorf("FailedPreStopHook event; events %q", h.reasons())
+		}
+		if !strings.Contains(h.logs.String(), "preStop hook not completed in grace period") {
+			t.Errorf("the hook cut short is not logged as not completed in its grace period")
+		}
+	})
+}
+
+// Both pods removed: etcd waits for the API server (which starts after it)
+// to stop with its 60 s. StopPod of etcd while it waits its turn: once its
+// kill begins it gets the minimum, the CRI stop's grace having passed, not
+// etcd's 60 s.
+func TestStopPodOfAPodWaitingItsStopTurn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		rt.stubborn["slow"] = true
+		rt.stubborn["e"] = true
+		h := start(t, rt, Config{})
+		sixty := int64(60)
+		etcd := testPod("etcd", "ue", v1.RestartPolicyAlways, ctr("e", "busybox"))
+		etcd.Spec.TerminationGracePeriodSeconds = &sixty
+		api := startAfter(testPod("apiserver", "ua", v1.RestartPolicyAlways, ctr("slow", "busybox")), "etcd")
+		api.Spec.TerminationGracePeriodSeconds = &sixty
+		h.send([]manifest.Pod{etcd, api})
+		time.Sleep(time.Second)
+		synctest.Wait()
+		etcdCtr := containerOf(rt, "ue")
+		h.send(nil)
+		time.Sleep(5 * time.Second)
+		t1 := time.Now()
+		if err := h.stopPodWithin(5*time.Minute, "ue"); err != nil {
+			t.Fatal(err)
+		}
+		term, kill := rt.When("signal "+etcdCtr+" terminated"), rt.When("signal "+etcdCtr+" killed")
+		if term.Sub(t1) != 55*time.Second {
+			t.Errorf("etcd's stop signal %v after StopPod, want 55s: after the API server's stop, which is not cut", term.Sub(t1))
+		}
+		if term.IsZero() || kill.Sub(term) != manifest.MinimumGracePeriod {
+			t.Errorf("etcd's SIGKILL %v after its stop signal, want %v: the CRI stop's cut was lost", kill.Sub(term), manifest.MinimumGracePeriod)
+		}
+	})
+}
+
+// Once the CRI's hold is lifted and the pod runs again, its stops have
+// their own grace period again: the cut ended with the hold, here one whose
+// teardown had not finished (the pod's volumes could not be removed).
+func TestStopPodsCutEndsWithItsHold(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		rt.stubborn["a"] = true
+		h := start(t, rt, Config{})
+		pod := testPod("web", "u1", v1.RestartPolicyAlways, ctr("a", "busybox"))
+		sixty := int64(60)
+		pod.Spec.TerminationGracePeriodSeconds = &sixty
+		h.send([]manifest.Pod{pod})
+		rt.mu.Lock()
+		rt.volumesErr = errors.New("device or resource busy")
+		rt.mu.Unlock()
+		if err := h.stopPodWithin(5*time.Second, "u1"); err == nil {
+			t.Fatal("StopPod returned while the pod's volumes were not removed")
+		}
+		time.Sleep(stopHold)
+		synctest.Wait()
+		rt.mu.Lock()
+		rt.volumesErr = nil
+		rt.mu.Unlock()
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		running := rt.Running()
+		if len(running) != 1 {
+			t.Fatalf("running %q once the hold ended, want the pod made again", running)
+		}
+		t1 := time.Now()
+		h.send(nil)
+		time.Sleep(2 * time.Minute)
+		synctest.Wait()
+		if at := rt.When("signal " + running[0] + " killed"); at.IsZero() || at.Sub(t1) != time.Minute {
+			t.Errorf("SIGKILL %v after the manifest's removal, want the pod's own 60s (calls %q)", at.Sub(t1), rt.Calls("signal"))
+		}
+	})
+}
