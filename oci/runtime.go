@@ -114,6 +114,11 @@ type Runtime struct {
 	// prepared while their sandboxes are made, by pod UID (see ahead).
 	// Guarded by mu.
 	aheads map[string]*ahead
+	// podOf is the pod UID of each container whose record was read or
+	// written, by container ID, which never changes: a sandbox's removal
+	// looks for its pod's containers without reading every record
+	// (anyContainerOf). Guarded by mu.
+	podOf map[string]string
 
 	// monitorPath is what monitors are started from; monitorFile, if not
 	// nil, holds it open (see openMonitorExecutable).

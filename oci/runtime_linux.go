@@ -250,6 +250,7 @@ func (r *Runtime) start(ctx context.Context, pm *pendingMonitor, pod *podspec.Po
 	if err := errors.Join(err, <-specWritten); err != nil {
 		return podspec.ContainerStatus{}, err
 	}
+	r.notePod(id, rec.PodUID)
 	if ctx.Err() != nil {
 		return podspec.ContainerStatus{}, context.Cause(ctx)
 	}
@@ -528,7 +529,13 @@ func (r *Runtime) remove(id string) error {
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	return removeStateDir(r.containerDir(id))
+	if err := removeStateDir(r.containerDir(id)); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	delete(r.podOf, id)
+	r.mu.Unlock()
+	return nil
 }
 
 // removeStateDir removes a container's state dir, the last of its traces.

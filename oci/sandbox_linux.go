@@ -54,29 +54,69 @@ func (r *Runtime) RemoveSandbox(ctx context.Context, podUID string) error {
 }
 
 // anyContainerOf returns the record of a container of pod uid, or nil if it
-// has none.
+// has none. A container whose pod is known (podOf) is read only if it is
+// uid's: a node's removal of all its pods read every record for each, n² reads.
 func (r *Runtime) anyContainerOf(uid string) (*containerRecord, error) {
 	entries, err := os.ReadDir(filepath.Join(r.cfg.RunDir, containersDir))
 	if err != nil {
 		return nil, fmt.Errorf("list containers: %w", err)
 	}
+	r.prunePodOf(entries)
 	for _, e := range entries {
-		if strings.HasSuffix(e.Name(), removingSuffix) {
+		id := e.Name()
+		if strings.HasSuffix(id, removingSuffix) {
 			continue // removed
 		}
+		r.mu.Lock()
+		pod, known := r.podOf[id]
+		r.mu.Unlock()
+		if known && pod != uid {
+			continue
+		}
 		var rec containerRecord
-		err := readJSON(filepath.Join(r.containerDir(e.Name()), containerFile), &rec)
+		err := readJSON(filepath.Join(r.containerDir(id), containerFile), &rec)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue // being created or removed
 		}
 		if err != nil {
 			return nil, err
 		}
+		r.notePod(id, rec.PodUID)
 		if rec.PodUID == uid {
 			return &rec, nil
 		}
 	}
 	return nil, nil
+}
+
+// notePod remembers that container id is pod uid's.
+func (r *Runtime) notePod(id, uid string) {
+	r.mu.Lock()
+	if r.podOf == nil {
+		r.podOf = map[string]string{}
+	}
+	r.podOf[id] = uid
+	r.mu.Unlock()
+}
+
+// prunePodOf forgets the containers no longer listed in entries (removed
+// by another way than Destroy: a start that failed, a removal cut short),
+// once podOf has grown well past them.
+func (r *Runtime) prunePodOf(entries []os.DirEntry) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.podOf) <= 2*len(entries)+64 {
+		return
+	}
+	listed := make(map[string]bool, len(entries))
+	for _, e := range entries {
+		listed[e.Name()] = true
+	}
+	for id := range r.podOf {
+		if !listed[id] {
+			delete(r.podOf, id)
+		}
+	}
 }
 
 // ListSandboxes returns the UIDs of the pods that have a sandbox.
