@@ -238,3 +238,53 @@ func (q *oneSize) Next() *remotecommand.TerminalSize {
 	q.size = nil
 	return s
 }
+
+// A pod whose manifest was removed is stopping with its own 60 s grace
+// period, its container ignoring SIGTERM; kubeadm reset's StopPodSandbox
+// then cuts it short: the container is killed within the CRI's stop (1 s,
+// 2 s with the minimum) and the call returns with nothing of the pod left,
+// not a minute later.
+func TestCRIStopCutsAStopUnderWay(t *testing.T) {
+	t.Parallel()
+	d := newDaemon(t)
+	d.Start()
+	d.WriteManifest("stubborn.yaml", `apiVersion: v1
+kind: Pod
+metadata:
+  name: stubborn
+spec:
+  terminationGracePeriodSeconds: 60
+  containers:
+  - name: main
+    image: busybox
+    command: ["sh", "-c", "trap '' TERM; while true; do sleep 1 & wait $!; done"]
+`)
+	pod := d.WaitRunning("stubborn", 30*time.Second)
+	c := criClient(t, d)
+	d.RemoveManifest("stubborn.yaml")
+	d.WaitLine(30*time.Second, "stopping container", "grace=1m0s")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	began := time.Now()
+	if _, err := c.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: string(pod.UID)}); err != nil {
+		t.Fatalf("StopPodSandbox during the pod's 60 s stop: %v", err)
+	}
+	took := time.Since(began)
+	t.Logf("StopPodSandbox took %v", took)
+	// The cut's 2 s, and the removal; a minute would mean no cut.
+	if took > 20*time.Second {
+		t.Errorf("StopPodSandbox took %v, want the stop cut to the CRI's", took)
+	}
+	d.WaitLine(5*time.Second, "stopping the pod's containers sooner", "reason=StoppedByRuntime")
+	d.WaitLine(5*time.Second, "container outlived its stop signal, killing it")
+	if got, err := c.ListContainers(ctx, &runtimeapi.ListContainersRequest{}); err != nil || len(got.Containers) != 0 {
+		t.Errorf("containers after StopPodSandbox: %v, %v", got, err)
+	}
+	d.Eventually(time.Minute, "the agent lets the pod go", func() error {
+		if p := d.Pod("stubborn"); p != nil {
+			return errors.New("the pod is still listed")
+		}
+		return nil
+	})
+	d.AssertNoLeaks()
+}
