@@ -383,13 +383,14 @@ func (w *worker) forget(id string) {
 // teardown removes the sandbox and volumes of a pod whose containers are gone.
 func (w *worker) teardown(ctx context.Context, podUID string) error {
 	w.a.stopDebug(ctx, podUID)
+	if st := w.pods[podUID]; st != nil {
+		// Whatever the removal does (a failed one may have removed the
+		// record already), a pod that starts again makes its sandbox
+		// first: CreateSandbox keeps a whole one and replaces a partial one.
+		st.sandbox, st.network, st.unprepared = false, nil, false
+	}
 	if err := w.a.rt.RemoveSandbox(ctx, podUID); err != nil {
 		return fmt.Errorf("remove sandbox of pod %s: %w", podUID, err)
-	}
-	if st := w.pods[podUID]; st != nil {
-		// Should what follows fail, and the pod start again (a hold
-		// lifted), it makes its sandbox first.
-		st.sandbox, st.network = false, nil
 	}
 	if err := w.a.conv.RemoveVolumes(podUID); err != nil {
 		return fmt.Errorf("remove volumes of pod %s: %w", podUID, err)
@@ -400,10 +401,11 @@ func (w *worker) teardown(ctx context.Context, podUID string) error {
 		return fmt.Errorf("remove logs of pod %s: %w", podUID, err)
 	}
 	delete(w.pods, podUID)
+	w.a.releaseUID(podUID, w.key)
+	// After the release: Agent.cutKills no longer reaches this worker for it.
 	w.mu.Lock()
 	w.forgetCutLocked(podUID)
 	w.mu.Unlock()
-	w.a.releaseUID(podUID, w.key)
 	w.forgetBackoff(podUID)
 	w.logger.Info("pod removed", "uid", podUID)
 	return nil

@@ -41,13 +41,17 @@ type fakeRuntime struct {
 	// missing, after the lookup and before StartContainer returns, outside the lock:
 	// an image that arrives inside that window.
 	afterLookup func(image string)
-	crash       map[string]int    // container name -> exit code right after start
-	stubborn    map[string]bool   // container names that ignore SIGTERM
-	volumesErr  error             // what RemoveVolumes returns, while not nil
-	startErr    error             // every StartContainer fails with it
-	execFail    map[string]string // container name -> why its process cannot start (StartError)
-	vanished    map[string]bool   // container IDs whose Wait says ErrNotExist
-	starts      []time.Time       // when each StartContainer succeeded
+	crash       map[string]int  // container name -> exit code right after start
+	stubborn    map[string]bool // container names that ignore SIGTERM
+	volumesErr  error           // what RemoveVolumes returns, while not nil
+	// rmSandboxErr, while not nil, is what RemoveSandbox returns once it
+	// removed the sandbox's record (oci/sandbox's remove: the record
+	// first, then the unmounts and the cgroup, which can fail).
+	rmSandboxErr error
+	startErr     error             // every StartContainer fails with it
+	execFail     map[string]string // container name -> why its process cannot start (StartError)
+	vanished     map[string]bool   // container IDs whose Wait says ErrNotExist
+	starts       []time.Time       // when each StartContainer succeeded
 	// stopOrder is each started container's StopBefore and StopAfter, by ID.
 	stopOrder map[string][2][]string
 	// health is what an HTTP probe of a path gets from any container:
@@ -221,6 +225,9 @@ func (f *fakeRuntime) RemoveSandbox(ctx context.Context, uid string) error {
 	}
 	f.record("rmsandbox %s", uid)
 	delete(f.sandboxes, uid)
+	if f.rmSandboxErr != nil {
+		return f.rmSandboxErr
+	}
 	return nil
 }
 

@@ -205,3 +205,131 @@ func TestStopPodsCutEndsWithItsHold(t *testing.T) {
 		}
 	})
 }
+
+// Both manifests removed: etcd waits for the API server's 60 s stop. A CRI
+// stop of etcd (its caller gives up) cuts etcd's stop. The manifests are
+// written back before etcd's turn: etcd was never stopped and runs on. The
+// cut ended there: a later removal, or a liveness probe's restart, gives
+// etcd its own 60 s.
+func TestStopPodsCutEndsWhenThePodIsWantedAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		rt.stubborn["slow"] = true
+		rt.stubborn["e"] = true
+		h := start(t, rt, Config{})
+		sixty := int64(60)
+		etcd := testPod("etcd", "ue", v1.RestartPolicyAlways, ctr("e", "busybox"))
+		etcd.Spec.TerminationGracePeriodSeconds = &sixty
+		api := startAfter(testPod("apiserver", "ua", v1.RestartPolicyAlways, ctr("slow", "busybox")), "etcd")
+		api.Spec.TerminationGracePeriodSeconds = &sixty
+		h.send([]manifest.Pod{etcd, api})
+		time.Sleep(time.Second)
+		synctest.Wait()
+		etcdCtr := containerOf(rt, "ue")
+		h.send(nil)
+		time.Sleep(5 * time.Second)
+		if err := h.stopPodWithin(time.Second, "ue"); err == nil {
+			t.Fatal("StopPod returned while etcd waits its turn")
+		}
+		h.send([]manifest.Pod{etcd, api})
+		time.Sleep(5 * time.Minute)
+		synctest.Wait()
+		if got := containerOf(rt, "ue"); got != etcdCtr {
+			t.Fatalf("etcd's container %q, want %q still running", got, etcdCtr)
+		}
+		h.send(nil)
+		time.Sleep(5 * time.Minute)
+		synctest.Wait()
+		term, kill := rt.When("signal "+etcdCtr+" terminated"), rt.When("signal "+etcdCtr+" killed")
+		if term.IsZero() || kill.Sub(term) != time.Minute {
+			t.Errorf("etcd's SIGKILL %v after its stop signal, want its own 60s (signals %q)", kill.Sub(term), rt.Calls("signal"))
+		}
+	})
+}
+
+// As above, the later kill being a liveness probe's restart.
+func TestStopPodsCutEndsWhenThePodIsWantedAgainLiveness(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		rt.stubborn["slow"] = true
+		rt.stubborn["e"] = true
+		rt.SetHealth("/live", 200)
+		h := start(t, rt, Config{})
+		sixty := int64(60)
+		e := ctr("e", "busybox")
+		e.LivenessProbe = httpProbe("/live", 1, 1)
+		etcd := testPod("etcd", "ue", v1.RestartPolicyAlways, e)
+		etcd.Spec.TerminationGracePeriodSeconds = &sixty
+		api := startAfter(testPod("apiserver", "ua", v1.RestartPolicyAlways, ctr("slow", "busybox")), "etcd")
+		api.Spec.TerminationGracePeriodSeconds = &sixty
+		h.send([]manifest.Pod{etcd, api})
+		time.Sleep(time.Second)
+		synctest.Wait()
+		etcdCtr := containerOf(rt, "ue")
+		h.send(nil)
+		time.Sleep(5 * time.Second)
+		_ = h.stopPodWithin(time.Second, "ue")
+		h.send([]manifest.Pod{etcd, api})
+		time.Sleep(5 * time.Minute)
+		synctest.Wait()
+		rt.SetHealth("/live", 500)
+		time.Sleep(5 * time.Minute)
+		synctest.Wait()
+		term, kill := rt.When("signal "+etcdCtr+" terminated"), rt.When("signal "+etcdCtr+" killed")
+		if term.IsZero() || kill.Sub(term) != time.Minute {
+			t.Errorf("etcd's liveness kill: SIGKILL %v after its stop signal, want its own 60s (signals %q)", kill.Sub(term), rt.Calls("signal"))
+		}
+	})
+}
+
+// Evicted, with a StopPod beside it (before it, refused its hold, or after
+// it, replacing the hold), the eviction lifted: the pod's later liveness
+// kill has the pod's own 60 s.
+func TestEvictionsCutEndsWithItsLift(t *testing.T) {
+	for _, name := range []string{"evict+stop", "stop+evict"} {
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				rt := newFakeRuntime()
+				rt.stubborn["a"] = true
+				rt.SetHealth("/live", 200)
+				h := start(t, rt, Config{})
+				c := ctr("a", "busybox")
+				c.LivenessProbe = httpProbe("/live", 1, 1)
+				pod := testPod("web", "u1", v1.RestartPolicyAlways, c)
+				sixty := int64(60)
+				pod.Spec.TerminationGracePeriodSeconds = &sixty
+				h.send([]manifest.Pod{pod})
+				time.Sleep(time.Second)
+				synctest.Wait()
+				w := h.a.workerOf("u1")
+				evict := func() {
+					w.setEviction("u1", &stopRequest{reason: reasonEvicted, message: "low", grace: 3 * time.Second})
+				}
+				if name == "evict+stop" {
+					evict()
+					_ = h.stopPodWithin(30*time.Second, "u1")
+				} else {
+					go h.stopPodWithin(30*time.Second, "u1")
+					synctest.Wait()
+					evict()
+				}
+				time.Sleep(time.Minute)
+				synctest.Wait()
+				w.setEviction("", nil)
+				time.Sleep(time.Minute)
+				synctest.Wait()
+				running := rt.Running()
+				if len(running) != 1 {
+					t.Fatalf("running %q once the eviction was lifted, want the pod again", running)
+				}
+				rt.SetHealth("/live", 500)
+				time.Sleep(5 * time.Minute)
+				synctest.Wait()
+				term, kill := rt.When("signal "+running[0]+" terminated"), rt.When("signal "+running[0]+" killed")
+				if term.IsZero() || kill.Sub(term) != time.Minute {
+					t.Errorf("the liveness kill's SIGKILL %v after its stop signal, want the pod's own 60s (signals %q)", kill.Sub(term), rt.Calls("signal"))
+				}
+			})
+		})
+	}
+}

@@ -47,3 +47,30 @@ func TestPodBackAfterAHalfFailedTeardownMakesItsSandbox(t *testing.T) {
 		}
 	})
 }
+
+// As above, the failure being RemoveSandbox's own once the sandbox's record
+// is gone (its cgroup busy): the sandbox is listed no longer, and the pod
+// that starts again makes it again.
+func TestPodBackAfterAPartlyRemovedSandboxMakesItsSandbox(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		h := start(t, rt, Config{})
+		h.send([]manifest.Pod{testPod("web", "u1", v1.RestartPolicyAlways, ctr("a", "busybox"))})
+		rt.mu.Lock()
+		rt.rmSandboxErr = errors.New("remove cgroup: device or resource busy")
+		rt.mu.Unlock()
+		if err := h.stopPodWithin(5*time.Second, "u1"); err == nil {
+			t.Fatal("StopPod returned while the sandbox was not removed")
+		}
+		time.Sleep(stopHold)
+		synctest.Wait()
+		rt.mu.Lock()
+		rt.rmSandboxErr = nil
+		rt.mu.Unlock()
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if got := rt.Running(); len(got) != 1 {
+			t.Errorf("running %q, want the pod back; calls %q", got, rt.Calls("sandbox", "rmsandbox", "start"))
+		}
+	})
+}

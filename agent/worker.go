@@ -112,6 +112,11 @@ func newWorker(a *Agent, key string, pods map[string]*podState) *worker {
 // update hands the worker a new desired pod (nil: remove it); the newest wins.
 func (w *worker) update(pod *v1.Pod, seq uint64) {
 	w.mu.Lock()
+	if pod != nil && (w.box.desired == nil || w.box.desired.UID != pod.UID) && w.box.evictUID != string(pod.UID) {
+		// Desired again (a manifest written back, an edit undone): a cut
+		// of the pod while it was not is over.
+		w.forgetCutLocked(string(pod.UID))
+	}
 	w.box.desired, w.box.seq = pod, seq
 	w.mu.Unlock()
 	w.nudge()
