@@ -333,3 +333,85 @@ func TestEvictionsCutEndsWithItsLift(t *testing.T) {
 		})
 	}
 }
+
+// As TestStopPodCutsTheSidecarsStopToo, the manifest being written back
+// 1 s after StopPod, while the app's cut kill still runs. The removal goes
+// on (its kills, destroys and teardown were planned already): the sidecar
+// is killed after the app, and the CRI's stop still has it killed within
+// the minimum, not with what is left of its 60 s.
+func TestStopPodsCutHoldsThroughAWriteBackMidStop(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		rt.stubborn["app"] = true
+		rt.stubborn["proxy"] = true
+		h := start(t, rt, Config{})
+		pod := withInit(testPod("web", "u1", v1.RestartPolicyAlways, ctr("app", "busybox")), sidecar("proxy"))
+		sixty := int64(60)
+		pod.Spec.TerminationGracePeriodSeconds = &sixty
+		h.send([]manifest.Pod{pod})
+		time.Sleep(time.Second)
+		synctest.Wait()
+		h.send(nil)
+		time.Sleep(5 * time.Second)
+		t1 := time.Now()
+		_ = h.stopPodWithin(time.Second, "u1") // the caller gives up
+		h.send([]manifest.Pod{pod})            // written back while the app's kill runs
+		time.Sleep(3 * time.Minute)
+		synctest.Wait()
+		if at := rt.When("signal c2 killed"); at.Sub(t1) != 2*time.Second {
+			t.Fatalf("app SIGKILL %v after StopPod, want 2s (calls %q)", at.Sub(t1), rt.Calls("signal"))
+		}
+		term, kill := rt.When("signal c1 terminated"), rt.When("signal c1 killed")
+		if term.IsZero() || kill.Sub(term) != manifest.MinimumGracePeriod {
+			t.Errorf("sidecar SIGKILL %v after its stop signal (%v after StopPod), want %v: the stop under way lost its cut (calls %q)",
+				kill.Sub(term), term.Sub(t1), manifest.MinimumGracePeriod, rt.Calls("signal"))
+		}
+	})
+}
+
+// StopPod's steps, with a reconcile between its workerOf (the pod not
+// desired: no hold) and its cutKills, as a.mu allows (reconcile runs under
+// a.mu; StopPod releases a.mu between the two): the cut recorded on a pod
+// desired again and held by nothing ends at the worker's next sync, and a
+// later removal gives etcd its own 60 s.
+func TestStopPodsCutRacingAWriteBackEnds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		rt.stubborn["slow"] = true
+		rt.stubborn["e"] = true
+		h := start(t, rt, Config{})
+		sixty := int64(60)
+		etcd := testPod("etcd", "ue", v1.RestartPolicyAlways, ctr("e", "busybox"))
+		etcd.Spec.TerminationGracePeriodSeconds = &sixty
+		api := startAfter(testPod("apiserver", "ua", v1.RestartPolicyAlways, ctr("slow", "busybox")), "etcd")
+		api.Spec.TerminationGracePeriodSeconds = &sixty
+		h.send([]manifest.Pod{etcd, api})
+		time.Sleep(time.Second)
+		synctest.Wait()
+		etcdCtr := containerOf(rt, "ue")
+		h.send(nil)
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		// StopPod: <-a.reconciled; workerOf(uid) == nil: no hold.
+		if w := h.a.workerOf("ue"); w != nil {
+			t.Fatal("etcd still desired")
+		}
+		// The reconcile of the manifests written back, under a.mu.
+		h.send([]manifest.Pod{etcd, api})
+		synctest.Wait()
+		// StopPod goes on: a.cutKills(uid, req).
+		h.a.cutKills("ue", &stopRequest{reason: reasonStoppedByRuntime, grace: stopSandboxGrace})
+		time.Sleep(5 * time.Minute)
+		synctest.Wait()
+		if got := containerOf(rt, "ue"); got != etcdCtr {
+			t.Fatalf("etcd's container %q, want %q still running", got, etcdCtr)
+		}
+		h.send(nil)
+		time.Sleep(5 * time.Minute)
+		synctest.Wait()
+		term, kill := rt.When("signal "+etcdCtr+" terminated"), rt.When("signal "+etcdCtr+" killed")
+		if term.IsZero() || kill.Sub(term) != time.Minute {
+			t.Errorf("etcd's SIGKILL %v after its stop signal, want its own 60s (signals %q)", kill.Sub(term), rt.Calls("signal"))
+		}
+	})
+}

@@ -112,11 +112,6 @@ func newWorker(a *Agent, key string, pods map[string]*podState) *worker {
 // update hands the worker a new desired pod (nil: remove it); the newest wins.
 func (w *worker) update(pod *v1.Pod, seq uint64) {
 	w.mu.Lock()
-	if pod != nil && (w.box.desired == nil || w.box.desired.UID != pod.UID) && w.box.evictUID != string(pod.UID) {
-		// Desired again (a manifest written back, an edit undone): a cut
-		// of the pod while it was not is over.
-		w.forgetCutLocked(string(pod.UID))
-	}
 	w.box.desired, w.box.seq = pod, seq
 	w.mu.Unlock()
 	w.nudge()
@@ -366,6 +361,14 @@ func (w *worker) takeMail() mail {
 	w.box.reclaim, w.box.recreate = nil, ""
 	if m.pod == nil || string(m.pod.UID) != w.box.evictUID {
 		m.evict = nil
+	}
+	if m.pod != nil && m.evict == nil {
+		// Desired, and no stop holds it (a manifest written back, an edit
+		// undone): a cut of the pod while it was not is over. Here rather
+		// than in update: a removal already under way finishes with its cut,
+		// and a cut that came after the update (a StopPod racing it) goes
+		// before any later kill, each of which is in a sync.
+		w.forgetCutLocked(string(m.pod.UID))
 	}
 	return m
 }
