@@ -415,3 +415,35 @@ func TestStopPodsCutRacingAWriteBackEnds(t *testing.T) {
 		}
 	})
 }
+
+// The eviction manager's lift ends evictions only: a CRI hold that
+// replaced an eviction (the pod evicted, its manifest then edited to a new
+// UID, and that pod stopped through the CRI) stays until its own lift.
+func TestEvictionLiftKeepsACRIHold(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		h := start(t, rt, Config{})
+		h.send([]manifest.Pod{testPod("web", "u1", v1.RestartPolicyAlways, ctr("a", "busybox"))})
+		w := h.a.workerOf("u1")
+		w.setEviction("u1", &stopRequest{reason: reasonEvicted, message: "low on memory", grace: time.Second})
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		h.send([]manifest.Pod{testPod("web", "u2", v1.RestartPolicyAlways, ctr("a", "busybox"))})
+		synctest.Wait()
+		if err := h.stopPodWithin(30*time.Second, "u2"); err != nil {
+			t.Fatal(err)
+		}
+		starts := len(rt.Calls("start"))
+		w.setEviction("", nil) // pressure gone: the eviction manager lifts what it evicted
+		time.Sleep(stopHold / 2)
+		synctest.Wait()
+		if got := rt.Calls("start"); len(got) != starts {
+			t.Errorf("starts %q: the pod stopped through the CRI started again within its hold", got[starts:])
+		}
+		time.Sleep(stopHold)
+		synctest.Wait()
+		if got := rt.Running(); len(got) != 1 {
+			t.Errorf("running %q once the hold ended, want the pod again", got)
+		}
+	})
+}

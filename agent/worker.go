@@ -140,6 +140,12 @@ func (w *worker) nudge() {
 // with a longer grace period ends within req's.
 func (w *worker) setEviction(uid string, req *stopRequest) {
 	w.mu.Lock()
+	if req == nil && w.box.evict != nil && w.box.evict.reason != reasonEvicted {
+		// A stop through the CRI replaced the eviction (of the pod's
+		// earlier UID): it ends with its own lift.
+		w.mu.Unlock()
+		return
+	}
 	if req == nil {
 		w.forgetCutLocked(w.box.evictUID)
 	}
