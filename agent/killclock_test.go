@@ -20,18 +20,7 @@ import (
 // 60 s.
 func TestStopPodCutsTheSidecarsStopToo(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		rt := newFakeRuntime()
-		rt.stubborn["app"] = true
-		rt.stubborn["proxy"] = true
-		h := start(t, rt, Config{})
-		pod := withInit(testPod("web", "u1", v1.RestartPolicyAlways, ctr("app", "busybox")), sidecar("proxy"))
-		sixty := int64(60)
-		pod.Spec.TerminationGracePeriodSeconds = &sixty
-		h.send([]manifest.Pod{pod})
-		time.Sleep(time.Second)
-		synctest.Wait()
-		h.send(nil)
-		time.Sleep(5 * time.Second)
+		h, rt, _ := removeAppAndSidecar(t)
 		t1 := time.Now()
 		if err := h.stopPodWithin(2*time.Minute, "u1"); err != nil {
 			t.Fatalf("StopPod: %v", err)
@@ -138,32 +127,15 @@ func TestStopPodCutsAHookQuietly(t *testing.T) {
 // etcd's 60 s.
 func TestStopPodOfAPodWaitingItsStopTurn(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		rt := newFakeRuntime()
-		rt.stubborn["slow"] = true
-		rt.stubborn["e"] = true
-		h := start(t, rt, Config{})
-		sixty := int64(60)
-		etcd := testPod("etcd", "ue", v1.RestartPolicyAlways, ctr("e", "busybox"))
-		etcd.Spec.TerminationGracePeriodSeconds = &sixty
-		api := startAfter(testPod("apiserver", "ua", v1.RestartPolicyAlways, ctr("slow", "busybox")), "etcd")
-		api.Spec.TerminationGracePeriodSeconds = &sixty
-		h.send([]manifest.Pod{etcd, api})
-		time.Sleep(time.Second)
-		synctest.Wait()
-		etcdCtr := containerOf(rt, "ue")
-		h.send(nil)
-		time.Sleep(5 * time.Second)
+		h, rt, _, etcdCtr := removeEtcdBehindItsAPIServer(t, nil)
 		t1 := time.Now()
 		if err := h.stopPodWithin(5*time.Minute, "ue"); err != nil {
 			t.Fatal(err)
 		}
-		term, kill := rt.When("signal "+etcdCtr+" terminated"), rt.When("signal "+etcdCtr+" killed")
-		if term.Sub(t1) != 55*time.Second {
+		if term := rt.When("signal " + etcdCtr + " terminated"); term.Sub(t1) != 55*time.Second {
 			t.Errorf("etcd's stop signal %v after StopPod, want 55s: after the API server's stop, which is not cut", term.Sub(t1))
 		}
-		if term.IsZero() || kill.Sub(term) != manifest.MinimumGracePeriod {
-			t.Errorf("etcd's SIGKILL %v after its stop signal, want %v: the CRI stop's cut was lost", kill.Sub(term), manifest.MinimumGracePeriod)
-		}
+		killedWithin(t, rt, etcdCtr, manifest.MinimumGracePeriod)
 	})
 }
 
@@ -213,25 +185,11 @@ func TestStopPodsCutEndsWithItsHold(t *testing.T) {
 // etcd its own 60 s.
 func TestStopPodsCutEndsWhenThePodIsWantedAgain(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		rt := newFakeRuntime()
-		rt.stubborn["slow"] = true
-		rt.stubborn["e"] = true
-		h := start(t, rt, Config{})
-		sixty := int64(60)
-		etcd := testPod("etcd", "ue", v1.RestartPolicyAlways, ctr("e", "busybox"))
-		etcd.Spec.TerminationGracePeriodSeconds = &sixty
-		api := startAfter(testPod("apiserver", "ua", v1.RestartPolicyAlways, ctr("slow", "busybox")), "etcd")
-		api.Spec.TerminationGracePeriodSeconds = &sixty
-		h.send([]manifest.Pod{etcd, api})
-		time.Sleep(time.Second)
-		synctest.Wait()
-		etcdCtr := containerOf(rt, "ue")
-		h.send(nil)
-		time.Sleep(5 * time.Second)
+		h, rt, pods, etcdCtr := removeEtcdBehindItsAPIServer(t, nil)
 		if err := h.stopPodWithin(time.Second, "ue"); err == nil {
 			t.Fatal("StopPod returned while etcd waits its turn")
 		}
-		h.send([]manifest.Pod{etcd, api})
+		h.send(pods)
 		time.Sleep(5 * time.Minute)
 		synctest.Wait()
 		if got := containerOf(rt, "ue"); got != etcdCtr {
@@ -240,45 +198,22 @@ func TestStopPodsCutEndsWhenThePodIsWantedAgain(t *testing.T) {
 		h.send(nil)
 		time.Sleep(5 * time.Minute)
 		synctest.Wait()
-		term, kill := rt.When("signal "+etcdCtr+" terminated"), rt.When("signal "+etcdCtr+" killed")
-		if term.IsZero() || kill.Sub(term) != time.Minute {
-			t.Errorf("etcd's SIGKILL %v after its stop signal, want its own 60s (signals %q)", kill.Sub(term), rt.Calls("signal"))
-		}
+		killedWithin(t, rt, etcdCtr, time.Minute)
 	})
 }
 
 // As above, the later kill being a liveness probe's restart.
 func TestStopPodsCutEndsWhenThePodIsWantedAgainLiveness(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		rt := newFakeRuntime()
-		rt.stubborn["slow"] = true
-		rt.stubborn["e"] = true
-		rt.SetHealth("/live", 200)
-		h := start(t, rt, Config{})
-		sixty := int64(60)
-		e := ctr("e", "busybox")
-		e.LivenessProbe = httpProbe("/live", 1, 1)
-		etcd := testPod("etcd", "ue", v1.RestartPolicyAlways, e)
-		etcd.Spec.TerminationGracePeriodSeconds = &sixty
-		api := startAfter(testPod("apiserver", "ua", v1.RestartPolicyAlways, ctr("slow", "busybox")), "etcd")
-		api.Spec.TerminationGracePeriodSeconds = &sixty
-		h.send([]manifest.Pod{etcd, api})
-		time.Sleep(time.Second)
-		synctest.Wait()
-		etcdCtr := containerOf(rt, "ue")
-		h.send(nil)
-		time.Sleep(5 * time.Second)
+		h, rt, pods, etcdCtr := removeEtcdBehindItsAPIServer(t, httpProbe("/live", 1, 1))
 		_ = h.stopPodWithin(time.Second, "ue")
-		h.send([]manifest.Pod{etcd, api})
+		h.send(pods)
 		time.Sleep(5 * time.Minute)
 		synctest.Wait()
 		rt.SetHealth("/live", 500)
 		time.Sleep(5 * time.Minute)
 		synctest.Wait()
-		term, kill := rt.When("signal "+etcdCtr+" terminated"), rt.When("signal "+etcdCtr+" killed")
-		if term.IsZero() || kill.Sub(term) != time.Minute {
-			t.Errorf("etcd's liveness kill: SIGKILL %v after its stop signal, want its own 60s (signals %q)", kill.Sub(term), rt.Calls("signal"))
-		}
+		killedWithin(t, rt, etcdCtr, time.Minute)
 	})
 }
 
@@ -341,18 +276,7 @@ func TestEvictionsCutEndsWithItsLift(t *testing.T) {
 // the minimum, not with what is left of its 60 s.
 func TestStopPodsCutHoldsThroughAWriteBackMidStop(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		rt := newFakeRuntime()
-		rt.stubborn["app"] = true
-		rt.stubborn["proxy"] = true
-		h := start(t, rt, Config{})
-		pod := withInit(testPod("web", "u1", v1.RestartPolicyAlways, ctr("app", "busybox")), sidecar("proxy"))
-		sixty := int64(60)
-		pod.Spec.TerminationGracePeriodSeconds = &sixty
-		h.send([]manifest.Pod{pod})
-		time.Sleep(time.Second)
-		synctest.Wait()
-		h.send(nil)
-		time.Sleep(5 * time.Second)
+		h, rt, pod := removeAppAndSidecar(t)
 		t1 := time.Now()
 		_ = h.stopPodWithin(time.Second, "u1") // the caller gives up
 		h.send([]manifest.Pod{pod})            // written back while the app's kill runs
@@ -376,28 +300,14 @@ func TestStopPodsCutHoldsThroughAWriteBackMidStop(t *testing.T) {
 // later removal gives etcd its own 60 s.
 func TestStopPodsCutRacingAWriteBackEnds(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		rt := newFakeRuntime()
-		rt.stubborn["slow"] = true
-		rt.stubborn["e"] = true
-		h := start(t, rt, Config{})
-		sixty := int64(60)
-		etcd := testPod("etcd", "ue", v1.RestartPolicyAlways, ctr("e", "busybox"))
-		etcd.Spec.TerminationGracePeriodSeconds = &sixty
-		api := startAfter(testPod("apiserver", "ua", v1.RestartPolicyAlways, ctr("slow", "busybox")), "etcd")
-		api.Spec.TerminationGracePeriodSeconds = &sixty
-		h.send([]manifest.Pod{etcd, api})
-		time.Sleep(time.Second)
-		synctest.Wait()
-		etcdCtr := containerOf(rt, "ue")
-		h.send(nil)
-		time.Sleep(5 * time.Second)
+		h, rt, pods, etcdCtr := removeEtcdBehindItsAPIServer(t, nil)
 		synctest.Wait()
 		// StopPod: <-a.reconciled; workerOf(uid) == nil: no hold.
 		if w := h.a.workerOf("ue"); w != nil {
 			t.Fatal("etcd still desired")
 		}
 		// The reconcile of the manifests written back, under a.mu.
-		h.send([]manifest.Pod{etcd, api})
+		h.send(pods)
 		synctest.Wait()
 		// StopPod goes on: a.cutKills(uid, req).
 		h.a.cutKills("ue", &stopRequest{reason: reasonStoppedByRuntime, grace: stopSandboxGrace})
@@ -409,10 +319,7 @@ func TestStopPodsCutRacingAWriteBackEnds(t *testing.T) {
 		h.send(nil)
 		time.Sleep(5 * time.Minute)
 		synctest.Wait()
-		term, kill := rt.When("signal "+etcdCtr+" terminated"), rt.When("signal "+etcdCtr+" killed")
-		if term.IsZero() || kill.Sub(term) != time.Minute {
-			t.Errorf("etcd's SIGKILL %v after its stop signal, want its own 60s (signals %q)", kill.Sub(term), rt.Calls("signal"))
-		}
+		killedWithin(t, rt, etcdCtr, time.Minute)
 	})
 }
 
@@ -446,4 +353,64 @@ func TestEvictionLiftKeepsACRIHold(t *testing.T) {
 			t.Errorf("running %q once the hold ended, want the pod again", got)
 		}
 	})
+}
+
+// removeEtcdBehindItsAPIServer runs etcd (ue) and an API server (ua) that
+// starts after it, each with 60 s of grace and a container that ignores
+// SIGTERM, etcd's with the liveness probe live if not nil; then removes both
+// manifests and waits 5 s: the API server stops first, etcd waits its turn.
+// It returns the two pods and etcd's container.
+func removeEtcdBehindItsAPIServer(t *testing.T, live *v1.Probe) (*harness, *fakeRuntime, []manifest.Pod, string) {
+	t.Helper()
+	rt := newFakeRuntime()
+	rt.stubborn["slow"] = true
+	rt.stubborn["e"] = true
+	rt.SetHealth("/live", 200)
+	h := start(t, rt, Config{})
+	sixty := int64(60)
+	e := ctr("e", "busybox")
+	e.LivenessProbe = live
+	etcd := testPod("etcd", "ue", v1.RestartPolicyAlways, e)
+	etcd.Spec.TerminationGracePeriodSeconds = &sixty
+	api := startAfter(testPod("apiserver", "ua", v1.RestartPolicyAlways, ctr("slow", "busybox")), "etcd")
+	api.Spec.TerminationGracePeriodSeconds = &sixty
+	pods := []manifest.Pod{etcd, api}
+	h.send(pods)
+	time.Sleep(time.Second)
+	synctest.Wait()
+	etcdCtr := containerOf(rt, "ue")
+	h.send(nil)
+	time.Sleep(5 * time.Second)
+	return h, rt, pods, etcdCtr
+}
+
+// killedWithin fails the test unless container id got SIGKILL grace after
+// its stop signal.
+func killedWithin(t *testing.T, rt *fakeRuntime, id string, grace time.Duration) {
+	t.Helper()
+	term, kill := rt.When("signal "+id+" terminated"), rt.When("signal "+id+" killed")
+	if term.IsZero() || kill.Sub(term) != grace {
+		t.Errorf("%s's SIGKILL %v after its stop signal, want %v (signals %q)", id, kill.Sub(term), grace, rt.Calls("signal"))
+	}
+}
+
+// removeAppAndSidecar runs pod web (u1): an app container (c2) and a
+// sidecar (c1), both ignoring SIGTERM, 60 s of grace; then removes its
+// manifest and waits 5 s: the app's stop is under way, the sidecar's turn
+// to come.
+func removeAppAndSidecar(t *testing.T) (*harness, *fakeRuntime, manifest.Pod) {
+	t.Helper()
+	rt := newFakeRuntime()
+	rt.stubborn["app"] = true
+	rt.stubborn["proxy"] = true
+	h := start(t, rt, Config{})
+	pod := withInit(testPod("web", "u1", v1.RestartPolicyAlways, ctr("app", "busybox")), sidecar("proxy"))
+	sixty := int64(60)
+	pod.Spec.TerminationGracePeriodSeconds = &sixty
+	h.send([]manifest.Pod{pod})
+	time.Sleep(time.Second)
+	synctest.Wait()
+	h.send(nil)
+	time.Sleep(5 * time.Second)
+	return h, rt, pod
 }

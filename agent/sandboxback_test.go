@@ -13,64 +13,48 @@ import (
 )
 
 // A teardown that removed the sandbox but failed after it (the pod's
-// volumes could not be removed) leaves a pod without its sandbox: when the
-// same pod starts again (the CRI's hold lifted before a retry of the
-// teardown succeeded), it makes its sandbox again before its containers
-// (it tried to start them in the sandbox removed, for ever).
+// volumes could not be removed), or whose RemoveSandbox failed itself once
+// the sandbox's record was gone (its cgroup busy), leaves a pod without its
+// sandbox: when the same pod starts again (the CRI's hold lifted before a
+// retry of the teardown succeeded), it makes its sandbox again before its
+// containers (it tried to start them in the sandbox removed, for ever).
 func TestPodBackAfterAHalfFailedTeardownMakesItsSandbox(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		rt := newFakeRuntime()
-		h := start(t, rt, Config{})
-		h.send([]manifest.Pod{testPod("web", "u1", v1.RestartPolicyAlways, ctr("a", "busybox"))})
-		rt.mu.Lock()
-		rt.volumesErr = errors.New("device or resource busy")
-		rt.mu.Unlock()
-		if err := h.stopPodWithin(5*time.Second, "u1"); err == nil {
-			t.Fatal("StopPod returned while the pod's volumes were not removed")
-		}
-		if got := rt.Calls("rmsandbox"); len(got) == 0 {
-			t.Fatalf("calls %q: the sandbox was not removed", rt.Calls())
-		}
-		// The hold ends (stopHold) while the volumes still cannot be removed.
-		time.Sleep(stopHold)
-		synctest.Wait()
-		rt.mu.Lock()
-		rt.volumesErr = nil
-		rt.mu.Unlock()
-		time.Sleep(time.Minute)
-		synctest.Wait()
-		if got := rt.Calls("sandbox", "start"); !slices.Equal(got, []string{"sandbox u1", "start u1/a#0", "sandbox u1", "start u1/a#0"}) {
-			t.Errorf("calls %q, want the sandbox made again before the pod's container", got)
-		}
-		if got := rt.Running(); len(got) != 1 {
-			t.Errorf("running %q, want the pod back; calls %q", got, rt.Calls())
-		}
-	})
-}
-
-// As above, the failure being RemoveSandbox's own once the sandbox's record
-// is gone (its cgroup busy): the sandbox is listed no longer, and the pod
-// that starts again makes it again.
-func TestPodBackAfterAPartlyRemovedSandboxMakesItsSandbox(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		rt := newFakeRuntime()
-		h := start(t, rt, Config{})
-		h.send([]manifest.Pod{testPod("web", "u1", v1.RestartPolicyAlways, ctr("a", "busybox"))})
-		rt.mu.Lock()
-		rt.rmSandboxErr = errors.New("remove cgroup: device or resource busy")
-		rt.mu.Unlock()
-		if err := h.stopPodWithin(5*time.Second, "u1"); err == nil {
-			t.Fatal("StopPod returned while the sandbox was not removed")
-		}
-		time.Sleep(stopHold)
-		synctest.Wait()
-		rt.mu.Lock()
-		rt.rmSandboxErr = nil
-		rt.mu.Unlock()
-		time.Sleep(time.Minute)
-		synctest.Wait()
-		if got := rt.Running(); len(got) != 1 {
-			t.Errorf("running %q, want the pod back; calls %q", got, rt.Calls("sandbox", "rmsandbox", "start"))
-		}
-	})
+	for _, tc := range []struct {
+		name string
+		fail func(*fakeRuntime) *error
+	}{
+		{"volumes", func(rt *fakeRuntime) *error { return &rt.volumesErr }},
+		{"sandbox", func(rt *fakeRuntime) *error { return &rt.rmSandboxErr }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				rt := newFakeRuntime()
+				h := start(t, rt, Config{})
+				h.send([]manifest.Pod{testPod("web", "u1", v1.RestartPolicyAlways, ctr("a", "busybox"))})
+				rt.mu.Lock()
+				*tc.fail(rt) = errors.New("device or resource busy")
+				rt.mu.Unlock()
+				if err := h.stopPodWithin(5*time.Second, "u1"); err == nil {
+					t.Fatal("StopPod returned while the pod was not torn down")
+				}
+				if got := rt.Calls("rmsandbox"); len(got) == 0 {
+					t.Fatalf("calls %q: the sandbox was not removed", rt.Calls())
+				}
+				// The hold ends (stopHold) while the teardown still fails.
+				time.Sleep(stopHold)
+				synctest.Wait()
+				rt.mu.Lock()
+				*tc.fail(rt) = nil
+				rt.mu.Unlock()
+				time.Sleep(time.Minute)
+				synctest.Wait()
+				if got := rt.Calls("sandbox", "start"); !slices.Equal(got, []string{"sandbox u1", "start u1/a#0", "sandbox u1", "start u1/a#0"}) {
+					t.Errorf("calls %q, want the sandbox made again before the pod's container", got)
+				}
+				if got := rt.Running(); len(got) != 1 {
+					t.Errorf("running %q, want the pod back; calls %q", got, rt.Calls())
+				}
+			})
+		})
+	}
 }
