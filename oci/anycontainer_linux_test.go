@@ -3,6 +3,7 @@
 package oci
 
 import (
+	"context"
 	"strings"
 	"testing"
 )
@@ -20,6 +21,14 @@ func TestRemoveSandboxWaitsForItsOwnContainersOnly(t *testing.T) {
 	cb := e.start(b, e.container(b, "c", "exit 0"))
 	e.wait(ca.ID)
 	e.wait(cb.ID)
+	t.Cleanup(func() { // a failure half-way leaves no mount behind
+		for _, id := range []string{ca.ID, cb.ID} {
+			_ = e.rt.Destroy(context.Background(), id)
+		}
+		for _, uid := range []string{a.UID, b.UID} {
+			_ = e.rt.RemoveSandbox(context.Background(), uid)
+		}
+	})
 
 	if err := e.rt.RemoveSandbox(t.Context(), a.UID); err == nil || !strings.Contains(err.Error(), ca.ID) {
 		t.Fatalf("RemoveSandbox with its container left = %v, want an error naming %s", err, ca.ID)
