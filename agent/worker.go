@@ -29,7 +29,7 @@ type worker struct {
 	wake   chan struct{}
 	exits  chan *podspec.ContainerStatus // a pointer: park receives it with a small frame
 
-	mu  sync.Mutex // guards box and kills
+	mu  sync.Mutex // guards box, kills and cuts
 	box mailbox
 	// kills are the clocks of the kills that run, which a stop with a
 	// shorter grace period brings forward; cuts is, by pod UID, when such
