@@ -62,7 +62,7 @@ func main() {
 	flag.BoolVar(&peer.systemd, "systemd-cgroup", false, "the systemd cgroup driver on every side: the daemon's cgroupDriver, runc --systemd-cgroup, the floor's scopes (where systemd is init: make bench-systemd)")
 	flag.StringVar(&peer.floor, "floor", "", "a prebuilt floor program (tests/bench/floor); empty builds it with go")
 	flag.BoolVar(&peer.runcLoop, "runc-loop", false, "the scale benchmark's runc runs its containers one after the other, as a shell loop, not all at once (make bench-systemd: 100 at once under --systemd-cgroup in the emulated guest overran libcontainer's 30 s wait for systemd's job)")
-	flag.BoolVar(&peer.trace, "trace-starts", false, "print each start's two ends on CLOCK_MONOTONIC, the journal's -o short-monotonic clock, to set beside systemd's unit events")
+	flag.BoolVar(&peer.trace, "trace-starts", false, "print each start's two ends, and the scale benchmark's burst, adoption and removal, on CLOCK_MONOTONIC (the journal's -o short-monotonic clock, perf's -k CLOCK_MONOTONIC), to set beside systemd's unit events or a profile")
 	flag.IntVar(&peer.timeoutScale, "timeout-scale", 1, "multiplies every wait's limit: a guest in software emulation is tens of times slower")
 	memoryPods := flag.String("memory-pods", "10,100", "pod counts at which the daemon's peak and rest memory are measured; empty skips it")
 	memoryPeer := flag.String("memory-peer", "", "another staticpodd binary (an older build) whose memory is measured in the same rounds, the two alternating")
@@ -225,6 +225,17 @@ func traceRun(side string, i int, t0, t1 time.Time) {
 	}
 	mono := func(t time.Time) float64 { return (monoRef.mono + t.Sub(monoRef.at)).Seconds() }
 	fmt.Fprintf(os.Stderr, "START %s %d: %.6f → exec %.6f\n", side, i, mono(t0), mono(t1))
+}
+
+// tracePhase prints, under -trace-starts, when a phase of the scale
+// benchmark with pods pods began and ended, in seconds on CLOCK_MONOTONIC:
+// the window of a profile taken beside it.
+func tracePhase(phase string, pods int, t0, t1 time.Time) {
+	if !peer.trace {
+		return
+	}
+	mono := func(t time.Time) float64 { return (monoRef.mono + t.Sub(monoRef.at)).Seconds() }
+	fmt.Fprintf(os.Stderr, "PHASE %s %d pods: %.6f → %.6f\n", phase, pods, mono(t0), mono(t1))
 }
 
 // runcCommand is runc's command line args, after the global options every

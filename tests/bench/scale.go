@@ -233,6 +233,7 @@ func scaleOurs(bin, image, dir string, round int, res *scaleResult) error {
 		return fmt.Errorf("burst of %d pods: %v\n%s", res.pods, err, d.logs.String())
 	}
 	res.burst = append(res.burst, time.Since(t0))
+	tracePhase("burst", res.pods, t0, time.Now())
 	daemon1, pods1 := acct.usage()
 	res.burstDaemonCPU = append(res.burstDaemonCPU, daemon1-daemon0)
 	res.burstPodsCPU = append(res.burstPodsCPU, pods1-pods0)
@@ -288,6 +289,7 @@ func scaleOurs(bin, image, dir string, round int, res *scaleResult) error {
 		return fmt.Errorf("adoption: %v (%v; %d of %d pods as before)\n%s", err, aerr, countSame(before, after), len(before), d.logs.String())
 	}
 	res.adopt = append(res.adopt, time.Since(t0))
+	tracePhase("adoption", res.pods, t0, time.Now())
 
 	// Teardown: every manifest removed → nothing of them left.
 	t0 = time.Now()
@@ -299,6 +301,7 @@ func scaleOurs(bin, image, dir string, round int, res *scaleResult) error {
 		return fmt.Errorf("teardown: %v: %s", err, d.nothingLeft())
 	}
 	res.teardown = append(res.teardown, time.Since(t0))
+	tracePhase("removal", res.pods, t0, time.Now())
 	return nil
 }
 
