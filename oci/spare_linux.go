@@ -66,7 +66,7 @@ const spareIdle = 5 * time.Second
 // idleAfterRemoval retires the spare monitor spareIdle after the removal
 // of the node's last sandbox, unless a sandbox exists by then.
 func (r *Runtime) idleAfterRemoval(ctx context.Context) {
-	if uids, err := r.sb.List(ctx); err != nil || len(uids) > 0 {
+	if left, err := r.sb.Any(ctx); err != nil || left {
 		return
 	}
 	r.mu.Lock()

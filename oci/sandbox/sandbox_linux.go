@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"net/netip"
@@ -672,6 +673,31 @@ func removeCgroupIfAny(cgPath string) error {
 		}
 	}
 	return nil
+}
+
+// Any reports whether at least one sandbox is listed (List would return one),
+// reading no more than it needs: the check after each removal, which a node
+// removing all its pods made once per pod over every sandbox left.
+func (m *Manager) Any(ctx context.Context) (bool, error) {
+	d, err := os.Open(filepath.Join(m.cfg.RunDir, Dir))
+	if err != nil {
+		return false, fmt.Errorf("list sandboxes: %w", err)
+	}
+	defer d.Close()
+	for {
+		names, err := d.Readdirnames(32)
+		for _, name := range names {
+			if _, err := os.Stat(filepath.Join(m.cfg.RunDir, Dir, name, recordFile)); err == nil {
+				return true, nil
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			return false, nil
+		}
+		if err != nil {
+			return false, fmt.Errorf("list sandboxes: %w", err)
+		}
+	}
 }
 
 // List returns the UIDs of the pods that have a sandbox.

@@ -15,12 +15,25 @@ func RemovePodLogs(podLogsDir, podUID string) error {
 	if podLogsDir == "" || podUID == "" {
 		return nil
 	}
-	dirs, err := filepath.Glob(filepath.Join(podLogsDir, "*_"+podUID))
+	// Names read and matched by suffix, not globbed: a node removing all its
+	// pods matched every pod's directory against a pattern for each.
+	d, err := os.Open(podLogsDir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("remove logs of pod %s: %w", podUID, err)
 	}
-	for _, d := range dirs {
-		if err := os.RemoveAll(d); err != nil {
+	names, err := d.Readdirnames(-1)
+	d.Close()
+	if err != nil {
+		return fmt.Errorf("remove logs of pod %s: %w", podUID, err)
+	}
+	for _, name := range names {
+		if !strings.HasSuffix(name, "_"+podUID) {
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(podLogsDir, name)); err != nil {
 			return fmt.Errorf("remove logs of pod %s: %w", podUID, err)
 		}
 	}

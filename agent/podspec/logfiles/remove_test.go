@@ -113,3 +113,31 @@ func TestRemoveLeftoverPodLogsKeepsClaimed(t *testing.T) {
 		t.Errorf("no log dir: removed %q, %v", removed, err)
 	}
 }
+
+// RemovePodLogs removes the log directories of its pod's UID only, under
+// any namespace and name, and nothing of a UID that merely ends the same.
+func TestRemovePodLogsTakesItsUIDOnly(t *testing.T) {
+	podLogsDir := t.TempDir()
+	for _, name := range []string{"default_web-node_u1", "kube-system_web-node_u1", "default_web-node_xu1", "default_web-node_u10", "u1"} {
+		if err := os.MkdirAll(filepath.Join(podLogsDir, name, "main"), 0o750); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := RemovePodLogs(podLogsDir, "u1"); err != nil {
+		t.Fatal(err)
+	}
+	es, err := os.ReadDir(podLogsDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var left []string
+	for _, e := range es {
+		left = append(left, e.Name())
+	}
+	if want := []string{"default_web-node_u10", "default_web-node_xu1", "u1"}; !slices.Equal(left, want) {
+		t.Errorf("left %q, want %q", left, want)
+	}
+	if err := RemovePodLogs(filepath.Join(podLogsDir, "missing"), "u1"); err != nil {
+		t.Errorf("RemovePodLogs without a log directory: %v", err)
+	}
+}
