@@ -368,9 +368,10 @@ func countSame(a, b map[string]string) int {
 // nothingLeft says what is left of the daemon's pods ("" for nothing): a
 // listed pod, a container or pod record, a pod cgroup, a mount.
 func (d *benchDaemon) nothingLeft() string {
-	if n, err := d.countPods(); err != nil || n != 0 {
-		return fmt.Sprintf("%d pods listed (%v)", n, err)
-	}
+	// The daemon's pod list last: asked every 5 ms while hundreds of pods
+	// are listed, it was 7% of the daemon's CPU in a 300-pod removal, a
+	// load the runc side does not carry. The run dir, cgroups and mounts
+	// are the benchmark's own reads.
 	for _, sub := range []string{"containers", "pods"} {
 		if es, _ := os.ReadDir(filepath.Join(d.runDir, sub)); len(es) > 0 {
 			return fmt.Sprintf("%d entries in %s", len(es), filepath.Join(d.runDir, sub))
@@ -401,6 +402,9 @@ func (d *benchDaemon) nothingLeft() string {
 		if len(fields) > 4 && (strings.HasPrefix(fields[4], d.runDir+"/") || strings.HasPrefix(fields[4], d.rootDir+"/")) {
 			return "mount " + fields[4]
 		}
+	}
+	if n, err := d.countPods(); err != nil || n != 0 {
+		return fmt.Sprintf("%d pods listed (%v)", n, err)
 	}
 	return ""
 }
