@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // RemovePodLogs deletes a pod's log directories, <podLogsDir>/<ns>_<name>_<uid>,
@@ -15,22 +17,28 @@ func RemovePodLogs(podLogsDir, podUID string) error {
 	if podLogsDir == "" || podUID == "" {
 		return nil
 	}
-	// Names read and matched by suffix, not globbed: a node removing all its
-	// pods matched every pod's directory against a pattern for each.
-	d, err := os.Open(podLogsDir)
-	if errors.Is(err, fs.ErrNotExist) {
+	// Names read and split, not globbed: a node removing all its pods
+	// matched every pod's directory against a pattern for each. O_DIRECTORY:
+	// what is not a directory (a FIFO put in its place would block the open)
+	// holds no logs, as Glob took it.
+	fd, err := unix.Open(podLogsDir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("remove logs of pod %s: %w", podUID, err)
+		return fmt.Errorf("remove logs of pod %s: open %s: %w", podUID, podLogsDir, err)
 	}
+	d := os.NewFile(uintptr(fd), podLogsDir)
 	names, err := d.Readdirnames(-1)
 	d.Close()
 	if err != nil {
 		return fmt.Errorf("remove logs of pod %s: %w", podUID, err)
 	}
 	for _, name := range names {
-		if !strings.HasSuffix(name, "_"+podUID) {
+		// <ns>_<name>_<uid>: a namespace and a pod name have no "_", a UID
+		// may (a manifest's own metadata.uid), so the UID is all after the
+		// second: pod u1 does not take the logs of pod x_u1.
+		if parts := strings.SplitN(name, "_", 3); len(parts) != 3 || parts[2] != podUID {
 			continue
 		}
 		if err := os.RemoveAll(filepath.Join(podLogsDir, name)); err != nil {

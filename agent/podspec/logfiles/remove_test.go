@@ -5,7 +5,9 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // Only the current run's log and the one before it stay, each with the
@@ -115,10 +117,13 @@ func TestRemoveLeftoverPodLogsKeepsClaimed(t *testing.T) {
 }
 
 // RemovePodLogs removes the log directories of its pod's UID only, under
-// any namespace and name, and nothing of a UID that merely ends the same.
+// any namespace and name, and nothing of a UID that merely ends the same,
+// one with a "_" included (a manifest may set its own UID); a log
+// directory that is not a directory (a file, a FIFO) holds nothing to
+// remove.
 func TestRemovePodLogsTakesItsUIDOnly(t *testing.T) {
 	podLogsDir := t.TempDir()
-	for _, name := range []string{"default_web-node_u1", "kube-system_web-node_u1", "default_web-node_xu1", "default_web-node_u10", "u1"} {
+	for _, name := range []string{"default_web-node_u1", "kube-system_web-node_u1", "default_web-node_xu1", "default_web-node_u10", "default_web-node_x_u1", "u1"} {
 		if err := os.MkdirAll(filepath.Join(podLogsDir, name, "main"), 0o750); err != nil {
 			t.Fatal(err)
 		}
@@ -134,10 +139,24 @@ func TestRemovePodLogsTakesItsUIDOnly(t *testing.T) {
 	for _, e := range es {
 		left = append(left, e.Name())
 	}
-	if want := []string{"default_web-node_u10", "default_web-node_xu1", "u1"}; !slices.Equal(left, want) {
+	if want := []string{"default_web-node_u10", "default_web-node_x_u1", "default_web-node_xu1", "u1"}; !slices.Equal(left, want) {
 		t.Errorf("left %q, want %q", left, want)
 	}
 	if err := RemovePodLogs(filepath.Join(podLogsDir, "missing"), "u1"); err != nil {
 		t.Errorf("RemovePodLogs without a log directory: %v", err)
+	}
+	fifo := filepath.Join(t.TempDir(), "pods")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- RemovePodLogs(fifo, "u1") }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("RemovePodLogs of a FIFO in the log directory's place: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("RemovePodLogs blocked on a FIFO in the log directory's place")
 	}
 }
