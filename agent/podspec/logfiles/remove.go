@@ -7,8 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-
-	"golang.org/x/sys/unix"
+	"syscall"
 )
 
 // RemovePodLogs deletes a pod's log directories, <podLogsDir>/<ns>_<name>_<uid>,
@@ -21,8 +20,8 @@ func RemovePodLogs(podLogsDir, podUID string) error {
 	// matched every pod's directory against a pattern for each. O_DIRECTORY:
 	// what is not a directory (a FIFO put in its place would block the open)
 	// holds no logs, as Glob took it.
-	fd, err := unix.Open(podLogsDir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
+	fd, err := syscall.Open(podLogsDir, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
+	if errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ENOTDIR) {
 		return nil
 	}
 	if err != nil {
