@@ -92,8 +92,17 @@ func newExecCmd(o *globalOptions) *cobra.Command {
 	cmd.Flags().StringVarP(&namespace, "namespace", "n", "", "the pod's namespace, when the name is ambiguous")
 	cmd.Flags().BoolVarP(&stdin, "stdin", "i", false, "pass standard input to the command")
 	cmd.Flags().BoolVarP(&tty, "tty", "t", false, "run the command on a terminal (with -i: this one, in raw mode)")
+	// Unknown to the quick exec (execfast.c), which leaves every flag it
+	// does not know to Go: the tests run an exec both ways with it.
+	cmd.Flags().Bool(testExecInGo, false, "for tests only: the exec in Go, not in the quick exec")
+	if err := cmd.Flags().MarkHidden(testExecInGo); err != nil {
+		panic(err) // a flag registered just above
+	}
 	return cmd
 }
+
+// testExecInGo is exec's hidden flag that leaves the quick exec out.
+const testExecInGo = "test-exec-in-go"
 
 // execAnswerTimeout bounds the wait for the daemon's answer to an exec (its
 // 101, or why not): that of any request that is not a stream, such as the

@@ -1,0 +1,843 @@
+//go:build linux
+
+// The quick `staticpodd exec`: the CLI's exec in C, before the Go runtime
+// starts. See execfast_linux.go for when it serves and when it leaves the
+// exec to Go; exec.go is the one full implementation, which this mirrors
+// message for message on the way it takes (tests/execfast_test.go holds the
+// two to the same output).
+
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+// The Go side's names, checked against them by TestQuickExecNames.
+#define ENV_RUN_DIR "STATICPODD_RUN_DIR" // config.EnvRunDir
+#define DEFAULT_RUN_DIR "/run/staticpodd" // config.DefaultRunDir
+#define SOCKET_NAME "staticpodd.sock"     // daemon.SocketName
+#define KUBELET_NAME "kubelet"            // config.KubeletName
+#define EXEC_PROTOCOL "staticpodd-exec.v1" // server.ExecProtocol
+#define NOTE_HEADER "Staticpodd-Note"     // server.NoteHeader
+#define ANSWER_TIMEOUT_S 10               // execAnswerTimeout
+#define ANSWER_TIMEOUT_TEXT "10s"
+#define MAX_FRAME (32 << 10)              // server.maxFrame
+#define STREAM_STDOUT 1
+#define STREAM_STDERR 2
+#define STREAM_STATUS 3
+
+const char *staticpodd_quick_exec_names[] = {ENV_RUN_DIR, DEFAULT_RUN_DIR, SOCKET_NAME, KUBELET_NAME,
+					     EXEC_PROTOCOL, NOTE_HEADER, ANSWER_TIMEOUT_TEXT};
+const int staticpodd_quick_exec_max_frame = MAX_FRAME;
+
+static volatile sig_atomic_t interrupted;
+static void on_signal(int sig) { (void)sig; interrupted = 1; }
+
+// A growing byte string; an allocation failure ends the process as Go's
+// would.
+struct buf {
+	char *p;
+	size_t len, cap;
+};
+
+static void put(struct buf *b, const void *p, size_t n) {
+	if (b->len + n + 1 > b->cap) {
+		size_t cap = b->cap ? b->cap : 256;
+		while (b->len + n + 1 > cap)
+			cap *= 2;
+		char *q = realloc(b->p, cap);
+		if (!q)
+			abort();
+		b->p = q;
+		b->cap = cap;
+	}
+	memcpy(b->p + b->len, p, n);
+	b->len += n;
+	b->p[b->len] = 0;
+}
+
+static void puts_(struct buf *b, const char *s) { put(b, s, strlen(s)); }
+
+// write_all writes p to fd whatever it takes (an output that is not
+// drained waits), and drops it on an error, as exec.go's writes do: a
+// broken pipe on stdout or stderr ends the process with SIGPIPE there as
+// it does in Go.
+static void write_all(int fd, const char *p, size_t n) {
+	while (n > 0) {
+		ssize_t w = write(fd, p, n);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0 && errno == EAGAIN) {
+			struct pollfd pfd = {.fd = fd, .events = POLLOUT};
+			poll(&pfd, 1, -1);
+			continue;
+		}
+		if (w <= 0)
+			return;
+		p += w;
+		n -= (size_t)w;
+	}
+}
+
+// decode_rune is Go's utf8.DecodeRune: the rune at p and its width, an
+// invalid sequence being U+FFFD of width 1.
+static uint32_t decode_rune(const unsigned char *p, size_t n, size_t *width) {
+	*width = 1;
+	if (n == 0)
+		return 0xFFFD;
+	unsigned char c = p[0];
+	if (c < 0x80)
+		return c;
+	uint32_t r;
+	size_t need;
+	unsigned char lo = 0x80, hi = 0xBF;
+	if (c >= 0xC2 && c <= 0xDF) {
+		need = 1;
+		r = c & 0x1F;
+	} else if (c >= 0xE0 && c <= 0xEF) {
+		need = 2;
+		r = c & 0x0F;
+		if (c == 0xE0)
+			lo = 0xA0;
+		else if (c == 0xED)
+			hi = 0x9F; // no surrogates
+	} else if (c >= 0xF0 && c <= 0xF4) {
+		need = 3;
+		r = c & 0x07;
+		if (c == 0xF0)
+			lo = 0x90;
+		else if (c == 0xF4)
+			hi = 0x8F;
+	} else {
+		return 0xFFFD;
+	}
+	if (n < need + 1)
+		return 0xFFFD;
+	for (size_t i = 1; i <= need; i++) {
+		unsigned char cc = p[i];
+		if (cc < (i == 1 ? lo : 0x80) || cc > (i == 1 ? hi : 0xBF))
+			return 0xFFFD;
+		r = r << 6 | (cc & 0x3F);
+	}
+	*width = need + 1;
+	return r;
+}
+
+static void put_rune(struct buf *b, uint32_t r) {
+	char s[4];
+	if (r < 0x80) {
+		s[0] = (char)r;
+		put(b, s, 1);
+	} else if (r < 0x800) {
+		s[0] = (char)(0xC0 | r >> 6);
+		s[1] = (char)(0x80 | (r & 0x3F));
+		put(b, s, 2);
+	} else if (r < 0x10000) {
+		s[0] = (char)(0xE0 | r >> 12);
+		s[1] = (char)(0x80 | (r >> 6 & 0x3F));
+		s[2] = (char)(0x80 | (r & 0x3F));
+		put(b, s, 3);
+	} else {
+		s[0] = (char)(0xF0 | r >> 18);
+		s[1] = (char)(0x80 | (r >> 12 & 0x3F));
+		s[2] = (char)(0x80 | (r >> 6 & 0x3F));
+		s[3] = (char)(0x80 | (r & 0x3F));
+		put(b, s, 4);
+	}
+}
+
+// is_control is unicode.IsControl: C0, DEL and C1.
+static int is_control(uint32_t r) { return r < 0x20 || (r >= 0x7F && r <= 0x9F); }
+
+// escape_but is describe.EscapeBut: each control character not in keep
+// written as an escape; a string with none is left as it is, and one with
+// some has its invalid UTF-8 written as U+FFFD, as Go's range does.
+static void escape_but(struct buf *out, const char *s, size_t n, const char *keep) {
+	const unsigned char *u = (const unsigned char *)s;
+	int any = 0;
+	for (size_t i = 0, w; i < n; i += w) {
+		uint32_t r = decode_rune(u + i, n - i, &w);
+		if (is_control(r) && !(r < 0x80 && r != 0 && strchr(keep, (int)r))) {
+			any = 1;
+			break;
+		}
+	}
+	if (!any) {
+		put(out, s, n);
+		return;
+	}
+	for (size_t i = 0, w; i < n; i += w) {
+		uint32_t r = decode_rune(u + i, n - i, &w);
+		char e[8];
+		if (!is_control(r) || (r < 0x80 && r != 0 && strchr(keep, (int)r))) {
+			put_rune(out, r);
+			continue;
+		}
+		static const char hex[] = "0123456789abcdef";
+		if (r < 0x80) {
+			memcpy(e, "\\x", 2);
+			e[2] = hex[r >> 4];
+			e[3] = hex[r & 0xF];
+			put(out, e, 4);
+		} else {
+			memcpy(e, "\\u00", 4);
+			e[4] = hex[r >> 4];
+			e[5] = hex[r & 0xF];
+			put(out, e, 6);
+		}
+	}
+}
+
+// say writes "staticpodd: msg" as main's printError does and exits with code.
+static void say_exit(const char *msg, size_t n, int code) __attribute__((noreturn));
+static void say_exit(const char *msg, size_t n, int code) {
+	if (n > 0) {
+		struct buf b = {0};
+		puts_(&b, "staticpodd: ");
+		escape_but(&b, msg, n, "\n\t");
+		puts_(&b, "\n");
+		write_all(2, b.p, b.len);
+	}
+	_exit(code);
+}
+
+static void fail(const char *msg, int code) __attribute__((noreturn));
+static void fail(const char *msg, int code) { say_exit(msg, strlen(msg), code); }
+
+// query_escape is url.QueryEscape.
+static void query_escape(struct buf *b, const char *s) {
+	static const char hex[] = "0123456789ABCDEF";
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+		unsigned char c = *p;
+		if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_' ||
+		    c == '.' || c == '~') {
+			put(b, p, 1);
+		} else if (c == ' ') {
+			puts_(b, "+");
+		} else {
+			char e[3] = {'%', hex[c >> 4], hex[c & 0xF]};
+			put(b, e, 3);
+		}
+	}
+}
+
+static void query_add(struct buf *b, const char *key, const char *value) {
+	if (b->len > 0 && b->p[b->len - 1] != '?')
+		puts_(b, "&");
+	puts_(b, key);
+	puts_(b, "=");
+	query_escape(b, value);
+}
+
+// The connection, nonblocking; every wait is a ppoll that takes the
+// interrupting signals, blocked everywhere else, so that none is lost
+// between a check and the wait.
+static int conn = -1;
+static sigset_t waitmask; // the caller's mask, less the interrupting signals
+
+// wait_for waits for events on conn until deadline (0: none) and returns
+// 1 when they came, 0 at the deadline; it ends the process when interrupted,
+// with msg.
+static int wait_for(short events, const struct timespec *deadline, const char *interrupted_msg) {
+	for (;;) {
+		if (interrupted)
+			fail(interrupted_msg, 130);
+		struct pollfd pfd = {.fd = conn, .events = events};
+		struct timespec left, now, *timeout = NULL;
+		if (deadline) {
+			clock_gettime(CLOCK_MONOTONIC, &now);
+			left.tv_sec = deadline->tv_sec - now.tv_sec;
+			left.tv_nsec = deadline->tv_nsec - now.tv_nsec;
+			if (left.tv_nsec < 0) {
+				left.tv_sec--;
+				left.tv_nsec += 1000000000L;
+			}
+			if (left.tv_sec < 0)
+				return 0;
+			timeout = &left;
+		}
+		int n = ppoll(&pfd, 1, timeout, &waitmask);
+		if (n > 0)
+			return 1;
+		if (n == 0)
+			return 0;
+		if (errno != EINTR)
+			return 1; // the read or write that follows says what is wrong
+	}
+}
+
+// The frames' reader: in holds what came after the 101's header.
+static char in[MAX_FRAME + 64 * 1024];
+static size_t in_off, in_len;
+
+// fill reads more into in, keeping in[in_off:in_len]; 0 at the end of the
+// connection, -1 on an error (errno).
+static int fill(void) {
+	if (in_off > 0) {
+		memmove(in, in + in_off, in_len - in_off);
+		in_len -= in_off;
+		in_off = 0;
+	}
+	for (;;) {
+		ssize_t n = read(conn, in + in_len, sizeof in - in_len);
+		if (n > 0) {
+			in_len += (size_t)n;
+			return 1;
+		}
+		if (n == 0)
+			return 0;
+		if (errno == EINTR)
+			continue;
+		if (errno != EAGAIN)
+			return -1;
+		wait_for(POLLIN, NULL, "interrupted; the command was killed");
+	}
+}
+
+// lost ends the exec as readOutput does when the connection ends before the
+// status frame.
+static void lost(const char *why) __attribute__((noreturn));
+static void lost(const char *why) {
+	struct buf b = {0};
+	puts_(&b, "connection to the daemon lost before the command's exit status came: ");
+	puts_(&b, why);
+	fail(b.p, 1);
+}
+
+static void lost_errno(int err) __attribute__((noreturn));
+static void lost_errno(int err) {
+	// As Go's net.OpError says it, the error lowercased.
+	struct buf b = {0};
+	puts_(&b, "read: ");
+	const char *s = strerror(err);
+	char c = s[0] >= 'A' && s[0] <= 'Z' ? (char)(s[0] - 'A' + 'a') : s[0];
+	put(&b, &c, 1);
+	puts_(&b, s + 1);
+	lost(b.p);
+}
+
+// The status frame's JSON, server.ExecStatus: {"exitCode":N,"error":"..."},
+// as encoding/json reads it (keys matched without regard to case, the last
+// of a key winning, invalid UTF-8 in a string read as U+FFFD). What it does
+// not take (another value than a string, number, true, false or null) is a
+// daemon this CLI does not understand: it says so.
+struct json {
+	const unsigned char *p, *end;
+};
+
+static void json_ws(struct json *j) {
+	while (j->p < j->end && (*j->p == ' ' || *j->p == '\t' || *j->p == '\n' || *j->p == '\r'))
+		j->p++;
+}
+
+static int hex4(const unsigned char *p, uint32_t *v) {
+	*v = 0;
+	for (int i = 0; i < 4; i++) {
+		unsigned char c = p[i];
+		*v <<= 4;
+		if (c >= '0' && c <= '9')
+			*v |= c - '0';
+		else if (c >= 'a' && c <= 'f')
+			*v |= c - 'a' + 10;
+		else if (c >= 'A' && c <= 'F')
+			*v |= c - 'A' + 10;
+		else
+			return 0;
+	}
+	return 1;
+}
+
+static int json_string(struct json *j, struct buf *out) {
+	if (j->p >= j->end || *j->p != '"')
+		return 0;
+	j->p++;
+	while (j->p < j->end) {
+		unsigned char c = *j->p;
+		if (c == '"') {
+			j->p++;
+			if (!out->p)
+				put(out, "", 0);
+			return 1;
+		}
+		if (c < 0x20)
+			return 0;
+		if (c != '\\') {
+			size_t w;
+			uint32_t r = decode_rune(j->p, (size_t)(j->end - j->p), &w);
+			if (r == 0xFFFD && w == 1)
+				put_rune(out, r);
+			else
+				put(out, j->p, w);
+			j->p += w;
+			continue;
+		}
+		if (j->end - j->p < 2)
+			return 0;
+		c = j->p[1];
+		j->p += 2;
+		switch (c) {
+		case '"': case '\\': case '/': put(out, &c, 1); break;
+		case 'b': put(out, "\b", 1); break;
+		case 'f': put(out, "\f", 1); break;
+		case 'n': put(out, "\n", 1); break;
+		case 'r': put(out, "\r", 1); break;
+		case 't': put(out, "\t", 1); break;
+		case 'u': {
+			uint32_t r, r2;
+			if (j->end - j->p < 4 || !hex4(j->p, &r))
+				return 0;
+			j->p += 4;
+			if (r >= 0xD800 && r < 0xDC00) {
+				if (j->end - j->p >= 6 && j->p[0] == '\\' && j->p[1] == 'u' && hex4(j->p + 2, &r2) &&
+				    r2 >= 0xDC00 && r2 < 0xE000) {
+					j->p += 6;
+					r = 0x10000 + ((r - 0xD800) << 10) + (r2 - 0xDC00);
+				} else {
+					r = 0xFFFD;
+				}
+			} else if (r >= 0xDC00 && r < 0xE000) {
+				r = 0xFFFD;
+			}
+			put_rune(out, r);
+			break;
+		}
+		default:
+			return 0;
+		}
+	}
+	return 0;
+}
+
+static int json_skip_literal(struct json *j) {
+	static const char *lits[] = {"true", "false", "null"};
+	for (int i = 0; i < 3; i++) {
+		size_t n = strlen(lits[i]);
+		if ((size_t)(j->end - j->p) >= n && memcmp(j->p, lits[i], n) == 0) {
+			j->p += n;
+			return 1;
+		}
+	}
+	return 0;
+}
+
+// json_number reads a JSON number; *isint says whether it is an integer
+// that fits in an int64, *v its value then.
+static int json_number(struct json *j, long long *v, int *isint) {
+	int neg = 0;
+	unsigned long long u = 0;
+	*isint = 1;
+	if (j->p < j->end && *j->p == '-') {
+		neg = 1;
+		j->p++;
+	}
+	if (j->p >= j->end || *j->p < '0' || *j->p > '9')
+		return 0;
+	if (*j->p == '0') {
+		j->p++;
+	} else {
+		while (j->p < j->end && *j->p >= '0' && *j->p <= '9') {
+			unsigned d = *j->p - '0';
+			if (u > (ULLONG_MAX - d) / 10)
+				*isint = 0;
+			else
+				u = u * 10 + d;
+			j->p++;
+		}
+	}
+	if (j->p < j->end && *j->p == '.') {
+		*isint = 0;
+		j->p++;
+		if (j->p >= j->end || *j->p < '0' || *j->p > '9')
+			return 0;
+		while (j->p < j->end && *j->p >= '0' && *j->p <= '9')
+			j->p++;
+	}
+	if (j->p < j->end && (*j->p == 'e' || *j->p == 'E')) {
+		*isint = 0;
+		j->p++;
+		if (j->p < j->end && (*j->p == '+' || *j->p == '-'))
+			j->p++;
+		if (j->p >= j->end || *j->p < '0' || *j->p > '9')
+			return 0;
+		while (j->p < j->end && *j->p >= '0' && *j->p <= '9')
+			j->p++;
+	}
+	if (*isint && (neg ? u > (unsigned long long)LLONG_MAX + 1 : u > (unsigned long long)LLONG_MAX))
+		*isint = 0;
+	if (*isint)
+		*v = neg ? (long long)(0 - u) : (long long)u;
+	return 1;
+}
+
+static int parse_status(const char *p, size_t n, long long *code, struct buf *msg) {
+	struct json j = {(const unsigned char *)p, (const unsigned char *)p + n};
+	json_ws(&j);
+	if (j.p >= j.end || *j.p++ != '{')
+		return 0;
+	json_ws(&j);
+	if (j.p < j.end && *j.p == '}') {
+		j.p++;
+		goto end;
+	}
+	for (;;) {
+		struct buf key = {0};
+		json_ws(&j);
+		if (!json_string(&j, &key))
+			return 0;
+		json_ws(&j);
+		if (j.p >= j.end || *j.p++ != ':')
+			return 0;
+		json_ws(&j);
+		if (j.p >= j.end)
+			return 0;
+		int is_code = strcasecmp(key.p, "exitCode") == 0, is_error = strcasecmp(key.p, "error") == 0;
+		free(key.p);
+		if (*j.p == '"') {
+			struct buf s = {0};
+			if (!json_string(&j, &s) || is_code)
+				return 0;
+			if (is_error) {
+				free(msg->p);
+				*msg = s;
+			} else {
+				free(s.p);
+			}
+		} else if (*j.p == '-' || (*j.p >= '0' && *j.p <= '9')) {
+			long long v;
+			int isint;
+			if (!json_number(&j, &v, &isint) || is_error || (is_code && !isint))
+				return 0;
+			if (is_code)
+				*code = v;
+		} else if (*j.p == 'n' && json_skip_literal(&j)) {
+			// null leaves a field as it is
+		} else if (json_skip_literal(&j)) {
+			if (is_code || is_error)
+				return 0;
+		} else {
+			return 0;
+		}
+		json_ws(&j);
+		if (j.p < j.end && *j.p == ',') {
+			j.p++;
+			continue;
+		}
+		if (j.p < j.end && *j.p == '}') {
+			j.p++;
+			break;
+		}
+		return 0;
+	}
+end:
+	json_ws(&j);
+	return j.p == j.end;
+}
+
+// header_value finds the value of the header key (without regard to case)
+// in the answer's header lines, as textproto trims it; NULL when absent.
+static const char *header_value(char *hdr, const char *key, size_t *n) {
+	size_t klen = strlen(key);
+	for (char *line = strstr(hdr, "\r\n"); line; line = strstr(line, "\r\n")) {
+		line += 2;
+		if (strncasecmp(line, key, klen) == 0 && line[klen] == ':') {
+			char *v = line + klen + 1, *e = strstr(v, "\r\n");
+			if (!e)
+				return NULL;
+			while (v < e && (*v == ' ' || *v == '\t'))
+				v++;
+			while (e > v && (e[-1] == ' ' || e[-1] == '\t'))
+				e--;
+			*n = (size_t)(e - v);
+			return v;
+		}
+	}
+	return NULL;
+}
+
+// The exec's arguments as the quick path takes them; anything else is Go's.
+struct args {
+	const char *run_dir, *pod, *container, *namespace;
+	char **command;
+};
+
+// parse_args takes `exec` and what follows it: the persistent flags
+// --root-dir and --run-dir, -c/--container and -n/--namespace, each with its
+// value as the next argument or after '=', one POD, then -- and the
+// command. Any other flag (-i, -t, -h, a short flag with its value
+// attached, a value that looks like a flag) and any other shape is left to
+// cobra.
+static int parse_args(int argc, char **argv, struct args *a) {
+	static const struct {
+		const char *name;
+		int slot; // 0 root dir (unused here), 1 run dir, 2 container, 3 namespace
+	} flags[] = {{"--root-dir", 0}, {"--run-dir", 1}, {"-c", 2}, {"--container", 2}, {"-n", 3}, {"--namespace", 3}};
+	const char *vals[4] = {0};
+	memset(a, 0, sizeof *a);
+	for (int i = 2; i < argc; i++) {
+		char *s = argv[i];
+		if (strcmp(s, "--") == 0) {
+			if (!a->pod || i + 1 >= argc)
+				return 0;
+			a->command = argv + i + 1;
+			break;
+		}
+		if (s[0] != '-') {
+			if (a->pod)
+				return 0; // a second POD: cobra's usage error
+			a->pod = s;
+			continue;
+		}
+		int matched = 0;
+		for (size_t f = 0; f < sizeof flags / sizeof flags[0] && !matched; f++) {
+			size_t n = strlen(flags[f].name);
+			if (strncmp(s, flags[f].name, n) != 0)
+				continue;
+			if (s[n] == 0) {
+				if (i + 1 >= argc || argv[i + 1][0] == '-')
+					return 0;
+				vals[flags[f].slot] = argv[++i];
+				matched = 1;
+			} else if (s[n] == '=' && s[1] == '-') { // --flag=value; -c=value is pflag's own case
+				vals[flags[f].slot] = s + n + 1;
+				matched = 1;
+			}
+		}
+		if (!matched)
+			return 0;
+	}
+	if (!a->command)
+		return 0;
+	a->run_dir = vals[1];
+	a->container = vals[2];
+	a->namespace = vals[3];
+	return 1;
+}
+
+// run_dir_ok: a run dir the quick path joins with the socket's name as
+// filepath.Join would, that is one Join's cleaning would not change but for
+// slashes: absolute, no "." or ".." component.
+static int run_dir_ok(const char *d) {
+	if (d[0] != '/')
+		return 0;
+	for (const char *p = d; *p;) {
+		while (*p == '/')
+			p++;
+		const char *e = strchrnul(p, '/');
+		size_t n = (size_t)(e - p);
+		if ((n == 1 && p[0] == '.') || (n == 2 && p[0] == '.' && p[1] == '.'))
+			return 0;
+		p = e;
+	}
+	return 1;
+}
+
+static void quick_exec(int argc, char **argv) {
+	struct args a;
+	if (!parse_args(argc, argv, &a))
+		return;
+	const char *run_dir = a.run_dir;
+	if (!run_dir) {
+		run_dir = getenv(ENV_RUN_DIR);
+		if (!run_dir || !*run_dir)
+			run_dir = DEFAULT_RUN_DIR;
+	}
+	if (!run_dir_ok(run_dir))
+		return;
+	struct sockaddr_un addr = {.sun_family = AF_UNIX};
+	size_t dlen = strlen(run_dir);
+	while (dlen > 1 && run_dir[dlen - 1] == '/')
+		dlen--;
+	if (dlen + 1 + strlen(SOCKET_NAME) >= sizeof addr.sun_path)
+		return;
+	memcpy(addr.sun_path, run_dir, dlen);
+	addr.sun_path[dlen] = '/';
+	strcpy(addr.sun_path + dlen + 1, SOCKET_NAME);
+
+	// The request, as exec.go's query and server.StartExec write it.
+	struct buf req = {0};
+	puts_(&req, "POST /exec?");
+	for (char **c = a.command; *c; c++)
+		query_add(&req, "command", *c);
+	if (a.container && *a.container)
+		query_add(&req, "container", a.container);
+	if (a.namespace && *a.namespace)
+		query_add(&req, "namespace", a.namespace);
+	query_add(&req, "pod", a.pod);
+	puts_(&req, " HTTP/1.1\r\nHost: staticpodd\r\nUser-Agent: staticpodd\r\nContent-Length: 0\r\n"
+		    "Connection: Upgrade\r\nUpgrade: " EXEC_PROTOCOL "\r\n\r\n");
+
+	// SIGINT, SIGTERM and SIGHUP interrupt, as exec.go's NotifyContext has
+	// them: blocked but in the waits.
+	sigset_t block, orig;
+	sigemptyset(&block);
+	sigaddset(&block, SIGINT);
+	sigaddset(&block, SIGTERM);
+	sigaddset(&block, SIGHUP);
+	sigprocmask(SIG_BLOCK, &block, &orig);
+	waitmask = orig;
+	sigdelset(&waitmask, SIGINT);
+	sigdelset(&waitmask, SIGTERM);
+	sigdelset(&waitmask, SIGHUP);
+	struct sigaction sa = {.sa_handler = on_signal}, old[3];
+	int sigs[3] = {SIGINT, SIGTERM, SIGHUP};
+	for (int i = 0; i < 3; i++)
+		sigaction(sigs[i], &sa, &old[i]);
+
+	struct timespec deadline;
+	clock_gettime(CLOCK_MONOTONIC, &deadline);
+	deadline.tv_sec += ANSWER_TIMEOUT_S;
+
+	conn = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (conn < 0 || connect(conn, (struct sockaddr *)&addr, sizeof addr) != 0)
+		goto to_go; // no daemon (the records answer), or an error Go says better
+
+	// Until the 101 has come, nothing has run: any other answer, and any
+	// failure to send or to read one, is the Go exec's to give again and
+	// say (a refused exec is asked twice; the refusal changes nothing).
+	for (size_t off = 0; off < req.len;) {
+		ssize_t n = send(conn, req.p + off, req.len - off, MSG_NOSIGNAL);
+		if (n > 0) {
+			off += (size_t)n;
+		} else if (n < 0 && errno == EAGAIN) {
+			if (!wait_for(POLLOUT, &deadline, "interrupted before the daemon answered"))
+				fail("the daemon did not answer the exec within " ANSWER_TIMEOUT_TEXT, 1);
+		} else if (!(n < 0 && errno == EINTR)) {
+			goto to_go;
+		}
+	}
+	free(req.p);
+	req.p = NULL;
+
+	// The answer's header.
+	char *end;
+	for (;;) {
+		if ((end = memmem(in, in_len, "\r\n\r\n", 4)) != NULL)
+			break;
+		if (in_len >= sizeof in - 1) // the status line, two headers and a note
+			fail("read exec answer: the daemon's answer is too long", 1);
+		ssize_t n = read(conn, in + in_len, sizeof in - 1 - in_len);
+		if (n > 0) {
+			in_len += (size_t)n;
+		} else if (n == 0 || errno != EAGAIN) {
+			if (n < 0 && errno == EINTR)
+				continue;
+			goto to_go;
+		} else if (!wait_for(POLLIN, &deadline, "interrupted before the daemon answered")) {
+			fail("the daemon did not answer the exec within " ANSWER_TIMEOUT_TEXT, 1);
+		}
+	}
+	if (memchr(in, 0, (size_t)(end - in)) ||
+	    (strncmp(in, "HTTP/1.1 101 ", 13) != 0 && strncmp(in, "HTTP/1.0 101 ", 13) != 0))
+		goto to_go;
+	char after = end[2];
+	end[2] = 0; // the header, as a string, ends with its last line's \r\n
+	size_t nlen;
+	const char *note = header_value(in, NOTE_HEADER, &nlen);
+	if (note && nlen > 0) {
+		struct buf b = {0};
+		escape_but(&b, note, nlen, "");
+		puts_(&b, "\n");
+		write_all(2, b.p, b.len);
+		free(b.p);
+	}
+	end[2] = after;
+	in_off = (size_t)(end + 4 - in);
+
+	// The frames, until the status.
+	for (;;) {
+		while (in_len - in_off < 5) {
+			int r = fill();
+			if (r == 0)
+				lost(in_len - in_off == 0 ? "EOF" : "unexpected EOF");
+			if (r < 0)
+				lost_errno(errno);
+		}
+		const unsigned char *h = (const unsigned char *)in + in_off;
+		uint32_t n = (uint32_t)h[1] << 24 | (uint32_t)h[2] << 16 | (uint32_t)h[3] << 8 | h[4];
+		unsigned char stream = h[0];
+		if (n > MAX_FRAME) {
+			char why[64];
+			int k = 0;
+			char digits[16];
+			uint32_t m = n;
+			do {
+				digits[k++] = (char)('0' + m % 10);
+				m /= 10;
+			} while (m);
+			size_t l = 0;
+			memcpy(why, "exec frame too long: ", 21);
+			l = 21;
+			while (k > 0)
+				why[l++] = digits[--k];
+			memcpy(why + l, " bytes", 7);
+			lost(why);
+		}
+		while (in_len - in_off < 5 + (size_t)n) {
+			int r = fill();
+			if (r == 0)
+				lost("read exec frame: unexpected EOF");
+			if (r < 0)
+				lost_errno(errno);
+		}
+		const char *p = in + in_off + 5;
+		in_off += 5 + (size_t)n;
+		switch (stream) {
+		case STREAM_STDOUT:
+			write_all(1, p, n);
+			break;
+		case STREAM_STDERR:
+			write_all(2, p, n);
+			break;
+		case STREAM_STATUS: {
+			long long code = 0;
+			struct buf msg = {0};
+			if (!parse_status(p, n, &code, &msg))
+				fail("decode the exit status: not the JSON of an exit status", 1);
+			if (code == 0 && msg.len == 0)
+				_exit(0);
+			if (code <= 0 || code > 255)
+				code = 1;
+			say_exit(msg.p ? msg.p : "", msg.len, (int)code);
+		}
+		}
+	}
+
+to_go:
+	if (conn >= 0)
+		close(conn);
+	conn = -1;
+	free(req.p);
+	// A signal that came meanwhile ends the exec here, as it would have
+	// ended Go's.
+	sigset_t pending;
+	sigpending(&pending);
+	for (int i = 0; i < 3; i++) {
+		if (sigismember(&pending, sigs[i]) && !sigismember(&orig, sigs[i]))
+			fail("interrupted before the daemon answered", 130);
+	}
+	for (int i = 0; i < 3; i++)
+		sigaction(sigs[i], &old[i], NULL);
+	sigprocmask(SIG_SETMASK, &orig, NULL);
+}
+
+// A constructor runs before the Go runtime starts, as the container
+// monitor's does (oci/monitor/monitor.c): an exec it serves never starts Go.
+__attribute__((constructor)) static void staticpodd_quick_exec(int argc, char **argv, char **envp) {
+	(void)envp;
+	if (argc < 2 || strcmp(argv[1], "exec") != 0)
+		return;
+	const char *base = strrchr(argv[0], '/');
+	base = base ? base + 1 : argv[0];
+	if (strcmp(base, KUBELET_NAME) == 0)
+		return;
+	quick_exec(argc, argv);
+}

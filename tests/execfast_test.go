@@ -1,0 +1,304 @@
+package tests
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/staticpodd/staticpodd/tests/testdaemon"
+)
+
+// An exec run both ways: by the quick exec (the C constructor, before Go
+// starts) and by the Go exec (--test-exec-in-go, a flag the quick exec does
+// not take). GODEBUG=inittrace=1 makes a Go runtime that starts say so on
+// stderr, one "init " line a package: the quick exec's output has none.
+type execRun struct {
+	stdout, stderr string
+	code           int
+	goStarted      bool
+}
+
+// runExecWay runs `staticpodd exec` with env and args (after "exec"), in Go
+// or not, on stdin (nil: none), and returns what it printed, its exit code
+// and whether Go started.
+func runExecWay(t *testing.T, inGo bool, env []string, stdin io.Reader, args ...string) execRun {
+	t.Helper()
+	a := []string{"exec"}
+	if inGo {
+		a = append(a, "--test-exec-in-go")
+	}
+	cmd := exec.Command(testdaemon.Bin, append(a, args...)...)
+	cmd.Env = append(append(os.Environ(), "GODEBUG=inittrace=1"), env...)
+	cmd.Stdin = stdin
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	if exit := (*exec.ExitError)(nil); err != nil && !errors.As(err, &exit) {
+		t.Fatal(err)
+	}
+	return splitInitTrace(out.String(), errOut.String(), cmd.ProcessState.ExitCode())
+}
+
+// splitInitTrace takes the Go runtime's init lines out of stderr.
+func splitInitTrace(stdout, stderr string, code int) execRun {
+	r := execRun{stdout: stdout, code: code}
+	var rest strings.Builder
+	for _, line := range strings.SplitAfter(stderr, "\n") {
+		if strings.HasPrefix(line, "init ") && strings.Contains(line, " ms clock, ") {
+			r.goStarted = true
+			continue
+		}
+		rest.WriteString(line)
+	}
+	r.stderr = rest.String()
+	return r
+}
+
+// compareWays runs args both ways and fails unless they print the same and
+// exit alike, and the quick exec served (or left it to Go) as quick says.
+func compareWays(t *testing.T, env []string, quick bool, args ...string) execRun {
+	t.Helper()
+	fast := runExecWay(t, false, env, nil, args...)
+	slow := runExecWay(t, true, env, nil, args...)
+	if !slow.goStarted {
+		t.Fatalf("exec %q in Go: no init lines on stderr; GODEBUG=inittrace=1 did not show Go starting", args)
+	}
+	if fast.goStarted == quick {
+		t.Errorf("exec %q: the Go runtime started: %v; want the quick exec to serve it: %v", args, fast.goStarted, quick)
+	}
+	if fast.stdout != slow.stdout || fast.stderr != slow.stderr || fast.code != slow.code {
+		t.Errorf("exec %q:\nquick: exit %d, stdout %q, stderr %q\nGo:    exit %d, stdout %q, stderr %q",
+			args, fast.code, trim(fast.stdout), fast.stderr, slow.code, trim(slow.stdout), slow.stderr)
+	}
+	return fast
+}
+
+func trim(s string) string {
+	if len(s) > 200 {
+		return s[:200] + "..."
+	}
+	return s
+}
+
+// TestQuickExecAgreesWithGo runs the execs of TestExec and more both ways
+// against a real daemon: the same output, errors and exit codes, the quick
+// exec serving every one it takes and leaving the rest to Go.
+func TestQuickExecAgreesWithGo(t *testing.T) {
+	t.Parallel()
+	d := newDaemon(t)
+	d.Start()
+	d.WriteManifest("web.yaml", sleeper("web", `  - name: side
+    image: busybox
+    command: ["sh", "-c", "trap 'exit 0' TERM; while true; do sleep 1 & wait $!; done"]
+    securityContext: {runAsUser: 1000}
+`))
+	pod := d.WaitRunning("web", 30*time.Second)
+	dirs := []string{"--root-dir", d.RootDir, "--run-dir", d.RunDir}
+	hostile := "\x1b]0;owned\x07\xff\xc2\x85\u202e-\u00a0x"
+	for _, tc := range []struct {
+		args  []string
+		quick bool
+		code  int
+	}{
+		{[]string{"web", "--", "sh", "-c", "echo $HOSTNAME; echo to stderr >&2; exit 3"}, true, 3},
+		{[]string{"web", "-c", "side", "--", "id", "-u"}, true, 0},
+		{[]string{"--container=side", "--namespace=default", "web", "--", "id", "-u"}, true, 0},
+		{[]string{"-n", "default", "web", "-c", "main", "--", "sh", "-c", "seq 1 200000; printf 'x\\000y\\377'"}, true, 0},
+		{[]string{"web", "-c", "main", "--", "sh", "-c", "kill -9 $$"}, true, 137},
+		{[]string{"web", "-c", "main", "--", "sh", "-c", "exit 255"}, true, 255},
+		{[]string{"web", "-c", "main", "--", "no-such-command"}, true, 127},
+		{[]string{"web", "-c", "main", "--", "/etc"}, true, 126},
+		// Not found, but said with the name quoted otherwise than the
+		// daemon's check for "not found" expects: exit 1, not 127, both ways.
+		{[]string{"web", "-c", "main", "--", hostile}, true, -1},
+		{[]string{"web", "-c", "main", "--", "echo", "a b&c=d?e%f+g", "", "\n"}, true, 0},
+		// Refused: left to Go, which asks again and says why.
+		{[]string{"web", "-c", "nope", "--", "true"}, false, 1},
+		{[]string{"nope", "--", "true"}, false, 1},
+		{[]string{"web", "-n", "elsewhere", "--", "true"}, false, 1},
+		// Shapes the quick exec does not take.
+		{[]string{"-i", "web", "--", "true"}, false, 0},
+		{[]string{"-cmain", "web", "--", "true"}, false, 0},
+		{[]string{"web", "extra", "--", "true"}, false, 1},
+		{[]string{"web", "--"}, false, 1},
+	} {
+		r := compareWays(t, nil, tc.quick, append(append([]string{}, dirs...), tc.args...)...)
+		if tc.code >= 0 && r.code != tc.code {
+			t.Errorf("exec %q: exit %d, want %d (stderr %q)", tc.args, r.code, tc.code, r.stderr)
+		}
+	}
+	// The run dir from the environment, as a default run dir would be.
+	r := compareWays(t, []string{"STATICPODD_RUN_DIR=" + d.RunDir}, true, "web", "--", "sh", "-c", "echo $HOSTNAME")
+	if r.stdout != pod.Name+"\n" || r.stderr != `Defaulted container "main" out of: main, side`+"\n" {
+		t.Errorf("exec with STATICPODD_RUN_DIR: stdout %q, stderr %q; want the pod's name and kubectl's note", r.stdout, r.stderr)
+	}
+	// The hostile command's name comes back in the error, escaped.
+	r = runExecWay(t, false, nil, nil, append(dirs, "web", "-c", "main", "--", hostile)...)
+	if strings.ContainsAny(r.stderr, "\x1b\x07\u0085") || !strings.Contains(r.stderr, `\x1b]0;owned\a`) {
+		t.Errorf("exec of a hostile command name: stderr %q, want its control characters escaped", r.stderr)
+	}
+	// With no daemon at the run dir, Go answers from the records.
+	empty := t.TempDir()
+	compareWays(t, nil, false, "--root-dir", d.RootDir, "--run-dir", empty, "web", "--", "true")
+}
+
+// fakeExecDaemon serves each connection on <dir>/staticpodd.sock with
+// answer, after reading the request's header; got receives each request's
+// first line once it is read.
+func fakeExecDaemon(t *testing.T, answer func(net.Conn)) (dir string, got chan string) {
+	t.Helper()
+	dir = t.TempDir()
+	l, err := net.Listen("unix", filepath.Join(dir, "staticpodd.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	got = make(chan string, 16)
+	go func() {
+		for {
+			conn, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer conn.Close()
+				br := bufio.NewReader(conn)
+				first, _ := br.ReadString('\n')
+				for {
+					line, err := br.ReadString('\n')
+					if err != nil || line == "\r\n" {
+						break
+					}
+				}
+				got <- strings.TrimSpace(first)
+				answer(conn)
+			}()
+		}
+	}()
+	return dir, got
+}
+
+func frame(stream byte, p string) []byte {
+	b := []byte{stream, 0, 0, 0, 0}
+	binary.BigEndian.PutUint32(b[1:], uint32(len(p)))
+	return append(b, p...)
+}
+
+const answer101 = "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: staticpodd-exec.v1\r\n"
+
+// TestQuickExecAgainstAHostileDaemon gives both ways the same answers a
+// broken or hostile daemon could give: each says the same and exits alike,
+// and a frame's length does not make the quick exec allocate it.
+func TestQuickExecAgainstAHostileDaemon(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		answer string
+		code   int
+		stderr string
+	}{
+		{"a frame too long", answer101 + "\r\n" + string(frame(1, "ok\n")) + "\x01\x80\x00\x00\x00", 1,
+			"staticpodd: connection to the daemon lost before the command's exit status came: exec frame too long: 2147483648 bytes\n"},
+		{"no status", answer101 + "\r\n" + string(frame(2, "partial")), 1,
+			"partialstaticpodd: connection to the daemon lost before the command's exit status came: EOF\n"},
+		{"half a header", answer101 + "\r\n\x01\x00", 1,
+			"staticpodd: connection to the daemon lost before the command's exit status came: unexpected EOF\n"},
+		{"half a frame", answer101 + "\r\n\x01\x00\x00\x00\x09abc", 1,
+			"staticpodd: connection to the daemon lost before the command's exit status came: read exec frame: unexpected EOF\n"},
+		{"a note with controls", answer101 + "Staticpodd-Note: \t note \xc2\x9b31m \xff end \t\r\n\r\n" + string(frame(3, `{"exitCode":0}`)), 0,
+			"note \\u009b31m \ufffd end\n"},
+		{"a status of other case and fields", answer101 + "\r\n" + string(frame(4, "ignored")) +
+			string(frame(3, ` {"other":true, "EXITCODE": 300, "Error": "bad\u001b\u0085\ud800x\n\tz\ufffd", "z":null} `)), 1,
+			"staticpodd: bad\\x1b\\u0085\ufffdx\n\tz\ufffd\n"},
+		{"an error and exit 0", answer101 + "\r\n" + string(frame(3, `{"exitCode":0,"error":"odd"}`)), 1,
+			"staticpodd: odd\n"},
+		{"a negative code", answer101 + "\r\n" + string(frame(3, `{"exitCode":-5}`)), 1, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			dir, got := fakeExecDaemon(t, func(c net.Conn) { io.WriteString(c, tc.answer) })
+			r := compareWays(t, nil, true, "--run-dir", dir, "web", "--", "a b", "c")
+			if r.code != tc.code || r.stderr != tc.stderr {
+				t.Errorf("exit %d, stderr %q; want %d and %q", r.code, r.stderr, tc.code, tc.stderr)
+			}
+			for range 2 {
+				if line := <-got; line != "POST /exec?command=a+b&command=c&pod=web HTTP/1.1" {
+					t.Errorf("request %q", line)
+				}
+			}
+		})
+	}
+}
+
+// TestQuickExecInterrupted: SIGINT, SIGTERM or SIGHUP before the daemon's
+// answer, or while the command runs, ends the exec with status 130 and
+// closes the connection (which kills the command), both ways alike.
+func TestQuickExecInterrupted(t *testing.T) {
+	t.Parallel()
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP} {
+		for _, answered := range []bool{false, true} {
+			for _, inGo := range []bool{false, true} {
+				closed := make(chan struct{})
+				dir, got := fakeExecDaemon(t, func(c net.Conn) {
+					if answered {
+						io.WriteString(c, answer101+"\r\n"+string(frame(1, "started\n")))
+					}
+					c.Read(make([]byte, 1)) // until the client leaves
+					close(closed)
+				})
+				a := []string{"exec", "--run-dir", dir, "web", "--", "sleep", "1000"}
+				if inGo {
+					a = append([]string{"exec", "--test-exec-in-go"}, a[1:]...)
+				}
+				cmd := exec.Command(testdaemon.Bin, a...)
+				cmd.Env = append(os.Environ(), "GODEBUG=inittrace=1")
+				out, _ := cmd.StdoutPipe()
+				var errOut bytes.Buffer
+				cmd.Stderr = &errOut
+				if err := cmd.Start(); err != nil {
+					t.Fatal(err)
+				}
+				<-got // the request has come: the exec waits for the answer
+				if answered {
+					line, _ := bufio.NewReader(out).ReadString('\n')
+					if line != "started\n" {
+						t.Fatalf("stdout %q", line)
+					}
+				}
+				cmd.Process.Signal(sig)
+				cmd.Wait()
+				<-closed
+				r := splitInitTrace("", errOut.String(), cmd.ProcessState.ExitCode())
+				want := "staticpodd: interrupted before the daemon answered\n"
+				if answered {
+					want = "staticpodd: interrupted; the command was killed\n"
+				}
+				if r.code != 130 || r.stderr != want || r.goStarted != inGo {
+					t.Errorf("%v, answered %v, in Go %v: exit %d, stderr %q, Go started %v; want 130 and %q",
+						sig, answered, inGo, r.code, r.stderr, r.goStarted, want)
+				}
+			}
+		}
+	}
+}
+
+// TestQuickExecAnswerTimeout: a daemon that takes the request and never
+// answers is given up on after 10 s, both ways alike.
+func TestQuickExecAnswerTimeout(t *testing.T) {
+	t.Parallel()
+	dir, _ := fakeExecDaemon(t, func(c net.Conn) { c.Read(make([]byte, 1)) })
+	r := compareWays(t, nil, true, "--run-dir", dir, "web", "--", "true")
+	if want := "staticpodd: the daemon did not answer the exec within 10s\n"; r.code != 1 || r.stderr != want {
+		t.Errorf("exit %d, stderr %q; want 1 and %q", r.code, r.stderr, want)
+	}
+}
