@@ -273,11 +273,16 @@ func mergeEnv(env []string, extra []podspec.EnvVar) []string {
 
 // commandError tells a command that could not be found or executed (the
 // "exec: "name": ..." error of exec.LookPath in libcontainer's setns init)
-// from other failures of Run.
+// from other failures of Run. The init's error comes to Run as JSON, which
+// has each byte of the name that is not UTF-8 as U+FFFD.
 func commandError(err error, name string) error {
 	msg := err.Error()
 	prefix := "exec: " + strconv.Quote(name) + ": "
 	i := strings.LastIndex(msg, prefix)
+	if i < 0 {
+		prefix = "exec: " + strconv.Quote(string([]rune(name))) + ": "
+		i = strings.LastIndex(msg, prefix)
+	}
 	if i < 0 {
 		return err
 	}
