@@ -221,6 +221,14 @@ func TestQuickExecAgainstAHostileDaemon(t *testing.T) {
 		{"an error and exit 0", answer101 + "\r\n" + string(frame(3, `{"exitCode":0,"error":"odd"}`)), 1,
 			"staticpodd: odd\n"},
 		{"a negative code", answer101 + "\r\n" + string(frame(3, `{"exitCode":-5}`)), 1, ""},
+		{"a field of a newer daemon", answer101 + "\r\n" + string(frame(3, `{"exitCode":2,"more":{"a":[1,{"b":null},"]}"],"c":-1.5e3}}`)), 2, ""},
+		{"a null status", answer101 + "\r\n" + string(frame(3, ` null `)), 0, ""},
+		{"keys with a NUL", answer101 + "\r\n" + string(frame(3, `{"exitCode\u0000":5,"error\u0000x":"boom"}`)), 0, ""},
+		{"no reason phrase", "HTTP/1.1 101\r\n\r\n" + string(frame(3, `{"exitCode":4}`)), 4, ""},
+		{"lines ending in LF", "HTTP/1.1 101 Switching Protocols\nConnection: Upgrade\nStaticpodd-Note:  hi\n\n" + string(frame(3, `{"exitCode":0}`)), 0, "hi\n"},
+		{"a header line without a colon", answer101 + "Bad header\r\n\r\n" + string(frame(3, `{"exitCode":0}`)), 1,
+			"staticpodd: read exec answer: malformed MIME header: missing colon: \"Bad header\"\n"},
+		{"a 101 cut short", "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\n", 1, "staticpodd: read exec answer: unexpected EOF\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -233,6 +241,13 @@ func TestQuickExecAgainstAHostileDaemon(t *testing.T) {
 				if line := <-got; line != "POST /exec?command=a+b&command=c&pod=web HTTP/1.1" {
 					t.Errorf("request %q", line)
 				}
+			}
+			// Each request was taken before its answer went: a third,
+			// the quick exec leaving a 101 to Go, would be here.
+			select {
+			case line := <-got:
+				t.Errorf("a third request %q: an exec the daemon answered 101 was asked again", line)
+			default:
 			}
 		})
 	}
@@ -298,5 +313,174 @@ func TestQuickExecAnswerTimeout(t *testing.T) {
 	r := compareWays(t, nil, true, "--run-dir", dir, "web", "--", "true")
 	if want := "staticpodd: the daemon did not answer the exec within 10s\n"; r.code != 1 || r.stderr != want {
 		t.Errorf("exit %d, stderr %q; want 1 and %q", r.code, r.stderr, want)
+	}
+}
+
+// runExecShell runs `staticpodd exec` (in Go or not) with args through sh,
+// its fds changed by redir (">&-") after setup (shell commands run first,
+// as a trap), and returns what it printed and how it ended.
+func runExecShell(t *testing.T, inGo bool, setup, redir string, stdout io.Writer, args ...string) (execRun, *os.ProcessState) {
+	t.Helper()
+	a := []string{"-c", setup + ` exec "$0" "$@" ` + redir, testdaemon.Bin, "exec"}
+	if inGo {
+		a = append(a, "--test-exec-in-go")
+	}
+	cmd := exec.Command("sh", append(a, args...)...)
+	cmd.Env = append(os.Environ(), "GODEBUG=inittrace=1")
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if stdout != nil {
+		cmd.Stdout = stdout
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitBounded(t, cmd)
+	return splitInitTrace(out.String(), errOut.String(), cmd.ProcessState.ExitCode()), cmd.ProcessState
+}
+
+// waitBounded waits for cmd, and kills it, failing the test, if it has not
+// ended 30 s on: only a bound for the failure, the pass waits on the exit.
+func waitBounded(t *testing.T, cmd *exec.Cmd) {
+	t.Helper()
+	timer := time.AfterFunc(30*time.Second, func() { cmd.Process.Kill() })
+	cmd.Wait()
+	if !timer.Stop() {
+		t.Errorf("%q had not ended 30 s on; killed", cmd.Args)
+	}
+}
+
+// TestQuickExecWithAStreamClosed: with stdin, stdout or stderr closed, the
+// connection must not take its number (the daemon would read the output as
+// frames, and the note and errors would go to it): the quick exec leaves
+// such an exec to Go, whose runtime opens /dev/null there first.
+func TestQuickExecWithAStreamClosed(t *testing.T) {
+	t.Parallel()
+	dir, got := fakeExecDaemon(t, func(c net.Conn) {
+		io.WriteString(c, answer101+"Staticpodd-Note: note\r\n\r\n"+string(frame(1, "out\n"))+string(frame(2, "err\n"))+string(frame(3, `{"exitCode":3}`)))
+	})
+	for _, redir := range []string{">&-", "2>&-", "<&-"} {
+		var ways [2]execRun
+		for i, inGo := range []bool{false, true} {
+			ways[i], _ = runExecShell(t, inGo, "", redir, nil, "--run-dir", dir, "web", "--", "x")
+			<-got
+		}
+		// With stderr closed, Go's init lines go nowhere: that the quick
+		// exec left it to Go shows only in the output.
+		if (!ways[0].goStarted && redir != "2>&-") || ways[0].stdout != ways[1].stdout || ways[0].stderr != ways[1].stderr || ways[0].code != 3 || ways[1].code != 3 {
+			t.Errorf("%s: quick %+v, Go %+v; want both the same, exit 3, the quick exec leaving it to Go", redir, ways[0], ways[1])
+		}
+	}
+}
+
+// streamingDaemon answers 101 and sends output until the client leaves,
+// which it then says on left.
+func streamingDaemon(t *testing.T) (dir string, got chan string, left chan struct{}) {
+	left = make(chan struct{}, 4)
+	dir, got = fakeExecDaemon(t, func(c net.Conn) {
+		if _, err := io.WriteString(c, answer101+"\r\n"); err == nil {
+			f := frame(1, strings.Repeat("y\n", 16<<10))
+			for {
+				if _, err := c.Write(f); err != nil {
+					break
+				}
+			}
+		}
+		left <- struct{}{}
+	})
+	return dir, got, left
+}
+
+// TestQuickExecInterruptedWhileItsOutputWaits: an interrupt while the
+// output is not read (a pager, a slow terminal) closes the connection at
+// once, so that the daemon kills the command, and the exec ends with 130
+// once its output is taken; both ways.
+func TestQuickExecInterruptedWhileItsOutputWaits(t *testing.T) {
+	t.Parallel()
+	for _, inGo := range []bool{false, true} {
+		dir, _, left := streamingDaemon(t)
+		a := []string{"exec", "--run-dir", dir, "web", "--", "yes"}
+		if inGo {
+			a = append([]string{"exec", "--test-exec-in-go"}, a[1:]...)
+		}
+		cmd := exec.Command(testdaemon.Bin, a...)
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var errOut bytes.Buffer
+		cmd.Stderr = &errOut
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.ReadFull(out, make([]byte, 4096)); err != nil {
+			t.Fatal(err)
+		}
+		// The output is not read any further: the pipe fills, and the exec
+		// waits to write it.
+		cmd.Process.Signal(syscall.SIGINT)
+		select {
+		case <-left:
+		case <-time.After(20 * time.Second):
+			t.Errorf("in Go %v: the daemon still streams 20 s after SIGINT: the connection was not closed", inGo)
+		}
+		go io.Copy(io.Discard, out)
+		waitBounded(t, cmd)
+		if code, want := cmd.ProcessState.ExitCode(), "staticpodd: interrupted; the command was killed\n"; code != 130 || errOut.String() != want {
+			t.Errorf("in Go %v: exit %d, stderr %q; want 130 and %q", inGo, code, errOut.String(), want)
+		}
+	}
+}
+
+// TestQuickExecOutputsReaderGone: when what reads the output goes away,
+// the exec dies of SIGPIPE even if it was started with SIGPIPE ignored (a
+// service's IgnoreSIGPIPE=, a shell's trap), as the Go runtime makes a
+// program do, and the daemon sees it leave; both ways.
+func TestQuickExecOutputsReaderGone(t *testing.T) {
+	t.Parallel()
+	for _, inGo := range []bool{false, true} {
+		dir, _, left := streamingDaemon(t)
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			io.ReadFull(r, make([]byte, 4096))
+			r.Close()
+		}()
+		_, st := runExecShell(t, inGo, "trap '' PIPE;", "", w, "--run-dir", dir, "web", "--", "yes")
+		w.Close()
+		ws := st.Sys().(syscall.WaitStatus)
+		if !ws.Signaled() || ws.Signal() != syscall.SIGPIPE {
+			t.Errorf("in Go %v: the exec ended with %v; want SIGPIPE", inGo, st)
+		}
+		select {
+		case <-left:
+		case <-time.After(20 * time.Second):
+			t.Errorf("in Go %v: the daemon still streams 20 s after the exec ended", inGo)
+		}
+	}
+}
+
+// TestQuickExecKubeletPersonality: through a name whose base is kubelet
+// (trailing slashes dropped, as filepath.Base drops them), `exec` is the
+// kubelet's command line's, not the exec: the quick exec leaves it alone.
+func TestQuickExecKubeletPersonality(t *testing.T) {
+	t.Parallel()
+	dir, got := fakeExecDaemon(t, func(c net.Conn) { io.WriteString(c, answer101+"\r\n"+string(frame(3, `{"exitCode":0}`))) })
+	for _, name := range []string{"/usr/bin/kubelet", "/usr/bin/kubelet/", "kubelet//"} {
+		cmd := exec.Command(testdaemon.Bin, "exec", "--run-dir", dir, "web", "--", "true")
+		cmd.Args[0] = name
+		cmd.Env = append(os.Environ(), "GODEBUG=inittrace=1")
+		out, _ := cmd.CombinedOutput()
+		r := splitInitTrace("", string(out), cmd.ProcessState.ExitCode())
+		if !r.goStarted || r.code == 0 {
+			t.Errorf("argv[0] %q: exit %d, Go started %v (%q); want the kubelet personality's refusal", name, r.code, r.goStarted, r.stderr)
+		}
+	}
+	select {
+	case line := <-got:
+		t.Errorf("the daemon was asked %q", line)
+	default:
 	}
 }

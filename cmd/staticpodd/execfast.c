@@ -39,8 +39,26 @@ const char *staticpodd_quick_exec_names[] = {ENV_RUN_DIR, DEFAULT_RUN_DIR, SOCKE
 					     EXEC_PROTOCOL, NOTE_HEADER, ANSWER_TIMEOUT_TEXT};
 const int staticpodd_quick_exec_max_frame = MAX_FRAME;
 
+// The connection, nonblocking. Until the daemon's 101 the interrupting
+// signals are blocked but in the waits (ppoll), so that none is lost between
+// a check and a wait, and one that comes as the exec is left to Go is still
+// pending; from the 101 on they are not blocked, and their handler shuts the
+// connection down at once, as exec.go's AfterFunc closes it: the daemon
+// kills the command even while this process waits to write its output.
+static int conn = -1;
 static volatile sig_atomic_t interrupted;
-static void on_signal(int sig) { (void)sig; interrupted = 1; }
+static void on_signal(int sig) {
+	int saved = errno;
+	(void)sig;
+	interrupted = 1;
+	if (conn >= 0)
+		shutdown(conn, SHUT_RDWR);
+	errno = saved;
+}
+
+#define INTERRUPTED_BEFORE "interrupted before the daemon answered"
+#define INTERRUPTED_AFTER "interrupted; the command was killed"
+static void fail(const char *msg, int code) __attribute__((noreturn));
 
 // A growing byte string; an allocation failure ends the process as Go's
 // would.
@@ -67,12 +85,28 @@ static void put(struct buf *b, const void *p, size_t n) {
 
 static void puts_(struct buf *b, const char *s) { put(b, s, strlen(s)); }
 
+// die_of_sigpipe ends the process as the Go runtime does after a write
+// to stdout or stderr failed with EPIPE (os.sigpipe): by SIGPIPE, whatever
+// its disposition was (a service's IgnoreSIGPIPE=, a shell's trap '' PIPE).
+static void die_of_sigpipe(void) __attribute__((noreturn));
+static void die_of_sigpipe(void) {
+	sigset_t set;
+	signal(SIGPIPE, SIG_DFL);
+	sigemptyset(&set);
+	sigaddset(&set, SIGPIPE);
+	sigprocmask(SIG_UNBLOCK, &set, NULL);
+	raise(SIGPIPE);
+	_exit(2);
+}
+
 // write_all writes p to fd whatever it takes (an output that is not
-// drained waits), and drops it on an error, as exec.go's writes do: a
-// broken pipe on stdout or stderr ends the process with SIGPIPE there as
-// it does in Go.
-static void write_all(int fd, const char *p, size_t n) {
+// drained waits), and drops it on another error, as exec.go's writes do.
+// The command's output (output set) ends at an interrupt; a message does
+// not.
+static void write_all(int fd, const char *p, size_t n, int output) {
 	while (n > 0) {
+		if (output && interrupted)
+			fail(INTERRUPTED_AFTER, 130);
 		ssize_t w = write(fd, p, n);
 		if (w < 0 && errno == EINTR)
 			continue;
@@ -81,6 +115,8 @@ static void write_all(int fd, const char *p, size_t n) {
 			poll(&pfd, 1, -1);
 			continue;
 		}
+		if (w < 0 && errno == EPIPE && (fd == 1 || fd == 2))
+			die_of_sigpipe();
 		if (w <= 0)
 			return;
 		p += w;
@@ -205,12 +241,11 @@ static void say_exit(const char *msg, size_t n, int code) {
 		puts_(&b, "staticpodd: ");
 		escape_but(&b, msg, n, "\n\t");
 		puts_(&b, "\n");
-		write_all(2, b.p, b.len);
+		write_all(2, b.p, b.len, 0);
 	}
 	_exit(code);
 }
 
-static void fail(const char *msg, int code) __attribute__((noreturn));
 static void fail(const char *msg, int code) { say_exit(msg, strlen(msg), code); }
 
 // query_escape is url.QueryEscape.
@@ -238,10 +273,6 @@ static void query_add(struct buf *b, const char *key, const char *value) {
 	query_escape(b, value);
 }
 
-// The connection, nonblocking; every wait is a ppoll that takes the
-// interrupting signals, blocked everywhere else, so that none is lost
-// between a check and the wait.
-static int conn = -1;
 static sigset_t waitmask; // the caller's mask, less the interrupting signals
 
 // wait_for waits for events on conn until deadline (0: none) and returns
@@ -288,41 +319,53 @@ static int fill(void) {
 		in_off = 0;
 	}
 	for (;;) {
+		if (interrupted) // the handler shut the connection down
+			fail(INTERRUPTED_AFTER, 130);
 		ssize_t n = read(conn, in + in_len, sizeof in - in_len);
 		if (n > 0) {
 			in_len += (size_t)n;
 			return 1;
 		}
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (interrupted)
+			fail(INTERRUPTED_AFTER, 130);
 		if (n == 0)
 			return 0;
-		if (errno == EINTR)
-			continue;
 		if (errno != EAGAIN)
 			return -1;
-		wait_for(POLLIN, NULL, "interrupted; the command was killed");
+		wait_for(POLLIN, NULL, INTERRUPTED_AFTER);
 	}
 }
 
 // lost ends the exec as readOutput does when the connection ends before the
 // status frame.
+#define LOST "connection to the daemon lost before the command's exit status came: "
 static void lost(const char *why) __attribute__((noreturn));
 static void lost(const char *why) {
 	struct buf b = {0};
-	puts_(&b, "connection to the daemon lost before the command's exit status came: ");
+	puts_(&b, LOST);
 	puts_(&b, why);
 	fail(b.p, 1);
 }
 
-static void lost_errno(int err) __attribute__((noreturn));
-static void lost_errno(int err) {
-	// As Go's net.OpError says it, the error lowercased.
+static struct sockaddr_un addr = {.sun_family = AF_UNIX};
+
+// read_failed ends the exec after a failed read of the connection, saying
+// it after prefix as Go's net.OpError says it (Go's texts of errno values
+// are the C library's, lowercased).
+static void read_failed(const char *prefix, int err) __attribute__((noreturn));
+static void read_failed(const char *prefix, int err) {
 	struct buf b = {0};
-	puts_(&b, "read: ");
+	puts_(&b, prefix);
+	puts_(&b, "read unix @->");
+	puts_(&b, addr.sun_path);
+	puts_(&b, ": read: ");
 	const char *s = strerror(err);
 	char c = s[0] >= 'A' && s[0] <= 'Z' ? (char)(s[0] - 'A' + 'a') : s[0];
 	put(&b, &c, 1);
 	puts_(&b, s + 1);
-	lost(b.p);
+	fail(b.p, 1);
 }
 
 // The status frame's JSON, server.ExecStatus: {"exitCode":N,"error":"..."},
@@ -478,9 +521,70 @@ static int json_number(struct json *j, long long *v, int *isint) {
 	return 1;
 }
 
+// json_skip skips one value, checking its syntax; depth bounds the nesting
+// (encoding/json's is 10000).
+static int json_skip(struct json *j, int depth) {
+	json_ws(j);
+	if (j->p >= j->end || depth > 10000)
+		return 0;
+	unsigned char c = *j->p;
+	if (c == '"') {
+		struct buf s = {0};
+		int ok = json_string(j, &s);
+		free(s.p);
+		return ok;
+	}
+	if (c == '-' || (c >= '0' && c <= '9')) {
+		long long v;
+		int isint;
+		return json_number(j, &v, &isint);
+	}
+	if (c != '{' && c != '[')
+		return json_skip_literal(j);
+	unsigned char close = c == '{' ? '}' : ']';
+	j->p++;
+	json_ws(j);
+	if (j->p < j->end && *j->p == close) {
+		j->p++;
+		return 1;
+	}
+	for (;;) {
+		if (c == '{') {
+			struct buf key = {0};
+			json_ws(j);
+			int ok = json_string(j, &key);
+			free(key.p);
+			json_ws(j);
+			if (!ok || j->p >= j->end || *j->p++ != ':')
+				return 0;
+		}
+		if (!json_skip(j, depth + 1))
+			return 0;
+		json_ws(j);
+		if (j->p < j->end && *j->p == ',') {
+			j->p++;
+			continue;
+		}
+		if (j->p < j->end && *j->p == close) {
+			j->p++;
+			return 1;
+		}
+		return 0;
+	}
+}
+
+static int key_is(const struct buf *key, const char *name) {
+	return key->len == strlen(name) && strncasecmp(key->p, name, key->len) == 0;
+}
+
 static int parse_status(const char *p, size_t n, long long *code, struct buf *msg) {
 	struct json j = {(const unsigned char *)p, (const unsigned char *)p + n};
 	json_ws(&j);
+	if (j.end - j.p >= 4 && memcmp(j.p, "null", 4) == 0) { // a zero status, as Unmarshal leaves it
+		j.p += 4;
+		json_ws(&j);
+		return j.p == j.end;
+	}
 	if (j.p >= j.end || *j.p++ != '{')
 		return 0;
 	json_ws(&j);
@@ -499,7 +603,7 @@ static int parse_status(const char *p, size_t n, long long *code, struct buf *ms
 		json_ws(&j);
 		if (j.p >= j.end)
 			return 0;
-		int is_code = strcasecmp(key.p, "exitCode") == 0, is_error = strcasecmp(key.p, "error") == 0;
+		int is_code = key_is(&key, "exitCode"), is_error = key_is(&key, "error");
 		free(key.p);
 		if (*j.p == '"') {
 			struct buf s = {0};
@@ -520,10 +624,7 @@ static int parse_status(const char *p, size_t n, long long *code, struct buf *ms
 				*code = v;
 		} else if (*j.p == 'n' && json_skip_literal(&j)) {
 			// null leaves a field as it is
-		} else if (json_skip_literal(&j)) {
-			if (is_code || is_error)
-				return 0;
-		} else {
+		} else if (is_code || is_error || !json_skip(&j, 1)) {
 			return 0;
 		}
 		json_ws(&j);
@@ -542,25 +643,125 @@ end:
 	return j.p == j.end;
 }
 
-// header_value finds the value of the header key (without regard to case)
-// in the answer's header lines, as textproto trims it; NULL when absent.
-static const char *header_value(char *hdr, const char *key, size_t *n) {
-	size_t klen = strlen(key);
-	for (char *line = strstr(hdr, "\r\n"); line; line = strstr(line, "\r\n")) {
-		line += 2;
-		if (strncasecmp(line, key, klen) == 0 && line[klen] == ':') {
-			char *v = line + klen + 1, *e = strstr(v, "\r\n");
-			if (!e)
-				return NULL;
-			while (v < e && (*v == ' ' || *v == '\t'))
-				v++;
-			while (e > v && (e[-1] == ' ' || e[-1] == '\t'))
-				e--;
-			*n = (size_t)(e - v);
-			return v;
+// go_quote appends p quoted as strconv.Quote does for ASCII (a byte that
+// is not UTF-8 as \xNN, a control as its escape); other characters it
+// keeps but the C1 controls, which it writes as \u00NN.
+static void go_quote(struct buf *b, const char *p, size_t n) {
+	static const char hex[] = "0123456789abcdef";
+	const unsigned char *u = (const unsigned char *)p;
+	puts_(b, "\"");
+	for (size_t i = 0, w; i < n; i += w) {
+		uint32_t r = decode_rune(u + i, n - i, &w);
+		char e[8] = {'\\'};
+		if (r == 0xFFFD && w == 1) {
+			e[1] = 'x';
+			e[2] = hex[u[i] >> 4];
+			e[3] = hex[u[i] & 0xF];
+			put(b, e, 4);
+		} else if (r == '"' || r == '\\') {
+			e[1] = (char)r;
+			put(b, e, 2);
+		} else if ((r >= 0x20 && r < 0x7F) || r >= 0xA0) {
+			put(b, u + i, w);
+		} else if (r == '\a' || r == '\b' || r == '\f' || r == '\n' || r == '\r' || r == '\t' || r == '\v') {
+			e[1] = "abtnvfr"[r - '\a'];
+			put(b, e, 2);
+		} else if (r < 0x80) {
+			e[1] = 'x';
+			e[2] = hex[r >> 4];
+			e[3] = hex[r & 0xF];
+			put(b, e, 4);
+		} else {
+			memcpy(e + 1, "u00", 3);
+			e[4] = hex[r >> 4];
+			e[5] = hex[r & 0xF];
+			put(b, e, 6);
 		}
 	}
-	return NULL;
+	puts_(b, "\"");
+}
+
+// answer_malformed ends the exec over a 101 whose header http.ReadResponse
+// would not take, with its message.
+static void answer_malformed(const char *what, const char *line, size_t n) __attribute__((noreturn));
+static void answer_malformed(const char *what, const char *line, size_t n) {
+	struct buf b = {0};
+	puts_(&b, "read exec answer: ");
+	puts_(&b, what);
+	go_quote(&b, line, n);
+	fail(b.p, 1);
+}
+
+// header_end is the offset just past the empty line that ends the answer's
+// header in p, 0 while it has not come. Lines end with \n, a \r before it
+// dropped, as textproto reads them.
+static size_t header_end(const char *p, size_t n) {
+	for (size_t i = 0; i < n;) {
+		const char *nl = memchr(p + i, '\n', n - i);
+		if (!nl)
+			return 0;
+		size_t len = (size_t)(nl - (p + i));
+		if (len == 0 || (len == 1 && p[i] == '\r'))
+			return (size_t)(nl - p) + 1;
+		i = (size_t)(nl - p) + 1;
+	}
+	return 0;
+}
+
+// is_101 says the answer's status line, as far as it has come, is a 101:
+// once it is, the daemon may have started the command, and the exec is
+// this process's to end, never Go's to ask again.
+static int is_101(const char *p, size_t n) {
+	return n >= 13 && (memcmp(p, "HTTP/1.1 101", 12) == 0 || memcmp(p, "HTTP/1.0 101", 12) == 0) &&
+	       (p[12] == ' ' || p[12] == '\r' || p[12] == '\n');
+}
+
+static int token_byte(unsigned char c) {
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+	       (c && strchr("!#$%&'*+-.^_`|~", c));
+}
+
+// read_note checks the header lines of a 101 (p[0:n], the status line
+// first) as textproto.ReadMIMEHeader does, and returns the note's value,
+// trimmed, in *note (NULL when there is none).
+static void read_note(const char *p, size_t n, const char **note, size_t *nlen) {
+	*note = NULL;
+	*nlen = 0;
+	const char *nl = memchr(p, '\n', n);
+	for (size_t i = (size_t)(nl - p) + 1, first = 1; i < n; first = 0) {
+		nl = memchr(p + i, '\n', n - i);
+		const char *line = p + i;
+		size_t len = (size_t)(nl - line);
+		i += len + 1;
+		if (len > 0 && line[len - 1] == '\r')
+			len--;
+		while (len > 0 && (line[len - 1] == ' ' || line[len - 1] == '\t'))
+			len--;
+		if (len == 0)
+			return;
+		if (first && (line[0] == ' ' || line[0] == '\t'))
+			answer_malformed("malformed MIME header initial line: ", line, len);
+		const char *colon = memchr(line, ':', len);
+		if (!colon)
+			answer_malformed("malformed MIME header: missing colon: ", line, len);
+		size_t klen = (size_t)(colon - line);
+		for (size_t k = 0; k < klen; k++) {
+			if (!token_byte((unsigned char)line[k]))
+				answer_malformed("malformed MIME header line: ", line, len);
+		}
+		const char *v = colon + 1, *e = line + len;
+		for (const char *c = v; c < e; c++) {
+			unsigned char u = (unsigned char)*c;
+			if ((u < 0x20 && u != '\t') || u == 0x7F)
+				answer_malformed("malformed MIME header line: ", line, len);
+		}
+		while (v < e && (*v == ' ' || *v == '\t'))
+			v++;
+		if (!*note && klen == strlen(NOTE_HEADER) && strncasecmp(line, NOTE_HEADER, klen) == 0) {
+			*note = v;
+			*nlen = (size_t)(e - v);
+		}
+	}
 }
 
 // The exec's arguments as the quick path takes them; anything else is Go's.
@@ -644,6 +845,12 @@ static void quick_exec(int argc, char **argv) {
 	struct args a;
 	if (!parse_args(argc, argv, &a))
 		return;
+	// A closed stdin, stdout or stderr: the Go runtime opens /dev/null on
+	// it first (checkfds); here the connection would take its number.
+	for (int fd = 0; fd <= 2; fd++) {
+		if (fcntl(fd, F_GETFD) < 0)
+			return;
+	}
 	const char *run_dir = a.run_dir;
 	if (!run_dir) {
 		run_dir = getenv(ENV_RUN_DIR);
@@ -652,7 +859,6 @@ static void quick_exec(int argc, char **argv) {
 	}
 	if (!run_dir_ok(run_dir))
 		return;
-	struct sockaddr_un addr = {.sun_family = AF_UNIX};
 	size_t dlen = strlen(run_dir);
 	while (dlen > 1 && run_dir[dlen - 1] == '/')
 		dlen--;
@@ -708,7 +914,7 @@ static void quick_exec(int argc, char **argv) {
 		if (n > 0) {
 			off += (size_t)n;
 		} else if (n < 0 && errno == EAGAIN) {
-			if (!wait_for(POLLOUT, &deadline, "interrupted before the daemon answered"))
+			if (!wait_for(POLLOUT, &deadline, INTERRUPTED_BEFORE))
 				fail("the daemon did not answer the exec within " ANSWER_TIMEOUT_TEXT, 1);
 		} else if (!(n < 0 && errno == EINTR)) {
 			goto to_go;
@@ -718,48 +924,57 @@ static void quick_exec(int argc, char **argv) {
 	req.p = NULL;
 
 	// The answer's header.
-	char *end;
+	size_t hdr;
 	for (;;) {
-		if ((end = memmem(in, in_len, "\r\n\r\n", 4)) != NULL)
+		if ((hdr = header_end(in, in_len)) != 0)
 			break;
-		if (in_len >= sizeof in - 1) // the status line, two headers and a note
-			fail("read exec answer: the daemon's answer is too long", 1);
-		ssize_t n = read(conn, in + in_len, sizeof in - 1 - in_len);
+		if (in_len == sizeof in) { // the status line, two headers and a note
+			if (is_101(in, in_len))
+				fail("read exec answer: the daemon's header is longer than 96 KiB", 1);
+			goto to_go;
+		}
+		ssize_t n = read(conn, in + in_len, sizeof in - in_len);
 		if (n > 0) {
 			in_len += (size_t)n;
-		} else if (n == 0 || errno != EAGAIN) {
-			if (n < 0 && errno == EINTR)
-				continue;
+		} else if (n < 0 && errno == EINTR) {
+			continue;
+		} else if (n < 0 && errno == EAGAIN) {
+			if (!wait_for(POLLIN, &deadline, INTERRUPTED_BEFORE))
+				fail("the daemon did not answer the exec within " ANSWER_TIMEOUT_TEXT, 1);
+		} else if (is_101(in, in_len)) {
+			if (n < 0)
+				read_failed("read exec answer: ", errno);
+			fail("read exec answer: unexpected EOF", 1);
+		} else {
 			goto to_go;
-		} else if (!wait_for(POLLIN, &deadline, "interrupted before the daemon answered")) {
-			fail("the daemon did not answer the exec within " ANSWER_TIMEOUT_TEXT, 1);
 		}
 	}
-	if (memchr(in, 0, (size_t)(end - in)) ||
-	    (strncmp(in, "HTTP/1.1 101 ", 13) != 0 && strncmp(in, "HTTP/1.0 101 ", 13) != 0))
+	if (!is_101(in, hdr))
 		goto to_go;
-	char after = end[2];
-	end[2] = 0; // the header, as a string, ends with its last line's \r\n
+	// From here on an interrupt shuts the connection down where it comes.
+	sigprocmask(SIG_SETMASK, &waitmask, NULL);
+	const char *note;
 	size_t nlen;
-	const char *note = header_value(in, NOTE_HEADER, &nlen);
+	read_note(in, hdr, &note, &nlen);
 	if (note && nlen > 0) {
 		struct buf b = {0};
 		escape_but(&b, note, nlen, "");
 		puts_(&b, "\n");
-		write_all(2, b.p, b.len);
+		write_all(2, b.p, b.len, 1);
 		free(b.p);
 	}
-	end[2] = after;
-	in_off = (size_t)(end + 4 - in);
+	in_off = hdr;
 
 	// The frames, until the status.
 	for (;;) {
+		if (interrupted)
+			fail(INTERRUPTED_AFTER, 130);
 		while (in_len - in_off < 5) {
 			int r = fill();
 			if (r == 0)
 				lost(in_len - in_off == 0 ? "EOF" : "unexpected EOF");
 			if (r < 0)
-				lost_errno(errno);
+				read_failed(LOST, errno);
 		}
 		const unsigned char *h = (const unsigned char *)in + in_off;
 		uint32_t n = (uint32_t)h[1] << 24 | (uint32_t)h[2] << 16 | (uint32_t)h[3] << 8 | h[4];
@@ -782,20 +997,17 @@ static void quick_exec(int argc, char **argv) {
 			lost(why);
 		}
 		while (in_len - in_off < 5 + (size_t)n) {
-			int r = fill();
-			if (r == 0)
-				lost("read exec frame: unexpected EOF");
-			if (r < 0)
-				lost_errno(errno);
+			if (fill() <= 0)
+				lost("read exec frame: unexpected EOF"); // ReadFrame's, whatever the error
 		}
 		const char *p = in + in_off + 5;
 		in_off += 5 + (size_t)n;
 		switch (stream) {
 		case STREAM_STDOUT:
-			write_all(1, p, n);
+			write_all(1, p, n, 1);
 			break;
 		case STREAM_STDERR:
-			write_all(2, p, n);
+			write_all(2, p, n, 1);
 			break;
 		case STREAM_STATUS: {
 			long long code = 0;
@@ -822,7 +1034,7 @@ to_go:
 	sigpending(&pending);
 	for (int i = 0; i < 3; i++) {
 		if (sigismember(&pending, sigs[i]) && !sigismember(&orig, sigs[i]))
-			fail("interrupted before the daemon answered", 130);
+			fail(INTERRUPTED_BEFORE, 130);
 	}
 	for (int i = 0; i < 3; i++)
 		sigaction(sigs[i], &old[i], NULL);
@@ -835,9 +1047,16 @@ __attribute__((constructor)) static void staticpodd_quick_exec(int argc, char **
 	(void)envp;
 	if (argc < 2 || strcmp(argv[1], "exec") != 0)
 		return;
-	const char *base = strrchr(argv[0], '/');
-	base = base ? base + 1 : argv[0];
-	if (strcmp(base, KUBELET_NAME) == 0)
+	// filepath.Base(argv[0]), as main takes it: trailing slashes dropped.
+	size_t n = strlen(argv[0]);
+	while (n > 1 && argv[0][n - 1] == '/')
+		n--;
+	const char *base = argv[0];
+	for (size_t i = 0; i < n; i++) {
+		if (argv[0][i] == '/' && i + 1 < n)
+			base = argv[0] + i + 1;
+	}
+	if ((size_t)(argv[0] + n - base) == strlen(KUBELET_NAME) && strncmp(base, KUBELET_NAME, strlen(KUBELET_NAME)) == 0)
 		return;
 	quick_exec(argc, argv);
 }

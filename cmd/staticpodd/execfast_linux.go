@@ -10,11 +10,14 @@ package main
 // initializers cost several times what the exec itself costs the CLI
 // (docs/benchmarks.md). Everything else is left to Go, before anything has
 // run: another shape of arguments (and the hidden --test-exec-in-go, which
-// tests use to compare the two), a run dir that is not absolute and clean,
-// no daemon listening (the records answer), a failure to connect, send or
-// read the answer, and any answer but 101 (the exec is asked again, and Go
-// says why it was refused). The wait for the answer (10 s) and an interrupt
-// are said and ended here, as exec.go says them.
+// tests use to compare the two), a closed stdin, stdout or stderr, a run
+// dir that is not absolute and clean, no daemon listening (the records
+// answer), a failure to connect, send or read the answer, and any answer
+// but 101 (the exec is asked again, and Go says why it was refused). Once
+// the status line says 101 the exec is the quick exec's to the end: the
+// daemon may have started the command. As in Go, an interrupt (SIGINT,
+// SIGTERM, SIGHUP) closes the connection at once, and a write to a stdout or
+// stderr whose reader is gone ends the process by SIGPIPE.
 
 // #cgo CFLAGS: -O2 -Wall -Wextra -Wno-unused-parameter
 // extern const char *staticpodd_quick_exec_names[7];
