@@ -36,15 +36,19 @@ func execOut(d *daemon, stdin string, args ...string) (string, string, int) {
 	return out.String(), errOut.String(), cmd.ProcessState.ExitCode()
 }
 
+// webWithSide is the pod web: its main container and side, which runs as
+// uid 1000.
+var webWithSide = sleeper("web", `  - name: side
+    image: busybox
+    command: ["sh", "-c", "trap 'exit 0' TERM; while true; do sleep 1 & wait $!; done"]
+    securityContext: {runAsUser: 1000}
+`)
+
 func TestExec(t *testing.T) {
 	t.Parallel()
 	d := newDaemon(t)
 	d.Start()
-	d.WriteManifest("web.yaml", sleeper("web", `  - name: side
-    image: busybox
-    command: ["sh", "-c", "trap 'exit 0' TERM; while true; do sleep 1 & wait $!; done"]
-    securityContext: {runAsUser: 1000}
-`))
+	d.WriteManifest("web.yaml", webWithSide)
 	d.WriteManifest("job.yaml", `apiVersion: v1
 kind: Pod
 metadata: {name: job}

@@ -97,11 +97,7 @@ func TestQuickExecAgreesWithGo(t *testing.T) {
 	t.Parallel()
 	d := newDaemon(t)
 	d.Start()
-	d.WriteManifest("web.yaml", sleeper("web", `  - name: side
-    image: busybox
-    command: ["sh", "-c", "trap 'exit 0' TERM; while true; do sleep 1 & wait $!; done"]
-    securityContext: {runAsUser: 1000}
-`))
+	d.WriteManifest("web.yaml", webWithSide)
 	pod := d.WaitRunning("web", 30*time.Second)
 	dirs := []string{"--root-dir", d.RootDir, "--run-dir", d.RunDir}
 	hostile := "\x1b]0;owned\x07\xff\xc2\x85\u202e-\u00a0x"
