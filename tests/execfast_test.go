@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -116,10 +117,10 @@ func TestQuickExecAgreesWithGo(t *testing.T) {
 		{[]string{"web", "-c", "main", "--", "/etc"}, true, 126},
 		{[]string{"web", "-c", "main", "--", hostile}, true, 127},
 		{[]string{"web", "-c", "main", "--", "echo", "a b&c=d?e%f+g", "", "\n"}, true, 0},
-		// Refused: left to Go, which asks again and says why.
-		{[]string{"web", "-c", "nope", "--", "true"}, false, 1},
-		{[]string{"nope", "--", "true"}, false, 1},
-		{[]string{"web", "-n", "elsewhere", "--", "true"}, false, 1},
+		// Refused: said as Go says it.
+		{[]string{"web", "-c", "nope", "--", "true"}, true, 1},
+		{[]string{"nope", "--", "true"}, true, 1},
+		{[]string{"web", "-n", "elsewhere", "--", "true"}, true, 1},
 		// Shapes the quick exec does not take.
 		{[]string{"-i", "web", "--", "true"}, false, 0},
 		{[]string{"-cmain", "web", "--", "true"}, false, 0},
@@ -225,6 +226,21 @@ func TestQuickExecAgainstAHostileDaemon(t *testing.T) {
 		{"a header line without a colon", answer101 + "Bad header\r\n\r\n" + string(frame(3, `{"exitCode":0}`)), 1,
 			"staticpodd: read exec answer: malformed MIME header: missing colon: \"Bad header\"\n"},
 		{"a 101 cut short", "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\n", 1, "staticpodd: read exec answer: unexpected EOF\n"},
+		{"a 101 line cut by the end", "HTTP/1.1 101", 1, "staticpodd: read exec answer: unexpected EOF\n"},
+		{"spaces before the code", "HTTP/1.1   101 Switching Protocols\r\n\r\n" + string(frame(3, `{"exitCode":0}`)), 0, ""},
+		{"another HTTP version", "HTTP/1.2 101 Switching Protocols\r\n\r\n" + string(frame(3, `{"exitCode":0}`)), 0, ""},
+		{"a note continued", answer101 + "Staticpodd-Note: Defaulted container \r\n \t \"main\" out of:\r\n\tmain, side\r\n\r\n" + string(frame(3, `{"exitCode":0}`)), 0,
+			"Defaulted container \"main\" out of: main, side\n"},
+		{"a space before a colon", answer101 + "X-Extra : 1\r\n\r\n" + string(frame(3, `{"exitCode":0}`)), 0, ""},
+		{"an empty key", answer101 + ": 1\r\n\r\n" + string(frame(3, `{"exitCode":0}`)), 1,
+			"staticpodd: read exec answer: malformed MIME header line: \": 1\"\n"},
+		{"a right-to-left override in a bad line", answer101 + "Bad\u202eline\r\n\r\n", 1,
+			"staticpodd: read exec answer: malformed MIME header: missing colon: \"Bad\\u202eline\"\n"},
+		{"a refusal", "HTTP/1.1 409 Conflict\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: 25\r\n\r\n \u00a0not running\x1b[31m, no\n\n", 1,
+			"staticpodd: not running\\x1b[31m, no\n"},
+		{"a refusal to the end", "HTTP/1.1 404 Not Found\r\n\r\n" + strings.Repeat("long ", 1000), 1,
+			"staticpodd: " + strings.TrimSpace(strings.Repeat("long ", 1000)[:4096]) + "\n"},
+		{"a status nested as deep as it may be", answer101 + "\r\n" + string(frame(3, `{"exitCode":6,"x":`+strings.Repeat("[", 9999)+strings.Repeat("]", 9999)+`}`)), 6, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -478,5 +494,122 @@ func TestQuickExecKubeletPersonality(t *testing.T) {
 	case line := <-got:
 		t.Errorf("the daemon was asked %q", line)
 	default:
+	}
+}
+
+// TestQuickExecStatusTooDeep: a status nested deeper than encoding/json
+// takes is not read, both ways (the wording of why differs).
+func TestQuickExecStatusTooDeep(t *testing.T) {
+	t.Parallel()
+	dir, _ := fakeExecDaemon(t, func(c net.Conn) {
+		io.WriteString(c, answer101+"\r\n"+string(frame(3, `{"exitCode":0,"x":`+strings.Repeat("[", 10000)+strings.Repeat("]", 10000)+`}`)))
+	})
+	for _, inGo := range []bool{false, true} {
+		r := runExecWay(t, inGo, nil, nil, "--run-dir", dir, "web", "--", "true")
+		if r.code != 1 || !strings.HasPrefix(r.stderr, "staticpodd: decode the exit status: ") || r.goStarted != inGo {
+			t.Errorf("in Go %v: exit %d, stderr %q, Go started %v; want 1 and decode the exit status", inGo, r.code, r.stderr, r.goStarted)
+		}
+	}
+}
+
+// TestQuickExecSignalsGoIgnores: the signals the Go runtime catches and
+// does nothing with (SIGUSR1, an inherited alarm's SIGALRM, SIGXFSZ past a
+// file size limit, SIGPWR, the real-time ones) do not end the exec, nor kill
+// its command; both ways.
+func TestQuickExecSignalsGoIgnores(t *testing.T) {
+	t.Parallel()
+	sigs := []syscall.Signal{syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGALRM, syscall.SIGXFSZ, syscall.SIGPWR, syscall.SIGVTALRM, syscall.Signal(40)}
+	for _, inGo := range []bool{false, true} {
+		proceed := make(chan struct{})
+		dir, _ := fakeExecDaemon(t, func(c net.Conn) {
+			io.WriteString(c, answer101+"\r\n"+string(frame(1, "start\n")))
+			<-proceed
+			io.WriteString(c, string(frame(1, "end\n"))+string(frame(3, `{"exitCode":0}`)))
+		})
+		a := []string{"exec", "--run-dir", dir, "web", "--", "true"}
+		if inGo {
+			a = append([]string{"exec", "--test-exec-in-go"}, a[1:]...)
+		}
+		cmd := exec.Command(testdaemon.Bin, a...)
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		br := bufio.NewReader(out)
+		if line, _ := br.ReadString('\n'); line != "start\n" {
+			t.Fatalf("stdout %q", line)
+		}
+		for _, sig := range sigs {
+			cmd.Process.Signal(sig)
+		}
+		// Each taken: none pending any more (or the process gone).
+		deadline := time.Now().Add(10 * time.Second)
+		for pendingSignals(cmd.Process.Pid)&sigMask(sigs) != 0 && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+		close(proceed)
+		rest, _ := io.ReadAll(br)
+		waitBounded(t, cmd)
+		if st := cmd.ProcessState; st.ExitCode() != 0 || string(rest) != "end\n" {
+			t.Errorf("in Go %v: %v after the signals, the rest of stdout %q; want exit 0 and end", inGo, st, rest)
+		}
+	}
+}
+
+func sigMask(sigs []syscall.Signal) uint64 {
+	var m uint64
+	for _, s := range sigs {
+		m |= 1 << (uint(s) - 1)
+	}
+	return m
+}
+
+// pendingSignals is the set of signals pending for pid (its process's and
+// its threads'), 0 once it is gone.
+func pendingSignals(pid int) uint64 {
+	var m uint64
+	tasks, _ := filepath.Glob(filepath.Join("/proc", strconv.Itoa(pid), "task", "*", "status"))
+	for _, f := range tasks {
+		b, _ := os.ReadFile(f)
+		for _, line := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok && (k == "SigPnd" || k == "ShdPnd") {
+				n, _ := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+				m |= n
+			}
+		}
+	}
+	return m
+}
+
+// TestQuickExecReadErrorNamesTheSocketAsGo: a connection reset after the
+// 101 is said with the socket's path as filepath.Join makes it, both ways.
+func TestQuickExecReadErrorNamesTheSocketAsGo(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	l, err := net.Listen("unix", filepath.Join(dir, "staticpodd.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			// The request read in part: closing with the rest unread resets
+			// the connection.
+			c.Read(make([]byte, 8))
+			io.WriteString(c, answer101+"\r\n"+string(frame(1, "x")))
+			c.Close()
+		}
+	}()
+	runDir := strings.ReplaceAll(dir, "/", "//") + "//"
+	r := compareWays(t, nil, true, "--run-dir", runDir, "web", "--", "true")
+	if want := "staticpodd: connection to the daemon lost before the command's exit status came: read unix @->" + filepath.Join(dir, "staticpodd.sock") + ": read: connection reset by peer\n"; r.stderr != want {
+		t.Errorf("stderr %q, want %q", r.stderr, want)
 	}
 }

@@ -56,6 +56,22 @@ static void on_signal(int sig) {
 	errno = saved;
 }
 
+static void on_nothing(int sig) { (void)sig; }
+
+// go_takes_no_action says the Go runtime catches sig and, with no
+// signal.Notify for it, does nothing (runtime/sigtab_linux_generic.go:
+// _SigNotify alone, and SIGPROF while not profiling); the real-time signals
+// from 34, the two below being the C library's.
+#define NOP_SIGNALS 64
+static int go_takes_no_action(int sig) {
+	switch (sig) {
+	case SIGUSR1: case SIGUSR2: case SIGALRM: case SIGXCPU: case SIGXFSZ: case SIGVTALRM: case SIGIO: case SIGPWR:
+	case SIGPROF:
+		return 1;
+	}
+	return sig >= 34 && sig >= SIGRTMIN && sig <= SIGRTMAX;
+}
+
 #define INTERRUPTED_BEFORE "interrupted before the daemon answered"
 #define INTERRUPTED_AFTER "interrupted; the command was killed"
 static void fail(const char *msg, int code) __attribute__((noreturn));
@@ -521,12 +537,7 @@ static int json_number(struct json *j, long long *v, int *isint) {
 	return 1;
 }
 
-// json_skip skips one value, checking its syntax; depth bounds the nesting
-// (encoding/json's is 10000).
-static int json_skip(struct json *j, int depth) {
-	json_ws(j);
-	if (j->p >= j->end || depth > 10000)
-		return 0;
+static int json_scalar(struct json *j) {
 	unsigned char c = *j->p;
 	if (c == '"') {
 		struct buf s = {0};
@@ -539,37 +550,65 @@ static int json_skip(struct json *j, int depth) {
 		int isint;
 		return json_number(j, &v, &isint);
 	}
-	if (c != '{' && c != '[')
-		return json_skip_literal(j);
-	unsigned char close = c == '{' ? '}' : ']';
-	j->p++;
+	return json_skip_literal(j);
+}
+
+static int json_key(struct json *j) {
+	struct buf key = {0};
 	json_ws(j);
-	if (j->p < j->end && *j->p == close) {
-		j->p++;
-		return 1;
-	}
+	int ok = json_string(j, &key);
+	free(key.p);
+	json_ws(j);
+	return ok && j->p < j->end && *j->p++ == ':';
+}
+
+// json_skip skips one value, checking its syntax, without recursion; depth
+// is how many objects and arrays are open around it: encoding/json takes
+// 10000 at the most.
+#define JSON_MAX_DEPTH 10000
+static int json_skip(struct json *j, int depth) {
+	static unsigned char open[JSON_MAX_DEPTH + 1]; // each open one's closing character
+	int top = 0;
 	for (;;) {
-		if (c == '{') {
-			struct buf key = {0};
-			json_ws(j);
-			int ok = json_string(j, &key);
-			free(key.p);
-			json_ws(j);
-			if (!ok || j->p >= j->end || *j->p++ != ':')
-				return 0;
-		}
-		if (!json_skip(j, depth + 1))
-			return 0;
 		json_ws(j);
-		if (j->p < j->end && *j->p == ',') {
+		if (j->p >= j->end)
+			return 0;
+		unsigned char c = *j->p;
+		if (c == '{' || c == '[') {
+			if (depth + top + 1 > JSON_MAX_DEPTH)
+				return 0;
 			j->p++;
-			continue;
+			open[top++] = c == '{' ? '}' : ']';
+			json_ws(j);
+			if (j->p < j->end && *j->p == open[top - 1]) {
+				j->p++;
+				top--;
+			} else {
+				if (c == '{' && !json_key(j))
+					return 0;
+				continue; // its first value
+			}
+		} else if (!json_scalar(j)) {
+			return 0;
 		}
-		if (j->p < j->end && *j->p == close) {
-			j->p++;
-			return 1;
+		// After a value: the next of the innermost open one, or its end.
+		for (;;) {
+			if (top == 0)
+				return 1;
+			json_ws(j);
+			if (j->p < j->end && *j->p == ',') {
+				j->p++;
+				if (open[top - 1] == '}' && !json_key(j))
+					return 0;
+				break;
+			}
+			if (j->p < j->end && *j->p == open[top - 1]) {
+				j->p++;
+				top--;
+				continue;
+			}
+			return 0;
 		}
-		return 0;
 	}
 }
 
@@ -644,15 +683,17 @@ end:
 }
 
 // go_quote appends p quoted as strconv.Quote does for ASCII (a byte that
-// is not UTF-8 as \xNN, a control as its escape); other characters it
-// keeps but the C1 controls, which it writes as \u00NN.
+// is not UTF-8 as \xNN, a control as its escape). Every other character it
+// writes as an escape too (strconv keeps those unicode.IsPrint allows): the
+// line comes from a daemon that sent a malformed header, and a character
+// such as U+202E must not reach the terminal as it is.
 static void go_quote(struct buf *b, const char *p, size_t n) {
 	static const char hex[] = "0123456789abcdef";
 	const unsigned char *u = (const unsigned char *)p;
 	puts_(b, "\"");
 	for (size_t i = 0, w; i < n; i += w) {
 		uint32_t r = decode_rune(u + i, n - i, &w);
-		char e[8] = {'\\'};
+		char e[12] = {'\\'};
 		if (r == 0xFFFD && w == 1) {
 			e[1] = 'x';
 			e[2] = hex[u[i] >> 4];
@@ -661,9 +702,9 @@ static void go_quote(struct buf *b, const char *p, size_t n) {
 		} else if (r == '"' || r == '\\') {
 			e[1] = (char)r;
 			put(b, e, 2);
-		} else if ((r >= 0x20 && r < 0x7F) || r >= 0xA0) {
+		} else if (r >= 0x20 && r < 0x7F) {
 			put(b, u + i, w);
-		} else if (r == '\a' || r == '\b' || r == '\f' || r == '\n' || r == '\r' || r == '\t' || r == '\v') {
+		} else if (r >= '\a' && r <= '\r') {
 			e[1] = "abtnvfr"[r - '\a'];
 			put(b, e, 2);
 		} else if (r < 0x80) {
@@ -672,10 +713,11 @@ static void go_quote(struct buf *b, const char *p, size_t n) {
 			e[3] = hex[r & 0xF];
 			put(b, e, 4);
 		} else {
-			memcpy(e + 1, "u00", 3);
-			e[4] = hex[r >> 4];
-			e[5] = hex[r & 0xF];
-			put(b, e, 6);
+			int digits = r < 0x10000 ? 4 : 8;
+			e[1] = digits == 4 ? 'u' : 'U';
+			for (int k = 0; k < digits; k++)
+				e[2 + k] = hex[(r >> (4 * (digits - 1 - k))) & 0xF];
+			put(b, e, (size_t)(2 + digits));
 		}
 	}
 	puts_(b, "\"");
@@ -708,59 +750,114 @@ static size_t header_end(const char *p, size_t n) {
 	return 0;
 }
 
-// is_101 says the answer's status line, as far as it has come, is a 101:
-// once it is, the daemon may have started the command, and the exec is
-// this process's to end, never Go's to ask again.
-static int is_101(const char *p, size_t n) {
-	return n >= 13 && (memcmp(p, "HTTP/1.1 101", 12) == 0 || memcmp(p, "HTTP/1.0 101", 12) == 0) &&
-	       (p[12] == ' ' || p[12] == '\r' || p[12] == '\n');
+// status_code is the answer's status code as http.ReadResponse reads its
+// first line (p[0:n], up to \n or, at the connection's end, all of it):
+// "HTTP/d.d", a space, spaces, three digits, then a space or the end; -1
+// for a line it would not take.
+static int status_code(const char *p, size_t n) {
+	const char *nl = memchr(p, '\n', n);
+	size_t len = nl ? (size_t)(nl - p) : n;
+	if (len > 0 && p[len - 1] == '\r')
+		len--;
+	const char *sp = memchr(p, ' ', len);
+	if (!sp || sp - p != 8 || memcmp(p, "HTTP/", 5) != 0 || p[5] < '0' || p[5] > '9' || p[6] != '.' || p[7] < '0' ||
+	    p[7] > '9')
+		return -1;
+	const char *c = sp, *e = p + len;
+	while (c < e && *c == ' ')
+		c++;
+	if (e - c < 3 || (e - c > 3 && c[3] != ' '))
+		return -1;
+	for (int k = 0; k < 3; k++) {
+		if (c[k] < '0' || c[k] > '9')
+			return -1;
+	}
+	return (c[0] - '0') * 100 + (c[1] - '0') * 10 + (c[2] - '0');
 }
 
-static int token_byte(unsigned char c) {
+static int header_field_byte(unsigned char c) {
 	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
 	       (c && strchr("!#$%&'*+-.^_`|~", c));
 }
 
-// read_note checks the header lines of a 101 (p[0:n], the status line
-// first) as textproto.ReadMIMEHeader does, and returns the note's value,
-// trimmed, in *note (NULL when there is none).
-static void read_note(const char *p, size_t n, const char **note, size_t *nlen) {
-	*note = NULL;
-	*nlen = 0;
-	const char *nl = memchr(p, '\n', n);
-	for (size_t i = (size_t)(nl - p) + 1, first = 1; i < n; first = 0) {
-		nl = memchr(p + i, '\n', n - i);
-		const char *line = p + i;
-		size_t len = (size_t)(nl - line);
-		i += len + 1;
-		if (len > 0 && line[len - 1] == '\r')
-			len--;
-		while (len > 0 && (line[len - 1] == ' ' || line[len - 1] == '\t'))
-			len--;
-		if (len == 0)
-			return;
-		if (first && (line[0] == ' ' || line[0] == '\t'))
+// header_line is one line of the header at p[*i:n], without its \n and the
+// \r before it; *i moves past it.
+static const char *header_line(const char *p, size_t n, size_t *i, size_t *len) {
+	const char *line = p + *i, *nl = memchr(line, '\n', n - *i);
+	*len = (size_t)(nl - line);
+	*i += *len + 1;
+	if (*len > 0 && line[*len - 1] == '\r')
+		(*len)--;
+	return line;
+}
+
+static void trim_sp(const char **p, size_t *n) {
+	while (*n > 0 && (**p == ' ' || **p == '\t')) {
+		(*p)++;
+		(*n)--;
+	}
+	while (*n > 0 && ((*p)[*n - 1] == ' ' || (*p)[*n - 1] == '\t'))
+		(*n)--;
+}
+
+// read_header checks the header lines of an answer (p[0:n] is its header,
+// the status line first, ending with the empty line) as
+// textproto.ReadMIMEHeader does, continuation lines folded, and returns the
+// value of the header key (a header's key as http.Header.Get matches it)
+// in *value (NULL when there is none). A malformed header ends the exec
+// with textproto's message when fail_on_error is set; else it returns 0.
+static int read_header(const char *p, size_t n, const char *key, struct buf *value, int fail_on_error) {
+	size_t i = 0, len;
+	header_line(p, n, &i, &len); // the status line
+	for (int first = 1;; first = 0) {
+		const char *line = header_line(p, n, &i, &len);
+		if (first && len > 0 && (line[0] == ' ' || line[0] == '\t')) {
+			if (!fail_on_error)
+				return 0;
+			if (len > 80)
+				fail("read exec answer: message too large", 1);
 			answer_malformed("malformed MIME header initial line: ", line, len);
-		const char *colon = memchr(line, ':', len);
-		if (!colon)
+		}
+		if (len == 0)
+			return 1;
+		if (!memchr(line, ':', len)) {
+			if (!fail_on_error)
+				return 0;
 			answer_malformed("malformed MIME header: missing colon: ", line, len);
-		size_t klen = (size_t)(colon - line);
-		for (size_t k = 0; k < klen; k++) {
-			if (!token_byte((unsigned char)line[k]))
-				answer_malformed("malformed MIME header line: ", line, len);
 		}
-		const char *v = colon + 1, *e = line + len;
-		for (const char *c = v; c < e; c++) {
-			unsigned char u = (unsigned char)*c;
-			if ((u < 0x20 && u != '\t') || u == 0x7F)
-				answer_malformed("malformed MIME header line: ", line, len);
+		// The line and its continuations, each trimmed, joined by a space.
+		struct buf kv = {0};
+		const char *t = line;
+		size_t tl = len;
+		trim_sp(&t, &tl);
+		put(&kv, t, tl);
+		while (i < n && (p[i] == ' ' || p[i] == '\t')) {
+			while (i < n && (p[i] == ' ' || p[i] == '\t'))
+				i++;
+			const char *c = header_line(p, n, &i, &tl);
+			trim_sp(&c, &tl);
+			puts_(&kv, " ");
+			put(&kv, c, tl);
 		}
-		while (v < e && (*v == ' ' || *v == '\t'))
-			v++;
-		if (!*note && klen == strlen(NOTE_HEADER) && strncasecmp(line, NOTE_HEADER, klen) == 0) {
-			*note = v;
-			*nlen = (size_t)(e - v);
+		const char *colon = memchr(kv.p, ':', kv.len);
+		size_t klen = (size_t)(colon - kv.p);
+		int ok = klen > 0;
+		for (size_t k = 0; k < klen && ok; k++)
+			ok = header_field_byte((unsigned char)kv.p[k]) || kv.p[k] == ' ';
+		for (const char *c = colon + 1; c < kv.p + kv.len && ok; c++)
+			ok = !(((unsigned char)*c < 0x20 && *c != '\t') || *c == 0x7F);
+		if (!ok) {
+			if (!fail_on_error)
+				return 0;
+			answer_malformed("malformed MIME header line: ", kv.p, kv.len);
 		}
+		if (!value->p && klen == strlen(key) && strncasecmp(kv.p, key, klen) == 0) {
+			const char *v = colon + 1;
+			while (v < kv.p + kv.len && (*v == ' ' || *v == '\t'))
+				v++;
+			put(value, v, (size_t)(kv.p + kv.len - v));
+		}
+		free(kv.p);
 	}
 }
 
@@ -841,6 +938,79 @@ static int run_dir_ok(const char *d) {
 	return 1;
 }
 
+// unicode_space is unicode.IsSpace for the rune r.
+static int unicode_space(uint32_t r) {
+	return (r >= '\t' && r <= '\r') || r == ' ' || r == 0x85 || r == 0xA0 || r == 0x1680 || (r >= 0x2000 && r <= 0x200A) ||
+	       r == 0x2028 || r == 0x2029 || r == 0x202F || r == 0x205F || r == 0x3000;
+}
+
+// trim_space is strings.TrimSpace.
+static void trim_space(const char **p, size_t *n) {
+	const unsigned char *u = (const unsigned char *)*p;
+	size_t w, start = 0, end = *n;
+	while (start < end && unicode_space(decode_rune(u + start, end - start, &w)))
+		start += w;
+	while (end > start) {
+		size_t k = end - 1; // the last rune's start
+		while (k > start && end - k < 4 && (u[k] & 0xC0) == 0x80)
+			k--;
+		uint32_t r = decode_rune(u + k, end - k, &w);
+		if (k + w != end) { // not one rune: its last byte is one of its own
+			k = end - 1;
+			r = decode_rune(u + k, 1, &w);
+		}
+		if (!unicode_space(r))
+			break;
+		end = k;
+	}
+	*p += start;
+	*n = end - start;
+}
+
+// refused says an answer other than 101, as exec.go says server.StartExec's
+// RefusedError (the first 4096 bytes of its body, trimmed), and exits 1;
+// nothing ran. It returns, leaving the exec to Go, for a daemon from
+// before POST /exec (404 "404 page not found", which the Go exec answers
+// by finding the pod itself) and for an answer whose body it does not read
+// (chunked, or a header textproto would not take): Go asks again.
+static void refused(int code, size_t hdr, const struct timespec *deadline) {
+	struct buf te = {0}, cl = {0};
+	if (code < 0 || !read_header(in, hdr, "Transfer-Encoding", &te, 0) || te.p ||
+	    !read_header(in, hdr, "Content-Length", &cl, 0))
+		return;
+	// The body: Content-Length's bytes, else up to the end of the
+	// connection; no more than 4096 (io.LimitReader), until the deadline.
+	size_t want = 4096;
+	if (cl.p) {
+		char *e;
+		errno = 0;
+		unsigned long long v = strtoull(cl.p, &e, 10);
+		if (cl.len == 0 || *e || errno || cl.p[0] < '0' || cl.p[0] > '9')
+			return;
+		if (v < want)
+			want = (size_t)v;
+	}
+	while (in_len - hdr < want) {
+		if (in_len == sizeof in)
+			break;
+		ssize_t n = read(conn, in + in_len, sizeof in - in_len);
+		if (n > 0)
+			in_len += (size_t)n;
+		else if (n < 0 && errno == EINTR)
+			continue;
+		else if (n < 0 && errno == EAGAIN && wait_for(POLLIN, deadline, INTERRUPTED_BEFORE))
+			continue;
+		else
+			break; // the end, an error or the deadline: what came is the message, as io.ReadAll's error is dropped
+	}
+	const char *msg = in + hdr;
+	size_t n = in_len - hdr < want ? in_len - hdr : want;
+	trim_space(&msg, &n);
+	if (code == 404 && n == strlen("404 page not found") && memcmp(msg, "404 page not found", n) == 0)
+		return;
+	say_exit(msg, n, 1);
+}
+
 static void quick_exec(int argc, char **argv) {
 	struct args a;
 	if (!parse_args(argc, argv, &a))
@@ -859,14 +1029,19 @@ static void quick_exec(int argc, char **argv) {
 	}
 	if (!run_dir_ok(run_dir))
 		return;
-	size_t dlen = strlen(run_dir);
-	while (dlen > 1 && run_dir[dlen - 1] == '/')
-		dlen--;
-	if (dlen + 1 + strlen(SOCKET_NAME) >= sizeof addr.sun_path)
-		return;
-	memcpy(addr.sun_path, run_dir, dlen);
-	addr.sun_path[dlen] = '/';
-	strcpy(addr.sun_path + dlen + 1, SOCKET_NAME);
+	// filepath.Join(run_dir, SOCKET_NAME): slashes not repeated (run_dir_ok
+	// took out the . and .. a Join would clean too).
+	size_t dlen = 0;
+	for (const char *c = run_dir; *c; c++) {
+		if (*c == '/' && dlen > 0 && addr.sun_path[dlen - 1] == '/')
+			continue;
+		if (dlen + 2 + strlen(SOCKET_NAME) >= sizeof addr.sun_path)
+			return;
+		addr.sun_path[dlen++] = *c;
+	}
+	if (addr.sun_path[dlen - 1] != '/')
+		addr.sun_path[dlen++] = '/';
+	strcpy(addr.sun_path + dlen, SOCKET_NAME);
 
 	// The request, as exec.go's query and server.StartExec write it.
 	struct buf req = {0};
@@ -897,6 +1072,20 @@ static void quick_exec(int argc, char **argv) {
 	int sigs[3] = {SIGINT, SIGTERM, SIGHUP};
 	for (int i = 0; i < 3; i++)
 		sigaction(sigs[i], &sa, &old[i]);
+	// The signals the Go runtime catches and takes no action on, unless a
+	// program asks for them (SIGUSR1, SIGALRM from an inherited alarm,
+	// SIGXFSZ past a file size limit, ...): a handler that does nothing,
+	// where their default would end the exec and kill the command.
+	// (SIGQUIT still ends it as its default does; Go's dumps its goroutines
+	// and exits 2.)
+	struct sigaction nop = {.sa_handler = on_nothing, .sa_flags = SA_RESTART}, old_nop[NOP_SIGNALS];
+	int nops[NOP_SIGNALS], nnop = 0;
+	for (int sig = 1; sig < NSIG && nnop < NOP_SIGNALS; sig++) {
+		if (go_takes_no_action(sig)) {
+			nops[nnop] = sig;
+			sigaction(sig, &nop, &old_nop[nnop++]);
+		}
+	}
 
 	struct timespec deadline;
 	clock_gettime(CLOCK_MONOTONIC, &deadline);
@@ -929,7 +1118,7 @@ static void quick_exec(int argc, char **argv) {
 		if ((hdr = header_end(in, in_len)) != 0)
 			break;
 		if (in_len == sizeof in) { // the status line, two headers and a note
-			if (is_101(in, in_len))
+			if (status_code(in, in_len) == 101)
 				fail("read exec answer: the daemon's header is longer than 96 KiB", 1);
 			goto to_go;
 		}
@@ -941,7 +1130,8 @@ static void quick_exec(int argc, char **argv) {
 		} else if (n < 0 && errno == EAGAIN) {
 			if (!wait_for(POLLIN, &deadline, INTERRUPTED_BEFORE))
 				fail("the daemon did not answer the exec within " ANSWER_TIMEOUT_TEXT, 1);
-		} else if (is_101(in, in_len)) {
+		} else if (in_len > 0 && status_code(in, in_len) == 101) {
+			// http.ReadResponse takes a first line cut short by the end.
 			if (n < 0)
 				read_failed("read exec answer: ", errno);
 			fail("read exec answer: unexpected EOF", 1);
@@ -949,20 +1139,23 @@ static void quick_exec(int argc, char **argv) {
 			goto to_go;
 		}
 	}
-	if (!is_101(in, hdr))
+	int code = status_code(in, hdr);
+	if (code != 101) {
+		refused(code, hdr, &deadline);
 		goto to_go;
+	}
 	// From here on an interrupt shuts the connection down where it comes.
 	sigprocmask(SIG_SETMASK, &waitmask, NULL);
-	const char *note;
-	size_t nlen;
-	read_note(in, hdr, &note, &nlen);
-	if (note && nlen > 0) {
+	struct buf note = {0};
+	read_header(in, hdr, NOTE_HEADER, &note, 1);
+	if (note.len > 0) {
 		struct buf b = {0};
-		escape_but(&b, note, nlen, "");
+		escape_but(&b, note.p, note.len, "");
 		puts_(&b, "\n");
 		write_all(2, b.p, b.len, 1);
 		free(b.p);
 	}
+	free(note.p);
 	in_off = hdr;
 
 	// The frames, until the status.
@@ -1038,6 +1231,8 @@ to_go:
 	}
 	for (int i = 0; i < 3; i++)
 		sigaction(sigs[i], &old[i], NULL);
+	for (int i = 0; i < nnop; i++)
+		sigaction(nops[i], &old_nop[i], NULL);
 	sigprocmask(SIG_SETMASK, &orig, NULL);
 }
 

@@ -4,20 +4,18 @@ package main
 
 // The quick exec (execfast.c) is `staticpodd exec POD [-c NAME] [-n NS] --
 // COMMAND...` without -i or -t, served by a C constructor before the Go
-// runtime starts: it sends exec.go's request, and once the daemon has
-// answered 101 it copies the frames and exits with the command's status,
-// saying what exec.go says. The Go runtime's start and this binary's package
+// runtime starts: it sends exec.go's request, says the daemon's refusal or
+// copies the frames of its 101, and exits with the command's status, saying
+// what exec.go says. The Go runtime's start and this binary's package
 // initializers cost several times what the exec itself costs the CLI
-// (docs/benchmarks.md). Everything else is left to Go, before anything has
-// run: another shape of arguments (and the hidden --test-exec-in-go, which
-// tests use to compare the two), a closed stdin, stdout or stderr, a run
-// dir that is not absolute and clean, no daemon listening (the records
-// answer), a failure to connect, send or read the answer, and any answer
-// but 101 (the exec is asked again, and Go says why it was refused). Once
-// the status line says 101 the exec is the quick exec's to the end: the
-// daemon may have started the command. As in Go, an interrupt (SIGINT,
-// SIGTERM, SIGHUP) closes the connection at once, and a write to a stdout or
-// stderr whose reader is gone ends the process by SIGPIPE.
+// (docs/benchmarks.md). Left to Go, before anything has run: another shape
+// of arguments (and the hidden --test-exec-in-go, which tests use to compare
+// the two), a closed stdin, stdout or stderr, a run dir that is not absolute
+// and clean, no daemon listening (the records answer), a failure to connect
+// or send, and a refusal it does not read (an older daemon's 404, a chunked
+// body): Go asks again. A status line that says 101 is the quick exec's to
+// the end: the daemon may have started the command. Signals behave as in a
+// Go program (docs/architecture.md, "exec").
 
 // #cgo CFLAGS: -O2 -Wall -Wextra -Wno-unused-parameter
 // extern const char *staticpodd_quick_exec_names[7];
