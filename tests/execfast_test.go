@@ -240,6 +240,18 @@ func TestQuickExecAgainstAHostileDaemon(t *testing.T) {
 			"staticpodd: not running\\x1b[31m, no\n"},
 		{"a refusal to the end", "HTTP/1.1 404 Not Found\r\n\r\n" + strings.Repeat("long ", 1000), 1,
 			"staticpodd: " + strings.TrimSpace(strings.Repeat("long ", 1000)[:4096]) + "\n"},
+		{"a 101 with a transfer encoding", answer101 + "Transfer-Encoding: gzip\r\n\r\n" + string(frame(3, `{"exitCode":0}`)), 1,
+			"staticpodd: read exec answer: unsupported transfer encoding: \"gzip\"\n"},
+		{"a 101 with a bad length", answer101 + "Content-Length: x\r\n\r\n" + string(frame(3, `{"exitCode":0}`)), 1,
+			"staticpodd: read exec answer: bad Content-Length \"x\"\n"},
+		{"two lengths", answer101 + "Content-Length: 1\r\nContent-Length: 2\r\n\r\n" + string(frame(3, `{"exitCode":0}`)), 1,
+			"staticpodd: read exec answer: http: message cannot contain multiple Content-Length headers; got [\"1\" \"2\"]\n"},
+		{"a length past int64", "HTTP/1.1 409 Conflict\r\nContent-Length: 9223372036854775808\r\n\r\nno way!", 1,
+			"staticpodd: read exec answer: bad Content-Length \"9223372036854775808\"\n"},
+		{"a 204 with a body", "HTTP/1.1 204 No Content\r\nContent-Length: 5\r\n\r\nhello", 1, ""},
+		{"a status line ending in CR", "HTTP/1.1 101\r", 1, "staticpodd: read exec answer: malformed HTTP status code \"101\\r\"\n"},
+		{"not HTTP", "SSH-2.0-OpenSSH_9.2\r\n", 1, "staticpodd: read exec answer: malformed HTTP response \"SSH-2.0-OpenSSH_9.2\"\n"},
+		{"a refusal with a bad line", "HTTP/1.1 409 Conflict\r\nBad\r\n\r\n", 1, "staticpodd: read exec answer: malformed MIME header: missing colon: \"Bad\"\n"},
 		{"a status nested as deep as it may be", answer101 + "\r\n" + string(frame(3, `{"exitCode":6,"x":`+strings.Repeat("[", 9999)+strings.Repeat("]", 9999)+`}`)), 6, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -518,7 +530,7 @@ func TestQuickExecStatusTooDeep(t *testing.T) {
 // its command; both ways.
 func TestQuickExecSignalsGoIgnores(t *testing.T) {
 	t.Parallel()
-	sigs := []syscall.Signal{syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGALRM, syscall.SIGXFSZ, syscall.SIGPWR, syscall.SIGVTALRM, syscall.Signal(40)}
+	sigs := []syscall.Signal{syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGALRM, syscall.SIGXFSZ, syscall.SIGPWR, syscall.SIGVTALRM, syscall.SIGPIPE, syscall.Signal(40)}
 	for _, inGo := range []bool{false, true} {
 		proceed := make(chan struct{})
 		dir, _ := fakeExecDaemon(t, func(c net.Conn) {

@@ -62,11 +62,12 @@ static void on_nothing(int sig) { (void)sig; }
 // signal.Notify for it, does nothing (runtime/sigtab_linux_generic.go:
 // _SigNotify alone, and SIGPROF while not profiling); the real-time signals
 // from 34, the two below being the C library's.
-#define NOP_SIGNALS 64
+#define NOP_SIGNALS NSIG
 static int go_takes_no_action(int sig) {
 	switch (sig) {
 	case SIGUSR1: case SIGUSR2: case SIGALRM: case SIGXCPU: case SIGXFSZ: case SIGVTALRM: case SIGIO: case SIGPWR:
 	case SIGPROF:
+	case SIGPIPE: // one sent by kill; an EPIPE on stdout or stderr still ends the exec (die_of_sigpipe)
 		return 1;
 	}
 	return sig >= 34 && sig >= SIGRTMIN && sig <= SIGRTMAX;
@@ -750,29 +751,49 @@ static size_t header_end(const char *p, size_t n) {
 	return 0;
 }
 
+static void answer_error(struct buf *b) __attribute__((noreturn));
+
 // status_code is the answer's status code as http.ReadResponse reads its
 // first line (p[0:n], up to \n or, at the connection's end, all of it):
-// "HTTP/d.d", a space, spaces, three digits, then a space or the end; -1
-// for a line it would not take.
+// "HTTP/d.d", a space, spaces, a code of three characters, then a space or
+// the end. A line it would not take ends the exec with its message.
 static int status_code(const char *p, size_t n) {
 	const char *nl = memchr(p, '\n', n);
 	size_t len = nl ? (size_t)(nl - p) : n;
-	if (len > 0 && p[len - 1] == '\r')
+	if (nl && len > 0 && p[len - 1] == '\r') // bufio's ReadLine drops a \r before a \n only
 		len--;
-	const char *sp = memchr(p, ' ', len);
-	if (!sp || sp - p != 8 || memcmp(p, "HTTP/", 5) != 0 || p[5] < '0' || p[5] > '9' || p[6] != '.' || p[7] < '0' ||
-	    p[7] > '9')
-		return -1;
-	const char *c = sp, *e = p + len;
+	struct buf m = {0};
+	const char *sp = memchr(p, ' ', len), *e = p + len;
+	if (!sp) {
+		puts_(&m, "malformed HTTP response ");
+		go_quote(&m, p, len);
+		answer_error(&m);
+	}
+	const char *c = sp;
 	while (c < e && *c == ' ')
 		c++;
-	if (e - c < 3 || (e - c > 3 && c[3] != ' '))
-		return -1;
-	for (int k = 0; k < 3; k++) {
-		if (c[k] < '0' || c[k] > '9')
-			return -1;
+	const char *ce = memchr(c, ' ', (size_t)(e - c));
+	size_t clen = ce ? (size_t)(ce - c) : (size_t)(e - c);
+	// strconv.Atoi of three characters, not negative.
+	int code = 0, ok = clen == 3;
+	for (size_t k = 0; k < clen && ok; k++) {
+		if (k == 0 && c[k] == '+')
+			continue;
+		ok = c[k] >= '0' && c[k] <= '9';
+		code = code * 10 + (c[k] - '0');
 	}
-	return (c[0] - '0') * 100 + (c[1] - '0') * 10 + (c[2] - '0');
+	if (!ok || (c[0] == '+' && clen == 1)) {
+		puts_(&m, "malformed HTTP status code ");
+		go_quote(&m, c, clen);
+		answer_error(&m);
+	}
+	// http.ParseHTTPVersion.
+	if (sp - p != 8 || memcmp(p, "HTTP/", 5) != 0 || p[5] < '0' || p[5] > '9' || p[6] != '.' || p[7] < '0' || p[7] > '9') {
+		puts_(&m, "malformed HTTP version ");
+		go_quote(&m, p, (size_t)(sp - p));
+		answer_error(&m);
+	}
+	return code;
 }
 
 static int header_field_byte(unsigned char c) {
@@ -803,11 +824,16 @@ static void trim_sp(const char **p, size_t *n) {
 // read_header checks the header lines of an answer (p[0:n] is its header,
 // the status line first, ending with the empty line) as
 // textproto.ReadMIMEHeader does, continuation lines folded, and returns the
-// value of the header key (a header's key as http.Header.Get matches it)
-// in *value (NULL when there is none). A malformed header ends the exec
-// with textproto's message when fail_on_error is set; else it returns 0.
-static int read_header(const char *p, size_t n, const char *key, struct buf *value, int fail_on_error) {
+// first max values of the header key (a header's key as http.Header
+// matches it) in vals, and how many it has in *count. A malformed header
+// ends the exec with textproto's message when fail_on_error is set; else it
+// returns 0.
+static int read_header(const char *p, size_t n, const char *key, struct buf *vals, int max, int *count,
+		       int fail_on_error) {
 	size_t i = 0, len;
+	*count = 0;
+	if (!memchr(p, '\n', n))
+		return 0;
 	header_line(p, n, &i, &len); // the status line
 	for (int first = 1;; first = 0) {
 		const char *line = header_line(p, n, &i, &len);
@@ -851,11 +877,13 @@ static int read_header(const char *p, size_t n, const char *key, struct buf *val
 				return 0;
 			answer_malformed("malformed MIME header line: ", kv.p, kv.len);
 		}
-		if (!value->p && klen == strlen(key) && strncasecmp(kv.p, key, klen) == 0) {
+		if (klen == strlen(key) && strncasecmp(kv.p, key, klen) == 0) {
 			const char *v = colon + 1;
 			while (v < kv.p + kv.len && (*v == ' ' || *v == '\t'))
 				v++;
-			put(value, v, (size_t)(kv.p + kv.len - v));
+			if (*count < max)
+				put(&vals[*count], v, (size_t)(kv.p + kv.len - v));
+			(*count)++;
 		}
 		free(kv.p);
 	}
@@ -967,29 +995,99 @@ static void trim_space(const char **p, size_t *n) {
 	*n = end - start;
 }
 
+// quote_list appends vals as fmt's %q writes a []string.
+static void quote_list(struct buf *b, const struct buf *vals, int n) {
+	puts_(b, "[");
+	for (int k = 0; k < n; k++) {
+		if (k > 0)
+			puts_(b, " ");
+		go_quote(b, vals[k].p, vals[k].len);
+	}
+	puts_(b, "]");
+}
+
+static void answer_error(struct buf *b) {
+	struct buf m = {0};
+	puts_(&m, "read exec answer: ");
+	put(&m, b->p, b->len);
+	fail(m.p, 1);
+}
+
+#define BODY_CHUNKED (-1)
+#define BODY_TO_THE_END (-2)
+#define MAX_VALUES 16
+
+// body_length checks an answer's Transfer-Encoding and Content-Length as
+// http.ReadResponse does (readTransfer, fixLength), ending the exec with
+// its message where it would fail, and returns the body's length,
+// BODY_CHUNKED or BODY_TO_THE_END; -3 for an answer whose headers it does
+// not read (more of one than it keeps), which it leaves to Go.
+static long long body_length(int code, size_t hdr) {
+	struct buf te[MAX_VALUES] = {{0}}, cl[MAX_VALUES] = {{0}}, m = {0};
+	int nte, ncl, chunked = 0;
+	read_header(in, hdr, "Transfer-Encoding", te, MAX_VALUES, &nte, 1);
+	read_header(in, hdr, "Content-Length", cl, MAX_VALUES, &ncl, 1);
+	if (nte > MAX_VALUES || ncl > MAX_VALUES)
+		return -3;
+	int http11 = in[5] > '1' || (in[5] == '1' && in[7] >= '1'); // status_code checked "HTTP/d.d"
+	if (nte > 0 && http11) {
+		if (nte != 1) {
+			puts_(&m, "too many transfer encodings: ");
+			quote_list(&m, te, nte);
+			answer_error(&m);
+		}
+		if (te[0].len != 7 || strncasecmp(te[0].p, "chunked", 7) != 0) {
+			puts_(&m, "unsupported transfer encoding: ");
+			go_quote(&m, te[0].p, te[0].len);
+			answer_error(&m);
+		}
+		chunked = 1;
+	}
+	unsigned long long length = 0;
+	for (int k = 1; k < ncl; k++) {
+		if (cl[k].len != cl[0].len || memcmp(cl[k].p, cl[0].p, cl[0].len) != 0) {
+			puts_(&m, "http: message cannot contain multiple Content-Length headers; got ");
+			quote_list(&m, cl, ncl);
+			answer_error(&m);
+		}
+	}
+	if (ncl > 0) {
+		// strconv.ParseUint(cl, 10, 63) of the value (trimmed already).
+		int ok = cl[0].len > 0;
+		for (size_t k = 0; k < cl[0].len && ok; k++) {
+			unsigned d = (unsigned)(cl[0].p[k] - '0');
+			ok = d <= 9 && length <= (((unsigned long long)LLONG_MAX) - d) / 10;
+			length = length * 10 + d;
+		}
+		if (!ok) {
+			puts_(&m, cl[0].len == 0 ? "invalid empty Content-Length " : "bad Content-Length ");
+			go_quote(&m, cl[0].p, cl[0].len);
+			answer_error(&m);
+		}
+	}
+	for (int k = 0; k < MAX_VALUES; k++) {
+		free(te[k].p);
+		free(cl[k].p);
+	}
+	if (code / 100 == 1 || code == 204 || code == 304)
+		return 0;
+	if (chunked)
+		return BODY_CHUNKED;
+	return ncl > 0 ? (long long)length : BODY_TO_THE_END;
+}
+
 // refused says an answer other than 101, as exec.go says server.StartExec's
 // RefusedError (the first 4096 bytes of its body, trimmed), and exits 1;
 // nothing ran. It returns, leaving the exec to Go, for a daemon from
 // before POST /exec (404 "404 page not found", which the Go exec answers
-// by finding the pod itself) and for an answer whose body it does not read
-// (chunked, or a header textproto would not take): Go asks again.
-static void refused(int code, size_t hdr, const struct timespec *deadline) {
-	struct buf te = {0}, cl = {0};
-	if (code < 0 || !read_header(in, hdr, "Transfer-Encoding", &te, 0) || te.p ||
-	    !read_header(in, hdr, "Content-Length", &cl, 0))
+// by finding the pod itself) and for a body it does not read (chunked): Go
+// asks again.
+static void refused(long long length, int code, size_t hdr, const struct timespec *deadline) {
+	if (length == BODY_CHUNKED || length < BODY_TO_THE_END)
 		return;
-	// The body: Content-Length's bytes, else up to the end of the
-	// connection; no more than 4096 (io.LimitReader), until the deadline.
-	size_t want = 4096;
-	if (cl.p) {
-		char *e;
-		errno = 0;
-		unsigned long long v = strtoull(cl.p, &e, 10);
-		if (cl.len == 0 || *e || errno || cl.p[0] < '0' || cl.p[0] > '9')
-			return;
-		if (v < want)
-			want = (size_t)v;
-	}
+	// The body: its length, else up to the end of the connection; no more
+	// than 4096 bytes (io.LimitReader), until the deadline.
+	size_t want = length >= 0 && length < 4096 ? (size_t)length : 4096;
 	while (in_len - hdr < want) {
 		if (in_len == sizeof in)
 			break;
@@ -1118,9 +1216,8 @@ static void quick_exec(int argc, char **argv) {
 		if ((hdr = header_end(in, in_len)) != 0)
 			break;
 		if (in_len == sizeof in) { // the status line, two headers and a note
-			if (status_code(in, in_len) == 101)
-				fail("read exec answer: the daemon's header is longer than 96 KiB", 1);
-			goto to_go;
+			status_code(in, in_len);
+			fail("read exec answer: the daemon's header is longer than 96 KiB", 1);
 		}
 		ssize_t n = read(conn, in + in_len, sizeof in - in_len);
 		if (n > 0) {
@@ -1130,24 +1227,29 @@ static void quick_exec(int argc, char **argv) {
 		} else if (n < 0 && errno == EAGAIN) {
 			if (!wait_for(POLLIN, &deadline, INTERRUPTED_BEFORE))
 				fail("the daemon did not answer the exec within " ANSWER_TIMEOUT_TEXT, 1);
-		} else if (in_len > 0 && status_code(in, in_len) == 101) {
-			// http.ReadResponse takes a first line cut short by the end.
+		} else if (in_len > 0) {
+			// http.ReadResponse takes a first line cut short by the end,
+			// and then fails in the header.
+			status_code(in, in_len);
 			if (n < 0)
 				read_failed("read exec answer: ", errno);
 			fail("read exec answer: unexpected EOF", 1);
 		} else {
-			goto to_go;
+			goto to_go; // nothing came: the daemon may have gone, and Go asks its records
 		}
 	}
-	int code = status_code(in, hdr);
+	// As http.ReadResponse: the status line, the header's lines, then its
+	// Transfer-Encoding and Content-Length, each fault said as it says it.
+	int code = status_code(in, hdr), nnote;
+	struct buf note = {0};
+	read_header(in, hdr, NOTE_HEADER, &note, 1, &nnote, 1);
+	long long length = body_length(code, hdr);
 	if (code != 101) {
-		refused(code, hdr, &deadline);
+		refused(length, code, hdr, &deadline);
 		goto to_go;
 	}
 	// From here on an interrupt shuts the connection down where it comes.
 	sigprocmask(SIG_SETMASK, &waitmask, NULL);
-	struct buf note = {0};
-	read_header(in, hdr, NOTE_HEADER, &note, 1);
 	if (note.len > 0) {
 		struct buf b = {0};
 		escape_but(&b, note.p, note.len, "");
