@@ -252,6 +252,14 @@ func TestQuickExecAgainstAHostileDaemon(t *testing.T) {
 		{"a status line ending in CR", "HTTP/1.1 101\r", 1, "staticpodd: read exec answer: malformed HTTP status code \"101\\r\"\n"},
 		{"not HTTP", "SSH-2.0-OpenSSH_9.2\r\n", 1, "staticpodd: read exec answer: malformed HTTP response \"SSH-2.0-OpenSSH_9.2\"\n"},
 		{"a refusal with a bad line", "HTTP/1.1 409 Conflict\r\nBad\r\n\r\n", 1, "staticpodd: read exec answer: malformed MIME header: missing colon: \"Bad\"\n"},
+		{"many transfer encodings", "HTTP/1.1 101 X\r\n" + strings.Repeat("Transfer-Encoding: chunked\r\n", 17) + "\r\n" + string(frame(3, `{"exitCode":3}`)), 1,
+			"staticpodd: read exec answer: too many transfer encodings: [" + strings.TrimSpace(strings.Repeat(`"chunked" `, 17)) + "]\n"},
+		{"a trailer naming a length", answer101 + "Transfer-Encoding: chunked\r\nTrailer: X-A, content-length\r\n\r\n" + string(frame(3, `{"exitCode":3}`)), 1,
+			"staticpodd: read exec answer: bad trailer key \"Content-Length\"\n"},
+		{"HTTP/0.0", "HTTP/0.0 101 X\r\nTransfer-Encoding: gzip\r\n\r\n" + string(frame(3, `{"exitCode":3}`)), 1,
+			"staticpodd: read exec answer: unsupported transfer encoding: \"gzip\"\n"},
+		{"a bad line, then the end", "HTTP/1.1 101 X\r\nbad\r\n", 1, "staticpodd: read exec answer: malformed MIME header: missing colon: \"bad\"\n"},
+		{"a code of -00", "HTTP/1.1 -00 X\r\nContent-Length: 3\r\n\r\nabc", 1, "staticpodd: abc\n"},
 		{"a status nested as deep as it may be", answer101 + "\r\n" + string(frame(3, `{"exitCode":6,"x":`+strings.Repeat("[", 9999)+strings.Repeat("]", 9999)+`}`)), 6, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -330,13 +338,55 @@ func TestQuickExecInterrupted(t *testing.T) {
 }
 
 // TestQuickExecAnswerTimeout: a daemon that takes the request and never
-// answers is given up on after 10 s, both ways alike.
+// answers, or answers in part, is given up on after 10 s, what came read
+// first, both ways alike.
 func TestQuickExecAnswerTimeout(t *testing.T) {
 	t.Parallel()
-	dir, _ := fakeExecDaemon(t, func(c net.Conn) { c.Read(make([]byte, 1)) })
-	r := compareWays(t, nil, true, "--run-dir", dir, "web", "--", "true")
-	if want := "staticpodd: the daemon did not answer the exec within 10s\n"; r.code != 1 || r.stderr != want {
-		t.Errorf("exit %d, stderr %q; want 1 and %q", r.code, r.stderr, want)
+	for _, tc := range []struct{ answer, stderr string }{
+		{"", "staticpodd: the daemon did not answer the exec within 10s\n"},
+		{"HTTP/1.1 101 X\r\nConnection: Upgrade\r\n", "staticpodd: the daemon did not answer the exec within 10s\n"},
+		{"SSH-2.0-OpenSSH_9.2", "staticpodd: read exec answer: malformed HTTP response \"SSH-2.0-OpenSSH_9.2\"\n"},
+		{"HTTP/1.1 101 X\r\nbad", "staticpodd: read exec answer: malformed MIME header: missing colon: \"bad\"\n"},
+	} {
+		t.Run(tc.answer, func(t *testing.T) {
+			t.Parallel()
+			dir, _ := fakeExecDaemon(t, func(c net.Conn) {
+				io.WriteString(c, tc.answer)
+				c.Read(make([]byte, 1))
+			})
+			r := compareWays(t, nil, true, "--run-dir", dir, "web", "--", "true")
+			if r.code != 1 || r.stderr != tc.stderr {
+				t.Errorf("exit %d, stderr %q; want 1 and %q", r.code, r.stderr, tc.stderr)
+			}
+		})
+	}
+}
+
+// TestQuickExecSignalsThatEndIt: 32 and 34, which the Go runtime leaves to
+// their default action, end the exec both ways alike.
+func TestQuickExecSignalsThatEndIt(t *testing.T) {
+	t.Parallel()
+	for _, sig := range []syscall.Signal{32, 34} {
+		for _, inGo := range []bool{false, true} {
+			dir, got := fakeExecDaemon(t, func(c net.Conn) {
+				io.WriteString(c, answer101+"\r\n")
+				c.Read(make([]byte, 1))
+			})
+			a := []string{"exec", "--run-dir", dir, "web", "--", "true"}
+			if inGo {
+				a = append([]string{"exec", "--test-exec-in-go"}, a[1:]...)
+			}
+			cmd := exec.Command(testdaemon.Bin, a...)
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			<-got
+			cmd.Process.Signal(sig)
+			waitBounded(t, cmd)
+			if ws := cmd.ProcessState.Sys().(syscall.WaitStatus); !ws.Signaled() || ws.Signal() != sig {
+				t.Errorf("signal %d, in Go %v: %v; want it ended by the signal", sig, inGo, cmd.ProcessState)
+			}
+		}
 	}
 }
 
@@ -530,7 +580,8 @@ func TestQuickExecStatusTooDeep(t *testing.T) {
 // its command; both ways.
 func TestQuickExecSignalsGoIgnores(t *testing.T) {
 	t.Parallel()
-	sigs := []syscall.Signal{syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGALRM, syscall.SIGXFSZ, syscall.SIGPWR, syscall.SIGVTALRM, syscall.SIGPIPE, syscall.Signal(40)}
+	sigs := []syscall.Signal{syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGALRM, syscall.SIGXFSZ, syscall.SIGPWR, syscall.SIGVTALRM, syscall.SIGPIPE,
+		syscall.Signal(35), syscall.Signal(64)}
 	for _, inGo := range []bool{false, true} {
 		proceed := make(chan struct{})
 		dir, _ := fakeExecDaemon(t, func(c net.Conn) {

@@ -60,8 +60,10 @@ static void on_nothing(int sig) { (void)sig; }
 
 // go_takes_no_action says the Go runtime catches sig and, with no
 // signal.Notify for it, does nothing (runtime/sigtab_linux_generic.go:
-// _SigNotify alone, and SIGPROF while not profiling); the real-time signals
-// from 34, the two below being the C library's.
+// _SigNotify alone; SIGPROF while not profiling; the real-time signals from
+// 35). 32 and 34 it leaves to their defaults, as here; 33 a Go program
+// survives (the C library's handler, installed with Go's first thread),
+// where the quick exec cannot have one (the C library keeps it) and ends.
 #define NOP_SIGNALS NSIG
 static int go_takes_no_action(int sig) {
 	switch (sig) {
@@ -70,7 +72,7 @@ static int go_takes_no_action(int sig) {
 	case SIGPIPE: // one sent by kill; an EPIPE on stdout or stderr still ends the exec (die_of_sigpipe)
 		return 1;
 	}
-	return sig >= 34 && sig >= SIGRTMIN && sig <= SIGRTMAX;
+	return sig >= 35 && sig <= SIGRTMAX;
 }
 
 #define INTERRUPTED_BEFORE "interrupted before the daemon answered"
@@ -775,14 +777,16 @@ static int status_code(const char *p, size_t n) {
 	const char *ce = memchr(c, ' ', (size_t)(e - c));
 	size_t clen = ce ? (size_t)(ce - c) : (size_t)(e - c);
 	// strconv.Atoi of three characters, not negative.
-	int code = 0, ok = clen == 3;
+	int code = 0, ok = clen == 3, neg = 0;
 	for (size_t k = 0; k < clen && ok; k++) {
-		if (k == 0 && c[k] == '+')
+		if (k == 0 && (c[k] == '+' || c[k] == '-')) {
+			neg = c[k] == '-';
 			continue;
+		}
 		ok = c[k] >= '0' && c[k] <= '9';
 		code = code * 10 + (c[k] - '0');
 	}
-	if (!ok || (c[0] == '+' && clen == 1)) {
+	if (!ok || (neg && code != 0)) {
 		puts_(&m, "malformed HTTP status code ");
 		go_quote(&m, c, clen);
 		answer_error(&m);
@@ -802,15 +806,28 @@ static int header_field_byte(unsigned char c) {
 }
 
 // header_line is one line of the header at p[*i:n], without its \n and the
-// \r before it; *i moves past it.
+// \r before it; *i moves past it. A last line without \n (all that came
+// before the connection's end or the deadline) is a line as it is, as
+// bufio's ReadLine returns it.
 static const char *header_line(const char *p, size_t n, size_t *i, size_t *len) {
 	const char *line = p + *i, *nl = memchr(line, '\n', n - *i);
+	if (!nl) {
+		*len = n - *i;
+		*i = n;
+		return line;
+	}
 	*len = (size_t)(nl - line);
 	*i += *len + 1;
 	if (*len > 0 && line[*len - 1] == '\r')
 		(*len)--;
 	return line;
 }
+
+// vals are the values of one header key, in order.
+struct vals {
+	struct buf *v;
+	int n;
+};
 
 static void trim_sp(const char **p, size_t *n) {
 	while (*n > 0 && (**p == ' ' || **p == '\t')) {
@@ -821,36 +838,25 @@ static void trim_sp(const char **p, size_t *n) {
 		(*n)--;
 }
 
-// read_header checks the header lines of an answer (p[0:n] is its header,
-// the status line first, ending with the empty line) as
-// textproto.ReadMIMEHeader does, continuation lines folded, and returns the
-// first max values of the header key (a header's key as http.Header
-// matches it) in vals, and how many it has in *count. A malformed header
-// ends the exec with textproto's message when fail_on_error is set; else it
-// returns 0.
-static int read_header(const char *p, size_t n, const char *key, struct buf *vals, int max, int *count,
-		       int fail_on_error) {
+// read_header checks the header lines of an answer (p[0:n], the status
+// line first, up to the empty line that ends the header or to all that
+// came) as textproto.ReadMIMEHeader does, continuation lines folded, and
+// adds the values of the header key (a header's key as http.Header matches
+// it) to vals. A malformed header ends the exec with textproto's message.
+static void read_header(const char *p, size_t n, const char *key, struct vals *vals) {
 	size_t i = 0, len;
-	*count = 0;
-	if (!memchr(p, '\n', n))
-		return 0;
 	header_line(p, n, &i, &len); // the status line
-	for (int first = 1;; first = 0) {
+	for (int first = 1; i < n; first = 0) {
 		const char *line = header_line(p, n, &i, &len);
 		if (first && len > 0 && (line[0] == ' ' || line[0] == '\t')) {
-			if (!fail_on_error)
-				return 0;
 			if (len > 80)
 				fail("read exec answer: message too large", 1);
 			answer_malformed("malformed MIME header initial line: ", line, len);
 		}
 		if (len == 0)
-			return 1;
-		if (!memchr(line, ':', len)) {
-			if (!fail_on_error)
-				return 0;
+			return;
+		if (!memchr(line, ':', len))
 			answer_malformed("malformed MIME header: missing colon: ", line, len);
-		}
 		// The line and its continuations, each trimmed, joined by a space.
 		struct buf kv = {0};
 		const char *t = line;
@@ -872,18 +878,18 @@ static int read_header(const char *p, size_t n, const char *key, struct buf *val
 			ok = header_field_byte((unsigned char)kv.p[k]) || kv.p[k] == ' ';
 		for (const char *c = colon + 1; c < kv.p + kv.len && ok; c++)
 			ok = !(((unsigned char)*c < 0x20 && *c != '\t') || *c == 0x7F);
-		if (!ok) {
-			if (!fail_on_error)
-				return 0;
+		if (!ok)
 			answer_malformed("malformed MIME header line: ", kv.p, kv.len);
-		}
 		if (klen == strlen(key) && strncasecmp(kv.p, key, klen) == 0) {
 			const char *v = colon + 1;
 			while (v < kv.p + kv.len && (*v == ' ' || *v == '\t'))
 				v++;
-			if (*count < max)
-				put(&vals[*count], v, (size_t)(kv.p + kv.len - v));
-			(*count)++;
+			struct buf *grown = realloc(vals->v, (size_t)(vals->n + 1) * sizeof *grown);
+			if (!grown)
+				abort();
+			vals->v = grown;
+			vals->v[vals->n] = (struct buf){0};
+			put(&vals->v[vals->n++], v, (size_t)(kv.p + kv.len - v));
 		}
 		free(kv.p);
 	}
@@ -996,12 +1002,12 @@ static void trim_space(const char **p, size_t *n) {
 }
 
 // quote_list appends vals as fmt's %q writes a []string.
-static void quote_list(struct buf *b, const struct buf *vals, int n) {
+static void quote_list(struct buf *b, const struct vals *vals) {
 	puts_(b, "[");
-	for (int k = 0; k < n; k++) {
+	for (int k = 0; k < vals->n; k++) {
 		if (k > 0)
 			puts_(b, " ");
-		go_quote(b, vals[k].p, vals[k].len);
+		go_quote(b, vals->v[k].p, vals->v[k].len);
 	}
 	puts_(b, "]");
 }
@@ -1013,67 +1019,95 @@ static void answer_error(struct buf *b) {
 	fail(m.p, 1);
 }
 
+static int equal_fold(const char *p, size_t n, const char *name) {
+	return n == strlen(name) && strncasecmp(p, name, n) == 0;
+}
+
 #define BODY_CHUNKED (-1)
 #define BODY_TO_THE_END (-2)
-#define MAX_VALUES 16
 
-// body_length checks an answer's Transfer-Encoding and Content-Length as
-// http.ReadResponse does (readTransfer, fixLength), ending the exec with
-// its message where it would fail, and returns the body's length,
-// BODY_CHUNKED or BODY_TO_THE_END; -3 for an answer whose headers it does
-// not read (more of one than it keeps), which it leaves to Go.
+// body_length checks an answer's Transfer-Encoding, Content-Length and
+// Trailer as http.ReadResponse does (readTransfer: parseTransferEncoding,
+// fixLength, fixTrailer), ending the exec with its message where it would
+// fail, and returns the body's length, BODY_CHUNKED or BODY_TO_THE_END.
 static long long body_length(int code, size_t hdr) {
-	struct buf te[MAX_VALUES] = {{0}}, cl[MAX_VALUES] = {{0}}, m = {0};
-	int nte, ncl, chunked = 0;
-	read_header(in, hdr, "Transfer-Encoding", te, MAX_VALUES, &nte, 1);
-	read_header(in, hdr, "Content-Length", cl, MAX_VALUES, &ncl, 1);
-	if (nte > MAX_VALUES || ncl > MAX_VALUES)
-		return -3;
-	int http11 = in[5] > '1' || (in[5] == '1' && in[7] >= '1'); // status_code checked "HTTP/d.d"
-	if (nte > 0 && http11) {
-		if (nte != 1) {
+	struct vals te = {0}, cl = {0}, tr = {0};
+	struct buf m = {0};
+	int chunked = 0;
+	read_header(in, hdr, "Transfer-Encoding", &te);
+	read_header(in, hdr, "Content-Length", &cl);
+	read_header(in, hdr, "Trailer", &tr);
+	// status_code checked "HTTP/d.d"; HTTP/0.0 is taken as 1.1.
+	int http11 = (in[5] == '0' && in[7] == '0') || in[5] > '1' || (in[5] == '1' && in[7] >= '1');
+	if (te.n > 0 && http11) {
+		if (te.n != 1) {
 			puts_(&m, "too many transfer encodings: ");
-			quote_list(&m, te, nte);
+			quote_list(&m, &te);
 			answer_error(&m);
 		}
-		if (te[0].len != 7 || strncasecmp(te[0].p, "chunked", 7) != 0) {
+		if (!equal_fold(te.v[0].p, te.v[0].len, "chunked")) {
 			puts_(&m, "unsupported transfer encoding: ");
-			go_quote(&m, te[0].p, te[0].len);
+			go_quote(&m, te.v[0].p, te.v[0].len);
 			answer_error(&m);
 		}
 		chunked = 1;
 	}
-	unsigned long long length = 0;
-	for (int k = 1; k < ncl; k++) {
-		if (cl[k].len != cl[0].len || memcmp(cl[k].p, cl[0].p, cl[0].len) != 0) {
+	for (int k = 1; k < cl.n; k++) {
+		if (cl.v[k].len != cl.v[0].len || memcmp(cl.v[k].p, cl.v[0].p, cl.v[0].len) != 0) {
 			puts_(&m, "http: message cannot contain multiple Content-Length headers; got ");
-			quote_list(&m, cl, ncl);
+			quote_list(&m, &cl);
 			answer_error(&m);
 		}
 	}
-	if (ncl > 0) {
+	unsigned long long length = 0;
+	if (cl.n > 0) {
 		// strconv.ParseUint(cl, 10, 63) of the value (trimmed already).
-		int ok = cl[0].len > 0;
-		for (size_t k = 0; k < cl[0].len && ok; k++) {
-			unsigned d = (unsigned)(cl[0].p[k] - '0');
+		const struct buf *v = &cl.v[0];
+		int ok = v->len > 0;
+		for (size_t k = 0; k < v->len && ok; k++) {
+			unsigned d = (unsigned)(v->p[k] - '0');
 			ok = d <= 9 && length <= (((unsigned long long)LLONG_MAX) - d) / 10;
 			length = length * 10 + d;
 		}
 		if (!ok) {
-			puts_(&m, cl[0].len == 0 ? "invalid empty Content-Length " : "bad Content-Length ");
-			go_quote(&m, cl[0].p, cl[0].len);
+			puts_(&m, v->len == 0 ? "invalid empty Content-Length " : "bad Content-Length ");
+			go_quote(&m, v->p, v->len);
 			answer_error(&m);
 		}
 	}
-	for (int k = 0; k < MAX_VALUES; k++) {
-		free(te[k].p);
-		free(cl[k].p);
+	// fixTrailer: a chunked answer's Trailer names no framing header.
+	for (int k = 0; chunked && k < tr.n; k++) {
+		const char *e = tr.v[k].p, *end = tr.v[k].p + tr.v[k].len;
+		while (e < end) {
+			const char *c = memchr(e, ',', (size_t)(end - e));
+			const char *f = e, *fe = c ? c : end;
+			size_t fl = (size_t)(fe - f);
+			trim_sp(&f, &fl);
+			static const char *bad[] = {"Transfer-Encoding", "Trailer", "Content-Length"};
+			for (int b = 0; b < 3; b++) {
+				if (equal_fold(f, fl, bad[b])) {
+					puts_(&m, "bad trailer key ");
+					go_quote(&m, bad[b], strlen(bad[b]));
+					answer_error(&m);
+				}
+			}
+			e = c ? c + 1 : end;
+		}
 	}
+	for (int k = 0; k < te.n; k++)
+		free(te.v[k].p);
+	for (int k = 0; k < cl.n; k++)
+		free(cl.v[k].p);
+	for (int k = 0; k < tr.n; k++)
+		free(tr.v[k].p);
+	free(te.v);
+	free(cl.v);
+	free(tr.v);
 	if (code / 100 == 1 || code == 204 || code == 304)
 		return 0;
 	if (chunked)
 		return BODY_CHUNKED;
-	return ncl > 0 ? (long long)length : BODY_TO_THE_END;
+	return cl.n > 0 ? (long long)length : BODY_TO_THE_END;
 }
 
 // refused says an answer other than 101, as exec.go says server.StartExec's
@@ -1083,7 +1117,7 @@ static long long body_length(int code, size_t hdr) {
 // by finding the pod itself) and for a body it does not read (chunked): Go
 // asks again.
 static void refused(long long length, int code, size_t hdr, const struct timespec *deadline) {
-	if (length == BODY_CHUNKED || length < BODY_TO_THE_END)
+	if (length == BODY_CHUNKED)
 		return;
 	// The body: its length, else up to the end of the connection; no more
 	// than 4096 bytes (io.LimitReader), until the deadline.
@@ -1107,6 +1141,16 @@ static void refused(long long length, int code, size_t hdr, const struct timespe
 	if (code == 404 && n == strlen("404 page not found") && memcmp(msg, "404 page not found", n) == 0)
 		return;
 	say_exit(msg, n, 1);
+}
+
+// cut_short reads an answer that stopped before its header's end (the
+// connection's end, an error, the deadline) as http.ReadResponse does:
+// its status line and header lines, the last one as far as it came, each
+// fault said as it says it.
+static void cut_short(void) {
+	struct vals none = {0};
+	status_code(in, in_len);
+	read_header(in, in_len, "", &none);
 }
 
 static void quick_exec(int argc, char **argv) {
@@ -1193,9 +1237,9 @@ static void quick_exec(int argc, char **argv) {
 	if (conn < 0 || connect(conn, (struct sockaddr *)&addr, sizeof addr) != 0)
 		goto to_go; // no daemon (the records answer), or an error Go says better
 
-	// Until the 101 has come, nothing has run: any other answer, and any
-	// failure to send or to read one, is the Go exec's to give again and
-	// say (a refused exec is asked twice; the refusal changes nothing).
+	// Until the 101 has come, nothing has run: a failure to send, and an
+	// answer of which nothing came, are the Go exec's to ask again and say
+	// (the daemon may have gone: Go then answers from its records).
 	for (size_t off = 0; off < req.len;) {
 		ssize_t n = send(conn, req.p + off, req.len - off, MSG_NOSIGNAL);
 		if (n > 0) {
@@ -1225,14 +1269,15 @@ static void quick_exec(int argc, char **argv) {
 		} else if (n < 0 && errno == EINTR) {
 			continue;
 		} else if (n < 0 && errno == EAGAIN) {
-			if (!wait_for(POLLIN, &deadline, INTERRUPTED_BEFORE))
+			if (!wait_for(POLLIN, &deadline, INTERRUPTED_BEFORE)) {
+				if (in_len > 0)
+					cut_short(); // what came, as Go reads it before its deadline
 				fail("the daemon did not answer the exec within " ANSWER_TIMEOUT_TEXT, 1);
+			}
 		} else if (in_len > 0) {
-			// http.ReadResponse takes a first line cut short by the end,
-			// and then fails in the header.
-			status_code(in, in_len);
-			if (n < 0)
-				read_failed("read exec answer: ", errno);
+			// The end, or an error once something came (bufio hands
+			// over what it read and the next read ends).
+			cut_short();
 			fail("read exec answer: unexpected EOF", 1);
 		} else {
 			goto to_go; // nothing came: the daemon may have gone, and Go asks its records
@@ -1240,9 +1285,10 @@ static void quick_exec(int argc, char **argv) {
 	}
 	// As http.ReadResponse: the status line, the header's lines, then its
 	// Transfer-Encoding and Content-Length, each fault said as it says it.
-	int code = status_code(in, hdr), nnote;
-	struct buf note = {0};
-	read_header(in, hdr, NOTE_HEADER, &note, 1, &nnote, 1);
+	int code = status_code(in, hdr);
+	struct vals notes = {0};
+	read_header(in, hdr, NOTE_HEADER, &notes);
+	struct buf note = notes.n > 0 ? notes.v[0] : (struct buf){0};
 	long long length = body_length(code, hdr);
 	if (code != 101) {
 		refused(length, code, hdr, &deadline);

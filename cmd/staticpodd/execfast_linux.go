@@ -12,8 +12,8 @@ package main
 // of arguments (and the hidden --test-exec-in-go, which tests use to compare
 // the two), a closed stdin, stdout or stderr, a run dir that is not absolute
 // and clean, no daemon listening (the records answer), a failure to connect
-// or send, and a refusal it does not read (an older daemon's 404, a chunked
-// body): Go asks again. A status line that says 101 is the quick exec's to
+// or send, an answer of which nothing came, and a refusal it does not read
+// (an older daemon's 404, a chunked body): Go asks again. A status line that says 101 is the quick exec's to
 // the end: the daemon may have started the command. Signals behave as in a
 // Go program (docs/architecture.md, "exec").
 
