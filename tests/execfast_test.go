@@ -301,11 +301,7 @@ func TestQuickExecInterrupted(t *testing.T) {
 					c.Read(make([]byte, 1)) // until the client leaves
 					close(closed)
 				})
-				a := []string{"exec", "--run-dir", dir, "web", "--", "sleep", "1000"}
-				if inGo {
-					a = append([]string{"exec", "--test-exec-in-go"}, a[1:]...)
-				}
-				cmd := exec.Command(testdaemon.Bin, a...)
+				cmd := execAt(inGo, dir, "sleep", "1000")
 				cmd.Env = append(os.Environ(), "GODEBUG=inittrace=1")
 				out, _ := cmd.StdoutPipe()
 				var errOut bytes.Buffer
@@ -372,11 +368,7 @@ func TestQuickExecSignalsThatEndIt(t *testing.T) {
 				io.WriteString(c, answer101+"\r\n")
 				c.Read(make([]byte, 1))
 			})
-			a := []string{"exec", "--run-dir", dir, "web", "--", "true"}
-			if inGo {
-				a = append([]string{"exec", "--test-exec-in-go"}, a[1:]...)
-			}
-			cmd := exec.Command(testdaemon.Bin, a...)
+			cmd := execAt(inGo, dir, "true")
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
@@ -388,6 +380,16 @@ func TestQuickExecSignalsThatEndIt(t *testing.T) {
 			}
 		}
 	}
+}
+
+// execAt is `staticpodd exec` (in Go or not) of command in the pod web of
+// the daemon at the run dir dir.
+func execAt(inGo bool, dir string, command ...string) *exec.Cmd {
+	a := []string{"exec", "--run-dir", dir}
+	if inGo {
+		a = append(a, "--test-exec-in-go")
+	}
+	return exec.Command(testdaemon.Bin, append(append(a, "web", "--"), command...)...)
 }
 
 // runExecShell runs `staticpodd exec` (in Go or not) with args through sh,
@@ -473,11 +475,7 @@ func TestQuickExecInterruptedWhileItsOutputWaits(t *testing.T) {
 	t.Parallel()
 	for _, inGo := range []bool{false, true} {
 		dir, _, left := streamingDaemon(t)
-		a := []string{"exec", "--run-dir", dir, "web", "--", "yes"}
-		if inGo {
-			a = append([]string{"exec", "--test-exec-in-go"}, a[1:]...)
-		}
-		cmd := exec.Command(testdaemon.Bin, a...)
+		cmd := execAt(inGo, dir, "yes")
 		out, err := cmd.StdoutPipe()
 		if err != nil {
 			t.Fatal(err)
@@ -589,11 +587,7 @@ func TestQuickExecSignalsGoIgnores(t *testing.T) {
 			<-proceed
 			io.WriteString(c, string(frame(1, "end\n"))+string(frame(3, `{"exitCode":0}`)))
 		})
-		a := []string{"exec", "--run-dir", dir, "web", "--", "true"}
-		if inGo {
-			a = append([]string{"exec", "--test-exec-in-go"}, a[1:]...)
-		}
-		cmd := exec.Command(testdaemon.Bin, a...)
+		cmd := execAt(inGo, dir, "true")
 		out, err := cmd.StdoutPipe()
 		if err != nil {
 			t.Fatal(err)
