@@ -358,11 +358,13 @@ func TestQuickExecAnswerTimeout(t *testing.T) {
 	}
 }
 
-// TestQuickExecSignalsThatEndIt: 32 and 34, which the Go runtime leaves to
-// their default action, end the exec both ways alike.
+// TestQuickExecSignalsThatEndIt: 34, which the Go runtime leaves to its
+// default action, ends the exec both ways alike. (32, the C library's own,
+// comes blocked to a child of some parents, make among them: not a signal
+// to test with.)
 func TestQuickExecSignalsThatEndIt(t *testing.T) {
 	t.Parallel()
-	for _, sig := range []syscall.Signal{32, 34} {
+	for _, sig := range []syscall.Signal{34} {
 		for _, inGo := range []bool{false, true} {
 			dir, got := fakeExecDaemon(t, func(c net.Conn) {
 				io.WriteString(c, answer101+"\r\n")
